@@ -1,0 +1,49 @@
+"""Raw text -> pre-training TFRecords (the original's build_pretraining_dataset.py).
+
+    python -m electra_tf.build_pretraining_data --corpus='data/*.txt' \
+        --vocab_file=vocab.txt --output_dir=pretrain_tfrecords \
+        --max_seq_length=128 --num_shards=64 --num_processes=8 --seed=0
+
+Input: one sentence per line, a blank line between documents. Output:
+`pretrain_data.tfrecord-SSSSS-of-NNNNN` shards of tf.train.Examples with int64
+`input_ids`, `input_mask`, `segment_ids`, and `pretrain_data_stats.json`.
+The same seed and shard count give the same bytes, whatever --num_processes.
+"""
+
+from __future__ import annotations
+
+from absl import app, flags
+
+from electra_tf import cli
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("corpus", None, "Comma-separated globs of text files.")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt.")
+flags.DEFINE_string("output_dir", None, "Where to write the shards.")
+flags.DEFINE_integer("max_seq_length", 128, "L: tokens per example, [CLS]/[SEP] included.")
+flags.DEFINE_integer("num_shards", 1, "Output files.")
+flags.DEFINE_integer("num_processes", 1, "Worker processes (at most num_shards are used).")
+flags.DEFINE_integer("seed", 0, "Seed of the packing randomness.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (uncased vocab).")
+cli.define_strip_accents_flag()
+flags.DEFINE_bool("overwrite", False, "Replace pre-training data already in --output_dir.")
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    for name in ("corpus", "vocab_file", "output_dir"):
+        if not FLAGS[name].value:
+            raise cli.InputError(f"--{name} is required")
+    from electra_tf.data.builder import BuildOptions, build_pretraining_data
+
+    build_pretraining_data(BuildOptions(
+        files=tuple(cli.expand_files(FLAGS.corpus)), vocab_file=FLAGS.vocab_file,
+        output_dir=FLAGS.output_dir, max_seq_length=FLAGS.max_seq_length,
+        num_shards=FLAGS.num_shards, num_processes=FLAGS.num_processes, seed=FLAGS.seed,
+        do_lower_case=FLAGS.do_lower_case, strip_accents=cli.tri_state(FLAGS.strip_accents),
+        overwrite=FLAGS.overwrite))
+
+
+if __name__ == "__main__":
+    app.run(lambda argv: cli.run_cli(lambda: main(argv)))

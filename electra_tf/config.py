@@ -1,0 +1,240 @@
+"""Hyperparameters, in one place, with the original ELECTRA names.
+
+`EncoderConfig` carries the BERT-style transformer sizes (the names of the
+original `bert_config.json`). `PretrainingConfig` carries the names and
+defaults of google-research/electra's `configure_pretraining.py`; every field
+has an end-of-line comment, and an unknown name is an error (`from_dict`).
+Library code receives these objects; only the `run_*` entry points read flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A hyperparameter has a bad name or value."""
+
+
+def _check_known(cls, values: dict[str, Any]) -> None:
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(
+            f"unknown {cls.__name__} hyperparameter(s): {', '.join(unknown)}; "
+            f"known names are: {', '.join(sorted(known))}"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderConfig:
+    """Transformer encoder sizes (paper Table 6; BERT config names)."""
+
+    vocab_size: int = 30522  # WordPiece vocabulary size
+    embedding_size: int | None = None  # None: equal to hidden_size (no projection)
+    hidden_size: int = 768  # transformer width
+    num_hidden_layers: int = 12  # transformer depth
+    num_attention_heads: int = 12  # attention heads per layer
+    intermediate_size: int = 3072  # feed-forward width
+    hidden_act: str = "gelu"  # exact erf GELU, as the original's modeling.gelu
+    hidden_dropout_prob: float = 0.1  # dropout on embeddings and sub-layer outputs
+    attention_probs_dropout_prob: float = 0.1  # dropout on attention probabilities
+    max_position_embeddings: int = 512  # rows of the position table
+    type_vocab_size: int = 2  # segment ids 0 and 1
+    initializer_range: float = 0.02  # truncated-normal stddev for all kernels
+    layer_norm_eps: float = 1e-12  # LayerNorm epsilon of the original
+
+    @property
+    def resolved_embedding_size(self) -> int:
+        return self.embedding_size or self.hidden_size
+
+    def validate(self) -> "EncoderConfig":
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers",
+                     "num_attention_heads", "intermediate_size",
+                     "max_position_embeddings", "type_vocab_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.embedding_size is not None and self.embedding_size < 1:
+            raise ConfigError(f"embedding_size must be >= 1, got {self.embedding_size}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"hidden_size {self.hidden_size} is not a multiple of "
+                f"num_attention_heads {self.num_attention_heads}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if self.hidden_act not in ("gelu", "gelu_approximate", "relu"):
+            raise ConfigError(f"unsupported hidden_act {self.hidden_act!r}")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "EncoderConfig":
+        _check_known(cls, values)
+        return cls(**values).validate()
+
+
+# Paper Table 6 and the original's modeling presets. Vocab size is set apart.
+MODEL_SIZES: dict[str, dict[str, Any]] = {
+    "small": dict(embedding_size=128, hidden_size=256, num_hidden_layers=12,
+                  num_attention_heads=4, intermediate_size=1024),
+    "base": dict(embedding_size=None, hidden_size=768, num_hidden_layers=12,
+                 num_attention_heads=12, intermediate_size=3072),
+    "large": dict(embedding_size=None, hidden_size=1024, num_hidden_layers=24,
+                  num_attention_heads=16, intermediate_size=4096),
+    # A laptop-sized model for the demo and smoke runs; not from the paper.
+    "tiny": dict(embedding_size=64, hidden_size=128, num_hidden_layers=2,
+                 num_attention_heads=2, intermediate_size=512),
+}
+
+
+def default_max_predictions(mask_prob: float, max_seq_length: int) -> int:
+    """The original's int((mask_prob + 0.005) * max_seq_length): 19 at 128."""
+    return int((mask_prob + 0.005) * max_seq_length)
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingConfig:
+    """Pre-training hyperparameters, named as in configure_pretraining.py."""
+
+    # --- model ---
+    model_size: str = "small"  # one of MODEL_SIZES
+    model_hparam_overrides: dict = dataclasses.field(default_factory=dict)  # EncoderConfig fields
+    embedding_size: int | None = None  # None: the size preset's value
+    vocab_size: int = 30522  # must match the vocab file
+    do_lower_case: bool = True  # lower-case and strip accents before WordPiece
+
+    # --- loss ---
+    electra_objective: bool = True  # False trains a plain MLM (BERT) generator only
+    gen_weight: float = 1.0  # weight of the generator's MLM loss
+    disc_weight: float = 50.0  # weight of the discriminator's loss (lambda)
+    mask_prob: float = 0.15  # fraction of tokens to mask (0.25 for Large)
+    max_predictions_per_seq: int | None = None  # None: int((mask_prob + 0.005) * L)
+
+    # --- generator ---
+    uniform_generator: bool = False  # sample replacements uniformly (ablation)
+    untied_generator_embeddings: bool = False  # do not share embeddings with D
+    untied_generator: bool = True  # False: G and D share all weights (equal sizes)
+    generator_layers: float = 1.0  # G depth as a fraction of D's
+    generator_hidden_size: float = 0.25  # G width as a fraction of D's (1/3 for Base)
+    disallow_correct: bool = False  # never sample the original token
+    temperature: float = 1.0  # generator sampling temperature
+
+    # --- optimization ---
+    learning_rate: float = 5e-4  # peak learning rate
+    lr_decay_power: float = 1.0  # polynomial decay power (1.0: linear)
+    weight_decay_rate: float = 0.01  # AdamW decay, none on LayerNorm and bias
+    num_warmup_steps: int = 10000  # linear warmup steps
+    adam_epsilon: float = 1e-6  # Adam epsilon of the original
+    clip_norm: float = 1.0  # global-norm gradient clipping
+
+    # --- training ---
+    num_train_steps: int = 1000000  # optimizer steps
+    iterations_per_loop: int = 200  # steps per host loop (and per summary write)
+    save_checkpoints_steps: int = 1000  # checkpoint every N steps
+    keep_checkpoint_max: int = 5  # checkpoints kept
+    num_eval_steps: int = 100  # batches per evaluation
+    max_seq_length: int = 128  # L
+    train_batch_size: int = 128  # global batch
+    eval_batch_size: int = 128  # global batch
+    seed: int = 0  # seed for init, masking, sampling and dropout
+
+    @property
+    def resolved_max_predictions_per_seq(self) -> int:
+        if self.max_predictions_per_seq is not None:
+            return self.max_predictions_per_seq
+        return default_max_predictions(self.mask_prob, self.max_seq_length)
+
+    def discriminator_config(self) -> EncoderConfig:
+        """The discriminator's EncoderConfig: size preset + overrides."""
+        if self.model_size not in MODEL_SIZES:
+            raise ConfigError(
+                f"model_size {self.model_size!r} is not one of {sorted(MODEL_SIZES)}")
+        values = dict(MODEL_SIZES[self.model_size])
+        if self.embedding_size is not None:
+            values["embedding_size"] = self.embedding_size
+        values["vocab_size"] = self.vocab_size
+        values["max_position_embeddings"] = max(512, self.max_seq_length)
+        overrides = dict(self.model_hparam_overrides)
+        _check_known(EncoderConfig, overrides)
+        values.update(overrides)
+        return EncoderConfig(**values).validate()
+
+    def generator_config(self) -> EncoderConfig:
+        """G's config, sized as the original's get_generator_config."""
+        return generator_config(self.discriminator_config(),
+                                self.generator_hidden_size, self.generator_layers,
+                                tie_embeddings=not self.untied_generator_embeddings)
+
+    def validate(self) -> "PretrainingConfig":
+        if not 0.0 < self.mask_prob < 1.0:
+            raise ConfigError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
+        if self.max_seq_length < 8:
+            raise ConfigError(f"max_seq_length must be >= 8, got {self.max_seq_length}")
+        if not 1 <= self.resolved_max_predictions_per_seq <= self.max_seq_length:
+            raise ConfigError(
+                f"max_predictions_per_seq must be in [1, max_seq_length], got "
+                f"{self.resolved_max_predictions_per_seq}")
+        if not 0.0 < self.generator_hidden_size <= 1.0 or not 0.0 < self.generator_layers <= 1.0:
+            raise ConfigError("generator_hidden_size and generator_layers are "
+                              "fractions in (0, 1] of the discriminator's size")
+        if self.temperature <= 0:
+            raise ConfigError(f"temperature must be > 0, got {self.temperature}")
+        for name in ("train_batch_size", "eval_batch_size", "num_train_steps",
+                     "iterations_per_loop", "save_checkpoints_steps",
+                     "keep_checkpoint_max", "num_eval_steps"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.num_warmup_steps < 0 or self.learning_rate <= 0:
+            raise ConfigError("num_warmup_steps must be >= 0 and learning_rate > 0")
+        disc = self.discriminator_config()
+        if self.max_seq_length > disc.max_position_embeddings:
+            raise ConfigError("max_seq_length exceeds max_position_embeddings")
+        gen = self.generator_config()
+        if not self.untied_generator and (
+                gen.hidden_size, gen.num_hidden_layers) != (disc.hidden_size, disc.num_hidden_layers):
+            raise ConfigError(
+                "untied_generator=False ties all generator and discriminator weights, "
+                "which needs equal sizes: set generator_hidden_size=1.0 and "
+                f"generator_layers=1.0 (got {self.generator_hidden_size} and "
+                f"{self.generator_layers})")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        values = dataclasses.asdict(self)
+        values["resolved_max_predictions_per_seq"] = self.resolved_max_predictions_per_seq
+        return values
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "PretrainingConfig":
+        values = {k: v for k, v in values.items() if k != "resolved_max_predictions_per_seq"}
+        _check_known(cls, values)
+        return cls(**values).validate()
+
+
+def generator_config(disc: EncoderConfig, generator_hidden_size: float,
+                     generator_layers: float, tie_embeddings: bool = True) -> EncoderConfig:
+    """Scales D's config into G's, as the original's get_generator_config.
+
+    Hidden size and depth are fractions of D's; the FFN is 4h and the head
+    count max(1, h // 64). With tied embeddings G keeps D's embedding size, so
+    that the table can be shared and projected to G's width (paper section
+    3.2); untied, G embeds at its own width, as the original.
+    """
+    hidden = int(round(disc.hidden_size * generator_hidden_size))
+    layers = max(1, int(round(disc.num_hidden_layers * generator_layers)))
+    heads = max(1, hidden // 64)
+    if hidden % heads:
+        raise ConfigError(f"generator hidden size {hidden} is not a multiple of {heads} heads")
+    return dataclasses.replace(
+        disc, hidden_size=hidden, num_hidden_layers=layers,
+        intermediate_size=4 * hidden, num_attention_heads=heads,
+        embedding_size=disc.resolved_embedding_size if tie_embeddings else None,
+    ).validate()

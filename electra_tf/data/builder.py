@@ -1,0 +1,271 @@
+"""Raw text -> sharded pre-training TFRecords, in parallel and deterministically.
+
+Documents (runs of non-blank lines; a file's end also ends one) are numbered
+in corpus order (files sorted by path) and document d goes to shard
+d % num_shards. Each shard has its own `ExampleBuilder` seeded by (seed,
+shard), and worker processes take whole shards. The bytes written therefore
+depend on the corpus, the vocab, L, num_shards and seed, and not on
+num_processes.
+
+Shards are written under a temporary name and renamed when complete, so an
+interrupted run never leaves a shard that looks finished; the stats JSON is
+written last.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing as mp
+import os
+import random
+import sys
+import time
+import uuid
+
+from electra_tf import cli
+from electra_tf.data import features as features_lib
+from electra_tf.data.packing import ExampleBuilder, SpecialIds, to_features
+
+STATS_FILE = "pretrain_data_stats.json"
+_TOKENIZE_BATCH_LINES = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildOptions:
+    """What to build; see `build_pretraining_data` for the meaning of each field."""
+
+    files: tuple[str, ...]
+    vocab_file: str
+    output_dir: str
+    max_seq_length: int = 128
+    num_shards: int = 1
+    num_processes: int = 1
+    seed: int = 0
+    do_lower_case: bool = True
+    strip_accents: bool | None = None
+    overwrite: bool = False
+
+
+def _read_lines(path: str):
+    """Yields stripped lines, decoding invalid UTF-8 with U+FFFD replacement."""
+    with open(path, "rb") as f:
+        for raw in f:
+            yield raw.decode("utf-8", errors="replace").strip()
+
+
+def iter_documents(files):
+    """Yields (doc_index, [sentence, ...]) over all files, in order."""
+    index = 0
+    for path in files:
+        doc: list[str] = []
+        for line in _read_lines(path):
+            if line:
+                doc.append(line.replace("\n", " "))
+            elif doc:
+                yield index, doc
+                index, doc = index + 1, []
+        if doc:
+            yield index, doc
+            index += 1
+
+
+def scan_corpus(files) -> tuple[int, int]:
+    """(non-blank lines, documents), to validate input and size the progress bar."""
+    lines = docs = 0
+    for _, doc in iter_documents(files):
+        docs += 1
+        lines += len(doc)
+    return lines, docs
+
+
+def validate(options: BuildOptions) -> tuple[int, int]:
+    """Checks everything before any output exists. Returns (lines, documents)."""
+    from electra_tf.tokenization import load_vocab
+
+    if options.max_seq_length < 8:
+        raise cli.InputError(f"max_seq_length must be >= 8, got {options.max_seq_length}")
+    if options.num_shards < 1 or options.num_processes < 1:
+        raise cli.InputError("num_shards and num_processes must be >= 1")
+    load_vocab(options.vocab_file)  # raises VocabError with the reason
+    for path in options.files:
+        if not os.path.isfile(path):
+            raise cli.InputError(f"corpus file not found: {path}")
+    lines, docs = scan_corpus(options.files)
+    if lines == 0:
+        raise cli.InputError(f"the corpus is empty: {len(options.files)} file(s) with no text")
+    if os.path.isdir(options.output_dir) and not options.overwrite:
+        existing = [f for f in os.listdir(options.output_dir)
+                    if f.startswith(features_lib.SHARD_PREFIX) or f == STATS_FILE]
+        if existing:
+            raise cli.InputError(
+                f"{options.output_dir} already holds pre-training data ({existing[0]}, ...); "
+                "pass --overwrite or choose another --output_dir")
+    return lines, docs
+
+
+def _new_stats() -> dict[str, int]:
+    return dict(documents=0, lines=0, examples=0, tokens=0, unk_tokens=0,
+                example_tokens=0, truncated_tokens=0, two_segment_examples=0)
+
+
+def _build_shards(options: BuildOptions, shards: list[int], tmp_tag: str,
+                  lines_done=None) -> dict[int, dict[str, int]]:
+    """Worker: builds the given shards. Writes them under temporary names."""
+    import tensorflow as tf
+
+    from electra_tf.tokenization import Tokenizer
+
+    tokenizer = Tokenizer(options.vocab_file, options.do_lower_case, options.strip_accents)
+    special = SpecialIds(tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id)
+    L = options.max_seq_length
+    wanted = set(shards)
+    builders = {s: ExampleBuilder(L, random.Random(options.seed * 1_000_003 + s)) for s in shards}
+    stats = {s: _new_stats() for s in shards}
+    writers = {s: tf.io.TFRecordWriter(os.path.join(
+        options.output_dir, f".{features_lib.shard_name(s, options.num_shards)}.{tmp_tag}"))
+        for s in shards}
+    progress = None if lines_done is not None else cli.Progress("build_pretraining_data")
+    # In-process runs print their own progress; workers count into lines_done.
+    total_lines = total_examples = 0
+
+    collected = {s: 0 for s in shards}  # tokens given to a builder since its last example
+
+    def emit(shard, example):
+        nonlocal total_examples
+        if example is None:
+            return
+        feats = to_features(example, special, L)
+        st = stats[shard]
+        kept = len(example.first_segment) + len(example.second_segment)
+        st["truncated_tokens"] += collected[shard] - kept
+        collected[shard] = 0
+        st["examples"] += 1
+        st["example_tokens"] += sum(feats["input_mask"])
+        st["two_segment_examples"] += bool(example.second_segment)
+        writers[shard].write(features_lib.serialize(feats))
+        total_examples += 1
+
+    def flush(pending):
+        nonlocal total_lines
+        lines = [line for _, doc in pending for line in doc]
+        ids = tokenizer.encode(lines)
+        k = 0
+        for shard, doc in pending:
+            builder, st = builders[shard], stats[shard]
+            st["documents"] += 1
+            for _ in doc:
+                sentence = ids[k]
+                k += 1
+                st["lines"] += 1
+                st["tokens"] += len(sentence)
+                st["unk_tokens"] += sentence.count(tokenizer.unk_id)
+                collected[shard] += len(sentence)
+                emit(shard, builder.add_sentence(sentence))
+            emit(shard, builder.end_document())
+        total_lines += len(lines)
+        if lines_done is not None:  # a worker process: the parent prints progress
+            with lines_done.get_lock():
+                lines_done.value += len(lines)
+        if progress is not None:
+            progress.update(total_lines, extra=f"{total_examples:,} examples")
+
+    try:
+        pending, n = [], 0
+        for index, doc in iter_documents(options.files):
+            shard = index % options.num_shards
+            if shard not in wanted:
+                continue
+            pending.append((shard, doc))
+            n += len(doc)
+            if n >= _TOKENIZE_BATCH_LINES:
+                flush(pending)
+                pending, n = [], 0
+        if pending:
+            flush(pending)
+    finally:
+        for w in writers.values():
+            w.close()
+    return stats
+
+
+def _init_counter(lines_done):
+    global _LINES_DONE
+    _LINES_DONE = lines_done
+
+
+def _pool_worker(job):
+    options, shards, tmp_tag = job
+    return _build_shards(options, shards, tmp_tag, _LINES_DONE)
+
+
+def summarize(per_shard: dict[int, dict[str, int]], options: BuildOptions,
+              seconds: float) -> dict:
+    total = _new_stats()
+    for st in per_shard.values():
+        for k, v in st.items():
+            total[k] += v
+    L = options.max_seq_length
+    total.update(
+        fill_ratio=total["example_tokens"] / max(1, total["examples"] * L),
+        unk_rate=total["unk_tokens"] / max(1, total["tokens"]),
+        two_segment_fraction=total["two_segment_examples"] / max(1, total["examples"]),
+        max_seq_length=L, num_shards=options.num_shards,
+        num_processes=options.num_processes, seed=options.seed,
+        vocab_file=os.path.abspath(options.vocab_file),
+        do_lower_case=options.do_lower_case, strip_accents=options.strip_accents,
+        files=len(options.files), seconds=round(seconds, 3),
+        lines_per_second=total["lines"] / max(seconds, 1e-9),
+        tokens_per_second=total["tokens"] / max(seconds, 1e-9),
+        examples_per_shard={features_lib.shard_name(s, options.num_shards): st["examples"]
+                            for s, st in sorted(per_shard.items())})
+    return total
+
+
+def build_pretraining_data(options: BuildOptions) -> dict:
+    """Builds the shards and the stats JSON. Returns the stats.
+
+    Raises:
+      cli.InputError / VocabError: bad input, before anything is written.
+    """
+    total_lines, _ = validate(options)
+    os.makedirs(options.output_dir, exist_ok=True)
+    tmp_tag = f"tmp-{uuid.uuid4().hex[:8]}"
+    procs = min(options.num_processes, options.num_shards)
+    jobs = [list(range(p, options.num_shards, procs)) for p in range(procs)]
+    start = time.monotonic()
+    per_shard: dict[int, dict[str, int]] = {}
+    try:
+        if procs == 1:
+            per_shard = _build_shards(options, jobs[0], tmp_tag)
+        else:
+            ctx = mp.get_context("spawn")  # TF is not fork-safe
+            lines_done = ctx.Value("q", 0)
+            progress = cli.Progress("build_pretraining_data", total=total_lines)
+            with ctx.Pool(procs, initializer=_init_counter, initargs=(lines_done,)) as pool:
+                result = pool.map_async(_pool_worker, [(options, j, tmp_tag) for j in jobs])
+                while not result.ready():
+                    result.wait(1.0)
+                    progress.update(lines_done.value)
+                for part in result.get():
+                    per_shard.update(part)
+        for s in range(options.num_shards):
+            name = features_lib.shard_name(s, options.num_shards)
+            os.replace(os.path.join(options.output_dir, f".{name}.{tmp_tag}"),
+                       os.path.join(options.output_dir, name))
+    finally:
+        for f in os.listdir(options.output_dir):
+            if f.endswith(tmp_tag):
+                os.remove(os.path.join(options.output_dir, f))
+    if options.overwrite:  # drop shards of an earlier build with another shard count
+        keep = {features_lib.shard_name(s, options.num_shards) for s in range(options.num_shards)}
+        for f in os.listdir(options.output_dir):
+            if f.startswith(features_lib.SHARD_PREFIX) and f not in keep:
+                os.remove(os.path.join(options.output_dir, f))
+    stats = summarize(per_shard, options, time.monotonic() - start)
+    cli.atomic_write_text(os.path.join(options.output_dir, STATS_FILE),
+                          json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    print(f"[build_pretraining_data] {stats['examples']:,} examples from {stats['documents']:,} "
+          f"documents / {stats['lines']:,} lines in {stats['seconds']:.1f}s; fill "
+          f"{stats['fill_ratio']:.3f}, [UNK] rate {stats['unk_rate']:.4f}", file=sys.stderr)
+    return stats

@@ -1,0 +1,116 @@
+"""The demo corpus: English prose from the docstrings of Python's standard library.
+
+Every Python install carries it, offline, so the demo and the tests need no
+download. Sources are parsed with `ast` (nothing is imported or executed);
+the docstrings of one source file make one document, written one sentence
+per line with a blank line between documents: the format
+`build_pretraining_data` reads. (Single docstrings are mostly one or two
+sentences; a whole module's fill 128-token examples.)
+
+Lines that look like code (doctests, indented blocks, reST directives and
+tables) are dropped, so what remains is mostly prose. The text differs a little
+between Python versions, so the corpus is rebuilt from the running one.
+
+    python -m electra_tf.data.demo_corpus --output=demo/corpus.txt
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import sysconfig
+import warnings
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'])")
+_CODE_LIKE = re.compile(r"^(>>>|\.\.\.|\.\. |[-=~*+#|]{3,}|:\w+:|\$ |%|\{|\}|@)")
+# Folders of the standard library that hold tests, tools or vendored code.
+_SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "dist-packages",
+              "__pycache__", "lib2to3", "turtledemo", "idlelib", "ensurepip"}
+
+
+def stdlib_files(stdlib_dir: str | None = None) -> list[str]:
+    """Sorted .py files of the standard library, tests and vendored code left out."""
+    root = stdlib_dir or sysconfig.get_paths()["stdlib"]
+    out = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        out.extend(os.path.join(folder, f) for f in sorted(files) if f.endswith(".py"))
+    return sorted(out)
+
+
+def docstrings(path: str) -> list[str]:
+    """Module, class and function docstrings of one source file, in file order."""
+    try:
+        with open(path, "rb") as f:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(f.read(), filename=path)
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        return []
+    nodes = [tree] + [n for n in ast.walk(tree) if isinstance(
+        n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
+    nodes.sort(key=lambda n: getattr(n, "lineno", 0))
+    out = []
+    for node in nodes:
+        doc = ast.get_docstring(node, clean=True)
+        if doc:
+            out.append(doc)
+    return out
+
+
+def docstring_sentences(doc: str) -> list[str]:
+    """Prose paragraphs of a docstring -> one sentence per element."""
+    sentences = []
+    for para in re.split(r"\n\s*\n", doc):
+        lines = para.split("\n")
+        if any(line.startswith((" ", "\t")) or _CODE_LIKE.match(line.strip()) for line in lines):
+            continue  # code, a table, a directive or an indented block
+        text = " ".join(line.strip() for line in lines).strip()
+        if len(text) < 20 or not any(c.isalpha() for c in text):
+            continue
+        sentences.extend(s.strip() for s in _SENTENCE_END.split(text) if s.strip())
+    return sentences
+
+
+def write_corpus(output: str, max_documents: int = 0, stdlib_dir: str | None = None,
+                 min_sentences: int = 2) -> dict:
+    """Writes the corpus file atomically. Returns counts of files/documents/lines."""
+    from electra_tf import cli
+
+    docs = []
+    files = stdlib_files(stdlib_dir)
+    for path in files:
+        sentences = [s for doc in docstrings(path) for s in docstring_sentences(doc)]
+        if len(sentences) >= min_sentences:
+            docs.append(sentences)
+        if max_documents and len(docs) >= max_documents:
+            break
+    if not docs:
+        raise cli.InputError(f"no docstrings found under {stdlib_dir or 'the standard library'}")
+    cli.atomic_write_text(output, "\n\n".join("\n".join(d) for d in docs) + "\n")
+    return {"source_files": len(files), "documents": len(docs),
+            "lines": sum(len(d) for d in docs)}
+
+
+def main(argv):
+    from absl import flags
+
+    from electra_tf import cli
+
+    del argv
+    flags_ = flags.FLAGS
+    stats = write_corpus(flags_.output, flags_.max_documents)
+    print(f"[demo_corpus] wrote {stats['documents']:,} documents, {stats['lines']:,} lines "
+          f"to {flags_.output}", flush=True)
+    del cli
+
+
+if __name__ == "__main__":
+    from absl import app, flags
+
+    from electra_tf import cli
+
+    flags.DEFINE_string("output", None, "Where to write the corpus.", required=True)
+    flags.DEFINE_integer("max_documents", 0, "Keep at most this many documents (0: all).")
+    app.run(lambda argv: cli.run_cli(lambda: main(argv)))

@@ -1,0 +1,36 @@
+"""The TFRecord format of pre-training data, identical to the original's.
+
+Each record is a `tf.train.Example` with three int64 features of length L:
+`input_ids`, `input_mask` and `segment_ids` (google-research/electra's
+build_pretraining_dataset.py). Data built by either implementation loads in
+the other unchanged.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+FEATURE_KEYS = ("input_ids", "input_mask", "segment_ids")
+SHARD_PREFIX = "pretrain_data.tfrecord"
+
+
+def shard_name(index: int, num_shards: int) -> str:
+    return f"{SHARD_PREFIX}-{index:05d}-of-{num_shards:05d}"
+
+
+def serialize(features: dict[str, list[int]]) -> bytes:
+    """input_ids/input_mask/segment_ids lists -> serialized tf.train.Example."""
+    feature = {k: tf.train.Feature(int64_list=tf.train.Int64List(value=features[k]))
+               for k in FEATURE_KEYS}
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(
+        deterministic=True)  # map order would otherwise vary between processes
+
+
+def feature_spec(max_seq_length: int) -> dict[str, tf.io.FixedLenFeature]:
+    return {k: tf.io.FixedLenFeature([max_seq_length], tf.int64) for k in FEATURE_KEYS}
+
+
+def parse_examples(serialized: tf.Tensor, max_seq_length: int) -> dict[str, tf.Tensor]:
+    """Serialized examples [batch] -> int32 tensors [batch, L] (int32, as on TPU)."""
+    parsed = tf.io.parse_example(serialized, feature_spec(max_seq_length))
+    return {k: tf.cast(v, tf.int32) for k, v in parsed.items()}

@@ -1,0 +1,128 @@
+"""Dynamic ELECTRA masking: a pure, seeded function on a batch.
+
+Follows the original `pretrain_helpers.mask` (REFERENCE.md, "Masking") with
+one documented improvement: positions are drawn WITHOUT replacement (the
+original draws with replacement, so a position could be picked twice).
+
+Per sequence, k = max(1, min(N, round(num_real_tokens * mask_prob))) of the
+candidate positions are chosen (never [CLS], [SEP], [MASK] or padding;
+num_real_tokens counts the whole input_mask, as the original does). Of the
+chosen positions, `mask_token_prob` (0.85) become [MASK], `random_token_prob`
+(0.0 for ELECTRA; 0.1 gives BERT's 80/10/10 with mask_token_prob=0.8) become a
+uniformly random token, and the rest keep their token. N =
+max_predictions_per_seq slots are returned; unused slots have position 0,
+id 0 and weight 0.
+
+Everything is stateless (tf.random.stateless_*): the same batch and seed give
+the same masks, eagerly, in tf.function and in tf.data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskingConfig:
+    """How to mask. Build it with `from_tokenizer` to get the special ids right."""
+
+    mask_prob: float
+    max_predictions_per_seq: int
+    mask_id: int
+    cls_id: int
+    sep_id: int
+    vocab_size: int
+    mask_token_prob: float = 0.85
+    random_token_prob: float = 0.0
+
+    def __post_init__(self):
+        if not 0.0 < self.mask_prob < 1.0:
+            raise ValueError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
+        if self.max_predictions_per_seq < 1:
+            raise ValueError("max_predictions_per_seq must be >= 1")
+        if not (0.0 <= self.mask_token_prob and 0.0 <= self.random_token_prob
+                and self.mask_token_prob + self.random_token_prob <= 1.0):
+            raise ValueError("mask_token_prob + random_token_prob must be within [0, 1]")
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer, mask_prob: float, max_predictions_per_seq: int,
+                       **kwargs) -> "MaskingConfig":
+        return cls(mask_prob=mask_prob, max_predictions_per_seq=max_predictions_per_seq,
+                   mask_id=tokenizer.mask_id, cls_id=tokenizer.cls_id,
+                   sep_id=tokenizer.sep_id, vocab_size=tokenizer.vocab_size, **kwargs)
+
+
+def mask_batch(input_ids: tf.Tensor, input_mask: tf.Tensor, seed: tf.Tensor,
+               config: MaskingConfig) -> dict[str, tf.Tensor]:
+    """Masks a batch.
+
+    Args:
+      input_ids: int [batch, L], the original ids.
+      input_mask: int [batch, L], 1 for real tokens.
+      seed: int [2], the stateless seed for this batch.
+      config: a MaskingConfig.
+
+    Returns:
+      A dict with
+        input_ids: int32 [batch, L], the masked ids;
+        masked_lm_positions: int32 [batch, N];
+        masked_lm_ids: int32 [batch, N], the original ids at those positions;
+        masked_lm_weights: float32 [batch, N], 1.0 for real slots.
+    """
+    input_ids = tf.cast(input_ids, tf.int32)
+    input_mask = tf.cast(input_mask, tf.int32)
+    n = config.max_predictions_per_seq
+    seq_len = tf.shape(input_ids)[1]
+    tf.debugging.assert_less_equal(n, seq_len, "max_predictions_per_seq exceeds the sequence length")
+    pick_seed, kind_seed, random_seed = tf.unstack(
+        tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 3))
+
+    is_special = ((input_ids == config.cls_id) | (input_ids == config.sep_id)
+                  | (input_ids == config.mask_id))
+    candidates = (input_mask == 1) & ~is_special
+    num_tokens = tf.cast(tf.reduce_sum(input_mask, -1), tf.float32)
+    num_to_predict = tf.maximum(1, tf.minimum(
+        n, tf.cast(tf.round(num_tokens * config.mask_prob), tf.int32)))
+    # A row with fewer candidates than k masks all of them (e.g. "[CLS] [SEP]": none).
+    num_to_predict = tf.minimum(num_to_predict,
+                                tf.reduce_sum(tf.cast(candidates, tf.int32), -1))
+
+    # Without replacement: the top-N of uniform keys over the candidates
+    # (non-candidates get -1, below any key). The first k slots are used.
+    keys = tf.random.stateless_uniform(tf.shape(input_ids), pick_seed)
+    keys = tf.where(candidates, keys, -1.0)
+    _, positions = tf.math.top_k(keys, k=n)
+    weights = tf.sequence_mask(num_to_predict, n, dtype=tf.int32)
+    positions = positions * weights
+    masked_lm_ids = tf.gather(input_ids, positions, batch_dims=1) * weights
+
+    draw = tf.random.stateless_uniform(tf.shape(positions), kind_seed)
+    to_mask = draw < config.mask_token_prob
+    to_random = (~to_mask) & (draw < config.mask_token_prob + config.random_token_prob)
+    random_ids = tf.random.stateless_uniform(
+        tf.shape(positions), random_seed, minval=0, maxval=config.vocab_size, dtype=tf.int32)
+    new_ids = tf.where(to_mask, config.mask_id, tf.where(to_random, random_ids, masked_lm_ids))
+
+    # Scatter the new ids into the used slots (positions are distinct).
+    slots = tf.one_hot(positions, seq_len, dtype=tf.int32) * weights[:, :, None]  # [B, N, L]
+    hit = tf.reduce_sum(slots, axis=1)
+    masked_ids = tf.where(hit > 0, tf.reduce_sum(slots * new_ids[:, :, None], axis=1), input_ids)
+    return {
+        "input_ids": masked_ids,
+        "masked_lm_positions": positions,
+        "masked_lm_ids": masked_lm_ids,
+        "masked_lm_weights": tf.cast(weights, tf.float32),
+    }
+
+
+def unmask(features: dict[str, tf.Tensor]) -> tf.Tensor:
+    """Puts the original ids back: the inverse of mask_batch. int32 [batch, L]."""
+    ids = features["input_ids"]
+    weights = tf.cast(features["masked_lm_weights"] > 0, tf.int32)
+    slots = tf.one_hot(features["masked_lm_positions"], tf.shape(ids)[1], dtype=tf.int32)
+    slots *= weights[:, :, None]
+    hit = tf.reduce_sum(slots, axis=1)
+    original = tf.reduce_sum(slots * features["masked_lm_ids"][:, :, None], axis=1)
+    return tf.where(hit > 0, original, ids)

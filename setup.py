@@ -1,0 +1,26 @@
+"""electra_tf: ELECTRA pre-training, fine-tuning and TF Serving export in TF2 / Keras 3."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="electra_tf",
+    version="0.1.0",
+    description="ELECTRA (Clark et al. 2020) in TensorFlow 2 / Keras 3, with TF Serving export",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10,<3.14",
+    packages=find_packages(include=["electra_tf", "electra_tf.*", "export", "export.*"]),
+    include_package_data=True,
+    install_requires=[
+        "tensorflow==2.20.*",
+        "keras>=3.10,<4",
+        "tensorflow-text==2.20.*",
+        "tf-models-official==2.20.*",
+        "tensorflow-serving-api==2.20.*",
+        "absl-py>=1.4",
+        "numpy>=1.26",
+    ],
+    extras_require={
+        "test": ["pytest>=8"],
+    },
+)

@@ -1,0 +1,193 @@
+"""Raw text -> TFRecords -> tf.data: determinism, stats, errors, round trip."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import make_corpus, run_module, tiny_vocab_tokens, write_vocab
+from electra_tf import cli
+from electra_tf.build_vocab import build_vocab
+from electra_tf.data import builder as builder_lib
+from electra_tf.data import features as features_lib
+from electra_tf.data.builder import BuildOptions, build_pretraining_data
+from electra_tf.data.masking import MaskingConfig, unmask
+from electra_tf.data.pipeline import pretraining_dataset
+from electra_tf.tokenization import Tokenizer
+
+
+def options(corpus, vocab, out, **kw):
+    return BuildOptions(files=(corpus,), vocab_file=vocab, output_dir=str(out), **kw)
+
+
+def shard_bytes(out):
+    return {f: open(os.path.join(out, f), "rb").read()
+            for f in sorted(os.listdir(out)) if f.startswith(features_lib.SHARD_PREFIX)}
+
+
+def read_all(pattern, L):
+    ds = tf.data.TFRecordDataset(sorted(tf.io.gfile.glob(pattern)))
+    return [features_lib.parse_examples(tf.reshape(r, [1]), L) for r in ds]
+
+
+def test_same_bytes_for_same_seed_any_process_count(tiny_corpus, tiny_vocab, tmp_path):
+    a = build_pretraining_data(options(tiny_corpus, tiny_vocab, tmp_path / "a",
+                                       max_seq_length=32, num_shards=3, seed=7))
+    b = build_pretraining_data(options(tiny_corpus, tiny_vocab, tmp_path / "b",
+                                       max_seq_length=32, num_shards=3, seed=7,
+                                       num_processes=2))
+    c = build_pretraining_data(options(tiny_corpus, tiny_vocab, tmp_path / "c",
+                                       max_seq_length=32, num_shards=3, seed=8))
+    assert shard_bytes(tmp_path / "a") == shard_bytes(tmp_path / "b")
+    assert len(shard_bytes(tmp_path / "a")) == 3
+    assert shard_bytes(tmp_path / "a") != shard_bytes(tmp_path / "c")
+    assert a["examples"] == b["examples"] and a["examples"] > 50
+    del c
+
+
+def test_stats_json_and_records(tiny_corpus, tiny_vocab, tmp_path):
+    out = tmp_path / "out"
+    stats = build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
+                                           num_shards=2))
+    on_disk = json.load(open(out / builder_lib.STATS_FILE))
+    assert on_disk["examples"] == stats["examples"]
+    text = open(tiny_corpus).read()
+    assert stats["documents"] == 300
+    assert stats["lines"] == sum(1 for line in text.splitlines() if line.strip())
+    assert stats["tokens"] == sum(len(line.split()) for line in text.splitlines())
+    assert stats["unk_rate"] == 0.0
+    records = read_all(str(out / "pretrain_data.tfrecord*"), 32)
+    assert len(records) == stats["examples"]
+    real = sum(int(r["input_mask"].numpy().sum()) for r in records)
+    assert real == stats["example_tokens"]
+    assert stats["fill_ratio"] == pytest.approx(real / (32 * len(records)))
+    # Every token of the corpus is in an example, or counted as truncated.
+    special = sum(int(np.isin(r["input_ids"].numpy(), [101, 102]).sum()) for r in records)
+    assert real - special + stats["truncated_tokens"] == stats["tokens"]
+    for r in records:  # int64 features of length L under the original keys
+        assert set(r) == {"input_ids", "input_mask", "segment_ids"}
+
+
+def test_round_trip_vocab_records_pipeline_text(tmp_path):
+    # Short documents (<= 4 lines of <= 8 words) with L = 64 never truncate, so
+    # the examples, read back in order, spell the corpus exactly.
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(make_corpus(120, seed=4), encoding="utf-8")
+    vocab = str(tmp_path / "vocab.txt")
+    build_vocab(str(corpus), 300, vocab, min_count=2)
+    out = tmp_path / "records"
+    stats = build_pretraining_data(options(str(corpus), vocab, out, max_seq_length=64))
+    assert stats["truncated_tokens"] == 0
+    tok = Tokenizer(vocab)
+    masking = MaskingConfig.from_tokenizer(tok, 0.15, 9)
+    ds = pretraining_dataset(str(out / "pretrain_data.tfrecord*"), 1, 64, masking,
+                             is_training=False)
+    words, masked = [], 0
+    for batch in ds:
+        ids = unmask(batch)[0].numpy()
+        masked += int((batch["input_ids"][0].numpy() == tok.mask_id).sum())
+        words.extend(tok.decode(ids[: int(batch["input_mask"][0].numpy().sum())]).split())
+    assert masked > 0.1 * len(words)  # the pipeline did mask; unmask undid it
+    assert words == open(corpus).read().split()
+
+
+def test_interrupted_build_leaves_no_complete_looking_shard(tiny_corpus, tiny_vocab, tmp_path,
+                                                            monkeypatch):
+    calls = {"n": 0}
+    real = features_lib.serialize
+
+    def failing(features):
+        calls["n"] += 1
+        if calls["n"] > 20:
+            raise KeyboardInterrupt("simulated kill")
+        return real(features)
+
+    monkeypatch.setattr(features_lib, "serialize", failing)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
+                                       num_shards=2))
+    assert os.listdir(out) == []
+
+
+def test_existing_output_is_not_overwritten_silently(tiny_corpus, tiny_vocab, tmp_path):
+    out = tmp_path / "out"
+    build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32, num_shards=3))
+    with pytest.raises(cli.InputError, match="--overwrite"):
+        build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32))
+    build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
+                                   overwrite=True))
+    assert sorted(shard_bytes(out)) == [features_lib.shard_name(0, 1)]
+
+
+@pytest.mark.parametrize("case", ["missing_corpus", "empty_corpus", "no_mask_token", "short_L"])
+def test_bad_input_exits_nonzero_with_clear_error_and_no_output(case, tiny_corpus, tiny_vocab,
+                                                                tmp_path):
+    corpus, vocab, L = tiny_corpus, tiny_vocab, "32"
+    expected = {"missing_corpus": "matches no file", "empty_corpus": "corpus is empty",
+                "no_mask_token": "[MASK]", "short_L": "max_seq_length must be >= 8"}[case]
+    if case == "missing_corpus":
+        corpus = str(tmp_path / "nothing*.txt")
+    elif case == "empty_corpus":
+        corpus = str(tmp_path / "empty.txt")
+        open(corpus, "w").write("\n\n   \n")
+    elif case == "no_mask_token":
+        vocab = write_vocab(tmp_path / "v.txt", [t for t in tiny_vocab_tokens() if t != "[MASK]"])
+    else:
+        L = "7"
+    out = tmp_path / "out"
+    proc = run_module("electra_tf.build_pretraining_data", f"--corpus={corpus}",
+                      f"--vocab_file={vocab}", f"--output_dir={out}", f"--max_seq_length={L}")
+    assert proc.returncode == 2, proc.stderr
+    assert "error:" in proc.stderr and expected in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+def test_pipeline_shapes_and_replica_sharding(tiny_corpus, tiny_vocab, tmp_path):
+    out = tmp_path / "out"
+    build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32, num_shards=4))
+    tok = Tokenizer(tiny_vocab)
+    masking = MaskingConfig.from_tokenizer(tok, 0.15, 5)
+    pattern = str(out / "pretrain_data.tfrecord*")
+
+    def batches(ctx, n=6, **kw):
+        ds = pretraining_dataset(pattern, 8, 32, masking, input_context=ctx, seed=1, **kw)
+        return [{k: v.numpy() for k, v in b.items()} for b in ds.take(n)]
+
+    first = batches(None)
+    assert first[0]["input_ids"].shape == (8, 32)
+    assert first[0]["masked_lm_positions"].shape == (8, 5)
+    assert first[0]["masked_lm_weights"].dtype == np.float32
+    again = batches(None)
+    for x, y in zip(first, again):  # deterministic for a seed
+        for k in x:
+            np.testing.assert_array_equal(x[k], y[k])
+
+    def originals(bs):
+        return {tuple(row) for b in bs for row in unmask(b).numpy()}
+
+    ctxs = [tf.distribute.InputContext(2, i, 2) for i in range(2)]
+    p0, p1 = batches(ctxs[0], n=3, shuffle_buffer=1, is_training=False), \
+        batches(ctxs[1], n=3, shuffle_buffer=1, is_training=False)
+    assert not originals(p0) & originals(p1), "pipelines must read disjoint shards"
+    assert not np.array_equal(p0[0]["masked_lm_positions"], p1[0]["masked_lm_positions"])
+
+
+def test_fewer_files_than_pipelines_shards_records(tiny_corpus, tiny_vocab, tmp_path):
+    out = tmp_path / "out"
+    build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32))
+    pattern = str(out / "pretrain_data.tfrecord*")
+    seen = []
+    for i in range(2):
+        ds = pretraining_dataset(pattern, 4, 32, None, is_training=False,
+                                 input_context=tf.distribute.InputContext(2, i, 2))
+        seen.append({tuple(r) for b in ds for r in b["input_ids"].numpy()})
+    assert seen[0] and seen[1] and not seen[0] & seen[1]
+
+
+def test_pipeline_missing_files_is_clear(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no TFRecord"):
+        pretraining_dataset(str(tmp_path / "none*"), 2, 16, None)

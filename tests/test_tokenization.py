@@ -1,0 +1,117 @@
+"""Tokenizer: special ids, robustness, normalization modes, eager == tf.data."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import tiny_vocab_tokens, write_vocab
+from electra_tf.tokenization import (BERT_RESERVED_TOKENS, Tokenizer, VocabError,
+                                     load_vocab)
+
+ODD_INPUTS = [
+    "Hello, world!",
+    "中国人",  # CJK: one token per character
+    "Café CAFÉ",  # accents
+    "hello 😀 world",  # emoji
+    "",
+    "   \t ",
+    "hello " * 5000,  # a very long line
+    "x" * 1000,  # one over-long word -> [UNK]
+]
+
+
+def test_special_ids_sit_where_bert_has_them(tiny_vocab):
+    tok = Tokenizer(tiny_vocab)
+    assert (tok.pad_id, tok.unk_id, tok.cls_id, tok.sep_id, tok.mask_id) == (0, 100, 101, 102, 103)
+    assert BERT_RESERVED_TOKENS[1] == "[unused0]" and len(BERT_RESERVED_TOKENS) == 104
+
+
+def test_odd_inputs_never_crash_and_cjk_splits(tiny_vocab):
+    tok = Tokenizer(tiny_vocab)
+    ids = tok.encode(ODD_INPUTS)
+    assert len(ids) == len(ODD_INPUTS)
+    assert tok.convert_ids_to_tokens(ids[1]) == ["中", "国", "人"]
+    assert tok.convert_ids_to_tokens(ids[2]) == ["cafe", "cafe"]
+    assert ids[4] == [] and ids[5] == []
+    assert len(ids[6]) == 5000
+    assert ids[7] == [tok.unk_id]
+    assert tok.convert_ids_to_tokens(ids[3]) == ["hello", "[UNK]", "world"]
+
+
+def test_invalid_utf8_is_replaced_not_fatal(tiny_vocab):
+    tok = Tokenizer(tiny_vocab)
+    ids = tok.tokenize(tf.constant([b"hello \xff\xfe world", b"\xc3"])).to_list()
+    assert tok.convert_ids_to_tokens(ids[0]) == ["hello", "[UNK]", "world"]
+    assert tok.convert_ids_to_tokens(ids[1]) == ["[UNK]"]
+
+
+@pytest.mark.parametrize("lower,strip,expected", [
+    (True, None, ["cafe", "cafe"]),  # BERT uncased
+    (True, False, ["caf", "##é", "caf", "##é"]),  # case folding only
+    (False, True, ["[UNK]", "[UNK]"]),  # NFD + no accents, case kept: Cafe / CAFE
+    (False, None, ["[UNK]", "[UNK]"]),  # cased
+])
+def test_normalization_modes(tmp_path, lower, strip, expected):
+    vocab = write_vocab(tmp_path / "v.txt", tiny_vocab_tokens() + ["##é", "caf"])
+    tok = Tokenizer(vocab, do_lower_case=lower, strip_accents=strip)
+    assert tok.convert_ids_to_tokens(tok.encode(["Café CAFÉ"])[0]) == expected
+
+
+def test_cased_tokens_match_cased_vocab(tmp_path):
+    vocab = write_vocab(tmp_path / "v.txt", tiny_vocab_tokens() + ["Cafe", "CAFE"])
+    tok = Tokenizer(vocab, do_lower_case=False, strip_accents=True)
+    assert tok.convert_ids_to_tokens(tok.encode(["Café CAFÉ"])[0]) == ["Cafe", "CAFE"]
+
+
+def test_eager_equals_tf_data(tiny_vocab):
+    tok = Tokenizer(tiny_vocab)
+    texts = ODD_INPUTS + ["bad \xff bytes".encode("latin-1")]
+    eager = tok.tokenize(tf.constant(texts)).to_list()
+    ds = tf.data.Dataset.from_tensor_slices(tf.constant(texts)).batch(3).map(tok.tokenize)
+    in_data = [row for batch in ds for row in batch.to_list()]
+    assert in_data == eager
+    graph = tf.function(tok.tokenize)(tf.constant(texts)).to_list()
+    assert graph == eager
+
+
+def test_offsets_point_into_text(tiny_vocab):
+    tok = Tokenizer(tiny_vocab)
+    ids, starts, ends, normalized = tok.tokenize_with_offsets(tf.constant(["Hello, world"]))
+    text = normalized.numpy()[0]
+    pieces = [text[s:e].decode() for s, e in zip(starts.to_list()[0], ends.to_list()[0])]
+    assert pieces == ["Hello", ",", "world"]
+
+
+def test_bert_layout_vocab_of_30522_tokens_works(tmp_path):
+    # Same layout and size as BERT's uncased vocab.txt: specials at 0/100..103,
+    # [unusedN] fill, then word pieces.
+    tokens = tiny_vocab_tokens()
+    tokens += [f"[unused{i}]" for i in range(99, 99 + 30522 - len(tokens))]
+    assert len(tokens) == 30522
+    tok = Tokenizer(write_vocab(tmp_path / "vocab.txt", tokens))
+    assert tok.vocab_size == 30522
+    assert tok.convert_ids_to_tokens(tok.encode(["The model"])[0]) == ["the", "model"]
+
+
+@pytest.mark.parametrize("tokens,message", [
+    ([], "empty"),
+    (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a"], "[MASK]"),
+    (["[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]"], "id 0"),
+    (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "a"], "repeats"),
+])
+def test_bad_vocab_is_a_clear_error(tmp_path, tokens, message):
+    path = write_vocab(tmp_path / "v.txt", tokens)
+    with pytest.raises(VocabError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_vocab(path)
+
+
+def test_missing_vocab_file(tmp_path):
+    with pytest.raises(VocabError, match="not found"):
+        Tokenizer(str(tmp_path / "nope.txt"))
+
+
+def test_decode_joins_pieces(tiny_vocab):
+    tok = Tokenizer(tiny_vocab)
+    ids = [tok.cls_id] + tok.encode(["hello"])[0] + [tok.token_to_id["##s"], tok.sep_id]
+    assert tok.decode(ids) == "hellos"
+    assert np.array_equal(tok.detokenize(tf.ragged.constant([ids[1:-1]])).numpy(), [b"hellos"])
