@@ -1,0 +1,161 @@
+"""The ELECTRA encoder (backbone): embeddings, optional projection, transformer.
+
+Variable paths, with the encoder named `encoder` inside a model named
+`discriminator` (the generator's are the same under `generator/`):
+
+    discriminator/encoder/embeddings/word_embeddings/embeddings        [V, E]
+    discriminator/encoder/embeddings/position_embeddings/embeddings    [P, E]
+    discriminator/encoder/embeddings/token_type_embeddings/embeddings  [T, E]
+    discriminator/encoder/embeddings/LayerNorm/{gamma,beta}            [E]
+    discriminator/encoder/embeddings_project/{kernel,bias}    only if E != H
+    discriminator/encoder/layer_<i>/attention/{query,key,value}/{kernel,bias}
+    discriminator/encoder/layer_<i>/attention_output/{kernel,bias}
+    discriminator/encoder/layer_<i>/attention_layer_norm/{gamma,beta}
+    discriminator/encoder/layer_<i>/intermediate/{kernel,bias}         [H, I]
+    discriminator/encoder/layer_<i>/output/{kernel,bias}               [I, H]
+    discriminator/encoder/layer_<i>/output_layer_norm/{gamma,beta}
+
+A variable's layer-wise learning-rate depth (REFERENCE.md, "Fine-tuning") is
+`encoder_variable_depth(path)`: embeddings and embeddings_project 0, layer_i
+i + 1. Non-trainable dropout seed states live under the same prefixes.
+With tied embeddings the shared variables keep the path of the model that
+built them first (the discriminator, in `build_pretraining_models`).
+"""
+
+from __future__ import annotations
+
+import re
+
+import keras
+from keras import ops
+
+from electra_tf.config import EncoderConfig
+from electra_tf.modeling.layers import ElectraEmbeddings, kernel_initializer
+from electra_tf.modeling.random import fold_seed, offset_seed
+from electra_tf.modeling.transformer import TransformerLayer
+
+_LAYER_RE = re.compile(r"(?:^|/)layer_(\d+)/")
+_EMBEDDINGS_RE = re.compile(r"(?:^|/)(?:embeddings|embeddings_project)/")
+
+
+def encoder_variable_depth(path: str) -> int | None:
+    """Depth of an encoder variable for layer-wise learning-rate decay.
+
+    Args:
+        path: a Keras variable `.path`.
+
+    Returns:
+        0 for `embeddings/` and `embeddings_project/`, i + 1 for `layer_<i>/`,
+        None for anything else (heads: the caller gives them n_layers + 2).
+    """
+    layer = _LAYER_RE.search(path)
+    if layer:
+        return int(layer.group(1)) + 1
+    if _EMBEDDINGS_RE.search(path):
+        return 0
+    return None
+
+
+class ElectraEncoder(keras.Model):
+    """BERT-style encoder: the generator's or the discriminator's body.
+
+    Args:
+        config: the `EncoderConfig` (or its dict).
+        embeddings: optional `ElectraEmbeddings` of another encoder to reuse
+            (tied embeddings, paper section 3.2). Its vocabulary, width and
+            table sizes must match `config`. Not part of `get_config`.
+
+    Call args:
+        inputs: dict with "input_ids", "input_mask" (1 real, 0 padding) and
+            "segment_ids", each an int tensor [batch_size, seq_length].
+        training: bool; enables dropout.
+        seed: optional int tensor [2]. When given, every dropout site draws a
+            distinct stateless mask from it; otherwise the layers' own
+            `SeedGenerator`s are used.
+
+    Returns (call):
+        dict with "sequence_output" [batch_size, seq_length, hidden_size],
+        "pooled_output" [batch_size, hidden_size] (= sequence_output[:, 0]; no
+        tanh pooler) and "embedding_output" [batch_size, seq_length, E], the
+        embeddings after LayerNorm and dropout, before any projection.
+    """
+
+    def __init__(self, config: EncoderConfig | dict, embeddings: ElectraEmbeddings | None = None,
+                 **kwargs):
+        kwargs.setdefault("name", "encoder")
+        super().__init__(**kwargs)
+        if isinstance(config, dict):
+            config = EncoderConfig.from_dict(config)
+        self.config = config.validate()
+        cfg = self.config
+        emb_size = cfg.resolved_embedding_size
+
+        # === Layers ===
+        if embeddings is None:
+            embeddings = ElectraEmbeddings(
+                cfg.vocab_size, emb_size, cfg.max_position_embeddings, cfg.type_vocab_size,
+                cfg.hidden_dropout_prob, cfg.initializer_range, cfg.layer_norm_eps,
+                dtype=self.dtype_policy, name="embeddings")
+        else:
+            got = (embeddings.vocab_size, embeddings.embedding_size,
+                   embeddings.max_position_embeddings, embeddings.type_vocab_size)
+            want = (cfg.vocab_size, emb_size, cfg.max_position_embeddings, cfg.type_vocab_size)
+            if got != want:
+                raise ValueError(f"shared embeddings have (vocab, width, positions, types) "
+                                 f"{got}, but the config wants {want}")
+        self.embeddings = embeddings
+        self.embeddings_project = None
+        if emb_size != cfg.hidden_size:
+            self.embeddings_project = keras.layers.Dense(
+                cfg.hidden_size, kernel_initializer=kernel_initializer(cfg.initializer_range),
+                dtype=self.dtype_policy, name="embeddings_project")
+        self.transformer_layers = [
+            TransformerLayer(cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size,
+                             cfg.hidden_act, cfg.hidden_dropout_prob,
+                             cfg.attention_probs_dropout_prob, cfg.initializer_range,
+                             cfg.layer_norm_eps, dtype=self.dtype_policy, name=f"layer_{i}")
+            for i in range(cfg.num_hidden_layers)
+        ]
+
+    def build(self, input_shape=None):
+        if not self.embeddings.built:
+            self.embeddings.build(None)
+        if self.embeddings_project is not None:
+            self.embeddings_project.build((None, None, self.config.resolved_embedding_size))
+        for layer in self.transformer_layers:
+            layer.build((None, None, self.config.hidden_size))
+        self.built = True
+
+    def call(self, inputs, training=False, seed=None):
+        input_mask = inputs["input_mask"]
+        base = None if seed is None else fold_seed(seed)
+        # Site seeds: embeddings base + [0, 0]; layer_i base + [i + 1, site].
+        embedded = self.embeddings(inputs["input_ids"], inputs["segment_ids"],
+                                   training=training, seed=base)
+        x = embedded
+        if self.embeddings_project is not None:
+            x = self.embeddings_project(x)
+        for i, layer in enumerate(self.transformer_layers):
+            layer_seed = None if base is None else offset_seed(base, stream=i + 1)
+            x = layer(x, input_mask, training=training, seed=layer_seed)
+        return {
+            "sequence_output": x,
+            "pooled_output": x[:, 0],
+            "embedding_output": embedded,
+        }
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"config": self.config.to_dict()})
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(EncoderConfig.from_dict(config.pop("config")), **config)
+
+
+def dummy_inputs(batch_size: int = 1, seq_length: int = 8) -> dict:
+    """All-ones inputs to build a model eagerly: a dict of int32 [B, L] tensors."""
+    ones = ops.ones((batch_size, seq_length), dtype="int32")
+    return {"input_ids": ones, "input_mask": ones, "segment_ids": ops.zeros_like(ones)}

@@ -1,0 +1,176 @@
+"""Building blocks: activations, a seedable dropout and the embeddings layer.
+
+All layers use Keras 3 only (no `tensorflow` import) and follow the global
+dtype policy: under `mixed_bfloat16` they compute in bfloat16 and keep float32
+variables.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from electra_tf.modeling.random import tensor_seed
+
+
+def get_activation(name: str):
+    """Maps an `EncoderConfig.hidden_act` name to a function.
+
+    "gelu" is the exact erf form, `0.5 * x * (1 + erf(x / sqrt(2)))`, as the
+    original's `modeling.gelu`; "gelu_approximate" is the tanh approximation.
+    """
+    if name == "gelu":
+        return lambda x: keras.activations.gelu(x, approximate=False)
+    if name == "gelu_approximate":
+        return lambda x: keras.activations.gelu(x, approximate=True)
+    if name == "relu":
+        return keras.activations.relu
+    raise ValueError(f"unsupported activation {name!r}")
+
+
+def kernel_initializer(initializer_range: float):
+    """A fresh truncated-normal initializer (a new one per variable).
+
+    Keras 3 fixes the seed of an unseeded initializer at construction, so one
+    instance shared by several layers would give them identical weights.
+    """
+    return keras.initializers.TruncatedNormal(stddev=initializer_range)
+
+
+class Dropout(keras.layers.Layer):
+    """Dropout that can draw its mask from an explicit seed tensor.
+
+    With `seed=None` it behaves as `keras.layers.Dropout` (a per-layer
+    `SeedGenerator`, seeded by `seed_init`). With a seed tensor of shape [2]
+    the mask is a stateless function of that seed, so a training loop can pass
+    distinct per-replica, per-step seeds (see `electra_tf.modeling.random`).
+
+    Args:
+        rate: float in [0, 1), the fraction of units to drop.
+        seed_init: optional int that seeds the fallback `SeedGenerator`.
+    """
+
+    def __init__(self, rate: float, seed_init: int | None = None, **kwargs):
+        super().__init__(**kwargs)
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(f"rate must be in [0, 1), got {rate}")
+        self.rate = rate
+        self.seed_init = seed_init
+        self.supports_masking = True
+        self.seed_generator = None
+
+    def build(self, input_shape=None):
+        # Created here, not in __init__, so that the state's variable path sits
+        # under the parent layers' names (e.g. "layer_0/output_dropout/...").
+        if self.rate > 0:
+            self.seed_generator = keras.random.SeedGenerator(self.seed_init, name="seed_generator")
+        self.built = True
+
+    def call(self, inputs, training=False, seed=None):
+        """Applies dropout when training.
+
+        Args:
+            inputs: float tensor of any shape.
+            training: bool; dropout is applied only when True.
+            seed: optional int tensor of shape [2]; the mask's stateless seed.
+
+        Returns:
+            A tensor of the shape and dtype of `inputs`.
+        """
+        if not training or self.rate == 0:
+            return inputs
+        rng = self.seed_generator if seed is None else tensor_seed(seed)
+        return keras.random.dropout(inputs, self.rate, seed=rng)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"rate": self.rate, "seed_init": self.seed_init})
+        return config
+
+
+class ElectraEmbeddings(keras.layers.Layer):
+    """Token + position + segment embeddings, then LayerNorm and dropout.
+
+    This is the original's `embeddings` scope, which the generator and the
+    discriminator share by default (paper section 3.2). Sub-layers:
+    `word_embeddings` [vocab_size, E], `position_embeddings`
+    [max_position_embeddings, E], `token_type_embeddings` [type_vocab_size, E],
+    `LayerNorm` and `dropout`.
+
+    Args:
+        vocab_size: rows of the token table.
+        embedding_size: E, the embedding width.
+        max_position_embeddings: rows of the position table.
+        type_vocab_size: rows of the segment table.
+        hidden_dropout_prob: dropout rate after the LayerNorm.
+        initializer_range: stddev of the truncated-normal tables.
+        layer_norm_eps: LayerNorm epsilon.
+    """
+
+    def __init__(self, vocab_size: int, embedding_size: int, max_position_embeddings: int = 512,
+                 type_vocab_size: int = 2, hidden_dropout_prob: float = 0.1,
+                 initializer_range: float = 0.02, layer_norm_eps: float = 1e-12, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.embedding_size = embedding_size
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+
+        # === Layers ===
+        def table(rows, name):
+            return keras.layers.Embedding(
+                rows, embedding_size, embeddings_initializer=kernel_initializer(initializer_range),
+                dtype=self.dtype_policy, name=name)
+
+        self.word_embeddings = table(vocab_size, "word_embeddings")
+        self.position_embeddings = table(max_position_embeddings, "position_embeddings")
+        self.token_type_embeddings = table(type_vocab_size, "token_type_embeddings")
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_eps, dtype=self.dtype_policy, name="LayerNorm")
+        self.dropout = Dropout(hidden_dropout_prob, dtype=self.dtype_policy, name="dropout")
+
+    def build(self, input_shape=None):
+        self.word_embeddings.build((None, None))
+        self.position_embeddings.build((None, None))
+        self.token_type_embeddings.build((None, None))
+        self.layer_norm.build((None, None, self.embedding_size))
+        self.built = True
+
+    def call(self, input_ids, segment_ids, training=False, seed=None):
+        """Embeds a batch of token ids.
+
+        Args:
+            input_ids: int tensor [batch_size, seq_length].
+            segment_ids: int tensor [batch_size, seq_length].
+            training: bool; enables dropout.
+            seed: optional int tensor [2] for the dropout mask.
+
+        Returns:
+            float tensor [batch_size, seq_length, embedding_size].
+        """
+        seq_length = ops.shape(input_ids)[1]
+        positions = ops.expand_dims(ops.arange(seq_length, dtype="int32"), 0)
+        x = (self.word_embeddings(input_ids)
+             + self.position_embeddings(positions)
+             + self.token_type_embeddings(segment_ids))
+        x = self.layer_norm(x)
+        return self.dropout(x, training=training, seed=seed)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "vocab_size": self.vocab_size,
+            "embedding_size": self.embedding_size,
+            "max_position_embeddings": self.max_position_embeddings,
+            "type_vocab_size": self.type_vocab_size,
+            "hidden_dropout_prob": self.hidden_dropout_prob,
+            "initializer_range": self.initializer_range,
+            "layer_norm_eps": self.layer_norm_eps,
+        })
+        return config

@@ -1,0 +1,97 @@
+"""The default objective: replaced token detection (paper section 2).
+
+L = gen_weight * L_MLM(G) + disc_weight * L_Disc(D), with G's samples at the
+masked positions (stop_gradient: G is trained by maximum likelihood only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Mapping
+
+from electra_tf.objectives import corruption, losses, metrics, sampling
+from electra_tf.objectives.base import Batch, Tensor
+
+
+@dataclasses.dataclass(frozen=True)
+class ElectraObjective:
+    """Replaced token detection, with the original's options.
+
+    Use: `fake = obj.fake_data(batch, mlm_logits, seed)`, run the
+    discriminator on `fake["input_ids"]`, then
+    `obj.compute_loss(batch, mlm_logits, fake, disc_logits)["loss"]`.
+    """
+
+    gen_weight: float = 1.0  # weight of the generator's MLM loss
+    disc_weight: float = 50.0  # lambda
+    temperature: float = 1.0  # generator sampling temperature
+    disallow_correct: bool = False  # never sample the original token
+    uniform_generator: bool = False  # sample uniformly (ablation)
+
+    name: ClassVar[str] = "electra"
+    uses_discriminator: ClassVar[bool] = True
+
+    @classmethod
+    def from_config(cls, config: Any) -> "ElectraObjective":
+        """From a `PretrainingConfig` (or anything with its attribute names)."""
+        return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(cls)})
+
+    def fake_data(self, batch: Batch, mlm_logits: Tensor, seed: Any) -> dict[str, Tensor]:
+        """Samples G and builds the discriminator's input.
+
+        Args:
+            batch: the masked batch (see objectives.base).
+            mlm_logits: float [B, N, V], G's logits at masked_lm_positions.
+            seed: int, SeedGenerator, or int tensor [2].
+
+        Returns:
+            input_ids: int [B, L], the corrupted sequence for D.
+            labels: float32 [B, L], 1 where a token was replaced.
+            sampled_ids: int32 [B, N].
+            original_ids: int [B, L], the unmasked sequence.
+        """
+        positions = batch["masked_lm_positions"]
+        weights = batch["masked_lm_weights"]
+        sampled = sampling.sample_from_logits(
+            mlm_logits,
+            seed,
+            temperature=self.temperature,
+            disallow_ids=batch["masked_lm_ids"] if self.disallow_correct else None,
+            uniform=self.uniform_generator,
+        )
+        original = corruption.original_inputs(
+            batch["input_ids"], positions, batch["masked_lm_ids"], weights
+        )
+        corrupted = corruption.corrupt_inputs(batch["input_ids"], positions, sampled, weights)
+        return {
+            "input_ids": corrupted,
+            "labels": corruption.rtd_labels(corrupted, original, batch["input_mask"]),
+            "sampled_ids": sampled,
+            "original_ids": original,
+        }
+
+    def compute_loss(
+        self, batch: Batch, mlm_logits: Tensor, fake: Mapping[str, Tensor], disc_logits: Tensor
+    ) -> dict[str, Tensor]:
+        """Returns loss, mlm_loss and disc_loss (float32 scalars)."""
+        mlm = losses.mlm_loss(mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
+        disc = losses.disc_loss(disc_logits, fake["labels"], batch["input_mask"])
+        return {
+            "loss": losses.electra_loss(mlm, disc, self.gen_weight, self.disc_weight),
+            "mlm_loss": mlm,
+            "disc_loss": disc,
+        }
+
+    def metric_sums(
+        self, batch: Batch, mlm_logits: Tensor, fake: Mapping[str, Tensor], disc_logits: Tensor
+    ) -> dict[str, tuple[Tensor, Tensor]]:
+        """All the original's eval metrics but disc_auc, as sums."""
+        return metrics.pretraining_metric_sums(
+            mlm_logits,
+            batch["masked_lm_ids"],
+            batch["masked_lm_weights"],
+            sampled_ids=fake["sampled_ids"],
+            disc_logits=disc_logits,
+            disc_labels=fake["labels"],
+            input_mask=batch["input_mask"],
+        )

@@ -1,0 +1,110 @@
+"""Pre-training eval metrics as sums, as the original run_pretraining.py.
+
+Every metric is a (numerator, denominator) pair of float32 scalars, so
+batches and replicas aggregate by addition and `reduce_metric_sums` divides
+at the end. disc_auc is not a ratio of sums: feed `disc_probs` to a
+`keras.metrics.AUC` in the loop.
+
+Pure `keras.ops`: no TensorFlow import.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from keras import ops
+
+from electra_tf.objectives.losses import disc_per_example_loss, masked_lm_per_slot_loss
+
+METRIC_NAMES = (
+    "masked_lm_accuracy",
+    "masked_lm_loss",
+    "sampled_masked_lm_accuracy",
+    "disc_loss",
+    "disc_accuracy",
+    "disc_precision",
+    "disc_recall",
+)
+
+
+def disc_probs(logits):
+    """P(replaced) per token, float32 [B, L], for the AUC metric.
+
+    The original fed AUC probs * input_mask with labels * input_mask, which
+    counts padding as confident negatives; pass input_mask as the AUC's
+    sample_weight instead to leave padding out.
+    """
+    return ops.sigmoid(ops.cast(logits, "float32"))
+
+
+def pretraining_metric_sums(
+    mlm_logits,
+    masked_lm_ids,
+    masked_lm_weights,
+    sampled_ids=None,
+    disc_logits=None,
+    disc_labels=None,
+    input_mask=None,
+) -> dict:
+    """Numerators and denominators of the original's eval metrics.
+
+    Args:
+        mlm_logits: float [B, N, V], the generator's logits at the masked slots.
+        masked_lm_ids: int [B, N], the original ids.
+        masked_lm_weights: float [B, N], 0 for padding slots.
+        sampled_ids: optional int [B, N], the generator's samples; adds
+            sampled_masked_lm_accuracy.
+        disc_logits: optional float [B, L]; with disc_labels and input_mask
+            adds the disc_* metrics.
+        disc_labels: [B, L], from `rtd_labels`.
+        input_mask: [B, L].
+
+    Returns:
+        dict name -> (numerator, denominator), float32 scalars:
+        masked_lm_accuracy: argmax(G) == original, weighted by the slot weights.
+        masked_lm_loss: CE weighted by the slot weights.
+        sampled_masked_lm_accuracy: sample == original, weighted.
+        disc_loss: the mean over sequences of each sequence's mean token loss
+            (the original's per_example_loss metric; the training loss
+            instead weights every token equally).
+        disc_accuracy: (logit > 0) == label over input_mask.
+        disc_precision: correct among predicted-replaced tokens.
+        disc_recall: correct among replaced tokens.
+    """
+    w = ops.cast(masked_lm_weights, "float32")
+    ids = ops.cast(masked_lm_ids, "int32")
+    w_sum = ops.sum(w)
+    preds = ops.cast(ops.argmax(mlm_logits, axis=-1), "int32")
+    sums = {
+        "masked_lm_accuracy": (ops.sum(w * ops.cast(ops.equal(preds, ids), "float32")), w_sum),
+        "masked_lm_loss": (ops.sum(w * masked_lm_per_slot_loss(mlm_logits, ids)), w_sum),
+    }
+    if sampled_ids is not None:
+        hit = ops.cast(ops.equal(ops.cast(sampled_ids, "int32"), ids), "float32")
+        sums["sampled_masked_lm_accuracy"] = (ops.sum(w * hit), w_sum)
+    if disc_logits is not None:
+        if disc_labels is None or input_mask is None:
+            raise ValueError("disc metrics need disc_labels and input_mask")
+        mask = ops.cast(input_mask, "float32")
+        labels = ops.cast(disc_labels, "float32")
+        pred = ops.cast(ops.greater(ops.cast(disc_logits, "float32"), 0.0), "float32")
+        correct = ops.cast(ops.equal(pred, labels), "float32") * mask
+        per_example = disc_per_example_loss(disc_logits, labels, mask)
+        sums["disc_loss"] = (ops.sum(per_example), ops.cast(ops.shape(per_example)[0], "float32"))
+        sums["disc_accuracy"] = (ops.sum(correct), ops.sum(mask))
+        sums["disc_precision"] = (ops.sum(correct * pred), ops.sum(mask * pred))
+        sums["disc_recall"] = (ops.sum(correct * labels), ops.sum(mask * labels))
+    return sums
+
+
+def add_metric_sums(a: Mapping, b: Mapping) -> dict:
+    """Adds two results of `pretraining_metric_sums` (batches or replicas)."""
+    return {k: (a[k][0] + b[k][0], a[k][1] + b[k][1]) for k in a}
+
+
+def reduce_metric_sums(sums: Mapping) -> dict:
+    """numerator / denominator per metric; 0 where the denominator is 0."""
+    return {
+        k: ops.divide_no_nan(ops.cast(num, "float32"), ops.cast(den, "float32"))
+        for k, (num, den) in sums.items()
+    }

@@ -1,0 +1,239 @@
+"""AdamW with warmup + polynomial decay and layer-wise LR decay.
+
+Matches the original's optimization.py (REFERENCE.md, "Shared settings" and
+"Fine-tuning"): Adam betas 0.9/0.999, epsilon 1e-6, decoupled weight decay
+0.01 with LayerNorm and bias excluded, global-norm clipping 1.0, and
+lr_t = poly_decay(lr, step, T, power) * min(1, step / warmup).
+
+Two Keras 3 details shape this file:
+- `AdamW.exclude_from_weight_decay(var_names=...)` matches the regex against
+  `variable.name`, and on the TensorFlow backend it sees the underlying
+  tf.Variable, whose name keeps only the outermost scope ("electra/gamma:0"
+  for ".../layer_0/LayerNorm/gamma"). A "LayerNorm" pattern therefore never
+  matches. We decide per variable from its Keras `path` at build time.
+- Keras AdamW decays every variable with the one global learning rate. For
+  layer-wise decay both the Adam step and the weight decay of a variable use
+  its scaled rate, so both happen in `update_step` with a multiplier looked
+  up by variable index (set once in `build`).
+
+Unlike the original's AdamWeightDecayOptimizer, Keras' Adam applies bias
+correction; with the 10k-step warmup the two differ only early on.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Sequence
+
+import keras
+from keras import ops
+
+# The original's exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"],
+# plus Keras' LayerNormalization variable names (gamma, beta), all matched
+# with re.search against the variable's Keras path.
+DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias", r"(^|/)(gamma|beta)$")
+
+_LAYER_RE = re.compile(r"(?:^|[/_])layer_(\d+)/")
+
+
+def _path(variable) -> str:
+    return getattr(variable, "path", None) or variable.name
+
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """The original ELECTRA schedule.
+
+    lr_t = (lr - end) * (1 - min(t, T) / T) ** power + end, times
+    min(1, t / num_warmup_steps) when num_warmup_steps > 0; end = 0. The
+    step t is the optimizer's iteration count, so the first update uses
+    t = 0 (lr 0 with warmup), as the original's global_step.
+    """
+
+    def __init__(
+        self,
+        learning_rate: float,
+        num_train_steps: int,
+        num_warmup_steps: int = 0,
+        power: float = 1.0,
+        end_learning_rate: float = 0.0,
+    ):
+        if num_train_steps < 1:
+            raise ValueError(f"num_train_steps must be >= 1, got {num_train_steps}")
+        if num_warmup_steps < 0:
+            raise ValueError(f"num_warmup_steps must be >= 0, got {num_warmup_steps}")
+        self.learning_rate = learning_rate
+        self.num_train_steps = num_train_steps
+        self.num_warmup_steps = num_warmup_steps
+        self.power = power
+        self.end_learning_rate = end_learning_rate
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        total = float(self.num_train_steps)
+        remaining = 1.0 - ops.minimum(step, total) / total
+        lr = (self.learning_rate - self.end_learning_rate) * ops.power(
+            remaining, self.power
+        ) + self.end_learning_rate
+        if self.num_warmup_steps > 0:
+            lr = lr * ops.minimum(1.0, step / float(self.num_warmup_steps))
+        return lr
+
+    def get_config(self):
+        return {
+            "learning_rate": self.learning_rate,
+            "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps,
+            "power": self.power,
+            "end_learning_rate": self.end_learning_rate,
+        }
+
+
+def layer_depth(variable_path: str, n_layers: int) -> int:
+    """A variable's depth for layer-wise LR decay, as the original's _get_layer_lrs.
+
+    Embeddings (a path containing "embeddings/" or "embeddings_project/") are
+    at depth 0, transformer layer i ("layer_<i>/") at i + 1, everything else
+    (task heads) at n_layers + 2.
+    """
+    if "embeddings/" in variable_path or "embeddings_project/" in variable_path:
+        return 0
+    match = _LAYER_RE.search(variable_path)
+    if match:
+        index = int(match.group(1))
+        if index >= n_layers:
+            raise ValueError(f"{variable_path!r} is layer {index}, but n_layers={n_layers}")
+        return index + 1
+    return n_layers + 2
+
+
+def layerwise_lr_multipliers(variables: Iterable, decay: float, n_layers: int) -> dict[str, float]:
+    """{variable path: decay ** (n_layers + 2 - depth)}, the factor on the LR."""
+    return {_path(v): decay ** (n_layers + 2 - layer_depth(_path(v), n_layers)) for v in variables}
+
+
+def applies_weight_decay(
+    variable_path: str, exclude: Sequence[str] = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY
+) -> bool:
+    """False for LayerNorm and bias variables (any pattern re.search-es the path)."""
+    return not any(re.search(pattern, variable_path) for pattern in exclude)
+
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class ElectraAdamW(keras.optimizers.AdamW):
+    """AdamW with path-based decay exclusion and optional layer-wise LR decay.
+
+    Args:
+        layerwise_lr_decay: None (off) or the decay factor (0.8 for Small and
+            Base fine-tuning); needs n_layers.
+        n_layers: the encoder's number of transformer layers.
+        exclude_from_weight_decay_patterns: regexes searched in each
+            variable's Keras path; a match turns weight decay off for it.
+        **kwargs: keras.optimizers.AdamW's arguments.
+    """
+
+    def __init__(
+        self,
+        layerwise_lr_decay: float | None = None,
+        n_layers: int | None = None,
+        exclude_from_weight_decay_patterns: Sequence[str] = (DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY),
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if layerwise_lr_decay is not None and n_layers is None:
+            raise ValueError("layerwise_lr_decay needs n_layers")
+        self.layerwise_lr_decay = layerwise_lr_decay
+        self.n_layers = n_layers
+        self.exclude_from_weight_decay_patterns = tuple(exclude_from_weight_decay_patterns)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        paths = [_path(v) for v in var_list]
+        if self.layerwise_lr_decay is None:
+            self._lr_multipliers = [1.0] * len(paths)
+        else:
+            self._lr_multipliers = [
+                self.layerwise_lr_decay ** (self.n_layers + 2 - layer_depth(p, self.n_layers))
+                for p in paths
+            ]
+        self._decays = [
+            applies_weight_decay(p, self.exclude_from_weight_decay_patterns) for p in paths
+        ]
+        super().build(var_list)
+
+    # A training loop that all-reduces (and clips) gradients across replicas
+    # itself sets this, so the TF backend does not sum them a second time.
+    gradients_already_reduced = False
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        if self.gradients_already_reduced:
+            return list(grads_and_vars)
+        return super()._all_reduce_sum_gradients(grads_and_vars)
+
+    def lr_multiplier(self, variable) -> float:
+        """The layer-wise factor on the learning rate of a built-on variable."""
+        return self._lr_multipliers[self._get_variable_index(variable)]
+
+    def _apply_weight_decay(self, variables):
+        # Done per variable in update_step, with the variable's own rate.
+        return
+
+    def update_step(self, gradient, variable, learning_rate):
+        index = self._get_variable_index(variable)
+        lr = ops.cast(learning_rate, variable.dtype) * self._lr_multipliers[index]
+        # `_use_weight_decay` still honours exclude_from_weight_decay() calls.
+        if self.weight_decay and self._decays[index] and self._use_weight_decay(variable):
+            wd = ops.cast(self.weight_decay, variable.dtype)
+            self.assign_sub(variable, variable * wd * lr)
+        super().update_step(gradient, variable, lr)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "layerwise_lr_decay": self.layerwise_lr_decay,
+                "n_layers": self.n_layers,
+                "exclude_from_weight_decay_patterns": list(self.exclude_from_weight_decay_patterns),
+            }
+        )
+        return config
+
+
+def create_optimizer(
+    learning_rate: float,
+    num_train_steps: int,
+    num_warmup_steps: int,
+    weight_decay_rate: float = 0.01,
+    lr_decay_power: float = 1.0,
+    adam_epsilon: float = 1e-6,
+    clip_norm: float | None = 1.0,
+    layerwise_lr_decay: float | None = None,
+    n_layers: int | None = None,
+) -> ElectraAdamW:
+    """The original's optimizer: AdamW + warmup/polynomial decay + clipping.
+
+    Args (names as in configure_pretraining.py / configure_finetuning.py):
+        learning_rate: peak learning rate.
+        num_train_steps: steps over which the rate decays to 0.
+        num_warmup_steps: linear warmup steps (0: none).
+        weight_decay_rate: decoupled weight decay; none on LayerNorm and bias.
+        lr_decay_power: polynomial power (1.0: linear).
+        adam_epsilon: Adam's epsilon.
+        clip_norm: global-norm clipping threshold (None: no clipping).
+        layerwise_lr_decay: fine-tuning's per-layer factor (None: off).
+        n_layers: the encoder depth, needed with layerwise_lr_decay.
+    """
+    schedule = WarmupPolynomialDecay(
+        learning_rate, num_train_steps, num_warmup_steps, power=lr_decay_power
+    )
+    return ElectraAdamW(
+        learning_rate=schedule,
+        weight_decay=weight_decay_rate,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=adam_epsilon,
+        global_clipnorm=clip_norm,
+        layerwise_lr_decay=layerwise_lr_decay,
+        n_layers=n_layers,
+    )

@@ -1,0 +1,70 @@
+"""Tiny fixtures for the modeling tests (vocab 32, hidden 16, 2 layers, seq 16)."""
+
+import keras
+import numpy as np
+import pytest
+
+from electra_tf.config import EncoderConfig, PretrainingConfig
+
+VOCAB, HIDDEN, EMBED, LAYERS, SEQ, BATCH = 32, 16, 8, 2, 16, 2
+
+
+def tiny_encoder_config(**overrides) -> EncoderConfig:
+    values = {"vocab_size": VOCAB, "embedding_size": EMBED, "hidden_size": HIDDEN,
+              "num_hidden_layers": LAYERS, "num_attention_heads": 2, "intermediate_size": 32,
+              "max_position_embeddings": SEQ}
+    values.update(overrides)
+    return EncoderConfig(**values).validate()
+
+
+def tiny_pretraining_config(**overrides) -> PretrainingConfig:
+    hparams = {"embedding_size": EMBED, "hidden_size": HIDDEN, "num_hidden_layers": LAYERS,
+               "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": SEQ}
+    values = {"model_size": "tiny", "vocab_size": VOCAB, "max_seq_length": SEQ,
+              "model_hparam_overrides": hparams, "generator_hidden_size": 0.5}
+    values.update(overrides)
+    return PretrainingConfig(**values).validate()
+
+
+def make_inputs(batch=BATCH, seq=SEQ, num_real=(16, 10), seed=0, num_predictions=3):
+    """Random ids with padding after `num_real[b]` tokens, plus MLM positions."""
+    rng = np.random.default_rng(seed)
+    input_ids = rng.integers(1, VOCAB, size=(batch, seq)).astype("int32")
+    input_mask = (np.arange(seq)[None, :] < np.array(num_real)[:, None]).astype("int32")
+    segment_ids = (np.arange(seq)[None, :] >= seq // 2).astype("int32") * input_mask
+    input_ids = input_ids * input_mask
+    positions = np.stack([rng.choice(n, num_predictions, replace=False) for n in num_real])
+    return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids,
+            "masked_lm_positions": positions.astype("int32")}
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    keras.utils.set_random_seed(1234)
+    yield
+
+
+@pytest.fixture
+def mixed_bfloat16():
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+# Helpers as fixtures: with --import-mode=importlib tests cannot import conftest.
+@pytest.fixture
+def encoder_config():
+    return tiny_encoder_config
+
+
+@pytest.fixture
+def pretraining_config():
+    return tiny_pretraining_config
+
+
+@pytest.fixture
+def inputs():
+    return make_inputs

@@ -1,0 +1,141 @@
+"""ElectraEncoder: shapes, masking, dropout and seeds, variable paths, config."""
+
+import re
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf.modeling.encoder import ElectraEncoder, dummy_inputs, encoder_variable_depth
+from electra_tf.modeling.layers import Dropout
+
+
+def _encoder(config):
+    encoder = ElectraEncoder(config)
+    encoder.build()
+    return encoder
+
+
+def _features(x):
+    return {k: x[k] for k in ("input_ids", "input_mask", "segment_ids")}
+
+
+def test_outputs_shapes_and_pooled(encoder_config, inputs):
+    encoder = _encoder(encoder_config())
+    out = encoder(_features(inputs()))
+    assert set(out) == {"sequence_output", "pooled_output", "embedding_output"}
+    assert out["sequence_output"].shape == (2, 16, 16)
+    assert out["embedding_output"].shape == (2, 16, 8)
+    assert out["pooled_output"].shape == (2, 16)
+    assert all(v.dtype == "float32" for v in out.values())
+    np.testing.assert_array_equal(out["pooled_output"], out["sequence_output"][:, 0])
+
+
+def test_no_projection_when_embedding_size_equals_hidden(encoder_config, inputs):
+    encoder = _encoder(encoder_config(embedding_size=None))
+    assert encoder.embeddings_project is None
+    assert not any("embeddings_project" in v.path for v in encoder.variables)
+    assert encoder(_features(inputs()))["embedding_output"].shape == (2, 16, 16)
+
+
+def test_padding_invariance(encoder_config, inputs):
+    encoder = _encoder(encoder_config())
+    x = _features(inputs(num_real=(16, 10)))
+    y = dict(x, input_ids=np.where(x["input_mask"] == 1, x["input_ids"], 7),
+             segment_ids=np.where(x["input_mask"] == 1, x["segment_ids"], 1))
+    a, b = encoder(x)["sequence_output"], encoder(y)["sequence_output"]
+    np.testing.assert_allclose(a[0], b[0], atol=1e-6)
+    np.testing.assert_allclose(a[1, :10], b[1, :10], atol=1e-6)
+    assert not np.allclose(a[1, 10:], b[1, 10:])  # Padded positions did change.
+
+
+def test_dropout_and_seeds(encoder_config, inputs):
+    encoder = _encoder(encoder_config())
+    x = _features(inputs())
+
+    def seq(**kwargs):
+        return np.asarray(encoder(x, **kwargs)["sequence_output"])
+
+    inference = seq()
+    np.testing.assert_array_equal(inference, seq(training=False))
+    np.testing.assert_array_equal(inference, seq(training=False, seed=tf.constant([1, 2])))
+    seeded = seq(training=True, seed=tf.constant([1, 2]))
+    assert not np.allclose(seeded, inference)
+    np.testing.assert_array_equal(seeded, seq(training=True, seed=tf.constant([1, 2])))
+    assert not np.allclose(seeded, seq(training=True, seed=tf.constant([1, 3])))
+    # Without a seed the layers' SeedGenerators advance: two calls differ.
+    assert not np.allclose(seq(training=True), seq(training=True))
+
+
+def test_every_dropout_site_gets_its_own_seed(encoder_config, monkeypatch):
+    encoder = _encoder(encoder_config(num_hidden_layers=3))
+    seeds = []
+    original = Dropout.call
+
+    def spy(self, inputs, training=False, seed=None):
+        seeds.append((self.path, tuple(np.asarray(seed))))
+        return original(self, inputs, training=training, seed=seed)
+
+    monkeypatch.setattr(Dropout, "call", spy)
+    encoder(dummy_inputs(2, 16), training=True, seed=tf.constant([4, 5]))
+    # Embeddings, then attention probs, attention output and FFN output per layer.
+    assert len(seeds) == 1 + 3 * 3
+    assert len({s for _, s in seeds}) == len(seeds), seeds
+    assert len({p for p, _ in seeds}) == len(seeds)
+
+
+def test_seeded_forward_under_xla(encoder_config, inputs):
+    encoder = _encoder(encoder_config())
+    x = {k: tf.constant(v) for k, v in _features(inputs()).items()}
+    fn = tf.function(lambda x, s: encoder(x, training=True, seed=s)["sequence_output"],
+                     jit_compile=True)
+    a = fn(x, tf.constant([1, 2]))
+    np.testing.assert_array_equal(a, fn(x, tf.constant([1, 2])))
+    assert not np.allclose(a, fn(x, tf.constant([2, 2])))
+    infer = tf.function(lambda x: encoder(x)["sequence_output"], jit_compile=True)
+    np.testing.assert_allclose(infer(x), encoder(x)["sequence_output"], atol=1e-5)
+
+
+def test_variable_paths_map_to_layerwise_depths(encoder_config):
+    encoder = _encoder(encoder_config(num_hidden_layers=3))
+    patterns = [r"(^|/)embeddings/", r"(^|/)embeddings_project/", r"(^|/)layer_\d+/"]
+    depths = {}
+    for v in encoder.variables:  # Trainable weights and dropout seed states.
+        matches = [p for p in patterns if re.search(p, v.path)]
+        assert len(matches) == 1, (v.path, matches)
+        depths.setdefault(encoder_variable_depth(v.path), []).append(v.path)
+    assert sorted(depths) == [0, 1, 2, 3]
+    assert all(p.startswith("encoder/layer_2/") for p in depths[3])
+    assert any("embeddings_project/" in p for p in depths[0])
+    assert encoder_variable_depth("discriminator/discriminator_predictions/dense/kernel") is None
+    assert encoder_variable_depth("x/layer_11/output/kernel") == 12
+
+
+def test_get_config_round_trip(encoder_config):
+    encoder = ElectraEncoder(encoder_config(hidden_act="relu"), name="my_encoder")
+    config = encoder.get_config()
+    assert config["config"] == encoder_config(hidden_act="relu").to_dict()
+    clone = ElectraEncoder.from_config(config)
+    clone.build()
+    encoder.build()
+    assert clone.name == "my_encoder" and clone.get_config() == config
+    assert [v.shape for v in clone.weights] == [v.shape for v in encoder.weights]
+    assert ElectraEncoder(config["config"]).config == encoder.config  # A dict also works.
+
+
+def test_shared_embeddings_must_match(encoder_config):
+    donor = _encoder(encoder_config())
+    shared = ElectraEncoder(encoder_config(hidden_size=8, num_attention_heads=1),
+                            embeddings=donor.embeddings)
+    assert shared.embeddings is donor.embeddings
+    with pytest.raises(ValueError, match="shared embeddings"):
+        ElectraEncoder(encoder_config(embedding_size=4), embeddings=donor.embeddings)
+
+
+def test_mixed_bfloat16_encoder(encoder_config, inputs, mixed_bfloat16):
+    encoder = _encoder(encoder_config())
+    out = encoder(_features(inputs()), training=True, seed=tf.constant([0, 1]))
+    assert out["sequence_output"].dtype == "bfloat16"
+    assert all(v.dtype == "float32" for v in encoder.trainable_variables)
+    assert keras.config.dtype_policy().name == "mixed_bfloat16"

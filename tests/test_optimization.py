@@ -1,0 +1,232 @@
+"""The LR schedule, AdamW decay exclusion, clipping and layer-wise LR decay."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf.optimization import (
+    ElectraAdamW,
+    WarmupPolynomialDecay,
+    applies_weight_decay,
+    create_optimizer,
+    layer_depth,
+    layerwise_lr_multipliers,
+)
+
+# === Schedule ===
+
+
+@pytest.mark.parametrize(
+    "step,expected",
+    [
+        (0, 0.0),  # warmup starts at 0, as the original's global_step
+        (5, 1e-3 * 0.95 * 0.5),  # mid-warmup: decay * step / warmup
+        (10, 1e-3 * 0.9),  # end of warmup
+        (55, 1e-3 * 0.45),  # linear decay
+        (100, 0.0),  # decays to 0 at num_train_steps
+        (150, 0.0),  # and stays there (no cycle)
+    ],
+)
+def test_warmup_linear_decay(step, expected):
+    schedule = WarmupPolynomialDecay(1e-3, num_train_steps=100, num_warmup_steps=10)
+    assert float(schedule(step)) == pytest.approx(expected, abs=1e-10)
+
+
+def test_power_two_and_no_warmup():
+    schedule = WarmupPolynomialDecay(2.0, num_train_steps=100, num_warmup_steps=0, power=2.0)
+    for step in (0, 20, 50, 99):
+        assert float(schedule(step)) == pytest.approx(2.0 * (1 - step / 100) ** 2, rel=1e-5)
+
+
+def test_schedule_config_round_trip():
+    schedule = WarmupPolynomialDecay(5e-4, 1000, 100, power=2.0)
+    again = WarmupPolynomialDecay.from_config(schedule.get_config())
+    assert float(again(300)) == pytest.approx(float(schedule(300)))
+
+
+# === A toy model with ELECTRA-like variable paths ===
+
+
+class _Block(keras.layers.Layer):
+    def __init__(self, units, **kwargs):
+        super().__init__(**kwargs)
+        self.dense = keras.layers.Dense(units, name="dense")
+        self.norm = keras.layers.LayerNormalization(name="LayerNorm")
+
+    def build(self, input_shape):
+        self.dense.build(input_shape)
+        self.norm.build(input_shape[:-1] + (self.dense.units,))
+
+    def call(self, x):
+        return self.norm(self.dense(x))
+
+
+class _Toy(keras.Model):
+    """embeddings/, embeddings_project/, encoder/layer_i/, and a head."""
+
+    def __init__(self, n_layers=2, **kwargs):
+        super().__init__(**kwargs)
+        self.embeddings = _Block(4, name="embeddings")
+        self.project = keras.layers.Dense(3, name="embeddings_project")
+        self.encoder = [_Block(3, name=f"layer_{i}") for i in range(n_layers)]
+        self.head = keras.layers.Dense(1, name="classifier")
+
+    def call(self, x):
+        h = self.project(self.embeddings(x))
+        for block in self.encoder:
+            h = block(h)
+        return self.head(h)
+
+
+def _toy(n_layers=2):
+    model = _Toy(n_layers, name="electra")
+    model(np.zeros((1, 5), np.float32))
+    # Give every variable a nonzero value, so that decay of zero-init
+    # biases and betas would show.
+    for v in model.trainable_variables:
+        v.assign(np.full(v.shape, 0.5, np.float32))
+    return model
+
+
+def _step(optimizer, model, grads):
+    """Applies one update; returns {path: value before - value after}."""
+    before = [v.numpy().copy() for v in model.trainable_variables]
+    optimizer.apply(grads, model.trainable_variables)
+    return {v.path: b - v.numpy() for v, b in zip(model.trainable_variables, before)}
+
+
+# === Weight decay ===
+
+
+def test_weight_decay_skips_layernorm_and_bias():
+    model = _toy()
+    opt = create_optimizer(0.1, num_train_steps=1000, num_warmup_steps=0, weight_decay_rate=0.01)
+    zeros = [tf.zeros_like(v) for v in model.trainable_variables]
+    deltas = _step(opt, model, zeros)
+    for path, delta in deltas.items():
+        decayed = path.endswith("kernel")
+        assert applies_weight_decay(path) == decayed, path
+        expected = 0.5 * 0.01 * 0.1 if decayed else 0.0
+        np.testing.assert_allclose(delta, expected, rtol=1e-3, atol=1e-12, err_msg=path)
+    assert {p.rsplit("/", 1)[-1] for p in deltas} == {"kernel", "bias", "gamma", "beta"}
+
+
+def test_applies_weight_decay_patterns():
+    assert applies_weight_decay("electra/layer_0/attention/query/kernel")
+    assert applies_weight_decay("electra/embeddings/word_embeddings/embeddings")
+    for path in (
+        "electra/embeddings/LayerNorm/gamma",
+        "x/attention_layer_norm/beta",
+        "electra/layer_0/output/bias",
+        "generator_predictions/output_bias",
+        "head/norm/gamma",
+    ):
+        assert not applies_weight_decay(path), path
+
+
+# === Clipping ===
+
+
+def test_global_norm_clipping():
+    """A huge gradient moves the weights as the gradient clipped to norm 1."""
+    g1 = [tf.constant([[300.0, -40.0]]), tf.constant([500.0])]
+    g2 = [tf.constant([[0.1, 0.2]]), tf.constant([-0.3])]
+    norm = float(tf.linalg.global_norm(g1))
+    clipped = [g / norm for g in g1]
+
+    def run(first, clip_norm):
+        variables = [
+            keras.Variable(np.ones((1, 2), np.float32), name="kernel"),
+            keras.Variable(np.ones((2,), np.float32)[:1], name="w"),
+        ]
+        opt = create_optimizer(0.1, 1000, 0, weight_decay_rate=0.0, clip_norm=clip_norm)
+        opt.apply(first, variables)
+        opt.apply(g2, variables)  # the second step shows the first step's scale
+        return [v.numpy() for v in variables]
+
+    for a, b in zip(run(g1, 1.0), run(clipped, 1.0)):
+        np.testing.assert_allclose(a, b, rtol=1e-5)
+    # Without clipping the first step's scale changes the result.
+    assert not np.allclose(run(g1, None)[0], run(clipped, 1.0)[0], rtol=1e-3)
+
+
+# === Layer-wise LR decay ===
+
+
+def test_layer_depth():
+    n = 12
+    assert layer_depth("electra/embeddings/word_embeddings/embeddings", n) == 0
+    assert layer_depth("electra/word_embeddings/embeddings", n) == 0
+    assert layer_depth("electra/embeddings_project/kernel", n) == 0
+    assert layer_depth("electra/encoder/layer_0/attention/kernel", n) == 1
+    assert layer_depth("electra/encoder/layer_1/dense/kernel", n) == 2
+    assert layer_depth("electra/encoder/layer_11/dense/kernel", n) == 12
+    assert layer_depth("classifier/kernel", n) == n + 2
+    with pytest.raises(ValueError):
+        layer_depth("encoder/layer_12/dense/kernel", n)
+
+
+def test_layerwise_effective_learning_rates():
+    """Adam's first bias-corrected step moves each weight by its own lr."""
+    n, decay, lr = 2, 0.5, 0.01
+    model = _toy(n)
+    for v in model.trainable_variables:  # at 0 the update is exact in float32
+        v.assign(tf.zeros_like(v))
+    opt = create_optimizer(lr, 1000, 0, weight_decay_rate=0.0, layerwise_lr_decay=decay, n_layers=n)
+    multipliers = layerwise_lr_multipliers(model.trainable_variables, decay, n)
+    expected_depths = {
+        "embeddings": 0,
+        "embeddings_project": 0,
+        "layer_0": 1,
+        "layer_1": 2,
+        "classifier": n + 2,
+    }
+    deltas = _step(opt, model, [tf.ones_like(v) for v in model.trainable_variables])
+    g = 1 / np.sqrt(sum(np.prod(v.shape) for v in model.trainable_variables))  # clipped to norm 1
+    for path, delta in deltas.items():
+        depth = expected_depths[path.split("/")[1]]
+        assert multipliers[path] == pytest.approx(decay ** (n + 2 - depth)), path
+        # First step: lr * m_hat / (sqrt(v_hat) + eps) = lr * g / (g + eps / sqrt(1 - beta_2)).
+        expected = lr * multipliers[path] * g / (g + 1e-6 / np.sqrt(1 - 0.999))
+        np.testing.assert_allclose(delta, expected, rtol=1e-5, err_msg=path)
+    for v in model.trainable_variables:
+        assert opt.lr_multiplier(v) == pytest.approx(multipliers[v.path])
+
+
+def test_layerwise_weight_decay_uses_the_scaled_rate():
+    n, decay, lr, wd = 2, 0.5, 0.1, 0.1
+    model = _toy(n)
+    opt = create_optimizer(lr, 1000, 0, weight_decay_rate=wd, layerwise_lr_decay=decay, n_layers=n)
+    multipliers = layerwise_lr_multipliers(model.trainable_variables, decay, n)
+    deltas = _step(opt, model, [tf.zeros_like(v) for v in model.trainable_variables])
+    for path, delta in deltas.items():
+        expected = 0.5 * wd * lr * multipliers[path] if path.endswith("kernel") else 0.0
+        # float32 ulps at 0.5 bound the precision of the difference.
+        np.testing.assert_allclose(delta, expected, rtol=1e-3, atol=1e-12, err_msg=path)
+
+
+def test_layerwise_decay_needs_n_layers():
+    with pytest.raises(ValueError):
+        create_optimizer(1e-4, 100, 10, layerwise_lr_decay=0.8)
+
+
+# === In a compiled train step, and serialization ===
+
+
+def test_fit_and_config_round_trip():
+    model = _toy()
+    opt = create_optimizer(1e-2, 10, 2, layerwise_lr_decay=0.8, n_layers=2)
+    model.compile(optimizer=opt, loss="mse")
+    x, y = np.ones((4, 5), np.float32), np.zeros((4, 1), np.float32)
+    model.fit(x, y, epochs=1, batch_size=2, verbose=0)  # graph mode: index lookups work
+    assert int(opt.iterations) == 2
+    again = ElectraAdamW.from_config(opt.get_config())
+    assert (
+        again.layerwise_lr_decay,
+        again.n_layers,
+        again.global_clipnorm,
+        again.epsilon,
+        again.weight_decay,
+    ) == (0.8, 2, 1.0, 1e-6, 0.01)
+    assert isinstance(again._learning_rate, WarmupPolynomialDecay)
