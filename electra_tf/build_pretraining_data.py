@@ -17,16 +17,20 @@ from absl import app, flags
 from electra_tf import cli
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", None, "Comma-separated globs of text files.")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt.")
-flags.DEFINE_string("output_dir", None, "Where to write the shards.")
-flags.DEFINE_integer("max_seq_length", 128, "L: tokens per example, [CLS]/[SEP] included.")
-flags.DEFINE_integer("num_shards", 1, "Output files.")
-flags.DEFINE_integer("num_processes", 1, "Worker processes (at most num_shards are used).")
-flags.DEFINE_integer("seed", 0, "Seed of the packing randomness.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (uncased vocab).")
-cli.define_strip_accents_flag()
-flags.DEFINE_bool("overwrite", False, "Replace pre-training data already in --output_dir.")
+
+
+def define_flags():
+    """Flags of this entry point (defined only when it runs as main)."""
+    flags.DEFINE_string("corpus", None, "Comma-separated globs of text files.")
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt.")
+    flags.DEFINE_string("output_dir", None, "Where to write the shards.")
+    flags.DEFINE_integer("max_seq_length", 128, "L: tokens per example, [CLS]/[SEP] included.")
+    flags.DEFINE_integer("num_shards", 1, "Output files.")
+    flags.DEFINE_integer("num_processes", 1, "Worker processes (at most num_shards are used).")
+    flags.DEFINE_integer("seed", 0, "Seed of the packing randomness.")
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (uncased vocab).")
+    cli.define_strip_accents_flag()
+    flags.DEFINE_bool("overwrite", False, "Replace pre-training data already in --output_dir.")
 
 
 def main(argv):
@@ -46,4 +50,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(lambda argv: cli.run_cli(lambda: main(argv)))

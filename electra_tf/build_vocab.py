@@ -20,14 +20,18 @@ from absl import app, flags
 from electra_tf import cli
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", None, "Comma-separated globs of text files.")
-flags.DEFINE_integer("vocab_size", 30522, "Largest vocabulary size (specials included).")
-flags.DEFINE_string("output", None, "Where to write vocab.txt.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (uncased model).")
-cli.define_strip_accents_flag()
-flags.DEFINE_integer("min_count", 10, "Lowest frequency the learner's threshold search "
-                     "considers; lower it for small corpora.")
-flags.DEFINE_integer("max_lines", 0, "Read at most this many lines (0: all).")
+
+
+def define_flags():
+    """Flags of this entry point (defined only when it runs as main)."""
+    flags.DEFINE_string("corpus", None, "Comma-separated globs of text files.")
+    flags.DEFINE_integer("vocab_size", 30522, "Largest vocabulary size (specials included).")
+    flags.DEFINE_string("output", None, "Where to write vocab.txt.")
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (uncased model).")
+    cli.define_strip_accents_flag()
+    flags.DEFINE_integer("min_count", 10, "Lowest frequency the learner's threshold search "
+                         "considers; lower it for small corpora.")
+    flags.DEFINE_integer("max_lines", 0, "Read at most this many lines (0: all).")
 
 
 def count_words(files: list[str], do_lower_case: bool, strip_accents: bool,
@@ -104,4 +108,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(lambda argv: cli.run_cli(lambda: main(argv)))

@@ -75,6 +75,9 @@ def run_cli(main: Callable[[], None]) -> None:
     from electra_tf.config import ConfigError
     from electra_tf.tokenization import VocabError
 
+    from absl import logging
+
+    logging.set_verbosity(logging.WARNING)  # TF's INFO lines (checkpoint sharding, ...)
     try:
         main()
     except (InputError, ConfigError, VocabError) as e:

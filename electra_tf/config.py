@@ -238,3 +238,38 @@ def generator_config(disc: EncoderConfig, generator_hidden_size: float,
         intermediate_size=4 * hidden, num_attention_heads=heads,
         embedding_size=disc.resolved_embedding_size if tie_embeddings else None,
     ).validate()
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """How and where a pre-training run executes (not hyperparameters)."""
+
+    model_dir: str = ""  # checkpoints, summaries, final weights
+    train_data: str = ""  # comma-separated TFRecord globs
+    eval_data: str = ""  # held-out TFRecord globs ("" : no periodic eval)
+    vocab_file: str = ""  # WordPiece vocab (special ids for masking)
+    strategy: str = "default"  # default | mirrored | multi_worker | tpu
+    num_devices: int = 0  # mirrored: GPUs (or logical CPUs) to use; 0 = all GPUs
+    tpu: str = ""  # TPU name or grpc:// address for strategy=tpu
+    jit_compile: bool = False  # XLA for the per-replica forward/backward
+    mixed_precision: str = "fp32"  # fp32 | bf16
+    gradient_accumulation_steps: int = 1  # micro-batches per optimizer step
+    eval_every_steps: int = 0  # 0: evaluate at the end only
+    log_every_steps: int = 0  # console/summary period; 0: iterations_per_loop
+
+    def validate(self) -> "RunConfig":
+        if self.strategy not in ("default", "mirrored", "multi_worker", "tpu"):
+            raise ConfigError(f"unknown strategy {self.strategy!r}")
+        if self.mixed_precision not in ("fp32", "bf16"):
+            raise ConfigError(
+                f"mixed_precision must be fp32 or bf16, got {self.mixed_precision!r} "
+                "(fp16 is left out: Keras' loss scaling corrupts sparse embedding updates)")
+        if self.gradient_accumulation_steps < 1:
+            raise ConfigError("gradient_accumulation_steps must be >= 1")
+        if not self.model_dir:
+            raise ConfigError("model_dir is required")
+        if not self.train_data:
+            raise ConfigError("train_data is required")
+        if not self.vocab_file:
+            raise ConfigError("vocab_file is required")
+        return self

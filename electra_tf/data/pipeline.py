@@ -35,7 +35,7 @@ def pretraining_dataset(file_pattern: str | list[str], batch_size: int, max_seq_
                         masking: MaskingConfig | None, *, is_training: bool = True,
                         input_context: tf.distribute.InputContext | None = None,
                         seed: int = 0, shuffle_buffer: int = 10000,
-                        cycle_length: int = 8) -> tf.data.Dataset:
+                        cycle_length: int = 8, skip_batches: int = 0) -> tf.data.Dataset:
     """Builds the pre-training input pipeline.
 
     Args:
@@ -50,6 +50,9 @@ def pretraining_dataset(file_pattern: str | list[str], batch_size: int, max_seq_
       seed: seeds the file order, the example shuffle and the masks.
       shuffle_buffer: example-level shuffle buffer (training only).
       cycle_length: files read in parallel.
+      skip_batches: start after this many batches (to resume a run); skipped
+        batches are neither parsed nor masked, and the masks that follow are
+        those an uninterrupted pipeline would have drawn.
 
     Returns:
       A dataset of dicts: int32 [batch, L] input_ids (masked), input_mask,
@@ -74,11 +77,13 @@ def pretraining_dataset(file_pattern: str | list[str], batch_size: int, max_seq_
     if is_training:
         ds = ds.shuffle(shuffle_buffer, seed=seed + 7919 * pipeline_id)
     ds = ds.batch(batch_size, drop_remainder=True)
+    if skip_batches:
+        ds = ds.skip(skip_batches)
     ds = ds.map(lambda s: features_lib.parse_examples(s, max_seq_length),
                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if masking is not None:
         # One stateless seed per batch: (seed, pipeline), batch index.
-        seeds = tf.data.Dataset.counter().map(
+        seeds = tf.data.Dataset.counter(start=skip_batches).map(
             lambda i: tf.stack([tf.cast(seed, tf.int64) * 1_000_003 + pipeline_id, i]))
         ds = tf.data.Dataset.zip(ds, seeds).map(
             lambda batch, s: _mask(batch, s, masking),

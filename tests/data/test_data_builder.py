@@ -191,3 +191,15 @@ def test_fewer_files_than_pipelines_shards_records(tiny_corpus, tiny_vocab, tmp_
 def test_pipeline_missing_files_is_clear(tmp_path):
     with pytest.raises(FileNotFoundError, match="no TFRecord"):
         pretraining_dataset(str(tmp_path / "none*"), 2, 16, None)
+
+
+def test_skip_batches_resumes_the_same_stream(tiny_corpus, tiny_vocab, tmp_path):
+    out = tmp_path / "out"
+    build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32, num_shards=2))
+    masking = MaskingConfig.from_tokenizer(Tokenizer(tiny_vocab), 0.15, 4)
+    pattern = str(out / "pretrain_data.tfrecord*")
+    full = list(pretraining_dataset(pattern, 4, 32, masking, seed=2).take(7))
+    rest = list(pretraining_dataset(pattern, 4, 32, masking, seed=2, skip_batches=4).take(3))
+    for a, b in zip(full[4:], rest):
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k])

@@ -1,0 +1,105 @@
+"""One pre-training forward pass: generator -> sampling -> discriminator.
+
+`ElectraPretrainer` is a `keras.Model` that holds G and D (built with the
+configured weight sharing) and an objective. `call` returns tensors only; the
+objective's pure functions turn them into the loss and metrics. It is
+backend-portable (`keras.ops` only): the TF training loop in
+`electra_tf.training` drives it under tf.distribute, and it also trains with
+`model.fit` under KERAS_BACKEND=jax (see benchmarks/).
+
+Randomness: `call(batch, seed=...)` takes an int32 seed tensor [2] (the TF
+loop passes one per replica and step, see REFERENCE.md pitfalls). Without
+one, the model's own SeedGenerator is used.
+"""
+
+from __future__ import annotations
+
+import keras
+
+from electra_tf.config import PretrainingConfig
+from electra_tf.modeling.models import build_pretraining_models
+from electra_tf.modeling.random import fold_seed, tensor_seed
+from electra_tf.objectives import ElectraObjective
+
+_GEN_SALT, _SAMPLE_SALT, _DISC_SALT = 101, 102, 103
+INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
+
+
+class ElectraPretrainer(keras.Model):
+    """G + Gumbel sampling + D, with the loss left to `objective`.
+
+    Args:
+      config: the pre-training hyperparameters.
+      objective: defaults to ElectraObjective.from_config(config).
+    """
+
+    def __init__(self, config: PretrainingConfig, objective=None, **kwargs):
+        kwargs.setdefault("name", "electra_pretrainer")
+        super().__init__(**kwargs)
+        self.config = config.validate()
+        self.objective = objective or ElectraObjective.from_config(config)
+        # === Layers ===
+        self.generator, self.discriminator = build_pretraining_models(config)
+        self.seed_generator = keras.random.SeedGenerator(config.seed, name="pretrainer_seed")
+
+    def call(self, batch, training=False, seed=None):
+        """Runs G on the masked batch, samples, runs D on the corrupted batch.
+
+        Args:
+          batch: dict of int tensors: input_ids (masked), input_mask,
+            segment_ids [B, L]; masked_lm_positions, masked_lm_ids [B, N];
+            float masked_lm_weights [B, N].
+          training: dropout on.
+          seed: optional int32 tensor [2].
+
+        Returns:
+          dict: mlm_logits float32 [B, N, V]; fake (dict of input_ids, labels,
+          sampled_ids, original_ids); rtd_logits float32 [B, L] (absent when the
+          objective trains no discriminator).
+        """
+        if seed is None:
+            seed = self.seed_generator.next()
+        gen_inputs = {k: batch[k] for k in INPUT_KEYS + ("masked_lm_positions",)}
+        mlm_logits = self.generator(gen_inputs, training=training,
+                                    seed=fold_seed(seed, _GEN_SALT))["mlm_logits"]
+        outputs = {"mlm_logits": mlm_logits}
+        if not self.objective.uses_discriminator:
+            return outputs
+        fake = self.objective.fake_data(batch, mlm_logits,
+                                        tensor_seed(fold_seed(seed, _SAMPLE_SALT)))
+        disc_inputs = {"input_ids": fake["input_ids"], "input_mask": batch["input_mask"],
+                       "segment_ids": batch["segment_ids"]}
+        outputs["fake"] = fake
+        outputs["rtd_logits"] = self.discriminator(
+            disc_inputs, training=training, seed=fold_seed(seed, _DISC_SALT))["rtd_logits"]
+        return outputs
+
+    def losses_from(self, batch, outputs) -> dict:
+        """The objective's loss dict ("loss" and its components)."""
+        return self.objective.compute_loss(batch, outputs["mlm_logits"], outputs.get("fake"),
+                                           outputs.get("rtd_logits"))
+
+    def metric_sums_from(self, batch, outputs) -> dict:
+        return self.objective.metric_sums(batch, outputs["mlm_logits"], outputs.get("fake"),
+                                          outputs.get("rtd_logits"))
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """For model.fit (e.g. under JAX): the objective's total loss."""
+        del y, sample_weight, training
+        return self.losses_from(x, y_pred)["loss"]
+
+    def build_with_dummy_batch(self, batch_size: int = 2) -> None:
+        """Creates every variable with one forward pass (needed before checkpoints)."""
+        from keras import ops
+
+        L = self.config.max_seq_length
+        N = self.config.resolved_max_predictions_per_seq
+        batch = {
+            "input_ids": ops.ones((batch_size, L), "int32"),
+            "input_mask": ops.ones((batch_size, L), "int32"),
+            "segment_ids": ops.zeros((batch_size, L), "int32"),
+            "masked_lm_positions": ops.zeros((batch_size, N), "int32"),
+            "masked_lm_ids": ops.zeros((batch_size, N), "int32"),
+            "masked_lm_weights": ops.zeros((batch_size, N), "float32"),
+        }
+        self(batch, training=False)

@@ -1,0 +1,99 @@
+"""The pre-training loop: resume == uninterrupted, determinism, outputs, bf16."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from electra_tf.training import Pretraining, auc_from_histograms
+
+
+def weights(trainer):
+    return [np.array(v.numpy()) for v in trainer.model.trainable_variables]
+
+
+def test_resumed_run_equals_uninterrupted_run(make_configs, tmp_path):
+    config, run = make_configs(tmp_path / "straight")
+    straight = Pretraining(config, run)
+    straight.train()
+
+    config, run = make_configs(tmp_path / "resumed")
+    first = Pretraining(config, run)
+    first.train(stop_at_step=3)
+    assert first.step == 3
+    del first
+    second = Pretraining(config, run)  # a new process would do the same
+    assert second.restore() == 3
+    second.train()
+    assert second.step == 6
+    for a, b in zip(weights(straight), weights(second)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_same_seed_same_weights_other_seed_differs(make_configs, tmp_path):
+    runs = []
+    for name, seed in (("a", 3), ("b", 3), ("c", 4)):
+        config, run = make_configs(tmp_path / name, seed=seed, num_train_steps=3)
+        t = Pretraining(config, run)
+        t.train()
+        runs.append(weights(t))
+    for a, b in zip(runs[0], runs[1]):
+        np.testing.assert_array_equal(a, b)
+    assert any(not np.array_equal(a, c) for a, c in zip(runs[0], runs[2]))
+
+
+def test_outputs_summaries_and_final_files(make_configs, tmp_path):
+    config, run = make_configs(tmp_path / "m", num_train_steps=3)
+    final = Pretraining(config, run).train()
+    for key in ("masked_lm_accuracy", "sampled_masked_lm_accuracy", "disc_auc", "disc_accuracy",
+                "disc_precision", "disc_recall", "disc_loss", "masked_lm_loss", "loss"):
+        assert key in final and np.isfinite(final[key]), key
+    model_dir = tmp_path / "m"
+    for name in ("discriminator.weights.h5", "discriminator_config.json",
+                 "pretraining_config.json", "final_eval.json"):
+        assert (model_dir / name).exists(), name
+    assert os.listdir(model_dir / "train") and os.listdir(model_dir / "eval")
+    saved = json.load(open(model_dir / "pretraining_config.json"))
+    assert saved["pretraining"]["disc_weight"] == 50.0
+    # The saved discriminator loads into a fresh one with the saved config.
+    from electra_tf.config import EncoderConfig
+    from electra_tf.modeling import build_discriminator
+
+    d = build_discriminator(EncoderConfig.from_dict(
+        json.load(open(model_dir / "discriminator_config.json"))))
+    d.load_weights(str(model_dir / "discriminator.weights.h5"))
+
+
+def test_bf16_and_gradient_accumulation_train(make_configs, tmp_path):
+    config, run = make_configs(tmp_path / "bf16", num_train_steps=2, iterations_per_loop=2,
+                               run_overrides={"mixed_precision": "bf16",
+                                              "gradient_accumulation_steps": 2})
+    try:
+        t = Pretraining(config, run)
+        final = t.train()
+        assert np.isfinite(final["loss"])
+        assert t.model.generator.encoder.compute_dtype == "bfloat16"
+        assert all(v.dtype == "float32" for v in t.model.trainable_variables)
+    finally:
+        keras.mixed_precision.set_dtype_policy("float32")
+
+
+def test_vocab_size_mismatch_is_clear(make_configs):
+    from electra_tf.config import ConfigError
+
+    config, run = make_configs(vocab_size=30522)
+    with pytest.raises(ConfigError, match="vocab_size"):
+        Pretraining(config, run)
+
+
+def test_auc_from_histograms():
+    rng = np.random.default_rng(0)
+    pos_scores, neg_scores = rng.normal(1, 1, 5000), rng.normal(0, 1, 5000)
+    bins = np.linspace(-6, 6, 401)
+    pos, _ = np.histogram(pos_scores, bins)
+    neg, _ = np.histogram(neg_scores, bins)
+    exact = (pos_scores[:, None] > neg_scores[None, :]).mean()
+    assert auc_from_histograms(pos.astype(float), neg.astype(float)) == pytest.approx(exact,
+                                                                                        abs=0.01)
