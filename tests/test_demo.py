@@ -1,0 +1,21 @@
+"""The README's demo, end to end (slow): it must learn, from a fresh folder."""
+
+import json
+
+import pytest
+
+from conftest import run_module
+
+
+@pytest.mark.slow
+def test_demo_pretraining_improves_disc_auc(tmp_path):
+    proc = run_module("electra_tf.run_pretraining", "--flagfile=configs/demo.flags",
+                      f"--demo_data_dir={tmp_path}/data", f"--model_dir={tmp_path}/model",
+                      timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    final = json.load(open(tmp_path / "model" / "final_eval.json"))
+    start = [line for line in proc.stderr.splitlines() if "eval at step 0:" in line]
+    auc0 = float(start[0].split("disc_auc ")[1].split(",")[0])
+    assert auc0 < 0.55 and final["disc_auc"] > auc0 + 0.06, (auc0, final)
+    assert final["masked_lm_accuracy"] > 0.1
+    assert (tmp_path / "model" / "discriminator.weights.h5").exists()
