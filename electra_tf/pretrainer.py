@@ -92,14 +92,11 @@ class ElectraPretrainer(keras.Model):
         """Creates every variable with one forward pass (needed before checkpoints)."""
         from keras import ops
 
-        L = self.config.max_seq_length
-        N = self.config.resolved_max_predictions_per_seq
-        batch = {
-            "input_ids": ops.ones((batch_size, L), "int32"),
-            "input_mask": ops.ones((batch_size, L), "int32"),
-            "segment_ids": ops.zeros((batch_size, L), "int32"),
-            "masked_lm_positions": ops.zeros((batch_size, N), "int32"),
-            "masked_lm_ids": ops.zeros((batch_size, N), "int32"),
-            "masked_lm_weights": ops.zeros((batch_size, N), "float32"),
-        }
+        from electra_tf.modeling.encoder import dummy_inputs
+
+        n = self.config.resolved_max_predictions_per_seq
+        batch = dummy_inputs(batch_size, self.config.max_seq_length)
+        batch.update(masked_lm_positions=ops.zeros((batch_size, n), "int32"),
+                     masked_lm_ids=ops.zeros((batch_size, n), "int32"),
+                     masked_lm_weights=ops.zeros((batch_size, n), "float32"))
         self(batch, training=False)

@@ -56,7 +56,24 @@ def encoder_variable_depth(path: str) -> int | None:
     return None
 
 
-class ElectraEncoder(keras.Model):
+class EncoderConfigSerializable:
+    """get_config/from_config for layers and models built from an EncoderConfig.
+
+    Put it before the Keras base class: `class M(EncoderConfigSerializable, keras.Model)`.
+    """
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"config": self.config.to_dict()})
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(EncoderConfig.from_dict(config.pop("config")), **config)
+
+
+class ElectraEncoder(EncoderConfigSerializable, keras.Model):
     """BERT-style encoder: the generator's or the discriminator's body.
 
     Args:
@@ -144,15 +161,6 @@ class ElectraEncoder(keras.Model):
             "embedding_output": embedded,
         }
 
-    def get_config(self):
-        config = super().get_config()
-        config.update({"config": self.config.to_dict()})
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(EncoderConfig.from_dict(config.pop("config")), **config)
 
 
 def dummy_inputs(batch_size: int = 1, seq_length: int = 8) -> dict:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import keras
 
 from electra_tf.config import EncoderConfig, PretrainingConfig
-from electra_tf.modeling.encoder import ElectraEncoder
+from electra_tf.modeling.encoder import ElectraEncoder, EncoderConfigSerializable
 from electra_tf.modeling.heads import DiscriminatorHead, MaskedLMHead
 from electra_tf.modeling.layers import ElectraEmbeddings
 from electra_tf.modeling.random import fold_seed
@@ -36,7 +36,7 @@ def _config_from(config) -> EncoderConfig:
     return EncoderConfig.from_dict(config) if isinstance(config, dict) else config.validate()
 
 
-class ElectraGenerator(keras.Model):
+class ElectraGenerator(EncoderConfigSerializable, keras.Model):
     """The generator: an encoder and a masked-LM head (original `generator`).
 
     Args:
@@ -90,18 +90,9 @@ class ElectraGenerator(keras.Model):
             "sequence_output": sequence_output,
         }
 
-    def get_config(self):
-        config = super().get_config()
-        config.update({"config": self.config.to_dict()})
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(EncoderConfig.from_dict(config.pop("config")), **config)
 
 
-class ElectraDiscriminator(keras.Model):
+class ElectraDiscriminator(EncoderConfigSerializable, keras.Model):
     """The discriminator: an encoder and the RTD head (original `electra`).
 
     Args:
@@ -143,15 +134,6 @@ class ElectraDiscriminator(keras.Model):
             "pooled_output": outputs["pooled_output"],
         }
 
-    def get_config(self):
-        config = super().get_config()
-        config.update({"config": self.config.to_dict()})
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(EncoderConfig.from_dict(config.pop("config")), **config)
 
 
 # === Factories ===
