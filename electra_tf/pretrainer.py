@@ -5,7 +5,8 @@ configured weight sharing) and an objective. `call` returns tensors only; the
 objective's pure functions turn them into the loss and metrics. It is
 backend-portable (`keras.ops` only): the TF training loop in
 `electra_tf.training` drives it under tf.distribute, and it also trains with
-`model.fit` under KERAS_BACKEND=jax (see benchmarks/).
+`model.fit` under KERAS_BACKEND=jax (tests/test_jax_backend.py, where jax is
+installed).
 
 Randomness: `call(batch, seed=...)` takes an int32 seed tensor [2] (the TF
 loop passes one per replica and step, see REFERENCE.md pitfalls). Without

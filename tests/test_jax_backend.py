@@ -1,0 +1,50 @@
+"""Model code is keras.ops-only: the pretrainer trains under KERAS_BACKEND=jax.
+
+Runs where jax is installed (`pip install "jax[cpu]"`); skipped otherwise, as
+jax is not a dependency.
+"""
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+SCRIPT = r'''
+import os, sys
+os.environ["KERAS_BACKEND"] = "jax"
+import numpy as np, keras
+assert keras.backend.backend() == "jax"
+from electra_tf.config import PretrainingConfig
+from electra_tf.pretrainer import ElectraPretrainer
+V, L, B, N = 120, 16, 8, 3
+cfg = PretrainingConfig(model_size="tiny", vocab_size=V, max_seq_length=L, generator_hidden_size=0.5, seed=0,
+    max_predictions_per_seq=N, model_hparam_overrides={"embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
+    "num_attention_heads": 2, "intermediate_size": 64})
+keras.utils.set_random_seed(0)
+m = ElectraPretrainer(cfg); m.build_with_dummy_batch()
+rng = np.random.default_rng(0)
+ids = rng.integers(110, V, size=(64, L)).astype("int32"); ids[:, 0] = 101; ids[:, -1] = 102
+pos = np.stack([rng.choice(np.arange(1, L - 1), N, replace=False) for _ in range(64)]).astype("int32")
+lm_ids = np.take_along_axis(ids, pos, 1)
+masked = ids.copy(); np.put_along_axis(masked, pos, 103, 1)
+x = {"input_ids": masked, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids),
+     "masked_lm_positions": pos, "masked_lm_ids": lm_ids, "masked_lm_weights": np.ones((64, N), "float32")}
+m.compile(optimizer=keras.optimizers.AdamW(1e-3), jit_compile=True)
+h = m.fit(x, epochs=30, batch_size=B, verbose=0)
+assert h.history["loss"][-1] < 0.7 * h.history["loss"][0], h.history["loss"]
+out = m(x, training=False)
+assert tuple(out["rtd_logits"].shape) == (64, L) and str(out["mlm_logits"].dtype) == "float32"
+print("JAX_OK")
+'''
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
+def test_pretrainer_fits_under_jax():
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "JAX_OK" in proc.stdout, proc.stderr[-3000:]
