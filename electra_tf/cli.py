@@ -73,6 +73,7 @@ def atomic_write_text(path: str, text: str) -> None:
 def run_cli(main: Callable[[], None]) -> None:
     """Runs an entry point; expected input errors exit 2 with one line."""
     from electra_tf.config import ConfigError
+    from electra_tf.finetuning.base import TaskDataError
     from electra_tf.tokenization import VocabError
 
     from absl import logging
@@ -80,7 +81,7 @@ def run_cli(main: Callable[[], None]) -> None:
     logging.set_verbosity(logging.WARNING)  # TF's INFO lines (checkpoint sharding, ...)
     try:
         main()
-    except (InputError, ConfigError, VocabError) as e:
+    except (InputError, ConfigError, VocabError, TaskDataError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
 

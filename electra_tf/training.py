@@ -99,6 +99,46 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
 
 
+def dense_gradients(tape, loss, variables):
+    """Gradients as dense tensors (zeros for unused variables).
+
+    Embedding IndexedSlices would not leave an XLA cluster, and dense tensors
+    keep the all-reduce simple.
+    """
+    grads = tape.gradient(loss, variables)
+    return [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+            for g, v in zip(grads, variables)]
+
+
+def apply_reduced_gradients(optimizer, grads, variables, clip_norm):
+    """In replica context: sum the gradients over replicas, clip, apply.
+
+    Each replica's loss is pre-divided by the replica count, so the sum is the
+    global mean gradient; clipping sees the global norm (Keras would clip each
+    replica's gradient before its own all-reduce). The optimizer must have
+    `gradients_already_reduced = True`. Returns the global norm.
+    """
+    ctx = tf.distribute.get_replica_context()
+    grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+    grads, norm = tf.clip_by_global_norm(grads, clip_norm)
+    optimizer.apply_gradients(zip(grads, variables))
+    return norm
+
+
+def variable_checkpoint(model, optimizer) -> tf.train.Checkpoint:
+    """A checkpoint of explicit variable dicts (model by path, optimizer by index).
+
+    tf.train.Checkpoint(model=keras_model) misses variables Keras keeps in
+    Python lists (REFERENCE.md pitfalls); explicit dicts miss nothing, and
+    restore().assert_consumed() checks it.
+    """
+    model_vars = {v.path: v for v in model.variables}
+    if len(model_vars) != len(model.variables):
+        raise RuntimeError("model variable paths are not unique; checkpoints would lose some")
+    opt_vars = {f"{i:05d}": v for i, v in enumerate(optimizer.variables)}
+    return tf.train.Checkpoint(model=model_vars, optimizer=opt_vars)
+
+
 def auc_from_histograms(pos: np.ndarray, neg: np.ndarray) -> float:
     """ROC AUC from score histograms of positives and negatives (trapezoids)."""
     if pos.sum() == 0 or neg.sum() == 0:
@@ -189,11 +229,7 @@ class Pretraining:
 
     # === Checkpoints ===
     def _make_checkpoint(self):
-        model_vars = {v.path: v for v in self.model.variables}
-        if len(model_vars) != len(self.model.variables):
-            raise RuntimeError("model variable paths are not unique; checkpoints would lose some")
-        opt_vars = {f"{i:05d}": v for i, v in enumerate(self.optimizer.variables)}
-        self.checkpoint = tf.train.Checkpoint(model=model_vars, optimizer=opt_vars)
+        self.checkpoint = variable_checkpoint(self.model, self.optimizer)
         directory = os.path.join(self.run.model_dir, "checkpoints")
         if not self.chief:  # other workers write to a scratch folder, then drop it
             task = self.strategy.cluster_resolver.task_id
@@ -250,14 +286,9 @@ class Pretraining:
             outputs = self.model(batch, training=True, seed=seed)
             losses, sums = self._losses_and_metrics(batch, outputs)
             scaled = losses["loss"] / scale
-        grads = tape.gradient(scaled, self._variables)
-        # Dense gradients: embedding IndexedSlices would not leave an XLA cluster.
-        grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-                 for g, v in zip(grads, self._variables)]
-        return losses, sums, grads
+        return losses, sums, dense_gradients(tape, scaled, self._variables)
 
     def _replica_step(self, micro_batches):
-        ctx = tf.distribute.get_replica_context()
         k = len(micro_batches)
         grads, losses, sums = None, None, None
         for i, batch in enumerate(micro_batches):
@@ -269,9 +300,8 @@ class Pretraining:
                 losses = {n: losses[n] + l_i[n] for n in losses}
                 sums = {n: sums[n] + s_i[n] for n in sums}
         losses = {n: v / k for n, v in losses.items()}
-        grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-        grads, grad_norm = tf.clip_by_global_norm(grads, self.config.clip_norm)
-        self.optimizer.apply_gradients(zip(grads, self._variables))
+        grad_norm = apply_reduced_gradients(self.optimizer, grads, self._variables,
+                                            self.config.clip_norm)
         return losses, sums, grad_norm
 
     def replica_seed(self, micro_step: int = 0):

@@ -1,0 +1,66 @@
+"""Scores a GLUE submission-format predictions file against a labelled dev file.
+
+    python -m electra_tf.eval_glue --task=mrpc --predictions=MRPC.tsv \
+        --dev_file=glue_data/MRPC/dev.tsv
+
+The predictions file is what `GlueTask.write_predictions` writes (header
+"index\\tprediction"; label names, or floats for STS-B), with one row per
+dev example, matched by index (the dev file's index/id column, or its 0-based
+row number where it has none). Prints the task's metrics as one JSON object,
+primary metric first, e.g. {"f1": 0.89, "accuracy": 0.85}. Bad input (an
+unknown task, a missing file, a malformed row, a missing or unknown index)
+exits with status 2 and one line naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+
+from absl import app, flags
+
+from electra_tf import cli
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+    """Flags of this entry point (defined only when it runs as main)."""
+    flags.DEFINE_string("task", None, "GLUE task: cola, sst2, mrpc, stsb, qqp, mnli, qnli, "
+                        "rte or wnli (SST-2, STS-B spellings work too).")
+    flags.DEFINE_string("predictions", None, "Predictions TSV (index<TAB>prediction).")
+    flags.DEFINE_string("dev_file", None, "Labelled GLUE file in the official layout, "
+                        "e.g. glue_data/MNLI/dev_mismatched.tsv.")
+
+
+def evaluate(task_name: str, predictions_file: str, dev_file: str) -> dict[str, float]:
+    """The task's GLUE metrics of a predictions file against a labelled file.
+
+    Raises:
+      cli.InputError: an unknown task or any bad file (message names file:line).
+    """
+    from electra_tf.finetuning import base, glue
+
+    try:
+        task = glue.get_task(task_name)
+    except ValueError as e:
+        raise cli.InputError(str(e)) from None
+    try:
+        examples = task.read_file(dev_file, labelled=True)
+        predictions = task.read_predictions(predictions_file, examples)
+    except base.TaskDataError as e:
+        raise cli.InputError(str(e)) from None
+    return task.metrics(predictions, examples)
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    for name in ("task", "predictions", "dev_file"):
+        if not FLAGS[name].value:
+            raise cli.InputError(f"--{name} is required")
+    print(json.dumps(evaluate(FLAGS.task, FLAGS.predictions, FLAGS.dev_file)))
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(lambda argv: cli.run_cli(lambda: main(argv)))

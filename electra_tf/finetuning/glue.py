@@ -1,0 +1,385 @@
+"""The nine GLUE tasks, read from the official TSV files (download_glue_data.py).
+
+    task = get_task("mnli")
+    examples = task.read("glue_data/MNLI", "dev_matched")
+    features = task.featurize(examples, tokenizer, task.default_max_seq_length)
+    ...
+    task.write_predictions(preds, test_examples, task.submission_file("test_matched"))
+
+`data_dir` is the task's folder (glue_data/MNLI) or its parent (glue_data).
+Files are `<split>.tsv`; MNLI's splits are train, dev_matched, dev_mismatched,
+test_matched and test_mismatched. Columns are read by name from the header.
+The two headerless layouts are CoLA's train/dev (source, label, star,
+sentence); every test file has a header with an `index` (QQP: `id`) column.
+Quotes are ordinary characters (csv.QUOTE_NONE): GLUE sentences contain
+unbalanced quotes, and each record is one line.
+
+Sentence pairs go in file order ([CLS] sentence1 [SEP] sentence2 [SEP]; MNLI
+premise first), as BERT's and ELECTRA's readers do. Labels are the Model
+Garden / ELECTRA label lists; STS-B is a regression on the 0..5 score.
+Defaults follow the paper's Table 7: 10 epochs for RTE and STS-B, 3 for the
+rest, max_seq_length 128.
+
+Predictions are written in GLUE's submission format: a `<TASK>.tsv` with the
+header "index\tprediction", label names for classification, floats for STS-B.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+from absl import logging
+
+from electra_tf.cli import atomic_write_text
+from electra_tf.finetuning import metrics as metrics_lib
+from electra_tf.finetuning.base import Features, TaskDataError, pack_pair
+
+_ENCODE_CHUNK = 4096  # sentences per tokenizer call: bounds memory on MNLI/QQP
+
+
+@dataclasses.dataclass(frozen=True)
+class GlueExample:
+    """One row of a GLUE file.
+
+    Attributes:
+      guid: "<split>-<index>", unique within a split.
+      index: the file's index (QQP: id) column, or the 0-based row number where
+        the file has none (CoLA, SST-2 and MRPC train/dev). Written back in
+        submission files.
+      text_a, text_b: the sentence(s); text_b is None for single-sentence tasks.
+      label: the label name ("entailment", "1"), the STS-B score, or None (test).
+      source: "path:line" of the row, for error messages.
+    """
+
+    guid: str
+    index: str
+    text_a: str
+    text_b: str | None
+    label: str | float | None
+    source: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class GlueTask:
+    """A GLUE task (implements `base.Task`); the registry below holds the nine.
+
+    Attributes:
+      name: registry name ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", ...).
+      dir_name: the folder in glue_data/ and the submission file stem.
+      label_names: classes, in logit order ([] for STS-B, a regression).
+      text_a, text_b: column names of the sentence(s); text_b None for one.
+      label_column: column of the gold label (STS-B: the score).
+      headerless_columns: column names of labelled files that have no header
+        (CoLA train/dev); () when every file has one.
+      default_epochs, default_max_seq_length: the paper's settings.
+      skip_malformed_rows: log and skip rows with too few columns instead of
+        raising (off: GLUE's files are clean under QUOTE_NONE; for mirrors that
+        are not).
+    """
+
+    name: str
+    dir_name: str
+    label_names: tuple[str, ...]
+    text_a: str
+    text_b: str | None
+    label_column: str
+    headerless_columns: tuple[str, ...] = ()
+    default_epochs: int = 3
+    default_max_seq_length: int = 128
+    skip_malformed_rows: bool = False
+
+    # === The base.Task contract ===
+
+    @property
+    def head(self) -> str:
+        return "regression" if self.is_regression else "classification"
+
+    @property
+    def is_regression(self) -> bool:
+        return not self.label_names
+
+    @property
+    def num_labels(self) -> int:
+        """Width of the head's output: classes, or 1 for STS-B."""
+        return len(self.label_names) or 1
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        return metrics_lib.glue_metric_names(self.name)
+
+    def splits(self) -> tuple[str, ...]:
+        if self.name == "mnli":
+            return ("train", "dev_matched", "dev_mismatched", "test_matched", "test_mismatched")
+        return ("train", "dev", "test")
+
+    def dev_splits(self) -> tuple[str, ...]:
+        """Labelled evaluation splits (MNLI: matched and mismatched)."""
+        return tuple(s for s in self.splits() if s.startswith("dev"))
+
+    def test_splits(self) -> tuple[str, ...]:
+        """Unlabelled splits, for GLUE submissions."""
+        return tuple(s for s in self.splits() if s.startswith("test"))
+
+    def read(self, data_dir: str, split: str) -> list[GlueExample]:
+        """Examples of `<data_dir>/<split>.tsv` (or `<data_dir>/<dir_name>/<split>.tsv`).
+
+        Raises:
+          ValueError: an unknown split.
+          TaskDataError: a missing file, a bad row or label, no examples.
+        """
+        if split not in self.splits():
+            raise ValueError(f"{self.name} has no split {split!r}; "
+                             f"splits: {', '.join(self.splits())}")
+        path = os.path.join(data_dir, f"{split}.tsv")
+        nested = os.path.join(data_dir, self.dir_name, f"{split}.tsv")
+        if not _exists(path) and _exists(nested):
+            path = nested
+        return self.read_file(path, labelled=not split.startswith("test"), split=split)
+
+    def read_file(self, path: str, labelled: bool, split: str = "") -> list[GlueExample]:
+        """Examples of one TSV in this task's layout (labelled: train/dev; else test)."""
+        if not _exists(path):
+            raise TaskDataError(f"{path}: no such file ({self.name} {split or 'data'})")
+        split = split or os.path.splitext(os.path.basename(path))[0]
+        examples = list(self._read_rows(path, labelled, split))
+        if not examples:
+            raise TaskDataError(f"{path}: no examples")
+        return examples
+
+    def featurize(self, examples: Sequence[GlueExample], tokenizer,
+                  max_seq_length: int) -> Features:
+        """Examples -> one packed row each; "label" targets when all are labelled.
+
+        Returns:
+          Features with int32 [n, L] inputs, labels {"label": int32 [n]} (STS-B:
+          float32 [n]) or {} for test examples, and example_index = arange(n).
+        """
+        minimum = 3 if self.text_b else 2
+        if max_seq_length < minimum:
+            raise ValueError(f"max_seq_length must be at least {minimum}, got {max_seq_length}")
+        ids_a = _encode(tokenizer, [e.text_a for e in examples])
+        ids_b = (_encode(tokenizer, [e.text_b or "" for e in examples]) if self.text_b
+                 else [None] * len(examples))
+        rows = [pack_pair(a, b, max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
+                for a, b in zip(ids_a, ids_b)]
+        columns = [np.asarray([r[i] for r in rows], np.int32).reshape(-1, max_seq_length)
+                   for i in range(3)]
+        inputs = dict(zip(("input_ids", "input_mask", "segment_ids"), columns))
+        labels = {}
+        if examples and all(e.label is not None for e in examples):
+            labels = {"label": self._gold(examples)}
+        return Features(inputs=inputs, labels=labels,
+                        example_index=np.arange(len(examples), dtype=np.int32))
+
+    def predictions(self, outputs: dict[str, np.ndarray], examples: Sequence[GlueExample],
+                    features: Features) -> np.ndarray:
+        """outputs["logits"] -> label ids int64 [n_examples] (argmax) or STS-B scores."""
+        logits = np.asarray(outputs["logits"])
+        if logits.shape[0] != len(features):
+            raise ValueError(f"{logits.shape[0]} rows of logits for {len(features)} features")
+        if self.is_regression:
+            per_row = logits.reshape(len(features), -1)[:, 0].astype(np.float64)
+            result = np.full(len(examples), np.nan)
+        else:
+            per_row = np.argmax(logits.reshape(len(features), -1), axis=-1)
+            result = np.full(len(examples), -1, dtype=np.int64)
+        result[features.example_index] = per_row
+        missing = len(examples) - len(np.unique(features.example_index))
+        if missing:
+            raise ValueError(f"{missing} example(s) have no feature row")
+        return result
+
+    def metrics(self, predictions: Sequence, examples: Sequence[GlueExample]) -> dict[str, float]:
+        """`metrics.glue_metrics` against the examples' gold labels (primary first)."""
+        if any(e.label is None for e in examples):
+            raise ValueError(f"{self.name}: cannot score unlabelled (test) examples")
+        return metrics_lib.glue_metrics(self.name, predictions, self._gold(examples))
+
+    def write_predictions(self, predictions: Sequence, examples: Sequence[GlueExample],
+                          path: str) -> None:
+        """GLUE's submission TSV: "index\\tprediction", label names or STS-B floats."""
+        if len(predictions) != len(examples):
+            raise ValueError(f"{len(predictions)} predictions for {len(examples)} examples")
+        lines = ["index\tprediction"]
+        for example, p in zip(examples, predictions):
+            if self.is_regression:
+                value = repr(float(p))
+            elif 0 <= int(p) < len(self.label_names):
+                value = self.label_names[int(p)]
+            else:
+                raise ValueError(f"label id {p} of example {example.index} is out of range")
+            lines.append(f"{example.index}\t{value}")
+        atomic_write_text(path, "\n".join(lines) + "\n")
+
+    # === Submission files ===
+
+    def submission_file(self, split: str = "test") -> str:
+        """GLUE leaderboard file name: "CoLA.tsv", ..., "MNLI-m.tsv", "MNLI-mm.tsv"."""
+        if self.name == "mnli":
+            return "MNLI-mm.tsv" if split.endswith("mismatched") else "MNLI-m.tsv"
+        return f"{self.dir_name}.tsv"
+
+    def read_predictions(self, path: str, examples: Sequence[GlueExample]) -> np.ndarray:
+        """Inverse of write_predictions: a submission TSV -> predictions in example order.
+
+        Rows are matched to examples by index; every example needs exactly one.
+
+        Raises:
+          TaskDataError (file:line): a missing file or header, a bad row, an
+            unknown label or index, a repeated or missing index.
+        """
+        if not _exists(path):
+            raise TaskDataError(f"{path}: no such file")
+        position = {e.index: i for i, e in enumerate(examples)}
+        result: list[Any] = [None] * len(examples)
+        with _open(path) as f:
+            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            header = next(reader, None)
+            if [c.strip() for c in header or []] != ["index", "prediction"]:
+                raise TaskDataError(f"{path}:1: expected the header 'index<TAB>prediction', "
+                                    f"found {header!r}")
+            for row in reader:
+                where = f"{path}:{reader.line_num}"
+                if not row:
+                    continue
+                if len(row) != 2:
+                    raise TaskDataError(f"{where}: expected 2 columns, found {len(row)}")
+                index, value = row[0].strip(), row[1].strip()
+                if index not in position:
+                    raise TaskDataError(f"{where}: index {index!r} is not in the gold file")
+                if result[position[index]] is not None:
+                    raise TaskDataError(f"{where}: index {index!r} repeats")
+                result[position[index]] = self._parse_label(value, where, "prediction")
+        missing = [examples[i].index for i, r in enumerate(result) if r is None]
+        if missing:
+            raise TaskDataError(f"{path}: no prediction for {len(missing)} of {len(examples)} "
+                                f"examples (indices {', '.join(missing[:5])}"
+                                f"{', ...' if len(missing) > 5 else ''})")
+        if self.is_regression:
+            return np.asarray(result, np.float64)
+        return np.asarray([self.label_names.index(r) for r in result], np.int64)
+
+    # === Reading ===
+
+    def _read_rows(self, path: str, labelled: bool, split: str) -> Iterator[GlueExample]:
+        with _open(path) as f:
+            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            if labelled and self.headerless_columns:
+                columns = list(self.headerless_columns)
+            else:
+                header = next(reader, None)
+                if header is None:
+                    raise TaskDataError(f"{path}: no examples (empty file)")
+                columns = [c.strip() for c in header]
+            wanted = [self.text_a] + ([self.text_b] if self.text_b else [])
+            wanted += [self.label_column] if labelled else []
+            missing = [c for c in wanted if c not in columns]
+            if missing:
+                raise TaskDataError(
+                    f"{path}:1: header lacks column(s) {', '.join(map(repr, missing))} "
+                    f"of the {self.dir_name} {'train/dev' if labelled else 'test'} layout "
+                    f"(found: {', '.join(columns) or 'nothing'})")
+            at = {c: columns.index(c) for c in wanted}
+            index_col = next((columns.index(c) for c in ("index", "id") if c in columns), None)
+            needed = max([*at.values(), -1 if index_col is None else index_col]) + 1
+            row_number = 0
+            for row in reader:
+                where = f"{path}:{reader.line_num}"
+                if not row or row == [""]:
+                    continue
+                if len(row) < needed:
+                    message = (f"{where}: expected at least {needed} tab-separated columns "
+                               f"({', '.join(columns[:needed])}), found {len(row)}")
+                    if self.skip_malformed_rows:
+                        logging.warning("skipping malformed row %s", message)
+                        continue
+                    raise TaskDataError(message)
+                index = row[index_col].strip() if index_col is not None else str(row_number)
+                row_number += 1
+                label = (self._parse_label(row[at[self.label_column]].strip(), where, "label")
+                         if labelled else None)
+                yield GlueExample(
+                    guid=f"{split}-{index}", index=index, text_a=row[at[self.text_a]],
+                    text_b=row[at[self.text_b]] if self.text_b else None,
+                    label=label, source=where)
+
+    def _parse_label(self, value: str, where: str, what: str) -> str | float:
+        if self.is_regression:
+            try:
+                score = float(value)
+            except ValueError:
+                score = float("nan")
+            if not np.isfinite(score):
+                raise TaskDataError(f"{where}: {what} {value!r} is not a number")
+            return score
+        if value not in self.label_names:
+            raise TaskDataError(f"{where}: {what} {value!r} is not one of "
+                                f"{', '.join(self.label_names)}")
+        return value
+
+    def _gold(self, examples: Sequence[GlueExample]) -> np.ndarray:
+        if self.is_regression:
+            return np.asarray([e.label for e in examples], np.float32)
+        return np.asarray([self.label_names.index(e.label) for e in examples], np.int32)
+
+
+def _exists(path: str) -> bool:
+    if "://" in path:
+        import tensorflow as tf
+        return tf.io.gfile.exists(path)
+    return os.path.isfile(path)
+
+
+def _open(path: str):
+    """Text handle for csv (local, or gs:// etc. through tf.io.gfile)."""
+    if "://" in path:
+        import io
+
+        import tensorflow as tf
+        with tf.io.gfile.GFile(path, "rb") as f:
+            data = f.read()
+        return io.StringIO(data.decode("utf-8", errors="replace"), newline="")
+    return open(path, encoding="utf-8", errors="replace", newline="")
+
+
+def _encode(tokenizer, texts: list[str]) -> list[list[int]]:
+    ids: list[list[int]] = []
+    for start in range(0, len(texts), _ENCODE_CHUNK):
+        ids.extend(tokenizer.encode(texts[start:start + _ENCODE_CHUNK]))
+    return ids
+
+
+# === Registry ===
+
+_BINARY = ("0", "1")
+_ENTAILMENT = ("entailment", "not_entailment")
+GLUE_TASKS: dict[str, GlueTask] = {t.name: t for t in (
+    GlueTask("cola", "CoLA", _BINARY, "sentence", None, "label",
+             headerless_columns=("source", "label", "star", "sentence")),
+    GlueTask("sst2", "SST-2", _BINARY, "sentence", None, "label"),
+    GlueTask("mrpc", "MRPC", _BINARY, "#1 String", "#2 String", "Quality"),
+    GlueTask("stsb", "STS-B", (), "sentence1", "sentence2", "score", default_epochs=10),
+    GlueTask("qqp", "QQP", _BINARY, "question1", "question2", "is_duplicate"),
+    GlueTask("mnli", "MNLI", ("contradiction", "entailment", "neutral"),
+             "sentence1", "sentence2", "gold_label"),
+    GlueTask("qnli", "QNLI", _ENTAILMENT, "question", "sentence", "label"),
+    GlueTask("rte", "RTE", _ENTAILMENT, "sentence1", "sentence2", "label", default_epochs=10),
+    GlueTask("wnli", "WNLI", _BINARY, "sentence1", "sentence2", "label"),
+)}
+
+
+def get_task(name: str, **overrides) -> GlueTask:
+    """A GLUE task by name ("mnli", "SST-2", "sts-b", ...); overrides replace fields.
+
+    Raises:
+      ValueError: an unknown name.
+    """
+    key = metrics_lib.normalize_task_name(name)
+    if key not in GLUE_TASKS:
+        raise ValueError(f"unknown GLUE task {name!r}; known: {', '.join(GLUE_TASKS)}")
+    task = GLUE_TASKS[key]
+    return dataclasses.replace(task, **overrides) if overrides else task

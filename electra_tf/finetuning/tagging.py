@@ -1,0 +1,416 @@
+"""Token classification (NER, chunking) on CoNLL files: the "tagging" head.
+
+The original ELECTRA fine-tunes on CoNLL-2000 chunking; NER (CoNLL-2003) is
+what users ask for. Both use the same format and the same span F1, computed by
+seqeval (the Python port of conlleval).
+
+Input: one token per line, whitespace-separated columns, the word in
+`word_column` and the tag in `tag_column` (CoNLL-2003: "EU NNP B-NP B-ORG");
+blank lines end sentences and `-DOCSTART-` lines are skipped. A file in which
+no line has a tag column (words only) is read as unlabelled.
+
+Label set: given as `label_names`, or learned from the train split (sorted,
+"O" first) by `read(data_dir, "train")` or by `fit_labels(examples)`. It must
+be fixed before any split is featurized, and before the model is built
+(`len(task.label_names)` is the head's output size). Once fixed, a tag outside
+it is an error, in dev and test too.
+
+Featurization (see `featurize`): every word is tokenized on its own and its
+FIRST wordpiece carries its tag; the other pieces get weight 0. A sentence
+longer than a window is split into overlapping word-aligned windows (BERT's
+doc_stride), and each word is owned by exactly one window, so every word gets
+exactly one prediction.
+
+Metrics: seqeval's micro precision/recall/F1 over spans. BIO uses seqeval's
+default (conlleval) mode, which also reads CoNLL-2003's raw IOB1 tags as
+conlleval does; BIOES uses mode="strict" with scheme IOBES (the default mode
+does not check that an E-/S- closes a span properly).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from typing import Any, Sequence
+
+import numpy as np
+
+from electra_tf.finetuning.base import Features, TaskDataError
+
+DOCSTART = "-DOCSTART-"
+SCHEMES = {"BIO": "BI", "BIOES": "BIES"}  # the span prefixes each scheme allows
+
+
+@dataclasses.dataclass
+class TaggingExample:
+    """One sentence.
+
+    Attributes:
+      words: the sentence's words.
+      tags: one gold tag per word, or None for unlabelled files.
+      path: the file it was read from.
+      line: 1-based line of the first word; word i is on line `line + i`.
+    """
+
+    words: list[str]
+    tags: list[str] | None
+    path: str = "<memory>"
+    line: int = 1
+
+    def where(self, i: int = 0) -> str:
+        return f"{self.path}:{self.line + i}"
+
+
+@dataclasses.dataclass
+class TaggingWindow:
+    """Per-row reassembly data (Features.extra entries).
+
+    Attributes:
+      word_ids: int32 [L], the sentence word index of each position's piece
+        (-1 on [CLS], [SEP] and padding).
+      owned: bool [L], True at the first piece of each word this window owns;
+        the prediction for that word is read there.
+    """
+
+    word_ids: np.ndarray
+    owned: np.ndarray
+
+
+class TaggingTask:
+    """CoNLL token classification (base.Task with head "tagging").
+
+    Args:
+      name: task name, e.g. "ner" or "chunk".
+      label_names: the tag set, or None to learn it from the train split.
+      scheme: "BIO" (O, B-X, I-X; IOB1 files also pass) or "BIOES" (adds E-X, S-X).
+      word_column: column of the word (Python index, may be negative).
+      tag_column: column of the tag (Python index; -1 is the last column).
+    """
+
+    head = "tagging"
+    metric_names = ("f1", "precision", "recall", "accuracy")
+
+    def __init__(self, name: str = "ner", label_names: Sequence[str] | None = None,
+                 scheme: str = "BIO", word_column: int = 0, tag_column: int = -1):
+        if scheme not in SCHEMES:
+            raise ValueError(f"scheme must be one of {sorted(SCHEMES)}, got {scheme!r}")
+        self.name = name
+        self.scheme = scheme
+        self.word_column = int(word_column)
+        self.tag_column = int(tag_column)
+        self._tag_re = re.compile(rf"^(O|[{SCHEMES[scheme]}]-\S+)$")
+        self._label_names: tuple[str, ...] = ()
+        self._label_ids: dict[str, int] = {}
+        self.labels_given = label_names is not None
+        if label_names is not None:
+            bad = [t for t in label_names if not self._tag_re.match(t)]
+            if bad or not label_names or len(set(label_names)) != len(label_names):
+                raise ValueError(f"label_names must be distinct {scheme} tags, got "
+                                 f"{list(label_names)!r}")
+            self._set_labels(list(label_names))
+
+    # === Labels ===
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        """The tag set; empty until given or learned (then index = tag id)."""
+        return self._label_names
+
+    def _set_labels(self, names: list[str]) -> None:
+        self._label_names = tuple(names)
+        self._label_ids = {t: i for i, t in enumerate(names)}
+
+    def fit_labels(self, examples: Sequence[TaggingExample]) -> tuple[str, ...]:
+        """Learns the tag set from (train) examples: sorted, "O" first.
+
+        Does nothing when label_names was given to the constructor.
+        """
+        if self.labels_given:
+            return self._label_names
+        tags = {t for ex in examples for t in (ex.tags or ())}
+        if not tags:
+            raise ValueError("cannot learn the tag set from examples without tags")
+        self._set_labels((["O"] if "O" in tags else []) + sorted(tags - {"O"}))
+        return self._label_names
+
+    # === Reading ===
+
+    def splits(self) -> Sequence[str]:
+        return ("train", "dev", "test")
+
+    def read(self, data_dir: str, split: str) -> list[TaggingExample]:
+        """Reads `data_dir/{split}.txt`, or `data_dir` itself when it is a file.
+
+        Reading the "train" split learns the tag set unless it was given.
+
+        Raises:
+          TaskDataError: (file:line) a missing file, a line with too few
+            columns, a tag invalid under the scheme or outside a fixed tag set,
+            an unlabelled train split or a split without sentences.
+        """
+        path = data_dir if os.path.isfile(data_dir) else os.path.join(data_dir, f"{split}.txt")
+        if not os.path.isfile(path):
+            raise TaskDataError(f"{path}: no such file (split {split!r} of task {self.name!r})")
+        learn = split == "train" and not self.labels_given
+        examples = self.read_file(path, check_label_set=not learn)
+        if split == "train":
+            if examples[0].tags is None:
+                raise TaskDataError(f"{path}:{examples[0].line}: the train split has no tag "
+                                    f"column (tag_column={self.tag_column})")
+            self.fit_labels(examples)
+        return examples
+
+    def read_file(self, path: str, check_label_set: bool = True) -> list[TaggingExample]:
+        """Parses one CoNLL file (see `read`); does not learn the tag set.
+
+        Args:
+          check_label_set: also reject tags outside the current tag set (when
+            there is one); the scheme is always checked.
+        """
+        rows: list[tuple[int, list[str]]] = []  # (line number, columns); [] ends a sentence
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, start=1):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise TaskDataError(f"{path}:{number}: not valid UTF-8 ({e.reason})") from None
+                cols = text.split()
+                rows.append((number, [] if cols and cols[0] == DOCSTART else cols))
+        n_lines = len(rows)
+        labelled = any(self._columns(len(c))[1] is not None for _, c in rows if c)
+
+        examples: list[TaggingExample] = []
+        words: list[str] = []
+        tags: list[str] = []
+        first = 0
+        for number, cols in rows + [(n_lines + 1, [])]:
+            if not cols:
+                if words:
+                    examples.append(TaggingExample(words, tags if labelled else None, path, first))
+                words, tags = [], []
+                continue
+            w, t = self._columns(len(cols))
+            if w is None or (labelled and t is None):
+                raise TaskDataError(
+                    f"{path}:{number}: too few columns ({len(cols)}) for word_column="
+                    f"{self.word_column}, tag_column={self.tag_column}: {' '.join(cols)!r}")
+            if not words:
+                first = number
+            words.append(cols[w])
+            if labelled:
+                tags.append(self._check_tag(cols[t], f"{path}:{number}", check_label_set))
+        if not examples:
+            raise TaskDataError(f"{path}:{max(1, n_lines)}: empty split: no sentences "
+                                "(only blank or -DOCSTART- lines)")
+        return examples
+
+    def _columns(self, n: int) -> tuple[int | None, int | None]:
+        """Resolved (word, tag) column indices for a line of n columns (None: absent)."""
+        def resolve(i: int) -> int | None:
+            j = i if i >= 0 else n + i
+            return j if 0 <= j < n else None
+        w, t = resolve(self.word_column), resolve(self.tag_column)
+        return w, (t if t is not None and t != w else None)
+
+    def _check_tag(self, tag: str, where: str, check_label_set: bool) -> str:
+        if not self._tag_re.match(tag):
+            allowed = ", ".join(["O"] + [f"{p}-X" for p in SCHEMES[self.scheme]])
+            raise TaskDataError(f"{where}: tag {tag!r} is not valid under {self.scheme} "
+                                f"({allowed})")
+        if check_label_set and self._label_ids and tag not in self._label_ids:
+            raise TaskDataError(f"{where}: tag {tag!r} is not in the tag set "
+                                f"{list(self._label_names)}")
+        return tag
+
+    # === Features ===
+
+    def featurize(self, examples: Sequence[TaggingExample], tokenizer,
+                  max_seq_length: int) -> Features:
+        """Sentences -> windows of [CLS] pieces [SEP], padded to L = max_seq_length.
+
+        Windowing rule: a window holds at most B = L - 2 pieces and always
+        starts at a word. A word with more than B pieces keeps its first B.
+        Sentences of at most B pieces are one window. Longer ones: each window
+        takes whole words from its start while they fit; the next window starts
+        at the first word at least B // 2 pieces after the current start (the
+        stride), but never after the current window's end, so windows overlap
+        and cover every word. Each word is owned by the window where its first
+        piece has the most context, min(pieces to its left, pieces to its right)
+        + 0.01 * window length (BERT SQuAD's "max context" rule; ties go to the
+        earlier window). Only owned words get weight 1 and predictions.
+
+        Returns:
+          Features with inputs int32 [n, L]; labels "tag_ids" int32 [n, L] (the
+          tag id at owned first pieces, 0 elsewhere) and "tag_weights" float32
+          [n, L] when all examples are labelled, {} when none are; extra: one
+          `TaggingWindow` per row.
+
+        Raises:
+          ValueError: labelled examples but no tag set yet, or L < 3.
+          TaskDataError: (file:line) a tag outside the tag set.
+        """
+        if max_seq_length < 3:
+            raise ValueError(f"max_seq_length must be >= 3, got {max_seq_length}")
+        n_labelled = sum(ex.tags is not None for ex in examples)
+        if n_labelled not in (0, len(examples)):
+            raise ValueError("mixing labelled and unlabelled examples in one featurize call")
+        labelled = bool(examples) and n_labelled == len(examples)
+        if labelled and not self._label_ids:
+            raise ValueError(f"task {self.name!r} has no tag set yet: read the train split "
+                             "or call fit_labels(train_examples) before featurizing")
+        budget = max_seq_length - 2
+        pieces = self._word_pieces(examples, tokenizer, budget)
+
+        ids_rows, lengths, tag_rows, weight_rows, index, extra = [], [], [], [], [], []
+        for e, ex in enumerate(examples):
+            word_pieces = pieces[e]
+            tag_ids = ([self._tag_id(t, ex, i) for i, t in enumerate(ex.tags)]
+                       if labelled else None)
+            for start, end, owned_words in _windows([len(p) for p in word_pieces], budget):
+                ids = [tokenizer.cls_id]
+                word_ids = [-1]
+                owned = np.zeros(max_seq_length, bool)
+                tags = np.zeros(max_seq_length, np.int32)
+                for w in range(start, end):
+                    if w in owned_words:
+                        owned[len(ids)] = True
+                        if labelled:
+                            tags[len(ids)] = tag_ids[w]
+                    ids += word_pieces[w]
+                    word_ids += [w] * len(word_pieces[w])
+                ids.append(tokenizer.sep_id)
+                word_ids.append(-1)
+                pad = max_seq_length - len(ids)
+                lengths.append(len(ids))
+                ids_rows.append(ids + [0] * pad)
+                extra.append(TaggingWindow(np.array(word_ids + [-1] * pad, np.int32), owned))
+                tag_rows.append(tags)
+                weight_rows.append(owned.astype(np.float32))
+                index.append(e)
+
+        n, L = len(ids_rows), max_seq_length
+        input_ids = np.array(ids_rows, np.int32).reshape(n, L)
+        inputs = {"input_ids": input_ids,
+                  "input_mask": (np.arange(L)[None, :] < np.array(lengths, np.int32).reshape(n, 1)
+                                 ).astype(np.int32),
+                  "segment_ids": np.zeros((n, L), np.int32)}
+        labels = {}
+        if labelled:
+            labels = {"tag_ids": np.array(tag_rows, np.int32).reshape(n, L),
+                      "tag_weights": np.array(weight_rows, np.float32).reshape(n, L)}
+        return Features(inputs, labels, np.array(index, np.int32), extra)
+
+    def _word_pieces(self, examples, tokenizer, budget: int) -> list[list[list[int]]]:
+        """Pieces of every word (one tokenizer call); empty words become [UNK]."""
+        flat = [w for ex in examples for w in ex.words]
+        encoded = tokenizer.encode(flat) if flat else []
+        out, k = [], 0
+        for ex in examples:
+            out.append([(p or [tokenizer.unk_id])[:budget] for p in encoded[k:k + len(ex.words)]])
+            k += len(ex.words)
+        return out
+
+    def _tag_id(self, tag: str, ex: TaggingExample, i: int) -> int:
+        if tag not in self._label_ids:
+            raise TaskDataError(f"{ex.where(i)}: tag {tag!r} is not in the tag set "
+                                f"{list(self._label_names)}")
+        return self._label_ids[tag]
+
+    # === Predictions and metrics ===
+
+    def predictions(self, outputs: dict[str, Any], examples: Sequence[TaggingExample],
+                    features: Features) -> list[list[str]]:
+        """"tag_logits" [n, L, T] -> one tag per word of each sentence.
+
+        A word's tag is the argmax at its first piece in the window that owns it.
+        """
+        logits = np.asarray(outputs["tag_logits"])
+        if logits.shape[:2] != (len(features), features.inputs["input_ids"].shape[1]):
+            raise ValueError(f"tag_logits has shape {logits.shape}, expected "
+                             f"[{len(features)}, L, {len(self._label_names)}]")
+        best = logits.argmax(-1)
+        preds: list[list[str | None]] = [[None] * len(ex.words) for ex in examples]
+        for row, e in enumerate(features.example_index):
+            window = features.extra[row]
+            for pos in np.flatnonzero(window.owned):
+                preds[e][window.word_ids[pos]] = self._label_names[best[row, pos]]
+        for ex, p in zip(examples, preds):
+            if None in p:  # a featurize/predictions mismatch, not bad data
+                raise ValueError(f"{ex.where(p.index(None))}: word has no prediction; were "
+                                 "the features made from these examples?")
+        return preds
+
+    def metrics(self, predictions: Sequence[Sequence[str]],
+                examples: Sequence[TaggingExample]) -> dict[str, float]:
+        """Span precision/recall/F1 (micro, seqeval) and token accuracy."""
+        from seqeval import metrics as sm
+        from seqeval.scheme import IOBES
+
+        if any(ex.tags is None for ex in examples):
+            raise ValueError("metrics need gold tags; these examples are unlabelled")
+        y_true = [list(ex.tags) for ex in examples]
+        y_pred = [list(p) for p in predictions]
+        kw: dict[str, Any] = {"zero_division": 0}  # = seqeval's "warn" value, without the warning
+        if self.scheme == "BIOES":
+            kw.update(mode="strict", scheme=IOBES)
+        return {"f1": float(sm.f1_score(y_true, y_pred, **kw)),
+                "precision": float(sm.precision_score(y_true, y_pred, **kw)),
+                "recall": float(sm.recall_score(y_true, y_pred, **kw)),
+                "accuracy": float(sm.accuracy_score(y_true, y_pred))}
+
+    def write_predictions(self, predictions: Sequence[Sequence[str]],
+                          examples: Sequence[TaggingExample], path: str) -> None:
+        """CoNLL: "word gold predicted" ("word predicted" when unlabelled) per
+        line, a blank line after each sentence (conlleval reads it as is)."""
+        lines = []
+        for ex, pred in zip(examples, predictions):
+            for i, word in enumerate(ex.words):
+                cols = [word] + ([ex.tags[i]] if ex.tags is not None else []) + [pred[i]]
+                lines.append(" ".join(cols))
+            lines.append("")
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + ("\n" if lines else ""))
+
+
+def _windows(lengths: Sequence[int], budget: int) -> list[tuple[int, int, set[int]]]:
+    """Word-aligned windows over words of `lengths` pieces (see featurize).
+
+    Returns:
+      (start word, end word exclusive, words owned) per window; every word is
+      owned by exactly one window.
+    """
+    n = len(lengths)
+    if n == 0:
+        return [(0, 0, set())]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(int)
+    stride = max(1, budget // 2)
+    spans = []
+    start = 0
+    while True:
+        end = start + 1
+        while end < n and offsets[end + 1] - offsets[start] <= budget:
+            end += 1
+        spans.append((start, end))
+        if end >= n:
+            break
+        nxt = start + 1
+        while nxt < end and offsets[nxt] < offsets[start] + stride:
+            nxt += 1
+        start = nxt
+    best: dict[int, tuple[float, int]] = {}
+    for k, (s, e) in enumerate(spans):
+        length = offsets[e] - offsets[s]
+        for w in range(s, e):
+            left = offsets[w] - offsets[s]
+            right = offsets[e] - offsets[w] - 1
+            score = min(left, right) + 0.01 * length
+            if w not in best or score > best[w][0]:
+                best[w] = (score, k)
+    owned: list[set[int]] = [set() for _ in spans]
+    for w, (_, k) in best.items():
+        owned[k].add(w)
+    return [(s, e, owned[k]) for k, (s, e) in enumerate(spans)]
+

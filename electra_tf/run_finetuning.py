@@ -1,0 +1,45 @@
+"""Fine-tunes a pre-trained ELECTRA discriminator on one task.
+
+    python -m electra_tf.run_finetuning --flagfile=configs/glue_mnli.flags \
+        --init_checkpoint=PRETRAIN_MODEL_DIR --data_dir=glue_data/MNLI --model_dir=OUT
+
+Tasks: cola sst2 mrpc stsb qqp mnli qnli rte wnli (GLUE TSVs), squad_v1 squad_v2
+(SQuAD JSON), ner / chunking (CoNLL files). The learning rate, layer-wise
+decay, epochs and sequence length default to the original's per model size
+and task; every FinetuningConfig field is a flag. Re-running resumes. OUT
+gets results.json (metrics after every epoch), the official prediction files
+for the dev (and with --do_predict test) splits, checkpoints and
+finetuned.weights.h5.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from absl import app, flags
+
+from electra_tf import cli
+from electra_tf import flags as flags_lib
+
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    from electra_tf import training
+    from electra_tf.finetuning.registry import get_task
+
+    strategy = training.make_strategy(FLAGS.strategy, FLAGS.num_devices, FLAGS.tpu)
+    config, run = flags_lib.finetuning_configs()
+    task = get_task(config.task_name, config.tagging_scheme)
+    from electra_tf.finetuning.trainer import Finetuning
+
+    results = Finetuning(task, config, run, strategy).train()
+    last = results[sorted(results)[-1]] if results else {}
+    print(f"[finetune] done: {last}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    flags_lib.define_finetuning_flags()
+    app.run(lambda argv: cli.run_cli(lambda: main(argv)))

@@ -1,0 +1,78 @@
+"""A tiny 'pre-trained' discriminator folder, as run_pretraining writes it."""
+
+import json
+import random
+
+import pytest
+
+from conftest import WORDS
+
+TINY = {"embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "intermediate_size": 64}
+
+
+@pytest.fixture(scope="session")
+def pretrained_dir(tiny_vocab, tmp_path_factory):
+    """discriminator.weights.h5 + discriminator_config.json + pretraining_config.json."""
+    import keras
+
+    from electra_tf.config import EncoderConfig
+    from electra_tf.modeling import build_discriminator
+    from electra_tf.tokenization import load_vocab
+
+    out = tmp_path_factory.mktemp("pretrained")
+    keras.utils.set_random_seed(0)
+    config = EncoderConfig(vocab_size=len(load_vocab(tiny_vocab)), **TINY)
+    d = build_discriminator(config)
+    d.save_weights(str(out / "discriminator.weights.h5"))
+    (out / "discriminator_config.json").write_text(json.dumps(config.to_dict()))
+    (out / "pretraining_config.json").write_text(json.dumps({"run": {"vocab_file": tiny_vocab}}))
+    return str(out)
+
+
+def toy_sentence(rng, positive):
+    words = [w for w in WORDS if w != "replaced"]
+    s = [rng.choice(words) for _ in range(rng.randint(3, 8))]
+    if positive:
+        s.insert(rng.randint(0, len(s)), "replaced")
+    return " ".join(s)
+
+
+@pytest.fixture(scope="session")
+def toy_sst2_dir(tmp_path_factory):
+    """SST-2 layout; label 1 iff the sentence contains 'replaced' (separable)."""
+    out = tmp_path_factory.mktemp("SST-2")
+    rng = random.Random(0)
+    for split, n in (("train", 320), ("dev", 64)):
+        rows = ["sentence\tlabel"]
+        for _ in range(n):
+            y = rng.random() < 0.5
+            rows.append(f"{toy_sentence(rng, y)}\t{int(y)}")
+        (out / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    rows = ["index\tsentence"] + [f"{i}\t{toy_sentence(rng, i % 2 == 0)}" for i in range(10)]
+    (out / "test.tsv").write_text("\n".join(rows) + "\n")
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def toy_ner_dir(tmp_path_factory):
+    """CoNLL layout; 'replaced' is a one-word MISC entity, 'generator model' a two-word ORG."""
+    out = tmp_path_factory.mktemp("ner")
+    rng = random.Random(1)
+    for split, n in (("train", 240), ("dev", 48)):
+        lines = ["-DOCSTART- -X- O", ""]
+        for _ in range(n):
+            words = toy_sentence(rng, rng.random() < 0.6).split()
+            tags, i = [], 0
+            while i < len(words):
+                if words[i] == "replaced":
+                    tags.append("B-MISC")
+                elif words[i] == "generator" and i + 1 < len(words) and words[i + 1] == "model":
+                    tags += ["B-ORG", "I-ORG"]
+                    i += 1
+                else:
+                    tags.append("O")
+                i += 1
+            lines += [f"{w} NN {t}" for w, t in zip(words, tags)] + [""]
+        (out / f"{split}.txt").write_text("\n".join(lines) + "\n")
+    return str(out)

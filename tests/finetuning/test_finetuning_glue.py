@@ -1,0 +1,312 @@
+"""GLUE tasks: the official TSV layouts, featurization, submission files, eval_glue.
+
+The fixture writes a few rows of every file in the layout of GLUE's
+download_glue_data.py, with unbalanced quotes inside sentences (the reason
+for csv.QUOTE_NONE).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from conftest import run_module
+
+from electra_tf import cli, eval_glue
+from electra_tf.finetuning import base, glue
+from electra_tf.tokenization import Tokenizer
+
+MNLI_COLS = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
+             "sentence1_parse\tsentence2_parse\tsentence1\tsentence2")
+STSB_COLS = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2"
+PAIR = "index\tsentence1\tsentence2"
+MRPC_COLS = "#1 ID\t#2 ID\t#1 String\t#2 String"
+
+
+def _mnli(index, s1, s2, labels=None):
+    row = f"{index}\t31193\t31193n\tgovernment\t( ( x ) )\t( y )\t(ROOT x)\t(ROOT y)\t{s1}\t{s2}"
+    return row + ("\t" + "\t".join(labels) if labels else "")
+
+
+GLUE_FILES = {
+    "CoLA/train.tsv": 'gj04\t1\t\t"the model reads a token.\ngj04\t0\t*\tthe token the " reads.\n',
+    "CoLA/dev.tsv": "cl03\t1\t\thello world.\n",
+    "CoLA/test.tsv": "index\tsentence\n0\tthe \"small\" model.\n1\tcafe reads.\n",
+    "SST-2/train.tsv": "sentence\tlabel\nit 's a \" charming journey \t1\nthe worst \t0\n",
+    "SST-2/dev.tsv": "sentence\tlabel\nhello \t1\n",
+    "SST-2/test.tsv": "index\tsentence\n0\tthe model \" reads\n",
+    "MRPC/train.tsv": (f"Quality\t{MRPC_COLS}\n1\t702876\t702977\t\"the model\" reads.\t"
+                       "the model reads\n0\t2108705\t2108831\tyes\tno \"\n"),
+    "MRPC/dev.tsv": (f"Quality\t{MRPC_COLS}\n1\t1\t2\ta token\tthe token\n"
+                     "0\t3\t4\thello\tworld\n1\t5\t6\tcafe\tcafe\n"),
+    "MRPC/test.tsv": f"index\t{MRPC_COLS}\n0\t1\t2\ta\tb\n1\t3\t4\t\"c\td\n",
+    "STS-B/train.tsv": (f"{STSB_COLS}\tscore\n0\tmain-captions\tMSRvid\t2012test\t0001\tnone"
+                        "\tnone\tA \"plane\" is taking off.\tAn air plane is taking off.\t5.000\n"
+                        "1\tmain-news\theadlines\t2015\t0002\tnone\tnone\ta\tb\t0.8\n"),
+    "STS-B/dev.tsv": (f"{STSB_COLS}\tscore\n0\tg\tf\ty\to\ts\ts\tthe model\tthe model\t4.5\n"
+                      "1\tg\tf\ty\to\ts\ts\ta token\tthe world\t1.0\n"
+                      "2\tg\tf\ty\to\ts\ts\tcafe\thello\t2.25\n"),
+    "STS-B/test.tsv": f"{STSB_COLS}\n0\tg\tf\ty\to\ts\ts\ta\tb\n",
+    "QQP/train.tsv": ("id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+                      "133273\t213221\t213222\tHow is \"the model\"?\tWhat is it?\t0\n"
+                      "402555\t536040\t536041\tWhy?\tWhy \"?\t1\n"),
+    "QQP/dev.tsv": "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n201359\t1\t2\ta\tb\t1\n",
+    "QQP/test.tsv": "id\tquestion1\tquestion2\n0\tWhat \"?\tWhich?\n",
+    "MNLI/train.tsv": (f"{MNLI_COLS}\tlabel1\tgold_label\n"
+                       + _mnli(0, 'the "model reads', "a token", ["neutral", "neutral"]) + "\n"
+                       + _mnli(1, "hello", "world", ["entailment", "entailment"]) + "\n"),
+    "MNLI/dev_matched.tsv": (
+        f"{MNLI_COLS}\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label\n"
+        + _mnli(0, "the model", "a model", ["neutral"] * 5 + ["contradiction"]) + "\n"),
+    "MNLI/dev_mismatched.tsv": (
+        f"{MNLI_COLS}\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label\n"
+        + _mnli(0, "the model", "a model", ["entailment"] * 6) + "\n"
+        + _mnli(1, "hello", "world", ["neutral"] * 6) + "\n"
+        + _mnli(2, "cafe", "world", ["contradiction"] * 6) + "\n"),
+    "MNLI/test_matched.tsv": f"{MNLI_COLS}\n" + _mnli(0, "a", "b") + "\n",
+    "MNLI/test_mismatched.tsv": f"{MNLI_COLS}\n" + _mnli(0, "c", "d \"") + "\n",
+    "QNLI/train.tsv": "index\tquestion\tsentence\tlabel\n0\tWhat \"?\tthe model.\tnot_entailment\n",
+    "QNLI/dev.tsv": "index\tquestion\tsentence\tlabel\n0\tWho?\tthe model.\tentailment\n",
+    "QNLI/test.tsv": "index\tquestion\tsentence\n0\tWho?\ta token.\n",
+    "RTE/train.tsv": f"{PAIR}\tlabel\n0\tthe \"model\" reads.\tthe model reads\tentailment\n",
+    "RTE/dev.tsv": (f"{PAIR}\tlabel\n0\tthe model reads a token\thello\tnot_entailment\n"
+                    "1\thello world\tworld\tentailment\n"),
+    "RTE/test.tsv": f"{PAIR}\n0\ta\tb\n1\tc\td\n",
+    "WNLI/train.tsv": f"{PAIR}\tlabel\n0\tI stuck a pin \"through\ta carrot.\t1\n",
+    "WNLI/dev.tsv": f"{PAIR}\tlabel\n0\ta\tb\t0\n",
+    "WNLI/test.tsv": f"{PAIR}\n0\ta\tb\n",
+}
+
+# (task, split) -> (number of examples, first example's (index, text_a, text_b, label)).
+EXPECTED = {
+    ("cola", "train"): (2, ("0", '"the model reads a token.', None, "1")),
+    ("cola", "test"): (2, ("0", 'the "small" model.', None, None)),
+    ("sst2", "train"): (2, ("0", "it 's a \" charming journey ", None, "1")),
+    ("sst2", "test"): (1, ("0", 'the model " reads', None, None)),
+    ("mrpc", "train"): (2, ("0", '"the model" reads.', "the model reads", "1")),
+    ("mrpc", "test"): (2, ("0", "a", "b", None)),
+    ("stsb", "train"): (2, ("0", 'A "plane" is taking off.', "An air plane is taking off.", 5.0)),
+    ("stsb", "test"): (1, ("0", "a", "b", None)),
+    ("qqp", "train"): (2, ("133273", 'How is "the model"?', "What is it?", "0")),
+    ("qqp", "test"): (1, ("0", 'What "?', "Which?", None)),
+    ("mnli", "train"): (2, ("0", 'the "model reads', "a token", "neutral")),
+    ("mnli", "dev_matched"): (1, ("0", "the model", "a model", "contradiction")),
+    ("mnli", "dev_mismatched"): (3, ("0", "the model", "a model", "entailment")),
+    ("mnli", "test_matched"): (1, ("0", "a", "b", None)),
+    ("mnli", "test_mismatched"): (1, ("0", "c", 'd "', None)),
+    ("qnli", "train"): (1, ("0", 'What "?', "the model.", "not_entailment")),
+    ("qnli", "test"): (1, ("0", "Who?", "a token.", None)),
+    ("rte", "train"): (1, ("0", 'the "model" reads.', "the model reads", "entailment")),
+    ("rte", "test"): (2, ("0", "a", "b", None)),
+    ("wnli", "train"): (1, ("0", 'I stuck a pin "through', "a carrot.", "1")),
+    ("wnli", "test"): (1, ("0", "a", "b", None)),
+}
+
+
+@pytest.fixture(scope="module")
+def glue_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("glue_data")
+    for rel, text in GLUE_FILES.items():
+        os.makedirs(root / os.path.dirname(rel), exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_vocab):
+    return Tokenizer(tiny_vocab)
+
+
+def _write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+# === Reading ===
+
+@pytest.mark.parametrize("name", list(glue.GLUE_TASKS))
+def test_reads_every_split_of_every_task(glue_dir, name):
+    task = glue.get_task(name)
+    for split in task.splits():
+        # data_dir may be glue_data/ (the task folder is found) or glue_data/<Task>.
+        examples = task.read(os.path.join(glue_dir, task.dir_name), split)
+        assert examples == task.read(glue_dir, split)
+        assert len({e.guid for e in examples}) == len(examples)
+        assert all(e.guid == f"{split}-{e.index}" for e in examples)
+        assert all((e.label is None) == split.startswith("test") for e in examples)
+        assert all((e.text_b is None) == (name in ("cola", "sst2")) for e in examples)
+        if (name, split) in EXPECTED:
+            count, first = EXPECTED[name, split]
+            e = examples[0]
+            assert len(examples) == count
+            assert (e.index, e.text_a, e.text_b, e.label) == first
+
+
+def test_registry_defaults_and_submission_names():
+    assert list(glue.GLUE_TASKS) == ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli",
+                                     "rte", "wnli"]
+    assert glue.get_task("SST-2") is glue.GLUE_TASKS["sst2"]
+    assert glue.get_task("sts-b").head == "regression" and glue.get_task("stsb").num_labels == 1
+    assert {n: t.default_epochs for n, t in glue.GLUE_TASKS.items() if t.default_epochs != 3} == {
+        "stsb": 10, "rte": 10}
+    assert {t.default_max_seq_length for t in glue.GLUE_TASKS.values()} == {128}
+    names = [t.submission_file(s) for t in glue.GLUE_TASKS.values() for s in t.test_splits()]
+    assert names == ["CoLA.tsv", "SST-2.tsv", "MRPC.tsv", "STS-B.tsv", "QQP.tsv", "MNLI-m.tsv",
+                     "MNLI-mm.tsv", "QNLI.tsv", "RTE.tsv", "WNLI.tsv"]
+    mnli = glue.get_task("mnli")
+    assert mnli.dev_splits() == ("dev_matched", "dev_mismatched")
+    assert mnli.label_names == ("contradiction", "entailment", "neutral")
+    assert glue.get_task("cola").metric_names == ("mcc",)
+    assert glue.get_task("mrpc", skip_malformed_rows=True).skip_malformed_rows
+    with pytest.raises(ValueError, match="unknown GLUE task 'ax'"):
+        glue.get_task("ax")
+    with pytest.raises(ValueError, match="mnli has no split 'dev'"):
+        mnli.read("glue_data", "dev")
+
+
+# === Featurization ===
+
+def test_featurize_packs_pairs_and_labels(glue_dir, tokenizer):
+    task = glue.get_task("rte")
+    examples = task.read(glue_dir, "dev")
+    f = task.featurize(examples, tokenizer, 16)
+    assert len(f) == 2 and f.example_index.tolist() == [0, 1]
+    for key in ("input_ids", "input_mask", "segment_ids"):
+        assert f.inputs[key].shape == (2, 16) and f.inputs[key].dtype == np.int32
+    a, b = tokenizer.encode([examples[1].text_a, examples[1].text_b])
+    expected = base.pack_pair(a, b, 16, tokenizer.cls_id, tokenizer.sep_id)
+    assert [f.inputs[k][1].tolist() for k in ("input_ids", "input_mask", "segment_ids")] == list(
+        expected)
+    assert f.inputs["segment_ids"][1].tolist()[: len(a) + len(b) + 3] == (
+        [0] * (len(a) + 2) + [1] * (len(b) + 1))
+    assert f.labels["label"].tolist() == [1, 0] and f.labels["label"].dtype == np.int32
+    # Truncation keeps [CLS] a [SEP] b [SEP] within L.
+    short = task.featurize(examples, tokenizer, 5).inputs["input_ids"][0].tolist()
+    assert short[0] == tokenizer.cls_id and short.count(tokenizer.sep_id) == 2
+
+
+def test_featurize_single_sentence_regression_and_test(glue_dir, tokenizer):
+    sst = glue.get_task("sst2")
+    f = sst.featurize(sst.read(glue_dir, "train"), tokenizer, 8)
+    assert f.inputs["segment_ids"].max() == 0
+    assert f.inputs["input_ids"][0, 0] == tokenizer.cls_id
+    stsb = glue.get_task("stsb")
+    f = stsb.featurize(stsb.read(glue_dir, "dev"), tokenizer, 12)
+    assert f.labels["label"].dtype == np.float32
+    np.testing.assert_allclose(f.labels["label"], [4.5, 1.0, 2.25])
+    f = stsb.featurize(stsb.read(glue_dir, "test"), tokenizer, 12)
+    assert f.labels == {} and f.inputs["input_ids"].shape == (1, 12)
+    with pytest.raises(ValueError, match="at least 3"):
+        stsb.featurize([], tokenizer, 2)
+
+
+# === Predictions, metrics, submission files ===
+
+def test_predictions_metrics_and_submission_round_trip(glue_dir, tokenizer, tmp_path):
+    task = glue.get_task("mnli")
+    examples = task.read(glue_dir, "dev_mismatched")
+    features = task.featurize(examples, tokenizer, 16)
+    logits = np.array([[0.0, 2.0, 1.0], [0.0, 0.0, 3.0], [0.0, 1.0, 0.5]])  # ent, neu, ent
+    preds = task.predictions({"logits": logits}, examples, features)
+    assert preds.tolist() == [1, 2, 1]
+    assert task.metrics(preds, examples) == {"accuracy": pytest.approx(2 / 3)}
+    path = str(tmp_path / task.submission_file("dev_mismatched"))
+    task.write_predictions(preds, examples, path)
+    with open(path, encoding="utf-8") as f:
+        assert f.read() == "index\tprediction\n0\tentailment\n1\tneutral\n2\tentailment\n"
+    assert task.read_predictions(path, examples).tolist() == [1, 2, 1]
+
+    stsb = glue.get_task("stsb")
+    examples = stsb.read(glue_dir, "dev")
+    features = stsb.featurize(examples, tokenizer, 16)
+    scores = stsb.predictions({"logits": np.array([3.5, 0.25, 2.0], np.float32)}, examples,
+                              features)
+    path = str(tmp_path / "STS-B.tsv")
+    stsb.write_predictions(scores, examples, path)
+    dev_file = os.path.join(glue_dir, "STS-B", "dev.tsv")
+    assert eval_glue.evaluate("sts-b", path, dev_file) == stsb.metrics(scores, examples)
+    assert list(stsb.metrics(scores, examples)) == ["spearman", "pearson"]
+    with pytest.raises(ValueError, match="unlabelled"):
+        stsb.metrics(scores[:1], stsb.read(glue_dir, "test"))
+
+
+def test_eval_glue_cli_scores_a_submission_file(glue_dir, tmp_path):
+    task = glue.get_task("mrpc")
+    examples = task.read(glue_dir, "dev")  # gold 1, 0, 1
+    preds = np.array([1, 1, 0])
+    path = str(tmp_path / "MRPC.tsv")
+    task.write_predictions(preds, examples, path)
+    dev_file = os.path.join(glue_dir, "MRPC", "dev.tsv")
+    out = run_module("electra_tf.eval_glue", "--task=mrpc", f"--predictions={path}",
+                     f"--dev_file={dev_file}", timeout=120)
+    assert out.returncode == 0, out.stderr
+    scores = json.loads(out.stdout)
+    assert scores == pytest.approx({"f1": 0.5, "accuracy": 1 / 3})
+    assert list(scores) == ["f1", "accuracy"]
+
+    bad = _write(tmp_path, "bad.tsv", "index\tprediction\n0\t1\n1\tyes\n2\t0\n")
+    out = run_module("electra_tf.eval_glue", "--task=mrpc", f"--predictions={bad}",
+                     f"--dev_file={dev_file}", timeout=120)
+    assert out.returncode == 2
+    # The last line (TF may log its CUDA probe before it).
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"error: {bad}:3: prediction 'yes' is not one of 0, 1")
+
+
+# === Bad input: each error names the file and line ===
+
+@pytest.mark.parametrize("task_name, rel, text, message", [
+    ("rte", "RTE/dev.tsv", f"{PAIR}\tlabel\n0\ta\tb\tentailment\n1\ta\tb\n",
+     r"RTE/dev.tsv:3: expected at least 4 tab-separated columns .*found 3"),
+    ("cola", "CoLA/dev.tsv", "gj04\t1\t\tok\ngj04\t2\t*\tbad\n",
+     r"CoLA/dev.tsv:2: label '2' is not one of 0, 1"),
+    ("mnli", "MNLI/dev_matched.tsv",
+     f"{MNLI_COLS}\tgold_label\n" + _mnli(0, "a", "b", ["-"]) + "\n",
+     r"MNLI/dev_matched.tsv:2: label '-' is not one of contradiction, entailment, neutral"),
+    ("stsb", "STS-B/dev.tsv", f"{STSB_COLS}\tscore\n0\tg\tf\ty\to\ts\ts\ta\tb\tfive\n",
+     r"STS-B/dev.tsv:2: label 'five' is not a number"),
+    ("qnli", "QNLI/dev.tsv", "index\tquestion\tsentence\n0\ta\tb\n",
+     r"QNLI/dev.tsv:1: header lacks column\(s\) 'label'"),
+    ("sst2", "SST-2/dev.tsv", "sentence\tlabel\n", r"SST-2/dev.tsv: no examples"),
+    ("wnli", "WNLI/dev.tsv", "", r"WNLI/dev.tsv: no examples"),
+])
+def test_bad_rows_name_file_and_line(tmp_path, task_name, rel, text, message):
+    os.makedirs(tmp_path / os.path.dirname(rel))
+    _write(tmp_path, rel, text)
+    split = os.path.splitext(os.path.basename(rel))[0]
+    with pytest.raises(base.TaskDataError, match=message):
+        glue.get_task(task_name).read(str(tmp_path), split)
+
+
+def test_missing_file_and_skipping_malformed_rows(tmp_path):
+    with pytest.raises(base.TaskDataError, match=r"RTE/test.tsv: no such file \(rte test\)"):
+        glue.get_task("rte").read(str(tmp_path / "RTE"), "test")
+    _write(tmp_path, "train.tsv", f"{PAIR}\tlabel\n0\ta\tb\t1\n1\tonly one column\n2\tc\td\t0\n")
+    examples = glue.get_task("wnli", skip_malformed_rows=True).read(str(tmp_path), "train")
+    assert [e.index for e in examples] == ["0", "2"]
+
+
+def test_bad_prediction_files(glue_dir, tmp_path):
+    task = glue.get_task("mrpc")
+    dev_file = os.path.join(glue_dir, "MRPC", "dev.tsv")
+    cases = {
+        "index\tlabel\n0\t1\n": ":1: expected the header 'index<TAB>prediction'",
+        "index\tprediction\n0\t1\n1\t0\n": ": no prediction for 1 of 3 examples (indices 2)",
+        "index\tprediction\n0\t1\n0\t0\n": ":3: index '0' repeats",
+        "index\tprediction\n0\t1\n7\t0\n": ":3: index '7' is not in the gold file",
+        "index\tprediction\n0\t1\t1\n": ":2: expected 2 columns, found 3",
+    }
+    for i, (text, message) in enumerate(cases.items()):
+        path = _write(tmp_path, f"p{i}.tsv", text)
+        with pytest.raises(cli.InputError) as e:
+            eval_glue.evaluate("mrpc", path, dev_file)
+        assert str(e.value).startswith(path + message)
+    with pytest.raises(cli.InputError, match="no such file"):
+        eval_glue.evaluate("mrpc", str(tmp_path / "none.tsv"), dev_file)
+    with pytest.raises(cli.InputError, match="unknown GLUE task 'sst'"):
+        eval_glue.evaluate("sst", str(tmp_path / "none.tsv"), dev_file)
+    with pytest.raises(ValueError, match="out of range"):
+        task.write_predictions([2], task.read(glue_dir, "dev")[:1], str(tmp_path / "x.tsv"))

@@ -1,0 +1,132 @@
+"""TaggingTask.read: CoNLL parsing, the tag set, and every bad-input error (file:line)."""
+
+from __future__ import annotations
+
+import pytest
+
+from electra_tf.finetuning.base import TaskDataError
+from electra_tf.finetuning.tagging import TaggingTask
+
+CONLL03_TRAIN = """\
+-DOCSTART- -X- -X- O
+
+EU NNP B-NP B-ORG
+rejects VBZ B-VP O
+German JJ B-NP B-MISC
+call NN I-NP O
+. . O O
+
+Peter NNP B-NP B-PER
+Blackburn NNP I-NP I-PER
+-DOCSTART- -X- -X- O
+
+Café NNP B-NP B-LOC
+hellos NNS I-NP O
+
+
+"""
+
+BIOES_TRAIN = "-DOCSTART- O\n\nthe O\nhello S-PER\nworld B-ORG\nmodel I-ORG\ntokens E-ORG\n"
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_reads_conll2003_and_learns_sorted_tags_o_first(tmp_path):
+    write(tmp_path, "train.txt", CONLL03_TRAIN)
+    task = TaggingTask()
+    assert task.label_names == ()
+    examples = task.read(str(tmp_path), "train")
+    assert [ex.words for ex in examples] == [
+        ["EU", "rejects", "German", "call", "."], ["Peter", "Blackburn"], ["Café", "hellos"]]
+    assert examples[0].tags == ["B-ORG", "O", "B-MISC", "O", "O"]
+    assert examples[2].tags == ["B-LOC", "O"]
+    # A -DOCSTART- line right after a word ends the sentence too.
+    assert [ex.line for ex in examples] == [3, 9, 13]
+    assert examples[1].where(1).endswith("train.txt:10")
+    assert task.label_names == ("O", "B-LOC", "B-MISC", "B-ORG", "B-PER", "I-PER")
+
+
+def test_column_choice_and_file_path(tmp_path):
+    path = write(tmp_path, "chunk.txt", CONLL03_TRAIN)
+    chunk = TaggingTask(name="chunk", tag_column=2)  # CoNLL-2000-style chunk tags
+    examples = chunk.read(path, "train")  # data_dir may be the file itself
+    assert examples[0].tags == ["B-NP", "B-VP", "B-NP", "I-NP", "O"]
+    assert chunk.label_names == ("O", "B-NP", "B-VP", "I-NP")
+
+
+def test_bioes_and_given_label_set(tmp_path):
+    write(tmp_path, "train.txt", BIOES_TRAIN)
+    labels = ["O", "S-PER", "B-ORG", "I-ORG", "E-ORG", "S-LOC"]
+    task = TaggingTask(label_names=labels, scheme="BIOES")
+    examples = task.read(str(tmp_path), "train")
+    assert examples[0].tags == ["O", "S-PER", "B-ORG", "I-ORG", "E-ORG"]
+    assert task.label_names == tuple(labels)  # a given set is never re-learned
+
+
+def test_words_only_file_is_unlabelled(tmp_path):
+    write(tmp_path, "test.txt", "-DOCSTART-\n\nEU\nrejects\n\nPeter\n")
+    examples = TaggingTask().read(str(tmp_path), "test")
+    assert [ex.words for ex in examples] == [["EU", "rejects"], ["Peter"]]
+    assert all(ex.tags is None for ex in examples)
+
+
+BAD_INPUTS = [
+    # (file text, scheme, line, words in the message)
+    ("EU NNP B-NP B-ORG\nrejects\n", "BIO", 2, "too few columns"),
+    ("EU B-ORG\n\n\nx E-ORG\n", "BIO", 4, "not valid under BIO"),
+    ("EU B-ORG\nx S-ORG\n", "BIO", 2, "not valid under BIO"),
+    ("EU B-ORG\nx X-ORG\n", "BIOES", 2, "not valid under BIOES"),
+    ("EU B-\n", "BIOES", 1, "not valid under BIOES"),
+    ("EU b-org\n", "BIO", 1, "not valid under BIO"),
+    ("-DOCSTART- -X- O\n\n\n", "BIO", 3, "empty split"),
+    ("", "BIO", 1, "empty split"),
+]
+
+
+@pytest.mark.parametrize("text,scheme,line,message", BAD_INPUTS)
+def test_bad_input_names_file_and_line(tmp_path, text, scheme, line, message):
+    path = write(tmp_path, "dev.txt", text)
+    with pytest.raises(TaskDataError, match=message) as info:
+        TaggingTask(scheme=scheme).read(str(tmp_path), "dev")
+    assert str(info.value).startswith(f"{path}:{line}: ")
+
+
+def test_tag_outside_given_or_learned_set(tmp_path):
+    write(tmp_path, "dev.txt", "EU B-ORG\n\nPeter B-PER\nBlackburn I-PER\n")
+    given = TaggingTask(label_names=["O", "B-ORG", "I-ORG", "B-PER"])
+    with pytest.raises(TaskDataError, match=r"dev.txt:4: tag 'I-PER' is not in the tag set"):
+        given.read(str(tmp_path), "dev")
+
+    write(tmp_path, "train.txt", "EU B-ORG\nrejects O\n")
+    learned = TaggingTask()
+    learned.read(str(tmp_path), "train")
+    with pytest.raises(TaskDataError, match=r"dev.txt:3: tag 'B-PER' is not in the tag set"):
+        learned.read(str(tmp_path), "dev")
+
+
+def test_train_must_be_labelled_and_exist(tmp_path):
+    write(tmp_path, "train.txt", "\nEU\nrejects\n")
+    with pytest.raises(TaskDataError, match=r"train.txt:2: the train split has no tag column"):
+        TaggingTask().read(str(tmp_path), "train")
+    with pytest.raises(TaskDataError, match=r"dev.txt: no such file"):
+        TaggingTask().read(str(tmp_path), "dev")
+
+
+def test_invalid_utf8_names_the_line(tmp_path):
+    path = tmp_path / "dev.txt"
+    path.write_bytes(b"EU B-ORG\nbad\xff O\n")
+    with pytest.raises(TaskDataError, match=r"dev.txt:2: not valid UTF-8"):
+        TaggingTask().read(str(tmp_path), "dev")
+
+
+def test_bad_constructor_arguments():
+    with pytest.raises(ValueError, match="scheme"):
+        TaggingTask(scheme="IOB1")
+    with pytest.raises(ValueError, match="BIO tags"):
+        TaggingTask(label_names=["O", "S-PER"])
+    with pytest.raises(ValueError, match="distinct"):
+        TaggingTask(label_names=["O", "O"])
