@@ -32,7 +32,7 @@ def main(argv):
 
     strategy = training.make_strategy(FLAGS.strategy, FLAGS.num_devices, FLAGS.tpu)
     config, run = flags_lib.finetuning_configs()
-    task = get_task(config.task_name, config.tagging_scheme)
+    task = get_task(config.task_name, config.tagging_scheme, config.no_answer_threshold)
     from electra_tf.finetuning.trainer import Finetuning
 
     results = Finetuning(task, config, run, strategy).train()

@@ -14,7 +14,7 @@ def task_names() -> list[str]:
     return sorted(GLUE_TASKS) + sorted(SQUAD_TASKS) + list(TAGGING_TASKS)
 
 
-def get_task(name: str, tagging_scheme: str = "BIO"):
+def get_task(name: str, tagging_scheme: str = "BIO", no_answer_threshold: float = 0.0):
     """A fresh Task for `name` (GLUE task, squad_v1/squad_v2, ner/chunking)."""
     from electra_tf.finetuning import glue
 
@@ -23,7 +23,7 @@ def get_task(name: str, tagging_scheme: str = "BIO"):
     if name in SQUAD_TASKS:
         from electra_tf.finetuning.squad import SquadTask
 
-        return SquadTask(version=SQUAD_TASKS[name])
+        return SquadTask(version=SQUAD_TASKS[name], no_answer_threshold=no_answer_threshold)
     if name in TAGGING_TASKS:
         from electra_tf.finetuning.tagging import TaggingTask
 

@@ -4,7 +4,8 @@ Heads (all return float32 logits; REFERENCE.md, "Fine-tuning"):
 - `classification`: dropout(0.1) on the [CLS] vector, then dense(num_labels);
   with num_labels == 1 (STS-B) the logit is the regression score [B].
 - `span`: start and end logits [B, L] from a dense(2) over the sequence,
-  padding masked out; with `answerable=True` (SQuAD 2.0) also an
+  with only [CLS] (no answer) and the second segment (the context) allowed,
+  as the original's qa_tasks.py; with `answerable=True` (SQuAD 2.0) also an
   answerability logit [B] from the [CLS] vector and the start-probability-
   weighted sequence vector, through dense(512, GELU) -> dense(1), as the
   original's qa_tasks.py (answerable_uses_start_logits).
@@ -75,8 +76,11 @@ class TaskHead(keras.layers.Layer):
             self.answerable_output.build((None, 512))
         self.built = True
 
-    def call(self, sequence_output, input_mask, training=False, seed=None):
-        """Args: sequence_output [B, L, H], input_mask [B, L]. Returns a dict of logits."""
+    def call(self, sequence_output, input_mask, segment_ids=None, training=False, seed=None):
+        """Args: sequence_output [B, L, H]; input_mask, segment_ids [B, L].
+
+        Returns a dict of float32 logits (see the module docstring).
+        """
         if self.kind in ("classification", "regression"):
             pooled = self.dropout(sequence_output[:, 0], training=training, seed=seed)
             logits = self.output_dense(pooled)
@@ -85,7 +89,11 @@ class TaskHead(keras.layers.Layer):
             x = self.dropout(sequence_output, training=training, seed=seed)
             return {"tag_logits": self.output_dense(x)}
         logits = self.output_dense(sequence_output)  # [B, L, 2]
-        pad = (1.0 - ops.cast(input_mask, "float32")) * _MASK_LOGIT
+        allowed = ops.cast(input_mask, "float32")
+        if segment_ids is not None:  # context tokens (segment 1) and [CLS]
+            is_cls = ops.cast(ops.arange(ops.shape(allowed)[1]) == 0, "float32")[None]
+            allowed = allowed * ops.maximum(ops.cast(segment_ids, "float32"), is_cls)
+        pad = (1.0 - allowed) * _MASK_LOGIT
         start, end = logits[..., 0] + pad, logits[..., 1] + pad
         outputs = {"start_logits": start, "end_logits": end}
         if self.answerable:
@@ -134,5 +142,6 @@ class FinetuningModel(keras.Model):
     def call(self, inputs, training=False, seed=None):
         outputs = self.encoder(inputs, training=training,
                                seed=None if seed is None else fold_seed(seed, 1))
-        return self.head(outputs["sequence_output"], inputs["input_mask"], training=training,
+        return self.head(outputs["sequence_output"], inputs["input_mask"],
+                         inputs.get("segment_ids"), training=training,
                          seed=None if seed is None else fold_seed(seed, 2))

@@ -76,3 +76,29 @@ def toy_ner_dir(tmp_path_factory):
             lines += [f"{w} NN {t}" for w, t in zip(words, tags)] + [""]
         (out / f"{split}.txt").write_text("\n".join(lines) + "\n")
     return str(out)
+
+
+@pytest.fixture(scope="session")
+def toy_squad_dir(tmp_path_factory):
+    """SQuAD 2.0 layout: the answer is the word 'replaced' where the context has it; a
+    quarter of the questions have none (impossible)."""
+    out = tmp_path_factory.mktemp("squad")
+    rng = random.Random(2)
+    words = [w for w in WORDS if w != "replaced"]
+    for split, n in (("train", 240), ("dev", 40)):
+        qas_list = []
+        for i in range(n):
+            context = [rng.choice(words) for _ in range(rng.randint(4, 9))]
+            possible = rng.random() < 0.75
+            if possible:
+                k = rng.randint(0, len(context) - 1)
+                context.insert(k, "replaced")
+            text = " ".join(context)
+            qa = {"id": f"{split}-{i}", "question": "which token was replaced ?", "is_impossible": not possible,
+                  "answers": []}
+            if possible:
+                qa["answers"] = [{"text": "replaced", "answer_start": text.index("replaced")}]
+            qas_list.append({"context": text, "qas": [qa]})
+        data = {"version": "v2.0", "data": [{"title": "toy", "paragraphs": qas_list}]}
+        (out / f"{split}-v2.0.json").write_text(json.dumps(data))
+    return str(out)

@@ -69,3 +69,15 @@ def test_cli_learns_toy_ner(pretrained_dir, toy_ner_dir, tmp_path):
     config = json.load(open(tmp_path / "out" / "finetuning_config.json"))
     assert config["label_names"][0] == "O" and "B-ORG" in config["label_names"]
     assert os.path.exists(tmp_path / "out" / "ner_dev_predictions.txt")
+
+
+def test_cli_learns_toy_squad_v2(pretrained_dir, toy_squad_dir, tmp_path):
+    proc = run_module("electra_tf.run_finetuning", "--flagfile=configs/squad_v2.flags",
+                      f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_squad_dir}",
+                      f"--model_dir={tmp_path}/out", "--num_train_epochs=3",
+                      "--learning_rate=3e-3", "--train_batch_size=16", "--max_seq_length=24")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.load(open(tmp_path / "out" / "results.json"))
+    assert results["epoch_3"]["dev"]["f1"] >= 90.0, results
+    assert os.path.exists(tmp_path / "out" / "squad_v2_dev_predictions.json")
+    assert os.path.exists(tmp_path / "out" / "squad_v2_dev_null_odds.json")

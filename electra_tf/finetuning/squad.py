@@ -1,0 +1,623 @@
+"""SQuAD 1.1 and 2.0: official JSON in, sliding windows, n-best span decoding, official EM/F1.
+
+    task = SquadTask("2.0")
+    examples = task.read("data/squad", "dev")             # data/squad/dev-v2.0.json
+    features = task.featurize(examples, tokenizer, 512)   # one row per window
+    outputs = ...  # start_logits, end_logits [n, L], answerable_logits [n] (numpy)
+    preds = task.predictions(outputs, examples, features)
+    task.metrics(preds, examples)                         # official evaluators
+    task.write_predictions(preds, examples, "out/predictions.json")  # + null_odds.json
+
+Character offsets. The context is tokenized once with byte offsets
+(`Tokenizer.tokenize_with_offsets`); in BERT's uncased mode FastBertTokenizer
+normalizes internally and its offsets already index the input bytes. The other
+modes normalize first (NFKC case folding, NFD), which can change lengths
+("ß" -> "ss"), so each character (with the combining marks after it) is
+normalized on its own and the normalized bytes are mapped back to the
+character they came from. Every token thus has a character
+span [start, end) in the ORIGINAL context, and answers are sliced from it with
+their original case, accents and inner whitespace. A token with an empty span
+(uncased "ß" gives "s" + "##s", the first of zero width) covers the character
+it sits on.
+
+Windows follow BERT's run_squad: [CLS] question [SEP] context-window [SEP], the
+question cut to max_query_length tokens, windows every doc_stride tokens, and
+each context token decoded only from the window where it has the most context.
+
+Null score (2.0). answerable_logits[w] is the logit that the question is
+answerable (finetuning/losses.py trains it against 1 - is_impossible; the
+original's logit, trained against is_impossible, is its negative). Per window w,
+"combined" (the default):
+    null_w = start_logits[w, 0] + end_logits[w, 0] - answerable_weight * answerable_logits[w]
+    null_score = min_w null_w;  null_odds = null_score - best_non_null_score
+where best_non_null_score is start_logit + end_logit of the best span (BERT's
+null odds when answerable_weight=0 or without answerable_logits). "answerable"
+is the original ELECTRA's rule (finetune/qa/qa_metrics.py, answerable_classifier):
+    null_odds = null_score = min_w (-answerable_logits[w])
+The submitted answer is "" when null_odds > no_answer_threshold (the original's
+qa_na_threshold is -2.75 for its rule; tune it on dev with `best_threshold`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import unicodedata
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from absl import logging
+
+from electra_tf.finetuning import base
+
+_BATCH = 256  # texts per tokenizer call
+_NO_SPAN_SCORE = -1e9  # score of the empty answer when no valid span exists
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadExample:
+    """One question. `answers` are the gold (text, answer_start) pairs, in characters."""
+
+    qas_id: str
+    question: str
+    context: str
+    answers: tuple[tuple[str, int], ...] = ()
+    is_impossible: bool = False
+    title: str = ""
+
+
+@dataclasses.dataclass
+class SquadWindow:
+    """Per-row decoding data (`Features.extra`): where a window's context tokens come from.
+
+    Attributes:
+      example_index: the example this window belongs to.
+      doc_start, doc_length: the window's context tokens are the example's
+        tokens [doc_start, doc_start + doc_length).
+      context_offset: position of the first context token in input_ids.
+      max_context: bool [doc_length], this window has the most context for the token.
+      char_starts, char_ends: int [num_context_tokens], each context token's
+        character span in the original context (shared by the example's windows).
+    """
+
+    example_index: int
+    doc_start: int
+    doc_length: int
+    context_offset: int
+    max_context: np.ndarray
+    char_starts: np.ndarray
+    char_ends: np.ndarray
+
+
+@dataclasses.dataclass
+class SquadPrediction:
+    """The decoded answer of one question.
+
+    Attributes:
+      text: best non-null answer, sliced from the original context ("" if none).
+      start_char, end_char: its span in the context, end exclusive.
+      score: start_logit + end_logit of that span.
+      answer: what is submitted: `text`, or "" when null_odds > threshold (2.0).
+      null_score, null_odds: 2.0 only (see the module docstring).
+      nbest: up to n_best_size dicts (text, start_char, end_char, start_logit,
+        end_logit, probability), best first.
+    """
+
+    text: str
+    start_char: int
+    end_char: int
+    score: float
+    answer: str
+    null_score: float | None = None
+    null_odds: float | None = None
+    nbest: list[dict] = dataclasses.field(default_factory=list)
+
+
+class SquadTask:
+    """SQuAD 1.1 or 2.0 (base.Task, head "span").
+
+    Args:
+      version: "1.1" or "2.0".
+      max_query_length, doc_stride, n_best_size, max_answer_length: as in the
+        original configure_finetuning.py (64, 128, 20, 30).
+      no_answer_threshold: 2.0: answer "" when null_odds exceeds it (tune on dev
+        with `best_threshold`).
+      answerable_weight: weight of -answerable_logits in the "combined" null score.
+      null_odds_from: "combined" or "answerable" (see the module docstring).
+      write_nbest: write_predictions also writes the n-best JSON.
+    """
+
+    head = "span"
+    label_names: Sequence[str] = ()
+    prediction_suffix = ".json"  # the trainer writes <name>_<split>_predictions.json
+
+    def __init__(self, version: str = "1.1", max_query_length: int = 64, doc_stride: int = 128,
+                 n_best_size: int = 20, max_answer_length: int = 30,
+                 no_answer_threshold: float = 0.0, answerable_weight: float = 0.5,
+                 null_odds_from: str = "combined", write_nbest: bool = False):
+        if version not in ("1.1", "2.0"):
+            raise ValueError(f"SQuAD version must be '1.1' or '2.0', got {version!r}")
+        if null_odds_from not in ("combined", "answerable"):
+            raise ValueError(f"null_odds_from must be 'combined' or 'answerable', "
+                             f"got {null_odds_from!r}")
+        if min(max_query_length, doc_stride, n_best_size, max_answer_length) < 1:
+            raise ValueError("max_query_length, doc_stride, n_best_size and "
+                             "max_answer_length must be >= 1")
+        self.version = version
+        self.v2 = version == "2.0"
+        self.answerable = self.v2  # the trainer adds the answerability classifier
+        self.name = "squad_v2" if self.v2 else "squad_v1"
+        self.max_query_length = max_query_length
+        self.doc_stride = doc_stride
+        self.n_best_size = n_best_size
+        self.max_answer_length = max_answer_length
+        self.no_answer_threshold = no_answer_threshold
+        self.answerable_weight = answerable_weight
+        self.null_odds_from = null_odds_from
+        self.write_nbest = write_nbest
+        self.metric_names = (
+            ("f1", "exact", "HasAns_f1", "HasAns_exact", "NoAns_f1", "NoAns_exact",
+             "best_f1", "best_f1_thresh", "best_exact", "best_exact_thresh")
+            if self.v2 else ("f1", "exact"))
+
+    # === Reading ===
+
+    def splits(self) -> Sequence[str]:
+        return ("train", "dev")
+
+    def data_file(self, data_dir: str, split: str) -> str:
+        """A file path is taken as is; a folder gets the official name (dev-v2.0.json)."""
+        if os.path.isfile(data_dir):
+            return data_dir
+        return os.path.join(data_dir, f"{split}-v{self.version}.json")
+
+    def read(self, data_dir: str, split: str) -> list[SquadExample]:
+        """The official SQuAD JSON -> examples. Raises base.TaskDataError on bad input."""
+        from electra_tf.eval_squad import read_squad_json
+
+        path = self.data_file(data_dir, split)
+        try:
+            raw, data = read_squad_json(path)
+        except ValueError as e:
+            raise base.TaskDataError(str(e)) from None
+        return parse_examples(data, raw, path, self.v2)
+
+    # === Features ===
+
+    def featurize(self, examples: list[SquadExample], tokenizer,
+                  max_seq_length: int) -> base.Features:
+        """Examples -> windows [CLS] question [SEP] context-window [SEP], padded to L.
+
+        Labels (when every example has answers or is impossible): start/end
+        positions of the first gold answer inside the window, 0/0 ([CLS]) when it
+        is not wholly inside or the question is impossible; is_impossible is the
+        example's (as the original), repeated on each of its windows.
+        """
+        length = max_seq_length
+        if length < 5:
+            raise ValueError(f"max_seq_length {length} leaves no room for a question and context")
+        # BERT's layout needs max_query_length + 3 < L; short L keeps half for the context.
+        query_limit = min(self.max_query_length, (length - 3) // 2)
+        contexts = list(dict.fromkeys(ex.context for ex in examples))
+        by_context = dict(zip(contexts, tokenize_with_char_offsets(tokenizer, contexts)))
+        questions = _ids(tokenizer, [ex.question for ex in examples])
+        labelled = bool(examples) and all(ex.is_impossible or ex.answers for ex in examples)
+        cls, sep = tokenizer.cls_id, tokenizer.sep_id
+
+        rows, extra, ex_index, starts, ends, impossible = [], [], [], [], [], []
+        missed = 0
+        for i, ex in enumerate(examples):
+            query = list(questions[i][:query_limit])
+            doc_ids, char_starts, char_ends = by_context[ex.context]
+            spans = doc_spans(len(doc_ids), length - len(query) - 3, self.doc_stride)
+            masks = max_context_masks(spans, len(doc_ids))
+            answer = None
+            if labelled and not ex.is_impossible:
+                text, start = ex.answers[0]
+                answer = answer_token_span(char_starts, char_ends, start, start + len(text))
+                missed += answer is None
+            offset = len(query) + 2
+            for (doc_start, doc_len), mask in zip(spans, masks):
+                ids = [cls] + query + [sep] + list(doc_ids[doc_start:doc_start + doc_len]) + [sep]
+                rows.append(ids)
+                ex_index.append(i)
+                extra.append(SquadWindow(i, doc_start, doc_len, offset, mask,
+                                         char_starts, char_ends))
+                s = e = 0
+                if answer is not None and doc_start <= answer[0] and \
+                        answer[1] < doc_start + doc_len:
+                    s, e = answer[0] - doc_start + offset, answer[1] - doc_start + offset
+                starts.append(s)
+                ends.append(e)
+                impossible.append(float(ex.is_impossible))
+        if missed:
+            logging.warning("%s: %d answer(s) cover no token; their windows point at [CLS]",
+                            self.name, missed)
+
+        n = len(rows)
+        input_ids = np.zeros([n, length], np.int32)
+        input_mask = np.zeros([n, length], np.int32)
+        segment_ids = np.zeros([n, length], np.int32)
+        for r, (ids, window) in enumerate(zip(rows, extra)):
+            input_ids[r, :len(ids)] = ids
+            input_mask[r, :len(ids)] = 1
+            segment_ids[r, window.context_offset:len(ids)] = 1  # context and its [SEP]
+        labels = {}
+        if labelled:
+            labels = {"start_positions": np.asarray(starts, np.int32),
+                      "end_positions": np.asarray(ends, np.int32),
+                      "is_impossible": np.asarray(impossible, np.float32)}
+        inputs = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+        return base.Features(inputs, labels, np.asarray(ex_index, np.int32), extra)
+
+    # === Decoding ===
+
+    def predictions(self, outputs: dict[str, np.ndarray], examples: list[SquadExample],
+                    features: base.Features) -> dict[str, SquadPrediction]:
+        """Window logits -> {qas_id: SquadPrediction}, n-best over all windows of a question."""
+        start_logits = np.asarray(outputs["start_logits"], np.float32)
+        end_logits = np.asarray(outputs["end_logits"], np.float32)
+        answerable = outputs.get("answerable_logits")
+        if self.v2 and answerable is None and self.null_odds_from == "answerable":
+            raise KeyError("null_odds_from='answerable' needs outputs['answerable_logits']")
+        answerable = (np.zeros(len(features), np.float32) if answerable is None
+                      else np.asarray(answerable, np.float32).reshape(-1))
+        rows_of: list[list[int]] = [[] for _ in examples]
+        for row, i in enumerate(features.example_index):
+            rows_of[int(i)].append(row)
+
+        preds: dict[str, SquadPrediction] = {}
+        for i, ex in enumerate(examples):
+            cands = [c for r in rows_of[i]
+                     for c in self._window_candidates(start_logits[r], end_logits[r],
+                                                      features.extra[r])]
+            nbest = self._nbest(cands, ex.context)
+            best = nbest[0] if nbest else None
+            pred = SquadPrediction(
+                text=best["text"] if best else "",
+                start_char=best["start_char"] if best else 0,
+                end_char=best["end_char"] if best else 0,
+                score=best["start_logit"] + best["end_logit"] if best else _NO_SPAN_SCORE,
+                answer="", nbest=nbest)
+            if self.v2 and rows_of[i]:
+                rows = rows_of[i]
+                if self.null_odds_from == "answerable":
+                    pred.null_score = float(np.min(-answerable[rows]))
+                    pred.null_odds = pred.null_score
+                else:
+                    null = (start_logits[rows, 0] + end_logits[rows, 0]
+                            - self.answerable_weight * answerable[rows])
+                    pred.null_score = float(np.min(null))
+                    pred.null_odds = pred.null_score - pred.score
+            preds[ex.qas_id] = pred
+        return apply_threshold(preds, self.no_answer_threshold)
+
+    def _window_candidates(self, start_logits: np.ndarray, end_logits: np.ndarray,
+                           window: SquadWindow) -> list[tuple[float, float, int, int]]:
+        """(start_logit, end_logit, start_char, end_char) of the valid spans of one window.
+
+        Like BERT, the n_best_size best starts and ends are paired; only context
+        tokens are considered, and a span must start at a token this window has
+        the most context for, end at or after it, and be at most
+        max_answer_length tokens long.
+        """
+        n, off = window.doc_length, window.context_offset
+        if n == 0:
+            return []
+        s_logits, e_logits = start_logits[off:off + n], end_logits[off:off + n]
+        k = min(self.n_best_size, n)
+        s_idx = np.argsort(-s_logits, kind="stable")[:k]
+        e_idx = np.argsort(-e_logits, kind="stable")[:k]
+        s_idx = s_idx[window.max_context[s_idx]]
+        s_grid, e_grid = np.meshgrid(s_idx, e_idx, indexing="ij")
+        ok = (e_grid >= s_grid) & (e_grid - s_grid < self.max_answer_length)
+        s_sel, e_sel = s_grid[ok], e_grid[ok]
+        doc_s, doc_e = s_sel + window.doc_start, e_sel + window.doc_start
+        return list(zip(s_logits[s_sel].tolist(), e_logits[e_sel].tolist(),
+                        window.char_starts[doc_s].tolist(), window.char_ends[doc_e].tolist()))
+
+    def _nbest(self, cands: list, context: str) -> list[dict]:
+        """Best-first unique answer texts (as the original, deduplicated by text)."""
+        cands.sort(key=lambda c: c[0] + c[1], reverse=True)
+        seen, nbest = set(), []
+        for s_logit, e_logit, s_char, e_char in cands:
+            text = context[s_char:e_char]
+            if text in seen:
+                continue
+            seen.add(text)
+            nbest.append({"text": text, "start_char": int(s_char), "end_char": int(e_char),
+                          "start_logit": float(s_logit), "end_logit": float(e_logit)})
+            if len(nbest) == self.n_best_size:
+                break
+        if nbest:
+            scores = np.array([c["start_logit"] + c["end_logit"] for c in nbest], np.float64)
+            probs = np.exp(scores - scores.max())
+            for c, p in zip(nbest, probs / probs.sum()):
+                c["probability"] = float(p)
+        return nbest
+
+    # === Scores and files ===
+
+    def metrics(self, predictions: dict[str, SquadPrediction],
+                examples: list[SquadExample]) -> dict[str, float]:
+        """EM/F1 (percent) by the official evaluators; 2.0 adds HasAns/NoAns and best-threshold.
+
+        "f1"/"exact" score the submitted answers (no_answer_threshold applied);
+        "best_*" are the official find_best_thresh over null_odds.
+        """
+        from electra_tf.eval_squad import official_evaluate
+
+        dataset = official_dataset(examples)
+        answers = {q: p.answer for q, p in predictions.items()}
+        if not self.v2:
+            r = official_evaluate("1.1", dataset, answers)
+            return {"f1": 100.0 * r["final_f1"], "exact": 100.0 * r["exact_match"]}
+        r = official_evaluate("2.0", dataset, answers)
+        best = official_evaluate("2.0", dataset, {q: p.text for q, p in predictions.items()},
+                                 {q: p.null_odds for q, p in predictions.items()})
+        out = {name: float(r.get(name, float("nan"))) for name in self.metric_names[:6]}
+        out.update(best_f1=best["final_f1"], best_f1_thresh=best["final_f1_thresh"],
+                   best_exact=best["final_exact"], best_exact_thresh=best["final_exact_thresh"])
+        return {k: float(v) for k, v in out.items()}
+
+    def write_predictions(self, predictions: dict[str, SquadPrediction],
+                          examples: list[SquadExample], path: str) -> None:
+        """{qas_id: answer} at `path` (the official format); 2.0 adds null_odds.json beside it."""
+        from electra_tf.cli import atomic_write_text
+
+        atomic_write_text(path, _dumps({q: p.answer for q, p in predictions.items()}))
+        if self.v2:
+            atomic_write_text(sibling_path(path, "null_odds"),
+                              _dumps({q: p.null_odds for q, p in predictions.items()}))
+        if self.write_nbest:
+            atomic_write_text(sibling_path(path, "nbest_predictions"),
+                              _dumps({q: p.nbest for q, p in predictions.items()}))
+
+
+# === Thresholds ===
+
+def apply_threshold(predictions: dict[str, SquadPrediction],
+                    threshold: float) -> dict[str, SquadPrediction]:
+    """Sets each answer: "" when null_odds > threshold (2.0), else the best span's text."""
+    for p in predictions.values():
+        p.answer = "" if p.null_odds is not None and p.null_odds > threshold else p.text
+    return predictions
+
+
+def best_threshold(null_odds: dict[str, float], predictions: dict[str, Any], dataset: Any,
+                   metric: str = "f1") -> float:
+    """The no-answer threshold that maximizes F1 (or EM) on dev (official find_best_thresh).
+
+    Args:
+      null_odds: {qas_id: null odds}.
+      predictions: {qas_id: best non-null text or SquadPrediction (its `text` is used)}.
+      dataset: the examples, or the official JSON's "data" list (or the whole JSON).
+      metric: "f1" or "exact".
+    """
+    from electra_tf.eval_squad import official_evaluate
+
+    texts = {q: p.text if isinstance(p, SquadPrediction) else p for q, p in predictions.items()}
+    if isinstance(dataset, dict):
+        dataset = dataset["data"]
+    if dataset and isinstance(dataset[0], SquadExample):
+        dataset = official_dataset(dataset)
+    result = official_evaluate("2.0", dataset, texts, null_odds)
+    return float(result[f"final_{metric}_thresh"])
+
+
+# === Helpers ===
+
+def parse_examples(data: list, raw: str, path: str, v2: bool) -> list[SquadExample]:
+    """The official JSON's "data" list -> examples, checking every field.
+
+    Error messages give the line of the question's id, searched in `raw` only
+    when there is an error (a search per question would be quadratic).
+    """
+    examples: list[SquadExample] = []
+    seen: set[str] = set()
+    for a, article in enumerate(data):
+        paragraphs = _get(article, "paragraphs", list, lambda: f"{path}: article {a}")
+        for p, paragraph in enumerate(paragraphs):
+            where_p = f"{path}: article {a} paragraph {p}"
+            context = _get(paragraph, "context", str, lambda: where_p)
+            for q, qa in enumerate(_get(paragraph, "qas", list, lambda: where_p)):
+                qid = _get(qa, "id", str, lambda: f"{where_p} question {q}")
+
+                def where(suffix=""):
+                    return f"{path}:{_line_of(raw, qid)}: question id {qid!r}{suffix}"
+
+                if qid in seen:
+                    raise base.TaskDataError(where(": the id repeats"))
+                seen.add(qid)
+                question = _get(qa, "question", str, where)
+                answers = []
+                for answer in _get(qa, "answers", list, where):
+                    text = _get(answer, "text", str, lambda: where(": answer"))
+                    start = _get(answer, "answer_start", int, lambda: where(": answer"))
+                    if context[start:start + len(text)] != text or start < 0 or not text:
+                        got = context[max(start, 0):max(start, 0) + len(text)]
+                        raise base.TaskDataError(where(
+                            f": answer {text!r} does not match the context at "
+                            f"answer_start={start} (the context has {got!r})"))
+                    answers.append((text, start))
+                impossible = bool(qa.get("is_impossible", False))
+                if impossible and not v2:
+                    raise base.TaskDataError(where(": is_impossible in a SQuAD 1.1 file; "
+                                                   "use version 2.0"))
+                if impossible and answers:
+                    raise base.TaskDataError(where(": is_impossible is true but it has answers"))
+                if not answers and not (v2 and impossible):
+                    raise base.TaskDataError(where(": no answers (and not is_impossible)"))
+                examples.append(SquadExample(qid, question, context, tuple(answers),
+                                             impossible, str(article.get("title", ""))))
+    if not examples:
+        raise base.TaskDataError(f"{path}: no questions (empty split)")
+    return examples
+
+
+def official_dataset(examples: Sequence[SquadExample]) -> list[dict]:
+    """Examples -> the "data" list the official evaluators read (one paragraph per question)."""
+    return [{"paragraphs": [{"context": ex.context, "qas": [{
+        "id": ex.qas_id, "question": ex.question,
+        "answers": [{"text": t, "answer_start": s} for t, s in ex.answers]}]}]}
+        for ex in examples]
+
+
+def doc_spans(num_tokens: int, max_tokens: int, stride: int) -> list[tuple[int, int]]:
+    """BERT's sliding windows: (start, length) every `stride` tokens, the last one ending
+    at the document's end; one empty window for an empty context."""
+    spans, start = [], 0
+    while True:
+        length = min(num_tokens - start, max_tokens)
+        spans.append((start, length))
+        if start + length >= num_tokens:
+            return spans
+        start += min(length, stride)
+
+
+def max_context_masks(spans: list[tuple[int, int]], num_tokens: int) -> list[np.ndarray]:
+    """For each window, bool [length]: the window is the token's max-context one.
+
+    BERT's _check_is_max_context: score = min(left, right context) + 0.01 * length,
+    the first window wins ties.
+    """
+    scores = np.full([len(spans), num_tokens], -np.inf)
+    for k, (start, length) in enumerate(spans):
+        pos = np.arange(length)
+        scores[k, start:start + length] = np.minimum(pos, length - 1 - pos) + 0.01 * length
+    best = scores.argmax(axis=0) if num_tokens else np.zeros(0, np.int64)
+    return [best[s:s + n] == k for k, (s, n) in enumerate(spans)]
+
+
+def answer_token_span(char_starts: np.ndarray, char_ends: np.ndarray, start: int,
+                      end: int) -> tuple[int, int] | None:
+    """First and last token overlapping characters [start, end), or None."""
+    first = int(np.searchsorted(char_ends, start, side="right"))
+    last = int(np.searchsorted(char_starts, end, side="left")) - 1
+    return (first, last) if first <= last else None
+
+
+def tokenize_with_char_offsets(tokenizer, texts: Sequence[str]):
+    """Texts -> per text (ids, char_starts, char_ends), int arrays [tokens].
+
+    Offsets are character (code point) indices into the ORIGINAL text, end
+    exclusive; see the module docstring for how they are found. Characters that
+    normalize to nothing (combining accents in the strip-accents modes) belong
+    to the token before them.
+    """
+    out = []
+    for b in range(0, len(texts), _BATCH):
+        batch = [_clean(t) for t in texts[b:b + _BATCH]]
+        ids, starts, ends, normalized = tokenizer.tokenize_with_offsets(batch)
+        for text, t_ids, t_s, t_e, norm in zip(batch, _rows(ids), _rows(starts), _rows(ends),
+                                               normalized.numpy()):
+            raw = text.encode("utf-8")
+            if norm == raw:  # offsets index the text's own bytes
+                lead = np.flatnonzero((np.frombuffer(raw, np.uint8) & 0xC0) != 0x80)
+                keys = 2 * lead
+            else:  # normalization changed the bytes: normalize per character
+                t_ids, t_s, t_e, keys = _tokenize_per_char(tokenizer, text)
+            out.append((t_ids, *_bytes_to_chars(t_s, t_e, keys, len(text))))
+    return out
+
+
+def _tokenize_per_char(tokenizer, text: str):
+    """Tokenizes the concatenation of each character's own normalization.
+
+    A character and the combining marks after it are normalized together (NFKC
+    case folding composes them); the marks then count as characters of no bytes.
+    """
+    if not text:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty, empty
+    clusters: list[str] = []
+    for c in text:
+        if clusters and unicodedata.category(c).startswith("M") and not clusters[-1].isspace():
+            clusters[-1] += c
+        else:
+            clusters.append(c)
+    pieces = tokenizer.normalize(clusters).numpy()
+    joined = b"".join(pieces)
+    ids, starts, ends, normalized = tokenizer.tokenize_with_offsets([joined])
+    norm = normalized.numpy()[0]
+    lengths = np.zeros(len(text), np.int64)
+    lengths[np.cumsum([0] + [len(c) for c in clusters[:-1]])] = [len(p) for p in pieces]
+    if norm != joined:  # normalization reached across clusters (rare): approximate
+        logging.warning("SQuAD: approximate character offsets for a text starting %r",
+                        text[:40])
+        lengths = np.diff(np.arange(len(text) + 1) * len(norm) // len(text))
+    return _rows(ids)[0], _rows(starts)[0], _rows(ends)[0], _char_keys(lengths)
+
+
+def _char_keys(byte_lengths: np.ndarray) -> np.ndarray:
+    """2 x each character's first normalized byte, minus 1 for a character of no bytes
+    (so it sorts before the byte where it would be and joins the token before it)."""
+    byte_starts = np.cumsum(byte_lengths) - byte_lengths
+    return 2 * byte_starts - (byte_lengths == 0)
+
+
+def _bytes_to_chars(starts, ends, keys, num_chars):
+    """Byte spans -> character spans [start, end); a span inside a character, or of
+    zero width, covers that character."""
+    starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    char_starts = np.maximum(np.searchsorted(keys, 2 * starts, side="right") - 1, 0)
+    # Counting keys below 2 * end also takes the no-byte characters right after it.
+    char_ends = np.searchsorted(keys, 2 * ends, side="left")
+    char_ends = np.minimum(np.maximum(char_ends, char_starts + 1), num_chars)
+    return char_starts, char_ends
+
+
+def _clean(text: str) -> str:
+    """Lone surrogates (valid JSON, invalid UTF-8) -> U+FFFD, keeping character indices."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+
+
+def _ids(tokenizer, texts: list[str]) -> list[np.ndarray]:
+    out = []
+    for b in range(0, len(texts), _BATCH):
+        out += _rows(tokenizer.tokenize([_clean(t) for t in texts[b:b + _BATCH]]))
+    return out
+
+
+def _rows(ragged) -> list[np.ndarray]:
+    values, splits = ragged.flat_values.numpy(), ragged.row_splits.numpy()
+    return [values[a:b] for a, b in zip(splits[:-1], splits[1:])]
+
+
+def _get(obj: Any, key: str, kind: type, where: Callable[[], str]):
+    """obj[key], checked to be a `kind`; where() says where, for the error message."""
+    if not isinstance(obj, dict) or key not in obj:
+        raise base.TaskDataError(f"{where()}: missing key {key!r}")
+    value = obj[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise base.TaskDataError(f"{where()}: {key!r} must be a {kind.__name__}, "
+                                 f"got {type(value).__name__}")
+    return value
+
+
+def _line_of(raw: str, qid: str) -> int | str:
+    """Line of the first occurrence of the quoted id in the file ('?' when not found)."""
+    for quoted in (json.dumps(qid, ensure_ascii=False), json.dumps(qid)):
+        at = raw.find(quoted)
+        if at >= 0:
+            return raw.count("\n", 0, at) + 1
+    return "?"
+
+
+def sibling_path(path: str, kind: str) -> str:
+    """predictions.json -> null_odds.json; dev_predictions.json -> dev_null_odds.json."""
+    folder, name = os.path.split(path)
+    if "predictions" in name:
+        name = name.replace("predictions", kind, 1)
+    else:
+        name = os.path.splitext(name)[0] + f"_{kind}.json"
+    return os.path.join(folder, name)
+
+
+def _dumps(obj) -> str:
+    return json.dumps(obj, ensure_ascii=False, indent=2) + "\n"

@@ -1,0 +1,145 @@
+"""eval_squad: the official evaluators' numbers on random predictions, and clear errors."""
+
+import json
+import random
+
+import pytest
+from official.nlp.tools import squad_evaluate_v1_1, squad_evaluate_v2_0
+
+from conftest import WORDS, run_module
+
+
+def random_squad(v2: bool, seed: int = 0, num_paragraphs: int = 4, num_qas: int = 5):
+    """Random contexts of corpus words, 1..3 gold answers each (none when impossible)."""
+    rng = random.Random(seed)
+    data, qid = [], 0
+    for _ in range(num_paragraphs):
+        words = [rng.choice(WORDS).capitalize() if rng.random() < 0.2 else rng.choice(WORDS)
+                 for _ in range(40)]
+        context = " ".join(words) + "."
+        qas = []
+        for _ in range(num_qas):
+            answers = []
+            impossible = v2 and rng.random() < 0.3
+            for _ in range(0 if impossible else rng.randint(1, 3)):
+                i = rng.randrange(len(words) - 4)
+                text = " ".join(words[i:i + rng.randint(1, 4)])
+                answers.append({"text": text, "answer_start": context.index(text)})
+            qa = {"id": f"q{qid}", "question": "which token?", "answers": answers}
+            if v2:
+                qa["is_impossible"] = impossible
+            qas.append(qa)
+            qid += 1
+        data.append({"title": "t", "paragraphs": [{"context": context, "qas": qas}]})
+    return {"version": "v2.0" if v2 else "1.1", "data": data}
+
+
+def random_predictions(dataset, seed: int = 1):
+    rng = random.Random(seed)
+    preds, odds = {}, {}
+    for article in dataset["data"]:
+        for p in article["paragraphs"]:
+            words = p["context"].split()
+            for qa in p["qas"]:
+                r = rng.random()
+                if r < 0.3 and qa["answers"]:
+                    preds[qa["id"]] = rng.choice(qa["answers"])["text"]
+                elif r < 0.45:
+                    preds[qa["id"]] = ""
+                elif r < 0.95:
+                    i = rng.randrange(len(words))
+                    preds[qa["id"]] = "the " + " ".join(words[i:i + rng.randint(1, 5)])
+                odds[qa["id"]] = rng.uniform(-3, 3)
+    return preds, {q: odds[q] for q in preds}
+
+
+def _files(tmp_path, dataset, preds, odds=None):
+    paths = [tmp_path / "dev.json", tmp_path / "predictions.json", tmp_path / "null_odds.json"]
+    for path, obj in zip(paths, (dataset, preds, odds)):
+        if obj is not None:
+            path.write_text(json.dumps(obj), "utf-8")
+    return [str(p) for p in paths]
+
+
+def _run(*args):
+    proc = run_module("electra_tf.eval_squad", *args, timeout=60)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("version", ["1.1", "2.0"])
+def test_equals_the_official_evaluators(tmp_path, version):
+    from electra_tf.eval_squad import evaluate_files
+
+    dataset = random_squad(version == "2.0")
+    preds, odds = random_predictions(dataset)
+    assert 0 < len(preds) < 20  # some questions are left unanswered
+    files = _files(tmp_path, dataset, preds, odds if version == "2.0" else None)
+    if version == "1.1":
+        expected = squad_evaluate_v1_1.evaluate(dataset["data"], preds)
+        got = evaluate_files(version, *files[:2])
+        assert 0 < got["final_f1"] < 1  # tf-models' v1.1 copy returns fractions
+    else:
+        expected = squad_evaluate_v2_0.evaluate(dataset["data"], preds, odds)
+        got = evaluate_files(version, *files)
+        assert 0 < got["final_f1"] < 100 and "pr_f1_ap" in got
+    assert json.loads(json.dumps(got)) == dict(expected) and list(got) == list(expected)
+
+
+def test_cli_prints_the_official_json(tmp_path):
+    dataset = random_squad(True, seed=5)
+    preds, odds = random_predictions(dataset, seed=6)
+    data, pred_file, odds_file = _files(tmp_path, dataset, preds, odds)
+    rc, out, err = _run("--version=2.0", f"--data_file={data}", f"--predictions={pred_file}",
+                        f"--null_odds={odds_file}")
+    assert rc == 0, err
+    expected = squad_evaluate_v2_0.evaluate(dataset["data"], preds, odds)
+    assert json.loads(out) == dict(expected) and out.count("\n") == 1
+
+
+def test_official_evaluate_without_null_odds_and_extra_ids():
+    from electra_tf.eval_squad import official_evaluate
+
+    dataset = random_squad(True, seed=3)
+    preds, _ = random_predictions(dataset, seed=4)
+    expected = squad_evaluate_v2_0.evaluate(dataset["data"], preds)
+    # An id the data lacks is ignored, as the official script does.
+    assert official_evaluate("2.0", dataset["data"], {**preds, "stray": "x"}) == dict(expected)
+
+
+def test_bad_files_are_clear(tmp_path):
+    from electra_tf.cli import InputError
+    from electra_tf.eval_squad import evaluate_files
+
+    v1, v2 = random_squad(False), random_squad(True)
+    preds, odds = random_predictions(v2)
+    data, pred_file, odds_file = _files(tmp_path, v2, preds, {**odds, "q0": "high"})
+    (tmp_path / "broken.json").write_text('{"q0": "a",\n "q1": }', "utf-8")
+    (tmp_path / "v1.json").write_text(json.dumps(v1), "utf-8")
+    (tmp_path / "list.json").write_text(json.dumps(["a", "b"]), "utf-8")
+    (tmp_path / "partial.json").write_text(json.dumps({q: 0.0 for q in list(preds)[1:]}), "utf-8")
+    (tmp_path / "nodata.json").write_text(json.dumps({"data": [{"title": "x"}]}), "utf-8")
+    cases = [
+        ("2.0", f"{tmp_path}/none.json", pred_file, None, "SQuAD data file not found"),
+        ("2.0", data, f"{tmp_path}/broken.json", None, "broken.json:2:8: malformed JSON"),
+        ("2.0", f"{tmp_path}/nodata.json", pred_file, None, "article 0 has no 'paragraphs'"),
+        ("2.0", data, f"{tmp_path}/list.json", None, "predictions must be a JSON object"),
+        ("2.0", data, pred_file, odds_file,
+         "null odds must be a JSON object {question id: finite number}"),
+        ("2.0", data, pred_file, f"{tmp_path}/partial.json",
+         f"no null odds for 1 predicted question(s), e.g. {list(preds)[0]!r}"),
+        ("1.1", f"{tmp_path}/v1.json", pred_file, odds_file, "--null_odds is for --version=2.0"),
+        ("1.1", data, pred_file, None, "has no answers; a SQuAD 2.0 file? (use --version=2.0)"),
+    ]
+    for version, data_file, predictions, null_odds, message in cases:
+        with pytest.raises(InputError) as err:
+            evaluate_files(version, data_file, predictions, null_odds)
+        assert message in str(err.value)
+
+
+def test_cli_error_exits_2_with_one_line(tmp_path):
+    data, pred_file, _ = _files(tmp_path, random_squad(True), {"q0": 1})
+    rc, out, err = _run("--version=2.0", f"--data_file={data}", f"--predictions={pred_file}")
+    # TensorFlow may log a line before it (cli imports it); ours is the last, no traceback.
+    assert rc == 2 and out == "" and "Traceback" not in err, err
+    assert err.splitlines()[-1] == (f"error: {pred_file}: predictions must be a JSON object "
+                                    "{question id: answer text}")

@@ -1,0 +1,299 @@
+"""SQuAD task: reading and its errors, windows and labels, n-best decoding, null odds."""
+
+import json
+import unicodedata
+
+import numpy as np
+import pytest
+
+from conftest import WORDS, tiny_vocab_tokens, write_vocab
+from electra_tf.finetuning import base
+from electra_tf.finetuning.squad import (SquadTask, best_threshold, sibling_path,
+                                         tokenize_with_char_offsets)
+from electra_tf.tokenization import Tokenizer
+
+L = 32  # max_seq_length: 4 question tokens leave 25 context tokens per window
+STRIDE = 8
+
+SHORT = "Hello  World,\tthe Café   sells 中国人 tea.\nDéjà vu!"
+LONG_WORDS = [WORDS[(7 * i) % len(WORDS)] for i in range(80)]  # one token per word
+LONG = " ".join(LONG_WORDS[:40]) + "   " + " ".join(LONG_WORDS[40:])
+
+
+def _span(context, text, nth=0):
+    at = -1
+    for _ in range(nth + 1):
+        at = context.index(text, at + 1)
+    return {"text": text, "answer_start": at}
+
+
+def _long_answer(first, last):
+    """Text and start of words first..last of LONG (word 22..27 crosses window 0's end)."""
+    starts, at = [], 0
+    for w in LONG.split(" "):
+        if w:
+            starts.append(at)
+        at += len(w) + 1
+    start, end = starts[first], starts[last] + len(LONG_WORDS[last])
+    return {"text": LONG[start:end], "answer_start": start}
+
+
+def squad_json(v2=False):
+    qas_short = [
+        {"id": "q-accent", "question": "which cafe?", "answers": [_span(SHORT, "Café")]},
+        {"id": "q-space", "question": "hello world",
+         "answers": [_span(SHORT, "World,\tthe Café"), _span(SHORT, "Café")]},
+        {"id": "q-cjk", "question": "中 国", "answers": [_span(SHORT, "中国")]},
+        {"id": "q-deja", "question": "deja?", "answers": [_span(SHORT, "Déjà vu")]},
+    ]
+    qas_long = [{"id": "q-boundary", "question": "which token was replaced",
+                 "answers": [_long_answer(22, 27)]},
+                {"id": "q-far", "question": "the model", "answers": [_long_answer(70, 72)]}]
+    if v2:
+        qas_short.append({"id": "q-none", "question": "who is the generator?", "answers": [],
+                          "is_impossible": True,
+                          "plausible_answers": [_span(SHORT, "Hello")]})
+        for qa in qas_short + qas_long:
+            qa.setdefault("is_impossible", False)
+    return {"version": "v2.0" if v2 else "1.1", "data": [
+        {"title": "T", "paragraphs": [{"context": SHORT, "qas": qas_short},
+                                      {"context": LONG, "qas": qas_long}]}]}
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    return Tokenizer(write_vocab(tmp_path_factory.mktemp("v") / "vocab.txt", tiny_vocab_tokens()))
+
+
+@pytest.fixture(scope="module", params=["1.1", "2.0"])
+def setup(request, tokenizer, tmp_path_factory):
+    version = request.param
+    folder = tmp_path_factory.mktemp("squad" + version)
+    (folder / f"dev-v{version}.json").write_text(
+        json.dumps(squad_json(version == "2.0"), ensure_ascii=False, indent=1), "utf-8")
+    task = SquadTask(version, max_query_length=8, doc_stride=STRIDE)
+    examples = task.read(str(folder), "dev")
+    return task, examples, task.featurize(examples, tokenizer, L), folder
+
+
+def test_read_accepts_folder_or_file(setup):
+    task, examples, _, folder = setup
+    assert [e.qas_id for e in examples][:2] == ["q-accent", "q-space"]
+    assert examples[1].answers[0] == ("World,\tthe Café", SHORT.index("World"))
+    again = task.read(str(folder / f"dev-v{task.version}.json"), "ignored")
+    assert again == examples
+
+
+def test_char_offsets_point_into_the_original_text(tmp_path):
+    text = "Café  DÉJÀ ß İx 中国人 e\u0301x the\tmodel"
+    vocab = write_vocab(tmp_path / "v.txt", tiny_vocab_tokens())
+    expected = {  # (do_lower_case, strip_accents) -> the original text of each token
+        (True, None): ["Café", "D", "É", "J", "À", "ß", "ß", "İ", "x", "中", "国", "人",
+                       "e\u0301", "x", "the", "model"],
+        (True, False): ["Café", "DÉJÀ", "ß", "ß", "İx", "中", "国", "人", "e\u0301x", "the",
+                        "model"],
+        (False, None): ["Café", "DÉJÀ", "ß", "İx", "中", "国", "人", "e\u0301x", "the", "model"],
+        (False, True): ["Café", "DÉJÀ", "ß", "İx", "中", "国", "人", "e\u0301", "x", "the",
+                        "model"]}
+    for (lower, strip), pieces in expected.items():
+        tok = Tokenizer(vocab, do_lower_case=lower, strip_accents=strip)
+        [(ids, starts, ends)] = tokenize_with_char_offsets(tok, [text])
+        assert [text[a:b] for a, b in zip(starts, ends)] == pieces, (lower, strip)
+
+
+def test_windows_layout_stride_and_max_context(setup, tokenizer):
+    task, examples, feats, _ = setup
+    ids, mask, seg = (feats.inputs[k] for k in ("input_ids", "input_mask", "segment_ids"))
+    assert ids.shape == mask.shape == seg.shape == (len(feats), L) and ids.dtype == np.int32
+    for r, w in enumerate(feats.extra):
+        n = int(mask[r].sum())
+        assert ids[r, 0] == tokenizer.cls_id and ids[r, w.context_offset - 1] == tokenizer.sep_id
+        assert ids[r, n - 1] == tokenizer.sep_id and not mask[r, n:].any()
+        assert n == w.context_offset + w.doc_length + 1
+        assert (seg[r, :w.context_offset] == 0).all() and (seg[r, w.context_offset:n] == 1).all()
+    i_long = [e.qas_id for e in examples].index("q-boundary")
+    windows = [w for w in feats.extra if w.example_index == i_long]
+    assert [w.doc_start for w in windows] == [STRIDE * k for k in range(len(windows))]
+    assert len(windows) > 3 and windows[-1].doc_start + windows[-1].doc_length == 80
+    assert all(w.doc_length == L - 4 - 3 for w in windows[:-1])  # 4 question tokens
+    owners = np.zeros(80, int)
+    for w in windows:
+        owners[w.doc_start:w.doc_start + w.doc_length] += w.max_context
+    assert (owners == 1).all()  # every token decoded from exactly one window
+
+
+def test_labels_decode_to_the_answer(setup, tokenizer):
+    task, examples, feats, _ = setup
+    starts, ends = feats.labels["start_positions"], feats.labels["end_positions"]
+    found = set()
+    for r, w in enumerate(feats.extra):
+        ex = examples[w.example_index]
+        assert feats.labels["is_impossible"][r] == float(ex.is_impossible)
+        if starts[r] == 0:
+            assert ends[r] == 0
+            continue
+        text = ex.answers[0][0]
+        first = w.doc_start + starts[r] - w.context_offset
+        last = w.doc_start + ends[r] - w.context_offset
+        assert ex.context[w.char_starts[first]:w.char_ends[last]] == text
+        decoded = tokenizer.decode(feats.inputs["input_ids"][r, starts[r]:ends[r] + 1])
+        assert _squash(decoded) == _squash(text)  # "Déjà vu" -> "deja vu"
+        found.add(ex.qas_id)
+    assert found == {e.qas_id for e in examples if not e.is_impossible}
+    i_long = [e.qas_id for e in examples].index("q-boundary")
+    rows = np.flatnonzero(feats.example_index == i_long)
+    assert starts[rows[0]] == 0  # window 0 cuts the answer (words 22..27 of 0..24)
+    assert (starts[rows] > 0).sum() >= 1
+    if task.v2:
+        i_none = [e.qas_id for e in examples].index("q-none")
+        rows = np.flatnonzero(feats.example_index == i_none)
+        assert (starts[rows] == 0).all() and (feats.labels["is_impossible"][rows] == 1).all()
+
+
+def _squash(text):
+    """Uncased BERT's view of a text, without whitespace."""
+    text = unicodedata.normalize("NFD", text.lower())
+    return "".join(c for c in text if unicodedata.category(c) != "Mn" and not c.isspace())
+
+
+def _logits_for(feats, examples, spans, high=5.0):
+    """Start/end logits that point, in every window holding it, at the given char span."""
+    n = len(feats)
+    start, end = np.zeros([n, L], np.float32), np.zeros([n, L], np.float32)
+    for r, w in enumerate(feats.extra):
+        qid = examples[w.example_index].qas_id
+        if qid not in spans:
+            continue
+        a, b = spans[qid]
+        doc = np.arange(w.doc_start, w.doc_start + w.doc_length)
+        first = np.flatnonzero(w.char_starts[doc] == a)
+        last = np.flatnonzero(w.char_ends[doc] == b)
+        if len(first) and len(last):
+            start[r, w.context_offset + first[0]] = high
+            end[r, w.context_offset + last[-1]] = high
+    return start, end
+
+
+def test_decoding_returns_the_original_substring(setup):
+    task, examples, feats, _ = setup
+    targets = {"q-accent": "Café", "q-space": "World,\tthe Café", "q-cjk": "国人",
+               "q-deja": "Déjà", "q-boundary": _long_answer(22, 27)["text"],
+               "q-far": _long_answer(66, 75)["text"]}  # 10 words, owned by one window
+    spans = {q: (SHORT.index(t), SHORT.index(t) + len(t)) if q[2:] in
+             ("accent", "space", "cjk", "deja") else (LONG.index(t), LONG.index(t) + len(t))
+             for q, t in targets.items()}
+    start, end = _logits_for(feats, examples, spans)
+    preds = task.predictions({"start_logits": start, "end_logits": end}, examples, feats)
+    for qid, text in targets.items():
+        p = preds[qid]
+        assert (p.text, p.start_char, p.end_char) == (text, *spans[qid])
+        assert p.score == pytest.approx(10.0) and p.nbest[0]["text"] == text
+        assert len(p.nbest) <= task.n_best_size and len({c["text"] for c in p.nbest}) == len(
+            p.nbest)
+
+
+def test_decoding_uses_the_max_context_window_only(setup):
+    task, examples, feats, _ = setup
+    i_long = [e.qas_id for e in examples].index("q-boundary")
+    rows = np.flatnonzero(feats.example_index == i_long)
+    w0, w1 = feats.extra[rows[0]], feats.extra[rows[1]]
+    # Token 20 is in windows 0 (right context 4) and 1 (left 12, right 12): window 1 owns it.
+    assert not w0.max_context[20] and w1.max_context[20 - w1.doc_start]
+    start = np.full([len(feats), L], -10.0, np.float32)
+    end = np.full([len(feats), L], -10.0, np.float32)
+    start[rows[0], w0.context_offset + 20] = end[rows[0], w0.context_offset + 20] = 9.0
+    start[rows[1], w1.context_offset + 20 - w1.doc_start] = 2.0
+    end[rows[1], w1.context_offset + 20 - w1.doc_start] = 2.0
+    preds = task.predictions({"start_logits": start, "end_logits": end}, examples, feats)
+    p = preds["q-boundary"]
+    assert p.text == LONG_WORDS[20] and p.score == pytest.approx(4.0)
+
+
+def test_null_odds_threshold_and_files(setup, tmp_path):
+    task, examples, feats, _ = setup
+    spans = {"q-accent": (SHORT.index("Café"), SHORT.index("Café") + 4)}
+    start, end = _logits_for(feats, examples, spans, high=3.0)
+    start[:, 0], end[:, 0] = 1.0, 2.0
+    answerable = np.linspace(-1.0, 1.0, len(feats)).astype(np.float32)
+    outputs = {"start_logits": start, "end_logits": end, "answerable_logits": answerable}
+    preds = task.predictions(outputs, examples, feats)
+    p = preds["q-accent"]
+    assert p.text == "Café" and p.score == pytest.approx(6.0)
+    if not task.v2:
+        assert p.answer == "Café" and p.null_odds is None
+        task.write_predictions(preds, examples, str(tmp_path / "predictions.json"))
+        assert json.loads((tmp_path / "predictions.json").read_text("utf-8"))["q-accent"] == "Café"
+        return
+    rows = np.flatnonzero(feats.example_index == 0)
+    null = min(3.0 - 0.5 * answerable[r] for r in rows)
+    assert p.null_score == pytest.approx(null) and p.null_odds == pytest.approx(null - 6.0)
+    i_long = [e.qas_id for e in examples].index("q-boundary")
+    long_rows = np.flatnonzero(feats.example_index == i_long)  # several windows
+    assert len(long_rows) > 3 and preds["q-boundary"].null_score == pytest.approx(
+        min(3.0 - 0.5 * answerable[r] for r in long_rows))
+    assert p.answer == "Café"  # null odds < 0 = threshold
+    original = SquadTask("2.0", max_query_length=8, doc_stride=STRIDE,
+                         null_odds_from="answerable")  # ELECTRA's qa_metrics rule
+    p_orig = original.predictions(outputs, examples, feats)["q-boundary"]
+    assert p_orig.null_odds == pytest.approx(-answerable[long_rows].max())
+    assert preds["q-none"].answer == ""  # no span beats [CLS]: odds > 0
+    task.write_predictions(preds, examples, str(tmp_path / "dev_predictions.json"))
+    written = json.loads((tmp_path / "dev_predictions.json").read_text("utf-8"))
+    odds = json.loads((tmp_path / "dev_null_odds.json").read_text("utf-8"))
+    assert written == {q: x.answer for q, x in preds.items()} and set(odds) == set(written)
+    assert sibling_path("out/predictions.json", "null_odds") == "out/null_odds.json"
+    metrics = task.metrics(preds, examples)
+    assert list(metrics)[:2] == ["f1", "exact"] and set(metrics) == set(task.metric_names)
+    assert metrics["HasAns_exact"] == pytest.approx(100.0 / 6) and metrics["NoAns_exact"] == 100
+    thresh = best_threshold({q: x.null_odds for q, x in preds.items()}, preds, examples)
+    assert thresh == metrics["best_f1_thresh"]
+
+
+def test_best_threshold_matches_find_best_thresh():
+    data = [{"paragraphs": [{"context": "a b c", "qas": [
+        {"id": "1", "answers": [{"text": "a", "answer_start": 0}]},
+        {"id": "2", "answers": []},
+        {"id": "3", "answers": [{"text": "c", "answer_start": 4}]}]}]}]
+    preds = {"1": "a", "2": "b", "3": "c"}
+    # Answer where odds <= t: -1 (+1), 0.5 (+1) then 2 (-1): best after "3".
+    assert best_threshold({"1": -1.0, "2": 2.0, "3": 0.5}, preds, {"data": data}) == 0.5
+    assert best_threshold({"1": -1.0, "2": 0.2, "3": 0.5}, preds, data) == -1.0
+
+
+def _write(tmp_path, obj, raw=None):
+    path = tmp_path / "bad.json"
+    path.write_text(raw if raw is not None else json.dumps(obj, indent=1), "utf-8")
+    return str(path)
+
+
+def test_read_errors_are_clear(tmp_path):
+    task = SquadTask("1.1")
+    ok = squad_json()
+    cases = []
+    cases.append((_write(tmp_path, None, '{"data": [\n {"title": "x",,}]}'),
+                  r"bad.json:2:\d+: malformed JSON"))
+    bad = json.loads(json.dumps(ok))
+    del bad["data"][0]["paragraphs"][1]["qas"][0]["question"]
+    cases.append((bad, r"bad.json:\d+: question id 'q-boundary': missing key 'question'"))
+    bad = json.loads(json.dumps(ok))
+    bad["data"][0]["paragraphs"][0]["qas"][2]["answers"][0]["answer_start"] += 1
+    cases.append((bad, r"question id 'q-cjk': answer '中国' does not match the context at "
+                       r"answer_start=\d+ \(the context has '国人'\)"))
+    cases.append(({"version": "1.1", "data": []}, r"bad.json: no questions \(empty split\)"))
+    cases.append(({"data": {}}, r"not a SQuAD file"))
+    bad = json.loads(json.dumps(ok))
+    bad["data"][0]["paragraphs"][1]["qas"][1]["id"] = "q-cjk"
+    cases.append((bad, r"question id 'q-cjk': the id repeats"))
+    bad = json.loads(json.dumps(ok))
+    bad["data"][0]["paragraphs"][0]["qas"][0]["answers"] = []
+    cases.append((bad, r"question id 'q-accent': no answers"))
+    for obj, pattern in cases:
+        path = obj if isinstance(obj, str) else _write(tmp_path, obj)
+        with pytest.raises(base.TaskDataError, match=pattern):
+            task.read(path, "dev")
+    with pytest.raises(base.TaskDataError, match="not found"):
+        task.read(str(tmp_path), "train")
+    with pytest.raises(base.TaskDataError) as err:  # the line given is the id's
+        task.read(_write(tmp_path, bad), "dev")
+    lines = (tmp_path / "bad.json").read_text("utf-8").splitlines()
+    assert '"q-accent"' in lines[int(str(err.value).split(":")[1]) - 1]
