@@ -221,8 +221,13 @@ class Finetuning:
         if self.chief:
             print(f"[finetune] {message}", file=sys.stderr, flush=True)
 
-    def train(self) -> dict:
-        """Trains for the configured epochs (resuming if possible); returns results."""
+    def train(self, stop_at_step: int | None = None) -> dict:
+        """Trains for the configured epochs (resuming if possible); returns results.
+
+        Args:
+          stop_at_step: leave at this step with a checkpoint, as a preempted job
+            would (the schedule still targets the full run).
+        """
         cfg, run = self.config, self.run
         os.makedirs(run.model_dir, exist_ok=True)
         _, train_feats = self.features("train")
@@ -256,9 +261,10 @@ class Finetuning:
                   f"steps/epoch x {self.epochs} epochs = {total} steps, lr "
                   f"{cfg.resolved_learning_rate(size):.1e}, layer-wise decay {decay}")
         step = int(self.optimizer.iterations.numpy())
-        while run.do_train and step < total:
+        end = min(total, stop_at_step or total)
+        while run.do_train and step < end:
             epoch, done = divmod(step, steps_per_epoch)
-            n = min(steps_per_epoch - done, total - step)
+            n = min(steps_per_epoch - done, end - step)
             iterator = iter(self._epoch_dataset(train_feats, epoch, done))
             t0 = time.monotonic()
             while n > 0:  # chunks that end at a checkpoint or at the epoch's end
@@ -272,9 +278,12 @@ class Finetuning:
                           f"{float(loss_sum.numpy()) / k:.4f} "
                           f"({k * cfg.train_batch_size / (time.monotonic() - t0):.0f} ex/s)")
                 t0 = time.monotonic()
-            if run.do_eval:
+            if run.do_eval and (step % steps_per_epoch == 0 or step == total):
                 results[f"epoch_{epoch + 1}"] = self._eval_all(final=step == total)
                 self._save_results(results)
+        if step < total and run.do_train:
+            self._log(f"stopped at step {step} as asked; run again to resume")
+            return results
         if not run.do_train and run.do_eval:
             results["eval"] = self._eval_all(final=True)
             self._save_results(results)

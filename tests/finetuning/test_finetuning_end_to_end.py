@@ -81,3 +81,54 @@ def test_cli_learns_toy_squad_v2(pretrained_dir, toy_squad_dir, tmp_path):
     assert results["epoch_3"]["dev"]["f1"] >= 90.0, results
     assert os.path.exists(tmp_path / "out" / "squad_v2_dev_predictions.json")
     assert os.path.exists(tmp_path / "out" / "squad_v2_dev_null_odds.json")
+
+
+def _weights(ft):
+    import numpy as np
+
+    return [np.array(v.numpy()) for v in ft.model.trainable_variables]
+
+
+def test_interrupted_and_resumed_equals_uninterrupted(pretrained_dir, toy_sst2_dir, tmp_path):
+    import numpy as np
+
+    from electra_tf.config import FinetuningConfig
+    from electra_tf.finetuning.registry import get_task
+    from electra_tf.finetuning.trainer import FinetuneRun, Finetuning
+
+    config = FinetuningConfig(task_name="sst2", max_seq_length=16, num_train_epochs=2,
+                              train_batch_size=32, save_checkpoints_steps=4, seed=1)
+
+    def make(name):
+        return Finetuning(get_task("sst2"), config, FinetuneRun(
+            model_dir=str(tmp_path / name), data_dir=toy_sst2_dir,
+            init_checkpoint=pretrained_dir, do_eval=False))
+
+    straight = make("a")
+    straight.train()
+    first = make("b")
+    first.train(stop_at_step=13)  # mid-epoch 2, between checkpoints: saved at 13
+    resumed = make("b")
+    resumed.train()
+    assert int(resumed.optimizer.iterations.numpy()) == 20
+    for x, y in zip(_weights(straight), _weights(resumed)):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_jit_and_bf16_fine_tuning_runs(pretrained_dir, toy_sst2_dir, tmp_path):
+    import keras
+
+    from electra_tf.config import FinetuningConfig
+    from electra_tf.finetuning.registry import get_task
+    from electra_tf.finetuning.trainer import FinetuneRun, Finetuning
+
+    try:
+        ft = Finetuning(get_task("sst2"), FinetuningConfig(
+            task_name="sst2", max_seq_length=16, num_train_epochs=1, learning_rate=3e-3),
+            FinetuneRun(model_dir=str(tmp_path), data_dir=toy_sst2_dir,
+                        init_checkpoint=pretrained_dir, jit_compile=True, mixed_precision="bf16"))
+        results = ft.train()
+        assert 0.0 <= results["epoch_1"]["dev"]["accuracy"] <= 1.0
+        assert ft.model.encoder.compute_dtype == "bfloat16"
+    finally:
+        keras.mixed_precision.set_dtype_policy("float32")
