@@ -144,6 +144,7 @@ def timed_steps(step_fn, warmup: int, steps: int) -> dict:
 # === Workers (each runs in its own process) ===
 def worker_data(args):
     import numpy as np
+
     from electra_tf.data import features
 
     os.makedirs(args.data_dir, exist_ok=True)
@@ -173,6 +174,7 @@ def worker_data(args):
 
 def worker_ours(args):
     import tensorflow as tf
+
     from electra_tf.config import RunConfig
     from electra_tf.training import Pretraining, make_strategy
 

@@ -72,11 +72,11 @@ def atomic_write_text(path: str, text: str) -> None:
 
 def run_cli(main: Callable[[], None]) -> None:
     """Runs an entry point; expected input errors exit 2 with one line."""
+    from absl import logging
+
     from electra_tf.config import ConfigError
     from electra_tf.finetuning.base import TaskDataError
     from electra_tf.tokenization import VocabError
-
-    from absl import logging
 
     logging.set_verbosity(logging.WARNING)  # TF's INFO lines (checkpoint sharding, ...)
     try:

@@ -1,6 +1,7 @@
 """build_vocab: BERT special ids, cased/uncased, bad input."""
 
 from conftest import run_module
+
 from electra_tf.tokenization import BERT_RESERVED_TOKENS, Tokenizer
 
 

@@ -1,8 +1,8 @@
 """Every flagfile parses, and the paper's ones give exactly Table 6."""
 
 import pytest
-
 from conftest import REPO
+
 from electra_tf.config import ConfigError, PretrainingConfig
 
 

@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from conftest import run_module
 
 

@@ -3,10 +3,9 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from conftest import tiny_vocab_tokens, write_vocab
-from electra_tf.tokenization import (BERT_RESERVED_TOKENS, Tokenizer, VocabError,
-                                     load_vocab)
+
+from electra_tf.tokenization import BERT_RESERVED_TOKENS, Tokenizer, VocabError, load_vocab
 
 ODD_INPUTS = [
     "Hello, world!",

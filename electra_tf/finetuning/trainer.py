@@ -32,8 +32,13 @@ from electra_tf.modeling.finetuning import FinetuningModel
 from electra_tf.modeling.models import build_discriminator
 from electra_tf.optimization import create_optimizer
 from electra_tf.tokenization import Tokenizer
-from electra_tf.training import (apply_reduced_gradients, dense_gradients, is_chief,
-                                 make_strategy, variable_checkpoint)
+from electra_tf.training import (
+    apply_reduced_gradients,
+    dense_gradients,
+    is_chief,
+    make_strategy,
+    variable_checkpoint,
+)
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 

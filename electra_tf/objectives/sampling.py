@@ -18,6 +18,7 @@ from keras import ops
 
 from electra_tf.modeling.random import TensorSeed
 
+
 def as_seed(seed: Any):
     """Returns a seed `keras.random.*` accepts.
 

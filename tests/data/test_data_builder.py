@@ -6,8 +6,8 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from conftest import make_corpus, run_module, tiny_vocab_tokens, write_vocab
+
 from electra_tf import cli
 from electra_tf.build_vocab import build_vocab
 from electra_tf.data import builder as builder_lib

@@ -4,7 +4,6 @@ import json
 import random
 
 import pytest
-
 from conftest import WORDS
 
 TINY = {"embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,

@@ -4,9 +4,8 @@ import json
 import random
 
 import pytest
-from official.nlp.tools import squad_evaluate_v1_1, squad_evaluate_v2_0
-
 from conftest import WORDS, run_module
+from official.nlp.tools import squad_evaluate_v1_1, squad_evaluate_v2_0
 
 
 def random_squad(v2: bool, seed: int = 0, num_paragraphs: int = 4, num_qas: int = 5):

@@ -5,11 +5,15 @@ import unicodedata
 
 import numpy as np
 import pytest
-
 from conftest import WORDS, tiny_vocab_tokens, write_vocab
+
 from electra_tf.finetuning import base
-from electra_tf.finetuning.squad import (SquadTask, best_threshold, sibling_path,
-                                         tokenize_with_char_offsets)
+from electra_tf.finetuning.squad import (
+    SquadTask,
+    best_threshold,
+    sibling_path,
+    tokenize_with_char_offsets,
+)
 from electra_tf.tokenization import Tokenizer
 
 L = 32  # max_seq_length: 4 question tokens leave 25 context tokens per window

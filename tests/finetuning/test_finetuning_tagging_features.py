@@ -6,10 +6,10 @@ import random
 
 import numpy as np
 import pytest
+from conftest import tiny_vocab_tokens, write_vocab
 from seqeval import metrics as sm
 from seqeval.scheme import IOBES
 
-from conftest import tiny_vocab_tokens, write_vocab
 from electra_tf.finetuning.base import TaskDataError
 from electra_tf.finetuning.tagging import TaggingExample, TaggingTask, _windows
 from electra_tf.tokenization import Tokenizer

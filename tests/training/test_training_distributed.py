@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 from conftest import REPO
+
 from tests.training.conftest import TINY_MODEL  # noqa: F401  (pythonpath has ".")
 
 

@@ -1,0 +1,90 @@
+"""Converts ELECTRA weights: the original TF1 checkpoints and transformers, both ways.
+
+    # the original's checkpoint (G and D) -> an electra_tf model_dir
+    python -m electra_tf.convert --from=tf1 --checkpoint=electra_small/electra_small \
+        --model_size=small --output=electra_small_tf2
+    # a transformers folder (config.json + model.safetensors) -> an electra_tf model_dir
+    python -m electra_tf.convert --from=hf --model_dir=electra-small-discriminator \
+        [--generator_dir=electra-small-generator] --output=electra_small_tf2
+    # an electra_tf model_dir -> transformers (ElectraForPreTraining [+ generator/])
+    python -m electra_tf.convert --to=hf --model_dir=model_small --output=hf_small [--generator]
+
+The output of an import is what `run_finetuning --init_checkpoint=DIR` reads
+(discriminator.weights.h5 + discriminator_config.json), plus the generator,
+a conversion report and, for a TF1 checkpoint holding G and D, a
+pre-training checkpoint to continue from (see electra_tf/interop/core.py).
+Nothing is downloaded: point the flags at files you have.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from absl import app, flags
+
+from electra_tf import cli
+
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+    flags.DEFINE_enum("from", None, ["tf1", "hf"], "Import from the original TF1 checkpoint "
+                      "format or from a transformers folder.")
+    flags.DEFINE_enum("to", None, ["hf"], "Export an electra_tf model_dir to transformers.")
+    flags.DEFINE_string("checkpoint", "", "--from=tf1: the checkpoint prefix (PATH/model.ckpt).")
+    flags.DEFINE_string("model_dir", "", "--from=hf: the transformers folder; --to=hf: the "
+                        "electra_tf model_dir.")
+    flags.DEFINE_string("generator_dir", "", "--from=hf: a transformers ElectraForMaskedLM "
+                        "folder to import as the generator too.")
+    flags.DEFINE_string("model_size", "", "small | base | large | tiny; checked against the "
+                        "checkpoint's shapes (required for --from=tf1).")
+    flags.DEFINE_string("model_hparam_overrides", "", "--from=tf1: JSON of EncoderConfig "
+                        "fields over the size preset (custom sizes).")
+    flags.DEFINE_string("output", "", "The folder to write.")
+    flags.DEFINE_bool("generator", False, "--to=hf: also export the generator (to OUTPUT/generator).")
+    flags.DEFINE_bool("drop_task_head", False, "--from=hf: convert an "
+                      "ElectraForSequenceClassification's encoder and drop its head.")
+    flags.DEFINE_bool("resume_checkpoint", True, "--from=tf1: also write checkpoints/ckpt-0 "
+                      "for run_pretraining to continue from.")
+
+
+def main(argv) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    source, target = FLAGS["from"].value, FLAGS.to
+    if (source is None) == (target is None):
+        raise cli.InputError("give exactly one of --from=tf1|hf and --to=hf")
+    if not FLAGS.output:
+        raise cli.InputError("--output is required")
+    from electra_tf.interop import hf, tf1
+
+    if source == "tf1":
+        if not FLAGS.checkpoint or not FLAGS.model_size:
+            raise cli.InputError("--from=tf1 needs --checkpoint and --model_size")
+        overrides = json.loads(FLAGS.model_hparam_overrides) if FLAGS.model_hparam_overrides \
+            else None
+        report = tf1.import_checkpoint(FLAGS.checkpoint, FLAGS.model_size, FLAGS.output,
+                                       overrides, FLAGS.resume_checkpoint)
+        print(f"[convert] {len(report['assigned'])} variables -> {FLAGS.output} "
+              f"({len(report['skipped'])} optimizer variables skipped)", file=sys.stderr)
+        if "checkpoint" in report:
+            print(f"[convert] continue pre-training with run_pretraining --model_dir="
+                  f"{FLAGS.output} {report['resume_flags']}", file=sys.stderr)
+    elif source == "hf":
+        if not FLAGS.model_dir:
+            raise cli.InputError("--from=hf needs --model_dir")
+        for folder in filter(None, (FLAGS.model_dir, FLAGS.generator_dir)):
+            report = hf.import_model(folder, FLAGS.output, FLAGS.model_size, FLAGS.drop_task_head)
+            print(f"[convert] {report['kind']}: {len(report['assigned'])} tensors -> "
+                  f"{FLAGS.output}", file=sys.stderr)
+    else:
+        if not FLAGS.model_dir:
+            raise cli.InputError("--to=hf needs --model_dir (an electra_tf model_dir)")
+        for path in hf.export_model(FLAGS.model_dir, FLAGS.output, FLAGS.generator):
+            print(f"[convert] wrote {path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(lambda argv: cli.run_cli(lambda: main(argv)))

@@ -1,0 +1,159 @@
+"""What every conversion shares: checked assignment, size checks, the output folder.
+
+An import builds electra_tf's models, pairs every source array with a
+variable by its original name (`names.py`) and refuses to guess: a source
+variable that maps nowhere, a shape that differs or a model variable left
+without a value is an error that names the variable.
+
+The output folder is what electra_tf reads elsewhere:
+- `discriminator.weights.h5` + `discriminator_config.json`: fine-tuning's
+  `--init_checkpoint` (`finetuning.trainer.load_pretrained`) and the export;
+- `generator.weights.h5` (+ `generator_config.json` for a stand-alone
+  transformers generator, or `pretraining_config.json` when G and D come from
+  one pre-training checkpoint);
+- `checkpoints/ckpt-0` (TF1 imports holding G and D): a pre-training
+  checkpoint in the training loop's format, so `run_pretraining
+  --model_dir=DIR` with matching size flags continues pre-training from the
+  imported weights (step 0, fresh Adam moments: the original's slots are not
+  carried, since its AdamW has no bias correction);
+- `vocab.txt`, copied from beside the source when it is there;
+- `conversion_report.json`: source -> target name of every variable, and the
+  ones skipped on purpose (optimizer slots, buffers) or left at their
+  initial values (a head the source does not have).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from electra_tf.config import MODEL_SIZES, ConfigError, EncoderConfig
+
+
+class ConversionError(ConfigError):
+    """A checkpoint does not convert: leftover, missing or misshapen variables."""
+
+
+def check_model_size(config: EncoderConfig, model_size: str, evidence: dict[str, str]) -> None:
+    """Raises ConversionError when `config` is not the `model_size` preset.
+
+    Args:
+      config: the encoder config read from the source.
+      model_size: "" (no check) or a MODEL_SIZES key.
+      evidence: EncoderConfig field -> the source variable (or file) it was read from.
+    """
+    if not model_size:
+        return
+    if model_size not in MODEL_SIZES:
+        raise ConversionError(f"--model_size={model_size} is not one of {sorted(MODEL_SIZES)}")
+    preset = MODEL_SIZES[model_size]
+    for field in ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                  "intermediate_size", "embedding_size"):
+        want, got = preset[field], getattr(config, field)
+        if field == "embedding_size":
+            want, got = want or preset["hidden_size"], config.resolved_embedding_size
+        if got != want:
+            raise ConversionError(
+                f"the checkpoint is not --model_size={model_size}: {field} is {got} (from "
+                f"{evidence.get(field, 'config.json')}), {model_size} has {want}")
+
+
+def assign(weights: dict[str, np.ndarray], targets: dict[str, object], source: str,
+           may_be_missing: tuple[str, ...] = ()) -> dict[str, list[str]]:
+    """Assigns `weights[name]` to `targets[name]` for every name, strictly.
+
+    Args:
+      weights: original name -> array (already in Keras layout).
+      targets: original name -> Keras variable.
+      source: the source's path, for messages.
+      may_be_missing: name prefixes that the source may lack (their variables
+        keep their initial values and are reported).
+
+    Returns:
+      {"assigned": [...], "left_at_init": [...]}.
+    Raises:
+      ConversionError naming the first bad variables.
+    """
+    leftover = sorted(set(weights) - set(targets))
+    if leftover:
+        raise ConversionError(
+            f"{source}: {len(leftover)} variable(s) map to nothing in electra_tf, e.g. "
+            f"{', '.join(leftover[:5])} (wrong --model_size, or an unsupported variant)")
+    missing = sorted(set(targets) - set(weights))
+    left_at_init = [n for n in missing if n.startswith(may_be_missing)] if may_be_missing else []
+    missing = [n for n in missing if n not in left_at_init]
+    if missing:
+        raise ConversionError(
+            f"{source}: {len(missing)} variable(s) of the electra_tf model are not in the "
+            f"source, e.g. {', '.join(missing[:5])}")
+    for name in sorted(weights):
+        var, value = targets[name], weights[name]
+        if tuple(var.shape) != tuple(value.shape):
+            raise ConversionError(
+                f"{source}: {name} has shape {tuple(value.shape)} but electra_tf's "
+                f"{var.path} wants {tuple(var.shape)}")
+    for name, value in weights.items():
+        targets[name].assign(np.asarray(value, dtype=targets[name].dtype))
+    return {"assigned": sorted(weights), "left_at_init": left_at_init}
+
+
+def encoder_config_dict(config: EncoderConfig) -> dict:
+    return config.to_dict()
+
+
+def copy_vocab(source_dir: str, output: str) -> str:
+    """Copies source_dir/vocab.txt (if any) into output; returns the copy's path or ""."""
+    import shutil
+
+    vocab = os.path.join(source_dir, "vocab.txt")
+    if not os.path.isfile(vocab):
+        return ""
+    target = os.path.join(output, "vocab.txt")
+    if os.path.abspath(vocab) != os.path.abspath(target):
+        shutil.copyfile(vocab, target)
+    return os.path.abspath(target)
+
+
+def record_vocab(output: str, vocab: str) -> None:
+    """Records the vocab where fine-tuning looks for it (pretraining_config.json's run)."""
+    path = os.path.join(output, "pretraining_config.json")
+    if vocab and not os.path.exists(path):
+        write_json(path, {"run": {"vocab_file": vocab}})
+
+
+def write_json(path: str, value) -> None:
+    with open(path, "w") as f:
+        json.dump(value, f, indent=2, sort_keys=True)
+
+
+def write_discriminator(output: str, discriminator) -> None:
+    discriminator.save_weights(os.path.join(output, "discriminator.weights.h5"))
+    write_json(os.path.join(output, "discriminator_config.json"),
+               discriminator.config.to_dict())
+
+
+def write_generator(output: str, generator, standalone: bool) -> None:
+    generator.save_weights(os.path.join(output, "generator.weights.h5"))
+    if standalone:
+        write_json(os.path.join(output, "generator_config.json"), generator.config.to_dict())
+
+
+def write_pretraining_checkpoint(output: str, pretrainer) -> str:
+    """checkpoints/ckpt-0 in Pretraining's format (model by path, a fresh optimizer)."""
+    import tensorflow as tf
+
+    from electra_tf.optimization import create_optimizer
+    from electra_tf.training import variable_checkpoint
+
+    cfg = pretrainer.config
+    optimizer = create_optimizer(
+        cfg.learning_rate, cfg.num_train_steps, cfg.num_warmup_steps,
+        weight_decay_rate=cfg.weight_decay_rate, lr_decay_power=cfg.lr_decay_power,
+        adam_epsilon=cfg.adam_epsilon, clip_norm=None)
+    optimizer.build(pretrainer.trainable_variables)
+    checkpoint = variable_checkpoint(pretrainer, optimizer)
+    manager = tf.train.CheckpointManager(checkpoint, os.path.join(output, "checkpoints"),
+                                         max_to_keep=1)
+    return manager.save(checkpoint_number=0)

@@ -1,0 +1,158 @@
+"""Import of the original TF1 checkpoints (google-research/electra).
+
+A released checkpoint (`electra_small/electra_small`, ...) holds D under
+`electra/`, G under `generator/` (sharing `electra/embeddings` unless
+`untied_generator_embeddings`), both heads, `global_step` and the Adam slots
+(`<var>/adam_m`, `<var>/adam_v`). Sizes are read from the shapes and checked
+against `--model_size` (plus overrides); the attention head counts, which no
+shape shows, come from the preset (G: max(1, h // 64), as the original's
+get_generator_config).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+
+from electra_tf.config import PretrainingConfig
+from electra_tf.interop import core, names
+
+_QUERY = "{}/encoder/layer_{}/attention/self/query/kernel"
+
+
+def read_checkpoint(path: str) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The weights of a TF1 checkpoint by name, and the optimizer state's names.
+
+    The optimizer slots (two per weight) are listed but not read.
+    """
+    import tensorflow as tf
+
+    try:
+        reader = tf.train.load_checkpoint(path)
+    except (tf.errors.NotFoundError, ValueError) as e:
+        raise core.ConversionError(f"cannot read the checkpoint {path}: {e}") from None
+    all_names = sorted(reader.get_variable_to_shape_map())
+    skipped = [n for n in all_names if names.is_optimizer_state(n)]
+    weights = {n: reader.get_tensor(n) for n in all_names if not names.is_optimizer_state(n)}
+    return weights, skipped
+
+
+def _num_layers(weights: dict, scope: str) -> int:
+    pattern = re.compile(rf"^{scope}/encoder/layer_(\d+)/")
+    found = {int(m.group(1)) for n in weights if (m := pattern.match(n))}
+    return max(found) + 1 if found else 0
+
+
+def infer_config(weights: dict[str, np.ndarray], model_size: str,
+                 overrides: dict | None = None) -> PretrainingConfig:
+    """The PretrainingConfig whose models have exactly these variables' shapes.
+
+    Generator fractions and sharing flags are read from the generator's
+    variables; for a discriminator-only checkpoint they keep their defaults
+    and only `discriminator_config()` matters.
+    """
+    word = "electra/embeddings/word_embeddings"
+    if word not in weights:
+        raise core.ConversionError(f"{word} is not in the checkpoint: not an ELECTRA checkpoint "
+                                   "with the original names")
+    vocab_size, emb = weights[word].shape
+    d_layers = _num_layers(weights, "electra")
+    if d_layers == 0:
+        raise core.ConversionError("no electra/encoder/layer_N variables in the checkpoint")
+    d_hidden = weights[_QUERY.format("electra", 0)].shape[1]
+    found = {
+        "hidden_size": (d_hidden, _QUERY.format("electra", 0)),
+        "num_hidden_layers": (d_layers, f"electra/encoder/layer_{d_layers - 1}"),
+        "intermediate_size": (weights["electra/encoder/layer_0/intermediate/dense/kernel"].shape[1],
+                              "electra/encoder/layer_0/intermediate/dense/kernel"),
+        "embedding_size": (emb, word),
+    }
+    hparams = {"max_position_embeddings": weights["electra/embeddings/position_embeddings"].shape[0],
+               "type_vocab_size": weights["electra/embeddings/token_type_embeddings"].shape[0]}
+    hparams.update(overrides or {})
+    values = {"model_size": model_size, "vocab_size": int(vocab_size),
+              "model_hparam_overrides": hparams,
+              "max_seq_length": min(128, hparams["max_position_embeddings"]),
+              "mask_prob": 0.25 if model_size == "large" else 0.15}
+    g_layers = _num_layers(weights, "generator")
+    if g_layers:
+        g_hidden = weights[_QUERY.format("generator", 0)].shape[1]
+        values.update(generator_hidden_size=g_hidden / d_hidden,
+                      generator_layers=g_layers / d_layers,
+                      untied_generator_embeddings="generator/embeddings/word_embeddings" in weights)
+    elif "generator_predictions/output_bias" in weights:
+        values.update(untied_generator=False, generator_hidden_size=1.0, generator_layers=1.0)
+    config = PretrainingConfig(**values)
+    disc = config.discriminator_config()
+    wanted = f"--model_size={model_size}" + (f" with overrides {overrides}" if overrides else "")
+    for field, (got, evidence) in found.items():
+        want = disc.resolved_embedding_size if field == "embedding_size" else getattr(disc, field)
+        if got != want:
+            raise core.ConversionError(
+                f"the checkpoint is not {wanted}: {field} is {got} (from {evidence}), "
+                f"the model has {want}")
+    return config
+
+
+def import_checkpoint(path: str, model_size: str, output: str,
+                      overrides: dict | None = None, resume_checkpoint: bool = True) -> dict:
+    """Converts an original checkpoint into an electra_tf model_dir (see core.py).
+
+    Args:
+      path: the checkpoint prefix (".../model.ckpt-1000000").
+      model_size: small | base | large (| tiny); checked against the shapes.
+      output: the folder to write.
+      overrides: EncoderConfig fields on top of the preset (custom sizes).
+      resume_checkpoint: also write checkpoints/ckpt-0 when G is present.
+
+    Returns:
+      the conversion report (also written as conversion_report.json).
+    """
+    from electra_tf.modeling.models import build_discriminator
+    from electra_tf.pretrainer import ElectraPretrainer
+
+    weights, skipped = read_checkpoint(path)
+    config = infer_config(weights, model_size, overrides)
+    has_generator = any(n.startswith(("generator/", "generator_predictions/")) for n in weights)
+    os.makedirs(output, exist_ok=True)
+    report = {"source": os.path.abspath(path), "format": "tf1", "skipped": skipped}
+    if has_generator:
+        pretrainer = ElectraPretrainer(config)
+        pretrainer.build_with_dummy_batch()
+        generator, discriminator = pretrainer.generator, pretrainer.discriminator
+        targets = {**names.discriminator_variables(discriminator),
+                   **names.generator_variables(generator, discriminator)}
+    else:
+        discriminator = build_discriminator(config.discriminator_config())
+        targets = names.discriminator_variables(discriminator)
+    report.update(core.assign(weights, targets, path))
+    report["mapping"] = {n: targets[n].path for n in report["assigned"]}
+    core.write_discriminator(output, discriminator)
+    source_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    vocab = core.copy_vocab(source_dir, output)
+    if has_generator:
+        core.write_generator(output, generator, standalone=False)
+        core.write_json(os.path.join(output, "pretraining_config.json"),
+                        {"pretraining": config.to_dict(), "run": {"vocab_file": vocab},
+                         "converted_from": os.path.abspath(path)})
+        if resume_checkpoint:
+            report["checkpoint"] = core.write_pretraining_checkpoint(output, pretrainer)
+            report["resume_flags"] = resume_flags(config)
+    else:
+        core.record_vocab(output, vocab)
+    core.write_json(os.path.join(output, "conversion_report.json"), report)
+    return report
+
+
+def resume_flags(config: PretrainingConfig) -> str:
+    """The run_pretraining flags whose models match an imported checkpoint."""
+    flags = [f"--model_size={config.model_size}", f"--vocab_size={config.vocab_size}",
+             f"--generator_hidden_size={config.generator_hidden_size:g}",
+             f"--generator_layers={config.generator_layers:g}"]
+    if config.untied_generator_embeddings:
+        flags.append("--untied_generator_embeddings")
+    if not config.untied_generator:
+        flags.append("--nountied_generator")
+    return " ".join(flags)
