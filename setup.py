@@ -22,5 +22,8 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=8"],
+        # Checkpoint interop: the parity tests against PyTorch ELECTRA, and
+        # `convert --from=hf` (safetensors alone is enough to import).
+        "interop": ["torch==2.13.0", "transformers==5.23.*", "safetensors>=0.4"],
     },
 )

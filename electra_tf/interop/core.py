@@ -99,10 +99,6 @@ def assign(weights: dict[str, np.ndarray], targets: dict[str, object], source: s
     return {"assigned": sorted(weights), "left_at_init": left_at_init}
 
 
-def encoder_config_dict(config: EncoderConfig) -> dict:
-    return config.to_dict()
-
-
 def copy_vocab(source_dir: str, output: str) -> str:
     """Copies source_dir/vocab.txt (if any) into output; returns the copy's path or ""."""
     import shutil

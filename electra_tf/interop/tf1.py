@@ -27,8 +27,17 @@ def read_checkpoint(path: str) -> tuple[dict[str, np.ndarray], list[str]]:
 
     The optimizer slots (two per weight) are listed but not read.
     """
+    import glob
+
     import tensorflow as tf
 
+    if os.path.isdir(path) and tf.train.latest_checkpoint(path) is None:
+        # A release folder without a `checkpoint` state file: its one *.index names the prefix.
+        indexes = sorted(glob.glob(os.path.join(path, "*.index")))
+        if len(indexes) != 1:
+            raise core.ConversionError(f"{path} holds {len(indexes)} checkpoints (*.index); "
+                                       "pass --checkpoint=PREFIX")
+        path = indexes[0][:-len(".index")]
     try:
         reader = tf.train.load_checkpoint(path)
     except (tf.errors.NotFoundError, ValueError) as e:

@@ -1,0 +1,199 @@
+"""transformers <-> electra_tf: parity with PyTorch ELECTRA, and the exact round trip.
+
+Needs the `interop` extra (torch, transformers, safetensors); skipped without it.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from electra_tf.config import PretrainingConfig
+from electra_tf.finetuning.trainer import load_pretrained
+from electra_tf.interop import core, hf, names
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("safetensors")
+
+TOL = 1e-4
+
+
+def _hf_config(h, **overrides):
+    s = h.sizes
+    values = {"vocab_size": s["VOCAB"], "embedding_size": s["EMBED"], "hidden_size": s["HIDDEN"],
+              "num_hidden_layers": s["LAYERS"], "num_attention_heads": s["HEADS"],
+              "intermediate_size": s["FFN"], "max_position_embeddings": s["POS"]}
+    values.update(overrides)
+    return transformers.ElectraConfig(**values)
+
+
+def _random_hf(cls, config, seed):
+    """A randomly initialised transformers model, every parameter perturbed (LayerNorms too)."""
+    torch.manual_seed(seed)
+    model = cls(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    return model.eval()
+
+
+def _torch_inputs(inputs):
+    return {"input_ids": torch.tensor(inputs["input_ids"], dtype=torch.long),
+            "attention_mask": torch.tensor(inputs["input_mask"], dtype=torch.long),
+            "token_type_ids": torch.tensor(inputs["segment_ids"], dtype=torch.long)}
+
+
+def _all_positions(inputs):
+    b, length = inputs["input_ids"].shape
+    return np.tile(np.arange(length, dtype="int32"), (b, 1))
+
+
+def test_interop_hf_discriminator_parity(h, tmp_path):
+    model = _random_hf(transformers.ElectraForPreTraining, _hf_config(h), seed=0)
+    model.save_pretrained(tmp_path / "hf")
+    report = hf.import_model(str(tmp_path / "hf"), str(tmp_path / "out"))
+    assert report["kind"] == "pretraining" and not report["left_at_init"]
+    inputs = h.padded_inputs()
+    with torch.no_grad():
+        ref = model(**_torch_inputs(inputs), output_hidden_states=True)
+    disc, _ = load_pretrained(str(tmp_path / "out"))
+    out = disc(inputs)
+    np.testing.assert_allclose(out["sequence_output"], ref.hidden_states[-1].numpy(),
+                               atol=TOL, rtol=0)
+    np.testing.assert_allclose(out["rtd_logits"], ref.logits.numpy(), atol=TOL, rtol=0)
+
+
+def test_interop_hf_generator_parity(h, tmp_path):
+    config = _hf_config(h, hidden_size=h.sizes["G_HIDDEN"], intermediate_size=h.sizes["G_FFN"],
+                        num_attention_heads=1)
+    model = _random_hf(transformers.ElectraForMaskedLM, config, seed=1)
+    model.save_pretrained(tmp_path / "hf_gen")
+    report = hf.import_model(str(tmp_path / "hf_gen"), str(tmp_path / "out"))
+    assert report["kind"] == "masked_lm"
+    inputs = h.padded_inputs(seed=1)
+    with torch.no_grad():
+        ref = model(**_torch_inputs(inputs), output_hidden_states=True)
+    gen = hf.load_generator(str(tmp_path / "out"))
+    out = gen({**inputs, "masked_lm_positions": _all_positions(inputs)})
+    np.testing.assert_allclose(out["sequence_output"], ref.hidden_states[-1].numpy(),
+                               atol=TOL, rtol=0)
+    np.testing.assert_allclose(out["mlm_logits"], ref.logits.numpy(), atol=TOL, rtol=0)
+
+
+@pytest.mark.parametrize("cls,kind", [
+    ("ElectraModel", "model"),
+    ("ElectraForTokenClassification", "token_classification"),
+    ("ElectraForQuestionAnswering", "question_answering"),
+])
+def test_interop_hf_encoder_and_task_heads(h, tmp_path, cls, kind):
+    from electra_tf.modeling.finetuning import FinetuningModel
+
+    model = _random_hf(getattr(transformers, cls), _hf_config(h, num_labels=5 if kind ==
+                                                              "token_classification" else 2), 2)
+    model.save_pretrained(tmp_path / "hf")
+    report = hf.import_model(str(tmp_path / "hf"), str(tmp_path / "out"))
+    assert report["kind"] == kind
+    assert all(n.startswith("discriminator_predictions/") for n in report["left_at_init"])
+    inputs = h.padded_inputs(seed=2)
+    with torch.no_grad():
+        ref = model(**_torch_inputs(inputs), output_hidden_states=True)
+    disc, _ = load_pretrained(str(tmp_path / "out"))
+    seq = disc.encoder(inputs)["sequence_output"]
+    np.testing.assert_allclose(seq, ref.hidden_states[-1].numpy(), atol=TOL, rtol=0)
+    if kind == "model":
+        return
+    with open(tmp_path / "out" / "task_head.json") as f:
+        head = json.load(f)
+    task = FinetuningModel(disc.encoder, head["kind"], head["num_labels"])
+    task.build()
+    task.load_weights(str(tmp_path / "out" / "finetuned.weights.h5"))
+    got = task.head(seq, inputs["input_mask"])
+    if kind == "token_classification":
+        np.testing.assert_allclose(got["tag_logits"], ref.logits.numpy(), atol=TOL, rtol=0)
+    else:  # electra_tf masks padding with -10000; compare the real positions
+        real = inputs["input_mask"].astype(bool)
+        np.testing.assert_allclose(np.asarray(got["start_logits"])[real],
+                                   ref.start_logits.numpy()[real], atol=TOL, rtol=0)
+        np.testing.assert_allclose(np.asarray(got["end_logits"])[real],
+                                   ref.end_logits.numpy()[real], atol=TOL, rtol=0)
+
+
+def test_interop_hf_sequence_classification_head_is_refused_or_dropped(h, tmp_path):
+    model = _random_hf(transformers.ElectraForSequenceClassification, _hf_config(h), 3)
+    model.save_pretrained(tmp_path / "hf")
+    with pytest.raises(core.ConversionError, match=r"classifier\.(dense|out_proj)\.(weight|bias)"):
+        hf.import_model(str(tmp_path / "hf"), str(tmp_path / "out"))
+    report = hf.import_model(str(tmp_path / "hf"), str(tmp_path / "out"), drop_task_head=True)
+    assert len([s for s in report["skipped"] if "task head dropped" in s]) == 4
+
+
+def test_interop_hf_errors_name_the_variable(h, tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    model = _random_hf(transformers.ElectraForPreTraining, _hf_config(h), seed=4)
+    model.save_pretrained(tmp_path / "hf")
+    path = tmp_path / "hf" / "model.safetensors"
+    good = load_file(path)
+    save_file({**good, "electra.encoder.layer.0.attention.self.rotary.weight":
+               np.zeros((2, 2), np.float32)}, path)
+    with pytest.raises(core.ConversionError, match="layer.0.attention.self.rotary.weight"):
+        hf.import_model(str(tmp_path / "hf"), str(tmp_path / "out"))
+    bad = dict(good)
+    bad["electra.encoder.layer.1.intermediate.dense.bias"] = np.zeros(7, np.float32)
+    save_file(bad, path)
+    with pytest.raises(core.ConversionError, match="layer_1/intermediate/dense/bias"):
+        hf.import_model(str(tmp_path / "hf"), str(tmp_path / "out"))
+    save_file(good, path)
+    with pytest.raises(core.ConversionError, match="not --model_size=base: hidden_size is 32"):
+        hf.import_model(str(tmp_path / "hf"), str(tmp_path / "out"), model_size="base")
+
+
+def _randomize(variables, seed):
+    rng = np.random.default_rng(seed)
+    for v in variables:
+        v.assign(rng.normal(0, 0.3, v.shape).astype("float32") + (1.0 if "gamma" in v.path else 0))
+
+
+def test_interop_hf_export_round_trip_is_exact(h, tmp_path):
+    from electra_tf.modeling.models import build_pretraining_models
+
+    config = PretrainingConfig(model_size="small", vocab_size=h.sizes["VOCAB"],
+                               model_hparam_overrides={**h.TINY_OVERRIDES,
+                                                       "max_position_embeddings": h.sizes["POS"]},
+                               max_seq_length=h.sizes["POS"], generator_hidden_size=0.75)
+    gen, disc = build_pretraining_models(config)
+    _randomize(disc.variables + gen.variables, seed=5)
+    src = tmp_path / "electra_tf"
+    os.makedirs(src)
+    core.write_discriminator(str(src), disc)
+    core.write_generator(str(src), gen, standalone=False)
+    core.write_json(str(src / "pretraining_config.json"), {"pretraining": config.to_dict()})
+
+    hf.export_model(str(src), str(tmp_path / "hf"), generator=True)
+    # transformers loads both and computes what electra_tf computes.
+    inputs = h.padded_inputs(seed=6)
+    d_hf, d_info = transformers.ElectraForPreTraining.from_pretrained(
+        tmp_path / "hf", output_loading_info=True)
+    g_hf, g_info = transformers.ElectraForMaskedLM.from_pretrained(
+        tmp_path / "hf" / "generator", output_loading_info=True)
+    for info in (d_info, g_info):
+        assert not (info["missing_keys"] or info["unexpected_keys"] or info["mismatched_keys"])
+    d_hf, g_hf = d_hf.eval(), g_hf.eval()
+    with torch.no_grad():
+        d_ref, g_ref = d_hf(**_torch_inputs(inputs)), g_hf(**_torch_inputs(inputs))
+    np.testing.assert_allclose(disc(inputs)["rtd_logits"], d_ref.logits.numpy(), atol=TOL, rtol=0)
+    g_out = gen({**inputs, "masked_lm_positions": _all_positions(inputs)})
+    np.testing.assert_allclose(g_out["mlm_logits"], g_ref.logits.numpy(), atol=TOL, rtol=0)
+
+    # ... and back: bit for bit.
+    hf.import_model(str(tmp_path / "hf"), str(tmp_path / "back"))
+    hf.import_model(str(tmp_path / "hf" / "generator"), str(tmp_path / "back"))
+    disc2, _ = load_pretrained(str(tmp_path / "back"))
+    gen2 = hf.load_generator(str(tmp_path / "back"))
+    for a, b in ((names.discriminator_variables(disc), names.discriminator_variables(disc2)),
+                 (names.generator_variables(gen), names.generator_variables(gen2))):
+        assert sorted(a) == sorted(b)
+        for name in a:
+            np.testing.assert_array_equal(a[name].numpy(), b[name].numpy(), err_msg=name)

@@ -1,0 +1,139 @@
+"""Import of original-format TF1 checkpoints (random values, the original names)."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf.config import PretrainingConfig
+from electra_tf.finetuning.trainer import load_pretrained
+from electra_tf.interop import core, hf, tf1
+
+TOL = 1e-4
+
+
+def _convert(h, tmp_path, weights, overrides=None, **kwargs):
+    prefix = h.write_tf1_checkpoint(tmp_path / "ckpt" / "model.ckpt", weights)
+    out = str(tmp_path / "out")
+    report = tf1.import_checkpoint(prefix, "small", out,
+                                   h.TINY_OVERRIDES if overrides is None else overrides, **kwargs)
+    return prefix, out, report
+
+
+def _electra_tf_outputs(out, inputs):
+    disc, _ = load_pretrained(out)
+    d = disc(inputs)
+    gen = hf.load_generator(out)
+    positions = np.tile(np.arange(inputs["input_ids"].shape[1]), (len(inputs["input_ids"]), 1))
+    g = gen({**inputs, "masked_lm_positions": positions.astype("int32")})
+    return d, g
+
+
+@pytest.mark.parametrize("untied", [False, True], ids=["tied_embeddings", "untied_embeddings"])
+def test_interop_tf1_import_matches_numpy_forward(h, tmp_path, untied):
+    weights = h.original_weights(seed=1, untied_embeddings=untied)
+    _, out, report = _convert(h, tmp_path, h.with_optimizer_state(weights))
+    # Every source variable is accounted for: assigned, or an optimizer slot skipped.
+    assert sorted(report["assigned"]) == sorted(weights)
+    assert len(report["skipped"]) == 2 * len(weights) + 1
+    for name in ("discriminator.weights.h5", "discriminator_config.json",
+                 "generator.weights.h5", "pretraining_config.json", "conversion_report.json"):
+        assert os.path.exists(os.path.join(out, name)), name
+
+    inputs = h.padded_inputs()
+    d, g = _electra_tf_outputs(out, inputs)
+    seq = h.np_encoder(weights, "electra", inputs, heads=h.sizes["HEADS"])
+    np.testing.assert_allclose(d["sequence_output"], seq, atol=TOL, rtol=0)
+    np.testing.assert_allclose(d["rtd_logits"], h.np_rtd_logits(weights, seq), atol=TOL, rtol=0)
+    emb = "generator" if untied else "electra"
+    g_seq = h.np_encoder(weights, "generator", inputs, heads=1, emb_scope=emb)
+    np.testing.assert_allclose(g["sequence_output"], g_seq, atol=TOL, rtol=0)
+    np.testing.assert_allclose(g["mlm_logits"], h.np_mlm_logits(weights, g_seq, emb),
+                               atol=TOL, rtol=0)
+    _maybe_check_transformers_tf_loader(h, tmp_path, weights, inputs, d, untied)
+
+
+def _maybe_check_transformers_tf_loader(h, tmp_path, weights, inputs, d, untied):
+    """Where transformers still ships load_tf_weights_in_electra, it must agree too."""
+    try:
+        import torch
+        from transformers import ElectraConfig, ElectraForPreTraining
+        from transformers.models.electra import modeling_electra
+    except ImportError:
+        return
+    loader = getattr(modeling_electra, "load_tf_weights_in_electra", None)
+    if loader is None or untied:  # transformers >= 5 dropped it; the NumPy pass stands in
+        return
+    s = h.sizes
+    config = ElectraConfig(vocab_size=s["VOCAB"], embedding_size=s["EMBED"],
+                           hidden_size=s["HIDDEN"], num_hidden_layers=s["LAYERS"],
+                           num_attention_heads=s["HEADS"], intermediate_size=s["FFN"],
+                           max_position_embeddings=s["POS"])
+    model = loader(ElectraForPreTraining(config), config,
+                   str(tmp_path / "ckpt" / "model.ckpt"), "discriminator").eval()
+    with torch.no_grad():
+        logits = model(**{k: torch.tensor(v, dtype=torch.long) for k, v in zip(
+            ("input_ids", "attention_mask", "token_type_ids"),
+            (inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"]))}).logits
+    np.testing.assert_allclose(d["rtd_logits"], logits.numpy(), atol=TOL, rtol=0)
+
+
+def test_interop_tf1_resume_checkpoint_restores_into_pretraining(h, tmp_path):
+    from electra_tf.optimization import create_optimizer
+    from electra_tf.pretrainer import ElectraPretrainer
+    from electra_tf.training import variable_checkpoint
+
+    weights = h.original_weights(seed=2)
+    _, out, _ = _convert(h, tmp_path, weights)
+    with open(os.path.join(out, "pretraining_config.json")) as f:
+        config = PretrainingConfig.from_dict(json.load(f)["pretraining"])
+    assert config.generator_hidden_size == 0.75 and not config.untied_generator_embeddings
+    # What Pretraining.restore() does: build model and optimizer, restore, assert_consumed.
+    model = ElectraPretrainer(config)
+    model.build_with_dummy_batch()
+    optimizer = create_optimizer(config.learning_rate, config.num_train_steps,
+                                 config.num_warmup_steps, clip_norm=None)
+    optimizer.build(model.trainable_variables)
+    ckpt = variable_checkpoint(model, optimizer)
+    ckpt.restore(tf.train.latest_checkpoint(os.path.join(out, "checkpoints"))).assert_consumed()
+    enc = model.discriminator.encoder
+    np.testing.assert_array_equal(enc.embeddings.word_embeddings.embeddings.numpy(),
+                                  weights["electra/embeddings/word_embeddings"])
+    np.testing.assert_array_equal(
+        model.generator.mlm_head.output_bias.numpy(), weights["generator_predictions/output_bias"])
+    assert model.generator.encoder.embeddings is enc.embeddings  # tied, as the original
+
+
+def test_interop_tf1_discriminator_only_checkpoint(h, tmp_path):
+    weights = h.original_weights(seed=3, generator=False)
+    _, out, report = _convert(h, tmp_path, weights)
+    assert sorted(report["assigned"]) == sorted(weights)
+    assert not os.path.exists(os.path.join(out, "generator.weights.h5"))
+    disc, _ = load_pretrained(out)
+    inputs = h.padded_inputs(seed=4)
+    seq = h.np_encoder(weights, "electra", inputs, heads=h.sizes["HEADS"])
+    np.testing.assert_allclose(disc(inputs)["sequence_output"], seq, atol=TOL, rtol=0)
+
+
+def test_interop_tf1_errors_name_the_variable(h, tmp_path):
+    weights = h.original_weights(seed=5)
+    # A leftover variable.
+    extra = {**weights, "electra/encoder/layer_0/attention/self/extra/kernel": np.zeros((2, 2))}
+    with pytest.raises(core.ConversionError, match="layer_0/attention/self/extra/kernel"):
+        _convert(h, tmp_path / "a", extra)
+    # A shape mismatch.
+    bad = dict(weights)
+    bad["generator_predictions/output_bias"] = np.zeros(h.sizes["VOCAB"] + 1, np.float32)
+    with pytest.raises(core.ConversionError, match="generator_predictions/output_bias"):
+        _convert(h, tmp_path / "b", bad)
+    # A wrong --model_size (the preset's Small sizes, no overrides).
+    with pytest.raises(core.ConversionError,
+                       match=r"not --model_size=small: hidden_size is 32 \(from electra/encoder/"
+                             r"layer_0/attention/self/query/kernel\), the model has 256"):
+        _convert(h, tmp_path / "c", weights, overrides={})
+    # Overrides that disagree with the checkpoint.
+    with pytest.raises(core.ConversionError, match="intermediate/dense/kernel"):
+        _convert(h, tmp_path / "d", weights, overrides={**h.TINY_OVERRIDES,
+                                                        "intermediate_size": 128})
