@@ -110,6 +110,7 @@ class PretrainingConfig:
 
     # --- loss ---
     electra_objective: bool = True  # False trains a plain MLM (BERT) generator only
+    objective: str = "electra"  # electra | bert_mlm | electra_15 | replace_mlm | all_tokens_mlm
     gen_weight: float = 1.0  # weight of the generator's MLM loss
     disc_weight: float = 50.0  # weight of the discriminator's loss (lambda)
     mask_prob: float = 0.15  # fraction of tokens to mask (0.25 for Large)
@@ -144,6 +145,10 @@ class PretrainingConfig:
     seed: int = 0  # seed for init, masking, sampling and dropout
 
     @property
+    def resolved_objective(self) -> str:
+        return "bert_mlm" if not self.electra_objective else self.objective
+
+    @property
     def resolved_max_predictions_per_seq(self) -> int:
         if self.max_predictions_per_seq is not None:
             return self.max_predictions_per_seq
@@ -173,6 +178,10 @@ class PretrainingConfig:
     def validate(self) -> "PretrainingConfig":
         if not 0.0 < self.mask_prob < 1.0:
             raise ConfigError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
+        objectives = ("electra", "bert_mlm", "electra_15", "replace_mlm", "all_tokens_mlm")
+        if self.objective not in objectives:
+            raise ConfigError(f"objective must be one of {', '.join(objectives)}, "
+                              f"got {self.objective!r}")
         if self.max_seq_length < 8:
             raise ConfigError(f"max_seq_length must be >= 8, got {self.max_seq_length}")
         if not 1 <= self.resolved_max_predictions_per_seq <= self.max_seq_length:

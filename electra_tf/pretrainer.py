@@ -20,7 +20,7 @@ import keras
 from electra_tf.config import PretrainingConfig
 from electra_tf.modeling.models import build_pretraining_models
 from electra_tf.modeling.random import fold_seed, tensor_seed
-from electra_tf.objectives import ElectraObjective
+from electra_tf.objectives.variants import get_objective
 
 _GEN_SALT, _SAMPLE_SALT, _DISC_SALT = 101, 102, 103
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
@@ -38,9 +38,10 @@ class ElectraPretrainer(keras.Model):
         kwargs.setdefault("name", "electra_pretrainer")
         super().__init__(**kwargs)
         self.config = config.validate()
-        self.objective = objective or ElectraObjective.from_config(config)
+        self.objective = objective or get_objective(config)
         # === Layers ===
-        self.generator, self.discriminator = build_pretraining_models(config)
+        self.generator, self.discriminator = build_pretraining_models(
+            config, head_kind=self.objective.head_kind)
         self.seed_generator = keras.random.SeedGenerator(config.seed, name="pretrainer_seed")
 
     def call(self, batch, training=False, seed=None):
@@ -55,8 +56,9 @@ class ElectraPretrainer(keras.Model):
 
         Returns:
           dict: mlm_logits float32 [B, N, V]; fake (dict of input_ids, labels,
-          sampled_ids, original_ids); rtd_logits float32 [B, L] (absent when the
-          objective trains no discriminator).
+          sampled_ids, original_ids); rtd_logits float32 [B, L], or for the
+          MLM-style ablations disc_outputs (the main model's mlm_logits and
+          copy_logits); neither when the objective trains no discriminator.
         """
         if seed is None:
             seed = self.seed_generator.next()
@@ -69,20 +71,29 @@ class ElectraPretrainer(keras.Model):
         fake = self.objective.fake_data(batch, mlm_logits,
                                         tensor_seed(fold_seed(seed, _SAMPLE_SALT)))
         disc_inputs = {"input_ids": fake["input_ids"], "input_mask": batch["input_mask"],
-                       "segment_ids": batch["segment_ids"]}
+                       "segment_ids": batch["segment_ids"],
+                       "masked_lm_positions": batch["masked_lm_positions"]}
         outputs["fake"] = fake
-        outputs["rtd_logits"] = self.discriminator(
-            disc_inputs, training=training, seed=fold_seed(seed, _DISC_SALT))["rtd_logits"]
+        disc = self.discriminator(disc_inputs, training=training,
+                                  seed=fold_seed(seed, _DISC_SALT))
+        if "rtd_logits" in disc:
+            outputs["rtd_logits"] = disc["rtd_logits"]
+        else:  # the MLM-style ablations: the objective reads the head's dict
+            outputs["disc_outputs"] = {k: disc[k] for k in ("mlm_logits", "copy_logits")
+                                       if k in disc}
         return outputs
+
+    def _disc(self, outputs):
+        return outputs.get("rtd_logits", outputs.get("disc_outputs"))
 
     def losses_from(self, batch, outputs) -> dict:
         """The objective's loss dict ("loss" and its components)."""
         return self.objective.compute_loss(batch, outputs["mlm_logits"], outputs.get("fake"),
-                                           outputs.get("rtd_logits"))
+                                           self._disc(outputs))
 
     def metric_sums_from(self, batch, outputs) -> dict:
         return self.objective.metric_sums(batch, outputs["mlm_logits"], outputs.get("fake"),
-                                          outputs.get("rtd_logits"))
+                                          self._disc(outputs))
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """For model.fit (e.g. under JAX): the objective's total loss."""

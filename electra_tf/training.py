@@ -171,8 +171,11 @@ class Pretraining:
         if tokenizer.vocab_size != config.vocab_size:
             raise ConfigError(f"vocab_size={config.vocab_size} but {run.vocab_file} holds "
                               f"{tokenizer.vocab_size} tokens; set --vocab_size to match")
+        from electra_tf.objectives.variants import OBJECTIVES, masking_options
+
         self.masking = MaskingConfig.from_tokenizer(
-            tokenizer, config.mask_prob, config.resolved_max_predictions_per_seq)
+            tokenizer, config.mask_prob, config.resolved_max_predictions_per_seq,
+            **masking_options(OBJECTIVES[config.resolved_objective]))
         self.num_replicas = self.strategy.num_replicas_in_sync
         micro = config.train_batch_size // run.gradient_accumulation_steps
         if micro % self.num_replicas:
@@ -190,7 +193,9 @@ class Pretraining:
                 adam_epsilon=config.adam_epsilon, clip_norm=None)
             self.optimizer.gradients_already_reduced = True  # we all-reduce and clip below
             self.optimizer.build(self.model.trainable_variables)
-        self._variables = list(self.model.trainable_variables)
+        # Train what the objective uses: BERT-MLM leaves the discriminator alone.
+        self._variables = list(self.model.trainable_variables if self.model.objective
+                               .uses_discriminator else self.model.generator.trainable_variables)
         self._fwd_bwd = tf.function(self._forward_backward, jit_compile=run.jit_compile)
         self._eval_fwd = tf.function(self._forward_metrics, jit_compile=run.jit_compile)
         self._train_loop = tf.function(self._train_loop_fn)
@@ -491,9 +496,26 @@ class Pretraining:
                        {k: getattr(self.run, k) for k in self.run.__dataclass_fields__}},
                       f, indent=2, sort_keys=True)
 
+    def kept_model(self):
+        """The model users fine-tune, as a discriminator with the RTD head.
+
+        ELECTRA: the discriminator itself. BERT-MLM: the generator's encoder.
+        Replace-MLM / All-Tokens MLM: the main model's encoder (its RTD head
+        is freshly initialized; fine-tuning does not use it).
+        """
+        from electra_tf.modeling.models import build_discriminator
+
+        if self.model.objective.uses_discriminator and self.model.discriminator.head_kind == "rtd":
+            return self.model.discriminator
+        source = (self.model.discriminator.encoder if self.model.objective.uses_discriminator
+                  else self.model.generator.encoder)
+        kept = build_discriminator(source.config)
+        kept.encoder.set_weights(source.get_weights())
+        return kept
+
     def _write_final(self, final_eval):
         """The discriminator alone (what users fine-tune), its config, the last eval."""
-        d = self.model.discriminator
+        d = self.kept_model()
         d.save_weights(os.path.join(self.run.model_dir, "discriminator.weights.h5"))
         self.model.generator.save_weights(os.path.join(self.run.model_dir,
                                                        "generator.weights.h5"))

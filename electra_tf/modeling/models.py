@@ -19,11 +19,12 @@ In every mode the MLM head's output weights are G's input word embeddings.
 from __future__ import annotations
 
 import keras
+from keras import ops
 
 from electra_tf.config import EncoderConfig, PretrainingConfig
 from electra_tf.modeling.encoder import ElectraEncoder, EncoderConfigSerializable
 from electra_tf.modeling.heads import DiscriminatorHead, MaskedLMHead
-from electra_tf.modeling.layers import ElectraEmbeddings
+from electra_tf.modeling.layers import ElectraEmbeddings, kernel_initializer
 from electra_tf.modeling.random import fold_seed
 
 # Salts that keep G's and D's dropout masks independent when the caller gives
@@ -92,60 +93,99 @@ class ElectraGenerator(EncoderConfigSerializable, keras.Model):
 
 
 
+DISCRIMINATOR_HEADS = ("rtd", "mlm", "mlm_all_copy")
+
+
 class ElectraDiscriminator(EncoderConfigSerializable, keras.Model):
     """The discriminator: an encoder and the RTD head (original `electra`).
 
+    For the paper's Replace-MLM and All-Tokens-MLM ablations the main model
+    carries an MLM head instead (`head_kind="mlm"`: at the masked positions;
+    `"mlm_all_copy"`: at every position, plus the copy mechanism's gate).
+
     Args:
         config: D's `EncoderConfig`.
+        head_kind: "rtd" (ELECTRA), "mlm" or "mlm_all_copy".
 
     Call args:
-        inputs: dict with "input_ids", "input_mask", "segment_ids" [B, L].
+        inputs: dict with "input_ids", "input_mask", "segment_ids" [B, L]
+            (and "masked_lm_positions" [B, N] for head_kind "mlm").
         training: bool; enables dropout.
         seed: optional int tensor [2] for stateless dropout.
 
     Returns (call):
-        dict with "rtd_logits" float32 [B, L] (> 0: replaced),
-        "sequence_output" [B, L, hidden_size] and "pooled_output" [B, hidden_size].
+        dict with "sequence_output" [B, L, hidden_size], "pooled_output"
+        [B, hidden_size] and, by head: "rtd_logits" float32 [B, L] (> 0:
+        replaced); "mlm_logits" float32 [B, N, V] or [B, L, V]; "copy_logits"
+        float32 [B, L].
     """
 
-    def __init__(self, config: EncoderConfig | dict, **kwargs):
+    def __init__(self, config: EncoderConfig | dict, head_kind: str = "rtd", **kwargs):
         kwargs.setdefault("name", "discriminator")
         super().__init__(**kwargs)
         self.config = _config_from(config)
+        if head_kind not in DISCRIMINATOR_HEADS:
+            raise ValueError(f"head_kind must be one of {DISCRIMINATOR_HEADS}, got {head_kind!r}")
+        self.head_kind = head_kind
 
         # === Layers ===
         self.encoder = ElectraEncoder(self.config, dtype=self.dtype_policy, name="encoder")
-        self.rtd_head = DiscriminatorHead(
-            self.config.hidden_size, self.config.hidden_act, self.config.initializer_range,
-            dtype=self.dtype_policy, name="discriminator_predictions")
+        if head_kind == "rtd":
+            self.rtd_head = DiscriminatorHead(
+                self.config.hidden_size, self.config.hidden_act, self.config.initializer_range,
+                dtype=self.dtype_policy, name="discriminator_predictions")
+        else:
+            self.mlm_head = MaskedLMHead(
+                self.encoder.embeddings.word_embeddings, self.config.hidden_act,
+                self.config.initializer_range, self.config.layer_norm_eps,
+                dtype=self.dtype_policy, name="discriminator_mlm_predictions")
+        if head_kind == "mlm_all_copy":
+            self.copy_head = keras.layers.Dense(
+                1, kernel_initializer=kernel_initializer(self.config.initializer_range),
+                dtype="float32", name="copy_gate")
 
     def build(self, input_shape=None):
         self.encoder.build(None)
-        self.rtd_head.build((None, None, self.config.hidden_size))
+        hidden = self.config.hidden_size
+        if self.head_kind == "rtd":
+            self.rtd_head.build((None, None, hidden))
+        else:
+            self.mlm_head.build((None, None, hidden), (None, None))
+        if self.head_kind == "mlm_all_copy":
+            self.copy_head.build((None, None, hidden))
         self.built = True
 
     def call(self, inputs, training=False, seed=None):
         if seed is not None:
             seed = fold_seed(seed, DISCRIMINATOR_SEED_SALT)
         outputs = self.encoder(inputs, training=training, seed=seed)
-        return {
-            "rtd_logits": self.rtd_head(outputs["sequence_output"]),
-            "sequence_output": outputs["sequence_output"],
-            "pooled_output": outputs["pooled_output"],
-        }
+        sequence = outputs["sequence_output"]
+        result = {"sequence_output": sequence, "pooled_output": outputs["pooled_output"]}
+        if self.head_kind == "rtd":
+            result["rtd_logits"] = self.rtd_head(sequence)
+        elif self.head_kind == "mlm":
+            result["mlm_logits"] = self.mlm_head(sequence, inputs["masked_lm_positions"])
+        else:
+            batch, length = ops.shape(inputs["input_ids"])[0], ops.shape(inputs["input_ids"])[1]
+            every = ops.broadcast_to(ops.arange(length, dtype="int32")[None], (batch, length))
+            result["mlm_logits"] = self.mlm_head(sequence, every)
+            result["copy_logits"] = ops.squeeze(self.copy_head(sequence), -1)
+        return result
 
 
 
 # === Factories ===
-def build_discriminator(encoder_config: EncoderConfig) -> ElectraDiscriminator:
+def build_discriminator(encoder_config: EncoderConfig,
+                        head_kind: str = "rtd") -> ElectraDiscriminator:
     """A built discriminator (variables exist on return), e.g. for fine-tuning."""
-    discriminator = ElectraDiscriminator(encoder_config)
+    discriminator = ElectraDiscriminator(encoder_config, head_kind=head_kind)
     discriminator.build()
     return discriminator
 
 
 def build_pretraining_models(
-        config: PretrainingConfig) -> tuple[ElectraGenerator, ElectraDiscriminator]:
+        config: PretrainingConfig,
+        head_kind: str = "rtd") -> tuple[ElectraGenerator, ElectraDiscriminator]:
     """Builds G and D with the sharing that `config` asks for.
 
     D is built first, so that shared variables carry D's paths
@@ -153,12 +193,13 @@ def build_pretraining_models(
 
     Args:
         config: the pre-training hyperparameters (validated here).
+        head_kind: the discriminator's head (see ElectraDiscriminator).
 
     Returns:
         (generator, discriminator).
     """
     config.validate()
-    discriminator = build_discriminator(config.discriminator_config())
+    discriminator = build_discriminator(config.discriminator_config(), head_kind)
     if not config.untied_generator:
         generator = ElectraGenerator(None, encoder=discriminator.encoder)
     elif config.untied_generator_embeddings:

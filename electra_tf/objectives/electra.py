@@ -30,6 +30,8 @@ class ElectraObjective:
 
     name: ClassVar[str] = "electra"
     uses_discriminator: ClassVar[bool] = True
+    head_kind: ClassVar[str] = "rtd"  # the main model's head: rtd | mlm | mlm_all_copy
+    masking: ClassVar[dict] = {}  # MaskingConfig options (BERT: 80/10/10)
 
     @classmethod
     def from_config(cls, config: Any) -> "ElectraObjective":

@@ -1,0 +1,169 @@
+"""The paper's efficiency ablations as objectives (section 3.5, Table 5).
+
+All share the generator, the masking and the sampling of `ElectraObjective`:
+- `bert_mlm`: BERT. Only the generator (size it with generator_hidden_size=1.0)
+  is trained, with BERT's 80/10/10 corruption; its encoder is the model kept.
+- `electra_15`: ELECTRA whose discriminator loss counts only the masked
+  (15%) positions.
+- `replace_mlm`: the masked positions get generator samples instead of [MASK];
+  the main model is trained with MLM on those positions.
+- `all_tokens_mlm`: Replace-MLM with the MLM loss on every token, through the
+  paper's copy mechanism: p(x_t) = D_copy(t) * 1[x_t = input_t] +
+  (1 - D_copy(t)) * softmax(logits_t)[x_t], D_copy a sigmoid gate per token.
+
+The "discriminator" of the MLM-style objectives carries an MLM head (and the
+copy gate) instead of the RTD head: `head_kind` says which. Losses of the
+main model that are MLM-like take weight 1 (disc_weight scales only the
+sigmoid RTD losses, as in the paper).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Mapping
+
+from keras import ops
+
+from electra_tf.objectives import losses, metrics
+from electra_tf.objectives.electra import ElectraObjective
+
+
+def masked_position_mask(positions, weights, seq_length):
+    """float32 [B, L]: 1 at the used masked positions."""
+    onehot = ops.one_hot(ops.cast(positions, "int32"), seq_length)  # [B, N, L]
+    return ops.minimum(ops.sum(onehot * ops.cast(weights, "float32")[..., None], axis=1), 1.0)
+
+
+def copy_mechanism_loss(logits, copy_logits, input_ids, original_ids, input_mask):
+    """All-Tokens MLM with the copy mechanism, averaged over real tokens.
+
+    Args:
+      logits: float [B, L, V], the main model's MLM logits at every position.
+      copy_logits: float [B, L], the copy gate (sigmoid -> P(copy the input)).
+      input_ids: int [B, L], what the model read (the corrupted sequence).
+      original_ids: int [B, L], the targets.
+      input_mask: [B, L].
+    Returns:
+      scalar: mean over real tokens of -log p(original).
+    """
+    logits = ops.cast(logits, "float32")
+    log_softmax = ops.log_softmax(logits, axis=-1)
+    vocab = ops.shape(logits)[-1]
+    target = ops.one_hot(ops.cast(original_ids, "int32"), vocab)
+    log_p_mlm = ops.sum(target * log_softmax, axis=-1)  # [B, L]
+    gate = ops.cast(copy_logits, "float32")
+    log_copy = -ops.softplus(-gate)  # log sigmoid
+    log_not_copy = -ops.softplus(gate)
+    same = ops.cast(ops.equal(input_ids, original_ids), "float32")
+    # log(c * 1[same] + (1 - c) * p): with same == 0 the first term vanishes.
+    log_p = ops.where(same > 0, ops.logaddexp(log_copy, log_not_copy + log_p_mlm),
+                      log_not_copy + log_p_mlm)
+    mask = ops.cast(input_mask, "float32")
+    return -ops.sum(log_p * mask) / (ops.sum(mask) + 1e-6)
+
+
+@dataclasses.dataclass(frozen=True)
+class BertMlmObjective(ElectraObjective):
+    """BERT: the generator alone, with 80/10/10 corruption."""
+
+    name: ClassVar[str] = "bert_mlm"
+    uses_discriminator: ClassVar[bool] = False
+    head_kind: ClassVar[str] = "rtd"
+    masking: ClassVar[dict] = {"mask_token_prob": 0.8, "random_token_prob": 0.1}
+
+    def fake_data(self, batch, mlm_logits, seed):
+        return {}
+
+    def compute_loss(self, batch, mlm_logits, fake, disc_logits):
+        mlm = losses.mlm_loss(mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
+        return {"loss": self.gen_weight * mlm, "mlm_loss": mlm}
+
+    def metric_sums(self, batch, mlm_logits, fake, disc_logits):
+        return metrics.pretraining_metric_sums(
+            mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Electra15Objective(ElectraObjective):
+    """ELECTRA whose discriminator loss sees only the masked positions."""
+
+    name: ClassVar[str] = "electra_15"
+
+    def compute_loss(self, batch, mlm_logits, fake, disc_logits):
+        mlm = losses.mlm_loss(mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
+        only_masked = masked_position_mask(batch["masked_lm_positions"],
+                                           batch["masked_lm_weights"],
+                                           ops.shape(batch["input_ids"])[1])
+        disc = losses.disc_loss(disc_logits, fake["labels"], only_masked)
+        return {"loss": losses.electra_loss(mlm, disc, self.gen_weight, self.disc_weight),
+                "mlm_loss": mlm, "disc_loss": disc}
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplaceMlmObjective(ElectraObjective):
+    """Masked positions hold generator samples; the main model does MLM there."""
+
+    name: ClassVar[str] = "replace_mlm"
+    head_kind: ClassVar[str] = "mlm"
+
+    def compute_loss(self, batch, mlm_logits, fake, disc_logits):
+        mlm = losses.mlm_loss(mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
+        main = losses.mlm_loss(disc_logits["mlm_logits"], batch["masked_lm_ids"],
+                               batch["masked_lm_weights"])
+        return {"loss": self.gen_weight * mlm + main, "mlm_loss": mlm, "main_mlm_loss": main}
+
+    def metric_sums(self, batch, mlm_logits, fake, disc_logits):
+        sums = metrics.pretraining_metric_sums(
+            mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"],
+            sampled_ids=fake["sampled_ids"])
+        main = metrics.pretraining_metric_sums(
+            disc_logits["mlm_logits"], batch["masked_lm_ids"], batch["masked_lm_weights"])
+        sums["main_mlm_accuracy"] = main["masked_lm_accuracy"]
+        return sums
+
+
+@dataclasses.dataclass(frozen=True)
+class AllTokensMlmObjective(ReplaceMlmObjective):
+    """Replace-MLM with the MLM loss on every token and the copy mechanism."""
+
+    name: ClassVar[str] = "all_tokens_mlm"
+    head_kind: ClassVar[str] = "mlm_all_copy"
+
+    def compute_loss(self, batch, mlm_logits, fake, disc_logits):
+        mlm = losses.mlm_loss(mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
+        main = copy_mechanism_loss(disc_logits["mlm_logits"], disc_logits["copy_logits"],
+                                   fake["input_ids"], fake["original_ids"], batch["input_mask"])
+        return {"loss": self.gen_weight * mlm + main, "mlm_loss": mlm, "main_mlm_loss": main}
+
+    def metric_sums(self, batch, mlm_logits, fake, disc_logits):
+        sums = metrics.pretraining_metric_sums(
+            mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"],
+            sampled_ids=fake["sampled_ids"])
+        predicted = ops.argmax(disc_logits["mlm_logits"], axis=-1)
+        mask = ops.cast(batch["input_mask"], "float32")
+        hit = ops.cast(ops.equal(ops.cast(predicted, "int32"),
+                                 ops.cast(fake["original_ids"], "int32")), "float32")
+        sums["main_mlm_accuracy"] = (ops.sum(hit * mask), ops.sum(mask))
+        return sums
+
+
+OBJECTIVES: dict[str, Any] = {
+    "electra": ElectraObjective,
+    "bert_mlm": BertMlmObjective,
+    "electra_15": Electra15Objective,
+    "replace_mlm": ReplaceMlmObjective,
+    "all_tokens_mlm": AllTokensMlmObjective,
+}
+
+
+def get_objective(config) -> ElectraObjective:
+    """The objective a PretrainingConfig asks for (`objective`, or the original's
+    electra_objective=False for BERT)."""
+    name = config.resolved_objective
+    return OBJECTIVES[name].from_config(config)
+
+
+def masking_options(objective) -> Mapping[str, float]:
+    """Keyword arguments for MaskingConfig (BERT's 80/10/10 for bert_mlm)."""
+    return getattr(objective, "masking", {})
+

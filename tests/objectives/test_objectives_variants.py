@@ -1,0 +1,98 @@
+"""The paper's ablation objectives: losses against NumPy (training: tests/training)."""
+
+import json
+
+import numpy as np
+from keras import ops
+
+from electra_tf.objectives.variants import (
+    AllTokensMlmObjective,
+    BertMlmObjective,
+    Electra15Objective,
+    ReplaceMlmObjective,
+    copy_mechanism_loss,
+)
+
+RNG = np.random.default_rng(0)
+B, L, N, V = 3, 7, 2, 11
+
+
+def np_log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def np_mlm(logits, ids, w):
+    ce = -np.take_along_axis(np_log_softmax(logits), ids[..., None], -1)[..., 0]
+    return (ce * w).sum() / (w.sum() + 1e-6)
+
+
+def batch():
+    ids = RNG.integers(5, V, size=(B, L)).astype(np.int32)
+    mask = np.ones((B, L), np.int32)
+    mask[2, 5:] = 0
+    positions = np.array([[1, 3], [2, 4], [1, 0]], np.int32)
+    weights = np.array([[1, 1], [1, 1], [1, 0]], np.float32)
+    return {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids),
+            "masked_lm_positions": positions, "masked_lm_ids": ids[np.arange(B)[:, None],
+                                                                   positions] * weights.astype(int),
+            "masked_lm_weights": weights}
+
+
+def test_electra_15_counts_only_masked_positions():
+    b = batch()
+    gen_logits = RNG.normal(size=(B, N, V)).astype(np.float32)
+    disc_logits = RNG.normal(size=(B, L)).astype(np.float32)
+    labels = RNG.integers(0, 2, size=(B, L)).astype(np.float32)
+    out = Electra15Objective().compute_loss(b, gen_logits, {"labels": labels}, disc_logits)
+    only = np.zeros((B, L), np.float32)
+    for r in range(B):
+        for p, w in zip(b["masked_lm_positions"][r], b["masked_lm_weights"][r]):
+            if w:
+                only[r, p] = 1
+    ce = np.maximum(disc_logits, 0) - disc_logits * labels + np.log1p(np.exp(-abs(disc_logits)))
+    disc = (ce * only).sum() / (only.sum() + 1e-6)
+    mlm = np_mlm(gen_logits, b["masked_lm_ids"], b["masked_lm_weights"])
+    np.testing.assert_allclose(float(out["disc_loss"]), disc, rtol=1e-5)
+    np.testing.assert_allclose(float(out["loss"]), mlm + 50 * disc, rtol=1e-5)
+
+
+def test_bert_and_replace_mlm_losses():
+    b = batch()
+    gen = RNG.normal(size=(B, N, V)).astype(np.float32)
+    main = RNG.normal(size=(B, N, V)).astype(np.float32)
+    mlm = np_mlm(gen, b["masked_lm_ids"], b["masked_lm_weights"])
+    out = BertMlmObjective().compute_loss(b, gen, {}, None)
+    np.testing.assert_allclose(float(out["loss"]), mlm, rtol=1e-5)
+    out = ReplaceMlmObjective().compute_loss(b, gen, {}, {"mlm_logits": main})
+    expected = mlm + np_mlm(main, b["masked_lm_ids"], b["masked_lm_weights"])
+    np.testing.assert_allclose(float(out["loss"]), expected, rtol=1e-5)
+    assert BertMlmObjective.masking == {"mask_token_prob": 0.8, "random_token_prob": 0.1}
+
+
+def test_copy_mechanism_loss_matches_numpy():
+    logits = RNG.normal(size=(B, L, V)).astype(np.float32)
+    gate = RNG.normal(size=(B, L)).astype(np.float32)
+    original = RNG.integers(0, V, size=(B, L)).astype(np.int32)
+    inputs = original.copy()
+    inputs[:, ::3] = (inputs[:, ::3] + 1) % V  # some replaced tokens
+    mask = np.ones((B, L), np.float32)
+    mask[1, 4:] = 0
+    p_mlm = np.exp(np.take_along_axis(np_log_softmax(logits), original[..., None], -1)[..., 0])
+    c = 1 / (1 + np.exp(-gate))
+    p = c * (inputs == original) + (1 - c) * p_mlm
+    expected = -(np.log(p) * mask).sum() / mask.sum()
+    got = copy_mechanism_loss(logits, gate, inputs, original, mask)
+    np.testing.assert_allclose(float(ops.convert_to_numpy(got)), expected, rtol=1e-4)
+
+
+def test_all_tokens_objective_uses_copy_loss():
+    b = batch()
+    gen = RNG.normal(size=(B, N, V)).astype(np.float32)
+    main = {"mlm_logits": RNG.normal(size=(B, L, V)).astype(np.float32),
+            "copy_logits": RNG.normal(size=(B, L)).astype(np.float32)}
+    fake = {"input_ids": b["input_ids"], "original_ids": b["input_ids"]}
+    out = AllTokensMlmObjective().compute_loss(b, gen, fake, main)
+    expected = float(copy_mechanism_loss(main["mlm_logits"], main["copy_logits"],
+                                         b["input_ids"], b["input_ids"], b["input_mask"]))
+    np.testing.assert_allclose(float(out["main_mlm_loss"]), expected, rtol=1e-5)
