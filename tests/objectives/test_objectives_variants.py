@@ -1,6 +1,5 @@
 """The paper's ablation objectives: losses against NumPy (training: tests/training)."""
 
-import json
 
 import numpy as np
 from keras import ops

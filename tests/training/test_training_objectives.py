@@ -12,6 +12,7 @@ from electra_tf.objectives.variants import OBJECTIVES
 @pytest.mark.parametrize("objective", sorted(OBJECTIVES))
 def test_each_objective_trains_through_the_cli_and_fine_tunes(objective, tiny_records, tmp_path):
     from conftest import run_module
+
     from electra_tf.finetuning.trainer import load_pretrained
     from electra_tf.tokenization import load_vocab
 
