@@ -111,6 +111,7 @@ class PretrainingConfig:
     # --- loss ---
     electra_objective: bool = True  # False trains a plain MLM (BERT) generator only
     objective: str = "electra"  # electra | bert_mlm | electra_15 | replace_mlm | all_tokens_mlm
+    training_algorithm: str = "joint"  # joint | two_stage (G then D, n steps each) | adversarial
     gen_weight: float = 1.0  # weight of the generator's MLM loss
     disc_weight: float = 50.0  # weight of the discriminator's loss (lambda)
     mask_prob: float = 0.15  # fraction of tokens to mask (0.25 for Large)
@@ -182,6 +183,24 @@ class PretrainingConfig:
         if self.objective not in objectives:
             raise ConfigError(f"objective must be one of {', '.join(objectives)}, "
                               f"got {self.objective!r}")
+        algorithms = ("joint", "two_stage", "adversarial")
+        if self.training_algorithm not in algorithms:
+            raise ConfigError(f"training_algorithm must be one of {', '.join(algorithms)}, "
+                              f"got {self.training_algorithm!r}")
+        if self.training_algorithm != "joint" and self.resolved_objective != "electra":
+            raise ConfigError(f"training_algorithm={self.training_algorithm} needs "
+                              f"objective=electra, got {self.resolved_objective}")
+        if self.training_algorithm == "two_stage":
+            d, g = self.discriminator_config(), self.generator_config()
+            shape = ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size")
+            if any(getattr(d, k) != getattr(g, k) for k in shape):
+                raise ConfigError(
+                    "training_algorithm=two_stage initializes the discriminator from the "
+                    "generator, which needs equal sizes: set generator_hidden_size=1.0 and "
+                    "generator_layers=1.0 (the generator also takes 4h FFN and h/64 heads); "
+                    "got generator " + ", ".join(f"{k}={getattr(g, k)}" for k in shape)
+                    + " vs discriminator " + ", ".join(f"{k}={getattr(d, k)}" for k in shape))
         if self.max_seq_length < 8:
             raise ConfigError(f"max_seq_length must be >= 8, got {self.max_seq_length}")
         if not 1 <= self.resolved_max_predictions_per_seq <= self.max_seq_length:

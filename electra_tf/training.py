@@ -22,6 +22,7 @@ resumes exactly where it stopped.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -193,14 +194,62 @@ class Pretraining:
                 adam_epsilon=config.adam_epsilon, clip_norm=None)
             self.optimizer.gradients_already_reduced = True  # we all-reduce and clip below
             self.optimizer.build(self.model.trainable_variables)
-        # Train what the objective uses: BERT-MLM leaves the discriminator alone.
-        self._variables = list(self.model.trainable_variables if self.model.objective
-                               .uses_discriminator else self.model.generator.trainable_variables)
-        self._fwd_bwd = tf.function(self._forward_backward, jit_compile=run.jit_compile)
+        self.main_objective = self.model.objective
+        self.phases = self._make_phases()
+        self._set_phase(self.phases[0])
         self._eval_fwd = tf.function(self._forward_metrics, jit_compile=run.jit_compile)
-        self._train_loop = tf.function(self._train_loop_fn)
         self._eval_loop = tf.function(self._eval_step_fn)
         self._make_checkpoint()
+
+    # === Phases (the training algorithm) ===
+    def _make_phases(self) -> list[dict]:
+        """[start, end) step ranges, each with its objective and trained variables.
+
+        joint / adversarial: one phase. two_stage (paper section 3.2): G alone
+        by MLM for the first half, then D (initialized from G) by the
+        discriminator loss for the second half, G frozen. With tied
+        embeddings the shared tables belong to D in the second half.
+        """
+        from electra_tf.objectives.electra import ElectraObjective
+        from electra_tf.objectives.variants import BertMlmObjective
+
+        cfg, model = self.config, self.model
+        total = cfg.num_train_steps
+        generator_vars = list(model.generator.trainable_variables)
+        if cfg.training_algorithm != "two_stage":
+            # Train what the objective uses: BERT-MLM leaves the discriminator alone.
+            used = (model.trainable_variables if self.main_objective.uses_discriminator
+                    else generator_vars)
+            return [dict(name=cfg.training_algorithm, start=0, end=total,
+                         objective=self.main_objective, variables=list(used))]
+        half = total // 2
+        generator_only = BertMlmObjective(gen_weight=1.0)
+        discriminator_only = dataclasses.replace(
+            ElectraObjective.from_config(cfg), gen_weight=0.0)
+        return [dict(name="two_stage_generator", start=0, end=half,
+                     objective=generator_only, variables=generator_vars),
+                dict(name="two_stage_discriminator", start=half, end=total,
+                     objective=discriminator_only,
+                     variables=list(model.discriminator.trainable_variables))]
+
+    def _phase_at(self, step: int) -> dict:
+        return next(p for p in self.phases if p["start"] <= step < p["end"])
+
+    def _set_phase(self, phase: dict):
+        """Makes `phase` the one the traced step functions use (one trace each)."""
+        self.model.objective = phase["objective"]
+        self._variables = phase["variables"]
+        if "fwd_bwd" not in phase:
+            phase["fwd_bwd"] = tf.function(self._forward_backward,
+                                           jit_compile=self.run.jit_compile)
+            phase["train_loop"] = tf.function(self._train_loop_fn)
+        self._fwd_bwd, self._train_loop = phase["fwd_bwd"], phase["train_loop"]
+        self._phase = phase
+
+    def initialize_discriminator_from_generator(self):
+        """Two-stage training: D's encoder takes G's weights (equal sizes)."""
+        self.model.discriminator.encoder.set_weights(self.model.generator.encoder.get_weights())
+        self._log(f"step {self.step}: discriminator initialized from the generator")
 
     # === Data ===
     def make_train_iterator(self, step: int):
@@ -353,6 +402,7 @@ class Pretraining:
                 for name, shape in spec.items()}
 
     def _accumulator_spec(self):
+        """Names and shapes of what a loop accumulates, for the current phase."""
         batch = next(iter(pretraining_dataset(
             self.run.train_data, 2, self.config.max_seq_length, self.masking, seed=0,
             shuffle_buffer=1)))
@@ -388,13 +438,16 @@ class Pretraining:
         if not self.run.eval_data:
             return {}
         num_steps = num_steps or self.config.num_eval_steps
-        acc = self._accumulators(self._spec)
+        training_phase = self._phase
+        self.model.objective = self.main_objective  # evaluate what the run is for
+        acc = self._accumulators(self._eval_spec)
         n = 0
         for batch in self._eval_dataset():
             if n >= num_steps:
                 break
             self._eval_loop(batch, tf.constant(n, tf.int32), acc)
             n += 1
+        self._set_phase(training_phase)
         if n == 0:
             self._log("warning: the eval data is smaller than one eval batch; no eval")
             return {}
@@ -409,8 +462,13 @@ class Pretraining:
         """
         cfg, run = self.config, self.run
         os.makedirs(run.model_dir, exist_ok=True)
-        self._spec = self._accumulator_spec()
         self.restore()
+        self.model.objective = self.main_objective
+        self._eval_spec = self._accumulator_spec()
+        for phase in self.phases:
+            self._set_phase(phase)
+            phase["spec"] = self._accumulator_spec()
+        self._set_phase(self._phase_at(min(self.step, cfg.num_train_steps - 1)))
         if self.chief:
             self._write_configs()
         writer = (tf.summary.create_file_writer(os.path.join(run.model_dir, "train"))
@@ -422,11 +480,18 @@ class Pretraining:
             self._write_eval(self.evaluate(), eval_writer)
         start_step, start_time = self.step, time.monotonic()
         iterator = self.make_train_iterator(self.step)
-        acc = self._accumulators(self._spec)
         try:
             end = min(cfg.num_train_steps, stop_at_step or cfg.num_train_steps)
             while self.step < end:
-                n = min(log_every - self.step % log_every, end - self.step)
+                phase = self._phase_at(self.step)
+                if phase is not self._phase or "acc" not in phase:
+                    self._set_phase(phase)
+                    phase["acc"] = self._accumulators(phase["spec"])
+                if phase["name"] == "two_stage_discriminator" and self.step == phase["start"]:
+                    self.initialize_discriminator_from_generator()
+                acc = phase["acc"]
+                n = min(log_every - self.step % log_every, end - self.step,
+                        phase["end"] - self.step)
                 if run.eval_every_steps:
                     n = min(n, run.eval_every_steps - self.step % run.eval_every_steps)
                 for v in acc.values():
@@ -473,7 +538,7 @@ class Pretraining:
         eta = elapsed / max(step - start_step, 1) * (total - step)
         auc = results.get("disc_auc", float("nan"))
         self._log(
-            f"step {step}/{total} | loss {results['loss']:.4f} (mlm {results['mlm_loss']:.3f}"
+            f"step {step}/{total} | loss {results['loss']:.4f} (mlm {results.get('mlm_loss', 0):.3f}"
             f" disc {results.get('disc_loss', float('nan')):.4f}) | mlm_acc "
             f"{results.get('masked_lm_accuracy', float('nan')):.3f} disc_auc {auc:.3f} | "
             f"lr {results['learning_rate']:.2e} | {results['sequences_per_second']:.0f} seq/s"

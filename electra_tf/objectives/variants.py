@@ -7,6 +7,8 @@ All share the generator, the masking and the sampling of `ElectraObjective`:
   (15%) positions.
 - `replace_mlm`: the masked positions get generator samples instead of [MASK];
   the main model is trained with MLM on those positions.
+- `adversarial` (a training algorithm, section 3.2): G trained by REINFORCE to
+  fool D instead of by maximum likelihood.
 - `all_tokens_mlm`: Replace-MLM with the MLM loss on every token, through the
   paper's copy mechanism: p(x_t) = D_copy(t) * 1[x_t = input_t] +
   (1 - D_copy(t)) * softmax(logits_t)[x_t], D_copy a sigmoid gate per token.
@@ -147,6 +149,41 @@ class AllTokensMlmObjective(ReplaceMlmObjective):
         return sums
 
 
+@dataclasses.dataclass(frozen=True)
+class AdversarialObjective(ElectraObjective):
+    """Adversarial ELECTRA (paper section 3.2): G trained by REINFORCE.
+
+    G's reward for a sampled token is D's loss on it when it replaced the
+    original (-log sigmoid(d), "how well it fooled D"), and 0 when it equals
+    the original. A batch-mean baseline cuts the variance; the reward and the
+    baseline carry no gradient, and nothing flows through the sampling, so G
+    learns only through the REINFORCE term. D is trained as in ELECTRA. The
+    MLE loss is still reported (as mlm_loss) but not trained.
+    """
+
+    name: ClassVar[str] = "adversarial"
+
+    def compute_loss(self, batch, mlm_logits, fake, disc_logits):
+        weights = ops.cast(batch["masked_lm_weights"], "float32")
+        positions = ops.cast(batch["masked_lm_positions"], "int32")
+        d_at_slots = ops.take_along_axis(ops.cast(disc_logits, "float32"), positions, axis=1)
+        replaced = ops.cast(ops.not_equal(fake["sampled_ids"],
+                                          ops.cast(batch["masked_lm_ids"], "int32")), "float32")
+        reward = ops.stop_gradient(ops.softplus(-d_at_slots) * replaced * weights)
+        denom = ops.sum(weights) + 1e-6
+        baseline = ops.stop_gradient(ops.sum(reward) / denom)
+        log_probs = ops.log_softmax(ops.cast(mlm_logits, "float32"), axis=-1)
+        log_p = ops.take_along_axis(log_probs, ops.cast(fake["sampled_ids"], "int32")[..., None],
+                                    axis=-1)[..., 0]
+        reinforce = -ops.sum((reward - baseline) * log_p * weights) / denom
+        disc = losses.disc_loss(disc_logits, fake["labels"], batch["input_mask"])
+        mlm = ops.stop_gradient(losses.mlm_loss(mlm_logits, batch["masked_lm_ids"],
+                                                batch["masked_lm_weights"]))
+        return {"loss": self.gen_weight * reinforce + self.disc_weight * disc,
+                "mlm_loss": mlm, "disc_loss": disc, "reinforce_loss": reinforce,
+                "generator_reward": ops.sum(reward) / denom}
+
+
 OBJECTIVES: dict[str, Any] = {
     "electra": ElectraObjective,
     "bert_mlm": BertMlmObjective,
@@ -158,8 +195,11 @@ OBJECTIVES: dict[str, Any] = {
 
 def get_objective(config) -> ElectraObjective:
     """The objective a PretrainingConfig asks for (`objective`, or the original's
-    electra_objective=False for BERT)."""
+    electra_objective=False for BERT; training_algorithm=adversarial swaps
+    ELECTRA's generator loss for REINFORCE)."""
     name = config.resolved_objective
+    if getattr(config, "training_algorithm", "joint") == "adversarial":
+        return AdversarialObjective.from_config(config)
     return OBJECTIVES[name].from_config(config)
 
 

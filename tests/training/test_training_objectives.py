@@ -8,9 +8,13 @@ import pytest
 
 from electra_tf.objectives.variants import OBJECTIVES
 
+VARIANTS = [(o, "joint") for o in sorted(OBJECTIVES)] + [("electra", "two_stage"),
+                                                        ("electra", "adversarial")]
 
-@pytest.mark.parametrize("objective", sorted(OBJECTIVES))
-def test_each_objective_trains_through_the_cli_and_fine_tunes(objective, tiny_records, tmp_path):
+
+@pytest.mark.parametrize("objective,algorithm", VARIANTS)
+def test_each_variant_trains_through_the_cli_and_fine_tunes(objective, algorithm, tiny_records,
+                                                            tmp_path):
     from conftest import run_module
 
     from electra_tf.finetuning.trainer import load_pretrained
@@ -18,15 +22,20 @@ def test_each_objective_trains_through_the_cli_and_fine_tunes(objective, tiny_re
 
     tiny = {"embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2,
             "num_attention_heads": 2, "intermediate_size": 32}
+    gen_size = "0.5"
+    if algorithm == "two_stage":  # G and D of one size
+        tiny.update(num_attention_heads=1, intermediate_size=64)
+        gen_size = "1.0"
     vocab = tiny_records["vocab"]
     proc = run_module(
         "electra_tf.run_pretraining", f"--objective={objective}",
+        f"--training_algorithm={algorithm}", f"--generator_hidden_size={gen_size}",
         f"--train_data={tiny_records['train']}", f"--eval_data={tiny_records['eval']}",
         f"--vocab_file={vocab}", f"--vocab_size={len(load_vocab(vocab))}",
         f"--model_dir={tmp_path}", "--model_size=tiny",
         f"--model_hparam_overrides={json.dumps(tiny)}", "--max_seq_length=32",
-        "--generator_hidden_size=0.5", "--train_batch_size=8", "--eval_batch_size=8",
-        "--num_train_steps=2", "--iterations_per_loop=2", "--num_warmup_steps=1",
+        "--train_batch_size=8", "--eval_batch_size=8",
+        "--num_train_steps=2", "--iterations_per_loop=1", "--num_warmup_steps=1",
         "--num_eval_steps=1")
     assert proc.returncode == 0, proc.stderr[-3000:]
     final = json.load(open(tmp_path / "final_eval.json"))

@@ -1,0 +1,93 @@
+"""Two-stage and adversarial training (paper section 3.2)."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf.config import ConfigError, PretrainingConfig
+from electra_tf.objectives import losses
+from electra_tf.pretrainer import ElectraPretrainer
+from electra_tf.training import Pretraining
+
+TINY = {"embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "intermediate_size": 32, "hidden_dropout_prob": 0.0,
+        "attention_probs_dropout_prob": 0.0}
+
+
+def generator_only(model):
+    shared = {id(v) for v in model.discriminator.trainable_variables}
+    return [v for v in model.generator.trainable_variables if id(v) not in shared]
+
+
+def test_two_stage_copies_g_into_d_then_freezes_g(make_configs, tmp_path):
+    from tests.training.conftest import TINY_MODEL
+
+    sized_like_g = {**TINY_MODEL, "num_attention_heads": 1, "intermediate_size": 64}
+    config, run = make_configs(tmp_path / "m", training_algorithm="two_stage",
+                               generator_hidden_size=1.0, num_train_steps=6,
+                               iterations_per_loop=3, model_hparam_overrides=sized_like_g)
+    first = Pretraining(config, run)
+    assert [p["name"] for p in first.phases] == ["two_stage_generator",
+                                                 "two_stage_discriminator"]
+    d_before = [v.numpy().copy() for v in first.model.discriminator.encoder.trainable_variables]
+    first.train(stop_at_step=3)  # the generator phase only
+    g_after_phase_1 = [v.numpy().copy() for v in generator_only(first.model)]
+    d_layers = [v for v in first.model.discriminator.encoder.trainable_variables
+                if "layer_" in v.path]
+    assert all(np.array_equal(v.numpy(), b) for v, b in zip(
+        first.model.discriminator.encoder.trainable_variables, d_before)
+        if "layer_" in v.path), "phase 1 must not train D's layers"
+    first.initialize_discriminator_from_generator()
+    for d, g in zip(first.model.discriminator.encoder.get_weights(),
+                    first.model.generator.encoder.get_weights()):
+        np.testing.assert_array_equal(d, g)
+    assert d_layers
+
+    resumed = Pretraining(config, run)
+    resumed.train()
+    assert resumed.step == 6
+    for v, before in zip(generator_only(resumed.model), g_after_phase_1):
+        np.testing.assert_array_equal(v.numpy(), before)  # G frozen in phase 2
+    d_now = [v.numpy() for v in resumed.model.discriminator.encoder.trainable_variables
+             if "layer_" in v.path]
+    g_now = [v.numpy() for v in resumed.model.generator.encoder.trainable_variables
+             if "layer_" in v.path]
+    assert any(not np.array_equal(d, g) for d, g in zip(d_now, g_now)), "phase 2 trains D"
+
+
+def test_two_stage_needs_equal_sizes():
+    with pytest.raises(ConfigError, match="equal sizes"):
+        PretrainingConfig(training_algorithm="two_stage").validate()
+
+
+def test_adversarial_gradients_reach_g_only_through_reinforce():
+    cfg = PretrainingConfig(model_size="tiny", vocab_size=40, max_seq_length=12,
+                            max_predictions_per_seq=3, generator_hidden_size=0.5,
+                            model_hparam_overrides=TINY, training_algorithm="adversarial")
+    keras.utils.set_random_seed(0)
+    model = ElectraPretrainer(cfg)
+    model.build_with_dummy_batch()
+    assert model.objective.name == "adversarial"
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 40, size=(4, 12)).astype(np.int32)
+    batch = {"input_ids": tf.constant(ids), "input_mask": tf.ones((4, 12), tf.int32),
+             "segment_ids": tf.zeros((4, 12), tf.int32),
+             "masked_lm_positions": tf.constant([[1, 4, 7]] * 4, tf.int32),
+             "masked_lm_ids": tf.constant(ids[:, [1, 4, 7]]),
+             "masked_lm_weights": tf.ones((4, 3))}
+    g_vars = generator_only(model)
+    seed = tf.constant([1, 2])
+    with tf.GradientTape(persistent=True) as tape:
+        out = model(batch, training=True, seed=seed)
+        total = model.losses_from(batch, out)
+        disc = losses.disc_loss(out["rtd_logits"], out["fake"]["labels"], batch["input_mask"])
+    g_total = tape.gradient(total["loss"], g_vars)
+    g_reinforce = tape.gradient(total["reinforce_loss"], g_vars)
+    g_disc = tape.gradient(disc, g_vars)
+    g_mle = tape.gradient(total["mlm_loss"], g_vars)
+    assert all(g is None or not np.any(g.numpy()) for g in g_disc), "D's loss reached G"
+    assert all(g is None or not np.any(g.numpy()) for g in g_mle), "MLE trains G"
+    assert any(g is not None and np.any(g.numpy()) for g in g_reinforce)
+    for a, b in zip(g_total, g_reinforce):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-8)
