@@ -15,7 +15,6 @@ TensorBoard summaries under train/ and eval/.
 
 from __future__ import annotations
 
-import os
 import sys
 
 from absl import app, flags
@@ -30,34 +29,6 @@ flags.DEFINE_string("demo_data_dir", "", "If set, build the embedded demo corpus
 flags.DEFINE_integer("demo_vocab_size", 4000, "Vocabulary size of the demo data.")
 
 
-def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int) -> dict:
-    """Builds (once) the stdlib-docstring corpus, vocab and records. Returns paths."""
-    from electra_tf.build_vocab import build_vocab
-    from electra_tf.data.builder import BuildOptions, build_pretraining_data
-    from electra_tf.data.demo_corpus import write_corpus
-    from electra_tf.data.features import shard_name
-
-    corpus = os.path.join(data_dir, "corpus.txt")
-    vocab = os.path.join(data_dir, "vocab.txt")
-    records = os.path.join(data_dir, f"records_{max_seq_length}")
-    num_shards = 10  # shards 0-8 train, shard 9 is held out for eval
-    if not os.path.exists(corpus):
-        stats = write_corpus(corpus)
-        print(f"[demo] corpus: {stats['documents']} documents, {stats['lines']} lines of "
-              f"standard-library docstrings -> {corpus}", file=sys.stderr)
-    if not os.path.exists(vocab):
-        build_vocab(corpus, vocab_size, vocab, min_count=5)
-    if not os.path.exists(os.path.join(records, "pretrain_data_stats.json")):
-        build_pretraining_data(BuildOptions(
-            files=(corpus,), vocab_file=vocab, output_dir=records,
-            max_seq_length=max_seq_length, num_shards=num_shards, overwrite=True))
-    shards = [os.path.join(records, shard_name(i, num_shards)) for i in range(num_shards)]
-    with open(vocab, encoding="utf-8") as f:
-        size = sum(1 for line in f if line.rstrip("\n"))
-    return {"vocab_file": vocab, "train_data": ",".join(shards[:-1]),
-            "eval_data": shards[-1], "vocab_size": size}
-
-
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -66,6 +37,8 @@ def main(argv):
     # Before any TF op: collectives and logical devices are fixed at start-up.
     strategy = training.make_strategy(FLAGS.strategy, FLAGS.num_devices, FLAGS.tpu)
     if FLAGS.demo_data_dir:
+        from electra_tf.data.demo_corpus import prepare_demo_data
+
         demo = prepare_demo_data(FLAGS.demo_data_dir, FLAGS.demo_vocab_size,
                                  FLAGS.max_seq_length)
         for name, value in demo.items():

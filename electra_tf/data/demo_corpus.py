@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import sys
 import sysconfig
 import warnings
 
@@ -91,6 +92,33 @@ def write_corpus(output: str, max_documents: int = 0, stdlib_dir: str | None = N
     cli.atomic_write_text(output, "\n\n".join("\n".join(d) for d in docs) + "\n")
     return {"source_files": len(files), "documents": len(docs),
             "lines": sum(len(d) for d in docs)}
+
+
+def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int) -> dict:
+    """Builds (once) the stdlib-docstring corpus, vocab and records. Returns paths."""
+    from electra_tf.build_vocab import build_vocab
+    from electra_tf.data.builder import BuildOptions, build_pretraining_data
+    from electra_tf.data.features import shard_name
+
+    corpus = os.path.join(data_dir, "corpus.txt")
+    vocab = os.path.join(data_dir, "vocab.txt")
+    records = os.path.join(data_dir, f"records_{max_seq_length}")
+    num_shards = 10  # shards 0-8 train, shard 9 is held out for eval
+    if not os.path.exists(corpus):
+        stats = write_corpus(corpus)
+        print(f"[demo] corpus: {stats['documents']} documents, {stats['lines']} lines of "
+              f"standard-library docstrings -> {corpus}", file=sys.stderr)
+    if not os.path.exists(vocab):
+        build_vocab(corpus, vocab_size, vocab, min_count=5)
+    if not os.path.exists(os.path.join(records, "pretrain_data_stats.json")):
+        build_pretraining_data(BuildOptions(
+            files=(corpus,), vocab_file=vocab, output_dir=records,
+            max_seq_length=max_seq_length, num_shards=num_shards, overwrite=True))
+    shards = [os.path.join(records, shard_name(i, num_shards)) for i in range(num_shards)]
+    with open(vocab, encoding="utf-8") as f:
+        size = sum(1 for line in f if line.rstrip("\n"))
+    return {"vocab_file": vocab, "train_data": ",".join(shards[:-1]),
+            "eval_data": shards[-1], "vocab_size": size}
 
 
 def main(argv):
