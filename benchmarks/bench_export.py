@@ -1,0 +1,170 @@
+"""SavedModel export of ELECTRA-Small at seq 128: export time, size, in-process latency.
+
+    python benchmarks/bench_export.py --output=benchmarks/export_latency
+
+A randomly initialized Small discriminator (vocab 30522) gets an untrained
+head, saved as run_finetuning saves one (finetuned.weights.h5 +
+finetuning_config.json), for sequence classification (2 labels) and token
+classification (9 CoNLL-2003 tags). Each is exported with
+`export.export_saved_model.export` (timed: model build + load + trace + write,
+warmup file included), its size is measured on disk, and it is loaded back
+with tf.saved_model.load in this process. Latency is the wall time of one
+signature call (inputs already tensors, outputs fetched to numpy) at batch 1
+and 32: text signature on texts of ~200 words (truncated to 128 pieces, so
+tokenization is included) and ids signature on [B, 128] ids. Warm-up calls are
+excluded; p50/p95 over --iters calls.
+"""
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+NER_TAGS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
+
+
+def make_checkpoints(work):
+    import keras
+
+    from electra_tf.config import MODEL_SIZES, EncoderConfig
+    from electra_tf.modeling import build_discriminator
+    from electra_tf.modeling.finetuning import FinetuningModel
+
+    vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]",
+                                                                 "[MASK]"]
+    vocab += [f"w{i}" for i in range(30522 - len(vocab))]
+    vocab_file = os.path.join(work, "vocab.txt")
+    with open(vocab_file, "w") as f:
+        f.write("\n".join(vocab) + "\n")
+    config = EncoderConfig(vocab_size=30522, **MODEL_SIZES["small"])
+    dirs = {}
+    for name, task, labels, kind in (("sst2", "sst2", ["0", "1"], "classification"),
+                                     ("ner", "ner", NER_TAGS, "tagging")):
+        keras.utils.set_random_seed(0)
+        model = FinetuningModel(build_discriminator(config).encoder, kind, len(labels))
+        model.build()
+        out = os.path.join(work, name)
+        os.makedirs(out)
+        model.save_weights(os.path.join(out, "finetuned.weights.h5"))
+        with open(os.path.join(out, "finetuning_config.json"), "w") as f:
+            json.dump({"encoder": config.to_dict(), "task": task, "label_names": labels,
+                       "max_seq_length": 128, "model_size": "small",
+                       "finetuning": {"do_lower_case": True},
+                       "run": {"vocab_file": vocab_file}}, f)
+        dirs[name] = out
+    return dirs
+
+
+def du(path):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+
+
+def timed(fn, inputs, warmup, iters):
+    for _ in range(warmup):
+        {k: v.numpy() for k, v in fn(**inputs).items()}
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        {k: v.numpy() for k, v in fn(**inputs).items()}
+        times.append(time.perf_counter() - t0)
+    return 1e3 * float(np.percentile(times, 50)), 1e3 * float(np.percentile(times, 95))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--output", default="benchmarks/export_latency")
+    parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=3)
+    args = parser.parse_args()
+
+    import tensorflow as tf
+
+    from export.export_saved_model import export, load_spec
+
+    load_start = os.getloadavg()[0]
+    work = tempfile.mkdtemp(prefix="bench_export_")
+    dirs = make_checkpoints(work)
+    rng = random.Random(0)
+    rows = []
+    for name, task in (("sst2", "sequence_classification"), ("ner", "token_classification")):
+        t0 = time.perf_counter()
+        spec = load_spec(task, dirs[name])
+        path = export(spec, os.path.join(work, "models"), name)
+        export_s = time.perf_counter() - t0
+        size = du(path)
+        variables = du(os.path.join(path, "variables"))
+        t0 = time.perf_counter()
+        loaded = tf.saved_model.load(path)
+        load_s = time.perf_counter() - t0
+        for batch in (1, 32):
+            texts = tf.constant([" ".join(f"w{rng.randrange(5000)}" for _ in range(200))
+                                 for _ in range(batch)])
+            ids = tf.constant(np.random.default_rng(0).integers(1000, 30000, [batch, 128]),
+                              tf.int32)
+            for sig, inputs in (("serving_default (text)", {"text": texts}),
+                                ("serving_ids", {"input_word_ids": ids,
+                                                 "input_mask": tf.ones_like(ids),
+                                                 "input_type_ids": tf.zeros_like(ids)})):
+                fn = loaded.signatures[sig.split()[0]]
+                p50, p95 = timed(fn, inputs, args.warmup, args.iters)
+                rows.append({"task": task, "signature": sig, "batch": batch,
+                             "p50_ms": round(p50, 2), "p95_ms": round(p95, 2),
+                             "seq_per_s_p50": round(batch / p50 * 1e3, 1),
+                             "export_s": round(export_s, 1), "load_s": round(load_s, 1),
+                             "saved_model_mb": round(size / 2**20, 1),
+                             "variables_mb": round(variables / 2**20, 1)})
+                print(json.dumps(rows[-1]), flush=True)
+
+    import keras
+
+    cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
+                         capture_output=True, text=True).stdout.strip()
+    machine = {"cpu": cpu, "cores": os.cpu_count(), "load_avg_at_start": load_start,
+               "load_avg_at_end": os.getloadavg(), "python": platform.python_version(),
+               "tensorflow": tf.__version__, "keras": keras.__version__,
+               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    with open(args.output + ".json", "w") as f:
+        json.dump({"machine": machine, "rows": rows, "iters": args.iters,
+                   "warmup": args.warmup}, f, indent=2)
+    lines = ["# ELECTRA-Small SavedModel export: time, size, in-process latency (CPU)", "",
+             "Reproduce (from the repository root):", "", "```",
+             f"cd /work/main && .venv/bin/python benchmarks/bench_export.py --iters={args.iters} "
+             f"--warmup={args.warmup} --output={args.output}", "```", "",
+             f"- Machine: {cpu}, {os.cpu_count()} cores, no GPU; shared with other jobs "
+             f"(1-min load average {load_start:.2f} at the start, "
+             f"{os.getloadavg()[0]:.2f} at the end). On 2 shared cores the latencies move "
+             "by up to 2x with the other jobs' load (a run at load 1.5 gave 12 ms at batch 1 "
+             "and 230-260 ms at batch 32); compare rows of one run only.",
+             f"- TensorFlow {tf.__version__}, Keras {keras.__version__}, "
+             f"Python {platform.python_version()}; {machine['date']}",
+             "- ELECTRA-Small (hidden 256, 12 layers, E 128, vocab 30522), seq 128, random "
+             "weights, untrained heads; text inputs of 200 words (truncated in-graph to 128 "
+             f"pieces); {args.warmup} warm-up calls excluded, p50/p95 over {args.iters} calls "
+             "of tf.saved_model.load(...).signatures[...] in this process.",
+             "- Export time = build the Keras model + load weights + trace + write the "
+             "SavedModel and warmup file.", "",
+             "| task | signature | batch | p50 ms | p95 ms | seq/s (p50) | export s | load s "
+             "| SavedModel MB | variables MB |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['task']} | {r['signature']} | {r['batch']} | {r['p50_ms']} | "
+                     f"{r['p95_ms']} | {r['seq_per_s_p50']} | {r['export_s']} | {r['load_s']} "
+                     f"| {r['saved_model_mb']} | {r['variables_mb']} |")
+    with open(args.output + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""SavedModel export for TF Serving: see export/export_saved_model.py and README.md."""

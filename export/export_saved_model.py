@@ -1,0 +1,228 @@
+"""Exports a fine-tuned (or pre-trained, for RTD) ELECTRA as a TF Serving SavedModel.
+
+    python -m export.export_saved_model --task=token_classification \
+        --checkpoint=ner_small --model_base=/models --model_name=ner [--version=N] [--ids_only]
+
+--checkpoint is a fine-tuning model_dir (finetuned.weights.h5 +
+finetuning_config.json) for token_classification, sequence_classification and
+squad, or a pre-training model_dir (discriminator.weights.h5 +
+discriminator_config.json) for rtd. The export goes to MODEL_BASE/NAME/N/
+(N: --version, or one more than the highest existing version), written under a
+temporary dot-name in MODEL_BASE/NAME (which TF Serving ignores) and renamed
+into place; an existing version is never overwritten.
+
+The SavedModel holds:
+  serving_default  text signature (in-graph FastBertTokenizer; TF Serving 2.12+)
+  serving_ids      ids signature (input_word_ids, input_mask, input_type_ids)
+  assets/vocab.txt, assets.extra/tf_serving_warmup_requests (PredictionLog
+  TFRecord), assets.extra/export_info.json (task, inputs, outputs, labels).
+With --ids_only, serving_default IS the ids signature and the graph has no
+TF-Text op, so any TF Serving (or saved_model_cli) loads it.
+Output names: see export/signatures.py and README.md ("Export for TF Serving").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+from absl import app, flags
+
+from export.serving import TASKS
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+    """Flags of the command line (defined only when run as a program)."""
+    flags.DEFINE_enum("task", None, list(TASKS), "What the endpoint serves.")
+    flags.DEFINE_string("checkpoint", None,
+                        "Fine-tuning model_dir (pre-training model_dir for rtd).")
+    flags.DEFINE_string("model_base", None, "TF Serving model base path.")
+    flags.DEFINE_string("model_name", None, "Model name: the export goes to MODEL_BASE/NAME/N.")
+    flags.DEFINE_integer("version", None, "Version N (default: highest existing + 1, or 1).")
+    flags.DEFINE_bool("ids_only", False, "Export only the ids signature (no TF-Text ops).")
+    flags.DEFINE_string("vocab_file", "", "Override the vocab recorded with the checkpoint.")
+    flags.DEFINE_integer("max_seq_length", 0,
+                         "Sequence length (default: the fine-tuning run's; 128 for rtd).")
+    flags.DEFINE_integer("max_query_length", 64, "squad: question pieces kept.")
+    flags.DEFINE_integer("max_answer_length", 30, "squad: longest answer in pieces.")
+    flags.DEFINE_bool("warmup", True, "Write assets.extra/tf_serving_warmup_requests.")
+
+
+EXPECTED_HEADS = {"token_classification": ("tagging",),
+                  "sequence_classification": ("classification", "regression"),
+                  "squad": ("span",)}
+
+
+@dataclasses.dataclass
+class ServingSpec:
+    """What the export needs: the Keras model, the tokenizer and the task's settings."""
+
+    task: str  # one of TASKS
+    model: object  # keras.Model: FinetuningModel, or ElectraDiscriminator for rtd
+    tokenizer: object  # electra_tf.tokenization.Tokenizer
+    max_seq_length: int
+    task_name: str = ""  # the fine-tuning task (ner, sst2, squad_v2, ...)
+    label_names: tuple = ()
+    pair: bool = False  # sequence_classification on sentence pairs
+    regression: bool = False  # STS-B
+    answerable: bool = False  # SQuAD 2.0
+    max_query_length: int = 64
+    max_answer_length: int = 30
+    no_answer_threshold: float = 0.0
+    answerable_weight: float = 0.5
+
+
+def _read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: int = 0,
+              max_query_length: int = 64, max_answer_length: int = 30) -> ServingSpec:
+    """Builds the Keras model from a model_dir and checks it suits `task`.
+
+    Raises:
+      InputError: missing files or a checkpoint of another task.
+    """
+    from electra_tf.cli import InputError
+    from electra_tf.config import EncoderConfig
+    from electra_tf.modeling.finetuning import FinetuningModel
+    from electra_tf.modeling.models import build_discriminator
+    from electra_tf.tokenization import Tokenizer
+
+    if task not in TASKS:
+        raise InputError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
+    if task == "rtd":
+        from electra_tf.finetuning.trainer import load_pretrained
+
+        discriminator, recorded = load_pretrained(checkpoint)
+        pre = os.path.join(checkpoint if os.path.isdir(checkpoint)
+                           else os.path.dirname(checkpoint), "pretraining_config.json")
+        lower = True
+        if os.path.exists(pre):
+            lower = _read_json(pre).get("pretraining", {}).get("do_lower_case", True)
+        vocab = vocab_file or recorded
+        if not vocab:
+            raise InputError("--vocab_file is required (none is recorded with the checkpoint)")
+        return ServingSpec(task, discriminator, Tokenizer(vocab, do_lower_case=lower),
+                           max_seq_length or 128, task_name="rtd")
+
+    config_file = os.path.join(checkpoint, "finetuning_config.json")
+    weights = os.path.join(checkpoint, "finetuned.weights.h5")
+    for path in (config_file, weights):
+        if not os.path.exists(path):
+            raise InputError(f"--checkpoint: {path} not found (expected a fine-tuning model_dir "
+                             "with finetuned.weights.h5 and finetuning_config.json)")
+    config = _read_json(config_file)
+    task_name = config["task"]
+    from electra_tf.finetuning.registry import get_task
+
+    ft_task = get_task(task_name)
+    if ft_task.head not in EXPECTED_HEADS[task]:
+        raise InputError(f"--checkpoint {checkpoint} was fine-tuned on {task_name!r} (a "
+                         f"{ft_task.head} head), which --task={task} cannot serve")
+    label_names = tuple(config.get("label_names") or ())
+    answerable = bool(getattr(ft_task, "answerable", False))
+    encoder = build_discriminator(EncoderConfig.from_dict(config["encoder"])).encoder
+    model = FinetuningModel(encoder, ft_task.head, max(1, len(label_names)), answerable=answerable)
+    model.build()
+    model.load_weights(weights)
+    finetuning = config.get("finetuning", {})
+    vocab = vocab_file or config.get("run", {}).get("vocab_file", "")
+    if not vocab:
+        from electra_tf.finetuning.trainer import load_pretrained
+
+        vocab = load_pretrained(config["run"]["init_checkpoint"])[1]
+    tokenizer = Tokenizer(vocab, do_lower_case=finetuning.get("do_lower_case", True))
+    return ServingSpec(
+        task, model, tokenizer, max_seq_length or int(config["max_seq_length"]),
+        task_name=task_name, label_names=label_names,
+        pair=bool(getattr(ft_task, "text_b", None)), regression=ft_task.head == "regression",
+        answerable=answerable, max_query_length=max_query_length,
+        max_answer_length=max_answer_length,
+        no_answer_threshold=float(finetuning.get("no_answer_threshold", 0.0)))
+
+
+def next_version(model_dir: str) -> int:
+    versions = [int(n) for n in os.listdir(model_dir) if n.isdigit()] if os.path.isdir(
+        model_dir) else []
+    return max(versions, default=0) + 1
+
+
+def export(spec: ServingSpec, model_base: str, model_name: str, version: int | None = None,
+           ids_only: bool = False, warmup: bool = True, verbose: bool = False) -> str:
+    """Writes MODEL_BASE/NAME/N atomically; returns its path.
+
+    Raises:
+      InputError: the version exists (nothing is overwritten) or is not >= 1.
+    """
+    from electra_tf.cli import InputError
+    from export import signatures
+    from export import warmup as warmup_lib
+
+    parent = os.path.join(model_base, model_name)
+    os.makedirs(parent, exist_ok=True)
+    version = next_version(parent) if version is None else int(version)
+    if version < 1:
+        raise InputError(f"--version must be >= 1, got {version}")
+    final = os.path.join(parent, str(version))
+    if os.path.exists(final):
+        raise InputError(f"{final} already exists; versions are never overwritten "
+                         "(pick another --version or leave it out)")
+    tmp = tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=parent)
+    try:
+        archive, info = signatures.build_archive(spec, ids_only=ids_only)
+        archive.write_out(tmp, verbose=verbose)
+        extra = os.path.join(tmp, "assets.extra")
+        os.makedirs(extra, exist_ok=True)
+        info.update(model_name=model_name, version=version)
+        with open(os.path.join(extra, "export_info.json"), "w") as f:
+            json.dump(info, f, indent=2, ensure_ascii=False)
+        if warmup:
+            logs = warmup_lib.build_logs(model_name, info, spec.max_seq_length)
+            warmup_lib.write(os.path.join(extra, warmup_lib.WARMUP_FILE), logs)
+        if os.path.exists(final):  # someone else wrote it meanwhile
+            raise InputError(f"{final} appeared during the export; not overwriting it")
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    from electra_tf.cli import InputError
+
+    for name in ("task", "checkpoint", "model_base", "model_name"):
+        if not getattr(FLAGS, name):
+            raise InputError(f"--{name} is required")
+    if FLAGS.version is not None:  # fail before the (slow) model build
+        final = os.path.join(FLAGS.model_base, FLAGS.model_name, str(FLAGS.version))
+        if os.path.exists(final):
+            raise InputError(f"{final} already exists; versions are never overwritten "
+                             "(pick another --version or leave it out)")
+    t0 = time.monotonic()
+    spec = load_spec(FLAGS.task, FLAGS.checkpoint, FLAGS.vocab_file, FLAGS.max_seq_length,
+                     FLAGS.max_query_length, FLAGS.max_answer_length)
+    path = export(spec, FLAGS.model_base, FLAGS.model_name, FLAGS.version,
+                  ids_only=FLAGS.ids_only, warmup=FLAGS.warmup)
+    print(f"[export] {FLAGS.task} ({spec.task_name}, L={spec.max_seq_length}"
+          f"{', ids only' if FLAGS.ids_only else ''}) -> {path} in "
+          f"{time.monotonic() - t0:.1f}s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    define_flags()
+    from electra_tf.cli import run_cli
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    app.run(lambda argv: run_cli(lambda: main(argv)))

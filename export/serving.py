@@ -1,0 +1,255 @@
+"""The serving graph: in-graph tokenization, packing and per-task decoding.
+
+Everything here runs inside the exported SavedModel, so it uses only ops that
+stock TF Serving 2.12+ has: core TF ops plus the TF-Text ops FastBertTokenizer
+needs (FastBertNormalize, FastWordpieceTokenizeWithOffsets) and, for the
+cased / no-accent-stripping modes, CaseFoldUTF8 / NormalizeUTF8. No
+RoundRobinTrimmer (TF-Text 2.13+, not in TF Serving 2.12-2.19): truncation is
+BERT's "longest first" rule written in closed form.
+
+Signature inputs and outputs (the names are stable; see README.md, "Export for
+TF Serving"):
+
+text signature `serving_default` (string [batch] inputs):
+  token_classification: text
+  sequence_classification: text (+ text_pair for pair tasks)
+  squad: question, context
+  rtd: text
+ids signature `serving_ids` (and `serving_default` of an --ids_only export):
+  input_word_ids, input_mask, input_type_ids: int32 [batch, seq]
+
+Byte offsets are into the input string after invalid UTF-8 was replaced with
+U+FFFD (identical to the input when it was valid UTF-8), end exclusive; -1
+marks [CLS], [SEP] and padding. This holds for BERT's uncased mode (the
+default: FastBertTokenizer's own normalizer maps offsets back) and for cased
+vocabularies; the two other modes (lower-case without accent stripping, cased
+with accent stripping) normalize before tokenizing, and their offsets and
+word texts refer to the normalized text.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from electra_tf.tokenization import Tokenizer, pre_normalize
+
+TASKS = ("token_classification", "sequence_classification", "squad", "rtd")
+NO_SPAN_SCORE = -1e9  # answer_score when the context has no valid span
+_NEG = -1e30
+
+
+def text_input_names(task: str, pair: bool) -> tuple[str, ...]:
+    """Input names of the text signature."""
+    if task == "squad":
+        return ("question", "context")
+    if task == "sequence_classification" and pair:
+        return ("text", "text_pair")
+    return ("text",)
+
+
+class Packer(tf.Module):
+    """Strings -> [CLS] a [SEP] (b [SEP]) ids padded to max_seq_length, in-graph.
+
+    Args:
+      tokenizer: an electra_tf Tokenizer (FastBertTokenizer inside).
+      max_seq_length: L, the fixed padded length.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, max_seq_length: int, name: str = "packer"):
+        super().__init__(name=name)
+        if max_seq_length < 3:
+            raise ValueError(f"max_seq_length must be >= 3, got {max_seq_length}")
+        self.tokenizer = tokenizer
+        self.max_seq_length = int(max_seq_length)
+        self.vocab_strings = tf.constant(tokenizer.vocab)
+        self.is_continuation = tf.constant([t.startswith("##") for t in tokenizer.vocab])
+
+    def tokenize(self, texts):
+        """[B] strings -> (normalized [B], ids, starts, ends ragged [B, (T)] int64)."""
+        tok = self.tokenizer
+        normalized = pre_normalize(texts, tok.do_lower_case, tok.strip_accents)
+        ids, starts, ends = tok._fast.tokenize_with_offsets(normalized)
+        return normalized, ids, starts, ends
+
+    @staticmethod
+    def _keep(rt, n):
+        """The first n[b] elements of each row of a ragged [B, (T)]."""
+        # On the flat values (cheap to trace, unlike ragged broadcasting).
+        rows = rt.value_rowids()
+        index = tf.range(tf.size(rt.flat_values, out_type=tf.int64))
+        keep = index - tf.gather(rt.row_splits, rows) < tf.gather(n, rows)
+        return tf.RaggedTensor.from_row_lengths(tf.boolean_mask(rt.flat_values, keep),
+                                                tf.minimum(rt.row_lengths(), n), validate=False)
+
+    def pack(self, ids_a, ids_b=None, limit_a=None):
+        """Truncates and packs; returns dense int32 [B, L] tensors and the kept lengths.
+
+        Single segment: a keeps its first L - 2 pieces. Pair: BERT's rule (pop
+        from the longer side, a on ties) until len(a) + len(b) <= L - 3, which
+        in closed form is a' = min(la, max(budget - lb, budget // 2)),
+        b' = min(lb, budget - a'). `limit_a` (SQuAD's max_query_length) caps a
+        first, and then b takes the rest.
+
+        Returns:
+          dict: input_word_ids, input_mask, input_type_ids int32 [B, L];
+          len_a, len_b int64 [B] (kept pieces); truncated bool [B].
+        """
+        L = self.max_seq_length
+        la = ids_a.row_lengths()
+        batch = tf.shape(la, out_type=tf.int64)[0]
+        if ids_b is None:
+            a_len = tf.minimum(la, L - 2)
+            b_len = tf.zeros_like(a_len)
+            truncated = la > a_len
+        else:
+            lb = ids_b.row_lengths()
+            budget = tf.constant(L - 3, tf.int64)
+            if limit_a is not None:
+                a_len = tf.minimum(la, limit_a)
+                b_len = tf.minimum(lb, budget - a_len)
+            else:
+                a_len = tf.minimum(la, tf.maximum(budget - lb, budget // 2))
+                b_len = tf.minimum(lb, budget - a_len)
+            truncated = (la > a_len) | (lb > b_len)
+        cls = tf.fill([batch, 1], tf.constant(self.tokenizer.cls_id, tf.int64))
+        sep = tf.fill([batch, 1], tf.constant(self.tokenizer.sep_id, tf.int64))
+        a = self._keep(ids_a, a_len)
+        parts = [cls, a, sep]
+        types = [tf.zeros_like(cls), tf.zeros_like(a), tf.zeros_like(sep)]
+        if ids_b is not None:
+            b = self._keep(ids_b, b_len)
+            parts += [b, sep]
+            types += [tf.ones_like(b), tf.ones_like(sep)]
+        ids = tf.concat(parts, axis=1)
+        type_ids = tf.concat(types, axis=1)
+        shape = [None, L]
+        word_ids = tf.cast(ids.to_tensor(0, shape=shape), tf.int32)
+        mask = tf.cast(tf.ones_like(ids).to_tensor(0, shape=shape), tf.int32)
+        type_ids = tf.cast(type_ids.to_tensor(0, shape=shape), tf.int32)
+        return {"input_word_ids": word_ids, "input_mask": mask, "input_type_ids": type_ids,
+                "len_a": a_len, "len_b": b_len, "truncated": truncated}
+
+    def positions(self, values, len_a, len_b=None, values_b=None, fill=-1):
+        """Per-piece values (ragged, e.g. byte offsets) laid out like pack(): [B, L] int64."""
+        batch = tf.shape(len_a, out_type=tf.int64)[0]
+        pad = tf.fill([batch, 1], tf.constant(fill, tf.int64))
+        parts = [pad, self._keep(values, len_a), pad]
+        if values_b is not None:
+            parts += [self._keep(values_b, len_b), pad]
+        return tf.concat(parts, axis=1).to_tensor(fill, shape=[None, self.max_seq_length])
+
+    def tokens(self, input_word_ids, input_mask):
+        """Vocab strings [B, L] ("" at padding)."""
+        return tf.where(input_mask > 0, tf.gather(self.vocab_strings, input_word_ids), "")
+
+
+def substr_bytes(texts, starts, ends):
+    """texts[b][starts:ends] by bytes, elementwise ("" where start < 0 or end <= start)."""
+    ok = (starts >= 0) & (ends > starts)
+    s = tf.where(ok, starts, 0)
+    n = tf.where(ok, ends - starts, 0)
+    return tf.strings.substr(texts, s, n, unit="BYTE")
+
+
+# === Task decoders: model outputs (+ the packing) -> named outputs ===
+
+def classification_outputs(logits, label_names, regression: bool):
+    """logits [B, C] (or [B] for regression) -> probabilities / label / score."""
+    if regression:
+        return {"score": tf.reshape(logits, [-1])}
+    probs = tf.nn.softmax(logits, axis=-1)
+    label_id = tf.argmax(probs, axis=-1, output_type=tf.int32)
+    return {"probabilities": probs, "label_id": label_id,
+            "label": tf.gather(tf.constant(list(label_names)), label_id), "logits": logits}
+
+
+def tagging_piece_outputs(tag_logits, input_mask, label_names):
+    """tag_logits [B, L, T] -> per-wordpiece tag ids, labels, scores (max probability)."""
+    probs = tf.nn.softmax(tag_logits, axis=-1)
+    tag_ids = tf.argmax(probs, axis=-1, output_type=tf.int32)
+    scores = tf.reduce_max(probs, axis=-1) * tf.cast(input_mask, probs.dtype)
+    labels = tf.where(input_mask > 0, tf.gather(tf.constant(list(label_names)), tag_ids), "")
+    return probs, tag_ids, labels, scores
+
+
+def tagging_word_outputs(packer: Packer, texts, ids, starts, ends, len_a, piece_labels,
+                         piece_scores):
+    """Groups the kept wordpieces of `text` into words and aligns them to the input.
+
+    A word is a FastBertTokenizer pre-token (split at whitespace, punctuation
+    and each CJK character): its first piece is one whose vocab entry does not
+    start with "##". Its label and score are those of its first piece (as in
+    training); its bytes run from its first piece's start to its last kept
+    piece's end.
+
+    Returns:
+      word_texts (string), word_labels (string), word_scores (float32),
+      word_start, word_end (int64, -1 padded): [B, W], W = most words in the
+      batch; num_words int32 [B].
+    """
+    ids = packer._keep(ids, len_a)
+    starts = packer._keep(starts, len_a)
+    ends = packer._keep(ends, len_a)
+    # On the flat pieces: a word starts at a non-"##" piece or at a row's first
+    # piece, and ends before the next start or at the row's end.
+    flat = ids.flat_values
+    rows = ids.value_rowids()
+    index = tf.range(tf.size(flat, out_type=tf.int64))
+    splits = ids.row_splits
+    first = tf.logical_not(tf.gather(packer.is_continuation, flat)) | (
+        index == tf.gather(splits[:-1], rows))
+    last = tf.concat([first[1:], [True]], axis=0) | (index == tf.gather(splits[1:], rows) - 1)
+    first, last = ids.with_flat_values(first), ids.with_flat_values(last)
+    L = packer.max_seq_length
+    # Piece labels/scores of text positions 1 .. len_a, ragged like ids.
+    p_labels = tf.RaggedTensor.from_tensor(piece_labels[:, 1:L - 1], lengths=len_a)
+    p_scores = tf.RaggedTensor.from_tensor(piece_scores[:, 1:L - 1], lengths=len_a)
+    w_start = tf.ragged.boolean_mask(starts, first)
+    w_end = tf.ragged.boolean_mask(ends, last)
+    w_label = tf.ragged.boolean_mask(p_labels, first)
+    w_score = tf.ragged.boolean_mask(p_scores, first)
+    row_texts = tf.gather(texts, w_start.value_rowids())
+    w_text = w_start.with_flat_values(
+        substr_bytes(row_texts, w_start.flat_values, w_end.flat_values))
+    return {"word_texts": w_text.to_tensor(""), "word_labels": w_label.to_tensor(""),
+            "word_scores": w_score.to_tensor(0.0), "word_start": w_start.to_tensor(-1),
+            "word_end": w_end.to_tensor(-1),
+            "num_words": tf.cast(w_start.row_lengths(), tf.int32)}
+
+
+def span_outputs(start_logits, end_logits, answerable_logits, input_mask, input_type_ids,
+                 max_answer_length: int, answerable_weight: float):
+    """Best valid span per row, in-graph (no n-best list: the argmax over all spans).
+
+    Valid spans start and end on context tokens (type 1, not the final [SEP]),
+    end >= start and are at most max_answer_length tokens long; the Python
+    decoder (finetuning/squad.py) pairs the 20 best starts and ends, which
+    gives the same best span unless it lies outside both top-20 lists.
+
+    Returns:
+      answer_start_index, answer_end_index int32 [B] (0 when no span);
+      answer_score float32 [B] (start + end logit, -1e9 when no span);
+      no_answer_score float32 [B]: start[0] + end[0] - answerable_weight *
+      answerable_logit (SQuAD 2.0; the task's "combined" null score), or
+      start[0] + end[0] (1.1).
+    """
+    mask = tf.cast(input_mask, tf.bool)
+    length = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1, keepdims=True)
+    pos = tf.range(tf.shape(input_mask)[1])[None, :]
+    context = mask & (input_type_ids == 1) & (pos < length - 1)
+    scores = start_logits[:, :, None] + end_logits[:, None, :]
+    i, j = pos[0][:, None], pos[0][None, :]
+    shape_ok = (j >= i) & (j - i < max_answer_length)
+    valid = context[:, :, None] & context[:, None, :] & shape_ok[None]
+    flat = tf.reshape(tf.where(valid, scores, _NEG), [tf.shape(scores)[0], -1])
+    best = tf.argmax(flat, axis=-1, output_type=tf.int32)
+    seq = tf.shape(input_mask)[1]
+    any_valid = tf.reduce_any(tf.reshape(valid, [tf.shape(valid)[0], -1]), axis=-1)
+    s_idx = tf.where(any_valid, best // seq, 0)
+    e_idx = tf.where(any_valid, best % seq, 0)
+    score = tf.where(any_valid, tf.reduce_max(flat, axis=-1), NO_SPAN_SCORE)
+    null = start_logits[:, 0] + end_logits[:, 0]
+    if answerable_logits is not None:
+        null = null - answerable_weight * answerable_logits
+    return {"answer_start_index": s_idx, "answer_end_index": e_idx, "answer_score": score,
+            "no_answer_score": null, "has_span": any_valid}

@@ -1,0 +1,196 @@
+"""The exported endpoints: one keras.export.ExportArchive per SavedModel.
+
+`build_archive(spec)` tracks the Keras model, the tokenizer (a tf.Module) and
+the vocab file (a SavedModel asset) and adds two endpoints:
+
+  serving_default  text in (see serving.text_input_names), decoded outputs
+  serving_ids      input_word_ids / input_mask / input_type_ids int32 [B, L] in
+
+Output names, by task (shapes: B batch, L max_seq_length, W most words in the
+batch, C classes, T tags):
+  token_classification
+    text: wordpiece_tokens, wordpiece_labels (string [B, L]), wordpiece_scores
+          (float [B, L], max tag probability), wordpiece_start, wordpiece_end
+          (int64 [B, L] bytes), word_texts, word_labels (string [B, W]),
+          word_scores (float [B, W]), word_start, word_end (int64 [B, W]),
+          num_words (int32 [B]), truncated (bool [B])
+    ids:  tag_logits, tag_probabilities [B, L, T], tag_ids (int32),
+          tag_labels (string), tag_scores [B, L]
+  sequence_classification (both): probabilities [B, C], label (string [B]),
+          label_id (int32 [B]), logits [B, C]; STS-B: score [B]; text adds truncated
+  squad
+    text: answer_text (string [B]), answer_start, answer_end (int64 [B], bytes
+          into the context), answer_score, no_answer_score, null_odds (float [B]),
+          has_answer (bool [B]), truncated (bool [B])
+    ids:  start_logits, end_logits [B, L] (answerable_logits [B] for 2.0),
+          answer_start_index, answer_end_index (int32 [B]), answer_score,
+          no_answer_score, null_odds, has_answer
+  rtd
+    text: replaced_probabilities (float [B, L], 0 at padding), tokens (string
+          [B, L]), token_start, token_end (int64 [B, L]), truncated (bool [B])
+    ids:  rtd_logits, replaced_probabilities [B, L]
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from export import serving
+
+IDS_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+class _Assets(tf.Module):
+    """Holds the vocab as a SavedModel asset (copied to assets/)."""
+
+    def __init__(self, vocab_file: str):
+        super().__init__(name="assets")
+        self.vocab_file = tf.saved_model.Asset(vocab_file)
+
+
+def _model_outputs(spec, word_ids, mask, type_ids):
+    inputs = {"input_ids": word_ids, "input_mask": mask, "segment_ids": type_ids}
+    return spec.model(inputs, training=False)
+
+
+def ids_outputs(spec, word_ids, mask, type_ids) -> dict:
+    """The ids signature's outputs (see the module docstring)."""
+    out = _model_outputs(spec, word_ids, mask, type_ids)
+    if spec.task == "rtd":
+        logits = out["rtd_logits"]
+        return {"rtd_logits": logits,
+                "replaced_probabilities": tf.sigmoid(logits) * tf.cast(mask, logits.dtype)}
+    if spec.task == "sequence_classification":
+        return serving.classification_outputs(out["logits"], spec.label_names, spec.regression)
+    if spec.task == "token_classification":
+        probs, tag_ids, labels, scores = serving.tagging_piece_outputs(
+            out["tag_logits"], mask, spec.label_names)
+        return {"tag_logits": out["tag_logits"], "tag_probabilities": probs, "tag_ids": tag_ids,
+                "tag_labels": labels, "tag_scores": scores}
+    span = _span(spec, out, mask, type_ids)
+    result = {"start_logits": out["start_logits"], "end_logits": out["end_logits"],
+              **{k: v for k, v in span.items() if k != "has_span"}}
+    if spec.answerable:
+        result["answerable_logits"] = out["answerable_logits"]
+    return result
+
+
+def _span(spec, out, mask, type_ids):
+    span = serving.span_outputs(out["start_logits"], out["end_logits"],
+                                out.get("answerable_logits") if spec.answerable else None,
+                                mask, type_ids, spec.max_answer_length, spec.answerable_weight)
+    span["null_odds"] = span["no_answer_score"] - span["answer_score"]
+    if spec.answerable:
+        span["has_answer"] = span["has_span"] & (span["null_odds"] <= spec.no_answer_threshold)
+    else:
+        span["has_answer"] = span["has_span"]
+    return span
+
+
+def text_outputs(spec, packer: serving.Packer, *texts) -> dict:
+    """The text signature's outputs (see the module docstring)."""
+    texts = [tf.reshape(t, [-1]) for t in texts]
+    if len(texts) == 2:  # one tokenizer call for both (half the graph)
+        batch = tf.shape(texts[0])[0]
+        check = tf.debugging.assert_equal(
+            batch, tf.shape(texts[1])[0],
+            message="the two inputs must have the same batch size")
+        with tf.control_dependencies([check]):
+            texts = [tf.identity(t) for t in texts]
+        both = packer.tokenize(tf.concat(texts, axis=0))
+        tokenized = [[x[:batch] for x in both], [x[batch:] for x in both]]
+    else:
+        tokenized = [packer.tokenize(texts[0])]
+    (norm_a, ids_a, s_a, e_a) = tokenized[0]
+    if len(tokenized) == 2:
+        (norm_b, ids_b, s_b, e_b) = tokenized[1]
+        limit = None
+        if spec.task == "squad":
+            limit = tf.constant(min(spec.max_query_length, (spec.max_seq_length - 3) // 2),
+                                tf.int64)
+        packed = packer.pack(ids_a, ids_b, limit_a=limit)
+    else:
+        packed = packer.pack(ids_a)
+    word_ids, mask, type_ids = (packed[k] for k in IDS_INPUTS)
+    out = _model_outputs(spec, word_ids, mask, type_ids)
+    truncated = {"truncated": packed["truncated"]}
+    if spec.task == "sequence_classification":
+        result = serving.classification_outputs(out["logits"], spec.label_names,
+                                                spec.regression)
+        return {**result, **truncated}
+    if spec.task == "rtd":
+        probs = tf.sigmoid(out["rtd_logits"]) * tf.cast(mask, tf.float32)
+        return {"replaced_probabilities": probs, "tokens": packer.tokens(word_ids, mask),
+                "token_start": packer.positions(s_a, packed["len_a"]),
+                "token_end": packer.positions(e_a, packed["len_a"]), **truncated}
+    if spec.task == "token_classification":
+        _, _, labels, scores = serving.tagging_piece_outputs(out["tag_logits"], mask,
+                                                             spec.label_names)
+        result = {"wordpiece_tokens": packer.tokens(word_ids, mask),
+                  "wordpiece_labels": labels, "wordpiece_scores": scores,
+                  "wordpiece_start": packer.positions(s_a, packed["len_a"]),
+                  "wordpiece_end": packer.positions(e_a, packed["len_a"])}
+        result.update(serving.tagging_word_outputs(packer, norm_a, ids_a, s_a, e_a,
+                                                   packed["len_a"], labels, scores))
+        return {**result, **truncated}
+    # squad: the question is a, the context b
+    span = _span(spec, out, mask, type_ids)
+    starts = packer.positions(s_a, packed["len_a"], packed["len_b"], s_b)
+    ends = packer.positions(e_a, packed["len_a"], packed["len_b"], e_b)
+    s_byte = tf.gather(starts, span["answer_start_index"], batch_dims=1)
+    e_byte = tf.gather(ends, span["answer_end_index"], batch_dims=1)
+    s_byte = tf.where(span["has_span"], s_byte, 0)
+    e_byte = tf.where(span["has_span"], e_byte, 0)
+    return {"answer_text": serving.substr_bytes(norm_b, s_byte, e_byte),
+            "answer_start": s_byte, "answer_end": e_byte,
+            "answer_score": span["answer_score"], "no_answer_score": span["no_answer_score"],
+            "null_odds": span["null_odds"], "has_answer": span["has_answer"], **truncated}
+
+
+def build_archive(spec, ids_only: bool = False):
+    """An ExportArchive with the endpoints (see the module docstring) and an info dict."""
+    archive = keras.export.ExportArchive()
+    # Not archive.track(spec.model): that saves every weight twice (the Keras
+    # variables and, as the endpoints' captures, their tf.Variables: 2x the
+    # size). The endpoints' variables are tracked without it.
+    if not spec.model.built:
+        raise ValueError("the model must be built before export")
+    assets = _Assets(spec.tokenizer.vocab_file)
+    archive.track(assets)
+    archive._tf_trackable.vocab_assets = assets  # keep the asset in the SavedModel
+    ids_spec = [tf.TensorSpec([None, None], tf.int32, name=n) for n in IDS_INPUTS]
+
+    def ids_fn(input_word_ids, input_mask, input_type_ids):
+        return ids_outputs(spec, input_word_ids, input_mask, input_type_ids)
+
+    names = serving.text_input_names(spec.task, spec.pair)
+    info = {"task": spec.task, "task_name": spec.task_name, "max_seq_length": spec.max_seq_length,
+            "label_names": list(spec.label_names), "regression": spec.regression,
+            "do_lower_case": spec.tokenizer.do_lower_case,
+            "strip_accents": spec.tokenizer.strip_accents, "ids_only": ids_only,
+            "cls_id": spec.tokenizer.cls_id, "sep_id": spec.tokenizer.sep_id,
+            "unk_id": spec.tokenizer.unk_id, "pad_id": spec.tokenizer.pad_id,
+            "signatures": {}}
+    if not ids_only:
+        packer = serving.Packer(spec.tokenizer, spec.max_seq_length)
+        archive.track(packer)
+        archive._tf_trackable.packer = packer
+        text_spec = [tf.TensorSpec([None], tf.string, name=n) for n in names]
+        if len(names) == 1:
+            def text_fn(text):
+                return text_outputs(spec, packer, text)
+        elif names[0] == "question":
+            def text_fn(question, context):
+                return text_outputs(spec, packer, question, context)
+        else:
+            def text_fn(text, text_pair):
+                return text_outputs(spec, packer, text, text_pair)
+        archive.add_endpoint("serving_default", text_fn, text_spec)
+        archive.add_endpoint("serving_ids", ids_fn, ids_spec)
+        info["signatures"]["serving_default"] = list(names)
+        info["signatures"]["serving_ids"] = list(IDS_INPUTS)
+    else:
+        archive.add_endpoint("serving_default", ids_fn, ids_spec)
+        info["signatures"]["serving_default"] = list(IDS_INPUTS)
+    return archive, info

@@ -1,0 +1,144 @@
+"""Tiny fine-tuned model_dirs, their exports, and one fresh-process run over all of them.
+
+The fine-tuning dirs hold what `electra_tf.finetuning.trainer` writes
+(finetuned.weights.h5, finetuning_config.json) for an untrained head on the
+tiny discriminator of tests/finetuning/conftest.py: the export does not care
+whether the head learned anything, and training would cost a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+# Appended, not prepended: "conftest" must still resolve to tests/conftest.py.
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+
+from export_helpers import (  # noqa: E402
+    ALIGN_TEXTS,
+    FINETUNED,
+    ODD_TEXTS,
+    SEQ,
+    TINY,
+    packed_for,
+    run_fresh,
+    text_inputs,
+)
+
+
+@pytest.fixture(scope="session")
+def export_pretrained_dir(tiny_vocab, tmp_path_factory):
+    """A pre-training model_dir: discriminator weights and configs (as run_pretraining)."""
+    import keras
+
+    from electra_tf.config import EncoderConfig
+    from electra_tf.modeling import build_discriminator
+    from electra_tf.tokenization import load_vocab
+
+    out = tmp_path_factory.mktemp("export_pretrained")
+    keras.utils.set_random_seed(0)
+    config = EncoderConfig(vocab_size=len(load_vocab(tiny_vocab)), **TINY)
+    build_discriminator(config).save_weights(str(out / "discriminator.weights.h5"))
+    (out / "discriminator_config.json").write_text(json.dumps(config.to_dict()))
+    (out / "pretraining_config.json").write_text(json.dumps(
+        {"pretraining": {"do_lower_case": True}, "run": {"vocab_file": tiny_vocab}}))
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def finetuned_dirs(export_pretrained_dir, tiny_vocab, tmp_path_factory):
+    """{name: fine-tuning model_dir} for the FINETUNED tasks."""
+    import keras
+
+    from electra_tf.config import EncoderConfig
+    from electra_tf.modeling import build_discriminator
+    from electra_tf.modeling.finetuning import FinetuningModel
+
+    with open(os.path.join(export_pretrained_dir, "discriminator_config.json")) as f:
+        config = EncoderConfig.from_dict(json.load(f))
+    dirs = {}
+    for i, (name, (_, task, labels, kind, answerable, seq)) in enumerate(FINETUNED.items()):
+        out = tmp_path_factory.mktemp(f"finetuned_{name}")
+        keras.utils.set_random_seed(i + 1)
+        model = FinetuningModel(build_discriminator(config).encoder, kind,
+                                max(1, len(labels)), answerable=answerable)
+        model.build()
+        # A larger head than the 0.02 init, so that labels and spans differ across tokens.
+        for v in model.head.trainable_variables:
+            v.assign(v.numpy() * 5.0)
+        model.save_weights(str(out / "finetuned.weights.h5"))
+        (out / "finetuning_config.json").write_text(json.dumps({
+            "encoder": config.to_dict(), "task": task, "label_names": labels,
+            "max_seq_length": seq, "model_size": "custom",
+            "finetuning": {"do_lower_case": True, "no_answer_threshold": 0.0},
+            "run": {"vocab_file": tiny_vocab, "init_checkpoint": export_pretrained_dir}}))
+        dirs[name] = str(out)
+    return dirs
+
+
+@pytest.fixture(scope="session")
+def exports(finetuned_dirs, export_pretrained_dir, tmp_path_factory):
+    """{name: (ServingSpec, export path)}; "ner_ids" is the --ids_only export of ner."""
+    from export.export_saved_model import export, load_spec
+
+    base = str(tmp_path_factory.mktemp("model_base"))
+    out = {}
+    for name, (task, *_rest) in FINETUNED.items():
+        spec = load_spec(task, finetuned_dirs[name])
+        out[name] = (spec, export(spec, base, name))
+    spec = load_spec("rtd", export_pretrained_dir, max_seq_length=SEQ)
+    out["rtd"] = (spec, export(spec, base, "rtd"))
+    out["ner_ids"] = (out["ner"][0], export(out["ner"][0], base, "ner_ids", ids_only=True))
+    return out
+
+
+@pytest.fixture(scope="session")
+def fresh(exports, tmp_path_factory):
+    """{(export, check): {"tf1": outputs, "tf2": outputs}, "modules": [...]} from a fresh
+    process with tensorflow_text, plus the ids-only export (and the text export, which
+    must fail) from one without it."""
+    from export import warmup
+
+    jobs, keys = [], []
+
+    def add(key, name, signature, inputs):
+        keys.append(key)
+        jobs.append({"path": exports[name][1], "signature": signature, "inputs": inputs})
+
+    for name in ("ner", "mrpc", "stsb", "squad", "rtd"):
+        spec = exports[name][0]
+        odd = text_inputs(spec, ODD_TEXTS)
+        add((name, "odd"), name, "serving_default", odd)
+        add((name, "ids"), name, "serving_ids", packed_for(spec, odd))
+    add(("ner", "align"), "ner", "serving_default", text_inputs(exports["ner"][0], ALIGN_TEXTS))
+    for name in exports:
+        path = os.path.join(exports[name][1], "assets.extra", warmup.WARMUP_FILE)
+        for i, log in enumerate(warmup.read(path)):
+            if name != "ner_ids":
+                add((name, f"warmup{i}"), name, log.predict_log.request.model_spec.signature_name,
+                    warmup.request_inputs(log))
+    tmp = str(tmp_path_factory.mktemp("fresh"))
+    out = run_fresh(jobs, tmp)
+    results = dict(zip(keys, out["results"]))
+    results["modules"] = out["modules"]
+
+    spec = exports["ner_ids"][0]
+    ids = packed_for(spec, text_inputs(spec, ODD_TEXTS))
+    no_text_jobs = [{"path": exports["ner_ids"][1], "signature": "serving_default",
+                     "inputs": ids},
+                    {"path": exports["ner"][1], "signature": "serving_ids", "inputs": ids}]
+    for log in warmup.read(os.path.join(exports["ner_ids"][1], "assets.extra",
+                                        warmup.WARMUP_FILE)):
+        no_text_jobs.append({"path": exports["ner_ids"][1], "signature": "serving_default",
+                             "inputs": warmup.request_inputs(log)})
+    tmp2 = str(tmp_path_factory.mktemp("fresh_no_text"))
+    out2 = run_fresh(no_text_jobs, tmp2, no_tf_text=True)
+    results[("ner_ids", "ids")] = out2["results"][0]
+    results[("ner", "without_tf_text")] = out2["results"][1]
+    for i, r in enumerate(out2["results"][2:]):
+        results[("ner_ids", f"warmup{i}")] = r
+    results["modules_no_text"] = out2["modules"]
+    return results

@@ -1,0 +1,98 @@
+"""Constants and the Python reference for tests/export (imported by conftest and tests)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TINY = {"embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "intermediate_size": 64}
+SEQ = 16
+SQUAD_SEQ = 24
+
+ODD_TEXTS = ["", "  \t\n  ", "the model reads " * 60,
+             "Zoë lives in Zürich, 東京 and São Paulo", b"bad \xff\xfe\x80 bytes \xc3",
+             "hello world"]
+ALIGN_TEXTS = ["Café Zürich naïve", "中国人 hello", "résumé,中 cafe", "  Ça  va   "]
+
+# name: (export task, fine-tuning task, label names, head kind, answerable, max_seq_length)
+FINETUNED = {
+    "ner": ("token_classification", "ner", ["O", "B-MISC", "B-ORG", "I-ORG"], "tagging",
+            False, SEQ),
+    "mrpc": ("sequence_classification", "mrpc", ["0", "1"], "classification", False, SEQ),
+    "stsb": ("sequence_classification", "stsb", [], "regression", False, SEQ),
+    "squad": ("squad", "squad_v2", [], "span", True, SQUAD_SEQ),
+}
+
+
+def _bytes(t):
+    return t if isinstance(t, bytes) else t.encode("utf-8")
+
+
+# === The Python reference: the same packing, then the Keras model ===
+
+def python_pack(spec, a_texts, b_texts=None):
+    """Python packing with electra_tf's Tokenizer (as the fine-tuning featurizers)."""
+    from electra_tf.finetuning.base import pack_pair
+
+    tok, L = spec.tokenizer, spec.max_seq_length
+    a = tok.encode([_bytes(t) for t in a_texts])
+    b = tok.encode([_bytes(t) for t in b_texts]) if b_texts is not None else None
+    rows = []
+    for i in range(len(a)):
+        if spec.task == "squad":
+            q = a[i][:min(spec.max_query_length, (L - 3) // 2)]
+            c = b[i][:L - len(q) - 3]
+            ids = [tok.cls_id] + q + [tok.sep_id] + c + [tok.sep_id]
+            seg = [0] * (len(q) + 2) + [1] * (len(c) + 1)
+            pad = L - len(ids)
+            rows.append((ids + [0] * pad, [1] * len(ids) + [0] * pad, seg + [0] * pad))
+        else:
+            rows.append(pack_pair(a[i], b[i] if b is not None else None, L, tok.cls_id,
+                                  tok.sep_id))
+    ids, mask, seg = (np.array([r[k] for r in rows], np.int32) for k in range(3))
+    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": seg}
+
+
+def keras_outputs(spec, packed):
+    out = spec.model({"input_ids": packed["input_word_ids"], "input_mask": packed["input_mask"],
+                      "segment_ids": packed["input_type_ids"]}, training=False)
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def text_inputs(spec, texts):
+    """The text signature's inputs for `texts` (pair tasks pair them with the reverse)."""
+    arr = np.array([_bytes(t) for t in texts], object)
+    if spec.task == "squad":
+        return {"question": arr, "context": arr[::-1].copy()}
+    if spec.pair:
+        return {"text": arr, "text_pair": arr[::-1].copy()}
+    return {"text": arr}
+
+
+def packed_for(spec, inputs):
+    names = list(inputs)
+    return python_pack(spec, list(inputs[names[0]]),
+                       list(inputs[names[1]]) if len(names) == 2 else None)
+
+
+# === One fresh process for every check ===
+
+def run_fresh(jobs, tmp_dir, no_tf_text=False):
+    """Runs load_check.py on jobs in a new interpreter, away from the repo."""
+    job_file, result_file = os.path.join(tmp_dir, "jobs.pkl"), os.path.join(tmp_dir, "out.pkl")
+    with open(job_file, "wb") as f:
+        pickle.dump(jobs, f)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    cmd = [sys.executable, os.path.join(HERE, "load_check.py"), job_file, result_file]
+    proc = subprocess.run(cmd + (["--no_tf_text"] if no_tf_text else []), cwd=tmp_dir, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(result_file, "rb") as f:
+        return pickle.load(f)

@@ -1,0 +1,134 @@
+"""Stand-ins for TF Serving on 127.0.0.1 (no model server binary exists here).
+
+`start_grpc(models)` serves tensorflow_serving PredictionService.Predict and
+`start_rest(models)` POST /v1/models/NAME[/versions/N]:predict (column
+"inputs" and row "instances" formats, {"b64": ...} strings), both over
+SavedModels loaded with tf.saved_model.load ({name: loaded}). Loopback only.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import threading
+from concurrent import futures
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import tensorflow as tf
+
+
+def _run(models, name, signature, inputs):
+    """-> (outputs {name: np.ndarray}, None) or (None, (status, message))."""
+    if name not in models:
+        return None, ("NOT_FOUND", f"Servable not found for request: Latest({name})")
+    sigs = models[name].signatures
+    if signature not in sigs:
+        return None, ("INVALID_ARGUMENT", f"Serving signature name: \"{signature}\" not found")
+    try:
+        out = sigs[signature](**{k: tf.constant(v) for k, v in inputs.items()})
+    except (tf.errors.OpError, TypeError, ValueError) as e:
+        return None, ("INVALID_ARGUMENT", str(e)[:2000])
+    return {k: v.numpy() for k, v in out.items()}, None
+
+
+def start_grpc(models):
+    """-> (server, port). Stop with server.stop(None)."""
+    import grpc
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    class Servicer(prediction_service_pb2_grpc.PredictionServiceServicer):
+        def Predict(self, request, context):
+            inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+            out, err = _run(models, request.model_spec.name,
+                            request.model_spec.signature_name or "serving_default", inputs)
+            if err:
+                context.abort(getattr(grpc.StatusCode, err[0]), err[1])
+            response = predict_pb2.PredictResponse()
+            response.model_spec.CopyFrom(request.model_spec)
+            for k, v in out.items():
+                if not request.output_filter or k in request.output_filter:
+                    response.outputs[k].CopyFrom(tf.make_tensor_proto(v))
+            return response
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(Servicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, port
+
+
+def _decode(value):
+    if isinstance(value, dict) and set(value) == {"b64"}:
+        return base64.b64decode(value["b64"])
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def _encode(value):
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"b64": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _array(value):
+    value = _decode(value)
+    flat = value
+    while isinstance(flat, list) and flat:
+        flat = flat[0]
+    return np.array(value, dtype=object if isinstance(flat, bytes) else None)
+
+
+def start_rest(models):
+    """-> (server, port). Stop with server.shutdown()."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _reply(self, code, body):
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self):
+            m = re.fullmatch(r"/v1/models/([^/:]+)(?:/versions/(\d+))?:predict", self.path)
+            if not m:
+                return self._reply(404, {"error": f"Malformed request: POST {self.path}"})
+            try:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            except ValueError as e:
+                return self._reply(400, {"error": f"JSON Parse error: {e}"})
+            signature = body.get("signature_name", "serving_default")
+            if "inputs" in body:
+                inputs = {k: _array(v) for k, v in body["inputs"].items()}
+            elif "instances" in body:
+                rows = body["instances"]
+                inputs = {k: _array([r[k] for r in rows]) for k in rows[0]}
+            else:
+                return self._reply(400, {"error": "Missing 'inputs' or 'instances' key"})
+            out, err = _run(models, m.group(1), signature, inputs)
+            if err:
+                return self._reply(404 if err[0] == "NOT_FOUND" else 400, {"error": err[1]})
+            out = {k: _encode(v.tolist()) for k, v in out.items()}
+            if "inputs" in body:
+                return self._reply(200, {"outputs": out})
+            n = len(next(iter(out.values())))
+            return self._reply(200, {"predictions": [{k: v[i] for k, v in out.items()}
+                                                     for i in range(n)]})
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, server.server_address[1]

@@ -1,0 +1,96 @@
+"""export.client against loopback stand-ins for TF Serving's gRPC and REST APIs."""
+
+import base64
+import json
+import urllib.request
+
+import numpy as np
+import pytest
+from conftest import run_module
+from fake_serving import start_grpc, start_rest
+
+
+@pytest.fixture(scope="module")
+def servers(exports):
+    import tensorflow as tf
+
+    models = {name: tf.saved_model.load(exports[name][1]) for name in ("ner", "mrpc", "squad")}
+    grpc_server, grpc_port = start_grpc(models)
+    rest_server, rest_port = start_rest(models)
+    yield {"models": models, "grpc": f"127.0.0.1:{grpc_port}", "rest": f"127.0.0.1:{rest_port}"}
+    grpc_server.stop(None)
+    rest_server.shutdown()
+
+
+def _direct(models, name, inputs):
+    import tensorflow as tf
+
+    out = models[name].signatures["serving_default"](
+        **{k: tf.constant(v) for k, v in inputs.items()})
+    return {k: v.numpy() for k, v in out.items()}
+
+
+def test_grpc_and_rest_answer_like_the_saved_model(servers):
+    from export import client
+
+    inputs = client.text_inputs(text=["Zoë lives in Zürich", "", "the model"],
+                                text_pair=["a token", "   ", "东京"])
+    want = _direct(servers["models"], "mrpc", inputs)
+    got = client.predict_grpc(servers["grpc"], "mrpc", inputs)
+    rest = client.predict_rest(servers["rest"], "mrpc", inputs)
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
+        if want[k].dtype == object:
+            assert rest[k] == [v.decode() for v in want[k]]
+        else:
+            np.testing.assert_allclose(rest[k], want[k], rtol=1e-6)
+
+
+def test_rest_sends_invalid_utf8_as_b64_and_row_format_works(servers):
+    from export import client
+
+    inputs = {"text": np.array([b"bad \xff bytes", "Café 中国".encode()], object)}
+    want = _direct(servers["models"], "ner", inputs)
+    rest = client.predict_rest(servers["rest"], "ner", inputs)
+    assert rest["word_texts"][1][:3] == ["Café", "中", "国"]
+    np.testing.assert_allclose(rest["word_scores"], want["word_scores"], rtol=1e-6)
+    # the README's row-format example
+    body = {"instances": [{"text": "Café 中国"}, {"text": {"b64": base64.b64encode(
+        b"bad \xff bytes").decode()}}]}
+    req = urllib.request.Request(f"http://{servers['rest']}/v1/models/ner:predict",
+                                 data=json.dumps(body).encode())
+    with urllib.request.urlopen(req, timeout=30) as r:
+        rows = json.loads(r.read())["predictions"]
+    assert rows[0]["word_texts"][:3] == ["Café", "中", "国"] and len(rows) == 2
+
+
+def test_errors_are_clear(servers):
+    from export import client
+
+    inputs = client.text_inputs(text=["x"])
+    with pytest.raises(client.ClientError, match="NOT_FOUND"):
+        client.predict_grpc(servers["grpc"], "nope", inputs)
+    with pytest.raises(client.ClientError, match="404"):
+        client.predict_rest(servers["rest"], "nope", inputs)
+    with pytest.raises(client.ClientError, match="same batch size"):
+        client.predict_grpc(servers["grpc"], "mrpc", {"text": np.array([b"a", b"b"], object),
+                                                      "text_pair": np.array([b"a"], object)})
+
+
+def test_client_cli_over_grpc_and_rest(servers):
+    proc = run_module("export.client", f"--server={servers['grpc']}", "--model_name=squad",
+                      "--question=which token was replaced ?",
+                      "--context=Zoë said the token was replaced")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)["outputs"]
+    assert set(out) >= {"answer_text", "answer_start", "answer_end", "answer_score",
+                        "no_answer_score", "has_answer"}
+    s, e = out["answer_start"][0], out["answer_end"][0]
+    assert "Zoë said the token was replaced".encode()[s:e].decode() == out["answer_text"][0]
+    proc = run_module("export.client", f"--server={servers['rest']}", "--rest",
+                      "--model_name=ner", "--text=Café Zürich")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["outputs"]["word_texts"][0] == ["Café", "Zürich"]
+    proc = run_module("export.client", f"--server={servers['rest']}", "--rest",
+                      "--model_name=nope", "--text=x")
+    assert proc.returncode == 1 and "404" in proc.stderr

@@ -1,0 +1,190 @@
+"""Every export, loaded in a fresh process (TF2 loader and the server's TF1 session loader),
+matches the Keras model, answers odd input, aligns words and replays its warmup file."""
+
+import numpy as np
+import pytest
+from export_helpers import ALIGN_TEXTS, ODD_TEXTS, keras_outputs, packed_for, text_inputs
+
+TASKS = ("ner", "mrpc", "stsb", "squad", "rtd")
+ATOL = 1e-5
+
+
+def _ok(result):
+    for loader in ("tf2", "tf1"):
+        assert "error" not in result[loader], (loader, result[loader].get("error"))
+    return result["tf2"], result["tf1"]
+
+
+def _same(a, b, name=""):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape, (name, a.shape, b.shape)
+    if a.dtype.kind in "fc":
+        np.testing.assert_allclose(a, b, rtol=0, atol=ATOL, err_msg=name)
+    else:
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _best_span(s, e, mask, types, max_len):
+    length = int(mask.sum())
+    ctx = [i for i in range(len(s)) if mask[i] and types[i] == 1 and i < length - 1]
+    best = None
+    for i in ctx:
+        for j in ctx:
+            if i <= j < i + max_len and (best is None or s[i] + e[j] > best[0]):
+                best = (s[i] + e[j], i, j)
+    return best
+
+
+def expected(name, spec, packed):
+    """What the text signature must return, from the Keras model on Python-packed ids."""
+    k = keras_outputs(spec, packed)
+    mask = packed["input_mask"]
+    if name == "mrpc":
+        p = _softmax(k["logits"])
+        return {"probabilities": p, "label": np.array([spec.label_names[i].encode()
+                                                       for i in p.argmax(-1)], object)}
+    if name == "stsb":
+        return {"score": k["logits"].reshape(-1)}
+    if name == "rtd":
+        return {"replaced_probabilities": 1 / (1 + np.exp(-k["rtd_logits"])) * mask}
+    if name == "ner":
+        p = _softmax(k["tag_logits"])
+        labels = np.array([[spec.label_names[i].encode() if m else b"" for i, m in zip(r, mr)]
+                           for r, mr in zip(p.argmax(-1), mask)], object)
+        vocab = spec.tokenizer.vocab
+        tokens = np.array([[vocab[i].encode() if m else b"" for i, m in zip(r, mr)]
+                           for r, mr in zip(packed["input_word_ids"], mask)], object)
+        return {"wordpiece_scores": p.max(-1) * mask, "wordpiece_labels": labels,
+                "wordpiece_tokens": tokens}
+    # squad
+    s, e, a = k["start_logits"], k["end_logits"], k["answerable_logits"]
+    scores = []
+    for r in range(len(s)):
+        best = _best_span(s[r], e[r], mask[r], packed["input_type_ids"][r],
+                          spec.max_answer_length)
+        scores.append(best[0] if best else -1e9)
+    return {"answer_score": np.array(scores, np.float32),
+            "no_answer_score": s[:, 0] + e[:, 0] - 0.5 * a}
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_text_signature_matches_keras_in_both_loaders(name, exports, fresh):
+    spec = exports[name][0]
+    tf2, tf1 = _ok(fresh[(name, "odd")])
+    assert sorted(tf2) == sorted(tf1)
+    for key in tf2:  # the C++ server's loader and TF2's agree
+        _same(tf2[key], tf1[key], key)
+    packed = packed_for(spec, text_inputs(spec, ODD_TEXTS))
+    for key, want in expected(name, spec, packed).items():
+        _same(tf2[key], want, key)
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_ids_signature_matches_keras(name, exports, fresh):
+    spec = exports[name][0]
+    tf2, tf1 = _ok(fresh[(name, "ids")])
+    packed = packed_for(spec, text_inputs(spec, ODD_TEXTS))
+    k = keras_outputs(spec, packed)
+    raw = {"ner": ["tag_logits"], "mrpc": ["logits"], "stsb": ["score"],
+           "squad": ["start_logits", "end_logits", "answerable_logits"], "rtd": ["rtd_logits"]}
+    for key in raw[name]:
+        want = k["logits"].reshape(-1) if key == "score" else k[key]
+        _same(tf2[key], want, key)
+        _same(tf1[key], want, key)
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_odd_input_is_answered_and_long_text_truncated(name, fresh):
+    tf2, _ = _ok(fresh[(name, "odd")])
+    truncated = tf2["truncated"]
+    assert truncated.shape == (len(ODD_TEXTS),)
+    assert truncated[2], "the 180-word text must be truncated, not rejected"
+    if name in ("ner", "rtd", "stsb"):  # single text: empty / whitespace-only rows
+        assert not truncated[0] and not truncated[1]
+    for key, value in tf2.items():
+        if value.dtype.kind == "f":
+            assert np.all(np.isfinite(value)), key
+
+
+def test_token_classification_words_on_odd_input(exports, fresh):
+    tf2, _ = _ok(fresh[("ner", "odd")])
+    assert list(tf2["num_words"][:2]) == [0, 0]  # empty and whitespace-only
+    assert list(tf2["wordpiece_tokens"][0][:3]) == [b"[CLS]", b"[SEP]", b""]
+    words = [w for w in tf2["word_texts"][3] if w]
+    assert words[:3] == ["Zoë".encode(), b"lives", b"in"]
+    # invalid UTF-8 is replaced by U+FFFD, never a crash; offsets index the repaired text
+    bad = [w for w in tf2["word_texts"][4] if w]
+    assert bad[0] == b"bad" and b"bytes" in bad and all(w.decode("utf-8") for w in bad)
+
+
+def test_word_alignment_on_accented_and_cjk_text(fresh):
+    tf2, tf1 = _ok(fresh[("ner", "align")])
+    want = [["Café", "Zürich", "naïve"], ["中", "国", "人", "hello"],
+            ["résumé", ",", "中", "cafe"], ["Ça", "va"]]
+    for r, text in enumerate(ALIGN_TEXTS):
+        raw = text.encode("utf-8")
+        n = int(tf2["num_words"][r])
+        got = [w.decode("utf-8") for w in tf2["word_texts"][r][:n]]
+        assert got == want[r], (text, got)
+        for k in range(n):  # byte offsets slice the input to the word's text
+            s, e = int(tf2["word_start"][r][k]), int(tf2["word_end"][r][k])
+            assert raw[s:e].decode("utf-8") == want[r][k]
+            # the word's label is its first wordpiece's
+            pos = list(tf2["wordpiece_start"][r]).index(s)
+            assert tf2["word_labels"][r][k] == tf2["wordpiece_labels"][r][pos]
+            assert tf2["word_scores"][r][k] == pytest.approx(tf2["wordpiece_scores"][r][pos])
+        assert all(w == b"" for w in tf2["word_texts"][r][n:])
+    for key in tf2:
+        _same(tf2[key], tf1[key], key)
+
+
+def test_squad_answer_text_is_the_context_slice(exports, fresh):
+    tf2, _ = _ok(fresh[("squad", "odd")])
+    contexts = text_inputs(exports["squad"][0], ODD_TEXTS)["context"]
+    for r, context in enumerate(contexts):
+        s, e = int(tf2["answer_start"][r]), int(tf2["answer_end"][r])
+        if r != 1:  # row 1's context has invalid UTF-8: offsets index the repaired text
+            assert tf2["answer_text"][r] == context[s:e]
+        if not context.strip():
+            assert tf2["answer_text"][r] == b"" and not tf2["has_answer"][r]
+            assert tf2["answer_score"][r] == pytest.approx(-1e9)
+    np.testing.assert_allclose(tf2["null_odds"], tf2["no_answer_score"] - tf2["answer_score"],
+                               atol=1e-3)
+
+
+@pytest.mark.parametrize("name", TASKS + ("ner_ids",))
+def test_warmup_requests_replay(name, exports, fresh):
+    from export import warmup
+
+    logs = warmup.read(f"{exports[name][1]}/assets.extra/{warmup.WARMUP_FILE}")
+    assert [len(next(iter(warmup.request_inputs(g).values()))) for g in logs] == [1, 4]
+    assert {g.predict_log.request.model_spec.name for g in logs} == {name}
+    for i in range(len(logs)):
+        tf2, tf1 = _ok(fresh[(name, f"warmup{i}")])
+        for key in tf2:
+            _same(tf2[key], tf1[key], key)
+
+
+def test_ids_only_export_loads_without_tf_text(exports, fresh):
+    spec = exports["ner_ids"][0]
+    tf2, tf1 = _ok(fresh[("ner_ids", "ids")])
+    k = keras_outputs(spec, packed_for(spec, text_inputs(spec, ODD_TEXTS)))
+    _same(tf2["tag_logits"], k["tag_logits"])
+    _same(tf1["tag_logits"], k["tag_logits"])
+    assert "tensorflow_text" not in fresh["modules_no_text"]
+    # the text export, by contrast, needs the TF-Text ops
+    failed = fresh[("ner", "without_tf_text")]
+    assert "error" in failed["tf2"] and "error" in failed["tf1"]
+    assert "FastBert" in failed["tf1"]["error"] or "not registered" in failed["tf1"]["error"], \
+        failed["tf1"]["error"][:500]
+
+
+def test_fresh_process_imported_no_project_code(fresh):
+    for modules in (fresh["modules"], fresh["modules_no_text"]):
+        assert "tensorflow" in modules
+        assert not {"electra_tf", "export", "conftest"} & set(modules), modules

@@ -1,0 +1,109 @@
+"""The TF Serving layout, the vocab asset, export_info.json, atomic versions and the CLI."""
+
+import json
+import os
+
+import pytest
+from conftest import run_module
+from export_helpers import FINETUNED
+
+
+def test_tf_serving_layout_with_vocab_asset(exports, tiny_vocab):
+    for name, (_, path) in exports.items():
+        assert os.path.basename(path) == "1" and os.path.basename(os.path.dirname(path)) == name
+        files = set(os.listdir(path))
+        assert {"saved_model.pb", "variables", "assets", "assets.extra"} <= files, files
+        with open(os.path.join(path, "assets", "vocab.txt"), "rb") as f, \
+                open(tiny_vocab, "rb") as g:
+            assert f.read() == g.read()
+        extra = set(os.listdir(os.path.join(path, "assets.extra")))
+        assert extra == {"tf_serving_warmup_requests", "export_info.json"}
+        assert not [n for n in os.listdir(os.path.dirname(path)) if n.startswith(".tmp")]
+
+
+def test_export_info_names_the_signatures(exports):
+    with open(os.path.join(exports["squad"][1], "assets.extra", "export_info.json")) as f:
+        info = json.load(f)
+    assert info["task"] == "squad" and info["task_name"] == "squad_v2"
+    assert info["signatures"] == {"serving_default": ["question", "context"],
+                                  "serving_ids": ["input_word_ids", "input_mask",
+                                                  "input_type_ids"]}
+    with open(os.path.join(exports["ner_ids"][1], "assets.extra", "export_info.json")) as f:
+        info = json.load(f)
+    assert info["ids_only"] and list(info["signatures"]) == ["serving_default"]
+    assert info["label_names"] == FINETUNED["ner"][2]
+
+
+def test_versions_are_never_overwritten_and_failures_leave_nothing(exports, tmp_path,
+                                                                   monkeypatch):
+    from electra_tf.cli import InputError
+    from export import export_saved_model, warmup
+
+    spec = exports["stsb"][0]
+    base = str(tmp_path)
+    first = export_saved_model.export(spec, base, "m", version=3, warmup=False)
+    stamp = os.stat(os.path.join(first, "saved_model.pb")).st_mtime_ns
+    with pytest.raises(InputError, match="never overwritten"):
+        export_saved_model.export(spec, base, "m", version=3, warmup=False)
+    assert os.stat(os.path.join(first, "saved_model.pb")).st_mtime_ns == stamp
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(warmup, "write", broken)
+    with pytest.raises(OSError, match="disk full"):
+        export_saved_model.export(spec, base, "m")  # would be version 4
+    assert sorted(os.listdir(os.path.join(base, "m"))) == ["3"]  # no 4, no temp dir
+
+
+def test_cli_exports_next_version_and_refuses_an_existing_one(finetuned_dirs, tmp_path):
+    base = str(tmp_path)
+    os.makedirs(os.path.join(base, "mrpc", "7"))  # an existing version (even empty)
+    args = ["--task=sequence_classification", f"--checkpoint={finetuned_dirs['mrpc']}",
+            f"--model_base={base}", "--model_name=mrpc"]
+    proc = run_module("export.export_saved_model", *args, "--version=7")
+    assert proc.returncode == 2 and "already exists" in proc.stderr, proc.stderr[-2000:]
+    proc = run_module("export.export_saved_model", *args, "--nowarmup")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "-> " + os.path.join(base, "mrpc", "8") in proc.stderr
+    assert sorted(os.listdir(os.path.join(base, "mrpc"))) == ["7", "8"]
+    assert os.listdir(os.path.join(base, "mrpc", "8", "assets.extra")) == ["export_info.json"]
+
+
+def test_cli_rejects_a_checkpoint_of_another_task(finetuned_dirs, tmp_path):
+    from electra_tf.cli import InputError
+    from export.export_saved_model import load_spec
+
+    with pytest.raises(InputError, match="cannot serve"):
+        load_spec("squad", finetuned_dirs["ner"])
+    with pytest.raises(InputError, match="finetuning_config.json not found"):
+        load_spec("token_classification", str(tmp_path))
+
+
+def _op_types(path):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    sm = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        sm.ParseFromString(f.read())
+    graph = sm.meta_graphs[0].graph_def
+    ops = {n.op for n in graph.node}
+    for fn in graph.library.function:
+        ops |= {n.op for n in fn.node_def}
+    return ops - {fn.signature.name for fn in graph.library.function}
+
+
+def test_only_tf_serving_2_12_text_ops_and_none_in_the_ids_export(exports):
+    import tensorflow as tf
+
+    core = set(dir(tf.raw_ops))
+    allowed = {"FastBertNormalize", "FastWordpieceTokenizeWithOffsets", "CaseFoldUTF8",
+               "NormalizeUTF8"}  # in TF-Text 2.12.1, which TF Serving 2.12-2.19 link
+    for name, (_, path) in exports.items():
+        ops = _op_types(path)
+        custom = ops - core
+        assert not any("RoundRobin" in op for op in ops), name
+        if name == "ner_ids":
+            assert custom == set(), custom
+        else:
+            assert "FastWordpieceTokenizeWithOffsets" in custom and custom <= allowed, custom
