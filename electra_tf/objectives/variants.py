@@ -30,6 +30,11 @@ from electra_tf.objectives import losses, metrics
 from electra_tf.objectives.electra import ElectraObjective
 
 
+def generator_mlm_loss(batch, mlm_logits):
+    """G's MLM loss over the weighted masked slots (what every variant trains G with)."""
+    return losses.mlm_loss(mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
+
+
 def masked_position_mask(positions, weights, seq_length):
     """float32 [B, L]: 1 at the used masked positions."""
     onehot = ops.one_hot(ops.cast(positions, "int32"), seq_length)  # [B, N, L]
@@ -77,7 +82,7 @@ class BertMlmObjective(ElectraObjective):
         return {}
 
     def compute_loss(self, batch, mlm_logits, fake, disc_logits):
-        mlm = losses.mlm_loss(mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
+        mlm = generator_mlm_loss(batch, mlm_logits)
         return {"loss": self.gen_weight * mlm, "mlm_loss": mlm}
 
     def metric_sums(self, batch, mlm_logits, fake, disc_logits):
@@ -92,7 +97,7 @@ class Electra15Objective(ElectraObjective):
     name: ClassVar[str] = "electra_15"
 
     def compute_loss(self, batch, mlm_logits, fake, disc_logits):
-        mlm = losses.mlm_loss(mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
+        mlm = generator_mlm_loss(batch, mlm_logits)
         only_masked = masked_position_mask(batch["masked_lm_positions"],
                                            batch["masked_lm_weights"],
                                            ops.shape(batch["input_ids"])[1])
@@ -109,7 +114,7 @@ class ReplaceMlmObjective(ElectraObjective):
     head_kind: ClassVar[str] = "mlm"
 
     def compute_loss(self, batch, mlm_logits, fake, disc_logits):
-        mlm = losses.mlm_loss(mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
+        mlm = generator_mlm_loss(batch, mlm_logits)
         main = losses.mlm_loss(disc_logits["mlm_logits"], batch["masked_lm_ids"],
                                batch["masked_lm_weights"])
         return {"loss": self.gen_weight * mlm + main, "mlm_loss": mlm, "main_mlm_loss": main}
@@ -132,7 +137,7 @@ class AllTokensMlmObjective(ReplaceMlmObjective):
     head_kind: ClassVar[str] = "mlm_all_copy"
 
     def compute_loss(self, batch, mlm_logits, fake, disc_logits):
-        mlm = losses.mlm_loss(mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
+        mlm = generator_mlm_loss(batch, mlm_logits)
         main = copy_mechanism_loss(disc_logits["mlm_logits"], disc_logits["copy_logits"],
                                    fake["input_ids"], fake["original_ids"], batch["input_mask"])
         return {"loss": self.gen_weight * mlm + main, "mlm_loss": mlm, "main_mlm_loss": main}
@@ -177,8 +182,7 @@ class AdversarialObjective(ElectraObjective):
                                     axis=-1)[..., 0]
         reinforce = -ops.sum((reward - baseline) * log_p * weights) / denom
         disc = losses.disc_loss(disc_logits, fake["labels"], batch["input_mask"])
-        mlm = ops.stop_gradient(losses.mlm_loss(mlm_logits, batch["masked_lm_ids"],
-                                                batch["masked_lm_weights"]))
+        mlm = ops.stop_gradient(generator_mlm_loss(batch, mlm_logits))
         return {"loss": self.gen_weight * reinforce + self.disc_weight * disc,
                 "mlm_loss": mlm, "disc_loss": disc, "reinforce_loss": reinforce,
                 "generator_reward": ops.sum(reward) / denom}
