@@ -40,6 +40,13 @@ def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab, tiny_corpus)
     _, recorded_vocab = load_pretrained(str(out))
     assert recorded_vocab == str(out / "vocab.txt") and os.path.exists(recorded_vocab)
 
+    # The TF Serving export accepts the converted folder too.
+    exported = run_module("export.export_saved_model", "--task=rtd", f"--checkpoint={out}",
+                          f"--model_base={tmp_path / 'serving'}", "--model_name=rtd",
+                          "--max_seq_length=32")
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    assert (tmp_path / "serving" / "rtd" / "1" / "saved_model.pb").exists()
+
     # run_pretraining on the converted model_dir continues from the imported weights.
     records = tmp_path / "records"
     build_pretraining_data(BuildOptions(files=(tiny_corpus,), vocab_file=tiny_vocab,
