@@ -155,13 +155,19 @@ class Finetuning:
         self._predict = tf.function(lambda x: self.model(x, training=False),
                                     jit_compile=run.jit_compile)
         self._train_steps = tf.function(self._train_steps_fn)
+        self._features: dict[str, tuple[list, base.Features]] = {}
 
     # === Data ===
     def features(self, split: str) -> tuple[list, base.Features]:
-        examples = self.task.read(self.run.data_dir, split)
-        if not examples:
-            raise InputError(f"the {split} split of {self.task.name} is empty")
-        return examples, self.task.featurize(examples, self.tokenizer, self.max_seq_length)
+        """Examples and features of a split, read and tokenized once per run."""
+        cache = self._features
+        if split not in cache:
+            examples = self.task.read(self.run.data_dir, split)
+            if not examples:
+                raise InputError(f"the {split} split of {self.task.name} is empty")
+            cache[split] = (examples, self.task.featurize(examples, self.tokenizer,
+                                                          self.max_seq_length))
+        return cache[split]
 
     def _epoch_dataset(self, feats: base.Features, epoch: int, skip: int):
         tensors = {**feats.inputs, **feats.labels}
