@@ -556,9 +556,7 @@ class Pretraining:
 
     def _write_configs(self):
         with open(os.path.join(self.run.model_dir, "pretraining_config.json"), "w") as f:
-            json.dump({"pretraining": self.config.to_dict(), "run": vars(self.run).copy()
-                       if not hasattr(self.run, "__dataclass_fields__") else
-                       {k: getattr(self.run, k) for k in self.run.__dataclass_fields__}},
+            json.dump({"pretraining": self.config.to_dict(), "run": dataclasses.asdict(self.run)},
                       f, indent=2, sort_keys=True)
 
     def kept_model(self):
