@@ -92,6 +92,31 @@ MODEL_SIZES: dict[str, dict[str, Any]] = {
 }
 
 
+_SIZE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                "intermediate_size", "embedding_size")
+
+
+def size_mismatches(config: EncoderConfig, model_size: str) -> list[tuple[str, int, int]]:
+    """(field, preset value, config value) where `config` is not the size preset.
+
+    The embedding size compares as resolved (None means the hidden size).
+    """
+    preset = MODEL_SIZES[model_size]
+    out = []
+    for field in _SIZE_FIELDS:
+        want, got = preset[field], getattr(config, field)
+        if field == "embedding_size":
+            want, got = want or preset["hidden_size"], config.resolved_embedding_size
+        if got != want:
+            out.append((field, want, got))
+    return out
+
+
+def model_size_of(config: EncoderConfig) -> str:
+    """The MODEL_SIZES name whose sizes `config` has, or "custom"."""
+    return next((name for name in MODEL_SIZES if not size_mismatches(config, name)), "custom")
+
+
 def default_max_predictions(mask_prob: float, max_seq_length: int) -> int:
     """The original's int((mask_prob + 0.005) * max_seq_length): 19 at 128."""
     return int((mask_prob + 0.005) * max_seq_length)

@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf.cli import InputError
-from electra_tf.config import ConfigError, EncoderConfig, FinetuningConfig
+from electra_tf.config import ConfigError, EncoderConfig, FinetuningConfig, model_size_of
 from electra_tf.finetuning import base
 from electra_tf.finetuning.losses import task_loss
 from electra_tf.modeling.finetuning import FinetuningModel
@@ -61,18 +61,6 @@ class FinetuneRun:
     do_predict: bool = False  # write test-split predictions at the end
 
 
-def _size_of(config: EncoderConfig) -> str:
-    from electra_tf.config import MODEL_SIZES
-
-    for name, preset in MODEL_SIZES.items():
-        if all(getattr(config, k) == v or (k == "embedding_size" and v is None
-                                            and config.embedding_size in (None,
-                                                                          config.hidden_size))
-               for k, v in preset.items()):
-            return name
-    return "custom"
-
-
 def load_pretrained(init_checkpoint: str, model_size: str = ""):
     """A discriminator with pre-trained weights, and the vocab recorded with it.
 
@@ -97,7 +85,7 @@ def load_pretrained(init_checkpoint: str, model_size: str = ""):
                              "model_dir with discriminator.weights.h5 and discriminator_config.json)")
     with open(config_file) as f:
         config = EncoderConfig.from_dict(json.load(f))
-    size = _size_of(config)
+    size = model_size_of(config)
     if model_size and size != model_size:
         raise ConfigError(f"{weights} holds a {size}-sized discriminator (hidden "
                           f"{config.hidden_size}, {config.num_hidden_layers} layers), not "
@@ -134,7 +122,7 @@ class Finetuning:
             discriminator, recorded_vocab = load_pretrained(run.init_checkpoint,
                                                             config.model_size)
             self.encoder_config = discriminator.config
-            self.size = config.model_size or _size_of(self.encoder_config)
+            self.size = config.model_size or model_size_of(self.encoder_config)
             kind = task.head
             num_labels = max(1, len(task.label_names))
             self.model = FinetuningModel(discriminator.encoder, kind, num_labels,

@@ -29,7 +29,7 @@ import os
 
 import numpy as np
 
-from electra_tf.config import MODEL_SIZES, ConfigError, EncoderConfig
+from electra_tf.config import MODEL_SIZES, ConfigError, EncoderConfig, size_mismatches
 
 
 class ConversionError(ConfigError):
@@ -48,16 +48,12 @@ def check_model_size(config: EncoderConfig, model_size: str, evidence: dict[str,
         return
     if model_size not in MODEL_SIZES:
         raise ConversionError(f"--model_size={model_size} is not one of {sorted(MODEL_SIZES)}")
-    preset = MODEL_SIZES[model_size]
-    for field in ("hidden_size", "num_hidden_layers", "num_attention_heads",
-                  "intermediate_size", "embedding_size"):
-        want, got = preset[field], getattr(config, field)
-        if field == "embedding_size":
-            want, got = want or preset["hidden_size"], config.resolved_embedding_size
-        if got != want:
-            raise ConversionError(
-                f"the checkpoint is not --model_size={model_size}: {field} is {got} (from "
-                f"{evidence.get(field, 'config.json')}), {model_size} has {want}")
+    mismatches = size_mismatches(config, model_size)
+    if mismatches:
+        field, want, got = mismatches[0]
+        raise ConversionError(
+            f"the checkpoint is not --model_size={model_size}: {field} is {got} (from "
+            f"{evidence.get(field, 'config.json')}), {model_size} has {want}")
 
 
 def assign(weights: dict[str, np.ndarray], targets: dict[str, object], source: str,
