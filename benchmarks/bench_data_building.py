@@ -26,8 +26,8 @@ def main():
     parser.add_argument("--output", default="benchmarks/data_building.json")
     args = parser.parse_args()
 
-    from electra_tf.build_vocab import build_vocab
     from electra_tf.data.demo_corpus import write_corpus
+    from electra_tf.data.vocab import build_vocab
 
     work = tempfile.mkdtemp(prefix="bench_data_")
     base = os.path.join(work, "corpus.txt")

@@ -25,7 +25,8 @@ import numpy as np, tensorflow as tf, keras
 from electra_tf.config import EncoderConfig, MODEL_SIZES, FinetuningConfig
 from electra_tf.modeling import build_discriminator
 from electra_tf.finetuning.registry import get_task
-from electra_tf.finetuning.trainer import Finetuning, FinetuneRun
+from electra_tf.config import FinetuneRun
+from electra_tf.finetuning.trainer import Finetuning
 work, L, batch, jit, precision, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5], int(sys.argv[6])
 pre = os.path.join(work, "pretrained")
 if not os.path.exists(os.path.join(pre, "discriminator.weights.h5")):

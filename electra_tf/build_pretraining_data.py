@@ -15,6 +15,8 @@ from __future__ import annotations
 from absl import app, flags
 
 from electra_tf import cli
+from electra_tf.errors import InputError
+from electra_tf.fileio import expand_files
 
 FLAGS = flags.FLAGS
 
@@ -38,11 +40,11 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     for name in ("corpus", "vocab_file", "output_dir"):
         if not FLAGS[name].value:
-            raise cli.InputError(f"--{name} is required")
+            raise InputError(f"--{name} is required")
     from electra_tf.data.builder import BuildOptions, build_pretraining_data
 
     build_pretraining_data(BuildOptions(
-        files=tuple(cli.expand_files(FLAGS.corpus)), vocab_file=FLAGS.vocab_file,
+        files=tuple(expand_files(FLAGS.corpus)), vocab_file=FLAGS.vocab_file,
         output_dir=FLAGS.output_dir, max_seq_length=FLAGS.max_seq_length,
         num_shards=FLAGS.num_shards, num_processes=FLAGS.num_processes, seed=FLAGS.seed,
         do_lower_case=FLAGS.do_lower_case, strip_accents=cli.tri_state(FLAGS.strip_accents),

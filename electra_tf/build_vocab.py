@@ -3,21 +3,18 @@
     python -m electra_tf.build_vocab --corpus='data/*.txt' --vocab_size=30522 \
         --output=vocab.txt [--nodo_lower_case] [--strip_accents=auto|true|false]
 
-The special tokens keep the ids of BERT's uncased vocab ([PAD]=0,
-[unused0..98]=1..99, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103), so code
-written for that file works with a learned one and the other way round. The
-text is split into words by BERT's basic tokenizer after the same
-normalization that `electra_tf.tokenization.Tokenizer` applies.
+The special tokens keep the ids of BERT's uncased vocab ([PAD]=0, [UNK]=100,
+[CLS]=101, [SEP]=102, [MASK]=103); the learning itself is
+`electra_tf.data.vocab.build_vocab`.
 """
 
 from __future__ import annotations
 
-import collections
-import sys
-
 from absl import app, flags
 
 from electra_tf import cli
+from electra_tf.data.vocab import build_vocab
+from electra_tf.errors import InputError
 
 FLAGS = flags.FLAGS
 
@@ -34,75 +31,12 @@ def define_flags():
     flags.DEFINE_integer("max_lines", 0, "Read at most this many lines (0: all).")
 
 
-def count_words(files: list[str], do_lower_case: bool, strip_accents: bool,
-                max_lines: int = 0) -> tuple[collections.Counter, int]:
-    """Words as BERT's basic tokenizer splits them -> counts, and lines read."""
-    import tensorflow as tf
-    from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
-
-    from electra_tf.tokenization import pre_normalize
-
-    splitter = BasicTokenizer(lower_case=do_lower_case and strip_accents)
-    ds = tf.data.TextLineDataset(files).filter(lambda s: tf.strings.length(s) > 0)
-    if max_lines:
-        ds = ds.take(max_lines)
-    ds = ds.batch(4096).map(
-        lambda s: (splitter.tokenize(pre_normalize(s, do_lower_case, strip_accents)).flat_values,
-                   tf.shape(s)[0]),
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(2)
-    counts: collections.Counter = collections.Counter()
-    lines = 0
-    progress = cli.Progress("build_vocab", unit="lines")
-    for words, n in ds.as_numpy_iterator():
-        counts.update(w.decode("utf-8", errors="replace") for w in words)
-        lines += int(n)
-        progress.update(lines, extra=f"{len(counts):,} distinct words")
-    return counts, lines
-
-
-def learn_vocab(counts: collections.Counter, vocab_size: int, min_count: int = 10) -> list[str]:
-    """Word counts -> WordPiece vocab with the BERT specials at BERT's ids."""
-    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
-
-    from electra_tf.tokenization import BERT_RESERVED_TOKENS
-
-    if vocab_size <= len(BERT_RESERVED_TOKENS):
-        raise cli.InputError(
-            f"vocab_size must exceed the {len(BERT_RESERVED_TOKENS)} reserved tokens, "
-            f"got {vocab_size}")
-    vocab = learner.learn(list(counts.items()), vocab_size, list(BERT_RESERVED_TOKENS),
-                          lower_thresh=max(1, min_count))
-    # The learner puts the reserved tokens first, in order; check, as ids matter.
-    if vocab[:len(BERT_RESERVED_TOKENS)] != list(BERT_RESERVED_TOKENS) or len(set(vocab)) != len(vocab):
-        raise RuntimeError("the WordPiece learner did not keep the reserved tokens in place")
-    return vocab
-
-
-def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool = True,
-                strip_accents: bool | None = None, min_count: int = 10,
-                max_lines: int = 0) -> list[str]:
-    """Counts words in the corpus files, learns the vocab and writes it atomically."""
-    from electra_tf.tokenization import resolve_strip_accents
-
-    files = cli.expand_files(corpus)
-    strip = resolve_strip_accents(do_lower_case, strip_accents)
-    counts, lines = count_words(files, do_lower_case, strip, max_lines)
-    if not counts:
-        raise cli.InputError(f"corpus {corpus!r} has no words ({len(files)} file(s), {lines} lines)")
-    print(f"[build_vocab] {lines:,} lines, {sum(counts.values()):,} words, "
-          f"{len(counts):,} distinct; learning up to {vocab_size:,} pieces", file=sys.stderr)
-    vocab = learn_vocab(counts, vocab_size, min_count)
-    cli.atomic_write_text(output, "\n".join(vocab) + "\n")
-    print(f"[build_vocab] wrote {len(vocab):,} tokens to {output}", file=sys.stderr)
-    return vocab
-
-
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     for name in ("corpus", "output"):
         if not FLAGS[name].value:
-            raise cli.InputError(f"--{name} is required")
+            raise InputError(f"--{name} is required")
     build_vocab(FLAGS.corpus, FLAGS.vocab_size, FLAGS.output, FLAGS.do_lower_case,
                 cli.tri_state(FLAGS.strip_accents), FLAGS.min_count, FLAGS.max_lines)
 

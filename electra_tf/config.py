@@ -293,6 +293,9 @@ def generator_config(disc: EncoderConfig, generator_hidden_size: float,
     ).validate()
 
 
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+
+
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """How and where a pre-training run executes (not hyperparameters)."""
@@ -311,7 +314,7 @@ class RunConfig:
     log_every_steps: int = 0  # console/summary period; 0: iterations_per_loop
 
     def validate(self) -> "RunConfig":
-        if self.strategy not in ("default", "mirrored", "multi_worker", "tpu"):
+        if self.strategy not in STRATEGIES:
             raise ConfigError(f"unknown strategy {self.strategy!r}")
         if self.mixed_precision not in ("fp32", "bf16"):
             raise ConfigError(
@@ -390,3 +393,31 @@ class FinetuningConfig:
     def from_dict(cls, values: dict[str, Any]) -> "FinetuningConfig":
         _check_known(cls, values)
         return cls(**values).validate()
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneRun:
+    """Where and how a fine-tuning run executes."""
+
+    model_dir: str = ""  # checkpoints, results.json, prediction files
+    data_dir: str = ""  # the task's files (GLUE task folder, SQuAD json, CoNLL files)
+    init_checkpoint: str = ""  # pre-training model_dir, or a discriminator .weights.h5
+    vocab_file: str = ""  # "" : the one recorded with the checkpoint
+    strategy: str = "default"  # default | mirrored | multi_worker | tpu
+    num_devices: int = 0  # mirrored: GPUs (or logical CPUs) to use
+    tpu: str = ""  # TPU name for strategy=tpu
+    jit_compile: bool = False  # XLA for the forward/backward and prediction
+    mixed_precision: str = "fp32"  # fp32 | bf16
+    do_train: bool = True  # train (else only evaluate the checkpoint)
+    do_eval: bool = True  # evaluate on the dev split(s) after every epoch
+    do_predict: bool = False  # write test-split predictions at the end
+
+    def validate(self) -> "FinetuneRun":
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(f"unknown strategy {self.strategy!r}")
+        if self.mixed_precision not in ("fp32", "bf16"):
+            raise ConfigError(f"mixed_precision must be fp32 or bf16, got {self.mixed_precision!r}")
+        for name in ("model_dir", "data_dir"):
+            if not getattr(self, name):
+                raise ConfigError(f"--{name} is required")
+        return self

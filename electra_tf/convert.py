@@ -24,6 +24,7 @@ import sys
 from absl import app, flags
 
 from electra_tf import cli
+from electra_tf.errors import InputError
 
 FLAGS = flags.FLAGS
 
@@ -54,14 +55,14 @@ def main(argv) -> None:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     source, target = FLAGS["from"].value, FLAGS.to
     if (source is None) == (target is None):
-        raise cli.InputError("give exactly one of --from=tf1|hf and --to=hf")
+        raise InputError("give exactly one of --from=tf1|hf and --to=hf")
     if not FLAGS.output:
-        raise cli.InputError("--output is required")
+        raise InputError("--output is required")
     from electra_tf.interop import hf, tf1
 
     if source == "tf1":
         if not FLAGS.checkpoint or not FLAGS.model_size:
-            raise cli.InputError("--from=tf1 needs --checkpoint and --model_size")
+            raise InputError("--from=tf1 needs --checkpoint and --model_size")
         overrides = json.loads(FLAGS.model_hparam_overrides) if FLAGS.model_hparam_overrides \
             else None
         report = tf1.import_checkpoint(FLAGS.checkpoint, FLAGS.model_size, FLAGS.output,
@@ -73,14 +74,14 @@ def main(argv) -> None:
                   f"{FLAGS.output} {report['resume_flags']}", file=sys.stderr)
     elif source == "hf":
         if not FLAGS.model_dir:
-            raise cli.InputError("--from=hf needs --model_dir")
+            raise InputError("--from=hf needs --model_dir")
         for folder in filter(None, (FLAGS.model_dir, FLAGS.generator_dir)):
             report = hf.import_model(folder, FLAGS.output, FLAGS.model_size, FLAGS.drop_task_head)
             print(f"[convert] {report['kind']}: {len(report['assigned'])} tensors -> "
                   f"{FLAGS.output}", file=sys.stderr)
     else:
         if not FLAGS.model_dir:
-            raise cli.InputError("--to=hf needs --model_dir (an electra_tf model_dir)")
+            raise InputError("--to=hf needs --model_dir (an electra_tf model_dir)")
         for path in hf.export_model(FLAGS.model_dir, FLAGS.output, FLAGS.generator):
             print(f"[convert] wrote {path}", file=sys.stderr)
 

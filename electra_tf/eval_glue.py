@@ -19,6 +19,7 @@ import json
 from absl import app, flags
 
 from electra_tf import cli
+from electra_tf.errors import InputError
 
 FLAGS = flags.FLAGS
 
@@ -36,19 +37,19 @@ def evaluate(task_name: str, predictions_file: str, dev_file: str) -> dict[str, 
     """The task's GLUE metrics of a predictions file against a labelled file.
 
     Raises:
-      cli.InputError: an unknown task or any bad file (message names file:line).
+      InputError: an unknown task or any bad file (message names file:line).
     """
     from electra_tf.finetuning import base, glue
 
     try:
         task = glue.get_task(task_name)
     except ValueError as e:
-        raise cli.InputError(str(e)) from None
+        raise InputError(str(e)) from None
     try:
         examples = task.read_file(dev_file, labelled=True)
         predictions = task.read_predictions(predictions_file, examples)
     except base.TaskDataError as e:
-        raise cli.InputError(str(e)) from None
+        raise InputError(str(e)) from None
     return task.metrics(predictions, examples)
 
 
@@ -57,7 +58,7 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     for name in ("task", "predictions", "dev_file"):
         if not FLAGS[name].value:
-            raise cli.InputError(f"--{name} is required")
+            raise InputError(f"--{name} is required")
     print(json.dumps(evaluate(FLAGS.task, FLAGS.predictions, FLAGS.dev_file)))
 
 

@@ -25,6 +25,7 @@ import os
 from absl import app, flags
 
 from electra_tf import cli
+from electra_tf.errors import InputError
 
 FLAGS = flags.FLAGS
 
@@ -39,25 +40,25 @@ def define_flags():
 
 
 def read_json(path: str, what: str):
-    """(raw text, parsed JSON). Raises cli.InputError naming the file (and line:column)."""
+    """(raw text, parsed JSON). Raises InputError naming the file (and line:column)."""
     if not os.path.isfile(path):
-        raise cli.InputError(f"{what} file not found: {path}")
+        raise InputError(f"{what} file not found: {path}")
     try:
         with open(path, encoding="utf-8") as f:
             raw = f.read()
     except UnicodeDecodeError as e:
-        raise cli.InputError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
+        raise InputError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
     try:
         return raw, json.loads(raw)
     except json.JSONDecodeError as e:
-        raise cli.InputError(f"{path}:{e.lineno}:{e.colno}: malformed JSON: {e.msg}") from None
+        raise InputError(f"{path}:{e.lineno}:{e.colno}: malformed JSON: {e.msg}") from None
 
 
 def read_squad_json(path: str) -> tuple[str, list]:
     """An official SQuAD file -> (raw text, its "data" list of articles)."""
     raw, obj = read_json(path, "SQuAD data")
     if not isinstance(obj, dict) or not isinstance(obj.get("data"), list):
-        raise cli.InputError(f"{path}: not a SQuAD file: expected an object "
+        raise InputError(f"{path}: not a SQuAD file: expected an object "
                              '{"version": ..., "data": [articles]}')
     return raw, obj["data"]
 
@@ -67,29 +68,29 @@ def check_dataset(data: list, path: str, version: str) -> None:
     for a, article in enumerate(data):
         paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
         if not isinstance(paragraphs, list):
-            raise cli.InputError(f"{path}: article {a} has no 'paragraphs' list")
+            raise InputError(f"{path}: article {a} has no 'paragraphs' list")
         for p, paragraph in enumerate(paragraphs):
             qas = paragraph.get("qas") if isinstance(paragraph, dict) else None
             if not isinstance(qas, list):
-                raise cli.InputError(f"{path}: article {a} paragraph {p} has no 'qas' list")
+                raise InputError(f"{path}: article {a} paragraph {p} has no 'qas' list")
             for q, qa in enumerate(qas):
                 if not isinstance(qa, dict) or not isinstance(qa.get("id"), str):
-                    raise cli.InputError(
+                    raise InputError(
                         f"{path}: article {a} paragraph {p} question {q} has no 'id'")
                 answers = qa.get("answers")
                 if not isinstance(answers, list) or not all(
                         isinstance(x, dict) and isinstance(x.get("text"), str) for x in answers):
-                    raise cli.InputError(f"{path}: question id {qa['id']!r}: 'answers' must be "
+                    raise InputError(f"{path}: question id {qa['id']!r}: 'answers' must be "
                                          'a list of {"text": ...}')
                 if version == "1.1" and not answers:
-                    raise cli.InputError(f"{path}: question id {qa['id']!r} has no answers; "
+                    raise InputError(f"{path}: question id {qa['id']!r} has no answers; "
                                          "a SQuAD 2.0 file? (use --version=2.0)")
 
 
 def check_predictions(obj, path: str) -> dict[str, str]:
     if not isinstance(obj, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in obj.items()):
-        raise cli.InputError(f"{path}: predictions must be a JSON object "
+        raise InputError(f"{path}: predictions must be a JSON object "
                              "{question id: answer text}")
     return obj
 
@@ -98,11 +99,11 @@ def check_null_odds(obj, path: str, predictions: dict[str, str]) -> dict[str, fl
     if not isinstance(obj, dict) or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
             for v in obj.values()):
-        raise cli.InputError(f"{path}: null odds must be a JSON object "
+        raise InputError(f"{path}: null odds must be a JSON object "
                              "{question id: finite number}")
     missing = [q for q in predictions if q not in obj]
     if missing:
-        raise cli.InputError(f"{path}: no null odds for {len(missing)} predicted question(s), "
+        raise InputError(f"{path}: no null odds for {len(missing)} predicted question(s), "
                              f"e.g. {missing[0]!r}")
     return {q: float(obj[q]) for q in predictions}
 
@@ -121,7 +122,7 @@ def official_evaluate(version: str, dataset: list, predictions: dict[str, str],
         from official.nlp.tools import squad_evaluate_v1_1
 
         if null_odds is not None:
-            raise cli.InputError("null odds are for SQuAD 2.0 only")
+            raise InputError("null odds are for SQuAD 2.0 only")
         return dict(squad_evaluate_v1_1.evaluate(dataset, predictions))
     from official.nlp.tools import squad_evaluate_v2_0
 
@@ -144,14 +145,14 @@ def evaluate_files(version: str, data_file: str, predictions_file: str,
     null_odds = None
     if null_odds_file:
         if version != "2.0":
-            raise cli.InputError("--null_odds is for --version=2.0 only")
+            raise InputError("--null_odds is for --version=2.0 only")
         null_odds = check_null_odds(read_json(null_odds_file, "null odds")[1], null_odds_file,
                                     predictions)
     qids = {qa["id"] for article in data for p in article["paragraphs"] for qa in p["qas"]}
     if not qids:
-        raise cli.InputError(f"{data_file}: no questions")
+        raise InputError(f"{data_file}: no questions")
     if version == "2.0" and not any(q in qids for q in predictions):
-        raise cli.InputError(f"{predictions_file}: none of its question ids is in {data_file}")
+        raise InputError(f"{predictions_file}: none of its question ids is in {data_file}")
     return official_evaluate(version, data, predictions, null_odds)
 
 
@@ -160,7 +161,7 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     for name in ("version", "data_file", "predictions"):
         if not FLAGS[name].value:
-            raise cli.InputError(f"--{name} is required")
+            raise InputError(f"--{name} is required")
     result = evaluate_files(FLAGS.version, FLAGS.data_file, FLAGS.predictions, FLAGS.null_odds)
     print(json.dumps(result))
 

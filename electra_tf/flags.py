@@ -59,22 +59,15 @@ def define_pretraining_flags(flag_values=flags.FLAGS) -> None:
 
 def define_finetuning_flags(flag_values=flags.FLAGS) -> None:
     """Defines one flag per FinetuningConfig and FinetuneRun field."""
-    from electra_tf.finetuning.trainer import FinetuneRun
-
     _define(config_lib.FinetuningConfig, flag_values)
-    _define(FinetuneRun, flag_values)
+    _define(config_lib.FinetuneRun, flag_values)
 
 
 def finetuning_configs(flag_values=flags.FLAGS):
-    """Parsed flags -> (FinetuningConfig, FinetuneRun)."""
-    from electra_tf.finetuning.trainer import FinetuneRun
-
+    """Parsed flags -> (FinetuningConfig, FinetuneRun), both validated."""
     config = config_lib.FinetuningConfig.from_dict(_values(config_lib.FinetuningConfig,
                                                            flag_values))
-    run = FinetuneRun(**_values(FinetuneRun, flag_values))
-    for name in ("model_dir", "data_dir"):
-        if not getattr(run, name):
-            raise config_lib.ConfigError(f"--{name} is required")
+    run = config_lib.FinetuneRun(**_values(config_lib.FinetuneRun, flag_values)).validate()
     return config, run
 
 

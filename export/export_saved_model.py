@@ -91,8 +91,8 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
     Raises:
       InputError: missing files or a checkpoint of another task.
     """
-    from electra_tf.cli import InputError
     from electra_tf.config import EncoderConfig
+    from electra_tf.errors import InputError
     from electra_tf.modeling.finetuning import FinetuningModel
     from electra_tf.modeling.models import build_discriminator
     from electra_tf.tokenization import Tokenizer
@@ -163,7 +163,7 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
     Raises:
       InputError: the version exists (nothing is overwritten) or is not >= 1.
     """
-    from electra_tf.cli import InputError
+    from electra_tf.errors import InputError
     from export import signatures
     from export import warmup as warmup_lib
 
@@ -200,7 +200,7 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    from electra_tf.cli import InputError
+    from electra_tf.errors import InputError
 
     for name in ("task", "checkpoint", "model_base", "model_name"):
         if not getattr(FLAGS, name):

@@ -4,8 +4,8 @@ import csv
 import os
 
 import pytest
-
 from conftest import make_corpus, run_module
+
 from electra_tf.experiments.efficiency import build_probe
 
 

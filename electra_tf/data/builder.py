@@ -23,9 +23,10 @@ import sys
 import time
 import uuid
 
-from electra_tf import cli
 from electra_tf.data import features as features_lib
 from electra_tf.data.packing import ExampleBuilder, SpecialIds, to_features
+from electra_tf.errors import InputError
+from electra_tf.fileio import Progress, atomic_write_text
 
 STATS_FILE = "pretrain_data_stats.json"
 _TOKENIZE_BATCH_LINES = 4096
@@ -84,21 +85,21 @@ def validate(options: BuildOptions) -> tuple[int, int]:
     from electra_tf.tokenization import load_vocab
 
     if options.max_seq_length < 8:
-        raise cli.InputError(f"max_seq_length must be >= 8, got {options.max_seq_length}")
+        raise InputError(f"max_seq_length must be >= 8, got {options.max_seq_length}")
     if options.num_shards < 1 or options.num_processes < 1:
-        raise cli.InputError("num_shards and num_processes must be >= 1")
+        raise InputError("num_shards and num_processes must be >= 1")
     load_vocab(options.vocab_file)  # raises VocabError with the reason
     for path in options.files:
         if not os.path.isfile(path):
-            raise cli.InputError(f"corpus file not found: {path}")
+            raise InputError(f"corpus file not found: {path}")
     lines, docs = scan_corpus(options.files)
     if lines == 0:
-        raise cli.InputError(f"the corpus is empty: {len(options.files)} file(s) with no text")
+        raise InputError(f"the corpus is empty: {len(options.files)} file(s) with no text")
     if os.path.isdir(options.output_dir) and not options.overwrite:
         existing = [f for f in os.listdir(options.output_dir)
                     if f.startswith(features_lib.SHARD_PREFIX) or f == STATS_FILE]
         if existing:
-            raise cli.InputError(
+            raise InputError(
                 f"{options.output_dir} already holds pre-training data ({existing[0]}, ...); "
                 "pass --overwrite or choose another --output_dir")
     return lines, docs
@@ -125,7 +126,7 @@ def _build_shards(options: BuildOptions, shards: list[int], tmp_tag: str,
     writers = {s: tf.io.TFRecordWriter(os.path.join(
         options.output_dir, f".{features_lib.shard_name(s, options.num_shards)}.{tmp_tag}"))
         for s in shards}
-    progress = None if lines_done is not None else cli.Progress("build_pretraining_data")
+    progress = None if lines_done is not None else Progress("build_pretraining_data")
     # In-process runs print their own progress; workers count into lines_done.
     total_lines = total_examples = 0
 
@@ -226,7 +227,7 @@ def build_pretraining_data(options: BuildOptions) -> dict:
     """Builds the shards and the stats JSON. Returns the stats.
 
     Raises:
-      cli.InputError / VocabError: bad input, before anything is written.
+      InputError / VocabError: bad input, before anything is written.
     """
     total_lines, _ = validate(options)
     os.makedirs(options.output_dir, exist_ok=True)
@@ -241,7 +242,7 @@ def build_pretraining_data(options: BuildOptions) -> dict:
         else:
             ctx = mp.get_context("spawn")  # TF is not fork-safe
             lines_done = ctx.Value("q", 0)
-            progress = cli.Progress("build_pretraining_data", total=total_lines)
+            progress = Progress("build_pretraining_data", total=total_lines)
             with ctx.Pool(procs, initializer=_init_counter, initargs=(lines_done,)) as pool:
                 result = pool.map_async(_pool_worker, [(options, j, tmp_tag) for j in jobs])
                 while not result.ready():
@@ -263,7 +264,7 @@ def build_pretraining_data(options: BuildOptions) -> dict:
             if f.startswith(features_lib.SHARD_PREFIX) and f not in keep:
                 os.remove(os.path.join(options.output_dir, f))
     stats = summarize(per_shard, options, time.monotonic() - start)
-    cli.atomic_write_text(os.path.join(options.output_dir, STATS_FILE),
+    atomic_write_text(os.path.join(options.output_dir, STATS_FILE),
                           json.dumps(stats, indent=2, sort_keys=True) + "\n")
     print(f"[build_pretraining_data] {stats['examples']:,} examples from {stats['documents']:,} "
           f"documents / {stats['lines']:,} lines in {stats['seconds']:.1f}s; fill "

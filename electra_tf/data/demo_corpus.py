@@ -77,7 +77,8 @@ def docstring_sentences(doc: str) -> list[str]:
 def write_corpus(output: str, max_documents: int = 0, stdlib_dir: str | None = None,
                  min_sentences: int = 2) -> dict:
     """Writes the corpus file atomically. Returns counts of files/documents/lines."""
-    from electra_tf import cli
+    from electra_tf.errors import InputError
+    from electra_tf.fileio import atomic_write_text
 
     docs = []
     files = stdlib_files(stdlib_dir)
@@ -88,17 +89,17 @@ def write_corpus(output: str, max_documents: int = 0, stdlib_dir: str | None = N
         if max_documents and len(docs) >= max_documents:
             break
     if not docs:
-        raise cli.InputError(f"no docstrings found under {stdlib_dir or 'the standard library'}")
-    cli.atomic_write_text(output, "\n\n".join("\n".join(d) for d in docs) + "\n")
+        raise InputError(f"no docstrings found under {stdlib_dir or 'the standard library'}")
+    atomic_write_text(output, "\n\n".join("\n".join(d) for d in docs) + "\n")
     return {"source_files": len(files), "documents": len(docs),
             "lines": sum(len(d) for d in docs)}
 
 
 def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int) -> dict:
     """Builds (once) the stdlib-docstring corpus, vocab and records. Returns paths."""
-    from electra_tf.build_vocab import build_vocab
     from electra_tf.data.builder import BuildOptions, build_pretraining_data
     from electra_tf.data.features import shard_name
+    from electra_tf.data.vocab import build_vocab
 
     corpus = os.path.join(data_dir, "corpus.txt")
     vocab = os.path.join(data_dir, "vocab.txt")
@@ -124,14 +125,11 @@ def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int) -> di
 def main(argv):
     from absl import flags
 
-    from electra_tf import cli
-
     del argv
     flags_ = flags.FLAGS
     stats = write_corpus(flags_.output, flags_.max_documents)
     print(f"[demo_corpus] wrote {stats['documents']:,} documents, {stats['lines']:,} lines "
           f"to {flags_.output}", flush=True)
-    del cli
 
 
 if __name__ == "__main__":

@@ -20,15 +20,17 @@ import tensorflow as tf
 
 from electra_tf.data import features as features_lib
 from electra_tf.data.masking import MaskingConfig, mask_batch
+from electra_tf.fileio import expand_files
 
 
 def list_files(file_pattern: str | list[str]) -> list[str]:
-    """Comma-separated globs (or a list of them) -> sorted files; error if none."""
-    patterns = file_pattern.split(",") if isinstance(file_pattern, str) else list(file_pattern)
-    files = sorted({f for p in patterns if p.strip() for f in tf.io.gfile.glob(p.strip())})
-    if not files:
-        raise FileNotFoundError(f"no TFRecord file matches {file_pattern!r}")
-    return files
+    """Comma-separated globs (or a list of them) -> sorted files, through tf.io.gfile.
+
+    Raises:
+      InputError: a pattern matches no file.
+    """
+    return expand_files(file_pattern, "TFRecord", glob_fn=tf.io.gfile.glob,
+                        isfile=lambda f: not tf.io.gfile.isdir(f))
 
 
 def pretraining_dataset(file_pattern: str | list[str], batch_size: int, max_seq_length: int,

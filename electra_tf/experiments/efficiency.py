@@ -120,9 +120,9 @@ def pretrain(objective: str, demo: dict, model_dir: str) -> dict:
 
 
 def probe(model_dir: str, probe_dir: str, out_dir: str, vocab_file: str) -> float:
-    from electra_tf.config import FinetuningConfig
+    from electra_tf.config import FinetuneRun, FinetuningConfig
     from electra_tf.finetuning.registry import get_task
-    from electra_tf.finetuning.trainer import FinetuneRun, Finetuning
+    from electra_tf.finetuning.trainer import Finetuning
 
     config = FinetuningConfig(task_name="rte", max_seq_length=FLAGS.max_seq_length,
                               num_train_epochs=FLAGS.probe_epochs, learning_rate=1e-3,

@@ -34,7 +34,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 from absl import logging
 
-from electra_tf.cli import atomic_write_text
+from electra_tf.fileio import atomic_write_text
 from electra_tf.finetuning import metrics as metrics_lib
 from electra_tf.finetuning.base import Features, TaskDataError, pack_pair
 

@@ -364,7 +364,7 @@ class SquadTask:
     def write_predictions(self, predictions: dict[str, SquadPrediction],
                           examples: list[SquadExample], path: str) -> None:
         """{qas_id: answer} at `path` (the official format); 2.0 adds null_odds.json beside it."""
-        from electra_tf.cli import atomic_write_text
+        from electra_tf.fileio import atomic_write_text
 
         atomic_write_text(path, _dumps({q: p.answer for q, p in predictions.items()}))
         if self.v2:

@@ -24,8 +24,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.cli import InputError
-from electra_tf.config import ConfigError, EncoderConfig, FinetuningConfig, model_size_of
+from electra_tf.config import (
+    ConfigError,
+    EncoderConfig,
+    FinetuneRun,
+    FinetuningConfig,
+    model_size_of,
+)
+from electra_tf.errors import InputError
 from electra_tf.finetuning import base
 from electra_tf.finetuning.losses import task_loss
 from electra_tf.modeling.finetuning import FinetuningModel
@@ -41,24 +47,6 @@ from electra_tf.training import (
 )
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
-
-
-@dataclasses.dataclass(frozen=True)
-class FinetuneRun:
-    """Where and how a fine-tuning run executes."""
-
-    model_dir: str = ""  # checkpoints, results.json, prediction files
-    data_dir: str = ""  # the task's files (GLUE task folder, SQuAD json, CoNLL files)
-    init_checkpoint: str = ""  # pre-training model_dir, or a discriminator .weights.h5
-    vocab_file: str = ""  # "" : the one recorded with the checkpoint
-    strategy: str = "default"  # default | mirrored | multi_worker | tpu
-    num_devices: int = 0  # mirrored: GPUs (or logical CPUs) to use
-    tpu: str = ""  # TPU name for strategy=tpu
-    jit_compile: bool = False  # XLA for the forward/backward and prediction
-    mixed_precision: str = "fp32"  # fp32 | bf16
-    do_train: bool = True  # train (else only evaluate the checkpoint)
-    do_eval: bool = True  # evaluate on the dev split(s) after every epoch
-    do_predict: bool = False  # write test-split predictions at the end
 
 
 def load_pretrained(init_checkpoint: str, model_size: str = ""):

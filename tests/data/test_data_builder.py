@@ -8,13 +8,13 @@ import pytest
 import tensorflow as tf
 from conftest import make_corpus, run_module, tiny_vocab_tokens, write_vocab
 
-from electra_tf import cli
-from electra_tf.build_vocab import build_vocab
 from electra_tf.data import builder as builder_lib
 from electra_tf.data import features as features_lib
 from electra_tf.data.builder import BuildOptions, build_pretraining_data
 from electra_tf.data.masking import MaskingConfig, unmask
 from electra_tf.data.pipeline import pretraining_dataset
+from electra_tf.data.vocab import build_vocab
+from electra_tf.errors import InputError
 from electra_tf.tokenization import Tokenizer
 
 
@@ -115,7 +115,7 @@ def test_interrupted_build_leaves_no_complete_looking_shard(tiny_corpus, tiny_vo
 def test_existing_output_is_not_overwritten_silently(tiny_corpus, tiny_vocab, tmp_path):
     out = tmp_path / "out"
     build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32, num_shards=3))
-    with pytest.raises(cli.InputError, match="--overwrite"):
+    with pytest.raises(InputError, match="--overwrite"):
         build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32))
     build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
                                    overwrite=True))
@@ -189,7 +189,7 @@ def test_fewer_files_than_pipelines_shards_records(tiny_corpus, tiny_vocab, tmp_
 
 
 def test_pipeline_missing_files_is_clear(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no TFRecord"):
+    with pytest.raises(InputError, match="TFRecord pattern .* matches no file"):
         pretraining_dataset(str(tmp_path / "none*"), 2, 16, None)
 
 

@@ -36,7 +36,7 @@ def test_export_info_names_the_signatures(exports):
 
 def test_versions_are_never_overwritten_and_failures_leave_nothing(exports, tmp_path,
                                                                    monkeypatch):
-    from electra_tf.cli import InputError
+    from electra_tf.errors import InputError
     from export import export_saved_model, warmup
 
     spec = exports["stsb"][0]
@@ -71,7 +71,7 @@ def test_cli_exports_next_version_and_refuses_an_existing_one(finetuned_dirs, tm
 
 
 def test_cli_rejects_a_checkpoint_of_another_task(finetuned_dirs, tmp_path):
-    from electra_tf.cli import InputError
+    from electra_tf.errors import InputError
     from export.export_saved_model import load_spec
 
     with pytest.raises(InputError, match="cannot serve"):

@@ -24,9 +24,9 @@ def test_cli_learns_toy_sst2_and_resumes(pretrained_dir, toy_sst2_dir, tmp_path)
 
 
 def test_layerwise_decay_rate_per_variable(pretrained_dir, tmp_path, toy_sst2_dir):
-    from electra_tf.config import FinetuningConfig
+    from electra_tf.config import FinetuneRun, FinetuningConfig
     from electra_tf.finetuning.registry import get_task
-    from electra_tf.finetuning.trainer import FinetuneRun, Finetuning
+    from electra_tf.finetuning.trainer import Finetuning
 
     config = FinetuningConfig(task_name="sst2", layerwise_lr_decay=0.8, max_seq_length=16,
                               num_train_epochs=0.1)  # one step: the optimizer gets built
@@ -91,9 +91,9 @@ def _weights(ft):
 def test_interrupted_and_resumed_equals_uninterrupted(pretrained_dir, toy_sst2_dir, tmp_path):
     import numpy as np
 
-    from electra_tf.config import FinetuningConfig
+    from electra_tf.config import FinetuneRun, FinetuningConfig
     from electra_tf.finetuning.registry import get_task
-    from electra_tf.finetuning.trainer import FinetuneRun, Finetuning
+    from electra_tf.finetuning.trainer import Finetuning
 
     config = FinetuningConfig(task_name="sst2", max_seq_length=16, num_train_epochs=2,
                               train_batch_size=32, save_checkpoints_steps=4, seed=1)
@@ -117,9 +117,9 @@ def test_interrupted_and_resumed_equals_uninterrupted(pretrained_dir, toy_sst2_d
 def test_jit_and_bf16_fine_tuning_runs(pretrained_dir, toy_sst2_dir, tmp_path):
     import keras
 
-    from electra_tf.config import FinetuningConfig
+    from electra_tf.config import FinetuneRun, FinetuningConfig
     from electra_tf.finetuning.registry import get_task
-    from electra_tf.finetuning.trainer import FinetuneRun, Finetuning
+    from electra_tf.finetuning.trainer import Finetuning
 
     try:
         ft = Finetuning(get_task("sst2"), FinetuningConfig(

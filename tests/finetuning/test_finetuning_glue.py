@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from conftest import run_module
 
-from electra_tf import cli, eval_glue
+from electra_tf import eval_glue
+from electra_tf.errors import InputError
 from electra_tf.finetuning import base, glue
 from electra_tf.tokenization import Tokenizer
 
@@ -301,12 +302,12 @@ def test_bad_prediction_files(glue_dir, tmp_path):
     }
     for i, (text, message) in enumerate(cases.items()):
         path = _write(tmp_path, f"p{i}.tsv", text)
-        with pytest.raises(cli.InputError) as e:
+        with pytest.raises(InputError) as e:
             eval_glue.evaluate("mrpc", path, dev_file)
         assert str(e.value).startswith(path + message)
-    with pytest.raises(cli.InputError, match="no such file"):
+    with pytest.raises(InputError, match="no such file"):
         eval_glue.evaluate("mrpc", str(tmp_path / "none.tsv"), dev_file)
-    with pytest.raises(cli.InputError, match="unknown GLUE task 'sst'"):
+    with pytest.raises(InputError, match="unknown GLUE task 'sst'"):
         eval_glue.evaluate("sst", str(tmp_path / "none.tsv"), dev_file)
     with pytest.raises(ValueError, match="out of range"):
         task.write_predictions([2], task.read(glue_dir, "dev")[:1], str(tmp_path / "x.tsv"))

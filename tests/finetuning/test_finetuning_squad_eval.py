@@ -106,7 +106,7 @@ def test_official_evaluate_without_null_odds_and_extra_ids():
 
 
 def test_bad_files_are_clear(tmp_path):
-    from electra_tf.cli import InputError
+    from electra_tf.errors import InputError
     from electra_tf.eval_squad import evaluate_files
 
     v1, v2 = random_squad(False), random_squad(True)

@@ -1,0 +1,105 @@
+"""Small file helpers shared by library modules: globs, atomic writes, progress.
+
+Everything that writes a file others read (configs, vocabularies, stats,
+predictions, weights) writes it under a temporary name in the same folder and
+renames it, so a kill mid-write never leaves a truncated file behind.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+import tempfile
+import time
+from typing import Any, Callable
+
+from electra_tf.errors import InputError
+
+
+def expand_files(patterns: str | list[str], what: str = "corpus",
+                 glob_fn: Callable[[str], list[str]] = glob.glob,
+                 isfile: Callable[[str], bool] = os.path.isfile) -> list[str]:
+    """Comma-separated globs (or a list of them) -> sorted unique file paths.
+
+    Directories are skipped.
+
+    Args:
+      patterns: "a/*.txt,b.txt" or ["a/*.txt", "b.txt"].
+      what: names the files in error messages ("corpus", "--train_data").
+      glob_fn, isfile: the file system; the TFRecord reader passes
+        `tf.io.gfile`'s so that remote paths (gs://) work.
+
+    Raises:
+      InputError: a pattern matches nothing, or no pattern is given.
+    """
+    items = patterns.split(",") if isinstance(patterns, str) else list(patterns)
+    files: set[str] = set()
+    for pattern in (p.strip() for p in items):
+        if not pattern:
+            continue
+        matched = [f for f in glob_fn(os.path.expanduser(pattern)) if isfile(f)]
+        if not matched:
+            raise InputError(f"{what} pattern {pattern!r} matches no file")
+        files.update(matched)
+    if not files:
+        raise InputError(f"no {what} file given")
+    return sorted(files)
+
+
+def atomic_write(path: str, write: Callable[[str], None], suffix: str = "") -> None:
+    """Calls `write(tmp_path)` for a temporary path beside `path`, then renames.
+
+    Args:
+      path: the final file.
+      write: writes the whole file to the path it is given.
+      suffix: the temporary name's ending, for writers that insist on one
+        (Keras' save_weights wants ".weights.h5").
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=folder)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    """Writes a UTF-8 text file atomically (temporary name, then rename)."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    atomic_write(path, write)
+
+
+def atomic_write_json(path: str, value: Any) -> None:
+    """Writes `value` as indented, key-sorted JSON, atomically."""
+    atomic_write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
+
+
+class Progress:
+    """Throttled progress lines on stderr: at most one every `every` seconds."""
+
+    def __init__(self, label: str, total: int | None = None, unit: str = "lines",
+                 every: float = 5.0):
+        self.label, self.total, self.unit, self.every = label, total, unit, every
+        self.start = self._last = time.monotonic()
+
+    def update(self, done: int, extra: str = "", force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < self.every:
+            return
+        self._last = now
+        rate = done / max(now - self.start, 1e-9)
+        pct = f" ({100.0 * done / self.total:5.1f}%)" if self.total else ""
+        of = f"/{self.total:,}" if self.total else ""
+        print(f"[{self.label}] {done:,}{of} {self.unit}{pct}, {rate:,.0f} {self.unit}/s"
+              f"{', ' + extra if extra else ''}", file=sys.stderr, flush=True)
