@@ -9,7 +9,8 @@ dev example, matched by index (the dev file's index/id column, or its 0-based
 row number where it has none). Prints the task's metrics as one JSON object,
 primary metric first, e.g. {"f1": 0.89, "accuracy": 0.85}. Bad input (an
 unknown task, a missing file, a malformed row, a missing or unknown index)
-exits with status 2 and one line naming the file and line.
+exits with status 2 and one line naming the file and line. The scoring is
+`finetuning.glue.evaluate_submission`.
 """
 
 from __future__ import annotations
@@ -20,37 +21,19 @@ from absl import app, flags
 
 from electra_tf import cli
 from electra_tf.errors import InputError
+from electra_tf.finetuning.glue import evaluate_submission
+from electra_tf.finetuning.metrics import GLUE_TASK_NAMES
 
 FLAGS = flags.FLAGS
 
 
 def define_flags():
     """Flags of this entry point (defined only when it runs as main)."""
-    flags.DEFINE_string("task", None, "GLUE task: cola, sst2, mrpc, stsb, qqp, mnli, qnli, "
-                        "rte or wnli (SST-2, STS-B spellings work too).")
+    flags.DEFINE_string("task", None, f"GLUE task: {', '.join(GLUE_TASK_NAMES[:-1])} or "
+                        f"{GLUE_TASK_NAMES[-1]} (SST-2, STS-B spellings work too).")
     flags.DEFINE_string("predictions", None, "Predictions TSV (index<TAB>prediction).")
     flags.DEFINE_string("dev_file", None, "Labelled GLUE file in the official layout, "
                         "e.g. glue_data/MNLI/dev_mismatched.tsv.")
-
-
-def evaluate(task_name: str, predictions_file: str, dev_file: str) -> dict[str, float]:
-    """The task's GLUE metrics of a predictions file against a labelled file.
-
-    Raises:
-      InputError: an unknown task or any bad file (message names file:line).
-    """
-    from electra_tf.finetuning import base, glue
-
-    try:
-        task = glue.get_task(task_name)
-    except ValueError as e:
-        raise InputError(str(e)) from None
-    try:
-        examples = task.read_file(dev_file, labelled=True)
-        predictions = task.read_predictions(predictions_file, examples)
-    except base.TaskDataError as e:
-        raise InputError(str(e)) from None
-    return task.metrics(predictions, examples)
 
 
 def main(argv):
@@ -59,7 +42,7 @@ def main(argv):
     for name in ("task", "predictions", "dev_file"):
         if not FLAGS[name].value:
             raise InputError(f"--{name} is required")
-    print(json.dumps(evaluate(FLAGS.task, FLAGS.predictions, FLAGS.dev_file)))
+    print(json.dumps(evaluate_submission(FLAGS.task, FLAGS.predictions, FLAGS.dev_file)))
 
 
 if __name__ == "__main__":

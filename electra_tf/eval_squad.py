@@ -4,28 +4,21 @@
         --predictions=predictions.json [--null_odds=null_odds.json]
 
 Prints, as one JSON line, the dict that tf-models-official's copies of the
-official scripts return (official/nlp/tools/squad_evaluate_v1_1.py and
-squad_evaluate_v2_0.py), unchanged. Mind the scales: the v1.1 copy returns
-fractions ({"exact_match": 0.81, "final_f1": 0.88}) where the codalab script
-printed percentages; the v2.0 one returns percentages ("exact", "f1",
-"HasAns_*", "NoAns_*", and with --null_odds the best-threshold "final_*"
-scores and "pr_*" curves). v2.0 scores only the questions that have a
-prediction, as the official script does; v1.1 scores a missing one as 0.
-
-Bad files (missing, malformed JSON, wrong structure, predictions or null odds
-that do not fit the data) exit with status 2 and one line on stderr.
+official scripts return, unchanged (`finetuning.squad_eval`, which does the
+reading, checking and scoring, describes its keys and scales). Bad files
+(missing, malformed JSON, wrong structure, predictions or null odds that do not
+fit the data) exit with status 2 and one line on stderr.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import os
 
 from absl import app, flags
 
 from electra_tf import cli
 from electra_tf.errors import InputError
+from electra_tf.finetuning.squad_eval import evaluate_files
 
 FLAGS = flags.FLAGS
 
@@ -37,123 +30,6 @@ def define_flags():
     flags.DEFINE_string("predictions", None, "Predictions JSON {question id: answer text}.")
     flags.DEFINE_string("null_odds", None, "2.0 only: JSON {question id: null odds}, "
                         "the official script's na_prob file.")
-
-
-def read_json(path: str, what: str):
-    """(raw text, parsed JSON). Raises InputError naming the file (and line:column)."""
-    if not os.path.isfile(path):
-        raise InputError(f"{what} file not found: {path}")
-    try:
-        with open(path, encoding="utf-8") as f:
-            raw = f.read()
-    except UnicodeDecodeError as e:
-        raise InputError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
-    try:
-        return raw, json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}:{e.lineno}:{e.colno}: malformed JSON: {e.msg}") from None
-
-
-def read_squad_json(path: str) -> tuple[str, list]:
-    """An official SQuAD file -> (raw text, its "data" list of articles)."""
-    raw, obj = read_json(path, "SQuAD data")
-    if not isinstance(obj, dict) or not isinstance(obj.get("data"), list):
-        raise InputError(f"{path}: not a SQuAD file: expected an object "
-                             '{"version": ..., "data": [articles]}')
-    return raw, obj["data"]
-
-
-def check_dataset(data: list, path: str, version: str) -> None:
-    """What the official evaluators read: paragraphs, qas, id, answers[].text."""
-    for a, article in enumerate(data):
-        paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
-        if not isinstance(paragraphs, list):
-            raise InputError(f"{path}: article {a} has no 'paragraphs' list")
-        for p, paragraph in enumerate(paragraphs):
-            qas = paragraph.get("qas") if isinstance(paragraph, dict) else None
-            if not isinstance(qas, list):
-                raise InputError(f"{path}: article {a} paragraph {p} has no 'qas' list")
-            for q, qa in enumerate(qas):
-                if not isinstance(qa, dict) or not isinstance(qa.get("id"), str):
-                    raise InputError(
-                        f"{path}: article {a} paragraph {p} question {q} has no 'id'")
-                answers = qa.get("answers")
-                if not isinstance(answers, list) or not all(
-                        isinstance(x, dict) and isinstance(x.get("text"), str) for x in answers):
-                    raise InputError(f"{path}: question id {qa['id']!r}: 'answers' must be "
-                                         'a list of {"text": ...}')
-                if version == "1.1" and not answers:
-                    raise InputError(f"{path}: question id {qa['id']!r} has no answers; "
-                                         "a SQuAD 2.0 file? (use --version=2.0)")
-
-
-def check_predictions(obj, path: str) -> dict[str, str]:
-    if not isinstance(obj, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in obj.items()):
-        raise InputError(f"{path}: predictions must be a JSON object "
-                             "{question id: answer text}")
-    return obj
-
-
-def check_null_odds(obj, path: str, predictions: dict[str, str]) -> dict[str, float]:
-    if not isinstance(obj, dict) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            for v in obj.values()):
-        raise InputError(f"{path}: null odds must be a JSON object "
-                             "{question id: finite number}")
-    missing = [q for q in predictions if q not in obj]
-    if missing:
-        raise InputError(f"{path}: no null odds for {len(missing)} predicted question(s), "
-                             f"e.g. {missing[0]!r}")
-    return {q: float(obj[q]) for q in predictions}
-
-
-def official_evaluate(version: str, dataset: list, predictions: dict[str, str],
-                      null_odds: dict[str, float] | None = None) -> dict:
-    """The official evaluator's result dict (see the module docstring for its keys).
-
-    Args:
-      version: "1.1" or "2.0".
-      dataset: the official JSON's "data" list.
-      predictions: {question id: answer text}.
-      null_odds: 2.0 only, {question id: null odds} for every predicted id.
-    """
-    if version == "1.1":
-        from official.nlp.tools import squad_evaluate_v1_1
-
-        if null_odds is not None:
-            raise InputError("null odds are for SQuAD 2.0 only")
-        return dict(squad_evaluate_v1_1.evaluate(dataset, predictions))
-    from official.nlp.tools import squad_evaluate_v2_0
-
-    # tf-models' copy always runs the precision-recall analysis, which fails on a
-    # predicted id that the data lacks; the official script ignores such ids.
-    qids = {qa["id"] for article in dataset for p in article["paragraphs"] for qa in p["qas"]}
-    predictions = {q: a for q, a in predictions.items() if q in qids}
-    if null_odds is not None:
-        null_odds = {q: null_odds[q] for q in predictions}
-    return dict(squad_evaluate_v2_0.evaluate(dataset, predictions, null_odds))
-
-
-def evaluate_files(version: str, data_file: str, predictions_file: str,
-                   null_odds_file: str | None = None) -> dict:
-    """Reads and checks the three files, then runs the official evaluator."""
-    _, data = read_squad_json(data_file)
-    check_dataset(data, data_file, version)
-    predictions = check_predictions(read_json(predictions_file, "predictions")[1],
-                                    predictions_file)
-    null_odds = None
-    if null_odds_file:
-        if version != "2.0":
-            raise InputError("--null_odds is for --version=2.0 only")
-        null_odds = check_null_odds(read_json(null_odds_file, "null odds")[1], null_odds_file,
-                                    predictions)
-    qids = {qa["id"] for article in data for p in article["paragraphs"] for qa in p["qas"]}
-    if not qids:
-        raise InputError(f"{data_file}: no questions")
-    if version == "2.0" and not any(q in qids for q in predictions):
-        raise InputError(f"{predictions_file}: none of its question ids is in {data_file}")
-    return official_evaluate(version, data, predictions, null_odds)
 
 
 def main(argv):

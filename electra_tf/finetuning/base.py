@@ -25,8 +25,9 @@ Bad input (a malformed row, an unknown label, an empty split) raises
 
 from __future__ import annotations
 
+import abc
 import dataclasses
-from typing import Any, Protocol, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -58,30 +59,65 @@ class Features:
         return int(self.example_index.shape[0])
 
 
-class Task(Protocol):
-    """A fine-tuning task (see the module docstring for the data flow)."""
+class Task(abc.ABC):
+    """A fine-tuning task (see the module docstring for the data flow).
 
-    name: str  # e.g. "mnli", "squad_v2", "ner"
-    head: str  # one of HEADS
-    label_names: Sequence[str]  # classes or tags ([] for regression and span)
-    metric_names: Sequence[str]  # what metrics() returns; the first is the primary one
+    Every task class subclasses this. A subclass provides `name`, `head`,
+    `label_names` and `metric_names` (as class or instance attributes, fields
+    or properties) and the abstract methods; the other attributes have defaults
+    that it overrides where they differ.
+    """
 
+    name: str
+    """The task's name, e.g. "mnli", "squad_v2", "ner"."""
+    head: str
+    """The output head, one of HEADS."""
+    label_names: Sequence[str]
+    """Classes or tags, in logit order ([] for regression and span)."""
+    metric_names: Sequence[str]
+    """What metrics() returns; the first is the primary one."""
+
+    answerable: bool = False
+    """Span head only: the head also predicts answerability (SQuAD 2.0)."""
+    default_max_seq_length: int = 128
+    """max_seq_length when the configuration gives none."""
+    default_epochs: float = 3
+    """Training epochs when the configuration gives none."""
+    prediction_suffix: str = ".txt"
+    """Extension of the prediction files (<name>_<split>_predictions<suffix>)."""
+    text_b: str | None = None
+    """The second text column of a sentence-pair task; None for single-text tasks."""
+
+    def submission_file(self, split: str) -> str | None:
+        """File name of a split's predictions in a leaderboard's submission format
+        (GLUE's "MNLI-m.tsv"), or None to use <name>_<split>_predictions<suffix>.
+
+        The fine-tuning loop asks only for test splits.
+        """
+        return None
+
+    @abc.abstractmethod
     def splits(self) -> Sequence[str]:
         """Split names, e.g. ("train", "dev", "test") or MNLI's matched/mismatched."""
 
+    @abc.abstractmethod
     def read(self, data_dir: str, split: str) -> list:
         """Examples of one split. Raises TaskDataError (file:line) on bad input."""
 
+    @abc.abstractmethod
     def featurize(self, examples: list, tokenizer, max_seq_length: int) -> Features:
         """Examples -> fixed-length windows; targets when the examples are labelled."""
 
+    @abc.abstractmethod
     def predictions(self, outputs: dict[str, np.ndarray], examples: list,
                     features: Features) -> Any:
         """Model outputs per window -> one prediction per example."""
 
+    @abc.abstractmethod
     def metrics(self, predictions: Any, examples: list) -> dict[str, float]:
         """Scores against the examples' gold labels."""
 
+    @abc.abstractmethod
     def write_predictions(self, predictions: Any, examples: list, path: str) -> None:
         """The official output format (GLUE submission TSV, SQuAD JSON, CoNLL)."""
 

@@ -34,9 +34,10 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 from absl import logging
 
+from electra_tf.errors import InputError
 from electra_tf.fileio import atomic_write_text
 from electra_tf.finetuning import metrics as metrics_lib
-from electra_tf.finetuning.base import Features, TaskDataError, pack_pair
+from electra_tf.finetuning.base import Features, Task, TaskDataError, pack_pair
 
 _ENCODE_CHUNK = 4096  # sentences per tokenizer call: bounds memory on MNLI/QQP
 
@@ -64,8 +65,8 @@ class GlueExample:
 
 
 @dataclasses.dataclass(frozen=True)
-class GlueTask:
-    """A GLUE task (implements `base.Task`); the registry below holds the nine.
+class GlueTask(Task):
+    """A GLUE task (a `base.Task`); the registry below holds the nine.
 
     Attributes:
       name: registry name ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", ...).
@@ -85,7 +86,8 @@ class GlueTask:
     dir_name: str
     label_names: tuple[str, ...]
     text_a: str
-    text_b: str | None
+    # A field without a default (the base class's text_b = None is not one).
+    text_b: str | None = dataclasses.field()
     label_column: str
     headerless_columns: tuple[str, ...] = ()
     default_epochs: int = 3
@@ -218,7 +220,11 @@ class GlueTask:
     # === Submission files ===
 
     def submission_file(self, split: str = "test") -> str:
-        """GLUE leaderboard file name: "CoLA.tsv", ..., "MNLI-m.tsv", "MNLI-mm.tsv"."""
+        """GLUE leaderboard file name: "CoLA.tsv", ..., "MNLI-m.tsv", "MNLI-mm.tsv".
+
+        The name depends on the split only for MNLI (matched or mismatched), so
+        it is the same for a dev split as for its test split.
+        """
         if self.name == "mnli":
             return "MNLI-mm.tsv" if split.endswith("mismatched") else "MNLI-m.tsv"
         return f"{self.dir_name}.tsv"
@@ -355,9 +361,18 @@ def _encode(tokenizer, texts: list[str]) -> list[list[int]]:
 
 # === Registry ===
 
+def _registry(*tasks: GlueTask) -> dict[str, GlueTask]:
+    """{name: task} in `metrics.GLUE_TASK_NAMES` order, one task for each of those names."""
+    by_name = {t.name: t for t in tasks}
+    if len(by_name) != len(tasks) or set(by_name) != set(metrics_lib.GLUE_TASK_NAMES):
+        raise RuntimeError(f"GLUE tasks {[t.name for t in tasks]} do not match "
+                           f"metrics.GLUE_TASK_NAMES {list(metrics_lib.GLUE_TASK_NAMES)}")
+    return {name: by_name[name] for name in metrics_lib.GLUE_TASK_NAMES}
+
+
 _BINARY = ("0", "1")
 _ENTAILMENT = ("entailment", "not_entailment")
-GLUE_TASKS: dict[str, GlueTask] = {t.name: t for t in (
+GLUE_TASKS: dict[str, GlueTask] = _registry(
     GlueTask("cola", "CoLA", _BINARY, "sentence", None, "label",
              headerless_columns=("source", "label", "star", "sentence")),
     GlueTask("sst2", "SST-2", _BINARY, "sentence", None, "label"),
@@ -369,7 +384,7 @@ GLUE_TASKS: dict[str, GlueTask] = {t.name: t for t in (
     GlueTask("qnli", "QNLI", _ENTAILMENT, "question", "sentence", "label"),
     GlueTask("rte", "RTE", _ENTAILMENT, "sentence1", "sentence2", "label", default_epochs=10),
     GlueTask("wnli", "WNLI", _BINARY, "sentence1", "sentence2", "label"),
-)}
+)
 
 
 def get_task(name: str, **overrides) -> GlueTask:
@@ -383,3 +398,22 @@ def get_task(name: str, **overrides) -> GlueTask:
         raise ValueError(f"unknown GLUE task {name!r}; known: {', '.join(GLUE_TASKS)}")
     task = GLUE_TASKS[key]
     return dataclasses.replace(task, **overrides) if overrides else task
+
+
+def evaluate_submission(task_name: str, predictions_file: str, dev_file: str) -> dict[str, float]:
+    """The task's GLUE metrics of a submission-format predictions file against a
+    labelled file (`python -m electra_tf.eval_glue`).
+
+    Raises:
+      InputError: an unknown task or any bad file (message names file:line).
+    """
+    try:
+        task = get_task(task_name)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    try:
+        examples = task.read_file(dev_file, labelled=True)
+        predictions = task.read_predictions(predictions_file, examples)
+    except TaskDataError as e:
+        raise InputError(str(e)) from None
+    return task.metrics(predictions, examples)

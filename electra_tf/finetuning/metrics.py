@@ -8,7 +8,9 @@ correlation (no positives anywhere, a constant column) is 0.0, so a model
 that predicts one class scores MCC 0 and best-checkpoint selection never
 compares NaNs. (scipy returns NaN for a constant input; sklearn returns 0.)
 
-`glue_metrics` returns the metric set GLUE reports per task, primary first:
+`glue_metrics` returns the metric set GLUE reports per task, primary first
+(`GLUE_METRIC_NAMES`, which is also THE list of the nine GLUE tasks: the
+`finetuning.glue` registry, the task registry and eval_glue take it from here):
 
 | task        | metrics (first = primary)  |
 |-------------|----------------------------|
@@ -28,13 +30,19 @@ from typing import Sequence
 
 import numpy as np
 
-_METRIC_NAMES = {
+GLUE_METRIC_NAMES: dict[str, tuple[str, ...]] = {
     "cola": ("mcc",),
-    "stsb": ("spearman", "pearson"),
+    "sst2": ("accuracy",),
     "mrpc": ("f1", "accuracy"),
+    "stsb": ("spearman", "pearson"),
     "qqp": ("f1", "accuracy"),
+    "mnli": ("accuracy",),
+    "qnli": ("accuracy",),
+    "rte": ("accuracy",),
+    "wnli": ("accuracy",),
 }
-GLUE_TASK_NAMES = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
+"""GLUE task -> its metrics, primary first; the keys are the nine tasks, in order."""
+GLUE_TASK_NAMES: tuple[str, ...] = tuple(GLUE_METRIC_NAMES)
 
 
 def _pair(predictions: Sequence, labels: Sequence, dtype=None) -> tuple[np.ndarray, np.ndarray]:
@@ -123,7 +131,7 @@ def glue_metric_names(task_name: str) -> tuple[str, ...]:
     name = normalize_task_name(task_name)
     if name not in GLUE_TASK_NAMES:
         raise ValueError(f"unknown GLUE task {task_name!r}; known: {', '.join(GLUE_TASK_NAMES)}")
-    return _METRIC_NAMES.get(name, ("accuracy",))
+    return GLUE_METRIC_NAMES[name]
 
 
 def glue_metrics(task_name: str, predictions: Sequence, labels: Sequence) -> dict[str, float]:

@@ -49,7 +49,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from absl import logging
 
-from electra_tf.finetuning import base
+from electra_tf.finetuning import base, squad_eval
 
 _BATCH = 256  # texts per tokenizer call
 _NO_SPAN_SCORE = -1e9  # score of the empty answer when no valid span exists
@@ -114,8 +114,8 @@ class SquadPrediction:
     nbest: list[dict] = dataclasses.field(default_factory=list)
 
 
-class SquadTask:
-    """SQuAD 1.1 or 2.0 (base.Task, head "span").
+class SquadTask(base.Task):
+    """SQuAD 1.1 or 2.0 (a base.Task, head "span"; `answerable` for 2.0).
 
     Args:
       version: "1.1" or "2.0".
@@ -125,7 +125,6 @@ class SquadTask:
         with `best_threshold`).
       answerable_weight: weight of -answerable_logits in the "combined" null score.
       null_odds_from: "combined" or "answerable" (see the module docstring).
-      write_nbest: write_predictions also writes the n-best JSON.
     """
 
     head = "span"
@@ -135,7 +134,7 @@ class SquadTask:
     def __init__(self, version: str = "1.1", max_query_length: int = 64, doc_stride: int = 128,
                  n_best_size: int = 20, max_answer_length: int = 30,
                  no_answer_threshold: float = 0.0, answerable_weight: float = 0.5,
-                 null_odds_from: str = "combined", write_nbest: bool = False):
+                 null_odds_from: str = "combined"):
         if version not in ("1.1", "2.0"):
             raise ValueError(f"SQuAD version must be '1.1' or '2.0', got {version!r}")
         if null_odds_from not in ("combined", "answerable"):
@@ -155,7 +154,6 @@ class SquadTask:
         self.no_answer_threshold = no_answer_threshold
         self.answerable_weight = answerable_weight
         self.null_odds_from = null_odds_from
-        self.write_nbest = write_nbest
         self.metric_names = (
             ("f1", "exact", "HasAns_f1", "HasAns_exact", "NoAns_f1", "NoAns_exact",
              "best_f1", "best_f1_thresh", "best_exact", "best_exact_thresh")
@@ -174,11 +172,9 @@ class SquadTask:
 
     def read(self, data_dir: str, split: str) -> list[SquadExample]:
         """The official SQuAD JSON -> examples. Raises base.TaskDataError on bad input."""
-        from electra_tf.eval_squad import read_squad_json
-
         path = self.data_file(data_dir, split)
         try:
-            raw, data = read_squad_json(path)
+            raw, data = squad_eval.read_squad_json(path)
         except ValueError as e:
             raise base.TaskDataError(str(e)) from None
         return parse_examples(data, raw, path, self.v2)
@@ -346,16 +342,15 @@ class SquadTask:
         "f1"/"exact" score the submitted answers (no_answer_threshold applied);
         "best_*" are the official find_best_thresh over null_odds.
         """
-        from electra_tf.eval_squad import official_evaluate
-
         dataset = official_dataset(examples)
         answers = {q: p.answer for q, p in predictions.items()}
         if not self.v2:
-            r = official_evaluate("1.1", dataset, answers)
+            r = squad_eval.official_evaluate("1.1", dataset, answers)
             return {"f1": 100.0 * r["final_f1"], "exact": 100.0 * r["exact_match"]}
-        r = official_evaluate("2.0", dataset, answers)
-        best = official_evaluate("2.0", dataset, {q: p.text for q, p in predictions.items()},
-                                 {q: p.null_odds for q, p in predictions.items()})
+        r = squad_eval.official_evaluate("2.0", dataset, answers)
+        best = squad_eval.official_evaluate(
+            "2.0", dataset, {q: p.text for q, p in predictions.items()},
+            {q: p.null_odds for q, p in predictions.items()})
         out = {name: float(r.get(name, float("nan"))) for name in self.metric_names[:6]}
         out.update(best_f1=best["final_f1"], best_f1_thresh=best["final_f1_thresh"],
                    best_exact=best["final_exact"], best_exact_thresh=best["final_exact_thresh"])
@@ -370,9 +365,6 @@ class SquadTask:
         if self.v2:
             atomic_write_text(sibling_path(path, "null_odds"),
                               _dumps({q: p.null_odds for q, p in predictions.items()}))
-        if self.write_nbest:
-            atomic_write_text(sibling_path(path, "nbest_predictions"),
-                              _dumps({q: p.nbest for q, p in predictions.items()}))
 
 
 # === Thresholds ===
@@ -395,14 +387,12 @@ def best_threshold(null_odds: dict[str, float], predictions: dict[str, Any], dat
       dataset: the examples, or the official JSON's "data" list (or the whole JSON).
       metric: "f1" or "exact".
     """
-    from electra_tf.eval_squad import official_evaluate
-
     texts = {q: p.text if isinstance(p, SquadPrediction) else p for q, p in predictions.items()}
     if isinstance(dataset, dict):
         dataset = dataset["data"]
     if dataset and isinstance(dataset[0], SquadExample):
         dataset = official_dataset(dataset)
-    result = official_evaluate("2.0", dataset, texts, null_odds)
+    result = squad_eval.official_evaluate("2.0", dataset, texts, null_odds)
     return float(result[f"final_{metric}_thresh"])
 
 

@@ -4,10 +4,11 @@ The original ELECTRA fine-tunes on CoNLL-2000 chunking; NER (CoNLL-2003) is
 what users ask for. Both use the same format and the same span F1, computed by
 seqeval (the Python port of conlleval).
 
-Input: one token per line, whitespace-separated columns, the word in
-`word_column` and the tag in `tag_column` (CoNLL-2003: "EU NNP B-NP B-ORG");
-blank lines end sentences and `-DOCSTART-` lines are skipped. A file in which
-no line has a tag column (words only) is read as unlabelled.
+Input: one token per line, whitespace-separated columns, the word in the
+first column and the tag in the last (CoNLL-2003: "EU NNP B-NP B-ORG", NER
+tags; CoNLL-2000: "He PRP B-NP", chunk tags); blank lines end sentences and
+`-DOCSTART-` lines are skipped. A file in which no line has a second column
+(words only) is read as unlabelled.
 
 Label set: given as `label_names`, or learned from the train split (sorted,
 "O" first) by `read(data_dir, "train")` or by `fit_labels(examples)`. It must
@@ -36,7 +37,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from electra_tf.finetuning.base import Features, TaskDataError
+from electra_tf.finetuning.base import Features, Task, TaskDataError
 
 DOCSTART = "-DOCSTART-"
 SCHEMES = {"BIO": "BI", "BIOES": "BIES"}  # the span prefixes each scheme allows
@@ -77,28 +78,24 @@ class TaggingWindow:
     owned: np.ndarray
 
 
-class TaggingTask:
-    """CoNLL token classification (base.Task with head "tagging").
+class TaggingTask(Task):
+    """CoNLL token classification (a base.Task with head "tagging").
 
     Args:
-      name: task name, e.g. "ner" or "chunk".
+      name: task name, e.g. "ner" or "chunking".
       label_names: the tag set, or None to learn it from the train split.
       scheme: "BIO" (O, B-X, I-X; IOB1 files also pass) or "BIOES" (adds E-X, S-X).
-      word_column: column of the word (Python index, may be negative).
-      tag_column: column of the tag (Python index; -1 is the last column).
     """
 
     head = "tagging"
     metric_names = ("f1", "precision", "recall", "accuracy")
 
     def __init__(self, name: str = "ner", label_names: Sequence[str] | None = None,
-                 scheme: str = "BIO", word_column: int = 0, tag_column: int = -1):
+                 scheme: str = "BIO"):
         if scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {sorted(SCHEMES)}, got {scheme!r}")
         self.name = name
         self.scheme = scheme
-        self.word_column = int(word_column)
-        self.tag_column = int(tag_column)
         self._tag_re = re.compile(rf"^(O|[{SCHEMES[scheme]}]-\S+)$")
         self._label_names: tuple[str, ...] = ()
         self._label_ids: dict[str, int] = {}
@@ -157,7 +154,7 @@ class TaggingTask:
         if split == "train":
             if examples[0].tags is None:
                 raise TaskDataError(f"{path}:{examples[0].line}: the train split has no tag "
-                                    f"column (tag_column={self.tag_column})")
+                                    "column (the tag is the last column)")
             self.fit_labels(examples)
         return examples
 
@@ -178,7 +175,7 @@ class TaggingTask:
                 cols = text.split()
                 rows.append((number, [] if cols and cols[0] == DOCSTART else cols))
         n_lines = len(rows)
-        labelled = any(self._columns(len(c))[1] is not None for _, c in rows if c)
+        labelled = any(len(c) >= 2 for _, c in rows)  # a word and a tag
 
         examples: list[TaggingExample] = []
         words: list[str] = []
@@ -190,28 +187,19 @@ class TaggingTask:
                     examples.append(TaggingExample(words, tags if labelled else None, path, first))
                 words, tags = [], []
                 continue
-            w, t = self._columns(len(cols))
-            if w is None or (labelled and t is None):
+            if labelled and len(cols) < 2:
                 raise TaskDataError(
-                    f"{path}:{number}: too few columns ({len(cols)}) for word_column="
-                    f"{self.word_column}, tag_column={self.tag_column}: {' '.join(cols)!r}")
+                    f"{path}:{number}: too few columns ({len(cols)}) for a word and its tag: "
+                    f"{' '.join(cols)!r}")
             if not words:
                 first = number
-            words.append(cols[w])
+            words.append(cols[0])
             if labelled:
-                tags.append(self._check_tag(cols[t], f"{path}:{number}", check_label_set))
+                tags.append(self._check_tag(cols[-1], f"{path}:{number}", check_label_set))
         if not examples:
             raise TaskDataError(f"{path}:{max(1, n_lines)}: empty split: no sentences "
                                 "(only blank or -DOCSTART- lines)")
         return examples
-
-    def _columns(self, n: int) -> tuple[int | None, int | None]:
-        """Resolved (word, tag) column indices for a line of n columns (None: absent)."""
-        def resolve(i: int) -> int | None:
-            j = i if i >= 0 else n + i
-            return j if 0 <= j < n else None
-        w, t = resolve(self.word_column), resolve(self.tag_column)
-        return w, (t if t is not None and t != w else None)
 
     def _check_tag(self, tag: str, where: str, check_label_set: bool) -> str:
         if not self._tag_re.match(tag):

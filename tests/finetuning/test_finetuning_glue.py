@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from conftest import run_module
 
-from electra_tf import eval_glue
 from electra_tf.errors import InputError
 from electra_tf.finetuning import base, glue
 from electra_tf.tokenization import Tokenizer
@@ -228,7 +227,7 @@ def test_predictions_metrics_and_submission_round_trip(glue_dir, tokenizer, tmp_
     path = str(tmp_path / "STS-B.tsv")
     stsb.write_predictions(scores, examples, path)
     dev_file = os.path.join(glue_dir, "STS-B", "dev.tsv")
-    assert eval_glue.evaluate("sts-b", path, dev_file) == stsb.metrics(scores, examples)
+    assert glue.evaluate_submission("sts-b", path, dev_file) == stsb.metrics(scores, examples)
     assert list(stsb.metrics(scores, examples)) == ["spearman", "pearson"]
     with pytest.raises(ValueError, match="unlabelled"):
         stsb.metrics(scores[:1], stsb.read(glue_dir, "test"))
@@ -303,11 +302,11 @@ def test_bad_prediction_files(glue_dir, tmp_path):
     for i, (text, message) in enumerate(cases.items()):
         path = _write(tmp_path, f"p{i}.tsv", text)
         with pytest.raises(InputError) as e:
-            eval_glue.evaluate("mrpc", path, dev_file)
+            glue.evaluate_submission("mrpc", path, dev_file)
         assert str(e.value).startswith(path + message)
     with pytest.raises(InputError, match="no such file"):
-        eval_glue.evaluate("mrpc", str(tmp_path / "none.tsv"), dev_file)
+        glue.evaluate_submission("mrpc", str(tmp_path / "none.tsv"), dev_file)
     with pytest.raises(InputError, match="unknown GLUE task 'sst'"):
-        eval_glue.evaluate("sst", str(tmp_path / "none.tsv"), dev_file)
+        glue.evaluate_submission("sst", str(tmp_path / "none.tsv"), dev_file)
     with pytest.raises(ValueError, match="out of range"):
         task.write_predictions([2], task.read(glue_dir, "dev")[:1], str(tmp_path / "x.tsv"))

@@ -1,4 +1,5 @@
-"""eval_squad: the official evaluators' numbers on random predictions, and clear errors."""
+"""squad_eval and the eval_squad CLI: the official evaluators' numbers on random
+predictions, and clear errors."""
 
 import json
 import random
@@ -67,7 +68,7 @@ def _run(*args):
 
 @pytest.mark.parametrize("version", ["1.1", "2.0"])
 def test_equals_the_official_evaluators(tmp_path, version):
-    from electra_tf.eval_squad import evaluate_files
+    from electra_tf.finetuning.squad_eval import evaluate_files
 
     dataset = random_squad(version == "2.0")
     preds, odds = random_predictions(dataset)
@@ -96,7 +97,7 @@ def test_cli_prints_the_official_json(tmp_path):
 
 
 def test_official_evaluate_without_null_odds_and_extra_ids():
-    from electra_tf.eval_squad import official_evaluate
+    from electra_tf.finetuning.squad_eval import official_evaluate
 
     dataset = random_squad(True, seed=3)
     preds, _ = random_predictions(dataset, seed=4)
@@ -107,7 +108,7 @@ def test_official_evaluate_without_null_odds_and_extra_ids():
 
 def test_bad_files_are_clear(tmp_path):
     from electra_tf.errors import InputError
-    from electra_tf.eval_squad import evaluate_files
+    from electra_tf.finetuning.squad_eval import evaluate_files
 
     v1, v2 = random_squad(False), random_squad(True)
     preds, odds = random_predictions(v2)

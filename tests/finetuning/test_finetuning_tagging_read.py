@@ -26,6 +26,16 @@ hellos NNS I-NP O
 
 """
 
+CONLL2000_TRAIN = """\
+He PRP B-NP
+reckons VBZ B-VP
+the DT B-NP
+current JJ I-NP
+account NN I-NP
+
+. . O
+"""
+
 BIOES_TRAIN = "-DOCSTART- O\n\nthe O\nhello S-PER\nworld B-ORG\nmodel I-ORG\ntokens E-ORG\n"
 
 
@@ -50,11 +60,12 @@ def test_reads_conll2003_and_learns_sorted_tags_o_first(tmp_path):
     assert task.label_names == ("O", "B-LOC", "B-MISC", "B-ORG", "B-PER", "I-PER")
 
 
-def test_column_choice_and_file_path(tmp_path):
-    path = write(tmp_path, "chunk.txt", CONLL03_TRAIN)
-    chunk = TaggingTask(name="chunk", tag_column=2)  # CoNLL-2000-style chunk tags
-    examples = chunk.read(path, "train")  # data_dir may be the file itself
-    assert examples[0].tags == ["B-NP", "B-VP", "B-NP", "I-NP", "O"]
+def test_data_dir_may_be_the_file(tmp_path):
+    path = write(tmp_path, "chunk.txt", CONLL2000_TRAIN)
+    chunk = TaggingTask(name="chunking")  # CoNLL-2000: the chunk tag is the last column
+    examples = chunk.read(path, "train")
+    assert examples[0].words == ["He", "reckons", "the", "current", "account"]
+    assert examples[0].tags == ["B-NP", "B-VP", "B-NP", "I-NP", "I-NP"]
     assert chunk.label_names == ("O", "B-NP", "B-VP", "I-NP")
 
 
