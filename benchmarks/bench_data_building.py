@@ -17,6 +17,19 @@ import sys
 import tempfile
 import time
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def repo_relative(path):
+    """`path` relative to the repository root (its file name when outside it).
+
+    What the results record, so that they carry no path of the machine.
+    """
+    full = os.path.abspath(path)
+    if os.path.commonpath([full, ROOT]) == ROOT:
+        return os.path.relpath(full, ROOT)
+    return os.path.basename(full)
+
 
 def main():
     parser = argparse.ArgumentParser()
@@ -63,7 +76,10 @@ def main():
     same = all(open(os.path.join(work, "out1", f), "rb").read()
                == open(os.path.join(work, "out2", f), "rb").read()
                for f in os.listdir(os.path.join(work, "out1")) if f.startswith("pretrain_data.tf"))
-    report = {"command": " ".join(["python"] + sys.argv), "machine": {
+    command = ("python benchmarks/bench_data_building.py "
+               f"--copies={args.copies} --max_seq_length={args.max_seq_length} "
+               f"--num_shards={args.num_shards} --output={repo_relative(args.output)}")
+    report = {"command": command, "machine": {
         "cpu_count": os.cpu_count(), "processor": platform.processor() or platform.machine(),
         "python": platform.python_version()}, "copies": args.copies,
         "identical_bytes_1_vs_2_processes": same, "results": results}

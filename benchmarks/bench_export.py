@@ -28,7 +28,8 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 NER_TAGS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
@@ -64,6 +65,17 @@ def make_checkpoints(work):
                        "run": {"vocab_file": vocab_file}}, f)
         dirs[name] = out
     return dirs
+
+
+def repo_relative(path):
+    """`path` relative to the repository root (its file name when outside it).
+
+    What the results record, so that they carry no path of the machine.
+    """
+    full = os.path.abspath(path)
+    if os.path.commonpath([full, ROOT]) == ROOT:
+        return os.path.relpath(full, ROOT)
+    return os.path.basename(full)
 
 
 def du(path):
@@ -139,8 +151,8 @@ def main():
                    "warmup": args.warmup}, f, indent=2)
     lines = ["# ELECTRA-Small SavedModel export: time, size, in-process latency (CPU)", "",
              "Reproduce (from the repository root):", "", "```",
-             f"cd /work/main && .venv/bin/python benchmarks/bench_export.py --iters={args.iters} "
-             f"--warmup={args.warmup} --output={args.output}", "```", "",
+             f"python benchmarks/bench_export.py --iters={args.iters} "
+             f"--warmup={args.warmup} --output={repo_relative(args.output)}", "```", "",
              f"- Machine: {cpu}, {os.cpu_count()} cores, no GPU; shared with other jobs "
              f"(1-min load average {load_start:.2f} at the start, "
              f"{os.getloadavg()[0]:.2f} at the end). On 2 shared cores the latencies move "

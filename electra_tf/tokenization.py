@@ -103,7 +103,7 @@ class Tokenizer(tf.Module):
         self._fast_lower = self.do_lower_case and self.strip_accents
         self._fast = tf_text.FastBertTokenizer(
             vocab=self.vocab, token_out_type=tf.int64, unknown_token=UNK,
-            max_bytes_per_word=max_bytes_per_word, support_detokenization=True,
+            max_bytes_per_word=max_bytes_per_word,
             lower_case_nfd_strip_accents=self._fast_lower)
 
     @property
@@ -121,9 +121,13 @@ class Tokenizer(tf.Module):
     def tokenize_with_offsets(self, texts: tf.Tensor):
         """Like tokenize, plus byte offsets [batch, (tokens)] into the normalized text.
 
+        Works eagerly and inside a tf.function: the SQuAD featurizer and the
+        TF Serving export's in-graph tokenization (export/serving.py) use it.
+
         Returns:
-          (ids, starts, ends, normalized_texts). Offsets index `normalized_texts`,
-          which equals the input wherever it was valid UTF-8 and the mode is
+          (ids, starts, ends, normalized_texts): int64 ragged ids, starts and
+          ends (end exclusive) and the string tensor the offsets index. It
+          equals the input wherever that was valid UTF-8 and the mode is
           uncased or cased-without-accent-stripping.
         """
         normalized = self.normalize(tf.convert_to_tensor(texts, tf.string))
@@ -136,10 +140,6 @@ class Tokenizer(tf.Module):
             return []
         ragged = self.tokenize(tf.constant(list(texts), dtype=tf.string))
         return split_ragged(ragged)
-
-    def detokenize(self, ids: tf.Tensor) -> tf.Tensor:
-        """Ragged or dense ids [batch, tokens] -> strings [batch] (## pieces joined)."""
-        return self._fast.detokenize(ids)
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
         return [self.vocab[int(i)] for i in ids]

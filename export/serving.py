@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from electra_tf.tokenization import Tokenizer, pre_normalize
+from electra_tf.tokenization import Tokenizer
 
 TASKS = ("token_classification", "sequence_classification", "squad", "rtd")
 NO_SPAN_SCORE = -1e9  # answer_score when the context has no valid span
@@ -45,6 +45,24 @@ def text_input_names(task: str, pair: bool) -> tuple[str, ...]:
     if task == "sequence_classification" and pair:
         return ("text", "text_pair")
     return ("text",)
+
+
+def keep_first(rt, n):
+    """The first n[b] elements of each row b of a 2-D ragged tensor.
+
+    Args:
+      rt: ragged [B, (T)].
+      n: int64 [B], the number of elements each row keeps (rows shorter than
+        n[b] are kept whole).
+    Returns:
+      ragged [B, (min(T, n))], of rt's dtype.
+    """
+    # On the flat values (cheap to trace, unlike ragged broadcasting).
+    rows = rt.value_rowids()
+    index = tf.range(tf.size(rt.flat_values, out_type=tf.int64))
+    keep = index - tf.gather(rt.row_splits, rows) < tf.gather(n, rows)
+    return tf.RaggedTensor.from_row_lengths(tf.boolean_mask(rt.flat_values, keep),
+                                            tf.minimum(rt.row_lengths(), n), validate=False)
 
 
 class Packer(tf.Module):
@@ -66,20 +84,8 @@ class Packer(tf.Module):
 
     def tokenize(self, texts):
         """[B] strings -> (normalized [B], ids, starts, ends ragged [B, (T)] int64)."""
-        tok = self.tokenizer
-        normalized = pre_normalize(texts, tok.do_lower_case, tok.strip_accents)
-        ids, starts, ends = tok._fast.tokenize_with_offsets(normalized)
+        ids, starts, ends, normalized = self.tokenizer.tokenize_with_offsets(texts)
         return normalized, ids, starts, ends
-
-    @staticmethod
-    def _keep(rt, n):
-        """The first n[b] elements of each row of a ragged [B, (T)]."""
-        # On the flat values (cheap to trace, unlike ragged broadcasting).
-        rows = rt.value_rowids()
-        index = tf.range(tf.size(rt.flat_values, out_type=tf.int64))
-        keep = index - tf.gather(rt.row_splits, rows) < tf.gather(n, rows)
-        return tf.RaggedTensor.from_row_lengths(tf.boolean_mask(rt.flat_values, keep),
-                                                tf.minimum(rt.row_lengths(), n), validate=False)
 
     def pack(self, ids_a, ids_b=None, limit_a=None):
         """Truncates and packs; returns dense int32 [B, L] tensors and the kept lengths.
@@ -113,11 +119,11 @@ class Packer(tf.Module):
             truncated = (la > a_len) | (lb > b_len)
         cls = tf.fill([batch, 1], tf.constant(self.tokenizer.cls_id, tf.int64))
         sep = tf.fill([batch, 1], tf.constant(self.tokenizer.sep_id, tf.int64))
-        a = self._keep(ids_a, a_len)
+        a = keep_first(ids_a, a_len)
         parts = [cls, a, sep]
         types = [tf.zeros_like(cls), tf.zeros_like(a), tf.zeros_like(sep)]
         if ids_b is not None:
-            b = self._keep(ids_b, b_len)
+            b = keep_first(ids_b, b_len)
             parts += [b, sep]
             types += [tf.ones_like(b), tf.ones_like(sep)]
         ids = tf.concat(parts, axis=1)
@@ -133,9 +139,9 @@ class Packer(tf.Module):
         """Per-piece values (ragged, e.g. byte offsets) laid out like pack(): [B, L] int64."""
         batch = tf.shape(len_a, out_type=tf.int64)[0]
         pad = tf.fill([batch, 1], tf.constant(fill, tf.int64))
-        parts = [pad, self._keep(values, len_a), pad]
+        parts = [pad, keep_first(values, len_a), pad]
         if values_b is not None:
-            parts += [self._keep(values_b, len_b), pad]
+            parts += [keep_first(values_b, len_b), pad]
         return tf.concat(parts, axis=1).to_tensor(fill, shape=[None, self.max_seq_length])
 
     def tokens(self, input_word_ids, input_mask):
@@ -187,9 +193,9 @@ def tagging_word_outputs(packer: Packer, texts, ids, starts, ends, len_a, piece_
       word_start, word_end (int64, -1 padded): [B, W], W = most words in the
       batch; num_words int32 [B].
     """
-    ids = packer._keep(ids, len_a)
-    starts = packer._keep(starts, len_a)
-    ends = packer._keep(ends, len_a)
+    ids = keep_first(ids, len_a)
+    starts = keep_first(starts, len_a)
+    ends = keep_first(ends, len_a)
     # On the flat pieces: a word starts at a non-"##" piece or at a row's first
     # piece, and ends before the next start or at the row's end.
     flat = ids.flat_values

@@ -1,7 +1,8 @@
 """The exported endpoints: one keras.export.ExportArchive per SavedModel.
 
-`build_archive(spec)` tracks the Keras model, the tokenizer (a tf.Module) and
-the vocab file (a SavedModel asset) and adds two endpoints:
+`build_archive(spec)` keeps the vocab file in the SavedModel (an asset, copied
+to assets/vocab.txt) and adds two endpoints; the model's variables and the
+tokenizer's constants are saved as what the endpoints use:
 
   serving_default  text in (see serving.text_input_names), decoded outputs
   serving_ids      input_word_ids / input_mask / input_type_ids int32 [B, L] in
@@ -47,6 +48,19 @@ class _Assets(tf.Module):
     def __init__(self, vocab_file: str):
         super().__init__(name="assets")
         self.vocab_file = tf.saved_model.Asset(vocab_file)
+
+
+def _save_with(archive, name: str, trackable) -> None:
+    """Saves `trackable` in the archive's SavedModel, as the root's attribute `name`.
+
+    `archive.track()` keeps only the Keras variables and the TrackableResources
+    (lookup tables) found under what it is given, and a tf.saved_model.Asset is
+    neither: a tracked module holding one is left out at write_out, and no
+    assets/vocab.txt is written. Keras 3 has no public call that adds an object
+    to the SavedModel's root, so this sets it on the archive's private root
+    object (`_tf_trackable`, what write_out passes to tf.saved_model.save).
+    """
+    setattr(archive._tf_trackable, name, trackable)
 
 
 def _model_outputs(spec, word_ids, mask, type_ids):
@@ -156,9 +170,7 @@ def build_archive(spec, ids_only: bool = False):
     # size). The endpoints' variables are tracked without it.
     if not spec.model.built:
         raise ValueError("the model must be built before export")
-    assets = _Assets(spec.tokenizer.vocab_file)
-    archive.track(assets)
-    archive._tf_trackable.vocab_assets = assets  # keep the asset in the SavedModel
+    _save_with(archive, "vocab_assets", _Assets(spec.tokenizer.vocab_file))
     ids_spec = [tf.TensorSpec([None, None], tf.int32, name=n) for n in IDS_INPUTS]
 
     def ids_fn(input_word_ids, input_mask, input_type_ids):
@@ -174,8 +186,7 @@ def build_archive(spec, ids_only: bool = False):
             "signatures": {}}
     if not ids_only:
         packer = serving.Packer(spec.tokenizer, spec.max_seq_length)
-        archive.track(packer)
-        archive._tf_trackable.packer = packer
+        archive.track(packer)  # saves any lookup table under it (FastBertTokenizer has none)
         text_spec = [tf.TensorSpec([None], tf.string, name=n) for n in names]
         if len(names) == 1:
             def text_fn(text):
