@@ -23,17 +23,17 @@ correction; with the 10k-step warmup the two differ only early on.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import keras
 from keras import ops
+
+from electra_tf.modeling.encoder import encoder_variable_depth
 
 # The original's exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"],
 # plus Keras' LayerNormalization variable names (gamma, beta), all matched
 # with re.search against the variable's Keras path.
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias", r"(^|/)(gamma|beta)$")
-
-_LAYER_RE = re.compile(r"(?:^|[/_])layer_(\d+)/")
 
 
 def _path(variable) -> str:
@@ -92,24 +92,19 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
 def layer_depth(variable_path: str, n_layers: int) -> int:
     """A variable's depth for layer-wise LR decay, as the original's _get_layer_lrs.
 
-    Embeddings (a path containing "embeddings/" or "embeddings_project/") are
-    at depth 0, transformer layer i ("layer_<i>/") at i + 1, everything else
-    (task heads) at n_layers + 2.
+    The encoder's depths come from `modeling.encoder.encoder_variable_depth`
+    (embeddings 0, transformer layer i at i + 1); everything else (task
+    heads) is at n_layers + 2.
+
+    Raises:
+        ValueError: the path names a layer at or beyond n_layers.
     """
-    if "embeddings/" in variable_path or "embeddings_project/" in variable_path:
-        return 0
-    match = _LAYER_RE.search(variable_path)
-    if match:
-        index = int(match.group(1))
-        if index >= n_layers:
-            raise ValueError(f"{variable_path!r} is layer {index}, but n_layers={n_layers}")
-        return index + 1
-    return n_layers + 2
-
-
-def layerwise_lr_multipliers(variables: Iterable, decay: float, n_layers: int) -> dict[str, float]:
-    """{variable path: decay ** (n_layers + 2 - depth)}, the factor on the LR."""
-    return {_path(v): decay ** (n_layers + 2 - layer_depth(_path(v), n_layers)) for v in variables}
+    depth = encoder_variable_depth(variable_path)
+    if depth is None:
+        return n_layers + 2
+    if depth > n_layers:
+        raise ValueError(f"{variable_path!r} is layer {depth - 1}, but n_layers={n_layers}")
+    return depth
 
 
 def applies_weight_decay(

@@ -106,6 +106,7 @@ def mask_batch(input_ids: tf.Tensor, input_mask: tf.Tensor, seed: tf.Tensor,
     new_ids = tf.where(to_mask, config.mask_id, tf.where(to_random, random_ids, masked_lm_ids))
 
     # Scatter the new ids into the used slots (positions are distinct).
+    # Pure tf, not corruption.scatter_at_positions: tf.data runs it under any Keras backend.
     slots = tf.one_hot(positions, seq_len, dtype=tf.int32) * weights[:, :, None]  # [B, N, L]
     hit = tf.reduce_sum(slots, axis=1)
     masked_ids = tf.where(hit > 0, tf.reduce_sum(slots * new_ids[:, :, None], axis=1), input_ids)
@@ -115,14 +116,3 @@ def mask_batch(input_ids: tf.Tensor, input_mask: tf.Tensor, seed: tf.Tensor,
         "masked_lm_ids": masked_lm_ids,
         "masked_lm_weights": tf.cast(weights, tf.float32),
     }
-
-
-def unmask(features: dict[str, tf.Tensor]) -> tf.Tensor:
-    """Puts the original ids back: the inverse of mask_batch. int32 [batch, L]."""
-    ids = features["input_ids"]
-    weights = tf.cast(features["masked_lm_weights"] > 0, tf.int32)
-    slots = tf.one_hot(features["masked_lm_positions"], tf.shape(ids)[1], dtype=tf.int32)
-    slots *= weights[:, :, None]
-    hit = tf.reduce_sum(slots, axis=1)
-    original = tf.reduce_sum(slots * features["masked_lm_ids"][:, :, None], axis=1)
-    return tf.where(hit > 0, original, ids)

@@ -22,6 +22,12 @@ from electra_tf.data import features as features_lib
 from electra_tf.data.masking import MaskingConfig, mask_batch
 from electra_tf.fileio import expand_files
 
+# Seed mixes that give each input pipeline (pipeline_id) its own streams from
+# the one run seed. Pure tf.data: these are not the model's salts
+# (electra_tf.modeling.random). Their values fix the batches: never change them.
+MASK_SEED_MULTIPLIER = 1_000_003  # mask seed of a batch: [seed * this + pipeline_id, batch index]
+SHUFFLE_SEED_PIPELINE_STRIDE = 7919  # example shuffle seed: seed + this * pipeline_id
+
 
 def list_files(file_pattern: str | list[str]) -> list[str]:
     """Comma-separated globs (or a list of them) -> sorted files, through tf.io.gfile.
@@ -77,7 +83,7 @@ def pretraining_dataset(file_pattern: str | list[str], batch_size: int, max_seq_
     if shard_records:
         ds = ds.shard(num_pipelines, pipeline_id)
     if is_training:
-        ds = ds.shuffle(shuffle_buffer, seed=seed + 7919 * pipeline_id)
+        ds = ds.shuffle(shuffle_buffer, seed=seed + SHUFFLE_SEED_PIPELINE_STRIDE * pipeline_id)
     ds = ds.batch(batch_size, drop_remainder=True)
     if skip_batches:
         ds = ds.skip(skip_batches)
@@ -86,7 +92,7 @@ def pretraining_dataset(file_pattern: str | list[str], batch_size: int, max_seq_
     if masking is not None:
         # One stateless seed per batch: (seed, pipeline), batch index.
         seeds = tf.data.Dataset.counter(start=skip_batches).map(
-            lambda i: tf.stack([tf.cast(seed, tf.int64) * 1_000_003 + pipeline_id, i]))
+            lambda i: tf.stack([tf.cast(seed, tf.int64) * MASK_SEED_MULTIPLIER + pipeline_id, i]))
         ds = tf.data.Dataset.zip(ds, seeds).map(
             lambda batch, s: _mask(batch, s, masking),
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)

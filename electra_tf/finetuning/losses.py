@@ -1,5 +1,8 @@
 """Fine-tuning losses by head kind: pure keras.ops functions of logits and targets.
 
+All are computed in float32; the sigmoid cross-entropy is the pre-training
+losses' own (`electra_tf.objectives.losses`).
+
 - classification: softmax cross-entropy, averaged over the batch;
 - regression (STS-B): mean squared error;
 - span: (CE(start) + CE(end)) / 2, plus 0.5 x sigmoid CE of the answerability
@@ -12,10 +15,14 @@ from __future__ import annotations
 
 from keras import ops
 
+from electra_tf.objectives.losses import sigmoid_cross_entropy
+
 ANSWERABLE_WEIGHT = 0.5
 
 
 def _sparse_ce(logits, labels):
+    # One-hot, unlike objectives.losses.masked_lm_per_slot_loss (take_along_axis): the
+    # same math, but XLA rounds the two forms differently, so neither may switch.
     logits = ops.cast(logits, "float32")
     log_probs = ops.log_softmax(logits, axis=-1)
     onehot = ops.one_hot(ops.cast(labels, "int32"), ops.shape(logits)[-1])
@@ -38,9 +45,8 @@ def span_loss(start_logits, end_logits, start_positions, end_positions,
     loss = 0.5 * (ops.mean(_sparse_ce(start_logits, start_positions))
                   + ops.mean(_sparse_ce(end_logits, end_positions)))
     if answerable_logits is not None:
-        x = ops.cast(answerable_logits, "float32")
-        z = 1.0 - ops.cast(is_impossible, "float32")  # 1: answerable
-        bce = ops.maximum(x, 0.0) - x * z + ops.log1p(ops.exp(-ops.abs(x)))
+        answerable = 1.0 - ops.cast(is_impossible, "float32")
+        bce = sigmoid_cross_entropy(answerable_logits, answerable)
         loss = loss + ANSWERABLE_WEIGHT * ops.mean(bce)
     return loss
 

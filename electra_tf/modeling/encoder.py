@@ -17,7 +17,8 @@ Variable paths, with the encoder named `encoder` inside a model named
 
 A variable's layer-wise learning-rate depth (REFERENCE.md, "Fine-tuning") is
 `encoder_variable_depth(path)`: embeddings and embeddings_project 0, layer_i
-i + 1. Non-trainable dropout seed states live under the same prefixes.
+i + 1 (the optimizer's one source for it, see `optimization.layer_depth`).
+Non-trainable dropout seed states live under the same prefixes.
 With tied embeddings the shared variables keep the path of the model that
 built them first (the discriminator, in `build_pretraining_models`).
 """
@@ -31,28 +32,36 @@ from keras import ops
 
 from electra_tf.config import EncoderConfig
 from electra_tf.modeling.layers import ElectraEmbeddings, kernel_initializer
-from electra_tf.modeling.random import fold_seed, offset_seed
+from electra_tf.modeling.random import (
+    EMBEDDINGS_STREAM,
+    ENCODER_SALT,
+    FIRST_LAYER_STREAM,
+    fold_seed,
+    offset_seed,
+)
 from electra_tf.modeling.transformer import TransformerLayer
 
-_LAYER_RE = re.compile(r"(?:^|/)layer_(\d+)/")
-_EMBEDDINGS_RE = re.compile(r"(?:^|/)(?:embeddings|embeddings_project)/")
+_LAYER_RE = re.compile(r"(?:^|[/_])layer_(\d+)/")
 
 
 def encoder_variable_depth(path: str) -> int | None:
     """Depth of an encoder variable for layer-wise learning-rate decay.
 
+    The one definition of the depth; `optimization.layer_depth` (what the
+    optimizer uses) puts the None paths (heads) at n_layers + 2.
+
     Args:
         path: a Keras variable `.path`.
 
     Returns:
-        0 for `embeddings/` and `embeddings_project/`, i + 1 for `layer_<i>/`,
-        None for anything else (heads: the caller gives them n_layers + 2).
+        0 for a path containing "embeddings/" (all of `embeddings/`) or
+        "embeddings_project/", i + 1 for `layer_<i>/`, None for anything else.
     """
+    if "embeddings/" in path or "embeddings_project/" in path:
+        return 0
     layer = _LAYER_RE.search(path)
     if layer:
         return int(layer.group(1)) + 1
-    if _EMBEDDINGS_RE.search(path):
-        return 0
     return None
 
 
@@ -145,15 +154,18 @@ class ElectraEncoder(EncoderConfigSerializable, keras.Model):
 
     def call(self, inputs, training=False, seed=None):
         input_mask = inputs["input_mask"]
-        base = None if seed is None else fold_seed(seed)
-        # Site seeds: embeddings base + [0, 0]; layer_i base + [i + 1, site].
-        embedded = self.embeddings(inputs["input_ids"], inputs["segment_ids"],
-                                   training=training, seed=base)
+        base = None if seed is None else fold_seed(seed, ENCODER_SALT)
+        # Site seeds: embeddings base + [EMBEDDINGS_STREAM, 0]; layer_i
+        # base + [FIRST_LAYER_STREAM + i, site] (see modeling.random).
+        embedded = self.embeddings(
+            inputs["input_ids"], inputs["segment_ids"], training=training,
+            seed=None if base is None else offset_seed(base, stream=EMBEDDINGS_STREAM))
         x = embedded
         if self.embeddings_project is not None:
             x = self.embeddings_project(x)
         for i, layer in enumerate(self.transformer_layers):
-            layer_seed = None if base is None else offset_seed(base, stream=i + 1)
+            layer_seed = (None if base is None
+                          else offset_seed(base, stream=FIRST_LAYER_STREAM + i))
             x = layer(x, input_mask, training=training, seed=layer_seed)
         return {
             "sequence_output": x,

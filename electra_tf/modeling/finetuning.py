@@ -23,9 +23,10 @@ from keras import ops
 from electra_tf.config import EncoderConfig
 from electra_tf.modeling.encoder import ElectraEncoder
 from electra_tf.modeling.layers import Dropout, get_activation, kernel_initializer
-from electra_tf.modeling.random import fold_seed
+from electra_tf.modeling.random import FINETUNING_ENCODER_SALT, FINETUNING_HEAD_SALT, fold_seed
 
-HEAD_KINDS = ("classification", "regression", "span", "tagging")
+# The task head kinds (a fine-tuning task's `head`): the one definition.
+HEADS = ("classification", "regression", "span", "tagging")
 _MASK_LOGIT = -10000.0
 
 
@@ -33,7 +34,7 @@ class TaskHead(keras.layers.Layer):
     """The task-specific layers on top of the encoder (see the module docstring).
 
     Args:
-      kind: one of HEAD_KINDS.
+      kind: one of HEADS.
       num_labels: classes or tags (ignored for regression and span).
       hidden_size: the encoder width.
       answerable: span only: add the answerability classifier.
@@ -47,8 +48,8 @@ class TaskHead(keras.layers.Layer):
                  hidden_act: str = "gelu", **kwargs):
         kwargs.setdefault("name", "task_specific")
         super().__init__(**kwargs)
-        if kind not in HEAD_KINDS:
-            raise ValueError(f"head kind must be one of {HEAD_KINDS}, got {kind!r}")
+        if kind not in HEADS:
+            raise ValueError(f"head kind must be one of {HEADS}, got {kind!r}")
         self.kind, self.num_labels, self.hidden_size = kind, num_labels, hidden_size
         self.answerable, self.dropout_prob = answerable, dropout_prob
         self.initializer_range, self.hidden_act = initializer_range, hidden_act
@@ -140,8 +141,9 @@ class FinetuningModel(keras.Model):
         self.built = True
 
     def call(self, inputs, training=False, seed=None):
-        outputs = self.encoder(inputs, training=training,
-                               seed=None if seed is None else fold_seed(seed, 1))
+        outputs = self.encoder(
+            inputs, training=training,
+            seed=None if seed is None else fold_seed(seed, FINETUNING_ENCODER_SALT))
         return self.head(outputs["sequence_output"], inputs["input_mask"],
                          inputs.get("segment_ids"), training=training,
-                         seed=None if seed is None else fold_seed(seed, 2))
+                         seed=None if seed is None else fold_seed(seed, FINETUNING_HEAD_SALT))

@@ -25,12 +25,19 @@ from electra_tf.config import EncoderConfig, PretrainingConfig
 from electra_tf.modeling.encoder import ElectraEncoder, EncoderConfigSerializable
 from electra_tf.modeling.heads import DiscriminatorHead, MaskedLMHead
 from electra_tf.modeling.layers import ElectraEmbeddings, kernel_initializer
-from electra_tf.modeling.random import fold_seed
+from electra_tf.modeling.random import (
+    DISCRIMINATOR_DROPOUT_SALT,
+    GENERATOR_DROPOUT_SALT,
+    fold_seed,
+)
 
-# Salts that keep G's and D's dropout masks independent when the caller gives
-# both the same step seed (they can even share one encoder).
-GENERATOR_SEED_SALT = 1
-DISCRIMINATOR_SEED_SALT = 2
+# The discriminator's head kinds (an objective's `head_kind`): replaced-token
+# detection (ELECTRA), MLM at the masked positions (Replace-MLM) and MLM at
+# every position with the copy gate (All-Tokens MLM).
+RTD_HEAD = "rtd"
+MLM_HEAD = "mlm"
+MLM_ALL_COPY_HEAD = "mlm_all_copy"
+DISCRIMINATOR_HEADS = (RTD_HEAD, MLM_HEAD, MLM_ALL_COPY_HEAD)
 
 
 def _config_from(config) -> EncoderConfig:
@@ -83,17 +90,13 @@ class ElectraGenerator(EncoderConfigSerializable, keras.Model):
 
     def call(self, inputs, training=False, seed=None):
         if seed is not None:
-            seed = fold_seed(seed, GENERATOR_SEED_SALT)
+            seed = fold_seed(seed, GENERATOR_DROPOUT_SALT)
         outputs = self.encoder(inputs, training=training, seed=seed)
         sequence_output = outputs["sequence_output"]
         return {
             "mlm_logits": self.mlm_head(sequence_output, inputs["masked_lm_positions"]),
             "sequence_output": sequence_output,
         }
-
-
-
-DISCRIMINATOR_HEADS = ("rtd", "mlm", "mlm_all_copy")
 
 
 class ElectraDiscriminator(EncoderConfigSerializable, keras.Model):
@@ -120,7 +123,7 @@ class ElectraDiscriminator(EncoderConfigSerializable, keras.Model):
         float32 [B, L].
     """
 
-    def __init__(self, config: EncoderConfig | dict, head_kind: str = "rtd", **kwargs):
+    def __init__(self, config: EncoderConfig | dict, head_kind: str = RTD_HEAD, **kwargs):
         kwargs.setdefault("name", "discriminator")
         super().__init__(**kwargs)
         self.config = _config_from(config)
@@ -130,7 +133,7 @@ class ElectraDiscriminator(EncoderConfigSerializable, keras.Model):
 
         # === Layers ===
         self.encoder = ElectraEncoder(self.config, dtype=self.dtype_policy, name="encoder")
-        if head_kind == "rtd":
+        if head_kind == RTD_HEAD:
             self.rtd_head = DiscriminatorHead(
                 self.config.hidden_size, self.config.hidden_act, self.config.initializer_range,
                 dtype=self.dtype_policy, name="discriminator_predictions")
@@ -139,7 +142,7 @@ class ElectraDiscriminator(EncoderConfigSerializable, keras.Model):
                 self.encoder.embeddings.word_embeddings, self.config.hidden_act,
                 self.config.initializer_range, self.config.layer_norm_eps,
                 dtype=self.dtype_policy, name="discriminator_mlm_predictions")
-        if head_kind == "mlm_all_copy":
+        if head_kind == MLM_ALL_COPY_HEAD:
             self.copy_head = keras.layers.Dense(
                 1, kernel_initializer=kernel_initializer(self.config.initializer_range),
                 dtype="float32", name="copy_gate")
@@ -147,23 +150,23 @@ class ElectraDiscriminator(EncoderConfigSerializable, keras.Model):
     def build(self, input_shape=None):
         self.encoder.build(None)
         hidden = self.config.hidden_size
-        if self.head_kind == "rtd":
+        if self.head_kind == RTD_HEAD:
             self.rtd_head.build((None, None, hidden))
         else:
             self.mlm_head.build((None, None, hidden), (None, None))
-        if self.head_kind == "mlm_all_copy":
+        if self.head_kind == MLM_ALL_COPY_HEAD:
             self.copy_head.build((None, None, hidden))
         self.built = True
 
     def call(self, inputs, training=False, seed=None):
         if seed is not None:
-            seed = fold_seed(seed, DISCRIMINATOR_SEED_SALT)
+            seed = fold_seed(seed, DISCRIMINATOR_DROPOUT_SALT)
         outputs = self.encoder(inputs, training=training, seed=seed)
         sequence = outputs["sequence_output"]
         result = {"sequence_output": sequence, "pooled_output": outputs["pooled_output"]}
-        if self.head_kind == "rtd":
+        if self.head_kind == RTD_HEAD:
             result["rtd_logits"] = self.rtd_head(sequence)
-        elif self.head_kind == "mlm":
+        elif self.head_kind == MLM_HEAD:
             result["mlm_logits"] = self.mlm_head(sequence, inputs["masked_lm_positions"])
         else:
             batch, length = ops.shape(inputs["input_ids"])[0], ops.shape(inputs["input_ids"])[1]
@@ -173,10 +176,9 @@ class ElectraDiscriminator(EncoderConfigSerializable, keras.Model):
         return result
 
 
-
 # === Factories ===
 def build_discriminator(encoder_config: EncoderConfig,
-                        head_kind: str = "rtd") -> ElectraDiscriminator:
+                        head_kind: str = RTD_HEAD) -> ElectraDiscriminator:
     """A built discriminator (variables exist on return), e.g. for fine-tuning."""
     discriminator = ElectraDiscriminator(encoder_config, head_kind=head_kind)
     discriminator.build()
@@ -185,7 +187,7 @@ def build_discriminator(encoder_config: EncoderConfig,
 
 def build_pretraining_models(
         config: PretrainingConfig,
-        head_kind: str = "rtd") -> tuple[ElectraGenerator, ElectraDiscriminator]:
+        head_kind: str = RTD_HEAD) -> tuple[ElectraGenerator, ElectraDiscriminator]:
     """Builds G and D with the sharing that `config` asks for.
 
     D is built first, so that shared variables carry D's paths

@@ -26,12 +26,53 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-# Not public; the trick itself rests on `draw_seed` calling `SeedGenerator.next`.
-from keras.src.backend import random_seed_dtype
+# === Salts and streams: every seed derivation of the model code ===
+# A training step's seed tensor reaches each random site through this chain;
+# the values are part of the checkpoints' reproducibility: never change them.
+#
+# ElectraPretrainer.call (pretrainer.py): fold_seed(step_seed, salt) per phase.
+GENERATOR_SALT = 101  # the seed passed to the generator's call
+SAMPLING_SALT = 102  # the Gumbel noise of sampling the replacement tokens
+DISCRIMINATOR_SALT = 103  # the seed passed to the discriminator's call
+# ElectraGenerator / ElectraDiscriminator.call (models.py): fold_seed(seed, salt)
+# before the encoder, so that G's and D's dropout masks differ even when the
+# caller gives both the same seed (with untied_generator=False they share one encoder).
+GENERATOR_DROPOUT_SALT = 1
+DISCRIMINATOR_DROPOUT_SALT = 2
+# FinetuningModel.call (finetuning.py): fold_seed(seed, salt) per part.
+FINETUNING_ENCODER_SALT = 1  # the encoder's dropout
+FINETUNING_HEAD_SALT = 2  # the task head's dropout
+# ElectraEncoder.call (encoder.py): base = fold_seed(seed, ENCODER_SALT), then
+# the embeddings' dropout uses base + [EMBEDDINGS_STREAM, 0] and layer_i's
+# sites use base + [FIRST_LAYER_STREAM + i, site].
+ENCODER_SALT = 0
+EMBEDDINGS_STREAM = 0
+FIRST_LAYER_STREAM = 1
+# TransformerLayer.call (transformer.py): a layer's dropout sites, as offsets
+# added to its seed's second component.
+ATTENTION_PROBS_SITE = 0  # the attention probabilities
+ATTENTION_OUTPUT_SITE = 1  # the attention sub-layer's output
+FFN_OUTPUT_SITE = 2  # the feed-forward sub-layer's output
 
 # Hashed seeds are drawn from [0, 2**30) so that adding small site offsets
 # never overflows int32 (the JAX backend wants non-negative uint32 seeds).
 _HASH_MAX = 2**30
+
+
+def _seed_dtype() -> str:
+    """The dtype the Keras backend draws seeds in (int64 on TF, uint32 on JAX).
+
+    Keras 3 has no public API for it, and `TensorSeed.next` must return that
+    dtype as `SeedGenerator.next` does; this adapter is the one place that
+    imports the private `keras.src.backend.random_seed_dtype`, with a fallback
+    to the values of the two backends this project runs on should a Keras
+    release move it.
+    """
+    try:
+        from keras.src.backend import random_seed_dtype
+    except ImportError:
+        return "int64" if keras.backend.backend() == "tensorflow" else "uint32"
+    return random_seed_dtype()
 
 
 class TensorSeed(keras.random.SeedGenerator):
@@ -57,7 +98,7 @@ class TensorSeed(keras.random.SeedGenerator):
 
     def next(self, ordered=True):
         del ordered  # A tensor seed is stateless: every draw uses the same seed.
-        return ops.cast(self._seed, random_seed_dtype())
+        return ops.cast(self._seed, _seed_dtype())
 
     def get_config(self):
         raise NotImplementedError("TensorSeed wraps a runtime tensor; it is not serializable.")

@@ -18,7 +18,12 @@ import keras
 from keras import ops
 
 from electra_tf.modeling.layers import Dropout, get_activation, kernel_initializer
-from electra_tf.modeling.random import offset_seed
+from electra_tf.modeling.random import (
+    ATTENTION_OUTPUT_SITE,
+    ATTENTION_PROBS_SITE,
+    FFN_OUTPUT_SITE,
+    offset_seed,
+)
 
 # Added to the attention scores of padded keys, as the original's -10000.
 MASK_BIAS = -10000.0
@@ -114,8 +119,8 @@ class SelfAttention(keras.layers.Layer):
 class TransformerLayer(keras.layers.Layer):
     """One post-LayerNorm BERT block: self-attention, then the feed-forward net.
 
-    Dropout sites (seed offsets): 0 attention probabilities, 1 attention
-    output, 2 feed-forward output.
+    Dropout sites (seed offsets, named in `modeling.random`): 0 attention
+    probabilities, 1 attention output, 2 feed-forward output.
 
     Args:
         hidden_size: H, the model width.
@@ -187,12 +192,13 @@ class TransformerLayer(keras.layers.Layer):
         def site(i):
             return None if seed is None else offset_seed(seed, i)
 
-        context = self.attention(x, input_mask, training=training, seed=site(0))
+        context = self.attention(x, input_mask, training=training,
+                                 seed=site(ATTENTION_PROBS_SITE))
         attended = self.attention_dropout(self.attention_output(context),
-                                          training=training, seed=site(1))
+                                          training=training, seed=site(ATTENTION_OUTPUT_SITE))
         x = self.attention_layer_norm(x + attended)
         ffn = self.output_dense(self._activation(self.intermediate(x)))
-        ffn = self.output_dropout(ffn, training=training, seed=site(2))
+        ffn = self.output_dropout(ffn, training=training, seed=site(FFN_OUTPUT_SITE))
         return self.output_layer_norm(x + ffn)
 
     def compute_output_shape(self, input_shape):

@@ -6,12 +6,7 @@ paper's variants (BERT-MLM, ELECTRA-15%, Replace-MLM, All-Tokens MLM) reuse.
 """
 
 from electra_tf.objectives.base import Objective
-from electra_tf.objectives.corruption import (
-    corrupt_inputs,
-    original_inputs,
-    rtd_labels,
-    scatter_at_positions,
-)
+from electra_tf.objectives.corruption import rtd_labels, scatter_at_positions
 from electra_tf.objectives.electra import ElectraObjective
 from electra_tf.objectives.losses import (
     disc_loss,
@@ -21,31 +16,20 @@ from electra_tf.objectives.losses import (
     mlm_loss,
     sigmoid_cross_entropy,
 )
-from electra_tf.objectives.metrics import (
-    METRIC_NAMES,
-    add_metric_sums,
-    disc_probs,
-    pretraining_metric_sums,
-    reduce_metric_sums,
-)
+from electra_tf.objectives.metrics import disc_probs, pretraining_metric_sums
 from electra_tf.objectives.sampling import as_seed, sample_from_logits
 
 __all__ = [
     "ElectraObjective",
-    "METRIC_NAMES",
     "Objective",
-    "add_metric_sums",
     "as_seed",
-    "corrupt_inputs",
     "disc_loss",
     "disc_per_example_loss",
     "disc_probs",
     "electra_loss",
     "masked_lm_per_slot_loss",
     "mlm_loss",
-    "original_inputs",
     "pretraining_metric_sums",
-    "reduce_metric_sums",
     "rtd_labels",
     "sample_from_logits",
     "scatter_at_positions",

@@ -15,6 +15,13 @@ from keras import ops
 def scatter_at_positions(ids, positions, values, weights):
     """Writes `values` into `ids` at `positions` where `weights` > 0.
 
+    The one scatter of the objectives. With the pipeline's masked input_ids
+    and masked_lm_positions / masked_lm_weights:
+    - values = the generator's samples: the discriminator's input, x_corrupt
+      (every real masked position, also the 15% that kept the original
+      token, holds the sample);
+    - values = masked_lm_ids: the original, unmasked input_ids.
+
     Padding slots (weight 0, position 0) write nothing. Positions are
     expected to be distinct among the real slots of a row; if one repeats,
     its values are averaged (integer division), as the original
@@ -30,6 +37,7 @@ def scatter_at_positions(ids, positions, values, weights):
     Returns:
         [B, L] with the dtype of `ids`.
     """
+    # keras.ops; data/masking.py's mask_batch has its own tf scatter (tf.data is backend-free).
     seq_length = ops.shape(ids)[-1]
     ids = ops.convert_to_tensor(ids)
     dtype = ids.dtype
@@ -44,35 +52,9 @@ def scatter_at_positions(ids, positions, values, weights):
     return ops.cast(out, dtype)
 
 
-def corrupt_inputs(masked_input_ids, positions, sampled_ids, weights):
-    """The discriminator's input: generator samples at the masked positions.
-
-    Args:
-        masked_input_ids: int [B, L], the pipeline's masked input_ids.
-        positions: int [B, N], masked_lm_positions.
-        sampled_ids: int [B, N], from `sample_from_logits`.
-        weights: [B, N], masked_lm_weights.
-
-    Returns:
-        int [B, L]; every real masked position (also the 15% that kept the
-        original token) holds the sample.
-    """
-    return scatter_at_positions(masked_input_ids, positions, sampled_ids, weights)
-
-
-def original_inputs(masked_input_ids, positions, masked_lm_ids, weights):
-    """Undoes the masking: the original ids back at the masked positions.
-
-    Args:
-        masked_input_ids: int [B, L].
-        positions: int [B, N], masked_lm_positions.
-        masked_lm_ids: int [B, N], the original ids at those positions.
-        weights: [B, N], masked_lm_weights.
-
-    Returns:
-        int [B, L], the unmasked input_ids.
-    """
-    return scatter_at_positions(masked_input_ids, positions, masked_lm_ids, weights)
+# Former names, kept only for objectives/electra.py until it calls
+# scatter_at_positions itself; delete them then.
+corrupt_inputs = original_inputs = scatter_at_positions
 
 
 def rtd_labels(corrupted_ids, original_ids, input_mask):
@@ -83,7 +65,7 @@ def rtd_labels(corrupted_ids, original_ids, input_mask):
 
     Args:
         corrupted_ids: int [B, L], the discriminator's input.
-        original_ids: int [B, L], from `original_inputs`.
+        original_ids: int [B, L], the unmasked input_ids.
         input_mask: [B, L], 1 for real tokens.
 
     Returns:

@@ -1,7 +1,8 @@
 """The generator's and discriminator's losses (paper section 2, eq. 1).
 
 Every loss is computed in float32 (under mixed_bfloat16 the logits arrive in
-bf16). Pure `keras.ops`: no TensorFlow import.
+bf16). Pure `keras.ops`: no TensorFlow import. `sigmoid_cross_entropy` is
+also the fine-tuning losses' (`electra_tf.finetuning.losses`).
 
 Shapes: B batch, L sequence length, N max_predictions_per_seq, V vocab.
 """
@@ -21,6 +22,7 @@ def masked_lm_per_slot_loss(logits, ids):
     Returns:
         float32 [B, N].
     """
+    # take_along_axis, not finetuning.losses._sparse_ce's one-hot: XLA rounds the two differently.
     log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
     ids = ops.cast(ids, "int32")[:, :, None]
     return -ops.squeeze(ops.take_along_axis(log_probs, ids, axis=-1), axis=-1)

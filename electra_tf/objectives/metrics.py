@@ -1,30 +1,17 @@
 """Pre-training eval metrics as sums, as the original run_pretraining.py.
 
 Every metric is a (numerator, denominator) pair of float32 scalars, so
-batches and replicas aggregate by addition and `reduce_metric_sums` divides
-at the end. disc_auc is not a ratio of sums: feed `disc_probs` to a
-`keras.metrics.AUC` in the loop.
+batches and replicas aggregate by addition and the training loop divides at
+the end. disc_auc is not a ratio of sums: the loop bins `disc_probs`.
 
 Pure `keras.ops`: no TensorFlow import.
 """
 
 from __future__ import annotations
 
-from typing import Mapping
-
 from keras import ops
 
 from electra_tf.objectives.losses import disc_per_example_loss, masked_lm_per_slot_loss
-
-METRIC_NAMES = (
-    "masked_lm_accuracy",
-    "masked_lm_loss",
-    "sampled_masked_lm_accuracy",
-    "disc_loss",
-    "disc_accuracy",
-    "disc_precision",
-    "disc_recall",
-)
 
 
 def disc_probs(logits):
@@ -95,16 +82,3 @@ def pretraining_metric_sums(
         sums["disc_precision"] = (ops.sum(correct * pred), ops.sum(mask * pred))
         sums["disc_recall"] = (ops.sum(correct * labels), ops.sum(mask * labels))
     return sums
-
-
-def add_metric_sums(a: Mapping, b: Mapping) -> dict:
-    """Adds two results of `pretraining_metric_sums` (batches or replicas)."""
-    return {k: (a[k][0] + b[k][0], a[k][1] + b[k][1]) for k in a}
-
-
-def reduce_metric_sums(sums: Mapping) -> dict:
-    """numerator / denominator per metric; 0 where the denominator is 0."""
-    return {
-        k: ops.divide_no_nan(ops.cast(num, "float32"), ops.cast(den, "float32"))
-        for k, (num, den) in sums.items()
-    }

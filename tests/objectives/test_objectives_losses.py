@@ -4,11 +4,9 @@ import numpy as np
 import pytest
 
 from electra_tf.objectives import (
-    corrupt_inputs,
     disc_loss,
     electra_loss,
     mlm_loss,
-    original_inputs,
     rtd_labels,
     scatter_at_positions,
     sigmoid_cross_entropy,
@@ -56,18 +54,18 @@ def test_scatter_matches_numpy_and_ignores_padding_slots():
     assert out[1, 0] == 1
 
 
-def test_original_inputs_undo_the_masking():
+def test_scattering_the_masked_ids_undoes_the_masking():
     masked, original, _, positions, ids, weights = _batch()
-    np.testing.assert_array_equal(original_inputs(masked, positions, ids, weights), original)
+    np.testing.assert_array_equal(scatter_at_positions(masked, positions, ids, weights), original)
 
 
-def test_corrupt_inputs_and_labels():
+def test_corrupted_inputs_and_labels():
     masked, original, input_mask, positions, ids, weights = _batch()
     sampled = ids.copy()
     sampled[0, 0] = (ids[0, 0] + 1) % V  # replaced
     sampled[1, 1] = (ids[1, 1] + 2) % V  # replaced; the other real slots equal the original
     sampled[1, 2] = 7  # padded slot: ignored
-    corrupted = np.asarray(corrupt_inputs(masked, positions, sampled, weights))
+    corrupted = np.asarray(scatter_at_positions(masked, positions, sampled, weights))
     np.testing.assert_array_equal(corrupted, _np_scatter(masked, positions, sampled, weights))
     labels = np.asarray(rtd_labels(corrupted, original, input_mask))
     expected = np.zeros((B, L), np.float32)
