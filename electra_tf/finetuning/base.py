@@ -31,7 +31,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-HEADS = ("classification", "regression", "span", "tagging")
+from electra_tf.modeling.finetuning import HEADS  # the head kinds; Task.head is one of them
+
+__all__ = ["HEADS", "Features", "Task", "TaskDataError", "pack_pair"]
 
 
 class TaskDataError(ValueError):
