@@ -1,6 +1,6 @@
 """ELECTRA-Small pre-training throughput on this machine (sequences/s, model TFLOP/s).
 
-    .venv/bin/python benchmarks/bench_pretraining.py --warmup=2 --steps=4 \\
+    python benchmarks/bench_pretraining.py --warmup=2 --steps=4 \\
         --output=benchmarks/pretraining_throughput
 
 Writes OUTPUT.json (raw numbers) and OUTPUT.md (command, machine, table).
@@ -141,6 +141,14 @@ def timed_steps(step_fn, warmup: int, steps: int) -> dict:
             "sequences_per_second": BATCH / med, **{"cpu_" + k: v for k, v in cpu.result.items()}}
 
 
+def relative_to_root(arg: str) -> str:
+    """--flag=/abs/path/in/the/repo -> --flag=path/in/the/repo (other args unchanged)."""
+    name, eq, value = arg.partition("=")
+    if eq and os.path.isabs(value) and value.startswith(ROOT + os.sep):
+        return f"{name}={os.path.relpath(value, ROOT)}"
+    return arg
+
+
 # === Workers (each runs in its own process) ===
 def worker_data(args):
     import numpy as np
@@ -176,7 +184,8 @@ def worker_ours(args):
     import tensorflow as tf
 
     from electra_tf.config import RunConfig
-    from electra_tf.training import Pretraining, make_strategy
+    from electra_tf.runtime import make_strategy
+    from electra_tf.training import Pretraining
 
     t_start = time.monotonic()
     strategy = make_strategy("mirrored" if args.replicas > 1 else "default",
@@ -190,20 +199,18 @@ def worker_ours(args):
                     jit_compile=bool(args.jit), mixed_precision=args.precision)
     p = Pretraining(config, run, strategy)
     iterator = p.make_train_iterator(0)
-    acc = p._accumulators(p._accumulator_spec())
     build_s = time.monotonic() - t_start
     log(f"  built in {build_s:.1f} s: {strategy.num_replicas_in_sync} replica(s) on "
         f"{[d.name for d in tf.config.list_logical_devices('CPU')]}, "
         f"{len(p.model.trainable_variables)} trainable variables")
-    one = tf.constant(1)
+    losses = []
 
     def step():
-        p._train_loop(iterator, one, acc)
-        return acc["loss/loss"].numpy()
+        losses.append(p.train_steps(iterator, 1)["loss"])  # one step; returns on the host
+        return losses[-1]
 
     result = timed_steps(step, args.warmup, args.steps)
-    n = args.warmup + args.steps
-    result["mean_loss"] = float(acc["loss/loss"].numpy()) / n
+    result["mean_loss"] = float(sum(losses) / len(losses))
     result["build_s"] = build_s
     result["num_replicas"] = strategy.num_replicas_in_sync
     result["optimizer_steps"] = p.step
@@ -435,8 +442,9 @@ def main():
             write_markdown(json.load(f), args.output + ".md")
         return
 
-    command = "cd " + ROOT + " && .venv/bin/python " + " ".join(
-        ["benchmarks/bench_pretraining.py"] + sys.argv[1:])
+    # Recorded relative to the repository root: no path of this machine.
+    command = " ".join(["python", "benchmarks/bench_pretraining.py"]
+                       + [relative_to_root(a) for a in sys.argv[1:]])
     started = datetime.datetime.now().astimezone()
     own_data = not args.data_dir
     args.data_dir = args.data_dir or tempfile.mkdtemp(prefix="bench_pretraining_data_")

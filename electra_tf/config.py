@@ -117,6 +117,12 @@ def model_size_of(config: EncoderConfig) -> str:
     return next((name for name in MODEL_SIZES if not size_mismatches(config, name)), "custom")
 
 
+# The paper's objectives (section 3.5, Table 5) and training algorithms (3.2);
+# objectives/variants.py implements one class per objective name.
+OBJECTIVES = ("electra", "bert_mlm", "electra_15", "replace_mlm", "all_tokens_mlm")
+TRAINING_ALGORITHMS = ("joint", "two_stage", "adversarial")
+
+
 def default_max_predictions(mask_prob: float, max_seq_length: int) -> int:
     """The original's int((mask_prob + 0.005) * max_seq_length): 19 at 128."""
     return int((mask_prob + 0.005) * max_seq_length)
@@ -204,14 +210,12 @@ class PretrainingConfig:
     def validate(self) -> "PretrainingConfig":
         if not 0.0 < self.mask_prob < 1.0:
             raise ConfigError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
-        objectives = ("electra", "bert_mlm", "electra_15", "replace_mlm", "all_tokens_mlm")
-        if self.objective not in objectives:
-            raise ConfigError(f"objective must be one of {', '.join(objectives)}, "
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(f"objective must be one of {', '.join(OBJECTIVES)}, "
                               f"got {self.objective!r}")
-        algorithms = ("joint", "two_stage", "adversarial")
-        if self.training_algorithm not in algorithms:
-            raise ConfigError(f"training_algorithm must be one of {', '.join(algorithms)}, "
-                              f"got {self.training_algorithm!r}")
+        if self.training_algorithm not in TRAINING_ALGORITHMS:
+            raise ConfigError(f"training_algorithm must be one of "
+                              f"{', '.join(TRAINING_ALGORITHMS)}, got {self.training_algorithm!r}")
         if self.training_algorithm != "joint" and self.resolved_objective != "electra":
             raise ConfigError(f"training_algorithm={self.training_algorithm} needs "
                               f"objective=electra, got {self.resolved_objective}")

@@ -1,7 +1,8 @@
 """One pre-training forward pass: generator -> sampling -> discriminator.
 
 `ElectraPretrainer` is a `keras.Model` that holds G and D (built with the
-configured weight sharing) and an objective. `call` returns tensors only; the
+configured weight sharing) and the configured objective (what `model.fit`
+trains; the TF loop passes each phase's objective to `call`). `call` returns tensors only; the
 objective's pure functions turn them into the loss and metrics. It is
 backend-portable (`keras.ops` only): the TF training loop in
 `electra_tf.training` drives it under tf.distribute, and it also trains with
@@ -9,7 +10,7 @@ backend-portable (`keras.ops` only): the TF training loop in
 installed).
 
 Randomness: `call(batch, seed=...)` takes an int32 seed tensor [2] (the TF
-loop passes one per replica and step, see REFERENCE.md pitfalls). Without
+loop passes one per replica and step, see docs/reference.md pitfalls). Without
 one, the model's own SeedGenerator is used.
 """
 
@@ -18,11 +19,17 @@ from __future__ import annotations
 import keras
 
 from electra_tf.config import PretrainingConfig
-from electra_tf.modeling.models import build_pretraining_models
-from electra_tf.modeling.random import fold_seed, tensor_seed
+from electra_tf.modeling.models import RTD_HEAD, build_discriminator, build_pretraining_models
+from electra_tf.modeling.random import (
+    DISCRIMINATOR_SALT,
+    GENERATOR_SALT,
+    SAMPLING_SALT,
+    fold_seed,
+    tensor_seed,
+)
+from electra_tf.objectives.auc import auc_histograms
 from electra_tf.objectives.variants import get_objective
 
-_GEN_SALT, _SAMPLE_SALT, _DISC_SALT = 101, 102, 103
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 
 
@@ -44,7 +51,7 @@ class ElectraPretrainer(keras.Model):
             config, head_kind=self.objective.head_kind)
         self.seed_generator = keras.random.SeedGenerator(config.seed, name="pretrainer_seed")
 
-    def call(self, batch, training=False, seed=None):
+    def call(self, batch, training=False, seed=None, objective=None):
         """Runs G on the masked batch, samples, runs D on the corrupted batch.
 
         Args:
@@ -53,52 +60,80 @@ class ElectraPretrainer(keras.Model):
             float masked_lm_weights [B, N].
           training: dropout on.
           seed: optional int32 tensor [2].
+          objective: what builds D's input (default: the configured
+            objective); a training phase passes its own (two-stage training).
 
         Returns:
-          dict: mlm_logits float32 [B, N, V]; fake (dict of input_ids, labels,
-          sampled_ids, original_ids); rtd_logits float32 [B, L], or for the
-          MLM-style ablations disc_outputs (the main model's mlm_logits and
-          copy_logits); neither when the objective trains no discriminator.
+          dict: mlm_logits float32 [B, N, V]; and when the objective trains a
+          discriminator, fake (dict of input_ids, labels, sampled_ids,
+          original_ids) and disc (D's head outputs: rtd_logits float32
+          [B, L], or for the MLM-style ablations mlm_logits and copy_logits).
         """
+        objective = objective or self.objective
         if seed is None:
             seed = self.seed_generator.next()
         gen_inputs = {k: batch[k] for k in INPUT_KEYS + ("masked_lm_positions",)}
         mlm_logits = self.generator(gen_inputs, training=training,
-                                    seed=fold_seed(seed, _GEN_SALT))["mlm_logits"]
+                                    seed=fold_seed(seed, GENERATOR_SALT))["mlm_logits"]
         outputs = {"mlm_logits": mlm_logits}
-        if not self.objective.uses_discriminator:
+        if not objective.uses_discriminator:
             return outputs
-        fake = self.objective.fake_data(batch, mlm_logits,
-                                        tensor_seed(fold_seed(seed, _SAMPLE_SALT)))
+        fake = objective.fake_data(batch, mlm_logits, tensor_seed(fold_seed(seed, SAMPLING_SALT)))
         disc_inputs = {"input_ids": fake["input_ids"], "input_mask": batch["input_mask"],
                        "segment_ids": batch["segment_ids"],
                        "masked_lm_positions": batch["masked_lm_positions"]}
         outputs["fake"] = fake
-        disc = self.discriminator(disc_inputs, training=training,
-                                  seed=fold_seed(seed, _DISC_SALT))
-        if "rtd_logits" in disc:
-            outputs["rtd_logits"] = disc["rtd_logits"]
-        else:  # the MLM-style ablations: the objective reads the head's dict
-            outputs["disc_outputs"] = {k: disc[k] for k in ("mlm_logits", "copy_logits")
-                                       if k in disc}
+        outputs["disc"] = self.discriminator(disc_inputs, training=training,
+                                             seed=fold_seed(seed, DISCRIMINATOR_SALT))
         return outputs
 
-    def _disc(self, outputs):
-        return outputs.get("rtd_logits", outputs.get("disc_outputs"))
-
-    def losses_from(self, batch, outputs) -> dict:
+    def losses_from(self, batch, outputs, objective=None) -> dict:
         """The objective's loss dict ("loss" and its components)."""
-        return self.objective.compute_loss(batch, outputs["mlm_logits"], outputs.get("fake"),
-                                           self._disc(outputs))
+        objective = objective or self.objective
+        return objective.compute_loss(batch, outputs["mlm_logits"], outputs.get("fake"),
+                                      outputs.get("disc"))
 
-    def metric_sums_from(self, batch, outputs) -> dict:
-        return self.objective.metric_sums(batch, outputs["mlm_logits"], outputs.get("fake"),
-                                          self._disc(outputs))
+    def metric_sums_from(self, batch, outputs, objective=None) -> dict:
+        """The objective's (numerator, denominator) metric pairs."""
+        objective = objective or self.objective
+        return objective.metric_sums(batch, outputs["mlm_logits"], outputs.get("fake"),
+                                     outputs.get("disc"))
+
+    def losses_and_metric_sums(self, batch, outputs, objective=None) -> tuple[dict, dict]:
+        """Losses, metric sums ("<name>/num", "<name>/den") and the AUC histograms.
+
+        What a training or eval step reports: the sums add up over steps and
+        replicas (objectives.metrics), the histograms give disc_auc
+        (objectives.auc).
+        """
+        losses = self.losses_from(batch, outputs, objective)
+        sums = {}
+        for name, (num, den) in self.metric_sums_from(batch, outputs, objective).items():
+            sums[name + "/num"], sums[name + "/den"] = num, den
+        if "rtd_logits" in outputs.get("disc", {}):
+            sums["auc/pos"], sums["auc/neg"] = auc_histograms(
+                outputs["disc"]["rtd_logits"], outputs["fake"]["labels"], batch["input_mask"])
+        return losses, sums
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """For model.fit (e.g. under JAX): the objective's total loss."""
         del y, sample_weight, training
         return self.losses_from(x, y_pred)["loss"]
+
+    def kept_discriminator(self):
+        """The model users fine-tune, as a discriminator with the RTD head.
+
+        ELECTRA: the discriminator itself. BERT-MLM: the generator's encoder.
+        Replace-MLM / All-Tokens MLM: the main model's encoder (its RTD head
+        is freshly initialized; fine-tuning does not use it).
+        """
+        uses_d = self.objective.uses_discriminator
+        if uses_d and self.discriminator.head_kind == RTD_HEAD:
+            return self.discriminator
+        source = self.discriminator.encoder if uses_d else self.generator.encoder
+        kept = build_discriminator(source.config)
+        kept.encoder.set_weights(source.get_weights())
+        return kept
 
     def build_with_dummy_batch(self, batch_size: int = 2) -> None:
         """Creates every variable with one forward pass (needed before checkpoints)."""

@@ -27,13 +27,13 @@ FLAGS = flags.FLAGS
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    from electra_tf import training
+    from electra_tf import runtime
     from electra_tf.finetuning.registry import get_task
+    from electra_tf.finetuning.trainer import Finetuning
 
-    strategy = training.make_strategy(FLAGS.strategy, FLAGS.num_devices, FLAGS.tpu)
+    strategy = runtime.make_strategy(FLAGS.strategy, FLAGS.num_devices, FLAGS.tpu)
     config, run = flags_lib.finetuning_configs()
     task = get_task(config.task_name, config.tagging_scheme, config.no_answer_threshold)
-    from electra_tf.finetuning.trainer import Finetuning
 
     results = Finetuning(task, config, run, strategy).train()
     last = results[sorted(results)[-1]] if results else {}

@@ -32,10 +32,10 @@ flags.DEFINE_integer("demo_vocab_size", 4000, "Vocabulary size of the demo data.
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    from electra_tf import training
+    from electra_tf import runtime, training
 
     # Before any TF op: collectives and logical devices are fixed at start-up.
-    strategy = training.make_strategy(FLAGS.strategy, FLAGS.num_devices, FLAGS.tpu)
+    strategy = runtime.make_strategy(FLAGS.strategy, FLAGS.num_devices, FLAGS.tpu)
     if FLAGS.demo_data_dir:
         from electra_tf.data.demo_corpus import prepare_demo_data
 

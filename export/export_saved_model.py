@@ -33,6 +33,7 @@ import time
 
 from absl import app, flags
 
+from electra_tf.errors import InputError
 from export.serving import TASKS
 
 FLAGS = flags.FLAGS
@@ -79,75 +80,45 @@ class ServingSpec:
     answerable_weight: float = 0.5
 
 
-def _read_json(path):
-    with open(path) as f:
-        return json.load(f)
-
-
 def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: int = 0,
               max_query_length: int = 64, max_answer_length: int = 30) -> ServingSpec:
-    """Builds the Keras model from a model_dir and checks it suits `task`.
+    """Builds the Keras model from a model_dir (artifacts.py) and checks it suits `task`.
 
     Raises:
       InputError: missing files or a checkpoint of another task.
     """
-    from electra_tf.config import EncoderConfig
-    from electra_tf.errors import InputError
-    from electra_tf.modeling.finetuning import FinetuningModel
-    from electra_tf.modeling.models import build_discriminator
+    from electra_tf import artifacts
     from electra_tf.tokenization import Tokenizer
 
     if task not in TASKS:
         raise InputError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
     if task == "rtd":
-        from electra_tf.finetuning.trainer import load_pretrained
-
-        discriminator, recorded = load_pretrained(checkpoint)
-        pre = os.path.join(checkpoint if os.path.isdir(checkpoint)
-                           else os.path.dirname(checkpoint), "pretraining_config.json")
-        lower = True
-        if os.path.exists(pre):
-            lower = _read_json(pre).get("pretraining", {}).get("do_lower_case", True)
+        discriminator, recorded = artifacts.load_discriminator(checkpoint)
         vocab = vocab_file or recorded
         if not vocab:
             raise InputError("--vocab_file is required (none is recorded with the checkpoint)")
+        folder = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
+        lower = artifacts.recorded_do_lower_case(folder)
         return ServingSpec(task, discriminator, Tokenizer(vocab, do_lower_case=lower),
                            max_seq_length or 128, task_name="rtd")
 
-    config_file = os.path.join(checkpoint, "finetuning_config.json")
-    weights = os.path.join(checkpoint, "finetuned.weights.h5")
-    for path in (config_file, weights):
-        if not os.path.exists(path):
-            raise InputError(f"--checkpoint: {path} not found (expected a fine-tuning model_dir "
-                             "with finetuned.weights.h5 and finetuning_config.json)")
-    config = _read_json(config_file)
-    task_name = config["task"]
-    from electra_tf.finetuning.registry import get_task
-
-    ft_task = get_task(task_name)
-    if ft_task.head not in EXPECTED_HEADS[task]:
-        raise InputError(f"--checkpoint {checkpoint} was fine-tuned on {task_name!r} (a "
-                         f"{ft_task.head} head), which --task={task} cannot serve")
-    label_names = tuple(config.get("label_names") or ())
-    answerable = bool(getattr(ft_task, "answerable", False))
-    encoder = build_discriminator(EncoderConfig.from_dict(config["encoder"])).encoder
-    model = FinetuningModel(encoder, ft_task.head, max(1, len(label_names)), answerable=answerable)
-    model.build()
-    model.load_weights(weights)
-    finetuning = config.get("finetuning", {})
-    vocab = vocab_file or config.get("run", {}).get("vocab_file", "")
+    try:
+        model, record = artifacts.load_finetuned(checkpoint)
+    except InputError as e:
+        raise InputError(f"--checkpoint: {e}") from None
+    if record.head not in EXPECTED_HEADS[task]:
+        raise InputError(f"--checkpoint {checkpoint} was fine-tuned on {record.task!r} (a "
+                         f"{record.head} head), which --task={task} cannot serve")
+    vocab = vocab_file or artifacts.finetuned_vocab(record)
     if not vocab:
-        from electra_tf.finetuning.trainer import load_pretrained
-
-        vocab = load_pretrained(config["run"]["init_checkpoint"])[1]
-    tokenizer = Tokenizer(vocab, do_lower_case=finetuning.get("do_lower_case", True))
+        raise InputError("--vocab_file is required (none is recorded with the checkpoint)")
     return ServingSpec(
-        task, model, tokenizer, max_seq_length or int(config["max_seq_length"]),
-        task_name=task_name, label_names=label_names,
-        pair=bool(getattr(ft_task, "text_b", None)), regression=ft_task.head == "regression",
-        answerable=answerable, max_query_length=max_query_length,
-        max_answer_length=max_answer_length,
-        no_answer_threshold=float(finetuning.get("no_answer_threshold", 0.0)))
+        task, model, Tokenizer(vocab, do_lower_case=record.do_lower_case),
+        max_seq_length or record.max_seq_length, task_name=record.task,
+        label_names=record.label_names, pair=record.pair,
+        regression=record.head == "regression", answerable=record.answerable,
+        max_query_length=max_query_length, max_answer_length=max_answer_length,
+        no_answer_threshold=record.no_answer_threshold)
 
 
 def next_version(model_dir: str) -> int:
@@ -163,7 +134,6 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
     Raises:
       InputError: the version exists (nothing is overwritten) or is not >= 1.
     """
-    from electra_tf.errors import InputError
     from export import signatures
     from export import warmup as warmup_lib
 

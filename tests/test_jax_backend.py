@@ -36,7 +36,7 @@ m.compile(optimizer=keras.optimizers.AdamW(1e-3), jit_compile=True)
 h = m.fit(x, epochs=30, batch_size=B, verbose=0)
 assert h.history["loss"][-1] < 0.7 * h.history["loss"][0], h.history["loss"]
 out = m(x, training=False)
-assert tuple(out["rtd_logits"].shape) == (64, L) and str(out["mlm_logits"].dtype) == "float32"
+assert tuple(out["disc"]["rtd_logits"].shape) == (64, L) and str(out["mlm_logits"].dtype) == "float32"
 print("JAX_OK")
 '''
 

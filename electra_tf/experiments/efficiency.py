@@ -34,8 +34,6 @@ import time
 
 from absl import app, flags
 
-from electra_tf import cli
-
 FLAGS = flags.FLAGS
 DEFAULT_OBJECTIVES = "electra,all_tokens_mlm,replace_mlm,electra_15,bert_mlm,random_init"
 PAPER_GLUE = {"electra": 85.0, "all_tokens_mlm": 84.3, "replace_mlm": 82.4,
@@ -86,15 +84,13 @@ def random_init(demo: dict, model_dir: str) -> dict:
     """The no-pre-training baseline: a discriminator as initialized."""
     import keras
 
+    from electra_tf import artifacts
     from electra_tf.config import MODEL_SIZES, EncoderConfig
     from electra_tf.modeling import build_discriminator
 
     keras.utils.set_random_seed(FLAGS.seed)
     config = EncoderConfig(vocab_size=demo["vocab_size"], **MODEL_SIZES["tiny"], **TINY)
-    os.makedirs(model_dir, exist_ok=True)
-    build_discriminator(config).save_weights(os.path.join(model_dir, "discriminator.weights.h5"))
-    with open(os.path.join(model_dir, "discriminator_config.json"), "w") as f:
-        json.dump(config.to_dict(), f)
+    artifacts.save_discriminator(model_dir, build_discriminator(config))
     return {"pretrain_seconds": 0.0}
 
 
@@ -198,5 +194,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    from electra_tf import cli
+
     define_flags()
     app.run(lambda argv: cli.run_cli(lambda: main(argv)))

@@ -1,94 +1,37 @@
 """The fine-tuning loop: one task, the pre-trained discriminator, tf.distribute.
 
-Reads top to bottom like the pre-training loop (electra_tf/training.py), whose
-step pieces it reuses: a per-replica forward/backward under
-tf.function(jit_compile), then an all-reduce, global-norm clipping and the
-AdamW update outside XLA, with per-replica seeds. What differs:
+Reads top to bottom like the pre-training loop (electra_tf/training.py), and
+is built from the same runtime pieces (runtime.py): a per-replica
+forward/backward under tf.function(jit_compile), then an all-reduce,
+global-norm clipping and the AdamW update outside XLA, with per-replica
+seeds. What differs:
 - data are in-memory features (base.Features), shuffled per epoch with a
   seed, so resuming skips the batches of the current epoch already done;
 - layer-wise learning-rate decay (embeddings at depth 0, layer i at i + 1,
   the head at n + 2) and 10% linear warmup, as the original;
 - after every epoch: predictions on each dev split, the task's metrics, the
   official prediction files and results.json; a checkpoint.
+The folder it writes is described in artifacts.py.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
-import sys
 import time
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.config import (
-    ConfigError,
-    EncoderConfig,
-    FinetuneRun,
-    FinetuningConfig,
-    model_size_of,
-)
+from electra_tf import artifacts, runtime
+from electra_tf.config import ConfigError, FinetuneRun, FinetuningConfig, model_size_of
 from electra_tf.errors import InputError
 from electra_tf.finetuning import base
 from electra_tf.finetuning.losses import task_loss
 from electra_tf.modeling.finetuning import FinetuningModel
-from electra_tf.modeling.models import build_discriminator
-from electra_tf.optimization import create_optimizer
 from electra_tf.tokenization import Tokenizer
-from electra_tf.training import (
-    apply_reduced_gradients,
-    dense_gradients,
-    is_chief,
-    make_strategy,
-    variable_checkpoint,
-)
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
-
-
-def load_pretrained(init_checkpoint: str, model_size: str = ""):
-    """A discriminator with pre-trained weights, and the vocab recorded with it.
-
-    Args:
-      init_checkpoint: a pre-training model_dir (holding discriminator.weights.h5
-        and discriminator_config.json) or the .weights.h5 file itself.
-      model_size: if given, the checkpoint must be of this size.
-
-    Returns:
-      (discriminator, vocab_file or "").
-    Raises:
-      InputError: files missing; ConfigError: wrong size or shapes.
-    """
-    weights = init_checkpoint
-    if os.path.isdir(init_checkpoint):
-        weights = os.path.join(init_checkpoint, "discriminator.weights.h5")
-    folder = os.path.dirname(os.path.abspath(weights))
-    config_file = os.path.join(folder, "discriminator_config.json")
-    for path in (weights, config_file):
-        if not os.path.exists(path):
-            raise InputError(f"init_checkpoint: {path} not found (expected a pre-training "
-                             "model_dir with discriminator.weights.h5 and discriminator_config.json)")
-    with open(config_file) as f:
-        config = EncoderConfig.from_dict(json.load(f))
-    size = model_size_of(config)
-    if model_size and size != model_size:
-        raise ConfigError(f"{weights} holds a {size}-sized discriminator (hidden "
-                          f"{config.hidden_size}, {config.num_hidden_layers} layers), not "
-                          f"--model_size={model_size}")
-    discriminator = build_discriminator(config)
-    try:
-        discriminator.load_weights(weights)
-    except ValueError as e:
-        raise ConfigError(f"{weights} does not fit discriminator_config.json: {e}") from None
-    vocab = ""
-    pretraining = os.path.join(folder, "pretraining_config.json")
-    if os.path.exists(pretraining):
-        with open(pretraining) as f:
-            vocab = json.load(f).get("run", {}).get("vocab_file", "")
-    return discriminator, vocab
 
 
 class Finetuning:
@@ -97,24 +40,23 @@ class Finetuning:
     def __init__(self, task, config: FinetuningConfig, run: FinetuneRun,
                  strategy: tf.distribute.Strategy | None = None):
         self.task, self.config, self.run = task, config.validate(), run
-        self.strategy = strategy or make_strategy(run.strategy, run.num_devices, run.tpu)
-        self.chief = is_chief(self.strategy)
-        keras.mixed_precision.set_dtype_policy(
-            "mixed_bfloat16" if run.mixed_precision == "bf16" else "float32")
+        self.strategy = strategy or runtime.make_strategy(run.strategy, run.num_devices, run.tpu)
+        self.chief = runtime.is_chief(self.strategy)
+        runtime.set_precision(run.mixed_precision)
         if not run.init_checkpoint:
             raise InputError("--init_checkpoint is required (a pre-training model_dir)")
         if task.head == "tagging" and not task.label_names:
             task.read(run.data_dir, "train")  # learns the tag set, which sizes the head
         with self.strategy.scope():
             keras.utils.set_random_seed(config.seed)
-            discriminator, recorded_vocab = load_pretrained(run.init_checkpoint,
-                                                            config.model_size)
+            discriminator, recorded_vocab = artifacts.load_discriminator(run.init_checkpoint,
+                                                                         config.model_size)
             self.encoder_config = discriminator.config
             self.size = config.model_size or model_size_of(self.encoder_config)
             kind = task.head
             num_labels = max(1, len(task.label_names))
             self.model = FinetuningModel(discriminator.encoder, kind, num_labels,
-                                         answerable=getattr(task, "answerable", False))
+                                         answerable=task.answerable)
             self.model.build()
         vocab_file = run.vocab_file or recorded_vocab
         if not vocab_file:
@@ -123,14 +65,14 @@ class Finetuning:
         if self.tokenizer.vocab_size != self.encoder_config.vocab_size:
             raise ConfigError(f"{vocab_file} has {self.tokenizer.vocab_size} tokens but the "
                               f"checkpoint's vocab_size is {self.encoder_config.vocab_size}")
-        self.max_seq_length = config.max_seq_length or getattr(task, "default_max_seq_length",
-                                                               128)
-        self.epochs = config.num_train_epochs or getattr(task, "default_epochs", 3)
+        self.max_seq_length = config.max_seq_length or task.default_max_seq_length
+        self.epochs = config.num_train_epochs or task.default_epochs
         self._variables = list(self.model.trainable_variables)
         self._fwd_bwd = tf.function(self._forward_backward, jit_compile=run.jit_compile)
         self._predict = tf.function(lambda x: self.model(x, training=False),
                                     jit_compile=run.jit_compile)
         self._train_steps = tf.function(self._train_steps_fn)
+        self._loss_sum = tf.Variable(0.0, trainable=False)  # host-side, per train_steps call
         self._features: dict[str, tuple[list, base.Features]] = {}
 
     # === Data ===
@@ -145,14 +87,17 @@ class Finetuning:
                                                           self.max_seq_length))
         return cache[split]
 
-    def _epoch_dataset(self, feats: base.Features, epoch: int, skip: int):
+    def train_iterator(self, epoch: int, skip: int = 0):
+        """The distributed train split of `epoch` (seeded shuffle), after `skip` batches."""
+        feats = self.features("train")[1]
         tensors = {**feats.inputs, **feats.labels}
         ds = tf.data.Dataset.from_tensor_slices(tensors)
         ds = ds.shuffle(len(feats), seed=self.config.seed + epoch, reshuffle_each_iteration=False)
         ds = ds.batch(self.config.train_batch_size, drop_remainder=True).skip(skip)
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-        return self.strategy.experimental_distribute_dataset(ds.with_options(options).prefetch(2))
+        return iter(self.strategy.experimental_distribute_dataset(
+            ds.with_options(options).prefetch(2)))
 
     # === The step ===
     def _forward_backward(self, batch, seed):
@@ -162,21 +107,43 @@ class Finetuning:
             outputs = self.model(inputs, training=True, seed=seed)
             loss = task_loss(self.task.head, outputs, labels)
             scaled = loss / float(self.strategy.num_replicas_in_sync)
-        return loss, dense_gradients(tape, scaled, self._variables)
+        return loss, runtime.dense_gradients(tape, scaled, self._variables)
 
     def _replica_step(self, batch):
-        ctx = tf.distribute.get_replica_context()
-        step = tf.cast(self.optimizer.iterations, tf.int32)
-        seed = tf.stack([tf.constant(self.config.seed, tf.int32),
-                         step * ctx.num_replicas_in_sync + ctx.replica_id_in_sync_group])
+        seed = runtime.replica_seed(self.config.seed, self.optimizer.iterations)
         loss, grads = self._fwd_bwd(batch, seed)
-        apply_reduced_gradients(self.optimizer, grads, self._variables, self.config.clip_norm)
+        runtime.apply_reduced_gradients(self.optimizer, grads, self._variables,
+                                        self.config.clip_norm)
         return loss
 
-    def _train_steps_fn(self, iterator, num_steps, loss_sum):
+    def _train_steps_fn(self, iterator, num_steps):
         for _ in tf.range(num_steps):
             loss = self.strategy.run(self._replica_step, args=(next(iterator),))
-            loss_sum.assign_add(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, None))
+            self._loss_sum.assign_add(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, loss,
+                                                           None))
+
+    def build_optimizer(self, total_steps: int):
+        """AdamW for `total_steps` with the run's learning rate, warmup and layer-wise decay."""
+        cfg = self.config
+        size = self.size if self.size != "custom" else "small"
+        decay = cfg.resolved_layerwise_lr_decay(size)
+        with self.strategy.scope():
+            self.optimizer = runtime.build_optimizer(
+                self._variables, cfg.resolved_learning_rate(size), total_steps,
+                int(cfg.warmup_proportion * total_steps), weight_decay_rate=cfg.weight_decay_rate,
+                adam_epsilon=cfg.adam_epsilon, layerwise_lr_decay=decay,
+                n_layers=self.encoder_config.num_hidden_layers if decay else None)
+        return self.optimizer
+
+    def train_steps(self, iterator, num_steps: int) -> float:
+        """Runs `num_steps` optimizer steps (after build_optimizer); returns the mean loss.
+
+        Args:
+          iterator: from `train_iterator`.
+        """
+        self._loss_sum.assign(0.0)
+        self._train_steps(iterator, tf.constant(num_steps))
+        return float(self._loss_sum.numpy()) / num_steps
 
     # === Prediction and evaluation ===
     def predict(self, feats: base.Features) -> dict[str, np.ndarray]:
@@ -206,7 +173,7 @@ class Finetuning:
     # === The host loop ===
     def _log(self, message):
         if self.chief:
-            print(f"[finetune] {message}", file=sys.stderr, flush=True)
+            runtime.log("finetune", message)
 
     def train(self, stop_at_step: int | None = None) -> dict:
         """Trains for the configured epochs (resuming if possible); returns results.
@@ -225,25 +192,19 @@ class Finetuning:
         total = int(round(self.epochs * steps_per_epoch))
         size = self.size if self.size != "custom" else "small"
         decay = cfg.resolved_layerwise_lr_decay(size)
-        with self.strategy.scope():
-            self.optimizer = create_optimizer(
-                cfg.resolved_learning_rate(size), total, int(cfg.warmup_proportion * total),
-                weight_decay_rate=cfg.weight_decay_rate, adam_epsilon=cfg.adam_epsilon,
-                clip_norm=None, layerwise_lr_decay=decay,
-                n_layers=self.encoder_config.num_hidden_layers if decay else None)
-            self.optimizer.gradients_already_reduced = True
-            self.optimizer.build(self._variables)
-        checkpoint = variable_checkpoint(self.model, self.optimizer)
-        manager = tf.train.CheckpointManager(
-            checkpoint, os.path.join(run.model_dir, "checkpoints"),
-            max_to_keep=cfg.keep_checkpoint_max, step_counter=self.optimizer.iterations,
-            checkpoint_interval=cfg.save_checkpoints_steps)
-        if manager.latest_checkpoint:
-            checkpoint.restore(manager.latest_checkpoint).assert_consumed()
-            self._log(f"resumed from {manager.latest_checkpoint}")
-        self._write_config(total, decay)
-        results = self._load_results()
-        loss_sum = tf.Variable(0.0, trainable=False)
+        self.build_optimizer(total)
+        checkpoints = runtime.Checkpoints(
+            self.model, self.optimizer, artifacts.checkpoint_dir(run.model_dir),
+            cfg.keep_checkpoint_max, cfg.save_checkpoints_steps, self.strategy)
+        restored = checkpoints.restore()
+        if restored:
+            self._log(f"resumed from {restored}")
+        if self.chief:
+            artifacts.write_finetuning_config(
+                run.model_dir, task=self.task, config=cfg, run=run, encoder=self.encoder_config,
+                model_size=self.size, max_seq_length=self.max_seq_length, epochs=self.epochs,
+                total_steps=total, layerwise_lr_decay=decay)
+        results = artifacts.read_results(run.model_dir)
         self._log(f"{self.task.name}: {len(train_feats)} train windows, {steps_per_epoch} "
                   f"steps/epoch x {self.epochs} epochs = {total} steps, lr "
                   f"{cfg.resolved_learning_rate(size):.1e}, layer-wise decay {decay}")
@@ -252,17 +213,15 @@ class Finetuning:
         while run.do_train and step < end:
             epoch, done = divmod(step, steps_per_epoch)
             n = min(steps_per_epoch - done, end - step)
-            iterator = iter(self._epoch_dataset(train_feats, epoch, done))
+            iterator = self.train_iterator(epoch, done)
             t0 = time.monotonic()
             while n > 0:  # chunks that end at a checkpoint or at the epoch's end
                 k = min(n, cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps)
-                loss_sum.assign(0.0)
-                self._train_steps(iterator, tf.constant(k), loss_sum)
+                loss = self.train_steps(iterator, k)
                 step += k
                 n -= k
-                manager.save(checkpoint_number=step, check_interval=False)
-                self._log(f"epoch {epoch + 1} step {step}/{total} loss "
-                          f"{float(loss_sum.numpy()) / k:.4f} "
+                checkpoints.save(force=True)
+                self._log(f"epoch {epoch + 1} step {step}/{total} loss {loss:.4f} "
                           f"({k * cfg.train_batch_size / (time.monotonic() - t0):.0f} ex/s)")
                 t0 = time.monotonic()
             if run.do_eval and (step % steps_per_epoch == 0 or step == total):
@@ -281,15 +240,15 @@ class Finetuning:
                 if self.chief:
                     self.task.write_predictions(preds, examples, self._prediction_path(split))
         if self.chief:
-            self.model.save_weights(os.path.join(run.model_dir, "finetuned.weights.h5"))
+            artifacts.save_finetuned(run.model_dir, self.model)
         return results
 
     def _prediction_path(self, split: str) -> str:
-        submission = getattr(self.task, "submission_file", None)  # GLUE's <TASK>.tsv
-        if split.startswith("test") and callable(submission):
-            return os.path.join(self.run.model_dir, submission(split))
-        suffix = getattr(self.task, "prediction_suffix", ".txt")
-        return os.path.join(self.run.model_dir, f"{self.task.name}_{split}_predictions{suffix}")
+        submission = self.task.submission_file(split) if split.startswith("test") else None
+        if submission:  # GLUE's <TASK>.tsv
+            return os.path.join(self.run.model_dir, submission)
+        return os.path.join(self.run.model_dir,
+                            f"{self.task.name}_{split}_predictions{self.task.prediction_suffix}")
 
     def _eval_all(self, final: bool) -> dict:
         out = {}
@@ -299,27 +258,6 @@ class Finetuning:
             self._log(f"{split}: " + ", ".join(f"{k} {v:.4f}" for k, v in out[split].items()))
         return out
 
-    def _results_path(self):
-        return os.path.join(self.run.model_dir, "results.json")
-
-    def _load_results(self) -> dict:
-        if os.path.exists(self._results_path()):
-            with open(self._results_path()) as f:
-                return json.load(f)
-        return {}
-
     def _save_results(self, results):
         if self.chief:
-            with open(self._results_path(), "w") as f:
-                json.dump(results, f, indent=2, sort_keys=True)
-
-    def _write_config(self, total_steps, decay):
-        if not self.chief:
-            return
-        with open(os.path.join(self.run.model_dir, "finetuning_config.json"), "w") as f:
-            json.dump({"finetuning": self.config.to_dict(), "run": dataclasses.asdict(self.run),
-                       "encoder": self.encoder_config.to_dict(), "model_size": self.size,
-                       "task": self.task.name, "label_names": list(self.task.label_names),
-                       "max_seq_length": self.max_seq_length, "epochs": self.epochs,
-                       "total_steps": total_steps, "layerwise_lr_decay": decay},
-                      f, indent=2, sort_keys=True)
+            artifacts.write_results(self.run.model_dir, results)

@@ -5,9 +5,10 @@ variable by its original name (`names.py`) and refuses to guess: a source
 variable that maps nowhere, a shape that differs or a model variable left
 without a value is an error that names the variable.
 
-The output folder is what electra_tf reads elsewhere:
+The output folder is a pre-training folder as artifacts.py describes it
+(artifacts.py writes every file):
 - `discriminator.weights.h5` + `discriminator_config.json`: fine-tuning's
-  `--init_checkpoint` (`finetuning.trainer.load_pretrained`) and the export;
+  `--init_checkpoint` (`artifacts.load_discriminator`) and the export;
 - `generator.weights.h5` (+ `generator_config.json` for a stand-alone
   transformers generator, or `pretraining_config.json` when G and D come from
   one pre-training checkpoint);
@@ -23,9 +24,6 @@ The output folder is what electra_tf reads elsewhere:
 """
 
 from __future__ import annotations
-
-import json
-import os
 
 import numpy as np
 
@@ -95,57 +93,11 @@ def assign(weights: dict[str, np.ndarray], targets: dict[str, object], source: s
     return {"assigned": sorted(weights), "left_at_init": left_at_init}
 
 
-def copy_vocab(source_dir: str, output: str) -> str:
-    """Copies source_dir/vocab.txt (if any) into output; returns the copy's path or ""."""
-    import shutil
-
-    vocab = os.path.join(source_dir, "vocab.txt")
-    if not os.path.isfile(vocab):
-        return ""
-    target = os.path.join(output, "vocab.txt")
-    if os.path.abspath(vocab) != os.path.abspath(target):
-        shutil.copyfile(vocab, target)
-    return os.path.abspath(target)
-
-
-def record_vocab(output: str, vocab: str) -> None:
-    """Records the vocab where fine-tuning looks for it (pretraining_config.json's run)."""
-    path = os.path.join(output, "pretraining_config.json")
-    if vocab and not os.path.exists(path):
-        write_json(path, {"run": {"vocab_file": vocab}})
-
-
-def write_json(path: str, value) -> None:
-    with open(path, "w") as f:
-        json.dump(value, f, indent=2, sort_keys=True)
-
-
-def write_discriminator(output: str, discriminator) -> None:
-    discriminator.save_weights(os.path.join(output, "discriminator.weights.h5"))
-    write_json(os.path.join(output, "discriminator_config.json"),
-               discriminator.config.to_dict())
-
-
-def write_generator(output: str, generator, standalone: bool) -> None:
-    generator.save_weights(os.path.join(output, "generator.weights.h5"))
-    if standalone:
-        write_json(os.path.join(output, "generator_config.json"), generator.config.to_dict())
-
-
 def write_pretraining_checkpoint(output: str, pretrainer) -> str:
-    """checkpoints/ckpt-0 in Pretraining's format (model by path, a fresh optimizer)."""
-    import tensorflow as tf
+    """checkpoints/ckpt-0 in the pre-training loop's format (a fresh optimizer)."""
+    from electra_tf import artifacts, runtime
 
-    from electra_tf.optimization import create_optimizer
-    from electra_tf.training import variable_checkpoint
-
-    cfg = pretrainer.config
-    optimizer = create_optimizer(
-        cfg.learning_rate, cfg.num_train_steps, cfg.num_warmup_steps,
-        weight_decay_rate=cfg.weight_decay_rate, lr_decay_power=cfg.lr_decay_power,
-        adam_epsilon=cfg.adam_epsilon, clip_norm=None)
-    optimizer.build(pretrainer.trainable_variables)
-    checkpoint = variable_checkpoint(pretrainer, optimizer)
-    manager = tf.train.CheckpointManager(checkpoint, os.path.join(output, "checkpoints"),
-                                         max_to_keep=1)
-    return manager.save(checkpoint_number=0)
+    optimizer = runtime.pretraining_optimizer(pretrainer.config, pretrainer.trainable_variables)
+    checkpoints = runtime.Checkpoints(pretrainer, optimizer, artifacts.checkpoint_dir(output),
+                                      max_to_keep=1, interval=1)
+    return checkpoints.save(force=True)

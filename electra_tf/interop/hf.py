@@ -27,7 +27,9 @@ import shutil
 
 import numpy as np
 
-from electra_tf.config import EncoderConfig, PretrainingConfig
+from electra_tf import artifacts
+from electra_tf.config import EncoderConfig
+from electra_tf.fileio import atomic_write_json
 from electra_tf.interop import core, names
 
 _ACT_FROM_HF = {"gelu": "gelu", "gelu_new": "gelu_approximate", "gelu_fast": "gelu_approximate",
@@ -176,29 +178,16 @@ def import_model(model_dir: str, output: str, model_size: str = "",
     report = core.assign(converted, targets, model_dir, may_be_missing)
     report.update(source=os.path.abspath(model_dir), format="hf", kind=kind, skipped=skipped,
                   mapping={n: targets[n].path for n in report["assigned"]})
-    vocab = core.copy_vocab(model_dir, output)
+    vocab = artifacts.copy_vocab(model_dir, output)
     if kind == "masked_lm":
-        core.write_generator(output, model, standalone=True)
+        artifacts.save_generator(output, model, standalone=True)
     else:
-        core.write_discriminator(output, model)
-        core.record_vocab(output, vocab)
+        artifacts.save_discriminator(output, model)
+        artifacts.record_vocab(output, vocab)
     if task_model is not None:
-        task_model.save_weights(os.path.join(output, "finetuned.weights.h5"))
-        core.write_json(os.path.join(output, "task_head.json"),
-                        {"kind": task_model.head.kind, "num_labels": task_model.head.num_labels,
-                         "id2label": hf_config.get("id2label", {})})
-    _merge_report(output, kind, report)
+        artifacts.save_task_head(output, task_model, hf_config.get("id2label", {}))
+    artifacts.write_conversion_report(output, report, kind=kind)
     return report
-
-
-def _merge_report(output: str, kind: str, report: dict) -> None:
-    path = os.path.join(output, "conversion_report.json")
-    merged = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            merged = json.load(f)
-    merged[kind] = report
-    core.write_json(path, merged)
 
 
 # === Export ===
@@ -228,36 +217,8 @@ def _save(output: str, tensors: dict, config: dict) -> list[str]:
     os.makedirs(output, exist_ok=True)
     weights = os.path.join(output, "model.safetensors")
     save_file(tensors, weights, metadata={"format": "pt"})
-    core.write_json(os.path.join(output, "config.json"), config)
+    atomic_write_json(os.path.join(output, "config.json"), config)  # transformers' format
     return [os.path.join(output, "config.json"), weights]
-
-
-def load_generator(model_dir: str):
-    """The generator of an electra_tf model_dir (stand-alone or from pre-training)."""
-    from electra_tf.modeling.models import ElectraGenerator, build_pretraining_models
-
-    weights = os.path.join(model_dir, "generator.weights.h5")
-    if not os.path.exists(weights):
-        raise core.ConversionError(f"{weights} not found: this model_dir has no generator")
-    standalone = os.path.join(model_dir, "generator_config.json")
-    if os.path.exists(standalone):
-        with open(standalone) as f:
-            generator = ElectraGenerator(EncoderConfig.from_dict(json.load(f)))
-        generator.build()
-    else:
-        path = os.path.join(model_dir, "pretraining_config.json")
-        recorded = {}
-        if os.path.exists(path):
-            with open(path) as f:
-                recorded = json.load(f)
-        if "pretraining" not in recorded:
-            raise core.ConversionError(f"neither generator_config.json nor a pre-training "
-                                       f"config in {path}: the generator's sizes are unknown")
-        config = PretrainingConfig.from_dict(recorded["pretraining"])
-        generator, disc = build_pretraining_models(config)
-        disc.load_weights(os.path.join(model_dir, "discriminator.weights.h5"))
-    generator.load_weights(weights)
-    return generator
 
 
 def export_model(model_dir: str, output: str, generator: bool = False) -> list[str]:
@@ -271,16 +232,14 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
 
     Returns the written paths.
     """
-    from electra_tf.finetuning.trainer import load_pretrained
-
-    discriminator, vocab = load_pretrained(model_dir)
+    discriminator, vocab = artifacts.load_discriminator(model_dir)
     written = _save(output, state_dict(names.discriminator_variables(discriminator)),
                     hf_config(discriminator.config, "ElectraForPreTraining"))
     if vocab and os.path.exists(vocab):  # for transformers' ElectraTokenizer
-        shutil.copyfile(vocab, os.path.join(output, "vocab.txt"))
-        written.append(os.path.join(output, "vocab.txt"))
+        shutil.copyfile(vocab, os.path.join(output, artifacts.VOCAB))
+        written.append(os.path.join(output, artifacts.VOCAB))
     if generator:
-        gen = load_generator(model_dir)
+        gen = artifacts.load_generator(model_dir)
         written += _save(os.path.join(output, "generator"),
                          state_dict(names.generator_variables(gen)),
                          hf_config(gen.config, "ElectraForMaskedLM"))

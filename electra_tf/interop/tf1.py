@@ -16,6 +16,7 @@ import re
 
 import numpy as np
 
+from electra_tf import artifacts
 from electra_tf.config import PretrainingConfig
 from electra_tf.interop import core, names
 
@@ -138,20 +139,19 @@ def import_checkpoint(path: str, model_size: str, output: str,
         targets = names.discriminator_variables(discriminator)
     report.update(core.assign(weights, targets, path))
     report["mapping"] = {n: targets[n].path for n in report["assigned"]}
-    core.write_discriminator(output, discriminator)
+    artifacts.save_discriminator(output, discriminator)
     source_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    vocab = core.copy_vocab(source_dir, output)
+    vocab = artifacts.copy_vocab(source_dir, output)
     if has_generator:
-        core.write_generator(output, generator, standalone=False)
-        core.write_json(os.path.join(output, "pretraining_config.json"),
-                        {"pretraining": config.to_dict(), "run": {"vocab_file": vocab},
-                         "converted_from": os.path.abspath(path)})
+        artifacts.save_generator(output, generator)
+        artifacts.write_pretraining_config(output, config, {"vocab_file": vocab},
+                                           converted_from=os.path.abspath(path))
         if resume_checkpoint:
             report["checkpoint"] = core.write_pretraining_checkpoint(output, pretrainer)
             report["resume_flags"] = resume_flags(config)
     else:
-        core.record_vocab(output, vocab)
-    core.write_json(os.path.join(output, "conversion_report.json"), report)
+        artifacts.record_vocab(output, vocab)
+    artifacts.write_conversion_report(output, report)
     return report
 
 

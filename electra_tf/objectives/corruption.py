@@ -52,11 +52,6 @@ def scatter_at_positions(ids, positions, values, weights):
     return ops.cast(out, dtype)
 
 
-# Former names, kept only for objectives/electra.py until it calls
-# scatter_at_positions itself; delete them then.
-corrupt_inputs = original_inputs = scatter_at_positions
-
-
 def rtd_labels(corrupted_ids, original_ids, input_mask):
     """Replaced-token-detection labels (paper section 2).
 

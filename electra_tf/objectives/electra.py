@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, Mapping
 
+from electra_tf.modeling.models import RTD_HEAD
 from electra_tf.objectives import corruption, losses, metrics, sampling
 from electra_tf.objectives.base import Batch, Tensor
 
@@ -19,7 +20,8 @@ class ElectraObjective:
 
     Use: `fake = obj.fake_data(batch, mlm_logits, seed)`, run the
     discriminator on `fake["input_ids"]`, then
-    `obj.compute_loss(batch, mlm_logits, fake, disc_logits)["loss"]`.
+    `obj.compute_loss(batch, mlm_logits, fake, disc_outputs)["loss"]`, where
+    `disc_outputs` is the discriminator's output dict (with "rtd_logits").
     """
 
     gen_weight: float = 1.0  # weight of the generator's MLM loss
@@ -30,7 +32,7 @@ class ElectraObjective:
 
     name: ClassVar[str] = "electra"
     uses_discriminator: ClassVar[bool] = True
-    head_kind: ClassVar[str] = "rtd"  # the main model's head: rtd | mlm | mlm_all_copy
+    head_kind: ClassVar[str] = RTD_HEAD  # the discriminator's head (objectives.base.Objective)
     masking: ClassVar[dict] = {}  # MaskingConfig options (BERT: 80/10/10)
 
     @classmethod
@@ -61,10 +63,11 @@ class ElectraObjective:
             disallow_ids=batch["masked_lm_ids"] if self.disallow_correct else None,
             uniform=self.uniform_generator,
         )
-        original = corruption.original_inputs(
-            batch["input_ids"], positions, batch["masked_lm_ids"], weights
-        )
-        corrupted = corruption.corrupt_inputs(batch["input_ids"], positions, sampled, weights)
+        # The unmasked sequence, and the corrupted one D reads (G's samples in the slots).
+        original = corruption.scatter_at_positions(
+            batch["input_ids"], positions, batch["masked_lm_ids"], weights)
+        corrupted = corruption.scatter_at_positions(batch["input_ids"], positions, sampled,
+                                                    weights)
         return {
             "input_ids": corrupted,
             "labels": corruption.rtd_labels(corrupted, original, batch["input_mask"]),
@@ -73,11 +76,12 @@ class ElectraObjective:
         }
 
     def compute_loss(
-        self, batch: Batch, mlm_logits: Tensor, fake: Mapping[str, Tensor], disc_logits: Tensor
+        self, batch: Batch, mlm_logits: Tensor, fake: Mapping[str, Tensor],
+        disc_outputs: Mapping[str, Tensor],
     ) -> dict[str, Tensor]:
         """Returns loss, mlm_loss and disc_loss (float32 scalars)."""
         mlm = losses.mlm_loss(mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
-        disc = losses.disc_loss(disc_logits, fake["labels"], batch["input_mask"])
+        disc = losses.disc_loss(disc_outputs["rtd_logits"], fake["labels"], batch["input_mask"])
         return {
             "loss": losses.electra_loss(mlm, disc, self.gen_weight, self.disc_weight),
             "mlm_loss": mlm,
@@ -85,7 +89,8 @@ class ElectraObjective:
         }
 
     def metric_sums(
-        self, batch: Batch, mlm_logits: Tensor, fake: Mapping[str, Tensor], disc_logits: Tensor
+        self, batch: Batch, mlm_logits: Tensor, fake: Mapping[str, Tensor],
+        disc_outputs: Mapping[str, Tensor],
     ) -> dict[str, tuple[Tensor, Tensor]]:
         """All the original's eval metrics but disc_auc, as sums."""
         return metrics.pretraining_metric_sums(
@@ -93,7 +98,7 @@ class ElectraObjective:
             batch["masked_lm_ids"],
             batch["masked_lm_weights"],
             sampled_ids=fake["sampled_ids"],
-            disc_logits=disc_logits,
+            disc_logits=disc_outputs["rtd_logits"],
             disc_labels=fake["labels"],
             input_mask=batch["input_mask"],
         )

@@ -22,10 +22,12 @@ sigmoid RTD losses, as in the paper).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 from keras import ops
 
+from electra_tf import config as config_lib
+from electra_tf.modeling.models import MLM_ALL_COPY_HEAD, MLM_HEAD, RTD_HEAD
 from electra_tf.objectives import losses, metrics
 from electra_tf.objectives.electra import ElectraObjective
 
@@ -75,17 +77,17 @@ class BertMlmObjective(ElectraObjective):
 
     name: ClassVar[str] = "bert_mlm"
     uses_discriminator: ClassVar[bool] = False
-    head_kind: ClassVar[str] = "rtd"
+    head_kind: ClassVar[str] = RTD_HEAD
     masking: ClassVar[dict] = {"mask_token_prob": 0.8, "random_token_prob": 0.1}
 
     def fake_data(self, batch, mlm_logits, seed):
         return {}
 
-    def compute_loss(self, batch, mlm_logits, fake, disc_logits):
+    def compute_loss(self, batch, mlm_logits, fake, disc_outputs):
         mlm = generator_mlm_loss(batch, mlm_logits)
         return {"loss": self.gen_weight * mlm, "mlm_loss": mlm}
 
-    def metric_sums(self, batch, mlm_logits, fake, disc_logits):
+    def metric_sums(self, batch, mlm_logits, fake, disc_outputs):
         return metrics.pretraining_metric_sums(
             mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
 
@@ -96,12 +98,12 @@ class Electra15Objective(ElectraObjective):
 
     name: ClassVar[str] = "electra_15"
 
-    def compute_loss(self, batch, mlm_logits, fake, disc_logits):
+    def compute_loss(self, batch, mlm_logits, fake, disc_outputs):
         mlm = generator_mlm_loss(batch, mlm_logits)
         only_masked = masked_position_mask(batch["masked_lm_positions"],
                                            batch["masked_lm_weights"],
                                            ops.shape(batch["input_ids"])[1])
-        disc = losses.disc_loss(disc_logits, fake["labels"], only_masked)
+        disc = losses.disc_loss(disc_outputs["rtd_logits"], fake["labels"], only_masked)
         return {"loss": losses.electra_loss(mlm, disc, self.gen_weight, self.disc_weight),
                 "mlm_loss": mlm, "disc_loss": disc}
 
@@ -111,20 +113,20 @@ class ReplaceMlmObjective(ElectraObjective):
     """Masked positions hold generator samples; the main model does MLM there."""
 
     name: ClassVar[str] = "replace_mlm"
-    head_kind: ClassVar[str] = "mlm"
+    head_kind: ClassVar[str] = MLM_HEAD
 
-    def compute_loss(self, batch, mlm_logits, fake, disc_logits):
+    def compute_loss(self, batch, mlm_logits, fake, disc_outputs):
         mlm = generator_mlm_loss(batch, mlm_logits)
-        main = losses.mlm_loss(disc_logits["mlm_logits"], batch["masked_lm_ids"],
+        main = losses.mlm_loss(disc_outputs["mlm_logits"], batch["masked_lm_ids"],
                                batch["masked_lm_weights"])
         return {"loss": self.gen_weight * mlm + main, "mlm_loss": mlm, "main_mlm_loss": main}
 
-    def metric_sums(self, batch, mlm_logits, fake, disc_logits):
+    def metric_sums(self, batch, mlm_logits, fake, disc_outputs):
         sums = metrics.pretraining_metric_sums(
             mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"],
             sampled_ids=fake["sampled_ids"])
         main = metrics.pretraining_metric_sums(
-            disc_logits["mlm_logits"], batch["masked_lm_ids"], batch["masked_lm_weights"])
+            disc_outputs["mlm_logits"], batch["masked_lm_ids"], batch["masked_lm_weights"])
         sums["main_mlm_accuracy"] = main["masked_lm_accuracy"]
         return sums
 
@@ -134,19 +136,19 @@ class AllTokensMlmObjective(ReplaceMlmObjective):
     """Replace-MLM with the MLM loss on every token and the copy mechanism."""
 
     name: ClassVar[str] = "all_tokens_mlm"
-    head_kind: ClassVar[str] = "mlm_all_copy"
+    head_kind: ClassVar[str] = MLM_ALL_COPY_HEAD
 
-    def compute_loss(self, batch, mlm_logits, fake, disc_logits):
+    def compute_loss(self, batch, mlm_logits, fake, disc_outputs):
         mlm = generator_mlm_loss(batch, mlm_logits)
-        main = copy_mechanism_loss(disc_logits["mlm_logits"], disc_logits["copy_logits"],
+        main = copy_mechanism_loss(disc_outputs["mlm_logits"], disc_outputs["copy_logits"],
                                    fake["input_ids"], fake["original_ids"], batch["input_mask"])
         return {"loss": self.gen_weight * mlm + main, "mlm_loss": mlm, "main_mlm_loss": main}
 
-    def metric_sums(self, batch, mlm_logits, fake, disc_logits):
+    def metric_sums(self, batch, mlm_logits, fake, disc_outputs):
         sums = metrics.pretraining_metric_sums(
             mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"],
             sampled_ids=fake["sampled_ids"])
-        predicted = ops.argmax(disc_logits["mlm_logits"], axis=-1)
+        predicted = ops.argmax(disc_outputs["mlm_logits"], axis=-1)
         mask = ops.cast(batch["input_mask"], "float32")
         hit = ops.cast(ops.equal(ops.cast(predicted, "int32"),
                                  ops.cast(fake["original_ids"], "int32")), "float32")
@@ -168,10 +170,11 @@ class AdversarialObjective(ElectraObjective):
 
     name: ClassVar[str] = "adversarial"
 
-    def compute_loss(self, batch, mlm_logits, fake, disc_logits):
+    def compute_loss(self, batch, mlm_logits, fake, disc_outputs):
         weights = ops.cast(batch["masked_lm_weights"], "float32")
         positions = ops.cast(batch["masked_lm_positions"], "int32")
-        d_at_slots = ops.take_along_axis(ops.cast(disc_logits, "float32"), positions, axis=1)
+        d_at_slots = ops.take_along_axis(ops.cast(disc_outputs["rtd_logits"], "float32"),
+                                        positions, axis=1)
         replaced = ops.cast(ops.not_equal(fake["sampled_ids"],
                                           ops.cast(batch["masked_lm_ids"], "int32")), "float32")
         reward = ops.stop_gradient(ops.softplus(-d_at_slots) * replaced * weights)
@@ -181,33 +184,24 @@ class AdversarialObjective(ElectraObjective):
         log_p = ops.take_along_axis(log_probs, ops.cast(fake["sampled_ids"], "int32")[..., None],
                                     axis=-1)[..., 0]
         reinforce = -ops.sum((reward - baseline) * log_p * weights) / denom
-        disc = losses.disc_loss(disc_logits, fake["labels"], batch["input_mask"])
+        disc = losses.disc_loss(disc_outputs["rtd_logits"], fake["labels"], batch["input_mask"])
         mlm = ops.stop_gradient(generator_mlm_loss(batch, mlm_logits))
         return {"loss": self.gen_weight * reinforce + self.disc_weight * disc,
                 "mlm_loss": mlm, "disc_loss": disc, "reinforce_loss": reinforce,
                 "generator_reward": ops.sum(reward) / denom}
 
 
-OBJECTIVES: dict[str, Any] = {
-    "electra": ElectraObjective,
-    "bert_mlm": BertMlmObjective,
-    "electra_15": Electra15Objective,
-    "replace_mlm": ReplaceMlmObjective,
-    "all_tokens_mlm": AllTokensMlmObjective,
-}
+OBJECTIVES: dict[str, Any] = {cls.name: cls for cls in (
+    ElectraObjective, BertMlmObjective, Electra15Objective, ReplaceMlmObjective,
+    AllTokensMlmObjective)}
+# config.OBJECTIVES names the choices a config may make; each needs its class.
+assert tuple(OBJECTIVES) == config_lib.OBJECTIVES, (tuple(OBJECTIVES), config_lib.OBJECTIVES)
 
 
 def get_objective(config) -> ElectraObjective:
     """The objective a PretrainingConfig asks for (`objective`, or the original's
     electra_objective=False for BERT; training_algorithm=adversarial swaps
     ELECTRA's generator loss for REINFORCE)."""
-    name = config.resolved_objective
-    if getattr(config, "training_algorithm", "joint") == "adversarial":
+    if config.training_algorithm == "adversarial":
         return AdversarialObjective.from_config(config)
-    return OBJECTIVES[name].from_config(config)
-
-
-def masking_options(objective) -> Mapping[str, float]:
-    """Keyword arguments for MaskingConfig (BERT's 80/10/10 for bert_mlm)."""
-    return getattr(objective, "masking", {})
-
+    return OBJECTIVES[config.resolved_objective].from_config(config)

@@ -35,9 +35,9 @@ def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab, tiny_corpus)
               f"--model_hparam_overrides={overrides}", f"--output={out}")
     assert ok.returncode == 0, ok.stderr
     assert "--generator_hidden_size=0.75" in ok.stderr
-    from electra_tf.finetuning.trainer import load_pretrained
+    from electra_tf.artifacts import load_discriminator
 
-    _, recorded_vocab = load_pretrained(str(out))
+    _, recorded_vocab = load_discriminator(str(out))
     assert recorded_vocab == str(out / "vocab.txt") and os.path.exists(recorded_vocab)
 
     # The TF Serving export accepts the converted folder too.

@@ -9,8 +9,9 @@ import os
 import numpy as np
 import pytest
 
+from electra_tf import artifacts
+from electra_tf.artifacts import load_discriminator
 from electra_tf.config import PretrainingConfig
-from electra_tf.finetuning.trainer import load_pretrained
 from electra_tf.interop import core, hf, names
 
 torch = pytest.importorskip("torch")
@@ -58,7 +59,7 @@ def test_interop_hf_discriminator_parity(h, tmp_path):
     inputs = h.padded_inputs()
     with torch.no_grad():
         ref = model(**_torch_inputs(inputs), output_hidden_states=True)
-    disc, _ = load_pretrained(str(tmp_path / "out"))
+    disc, _ = load_discriminator(str(tmp_path / "out"))
     out = disc(inputs)
     np.testing.assert_allclose(out["sequence_output"], ref.hidden_states[-1].numpy(),
                                atol=TOL, rtol=0)
@@ -75,7 +76,7 @@ def test_interop_hf_generator_parity(h, tmp_path):
     inputs = h.padded_inputs(seed=1)
     with torch.no_grad():
         ref = model(**_torch_inputs(inputs), output_hidden_states=True)
-    gen = hf.load_generator(str(tmp_path / "out"))
+    gen = artifacts.load_generator(str(tmp_path / "out"))
     out = gen({**inputs, "masked_lm_positions": _all_positions(inputs)})
     np.testing.assert_allclose(out["sequence_output"], ref.hidden_states[-1].numpy(),
                                atol=TOL, rtol=0)
@@ -99,7 +100,7 @@ def test_interop_hf_encoder_and_task_heads(h, tmp_path, cls, kind):
     inputs = h.padded_inputs(seed=2)
     with torch.no_grad():
         ref = model(**_torch_inputs(inputs), output_hidden_states=True)
-    disc, _ = load_pretrained(str(tmp_path / "out"))
+    disc, _ = load_discriminator(str(tmp_path / "out"))
     seq = disc.encoder(inputs)["sequence_output"]
     np.testing.assert_allclose(seq, ref.hidden_states[-1].numpy(), atol=TOL, rtol=0)
     if kind == "model":
@@ -167,9 +168,9 @@ def test_interop_hf_export_round_trip_is_exact(h, tmp_path):
     _randomize(disc.variables + gen.variables, seed=5)
     src = tmp_path / "electra_tf"
     os.makedirs(src)
-    core.write_discriminator(str(src), disc)
-    core.write_generator(str(src), gen, standalone=False)
-    core.write_json(str(src / "pretraining_config.json"), {"pretraining": config.to_dict()})
+    artifacts.save_discriminator(str(src), disc)
+    artifacts.save_generator(str(src), gen)
+    artifacts.write_pretraining_config(str(src), config, {})
 
     hf.export_model(str(src), str(tmp_path / "hf"), generator=True)
     # transformers loads both and computes what electra_tf computes.
@@ -190,8 +191,8 @@ def test_interop_hf_export_round_trip_is_exact(h, tmp_path):
     # ... and back: bit for bit.
     hf.import_model(str(tmp_path / "hf"), str(tmp_path / "back"))
     hf.import_model(str(tmp_path / "hf" / "generator"), str(tmp_path / "back"))
-    disc2, _ = load_pretrained(str(tmp_path / "back"))
-    gen2 = hf.load_generator(str(tmp_path / "back"))
+    disc2, _ = load_discriminator(str(tmp_path / "back"))
+    gen2 = artifacts.load_generator(str(tmp_path / "back"))
     for a, b in ((names.discriminator_variables(disc), names.discriminator_variables(disc2)),
                  (names.generator_variables(gen), names.generator_variables(gen2))):
         assert sorted(a) == sorted(b)

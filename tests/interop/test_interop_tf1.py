@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from electra_tf import artifacts
+from electra_tf.artifacts import load_discriminator
 from electra_tf.config import PretrainingConfig
-from electra_tf.finetuning.trainer import load_pretrained
-from electra_tf.interop import core, hf, tf1
+from electra_tf.interop import core, tf1
 
 TOL = 1e-4
 
@@ -23,9 +24,9 @@ def _convert(h, tmp_path, weights, overrides=None, **kwargs):
 
 
 def _electra_tf_outputs(out, inputs):
-    disc, _ = load_pretrained(out)
+    disc, _ = load_discriminator(out)
     d = disc(inputs)
-    gen = hf.load_generator(out)
+    gen = artifacts.load_generator(out)
     positions = np.tile(np.arange(inputs["input_ids"].shape[1]), (len(inputs["input_ids"]), 1))
     g = gen({**inputs, "masked_lm_positions": positions.astype("int32")})
     return d, g
@@ -83,7 +84,7 @@ def _maybe_check_transformers_tf_loader(h, tmp_path, weights, inputs, d, untied)
 def test_interop_tf1_resume_checkpoint_restores_into_pretraining(h, tmp_path):
     from electra_tf.optimization import create_optimizer
     from electra_tf.pretrainer import ElectraPretrainer
-    from electra_tf.training import variable_checkpoint
+    from electra_tf.runtime import variable_checkpoint
 
     weights = h.original_weights(seed=2)
     _, out, _ = _convert(h, tmp_path, weights)
@@ -111,7 +112,7 @@ def test_interop_tf1_discriminator_only_checkpoint(h, tmp_path):
     _, out, report = _convert(h, tmp_path, weights)
     assert sorted(report["assigned"]) == sorted(weights)
     assert not os.path.exists(os.path.join(out, "generator.weights.h5"))
-    disc, _ = load_pretrained(out)
+    disc, _ = load_discriminator(out)
     inputs = h.padded_inputs(seed=4)
     seq = h.np_encoder(weights, "electra", inputs, heads=h.sizes["HEADS"])
     np.testing.assert_allclose(disc(inputs)["sequence_output"], seq, atol=TOL, rtol=0)

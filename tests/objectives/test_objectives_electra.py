@@ -44,7 +44,7 @@ def test_fake_data_loss_and_no_generator_gradient_from_disc():
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(mlm_logits)
         fake = obj.fake_data(batch, mlm_logits, seed=0)
-        out = obj.compute_loss(batch, mlm_logits, fake, disc_logits)
+        out = obj.compute_loss(batch, mlm_logits, fake, {"rtd_logits": disc_logits})
     np.testing.assert_array_equal(fake["original_ids"], original)
     # disallow_correct: every real slot is replaced, the padded slot is not.
     labels = fake["labels"].numpy()
@@ -58,7 +58,7 @@ def test_fake_data_loss_and_no_generator_gradient_from_disc():
     grad = tape.gradient(out["disc_loss"], mlm_logits)
     assert grad is None or not np.any(grad.numpy())
     assert np.any(tape.gradient(out["loss"], mlm_logits).numpy())  # via the MLM loss
-    sums = obj.metric_sums(batch, mlm_logits, fake, disc_logits)
+    sums = obj.metric_sums(batch, mlm_logits, fake, {"rtd_logits": disc_logits})
     assert float(sums["sampled_masked_lm_accuracy"][0]) == 0.0
 
 

@@ -43,7 +43,8 @@ def test_electra_15_counts_only_masked_positions():
     gen_logits = RNG.normal(size=(B, N, V)).astype(np.float32)
     disc_logits = RNG.normal(size=(B, L)).astype(np.float32)
     labels = RNG.integers(0, 2, size=(B, L)).astype(np.float32)
-    out = Electra15Objective().compute_loss(b, gen_logits, {"labels": labels}, disc_logits)
+    out = Electra15Objective().compute_loss(b, gen_logits, {"labels": labels},
+                                           {"rtd_logits": disc_logits})
     only = np.zeros((B, L), np.float32)
     for r in range(B):
         for p, w in zip(b["masked_lm_positions"][r], b["masked_lm_weights"][r]):

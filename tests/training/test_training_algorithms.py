@@ -28,7 +28,7 @@ def test_two_stage_copies_g_into_d_then_freezes_g(make_configs, tmp_path):
                                generator_hidden_size=1.0, num_train_steps=6,
                                iterations_per_loop=3, model_hparam_overrides=sized_like_g)
     first = Pretraining(config, run)
-    assert [p["name"] for p in first.phases] == ["two_stage_generator",
+    assert [p.name for p in first.phases] == ["two_stage_generator",
                                                  "two_stage_discriminator"]
     d_before = [v.numpy().copy() for v in first.model.discriminator.encoder.trainable_variables]
     first.train(stop_at_step=3)  # the generator phase only
@@ -81,7 +81,7 @@ def test_adversarial_gradients_reach_g_only_through_reinforce():
     with tf.GradientTape(persistent=True) as tape:
         out = model(batch, training=True, seed=seed)
         total = model.losses_from(batch, out)
-        disc = losses.disc_loss(out["rtd_logits"], out["fake"]["labels"], batch["input_mask"])
+        disc = losses.disc_loss(out["disc"]["rtd_logits"], out["fake"]["labels"], batch["input_mask"])
     g_total = tape.gradient(total["loss"], g_vars)
     g_reinforce = tape.gradient(total["reinforce_loss"], g_vars)
     g_disc = tape.gradient(disc, g_vars)

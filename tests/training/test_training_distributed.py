@@ -28,17 +28,18 @@ def tiny_flags(records, vocab, model_dir, steps=4):
 MIRRORED_SCRIPT = textwrap.dedent("""
     import sys, numpy as np, tensorflow as tf
     from absl import flags
-    from electra_tf import flags as flags_lib, training
+    from electra_tf import flags as flags_lib, runtime, training
     flags_lib.define_pretraining_flags()
     flags.FLAGS(["x"] + sys.argv[1:])
-    strategy = training.make_strategy("mirrored", 2)
+    strategy = runtime.make_strategy("mirrored", 2)
     config, run = flags_lib.pretraining_configs()
     t = training.Pretraining(config, run, strategy)
     assert t.num_replicas == 2, t.num_replicas
     local = t.strategy.experimental_local_results(next(t.make_train_iterator(0)))
     a, b = (x["masked_lm_positions"].numpy() for x in local)
     assert not np.array_equal(a, b), "replicas got the same masks"
-    seeds = t.strategy.experimental_local_results(t.strategy.run(t.replica_seed))
+    seeds = t.strategy.experimental_local_results(t.strategy.run(
+        lambda: runtime.replica_seed(config.seed, t.optimizer.iterations)))
     assert not np.array_equal(seeds[0].numpy(), seeds[1].numpy()), "replicas share a seed"
     final = t.train()
     assert np.isfinite(final["loss"]), final

@@ -17,7 +17,7 @@ def test_each_variant_trains_through_the_cli_and_fine_tunes(objective, algorithm
                                                             tmp_path):
     from conftest import run_module
 
-    from electra_tf.finetuning.trainer import load_pretrained
+    from electra_tf.artifacts import load_discriminator
     from electra_tf.tokenization import load_vocab
 
     tiny = {"embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2,
@@ -40,6 +40,6 @@ def test_each_variant_trains_through_the_cli_and_fine_tunes(objective, algorithm
     assert proc.returncode == 0, proc.stderr[-3000:]
     final = json.load(open(tmp_path / "final_eval.json"))
     assert np.isfinite(final["loss"]) and np.isfinite(final["mlm_loss"])
-    discriminator, _ = load_pretrained(str(tmp_path))  # what run_finetuning loads
+    discriminator, _ = load_discriminator(str(tmp_path))  # what run_finetuning loads
     width = 16 if objective != "bert_mlm" else 8  # BERT keeps G's encoder (0.5 x 16)
     assert discriminator.config.hidden_size == width

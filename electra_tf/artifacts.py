@@ -1,0 +1,383 @@
+"""The folders electra_tf writes and reads: the one owner of their format.
+
+Three kinds of folder, each a set of files with fixed names:
+
+- pre-training model_dir (`run_pretraining`; also what `convert --from=tf1|hf`
+  writes, in part):
+    pretraining_config.json   {"pretraining": PretrainingConfig, "run": RunConfig
+                               (at least vocab_file), ["converted_from": path]}
+    discriminator.weights.h5  the model users fine-tune (RTD head)
+    discriminator_config.json its EncoderConfig
+    generator.weights.h5      [+ generator_config.json for a stand-alone one]
+    final_eval.json           {"step", metrics...}
+    checkpoints/              tf.train checkpoints (runtime.Checkpoints)
+    vocab.txt, conversion_report.json, task_head.json, finetuned.weights.h5
+                              (converted folders only)
+- fine-tuning model_dir (`run_finetuning`):
+    finetuning_config.json    {"finetuning", "run", "encoder", "task", "head",
+                               "answerable", "pair", "label_names", ...}
+    finetuned.weights.h5      encoder + task head
+    results.json              metrics per epoch
+    checkpoints/, prediction files
+- the TF Serving export is `export/`'s own layout (TF Serving's).
+
+Every JSON file carries "format_version" (FORMAT_VERSION). Files without one
+were written before versioning (version 0) and still load; a newer version
+than this code knows is refused with a clear error. Every file is written
+atomically (temporary name, then rename), so a kill mid-write leaves the old
+file or none, never a truncated one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from typing import Any
+
+from electra_tf.config import ConfigError, EncoderConfig, PretrainingConfig, model_size_of
+from electra_tf.errors import InputError
+from electra_tf.fileio import atomic_write, atomic_write_json
+
+FORMAT_VERSION = 1
+
+PRETRAINING_CONFIG = "pretraining_config.json"
+DISCRIMINATOR_WEIGHTS = "discriminator.weights.h5"
+DISCRIMINATOR_CONFIG = "discriminator_config.json"
+GENERATOR_WEIGHTS = "generator.weights.h5"
+GENERATOR_CONFIG = "generator_config.json"
+FINAL_EVAL = "final_eval.json"
+FINETUNING_CONFIG = "finetuning_config.json"
+FINETUNED_WEIGHTS = "finetuned.weights.h5"
+RESULTS = "results.json"
+CONVERSION_REPORT = "conversion_report.json"
+TASK_HEAD = "task_head.json"
+VOCAB = "vocab.txt"
+CHECKPOINTS = "checkpoints"
+
+
+# === JSON and weights, versioned and atomic ===
+def write_json(path: str, value: dict) -> None:
+    """Writes `value` + the format version, atomically."""
+    atomic_write_json(path, {"format_version": FORMAT_VERSION, **value})
+
+
+def read_json(path: str) -> dict:
+    """Reads a file `write_json` wrote (or an unversioned older one).
+
+    Raises:
+      InputError: missing, not JSON, or written by a newer electra_tf.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except FileNotFoundError:
+        raise InputError(f"{path} not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: not a valid JSON file ({e})") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{path}: expected a JSON object")
+    version = value.pop("format_version", 0)
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise InputError(f"{path} has format_version {version!r}; this electra_tf reads "
+                         f"up to {FORMAT_VERSION} (upgrade electra_tf)")
+    return value
+
+
+def save_weights(model, path: str) -> None:
+    """model.save_weights, atomically (Keras wants the .weights.h5 ending)."""
+    atomic_write(path, model.save_weights, suffix=".weights.h5")
+
+
+def load_weights(model, path: str) -> None:
+    """model.load_weights with errors that name the file.
+
+    Raises:
+      InputError: missing or unreadable file; ConfigError: shapes do not fit.
+    """
+    if not os.path.isfile(path):
+        raise InputError(f"{path} not found")
+    try:
+        model.load_weights(path)
+    except ValueError as e:
+        raise ConfigError(f"{path} does not fit the model's config: {e}") from None
+    except OSError as e:
+        raise InputError(f"{path}: not a readable weights file ({e})") from None
+
+
+def checkpoint_dir(model_dir: str) -> str:
+    return os.path.join(model_dir, CHECKPOINTS)
+
+
+def _folder_of(path: str) -> str:
+    return path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+
+
+# === Pre-training folders ===
+def write_pretraining_config(model_dir: str, config: PretrainingConfig | None,
+                             run: Any, **extra) -> None:
+    """pretraining_config.json: the hyperparameters and where the run read its data.
+
+    Args:
+      config: the PretrainingConfig (None for a converted discriminator alone).
+      run: a RunConfig, or a dict with at least "vocab_file".
+      **extra: more top-level keys (e.g. converted_from).
+    """
+    value = {"run": dataclasses.asdict(run) if dataclasses.is_dataclass(run) else dict(run)}
+    if config is not None:
+        value["pretraining"] = config.to_dict()
+    write_json(os.path.join(model_dir, PRETRAINING_CONFIG), {**value, **extra})
+
+
+def read_pretraining_config(folder: str) -> dict:
+    """The pretraining_config.json of `folder` ({} when there is none)."""
+    path = os.path.join(folder, PRETRAINING_CONFIG)
+    return read_json(path) if os.path.exists(path) else {}
+
+
+def recorded_vocab(folder: str) -> str:
+    """The vocab file a pre-training folder records ("" if none)."""
+    return read_pretraining_config(folder).get("run", {}).get("vocab_file", "")
+
+
+def recorded_do_lower_case(folder: str) -> bool:
+    """Whether the folder's model was pre-trained on lower-cased text (default True)."""
+    return read_pretraining_config(folder).get("pretraining", {}).get("do_lower_case", True)
+
+
+def record_vocab(folder: str, vocab: str) -> None:
+    """Records `vocab` where fine-tuning looks for it, unless a config exists."""
+    if vocab and not os.path.exists(os.path.join(folder, PRETRAINING_CONFIG)):
+        write_pretraining_config(folder, None, {"vocab_file": vocab})
+
+
+def copy_vocab(source_dir: str, output: str) -> str:
+    """Copies source_dir/vocab.txt (if any) into output; returns the copy's path or ""."""
+    vocab = os.path.join(source_dir, VOCAB)
+    if not os.path.isfile(vocab):
+        return ""
+    target = os.path.join(output, VOCAB)
+    if os.path.abspath(vocab) != os.path.abspath(target):
+        atomic_write(target, lambda tmp: shutil.copyfile(vocab, tmp))
+    return os.path.abspath(target)
+
+
+def save_discriminator(folder: str, discriminator) -> None:
+    """discriminator.weights.h5 + discriminator_config.json."""
+    save_weights(discriminator, os.path.join(folder, DISCRIMINATOR_WEIGHTS))
+    write_json(os.path.join(folder, DISCRIMINATOR_CONFIG), discriminator.config.to_dict())
+
+
+def save_generator(folder: str, generator, standalone: bool = False) -> None:
+    """generator.weights.h5 (+ generator_config.json when no pre-training config sizes it)."""
+    save_weights(generator, os.path.join(folder, GENERATOR_WEIGHTS))
+    if standalone:
+        write_json(os.path.join(folder, GENERATOR_CONFIG), generator.config.to_dict())
+
+
+def write_final_eval(folder: str, step: int, results: dict) -> None:
+    write_json(os.path.join(folder, FINAL_EVAL), {"step": step, **results})
+
+
+def read_final_eval(folder: str) -> dict:
+    return read_json(os.path.join(folder, FINAL_EVAL))
+
+
+def read_encoder_config(path: str) -> EncoderConfig:
+    """An EncoderConfig JSON (discriminator_config.json, generator_config.json)."""
+    try:
+        return EncoderConfig.from_dict(read_json(path))
+    except (TypeError, ConfigError) as e:
+        raise InputError(f"{path}: not an encoder config ({e})") from None
+
+
+def load_discriminator(init_checkpoint: str, model_size: str = ""):
+    """A discriminator with pre-trained weights, and the vocab recorded with it.
+
+    Args:
+      init_checkpoint: a pre-training model_dir (holding discriminator.weights.h5
+        and discriminator_config.json) or the .weights.h5 file itself.
+      model_size: if given, the checkpoint must be of this size.
+
+    Returns:
+      (discriminator, vocab_file or "").
+    Raises:
+      InputError: files missing or unreadable; ConfigError: wrong size or shapes.
+    """
+    from electra_tf.modeling.models import build_discriminator
+
+    weights = init_checkpoint
+    if os.path.isdir(init_checkpoint):
+        weights = os.path.join(init_checkpoint, DISCRIMINATOR_WEIGHTS)
+    folder = _folder_of(weights)
+    config_file = os.path.join(folder, DISCRIMINATOR_CONFIG)
+    for path in (weights, config_file):
+        if not os.path.exists(path):
+            raise InputError(f"init_checkpoint: {path} not found (expected a pre-training "
+                             f"model_dir with {DISCRIMINATOR_WEIGHTS} and {DISCRIMINATOR_CONFIG})")
+    config = read_encoder_config(config_file)
+    size = model_size_of(config)
+    if model_size and size != model_size:
+        raise ConfigError(f"{weights} holds a {size}-sized discriminator (hidden "
+                          f"{config.hidden_size}, {config.num_hidden_layers} layers), not "
+                          f"--model_size={model_size}")
+    discriminator = build_discriminator(config)
+    load_weights(discriminator, weights)
+    return discriminator, recorded_vocab(folder)
+
+
+def load_generator(model_dir: str):
+    """The generator of a pre-training folder (stand-alone or sized by its config).
+
+    Raises:
+      InputError: no generator, or nothing that gives its sizes.
+    """
+    from electra_tf.modeling.models import ElectraGenerator, build_pretraining_models
+
+    weights = os.path.join(model_dir, GENERATOR_WEIGHTS)
+    if not os.path.exists(weights):
+        raise InputError(f"{weights} not found: this model_dir has no generator")
+    standalone = os.path.join(model_dir, GENERATOR_CONFIG)
+    if os.path.exists(standalone):
+        generator = ElectraGenerator(read_encoder_config(standalone))
+        generator.build()
+    else:
+        recorded = read_pretraining_config(model_dir)
+        if "pretraining" not in recorded:
+            raise InputError(f"neither {GENERATOR_CONFIG} nor a pre-training config in "
+                             f"{model_dir}: the generator's sizes are unknown")
+        config = PretrainingConfig.from_dict(recorded["pretraining"])
+        generator, disc = build_pretraining_models(config)
+        load_weights(disc, os.path.join(model_dir, DISCRIMINATOR_WEIGHTS))
+    load_weights(generator, weights)
+    return generator
+
+
+# === Converted folders ===
+def write_conversion_report(folder: str, report: dict, kind: str | None = None) -> None:
+    """conversion_report.json; with `kind`, merged under that key (several imports)."""
+    path = os.path.join(folder, CONVERSION_REPORT)
+    if kind is None:
+        write_json(path, report)
+        return
+    merged = read_json(path) if os.path.exists(path) else {}
+    merged[kind] = report
+    write_json(path, merged)
+
+
+def save_task_head(folder: str, task_model, id2label: dict) -> None:
+    """An imported task model (encoder + head) and what its head is."""
+    save_weights(task_model, os.path.join(folder, FINETUNED_WEIGHTS))
+    write_json(os.path.join(folder, TASK_HEAD),
+               {"kind": task_model.head.kind, "num_labels": task_model.head.num_labels,
+                "id2label": id2label})
+
+
+# === Fine-tuning folders ===
+@dataclasses.dataclass(frozen=True)
+class FinetunedRecord:
+    """What finetuning_config.json records about a fine-tuned model."""
+
+    task: str  # the task name (registry)
+    head: str  # modeling.finetuning.HEADS
+    answerable: bool  # span head with an answerability logit (SQuAD 2.0)
+    pair: bool  # the task reads two texts
+    label_names: tuple[str, ...]
+    encoder: EncoderConfig
+    max_seq_length: int
+    finetuning: dict  # the FinetuningConfig fields
+    run: dict  # the FinetuneRun fields
+
+    @property
+    def do_lower_case(self) -> bool:
+        return bool(self.finetuning.get("do_lower_case", True))
+
+    @property
+    def no_answer_threshold(self) -> float:
+        return float(self.finetuning.get("no_answer_threshold", 0.0))
+
+
+def write_finetuning_config(model_dir: str, *, task, config, run, encoder: EncoderConfig,
+                            model_size: str, max_seq_length: int, **extra) -> None:
+    """finetuning_config.json: the task, its head, the encoder and the run.
+
+    Args:
+      task: the finetuning.base.Task trained.
+      config, run: FinetuningConfig and FinetuneRun.
+      encoder: the encoder's config; model_size: its size name.
+      **extra: more keys (epochs, total_steps, layerwise_lr_decay).
+    """
+    write_json(os.path.join(model_dir, FINETUNING_CONFIG), {
+        "finetuning": config.to_dict(), "run": dataclasses.asdict(run),
+        "encoder": encoder.to_dict(), "model_size": model_size, "task": task.name,
+        "head": task.head, "answerable": bool(task.answerable), "pair": task.text_b is not None,
+        "label_names": list(task.label_names), "max_seq_length": max_seq_length, **extra})
+
+
+def read_finetuning_config(model_dir: str) -> FinetunedRecord:
+    """The record of a fine-tuning model_dir.
+
+    Raises:
+      InputError: no finetuning_config.json (not a fine-tuning model_dir).
+    """
+    path = os.path.join(model_dir, FINETUNING_CONFIG)
+    if not os.path.exists(path):
+        raise InputError(f"{path} not found (expected a fine-tuning model_dir with "
+                         f"{FINETUNED_WEIGHTS} and {FINETUNING_CONFIG})")
+    value = read_json(path)
+    if "head" not in value:  # version 0 did not record the head: ask the task
+        from electra_tf.finetuning.registry import get_task
+
+        task = get_task(value["task"])
+        value.update(head=task.head, answerable=task.answerable, pair=task.text_b is not None)
+    return FinetunedRecord(
+        task=value["task"], head=value["head"], answerable=bool(value["answerable"]),
+        pair=bool(value["pair"]), label_names=tuple(value.get("label_names") or ()),
+        encoder=EncoderConfig.from_dict(value["encoder"]),
+        max_seq_length=int(value["max_seq_length"]),
+        finetuning=value.get("finetuning", {}), run=value.get("run", {}))
+
+
+def save_finetuned(model_dir: str, model) -> None:
+    save_weights(model, os.path.join(model_dir, FINETUNED_WEIGHTS))
+
+
+def load_finetuned(model_dir: str):
+    """The fine-tuned model of a fine-tuning model_dir, and its record.
+
+    Returns:
+      (FinetuningModel with the weights loaded, FinetunedRecord).
+    """
+    from electra_tf.modeling.finetuning import FinetuningModel
+    from electra_tf.modeling.models import build_discriminator
+
+    record = read_finetuning_config(model_dir)
+    weights = os.path.join(model_dir, FINETUNED_WEIGHTS)
+    if not os.path.exists(weights):
+        raise InputError(f"{weights} not found (expected a fine-tuning model_dir with "
+                         f"{FINETUNED_WEIGHTS} and {FINETUNING_CONFIG})")
+    encoder = build_discriminator(record.encoder).encoder
+    model = FinetuningModel(encoder, record.head, max(1, len(record.label_names)),
+                            answerable=record.answerable)
+    model.build()
+    load_weights(model, weights)
+    return model, record
+
+
+def finetuned_vocab(record: FinetunedRecord) -> str:
+    """The vocab a fine-tuned model was trained with (its run's, else its checkpoint's)."""
+    vocab = record.run.get("vocab_file", "")
+    init = record.run.get("init_checkpoint", "")
+    if not vocab and init:
+        vocab = recorded_vocab(_folder_of(init))
+    return vocab
+
+
+def read_results(model_dir: str) -> dict:
+    path = os.path.join(model_dir, RESULTS)
+    return read_json(path) if os.path.exists(path) else {}
+
+
+def write_results(model_dir: str, results: dict) -> None:
+    write_json(os.path.join(model_dir, RESULTS), results)

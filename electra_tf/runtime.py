@@ -1,0 +1,290 @@
+"""The distributed runtime both training loops share (tf.distribute).
+
+The pre-training loop (`training.py`) and the fine-tuning loop
+(`finetuning/trainer.py`) are built from these pieces; so is the TF1
+checkpoint import (`interop/core.py`), which must write checkpoints the
+pre-training loop can resume. Nothing here knows about ELECTRA.
+
+One optimizer step, per replica (docs/reference.md, "Keras 3 on TF 2.20"):
+  1. a forward/backward function, XLA-compiled when jit_compile is on, that
+     holds neither `next(iterator)` nor `strategy.run` (XLA compiles
+     neither) and returns `dense_gradients` of the loss pre-divided by the
+     number of replicas (and micro-batches);
+  2. `apply_reduced_gradients`, outside XLA: an all-reduce (sum) across
+     replicas, global-norm clipping of the summed gradient, the AdamW update.
+Seeds: `replica_seed` folds the replica id into every step's seed, so that
+replicas draw different dropout masks and samples (a mirrored
+SeedGenerator would give them all the same, silently).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from electra_tf.config import ConfigError, PretrainingConfig
+from electra_tf.optimization import create_optimizer
+
+
+# === Devices and strategies ===
+def configure_devices(strategy: str, num_devices: int) -> None:
+    """Splits the CPU into logical devices for a mirrored run without GPUs.
+
+    Call before TensorFlow initializes its devices (before the first op).
+    """
+    if strategy != "mirrored" or num_devices < 2 or tf.config.list_physical_devices("GPU"):
+        return
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * num_devices)
+    except RuntimeError:
+        if len(tf.config.list_logical_devices("CPU")) != num_devices:
+            raise RuntimeError(
+                f"cannot split the CPU into {num_devices} devices: TensorFlow was initialized "
+                "before configure_devices() ran") from None
+
+
+def make_strategy(name: str, num_devices: int = 0, tpu: str = "") -> tf.distribute.Strategy:
+    """default | mirrored | multi_worker (TF_CONFIG) | tpu.
+
+    Call at program start, before any TF op: multi-worker collectives and the
+    logical CPU split for a mirrored run without GPUs can only be set then.
+    """
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        configure_devices(name, num_devices)
+        gpus = tf.config.list_logical_devices("GPU")
+        devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
+        if num_devices:
+            devices = devices[:num_devices]
+        return tf.distribute.MirroredStrategy(devices)
+    if name == "multi_worker":
+        if "TF_CONFIG" not in os.environ:
+            raise ConfigError("strategy=multi_worker needs the TF_CONFIG environment variable")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name != "tpu":
+        raise ConfigError(f"unknown strategy {name!r}")
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or None)
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """True on the one worker that writes summaries, configs and final weights."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not getattr(resolver, "task_type", None):
+        return True
+    if resolver.task_type == "chief":
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+def log(tag: str, message: str) -> None:
+    """One progress line on stderr: `[tag] message`."""
+    print(f"[{tag}] {message}", file=sys.stderr, flush=True)
+
+
+def set_precision(mixed_precision: str) -> None:
+    """fp32 | bf16 as Keras' global dtype policy (process-wide)."""
+    import keras
+
+    keras.mixed_precision.set_dtype_policy(
+        "mixed_bfloat16" if mixed_precision == "bf16" else "float32")
+
+
+# === Seeds ===
+def replica_seed(seed: int, counter, micro_step: int = 0, micro_steps: int = 1):
+    """The int32 [2] seed of this replica at step `counter` (and micro-batch).
+
+    `[seed, (counter * micro_steps + micro_step) * replicas + replica_id]`:
+    every (step, micro-batch, replica) gets its own stream. Call in replica
+    context. The loops pass the optimizer's step as `counter` (evaluation:
+    the batch index, with a seed of its own).
+    """
+    ctx = tf.distribute.get_replica_context()
+    counter = tf.cast(counter, tf.int32)
+    return tf.stack([tf.constant(seed, tf.int32),
+                     (counter * micro_steps + micro_step) * ctx.num_replicas_in_sync
+                     + ctx.replica_id_in_sync_group])
+
+
+# === Gradients and the optimizer ===
+def dense_gradients(tape, loss, variables):
+    """Gradients as dense tensors (zeros for unused variables).
+
+    Embedding IndexedSlices would not leave an XLA cluster, and dense tensors
+    keep the all-reduce simple.
+    """
+    grads = tape.gradient(loss, variables)
+    return [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+            for g, v in zip(grads, variables)]
+
+
+def apply_reduced_gradients(optimizer, grads, variables, clip_norm):
+    """In replica context: sum the gradients over replicas, clip, apply.
+
+    Each replica's loss is pre-divided by the replica count, so the sum is the
+    global mean gradient; clipping sees the global norm (Keras would clip each
+    replica's gradient before its own all-reduce). The optimizer comes from
+    `build_optimizer`. Returns the global norm.
+    """
+    ctx = tf.distribute.get_replica_context()
+    grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+    grads, norm = tf.clip_by_global_norm(grads, clip_norm)
+    optimizer.apply_gradients(zip(grads, variables))
+    return norm
+
+
+def build_optimizer(variables, learning_rate: float, num_train_steps: int,
+                    num_warmup_steps: int, **kwargs):
+    """AdamW with the original's schedule, built for `variables`, for this runtime.
+
+    Clipping is left to `apply_reduced_gradients` (global norm after the
+    all-reduce). The slots are created here, before any checkpoint restore:
+    restoring into an unbuilt optimizer loses them (docs/reference.md).
+
+    Args:
+      variables: the variables it will update.
+      learning_rate, num_train_steps, num_warmup_steps, **kwargs: as
+        `optimization.create_optimizer`.
+    """
+    optimizer = create_optimizer(learning_rate, num_train_steps, num_warmup_steps,
+                                 clip_norm=None, **kwargs)
+    optimizer.gradients_already_reduced = True  # apply_reduced_gradients did it
+    optimizer.build(variables)
+    return optimizer
+
+
+def pretraining_optimizer(config: PretrainingConfig, variables):
+    """The pre-training optimizer (what pre-training checkpoints hold)."""
+    return build_optimizer(
+        variables, config.learning_rate, config.num_train_steps, config.num_warmup_steps,
+        weight_decay_rate=config.weight_decay_rate, lr_decay_power=config.lr_decay_power,
+        adam_epsilon=config.adam_epsilon)
+
+
+# === Checkpoints ===
+def variable_checkpoint(model, optimizer) -> tf.train.Checkpoint:
+    """A checkpoint of explicit variable dicts (model by path, optimizer by index).
+
+    tf.train.Checkpoint(model=keras_model) misses variables Keras keeps in
+    Python lists (docs/reference.md); explicit dicts miss nothing, and
+    restore().assert_consumed() checks it.
+    """
+    model_vars = {v.path: v for v in model.variables}
+    if len(model_vars) != len(model.variables):
+        raise RuntimeError("model variable paths are not unique; checkpoints would lose some")
+    opt_vars = {f"{i:05d}": v for i, v in enumerate(optimizer.variables)}
+    return tf.train.Checkpoint(model=model_vars, optimizer=opt_vars)
+
+
+class Checkpoints:
+    """Saves and restores a model + optimizer under `directory`, every `interval` steps.
+
+    On a multi-worker run, workers other than the chief must still take part
+    in saving (the save is collective); they write to a scratch folder that is
+    removed after each save.
+    """
+
+    def __init__(self, model, optimizer, directory: str, max_to_keep: int, interval: int,
+                 strategy: tf.distribute.Strategy | None = None):
+        self.directory = directory
+        self.checkpoint = variable_checkpoint(model, optimizer)
+        self.step_counter = optimizer.iterations
+        self._scratch = None
+        if strategy is not None and not is_chief(strategy):
+            task = strategy.cluster_resolver.task_id
+            self._scratch = os.path.join(os.path.dirname(directory), f".worker_{task}_checkpoints")
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, self._scratch or directory, max_to_keep=max_to_keep,
+            step_counter=self.step_counter, checkpoint_interval=interval)
+        self._restored_from = None
+
+    @property
+    def latest(self) -> str | None:
+        return tf.train.latest_checkpoint(self.directory)
+
+    def restore(self) -> str | None:
+        """Restores the latest checkpoint (all variables, checked); returns its path."""
+        latest = self.latest
+        if latest and latest != self._restored_from:
+            self.checkpoint.restore(latest).assert_consumed()
+            self._restored_from = latest
+            return latest
+        return None
+
+    def save(self, force: bool = False) -> str | None:
+        """Saves at the current step (if the interval is due, or `force`)."""
+        path = self.manager.save(checkpoint_number=self.step_counter, check_interval=not force)
+        if path and self._scratch:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+        return path
+
+
+# === Host-side metric accumulation ===
+class Accumulators:
+    """Host variables that sum a loop's per-step values across replicas.
+
+    Names decide how replicas combine and how `results` normalizes:
+    "loss/<name>" and "grad_norm" are means over replicas, averaged over the
+    steps; "<name>/num" + "<name>/den" pairs become num / den; any other name
+    (histograms) is summed and returned as an array.
+    """
+
+    def __init__(self, spec: dict[str, tuple]):
+        self.variables = {name: tf.Variable(tf.zeros(shape, tf.float32), trainable=False)
+                          for name, shape in spec.items()}
+
+    @staticmethod
+    def reduce_op(name: str):
+        mean = name.startswith("loss/") or name == "grad_norm"
+        return tf.distribute.ReduceOp.MEAN if mean else tf.distribute.ReduceOp.SUM
+
+    def add(self, strategy: tf.distribute.Strategy, values: dict) -> None:
+        """In cross-replica context (inside a tf.function): reduce and add."""
+        for name, value in values.items():
+            self.variables[name].assign_add(
+                strategy.reduce(self.reduce_op(name), value, axis=None))
+
+    def reset(self) -> None:
+        for v in self.variables.values():
+            v.assign(tf.zeros_like(v))
+
+    def results(self, steps: int) -> dict:
+        """Per-step means, num/den ratios, and the summed arrays (as numpy)."""
+        values = {k: v.numpy() for k, v in self.variables.items()}
+        out = {}
+        for name, value in values.items():
+            if name.startswith("loss/"):
+                out[name[5:]] = float(value) / max(steps, 1)
+            elif name == "grad_norm":
+                out[name] = float(value) / max(steps, 1)
+            elif name.endswith("/num"):
+                den = float(values[name[:-4] + "/den"])
+                out[name[:-4]] = float(value) / den if den else float("nan")
+            elif not name.endswith("/den"):
+                out[name] = np.asarray(value)
+        return out
+
+
+def weights_checksum(variables) -> float:
+    """A fingerprint of weights (sum of |w| weighted by position), to compare runs."""
+    return float(sum(np.abs(np.asarray(v.numpy(), np.float64)).sum() * (i + 1)
+                     for i, v in enumerate(variables)))
+
+
+def write_scalars(writer, step: int, results: dict) -> None:
+    """TensorBoard scalars (arrays in `results` are skipped)."""
+    with writer.as_default(step=step):
+        for name, value in results.items():
+            if np.ndim(value) == 0:
+                tf.summary.scalar(name, value)
+    writer.flush()

@@ -1,0 +1,177 @@
+"""artifacts.py: every folder format round-trips, is versioned and written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from electra_tf import artifacts
+from electra_tf.config import (
+    ConfigError,
+    EncoderConfig,
+    FinetuneRun,
+    FinetuningConfig,
+    PretrainingConfig,
+    RunConfig,
+)
+from electra_tf.errors import InputError
+from electra_tf.fileio import atomic_write
+from electra_tf.modeling import build_discriminator
+
+TINY = EncoderConfig(vocab_size=40, embedding_size=8, hidden_size=16, num_hidden_layers=1,
+                     num_attention_heads=2, intermediate_size=32)
+
+
+def discriminator(seed=0):
+    keras.utils.set_random_seed(seed)
+    return build_discriminator(TINY)
+
+
+def weights_of(model):
+    return [np.asarray(w) for w in model.get_weights()]
+
+
+def test_pretraining_folder_round_trip(tmp_path):
+    d = discriminator()
+    config = PretrainingConfig(model_size="tiny", vocab_size=40, max_seq_length=16)
+    run = RunConfig(model_dir=str(tmp_path), train_data="x", vocab_file="/v/vocab.txt")
+    artifacts.save_discriminator(str(tmp_path), d)
+    artifacts.write_pretraining_config(str(tmp_path), config, run)
+    artifacts.write_final_eval(str(tmp_path), 7, {"disc_auc": 0.75})
+
+    loaded, vocab = artifacts.load_discriminator(str(tmp_path))
+    assert vocab == "/v/vocab.txt" and loaded.config == TINY
+    for a, b in zip(weights_of(loaded), weights_of(d)):
+        np.testing.assert_array_equal(a, b)
+    assert artifacts.read_final_eval(str(tmp_path)) == {"step": 7, "disc_auc": 0.75}
+    recorded = artifacts.read_pretraining_config(str(tmp_path))
+    assert PretrainingConfig.from_dict(recorded["pretraining"]) == config
+    # Every JSON file carries the format version; readers strip it.
+    for name in (artifacts.PRETRAINING_CONFIG, artifacts.DISCRIMINATOR_CONFIG,
+                 artifacts.FINAL_EVAL):
+        with open(tmp_path / name) as f:
+            assert json.load(f)["format_version"] == artifacts.FORMAT_VERSION
+    # No temporary files are left behind.
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp-")]
+
+
+def test_unversioned_folders_from_before_still_load(tmp_path):
+    d = discriminator()
+    d.save_weights(str(tmp_path / "discriminator.weights.h5"))
+    (tmp_path / "discriminator_config.json").write_text(json.dumps(TINY.to_dict()))
+    (tmp_path / "pretraining_config.json").write_text(json.dumps({"run": {"vocab_file": "v"}}))
+    loaded, vocab = artifacts.load_discriminator(str(tmp_path / "discriminator.weights.h5"))
+    assert vocab == "v" and loaded.config == TINY
+
+
+def test_a_newer_format_is_refused_with_the_file_named(tmp_path):
+    path = tmp_path / "discriminator_config.json"
+    path.write_text(json.dumps({"format_version": artifacts.FORMAT_VERSION + 1,
+                                **TINY.to_dict()}))
+    with pytest.raises(InputError, match="discriminator_config.json has format_version"):
+        artifacts.read_encoder_config(str(path))
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"{not json", "not a valid JSON file"),
+    (b"[1, 2]", "expected a JSON object"),
+    (b'{"hidden_size": "wide"}', "not an encoder config"),
+])
+def test_bad_config_files_are_one_clear_error(tmp_path, content, message):
+    path = tmp_path / "discriminator_config.json"
+    path.write_bytes(content)
+    with pytest.raises(InputError, match=message):
+        artifacts.read_encoder_config(str(path))
+
+
+def test_weights_errors_name_the_file(tmp_path):
+    artifacts.save_discriminator(str(tmp_path), discriminator())
+    weights = tmp_path / artifacts.DISCRIMINATOR_WEIGHTS
+    before_bytes = weights.read_bytes()
+    weights.write_bytes(b"not an h5 file")
+    with pytest.raises(InputError, match="discriminator.weights.h5: not a readable weights"):
+        artifacts.load_discriminator(str(tmp_path))
+    with pytest.raises(InputError, match="elsewhere not found"):
+        artifacts.load_discriminator(str(tmp_path / "elsewhere"))
+    (tmp_path / "only_weights").mkdir()
+    (tmp_path / "only_weights" / artifacts.DISCRIMINATOR_WEIGHTS).write_bytes(before_bytes)
+    with pytest.raises(InputError, match="discriminator_config.json not found"):
+        artifacts.load_discriminator(str(tmp_path / "only_weights"))
+    with pytest.raises(ConfigError, match="not --model_size=small"):
+        artifacts.save_discriminator(str(tmp_path), discriminator())
+        artifacts.load_discriminator(str(tmp_path), model_size="small")
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    d = discriminator(0)
+    artifacts.save_discriminator(str(tmp_path), d)
+    before = (tmp_path / artifacts.DISCRIMINATOR_WEIGHTS).read_bytes()
+
+    def crash(path):
+        with open(path, "wb") as f:
+            f.write(b"half")
+        raise KeyboardInterrupt  # a Ctrl-C mid-write
+
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(str(tmp_path / artifacts.DISCRIMINATOR_WEIGHTS), crash)
+    assert (tmp_path / artifacts.DISCRIMINATOR_WEIGHTS).read_bytes() == before
+    assert set(os.listdir(tmp_path)) == {artifacts.DISCRIMINATOR_CONFIG,
+                                         artifacts.DISCRIMINATOR_WEIGHTS}
+
+
+def test_finetuning_folder_round_trip(tmp_path):
+    from electra_tf.finetuning.registry import get_task
+    from electra_tf.modeling.finetuning import FinetuningModel
+
+    task = get_task("mrpc")
+    model = FinetuningModel(discriminator().encoder, task.head, len(task.label_names))
+    model.build()
+    run = FinetuneRun(model_dir=str(tmp_path), data_dir="d", init_checkpoint="pre",
+                      vocab_file="/v/vocab.txt")
+    artifacts.write_finetuning_config(
+        str(tmp_path), task=task, config=FinetuningConfig(task_name="mrpc"), run=run,
+        encoder=TINY, model_size="custom", max_seq_length=32, epochs=3)
+    artifacts.save_finetuned(str(tmp_path), model)
+    artifacts.write_results(str(tmp_path), {"epoch_1": {"dev": {"f1": 0.5}}})
+
+    loaded, record = artifacts.load_finetuned(str(tmp_path))
+    assert (record.task, record.head, record.pair, record.answerable) == (
+        "mrpc", "classification", True, False)
+    assert record.label_names == tuple(task.label_names) and record.max_seq_length == 32
+    assert artifacts.finetuned_vocab(record) == "/v/vocab.txt"
+    for a, b in zip(weights_of(loaded), weights_of(model)):
+        np.testing.assert_array_equal(a, b)
+    assert artifacts.read_results(str(tmp_path)) == {"epoch_1": {"dev": {"f1": 0.5}}}
+
+
+def test_a_version_0_finetuning_config_takes_the_head_from_the_task(tmp_path):
+    (tmp_path / artifacts.FINETUNING_CONFIG).write_text(json.dumps({
+        "task": "squad_v2", "encoder": TINY.to_dict(), "label_names": [],
+        "max_seq_length": 64, "finetuning": {}, "run": {}}))
+    record = artifacts.read_finetuning_config(str(tmp_path))
+    assert (record.head, record.answerable, record.pair) == ("span", True, False)
+    with pytest.raises(InputError, match="finetuned.weights.h5 not found"):
+        artifacts.load_finetuned(str(tmp_path))
+
+
+def test_conversion_reports_merge_by_kind(tmp_path):
+    artifacts.write_conversion_report(str(tmp_path), {"assigned": ["a"]}, kind="pretraining")
+    artifacts.write_conversion_report(str(tmp_path), {"assigned": ["b"]}, kind="masked_lm")
+    assert artifacts.read_json(str(tmp_path / artifacts.CONVERSION_REPORT)) == {
+        "pretraining": {"assigned": ["a"]}, "masked_lm": {"assigned": ["b"]}}
+
+
+def test_copy_and_record_vocab(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "vocab.txt").write_text("[PAD]\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    copied = artifacts.copy_vocab(str(tmp_path / "src"), str(out))
+    assert copied == str(out / "vocab.txt") and (out / "vocab.txt").read_text() == "[PAD]\n"
+    assert artifacts.copy_vocab(str(tmp_path / "nothing"), str(out)) == ""
+    artifacts.record_vocab(str(out), copied)
+    assert artifacts.recorded_vocab(str(out)) == copied
