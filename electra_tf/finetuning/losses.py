@@ -1,12 +1,12 @@
 """Fine-tuning losses by head kind: pure keras.ops functions of logits and targets.
 
-All are computed in float32; the sigmoid cross-entropy is the pre-training
-losses' own (`electra_tf.objectives.losses`).
+All are computed in float32 with the pre-training losses' own softmax and
+sigmoid cross-entropies (`electra_tf.objectives.losses`).
 
 - classification: softmax cross-entropy, averaged over the batch;
 - regression (STS-B): mean squared error;
 - span: (CE(start) + CE(end)) / 2, plus 0.5 x sigmoid CE of the answerability
-  logit against "answerable" for SQuAD 2.0 (REFERENCE.md, weight 0.5);
+  logit against "answerable" for SQuAD 2.0 (docs/reference.md, Fine-tuning);
 - tagging: token cross-entropy weighted by tag_weights (first wordpieces of
   the words a window owns), divided by the weight sum.
 """
@@ -15,23 +15,14 @@ from __future__ import annotations
 
 from keras import ops
 
-from electra_tf.objectives.losses import sigmoid_cross_entropy
+from electra_tf.objectives.losses import sigmoid_cross_entropy, softmax_cross_entropy
 
 ANSWERABLE_WEIGHT = 0.5
 
 
-def _sparse_ce(logits, labels):
-    # One-hot, unlike objectives.losses.masked_lm_per_slot_loss (take_along_axis): the
-    # same math, but XLA rounds the two forms differently, so neither may switch.
-    logits = ops.cast(logits, "float32")
-    log_probs = ops.log_softmax(logits, axis=-1)
-    onehot = ops.one_hot(ops.cast(labels, "int32"), ops.shape(logits)[-1])
-    return -ops.sum(onehot * log_probs, axis=-1)
-
-
 def classification_loss(logits, label):
     """logits [B, C], label int [B] -> scalar."""
-    return ops.mean(_sparse_ce(logits, label))
+    return ops.mean(softmax_cross_entropy(logits, label))
 
 
 def regression_loss(logits, label):
@@ -42,8 +33,8 @@ def regression_loss(logits, label):
 def span_loss(start_logits, end_logits, start_positions, end_positions,
               answerable_logits=None, is_impossible=None):
     """Start/end CE over [B, L] logits, plus the weighted answerability loss."""
-    loss = 0.5 * (ops.mean(_sparse_ce(start_logits, start_positions))
-                  + ops.mean(_sparse_ce(end_logits, end_positions)))
+    loss = 0.5 * (ops.mean(softmax_cross_entropy(start_logits, start_positions))
+                  + ops.mean(softmax_cross_entropy(end_logits, end_positions)))
     if answerable_logits is not None:
         answerable = 1.0 - ops.cast(is_impossible, "float32")
         bce = sigmoid_cross_entropy(answerable_logits, answerable)
@@ -54,7 +45,7 @@ def span_loss(start_logits, end_logits, start_positions, end_positions,
 def tagging_loss(tag_logits, tag_ids, tag_weights):
     """tag_logits [B, L, T], tag_ids int [B, L], tag_weights [B, L] -> scalar."""
     w = ops.cast(tag_weights, "float32")
-    return ops.sum(_sparse_ce(tag_logits, tag_ids) * w) / (ops.sum(w) + 1e-6)
+    return ops.sum(softmax_cross_entropy(tag_logits, tag_ids) * w) / (ops.sum(w) + 1e-6)
 
 
 def task_loss(kind: str, outputs: dict, labels: dict):

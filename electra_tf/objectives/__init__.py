@@ -12,9 +12,9 @@ from electra_tf.objectives.losses import (
     disc_loss,
     disc_per_example_loss,
     electra_loss,
-    masked_lm_per_slot_loss,
     mlm_loss,
     sigmoid_cross_entropy,
+    softmax_cross_entropy,
 )
 from electra_tf.objectives.metrics import disc_probs, pretraining_metric_sums
 from electra_tf.objectives.sampling import as_seed, sample_from_logits
@@ -27,7 +27,7 @@ __all__ = [
     "disc_per_example_loss",
     "disc_probs",
     "electra_loss",
-    "masked_lm_per_slot_loss",
+    "softmax_cross_entropy",
     "mlm_loss",
     "pretraining_metric_sums",
     "rtd_labels",

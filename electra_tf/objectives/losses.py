@@ -12,19 +12,21 @@ from __future__ import annotations
 from keras import ops
 
 
-def masked_lm_per_slot_loss(logits, ids):
-    """Cross-entropy -log p(ids) per slot.
+def softmax_cross_entropy(logits, ids):
+    """Cross-entropy -log softmax(logits)[ids] over the last axis, in float32.
+
+    The one softmax cross-entropy of electra_tf: the generator's MLM loss per
+    masked slot, and every fine-tuning head's loss.
 
     Args:
-        logits: float [B, N, V].
-        ids: int [B, N], the target ids.
+        logits: float [..., V].
+        ids: int [...], the target ids.
 
     Returns:
-        float32 [B, N].
+        float32 [...].
     """
-    # take_along_axis, not finetuning.losses._sparse_ce's one-hot: XLA rounds the two differently.
     log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-    ids = ops.cast(ids, "int32")[:, :, None]
+    ids = ops.expand_dims(ops.cast(ids, "int32"), -1)
     return -ops.squeeze(ops.take_along_axis(log_probs, ids, axis=-1), axis=-1)
 
 
@@ -42,7 +44,7 @@ def mlm_loss(logits, ids, weights):
         float32 scalar.
     """
     weights = ops.cast(weights, "float32")
-    per_slot = masked_lm_per_slot_loss(logits, ids)
+    per_slot = softmax_cross_entropy(logits, ids)
     return ops.sum(weights * per_slot) / (ops.sum(weights) + 1e-6)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from keras import ops
 
-from electra_tf.objectives.losses import disc_per_example_loss, masked_lm_per_slot_loss
+from electra_tf.objectives.losses import disc_per_example_loss, softmax_cross_entropy
 
 
 def disc_probs(logits):
@@ -64,7 +64,7 @@ def pretraining_metric_sums(
     preds = ops.cast(ops.argmax(mlm_logits, axis=-1), "int32")
     sums = {
         "masked_lm_accuracy": (ops.sum(w * ops.cast(ops.equal(preds, ids), "float32")), w_sum),
-        "masked_lm_loss": (ops.sum(w * masked_lm_per_slot_loss(mlm_logits, ids)), w_sum),
+        "masked_lm_loss": (ops.sum(w * softmax_cross_entropy(mlm_logits, ids)), w_sum),
     }
     if sampled_ids is not None:
         hit = ops.cast(ops.equal(ops.cast(sampled_ids, "int32"), ids), "float32")
