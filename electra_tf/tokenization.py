@@ -144,18 +144,6 @@ class Tokenizer(tf.Module):
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
         return [self.vocab[int(i)] for i in ids]
 
-    def decode(self, ids: Iterable[int], skip_special: bool = True) -> str:
-        """Ids -> readable text: ## pieces joined, specials dropped (or kept)."""
-        words: list[str] = []
-        for tok in self.convert_ids_to_tokens(ids):
-            if skip_special and tok in SPECIAL_TOKENS:
-                continue
-            if tok.startswith("##") and words:
-                words[-1] += tok[2:]
-            else:
-                words.append(tok)
-        return " ".join(words)
-
 
 def pre_normalize(texts: tf.Tensor, do_lower_case: bool, strip_accents: bool) -> tf.Tensor:
     """What runs before FastBertTokenizer (and before vocab learning).

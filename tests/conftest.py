@@ -46,6 +46,21 @@ def tiny_vocab_tokens() -> list[str]:
     return list(BERT_RESERVED_TOKENS) + words + extra + chars + pieces
 
 
+def decode(tokenizer, ids) -> str:
+    """Ids -> readable text for assertions: ## pieces joined, special tokens dropped."""
+    from electra_tf.tokenization import SPECIAL_TOKENS
+
+    words: list[str] = []
+    for tok in tokenizer.convert_ids_to_tokens(ids):
+        if tok in SPECIAL_TOKENS:
+            continue
+        if tok.startswith("##") and words:
+            words[-1] += tok[2:]
+        else:
+            words.append(tok)
+    return " ".join(words)
+
+
 @pytest.fixture(scope="session")
 def tiny_vocab(tmp_path_factory) -> str:
     return write_vocab(tmp_path_factory.mktemp("vocab") / "vocab.txt", tiny_vocab_tokens())
