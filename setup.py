@@ -19,6 +19,11 @@ setup(
         "tensorflow-serving-api==2.20.*",
         "absl-py>=1.4",
         "numpy>=1.26",
+        # Imported by electra_tf itself (tf-models-official pulls them in today,
+        # but the code must not rest on that): span F1 for tagging, and the
+        # efficiency study's plot.
+        "seqeval>=1.2,<2",
+        "matplotlib>=3.7",
     ],
     extras_require={
         "test": ["pytest>=8"],

@@ -1,6 +1,6 @@
 """AdamW with warmup + polynomial decay and layer-wise LR decay.
 
-Matches the original's optimization.py (REFERENCE.md, "Shared settings" and
+Matches the original's optimization.py (docs/reference.md, "Shared settings" and
 "Fine-tuning"): Adam betas 0.9/0.999, epsilon 1e-6, decoupled weight decay
 0.01 with LayerNorm and bias excluded, global-norm clipping 1.0, and
 lr_t = poly_decay(lr, step, T, power) * min(1, step / warmup).

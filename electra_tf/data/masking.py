@@ -1,6 +1,6 @@
 """Dynamic ELECTRA masking: a pure, seeded function on a batch.
 
-Follows the original `pretrain_helpers.mask` (REFERENCE.md, "Masking") with
+Follows the original `pretrain_helpers.mask` (docs/reference.md, "Masking") with
 one documented improvement: positions are drawn WITHOUT replacement (the
 original draws with replacement, so a position could be picked twice).
 

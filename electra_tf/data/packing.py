@@ -1,7 +1,7 @@
 """Packs tokenized sentences into pre-training examples, as the original does.
 
 A port of google-research/electra's `build_pretraining_dataset.ExampleBuilder`
-with its exact rules (REFERENCE.md, "Pre-training data"):
+with its exact rules (docs/reference.md, "Pre-training data"):
 
 - sentences are appended until the target length is reached; a blank line
   (end of document) flushes the example;

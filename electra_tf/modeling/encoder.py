@@ -15,7 +15,7 @@ Variable paths, with the encoder named `encoder` inside a model named
     discriminator/encoder/layer_<i>/output/{kernel,bias}               [I, H]
     discriminator/encoder/layer_<i>/output_layer_norm/{gamma,beta}
 
-A variable's layer-wise learning-rate depth (REFERENCE.md, "Fine-tuning") is
+A variable's layer-wise learning-rate depth (docs/reference.md, "Fine-tuning") is
 `encoder_variable_depth(path)`: embeddings and embeddings_project 0, layer_i
 i + 1 (the optimizer's one source for it, see `optimization.layer_depth`).
 Non-trainable dropout seed states live under the same prefixes.

@@ -1,6 +1,6 @@
 """Fine-tuning models: the pre-trained discriminator's encoder plus a task head.
 
-Heads (all return float32 logits; REFERENCE.md, "Fine-tuning"):
+Heads (all return float32 logits; docs/reference.md, "Fine-tuning"):
 - `classification`: dropout(0.1) on the [CLS] vector, then dense(num_labels);
   with num_labels == 1 (STS-B) the logit is the regression score [B].
 - `span`: start and end logits [B, L] from a dense(2) over the sequence,

@@ -1,7 +1,7 @@
 """Pre-training heads: the generator's masked-LM head and the RTD head.
 
 Both return float32 logits whatever the dtype policy, so that losses under
-`mixed_bfloat16` are computed in float32 (REFERENCE.md, pitfalls).
+`mixed_bfloat16` are computed in float32 (docs/reference.md, pitfalls).
 """
 
 from __future__ import annotations

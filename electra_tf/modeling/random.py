@@ -3,7 +3,7 @@
 `keras.random.*` functions accept a Python int or a `keras.random.SeedGenerator`
 as `seed`, never a tensor. A `SeedGenerator` keeps its state in a variable, and
 under `tf.distribute.MirroredStrategy` that variable is mirrored: every replica
-draws the same dropout mask, silently (see REFERENCE.md, "Keras 3 on TF 2.20:
+draws the same dropout mask, silently (see docs/reference.md, "Keras 3 on TF 2.20:
 pitfalls"). The training loop therefore passes a per-replica, per-step seed
 tensor of shape [2] into the model, and every random site derives its own seed
 from it with the helpers below.

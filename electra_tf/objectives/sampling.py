@@ -3,7 +3,7 @@
 The generator's logits exist only at the N masked slots ([batch, N, vocab]),
 so the Gumbel noise is drawn over [batch, N, vocab] and never over the whole
 [batch, seq_length, vocab]; under XLA on CPU the full-size noise dominated the
-step (REFERENCE.md, Keras 3 pitfalls).
+step (docs/reference.md, Keras 3 pitfalls).
 
 Pure `keras.ops`; no TensorFlow import, so this also runs under JAX.
 """
