@@ -3,9 +3,11 @@
     python -m electra_tf.eval_squad --version=2.0 --data_file=dev-v2.0.json \
         --predictions=predictions.json [--null_odds=null_odds.json]
 
-Prints, as one JSON line, the dict that tf-models-official's copies of the
-official scripts return, unchanged (`finetuning.squad_eval`, which does the
-reading, checking and scoring, describes its keys and scales). Bad files
+Prints, as one JSON line, the scores of tf-models-official's copies of the
+official scripts: v1.1's dict unchanged, v2.0's under the official
+evaluate-v2.0.py's names, with the best-threshold "best_*" keys only when
+--null_odds is given (`finetuning.squad_eval`, which does the reading,
+checking and scoring, describes the keys and scales). Bad files
 (missing, malformed JSON, wrong structure, predictions or null odds that do not
 fit the data) exit with status 2 and one line on stderr.
 """

@@ -352,8 +352,7 @@ class SquadTask(base.Task):
             "2.0", dataset, {q: p.text for q, p in predictions.items()},
             {q: p.null_odds for q, p in predictions.items()})
         out = {name: float(r.get(name, float("nan"))) for name in self.metric_names[:6]}
-        out.update(best_f1=best["final_f1"], best_f1_thresh=best["final_f1_thresh"],
-                   best_exact=best["final_exact"], best_exact_thresh=best["final_exact_thresh"])
+        out.update({name: best[name] for name in self.metric_names[6:]})
         return {k: float(v) for k, v in out.items()}
 
     def write_predictions(self, predictions: dict[str, SquadPrediction],
@@ -393,7 +392,7 @@ def best_threshold(null_odds: dict[str, float], predictions: dict[str, Any], dat
     if dataset and isinstance(dataset[0], SquadExample):
         dataset = official_dataset(dataset)
     result = squad_eval.official_evaluate("2.0", dataset, texts, null_odds)
-    return float(result[f"final_{metric}_thresh"])
+    return float(result[f"best_{metric}_thresh"])
 
 
 # === Helpers ===

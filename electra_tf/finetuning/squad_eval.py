@@ -2,14 +2,22 @@
 
     result = evaluate_files("2.0", "dev-v2.0.json", "predictions.json", "null_odds.json")
 
-`official_evaluate` returns, unchanged, the dict that tf-models-official's
-copies of the official scripts return (official/nlp/tools/squad_evaluate_v1_1.py
-and squad_evaluate_v2_0.py). Mind the scales: the v1.1 copy returns fractions
+`official_evaluate` runs tf-models-official's copies of the official scripts
+(official/nlp/tools/squad_evaluate_v1_1.py and squad_evaluate_v2_0.py). v1.1
+returns that copy's dict unchanged; mind its scale: fractions
 ({"exact_match": 0.81, "final_f1": 0.88}) where the codalab script printed
-percentages; the v2.0 one returns percentages ("exact", "f1", "HasAns_*",
-"NoAns_*", and with null odds the best-threshold "final_*" scores and "pr_*"
-curves). v2.0 scores only the questions that have a prediction, as the
-official script does; v1.1 scores a missing one as 0.
+percentages. v2.0 returns percentages under the official evaluate-v2.0.py's
+names: "exact", "f1", "total", "HasAns_*", "NoAns_*" and, only when null odds
+are given, the best-threshold "best_exact", "best_exact_thresh", "best_f1",
+"best_f1_thresh" (tf-models' copy names them "final_*" and computes them
+without null odds too), followed by tf-models' precision-recall "pr_*" APs
+(which the official script writes only with --out-image-dir). The
+best-threshold search walks the questions by null odds with a stable sort,
+so ties keep the null-odds file's order, as in the official script.
+
+v2.0 scores only the questions that have a prediction (tf-models' copy drops
+the others from the data; the official script raises KeyError when a
+question has no prediction); v1.1 scores a missing one as 0.
 
 Bad files (missing, malformed JSON, wrong structure, predictions or null odds
 that do not fit the data) raise `errors.InputError` with a message naming the
@@ -84,7 +92,11 @@ def check_predictions(obj, path: str) -> dict[str, str]:
 
 
 def check_null_odds(obj, path: str, predictions: dict[str, str]) -> dict[str, float]:
-    """The null-odds JSON, checked: a finite number for every predicted question."""
+    """The null-odds JSON, checked: a finite number for every predicted question.
+
+    Returns the predicted questions' odds in the FILE's order: the official
+    best-threshold search breaks ties between equal odds by that order.
+    """
     if not isinstance(obj, dict) or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
             for v in obj.values()):
@@ -94,7 +106,7 @@ def check_null_odds(obj, path: str, predictions: dict[str, str]) -> dict[str, fl
     if missing:
         raise InputError(f"{path}: no null odds for {len(missing)} predicted question(s), "
                          f"e.g. {missing[0]!r}")
-    return {q: float(obj[q]) for q in predictions}
+    return {q: float(v) for q, v in obj.items() if q in predictions}
 
 
 def official_evaluate(version: str, dataset: list, predictions: dict[str, str],
@@ -105,7 +117,9 @@ def official_evaluate(version: str, dataset: list, predictions: dict[str, str],
       version: "1.1" or "2.0".
       dataset: the official JSON's "data" list.
       predictions: {question id: answer text}.
-      null_odds: 2.0 only, {question id: null odds} for every predicted id.
+      null_odds: 2.0 only, {question id: null odds} for every predicted id; its
+        order breaks ties in the best-threshold search (the official script's
+        stable sort), so pass it in the null-odds file's order.
     """
     if version == "1.1":
         from official.nlp.tools import squad_evaluate_v1_1
@@ -120,8 +134,20 @@ def official_evaluate(version: str, dataset: list, predictions: dict[str, str],
     qids = {qa["id"] for article in dataset for p in article["paragraphs"] for qa in p["qas"]}
     predictions = {q: a for q, a in predictions.items() if q in qids}
     if null_odds is not None:
-        null_odds = {q: null_odds[q] for q in predictions}
-    return dict(squad_evaluate_v2_0.evaluate(dataset, predictions, null_odds))
+        missing = [q for q in predictions if q not in null_odds]
+        if missing:
+            raise InputError(f"no null odds for {len(missing)} predicted question(s), "
+                             f"e.g. {missing[0]!r}")
+        null_odds = {q: v for q, v in null_odds.items() if q in predictions}
+    result = dict(squad_evaluate_v2_0.evaluate(dataset, predictions, null_odds))
+    # The official names; without null odds the official script has no
+    # best-threshold (nor precision-recall) scores.
+    return {_OFFICIAL_V2_NAMES.get(k, k): v for k, v in result.items()
+            if null_odds is not None or not k.startswith(("final_", "pr_"))}
+
+
+_OFFICIAL_V2_NAMES = {"final_exact": "best_exact", "final_exact_thresh": "best_exact_thresh",
+                      "final_f1": "best_f1", "final_f1_thresh": "best_f1_thresh"}
 
 
 def evaluate_files(version: str, data_file: str, predictions_file: str,

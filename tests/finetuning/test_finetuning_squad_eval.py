@@ -53,6 +53,18 @@ def random_predictions(dataset, seed: int = 1):
     return preds, {q: odds[q] for q in preds}
 
 
+_OFFICIAL = {"final_exact": "best_exact", "final_exact_thresh": "best_exact_thresh",
+             "final_f1": "best_f1", "final_f1_thresh": "best_f1_thresh"}
+
+
+def official_v2(dataset, preds, odds=None):
+    """tf-models' v2.0 dict under the official script's names; without null odds the
+    official script has no best-threshold (or precision-recall) keys."""
+    result = squad_evaluate_v2_0.evaluate(dataset["data"], preds, odds)
+    return {_OFFICIAL.get(k, k): v for k, v in result.items()
+            if odds is not None or not k.startswith(("final_", "pr_"))}
+
+
 def _files(tmp_path, dataset, preds, odds=None):
     paths = [tmp_path / "dev.json", tmp_path / "predictions.json", tmp_path / "null_odds.json"]
     for path, obj in zip(paths, (dataset, preds, odds)):
@@ -79,10 +91,33 @@ def test_equals_the_official_evaluators(tmp_path, version):
         got = evaluate_files(version, *files[:2])
         assert 0 < got["final_f1"] < 1  # tf-models' v1.1 copy returns fractions
     else:
-        expected = squad_evaluate_v2_0.evaluate(dataset["data"], preds, odds)
+        expected = official_v2(dataset, preds, odds)
         got = evaluate_files(version, *files)
-        assert 0 < got["final_f1"] < 100 and "pr_f1_ap" in got
+        assert 0 < got["best_f1"] < 100 and "pr_f1_ap" in got and "final_f1" not in got
     assert json.loads(json.dumps(got)) == dict(expected) and list(got) == list(expected)
+
+
+def test_v2_best_threshold_ties_keep_the_null_odds_file_order(tmp_path):
+    """The official find_best_thresh walks sorted(na_probs): a stable sort, so equal
+    odds keep the null-odds file's order, here q2 before q1 (the predictions file
+    has q1 first). By hand: 1 no-answer question -> start at 1 correct; q2 (no
+    answer, answered "x") -> 0; q1 (answered right) -> 1, no better than the
+    start: best 1 / 2 = 50% at threshold 0.0. In the predictions' order q1 would
+    come first (2 correct: 100% at 0.5)."""
+    from electra_tf.finetuning.squad_eval import evaluate_files
+
+    dataset = {"version": "v2.0", "data": [{"paragraphs": [{"context": "a b", "qas": [
+        {"id": "q1", "question": "?", "answers": [{"text": "a", "answer_start": 0}]},
+        {"id": "q2", "question": "?", "answers": [], "is_impossible": True}]}]}]}
+    files = _files(tmp_path, dataset, {"q1": "a", "q2": "x"}, {"q2": 0.5, "q1": 0.5})
+    got = evaluate_files("2.0", *files)
+    assert {k: got[k] for k in ("exact", "f1", "HasAns_exact", "NoAns_exact")} == {
+        "exact": 50.0, "f1": 50.0, "HasAns_exact": 100.0, "NoAns_exact": 0.0}
+    assert {k: got[k] for k in ("best_exact", "best_exact_thresh", "best_f1",
+                                "best_f1_thresh")} == {
+        "best_exact": 50.0, "best_exact_thresh": 0.0, "best_f1": 50.0, "best_f1_thresh": 0.0}
+    without = evaluate_files("2.0", *files[:2])
+    assert not any(k.startswith(("best_", "final_", "pr_")) for k in without)
 
 
 def test_cli_prints_the_official_json(tmp_path):
@@ -92,8 +127,7 @@ def test_cli_prints_the_official_json(tmp_path):
     rc, out, err = _run("--version=2.0", f"--data_file={data}", f"--predictions={pred_file}",
                         f"--null_odds={odds_file}")
     assert rc == 0, err
-    expected = squad_evaluate_v2_0.evaluate(dataset["data"], preds, odds)
-    assert json.loads(out) == dict(expected) and out.count("\n") == 1
+    assert json.loads(out) == official_v2(dataset, preds, odds) and out.count("\n") == 1
 
 
 def test_official_evaluate_without_null_odds_and_extra_ids():
@@ -101,9 +135,10 @@ def test_official_evaluate_without_null_odds_and_extra_ids():
 
     dataset = random_squad(True, seed=3)
     preds, _ = random_predictions(dataset, seed=4)
-    expected = squad_evaluate_v2_0.evaluate(dataset["data"], preds)
-    # An id the data lacks is ignored, as the official script does.
-    assert official_evaluate("2.0", dataset["data"], {**preds, "stray": "x"}) == dict(expected)
+    # An id the data lacks is ignored, as the official script does; no null odds:
+    # no best-threshold keys.
+    got = official_evaluate("2.0", dataset["data"], {**preds, "stray": "x"})
+    assert got == official_v2(dataset, preds) and "best_f1" not in got
 
 
 def test_bad_files_are_clear(tmp_path):
