@@ -163,6 +163,7 @@ class PretrainingConfig:
     weight_decay_rate: float = 0.01  # AdamW decay, none on LayerNorm and bias
     num_warmup_steps: int = 10000  # linear warmup steps
     adam_epsilon: float = 1e-6  # Adam epsilon of the original
+    adam_bias_correction: bool = False  # Keras' bias-corrected Adam (the original has none)
     clip_norm: float = 1.0  # global-norm gradient clipping
 
     # --- training ---
@@ -356,6 +357,7 @@ class FinetuningConfig:
     eval_batch_size: int = 32  # global batch for dev/test prediction
     max_seq_length: int = 0  # 0: the task's default (128, 512 SQuAD, 256 tagging)
     adam_epsilon: float = 1e-6  # Adam epsilon
+    adam_bias_correction: bool = False  # Keras' bias-corrected Adam (the original has none)
     clip_norm: float = 1.0  # global-norm clipping
     save_checkpoints_steps: int = 1000  # also saved at the end of every epoch
     keep_checkpoint_max: int = 3  # checkpoints kept

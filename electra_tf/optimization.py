@@ -5,6 +5,17 @@ Matches the original's optimization.py (docs/reference.md, "Shared settings" and
 0.01 with LayerNorm and bias excluded, global-norm clipping 1.0, and
 lr_t = poly_decay(lr, step, T, power) * min(1, step / warmup).
 
+The update rule is, by default, the original's AdamWeightDecayOptimizer, which
+has no bias correction:
+    m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g^2
+    update = m / (sqrt(v) + eps) + weight_decay_rate * param  (no decay on LayerNorm/bias)
+    param -= lr_t * layer_multiplier * update
+`bias_correction=True` (the configs' `adam_bias_correction`) uses Keras'
+bias-corrected Adam step instead (m_hat = m / (1 - b1^t), v_hat = v / (1 -
+b2^t)), with the same decoupled decay. Both keep m and v in the Keras Adam
+slots ("momentum", "velocity"), so checkpoints hold the same variables in the
+same order either way.
+
 Two Keras 3 details shape this file:
 - `AdamW.exclude_from_weight_decay(var_names=...)` matches the regex against
   `variable.name`, and on the TensorFlow backend it sees the underlying
@@ -15,9 +26,6 @@ Two Keras 3 details shape this file:
   layer-wise decay both the Adam step and the weight decay of a variable use
   its scaled rate, so both happen in `update_step` with a multiplier looked
   up by variable index (set once in `build`).
-
-Unlike the original's AdamWeightDecayOptimizer, Keras' Adam applies bias
-correction; with the 10k-step warmup the two differ only early on.
 """
 
 from __future__ import annotations
@@ -116,7 +124,10 @@ def applies_weight_decay(
 
 @keras.saving.register_keras_serializable(package="electra_tf")
 class ElectraAdamW(keras.optimizers.AdamW):
-    """AdamW with path-based decay exclusion and optional layer-wise LR decay.
+    """The original's AdamWeightDecayOptimizer (see the module docstring).
+
+    Path-based decay exclusion, optional layer-wise LR decay, and, by default,
+    Adam without bias correction, as the original.
 
     Args:
         layerwise_lr_decay: None (off) or the decay factor (0.8 for Small and
@@ -124,7 +135,9 @@ class ElectraAdamW(keras.optimizers.AdamW):
         n_layers: the encoder's number of transformer layers.
         exclude_from_weight_decay_patterns: regexes searched in each
             variable's Keras path; a match turns weight decay off for it.
-        **kwargs: keras.optimizers.AdamW's arguments.
+        bias_correction: False (default): the original's update, m / (sqrt(v)
+            + eps); True: Keras' bias-corrected Adam step.
+        **kwargs: keras.optimizers.AdamW's arguments (amsgrad is not supported).
     """
 
     def __init__(
@@ -132,11 +145,15 @@ class ElectraAdamW(keras.optimizers.AdamW):
         layerwise_lr_decay: float | None = None,
         n_layers: int | None = None,
         exclude_from_weight_decay_patterns: Sequence[str] = (DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY),
+        bias_correction: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
         if layerwise_lr_decay is not None and n_layers is None:
             raise ValueError("layerwise_lr_decay needs n_layers")
+        if self.amsgrad:
+            raise ValueError("ElectraAdamW does not support amsgrad")
+        self.bias_correction = bool(bias_correction)
         self.layerwise_lr_decay = layerwise_lr_decay
         self.n_layers = n_layers
         self.exclude_from_weight_decay_patterns = tuple(exclude_from_weight_decay_patterns)
@@ -178,10 +195,23 @@ class ElectraAdamW(keras.optimizers.AdamW):
         index = self._get_variable_index(variable)
         lr = ops.cast(learning_rate, variable.dtype) * self._lr_multipliers[index]
         # `_use_weight_decay` still honours exclude_from_weight_decay() calls.
-        if self.weight_decay and self._decays[index] and self._use_weight_decay(variable):
-            wd = ops.cast(self.weight_decay, variable.dtype)
-            self.assign_sub(variable, variable * wd * lr)
-        super().update_step(gradient, variable, lr)
+        decays = bool(self.weight_decay) and self._decays[index] and self._use_weight_decay(
+            variable)
+        if self.bias_correction:
+            if decays:
+                wd = ops.cast(self.weight_decay, variable.dtype)
+                self.assign_sub(variable, variable * wd * lr)
+            super().update_step(gradient, variable, lr)
+            return
+        # The original's AdamWeightDecayOptimizer._apply_gradients, step by step.
+        gradient = ops.cast(gradient, variable.dtype)
+        m, v = self._momentums[index], self._velocities[index]
+        self.assign(m, self.beta_1 * m + (1.0 - self.beta_1) * gradient)
+        self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * ops.square(gradient))
+        update = m / (ops.sqrt(v) + self.epsilon)
+        if decays:
+            update = update + ops.cast(self.weight_decay, variable.dtype) * variable
+        self.assign_sub(variable, lr * update)
 
     def get_config(self):
         config = super().get_config()
@@ -190,6 +220,7 @@ class ElectraAdamW(keras.optimizers.AdamW):
                 "layerwise_lr_decay": self.layerwise_lr_decay,
                 "n_layers": self.n_layers,
                 "exclude_from_weight_decay_patterns": list(self.exclude_from_weight_decay_patterns),
+                "bias_correction": self.bias_correction,
             }
         )
         return config
@@ -205,8 +236,9 @@ def create_optimizer(
     clip_norm: float | None = 1.0,
     layerwise_lr_decay: float | None = None,
     n_layers: int | None = None,
+    adam_bias_correction: bool = False,
 ) -> ElectraAdamW:
-    """The original's optimizer: AdamW + warmup/polynomial decay + clipping.
+    """The original's optimizer: AdamWeightDecayOptimizer + warmup/polynomial decay + clipping.
 
     Args (names as in configure_pretraining.py / configure_finetuning.py):
         learning_rate: peak learning rate.
@@ -218,6 +250,8 @@ def create_optimizer(
         clip_norm: global-norm clipping threshold (None: no clipping).
         layerwise_lr_decay: fine-tuning's per-layer factor (None: off).
         n_layers: the encoder depth, needed with layerwise_lr_decay.
+        adam_bias_correction: Keras' bias-corrected Adam step instead of the
+            original's uncorrected one (False, the default).
     """
     schedule = WarmupPolynomialDecay(
         learning_rate, num_train_steps, num_warmup_steps, power=lr_decay_power
@@ -231,4 +265,5 @@ def create_optimizer(
         global_clipnorm=clip_norm,
         layerwise_lr_decay=layerwise_lr_decay,
         n_layers=n_layers,
+        bias_correction=adam_bias_correction,
     )

@@ -174,23 +174,123 @@ def _expected_multipliers(model, decay, n):
             for v in model.trainable_variables}
 
 
-def test_layerwise_effective_learning_rates():
-    """Adam's first bias-corrected step moves each weight by its own lr."""
+@pytest.mark.parametrize("bias_correction", [False, True])
+def test_layerwise_effective_learning_rates(bias_correction):
+    """Adam's first step moves each weight by its own lr."""
     n, decay, lr = 2, 0.5, 0.01
     model = _toy(n)
     for v in model.trainable_variables:  # at 0 the update is exact in float32
         v.assign(tf.zeros_like(v))
-    opt = create_optimizer(lr, 1000, 0, weight_decay_rate=0.0, layerwise_lr_decay=decay, n_layers=n)
+    opt = create_optimizer(lr, 1000, 0, weight_decay_rate=0.0, layerwise_lr_decay=decay,
+                           n_layers=n, adam_bias_correction=bias_correction)
     multipliers = _expected_multipliers(model, decay, n)
     deltas = _step(opt, model, [tf.ones_like(v) for v in model.trainable_variables])
     g = 1 / np.sqrt(sum(np.prod(v.shape) for v in model.trainable_variables))  # clipped to norm 1
     assert set(deltas) == set(multipliers)
     for path, delta in deltas.items():
-        # First step: lr * m_hat / (sqrt(v_hat) + eps) = lr * g / (g + eps / sqrt(1 - beta_2)).
-        expected = lr * multipliers[path] * g / (g + 1e-6 / np.sqrt(1 - 0.999))
-        np.testing.assert_allclose(delta, expected, rtol=1e-5, err_msg=path)
+        if bias_correction:
+            # Keras: lr * m_hat / (sqrt(v_hat) + eps) = lr * g / (g + eps / sqrt(1 - beta_2)).
+            step = g / (g + 1e-6 / np.sqrt(1 - 0.999))
+        else:
+            # The original: lr * m / (sqrt(v) + eps), m = 0.1 g, v = 0.001 g^2.
+            step = 0.1 * g / (np.sqrt(0.001) * g + 1e-6)
+        np.testing.assert_allclose(delta, lr * multipliers[path] * step, rtol=1e-5,
+                                   err_msg=path)
     for v in model.trainable_variables:
         assert opt.lr_multiplier(v) == pytest.approx(multipliers[v.path])
+
+
+# === The original's AdamWeightDecayOptimizer, in NumPy ===
+
+
+def _original_adam_weight_decay(params, grads_per_step, paths, lr, num_train_steps,
+                                num_warmup_steps, weight_decay_rate, layer_decay, n_layers,
+                                power=1.0, clip_norm=1.0):
+    """google-research/electra model/optimization.py, transcribed to NumPy (float64).
+
+    create_optimizer: lr_t = polynomial_decay(lr, step, T, end 0, power) * min(1,
+    step / warmup) at the global step before the update; _get_layer_lrs scales it
+    by layer_decay ** (n_layers + 2 - depth); the gradients are clipped to
+    global norm 1. AdamWeightDecayOptimizer._apply_gradients: no bias
+    correction, decay added to the update unless the name matches
+    ["LayerNorm", "layer_norm", "bias"].
+    """
+    import re
+
+    depths = {"embeddings": 0, "embeddings_project": 0, "classifier": n_layers + 2,
+              **{f"layer_{i}": i + 1 for i in range(n_layers)}}
+    params = [np.asarray(p, np.float64).copy() for p in params]
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    history = []
+    for step, grads in enumerate(grads_per_step):
+        grads = [np.asarray(g, np.float64) for g in grads]
+        norm = np.sqrt(sum((g ** 2).sum() for g in grads))
+        grads = [g * clip_norm / max(norm, clip_norm) for g in grads]
+        lr_t = lr * (1 - min(step, num_train_steps) / num_train_steps) ** power
+        lr_t *= min(1.0, step / num_warmup_steps)
+        for i, (g, path) in enumerate(zip(grads, paths)):
+            layer_lr = lr_t * layer_decay ** (n_layers + 2 - depths[path.split("/")[1]])
+            m[i] = 0.9 * m[i] + (1 - 0.9) * g
+            v[i] = 0.999 * v[i] + (1 - 0.999) * g ** 2
+            update = m[i] / (np.sqrt(v[i]) + 1e-6)
+            if not any(re.search(r, path) for r in ("LayerNorm", "layer_norm", "bias")):
+                update += weight_decay_rate * params[i]
+            params[i] = params[i] - layer_lr * update
+        history.append([p.copy() for p in params])
+    return history, m, v
+
+
+def test_matches_the_original_adam_weight_decay_optimizer_step_by_step():
+    """Several steps of warmup and decay, with decay, exclusions, layer-wise rates
+    and clipping, against the original's update rule."""
+    n, steps = 2, 8
+    model = _toy(n)
+    rng = np.random.default_rng(0)
+    for v in model.trainable_variables:
+        v.assign(rng.normal(0, 0.5, v.shape).astype(np.float32))
+    variables = model.trainable_variables
+    start = [v.numpy().copy() for v in variables]
+    # Scales of 0.05 and 3: some steps are clipped, others not.
+    grads = [[(rng.normal(size=v.shape) * (3.0 if s % 3 == 0 else 0.05)).astype(np.float32)
+              for v in variables] for s in range(steps)]
+    opt = create_optimizer(1e-2, num_train_steps=10, num_warmup_steps=3, weight_decay_rate=0.1,
+                           layerwise_lr_decay=0.7, n_layers=n)
+    expected, m, v = _original_adam_weight_decay(
+        start, grads, [v.path for v in variables], 1e-2, 10, 3, 0.1, 0.7, n)
+    for s in range(steps):
+        opt.apply([tf.constant(g) for g in grads[s]], variables)
+        for var, want in zip(variables, expected[s]):
+            np.testing.assert_allclose(var.numpy(), want, rtol=1e-5, atol=1e-7,
+                                       err_msg=f"step {s}: {var.path}")
+    # The moments live in Keras' Adam slots, in variable order (what checkpoints hold).
+    for i in range(len(variables)):
+        np.testing.assert_allclose(opt._momentums[i].numpy(), m[i], rtol=1e-4, atol=1e-9)
+        np.testing.assert_allclose(opt._velocities[i].numpy(), v[i], rtol=1e-4, atol=1e-12)
+    names = [x.name for x in opt.variables]
+    assert names == ["iteration"] + [f"{x.path.replace('/', '_')}_{kind}"
+                                     for x in variables for kind in ("momentum", "velocity")]
+
+
+def test_bias_correction_flag_is_keras_adam():
+    """adam_bias_correction=True: each step is Keras' Adam step plus the decoupled decay."""
+    model = _toy()
+    variables = model.trainable_variables
+    rng = np.random.default_rng(1)
+    grads = [[rng.normal(size=v.shape).astype(np.float32) * 0.01 for v in variables]
+             for _ in range(3)]
+    ours = create_optimizer(1e-2, 100, 0, weight_decay_rate=0.0, clip_norm=None,
+                            adam_bias_correction=True)
+    keras_adam = keras.optimizers.Adam(
+        WarmupPolynomialDecay(1e-2, 100, 0), beta_1=0.9, beta_2=0.999, epsilon=1e-6)
+    twin = _toy()
+    for a, b in zip(twin.trainable_variables, variables):
+        a.assign(b)
+    for g in grads:
+        ours.apply([tf.constant(x) for x in g], variables)
+        keras_adam.apply([tf.constant(x) for x in g], twin.trainable_variables)
+    for a, b in zip(variables, twin.trainable_variables):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-8)
 
 
 def test_layerwise_weight_decay_uses_the_scaled_rate():
@@ -227,5 +327,6 @@ def test_fit_and_config_round_trip():
         again.global_clipnorm,
         again.epsilon,
         again.weight_decay,
-    ) == (0.8, 2, 1.0, 1e-6, 0.01)
+        again.bias_correction,
+    ) == (0.8, 2, 1.0, 1e-6, 0.01, False)
     assert isinstance(again._learning_rate, WarmupPolynomialDecay)
