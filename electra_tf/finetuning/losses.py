@@ -1,14 +1,27 @@
 """Fine-tuning losses by head kind: pure keras.ops functions of logits and targets.
 
-All are computed in float32 with the pre-training losses' own softmax and
-sigmoid cross-entropies (`electra_tf.objectives.losses`).
+As the original's run_finetuning.py, the loss is SUMMED over the batch: each
+task's `get_prediction_module` returns per-example losses, and the original's
+FinetuningModel sums them (`tf.reduce_sum`, over the batch and the one-hot
+task id). Global-norm clipping at 1.0 therefore acts on the gradient of a sum
+over 32 examples, as in the original (on a mean it would almost never act).
+The per-example losses are the original's:
 
-- classification: softmax cross-entropy, averaged over the batch;
-- regression (STS-B): mean squared error;
-- span: (CE(start) + CE(end)) / 2, plus 0.5 x sigmoid CE of the answerability
-  logit against "answerable" for SQuAD 2.0 (docs/reference.md, Fine-tuning);
-- tagging: token cross-entropy weighted by tag_weights (first wordpieces of
-  the words a window owns), divided by the weight sum.
+- classification (classification_tasks.py): softmax cross-entropy;
+- regression (STS-B): squared error;
+- span (qa_tasks.py): (CE(start) + CE(end)) / 2, plus 0.5 x sigmoid CE of the
+  answerability logit for SQuAD 2.0 (the original's logit predicts
+  "impossible"; ours predicts "answerable" and is trained against
+  1 - is_impossible, the same loss with the logit's sign flipped);
+- tagging (tagging_tasks.py): token cross-entropy times tag_weights (the
+  first wordpiece of each word a window owns), summed over the tokens: the
+  batch's loss is the sum over all weighted tokens.
+
+`task_loss_count` gives what the sum runs over (examples; weighted tokens for
+tagging), so that a loop can report the readable mean, loss / count.
+
+Everything is computed in float32 with the pre-training losses' own softmax
+and sigmoid cross-entropies (`electra_tf.objectives.losses`).
 """
 
 from __future__ import annotations
@@ -21,35 +34,41 @@ ANSWERABLE_WEIGHT = 0.5
 
 
 def classification_loss(logits, label):
-    """logits [B, C], label int [B] -> scalar."""
-    return ops.mean(softmax_cross_entropy(logits, label))
+    """logits [B, C], label int [B] -> scalar: the summed cross-entropy."""
+    return ops.sum(softmax_cross_entropy(logits, label))
 
 
 def regression_loss(logits, label):
-    """logits [B], label float [B] -> scalar MSE."""
-    return ops.mean(ops.square(ops.cast(logits, "float32") - ops.cast(label, "float32")))
+    """logits [B], label float [B] -> scalar: the summed squared error."""
+    return ops.sum(ops.square(ops.cast(logits, "float32") - ops.cast(label, "float32")))
 
 
 def span_loss(start_logits, end_logits, start_positions, end_positions,
               answerable_logits=None, is_impossible=None):
-    """Start/end CE over [B, L] logits, plus the weighted answerability loss."""
-    loss = 0.5 * (ops.mean(softmax_cross_entropy(start_logits, start_positions))
-                  + ops.mean(softmax_cross_entropy(end_logits, end_positions)))
+    """Start/end CE over [B, L] logits, plus the weighted answerability loss, summed."""
+    per_example = 0.5 * (softmax_cross_entropy(start_logits, start_positions)
+                         + softmax_cross_entropy(end_logits, end_positions))
     if answerable_logits is not None:
         answerable = 1.0 - ops.cast(is_impossible, "float32")
-        bce = sigmoid_cross_entropy(answerable_logits, answerable)
-        loss = loss + ANSWERABLE_WEIGHT * ops.mean(bce)
-    return loss
+        per_example = per_example + ANSWERABLE_WEIGHT * sigmoid_cross_entropy(
+            answerable_logits, answerable)
+    return ops.sum(per_example)
 
 
 def tagging_loss(tag_logits, tag_ids, tag_weights):
-    """tag_logits [B, L, T], tag_ids int [B, L], tag_weights [B, L] -> scalar."""
+    """tag_logits [B, L, T], tag_ids int [B, L], tag_weights [B, L] -> scalar.
+
+    The weighted token cross-entropy summed over every token of the batch.
+    """
     w = ops.cast(tag_weights, "float32")
-    return ops.sum(softmax_cross_entropy(tag_logits, tag_ids) * w) / (ops.sum(w) + 1e-6)
+    return ops.sum(softmax_cross_entropy(tag_logits, tag_ids) * w)
 
 
 def task_loss(kind: str, outputs: dict, labels: dict):
-    """Dispatches on the head kind; `labels` as base.Features.labels."""
+    """The summed loss of a batch; dispatches on the head kind.
+
+    `labels` as base.Features.labels. Divide by `task_loss_count` for the mean.
+    """
     if kind == "classification":
         return classification_loss(outputs["logits"], labels["label"])
     if kind == "regression":
@@ -61,3 +80,15 @@ def task_loss(kind: str, outputs: dict, labels: dict):
     if kind == "tagging":
         return tagging_loss(outputs["tag_logits"], labels["tag_ids"], labels["tag_weights"])
     raise ValueError(f"unknown head kind {kind!r}")
+
+
+def task_loss_count(kind: str, labels: dict):
+    """What `task_loss` sums over, as float32: the examples, or for tagging the
+    weighted tokens (at least 1e-6). loss / count is the per-example (per-token)
+    mean, the number to report."""
+    if kind == "tagging":
+        return ops.sum(ops.cast(labels["tag_weights"], "float32")) + 1e-6
+    key = "start_positions" if kind == "span" else "label"
+    if kind not in ("classification", "regression", "span"):
+        raise ValueError(f"unknown head kind {kind!r}")
+    return ops.cast(ops.shape(labels[key])[0], "float32")
