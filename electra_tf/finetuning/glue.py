@@ -16,7 +16,8 @@ unbalanced quotes, and each record is one line.
 
 Sentence pairs go in file order ([CLS] sentence1 [SEP] sentence2 [SEP]; MNLI
 premise first), as BERT's and ELECTRA's readers do. Labels are the Model
-Garden / ELECTRA label lists; STS-B is a regression on the 0..5 score.
+Garden / ELECTRA label lists; STS-B is a regression on the 0..5 score, whose
+gold values stay float64 through the metrics.
 Defaults follow the paper's Table 7: 10 epochs for RTE and STS-B, 3 for the
 rest, max_seq_length 128.
 
@@ -173,7 +174,8 @@ class GlueTask(Task):
         inputs = dict(zip(("input_ids", "input_mask", "segment_ids"), columns))
         labels = {}
         if examples and all(e.label is not None for e in examples):
-            labels = {"label": self._gold(examples)}
+            gold = self._gold(examples)
+            labels = {"label": gold.astype(np.float32) if self.is_regression else gold}
         return Features(inputs=inputs, labels=labels,
                         example_index=np.arange(len(examples), dtype=np.int32))
 
@@ -328,8 +330,9 @@ class GlueTask(Task):
         return value
 
     def _gold(self, examples: Sequence[GlueExample]) -> np.ndarray:
+        """Label ids int32 [n], or the scores float64 [n] (as read, no rounding)."""
         if self.is_regression:
-            return np.asarray([e.label for e in examples], np.float32)
+            return np.asarray([e.label for e in examples], np.float64)
         return np.asarray([self.label_names.index(e.label) for e in examples], np.int32)
 
 

@@ -233,6 +233,19 @@ def test_predictions_metrics_and_submission_round_trip(glue_dir, tokenizer, tmp_
         stsb.metrics(scores[:1], stsb.read(glue_dir, "test"))
 
 
+def test_stsb_pearson_keeps_the_gold_scores_in_float64(tmp_path):
+    """By hand: gold (0.1, 0.2, 0.6), predictions (0, 1, 0): deviations (-0.2, -0.1, 0.3)
+    and (-1/3, 2/3, -1/3), covariance -0.1, norms^2 0.14 and 2/3: r = -sqrt(3/28).
+    Gold rounded to float32 moves r by ~6e-9."""
+    stsb = glue.get_task("stsb")
+    rows = "".join(f"{i}\tg\tf\ty\to\ts\ts\ta\tb\t{v}\n" for i, v in enumerate(
+        ("0.1", "0.2", "0.6")))
+    examples = stsb.read_file(_write(tmp_path, "dev.tsv", f"{STSB_COLS}\tscore\n{rows}"), True)
+    got = stsb.metrics(np.array([0.0, 1.0, 0.0]), examples)
+    assert abs(got["pearson"] + np.sqrt(3 / 28)) < 1e-15
+    assert got["spearman"] == 0.0  # ranks (1, 2, 3) and (1.5, 3, 1.5): no covariance
+
+
 def test_eval_glue_cli_scores_a_submission_file(glue_dir, tmp_path):
     task = glue.get_task("mrpc")
     examples = task.read(glue_dir, "dev")  # gold 1, 0, 1
