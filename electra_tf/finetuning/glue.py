@@ -16,8 +16,10 @@ unbalanced quotes, and each record is one line.
 
 Sentence pairs go in file order ([CLS] sentence1 [SEP] sentence2 [SEP]; MNLI
 premise first), as BERT's and ELECTRA's readers do. Labels are the Model
-Garden / ELECTRA label lists; STS-B is a regression on the 0..5 score, whose
-gold values stay float64 through the metrics.
+Garden / ELECTRA label lists. STS-B is a regression on the 0..5 score that,
+as the original's RegressionTask, trains on (score - 0) / 5; `predictions`
+maps the model's output back (x 5 + 0), so the metrics and the submission
+file are on the 0..5 scale. Gold scores stay float64 through the metrics.
 Defaults follow the paper's Table 7: 10 epochs for RTE and STS-B, 3 for the
 rest, max_seq_length 128.
 
@@ -81,6 +83,9 @@ class GlueTask(Task):
       skip_malformed_rows: log and skip rows with too few columns instead of
         raising (off: GLUE's files are clean under QUOTE_NONE; for mirrors that
         are not).
+      regression_min, regression_max: STS-B's score range; the training
+        target is (score - min) / max and predictions are output * max + min,
+        as the original's RegressionTask.
     """
 
     name: str
@@ -94,6 +99,8 @@ class GlueTask(Task):
     default_epochs: int = 3
     default_max_seq_length: int = 128
     skip_malformed_rows: bool = False
+    regression_min: float = 0.0
+    regression_max: float = 1.0
 
     # === The base.Task contract ===
 
@@ -175,18 +182,22 @@ class GlueTask(Task):
         labels = {}
         if examples and all(e.label is not None for e in examples):
             gold = self._gold(examples)
-            labels = {"label": gold.astype(np.float32) if self.is_regression else gold}
+            if self.is_regression:  # the original's target: (score - min) / max
+                gold = ((gold - self.regression_min) / self.regression_max).astype(np.float32)
+            labels = {"label": gold}
         return Features(inputs=inputs, labels=labels,
                         example_index=np.arange(len(examples), dtype=np.int32))
 
     def predictions(self, outputs: dict[str, np.ndarray], examples: Sequence[GlueExample],
                     features: Features) -> np.ndarray:
-        """outputs["logits"] -> label ids int64 [n_examples] (argmax) or STS-B scores."""
+        """outputs["logits"] -> label ids int64 [n_examples] (argmax) or STS-B scores
+        (float64, output * regression_max + regression_min: the 0..5 scale)."""
         logits = np.asarray(outputs["logits"])
         if logits.shape[0] != len(features):
             raise ValueError(f"{logits.shape[0]} rows of logits for {len(features)} features")
         if self.is_regression:
             per_row = logits.reshape(len(features), -1)[:, 0].astype(np.float64)
+            per_row = per_row * self.regression_max + self.regression_min
             result = np.full(len(examples), np.nan)
         else:
             per_row = np.argmax(logits.reshape(len(features), -1), axis=-1)
@@ -380,7 +391,8 @@ GLUE_TASKS: dict[str, GlueTask] = _registry(
              headerless_columns=("source", "label", "star", "sentence")),
     GlueTask("sst2", "SST-2", _BINARY, "sentence", None, "label"),
     GlueTask("mrpc", "MRPC", _BINARY, "#1 String", "#2 String", "Quality"),
-    GlueTask("stsb", "STS-B", (), "sentence1", "sentence2", "score", default_epochs=10),
+    GlueTask("stsb", "STS-B", (), "sentence1", "sentence2", "score", default_epochs=10,
+             regression_min=0.0, regression_max=5.0),
     GlueTask("qqp", "QQP", _BINARY, "question1", "question2", "is_duplicate"),
     GlueTask("mnli", "MNLI", ("contradiction", "entailment", "neutral"),
              "sentence1", "sentence2", "gold_label"),

@@ -196,7 +196,8 @@ def test_featurize_single_sentence_regression_and_test(glue_dir, tokenizer):
     stsb = glue.get_task("stsb")
     f = stsb.featurize(stsb.read(glue_dir, "dev"), tokenizer, 12)
     assert f.labels["label"].dtype == np.float32
-    np.testing.assert_allclose(f.labels["label"], [4.5, 1.0, 2.25])
+    # The original's RegressionTask target: (score - 0.0) / 5.0.
+    np.testing.assert_array_equal(f.labels["label"], np.float32([0.9, 0.2, 0.45]))
     f = stsb.featurize(stsb.read(glue_dir, "test"), tokenizer, 12)
     assert f.labels == {} and f.inputs["input_ids"].shape == (1, 12)
     with pytest.raises(ValueError, match="at least 3"):
@@ -222,10 +223,13 @@ def test_predictions_metrics_and_submission_round_trip(glue_dir, tokenizer, tmp_
     stsb = glue.get_task("stsb")
     examples = stsb.read(glue_dir, "dev")
     features = stsb.featurize(examples, tokenizer, 16)
-    scores = stsb.predictions({"logits": np.array([3.5, 0.25, 2.0], np.float32)}, examples,
+    scores = stsb.predictions({"logits": np.array([0.75, 0.05, 0.5], np.float32)}, examples,
                               features)
+    # Back on the 0..5 scale: output x 5.0 + 0.0.
+    np.testing.assert_allclose(scores, [3.75, 0.25, 2.5], rtol=1e-7)
     path = str(tmp_path / "STS-B.tsv")
     stsb.write_predictions(scores, examples, path)
+    np.testing.assert_array_equal(stsb.read_predictions(path, examples), scores)
     dev_file = os.path.join(glue_dir, "STS-B", "dev.tsv")
     assert glue.evaluate_submission("sts-b", path, dev_file) == stsb.metrics(scores, examples)
     assert list(stsb.metrics(scores, examples)) == ["spearman", "pearson"]
