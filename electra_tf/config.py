@@ -140,8 +140,9 @@ class PretrainingConfig:
     do_lower_case: bool = True  # lower-case and strip accents before WordPiece
 
     # --- loss ---
-    electra_objective: bool = True  # False trains a plain MLM (BERT) generator only
+    electra_objective: bool = True  # False trains a plain MLM (BERT) at D's size only
     objective: str = "electra"  # electra | bert_mlm | electra_15 | replace_mlm | all_tokens_mlm
+    bert_80_10_10: bool = False  # bert_mlm: BERT's 80/10/10 [MASK]/random/kept (original: 85/15)
     training_algorithm: str = "joint"  # joint | two_stage (G then D, n steps each) | adversarial
     gen_weight: float = 1.0  # weight of the generator's MLM loss
     disc_weight: float = 50.0  # weight of the discriminator's loss (lambda)
@@ -203,7 +204,14 @@ class PretrainingConfig:
         return EncoderConfig(**values).validate()
 
     def generator_config(self) -> EncoderConfig:
-        """G's config, sized as the original's get_generator_config."""
+        """G's config, sized as the original's get_generator_config.
+
+        BERT (objective bert_mlm, electra_objective=False): D's config, as the
+        original builds BERT's transformer at the full size whatever
+        generator_hidden_size and generator_layers say.
+        """
+        if self.resolved_objective == "bert_mlm":
+            return self.discriminator_config()
         return generator_config(self.discriminator_config(),
                                 self.generator_hidden_size, self.generator_layers,
                                 tie_embeddings=not self.untied_generator_embeddings)
@@ -363,6 +371,7 @@ class FinetuningConfig:
     keep_checkpoint_max: int = 3  # checkpoints kept
     seed: int = 0  # init of the head, shuffling and dropout
     do_lower_case: bool = True  # must match the vocab and pre-training
+    double_unordered: bool = True  # MRPC, STS-B: also train on each pair in the other order
     no_answer_threshold: float = 0.0  # SQuAD 2.0: null-odds threshold (tuned on dev)
     tagging_scheme: str = "BIO"  # ner/chunking: BIO or BIOES tags
 

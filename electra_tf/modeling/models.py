@@ -13,6 +13,9 @@ Weight sharing (paper section 3.2; `PretrainingConfig` flags):
   width.
 - `untied_generator=False`: G runs D's whole encoder object (equal sizes) and
   adds only its MLM head.
+- BERT (objective `bert_mlm`): as `untied_generator=False` whatever the
+  generator sizes: the original builds BERT's transformer at D's full size, in
+  D's scope, with the generator's MLM head (`generator_predictions`).
 In every mode the MLM head's output weights are G's input word embeddings.
 """
 
@@ -202,7 +205,7 @@ def build_pretraining_models(
     """
     config.validate()
     discriminator = build_discriminator(config.discriminator_config(), head_kind)
-    if not config.untied_generator:
+    if not config.untied_generator or config.resolved_objective == "bert_mlm":
         generator = ElectraGenerator(None, encoder=discriminator.encoder)
     elif config.untied_generator_embeddings:
         generator = ElectraGenerator(config.generator_config())

@@ -1,8 +1,11 @@
 """The paper's efficiency ablations as objectives (section 3.5, Table 5).
 
 All share the generator, the masking and the sampling of `ElectraObjective`:
-- `bert_mlm`: BERT. Only the generator (size it with generator_hidden_size=1.0)
-  is trained, with BERT's 80/10/10 corruption; its encoder is the model kept.
+- `bert_mlm`: BERT, as the original's electra_objective=False: one MLM model at
+  D's full size (generator_hidden_size and generator_layers do not apply; see
+  modeling.models.build_pretraining_models), with the original's masking,
+  85% [MASK] / 15% kept (`bert_80_10_10=True`: BERT's 80% [MASK] / 10% random
+  / 10% kept); its encoder is the model kept.
 - `electra_15`: ELECTRA whose discriminator loss counts only the masked
   (15%) positions.
 - `replace_mlm`: the masked positions get generator samples instead of [MASK];
@@ -73,12 +76,24 @@ def copy_mechanism_loss(logits, copy_logits, input_ids, original_ids, input_mask
 
 @dataclasses.dataclass(frozen=True)
 class BertMlmObjective(ElectraObjective):
-    """BERT: the generator alone, with 80/10/10 corruption."""
+    """BERT: one MLM model at D's size, trained alone.
+
+    Masking as the original's (85% [MASK] / 15% kept, no random token);
+    `bert_80_10_10` gives BERT's 80/10/10 instead.
+    """
+
+    bert_80_10_10: bool = False  # BERT's 80% [MASK] / 10% random / 10% kept
 
     name: ClassVar[str] = "bert_mlm"
     uses_discriminator: ClassVar[bool] = False
     head_kind: ClassVar[str] = RTD_HEAD
-    masking: ClassVar[dict] = {"mask_token_prob": 0.8, "random_token_prob": 0.1}
+
+    @property
+    def masking(self) -> dict:
+        """MaskingConfig options: {} (the original's 85/15) or BERT's 80/10/10."""
+        if self.bert_80_10_10:
+            return {"mask_token_prob": 0.8, "random_token_prob": 0.1}
+        return {}
 
     def fake_data(self, batch, mlm_logits, seed):
         return {}

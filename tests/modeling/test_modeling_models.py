@@ -93,6 +93,18 @@ def test_fully_tied_generator(pretraining_config):
         pretraining_config(untied_generator=False, generator_hidden_size=0.5)
 
 
+@pytest.mark.parametrize("overrides", [{"objective": "bert_mlm"},
+                                       {"electra_objective": False}])
+def test_bert_is_built_at_the_discriminators_full_size(pretraining_config, inputs, overrides):
+    """The original builds BERT with D's config whatever generator_hidden_size says."""
+    config = pretraining_config(generator_hidden_size=0.25, generator_layers=0.5, **overrides)
+    assert config.generator_config() == config.discriminator_config()
+    gen, disc = build_pretraining_models(config)
+    assert gen.encoder is disc.encoder
+    assert gen.encoder.config.hidden_size == 16 and len(gen.encoder.transformer_layers) == 2
+    assert gen(inputs())["sequence_output"].shape == (2, 16, 16)
+
+
 def test_generator_size_follows_config_fractions():
     hparams = {"embedding_size": 32, "hidden_size": 256, "num_hidden_layers": 4,
                "num_attention_heads": 4, "intermediate_size": 64, "max_position_embeddings": 16}

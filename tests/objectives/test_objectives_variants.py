@@ -67,7 +67,23 @@ def test_bert_and_replace_mlm_losses():
     out = ReplaceMlmObjective().compute_loss(b, gen, {}, {"mlm_logits": main})
     expected = mlm + np_mlm(main, b["masked_lm_ids"], b["masked_lm_weights"])
     np.testing.assert_allclose(float(out["loss"]), expected, rtol=1e-5)
-    assert BertMlmObjective.masking == {"mask_token_prob": 0.8, "random_token_prob": 0.1}
+
+
+def test_bert_masks_as_the_original_unless_asked_for_80_10_10():
+    from electra_tf.config import PretrainingConfig
+    from electra_tf.data.masking import MaskingConfig
+    from electra_tf.objectives.variants import get_objective
+
+    def masking(**overrides):
+        objective = get_objective(PretrainingConfig(**overrides))
+        return MaskingConfig(0.15, 19, 103, 101, 102, 30522, **objective.masking)
+
+    # The original's pretrain_helpers.mask: 85% [MASK], 15% kept, for BERT too.
+    for overrides in ({"objective": "bert_mlm"}, {"electra_objective": False}, {}):
+        m = masking(**overrides)
+        assert (m.mask_token_prob, m.random_token_prob) == (0.85, 0.0), overrides
+    m = masking(objective="bert_mlm", bert_80_10_10=True)
+    assert (m.mask_token_prob, m.random_token_prob) == (0.8, 0.1)
 
 
 def test_copy_mechanism_loss_matches_numpy():
