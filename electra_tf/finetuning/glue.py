@@ -15,13 +15,17 @@ Quotes are ordinary characters (csv.QUOTE_NONE): GLUE sentences contain
 unbalanced quotes, and each record is one line.
 
 Sentence pairs go in file order ([CLS] sentence1 [SEP] sentence2 [SEP]; MNLI
-premise first), as BERT's and ELECTRA's readers do. Labels are the Model
-Garden / ELECTRA label lists. STS-B is a regression on the 0..5 score that,
-as the original's RegressionTask, trains on (score - 0) / 5; `predictions`
-maps the model's output back (x 5 + 0), so the metrics and the submission
-file are on the 0..5 scale. Gold scores stay float64 through the metrics.
-Defaults follow the paper's Table 7: 10 epochs for RTE and STS-B, 3 for the
-rest, max_seq_length 128.
+premise first), as BERT's and ELECTRA's readers do. For MRPC and STS-B, where
+the order of the two sentences carries no meaning, the train split also holds
+every pair in the other order, after all the pairs in file order (the
+original's `double_unordered`, on by default; `double_unordered=False` turns
+it off); other splits are never doubled. Labels are the Model Garden / ELECTRA
+label lists. STS-B is a regression on the 0..5 score that, as the original's
+RegressionTask, trains on (score - 0) / 5; `predictions` maps the model's
+output back (x 5 + 0), so the metrics and the submission file are on the
+0..5 scale. Gold scores stay float64 through the metrics. Defaults follow the
+paper's Table 7: 10 epochs for RTE and STS-B, 3 for the rest, max_seq_length
+128.
 
 Predictions are written in GLUE's submission format: a `<TASK>.tsv` with the
 header "index\tprediction", label names for classification, floats for STS-B.
@@ -83,6 +87,9 @@ class GlueTask(Task):
       skip_malformed_rows: log and skip rows with too few columns instead of
         raising (off: GLUE's files are clean under QUOTE_NONE; for mirrors that
         are not).
+      unordered: the two sentences' order carries no meaning (MRPC, STS-B).
+      double_unordered: for an `unordered` task, the train split also holds
+        each pair in the other order (the original's double_unordered).
       regression_min, regression_max: STS-B's score range; the training
         target is (score - min) / max and predictions are output * max + min,
         as the original's RegressionTask.
@@ -99,6 +106,8 @@ class GlueTask(Task):
     default_epochs: int = 3
     default_max_seq_length: int = 128
     skip_malformed_rows: bool = False
+    unordered: bool = False
+    double_unordered: bool = True
     regression_min: float = 0.0
     regression_max: float = 1.0
 
@@ -137,6 +146,9 @@ class GlueTask(Task):
     def read(self, data_dir: str, split: str) -> list[GlueExample]:
         """Examples of `<data_dir>/<split>.tsv` (or `<data_dir>/<dir_name>/<split>.tsv`).
 
+        The train split of an `unordered` task with `double_unordered` is
+        followed by its pairs in the other order (guid "train-<index>-swapped").
+
         Raises:
           ValueError: an unknown split.
           TaskDataError: a missing file, a bad row or label, no examples.
@@ -148,7 +160,11 @@ class GlueTask(Task):
         nested = os.path.join(data_dir, self.dir_name, f"{split}.tsv")
         if not _exists(path) and _exists(nested):
             path = nested
-        return self.read_file(path, labelled=not split.startswith("test"), split=split)
+        examples = self.read_file(path, labelled=not split.startswith("test"), split=split)
+        if split == "train" and self.unordered and self.double_unordered:
+            examples += [dataclasses.replace(e, guid=f"{e.guid}-swapped", text_a=e.text_b,
+                                             text_b=e.text_a) for e in examples]
+        return examples
 
     def read_file(self, path: str, labelled: bool, split: str = "") -> list[GlueExample]:
         """Examples of one TSV in this task's layout (labelled: train/dev; else test)."""
@@ -390,9 +406,9 @@ GLUE_TASKS: dict[str, GlueTask] = _registry(
     GlueTask("cola", "CoLA", _BINARY, "sentence", None, "label",
              headerless_columns=("source", "label", "star", "sentence")),
     GlueTask("sst2", "SST-2", _BINARY, "sentence", None, "label"),
-    GlueTask("mrpc", "MRPC", _BINARY, "#1 String", "#2 String", "Quality"),
+    GlueTask("mrpc", "MRPC", _BINARY, "#1 String", "#2 String", "Quality", unordered=True),
     GlueTask("stsb", "STS-B", (), "sentence1", "sentence2", "score", default_epochs=10,
-             regression_min=0.0, regression_max=5.0),
+             unordered=True, regression_min=0.0, regression_max=5.0),
     GlueTask("qqp", "QQP", _BINARY, "question1", "question2", "is_duplicate"),
     GlueTask("mnli", "MNLI", ("contradiction", "entailment", "neutral"),
              "sentence1", "sentence2", "gold_label"),

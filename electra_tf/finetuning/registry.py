@@ -1,8 +1,12 @@
-"""Task names -> Task objects for the fine-tuning CLI."""
+"""Task names -> Task objects for the fine-tuning CLI.
+
+    task = task_from_config(config)   # a FinetuningConfig: its name and task options
+    task = get_task("mrpc")           # the same with the FinetuningConfig defaults
+"""
 
 from __future__ import annotations
 
-from electra_tf.config import ConfigError
+from electra_tf.config import ConfigError, FinetuningConfig
 
 TAGGING_TASKS = ("ner", "chunking")
 SQUAD_TASKS = {"squad_v1": "1.1", "squad_v2": "2.0"}
@@ -14,18 +18,33 @@ def task_names() -> list[str]:
     return sorted(GLUE_TASKS) + sorted(SQUAD_TASKS) + list(TAGGING_TASKS)
 
 
-def get_task(name: str, tagging_scheme: str = "BIO", no_answer_threshold: float = 0.0):
-    """A fresh Task for `name` (GLUE task, squad_v1/squad_v2, ner/chunking)."""
+def task_from_config(config: FinetuningConfig):
+    """A fresh Task for `config.task_name`, with the task options of `config`.
+
+    The options: tagging_scheme (ner/chunking), double_unordered (MRPC,
+    STS-B; ignored by the other GLUE tasks) and no_answer_threshold (SQuAD).
+    """
     from electra_tf.finetuning import glue
 
+    name = config.task_name
     if name in glue.GLUE_TASKS:
-        return glue.get_task(name)
+        task = glue.get_task(name)
+        return glue.get_task(name, double_unordered=config.double_unordered) \
+            if task.unordered else task
     if name in SQUAD_TASKS:
         from electra_tf.finetuning.squad import SquadTask
 
-        return SquadTask(version=SQUAD_TASKS[name], no_answer_threshold=no_answer_threshold)
+        return SquadTask(version=SQUAD_TASKS[name],
+                         no_answer_threshold=config.no_answer_threshold)
     if name in TAGGING_TASKS:
         from electra_tf.finetuning.tagging import TaggingTask
 
-        return TaggingTask(name=name, scheme=tagging_scheme)
+        return TaggingTask(name=name, scheme=config.tagging_scheme)
     raise ConfigError(f"unknown task_name {name!r}; known: {', '.join(task_names())}")
+
+
+def get_task(name: str, tagging_scheme: str = "BIO", no_answer_threshold: float = 0.0):
+    """A fresh Task for `name` (GLUE task, squad_v1/squad_v2, ner/chunking); the
+    task options not given here take their FinetuningConfig defaults."""
+    return task_from_config(FinetuningConfig(task_name=name, tagging_scheme=tagging_scheme,
+                                             no_answer_threshold=no_answer_threshold))

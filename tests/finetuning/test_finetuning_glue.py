@@ -80,14 +80,15 @@ GLUE_FILES = {
 }
 
 # (task, split) -> (number of examples, first example's (index, text_a, text_b, label)).
+# MRPC's and STS-B's train splits also hold every pair swapped (double_unordered).
 EXPECTED = {
     ("cola", "train"): (2, ("0", '"the model reads a token.', None, "1")),
     ("cola", "test"): (2, ("0", 'the "small" model.', None, None)),
     ("sst2", "train"): (2, ("0", "it 's a \" charming journey ", None, "1")),
     ("sst2", "test"): (1, ("0", 'the model " reads', None, None)),
-    ("mrpc", "train"): (2, ("0", '"the model" reads.', "the model reads", "1")),
+    ("mrpc", "train"): (4, ("0", '"the model" reads.', "the model reads", "1")),
     ("mrpc", "test"): (2, ("0", "a", "b", None)),
-    ("stsb", "train"): (2, ("0", 'A "plane" is taking off.', "An air plane is taking off.", 5.0)),
+    ("stsb", "train"): (4, ("0", 'A "plane" is taking off.', "An air plane is taking off.", 5.0)),
     ("stsb", "test"): (1, ("0", "a", "b", None)),
     ("qqp", "train"): (2, ("133273", 'How is "the model"?', "What is it?", "0")),
     ("qqp", "test"): (1, ("0", 'What "?', "Which?", None)),
@@ -135,7 +136,8 @@ def test_reads_every_split_of_every_task(glue_dir, name):
         examples = task.read(os.path.join(glue_dir, task.dir_name), split)
         assert examples == task.read(glue_dir, split)
         assert len({e.guid for e in examples}) == len(examples)
-        assert all(e.guid == f"{split}-{e.index}" for e in examples)
+        assert all(e.guid == f"{split}-{e.index}" for e in examples
+                   if not e.guid.endswith("-swapped"))
         assert all((e.label is None) == split.startswith("test") for e in examples)
         assert all((e.text_b is None) == (name in ("cola", "sst2")) for e in examples)
         if (name, split) in EXPECTED:
@@ -161,6 +163,7 @@ def test_registry_defaults_and_submission_names():
     assert mnli.label_names == ("contradiction", "entailment", "neutral")
     assert glue.get_task("cola").metric_names == ("mcc",)
     assert glue.get_task("mrpc", skip_malformed_rows=True).skip_malformed_rows
+    assert {n for n, t in glue.GLUE_TASKS.items() if t.unordered} == {"mrpc", "stsb"}
     with pytest.raises(ValueError, match="unknown GLUE task 'ax'"):
         glue.get_task("ax")
     with pytest.raises(ValueError, match="mnli has no split 'dev'"):
@@ -235,6 +238,28 @@ def test_predictions_metrics_and_submission_round_trip(glue_dir, tokenizer, tmp_
     assert list(stsb.metrics(scores, examples)) == ["spearman", "pearson"]
     with pytest.raises(ValueError, match="unlabelled"):
         stsb.metrics(scores[:1], stsb.read(glue_dir, "test"))
+
+
+def test_double_unordered_swaps_only_train_pairs_of_mrpc_and_stsb(glue_dir):
+    """The original's double_unordered: MRPC's and STS-B's train split is followed by
+    each pair in the other order; dev and test are not doubled, nor other tasks."""
+    for name in ("mrpc", "stsb"):
+        task = glue.get_task(name)
+        train = task.read(glue_dir, "train")
+        plain = glue.get_task(name, double_unordered=False).read(glue_dir, "train")
+        assert len(plain) == 2 and train[:2] == plain
+        assert [(e.guid, e.index, e.text_a, e.text_b, e.label) for e in train[2:]] == [
+            (f"{e.guid}-swapped", e.index, e.text_b, e.text_a, e.label) for e in plain]
+        assert len(task.read(glue_dir, "dev")) == 3 and len(task.read(glue_dir, "test")) == 2 - (
+            name == "stsb")
+    assert len(glue.get_task("qqp").read(glue_dir, "train")) == 2  # order matters (not swapped)
+    # The FinetuningConfig flag (the original's name and default) reaches the task.
+    from electra_tf.config import FinetuningConfig
+    from electra_tf.finetuning import registry
+
+    assert FinetuningConfig().double_unordered and registry.get_task("mrpc").double_unordered
+    off = FinetuningConfig(task_name="stsb", double_unordered=False)
+    assert len(registry.task_from_config(off).read(glue_dir, "train")) == 2
 
 
 def test_stsb_pearson_keeps_the_gold_scores_in_float64(tmp_path):
