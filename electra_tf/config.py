@@ -372,7 +372,9 @@ class FinetuningConfig:
     seed: int = 0  # init of the head, shuffling and dropout
     do_lower_case: bool = True  # must match the vocab and pre-training
     double_unordered: bool = True  # MRPC, STS-B: also train on each pair in the other order
-    no_answer_threshold: float = 0.0  # SQuAD 2.0: null-odds threshold (tuned on dev)
+    squad_null_rule: str = "answerable"  # SQuAD 2.0 null odds: answerable (the original's) | combined
+    qa_na_threshold: float = -2.75  # SQuAD 2.0, rule answerable: "" when null odds exceed it
+    no_answer_threshold: float = 0.0  # SQuAD 2.0, rule combined: "" when null odds exceed it
     tagging_scheme: str = "BIO"  # ner/chunking: BIO or BIOES tags
 
     def resolved_learning_rate(self, size: str) -> float:
@@ -397,6 +399,9 @@ class FinetuningConfig:
             raise ConfigError("num_train_epochs and learning_rate must be >= 0")
         if self.tagging_scheme not in ("BIO", "BIOES"):
             raise ConfigError(f"tagging_scheme must be BIO or BIOES, got {self.tagging_scheme!r}")
+        if self.squad_null_rule not in ("answerable", "combined"):
+            raise ConfigError(f"squad_null_rule must be answerable or combined, "
+                              f"got {self.squad_null_rule!r}")
         if self.max_seq_length and self.max_seq_length < 8:
             raise ConfigError("max_seq_length must be >= 8")
         return self

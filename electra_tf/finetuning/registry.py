@@ -22,7 +22,8 @@ def task_from_config(config: FinetuningConfig):
     """A fresh Task for `config.task_name`, with the task options of `config`.
 
     The options: tagging_scheme (ner/chunking), double_unordered (MRPC,
-    STS-B; ignored by the other GLUE tasks) and no_answer_threshold (SQuAD).
+    STS-B; ignored by the other GLUE tasks) and SQuAD 2.0's null rule and its
+    threshold (`squad_null_options`).
     """
     from electra_tf.finetuning import glue
 
@@ -34,13 +35,31 @@ def task_from_config(config: FinetuningConfig):
     if name in SQUAD_TASKS:
         from electra_tf.finetuning.squad import SquadTask
 
-        return SquadTask(version=SQUAD_TASKS[name],
-                         no_answer_threshold=config.no_answer_threshold)
+        return SquadTask(version=SQUAD_TASKS[name], **squad_null_options(config.to_dict()))
     if name in TAGGING_TASKS:
         from electra_tf.finetuning.tagging import TaggingTask
 
         return TaggingTask(name=name, scheme=config.tagging_scheme)
     raise ConfigError(f"unknown task_name {name!r}; known: {', '.join(task_names())}")
+
+
+def squad_null_options(finetuning: dict) -> dict:
+    """SquadTask's null_odds_from and no_answer_threshold from FinetuningConfig fields.
+
+    Args:
+      finetuning: FinetuningConfig.to_dict(), or the "finetuning" dict of a
+        finetuning_config.json. A record without squad_null_rule was written
+        before the rule existed: its model used the "combined" rule.
+    Returns:
+      {"null_odds_from": rule, "no_answer_threshold": the rule's threshold
+      (qa_na_threshold for "answerable", no_answer_threshold for "combined")}.
+    """
+    defaults = FinetuningConfig()
+    rule = finetuning.get("squad_null_rule", "combined")
+    threshold = (finetuning.get("qa_na_threshold", defaults.qa_na_threshold)
+                 if rule == "answerable" else
+                 finetuning.get("no_answer_threshold", defaults.no_answer_threshold))
+    return {"null_odds_from": rule, "no_answer_threshold": float(threshold)}
 
 
 def get_task(name: str, tagging_scheme: str = "BIO", no_answer_threshold: float = 0.0):

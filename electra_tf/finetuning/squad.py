@@ -26,16 +26,20 @@ each context token decoded only from the window where it has the most context.
 
 Null score (2.0). answerable_logits[w] is the logit that the question is
 answerable (finetuning/losses.py trains it against 1 - is_impossible; the
-original's logit, trained against is_impossible, is its negative). Per window w,
-"combined" (the default):
-    null_w = start_logits[w, 0] + end_logits[w, 0] - answerable_weight * answerable_logits[w]
-    null_score = min_w null_w;  null_odds = null_score - best_non_null_score
-where best_non_null_score is start_logit + end_logit of the best span (BERT's
-null odds when answerable_weight=0 or without answerable_logits). "answerable"
-is the original ELECTRA's rule (finetune/qa/qa_metrics.py, answerable_classifier):
-    null_odds = null_score = min_w (-answerable_logits[w])
-The submitted answer is "" when null_odds > no_answer_threshold (the original's
-qa_na_threshold is -2.75 for its rule; tune it on dev with `best_threshold`).
+original's logit, trained against is_impossible, is its negative). Two rules
+(`null_odds_from`, FinetuningConfig.squad_null_rule):
+- "answerable" (the default) is the original ELECTRA's rule
+  (finetune/qa/qa_metrics.py with answerable_classifier):
+      null_odds = null_score = min_w (-answerable_logits[w])
+  with the original's threshold (FinetuningConfig.qa_na_threshold, -2.75);
+- "combined" (electra_tf's earlier rule), per window w:
+      null_w = start_logits[w, 0] + end_logits[w, 0] - answerable_weight * answerable_logits[w]
+      null_score = min_w null_w;  null_odds = null_score - best_non_null_score
+  where best_non_null_score is start_logit + end_logit of the best span (BERT's
+  null odds when answerable_weight=0 or without answerable_logits), with the
+  threshold FinetuningConfig.no_answer_threshold (0.0).
+The submitted answer is "" when null_odds > no_answer_threshold (the task's
+threshold, whichever rule; tune it on dev with `best_threshold`).
 """
 
 from __future__ import annotations
@@ -122,9 +126,11 @@ class SquadTask(base.Task):
       max_query_length, doc_stride, n_best_size, max_answer_length: as in the
         original configure_finetuning.py (64, 128, 20, 30).
       no_answer_threshold: 2.0: answer "" when null_odds exceeds it (tune on dev
-        with `best_threshold`).
+        with `best_threshold`); the default is the original's qa_na_threshold
+        for its "answerable" rule.
       answerable_weight: weight of -answerable_logits in the "combined" null score.
-      null_odds_from: "combined" or "answerable" (see the module docstring).
+      null_odds_from: "answerable" (the original's) or "combined" (see the module
+        docstring).
     """
 
     head = "span"
@@ -133,12 +139,12 @@ class SquadTask(base.Task):
 
     def __init__(self, version: str = "1.1", max_query_length: int = 64, doc_stride: int = 128,
                  n_best_size: int = 20, max_answer_length: int = 30,
-                 no_answer_threshold: float = 0.0, answerable_weight: float = 0.5,
-                 null_odds_from: str = "combined"):
+                 no_answer_threshold: float = -2.75, answerable_weight: float = 0.5,
+                 null_odds_from: str = "answerable"):
         if version not in ("1.1", "2.0"):
             raise ValueError(f"SQuAD version must be '1.1' or '2.0', got {version!r}")
-        if null_odds_from not in ("combined", "answerable"):
-            raise ValueError(f"null_odds_from must be 'combined' or 'answerable', "
+        if null_odds_from not in ("answerable", "combined"):
+            raise ValueError(f"null_odds_from must be 'answerable' or 'combined', "
                              f"got {null_odds_from!r}")
         if min(max_query_length, doc_stride, n_best_size, max_answer_length) < 1:
             raise ValueError("max_query_length, doc_stride, n_best_size and "

@@ -75,7 +75,8 @@ def setup(request, tokenizer, tmp_path_factory):
     folder = tmp_path_factory.mktemp("squad" + version)
     (folder / f"dev-v{version}.json").write_text(
         json.dumps(squad_json(version == "2.0"), ensure_ascii=False, indent=1), "utf-8")
-    task = SquadTask(version, max_query_length=8, doc_stride=STRIDE)
+    task = SquadTask(version, max_query_length=8, doc_stride=STRIDE, null_odds_from="combined",
+                     no_answer_threshold=0.0)
     examples = task.read(str(folder), "dev")
     return task, examples, task.featurize(examples, tokenizer, L), folder
 
@@ -236,8 +237,8 @@ def test_null_odds_threshold_and_files(setup, tmp_path):
     assert len(long_rows) > 3 and preds["q-boundary"].null_score == pytest.approx(
         min(3.0 - 0.5 * answerable[r] for r in long_rows))
     assert p.answer == "Café"  # null odds < 0 = threshold
-    original = SquadTask("2.0", max_query_length=8, doc_stride=STRIDE,
-                         null_odds_from="answerable")  # ELECTRA's qa_metrics rule
+    original = SquadTask("2.0", max_query_length=8, doc_stride=STRIDE)  # the default:
+    assert original.null_odds_from == "answerable"  # ELECTRA's qa_metrics rule
     p_orig = original.predictions(outputs, examples, feats)["q-boundary"]
     assert p_orig.null_odds == pytest.approx(-answerable[long_rows].max())
     assert preds["q-none"].answer == ""  # no span beats [CLS]: odds > 0
@@ -251,6 +252,45 @@ def test_null_odds_threshold_and_files(setup, tmp_path):
     assert metrics["HasAns_exact"] == pytest.approx(100.0 / 6) and metrics["NoAns_exact"] == 100
     thresh = best_threshold({q: x.null_odds for q, x in preds.items()}, preds, examples)
     assert thresh == metrics["best_f1_thresh"]
+
+
+def test_the_default_null_rule_is_the_originals(setup):
+    """FinetuningConfig's defaults give the original's rule (qa_metrics.py with
+    answerable_classifier): null odds = min over windows of -answerable_logit, "" when
+    above qa_na_threshold = -2.75. By hand: both questions' best span scores 5 + 5;
+    q-accent's windows have answerable logit 3.0 (odds -3.0 <= -2.75: answered),
+    q-space's 2.5 (odds -2.5 > -2.75: ""). The combined rule with threshold 0 answers
+    both: odds = 0 + 0 - 0.5 x logit - 10 < 0."""
+    from electra_tf.config import ConfigError, FinetuningConfig
+    from electra_tf.finetuning import registry
+
+    task, examples, feats, _ = setup
+    if not task.v2:
+        return
+    spans = {"q-accent": (SHORT.index("Café"), SHORT.index("Café") + 4),
+             "q-space": (SHORT.index("World"), SHORT.index("World") + 5)}
+    start, end = _logits_for(feats, examples, spans)
+    qids = [examples[i].qas_id for i in feats.example_index]
+    answerable = np.array([{"q-accent": 3.0, "q-space": 2.5}.get(q, 0.0) for q in qids],
+                          np.float32)
+    outputs = {"start_logits": start, "end_logits": end, "answerable_logits": answerable}
+    config = FinetuningConfig(task_name="squad_v2")
+    assert (config.squad_null_rule, config.qa_na_threshold) == ("answerable", -2.75)
+    default = registry.task_from_config(config)
+    preds = default.predictions(outputs, examples, feats)
+    assert (preds["q-accent"].null_odds, preds["q-accent"].answer) == (-3.0, "Café")
+    assert (preds["q-space"].null_odds, preds["q-space"].answer) == (-2.5, "")
+    combined = registry.task_from_config(FinetuningConfig(task_name="squad_v2",
+                                                          squad_null_rule="combined"))
+    assert (combined.null_odds_from, combined.no_answer_threshold) == ("combined", 0.0)
+    preds = combined.predictions(outputs, examples, feats)
+    assert preds["q-space"].null_odds == pytest.approx(-11.25)
+    assert preds["q-space"].answer == "World"
+    # A finetuning_config.json written before the rule existed was trained "combined".
+    assert registry.squad_null_options({"no_answer_threshold": 0.5}) == {
+        "null_odds_from": "combined", "no_answer_threshold": 0.5}
+    with pytest.raises(ConfigError, match="squad_null_rule"):
+        FinetuningConfig(task_name="squad_v2", squad_null_rule="bert").validate()
 
 
 def test_best_threshold_matches_find_best_thresh():
