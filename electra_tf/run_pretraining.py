@@ -32,10 +32,14 @@ flags.DEFINE_integer("demo_vocab_size", 4000, "Vocabulary size of the demo data.
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    import keras
+
     from electra_tf import runtime, training
 
+    jax_backend = keras.backend.backend() == "jax"  # KERAS_BACKEND=jax: jax_training.py
     # Before any TF op: collectives and logical devices are fixed at start-up.
-    strategy = runtime.make_strategy(FLAGS.strategy, FLAGS.num_devices, FLAGS.tpu)
+    strategy = None if jax_backend else runtime.make_strategy(FLAGS.strategy, FLAGS.num_devices,
+                                                              FLAGS.tpu)
     if FLAGS.demo_data_dir:
         from electra_tf.data.demo_corpus import prepare_demo_data
 
@@ -45,12 +49,18 @@ def main(argv):
             if not FLAGS[name].present:  # explicit flags win
                 FLAGS[name].value = value
     config, run = flags_lib.pretraining_configs()
-    trainer = training.Pretraining(config, run, strategy)
+    if jax_backend:
+        from electra_tf.jax_training import JaxPretraining
+
+        trainer = JaxPretraining(config, run)
+    else:
+        trainer = training.Pretraining(config, run, strategy)
     print(f"[pretrain] {config.model_size} discriminator "
           f"{trainer.model.discriminator.count_params():,} params, generator "
           f"{trainer.model.generator.count_params():,} (shared counted in both); "
           f"{trainer.num_replicas} replica(s), strategy={run.strategy}, "
-          f"jit={run.jit_compile}, precision={run.mixed_precision}", file=sys.stderr)
+          f"jit={True if jax_backend else run.jit_compile}, precision={run.mixed_precision}"
+          f"{', backend=jax' if jax_backend else ''}", file=sys.stderr)
     trainer.train()
 
 

@@ -1,0 +1,296 @@
+"""The pre-training loop on the JAX backend (KERAS_BACKEND=jax).
+
+    KERAS_BACKEND=jax python -m electra_tf.run_pretraining --flagfile=configs/small.flags ...
+
+The same model (ElectraPretrainer, keras.ops only), objectives, flags,
+console lines, TensorBoard summaries and output folder (artifacts.py) as the
+TensorFlow loop in training.py; what differs is the step:
+  * one `jax.jit`-compiled function does the forward pass
+    (`model.stateless_call`), the loss, the gradients, global-norm clipping
+    and the optimizer's `stateless_apply`, on explicit state;
+  * data parallelism over the local devices is Keras' distribution API
+    (keras.distribution.DataParallel): the batch is sharded, the gradient
+    reduction is XLA's;
+  * seeds are [seed, step] (the TF loop's formula with one replica: the
+    batch is one array here, whatever the number of devices);
+  * checkpoints are `checkpoints/jax-ckpt-<step>.npz` (model variables by
+    path, optimizer variables by index), written atomically; they are not
+    interchangeable with the TF loop's checkpoints.
+The input is the same tf.data pipeline (data/pipeline.py) as the TF loop with
+the default strategy, so both loops see the same batches and masks.
+
+Not yet on this runtime (clear errors): gradient accumulation, training
+algorithms or objectives that train only part of the model (two_stage,
+bert_mlm), multi-host runs, and an input path without TensorFlow.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import time
+
+import jax
+import jax.numpy as jnp
+import keras
+import numpy as np
+import tensorflow as tf
+
+from electra_tf import artifacts, reporting, runtime
+from electra_tf.algorithms import make_phases
+from electra_tf.config import ConfigError, PretrainingConfig, RunConfig
+from electra_tf.data.masking import MaskingConfig
+from electra_tf.data.pipeline import pretraining_dataset
+from electra_tf.errors import InputError
+from electra_tf.fileio import atomic_write
+from electra_tf.pretrainer import ElectraPretrainer
+from electra_tf.tokenization import Tokenizer
+
+_CKPT = re.compile(r"jax-ckpt-(\d+)\.npz$")
+
+
+class JaxPretraining:
+    """Builds and runs a pre-training run on the JAX backend (see the module docstring)."""
+
+    def __init__(self, config: PretrainingConfig, run: RunConfig):
+        if keras.backend.backend() != "jax":
+            raise ConfigError("JaxPretraining needs KERAS_BACKEND=jax")
+        self.config, self.run = config.validate(), run.validate()
+        if run.strategy not in ("default", "mirrored"):
+            raise ConfigError(f"--strategy={run.strategy} is not available on the JAX backend "
+                              "(it uses every local device; multi-host is not supported yet)")
+        if run.gradient_accumulation_steps != 1:
+            raise ConfigError("gradient_accumulation_steps > 1 is not supported on the JAX "
+                              "backend yet")
+        runtime.set_precision(run.mixed_precision)
+        tokenizer = Tokenizer(run.vocab_file, do_lower_case=config.do_lower_case)
+        if tokenizer.vocab_size != config.vocab_size:
+            raise ConfigError(f"vocab_size={config.vocab_size} but {run.vocab_file} holds "
+                              f"{tokenizer.vocab_size} tokens; set --vocab_size to match")
+        devices = jax.local_devices()[:run.num_devices or None]
+        self.num_replicas = len(devices)
+        for name in ("train_batch_size", "eval_batch_size"):
+            if getattr(config, name) % self.num_replicas:
+                raise ConfigError(f"{name}={getattr(config, name)} does not split over "
+                                  f"{self.num_replicas} devices")
+        self.distribution = None
+        if self.num_replicas > 1:
+            self.distribution = keras.distribution.DataParallel(devices=devices)
+            keras.distribution.set_distribution(self.distribution)
+        keras.utils.set_random_seed(config.seed)  # the initial weights follow the seed
+        self.model = ElectraPretrainer(config)
+        self.model.build_with_dummy_batch()
+        everything = {id(v) for v in self.model.trainable_variables}
+        for phase in make_phases(config, self.model):
+            if {id(v) for v in phase.variables} != everything:
+                raise ConfigError(f"the JAX backend trains the whole model at every step; "
+                                  f"{phase.name} (objective {config.resolved_objective}) trains "
+                                  "part of it: use the TensorFlow backend")
+        self.optimizer = runtime.pretraining_optimizer(config, self.model.trainable_variables)
+        self.masking = MaskingConfig.from_tokenizer(
+            tokenizer, config.mask_prob, config.resolved_max_predictions_per_seq,
+            **self.model.objective.masking)
+        self.checkpoint_dir = artifacts.checkpoint_dir(run.model_dir)
+        self._train_step = jax.jit(self._step_fn, donate_argnums=(0,))
+        self._eval_step = jax.jit(self._eval_fn)
+        self._last_saved = None
+
+    # === State: explicit arrays in the step, Keras variables between steps ===
+    def _state(self):
+        return ([v.value for v in self.model.trainable_variables],
+                [v.value for v in self.model.non_trainable_variables],
+                [v.value for v in self.optimizer.variables])
+
+    def _assign(self, state):
+        trainable, non_trainable, opt = state
+        for variables, values in ((self.model.trainable_variables, trainable),
+                                  (self.model.non_trainable_variables, non_trainable),
+                                  (self.optimizer.variables, opt)):
+            for v, value in zip(variables, values):
+                v.assign(value)
+
+    @property
+    def step(self) -> int:
+        return int(np.asarray(self.optimizer.iterations.value))
+
+    # === The step ===
+    def _step_fn(self, state, batch, seed):
+        trainable, non_trainable, opt_vars = state
+
+        def loss_fn(trainable):
+            outputs, new_non_trainable = self.model.stateless_call(
+                trainable, non_trainable, batch, training=True, seed=seed)
+            losses, sums = self.model.losses_and_metric_sums(batch, outputs)
+            return losses["loss"], (losses, sums, new_non_trainable)
+
+        (_, (losses, sums, non_trainable)), grads = jax.value_and_grad(
+            loss_fn, has_aux=True)(trainable)
+        # Global-norm clipping, as tf.clip_by_global_norm: g * c / max(norm, c).
+        norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype("float32"))) for g in grads))
+        clip = self.config.clip_norm
+        grads = [g * (clip / jnp.maximum(norm, clip)).astype(g.dtype) for g in grads]
+        trainable, opt_vars = self.optimizer.stateless_apply(opt_vars, grads, trainable)
+        values = {**{"loss/" + n: v for n, v in losses.items()}, **sums, "grad_norm": norm}
+        return (trainable, non_trainable, opt_vars), values
+
+    def _eval_fn(self, state, batch, seed):
+        trainable, non_trainable, _ = state
+        outputs, _ = self.model.stateless_call(trainable, non_trainable, batch, training=False,
+                                               seed=seed)
+        losses, sums = self.model.losses_and_metric_sums(batch, outputs)
+        return {**{"loss/" + n: v for n, v in losses.items()}, **sums}
+
+    def _to_device(self, batch: dict) -> dict:
+        if self.distribution is None:
+            return {k: jnp.asarray(v) for k, v in batch.items()}
+        return {k: jax.device_put(v, self.distribution.get_data_layout(v.shape).backend_layout)
+                for k, v in batch.items()}
+
+    # === Data ===
+    def make_train_iterator(self, step: int):
+        """Numpy batches from the TF loop's pipeline, positioned at optimizer step `step`."""
+        return pretraining_dataset(self.run.train_data, self.config.train_batch_size,
+                                   self.config.max_seq_length, self.masking,
+                                   seed=self.config.seed, skip_batches=step).as_numpy_iterator()
+
+    def train_steps(self, iterator, num_steps: int) -> dict:
+        """Runs `num_steps` optimizer steps; returns their metrics (as Pretraining.train_steps)."""
+        state, totals, step = self._state(), None, self.step
+        for i in range(num_steps):
+            seed = jnp.asarray([self.config.seed, step + i], dtype="int32")
+            state, values = self._train_step(state, self._to_device(next(iterator)), seed)
+            totals = values if totals is None else jax.tree.map(jnp.add, totals, values)
+        self._assign(state)
+        return reporting.finish(jax.device_get(totals), num_steps)
+
+    def evaluate(self, num_steps: int | None = None) -> dict:
+        """Metrics of the original's eval, on up to num_eval_steps held-out batches."""
+        if not self.run.eval_data:
+            return {}
+        data = pretraining_dataset(self.run.eval_data, self.config.eval_batch_size,
+                                   self.config.max_seq_length, self.masking, is_training=False,
+                                   seed=self.config.seed + 1)
+        state, totals, n = self._state(), None, 0
+        for batch in data.as_numpy_iterator():
+            if n >= (num_steps or self.config.num_eval_steps):
+                break
+            seed = jnp.asarray([self.config.seed + 1, n], dtype="int32")
+            values = self._eval_step(state, self._to_device(batch), seed)
+            totals = values if totals is None else jax.tree.map(jnp.add, totals, values)
+            n += 1
+        if n == 0:
+            self._log("warning: the eval data is smaller than one eval batch; no eval")
+            return {}
+        return reporting.finish(jax.device_get(totals), n)
+
+    # === Checkpoints ===
+    def _checkpoints(self) -> list[tuple[int, str]]:
+        found = []
+        for path in glob.glob(os.path.join(self.checkpoint_dir, "jax-ckpt-*.npz")):
+            m = _CKPT.search(path)
+            if m:
+                found.append((int(m.group(1)), path))
+        return sorted(found)
+
+    def save(self, force: bool = False) -> str | None:
+        """checkpoints/jax-ckpt-<step>.npz every save_checkpoints_steps (or now, `force`)."""
+        step = self.step
+        if not force and self._last_saved is not None and \
+                step - self._last_saved < self.config.save_checkpoints_steps:
+            return None
+        if self._last_saved == step:
+            return None
+        arrays = {"model/" + v.path: np.asarray(v.value) for v in self.model.variables}
+        arrays.update({f"optimizer/{i:05d}": np.asarray(v.value)
+                       for i, v in enumerate(self.optimizer.variables)})
+        path = os.path.join(self.checkpoint_dir, f"jax-ckpt-{step}.npz")
+
+        def write(tmp):
+            with open(tmp, "wb") as f:
+                np.savez(f, **arrays)
+
+        atomic_write(path, write)
+        self._last_saved = step
+        for _, old in self._checkpoints()[:-self.config.keep_checkpoint_max]:
+            os.remove(old)
+        return path
+
+    def restore(self) -> int:
+        """Resumes from the latest jax-ckpt (every variable checked). Returns the step."""
+        found = self._checkpoints()
+        if not found:
+            if tf.train.latest_checkpoint(self.checkpoint_dir):
+                raise InputError(f"{self.checkpoint_dir} holds TensorFlow checkpoints, which the "
+                                 "JAX backend cannot resume: rerun without KERAS_BACKEND=jax")
+            return self.step
+        path = found[-1][1]
+        with np.load(path) as data:
+            arrays = dict(data)
+        expected = {"model/" + v.path: v for v in self.model.variables}
+        expected.update({f"optimizer/{i:05d}": v for i, v in enumerate(self.optimizer.variables)})
+        if set(arrays) != set(expected):
+            raise InputError(f"{path} does not match this model: "
+                             f"{sorted(set(arrays) ^ set(expected))[:5]}")
+        for name, v in expected.items():
+            if tuple(arrays[name].shape) != tuple(v.shape):
+                raise InputError(f"{path}: {name} has shape {arrays[name].shape}, the model "
+                                 f"wants {tuple(v.shape)}")
+            v.assign(arrays[name])
+        self._last_saved = self.step
+        self._log(f"resumed from {path} at step {self.step}")
+        return self.step
+
+    # === The host loop (as training.Pretraining.train) ===
+    def train(self, stop_at_step: int | None = None) -> dict:
+        """Trains to num_train_steps (resuming if possible); returns the final eval."""
+        cfg, run = self.config, self.run
+        os.makedirs(run.model_dir, exist_ok=True)
+        self.restore()
+        artifacts.write_pretraining_config(run.model_dir, cfg, run)
+        train_writer, eval_writer = (tf.summary.create_file_writer(
+            os.path.join(run.model_dir, name)) for name in ("train", "eval"))
+        log_every = run.log_every_steps or cfg.iterations_per_loop
+        if self.step == 0 and run.eval_data:
+            self._report_eval(self.evaluate(), eval_writer)
+        start_step, start_time = self.step, time.monotonic()
+        iterator = self.make_train_iterator(self.step)
+        end = min(cfg.num_train_steps, stop_at_step or cfg.num_train_steps)
+        while self.step < end:
+            n = min(log_every - self.step % log_every, end - self.step)
+            if run.eval_every_steps:
+                n = min(n, run.eval_every_steps - self.step % run.eval_every_steps)
+            t0 = time.monotonic()
+            results = self.train_steps(iterator, n)
+            results["learning_rate"] = float(self.optimizer.learning_rate)  # next step's
+            results["sequences_per_second"] = n * cfg.train_batch_size / (time.monotonic() - t0)
+            runtime.write_scalars(train_writer, self.step, results)
+            eta = (time.monotonic() - start_time) / max(self.step - start_step, 1) * (
+                cfg.num_train_steps - self.step)
+            self._log(reporting.train_line(results, self.step, cfg.num_train_steps, eta))
+            self.save()
+            if run.eval_every_steps and self.step % run.eval_every_steps == 0 \
+                    and self.step < cfg.num_train_steps:
+                self._report_eval(self.evaluate(), eval_writer)
+        self.save(force=True)
+        if self.step < cfg.num_train_steps:
+            self._log(f"stopped at step {self.step} as asked; run again to resume")
+            return {}
+        final = self.evaluate() if run.eval_data else {}
+        self._report_eval(final, eval_writer)
+        artifacts.save_discriminator(run.model_dir, self.model.kept_discriminator())
+        artifacts.save_generator(run.model_dir, self.model.generator)
+        artifacts.write_final_eval(run.model_dir, self.step, final)
+        self._log(f"wrote {run.model_dir}/{artifacts.DISCRIMINATOR_WEIGHTS} and "
+                  f"{artifacts.DISCRIMINATOR_CONFIG}")
+        checksum = runtime.weights_checksum(self.model.trainable_variables)
+        self._log(f"final weights checksum {checksum:.8e}")
+        return final
+
+    def _log(self, message: str):
+        runtime.log("pretrain", message)
+
+    def _report_eval(self, results, writer):
+        if results:
+            runtime.write_scalars(writer, self.step, results)
+            self._log(reporting.eval_line(results, self.step))

@@ -1,0 +1,155 @@
+"""The JAX backend's pre-training loop (jax_training.py), on CPU.
+
+Each JAX run is a subprocess with KERAS_BACKEND=jax (the backend is fixed per
+process). Skipped where jax is not installed.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from conftest import REPO
+
+from tests.training.conftest import TINY_MODEL, L
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
+                                reason="jax is not installed (pip install 'jax[cpu]')")
+
+NO_DROPOUT = {**TINY_MODEL, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+
+
+def run_python(script: str, backend: str, *args, devices: int = 1) -> str:
+    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2",
+               XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc.stdout
+
+
+def config_json(tiny_records, model_dir, **overrides) -> str:
+    from electra_tf.tokenization import load_vocab
+
+    config = dict(model_size="tiny", model_hparam_overrides=TINY_MODEL,
+                  vocab_size=len(load_vocab(tiny_records["vocab"])), max_seq_length=L,
+                  generator_hidden_size=0.5, learning_rate=1e-3, num_warmup_steps=2,
+                  train_batch_size=8, eval_batch_size=8, num_train_steps=6,
+                  iterations_per_loop=3, save_checkpoints_steps=3, num_eval_steps=2, seed=3)
+    return json.dumps({
+        "config": {**config, **overrides},
+        "run": dict(model_dir=str(model_dir), train_data=tiny_records["train"],
+                    eval_data=tiny_records["eval"], vocab_file=tiny_records["vocab"])})
+
+
+TRAIN = """
+    import json, sys
+    from electra_tf.config import PretrainingConfig, RunConfig
+    from electra_tf.jax_training import JaxPretraining
+    spec = json.loads(sys.argv[1])
+    config, run = PretrainingConfig(**spec["config"]), RunConfig(**spec["run"])
+    for stop in json.loads(sys.argv[2]):  # each a fresh trainer, as a restarted process
+        t = JaxPretraining(config, run)
+        final = t.train(stop_at_step=stop)
+    weights = [v.numpy().tolist() for v in t.model.trainable_variables]
+    print(json.dumps({"final": final, "step": t.step, "weights": weights}))
+"""
+
+
+def train(spec, stops, devices=1):
+    return json.loads(run_python(TRAIN, "jax", spec, json.dumps(stops),
+                                 devices=devices).splitlines()[-1])
+
+
+def test_jax_run_resumes_exactly_and_its_folder_exports(tiny_records, tmp_path):
+    straight = train(config_json(tiny_records, tmp_path / "a"), [None])
+    resumed = train(config_json(tiny_records, tmp_path / "b"), [3, None])  # stop at 3, resume
+    assert straight["step"] == resumed["step"] == 6
+    assert straight["final"] == resumed["final"]
+    for a, b in zip(straight["weights"], resumed["weights"]):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert np.isfinite(straight["final"]["loss"]) and "disc_auc" in straight["final"]
+    assert sorted(os.listdir(tmp_path / "b" / "checkpoints")) == ["jax-ckpt-3.npz",
+                                                                 "jax-ckpt-6.npz"]
+
+    # What the JAX run wrote loads, unchanged, in the TensorFlow export path.
+    from electra_tf import artifacts
+    from export.export_saved_model import export, load_spec
+
+    discriminator, vocab = artifacts.load_discriminator(str(tmp_path / "a"))
+    assert vocab == tiny_records["vocab"]
+    kept = discriminator.get_weights()
+    spec = load_spec("rtd", str(tmp_path / "a"), max_seq_length=L)
+    path = export(spec, str(tmp_path / "serving"), "rtd", warmup=False)
+    assert os.path.exists(os.path.join(path, "saved_model.pb"))
+    for a, b in zip(kept, spec.model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.slow
+def test_jax_data_parallel_over_two_devices_matches_one(tiny_records, tmp_path):
+    one = train(config_json(tiny_records, tmp_path / "one", model_hparam_overrides=NO_DROPOUT),
+                [None])
+    two = train(config_json(tiny_records, tmp_path / "two", model_hparam_overrides=NO_DROPOUT),
+                [None], devices=2)
+    # The same global batches and seeds; only the reduction order differs.
+    for key in ("loss", "masked_lm_loss", "disc_loss"):
+        assert two["final"][key] == pytest.approx(one["final"][key], rel=1e-4), key
+
+
+PARITY = """
+    import json, sys
+    import numpy as np, keras
+    from electra_tf.config import PretrainingConfig
+    from electra_tf.objectives import corruption
+    from electra_tf.pretrainer import ElectraPretrainer
+    config = PretrainingConfig(**json.loads(sys.argv[1]))
+    weights, batch_file = sys.argv[2], sys.argv[3]
+    keras.utils.set_random_seed(0)
+    model = ElectraPretrainer(config)
+    model.build_with_dummy_batch()
+    if keras.backend.backend() == "tensorflow":
+        model.save_weights(weights)
+    else:
+        model.load_weights(weights)
+    with np.load(batch_file) as data:
+        batch = {k: data[k] for k in data.files}
+    gen = model.generator({k: batch[k] for k in ("input_ids", "input_mask", "segment_ids",
+                                                 "masked_lm_positions")})["mlm_logits"]
+    # A deterministic "sample" (argmax), so that both backends corrupt alike.
+    sampled = np.argmax(np.asarray(gen), -1).astype("int32")
+    args = (batch["masked_lm_positions"], batch["masked_lm_weights"])
+    corrupted = corruption.scatter_at_positions(batch["input_ids"], args[0], sampled, args[1])
+    original = corruption.scatter_at_positions(batch["input_ids"], args[0],
+                                               batch["masked_lm_ids"], args[1])
+    fake = {"input_ids": corrupted, "sampled_ids": sampled, "original_ids": original,
+            "labels": corruption.rtd_labels(corrupted, original, batch["input_mask"])}
+    disc = model.discriminator({"input_ids": corrupted, "input_mask": batch["input_mask"],
+                                "segment_ids": batch["segment_ids"],
+                                "masked_lm_positions": batch["masked_lm_positions"]})
+    losses = model.objective.compute_loss(batch, gen, fake, disc)
+    print(json.dumps({k: float(v) for k, v in losses.items()}))
+"""
+
+
+def test_tf_and_jax_give_the_same_loss_on_the_same_batch_and_weights(tiny_records, tmp_path):
+    from electra_tf.data.masking import MaskingConfig
+    from electra_tf.data.pipeline import pretraining_dataset
+    from electra_tf.tokenization import Tokenizer, load_vocab
+
+    config = dict(model_size="tiny", model_hparam_overrides=NO_DROPOUT, max_seq_length=L,
+                  vocab_size=len(load_vocab(tiny_records["vocab"])), generator_hidden_size=0.5)
+    masking = MaskingConfig.from_tokenizer(Tokenizer(tiny_records["vocab"]), 0.15,
+                                           int((0.15 + 0.005) * L))
+    batch = next(iter(pretraining_dataset(tiny_records["train"], 8, L, masking, seed=0)))
+    np.savez(tmp_path / "batch.npz", **{k: v.numpy() for k, v in batch.items()})
+    args = (json.dumps(config), str(tmp_path / "w.weights.h5"), str(tmp_path / "batch.npz"))
+    tf_losses = json.loads(run_python(PARITY, "tensorflow", *args).splitlines()[-1])
+    jax_losses = json.loads(run_python(PARITY, "jax", *args).splitlines()[-1])
+    assert set(tf_losses) == {"loss", "mlm_loss", "disc_loss"}
+    for key, value in tf_losses.items():
+        assert jax_losses[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
