@@ -51,14 +51,19 @@ def mlm_loss(logits, ids, weights):
 def sigmoid_cross_entropy(logits, labels):
     """Elementwise sigmoid cross-entropy with logits, numerically stable.
 
-    max(x, 0) - x * z + log(1 + exp(-|x|)), as tf.nn's.
+    max(x, 0) - x * z + log(1 + exp(-|x|)), written with `where` as tf.nn's, so
+    that the gradient is sigmoid(x) - z at x = 0 too (the max/abs form gives
+    1 - z there).
 
     Returns:
         float32, the shape of `logits`.
     """
     x = ops.cast(logits, "float32")
     z = ops.cast(labels, "float32")
-    return ops.maximum(x, 0.0) - x * z + ops.log1p(ops.exp(-ops.abs(x)))
+    positive = ops.greater_equal(x, 0.0)
+    relu = ops.where(positive, x, ops.zeros_like(x))
+    neg_abs = ops.where(positive, -x, x)
+    return relu - x * z + ops.log1p(ops.exp(neg_abs))
 
 
 def disc_per_example_loss(logits, labels, input_mask):

@@ -131,3 +131,15 @@ def test_electra_loss(gen_weight, disc_weight):
         gen_weight * 2.0 + disc_weight * 0.1
     )
     assert electra_loss(2.0, 0.1) == pytest.approx(7.0)
+
+
+def test_sigmoid_cross_entropy_gradient_is_sigmoid_minus_label_at_zero():
+    import tensorflow as tf
+
+    x = tf.constant([0.0, 0.0, 2.0, -3.0])
+    z = tf.constant([0.75, 0.0, 0.3, 1.0])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = tf.reduce_sum(sigmoid_cross_entropy(x, z))
+    np.testing.assert_allclose(tape.gradient(loss, x).numpy(),
+                               1 / (1 + np.exp(-x.numpy())) - z.numpy(), rtol=1e-6, atol=1e-7)
