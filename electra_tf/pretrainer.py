@@ -66,19 +66,23 @@ class ElectraPretrainer(keras.Model):
         Returns:
           dict: mlm_logits float32 [B, N, V]; and when the objective trains a
           discriminator, fake (dict of input_ids, labels, sampled_ids,
-          original_ids) and disc (D's head outputs: rtd_logits float32
-          [B, L], or for the MLM-style ablations mlm_logits and copy_logits).
+          original_ids, and with adversarial training the generator's
+          baseline_logits [B, N] for its samples) and disc (D's head outputs:
+          rtd_logits float32 [B, L], or for the MLM-style ablations
+          mlm_logits and copy_logits).
         """
         objective = objective or self.objective
         if seed is None:
             seed = self.seed_generator.next()
         gen_inputs = {k: batch[k] for k in INPUT_KEYS + ("masked_lm_positions",)}
-        mlm_logits = self.generator(gen_inputs, training=training,
-                                    seed=fold_seed(seed, GENERATOR_SALT))["mlm_logits"]
+        gen = self.generator(gen_inputs, training=training, seed=fold_seed(seed, GENERATOR_SALT))
+        mlm_logits = gen["mlm_logits"]
         outputs = {"mlm_logits": mlm_logits}
         if not objective.uses_discriminator:
             return outputs
         fake = objective.fake_data(batch, mlm_logits, tensor_seed(fold_seed(seed, SAMPLING_SALT)))
+        if "baseline_logits" in gen:  # adversarial training's learned baseline, per sample
+            fake = {**fake, "baseline_logits": gen["baseline_logits"]}
         disc_inputs = {"input_ids": fake["input_ids"], "input_mask": batch["input_mask"],
                        "segment_ids": batch["segment_ids"],
                        "masked_lm_positions": batch["masked_lm_positions"]}

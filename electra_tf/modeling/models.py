@@ -17,6 +17,8 @@ Weight sharing (paper section 3.2; `PretrainingConfig` flags):
   generator sizes: the original builds BERT's transformer at D's full size, in
   D's scope, with the generator's MLM head (`generator_predictions`).
 In every mode the MLM head's output weights are G's input word embeddings.
+With `training_algorithm="adversarial"` G also carries the learned REINFORCE
+baseline (`generator_baseline`, paper Appendix F).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from keras import ops
 
 from electra_tf.config import EncoderConfig, PretrainingConfig
 from electra_tf.modeling.encoder import ElectraEncoder, EncoderConfigSerializable
-from electra_tf.modeling.heads import DiscriminatorHead, MaskedLMHead
+from electra_tf.modeling.heads import DiscriminatorHead, MaskedLMHead, gather_positions
 from electra_tf.modeling.layers import ElectraEmbeddings, kernel_initializer
 from electra_tf.modeling.random import (
     DISCRIMINATOR_DROPOUT_SALT,
@@ -57,6 +59,9 @@ class ElectraGenerator(EncoderConfigSerializable, keras.Model):
             tied with D, `untied_generator=False`).
         embeddings: optional `ElectraEmbeddings` for a new encoder to share
             (tied embeddings, the default).
+        baseline_head: add the learned REINFORCE baseline of adversarial
+            training (paper Appendix F): a dense(1) on G's hidden states at
+            the masked positions, b = -log sigmoid(baseline_logits).
 
     Call args:
         inputs: dict with "input_ids", "input_mask", "segment_ids" [B, L] and
@@ -66,11 +71,13 @@ class ElectraGenerator(EncoderConfigSerializable, keras.Model):
 
     Returns (call):
         dict with "mlm_logits" float32 [B, N, vocab_size] and
-        "sequence_output" [B, L, hidden_size].
+        "sequence_output" [B, L, hidden_size]; with the baseline head also
+        "baseline_logits" float32 [B, N].
     """
 
     def __init__(self, config: EncoderConfig | dict, encoder: ElectraEncoder | None = None,
-                 embeddings: ElectraEmbeddings | None = None, **kwargs):
+                 embeddings: ElectraEmbeddings | None = None, baseline_head: bool = False,
+                 **kwargs):
         kwargs.setdefault("name", "generator")
         super().__init__(**kwargs)
         if encoder is not None and embeddings is not None:
@@ -84,11 +91,18 @@ class ElectraGenerator(EncoderConfigSerializable, keras.Model):
             self.encoder.embeddings.word_embeddings, self.config.hidden_act,
             self.config.initializer_range, self.config.layer_norm_eps,
             dtype=self.dtype_policy, name="generator_predictions")
+        self.baseline_head = None
+        if baseline_head:
+            self.baseline_head = keras.layers.Dense(
+                1, kernel_initializer=kernel_initializer(self.config.initializer_range),
+                dtype="float32", name="generator_baseline")
 
     def build(self, input_shape=None):
         if not self.encoder.built:
             self.encoder.build(None)
         self.mlm_head.build((None, None, self.config.hidden_size), (None, None))
+        if self.baseline_head is not None:
+            self.baseline_head.build((None, None, self.config.hidden_size))
         self.built = True
 
     def call(self, inputs, training=False, seed=None):
@@ -96,10 +110,20 @@ class ElectraGenerator(EncoderConfigSerializable, keras.Model):
             seed = fold_seed(seed, GENERATOR_DROPOUT_SALT)
         outputs = self.encoder(inputs, training=training, seed=seed)
         sequence_output = outputs["sequence_output"]
-        return {
+        result = {
             "mlm_logits": self.mlm_head(sequence_output, inputs["masked_lm_positions"]),
             "sequence_output": sequence_output,
         }
+        if self.baseline_head is not None:
+            at_slots = gather_positions(sequence_output, inputs["masked_lm_positions"])
+            result["baseline_logits"] = ops.squeeze(
+                self.baseline_head(ops.cast(at_slots, "float32")), -1)
+        return result
+
+    def get_config(self):
+        config = super().get_config()
+        config["baseline_head"] = self.baseline_head is not None
+        return config
 
 
 class ElectraDiscriminator(EncoderConfigSerializable, keras.Model):
@@ -205,12 +229,14 @@ def build_pretraining_models(
     """
     config.validate()
     discriminator = build_discriminator(config.discriminator_config(), head_kind)
+    baseline = config.training_algorithm == "adversarial"  # the learned REINFORCE baseline
     if not config.untied_generator or config.resolved_objective == "bert_mlm":
-        generator = ElectraGenerator(None, encoder=discriminator.encoder)
+        generator = ElectraGenerator(None, encoder=discriminator.encoder, baseline_head=baseline)
     elif config.untied_generator_embeddings:
-        generator = ElectraGenerator(config.generator_config())
+        generator = ElectraGenerator(config.generator_config(), baseline_head=baseline)
     else:
         generator = ElectraGenerator(config.generator_config(),
-                                     embeddings=discriminator.encoder.embeddings)
+                                     embeddings=discriminator.encoder.embeddings,
+                                     baseline_head=baseline)
     generator.build()
     return generator, discriminator

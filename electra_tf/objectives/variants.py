@@ -10,8 +10,9 @@ All share the generator, the masking and the sampling of `ElectraObjective`:
   (15%) positions.
 - `replace_mlm`: the masked positions get generator samples instead of [MASK];
   the main model is trained with MLM on those positions.
-- `adversarial` (a training algorithm, section 3.2): G trained by REINFORCE to
-  fool D instead of by maximum likelihood.
+- `adversarial` (a training algorithm, section 3.2, Appendix F): G trained by
+  REINFORCE to maximize D's loss instead of by maximum likelihood, with the
+  paper's learned baseline.
 - `all_tokens_mlm`: Replace-MLM with the MLM loss on every token, through the
   paper's copy mechanism: p(x_t) = D_copy(t) * 1[x_t = input_t] +
   (1 - D_copy(t)) * softmax(logits_t)[x_t], D_copy a sigmoid gate per token.
@@ -173,37 +174,60 @@ class AllTokensMlmObjective(ReplaceMlmObjective):
 
 @dataclasses.dataclass(frozen=True)
 class AdversarialObjective(ElectraObjective):
-    """Adversarial ELECTRA (paper section 3.2): G trained by REINFORCE.
+    """Adversarial ELECTRA (paper section 3.2 and Appendix F): G trained by REINFORCE.
 
-    G's reward for a sampled token is D's loss on it when it replaced the
-    original (-log sigmoid(d), "how well it fooled D"), and 0 when it equals
-    the original. A batch-mean baseline cuts the variance; the reward and the
-    baseline carry no gradient, and nothing flows through the sampling, so G
-    learns only through the REINFORCE term. D is trained as in ELECTRA. The
-    MLE loss is still reported (as mlm_loss) but not trained.
+    G maximizes D's loss. Under the paper's simplifying assumption (D's score
+    for a sampled token depends only on that token and the unmasked context)
+    the reward of the sample x_hat_t at each masked position t is D's loss on
+    it: R = -log D(original) if x_hat_t equals the original token (D should
+    say "original"), -log(1 - D(original)) otherwise; in our logit's terms
+    (rtd > 0: replaced) R = sigmoid_cross_entropy(rtd_logit_t, replaced_t), on
+    every sampled position, samples equal to the original included.
+
+    The learned baseline is the paper's b = -log sigmoid(w . h_G(x_masked)_t),
+    a dense(1) on the generator's hidden states (`fake["baseline_logits"]`,
+    from modeling.models.ElectraGenerator's baseline head). It is trained by
+    cross-entropy to match the reward: sigmoid(w . h) is fit to exp(-R), D's
+    probability of the right label, whose minimizer is b = R. Its loss also
+    reaches G's encoder (as a shared-body actor-critic baseline; the paper
+    does not say otherwise).
+
+    Per masked slot, averaged over the real slots:
+      reinforce = -(R - b) * log p_G(x_hat_t), with R and b constants;
+      baseline_loss = sigmoid_cross_entropy(baseline_logit_t, exp(-R)).
+    loss = gen_weight * (reinforce + baseline_loss) + disc_weight * L_Disc.
+    Nothing flows through the sampling or from D's loss into G; D is trained
+    as in ELECTRA. The MLE loss is reported (mlm_loss) but not trained.
     """
 
     name: ClassVar[str] = "adversarial"
 
     def compute_loss(self, batch, mlm_logits, fake, disc_outputs):
+        if "baseline_logits" not in fake:
+            raise ValueError("adversarial training needs the generator's learned baseline "
+                             "(fake['baseline_logits']: build G with baseline_head=True)")
         weights = ops.cast(batch["masked_lm_weights"], "float32")
         positions = ops.cast(batch["masked_lm_positions"], "int32")
+        sampled = ops.cast(fake["sampled_ids"], "int32")
         d_at_slots = ops.take_along_axis(ops.cast(disc_outputs["rtd_logits"], "float32"),
                                         positions, axis=1)
-        replaced = ops.cast(ops.not_equal(fake["sampled_ids"],
-                                          ops.cast(batch["masked_lm_ids"], "int32")), "float32")
-        reward = ops.stop_gradient(ops.softplus(-d_at_slots) * replaced * weights)
+        replaced = ops.cast(ops.not_equal(sampled, ops.cast(batch["masked_lm_ids"], "int32")),
+                            "float32")
+        reward = ops.stop_gradient(losses.sigmoid_cross_entropy(d_at_slots, replaced))
+        baseline_logits = ops.cast(fake["baseline_logits"], "float32")
+        baseline = ops.stop_gradient(ops.softplus(-baseline_logits))  # -log sigmoid(z)
         denom = ops.sum(weights) + 1e-6
-        baseline = ops.stop_gradient(ops.sum(reward) / denom)
+        baseline_loss = ops.sum(weights * losses.sigmoid_cross_entropy(
+            baseline_logits, ops.exp(-reward))) / denom
         log_probs = ops.log_softmax(ops.cast(mlm_logits, "float32"), axis=-1)
-        log_p = ops.take_along_axis(log_probs, ops.cast(fake["sampled_ids"], "int32")[..., None],
-                                    axis=-1)[..., 0]
+        log_p = ops.take_along_axis(log_probs, sampled[..., None], axis=-1)[..., 0]
         reinforce = -ops.sum((reward - baseline) * log_p * weights) / denom
         disc = losses.disc_loss(disc_outputs["rtd_logits"], fake["labels"], batch["input_mask"])
         mlm = ops.stop_gradient(generator_mlm_loss(batch, mlm_logits))
-        return {"loss": self.gen_weight * reinforce + self.disc_weight * disc,
+        return {"loss": self.gen_weight * (reinforce + baseline_loss) + self.disc_weight * disc,
                 "mlm_loss": mlm, "disc_loss": disc, "reinforce_loss": reinforce,
-                "generator_reward": ops.sum(reward) / denom}
+                "baseline_loss": baseline_loss,
+                "generator_reward": ops.sum(reward * weights) / denom}
 
 
 OBJECTIVES: dict[str, Any] = {cls.name: cls for cls in (

@@ -189,6 +189,19 @@ def test_model_get_config_round_trip(cls, encoder_config):
     assert clone.get_config() == config and clone.config == model.config
 
 
+def test_generator_baseline_head(pretraining_config, inputs):
+    """Adversarial training's learned baseline: dense(1) on G's states at the slots."""
+    gen, _ = build_pretraining_models(pretraining_config(training_algorithm="adversarial"))
+    x = inputs()
+    out = gen(x)
+    hidden = gather_positions(out["sequence_output"], x["masked_lm_positions"])
+    head = gen.baseline_head
+    want = (np.asarray(hidden) @ head.kernel.numpy())[..., 0] + head.bias.numpy()
+    assert out["baseline_logits"].shape == (2, 3) and out["baseline_logits"].dtype == "float32"
+    np.testing.assert_allclose(out["baseline_logits"], want, atol=1e-5)
+    assert ElectraGenerator.from_config(gen.get_config()).baseline_head is not None
+
+
 def test_build_discriminator_has_variables(encoder_config):
     disc = build_discriminator(encoder_config())
     assert disc.built and len(disc.trainable_variables) == 7 + 16 * 2 + 4

@@ -2,6 +2,7 @@
 
 
 import numpy as np
+import pytest
 from keras import ops
 
 from electra_tf.objectives.variants import (
@@ -112,3 +113,47 @@ def test_all_tokens_objective_uses_copy_loss():
     expected = float(copy_mechanism_loss(main["mlm_logits"], main["copy_logits"],
                                          b["input_ids"], b["input_ids"], b["input_mask"]))
     np.testing.assert_allclose(float(out["main_mlm_loss"]), expected, rtol=1e-5)
+
+
+def test_adversarial_reward_and_learned_baseline_by_hand():
+    """Paper Appendix F: R = D's loss on every sampled position (a sample equal to
+    the original included); b = -log sigmoid(z), z fit to exp(-R) by cross-entropy."""
+    import tensorflow as tf
+
+    from electra_tf.objectives.variants import AdversarialObjective
+
+    ln2, ln3, ln15 = np.log(2.0), np.log(3.0), np.log(1.5)
+    batch = {"input_ids": np.array([[5, 6, 7, 8]]), "input_mask": np.ones((1, 4), np.int32),
+             "masked_lm_positions": np.array([[1, 3]]), "masked_lm_ids": np.array([[1, 2]]),
+             "masked_lm_weights": np.ones((1, 2), np.float32)}
+    # Slot 0 samples the original (1); slot 1 replaces 2 by 0.
+    fake = {"sampled_ids": np.array([[1, 0]]), "labels": np.array([[0.0, 0.0, 0.0, 1.0]])}
+    mlm_logits = tf.constant([[[0.0, 0.0, 0.0], [ln2, 0.0, 0.0]]])  # p = 1/3; [1/2, 1/4, 1/4]
+    rtd = tf.constant([[9.0, 0.0, 9.0, ln3]])  # D at the slots: 0 and ln 3
+    z = tf.constant([[ln3, 0.0]])  # b = -log sigmoid(z) = ln(4/3), ln 2
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([mlm_logits, rtd, z])
+        out = AdversarialObjective().compute_loss(batch, mlm_logits,
+                                                  {**fake, "baseline_logits": z},
+                                                  {"rtd_logits": rtd})
+        generator_loss = out["reinforce_loss"] + out["baseline_loss"]
+    # Rewards: -log(1 - sigmoid(0)) = ln 2 for the correct sample (not 0), and
+    # -log sigmoid(ln 3) = ln(4/3) for the replaced one. Advantages +-ln 1.5.
+    assert float(out["generator_reward"]) == pytest.approx((ln2 + np.log(4 / 3)) / 2, rel=1e-5)
+    # reinforce = -(ln1.5 * log(1/3) - ln1.5 * log(1/2)) / 2 = ln1.5^2 / 2
+    assert float(out["reinforce_loss"]) == pytest.approx(ln15 ** 2 / 2, rel=1e-4)
+    # CE(z=ln3, target exp(-ln2) = 1/2) and CE(z=0, target exp(-ln(4/3)) = 3/4), averaged.
+    baseline = (0.5 * (np.log(4 / 3) + np.log(4.0)) + ln2) / 2
+    assert float(out["baseline_loss"]) == pytest.approx(baseline, rel=1e-5)
+    ce = [np.log1p(np.exp(-9.0)) + 9.0, ln2, np.log1p(np.exp(-9.0)) + 9.0, np.log(4 / 3)]
+    assert float(out["disc_loss"]) == pytest.approx(sum(ce) / 4, rel=1e-5)
+    assert float(out["loss"]) == pytest.approx(ln15 ** 2 / 2 + baseline + 50 * sum(ce) / 4,
+                                               rel=1e-5)
+    # d reinforce / d logits = -(R - b) (onehot(sample) - softmax) / 2 per slot.
+    grad = tape.gradient(generator_loss, mlm_logits).numpy()
+    np.testing.assert_allclose(grad[0, 0], -ln15 * (np.array([0, 1, 0]) - 1 / 3) / 2, atol=1e-6)
+    np.testing.assert_allclose(grad[0, 1], ln15 * np.array([0.5, -0.25, -0.25]) / 2, atol=1e-6)
+    # d baseline_loss / dz = (sigmoid(z) - exp(-R)) / 2: (3/4 - 1/2) / 2, (1/2 - 3/4) / 2.
+    np.testing.assert_allclose(tape.gradient(generator_loss, z).numpy(), [[0.125, -0.125]],
+                               atol=1e-6)
+    assert tape.gradient(generator_loss, rtd) is None  # R and b are constants for G

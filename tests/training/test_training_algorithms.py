@@ -61,7 +61,7 @@ def test_two_stage_needs_equal_sizes():
         PretrainingConfig(training_algorithm="two_stage").validate()
 
 
-def test_adversarial_gradients_reach_g_only_through_reinforce():
+def test_adversarial_gradients_reach_g_only_through_reinforce_and_its_baseline():
     cfg = PretrainingConfig(model_size="tiny", vocab_size=40, max_seq_length=12,
                             max_predictions_per_seq=3, generator_hidden_size=0.5,
                             model_hparam_overrides=TINY, training_algorithm="adversarial")
@@ -77,17 +77,35 @@ def test_adversarial_gradients_reach_g_only_through_reinforce():
              "masked_lm_ids": tf.constant(ids[:, [1, 4, 7]]),
              "masked_lm_weights": tf.ones((4, 3))}
     g_vars = generator_only(model)
+    baseline_vars = model.generator.baseline_head.trainable_variables
+    assert [v.path for v in baseline_vars] == ["generator/generator_baseline/kernel",
+                                               "generator/generator_baseline/bias"]
+    assert all(any(v is b for v in g_vars) for b in baseline_vars)
     seed = tf.constant([1, 2])
     with tf.GradientTape(persistent=True) as tape:
         out = model(batch, training=True, seed=seed)
         total = model.losses_from(batch, out)
         disc = losses.disc_loss(out["disc"]["rtd_logits"], out["fake"]["labels"], batch["input_mask"])
+        generator_losses = total["reinforce_loss"] + total["baseline_loss"]
+    assert out["fake"]["baseline_logits"].shape == (4, 3)
     g_total = tape.gradient(total["loss"], g_vars)
-    g_reinforce = tape.gradient(total["reinforce_loss"], g_vars)
+    g_generator = tape.gradient(generator_losses, g_vars)
     g_disc = tape.gradient(disc, g_vars)
     g_mle = tape.gradient(total["mlm_loss"], g_vars)
     assert all(g is None or not np.any(g.numpy()) for g in g_disc), "D's loss reached G"
     assert all(g is None or not np.any(g.numpy()) for g in g_mle), "MLE trains G"
-    assert any(g is not None and np.any(g.numpy()) for g in g_reinforce)
-    for a, b in zip(g_total, g_reinforce):
+    assert all(g is not None and np.any(g.numpy())
+               for g in tape.gradient(total["baseline_loss"], baseline_vars))
+    assert all(g is None for g in tape.gradient(total["reinforce_loss"], baseline_vars))
+    for a, b in zip(g_total, g_generator):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-8)
+
+
+def test_only_adversarial_training_builds_the_baseline_head():
+    cfg = PretrainingConfig(model_size="tiny", vocab_size=40, max_seq_length=12,
+                            max_predictions_per_seq=3, generator_hidden_size=0.5,
+                            model_hparam_overrides=TINY)
+    model = ElectraPretrainer(cfg)
+    model.build_with_dummy_batch()
+    assert model.generator.baseline_head is None
+    assert not any("baseline" in v.path for v in model.trainable_variables)
