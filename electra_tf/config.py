@@ -45,6 +45,9 @@ class EncoderConfig:
     type_vocab_size: int = 2  # segment ids 0 and 1
     initializer_range: float = 0.02  # truncated-normal stddev for all kernels
     layer_norm_eps: float = 1e-12  # LayerNorm epsilon of the original
+    # The generator's MLM head activation; None: hidden_act, as the original.
+    # transformers' ElectraGeneratorPredictions always uses "gelu" (set on import).
+    generator_head_act: str | None = None
 
     @property
     def resolved_embedding_size(self) -> int:
@@ -65,8 +68,11 @@ class EncoderConfig:
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
-        if self.hidden_act not in ("gelu", "gelu_approximate", "relu"):
-            raise ConfigError(f"unsupported hidden_act {self.hidden_act!r}")
+        for name in ("hidden_act", "generator_head_act"):
+            act = getattr(self, name)
+            if act not in ("gelu", "gelu_approximate", "relu") and not (
+                    name == "generator_head_act" and act is None):
+                raise ConfigError(f"unsupported {name} {act!r}")
         return self
 
     def to_dict(self) -> dict[str, Any]:

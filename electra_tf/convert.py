@@ -13,7 +13,10 @@ The output of an import is what `run_finetuning --init_checkpoint=DIR` reads
 (discriminator.weights.h5 + discriminator_config.json), plus the generator,
 a conversion report and, for a TF1 checkpoint holding G and D, a
 pre-training checkpoint to continue from (see electra_tf/interop/core.py).
-Nothing is downloaded: point the flags at files you have.
+Nothing is downloaded: point the flags at files you have. transformers'
+generator head is GELU whatever hidden_act says: an import records it
+(EncoderConfig.generator_head_act), and an export that transformers cannot
+express logs a warning (electra_tf/interop/hf.py).
 """
 
 from __future__ import annotations

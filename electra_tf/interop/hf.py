@@ -17,6 +17,14 @@ installed. Classes, recognised by their weight names:
 Export writes `config.json` + `model.safetensors` of an ElectraForPreTraining
 (the discriminator) and, on request, of an ElectraForMaskedLM (the generator,
 under `generator/`), which `from_pretrained` loads.
+
+The generator's MLM head. transformers' ElectraGeneratorPredictions applies
+GELU whatever `hidden_act` says, where the original (and electra_tf by
+default) applies `hidden_act`. An import therefore records
+`generator_head_act="gelu"` in the EncoderConfig when hidden_act is not gelu,
+so the generator computes what transformers computes; an export whose
+generator head activation is not GELU, which transformers' config cannot
+express, logs a warning line (`export_warnings`).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import os
 import shutil
 
 import numpy as np
+from absl import logging
 
 from electra_tf import artifacts
 from electra_tf.config import EncoderConfig
@@ -59,6 +68,8 @@ def read_config(model_dir: str) -> tuple[dict, EncoderConfig]:
         raise core.ConversionError(f"{path}: hidden_act {act!r} is not supported")
     values = {k: hf[k] for k in _ENCODER_FIELDS if k in hf}
     values["hidden_act"] = _ACT_FROM_HF[act]
+    if values["hidden_act"] != "gelu":  # transformers' generator head is always GELU
+        values["generator_head_act"] = "gelu"
     return hf, EncoderConfig.from_dict(values)
 
 
@@ -201,6 +212,16 @@ def hf_config(config: EncoderConfig, architecture: str) -> dict:
     return values
 
 
+def export_warnings(config: EncoderConfig, architecture: str) -> list[str]:
+    """What transformers' `architecture` with hf_config(config) computes differently."""
+    head_act = config.generator_head_act or config.hidden_act
+    if architecture == "ElectraForMaskedLM" and head_act != "gelu":
+        return [f"the generator's MLM head applies {head_act}, but transformers' "
+                f"ElectraGeneratorPredictions always applies gelu: the exported "
+                f"ElectraForMaskedLM's logits will differ from electra_tf's"]
+    return []
+
+
 def state_dict(variables: dict) -> dict[str, np.ndarray]:
     """{original name: variable} -> transformers' {key: array} (Linear weights transposed)."""
     out = {}
@@ -240,6 +261,8 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
         written.append(os.path.join(output, artifacts.VOCAB))
     if generator:
         gen = artifacts.load_generator(model_dir)
+        for warning in export_warnings(gen.config, "ElectraForMaskedLM"):
+            logging.warning("%s: %s", model_dir, warning)
         written += _save(os.path.join(output, "generator"),
                          state_dict(names.generator_variables(gen)),
                          hf_config(gen.config, "ElectraForMaskedLM"))
