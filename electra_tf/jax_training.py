@@ -17,11 +17,14 @@ TensorFlow loop in training.py; what differs is the step:
     path, optimizer variables by index), written atomically; they are not
     interchangeable with the TF loop's checkpoints.
 The input is the same tf.data pipeline (data/pipeline.py) as the TF loop with
-the default strategy, so both loops see the same batches and masks.
+the default strategy, so both loops see the same batches and masks; or, with
+input_pipeline="numpy", data/numpy_pipeline.py, which reads the same
+TFRecords and masks with the same distribution without TensorFlow.
 
 Not yet on this runtime (clear errors): gradient accumulation, training
 algorithms or objectives that train only part of the model (two_stage,
-bert_mlm), multi-host runs, and an input path without TensorFlow.
+bert_mlm), multi-host runs, and a run on a machine without TensorFlow (the
+NumPy input exists; this module still imports TF for summaries and vocab).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from electra_tf import artifacts, reporting, runtime
 from electra_tf.algorithms import make_phases
 from electra_tf.config import ConfigError, PretrainingConfig, RunConfig
 from electra_tf.data.masking import MaskingConfig
+from electra_tf.data.numpy_pipeline import numpy_pretraining_batches
 from electra_tf.data.pipeline import pretraining_dataset
 from electra_tf.errors import InputError
 from electra_tf.fileio import atomic_write
@@ -53,7 +57,10 @@ _CKPT = re.compile(r"jax-ckpt-(\d+)\.npz$")
 class JaxPretraining:
     """Builds and runs a pre-training run on the JAX backend (see the module docstring)."""
 
-    def __init__(self, config: PretrainingConfig, run: RunConfig):
+    def __init__(self, config: PretrainingConfig, run: RunConfig, input_pipeline: str = "tf.data"):
+        if input_pipeline not in ("tf.data", "numpy"):
+            raise ConfigError(f"input_pipeline must be tf.data or numpy, got {input_pipeline!r}")
+        self.input_pipeline = input_pipeline
         if keras.backend.backend() != "jax":
             raise ConfigError("JaxPretraining needs KERAS_BACKEND=jax")
         self.config, self.run = config.validate(), run.validate()
@@ -148,11 +155,20 @@ class JaxPretraining:
                 for k, v in batch.items()}
 
     # === Data ===
+    def _batches(self, files, batch_size, seed, is_training, skip_batches=0):
+        """NumPy batches: the TF loop's tf.data pipeline, or data/numpy_pipeline.py."""
+        if self.input_pipeline == "numpy":
+            return numpy_pretraining_batches(files, batch_size, self.config.max_seq_length,
+                                             self.masking, is_training=is_training, seed=seed,
+                                             skip_batches=skip_batches)
+        return pretraining_dataset(files, batch_size, self.config.max_seq_length, self.masking,
+                                   is_training=is_training, seed=seed,
+                                   skip_batches=skip_batches).as_numpy_iterator()
+
     def make_train_iterator(self, step: int):
-        """Numpy batches from the TF loop's pipeline, positioned at optimizer step `step`."""
-        return pretraining_dataset(self.run.train_data, self.config.train_batch_size,
-                                   self.config.max_seq_length, self.masking,
-                                   seed=self.config.seed, skip_batches=step).as_numpy_iterator()
+        """Numpy batches positioned at optimizer step `step`."""
+        return self._batches(self.run.train_data, self.config.train_batch_size,
+                             self.config.seed, True, skip_batches=step)
 
     def train_steps(self, iterator, num_steps: int) -> dict:
         """Runs `num_steps` optimizer steps; returns their metrics (as Pretraining.train_steps)."""
@@ -168,11 +184,10 @@ class JaxPretraining:
         """Metrics of the original's eval, on up to num_eval_steps held-out batches."""
         if not self.run.eval_data:
             return {}
-        data = pretraining_dataset(self.run.eval_data, self.config.eval_batch_size,
-                                   self.config.max_seq_length, self.masking, is_training=False,
-                                   seed=self.config.seed + 1)
+        data = self._batches(self.run.eval_data, self.config.eval_batch_size,
+                             self.config.seed + 1, False)
         state, totals, n = self._state(), None, 0
-        for batch in data.as_numpy_iterator():
+        for batch in data:
             if n >= (num_steps or self.config.num_eval_steps):
                 break
             seed = jnp.asarray([self.config.seed + 1, n], dtype="int32")

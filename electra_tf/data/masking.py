@@ -14,14 +14,17 @@ max_predictions_per_seq slots are returned; unused slots have position 0,
 id 0 and weight 0.
 
 Everything is stateless (tf.random.stateless_*): the same batch and seed give
-the same masks, eagerly, in tf.function and in tf.data.
+the same masks, eagerly, in tf.function and in tf.data. `mask_batch_numpy`
+draws from the same distribution with NumPy, for machines without TensorFlow
+(data/numpy_pipeline.py); tests/data/test_data_masking.py compares the two
+statistically. This module imports TensorFlow only inside `mask_batch`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-import tensorflow as tf
+import numpy as np
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,8 +57,7 @@ class MaskingConfig:
                    sep_id=tokenizer.sep_id, vocab_size=tokenizer.vocab_size, **kwargs)
 
 
-def mask_batch(input_ids: tf.Tensor, input_mask: tf.Tensor, seed: tf.Tensor,
-               config: MaskingConfig) -> dict[str, tf.Tensor]:
+def mask_batch(input_ids, input_mask, seed, config: MaskingConfig) -> dict:
     """Masks a batch.
 
     Args:
@@ -71,6 +73,8 @@ def mask_batch(input_ids: tf.Tensor, input_mask: tf.Tensor, seed: tf.Tensor,
         masked_lm_ids: int32 [batch, N], the original ids at those positions;
         masked_lm_weights: float32 [batch, N], 1.0 for real slots.
     """
+    import tensorflow as tf
+
     input_ids = tf.cast(input_ids, tf.int32)
     input_mask = tf.cast(input_mask, tf.int32)
     n = config.max_predictions_per_seq
@@ -116,3 +120,46 @@ def mask_batch(input_ids: tf.Tensor, input_mask: tf.Tensor, seed: tf.Tensor,
         "masked_lm_ids": masked_lm_ids,
         "masked_lm_weights": tf.cast(weights, tf.float32),
     }
+
+
+def mask_batch_numpy(input_ids: np.ndarray, input_mask: np.ndarray, rng: np.random.Generator,
+                     config: MaskingConfig) -> dict[str, np.ndarray]:
+    """`mask_batch` with NumPy: the same rules, the same distribution, other draws.
+
+    Args:
+      input_ids, input_mask: int [batch, L].
+      rng: the generator this batch draws from.
+      config: a MaskingConfig.
+
+    Returns:
+      The dict `mask_batch` returns, as NumPy arrays of the same dtypes.
+    """
+    ids = np.asarray(input_ids, np.int32)
+    real = np.asarray(input_mask, np.int32)
+    batch, seq_len = ids.shape
+    n = config.max_predictions_per_seq
+    if n > seq_len:
+        raise ValueError("max_predictions_per_seq exceeds the sequence length")
+    special = (ids == config.cls_id) | (ids == config.sep_id) | (ids == config.mask_id)
+    candidates = (real == 1) & ~special
+    num_tokens = real.sum(-1).astype(np.float32)
+    # float32 and round-half-to-even, as tf.round on a float32 product
+    k = np.maximum(1, np.minimum(n, np.round(num_tokens * np.float32(config.mask_prob))
+                                 .astype(np.int32)))
+    k = np.minimum(k, candidates.sum(-1))
+    keys = np.where(candidates, rng.random((batch, seq_len)), -1.0)
+    positions = np.argsort(-keys, axis=-1, kind="stable")[:, :n].astype(np.int32)
+    weights = (np.arange(n)[None, :] < k[:, None]).astype(np.int32)
+    positions = positions * weights
+    masked_lm_ids = np.take_along_axis(ids, positions, axis=1) * weights
+    draw = rng.random((batch, n))
+    to_mask = draw < config.mask_token_prob
+    to_random = ~to_mask & (draw < config.mask_token_prob + config.random_token_prob)
+    random_ids = rng.integers(0, config.vocab_size, (batch, n), dtype=np.int32)
+    new_ids = np.where(to_mask, config.mask_id, np.where(to_random, random_ids, masked_lm_ids))
+    masked = ids.copy()
+    rows, slots = np.nonzero(weights)
+    masked[rows, positions[rows, slots]] = new_ids[rows, slots]
+    return {"input_ids": masked, "masked_lm_positions": positions,
+            "masked_lm_ids": masked_lm_ids.astype(np.int32),
+            "masked_lm_weights": weights.astype(np.float32)}

@@ -53,15 +53,15 @@ TRAIN = """
     spec = json.loads(sys.argv[1])
     config, run = PretrainingConfig(**spec["config"]), RunConfig(**spec["run"])
     for stop in json.loads(sys.argv[2]):  # each a fresh trainer, as a restarted process
-        t = JaxPretraining(config, run)
+        t = JaxPretraining(config, run, input_pipeline=sys.argv[3])
         final = t.train(stop_at_step=stop)
     weights = [v.numpy().tolist() for v in t.model.trainable_variables]
     print(json.dumps({"final": final, "step": t.step, "weights": weights}))
 """
 
 
-def train(spec, stops, devices=1):
-    return json.loads(run_python(TRAIN, "jax", spec, json.dumps(stops),
+def train(spec, stops, devices=1, input_pipeline="tf.data"):
+    return json.loads(run_python(TRAIN, "jax", spec, json.dumps(stops), input_pipeline,
                                  devices=devices).splitlines()[-1])
 
 
@@ -88,6 +88,16 @@ def test_jax_run_resumes_exactly_and_its_folder_exports(tiny_records, tmp_path):
     assert os.path.exists(os.path.join(path, "saved_model.pb"))
     for a, b in zip(kept, spec.model.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.slow
+def test_jax_run_on_the_tensorflow_free_input_resumes_exactly(tiny_records, tmp_path):
+    straight = train(config_json(tiny_records, tmp_path / "a"), [None], input_pipeline="numpy")
+    resumed = train(config_json(tiny_records, tmp_path / "b"), [3, None],
+                    input_pipeline="numpy")
+    assert straight["final"] == resumed["final"] and np.isfinite(straight["final"]["loss"])
+    for a, b in zip(straight["weights"], resumed["weights"]):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 @pytest.mark.slow
