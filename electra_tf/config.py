@@ -189,6 +189,19 @@ class PretrainingConfig:
         return "bert_mlm" if not self.electra_objective else self.objective
 
     @property
+    def stage_starts(self) -> tuple[int, ...]:
+        """Optimizer steps at which a training stage after the first begins.
+
+        two_stage: (num_train_steps // 2,), where the discriminator's stage
+        starts; the learning-rate schedule (warmup, then decay to 0) restarts
+        there, as for a second training run of n steps (paper section 3.2).
+        Otherwise ().
+        """
+        if self.training_algorithm == "two_stage":
+            return (self.num_train_steps // 2,)
+        return ()
+
+    @property
     def resolved_max_predictions_per_seq(self) -> int:
         if self.max_predictions_per_seq is not None:
             return self.max_predictions_per_seq
@@ -214,13 +227,16 @@ class PretrainingConfig:
 
         BERT (objective bert_mlm, electra_objective=False): D's config, as the
         original builds BERT's transformer at the full size whatever
-        generator_hidden_size and generator_layers say.
+        generator_hidden_size and generator_layers say. Two-stage training: G
+        embeds at D's embedding size (in tables of its own), so that D can
+        start from all of G's weights.
         """
         if self.resolved_objective == "bert_mlm":
             return self.discriminator_config()
+        tie = not self.untied_generator_embeddings or self.training_algorithm == "two_stage"
         return generator_config(self.discriminator_config(),
                                 self.generator_hidden_size, self.generator_layers,
-                                tie_embeddings=not self.untied_generator_embeddings)
+                                tie_embeddings=tie)
 
     def validate(self) -> "PretrainingConfig":
         if not 0.0 < self.mask_prob < 1.0:
@@ -235,6 +251,11 @@ class PretrainingConfig:
             raise ConfigError(f"training_algorithm={self.training_algorithm} needs "
                               f"objective=electra, got {self.resolved_objective}")
         if self.training_algorithm == "two_stage":
+            if not self.untied_generator:
+                raise ConfigError("training_algorithm=two_stage freezes the generator while "
+                                  "the discriminator trains: it needs untied_generator=True")
+            if self.num_train_steps < 2:
+                raise ConfigError("training_algorithm=two_stage needs num_train_steps >= 2")
             d, g = self.discriminator_config(), self.generator_config()
             shape = ("hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size")

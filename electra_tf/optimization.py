@@ -56,6 +56,10 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     min(1, t / num_warmup_steps) when num_warmup_steps > 0; end = 0. The
     step t is the optimizer's iteration count, so the first update uses
     t = 0 (lr 0 with warmup), as the original's global_step.
+
+    `restarts` (steps, e.g. two-stage training's stage start) split the run
+    into stages that each run the whole schedule on their own: in the stage
+    [s, e), t is counted from s and T = e - s (warmup included).
     """
 
     def __init__(
@@ -65,26 +69,40 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         num_warmup_steps: int = 0,
         power: float = 1.0,
         end_learning_rate: float = 0.0,
+        restarts: Sequence[int] = (),
     ):
         if num_train_steps < 1:
             raise ValueError(f"num_train_steps must be >= 1, got {num_train_steps}")
         if num_warmup_steps < 0:
             raise ValueError(f"num_warmup_steps must be >= 0, got {num_warmup_steps}")
+        restarts = tuple(sorted(int(r) for r in restarts))
+        if any(not 0 < r < num_train_steps for r in restarts) or len(set(restarts)) < len(
+                restarts):
+            raise ValueError(f"restarts must be distinct steps in (0, {num_train_steps}), "
+                             f"got {restarts}")
         self.learning_rate = learning_rate
         self.num_train_steps = num_train_steps
         self.num_warmup_steps = num_warmup_steps
         self.power = power
         self.end_learning_rate = end_learning_rate
+        self.restarts = restarts
 
-    def __call__(self, step):
-        step = ops.cast(step, "float32")
-        total = float(self.num_train_steps)
+    def _rate(self, step, total: float):
         remaining = 1.0 - ops.minimum(step, total) / total
         lr = (self.learning_rate - self.end_learning_rate) * ops.power(
             remaining, self.power
         ) + self.end_learning_rate
         if self.num_warmup_steps > 0:
             lr = lr * ops.minimum(1.0, step / float(self.num_warmup_steps))
+        return lr
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        bounds = (0, *self.restarts, self.num_train_steps)
+        lr = self._rate(step, float(bounds[1]))  # the first stage
+        for start, end in zip(bounds[1:-1], bounds[2:]):  # later stages take over
+            lr = ops.where(step >= float(start),
+                           self._rate(step - float(start), float(end - start)), lr)
         return lr
 
     def get_config(self):
@@ -94,6 +112,7 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
             "num_warmup_steps": self.num_warmup_steps,
             "power": self.power,
             "end_learning_rate": self.end_learning_rate,
+            "restarts": list(self.restarts),
         }
 
 
@@ -237,6 +256,7 @@ def create_optimizer(
     layerwise_lr_decay: float | None = None,
     n_layers: int | None = None,
     adam_bias_correction: bool = False,
+    schedule_restarts: Sequence[int] = (),
 ) -> ElectraAdamW:
     """The original's optimizer: AdamWeightDecayOptimizer + warmup/polynomial decay + clipping.
 
@@ -252,9 +272,12 @@ def create_optimizer(
         n_layers: the encoder depth, needed with layerwise_lr_decay.
         adam_bias_correction: Keras' bias-corrected Adam step instead of the
             original's uncorrected one (False, the default).
+        schedule_restarts: steps where the schedule starts again
+            (PretrainingConfig.stage_starts: two-stage training's second stage).
     """
     schedule = WarmupPolynomialDecay(
-        learning_rate, num_train_steps, num_warmup_steps, power=lr_decay_power
+        learning_rate, num_train_steps, num_warmup_steps, power=lr_decay_power,
+        restarts=schedule_restarts,
     )
     return ElectraAdamW(
         learning_rate=schedule,

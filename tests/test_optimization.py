@@ -38,6 +38,23 @@ def test_power_two_and_no_warmup():
         assert float(schedule(step)) == pytest.approx(2.0 * (1 - step / 100) ** 2, rel=1e-5)
 
 
+def test_schedule_restarts_for_a_second_stage():
+    """Two-stage training: each stage of 50 steps warms up over 10 and decays to 0."""
+    schedule = WarmupPolynomialDecay(1e-3, num_train_steps=100, num_warmup_steps=10,
+                                     restarts=(50,))
+    for step, expected in [(0, 0.0), (5, 1e-3 * 0.9 * 0.5), (10, 1e-3 * 0.8), (49, 1e-3 * 0.02),
+                           (50, 0.0), (55, 1e-3 * 0.9 * 0.5), (60, 1e-3 * 0.8),
+                           (99, 1e-3 * 0.02), (100, 0.0), (130, 0.0)]:
+        assert float(schedule(step)) == pytest.approx(expected, abs=1e-10), step
+    again = WarmupPolynomialDecay.from_config(schedule.get_config())
+    assert again.restarts == (50,) and float(again(55)) == pytest.approx(float(schedule(55)))
+    opt = create_optimizer(1e-3, 100, 10, schedule_restarts=(50,))
+    assert opt._learning_rate.restarts == (50,)
+    for bad in ((0,), (100,), (30, 30)):
+        with pytest.raises(ValueError):
+            WarmupPolynomialDecay(1e-3, 100, 10, restarts=bad)
+
+
 def test_schedule_config_round_trip():
     schedule = WarmupPolynomialDecay(5e-4, 1000, 100, power=2.0)
     again = WarmupPolynomialDecay.from_config(schedule.get_config())

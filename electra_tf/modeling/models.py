@@ -16,6 +16,9 @@ Weight sharing (paper section 3.2; `PretrainingConfig` flags):
 - BERT (objective `bert_mlm`): as `untied_generator=False` whatever the
   generator sizes: the original builds BERT's transformer at D's full size, in
   D's scope, with the generator's MLM head (`generator_predictions`).
+- two-stage training: nothing is shared; G has embedding tables of its own at
+  D's embedding size, so that D can start from all of G's weights while G
+  stays frozen (a shared table would keep training through D).
 In every mode the MLM head's output weights are G's input word embeddings.
 With `training_algorithm="adversarial"` G also carries the learned REINFORCE
 baseline (`generator_baseline`, paper Appendix F).
@@ -232,7 +235,7 @@ def build_pretraining_models(
     baseline = config.training_algorithm == "adversarial"  # the learned REINFORCE baseline
     if not config.untied_generator or config.resolved_objective == "bert_mlm":
         generator = ElectraGenerator(None, encoder=discriminator.encoder, baseline_head=baseline)
-    elif config.untied_generator_embeddings:
+    elif config.untied_generator_embeddings or config.training_algorithm == "two_stage":
         generator = ElectraGenerator(config.generator_config(), baseline_head=baseline)
     else:
         generator = ElectraGenerator(config.generator_config(),

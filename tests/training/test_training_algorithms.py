@@ -27,33 +27,47 @@ def test_two_stage_copies_g_into_d_then_freezes_g(make_configs, tmp_path):
     config, run = make_configs(tmp_path / "m", training_algorithm="two_stage",
                                generator_hidden_size=1.0, num_train_steps=6,
                                iterations_per_loop=3, model_hparam_overrides=sized_like_g)
+    assert config.stage_starts == (3,)
     first = Pretraining(config, run)
-    assert [p.name for p in first.phases] == ["two_stage_generator",
-                                                 "two_stage_discriminator"]
-    d_before = [v.numpy().copy() for v in first.model.discriminator.encoder.trainable_variables]
+    assert [(p.name, p.start, p.end) for p in first.phases] == [
+        ("two_stage_generator", 0, 3), ("two_stage_discriminator", 3, 6)]
+    model = first.model
+    # G owns every variable it uses, its embedding tables included.
+    assert not ({id(v) for v in model.generator.trainable_variables}
+                & {id(v) for v in model.discriminator.trainable_variables})
+    assert (model.generator.encoder.embeddings.word_embeddings.embeddings.shape
+            == model.discriminator.encoder.embeddings.word_embeddings.embeddings.shape)
+    d_before = [v.numpy().copy() for v in model.discriminator.trainable_variables]
     first.train(stop_at_step=3)  # the generator phase only
-    g_after_phase_1 = [v.numpy().copy() for v in generator_only(first.model)]
-    d_layers = [v for v in first.model.discriminator.encoder.trainable_variables
-                if "layer_" in v.path]
+    g_after_phase_1 = [v.numpy().copy() for v in model.generator.trainable_variables]
     assert all(np.array_equal(v.numpy(), b) for v, b in zip(
-        first.model.discriminator.encoder.trainable_variables, d_before)
-        if "layer_" in v.path), "phase 1 must not train D's layers"
+        model.discriminator.trainable_variables, d_before)), "phase 1 must not train D"
     first.initialize_discriminator_from_generator()
-    for d, g in zip(first.model.discriminator.encoder.get_weights(),
-                    first.model.generator.encoder.get_weights()):
-        np.testing.assert_array_equal(d, g)
-    assert d_layers
+    for d, g in zip(model.discriminator.encoder.get_weights(),
+                    model.generator.encoder.get_weights()):
+        np.testing.assert_array_equal(d, g)  # embeddings included
 
     resumed = Pretraining(config, run)
     resumed.train()
     assert resumed.step == 6
-    for v, before in zip(generator_only(resumed.model), g_after_phase_1):
-        np.testing.assert_array_equal(v.numpy(), before)  # G frozen in phase 2
+    g_vars = resumed.model.generator.trainable_variables
+    assert len(g_vars) == len(g_after_phase_1)
+    for v, before in zip(g_vars, g_after_phase_1):
+        np.testing.assert_array_equal(v.numpy(), before, err_msg=v.path)  # G frozen in phase 2
+    d_table = resumed.model.discriminator.encoder.embeddings.word_embeddings.embeddings
+    g_table = resumed.model.generator.encoder.embeddings.word_embeddings.embeddings
+    assert not np.array_equal(d_table.numpy(), g_table.numpy()), "phase 2 trains D's tables"
     d_now = [v.numpy() for v in resumed.model.discriminator.encoder.trainable_variables
              if "layer_" in v.path]
     g_now = [v.numpy() for v in resumed.model.generator.encoder.trainable_variables
              if "layer_" in v.path]
     assert any(not np.array_equal(d, g) for d, g in zip(d_now, g_now)), "phase 2 trains D"
+
+
+def test_two_stage_needs_untied_generator():
+    with pytest.raises(ConfigError, match="untied_generator=True"):
+        PretrainingConfig(training_algorithm="two_stage", untied_generator=False,
+                          generator_hidden_size=1.0).validate()
 
 
 def test_two_stage_needs_equal_sizes():
