@@ -156,7 +156,7 @@ class PretrainingConfig:
     max_predictions_per_seq: int | None = None  # None: int((mask_prob + 0.005) * L)
 
     # --- generator ---
-    uniform_generator: bool = False  # sample replacements uniformly (ablation)
+    uniform_generator: bool = False  # no generator: replacements uniform at random (ablation)
     untied_generator_embeddings: bool = False  # do not share embeddings with D
     untied_generator: bool = True  # False: G and D share all weights (equal sizes)
     generator_layers: float = 1.0  # G depth as a fraction of D's
@@ -247,6 +247,12 @@ class PretrainingConfig:
         if self.training_algorithm not in TRAINING_ALGORITHMS:
             raise ConfigError(f"training_algorithm must be one of "
                               f"{', '.join(TRAINING_ALGORITHMS)}, got {self.training_algorithm!r}")
+        if self.uniform_generator and (self.training_algorithm != "joint"
+                                       or self.resolved_objective == "bert_mlm"):
+            raise ConfigError("uniform_generator replaces the generator by uniform sampling: "
+                              "it needs training_algorithm=joint and an objective with a "
+                              f"discriminator, got {self.training_algorithm} and "
+                              f"{self.resolved_objective}")
         if self.training_algorithm != "joint" and self.resolved_objective != "electra":
             raise ConfigError(f"training_algorithm={self.training_algorithm} needs "
                               f"objective=electra, got {self.resolved_objective}")

@@ -21,7 +21,9 @@ Weight sharing (paper section 3.2; `PretrainingConfig` flags):
   stays frozen (a shared table would keep training through D).
 In every mode the MLM head's output weights are G's input word embeddings.
 With `training_algorithm="adversarial"` G also carries the learned REINFORCE
-baseline (`generator_baseline`, paper Appendix F).
+baseline (`generator_baseline`, paper Appendix F). With `uniform_generator`
+there is no generator network: `UniformGenerator` returns constant zero
+logits, as the original's (nothing to build or train; D owns the embeddings).
 """
 
 from __future__ import annotations
@@ -129,6 +131,32 @@ class ElectraGenerator(EncoderConfigSerializable, keras.Model):
         return config
 
 
+class UniformGenerator(EncoderConfigSerializable, keras.Model):
+    """The uniform_generator ablation: no network, constant zero logits.
+
+    As the original's `_get_masked_lm_output` with uniform_generator: logits
+    are zeros [B, N, vocab_size], so samples are uniform over the vocabulary
+    and the MLM loss is the constant log(vocab_size) (no gradient). It has no
+    variables: nothing is trained, nor reaches D's embeddings.
+
+    Args:
+        config: an `EncoderConfig` (only vocab_size is used; D's).
+    """
+
+    def __init__(self, config: EncoderConfig | dict, **kwargs):
+        kwargs.setdefault("name", "generator")
+        super().__init__(**kwargs)
+        self.config = _config_from(config)
+
+    def build(self, input_shape=None):
+        self.built = True
+
+    def call(self, inputs, training=False, seed=None):
+        positions = inputs["masked_lm_positions"]
+        batch, n = ops.shape(positions)[0], ops.shape(positions)[1]
+        return {"mlm_logits": ops.zeros((batch, n, self.config.vocab_size), "float32")}
+
+
 class ElectraDiscriminator(EncoderConfigSerializable, keras.Model):
     """The discriminator: an encoder and the RTD head (original `electra`).
 
@@ -216,8 +244,8 @@ def build_discriminator(encoder_config: EncoderConfig,
 
 
 def build_pretraining_models(
-        config: PretrainingConfig,
-        head_kind: str = RTD_HEAD) -> tuple[ElectraGenerator, ElectraDiscriminator]:
+        config: PretrainingConfig, head_kind: str = RTD_HEAD,
+) -> tuple[ElectraGenerator | UniformGenerator, ElectraDiscriminator]:
     """Builds G and D with the sharing that `config` asks for.
 
     D is built first, so that shared variables carry D's paths
@@ -233,7 +261,9 @@ def build_pretraining_models(
     config.validate()
     discriminator = build_discriminator(config.discriminator_config(), head_kind)
     baseline = config.training_algorithm == "adversarial"  # the learned REINFORCE baseline
-    if not config.untied_generator or config.resolved_objective == "bert_mlm":
+    if config.uniform_generator:
+        generator = UniformGenerator(discriminator.config)
+    elif not config.untied_generator or config.resolved_objective == "bert_mlm":
         generator = ElectraGenerator(None, encoder=discriminator.encoder, baseline_head=baseline)
     elif config.untied_generator_embeddings or config.training_algorithm == "two_stage":
         generator = ElectraGenerator(config.generator_config(), baseline_head=baseline)

@@ -105,6 +105,20 @@ def test_bert_is_built_at_the_discriminators_full_size(pretraining_config, input
     assert gen(inputs())["sequence_output"].shape == (2, 16, 16)
 
 
+def test_uniform_generator_is_no_network(pretraining_config, inputs):
+    """The original's uniform_generator: constant zero logits, no generator variables."""
+    from electra_tf.modeling.models import UniformGenerator
+
+    gen, disc = build_pretraining_models(pretraining_config(uniform_generator=True))
+    assert isinstance(gen, UniformGenerator) and not gen.weights and gen.count_params() == 0
+    out = gen(inputs())
+    assert set(out) == {"mlm_logits"} and out["mlm_logits"].dtype == "float32"
+    np.testing.assert_array_equal(out["mlm_logits"], np.zeros((2, 3, 32), np.float32))
+    assert UniformGenerator.from_config(gen.get_config()).config == gen.config
+    with pytest.raises(ValueError, match="uniform_generator"):
+        pretraining_config(uniform_generator=True, objective="bert_mlm")
+
+
 def test_generator_size_follows_config_fractions():
     hparams = {"embedding_size": 32, "hidden_size": 256, "num_hidden_layers": 4,
                "num_attention_heads": 4, "intermediate_size": 64, "max_position_embeddings": 16}
