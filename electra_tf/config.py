@@ -208,7 +208,13 @@ class PretrainingConfig:
         return default_max_predictions(self.mask_prob, self.max_seq_length)
 
     def discriminator_config(self) -> EncoderConfig:
-        """The discriminator's EncoderConfig: size preset + overrides."""
+        """The discriminator's EncoderConfig: size preset + overrides.
+
+        As the original's training_utils.get_bert_config, the attention heads
+        (max(1, hidden // 64)) and the FFN width (4 x hidden) follow the
+        hidden size after the overrides, unless the overrides set them too:
+        {"hidden_size": 512} on Small gives 8 heads and a 2048-wide FFN.
+        """
         if self.model_size not in MODEL_SIZES:
             raise ConfigError(
                 f"model_size {self.model_size!r} is not one of {sorted(MODEL_SIZES)}")
@@ -219,6 +225,10 @@ class PretrainingConfig:
         values["max_position_embeddings"] = max(512, self.max_seq_length)
         overrides = dict(self.model_hparam_overrides)
         _check_known(EncoderConfig, overrides)
+        values.update(overrides)
+        hidden = values["hidden_size"]
+        values["num_attention_heads"] = max(1, hidden // 64)  # the presets' values too
+        values["intermediate_size"] = 4 * hidden
         values.update(overrides)
         return EncoderConfig(**values).validate()
 

@@ -19,6 +19,8 @@ A variable's layer-wise learning-rate depth (docs/reference.md, "Fine-tuning") i
 `encoder_variable_depth(path)`: embeddings and embeddings_project 0, layer_i
 i + 1 (the optimizer's one source for it, see `optimization.layer_depth`).
 Non-trainable dropout seed states live under the same prefixes.
+Initializers are the original's: truncated normal (initializer_range) for the
+tables and every transformer kernel, Glorot uniform for embeddings_project.
 With tied embeddings the shared variables keep the path of the model that
 built them first (the discriminator, in `build_pretraining_models`).
 """
@@ -31,7 +33,7 @@ import keras
 from keras import ops
 
 from electra_tf.config import EncoderConfig
-from electra_tf.modeling.layers import ElectraEmbeddings, kernel_initializer
+from electra_tf.modeling.layers import ElectraEmbeddings
 from electra_tf.modeling.random import (
     EMBEDDINGS_STREAM,
     ENCODER_SALT,
@@ -132,8 +134,11 @@ class ElectraEncoder(EncoderConfigSerializable, keras.Model):
         self.embeddings = embeddings
         self.embeddings_project = None
         if emb_size != cfg.hidden_size:
+            # The original's tf.layers.dense(..., name="embeddings_project") takes no
+            # initializer: TF1's default, Glorot uniform (zero bias), not the
+            # truncated normal of the other kernels.
             self.embeddings_project = keras.layers.Dense(
-                cfg.hidden_size, kernel_initializer=kernel_initializer(cfg.initializer_range),
+                cfg.hidden_size, kernel_initializer=keras.initializers.GlorotUniform(),
                 dtype=self.dtype_policy, name="embeddings_project")
         self.transformer_layers = [
             TransformerLayer(cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size,

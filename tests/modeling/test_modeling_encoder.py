@@ -32,6 +32,24 @@ def test_outputs_shapes_and_pooled(encoder_config, inputs):
     np.testing.assert_array_equal(out["pooled_output"], out["sequence_output"][:, 0])
 
 
+def test_initializers_are_the_originals(encoder_config):
+    """Truncated normal (0.02) for tables and transformer kernels; the original's
+    embeddings_project is a tf.layers.dense without initializer: Glorot uniform."""
+    encoder = _encoder(encoder_config(vocab_size=512, embedding_size=64, hidden_size=96,
+                                      num_attention_heads=2, intermediate_size=64))
+    project = encoder.embeddings_project
+    assert isinstance(project.kernel_initializer, keras.initializers.GlorotUniform)
+    kernel = project.kernel.numpy()
+    limit = np.sqrt(6 / (64 + 96))  # 0.19; the truncated normal stays within 0.04
+    assert np.abs(kernel).max() <= limit and np.abs(kernel).max() > 0.9 * limit
+    assert kernel.std() == pytest.approx(limit / np.sqrt(3), rel=0.05)
+    assert not np.any(project.bias.numpy())
+    for v in encoder.trainable_variables:
+        if v.path.endswith(("kernel", "embeddings")) and "embeddings_project" not in v.path:
+            assert np.abs(v.numpy()).max() <= 2 * 0.02 + 1e-6, v.path
+            assert v.numpy().std() == pytest.approx(0.02 * 0.88, rel=0.15), v.path
+
+
 def test_no_projection_when_embedding_size_equals_hidden(encoder_config, inputs):
     encoder = _encoder(encoder_config(embedding_size=None))
     assert encoder.embeddings_project is None

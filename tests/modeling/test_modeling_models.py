@@ -119,6 +119,23 @@ def test_uniform_generator_is_no_network(pretraining_config, inputs):
         pretraining_config(uniform_generator=True, objective="bert_mlm")
 
 
+def test_hidden_size_override_rederives_heads_and_ffn():
+    """As the original's training_utils.get_bert_config (D) and get_generator_config (G)."""
+    small = PretrainingConfig(model_size="small", model_hparam_overrides={"hidden_size": 512})
+    d, g = small.discriminator_config(), small.generator_config()
+    assert (d.hidden_size, d.num_attention_heads, d.intermediate_size) == (512, 8, 2048)
+    assert (g.hidden_size, g.num_attention_heads, g.intermediate_size) == (128, 2, 512)
+    assert d.resolved_embedding_size == 128  # Small's embedding size stays
+    explicit = PretrainingConfig(model_size="small", model_hparam_overrides={
+        "hidden_size": 512, "num_attention_heads": 2, "intermediate_size": 1000})
+    d, g = explicit.discriminator_config(), explicit.generator_config()
+    assert (d.num_attention_heads, d.intermediate_size) == (2, 1000)
+    # G re-derives its own from its width whatever the overrides, as the original.
+    assert (g.num_attention_heads, g.intermediate_size) == (2, 512)
+    base = PretrainingConfig(model_size="base").discriminator_config()
+    assert (base.num_attention_heads, base.intermediate_size) == (12, 3072)
+
+
 def test_generator_size_follows_config_fractions():
     hparams = {"embedding_size": 32, "hidden_size": 256, "num_hidden_layers": 4,
                "num_attention_heads": 4, "intermediate_size": 64, "max_position_embeddings": 16}
