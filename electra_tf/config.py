@@ -418,6 +418,8 @@ class FinetuningConfig:
     squad_null_rule: str = "answerable"  # SQuAD 2.0 null odds: answerable (the original's) | combined
     qa_na_threshold: float = -2.75  # SQuAD 2.0, rule answerable: "" when null odds exceed it
     no_answer_threshold: float = 0.0  # SQuAD 2.0, rule combined: "" when null odds exceed it
+    joint_prediction: bool = True  # SQuAD: the original's joint start/end head (False: independent)
+    beam_size: int = 20  # SQuAD, joint head: best starts, and best ends of each, decoded
     tagging_scheme: str = "BIO"  # ner/chunking: BIO or BIOES tags
 
     def resolved_learning_rate(self, size: str) -> float:
@@ -445,6 +447,8 @@ class FinetuningConfig:
         if self.squad_null_rule not in ("answerable", "combined"):
             raise ConfigError(f"squad_null_rule must be answerable or combined, "
                               f"got {self.squad_null_rule!r}")
+        if self.beam_size < 1:
+            raise ConfigError(f"beam_size must be >= 1, got {self.beam_size}")
         if self.max_seq_length and self.max_seq_length < 8:
             raise ConfigError("max_seq_length must be >= 8")
         return self

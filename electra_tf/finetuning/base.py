@@ -6,7 +6,11 @@ Data flow:
   model(features.inputs)                  -> outputs (numpy after predict), by head:
       classification: "logits" [n, num_labels]
       regression:     "logits" [n]
-      span:           "start_logits", "end_logits" [n, L], "answerable_logits" [n]
+      span:           "start_logits", "end_logits" [n, L], "answerable_logits" [n];
+                      the joint head predicts "start_logits" and its beam instead
+                      of "end_logits": "start_top_log_probs", "start_top_index"
+                      [n, K], "end_top_log_probs", "end_top_index" [n, K, K]
+                      (modeling/finetuning.py)
       tagging:        "tag_logits" [n, L, num_labels]
   task.predictions(outputs, examples, features) -> predictions (per example)
   task.metrics(predictions, examples)           -> {name: float}
@@ -27,7 +31,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, Sequence
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -89,6 +94,9 @@ class Task(abc.ABC):
     """Extension of the prediction files (<name>_<split>_predictions<suffix>)."""
     text_b: str | None = None
     """The second text column of a sentence-pair task; None for single-text tasks."""
+    head_options: Mapping[str, Any] = MappingProxyType({})
+    """More FinetuningModel arguments for this task's head (SQuAD: span_head,
+    beam_size); whoever builds the model passes them."""
 
     def submission_file(self, split: str) -> str | None:
         """File name of a split's predictions in a leaderboard's submission format

@@ -22,7 +22,8 @@ def task_from_config(config: FinetuningConfig):
     """A fresh Task for `config.task_name`, with the task options of `config`.
 
     The options: tagging_scheme (ner/chunking), double_unordered (MRPC,
-    STS-B; ignored by the other GLUE tasks) and SQuAD 2.0's null rule and its
+    STS-B; ignored by the other GLUE tasks), SQuAD's head (joint_prediction,
+    beam_size: the task's `head_options`) and SQuAD 2.0's null rule and its
     threshold (`squad_null_options`).
     """
     from electra_tf.finetuning import glue
@@ -35,7 +36,8 @@ def task_from_config(config: FinetuningConfig):
     if name in SQUAD_TASKS:
         from electra_tf.finetuning.squad import SquadTask
 
-        return SquadTask(version=SQUAD_TASKS[name], **squad_null_options(config.to_dict()))
+        return SquadTask(version=SQUAD_TASKS[name], joint_prediction=config.joint_prediction,
+                         beam_size=config.beam_size, **squad_null_options(config.to_dict()))
     if name in TAGGING_TASKS:
         from electra_tf.finetuning.tagging import TaggingTask
 

@@ -1,9 +1,9 @@
-"""SQuAD 1.1 and 2.0: official JSON in, sliding windows, n-best span decoding, official EM/F1.
+"""SQuAD 1.1 and 2.0: official JSON in, sliding windows, span decoding, official EM/F1.
 
     task = SquadTask("2.0")
     examples = task.read("data/squad", "dev")             # data/squad/dev-v2.0.json
     features = task.featurize(examples, tokenizer, 512)   # one row per window
-    outputs = ...  # start_logits, end_logits [n, L], answerable_logits [n] (numpy)
+    outputs = ...  # the span head's outputs (numpy), see "Decoding" below
     preds = task.predictions(outputs, examples, features)
     task.metrics(preds, examples)                         # official evaluators
     task.write_predictions(preds, examples, "out/predictions.json")  # + null_odds.json
@@ -23,6 +23,21 @@ it sits on.
 Windows follow BERT's run_squad: [CLS] question [SEP] context-window [SEP], the
 question cut to max_query_length tokens, windows every doc_stride tokens, and
 each context token decoded only from the window where it has the most context.
+
+Decoding. Two span heads (`joint_prediction`; the model takes
+`task.head_options`):
+- joint (the default, the original's joint_prediction, finetune/qa/qa_tasks.py
+  and qa_metrics.py): the model's beam gives, per window, the beam_size best
+  starts (start_top_log_probs, start_top_index [n, K]) and for each the K best
+  ends (end_top_log_probs, end_top_index [n, K, K]); a span scores
+  start log-probability + end log-probability;
+- independent (joint_prediction=False): start_logits, end_logits [n, L]; the
+  n_best_size best starts and ends of a window are paired (BERT's n-best) and
+  a span scores start_logit + end_logit.
+Either way only context tokens count, a span must start at a token its window
+has the most context for, end at or after it and be at most
+max_answer_length tokens long; the spans of all of a question's windows are
+ranked by score and deduplicated by text (n_best_size kept).
 
 Null score (2.0). answerable_logits[w] is the logit that the question is
 answerable (finetuning/losses.py trains it against 1 - is_impossible; the
@@ -101,7 +116,8 @@ class SquadPrediction:
     Attributes:
       text: best non-null answer, sliced from the original context ("" if none).
       start_char, end_char: its span in the context, end exclusive.
-      score: start_logit + end_logit of that span.
+      score: start_logit + end_logit of that span (joint head: the two
+        log-probabilities).
       answer: what is submitted: `text`, or "" when null_odds > threshold (2.0).
       null_score, null_odds: 2.0 only (see the module docstring).
       nbest: up to n_best_size dicts (text, start_char, end_char, start_logit,
@@ -130,7 +146,10 @@ class SquadTask(base.Task):
         for its "answerable" rule.
       answerable_weight: weight of -answerable_logits in the "combined" null score.
       null_odds_from: "answerable" (the original's) or "combined" (see the module
-        docstring).
+        docstring); "combined" needs the independent head.
+      joint_prediction: the original's joint start/end head and beam decoding
+        (else the independent head); the model takes `head_options`.
+      beam_size: the joint head's beam (the original's 20).
     """
 
     head = "span"
@@ -140,15 +159,19 @@ class SquadTask(base.Task):
     def __init__(self, version: str = "1.1", max_query_length: int = 64, doc_stride: int = 128,
                  n_best_size: int = 20, max_answer_length: int = 30,
                  no_answer_threshold: float = -2.75, answerable_weight: float = 0.5,
-                 null_odds_from: str = "answerable"):
+                 null_odds_from: str = "answerable", joint_prediction: bool = True,
+                 beam_size: int = 20):
         if version not in ("1.1", "2.0"):
             raise ValueError(f"SQuAD version must be '1.1' or '2.0', got {version!r}")
         if null_odds_from not in ("answerable", "combined"):
             raise ValueError(f"null_odds_from must be 'answerable' or 'combined', "
                              f"got {null_odds_from!r}")
-        if min(max_query_length, doc_stride, n_best_size, max_answer_length) < 1:
-            raise ValueError("max_query_length, doc_stride, n_best_size and "
-                             "max_answer_length must be >= 1")
+        if min(max_query_length, doc_stride, n_best_size, max_answer_length, beam_size) < 1:
+            raise ValueError("max_query_length, doc_stride, n_best_size, max_answer_length "
+                             "and beam_size must be >= 1")
+        if version == "2.0" and joint_prediction and null_odds_from == "combined":
+            raise ValueError("the combined null rule reads the end logit at [CLS], which the "
+                             "joint head does not predict: use joint_prediction=False with it")
         self.version = version
         self.v2 = version == "2.0"
         self.answerable = self.v2  # the trainer adds the answerability classifier
@@ -160,10 +183,18 @@ class SquadTask(base.Task):
         self.no_answer_threshold = no_answer_threshold
         self.answerable_weight = answerable_weight
         self.null_odds_from = null_odds_from
+        self.joint_prediction = joint_prediction
+        self.beam_size = beam_size
         self.metric_names = (
             ("f1", "exact", "HasAns_f1", "HasAns_exact", "NoAns_f1", "NoAns_exact",
              "best_f1", "best_f1_thresh", "best_exact", "best_exact_thresh")
             if self.v2 else ("f1", "exact"))
+
+    @property
+    def head_options(self) -> dict:
+        """FinetuningModel's span head arguments for this task."""
+        return {"span_head": "joint" if self.joint_prediction else "independent",
+                "beam_size": self.beam_size}
 
     # === Reading ===
 
@@ -257,9 +288,25 @@ class SquadTask(base.Task):
 
     def predictions(self, outputs: dict[str, np.ndarray], examples: list[SquadExample],
                     features: base.Features) -> dict[str, SquadPrediction]:
-        """Window logits -> {qas_id: SquadPrediction}, n-best over all windows of a question."""
-        start_logits = np.asarray(outputs["start_logits"], np.float32)
-        end_logits = np.asarray(outputs["end_logits"], np.float32)
+        """Window outputs -> {qas_id: SquadPrediction}, n-best over all windows of a question.
+
+        The outputs of the joint head's beam (start_top_index, ...) are decoded
+        as the original's joint_prediction, start and end logits as BERT's
+        n-best (see the module docstring), whichever the model gave.
+        """
+        joint = "start_top_index" in outputs
+        if joint:
+            beam = [np.asarray(outputs[k]) for k in ("start_top_log_probs", "start_top_index",
+                                                     "end_top_log_probs", "end_top_index")]
+        else:
+            if self.joint_prediction:
+                logging.warning("%s: decoding start/end logits, but the task is set for the "
+                                "joint head: build the model with task.head_options",
+                                self.name)
+            start_logits = np.asarray(outputs["start_logits"], np.float32)
+            end_logits = np.asarray(outputs["end_logits"], np.float32)
+        if self.v2 and joint and self.null_odds_from == "combined":
+            raise ValueError("null_odds_from='combined' needs the independent head's end logits")
         answerable = outputs.get("answerable_logits")
         if self.v2 and answerable is None and self.null_odds_from == "answerable":
             raise KeyError("null_odds_from='answerable' needs outputs['answerable_logits']")
@@ -271,9 +318,13 @@ class SquadTask(base.Task):
 
         preds: dict[str, SquadPrediction] = {}
         for i, ex in enumerate(examples):
-            cands = [c for r in rows_of[i]
-                     for c in self._window_candidates(start_logits[r], end_logits[r],
-                                                      features.extra[r])]
+            if joint:
+                cands = [c for r in rows_of[i]
+                         for c in self._beam_candidates(*(b[r] for b in beam), features.extra[r])]
+            else:
+                cands = [c for r in rows_of[i]
+                         for c in self._window_candidates(start_logits[r], end_logits[r],
+                                                          features.extra[r])]
             nbest = self._nbest(cands, ex.context)
             best = nbest[0] if nbest else None
             pred = SquadPrediction(
@@ -317,6 +368,27 @@ class SquadTask(base.Task):
         s_sel, e_sel = s_grid[ok], e_grid[ok]
         doc_s, doc_e = s_sel + window.doc_start, e_sel + window.doc_start
         return list(zip(s_logits[s_sel].tolist(), e_logits[e_sel].tolist(),
+                        window.char_starts[doc_s].tolist(), window.char_ends[doc_e].tolist()))
+
+    def _beam_candidates(self, start_log_probs: np.ndarray, start_index: np.ndarray,
+                         end_log_probs: np.ndarray, end_index: np.ndarray,
+                         window: SquadWindow) -> list[tuple[float, float, int, int]]:
+        """(start_log_prob, end_log_prob, start_char, end_char) of the valid spans of
+        one window's beam (start_index [K], end_index [K, K]: positions in the
+        window), under the same rules as `_window_candidates`."""
+        n, off = window.doc_length, window.context_offset
+        if n == 0:
+            return []
+        s_pos = np.broadcast_to(start_index[:, None], end_index.shape).astype(np.int64) - off
+        e_pos = end_index.astype(np.int64) - off
+        s_lp = np.broadcast_to(start_log_probs[:, None], end_log_probs.shape)
+        ok = (s_pos >= 0) & (s_pos < n) & (e_pos >= 0) & (e_pos < n)
+        ok &= window.max_context[np.clip(s_pos, 0, n - 1)]
+        ok &= (e_pos >= s_pos) & (e_pos - s_pos < self.max_answer_length)
+        s_sel, e_sel = s_pos[ok], e_pos[ok]
+        doc_s, doc_e = s_sel + window.doc_start, e_sel + window.doc_start
+        return list(zip(s_lp[ok].astype(np.float64).tolist(),
+                        end_log_probs[ok].astype(np.float64).tolist(),
                         window.char_starts[doc_s].tolist(), window.char_ends[doc_e].tolist()))
 
     def _nbest(self, cands: list, context: str) -> list[dict]:

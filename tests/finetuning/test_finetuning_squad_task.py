@@ -76,7 +76,7 @@ def setup(request, tokenizer, tmp_path_factory):
     (folder / f"dev-v{version}.json").write_text(
         json.dumps(squad_json(version == "2.0"), ensure_ascii=False, indent=1), "utf-8")
     task = SquadTask(version, max_query_length=8, doc_stride=STRIDE, null_odds_from="combined",
-                     no_answer_threshold=0.0)
+                     no_answer_threshold=0.0, joint_prediction=False)
     examples = task.read(str(folder), "dev")
     return task, examples, task.featurize(examples, tokenizer, L), folder
 
@@ -280,8 +280,8 @@ def test_the_default_null_rule_is_the_originals(setup):
     preds = default.predictions(outputs, examples, feats)
     assert (preds["q-accent"].null_odds, preds["q-accent"].answer) == (-3.0, "Café")
     assert (preds["q-space"].null_odds, preds["q-space"].answer) == (-2.5, "")
-    combined = registry.task_from_config(FinetuningConfig(task_name="squad_v2",
-                                                          squad_null_rule="combined"))
+    combined = registry.task_from_config(FinetuningConfig(
+        task_name="squad_v2", squad_null_rule="combined", joint_prediction=False))
     assert (combined.null_odds_from, combined.no_answer_threshold) == ("combined", 0.0)
     preds = combined.predictions(outputs, examples, feats)
     assert preds["q-space"].null_odds == pytest.approx(-11.25)
@@ -291,6 +291,49 @@ def test_the_default_null_rule_is_the_originals(setup):
         "null_odds_from": "combined", "no_answer_threshold": 0.5}
     with pytest.raises(ConfigError, match="squad_null_rule"):
         FinetuningConfig(task_name="squad_v2", squad_null_rule="bert").validate()
+
+
+def test_joint_beam_decoding_by_hand():
+    """The original's joint decoding (qa_metrics.py): [CLS] q [SEP] a b c [SEP], the
+    context tokens at positions 2..4 ("a" "b" "c"). Beam: starts 3 ("b", log-prob
+    -0.5) and 2 ("a", -1.0); ends of 3: 2 (before the start: out), 4 ("c", -0.6);
+    ends of 2: 3 ("b", -0.2), 5 ([SEP]: out). Spans: "b c" -0.5 - 0.6 = -1.1 and
+    "a b" -1.0 - 0.2 = -1.2; probabilities softmax(-1.1, -1.2). Null odds (the
+    original's rule): -answerable = -2.0 > -2.75: answer ""."""
+    from electra_tf.finetuning.squad import SquadExample, SquadWindow
+
+    task = SquadTask("2.0")
+    assert task.joint_prediction and task.head_options == {"span_head": "joint",
+                                                           "beam_size": 20}
+    example = SquadExample("q", "?", "a b c", answers=(("b c", 2),))
+    window = SquadWindow(0, 0, 3, 2, np.ones(3, bool), np.array([0, 2, 4]), np.array([1, 3, 5]))
+    feats = base.Features({}, {}, np.zeros(1, np.int32), [window])
+    outputs = {"start_logits": np.zeros((1, 6), np.float32),
+               "start_top_log_probs": np.array([[-0.5, -1.0]], np.float32),
+               "start_top_index": np.array([[3, 2]], np.int32),
+               "end_top_log_probs": np.array([[[-0.1, -0.6], [-0.2, -0.3]]], np.float32),
+               "end_top_index": np.array([[[2, 4], [3, 5]]], np.int32),
+               "answerable_logits": np.array([2.0], np.float32)}
+    p = task.predictions(outputs, [example], feats)["q"]
+    assert (p.text, p.start_char, p.end_char, p.answer) == ("b c", 2, 5, "")
+    assert p.score == pytest.approx(-1.1) and p.null_odds == -2.0
+    assert [(c["text"], c["start_logit"], c["end_logit"]) for c in p.nbest] == [
+        ("b c", pytest.approx(-0.5), pytest.approx(-0.6)),
+        ("a b", pytest.approx(-1.0), pytest.approx(-0.2))]
+    e = np.exp([-1.1, -1.2])
+    assert [c["probability"] for c in p.nbest] == pytest.approx(list(e / e.sum()))
+    # max_answer_length=1 leaves no span: the empty answer.
+    short = SquadTask("1.1", max_answer_length=1).predictions(outputs, [example], feats)["q"]
+    assert (short.text, short.nbest) == ("", [])
+    with pytest.raises(ValueError, match="joint head"):
+        SquadTask("2.0", null_odds_from="combined")
+    from electra_tf.config import FinetuningConfig
+    from electra_tf.finetuning import registry
+
+    assert registry.task_from_config(FinetuningConfig(task_name="squad_v2")).joint_prediction
+    off = FinetuningConfig(task_name="squad_v1", joint_prediction=False, beam_size=5)
+    assert registry.task_from_config(off).head_options == {"span_head": "independent",
+                                                           "beam_size": 5}
 
 
 def test_best_threshold_matches_find_best_thresh():
