@@ -13,6 +13,15 @@ signature call (inputs already tensors, outputs fetched to numpy) at batch 1
 and 32: text signature on texts of ~200 words (truncated to 128 pieces, so
 tokenization is included) and ids signature on [B, 128] ids. Warm-up calls are
 excluded; p50/p95 over --iters calls.
+
+The cost of the ids signature's input checks (export/signatures.py,
+check_ids_inputs: ranks, shapes, id / type id / mask ranges) is measured A/B:
+each task's archive is written twice, with the checks and without them
+(build_archive(check_inputs=False), the graph as it was before the checks),
+both are loaded, and their serving_ids calls alternate (--check_iters pairs
+at batch 1, a quarter of that at batch 32, order flipped every pair), so
+that the load of a shared machine hits both alike; the medians and the median
+of the paired differences are recorded.
 """
 
 import argparse
@@ -93,11 +102,54 @@ def timed(fn, inputs, warmup, iters):
     return 1e3 * float(np.percentile(times, 50)), 1e3 * float(np.percentile(times, 95))
 
 
+def input_check_cost(dirs, work, iters, warmup):
+    """Rows of the A/B measurement of the ids checks (see the module docstring)."""
+    import tensorflow as tf
+
+    from export.export_saved_model import load_spec
+    from export.signatures import build_archive
+
+    rows = []
+    for name, task in (("sst2", "sequence_classification"), ("ner", "token_classification")):
+        spec = load_spec(task, dirs[name])
+        loaded = {}
+        for checked in (False, True):
+            path = os.path.join(work, "checks", f"{name}_{'after' if checked else 'before'}")
+            archive, _ = build_archive(spec, check_inputs=checked)
+            archive.write_out(path, verbose=False)
+            loaded[checked] = tf.saved_model.load(path).signatures["serving_ids"]
+        for batch, n in ((1, iters), (32, max(10, iters // 4))):
+            ids = tf.constant(np.random.default_rng(0).integers(1000, 30000, [batch, 128]),
+                              tf.int32)
+            inputs = {"input_word_ids": ids, "input_mask": tf.ones_like(ids),
+                      "input_type_ids": tf.zeros_like(ids)}
+            for fn in loaded.values():
+                for _ in range(warmup):
+                    {k: v.numpy() for k, v in fn(**inputs).items()}
+            times = {False: [], True: []}
+            for i in range(n):
+                for checked in ((False, True) if i % 2 == 0 else (True, False)):
+                    t0 = time.perf_counter()
+                    {k: v.numpy() for k, v in loaded[checked](**inputs).items()}
+                    times[checked].append(time.perf_counter() - t0)
+            before, after = (1e3 * np.array(times[c]) for c in (False, True))
+            delta = float(np.median(after - before))
+            rows.append({"task": task, "signature": "serving_ids", "batch": batch, "pairs": n,
+                         "before_p50_ms": round(float(np.median(before)), 2),
+                         "after_p50_ms": round(float(np.median(after)), 2),
+                         "paired_delta_p50_ms": round(delta, 3),
+                         "paired_delta_pct": round(100 * delta / float(np.median(before)), 2)})
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--output", default="benchmarks/export_latency")
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--check_iters", type=int, default=200,
+                        help="A/B pairs for the ids checks' cost at batch 1 (a quarter at 32).")
     args = parser.parse_args()
 
     import tensorflow as tf
@@ -138,6 +190,8 @@ def main():
                              "variables_mb": round(variables / 2**20, 1)})
                 print(json.dumps(rows[-1]), flush=True)
 
+    check_rows = input_check_cost(dirs, work, args.check_iters, args.warmup)
+
     import keras
 
     cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
@@ -148,11 +202,13 @@ def main():
                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     with open(args.output + ".json", "w") as f:
         json.dump({"machine": machine, "rows": rows, "iters": args.iters,
-                   "warmup": args.warmup}, f, indent=2)
+                   "warmup": args.warmup, "check_iters": args.check_iters,
+                   "input_checks": check_rows}, f, indent=2)
     lines = ["# ELECTRA-Small SavedModel export: time, size, in-process latency (CPU)", "",
              "Reproduce (from the repository root):", "", "```",
              f"python benchmarks/bench_export.py --iters={args.iters} "
-             f"--warmup={args.warmup} --output={repo_relative(args.output)}", "```", "",
+             f"--warmup={args.warmup} --check_iters={args.check_iters} "
+             f"--output={repo_relative(args.output)}", "```", "",
              f"- Machine: {cpu}, {os.cpu_count()} cores, no GPU; shared with other jobs "
              f"(1-min load average {load_start:.2f} at the start, "
              f"{os.getloadavg()[0]:.2f} at the end). On 2 shared cores the latencies move "
@@ -173,6 +229,20 @@ def main():
         lines.append(f"| {r['task']} | {r['signature']} | {r['batch']} | {r['p50_ms']} | "
                      f"{r['p95_ms']} | {r['seq_per_s_p50']} | {r['export_s']} | {r['load_s']} "
                      f"| {r['saved_model_mb']} | {r['variables_mb']} |")
+    lines += ["", "## Cost of the serving_ids input checks (A/B)", "",
+              "The ids signature checks its inputs in-graph (ranks, equal shapes, "
+              "0 <= id < vocab size, 0 <= type id < type vocab size, mask in {0, 1}, "
+              "seq <= max positions). Same model and inputs, exported without the checks "
+              "(before) and with them (after); calls alternate between the two, "
+              f"{args.warmup} warm-up calls each excluded. Delta: median of the paired "
+              "differences (after - before) of consecutive calls.", "",
+              "| task | signature | batch | pairs | before p50 ms | after p50 ms "
+              "| paired delta p50 ms | delta % |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in check_rows:
+        lines.append(f"| {r['task']} | {r['signature']} | {r['batch']} | {r['pairs']} | "
+                     f"{r['before_p50_ms']} | {r['after_p50_ms']} | "
+                     f"{r['paired_delta_p50_ms']} | {r['paired_delta_pct']} |")
     with open(args.output + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     shutil.rmtree(work, ignore_errors=True)

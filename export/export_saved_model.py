@@ -9,7 +9,8 @@ squad, or a pre-training model_dir (discriminator.weights.h5 +
 discriminator_config.json) for rtd. The export goes to MODEL_BASE/NAME/N/
 (N: --version, or one more than the highest existing version), written under a
 temporary dot-name in MODEL_BASE/NAME (which TF Serving ignores) and renamed
-into place; an existing version is never overwritten.
+into place; an existing version is never overwritten. Temporary dirs that a
+killed export left there are removed by the next export (clean_stale_tmp).
 
 The SavedModel holds:
   serving_default  text signature (in-graph FastBertTokenizer; TF Serving 2.12+)
@@ -26,12 +27,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
+import socket
 import sys
 import tempfile
 import time
 
-from absl import app, flags
+from absl import app, flags, logging
 
 from electra_tf.errors import InputError
 from export.serving import TASKS
@@ -127,9 +130,72 @@ def next_version(model_dir: str) -> int:
     return max(versions, default=0) + 1
 
 
+TMP_PREFIX = ".tmp-"
+# A temporary dir of another host (or of an older export, whose name has no
+# host and pid) is stale after this long; an export takes minutes.
+STALE_AFTER_S = 24 * 3600
+_TMP_NAME = re.compile(r"\.tmp-\d+-(?P<host>.+)-(?P<pid>\d+)-[a-z0-9_]+")
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "host"
+
+
+def _tmp_prefix(version: int) -> str:
+    """.tmp-VERSION-HOST-PID- (mkdtemp adds a random [a-z0-9_] suffix)."""
+    return f"{TMP_PREFIX}{version}-{_host()}-{os.getpid()}-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. another user's process
+        return True
+    return True
+
+
+def clean_stale_tmp(model_dir: str, now: float | None = None) -> list[str]:
+    """Removes the temporary dirs of dead exports from MODEL_BASE/NAME; returns their paths.
+
+    Only directories named .tmp-* directly in `model_dir` (never a version, a
+    file or a symlink) and only stale ones: made on this host by a process
+    that no longer runs, or, when that cannot be told (another host, or a name
+    without host and pid), last modified more than STALE_AFTER_S ago. A
+    running export's dir is kept.
+    """
+    now = time.time() if now is None else now
+    removed = []
+    try:
+        entries = list(os.scandir(model_dir))
+    except FileNotFoundError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(TMP_PREFIX) or not entry.is_dir(follow_symlinks=False):
+            continue
+        m = _TMP_NAME.fullmatch(entry.name)
+        if m and m.group("host") == _host():
+            stale = not _alive(int(m.group("pid")))
+        else:
+            try:
+                stale = now - entry.stat(follow_symlinks=False).st_mtime > STALE_AFTER_S
+            except FileNotFoundError:
+                continue
+        if stale:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            if not os.path.lexists(entry.path):
+                logging.warning("removed %s, left by an interrupted export", entry.path)
+                removed.append(entry.path)
+    return removed
+
+
 def export(spec: ServingSpec, model_base: str, model_name: str, version: int | None = None,
            ids_only: bool = False, warmup: bool = True, verbose: bool = False) -> str:
     """Writes MODEL_BASE/NAME/N atomically; returns its path.
+
+    Stale temporary dirs of killed exports in MODEL_BASE/NAME are removed first
+    (clean_stale_tmp).
 
     Raises:
       InputError: the version exists (nothing is overwritten) or is not >= 1.
@@ -139,6 +205,7 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
 
     parent = os.path.join(model_base, model_name)
     os.makedirs(parent, exist_ok=True)
+    clean_stale_tmp(parent)
     version = next_version(parent) if version is None else int(version)
     if version < 1:
         raise InputError(f"--version must be >= 1, got {version}")
@@ -146,7 +213,7 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
     if os.path.exists(final):
         raise InputError(f"{final} already exists; versions are never overwritten "
                          "(pick another --version or leave it out)")
-    tmp = tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=parent)
+    tmp = tempfile.mkdtemp(prefix=_tmp_prefix(version), dir=parent)
     try:
         archive, info = signatures.build_archive(spec, ids_only=ids_only)
         archive.write_out(tmp, verbose=verbose)

@@ -20,7 +20,11 @@ ids signature `serving_ids` (and `serving_default` of an --ids_only export):
 
 Byte offsets are into the input string after invalid UTF-8 was replaced with
 U+FFFD (identical to the input when it was valid UTF-8), end exclusive; -1
-marks [CLS], [SEP] and padding. This holds for BERT's uncased mode (the
+marks [CLS], [SEP] and padding. A character that normalizes to several
+("…" -> "...", "⑴" -> "(1)", "ﷺ" -> four words) gives pieces that all start at
+it and of which only the last ends at its end: the others have start == end
+in wordpiece_* / token_* offsets, while words and SQuAD answers always span
+whole characters (see char_ends). This holds for BERT's uncased mode (the
 default: FastBertTokenizer's own normalizer maps offsets back) and for cased
 vocabularies; the two other modes (lower-case without accent stripping, cased
 with accent stripping) normalize before tokenizing, and their offsets and
@@ -149,6 +153,36 @@ class Packer(tf.Module):
         return tf.where(input_mask > 0, tf.gather(self.vocab_strings, input_word_ids), "")
 
 
+def char_ends(starts, ends):
+    """Piece ends moved to the end of the character each piece comes from.
+
+    FastBertTokenizer maps the pieces of a character that normalizes to
+    several ("…" -> ". . .", "⑴" -> "( 1 )", "ﷺ" -> four Arabic words) to
+    offsets that all start at the character, and only the last of which ends
+    at its end: the others are empty (start == end). This gives every empty
+    piece the end of the next non-empty piece of its row (its character's
+    end); non-empty pieces keep theirs. Computed on the untruncated pieces, it
+    also covers a truncation that keeps only the first pieces of a character.
+
+    Args:
+      starts, ends: ragged [B, (T)] int64 byte offsets.
+    Returns:
+      ragged [B, (T)] int64, like ends.
+    """
+    s, e = starts.flat_values, ends.flat_values
+    rows = starts.value_rowids()
+    n = tf.size(e, out_type=tf.int64)
+    nonempty = e > s
+    # The k-th non-empty piece, for k = the number of non-empty pieces before
+    # piece i, is the first non-empty piece at or after i (n when none is).
+    where = tf.concat([tf.where(nonempty)[:, 0], tf.reshape(n, [1])], axis=0)
+    nxt = tf.gather(where, tf.cumsum(tf.cast(nonempty, tf.int64), exclusive=True))
+    none = tf.constant([-1], tf.int64)
+    same_row = tf.gather(tf.concat([rows, none], axis=0), nxt) == rows
+    moved = tf.gather(tf.concat([e, none], axis=0), nxt)
+    return ends.with_flat_values(tf.where(nonempty | ~same_row, e, moved))
+
+
 def substr_bytes(texts, starts, ends):
     """texts[b][starts:ends] by bytes, elementwise ("" where start < 0 or end <= start)."""
     ok = (starts >= 0) & (ends > starts)
@@ -184,25 +218,32 @@ def tagging_word_outputs(packer: Packer, texts, ids, starts, ends, len_a, piece_
 
     A word is a FastBertTokenizer pre-token (split at whitespace, punctuation
     and each CJK character): its first piece is one whose vocab entry does not
-    start with "##". Its label and score are those of its first piece (as in
-    training); its bytes run from its first piece's start to its last kept
-    piece's end.
+    start with "##". The pre-tokens of one input character that normalizes to
+    several ("…" -> ". . .", "⑴" -> "( 1 )") are one word: a piece that follows
+    an empty piece (start == end, see char_ends) continues its word. Its
+    label and score are those of its first piece (as in training); its bytes
+    run from its first piece's start to its last kept piece's character's end,
+    so no word is empty and words never overlap.
 
     Returns:
       word_texts (string), word_labels (string), word_scores (float32),
       word_start, word_end (int64, -1 padded): [B, W], W = most words in the
       batch; num_words int32 [B].
     """
+    empty = keep_first(ends.with_flat_values(tf.equal(starts.flat_values, ends.flat_values)),
+                       len_a).flat_values
+    ends = keep_first(char_ends(starts, ends), len_a)
     ids = keep_first(ids, len_a)
     starts = keep_first(starts, len_a)
-    ends = keep_first(ends, len_a)
-    # On the flat pieces: a word starts at a non-"##" piece or at a row's first
-    # piece, and ends before the next start or at the row's end.
+    # On the flat pieces: a word starts at a row's first piece, or at a
+    # non-"##" piece that does not follow an empty one (of the same
+    # character), and ends before the next start or at the row's end.
     flat = ids.flat_values
     rows = ids.value_rowids()
     index = tf.range(tf.size(flat, out_type=tf.int64))
     splits = ids.row_splits
-    first = tf.logical_not(tf.gather(packer.is_continuation, flat)) | (
+    after_empty = tf.concat([[False], empty], axis=0)[:-1]
+    first = (tf.logical_not(tf.gather(packer.is_continuation, flat)) & ~after_empty) | (
         index == tf.gather(splits[:-1], rows))
     last = tf.concat([first[1:], [True]], axis=0) | (index == tf.gather(splits[1:], rows) - 1)
     first, last = ids.with_flat_values(first), ids.with_flat_values(last)
@@ -214,6 +255,11 @@ def tagging_word_outputs(packer: Packer, texts, ids, starts, ends, len_a, piece_
     w_end = tf.ragged.boolean_mask(ends, last)
     w_label = tf.ragged.boolean_mask(p_labels, first)
     w_score = tf.ragged.boolean_mask(p_scores, first)
+    # A guard for a normalizer that maps offsets otherwise (TF Serving links
+    # its own TF-Text): a word that would still be empty is left out.
+    keep = w_end > w_start
+    w_start, w_end, w_label, w_score = (tf.ragged.boolean_mask(w, keep)
+                                        for w in (w_start, w_end, w_label, w_score))
     row_texts = tf.gather(texts, w_start.value_rowids())
     w_text = w_start.with_flat_values(
         substr_bytes(row_texts, w_start.flat_values, w_end.flat_values))

@@ -30,6 +30,14 @@ batch, C classes, T tags):
     text: replaced_probabilities (float [B, L], 0 at padding), tokens (string
           [B, L]), token_start, token_end (int64 [B, L]), truncated (bool [B])
     ids:  rtd_logits, replaced_probabilities [B, L]
+
+Bad input is refused in-graph with an InvalidArgument error whose message
+names the signature and the input (check_text_inputs, check_ids_inputs): TF
+Serving checks no input shape (only names and dtypes), and grappler drops
+checks that a declared shape makes look redundant, so the inputs are declared
+with an unknown shape and their rank is asserted before any op reads them (a
+scalar string would crash TF-Text's normalizer, and a [B, K] one would be
+tokenized as B ragged rows).
 """
 
 from __future__ import annotations
@@ -61,6 +69,82 @@ def _save_with(archive, name: str, trackable) -> None:
     object (`_tf_trackable`, what write_out passes to tf.saved_model.save).
     """
     setattr(archive._tf_trackable, name, trackable)
+
+
+def _checked_rank(tensor, name: str, rank: int, signature: str, what: str):
+    """`tensor` after a run-time check of its rank.
+
+    A reshape to its own shape (a no-op) after the check records the rank in
+    the graph itself, for grappler and the ops downstream (Tensor.set_shape is
+    not saved). Not tf.ensure_shape: grappler lets that run before the check,
+    which turns the message into "Shape of tensor ... is not compatible".
+    """
+    check = tf.debugging.assert_rank(
+        tensor, rank, message=f"{signature}: input {name} must be {what}")
+    with tf.control_dependencies([check] if check is not None else []):
+        shape = tf.shape(tensor)
+        return tf.reshape(tensor, tf.stack([shape[i] for i in range(rank)]))
+
+
+def check_text_inputs(names, texts, signature: str = "serving_default") -> list:
+    """The text inputs after in-graph checks: each is 1-D, and a pair has one batch size.
+
+    Raises (when the signature runs) InvalidArgument naming the input. Every op
+    that reads a text depends on the checks (none sees a scalar or a matrix).
+    """
+    what = "a 1-D string tensor of shape [batch] (one string per example)"
+    texts = [_checked_rank(t, n, 1, signature, what) for n, t in zip(names, texts)]
+    if len(texts) == 2:
+        check = tf.debugging.assert_equal(
+            tf.shape(texts[0])[0], tf.shape(texts[1])[0],
+            message=f"{signature}: inputs {names[0]} and {names[1]} must have the same "
+                    "batch size")
+        with tf.control_dependencies([check]):
+            texts = [tf.identity(t) for t in texts]
+    return texts
+
+
+def check_ids_inputs(spec, word_ids, mask, type_ids, signature: str = "serving_ids"):
+    """The ids inputs after in-graph checks (InvalidArgument naming the input otherwise).
+
+    input_word_ids [B, S] int32 with 0 <= id < vocab_size (a negative id would
+    read another row: Keras' embedding lookup wraps it); input_mask and
+    input_type_ids of the same shape (they would be broadcast); mask values
+    0 or 1; 0 <= type id < type_vocab_size; S <= max_position_embeddings.
+    """
+    config = spec.model.encoder.config
+    what = "a 2-D int32 tensor of shape [batch, seq]"
+    names = IDS_INPUTS
+    word_ids, mask, type_ids = (_checked_rank(t, n, 2, signature, what)
+                                for n, t in zip(names, (word_ids, mask, type_ids)))
+    shape = tf.shape(word_ids)
+    v, t, p = config.vocab_size, config.type_vocab_size, config.max_position_embeddings
+
+    def msg(text):
+        return f"{signature}: {text}"
+
+    checks = [
+        tf.debugging.assert_equal(tf.shape(mask), shape, message=msg(
+            "input_mask must have the shape of input_word_ids [batch, seq]")),
+        tf.debugging.assert_equal(tf.shape(type_ids), shape, message=msg(
+            "input_type_ids must have the shape of input_word_ids [batch, seq]")),
+        tf.debugging.assert_less_equal(shape[1], p, message=msg(
+            f"input_word_ids must have at most {p} positions (seq)")),
+        tf.debugging.assert_non_negative(word_ids, message=msg(
+            f"input_word_ids must hold ids in [0, {v}) (the vocab size)")),
+        tf.debugging.assert_less(word_ids, v, message=msg(
+            f"input_word_ids must hold ids in [0, {v}) (the vocab size)")),
+        tf.debugging.assert_non_negative(type_ids, message=msg(
+            f"input_type_ids must hold ids in [0, {t}) (the type vocab size)")),
+        tf.debugging.assert_less(type_ids, t, message=msg(
+            f"input_type_ids must hold ids in [0, {t}) (the type vocab size)")),
+        tf.debugging.assert_non_negative(mask, message=msg(
+            "input_mask must hold only 0 and 1")),
+        tf.debugging.assert_less_equal(mask, 1, message=msg(
+            "input_mask must hold only 0 and 1")),
+    ]
+    with tf.control_dependencies(checks):
+        return tuple(tf.identity(x) for x in (word_ids, mask, type_ids))
 
 
 def _model_outputs(spec, word_ids, mask, type_ids):
@@ -103,15 +187,9 @@ def _span(spec, out, mask, type_ids):
 
 
 def text_outputs(spec, packer: serving.Packer, *texts) -> dict:
-    """The text signature's outputs (see the module docstring)."""
-    texts = [tf.reshape(t, [-1]) for t in texts]
+    """The text signature's outputs (see the module docstring); texts: checked [B] strings."""
     if len(texts) == 2:  # one tokenizer call for both (half the graph)
         batch = tf.shape(texts[0])[0]
-        check = tf.debugging.assert_equal(
-            batch, tf.shape(texts[1])[0],
-            message="the two inputs must have the same batch size")
-        with tf.control_dependencies([check]):
-            texts = [tf.identity(t) for t in texts]
         both = packer.tokenize(tf.concat(texts, axis=0))
         tokenized = [[x[:batch] for x in both], [x[batch:] for x in both]]
     else:
@@ -151,7 +229,9 @@ def text_outputs(spec, packer: serving.Packer, *texts) -> dict:
     # squad: the question is a, the context b
     span = _span(spec, out, mask, type_ids)
     starts = packer.positions(s_a, packed["len_a"], packed["len_b"], s_b)
-    ends = packer.positions(e_a, packed["len_a"], packed["len_b"], e_b)
+    # An answer ends at the end of its last piece's character (never inside one).
+    ends = packer.positions(serving.char_ends(s_a, e_a), packed["len_a"], packed["len_b"],
+                            serving.char_ends(s_b, e_b))
     s_byte = tf.gather(starts, span["answer_start_index"], batch_dims=1)
     e_byte = tf.gather(ends, span["answer_end_index"], batch_dims=1)
     s_byte = tf.where(span["has_span"], s_byte, 0)
@@ -162,8 +242,14 @@ def text_outputs(spec, packer: serving.Packer, *texts) -> dict:
             "null_odds": span["null_odds"], "has_answer": span["has_answer"], **truncated}
 
 
-def build_archive(spec, ids_only: bool = False):
-    """An ExportArchive with the endpoints (see the module docstring) and an info dict."""
+def build_archive(spec, ids_only: bool = False, check_inputs: bool = True):
+    """An ExportArchive with the endpoints (see the module docstring) and an info dict.
+
+    check_inputs=False leaves out the ids signature's value and shape checks
+    (the text inputs' rank checks stay: without them a scalar crashes the
+    server); it exists only so that benchmarks/bench_export.py can measure
+    what the checks cost. export() always checks.
+    """
     archive = keras.export.ExportArchive()
     # Not archive.track(spec.model): that saves every weight twice (the Keras
     # variables and, as the endpoints' captures, their tf.Variables: 2x the
@@ -171,10 +257,16 @@ def build_archive(spec, ids_only: bool = False):
     if not spec.model.built:
         raise ValueError("the model must be built before export")
     _save_with(archive, "vocab_assets", _Assets(spec.tokenizer.vocab_file))
-    ids_spec = [tf.TensorSpec([None, None], tf.int32, name=n) for n in IDS_INPUTS]
+    # Unknown shapes: see the module docstring (the checks assert the ranks).
+    ids_spec = [tf.TensorSpec(None if check_inputs else [None, None], tf.int32, name=n)
+                for n in IDS_INPUTS]
+    ids_signature = "serving_default" if ids_only else "serving_ids"
 
     def ids_fn(input_word_ids, input_mask, input_type_ids):
-        return ids_outputs(spec, input_word_ids, input_mask, input_type_ids)
+        inputs = (input_word_ids, input_mask, input_type_ids)
+        if check_inputs:
+            inputs = check_ids_inputs(spec, *inputs, signature=ids_signature)
+        return ids_outputs(spec, *inputs)
 
     names = serving.text_input_names(spec.task, spec.pair)
     info = {"task": spec.task, "task_name": spec.task_name, "max_seq_length": spec.max_seq_length,
@@ -187,16 +279,20 @@ def build_archive(spec, ids_only: bool = False):
     if not ids_only:
         packer = serving.Packer(spec.tokenizer, spec.max_seq_length)
         archive.track(packer)  # saves any lookup table under it (FastBertTokenizer has none)
-        text_spec = [tf.TensorSpec([None], tf.string, name=n) for n in names]
+        text_spec = [tf.TensorSpec(None, tf.string, name=n) for n in names]
+
+        def checked(*texts):
+            return text_outputs(spec, packer, *check_text_inputs(names, texts))
+
         if len(names) == 1:
             def text_fn(text):
-                return text_outputs(spec, packer, text)
+                return checked(text)
         elif names[0] == "question":
             def text_fn(question, context):
-                return text_outputs(spec, packer, question, context)
+                return checked(question, context)
         else:
             def text_fn(text, text_pair):
-                return text_outputs(spec, packer, text, text_pair)
+                return checked(text, text_pair)
         archive.add_endpoint("serving_default", text_fn, text_spec)
         archive.add_endpoint("serving_ids", ids_fn, ids_spec)
         info["signatures"]["serving_default"] = list(names)

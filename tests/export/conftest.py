@@ -20,6 +20,7 @@ sys.path.append(os.path.dirname(os.path.abspath(__file__)))
 from export_helpers import (  # noqa: E402
     ALIGN_TEXTS,
     FINETUNED,
+    MULTI_PIECE,
     ODD_TEXTS,
     SEQ,
     TINY,
@@ -114,6 +115,8 @@ def fresh(exports, tmp_path_factory):
         add((name, "odd"), name, "serving_default", odd)
         add((name, "ids"), name, "serving_ids", packed_for(spec, odd))
     add(("ner", "align"), "ner", "serving_default", text_inputs(exports["ner"][0], ALIGN_TEXTS))
+    add(("ner", "multi"), "ner", "serving_default",
+        text_inputs(exports["ner"][0], [t for t, _ in MULTI_PIECE]))
     for name in exports:
         path = os.path.join(exports[name][1], "assets.extra", warmup.WARMUP_FILE)
         for i, log in enumerate(warmup.read(path)):

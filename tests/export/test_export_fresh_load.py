@@ -3,7 +3,14 @@ matches the Keras model, answers odd input, aligns words and replays its warmup 
 
 import numpy as np
 import pytest
-from export_helpers import ALIGN_TEXTS, ODD_TEXTS, keras_outputs, packed_for, text_inputs
+from export_helpers import (
+    ALIGN_TEXTS,
+    MULTI_PIECE,
+    ODD_TEXTS,
+    keras_outputs,
+    packed_for,
+    text_inputs,
+)
 
 TASKS = ("ner", "mrpc", "stsb", "squad", "rtd")
 ATOL = 1e-5
@@ -139,6 +146,23 @@ def test_word_alignment_on_accented_and_cjk_text(fresh):
             assert tf2["word_labels"][r][k] == tf2["wordpiece_labels"][r][pos]
             assert tf2["word_scores"][r][k] == pytest.approx(tf2["wordpiece_scores"][r][pos])
         assert all(w == b"" for w in tf2["word_texts"][r][n:])
+    for key in tf2:
+        _same(tf2[key], tf1[key], key)
+
+
+def test_characters_that_normalize_to_several_pieces_are_one_word(fresh):
+    """"a…b" ("..."), "⑴" ("(1)"), "ﷺ" (four words): one word each with its byte span,
+    also when the truncation keeps only the first pieces of such a character."""
+    tf2, tf1 = _ok(fresh[("ner", "multi")])
+    for r, (text, want) in enumerate(MULTI_PIECE):
+        raw = text.encode("utf-8")
+        n = int(tf2["num_words"][r])
+        got = [w.decode("utf-8") for w in tf2["word_texts"][r][:n]]
+        assert got == want, (text, got)
+        spans = [(int(tf2["word_start"][r][k]), int(tf2["word_end"][r][k])) for k in range(n)]
+        assert [raw[s:e].decode("utf-8") for s, e in spans] == want, (text, spans)
+        assert all(e > s for s, e in spans)
+    assert list(tf2["truncated"]) == [False] * (len(MULTI_PIECE) - 2) + [True, True]
     for key in tf2:
         _same(tf2[key], tf1[key], key)
 

@@ -2,9 +2,13 @@
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
-from conftest import run_module
+from conftest import REPO, run_module
 from export_helpers import FINETUNED
 
 
@@ -54,6 +58,88 @@ def test_versions_are_never_overwritten_and_failures_leave_nothing(exports, tmp_
     with pytest.raises(OSError, match="disk full"):
         export_saved_model.export(spec, base, "m")  # would be version 4
     assert sorted(os.listdir(os.path.join(base, "m"))) == ["3"]  # no 4, no temp dir
+
+
+def _tmp_dirs(path):
+    return sorted(n for n in os.listdir(path) if n.startswith(".tmp-"))
+
+
+def test_a_killed_export_leaves_a_temp_dir_that_the_next_export_removes(
+        exports, finetuned_dirs, tmp_path):
+    from export import export_saved_model
+
+    base, parent = str(tmp_path), os.path.join(str(tmp_path), "mrpc")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "export.export_saved_model", "--task=sequence_classification",
+         f"--checkpoint={finetuned_dirs['mrpc']}", f"--model_base={base}", "--model_name=mrpc"],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 240
+        while not (os.path.isdir(parent) and _tmp_dirs(parent)):
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "no temporary dir appeared"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)  # mid-export: no chance to clean up
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()
+    left = _tmp_dirs(parent)
+    assert left and not [n for n in os.listdir(parent) if n.isdigit()], os.listdir(parent)
+
+    path = export_saved_model.export(exports["mrpc"][0], base, "mrpc", warmup=False)
+    assert os.path.basename(path) == "1"
+    assert sorted(os.listdir(parent)) == ["1"], os.listdir(parent)
+
+
+def test_only_stale_temp_dirs_of_model_base_name_are_removed(exports, tmp_path):
+    from export import export_saved_model
+
+    host = export_saved_model._host()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead_pid = int(dead.stdout)
+    base = str(tmp_path / "base")
+    parent = os.path.join(base, "m")
+    outside = str(tmp_path / "outside")
+    os.makedirs(os.path.join(outside, "keep"))
+    old = time.time() - 2 * export_saved_model.STALE_AFTER_S
+    made = {
+        # name: (a dir?, old?, removed?)
+        f".tmp-4-{host}-{dead_pid}-abc_12": (True, False, True),  # this host, dead process
+        f".tmp-4-{host}-{os.getpid()}-live1": (True, False, False),  # a running export
+        ".tmp-4-other-host-7-xyz": (True, False, False),  # another host, recent
+        ".tmp-4-other-host-8-xyz": (True, True, True),  # another host, old
+        ".tmp-4-legacy12": (True, False, False),  # no host/pid, recent
+        ".tmp-4-legacy34": (True, True, True),  # no host/pid, old
+        "3": (True, True, False),  # a version, however old
+        ".tmp-file": (False, True, False),  # not a dir
+        "tmp-4-x": (True, True, False),  # not .tmp-
+    }
+    for name, (is_dir, is_old, _) in made.items():
+        path = os.path.join(parent, name)
+        if is_dir:
+            os.makedirs(os.path.join(path, "variables"))
+        else:
+            os.makedirs(parent, exist_ok=True)
+            open(path, "w").close()
+        if is_old:
+            os.utime(path, (old, old))
+    os.symlink(outside, os.path.join(parent, ".tmp-4-link"))  # never followed nor removed
+    os.utime(os.path.join(parent, ".tmp-4-link"), (old, old), follow_symlinks=False)
+    elsewhere = [os.path.join(base, f".tmp-4-{host}-{dead_pid}-base"),
+                 os.path.join(base, "other", f".tmp-4-{host}-{dead_pid}-name")]
+    for path in elsewhere:
+        os.makedirs(path)
+
+    path = export_saved_model.export(exports["stsb"][0], base, "m", warmup=False)
+    assert os.path.basename(path) == "4"
+    want = sorted([n for n, (_, _, removed) in made.items() if not removed]
+                  + [".tmp-4-link", "4"])
+    assert sorted(os.listdir(parent)) == want
+    assert os.path.isdir(os.path.join(outside, "keep"))
+    assert all(os.path.isdir(p) for p in elsewhere)
 
 
 def test_cli_exports_next_version_and_refuses_an_existing_one(finetuned_dirs, tmp_path):
