@@ -5,7 +5,8 @@ Three kinds of folder, each a set of files with fixed names:
 - pre-training model_dir (`run_pretraining`; also what `convert --from=tf1|hf`
   writes, in part):
     pretraining_config.json   {"pretraining": PretrainingConfig, "run": RunConfig
-                               (at least vocab_file), ["converted_from": path]}
+                               (at least vocab_file), "vocab_sha256" (of the token
+                               list; absent in older files), ["converted_from": path]}
     discriminator.weights.h5  the model users fine-tune (RTD head)
     discriminator_config.json its EncoderConfig
     generator.weights.h5      [+ generator_config.json for a stand-alone one]
@@ -25,12 +26,14 @@ Every JSON file carries "format_version" (FORMAT_VERSION). Files without one
 were written before versioning (version 0) and still load; a newer version
 than this code knows is refused with a clear error. Every file is written
 atomically (temporary name, then rename), so a kill mid-write leaves the old
-file or none, never a truncated one.
+file or none, never a truncated one; the temporary file such a kill leaves
+(`.tmp-*`) is removed when a run starts again (`remove_stale_temporaries`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -102,12 +105,35 @@ def load_weights(model, path: str) -> None:
         model.load_weights(path)
     except ValueError as e:
         raise ConfigError(f"{path} does not fit the model's config: {e}") from None
-    except OSError as e:
+    except (OSError, KeyError, RuntimeError) as e:  # h5py's errors for a damaged file
         raise InputError(f"{path}: not a readable weights file ({e})") from None
 
 
 def checkpoint_dir(model_dir: str) -> str:
     return os.path.join(model_dir, CHECKPOINTS)
+
+
+def has_checkpoints(model_dir: str) -> bool:
+    """Whether model_dir/checkpoints holds a run's state to resume (a finished save)."""
+    folder = checkpoint_dir(model_dir)
+    return os.path.isdir(folder) and any(
+        not name.startswith(".") and not name.endswith("_temp") for name in os.listdir(folder))
+
+
+def remove_stale_temporaries(folder: str) -> list[str]:
+    """Removes the `.tmp-*` files a kill mid-write left in `folder`; returns their names.
+
+    Call when a run starts, before it writes anything: only one run writes a
+    folder at a time.
+    """
+    removed = []
+    if os.path.isdir(folder):
+        for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            if name.startswith(".tmp-") and os.path.isfile(path):
+                os.remove(path)
+                removed.append(name)
+    return removed
 
 
 def _folder_of(path: str) -> str:
@@ -119,6 +145,9 @@ def write_pretraining_config(model_dir: str, config: PretrainingConfig | None,
                              run: Any, **extra) -> None:
     """pretraining_config.json: the hyperparameters and where the run read its data.
 
+    Also records the vocabulary's fingerprint (`vocab_fingerprint`), which a
+    resumed run must match.
+
     Args:
       config: the PretrainingConfig (None for a converted discriminator alone).
       run: a RunConfig, or a dict with at least "vocab_file".
@@ -127,7 +156,31 @@ def write_pretraining_config(model_dir: str, config: PretrainingConfig | None,
     value = {"run": dataclasses.asdict(run) if dataclasses.is_dataclass(run) else dict(run)}
     if config is not None:
         value["pretraining"] = config.to_dict()
+    vocab = value["run"].get("vocab_file", "")
+    if vocab:
+        from electra_tf.tokenization import VocabError
+
+        try:
+            value["vocab_sha256"] = vocab_fingerprint(vocab)
+        except VocabError:  # not readable here: recorded by path only
+            pass
     write_json(os.path.join(model_dir, PRETRAINING_CONFIG), {**value, **extra})
+
+
+def vocab_fingerprint(vocab_file: str) -> str:
+    """sha256 of the vocabulary's token list (one per line): its identity, not its path.
+
+    Raises:
+      VocabError: the file is missing or not a vocabulary.
+    """
+    from electra_tf.tokenization import load_vocab
+
+    return hashlib.sha256("\n".join(load_vocab(vocab_file)).encode("utf-8")).hexdigest()
+
+
+def recorded_vocab_fingerprint(folder: str) -> str:
+    """The vocab fingerprint a pre-training folder records ("" in older folders)."""
+    return read_pretraining_config(folder).get("vocab_sha256", "")
 
 
 def read_pretraining_config(folder: str) -> dict:

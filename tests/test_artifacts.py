@@ -175,3 +175,99 @@ def test_copy_and_record_vocab(tmp_path):
     assert artifacts.copy_vocab(str(tmp_path / "nothing"), str(out)) == ""
     artifacts.record_vocab(str(out), copied)
     assert artifacts.recorded_vocab(str(out)) == copied
+
+
+KILLED_MID_WRITE = """
+import os, sys, time
+import keras
+from electra_tf import artifacts
+from electra_tf.config import EncoderConfig
+from electra_tf.modeling import build_discriminator
+
+folder = sys.argv[1]
+keras.utils.set_random_seed(1)
+d = build_discriminator(EncoderConfig(**__import__("json").loads(sys.argv[2])))
+
+def stalled_save(path):  # writes half a file, then hangs until killed
+    with open(path, "wb") as f:
+        f.write(b"\\x89HDF\\r\\n" + b"x" * 1000)
+    open(os.path.join(folder, "writing"), "w").close()
+    time.sleep(600)
+
+d.save_weights = stalled_save
+artifacts.save_discriminator(folder, d)
+"""
+
+
+def test_a_kill_mid_write_leaves_the_old_weights_and_the_next_run_tidies(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import REPO
+
+    artifacts.save_discriminator(str(tmp_path), discriminator(0))
+    weights = tmp_path / artifacts.DISCRIMINATOR_WEIGHTS
+    before = weights.read_bytes()
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_MID_WRITE, str(tmp_path),
+                             json.dumps(TINY.to_dict())], cwd=REPO,
+                            env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2"))
+    try:
+        deadline = time.monotonic() + 240
+        while not (tmp_path / "writing").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the writer never started"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert weights.read_bytes() == before  # the old file, whole
+    loaded, _ = artifacts.load_discriminator(str(tmp_path))
+    for a, b in zip(weights_of(loaded), weights_of(discriminator(0))):
+        np.testing.assert_array_equal(a, b)
+    leftovers = [n for n in os.listdir(tmp_path) if n.startswith(".tmp-")]
+    assert len(leftovers) == 1 and leftovers[0].endswith(".weights.h5")
+    assert artifacts.remove_stale_temporaries(str(tmp_path)) == leftovers
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp-")]
+
+
+def test_the_pretraining_config_records_the_vocab_fingerprint(tmp_path, tiny_vocab):
+    import hashlib
+
+    from electra_tf.tokenization import load_vocab
+
+    config = PretrainingConfig(model_size="tiny", vocab_size=40, max_seq_length=16)
+    run = RunConfig(model_dir=str(tmp_path), train_data="x", vocab_file=tiny_vocab)
+    artifacts.write_pretraining_config(str(tmp_path), config, run)
+    want = hashlib.sha256("\n".join(load_vocab(tiny_vocab)).encode()).hexdigest()
+    assert artifacts.recorded_vocab_fingerprint(str(tmp_path)) == want
+    assert artifacts.vocab_fingerprint(tiny_vocab) == want
+    # A folder from before the fingerprint (or a vocab not readable here) records none.
+    artifacts.write_pretraining_config(str(tmp_path), None, {"vocab_file": "/not/there.txt"})
+    assert artifacts.recorded_vocab_fingerprint(str(tmp_path)) == ""
+    assert artifacts.recorded_vocab(str(tmp_path)) == "/not/there.txt"
+
+
+@pytest.mark.parametrize("error", [KeyError("bad object header version number"),
+                                   RuntimeError("bad heap free list")])
+def test_damaged_hdf5_internals_are_one_clear_error(tmp_path, monkeypatch, error):
+    """h5py reports some damage as KeyError or RuntimeError, not OSError."""
+    artifacts.save_discriminator(str(tmp_path), discriminator())
+    model = discriminator()
+
+    def damaged(path):
+        raise error
+
+    monkeypatch.setattr(model, "load_weights", damaged)
+    with pytest.raises(InputError, match="discriminator.weights.h5: not a readable weights"):
+        artifacts.load_weights(model, str(tmp_path / artifacts.DISCRIMINATOR_WEIGHTS))
+
+
+def test_has_checkpoints(tmp_path):
+    assert not artifacts.has_checkpoints(str(tmp_path))
+    folder = tmp_path / artifacts.CHECKPOINTS
+    (folder / "ckpt-3_temp").mkdir(parents=True)  # a save killed midway is not a checkpoint
+    assert not artifacts.has_checkpoints(str(tmp_path))
+    (folder / "checkpoint").write_text("x")
+    assert artifacts.has_checkpoints(str(tmp_path))
