@@ -23,6 +23,8 @@ FLAGS = flags.FLAGS
 
 def define_flags():
     """Flags of this entry point (defined only when it runs as main)."""
+    from electra_tf.data.builder import DEFAULT_MAX_UNK_RATE, UNK_SAMPLE_LINES
+
     flags.DEFINE_string("corpus", None, "Comma-separated globs of text files.")
     flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt.")
     flags.DEFINE_string("output_dir", None, "Where to write the shards.")
@@ -33,6 +35,11 @@ def define_flags():
     flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (uncased vocab).")
     cli.define_strip_accents_flag()
     flags.DEFINE_bool("overwrite", False, "Replace pre-training data already in --output_dir.")
+    flags.DEFINE_float(
+        "max_unk_rate", DEFAULT_MAX_UNK_RATE,
+        "Refuse to build, writing nothing, when more than this fraction of the tokens is [UNK], "
+        f"in the first {UNK_SAMPLE_LINES} lines of any corpus file or in the whole corpus (a "
+        "binary file, another language, the wrong vocab or --do_lower_case). 1: never refuse.")
 
 
 def main(argv):
@@ -48,7 +55,7 @@ def main(argv):
         output_dir=FLAGS.output_dir, max_seq_length=FLAGS.max_seq_length,
         num_shards=FLAGS.num_shards, num_processes=FLAGS.num_processes, seed=FLAGS.seed,
         do_lower_case=FLAGS.do_lower_case, strip_accents=cli.tri_state(FLAGS.strip_accents),
-        overwrite=FLAGS.overwrite))
+        overwrite=FLAGS.overwrite, max_unk_rate=FLAGS.max_unk_rate))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,12 @@ num_processes.
 Shards are written under a temporary name and renamed when complete, so an
 interrupted run never leaves a shard that looks finished; the stats JSON is
 written last.
+
+A corpus that is mostly [UNK] for the vocabulary (a binary file, another
+language, a cased corpus with an uncased vocab) is refused, with nothing
+written: each file's first lines are checked before building
+(UNK_SAMPLE_LINES), the whole corpus before the shards are renamed into
+place. `max_unk_rate` (default DEFAULT_MAX_UNK_RATE) sets the limit.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from electra_tf.fileio import Progress, atomic_write_text
 
 STATS_FILE = "pretrain_data_stats.json"
 _TOKENIZE_BATCH_LINES = 4096
+DEFAULT_MAX_UNK_RATE = 0.1  # English text with a matching vocab: well under 1%
+UNK_SAMPLE_LINES = 1000  # lines of each file checked before building
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +54,7 @@ class BuildOptions:
     do_lower_case: bool = True
     strip_accents: bool | None = None
     overwrite: bool = False
+    max_unk_rate: float = DEFAULT_MAX_UNK_RATE  # refuse above this [UNK] rate; 1.0: never
 
 
 def _read_lines(path: str):
@@ -88,6 +97,8 @@ def validate(options: BuildOptions) -> tuple[int, int]:
         raise InputError(f"max_seq_length must be >= 8, got {options.max_seq_length}")
     if options.num_shards < 1 or options.num_processes < 1:
         raise InputError("num_shards and num_processes must be >= 1")
+    if not 0.0 <= options.max_unk_rate <= 1.0:
+        raise InputError(f"max_unk_rate must be in [0, 1], got {options.max_unk_rate}")
     load_vocab(options.vocab_file)  # raises VocabError with the reason
     for path in options.files:
         if not os.path.isfile(path):
@@ -102,7 +113,37 @@ def validate(options: BuildOptions) -> tuple[int, int]:
             raise InputError(
                 f"{options.output_dir} already holds pre-training data ({existing[0]}, ...); "
                 "pass --overwrite or choose another --output_dir")
+    if options.max_unk_rate < 1.0:
+        check_unk_rate(options)
     return lines, docs
+
+
+def _unk_hint(options: BuildOptions) -> str:
+    return (f"is it text, and are --vocab_file and --do_lower_case right for it? "
+            f"(--max_unk_rate={options.max_unk_rate:g}; --max_unk_rate=1 builds anyway)")
+
+
+def check_unk_rate(options: BuildOptions) -> None:
+    """Refuses a corpus file whose first UNK_SAMPLE_LINES lines are mostly [UNK].
+
+    Raises:
+      InputError: naming the file and its [UNK] rate.
+    """
+    from electra_tf.tokenization import Tokenizer
+
+    tokenizer = Tokenizer(options.vocab_file, options.do_lower_case, options.strip_accents)
+    for path in options.files:
+        sample = []
+        for line in _read_lines(path):
+            if line:
+                sample.append(line)
+                if len(sample) == UNK_SAMPLE_LINES:
+                    break
+        ids = [i for sentence in tokenizer.encode(sample) for i in sentence]
+        rate = ids.count(tokenizer.unk_id) / max(1, len(ids))
+        if rate > options.max_unk_rate:
+            raise InputError(f"{path}: {rate:.0%} of the tokens of its first {len(sample):,} "
+                             f"lines are [UNK]; " + _unk_hint(options))
 
 
 def _new_stats() -> dict[str, int]:
@@ -230,6 +271,7 @@ def build_pretraining_data(options: BuildOptions) -> dict:
       InputError / VocabError: bad input, before anything is written.
     """
     total_lines, _ = validate(options)
+    created = not os.path.isdir(options.output_dir)
     os.makedirs(options.output_dir, exist_ok=True)
     tmp_tag = f"tmp-{uuid.uuid4().hex[:8]}"
     procs = min(options.num_processes, options.num_shards)
@@ -250,6 +292,11 @@ def build_pretraining_data(options: BuildOptions) -> dict:
                     progress.update(lines_done.value)
                 for part in result.get():
                     per_shard.update(part)
+        unk = sum(st["unk_tokens"] for st in per_shard.values())
+        rate = unk / max(1, sum(st["tokens"] for st in per_shard.values()))
+        if rate > options.max_unk_rate:  # the first lines of each file looked fine
+            raise InputError(f"{rate:.1%} of the corpus's tokens are [UNK], nothing was "
+                             f"written; " + _unk_hint(options))
         for s in range(options.num_shards):
             name = features_lib.shard_name(s, options.num_shards)
             os.replace(os.path.join(options.output_dir, f".{name}.{tmp_tag}"),
@@ -258,6 +305,8 @@ def build_pretraining_data(options: BuildOptions) -> dict:
         for f in os.listdir(options.output_dir):
             if f.endswith(tmp_tag):
                 os.remove(os.path.join(options.output_dir, f))
+        if created and not os.listdir(options.output_dir):
+            os.rmdir(options.output_dir)  # nothing was built: leave no trace
     if options.overwrite:  # drop shards of an earlier build with another shard count
         keep = {features_lib.shard_name(s, options.num_shards) for s in range(options.num_shards)}
         for f in os.listdir(options.output_dir):

@@ -12,7 +12,7 @@ from electra_tf.data import builder as builder_lib
 from electra_tf.data import features as features_lib
 from electra_tf.data.builder import BuildOptions, build_pretraining_data
 from electra_tf.data.masking import MaskingConfig
-from electra_tf.data.pipeline import pretraining_dataset
+from electra_tf.data.pipeline import check_records, pretraining_dataset
 from electra_tf.data.vocab import build_vocab
 from electra_tf.errors import InputError
 from electra_tf.objectives.corruption import scatter_at_positions
@@ -116,7 +116,7 @@ def test_interrupted_build_leaves_no_complete_looking_shard(tiny_corpus, tiny_vo
     with pytest.raises(KeyboardInterrupt):
         build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
                                        num_shards=2))
-    assert os.listdir(out) == []
+    assert not out.exists()  # the folder it created is removed, empty
 
 
 def test_existing_output_is_not_overwritten_silently(tiny_corpus, tiny_vocab, tmp_path):
@@ -150,6 +150,53 @@ def test_bad_input_exits_nonzero_with_clear_error_and_no_output(case, tiny_corpu
     assert proc.returncode == 2, proc.stderr
     assert "error:" in proc.stderr and expected in proc.stderr
     assert "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+def binary_file(path, size=20000, seed=0):
+    import random
+
+    rng = random.Random(seed)
+    path.write_bytes(bytes(rng.randrange(256) for _ in range(size)))
+    return str(path)
+
+
+def test_binary_corpus_is_refused_and_nothing_is_written(tiny_vocab, tmp_path):
+    corpus = binary_file(tmp_path / "model.bin")
+    out = tmp_path / "out"
+    proc = run_module("electra_tf.build_pretraining_data", f"--corpus={corpus}",
+                      f"--vocab_file={tiny_vocab}", f"--output_dir={out}", "--max_seq_length=32")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "model.bin: " in errors[0] and "are [UNK]" in errors[0], errors
+    assert "--max_unk_rate=1 builds anyway" in errors[0] and "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+def test_max_unk_rate_sets_the_limit(tiny_corpus, tiny_vocab, tmp_path):
+    corpus = binary_file(tmp_path / "model.bin")
+    stats = build_pretraining_data(options(corpus, tiny_vocab, tmp_path / "forced",
+                                           max_seq_length=32, max_unk_rate=1.0))
+    assert stats["unk_rate"] > 0.3 and stats["examples"] > 0
+    # Good text is far below the default limit; a zero limit refuses any [UNK].
+    assert build_pretraining_data(options(tiny_corpus, tiny_vocab, tmp_path / "good",
+                                          max_seq_length=32))["unk_rate"] < 0.01
+    with_unk = tmp_path / "unk.txt"
+    with_unk.write_text("the model reads αβγ\n")
+    with pytest.raises(InputError, match="unk.txt: .* are \\[UNK\\]"):
+        build_pretraining_data(options(str(with_unk), tiny_vocab, tmp_path / "none",
+                                       max_seq_length=32, max_unk_rate=0.0))
+    assert not (tmp_path / "none").exists()
+
+
+def test_a_mostly_unk_corpus_past_the_sampled_lines_is_refused_before_renaming(
+        tiny_vocab, tmp_path, monkeypatch):
+    corpus = tmp_path / "late.txt"
+    corpus.write_text("the model reads a token\n" * 3 + "αβγ δεζ ηθι\n" * 40)
+    monkeypatch.setattr(builder_lib, "UNK_SAMPLE_LINES", 2)  # the sample sees good lines only
+    out = tmp_path / "out"
+    with pytest.raises(InputError, match="of the corpus's tokens are \\[UNK\\], nothing was"):
+        build_pretraining_data(options(str(corpus), tiny_vocab, out, max_seq_length=32))
     assert not out.exists()
 
 
@@ -210,3 +257,54 @@ def test_skip_batches_resumes_the_same_stream(tiny_corpus, tiny_vocab, tmp_path)
     for a, b in zip(full[4:], rest):
         for k in a:
             np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_check_records_reads_one_record_per_file_and_names_the_bad_one(tiny_corpus, tiny_vocab,
+                                                                       tmp_path):
+    out = tmp_path / "out"
+    build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32, num_shards=3))
+    pattern = str(out / "pretrain_data.tfrecord*")
+    assert len(check_records(pattern, 32)) == 3
+    with pytest.raises(InputError, match="--eval_data: .*-00000-of-00003 holds records of "
+                                         "max_seq_length 32, but --max_seq_length=16"):
+        check_records(pattern, 16, "--eval_data")
+    with pytest.raises(InputError, match="pretrain_data_stats.json is not a TFRecord file"):
+        check_records(str(out / "*"), 32)
+    shard = out / features_lib.shard_name(2, 3)
+    shard.write_bytes(shard.read_bytes()[:9])
+    with pytest.raises(InputError, match="-00002-of-00003 is not a TFRecord file or is corrupt "
+                                         r"\(truncated record at byte 0\)"):
+        check_records(pattern, 32)
+    empty = tmp_path / "empty.tfrecord"
+    empty.write_bytes(b"")
+    with pytest.raises(InputError, match="all 1 file"):
+        check_records(str(empty), 32)
+    assert check_records([str(empty), str(out / features_lib.shard_name(0, 3))], 32)
+
+
+@pytest.mark.parametrize("damage", ["data_bit", "length_bit", "truncated"])
+def test_a_corrupt_record_is_traced_to_its_file(damage, tiny_corpus, tiny_vocab, tmp_path):
+    import struct
+
+    from electra_tf.data.pipeline import locate_corrupt_record
+
+    out = tmp_path / "out"
+    build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32, num_shards=3))
+    files = sorted(str(p) for p in out.glob("pretrain_data.tfrecord*"))
+    raw = bytearray(open(files[1], "rb").read())
+    start = 0
+    for _ in range(10):  # the 11th record
+        start += 16 + struct.unpack("<Q", bytes(raw[start:start + 8]))[0]
+    if damage == "data_bit":
+        raw[start + 20] ^= 1
+    elif damage == "length_bit":
+        raw[start + 1] ^= 1
+    else:
+        raw = raw[:start + 30]
+    open(files[1], "wb").write(bytes(raw))
+    with pytest.raises(tf.errors.DataLossError) as caught:
+        for _ in tf.data.TFRecordDataset(files):
+            pass
+    assert "-00001-of-" not in caught.value.message  # tf.data does not name it
+    assert locate_corrupt_record(files, caught.value.message) == files[1]
+    assert locate_corrupt_record(files, "something else") is None
