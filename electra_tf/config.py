@@ -368,10 +368,13 @@ class RunConfig:
     gradient_accumulation_steps: int = 1  # micro-batches per optimizer step
     eval_every_steps: int = 0  # 0: evaluate at the end only
     log_every_steps: int = 0  # console/summary period; 0: iterations_per_loop
+    worker_startup_timeout_s: int = 600  # multi_worker: seconds to wait for every worker, then fail (0: forever)
 
     def validate(self) -> "RunConfig":
         if self.strategy not in STRATEGIES:
             raise ConfigError(f"unknown strategy {self.strategy!r}")
+        if self.worker_startup_timeout_s < 0:
+            raise ConfigError("worker_startup_timeout_s must be >= 0")
         if self.mixed_precision not in ("fp32", "bf16"):
             raise ConfigError(
                 f"mixed_precision must be fp32 or bf16, got {self.mixed_precision!r} "
@@ -478,10 +481,13 @@ class FinetuneRun:
     do_train: bool = True  # train (else only evaluate the checkpoint)
     do_eval: bool = True  # evaluate on the dev split(s) after every epoch
     do_predict: bool = False  # write test-split predictions at the end
+    worker_startup_timeout_s: int = 600  # multi_worker: seconds to wait for every worker, then fail (0: forever)
 
     def validate(self) -> "FinetuneRun":
         if self.strategy not in STRATEGIES:
             raise ConfigError(f"unknown strategy {self.strategy!r}")
+        if self.worker_startup_timeout_s < 0:
+            raise ConfigError("worker_startup_timeout_s must be >= 0")
         if self.mixed_precision not in ("fp32", "bf16"):
             raise ConfigError(f"mixed_precision must be fp32 or bf16, got {self.mixed_precision!r}")
         for name in ("model_dir", "data_dir"):

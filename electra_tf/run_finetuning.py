@@ -31,7 +31,8 @@ def main(argv):
     from electra_tf.finetuning.registry import get_task
     from electra_tf.finetuning.trainer import Finetuning
 
-    strategy = runtime.make_strategy(FLAGS.strategy, FLAGS.num_devices, FLAGS.tpu)
+    strategy = runtime.make_strategy(FLAGS.strategy, FLAGS.num_devices, FLAGS.tpu,
+                                     FLAGS.worker_startup_timeout_s)
     config, run = flags_lib.finetuning_configs()
     task = get_task(config.task_name, config.tagging_scheme, config.no_answer_threshold)
 

@@ -38,8 +38,8 @@ def main(argv):
 
     jax_backend = keras.backend.backend() == "jax"  # KERAS_BACKEND=jax: jax_training.py
     # Before any TF op: collectives and logical devices are fixed at start-up.
-    strategy = None if jax_backend else runtime.make_strategy(FLAGS.strategy, FLAGS.num_devices,
-                                                              FLAGS.tpu)
+    strategy = None if jax_backend else runtime.make_strategy(
+        FLAGS.strategy, FLAGS.num_devices, FLAGS.tpu, FLAGS.worker_startup_timeout_s)
     if FLAGS.demo_data_dir:
         from electra_tf.data.demo_corpus import prepare_demo_data
 
@@ -52,6 +52,7 @@ def main(argv):
     if jax_backend:
         from electra_tf.jax_training import JaxPretraining
 
+        training.preflight(config, run)  # Pretraining runs it itself
         trainer = JaxPretraining(config, run)
     else:
         trainer = training.Pretraining(config, run, strategy)

@@ -19,15 +19,27 @@ SeedGenerator would give them all the same, silently).
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
+import subprocess
 import sys
 
 import numpy as np
 import tensorflow as tf
 
 from electra_tf.config import ConfigError, PretrainingConfig
+from electra_tf.errors import InputError
 from electra_tf.optimization import create_optimizer
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C after the loop saved a checkpoint; str() is the one line to print."""
+
+    def __init__(self, step: int):
+        super().__init__(f"interrupted at step {step}; checkpoint saved; rerun to resume")
+        self.step = step
 
 
 # === Devices and strategies ===
@@ -49,11 +61,18 @@ def configure_devices(strategy: str, num_devices: int) -> None:
                 "before configure_devices() ran") from None
 
 
-def make_strategy(name: str, num_devices: int = 0, tpu: str = "") -> tf.distribute.Strategy:
+def make_strategy(name: str, num_devices: int = 0, tpu: str = "",
+                  startup_timeout_s: float = 0) -> tf.distribute.Strategy:
     """default | mirrored | multi_worker (TF_CONFIG) | tpu.
 
     Call at program start, before any TF op: multi-worker collectives and the
     logical CPU split for a mirrored run without GPUs can only be set then.
+
+    Args:
+      startup_timeout_s: multi_worker: if the cluster is not up after this
+        many seconds (a worker that never started, or died at start-up), end
+        the process with one line on stderr (`StartupWatchdog`); 0 waits
+        forever, as TensorFlow does.
     """
     if name == "default":
         return tf.distribute.get_strategy()
@@ -67,13 +86,70 @@ def make_strategy(name: str, num_devices: int = 0, tpu: str = "") -> tf.distribu
     if name == "multi_worker":
         if "TF_CONFIG" not in os.environ:
             raise ConfigError("strategy=multi_worker needs the TF_CONFIG environment variable")
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        watchdog = None
+        if startup_timeout_s > 0:
+            watchdog = StartupWatchdog(startup_timeout_s, (
+                f"error: --strategy=multi_worker: the cluster did not come up within "
+                f"--worker_startup_timeout_s={startup_timeout_s:g}: not every task of TF_CONFIG "
+                f"({_cluster_tasks()}) started, or one cannot be reached; start them all, or "
+                "raise --worker_startup_timeout_s"))
+        try:
+            return tf.distribute.MultiWorkerMirroredStrategy()
+        finally:
+            if watchdog:
+                watchdog.disarm()
     if name != "tpu":
         raise ConfigError(f"unknown strategy {name!r}")
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or None)
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
     return tf.distribute.TPUStrategy(resolver)
+
+
+def _cluster_tasks() -> str:
+    """TF_CONFIG's cluster as "worker 0 host:port, ..." (for messages)."""
+    try:
+        cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+        return ", ".join(f"{job} {i} {address}" for job, addresses in sorted(cluster.items())
+                         for i, address in enumerate(addresses)) or "no cluster"
+    except (ValueError, AttributeError):
+        return "unreadable"
+
+
+_WATCHDOG = """
+import os, select, signal, sys
+pid, timeout, message = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+if select.select([sys.stdin], [], [], timeout)[0]:
+    sys.exit(0)  # the pipe closed: disarmed, or the process is gone
+sys.stderr.write(message + "\\n")
+sys.stderr.flush()
+os.kill(pid, signal.SIGKILL)
+"""
+
+
+class StartupWatchdog:
+    """Ends this process with `message` on stderr unless `disarm` comes within timeout_s.
+
+    A process that waits for its multi-worker cluster waits inside
+    TensorFlow's C++ start-up, holding the GIL, where no Python thread, timer
+    or signal handler of its own can run (TensorFlow's own cluster timeout
+    does not cover this wait). A small watcher process can still end it: it
+    waits on a pipe that `disarm` (or this process's exit) closes, and past
+    the timeout prints the message and kills this process (exit status 137).
+    """
+
+    def __init__(self, timeout_s: float, message: str):
+        read, self._write = os.pipe()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(timeout_s), message],
+            stdin=read)
+        os.close(read)
+
+    def disarm(self) -> None:
+        if self._write is not None:
+            os.close(self._write)
+            self._write = None
+            self._proc.wait()
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
@@ -186,12 +262,17 @@ def variable_checkpoint(model, optimizer) -> tf.train.Checkpoint:
     return tf.train.Checkpoint(model=model_vars, optimizer=opt_vars)
 
 
+_TEMP_SAVE = re.compile(r".+-\d+_temp")  # what tf.train leaves of a save killed midway
+
+
 class Checkpoints:
     """Saves and restores a model + optimizer under `directory`, every `interval` steps.
 
     On a multi-worker run, workers other than the chief must still take part
     in saving (the save is collective); they write to a scratch folder that is
-    removed after each save.
+    removed after each save. What a save killed midway left behind (tf.train's
+    `ckpt-N_temp/` folders, a worker's scratch folder) is removed when the
+    run starts again; finished checkpoints are never touched.
     """
 
     def __init__(self, model, optimizer, directory: str, max_to_keep: int, interval: int,
@@ -203,20 +284,46 @@ class Checkpoints:
         if strategy is not None and not is_chief(strategy):
             task = strategy.cluster_resolver.task_id
             self._scratch = os.path.join(os.path.dirname(directory), f".worker_{task}_checkpoints")
+            shutil.rmtree(self._scratch, ignore_errors=True)
+        else:
+            self._remove_unfinished_saves()
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, self._scratch or directory, max_to_keep=max_to_keep,
             step_counter=self.step_counter, checkpoint_interval=interval)
         self._restored_from = None
+
+    def _remove_unfinished_saves(self) -> None:
+        if not os.path.isdir(self.directory):
+            return
+        for name in sorted(os.listdir(self.directory)):
+            path = os.path.join(self.directory, name)
+            if _TEMP_SAVE.fullmatch(name) and os.path.isdir(path):
+                shutil.rmtree(path)
+                log("checkpoints", f"removed {path}, left by a save that was killed midway")
 
     @property
     def latest(self) -> str | None:
         return tf.train.latest_checkpoint(self.directory)
 
     def restore(self) -> str | None:
-        """Restores the latest checkpoint (all variables, checked); returns its path."""
+        """Restores the latest checkpoint (all variables, checked); returns its path.
+
+        Raises:
+          ConfigError: its variables do not fit the model; InputError: unreadable.
+        """
         latest = self.latest
         if latest and latest != self._restored_from:
-            self.checkpoint.restore(latest).assert_consumed()
+            try:
+                self.checkpoint.restore(latest).assert_consumed()
+            except (AssertionError, ValueError) as e:
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise ConfigError(
+                    f"cannot resume from {latest}: its variables do not fit this model, which "
+                    f"other flags built ({first[:300]}); use the flags it was written with, "
+                    "or another --model_dir") from None
+            except tf.errors.OpError as e:
+                raise InputError(f"cannot resume from {latest}: unreadable checkpoint "
+                                 f"({e.message.strip().splitlines()[0][:300]})") from None
             self._restored_from = latest
             return latest
         return None

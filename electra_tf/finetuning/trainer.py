@@ -11,7 +11,10 @@ seeds. What differs:
   the head at n + 2) and 10% linear warmup, as the original;
 - after every epoch: predictions on each dev split, the task's metrics, the
   official prediction files and results.json; a checkpoint.
-The folder it writes is described in artifacts.py.
+Every split the run will read (train, dev with do_eval, test with
+do_predict) is read and featurized before the first step, so bad data stops
+the run before it trains; Ctrl-C saves a checkpoint, then stops with one
+line. The folder it writes is described in artifacts.py.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ class Finetuning:
     def __init__(self, task, config: FinetuningConfig, run: FinetuneRun,
                  strategy: tf.distribute.Strategy | None = None):
         self.task, self.config, self.run = task, config.validate(), run
-        self.strategy = strategy or runtime.make_strategy(run.strategy, run.num_devices, run.tpu)
+        self.strategy = strategy or runtime.make_strategy(
+            run.strategy, run.num_devices, run.tpu, run.worker_startup_timeout_s)
         self.chief = runtime.is_chief(self.strategy)
         runtime.set_precision(run.mixed_precision)
         if not run.init_checkpoint:
@@ -170,6 +174,12 @@ class Finetuning:
     def _dev_splits(self):
         return [s for s in self.task.splits() if s.startswith("dev")]
 
+    def _splits_to_read(self) -> list[str]:
+        """Every split this run reads: train, dev (do_eval), test (do_predict)."""
+        splits = self.task.splits()
+        return ["train"] + [s for s in splits if (self.run.do_eval and s.startswith("dev"))
+                            or (self.run.do_predict and s.startswith("test"))]
+
     # === The host loop ===
     def _log(self, message):
         if self.chief:
@@ -183,12 +193,14 @@ class Finetuning:
             would (the schedule still targets the full run).
         """
         cfg, run = self.config, self.run
-        os.makedirs(run.model_dir, exist_ok=True)
+        for split in self._splits_to_read():  # bad data stops the run before it trains
+            self.features(split)
         _, train_feats = self.features("train")
         steps_per_epoch = len(train_feats) // cfg.train_batch_size
         if steps_per_epoch == 0:
             raise InputError(f"the train split has {len(train_feats)} windows, fewer than one "
                              f"batch of {cfg.train_batch_size}")
+        os.makedirs(run.model_dir, exist_ok=True)
         total = int(round(self.epochs * steps_per_epoch))
         size = self.size if self.size != "custom" else "small"
         decay = cfg.resolved_layerwise_lr_decay(size)
@@ -200,6 +212,8 @@ class Finetuning:
         if restored:
             self._log(f"resumed from {restored}")
         if self.chief:
+            for name in artifacts.remove_stale_temporaries(run.model_dir):
+                self._log(f"removed {name}, left by a write that was killed midway")
             artifacts.write_finetuning_config(
                 run.model_dir, task=self.task, config=cfg, run=run, encoder=self.encoder_config,
                 model_size=self.size, max_seq_length=self.max_seq_length, epochs=self.epochs,
@@ -208,6 +222,14 @@ class Finetuning:
         self._log(f"{self.task.name}: {len(train_feats)} train windows, {steps_per_epoch} "
                   f"steps/epoch x {self.epochs} epochs = {total} steps, lr "
                   f"{cfg.resolved_learning_rate(size):.1e}, layer-wise decay {decay}")
+        try:
+            return self._train_loop(checkpoints, results, steps_per_epoch, total, stop_at_step)
+        except KeyboardInterrupt:
+            checkpoints.save(force=True)
+            raise runtime.Interrupted(int(self.optimizer.iterations.numpy())) from None
+
+    def _train_loop(self, checkpoints, results, steps_per_epoch, total, stop_at_step):
+        cfg, run = self.config, self.run
         step = int(self.optimizer.iterations.numpy())
         end = min(total, stop_at_step or total)
         while run.do_train and step < end:

@@ -1,0 +1,70 @@
+"""run_finetuning on bad input and Ctrl-C: one line, a non-zero exit, nothing trained on bad data."""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import REPO, run_module
+
+from tests.training.test_training_faults import error_line, read_stderr_until
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not_hdf5"])
+def test_a_corrupt_init_checkpoint_is_one_line_naming_the_file(damage, pretrained_dir,
+                                                               toy_sst2_dir, tmp_path):
+    folder = tmp_path / "pretrained"
+    shutil.copytree(pretrained_dir, folder)
+    weights = folder / "discriminator.weights.h5"
+    raw = weights.read_bytes()
+    weights.write_bytes(raw[:len(raw) // 2] if damage == "truncated" else b"\x00" * 4096)
+    proc = run_module("electra_tf.run_finetuning", "--task_name=sst2",
+                      f"--init_checkpoint={folder}", f"--data_dir={toy_sst2_dir}",
+                      f"--model_dir={tmp_path}/out", "--max_seq_length=16")
+    error_line(proc, f"error: {weights}: not a readable weights file")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_malformed_dev_split_stops_the_run_before_training(toy_sst2_dir, pretrained_dir,
+                                                            tmp_path):
+    data = tmp_path / "SST-2"
+    shutil.copytree(toy_sst2_dir, data)
+    rows = (data / "dev.tsv").read_text().splitlines()
+    rows[5] = rows[5].split("\t")[0] + "\tmaybe"  # an unknown label on line 6
+    (data / "dev.tsv").write_text("\n".join(rows) + "\n")
+    proc = run_module("electra_tf.run_finetuning", "--task_name=sst2",
+                      f"--init_checkpoint={pretrained_dir}", f"--data_dir={data}",
+                      f"--model_dir={tmp_path}/out", "--max_seq_length=16",
+                      "--num_train_epochs=1")
+    error_line(proc, f"{data / 'dev.tsv'}:6")
+    assert " step " not in proc.stderr  # not one training step
+    assert not (tmp_path / "out").exists()
+
+
+def test_ctrl_c_saves_and_exits_130_with_one_line(pretrained_dir, toy_sst2_dir, tmp_path):
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "electra_tf.run_finetuning", "--task_name=sst2",
+         f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_sst2_dir}",
+         f"--model_dir={out}", "--max_seq_length=16", "--num_train_epochs=1000",
+         "--train_batch_size=16", "--save_checkpoints_steps=2", "--do_eval=false"],
+        cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        lines, training = read_stderr_until(proc, r"epoch 1 step 4/", timeout=300)
+        assert training, "".join(lines)[-3000:]
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 130, "".join(lines)[-3000:]
+    finally:
+        proc.kill()
+    time.sleep(0.5)
+    stderr = "".join(lines)
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    match = re.fullmatch(r"interrupted at step (\d+); checkpoint saved; rerun to resume", last)
+    assert match, stderr[-3000:]
+    assert (out / "checkpoints" / f"ckpt-{match.group(1)}.index").exists()

@@ -1,0 +1,294 @@
+"""run_pretraining on bad input and faults: one line, a non-zero exit, nothing damaged.
+
+Bad data and a model_dir this run cannot resume are refused before anything
+is built or written; corruption met mid-training and Ctrl-C save a checkpoint
+first; a multi-worker cluster that never comes up times out.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from conftest import REPO, run_module, tiny_vocab_tokens, write_vocab
+
+from tests.training.conftest import TINY_MODEL  # noqa: F401  (pythonpath has ".")
+
+
+def pretrain_flags(records, model_dir, **overrides):
+    from electra_tf.tokenization import load_vocab
+
+    values = {"train_data": records["train"], "eval_data": records["eval"],
+              "vocab_file": records["vocab"], "vocab_size": len(load_vocab(records["vocab"])),
+              "model_dir": model_dir, "model_size": "tiny",
+              "model_hparam_overrides": json.dumps(TINY_MODEL), "max_seq_length": 32,
+              "generator_hidden_size": 0.5, "train_batch_size": 8, "eval_batch_size": 8,
+              "num_train_steps": 2, "iterations_per_loop": 2, "num_warmup_steps": 1,
+              "num_eval_steps": 2, "seed": 5}
+    values.update(overrides)
+    return [f"--{k}={v}" for k, v in values.items()]
+
+
+def error_line(proc, *expected, returncode=2) -> str:
+    """The one `error:` line of a run that failed cleanly, holding `expected`."""
+    assert proc.returncode == returncode, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    for text in expected:
+        assert text in errors[0], errors[0]
+    return errors[0]
+
+
+def folder_bytes(folder) -> dict:
+    return {os.path.relpath(os.path.join(d, n), folder): open(os.path.join(d, n), "rb").read()
+            for d, _, names in os.walk(folder) for n in names}
+
+
+# === Bad data: refused before anything is built or written ===
+@pytest.mark.parametrize("case", ["train_glob", "eval_glob", "max_seq_length", "not_tfrecord"])
+def test_bad_data_is_refused_before_building_anything(case, tiny_records, tmp_path):
+    records_dir = os.path.dirname(tiny_records["eval"])
+    overrides, expected = {
+        "train_glob": ({"train_data": f"{tmp_path}/none*"},
+                       [f"--train_data pattern '{tmp_path}/none*' matches no file"]),
+        "eval_glob": ({"eval_data": f"{tmp_path}/held*"},
+                      [f"--eval_data pattern '{tmp_path}/held*' matches no file"]),
+        "max_seq_length": ({"max_seq_length": 64},
+                           ["pretrain_data.tfrecord-00000-of-00004 holds records of "
+                            "max_seq_length 32, but --max_seq_length=64"]),
+        "not_tfrecord": ({"train_data": f"{records_dir}/*"},
+                         ["--train_data: ", "pretrain_data_stats.json is not a TFRecord file"]),
+    }[case]
+    model_dir = tmp_path / "model"
+    proc = run_module("electra_tf.run_pretraining",
+                      *pretrain_flags(tiny_records, model_dir, **overrides))
+    error_line(proc, *expected)
+    assert "params" not in proc.stderr  # no model was built
+    assert not model_dir.exists()  # nothing was written
+
+
+def test_a_shard_corrupt_mid_file_is_named_after_a_checkpoint(tiny_records, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    import glob
+
+    shards = sorted(glob.glob(tiny_records["train"]))
+    for path in shards:
+        shutil.copy(path, data)
+    bad = data / os.path.basename(shards[1])
+    raw = bytearray(bad.read_bytes())
+    raw[len(raw) // 2] ^= 0x10  # a bit flip inside a record, far from the first one
+    bad.write_bytes(bytes(raw))
+    model_dir = tmp_path / "model"
+    proc = run_module("electra_tf.run_pretraining", *pretrain_flags(
+        tiny_records, model_dir, train_data=f"{data}/pretrain_data.tfrecord*",
+        num_train_steps=50))
+    line = error_line(proc, f"error: {bad}: corrupt TFRecord (corrupted record at ",
+                      "then rerun to resume")
+    step = re.search(r"met at step (\d+); checkpoint saved at step (\d+);", line)
+    assert step and step.group(1) == step.group(2), line
+    assert (model_dir / "checkpoints" / f"ckpt-{step.group(1)}.index").exists()
+    assert not (model_dir / "discriminator.weights.h5").exists()
+
+
+# === Resuming a model_dir with another vocabulary or other shapes ===
+@pytest.fixture(scope="module")
+def trained_dir(tiny_records, tmp_path_factory):
+    """A finished 2-step run (checkpoints, final weights, its config)."""
+    model_dir = tmp_path_factory.mktemp("trained") / "model"
+    proc = run_module("electra_tf.run_pretraining", *pretrain_flags(tiny_records, model_dir))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return model_dir
+
+
+@pytest.mark.parametrize("case", ["same_size_vocab", "other_size_vocab", "overrides",
+                                  "generator_size"])
+def test_resuming_with_another_vocab_or_shapes_is_refused(case, trained_dir, tiny_records,
+                                                          tmp_path):
+    tokens = tiny_vocab_tokens()
+    before = folder_bytes(trained_dir)
+    if case.endswith("vocab"):
+        if case == "same_size_vocab":  # two words swap ids: same size, another vocabulary
+            i, j = tokens.index("model"), tokens.index("token")
+            tokens[i], tokens[j] = tokens[j], tokens[i]
+        else:
+            tokens.append("electra")
+        vocab = write_vocab(tmp_path / "vocab.txt", tokens)
+        overrides = {"vocab_file": vocab, "vocab_size": len(tokens)}
+        expected = [f"--vocab_file={vocab} ({len(tokens)} tokens",
+                    f"is not the vocabulary {trained_dir} holds checkpoints of a run on "
+                    f"--vocab_file={tiny_records['vocab']} ({len(tiny_vocab_tokens())} tokens"]
+    elif case == "overrides":
+        wider = dict(TINY_MODEL, hidden_size=32, intermediate_size=64)
+        overrides = {"model_hparam_overrides": json.dumps(wider)}
+        expected = [f"{trained_dir} holds checkpoints of a run with other variable shapes: "
+                    f"--model_hparam_overrides={json.dumps(wider, sort_keys=True)} (it was "
+                    f"--model_hparam_overrides={json.dumps(TINY_MODEL, sort_keys=True)})"]
+    else:
+        overrides = {"generator_hidden_size": 1.0}
+        expected = ["--generator_hidden_size=1.0 (it was --generator_hidden_size=0.5)"]
+    proc = run_module("electra_tf.run_pretraining",
+                      *pretrain_flags(tiny_records, trained_dir, **overrides))
+    error_line(proc, *expected)
+    assert "params" not in proc.stderr
+    assert folder_bytes(trained_dir) == before  # the recorded vocab and config are intact
+
+
+def test_resume_checks_in_process(make_configs, tmp_path):
+    """check_resume alone: what it compares, and what it lets through."""
+    import dataclasses
+
+    from electra_tf import artifacts
+    from electra_tf.config import ConfigError
+    from electra_tf.training import check_resume
+
+    config, run = make_configs(tmp_path / "m", model_hparam_overrides={})
+    check_resume(config, run)  # no checkpoints: nothing to check
+    os.makedirs(tmp_path / "m" / "checkpoints")
+    (tmp_path / "m" / "checkpoints" / "checkpoint").write_text("fake")
+    artifacts.write_pretraining_config(run.model_dir, config, run)
+    assert artifacts.recorded_vocab_fingerprint(run.model_dir) == artifacts.vocab_fingerprint(
+        run.vocab_file)
+    check_resume(config, run)
+    check_resume(dataclasses.replace(config, learning_rate=1e-4, num_train_steps=9), run)
+    with pytest.raises(ConfigError, match=r"--model_size=small \(it was --model_size=tiny\)"):
+        check_resume(dataclasses.replace(config, model_size="small"), run)
+    # A vocabulary at another path with the same tokens is the same vocabulary.
+    moved = shutil.copy(run.vocab_file, tmp_path / "moved_vocab.txt")
+    check_resume(config, dataclasses.replace(run, vocab_file=str(moved)))
+    # Folders written before the fingerprint: the shapes are still checked.
+    recorded = artifacts.read_pretraining_config(run.model_dir)
+    del recorded["vocab_sha256"]
+    (tmp_path / "m" / artifacts.PRETRAINING_CONFIG).write_text(json.dumps(recorded))
+    other = write_vocab(tmp_path / "other.txt", tiny_vocab_tokens()[::-1])
+    check_resume(config, dataclasses.replace(run, vocab_file=other))
+
+
+# === Faults ===
+def test_unfinished_checkpoint_saves_are_removed_at_start(tmp_path):
+    import keras
+
+    from electra_tf import runtime
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(model.trainable_variables)
+    folder = tmp_path / "checkpoints"
+    stale = folder / "ckpt-7_temp"
+    stale.mkdir(parents=True)
+    (stale / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"half a save")
+    (folder / "notes_temp").mkdir()  # not tf.train's: kept
+    (folder / "ckpt-6.index").write_bytes(b"a finished save")  # kept
+    checkpoints = runtime.Checkpoints(model, optimizer, str(folder), 3, 1)
+    assert sorted(os.listdir(folder)) == ["ckpt-6.index", "notes_temp"]
+    assert checkpoints.save(force=True)
+
+
+def test_restoring_checkpoints_of_another_model_is_one_clear_error(tmp_path):
+    import keras
+
+    from electra_tf import runtime
+    from electra_tf.config import ConfigError
+
+    def checkpoints(width):
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(width)])
+        optimizer = keras.optimizers.Adam()
+        optimizer.build(model.trainable_variables)
+        return runtime.Checkpoints(model, optimizer, str(tmp_path / "ckpt"), 3, 1)
+
+    checkpoints(2).save(force=True)
+    with pytest.raises(ConfigError, match="cannot resume from .*ckpt-0: its variables do not "
+                                          "fit this model"):
+        checkpoints(4).restore()
+
+
+def read_stderr_until(proc, pattern, timeout):
+    """Collects proc's stderr lines in a thread; returns (lines, matched in time)."""
+    lines, found = [], threading.Event()
+
+    def pump():
+        for line in proc.stderr:
+            lines.append(line)
+            if re.search(pattern, line):
+                found.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines, found.wait(timeout)
+
+
+def test_ctrl_c_saves_and_exits_130_with_one_line(tiny_records, tmp_path):
+    model_dir = tmp_path / "model"
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "electra_tf.run_pretraining", *pretrain_flags(
+            tiny_records, model_dir, num_train_steps=100000, iterations_per_loop=1,
+            save_checkpoints_steps=100000)],
+        cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        lines, training = read_stderr_until(proc, r"step 2/100000", timeout=300)
+        assert training, "".join(lines)[-3000:]
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 130, "".join(lines)[-3000:]
+    finally:
+        proc.kill()
+    time.sleep(0.5)  # the pump thread reads the last lines
+    stderr = "".join(lines)
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    match = re.fullmatch(r"interrupted at step (\d+); checkpoint saved; rerun to resume", last)
+    assert match, stderr[-3000:]
+    assert (model_dir / "checkpoints" / f"ckpt-{match.group(1)}.index").exists()
+
+
+def test_multi_worker_peer_that_never_starts_times_out(tiny_records, tmp_path):
+    from tests.training.test_training_distributed import free_ports
+
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(2)]}
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2",
+               TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}}))
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "electra_tf.run_pretraining",
+         *pretrain_flags(tiny_records, tmp_path / "model"), "--strategy=multi_worker",
+         "--worker_startup_timeout_s=3"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: --strategy=multi_worker: the cluster did not come up within "
+        f"--worker_startup_timeout_s=3: not every task of TF_CONFIG (worker 0 "
+        f"{cluster['worker'][0]}, worker 1 {cluster['worker'][1]}) started, or one cannot be "
+        "reached; start them all, or raise --worker_startup_timeout_s"], proc.stderr[-3000:]
+    assert time.monotonic() - start < 150
+    assert not (tmp_path / "model").exists()
+
+
+def test_multi_worker_peer_that_fails_at_start_up_stops_the_other(tiny_records, tmp_path):
+    from tests.training.test_training_distributed import free_ports
+
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(2)]}
+    procs = []
+    for i, train_data in enumerate((tiny_records["train"], f"{tmp_path}/none*")):
+        env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2", TF_CONFIG=json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": i}}))
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "electra_tf.run_pretraining", *pretrain_flags(
+                tiny_records, tmp_path / "model", train_data=train_data, num_train_steps=4),
+             "--strategy=multi_worker"],
+            cwd=REPO, env=env, stderr=subprocess.PIPE, text=True))
+    try:
+        survivor, failed = (subprocess.CompletedProcess(p.args, p.wait(timeout=300),
+                                                        stderr=p.stderr.read()) for p in procs)
+    finally:
+        for p in procs:
+            p.kill()
+    error_line(failed, "--train_data pattern", "matches no file")
+    error_line(survivor, "error: --strategy=multi_worker: worker 1 of TF_CONFIG's cluster "
+                         "stopped", returncode=1)
