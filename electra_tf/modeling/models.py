@@ -92,8 +92,11 @@ class ElectraGenerator(EncoderConfigSerializable, keras.Model):
         # === Layers ===
         self.encoder = encoder or ElectraEncoder(self.config, embeddings=embeddings,
                                                  dtype=self.dtype_policy, name="encoder")
+        # The head's activation is hidden_act, as the original's; a model imported
+        # from transformers records GELU here (its generator head always is).
         self.mlm_head = MaskedLMHead(
-            self.encoder.embeddings.word_embeddings, self.config.hidden_act,
+            self.encoder.embeddings.word_embeddings,
+            self.config.generator_head_act or self.config.hidden_act,
             self.config.initializer_range, self.config.layer_norm_eps,
             dtype=self.dtype_policy, name="generator_predictions")
         self.baseline_head = None
