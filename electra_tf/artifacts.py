@@ -16,7 +16,12 @@ Three kinds of folder, each a set of files with fixed names:
                               (converted folders only)
 - fine-tuning model_dir (`run_finetuning`):
     finetuning_config.json    {"finetuning", "run", "encoder", "task", "head",
-                               "answerable", "pair", "label_names", ...}
+                               "answerable", "pair", "label_names", "head_options"
+                               (FinetuningModel's head arguments, e.g. SQuAD's
+                               span_head and beam_size), ["label_scale": [min, max]
+                               of a regression target], ...}; older files lack
+                               the last two: {} (the independent span head) and
+                               [0, 1] (raw scores), what their models trained with
     finetuned.weights.h5      encoder + task head
     results.json              metrics per epoch
     checkpoints/, prediction files
@@ -341,6 +346,12 @@ class FinetunedRecord:
     max_seq_length: int
     finetuning: dict  # the FinetuningConfig fields
     run: dict  # the FinetuneRun fields
+    # FinetuningModel's head arguments (task.head_options); {} in older records,
+    # whose models all have the default (independent) span head.
+    head_options: dict = dataclasses.field(default_factory=dict)
+    # Regression: the target trained was (score - min) / max, so a score is
+    # logit * max + min; older records trained on raw scores: (0, 1).
+    label_scale: tuple[float, float] = (0.0, 1.0)
 
     @property
     def do_lower_case(self) -> bool:
@@ -356,16 +367,21 @@ def write_finetuning_config(model_dir: str, *, task, config, run, encoder: Encod
     """finetuning_config.json: the task, its head, the encoder and the run.
 
     Args:
-      task: the finetuning.base.Task trained.
+      task: the finetuning.base.Task trained (its head, head_options and, for a
+        regression head, regression_min and regression_max are recorded).
       config, run: FinetuningConfig and FinetuneRun.
       encoder: the encoder's config; model_size: its size name.
       **extra: more keys (epochs, total_steps, layerwise_lr_decay).
     """
-    write_json(os.path.join(model_dir, FINETUNING_CONFIG), {
+    value = {
         "finetuning": config.to_dict(), "run": dataclasses.asdict(run),
         "encoder": encoder.to_dict(), "model_size": model_size, "task": task.name,
         "head": task.head, "answerable": bool(task.answerable), "pair": task.text_b is not None,
-        "label_names": list(task.label_names), "max_seq_length": max_seq_length, **extra})
+        "label_names": list(task.label_names), "max_seq_length": max_seq_length,
+        "head_options": dict(task.head_options)}
+    if task.head == "regression":
+        value["label_scale"] = [float(task.regression_min), float(task.regression_max)]
+    write_json(os.path.join(model_dir, FINETUNING_CONFIG), {**value, **extra})
 
 
 def read_finetuning_config(model_dir: str) -> FinetunedRecord:
@@ -389,7 +405,17 @@ def read_finetuning_config(model_dir: str) -> FinetunedRecord:
         pair=bool(value["pair"]), label_names=tuple(value.get("label_names") or ()),
         encoder=EncoderConfig.from_dict(value["encoder"]),
         max_seq_length=int(value["max_seq_length"]),
-        finetuning=value.get("finetuning", {}), run=value.get("run", {}))
+        finetuning=value.get("finetuning", {}), run=value.get("run", {}),
+        head_options=dict(value.get("head_options") or {}),
+        label_scale=_label_scale(value.get("label_scale", (0.0, 1.0)), path))
+
+
+def _label_scale(value, path: str) -> tuple[float, float]:
+    try:
+        low, high = (float(x) for x in value)
+    except (TypeError, ValueError):
+        raise InputError(f"{path}: label_scale must be [min, max], got {value!r}") from None
+    return low, high
 
 
 def save_finetuned(model_dir: str, model) -> None:
@@ -398,6 +424,9 @@ def save_finetuned(model_dir: str, model) -> None:
 
 def load_finetuned(model_dir: str):
     """The fine-tuned model of a fine-tuning model_dir, and its record.
+
+    The model has the recorded head (`head_options`: SQuAD's joint or
+    independent span head).
 
     Returns:
       (FinetuningModel with the weights loaded, FinetunedRecord).
@@ -411,8 +440,12 @@ def load_finetuned(model_dir: str):
         raise InputError(f"{weights} not found (expected a fine-tuning model_dir with "
                          f"{FINETUNED_WEIGHTS} and {FINETUNING_CONFIG})")
     encoder = build_discriminator(record.encoder).encoder
-    model = FinetuningModel(encoder, record.head, max(1, len(record.label_names)),
-                            answerable=record.answerable)
+    try:
+        model = FinetuningModel(encoder, record.head, max(1, len(record.label_names)),
+                                answerable=record.answerable, **record.head_options)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{os.path.join(model_dir, FINETUNING_CONFIG)}: head_options "
+                         f"{record.head_options!r} do not build a model ({e})") from None
     model.build()
     load_weights(model, weights)
     return model, record

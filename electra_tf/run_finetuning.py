@@ -28,13 +28,19 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     from electra_tf import runtime
-    from electra_tf.finetuning.registry import get_task
+    from electra_tf.config import ConfigError
+    from electra_tf.finetuning.registry import task_from_config
     from electra_tf.finetuning.trainer import Finetuning
 
     strategy = runtime.make_strategy(FLAGS.strategy, FLAGS.num_devices, FLAGS.tpu,
                                      FLAGS.worker_startup_timeout_s)
     config, run = flags_lib.finetuning_configs()
-    task = get_task(config.task_name, config.tagging_scheme, config.no_answer_threshold)
+    try:  # the task options (double_unordered, the SQuAD head and null rule) reach the task
+        task = task_from_config(config)
+    except ConfigError:
+        raise
+    except ValueError as e:  # options the task refuses together (combined rule + joint head)
+        raise ConfigError(f"--task_name={config.task_name}: {e}") from None
 
     results = Finetuning(task, config, run, strategy).train()
     last = results[sorted(results)[-1]] if results else {}

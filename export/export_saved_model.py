@@ -76,21 +76,31 @@ class ServingSpec:
     label_names: tuple = ()
     pair: bool = False  # sequence_classification on sentence pairs
     regression: bool = False  # STS-B
+    label_scale: tuple = (0.0, 1.0)  # regression: score = logit * max + min (min, max)
     answerable: bool = False  # SQuAD 2.0
+    span_head: str = "independent"  # squad: the trained span head ("joint": a beam)
     max_query_length: int = 64
     max_answer_length: int = 30
-    no_answer_threshold: float = 0.0
-    answerable_weight: float = 0.5
+    null_rule: str = "combined"  # SQuAD 2.0: "answerable" or "combined" (finetuning/squad.py)
+    no_answer_threshold: float = 0.0  # SQuAD 2.0: has_answer when null_odds <= it
+    answerable_weight: float = 0.5  # the "combined" rule's weight of the answerable logit
 
 
 def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: int = 0,
               max_query_length: int = 64, max_answer_length: int = 30) -> ServingSpec:
     """Builds the Keras model from a model_dir (artifacts.py) and checks it suits `task`.
 
+    The export follows what was trained: the recorded head (SQuAD's joint or
+    independent span head), STS-B's label scale, and SQuAD 2.0's null rule
+    and its threshold (registry.squad_null_options: qa_na_threshold for the
+    "answerable" rule, no_answer_threshold for "combined", the rule of records
+    from before the rule existed).
+
     Raises:
       InputError: missing files or a checkpoint of another task.
     """
     from electra_tf import artifacts
+    from electra_tf.finetuning.registry import squad_null_options
     from electra_tf.tokenization import Tokenizer
 
     if task not in TASKS:
@@ -115,13 +125,19 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
     vocab = vocab_file or artifacts.finetuned_vocab(record)
     if not vocab:
         raise InputError("--vocab_file is required (none is recorded with the checkpoint)")
+    span_head = record.head_options.get("span_head", "independent")
+    null = squad_null_options(record.finetuning)
+    if record.answerable and span_head == "joint" and null["null_odds_from"] == "combined":
+        raise InputError(f"--checkpoint {checkpoint}: the combined null rule needs the "
+                         "independent head's end logits, but the model has the joint head")
     return ServingSpec(
         task, model, Tokenizer(vocab, do_lower_case=record.do_lower_case),
         max_seq_length or record.max_seq_length, task_name=record.task,
         label_names=record.label_names, pair=record.pair,
-        regression=record.head == "regression", answerable=record.answerable,
+        regression=record.head == "regression", label_scale=tuple(record.label_scale),
+        answerable=record.answerable, span_head=span_head,
         max_query_length=max_query_length, max_answer_length=max_answer_length,
-        no_answer_threshold=record.no_answer_threshold)
+        null_rule=null["null_odds_from"], no_answer_threshold=null["no_answer_threshold"])
 
 
 def next_version(model_dir: str) -> int:

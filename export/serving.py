@@ -193,10 +193,17 @@ def substr_bytes(texts, starts, ends):
 
 # === Task decoders: model outputs (+ the packing) -> named outputs ===
 
-def classification_outputs(logits, label_names, regression: bool):
-    """logits [B, C] (or [B] for regression) -> probabilities / label / score."""
+def classification_outputs(logits, label_names, regression: bool,
+                           label_scale: tuple[float, float] = (0.0, 1.0)):
+    """logits [B, C] (or [B] for regression) -> probabilities / label / score.
+
+    Regression: score = logit * label_scale[1] + label_scale[0], the inverse of
+    the training target (score - min) / max (STS-B trains on score / 5 and
+    serves 0..5; models recorded before the scale trained on raw scores, (0, 1)).
+    """
     if regression:
-        return {"score": tf.reshape(logits, [-1])}
+        low, high = (float(x) for x in label_scale)
+        return {"score": tf.reshape(logits, [-1]) * high + low}
     probs = tf.nn.softmax(logits, axis=-1)
     label_id = tf.argmax(probs, axis=-1, output_type=tf.int32)
     return {"probabilities": probs, "label_id": label_id,
@@ -269,9 +276,18 @@ def tagging_word_outputs(packer: Packer, texts, ids, starts, ends, len_a, piece_
             "num_words": tf.cast(w_start.row_lengths(), tf.int32)}
 
 
-def span_outputs(start_logits, end_logits, answerable_logits, input_mask, input_type_ids,
-                 max_answer_length: int, answerable_weight: float):
-    """Best valid span per row, in-graph (no n-best list: the argmax over all spans).
+def _context_positions(input_mask, input_type_ids):
+    """bool [B, L]: the context tokens (type 1, not the final [SEP])."""
+    mask = tf.cast(input_mask, tf.bool)
+    length = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1, keepdims=True)
+    pos = tf.range(tf.shape(input_mask)[1])[None, :]
+    return mask & (input_type_ids == 1) & (pos < length - 1)
+
+
+def span_outputs(start_logits, end_logits, input_mask, input_type_ids,
+                 max_answer_length: int):
+    """Best valid span per row of the independent head, in-graph (the argmax over
+    all spans, no n-best list).
 
     Valid spans start and end on context tokens (type 1, not the final [SEP]),
     end >= start and are at most max_answer_length tokens long; the Python
@@ -281,27 +297,84 @@ def span_outputs(start_logits, end_logits, answerable_logits, input_mask, input_
     Returns:
       answer_start_index, answer_end_index int32 [B] (0 when no span);
       answer_score float32 [B] (start + end logit, -1e9 when no span);
-      no_answer_score float32 [B]: start[0] + end[0] - answerable_weight *
-      answerable_logit (SQuAD 2.0; the task's "combined" null score), or
-      start[0] + end[0] (1.1).
+      has_span bool [B].
     """
-    mask = tf.cast(input_mask, tf.bool)
-    length = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1, keepdims=True)
-    pos = tf.range(tf.shape(input_mask)[1])[None, :]
-    context = mask & (input_type_ids == 1) & (pos < length - 1)
+    context = _context_positions(input_mask, input_type_ids)
+    pos = tf.range(tf.shape(input_mask)[1])
     scores = start_logits[:, :, None] + end_logits[:, None, :]
-    i, j = pos[0][:, None], pos[0][None, :]
+    i, j = pos[:, None], pos[None, :]
     shape_ok = (j >= i) & (j - i < max_answer_length)
     valid = context[:, :, None] & context[:, None, :] & shape_ok[None]
     flat = tf.reshape(tf.where(valid, scores, _NEG), [tf.shape(scores)[0], -1])
     best = tf.argmax(flat, axis=-1, output_type=tf.int32)
     seq = tf.shape(input_mask)[1]
     any_valid = tf.reduce_any(tf.reshape(valid, [tf.shape(valid)[0], -1]), axis=-1)
-    s_idx = tf.where(any_valid, best // seq, 0)
-    e_idx = tf.where(any_valid, best % seq, 0)
-    score = tf.where(any_valid, tf.reduce_max(flat, axis=-1), NO_SPAN_SCORE)
-    null = start_logits[:, 0] + end_logits[:, 0]
-    if answerable_logits is not None:
-        null = null - answerable_weight * answerable_logits
-    return {"answer_start_index": s_idx, "answer_end_index": e_idx, "answer_score": score,
-            "no_answer_score": null, "has_span": any_valid}
+    return {"answer_start_index": tf.where(any_valid, best // seq, 0),
+            "answer_end_index": tf.where(any_valid, best % seq, 0),
+            "answer_score": tf.where(any_valid, tf.reduce_max(flat, axis=-1), NO_SPAN_SCORE),
+            "has_span": any_valid}
+
+
+def beam_span_outputs(start_top_log_probs, start_top_index, end_top_log_probs, end_top_index,
+                      input_mask, input_type_ids, max_answer_length: int):
+    """Best valid span per row of the joint head's beam, in-graph.
+
+    The beam (modeling/finetuning.py): the K best starts (start_top_log_probs,
+    start_top_index [B, K]) and the K best ends of each (end_top_log_probs,
+    end_top_index [B, K, K]). As finetuning/squad.py decodes one window: a
+    pair is valid when both ends are context tokens, end >= start and it is at
+    most max_answer_length tokens long, and it scores start log-probability +
+    end log-probability; the best valid pair wins (the first in beam order on
+    a tie).
+
+    Returns:
+      answer_start_index, answer_end_index int32 [B] (0 when no pair is valid);
+      answer_score float32 [B] (the pair's log-probability, -1e9 when none);
+      has_span bool [B].
+    """
+    context = _context_positions(input_mask, input_type_ids)
+    k = tf.shape(end_top_index)[1]
+    starts = tf.broadcast_to(tf.cast(start_top_index, tf.int32)[:, :, None],
+                             tf.shape(end_top_index))
+    ends = tf.cast(end_top_index, tf.int32)
+    batch = tf.shape(ends)[0]
+    flat_s, flat_e = tf.reshape(starts, [batch, -1]), tf.reshape(ends, [batch, -1])
+    valid = (tf.gather(context, flat_s, batch_dims=1) & tf.gather(context, flat_e, batch_dims=1)
+             & (flat_e >= flat_s) & (flat_e - flat_s < max_answer_length))
+    scores = tf.reshape(start_top_log_probs[:, :, None] + end_top_log_probs, [batch, k * k])
+    scores = tf.where(valid, scores, _NEG)
+    best = tf.argmax(scores, axis=-1, output_type=tf.int32)
+    any_valid = tf.reduce_any(valid, axis=-1)
+    return {"answer_start_index": tf.where(any_valid, tf.gather(flat_s, best, batch_dims=1), 0),
+            "answer_end_index": tf.where(any_valid, tf.gather(flat_e, best, batch_dims=1), 0),
+            "answer_score": tf.where(any_valid, tf.reduce_max(scores, axis=-1), NO_SPAN_SCORE),
+            "has_span": any_valid}
+
+
+def null_outputs(rule: str, answer_score, answerable_logits=None, start_logits=None,
+                 end_logits=None, answerable_weight: float = 0.5):
+    """The no-answer score and null odds of one window, by the model's null rule
+    (finetuning/squad.py, which takes the minimum over a question's windows;
+    the export reads one):
+      "answerable" (the original's): no_answer_score = null_odds = -answerable_logit;
+      "combined": no_answer_score = start[0] + end[0] - answerable_weight *
+        answerable_logit (SQuAD 1.1: start[0] + end[0]), null_odds =
+        no_answer_score - answer_score;
+      "none" (SQuAD 1.1 with the joint head, which predicts no end logit at
+        [CLS]): no_answer_score = -1e9, null_odds = no_answer_score - answer_score.
+
+    Returns:
+      no_answer_score, null_odds float32 [B].
+    """
+    if rule == "answerable":
+        null = -answerable_logits
+        return null, null
+    if rule == "combined":
+        null = start_logits[:, 0] + end_logits[:, 0]
+        if answerable_logits is not None:
+            null = null - answerable_weight * answerable_logits
+    elif rule == "none":
+        null = tf.fill(tf.shape(answer_score), tf.constant(NO_SPAN_SCORE, answer_score.dtype))
+    else:
+        raise ValueError(f"unknown null rule {rule!r}")
+    return null, null - answer_score

@@ -18,14 +18,21 @@ batch, C classes, T tags):
     ids:  tag_logits, tag_probabilities [B, L, T], tag_ids (int32),
           tag_labels (string), tag_scores [B, L]
   sequence_classification (both): probabilities [B, C], label (string [B]),
-          label_id (int32 [B]), logits [B, C]; STS-B: score [B]; text adds truncated
+          label_id (int32 [B]), logits [B, C]; STS-B: score [B] (logit x max +
+          min of the recorded label_scale: 0..5); text adds truncated
   squad
     text: answer_text (string [B]), answer_start, answer_end (int64 [B], bytes
           into the context), answer_score, no_answer_score, null_odds (float [B]),
           has_answer (bool [B]), truncated (bool [B])
-    ids:  start_logits, end_logits [B, L] (answerable_logits [B] for 2.0),
-          answer_start_index, answer_end_index (int32 [B]), answer_score,
+    ids:  start_logits [B, L] and end_logits [B, L] (independent head) or the
+          joint head's beam start_top_log_probs, start_top_index [B, K],
+          end_top_log_probs, end_top_index [B, K, K]; answerable_logits [B]
+          (2.0); answer_start_index, answer_end_index (int32 [B]), answer_score,
           no_answer_score, null_odds, has_answer
+    The span follows the trained head (serving.span_outputs,
+    serving.beam_span_outputs: for the joint head the span finetuning/squad.py
+    decodes from the first window) and the null odds the recorded null rule
+    (serving.null_outputs; has_answer: null_odds <= the rule's threshold).
   rtd
     text: replaced_probabilities (float [B, L], 0 at padding), tokens (string
           [B, L]), token_start, token_end (int64 [B, L]), truncated (bool [B])
@@ -48,6 +55,9 @@ import tensorflow as tf
 from export import serving
 
 IDS_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+# The joint span head's raw outputs (in place of end_logits): modeling/finetuning.py.
+JOINT_OUTPUTS = ("start_logits", "start_top_log_probs", "start_top_index",
+                 "end_top_log_probs", "end_top_index")
 
 
 class _Assets(tf.Module):
@@ -160,25 +170,34 @@ def ids_outputs(spec, word_ids, mask, type_ids) -> dict:
         return {"rtd_logits": logits,
                 "replaced_probabilities": tf.sigmoid(logits) * tf.cast(mask, logits.dtype)}
     if spec.task == "sequence_classification":
-        return serving.classification_outputs(out["logits"], spec.label_names, spec.regression)
+        return serving.classification_outputs(out["logits"], spec.label_names, spec.regression,
+                                              spec.label_scale)
     if spec.task == "token_classification":
         probs, tag_ids, labels, scores = serving.tagging_piece_outputs(
             out["tag_logits"], mask, spec.label_names)
         return {"tag_logits": out["tag_logits"], "tag_probabilities": probs, "tag_ids": tag_ids,
                 "tag_labels": labels, "tag_scores": scores}
     span = _span(spec, out, mask, type_ids)
-    result = {"start_logits": out["start_logits"], "end_logits": out["end_logits"],
-              **{k: v for k, v in span.items() if k != "has_span"}}
+    raw = JOINT_OUTPUTS if spec.span_head == "joint" else ("start_logits", "end_logits")
+    result = {**{k: out[k] for k in raw}, **{k: v for k, v in span.items() if k != "has_span"}}
     if spec.answerable:
         result["answerable_logits"] = out["answerable_logits"]
     return result
 
 
 def _span(spec, out, mask, type_ids):
-    span = serving.span_outputs(out["start_logits"], out["end_logits"],
-                                out.get("answerable_logits") if spec.answerable else None,
-                                mask, type_ids, spec.max_answer_length, spec.answerable_weight)
-    span["null_odds"] = span["no_answer_score"] - span["answer_score"]
+    """The best span of the model's head and the null score of the model's rule."""
+    if spec.span_head == "joint":
+        span = serving.beam_span_outputs(*(out[k] for k in JOINT_OUTPUTS[1:]), mask, type_ids,
+                                         spec.max_answer_length)
+    else:
+        span = serving.span_outputs(out["start_logits"], out["end_logits"], mask, type_ids,
+                                    spec.max_answer_length)
+    rule = spec.null_rule if spec.answerable else (
+        "none" if spec.span_head == "joint" else "combined")
+    span["no_answer_score"], span["null_odds"] = serving.null_outputs(
+        rule, span["answer_score"], out.get("answerable_logits") if spec.answerable else None,
+        out["start_logits"], out.get("end_logits"), spec.answerable_weight)
     if spec.answerable:
         span["has_answer"] = span["has_span"] & (span["null_odds"] <= spec.no_answer_threshold)
     else:
@@ -209,7 +228,7 @@ def text_outputs(spec, packer: serving.Packer, *texts) -> dict:
     truncated = {"truncated": packed["truncated"]}
     if spec.task == "sequence_classification":
         result = serving.classification_outputs(out["logits"], spec.label_names,
-                                                spec.regression)
+                                                spec.regression, spec.label_scale)
         return {**result, **truncated}
     if spec.task == "rtd":
         probs = tf.sigmoid(out["rtd_logits"]) * tf.cast(mask, tf.float32)
@@ -276,6 +295,12 @@ def build_archive(spec, ids_only: bool = False, check_inputs: bool = True):
             "cls_id": spec.tokenizer.cls_id, "sep_id": spec.tokenizer.sep_id,
             "unk_id": spec.tokenizer.unk_id, "pad_id": spec.tokenizer.pad_id,
             "signatures": {}}
+    if spec.regression:
+        info["label_scale"] = [float(x) for x in spec.label_scale]
+    if spec.task == "squad":
+        info.update(span_head=spec.span_head, max_answer_length=spec.max_answer_length)
+        if spec.answerable:
+            info.update(null_rule=spec.null_rule, no_answer_threshold=spec.no_answer_threshold)
     if not ids_only:
         packer = serving.Packer(spec.tokenizer, spec.max_seq_length)
         archive.track(packer)  # saves any lookup table under it (FastBertTokenizer has none)

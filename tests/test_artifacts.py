@@ -154,7 +154,72 @@ def test_a_version_0_finetuning_config_takes_the_head_from_the_task(tmp_path):
         "max_seq_length": 64, "finetuning": {}, "run": {}}))
     record = artifacts.read_finetuning_config(str(tmp_path))
     assert (record.head, record.answerable, record.pair) == ("span", True, False)
+    # what its model trained with: the independent span head, raw regression targets
+    assert record.head_options == {} and record.label_scale == (0.0, 1.0)
     with pytest.raises(InputError, match="finetuned.weights.h5 not found"):
+        artifacts.load_finetuned(str(tmp_path))
+
+
+def _finetuned_folder(folder, name, **config_fields):
+    """A fine-tuning folder as the trainer writes it: the task from its config."""
+    from electra_tf.finetuning.registry import task_from_config
+    from electra_tf.modeling.finetuning import FinetuningModel
+
+    config = FinetuningConfig(task_name=name, **config_fields)
+    task = task_from_config(config)
+    model = FinetuningModel(discriminator().encoder, task.head, max(1, len(task.label_names)),
+                            answerable=task.answerable, **task.head_options)
+    model.build()
+    artifacts.write_finetuning_config(
+        str(folder), task=task, config=config,
+        run=FinetuneRun(model_dir=str(folder), data_dir="d", init_checkpoint="pre"),
+        encoder=TINY, model_size="custom", max_seq_length=16)
+    artifacts.save_finetuned(str(folder), model)
+    return model
+
+
+def test_a_squad_folder_records_and_rebuilds_its_span_head(tmp_path):
+    model = _finetuned_folder(tmp_path / "joint", "squad_v2", beam_size=4)
+    loaded, record = artifacts.load_finetuned(str(tmp_path / "joint"))
+    assert record.head_options == {"span_head": "joint", "beam_size": 4}
+    assert (loaded.head.span_head, loaded.head.beam_size) == ("joint", 4)
+    for a, b in zip(weights_of(loaded), weights_of(model)):
+        np.testing.assert_array_equal(a, b)
+    _finetuned_folder(tmp_path / "independent", "squad_v1", joint_prediction=False)
+    loaded, record = artifacts.load_finetuned(str(tmp_path / "independent"))
+    assert record.head_options["span_head"] == "independent"
+    assert loaded.head.span_head == "independent"
+
+
+def test_a_joint_model_without_recorded_head_options_does_not_load_silently(tmp_path):
+    """An older record means the independent head: a joint model's weights do not fit."""
+    _finetuned_folder(tmp_path, "squad_v1")
+    path = tmp_path / artifacts.FINETUNING_CONFIG
+    value = json.loads(path.read_text())
+    del value["head_options"]
+    path.write_text(json.dumps(value))
+    with pytest.raises(ConfigError, match="does not fit"):
+        artifacts.load_finetuned(str(tmp_path))
+
+
+def test_a_regression_folder_records_its_label_scale(tmp_path):
+    _finetuned_folder(tmp_path / "stsb", "stsb")
+    record = artifacts.read_finetuning_config(str(tmp_path / "stsb"))
+    assert record.label_scale == (0.0, 5.0) and record.head_options == {}
+    _finetuned_folder(tmp_path / "mrpc", "mrpc")
+    raw = artifacts.read_json(str(tmp_path / "mrpc" / artifacts.FINETUNING_CONFIG))
+    assert "label_scale" not in raw and raw["head_options"] == {}
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("label_scale", "five", "label_scale must be"),
+    ("head_options", {"span_head": "sideways"}, "do not build a model"),
+])
+def test_a_bad_recorded_head_is_one_clear_error(tmp_path, field, value, message):
+    _finetuned_folder(tmp_path, "stsb" if field == "label_scale" else "squad_v1")
+    path = tmp_path / artifacts.FINETUNING_CONFIG
+    path.write_text(json.dumps({**json.loads(path.read_text()), field: value}))
+    with pytest.raises(InputError, match=message):
         artifacts.load_finetuned(str(tmp_path))
 
 

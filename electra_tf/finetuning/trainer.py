@@ -9,6 +9,9 @@ seeds. What differs:
   seed, so resuming skips the batches of the current epoch already done;
 - layer-wise learning-rate decay (embeddings at depth 0, layer i at i + 1,
   the head at n + 2) and 10% linear warmup, as the original;
+- the head is the task's (`task.head_options`: SQuAD's joint span head by
+  default), and the joint head reads the gold start positions in training
+  (its end logits are conditioned on them);
 - after every epoch: predictions on each dev split, the task's metrics, the
   official prediction files and results.json; a checkpoint.
 Every split the run will read (train, dev with do_eval, test with
@@ -60,7 +63,7 @@ class Finetuning:
             kind = task.head
             num_labels = max(1, len(task.label_names))
             self.model = FinetuningModel(discriminator.encoder, kind, num_labels,
-                                         answerable=task.answerable)
+                                         answerable=task.answerable, **task.head_options)
             self.model.build()
         vocab_file = run.vocab_file or recorded_vocab
         if not vocab_file:
@@ -107,6 +110,8 @@ class Finetuning:
     def _forward_backward(self, batch, seed):
         inputs = {k: batch[k] for k in INPUT_KEYS}
         labels = {k: v for k, v in batch.items() if k not in INPUT_KEYS}
+        if "start_positions" in batch:  # the joint span head conditions its end logits on it
+            inputs["start_positions"] = batch["start_positions"]
         with tf.GradientTape() as tape:
             outputs = self.model(inputs, training=True, seed=seed)
             loss = task_loss(self.task.head, outputs, labels)

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 
+import numpy as np
 import pytest
 
 # Appended, not prepended: "conftest" must still resolve to tests/conftest.py.
@@ -22,7 +23,9 @@ from export_helpers import (  # noqa: E402
     FINETUNED,
     MULTI_PIECE,
     ODD_TEXTS,
+    RECORD_EXTRAS,
     SEQ,
+    SQUAD_PAIRS,
     TINY,
     packed_for,
     run_fresh,
@@ -63,19 +66,24 @@ def finetuned_dirs(export_pretrained_dir, tiny_vocab, tmp_path_factory):
     dirs = {}
     for i, (name, (_, task, labels, kind, answerable, seq)) in enumerate(FINETUNED.items()):
         out = tmp_path_factory.mktemp(f"finetuned_{name}")
+        extras = RECORD_EXTRAS.get(name, {})
         keras.utils.set_random_seed(i + 1)
         model = FinetuningModel(build_discriminator(config).encoder, kind,
-                                max(1, len(labels)), answerable=answerable)
+                                max(1, len(labels)), answerable=answerable,
+                                **extras.get("head_options", {}))
         model.build()
         # A larger head than the 0.02 init, so that labels and spans differ across tokens.
         for v in model.head.trainable_variables:
             v.assign(v.numpy() * 5.0)
         model.save_weights(str(out / "finetuned.weights.h5"))
-        (out / "finetuning_config.json").write_text(json.dumps({
+        record = {
             "encoder": config.to_dict(), "task": task, "label_names": labels,
             "max_seq_length": seq, "model_size": "custom",
-            "finetuning": {"do_lower_case": True, "no_answer_threshold": 0.0},
-            "run": {"vocab_file": tiny_vocab, "init_checkpoint": export_pretrained_dir}}))
+            "run": {"vocab_file": tiny_vocab, "init_checkpoint": export_pretrained_dir},
+            **extras,
+            "finetuning": {"do_lower_case": True, "no_answer_threshold": 0.0,
+                           **extras.get("finetuning", {})}}
+        (out / "finetuning_config.json").write_text(json.dumps(record))
         dirs[name] = str(out)
     return dirs
 
@@ -109,11 +117,15 @@ def fresh(exports, tmp_path_factory):
         keys.append(key)
         jobs.append({"path": exports[name][1], "signature": signature, "inputs": inputs})
 
-    for name in ("ner", "mrpc", "stsb", "squad", "rtd"):
+    for name in ("ner", "mrpc", "stsb", "squad", "squad_joint", "rtd"):
         spec = exports[name][0]
         odd = text_inputs(spec, ODD_TEXTS)
         add((name, "odd"), name, "serving_default", odd)
         add((name, "ids"), name, "serving_ids", packed_for(spec, odd))
+    for name in ("squad", "squad_joint"):
+        pairs = {"question": np.array([q.encode() for q, _ in SQUAD_PAIRS], object),
+                 "context": np.array([c.encode() for _, c in SQUAD_PAIRS], object)}
+        add((name, "pairs"), name, "serving_default", pairs)
     add(("ner", "align"), "ner", "serving_default", text_inputs(exports["ner"][0], ALIGN_TEXTS))
     add(("ner", "multi"), "ner", "serving_default",
         text_inputs(exports["ner"][0], [t for t, _ in MULTI_PIECE]))

@@ -33,7 +33,36 @@ FINETUNED = {
     "mrpc": ("sequence_classification", "mrpc", ["0", "1"], "classification", False, SEQ),
     "stsb": ("sequence_classification", "stsb", [], "regression", False, SEQ),
     "squad": ("squad", "squad_v2", [], "span", True, SQUAD_SEQ),
+    "squad_joint": ("squad", "squad_v2", [], "span", True, SQUAD_SEQ),
 }
+# What finetuning_config.json records beyond the keys every folder above has,
+# as the trainer writes it now. The others are older records: no label_scale
+# (raw scores), no head_options (the independent head), no squad_null_rule
+# (the "combined" rule with no_answer_threshold).
+BEAM = 5  # squad_joint's beam: smaller than the context, so that it matters
+QA_NA_THRESHOLD = -0.5
+RECORD_EXTRAS = {
+    "stsb": {"label_scale": [0.0, 5.0], "head_options": {}},
+    "squad_joint": {
+        "head_options": {"span_head": "joint", "beam_size": BEAM},
+        "finetuning": {"squad_null_rule": "answerable", "qa_na_threshold": QA_NA_THRESHOLD,
+                       "no_answer_threshold": 0.0, "joint_prediction": True,
+                       "beam_size": BEAM}},
+}
+# SQuAD (question, context) pairs that fit one SQUAD_SEQ window, so that the
+# export (which reads the first window) and SquadTask see the same one.
+SQUAD_PAIRS = [
+    ("which token was replaced ?", "the generator replaced a token"),
+    ("who reads ?", "the model reads every sentence"),
+    ("what is small ?", "a small generator trained as a masked model"),
+    ("which model ?", "Café Zürich : the discriminator learns"),
+    ("where ?", "text in this corpus while sampling keeps tokens plausible"),
+    ("token ?", "which token was replaced by the generator ?"),
+    ("what does sampling keep ?", "sampling keeps the tokens plausible enough"),
+    ("what is trained ?", "a generator trained on every sentence"),
+    ("hello ?", "hello world , 中国人 reads the text"),
+    ("replaced", "replaced replaced replaced"),
+]
 
 
 def _bytes(t):

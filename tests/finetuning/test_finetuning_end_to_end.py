@@ -70,16 +70,105 @@ def test_cli_learns_toy_ner(pretrained_dir, toy_ner_dir, tmp_path):
     assert os.path.exists(tmp_path / "out" / "ner_dev_predictions.txt")
 
 
+def _squad_outputs(model_dir):
+    with open(os.path.join(model_dir, "squad_v2_dev_predictions.json")) as f:
+        answers = json.load(f)
+    with open(os.path.join(model_dir, "squad_v2_dev_null_odds.json")) as f:
+        null_odds = json.load(f)
+    with open(os.path.join(model_dir, "finetuning_config.json")) as f:
+        record = json.load(f)
+    return answers, null_odds, record
+
+
 def test_cli_learns_toy_squad_v2(pretrained_dir, toy_squad_dir, tmp_path):
+    """The defaults: the joint head (trained on the gold starts, decoded with its beam)
+    and the original's null rule with qa_na_threshold -2.75."""
+    from electra_tf import artifacts
+
     proc = run_module("electra_tf.run_finetuning", "--flagfile=configs/squad_v2.flags",
                       f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_squad_dir}",
                       f"--model_dir={tmp_path}/out", "--num_train_epochs=3",
                       "--learning_rate=3e-3", "--train_batch_size=16", "--max_seq_length=24")
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # the task warns when it gets an independent head's outputs: the joint head was built
+    assert "decoding start/end logits" not in proc.stderr, proc.stderr[-3000:]
     results = json.load(open(tmp_path / "out" / "results.json"))
     assert results["epoch_3"]["dev"]["f1"] >= 90.0, results
-    assert os.path.exists(tmp_path / "out" / "squad_v2_dev_predictions.json")
-    assert os.path.exists(tmp_path / "out" / "squad_v2_dev_null_odds.json")
+    answers, null_odds, record = _squad_outputs(tmp_path / "out")
+    assert record["head_options"] == {"span_head": "joint", "beam_size": 20}
+    assert record["finetuning"]["squad_null_rule"] == "answerable"
+    for qid, answer in answers.items():  # "" exactly when the null odds exceed -2.75
+        assert (answer == "") == (null_odds[qid] > -2.75), (qid, answer, null_odds[qid])
+    model, loaded = artifacts.load_finetuned(str(tmp_path / "out"))
+    assert model.head.span_head == "joint" and loaded.head_options["beam_size"] == 20
+
+
+def test_cli_squad_task_options_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path):
+    """--joint_prediction, --beam_size and --qa_na_threshold are the task's, not only
+    recorded: a threshold below every null odds answers nothing."""
+    from electra_tf import artifacts
+
+    proc = run_module("electra_tf.run_finetuning", "--task_name=squad_v2",
+                      f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_squad_dir}",
+                      f"--model_dir={tmp_path}/out", "--num_train_epochs=1",
+                      "--learning_rate=3e-3", "--train_batch_size=16", "--max_seq_length=24",
+                      "--joint_prediction=false", "--beam_size=3", "--qa_na_threshold=-1e6")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    answers, null_odds, record = _squad_outputs(tmp_path / "out")
+    assert record["head_options"] == {"span_head": "independent", "beam_size": 3}
+    assert set(answers.values()) == {""}, answers
+    model, _ = artifacts.load_finetuned(str(tmp_path / "out"))
+    assert model.head.span_head == "independent"
+
+
+def test_cli_combined_null_rule_with_the_joint_head_is_one_line(tmp_path):
+    proc = run_module("electra_tf.run_finetuning", "--task_name=squad_v2",
+                      "--squad_null_rule=combined", f"--init_checkpoint={tmp_path}/none",
+                      f"--data_dir={tmp_path}", f"--model_dir={tmp_path}/out")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "joint_prediction" in proc.stderr.strip().splitlines()[-1], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def toy_stsb_dir(tmp_path_factory):
+    """STS-B layout; the score is 5 when both sentences hold 'replaced', else 0."""
+    import random
+
+    from conftest import WORDS
+
+    out = tmp_path_factory.mktemp("STS-B")
+    rng = random.Random(3)
+    words = [w for w in WORDS if w != "replaced"]
+    for split, n in (("train", 96), ("dev", 32)):
+        rows = ["index\tsentence1\tsentence2\tscore"]
+        for i in range(n):
+            similar = rng.random() < 0.5
+            pair = []
+            for _ in range(2):
+                s = [rng.choice(words) for _ in range(rng.randint(3, 6))]
+                if similar:
+                    s.insert(rng.randint(0, len(s)), "replaced")
+                pair.append(" ".join(s))
+            rows.append(f"{i}\t{pair[0]}\t{pair[1]}\t{5.0 if similar else 0.0}")
+        (out / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    return str(out)
+
+
+def test_cli_stsb_double_unordered_flag_and_label_scale(pretrained_dir, toy_stsb_dir,
+                                                        tmp_path):
+    """--double_unordered=false reaches the task (96 train windows, not 192), and the
+    folder records the 0..5 scale the export serves."""
+    proc = run_module("electra_tf.run_finetuning", "--flagfile=configs/glue_stsb.flags",
+                      f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_stsb_dir}",
+                      f"--model_dir={tmp_path}/out", "--num_train_epochs=1",
+                      "--learning_rate=3e-3", "--train_batch_size=16", "--max_seq_length=24",
+                      "--double_unordered=false")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "stsb: 96 train windows" in proc.stderr, proc.stderr[-3000:]
+    record = json.load(open(tmp_path / "out" / "finetuning_config.json"))
+    assert record["label_scale"] == [0.0, 5.0] and record["head_options"] == {}
+    assert record["finetuning"]["double_unordered"] is False
 
 
 def _weights(ft):

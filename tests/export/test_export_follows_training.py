@@ -1,0 +1,168 @@
+"""The export serves what was trained: STS-B's label scale, SQuAD's span head (the
+joint head's beam) and SQuAD 2.0's recorded null rule and threshold; older records
+keep the behaviour they were trained with."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+from export_helpers import BEAM, QA_NA_THRESHOLD, RECORD_EXTRAS, SQUAD_PAIRS, python_pack
+
+
+def _ok(result):
+    for loader in ("tf2", "tf1"):
+        assert "error" not in result[loader], (loader, result[loader].get("error"))
+    return result["tf2"], result["tf1"]
+
+
+def _task_decoding(name, spec):
+    """SquadTask's predictions for SQUAD_PAIRS, from the Keras model, with the task
+    options the folder records (the older "squad" record: the independent head and
+    the combined rule)."""
+    from electra_tf.config import FinetuningConfig
+    from electra_tf.finetuning.registry import task_from_config
+    from electra_tf.finetuning.squad import SquadExample
+
+    fields = {"joint_prediction": False, "squad_null_rule": "combined",
+              **RECORD_EXTRAS.get(name, {}).get("finetuning", {})}
+    task = task_from_config(FinetuningConfig(task_name="squad_v2", **fields))
+    examples = [SquadExample(f"q{i}", q, c) for i, (q, c) in enumerate(SQUAD_PAIRS)]
+    feats = task.featurize(examples, spec.tokenizer, spec.max_seq_length)
+    assert len(feats) == len(examples), "each pair must fit one window"
+    out = {k: np.asarray(v) for k, v in spec.model(feats.inputs, training=False).items()}
+    assert ("start_top_index" in out) == (name == "squad_joint")
+    return task, examples, feats, task.predictions(out, examples, feats)
+
+
+@pytest.mark.parametrize("name", ["squad", "squad_joint"])
+def test_squad_export_answers_as_the_task_decodes_the_window(name, exports, fresh):
+    spec = exports[name][0]
+    tf2, tf1 = _ok(fresh[(name, "pairs")])
+    for key in tf2:  # the C++ server's loader and TF2's agree
+        if tf2[key].dtype.kind == "f":
+            np.testing.assert_allclose(tf2[key], tf1[key], rtol=0, atol=1e-5, err_msg=key)
+        else:
+            np.testing.assert_array_equal(tf2[key], tf1[key], err_msg=key)
+    task, examples, feats, preds = _task_decoding(name, spec)
+    assert spec.no_answer_threshold == task.no_answer_threshold
+    assert spec.null_rule == task.null_odds_from
+    packed = python_pack(spec, [q for q, _ in SQUAD_PAIRS], [c for _, c in SQUAD_PAIRS])
+    np.testing.assert_array_equal(feats.inputs["input_ids"], packed["input_word_ids"])
+    for r, ex in enumerate(examples):
+        p = preds[ex.qas_id]
+        assert tf2["answer_text"][r].decode("utf-8") == p.text, (ex, p)
+        if p.nbest:
+            start = len(ex.context[:p.start_char].encode("utf-8"))
+            end = len(ex.context[:p.end_char].encode("utf-8"))
+            assert (int(tf2["answer_start"][r]), int(tf2["answer_end"][r])) == (start, end)
+        assert tf2["answer_score"][r] == pytest.approx(p.score, abs=1e-4), ex
+        assert tf2["no_answer_score"][r] == pytest.approx(p.null_score, abs=1e-4), ex
+        assert tf2["null_odds"][r] == pytest.approx(p.null_odds, abs=1e-4), ex
+        assert bool(tf2["has_answer"][r]) == (p.answer != ""), (ex, p)
+    if name == "squad_joint":  # QA_NA_THRESHOLD splits them: the rule is exercised
+        assert set(tf2["has_answer"]) == {True, False}, tf2["null_odds"]
+
+
+def test_the_spec_follows_the_record(exports):
+    joint, old = exports["squad_joint"][0], exports["squad"][0]
+    assert (joint.span_head, joint.null_rule, joint.no_answer_threshold) == (
+        "joint", "answerable", QA_NA_THRESHOLD)
+    assert joint.model.head.beam_size == BEAM
+    # a record from before the head and the rule were recorded: what it trained with
+    assert (old.span_head, old.null_rule, old.no_answer_threshold) == (
+        "independent", "combined", 0.0)
+    assert exports["stsb"][0].label_scale == (0.0, 5.0)
+    with open(os.path.join(exports["squad_joint"][1], "assets.extra", "export_info.json")) as f:
+        info = json.load(f)
+    assert (info["span_head"], info["null_rule"], info["no_answer_threshold"]) == (
+        "joint", "answerable", QA_NA_THRESHOLD)
+    with open(os.path.join(exports["stsb"][1], "assets.extra", "export_info.json")) as f:
+        assert json.load(f)["label_scale"] == [0.0, 5.0]
+
+
+def _copy_with(finetuned_dir, tmp_path, **changes):
+    out = tmp_path / "copy"
+    shutil.copytree(finetuned_dir, out)
+    path = out / "finetuning_config.json"
+    record = json.loads(path.read_text())
+    for key, value in changes.items():
+        if value is None:
+            record.pop(key, None)
+        elif isinstance(value, dict):
+            record[key] = {**record.get(key, {}), **value}
+        else:
+            record[key] = value
+    path.write_text(json.dumps(record))
+    return str(out)
+
+
+def test_an_stsb_record_without_a_scale_serves_raw_scores(finetuned_dirs, tmp_path):
+    from export.export_saved_model import load_spec
+
+    spec = load_spec("sequence_classification",
+                     _copy_with(finetuned_dirs["stsb"], tmp_path, label_scale=None))
+    assert spec.label_scale == (0.0, 1.0)
+
+
+def test_regression_score_is_logit_times_max_plus_min():
+    from export import serving
+
+    logits = np.array([[0.0], [0.5], [1.0]], np.float32)
+    out = serving.classification_outputs(logits, (), True, (1.0, 5.0))
+    np.testing.assert_allclose(out["score"].numpy(), [1.0, 3.5, 6.0])
+    np.testing.assert_allclose(serving.classification_outputs(logits, (), True)["score"],
+                               [0.0, 0.5, 1.0])
+
+
+def test_a_joint_model_recorded_with_the_combined_rule_is_refused(finetuned_dirs, tmp_path):
+    from electra_tf.errors import InputError
+    from export.export_saved_model import load_spec
+
+    folder = _copy_with(finetuned_dirs["squad_joint"], tmp_path,
+                        finetuning={"squad_null_rule": "combined"})
+    with pytest.raises(InputError, match="combined null rule"):
+        load_spec("squad", folder)
+
+
+def test_squad_v1_joint_head_in_graph_decoding_is_the_task_decoding(exports):
+    """SQuAD 1.1 with the joint head (no answerability, no end logit at [CLS]): the
+    span of the beam as SquadTask decodes it; no null score (-1e9)."""
+    import keras
+    import tensorflow as tf
+
+    from electra_tf.finetuning.squad import SquadExample, SquadTask
+    from electra_tf.modeling import build_discriminator
+    from electra_tf.modeling.finetuning import FinetuningModel
+    from export import signatures
+    from export.export_saved_model import ServingSpec
+
+    base = exports["squad_joint"][0]
+    keras.utils.set_random_seed(11)
+    encoder = build_discriminator(base.model.encoder.config).encoder
+    model = FinetuningModel(encoder, "span", 1, span_head="joint", beam_size=BEAM)
+    model.build()
+    for v in model.head.trainable_variables:
+        v.assign(v.numpy() * 5.0)
+    spec = ServingSpec("squad", model, base.tokenizer, base.max_seq_length,
+                       task_name="squad_v1", span_head="joint")
+    packed = python_pack(spec, [q for q, _ in SQUAD_PAIRS], [c for _, c in SQUAD_PAIRS])
+    out = {k: v.numpy() for k, v in signatures.ids_outputs(
+        spec, *(tf.constant(packed[k]) for k in signatures.IDS_INPUTS)).items()}
+    assert "end_logits" not in out and "answerable_logits" not in out
+    task = SquadTask("1.1", beam_size=BEAM)
+    examples = [SquadExample(f"q{i}", q, c) for i, (q, c) in enumerate(SQUAD_PAIRS)]
+    feats = task.featurize(examples, spec.tokenizer, spec.max_seq_length)
+    keras_out = {k: np.asarray(v) for k, v in model(feats.inputs, training=False).items()}
+    preds = task.predictions(keras_out, examples, feats)
+    for r, ex in enumerate(examples):
+        p, w = preds[ex.qas_id], feats.extra[r]
+        assert out["has_answer"][r] == bool(p.nbest)
+        assert out["answer_score"][r] == pytest.approx(p.score, abs=1e-4)
+        if p.nbest:  # token positions -> the characters SquadTask sliced
+            s = int(out["answer_start_index"][r]) - w.context_offset + w.doc_start
+            e = int(out["answer_end_index"][r]) - w.context_offset + w.doc_start
+            assert (w.char_starts[s], w.char_ends[e]) == (p.start_char, p.end_char)
+    np.testing.assert_array_equal(out["no_answer_score"], np.full(len(examples), -1e9,
+                                                                   np.float32))
