@@ -32,7 +32,6 @@ from __future__ import annotations
 import glob
 import os
 import re
-import time
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +39,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf import artifacts, reporting, runtime
+from electra_tf import artifacts, host_loop, preflight, reporting, runtime
 from electra_tf.algorithms import make_phases
 from electra_tf.config import ConfigError, PretrainingConfig, RunConfig
 from electra_tf.data.masking import MaskingConfig
@@ -71,6 +70,8 @@ class JaxPretraining:
             raise ConfigError("gradient_accumulation_steps > 1 is not supported on the JAX "
                               "backend yet")
         runtime.set_precision(run.mixed_precision)
+        self.files = preflight.preflight(config, run)
+        self.chief, self.multi_worker = True, False
         tokenizer = Tokenizer(run.vocab_file, do_lower_case=config.do_lower_case)
         if tokenizer.vocab_size != config.vocab_size:
             raise ConfigError(f"vocab_size={config.vocab_size} but {run.vocab_file} holds "
@@ -89,7 +90,8 @@ class JaxPretraining:
         self.model = ElectraPretrainer(config)
         self.model.build_with_dummy_batch()
         everything = {id(v) for v in self.model.trainable_variables}
-        for phase in make_phases(config, self.model):
+        self.phases = make_phases(config, self.model)
+        for phase in self.phases:
             if {id(v) for v in phase.variables} != everything:
                 raise ConfigError(f"the JAX backend trains the whole model at every step; "
                                   f"{phase.name} (objective {config.resolved_objective}) trains "
@@ -256,56 +258,16 @@ class JaxPretraining:
         self._log(f"resumed from {path} at step {self.step}")
         return self.step
 
-    # === The host loop (as training.Pretraining.train) ===
+    # === The host loop (host_loop.py, shared with the TF loop) ===
     def train(self, stop_at_step: int | None = None) -> dict:
         """Trains to num_train_steps (resuming if possible); returns the final eval."""
-        cfg, run = self.config, self.run
-        os.makedirs(run.model_dir, exist_ok=True)
-        self.restore()
-        artifacts.write_pretraining_config(run.model_dir, cfg, run)
-        train_writer, eval_writer = (tf.summary.create_file_writer(
-            os.path.join(run.model_dir, name)) for name in ("train", "eval"))
-        log_every = run.log_every_steps or cfg.iterations_per_loop
-        if self.step == 0 and run.eval_data:
-            self._report_eval(self.evaluate(), eval_writer)
-        start_step, start_time = self.step, time.monotonic()
-        iterator = self.make_train_iterator(self.step)
-        end = min(cfg.num_train_steps, stop_at_step or cfg.num_train_steps)
-        while self.step < end:
-            n = min(log_every - self.step % log_every, end - self.step)
-            if run.eval_every_steps:
-                n = min(n, run.eval_every_steps - self.step % run.eval_every_steps)
-            t0 = time.monotonic()
-            results = self.train_steps(iterator, n)
-            results["learning_rate"] = float(self.optimizer.learning_rate)  # next step's
-            results["sequences_per_second"] = n * cfg.train_batch_size / (time.monotonic() - t0)
-            runtime.write_scalars(train_writer, self.step, results)
-            eta = (time.monotonic() - start_time) / max(self.step - start_step, 1) * (
-                cfg.num_train_steps - self.step)
-            self._log(reporting.train_line(results, self.step, cfg.num_train_steps, eta))
-            self.save()
-            if run.eval_every_steps and self.step % run.eval_every_steps == 0 \
-                    and self.step < cfg.num_train_steps:
-                self._report_eval(self.evaluate(), eval_writer)
-        self.save(force=True)
-        if self.step < cfg.num_train_steps:
-            self._log(f"stopped at step {self.step} as asked; run again to resume")
-            return {}
-        final = self.evaluate() if run.eval_data else {}
-        self._report_eval(final, eval_writer)
-        artifacts.save_discriminator(run.model_dir, self.model.kept_discriminator())
-        artifacts.save_generator(run.model_dir, self.model.generator)
-        artifacts.write_final_eval(run.model_dir, self.step, final)
-        self._log(f"wrote {run.model_dir}/{artifacts.DISCRIMINATOR_WEIGHTS} and "
-                  f"{artifacts.DISCRIMINATOR_CONFIG}")
-        checksum = runtime.weights_checksum(self.model.trainable_variables)
-        self._log(f"final weights checksum {checksum:.8e}")
-        return final
+        return host_loop.train(self, stop_at_step)
+
+    def phase_at(self, step: int):
+        return self.phases[0]  # one phase: the JAX loop trains the whole model
+
+    def save_checkpoint(self, force: bool = False):
+        return self.save(force=force)
 
     def _log(self, message: str):
-        runtime.log("pretrain", message)
-
-    def _report_eval(self, results, writer):
-        if results:
-            runtime.write_scalars(writer, self.step, results)
-            self._log(reporting.eval_line(results, self.step))
+        host_loop.log(self, message)

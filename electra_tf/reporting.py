@@ -24,8 +24,10 @@ def finish(values: dict, steps: int) -> dict:
         elif name == "grad_norm":
             out[name] = float(value) / max(steps, 1)
         elif name.endswith("/num"):
+            # 0 when nothing was counted (e.g. precision with no positive
+            # prediction), as the original's tf.metrics report it.
             den = float(values[name[:-4] + "/den"])
-            out[name[:-4]] = float(value) / den if den else float("nan")
+            out[name[:-4]] = float(value) / den if den else 0.0
     if "auc/pos" in values:
         out["disc_auc"] = auc_from_histograms(values["auc/pos"], values["auc/neg"])
     return out

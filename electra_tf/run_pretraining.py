@@ -52,7 +52,6 @@ def main(argv):
     if jax_backend:
         from electra_tf.jax_training import JaxPretraining
 
-        training.preflight(config, run)  # Pretraining runs it itself
         trainer = JaxPretraining(config, run)
     else:
         trainer = training.Pretraining(config, run, strategy)

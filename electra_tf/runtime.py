@@ -29,6 +29,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from electra_tf import reporting
 from electra_tf.config import ConfigError, PretrainingConfig
 from electra_tf.errors import InputError
 from electra_tf.optimization import create_optimizer
@@ -244,7 +245,8 @@ def pretraining_optimizer(config: PretrainingConfig, variables):
     return build_optimizer(
         variables, config.learning_rate, config.num_train_steps, config.num_warmup_steps,
         weight_decay_rate=config.weight_decay_rate, lr_decay_power=config.lr_decay_power,
-        adam_epsilon=config.adam_epsilon)
+        adam_epsilon=config.adam_epsilon, adam_bias_correction=config.adam_bias_correction,
+        schedule_restarts=config.stage_starts)
 
 
 # === Checkpoints ===
@@ -342,8 +344,8 @@ class Accumulators:
 
     Names decide how replicas combine and how `results` normalizes:
     "loss/<name>" and "grad_norm" are means over replicas, averaged over the
-    steps; "<name>/num" + "<name>/den" pairs become num / den; any other name
-    (histograms) is summed and returned as an array.
+    steps; everything else is summed ("<name>/num" + "<name>/den" pairs, the
+    AUC histograms), then `reporting.finish` makes the results.
     """
 
     def __init__(self, spec: dict[str, tuple]):
@@ -366,20 +368,8 @@ class Accumulators:
             v.assign(tf.zeros_like(v))
 
     def results(self, steps: int) -> dict:
-        """Per-step means, num/den ratios, and the summed arrays (as numpy)."""
-        values = {k: v.numpy() for k, v in self.variables.items()}
-        out = {}
-        for name, value in values.items():
-            if name.startswith("loss/"):
-                out[name[5:]] = float(value) / max(steps, 1)
-            elif name == "grad_norm":
-                out[name] = float(value) / max(steps, 1)
-            elif name.endswith("/num"):
-                den = float(values[name[:-4] + "/den"])
-                out[name[:-4]] = float(value) / den if den else float("nan")
-            elif not name.endswith("/den"):
-                out[name] = np.asarray(value)
-        return out
+        """Per-step means, num/den ratios and disc_auc (reporting.finish)."""
+        return reporting.finish({k: v.numpy() for k, v in self.variables.items()}, steps)
 
 
 def weights_checksum(variables) -> float:

@@ -147,7 +147,7 @@ def test_resume_checks_in_process(make_configs, tmp_path):
 
     from electra_tf import artifacts
     from electra_tf.config import ConfigError
-    from electra_tf.training import check_resume
+    from electra_tf.preflight import check_resume
 
     config, run = make_configs(tmp_path / "m", model_hparam_overrides={})
     check_resume(config, run)  # no checkpoints: nothing to check

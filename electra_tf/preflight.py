@@ -1,0 +1,108 @@
+"""Checks before a pre-training run builds or writes anything (both backends).
+
+Bad input stops a run here with one line: data files that are missing, not
+TFRecords or built for another max_seq_length, and a model_dir whose
+checkpoints another vocabulary or other model sizes wrote.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from electra_tf import artifacts
+from electra_tf.config import ConfigError, PretrainingConfig, RunConfig
+from electra_tf.data.pipeline import check_records
+
+
+def preflight(config: PretrainingConfig, run: RunConfig) -> dict[str, list[str]]:
+    """Refuses bad input before a run builds or writes anything.
+
+    Checks the data (`pipeline.check_records`: every glob matches, every file
+    starts with a record of config.max_seq_length; one record per file) and,
+    when model_dir already holds checkpoints, that this run can resume them
+    (`check_resume`). Returns {"train": files, "eval": files}.
+
+    Raises:
+      InputError, ConfigError, VocabError: one line naming the flag or file.
+    """
+    files = {"train": check_records(run.train_data, config.max_seq_length, "--train_data"),
+             "eval": (check_records(run.eval_data, config.max_seq_length, "--eval_data")
+                      if run.eval_data else [])}
+    check_resume(config, run)
+    return files
+
+
+# Flags whose values can change the variables (and so the checkpoints).
+SHAPE_FLAGS = ("model_size", "model_hparam_overrides", "embedding_size", "vocab_size",
+               "max_seq_length", "generator_hidden_size", "generator_layers",
+               "untied_generator", "untied_generator_embeddings", "uniform_generator",
+               "electra_objective", "objective", "training_algorithm")
+
+
+def _variable_signature(config: PretrainingConfig) -> tuple:
+    """What fixes the model's variables: the encoders' sizes, the weight sharing, the heads."""
+    from electra_tf.objectives.variants import get_objective
+
+    objective = get_objective(config)
+    return (config.discriminator_config(), config.generator_config(), config.untied_generator,
+            config.untied_generator_embeddings, config.uniform_generator,
+            objective.head_kind, objective.uses_discriminator, config.training_algorithm)
+
+
+def check_resume(config: PretrainingConfig, run: RunConfig) -> None:
+    """Refuses to resume a model_dir whose checkpoints this run cannot continue.
+
+    Only when model_dir holds checkpoints. The vocabulary must be the one
+    recorded (same tokens, by fingerprint; folders written before the
+    fingerprint skip this check), and no flag may change the variables'
+    shapes. Nothing is written here.
+
+    Raises:
+      ConfigError: naming the flag, the recorded value and the new one.
+    """
+    if not artifacts.has_checkpoints(run.model_dir):
+        return
+    recorded = artifacts.read_pretraining_config(run.model_dir)
+    where = f"{run.model_dir} holds checkpoints of a run"
+    want = recorded.get("vocab_sha256", "")
+    if want:
+        got = artifacts.vocab_fingerprint(run.vocab_file)
+        if got != want:
+            from electra_tf.tokenization import load_vocab
+
+            old = recorded.get("run", {}).get("vocab_file", "?")
+            old_size = recorded.get("pretraining", {}).get("vocab_size", "?")
+            size = len(load_vocab(run.vocab_file))
+            raise ConfigError(
+                f"--vocab_file={run.vocab_file} ({size} tokens, sha256 {got[:12]}) "
+                f"is not the vocabulary {where} on --vocab_file={old} ({old_size} tokens, "
+                f"sha256 {want[:12]}); resume with that vocabulary, or use another --model_dir")
+    if "pretraining" not in recorded:
+        return
+    try:
+        before = PretrainingConfig.from_dict(recorded["pretraining"])
+        old_signature = _variable_signature(before)
+    except (ConfigError, TypeError, ValueError):  # an older config: restore() checks the shapes
+        return
+    if _variable_signature(config) == old_signature:
+        return
+    changed = []
+    for name in SHAPE_FLAGS:
+        old, new = getattr(before, name), getattr(config, name)
+        if old == new:
+            continue
+        try:  # only the flags that change the variables by themselves
+            relevant = _variable_signature(
+                dataclasses.replace(before, **{name: new}).validate()) != old_signature
+        except (ConfigError, ValueError):
+            relevant = True
+        if relevant:
+            changed.append(f"--{name}={_flag_value(new)} (it was --{name}={_flag_value(old)})")
+    raise ConfigError(
+        f"{where} with other variable shapes: " + ("; ".join(changed) or "other sizes")
+        + "; rerun with the recorded values, or use another --model_dir")
+
+
+def _flag_value(value) -> str:
+    return json.dumps(value, sort_keys=True) if isinstance(value, dict) else str(value)
