@@ -33,7 +33,7 @@ from electra_tf import artifacts, runtime
 from electra_tf.config import ConfigError, FinetuneRun, FinetuningConfig, model_size_of
 from electra_tf.errors import InputError
 from electra_tf.finetuning import base
-from electra_tf.finetuning.losses import task_loss
+from electra_tf.finetuning.losses import task_loss, task_loss_count
 from electra_tf.modeling.finetuning import FinetuningModel
 from electra_tf.tokenization import Tokenizer
 
@@ -114,9 +114,12 @@ class Finetuning:
             inputs["start_positions"] = batch["start_positions"]
         with tf.GradientTape() as tape:
             outputs = self.model(inputs, training=True, seed=seed)
+            # Summed over the batch, as the original (so clipping acts); each
+            # replica's share is averaged across replicas by the all-reduce.
             loss = task_loss(self.task.head, outputs, labels)
             scaled = loss / float(self.strategy.num_replicas_in_sync)
-        return loss, runtime.dense_gradients(tape, scaled, self._variables)
+        grads = runtime.dense_gradients(tape, scaled, self._variables)
+        return loss / task_loss_count(self.task.head, labels), grads  # reported: the mean
 
     def _replica_step(self, batch):
         seed = runtime.replica_seed(self.config.seed, self.optimizer.iterations)
@@ -140,7 +143,8 @@ class Finetuning:
             self.optimizer = runtime.build_optimizer(
                 self._variables, cfg.resolved_learning_rate(size), total_steps,
                 int(cfg.warmup_proportion * total_steps), weight_decay_rate=cfg.weight_decay_rate,
-                adam_epsilon=cfg.adam_epsilon, layerwise_lr_decay=decay,
+                adam_epsilon=cfg.adam_epsilon, adam_bias_correction=cfg.adam_bias_correction,
+                layerwise_lr_decay=decay,
                 n_layers=self.encoder_config.num_hidden_layers if decay else None)
         return self.optimizer
 
