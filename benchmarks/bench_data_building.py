@@ -17,18 +17,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def repo_relative(path):
-    """`path` relative to the repository root (its file name when outside it).
-
-    What the results record, so that they carry no path of the machine.
-    """
-    full = os.path.abspath(path)
-    if os.path.commonpath([full, ROOT]) == ROOT:
-        return os.path.relpath(full, ROOT)
-    return os.path.basename(full)
+from bench_common import repo_relative  # noqa: E402 (benchmarks/ is on sys.path)
 
 
 def main():

@@ -36,8 +36,8 @@ import tempfile
 import time
 
 import numpy as np
+from bench_common import ROOT, repo_relative  # noqa: E402 (benchmarks/ is on sys.path)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -74,17 +74,6 @@ def make_checkpoints(work):
                        "run": {"vocab_file": vocab_file}}, f)
         dirs[name] = out
     return dirs
-
-
-def repo_relative(path):
-    """`path` relative to the repository root (its file name when outside it).
-
-    What the results record, so that they carry no path of the machine.
-    """
-    full = os.path.abspath(path)
-    if os.path.commonpath([full, ROOT]) == ROOT:
-        return os.path.relpath(full, ROOT)
-    return os.path.basename(full)
 
 
 def du(path):

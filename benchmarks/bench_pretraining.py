@@ -59,6 +59,8 @@ import sys
 import tempfile
 import time
 
+from bench_common import relative_flag  # noqa: E402 (benchmarks/ is on sys.path)
+
 BATCH = 128
 SEQ = 128
 VOCAB = 30522
@@ -139,14 +141,6 @@ def timed_steps(step_fn, warmup: int, steps: int) -> dict:
     return {"warmup_step_s": warm, "step_s": times, "median_step_s": med,
             "mean_step_s": statistics.mean(times),
             "sequences_per_second": BATCH / med, **{"cpu_" + k: v for k, v in cpu.result.items()}}
-
-
-def relative_to_root(arg: str) -> str:
-    """--flag=/abs/path/in/the/repo -> --flag=path/in/the/repo (other args unchanged)."""
-    name, eq, value = arg.partition("=")
-    if eq and os.path.isabs(value) and value.startswith(ROOT + os.sep):
-        return f"{name}={os.path.relpath(value, ROOT)}"
-    return arg
 
 
 # === Workers (each runs in its own process) ===
@@ -444,7 +438,7 @@ def main():
 
     # Recorded relative to the repository root: no path of this machine.
     command = " ".join(["python", "benchmarks/bench_pretraining.py"]
-                       + [relative_to_root(a) for a in sys.argv[1:]])
+                       + [relative_flag(a) for a in sys.argv[1:]])
     started = datetime.datetime.now().astimezone()
     own_data = not args.data_dir
     args.data_dir = args.data_dir or tempfile.mkdtemp(prefix="bench_pretraining_data_")
