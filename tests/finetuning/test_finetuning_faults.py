@@ -1,17 +1,11 @@
 """run_finetuning on bad input and Ctrl-C: one line, a non-zero exit, nothing trained on bad data."""
 
-import os
-import re
 import shutil
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
-from conftest import REPO, run_module
+from conftest import run_module
 
-from tests.training.test_training_faults import error_line, read_stderr_until
+from tests.training.test_training_faults import error_line, interrupt_after
 
 
 @pytest.mark.parametrize("damage", ["truncated", "not_hdf5"])
@@ -47,24 +41,8 @@ def test_a_malformed_dev_split_stops_the_run_before_training(toy_sst2_dir, pretr
 
 def test_ctrl_c_saves_and_exits_130_with_one_line(pretrained_dir, toy_sst2_dir, tmp_path):
     out = tmp_path / "out"
-    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "electra_tf.run_finetuning", "--task_name=sst2",
-         f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_sst2_dir}",
-         f"--model_dir={out}", "--max_seq_length=16", "--num_train_epochs=1000",
-         "--train_batch_size=16", "--save_checkpoints_steps=2", "--do_eval=false"],
-        cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        lines, training = read_stderr_until(proc, r"epoch 1 step 4/", timeout=300)
-        assert training, "".join(lines)[-3000:]
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=120) == 130, "".join(lines)[-3000:]
-    finally:
-        proc.kill()
-    time.sleep(0.5)
-    stderr = "".join(lines)
-    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
-    last = stderr.strip().splitlines()[-1]
-    match = re.fullmatch(r"interrupted at step (\d+); checkpoint saved; rerun to resume", last)
-    assert match, stderr[-3000:]
-    assert (out / "checkpoints" / f"ckpt-{match.group(1)}.index").exists()
+    interrupt_after("electra_tf.run_finetuning", [
+        "--task_name=sst2", f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_sst2_dir}",
+        f"--model_dir={out}", "--max_seq_length=16", "--num_train_epochs=1000",
+        "--train_batch_size=16", "--save_checkpoints_steps=2", "--do_eval=false"],
+        r"epoch 1 step 4/", out)

@@ -223,16 +223,14 @@ def read_stderr_until(proc, pattern, timeout):
     return lines, found.wait(timeout)
 
 
-def test_ctrl_c_saves_and_exits_130_with_one_line(tiny_records, tmp_path):
-    model_dir = tmp_path / "model"
+def interrupt_after(module: str, args: list[str], pattern: str, model_dir) -> None:
+    """Runs `python -m module args`, sends Ctrl-C once `pattern` is printed, and checks
+    the one-line exit: status 130, no traceback, a checkpoint at the step it names."""
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "electra_tf.run_pretraining", *pretrain_flags(
-            tiny_records, model_dir, num_train_steps=100000, iterations_per_loop=1,
-            save_checkpoints_steps=100000)],
-        cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO, env=env,
+                            stderr=subprocess.PIPE, text=True)
     try:
-        lines, training = read_stderr_until(proc, r"step 2/100000", timeout=300)
+        lines, training = read_stderr_until(proc, pattern, timeout=300)
         assert training, "".join(lines)[-3000:]
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=120) == 130, "".join(lines)[-3000:]
@@ -245,6 +243,13 @@ def test_ctrl_c_saves_and_exits_130_with_one_line(tiny_records, tmp_path):
     match = re.fullmatch(r"interrupted at step (\d+); checkpoint saved; rerun to resume", last)
     assert match, stderr[-3000:]
     assert (model_dir / "checkpoints" / f"ckpt-{match.group(1)}.index").exists()
+
+
+def test_ctrl_c_saves_and_exits_130_with_one_line(tiny_records, tmp_path):
+    model_dir = tmp_path / "model"
+    interrupt_after("electra_tf.run_pretraining", pretrain_flags(
+        tiny_records, model_dir, num_train_steps=100000, iterations_per_loop=1,
+        save_checkpoints_steps=100000), r"step 2/100000", model_dir)
 
 
 def test_multi_worker_peer_that_never_starts_times_out(tiny_records, tmp_path):
