@@ -103,7 +103,7 @@ def pretrain(objective: str, demo: dict, model_dir: str) -> dict:
     config = PretrainingConfig(
         model_size="tiny", model_hparam_overrides=TINY, vocab_size=demo["vocab_size"],
         objective=objective, max_seq_length=FLAGS.max_seq_length,
-        generator_hidden_size=1.0 if objective == "bert_mlm" else 0.5,
+        generator_hidden_size=0.5,  # bert_mlm is built at D's full size whatever this says
         learning_rate=1e-3, num_warmup_steps=max(1, FLAGS.budget_steps // 10),
         train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.train_batch_size,
         num_train_steps=FLAGS.budget_steps, iterations_per_loop=max(1, FLAGS.budget_steps // 4),
