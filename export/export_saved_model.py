@@ -253,8 +253,6 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    from electra_tf.errors import InputError
-
     for name in ("task", "checkpoint", "model_base", "model_name"):
         if not getattr(FLAGS, name):
             raise InputError(f"--{name} is required")
