@@ -42,13 +42,11 @@ import tensorflow as tf
 from electra_tf import artifacts, host_loop, preflight, reporting, runtime
 from electra_tf.algorithms import make_phases
 from electra_tf.config import ConfigError, PretrainingConfig, RunConfig
-from electra_tf.data.masking import MaskingConfig
 from electra_tf.data.numpy_pipeline import numpy_pretraining_batches
 from electra_tf.data.pipeline import pretraining_dataset
 from electra_tf.errors import InputError
 from electra_tf.fileio import atomic_write
 from electra_tf.pretrainer import ElectraPretrainer
-from electra_tf.tokenization import Tokenizer
 
 _CKPT = re.compile(r"jax-ckpt-(\d+)\.npz$")
 
@@ -72,10 +70,7 @@ class JaxPretraining:
         runtime.set_precision(run.mixed_precision)
         self.files = preflight.preflight(config, run)
         self.chief, self.multi_worker = True, False
-        tokenizer = Tokenizer(run.vocab_file, do_lower_case=config.do_lower_case)
-        if tokenizer.vocab_size != config.vocab_size:
-            raise ConfigError(f"vocab_size={config.vocab_size} but {run.vocab_file} holds "
-                              f"{tokenizer.vocab_size} tokens; set --vocab_size to match")
+        self.masking = preflight.pretraining_masking(config, run)
         devices = jax.local_devices()[:run.num_devices or None]
         self.num_replicas = len(devices)
         for name in ("train_batch_size", "eval_batch_size"):
@@ -97,9 +92,6 @@ class JaxPretraining:
                                   f"{phase.name} (objective {config.resolved_objective}) trains "
                                   "part of it: use the TensorFlow backend")
         self.optimizer = runtime.pretraining_optimizer(config, self.model.trainable_variables)
-        self.masking = MaskingConfig.from_tokenizer(
-            tokenizer, config.mask_prob, config.resolved_max_predictions_per_seq,
-            **self.model.objective.masking)
         self.checkpoint_dir = artifacts.checkpoint_dir(run.model_dir)
         self._train_step = jax.jit(self._step_fn, donate_argnums=(0,))
         self._eval_step = jax.jit(self._eval_fn)

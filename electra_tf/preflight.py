@@ -12,6 +12,7 @@ import json
 
 from electra_tf import artifacts
 from electra_tf.config import ConfigError, PretrainingConfig, RunConfig
+from electra_tf.data.masking import MaskingConfig
 from electra_tf.data.pipeline import check_records
 
 
@@ -31,6 +32,24 @@ def preflight(config: PretrainingConfig, run: RunConfig) -> dict[str, list[str]]
                       if run.eval_data else [])}
     check_resume(config, run)
     return files
+
+
+def pretraining_masking(config: PretrainingConfig, run: RunConfig) -> MaskingConfig:
+    """The masking of a run's batches, after checking the vocab file against vocab_size.
+
+    Raises:
+      ConfigError: --vocab_size is not the vocab file's size; VocabError: a bad file.
+    """
+    from electra_tf.objectives.variants import get_objective
+    from electra_tf.tokenization import Tokenizer
+
+    tokenizer = Tokenizer(run.vocab_file, do_lower_case=config.do_lower_case)
+    if tokenizer.vocab_size != config.vocab_size:
+        raise ConfigError(f"vocab_size={config.vocab_size} but {run.vocab_file} holds "
+                          f"{tokenizer.vocab_size} tokens; set --vocab_size to match")
+    return MaskingConfig.from_tokenizer(
+        tokenizer, config.mask_prob, config.resolved_max_predictions_per_seq,
+        **get_objective(config).masking)
 
 
 # Flags whose values can change the variables (and so the checkpoints).

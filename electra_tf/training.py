@@ -33,10 +33,8 @@ import tensorflow as tf
 from electra_tf import artifacts, host_loop, preflight, runtime
 from electra_tf.algorithms import Phase, make_phases
 from electra_tf.config import ConfigError, PretrainingConfig, RunConfig
-from electra_tf.data.masking import MaskingConfig
 from electra_tf.data.pipeline import pretraining_dataset
 from electra_tf.pretrainer import ElectraPretrainer
-from electra_tf.tokenization import Tokenizer
 
 
 class Pretraining:
@@ -58,10 +56,7 @@ class Pretraining:
             run.strategy, run.num_devices, run.tpu, run.worker_startup_timeout_s)
         runtime.set_precision(run.mixed_precision)
         self.files = preflight.preflight(config, run)
-        tokenizer = Tokenizer(run.vocab_file, do_lower_case=config.do_lower_case)
-        if tokenizer.vocab_size != config.vocab_size:
-            raise ConfigError(f"vocab_size={config.vocab_size} but {run.vocab_file} holds "
-                              f"{tokenizer.vocab_size} tokens; set --vocab_size to match")
+        self.masking = preflight.pretraining_masking(config, run)
         self.num_replicas = self.strategy.num_replicas_in_sync
         micro = config.train_batch_size // run.gradient_accumulation_steps
         if micro % self.num_replicas:
@@ -73,9 +68,6 @@ class Pretraining:
             self.model = ElectraPretrainer(config)
             self.model.build_with_dummy_batch()
             self.optimizer = runtime.pretraining_optimizer(config, self.model.trainable_variables)
-        self.masking = MaskingConfig.from_tokenizer(
-            tokenizer, config.mask_prob, config.resolved_max_predictions_per_seq,
-            **self.model.objective.masking)
         self.phases = make_phases(config, self.model)
         self._compiled: dict[str, tuple] = {}  # phase name -> (train loop, accumulators)
         self._eval = None
