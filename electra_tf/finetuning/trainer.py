@@ -18,10 +18,18 @@ Every split the run will read (train, dev with do_eval, test with
 do_predict) is read and featurized before the first step, so bad data stops
 the run before it trains; Ctrl-C saves a checkpoint, then stops with one
 line. The folder it writes is described in artifacts.py.
+
+`FinetuningLoop` is what this TensorFlow loop (`Finetuning`) and the JAX
+loop (`jax_trainer.JaxFinetuning`) share: the model, the data, the
+optimizer, prediction, evaluation and the host loop. A backend adds where
+variables are created, the step counter, the train iterator and steps, one
+prediction batch, and its checkpoints.
 """
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import time
 
@@ -40,21 +48,39 @@ from electra_tf.tokenization import Tokenizer
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 
 
-class Finetuning:
-    """Fine-tunes the discriminator on one task (see the module docstring)."""
+def split_batch(batch: dict) -> tuple[dict, dict]:
+    """A train batch -> (model inputs, labels).
 
-    def __init__(self, task, config: FinetuningConfig, run: FinetuneRun,
-                 strategy: tf.distribute.Strategy | None = None):
+    The joint span head also reads the gold start positions (its end logits
+    are conditioned on them), so they are in both.
+    """
+    inputs = {k: batch[k] for k in INPUT_KEYS}
+    labels = {k: v for k, v in batch.items() if k not in INPUT_KEYS}
+    if "start_positions" in batch:
+        inputs["start_positions"] = batch["start_positions"]
+    return inputs, labels
+
+
+class FinetuningLoop:
+    """What both backends' fine-tuning loops share (see the module docstring).
+
+    A subclass sets `chief` before this constructor runs, and provides
+    `_scope()` (where variables are created), the `step` property,
+    `train_iterator(epoch, skip)`, `train_steps(iterator, n)`,
+    `_predict_batch(inputs)` and `make_checkpoints()` (an object with
+    `restore()` -> path or None and `save(force)`).
+    """
+
+    chief = True
+
+    def __init__(self, task, config: FinetuningConfig, run: FinetuneRun):
         self.task, self.config, self.run = task, config.validate(), run
-        self.strategy = strategy or runtime.make_strategy(
-            run.strategy, run.num_devices, run.tpu, run.worker_startup_timeout_s)
-        self.chief = runtime.is_chief(self.strategy)
         runtime.set_precision(run.mixed_precision)
         if not run.init_checkpoint:
             raise InputError("--init_checkpoint is required (a pre-training model_dir)")
         if task.head == "tagging" and not task.label_names:
             task.read(run.data_dir, "train")  # learns the tag set, which sizes the head
-        with self.strategy.scope():
+        with self._scope():
             keras.utils.set_random_seed(config.seed)
             discriminator, recorded_vocab = artifacts.load_discriminator(run.init_checkpoint,
                                                                          config.model_size)
@@ -75,12 +101,10 @@ class Finetuning:
         self.max_seq_length = config.max_seq_length or task.default_max_seq_length
         self.epochs = config.num_train_epochs or task.default_epochs
         self._variables = list(self.model.trainable_variables)
-        self._fwd_bwd = tf.function(self._forward_backward, jit_compile=run.jit_compile)
-        self._predict = tf.function(lambda x: self.model(x, training=False),
-                                    jit_compile=run.jit_compile)
-        self._train_steps = tf.function(self._train_steps_fn)
-        self._loss_sum = tf.Variable(0.0, trainable=False)  # host-side, per train_steps call
         self._features: dict[str, tuple[list, base.Features]] = {}
+
+    def _scope(self):
+        return contextlib.nullcontext()
 
     # === Data ===
     def features(self, split: str) -> tuple[list, base.Features]:
@@ -94,52 +118,21 @@ class Finetuning:
                                                           self.max_seq_length))
         return cache[split]
 
-    def train_iterator(self, epoch: int, skip: int = 0):
-        """The distributed train split of `epoch` (seeded shuffle), after `skip` batches."""
+    def train_dataset(self, epoch: int, skip: int = 0) -> tf.data.Dataset:
+        """The train split's global batches of `epoch` (seeded shuffle), after `skip`."""
         feats = self.features("train")[1]
         tensors = {**feats.inputs, **feats.labels}
         ds = tf.data.Dataset.from_tensor_slices(tensors)
         ds = ds.shuffle(len(feats), seed=self.config.seed + epoch, reshuffle_each_iteration=False)
-        ds = ds.batch(self.config.train_batch_size, drop_remainder=True).skip(skip)
-        options = tf.data.Options()
-        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-        return iter(self.strategy.experimental_distribute_dataset(
-            ds.with_options(options).prefetch(2)))
+        return ds.batch(self.config.train_batch_size, drop_remainder=True).skip(skip)
 
-    # === The step ===
-    def _forward_backward(self, batch, seed):
-        inputs = {k: batch[k] for k in INPUT_KEYS}
-        labels = {k: v for k, v in batch.items() if k not in INPUT_KEYS}
-        if "start_positions" in batch:  # the joint span head conditions its end logits on it
-            inputs["start_positions"] = batch["start_positions"]
-        with tf.GradientTape() as tape:
-            outputs = self.model(inputs, training=True, seed=seed)
-            # Summed over the batch, as the original (so clipping acts); each
-            # replica's share is averaged across replicas by the all-reduce.
-            loss = task_loss(self.task.head, outputs, labels)
-            scaled = loss / float(self.strategy.num_replicas_in_sync)
-        grads = runtime.dense_gradients(tape, scaled, self._variables)
-        return loss / task_loss_count(self.task.head, labels), grads  # reported: the mean
-
-    def _replica_step(self, batch):
-        seed = runtime.replica_seed(self.config.seed, self.optimizer.iterations)
-        loss, grads = self._fwd_bwd(batch, seed)
-        runtime.apply_reduced_gradients(self.optimizer, grads, self._variables,
-                                        self.config.clip_norm)
-        return loss
-
-    def _train_steps_fn(self, iterator, num_steps):
-        for _ in tf.range(num_steps):
-            loss = self.strategy.run(self._replica_step, args=(next(iterator),))
-            self._loss_sum.assign_add(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, loss,
-                                                           None))
-
+    # === The optimizer ===
     def build_optimizer(self, total_steps: int):
         """AdamW for `total_steps` with the run's learning rate, warmup and layer-wise decay."""
         cfg = self.config
         size = self.size if self.size != "custom" else "small"
         decay = cfg.resolved_layerwise_lr_decay(size)
-        with self.strategy.scope():
+        with self._scope():
             self.optimizer = runtime.build_optimizer(
                 self._variables, cfg.resolved_learning_rate(size), total_steps,
                 int(cfg.warmup_proportion * total_steps), weight_decay_rate=cfg.weight_decay_rate,
@@ -147,16 +140,6 @@ class Finetuning:
                 layerwise_lr_decay=decay,
                 n_layers=self.encoder_config.num_hidden_layers if decay else None)
         return self.optimizer
-
-    def train_steps(self, iterator, num_steps: int) -> float:
-        """Runs `num_steps` optimizer steps (after build_optimizer); returns the mean loss.
-
-        Args:
-          iterator: from `train_iterator`.
-        """
-        self._loss_sum.assign(0.0)
-        self._train_steps(iterator, tf.constant(num_steps))
-        return float(self._loss_sum.numpy()) / num_steps
 
     # === Prediction and evaluation ===
     def predict(self, feats: base.Features) -> dict[str, np.ndarray]:
@@ -169,7 +152,7 @@ class Finetuning:
             if size < b:  # one shape for the compiled function
                 chunk = {k: np.concatenate([v, np.repeat(v[-1:], b - size, 0)])
                          for k, v in chunk.items()}
-            for k, v in self._predict(chunk).items():
+            for k, v in self._predict_batch(chunk).items():
                 outputs.setdefault(k, []).append(np.asarray(v)[:size])
         return {k: np.concatenate(v) for k, v in outputs.items()}
 
@@ -214,9 +197,7 @@ class Finetuning:
         size = self.size if self.size != "custom" else "small"
         decay = cfg.resolved_layerwise_lr_decay(size)
         self.build_optimizer(total)
-        checkpoints = runtime.Checkpoints(
-            self.model, self.optimizer, artifacts.checkpoint_dir(run.model_dir),
-            cfg.keep_checkpoint_max, cfg.save_checkpoints_steps, self.strategy)
+        checkpoints = self.make_checkpoints()
         restored = checkpoints.restore()
         if restored:
             self._log(f"resumed from {restored}")
@@ -235,11 +216,11 @@ class Finetuning:
             return self._train_loop(checkpoints, results, steps_per_epoch, total, stop_at_step)
         except KeyboardInterrupt:
             checkpoints.save(force=True)
-            raise runtime.Interrupted(int(self.optimizer.iterations.numpy())) from None
+            raise runtime.Interrupted(self.step) from None
 
     def _train_loop(self, checkpoints, results, steps_per_epoch, total, stop_at_step):
         cfg, run = self.config, self.run
-        step = int(self.optimizer.iterations.numpy())
+        step = self.step
         end = min(total, stop_at_step or total)
         while run.do_train and step < end:
             epoch, done = divmod(step, steps_per_epoch)
@@ -292,3 +273,84 @@ class Finetuning:
     def _save_results(self, results):
         if self.chief:
             artifacts.write_results(self.run.model_dir, results)
+
+
+class Finetuning(FinetuningLoop):
+    """Fine-tunes the discriminator on one task with TensorFlow (see the module docstring)."""
+
+    def __init__(self, task, config: FinetuningConfig, run: FinetuneRun,
+                 strategy: tf.distribute.Strategy | None = None):
+        config = config.validate()
+        self.strategy = strategy or runtime.make_strategy(
+            run.strategy, run.num_devices, run.tpu, run.worker_startup_timeout_s)
+        self.chief = runtime.is_chief(self.strategy)
+        super().__init__(task, config, run)
+        self._fwd_bwd = tf.function(self._forward_backward, jit_compile=run.jit_compile)
+        self._predict = tf.function(lambda x: self.model(x, training=False),
+                                    jit_compile=run.jit_compile)
+        self._train_steps = tf.function(self._train_steps_fn)
+        self._loss_sum = tf.Variable(0.0, trainable=False)  # host-side, per train_steps call
+
+    def _scope(self):
+        return self.strategy.scope()
+
+    @property
+    def step(self) -> int:
+        return int(self.optimizer.iterations.numpy())
+
+    def train_iterator(self, epoch: int, skip: int = 0):
+        """The distributed train split of `epoch` (seeded shuffle), after `skip` batches."""
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+        return iter(self.strategy.experimental_distribute_dataset(
+            self.train_dataset(epoch, skip).with_options(options).prefetch(2)))
+
+    # === The step ===
+    def _forward_backward(self, batch, seed):
+        inputs, labels = split_batch(batch)
+        with tf.GradientTape() as tape:
+            outputs = self.model(inputs, training=True, seed=seed)
+            # Summed over the batch, as the original (so clipping acts); each
+            # replica's share is averaged across replicas by the all-reduce.
+            loss = task_loss(self.task.head, outputs, labels)
+            scaled = loss / float(self.strategy.num_replicas_in_sync)
+        grads = runtime.dense_gradients(tape, scaled, self._variables)
+        return loss / task_loss_count(self.task.head, labels), grads  # reported: the mean
+
+    def _replica_step(self, batch):
+        seed = runtime.replica_seed(self.config.seed, self.optimizer.iterations)
+        loss, grads = self._fwd_bwd(batch, seed)
+        runtime.apply_reduced_gradients(self.optimizer, grads, self._variables,
+                                        self.config.clip_norm)
+        return loss
+
+    def _train_steps_fn(self, iterator, num_steps):
+        for _ in tf.range(num_steps):
+            loss = self.strategy.run(self._replica_step, args=(next(iterator),))
+            self._loss_sum.assign_add(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, loss,
+                                                           None))
+
+    def train_steps(self, iterator, num_steps: int) -> float:
+        """Runs `num_steps` optimizer steps (after build_optimizer); returns the mean loss.
+
+        Args:
+          iterator: from `train_iterator`.
+        """
+        self._loss_sum.assign(0.0)
+        self._train_steps(iterator, tf.constant(num_steps))
+        return float(self._loss_sum.numpy()) / num_steps
+
+    def _predict_batch(self, inputs: dict) -> dict:
+        return self._predict(inputs)
+
+    def make_checkpoints(self) -> runtime.Checkpoints:
+        """tf.train checkpoints of the model and the optimizer under model_dir/checkpoints."""
+        directory = artifacts.checkpoint_dir(self.run.model_dir)
+        if not tf.train.latest_checkpoint(directory) and glob.glob(
+                os.path.join(directory, "jax-ckpt-*.npz")):
+            raise InputError(f"{directory} holds JAX checkpoints (jax-ckpt-*.npz), which the "
+                             "TensorFlow backend cannot resume: rerun with KERAS_BACKEND=jax, "
+                             "or use another --model_dir")
+        return runtime.Checkpoints(
+            self.model, self.optimizer, directory, self.config.keep_checkpoint_max,
+            self.config.save_checkpoints_steps, self.strategy)

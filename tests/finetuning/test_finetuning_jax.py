@@ -1,0 +1,240 @@
+"""The JAX backend's fine-tuning loop (finetuning/jax_trainer.py), on CPU.
+
+Each JAX run is a subprocess with KERAS_BACKEND=jax (the backend is fixed per
+process; this one runs Keras on TensorFlow). Skipped where jax is not
+installed.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from conftest import REPO
+
+from tests.finetuning.conftest import TINY
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
+                                reason="jax is not installed (pip install 'jax[cpu]')")
+
+L = 16
+
+
+def run_jax(script: str, *args: str, module: bool = False) -> subprocess.CompletedProcess:
+    """`python -c script args` (or `python -m script args`) under KERAS_BACKEND=jax."""
+    # tests/ on the path too: the scripts import make_trainer from this module.
+    env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests")]),
+               XLA_FLAGS="--xla_force_host_platform_device_count=1")
+    command = ["-m", script] if module else ["-c", textwrap.dedent(script)]
+    return subprocess.run([sys.executable, *command, *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def last_json(proc: subprocess.CompletedProcess):
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def no_dropout_dir(tiny_vocab, tmp_path_factory):
+    """A pre-training folder whose discriminator (and so the task head) has no dropout,
+    so that a training step is deterministic on both backends."""
+    import keras
+
+    from electra_tf.config import EncoderConfig
+    from electra_tf.modeling import build_discriminator
+    from electra_tf.tokenization import load_vocab
+
+    out = tmp_path_factory.mktemp("pretrained_no_dropout")
+    keras.utils.set_random_seed(0)
+    config = EncoderConfig(vocab_size=len(load_vocab(tiny_vocab)), hidden_dropout_prob=0.0,
+                           attention_probs_dropout_prob=0.0, **TINY)
+    build_discriminator(config).save_weights(str(out / "discriminator.weights.h5"))
+    (out / "discriminator_config.json").write_text(json.dumps(config.to_dict()))
+    (out / "pretraining_config.json").write_text(json.dumps({"run": {"vocab_file": tiny_vocab}}))
+    return str(out)
+
+
+# Both sides build the trainer from one JSON spec: {"task", "config", "run"}.
+def spec(task, model_dir, data_dir, init, **config):
+    return {"task": task,
+            "config": {"task_name": task, "max_seq_length": L, "seed": 1, **config},
+            "run": {"model_dir": str(model_dir), "data_dir": data_dir, "init_checkpoint": init}}
+
+
+def make_trainer(s, **run):
+    """The trainer of this process's backend for a spec."""
+    import keras
+
+    from electra_tf.config import FinetuneRun, FinetuningConfig
+    from electra_tf.finetuning.registry import get_task
+
+    config, run = FinetuningConfig(**s["config"]), FinetuneRun(**{**s["run"], **run})
+    if keras.backend.backend() == "jax":
+        from electra_tf.finetuning.jax_trainer import JaxFinetuning
+
+        return JaxFinetuning(get_task(s["task"]), config, run)
+    from electra_tf.finetuning.trainer import Finetuning
+
+    return Finetuning(get_task(s["task"]), config, run)
+
+
+# One JAX process does every run the tests below check (a process start costs
+# seconds): the parity runs, a straight and a stopped-then-resumed run, and a
+# resume attempt on a folder of TF checkpoints.
+JAX_RUNS = """
+import json, sys
+import numpy as np
+from electra_tf import artifacts, jax_runtime
+from electra_tf.errors import InputError
+from tests.finetuning.test_finetuning_jax import make_trainer
+parity_specs, (a, b, tf_dir) = json.loads(sys.argv[1])
+parity = []
+for s in parity_specs:  # the initial weights are saved for the TF side to load
+    ft = make_trainer(s)
+    ft.build_optimizer(10)
+    ft.model.save_weights(s["weights"])
+    iterator = ft.train_iterator(0)
+    parity.append([ft.train_steps(iterator, 1) for _ in range(3)])
+straight = make_trainer(a, do_predict=True)
+results = straight.train()
+make_trainer(b).train(stop_at_step=13)  # mid-epoch 2, between checkpoints
+resumed = make_trainer(b)
+resumed_results = resumed.train()
+logits = straight.predict(straight.features("dev")[1])["logits"]
+try:  # the trainer's checkpoints, on a folder of tf.train ones
+    jax_runtime.Checkpoints(straight.model, straight.optimizer, artifacts.checkpoint_dir(
+        tf_dir["run"]["model_dir"]), 2, 4).restore()
+    error = ""
+except InputError as e:
+    error = str(e)
+print(json.dumps({"parity": parity, "results": results, "resumed_results": resumed_results,
+                  "steps": [straight.step, resumed.step], "logits": logits.tolist(),
+                  "weights": [np.asarray(v.value).tolist() for v in straight.model.weights],
+                  "resumed": [np.asarray(v.value).tolist() for v in resumed.model.weights],
+                  "error": error}))
+"""
+
+
+def parity_spec(task, tmp, data, init):
+    s = spec(task, tmp / f"parity_{task}", data, init, warmup_proportion=0.0,
+             learning_rate=1e-3, train_batch_size=16)
+    return {**s, "weights": str(tmp / f"{task}.weights.h5")}
+
+
+def sst2_spec(tmp, name, data, init):
+    return spec("sst2", tmp / name, data, init, num_train_epochs=2, train_batch_size=32,
+                save_checkpoints_steps=4, keep_checkpoint_max=2)
+
+
+@pytest.fixture(scope="module")
+def jax_runs(no_dropout_dir, pretrained_dir, toy_sst2_dir, toy_ner_dir, tmp_path_factory):
+    import tensorflow as tf
+
+    tmp = tmp_path_factory.mktemp("jax_runs")
+    # A folder holding a tf.train checkpoint, as the TF loop leaves one.
+    tf.train.Checkpoint(v=tf.Variable(1.0)).save(str(tmp / "tf" / "checkpoints" / "ckpt"))
+    parity = [parity_spec("sst2", tmp, toy_sst2_dir, no_dropout_dir),
+              parity_spec("ner", tmp, toy_ner_dir, no_dropout_dir)]
+    runs = [sst2_spec(tmp, name, toy_sst2_dir, pretrained_dir) for name in ("a", "b", "tf")]
+    out = last_json(run_jax(JAX_RUNS, json.dumps([parity, runs])))
+    return {"tmp": tmp, "parity_specs": parity, "specs": runs, **out}
+
+
+def test_tf_and_jax_give_the_same_loss_on_the_same_batches_and_weights(jax_runs):
+    """A classification and a tagging head: the same losses at steps 1 to 3 (so the same
+    loss, gradients, clipping and layer-wise AdamW update), to float32 tolerance."""
+    for s, jax_losses in zip(jax_runs["parity_specs"], jax_runs["parity"]):
+        ft = make_trainer(s)
+        ft.build_optimizer(10)
+        ft.model.load_weights(s["weights"])
+        iterator = ft.train_iterator(0)
+        tf_losses = [ft.train_steps(iterator, 1) for _ in range(3)]
+        assert np.isfinite(tf_losses).all() and tf_losses[0] != tf_losses[2], tf_losses
+        np.testing.assert_allclose(jax_losses, tf_losses, rtol=1e-5, err_msg=s["task"])
+
+
+def test_jax_run_resumes_exactly(jax_runs):
+    """Stopped at step 13 and rerun equals the straight run, bit for bit."""
+    assert jax_runs["steps"] == [20, 20]
+    for x, y in zip(jax_runs["weights"], jax_runs["resumed"]):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert jax_runs["resumed_results"] == jax_runs["results"]
+    assert sorted(os.listdir(jax_runs["tmp"] / "b" / "checkpoints")) == ["jax-ckpt-16.npz",
+                                                                         "jax-ckpt-20.npz"]
+
+
+def test_jax_folder_loads_in_the_tf_export_with_the_jax_predictions(jax_runs, toy_sst2_dir):
+    from electra_tf import artifacts
+    from electra_tf.finetuning.registry import get_task
+    from electra_tf.tokenization import Tokenizer
+    from export.export_saved_model import load_spec
+
+    folder = str(jax_runs["tmp"] / "a")
+    served = load_spec("sequence_classification", folder, max_seq_length=L)
+    for x, y in zip(jax_runs["weights"], served.model.get_weights()):
+        np.testing.assert_array_equal(np.asarray(x, dtype=y.dtype), y)
+    model, record = artifacts.load_finetuned(folder)
+    assert record.task == "sst2" and record.head == "classification"
+    task = get_task("sst2")
+    examples = task.read(toy_sst2_dir, "dev")
+    feats = task.featurize(examples, Tokenizer(artifacts.finetuned_vocab(record)), L)
+    outputs = {k: np.asarray(v) for k, v in model(feats.inputs, training=False).items()}
+    np.testing.assert_allclose(outputs["logits"], np.asarray(jax_runs["logits"]), atol=1e-5)
+    metrics = task.metrics(task.predictions(outputs, examples, feats), examples)
+    assert metrics == pytest.approx(jax_runs["results"]["epoch_2"]["dev"])
+    written = json.load(open(os.path.join(folder, "results.json")))
+    assert {k: v for k, v in written.items() if k.startswith("epoch_")} == jax_runs["results"]
+    assert {"finetuned.weights.h5", "finetuning_config.json", "SST-2.tsv",
+            "sst2_dev_predictions.txt"} <= set(os.listdir(folder))
+
+
+def test_neither_backend_resumes_the_others_checkpoints(jax_runs):
+    from electra_tf.errors import InputError
+
+    assert "holds TensorFlow checkpoints" in jax_runs["error"], jax_runs["error"]
+    with pytest.raises(InputError, match="holds JAX checkpoints"):  # it would start over
+        make_trainer(jax_runs["specs"][1]).train()
+
+
+def test_jax_cli_refuses_what_it_cannot_run_in_one_line(pretrained_dir, toy_sst2_dir,
+                                                         tmp_path):
+    proc = run_jax("electra_tf.run_finetuning", "--task_name=sst2", "--strategy=multi_worker",
+                   f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_sst2_dir}",
+                   f"--model_dir={tmp_path}/out", module=True)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: --strategy=multi_worker is not available on the JAX backend (it uses every "
+        "local device; multi-host is not supported yet)"), proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["ner", "squad_v2"])
+def test_jax_cli_learns_toy_tagging_and_squad(task, pretrained_dir, toy_ner_dir,
+                                               toy_squad_dir, tmp_path):
+    """The CLI on JAX: the same console lines, folder and toy scores as the TF tests
+    (test_finetuning_end_to_end.py)."""
+    flagfile, data, metric, floor = {"ner": ("ner", toy_ner_dir, "f1", 0.9),
+                                     "squad_v2": ("squad_v2", toy_squad_dir, "f1", 90.0)}[task]
+    epochs = 6 if task == "ner" else 3
+    proc = run_jax("electra_tf.run_finetuning", f"--flagfile=configs/{flagfile}.flags",
+                   f"--init_checkpoint={pretrained_dir}", f"--data_dir={data}",
+                   f"--model_dir={tmp_path}/out", f"--num_train_epochs={epochs}",
+                   "--learning_rate=3e-3", "--train_batch_size=16",
+                   f"--max_seq_length={16 if task == 'ner' else 24}", module=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"[finetune] {task}: " in proc.stderr and "[finetune] done: " in proc.stderr
+    results = json.load(open(tmp_path / "out" / "results.json"))
+    assert results[f"epoch_{epochs}"]["dev"][metric] >= floor, results
+    from electra_tf import artifacts
+
+    model, record = artifacts.load_finetuned(str(tmp_path / "out"))
+    assert record.task == task
+    suffix = ".txt" if task == "ner" else ".json"
+    assert os.path.exists(tmp_path / "out" / f"{task}_dev_predictions{suffix}")
