@@ -75,28 +75,44 @@ def docstring_sentences(doc: str) -> list[str]:
 
 
 def write_corpus(output: str, max_documents: int = 0, stdlib_dir: str | None = None,
-                 min_sentences: int = 2) -> dict:
-    """Writes the corpus file atomically. Returns counts of files/documents/lines."""
+                 min_sentences: int = 2, sources_output: str | None = None) -> dict:
+    """Writes the corpus file atomically. Returns counts of files/documents/lines.
+
+    With `sources_output`, also writes one row per document (index, package
+    "python", module: the top-level module, path), the layout of
+    experiments/install_corpus.py's `.sources.tsv`, for the package probe.
+    """
     from electra_tf.errors import InputError
     from electra_tf.fileio import atomic_write_text
 
-    docs = []
+    docs, rows = [], []
+    root = stdlib_dir or sysconfig.get_paths()["stdlib"]
     files = stdlib_files(stdlib_dir)
     for path in files:
         sentences = [s for doc in docstrings(path) for s in docstring_sentences(doc)]
         if len(sentences) >= min_sentences:
             docs.append(sentences)
+            module = os.path.relpath(path, root).split(os.sep)[0].removesuffix(".py")
+            rows.append(f"{len(rows)}\tpython\t{module}\t{path}")
         if max_documents and len(docs) >= max_documents:
             break
     if not docs:
         raise InputError(f"no docstrings found under {stdlib_dir or 'the standard library'}")
     atomic_write_text(output, "\n\n".join("\n".join(d) for d in docs) + "\n")
+    if sources_output:
+        atomic_write_text(sources_output,
+                          "index\tpackage\tmodule\tpath\n" + "\n".join(rows) + "\n")
     return {"source_files": len(files), "documents": len(docs),
             "lines": sum(len(d) for d in docs)}
 
 
-def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int) -> dict:
-    """Builds (once) the stdlib-docstring corpus, vocab and records. Returns paths."""
+def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int,
+                      with_sources: bool = False) -> dict:
+    """Builds (once) the stdlib-docstring corpus, vocab and records. Returns paths.
+
+    with_sources: also write corpus.txt.sources.tsv (see `write_corpus`) with
+    the corpus; a corpus already there without one is an error.
+    """
     from electra_tf.data.builder import BuildOptions, build_pretraining_data
     from electra_tf.data.features import shard_name
     from electra_tf.data.vocab import build_vocab
@@ -105,8 +121,14 @@ def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int) -> di
     vocab = os.path.join(data_dir, "vocab.txt")
     records = os.path.join(data_dir, f"records_{max_seq_length}")
     num_shards = 10  # shards 0-8 train, shard 9 is held out for eval
+    sources = corpus + ".sources.tsv" if with_sources else None
+    if sources and os.path.exists(corpus) and not os.path.exists(sources):
+        from electra_tf.errors import InputError
+
+        raise InputError(f"{corpus} exists without {sources}: use another data_dir, or "
+                         "delete it to rebuild both")
     if not os.path.exists(corpus):
-        stats = write_corpus(corpus)
+        stats = write_corpus(corpus, sources_output=sources)
         print(f"[demo] corpus: {stats['documents']} documents, {stats['lines']} lines of "
               f"standard-library docstrings -> {corpus}", file=sys.stderr)
     if not os.path.exists(vocab):

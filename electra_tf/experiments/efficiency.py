@@ -1,196 +1,410 @@
-"""The paper's efficiency analysis (Table 5) at demo scale: pre-train each
-objective with the same budget, then fine-tune each on one downstream probe.
+"""The paper's efficiency analysis (Table 5): pre-train each objective with the
+same budget, then fine-tune each on downstream probes, over several seeds.
 
-    python -m electra_tf.experiments.efficiency --budget_steps=600 \
+    # the demo-scale study on CPU (tiny model, standard-library docstrings)
+    python -m electra_tf.experiments.efficiency --study=cpu --seeds=0,1,2 \
         --output_dir=benchmarks/efficiency
 
-Corpus: the demo corpus (standard-library docstrings), its vocab and records
-(built once under --data_dir). Every objective gets the same model sizes,
-steps and batch, so the same number of sequences; the per-step compute
-differs a little between objectives (All-Tokens MLM adds a vocabulary-wide
-softmax at every position), which the table reports as seconds.
+    # the Small-scale study (issue #12.3): data on a TensorFlow machine, then the
+    # runs through the JAX backend on a GPU (see benchmarks/efficiency/README.md)
+    python -m electra_tf.experiments.efficiency --study=gpu --stage=prepare
+    KERAS_BACKEND=jax python -m electra_tf.experiments.efficiency --study=gpu \
+        --stage=pretrain,probe,report --seeds=0,1,2 [--variants]
 
-The probe is a real downstream task built from held-out text: sentence-pair
-coherence. From the documents of the held-out shard (document index % 10 ==
-9, never seen in pre-training), a positive pair is two consecutive sentences
-of one document, a negative pair the first sentence with a sentence of
-another held-out document. Pairs are written in GLUE's RTE layout and
-fine-tuned with the regular fine-tuning loop; the metric is dev accuracy.
+--study chooses the defaults (flags given explicitly win):
+* cpu: the demo corpus (standard-library docstrings, 4k vocab, built with its
+  sources), tiny model without dropout, L=64, batch 64, 600 steps, lr 1e-3
+  with Keras' bias-corrected Adam (as configs/demo.flags); every objective
+  (electra, all_tokens_mlm, replace_mlm, electra_15, bert_mlm) and
+  random_init; pre-training and probes on the TensorFlow backend.
+* gpu: the install corpus (experiments/install_corpus.py: docstrings and docs
+  of every installed package, --site_dirs=all), 30522 vocab, ELECTRA-Small
+  (Table 6: L=128, batch 128, lr 5e-4, generator 1/4 of D, dropout 0.1) and
+  BERT-MLM of D's size, bf16, equal steps and tokens (the paper's Table 5
+  protocol); electra, bert_mlm and random_init, plus electra_15, replace_mlm
+  and all_tokens_mlm with --variants; pre-training and probes on the JAX
+  backend (`KERAS_BACKEND=jax python -m electra_tf.run_pretraining` and the
+  JAX fine-tuning loop, each in its own process).
+* --toy: the gpu study's wiring at a toy scale (a few hundred standard-library
+  files, tiny model, 4 steps), so a CPU test runs it end to end.
 
-`random_init` is the baseline without pre-training: the probe fine-tunes a
-freshly initialized model of the same size.
+Every objective gets the same model sizes, steps and batch, so the same
+sequences; BERT-MLM is built at D's size whatever --generator_hidden_size
+says. `random_init` is the baseline without pre-training: the probes
+fine-tune a freshly initialized model of the same size.
 
-Writes results.csv, results.md and results.png in --output_dir.
+Stages (--stage, comma-separated; default all): prepare (corpus, vocab,
+records, probes, and for the gpu study <data_dir>.tar.gz to carry to the GPU
+machine), pretrain and probe (per objective and seed; a run already in
+output_dir/runs/ is skipped, so a study can be split over several calls),
+report (results.csv, results.md, results.png in --output_dir). A run whose
+pre-training or probes fail (e.g. an objective the JAX loop refuses) is
+recorded with its error and listed in results.md; the exit status is then 1.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import os
-import random
+import platform
+import re
+import subprocess
 import sys
+import tarfile
 import time
+from datetime import datetime, timezone
 
 from absl import app, flags
 
+from electra_tf.experiments import probes as probes_lib
+from electra_tf.experiments import report
+from electra_tf.experiments.probes import build_probe  # noqa: F401 (the coherence probe alone)
+
 FLAGS = flags.FLAGS
-DEFAULT_OBJECTIVES = "electra,all_tokens_mlm,replace_mlm,electra_15,bert_mlm,random_init"
-PAPER_GLUE = {"electra": 85.0, "all_tokens_mlm": 84.3, "replace_mlm": 82.4,
-              "electra_15": 82.4, "bert_mlm": 82.2}
-TINY = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+ALL_OBJECTIVES = ("electra", "all_tokens_mlm", "replace_mlm", "electra_15", "bert_mlm")
+VARIANTS = ("electra_15", "replace_mlm", "all_tokens_mlm")
+NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+STUDIES = {
+    "cpu": dict(objectives=",".join(ALL_OBJECTIVES + ("random_init",)), budget_steps=600,
+                train_batch_size=64, max_seq_length=64, model_size="tiny",
+                model_hparam_overrides=NO_DROPOUT, generator_hidden_size=0.5,
+                learning_rate=1e-3, adam_bias_correction=True, mixed_precision="fp32",
+                vocab_size=4000, backend="tensorflow", probe_label="package",
+                probe_source="packages", probe_epochs=2, probe_learning_rate=1e-3,
+                probe_max_train=800, probe_max_dev=800, probe_classes=6,
+                data_dir="demo_output/efficiency_cpu", output_dir="benchmarks/efficiency"),
+    "gpu": dict(objectives="electra,bert_mlm,random_init", budget_steps=2000,
+                train_batch_size=128, max_seq_length=128, model_size="small",
+                model_hparam_overrides={}, generator_hidden_size=0.25, learning_rate=5e-4,
+                adam_bias_correction=False, mixed_precision="bf16", vocab_size=30522,
+                backend="jax", probe_label="package", probe_source="heldout", probe_epochs=3,
+                probe_learning_rate=3e-4, probe_max_train=8000, probe_max_dev=2000,
+                probe_classes=10, data_dir="demo_output/efficiency_gpu",
+                output_dir="benchmarks/efficiency/gpu"),
+}
+TOY = dict(budget_steps=4, train_batch_size=8, max_seq_length=64, model_size="tiny",
+           model_hparam_overrides=NO_DROPOUT, generator_hidden_size=0.5, learning_rate=1e-3,
+           mixed_precision="fp32", vocab_size=1000, probe_label="module",
+           probe_source="heldout", probe_epochs=1,
+           probe_max_train=64, probe_max_dev=32, probe_classes=3, toy_files=400)
 
 
 def define_flags():
-    flags.DEFINE_integer("budget_steps", 600, "Pre-training steps per objective.")
-    flags.DEFINE_string("objectives", DEFAULT_OBJECTIVES, "Comma-separated objectives.")
-    flags.DEFINE_string("data_dir", "demo_output/data", "Demo data (built if missing).")
-    flags.DEFINE_string("output_dir", "benchmarks/efficiency", "Where results go.")
-    flags.DEFINE_integer("max_seq_length", 64, "Pre-training and probe sequence length.")
-    flags.DEFINE_integer("train_batch_size", 64, "Pre-training batch.")
-    flags.DEFINE_integer("probe_epochs", 3, "Fine-tuning epochs on the probe.")
-    flags.DEFINE_integer("seed", 0, "Seed of pre-training, the probe and fine-tuning.")
+    flags.DEFINE_enum("study", "cpu", list(STUDIES), "cpu: demo scale; gpu: Small scale.")
+    flags.DEFINE_bool("toy", False, "The study's wiring at a toy scale (tests).")
+    flags.DEFINE_string("stage", "prepare,pretrain,probe,report",
+                        "Comma-separated stages: prepare, pretrain, probe, report.")
+    flags.DEFINE_string("seeds", "0,1,2", "Comma-separated seeds (pre-training and fine-tuning).")
+    flags.DEFINE_string("objectives", "", "Comma-separated objectives (default: the study's).")
+    flags.DEFINE_bool("variants", False, "gpu: add electra_15, replace_mlm, all_tokens_mlm.")
+    flags.DEFINE_integer("budget_steps", 0, "Pre-training steps per objective (0: the study's).")
+    flags.DEFINE_integer("train_batch_size", 0, "Pre-training batch (0: the study's).")
+    flags.DEFINE_string("data_dir", "", "Corpus, vocab, records and probes (built if missing).")
+    flags.DEFINE_string("output_dir", "", "Where runs/ and the results go.")
+    flags.DEFINE_string("site_dirs", "all", "gpu prepare: package folders beyond the running "
+                        "interpreter's (install_corpus.source_roots).")
+    flags.DEFINE_integer("probe_epochs", 0, "Fine-tuning epochs per probe (0: the study's).")
+    flags.DEFINE_string("probes", ",".join(probes_lib.PROBES), "Probes to run.")
 
 
-def build_probe(corpus: str, out_dir: str, seed: int, num_shards: int = 10) -> dict:
-    """Sentence-pair coherence pairs from the held-out documents, RTE layout."""
-    from electra_tf.data.builder import iter_documents
-
-    docs = [doc for index, doc in iter_documents([corpus])
-            if index % num_shards == num_shards - 1 and len(doc) >= 2]
-    rng = random.Random(seed)
-    rng.shuffle(docs)
-    cut = int(0.8 * len(docs))
-    counts = {}
-    os.makedirs(out_dir, exist_ok=True)
-    for split, part in (("train", docs[:cut]), ("dev", docs[cut:])):
-        rows = ["index\tsentence1\tsentence2\tlabel"]
-        for doc in part:
-            for i in range(len(doc) - 1):
-                if rng.random() < 0.5:
-                    pair, label = (doc[i], doc[i + 1]), "entailment"
-                else:
-                    other = rng.choice([d for d in part if d is not doc])
-                    pair, label = (doc[i], rng.choice(other)), "not_entailment"
-                clean = [s.replace("\t", " ") for s in pair]
-                rows.append(f"{len(rows) - 1}\t{clean[0]}\t{clean[1]}\t{label}")
-        with open(os.path.join(out_dir, f"{split}.tsv"), "w", encoding="utf-8") as f:
-            f.write("\n".join(rows) + "\n")
-        counts[split] = len(rows) - 1
-    return counts
+def settings() -> dict:
+    """The study's defaults, then --toy, then flags given explicitly."""
+    s = dict(STUDIES[FLAGS.study])
+    if FLAGS.toy:
+        s.update(TOY, data_dir=os.path.join(FLAGS.output_dir or "toy", "data"))
+    for name in ("objectives", "budget_steps", "train_batch_size", "data_dir", "output_dir",
+                 "probe_epochs"):
+        if getattr(FLAGS, name):
+            s[name] = getattr(FLAGS, name)
+    s["objectives"] = s["objectives"].split(",")
+    if FLAGS.variants:
+        s["objectives"] += [v for v in VARIANTS if v not in s["objectives"]]
+    s["seeds"] = [int(x) for x in FLAGS.seeds.split(",")]
+    s["probes"] = FLAGS.probes.split(",")
+    return s
 
 
-def random_init(demo: dict, model_dir: str) -> dict:
-    """The no-pre-training baseline: a discriminator as initialized."""
-    import keras
-
-    from electra_tf import artifacts
-    from electra_tf.config import MODEL_SIZES, EncoderConfig
-    from electra_tf.modeling import build_discriminator
-
-    keras.utils.set_random_seed(FLAGS.seed)
-    config = EncoderConfig(vocab_size=demo["vocab_size"], **MODEL_SIZES["tiny"], **TINY)
-    artifacts.save_discriminator(model_dir, build_discriminator(config))
-    return {"pretrain_seconds": 0.0}
+def log(message: str) -> None:
+    print(f"[efficiency] {message}", file=sys.stderr, flush=True)
 
 
-def pretrain(objective: str, demo: dict, model_dir: str) -> dict:
-    from electra_tf.config import PretrainingConfig, RunConfig
-    from electra_tf.training import Pretraining
+# === Stage: prepare ===
 
-    if objective == "random_init":
-        return random_init(demo, model_dir)
-    config = PretrainingConfig(
-        model_size="tiny", model_hparam_overrides=TINY, vocab_size=demo["vocab_size"],
-        objective=objective, max_seq_length=FLAGS.max_seq_length,
-        generator_hidden_size=0.5,  # bert_mlm is built at D's full size whatever this says
-        learning_rate=1e-3, num_warmup_steps=max(1, FLAGS.budget_steps // 10),
-        train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.train_batch_size,
-        num_train_steps=FLAGS.budget_steps, iterations_per_loop=max(1, FLAGS.budget_steps // 4),
-        save_checkpoints_steps=FLAGS.budget_steps, num_eval_steps=10, seed=FLAGS.seed)
-    run = RunConfig(model_dir=model_dir, train_data=demo["train_data"],
-                    eval_data=demo["eval_data"], vocab_file=demo["vocab_file"])
+def prepare(s: dict) -> dict:
+    """Builds (once) corpus, vocab, records and probes under data_dir; returns paths."""
+    data_dir = s["data_dir"]
+    archive = data_dir.rstrip("/") + ".tar.gz"
+    if not os.path.isdir(data_dir) and os.path.exists(archive):  # carried to a GPU machine
+        log(f"unpacking {archive}")
+        with tarfile.open(archive) as tar:
+            tar.extractall(os.path.dirname(os.path.abspath(data_dir)), filter="data")
+    paths = data_paths(s)
+    if not os.path.exists(os.path.join(paths["probes_dir"], "meta.json")):
+        if FLAGS.study == "cpu" and not FLAGS.toy:
+            from electra_tf.data.demo_corpus import prepare_demo_data
+
+            prepare_demo_data(data_dir, s["vocab_size"], s["max_seq_length"], with_sources=True)
+        else:
+            build_install_data(s, paths)
+        probe_corpus, shards = paths["corpus"], 10  # the held-out shard of pre-training
+        if s["probe_source"] == "packages":  # installed packages' text, none pre-trained on
+            from electra_tf.experiments.install_corpus import write_install_corpus
+
+            probe_corpus, shards = os.path.join(data_dir, "probe_corpus.txt"), 1
+            if not os.path.exists(probe_corpus):
+                write_install_corpus(probe_corpus, include_stdlib=False)
+        metas = probes_lib.build_probes(
+            probe_corpus, paths["probes_dir"], seed=0, label_field=s["probe_label"],
+            num_classes=s["probe_classes"], max_train=s["probe_max_train"],
+            max_dev=s["probe_max_dev"], num_shards=shards)
+        with open(os.path.join(paths["probes_dir"], "meta.json"), "w") as f:
+            json.dump(metas, f, indent=1)
+        if FLAGS.study == "gpu" and not FLAGS.toy:
+            log(f"packing {archive} (carry it to the GPU machine)")
+            with tarfile.open(archive, "w:gz") as tar:
+                tar.add(data_dir, arcname=os.path.basename(data_dir.rstrip("/")))
+    return paths
+
+
+def data_paths(s: dict) -> dict:
+    d = s["data_dir"]
+    records = os.path.join(d, f"records_{s['max_seq_length']}")
+    shards = [os.path.join(records, f"pretrain_data.tfrecord-{i:05d}-of-00010") for i in range(10)]
+    return {"corpus": os.path.join(d, "corpus.txt"), "vocab_file": os.path.join(d, "vocab.txt"),
+            "records": records, "train_data": ",".join(shards[:-1]), "eval_data": shards[-1],
+            "probes_dir": os.path.join(d, "probes")}
+
+
+def build_install_data(s: dict, paths: dict) -> None:
+    """gpu (and toy) study: the install corpus, its vocab and records (10 shards, 9 held out)."""
+    from electra_tf.data.builder import BuildOptions, build_pretraining_data
+    from electra_tf.data.vocab import build_vocab
+    from electra_tf.experiments.install_corpus import count_tokens, write_install_corpus
+
+    os.makedirs(s["data_dir"], exist_ok=True)
+    if not os.path.exists(paths["corpus"]):
+        stats = write_install_corpus(paths["corpus"], site_dirs="" if FLAGS.toy else
+                                     FLAGS.site_dirs, max_files=s.get("toy_files", 0))
+        log(f"corpus: {stats}")
+    if not os.path.exists(paths["vocab_file"]):
+        build_vocab(paths["corpus"], s["vocab_size"], paths["vocab_file"],
+                    min_count=2 if FLAGS.toy else 10)
+    tokens = count_tokens(paths["corpus"], paths["vocab_file"])
+    with open(paths["corpus"] + ".tokens.json", "w") as f:
+        json.dump(tokens, f, indent=1)
+    log(f"corpus: {tokens['tokens']:,} WordPiece tokens")
+    from electra_tf.data.features import shard_name
+
+    assert os.path.basename(paths["eval_data"]) == shard_name(9, 10), "shard names changed"
+    build_pretraining_data(BuildOptions(
+        files=(paths["corpus"],), vocab_file=paths["vocab_file"], output_dir=paths["records"],
+        max_seq_length=s["max_seq_length"], num_shards=10, overwrite=True))
+
+
+# === Stages: pretrain and probe, one run per (objective, seed) ===
+
+_STEP = re.compile(r"step (\d+)/\d+ \| loss ([\d.eE+-]+|nan) \(mlm ([\d.eE+-]+|nan) disc "
+                   r"([\d.eE+-]+|nan)\)")
+_EVAL = re.compile(r"eval at step (\d+): (.*)$")
+
+
+def parse_pretraining_log(text: str) -> tuple[list[dict], dict]:
+    """Console lines of run_pretraining -> (curve [{step, loss, mlm_loss, disc_loss}], final eval)."""
+    curve, final = [], {}
+    for line in text.splitlines():
+        m = _STEP.search(line)
+        if m:
+            curve.append({"step": int(m.group(1)), "loss": float(m.group(2)),
+                          "mlm_loss": float(m.group(3)), "disc_loss": float(m.group(4))})
+        m = _EVAL.search(line)
+        if m:
+            final = {k: float(v) for k, v in (kv.rsplit(" ", 1) for kv in m.group(2).split(", "))}
+    return curve, final
+
+
+def _env(backend: str) -> dict:
+    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONUNBUFFERED="1")
+    return env
+
+
+def _tensorflow_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("tensorflow") is not None
+
+
+def _run(cmd: list[str], backend: str, log_path: str) -> tuple[int, str]:
+    """Runs a command, its output teed to log_path; returns (exit code, output)."""
+    lines = []
+    with open(log_path, "w", encoding="utf-8") as logf:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                env=_env(backend), text=True)
+        for line in proc.stdout:
+            logf.write(line)
+            lines.append(line)
+            if "step " in line and "|" in line or line.startswith("[probe]"):
+                print("    " + line.rstrip(), file=sys.stderr, flush=True)
+        proc.wait()
+    return proc.returncode, "".join(lines)
+
+
+def pretrain(objective: str, seed: int, s: dict, paths: dict, run_dir: str) -> dict:
+    """run_pretraining in its own process; returns its curve, final eval and seconds."""
+    steps = s["budget_steps"]
+    cmd = [sys.executable, "-m", "electra_tf.run_pretraining",
+           f"--model_dir={run_dir}/model", f"--train_data={paths['train_data']}",
+           f"--eval_data={paths['eval_data']}", f"--vocab_file={paths['vocab_file']}",
+           f"--vocab_size={_vocab_size(paths['vocab_file'])}",
+           f"--model_size={s['model_size']}",
+           f"--model_hparam_overrides={json.dumps(s['model_hparam_overrides'])}",
+           f"--objective={objective}", f"--max_seq_length={s['max_seq_length']}",
+           f"--generator_hidden_size={s['generator_hidden_size']}",
+           f"--learning_rate={s['learning_rate']}", f"--num_warmup_steps={max(1, steps // 10)}",
+           f"--train_batch_size={s['train_batch_size']}",
+           f"--eval_batch_size={s['train_batch_size']}", f"--num_train_steps={steps}",
+           f"--iterations_per_loop={max(1, steps // 20)}", f"--save_checkpoints_steps={steps}",
+           f"--num_eval_steps={2 if FLAGS.toy else 20}", f"--seed={seed}",
+           f"--mixed_precision={s['mixed_precision']}",
+           f"--adam_bias_correction={str(s['adam_bias_correction']).lower()}"]
+    if s["backend"] == "jax" and not _tensorflow_installed():
+        cmd.append("--jax_input_pipeline=numpy")  # a machine with JAX alone
     t0 = time.monotonic()
-    final = Pretraining(config, run).train()
-    return {"pretrain_seconds": time.monotonic() - t0, **final}
+    code, output = _run(cmd, s["backend"], f"{run_dir}/pretrain.log")
+    curve, final = parse_pretraining_log(output)
+    result = {"pretrain_seconds": time.monotonic() - t0, "curve": curve, "final_eval": final,
+              "pretrain_steps": steps,
+              "tokens_seen": steps * s["train_batch_size"] * s["max_seq_length"]}
+    if code != 0:
+        result["error"] = f"run_pretraining exit {code}: " + _last_error(output)
+    return result
 
 
-def probe(model_dir: str, probe_dir: str, out_dir: str, vocab_file: str) -> float:
-    from electra_tf.config import FinetuneRun, FinetuningConfig
-    from electra_tf.finetuning.registry import get_task
-    from electra_tf.finetuning.trainer import Finetuning
-
-    config = FinetuningConfig(task_name="rte", max_seq_length=FLAGS.max_seq_length,
-                              num_train_epochs=FLAGS.probe_epochs, learning_rate=1e-3,
-                              train_batch_size=32, seed=FLAGS.seed)
-    run = FinetuneRun(model_dir=out_dir, data_dir=probe_dir, init_checkpoint=model_dir,
-                      vocab_file=vocab_file)
-    results = Finetuning(get_task("rte"), config, run).train()
-    last = results[sorted(results, key=lambda k: int(k.split("_")[-1]))[-1]]
-    return last["dev"]["accuracy"]
+def _vocab_size(vocab_file: str) -> int:
+    with open(vocab_file, encoding="utf-8") as f:
+        return sum(1 for line in f if line.rstrip("\n"))
 
 
-def write_outputs(rows: list[dict], out_dir: str) -> None:
-    keys = ["objective", "probe_accuracy", "masked_lm_accuracy",
-            "pretrain_seconds", "paper_glue"]
-    with open(os.path.join(out_dir, "results.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, keys)
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: r.get(k) for k in keys})
-    lines = ["| objective | probe accuracy (held-out pair coherence) | G masked-LM accuracy "
-             "| pre-training s | paper GLUE (Table 5) |", "|---|---|---|---|---|"]
-    for r in sorted(rows, key=lambda r: -r["probe_accuracy"]):
-        lines.append(f"| {r['objective']} | {r['probe_accuracy']:.3f} | "
-                     f"{r.get('masked_lm_accuracy', float('nan')):.3f} | "
-                     f"{r['pretrain_seconds']:.0f} | {r['paper_glue'] or '-'} |")
-    with open(os.path.join(out_dir, "results.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    import matplotlib
+def _last_error(output: str) -> str:
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "Error" in ln or "error:" in ln]
+    return (errors or lines or ["no output"])[-1][:400]
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    names = [r["objective"] for r in rows]
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    ax.bar(names, [r["probe_accuracy"] for r in rows], color="#4C72B0", label="probe (ours)")
-    ax.set_ylabel("probe dev accuracy")
-    ax.set_ylim(0.4, 1.0)
-    ax2 = ax.twinx()
-    ax2.plot(names, [r["paper_glue"] or float("nan") for r in rows], "o-", color="#C44E52",
-             label="paper GLUE")
-    ax2.set_ylabel("paper GLUE (Table 5)")
-    ax.set_title(f"Efficiency analysis at demo scale ({FLAGS.budget_steps} steps each)")
-    plt.setp(ax.get_xticklabels(), rotation=20, ha="right")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "results.png"), dpi=100)
+def probe(objective: str, seed: int, s: dict, paths: dict, run_dir: str) -> dict:
+    """probe_finetune in its own process; returns {probe: result} or {"error": ...}."""
+    cmd = [sys.executable, "-m", "electra_tf.experiments.probe_finetune",
+           f"--model_dir={run_dir}/model", f"--probes_dir={paths['probes_dir']}",
+           f"--output_dir={run_dir}/probes", f"--vocab_file={paths['vocab_file']}",
+           f"--probes={','.join(s['probes'])}", f"--seed={seed}",
+           f"--epochs={s['probe_epochs']}", f"--max_seq_length={s['max_seq_length']}",
+           f"--learning_rate={s['probe_learning_rate']}"]
+    if objective == "random_init":
+        cmd += [f"--random_init={s['model_size']}",
+                f"--model_hparam_overrides={json.dumps(s['model_hparam_overrides'])}"]
+    code, output = _run(cmd, s["backend"], f"{run_dir}/probe.log")
+    if code != 0:
+        return {"error": f"probe_finetune exit {code}: " + _last_error(output)}
+    return {"probes": json.loads(output.strip().splitlines()[-1])}
+
+
+def run_one(objective: str, seed: int, s: dict, paths: dict, stages: set) -> dict:
+    """Pre-training then probes of one (objective, seed); the record is saved at once."""
+    out_dir = s["output_dir"]
+    record_path = os.path.join(out_dir, "runs", f"{objective}_s{seed}.json")
+    record = {"study": FLAGS.study + ("-toy" if FLAGS.toy else ""), "objective": objective,
+              "seed": seed, "status": "pending"}
+    if os.path.exists(record_path):
+        with open(record_path) as f:
+            record = json.load(f)
+        if record["status"] == "ok" or record["status"].startswith("pretrained") and \
+                "probe" not in stages:
+            log(f"{objective} seed {seed}: recorded ({record['status']}), skipped")
+            return record
+    run_dir = os.path.join(out_dir, "work", f"{objective}_s{seed}")
+    os.makedirs(run_dir, exist_ok=True)
+    if "pretrain" in stages and record["status"] == "pending":
+        if objective == "random_init":
+            record.update(pretrain_seconds=0.0, pretrain_steps=0, tokens_seen=0, curve=[])
+        else:
+            log(f"{objective} seed {seed}: pre-training {s['budget_steps']} steps "
+                f"({s['backend']} backend)")
+            record.update(pretrain(objective, seed, s, paths, run_dir))
+        record["status"] = "failed in pre-training" if "error" in record else "pretrained"
+    if "probe" in stages and record["status"] == "pretrained":
+        log(f"{objective} seed {seed}: probes {','.join(s['probes'])}")
+        record.update(probe(objective, seed, s, paths, run_dir))
+        record["status"] = "failed in probes" if "error" in record else "ok"
+    os.makedirs(os.path.dirname(record_path), exist_ok=True)
+    with open(record_path, "w") as f:
+        json.dump(record, f, indent=1)
+    log(f"{objective} seed {seed}: {record['status']}" + (
+        "; " + ", ".join(f"{p} {r['accuracy']:.3f}" for p, r in record["probes"].items())
+        if record["status"] == "ok" else f" {record.get('error', '')}"))
+    return record
+
+
+# === Stage: report ===
+
+def machine() -> str:
+    parts = [platform.platform(), f"{os.cpu_count()} CPU cores"]
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+        parts.append(gpu or "no GPU")
+    except (OSError, subprocess.SubprocessError):
+        parts.append("no GPU")
+    return ", ".join(parts)
+
+
+def write_outputs(s: dict, paths: dict) -> list[dict]:
+    with open(os.path.join(paths["probes_dir"], "meta.json")) as f:
+        metas = json.load(f)
+    metas = {k: v for k, v in metas.items() if k in s["probes"]}
+    argv = " ".join(a for a in sys.argv[1:])
+    header = [f"# Efficiency study ({FLAGS.study}{', toy' if FLAGS.toy else ''})", "",
+              f"- Command: `python -m electra_tf.experiments.efficiency {argv}`",
+              f"- Machine: {machine()}; Python {platform.python_version()}",
+              f"- Date (UTC): {datetime.now(timezone.utc):%Y-%m-%d %H:%M}",
+              f"- Pre-training: {s['model_size']} model, L={s['max_seq_length']}, batch "
+              f"{s['train_batch_size']}, {s['budget_steps']} steps "
+              f"({s['budget_steps'] * s['train_batch_size'] * s['max_seq_length']:,} tokens) "
+              f"per objective, lr {s['learning_rate']}, generator {s['generator_hidden_size']} "
+              f"of D (BERT-MLM: D's size), {s['mixed_precision']}, {s['backend']} backend",
+              f"- Seeds: {','.join(map(str, s['seeds']))}"]
+    tokens = paths["corpus"] + ".tokens.json"
+    if os.path.exists(tokens):
+        with open(tokens) as f:
+            header.append(f"- Corpus: {json.load(f)['tokens']:,} WordPiece tokens")
+    return report.write_report(s["output_dir"], metas, header,
+                               f"Efficiency study ({FLAGS.study}): {s['budget_steps']} steps each")
 
 
 def main(argv):
     del argv
-    from electra_tf.data.demo_corpus import prepare_demo_data
-
-    os.makedirs(FLAGS.output_dir, exist_ok=True)
-    demo = prepare_demo_data(FLAGS.data_dir, 4000, FLAGS.max_seq_length)
-    work = os.path.join(FLAGS.output_dir, "work")
-    probe_dir = os.path.join(work, "probe")
-    counts = build_probe(os.path.join(FLAGS.data_dir, "corpus.txt"), probe_dir, FLAGS.seed)
-    print(f"[efficiency] probe: {counts['train']} train / {counts['dev']} dev pairs",
-          file=sys.stderr)
-    rows = []
-    for objective in FLAGS.objectives.split(","):
-        model_dir = os.path.join(work, objective)
-        print(f"[efficiency] pre-training {objective} for {FLAGS.budget_steps} steps",
-              file=sys.stderr)
-        final = pretrain(objective, demo, model_dir)
-        accuracy = probe(model_dir, probe_dir, os.path.join(work, objective + "_probe"),
-                         demo["vocab_file"])
-        rows.append({"objective": objective, "probe_accuracy": accuracy,
-                     "paper_glue": PAPER_GLUE.get(objective), **final})
-        print(f"[efficiency] {objective}: probe accuracy {accuracy:.3f}", file=sys.stderr)
-        with open(os.path.join(FLAGS.output_dir, "results.json"), "w") as f:
-            json.dump(rows, f, indent=2, default=float)
-    write_outputs(rows, FLAGS.output_dir)
+    s = settings()
+    stages = set(FLAGS.stage.split(","))
+    unknown = stages - {"prepare", "pretrain", "probe", "report"}
+    if unknown:
+        raise app.UsageError(f"unknown --stage {sorted(unknown)}")
+    os.makedirs(s["output_dir"], exist_ok=True)
+    paths = prepare(s) if stages & {"prepare", "pretrain", "probe"} else data_paths(s)
+    with open(os.path.join(paths["probes_dir"], "meta.json")) as f:
+        for name, meta in json.load(f).items():
+            log(f"probe {name}: {meta['train_size']} train / {meta['dev_size']} dev, "
+                f"majority baseline {meta['majority_baseline']:.3f}")
+    records = []
+    if stages & {"pretrain", "probe"}:
+        for seed in s["seeds"]:
+            for objective in s["objectives"]:
+                records.append(run_one(objective, seed, s, paths, stages))
+    if "report" in stages:
+        records = write_outputs(s, paths)
+        log(f"wrote results.csv, results.md, results.png in {s['output_dir']}")
+    failed = [r for r in records if r["status"] not in ("ok", "pretrained")]
+    if failed:
+        log(f"{len(failed)} run(s) failed: " + "; ".join(
+            f"{r['objective']} seed {r['seed']}: {r.get('error', r['status'])}" for r in failed))
+        sys.exit(1)
 
 
 if __name__ == "__main__":
