@@ -39,8 +39,8 @@ STRATEGIES = ("default", "mirrored")  # both mean: every local device (or --num_
 def data_parallel(strategy: str, num_devices: int, batch_sizes: dict[str, int]):
     """Checks the strategy, and shards batches over the local devices when there are several.
 
-    Sets Keras' global distribution (DataParallel) for more than one device:
-    variables created afterwards are replicated, batches sharded.
+    Sets Keras' global distribution: DataParallel for more than one device
+    (variables created afterwards are replicated, batches sharded), else none.
 
     Args:
       strategy: the run's --strategy (only default and mirrored are available).
@@ -57,10 +57,10 @@ def data_parallel(strategy: str, num_devices: int, batch_sizes: dict[str, int]):
     for name, size in batch_sizes.items():
         if size % len(devices):
             raise ConfigError(f"--{name}={size} does not split over {len(devices)} devices")
-    if len(devices) == 1:
-        return 1, None
-    distribution = keras.distribution.DataParallel(devices=devices)
-    keras.distribution.set_distribution(distribution)
+    distribution = None
+    if len(devices) > 1:
+        distribution = keras.distribution.DataParallel(devices=devices)
+    keras.distribution.set_distribution(distribution)  # None: a previous run's is dropped
     return len(devices), distribution
 
 

@@ -24,12 +24,14 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
 L = 16
 
 
-def run_jax(script: str, *args: str, module: bool = False) -> subprocess.CompletedProcess:
-    """`python -c script args` (or `python -m script args`) under KERAS_BACKEND=jax."""
+def run_jax(script: str, *args: str, module: bool = False,
+            devices: int = 1) -> subprocess.CompletedProcess:
+    """`python -c script args` (or `python -m script args`) under KERAS_BACKEND=jax, on
+    `devices` CPU devices."""
     # tests/ on the path too: the scripts import make_trainer from this module.
     env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2",
                PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests")]),
-               XLA_FLAGS="--xla_force_host_platform_device_count=1")
+               XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
     command = ["-m", script] if module else ["-c", textwrap.dedent(script)]
     return subprocess.run([sys.executable, *command, *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
@@ -238,3 +240,35 @@ def test_jax_cli_learns_toy_tagging_and_squad(task, pretrained_dir, toy_ner_dir,
     assert record.task == task
     suffix = ".txt" if task == "ner" else ".json"
     assert os.path.exists(tmp_path / "out" / f"{task}_dev_predictions{suffix}")
+
+
+TWO_DEVICES = """
+import json, sys
+from tests.finetuning.test_finetuning_jax import make_trainer
+s = json.loads(sys.argv[1])
+for devices in (2, 1):
+    ft = make_trainer(s, num_devices=devices)
+    ft.build_optimizer(10)
+    ft.model.load_weights(s["weights"])
+    iterator = ft.train_iterator(0)
+    losses = [ft.train_steps(iterator, 1) for _ in range(3)]
+    logits = ft.predict(ft.features("dev")[1])["logits"]
+    print(json.dumps({"replicas": ft.num_replicas, "losses": losses, "logits": logits.tolist()}))
+"""
+
+
+@pytest.mark.slow
+def test_jax_data_parallel_over_two_devices_matches_one(jax_runs, tmp_path):
+    """DataParallel: the batch sharded over 2 devices gives one device's losses and
+    predictions. The gradient is the summed loss's over the replica count, as the TF
+    loop's all-reduce, so clip_norm is set to act at every step (the clipped gradient
+    does not depend on that scale)."""
+    s = jax_runs["parity_specs"][0]
+    s = {**s, "config": {**s["config"], "clip_norm": 1e-3}}
+    s["run"] = {**s["run"], "model_dir": str(tmp_path / "two")}
+    proc = run_jax(TWO_DEVICES, json.dumps(s), devices=2)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    two, one = (json.loads(line) for line in proc.stdout.splitlines()[-2:])
+    assert (two["replicas"], one["replicas"]) == (2, 1)
+    np.testing.assert_allclose(two["losses"], one["losses"], rtol=1e-5)
+    np.testing.assert_allclose(two["logits"], one["logits"], atol=1e-5)
