@@ -366,6 +366,7 @@ class RunConfig:
     jit_compile: bool = False  # XLA for the per-replica forward/backward
     mixed_precision: str = "fp32"  # fp32 | bf16
     gradient_accumulation_steps: int = 1  # micro-batches per optimizer step
+    jax_steps_per_call: int = 1  # JAX backend: optimizer steps per compiled call (the TF loop runs a whole chunk per call)
     eval_every_steps: int = 0  # 0: evaluate at the end only
     log_every_steps: int = 0  # console/summary period; 0: iterations_per_loop
     worker_startup_timeout_s: int = 600  # multi_worker: seconds to wait for every worker, then fail (0: forever)
@@ -381,6 +382,8 @@ class RunConfig:
                 "(fp16 is left out: Keras' loss scaling corrupts sparse embedding updates)")
         if self.gradient_accumulation_steps < 1:
             raise ConfigError("gradient_accumulation_steps must be >= 1")
+        if self.jax_steps_per_call < 1:
+            raise ConfigError("jax_steps_per_call must be >= 1")
         if not self.model_dir:
             raise ConfigError("model_dir is required")
         if not self.train_data:

@@ -12,7 +12,16 @@ TensorFlow loop in training.py; what differs is the step:
     (keras.distribution.DataParallel): the batch is sharded, the gradient
     reduction is XLA's;
   * seeds are [seed, step] (the TF loop's formula with one replica: the
-    batch is one array here, whatever the number of devices);
+    batch is one array here, whatever the number of devices); with
+    gradient accumulation over k micro-batches, [seed, step * k + i];
+  * `jax_steps_per_call` optimizer steps run in one compiled call
+    (jax.lax.scan over the stacked batches), which saves the host's
+    per-step dispatch; a chunk of the host loop that it does not divide
+    runs its remainder one step per call;
+  * a training phase (algorithms.py) that trains part of the model
+    (bert_mlm, two_stage) differentiates its own variables only; one
+    optimizer, built over the whole model as the TF loop's, updates them
+    (the others keep their weights and optimizer slots);
   * checkpoints are `checkpoints/jax-ckpt-<step>.npz` (model variables by
     path, optimizer variables by index), written atomically; they are not
     interchangeable with the TF loop's checkpoints.
@@ -21,17 +30,18 @@ the default strategy, so both loops see the same batches and masks; or, with
 input_pipeline="numpy", data/numpy_pipeline.py, which reads the same
 TFRecords and masks with the same distribution without TensorFlow.
 
-Not yet on this runtime (clear errors): gradient accumulation, training
-algorithms or objectives that train only part of the model (two_stage,
-bert_mlm), multi-host runs, and a run on a machine without TensorFlow (the
-NumPy input exists; this module still imports TF for summaries and vocab).
+Not yet on this runtime (clear errors): multi-host runs, and a run on a
+machine without TensorFlow (the NumPy input exists; this module still
+imports TF for summaries and vocab).
 """
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import re
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -64,19 +74,18 @@ class JaxPretraining:
         if run.strategy not in ("default", "mirrored"):
             raise ConfigError(f"--strategy={run.strategy} is not available on the JAX backend "
                               "(it uses every local device; multi-host is not supported yet)")
-        if run.gradient_accumulation_steps != 1:
-            raise ConfigError("gradient_accumulation_steps > 1 is not supported on the JAX "
-                              "backend yet")
+        if config.train_batch_size % run.gradient_accumulation_steps:
+            raise ConfigError("train_batch_size must be a multiple of gradient_accumulation_steps")
         runtime.set_precision(run.mixed_precision)
         self.files = preflight.preflight(config, run)
         self.chief, self.multi_worker = True, False
         self.masking = preflight.pretraining_masking(config, run)
         devices = jax.local_devices()[:run.num_devices or None]
         self.num_replicas = len(devices)
-        for name in ("train_batch_size", "eval_batch_size"):
-            if getattr(config, name) % self.num_replicas:
-                raise ConfigError(f"{name}={getattr(config, name)} does not split over "
-                                  f"{self.num_replicas} devices")
+        micro = config.train_batch_size // run.gradient_accumulation_steps
+        for name, size in (("the micro-batch", micro), ("eval_batch_size", config.eval_batch_size)):
+            if size % self.num_replicas:
+                raise ConfigError(f"{name} {size} does not split over {self.num_replicas} devices")
         self.distribution = None
         if self.num_replicas > 1:
             self.distribution = keras.distribution.DataParallel(devices=devices)
@@ -84,16 +93,15 @@ class JaxPretraining:
         keras.utils.set_random_seed(config.seed)  # the initial weights follow the seed
         self.model = ElectraPretrainer(config)
         self.model.build_with_dummy_batch()
-        everything = {id(v) for v in self.model.trainable_variables}
         self.phases = make_phases(config, self.model)
-        for phase in self.phases:
-            if {id(v) for v in phase.variables} != everything:
-                raise ConfigError(f"the JAX backend trains the whole model at every step; "
-                                  f"{phase.name} (objective {config.resolved_objective}) trains "
-                                  "part of it: use the TensorFlow backend")
+        # Where each phase's variables sit in model.trainable_variables.
+        index = {id(v): i for i, v in enumerate(self.model.trainable_variables)}
+        self._trained = {p.name: tuple(index[id(v)] for v in p.variables) for p in self.phases}
+        # One optimizer over every trainable variable, as the TF loop's: a phase
+        # updates its own variables (and their slots) only.
         self.optimizer = runtime.pretraining_optimizer(config, self.model.trainable_variables)
         self.checkpoint_dir = artifacts.checkpoint_dir(run.model_dir)
-        self._train_step = jax.jit(self._step_fn, donate_argnums=(0,))
+        self._compiled = {}  # (phase name, steps per call) -> jitted train function
         self._eval_step = jax.jit(self._eval_fn)
         self._last_saved = None
 
@@ -116,24 +124,99 @@ class JaxPretraining:
         return int(np.asarray(self.optimizer.iterations.value))
 
     # === The step ===
-    def _step_fn(self, state, batch, seed):
+    def _step_fn(self, phase, state, micro_batches, seeds):
+        """One optimizer step of `phase`, as the TF loop's replica_step.
+
+        Args:
+          phase: the algorithms.Phase being trained (its objective and variables).
+          state: (trainable, non_trainable, optimizer) lists of arrays.
+          micro_batches: a batch dict, each array [k, B / k, ...]: the step's k
+            micro-batches (gradient accumulation; k = 1 without).
+          seeds: int32 [k, 2], each micro-batch's seed.
+
+        Returns:
+          the new state, and the step's values: losses (means over the
+          micro-batches), metric sums and grad_norm.
+        """
         trainable, non_trainable, opt_vars = state
+        trained = self._trained[phase.name]
+        k = self.run.gradient_accumulation_steps
 
-        def loss_fn(trainable):
+        def loss_fn(params, non_trainable, batch, seed):
+            values = list(trainable)
+            for i, value in zip(trained, params):
+                values[i] = value
             outputs, new_non_trainable = self.model.stateless_call(
-                trainable, non_trainable, batch, training=True, seed=seed)
-            losses, sums = self.model.losses_and_metric_sums(batch, outputs)
-            return losses["loss"], (losses, sums, new_non_trainable)
+                values, non_trainable, batch, training=True, seed=seed,
+                objective=phase.objective)
+            losses, sums = self.model.losses_and_metric_sums(batch, outputs, phase.objective)
+            # Divided by k, so that the summed gradient is the mean (as the TF loop).
+            return losses["loss"] / k, (losses, sums, new_non_trainable)
 
-        (_, (losses, sums, non_trainable)), grads = jax.value_and_grad(
-            loss_fn, has_aux=True)(trainable)
+        grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+        params = [trainable[i] for i in trained]
+        if k == 1:
+            batch = jax.tree.map(lambda x: x[0], micro_batches)
+            (_, (losses, sums, non_trainable)), grads = grad_fn(params, non_trainable, batch,
+                                                               seeds[0])
+        else:  # summed in micro-batch order, one micro-batch's activations at a time
+            def micro_step(carry, xs):
+                non_trainable, total = carry
+                (_, (losses, sums, non_trainable)), grads = grad_fn(params, non_trainable, *xs)
+                return (non_trainable, jax.tree.map(jnp.add, total, (losses, sums, grads))), None
+
+            shapes = jax.eval_shape(lambda: grad_fn(
+                params, non_trainable, jax.tree.map(lambda x: x[0], micro_batches), seeds[0]))
+            zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
+                                 (shapes[0][1][0], shapes[0][1][1], shapes[1]))
+            (non_trainable, (losses, sums, grads)), _ = jax.lax.scan(
+                micro_step, (non_trainable, zeros), (micro_batches, seeds))
+            losses = {n: v / k for n, v in losses.items()}
         # Global-norm clipping, as tf.clip_by_global_norm: g * c / max(norm, c).
         norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype("float32"))) for g in grads))
         clip = self.config.clip_norm
         grads = [g * (clip / jnp.maximum(norm, clip)).astype(g.dtype) for g in grads]
-        trainable, opt_vars = self.optimizer.stateless_apply(opt_vars, grads, trainable)
+        # None for the variables the phase does not train: the optimizer skips them.
+        all_grads = [None] * len(trainable)
+        for i, g in zip(trained, grads):
+            all_grads[i] = g
+        with warnings.catch_warnings():  # Keras warns of the None gradients
+            warnings.filterwarnings("ignore", message="Gradients do not exist")
+            trainable, opt_vars = self.optimizer.stateless_apply(opt_vars, all_grads, trainable)
         values = {**{"loss/" + n: v for n, v in losses.items()}, **sums, "grad_norm": norm}
         return (trainable, non_trainable, opt_vars), values
+
+    def _steps_fn(self, phase, num_steps, state, batches, seeds):
+        """`num_steps` optimizer steps of `phase` in one call; returns their summed values.
+
+        Args:
+          batches: num_steps * k batch dicts (k micro-batches per step), in order.
+          seeds: int32 [num_steps, k, 2].
+        """
+        k = self.run.gradient_accumulation_steps
+        # Stacked here, on the device: arrays [num_steps, k, B / k, ...].
+        batches = {name: jnp.stack([b[name] for b in batches]).reshape(
+            (num_steps, k) + batches[0][name].shape) for name in batches[0]}
+        if num_steps == 1:
+            return self._step_fn(phase, state, jax.tree.map(lambda x: x[0], batches), seeds[0])
+
+        def one_step(carry, xs):
+            state, total = carry
+            state, values = self._step_fn(phase, state, *xs)
+            return (state, jax.tree.map(jnp.add, total, values)), None
+
+        shapes = jax.eval_shape(lambda: self._step_fn(
+            phase, state, jax.tree.map(lambda x: x[0], batches), seeds[0])[1])
+        zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+        (state, total), _ = jax.lax.scan(one_step, (state, zeros), (batches, seeds))
+        return state, total
+
+    def _compiled_steps(self, phase, num_steps: int):
+        key = (phase.name, num_steps)
+        if key not in self._compiled:
+            self._compiled[key] = jax.jit(functools.partial(self._steps_fn, phase, num_steps),
+                                          donate_argnums=(0,))
+        return self._compiled[key]
 
     def _eval_fn(self, state, batch, seed):
         trainable, non_trainable, _ = state
@@ -160,17 +243,34 @@ class JaxPretraining:
                                    skip_batches=skip_batches).as_numpy_iterator()
 
     def make_train_iterator(self, step: int):
-        """Numpy batches positioned at optimizer step `step`."""
-        return self._batches(self.run.train_data, self.config.train_batch_size,
-                             self.config.seed, True, skip_batches=step)
+        """Numpy micro-batches (train_batch_size / gradient_accumulation_steps)
+        positioned at optimizer step `step`, as the TF loop's."""
+        k = self.run.gradient_accumulation_steps
+        return self._batches(self.run.train_data, self.config.train_batch_size // k,
+                             self.config.seed, True, skip_batches=step * k)
 
     def train_steps(self, iterator, num_steps: int) -> dict:
-        """Runs `num_steps` optimizer steps; returns their metrics (as Pretraining.train_steps)."""
-        state, totals, step = self._state(), None, self.step
-        for i in range(num_steps):
-            seed = jnp.asarray([self.config.seed, step + i], dtype="int32")
-            state, values = self._train_step(state, self._to_device(next(iterator)), seed)
+        """Runs `num_steps` optimizer steps of the current phase; returns their metrics.
+
+        As Pretraining.train_steps. Calls of `jax_steps_per_call` steps each,
+        then the remainder one step per call; the seeds are [seed, step * k + i]
+        for micro-batch i of k, whatever the calls.
+        """
+        phase, k = self.phase_at(self.step), self.run.gradient_accumulation_steps
+        per_call = self.run.jax_steps_per_call
+        if self.step + num_steps > phase.end:
+            raise ValueError(f"{num_steps} steps from {self.step} cross the end of {phase.name}")
+        step = self.step
+        end = step + num_steps
+        state, totals = self._state(), None  # donated: no variable is read until _assign
+        while step < end:
+            n = per_call if end - step >= per_call else 1
+            batches = [self._to_device(next(iterator)) for _ in range(n * k)]
+            seeds = jnp.asarray([[[self.config.seed, (step + i) * k + j] for j in range(k)]
+                                 for i in range(n)], dtype="int32")
+            state, values = self._compiled_steps(phase, n)(state, batches, seeds)
             totals = values if totals is None else jax.tree.map(jnp.add, totals, values)
+            step += n
         self._assign(state)
         return reporting.finish(jax.device_get(totals), num_steps)
 
@@ -256,7 +356,13 @@ class JaxPretraining:
         return host_loop.train(self, stop_at_step)
 
     def phase_at(self, step: int):
-        return self.phases[0]  # one phase: the JAX loop trains the whole model
+        return next(p for p in self.phases if p.start <= step < p.end)
+
+    def initialize_discriminator_from_generator(self):
+        """Two-stage training: D's encoder takes G's weights (equal sizes)."""
+        self.model.discriminator.encoder.set_weights(self.model.generator.encoder.get_weights())
+        self._log(f"step {self.step}: discriminator initialized from the generator")
+
 
     def save_checkpoint(self, force: bool = False):
         return self.save(force=force)

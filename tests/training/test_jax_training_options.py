@@ -1,0 +1,201 @@
+"""The JAX loop's options and phases: steps per call, gradient accumulation,
+objectives and algorithms that train part of the model (jax_training.py).
+
+Each JAX run is a subprocess with KERAS_BACKEND=jax, as in test_jax_runtime.py.
+"""
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+
+from tests.training.conftest import TINY_MODEL
+from tests.training.test_jax_runtime import (
+    NO_DROPOUT,
+    OBJECTIVE_LOSSES,
+    config_json,
+    run_python,
+    train,
+)
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
+                                reason="jax is not installed (pip install 'jax[cpu]')")
+
+# Runs train_steps() from step 0, in chunks of the given sizes, once per set
+# of overrides (of RunConfig or PretrainingConfig fields), each a fresh
+# trainer (the same seed: the same initial weights), on the TF or the JAX
+# loop. weights: "save" writes each trainer's initial weights to
+# OUT.weights.h5, a path loads them, "" neither. Writes the trainable and
+# optimizer variables of each to OUT (npz); prints the chunks' results (and,
+# with "eval", a 1-batch evaluation's last).
+TRAIN_STEPS = """
+    import dataclasses, json, sys
+    import numpy as np
+    from electra_tf.config import PretrainingConfig, RunConfig
+    spec, overrides, chunks = (json.loads(a) for a in sys.argv[1:4])
+    out, weights, backend = sys.argv[4:7]
+    run_fields = {f.name for f in dataclasses.fields(RunConfig)}
+    arrays, results = {}, {}
+    for name, values in overrides.items():
+        run = RunConfig(**spec["run"], **{k: v for k, v in values.items() if k in run_fields})
+        config = PretrainingConfig(**{**spec["config"], **{k: v for k, v in values.items()
+                                                           if k not in run_fields}})
+        if backend == "jax":
+            from electra_tf.jax_training import JaxPretraining
+            t = JaxPretraining(config, run)
+        else:
+            from electra_tf.training import Pretraining
+            t = Pretraining(config, run)
+        if weights == "save":
+            t.model.save_weights(out + ".weights.h5")
+        elif weights:
+            t.model.load_weights(weights)
+        it = t.make_train_iterator(0)
+        results[name] = [t.train_steps(it, n) for n in chunks]
+        if sys.argv[7:] == ["eval"]:
+            results[name].append(t.evaluate(1))
+        assert t.step == sum(chunks), t.step
+        for i, v in enumerate(list(t.model.trainable_variables) + list(t.optimizer.variables)):
+            arrays[f"{name}/{i:04d}"] = np.asarray(v.value if backend == "jax" else v.numpy())
+    np.savez(out, **arrays)
+    print(json.dumps(results))
+"""
+
+
+def train_steps(spec, overrides, chunks, out, backend="jax", weights="", evaluate=False,
+                devices=1):
+    """{name: [chunk results]}, {name: [trainable + optimizer variables]}."""
+    results = json.loads(run_python(TRAIN_STEPS, backend, spec, json.dumps(overrides),
+                                    json.dumps(chunks), str(out), weights, backend,
+                                    *(["eval"] if evaluate else []),
+                                    devices=devices).splitlines()[-1])
+    with np.load(out) as data:
+        arrays = {k: data[k] for k in data.files}
+    return results, {name: [arrays[k] for k in sorted(arrays) if k.startswith(name + "/")]
+                     for name in overrides}
+
+
+def assert_same_results(a: list, b: list, name: str):
+    """Chunk results equal to float32 rounding: the loss a scan reports may be
+    fused differently from the one-step program's (the weights are identical)."""
+    for x, y in zip(a, b, strict=True):
+        assert set(x) == set(y), name
+        for key in x:
+            assert x[key] == pytest.approx(y[key], rel=1e-6, abs=1e-7), f"{name}: {key}"
+
+
+@pytest.mark.parametrize("accumulation", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_jax_steps_per_call_match_one_step_per_call(tiny_records, tmp_path, accumulation):
+    # Dropout and sampling on: every step's seeds must be the one-step-per-call ones.
+    spec = config_json(tiny_records, tmp_path / "m")
+    k = {"gradient_accumulation_steps": accumulation}
+    overrides = {"1": k, "3": {**k, "jax_steps_per_call": 3}}
+    # 4 steps: per_call 3 runs a call of 3 steps, then one of 1.
+    results, weights = train_steps(spec, overrides, [4], tmp_path / "out.npz")
+    assert_same_results(results["3"], results["1"], "3")
+    for a, b in zip(weights["3"], weights["1"], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert np.isfinite(results["1"][0]["loss"])
+
+
+@pytest.mark.slow
+def test_jax_steps_per_call_and_accumulation_over_two_devices_match_one(tiny_records, tmp_path):
+    # The stacked batches and micro-batches keep their split over the devices.
+    spec = config_json(tiny_records, tmp_path / "m", model_hparam_overrides=NO_DROPOUT)
+    overrides = {"a": {"gradient_accumulation_steps": 2, "jax_steps_per_call": 3}}
+    one, one_vars = train_steps(spec, overrides, [4], tmp_path / "one.npz")
+    two, two_vars = train_steps(spec, overrides, [4], tmp_path / "two.npz", devices=2)
+    for key in ("loss", "mlm_loss", "disc_loss", "grad_norm"):
+        assert two["a"][0][key] == pytest.approx(one["a"][0][key], rel=1e-4), key
+    for a, b in zip(one_vars["a"], two_vars["a"], strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-5)
+
+
+def test_jax_bert_mlm_and_gradient_accumulation_match_the_tf_loop(tiny_records, tmp_path):
+    # bert_mlm draws nothing at random (no sampling; dropout off), so both loops
+    # take the same steps from the same weights and batches: G's variables only,
+    # accumulation over 2 micro-batches, clipping and AdamW.
+    spec = config_json(tiny_records, tmp_path / "m", objective="bert_mlm",
+                       model_hparam_overrides=NO_DROPOUT)
+    overrides = {"k1": {}, "k2": {"gradient_accumulation_steps": 2}}
+    tf_results, tf_vars = train_steps(spec, overrides, [1, 2], tmp_path / "tf.npz",
+                                      backend="tensorflow", weights="save")
+    jax_results, jax_vars = train_steps(spec, overrides, [1, 2], tmp_path / "jax.npz",
+                                        weights=str(tmp_path / "tf.npz.weights.h5"))
+    for name in overrides:
+        for tf_chunk, jax_chunk in zip(tf_results[name], jax_results[name], strict=True):
+            assert set(tf_chunk) == set(jax_chunk), name
+            for key, value in tf_chunk.items():
+                if key != "sequences_per_second":
+                    assert jax_chunk[key] == pytest.approx(value, rel=1e-4, abs=1e-6), (
+                        name, key)
+        untouched = 0
+        for a, b in zip(tf_vars[name], jax_vars[name], strict=True):
+            if a.dtype.kind == "f" and not a.any():  # e.g. the slots of variables not trained
+                np.testing.assert_array_equal(b, 0, err_msg=name)
+                untouched += 1
+            np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6, err_msg=name)
+        # bert_mlm trains no RTD head (4 variables): their 8 optimizer slots stay zero.
+        assert untouched >= 8, untouched
+    # The first step's loss is at the same weights: accumulation averages two
+    # micro-batches' losses, which differs from the whole batch's.
+    assert tf_results["k2"][0]["loss"] != pytest.approx(tf_results["k1"][0]["loss"], rel=1e-4)
+
+
+@pytest.mark.slow
+def test_jax_trains_every_objective(tiny_records, tmp_path):
+    """Each objective's step (the path the efficiency study runs on GPU), and
+    its eval, on the JAX loop; parity of their losses with TF is in
+    test_jax_runtime.py."""
+    spec = config_json(tiny_records, tmp_path / "m")
+    objectives = [o for o in OBJECTIVE_LOSSES if o != "electra"]  # electra: everywhere else
+    overrides = {o: {"objective": o} for o in objectives}
+    results, _ = train_steps(spec, overrides, [2], tmp_path / "out.npz", evaluate=True)
+    for objective in objectives:
+        trained, evaluation = results[objective]
+        for term in OBJECTIVE_LOSSES[objective]:
+            assert np.isfinite(trained[term]) and np.isfinite(evaluation[term]), (objective, term)
+        assert trained["grad_norm"] > 0, objective
+
+
+# Equal sizes, as two-stage training needs (G takes 4h FFN and h/64 heads).
+SIZED_LIKE_G = {**TINY_MODEL, "num_attention_heads": 1, "intermediate_size": 64}
+
+
+@pytest.mark.slow
+def test_jax_two_stage_crosses_the_switch_and_resumes_exactly(tiny_records, tmp_path):
+    def spec(name):
+        return config_json(tiny_records, tmp_path / name, training_algorithm="two_stage",
+                           generator_hidden_size=1.0, model_hparam_overrides=SIZED_LIKE_G)
+
+    straight = train(spec("a"), [None])
+    # Stopped at the switch (D not yet initialized from G), then one step after it.
+    resumed = train(spec("b"), [3, 4, None])
+    assert straight["step"] == resumed["step"] == 6
+    assert straight["final"] == resumed["final"] and np.isfinite(straight["final"]["loss"])
+    for a, b in zip(straight["weights"], resumed["weights"], strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+    def checkpoint(step):
+        with np.load(tmp_path / "b" / "checkpoints" / f"jax-ckpt-{step}.npz") as data:
+            return {k: data[k] for k in data.files}
+
+    at_switch, after_one, final = checkpoint(3), checkpoint(4), checkpoint(6)
+    g_names = [k for k in final if k.startswith("model/generator/")]
+    for name in g_names:  # G frozen in the second stage
+        np.testing.assert_array_equal(final[name], at_switch[name], err_msg=name)
+    encoder = [k for k in g_names if "/encoder/" in k and "seed_generator" not in k]
+
+    def distance_d_to_g(ckpt):
+        return max(np.max(np.abs(ckpt[k.replace("/generator/", "/discriminator/")] - ckpt[k]))
+                   for k in encoder)
+
+    # D starts stage 2 from G's encoder: one AdamW step away (< 10 lr), not before.
+    assert distance_d_to_g(after_one) < 1e-2 < distance_d_to_g(at_switch)
+
+    # The folder loads, as a TF run's does.
+    from electra_tf import artifacts
+
+    discriminator, vocab = artifacts.load_discriminator(str(tmp_path / "b"))
+    assert vocab == tiny_records["vocab"] and discriminator.count_params() > 0
