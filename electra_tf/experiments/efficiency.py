@@ -103,6 +103,8 @@ def define_flags():
     flags.DEFINE_string("output_dir", "", "Where runs/ and the results go.")
     flags.DEFINE_string("site_dirs", "all", "gpu prepare: package folders beyond the running "
                         "interpreter's (install_corpus.source_roots).")
+    flags.DEFINE_string("corpus_extra_dirs", "", "gpu prepare: more folders of text for the "
+                        "corpus (install_corpus --extra_dirs), e.g. /usr/share/man/man1.")
     flags.DEFINE_integer("probe_epochs", 0, "Fine-tuning epochs per probe (0: the study's).")
     flags.DEFINE_string("probes", ",".join(probes_lib.PROBES), "Probes to run.")
 
@@ -183,8 +185,10 @@ def build_install_data(s: dict, paths: dict) -> None:
 
     os.makedirs(s["data_dir"], exist_ok=True)
     if not os.path.exists(paths["corpus"]):
-        stats = write_install_corpus(paths["corpus"], site_dirs="" if FLAGS.toy else
-                                     FLAGS.site_dirs, max_files=s.get("toy_files", 0))
+        extra = tuple(d for d in FLAGS.corpus_extra_dirs.split(",") if d)
+        stats = write_install_corpus(paths["corpus"], extra_dirs=extra,
+                                     site_dirs="" if FLAGS.toy else FLAGS.site_dirs,
+                                     max_files=s.get("toy_files", 0))
         log(f"corpus: {stats}")
     if not os.path.exists(paths["vocab_file"]):
         build_vocab(paths["corpus"], s["vocab_size"], paths["vocab_file"],

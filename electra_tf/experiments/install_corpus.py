@@ -55,7 +55,9 @@ _SKIP_NAME = re.compile(r"^(licen[cs]e|copying|notice|authors|contributors|recor
                         r"license-3rd-party)", re.I)
 _DOC_EXT = (".rst", ".md", ".txt")
 _EXTRA_NAME = re.compile(r"^(readme|news|faq|howto|guide|intro|overview|tutorial|manual|"
-                         r"usage|.*\.(txt|md|rst))", re.I)
+                         r"usage|.*\.(txt|md|rst)(\.gz)?$|.*\.[1-8]\w*(\.gz)?$)", re.I)
+_MAN_PAGE = re.compile(r"\.[1-8]\w*(\.gz)?$")
+_ROFF_ESCAPE = re.compile(r"\\(f[BIRPC]|f\(..|s[-+]?\d|\(..|\*\(..|\*.|[&|^e-]|.)")
 _MAX_DOC_BYTES = 2_000_000  # larger text files are data (word lists, label sets)
 _ROLE = re.compile(r":[\w:.-]+:`~?([^`<]*?)(?:\s*<[^>]*>)?`")  # :class:`x <y>` -> x
 _LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)|`([^`<]*?)\s*<[^>]*>`_+")  # [t](u), `t <u>`_
@@ -141,6 +143,22 @@ def field_paragraphs(para: str) -> list[str]:
     return out
 
 
+def roff_text(text: str) -> str:
+    """A man page (roff) -> plain paragraphs: requests dropped, font escapes removed,
+    text macros (.B, .I, .BR, ...) kept as words; .PP/.SH/.TP start a paragraph."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith((".", "'")):
+            request, _, rest = line[1:].partition(" ")
+            if request in ("B", "I", "BR", "BI", "IR", "IB", "RB", "RI", "SM"):
+                line = rest.replace('"', "")
+            else:
+                out.append("")  # .PP, .SH, .TP, .IP, .br, .nf ...: a break
+                continue
+        out.append(_ROFF_ESCAPE.sub(lambda m: "-" if m.group(1) == "-" else "", line))
+    return "\n".join(out)
+
+
 def metadata_description(text: str) -> str:
     """METADATA (email-header format) -> its body, the long description (a README)."""
     head, _, body = text.partition("\n\n")
@@ -170,7 +188,11 @@ def file_paragraphs(path: str) -> list[list[str]]:
             return []
         with open(path, "rb") as f:
             raw = f.read()
-    except OSError:
+        if path.endswith(".gz"):
+            import gzip
+
+            raw = gzip.decompress(raw)[:4 * _MAX_DOC_BYTES]
+    except (OSError, EOFError):
         return []
     if path.endswith(".py"):
         try:
@@ -196,6 +218,8 @@ def file_paragraphs(path: str) -> list[list[str]]:
             return []
         if os.path.basename(path) in ("METADATA", "PKG-INFO"):
             text = metadata_description(text)
+        elif _MAN_PAGE.search(path):
+            text = roff_text(text)
         paragraphs = markup_paragraphs(text)
     out = []
     for para in paragraphs:
