@@ -272,3 +272,20 @@ def test_jax_data_parallel_over_two_devices_matches_one(jax_runs, tmp_path):
     assert (two["replicas"], one["replicas"]) == (2, 1)
     np.testing.assert_allclose(two["losses"], one["losses"], rtol=1e-5)
     np.testing.assert_allclose(two["logits"], one["logits"], atol=1e-5)
+
+
+@pytest.mark.slow
+def test_jax_cli_independent_span_head(pretrained_dir, toy_squad_dir, tmp_path):
+    """SQuAD's other head (--joint_prediction=false) trains and is what the folder records."""
+    from electra_tf import artifacts
+
+    proc = run_jax("electra_tf.run_finetuning", "--task_name=squad_v2",
+                   f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_squad_dir}",
+                   f"--model_dir={tmp_path}/out", "--num_train_epochs=3",
+                   "--learning_rate=3e-3", "--train_batch_size=16", "--max_seq_length=24",
+                   "--joint_prediction=false", module=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.load(open(tmp_path / "out" / "results.json"))
+    assert results["epoch_3"]["dev"]["f1"] >= 80.0, results
+    model, record = artifacts.load_finetuned(str(tmp_path / "out"))
+    assert model.head.span_head == "independent" and record.head_options["beam_size"] == 20
