@@ -2,6 +2,12 @@
 
 from setuptools import find_packages, setup
 
+# What JAX pre-training needs where TensorFlow is not installed
+# (--jax_input_pipeline=numpy; BUILD.md): `pip install --no-deps electra_tf`,
+# then these (with jax[cuda12] on NVIDIA GPUs). h5py comes with keras.
+JAX_WITHOUT_TENSORFLOW = ["keras>=3.10,<4", "jax>=0.6,<0.11", "numpy>=1.26", "absl-py>=1.4",
+                          "tensorboard"]
+
 setup(
     name="electra_tf",
     version="0.1.0",
@@ -31,5 +37,7 @@ setup(
         # Checkpoint interop: the parity tests against PyTorch ELECTRA, and
         # `convert --from=hf` (safetensors alone is enough to import).
         "interop": ["torch==2.13.0", "transformers==5.23.*", "safetensors>=0.4"],
+        # The JAX backend beside TensorFlow; without TensorFlow, see above.
+        "jax": JAX_WITHOUT_TENSORFLOW,
     },
 )

@@ -163,7 +163,7 @@ def write_pretraining_config(model_dir: str, config: PretrainingConfig | None,
         value["pretraining"] = config.to_dict()
     vocab = value["run"].get("vocab_file", "")
     if vocab:
-        from electra_tf.tokenization import VocabError
+        from electra_tf.vocab_file import VocabError
 
         try:
             value["vocab_sha256"] = vocab_fingerprint(vocab)
@@ -178,7 +178,7 @@ def vocab_fingerprint(vocab_file: str) -> str:
     Raises:
       VocabError: the file is missing or not a vocabulary.
     """
-    from electra_tf.tokenization import load_vocab
+    from electra_tf.vocab_file import load_vocab
 
     return hashlib.sha256("\n".join(load_vocab(vocab_file)).encode("utf-8")).hexdigest()
 

@@ -52,7 +52,7 @@ def run_cli(main: Callable[[], None]) -> None:
     from electra_tf.config import ConfigError
     from electra_tf.errors import InputError
     from electra_tf.finetuning.base import TaskDataError
-    from electra_tf.tokenization import VocabError
+    from electra_tf.vocab_file import VocabError
 
     logging.set_verbosity(logging.WARNING)  # TF's INFO lines (checkpoint sharding, ...)
     try:

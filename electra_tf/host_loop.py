@@ -10,7 +10,9 @@ describes. Ctrl-C saves a checkpoint, then stops with one line
 then stops with one line naming the file.
 
 A trainer provides: `config`, `run`, `chief`, `files` ({"train", "eval"}),
-`model`, `optimizer`, `multi_worker`, the `step` property, `phase_at(step)`,
+`model`, `optimizer`, `multi_worker`, `tensorflow_io` (whether it reads its
+data through TensorFlow; if not, neither does this loop: summaries go
+through the tensorboard package), the `step` property, `phase_at(step)`,
 `restore()`, `make_train_iterator(step)`, `train_steps(iterator, n)`,
 `evaluate()`, `save_checkpoint(force)` and
 `initialize_discriminator_from_generator()`.
@@ -20,12 +22,11 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 
-import tensorflow as tf
-
 from electra_tf import artifacts, reporting, runtime
-from electra_tf.data.pipeline import locate_corrupt_record
+from electra_tf.data.tfrecord_reader import RecordError, locate_corrupt_record
 from electra_tf.errors import InputError
 
 
@@ -50,8 +51,8 @@ def train(trainer, stop_at_step: int | None = None) -> dict:
             log(trainer, f"removed {name}, left by a write that was killed midway")
         artifacts.write_pretraining_config(run.model_dir, cfg, run)
     train_writer, eval_writer = (
-        tf.summary.create_file_writer(os.path.join(run.model_dir, name)) if trainer.chief
-        else tf.summary.create_noop_writer() for name in ("train", "eval"))
+        runtime.summary_writer(os.path.join(run.model_dir, name) if trainer.chief else None,
+                               tensorflow=trainer.tensorflow_io) for name in ("train", "eval"))
     log_every = run.log_every_steps or cfg.iterations_per_loop
     end = min(cfg.num_train_steps, stop_at_step or cfg.num_train_steps)
     try:
@@ -88,8 +89,11 @@ def train(trainer, stop_at_step: int | None = None) -> dict:
     except KeyboardInterrupt:
         trainer.save_checkpoint(force=True)
         raise runtime.Interrupted(trainer.step) from None
-    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+    except _tensorflow_data_errors() as e:
         raise bad_record(trainer, e) from None
+    except RecordError as e:  # the NumPy input names the file itself
+        raise InputError(f"{e}, met at step {trainer.step}; {_save_after_bad_record(trainer)}; "
+                         "replace or remove that file, then rerun to resume") from None
     report_eval(trainer, final, eval_writer)
     if trainer.chief:
         artifacts.save_discriminator(run.model_dir, trainer.model.kept_discriminator())
@@ -109,7 +113,21 @@ def report_eval(trainer, results: dict, writer) -> None:
         log(trainer, reporting.eval_line(results, trainer.step))
 
 
-def bad_record(trainer, error: tf.errors.OpError) -> Exception:
+def _tensorflow_data_errors() -> tuple:
+    """tf.data's errors for a bad record; none where TensorFlow was never imported."""
+    tf = sys.modules.get("tensorflow")
+    return (tf.errors.DataLossError, tf.errors.InvalidArgumentError) if tf else ()
+
+
+def _save_after_bad_record(trainer) -> str:
+    """Saves a checkpoint where one can be; says what happened."""
+    if trainer.multi_worker:
+        return "no checkpoint saved (a multi-worker save needs every worker)"
+    trainer.save_checkpoint(force=True)
+    return f"checkpoint saved at step {trainer.step}"
+
+
+def bad_record(trainer, error) -> Exception:
     """A corrupt or misshaped record met mid-run: save a checkpoint, name the file.
 
     tf.data's messages name neither the file nor the flag; the file is
@@ -123,11 +141,7 @@ def bad_record(trainer, error: tf.errors.OpError) -> Exception:
     if not corrupt and not misshaped:
         return error
     step = trainer.step
-    if trainer.multi_worker:
-        saved = "no checkpoint saved (a multi-worker save needs every worker)"
-    else:
-        trainer.save_checkpoint(force=True)
-        saved = f"checkpoint saved at step {step}"
+    saved = _save_after_bad_record(trainer)
     if misshaped:
         return InputError(
             f"a record of --train_data or --eval_data does not fit --max_seq_length="

@@ -30,9 +30,16 @@ the default strategy, so both loops see the same batches and masks; or, with
 input_pipeline="numpy", data/numpy_pipeline.py, which reads the same
 TFRecords and masks with the same distribution without TensorFlow.
 
-Not yet on this runtime (clear errors): multi-host runs, and a run on a
-machine without TensorFlow (the NumPy input exists; this module still
-imports TF for summaries and vocab).
+With the NumPy input, nothing on the run's path imports TensorFlow (the
+record checks, the vocab, the summaries through the tensorboard package, the
+checkpoints, the final folder), so it runs on a machine with JAX alone.
+
+Multi-host (`start_multihost`, before anything else touches JAX): one
+process per host, the DataParallel mesh over every process's devices. Each
+process reads the same global batches and puts its own rows on its devices
+(so a run's batches do not depend on the number of processes); process 0
+alone writes checkpoints, summaries and the folder, and every process
+checks at start that it resumes from the same step.
 """
 
 from __future__ import annotations
@@ -47,13 +54,11 @@ import jax
 import jax.numpy as jnp
 import keras
 import numpy as np
-import tensorflow as tf
 
 from electra_tf import artifacts, host_loop, preflight, reporting, runtime
 from electra_tf.algorithms import make_phases
 from electra_tf.config import ConfigError, PretrainingConfig, RunConfig
 from electra_tf.data.numpy_pipeline import numpy_pretraining_batches
-from electra_tf.data.pipeline import pretraining_dataset
 from electra_tf.errors import InputError
 from electra_tf.fileio import atomic_write
 from electra_tf.pretrainer import ElectraPretrainer
@@ -73,14 +78,23 @@ class JaxPretraining:
         self.config, self.run = config.validate(), run.validate()
         if run.strategy not in ("default", "mirrored"):
             raise ConfigError(f"--strategy={run.strategy} is not available on the JAX backend "
-                              "(it uses every local device; multi-host is not supported yet)")
+                              "(it uses every local device; for multi-host, see "
+                              "--jax_coordinator_address)")
         if config.train_batch_size % run.gradient_accumulation_steps:
             raise ConfigError("train_batch_size must be a multiple of gradient_accumulation_steps")
         runtime.set_precision(run.mixed_precision)
-        self.files = preflight.preflight(config, run)
-        self.chief, self.multi_worker = True, False
+        self.tensorflow_io = input_pipeline == "tf.data"  # else TensorFlow is never imported
+        self.files = preflight.preflight(config, run, tensorflow_io=self.tensorflow_io)
+        # multi_worker stays False: a JAX save is no collective, any process can save.
+        self.chief, self.multi_worker = jax.process_index() == 0, False
         self.masking = preflight.pretraining_masking(config, run)
-        devices = jax.local_devices()[:run.num_devices or None]
+        if jax.process_count() > 1:
+            if run.num_devices:
+                raise ConfigError("--num_devices caps the devices of one process; a multi-host "
+                                  "run uses every device of every process")
+            devices = jax.devices()  # every process's: the batch is split over all of them
+        else:
+            devices = jax.local_devices()[:run.num_devices or None]
         self.num_replicas = len(devices)
         micro = config.train_batch_size // run.gradient_accumulation_steps
         for name, size in (("the micro-batch", micro), ("eval_batch_size", config.eval_batch_size)):
@@ -238,6 +252,8 @@ class JaxPretraining:
             return numpy_pretraining_batches(files, batch_size, self.config.max_seq_length,
                                              self.masking, is_training=is_training, seed=seed,
                                              skip_batches=skip_batches)
+        from electra_tf.data.pipeline import pretraining_dataset
+
         return pretraining_dataset(files, batch_size, self.config.max_seq_length, self.masking,
                                    is_training=is_training, seed=seed,
                                    skip_batches=skip_batches).as_numpy_iterator()
@@ -310,6 +326,9 @@ class JaxPretraining:
             return None
         if self._last_saved == step:
             return None
+        if not self.chief:  # process 0 writes; the weights are the same on every process
+            self._last_saved = step
+            return None
         arrays = {"model/" + v.path: np.asarray(v.value) for v in self.model.variables}
         arrays.update({f"optimizer/{i:05d}": np.asarray(v.value)
                        for i, v in enumerate(self.optimizer.variables)})
@@ -329,10 +348,10 @@ class JaxPretraining:
         """Resumes from the latest jax-ckpt (every variable checked). Returns the step."""
         found = self._checkpoints()
         if not found:
-            if tf.train.latest_checkpoint(self.checkpoint_dir):
+            if glob.glob(os.path.join(self.checkpoint_dir, "ckpt-*.index")):
                 raise InputError(f"{self.checkpoint_dir} holds TensorFlow checkpoints, which the "
                                  "JAX backend cannot resume: rerun without KERAS_BACKEND=jax")
-            return self.step
+            return self._same_step_everywhere()
         path = found[-1][1]
         with np.load(path) as data:
             arrays = dict(data)
@@ -348,6 +367,18 @@ class JaxPretraining:
             v.assign(arrays[name])
         self._last_saved = self.step
         self._log(f"resumed from {path} at step {self.step}")
+        return self._same_step_everywhere()
+
+    def _same_step_everywhere(self) -> int:
+        """The step, after checking that every process of a multi-host run has it."""
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            steps = multihost_utils.process_allgather(np.asarray(self.step)).tolist()
+            if len(set(steps)) > 1:
+                raise InputError(f"the processes would resume from different steps {steps}: "
+                                 "every process must see the same --model_dir (a shared file "
+                                 "system) and its checkpoints")
         return self.step
 
     # === The host loop (host_loop.py, shared with the TF loop) ===
@@ -363,9 +394,31 @@ class JaxPretraining:
         self.model.discriminator.encoder.set_weights(self.model.generator.encoder.get_weights())
         self._log(f"step {self.step}: discriminator initialized from the generator")
 
-
     def save_checkpoint(self, force: bool = False):
         return self.save(force=force)
 
     def _log(self, message: str):
         host_loop.log(self, message)
+
+
+def start_multihost(coordinator_address: str, num_processes: int, process_id: int) -> None:
+    """Joins this process to a multi-host run (`jax.distributed.initialize`).
+
+    Call in every process, before anything touches JAX's devices (before
+    JaxPretraining). The processes' collectives are XLA's (gloo on CPU).
+
+    Args:
+      coordinator_address: host:port of process 0, which every process reaches.
+      num_processes: processes in the run (>= 2).
+      process_id: this process, in [0, num_processes); 0 writes the outputs.
+
+    Raises:
+      ConfigError: a setting missing or out of range.
+    """
+    if not coordinator_address or num_processes < 2:
+        raise ConfigError("a multi-host JAX run needs --jax_coordinator_address=HOST:PORT and "
+                          "--jax_num_processes >= 2 (and --jax_process_id for each process)")
+    if not 0 <= process_id < num_processes:
+        raise ConfigError(f"--jax_process_id={process_id} is not in [0, "
+                          f"--jax_num_processes={num_processes})")
+    jax.distributed.initialize(coordinator_address, num_processes, process_id)

@@ -2,7 +2,8 @@
 
 Bad input stops a run here with one line: data files that are missing, not
 TFRecords or built for another max_seq_length, and a model_dir whose
-checkpoints another vocabulary or other model sizes wrote.
+checkpoints another vocabulary or other model sizes wrote. Nothing here needs
+TensorFlow unless the run reads its data through it (`tensorflow_io`).
 """
 
 from __future__ import annotations
@@ -13,22 +14,29 @@ import json
 from electra_tf import artifacts
 from electra_tf.config import ConfigError, PretrainingConfig, RunConfig
 from electra_tf.data.masking import MaskingConfig
-from electra_tf.data.pipeline import check_records
+from electra_tf.data.tfrecord_reader import LOCAL_FILES, check_records, tensorflow_files
 
 
-def preflight(config: PretrainingConfig, run: RunConfig) -> dict[str, list[str]]:
+def preflight(config: PretrainingConfig, run: RunConfig,
+              tensorflow_io: bool = True) -> dict[str, list[str]]:
     """Refuses bad input before a run builds or writes anything.
 
-    Checks the data (`pipeline.check_records`: every glob matches, every file
-    starts with a record of config.max_seq_length; one record per file) and,
-    when model_dir already holds checkpoints, that this run can resume them
-    (`check_resume`). Returns {"train": files, "eval": files}.
+    Checks the data (`tfrecord_reader.check_records`: every glob matches,
+    every file starts with a record of config.max_seq_length; one record per
+    file) and, when model_dir already holds checkpoints, that this run can
+    resume them (`check_resume`). Returns {"train": files, "eval": files}.
+
+    Args:
+      tensorflow_io: the run reads its records through TensorFlow (tf.data),
+        so the files are found with tf.io.gfile; False: with Python alone
+        (the NumPy input pipeline), and TensorFlow is not imported.
 
     Raises:
       InputError, ConfigError, VocabError: one line naming the flag or file.
     """
-    files = {"train": check_records(run.train_data, config.max_seq_length, "--train_data"),
-             "eval": (check_records(run.eval_data, config.max_seq_length, "--eval_data")
+    fs = tensorflow_files() if tensorflow_io else LOCAL_FILES
+    files = {"train": check_records(run.train_data, config.max_seq_length, "--train_data", fs),
+             "eval": (check_records(run.eval_data, config.max_seq_length, "--eval_data", fs)
                       if run.eval_data else [])}
     check_resume(config, run)
     return files
@@ -37,19 +45,24 @@ def preflight(config: PretrainingConfig, run: RunConfig) -> dict[str, list[str]]
 def pretraining_masking(config: PretrainingConfig, run: RunConfig) -> MaskingConfig:
     """The masking of a run's batches, after checking the vocab file against vocab_size.
 
+    Only the special tokens' ids and the size matter here (the records are
+    already token ids), so the vocab file is read without the tokenizer.
+
     Raises:
       ConfigError: --vocab_size is not the vocab file's size; VocabError: a bad file.
     """
     from electra_tf.objectives.variants import get_objective
-    from electra_tf.tokenization import Tokenizer
+    from electra_tf.vocab_file import CLS, MASK, SEP, load_vocab
 
-    tokenizer = Tokenizer(run.vocab_file, do_lower_case=config.do_lower_case)
-    if tokenizer.vocab_size != config.vocab_size:
+    vocab = load_vocab(run.vocab_file)
+    if len(vocab) != config.vocab_size:
         raise ConfigError(f"vocab_size={config.vocab_size} but {run.vocab_file} holds "
-                          f"{tokenizer.vocab_size} tokens; set --vocab_size to match")
-    return MaskingConfig.from_tokenizer(
-        tokenizer, config.mask_prob, config.resolved_max_predictions_per_seq,
-        **get_objective(config).masking)
+                          f"{len(vocab)} tokens; set --vocab_size to match")
+    ids = {token: i for i, token in enumerate(vocab)}
+    return MaskingConfig(mask_prob=config.mask_prob,
+                         max_predictions_per_seq=config.resolved_max_predictions_per_seq,
+                         mask_id=ids[MASK], cls_id=ids[CLS], sep_id=ids[SEP],
+                         vocab_size=len(vocab), **get_objective(config).masking)
 
 
 # Flags whose values can change the variables (and so the checkpoints).
@@ -88,7 +101,7 @@ def check_resume(config: PretrainingConfig, run: RunConfig) -> None:
     if want:
         got = artifacts.vocab_fingerprint(run.vocab_file)
         if got != want:
-            from electra_tf.tokenization import load_vocab
+            from electra_tf.vocab_file import load_vocab
 
             old = recorded.get("run", {}).get("vocab_file", "?")
             old_size = recorded.get("pretraining", {}).get("vocab_size", "?")

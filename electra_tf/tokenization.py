@@ -25,47 +25,19 @@ from typing import Iterable, Sequence
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
-SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
-
-# BERT's uncased vocab: [PAD]=0, [unused0..98]=1..99, [UNK]=100, [CLS]=101,
-# [SEP]=102, [MASK]=103. Learned vocabularies keep these ids.
-BERT_RESERVED_TOKENS = (
-    [PAD] + [f"[unused{i}]" for i in range(99)] + [UNK, CLS, SEP, MASK])
-
-
-class VocabError(ValueError):
-    """The vocabulary file is missing, empty or lacks a special token."""
-
-
-def load_vocab(vocab_file: str) -> list[str]:
-    """Reads a BERT-style vocab (one token per line) and checks its specials.
-
-    Raises:
-      VocabError: the file is missing or empty, a token repeats, a special
-        token is missing, or [PAD] is not id 0 (padding is written as 0).
-    """
-    if not tf.io.gfile.exists(vocab_file):
-        raise VocabError(f"vocab file not found: {vocab_file}")
-    with tf.io.gfile.GFile(vocab_file, "rb") as f:
-        tokens = [line.decode("utf-8", errors="replace").rstrip("\r\n")
-                  for line in f.read().splitlines()]
-    while tokens and not tokens[-1]:
-        tokens.pop()
-    if not tokens:
-        raise VocabError(f"vocab file is empty: {vocab_file}")
-    seen: dict[str, int] = {}
-    for i, tok in enumerate(tokens):
-        if tok in seen:
-            raise VocabError(
-                f"{vocab_file}:{i + 1}: token {tok!r} repeats line {seen[tok] + 1}")
-        seen[tok] = i
-    missing = [t for t in SPECIAL_TOKENS if t not in seen]
-    if missing:
-        raise VocabError(f"{vocab_file} lacks the special token(s) {', '.join(missing)}")
-    if seen[PAD] != 0:
-        raise VocabError(f"{vocab_file}: [PAD] must be id 0, found at id {seen[PAD]}")
-    return tokens
+# The vocab file and its special tokens need no TensorFlow (vocab_file.py);
+# they are re-exported here, where most callers look for them.
+from electra_tf.vocab_file import (  # noqa: F401
+    BERT_RESERVED_TOKENS,
+    CLS,
+    MASK,
+    PAD,
+    SEP,
+    SPECIAL_TOKENS,
+    UNK,
+    VocabError,
+    load_vocab,
+)
 
 
 def resolve_strip_accents(do_lower_case: bool, strip_accents: bool | None) -> bool:

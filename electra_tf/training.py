@@ -47,6 +47,8 @@ class Pretraining:
         default one is made from `run` here.
     """
 
+    tensorflow_io = True  # host_loop: tf.data input, tf.summary summaries
+
     def __init__(self, config: PretrainingConfig, run: RunConfig,
                  strategy: tf.distribute.Strategy | None = None):
         self.config, self.run = config.validate(), run.validate()

@@ -19,11 +19,13 @@ from typing import Iterator
 import numpy as np
 
 from electra_tf.data.masking import MaskingConfig, mask_batch_numpy
-from electra_tf.data.tfrecord_reader import parse_example, read_records
-from electra_tf.errors import InputError
+from electra_tf.data.tfrecord_reader import (
+    FEATURE_KEYS,
+    RecordError,
+    parse_example,
+    read_records,
+)
 from electra_tf.fileio import expand_files
-
-FEATURE_KEYS = ("input_ids", "input_mask", "segment_ids")  # as data/features.py
 
 
 def _examples(files: list[str], max_seq_length: int, rng: np.random.Generator | None):
@@ -35,10 +37,10 @@ def _examples(files: list[str], max_seq_length: int, rng: np.random.Generator | 
                 try:
                     example = parse_example(record, FEATURE_KEYS)
                 except (ValueError, IndexError) as e:
-                    raise InputError(f"{files[i]}: record {index} is not a pre-training "
+                    raise RecordError(f"{files[i]}: record {index} is not a pre-training "
                                      f"example ({e})") from None
                 if any(len(v) != max_seq_length for v in example.values()):
-                    raise InputError(
+                    raise RecordError(
                         f"{files[i]}: record {index} has length {len(example['input_ids'])}, "
                         f"not --max_seq_length={max_seq_length} (records built for another "
                         "length)")

@@ -15,21 +15,21 @@ Everything is seeded: the same files, seed and context give the same batches.
 
 Before a run, `check_records` looks at every file cheaply (its first record);
 if a file turns out corrupt further in, tf.data's error does not name it, and
-`locate_corrupt_record` finds it from the byte offset in the message.
+`locate_corrupt_record` finds it from the byte offset in the message (both in
+data/tfrecord_reader.py, which needs no TensorFlow; here they read through
+tf.io.gfile, as tf.data does).
 """
 
 from __future__ import annotations
-
-import re
-import struct
-import time
 
 import tensorflow as tf
 
 from electra_tf.data import features as features_lib
 from electra_tf.data.masking import MaskingConfig, mask_batch
-from electra_tf.data.tfrecord_reader import masked_crc, parse_example
-from electra_tf.errors import InputError
+from electra_tf.data.tfrecord_reader import (  # noqa: F401 (re-exported)
+    check_records,
+    locate_corrupt_record,
+)
 from electra_tf.fileio import expand_files
 
 # Seed mixes that give each input pipeline (pipeline_id) its own streams from
@@ -113,136 +113,3 @@ def _mask(batch, seed, masking):
     out = dict(batch)
     out.update(mask_batch(batch["input_ids"], batch["input_mask"], seed, masking))
     return out
-
-
-# === Checking records before and during a run ===
-class _BadRecord(Exception):
-    """The record at an offset is truncated or fails its checksum."""
-
-
-def _read_record(f, offset: int, size: int) -> tuple[bytes, int] | None:
-    """The TFRecord at `offset` of an open file of `size` bytes, and the next offset.
-
-    Returns None at the end of the file. Raises _BadRecord (with the reason).
-    Framing: uint64 length, masked CRC32C of it, the data, masked CRC32C of it.
-    """
-    if offset >= size:
-        return None
-    f.seek(offset)
-    header = f.read(12)
-    if len(header) < 12:
-        raise _BadRecord(f"truncated record at byte {offset}")
-    if masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]:
-        raise _BadRecord(f"corrupted record at byte {offset}")
-    length = struct.unpack("<Q", header[:8])[0]
-    if offset + 16 + length > size:
-        raise _BadRecord(f"truncated record at byte {offset}")
-    data, footer = f.read(length), f.read(4)
-    if masked_crc(data) != struct.unpack("<I", footer)[0]:
-        raise _BadRecord(f"corrupted record at byte {offset}")
-    return data, offset + 16 + length
-
-
-def check_records(file_pattern: str | list[str], max_seq_length: int,
-                  what: str = "--train_data") -> list[str]:
-    """Checks pre-training TFRecords before a run; returns the files.
-
-    Cheap at any corpus size: it reads one record per file. Every pattern
-    must match a file, every file must open and start with a valid record
-    (or be empty), and that record must hold input_ids, input_mask and
-    segment_ids of length `max_seq_length`. A corrupt record further in is
-    met only when training reads it (see `locate_corrupt_record`).
-
-    Args:
-      file_pattern: comma-separated globs, or a list.
-      max_seq_length: L the run reads the records with.
-      what: the flag the files come from, for messages ("--eval_data").
-
-    Raises:
-      InputError: naming the flag and the file.
-    """
-    files = expand_files(file_pattern, what, glob_fn=tf.io.gfile.glob,
-                         isfile=lambda f: not tf.io.gfile.isdir(f))
-    if not any([_check_first_record(path, max_seq_length, what) for path in files]):
-        raise InputError(f"{what}: all {len(files)} file(s) are empty, e.g. {files[0]}")
-    return files
-
-
-def _check_first_record(path: str, max_seq_length: int, what: str) -> bool:
-    """Raises InputError unless the file's first record fits; False if it is empty."""
-    try:
-        with tf.io.gfile.GFile(path, "rb") as f:
-            first = _read_record(f, 0, tf.io.gfile.stat(path).length)
-    except _BadRecord as e:
-        raise InputError(f"{what}: {path} is not a TFRecord file or is corrupt ({e})") from None
-    except (tf.errors.OpError, OSError) as e:
-        raise InputError(f"{what}: cannot read {path} ({getattr(e, 'message', e)})") from None
-    if first is None:
-        return False
-    try:
-        lengths = {k: len(v) for k, v in
-                   parse_example(first[0], features_lib.FEATURE_KEYS).items()}
-    except (ValueError, IndexError, UnicodeDecodeError) as e:
-        raise InputError(f"{what}: {path} does not hold pre-training examples "
-                         f"({e}; expected int64 {', '.join(features_lib.FEATURE_KEYS)})") from None
-    if set(lengths.values()) != {max_seq_length}:
-        found = lengths["input_ids"]
-        raise InputError(f"{what}: {path} holds records of max_seq_length {found}, but "
-                         f"--max_seq_length={max_seq_length} (rebuild the data with "
-                         f"--max_seq_length={max_seq_length} or train with {found})")
-    return True
-
-
-_DATA_LOSS = re.compile(r"(corrupted|truncated) record at (\d+)")
-
-
-def locate_corrupt_record(files: list[str], error_message: str,
-                          budget_s: float = 300.0) -> str | None:
-    """The file a tf.data DataLossError ("corrupted record at N") came from.
-
-    TFRecordDataset's message gives the record's byte offset but not the
-    file. A file whose record at that offset fails its check is the one; to
-    know the offset is a record boundary, each file's record headers are
-    walked up to it (only the headers are read). Gives up (None) after
-    `budget_s` seconds.
-    """
-    match = _DATA_LOSS.search(error_message)
-    if not match:
-        return None
-    offset, deadline = int(match.group(2)), time.monotonic() + budget_s
-    for path in files:
-        if time.monotonic() > deadline:
-            return None
-        try:
-            size = tf.io.gfile.stat(path).length
-            if size < offset:
-                continue
-            with tf.io.gfile.GFile(path, "rb") as f:
-                if _bad_record_near(f, offset, size, deadline):
-                    return path
-        except (tf.errors.OpError, OSError):
-            continue
-    return None
-
-
-def _bad_record_near(f, offset: int, size: int, deadline: float) -> bool:
-    """True if this file's record at `offset` is bad, or one before it.
-
-    TensorFlow names the record's start when its header is bad and the start
-    + 12 (its data) when the data is, so both count as "at offset".
-    """
-    position = 0
-    while position <= offset:
-        if time.monotonic() > deadline:
-            return False
-        if position in (offset, offset - 12):
-            try:
-                _read_record(f, position, size)
-            except _BadRecord:
-                return True
-        f.seek(position)
-        header = f.read(12)
-        if len(header) < 12 or masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]:
-            return True
-        position += 16 + struct.unpack("<Q", header[:8])[0]
-    return False

@@ -13,18 +13,35 @@ features. This module reads them with NumPy alone:
   records use.
 CRC32C comes from `google-crc32c` (Google's maintained C implementation)
 when it is installed, else from a table-driven fallback here.
+
+Before a run, `check_records` looks at every file cheaply (its first record);
+`locate_corrupt_record` names the file behind tf.data's "corrupted record at
+N", which gives only a byte offset. Both read through a `FileSystem`: Python's
+own (`LOCAL_FILES`, no TensorFlow) or tf.io.gfile's (`tensorflow_files()`,
+remote paths such as gs:// too).
 """
 
 from __future__ import annotations
 
+import glob
+import os
+import re
 import struct
-from typing import Iterator
+import time
+from typing import BinaryIO, Callable, Iterator, NamedTuple
 
 import numpy as np
 
 from electra_tf.errors import InputError
+from electra_tf.fileio import expand_files
+
+FEATURE_KEYS = ("input_ids", "input_mask", "segment_ids")  # as data/features.py
 
 _MASK_DELTA = 0xA282EAD8
+
+
+class RecordError(InputError):
+    """A record read mid-run is corrupt or does not fit (the message names the file)."""
 
 
 def _crc32c_table() -> list[int]:
@@ -72,18 +89,18 @@ def read_records(path: str) -> Iterator[bytes]:
             if not header:
                 return
             if len(header) < 12:
-                raise InputError(f"{path}: record {index} is truncated (corrupt TFRecord file)")
+                raise RecordError(f"{path}: record {index} is truncated (corrupt TFRecord file)")
             length_bytes, length_crc = header[:8], struct.unpack("<I", header[8:])[0]
             if masked_crc(length_bytes) != length_crc:
-                raise InputError(f"{path}: record {index} has a bad length checksum "
+                raise RecordError(f"{path}: record {index} has a bad length checksum "
                                  "(corrupt TFRecord file)")
             length = struct.unpack("<Q", length_bytes)[0]
             data = f.read(length)
             footer = f.read(4)
             if len(data) < length or len(footer) < 4:
-                raise InputError(f"{path}: record {index} is truncated (corrupt TFRecord file)")
+                raise RecordError(f"{path}: record {index} is truncated (corrupt TFRecord file)")
             if masked_crc(data) != struct.unpack("<I", footer)[0]:
-                raise InputError(f"{path}: record {index} has a bad data checksum "
+                raise RecordError(f"{path}: record {index} has a bad data checksum "
                                  "(corrupt TFRecord file)")
             yield data
             index += 1
@@ -159,3 +176,166 @@ def parse_example(record: bytes, keys: tuple[str, ...]) -> dict[str, np.ndarray]
     if missing:
         raise ValueError(f"the record has no int64 feature {missing[0]!r}")
     return out
+
+
+# === Checking records before and during a run ===
+class FileSystem(NamedTuple):
+    """The file operations the record checks need."""
+
+    glob: Callable[[str], list[str]]
+    isdir: Callable[[str], bool]
+    open: Callable[[str], BinaryIO]  # opens for reading bytes
+    size: Callable[[str], int]
+    errors: tuple  # what a failed read raises
+
+
+LOCAL_FILES = FileSystem(glob.glob, os.path.isdir, lambda path: open(path, "rb"),
+                         os.path.getsize, (OSError,))
+
+
+def tensorflow_files() -> FileSystem:
+    """tf.io.gfile's file system (what tf.data reads through)."""
+    import tensorflow as tf
+
+    gfile = tf.io.gfile
+    return FileSystem(gfile.glob, gfile.isdir, lambda path: gfile.GFile(path, "rb"),
+                      lambda path: gfile.stat(path).length, (tf.errors.OpError, OSError))
+
+
+class _BadRecord(Exception):
+    """The record at an offset is truncated or fails its checksum."""
+
+
+def _read_record(f, offset: int, size: int) -> tuple[bytes, int] | None:
+    """The TFRecord at `offset` of an open file of `size` bytes, and the next offset.
+
+    Returns None at the end of the file. Raises _BadRecord (with the reason).
+    Framing: uint64 length, masked CRC32C of it, the data, masked CRC32C of it.
+    """
+    if offset >= size:
+        return None
+    f.seek(offset)
+    header = f.read(12)
+    if len(header) < 12:
+        raise _BadRecord(f"truncated record at byte {offset}")
+    if masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]:
+        raise _BadRecord(f"corrupted record at byte {offset}")
+    length = struct.unpack("<Q", header[:8])[0]
+    if offset + 16 + length > size:
+        raise _BadRecord(f"truncated record at byte {offset}")
+    data, footer = f.read(length), f.read(4)
+    if masked_crc(data) != struct.unpack("<I", footer)[0]:
+        raise _BadRecord(f"corrupted record at byte {offset}")
+    return data, offset + 16 + length
+
+
+def check_records(file_pattern: str | list[str], max_seq_length: int,
+                  what: str = "--train_data", files: FileSystem | None = None) -> list[str]:
+    """Checks pre-training TFRecords before a run; returns the files.
+
+    Cheap at any corpus size: it reads one record per file. Every pattern
+    must match a file, every file must open and start with a valid record
+    (or be empty), and that record must hold input_ids, input_mask and
+    segment_ids of length `max_seq_length`. A corrupt record further in is
+    met only when training reads it (see `locate_corrupt_record`).
+
+    Args:
+      file_pattern: comma-separated globs, or a list.
+      max_seq_length: L the run reads the records with.
+      what: the flag the files come from, for messages ("--eval_data").
+      files: the file system the run reads through (default: tf.io.gfile's);
+        with LOCAL_FILES a remote path is refused, as nothing could read it.
+
+    Raises:
+      InputError: naming the flag and the file.
+    """
+    fs = files or tensorflow_files()
+    patterns = file_pattern.split(",") if isinstance(file_pattern, str) else file_pattern
+    remote = [p.strip() for p in patterns if "://" in p]
+    if fs is LOCAL_FILES and remote:
+        raise InputError(f"{what}: {remote[0]} is a remote path, which only TensorFlow's file "
+                         "systems read (use the tf.data input pipeline, or copy the files)")
+    paths = expand_files(file_pattern, what, glob_fn=fs.glob, isfile=lambda f: not fs.isdir(f))
+    if not any([_check_first_record(path, max_seq_length, what, fs) for path in paths]):
+        raise InputError(f"{what}: all {len(paths)} file(s) are empty, e.g. {paths[0]}")
+    return paths
+
+
+def _check_first_record(path: str, max_seq_length: int, what: str, fs: FileSystem) -> bool:
+    """Raises InputError unless the file's first record fits; False if it is empty."""
+    try:
+        with fs.open(path) as f:
+            first = _read_record(f, 0, fs.size(path))
+    except _BadRecord as e:
+        raise InputError(f"{what}: {path} is not a TFRecord file or is corrupt ({e})") from None
+    except fs.errors as e:
+        raise InputError(f"{what}: cannot read {path} ({getattr(e, 'message', e)})") from None
+    if first is None:
+        return False
+    try:
+        lengths = {k: len(v) for k, v in parse_example(first[0], FEATURE_KEYS).items()}
+    except (ValueError, IndexError, UnicodeDecodeError) as e:
+        raise InputError(f"{what}: {path} does not hold pre-training examples "
+                         f"({e}; expected int64 {', '.join(FEATURE_KEYS)})") from None
+    if set(lengths.values()) != {max_seq_length}:
+        found = lengths["input_ids"]
+        raise InputError(f"{what}: {path} holds records of max_seq_length {found}, but "
+                         f"--max_seq_length={max_seq_length} (rebuild the data with "
+                         f"--max_seq_length={max_seq_length} or train with {found})")
+    return True
+
+
+_DATA_LOSS = re.compile(r"(corrupted|truncated) record at (\d+)")
+
+
+def locate_corrupt_record(paths: list[str], error_message: str, budget_s: float = 300.0,
+                          files: FileSystem | None = None) -> str | None:
+    """The file a tf.data DataLossError ("corrupted record at N") came from.
+
+    TFRecordDataset's message gives the record's byte offset but not the
+    file. A file whose record at that offset fails its check is the one; to
+    know the offset is a record boundary, each file's record headers are
+    walked up to it (only the headers are read). Gives up (None) after
+    `budget_s` seconds.
+    """
+    match = _DATA_LOSS.search(error_message)
+    if not match:
+        return None
+    fs = files or tensorflow_files()
+    offset, deadline = int(match.group(2)), time.monotonic() + budget_s
+    for path in paths:
+        if time.monotonic() > deadline:
+            return None
+        try:
+            size = fs.size(path)
+            if size < offset:
+                continue
+            with fs.open(path) as f:
+                if _bad_record_near(f, offset, size, deadline):
+                    return path
+        except fs.errors:
+            continue
+    return None
+
+
+def _bad_record_near(f, offset: int, size: int, deadline: float) -> bool:
+    """True if this file's record at `offset` is bad, or one before it.
+
+    TensorFlow names the record's start when its header is bad and the start
+    + 12 (its data) when the data is, so both count as "at offset".
+    """
+    position = 0
+    while position <= offset:
+        if time.monotonic() > deadline:
+            return False
+        if position in (offset, offset - 12):
+            try:
+                _read_record(f, position, size)
+            except _BadRecord:
+                return True
+        f.seek(position)
+        header = f.read(12)
+        if len(header) < 12 or masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]:
+            return True
+        position += 16 + struct.unpack("<Q", header[:8])[0]
+    return False

@@ -1,0 +1,71 @@
+"""The vocabulary file (one WordPiece token per line) and its special tokens.
+
+Reading it needs no TensorFlow, so a JAX pre-training run on a machine
+without TensorFlow can check its vocabulary and set up masking; the
+tokenizer itself (tokenization.py, tensorflow-text) re-exports these names.
+"""
+
+from __future__ import annotations
+
+import os
+
+PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
+
+# BERT's uncased vocab: [PAD]=0, [unused0..98]=1..99, [UNK]=100, [CLS]=101,
+# [SEP]=102, [MASK]=103. Learned vocabularies keep these ids.
+BERT_RESERVED_TOKENS = (
+    [PAD] + [f"[unused{i}]" for i in range(99)] + [UNK, CLS, SEP, MASK])
+
+
+class VocabError(ValueError):
+    """The vocabulary file is missing, empty or lacks a special token."""
+
+
+def _read_bytes(vocab_file: str) -> bytes | None:
+    """The file's bytes, or None if it does not exist.
+
+    Remote paths (gs://, ...) go through tf.io.gfile, so they need
+    TensorFlow; local files are read with Python alone.
+    """
+    if "://" in vocab_file:
+        import tensorflow as tf
+
+        if not tf.io.gfile.exists(vocab_file):
+            return None
+        with tf.io.gfile.GFile(vocab_file, "rb") as f:
+            return f.read()
+    if not os.path.isfile(vocab_file):
+        return None
+    with open(vocab_file, "rb") as f:
+        return f.read()
+
+
+def load_vocab(vocab_file: str) -> list[str]:
+    """Reads a BERT-style vocab (one token per line) and checks its specials.
+
+    Raises:
+      VocabError: the file is missing or empty, a token repeats, a special
+        token is missing, or [PAD] is not id 0 (padding is written as 0).
+    """
+    data = _read_bytes(os.fspath(vocab_file))
+    if data is None:
+        raise VocabError(f"vocab file not found: {vocab_file}")
+    tokens = [line.decode("utf-8", errors="replace").rstrip("\r\n")
+              for line in data.splitlines()]
+    while tokens and not tokens[-1]:
+        tokens.pop()
+    if not tokens:
+        raise VocabError(f"vocab file is empty: {vocab_file}")
+    seen: dict[str, int] = {}
+    for i, tok in enumerate(tokens):
+        if tok in seen:
+            raise VocabError(
+                f"{vocab_file}:{i + 1}: token {tok!r} repeats line {seen[tok] + 1}")
+        seen[tok] = i
+    missing = [t for t in SPECIAL_TOKENS if t not in seen]
+    if missing:
+        raise VocabError(f"{vocab_file} lacks the special token(s) {', '.join(missing)}")
+    if seen[PAD] != 0:
+        raise VocabError(f"{vocab_file}: [PAD] must be id 0, found at id {seen[PAD]}")
+    return tokens

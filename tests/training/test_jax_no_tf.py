@@ -1,0 +1,191 @@
+"""A JAX pre-training run on a machine without TensorFlow (--jax_input_pipeline=numpy).
+
+Each run is a subprocess with KERAS_BACKEND=jax in which an import hook hides
+tensorflow, tensorflow_text and tf_keras, as on a machine with JAX alone; the
+records are built beforehand, with TensorFlow, in this process. What the run
+wrote (event files, the final folder) is then read here, on the TensorFlow
+side. Skipped where jax is not installed.
+"""
+
+import glob
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from conftest import REPO
+
+from tests.training.conftest import TINY_MODEL, L
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
+                                reason="jax is not installed (pip install 'jax[cpu]')")
+
+HIDDEN = ("tensorflow", "tensorflow_text", "tf_keras")
+
+# Hides TensorFlow (an import of it fails as if it were not installed), checks
+# that it is hidden, and prints at exit which of its modules were loaded anyway.
+NO_TF = f"""
+import atexit, json, sys
+HIDDEN = {HIDDEN!r}
+
+class _Hide:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in HIDDEN:
+            raise ModuleNotFoundError(f"No module named {{name!r}} (hidden)", name=name)
+        return None
+
+sys.meta_path.insert(0, _Hide())
+try:
+    import tensorflow  # noqa: F401
+    raise SystemExit("tensorflow is not hidden")
+except ImportError:
+    pass
+atexit.register(lambda: print("LOADED " + json.dumps(
+    sorted(m for m in sys.modules if m.split(".")[0] in HIDDEN))))
+"""
+
+CLI = NO_TF + """
+import runpy
+sys.argv = ["run_pretraining", *sys.argv[1:]]
+runpy.run_module("electra_tf.run_pretraining", run_name="__main__", alter_sys=True)
+"""
+
+STOP_AT = NO_TF + """
+from electra_tf import flags as flags_lib
+from electra_tf.jax_training import JaxPretraining
+from absl import flags
+flags_lib.define_pretraining_flags()
+flags.FLAGS(["stop_at", *sys.argv[2:]])
+config, run = flags_lib.pretraining_configs()
+JaxPretraining(config, run, "numpy").train(stop_at_step=int(sys.argv[1]))
+"""
+
+
+def run_without_tf(script: str, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=REPO, JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    loaded = [line for line in proc.stdout.splitlines() if line.startswith("LOADED ")]
+    assert loaded == ["LOADED []"], loaded  # no TensorFlow module was ever imported
+    return proc
+
+
+def pretraining_flags(records, model_dir) -> list[str]:
+    from electra_tf.tokenization import load_vocab
+
+    return [f"--model_dir={model_dir}", f"--train_data={records['train']}",
+            f"--eval_data={records['eval']}", f"--vocab_file={records['vocab']}",
+            f"--vocab_size={len(load_vocab(records['vocab']))}", "--model_size=tiny",
+            f"--model_hparam_overrides={json.dumps(TINY_MODEL)}", f"--max_seq_length={L}",
+            "--generator_hidden_size=0.5", "--learning_rate=1e-3", "--num_warmup_steps=2",
+            "--train_batch_size=8", "--eval_batch_size=8", "--num_train_steps=6",
+            "--iterations_per_loop=3", "--save_checkpoints_steps=3", "--num_eval_steps=2",
+            "--seed=3"]
+
+
+@pytest.fixture(scope="module")
+def straight_run(tiny_records, tmp_path_factory):
+    """A whole TensorFlow-free run through the command line: (model_dir, its stderr)."""
+    model_dir = tmp_path_factory.mktemp("no_tf") / "model"
+    proc = run_without_tf(CLI, "--jax_input_pipeline=numpy",
+                          *pretraining_flags(tiny_records, model_dir))
+    return str(model_dir), proc.stderr
+
+
+def scalars(folder: str) -> dict[int, dict[str, float]]:
+    """{step: {tag: value}} of the event files in `folder`, read by TensorFlow."""
+    import tensorflow as tf
+
+    found: dict[int, dict[str, float]] = {}
+    for path in glob.glob(os.path.join(folder, "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                assert value.metadata.plugin_data.plugin_name == "scalars", value.tag
+                found.setdefault(event.step, {})[value.tag] = float(
+                    tf.make_ndarray(value.tensor))
+    return found
+
+
+def h5_arrays(path: str) -> dict[str, np.ndarray]:
+    import h5py
+
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, obj: out.__setitem__(name, obj[()])
+                     if isinstance(obj, h5py.Dataset) else None)
+    return out
+
+
+def test_a_run_without_tensorflow_writes_summaries_and_a_folder_tf_reads(straight_run,
+                                                                           tiny_records):
+    model_dir, stderr = straight_run
+    assert "backend=jax, input=numpy" in stderr and "step 6/6" in stderr, stderr[-2000:]
+    final = json.loads(open(os.path.join(model_dir, "final_eval.json")).read())
+    assert final["step"] == 6 and np.isfinite(final["loss"])
+    assert sorted(os.listdir(os.path.join(model_dir, "checkpoints"))) == [
+        "jax-ckpt-3.npz", "jax-ckpt-6.npz"]
+
+    # TensorBoard summaries, as the TF loop writes them: train every 3 steps,
+    # eval before the first step and at the end.
+    train, evals = scalars(os.path.join(model_dir, "train")), scalars(
+        os.path.join(model_dir, "eval"))
+    assert sorted(train) == [3, 6] and sorted(evals) == [0, 6]
+    for tag in ("loss", "mlm_loss", "disc_loss", "disc_auc", "grad_norm", "learning_rate",
+                "sequences_per_second"):
+        assert tag in train[6], tag
+    assert train[6]["learning_rate"] == 0.0  # the schedule's end
+    for tag in ("loss", "disc_auc", "masked_lm_accuracy"):
+        assert evals[6][tag] == pytest.approx(final[tag], rel=1e-6), tag
+
+    # The folder loads, unchanged, in the TensorFlow export path.
+    from electra_tf import artifacts
+    from export.export_saved_model import load_spec
+
+    discriminator, vocab = artifacts.load_discriminator(model_dir)
+    assert vocab == tiny_records["vocab"]
+    spec = load_spec("rtd", model_dir, max_seq_length=L)
+    written = h5_arrays(os.path.join(model_dir, artifacts.DISCRIMINATOR_WEIGHTS))
+    assert sum(a.size for a in written.values()) == discriminator.count_params()
+    for a, b in zip(discriminator.get_weights(), spec.model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    recorded = artifacts.read_pretraining_config(model_dir)
+    assert recorded["vocab_sha256"] == artifacts.vocab_fingerprint(tiny_records["vocab"])
+
+
+@pytest.mark.slow
+def test_a_run_without_tensorflow_resumes_exactly(straight_run, tiny_records, tmp_path):
+    model_dir, _ = straight_run
+    resumed = tmp_path / "resumed"
+    flags = pretraining_flags(tiny_records, resumed)
+    run_without_tf(STOP_AT, "3", *flags)  # a process that stops at step 3, as a preempted job
+    assert sorted(os.listdir(resumed / "checkpoints")) == ["jax-ckpt-3.npz"]
+    assert not (resumed / "discriminator.weights.h5").exists()
+    proc = run_without_tf(CLI, "--jax_input_pipeline=numpy", *flags)  # a new process resumes
+    assert "resumed from" in proc.stderr and "jax-ckpt-3.npz at step 3" in proc.stderr
+    for name in ("discriminator.weights.h5", "generator.weights.h5"):
+        straight, again = h5_arrays(os.path.join(model_dir, name)), h5_arrays(resumed / name)
+        assert straight.keys() == again.keys()
+        for key in straight:
+            np.testing.assert_array_equal(straight[key], again[key], err_msg=key)
+    final = json.loads(open(os.path.join(model_dir, "final_eval.json")).read())
+    assert json.loads((resumed / "final_eval.json").read_text()) == final
+
+
+def test_without_the_tensorboard_package_summaries_are_skipped_with_one_warning(
+        tmp_path, monkeypatch, capsys):
+    from electra_tf import runtime
+
+    monkeypatch.setitem(sys.modules, "tensorboard.summary.writer.record_writer", None)
+    runtime._warn_once.cache_clear()
+    writers = [runtime.summary_writer(str(tmp_path / name), tensorflow=False)
+               for name in ("train", "eval")]
+    assert writers == [None, None]
+    runtime.write_scalars(writers[0], 1, {"loss": 1.0})  # nothing to write, no error
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "pip install tensorboard" in warnings[0], warnings
+    assert not os.listdir(tmp_path)
