@@ -85,14 +85,16 @@ def assert_same_results(a: list, b: list, name: str):
             assert x[key] == pytest.approx(y[key], rel=1e-6, abs=1e-7), f"{name}: {key}"
 
 
-@pytest.mark.parametrize("accumulation", [1, pytest.param(2, marks=pytest.mark.slow)])
-def test_jax_steps_per_call_match_one_step_per_call(tiny_records, tmp_path, accumulation):
+# (accumulation, steps): the default case compiles no remainder step (each
+# compile costs seconds on 2 cores); the slow one runs a call of 3, then of 1.
+@pytest.mark.parametrize("accumulation,steps", [(1, 3), pytest.param(2, 4,
+                                                                      marks=pytest.mark.slow)])
+def test_jax_steps_per_call_match_one_step_per_call(tiny_records, tmp_path, accumulation, steps):
     # Dropout and sampling on: every step's seeds must be the one-step-per-call ones.
     spec = config_json(tiny_records, tmp_path / "m")
     k = {"gradient_accumulation_steps": accumulation}
     overrides = {"1": k, "3": {**k, "jax_steps_per_call": 3}}
-    # 4 steps: per_call 3 runs a call of 3 steps, then one of 1.
-    results, weights = train_steps(spec, overrides, [4], tmp_path / "out.npz")
+    results, weights = train_steps(spec, overrides, [steps], tmp_path / "out.npz")
     assert_same_results(results["3"], results["1"], "3")
     for a, b in zip(weights["3"], weights["1"], strict=True):
         np.testing.assert_array_equal(a, b)
