@@ -179,10 +179,10 @@ class JaxPretraining:
                 (_, (losses, sums, non_trainable)), grads = grad_fn(params, non_trainable, *xs)
                 return (non_trainable, jax.tree.map(jnp.add, total, (losses, sums, grads))), None
 
-            shapes = jax.eval_shape(lambda: grad_fn(
+            (_, (loss_shapes, sum_shapes, _)), grad_shapes = jax.eval_shape(lambda: grad_fn(
                 params, non_trainable, jax.tree.map(lambda x: x[0], micro_batches), seeds[0]))
             zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
-                                 (shapes[0][1][0], shapes[0][1][1], shapes[1]))
+                                 (loss_shapes, sum_shapes, grad_shapes))
             (non_trainable, (losses, sums, grads)), _ = jax.lax.scan(
                 micro_step, (non_trainable, zeros), (micro_batches, seeds))
             losses = {n: v / k for n, v in losses.items()}

@@ -153,12 +153,18 @@ def test_jax_trains_every_objective(tiny_records, tmp_path):
     spec = config_json(tiny_records, tmp_path / "m")
     objectives = [o for o in OBJECTIVE_LOSSES if o != "electra"]  # electra: everywhere else
     overrides = {o: {"objective": o} for o in objectives}
+    overrides["adversarial"] = {"training_algorithm": "adversarial"}  # REINFORCE + baseline
+    terms = {**OBJECTIVE_LOSSES, "adversarial": {"loss", "mlm_loss", "disc_loss",
+                                                 "reinforce_loss", "baseline_loss"}}
     results, _ = train_steps(spec, overrides, [2], tmp_path / "out.npz", evaluate=True)
-    for objective in objectives:
-        trained, evaluation = results[objective]
-        for term in OBJECTIVE_LOSSES[objective]:
-            assert np.isfinite(trained[term]) and np.isfinite(evaluation[term]), (objective, term)
-        assert trained["grad_norm"] > 0, objective
+    for name in overrides:
+        trained, evaluation = results[name]
+        assert terms[name] <= set(trained), name
+        for term in terms[name]:
+            assert np.isfinite(trained[term]), (name, term)
+        for term in OBJECTIVE_LOSSES[name if name in OBJECTIVE_LOSSES else "electra"]:
+            assert np.isfinite(evaluation[term]), (name, term)  # eval: the configured objective
+        assert trained["grad_norm"] > 0, name
 
 
 # Equal sizes, as two-stage training needs (G takes 4h FFN and h/64 heads).
