@@ -57,6 +57,18 @@ def define_pretraining_flags(flag_values=flags.FLAGS) -> None:
     _define(config_lib.RunConfig, flag_values)
 
 
+def define_demo_flags(flag_values=flags.FLAGS) -> None:
+    """run_pretraining's demo-data flags (data/demo_corpus.py builds the data)."""
+    flags.DEFINE_string("demo_data_dir", "", "If set, build the embedded demo corpus, its "
+                        "vocab and its train/held-out records here on first use, and train "
+                        "on them.", flag_values=flag_values)
+    flags.DEFINE_integer("demo_vocab_size", 4000, "Vocabulary size of the demo data.",
+                         flag_values=flag_values)
+    flags.DEFINE_enum("demo_corpus", "stdlib", ["stdlib", "installed"],
+                      "The demo corpus: docstrings of the standard library, or of it and every "
+                      "installed package (data/demo_corpus.py).", flag_values=flag_values)
+
+
 def define_finetuning_flags(flag_values=flags.FLAGS) -> None:
     """Defines one flag per FinetuningConfig and FinetuneRun field."""
     _define(config_lib.FinetuningConfig, flag_values)

@@ -2,8 +2,8 @@
 
 A loop sums, over its steps, "loss/<name>" values (means over replicas),
 "<name>/num" and "<name>/den" pairs, "grad_norm", and the AUC histograms
-"auc/pos" / "auc/neg"; `finish` turns the sums into per-step means, ratios
-and disc_auc. `train_line` and `eval_line` are the console lines both the
+"auc/pos" / "auc/neg"; `finish` turns the sums into per-step means, ratios,
+disc_auc and disc_all_original_accuracy (the trivial baseline). `train_line` and `eval_line` are the console lines both the
 TensorFlow loop (training.py) and the JAX loop (jax_training.py) print.
 """
 
@@ -30,6 +30,10 @@ def finish(values: dict, steps: int) -> dict:
             out[name[:-4]] = float(value) / den if den else 0.0
     if "auc/pos" in values:
         out["disc_auc"] = auc_from_histograms(values["auc/pos"], values["auc/neg"])
+        # The trivial baseline disc_accuracy is judged against: every token
+        # called "original" (1 - the fraction of real tokens replaced).
+        pos, neg = float(values["auc/pos"].sum()), float(values["auc/neg"].sum())
+        out["disc_all_original_accuracy"] = neg / (pos + neg) if pos + neg else 0.0
     return out
 
 

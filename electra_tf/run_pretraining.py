@@ -32,9 +32,7 @@ from electra_tf.config import ConfigError
 
 FLAGS = flags.FLAGS
 flags_lib.define_pretraining_flags()
-flags.DEFINE_string("demo_data_dir", "", "If set, build the embedded demo corpus, its vocab and "
-                    "its train/held-out records here on first use, and train on them.")
-flags.DEFINE_integer("demo_vocab_size", 4000, "Vocabulary size of the demo data.")
+flags_lib.define_demo_flags()
 flags.DEFINE_enum("jax_input_pipeline", "tf.data", ["tf.data", "numpy"],
                   "KERAS_BACKEND=jax: read the records with tf.data (as the TF loop), or with "
                   "NumPy alone (data/numpy_pipeline.py; the run then never imports TensorFlow).")
@@ -73,7 +71,7 @@ def main(argv):
         from electra_tf.data.demo_corpus import prepare_demo_data
 
         demo = prepare_demo_data(FLAGS.demo_data_dir, FLAGS.demo_vocab_size,
-                                 FLAGS.max_seq_length)
+                                 FLAGS.max_seq_length, corpus=FLAGS.demo_corpus)
         for name, value in demo.items():
             if not FLAGS[name].present:  # explicit flags win
                 FLAGS[name].value = value

@@ -14,7 +14,7 @@ def test_flagfiles_parse(name):
 
     fv = flags.FlagValues()
     flags_lib.define_pretraining_flags(fv)
-    flags.DEFINE_string("demo_data_dir", "", "", flag_values=fv)
+    flags_lib.define_demo_flags(fv)
     fv(["x", f"--flagfile={REPO}/configs/{name}.flags", "--model_dir=m", "--train_data=t",
         "--vocab_file=v"])
     config, run = flags_lib.pretraining_configs(fv)
@@ -27,7 +27,8 @@ def test_flagfiles_parse(name):
                       lr=2e-4, batch=2048, steps=400_000, L=512),
     }.get(name)
     if expected is None:
-        assert config.model_size == "tiny" and config.num_train_steps <= 2000
+        assert config.model_size == "tiny" and config.num_train_steps <= 2400
+        assert fv.demo_corpus == "installed" and fv.demo_data_dir
         return
     d, g = config.discriminator_config(), config.generator_config()
     got = dict(hidden=d.hidden_size, layers=d.num_hidden_layers, heads=d.num_attention_heads,

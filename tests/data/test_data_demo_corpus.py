@@ -1,0 +1,54 @@
+"""The demo corpus: docstrings of the standard library and of installed packages."""
+
+import pytest
+
+from electra_tf.data import demo_corpus
+from electra_tf.errors import InputError
+
+MODULE = '''"""A module about parsing.
+
+It reads the tokens of a sentence and returns them. Nothing is imported.
+"""
+
+
+def parse(text):
+    """Parse the text into tokens.
+
+    The tokens keep their order. Empty text gives no tokens.
+
+    >>> parse("a b")
+    """
+'''
+
+
+def fake_tree(root, names):
+    for name in names:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(MODULE.replace("parsing", name), encoding="utf-8")
+    return str(root)
+
+
+def test_package_dirs_follow_the_stdlib_and_processes_do_not_change_the_bytes(tmp_path):
+    stdlib = fake_tree(tmp_path / "lib", ["a.py", "b/c.py", "test/skipped.py"])
+    site = fake_tree(tmp_path / "site", ["pkg/x.py", "pkg/tests/skipped.py", "other.py"])
+    one, two = tmp_path / "one.txt", tmp_path / "two.txt"
+    stats = demo_corpus.write_corpus(str(one), stdlib_dir=stdlib, package_dirs=(site,))
+    demo_corpus.write_corpus(str(two), stdlib_dir=stdlib, package_dirs=(site,), processes=2)
+    assert one.read_bytes() == two.read_bytes()
+    # One document per file, the stdlib's first; test/ and tests/ left out.
+    assert stats["documents"] == 4
+    docs = one.read_text(encoding="utf-8").strip().split("\n\n")
+    assert [d.splitlines()[0] for d in docs] == [
+        f"A module about {name}." for name in ("a.py", "b/c.py", "other.py", "pkg/x.py")]
+    assert "Nothing is imported." in docs[0] and ">>>" not in one.read_text()
+
+
+def test_a_data_dir_of_the_other_corpus_is_refused(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "corpus.txt").write_text("One sentence here.\nAnother one there.\n")
+    with pytest.raises(InputError, match="holds the 'stdlib' demo corpus, not 'installed'"):
+        demo_corpus.prepare_demo_data(str(data), 100, 32, corpus="installed")
+    with pytest.raises(InputError, match="demo corpus must be one of"):
+        demo_corpus.prepare_demo_data(str(data), 100, 32, corpus="web")
