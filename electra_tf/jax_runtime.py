@@ -11,7 +11,8 @@ What the TensorFlow runtime does with tf.distribute, a JAX loop does here:
     by path, optimizer variables by index), atomically, with the interface
     of runtime.Checkpoints. The format is the one jax_training.py writes;
     these checkpoints are not interchangeable with tf.train's.
-The fine-tuning loop (finetuning/jax_trainer.py) is built from them.
+The pre-training loop (jax_training.py) and the fine-tuning loop
+(finetuning/jax_trainer.py) are built from them.
 """
 
 from __future__ import annotations
@@ -110,10 +111,14 @@ class Checkpoints:
       directory: where the files go (artifacts.checkpoint_dir(model_dir)).
       max_to_keep: older files are removed.
       interval: save() without force saves at most once per this many steps.
+      writer: False on the processes of a multi-host run but the first: the
+        weights are the same everywhere, one process writes them.
     """
 
-    def __init__(self, model, optimizer, directory: str, max_to_keep: int, interval: int):
+    def __init__(self, model, optimizer, directory: str, max_to_keep: int, interval: int,
+                 writer: bool = True):
         self.directory, self.max_to_keep, self.interval = directory, max_to_keep, interval
+        self.writer = writer
         self.step_counter = optimizer.iterations
         self.variables = {"model/" + v.path: v for v in model.variables}
         if len(self.variables) != len(model.variables):
@@ -142,9 +147,8 @@ class Checkpoints:
         """
         path = self.latest
         if path is None:
-            import tensorflow as tf  # only to recognize the other backend's checkpoints
-
-            if tf.train.latest_checkpoint(self.directory):
+            # tf.train's files, recognized without importing TensorFlow.
+            if glob.glob(os.path.join(self.directory, "ckpt-*.index")):
                 raise InputError(f"{self.directory} holds TensorFlow checkpoints, which the "
                                  "JAX backend cannot resume: rerun without KERAS_BACKEND=jax, "
                                  "or use another --model_dir")
@@ -177,6 +181,9 @@ class Checkpoints:
         if self._last_saved == step and os.path.exists(self._path(step)):
             return None
         if not force and self._last_saved is not None and step - self._last_saved < self.interval:
+            return None
+        if not self.writer:
+            self._last_saved = step
             return None
         arrays = {name: np.asarray(v.value) for name, v in self.variables.items()}
 

@@ -45,9 +45,6 @@ checks at start that it resumes from the same step.
 from __future__ import annotations
 
 import functools
-import glob
-import os
-import re
 import warnings
 
 import jax
@@ -55,15 +52,12 @@ import jax.numpy as jnp
 import keras
 import numpy as np
 
-from electra_tf import artifacts, host_loop, preflight, reporting, runtime
+from electra_tf import artifacts, host_loop, jax_runtime, preflight, reporting, runtime
 from electra_tf.algorithms import make_phases
 from electra_tf.config import ConfigError, PretrainingConfig, RunConfig
 from electra_tf.data.numpy_pipeline import numpy_pretraining_batches
 from electra_tf.errors import InputError
-from electra_tf.fileio import atomic_write
 from electra_tf.pretrainer import ElectraPretrainer
-
-_CKPT = re.compile(r"jax-ckpt-(\d+)\.npz$")
 
 
 class JaxPretraining:
@@ -115,9 +109,11 @@ class JaxPretraining:
         # updates its own variables (and their slots) only.
         self.optimizer = runtime.pretraining_optimizer(config, self.model.trainable_variables)
         self.checkpoint_dir = artifacts.checkpoint_dir(run.model_dir)
+        self.checkpoints = jax_runtime.Checkpoints(
+            self.model, self.optimizer, self.checkpoint_dir, config.keep_checkpoint_max,
+            config.save_checkpoints_steps, writer=self.chief)
         self._compiled = {}  # (phase name, steps per call) -> jitted train function
         self._eval_step = jax.jit(self._eval_fn)
-        self._last_saved = None
 
     # === State: explicit arrays in the step, Keras variables between steps ===
     def _state(self):
@@ -186,10 +182,7 @@ class JaxPretraining:
             (non_trainable, (losses, sums, grads)), _ = jax.lax.scan(
                 micro_step, (non_trainable, zeros), (micro_batches, seeds))
             losses = {n: v / k for n, v in losses.items()}
-        # Global-norm clipping, as tf.clip_by_global_norm: g * c / max(norm, c).
-        norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype("float32"))) for g in grads))
-        clip = self.config.clip_norm
-        grads = [g * (clip / jnp.maximum(norm, clip)).astype(g.dtype) for g in grads]
+        grads, norm = jax_runtime.clip_by_global_norm(grads, self.config.clip_norm)
         # None for the variables the phase does not train: the optimizer skips them.
         all_grads = [None] * len(trainable)
         for i, g in zip(trained, grads):
@@ -240,10 +233,7 @@ class JaxPretraining:
         return {**{"loss/" + n: v for n, v in losses.items()}, **sums}
 
     def _to_device(self, batch: dict) -> dict:
-        if self.distribution is None:
-            return {k: jnp.asarray(v) for k, v in batch.items()}
-        return {k: jax.device_put(v, self.distribution.get_data_layout(v.shape).backend_layout)
-                for k, v in batch.items()}
+        return jax_runtime.to_device(batch, self.distribution)
 
     # === Data ===
     def _batches(self, files, batch_size, seed, is_training, skip_batches=0):
@@ -309,64 +299,16 @@ class JaxPretraining:
             return {}
         return reporting.finish(jax.device_get(totals), n)
 
-    # === Checkpoints ===
-    def _checkpoints(self) -> list[tuple[int, str]]:
-        found = []
-        for path in glob.glob(os.path.join(self.checkpoint_dir, "jax-ckpt-*.npz")):
-            m = _CKPT.search(path)
-            if m:
-                found.append((int(m.group(1)), path))
-        return sorted(found)
-
+    # === Checkpoints (jax_runtime.Checkpoints: npz, atomic, process 0 writes) ===
     def save(self, force: bool = False) -> str | None:
         """checkpoints/jax-ckpt-<step>.npz every save_checkpoints_steps (or now, `force`)."""
-        step = self.step
-        if not force and self._last_saved is not None and \
-                step - self._last_saved < self.config.save_checkpoints_steps:
-            return None
-        if self._last_saved == step:
-            return None
-        if not self.chief:  # process 0 writes; the weights are the same on every process
-            self._last_saved = step
-            return None
-        arrays = {"model/" + v.path: np.asarray(v.value) for v in self.model.variables}
-        arrays.update({f"optimizer/{i:05d}": np.asarray(v.value)
-                       for i, v in enumerate(self.optimizer.variables)})
-        path = os.path.join(self.checkpoint_dir, f"jax-ckpt-{step}.npz")
-
-        def write(tmp):
-            with open(tmp, "wb") as f:
-                np.savez(f, **arrays)
-
-        atomic_write(path, write)
-        self._last_saved = step
-        for _, old in self._checkpoints()[:-self.config.keep_checkpoint_max]:
-            os.remove(old)
-        return path
+        return self.checkpoints.save(force=force)
 
     def restore(self) -> int:
         """Resumes from the latest jax-ckpt (every variable checked). Returns the step."""
-        found = self._checkpoints()
-        if not found:
-            if glob.glob(os.path.join(self.checkpoint_dir, "ckpt-*.index")):
-                raise InputError(f"{self.checkpoint_dir} holds TensorFlow checkpoints, which the "
-                                 "JAX backend cannot resume: rerun without KERAS_BACKEND=jax")
-            return self._same_step_everywhere()
-        path = found[-1][1]
-        with np.load(path) as data:
-            arrays = dict(data)
-        expected = {"model/" + v.path: v for v in self.model.variables}
-        expected.update({f"optimizer/{i:05d}": v for i, v in enumerate(self.optimizer.variables)})
-        if set(arrays) != set(expected):
-            raise InputError(f"{path} does not match this model: "
-                             f"{sorted(set(arrays) ^ set(expected))[:5]}")
-        for name, v in expected.items():
-            if tuple(arrays[name].shape) != tuple(v.shape):
-                raise InputError(f"{path}: {name} has shape {arrays[name].shape}, the model "
-                                 f"wants {tuple(v.shape)}")
-            v.assign(arrays[name])
-        self._last_saved = self.step
-        self._log(f"resumed from {path} at step {self.step}")
+        path = self.checkpoints.restore()
+        if path:
+            self._log(f"resumed from {path} at step {self.step}")
         return self._same_step_everywhere()
 
     def _same_step_everywhere(self) -> int:
