@@ -70,7 +70,7 @@ STUDIES = {
                 model_hparam_overrides=NO_DROPOUT, generator_hidden_size=0.5,
                 learning_rate=1e-3, adam_bias_correction=True, mixed_precision="fp32",
                 vocab_size=4000, backend="tensorflow", probe_label="package",
-                probe_source="packages", probe_epochs=2, probe_learning_rate=1e-3,
+                probe_source="packages", probe_epochs=8, probe_learning_rate=1e-3,
                 probe_max_train=800, probe_max_dev=800, probe_classes=6,
                 data_dir="demo_output/efficiency_cpu", output_dir="benchmarks/efficiency"),
     "gpu": dict(objectives="electra,bert_mlm,random_init", budget_steps=2000,
