@@ -15,6 +15,9 @@ def test_demo_pretraining_improves_disc_auc(tmp_path):
     final = json.load(open(tmp_path / "model" / "final_eval.json"))
     start = [line for line in proc.stderr.splitlines() if "eval at step 0:" in line]
     auc0 = float(start[0].split("disc_auc ")[1].split(",")[0])
-    assert auc0 < 0.55 and final["disc_auc"] > auc0 + 0.06, (auc0, final)
+    # README: 0.50 -> 0.70 on held-out text, accuracy above the all-original
+    # rate (the numbers move a little with the Python version and packages).
+    assert auc0 < 0.55 and final["disc_auc"] >= 0.65, (auc0, final)
+    assert final["disc_accuracy"] > final["disc_all_original_accuracy"], final
     assert final["masked_lm_accuracy"] > 0.1
     assert (tmp_path / "model" / "discriminator.weights.h5").exists()

@@ -6,7 +6,7 @@ download. `prepare_demo_data(corpus="stdlib")` uses the standard library
 alone (406 modules, ~260k words: the tests and the CPU efficiency study);
 `corpus="installed"` (configs/demo.flags) adds every .py file of the running
 interpreter's site-packages (electra_tf's dependencies: ~8,000 more documents,
-~2.7M words), so that 2,400 demo steps see most sequences once instead of
+~3M words), so that 2,400 demo steps see most sequences once instead of
 one corpus 30 times over; the vocab is still learned from the standard
 library's part (the same pieces, and ~80 s less on 2 cores). Sources are parsed with `ast` (nothing is imported or executed);
 the docstrings of one source file make one document, written one sentence
