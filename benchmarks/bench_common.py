@@ -1,6 +1,13 @@
-"""What the benchmark scripts share: recorded results name no path of the machine."""
+"""What the benchmark scripts share: recorded results name no path of the machine,
+and each measured setting runs in a worker process of its own; the analytic FLOP
+count of a pre-training step (bench_pretraining.py and bench_gpu.py describe it
+in their module docstrings)."""
 
+import json
 import os
+import subprocess
+import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -22,3 +29,71 @@ def relative_flag(arg: str) -> str:
     if eq and os.path.isabs(value):
         return f"{name}={repo_relative(value)}"
     return arg
+
+
+def run_worker_process(cmd: list, env: dict, result_file: str, timeout_s=None) -> dict:
+    """Runs one benchmark worker; relays its "[bench]" lines; returns its JSON result.
+
+    The worker writes its result to `result_file`. A failure or a timeout
+    comes back as {"error": ..., "process_wall_s": ...}, with the worker's
+    last stderr lines, so that one setting's failure does not end a run.
+    """
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired as e:
+        err = e.stderr if isinstance(e.stderr, str) else (e.stderr or b"").decode(errors="replace")
+        _relay(err)
+        print(f"[bench]   TIMED OUT after {timeout_s:.0f} s", file=sys.stderr, flush=True)
+        return {"error": f"timed out after {timeout_s:.0f} s", "process_wall_s": timeout_s}
+    wall = time.monotonic() - t0
+    _relay(proc.stderr)
+    if proc.returncode:
+        tail = "\n".join(proc.stderr.splitlines()[-25:])
+        print(f"[bench]   FAILED (exit {proc.returncode}) after {wall:.0f} s:\n{tail}",
+              file=sys.stderr, flush=True)
+        return {"error": tail, "process_wall_s": wall}
+    with open(result_file) as f:
+        result = json.load(f)
+    os.remove(result_file)
+    result["process_wall_s"] = wall
+    return result
+
+
+def _relay(stderr: str) -> None:
+    for line in stderr.splitlines():
+        if line.startswith("[bench]"):
+            print(line, file=sys.stderr, flush=True)
+
+
+def encoder_flops_per_token(embedding_size: int, hidden_size: int, intermediate_size: int,
+                            num_layers: int, seq_len: int) -> int:
+    """Forward matmul FLOPs per token of one encoder (see the module docstring)."""
+    e, h, i = embedding_size, hidden_size, intermediate_size
+    proj = 2 * e * h if e != h else 0
+    layer = 2 * (4 * h * h + 2 * h * i) + 2 * 2 * seq_len * h
+    return proj + num_layers * layer
+
+
+def model_flops_per_sequence(disc, gen, seq_len: int, num_predictions: int,
+                             vocab_size: int) -> dict:
+    """Training FLOPs per sequence of one ELECTRA step: 3 x (D + G + MLM head) forward.
+
+    Args:
+      disc, gen: EncoderConfig-like (resolved_embedding_size, hidden_size,
+        intermediate_size, num_hidden_layers).
+      seq_len: L. num_predictions: N, the MLM head's positions per sequence.
+      vocab_size: V.
+    """
+    def per_token(c):
+        return encoder_flops_per_token(c.resolved_embedding_size, c.hidden_size,
+                                       c.intermediate_size, c.num_hidden_layers, seq_len)
+
+    d_tok = per_token(disc) + 2 * (disc.hidden_size * disc.hidden_size + disc.hidden_size)
+    g_tok = per_token(gen)
+    e = gen.resolved_embedding_size
+    mlm = 2 * gen.hidden_size * e + 2 * e * vocab_size
+    forward = seq_len * (d_tok + g_tok) + num_predictions * mlm
+    return {"discriminator_forward": seq_len * d_tok, "generator_forward": seq_len * g_tok,
+            "mlm_head_forward": num_predictions * mlm, "forward": forward, "train": 3 * forward}

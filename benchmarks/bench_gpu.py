@@ -84,7 +84,6 @@ import platform
 import shlex
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -94,7 +93,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
-from bench_common import relative_flag  # noqa: E402
+from bench_common import model_flops_per_sequence, relative_flag, run_worker_process  # noqa: E402
 
 VOCAB = 30522
 # name -> (PretrainingConfig fields as in configs/*.flags, label)
@@ -119,36 +118,7 @@ def log(msg):
 
 
 # === The analytic FLOP count ===
-def encoder_flops_per_token(embedding_size: int, hidden_size: int, intermediate_size: int,
-                            num_layers: int, seq_len: int) -> int:
-    """Forward matmul FLOPs per token of one encoder (see the module docstring)."""
-    e, h, i = embedding_size, hidden_size, intermediate_size
-    proj = 2 * e * h if e != h else 0
-    layer = 2 * (4 * h * h + 2 * h * i) + 2 * 2 * seq_len * h
-    return proj + num_layers * layer
-
-
-def model_flops_per_sequence(disc, gen, seq_len: int, num_predictions: int,
-                             vocab_size: int) -> dict:
-    """Training FLOPs per sequence of one ELECTRA step: 3 x (D + G + MLM head) forward.
-
-    Args:
-      disc, gen: EncoderConfig-like (resolved_embedding_size, hidden_size,
-        intermediate_size, num_hidden_layers).
-      seq_len: L. num_predictions: N, the MLM head's positions per sequence.
-      vocab_size: V.
-    """
-    def per_token(c):
-        return encoder_flops_per_token(c.resolved_embedding_size, c.hidden_size,
-                                       c.intermediate_size, c.num_hidden_layers, seq_len)
-
-    d_tok = per_token(disc) + 2 * (disc.hidden_size * disc.hidden_size + disc.hidden_size)
-    g_tok = per_token(gen)
-    e = gen.resolved_embedding_size
-    mlm = 2 * gen.hidden_size * e + 2 * e * vocab_size
-    forward = seq_len * (d_tok + g_tok) + num_predictions * mlm
-    return {"discriminator_forward": seq_len * d_tok, "generator_forward": seq_len * g_tok,
-            "mlm_head_forward": num_predictions * mlm, "forward": forward, "train": 3 * forward}
+# model_flops_per_sequence is bench_common's (bench_pretraining.py counts with it too).
 
 
 def pretraining_config(size: str):
@@ -529,30 +499,7 @@ def run_worker(kind: str, args, timeout_s: float, **extra) -> dict:
     env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2",
                PYTHONPATH=os.pathsep.join([ROOT] + ([os.environ["PYTHONPATH"]]
                                                     if os.environ.get("PYTHONPATH") else [])))
-    t0 = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired as e:
-        err = e.stderr if isinstance(e.stderr, str) else (e.stderr or b"").decode(errors="replace")
-        for line in err.splitlines():
-            if line.startswith("[bench]"):
-                print(line, file=sys.stderr, flush=True)
-        log(f"  TIMED OUT after {timeout_s:.0f} s")
-        return {"error": f"timed out after {timeout_s:.0f} s", "process_wall_s": timeout_s}
-    wall = time.monotonic() - t0
-    for line in proc.stderr.splitlines():
-        if line.startswith("[bench]"):
-            print(line, file=sys.stderr, flush=True)
-    if proc.returncode:
-        tail = "\n".join(proc.stderr.splitlines()[-25:])
-        log(f"  FAILED (exit {proc.returncode}) after {wall:.0f} s:\n{tail}")
-        return {"error": tail, "process_wall_s": wall}
-    with open(result_file) as f:
-        result = json.load(f)
-    os.remove(result_file)
-    result["process_wall_s"] = wall
-    return result
+    return run_worker_process(cmd, env, result_file, timeout_s)
 
 
 def derive(row: dict, peaks: dict) -> None:

@@ -59,7 +59,8 @@ import sys
 import tempfile
 import time
 
-from bench_common import relative_flag  # noqa: E402 (benchmarks/ is on sys.path)
+from bench_common import model_flops_per_sequence as pretraining_flops_per_sequence
+from bench_common import relative_flag, run_worker_process  # noqa: E402 (benchmarks/ is on sys.path)
 
 BATCH = 128
 SEQ = 128
@@ -71,22 +72,9 @@ ROOT = os.path.dirname(HERE)
 # === The analytic FLOP count ===
 def model_flops_per_sequence(config) -> dict:
     """Training FLOPs per sequence of the ELECTRA pre-training step (see module doc)."""
-    d, g = config.discriminator_config(), config.generator_config()
-    L, N, V = config.max_seq_length, config.resolved_max_predictions_per_seq, config.vocab_size
-
-    def encoder_per_token(c):
-        e, h, i = c.resolved_embedding_size, c.hidden_size, c.intermediate_size
-        proj = 2 * e * h if e != h else 0
-        layer = 2 * (4 * h * h + 2 * h * i) + 2 * 2 * L * h
-        return proj + c.num_hidden_layers * layer
-
-    d_tok = encoder_per_token(d) + 2 * (d.hidden_size * d.hidden_size + d.hidden_size)
-    g_tok = encoder_per_token(g)
-    e = g.resolved_embedding_size
-    mlm = 2 * g.hidden_size * e + 2 * e * V
-    forward = L * (d_tok + g_tok) + N * mlm
-    return {"discriminator_forward": L * d_tok, "generator_forward": L * g_tok,
-            "mlm_head_forward": N * mlm, "forward": forward, "train": 3 * forward}
+    return pretraining_flops_per_sequence(
+        config.discriminator_config(), config.generator_config(), config.max_seq_length,
+        config.resolved_max_predictions_per_seq, config.vocab_size)
 
 
 def small_config():
@@ -337,22 +325,7 @@ def run_worker(kind, args, **extra):
            f"--matmul_repeats={args.matmul_repeats}", f"--result_file={result_file}"]
     cmd += [f"--{k}={v}" for k, v in extra.items()]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
-    t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)
-    wall = time.monotonic() - t0
-    for line in proc.stderr.splitlines():
-        if line.startswith("[bench]"):
-            print(line, file=sys.stderr, flush=True)
-    if proc.returncode:
-        tail = "\n".join(proc.stderr.splitlines()[-25:])
-        log(f"  FAILED (exit {proc.returncode}) after {wall:.0f} s:\n{tail}")
-        return {"error": tail, "process_wall_s": wall}
-    with open(result_file) as f:
-        result = json.load(f)
-    os.remove(result_file)
-    result["process_wall_s"] = wall
-    return result
+    return run_worker_process(cmd, env, result_file, None)
 
 
 def machine_info():
