@@ -131,6 +131,8 @@ class JaxPretraining:
 
     @property
     def step(self) -> int:
+        if getattr(self, "_state_lost", False):  # see _recover_from_interrupt
+            return self._lost_at_step
         return int(np.asarray(self.optimizer.iterations.value))
 
     # === The step ===
@@ -269,16 +271,37 @@ class JaxPretraining:
         step = self.step
         end = step + num_steps
         state, totals = self._state(), None  # donated: no variable is read until _assign
-        while step < end:
-            n = per_call if end - step >= per_call else 1
-            batches = [self._to_device(next(iterator)) for _ in range(n * k)]
-            seeds = jnp.asarray([[[self.config.seed, (step + i) * k + j] for j in range(k)]
-                                 for i in range(n)], dtype="int32")
-            state, values = self._compiled_steps(phase, n)(state, batches, seeds)
-            totals = values if totals is None else jax.tree.map(jnp.add, totals, values)
-            step += n
+        try:
+            while step < end:
+                n = per_call if end - step >= per_call else 1
+                batches = [self._to_device(next(iterator)) for _ in range(n * k)]
+                seeds = jnp.asarray([[[self.config.seed, (step + i) * k + j] for j in range(k)]
+                                     for i in range(n)], dtype="int32")
+                state, values = self._compiled_steps(phase, n)(state, batches, seeds)
+                totals = values if totals is None else jax.tree.map(jnp.add, totals, values)
+                step += n
+        except KeyboardInterrupt:
+            self._recover_from_interrupt(state)
+            raise
         self._assign(state)
         return reporting.finish(jax.device_get(totals), num_steps)
+
+    def _recover_from_interrupt(self, state) -> None:
+        """Ctrl-C inside train_steps: leaves the variables whole for the save that follows.
+
+        The step donates its input buffers. Between calls, `state` is the last
+        finished call's output, alive: the variables take it (the save then
+        holds every finished step). If the interrupt landed after a call took
+        `state` and before it returned, those buffers are gone: the variables
+        go back to the latest checkpoint, or, with none yet, are left as they
+        are and the save is skipped (save() says so).
+        """
+        if not any(x.is_deleted() for x in jax.tree.leaves(state)):
+            self._assign(state)
+        elif self.checkpoints.latest:
+            self.checkpoints.restore()
+        else:
+            self._lost_at_step, self._state_lost = 0, True
 
     def evaluate(self, num_steps: int | None = None) -> dict:
         """Metrics of the original's eval, on up to num_eval_steps held-out batches."""
@@ -302,6 +325,9 @@ class JaxPretraining:
     # === Checkpoints (jax_runtime.Checkpoints: npz, atomic, process 0 writes) ===
     def save(self, force: bool = False) -> str | None:
         """checkpoints/jax-ckpt-<step>.npz every save_checkpoints_steps (or now, `force`)."""
+        if getattr(self, "_state_lost", False):
+            self._log("interrupted inside the first compiled step: no checkpoint to save")
+            return None
         return self.checkpoints.save(force=force)
 
     def restore(self) -> int:

@@ -207,3 +207,77 @@ def test_jax_two_stage_crosses_the_switch_and_resumes_exactly(tiny_records, tmp_
 
     discriminator, vocab = artifacts.load_discriminator(str(tmp_path / "b"))
     assert vocab == tiny_records["vocab"] and discriminator.count_params() > 0
+
+
+# Ctrl-C inside train_steps, where the step has donated its input buffers:
+# (a) between two compiled calls (the iterator raises), (b) after a call took
+# the state and before it returned (the call runs, then raises). Then the host
+# loop's save. Prints the steps and whether the saved weights equal a straight
+# run's after the same number of finished steps.
+INTERRUPTED = """
+    import json, sys
+    import numpy as np
+    from electra_tf.config import PretrainingConfig, RunConfig
+    from electra_tf.jax_training import JaxPretraining
+    spec = json.loads(sys.argv[1])
+
+    def trainer(model_dir):
+        return JaxPretraining(PretrainingConfig(**spec["config"]),
+                              RunConfig(**{**spec["run"], "model_dir": model_dir}))
+
+    def weights(t):
+        return [np.asarray(v.value) for v in t.model.trainable_variables]
+
+    out = {}
+    straight = trainer(sys.argv[2] + "/straight")
+    it = straight.make_train_iterator(0)
+    straight.train_steps(it, 2)
+    after_2 = weights(straight)
+    straight.train_steps(it, 1)
+    after_3 = weights(straight)
+
+    # (a) the iterator raises before the 4th batch: 3 calls finished.
+    t = trainer(sys.argv[2] + "/a")
+    batches = t.make_train_iterator(0)
+    def interrupting(n=[0]):
+        while True:
+            n[0] += 1
+            if n[0] == 4:
+                raise KeyboardInterrupt
+            yield next(batches)
+    try:
+        t.train_steps(interrupting(), 5)
+    except KeyboardInterrupt:
+        out["a_step"] = t.step
+    out["a_path"] = bool(t.save(force=True))
+    out["a_same"] = all(np.array_equal(x, y) for x, y in zip(weights(t), after_3))
+
+    # (b) 2 steps saved, then a call takes the state and the interrupt lands.
+    t = trainer(sys.argv[2] + "/b")
+    it = t.make_train_iterator(0)
+    t.train_steps(it, 2)
+    t.save(force=True)
+    real = t._compiled_steps
+    def interrupted_call(phase, n):
+        def call(*args):
+            real(phase, n)(*args)  # donates args[0]
+            raise KeyboardInterrupt
+        return call
+    t._compiled_steps = interrupted_call
+    try:
+        t.train_steps(it, 1)
+    except KeyboardInterrupt:
+        out["b_step"] = t.step
+    out["b_same"] = all(np.array_equal(x, y) for x, y in zip(weights(t), after_2))
+    out["b_saved"] = t.save(force=True)
+    print(json.dumps(out))
+"""
+
+
+def test_jax_ctrl_c_inside_train_steps_leaves_whole_variables(tiny_records, tmp_path):
+    spec = config_json(tiny_records, tmp_path / "unused", model_hparam_overrides=NO_DROPOUT)
+    out = json.loads(run_python(INTERRUPTED, "jax", spec, str(tmp_path)).splitlines()[-1])
+    # (a) every finished step is kept, and saved.
+    assert out["a_step"] == 3 and out["a_same"] and out["a_path"], out
+    # (b) the donated state is gone: back to the checkpoint of step 2 (nothing to save anew).
+    assert out["b_step"] == 2 and out["b_same"] and out["b_saved"] is None, out
