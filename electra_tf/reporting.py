@@ -3,8 +3,9 @@
 A loop sums, over its steps, "loss/<name>" values (means over replicas),
 "<name>/num" and "<name>/den" pairs, "grad_norm", and the AUC histograms
 "auc/pos" / "auc/neg"; `finish` turns the sums into per-step means, ratios,
-disc_auc and disc_all_original_accuracy (the trivial baseline). `train_line` and `eval_line` are the console lines both the
-TensorFlow loop (training.py) and the JAX loop (jax_training.py) print.
+disc_auc and disc_all_original_accuracy (the trivial baseline).
+`train_line` and `eval_line` are the console lines both the TensorFlow loop
+(training.py) and the JAX loop (jax_training.py) print.
 """
 
 from __future__ import annotations

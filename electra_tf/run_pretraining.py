@@ -4,7 +4,8 @@
         --train_data='DATA/pretrain_data.tfrecord*' --eval_data='HELDOUT/*' \
         --vocab_file=vocab.txt --model_dir=MODEL_DIR
 
-    # the demo: builds its own data from the Python standard library's docstrings
+    # the demo: builds its own data from the docstrings of the standard library and
+    # the installed packages
     python -m electra_tf.run_pretraining --flagfile=configs/demo.flags
 
     # the JAX backend, reading the records without TensorFlow (a machine with JAX alone)
