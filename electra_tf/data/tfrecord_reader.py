@@ -76,32 +76,27 @@ def masked_crc(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
+_READ_ERRORS = {"truncated": "is truncated", "length": "has a bad length checksum",
+                "data": "has a bad data checksum"}
+
+
 def read_records(path: str) -> Iterator[bytes]:
-    """The records of one TFRecord file, CRC-checked.
+    """The records of one TFRecord file, CRC-checked (`_read_record`).
 
     Raises:
-      InputError: a truncated record or a CRC mismatch (names file and record).
+      RecordError: a truncated record or a CRC mismatch (names file and record).
     """
     with open(path, "rb") as f:
-        index = 0
+        size, offset, index = os.fstat(f.fileno()).st_size, 0, 0
         while True:
-            header = f.read(12)
-            if not header:
+            try:
+                found = _read_record(f, offset, size)
+            except _BadRecord as e:
+                raise RecordError(f"{path}: record {index} {_READ_ERRORS[e.reason]} "
+                                  "(corrupt TFRecord file)") from None
+            if found is None:
                 return
-            if len(header) < 12:
-                raise RecordError(f"{path}: record {index} is truncated (corrupt TFRecord file)")
-            length_bytes, length_crc = header[:8], struct.unpack("<I", header[8:])[0]
-            if masked_crc(length_bytes) != length_crc:
-                raise RecordError(f"{path}: record {index} has a bad length checksum "
-                                 "(corrupt TFRecord file)")
-            length = struct.unpack("<Q", length_bytes)[0]
-            data = f.read(length)
-            footer = f.read(4)
-            if len(data) < length or len(footer) < 4:
-                raise RecordError(f"{path}: record {index} is truncated (corrupt TFRecord file)")
-            if masked_crc(data) != struct.unpack("<I", footer)[0]:
-                raise RecordError(f"{path}: record {index} has a bad data checksum "
-                                 "(corrupt TFRecord file)")
+            data, offset = found
             yield data
             index += 1
 
@@ -203,7 +198,15 @@ def tensorflow_files() -> FileSystem:
 
 
 class _BadRecord(Exception):
-    """The record at an offset is truncated or fails its checksum."""
+    """The record at an offset is truncated or fails its checksum.
+
+    reason: "truncated", "length" (the length's checksum) or "data" (the data's).
+    """
+
+    def __init__(self, reason: str, offset: int):
+        kind = "truncated" if reason == "truncated" else "corrupted"
+        super().__init__(f"{kind} record at byte {offset}")
+        self.reason = reason
 
 
 def _read_record(f, offset: int, size: int) -> tuple[bytes, int] | None:
@@ -217,15 +220,15 @@ def _read_record(f, offset: int, size: int) -> tuple[bytes, int] | None:
     f.seek(offset)
     header = f.read(12)
     if len(header) < 12:
-        raise _BadRecord(f"truncated record at byte {offset}")
+        raise _BadRecord("truncated", offset)
     if masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]:
-        raise _BadRecord(f"corrupted record at byte {offset}")
+        raise _BadRecord("length", offset)
     length = struct.unpack("<Q", header[:8])[0]
     if offset + 16 + length > size:
-        raise _BadRecord(f"truncated record at byte {offset}")
+        raise _BadRecord("truncated", offset)
     data, footer = f.read(length), f.read(4)
     if masked_crc(data) != struct.unpack("<I", footer)[0]:
-        raise _BadRecord(f"corrupted record at byte {offset}")
+        raise _BadRecord("data", offset)
     return data, offset + 16 + length
 
 
