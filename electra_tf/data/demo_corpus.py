@@ -49,12 +49,18 @@ def stdlib_files(stdlib_dir: str | None = None) -> list[str]:
 
 def docstrings(path: str) -> list[str]:
     """Module, class and function docstrings of one source file, in file order."""
+    with open(path, "rb") as f:
+        return source_docstrings(f.read(), path)
+
+
+def source_docstrings(source: bytes, filename: str = "<source>") -> list[str]:
+    """Module, class and function docstrings of Python source, in order ([] if it
+    does not parse)."""
     try:
-        with open(path, "rb") as f:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(f.read(), filename=path)
-    except (SyntaxError, ValueError, UnicodeDecodeError):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source, filename=filename)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):  # ValueError: bad bytes too
         return []
     nodes = [tree] + [n for n in ast.walk(tree) if isinstance(
         n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]

@@ -29,7 +29,6 @@ in order.
 
 from __future__ import annotations
 
-import ast
 import glob
 import hashlib
 import json
@@ -41,9 +40,8 @@ import sys
 import sysconfig
 import textwrap
 import time
-import warnings
 
-from electra_tf.data.demo_corpus import docstring_sentences, stdlib_files
+from electra_tf.data.demo_corpus import docstring_sentences, source_docstrings, stdlib_files
 
 _SKIP_DIRS = {"test", "tests", "testing", "__pycache__", "_vendor", "vendor", "vendored",
               "third_party", "node_modules", "include", "licenses", "LICENSES", "site-packages",
@@ -195,18 +193,8 @@ def file_paragraphs(path: str) -> list[list[str]]:
     except (OSError, EOFError):
         return []
     if path.endswith(".py"):
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(raw, filename=path)
-        except (SyntaxError, ValueError, MemoryError, RecursionError):
-            return []
-        nodes = [tree] + [n for n in ast.walk(tree) if isinstance(
-            n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
-        nodes.sort(key=lambda n: getattr(n, "lineno", 0))
-        texts = [d for d in (ast.get_docstring(n, clean=True) for n in nodes) if d]
         paragraphs = []
-        for doc in texts:
+        for doc in source_docstrings(raw, path):
             for para in re.split(r"\n\s*\n", doc):
                 if docstring_sentences(para):
                     paragraphs.append(para)
