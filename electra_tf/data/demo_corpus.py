@@ -93,12 +93,16 @@ def _file_sentences(path: str) -> list[str]:
 
 def write_corpus(output: str, max_documents: int = 0, stdlib_dir: str | None = None,
                  min_sentences: int = 2, sources_output: str | None = None,
-                 package_dirs: tuple[str, ...] = (), processes: int = 1) -> dict:
+                 package_dirs: tuple[str, ...] = (), processes: int = 1,
+                 stdlib_output: str | None = None) -> dict:
     """Writes the corpus file atomically. Returns counts of files/documents/lines.
 
     package_dirs: more roots (e.g. site-packages) whose .py files follow the
     standard library's, in sorted order, tests and vendored code left out as
     there. processes: parse files on this many processes (same output).
+    stdlib_output: also write the standard library's documents alone there
+    (what `write_corpus` without package_dirs writes; the demo's vocab
+    corpus), counted as stdlib_documents and stdlib_lines.
 
     With `sources_output`, also writes one row per document (index, package
     "python", module: the top-level module, path), the layout of
@@ -107,10 +111,10 @@ def write_corpus(output: str, max_documents: int = 0, stdlib_dir: str | None = N
     from electra_tf.errors import InputError
     from electra_tf.fileio import atomic_write_text
 
-    docs, rows = [], []
-    root = stdlib_dir or sysconfig.get_paths()["stdlib"]
+    docs, rows, stdlib_docs = [], [], []
+    stdlib_root = stdlib_dir or sysconfig.get_paths()["stdlib"]
     files = stdlib_files(stdlib_dir)
-    roots = [root] * len(files)
+    roots = [stdlib_root] * len(files)
     for extra in package_dirs:
         more = stdlib_files(extra)
         files, roots = files + more, roots + [extra] * len(more)
@@ -124,18 +128,25 @@ def write_corpus(output: str, max_documents: int = 0, stdlib_dir: str | None = N
     for path, root, sentences in zip(files, roots, parsed):
         if len(sentences) >= min_sentences:
             docs.append(sentences)
+            if root == stdlib_root:
+                stdlib_docs.append(sentences)
             module = os.path.relpath(path, root).split(os.sep)[0].removesuffix(".py")
             rows.append(f"{len(rows)}\tpython\t{module}\t{path}")
         if max_documents and len(docs) >= max_documents:
             break
-    if not docs:
+    if not docs or (stdlib_output and not stdlib_docs):
         raise InputError(f"no docstrings found under {stdlib_dir or 'the standard library'}")
     atomic_write_text(output, "\n\n".join("\n".join(d) for d in docs) + "\n")
     if sources_output:
         atomic_write_text(sources_output,
                           "index\tpackage\tmodule\tpath\n" + "\n".join(rows) + "\n")
-    return {"source_files": len(files), "documents": len(docs),
-            "lines": sum(len(d) for d in docs)}
+    stats = {"source_files": len(files), "documents": len(docs),
+             "lines": sum(len(d) for d in docs)}
+    if stdlib_output:
+        atomic_write_text(stdlib_output, "\n\n".join("\n".join(d) for d in stdlib_docs) + "\n")
+        stats.update(stdlib_documents=len(stdlib_docs),
+                     stdlib_lines=sum(len(d) for d in stdlib_docs))
+    return stats
 
 
 DEMO_CORPORA = ("stdlib", "installed")
@@ -178,13 +189,14 @@ def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int,
         os.makedirs(data_dir, exist_ok=True)
         atomic_write_text(marker, kind + "\n")
         if kind == "installed":
-            stats = write_corpus(stdlib_corpus)
-            print(f"[demo] vocab corpus: {stats['documents']} documents, {stats['lines']} lines "
-                  f"of standard-library docstrings -> {stdlib_corpus}", file=sys.stderr)
             site = sysconfig.get_paths()["purelib"]
             print(f"[demo] reading the docstrings of {site} ...", file=sys.stderr, flush=True)
             stats = write_corpus(corpus, sources_output=sources, package_dirs=(site,),
-                                 processes=min(os.cpu_count() or 1, 8))
+                                 processes=min(os.cpu_count() or 1, 8),
+                                 stdlib_output=stdlib_corpus)
+            print(f"[demo] vocab corpus: {stats['stdlib_documents']} documents, "
+                  f"{stats['stdlib_lines']} lines of standard-library docstrings -> "
+                  f"{stdlib_corpus}", file=sys.stderr)
             what = "standard-library and installed-package docstrings"
         else:
             stats = write_corpus(corpus, sources_output=sources)

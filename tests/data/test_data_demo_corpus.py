@@ -33,9 +33,15 @@ def test_package_dirs_follow_the_stdlib_and_processes_do_not_change_the_bytes(tm
     stdlib = fake_tree(tmp_path / "lib", ["a.py", "b/c.py", "test/skipped.py"])
     site = fake_tree(tmp_path / "site", ["pkg/x.py", "pkg/tests/skipped.py", "other.py"])
     one, two = tmp_path / "one.txt", tmp_path / "two.txt"
-    stats = demo_corpus.write_corpus(str(one), stdlib_dir=stdlib, package_dirs=(site,))
+    stats = demo_corpus.write_corpus(str(one), stdlib_dir=stdlib, package_dirs=(site,),
+                                     stdlib_output=str(tmp_path / "stdlib_part.txt"))
     demo_corpus.write_corpus(str(two), stdlib_dir=stdlib, package_dirs=(site,), processes=2)
     assert one.read_bytes() == two.read_bytes()
+    # The stdlib part, written in the same pass, is what the stdlib alone gives.
+    alone = demo_corpus.write_corpus(str(tmp_path / "alone.txt"), stdlib_dir=stdlib)
+    assert (tmp_path / "stdlib_part.txt").read_bytes() == (tmp_path / "alone.txt").read_bytes()
+    assert (stats["stdlib_documents"], stats["stdlib_lines"]) == (
+        alone["documents"], alone["lines"]) == (2, alone["lines"])
     # One document per file, the stdlib's first; test/ and tests/ left out.
     assert stats["documents"] == 4
     docs = one.read_text(encoding="utf-8").strip().split("\n\n")
