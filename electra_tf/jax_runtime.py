@@ -84,6 +84,20 @@ def assign(variables, arrays) -> None:
         v.assign(value)
 
 
+def training_state(model, optimizer) -> tuple[list, list, list]:
+    """(trainable, non-trainable, optimizer) arrays: a compiled train step's state."""
+    return (values(model.trainable_variables), values(model.non_trainable_variables),
+            values(optimizer.variables))
+
+
+def assign_training_state(model, optimizer, state) -> None:
+    """The variables take a `training_state` a compiled step returned."""
+    trainable, non_trainable, opt = state
+    assign(model.trainable_variables, trainable)
+    assign(model.non_trainable_variables, non_trainable)
+    assign(optimizer.variables, opt)
+
+
 def clip_by_global_norm(grads: list, clip_norm: float):
     """As tf.clip_by_global_norm: g * c / max(norm, c). Returns (grads, norm)."""
     norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype("float32"))) for g in grads))

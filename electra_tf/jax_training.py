@@ -117,17 +117,10 @@ class JaxPretraining:
 
     # === State: explicit arrays in the step, Keras variables between steps ===
     def _state(self):
-        return ([v.value for v in self.model.trainable_variables],
-                [v.value for v in self.model.non_trainable_variables],
-                [v.value for v in self.optimizer.variables])
+        return jax_runtime.training_state(self.model, self.optimizer)
 
     def _assign(self, state):
-        trainable, non_trainable, opt = state
-        for variables, values in ((self.model.trainable_variables, trainable),
-                                  (self.model.non_trainable_variables, non_trainable),
-                                  (self.optimizer.variables, opt)):
-            for v, value in zip(variables, values):
-                v.assign(value)
+        jax_runtime.assign_training_state(self.model, self.optimizer, state)
 
     @property
     def step(self) -> int:

@@ -64,15 +64,10 @@ class JaxFinetuning(FinetuningLoop):
 
     # === The step ===
     def _state(self):
-        return (jax_runtime.values(self.model.trainable_variables),
-                jax_runtime.values(self.model.non_trainable_variables),
-                jax_runtime.values(self.optimizer.variables))
+        return jax_runtime.training_state(self.model, self.optimizer)
 
     def _assign(self, state):
-        trainable, non_trainable, opt = state
-        jax_runtime.assign(self.model.trainable_variables, trainable)
-        jax_runtime.assign(self.model.non_trainable_variables, non_trainable)
-        jax_runtime.assign(self.optimizer.variables, opt)
+        jax_runtime.assign_training_state(self.model, self.optimizer, state)
 
     def _step_fn(self, state, batch, seed):
         trainable, non_trainable, opt_vars = state
