@@ -5,7 +5,8 @@ compiled steps `iterations_per_loop` at a time (never across a phase
 boundary), and after each chunk prints a console line, writes TensorBoard
 summaries, saves a checkpoint when one is due and evaluates when asked. At
 the end it evaluates on held-out records and writes the folder artifacts.py
-describes. Ctrl-C saves a checkpoint, then stops with one line
+describes. Ctrl-C lets the running chunk finish (runtime.InterruptGate: a
+second Ctrl-C stops at once), saves a checkpoint, then stops with one line
 (runtime.Interrupted); a record found corrupt mid-run saves a checkpoint,
 then stops with one line naming the file.
 
@@ -56,36 +57,39 @@ def train(trainer, stop_at_step: int | None = None) -> dict:
     log_every = run.log_every_steps or cfg.iterations_per_loop
     end = min(cfg.num_train_steps, stop_at_step or cfg.num_train_steps)
     try:
-        if trainer.step == 0 and run.eval_data:
-            report_eval(trainer, trainer.evaluate(), eval_writer)
-        start_step, start_time = trainer.step, time.monotonic()
-        iterator = trainer.make_train_iterator(trainer.step)
-        while trainer.step < end:
-            step = trainer.step
-            phase = trainer.phase_at(step)
-            if phase.name == "two_stage_discriminator" and step == phase.start:
-                trainer.initialize_discriminator_from_generator()
-            n = min(log_every - step % log_every, end - step, phase.end - step)
-            if run.eval_every_steps:
-                n = min(n, run.eval_every_steps - step % run.eval_every_steps)
-            t0 = time.monotonic()
-            results = trainer.train_steps(iterator, n)
-            results["learning_rate"] = float(trainer.optimizer.learning_rate)  # next step's
-            results["sequences_per_second"] = n * cfg.train_batch_size / (time.monotonic() - t0)
-            step = trainer.step
-            runtime.write_scalars(train_writer, step, results)
-            eta = (time.monotonic() - start_time) / max(step - start_step, 1) * (
-                cfg.num_train_steps - step)
-            log(trainer, reporting.train_line(results, step, cfg.num_train_steps, eta))
-            trainer.save_checkpoint()
-            if run.eval_every_steps and step % run.eval_every_steps == 0 \
-                    and step < cfg.num_train_steps:
+        with runtime.InterruptGate() as gate:
+            if trainer.step == 0 and run.eval_data:
                 report_eval(trainer, trainer.evaluate(), eval_writer)
-        trainer.save_checkpoint(force=True)
-        if trainer.step < cfg.num_train_steps:
-            log(trainer, f"stopped at step {trainer.step} as asked; run again to resume")
-            return {}
-        final = trainer.evaluate() if run.eval_data else {}
+            start_step, start_time = trainer.step, time.monotonic()
+            iterator = trainer.make_train_iterator(trainer.step)
+            while trainer.step < end:
+                gate.check()  # a Ctrl-C stops here, between chunks (InterruptGate)
+                step = trainer.step
+                phase = trainer.phase_at(step)
+                if phase.name == "two_stage_discriminator" and step == phase.start:
+                    trainer.initialize_discriminator_from_generator()
+                n = min(log_every - step % log_every, end - step, phase.end - step)
+                if run.eval_every_steps:
+                    n = min(n, run.eval_every_steps - step % run.eval_every_steps)
+                t0 = time.monotonic()
+                results = trainer.train_steps(iterator, n)
+                results["learning_rate"] = float(trainer.optimizer.learning_rate)  # next step's
+                results["sequences_per_second"] = (n * cfg.train_batch_size
+                                                   / (time.monotonic() - t0))
+                step = trainer.step
+                runtime.write_scalars(train_writer, step, results)
+                eta = (time.monotonic() - start_time) / max(step - start_step, 1) * (
+                    cfg.num_train_steps - step)
+                log(trainer, reporting.train_line(results, step, cfg.num_train_steps, eta))
+                trainer.save_checkpoint()
+                if run.eval_every_steps and step % run.eval_every_steps == 0 \
+                        and step < cfg.num_train_steps:
+                    report_eval(trainer, trainer.evaluate(), eval_writer)
+            trainer.save_checkpoint(force=True)
+            if trainer.step < cfg.num_train_steps:
+                log(trainer, f"stopped at step {trainer.step} as asked; run again to resume")
+                return {}
+            final = trainer.evaluate() if run.eval_data else {}
     except KeyboardInterrupt:
         trainer.save_checkpoint(force=True)
         raise runtime.Interrupted(trainer.step) from None

@@ -29,9 +29,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -60,6 +62,49 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, step: int):
         super().__init__(f"interrupted at step {step}; checkpoint saved; rerun to resume")
         self.step = step
+
+
+class InterruptGate:
+    """Holds a Ctrl-C until the training loop reaches a point where stopping is safe.
+
+    Python raises KeyboardInterrupt at whatever line runs when SIGINT arrives,
+    which inside a loop can be TensorFlow's own code: a checkpoint save half
+    done, a lock taken and never released. Within `with InterruptGate() as
+    gate:`, a first Ctrl-C only marks the request; the loop calls
+    `gate.check()` where stopping is safe (between chunks of steps, after a
+    save), which raises KeyboardInterrupt there. The chunk that was running
+    finishes first: a compiled call cannot be stopped midway anyway. A second
+    Ctrl-C raises at once, as without the gate. A request the loop never
+    reached a check for is raised when the block ends. Off the main thread
+    (where no signal handler can be set) the gate does nothing.
+    """
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def _on_sigint(self, signum, frame):
+        if self.requested:  # the second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def check(self) -> None:
+        """Raises KeyboardInterrupt if a Ctrl-C came since the gate opened."""
+        if self.requested:
+            raise KeyboardInterrupt
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+        if exc_type is None:
+            self.check()
+        return False
 
 
 # === Devices and strategies ===

@@ -16,8 +16,8 @@ seeds. What differs:
   official prediction files and results.json; a checkpoint.
 Every split the run will read (train, dev with do_eval, test with
 do_predict) is read and featurized before the first step, so bad data stops
-the run before it trains; Ctrl-C saves a checkpoint, then stops with one
-line. The folder it writes is described in artifacts.py.
+the run before it trains; Ctrl-C lets the running chunk of steps finish
+(runtime.InterruptGate), saves a checkpoint, then stops with one line. The folder it writes is described in artifacts.py.
 
 `FinetuningLoop` is what this TensorFlow loop (`Finetuning`) and the JAX
 loop (`jax_trainer.JaxFinetuning`) share: the model, the data, the
@@ -213,12 +213,14 @@ class FinetuningLoop:
                   f"steps/epoch x {self.epochs} epochs = {total} steps, lr "
                   f"{cfg.resolved_learning_rate(size):.1e}, layer-wise decay {decay}")
         try:
-            return self._train_loop(checkpoints, results, steps_per_epoch, total, stop_at_step)
+            with runtime.InterruptGate() as gate:
+                return self._train_loop(checkpoints, results, steps_per_epoch, total,
+                                        stop_at_step, gate)
         except KeyboardInterrupt:
             checkpoints.save(force=True)
             raise runtime.Interrupted(self.step) from None
 
-    def _train_loop(self, checkpoints, results, steps_per_epoch, total, stop_at_step):
+    def _train_loop(self, checkpoints, results, steps_per_epoch, total, stop_at_step, gate):
         cfg, run = self.config, self.run
         step = self.step
         end = min(total, stop_at_step or total)
@@ -228,6 +230,7 @@ class FinetuningLoop:
             iterator = self.train_iterator(epoch, done)
             t0 = time.monotonic()
             while n > 0:  # chunks that end at a checkpoint or at the epoch's end
+                gate.check()  # a Ctrl-C stops here, between chunks (InterruptGate)
                 k = min(n, cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps)
                 loss = self.train_steps(iterator, k)
                 step += k

@@ -1,0 +1,85 @@
+"""Ctrl-C inside a training loop: held by runtime.InterruptGate until a safe point.
+
+A KeyboardInterrupt raised wherever SIGINT lands can cut TensorFlow's own
+code midway (a checkpoint save, a lock). The gate turns the first Ctrl-C
+into a request the loop acts on between chunks; a second one stops at once.
+"""
+
+import os
+import signal
+import time
+
+import pytest
+
+from electra_tf import runtime
+from electra_tf.training import Pretraining
+
+
+def ctrl_c():
+    """SIGINT to this process; Python runs the handler within the next few lines."""
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.05)
+
+
+def test_the_first_ctrl_c_waits_for_a_check():
+    previous = signal.getsignal(signal.SIGINT)
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with runtime.InterruptGate() as gate:
+            ctrl_c()
+            reached.append(gate.requested)  # the work after the Ctrl-C still runs
+            gate.check()
+            reached.append("after check")
+    assert reached == [True]
+    assert signal.getsignal(signal.SIGINT) is previous
+
+
+def test_a_request_no_check_reached_is_raised_when_the_block_ends():
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with runtime.InterruptGate():
+            ctrl_c()
+            reached.append("end of block")
+    assert reached == ["end of block"]
+
+
+def test_a_second_ctrl_c_stops_at_once():
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with runtime.InterruptGate():
+            ctrl_c()
+            reached.append("after the first")
+            ctrl_c()
+            reached.append("after the second")
+    assert reached == ["after the first"]
+
+
+def test_no_ctrl_c_no_interrupt():
+    with runtime.InterruptGate() as gate:
+        gate.check()
+    assert not gate.requested
+
+
+def test_ctrl_c_during_a_chunk_lets_it_finish_then_saves_at_its_end(make_configs, tmp_path):
+    """The Ctrl-C comes as the second chunk (steps 3-6) starts: the chunk runs to
+    step 6, then the loop saves and stops there (without the gate it stopped at 3,
+    the KeyboardInterrupt cutting into the chunk's first lines)."""
+    config, run = make_configs(tmp_path / "m", num_train_steps=9)
+    trainer = Pretraining(config, run)
+    real_train_steps, calls = trainer.train_steps, []
+
+    def train_steps(iterator, n):
+        calls.append(trainer.step)
+        if len(calls) == 2:
+            ctrl_c()
+        return real_train_steps(iterator, n)
+
+    trainer.train_steps = train_steps
+    with pytest.raises(runtime.Interrupted) as raised:
+        trainer.train()
+    assert calls == [0, 3]
+    assert raised.value.step == 6 and trainer.step == 6
+    assert str(raised.value) == "interrupted at step 6; checkpoint saved; rerun to resume"
+    assert trainer.checkpoints.latest.endswith("ckpt-6")
+    resumed = Pretraining(config, run)
+    assert resumed.restore() == 6
