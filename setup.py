@@ -33,7 +33,8 @@ setup(
     ],
     extras_require={
         # jax[cpu]: the JAX backend's tests (KERAS_BACKEND=jax) run on CPU.
-        "test": ["pytest>=8", "jax[cpu]>=0.6,<0.11"],
+        # pytest-xdist: the README's test command runs the suite on 2 workers.
+        "test": ["pytest>=8", "pytest-xdist>=3.5,<4", "jax[cpu]>=0.6,<0.11"],
         # Checkpoint interop: the parity tests against PyTorch ELECTRA, and
         # `convert --from=hf` (safetensors alone is enough to import).
         "interop": ["torch==2.13.0", "transformers==5.23.*", "safetensors>=0.4"],
