@@ -17,7 +17,8 @@ seeds. What differs:
 Every split the run will read (train, dev with do_eval, test with
 do_predict) is read and featurized before the first step, so bad data stops
 the run before it trains; Ctrl-C lets the running chunk of steps finish
-(runtime.InterruptGate), saves a checkpoint, then stops with one line. The folder it writes is described in artifacts.py.
+(runtime.InterruptGate), saves a checkpoint, then stops with one line. The
+folder it writes is described in artifacts.py.
 
 `FinetuningLoop` is what this TensorFlow loop (`Finetuning`) and the JAX
 loop (`jax_trainer.JaxFinetuning`) share: the model, the data, the
