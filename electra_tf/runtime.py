@@ -76,7 +76,8 @@ class InterruptGate:
     finishes first: a compiled call cannot be stopped midway anyway. A second
     Ctrl-C raises at once, as without the gate. A request the loop never
     reached a check for is raised when the block ends. Off the main thread
-    (where no signal handler can be set) the gate does nothing.
+    (where no signal handler can be set), or where SIGINT is ignored, the
+    gate does nothing.
     """
 
     def __init__(self):
@@ -84,7 +85,10 @@ class InterruptGate:
         self._previous = None
 
     def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
+        # A process started with SIGINT ignored (`nohup`, a shell's background
+        # job) keeps ignoring it.
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             self._previous = signal.signal(signal.SIGINT, self._on_sigint)
         return self
 

@@ -83,3 +83,14 @@ def test_ctrl_c_during_a_chunk_lets_it_finish_then_saves_at_its_end(make_configs
     assert trainer.checkpoints.latest.endswith("ckpt-6")
     resumed = Pretraining(config, run)
     assert resumed.restore() == 6
+
+
+def test_an_ignored_sigint_stays_ignored():
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with runtime.InterruptGate() as gate:
+            ctrl_c()
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert not gate.requested
+    finally:
+        signal.signal(signal.SIGINT, previous)
