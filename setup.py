@@ -25,11 +25,9 @@ setup(
         "tensorflow-serving-api==2.20.*",
         "absl-py>=1.4",
         "numpy>=1.26",
-        # Imported by electra_tf itself (tf-models-official pulls them in today,
-        # but the code must not rest on that): span F1 for tagging, and the
-        # efficiency study's plot.
+        # Imported by electra_tf itself (tf-models-official pulls it in today,
+        # but the code must not rest on that): span F1 for tagging.
         "seqeval>=1.2,<2",
-        "matplotlib>=3.7",
     ],
     extras_require={
         # jax[cpu]: the JAX backend's tests (KERAS_BACKEND=jax) run on CPU.
@@ -40,5 +38,7 @@ setup(
         "interop": ["torch==2.13.0", "transformers==5.23.*", "safetensors>=0.4"],
         # The JAX backend beside TensorFlow; without TensorFlow, see above.
         "jax": JAX_WITHOUT_TENSORFLOW,
+        # studies/ (run from the repository root, not installed): the efficiency study's plot.
+        "studies": ["matplotlib>=3.7"],
     },
 )

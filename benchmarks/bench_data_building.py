@@ -29,7 +29,7 @@ def main():
     args = parser.parse_args()
 
     from electra_tf.data.demo_corpus import write_corpus
-    from electra_tf.data.vocab import build_vocab
+    from electra_tf.text.vocab_builder import build_vocab
 
     work = tempfile.mkdtemp(prefix="bench_data_")
     base = os.path.join(work, "corpus.txt")

@@ -26,7 +26,7 @@ from electra_tf import artifacts
 from electra_tf.config import EncoderConfig, MODEL_SIZES, FinetuneRun, FinetuningConfig
 from electra_tf.modeling import build_discriminator
 from electra_tf.finetuning.registry import get_task
-from electra_tf.finetuning.trainer import Finetuning
+from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
 work, L, batch, jit, precision, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5], int(sys.argv[6])
 pre = os.path.join(work, "pretrained")
 if not os.path.exists(os.path.join(pre, artifacts.DISCRIMINATOR_WEIGHTS)):
@@ -45,7 +45,7 @@ if not os.path.exists(data):
 run = FinetuneRun(model_dir=os.path.join(work, f"m{L}{jit}{precision}{time.time()}"), data_dir=data,
                   init_checkpoint=pre, vocab_file=os.path.join(work, "vocab.txt"), jit_compile=jit,
                   mixed_precision=precision, do_eval=False)
-ft = Finetuning(get_task("sst2"), FinetuningConfig(task_name="sst2", max_seq_length=L, train_batch_size=batch,
+ft = TensorFlowFinetuning(get_task("sst2"), FinetuningConfig(task_name="sst2", max_seq_length=L, train_batch_size=batch,
                 num_train_epochs=1, save_checkpoints_steps=10**6), run)
 _, feats = ft.features("train")
 ft.build_optimizer(len(feats) // batch)

@@ -1,14 +1,14 @@
 """ELECTRA pre-training throughput on one accelerator: electra_tf on JAX beside HF transformers.
 
-    # on the lent GPU machine (see benchmarks/gpu_pretraining.md for the `run` call):
-    python3 benchmarks/bench_gpu.py --sizes=small --output=$OUT/gpu_small
+    # on a GPU machine (benchmarks/gpu_pretraining.md: what to install):
+    python benchmarks/bench_gpu.py --sizes=small --output=benchmarks/gpu_small
     # wiring check on CPU, tiny configs, < 60 s:
     KERAS_BACKEND=jax .venv/bin/python benchmarks/bench_gpu.py --toy --output=/tmp/gpu_toy
 
 Writes OUTPUT.json (raw numbers) and OUTPUT.md (command, device, date, table),
 rewritten after every setting, so a run cut short keeps what it measured.
 `--merge A.json B.json ... --output=OUT` joins the results of several runs
-(one per device call) into one table.
+(one per size, say) into one table.
 
 What runs, each setting in a fresh subprocess (the Keras dtype policy is
 process-wide, JAX's peak-memory counter cannot be reset, and JAX and PyTorch
@@ -17,7 +17,7 @@ must not share one GPU's memory):
     (4096 and 8192; JAX's default matmul precision), each timed over
     back-to-back calls ended by block_until_ready; the best size is the
     peak that MFU is measured against, per precision.
-  * electra_tf: `electra_tf.jax_training.JaxPretraining`, the class that
+  * electra_tf: `electra_tf.training.backends.jax.JaxPretraining`, the class that
     `KERAS_BACKEND=jax python -m electra_tf.run_pretraining` trains with,
     built from a PretrainingConfig as configs/small.flags or
     configs/base.flags (generator 1/4 of D's width for Small, 1/3 for
@@ -290,7 +290,7 @@ def worker_electra_tf(args):
     import numpy as np
 
     from electra_tf.config import RunConfig
-    from electra_tf.jax_training import JaxPretraining
+    from electra_tf.training.backends.jax import JaxPretraining
 
     config = pretraining_config(args.size)
     folder = tempfile.mkdtemp(prefix="bench_gpu_")
@@ -299,9 +299,10 @@ def worker_electra_tf(args):
     run = RunConfig(model_dir=os.path.join(folder, "model"),
                     train_data=os.path.join(folder, "pretrain_data.tfrecord-*"),
                     vocab_file=os.path.join(folder, "vocab.txt"), jit_compile=True,
-                    mixed_precision=args.precision, jax_steps_per_call=args.steps_per_call)
+                    mixed_precision=args.precision, jax_steps_per_call=args.steps_per_call,
+                    jax_input_pipeline="numpy")
     t0 = time.perf_counter()
-    p = JaxPretraining(config, run, input_pipeline="numpy")
+    p = JaxPretraining(config, run)
     build_s = time.perf_counter() - t0
     if args.input == "records":
         iterator = p.make_train_iterator(0)
@@ -668,7 +669,7 @@ def parse_args(argv):
     ap.add_argument("--setting_timeout_s", type=float, default=300)
     ap.add_argument("--budget_s", type=float, default=540,
                     help="settings not started before this many seconds are recorded as "
-                         "skipped (the device runs a command for 10 minutes at most)")
+                         "skipped (a run that must end by a deadline still writes its table)")
     ap.add_argument("--merge", nargs="+", help="JSON results of earlier runs to join")
     # worker-only
     ap.add_argument("--worker", default="")

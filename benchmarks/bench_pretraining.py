@@ -7,7 +7,7 @@ Writes OUTPUT.json (raw numbers) and OUTPUT.md (command, machine, table).
 
 What runs, each in a fresh subprocess (the logical-CPU split and the global
 Keras dtype policy are per process):
-  * electra_tf's `Pretraining` loop (training.py), ELECTRA-Small as the paper
+  * electra_tf's `TensorFlowPretraining` loop (electra_tf/training/), ELECTRA-Small as the paper
     (PretrainingConfig(model_size="small", vocab_size=30522, max_seq_length=128,
     train_batch_size=128), generator 1/4, all other defaults), for every
     jit_compile {off, on} x mixed_precision {fp32, bf16} x replicas {1
@@ -25,7 +25,7 @@ Keras dtype policy are per process):
 Input: synthetic TFRecords in electra_tf's format (random token ids under a
 synthetic 30522-line BERT-layout vocab), written once to a temp folder.
 
-Timing: build Pretraining (or the Model Garden model), make the iterator and
+Timing: build TensorFlowPretraining (or the Model Garden model), make the iterator and
 accumulators, run `--warmup` single-step loop calls (excluded: tracing and
 XLA compilation), then `--steps` single-step calls, each synchronised by
 reading a result back; seq/s = batch / median step time. During the timed
@@ -166,8 +166,7 @@ def worker_ours(args):
     import tensorflow as tf
 
     from electra_tf.config import RunConfig
-    from electra_tf.runtime import make_strategy
-    from electra_tf.training import Pretraining
+    from electra_tf.training.backends.tensorflow import TensorFlowPretraining, make_strategy
 
     t_start = time.monotonic()
     strategy = make_strategy("mirrored" if args.replicas > 1 else "default",
@@ -179,7 +178,7 @@ def worker_ours(args):
                     strategy="mirrored" if args.replicas > 1 else "default",
                     num_devices=args.replicas if args.replicas > 1 else 0,
                     jit_compile=bool(args.jit), mixed_precision=args.precision)
-    p = Pretraining(config, run, strategy)
+    p = TensorFlowPretraining(config, run, strategy)
     iterator = p.make_train_iterator(0)
     build_s = time.monotonic() - t_start
     log(f"  built in {build_s:.1f} s: {strategy.num_replicas_in_sync} replica(s) on "
@@ -208,7 +207,7 @@ def worker_model_garden(args):
 
     from electra_tf.data.masking import MaskingConfig
     from electra_tf.data.pipeline import pretraining_dataset
-    from electra_tf.tokenization import Tokenizer
+    from electra_tf.text.tokenizer import Tokenizer
 
     t_start = time.monotonic()
     cfg = small_config()

@@ -11,7 +11,7 @@ Three kinds of folder, each a set of files with fixed names:
     discriminator_config.json its EncoderConfig
     generator.weights.h5      [+ generator_config.json for a stand-alone one]
     final_eval.json           {"step", metrics...}
-    checkpoints/              tf.train checkpoints (runtime.Checkpoints)
+    checkpoints/              the loop's checkpoints (training/checkpoints.py)
     vocab.txt, conversion_report.json, task_head.json, finetuned.weights.h5
                               (converted folders only)
 - fine-tuning model_dir (`run_finetuning`):
@@ -19,17 +19,15 @@ Three kinds of folder, each a set of files with fixed names:
                                "answerable", "pair", "label_names", "head_options"
                                (FinetuningModel's head arguments, e.g. SQuAD's
                                span_head and beam_size), ["label_scale": [min, max]
-                               of a regression target], ...}; older files lack
-                               the last two: {} (the independent span head) and
-                               [0, 1] (raw scores), what their models trained with
+                               of a regression target], ...}
     finetuned.weights.h5      encoder + task head
     results.json              metrics per epoch
     checkpoints/, prediction files
 - the TF Serving export is `export/`'s own layout (TF Serving's).
 
-Every JSON file carries "format_version" (FORMAT_VERSION). Files without one
-were written before versioning (version 0) and still load; a newer version
-than this code knows is refused with a clear error. Every file is written
+Every JSON file carries "format_version" (FORMAT_VERSION); a file without
+one, or of a newer version than this code knows, is refused with a clear
+error. Every file is written
 atomically (temporary name, then rename), so a kill mid-write leaves the old
 file or none, never a truncated one; the temporary file such a kill leaves
 (`.tmp-*`) is removed when a run starts again (`remove_stale_temporaries`).
@@ -44,8 +42,8 @@ import os
 import shutil
 from typing import Any
 
-from electra_tf.config import ConfigError, EncoderConfig, PretrainingConfig, model_size_of
-from electra_tf.errors import InputError
+from electra_tf.config import EncoderConfig, PretrainingConfig, model_size_of
+from electra_tf.errors import ConfigError, InputError
 from electra_tf.fileio import atomic_write, atomic_write_json
 
 FORMAT_VERSION = 1
@@ -72,10 +70,11 @@ def write_json(path: str, value: dict) -> None:
 
 
 def read_json(path: str) -> dict:
-    """Reads a file `write_json` wrote (or an unversioned older one).
+    """Reads a file `write_json` wrote.
 
     Raises:
-      InputError: missing, not JSON, or written by a newer electra_tf.
+      InputError: missing, not JSON, not written by electra_tf, or written by
+        a newer electra_tf.
     """
     try:
         with open(path, encoding="utf-8") as f:
@@ -86,7 +85,9 @@ def read_json(path: str) -> dict:
         raise InputError(f"{path}: not a valid JSON file ({e})") from None
     if not isinstance(value, dict):
         raise InputError(f"{path}: expected a JSON object")
-    version = value.pop("format_version", 0)
+    if "format_version" not in value:
+        raise InputError(f"{path}: no format_version; not a file electra_tf wrote")
+    version = value.pop("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise InputError(f"{path} has format_version {version!r}; this electra_tf reads "
                          f"up to {FORMAT_VERSION} (upgrade electra_tf)")
@@ -163,7 +164,7 @@ def write_pretraining_config(model_dir: str, config: PretrainingConfig | None,
         value["pretraining"] = config.to_dict()
     vocab = value["run"].get("vocab_file", "")
     if vocab:
-        from electra_tf.vocab_file import VocabError
+        from electra_tf.errors import VocabError
 
         try:
             value["vocab_sha256"] = vocab_fingerprint(vocab)
@@ -178,13 +179,14 @@ def vocab_fingerprint(vocab_file: str) -> str:
     Raises:
       VocabError: the file is missing or not a vocabulary.
     """
-    from electra_tf.vocab_file import load_vocab
+    from electra_tf.text.vocab import load_vocab
 
     return hashlib.sha256("\n".join(load_vocab(vocab_file)).encode("utf-8")).hexdigest()
 
 
 def recorded_vocab_fingerprint(folder: str) -> str:
-    """The vocab fingerprint a pre-training folder records ("" in older folders)."""
+    """The vocab fingerprint a pre-training folder records ("" where its vocab was
+    unreadable when the folder was written)."""
     return read_pretraining_config(folder).get("vocab_sha256", "")
 
 
@@ -395,18 +397,17 @@ def read_finetuning_config(model_dir: str) -> FinetunedRecord:
         raise InputError(f"{path} not found (expected a fine-tuning model_dir with "
                          f"{FINETUNED_WEIGHTS} and {FINETUNING_CONFIG})")
     value = read_json(path)
-    if "head" not in value:  # version 0 did not record the head: ask the task
-        from electra_tf.finetuning.registry import get_task
-
-        task = get_task(value["task"])
-        value.update(head=task.head, answerable=task.answerable, pair=task.text_b is not None)
+    missing = [k for k in ("task", "head", "answerable", "pair", "encoder", "max_seq_length",
+                           "head_options") if k not in value]
+    if missing:
+        raise InputError(f"{path}: lacks {', '.join(missing)}; not a file electra_tf wrote")
     return FinetunedRecord(
         task=value["task"], head=value["head"], answerable=bool(value["answerable"]),
         pair=bool(value["pair"]), label_names=tuple(value.get("label_names") or ()),
         encoder=EncoderConfig.from_dict(value["encoder"]),
         max_seq_length=int(value["max_seq_length"]),
         finetuning=value.get("finetuning", {}), run=value.get("run", {}),
-        head_options=dict(value.get("head_options") or {}),
+        head_options=dict(value["head_options"]),
         label_scale=_label_scale(value.get("label_scale", (0.0, 1.0)), path))
 
 

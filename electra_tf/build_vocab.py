@@ -5,7 +5,7 @@
 
 The special tokens keep the ids of BERT's uncased vocab ([PAD]=0, [UNK]=100,
 [CLS]=101, [SEP]=102, [MASK]=103); the learning itself is
-`electra_tf.data.vocab.build_vocab`.
+`electra_tf.text.vocab_builder.build_vocab`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 from absl import app, flags
 
 from electra_tf import cli
-from electra_tf.data.vocab import build_vocab
 from electra_tf.errors import InputError
+from electra_tf.text.vocab_builder import build_vocab
 
 FLAGS = flags.FLAGS
 

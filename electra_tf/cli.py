@@ -40,7 +40,7 @@ def run_cli(main: Callable[[], None]) -> None:
 
     - bad input (InputError, ConfigError, VocabError, TaskDataError):
       `error: ...`, exit status 2;
-    - Ctrl-C: the loops save a checkpoint and say so (runtime.Interrupted:
+    - Ctrl-C: the loops save a checkpoint and say so (training.loop.Interrupted:
       `interrupted at step N; checkpoint saved; rerun to resume`); elsewhere
       `interrupted`; exit status 130;
     - a multi-worker peer found down mid-run (tf.errors.UnavailableError):
@@ -49,15 +49,12 @@ def run_cli(main: Callable[[], None]) -> None:
     """
     from absl import logging
 
-    from electra_tf.config import ConfigError
-    from electra_tf.errors import InputError
-    from electra_tf.finetuning.base import TaskDataError
-    from electra_tf.vocab_file import VocabError
+    from electra_tf.errors import BAD_INPUT
 
     logging.set_verbosity(logging.WARNING)  # TF's INFO lines (checkpoint sharding, ...)
     try:
         main()
-    except (InputError, ConfigError, VocabError, TaskDataError) as e:
+    except BAD_INPUT as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt as e:

@@ -2,20 +2,32 @@
 
 `EncoderConfig` carries the BERT-style transformer sizes (the names of the
 original `bert_config.json`). `PretrainingConfig` carries the names and
-defaults of google-research/electra's `configure_pretraining.py`; every field
-has an end-of-line comment, and an unknown name is an error (`from_dict`).
-Library code receives these objects; only the `run_*` entry points read flags.
+defaults of google-research/electra's `configure_pretraining.py`, and an
+unknown name is an error (`from_dict`). `RuntimeOptions` says how a run
+executes; `RunConfig` (pre-training) and `FinetuneRun` (fine-tuning) extend it
+with where their inputs and outputs are. Every field carries its help text in
+its metadata (`_field`), which flags.py turns into the flag's help, so the
+text is there in an install without .py sources too. Library code receives
+these objects; only the `run_*` entry points read flags.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import Any, Callable
+
+from electra_tf.errors import ConfigError
 
 
-class ConfigError(ValueError):
-    """A hyperparameter has a bad name or value."""
+def _field(default: Any, help: str) -> Any:
+    """A dataclass field with its help text (flags.py makes it the flag's help)."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+def _factory_field(default_factory: Callable[[], Any], help: str) -> Any:
+    """`_field` for a mutable default, built anew for every instance."""
+    return dataclasses.field(default_factory=default_factory, metadata={"help": help})
 
 
 def _check_known(cls, values: dict[str, Any]) -> None:
@@ -32,22 +44,22 @@ def _check_known(cls, values: dict[str, Any]) -> None:
 class EncoderConfig:
     """Transformer encoder sizes (paper Table 6; BERT config names)."""
 
-    vocab_size: int = 30522  # WordPiece vocabulary size
-    embedding_size: int | None = None  # None: equal to hidden_size (no projection)
-    hidden_size: int = 768  # transformer width
-    num_hidden_layers: int = 12  # transformer depth
-    num_attention_heads: int = 12  # attention heads per layer
-    intermediate_size: int = 3072  # feed-forward width
-    hidden_act: str = "gelu"  # exact erf GELU, as the original's modeling.gelu
-    hidden_dropout_prob: float = 0.1  # dropout on embeddings and sub-layer outputs
-    attention_probs_dropout_prob: float = 0.1  # dropout on attention probabilities
-    max_position_embeddings: int = 512  # rows of the position table
-    type_vocab_size: int = 2  # segment ids 0 and 1
-    initializer_range: float = 0.02  # truncated-normal stddev for all kernels
-    layer_norm_eps: float = 1e-12  # LayerNorm epsilon of the original
-    # The generator's MLM head activation; None: hidden_act, as the original.
+    vocab_size: int = _field(30522, "WordPiece vocabulary size")
+    embedding_size: int | None = _field(None, "None: equal to hidden_size (no projection)")
+    hidden_size: int = _field(768, "transformer width")
+    num_hidden_layers: int = _field(12, "transformer depth")
+    num_attention_heads: int = _field(12, "attention heads per layer")
+    intermediate_size: int = _field(3072, "feed-forward width")
+    hidden_act: str = _field("gelu", "exact erf GELU, as the original's modeling.gelu")
+    hidden_dropout_prob: float = _field(0.1, "dropout on embeddings and sub-layer outputs")
+    attention_probs_dropout_prob: float = _field(0.1, "dropout on attention probabilities")
+    max_position_embeddings: int = _field(512, "rows of the position table")
+    type_vocab_size: int = _field(2, "segment ids 0 and 1")
+    initializer_range: float = _field(0.02, "truncated-normal stddev for all kernels")
+    layer_norm_eps: float = _field(1e-12, "LayerNorm epsilon of the original")
     # transformers' ElectraGeneratorPredictions always uses "gelu" (set on import).
-    generator_head_act: str | None = None
+    generator_head_act: str | None = _field(
+        None, "the generator's MLM head activation; None: hidden_act, as the original")
 
     @property
     def resolved_embedding_size(self) -> int:
@@ -139,54 +151,53 @@ class PretrainingConfig:
     """Pre-training hyperparameters, named as in configure_pretraining.py."""
 
     # --- model ---
-    model_size: str = "small"  # one of MODEL_SIZES
-    model_hparam_overrides: dict = dataclasses.field(default_factory=dict)  # EncoderConfig fields
-    embedding_size: int | None = None  # None: the size preset's value
-    vocab_size: int = 30522  # must match the vocab file
-    do_lower_case: bool = True  # lower-case and strip accents before WordPiece
+    model_size: str = _field("small", "one of MODEL_SIZES")
+    model_hparam_overrides: dict = _factory_field(dict, "EncoderConfig fields")
+    embedding_size: int | None = _field(None, "None: the size preset's value")
+    vocab_size: int = _field(30522, "must match the vocab file")
+    do_lower_case: bool = _field(True, "lower-case and strip accents before WordPiece")
 
     # --- loss ---
-    electra_objective: bool = True  # False trains a plain MLM (BERT) at D's size only
-    objective: str = "electra"  # electra | bert_mlm | electra_15 | replace_mlm | all_tokens_mlm
-    bert_80_10_10: bool = False  # bert_mlm: BERT's 80/10/10 [MASK]/random/kept (original: 85/15)
-    training_algorithm: str = "joint"  # joint | two_stage (G then D, n steps each) | adversarial
-    gen_weight: float = 1.0  # weight of the generator's MLM loss
-    disc_weight: float = 50.0  # weight of the discriminator's loss (lambda)
-    mask_prob: float = 0.15  # fraction of tokens to mask (0.25 for Large)
-    max_predictions_per_seq: int | None = None  # None: int((mask_prob + 0.005) * L)
+    objective: str = _field(
+        "electra", "electra | bert_mlm | electra_15 | replace_mlm | all_tokens_mlm")
+    bert_80_10_10: bool = _field(
+        False, "bert_mlm: BERT's 80/10/10 [MASK]/random/kept (original: 85/15)")
+    training_algorithm: str = _field(
+        "joint", "joint | two_stage (G then D, n steps each) | adversarial")
+    gen_weight: float = _field(1.0, "weight of the generator's MLM loss")
+    disc_weight: float = _field(50.0, "weight of the discriminator's loss (lambda)")
+    mask_prob: float = _field(0.15, "fraction of tokens to mask (0.25 for Large)")
+    max_predictions_per_seq: int | None = _field(None, "None: int((mask_prob + 0.005) * L)")
 
     # --- generator ---
-    uniform_generator: bool = False  # no generator: replacements uniform at random (ablation)
-    untied_generator_embeddings: bool = False  # do not share embeddings with D
-    untied_generator: bool = True  # False: G and D share all weights (equal sizes)
-    generator_layers: float = 1.0  # G depth as a fraction of D's
-    generator_hidden_size: float = 0.25  # G width as a fraction of D's (1/3 for Base)
-    disallow_correct: bool = False  # never sample the original token
-    temperature: float = 1.0  # generator sampling temperature
+    uniform_generator: bool = _field(
+        False, "no generator: replacements uniform at random (ablation)")
+    untied_generator_embeddings: bool = _field(False, "do not share embeddings with D")
+    untied_generator: bool = _field(True, "False: G and D share all weights (equal sizes)")
+    generator_layers: float = _field(1.0, "G depth as a fraction of D's")
+    generator_hidden_size: float = _field(0.25, "G width as a fraction of D's (1/3 for Base)")
+    disallow_correct: bool = _field(False, "never sample the original token")
+    temperature: float = _field(1.0, "generator sampling temperature")
 
     # --- optimization ---
-    learning_rate: float = 5e-4  # peak learning rate
-    lr_decay_power: float = 1.0  # polynomial decay power (1.0: linear)
-    weight_decay_rate: float = 0.01  # AdamW decay, none on LayerNorm and bias
-    num_warmup_steps: int = 10000  # linear warmup steps
-    adam_epsilon: float = 1e-6  # Adam epsilon of the original
-    adam_bias_correction: bool = False  # Keras' bias-corrected Adam (the original has none)
-    clip_norm: float = 1.0  # global-norm gradient clipping
+    learning_rate: float = _field(5e-4, "peak learning rate")
+    lr_decay_power: float = _field(1.0, "polynomial decay power (1.0: linear)")
+    weight_decay_rate: float = _field(0.01, "AdamW decay, none on LayerNorm and bias")
+    num_warmup_steps: int = _field(10000, "linear warmup steps")
+    adam_epsilon: float = _field(1e-6, "Adam epsilon of the original")
+    adam_bias_correction: bool = _field(False, "Keras' bias-corrected Adam (the original has none)")
+    clip_norm: float = _field(1.0, "global-norm gradient clipping")
 
     # --- training ---
-    num_train_steps: int = 1000000  # optimizer steps
-    iterations_per_loop: int = 200  # steps per host loop (and per summary write)
-    save_checkpoints_steps: int = 1000  # checkpoint every N steps
-    keep_checkpoint_max: int = 5  # checkpoints kept
-    num_eval_steps: int = 100  # batches per evaluation
-    max_seq_length: int = 128  # L
-    train_batch_size: int = 128  # global batch
-    eval_batch_size: int = 128  # global batch
-    seed: int = 0  # seed for init, masking, sampling and dropout
-
-    @property
-    def resolved_objective(self) -> str:
-        return "bert_mlm" if not self.electra_objective else self.objective
+    num_train_steps: int = _field(1000000, "optimizer steps")
+    iterations_per_loop: int = _field(200, "steps per host loop (and per summary write)")
+    save_checkpoints_steps: int = _field(1000, "checkpoint every N steps")
+    keep_checkpoint_max: int = _field(5, "checkpoints kept")
+    num_eval_steps: int = _field(100, "batches per evaluation")
+    max_seq_length: int = _field(128, "L")
+    train_batch_size: int = _field(128, "global batch")
+    eval_batch_size: int = _field(128, "global batch")
+    seed: int = _field(0, "seed for init, masking, sampling and dropout")
 
     @property
     def stage_starts(self) -> tuple[int, ...]:
@@ -235,13 +246,13 @@ class PretrainingConfig:
     def generator_config(self) -> EncoderConfig:
         """G's config, sized as the original's get_generator_config.
 
-        BERT (objective bert_mlm, electra_objective=False): D's config, as the
-        original builds BERT's transformer at the full size whatever
-        generator_hidden_size and generator_layers say. Two-stage training: G
+        BERT (objective bert_mlm, the original's electra_objective=False): D's
+        config, as the original builds BERT's transformer at the full size
+        whatever generator_hidden_size and generator_layers say. Two-stage training: G
         embeds at D's embedding size (in tables of its own), so that D can
         start from all of G's weights.
         """
-        if self.resolved_objective == "bert_mlm":
+        if self.objective == "bert_mlm":
             return self.discriminator_config()
         tie = not self.untied_generator_embeddings or self.training_algorithm == "two_stage"
         return generator_config(self.discriminator_config(),
@@ -258,14 +269,14 @@ class PretrainingConfig:
             raise ConfigError(f"training_algorithm must be one of "
                               f"{', '.join(TRAINING_ALGORITHMS)}, got {self.training_algorithm!r}")
         if self.uniform_generator and (self.training_algorithm != "joint"
-                                       or self.resolved_objective == "bert_mlm"):
+                                       or self.objective == "bert_mlm"):
             raise ConfigError("uniform_generator replaces the generator by uniform sampling: "
                               "it needs training_algorithm=joint and an objective with a "
                               f"discriminator, got {self.training_algorithm} and "
-                              f"{self.resolved_objective}")
-        if self.training_algorithm != "joint" and self.resolved_objective != "electra":
+                              f"{self.objective}")
+        if self.training_algorithm != "joint" and self.objective != "electra":
             raise ConfigError(f"training_algorithm={self.training_algorithm} needs "
-                              f"objective=electra, got {self.resolved_objective}")
+                              f"objective=electra, got {self.objective}")
         if self.training_algorithm == "two_stage":
             if not self.untied_generator:
                 raise ConfigError("training_algorithm=two_stage freezes the generator while "
@@ -304,8 +315,8 @@ class PretrainingConfig:
         if self.max_seq_length > disc.max_position_embeddings:
             raise ConfigError("max_seq_length exceeds max_position_embeddings")
         gen = self.generator_config()
-        if not self.untied_generator and (
-                gen.hidden_size, gen.num_hidden_layers) != (disc.hidden_size, disc.num_hidden_layers):
+        if not self.untied_generator and ((gen.hidden_size, gen.num_hidden_layers)
+                                          != (disc.hidden_size, disc.num_hidden_layers)):
             raise ConfigError(
                 "untied_generator=False ties all generator and discriminator weights, "
                 "which needs equal sizes: set generator_hidden_size=1.0 and "
@@ -350,46 +361,119 @@ def generator_config(disc: EncoderConfig, generator_hidden_size: float,
 
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+MIXED_PRECISIONS = ("fp32", "bf16")
+JAX_INPUT_PIPELINES = ("tf.data", "numpy")
 
 
 @dataclasses.dataclass(frozen=True)
-class RunConfig:
-    """How and where a pre-training run executes (not hyperparameters)."""
+class RuntimeOptions:
+    """How a run executes, for pre-training and fine-tuning alike (not hyperparameters).
 
-    model_dir: str = ""  # checkpoints, summaries, final weights
-    train_data: str = ""  # comma-separated TFRecord globs
-    eval_data: str = ""  # held-out TFRecord globs ("" : no periodic eval)
-    vocab_file: str = ""  # WordPiece vocab (special ids for masking)
-    strategy: str = "default"  # default | mirrored | multi_worker | tpu
-    num_devices: int = 0  # mirrored: GPUs (or logical CPUs) to use; 0 = all GPUs
-    tpu: str = ""  # TPU name or grpc:// address for strategy=tpu
-    jit_compile: bool = False  # XLA for the per-replica forward/backward
-    mixed_precision: str = "fp32"  # fp32 | bf16
-    gradient_accumulation_steps: int = 1  # micro-batches per optimizer step
-    jax_steps_per_call: int = 1  # JAX backend: optimizer steps per compiled call (the TF loop runs a whole chunk per call)
-    eval_every_steps: int = 0  # 0: evaluate at the end only
-    log_every_steps: int = 0  # console/summary period; 0: iterations_per_loop
-    worker_startup_timeout_s: int = 600  # multi_worker: seconds to wait for every worker, then fail (0: forever)
+    The devices, the compilation and the precision of either backend; the
+    `jax_*` options apply with KERAS_BACKEND=jax only.
+    """
 
-    def validate(self) -> "RunConfig":
+    strategy: str = _field("default", "default | mirrored | multi_worker | tpu")
+    num_devices: int = _field(0, "mirrored: GPUs (or logical CPUs) to use; 0 = all GPUs")
+    tpu: str = _field("", "TPU name or grpc:// address for strategy=tpu")
+    jit_compile: bool = _field(False, "XLA for the per-replica forward/backward (and prediction)")
+    mixed_precision: str = _field("fp32", "fp32 | bf16")
+    worker_startup_timeout_s: int = _field(
+        600, "multi_worker: seconds to wait for every worker, then fail (0: forever)")
+    jax_steps_per_call: int = _field(
+        1, "KERAS_BACKEND=jax pre-training: optimizer steps per compiled call (the TF loop "
+        "runs a whole chunk per call; fine-tuning: 1)")
+    jax_input_pipeline: str = _field(
+        "tf.data", "KERAS_BACKEND=jax pre-training: read the records with tf.data (as the TF "
+        "loop), or with NumPy alone (data/numpy_pipeline.py; the run then never imports "
+        "TensorFlow)")
+    jax_coordinator_address: str = _field(
+        "", "KERAS_BACKEND=jax multi-host pre-training: host:port of process 0, the same for "
+        "every process (jax.distributed)")
+    jax_num_processes: int = _field(
+        1, "KERAS_BACKEND=jax multi-host pre-training: number of processes")
+    jax_process_id: int = _field(
+        0, "KERAS_BACKEND=jax multi-host pre-training: this process's index; 0 writes "
+        "checkpoints, summaries and the folder")
+
+    def validate(self) -> RuntimeOptions:
+        """Checks the options that depend on no other config.
+
+        Returns:
+          self, for chaining.
+
+        Raises:
+          ConfigError: an unknown choice, a value out of range, or multi-host
+            options that do not go together.
+        """
         if self.strategy not in STRATEGIES:
-            raise ConfigError(f"unknown strategy {self.strategy!r}")
-        if self.worker_startup_timeout_s < 0:
-            raise ConfigError("worker_startup_timeout_s must be >= 0")
-        if self.mixed_precision not in ("fp32", "bf16"):
+            raise ConfigError(f"unknown strategy {self.strategy!r}; "
+                              f"known are: {', '.join(STRATEGIES)}")
+        if self.mixed_precision not in MIXED_PRECISIONS:
             raise ConfigError(
                 f"mixed_precision must be fp32 or bf16, got {self.mixed_precision!r} "
                 "(fp16 is left out: Keras' loss scaling corrupts sparse embedding updates)")
-        if self.gradient_accumulation_steps < 1:
-            raise ConfigError("gradient_accumulation_steps must be >= 1")
+        if self.worker_startup_timeout_s < 0:
+            raise ConfigError(
+                f"worker_startup_timeout_s must be >= 0, got {self.worker_startup_timeout_s}")
         if self.jax_steps_per_call < 1:
-            raise ConfigError("jax_steps_per_call must be >= 1")
+            raise ConfigError(f"jax_steps_per_call must be >= 1, got {self.jax_steps_per_call}")
+        if self.jax_input_pipeline not in JAX_INPUT_PIPELINES:
+            raise ConfigError(f"jax_input_pipeline must be tf.data or numpy, "
+                              f"got {self.jax_input_pipeline!r}")
+        if self.jax_num_processes < 1:
+            raise ConfigError(f"jax_num_processes must be >= 1, got {self.jax_num_processes}")
+        if not 0 <= self.jax_process_id < self.jax_num_processes:
+            raise ConfigError(f"jax_process_id={self.jax_process_id} is not in [0, "
+                              f"jax_num_processes={self.jax_num_processes})")
+        if (self.jax_num_processes > 1) != bool(self.jax_coordinator_address):
+            raise ConfigError(
+                "a multi-host JAX run needs both jax_coordinator_address=HOST:PORT and "
+                f"jax_num_processes >= 2, got jax_coordinator_address="
+                f"{self.jax_coordinator_address!r} and jax_num_processes={self.jax_num_processes}")
+        return self
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig(RuntimeOptions):
+    """How and where a pre-training run executes (not hyperparameters)."""
+
+    model_dir: str = _field("", "checkpoints, summaries, final weights")
+    train_data: str = _field("", "comma-separated TFRecord globs")
+    eval_data: str = _field("", "held-out TFRecord globs (empty: no periodic eval)")
+    vocab_file: str = _field("", "WordPiece vocab (special ids for masking)")
+    gradient_accumulation_steps: int = _field(1, "micro-batches per optimizer step")
+    eval_every_steps: int = _field(0, "0: evaluate at the end only")
+    log_every_steps: int = _field(0, "console/summary period; 0: iterations_per_loop")
+
+    def validate(self, config: PretrainingConfig | None = None) -> RunConfig:
+        """Checks the run's options, and with `config` those that depend on both.
+
+        Args:
+          config: the run's hyperparameters, for the checks across the two;
+            None checks the run alone.
+
+        Returns:
+          self, for chaining.
+
+        Raises:
+          ConfigError: a bad or missing option, or one that does not fit `config`.
+        """
+        super().validate()
+        if self.gradient_accumulation_steps < 1:
+            raise ConfigError(f"gradient_accumulation_steps must be >= 1, "
+                              f"got {self.gradient_accumulation_steps}")
         if not self.model_dir:
             raise ConfigError("model_dir is required")
         if not self.train_data:
             raise ConfigError("train_data is required")
         if not self.vocab_file:
             raise ConfigError("vocab_file is required")
+        if config is not None and config.train_batch_size % self.gradient_accumulation_steps:
+            raise ConfigError(
+                "train_batch_size must be a multiple of gradient_accumulation_steps, got "
+                f"train_batch_size={config.train_batch_size} and "
+                f"gradient_accumulation_steps={self.gradient_accumulation_steps}")
         return self
 
 
@@ -403,30 +487,35 @@ FINETUNE_LAYERWISE_DECAY = {"tiny": 0.8, "small": 0.8, "base": 0.8, "large": 0.9
 class FinetuningConfig:
     """Fine-tuning hyperparameters, named as in configure_finetuning.py."""
 
-    task_name: str = ""  # cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, squad_v1, squad_v2, ner
-    model_size: str = ""  # "" : take it from the checkpoint's config
-    learning_rate: float = 0.0  # 0: the original's by size (1e-4 Small/Base, 5e-5 Large)
-    layerwise_lr_decay: float = -1.0  # -1: by size (0.8 Small/Base, 0.9 Large); 0: off
-    weight_decay_rate: float = 0.01  # the code's 0.01 (the paper: 0)
-    warmup_proportion: float = 0.1  # linear warmup over this fraction of the steps
-    num_train_epochs: float = 0.0  # 0: the task's default (10 RTE/STS-B, 2 SQuAD, else 3)
-    train_batch_size: int = 32  # global batch
-    eval_batch_size: int = 32  # global batch for dev/test prediction
-    max_seq_length: int = 0  # 0: the task's default (128, 512 SQuAD, 256 tagging)
-    adam_epsilon: float = 1e-6  # Adam epsilon
-    adam_bias_correction: bool = False  # Keras' bias-corrected Adam (the original has none)
-    clip_norm: float = 1.0  # global-norm clipping
-    save_checkpoints_steps: int = 1000  # also saved at the end of every epoch
-    keep_checkpoint_max: int = 3  # checkpoints kept
-    seed: int = 0  # init of the head, shuffling and dropout
-    do_lower_case: bool = True  # must match the vocab and pre-training
-    double_unordered: bool = True  # MRPC, STS-B: also train on each pair in the other order
-    squad_null_rule: str = "answerable"  # SQuAD 2.0 null odds: answerable (the original's) | combined
-    qa_na_threshold: float = -2.75  # SQuAD 2.0, rule answerable: "" when null odds exceed it
-    no_answer_threshold: float = 0.0  # SQuAD 2.0, rule combined: "" when null odds exceed it
-    joint_prediction: bool = True  # SQuAD: the original's joint start/end head (False: independent)
-    beam_size: int = 20  # SQuAD, joint head: best starts, and best ends of each, decoded
-    tagging_scheme: str = "BIO"  # ner/chunking: BIO or BIOES tags
+    task_name: str = _field(
+        "", "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, squad_v1, squad_v2, ner")
+    model_size: str = _field("", "empty: take it from the checkpoint's config")
+    learning_rate: float = _field(0.0, "0: the original's by size (1e-4 Small/Base, 5e-5 Large)")
+    layerwise_lr_decay: float = _field(-1.0, "-1: by size (0.8 Small/Base, 0.9 Large); 0: off")
+    weight_decay_rate: float = _field(0.01, "the code's 0.01 (the paper: 0)")
+    warmup_proportion: float = _field(0.1, "linear warmup over this fraction of the steps")
+    num_train_epochs: float = _field(0.0, "0: the task's default (10 RTE/STS-B, 2 SQuAD, else 3)")
+    train_batch_size: int = _field(32, "global batch")
+    eval_batch_size: int = _field(32, "global batch for dev/test prediction")
+    max_seq_length: int = _field(0, "0: the task's default (128, 512 SQuAD, 256 tagging)")
+    adam_epsilon: float = _field(1e-6, "Adam epsilon")
+    adam_bias_correction: bool = _field(False, "Keras' bias-corrected Adam (the original has none)")
+    clip_norm: float = _field(1.0, "global-norm clipping")
+    save_checkpoints_steps: int = _field(1000, "also saved at the end of every epoch")
+    keep_checkpoint_max: int = _field(3, "checkpoints kept")
+    seed: int = _field(0, "init of the head, shuffling and dropout")
+    do_lower_case: bool = _field(True, "must match the vocab and pre-training")
+    double_unordered: bool = _field(True, "MRPC, STS-B: also train on each pair in the other order")
+    squad_null_rule: str = _field(
+        "answerable", "SQuAD 2.0 null odds: answerable (the original's) | combined")
+    qa_na_threshold: float = _field(
+        -2.75, 'SQuAD 2.0, rule answerable: "" when null odds exceed it')
+    no_answer_threshold: float = _field(
+        0.0, 'SQuAD 2.0, rule combined: "" when null odds exceed it')
+    joint_prediction: bool = _field(
+        True, "SQuAD: the original's joint start/end head (False: independent)")
+    beam_size: int = _field(20, "SQuAD, joint head: best starts, and best ends of each, decoded")
+    tagging_scheme: str = _field("BIO", "ner/chunking: BIO or BIOES tags")
 
     def resolved_learning_rate(self, size: str) -> float:
         return self.learning_rate or FINETUNE_LEARNING_RATE.get(size, 1e-4)
@@ -469,30 +558,41 @@ class FinetuningConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class FinetuneRun:
+class FinetuneRun(RuntimeOptions):
     """Where and how a fine-tuning run executes."""
 
-    model_dir: str = ""  # checkpoints, results.json, prediction files
-    data_dir: str = ""  # the task's files (GLUE task folder, SQuAD json, CoNLL files)
-    init_checkpoint: str = ""  # pre-training model_dir, or a discriminator .weights.h5
-    vocab_file: str = ""  # "" : the one recorded with the checkpoint
-    strategy: str = "default"  # default | mirrored | multi_worker | tpu
-    num_devices: int = 0  # mirrored: GPUs (or logical CPUs) to use
-    tpu: str = ""  # TPU name for strategy=tpu
-    jit_compile: bool = False  # XLA for the forward/backward and prediction
-    mixed_precision: str = "fp32"  # fp32 | bf16
-    do_train: bool = True  # train (else only evaluate the checkpoint)
-    do_eval: bool = True  # evaluate on the dev split(s) after every epoch
-    do_predict: bool = False  # write test-split predictions at the end
-    worker_startup_timeout_s: int = 600  # multi_worker: seconds to wait for every worker, then fail (0: forever)
+    model_dir: str = _field("", "checkpoints, results.json, prediction files")
+    data_dir: str = _field("", "the task's files (GLUE task folder, SQuAD json, CoNLL files)")
+    init_checkpoint: str = _field(
+        "", "pre-training model_dir, one of its checkpoints (MODEL_DIR/checkpoints/ckpt-N or "
+        "jax-ckpt-N.npz), or a discriminator .weights.h5")
+    from_scratch: bool = _field(
+        False, "start from random weights of --model_size and --vocab_file's size (seeded by "
+        "--seed) instead of --init_checkpoint: the baseline of a pre-training comparison")
+    vocab_file: str = _field("", "empty: the one recorded with the checkpoint")
+    do_train: bool = _field(True, "train (else only evaluate the checkpoint)")
+    do_eval: bool = _field(True, "evaluate on the dev split(s) after every epoch")
+    do_predict: bool = _field(False, "write test-split predictions at the end")
 
-    def validate(self) -> "FinetuneRun":
-        if self.strategy not in STRATEGIES:
-            raise ConfigError(f"unknown strategy {self.strategy!r}")
-        if self.worker_startup_timeout_s < 0:
-            raise ConfigError("worker_startup_timeout_s must be >= 0")
-        if self.mixed_precision not in ("fp32", "bf16"):
-            raise ConfigError(f"mixed_precision must be fp32 or bf16, got {self.mixed_precision!r}")
+    def validate(self) -> FinetuneRun:
+        """Checks the run's options, refusing the JAX ones fine-tuning has not.
+
+        Returns:
+          self, for chaining.
+
+        Raises:
+          ConfigError: a bad or missing option, or one fine-tuning would ignore.
+        """
+        super().validate()
+        if self.jax_steps_per_call != 1:
+            raise ConfigError(f"jax_steps_per_call={self.jax_steps_per_call} is for "
+                              "pre-training: fine-tuning runs one step per compiled call")
+        if self.jax_input_pipeline != "tf.data":
+            raise ConfigError(f"jax_input_pipeline={self.jax_input_pipeline} is for "
+                              "pre-training: fine-tuning reads its tasks with tf.data")
+        if self.jax_num_processes != 1:
+            raise ConfigError(f"jax_num_processes={self.jax_num_processes} is for "
+                              "pre-training: fine-tuning runs in one process")
         for name in ("model_dir", "data_dir"):
             if not getattr(self, name):
                 raise ConfigError(f"--{name} is required")

@@ -1,21 +1,22 @@
 """absl flags for the config dataclasses; only `run_*` entry points use them.
 
-Every field of `PretrainingConfig` and `RunConfig` becomes a flag of the same
-name, with its end-of-line comment in config.py as help text, so a flagfile
-line like `--disc_weight=50.0` means exactly the config field. Flags that are
-not set keep the dataclass defaults.
+Every field of `PretrainingConfig` and `RunConfig` (and of `FinetuningConfig`
+and `FinetuneRun`) becomes a flag of the same name, with the field's
+`metadata["help"]` as help text, so a flagfile line like `--disc_weight=50.0`
+means exactly the config field. Flags that are not set keep the dataclass
+defaults. A name already defined is left as it is: the `RuntimeOptions` fields
+that both runs share are defined once where one process defines both sets.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
-import re
 
 from absl import flags
 
 from electra_tf import config as config_lib
+from electra_tf.errors import ConfigError
 
 _DEFINERS = {
     "int": flags.DEFINE_integer,
@@ -25,19 +26,19 @@ _DEFINERS = {
 }
 
 
-def _field_help(cls) -> dict[str, str]:
-    """End-of-line comments of the dataclass body: `name: type = x  # help`."""
-    source = inspect.getsource(cls)
-    return {m.group(1): m.group(2).strip()
-            for m in re.finditer(r"^\s+(\w+):[^#\n]*#\s*(.*)$", source, re.M)}
-
-
 def _define(cls, flag_values) -> None:
-    helps = _field_help(cls)
+    """Defines one flag per field of the dataclass `cls` not yet in `flag_values`.
+
+    Raises:
+      TypeError: a field has no help text or a type no flag can hold.
+    """
     for f in dataclasses.fields(cls):
+        help_text = f.metadata.get("help")
+        if not help_text:
+            raise TypeError(f"{cls.__name__}.{f.name} has no help text: declare it with "
+                            "config._field(default, help)")
         if f.name in flag_values:
             continue
-        help_text = helps.get(f.name, f.name)
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         kind = str(f.type)
         if kind == "dict":
@@ -91,14 +92,33 @@ def _values(cls, flag_values) -> dict:
             try:
                 value = json.loads(value) if value else {}
             except json.JSONDecodeError as e:
-                raise config_lib.ConfigError(f"--{f.name} is not valid JSON: {e}") from None
+                raise ConfigError(f"--{f.name} is not valid JSON: {e}") from None
         out[f.name] = value
     return out
 
 
+def runtime_options(flag_values=flags.FLAGS) -> config_lib.RuntimeOptions:
+    """Parsed flags -> the RuntimeOptions alone, validated.
+
+    For what must happen before the rest of the flags are read (the
+    distribution strategy, a multi-host start), under either set of flags.
+    """
+    return config_lib.RuntimeOptions(**_values(config_lib.RuntimeOptions,
+                                                flag_values)).validate()
+
+
 def pretraining_configs(flag_values=flags.FLAGS):
-    """Parsed flags -> (PretrainingConfig, RunConfig), both validated."""
-    pre = config_lib.PretrainingConfig.from_dict(_values(config_lib.PretrainingConfig,
-                                                         flag_values))
-    run = config_lib.RunConfig(**_values(config_lib.RunConfig, flag_values)).validate()
+    """Parsed flags -> (PretrainingConfig, RunConfig), validated, together too.
+
+    Without --vocab_size, the vocabulary's size is --vocab_file's (a learned
+    vocabulary often holds fewer pieces than asked for); given, it must match
+    the file (the run checks).
+    """
+    values = _values(config_lib.PretrainingConfig, flag_values)
+    if not flag_values["vocab_size"].present and flag_values["vocab_file"].value:
+        from electra_tf.text.vocab import load_vocab
+
+        values["vocab_size"] = len(load_vocab(flag_values["vocab_file"].value))
+    pre = config_lib.PretrainingConfig.from_dict(values)
+    run = config_lib.RunConfig(**_values(config_lib.RunConfig, flag_values)).validate(pre)
     return pre, run

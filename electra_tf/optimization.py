@@ -290,3 +290,33 @@ def create_optimizer(
         n_layers=n_layers,
         bias_correction=adam_bias_correction,
     )
+
+
+def build_optimizer(variables, learning_rate: float, num_train_steps: int,
+                    num_warmup_steps: int, **kwargs) -> ElectraAdamW:
+    """A training loop's AdamW, built for `variables`, clipping left to the loop.
+
+    Both backends clip the global norm of the summed gradient themselves
+    (after the all-reduce), so the optimizer does not clip. The slots are
+    created here, before any checkpoint restore: restoring into an unbuilt
+    optimizer loses them (docs/reference.md).
+
+    Args:
+      variables: the variables it will update.
+      learning_rate, num_train_steps, num_warmup_steps, **kwargs: as
+        `create_optimizer`.
+    """
+    optimizer = create_optimizer(learning_rate, num_train_steps, num_warmup_steps,
+                                 clip_norm=None, **kwargs)
+    optimizer.gradients_already_reduced = True  # the loop's all-reduce did it
+    optimizer.build(variables)
+    return optimizer
+
+
+def pretraining_optimizer(config, variables) -> ElectraAdamW:
+    """The pre-training optimizer of a PretrainingConfig (what its checkpoints hold)."""
+    return build_optimizer(
+        variables, config.learning_rate, config.num_train_steps, config.num_warmup_steps,
+        weight_decay_rate=config.weight_decay_rate, lr_decay_power=config.lr_decay_power,
+        adam_epsilon=config.adam_epsilon, adam_bias_correction=config.adam_bias_correction,
+        schedule_restarts=config.stage_starts)

@@ -12,7 +12,7 @@ for the dev (and with --do_predict test) splits, checkpoints and
 finetuned.weights.h5.
 
 With KERAS_BACKEND=jax the same command trains on the JAX backend
-(finetuning/jax_trainer.py): the same flags, console lines and folder.
+(training/backends/jax.py): the same flags, console lines and folder.
 """
 
 from __future__ import annotations
@@ -30,16 +30,14 @@ FLAGS = flags.FLAGS
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    import keras
-
-    from electra_tf import runtime
-    from electra_tf.config import ConfigError
+    from electra_tf.errors import ConfigError
     from electra_tf.finetuning.registry import task_from_config
+    from electra_tf.training import backends
 
-    jax_backend = keras.backend.backend() == "jax"  # KERAS_BACKEND=jax: finetuning/jax_trainer.py
-    # Before any TF op: collectives and logical devices are fixed at start-up.
-    strategy = None if jax_backend else runtime.make_strategy(
-        FLAGS.strategy, FLAGS.num_devices, FLAGS.tpu, FLAGS.worker_startup_timeout_s)
+    backend = backends.name()  # KERAS_BACKEND: training/backends/tensorflow.py or jax.py
+    # Before any TF op or JAX device query: collectives and logical devices
+    # are fixed at start-up.
+    started = backends.load(backend).start(flags_lib.runtime_options())
     config, run = flags_lib.finetuning_configs()
     try:  # the task options (double_unordered, the SQuAD head and null rule) reach the task
         task = task_from_config(config)
@@ -47,18 +45,11 @@ def main(argv):
         raise
     except ValueError as e:  # options the task refuses together (combined rule + joint head)
         raise ConfigError(f"--task_name={config.task_name}: {e}") from None
-
-    if jax_backend:
-        from electra_tf.finetuning.jax_trainer import JaxFinetuning
-
-        trainer = JaxFinetuning(task, config, run)
-    else:
-        from electra_tf.finetuning.trainer import Finetuning
-
-        trainer = Finetuning(task, config, run, strategy)
+    trainer_class = backends.finetuning_class(backend)
+    trainer = (trainer_class(task, config, run, started) if started
+               else trainer_class(task, config, run))
     results = trainer.train()
-    last = results[sorted(results)[-1]] if results else {}
-    print(f"[finetune] done: {last}", file=sys.stderr)
+    print(f"[finetune] done: {trainer.final_results(results)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

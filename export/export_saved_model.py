@@ -70,7 +70,7 @@ class ServingSpec:
 
     task: str  # one of TASKS
     model: object  # keras.Model: FinetuningModel, or ElectraDiscriminator for rtd
-    tokenizer: object  # electra_tf.tokenization.Tokenizer
+    tokenizer: object  # electra_tf.text.tokenizer.Tokenizer
     max_seq_length: int
     task_name: str = ""  # the fine-tuning task (ner, sst2, squad_v2, ...)
     label_names: tuple = ()
@@ -101,7 +101,7 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
     """
     from electra_tf import artifacts
     from electra_tf.finetuning.registry import squad_null_options
-    from electra_tf.tokenization import Tokenizer
+    from electra_tf.text.tokenizer import Tokenizer
 
     if task not in TASKS:
         raise InputError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from electra_tf.tokenization import Tokenizer
+from electra_tf.text.tokenizer import Tokenizer
 
 TASKS = ("token_classification", "sequence_classification", "squad", "rtd")
 NO_SPAN_SCORE = -1e9  # answer_score when the context has no valid span

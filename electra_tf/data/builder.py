@@ -91,7 +91,7 @@ def scan_corpus(files) -> tuple[int, int]:
 
 def validate(options: BuildOptions) -> tuple[int, int]:
     """Checks everything before any output exists. Returns (lines, documents)."""
-    from electra_tf.tokenization import load_vocab
+    from electra_tf.text.tokenizer import load_vocab
 
     if options.max_seq_length < 8:
         raise InputError(f"max_seq_length must be >= 8, got {options.max_seq_length}")
@@ -129,7 +129,7 @@ def check_unk_rate(options: BuildOptions) -> None:
     Raises:
       InputError: naming the file and its [UNK] rate.
     """
-    from electra_tf.tokenization import Tokenizer
+    from electra_tf.text.tokenizer import Tokenizer
 
     tokenizer = Tokenizer(options.vocab_file, options.do_lower_case, options.strip_accents)
     for path in options.files:
@@ -156,7 +156,7 @@ def _build_shards(options: BuildOptions, shards: list[int], tmp_tag: str,
     """Worker: builds the given shards. Writes them under temporary names."""
     import tensorflow as tf
 
-    from electra_tf.tokenization import Tokenizer
+    from electra_tf.text.tokenizer import Tokenizer
 
     tokenizer = Tokenizer(options.vocab_file, options.do_lower_case, options.strip_accents)
     special = SpecialIds(tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id)

@@ -106,7 +106,7 @@ def write_corpus(output: str, max_documents: int = 0, stdlib_dir: str | None = N
 
     With `sources_output`, also writes one row per document (index, package
     "python", module: the top-level module, path), the layout of
-    experiments/install_corpus.py's `.sources.tsv`, for the package probe.
+    studies/efficiency/install_corpus.py's `.sources.tsv`, for the package probe.
     """
     from electra_tf.errors import InputError
     from electra_tf.fileio import atomic_write_text
@@ -168,7 +168,7 @@ def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int,
         raise InputError(f"demo corpus must be one of {DEMO_CORPORA}, got {corpus!r}")
     from electra_tf.data.builder import BuildOptions, build_pretraining_data
     from electra_tf.data.features import shard_name
-    from electra_tf.data.vocab import build_vocab
+    from electra_tf.text.vocab_builder import build_vocab
 
     kind, corpus = corpus, os.path.join(data_dir, "corpus.txt")
     vocab = os.path.join(data_dir, "vocab.txt")

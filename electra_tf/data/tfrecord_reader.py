@@ -32,16 +32,12 @@ from typing import BinaryIO, Callable, Iterator, NamedTuple
 
 import numpy as np
 
-from electra_tf.errors import InputError
+from electra_tf.errors import InputError, RecordError
 from electra_tf.fileio import expand_files
 
 FEATURE_KEYS = ("input_ids", "input_mask", "segment_ids")  # as data/features.py
 
 _MASK_DELTA = 0xA282EAD8
-
-
-class RecordError(InputError):
-    """A record read mid-run is corrupt or does not fit (the message names the file)."""
 
 
 def _crc32c_table() -> list[int]:

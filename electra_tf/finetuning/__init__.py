@@ -3,7 +3,7 @@
 Each task class subclasses `base.Task`: it reads the official file format,
 turns examples into fixed-length features, turns the model's outputs back
 into predictions, scores them and writes them. The fine-tuning loop
-(`finetuning.trainer`) and the CLI (`run_finetuning`) know nothing else about
+(`electra_tf.training.finetuning`) and the CLI (`run_finetuning`) know nothing else about
 a task. `squad_eval` scores SQuAD files with the official evaluators (the
 library side of `python -m electra_tf.eval_squad`).
 """

@@ -36,13 +36,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from electra_tf.errors import TaskDataError
 from electra_tf.modeling.finetuning import HEADS  # the head kinds; Task.head is one of them
 
 __all__ = ["HEADS", "Features", "Task", "TaskDataError", "pack_pair"]
-
-
-class TaskDataError(ValueError):
-    """A task file is malformed; the message names the file and line."""
 
 
 @dataclasses.dataclass

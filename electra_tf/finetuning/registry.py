@@ -6,7 +6,8 @@
 
 from __future__ import annotations
 
-from electra_tf.config import ConfigError, FinetuningConfig
+from electra_tf.config import FinetuningConfig
+from electra_tf.errors import ConfigError
 
 TAGGING_TASKS = ("ner", "chunking")
 SQUAD_TASKS = {"squad_v1": "1.1", "squad_v2": "2.0"}

@@ -68,6 +68,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from absl import logging
 
+from electra_tf.errors import TaskDataError
 from electra_tf.finetuning import base, squad_eval
 
 _BATCH = 256  # texts per tokenizer call
@@ -208,12 +209,12 @@ class SquadTask(base.Task):
         return os.path.join(data_dir, f"{split}-v{self.version}.json")
 
     def read(self, data_dir: str, split: str) -> list[SquadExample]:
-        """The official SQuAD JSON -> examples. Raises base.TaskDataError on bad input."""
+        """The official SQuAD JSON -> examples. Raises TaskDataError on bad input."""
         path = self.data_file(data_dir, split)
         try:
             raw, data = squad_eval.read_squad_json(path)
         except ValueError as e:
-            raise base.TaskDataError(str(e)) from None
+            raise TaskDataError(str(e)) from None
         return parse_examples(data, raw, path, self.v2)
 
     # === Features ===
@@ -495,7 +496,7 @@ def parse_examples(data: list, raw: str, path: str, v2: bool) -> list[SquadExamp
                     return f"{path}:{_line_of(raw, qid)}: question id {qid!r}{suffix}"
 
                 if qid in seen:
-                    raise base.TaskDataError(where(": the id repeats"))
+                    raise TaskDataError(where(": the id repeats"))
                 seen.add(qid)
                 question = _get(qa, "question", str, where)
                 answers = []
@@ -504,22 +505,22 @@ def parse_examples(data: list, raw: str, path: str, v2: bool) -> list[SquadExamp
                     start = _get(answer, "answer_start", int, lambda: where(": answer"))
                     if context[start:start + len(text)] != text or start < 0 or not text:
                         got = context[max(start, 0):max(start, 0) + len(text)]
-                        raise base.TaskDataError(where(
+                        raise TaskDataError(where(
                             f": answer {text!r} does not match the context at "
                             f"answer_start={start} (the context has {got!r})"))
                     answers.append((text, start))
                 impossible = bool(qa.get("is_impossible", False))
                 if impossible and not v2:
-                    raise base.TaskDataError(where(": is_impossible in a SQuAD 1.1 file; "
+                    raise TaskDataError(where(": is_impossible in a SQuAD 1.1 file; "
                                                    "use version 2.0"))
                 if impossible and answers:
-                    raise base.TaskDataError(where(": is_impossible is true but it has answers"))
+                    raise TaskDataError(where(": is_impossible is true but it has answers"))
                 if not answers and not (v2 and impossible):
-                    raise base.TaskDataError(where(": no answers (and not is_impossible)"))
+                    raise TaskDataError(where(": no answers (and not is_impossible)"))
                 examples.append(SquadExample(qid, question, context, tuple(answers),
                                              impossible, str(article.get("title", ""))))
     if not examples:
-        raise base.TaskDataError(f"{path}: no questions (empty split)")
+        raise TaskDataError(f"{path}: no questions (empty split)")
     return examples
 
 
@@ -659,10 +660,10 @@ def _rows(ragged) -> list[np.ndarray]:
 def _get(obj: Any, key: str, kind: type, where: Callable[[], str]):
     """obj[key], checked to be a `kind`; where() says where, for the error message."""
     if not isinstance(obj, dict) or key not in obj:
-        raise base.TaskDataError(f"{where()}: missing key {key!r}")
+        raise TaskDataError(f"{where()}: missing key {key!r}")
     value = obj[key]
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise base.TaskDataError(f"{where()}: {key!r} must be a {kind.__name__}, "
+        raise TaskDataError(f"{where()}: {key!r} must be a {kind.__name__}, "
                                  f"got {type(value).__name__}")
     return value
 

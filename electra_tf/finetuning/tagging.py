@@ -37,7 +37,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from electra_tf.finetuning.base import Features, Task, TaskDataError
+from electra_tf.errors import TaskDataError
+from electra_tf.finetuning.base import Features, Task
 
 DOCSTART = "-DOCSTART-"
 SCHEMES = {"BIO": "BI", "BIOES": "BIES"}  # the span prefixes each scheme allows

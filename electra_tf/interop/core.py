@@ -27,11 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from electra_tf.config import MODEL_SIZES, ConfigError, EncoderConfig, size_mismatches
-
-
-class ConversionError(ConfigError):
-    """A checkpoint does not convert: leftover, missing or misshapen variables."""
+from electra_tf.config import MODEL_SIZES, EncoderConfig, size_mismatches
+from electra_tf.errors import ConversionError
 
 
 def check_model_size(config: EncoderConfig, model_size: str, evidence: dict[str, str]) -> None:
@@ -95,9 +92,11 @@ def assign(weights: dict[str, np.ndarray], targets: dict[str, object], source: s
 
 def write_pretraining_checkpoint(output: str, pretrainer) -> str:
     """checkpoints/ckpt-0 in the pre-training loop's format (a fresh optimizer)."""
-    from electra_tf import artifacts, runtime
+    from electra_tf import artifacts
+    from electra_tf.optimization import pretraining_optimizer
+    from electra_tf.training.checkpoints import TensorFlowCheckpoints
 
-    optimizer = runtime.pretraining_optimizer(pretrainer.config, pretrainer.trainable_variables)
-    checkpoints = runtime.Checkpoints(pretrainer, optimizer, artifacts.checkpoint_dir(output),
-                                      max_to_keep=1, interval=1)
-    return checkpoints.save(force=True)
+    optimizer = pretraining_optimizer(pretrainer.config, pretrainer.trainable_variables)
+    checkpoints = TensorFlowCheckpoints(pretrainer, optimizer, artifacts.checkpoint_dir(output),
+                                        max_to_keep=1)
+    return checkpoints.save()

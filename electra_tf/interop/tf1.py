@@ -121,7 +121,7 @@ def import_checkpoint(path: str, model_size: str, output: str,
       the conversion report (also written as conversion_report.json).
     """
     from electra_tf.modeling.models import build_discriminator
-    from electra_tf.pretrainer import ElectraPretrainer
+    from electra_tf.modeling.pretrainer import ElectraPretrainer
 
     weights, skipped = read_checkpoint(path)
     config = infer_config(weights, model_size, overrides)

@@ -266,7 +266,7 @@ def build_pretraining_models(
     baseline = config.training_algorithm == "adversarial"  # the learned REINFORCE baseline
     if config.uniform_generator:
         generator = UniformGenerator(discriminator.config)
-    elif not config.untied_generator or config.resolved_objective == "bert_mlm":
+    elif not config.untied_generator or config.objective == "bert_mlm":
         generator = ElectraGenerator(None, encoder=discriminator.encoder, baseline_head=baseline)
     elif config.untied_generator_embeddings or config.training_algorithm == "two_stage":
         generator = ElectraGenerator(config.generator_config(), baseline_head=baseline)

@@ -238,9 +238,8 @@ assert tuple(OBJECTIVES) == config_lib.OBJECTIVES, (tuple(OBJECTIVES), config_li
 
 
 def get_objective(config) -> ElectraObjective:
-    """The objective a PretrainingConfig asks for (`objective`, or the original's
-    electra_objective=False for BERT; training_algorithm=adversarial swaps
-    ELECTRA's generator loss for REINFORCE)."""
+    """The objective a PretrainingConfig asks for (`objective`;
+    training_algorithm=adversarial swaps ELECTRA's generator loss for REINFORCE)."""
     if config.training_algorithm == "adversarial":
         return AdversarialObjective.from_config(config)
-    return OBJECTIVES[config.resolved_objective].from_config(config)
+    return OBJECTIVES[config.objective].from_config(config)

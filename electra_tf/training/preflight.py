@@ -12,9 +12,10 @@ import dataclasses
 import json
 
 from electra_tf import artifacts
-from electra_tf.config import ConfigError, PretrainingConfig, RunConfig
+from electra_tf.config import PretrainingConfig, RunConfig
 from electra_tf.data.masking import MaskingConfig
 from electra_tf.data.tfrecord_reader import LOCAL_FILES, check_records, tensorflow_files
+from electra_tf.errors import ConfigError
 
 
 def preflight(config: PretrainingConfig, run: RunConfig,
@@ -52,7 +53,7 @@ def pretraining_masking(config: PretrainingConfig, run: RunConfig) -> MaskingCon
       ConfigError: --vocab_size is not the vocab file's size; VocabError: a bad file.
     """
     from electra_tf.objectives.variants import get_objective
-    from electra_tf.vocab_file import CLS, MASK, SEP, load_vocab
+    from electra_tf.text.vocab import CLS, MASK, SEP, load_vocab
 
     vocab = load_vocab(run.vocab_file)
     if len(vocab) != config.vocab_size:
@@ -69,7 +70,7 @@ def pretraining_masking(config: PretrainingConfig, run: RunConfig) -> MaskingCon
 SHAPE_FLAGS = ("model_size", "model_hparam_overrides", "embedding_size", "vocab_size",
                "max_seq_length", "generator_hidden_size", "generator_layers",
                "untied_generator", "untied_generator_embeddings", "uniform_generator",
-               "electra_objective", "objective", "training_algorithm")
+               "objective", "training_algorithm")
 
 
 def _variable_signature(config: PretrainingConfig) -> tuple:
@@ -86,9 +87,8 @@ def check_resume(config: PretrainingConfig, run: RunConfig) -> None:
     """Refuses to resume a model_dir whose checkpoints this run cannot continue.
 
     Only when model_dir holds checkpoints. The vocabulary must be the one
-    recorded (same tokens, by fingerprint; folders written before the
-    fingerprint skip this check), and no flag may change the variables'
-    shapes. Nothing is written here.
+    recorded (same tokens, by fingerprint, where one was recorded), and no
+    flag may change the variables' shapes. Nothing is written here.
 
     Raises:
       ConfigError: naming the flag, the recorded value and the new one.
@@ -101,7 +101,7 @@ def check_resume(config: PretrainingConfig, run: RunConfig) -> None:
     if want:
         got = artifacts.vocab_fingerprint(run.vocab_file)
         if got != want:
-            from electra_tf.vocab_file import load_vocab
+            from electra_tf.text.vocab import load_vocab
 
             old = recorded.get("run", {}).get("vocab_file", "?")
             old_size = recorded.get("pretraining", {}).get("vocab_size", "?")
@@ -114,9 +114,10 @@ def check_resume(config: PretrainingConfig, run: RunConfig) -> None:
         return
     try:
         before = PretrainingConfig.from_dict(recorded["pretraining"])
-        old_signature = _variable_signature(before)
-    except (ConfigError, TypeError, ValueError):  # an older config: restore() checks the shapes
-        return
+    except (ConfigError, TypeError) as e:
+        raise ConfigError(f"{run.model_dir}/{artifacts.PRETRAINING_CONFIG} records settings "
+                          f"this electra_tf cannot read ({e}); use another --model_dir") from None
+    old_signature = _variable_signature(before)
     if _variable_signature(config) == old_signature:
         return
     changed = []

@@ -1,6 +1,6 @@
-"""How varied the pre-trained encoders' last-layer vectors are, on the package probe's dev text.
+r"""How varied the pre-trained encoders' last-layer vectors are, on the package probe's dev text.
 
-    .venv/bin/python benchmarks/efficiency/representation_spread.py \
+    python -m studies.efficiency.representation_spread \
         [--work=benchmarks/efficiency/work] [--data=demo_output/efficiency_cpu]
 
 For each pre-trained model of the CPU study (work/<objective>_s<seed>/model)
@@ -9,7 +9,7 @@ chunks of the package probe and prints the spread of the last layer's
 vectors: the variance across tokens (summed over dimensions) over the mean
 squared norm. 1 would be vectors with no common part; near 0, every token
 mapped to about the same vector. Needs the study's work folder and data
-(`python -m electra_tf.experiments.efficiency --study=cpu`).
+(`python -m studies.efficiency.run --study=cpu`, from the repository root).
 """
 
 import argparse
@@ -22,7 +22,7 @@ import numpy as np
 
 from electra_tf import artifacts
 from electra_tf.modeling.models import build_discriminator
-from electra_tf.tokenization import Tokenizer
+from electra_tf.text.tokenizer import Tokenizer
 
 L = 64
 

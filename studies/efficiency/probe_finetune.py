@@ -1,15 +1,15 @@
-"""Fine-tunes one pre-trained (or freshly initialized) discriminator on the probes.
+r"""Fine-tunes one pre-trained (or freshly initialized) discriminator on the probes.
 
-    python -m electra_tf.experiments.probe_finetune --model_dir=RUN/model \
+    python -m studies.efficiency.probe_finetune --model_dir=RUN/model \
         --probes_dir=DATA/probes --output_dir=RUN/probes --seed=0 [--random_init=tiny]
 
-The efficiency runner calls this once per (objective, seed), in its own
-process, so that the backend is the one the process starts with: the
-regular fine-tuning loop (finetuning/trainer.py) on TensorFlow, its JAX
-counterpart (finetuning/jax_trainer.py) under KERAS_BACKEND=jax. Each probe
-is a GLUE layout (experiments/probes.py): RTE for the pair probes, SST-2
-with the probe's own label names for the package probe; the metric is dev
-accuracy after the last epoch. The last line printed is a JSON object
+The efficiency study (run.py) calls this once per (objective, seed), in its
+own process, so that the backend is the one the process starts with:
+electra_tf's regular fine-tuning loop on TensorFlow, its JAX counterpart
+under KERAS_BACKEND=jax. Each probe is a GLUE layout (probes.py): RTE for
+the pair probes, SST-2 with the probe's own label names for the package
+probe; the metric is dev accuracy after the last epoch. The last line
+printed is a JSON object
 {probe: {"accuracy", "dev_size", "majority_baseline", "seconds"}}.
 
 --random_init=SIZE writes, before probing, a discriminator of that size as
@@ -69,9 +69,9 @@ def finetune_probe(model_dir: str, probe_dir: str, output_dir: str, vocab_file: 
     run = FinetuneRun(model_dir=output_dir, data_dir=probe_dir, init_checkpoint=model_dir,
                       vocab_file=vocab_file)
     if keras.backend.backend() == "jax":
-        from electra_tf.finetuning.jax_trainer import JaxFinetuning as Trainer
+        from electra_tf.training.backends.jax import JaxFinetuning as Trainer
     else:
-        from electra_tf.finetuning.trainer import Finetuning as Trainer
+        from electra_tf.training.backends.tensorflow import TensorFlowFinetuning as Trainer
     t0 = time.monotonic()
     results = Trainer(task, config, run).train()
     last = results[sorted(results, key=lambda k: int(k.split("_")[-1]))[-1]]

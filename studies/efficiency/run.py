@@ -1,15 +1,18 @@
-"""The paper's efficiency analysis (Table 5): pre-train each objective with the
+r"""The paper's efficiency analysis (Table 5): pre-train each objective with the
 same budget, then fine-tune each on downstream probes, over several seeds.
 
+Run from the repository root (`studies` is not installed with electra_tf):
+
     # the demo-scale study on CPU (tiny model, standard-library docstrings)
-    python -m electra_tf.experiments.efficiency --study=cpu --seeds=0,1,2 \
+    python -m studies.efficiency.run --study=cpu --seeds=0,1,2 \
         --output_dir=benchmarks/efficiency
 
-    # the Small-scale study (issue #12.3): data on a TensorFlow machine, then the
-    # runs through the JAX backend on a GPU (see benchmarks/efficiency/README.md)
-    python -m electra_tf.experiments.efficiency --study=gpu --stage=prepare
-    KERAS_BACKEND=jax python -m electra_tf.experiments.efficiency --study=gpu \
-        --stage=pretrain,probe,report --seeds=0,1,2 [--variants]
+    # the Small-scale study on a GPU: the data (built where TensorFlow is
+    # installed), then the runs, each a process on the JAX backend
+    # (see benchmarks/efficiency/README.md)
+    python -m studies.efficiency.run --study=gpu --stage=prepare
+    python -m studies.efficiency.run --study=gpu --stage=pretrain,probe,report \
+        --seeds=0,1,2 [--variants]
 
 --study chooses the defaults (flags given explicitly win):
 * cpu: the demo corpus (standard-library docstrings, 4k vocab, built with its
@@ -17,8 +20,8 @@ same budget, then fine-tune each on downstream probes, over several seeds.
   with Keras' bias-corrected Adam (as configs/demo.flags); every objective
   (electra, all_tokens_mlm, replace_mlm, electra_15, bert_mlm) and
   random_init; pre-training and probes on the TensorFlow backend.
-* gpu: the install corpus (experiments/install_corpus.py: docstrings and docs
-  of every installed package, --site_dirs=all), 30522 vocab, ELECTRA-Small
+* gpu: the install corpus (install_corpus.py: docstrings and docs of every
+  installed package, --site_dirs=all), 30522 vocab, ELECTRA-Small
   (Table 6: L=128, batch 128, lr 5e-4, generator 1/4 of D, dropout 0.1) and
   BERT-MLM of D's size, bf16, equal steps and tokens (the paper's Table 5
   protocol); electra, bert_mlm and random_init, plus electra_15, replace_mlm
@@ -34,10 +37,11 @@ says. `random_init` is the baseline without pre-training: the probes
 fine-tune a freshly initialized model of the same size.
 
 Stages (--stage, comma-separated; default all): prepare (corpus, vocab,
-records, probes, and for the gpu study <data_dir>.tar.gz to carry to the GPU
-machine), pretrain and probe (per objective and seed; a run already in
-output_dir/runs/ is skipped, so a study can be split over several calls),
-report (results.csv, results.md, results.png in --output_dir). A run whose
+records, probes, and for the gpu study <data_dir>.tar.gz, so that the data
+can be built on one machine and used on another), pretrain and probe (per
+objective and seed; a run already in output_dir/runs/ is skipped, so a study
+can be split over several calls), report (results.csv, results.md, and
+results.png when matplotlib is installed, in --output_dir). A run whose
 pre-training or probes fail (e.g. an objective the JAX loop refuses) is
 recorded with its error and listed in results.md; the exit status is then 1.
 """
@@ -56,11 +60,11 @@ from datetime import datetime, timezone
 
 from absl import app, flags
 
-from electra_tf.experiments import probes as probes_lib
-from electra_tf.experiments import report
-from electra_tf.experiments.probes import build_probe  # noqa: F401 (the coherence probe alone)
+from studies.efficiency import probes as probes_lib
+from studies.efficiency import report
 
 FLAGS = flags.FLAGS
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ALL_OBJECTIVES = ("electra", "all_tokens_mlm", "replace_mlm", "electra_15", "bert_mlm")
 VARIANTS = ("electra_15", "replace_mlm", "all_tokens_mlm")
 NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
@@ -136,7 +140,7 @@ def prepare(s: dict) -> dict:
     """Builds (once) corpus, vocab, records and probes under data_dir; returns paths."""
     data_dir = s["data_dir"]
     archive = data_dir.rstrip("/") + ".tar.gz"
-    if not os.path.isdir(data_dir) and os.path.exists(archive):  # carried to a GPU machine
+    if not os.path.isdir(data_dir) and os.path.exists(archive):  # built on another machine
         log(f"unpacking {archive}")
         with tarfile.open(archive) as tar:
             tar.extractall(os.path.dirname(os.path.abspath(data_dir)), filter="data")
@@ -150,7 +154,7 @@ def prepare(s: dict) -> dict:
             build_install_data(s, paths)
         probe_corpus, shards = paths["corpus"], 10  # the held-out shard of pre-training
         if s["probe_source"] == "packages":  # installed packages' text, none pre-trained on
-            from electra_tf.experiments.install_corpus import write_install_corpus
+            from studies.efficiency.install_corpus import write_install_corpus
 
             probe_corpus, shards = os.path.join(data_dir, "probe_corpus.txt"), 1
             if not os.path.exists(probe_corpus):
@@ -162,7 +166,7 @@ def prepare(s: dict) -> dict:
         with open(os.path.join(paths["probes_dir"], "meta.json"), "w") as f:
             json.dump(metas, f, indent=1)
         if FLAGS.study == "gpu" and not FLAGS.toy:
-            log(f"packing {archive} (carry it to the GPU machine)")
+            log(f"packing {archive} (copy it to the machine that runs the study)")
             with tarfile.open(archive, "w:gz") as tar:
                 tar.add(data_dir, arcname=os.path.basename(data_dir.rstrip("/")))
     return paths
@@ -180,8 +184,8 @@ def data_paths(s: dict) -> dict:
 def build_install_data(s: dict, paths: dict) -> None:
     """gpu (and toy) study: the install corpus, its vocab and records (10 shards, 9 held out)."""
     from electra_tf.data.builder import BuildOptions, build_pretraining_data
-    from electra_tf.data.vocab import build_vocab
-    from electra_tf.experiments.install_corpus import count_tokens, write_install_corpus
+    from electra_tf.text.vocab_builder import build_vocab
+    from studies.efficiency.install_corpus import count_tokens, write_install_corpus
 
     os.makedirs(s["data_dir"], exist_ok=True)
     if not os.path.exists(paths["corpus"]):
@@ -207,19 +211,29 @@ def build_install_data(s: dict, paths: dict) -> None:
 
 # === Stages: pretrain and probe, one run per (objective, seed) ===
 
-_STEP = re.compile(r"step (\d+)/\d+ \| loss ([\d.eE+-]+|nan) \(mlm ([\d.eE+-]+|nan) disc "
-                   r"([\d.eE+-]+|nan)\)")
+_NUMBER = r"[\d.eE+-]+|nan"
+# "step 3/4 | loss 37.66 (mlm 6.810 disc 0.6171) | ...": the parenthesis holds only
+# the losses the objective has (BERT-MLM: mlm alone).
+_STEP = re.compile(rf"step (\d+)/\d+ \| loss ({_NUMBER})(?: \(([^)]*)\))?")
 _EVAL = re.compile(r"eval at step (\d+): (.*)$")
 
 
 def parse_pretraining_log(text: str) -> tuple[list[dict], dict]:
-    """Console lines of run_pretraining -> (curve [{step, loss, mlm_loss, disc_loss}], final eval)."""
+    """Console lines of run_pretraining -> (curve, final eval).
+
+    The curve is [{"step", "loss", "mlm_loss", "disc_loss"}], one per logged step,
+    nan for a loss the objective does not have; the final eval is the last
+    "eval at step" line's {metric: value}.
+    """
     curve, final = [], {}
     for line in text.splitlines():
         m = _STEP.search(line)
         if m:
+            parts = (m.group(3) or "").split()
+            losses = dict(zip(parts[::2], parts[1::2]))
             curve.append({"step": int(m.group(1)), "loss": float(m.group(2)),
-                          "mlm_loss": float(m.group(3)), "disc_loss": float(m.group(4))})
+                          "mlm_loss": float(losses.get("mlm", "nan")),
+                          "disc_loss": float(losses.get("disc", "nan"))})
         m = _EVAL.search(line)
         if m:
             final = {k: float(v) for k, v in (kv.rsplit(" ", 1) for kv in m.group(2).split(", "))}
@@ -227,8 +241,10 @@ def parse_pretraining_log(text: str) -> tuple[list[dict], dict]:
 
 
 def _env(backend: str) -> dict:
-    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONUNBUFFERED="1")
-    return env
+    # The repository root on the path: the probes' subprocess imports `studies`,
+    # which is not installed, whatever the working directory.
+    path = os.pathsep.join(p for p in (REPO_ROOT, os.environ.get("PYTHONPATH")) if p)
+    return dict(os.environ, KERAS_BACKEND=backend, PYTHONUNBUFFERED="1", PYTHONPATH=path)
 
 
 def _tensorflow_installed() -> bool:
@@ -296,7 +312,7 @@ def _last_error(output: str) -> str:
 
 def probe(objective: str, seed: int, s: dict, paths: dict, run_dir: str) -> dict:
     """probe_finetune in its own process; returns {probe: result} or {"error": ...}."""
-    cmd = [sys.executable, "-m", "electra_tf.experiments.probe_finetune",
+    cmd = [sys.executable, "-m", "studies.efficiency.probe_finetune",
            f"--model_dir={run_dir}/model", f"--probes_dir={paths['probes_dir']}",
            f"--output_dir={run_dir}/probes", f"--vocab_file={paths['vocab_file']}",
            f"--probes={','.join(s['probes'])}", f"--seed={seed}",
@@ -366,7 +382,7 @@ def write_outputs(s: dict, paths: dict) -> list[dict]:
     metas = {k: v for k, v in metas.items() if k in s["probes"]}
     argv = " ".join(a for a in sys.argv[1:])
     header = [f"# Efficiency study ({FLAGS.study}{', toy' if FLAGS.toy else ''})", "",
-              f"- Command: `python -m electra_tf.experiments.efficiency {argv}`",
+              f"- Command: `python -m studies.efficiency.run {argv}`",
               f"- Machine: {machine()}; Python {platform.python_version()}",
               f"- Date (UTC): {datetime.now(timezone.utc):%Y-%m-%d %H:%M}",
               f"- Pre-training: {s['model_size']} model, L={s['max_seq_length']}, batch "
@@ -403,7 +419,7 @@ def main(argv):
                 records.append(run_one(objective, seed, s, paths, stages))
     if "report" in stages:
         records = write_outputs(s, paths)
-        log(f"wrote results.csv, results.md, results.png in {s['output_dir']}")
+        log(f"wrote the results in {s['output_dir']}")
     failed = [r for r in records if r["status"] not in ("ok", "pretrained")]
     if failed:
         log(f"{len(failed)} run(s) failed: " + "; ".join(

@@ -4,7 +4,9 @@ One run is one (objective, seed): its pre-training curve and final eval,
 and its accuracy on each probe. results.csv has one row per objective x seed
 x probe (with probe_dev_size); results.md gives, per objective, the mean ±
 sample standard deviation over seeds of each probe's dev accuracy; results.png
-the learning curves and the bars.
+the learning curves and the bars. Only the plot needs matplotlib (the
+`studies` extra: pip install -e ".[studies]"); without it the CSV and the
+table are still written.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import glob
 import json
 import os
 import statistics
+import sys
 
 PAPER_GLUE = {"electra": 85.0, "all_tokens_mlm": 84.3, "replace_mlm": 82.4,
               "electra_15": 82.4, "bert_mlm": 82.2}
@@ -127,9 +130,14 @@ def markdown(runs: list[dict], probes_meta: dict, header: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(runs: list[dict], probes_meta: dict, path: str, title: str) -> None:
-    import matplotlib
-
+def plot(runs: list[dict], probes_meta: dict, path: str, title: str) -> bool:
+    """Writes the learning curves and the probes' bars to `path`; False without matplotlib."""
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"[report] {os.path.basename(path)} not written: matplotlib is not installed "
+              "(pip install -e \".[studies]\")", file=sys.stderr, flush=True)
+        return False
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -149,7 +157,8 @@ def plot(runs: list[dict], probes_meta: dict, path: str, title: str) -> None:
     left.set_xlabel("pre-training step")
     left.set_ylabel("training loss (objective's own; log)")
     left.set_title("learning curves (one line per seed)")
-    left.legend(fontsize=8)
+    if left.get_legend_handles_labels()[0]:  # random_init alone has no curve
+        left.legend(fontsize=8)
     width = 0.8 / max(1, len(objectives))
     for i, objective in enumerate(objectives):
         stats = [mean_std(table[objective].get(p, [])) for p in probes]
@@ -168,10 +177,14 @@ def plot(runs: list[dict], probes_meta: dict, path: str, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+    return True
 
 
 def write_report(output_dir: str, probes_meta: dict, header: list[str], title: str) -> list[dict]:
-    """Writes results.csv, results.md and results.png from output_dir/runs/*.json."""
+    """Writes results.csv, results.md and results.png from output_dir/runs/*.json.
+
+    Returns the runs read.
+    """
     runs = read_runs(output_dir)
     with open(os.path.join(output_dir, "results.csv"), "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, CSV_KEYS)

@@ -2,12 +2,14 @@
 
 Reading it needs no TensorFlow, so a JAX pre-training run on a machine
 without TensorFlow can check its vocabulary and set up masking; the
-tokenizer itself (tokenization.py, tensorflow-text) re-exports these names.
+tokenizer itself (tokenizer.py, tensorflow-text) re-exports these names.
 """
 
 from __future__ import annotations
 
 import os
+
+from electra_tf.errors import VocabError
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
@@ -16,10 +18,6 @@ SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
 # [SEP]=102, [MASK]=103. Learned vocabularies keep these ids.
 BERT_RESERVED_TOKENS = (
     [PAD] + [f"[unused{i}]" for i in range(99)] + [UNK, CLS, SEP, MASK])
-
-
-class VocabError(ValueError):
-    """The vocabulary file is missing, empty or lacks a special token."""
 
 
 def _read_bytes(vocab_file: str) -> bytes | None:

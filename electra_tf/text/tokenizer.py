@@ -25,9 +25,9 @@ from typing import Iterable, Sequence
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-# The vocab file and its special tokens need no TensorFlow (vocab_file.py);
+# The vocab file and its special tokens need no TensorFlow (vocab.py);
 # they are re-exported here, where most callers look for them.
-from electra_tf.vocab_file import (  # noqa: F401
+from electra_tf.text.vocab import (  # noqa: F401
     BERT_RESERVED_TOKENS,
     CLS,
     MASK,
@@ -35,7 +35,6 @@ from electra_tf.vocab_file import (  # noqa: F401
     SEP,
     SPECIAL_TOKENS,
     UNK,
-    VocabError,
     load_vocab,
 )
 

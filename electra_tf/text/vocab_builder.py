@@ -4,7 +4,7 @@ The special tokens keep the ids of BERT's uncased vocab ([PAD]=0,
 [unused0..98]=1..99, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103), so code
 written for that file works with a learned one and the other way round. The
 text is split into words by BERT's basic tokenizer after the same
-normalization that `electra_tf.tokenization.Tokenizer` applies.
+normalization that `electra_tf.text.tokenizer.Tokenizer` applies.
 `python -m electra_tf.build_vocab` is the command line over `build_vocab`.
 """
 
@@ -23,7 +23,7 @@ def count_words(files: list[str], do_lower_case: bool, strip_accents: bool,
     import tensorflow as tf
     from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
 
-    from electra_tf.tokenization import pre_normalize
+    from electra_tf.text.tokenizer import pre_normalize
 
     splitter = BasicTokenizer(lower_case=do_lower_case and strip_accents)
     ds = tf.data.TextLineDataset(files).filter(lambda s: tf.strings.length(s) > 0)
@@ -47,7 +47,7 @@ def learn_vocab(counts: collections.Counter, vocab_size: int, min_count: int = 1
     """Word counts -> WordPiece vocab with the BERT specials at BERT's ids."""
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
-    from electra_tf.tokenization import BERT_RESERVED_TOKENS
+    from electra_tf.text.tokenizer import BERT_RESERVED_TOKENS
 
     if vocab_size <= len(BERT_RESERVED_TOKENS):
         raise InputError(
@@ -65,7 +65,7 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
                 strip_accents: bool | None = None, min_count: int = 10,
                 max_lines: int = 0) -> list[str]:
     """Counts words in the corpus files, learns the vocab and writes it atomically."""
-    from electra_tf.tokenization import resolve_strip_accents
+    from electra_tf.text.tokenizer import resolve_strip_accents
 
     files = expand_files(corpus)
     strip = resolve_strip_accents(do_lower_case, strip_accents)

@@ -1,10 +1,9 @@
-"""The fine-tuning loop: one task, the pre-trained discriminator, tf.distribute.
+"""The fine-tuning loop: one task, the pre-trained discriminator, either backend.
 
-Reads top to bottom like the pre-training loop (electra_tf/training.py), and
-is built from the same runtime pieces (runtime.py): a per-replica
-forward/backward under tf.function(jit_compile), then an all-reduce,
-global-norm clipping and the AdamW update outside XLA, with per-replica
-seeds. What differs:
+Reads top to bottom like the pre-training loop (pretraining.py), and its
+backends are the same (backends/tensorflow.py, backends/jax.py): a compiled
+forward/backward, global-norm clipping of the summed gradient and the AdamW
+update, with per-replica seeds. What differs from pre-training:
 - data are in-memory features (base.Features), shuffled per epoch with a
   seed, so resuming skips the batches of the current epoch already done;
 - layer-wise learning-rate decay (embeddings at depth 0, layer i at i + 1,
@@ -17,34 +16,32 @@ seeds. What differs:
 Every split the run will read (train, dev with do_eval, test with
 do_predict) is read and featurized before the first step, so bad data stops
 the run before it trains; Ctrl-C lets the running chunk of steps finish
-(runtime.InterruptGate), saves a checkpoint, then stops with one line. The
+(loop.InterruptGate), saves a checkpoint, then stops with one line. The
 folder it writes is described in artifacts.py.
 
-`FinetuningLoop` is what this TensorFlow loop (`Finetuning`) and the JAX
-loop (`jax_trainer.JaxFinetuning`) share: the model, the data, the
-optimizer, prediction, evaluation and the host loop. A backend adds where
-variables are created, the step counter, the train iterator and steps, one
-prediction batch, and its checkpoints.
+`FinetuningLoop` is what both backends share: the model, the data, the
+optimizer, prediction, evaluation and the host loop. A backend
+(`TensorFlowFinetuning`, `JaxFinetuning`) adds where variables are created,
+the train iterator and steps, one prediction batch, and its checkpoints.
 """
 
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import time
 
 import keras
 import numpy as np
-import tensorflow as tf
 
-from electra_tf import artifacts, runtime
-from electra_tf.config import ConfigError, FinetuneRun, FinetuningConfig, model_size_of
-from electra_tf.errors import InputError
+from electra_tf import artifacts
+from electra_tf.config import FinetuneRun, FinetuningConfig, model_size_of
+from electra_tf.errors import ConfigError, InputError
 from electra_tf.finetuning import base
-from electra_tf.finetuning.losses import task_loss, task_loss_count
 from electra_tf.modeling.finetuning import FinetuningModel
-from electra_tf.tokenization import Tokenizer
+from electra_tf.optimization import build_optimizer
+from electra_tf.training.checkpoints import checkpoint_step, model_variables, read_model_arrays
+from electra_tf.training.loop import Interrupted, InterruptGate, chunk_size, log, set_precision
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 
@@ -62,29 +59,85 @@ def split_batch(batch: dict) -> tuple[dict, dict]:
     return inputs, labels
 
 
+def initial_discriminator(config: FinetuningConfig, run: FinetuneRun):
+    """The discriminator fine-tuning starts from, and the vocab recorded with it.
+
+    One of: a pre-training model_dir (its final discriminator.weights.h5), one
+    checkpoint of it (MODEL_DIR/checkpoints/ckpt-N or jax-ckpt-N.npz, either
+    backend's: the kept discriminator at step N, as the run would have written
+    it had it ended there), or, with from_scratch, a randomly initialized
+    discriminator of config.model_size and the vocab file's size (the
+    baseline of a pre-training comparison; the weights follow config.seed).
+
+    Returns:
+      (discriminator, vocab_file or "").
+    Raises:
+      InputError, ConfigError: one line naming the flag.
+    """
+    from electra_tf.config import MODEL_SIZES, EncoderConfig
+    from electra_tf.modeling.models import build_discriminator
+
+    if run.from_scratch:
+        if run.init_checkpoint:
+            raise ConfigError("--from_scratch and --init_checkpoint exclude each other")
+        if not config.model_size or not run.vocab_file:
+            raise ConfigError("--from_scratch needs --model_size (one of "
+                              f"{', '.join(MODEL_SIZES)}) and --vocab_file")
+        from electra_tf.text.vocab import load_vocab
+
+        encoder = EncoderConfig(**MODEL_SIZES[config.model_size],
+                                vocab_size=len(load_vocab(run.vocab_file))).validate()
+        return build_discriminator(encoder), run.vocab_file
+    if not run.init_checkpoint:
+        raise InputError("--init_checkpoint is required (a pre-training model_dir, or one of "
+                         "its checkpoints/ckpt-N), or --from_scratch")
+    if checkpoint_step(run.init_checkpoint) is None:
+        return artifacts.load_discriminator(run.init_checkpoint, config.model_size)
+    model_dir = os.path.dirname(os.path.dirname(os.path.abspath(run.init_checkpoint)))
+    recorded = artifacts.read_pretraining_config(model_dir)
+    if "pretraining" not in recorded:
+        raise InputError(f"--init_checkpoint={run.init_checkpoint}: {model_dir} records no "
+                         f"pre-training settings ({artifacts.PRETRAINING_CONFIG}), which "
+                         "give the checkpoint's model")
+    from electra_tf.config import PretrainingConfig
+    from electra_tf.modeling.pretrainer import ElectraPretrainer
+
+    pretrainer = ElectraPretrainer(PretrainingConfig.from_dict(recorded["pretraining"]))
+    pretrainer.build_with_dummy_batch()
+    arrays = read_model_arrays(run.init_checkpoint, pretrainer)
+    for name, variable in model_variables(pretrainer).items():
+        variable.assign(arrays[name])
+    discriminator = pretrainer.kept_discriminator()
+    size = model_size_of(discriminator.config)
+    if config.model_size and size != config.model_size:
+        raise ConfigError(f"{run.init_checkpoint} holds a {size}-sized discriminator, not "
+                          f"--model_size={config.model_size}")
+    return discriminator, artifacts.recorded_vocab(model_dir)
+
+
 class FinetuningLoop:
     """What both backends' fine-tuning loops share (see the module docstring).
 
     A subclass sets `chief` before this constructor runs, and provides
-    `_scope()` (where variables are created), the `step` property,
-    `train_iterator(epoch, skip)`, `train_steps(iterator, n)`,
-    `_predict_batch(inputs)` and `make_checkpoints()` (an object with
-    `restore()` -> path or None and `save(force)`).
+    `_scope()` (where variables are created), `train_iterator(epoch, skip)`,
+    `train_steps(iterator, n)`, `_predict_batch(inputs)` and
+    `make_checkpoints()` (checkpoints.TensorFlowCheckpoints or NpzCheckpoints).
     """
 
     chief = True
 
+    @property
+    def step(self) -> int:
+        return int(keras.ops.convert_to_numpy(self.optimizer.iterations))
+
     def __init__(self, task, config: FinetuningConfig, run: FinetuneRun):
         self.task, self.config, self.run = task, config.validate(), run
-        runtime.set_precision(run.mixed_precision)
-        if not run.init_checkpoint:
-            raise InputError("--init_checkpoint is required (a pre-training model_dir)")
+        set_precision(run.mixed_precision)
         if task.head == "tagging" and not task.label_names:
             task.read(run.data_dir, "train")  # learns the tag set, which sizes the head
         with self._scope():
             keras.utils.set_random_seed(config.seed)
-            discriminator, recorded_vocab = artifacts.load_discriminator(run.init_checkpoint,
-                                                                         config.model_size)
+            discriminator, recorded_vocab = initial_discriminator(config, run)
             self.encoder_config = discriminator.config
             self.size = config.model_size or model_size_of(self.encoder_config)
             kind = task.head
@@ -95,6 +148,10 @@ class FinetuningLoop:
         vocab_file = run.vocab_file or recorded_vocab
         if not vocab_file:
             raise InputError("--vocab_file is required (none is recorded with the checkpoint)")
+        # Imported here: backends/jax.py imports this module, and JAX pre-training
+        # runs where TensorFlow (which the tokenizer needs) is not installed.
+        from electra_tf.text.tokenizer import Tokenizer
+
         self.tokenizer = Tokenizer(vocab_file, do_lower_case=config.do_lower_case)
         if self.tokenizer.vocab_size != self.encoder_config.vocab_size:
             raise ConfigError(f"{vocab_file} has {self.tokenizer.vocab_size} tokens but the "
@@ -119,8 +176,11 @@ class FinetuningLoop:
                                                           self.max_seq_length))
         return cache[split]
 
-    def train_dataset(self, epoch: int, skip: int = 0) -> tf.data.Dataset:
-        """The train split's global batches of `epoch` (seeded shuffle), after `skip`."""
+    def train_dataset(self, epoch: int, skip: int = 0):
+        """The train split's global batches of `epoch` (seeded shuffle), after `skip`: a
+        tf.data.Dataset."""
+        import tensorflow as tf
+
         feats = self.features("train")[1]
         tensors = {**feats.inputs, **feats.labels}
         ds = tf.data.Dataset.from_tensor_slices(tensors)
@@ -134,7 +194,7 @@ class FinetuningLoop:
         size = self.size if self.size != "custom" else "small"
         decay = cfg.resolved_layerwise_lr_decay(size)
         with self._scope():
-            self.optimizer = runtime.build_optimizer(
+            self.optimizer = build_optimizer(
                 self._variables, cfg.resolved_learning_rate(size), total_steps,
                 int(cfg.warmup_proportion * total_steps), weight_decay_rate=cfg.weight_decay_rate,
                 adam_epsilon=cfg.adam_epsilon, adam_bias_correction=cfg.adam_bias_correction,
@@ -176,7 +236,7 @@ class FinetuningLoop:
     # === The host loop ===
     def _log(self, message):
         if self.chief:
-            runtime.log("finetune", message)
+            log("finetune", message)
 
     def train(self, stop_at_step: int | None = None) -> dict:
         """Trains for the configured epochs (resuming if possible); returns results.
@@ -208,18 +268,18 @@ class FinetuningLoop:
             artifacts.write_finetuning_config(
                 run.model_dir, task=self.task, config=cfg, run=run, encoder=self.encoder_config,
                 model_size=self.size, max_seq_length=self.max_seq_length, epochs=self.epochs,
-                total_steps=total, layerwise_lr_decay=decay)
+                total_steps=total, layerwise_lr_decay=decay,
+                initialized_from="scratch" if run.from_scratch else run.init_checkpoint)
         results = artifacts.read_results(run.model_dir)
         self._log(f"{self.task.name}: {len(train_feats)} train windows, {steps_per_epoch} "
                   f"steps/epoch x {self.epochs} epochs = {total} steps, lr "
                   f"{cfg.resolved_learning_rate(size):.1e}, layer-wise decay {decay}")
         try:
-            with runtime.InterruptGate() as gate:
+            with InterruptGate() as gate:
                 return self._train_loop(checkpoints, results, steps_per_epoch, total,
                                         stop_at_step, gate)
         except KeyboardInterrupt:
-            checkpoints.save(force=True)
-            raise runtime.Interrupted(self.step) from None
+            raise Interrupted(self.step, saved=checkpoints.save() is not None) from None
 
     def _train_loop(self, checkpoints, results, steps_per_epoch, total, stop_at_step, gate):
         cfg, run = self.config, self.run
@@ -232,11 +292,11 @@ class FinetuningLoop:
             t0 = time.monotonic()
             while n > 0:  # chunks that end at a checkpoint or at the epoch's end
                 gate.check()  # a Ctrl-C stops here, between chunks (InterruptGate)
-                k = min(n, cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps)
+                k = chunk_size(step, step + n, cfg.save_checkpoints_steps)
                 loss = self.train_steps(iterator, k)
                 step += k
                 n -= k
-                checkpoints.save(force=True)
+                checkpoints.save()
                 self._log(f"epoch {epoch + 1} step {step}/{total} loss {loss:.4f} "
                           f"({k * cfg.train_batch_size / (time.monotonic() - t0):.0f} ex/s)")
                 t0 = time.monotonic()
@@ -274,87 +334,15 @@ class FinetuningLoop:
             self._log(f"{split}: " + ", ".join(f"{k} {v:.4f}" for k, v in out[split].items()))
         return out
 
+    @staticmethod
+    def final_results(results: dict) -> dict:
+        """The last evaluation in `results` (train's return): the last epoch's, by number,
+        or that of a run without training."""
+        if "eval" in results:
+            return results["eval"]
+        epochs = [k for k in results if k.startswith("epoch_")]
+        return results[max(epochs, key=lambda k: int(k[len("epoch_"):]))] if epochs else {}
+
     def _save_results(self, results):
         if self.chief:
             artifacts.write_results(self.run.model_dir, results)
-
-
-class Finetuning(FinetuningLoop):
-    """Fine-tunes the discriminator on one task with TensorFlow (see the module docstring)."""
-
-    def __init__(self, task, config: FinetuningConfig, run: FinetuneRun,
-                 strategy: tf.distribute.Strategy | None = None):
-        config = config.validate()
-        self.strategy = strategy or runtime.make_strategy(
-            run.strategy, run.num_devices, run.tpu, run.worker_startup_timeout_s)
-        self.chief = runtime.is_chief(self.strategy)
-        super().__init__(task, config, run)
-        self._fwd_bwd = tf.function(self._forward_backward, jit_compile=run.jit_compile)
-        self._predict = tf.function(lambda x: self.model(x, training=False),
-                                    jit_compile=run.jit_compile)
-        self._train_steps = tf.function(self._train_steps_fn)
-        self._loss_sum = tf.Variable(0.0, trainable=False)  # host-side, per train_steps call
-
-    def _scope(self):
-        return self.strategy.scope()
-
-    @property
-    def step(self) -> int:
-        return int(self.optimizer.iterations.numpy())
-
-    def train_iterator(self, epoch: int, skip: int = 0):
-        """The distributed train split of `epoch` (seeded shuffle), after `skip` batches."""
-        options = tf.data.Options()
-        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-        return iter(self.strategy.experimental_distribute_dataset(
-            self.train_dataset(epoch, skip).with_options(options).prefetch(2)))
-
-    # === The step ===
-    def _forward_backward(self, batch, seed):
-        inputs, labels = split_batch(batch)
-        with tf.GradientTape() as tape:
-            outputs = self.model(inputs, training=True, seed=seed)
-            # Summed over the batch, as the original (so clipping acts); each
-            # replica's share is averaged across replicas by the all-reduce.
-            loss = task_loss(self.task.head, outputs, labels)
-            scaled = loss / float(self.strategy.num_replicas_in_sync)
-        grads = runtime.dense_gradients(tape, scaled, self._variables)
-        return loss / task_loss_count(self.task.head, labels), grads  # reported: the mean
-
-    def _replica_step(self, batch):
-        seed = runtime.replica_seed(self.config.seed, self.optimizer.iterations)
-        loss, grads = self._fwd_bwd(batch, seed)
-        runtime.apply_reduced_gradients(self.optimizer, grads, self._variables,
-                                        self.config.clip_norm)
-        return loss
-
-    def _train_steps_fn(self, iterator, num_steps):
-        for _ in tf.range(num_steps):
-            loss = self.strategy.run(self._replica_step, args=(next(iterator),))
-            self._loss_sum.assign_add(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, loss,
-                                                           None))
-
-    def train_steps(self, iterator, num_steps: int) -> float:
-        """Runs `num_steps` optimizer steps (after build_optimizer); returns the mean loss.
-
-        Args:
-          iterator: from `train_iterator`.
-        """
-        self._loss_sum.assign(0.0)
-        self._train_steps(iterator, tf.constant(num_steps))
-        return float(self._loss_sum.numpy()) / num_steps
-
-    def _predict_batch(self, inputs: dict) -> dict:
-        return self._predict(inputs)
-
-    def make_checkpoints(self) -> runtime.Checkpoints:
-        """tf.train checkpoints of the model and the optimizer under model_dir/checkpoints."""
-        directory = artifacts.checkpoint_dir(self.run.model_dir)
-        if not tf.train.latest_checkpoint(directory) and glob.glob(
-                os.path.join(directory, "jax-ckpt-*.npz")):
-            raise InputError(f"{directory} holds JAX checkpoints (jax-ckpt-*.npz), which the "
-                             "TensorFlow backend cannot resume: rerun with KERAS_BACKEND=jax, "
-                             "or use another --model_dir")
-        return runtime.Checkpoints(
-            self.model, self.optimizer, directory, self.config.keep_checkpoint_max,
-            self.config.save_checkpoints_steps, self.strategy)

@@ -1,14 +1,17 @@
-"""A pre-training corpus built from what a Python install carries.
+r"""A pre-training corpus built from what a Python install carries.
 
-    python -m electra_tf.experiments.install_corpus --output=DATA/corpus.txt \
+    python -m studies.efficiency.install_corpus --output=DATA/corpus.txt \
         [--extra_dirs=/usr/share/doc] [--vocab_file=DATA/vocab.txt]
 
-The demo corpus (data/demo_corpus.py) is the standard library's docstrings,
-about 1M tokens. This one adds every installed distribution: the docstrings
-of each package's .py files (purelib and platlib), its .rst/.md/.txt
-documents, and the long description of each *.dist-info/METADATA (the
-package's README); optionally text files of other folders (--extra_dirs,
-e.g. /usr/share/doc). Nothing is imported: sources are parsed with `ast`,
+Run it from the repository root; the efficiency study (run.py) builds its
+corpus with `write_install_corpus` directly.
+
+The demo corpus (electra_tf/data/demo_corpus.py) is the standard library's
+docstrings, about 1M tokens. This one adds every installed distribution: the
+docstrings of each package's .py files (purelib and platlib), its
+.rst/.md/.txt documents, and the long description of each
+*.dist-info/METADATA (the package's README); optionally text files of other
+folders (--extra_dirs, e.g. /usr/share/doc). Nothing is imported: sources are parsed with `ast`,
 as the demo corpus does.
 
 Output (the format build_pretraining_data reads): one sentence per line, a
@@ -16,7 +19,7 @@ blank line between documents; one document per source file. Beside it,
 `<output>.sources.tsv` has one row per document (index, package, module,
 path): `package` is the distribution that installed the file ("python" for
 the standard library), `module` its top-level import name. The probes use
-them as labels (experiments/probes.py).
+them as labels (probes.py).
 
 Quality and duplicates: paragraphs that look like code, tables, directives
 or lists of names are dropped (as in the demo corpus); a sentence needs four
@@ -219,7 +222,8 @@ def file_paragraphs(path: str) -> list[list[str]]:
 
 # Where other Python installs of a machine keep their packages (--site_dirs=all).
 _OTHER_SITE_DIRS = ("/usr/lib/python3*/dist-packages", "/usr/local/lib/python3*/dist-packages",
-                    "/usr/local/lib/python3*/site-packages", "/opt/*/.venv/lib/python3*/site-packages",
+                    "/usr/local/lib/python3*/site-packages",
+                    "/opt/*/.venv/lib/python3*/site-packages",
                     "~/.pyenv/versions/*/lib/python3*/site-packages")
 
 
@@ -390,7 +394,7 @@ def count_tokens(corpus: str, vocab_file: str, batch_lines: int = 8192) -> dict:
     {"tokens", "unk_tokens", "lines", "by_package": {package: tokens}} (by_package
     when `<corpus>.sources.tsv` exists)."""
     from electra_tf.data.builder import iter_documents
-    from electra_tf.tokenization import Tokenizer
+    from electra_tf.text.tokenizer import Tokenizer
 
     tokenizer = Tokenizer(vocab_file, do_lower_case=True)
     has_sources = os.path.exists(corpus + ".sources.tsv")
@@ -427,8 +431,8 @@ def main(argv):
     del argv
     from absl import flags
 
-    from electra_tf.data.vocab import build_vocab
     from electra_tf.fileio import atomic_write_text
+    from electra_tf.text.vocab_builder import build_vocab
 
     f = flags.FLAGS
     t0 = time.monotonic()

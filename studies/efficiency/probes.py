@@ -14,8 +14,8 @@ layout so the regular fine-tuning loop trains it:
 * package (SST-2 layout, N classes): a chunk of up to three consecutive
   sentences; the label is the package (or top-level module) of the document,
   among the N labels with the most held-out documents. Needs the corpus's
-  `.sources.tsv` (experiments/install_corpus.py, or the demo corpus built
-  with sources).
+  `.sources.tsv` (install_corpus.py, or the demo corpus built with
+  sources).
 
 None favours an objective by construction: the labels come from the
 corpus's structure, not from masking or replacing tokens. Each probe's
@@ -160,7 +160,7 @@ def build_probes(corpus: str, out_dir: str, seed: int, probes: tuple[str, ...] =
             out[name] = build_pair_probe(name, [d for _, d in docs], folder, seed,
                                          max_train, max_dev)
         elif name == "package":
-            from electra_tf.experiments.install_corpus import read_sources
+            from studies.efficiency.install_corpus import read_sources
 
             sources = read_sources(corpus)
             labelled = [(sources[i][label_field], d) for i, d in docs]

@@ -2,12 +2,11 @@
 
 `ElectraPretrainer` is a `keras.Model` that holds G and D (built with the
 configured weight sharing) and the configured objective (what `model.fit`
-trains; the TF loop passes each phase's objective to `call`). `call` returns tensors only; the
-objective's pure functions turn them into the loss and metrics. It is
-backend-portable (`keras.ops` only): the TF training loop in
-`electra_tf.training` drives it under tf.distribute, and it also trains with
-`model.fit` under KERAS_BACKEND=jax (tests/test_jax_backend.py, where jax is
-installed).
+trains; the training loops pass each phase's objective to `call`). `call`
+returns tensors only; the objective's pure functions turn them into the loss
+and metrics. It is backend-portable (`keras.ops` only): the loops of
+`electra_tf.training` drive it on either backend, and it also trains with
+`model.fit` under KERAS_BACKEND=jax (tests/test_jax_backend.py).
 
 Randomness: `call(batch, seed=...)` takes an int32 seed tensor [2] (the TF
 loop passes one per replica and step, see docs/reference.md pitfalls). Without

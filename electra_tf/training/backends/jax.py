@@ -1,0 +1,474 @@
+"""The JAX backend (KERAS_BACKEND=jax): jitted stateless steps, Keras' DataParallel.
+
+    KERAS_BACKEND=jax python -m electra_tf.run_pretraining --flagfile=configs/small.flags ...
+
+What this backend owns, for both loops (training/pretraining.py and
+training/finetuning.py hold the rest; backends/tensorflow.py has the same
+sections):
+
+* Devices and processes: `start` joins a multi-host run
+  (`jax.distributed.initialize`, one process per host, before anything touches
+  JAX's devices); `data_parallel` shards batches over every device of every
+  process with Keras' distribution API (keras.distribution.DataParallel),
+  and XLA reduces the gradients. Each process reads the same global batches
+  and puts its own rows on its devices (`to_device`), so a run's batches do
+  not depend on the number of processes; process 0 alone writes.
+* Seeds: [seed, step] (the TF loop's formula with one replica: the batch is
+  one array here, whatever the number of devices); with gradient accumulation
+  over k micro-batches, [seed, step * k + i].
+* The update: one `jax.jit`-compiled function does the forward pass
+  (`model.stateless_call`), the loss, the gradients, global-norm clipping
+  (`clip_by_global_norm`) and the optimizer's `stateless_apply`, on explicit
+  state; the Keras variables take the state back between calls. Pre-training
+  runs `jax_steps_per_call` steps per call (`jax.lax.scan` over the stacked
+  batches), which saves the host's per-step dispatch.
+* Pre-training (`JaxPretraining`) and fine-tuning (`JaxFinetuning`): the
+  compiled steps, the input (the TF loop's tf.data pipeline, or with
+  jax_input_pipeline="numpy" data/numpy_pipeline.py, which reads the same
+  TFRecords and masks them with the same distribution without TensorFlow),
+  npz checkpoints.
+
+With the NumPy input, nothing on a pre-training run's path imports
+TensorFlow (the record checks, the vocab, the summaries through the
+tensorboard package, the checkpoints, the final folder), so it runs on a
+machine with JAX alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import jax
+import jax.numpy as jnp
+import keras
+import numpy as np
+
+from electra_tf import artifacts
+from electra_tf.config import FinetuneRun, FinetuningConfig, PretrainingConfig, RunConfig
+from electra_tf.data.numpy_pipeline import numpy_pretraining_batches
+from electra_tf.errors import ConfigError, InputError
+from electra_tf.finetuning.losses import task_loss, task_loss_count
+from electra_tf.training import reporting
+from electra_tf.training.checkpoints import NpzCheckpoints
+from electra_tf.training.finetuning import FinetuningLoop, split_batch
+from electra_tf.training.pretraining import Pretraining
+
+# The strategies (config.STRATEGIES) this backend runs: both mean every device
+# (or --num_devices); multi-host is `start`'s.
+JAX_STRATEGIES = ("default", "mirrored")
+
+
+# === Devices and processes ===
+def start(run) -> None:
+    """Joins this process to a multi-host run when `run` asks for one.
+
+    Call in every process at program start, before anything touches JAX's
+    devices. The processes' collectives are XLA's (gloo on CPU).
+
+    Args:
+      run: validated RuntimeOptions (RuntimeOptions.validate checks the
+        multi-host settings go together).
+    """
+    if run.jax_num_processes > 1:
+        jax.distributed.initialize(run.jax_coordinator_address, run.jax_num_processes,
+                                   run.jax_process_id)
+
+
+def data_parallel(strategy: str, num_devices: int, batch_sizes: dict[str, int]):
+    """Checks the strategy, and shards batches over the devices when there are several.
+
+    Sets Keras' global distribution: DataParallel for more than one device
+    (variables created afterwards are replicated, batches sharded), else none.
+
+    Args:
+      strategy: the run's --strategy (only default and mirrored are available).
+      num_devices: at most this many devices of this process (0: all); a
+        multi-host run uses every device of every process.
+      batch_sizes: {flag name: value}; each must split evenly over the devices.
+
+    Returns:
+      (number of devices, the DataParallel distribution or None).
+    """
+    if strategy not in JAX_STRATEGIES:
+        raise ConfigError(f"--strategy={strategy} is not available on the JAX backend "
+                          "(it uses every local device; for multi-host, see "
+                          "--jax_coordinator_address)")
+    if jax.process_count() > 1:
+        if num_devices:
+            raise ConfigError("--num_devices caps the devices of one process; a multi-host "
+                              "run uses every device of every process")
+        devices = jax.devices()  # every process's: the batch is split over all of them
+    else:
+        devices = jax.local_devices()[:num_devices or None]
+    for name, size in batch_sizes.items():
+        if size % len(devices):
+            raise ConfigError(f"{name} {size} does not split over {len(devices)} devices")
+    distribution = None
+    if len(devices) > 1:
+        distribution = keras.distribution.DataParallel(devices=devices)
+    keras.distribution.set_distribution(distribution)  # None: a previous run's is dropped
+    return len(devices), distribution
+
+
+def to_device(batch: dict, distribution=None) -> dict:
+    """NumPy arrays -> device arrays, sharded on the batch axis under `distribution`."""
+    if distribution is None:
+        return {k: jnp.asarray(v) for k, v in batch.items()}
+    return {k: jax.device_put(v, distribution.get_data_layout(v.shape).backend_layout)
+            for k, v in batch.items()}
+
+
+# === State and the update ===
+def values(variables) -> list:
+    """The current arrays of Keras variables (a compiled step's explicit state)."""
+    return [v.value for v in variables]
+
+
+def assign(variables, arrays) -> None:
+    for v, value in zip(variables, arrays):
+        v.assign(value)
+
+
+def training_state(model, optimizer) -> tuple[list, list, list]:
+    """(trainable, non-trainable, optimizer) arrays: a compiled train step's state."""
+    return (values(model.trainable_variables), values(model.non_trainable_variables),
+            values(optimizer.variables))
+
+
+def assign_training_state(model, optimizer, state) -> None:
+    """The variables take a `training_state` a compiled step returned."""
+    trainable, non_trainable, opt = state
+    assign(model.trainable_variables, trainable)
+    assign(model.non_trainable_variables, non_trainable)
+    assign(optimizer.variables, opt)
+
+
+def clip_by_global_norm(grads: list, clip_norm: float):
+    """As tf.clip_by_global_norm: g * c / max(norm, c). Returns (grads, norm)."""
+    norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype("float32"))) for g in grads))
+    scale = clip_norm / jnp.maximum(norm, clip_norm)
+    return [g * scale.astype(g.dtype) for g in grads], norm
+
+
+def _add(totals, values):
+    return values if totals is None else jax.tree.map(jnp.add, totals, values)
+
+
+# === Pre-training ===
+class JaxPretraining(Pretraining):
+    """Pre-training on the JAX backend (see the module docstring and pretraining.py).
+
+    A training phase that trains part of the model (bert_mlm, two_stage)
+    differentiates its own variables only; the one optimizer over the whole
+    model updates them (the others keep their weights and optimizer slots).
+    """
+
+    backend = "jax"
+
+    def __init__(self, config: PretrainingConfig, run: RunConfig):
+        if keras.backend.backend() != "jax":
+            raise ConfigError("JaxPretraining needs KERAS_BACKEND=jax")
+        # The NumPy input never imports TensorFlow (nor does anything else here).
+        self.tensorflow_io = run.jax_input_pipeline == "tf.data"
+        self._compiled = {}  # (phase name, steps per call) -> jitted train function
+        self._state_lost = False  # see _recover_from_interrupt
+        super().__init__(config, run)
+        # Where each phase's variables sit in model.trainable_variables.
+        index = {id(v): i for i, v in enumerate(self.model.trainable_variables)}
+        self._trained = {p.name: tuple(index[id(v)] for v in p.variables) for p in self.phases}
+        self._eval_step = jax.jit(self._eval_fn)
+
+    def _setup_devices(self) -> None:
+        micro = self.config.train_batch_size // self.run.gradient_accumulation_steps
+        self.num_replicas, self.distribution = data_parallel(
+            self.run.strategy, self.run.num_devices,
+            {"the micro-batch": micro, "eval_batch_size": self.config.eval_batch_size})
+        # multi_worker stays False: a JAX save is no collective, any process can save.
+        self.chief = jax.process_index() == 0
+
+    def _make_checkpoints(self) -> NpzCheckpoints:
+        return NpzCheckpoints(self.model, self.optimizer,
+                              artifacts.checkpoint_dir(self.run.model_dir),
+                              self.config.keep_checkpoint_max, writer=self.chief)
+
+    @property
+    def step(self) -> int:
+        if self._state_lost:
+            return 0
+        return super().step
+
+    # === Data ===
+    def _batches(self, files, batch_size, seed, is_training, skip_batches=0):
+        """NumPy batches: the TF loop's tf.data pipeline, or data/numpy_pipeline.py."""
+        if not self.tensorflow_io:
+            return numpy_pretraining_batches(files, batch_size, self.config.max_seq_length,
+                                             self.masking, is_training=is_training, seed=seed,
+                                             skip_batches=skip_batches)
+        from electra_tf.data.pipeline import pretraining_dataset
+
+        return pretraining_dataset(files, batch_size, self.config.max_seq_length, self.masking,
+                                   is_training=is_training, seed=seed,
+                                   skip_batches=skip_batches).as_numpy_iterator()
+
+    # === The step ===
+    def _step_fn(self, phase, state, micro_batches, seeds):
+        """One optimizer step of `phase`, as the TF backend's replica step.
+
+        Args:
+          phase: the phases.Phase being trained (its objective and variables).
+          state: (trainable, non_trainable, optimizer) lists of arrays.
+          micro_batches: a batch dict, each array [k, B / k, ...]: the step's k
+            micro-batches (gradient accumulation; k = 1 without).
+          seeds: int32 [k, 2], each micro-batch's seed.
+
+        Returns:
+          the new state, and the step's values: losses (means over the
+          micro-batches), metric sums and grad_norm.
+        """
+        trainable, non_trainable, opt_vars = state
+        trained = self._trained[phase.name]
+        k = self.run.gradient_accumulation_steps
+
+        def loss_fn(params, non_trainable, batch, seed):
+            values = list(trainable)
+            for i, value in zip(trained, params):
+                values[i] = value
+            outputs, new_non_trainable = self.model.stateless_call(
+                values, non_trainable, batch, training=True, seed=seed,
+                objective=phase.objective)
+            losses, sums = self.model.losses_and_metric_sums(batch, outputs, phase.objective)
+            # Divided by k, so that the summed gradient is the mean (as the TF loop).
+            return losses["loss"] / k, (losses, sums, new_non_trainable)
+
+        grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+        params = [trainable[i] for i in trained]
+        if k == 1:
+            batch = jax.tree.map(lambda x: x[0], micro_batches)
+            (_, (losses, sums, non_trainable)), grads = grad_fn(params, non_trainable, batch,
+                                                               seeds[0])
+        else:  # summed in micro-batch order, one micro-batch's activations at a time
+            def micro_step(carry, xs):
+                non_trainable, total = carry
+                (_, (losses, sums, non_trainable)), grads = grad_fn(params, non_trainable, *xs)
+                return (non_trainable, jax.tree.map(jnp.add, total, (losses, sums, grads))), None
+
+            (_, (loss_shapes, sum_shapes, _)), grad_shapes = jax.eval_shape(lambda: grad_fn(
+                params, non_trainable, jax.tree.map(lambda x: x[0], micro_batches), seeds[0]))
+            zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
+                                 (loss_shapes, sum_shapes, grad_shapes))
+            (non_trainable, (losses, sums, grads)), _ = jax.lax.scan(
+                micro_step, (non_trainable, zeros), (micro_batches, seeds))
+            losses = {n: v / k for n, v in losses.items()}
+        grads, norm = clip_by_global_norm(grads, self.config.clip_norm)
+        # None for the variables the phase does not train: the optimizer skips them.
+        all_grads = [None] * len(trainable)
+        for i, g in zip(trained, grads):
+            all_grads[i] = g
+        with warnings.catch_warnings():  # Keras warns of the None gradients
+            warnings.filterwarnings("ignore", message="Gradients do not exist")
+            trainable, opt_vars = self.optimizer.stateless_apply(opt_vars, all_grads, trainable)
+        values = {**{"loss/" + n: v for n, v in losses.items()}, **sums, "grad_norm": norm}
+        return (trainable, non_trainable, opt_vars), values
+
+    def _steps_fn(self, phase, num_steps, state, batches, seeds):
+        """`num_steps` optimizer steps of `phase` in one call; returns their summed values.
+
+        Args:
+          batches: num_steps * k batch dicts (k micro-batches per step), in order.
+          seeds: int32 [num_steps, k, 2].
+        """
+        k = self.run.gradient_accumulation_steps
+        # Stacked here, on the device: arrays [num_steps, k, B / k, ...].
+        batches = {name: jnp.stack([b[name] for b in batches]).reshape(
+            (num_steps, k) + batches[0][name].shape) for name in batches[0]}
+        if num_steps == 1:
+            return self._step_fn(phase, state, jax.tree.map(lambda x: x[0], batches), seeds[0])
+
+        def one_step(carry, xs):
+            state, total = carry
+            state, values = self._step_fn(phase, state, *xs)
+            return (state, jax.tree.map(jnp.add, total, values)), None
+
+        shapes = jax.eval_shape(lambda: self._step_fn(
+            phase, state, jax.tree.map(lambda x: x[0], batches), seeds[0])[1])
+        zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+        (state, total), _ = jax.lax.scan(one_step, (state, zeros), (batches, seeds))
+        return state, total
+
+    def _compiled_steps(self, phase, num_steps: int):
+        key = (phase.name, num_steps)
+        if key not in self._compiled:
+            self._compiled[key] = jax.jit(functools.partial(self._steps_fn, phase, num_steps),
+                                          donate_argnums=(0,))
+        return self._compiled[key]
+
+    def train_steps(self, iterator, num_steps: int) -> dict:
+        """Runs `num_steps` optimizer steps of the current phase; returns their metrics.
+
+        As TensorFlowPretraining.train_steps. Calls of `jax_steps_per_call`
+        steps each, then the remainder one step per call; the seeds are
+        [seed, step * k + i] for micro-batch i of k, whatever the calls.
+        """
+        phase, k = self.phase_at(self.step), self.run.gradient_accumulation_steps
+        per_call = self.run.jax_steps_per_call
+        if self.step + num_steps > phase.end:
+            raise ValueError(f"{num_steps} steps from {self.step} cross the end of {phase.name}")
+        step = self.step
+        end = step + num_steps
+        state, totals = training_state(self.model, self.optimizer), None
+        try:  # `state` is donated: no variable is read until it is assigned back
+            while step < end:
+                n = per_call if end - step >= per_call else 1
+                batches = [to_device(next(iterator), self.distribution) for _ in range(n * k)]
+                seeds = jnp.asarray([[[self.config.seed, (step + i) * k + j] for j in range(k)]
+                                     for i in range(n)], dtype="int32")
+                state, values = self._compiled_steps(phase, n)(state, batches, seeds)
+                totals = _add(totals, values)
+                step += n
+        except KeyboardInterrupt:
+            self._recover_from_interrupt(state)
+            raise
+        assign_training_state(self.model, self.optimizer, state)
+        return reporting.finish(jax.device_get(totals), num_steps)
+
+    def _recover_from_interrupt(self, state) -> None:
+        """Ctrl-C inside train_steps: leaves the variables whole for the save that follows.
+
+        The step donates its input buffers. Between calls, `state` is the last
+        finished call's output, alive: the variables take it (the save then
+        holds every finished step). If the interrupt landed after a call took
+        `state` and before it returned, those buffers are gone: the variables
+        go back to the latest checkpoint, or, with none yet, are left as they
+        are and the save is skipped.
+        """
+        if not any(x.is_deleted() for x in jax.tree.leaves(state)):
+            assign_training_state(self.model, self.optimizer, state)
+        elif self.checkpoints.latest:
+            self.checkpoints.restore()
+        else:
+            self._state_lost = True
+
+    def save_checkpoint(self) -> str | None:
+        if self._state_lost:
+            self._log("interrupted inside the first compiled step: no checkpoint to save")
+            return None
+        return super().save_checkpoint()
+
+    def restore(self) -> int:
+        """Resumes from the latest checkpoint; every process must resume at one step."""
+        step = super().restore()
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            steps = multihost_utils.process_allgather(np.asarray(step)).tolist()
+            if len(set(steps)) > 1:
+                raise InputError(f"the processes would resume from different steps {steps}: "
+                                 "every process must see the same --model_dir (a shared file "
+                                 "system) and its checkpoints")
+        return step
+
+    # === Evaluation ===
+    def _eval_fn(self, state, batch, seed):
+        trainable, non_trainable = state
+        outputs, _ = self.model.stateless_call(trainable, non_trainable, batch, training=False,
+                                               seed=seed)
+        losses, sums = self.model.losses_and_metric_sums(batch, outputs)
+        return {**{"loss/" + n: v for n, v in losses.items()}, **sums}
+
+    def _eval_batch(self, batch, index: int) -> None:
+        if index == 0:
+            self._eval_totals = None
+        state = (values(self.model.trainable_variables),
+                 values(self.model.non_trainable_variables))
+        seed = jnp.asarray([self.config.seed + 1, index], dtype="int32")
+        self._eval_totals = _add(self._eval_totals, self._eval_step(
+            state, to_device(batch, self.distribution), seed))
+
+    def _eval_results(self, num_batches: int) -> dict:
+        return reporting.finish(jax.device_get(self._eval_totals), num_batches, evaluation=True)
+
+
+# === Fine-tuning ===
+class JaxFinetuning(FinetuningLoop):
+    """Fine-tunes the discriminator on one task with JAX (finetuning.py).
+
+    The gradient is that of the batch's summed loss divided by the number of
+    devices, as the TF loop's all-reduce of per-replica sums pre-divided by
+    the replica count gives. The dropout masks differ from a TF run's (each
+    backend draws its own); the batches are the same tf.data shuffle of the
+    same features. Prediction is a second compiled function.
+    """
+
+    backend = "jax"
+
+    def __init__(self, task, config: FinetuningConfig, run: FinetuneRun):
+        if keras.backend.backend() != "jax":
+            raise ConfigError("JaxFinetuning needs KERAS_BACKEND=jax")
+        self.num_replicas, self.distribution = data_parallel(
+            run.strategy, run.num_devices, {"--train_batch_size": config.train_batch_size,
+                                            "--eval_batch_size": config.eval_batch_size})
+        self.chief = jax.process_index() == 0
+        super().__init__(task, config, run)
+        # A symbolic call creates what layers make at their first call (the
+        # embeddings' dropout seed state): a stateless step cannot create state.
+        self.model.compute_output_spec({k: keras.KerasTensor((1, 2), "int32")
+                                        for k in ("input_ids", "input_mask", "segment_ids")})
+        self._train_step = jax.jit(self._step_fn)
+        self._predict_fn = jax.jit(self._predict_step)
+
+    def train_iterator(self, epoch: int, skip: int = 0):
+        """NumPy global batches of `epoch` (the TF loop's shuffle), after `skip` batches."""
+        return self.train_dataset(epoch, skip).prefetch(2).as_numpy_iterator()
+
+    # === The step ===
+    def _step_fn(self, state, batch, seed):
+        trainable, non_trainable, opt_vars = state
+        inputs, labels = split_batch(batch)
+        head = self.task.head
+
+        def loss_fn(trainable):
+            outputs, new_non_trainable = self.model.stateless_call(
+                trainable, non_trainable, inputs, training=True, seed=seed)
+            # Summed over the batch, as the original (so clipping acts).
+            loss = task_loss(head, outputs, labels)
+            return loss / self.num_replicas, (loss, new_non_trainable)
+
+        (_, (loss, non_trainable)), grads = jax.value_and_grad(loss_fn, has_aux=True)(trainable)
+        grads, _ = clip_by_global_norm(grads, self.config.clip_norm)
+        trainable, opt_vars = self.optimizer.stateless_apply(opt_vars, grads, trainable)
+        return (trainable, non_trainable, opt_vars), loss / task_loss_count(head, labels)
+
+    def train_steps(self, iterator, num_steps: int) -> float:
+        """Runs `num_steps` optimizer steps (after build_optimizer); returns the mean loss.
+
+        The variables hold the state of the last finished step even when
+        Ctrl-C lands between steps (so the loop's checkpoint is of that step).
+        """
+        state, step, total = training_state(self.model, self.optimizer), self.step, 0.0
+        try:
+            for i in range(num_steps):
+                seed = jnp.asarray([self.config.seed, step + i], dtype="int32")
+                batch = to_device(next(iterator), self.distribution)
+                state, loss = self._train_step(state, batch, seed)
+                total = total + loss
+        finally:
+            assign_training_state(self.model, self.optimizer, state)
+        return float(total) / num_steps
+
+    # === Prediction and checkpoints ===
+    def _predict_step(self, trainable, non_trainable, inputs):
+        outputs, _ = self.model.stateless_call(trainable, non_trainable, inputs, training=False)
+        return outputs
+
+    def _predict_batch(self, inputs: dict) -> dict:
+        outputs = self._predict_fn(values(self.model.trainable_variables),
+                                   values(self.model.non_trainable_variables),
+                                   to_device(inputs, self.distribution))
+        return jax.device_get(outputs)
+
+    def make_checkpoints(self) -> NpzCheckpoints:
+        """npz checkpoints of the model and the optimizer under model_dir/checkpoints."""
+        return NpzCheckpoints(self.model, self.optimizer,
+                              artifacts.checkpoint_dir(self.run.model_dir),
+                              self.config.keep_checkpoint_max, writer=self.chief)

@@ -1,0 +1,484 @@
+"""The TensorFlow backend: tf.distribute strategies and tf.function steps.
+
+What this backend owns, for both loops (training/pretraining.py and
+training/finetuning.py hold the rest; backends/jax.py has the same sections):
+
+* Devices and processes: `make_strategy` (default, mirrored, multi-worker
+  from TF_CONFIG, TPU), made at program start (`start`), before any TF op;
+  `is_chief` picks the one worker that writes.
+* Seeds: `replica_seed` folds the replica id into every step's seed, so that
+  replicas draw different dropout masks and samples (a mirrored
+  SeedGenerator would give them all the same, silently).
+* The update, per replica (docs/reference.md, "Keras 3 on TF 2.20"):
+    1. a forward/backward function, XLA-compiled when jit_compile is on, that
+       holds neither `next(iterator)` nor `strategy.run` (XLA compiles
+       neither) and returns `dense_gradients` of the loss pre-divided by the
+       number of replicas (and micro-batches);
+    2. `apply_reduced_gradients`, outside XLA: an all-reduce (sum) across
+       replicas, global-norm clipping of the summed gradient, the AdamW update.
+  A host loop's chunk of steps is one tf.function call (a `tf.range` loop);
+  `Accumulators` sum what the chunk reports in host variables.
+* Pre-training (`TensorFlowPretraining`) and fine-tuning
+  (`TensorFlowFinetuning`): the compiled steps, the input through
+  `strategy.distribute_datasets_from_function`, tf.train checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import tensorflow as tf
+
+from electra_tf import artifacts
+from electra_tf.config import FinetuneRun, FinetuningConfig, PretrainingConfig, RunConfig
+from electra_tf.data.pipeline import pretraining_dataset
+from electra_tf.errors import ConfigError
+from electra_tf.finetuning.losses import task_loss, task_loss_count
+from electra_tf.training import reporting
+from electra_tf.training.checkpoints import TensorFlowCheckpoints
+from electra_tf.training.finetuning import FinetuningLoop, split_batch
+from electra_tf.training.phases import Phase
+from electra_tf.training.pretraining import Pretraining
+
+
+def start(run) -> tf.distribute.Strategy:
+    """The run's strategy; call at program start, before any TF op.
+
+    Multi-worker collectives and the logical CPU split of a mirrored run
+    without GPUs can only be set then.
+    """
+    return make_strategy(run.strategy, run.num_devices, run.tpu, run.worker_startup_timeout_s)
+
+
+# === Devices and strategies ===
+def configure_devices(strategy: str, num_devices: int) -> None:
+    """Splits the CPU into logical devices for a mirrored run without GPUs.
+
+    Call before TensorFlow initializes its devices (before the first op).
+    """
+    if strategy != "mirrored" or num_devices < 2 or tf.config.list_physical_devices("GPU"):
+        return
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * num_devices)
+    except RuntimeError:
+        if len(tf.config.list_logical_devices("CPU")) != num_devices:
+            raise RuntimeError(
+                f"cannot split the CPU into {num_devices} devices: TensorFlow was initialized "
+                "before configure_devices() ran") from None
+
+
+def make_strategy(name: str, num_devices: int = 0, tpu: str = "",
+                  startup_timeout_s: float = 0) -> tf.distribute.Strategy:
+    """default | mirrored | multi_worker (TF_CONFIG) | tpu.
+
+    Call at program start, before any TF op: multi-worker collectives and the
+    logical CPU split for a mirrored run without GPUs can only be set then.
+
+    Args:
+      startup_timeout_s: multi_worker: if the cluster is not up after this
+        many seconds (a worker that never started, or died at start-up), end
+        the process with one line on stderr (`StartupWatchdog`); 0 waits
+        forever, as TensorFlow does.
+    """
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        configure_devices(name, num_devices)
+        gpus = tf.config.list_logical_devices("GPU")
+        devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
+        if num_devices:
+            devices = devices[:num_devices]
+        return tf.distribute.MirroredStrategy(devices)
+    if name == "multi_worker":
+        if "TF_CONFIG" not in os.environ:
+            raise ConfigError("strategy=multi_worker needs the TF_CONFIG environment variable")
+        watchdog = None
+        if startup_timeout_s > 0:
+            watchdog = StartupWatchdog(startup_timeout_s, (
+                f"error: --strategy=multi_worker: the cluster did not come up within "
+                f"--worker_startup_timeout_s={startup_timeout_s:g}: not every task of TF_CONFIG "
+                f"({_cluster_tasks()}) started, or one cannot be reached; start them all, or "
+                "raise --worker_startup_timeout_s"))
+        try:
+            return tf.distribute.MultiWorkerMirroredStrategy()
+        finally:
+            if watchdog:
+                watchdog.disarm()
+    if name != "tpu":
+        raise ConfigError(f"unknown strategy {name!r}")
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or None)
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def _cluster_tasks() -> str:
+    """TF_CONFIG's cluster as "worker 0 host:port, ..." (for messages)."""
+    try:
+        cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+        return ", ".join(f"{job} {i} {address}" for job, addresses in sorted(cluster.items())
+                         for i, address in enumerate(addresses)) or "no cluster"
+    except (ValueError, AttributeError):
+        return "unreadable"
+
+
+_WATCHDOG = """
+import os, select, signal, sys
+pid, timeout, message = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+if select.select([sys.stdin], [], [], timeout)[0]:
+    sys.exit(0)  # the pipe closed: disarmed, or the process is gone
+sys.stderr.write(message + "\\n")
+sys.stderr.flush()
+os.kill(pid, signal.SIGKILL)
+"""
+
+
+class StartupWatchdog:
+    """Ends this process with `message` on stderr unless `disarm` comes within timeout_s.
+
+    A process that waits for its multi-worker cluster waits inside
+    TensorFlow's C++ start-up, holding the GIL, where no Python thread, timer
+    or signal handler of its own can run (TensorFlow's own cluster timeout
+    does not cover this wait). A small watcher process can still end it: it
+    waits on a pipe that `disarm` (or this process's exit) closes, and past
+    the timeout prints the message and kills this process (exit status 137).
+    """
+
+    def __init__(self, timeout_s: float, message: str):
+        read, self._write = os.pipe()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(timeout_s), message],
+            stdin=read)
+        os.close(read)
+
+    def disarm(self) -> None:
+        if self._write is not None:
+            os.close(self._write)
+            self._write = None
+            self._proc.wait()
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """True on the one worker that writes summaries, configs and final weights."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not getattr(resolver, "task_type", None):
+        return True
+    if resolver.task_type == "chief":
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+
+
+# === Seeds ===
+def replica_seed(seed: int, counter, micro_step: int = 0, micro_steps: int = 1):
+    """The int32 [2] seed of this replica at step `counter` (and micro-batch).
+
+    `[seed, (counter * micro_steps + micro_step) * replicas + replica_id]`:
+    every (step, micro-batch, replica) gets its own stream. Call in replica
+    context. The loops pass the optimizer's step as `counter` (evaluation:
+    the batch index, with a seed of its own).
+    """
+    ctx = tf.distribute.get_replica_context()
+    counter = tf.cast(counter, tf.int32)
+    return tf.stack([tf.constant(seed, tf.int32),
+                     (counter * micro_steps + micro_step) * ctx.num_replicas_in_sync
+                     + ctx.replica_id_in_sync_group])
+
+
+# === Gradients and the optimizer ===
+def dense_gradients(tape, loss, variables):
+    """Gradients as dense tensors (zeros for unused variables).
+
+    Embedding IndexedSlices would not leave an XLA cluster, and dense tensors
+    keep the all-reduce simple.
+    """
+    grads = tape.gradient(loss, variables)
+    return [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+            for g, v in zip(grads, variables)]
+
+
+def apply_reduced_gradients(optimizer, grads, variables, clip_norm):
+    """In replica context: sum the gradients over replicas, clip, apply.
+
+    Each replica's loss is pre-divided by the replica count, so the sum is the
+    global mean gradient; clipping sees the global norm (Keras would clip each
+    replica's gradient before its own all-reduce). The optimizer comes from
+    `build_optimizer`. Returns the global norm.
+    """
+    ctx = tf.distribute.get_replica_context()
+    grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+    grads, norm = tf.clip_by_global_norm(grads, clip_norm)
+    optimizer.apply_gradients(zip(grads, variables))
+    return norm
+
+
+
+
+# === Host-side metric accumulation ===
+class Accumulators:
+    """Host variables that sum a loop's per-step values across replicas.
+
+    Names decide how replicas combine and how `results` normalizes:
+    "loss/<name>" and "grad_norm" are means over replicas, averaged over the
+    steps; everything else is summed ("<name>/num" + "<name>/den" pairs, the
+    AUC histograms), then `reporting.finish` makes the results.
+    """
+
+    def __init__(self, spec: dict[str, tuple]):
+        self.variables = {name: tf.Variable(tf.zeros(shape, tf.float32), trainable=False)
+                          for name, shape in spec.items()}
+
+    @staticmethod
+    def reduce_op(name: str):
+        mean = name.startswith("loss/") or name == "grad_norm"
+        return tf.distribute.ReduceOp.MEAN if mean else tf.distribute.ReduceOp.SUM
+
+    def add(self, strategy: tf.distribute.Strategy, values: dict) -> None:
+        """In cross-replica context (inside a tf.function): reduce and add."""
+        for name, value in values.items():
+            self.variables[name].assign_add(
+                strategy.reduce(self.reduce_op(name), value, axis=None))
+
+    def reset(self) -> None:
+        for v in self.variables.values():
+            v.assign(tf.zeros_like(v))
+
+    def results(self, steps: int, evaluation: bool = False) -> dict:
+        """Per-step means, num/den ratios and disc_auc (reporting.finish)."""
+        return reporting.finish({k: v.numpy() for k, v in self.variables.items()}, steps,
+                                evaluation)
+
+
+
+
+def task_id(strategy: tf.distribute.Strategy) -> int:
+    resolver = getattr(strategy, "cluster_resolver", None)
+    return int(getattr(resolver, "task_id", 0) or 0)
+
+
+# === Pre-training ===
+class TensorFlowPretraining(Pretraining):
+    """Pre-training under tf.distribute (see the module docstring and pretraining.py).
+
+    One optimizer step, per replica: the phase's forward/backward (the loss
+    divided by the number of replicas and micro-batches, dense gradients),
+    summed over `gradient_accumulation_steps` micro-batches, then the
+    all-reduce, clipping and AdamW update. A chunk of steps is one traced call.
+
+    Args:
+      config, run: as Pretraining.
+      strategy: a strategy made at program start (`start`); by default one is
+        made from `run` here.
+    """
+
+    backend = "tensorflow"
+    tensorflow_io = True
+
+    def __init__(self, config: PretrainingConfig, run: RunConfig,
+                 strategy: tf.distribute.Strategy | None = None):
+        self.strategy = strategy or start(run)
+        self._compiled: dict[str, tuple] = {}  # phase name -> (train loop, accumulators)
+        self._eval = None
+        super().__init__(config, run)
+
+    def _setup_devices(self) -> None:
+        self.num_replicas = self.strategy.num_replicas_in_sync
+        self.chief = is_chief(self.strategy)
+        self.multi_worker = isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
+    def _scope(self):
+        return self.strategy.scope()
+
+    def _make_checkpoints(self) -> TensorFlowCheckpoints:
+        return TensorFlowCheckpoints(
+            self.model, self.optimizer, artifacts.checkpoint_dir(self.run.model_dir),
+            self.config.keep_checkpoint_max, chief=self.chief, task_id=task_id(self.strategy))
+
+    def _batches(self, files, batch_size, seed, is_training, skip_batches=0):
+        """Masked global batches, each input pipeline reading its share (InputContext)."""
+        return iter(self.strategy.distribute_datasets_from_function(
+            lambda ctx: pretraining_dataset(
+                files, ctx.get_per_replica_batch_size(batch_size), self.config.max_seq_length,
+                self.masking, is_training=is_training, input_context=ctx, seed=seed,
+                skip_batches=skip_batches)))
+
+    # === The step ===
+    def _forward_metrics(self, batch, seed, objective):
+        outputs = self.model(batch, training=False, seed=seed, objective=objective)
+        return self.model.losses_and_metric_sums(batch, outputs, objective)
+
+    def _accumulators(self, objective, training: bool) -> Accumulators:
+        """Host sums of what a loop reports, shaped by one forward pass."""
+        batch = next(iter(pretraining_dataset(
+            self.run.train_data, 2, self.config.max_seq_length, self.masking, seed=0,
+            shuffle_buffer=1)))
+        losses, sums = self._forward_metrics(batch, tf.constant([0, 0], tf.int32), objective)
+        spec = {"loss/" + n: v.shape for n, v in losses.items()}
+        spec.update({n: v.shape for n, v in sums.items()})
+        if training:
+            spec["grad_norm"] = ()
+        return Accumulators(spec)
+
+    def _compile(self, phase: Phase):
+        """The phase's traced train loop and its accumulators (built once)."""
+        if phase.name in self._compiled:
+            return self._compiled[phase.name]
+        k, variables = self.run.gradient_accumulation_steps, list(phase.variables)
+        scale = float(self.num_replicas * k)
+
+        def forward_backward(batch, seed):
+            with tf.GradientTape() as tape:
+                outputs = self.model(batch, training=True, seed=seed, objective=phase.objective)
+                losses, sums = self.model.losses_and_metric_sums(batch, outputs,
+                                                                 phase.objective)
+                scaled = losses["loss"] / scale
+            return losses, sums, dense_gradients(tape, scaled, variables)
+
+        fwd_bwd = tf.function(forward_backward, jit_compile=self.run.jit_compile)
+
+        def replica_step(micro_batches):  # gradient accumulation over k micro-batches
+            total = None
+            for i, batch in enumerate(micro_batches):
+                out = fwd_bwd(batch, replica_seed(self.config.seed, self.optimizer.iterations,
+                                                  i, k))
+                total = out if total is None else tf.nest.map_structure(tf.add, total, out)
+            losses, sums, grads = total
+            losses = {n: v / k for n, v in losses.items()}
+            norm = apply_reduced_gradients(self.optimizer, grads, variables,
+                                           self.config.clip_norm)
+            return losses, sums, norm
+
+        acc = self._accumulators(phase.objective, training=True)
+
+        @tf.function
+        def train_loop(iterator, num_steps):
+            for _ in tf.range(num_steps):
+                micro = tuple(next(iterator) for _ in range(k))
+                losses, sums, norm = self.strategy.run(replica_step, args=(micro,))
+                acc.add(self.strategy, {**{"loss/" + n: v for n, v in losses.items()},
+                                        **sums, "grad_norm": norm})
+
+        self._compiled[phase.name] = (train_loop, acc)
+        return self._compiled[phase.name]
+
+    def train_steps(self, iterator, num_steps: int) -> dict:
+        """Runs `num_steps` optimizer steps of the current phase in one traced call.
+
+        Args:
+          iterator: from `make_train_iterator(self.step)`.
+          num_steps: steps to run (all within one phase).
+
+        Returns:
+          per-step means of the losses and grad_norm, the metric ratios and
+          disc_auc over these steps.
+        """
+        train_loop, acc = self._compile(self.phase_at(self.step))
+        acc.reset()
+        train_loop(iterator, tf.constant(num_steps))
+        return acc.results(num_steps)
+
+    def _eval_batch(self, batch, index: int) -> None:
+        if self._eval is None:
+            objective, seed = self.model.objective, self.config.seed + 1
+            fwd = tf.function(lambda b, s: self._forward_metrics(b, s, objective),
+                              jit_compile=self.run.jit_compile)
+            acc = self._accumulators(objective, training=False)
+
+            @tf.function
+            def eval_step(batch, index):
+                out = self.strategy.run(
+                    lambda b: fwd(b, replica_seed(seed, index)), args=(batch,))
+                acc.add(self.strategy, {**{"loss/" + n: v for n, v in out[0].items()}, **out[1]})
+
+            self._eval = (eval_step, acc)
+        eval_step, acc = self._eval
+        if index == 0:
+            acc.reset()
+        eval_step(batch, tf.constant(index, tf.int32))
+
+    def _eval_results(self, num_batches: int) -> dict:
+        return self._eval[1].results(num_batches, evaluation=True)
+
+
+# === Fine-tuning ===
+class TensorFlowFinetuning(FinetuningLoop):
+    """Fine-tunes the discriminator on one task under tf.distribute (finetuning.py).
+
+    Args:
+      task, config, run: as FinetuningLoop.
+      strategy: a strategy made at program start (`start`); by default one is
+        made from `run` here.
+    """
+
+    backend = "tensorflow"
+
+    def __init__(self, task, config: FinetuningConfig, run: FinetuneRun,
+                 strategy: tf.distribute.Strategy | None = None):
+        self.strategy = strategy or start(run)
+        self.chief = is_chief(self.strategy)
+        super().__init__(task, config, run)
+        self._fwd_bwd = tf.function(self._forward_backward, jit_compile=run.jit_compile)
+        self._predict = tf.function(lambda x: self.model(x, training=False),
+                                    jit_compile=run.jit_compile)
+        self._train_steps = tf.function(self._train_steps_fn)
+        self._loss_sum = tf.Variable(0.0, trainable=False)  # host-side, per train_steps call
+
+    def _scope(self):
+        return self.strategy.scope()
+
+    def train_iterator(self, epoch: int, skip: int = 0):
+        """The distributed train split of `epoch` (seeded shuffle), after `skip` batches."""
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+        return iter(self.strategy.experimental_distribute_dataset(
+            self.train_dataset(epoch, skip).with_options(options).prefetch(2)))
+
+    # === The step ===
+    def _forward_backward(self, batch, seed):
+        inputs, labels = split_batch(batch)
+        with tf.GradientTape() as tape:
+            outputs = self.model(inputs, training=True, seed=seed)
+            # Summed over the batch, as the original (so clipping acts); each
+            # replica's share is averaged across replicas by the all-reduce.
+            loss = task_loss(self.task.head, outputs, labels)
+            scaled = loss / float(self.strategy.num_replicas_in_sync)
+        grads = dense_gradients(tape, scaled, self._variables)
+        return loss / task_loss_count(self.task.head, labels), grads  # reported: the mean
+
+    def _replica_step(self, batch):
+        seed = replica_seed(self.config.seed, self.optimizer.iterations)
+        loss, grads = self._fwd_bwd(batch, seed)
+        apply_reduced_gradients(self.optimizer, grads, self._variables, self.config.clip_norm)
+        return loss
+
+    def _train_steps_fn(self, iterator, num_steps):
+        for _ in tf.range(num_steps):
+            loss = self.strategy.run(self._replica_step, args=(next(iterator),))
+            self._loss_sum.assign_add(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, loss,
+                                                           None))
+
+    def train_steps(self, iterator, num_steps: int) -> float:
+        """Runs `num_steps` optimizer steps (after build_optimizer); returns the mean loss.
+
+        Args:
+          iterator: from `train_iterator`.
+        """
+        self._loss_sum.assign(0.0)
+        self._train_steps(iterator, tf.constant(num_steps))
+        return float(self._loss_sum.numpy()) / num_steps
+
+    def _predict_batch(self, inputs: dict) -> dict:
+        return self._predict(inputs)
+
+    def make_checkpoints(self) -> TensorFlowCheckpoints:
+        """tf.train checkpoints of the model and the optimizer under model_dir/checkpoints."""
+        return TensorFlowCheckpoints(
+            self.model, self.optimizer, artifacts.checkpoint_dir(self.run.model_dir),
+            self.config.keep_checkpoint_max, chief=self.chief, task_id=task_id(self.strategy))

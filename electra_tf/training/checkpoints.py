@@ -1,0 +1,329 @@
+"""A training run's checkpoints: tf.train on the TensorFlow backend, npz on JAX.
+
+Both classes save a model + optimizer under `model_dir/checkpoints` and have
+one interface: `latest`, `restore()` -> the path resumed from (or None) and
+`save()`; the loops decide when (at the multiples of save_checkpoints_steps,
+and at the end). Each backend writes its own format
+(`TensorFlowCheckpoints`: `ckpt-<step>.index/.data-*`; `NpzCheckpoints`:
+`jax-ckpt-<step>.npz`, model variables by path and optimizer variables by
+index). Neither backend can resume the other's: `check_backend` refuses such a
+folder with one line, for both loops, before anything is written.
+
+TensorFlow is imported only by `TensorFlowCheckpoints`, so the JAX loop uses
+this module on machines without it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+
+import numpy as np
+
+from electra_tf import artifacts
+from electra_tf.errors import ConfigError, InputError
+from electra_tf.fileio import atomic_write
+from electra_tf.training.loop import log
+
+# What each backend's files look like in the checkpoint folder.
+FILES = {"tensorflow": "ckpt-*.index", "jax": "jax-ckpt-*.npz"}
+_ENV = {"tensorflow": "without KERAS_BACKEND=jax", "jax": "with KERAS_BACKEND=jax"}
+
+
+def check_backend(directory: str, backend: str) -> None:
+    """Refuses a checkpoint folder that only the other backend can resume.
+
+    Args:
+      directory: the checkpoint folder (artifacts.checkpoint_dir(model_dir)).
+      backend: "tensorflow" or "jax", the running loop's.
+
+    Raises:
+      InputError: the folder holds the other backend's checkpoints and none of
+        this one's.
+    """
+    (other,) = set(FILES) - {backend}
+    if glob.glob(os.path.join(directory, FILES[backend])):
+        return
+    if glob.glob(os.path.join(directory, FILES[other])):
+        name = "JAX" if other == "jax" else "TensorFlow"
+        raise InputError(f"{directory} holds {name} checkpoints ({FILES[other]}), which the "
+                         f"{'JAX' if backend == 'jax' else 'TensorFlow'} backend cannot resume: "
+                         f"rerun {_ENV[other]}, or use another --model_dir")
+
+
+def _misfit(path: str, detail: str) -> ConfigError:
+    return ConfigError(f"cannot resume from {path}: its variables do not fit this model, which "
+                       f"other flags built ({detail[:300]}); use the flags it was written with, "
+                       "or another --model_dir")
+
+
+def model_variables(model) -> dict:
+    """The model's variables by path (checked unique: a checkpoint must miss none)."""
+    variables = {v.path: v for v in model.variables}
+    if len(variables) != len(model.variables):
+        raise RuntimeError("model variable paths are not unique; checkpoints would lose some")
+    return variables
+
+
+# === tf.train (the TensorFlow backend) ===
+_TEMP_SAVE = re.compile(r".+-\d+_temp")  # what tf.train leaves of a save killed midway
+
+
+class TensorFlowCheckpoints:
+    """tf.train checkpoints of a model + optimizer under `directory`.
+
+    The checkpoint holds explicit variable dicts (model by path, optimizer by
+    index): tf.train.Checkpoint(model=keras_model) misses variables Keras
+    keeps in Python lists (docs/reference.md); explicit dicts miss nothing,
+    and restore().assert_consumed() checks it.
+
+    On a multi-worker run, workers other than the chief must still take part
+    in saving (the save is collective); they write to a scratch folder that is
+    removed after each save. What a save killed midway left behind (tf.train's
+    `ckpt-N_temp/` folders, a worker's scratch folder) is removed when the
+    run starts again; finished checkpoints are never touched.
+
+    Args:
+      chief: False on the workers of a multi-worker run but the chief.
+      task_id: such a worker's index (names its scratch folder).
+    """
+
+    backend = "tensorflow"
+
+    def __init__(self, model, optimizer, directory: str, max_to_keep: int,
+                 chief: bool = True, task_id: int = 0):
+        import tensorflow as tf
+
+        self.directory = directory
+        opt_vars = {f"{i:05d}": v for i, v in enumerate(optimizer.variables)}
+        self.checkpoint = tf.train.Checkpoint(model=model_variables(model), optimizer=opt_vars)
+        self.step_counter = optimizer.iterations
+        self._scratch = None
+        if not chief:
+            self._scratch = os.path.join(os.path.dirname(directory),
+                                         f".worker_{task_id}_checkpoints")
+            shutil.rmtree(self._scratch, ignore_errors=True)
+        else:
+            self._remove_unfinished_saves()
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, self._scratch or directory, max_to_keep=max_to_keep,
+            step_counter=self.step_counter)
+        self._restored_from = None
+        self._saved_at = None
+
+    def _remove_unfinished_saves(self) -> None:
+        if not os.path.isdir(self.directory):
+            return
+        for name in sorted(os.listdir(self.directory)):
+            path = os.path.join(self.directory, name)
+            if _TEMP_SAVE.fullmatch(name) and os.path.isdir(path):
+                shutil.rmtree(path)
+                log("checkpoints", f"removed {path}, left by a save that was killed midway")
+
+    @property
+    def latest(self) -> str | None:
+        import tensorflow as tf
+
+        return tf.train.latest_checkpoint(self.directory)
+
+    def restore(self) -> str | None:
+        """Restores the latest checkpoint (all variables, checked); returns its path.
+
+        Raises:
+          ConfigError: its variables do not fit the model; InputError: unreadable,
+            or the folder holds the JAX backend's checkpoints.
+        """
+        import tensorflow as tf
+
+        check_backend(self.directory, self.backend)
+        latest = self.latest
+        if not latest or latest == self._restored_from:
+            return None
+        try:
+            self.checkpoint.restore(latest).assert_consumed()
+        except (AssertionError, ValueError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise _misfit(latest, first) from None
+        except tf.errors.OpError as e:
+            raise InputError(f"cannot resume from {latest}: unreadable checkpoint "
+                             f"({e.message.strip().splitlines()[0][:300]})") from None
+        self._restored_from = latest
+        self._saved_at = int(self.step_counter.numpy())
+        return latest
+
+    def save(self) -> str | None:
+        """Saves at the current step (unless saved there already); returns its path."""
+        step = int(self.step_counter.numpy())
+        if self._saved_at == step:
+            return self.manager.latest_checkpoint
+        path = self.manager.save(checkpoint_number=step)
+        self._saved_at = step
+        if path and self._scratch:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+        return path
+
+
+# === npz (the JAX backend) ===
+_NPZ = re.compile(r"jax-ckpt-(\d+)\.npz$")
+
+
+def npz_checkpoint_files(directory: str) -> list[tuple[int, str]]:
+    """(step, path) of every jax-ckpt in `directory`, oldest first."""
+    found = []
+    for path in glob.glob(os.path.join(directory, FILES["jax"])):
+        m = _NPZ.search(path)
+        if m:
+            found.append((int(m.group(1)), path))
+    return sorted(found)
+
+
+class NpzCheckpoints:
+    """npz checkpoints of a model + optimizer, written atomically, with the interface
+    of TensorFlowCheckpoints.
+
+    Args:
+      model, optimizer: their `variables` are saved (by path; by index).
+      directory: where the files go (artifacts.checkpoint_dir(model_dir)).
+      max_to_keep: older files are removed.
+      writer: False on the processes of a multi-host run but the first: the
+        weights are the same everywhere, one process writes them.
+    """
+
+    backend = "jax"
+
+    def __init__(self, model, optimizer, directory: str, max_to_keep: int, writer: bool = True):
+        self.directory, self.max_to_keep = directory, max_to_keep
+        self.writer = writer
+        self.step_counter = optimizer.iterations
+        self.variables = {"model/" + k: v for k, v in model_variables(model).items()}
+        self.variables.update({f"optimizer/{i:05d}": v
+                               for i, v in enumerate(optimizer.variables)})
+        self._last_saved = None
+        for name in artifacts.remove_stale_temporaries(directory):
+            log("checkpoints", f"removed {os.path.join(directory, name)}, left by a save that "
+                "was killed midway")
+
+    def _step(self) -> int:
+        return int(np.asarray(self.step_counter.value))
+
+    @property
+    def latest(self) -> str | None:
+        found = npz_checkpoint_files(self.directory)
+        return found[-1][1] if found else None
+
+    def restore(self) -> str | None:
+        """Restores the latest checkpoint (every variable, checked); returns its path.
+
+        Raises:
+          InputError: the folder holds the TensorFlow backend's checkpoints, or
+            the file is unreadable; ConfigError: its variables do not fit.
+        """
+        check_backend(self.directory, self.backend)
+        path = self.latest
+        if path is None:
+            return None
+        try:
+            with np.load(path) as data:
+                arrays = {k: data[k] for k in data.files}
+        except (OSError, ValueError) as e:
+            raise InputError(f"cannot resume from {path}: unreadable checkpoint ({e})") from None
+        extra, missing = sorted(set(arrays) - set(self.variables)), sorted(
+            set(self.variables) - set(arrays))
+        wrong = [f"{k} {arrays[k].shape} (the model's {tuple(v.shape)})"
+                 for k, v in self.variables.items()
+                 if k in arrays and tuple(arrays[k].shape) != tuple(v.shape)]
+        if extra or missing or wrong:
+            raise _misfit(path, (wrong or [f"not in the model: {extra[:3]}" if extra else
+                                           f"not in the checkpoint: {missing[:3]}"])[0])
+        for name, v in self.variables.items():
+            v.assign(arrays[name])
+        self._last_saved = self._step()
+        return path
+
+    def save(self) -> str | None:
+        """Saves at the current step (unless saved there already); keeps the newest
+        `max_to_keep`. Returns its path (written by the writer process)."""
+        step = self._step()
+        if not self.writer or (self._last_saved == step and os.path.exists(self._path(step))):
+            self._last_saved = step
+            return self._path(step)
+        arrays = {name: np.asarray(v.value) for name, v in self.variables.items()}
+
+        def write(tmp):
+            with open(tmp, "wb") as f:
+                np.savez(f, **arrays)
+
+        path = self._path(step)
+        atomic_write(path, write)
+        self._last_saved = step
+        for _, old in npz_checkpoint_files(self.directory)[:-self.max_to_keep]:
+            os.remove(old)
+        return path
+
+    def _path(self, step: int) -> str:
+        return os.path.join(self.directory, f"jax-ckpt-{step}.npz")
+
+
+# === One checkpoint of a pre-training run, for fine-tuning ===
+_STEP = re.compile(r"(?:jax-)?ckpt-(\d+)(?:\.npz)?")
+
+
+def checkpoint_step(path: str) -> int | None:
+    """The step of `path` when it names one checkpoint of a pre-training folder
+    (MODEL_DIR/checkpoints/ckpt-N or .../jax-ckpt-N.npz), else None."""
+    path = os.path.abspath(path)
+    m = _STEP.fullmatch(os.path.basename(path))
+    if not m or os.path.basename(os.path.dirname(path)) != artifacts.CHECKPOINTS:
+        return None
+    return int(m.group(1))
+
+
+def read_model_arrays(path: str, model) -> dict:
+    """The arrays one checkpoint (either backend's) holds for `model`'s variables.
+
+    Args:
+      path: a tf.train checkpoint prefix (ckpt-N) or a jax-ckpt-N.npz file.
+      model: the model the checkpoint's "model" part was saved from.
+
+    Returns:
+      {variable path: array}, for every variable of `model`.
+
+    Raises:
+      InputError: missing or unreadable; ConfigError: its variables do not fit.
+    """
+    names = list(model_variables(model))
+    stored = _npz_model_arrays(path) if path.endswith(".npz") else _tf_model_arrays(path, names)
+    variables = model_variables(model)
+    missing = [n for n in names if n not in stored]
+    wrong = [f"{n} {stored[n].shape} (the model's {tuple(variables[n].shape)})"
+             for n in names if n in stored and tuple(stored[n].shape) != tuple(variables[n].shape)]
+    if missing or wrong:
+        raise _misfit(path, (wrong or [f"not in the checkpoint: {missing[:3]}"])[0])
+    return stored
+
+
+def _npz_model_arrays(path: str) -> dict:
+    try:
+        with np.load(path) as data:
+            return {k[len("model/"):]: data[k] for k in data.files if k.startswith("model/")}
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such checkpoint") from None
+    except (OSError, ValueError) as e:
+        raise InputError(f"{path}: unreadable checkpoint ({e})") from None
+
+
+def _tf_model_arrays(path: str, names: list[str]) -> dict:
+    import tensorflow as tf
+
+    try:
+        reader = tf.train.load_checkpoint(path)
+    except (tf.errors.OpError, ValueError) as e:
+        first = str(e).strip().splitlines()[0][:300]
+        raise InputError(f"{path}: no readable checkpoint ({first})") from None
+    # tf.train's escaping of a dict key: "." -> "..", "/" -> ".S".
+    keys = {name: "model/" + name.replace(".", "..").replace("/", ".S")
+            + "/.ATTRIBUTES/VARIABLE_VALUE" for name in names}
+    shapes = reader.get_variable_to_shape_map()
+    return {name: reader.get_tensor(key) for name, key in keys.items() if key in shapes}

@@ -1,0 +1,115 @@
+"""What every host loop shares, whatever the backend: chunks, console lines, Ctrl-C.
+
+Both loops (pre-training: pretraining.py, fine-tuning: finetuning.py) run
+their backend's compiled steps in chunks, and between chunks print a line,
+save, evaluate, and look for a Ctrl-C:
+
+- `chunk_size` is the number of steps to the next boundary (a log line, a
+  checkpoint, an evaluation, the end of a phase or an epoch), so a checkpoint
+  asked for every N steps lands on the multiples of N;
+- `InterruptGate` holds a Ctrl-C until the loop reaches such a point; the loop
+  then saves and raises `Interrupted`, whose text is the one line the CLI
+  prints;
+- `log` prints the progress lines, on stderr.
+
+Nothing here imports TensorFlow or JAX.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+
+import numpy as np
+
+
+def log(tag: str, message: str) -> None:
+    """One progress line on stderr: `[tag] message`."""
+    print(f"[{tag}] {message}", file=sys.stderr, flush=True)
+
+
+def chunk_size(step: int, end: int, *periods: int) -> int:
+    """Steps from `step` to the next multiple of any period, or to `end`.
+
+    Args:
+      step: the current step.
+      end: the loop's last step (exclusive bound of the chunk).
+      periods: the loop's periods (log, save, eval); 0 means none.
+    """
+    n = end - step
+    for period in periods:
+        if period > 0:
+            n = min(n, period - step % period)
+    return n
+
+
+def weights_checksum(variables) -> float:
+    """A fingerprint of weights (sum of |w| weighted by position), to compare runs."""
+    import keras
+
+    return float(sum(np.abs(np.asarray(keras.ops.convert_to_numpy(v), np.float64)).sum()
+                     * (i + 1) for i, v in enumerate(variables)))
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C after the loop saved a checkpoint; str() is the one line to print."""
+
+    def __init__(self, step: int, saved: bool = True):
+        super().__init__(f"interrupted at step {step}; "
+                         + ("checkpoint saved; rerun to resume" if saved else
+                            "no checkpoint was saved; a rerun starts from the latest one"))
+        self.step = step
+
+
+class InterruptGate:
+    """Holds a Ctrl-C until the training loop reaches a point where stopping is safe.
+
+    Python raises KeyboardInterrupt at whatever line runs when SIGINT arrives,
+    which inside a loop can be TensorFlow's own code: a checkpoint save half
+    done, a lock taken and never released. Within `with InterruptGate() as
+    gate:`, a first Ctrl-C only marks the request; the loop calls
+    `gate.check()` where stopping is safe (between chunks of steps, after a
+    save), which raises KeyboardInterrupt there. The chunk that was running
+    finishes first: a compiled call cannot be stopped midway anyway. A second
+    Ctrl-C raises at once, as without the gate. A request the loop never
+    reached a check for is raised when the block ends. Off the main thread
+    (where no signal handler can be set), or where SIGINT is ignored (`nohup`,
+    a shell's background job), the gate does nothing and SIGINT stays ignored.
+    """
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def _on_sigint(self, signum, frame):
+        if self.requested:  # the second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def check(self) -> None:
+        """Raises KeyboardInterrupt if a Ctrl-C came since the gate opened."""
+        if self.requested:
+            raise KeyboardInterrupt
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+        if exc_type is None:
+            self.check()
+        return False
+
+
+def set_precision(mixed_precision: str) -> None:
+    """fp32 | bf16 as Keras' global dtype policy (process-wide)."""
+    import keras
+
+    keras.mixed_precision.set_dtype_policy(
+        "mixed_bfloat16" if mixed_precision == "bf16" else "float32")

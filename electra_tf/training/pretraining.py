@@ -1,0 +1,283 @@
+"""The pre-training loop: read this file top to bottom.
+
+`Pretraining` checks the input (preflight.py), builds the model
+(ElectraPretrainer), the optimizer and the masking, splits the training
+algorithm into phases (phases.py: joint and adversarial training are one
+phase; two-stage training is G alone by MLM, then D, initialized from G,
+with G frozen), and runs the host loop (`train`):
+
+  resume from the latest checkpoint, then, chunk by chunk, run the backend's
+  compiled steps, print a console line, write TensorBoard summaries, save a
+  checkpoint at the multiples of save_checkpoints_steps and evaluate every
+  eval_every_steps; at the end, save, evaluate on held-out records and write
+  the folder artifacts.py describes.
+
+What every step does is the backend's (backends/tensorflow.py,
+backends/jax.py): each subclasses `Pretraining` and provides where variables
+are created, the input iterators, the compiled train steps, one evaluation
+batch, and its checkpoints. The input pipeline is a pure function of the seed
+and is fast-forwarded on resume, so an interrupted run resumes exactly where
+it stopped. Ctrl-C lets the running chunk finish (loop.InterruptGate),
+saves a checkpoint, then stops with one line (loop.Interrupted); a record
+found corrupt mid-run saves a checkpoint, then stops with one line naming the
+file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import time
+
+import keras
+
+from electra_tf import artifacts
+from electra_tf.config import PretrainingConfig, RunConfig
+from electra_tf.data.tfrecord_reader import locate_corrupt_record
+from electra_tf.errors import ConfigError, InputError, RecordError
+from electra_tf.modeling.pretrainer import ElectraPretrainer
+from electra_tf.optimization import pretraining_optimizer
+from electra_tf.training import preflight, reporting, summaries
+from electra_tf.training.loop import (
+    Interrupted,
+    InterruptGate,
+    chunk_size,
+    log,
+    set_precision,
+    weights_checksum,
+)
+from electra_tf.training.phases import Phase, make_phases
+
+
+class Pretraining:
+    """Builds everything a pre-training run needs and runs it (see the module docstring).
+
+    A backend subclass provides: `backend` ("tensorflow" or "jax"),
+    `tensorflow_io` (whether the run reads its data through TensorFlow; if
+    not, nothing here imports it), `_setup_devices()` (sets `num_replicas`,
+    `chief`, `multi_worker`), `_scope()`, `_make_checkpoints()`,
+    `_batches(files, batch_size, seed, is_training, skip_batches)`,
+    `train_steps(iterator, n)`, `_eval_batch(batch, index)` and
+    `_eval_results(n)`.
+
+    Args:
+      config: hyperparameters (PretrainingConfig).
+      run: where and how (RunConfig).
+    """
+
+    backend = ""
+    tensorflow_io = True
+    num_replicas, chief, multi_worker = 1, True, False
+
+    def __init__(self, config: PretrainingConfig, run: RunConfig):
+        self.config, self.run = config.validate(), run.validate(config)
+        set_precision(run.mixed_precision)
+        self.files = preflight.preflight(config, run, tensorflow_io=self.tensorflow_io)
+        self.masking = preflight.pretraining_masking(config, run)
+        self._setup_devices()
+        micro = config.train_batch_size // run.gradient_accumulation_steps
+        for name, size in (("the micro-batch", micro), ("eval_batch_size", config.eval_batch_size)):
+            if size % self.num_replicas:
+                raise ConfigError(f"{name} {size} does not split over {self.num_replicas} "
+                                  "replicas")
+        with self._scope():
+            keras.utils.set_random_seed(config.seed)  # the initial weights follow the seed
+            self.model = ElectraPretrainer(config)
+            self.model.build_with_dummy_batch()
+            # One optimizer over every trainable variable: a phase updates its own.
+            self.optimizer = pretraining_optimizer(config, self.model.trainable_variables)
+        self.phases = make_phases(config, self.model)
+        self.checkpoints = self._make_checkpoints()
+
+    def _scope(self):
+        return contextlib.nullcontext()
+
+    @property
+    def step(self) -> int:
+        return int(keras.ops.convert_to_numpy(self.optimizer.iterations))
+
+    def phase_at(self, step: int) -> Phase:
+        return next(p for p in self.phases if p.start <= step < p.end)
+
+    def _log(self, message: str, everyone: bool = False) -> None:
+        if self.chief or everyone:
+            log("pretrain", message)
+
+    # === Checkpoints ===
+    def restore(self) -> int:
+        """Resumes from the latest checkpoint if there is one. Returns the step."""
+        path = self.checkpoints.restore()
+        if path:
+            self._log(f"resumed from {path} at step {self.step}")
+        return self.step
+
+    def save_checkpoint(self) -> str | None:
+        return self.checkpoints.save()
+
+    def initialize_discriminator_from_generator(self):
+        """Two-stage training: D's encoder takes G's weights (equal sizes)."""
+        self.model.discriminator.encoder.set_weights(self.model.generator.encoder.get_weights())
+        self._log(f"step {self.step}: discriminator initialized from the generator")
+
+    # === Data ===
+    def make_train_iterator(self, step: int):
+        """Training micro-batches (train_batch_size / gradient_accumulation_steps),
+        positioned at optimizer step `step`.
+
+        Resuming skips the batches already used (before parsing and masking,
+        which is cheap) instead of checkpointing the iterator: this works for
+        every strategy, and checkpoints stay small.
+        """
+        k = self.run.gradient_accumulation_steps
+        return self._batches(self.run.train_data, self.config.train_batch_size // k,
+                             self.config.seed, True, skip_batches=step * k)
+
+    # === Evaluation ===
+    def evaluate(self, num_steps: int | None = None) -> dict:
+        """Metrics of the original's eval, on up to num_eval_steps held-out batches.
+
+        The masks and samples follow `seed + 1`, the same at every evaluation.
+        """
+        if not self.run.eval_data:
+            return {}
+        limit, n = num_steps or self.config.num_eval_steps, 0
+        for batch in self._batches(self.run.eval_data, self.config.eval_batch_size,
+                                   self.config.seed + 1, False):
+            if n >= limit:
+                break
+            self._eval_batch(batch, n)
+            n += 1
+        if n == 0:
+            self._log("warning: the eval data is smaller than one eval batch; no eval")
+            return {}
+        return self._eval_results(n)
+
+    # === The host loop ===
+    def train(self, stop_at_step: int | None = None) -> dict:
+        """Trains to num_train_steps (resuming if possible); returns the final eval.
+
+        Args:
+          stop_at_step: leave early at this step, with a checkpoint, as a
+            preempted job would (the schedule still targets num_train_steps).
+        """
+        cfg, run = self.config, self.run
+        os.makedirs(run.model_dir, exist_ok=True)
+        self.restore()
+        if self.chief:
+            for name in artifacts.remove_stale_temporaries(run.model_dir):
+                self._log(f"removed {name}, left by a write that was killed midway")
+            artifacts.write_pretraining_config(run.model_dir, cfg, run)
+        train_writer, eval_writer = (
+            summaries.summary_writer(os.path.join(run.model_dir, name) if self.chief else None,
+                                     tensorflow=self.tensorflow_io) for name in ("train", "eval"))
+        end = min(cfg.num_train_steps, stop_at_step or cfg.num_train_steps)
+        try:
+            with InterruptGate() as gate:
+                if self.step == 0 and run.eval_data:
+                    self._report_eval(self.evaluate(), eval_writer)
+                self._train_chunks(end, gate, train_writer, eval_writer)
+                self.save_checkpoint()
+                if self.step < cfg.num_train_steps:
+                    self._log(f"stopped at step {self.step} as asked; run again to resume")
+                    return {}
+                final = self.evaluate() if run.eval_data else {}
+        except KeyboardInterrupt:
+            raise Interrupted(self.step, saved=self._save_after_interrupt()) from None
+        except _tensorflow_data_errors() as e:
+            raise self._bad_record(e) from None
+        except RecordError as e:  # the NumPy input names the file itself
+            raise InputError(f"{e}, met at step {self.step}; {self._save_after_bad_record()}; "
+                             "replace or remove that file, then rerun to resume") from None
+        self._report_eval(final, eval_writer)
+        if self.chief:
+            artifacts.save_discriminator(run.model_dir, self.model.kept_discriminator())
+            artifacts.save_generator(run.model_dir, self.model.generator)
+            artifacts.write_final_eval(run.model_dir, self.step, final)
+            self._log(f"wrote {run.model_dir}/{artifacts.DISCRIMINATOR_WEIGHTS} and "
+                      f"{artifacts.DISCRIMINATOR_CONFIG}")
+        checksum = weights_checksum(self.model.trainable_variables)
+        self._log(f"final weights checksum {checksum:.8e}" + ("" if self.chief else " (worker)"),
+                  everyone=True)
+        return final
+
+    def _train_chunks(self, end: int, gate: InterruptGate, train_writer, eval_writer) -> None:
+        """Steps to `end` in chunks that stop at every log, save, eval and phase boundary."""
+        cfg, run = self.config, self.run
+        log_every = run.log_every_steps or cfg.iterations_per_loop
+        start_step, start_time = self.step, time.monotonic()
+        iterator = self.make_train_iterator(self.step)
+        while self.step < end:
+            gate.check()  # a Ctrl-C stops here, between chunks (InterruptGate)
+            step = self.step
+            phase = self.phase_at(step)
+            if phase.name == "two_stage_discriminator" and step == phase.start:
+                self.initialize_discriminator_from_generator()
+            n = chunk_size(step, min(end, phase.end), log_every, cfg.save_checkpoints_steps,
+                           run.eval_every_steps)
+            t0 = time.monotonic()
+            results = self.train_steps(iterator, n)
+            results["learning_rate"] = float(keras.ops.convert_to_numpy(
+                self.optimizer.learning_rate))  # the next step's
+            results["sequences_per_second"] = n * cfg.train_batch_size / (time.monotonic() - t0)
+            step = self.step
+            summaries.write_scalars(train_writer, step, results)
+            if step % log_every == 0 or step == end:
+                eta = (time.monotonic() - start_time) / max(step - start_step, 1) * (
+                    cfg.num_train_steps - step)
+                self._log(reporting.train_line(results, step, cfg.num_train_steps, eta))
+            if step % cfg.save_checkpoints_steps == 0:
+                self.save_checkpoint()
+            if run.eval_every_steps and step % run.eval_every_steps == 0 \
+                    and step < cfg.num_train_steps:
+                self._report_eval(self.evaluate(), eval_writer)
+
+    def _report_eval(self, results: dict, writer) -> None:
+        if results:
+            summaries.write_scalars(writer, self.step, results)
+            self._log(reporting.eval_line(results, self.step))
+
+    # === Faults ===
+    def _save_after_interrupt(self) -> bool:
+        """Saves after a Ctrl-C; False where no consistent state was left to save."""
+        return self.save_checkpoint() is not None
+
+    def _save_after_bad_record(self) -> str:
+        """Saves a checkpoint where one can be; says what happened."""
+        if self.multi_worker:
+            return "no checkpoint saved (a multi-worker save needs every worker)"
+        self.save_checkpoint()
+        return f"checkpoint saved at step {self.step}"
+
+    def _bad_record(self, error) -> Exception:
+        """A corrupt or misshaped record met mid-run: save a checkpoint, name the file.
+
+        tf.data's messages name neither the file nor the flag; the file is
+        found from the byte offset (`locate_corrupt_record`). Other errors are
+        returned unchanged (bugs keep their traceback).
+        """
+        message = error.message or ""
+        corrupt = re.search(r"(corrupted|truncated) record at \d+", message)
+        misshaped = re.search(r"Number of int64 values != expected[^\n\]]*"
+                              r"|Feature: \w+ \(data type: int64\) is required[^\n\]]*", message)
+        if not corrupt and not misshaped:
+            return error
+        step = self.step
+        saved = self._save_after_bad_record()
+        if misshaped:
+            return InputError(
+                f"a record of --train_data or --eval_data does not fit --max_seq_length="
+                f"{self.config.max_seq_length} ({misshaped.group(0).strip()}), met at step "
+                f"{step}; {saved}; rebuild that file, then rerun to resume")
+        path = locate_corrupt_record(self.files["train"] + self.files["eval"], message)
+        where = path or "a file of --train_data or --eval_data"
+        return InputError(f"{where}: corrupt TFRecord ({corrupt.group(0)}), met at step {step}; "
+                          f"{saved}; replace or remove that file, then rerun to resume")
+
+
+def _tensorflow_data_errors() -> tuple:
+    """tf.data's errors for a bad record; none where TensorFlow was never imported."""
+    tf = sys.modules.get("tensorflow")
+    return (tf.errors.DataLossError, tf.errors.InvalidArgumentError) if tf else ()
+

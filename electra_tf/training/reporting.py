@@ -1,0 +1,84 @@
+"""What a pre-training loop reports, whatever the backend: metric sums -> results -> lines.
+
+A loop sums, over its steps, "loss/<name>" values (means over replicas),
+"<name>/num" and "<name>/den" pairs, "grad_norm", and the AUC histograms
+"auc/pos" / "auc/neg"; `finish` turns the sums into per-step means, ratios,
+disc_auc and disc_all_original_accuracy (the trivial baseline).
+
+Two names would measure one thing: the objective's loss terms (`mlm_loss`,
+`disc_loss`: means of each step's loss, what is trained) and the original's
+eval metrics (`masked_lm_loss`: pooled over every masked slot; `disc_loss`:
+the mean of per-sequence losses). Training results keep the objective's
+terms; evaluation results keep the original's metrics, under its names, so
+each number has one name.
+`train_line` and `eval_line` are the console lines of the pre-training loop
+(pretraining.py), whatever the backend.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from electra_tf.objectives.auc import auc_from_histograms
+
+# An objective's loss term -> the original's eval metric of the same quantity.
+SAME_QUANTITY = {"mlm_loss": "masked_lm_loss", "disc_loss": "disc_loss"}
+
+
+def finish(values: dict, steps: int, evaluation: bool = False) -> dict:
+    """Summed values of `steps` steps -> per-step means, num/den ratios, disc_auc.
+
+    Args:
+      values: the sums (see the module docstring).
+      steps: how many steps (or eval batches) they sum.
+      evaluation: keep the original's eval metric where a loss term measures
+        the same quantity (else the loss term).
+    """
+    values = {k: np.asarray(v) for k, v in values.items()}
+    losses, metrics = {}, {}
+    for name, value in values.items():
+        if name.startswith("loss/"):
+            losses[name[5:]] = float(value) / max(steps, 1)
+        elif name == "grad_norm":
+            losses[name] = float(value) / max(steps, 1)
+        elif name.endswith("/num"):
+            # 0 when nothing was counted (e.g. precision with no positive
+            # prediction), as the original's tf.metrics report it.
+            den = float(values[name[:-4] + "/den"])
+            metrics[name[:-4]] = float(value) / den if den else 0.0
+    for term, metric in SAME_QUANTITY.items():
+        if term in losses and metric in metrics:
+            if evaluation:
+                del losses[term]
+            else:
+                del metrics[metric]
+    out = {**losses, **metrics}
+    if "auc/pos" in values:
+        out["disc_auc"] = auc_from_histograms(values["auc/pos"], values["auc/neg"])
+        # The trivial baseline disc_accuracy is judged against: every token
+        # called "original" (1 - the fraction of real tokens replaced).
+        pos, neg = float(values["auc/pos"].sum()), float(values["auc/neg"].sum())
+        out["disc_all_original_accuracy"] = neg / (pos + neg) if pos + neg else 0.0
+    return out
+
+
+def train_line(results: dict, step: int, total: int, eta_seconds: float) -> str:
+    """The console line of a chunk of steps: only the metrics its objective has.
+
+    BERT-MLM has no discriminator, so no disc columns; an objective without a
+    generator MLM loss has no mlm columns.
+    """
+    losses = [f"{name} {results[key]:.{digits}f}" for name, key, digits in (
+        ("mlm", "mlm_loss", 3), ("disc", "disc_loss", 4)) if key in results]
+    metrics = [f"{name} {results[key]:.3f}" for name, key in (
+        ("mlm_acc", "masked_lm_accuracy"), ("disc_auc", "disc_auc")) if key in results]
+    return (f"step {step}/{total} | loss {results['loss']:.4f}"
+            + (f" ({' '.join(losses)})" if losses else "")
+            + (f" | {' '.join(metrics)}" if metrics else "")
+            + f" | lr {results['learning_rate']:.2e} | "
+            f"{results['sequences_per_second']:.0f} seq/s | eta {eta_seconds / 60:.1f} min")
+
+
+def eval_line(results: dict, step: int) -> str:
+    return f"eval at step {step}: " + ", ".join(
+        f"{k} {v:.4f}" for k, v in sorted(results.items()))
