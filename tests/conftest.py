@@ -1,64 +1,78 @@
-"""Tiny, deterministic fixtures shared by the whole suite."""
+"""Tiny, deterministic fixtures shared by the whole suite (plain helpers: helpers.py)."""
 
 from __future__ import annotations
 
 import os
-import random
-import subprocess
-import sys
+import signal
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
 
-from electra_tf.tokenization import BERT_RESERVED_TOKENS  # noqa: E402
+# Re-exported for the test files that still import them from here.
+from helpers import (  # noqa: E402, F401
+    REPO,
+    WORDS,
+    decode,
+    make_corpus,
+    run_module,
+    tiny_vocab_tokens,
+    write_vocab,
+)
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-WORDS = ("the model reads a token and the discriminator learns which token was replaced "
-         "by a small generator trained as a masked language model on every sentence of "
-         "text in this corpus while sampling keeps the tokens plausible enough").split()
-
-
-def make_corpus(num_docs: int, seed: int = 0, max_lines: int = 4, max_words: int = 8) -> str:
-    """Pseudo-English: docs of 1..max_lines lines of 3..max_words words, blank-separated."""
-    rng = random.Random(seed)
-    docs = []
-    for _ in range(num_docs):
-        lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, max_words)))
-                 for _ in range(rng.randint(1, max_lines))]
-        docs.append("\n".join(lines))
-    return "\n\n".join(docs) + "\n"
-
-
-def write_vocab(path, tokens) -> str:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(tokens) + "\n")
-    return str(path)
-
-
-def tiny_vocab_tokens() -> list[str]:
-    """BERT layout (specials at 0 and 100..103), the corpus words, some pieces and chars."""
-    chars = list("abcdefghijklmnopqrstuvwxyz0123456789.,!?'-")
-    pieces = ["##" + c for c in "abcdefghijklmnopqrstuvwxyz"] + ["##ing", "##ed"]
-    extra = ["hello", "world", "cafe", "中", "国", "人"]
-    words = sorted(set(WORDS) - set(chars))
-    return list(BERT_RESERVED_TOKENS) + words + extra + chars + pieces
+# === pytest-xdist (-n 2): tests that share a costly fixture run on one worker ===
+# A session fixture is built once per worker that needs it, and a module fixture
+# again whenever another module's test ran between two of its tests. The tests
+# below are therefore sent as one unit to a single worker (nodeid prefix -> unit
+# name); every other test goes alone, to whichever worker is free. (pytest-xdist's
+# own --dist loadgroup does not group under pytest 9.2: it renames item._nodeid,
+# which pytest no longer reads.)
+SHARED_FIXTURES = {
+    "tests/export/": "export",  # five fine-tuned folders, their exports, one fresh process
+    "tests/finetuning/test_finetuning_jax.py": "jax_runs",  # every JAX fine-tuning run
+    "tests/training/test_jax_no_tf.py": "straight_run",  # a TensorFlow-free JAX run
+    "tests/training/test_finetuning_init.py": "finetuning_init",
+    # tests/training/conftest.py's trained_run
+    "tests/training/test_training_loop.py": "trained_run",
+    "tests/training/test_training_faults.py::test_resuming_with": "trained_run",
+}
 
 
-def decode(tokenizer, ids) -> str:
-    """Ids -> readable text for assertions: ## pieces joined, special tokens dropped."""
-    from electra_tf.tokenization import SPECIAL_TOKENS
+def pytest_xdist_make_scheduler(config, log):
+    """Load scheduling, but by the units of SHARED_FIXTURES (plain `-n`, --dist load)."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
 
-    words: list[str] = []
-    for tok in tokenizer.convert_ids_to_tokens(ids):
-        if tok in SPECIAL_TOKENS:
-            continue
-        if tok.startswith("##") and words:
-            words[-1] += tok[2:]
-        else:
-            words.append(tok)
-    return " ".join(words)
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return next((unit for prefix, unit in SHARED_FIXTURES.items()
+                         if nodeid.startswith(prefix)), nodeid)
+
+    return SharedFixtureScheduling(config, log)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def jax_compilation_cache(tmp_path_factory):
+    """One XLA compilation cache for every JAX child process of this session.
+
+    The JAX tests run KERAS_BACKEND=jax children (the backend is fixed per process)
+    that compile the same tiny programs again and again (a straight and a resumed
+    run, one step per call and several, ...); each compile costs seconds on 2 cores.
+    The cache lives under this session's temporary root (both xdist workers share
+    it) and goes with it; a cached program is the program a compile gives.
+    """
+    if "JAX_COMPILATION_CACHE_DIR" in os.environ:  # the caller's own cache
+        yield
+        return
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the controller's: popen-gw0, popen-gw1 sit in it
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = str(root / "jax_compilation_cache")
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    yield
+    del os.environ["JAX_COMPILATION_CACHE_DIR"], \
+        os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]
 
 
 @pytest.fixture(scope="session")
@@ -73,8 +87,13 @@ def tiny_corpus(tmp_path_factory) -> str:
     return str(path)
 
 
-def run_module(module: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    """Runs `python -m module args...` in a fresh process, from the repo root."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+@pytest.fixture
+def sigint_handler():
+    """Python's own SIGINT handler (KeyboardInterrupt) for the test, then the previous
+    one: a suite started with SIGINT ignored (nohup, `trap '' INT`) has none, and an
+    ignored SIGINT is one InterruptGate leaves alone."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

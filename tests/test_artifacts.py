@@ -8,22 +8,20 @@ import os
 import keras
 import numpy as np
 import pytest
+from helpers import popen_python, tiny_encoder_config
 
 from electra_tf import artifacts
 from electra_tf.config import (
-    ConfigError,
-    EncoderConfig,
     FinetuneRun,
     FinetuningConfig,
     PretrainingConfig,
     RunConfig,
 )
-from electra_tf.errors import InputError
+from electra_tf.errors import ConfigError, InputError
 from electra_tf.fileio import atomic_write
 from electra_tf.modeling import build_discriminator
 
-TINY = EncoderConfig(vocab_size=40, embedding_size=8, hidden_size=16, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=32)
+TINY = tiny_encoder_config(40, num_hidden_layers=1)
 
 
 def discriminator(seed=0):
@@ -59,13 +57,14 @@ def test_pretraining_folder_round_trip(tmp_path):
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp-")]
 
 
-def test_unversioned_folders_from_before_still_load(tmp_path):
+def test_a_file_without_a_format_version_is_refused_with_the_file_named(tmp_path):
+    """Written by hand (or by something else): not a file electra_tf wrote."""
     d = discriminator()
     d.save_weights(str(tmp_path / "discriminator.weights.h5"))
     (tmp_path / "discriminator_config.json").write_text(json.dumps(TINY.to_dict()))
-    (tmp_path / "pretraining_config.json").write_text(json.dumps({"run": {"vocab_file": "v"}}))
-    loaded, vocab = artifacts.load_discriminator(str(tmp_path / "discriminator.weights.h5"))
-    assert vocab == "v" and loaded.config == TINY
+    with pytest.raises(InputError, match="discriminator_config.json: no format_version; not a "
+                                         "file electra_tf wrote"):
+        artifacts.load_discriminator(str(tmp_path / "discriminator.weights.h5"))
 
 
 def test_a_newer_format_is_refused_with_the_file_named(tmp_path):
@@ -79,7 +78,7 @@ def test_a_newer_format_is_refused_with_the_file_named(tmp_path):
 @pytest.mark.parametrize("content, message", [
     (b"{not json", "not a valid JSON file"),
     (b"[1, 2]", "expected a JSON object"),
-    (b'{"hidden_size": "wide"}', "not an encoder config"),
+    (b'{"format_version": 1, "hidden_size": "wide"}', "not an encoder config"),
 ])
 def test_bad_config_files_are_one_clear_error(tmp_path, content, message):
     path = tmp_path / "discriminator_config.json"
@@ -148,16 +147,14 @@ def test_finetuning_folder_round_trip(tmp_path):
     assert artifacts.read_results(str(tmp_path)) == {"epoch_1": {"dev": {"f1": 0.5}}}
 
 
-def test_a_version_0_finetuning_config_takes_the_head_from_the_task(tmp_path):
-    (tmp_path / artifacts.FINETUNING_CONFIG).write_text(json.dumps({
+def test_a_finetuning_config_without_its_head_is_refused(tmp_path):
+    """The head, what the task reads and the head's options are recorded, never guessed."""
+    artifacts.write_json(str(tmp_path / artifacts.FINETUNING_CONFIG), {
         "task": "squad_v2", "encoder": TINY.to_dict(), "label_names": [],
-        "max_seq_length": 64, "finetuning": {}, "run": {}}))
-    record = artifacts.read_finetuning_config(str(tmp_path))
-    assert (record.head, record.answerable, record.pair) == ("span", True, False)
-    # what its model trained with: the independent span head, raw regression targets
-    assert record.head_options == {} and record.label_scale == (0.0, 1.0)
-    with pytest.raises(InputError, match="finetuned.weights.h5 not found"):
-        artifacts.load_finetuned(str(tmp_path))
+        "max_seq_length": 64, "finetuning": {}, "run": {}})
+    with pytest.raises(InputError, match="finetuning_config.json: lacks head, answerable, pair, "
+                                         "head_options; not a file electra_tf wrote"):
+        artifacts.read_finetuning_config(str(tmp_path))
 
 
 def _finetuned_folder(folder, name, **config_fields):
@@ -191,14 +188,14 @@ def test_a_squad_folder_records_and_rebuilds_its_span_head(tmp_path):
     assert loaded.head.span_head == "independent"
 
 
-def test_a_joint_model_without_recorded_head_options_does_not_load_silently(tmp_path):
-    """An older record means the independent head: a joint model's weights do not fit."""
+def test_a_joint_model_without_recorded_head_options_does_not_load(tmp_path):
+    """Without head_options the head is unknown: refused, not built as the default one."""
     _finetuned_folder(tmp_path, "squad_v1")
     path = tmp_path / artifacts.FINETUNING_CONFIG
     value = json.loads(path.read_text())
     del value["head_options"]
     path.write_text(json.dumps(value))
-    with pytest.raises(ConfigError, match="does not fit"):
+    with pytest.raises(InputError, match="lacks head_options; not a file electra_tf wrote"):
         artifacts.load_finetuned(str(tmp_path))
 
 
@@ -266,18 +263,12 @@ artifacts.save_discriminator(folder, d)
 
 def test_a_kill_mid_write_leaves_the_old_weights_and_the_next_run_tidies(tmp_path):
     import signal
-    import subprocess
-    import sys
     import time
-
-    from conftest import REPO
 
     artifacts.save_discriminator(str(tmp_path), discriminator(0))
     weights = tmp_path / artifacts.DISCRIMINATOR_WEIGHTS
     before = weights.read_bytes()
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_MID_WRITE, str(tmp_path),
-                             json.dumps(TINY.to_dict())], cwd=REPO,
-                            env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2"))
+    proc = popen_python(["-c", KILLED_MID_WRITE, str(tmp_path), json.dumps(TINY.to_dict())])
     try:
         deadline = time.monotonic() + 240
         while not (tmp_path / "writing").exists():
@@ -300,7 +291,7 @@ def test_a_kill_mid_write_leaves_the_old_weights_and_the_next_run_tidies(tmp_pat
 def test_the_pretraining_config_records_the_vocab_fingerprint(tmp_path, tiny_vocab):
     import hashlib
 
-    from electra_tf.tokenization import load_vocab
+    from electra_tf.text.tokenizer import load_vocab
 
     config = PretrainingConfig(model_size="tiny", vocab_size=40, max_seq_length=16)
     run = RunConfig(model_dir=str(tmp_path), train_data="x", vocab_file=tiny_vocab)

@@ -1,17 +1,22 @@
-"""build_vocab: BERT special ids, cased/uncased, bad input."""
+"""build_vocab: BERT special ids, cased/uncased, bad input.
 
-from conftest import run_module
+The learning runs in this process with the arguments build_vocab's main passes
+(its flag defaults: lower-cased, accents as BERT, all lines); the command line
+is checked once, on a missing corpus.
+"""
 
-from electra_tf.tokenization import BERT_RESERVED_TOKENS, Tokenizer
+from helpers import error_line, run_module
+
+from electra_tf.text.tokenizer import BERT_RESERVED_TOKENS, Tokenizer
+from electra_tf.text.vocab_builder import build_vocab
 
 
-def test_cli_learns_vocab_with_bert_special_ids(tmp_path):
+def test_learns_vocab_with_bert_special_ids(tmp_path):
     corpus = tmp_path / "c.txt"
     corpus.write_text("Café au lait. Tokens and TOKENS and tokens!\n中国人\n\n" * 30, "utf-8")
     out = tmp_path / "vocab.txt"
-    proc = run_module("electra_tf.build_vocab", f"--corpus={corpus}", "--vocab_size=200",
-                      f"--output={out}", "--min_count=2")
-    assert proc.returncode == 0, proc.stderr
+    # --corpus=c.txt --vocab_size=200 --output=vocab.txt --min_count=2
+    build_vocab(str(corpus), 200, str(out), True, None, 2, 0)
     vocab = out.read_text("utf-8").splitlines()
     assert vocab[:104] == BERT_RESERVED_TOKENS
     assert [vocab[i] for i in (0, 100, 101, 102, 103)] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]",
@@ -22,22 +27,21 @@ def test_cli_learns_vocab_with_bert_special_ids(tmp_path):
     assert tok.convert_ids_to_tokens(tok.encode(["TOKENS café"])[0]) == ["tokens", "cafe"]
 
 
-def test_cli_cased_keeps_case_and_can_strip_accents(tmp_path):
+def test_cased_keeps_case_and_can_strip_accents(tmp_path):
     corpus = tmp_path / "c.txt"
     corpus.write_text("Café au lait. Tokens and TOKENS and tokens!\n\n" * 30, "utf-8")
     out = tmp_path / "vocab.txt"
-    proc = run_module("electra_tf.build_vocab", f"--corpus={corpus}", "--vocab_size=200",
-                      f"--output={out}", "--min_count=2", "--nodo_lower_case",
-                      "--strip_accents=true")
-    assert proc.returncode == 0, proc.stderr
+    # ... --min_count=2 --nodo_lower_case --strip_accents=true
+    build_vocab(str(corpus), 200, str(out), False, True, 2, 0)
     vocab = out.read_text("utf-8").splitlines()
     assert "TOKENS" in vocab and "Tokens" in vocab and "Cafe" in vocab and "Café" not in vocab
     tok = Tokenizer(str(out), do_lower_case=False, strip_accents=True)
     assert tok.convert_ids_to_tokens(tok.encode(["TOKENS Café"])[0]) == ["TOKENS", "Cafe"]
 
 
-def test_cli_missing_corpus_is_clear(tmp_path):
+def test_cli_missing_corpus_is_one_line(tmp_path):
+    """The one command-line test of build_vocab: `error: ...`, status 2, no traceback."""
     proc = run_module("electra_tf.build_vocab", f"--corpus={tmp_path}/none*.txt",
                       f"--output={tmp_path}/v.txt")
-    assert proc.returncode == 2 and "matches no file" in proc.stderr
+    error_line(proc, f"{tmp_path}/none*.txt", "matches no file")
     assert not (tmp_path / "v.txt").exists()

@@ -1,22 +1,34 @@
-"""Every flagfile parses, and the paper's ones give exactly Table 6."""
+"""The configs: every flagfile parses (the paper's give exactly Table 6), every
+field is a flag with its help, and validate() refuses what a run cannot do."""
+
+import dataclasses
+import inspect
 
 import pytest
+from absl import flags
 from conftest import REPO
 
-from electra_tf.config import ConfigError, PretrainingConfig
+from electra_tf import flags as flags_lib
+from electra_tf.config import (
+    EncoderConfig,
+    FinetuneRun,
+    FinetuningConfig,
+    PretrainingConfig,
+    RunConfig,
+    RuntimeOptions,
+)
+from electra_tf.errors import ConfigError
 
 
 @pytest.mark.parametrize("name", ["small", "base", "large", "demo"])
 def test_flagfiles_parse(name):
-    from absl import flags
-
-    from electra_tf import flags as flags_lib
-
     fv = flags.FlagValues()
     flags_lib.define_pretraining_flags(fv)
     flags_lib.define_demo_flags(fv)
+    # BERT's vocabulary size, as the paper; without --vocab_size it is the file's
+    # (tests/test_flags_vocab_size.py).
     fv(["x", f"--flagfile={REPO}/configs/{name}.flags", "--model_dir=m", "--train_data=t",
-        "--vocab_file=v"])
+        "--vocab_file=v", "--vocab_size=30522"])
     config, run = flags_lib.pretraining_configs(fv)
     expected = {  # paper Table 6
         "small": dict(hidden=256, layers=12, heads=4, ffn=1024, emb=128, gen=64, mask=0.15,
@@ -50,3 +62,120 @@ def test_tied_generator_needs_equal_sizes():
     with pytest.raises(ConfigError, match="equal sizes"):
         PretrainingConfig(untied_generator=False).validate()
     PretrainingConfig(untied_generator=False, generator_hidden_size=1.0).validate()
+
+
+def _pretraining_flags(*args: str) -> flags.FlagValues:
+    fv = flags.FlagValues()
+    flags_lib.define_pretraining_flags(fv)
+    fv(["x", "--model_dir=m", "--train_data=t", "--vocab_file=v", "--vocab_size=30522", *args])
+    return fv
+
+
+@pytest.mark.parametrize("cls", [EncoderConfig, PretrainingConfig, RuntimeOptions, RunConfig,
+                                 FinetuningConfig, FinetuneRun], ids=lambda cls: cls.__name__)
+def test_every_field_has_help(cls):
+    assert [f.name for f in dataclasses.fields(cls) if not f.metadata.get("help")] == []
+
+
+def test_flags_need_no_python_sources(monkeypatch):
+    """An install without .py sources (inspect.getsource fails) still gets every flag and help."""
+    def no_source(obj):
+        raise OSError("could not get source code")
+
+    monkeypatch.setattr(inspect, "getsource", no_source)
+    fv = flags.FlagValues()
+    flags_lib.define_pretraining_flags(fv)
+    flags_lib.define_finetuning_flags(fv)  # the shared RuntimeOptions fields: defined once
+    expected = {}
+    for cls in (PretrainingConfig, RunConfig, FinetuningConfig, FinetuneRun):
+        for f in dataclasses.fields(cls):  # the first definition of a name wins
+            suffix = " (JSON)" if f.type == "dict" else ""
+            expected.setdefault(f.name, f.metadata["help"] + suffix)
+    assert {name: fv[name].help for name in expected} == expected
+    assert "electra_objective" not in fv
+
+
+def test_a_field_without_help_is_no_flag():
+    @dataclasses.dataclass(frozen=True)
+    class Bare:
+        x: int = 0
+
+    with pytest.raises(TypeError, match="Bare.x has no help text"):
+        flags_lib._define(Bare, flags.FlagValues())
+
+
+def test_jax_options_are_run_flags():
+    _, run = flags_lib.pretraining_configs(_pretraining_flags(
+        "--jax_steps_per_call=3", "--jax_input_pipeline=numpy",
+        "--jax_coordinator_address=h:1", "--jax_num_processes=2", "--jax_process_id=1"))
+    assert (run.jax_steps_per_call, run.jax_input_pipeline, run.jax_coordinator_address,
+            run.jax_num_processes, run.jax_process_id) == (3, "numpy", "h:1", 2, 1)
+
+
+def test_runtime_options_read_alone_from_either_set_of_flags():
+    options = flags_lib.runtime_options(_pretraining_flags("--strategy=mirrored",
+                                                           "--num_devices=2"))
+    assert options == RuntimeOptions(strategy="mirrored", num_devices=2)
+    fv = flags.FlagValues()
+    flags_lib.define_finetuning_flags(fv)
+    fv(["x", "--mixed_precision=fp16"])
+    with pytest.raises(ConfigError, match="mixed_precision must be fp32 or bf16"):
+        flags_lib.runtime_options(fv)
+
+
+_REQUIRED = {RuntimeOptions: {}, RunConfig: dict(model_dir="m", train_data="t", vocab_file="v"),
+             FinetuneRun: dict(model_dir="m", data_dir="d")}
+
+
+@pytest.mark.parametrize("cls", list(_REQUIRED), ids=lambda cls: cls.__name__)
+@pytest.mark.parametrize("options, message", [
+    (dict(strategy="gpu"), "unknown strategy 'gpu'"),
+    (dict(mixed_precision="fp16"), "mixed_precision must be fp32 or bf16"),
+    (dict(worker_startup_timeout_s=-1), "worker_startup_timeout_s must be >= 0, got -1"),
+    (dict(jax_steps_per_call=0), "jax_steps_per_call must be >= 1, got 0"),
+    (dict(jax_input_pipeline="pandas"), "jax_input_pipeline must be tf.data or numpy"),
+    (dict(jax_num_processes=0), "jax_num_processes must be >= 1, got 0"),
+    (dict(jax_process_id=-1), r"jax_process_id=-1 is not in \[0, jax_num_processes=1\)"),
+    (dict(jax_coordinator_address="h:1", jax_num_processes=2, jax_process_id=2),
+     r"jax_process_id=2 is not in \[0, jax_num_processes=2\)"),
+    (dict(jax_num_processes=2), "needs both jax_coordinator_address"),
+    (dict(jax_coordinator_address="h:1"), "needs both jax_coordinator_address"),
+], ids=lambda v: ",".join(v) if isinstance(v, dict) else None)
+def test_runtime_options_are_checked_in_every_run(cls, options, message):
+    cls(**_REQUIRED[cls]).validate()
+    with pytest.raises(ConfigError, match=message):
+        cls(**_REQUIRED[cls], **options).validate()
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(jax_steps_per_call=2), "jax_steps_per_call=2 is for pre-training: fine-tuning runs "
+                                 "one step per compiled call"),
+    (dict(jax_input_pipeline="numpy"), "jax_input_pipeline=numpy is for pre-training"),
+    (dict(jax_coordinator_address="h:1", jax_num_processes=2),
+     "jax_num_processes=2 is for pre-training"),
+], ids=lambda v: ",".join(v) if isinstance(v, dict) else None)
+def test_finetuning_refuses_the_jax_options_it_has_not(options, message):
+    with pytest.raises(ConfigError, match=message) as error:
+        FinetuneRun(model_dir="m", data_dir="d", **options).validate()
+    assert "\n" not in str(error.value)
+
+
+def test_run_checks_the_batch_against_gradient_accumulation():
+    run = RunConfig(model_dir="m", train_data="t", vocab_file="v", gradient_accumulation_steps=4)
+    assert run.validate() is run  # alone, the batch is unknown
+    run.validate(PretrainingConfig(train_batch_size=8))
+    with pytest.raises(ConfigError, match="train_batch_size must be a multiple of "
+                       "gradient_accumulation_steps, got train_batch_size=6 and "
+                       "gradient_accumulation_steps=4"):
+        run.validate(PretrainingConfig(train_batch_size=6))
+    with pytest.raises(ConfigError, match="must be a multiple of gradient_accumulation_steps"):
+        flags_lib.pretraining_configs(_pretraining_flags("--train_batch_size=6",
+                                                         "--gradient_accumulation_steps=4"))
+
+
+def test_the_objective_is_chosen_by_objective_alone():
+    with pytest.raises(ConfigError, match="unknown PretrainingConfig hyperparameter.*: "
+                       "electra_objective;"):
+        PretrainingConfig.from_dict({"electra_objective": False})
+    bert = PretrainingConfig(objective="bert_mlm").validate()
+    assert bert.generator_config() == bert.discriminator_config()

@@ -6,11 +6,9 @@ jax is not a dependency.
 
 import importlib.util
 import os
-import subprocess
-import sys
 
 import pytest
-from conftest import REPO
+from helpers import REPO, run_python
 
 SCRIPT = r'''
 import os, sys
@@ -18,11 +16,11 @@ os.environ["KERAS_BACKEND"] = "jax"
 import numpy as np, keras
 assert keras.backend.backend() == "jax"
 from electra_tf.config import PretrainingConfig
-from electra_tf.pretrainer import ElectraPretrainer
+from electra_tf.modeling.pretrainer import ElectraPretrainer
 V, L, B, N = 120, 16, 8, 3
+from helpers import TINY_MODEL
 cfg = PretrainingConfig(model_size="tiny", vocab_size=V, max_seq_length=L, generator_hidden_size=0.5, seed=0,
-    max_predictions_per_seq=N, model_hparam_overrides={"embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
-    "num_attention_heads": 2, "intermediate_size": 64})
+    max_predictions_per_seq=N, model_hparam_overrides=TINY_MODEL)
 keras.utils.set_random_seed(0)
 m = ElectraPretrainer(cfg); m.build_with_dummy_batch()
 rng = np.random.default_rng(0)
@@ -33,7 +31,7 @@ masked = ids.copy(); np.put_along_axis(masked, pos, 103, 1)
 x = {"input_ids": masked, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids),
      "masked_lm_positions": pos, "masked_lm_ids": lm_ids, "masked_lm_weights": np.ones((64, N), "float32")}
 m.compile(optimizer=keras.optimizers.AdamW(1e-3), jit_compile=True)
-h = m.fit(x, epochs=30, batch_size=B, verbose=0)
+h = m.fit(x, epochs=12, batch_size=B, verbose=0)
 assert h.history["loss"][-1] < 0.7 * h.history["loss"][0], h.history["loss"]
 out = m(x, training=False)
 assert tuple(out["disc"]["rtd_logits"].shape) == (64, L) and str(out["mlm_logits"].dtype) == "float32"
@@ -41,9 +39,15 @@ print("JAX_OK")
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
 def test_pretrainer_fits_under_jax():
-    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=600)
+    """Keras' own fit on the JAX backend. Slow: the default suite trains the pretrainer
+    under JAX through the JAX loop (tests/training/test_jax_runtime.py: its losses equal
+    TF's; it trains, resumes and exports), and its updates equal the TF loop's
+    (test_jax_training_options.py), which overfits a batch (test_training_overfit.py)."""
+    # tests/ on the path too: the script imports helpers.
+    env = dict(os.environ, KERAS_BACKEND="jax",
+               PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests")]))
+    proc = run_python(["-c", SCRIPT], env=env, timeout=600)
     assert proc.returncode == 0 and "JAX_OK" in proc.stdout, proc.stderr[-3000:]

@@ -1,4 +1,5 @@
-"""The import graph keeps its shape: entry points on top, model code backend-portable.
+"""The import graph keeps its shape: entry points on top, model code backend-portable,
+the TensorFlow/JAX difference in two backend files.
 
 Read statically (ast), so a lazy import inside a function counts too. Imports
 under `if __name__ == "__main__":` belong to a module's own command line and
@@ -15,7 +16,16 @@ from conftest import REPO
 
 ENTRY_POINT = re.compile(r"^electra_tf\.(cli|convert|run_\w+|build_\w+|eval_\w+)$")
 # Model code runs under any Keras backend: keras / keras.ops / keras.random only.
-BACKEND_PORTABLE = ("electra_tf/modeling/", "electra_tf/objectives/", "electra_tf/pretrainer.py")
+BACKEND_PORTABLE = ("electra_tf/modeling/", "electra_tf/objectives/")
+# Training code shared by both backends: TensorFlow only where named (the
+# fine-tuning loop's in-memory tf.data input, tf.train checkpoints and
+# tf.summary, each in a function the JAX loop without TensorFlow never calls).
+TRAINING_SHARED = "electra_tf/training/"
+TENSORFLOW_USERS_IN_TRAINING = ("electra_tf/training/backends/tensorflow.py",
+                                "electra_tf/training/finetuning.py",
+                                "electra_tf/training/checkpoints.py",
+                                "electra_tf/training/summaries.py")
+JAX_BACKEND = "electra_tf/training/backends/jax.py"
 
 
 def python_files():
@@ -71,6 +81,35 @@ def test_model_code_does_not_import_tensorflow():
         if rel.startswith(BACKEND_PORTABLE):
             offenders += [f"{rel} -> {m}" for m in imports(path)
                           if m.split(".")[0] in ("tensorflow", "tensorflow_text")]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_only_the_jax_backend_imports_jax():
+    offenders = []
+    for rel, path in python_files():
+        if rel != JAX_BACKEND:
+            offenders += [f"{rel} -> {m}" for m in imports(path) if m.split(".")[0] == "jax"]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_shared_training_code_leaves_tensorflow_to_its_backend():
+    offenders = []
+    for rel, path in python_files():
+        if rel.startswith(TRAINING_SHARED) and rel not in TENSORFLOW_USERS_IN_TRAINING:
+            offenders += [f"{rel} -> {m}" for m in imports(path)
+                          if m.split(".")[0] in ("tensorflow", "tensorflow_text")]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_backends_are_reached_only_through_the_training_package():
+    # The library below training/ (data, modeling, objectives, text, ...) knows
+    # no backend; the entry points pick one through training.backends.
+    offenders = []
+    for rel, path in python_files():
+        if rel.startswith(TRAINING_SHARED) or ENTRY_POINT.match(module_name(rel)):
+            continue
+        offenders += [f"{rel} -> {m}" for m in imports(path)
+                      if m.startswith("electra_tf.training.backends")]
     assert not offenders, "\n".join(offenders)
 
 

@@ -2,9 +2,10 @@
 
 import pytest
 import tensorflow as tf
-from conftest import decode, tiny_vocab_tokens, write_vocab
+from helpers import decode, tiny_vocab_tokens, write_vocab
 
-from electra_tf.tokenization import BERT_RESERVED_TOKENS, Tokenizer, VocabError, load_vocab
+from electra_tf.errors import VocabError
+from electra_tf.text.tokenizer import BERT_RESERVED_TOKENS, Tokenizer, load_vocab
 
 ODD_INPUTS = [
     "Hello, world!",

@@ -6,17 +6,18 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import decode, make_corpus, run_module, tiny_vocab_tokens, write_vocab
+from helpers import decode, error_line, make_corpus, run_module, tiny_vocab_tokens, write_vocab
 
 from electra_tf.data import builder as builder_lib
 from electra_tf.data import features as features_lib
 from electra_tf.data.builder import BuildOptions, build_pretraining_data
 from electra_tf.data.masking import MaskingConfig
 from electra_tf.data.pipeline import check_records, pretraining_dataset
-from electra_tf.data.vocab import build_vocab
-from electra_tf.errors import InputError
+from electra_tf.errors import InputError, VocabError
+from electra_tf.fileio import expand_files
 from electra_tf.objectives.corruption import scatter_at_positions
-from electra_tf.tokenization import Tokenizer
+from electra_tf.text.tokenizer import Tokenizer
+from electra_tf.text.vocab_builder import build_vocab
 
 
 def unmask(batch):
@@ -130,11 +131,15 @@ def test_existing_output_is_not_overwritten_silently(tiny_corpus, tiny_vocab, tm
 
 
 @pytest.mark.parametrize("case", ["missing_corpus", "empty_corpus", "no_mask_token", "short_L"])
-def test_bad_input_exits_nonzero_with_clear_error_and_no_output(case, tiny_corpus, tiny_vocab,
-                                                                tmp_path):
-    corpus, vocab, L = tiny_corpus, tiny_vocab, "32"
-    expected = {"missing_corpus": "matches no file", "empty_corpus": "corpus is empty",
-                "no_mask_token": "[MASK]", "short_L": "max_seq_length must be >= 8"}[case]
+def test_bad_input_is_one_clear_error_and_no_output(case, tiny_corpus, tiny_vocab, tmp_path):
+    """build_pretraining_data's main in this process: its --corpus globs, then the build.
+    (The command line's one `error:` line: test_cli_binary_corpus_is_refused_in_one_line.)"""
+    corpus, vocab, L = tiny_corpus, tiny_vocab, 32
+    error, expected = {
+        "missing_corpus": (InputError, "matches no file"),
+        "empty_corpus": (InputError, "corpus is empty"),
+        "no_mask_token": (VocabError, "lacks the special token(s) [MASK]"),
+        "short_L": (InputError, "max_seq_length must be >= 8")}[case]
     if case == "missing_corpus":
         corpus = str(tmp_path / "nothing*.txt")
     elif case == "empty_corpus":
@@ -143,13 +148,12 @@ def test_bad_input_exits_nonzero_with_clear_error_and_no_output(case, tiny_corpu
     elif case == "no_mask_token":
         vocab = write_vocab(tmp_path / "v.txt", [t for t in tiny_vocab_tokens() if t != "[MASK]"])
     else:
-        L = "7"
+        L = 7
     out = tmp_path / "out"
-    proc = run_module("electra_tf.build_pretraining_data", f"--corpus={corpus}",
-                      f"--vocab_file={vocab}", f"--output_dir={out}", f"--max_seq_length={L}")
-    assert proc.returncode == 2, proc.stderr
-    assert "error:" in proc.stderr and expected in proc.stderr
-    assert "Traceback" not in proc.stderr
+    with pytest.raises(error) as raised:
+        build_pretraining_data(BuildOptions(files=tuple(expand_files(corpus)), vocab_file=vocab,
+                                            output_dir=str(out), max_seq_length=L))
+    assert expected in str(raised.value), raised.value
     assert not out.exists()
 
 
@@ -161,15 +165,13 @@ def binary_file(path, size=20000, seed=0):
     return str(path)
 
 
-def test_binary_corpus_is_refused_and_nothing_is_written(tiny_vocab, tmp_path):
+def test_cli_binary_corpus_is_refused_in_one_line(tiny_vocab, tmp_path):
+    """The one command-line test of build_pretraining_data: `error: ...`, status 2."""
     corpus = binary_file(tmp_path / "model.bin")
     out = tmp_path / "out"
     proc = run_module("electra_tf.build_pretraining_data", f"--corpus={corpus}",
                       f"--vocab_file={tiny_vocab}", f"--output_dir={out}", "--max_seq_length=32")
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "model.bin: " in errors[0] and "are [UNK]" in errors[0], errors
-    assert "--max_unk_rate=1 builds anyway" in errors[0] and "Traceback" not in proc.stderr
+    error_line(proc, "model.bin: ", "are [UNK]", "--max_unk_rate=1 builds anyway")
     assert not out.exists()
 
 

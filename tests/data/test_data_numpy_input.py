@@ -17,7 +17,7 @@ from electra_tf.data.numpy_pipeline import numpy_pretraining_batches
 from electra_tf.data.tfrecord_reader import crc32c, parse_example, read_records
 from electra_tf.errors import InputError
 from electra_tf.fileio import expand_files
-from electra_tf.tokenization import Tokenizer
+from electra_tf.text.tokenizer import Tokenizer
 
 L = 32
 

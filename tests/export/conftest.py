@@ -1,14 +1,13 @@
 """Tiny fine-tuned model_dirs, their exports, and one fresh-process run over all of them.
 
-The fine-tuning dirs hold what `electra_tf.finetuning.trainer` writes
+The fine-tuning dirs hold what `electra_tf.training.finetuning` writes
 (finetuned.weights.h5, finetuning_config.json) for an untrained head on the
-tiny discriminator of tests/finetuning/conftest.py: the export does not care
-whether the head learned anything, and training would cost a minute.
+tiny discriminator (helpers.TINY_MODEL, twice as wide): the export does not care whether the
+head learned anything, and training would cost a minute.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -26,30 +25,26 @@ from export_helpers import (  # noqa: E402
     RECORD_EXTRAS,
     SEQ,
     SQUAD_PAIRS,
-    TINY,
     packed_for,
     run_fresh,
     text_inputs,
 )
+from helpers import tiny_encoder_config, write_pretrained_dir  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def export_pretrained_dir(tiny_vocab, tmp_path_factory):
-    """A pre-training model_dir: discriminator weights and configs (as run_pretraining)."""
-    import keras
+    """A pre-training model_dir: discriminator weights and configs (as run_pretraining);
+    it records no pre-training config, so the text is lower-cased (the default).
 
-    from electra_tf.config import EncoderConfig
-    from electra_tf.modeling import build_discriminator
-    from electra_tf.tokenization import load_vocab
+    Twice the tiny width: the heads' outputs (NER labels, SQuAD's null odds, which
+    QA_NA_THRESHOLD splits) then spread enough across tokens and rows."""
+    from electra_tf.text.vocab import load_vocab
 
-    out = tmp_path_factory.mktemp("export_pretrained")
-    keras.utils.set_random_seed(0)
-    config = EncoderConfig(vocab_size=len(load_vocab(tiny_vocab)), **TINY)
-    build_discriminator(config).save_weights(str(out / "discriminator.weights.h5"))
-    (out / "discriminator_config.json").write_text(json.dumps(config.to_dict()))
-    (out / "pretraining_config.json").write_text(json.dumps(
-        {"pretraining": {"do_lower_case": True}, "run": {"vocab_file": tiny_vocab}}))
-    return str(out)
+    config = tiny_encoder_config(len(load_vocab(tiny_vocab)), embedding_size=16,
+                                 hidden_size=32, intermediate_size=64)
+    return write_pretrained_dir(tmp_path_factory.mktemp("export_pretrained"), tiny_vocab,
+                                config)
 
 
 @pytest.fixture(scope="session")
@@ -57,12 +52,12 @@ def finetuned_dirs(export_pretrained_dir, tiny_vocab, tmp_path_factory):
     """{name: fine-tuning model_dir} for the FINETUNED tasks."""
     import keras
 
-    from electra_tf.config import EncoderConfig
+    from electra_tf import artifacts
     from electra_tf.modeling import build_discriminator
     from electra_tf.modeling.finetuning import FinetuningModel
 
-    with open(os.path.join(export_pretrained_dir, "discriminator_config.json")) as f:
-        config = EncoderConfig.from_dict(json.load(f))
+    config = artifacts.read_encoder_config(
+        os.path.join(export_pretrained_dir, artifacts.DISCRIMINATOR_CONFIG))
     dirs = {}
     for i, (name, (_, task, labels, kind, answerable, seq)) in enumerate(FINETUNED.items()):
         out = tmp_path_factory.mktemp(f"finetuned_{name}")
@@ -75,15 +70,16 @@ def finetuned_dirs(export_pretrained_dir, tiny_vocab, tmp_path_factory):
         # A larger head than the 0.02 init, so that labels and spans differ across tokens.
         for v in model.head.trainable_variables:
             v.assign(v.numpy() * 5.0)
-        model.save_weights(str(out / "finetuned.weights.h5"))
+        artifacts.save_weights(model, str(out / artifacts.FINETUNED_WEIGHTS))
         record = {
-            "encoder": config.to_dict(), "task": task, "label_names": labels,
-            "max_seq_length": seq, "model_size": "custom",
+            "encoder": config.to_dict(), "task": task, "head": kind, "answerable": answerable,
+            "pair": task != "ner", "label_names": labels, "max_seq_length": seq,
+            "model_size": "custom", "head_options": {},
             "run": {"vocab_file": tiny_vocab, "init_checkpoint": export_pretrained_dir},
             **extras,
             "finetuning": {"do_lower_case": True, "no_answer_threshold": 0.0,
                            **extras.get("finetuning", {})}}
-        (out / "finetuning_config.json").write_text(json.dumps(record))
+        artifacts.write_json(str(out / artifacts.FINETUNING_CONFIG), record)
         dirs[name] = str(out)
     return dirs
 

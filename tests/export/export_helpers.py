@@ -10,8 +10,6 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TINY = {"embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
-        "num_attention_heads": 2, "intermediate_size": 64}
 SEQ = 16
 SQUAD_SEQ = 24
 

@@ -6,8 +6,8 @@ import urllib.request
 
 import numpy as np
 import pytest
-from conftest import run_module
 from fake_serving import start_grpc, start_rest
+from helpers import error_line, run_module
 
 
 @pytest.fixture(scope="module")
@@ -77,20 +77,33 @@ def test_errors_are_clear(servers):
                                                       "text_pair": np.array([b"a"], object)})
 
 
-def test_client_cli_over_grpc_and_rest(servers):
-    proc = run_module("export.client", f"--server={servers['grpc']}", "--model_name=squad",
-                      "--question=which token was replaced ?",
-                      "--context=Zoë said the token was replaced")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    out = json.loads(proc.stdout)["outputs"]
+def _printed(outputs) -> dict:
+    """The JSON main prints for `outputs`, read back."""
+    from export.client import _to_python
+
+    return json.loads(json.dumps({"outputs": {k: _to_python(v) for k, v in
+                                              sorted(outputs.items())}}, ensure_ascii=False))
+
+
+def test_client_main_over_grpc_and_rest(servers):
+    """What the command line sends (its flags' inputs) and prints, in this process."""
+    from export import client
+
+    out = _printed(client.predict_grpc(servers["grpc"], "squad", client.text_inputs(
+        question=["which token was replaced ?"],
+        context=["Zoë said the token was replaced"])))["outputs"]
     assert set(out) >= {"answer_text", "answer_start", "answer_end", "answer_score",
                         "no_answer_score", "has_answer"}
     s, e = out["answer_start"][0], out["answer_end"][0]
     assert "Zoë said the token was replaced".encode()[s:e].decode() == out["answer_text"][0]
-    proc = run_module("export.client", f"--server={servers['rest']}", "--rest",
-                      "--model_name=ner", "--text=Café Zürich")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads(proc.stdout)["outputs"]["word_texts"][0] == ["Café", "Zürich"]
+    out = _printed(client.predict_rest(servers["rest"], "ner",
+                                       client.text_inputs(text=["Café Zürich"])))["outputs"]
+    assert out["word_texts"][0] == ["Café", "Zürich"]
+
+
+def test_client_cli_error_is_one_line(servers):
+    """The one command-line test of export.client: `error: ...` naming the 404, status 1."""
     proc = run_module("export.client", f"--server={servers['rest']}", "--rest",
                       "--model_name=nope", "--text=x")
-    assert proc.returncode == 1 and "404" in proc.stderr
+    error_line(proc, "404", returncode=1)
+    assert proc.stdout == ""

@@ -8,8 +8,8 @@ import sys
 import time
 
 import pytest
-from conftest import REPO, run_module
 from export_helpers import FINETUNED
+from helpers import error_line, popen_python, run_module
 
 
 def test_tf_serving_layout_with_vocab_asset(exports, tiny_vocab):
@@ -69,11 +69,10 @@ def test_a_killed_export_leaves_a_temp_dir_that_the_next_export_removes(
     from export import export_saved_model
 
     base, parent = str(tmp_path), os.path.join(str(tmp_path), "mrpc")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "export.export_saved_model", "--task=sequence_classification",
+    proc = popen_python(
+        ["-m", "export.export_saved_model", "--task=sequence_classification",
          f"--checkpoint={finetuned_dirs['mrpc']}", f"--model_base={base}", "--model_name=mrpc"],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 240
         while not (os.path.isdir(parent) and _tmp_dirs(parent)):
@@ -142,16 +141,25 @@ def test_only_stale_temp_dirs_of_model_base_name_are_removed(exports, tmp_path):
     assert all(os.path.isdir(p) for p in elsewhere)
 
 
-def test_cli_exports_next_version_and_refuses_an_existing_one(finetuned_dirs, tmp_path):
+def test_cli_refuses_an_existing_version_in_one_line(finetuned_dirs, tmp_path):
+    """The one command-line test of export_saved_model: `error: ...`, status 2, before
+    the model is built."""
     base = str(tmp_path)
     os.makedirs(os.path.join(base, "mrpc", "7"))  # an existing version (even empty)
-    args = ["--task=sequence_classification", f"--checkpoint={finetuned_dirs['mrpc']}",
-            f"--model_base={base}", "--model_name=mrpc"]
-    proc = run_module("export.export_saved_model", *args, "--version=7")
-    assert proc.returncode == 2 and "already exists" in proc.stderr, proc.stderr[-2000:]
-    proc = run_module("export.export_saved_model", *args, "--nowarmup")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "-> " + os.path.join(base, "mrpc", "8") in proc.stderr
+    proc = run_module("export.export_saved_model", "--task=sequence_classification",
+                      f"--checkpoint={finetuned_dirs['mrpc']}", f"--model_base={base}",
+                      "--model_name=mrpc", "--version=7")
+    error_line(proc, os.path.join(base, "mrpc", "7"), "already exists")
+    assert sorted(os.listdir(os.path.join(base, "mrpc"))) == ["7"]
+
+
+def test_exports_the_next_version(exports, tmp_path):
+    from export.export_saved_model import export
+
+    base = str(tmp_path)
+    os.makedirs(os.path.join(base, "mrpc", "7"))  # an existing version (even empty)
+    path = export(exports["mrpc"][0], base, "mrpc", warmup=False)  # --nowarmup
+    assert path == os.path.join(base, "mrpc", "8")
     assert sorted(os.listdir(os.path.join(base, "mrpc"))) == ["7", "8"]
     assert os.listdir(os.path.join(base, "mrpc", "8", "assets.extra")) == ["export_info.json"]
 

@@ -4,29 +4,14 @@ import json
 import random
 
 import pytest
-from conftest import WORDS
-
-TINY = {"embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
-        "num_attention_heads": 2, "intermediate_size": 64}
+from helpers import WORDS, write_pretrained_dir
 
 
 @pytest.fixture(scope="session")
 def pretrained_dir(tiny_vocab, tmp_path_factory):
-    """discriminator.weights.h5 + discriminator_config.json + pretraining_config.json."""
-    import keras
-
-    from electra_tf.config import EncoderConfig
-    from electra_tf.modeling import build_discriminator
-    from electra_tf.tokenization import load_vocab
-
-    out = tmp_path_factory.mktemp("pretrained")
-    keras.utils.set_random_seed(0)
-    config = EncoderConfig(vocab_size=len(load_vocab(tiny_vocab)), **TINY)
-    d = build_discriminator(config)
-    d.save_weights(str(out / "discriminator.weights.h5"))
-    (out / "discriminator_config.json").write_text(json.dumps(config.to_dict()))
-    (out / "pretraining_config.json").write_text(json.dumps({"run": {"vocab_file": tiny_vocab}}))
-    return str(out)
+    """discriminator.weights.h5 + discriminator_config.json + pretraining_config.json of
+    the tiny discriminator (helpers.TINY_MODEL), freshly initialized."""
+    return write_pretrained_dir(tmp_path_factory.mktemp("pretrained"), tiny_vocab)
 
 
 def toy_sentence(rng, positive):

@@ -1,36 +1,44 @@
-"""Fine-tuning through the CLI on a separable toy task; decay rates per variable."""
+"""Fine-tuning from run_finetuning's flags on separable toy tasks; decay rates per variable.
+
+The runs are run_finetuning's main in this process (helpers.finetune: its flags, its
+task, the TensorFlow trainer); the command line itself is checked once, by the
+error-path test below (and by the Ctrl-C test of test_finetuning_faults.py).
+"""
 
 import json
 import os
 
 import pytest
-from conftest import run_module
+from helpers import error_line, finetune, run_module
+
+from electra_tf.errors import ConfigError
 
 
-def test_cli_learns_toy_sst2_and_resumes(pretrained_dir, toy_sst2_dir, tmp_path):
+def test_flags_learn_toy_sst2_and_resume(pretrained_dir, toy_sst2_dir, tmp_path, capsys):
     args = ["--task_name=sst2", f"--init_checkpoint={pretrained_dir}",
             f"--data_dir={toy_sst2_dir}", f"--model_dir={tmp_path}/out", "--num_train_epochs=6",
             "--learning_rate=3e-3", "--train_batch_size=16", "--max_seq_length=16",
             "--save_checkpoints_steps=20", "--do_predict"]
-    proc = run_module("electra_tf.run_finetuning", *args)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    finetune(*args)
     results = json.load(open(tmp_path / "out" / "results.json"))
     assert results["epoch_6"]["dev"]["accuracy"] >= 0.9, results
     files = os.listdir(tmp_path / "out")
     assert "finetuned.weights.h5" in files and "SST-2.tsv" in files, files
     # Running again resumes at the end: nothing to do, same results.
-    again = run_module("electra_tf.run_finetuning", *args)
-    assert again.returncode == 0 and "resumed from" in again.stderr, again.stderr[-2000:]
+    capsys.readouterr()
+    _, again = finetune(*args)
+    assert "resumed from" in capsys.readouterr().err
+    assert again["epoch_6"] == results["epoch_6"]
 
 
 def test_layerwise_decay_rate_per_variable(pretrained_dir, tmp_path, toy_sst2_dir):
     from electra_tf.config import FinetuneRun, FinetuningConfig
     from electra_tf.finetuning.registry import get_task
-    from electra_tf.finetuning.trainer import Finetuning
+    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
 
     config = FinetuningConfig(task_name="sst2", layerwise_lr_decay=0.8, max_seq_length=16,
                               num_train_epochs=0.1)  # one step: the optimizer gets built
-    ft = Finetuning(get_task("sst2"), config,
+    ft = TensorFlowFinetuning(get_task("sst2"), config,
                     FinetuneRun(model_dir=str(tmp_path), data_dir=toy_sst2_dir,
                                 init_checkpoint=pretrained_dir, do_eval=False))
     ft.train()
@@ -51,18 +59,16 @@ def test_layerwise_decay_rate_per_variable(pretrained_dir, tmp_path, toy_sst2_di
 
 
 def test_checkpoint_of_another_size_is_a_clear_error(pretrained_dir, toy_sst2_dir, tmp_path):
-    proc = run_module("electra_tf.run_finetuning", "--task_name=sst2", "--model_size=base",
-                      f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_sst2_dir}",
-                      f"--model_dir={tmp_path}/o")
-    assert proc.returncode == 2 and "not --model_size=base" in proc.stderr, proc.stderr[-2000:]
+    with pytest.raises(ConfigError, match="not --model_size=base"):
+        finetune("--task_name=sst2", "--model_size=base", f"--init_checkpoint={pretrained_dir}",
+                 f"--data_dir={toy_sst2_dir}", f"--model_dir={tmp_path}/o")
+    assert not (tmp_path / "o").exists()
 
 
-def test_cli_learns_toy_ner(pretrained_dir, toy_ner_dir, tmp_path):
-    proc = run_module("electra_tf.run_finetuning", "--flagfile=configs/ner.flags",
-                      f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_ner_dir}",
-                      f"--model_dir={tmp_path}/out", "--num_train_epochs=6",
-                      "--learning_rate=3e-3", "--train_batch_size=16", "--max_seq_length=16")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def test_ner_flagfile_learns_toy_ner(pretrained_dir, toy_ner_dir, tmp_path):
+    finetune("--flagfile=configs/ner.flags", f"--init_checkpoint={pretrained_dir}",
+             f"--data_dir={toy_ner_dir}", f"--model_dir={tmp_path}/out", "--num_train_epochs=6",
+             "--learning_rate=3e-3", "--train_batch_size=16", "--max_seq_length=16")
     results = json.load(open(tmp_path / "out" / "results.json"))
     assert results["epoch_6"]["dev"]["f1"] >= 0.9, results
     config = json.load(open(tmp_path / "out" / "finetuning_config.json"))
@@ -80,18 +86,18 @@ def _squad_outputs(model_dir):
     return answers, null_odds, record
 
 
-def test_cli_learns_toy_squad_v2(pretrained_dir, toy_squad_dir, tmp_path):
+def test_squad_flagfile_learns_toy_squad_v2(pretrained_dir, toy_squad_dir, tmp_path, capsys):
     """The defaults: the joint head (trained on the gold starts, decoded with its beam)
     and the original's null rule with qa_na_threshold -2.75."""
     from electra_tf import artifacts
 
-    proc = run_module("electra_tf.run_finetuning", "--flagfile=configs/squad_v2.flags",
-                      f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_squad_dir}",
-                      f"--model_dir={tmp_path}/out", "--num_train_epochs=3",
-                      "--learning_rate=3e-3", "--train_batch_size=16", "--max_seq_length=24")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    finetune("--flagfile=configs/squad_v2.flags", f"--init_checkpoint={pretrained_dir}",
+             f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/out",
+             "--num_train_epochs=3", "--learning_rate=3e-3", "--train_batch_size=16",
+             "--max_seq_length=24")
     # the task warns when it gets an independent head's outputs: the joint head was built
-    assert "decoding start/end logits" not in proc.stderr, proc.stderr[-3000:]
+    err = capsys.readouterr().err
+    assert "decoding start/end logits" not in err, err[-3000:]
     results = json.load(open(tmp_path / "out" / "results.json"))
     assert results["epoch_3"]["dev"]["f1"] >= 90.0, results
     answers, null_odds, record = _squad_outputs(tmp_path / "out")
@@ -103,17 +109,16 @@ def test_cli_learns_toy_squad_v2(pretrained_dir, toy_squad_dir, tmp_path):
     assert model.head.span_head == "joint" and loaded.head_options["beam_size"] == 20
 
 
-def test_cli_squad_task_options_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path):
+def test_squad_task_flags_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path):
     """--joint_prediction, --beam_size and --qa_na_threshold are the task's, not only
     recorded: a threshold below every null odds answers nothing."""
     from electra_tf import artifacts
 
-    proc = run_module("electra_tf.run_finetuning", "--task_name=squad_v2",
-                      f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_squad_dir}",
-                      f"--model_dir={tmp_path}/out", "--num_train_epochs=1",
-                      "--learning_rate=3e-3", "--train_batch_size=16", "--max_seq_length=24",
-                      "--joint_prediction=false", "--beam_size=3", "--qa_na_threshold=-1e6")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    finetune("--task_name=squad_v2", f"--init_checkpoint={pretrained_dir}",
+             f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/out",
+             "--num_train_epochs=1", "--learning_rate=3e-3", "--train_batch_size=16",
+             "--max_seq_length=24", "--joint_prediction=false", "--beam_size=3",
+             "--qa_na_threshold=-1e6")
     answers, null_odds, record = _squad_outputs(tmp_path / "out")
     assert record["head_options"] == {"span_head": "independent", "beam_size": 3}
     assert set(answers.values()) == {""}, answers
@@ -122,12 +127,14 @@ def test_cli_squad_task_options_reach_the_task(pretrained_dir, toy_squad_dir, tm
 
 
 def test_cli_combined_null_rule_with_the_joint_head_is_one_line(tmp_path):
+    """The one command-line test of run_finetuning's error path: the task refuses the
+    options together (a ValueError), which main reports as one `error:` line, status 2."""
     proc = run_module("electra_tf.run_finetuning", "--task_name=squad_v2",
                       "--squad_null_rule=combined", f"--init_checkpoint={tmp_path}/none",
                       f"--data_dir={tmp_path}", f"--model_dir={tmp_path}/out")
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "joint_prediction" in proc.stderr.strip().splitlines()[-1], proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr
+    line = error_line(proc, "joint_prediction")
+    assert proc.stderr.strip().splitlines()[-1] == line, proc.stderr[-2000:]
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +142,7 @@ def toy_stsb_dir(tmp_path_factory):
     """STS-B layout; the score is 5 when both sentences hold 'replaced', else 0."""
     import random
 
-    from conftest import WORDS
+    from helpers import WORDS
 
     out = tmp_path_factory.mktemp("STS-B")
     rng = random.Random(3)
@@ -155,17 +162,16 @@ def toy_stsb_dir(tmp_path_factory):
     return str(out)
 
 
-def test_cli_stsb_double_unordered_flag_and_label_scale(pretrained_dir, toy_stsb_dir,
-                                                        tmp_path):
+def test_stsb_double_unordered_flag_and_label_scale(pretrained_dir, toy_stsb_dir, tmp_path,
+                                                    capsys):
     """--double_unordered=false reaches the task (96 train windows, not 192), and the
     folder records the 0..5 scale the export serves."""
-    proc = run_module("electra_tf.run_finetuning", "--flagfile=configs/glue_stsb.flags",
-                      f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_stsb_dir}",
-                      f"--model_dir={tmp_path}/out", "--num_train_epochs=1",
-                      "--learning_rate=3e-3", "--train_batch_size=16", "--max_seq_length=24",
-                      "--double_unordered=false")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "stsb: 96 train windows" in proc.stderr, proc.stderr[-3000:]
+    finetune("--flagfile=configs/glue_stsb.flags", f"--init_checkpoint={pretrained_dir}",
+             f"--data_dir={toy_stsb_dir}", f"--model_dir={tmp_path}/out",
+             "--num_train_epochs=1", "--learning_rate=3e-3", "--train_batch_size=16",
+             "--max_seq_length=24", "--double_unordered=false")
+    err = capsys.readouterr().err
+    assert "stsb: 96 train windows" in err, err[-3000:]
     record = json.load(open(tmp_path / "out" / "finetuning_config.json"))
     assert record["label_scale"] == [0.0, 5.0] and record["head_options"] == {}
     assert record["finetuning"]["double_unordered"] is False
@@ -182,13 +188,13 @@ def test_interrupted_and_resumed_equals_uninterrupted(pretrained_dir, toy_sst2_d
 
     from electra_tf.config import FinetuneRun, FinetuningConfig
     from electra_tf.finetuning.registry import get_task
-    from electra_tf.finetuning.trainer import Finetuning
+    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
 
     config = FinetuningConfig(task_name="sst2", max_seq_length=16, num_train_epochs=2,
                               train_batch_size=32, save_checkpoints_steps=4, seed=1)
 
     def make(name):
-        return Finetuning(get_task("sst2"), config, FinetuneRun(
+        return TensorFlowFinetuning(get_task("sst2"), config, FinetuneRun(
             model_dir=str(tmp_path / name), data_dir=toy_sst2_dir,
             init_checkpoint=pretrained_dir, do_eval=False))
 
@@ -208,10 +214,10 @@ def test_jit_and_bf16_fine_tuning_runs(pretrained_dir, toy_sst2_dir, tmp_path):
 
     from electra_tf.config import FinetuneRun, FinetuningConfig
     from electra_tf.finetuning.registry import get_task
-    from electra_tf.finetuning.trainer import Finetuning
+    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
 
     try:
-        ft = Finetuning(get_task("sst2"), FinetuningConfig(
+        ft = TensorFlowFinetuning(get_task("sst2"), FinetuningConfig(
             task_name="sst2", max_seq_length=16, num_train_epochs=1, learning_rate=3e-3),
             FinetuneRun(model_dir=str(tmp_path), data_dir=toy_sst2_dir,
                         init_checkpoint=pretrained_dir, jit_compile=True, mixed_precision="bf16"))

@@ -12,11 +12,11 @@ import os
 
 import numpy as np
 import pytest
-from conftest import run_module
+from helpers import error_line, run_module
 
 from electra_tf.errors import InputError
 from electra_tf.finetuning import base, glue
-from electra_tf.tokenization import Tokenizer
+from electra_tf.text.tokenizer import Tokenizer
 
 MNLI_COLS = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
              "sentence1_parse\tsentence2_parse\tsentence1\tsentence2")
@@ -275,27 +275,29 @@ def test_stsb_pearson_keeps_the_gold_scores_in_float64(tmp_path):
     assert got["spearman"] == 0.0  # ranks (1, 2, 3) and (1.5, 3, 1.5): no covariance
 
 
-def test_eval_glue_cli_scores_a_submission_file(glue_dir, tmp_path):
+def test_eval_glue_scores_a_submission_file(glue_dir, tmp_path):
+    """What eval_glue's main prints (as JSON), in this process."""
     task = glue.get_task("mrpc")
     examples = task.read(glue_dir, "dev")  # gold 1, 0, 1
     preds = np.array([1, 1, 0])
     path = str(tmp_path / "MRPC.tsv")
     task.write_predictions(preds, examples, path)
     dev_file = os.path.join(glue_dir, "MRPC", "dev.tsv")
-    out = run_module("electra_tf.eval_glue", "--task=mrpc", f"--predictions={path}",
-                     f"--dev_file={dev_file}", timeout=120)
-    assert out.returncode == 0, out.stderr
-    scores = json.loads(out.stdout)
+    scores = json.loads(json.dumps(glue.evaluate_submission("mrpc", path, dev_file)))
     assert scores == pytest.approx({"f1": 0.5, "accuracy": 1 / 3})
     assert list(scores) == ["f1", "accuracy"]
 
+
+def test_eval_glue_cli_bad_submission_is_one_line(glue_dir, tmp_path):
+    """The one command-line test of eval_glue: `error: file:line: ...`, status 2."""
+    dev_file = os.path.join(glue_dir, "MRPC", "dev.tsv")
     bad = _write(tmp_path, "bad.tsv", "index\tprediction\n0\t1\n1\tyes\n2\t0\n")
     out = run_module("electra_tf.eval_glue", "--task=mrpc", f"--predictions={bad}",
                      f"--dev_file={dev_file}", timeout=120)
-    assert out.returncode == 2
+    line = error_line(out, f"error: {bad}:3: prediction 'yes' is not one of 0, 1")
     # The last line (TF may log its CUDA probe before it).
-    assert out.stderr.strip().splitlines()[-1] == (
-        f"error: {bad}:3: prediction 'yes' is not one of 0, 1")
+    assert out.stderr.strip().splitlines()[-1] == line
+    assert out.stdout == ""
 
 
 # === Bad input: each error names the file and line ===

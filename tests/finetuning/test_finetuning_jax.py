@@ -1,4 +1,4 @@
-"""The JAX backend's fine-tuning loop (finetuning/jax_trainer.py), on CPU.
+"""The JAX backend's fine-tuning loop (training/backends/jax.py), on CPU.
 
 Each JAX run is a subprocess with KERAS_BACKEND=jax (the backend is fixed per
 process; this one runs Keras on TensorFlow). Skipped where jax is not
@@ -14,9 +14,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import REPO
-
-from tests.finetuning.conftest import TINY
+from helpers import REPO, tiny_encoder_config, write_pretrained_dir
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                 reason="jax is not installed (pip install 'jax[cpu]')")
@@ -46,20 +44,12 @@ def last_json(proc: subprocess.CompletedProcess):
 def no_dropout_dir(tiny_vocab, tmp_path_factory):
     """A pre-training folder whose discriminator (and so the task head) has no dropout,
     so that a training step is deterministic on both backends."""
-    import keras
+    from electra_tf.text.vocab import load_vocab
 
-    from electra_tf.config import EncoderConfig
-    from electra_tf.modeling import build_discriminator
-    from electra_tf.tokenization import load_vocab
-
-    out = tmp_path_factory.mktemp("pretrained_no_dropout")
-    keras.utils.set_random_seed(0)
-    config = EncoderConfig(vocab_size=len(load_vocab(tiny_vocab)), hidden_dropout_prob=0.0,
-                           attention_probs_dropout_prob=0.0, **TINY)
-    build_discriminator(config).save_weights(str(out / "discriminator.weights.h5"))
-    (out / "discriminator_config.json").write_text(json.dumps(config.to_dict()))
-    (out / "pretraining_config.json").write_text(json.dumps({"run": {"vocab_file": tiny_vocab}}))
-    return str(out)
+    config = tiny_encoder_config(len(load_vocab(tiny_vocab)), hidden_dropout_prob=0.0,
+                                 attention_probs_dropout_prob=0.0)
+    return write_pretrained_dir(tmp_path_factory.mktemp("pretrained_no_dropout"), tiny_vocab,
+                                config)
 
 
 # Both sides build the trainer from one JSON spec: {"task", "config", "run"}.
@@ -78,24 +68,31 @@ def make_trainer(s, **run):
 
     config, run = FinetuningConfig(**s["config"]), FinetuneRun(**{**s["run"], **run})
     if keras.backend.backend() == "jax":
-        from electra_tf.finetuning.jax_trainer import JaxFinetuning
+        from electra_tf.training.backends.jax import JaxFinetuning
 
         return JaxFinetuning(get_task(s["task"]), config, run)
-    from electra_tf.finetuning.trainer import Finetuning
+    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
 
-    return Finetuning(get_task(s["task"]), config, run)
+    return TensorFlowFinetuning(get_task(s["task"]), config, run)
 
 
 # One JAX process does every run the tests below check (a process start costs
-# seconds): the parity runs, a straight and a stopped-then-resumed run, and a
-# resume attempt on a folder of TF checkpoints.
+# seconds): the parity runs, a straight and a stopped-then-resumed run, a
+# resume attempt on a folder of TF checkpoints, and a run the backend refuses.
 JAX_RUNS = """
-import json, sys
+import json, os, sys
 import numpy as np
-from electra_tf import artifacts, jax_runtime
-from electra_tf.errors import InputError
+from electra_tf import artifacts
+from electra_tf.training.checkpoints import NpzCheckpoints
+from electra_tf.errors import ConfigError, InputError
 from tests.finetuning.test_finetuning_jax import make_trainer
-parity_specs, (a, b, tf_dir) = json.loads(sys.argv[1])
+parity_specs, (a, b, tf_dir), refused_spec = json.loads(sys.argv[1])
+try:  # before anything is built or written
+    make_trainer(refused_spec, strategy="multi_worker")
+    refused = ""
+except ConfigError as e:
+    refused = str(e)
+refused_wrote = os.path.exists(refused_spec["run"]["model_dir"])
 parity = []
 for s in parity_specs:  # the initial weights are saved for the TF side to load
     ft = make_trainer(s)
@@ -110,8 +107,8 @@ resumed = make_trainer(b)
 resumed_results = resumed.train()
 logits = straight.predict(straight.features("dev")[1])["logits"]
 try:  # the trainer's checkpoints, on a folder of tf.train ones
-    jax_runtime.Checkpoints(straight.model, straight.optimizer, artifacts.checkpoint_dir(
-        tf_dir["run"]["model_dir"]), 2, 4).restore()
+    NpzCheckpoints(straight.model, straight.optimizer, artifacts.checkpoint_dir(
+        tf_dir["run"]["model_dir"]), 2).restore()
     error = ""
 except InputError as e:
     error = str(e)
@@ -119,7 +116,7 @@ print(json.dumps({"parity": parity, "results": results, "resumed_results": resum
                   "steps": [straight.step, resumed.step], "logits": logits.tolist(),
                   "weights": [np.asarray(v.value).tolist() for v in straight.model.weights],
                   "resumed": [np.asarray(v.value).tolist() for v in resumed.model.weights],
-                  "error": error}))
+                  "error": error, "refused": refused, "refused_wrote": refused_wrote}))
 """
 
 
@@ -144,7 +141,8 @@ def jax_runs(no_dropout_dir, pretrained_dir, toy_sst2_dir, toy_ner_dir, tmp_path
     parity = [parity_spec("sst2", tmp, toy_sst2_dir, no_dropout_dir),
               parity_spec("ner", tmp, toy_ner_dir, no_dropout_dir)]
     runs = [sst2_spec(tmp, name, toy_sst2_dir, pretrained_dir) for name in ("a", "b", "tf")]
-    out = last_json(run_jax(JAX_RUNS, json.dumps([parity, runs])))
+    refused = spec("sst2", tmp / "refused", toy_sst2_dir, pretrained_dir)
+    out = last_json(run_jax(JAX_RUNS, json.dumps([parity, runs, refused])))
     return {"tmp": tmp, "parity_specs": parity, "specs": runs, **out}
 
 
@@ -174,7 +172,7 @@ def test_jax_run_resumes_exactly(jax_runs):
 def test_jax_folder_loads_in_the_tf_export_with_the_jax_predictions(jax_runs, toy_sst2_dir):
     from electra_tf import artifacts
     from electra_tf.finetuning.registry import get_task
-    from electra_tf.tokenization import Tokenizer
+    from electra_tf.text.tokenizer import Tokenizer
     from export.export_saved_model import load_spec
 
     folder = str(jax_runs["tmp"] / "a")
@@ -204,16 +202,12 @@ def test_neither_backend_resumes_the_others_checkpoints(jax_runs):
         make_trainer(jax_runs["specs"][1]).train()
 
 
-def test_jax_cli_refuses_what_it_cannot_run_in_one_line(pretrained_dir, toy_sst2_dir,
-                                                         tmp_path):
-    proc = run_jax("electra_tf.run_finetuning", "--task_name=sst2", "--strategy=multi_worker",
-                   f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_sst2_dir}",
-                   f"--model_dir={tmp_path}/out", module=True)
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert proc.stderr.strip().splitlines()[-1] == (
-        "error: --strategy=multi_worker is not available on the JAX backend (it uses every "
-        "local device; multi-host is not supported yet)"), proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr and not os.path.exists(tmp_path / "out")
+def test_jax_trainer_refuses_what_it_cannot_run(jax_runs):
+    """A ConfigError (the CLI's one `error:` line), before anything is written."""
+    assert jax_runs["refused"] == (
+        "--strategy=multi_worker is not available on the JAX backend (it uses every "
+        "local device; for multi-host, see --jax_coordinator_address)")
+    assert not jax_runs["refused_wrote"]
 
 
 @pytest.mark.slow

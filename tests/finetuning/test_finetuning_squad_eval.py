@@ -5,7 +5,7 @@ import json
 import random
 
 import pytest
-from conftest import WORDS, run_module
+from helpers import WORDS, run_module
 from official.nlp.tools import squad_evaluate_v1_1, squad_evaluate_v2_0
 
 
@@ -120,14 +120,15 @@ def test_v2_best_threshold_ties_keep_the_null_odds_file_order(tmp_path):
     assert not any(k.startswith(("best_", "final_", "pr_")) for k in without)
 
 
-def test_cli_prints_the_official_json(tmp_path):
+def test_the_files_score_as_the_official_json(tmp_path):
+    """What eval_squad's main prints (as one JSON line), in this process."""
+    from electra_tf.finetuning.squad_eval import evaluate_files
+
     dataset = random_squad(True, seed=5)
     preds, odds = random_predictions(dataset, seed=6)
     data, pred_file, odds_file = _files(tmp_path, dataset, preds, odds)
-    rc, out, err = _run("--version=2.0", f"--data_file={data}", f"--predictions={pred_file}",
-                        f"--null_odds={odds_file}")
-    assert rc == 0, err
-    assert json.loads(out) == official_v2(dataset, preds, odds) and out.count("\n") == 1
+    out = json.dumps(evaluate_files("2.0", data, pred_file, odds_file))
+    assert json.loads(out) == official_v2(dataset, preds, odds)
 
 
 def test_official_evaluate_without_null_odds_and_extra_ids():
@@ -172,6 +173,7 @@ def test_bad_files_are_clear(tmp_path):
 
 
 def test_cli_error_exits_2_with_one_line(tmp_path):
+    """The one command-line test of eval_squad."""
     data, pred_file, _ = _files(tmp_path, random_squad(True), {"q0": 1})
     rc, out, err = _run("--version=2.0", f"--data_file={data}", f"--predictions={pred_file}")
     # TensorFlow may log a line before it (cli imports it); ours is the last, no traceback.

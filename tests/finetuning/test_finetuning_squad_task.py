@@ -5,7 +5,7 @@ import unicodedata
 
 import numpy as np
 import pytest
-from conftest import WORDS, decode, tiny_vocab_tokens, write_vocab
+from helpers import WORDS, decode, tiny_vocab_tokens, write_vocab
 
 from electra_tf.finetuning import base
 from electra_tf.finetuning.squad import (
@@ -14,7 +14,7 @@ from electra_tf.finetuning.squad import (
     sibling_path,
     tokenize_with_char_offsets,
 )
-from electra_tf.tokenization import Tokenizer
+from electra_tf.text.tokenizer import Tokenizer
 
 L = 32  # max_seq_length: 4 question tokens leave 25 context tokens per window
 STRIDE = 8
@@ -261,7 +261,8 @@ def test_the_default_null_rule_is_the_originals(setup):
     q-accent's windows have answerable logit 3.0 (odds -3.0 <= -2.75: answered),
     q-space's 2.5 (odds -2.5 > -2.75: ""). The combined rule with threshold 0 answers
     both: odds = 0 + 0 - 0.5 x logit - 10 < 0."""
-    from electra_tf.config import ConfigError, FinetuningConfig
+    from electra_tf.config import FinetuningConfig
+    from electra_tf.errors import ConfigError
     from electra_tf.finetuning import registry
 
     task, examples, feats, _ = setup

@@ -6,13 +6,13 @@ import random
 
 import numpy as np
 import pytest
-from conftest import tiny_vocab_tokens, write_vocab
+from helpers import tiny_vocab_tokens, write_vocab
 from seqeval import metrics as sm
 from seqeval.scheme import IOBES
 
-from electra_tf.finetuning.base import TaskDataError
+from electra_tf.errors import TaskDataError
 from electra_tf.finetuning.tagging import TaggingExample, TaggingTask, _windows
-from electra_tf.tokenization import Tokenizer
+from electra_tf.text.tokenizer import Tokenizer
 
 # "Café" -> cafe (accent stripped); "hellos" -> hello ##s; "EU" -> e ##u;
 # "Blackburn" -> 9 pieces; U+0301 alone tokenizes to nothing -> [UNK].

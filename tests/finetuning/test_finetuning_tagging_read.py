@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from electra_tf.finetuning.base import TaskDataError
+from electra_tf.errors import TaskDataError
 from electra_tf.finetuning.tagging import TaggingTask
 
 CONLL03_TRAIN = """\

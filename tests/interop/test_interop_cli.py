@@ -1,4 +1,9 @@
-"""`python -m electra_tf.convert` end to end, and pre-training continued from an import."""
+"""`python -m electra_tf.convert` end to end, and pre-training continued from an import.
+
+The command line runs once, on the error path; the import itself, the export of
+the converted folder and the continued pre-training run in this process (the
+calls convert's and export_saved_model's mains make).
+"""
 
 import dataclasses
 import json
@@ -6,7 +11,7 @@ import os
 import shutil
 
 import numpy as np
-from conftest import run_module  # tests/conftest.py, as tests/test_demo.py does
+from helpers import error_line, run_module
 
 
 def _run(*args):
@@ -16,8 +21,8 @@ def _run(*args):
 def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab, tiny_corpus):
     from electra_tf.config import PretrainingConfig, RunConfig
     from electra_tf.data.builder import BuildOptions, build_pretraining_data
-    from electra_tf.tokenization import load_vocab
-    from electra_tf.training import Pretraining
+    from electra_tf.text.tokenizer import load_vocab
+    from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
     vocab_size = len(load_vocab(tiny_vocab))
     weights = h.original_weights(seed=7, vocab=vocab_size)
@@ -28,23 +33,25 @@ def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab, tiny_corpus)
     overrides = json.dumps(h.TINY_OVERRIDES)
     # A wrong size: exit status 2 and one line naming the variable.
     bad = _run("--from=tf1", f"--checkpoint={prefix}", "--model_size=base", f"--output={out}")
-    assert bad.returncode == 2, bad.stderr
-    assert "not --model_size=base" in bad.stderr
-    assert "electra/encoder/layer_0/attention/self/query/kernel" in bad.stderr
-    ok = _run("--from=tf1", f"--checkpoint={tmp_path / 'electra_tiny'}", "--model_size=small",
-              f"--model_hparam_overrides={overrides}", f"--output={out}")
-    assert ok.returncode == 0, ok.stderr
-    assert "--generator_hidden_size=0.75" in ok.stderr
+    error_line(bad, "not --model_size=base", "electra/encoder/layer_0/attention/self/query/kernel")
+    assert not out.exists()
+    # --from=tf1 --checkpoint=DIR --model_size=small --model_hparam_overrides=... --output=OUT
+    from electra_tf.interop import tf1
+
+    report = tf1.import_checkpoint(str(tmp_path / "electra_tiny"), "small", str(out),
+                                   json.loads(overrides), True)
+    assert "--generator_hidden_size=0.75" in report["resume_flags"]
     from electra_tf.artifacts import load_discriminator
 
     _, recorded_vocab = load_discriminator(str(out))
     assert recorded_vocab == str(out / "vocab.txt") and os.path.exists(recorded_vocab)
 
     # The TF Serving export accepts the converted folder too.
-    exported = run_module("export.export_saved_model", "--task=rtd", f"--checkpoint={out}",
-                          f"--model_base={tmp_path / 'serving'}", "--model_name=rtd",
-                          "--max_seq_length=32")
-    assert exported.returncode == 0, exported.stderr[-2000:]
+    from export.export_saved_model import export, load_spec
+
+    exported = export(load_spec("rtd", str(out), max_seq_length=32), str(tmp_path / "serving"),
+                      "rtd")
+    assert exported == str(tmp_path / "serving" / "rtd" / "1")
     assert (tmp_path / "serving" / "rtd" / "1" / "saved_model.pb").exists()
 
     # run_pretraining on the converted model_dir continues from the imported weights.
@@ -57,7 +64,7 @@ def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab, tiny_corpus)
                                  num_train_steps=1, num_warmup_steps=0, iterations_per_loop=1)
     run = RunConfig(model_dir=str(out), train_data=f"{records}/*.tfrecord*",
                     vocab_file=tiny_vocab)
-    trainer = Pretraining(config, run)
+    trainer = TensorFlowPretraining(config, run)
     assert trainer.restore() == 0
     table = trainer.model.discriminator.encoder.embeddings.word_embeddings.embeddings
     np.testing.assert_array_equal(table.numpy(), weights["electra/embeddings/word_embeddings"])

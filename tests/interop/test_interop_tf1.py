@@ -5,7 +5,6 @@ import os
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from electra_tf import artifacts
 from electra_tf.artifacts import load_discriminator
@@ -82,23 +81,23 @@ def _maybe_check_transformers_tf_loader(h, tmp_path, weights, inputs, d, untied)
 
 
 def test_interop_tf1_resume_checkpoint_restores_into_pretraining(h, tmp_path):
+    from electra_tf.modeling.pretrainer import ElectraPretrainer
     from electra_tf.optimization import create_optimizer
-    from electra_tf.pretrainer import ElectraPretrainer
-    from electra_tf.runtime import variable_checkpoint
+    from electra_tf.training.checkpoints import TensorFlowCheckpoints
 
     weights = h.original_weights(seed=2)
     _, out, _ = _convert(h, tmp_path, weights)
     with open(os.path.join(out, "pretraining_config.json")) as f:
         config = PretrainingConfig.from_dict(json.load(f)["pretraining"])
     assert config.generator_hidden_size == 0.75 and not config.untied_generator_embeddings
-    # What Pretraining.restore() does: build model and optimizer, restore, assert_consumed.
+    # What a resumed run does: build model and optimizer, restore every variable.
     model = ElectraPretrainer(config)
     model.build_with_dummy_batch()
     optimizer = create_optimizer(config.learning_rate, config.num_train_steps,
                                  config.num_warmup_steps, clip_norm=None)
     optimizer.build(model.trainable_variables)
-    ckpt = variable_checkpoint(model, optimizer)
-    ckpt.restore(tf.train.latest_checkpoint(os.path.join(out, "checkpoints"))).assert_consumed()
+    assert TensorFlowCheckpoints(model, optimizer, os.path.join(out, "checkpoints"),
+                                 max_to_keep=1).restore()  # every variable, checked
     enc = model.discriminator.encoder
     np.testing.assert_array_equal(enc.embeddings.word_embeddings.embeddings.numpy(),
                                   weights["electra/embeddings/word_embeddings"])

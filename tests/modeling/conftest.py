@@ -3,23 +3,23 @@
 import keras
 import numpy as np
 import pytest
+from helpers import TINY_MODEL
 
 from electra_tf.config import EncoderConfig, PretrainingConfig
 
-VOCAB, HIDDEN, EMBED, LAYERS, SEQ, BATCH = 32, 16, 8, 2, 16, 2
+VOCAB, SEQ, BATCH = 32, 16, 2
+HIDDEN, EMBED, LAYERS = (TINY_MODEL[k] for k in ("hidden_size", "embedding_size",
+                                                  "num_hidden_layers"))
 
 
 def tiny_encoder_config(**overrides) -> EncoderConfig:
-    values = {"vocab_size": VOCAB, "embedding_size": EMBED, "hidden_size": HIDDEN,
-              "num_hidden_layers": LAYERS, "num_attention_heads": 2, "intermediate_size": 32,
-              "max_position_embeddings": SEQ}
+    values = {"vocab_size": VOCAB, **TINY_MODEL, "max_position_embeddings": SEQ}
     values.update(overrides)
     return EncoderConfig(**values).validate()
 
 
 def tiny_pretraining_config(**overrides) -> PretrainingConfig:
-    hparams = {"embedding_size": EMBED, "hidden_size": HIDDEN, "num_hidden_layers": LAYERS,
-               "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": SEQ}
+    hparams = {**TINY_MODEL, "max_position_embeddings": SEQ}
     values = {"model_size": "tiny", "vocab_size": VOCAB, "max_seq_length": SEQ,
               "model_hparam_overrides": hparams, "generator_hidden_size": 0.5}
     values.update(overrides)

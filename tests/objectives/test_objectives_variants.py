@@ -80,7 +80,7 @@ def test_bert_masks_as_the_original_unless_asked_for_80_10_10():
         return MaskingConfig(0.15, 19, 103, 101, 102, 30522, **objective.masking)
 
     # The original's pretrain_helpers.mask: 85% [MASK], 15% kept, for BERT too.
-    for overrides in ({"objective": "bert_mlm"}, {"electra_objective": False}, {}):
+    for overrides in ({"objective": "bert_mlm"}, {}):
         m = masking(**overrides)
         assert (m.mask_token_prob, m.random_token_prob) == (0.85, 0.0), overrides
     m = masking(objective="bert_mlm", bert_80_10_10=True)

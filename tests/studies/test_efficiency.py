@@ -1,14 +1,18 @@
-"""The efficiency study: its corpus, its probes, its report, and (slow) the whole runner."""
+"""The efficiency study (studies/efficiency/): its corpus, its probes, its report,
+and (slow) the whole study end to end."""
 
 import csv
+import importlib.util
 import json
+import math
 import os
+import sys
 
 import pytest
 from conftest import make_corpus, run_module
 
-from electra_tf.experiments import install_corpus, probes, report
-from electra_tf.experiments.efficiency import build_probe, parse_pretraining_log
+from studies.efficiency import install_corpus, probes, report
+from studies.efficiency.run import parse_pretraining_log
 
 
 def _rows(path):
@@ -19,7 +23,7 @@ def _rows(path):
 def test_probe_pairs_come_from_held_out_documents(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(make_corpus(200, seed=3, max_lines=6), encoding="utf-8")
-    counts = build_probe(str(corpus), str(tmp_path / "probe"), seed=0)
+    counts = probes.build_probe(str(corpus), str(tmp_path / "probe"), seed=0)
     assert counts["train"] > 20 and counts["dev"] > 5
     from electra_tf.data.builder import iter_documents
 
@@ -104,12 +108,17 @@ def test_install_corpus_reads_docs_and_docstrings_drops_code_licences_and_duplic
 
 
 def test_pretraining_log_parses_into_a_curve_and_the_final_eval():
-    text = ("[pretrain] step 10/20 | loss 28.4576 (mlm 7.975 disc 0.4096) | mlm_acc 0.062\n"
-            "[pretrain] step 20/20 | loss 7.7141 (mlm 7.714 disc nan) | mlm_acc 0.056\n"
-            "[pretrain] eval at step 20: disc_auc 0.6120, masked_lm_accuracy 0.1000\n")
+    text = ("[pretrain] step 10/30 | loss 28.4576 (mlm 7.975 disc 0.4096) | mlm_acc 0.062\n"
+            "[pretrain] step 20/30 | loss 7.7141 (mlm 7.714) | mlm_acc 0.056 | lr 1e-4\n"
+            "[pretrain] step 30/30 | loss 0.4101 | disc_auc 0.700 | lr 0.00e+00\n"
+            "[pretrain] eval at step 30: disc_auc 0.6120, masked_lm_accuracy 0.1000\n")
     curve, final = parse_pretraining_log(text)
-    assert [c["step"] for c in curve] == [10, 20]
-    assert curve[0]["loss"] == pytest.approx(28.4576) and curve[1]["disc_loss"] != curve[1]["disc_loss"]
+    assert [c["step"] for c in curve] == [10, 20, 30]
+    assert curve[0]["loss"] == pytest.approx(28.4576)
+    assert curve[0]["disc_loss"] == pytest.approx(0.4096)
+    assert curve[1]["mlm_loss"] == pytest.approx(7.714)
+    assert math.isnan(curve[1]["disc_loss"])  # BERT-MLM: no discriminator
+    assert curve[2]["loss"] == pytest.approx(0.4101) and math.isnan(curve[2]["mlm_loss"])
     assert final == {"disc_auc": pytest.approx(0.612), "masked_lm_accuracy": pytest.approx(0.1)}
 
 
@@ -133,12 +142,29 @@ def test_report_has_one_row_per_objective_seed_probe_and_mean_with_spread(tmp_pa
     md = (tmp_path / "results.md").read_text()
     assert "| electra | 0.720 ± 0.020 | 0.720 ± 0.020 | 0.720 ± 0.020 |" in md
     assert "+0.110" in md and "beyond" in md
-    assert os.path.getsize(tmp_path / "results.png") > 0
+    if importlib.util.find_spec("matplotlib"):  # the plot alone needs it (extra "studies")
+        assert os.path.getsize(tmp_path / "results.png") > 0
+
+
+def test_report_without_matplotlib_writes_the_table_and_says_why_there_is_no_plot(
+        tmp_path, monkeypatch, capsys):
+    (tmp_path / "runs").mkdir()
+    run = {"study": "cpu", "objective": "electra", "seed": 0, "status": "ok", "curve": [],
+           "probes": {"order": {"accuracy": 0.6, "dev_size": 10, "train_size": 10,
+                                "majority_baseline": 0.5, "seconds": 1.0}}}
+    (tmp_path / "runs" / "electra_s0.json").write_text(json.dumps(run))
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    metas = {"order": {"train_size": 10, "dev_size": 10, "majority_baseline": 0.5}}
+    report.write_report(str(tmp_path), metas, ["# test"], "test")
+    assert (tmp_path / "results.md").exists() and (tmp_path / "results.csv").exists()
+    assert not (tmp_path / "results.png").exists()
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "matplotlib" in ln]
+    assert len(lines) == 1 and ".[studies]" in lines[0]
 
 
 @pytest.mark.slow
 def test_cpu_study_end_to_end(tmp_path):
-    proc = run_module("electra_tf.experiments.efficiency", "--study=cpu", "--budget_steps=4",
+    proc = run_module("studies.efficiency.run", "--study=cpu", "--budget_steps=4",
                       "--objectives=electra,random_init", "--probes=order", "--seeds=0",
                       "--probe_epochs=1", f"--data_dir={tmp_path}/data",
                       f"--output_dir={tmp_path}/out", timeout=1800)
@@ -151,7 +177,7 @@ def test_cpu_study_end_to_end(tmp_path):
 def test_gpu_study_wiring_at_toy_scale(tmp_path):
     """The gpu study end to end on CPU: install corpus, records, JAX pre-training in
     a subprocess, the probes, the report."""
-    proc = run_module("electra_tf.experiments.efficiency", "--study=gpu", "--toy",
+    proc = run_module("studies.efficiency.run", "--study=gpu", "--toy",
                       "--seeds=0,1", "--objectives=electra,bert_mlm,random_init",
                       f"--output_dir={tmp_path}/out", timeout=1800)
     records = {}

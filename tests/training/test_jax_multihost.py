@@ -8,34 +8,24 @@ is not installed.
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-from conftest import REPO
+from helpers import REPO, TINY_NO_DROPOUT, free_port
 
 from tests.training.test_jax_no_tf import h5_arrays, pretraining_flags
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                 reason="jax is not installed (pip install 'jax[cpu]')")
 
-NO_DROPOUT = json.dumps({"embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2,
-                         "num_attention_heads": 2, "intermediate_size": 32,
-                         "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def start(records, model_dir, *extra: str) -> subprocess.Popen:
     env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=REPO, JAX_PLATFORMS="cpu",
                TF_CPP_MIN_LOG_LEVEL="2")
-    args = [*pretraining_flags(records, model_dir), f"--model_hparam_overrides={NO_DROPOUT}",
+    args = [*pretraining_flags(records, model_dir),
+            f"--model_hparam_overrides={json.dumps(TINY_NO_DROPOUT)}",
             "--jax_input_pipeline=numpy", *extra]
     return subprocess.Popen([sys.executable, "-m", "electra_tf.run_pretraining", *args],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -80,12 +70,16 @@ def test_two_processes_train_as_one_with_the_same_global_batch(tiny_records, tmp
 
 
 def test_multihost_settings_are_checked_before_jax_starts():
-    from electra_tf.config import ConfigError
-    from electra_tf.jax_training import start_multihost
+    from electra_tf.config import RuntimeOptions
+    from electra_tf.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="needs --jax_coordinator_address"):
-        start_multihost("", 2, 0)
-    with pytest.raises(ConfigError, match="needs --jax_coordinator_address"):
-        start_multihost("127.0.0.1:1", 1, 0)
-    with pytest.raises(ConfigError, match=r"--jax_process_id=2 is not in \[0, "):
-        start_multihost("127.0.0.1:1", 2, 2)
+    def options(address, n, i):
+        return RuntimeOptions(jax_coordinator_address=address, jax_num_processes=n,
+                              jax_process_id=i).validate()
+
+    with pytest.raises(ConfigError, match="needs both jax_coordinator_address"):
+        options("", 2, 0)
+    with pytest.raises(ConfigError, match="needs both jax_coordinator_address"):
+        options("127.0.0.1:1", 1, 0)
+    with pytest.raises(ConfigError, match=r"jax_process_id=2 is not in \[0, "):
+        options("127.0.0.1:1", 2, 2)

@@ -17,9 +17,8 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import REPO
-
-from tests.training.conftest import TINY_MODEL, L
+from helpers import RECORDS_SEQ as L
+from helpers import REPO, TINY_MODEL
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                 reason="jax is not installed (pip install 'jax[cpu]')")
@@ -56,12 +55,12 @@ runpy.run_module("electra_tf.run_pretraining", run_name="__main__", alter_sys=Tr
 
 STOP_AT = NO_TF + """
 from electra_tf import flags as flags_lib
-from electra_tf.jax_training import JaxPretraining
+from electra_tf.training.backends.jax import JaxPretraining
 from absl import flags
 flags_lib.define_pretraining_flags()
 flags.FLAGS(["stop_at", *sys.argv[2:]])
 config, run = flags_lib.pretraining_configs()
-JaxPretraining(config, run, "numpy").train(stop_at_step=int(sys.argv[1]))
+JaxPretraining(config, run).train(stop_at_step=int(sys.argv[1]))
 """
 
 
@@ -76,7 +75,7 @@ def run_without_tf(script: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def pretraining_flags(records, model_dir) -> list[str]:
-    from electra_tf.tokenization import load_vocab
+    from electra_tf.text.tokenizer import load_vocab
 
     return [f"--model_dir={model_dir}", f"--train_data={records['train']}",
             f"--eval_data={records['eval']}", f"--vocab_file={records['vocab']}",
@@ -162,7 +161,7 @@ def test_a_run_without_tensorflow_resumes_exactly(straight_run, tiny_records, tm
     model_dir, _ = straight_run
     resumed = tmp_path / "resumed"
     flags = pretraining_flags(tiny_records, resumed)
-    run_without_tf(STOP_AT, "3", *flags)  # a process that stops at step 3, as a preempted job
+    run_without_tf(STOP_AT, "3", "--jax_input_pipeline=numpy", *flags)  # a process that stops at step 3, as a preempted job
     assert sorted(os.listdir(resumed / "checkpoints")) == ["jax-ckpt-3.npz"]
     assert not (resumed / "discriminator.weights.h5").exists()
     proc = run_without_tf(CLI, "--jax_input_pipeline=numpy", *flags)  # a new process resumes
@@ -178,14 +177,14 @@ def test_a_run_without_tensorflow_resumes_exactly(straight_run, tiny_records, tm
 
 def test_without_the_tensorboard_package_summaries_are_skipped_with_one_warning(
         tmp_path, monkeypatch, capsys):
-    from electra_tf import runtime
+    from electra_tf.training import summaries
 
     monkeypatch.setitem(sys.modules, "tensorboard.summary.writer.record_writer", None)
-    runtime._warn_once.cache_clear()
-    writers = [runtime.summary_writer(str(tmp_path / name), tensorflow=False)
+    summaries._warn_once.cache_clear()
+    writers = [summaries.summary_writer(str(tmp_path / name), tensorflow=False)
                for name in ("train", "eval")]
     assert writers == [None, None]
-    runtime.write_scalars(writers[0], 1, {"loss": 1.0})  # nothing to write, no error
+    summaries.write_scalars(writers[0], 1, {"loss": 1.0})  # nothing to write, no error
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert len(warnings) == 1 and "pip install tensorboard" in warnings[0], warnings
     assert not os.listdir(tmp_path)

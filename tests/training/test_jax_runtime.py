@@ -13,18 +13,17 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import REPO
-
-from tests.training.conftest import TINY_MODEL, L
+from helpers import RECORDS_SEQ as L
+from helpers import REPO, TINY_MODEL, TINY_NO_DROPOUT
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                 reason="jax is not installed (pip install 'jax[cpu]')")
 
-NO_DROPOUT = {**TINY_MODEL, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
-
 
 def run_python(script: str, backend: str, *args, devices: int = 1) -> str:
-    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2",
+    # tests/ on the path too: scripts import the functions below from this module.
+    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests")]),
                XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=600)
@@ -33,7 +32,7 @@ def run_python(script: str, backend: str, *args, devices: int = 1) -> str:
 
 
 def config_json(tiny_records, model_dir, **overrides) -> str:
-    from electra_tf.tokenization import load_vocab
+    from electra_tf.text.tokenizer import load_vocab
 
     config = dict(model_size="tiny", model_hparam_overrides=TINY_MODEL,
                   vocab_size=len(load_vocab(tiny_records["vocab"])), max_seq_length=L,
@@ -46,28 +45,40 @@ def config_json(tiny_records, model_dir, **overrides) -> str:
                     eval_data=tiny_records["eval"], vocab_file=tiny_records["vocab"])})
 
 
+# Trains runs one after the other in one JAX process (a process start costs seconds):
+# each run is (spec, stops), a fresh trainer per stop, as a restarted process.
 TRAIN = """
     import json, sys
     from electra_tf.config import PretrainingConfig, RunConfig
-    from electra_tf.jax_training import JaxPretraining
-    spec = json.loads(sys.argv[1])
-    config, run = PretrainingConfig(**spec["config"]), RunConfig(**spec["run"])
-    for stop in json.loads(sys.argv[2]):  # each a fresh trainer, as a restarted process
-        t = JaxPretraining(config, run, input_pipeline=sys.argv[3])
-        final = t.train(stop_at_step=stop)
-    weights = [v.numpy().tolist() for v in t.model.trainable_variables]
-    print(json.dumps({"final": final, "step": t.step, "weights": weights}))
+    from electra_tf.training.backends.jax import JaxPretraining
+    out = []
+    for spec, stops in json.loads(sys.argv[1]):
+        spec = json.loads(spec)
+        config = PretrainingConfig(**spec["config"])
+        run = RunConfig(**spec["run"], jax_input_pipeline=sys.argv[2])
+        for stop in stops:
+            t = JaxPretraining(config, run)
+            final = t.train(stop_at_step=stop)
+        weights = [v.numpy().tolist() for v in t.model.trainable_variables]
+        out.append({"final": final, "step": t.step, "weights": weights})
+    print(json.dumps(out))
 """
 
 
-def train(spec, stops, devices=1, input_pipeline="tf.data"):
-    return json.loads(run_python(TRAIN, "jax", spec, json.dumps(stops), input_pipeline,
+def train_runs(runs, devices=1, input_pipeline="tf.data"):
+    """[(config_json, stops), ...] -> [{"final", "step", "weights"}, ...], in one process."""
+    return json.loads(run_python(TRAIN, "jax", json.dumps(runs), input_pipeline,
                                  devices=devices).splitlines()[-1])
 
 
+def train(spec, stops, devices=1, input_pipeline="tf.data"):
+    return train_runs([(spec, stops)], devices, input_pipeline)[0]
+
+
 def test_jax_run_resumes_exactly_and_its_folder_exports(tiny_records, tmp_path):
-    straight = train(config_json(tiny_records, tmp_path / "a"), [None])
-    resumed = train(config_json(tiny_records, tmp_path / "b"), [3, None])  # stop at 3, resume
+    straight, resumed = train_runs([(config_json(tiny_records, tmp_path / "a"), [None]),
+                                    (config_json(tiny_records, tmp_path / "b"), [3, None])])
+    # b: stopped at 3, then resumed by a fresh trainer
     assert straight["step"] == resumed["step"] == 6
     assert straight["final"] == resumed["final"]
     for a, b in zip(straight["weights"], resumed["weights"]):
@@ -92,9 +103,9 @@ def test_jax_run_resumes_exactly_and_its_folder_exports(tiny_records, tmp_path):
 
 @pytest.mark.slow
 def test_jax_run_on_the_tensorflow_free_input_resumes_exactly(tiny_records, tmp_path):
-    straight = train(config_json(tiny_records, tmp_path / "a"), [None], input_pipeline="numpy")
-    resumed = train(config_json(tiny_records, tmp_path / "b"), [3, None],
-                    input_pipeline="numpy")
+    straight, resumed = train_runs([(config_json(tiny_records, tmp_path / "a"), [None]),
+                                    (config_json(tiny_records, tmp_path / "b"), [3, None])],
+                                   input_pipeline="numpy")
     assert straight["final"] == resumed["final"] and np.isfinite(straight["final"]["loss"])
     for a, b in zip(straight["weights"], resumed["weights"]):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -102,30 +113,34 @@ def test_jax_run_on_the_tensorflow_free_input_resumes_exactly(tiny_records, tmp_
 
 @pytest.mark.slow
 def test_jax_data_parallel_over_two_devices_matches_one(tiny_records, tmp_path):
-    one = train(config_json(tiny_records, tmp_path / "one", model_hparam_overrides=NO_DROPOUT),
+    one = train(config_json(tiny_records, tmp_path / "one", model_hparam_overrides=TINY_NO_DROPOUT),
                 [None])
-    two = train(config_json(tiny_records, tmp_path / "two", model_hparam_overrides=NO_DROPOUT),
+    two = train(config_json(tiny_records, tmp_path / "two", model_hparam_overrides=TINY_NO_DROPOUT),
                 [None], devices=2)
     # The same global batches and seeds; only the reduction order differs.
     for key in ("loss", "masked_lm_loss", "disc_loss"):
         assert two["final"][key] == pytest.approx(one["final"][key], rel=1e-4), key
 
 
-PARITY = """
-    import json, sys
-    import numpy as np, keras
-    from electra_tf.config import PretrainingConfig
-    from electra_tf.objectives import corruption
-    from electra_tf.pretrainer import ElectraPretrainer
+def parity_losses(base: dict, weights: str, batch: dict, objectives) -> dict:
+    """{objective: its loss terms} on `batch` from the same initial weights, under this
+    process's backend: the TensorFlow side saves them to `weights`-OBJECTIVE.weights.h5,
+    the JAX side loads them. The tests run the TF side in-process, the JAX side in
+    PARITY's process."""
+    import keras
 
-    def losses_of(config, weights, batch):
+    from electra_tf.config import PretrainingConfig
+    from electra_tf.modeling.pretrainer import ElectraPretrainer
+    from electra_tf.objectives import corruption
+
+    def losses_of(config, path):
         keras.utils.set_random_seed(0)
         model = ElectraPretrainer(config)
         model.build_with_dummy_batch()
         if keras.backend.backend() == "tensorflow":
-            model.save_weights(weights)
+            model.save_weights(path)
         else:
-            model.load_weights(weights)
+            model.load_weights(path)
         gen = model.generator({k: batch[k] for k in ("input_ids", "input_mask", "segment_ids",
                                                      "masked_lm_positions")})["mlm_logits"]
         # A deterministic "sample" (argmax), so that both backends corrupt alike.
@@ -143,12 +158,19 @@ PARITY = """
         losses = model.objective.compute_loss(batch, gen, fake, disc)
         return {k: float(v) for k, v in losses.items()}
 
-    base, weights, batch_file = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
-    with np.load(batch_file) as data:
+    return {objective: losses_of(PretrainingConfig(**base, objective=objective),
+                                 f"{weights}-{objective}.weights.h5")
+            for objective in objectives}
+
+
+PARITY = """
+    import json, sys
+    import numpy as np
+    from tests.training.test_jax_runtime import parity_losses
+    with np.load(sys.argv[3]) as data:
         batch = {k: data[k] for k in data.files}
-    print(json.dumps({objective: losses_of(PretrainingConfig(**base, objective=objective),
-                                           f"{weights}-{objective}.weights.h5", batch)
-                      for objective in json.loads(sys.argv[4])}))
+    print(json.dumps(parity_losses(json.loads(sys.argv[1]), sys.argv[2], batch,
+                                   json.loads(sys.argv[4]))))
 """
 
 # Each objective's loss terms (objectives/variants.py).
@@ -164,17 +186,19 @@ OBJECTIVE_LOSSES = {
 def test_tf_and_jax_give_the_same_loss_on_the_same_batch_and_weights(tiny_records, tmp_path):
     from electra_tf.data.masking import MaskingConfig
     from electra_tf.data.pipeline import pretraining_dataset
-    from electra_tf.tokenization import Tokenizer, load_vocab
+    from electra_tf.text.tokenizer import Tokenizer, load_vocab
 
-    config = dict(model_size="tiny", model_hparam_overrides=NO_DROPOUT, max_seq_length=L,
+    config = dict(model_size="tiny", model_hparam_overrides=TINY_NO_DROPOUT, max_seq_length=L,
                   vocab_size=len(load_vocab(tiny_records["vocab"])), generator_hidden_size=0.5)
     masking = MaskingConfig.from_tokenizer(Tokenizer(tiny_records["vocab"]), 0.15,
                                            int((0.15 + 0.005) * L))
     batch = next(iter(pretraining_dataset(tiny_records["train"], 8, L, masking, seed=0)))
     np.savez(tmp_path / "batch.npz", **{k: v.numpy() for k, v in batch.items()})
+    with np.load(tmp_path / "batch.npz") as data:  # the arrays the JAX side reads
+        tf_losses = parity_losses(config, str(tmp_path / "w"), {k: data[k] for k in data.files},
+                                  list(OBJECTIVE_LOSSES))
     args = (json.dumps(config), str(tmp_path / "w"), str(tmp_path / "batch.npz"),
             json.dumps(list(OBJECTIVE_LOSSES)))
-    tf_losses = json.loads(run_python(PARITY, "tensorflow", *args).splitlines()[-1])
     jax_losses = json.loads(run_python(PARITY, "jax", *args).splitlines()[-1])
     for objective, terms in OBJECTIVE_LOSSES.items():
         assert set(tf_losses[objective]) == set(jax_losses[objective]) == terms, objective

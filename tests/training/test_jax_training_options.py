@@ -9,10 +9,9 @@ import json
 
 import numpy as np
 import pytest
+from helpers import TINY_MODEL, TINY_NO_DROPOUT
 
-from tests.training.conftest import TINY_MODEL
 from tests.training.test_jax_runtime import (
-    NO_DROPOUT,
     OBJECTIVE_LOSSES,
     config_json,
     run_python,
@@ -22,19 +21,24 @@ from tests.training.test_jax_runtime import (
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                 reason="jax is not installed (pip install 'jax[cpu]')")
 
-# Runs train_steps() from step 0, in chunks of the given sizes, once per set
-# of overrides (of RunConfig or PretrainingConfig fields), each a fresh
-# trainer (the same seed: the same initial weights), on the TF or the JAX
-# loop. weights: "save" writes each trainer's initial weights to
-# OUT.weights.h5, a path loads them, "" neither. Writes the trainable and
-# optimizer variables of each to OUT (npz); prints the chunks' results (and,
-# with "eval", a 1-batch evaluation's last).
-TRAIN_STEPS = """
-    import dataclasses, json, sys
-    import numpy as np
+def run_train_steps(spec: dict, overrides: dict, chunks: list, out: str, weights: str,
+                    evaluate: bool) -> dict:
+    """Runs train_steps() from step 0, in chunks of the given sizes, once per set of
+    overrides (of RunConfig or PretrainingConfig fields), each a fresh trainer (the
+    same seed: the same initial weights), on this process's backend's loop.
+
+    weights: "save" writes each trainer's initial weights to OUT.weights.h5, a path
+    loads them, "" neither. Writes the trainable and optimizer variables of each to
+    OUT (npz); returns the chunks' results (and, with `evaluate`, a 1-batch
+    evaluation's last).
+    """
+    import dataclasses
+
+    import keras
+
     from electra_tf.config import PretrainingConfig, RunConfig
-    spec, overrides, chunks = (json.loads(a) for a in sys.argv[1:4])
-    out, weights, backend = sys.argv[4:7]
+
+    backend = keras.backend.backend()
     run_fields = {f.name for f in dataclasses.fields(RunConfig)}
     arrays, results = {}, {}
     for name, values in overrides.items():
@@ -42,34 +46,47 @@ TRAIN_STEPS = """
         config = PretrainingConfig(**{**spec["config"], **{k: v for k, v in values.items()
                                                            if k not in run_fields}})
         if backend == "jax":
-            from electra_tf.jax_training import JaxPretraining
+            from electra_tf.training.backends.jax import JaxPretraining
             t = JaxPretraining(config, run)
         else:
-            from electra_tf.training import Pretraining
-            t = Pretraining(config, run)
+            from electra_tf.training.backends.tensorflow import TensorFlowPretraining
+            t = TensorFlowPretraining(config, run)
         if weights == "save":
             t.model.save_weights(out + ".weights.h5")
         elif weights:
             t.model.load_weights(weights)
         it = t.make_train_iterator(0)
         results[name] = [t.train_steps(it, n) for n in chunks]
-        if sys.argv[7:] == ["eval"]:
+        if evaluate:
             results[name].append(t.evaluate(1))
         assert t.step == sum(chunks), t.step
         for i, v in enumerate(list(t.model.trainable_variables) + list(t.optimizer.variables)):
             arrays[f"{name}/{i:04d}"] = np.asarray(v.value if backend == "jax" else v.numpy())
     np.savez(out, **arrays)
-    print(json.dumps(results))
+    return results
+
+
+TRAIN_STEPS = """
+    import json, sys
+    from tests.training.test_jax_training_options import run_train_steps
+    spec, overrides, chunks = (json.loads(a) for a in sys.argv[1:4])
+    print(json.dumps(run_train_steps(spec, overrides, chunks, sys.argv[4], sys.argv[5],
+                                     sys.argv[6:] == ["eval"])))
 """
 
 
 def train_steps(spec, overrides, chunks, out, backend="jax", weights="", evaluate=False,
                 devices=1):
-    """{name: [chunk results]}, {name: [trainable + optimizer variables]}."""
-    results = json.loads(run_python(TRAIN_STEPS, backend, spec, json.dumps(overrides),
-                                    json.dumps(chunks), str(out), weights, backend,
-                                    *(["eval"] if evaluate else []),
-                                    devices=devices).splitlines()[-1])
+    """{name: [chunk results]}, {name: [trainable + optimizer variables]}: a JAX process,
+    or this one for "tensorflow" (the suite's backend)."""
+    if backend == "tensorflow":
+        results = json.loads(json.dumps(run_train_steps(
+            json.loads(spec), overrides, chunks, str(out), weights, evaluate)))
+    else:
+        results = json.loads(run_python(TRAIN_STEPS, backend, spec, json.dumps(overrides),
+                                        json.dumps(chunks), str(out), weights,
+                                        *(["eval"] if evaluate else []),
+                                        devices=devices).splitlines()[-1])
     with np.load(out) as data:
         arrays = {k: data[k] for k in data.files}
     return results, {name: [arrays[k] for k in sorted(arrays) if k.startswith(name + "/")]
@@ -104,7 +121,7 @@ def test_jax_steps_per_call_match_one_step_per_call(tiny_records, tmp_path, accu
 @pytest.mark.slow
 def test_jax_steps_per_call_and_accumulation_over_two_devices_match_one(tiny_records, tmp_path):
     # The stacked batches and micro-batches keep their split over the devices.
-    spec = config_json(tiny_records, tmp_path / "m", model_hparam_overrides=NO_DROPOUT)
+    spec = config_json(tiny_records, tmp_path / "m", model_hparam_overrides=TINY_NO_DROPOUT)
     overrides = {"a": {"gradient_accumulation_steps": 2, "jax_steps_per_call": 3}}
     one, one_vars = train_steps(spec, overrides, [4], tmp_path / "one.npz")
     two, two_vars = train_steps(spec, overrides, [4], tmp_path / "two.npz", devices=2)
@@ -119,7 +136,7 @@ def test_jax_bert_mlm_and_gradient_accumulation_match_the_tf_loop(tiny_records, 
     # take the same steps from the same weights and batches: G's variables only,
     # accumulation over 2 micro-batches, clipping and AdamW.
     spec = config_json(tiny_records, tmp_path / "m", objective="bert_mlm",
-                       model_hparam_overrides=NO_DROPOUT)
+                       model_hparam_overrides=TINY_NO_DROPOUT)
     overrides = {"k1": {}, "k2": {"gradient_accumulation_steps": 2}}
     tf_results, tf_vars = train_steps(spec, overrides, [1, 2], tmp_path / "tf.npz",
                                       backend="tensorflow", weights="save")
@@ -215,10 +232,10 @@ def test_jax_two_stage_crosses_the_switch_and_resumes_exactly(tiny_records, tmp_
 # loop's save. Prints the steps and whether the saved weights equal a straight
 # run's after the same number of finished steps.
 INTERRUPTED = """
-    import json, sys
+    import json, os, sys
     import numpy as np
     from electra_tf.config import PretrainingConfig, RunConfig
-    from electra_tf.jax_training import JaxPretraining
+    from electra_tf.training.backends.jax import JaxPretraining
     spec = json.loads(sys.argv[1])
 
     def trainer(model_dir):
@@ -249,14 +266,14 @@ INTERRUPTED = """
         t.train_steps(interrupting(), 5)
     except KeyboardInterrupt:
         out["a_step"] = t.step
-    out["a_path"] = bool(t.save(force=True))
+    out["a_path"] = bool(t.save_checkpoint())
     out["a_same"] = all(np.array_equal(x, y) for x, y in zip(weights(t), after_3))
 
     # (b) 2 steps saved, then a call takes the state and the interrupt lands.
     t = trainer(sys.argv[2] + "/b")
     it = t.make_train_iterator(0)
     t.train_steps(it, 2)
-    t.save(force=True)
+    t.save_checkpoint()
     real = t._compiled_steps
     def interrupted_call(phase, n):
         def call(*args):
@@ -269,15 +286,17 @@ INTERRUPTED = """
     except KeyboardInterrupt:
         out["b_step"] = t.step
     out["b_same"] = all(np.array_equal(x, y) for x, y in zip(weights(t), after_2))
-    out["b_saved"] = t.save(force=True)
+    out["b_saved"] = t.save_checkpoint()
+    out["b_files"] = sorted(os.listdir(sys.argv[2] + "/b/checkpoints"))
     print(json.dumps(out))
 """
 
 
 def test_jax_ctrl_c_inside_train_steps_leaves_whole_variables(tiny_records, tmp_path):
-    spec = config_json(tiny_records, tmp_path / "unused", model_hparam_overrides=NO_DROPOUT)
+    spec = config_json(tiny_records, tmp_path / "unused", model_hparam_overrides=TINY_NO_DROPOUT)
     out = json.loads(run_python(INTERRUPTED, "jax", spec, str(tmp_path)).splitlines()[-1])
     # (a) every finished step is kept, and saved.
     assert out["a_step"] == 3 and out["a_same"] and out["a_path"], out
     # (b) the donated state is gone: back to the checkpoint of step 2 (nothing to save anew).
-    assert out["b_step"] == 2 and out["b_same"] and out["b_saved"] is None, out
+    assert out["b_step"] == 2 and out["b_same"], out
+    assert out["b_saved"].endswith("jax-ckpt-2.npz") and out["b_files"] == ["jax-ckpt-2.npz"], out

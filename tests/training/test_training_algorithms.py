@@ -4,15 +4,13 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import TINY_MODEL, TINY_NO_DROPOUT
 
-from electra_tf.config import ConfigError, PretrainingConfig
+from electra_tf.config import PretrainingConfig
+from electra_tf.errors import ConfigError
+from electra_tf.modeling.pretrainer import ElectraPretrainer
 from electra_tf.objectives import losses
-from electra_tf.pretrainer import ElectraPretrainer
-from electra_tf.training import Pretraining
-
-TINY = {"embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2,
-        "num_attention_heads": 2, "intermediate_size": 32, "hidden_dropout_prob": 0.0,
-        "attention_probs_dropout_prob": 0.0}
+from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
 
 def generator_only(model):
@@ -21,14 +19,12 @@ def generator_only(model):
 
 
 def test_two_stage_copies_g_into_d_then_freezes_g(make_configs, tmp_path):
-    from tests.training.conftest import TINY_MODEL
-
     sized_like_g = {**TINY_MODEL, "num_attention_heads": 1, "intermediate_size": 64}
     config, run = make_configs(tmp_path / "m", training_algorithm="two_stage",
                                generator_hidden_size=1.0, num_train_steps=6,
                                iterations_per_loop=3, model_hparam_overrides=sized_like_g)
     assert config.stage_starts == (3,)
-    first = Pretraining(config, run)
+    first = TensorFlowPretraining(config, run)
     assert [(p.name, p.start, p.end) for p in first.phases] == [
         ("two_stage_generator", 0, 3), ("two_stage_discriminator", 3, 6)]
     model = first.model
@@ -47,7 +43,7 @@ def test_two_stage_copies_g_into_d_then_freezes_g(make_configs, tmp_path):
                     model.generator.encoder.get_weights()):
         np.testing.assert_array_equal(d, g)  # embeddings included
 
-    resumed = Pretraining(config, run)
+    resumed = TensorFlowPretraining(config, run)
     resumed.train()
     assert resumed.step == 6
     g_vars = resumed.model.generator.trainable_variables
@@ -78,7 +74,7 @@ def test_two_stage_needs_equal_sizes():
 def test_adversarial_gradients_reach_g_only_through_reinforce_and_its_baseline():
     cfg = PretrainingConfig(model_size="tiny", vocab_size=40, max_seq_length=12,
                             max_predictions_per_seq=3, generator_hidden_size=0.5,
-                            model_hparam_overrides=TINY, training_algorithm="adversarial")
+                            model_hparam_overrides=TINY_NO_DROPOUT, training_algorithm="adversarial")
     keras.utils.set_random_seed(0)
     model = ElectraPretrainer(cfg)
     model.build_with_dummy_batch()
@@ -118,7 +114,7 @@ def test_adversarial_gradients_reach_g_only_through_reinforce_and_its_baseline()
 def test_only_adversarial_training_builds_the_baseline_head():
     cfg = PretrainingConfig(model_size="tiny", vocab_size=40, max_seq_length=12,
                             max_predictions_per_seq=3, generator_hidden_size=0.5,
-                            model_hparam_overrides=TINY)
+                            model_hparam_overrides=TINY_NO_DROPOUT)
     model = ElectraPretrainer(cfg)
     model.build_with_dummy_batch()
     assert model.generator.baseline_head is None

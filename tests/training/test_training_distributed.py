@@ -3,18 +3,14 @@ MultiWorkerMirroredStrategy with 2 worker processes on 127.0.0.1."""
 
 import json
 import re
-import socket
 import subprocess
-import sys
 import textwrap
 
-from conftest import REPO
-
-from tests.training.conftest import TINY_MODEL  # noqa: F401  (pythonpath has ".")
+from helpers import TINY_MODEL, child_env, free_ports, popen_python, run_python
 
 
 def tiny_flags(records, vocab, model_dir, steps=4):
-    from electra_tf.tokenization import load_vocab
+    from electra_tf.text.tokenizer import load_vocab
 
     return [f"--train_data={records['train']}", f"--eval_data={records['eval']}",
             f"--vocab_file={vocab}", f"--vocab_size={len(load_vocab(vocab))}",
@@ -28,18 +24,19 @@ def tiny_flags(records, vocab, model_dir, steps=4):
 MIRRORED_SCRIPT = textwrap.dedent("""
     import sys, numpy as np, tensorflow as tf
     from absl import flags
-    from electra_tf import flags as flags_lib, runtime, training
+    from electra_tf import flags as flags_lib
+    from electra_tf.training.backends import tensorflow as backend
     flags_lib.define_pretraining_flags()
     flags.FLAGS(["x"] + sys.argv[1:])
-    strategy = runtime.make_strategy("mirrored", 2)
+    strategy = backend.make_strategy("mirrored", 2)
     config, run = flags_lib.pretraining_configs()
-    t = training.Pretraining(config, run, strategy)
+    t = backend.TensorFlowPretraining(config, run, strategy)
     assert t.num_replicas == 2, t.num_replicas
     local = t.strategy.experimental_local_results(next(t.make_train_iterator(0)))
     a, b = (x["masked_lm_positions"].numpy() for x in local)
     assert not np.array_equal(a, b), "replicas got the same masks"
     seeds = t.strategy.experimental_local_results(t.strategy.run(
-        lambda: runtime.replica_seed(config.seed, t.optimizer.iterations)))
+        lambda: backend.replica_seed(config.seed, t.optimizer.iterations)))
     assert not np.array_equal(seeds[0].numpy(), seeds[1].numpy()), "replicas share a seed"
     final = t.train()
     assert np.isfinite(final["loss"]), final
@@ -50,36 +47,21 @@ MIRRORED_SCRIPT = textwrap.dedent("""
 def test_mirrored_two_cpus_with_xla(tiny_records, tmp_path):
     args = tiny_flags(tiny_records, tiny_records["vocab"], tmp_path / "m") + [
         "--strategy=mirrored", "--num_devices=2", "--jit_compile=true"]
-    proc = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=600)
+    proc = run_python(["-c", MIRRORED_SCRIPT, *args], timeout=600)
     assert proc.returncode == 0 and "MIRRORED_OK" in proc.stdout, proc.stderr[-3000:]
 
 
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def test_multi_worker_two_processes_agree(tiny_records, tmp_path):
-    import os
-
     ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     args = tiny_flags(tiny_records, tiny_records["vocab"], tmp_path / "mw") + [
         "--strategy=multi_worker"]
     procs = []
     for i in range(2):
-        env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2",
-                   TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker",
-                                                                      "index": i}}))
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "electra_tf.run_pretraining", *args], cwd=REPO, env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        env = child_env(TF_CONFIG=json.dumps({"cluster": cluster,
+                                              "task": {"type": "worker", "index": i}}))
+        procs.append(popen_python(["-m", "electra_tf.run_pretraining", *args], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = []
     try:
         for p in procs:

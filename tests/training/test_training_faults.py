@@ -11,18 +11,28 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
-import threading
 import time
 
 import pytest
-from conftest import REPO, run_module, tiny_vocab_tokens, write_vocab
+from helpers import (
+    TINY_MODEL,
+    child_env,
+    error_line,
+    free_ports,
+    interrupt_after,
+    popen_python,
+    pretraining_from_flags,
+    run_module,
+    run_python,
+    tiny_vocab_tokens,
+    write_vocab,
+)
 
-from tests.training.conftest import TINY_MODEL  # noqa: F401  (pythonpath has ".")
+from electra_tf.errors import ConfigError, InputError
 
 
 def pretrain_flags(records, model_dir, **overrides):
-    from electra_tf.tokenization import load_vocab
+    from electra_tf.text.tokenizer import load_vocab
 
     values = {"train_data": records["train"], "eval_data": records["eval"],
               "vocab_file": records["vocab"], "vocab_size": len(load_vocab(records["vocab"])),
@@ -35,15 +45,27 @@ def pretrain_flags(records, model_dir, **overrides):
     return [f"--{k}={v}" for k, v in values.items()]
 
 
-def error_line(proc, *expected, returncode=2) -> str:
-    """The one `error:` line of a run that failed cleanly, holding `expected`."""
-    assert proc.returncode == returncode, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, proc.stderr[-3000:]
-    for text in expected:
-        assert text in errors[0], errors[0]
-    return errors[0]
+def pretraining(records, model_dir, **overrides):
+    """run_pretraining's main in this process, on the TensorFlow backend: the trainer."""
+    from electra_tf.training.backends.tensorflow import TensorFlowPretraining
+
+    return TensorFlowPretraining(*pretraining_from_flags(
+        *pretrain_flags(records, model_dir, **overrides)))
+
+
+@pytest.fixture
+def models_built(monkeypatch):
+    """The pre-training models built in this test (none, when a run is refused early)."""
+    from electra_tf.training import pretraining as loop
+
+    built, real = [], loop.ElectraPretrainer
+
+    def record(*args, **kwargs):
+        built.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "ElectraPretrainer", record)
+    return built
 
 
 def folder_bytes(folder) -> dict:
@@ -52,8 +74,20 @@ def folder_bytes(folder) -> dict:
 
 
 # === Bad data: refused before anything is built or written ===
+def test_the_cli_refuses_bad_data_in_one_line_before_building_anything(tiny_records, tmp_path):
+    """The one command-line test of run_pretraining's error path: `error: ...`, status 2,
+    no traceback, no model built (no params line), nothing written."""
+    model_dir = tmp_path / "model"
+    proc = run_module("electra_tf.run_pretraining", *pretrain_flags(
+        tiny_records, model_dir, train_data=f"{tmp_path}/none*"))
+    error_line(proc, f"error: --train_data pattern '{tmp_path}/none*' matches no file")
+    assert "params" not in proc.stderr  # no model was built
+    assert not model_dir.exists()  # nothing was written
+
+
 @pytest.mark.parametrize("case", ["train_glob", "eval_glob", "max_seq_length", "not_tfrecord"])
-def test_bad_data_is_refused_before_building_anything(case, tiny_records, tmp_path):
+def test_bad_data_is_refused_before_building_anything(case, tiny_records, tmp_path,
+                                                      models_built):
     records_dir = os.path.dirname(tiny_records["eval"])
     overrides, expected = {
         "train_glob": ({"train_data": f"{tmp_path}/none*"},
@@ -67,14 +101,16 @@ def test_bad_data_is_refused_before_building_anything(case, tiny_records, tmp_pa
                          ["--train_data: ", "pretrain_data_stats.json is not a TFRecord file"]),
     }[case]
     model_dir = tmp_path / "model"
-    proc = run_module("electra_tf.run_pretraining",
-                      *pretrain_flags(tiny_records, model_dir, **overrides))
-    error_line(proc, *expected)
-    assert "params" not in proc.stderr  # no model was built
+    with pytest.raises(InputError) as raised:
+        pretraining(tiny_records, model_dir, **overrides)
+    for text in expected:
+        assert text in str(raised.value), str(raised.value)
+    assert not models_built
     assert not model_dir.exists()  # nothing was written
 
 
-def test_a_shard_corrupt_mid_file_is_named_after_a_checkpoint(tiny_records, tmp_path):
+def test_a_shard_corrupt_mid_file_is_named_after_a_checkpoint(tiny_records, tmp_path,
+                                                              models_built):
     data = tmp_path / "data"
     data.mkdir()
     import glob
@@ -87,31 +123,28 @@ def test_a_shard_corrupt_mid_file_is_named_after_a_checkpoint(tiny_records, tmp_
     raw[len(raw) // 2] ^= 0x10  # a bit flip inside a record, far from the first one
     bad.write_bytes(bytes(raw))
     model_dir = tmp_path / "model"
-    proc = run_module("electra_tf.run_pretraining", *pretrain_flags(
-        tiny_records, model_dir, train_data=f"{data}/pretrain_data.tfrecord*",
-        num_train_steps=50))
-    line = error_line(proc, f"error: {bad}: corrupt TFRecord (corrupted record at ",
-                      "then rerun to resume")
-    step = re.search(r"met at step (\d+); checkpoint saved at step (\d+);", line)
-    assert step and step.group(1) == step.group(2), line
+    trainer = pretraining(tiny_records, model_dir, train_data=f"{data}/pretrain_data.tfrecord*",
+                          num_train_steps=50)
+    assert len(models_built) == 1  # the spy the refusal tests rely on sees a build
+    with pytest.raises(InputError) as raised:
+        trainer.train()
+    message = str(raised.value)
+    assert message.startswith(f"{bad}: corrupt TFRecord (corrupted record at "), message
+    assert message.endswith("then rerun to resume"), message
+    step = re.search(r"met at step (\d+); checkpoint saved at step (\d+);", message)
+    assert step and step.group(1) == step.group(2), message
     assert (model_dir / "checkpoints" / f"ckpt-{step.group(1)}.index").exists()
     assert not (model_dir / "discriminator.weights.h5").exists()
 
 
 # === Resuming a model_dir with another vocabulary or other shapes ===
-@pytest.fixture(scope="module")
-def trained_dir(tiny_records, tmp_path_factory):
-    """A finished 2-step run (checkpoints, final weights, its config)."""
-    model_dir = tmp_path_factory.mktemp("trained") / "model"
-    proc = run_module("electra_tf.run_pretraining", *pretrain_flags(tiny_records, model_dir))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return model_dir
-
-
 @pytest.mark.parametrize("case", ["same_size_vocab", "other_size_vocab", "overrides",
                                   "generator_size"])
-def test_resuming_with_another_vocab_or_shapes_is_refused(case, trained_dir, tiny_records,
-                                                          tmp_path):
+def test_resuming_with_another_vocab_or_shapes_is_refused(case, trained_run, tiny_records,
+                                                          tmp_path, models_built):
+    """trained_run's folder (checkpoints, final weights, its config: the tiny model, the
+    tiny vocab, generator_hidden_size 0.5), resumed with these flags."""
+    trained_dir = trained_run["model_dir"]
     tokens = tiny_vocab_tokens()
     before = folder_bytes(trained_dir)
     if case.endswith("vocab"):
@@ -134,10 +167,11 @@ def test_resuming_with_another_vocab_or_shapes_is_refused(case, trained_dir, tin
     else:
         overrides = {"generator_hidden_size": 1.0}
         expected = ["--generator_hidden_size=1.0 (it was --generator_hidden_size=0.5)"]
-    proc = run_module("electra_tf.run_pretraining",
-                      *pretrain_flags(tiny_records, trained_dir, **overrides))
-    error_line(proc, *expected)
-    assert "params" not in proc.stderr
+    with pytest.raises(ConfigError) as raised:
+        pretraining(tiny_records, trained_dir, **overrides)
+    for text in expected:
+        assert text in str(raised.value), str(raised.value)
+    assert not models_built
     assert folder_bytes(trained_dir) == before  # the recorded vocab and config are intact
 
 
@@ -146,8 +180,8 @@ def test_resume_checks_in_process(make_configs, tmp_path):
     import dataclasses
 
     from electra_tf import artifacts
-    from electra_tf.config import ConfigError
-    from electra_tf.preflight import check_resume
+    from electra_tf.errors import ConfigError
+    from electra_tf.training.preflight import check_resume
 
     config, run = make_configs(tmp_path / "m", model_hparam_overrides={})
     check_resume(config, run)  # no checkpoints: nothing to check
@@ -166,7 +200,7 @@ def test_resume_checks_in_process(make_configs, tmp_path):
     # Folders written before the fingerprint: the shapes are still checked.
     recorded = artifacts.read_pretraining_config(run.model_dir)
     del recorded["vocab_sha256"]
-    (tmp_path / "m" / artifacts.PRETRAINING_CONFIG).write_text(json.dumps(recorded))
+    artifacts.write_json(str(tmp_path / "m" / artifacts.PRETRAINING_CONFIG), recorded)
     other = write_vocab(tmp_path / "other.txt", tiny_vocab_tokens()[::-1])
     check_resume(config, dataclasses.replace(run, vocab_file=other))
 
@@ -175,7 +209,7 @@ def test_resume_checks_in_process(make_configs, tmp_path):
 def test_unfinished_checkpoint_saves_are_removed_at_start(tmp_path):
     import keras
 
-    from electra_tf import runtime
+    from electra_tf.training.checkpoints import TensorFlowCheckpoints
 
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     optimizer = keras.optimizers.Adam()
@@ -186,63 +220,27 @@ def test_unfinished_checkpoint_saves_are_removed_at_start(tmp_path):
     (stale / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"half a save")
     (folder / "notes_temp").mkdir()  # not tf.train's: kept
     (folder / "ckpt-6.index").write_bytes(b"a finished save")  # kept
-    checkpoints = runtime.Checkpoints(model, optimizer, str(folder), 3, 1)
+    checkpoints = TensorFlowCheckpoints(model, optimizer, str(folder), 3)
     assert sorted(os.listdir(folder)) == ["ckpt-6.index", "notes_temp"]
-    assert checkpoints.save(force=True)
+    assert checkpoints.save()
 
 
 def test_restoring_checkpoints_of_another_model_is_one_clear_error(tmp_path):
     import keras
 
-    from electra_tf import runtime
-    from electra_tf.config import ConfigError
+    from electra_tf.errors import ConfigError
+    from electra_tf.training.checkpoints import TensorFlowCheckpoints
 
     def checkpoints(width):
         model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(width)])
         optimizer = keras.optimizers.Adam()
         optimizer.build(model.trainable_variables)
-        return runtime.Checkpoints(model, optimizer, str(tmp_path / "ckpt"), 3, 1)
+        return TensorFlowCheckpoints(model, optimizer, str(tmp_path / "ckpt"), 3)
 
-    checkpoints(2).save(force=True)
+    checkpoints(2).save()
     with pytest.raises(ConfigError, match="cannot resume from .*ckpt-0: its variables do not "
                                           "fit this model"):
         checkpoints(4).restore()
-
-
-def read_stderr_until(proc, pattern, timeout):
-    """Collects proc's stderr lines in a thread; returns (lines, matched in time)."""
-    lines, found = [], threading.Event()
-
-    def pump():
-        for line in proc.stderr:
-            lines.append(line)
-            if re.search(pattern, line):
-                found.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    return lines, found.wait(timeout)
-
-
-def interrupt_after(module: str, args: list[str], pattern: str, model_dir) -> None:
-    """Runs `python -m module args`, sends Ctrl-C once `pattern` is printed, and checks
-    the one-line exit: status 130, no traceback, a checkpoint at the step it names."""
-    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO, env=env,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        lines, training = read_stderr_until(proc, pattern, timeout=300)
-        assert training, "".join(lines)[-3000:]
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=120) == 130, "".join(lines)[-3000:]
-    finally:
-        proc.kill()
-    time.sleep(0.5)  # the pump thread reads the last lines
-    stderr = "".join(lines)
-    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
-    last = stderr.strip().splitlines()[-1]
-    match = re.fullmatch(r"interrupted at step (\d+); checkpoint saved; rerun to resume", last)
-    assert match, stderr[-3000:]
-    assert (model_dir / "checkpoints" / f"ckpt-{match.group(1)}.index").exists()
 
 
 def test_ctrl_c_saves_and_exits_130_with_one_line(tiny_records, tmp_path):
@@ -253,17 +251,14 @@ def test_ctrl_c_saves_and_exits_130_with_one_line(tiny_records, tmp_path):
 
 
 def test_multi_worker_peer_that_never_starts_times_out(tiny_records, tmp_path):
-    from tests.training.test_training_distributed import free_ports
-
     cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(2)]}
-    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2",
-               TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}}))
+    env = child_env(TF_CONFIG=json.dumps({"cluster": cluster,
+                                          "task": {"type": "worker", "index": 0}}))
     start = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "electra_tf.run_pretraining",
-         *pretrain_flags(tiny_records, tmp_path / "model"), "--strategy=multi_worker",
-         "--worker_startup_timeout_s=3"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+    proc = run_python(["-m", "electra_tf.run_pretraining",
+                       *pretrain_flags(tiny_records, tmp_path / "model"),
+                       "--strategy=multi_worker", "--worker_startup_timeout_s=3"],
+                      env=env, timeout=180)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert errors == [
@@ -276,18 +271,15 @@ def test_multi_worker_peer_that_never_starts_times_out(tiny_records, tmp_path):
 
 
 def test_multi_worker_peer_that_fails_at_start_up_stops_the_other(tiny_records, tmp_path):
-    from tests.training.test_training_distributed import free_ports
-
     cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(2)]}
     procs = []
     for i, train_data in enumerate((tiny_records["train"], f"{tmp_path}/none*")):
-        env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2", TF_CONFIG=json.dumps(
-            {"cluster": cluster, "task": {"type": "worker", "index": i}}))
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "electra_tf.run_pretraining", *pretrain_flags(
+        env = child_env(TF_CONFIG=json.dumps({"cluster": cluster,
+                                              "task": {"type": "worker", "index": i}}))
+        procs.append(popen_python(
+            ["-m", "electra_tf.run_pretraining", *pretrain_flags(
                 tiny_records, tmp_path / "model", train_data=train_data, num_train_steps=4),
-             "--strategy=multi_worker"],
-            cwd=REPO, env=env, stderr=subprocess.PIPE, text=True))
+             "--strategy=multi_worker"], env=env, stderr=subprocess.PIPE, text=True))
     try:
         survivor, failed = (subprocess.CompletedProcess(p.args, p.wait(timeout=300),
                                                         stderr=p.stderr.read()) for p in procs)

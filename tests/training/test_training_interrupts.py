@@ -1,8 +1,10 @@
-"""Ctrl-C inside a training loop: held by runtime.InterruptGate until a safe point.
+"""Ctrl-C inside a training loop: held by loop.InterruptGate until a safe point.
 
 A KeyboardInterrupt raised wherever SIGINT lands can cut TensorFlow's own
 code midway (a checkpoint save, a lock). The gate turns the first Ctrl-C
 into a request the loop acts on between chunks; a second one stops at once.
+Each test that sends a Ctrl-C installs Python's own SIGINT handler first
+(`sigint_handler`): a suite started with SIGINT ignored has none.
 """
 
 import os
@@ -11,8 +13,8 @@ import time
 
 import pytest
 
-from electra_tf import runtime
-from electra_tf.training import Pretraining
+from electra_tf.training import loop
+from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
 
 def ctrl_c():
@@ -21,11 +23,11 @@ def ctrl_c():
     time.sleep(0.05)
 
 
-def test_the_first_ctrl_c_waits_for_a_check():
+def test_the_first_ctrl_c_waits_for_a_check(sigint_handler):
     previous = signal.getsignal(signal.SIGINT)
     reached = []
     with pytest.raises(KeyboardInterrupt):
-        with runtime.InterruptGate() as gate:
+        with loop.InterruptGate() as gate:
             ctrl_c()
             reached.append(gate.requested)  # the work after the Ctrl-C still runs
             gate.check()
@@ -34,19 +36,19 @@ def test_the_first_ctrl_c_waits_for_a_check():
     assert signal.getsignal(signal.SIGINT) is previous
 
 
-def test_a_request_no_check_reached_is_raised_when_the_block_ends():
+def test_a_request_no_check_reached_is_raised_when_the_block_ends(sigint_handler):
     reached = []
     with pytest.raises(KeyboardInterrupt):
-        with runtime.InterruptGate():
+        with loop.InterruptGate():
             ctrl_c()
             reached.append("end of block")
     assert reached == ["end of block"]
 
 
-def test_a_second_ctrl_c_stops_at_once():
+def test_a_second_ctrl_c_stops_at_once(sigint_handler):
     reached = []
     with pytest.raises(KeyboardInterrupt):
-        with runtime.InterruptGate():
+        with loop.InterruptGate():
             ctrl_c()
             reached.append("after the first")
             ctrl_c()
@@ -54,18 +56,19 @@ def test_a_second_ctrl_c_stops_at_once():
     assert reached == ["after the first"]
 
 
-def test_no_ctrl_c_no_interrupt():
-    with runtime.InterruptGate() as gate:
+def test_no_ctrl_c_no_interrupt(sigint_handler):
+    with loop.InterruptGate() as gate:
         gate.check()
     assert not gate.requested
 
 
-def test_ctrl_c_during_a_chunk_lets_it_finish_then_saves_at_its_end(make_configs, tmp_path):
+def test_ctrl_c_during_a_chunk_lets_it_finish_then_saves_at_its_end(make_configs, tmp_path,
+                                                                   sigint_handler):
     """The Ctrl-C comes as the second chunk (steps 3-6) starts: the chunk runs to
     step 6, then the loop saves and stops there (without the gate it stopped at 3,
     the KeyboardInterrupt cutting into the chunk's first lines)."""
     config, run = make_configs(tmp_path / "m", num_train_steps=9)
-    trainer = Pretraining(config, run)
+    trainer = TensorFlowPretraining(config, run)
     real_train_steps, calls = trainer.train_steps, []
 
     def train_steps(iterator, n):
@@ -75,20 +78,20 @@ def test_ctrl_c_during_a_chunk_lets_it_finish_then_saves_at_its_end(make_configs
         return real_train_steps(iterator, n)
 
     trainer.train_steps = train_steps
-    with pytest.raises(runtime.Interrupted) as raised:
+    with pytest.raises(loop.Interrupted) as raised:
         trainer.train()
     assert calls == [0, 3]
     assert raised.value.step == 6 and trainer.step == 6
     assert str(raised.value) == "interrupted at step 6; checkpoint saved; rerun to resume"
     assert trainer.checkpoints.latest.endswith("ckpt-6")
-    resumed = Pretraining(config, run)
+    resumed = TensorFlowPretraining(config, run)
     assert resumed.restore() == 6
 
 
 def test_an_ignored_sigint_stays_ignored():
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        with runtime.InterruptGate() as gate:
+        with loop.InterruptGate() as gate:
             ctrl_c()
             assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
         assert not gate.requested

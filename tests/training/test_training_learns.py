@@ -20,10 +20,10 @@ The generator is a quarter of D's width and half its depth, as the demo's.
 
 import random
 
-from conftest import WORDS
+from helpers import WORDS
 
 from electra_tf.data.builder import BuildOptions, build_pretraining_data
-from electra_tf.training import Pretraining
+from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
 STATED_AUC = 0.65  # this test's threshold; the run below reaches ~0.70
 
@@ -58,7 +58,7 @@ def test_discriminator_beats_the_all_original_baseline_on_held_out_text(
         learning_rate=2e-3, num_warmup_steps=100, train_batch_size=32, eval_batch_size=32,
         num_train_steps=2000, iterations_per_loop=500, save_checkpoints_steps=2000,
         num_eval_steps=16)
-    trainer = Pretraining(config, run)
+    trainer = TensorFlowPretraining(config, run)
     start = trainer.evaluate()
     final = trainer.train()
 

@@ -9,50 +9,48 @@ import pytest
 
 from electra_tf import artifacts
 from electra_tf.objectives.auc import auc_from_histograms
-from electra_tf.training import Pretraining
+from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
 
 def weights(trainer):
     return [np.array(v.numpy()) for v in trainer.model.trainable_variables]
 
 
-def test_resumed_run_equals_uninterrupted_run(make_configs, tmp_path):
-    config, run = make_configs(tmp_path / "straight")
-    straight = Pretraining(config, run)
-    straight.train()
-
+def test_resumed_run_equals_uninterrupted_run(trained_run, make_configs, tmp_path):
     config, run = make_configs(tmp_path / "resumed")
-    first = Pretraining(config, run)
+    assert config == trained_run["config"]  # the uninterrupted run's
+    first = TensorFlowPretraining(config, run)
     first.train(stop_at_step=3)
     assert first.step == 3
     del first
-    second = Pretraining(config, run)  # a new process would do the same
+    second = TensorFlowPretraining(config, run)  # a new process would do the same
     assert second.restore() == 3
     second.train()
     assert second.step == 6
-    for a, b in zip(weights(straight), weights(second)):
+    assert len(trained_run["weights"]) == len(weights(second))
+    for a, b in zip(trained_run["weights"], weights(second)):
         np.testing.assert_array_equal(a, b)
 
 
-def test_same_seed_same_weights_other_seed_differs(make_configs, tmp_path):
-    runs = []
-    for name, seed in (("a", 3), ("b", 3), ("c", 4)):
-        config, run = make_configs(tmp_path / name, seed=seed, num_train_steps=3)
-        t = Pretraining(config, run)
+def test_same_seed_same_weights_other_seed_differs(trained_run, make_configs, tmp_path):
+    runs = [trained_run["weights"]]  # seed 3
+    for name, seed in (("b", 3), ("c", 4)):
+        config, run = make_configs(tmp_path / name, seed=seed)
+        t = TensorFlowPretraining(config, run)
         t.train()
         runs.append(weights(t))
-    for a, b in zip(runs[0], runs[1]):
+    assert trained_run["config"] == make_configs(tmp_path / "b")[0]
+    for a, b in zip(runs[0], runs[1], strict=True):
         np.testing.assert_array_equal(a, b)
-    assert any(not np.array_equal(a, c) for a, c in zip(runs[0], runs[2]))
+    assert any(not np.array_equal(a, c) for a, c in zip(runs[0], runs[2], strict=True))
 
 
-def test_outputs_summaries_and_final_files(make_configs, tmp_path):
-    config, run = make_configs(tmp_path / "m", num_train_steps=3)
-    final = Pretraining(config, run).train()
+def test_outputs_summaries_and_final_files(trained_run):
+    final = trained_run["final"]
     for key in ("masked_lm_accuracy", "sampled_masked_lm_accuracy", "disc_auc", "disc_accuracy",
                 "disc_precision", "disc_recall", "disc_loss", "masked_lm_loss", "loss"):
         assert key in final and np.isfinite(final[key]), key
-    model_dir = tmp_path / "m"
+    model_dir = trained_run["model_dir"]
     for name in ("discriminator.weights.h5", "discriminator_config.json",
                  "pretraining_config.json", "final_eval.json"):
         assert (model_dir / name).exists(), name
@@ -73,7 +71,7 @@ def test_bf16_and_gradient_accumulation_train(make_configs, tmp_path):
                                run_overrides={"mixed_precision": "bf16",
                                               "gradient_accumulation_steps": 2})
     try:
-        t = Pretraining(config, run)
+        t = TensorFlowPretraining(config, run)
         final = t.train()
         assert np.isfinite(final["loss"])
         assert t.model.generator.encoder.compute_dtype == "bfloat16"
@@ -83,11 +81,11 @@ def test_bf16_and_gradient_accumulation_train(make_configs, tmp_path):
 
 
 def test_vocab_size_mismatch_is_clear(make_configs):
-    from electra_tf.config import ConfigError
+    from electra_tf.errors import ConfigError
 
     config, run = make_configs(vocab_size=30522)
     with pytest.raises(ConfigError, match="vocab_size"):
-        Pretraining(config, run)
+        TensorFlowPretraining(config, run)
 
 
 def test_auc_from_histograms():

@@ -1,46 +1,39 @@
-"""Each objective of the paper's ablations trains through the CLI, and its
-checkpoint is one that fine-tuning loads."""
+"""Each objective of the paper's ablations trains, and its checkpoint is one that
+fine-tuning loads."""
 
 import json
 
 import numpy as np
 import pytest
+from helpers import TINY_MODEL
 
 from electra_tf.objectives.variants import OBJECTIVES
 
-VARIANTS = [(o, "joint", "") for o in sorted(OBJECTIVES)] + [
-    ("electra", "two_stage", ""), ("electra", "adversarial", ""),
-    ("electra", "joint", "--uniform_generator")]
+VARIANTS = [(o, "joint", {}) for o in sorted(OBJECTIVES)] + [
+    ("electra", "two_stage", {}), ("electra", "adversarial", {}),
+    ("electra", "joint", {"uniform_generator": True})]
 
 
-@pytest.mark.parametrize("objective,algorithm,extra", VARIANTS)
-def test_each_variant_trains_through_the_cli_and_fine_tunes(objective, algorithm, extra,
-                                                            tiny_records, tmp_path):
-    from conftest import run_module
-
+@pytest.mark.parametrize("objective,algorithm,extra", VARIANTS,
+                         ids=[f"{o}-{a}-{'-'.join(e)}" for o, a, e in VARIANTS])
+def test_each_variant_trains_and_fine_tunes(objective, algorithm, extra, make_configs,
+                                            tmp_path):
+    """In-process (run_pretraining's CLI is tests/training/test_training_faults.py's)."""
     from electra_tf.artifacts import load_discriminator
-    from electra_tf.tokenization import load_vocab
+    from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
-    tiny = {"embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2,
-            "num_attention_heads": 2, "intermediate_size": 32}
-    gen_size = "0.5"
+    tiny, gen_size = dict(TINY_MODEL), 0.5
     if algorithm == "two_stage":  # G and D of one size
         tiny.update(num_attention_heads=1, intermediate_size=64)
-        gen_size = "1.0"
-    vocab = tiny_records["vocab"]
-    proc = run_module(
-        "electra_tf.run_pretraining", f"--objective={objective}",
-        f"--training_algorithm={algorithm}", f"--generator_hidden_size={gen_size}",
-        f"--train_data={tiny_records['train']}", f"--eval_data={tiny_records['eval']}",
-        f"--vocab_file={vocab}", f"--vocab_size={len(load_vocab(vocab))}",
-        f"--model_dir={tmp_path}", "--model_size=tiny",
-        f"--model_hparam_overrides={json.dumps(tiny)}", "--max_seq_length=32",
-        "--train_batch_size=8", "--eval_batch_size=8",
-        "--num_train_steps=2", "--iterations_per_loop=1", "--num_warmup_steps=1",
-        "--num_eval_steps=1", *([extra] if extra else []))
-    assert proc.returncode == 0, proc.stderr[-3000:]
+        gen_size = 1.0
+    config, run = make_configs(
+        tmp_path, objective=objective, training_algorithm=algorithm,
+        generator_hidden_size=gen_size, model_hparam_overrides=tiny, num_train_steps=2,
+        iterations_per_loop=1, num_warmup_steps=1, num_eval_steps=1, **extra)
+    TensorFlowPretraining(config, run).train()
     final = json.load(open(tmp_path / "final_eval.json"))
-    assert np.isfinite(final["loss"]) and np.isfinite(final["mlm_loss"])
+    assert final["step"] == 2
+    assert np.isfinite(final["loss"]) and np.isfinite(final["masked_lm_loss"])
     discriminator, _ = load_discriminator(str(tmp_path))  # what run_finetuning loads
     # Every variant keeps a model of D's size: BERT too, whatever generator_hidden_size.
     assert discriminator.config.hidden_size == 16
@@ -53,13 +46,11 @@ def test_uniform_generator_trains_only_the_discriminator():
     import tensorflow as tf
 
     from electra_tf.config import PretrainingConfig
+    from electra_tf.modeling.pretrainer import ElectraPretrainer
     from electra_tf.objectives import losses
-    from electra_tf.pretrainer import ElectraPretrainer
 
-    tiny = {"embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2,
-            "num_attention_heads": 2, "intermediate_size": 32}
     cfg = PretrainingConfig(model_size="tiny", vocab_size=40, max_seq_length=12,
-                            max_predictions_per_seq=3, model_hparam_overrides=tiny,
+                            max_predictions_per_seq=3, model_hparam_overrides=TINY_MODEL,
                             uniform_generator=True)
     keras.utils.set_random_seed(0)
     model = ElectraPretrainer(cfg)

@@ -6,8 +6,8 @@ import tensorflow as tf
 
 from electra_tf.config import PretrainingConfig
 from electra_tf.data.masking import MaskingConfig, mask_batch
+from electra_tf.modeling.pretrainer import ElectraPretrainer
 from electra_tf.optimization import create_optimizer
-from electra_tf.pretrainer import ElectraPretrainer
 
 V, L, B = 120, 16, 8
 

@@ -1,0 +1,229 @@
+"""Plain constants and functions the tests share; fixtures live in the conftest.py files.
+
+pyproject puts tests/ on the path, so every test file can `from helpers import ...`
+(a conftest.py cannot be imported that way under --import-mode=importlib).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The tiny model of the suite (STYLE.md: hidden 16, 2 layers): model_hparam_overrides
+# for model_size="tiny", or the sizes of an EncoderConfig (`tiny_encoder_config`).
+TINY_MODEL = {"embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2,
+              "num_attention_heads": 2, "intermediate_size": 32}
+# The same without dropout: a training step that is deterministic across backends.
+TINY_NO_DROPOUT = {**TINY_MODEL, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+RECORDS_SEQ = 32  # max_seq_length of the tiny_records fixture (tests/training/conftest.py)
+
+WORDS = ("the model reads a token and the discriminator learns which token was replaced "
+         "by a small generator trained as a masked language model on every sentence of "
+         "text in this corpus while sampling keeps the tokens plausible enough").split()
+
+
+def tiny_encoder_config(vocab_size: int, **overrides):
+    """An EncoderConfig of TINY_MODEL's sizes (overrides win)."""
+    from electra_tf.config import EncoderConfig
+
+    return EncoderConfig(**{"vocab_size": vocab_size, **TINY_MODEL, **overrides})
+
+
+def write_pretrained_dir(folder, vocab_file: str, config=None, seed: int = 0) -> str:
+    """A pre-trained discriminator's folder, written through artifacts (as run_pretraining
+    and `convert` write theirs): discriminator.weights.h5 and discriminator_config.json of
+    a freshly initialized discriminator of `config` (default: the tiny one; seeded), and a
+    pretraining_config.json that records `vocab_file` (no pre-training config: the
+    defaults, lower-cased text, apply)."""
+    import keras
+
+    from electra_tf import artifacts
+    from electra_tf.modeling import build_discriminator
+    from electra_tf.text.vocab import load_vocab
+
+    folder = str(folder)
+    os.makedirs(folder, exist_ok=True)
+    config = config or tiny_encoder_config(len(load_vocab(vocab_file)))
+    keras.utils.set_random_seed(seed)
+    artifacts.save_discriminator(folder, build_discriminator(config))
+    artifacts.write_pretraining_config(folder, None, {"vocab_file": vocab_file})
+    return folder
+
+
+def free_ports(n: int = 1) -> list[int]:
+    """`n` distinct TCP ports on 127.0.0.1 that were free a moment ago."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def free_port() -> int:
+    return free_ports(1)[0]
+
+
+def make_corpus(num_docs: int, seed: int = 0, max_lines: int = 4, max_words: int = 8) -> str:
+    """Pseudo-English: docs of 1..max_lines lines of 3..max_words words, blank-separated."""
+    rng = random.Random(seed)
+    docs = []
+    for _ in range(num_docs):
+        lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, max_words)))
+                 for _ in range(rng.randint(1, max_lines))]
+        docs.append("\n".join(lines))
+    return "\n\n".join(docs) + "\n"
+
+
+def write_vocab(path, tokens) -> str:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(tokens) + "\n")
+    return str(path)
+
+
+def tiny_vocab_tokens() -> list[str]:
+    """BERT layout (specials at 0 and 100..103), the corpus words, some pieces and chars."""
+    from electra_tf.text.tokenizer import BERT_RESERVED_TOKENS
+
+    chars = list("abcdefghijklmnopqrstuvwxyz0123456789.,!?'-")
+    pieces = ["##" + c for c in "abcdefghijklmnopqrstuvwxyz"] + ["##ing", "##ed"]
+    extra = ["hello", "world", "cafe", "中", "国", "人"]
+    words = sorted(set(WORDS) - set(chars))
+    return list(BERT_RESERVED_TOKENS) + words + extra + chars + pieces
+
+
+def decode(tokenizer, ids) -> str:
+    """Ids -> readable text for assertions: ## pieces joined, special tokens dropped."""
+    from electra_tf.text.tokenizer import SPECIAL_TOKENS
+
+    words: list[str] = []
+    for tok in tokenizer.convert_ids_to_tokens(ids):
+        if tok in SPECIAL_TOKENS:
+            continue
+        if tok.startswith("##") and words:
+            words[-1] += tok[2:]
+        else:
+            words.append(tok)
+    return " ".join(words)
+
+
+# === An entry point's flags, in this process ===
+def pretraining_from_flags(*argv: str):
+    """run_pretraining's command line -> (PretrainingConfig, RunConfig), as its main reads
+    them (own FlagValues: absl's global FLAGS hold whatever this process defined)."""
+    from absl import flags
+
+    from electra_tf import flags as flags_lib
+
+    values = flags.FlagValues()
+    flags_lib.define_pretraining_flags(values)
+    values(["run_pretraining", *argv])
+    return flags_lib.pretraining_configs(values)
+
+
+def finetuning_from_flags(*argv: str):
+    """run_finetuning's command line -> (task, FinetuningConfig, FinetuneRun), as its main
+    reads them (a --flagfile is relative to the repo root)."""
+    from absl import flags
+
+    from electra_tf import flags as flags_lib
+    from electra_tf.finetuning.registry import task_from_config
+
+    argv = [f"--flagfile={os.path.join(REPO, a.split('=', 1)[1])}"
+            if a.startswith("--flagfile=") else a for a in argv]
+    values = flags.FlagValues()
+    flags_lib.define_finetuning_flags(values)
+    values(["run_finetuning", *argv])
+    config, run = flags_lib.finetuning_configs(values)
+    return task_from_config(config), config, run
+
+
+def finetune(*argv: str):
+    """run_finetuning's main in this process, on the TensorFlow backend: (trainer, results)."""
+    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
+
+    trainer = TensorFlowFinetuning(*finetuning_from_flags(*argv))
+    return trainer, trainer.train()
+
+
+# === Child processes ===
+def _default_sigint() -> None:
+    # A child of a run started with SIGINT ignored (nohup, `trap '' INT`, a background
+    # job) inherits SIG_IGN, and Python then installs no KeyboardInterrupt handler: give
+    # the child the default disposition, which Python replaces with its own handler.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def child_env(**extra: str) -> dict:
+    """This environment for a `python` child: the repo on its path, TF's C++ logs quiet."""
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO, **extra)
+
+
+def popen_python(args, env: dict | None = None, **kwargs) -> subprocess.Popen:
+    """`python args...` from the repo root, SIGINT at its default whatever the suite has."""
+    return subprocess.Popen([sys.executable, *args], cwd=REPO, env=env or child_env(),
+                            preexec_fn=_default_sigint, **kwargs)
+
+
+def run_python(args, env: dict | None = None, timeout: int = 300,
+               **kwargs) -> subprocess.CompletedProcess:
+    """Runs `python args...` to the end (as popen_python), capturing text output."""
+    return subprocess.run([sys.executable, *args], cwd=REPO, env=env or child_env(),
+                          preexec_fn=_default_sigint, capture_output=True, text=True,
+                          timeout=timeout, **kwargs)
+
+
+def run_module(module: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Runs `python -m module args...` in a fresh process, from the repo root."""
+    return run_python(["-m", module, *args], timeout=timeout)
+
+
+def error_line(proc, *expected, returncode=2) -> str:
+    """The one `error:` line of a CLI run that failed cleanly, holding `expected`."""
+    assert proc.returncode == returncode, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    for text in expected:
+        assert text in errors[0], errors[0]
+    return errors[0]
+
+
+def interrupt_after(module: str, args: list[str], pattern: str, model_dir) -> None:
+    """Runs `python -m module args`, sends Ctrl-C once `pattern` is printed, and checks
+    the one-line exit: status 130, no traceback, a checkpoint at the step it names."""
+    # SIGINT at its default in the child, even where this suite runs with it ignored.
+    proc = popen_python(["-m", module, *args], stderr=subprocess.PIPE, text=True)
+    lines, found = [], threading.Event()
+
+    def pump():  # stderr, line by line, in a thread: the test waits for `pattern`
+        for line in proc.stderr:
+            lines.append(line)
+            if re.search(pattern, line):
+                found.set()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        assert found.wait(300), "".join(lines)[-3000:]
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 130, "".join(lines)[-3000:]
+    finally:
+        proc.kill()
+    reader.join(30)  # the last lines, up to the pipe's end
+    stderr = "".join(lines)
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    match = re.fullmatch(r"interrupted at step (\d+); checkpoint saved; rerun to resume", last)
+    assert match, stderr[-3000:]
+    assert (model_dir / "checkpoints" / f"ckpt-{match.group(1)}.index").exists()

@@ -1,0 +1,108 @@
+"""Where fine-tuning starts: a pre-training folder, one of its checkpoints, or scratch."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from helpers import TINY_MODEL
+
+from electra_tf import artifacts
+from electra_tf.config import FinetuneRun, FinetuningConfig
+from electra_tf.errors import ConfigError, InputError
+from electra_tf.training.finetuning import initial_discriminator
+
+
+@pytest.fixture(scope="module")
+def pretrained(tiny_records, tmp_path_factory):
+    """A 6-step TF pre-training run that kept ckpt-3 and ckpt-6."""
+    from electra_tf.config import PretrainingConfig, RunConfig
+    from electra_tf.text.vocab import load_vocab
+    from electra_tf.training.backends.tensorflow import TensorFlowPretraining
+
+    model_dir = str(tmp_path_factory.mktemp("pretrained"))
+    config = PretrainingConfig(
+        model_size="tiny", model_hparam_overrides=TINY_MODEL,
+        vocab_size=len(load_vocab(tiny_records["vocab"])), max_seq_length=32,
+        generator_hidden_size=0.5, learning_rate=1e-2, num_warmup_steps=0, train_batch_size=8,
+        num_train_steps=6, iterations_per_loop=3, save_checkpoints_steps=3, seed=3)
+    run = RunConfig(model_dir=model_dir, train_data=tiny_records["train"],
+                    vocab_file=tiny_records["vocab"])
+    TensorFlowPretraining(config, run).train()
+    return model_dir, config
+
+
+def _weights(discriminator):
+    return [np.asarray(w) for w in discriminator.get_weights()]
+
+
+def test_a_checkpoint_step_gives_the_discriminator_of_that_step(pretrained, tmp_path):
+    from electra_tf.modeling.pretrainer import ElectraPretrainer
+    from electra_tf.optimization import pretraining_optimizer
+    from electra_tf.training.checkpoints import NpzCheckpoints, TensorFlowCheckpoints
+
+    model_dir, config = pretrained
+    folder = artifacts.checkpoint_dir(model_dir)
+    final, vocab = artifacts.load_discriminator(model_dir)
+    at = {}
+    for step in (3, 6):
+        run = FinetuneRun(model_dir="unused", data_dir="unused",
+                          init_checkpoint=os.path.join(folder, f"ckpt-{step}"))
+        at[step], recorded = initial_discriminator(FinetuningConfig(task_name="sst2"), run)
+        assert recorded == vocab
+    for a, b in zip(_weights(at[6]), _weights(final)):
+        np.testing.assert_array_equal(a, b)  # the last checkpoint is the final model
+    assert any(not np.array_equal(a, b) for a, b in zip(_weights(at[3]), _weights(final)))
+
+    # The JAX backend's npz checkpoint of the same state gives the same discriminator.
+    model = ElectraPretrainer(config)
+    model.build_with_dummy_batch()
+    optimizer = pretraining_optimizer(config, model.trainable_variables)
+    TensorFlowCheckpoints(model, optimizer, folder, 5).restore()
+    jax_dir = str(tmp_path / "jax_run")
+    artifacts.write_pretraining_config(jax_dir, config, {"vocab_file": vocab})
+    path = NpzCheckpoints(model, optimizer, artifacts.checkpoint_dir(jax_dir), 5).save()
+    assert path.endswith("jax-ckpt-6.npz")
+    from_npz, _ = initial_discriminator(FinetuningConfig(task_name="sst2"), FinetuneRun(
+        model_dir="unused", data_dir="unused", init_checkpoint=path))
+    for a, b in zip(_weights(from_npz), _weights(final)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_bad_checkpoint_steps_are_one_line(pretrained):
+    model_dir, _ = pretrained
+    config = FinetuningConfig(task_name="sst2")
+    missing = os.path.join(artifacts.checkpoint_dir(model_dir), "ckpt-4")
+    with pytest.raises(InputError, match="ckpt-4: no readable checkpoint"):
+        initial_discriminator(config, FinetuneRun(init_checkpoint=missing))
+    with pytest.raises(ConfigError, match="not --model_size=base"):
+        initial_discriminator(FinetuningConfig(task_name="sst2", model_size="base"), FinetuneRun(
+            init_checkpoint=os.path.join(artifacts.checkpoint_dir(model_dir), "ckpt-3")))
+
+
+def test_from_scratch_is_seeded_and_sized_by_the_flags(tiny_records):
+    import keras
+
+    from electra_tf.text.vocab import load_vocab
+
+    config = FinetuningConfig(task_name="sst2", model_size="tiny")
+    run = FinetuneRun(from_scratch=True, vocab_file=tiny_records["vocab"])
+    weights = []
+    for seed in (1, 1, 2):
+        keras.utils.set_random_seed(seed)
+        discriminator, vocab = initial_discriminator(config, run)
+        weights.append(_weights(discriminator))
+    assert vocab == tiny_records["vocab"]
+    assert discriminator.config.vocab_size == len(load_vocab(tiny_records["vocab"]))
+    assert discriminator.config.hidden_size == 128  # the tiny preset
+    for a, b in zip(weights[0], weights[1]):
+        np.testing.assert_array_equal(a, b)
+    assert any(not np.array_equal(a, b) for a, b in zip(weights[0], weights[2]))
+    with pytest.raises(ConfigError, match="--from_scratch needs --model_size"):
+        initial_discriminator(FinetuningConfig(task_name="sst2"), run)
+    with pytest.raises(ConfigError, match="exclude each other"):
+        initial_discriminator(config, FinetuneRun(from_scratch=True, init_checkpoint="x",
+                                                  vocab_file=tiny_records["vocab"]))
+    with pytest.raises(InputError, match="--init_checkpoint is required"):
+        initial_discriminator(config, FinetuneRun())

@@ -1,0 +1,56 @@
+"""What a comparison of pre-training runs reads: checkpoint steps, console lines, eval names."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from electra_tf import artifacts
+from electra_tf.training import reporting
+from electra_tf.training.loop import chunk_size
+
+
+def test_chunks_end_at_every_period_and_at_the_end():
+    assert chunk_size(0, 10, 3, 4) == 3
+    assert chunk_size(3, 10, 3, 4) == 1  # 4 is a save step
+    assert chunk_size(8, 10, 3, 4) == 1
+    assert chunk_size(9, 10, 3, 4) == 1
+    assert chunk_size(5, 7, 0, 100) == 2  # 0: no such period
+
+
+def test_checkpoints_land_on_the_multiples_of_save_checkpoints_steps(make_configs, tmp_path):
+    from electra_tf.training.backends.tensorflow import TensorFlowPretraining
+
+    config, run = make_configs(tmp_path / "m", num_train_steps=10, iterations_per_loop=3,
+                               save_checkpoints_steps=4, keep_checkpoint_max=10)
+    TensorFlowPretraining(config, run).train()
+    folder = artifacts.checkpoint_dir(run.model_dir)
+    steps = sorted(int(n.split("-")[1].split(".")[0]) for n in os.listdir(folder)
+                   if n.startswith("ckpt-") and n.endswith(".index"))
+    assert steps == [4, 8, 10]
+
+
+def test_bert_mlm_console_line_has_no_discriminator_columns():
+    results = {"loss": 7.6, "mlm_loss": 7.6, "masked_lm_accuracy": 0.1, "grad_norm": 1.0,
+               "learning_rate": 1e-4, "sequences_per_second": 100.0}
+    line = reporting.train_line(results, 200, 1000, 60.0)
+    assert "disc" not in line and "nan" not in line
+    assert "(mlm 7.600)" in line and "mlm_acc 0.100" in line
+    electra = {**results, "disc_loss": 0.4, "disc_auc": 0.6}
+    line = reporting.train_line(electra, 200, 1000, 60.0)
+    assert "(mlm 7.600 disc 0.4000)" in line and "disc_auc 0.600" in line
+
+
+def test_each_loss_has_one_name_in_train_and_in_eval_results():
+    sums = {"loss/loss": np.float32(2 * 30.0), "loss/mlm_loss": np.float32(2 * 4.7),
+            "loss/disc_loss": np.float32(2 * 0.5), "grad_norm": np.float32(2.0),
+            "masked_lm_loss/num": np.float32(48.0), "masked_lm_loss/den": np.float32(10.0),
+            "disc_loss/num": np.float32(1.2), "disc_loss/den": np.float32(2.0)}
+    train = reporting.finish(sums, 2)
+    assert train["mlm_loss"] == np.float32(9.4) / 2 and "masked_lm_loss" not in train
+    assert abs(train["disc_loss"] - 0.5) < 1e-6  # the trained term, not the eval metric
+    evaluation = reporting.finish(sums, 2, evaluation=True)
+    assert "mlm_loss" not in evaluation and abs(evaluation["masked_lm_loss"] - 4.8) < 1e-6
+    assert abs(evaluation["disc_loss"] - 0.6) < 1e-6  # the original's per-sequence mean
+    assert abs(evaluation["loss"] - 30.0) < 1e-6
