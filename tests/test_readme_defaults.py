@@ -14,6 +14,6 @@ def test_every_sizes_finetuning_learning_rate_is_in_the_readme():
     section = text[text.index("## Fine-tuning"):text.index("## Checkpoint conversion")]
     for size, rate in FINETUNE_LEARNING_RATE.items():
         written = format(rate, ".0e").replace("e-0", "e-")  # 1e-03 -> 1e-3
-        line = next((text for text in section.replace("\n  ", " ").splitlines()
-                     if written in text and size in text.lower()), None)
+        line = next((row for row in section.replace("\n  ", " ").splitlines()
+                     if written in row and size in row.lower()), None)
         assert line, f"README's fine-tuning defaults do not give {size}'s {written}"
