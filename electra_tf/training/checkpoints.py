@@ -59,6 +59,22 @@ def _misfit(path: str, detail: str) -> ConfigError:
                        "or another --model_dir")
 
 
+def _check_fit(path: str, arrays: dict, variables: dict, extra_allowed: bool) -> None:
+    """Raises the one-line misfit error unless `arrays` holds every variable, shaped as it.
+
+    Args:
+      extra_allowed: arrays of no variable are fine (else they are a misfit too).
+    """
+    extra = [] if extra_allowed else sorted(set(arrays) - set(variables))
+    missing = sorted(set(variables) - set(arrays))
+    wrong = [f"{k} {arrays[k].shape} (the model's {tuple(v.shape)})"
+             for k, v in variables.items()
+             if k in arrays and tuple(arrays[k].shape) != tuple(v.shape)]
+    if extra or missing or wrong:
+        raise _misfit(path, (wrong or [f"not in the model: {extra[:3]}" if extra else
+                                       f"not in the checkpoint: {missing[:3]}"])[0])
+
+
 def model_variables(model) -> dict:
     """The model's variables by path (checked unique: a checkpoint must miss none)."""
     variables = {v.path: v for v in model.variables}
@@ -229,14 +245,7 @@ class NpzCheckpoints:
                 arrays = {k: data[k] for k in data.files}
         except (OSError, ValueError) as e:
             raise InputError(f"cannot resume from {path}: unreadable checkpoint ({e})") from None
-        extra, missing = sorted(set(arrays) - set(self.variables)), sorted(
-            set(self.variables) - set(arrays))
-        wrong = [f"{k} {arrays[k].shape} (the model's {tuple(v.shape)})"
-                 for k, v in self.variables.items()
-                 if k in arrays and tuple(arrays[k].shape) != tuple(v.shape)]
-        if extra or missing or wrong:
-            raise _misfit(path, (wrong or [f"not in the model: {extra[:3]}" if extra else
-                                           f"not in the checkpoint: {missing[:3]}"])[0])
+        _check_fit(path, arrays, self.variables, extra_allowed=False)
         for name, v in self.variables.items():
             v.assign(arrays[name])
         self._last_saved = self._step()
@@ -293,14 +302,11 @@ def read_model_arrays(path: str, model) -> dict:
     Raises:
       InputError: missing or unreadable; ConfigError: its variables do not fit.
     """
-    names = list(model_variables(model))
-    stored = _npz_model_arrays(path) if path.endswith(".npz") else _tf_model_arrays(path, names)
     variables = model_variables(model)
-    missing = [n for n in names if n not in stored]
-    wrong = [f"{n} {stored[n].shape} (the model's {tuple(variables[n].shape)})"
-             for n in names if n in stored and tuple(stored[n].shape) != tuple(variables[n].shape)]
-    if missing or wrong:
-        raise _misfit(path, (wrong or [f"not in the checkpoint: {missing[:3]}"])[0])
+    stored = (_npz_model_arrays(path) if path.endswith(".npz")
+              else _tf_model_arrays(path, list(variables)))
+    # The checkpoint also holds what fine-tuning drops (the optimizer, G's head).
+    _check_fit(path, stored, variables, extra_allowed=True)
     return stored
 
 

@@ -180,10 +180,9 @@ class JaxPretraining(Pretraining):
         self._eval_step = jax.jit(self._eval_fn)
 
     def _setup_devices(self) -> None:
-        micro = self.config.train_batch_size // self.run.gradient_accumulation_steps
+        # Pretraining.__init__ checks that the batches split over the devices.
         self.num_replicas, self.distribution = data_parallel(
-            self.run.strategy, self.run.num_devices,
-            {"the micro-batch": micro, "eval_batch_size": self.config.eval_batch_size})
+            self.run.strategy, self.run.num_devices, {})
         # multi_worker stays False: a JAX save is no collective, any process can save.
         self.chief = jax.process_index() == 0
 
