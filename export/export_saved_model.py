@@ -57,6 +57,11 @@ def define_flags():
     flags.DEFINE_integer("max_query_length", 64, "squad: question pieces kept.")
     flags.DEFINE_integer("max_answer_length", 30, "squad: longest answer in pieces.")
     flags.DEFINE_bool("warmup", True, "Write assets.extra/tf_serving_warmup_requests.")
+    flags.DEFINE_list("length_buckets", None,
+                      "Lengths a batch is padded to (each batch: the shortest that holds its "
+                      "longest row). Default: 16,32,48,64,96,128,192,... below "
+                      "--max_seq_length, then it; "
+                      "give only the max_seq_length for a fixed window.")
 
 
 EXPECTED_HEADS = {"token_classification": ("tagging",),
@@ -84,6 +89,7 @@ class ServingSpec:
     null_rule: str = "combined"  # SQuAD 2.0: "answerable" or "combined" (finetuning/squad.py)
     no_answer_threshold: float = 0.0  # SQuAD 2.0: has_answer when null_odds <= it
     answerable_weight: float = 0.5  # the "combined" rule's weight of the answerable logit
+    length_buckets: tuple | None = None  # serving.length_buckets (None: its default)
 
 
 def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: int = 0,
@@ -112,8 +118,9 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
             raise InputError("--vocab_file is required (none is recorded with the checkpoint)")
         folder = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
         lower = artifacts.recorded_do_lower_case(folder)
-        return ServingSpec(task, discriminator, Tokenizer(vocab, do_lower_case=lower),
-                           max_seq_length or 128, task_name="rtd")
+        return _checked_length(ServingSpec(
+            task, discriminator, Tokenizer(vocab, do_lower_case=lower), max_seq_length or 128,
+            task_name="rtd"), checkpoint)
 
     try:
         model, record = artifacts.load_finetuned(checkpoint)
@@ -130,14 +137,47 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
     if record.answerable and span_head == "joint" and null["null_odds_from"] == "combined":
         raise InputError(f"--checkpoint {checkpoint}: the combined null rule needs the "
                          "independent head's end logits, but the model has the joint head")
-    return ServingSpec(
+    return _checked_length(ServingSpec(
         task, model, Tokenizer(vocab, do_lower_case=record.do_lower_case),
         max_seq_length or record.max_seq_length, task_name=record.task,
         label_names=record.label_names, pair=record.pair,
         regression=record.head == "regression", label_scale=tuple(record.label_scale),
         answerable=record.answerable, span_head=span_head,
         max_query_length=max_query_length, max_answer_length=max_answer_length,
-        null_rule=null["null_odds_from"], no_answer_threshold=null["no_answer_threshold"])
+        null_rule=null["null_odds_from"], no_answer_threshold=null["no_answer_threshold"]),
+        checkpoint)
+
+
+def _checked_length(spec: ServingSpec, checkpoint: str) -> ServingSpec:
+    """spec, once its max_seq_length fits [CLS] x [SEP] and the model's positions.
+
+    Raises:
+      InputError: a length below 3, or above the model's max_position_embeddings
+        (every request would then fail in the position embedding).
+    """
+    positions = spec.model.encoder.config.max_position_embeddings
+    if not 3 <= spec.max_seq_length <= positions:
+        raise InputError(f"--max_seq_length={spec.max_seq_length}: the model in {checkpoint} "
+                         f"takes 3 to {positions} positions")
+    return spec
+
+
+def parse_length_buckets(values) -> tuple[int, ...] | None:
+    """--length_buckets as ints >= 1 (None: the default buckets).
+
+    Raises:
+      InputError: a value that is not a whole number >= 1.
+    """
+    if values is None:
+        return None
+    try:
+        buckets = tuple(int(v) for v in values)
+    except ValueError:
+        buckets = ()
+    if not buckets or min(buckets) < 1:
+        raise InputError(f"--length_buckets must be whole numbers >= 1, got "
+                         f"{','.join(values)!r}")
+    return buckets
 
 
 def next_version(model_dir: str) -> int:
@@ -261,9 +301,11 @@ def main(argv):
         if os.path.exists(final):
             raise InputError(f"{final} already exists; versions are never overwritten "
                              "(pick another --version or leave it out)")
+    buckets = parse_length_buckets(FLAGS.length_buckets)
     t0 = time.monotonic()
     spec = load_spec(FLAGS.task, FLAGS.checkpoint, FLAGS.vocab_file, FLAGS.max_seq_length,
                      FLAGS.max_query_length, FLAGS.max_answer_length)
+    spec = dataclasses.replace(spec, length_buckets=buckets)
     path = export(spec, FLAGS.model_base, FLAGS.model_name, FLAGS.version,
                   ids_only=FLAGS.ids_only, warmup=FLAGS.warmup)
     print(f"[export] {FLAGS.task} ({spec.task_name}, L={spec.max_seq_length}"

@@ -69,20 +69,72 @@ def keep_first(rt, n):
                                             tf.minimum(rt.row_lengths(), n), validate=False)
 
 
+def length_buckets(max_seq_length: int, buckets=None, min_length: int = 1) -> tuple[int, ...]:
+    """The lengths a serving batch is padded to, ascending; the last is max_seq_length.
+
+    Each batch is padded to the shortest bucket that holds its longest row, so
+    a short request does not pay for the full window while the number of
+    shapes (each warmed up at export) stays small.
+
+    Args:
+      max_seq_length: L, the longest packed sequence (always the last bucket).
+      buckets: the lengths below L to use; None: 16, then the powers of two from
+        32 and 1.5 times them (16, 32, 48, 64, 96, 128, 192, 256, 384, ...)
+        below L, so that a row pads by at most a third (and 15 below 16).
+        Lengths >= L are dropped; [L] (or any list of them) is the fixed window.
+      min_length: buckets below it are dropped (the joint span head's beam
+        needs at least beam_size positions).
+    Raises:
+      ValueError: a bucket below 1.
+    """
+    L = int(max_seq_length)
+    if buckets is None:
+        chosen, b = [16], 32
+        while b < L:
+            chosen += [b, b * 3 // 2]
+            b *= 2
+    else:
+        chosen = sorted({int(b) for b in buckets})
+        if chosen and chosen[0] < 1:
+            raise ValueError(f"length buckets must be >= 1, got {chosen[0]}")
+    return tuple(b for b in chosen if min_length <= b < L) + (L,)
+
+
+def bucket_width(buckets: tuple[int, ...], longest, seq=None):
+    """The padded length for a batch whose longest row is `longest` (int32 scalar): the
+    shortest bucket >= it, never more than `seq` (when given); `seq` or the last bucket
+    when none holds it."""
+    b = tf.constant(buckets, tf.int32)
+    cap = tf.constant(buckets[-1], tf.int32) if seq is None else seq
+    return tf.minimum(tf.reduce_min(tf.where(b >= longest, b, cap)), cap)
+
+
+def pad_positions(x, length, fill):
+    """x [B, W, ...] -> [B, length, ...]: cut after `length` positions, or padded with
+    `fill` up to it."""
+    x = x[:, :length]
+    paddings = [[0, 0], [0, length - tf.shape(x)[1]]] + [[0, 0]] * (x.shape.rank - 2)
+    return tf.pad(x, paddings, constant_values=fill)
+
+
 class Packer(tf.Module):
-    """Strings -> [CLS] a [SEP] (b [SEP]) ids padded to max_seq_length, in-graph.
+    """Strings -> [CLS] a [SEP] (b [SEP]) ids, padded to the batch's length bucket, in-graph.
 
     Args:
       tokenizer: an electra_tf Tokenizer (FastBertTokenizer inside).
-      max_seq_length: L, the fixed padded length.
+      max_seq_length: L, the longest packed sequence (longer inputs are truncated).
+      buckets: see length_buckets (None: its default).
+      min_length: see length_buckets.
     """
 
-    def __init__(self, tokenizer: Tokenizer, max_seq_length: int, name: str = "packer"):
+    def __init__(self, tokenizer: Tokenizer, max_seq_length: int, buckets=None,
+                 min_length: int = 1, name: str = "packer"):
         super().__init__(name=name)
         if max_seq_length < 3:
             raise ValueError(f"max_seq_length must be >= 3, got {max_seq_length}")
         self.tokenizer = tokenizer
         self.max_seq_length = int(max_seq_length)
+        self.buckets = length_buckets(max_seq_length, buckets, min_length)
         self.vocab_strings = tf.constant(tokenizer.vocab)
         self.is_continuation = tf.constant([t.startswith("##") for t in tokenizer.vocab])
 
@@ -92,17 +144,19 @@ class Packer(tf.Module):
         return normalized, ids, starts, ends
 
     def pack(self, ids_a, ids_b=None, limit_a=None):
-        """Truncates and packs; returns dense int32 [B, L] tensors and the kept lengths.
+        """Truncates and packs; returns dense int32 [B, W] tensors and the kept lengths.
 
-        Single segment: a keeps its first L - 2 pieces. Pair: BERT's rule (pop
-        from the longer side, a on ties) until len(a) + len(b) <= L - 3, which
-        in closed form is a' = min(la, max(budget - lb, budget // 2)),
-        b' = min(lb, budget - a'). `limit_a` (SQuAD's max_query_length) caps a
-        first, and then b takes the rest.
+        W is the batch's bucket: the shortest of self.buckets that holds its
+        longest packed row (at most L). Single segment: a keeps its first L - 2
+        pieces. Pair: BERT's rule (pop from the longer side, a on ties) until
+        len(a) + len(b) <= L - 3, which in closed form is
+        a' = min(la, max(budget - lb, budget // 2)), b' = min(lb, budget - a').
+        `limit_a` (SQuAD's max_query_length) caps a first, and then b takes the rest.
 
         Returns:
-          dict: input_word_ids, input_mask, input_type_ids int32 [B, L];
-          len_a, len_b int64 [B] (kept pieces); truncated bool [B].
+          dict: input_word_ids, input_mask, input_type_ids int32 [B, W];
+          len_a, len_b int64 [B] (kept pieces); truncated bool [B]; width (W,
+          int32 scalar).
         """
         L = self.max_seq_length
         la = ids_a.row_lengths()
@@ -111,6 +165,7 @@ class Packer(tf.Module):
             a_len = tf.minimum(la, L - 2)
             b_len = tf.zeros_like(a_len)
             truncated = la > a_len
+            specials = 2
         else:
             lb = ids_b.row_lengths()
             budget = tf.constant(L - 3, tf.int64)
@@ -121,6 +176,7 @@ class Packer(tf.Module):
                 a_len = tf.minimum(la, tf.maximum(budget - lb, budget // 2))
                 b_len = tf.minimum(lb, budget - a_len)
             truncated = (la > a_len) | (lb > b_len)
+            specials = 3
         cls = tf.fill([batch, 1], tf.constant(self.tokenizer.cls_id, tf.int64))
         sep = tf.fill([batch, 1], tf.constant(self.tokenizer.sep_id, tf.int64))
         a = keep_first(ids_a, a_len)
@@ -132,24 +188,28 @@ class Packer(tf.Module):
             types += [tf.ones_like(b), tf.ones_like(sep)]
         ids = tf.concat(parts, axis=1)
         type_ids = tf.concat(types, axis=1)
-        shape = [None, L]
+        longest = tf.cast(tf.reduce_max(tf.concat([a_len + b_len + specials, [specials]], 0)),
+                          tf.int32)
+        width = bucket_width(self.buckets, longest)
+        shape = tf.stack([batch, tf.cast(width, tf.int64)])
         word_ids = tf.cast(ids.to_tensor(0, shape=shape), tf.int32)
         mask = tf.cast(tf.ones_like(ids).to_tensor(0, shape=shape), tf.int32)
         type_ids = tf.cast(type_ids.to_tensor(0, shape=shape), tf.int32)
         return {"input_word_ids": word_ids, "input_mask": mask, "input_type_ids": type_ids,
-                "len_a": a_len, "len_b": b_len, "truncated": truncated}
+                "len_a": a_len, "len_b": b_len, "truncated": truncated, "width": width}
 
-    def positions(self, values, len_a, len_b=None, values_b=None, fill=-1):
-        """Per-piece values (ragged, e.g. byte offsets) laid out like pack(): [B, L] int64."""
+    def positions(self, values, len_a, width, len_b=None, values_b=None, fill=-1):
+        """Per-piece values (ragged, e.g. byte offsets) laid out like pack(): [B, width] int64."""
         batch = tf.shape(len_a, out_type=tf.int64)[0]
         pad = tf.fill([batch, 1], tf.constant(fill, tf.int64))
         parts = [pad, keep_first(values, len_a), pad]
         if values_b is not None:
             parts += [keep_first(values_b, len_b), pad]
-        return tf.concat(parts, axis=1).to_tensor(fill, shape=[None, self.max_seq_length])
+        shape = tf.stack([batch, tf.cast(width, tf.int64)])
+        return tf.concat(parts, axis=1).to_tensor(fill, shape=shape)
 
     def tokens(self, input_word_ids, input_mask):
-        """Vocab strings [B, L] ("" at padding)."""
+        """Vocab strings [B, W] ("" at padding)."""
         return tf.where(input_mask > 0, tf.gather(self.vocab_strings, input_word_ids), "")
 
 
@@ -211,10 +271,12 @@ def classification_outputs(logits, label_names, regression: bool,
 
 
 def tagging_piece_outputs(tag_logits, input_mask, label_names):
-    """tag_logits [B, L, T] -> per-wordpiece tag ids, labels, scores (max probability)."""
-    probs = tf.nn.softmax(tag_logits, axis=-1)
+    """tag_logits [B, L, T] -> per-wordpiece probabilities, tag ids, labels, scores (max
+    probability); at padding (input_mask 0) probabilities and scores are 0, the label "",
+    the tag id 0."""
+    probs = tf.nn.softmax(tag_logits, axis=-1) * tf.cast(input_mask, tag_logits.dtype)[..., None]
     tag_ids = tf.argmax(probs, axis=-1, output_type=tf.int32)
-    scores = tf.reduce_max(probs, axis=-1) * tf.cast(input_mask, probs.dtype)
+    scores = tf.reduce_max(probs, axis=-1)
     labels = tf.where(input_mask > 0, tf.gather(tf.constant(list(label_names)), tag_ids), "")
     return probs, tag_ids, labels, scores
 
@@ -254,10 +316,9 @@ def tagging_word_outputs(packer: Packer, texts, ids, starts, ends, len_a, piece_
         index == tf.gather(splits[:-1], rows))
     last = tf.concat([first[1:], [True]], axis=0) | (index == tf.gather(splits[1:], rows) - 1)
     first, last = ids.with_flat_values(first), ids.with_flat_values(last)
-    L = packer.max_seq_length
     # Piece labels/scores of text positions 1 .. len_a, ragged like ids.
-    p_labels = tf.RaggedTensor.from_tensor(piece_labels[:, 1:L - 1], lengths=len_a)
-    p_scores = tf.RaggedTensor.from_tensor(piece_scores[:, 1:L - 1], lengths=len_a)
+    p_labels = tf.RaggedTensor.from_tensor(piece_labels[:, 1:], lengths=len_a)
+    p_scores = tf.RaggedTensor.from_tensor(piece_scores[:, 1:], lengths=len_a)
     w_start = tf.ragged.boolean_mask(starts, first)
     w_end = tf.ragged.boolean_mask(ends, last)
     w_label = tf.ragged.boolean_mask(p_labels, first)

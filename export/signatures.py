@@ -38,6 +38,18 @@ batch, C classes, T tags):
           [B, L]), token_start, token_end (int64 [B, L]), truncated (bool [B])
     ids:  rtd_logits, replaced_probabilities [B, L]
 
+Length buckets: each row runs the model on only the positions it needs. The
+text signature packs a batch to the shortest length bucket that holds its
+longest row (info["length_buckets"], by default 16, 32, 48, 64, 96, 128, 192, ...
+below L, then L: serving.length_buckets); then, in both signatures, BucketedModel runs each
+row on the shortest bucket that holds the last position its input_mask marks,
+the rows of one bucket together. Per-position outputs keep the widths above
+(L, or the request's seq). Past a row's bucket (padding only) the raw logits
+are MODEL_FILLS (0; span logits MASK_LOGIT, as the model gives padding) and
+the text outputs their padding values. At every position a request holds, the
+outputs are those of the full window. tag_probabilities and tag_scores are 0
+at padding.
+
 Bad input is refused in-graph with an InvalidArgument error whose message
 names the signature and the input (check_text_inputs, check_ids_inputs): TF
 Serving checks no input shape (only names and dtypes), and grappler drops
@@ -52,6 +64,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from electra_tf.modeling.finetuning import MASK_LOGIT
 from export import serving
 
 IDS_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -157,14 +170,17 @@ def check_ids_inputs(spec, word_ids, mask, type_ids, signature: str = "serving_i
         return tuple(tf.identity(x) for x in (word_ids, mask, type_ids))
 
 
-def _model_outputs(spec, word_ids, mask, type_ids):
+def _model_outputs(spec, word_ids, mask, type_ids, model=None):
+    """The model's outputs: `model` (a BucketedModel), or spec.model on the whole window."""
+    if model is not None:
+        return model(word_ids, mask, type_ids)
     inputs = {"input_ids": word_ids, "input_mask": mask, "segment_ids": type_ids}
     return spec.model(inputs, training=False)
 
 
-def ids_outputs(spec, word_ids, mask, type_ids) -> dict:
-    """The ids signature's outputs (see the module docstring)."""
-    out = _model_outputs(spec, word_ids, mask, type_ids)
+def ids_outputs(spec, word_ids, mask, type_ids, model=None) -> dict:
+    """The ids signature's outputs (see the module docstring); model: _model_outputs'."""
+    out = _model_outputs(spec, word_ids, mask, type_ids, model)
     if spec.task == "rtd":
         logits = out["rtd_logits"]
         return {"rtd_logits": logits,
@@ -205,8 +221,99 @@ def _span(spec, out, mask, type_ids):
     return span
 
 
-def text_outputs(spec, packer: serving.Packer, *texts) -> dict:
-    """The text signature's outputs (see the module docstring); texts: checked [B] strings."""
+# The text signatures' per-position outputs and their value at padding: they
+# are computed on the batch's bucket and padded to L with it.
+TEXT_POSITION_FILLS = {
+    "replaced_probabilities": 0.0, "tokens": "", "token_start": -1, "token_end": -1,
+    "wordpiece_tokens": "", "wordpiece_labels": "", "wordpiece_scores": 0.0,
+    "wordpiece_start": -1, "wordpiece_end": -1,
+}
+# The model's per-position outputs past a row's bucket (BucketedModel).
+MODEL_FILLS = {"rtd_logits": 0.0, "tag_logits": 0.0, "start_logits": MASK_LOGIT,
+               "end_logits": MASK_LOGIT}
+_UNSERVED = ("sequence_output", "pooled_output")  # the discriminator's, unused here
+
+
+def _full_window(outputs: dict, length) -> dict:
+    """The text signature's per-position outputs padded to `length` positions."""
+    return {k: serving.pad_positions(v, length, TEXT_POSITION_FILLS[k])
+            if k in TEXT_POSITION_FILLS else v for k, v in outputs.items()}
+
+
+def min_length(spec) -> int:
+    """The fewest positions the model takes: the joint span head's beam needs beam_size."""
+    if spec.task == "squad" and spec.span_head == "joint":
+        return int(spec.model.head.beam_size)
+    return 1
+
+
+class BucketedModel:
+    """spec.model run on each row's length bucket, rows of one bucket in one call.
+
+    A row's bucket is the shortest of `buckets` that holds the last position its
+    input_mask marks, at least min_length(spec), and at most the batch's width W
+    (the ids signature may send fewer or more positions than max_seq_length;
+    rows longer than every bucket run at W). The buckets present in the batch
+    run one after another in a tf.while_loop (one copy of the model in the
+    graph), and the outputs come back in row order: those with a position axis
+    are [B, W, ...], with MODEL_FILLS past each row's bucket.
+    """
+
+    def __init__(self, spec, buckets: tuple[int, ...]):
+        self.model = spec.model
+        self.buckets = tuple(buckets)
+        self.min_length = min_length(spec)
+        symbolic = {k: keras.KerasTensor((None, None), dtype="int32")
+                    for k in ("input_ids", "input_mask", "segment_ids")}
+        out = spec.model.compute_output_spec(symbolic, training=False)
+        # name: (dtype, rank, has a position axis)
+        self.outputs = {k: (v.dtype, len(v.shape), len(v.shape) >= 2 and v.shape[1] is None)
+                        for k, v in out.items() if k not in _UNSERVED}
+
+    def __call__(self, word_ids, mask, type_ids) -> dict:
+        seq = tf.shape(word_ids)[1]
+        used = tf.reduce_max(tf.where(mask > 0, tf.range(1, seq + 1)[None, :], 0), axis=1)
+        b = tf.constant(self.buckets, tf.int32)[None, :]
+        width = tf.minimum(tf.reduce_min(tf.where(b >= used[:, None], b, seq), axis=1), seq)
+        width = tf.maximum(width, self.min_length)
+        widths, group = tf.unique(width)
+        # An empty batch still runs once (on no rows), so that every output has a value.
+        widths = tf.concat([widths, [tf.maximum(seq, self.min_length)]], 0)
+        steps = tf.maximum(tf.size(widths) - 1, 1)
+        arrays = {k: tf.TensorArray(dtype, size=steps, infer_shape=False,
+                                    element_shape=tf.TensorShape([None] * rank))
+                  for k, (dtype, rank, _) in self.outputs.items()}
+        rows_array = tf.TensorArray(tf.int32, size=steps, infer_shape=False,
+                                    element_shape=tf.TensorShape([None]))
+
+        def step(i, rows_array, arrays):
+            rows = tf.cast(tf.where(tf.equal(group, i))[:, 0], tf.int32)
+            w = widths[i]
+            inputs = {name: serving.pad_positions(tf.gather(x, rows), w, 0)
+                      for name, x in (("input_ids", word_ids), ("input_mask", mask),
+                                      ("segment_ids", type_ids))}
+            out = self.model(inputs, training=False)
+            for k, (_, _, positional) in self.outputs.items():
+                value = out[k]
+                if positional:
+                    value = serving.pad_positions(value, seq, MODEL_FILLS.get(k, 0))
+                arrays[k] = arrays[k].write(i, value)
+            return i + 1, rows_array.write(i, rows), arrays
+
+        _, rows_array, arrays = tf.while_loop(lambda i, *_: i < steps, step,
+                                              (tf.constant(0), rows_array, arrays))
+        inverse = tf.math.invert_permutation(rows_array.concat())
+        result = {}
+        for k, array in arrays.items():
+            value = tf.gather(array.concat(), inverse)
+            value.set_shape([None] * self.outputs[k][1])
+            result[k] = value
+        return result
+
+
+def text_outputs(spec, packer: serving.Packer, *texts, model=None) -> dict:
+    """The text signature's outputs (see the module docstring); texts: checked [B] strings;
+    model: _model_outputs'."""
     if len(texts) == 2:  # one tokenizer call for both (half the graph)
         batch = tf.shape(texts[0])[0]
         both = packer.tokenize(tf.concat(texts, axis=0))
@@ -224,33 +331,36 @@ def text_outputs(spec, packer: serving.Packer, *texts) -> dict:
     else:
         packed = packer.pack(ids_a)
     word_ids, mask, type_ids = (packed[k] for k in IDS_INPUTS)
-    out = _model_outputs(spec, word_ids, mask, type_ids)
+    width = packed["width"]
+    out = _model_outputs(spec, word_ids, mask, type_ids, model)
     truncated = {"truncated": packed["truncated"]}
+    L = spec.max_seq_length
     if spec.task == "sequence_classification":
         result = serving.classification_outputs(out["logits"], spec.label_names,
                                                 spec.regression, spec.label_scale)
         return {**result, **truncated}
     if spec.task == "rtd":
         probs = tf.sigmoid(out["rtd_logits"]) * tf.cast(mask, tf.float32)
-        return {"replaced_probabilities": probs, "tokens": packer.tokens(word_ids, mask),
-                "token_start": packer.positions(s_a, packed["len_a"]),
-                "token_end": packer.positions(e_a, packed["len_a"]), **truncated}
+        result = {"replaced_probabilities": probs, "tokens": packer.tokens(word_ids, mask),
+                  "token_start": packer.positions(s_a, packed["len_a"], width),
+                  "token_end": packer.positions(e_a, packed["len_a"], width)}
+        return {**_full_window(result, L), **truncated}
     if spec.task == "token_classification":
         _, _, labels, scores = serving.tagging_piece_outputs(out["tag_logits"], mask,
                                                              spec.label_names)
         result = {"wordpiece_tokens": packer.tokens(word_ids, mask),
                   "wordpiece_labels": labels, "wordpiece_scores": scores,
-                  "wordpiece_start": packer.positions(s_a, packed["len_a"]),
-                  "wordpiece_end": packer.positions(e_a, packed["len_a"])}
-        result.update(serving.tagging_word_outputs(packer, norm_a, ids_a, s_a, e_a,
-                                                   packed["len_a"], labels, scores))
-        return {**result, **truncated}
+                  "wordpiece_start": packer.positions(s_a, packed["len_a"], width),
+                  "wordpiece_end": packer.positions(e_a, packed["len_a"], width)}
+        words = serving.tagging_word_outputs(packer, norm_a, ids_a, s_a, e_a, packed["len_a"],
+                                             labels, scores)
+        return {**_full_window(result, L), **words, **truncated}
     # squad: the question is a, the context b
     span = _span(spec, out, mask, type_ids)
-    starts = packer.positions(s_a, packed["len_a"], packed["len_b"], s_b)
+    starts = packer.positions(s_a, packed["len_a"], width, packed["len_b"], s_b)
     # An answer ends at the end of its last piece's character (never inside one).
-    ends = packer.positions(serving.char_ends(s_a, e_a), packed["len_a"], packed["len_b"],
-                            serving.char_ends(s_b, e_b))
+    ends = packer.positions(serving.char_ends(s_a, e_a), packed["len_a"], width,
+                            packed["len_b"], serving.char_ends(s_b, e_b))
     s_byte = tf.gather(starts, span["answer_start_index"], batch_dims=1)
     e_byte = tf.gather(ends, span["answer_end_index"], batch_dims=1)
     s_byte = tf.where(span["has_span"], s_byte, 0)
@@ -263,6 +373,9 @@ def text_outputs(spec, packer: serving.Packer, *texts) -> dict:
 
 def build_archive(spec, ids_only: bool = False, check_inputs: bool = True):
     """An ExportArchive with the endpoints (see the module docstring) and an info dict.
+
+    Both signatures pad each batch to its length bucket (spec.length_buckets,
+    see serving.length_buckets); info["length_buckets"] lists them.
 
     check_inputs=False leaves out the ids signature's value and shape checks
     (the text inputs' rank checks stay: without them a scalar crashes the
@@ -285,8 +398,10 @@ def build_archive(spec, ids_only: bool = False, check_inputs: bool = True):
         inputs = (input_word_ids, input_mask, input_type_ids)
         if check_inputs:
             inputs = check_ids_inputs(spec, *inputs, signature=ids_signature)
-        return ids_outputs(spec, *inputs)
+        return ids_outputs(spec, *inputs, model=model)
 
+    buckets = serving.length_buckets(spec.max_seq_length, spec.length_buckets, min_length(spec))
+    model = BucketedModel(spec, buckets)
     names = serving.text_input_names(spec.task, spec.pair)
     info = {"task": spec.task, "task_name": spec.task_name, "max_seq_length": spec.max_seq_length,
             "label_names": list(spec.label_names), "regression": spec.regression,
@@ -294,7 +409,7 @@ def build_archive(spec, ids_only: bool = False, check_inputs: bool = True):
             "strip_accents": spec.tokenizer.strip_accents, "ids_only": ids_only,
             "cls_id": spec.tokenizer.cls_id, "sep_id": spec.tokenizer.sep_id,
             "unk_id": spec.tokenizer.unk_id, "pad_id": spec.tokenizer.pad_id,
-            "signatures": {}}
+            "length_buckets": list(buckets), "signatures": {}}
     if spec.regression:
         info["label_scale"] = [float(x) for x in spec.label_scale]
     if spec.task == "squad":
@@ -302,12 +417,13 @@ def build_archive(spec, ids_only: bool = False, check_inputs: bool = True):
         if spec.answerable:
             info.update(null_rule=spec.null_rule, no_answer_threshold=spec.no_answer_threshold)
     if not ids_only:
-        packer = serving.Packer(spec.tokenizer, spec.max_seq_length)
+        packer = serving.Packer(spec.tokenizer, spec.max_seq_length, spec.length_buckets,
+                                min_length(spec))
         archive.track(packer)  # saves any lookup table under it (FastBertTokenizer has none)
         text_spec = [tf.TensorSpec(None, tf.string, name=n) for n in names]
 
         def checked(*texts):
-            return text_outputs(spec, packer, *check_text_inputs(names, texts))
+            return text_outputs(spec, packer, *check_text_inputs(names, texts), model=model)
 
         if len(names) == 1:
             def text_fn(text):

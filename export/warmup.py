@@ -3,8 +3,10 @@
 TF Serving replays these requests when it loads a version, so the first real
 request does not pay for graph warmup. Each record is a
 tensorflow_serving.apis.prediction_log_pb2.PredictionLog holding a
-PredictLog.request (a PredictRequest for the serving_default signature):
-batch 1 and batch 4, with a non-ASCII text among them.
+PredictLog.request (a PredictRequest): batch 1 and batch 4 requests to
+serving_default, with a non-ASCII text among them, and then, for each length
+bucket (info["length_buckets"]), a batch-1 request that fills it, to every
+signature (serving_default and, in a text export, serving_ids).
 """
 
 from __future__ import annotations
@@ -42,6 +44,29 @@ def example_inputs(info: dict, max_seq_length: int, batch: int) -> dict[str, np.
     return out
 
 
+def bucket_inputs(info: dict, signature: str, length: int) -> dict[str, np.ndarray]:
+    """A batch-1 request to `signature` whose packed sequence is `length` positions.
+
+    Texts are single letters, each one piece whatever the vocabulary (a letter
+    is in it, or it is [UNK]); ids are [CLS] [UNK]... [SEP].
+    """
+    names = info["signatures"][signature]
+    if names[0] == "input_word_ids":
+        ids = np.full([1, length], info["unk_id"], np.int32)
+        ids[0, 0], ids[0, -1] = info["cls_id"], info["sep_id"]
+        return {"input_word_ids": ids, "input_mask": np.ones_like(ids),
+                "input_type_ids": np.zeros_like(ids)}
+
+    def words(n):
+        return np.array([" ".join(["x"] * max(n, 0)).encode()], object)
+
+    if names == ["question", "context"]:  # [CLS] q [SEP] context [SEP]
+        return {"question": words(1), "context": words(length - 4)}
+    if "text_pair" in names:  # [CLS] a [SEP] [SEP]
+        return {"text": words(length - 3), "text_pair": words(0)}
+    return {"text": words(length - 2)}
+
+
 def prediction_log(model_name: str, inputs: dict[str, np.ndarray],
                    signature_name: str = "serving_default") -> prediction_log_pb2.PredictionLog:
     request = predict_pb2.PredictRequest(
@@ -53,8 +78,13 @@ def prediction_log(model_name: str, inputs: dict[str, np.ndarray],
 
 
 def build_logs(model_name: str, info: dict, max_seq_length: int):
-    """The warmup records: batch 1 and batch 4 requests to serving_default."""
-    return [prediction_log(model_name, example_inputs(info, max_seq_length, b)) for b in (1, 4)]
+    """The warmup records (see the module docstring)."""
+    logs = [prediction_log(model_name, example_inputs(info, max_seq_length, b)) for b in (1, 4)]
+    for length in info.get("length_buckets", [max_seq_length]):
+        for signature in info["signatures"]:
+            logs.append(prediction_log(model_name, bucket_inputs(info, signature, length),
+                                       signature))
+    return logs
 
 
 def write(path: str, logs) -> None:

@@ -40,7 +40,8 @@ from electra_tf.modeling.random import FINETUNING_ENCODER_SALT, FINETUNING_HEAD_
 # The task head kinds (a fine-tuning task's `head`): the one definition.
 HEADS = ("classification", "regression", "span", "tagging")
 SPAN_HEADS = ("independent", "joint")  # the span head's variants (`span_head`)
-_MASK_LOGIT = -10000.0
+# Added to the span logits of positions that cannot start or end an answer.
+MASK_LOGIT = -10000.0
 
 
 class TaskHead(keras.layers.Layer):
@@ -131,7 +132,7 @@ class TaskHead(keras.layers.Layer):
         if segment_ids is not None:  # context tokens (segment 1) and [CLS]
             is_cls = ops.cast(ops.arange(ops.shape(allowed)[1]) == 0, "float32")[None]
             allowed = allowed * ops.maximum(ops.cast(segment_ids, "float32"), is_cls)
-        pad = (1.0 - allowed) * _MASK_LOGIT
+        pad = (1.0 - allowed) * MASK_LOGIT
         if self.joint:
             start = ops.squeeze(self.start_dense(sequence_output), -1) + pad
             outputs = {"start_logits": start}

@@ -19,11 +19,13 @@ sys.path.append(os.path.dirname(os.path.abspath(__file__)))
 
 from export_helpers import (  # noqa: E402
     ALIGN_TEXTS,
+    BUCKETS,
     FINETUNED,
     MULTI_PIECE,
     ODD_TEXTS,
     RECORD_EXTRAS,
     SEQ,
+    SHORT_BATCHES,
     SQUAD_PAIRS,
     packed_for,
     run_fresh,
@@ -86,15 +88,22 @@ def finetuned_dirs(export_pretrained_dir, tiny_vocab, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def exports(finetuned_dirs, export_pretrained_dir, tmp_path_factory):
-    """{name: (ServingSpec, export path)}; "ner_ids" is the --ids_only export of ner."""
+    """{name: (ServingSpec, export path)}; "ner_ids" is the --ids_only export of ner.
+
+    Length buckets 4 and 8 below max_seq_length (16, 24): the default ones start at
+    16, which would leave these short windows one bucket."""
+    import dataclasses
+
     from export.export_saved_model import export, load_spec
 
     base = str(tmp_path_factory.mktemp("model_base"))
     out = {}
     for name, (task, *_rest) in FINETUNED.items():
-        spec = load_spec(task, finetuned_dirs[name])
+        spec = dataclasses.replace(load_spec(task, finetuned_dirs[name]),
+                                   length_buckets=BUCKETS)
         out[name] = (spec, export(spec, base, name))
-    spec = load_spec("rtd", export_pretrained_dir, max_seq_length=SEQ)
+    spec = dataclasses.replace(load_spec("rtd", export_pretrained_dir, max_seq_length=SEQ),
+                               length_buckets=BUCKETS)
     out["rtd"] = (spec, export(spec, base, "rtd"))
     out["ner_ids"] = (out["ner"][0], export(out["ner"][0], base, "ner_ids", ids_only=True))
     return out
@@ -118,6 +127,10 @@ def fresh(exports, tmp_path_factory):
         odd = text_inputs(spec, ODD_TEXTS)
         add((name, "odd"), name, "serving_default", odd)
         add((name, "ids"), name, "serving_ids", packed_for(spec, odd))
+        for key, texts in SHORT_BATCHES.items():  # batches that fit a shorter bucket
+            add((name, key), name, "serving_default", text_inputs(spec, texts))
+            add((name, f"{key}_ids"), name, "serving_ids",
+                packed_for(spec, text_inputs(spec, texts)))
     for name in ("squad", "squad_joint"):
         pairs = {"question": np.array([q.encode() for q, _ in SQUAD_PAIRS], object),
                  "context": np.array([c.encode() for _, c in SQUAD_PAIRS], object)}

@@ -16,6 +16,11 @@ SQUAD_SEQ = 24
 ODD_TEXTS = ["", "  \t\n  ", "the model reads " * 60,
              "Zoë lives in Zürich, 東京 and São Paulo", b"bad \xff\xfe\x80 bytes \xc3",
              "hello world"]
+# Batches whose longest row packs to fewer than max_seq_length positions (the
+# ODD_TEXTS batch holds a truncated row: the full window).
+SHORT_BATCHES = {"short": [b"\xff", "the model", "Zoë", "hi"],  # 8 positions at most
+                 "hello": ["hello"]}
+BUCKETS = (4, 8)  # the exports' length buckets below max_seq_length
 ALIGN_TEXTS = ["Café Zürich naïve", "中国人 hello", "résumé,中 cafe", "  Ça  va   "]
 # Characters that normalize to several pre-tokens ("…" -> "...", "⑴" -> "(1)",
 # "ﷺ" -> four Arabic words), and two rows whose truncation (SEQ - 2 = 14

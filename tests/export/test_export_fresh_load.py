@@ -1,12 +1,16 @@
 """Every export, loaded in a fresh process (TF2 loader and the server's TF1 session loader),
 matches the Keras model, answers odd input, aligns words and replays its warmup file."""
 
+import json
+import os
+
 import numpy as np
 import pytest
 from export_helpers import (
     ALIGN_TEXTS,
     MULTI_PIECE,
     ODD_TEXTS,
+    SHORT_BATCHES,
     keras_outputs,
     packed_for,
     text_inputs,
@@ -117,27 +121,96 @@ def test_text_signature_matches_keras_in_both_loaders(name, exports, fresh):
         _same(tf2[key], want, key)
 
 
+def _info(exports, name):
+    with open(os.path.join(exports[name][1], "assets.extra", "export_info.json")) as f:
+        return json.load(f)
+
+
+def _bucket(info, mask) -> int:
+    """The shortest length bucket that holds every position `mask` marks."""
+    used = max((int(np.nonzero(row)[0].max()) + 1 for row in mask if row.any()), default=0)
+    return min(b for b in info["length_buckets"] if b >= used)
+
+
+@pytest.mark.parametrize("name", TASKS)
+@pytest.mark.parametrize("batch", list(SHORT_BATCHES))
+def test_a_batch_in_a_shorter_bucket_answers_as_the_full_window(name, batch, exports, fresh):
+    """Text signature: packed to a bucket below max_seq_length, the outputs are those of
+    the Keras model on the full window (per-position outputs still [B, L])."""
+    spec = exports[name][0]
+    packed = packed_for(spec, text_inputs(spec, SHORT_BATCHES[batch]))
+    assert _bucket(_info(exports, name), packed["input_mask"]) < spec.max_seq_length
+    tf2, tf1 = _ok(fresh[(name, batch)])
+    for key in tf2:
+        _same(tf2[key], tf1[key], key)
+    for key, want in expected(name, spec, packed).items():
+        _same(tf2[key], want, key)
+
+
+def _row_buckets(info, mask) -> list[int]:
+    """Each row's length bucket: the shortest that holds the last position it marks."""
+    return [_bucket(info, row[None]) for row in mask]
+
+
+def _check_ids_outputs(name, spec, info, packed, out):
+    """The ids signature's outputs against the Keras model on the whole window: the
+    raw logits inside each row's bucket, MODEL_FILLS past it, and every decoded output."""
+    from export.signatures import MODEL_FILLS
+
+    k = keras_outputs(spec, packed)
+    mask = packed["input_mask"]
+    for r, width in enumerate(_row_buckets(info, mask)):
+        for key in MODEL_FILLS:
+            if key in out:
+                assert out[key].shape[:2] == mask.shape, key
+                _same(out[key][r, :width], k[key][r, :width], key)
+                np.testing.assert_array_equal(out[key][r, width:], MODEL_FILLS[key], key)
+    for key in ("logits", "answerable_logits"):
+        if key in out:
+            _same(out[key], k[key], key)
+    if name == "stsb":
+        _same(out["score"], k["logits"].reshape(-1) * STSB_SCALE[1] + STSB_SCALE[0])
+    if name == "ner":
+        want = expected(name, spec, packed)
+        _same(out["tag_probabilities"], _softmax(k["tag_logits"]) * mask[..., None])
+        _same(out["tag_scores"], want["wordpiece_scores"])
+        _same(out["tag_labels"], want["wordpiece_labels"])
+    if name == "squad_joint":
+        assert "end_logits" not in out  # the joint head predicts a beam instead
+        # The beam's entries at positions that may hold an answer (log-probability above
+        # the mask's): a row's bucket holds fewer of the others, which then differ.
+        valid = k["start_top_log_probs"] > -1000
+        for key in ("start_top_log_probs", "start_top_index"):
+            _same(out[key][valid], k[key][valid], key)
+        valid = valid[:, :, None] & (k["end_top_log_probs"] > -1000)
+        for key in ("end_top_log_probs", "end_top_index"):
+            _same(out[key][valid], k[key][valid], key)
+    if name.startswith("squad"):
+        for key, want in expected(name, spec, packed).items():
+            _same(out[key], want, key)
+
+
 @pytest.mark.parametrize("name", TASKS)
 def test_ids_signature_matches_keras(name, exports, fresh):
     spec = exports[name][0]
     tf2, tf1 = _ok(fresh[(name, "ids")])
-    packed = packed_for(spec, text_inputs(spec, ODD_TEXTS))
-    k = keras_outputs(spec, packed)
-    raw = {"ner": ["tag_logits"], "mrpc": ["logits"], "stsb": ["score"],
-           "squad": ["start_logits", "end_logits", "answerable_logits"],
-           "squad_joint": ["start_logits", "start_top_log_probs", "start_top_index",
-                           "end_top_log_probs", "end_top_index", "answerable_logits"],
-           "rtd": ["rtd_logits"]}
-    for key in raw[name]:
-        want = (k["logits"].reshape(-1) * STSB_SCALE[1] + STSB_SCALE[0] if key == "score"
-                else k[key])
-        _same(tf2[key], want, key)
-        _same(tf1[key], want, key)
-    if name == "squad_joint":
-        assert "end_logits" not in tf2  # the joint head predicts a beam instead
-        want = expected(name, spec, packed)
-        for key in ("answer_score", "null_odds", "has_answer"):
-            _same(tf2[key], want[key], key)
+    for key in tf2:
+        _same(tf2[key], tf1[key], key)
+    _check_ids_outputs(name, spec, _info(exports, name),
+                       packed_for(spec, text_inputs(spec, ODD_TEXTS)), tf2)
+
+
+@pytest.mark.parametrize("name", TASKS)
+@pytest.mark.parametrize("batch", list(SHORT_BATCHES))
+def test_ids_signature_on_a_window_that_ends_early(name, batch, exports, fresh):
+    """[B, L] ids whose marks end before a shorter bucket: answered as the full window."""
+    spec, info = exports[name][0], _info(exports, name)
+    packed = packed_for(spec, text_inputs(spec, SHORT_BATCHES[batch]))
+    assert max(_row_buckets(info, packed["input_mask"])) < spec.max_seq_length
+    tf2, tf1 = _ok(fresh[(name, f"{batch}_ids")])
+    for key in tf2:
+        _same(tf2[key], tf1[key], key)
+    _check_ids_outputs(name, spec, info, packed, tf2)
 
 
 @pytest.mark.parametrize("name", TASKS)
@@ -220,11 +293,29 @@ def test_squad_answer_text_is_the_context_slice(name, exports, fresh):
 
 @pytest.mark.parametrize("name", TASKS + ("ner_ids",))
 def test_warmup_requests_replay(name, exports, fresh):
+    from export_helpers import python_pack
+
     from export import warmup
 
     logs = warmup.read(f"{exports[name][1]}/assets.extra/{warmup.WARMUP_FILE}")
-    assert [len(next(iter(warmup.request_inputs(g).values()))) for g in logs] == [1, 4]
+    info = _info(exports, name)
+    signatures = list(info["signatures"])
+    buckets = info["length_buckets"]
+    assert [len(next(iter(warmup.request_inputs(g).values()))) for g in logs] == [1, 4] + [
+        1] * (len(buckets) * len(signatures))
     assert {g.predict_log.request.model_spec.name for g in logs} == {name}
+    # Then one request per bucket and signature, packed to that bucket.
+    spec = exports[name][0]
+    for i, log in enumerate(logs[2:]):
+        length = buckets[i // len(signatures)]
+        signature = log.predict_log.request.model_spec.signature_name
+        assert signature == signatures[i % len(signatures)]
+        inputs = warmup.request_inputs(log)
+        if "input_word_ids" in inputs:
+            assert inputs["input_word_ids"].shape == (1, length)
+        else:
+            texts = [inputs[n].tolist() for n in info["signatures"][signature]]
+            assert python_pack(spec, *texts)["input_mask"].sum() == length, (signature, length)
     for i in range(len(logs)):
         tf2, tf1 = _ok(fresh[(name, f"warmup{i}")])
         for key in tf2:
@@ -234,9 +325,10 @@ def test_warmup_requests_replay(name, exports, fresh):
 def test_ids_only_export_loads_without_tf_text(exports, fresh):
     spec = exports["ner_ids"][0]
     tf2, tf1 = _ok(fresh[("ner_ids", "ids")])
-    k = keras_outputs(spec, packed_for(spec, text_inputs(spec, ODD_TEXTS)))
-    _same(tf2["tag_logits"], k["tag_logits"])
-    _same(tf1["tag_logits"], k["tag_logits"])
+    for key in tf2:
+        _same(tf2[key], tf1[key], key)
+    _check_ids_outputs("ner", spec, _info(exports, "ner_ids"),
+                       packed_for(spec, text_inputs(spec, ODD_TEXTS)), tf2)
     assert "tensorflow_text" not in fresh["modules_no_text"]
     # the text export, by contrast, needs the TF-Text ops
     failed = fresh[("ner", "without_tf_text")]

@@ -1,0 +1,63 @@
+"""Length buckets: which lengths an export pads to (the outputs of every bucket are
+checked against the Keras model in test_export_fresh_load.py)."""
+
+import json
+import os
+
+import pytest
+from export_helpers import BEAM, BUCKETS, SEQ, SQUAD_SEQ
+
+from electra_tf.errors import InputError
+from export.export_saved_model import parse_length_buckets
+from export.serving import length_buckets
+
+
+def test_default_buckets_grow_by_at_most_half_up_to_the_window():
+    assert length_buckets(128) == (16, 32, 48, 64, 96, 128)
+    assert length_buckets(512) == (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+    assert length_buckets(100) == (16, 32, 48, 64, 96, 100)
+    assert length_buckets(16) == (16,)
+    assert length_buckets(8) == (8,)
+
+
+def test_given_buckets_are_sorted_capped_and_end_at_the_window():
+    assert length_buckets(128, [64, 8, 8, 32]) == (8, 32, 64, 128)
+    assert length_buckets(128, [128]) == (128,)  # the fixed window
+    assert length_buckets(128, [512, 200]) == (128,)
+    # the joint span head's beam needs beam_size positions
+    assert length_buckets(128, [4, 8, 32], min_length=20) == (32, 128)
+    with pytest.raises(ValueError, match="length buckets must be >= 1"):
+        length_buckets(128, [0, 16])
+
+
+@pytest.mark.parametrize("values", [["abc"], ["16", "x"], ["0"], ["-4"], [""], ["1.5"]])
+def test_bad_length_buckets_flag_is_one_input_error(values):
+    with pytest.raises(InputError, match="--length_buckets must be whole numbers >= 1"):
+        parse_length_buckets(values)
+
+
+def test_length_buckets_flag_values():
+    assert parse_length_buckets(None) is None
+    assert parse_length_buckets(["32", "16"]) == (32, 16)
+
+
+def test_exports_record_their_buckets(exports):
+    want = {"ner": (*BUCKETS, SEQ), "mrpc": (*BUCKETS, SEQ), "rtd": (*BUCKETS, SEQ),
+            "squad": (*BUCKETS, SQUAD_SEQ),
+            "squad_joint": (*(b for b in BUCKETS if b >= BEAM), SQUAD_SEQ)}
+    for name, buckets in want.items():
+        with open(os.path.join(exports[name][1], "assets.extra", "export_info.json")) as f:
+            assert tuple(json.load(f)["length_buckets"]) == buckets, name
+
+
+@pytest.mark.parametrize("length", [2, 10_000])
+def test_a_window_the_model_cannot_take_is_refused(finetuned_dirs, export_pretrained_dir,
+                                                   length):
+    """Above the model's positions every request would fail in the position embedding."""
+    from export.export_saved_model import load_spec
+
+    with pytest.raises(InputError, match=rf"--max_seq_length={length}: the model in .* "
+                                         r"takes 3 to \d+ positions"):
+        load_spec("token_classification", finetuned_dirs["ner"], max_seq_length=length)
+    with pytest.raises(InputError, match=rf"--max_seq_length={length}"):
+        load_spec("rtd", export_pretrained_dir, max_seq_length=length)
