@@ -5,6 +5,7 @@ The learning runs in this process with the arguments build_vocab's main passes
 is checked once, on a missing corpus.
 """
 
+import pytest
 from helpers import error_line, run_module
 
 from electra_tf.text.tokenizer import BERT_RESERVED_TOKENS, Tokenizer
@@ -45,3 +46,11 @@ def test_cli_missing_corpus_is_one_line(tmp_path):
                       f"--output={tmp_path}/v.txt")
     error_line(proc, f"{tmp_path}/none*.txt", "matches no file")
     assert not (tmp_path / "v.txt").exists()
+
+
+def test_output_that_is_a_directory_is_refused_before_reading(tmp_path):
+    from electra_tf.errors import InputError
+
+    with pytest.raises(InputError, match=r"--output .* is a directory; give the vocab file's"):
+        build_vocab(str(tmp_path / "no_corpus.txt"), 100, str(tmp_path))
+    assert list(tmp_path.iterdir()) == []

@@ -78,7 +78,7 @@ def read_weights(model_dir: str) -> dict[str, np.ndarray]:
     single = os.path.join(model_dir, "model.safetensors")
     index = os.path.join(model_dir, "model.safetensors.index.json")
     if os.path.exists(single) or os.path.exists(index):
-        from safetensors.numpy import load_file
+        load_file = _safetensors().load_file
 
         files = [single]
         if not os.path.exists(single):
@@ -232,8 +232,18 @@ def state_dict(variables: dict) -> dict[str, np.ndarray]:
     return out
 
 
+def _safetensors():
+    """safetensors.numpy, or a ConversionError that names the extra to install."""
+    try:
+        from safetensors import numpy as safetensors_numpy
+    except ImportError:
+        raise core.ConversionError("transformers folders are read and written with the "
+                                   "safetensors package: pip install 'electra_tf[interop]'") from None
+    return safetensors_numpy
+
+
 def _save(output: str, tensors: dict, config: dict) -> list[str]:
-    from safetensors.numpy import save_file
+    save_file = _safetensors().save_file
 
     os.makedirs(output, exist_ok=True)
     weights = os.path.join(output, "model.safetensors")

@@ -11,6 +11,7 @@ normalization that `electra_tf.text.tokenizer.Tokenizer` applies.
 from __future__ import annotations
 
 import collections
+import os
 import sys
 
 from electra_tf.errors import InputError
@@ -64,8 +65,16 @@ def learn_vocab(counts: collections.Counter, vocab_size: int, min_count: int = 1
 def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool = True,
                 strip_accents: bool | None = None, min_count: int = 10,
                 max_lines: int = 0) -> list[str]:
-    """Counts words in the corpus files, learns the vocab and writes it atomically."""
+    """Counts words in the corpus files, learns the vocab and writes it atomically.
+
+    Raises:
+      InputError: `output` is a directory, or the corpus has no words.
+    """
     from electra_tf.text.tokenizer import resolve_strip_accents
+
+    if os.path.isdir(output):
+        raise InputError(f"--output {output} is a directory; give the vocab file's path "
+                         "(e.g. {}/vocab.txt)".format(output.rstrip("/")))
 
     files = expand_files(corpus)
     strip = resolve_strip_accents(do_lower_case, strip_accents)

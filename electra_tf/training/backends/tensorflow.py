@@ -97,6 +97,7 @@ def make_strategy(name: str, num_devices: int = 0, tpu: str = "",
     if name == "multi_worker":
         if "TF_CONFIG" not in os.environ:
             raise ConfigError("strategy=multi_worker needs the TF_CONFIG environment variable")
+        check_tf_config(os.environ["TF_CONFIG"])
         watchdog = None
         if startup_timeout_s > 0:
             watchdog = StartupWatchdog(startup_timeout_s, (
@@ -115,6 +116,34 @@ def make_strategy(name: str, num_devices: int = 0, tpu: str = "",
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
     return tf.distribute.TPUStrategy(resolver)
+
+
+def check_tf_config(value: str) -> None:
+    """Refuses a TF_CONFIG that TensorFlow would stop on with a traceback (or wait on).
+
+    Raises:
+      ConfigError: not JSON, no cluster, a task whose type is no job of the
+        cluster, or whose index is out of that job's range.
+    """
+    try:
+        config = json.loads(value)
+    except ValueError as e:
+        raise ConfigError(f"TF_CONFIG is not valid JSON ({e})") from None
+    cluster = config.get("cluster") if isinstance(config, dict) else None
+    if not isinstance(cluster, dict) or not cluster:
+        raise ConfigError('TF_CONFIG needs a "cluster" of jobs and a "task", e.g. {"cluster": '
+                          '{"worker": ["host1:port", "host2:port"]}, "task": {"type": "worker", '
+                          '"index": 0}}')
+    task = config.get("task")
+    if not isinstance(task, dict) or task.get("type") not in cluster:
+        raise ConfigError(f"TF_CONFIG's task {json.dumps(task)} names no job of its cluster "
+                          f"({', '.join(sorted(cluster))})")
+    addresses, index = cluster[task["type"]], task.get("index", 0)
+    if not isinstance(index, int) or isinstance(index, bool) or not (
+            0 <= index < len(addresses)):
+        raise ConfigError(f"TF_CONFIG's task index {json.dumps(index)} is out of range: its "
+                          f"cluster has {len(addresses)} {task['type']} task(s), 0 to "
+                          f"{len(addresses) - 1}")
 
 
 def _cluster_tasks() -> str:
