@@ -38,6 +38,21 @@ SHARED_FIXTURES = {
 }
 
 
+# Single tests that cost 20-45 s of CPU each. They are collected first, so that
+# they start early (after the shared units, which xdist sends first) and the run
+# does not end with one worker on one of them while the other idles.
+COSTLY_FIRST = ("tests/training/test_training_learns.py",
+                "tests/training/test_jax_runtime.py",
+                "tests/training/test_training_distributed.py",
+                "tests/training/test_jax_training_options.py",
+                "tests/interop/test_interop_cli.py::test_interop_cli_tf1",
+                "tests/training/test_training_faults.py::test_ctrl_c")
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: not item.nodeid.startswith(COSTLY_FIRST))  # a stable sort
+
+
 def pytest_xdist_make_scheduler(config, log):
     """Load scheduling, but by the units of SHARED_FIXTURES (plain `-n`, --dist load)."""
     if config.getvalue("dist") != "load":
@@ -97,3 +112,4 @@ def sigint_handler():
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+

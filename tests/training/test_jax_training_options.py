@@ -131,6 +131,9 @@ def test_jax_steps_per_call_and_accumulation_over_two_devices_match_one(tiny_rec
         np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-5)
 
 
+# Slow: the default suite holds the JAX/TF parity of the ELECTRA step
+# (test_jax_runtime.py) and of several steps per call (above).
+@pytest.mark.slow
 def test_jax_bert_mlm_and_gradient_accumulation_match_the_tf_loop(tiny_records, tmp_path):
     # bert_mlm draws nothing at random (no sampling; dropout off), so both loops
     # take the same steps from the same weights and batches: G's variables only,
@@ -297,6 +300,9 @@ INTERRUPTED = """
 """
 
 
+# Slow: the default suite holds the TF loop's Ctrl-C tests and the JAX loop's exact
+# resume (test_jax_runtime.py).
+@pytest.mark.slow
 def test_jax_ctrl_c_inside_train_steps_leaves_whole_variables(tiny_records, tmp_path):
     spec = config_json(tiny_records, tmp_path / "unused", model_hparam_overrides=TINY_NO_DROPOUT)
     out = json.loads(run_python(INTERRUPTED, "jax", spec, str(tmp_path)).splitlines()[-1])

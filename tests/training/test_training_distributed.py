@@ -1,11 +1,13 @@
-"""Distribution on CPU: MirroredStrategy over 2 logical devices with XLA, and
-MultiWorkerMirroredStrategy with 2 worker processes on 127.0.0.1."""
+"""Distribution on CPU: MirroredStrategy over 2 logical devices (with XLA in
+the slow variant), and MultiWorkerMirroredStrategy with 2 worker processes on
+127.0.0.1."""
 
 import json
 import re
 import subprocess
 import textwrap
 
+import pytest
 from helpers import TINY_MODEL, child_env, free_ports, popen_python, run_python
 
 
@@ -44,9 +46,11 @@ MIRRORED_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_mirrored_two_cpus_with_xla(tiny_records, tmp_path):
+# XLA compiles each replica's step (about 15 s of CPU more): the slow variant.
+@pytest.mark.parametrize("jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_mirrored_two_cpus(tiny_records, tmp_path, jit_compile):
     args = tiny_flags(tiny_records, tiny_records["vocab"], tmp_path / "m") + [
-        "--strategy=mirrored", "--num_devices=2", "--jit_compile=true"]
+        "--strategy=mirrored", "--num_devices=2", f"--jit_compile={str(jit_compile).lower()}"]
     proc = run_python(["-c", MIRRORED_SCRIPT, *args], timeout=600)
     assert proc.returncode == 0 and "MIRRORED_OK" in proc.stdout, proc.stderr[-3000:]
 

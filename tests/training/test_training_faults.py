@@ -270,6 +270,8 @@ def test_multi_worker_peer_that_never_starts_times_out(tiny_records, tmp_path):
     assert not (tmp_path / "model").exists()
 
 
+# Slow (two TF processes): the default suite holds the peer that never starts (above).
+@pytest.mark.slow
 def test_multi_worker_peer_that_fails_at_start_up_stops_the_other(tiny_records, tmp_path):
     cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(2)]}
     procs = []
@@ -289,3 +291,26 @@ def test_multi_worker_peer_that_fails_at_start_up_stops_the_other(tiny_records, 
     error_line(failed, "--train_data pattern", "matches no file")
     error_line(survivor, "error: --strategy=multi_worker: worker 1 of TF_CONFIG's cluster "
                          "stopped", returncode=1)
+
+
+@pytest.mark.parametrize("value,message", [
+    ("{not json", r"TF_CONFIG is not valid JSON \("),
+    ("[1, 2]", r'TF_CONFIG needs a "cluster" of jobs and a "task"'),
+    ('{"task": {"type": "worker", "index": 0}}', r'TF_CONFIG needs a "cluster"'),
+    ('{"cluster": {"worker": ["a:1", "b:2"]}}', r"TF_CONFIG's task null names no job of its "
+                                                r"cluster \(worker\)"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "ps", "index": 0}}',
+     r"task \{\"type\": \"ps\", \"index\": 0\} names no job"),
+    ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 2}}',
+     r"TF_CONFIG's task index 2 is out of range: its cluster has 2 worker task\(s\), 0 to 1"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": "0"}}',
+     r'task index "0" is out of range'),
+])
+def test_a_tf_config_tensorflow_cannot_use_is_one_config_error(value, message, monkeypatch):
+    from electra_tf.training.backends.tensorflow import check_tf_config, make_strategy
+
+    with pytest.raises(ConfigError, match=message):
+        check_tf_config(value)
+    monkeypatch.setenv("TF_CONFIG", value)  # refused before TensorFlow reads it
+    with pytest.raises(ConfigError, match=message):
+        make_strategy("multi_worker", 0)
