@@ -27,10 +27,12 @@ from export_helpers import (  # noqa: E402
     SEQ,
     SHORT_BATCHES,
     SQUAD_PAIRS,
+    bad_input_rows,
     packed_for,
     run_fresh,
     text_inputs,
 )
+from fuzz_texts import FUZZ_DEFAULT, fuzz_jobs, odd_texts  # noqa: E402
 from helpers import tiny_encoder_config, write_pretrained_dir  # noqa: E402
 
 
@@ -113,7 +115,9 @@ def exports(finetuned_dirs, export_pretrained_dir, tmp_path_factory):
 def fresh(exports, tmp_path_factory):
     """{(export, check): {"tf1": outputs, "tf2": outputs}, "modules": [...]} from a fresh
     process with tensorflow_text, plus the ids-only export (and the text export, which
-    must fail) from one without it."""
+    must fail) from one without it. The same process runs the bad-input cases
+    ("bad_input": bad_input_rows with their results) and the default fuzz strings
+    ("fuzz": (fuzz_jobs' meta, results)): one start-up and one load of each export."""
     from export import warmup
 
     jobs, keys = [], []
@@ -144,10 +148,18 @@ def fresh(exports, tmp_path_factory):
             if name != "ner_ids":
                 add((name, f"warmup{i}"), name, log.predict_log.request.model_spec.signature_name,
                     warmup.request_inputs(log))
+    bad = bad_input_rows(exports)
+    for i, (name, signature, _, inputs, _) in enumerate(bad):
+        add(("bad_input", i), name, signature, inputs)
+    fuzz, fuzz_meta = fuzz_jobs(exports, odd_texts(*FUZZ_DEFAULT), FUZZ_DEFAULT[1])
+    keys += [("fuzz", i) for i in range(len(fuzz))]
+    jobs += fuzz
     tmp = str(tmp_path_factory.mktemp("fresh"))
     out = run_fresh(jobs, tmp)
     results = dict(zip(keys, out["results"]))
     results["modules"] = out["modules"]
+    results["bad_input"] = [row + (results[("bad_input", i)],) for i, row in enumerate(bad)]
+    results["fuzz"] = (fuzz_meta, [results[("fuzz", i)] for i in range(len(fuzz))])
 
     spec = exports["ner_ids"][0]
     ids = packed_for(spec, text_inputs(spec, ODD_TEXTS))

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
+
 SCRIPTS = [(0x41, 0x5A), (0x61, 0x7A), (0xC0, 0x24F), (0x370, 0x3FF), (0x400, 0x4FF),
            (0x5D0, 0x5EA), (0x620, 0x64A), (0x905, 0x939), (0xE01, 0xE30), (0x4E00, 0x9FFF),
            (0x3040, 0x30FF), (0xAC00, 0xD7A3), (0x1F300, 0x1F64F), (0x1D400, 0x1D7FF),
@@ -108,3 +110,22 @@ def batches(texts: list, seed: int = 0, sizes=(1, 2, 3, 5, 8, 13, 32, 64)) -> li
         out.append(texts[i:i + k])
         i += k
     return out
+
+
+FUZZ_DEFAULT = (300, 0)  # the default suite's strings: (how many, seed)
+
+
+def fuzz_jobs(exports, texts, seed):
+    """load_check.py jobs sending `texts` (in batches) to ner, mrpc and squad, and their
+    (export, inputs)."""
+    jobs, meta = [], []
+    for batch in batches(texts, seed):
+        arr = np.array(batch, object)
+        other = arr[::-1].copy()
+        for name, inputs in (("ner", {"text": arr}),
+                             ("mrpc", {"text": arr, "text_pair": other}),
+                             ("squad", {"question": other, "context": arr})):
+            jobs.append({"path": exports[name][1], "signature": "serving_default",
+                         "inputs": inputs})
+            meta.append((name, inputs))
+    return jobs, meta

@@ -8,29 +8,16 @@ input's, floats are finite, the loaders agree; ner's words are never empty,
 their byte spans lie within the input (after invalid UTF-8 was replaced by
 U+FFFD, what the offsets index) and do not overlap, and their texts are those
 slices; squad's answer is the context slice and never empty when a span was
-found. The default suite runs a few hundred strings, -m slow 10,000.
+found. The default suite runs a few hundred strings (in conftest.py's fresh
+process), -m slow 10,000.
 """
 
 import numpy as np
 import pytest
 from export_helpers import run_fresh
-from fuzz_texts import batches, odd_texts
+from fuzz_texts import fuzz_jobs, odd_texts
 
 from export.serving import NO_SPAN_SCORE
-
-
-def _jobs(exports, texts, seed):
-    jobs, meta = [], []
-    for batch in batches(texts, seed):
-        arr = np.array(batch, object)
-        other = arr[::-1].copy()
-        for name, inputs in (("ner", {"text": arr}),
-                             ("mrpc", {"text": arr, "text_pair": other}),
-                             ("squad", {"question": other, "context": arr})):
-            jobs.append({"path": exports[name][1], "signature": "serving_default",
-                         "inputs": inputs})
-            meta.append((name, inputs))
-    return jobs, meta
 
 
 def _repaired(texts):
@@ -67,11 +54,8 @@ def _check_answers(contexts, out):
             assert s < e, (contexts[r][:200], s, e)
 
 
-def _fuzz(exports, tmp_path, n, seed, timeout=300):
-    texts = odd_texts(n, seed)
-    jobs, meta = _jobs(exports, texts, seed)
-    results = run_fresh(jobs, str(tmp_path), timeout=timeout)["results"]
-    assert len(results) == len(jobs)
+def _check(meta, results):
+    assert len(results) == len(meta) > 0
     for (name, inputs), result in zip(meta, results):
         batch = len(next(iter(inputs.values())))
         for loader in ("tf2", "tf1"):
@@ -95,10 +79,13 @@ def _fuzz(exports, tmp_path, n, seed, timeout=300):
             np.testing.assert_allclose(out["probabilities"].sum(-1), 1.0, atol=1e-5)
 
 
-def test_fuzz_text_signatures(exports, tmp_path):
-    _fuzz(exports, tmp_path, n=300, seed=0)
+def test_fuzz_text_signatures(fresh):
+    """300 strings (FUZZ_DEFAULT), run in conftest.py's fresh process."""
+    meta, results = fresh["fuzz"]
+    _check(meta, results)
 
 
 @pytest.mark.slow
 def test_fuzz_text_signatures_10k(exports, tmp_path):
-    _fuzz(exports, tmp_path, n=10_000, seed=1, timeout=3600)
+    jobs, meta = fuzz_jobs(exports, odd_texts(10_000, 1), 1)
+    _check(meta, run_fresh(jobs, str(tmp_path), timeout=3600)["results"])
