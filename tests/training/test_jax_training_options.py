@@ -102,10 +102,11 @@ def assert_same_results(a: list, b: list, name: str):
             assert x[key] == pytest.approx(y[key], rel=1e-6, abs=1e-7), f"{name}: {key}"
 
 
-# (accumulation, steps): the default case compiles no remainder step (each
-# compile costs seconds on 2 cores); the slow one runs a call of 3, then of 1.
-@pytest.mark.parametrize("accumulation,steps", [(1, 3), pytest.param(2, 4,
-                                                                      marks=pytest.mark.slow)])
+# (accumulation, steps): the first compiles no remainder step; the second runs a call
+# of 3, then of 1. Slow: the default suite's JAX resume test (test_jax_runtime.py)
+# trains a run at 3 steps per call beside one at 1 (to float rounding).
+@pytest.mark.slow
+@pytest.mark.parametrize("accumulation,steps", [(1, 3), (2, 4)])
 def test_jax_steps_per_call_match_one_step_per_call(tiny_records, tmp_path, accumulation, steps):
     # Dropout and sampling on: every step's seeds must be the one-step-per-call ones.
     spec = config_json(tiny_records, tmp_path / "m")
