@@ -101,12 +101,13 @@ def length_buckets(max_seq_length: int, buckets=None, min_length: int = 1) -> tu
 
 
 def bucket_width(buckets: tuple[int, ...], longest, seq=None):
-    """The padded length for a batch whose longest row is `longest` (int32 scalar): the
-    shortest bucket >= it, never more than `seq` (when given); `seq` or the last bucket
-    when none holds it."""
+    """The padded length for rows whose longest position is `longest` (int32, a scalar or
+    [B]: elementwise): the shortest bucket >= it, never more than `seq` (when given);
+    `seq` or the last bucket when none holds it."""
     b = tf.constant(buckets, tf.int32)
     cap = tf.constant(buckets[-1], tf.int32) if seq is None else seq
-    return tf.minimum(tf.reduce_min(tf.where(b >= longest, b, cap)), cap)
+    longest = tf.convert_to_tensor(longest)[..., None]
+    return tf.minimum(tf.reduce_min(tf.where(b >= longest, b, cap), axis=-1), cap)
 
 
 def pad_positions(x, length, fill):

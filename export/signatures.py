@@ -273,9 +273,7 @@ class BucketedModel:
     def __call__(self, word_ids, mask, type_ids) -> dict:
         seq = tf.shape(word_ids)[1]
         used = tf.reduce_max(tf.where(mask > 0, tf.range(1, seq + 1)[None, :], 0), axis=1)
-        b = tf.constant(self.buckets, tf.int32)[None, :]
-        width = tf.minimum(tf.reduce_min(tf.where(b >= used[:, None], b, seq), axis=1), seq)
-        width = tf.maximum(width, self.min_length)
+        width = tf.maximum(serving.bucket_width(self.buckets, used, seq), self.min_length)
         widths, group = tf.unique(width)
         # An empty batch still runs once (on no rows), so that every output has a value.
         widths = tf.concat([widths, [tf.maximum(seq, self.min_length)]], 0)
