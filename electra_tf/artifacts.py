@@ -349,7 +349,7 @@ class FinetunedRecord:
     finetuning: dict  # the FinetuningConfig fields
     run: dict  # the FinetuneRun fields
     # FinetuningModel's head arguments (task.head_options); {} in older records,
-    # whose models all have the default (independent) span head.
+    # whose span heads are all independent (`_head_options`).
     head_options: dict = dataclasses.field(default_factory=dict)
     # Regression: the target trained was (score - min) / max, so a score is
     # logit * max + min; older records trained on raw scores: (0, 1).
@@ -407,8 +407,17 @@ def read_finetuning_config(model_dir: str) -> FinetunedRecord:
         encoder=EncoderConfig.from_dict(value["encoder"]),
         max_seq_length=int(value["max_seq_length"]),
         finetuning=value.get("finetuning", {}), run=value.get("run", {}),
-        head_options=dict(value["head_options"]),
+        head_options=_head_options(value["head"], value["head_options"]),
         label_scale=_label_scale(value.get("label_scale", (0.0, 1.0)), path))
+
+
+def _head_options(head: str, options: dict) -> dict:
+    """The recorded head arguments; a span head recorded without its kind is independent
+    (records older than head_options, and `convert --from=hf`'s)."""
+    options = dict(options)
+    if head == "span":
+        options.setdefault("span_head", "independent")
+    return options
 
 
 def _label_scale(value, path: str) -> tuple[float, float]:

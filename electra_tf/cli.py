@@ -43,13 +43,13 @@ def run_cli(main: Callable[[], None]) -> None:
     - Ctrl-C: the loops save a checkpoint and say so (training.loop.Interrupted:
       `interrupted at step N; checkpoint saved; rerun to resume`); elsewhere
       `interrupted`; exit status 130;
-    - a multi-worker peer found down mid-run (tf.errors.UnavailableError):
-      `error: ...`, exit status 1.
+    - a multi-worker peer found down mid-run (tf.errors.UnavailableError), or
+      a non-finite loss (errors.Diverged): `error: ...`, exit status 1.
     Anything else is a bug and keeps its traceback.
     """
     from absl import logging
 
-    from electra_tf.errors import BAD_INPUT
+    from electra_tf.errors import BAD_INPUT, Diverged
 
     logging.set_verbosity(logging.WARNING)  # TF's INFO lines (checkpoint sharding, ...)
     try:
@@ -60,6 +60,9 @@ def run_cli(main: Callable[[], None]) -> None:
     except KeyboardInterrupt as e:
         print(str(e) or "interrupted", file=sys.stderr, flush=True)
         sys.exit(EXIT_INTERRUPTED)
+    except Diverged as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
     except Exception as e:
         tf = sys.modules.get("tensorflow")
         if tf is None or not isinstance(e, tf.errors.UnavailableError):

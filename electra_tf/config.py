@@ -501,6 +501,10 @@ class FinetuningConfig:
     adam_epsilon: float = _field(1e-6, "Adam epsilon")
     adam_bias_correction: bool = _field(False, "Keras' bias-corrected Adam (the original has none)")
     clip_norm: float = _field(1.0, "global-norm clipping")
+    hidden_dropout_prob: float = _field(
+        0.1, "dropout on embeddings, sub-layer outputs and the head, whatever the checkpoint's")
+    attention_probs_dropout_prob: float = _field(
+        0.1, "dropout on attention probabilities, whatever the checkpoint's")
     save_checkpoints_steps: int = _field(1000, "also saved at the end of every epoch")
     keep_checkpoint_max: int = _field(3, "checkpoints kept")
     seed: int = _field(0, "init of the head, shuffling and dropout")
@@ -544,6 +548,9 @@ class FinetuningConfig:
                               f"got {self.squad_null_rule!r}")
         if self.beam_size < 1:
             raise ConfigError(f"beam_size must be >= 1, got {self.beam_size}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
         if self.max_seq_length and self.max_seq_length < 8:
             raise ConfigError("max_seq_length must be >= 8")
         return self

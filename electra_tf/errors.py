@@ -32,5 +32,13 @@ class ConversionError(ConfigError):
     """A checkpoint does not convert: leftover, missing or misshapen variables."""
 
 
+class Diverged(RuntimeError):
+    """Training met a non-finite loss and stopped before saving it.
+
+    Not bad input as such (a learning rate, or records the checks did not
+    reach); the message says where it happened and what was kept.
+    """
+
+
 # What cli.run_cli reports as one line.
 BAD_INPUT = (InputError, ConfigError, VocabError, TaskDataError)

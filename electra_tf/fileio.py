@@ -2,7 +2,9 @@
 
 Everything that writes a file others read (configs, vocabularies, stats,
 predictions, weights) writes it under a temporary name in the same folder and
-renames it, so a kill mid-write never leaves a truncated file behind.
+renames it, so a kill mid-write never leaves a truncated file behind. The
+file gets the mode a plain open() gives (0666 less the umask), not the 0600
+of the temporary file, so other users (a TF Serving process) can read it.
 """
 
 from __future__ import annotations
@@ -48,6 +50,41 @@ def expand_files(patterns: str | list[str], what: str = "corpus",
     return sorted(files)
 
 
+TEXT_SAMPLE_BYTES = 1 << 16  # what check_text_file reads of each file
+MAX_INVALID_UTF8 = 0.01  # of the sample's characters: more is not UTF-8 text
+
+
+def check_text_file(path: str, what: str = "corpus file") -> None:
+    """Refuses a file that is not UTF-8 text, from its first TEXT_SAMPLE_BYTES.
+
+    Text decoded with U+FFFD for bad bytes still tokenizes, so a binary file
+    or UTF-16 text would otherwise be read as a few odd "words" (or, UTF-16,
+    as one document: its blank lines are not blank).
+
+    Raises:
+      InputError: naming the file and what it looks like.
+    """
+    try:
+        with open(path, "rb") as f:
+            sample = f.read(TEXT_SAMPLE_BYTES)
+    except OSError as e:
+        raise InputError(f"{what} {path}: cannot read it ({e.strerror or e})") from None
+    hint = "convert it to UTF-8 (e.g. iconv -f UTF-16 -t UTF-8) or leave it out"
+    if sample[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in sample:
+        kind = "UTF-16 or UTF-32 text" if sample[:2] in (b"\xff\xfe", b"\xfe\xff") or \
+            sample[1::2].count(0) > len(sample) // 4 else "a binary file"
+        raise InputError(f"{what} {path} is not UTF-8 text: it holds NUL bytes or a UTF-16 "
+                         f"byte-order mark ({kind}?); {hint}")
+    text = sample.decode("utf-8", errors="replace")
+    if len(sample) == TEXT_SAMPLE_BYTES:  # a character cut at the sample's end
+        text = text[:-1]
+    bad = text.count("\ufffd") - sample.count("\ufffd".encode())
+    if bad > MAX_INVALID_UTF8 * max(len(text), 1):
+        raise InputError(f"{what} {path} is not UTF-8 text: {bad:,} of the first "
+                         f"{len(text):,} characters are invalid UTF-8 (a binary file, or "
+                         f"another encoding such as Latin-1?); {hint}")
+
+
 def atomic_write(path: str, write: Callable[[str], None], suffix: str = "") -> None:
     """Calls `write(tmp_path)` for a temporary path beside `path`, then renames.
 
@@ -63,11 +100,35 @@ def atomic_write(path: str, write: Callable[[str], None], suffix: str = "") -> N
     os.close(fd)
     try:
         write(tmp)
+        honour_umask(tmp)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux's /proc gives it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore (not thread-safe)
+    os.umask(mask)
+    return mask
+
+
+def honour_umask(path: str, directory: bool = False) -> None:
+    """Gives `path` the mode open() or mkdir() would have: 0666 (0777) less the umask.
+
+    mkstemp and mkdtemp create 0600 and 0700 whatever the umask; what is
+    written under a temporary name and then renamed must not keep that.
+    """
+    os.chmod(path, (0o777 if directory else 0o666) & ~current_umask())
 
 
 def atomic_write_text(path: str, text: str) -> None:

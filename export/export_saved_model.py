@@ -36,6 +36,7 @@ import time
 
 from absl import app, flags, logging
 
+from electra_tf import fileio
 from electra_tf.errors import InputError
 from export.serving import TASKS
 
@@ -271,6 +272,7 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
                          "(pick another --version or leave it out)")
     tmp = tempfile.mkdtemp(prefix=_tmp_prefix(version), dir=parent)
     try:
+        fileio.honour_umask(tmp, directory=True)  # mkdtemp's 0700 would hide it from others
         archive, info = signatures.build_archive(spec, ids_only=ids_only)
         archive.write_out(tmp, verbose=verbose)
         extra = os.path.join(tmp, "assets.extra")

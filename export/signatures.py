@@ -153,6 +153,8 @@ def check_ids_inputs(spec, word_ids, mask, type_ids, signature: str = "serving_i
             "input_type_ids must have the shape of input_word_ids [batch, seq]")),
         tf.debugging.assert_less_equal(shape[1], p, message=msg(
             f"input_word_ids must have at most {p} positions (seq)")),
+        tf.debugging.assert_positive(shape[1], message=msg(
+            "input_word_ids must have at least 1 position (seq), the [CLS] token")),
         tf.debugging.assert_non_negative(word_ids, message=msg(
             f"input_word_ids must hold ids in [0, {v}) (the vocab size)")),
         tf.debugging.assert_less(word_ids, v, message=msg(

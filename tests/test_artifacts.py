@@ -327,3 +327,30 @@ def test_has_checkpoints(tmp_path):
     assert not artifacts.has_checkpoints(str(tmp_path))
     (folder / "checkpoint").write_text("x")
     assert artifacts.has_checkpoints(str(tmp_path))
+
+
+@pytest.fixture
+def umask():
+    """Sets this process's umask for one test (restored after)."""
+    previous = os.umask(0o022)
+
+    def set_mask(mask):
+        os.umask(mask)
+
+    yield set_mask
+    os.umask(previous)
+
+
+@pytest.mark.parametrize("mask,mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_written_files_follow_the_umask_not_the_temporary_file(tmp_path, umask, mask, mode):
+    """mkstemp makes 0600 whatever the umask; a TF Serving process of another user must
+    read what was written under umask 022."""
+    from electra_tf.fileio import current_umask
+
+    umask(mask)
+    assert current_umask() == mask
+    artifacts.write_json(str(tmp_path / "a.json"), {"a": 1})
+    layer = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    artifacts.save_weights(layer, str(tmp_path / "w.weights.h5"))
+    for name in ("a.json", "w.weights.h5"):
+        assert os.stat(tmp_path / name).st_mode & 0o777 == mode, name

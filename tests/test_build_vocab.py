@@ -48,6 +48,21 @@ def test_cli_missing_corpus_is_one_line(tmp_path):
     assert not (tmp_path / "v.txt").exists()
 
 
+@pytest.mark.parametrize("case", ["binary", "utf16"])
+def test_a_corpus_that_is_not_utf8_text_is_refused(case, tmp_path):
+    """Not a vocabulary of only the reserved tokens (binary), nor documents merged (UTF-16)."""
+    from electra_tf.errors import InputError
+
+    corpus = tmp_path / "corpus.txt"
+    if case == "binary":
+        corpus.write_bytes(bytes(range(256)) * 64)
+    else:
+        corpus.write_bytes(("the model reads a token\n\n" * 300).encode("utf-16"))
+    with pytest.raises(InputError, match=rf"^corpus file {corpus} is not UTF-8 text"):
+        build_vocab(str(corpus), 100, str(tmp_path / "vocab.txt"))
+    assert not (tmp_path / "vocab.txt").exists()
+
+
 def test_output_that_is_a_directory_is_refused_before_reading(tmp_path):
     from electra_tf.errors import InputError
 

@@ -11,7 +11,9 @@ Shards are written under a temporary name and renamed when complete, so an
 interrupted run never leaves a shard that looks finished; the stats JSON is
 written last.
 
-A corpus that is mostly [UNK] for the vocabulary (a binary file, another
+A corpus file that is not UTF-8 text (binary, UTF-16: `fileio.check_text_file`)
+is refused before anything is written. So is a corpus that is mostly [UNK]
+for the vocabulary (a binary file, another
 language, a cased corpus with an uncased vocab) is refused, with nothing
 written: each file's first lines are checked before building
 (UNK_SAMPLE_LINES), the whole corpus before the shards are renamed into
@@ -32,7 +34,7 @@ import uuid
 from electra_tf.data import features as features_lib
 from electra_tf.data.packing import ExampleBuilder, SpecialIds, to_features
 from electra_tf.errors import InputError
-from electra_tf.fileio import Progress, atomic_write_text
+from electra_tf.fileio import Progress, atomic_write_text, check_text_file
 
 STATS_FILE = "pretrain_data_stats.json"
 _TOKENIZE_BATCH_LINES = 4096
@@ -103,6 +105,7 @@ def validate(options: BuildOptions) -> tuple[int, int]:
     for path in options.files:
         if not os.path.isfile(path):
             raise InputError(f"corpus file not found: {path}")
+        check_text_file(path)
     lines, docs = scan_corpus(options.files)
     if lines == 0:
         raise InputError(f"the corpus is empty: {len(options.files)} file(s) with no text")

@@ -80,7 +80,8 @@ def docstring_sentences(doc: str) -> list[str]:
         lines = para.split("\n")
         if any(line.startswith((" ", "\t")) or _CODE_LIKE.match(line.strip()) for line in lines):
             continue  # code, a table, a directive or an indented block
-        text = " ".join(line.strip() for line in lines).strip()
+        # A NUL (a docstring's "\0" escape) would make the corpus file look binary.
+        text = " ".join(line.strip() for line in lines).replace("\x00", " ").strip()
         if len(text) < 20 or not any(c.isalpha() for c in text):
             continue
         sentences.extend(s.strip() for s in _SENTENCE_END.split(text) if s.strip())

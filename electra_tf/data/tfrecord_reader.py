@@ -229,14 +229,16 @@ def _read_record(f, offset: int, size: int) -> tuple[bytes, int] | None:
 
 
 def check_records(file_pattern: str | list[str], max_seq_length: int,
-                  what: str = "--train_data", files: FileSystem | None = None) -> list[str]:
+                  what: str = "--train_data", files: FileSystem | None = None,
+                  vocab_size: int | None = None) -> list[str]:
     """Checks pre-training TFRecords before a run; returns the files.
 
     Cheap at any corpus size: it reads one record per file. Every pattern
     must match a file, every file must open and start with a valid record
     (or be empty), and that record must hold input_ids, input_mask and
-    segment_ids of length `max_seq_length`. A corrupt record further in is
-    met only when training reads it (see `locate_corrupt_record`).
+    segment_ids of length `max_seq_length`, with ids in [0, vocab_size). A
+    corrupt record further in is met only when training reads it (see
+    `locate_corrupt_record`).
 
     Args:
       file_pattern: comma-separated globs, or a list.
@@ -244,6 +246,7 @@ def check_records(file_pattern: str | list[str], max_seq_length: int,
       what: the flag the files come from, for messages ("--eval_data").
       files: the file system the run reads through (default: tf.io.gfile's);
         with LOCAL_FILES a remote path is refused, as nothing could read it.
+      vocab_size: the model's vocabulary size (None: ids are not checked).
 
     Raises:
       InputError: naming the flag and the file.
@@ -255,12 +258,14 @@ def check_records(file_pattern: str | list[str], max_seq_length: int,
         raise InputError(f"{what}: {remote[0]} is a remote path, which only TensorFlow's file "
                          "systems read (use the tf.data input pipeline, or copy the files)")
     paths = expand_files(file_pattern, what, glob_fn=fs.glob, isfile=lambda f: not fs.isdir(f))
-    if not any([_check_first_record(path, max_seq_length, what, fs) for path in paths]):
+    if not any([_check_first_record(path, max_seq_length, what, fs, vocab_size)
+                for path in paths]):
         raise InputError(f"{what}: all {len(paths)} file(s) are empty, e.g. {paths[0]}")
     return paths
 
 
-def _check_first_record(path: str, max_seq_length: int, what: str, fs: FileSystem) -> bool:
+def _check_first_record(path: str, max_seq_length: int, what: str, fs: FileSystem,
+                        vocab_size: int | None = None) -> bool:
     """Raises InputError unless the file's first record fits; False if it is empty."""
     try:
         with fs.open(path) as f:
@@ -272,7 +277,8 @@ def _check_first_record(path: str, max_seq_length: int, what: str, fs: FileSyste
     if first is None:
         return False
     try:
-        lengths = {k: len(v) for k, v in parse_example(first[0], FEATURE_KEYS).items()}
+        features = parse_example(first[0], FEATURE_KEYS)
+        lengths = {k: len(v) for k, v in features.items()}
     except (ValueError, IndexError, UnicodeDecodeError) as e:
         raise InputError(f"{what}: {path} does not hold pre-training examples "
                          f"({e}; expected int64 {', '.join(FEATURE_KEYS)})") from None
@@ -281,6 +287,11 @@ def _check_first_record(path: str, max_seq_length: int, what: str, fs: FileSyste
         raise InputError(f"{what}: {path} holds records of max_seq_length {found}, but "
                          f"--max_seq_length={max_seq_length} (rebuild the data with "
                          f"--max_seq_length={max_seq_length} or train with {found})")
+    ids = features["input_ids"]
+    if vocab_size is not None and len(ids) and (ids.min() < 0 or ids.max() >= vocab_size):
+        bad = ids.min() if ids.min() < 0 else ids.max()
+        raise InputError(f"{what}: {path} holds token id {bad}, outside the vocabulary's "
+                         f"[0, {vocab_size}) (were its records built with this --vocab_file?)")
     return True
 
 

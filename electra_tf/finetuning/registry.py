@@ -65,8 +65,27 @@ def squad_null_options(finetuning: dict) -> dict:
     return {"null_odds_from": rule, "no_answer_threshold": float(threshold)}
 
 
-def get_task(name: str, tagging_scheme: str = "BIO", no_answer_threshold: float = 0.0):
-    """A fresh Task for `name` (GLUE task, squad_v1/squad_v2, ner/chunking); the
-    task options not given here take their FinetuningConfig defaults."""
-    return task_from_config(FinetuningConfig(task_name=name, tagging_scheme=tagging_scheme,
-                                             no_answer_threshold=no_answer_threshold))
+def get_task(name: str, **options):
+    """A fresh Task for `name` (GLUE task, squad_v1/squad_v2, ner/chunking).
+
+    Args:
+      options: FinetuningConfig fields (tagging_scheme="BIOES",
+        joint_prediction=False, ...); the others take their defaults.
+        SQuAD 2.0's threshold is qa_na_threshold under the default null rule
+        ("answerable"); no_answer_threshold is that of squad_null_rule="combined",
+        and is refused without it rather than ignored.
+
+    Raises:
+      ConfigError: an unknown option, or no_answer_threshold without the rule it sets.
+    """
+    fields = FinetuningConfig.__dataclass_fields__
+    unknown = sorted(set(options) - set(fields))
+    if unknown:
+        raise ConfigError(f"get_task: unknown option(s) {', '.join(unknown)}; the options are "
+                          "FinetuningConfig fields")
+    if "no_answer_threshold" in options and \
+            options.get("squad_null_rule", fields["squad_null_rule"].default) != "combined":
+        raise ConfigError("get_task: no_answer_threshold is the threshold of "
+                          "squad_null_rule='combined'; the default rule ('answerable') "
+                          "reads qa_na_threshold")
+    return task_from_config(FinetuningConfig(task_name=name, **options).validate())

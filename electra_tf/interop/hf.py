@@ -183,7 +183,8 @@ def import_model(model_dir: str, output: str, model_size: str = "",
             if kind == "question_answering" and width != 2:
                 raise core.ConversionError(f"{model_dir}: qa_outputs has {width} outputs, not 2")
             head_kind = "tagging" if kind == "token_classification" else "span"
-            task_model = FinetuningModel(model.encoder, head_kind, num_labels=width)
+            task_model = FinetuningModel(model.encoder, head_kind, num_labels=width,
+                                         span_head="independent")  # transformers' qa_outputs
             task_model.build()
             targets.update(names.task_head_variables(task_model.head))
     report = core.assign(converted, targets, model_dir, may_be_missing)

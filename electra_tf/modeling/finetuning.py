@@ -61,7 +61,7 @@ class TaskHead(keras.layers.Layer):
 
     def __init__(self, kind: str, num_labels: int, hidden_size: int, answerable: bool = False,
                  dropout_prob: float = 0.1, initializer_range: float = 0.02,
-                 hidden_act: str = "gelu", span_head: str = "independent", beam_size: int = 20,
+                 hidden_act: str = "gelu", span_head: str = "joint", beam_size: int = 20,
                  **kwargs):
         kwargs.setdefault("name", "task_specific")
         super().__init__(**kwargs)
@@ -211,7 +211,7 @@ class FinetuningModel(keras.Model):
     """
 
     def __init__(self, encoder: ElectraEncoder, kind: str, num_labels: int = 1,
-                 answerable: bool = False, span_head: str = "independent", beam_size: int = 20,
+                 answerable: bool = False, span_head: str = "joint", beam_size: int = 20,
                  **kwargs):
         kwargs.setdefault("name", "finetuning_model")
         super().__init__(**kwargs)

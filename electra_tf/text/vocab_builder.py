@@ -15,7 +15,7 @@ import os
 import sys
 
 from electra_tf.errors import InputError
-from electra_tf.fileio import Progress, atomic_write_text, expand_files
+from electra_tf.fileio import Progress, atomic_write_text, check_text_file, expand_files
 
 
 def count_words(files: list[str], do_lower_case: bool, strip_accents: bool,
@@ -68,7 +68,8 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
     """Counts words in the corpus files, learns the vocab and writes it atomically.
 
     Raises:
-      InputError: `output` is a directory, or the corpus has no words.
+      InputError: `output` is a directory, a corpus file is not UTF-8 text
+        (`fileio.check_text_file`), or the corpus has no words.
     """
     from electra_tf.text.tokenizer import resolve_strip_accents
 
@@ -77,6 +78,8 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
                          "(e.g. {}/vocab.txt)".format(output.rstrip("/")))
 
     files = expand_files(corpus)
+    for path in files:
+        check_text_file(path)
     strip = resolve_strip_accents(do_lower_case, strip_accents)
     counts, lines = count_words(files, do_lower_case, strip, max_lines)
     if not counts:

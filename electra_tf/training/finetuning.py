@@ -8,6 +8,8 @@ update, with per-replica seeds. What differs from pre-training:
   seed, so resuming skips the batches of the current epoch already done;
 - layer-wise learning-rate decay (embeddings at depth 0, layer i at i + 1,
   the head at n + 2) and 10% linear warmup, as the original;
+- dropout is fine-tuning's own (0.1 by default, as the original), whatever
+  the checkpoint was pre-trained with (`with_dropout`);
 - the head is the task's (`task.head_options`: SQuAD's joint span head by
   default), and the joint head reads the gold start positions in training
   (its end logits are conditioned on them);
@@ -15,7 +17,10 @@ update, with per-replica seeds. What differs from pre-training:
   official prediction files and results.json; a checkpoint.
 Every split the run will read (train, dev with do_eval, test with
 do_predict) is read and featurized before the first step, so bad data stops
-the run before it trains; Ctrl-C lets the running chunk of steps finish
+the run before it trains; so does a --vocab_file other than the
+checkpoint's, or a sequence longer than its positions. A loss that becomes
+NaN or infinite stops the run before those weights are saved
+(loop.check_finite). Ctrl-C lets the running chunk of steps finish
 (loop.InterruptGate), saves a checkpoint, then stops with one line. The
 folder it writes is described in artifacts.py.
 
@@ -28,6 +33,7 @@ the train iterator and steps, one prediction batch, and its checkpoints.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 
@@ -41,7 +47,14 @@ from electra_tf.finetuning import base
 from electra_tf.modeling.finetuning import FinetuningModel
 from electra_tf.optimization import build_optimizer
 from electra_tf.training.checkpoints import checkpoint_step, model_variables, read_model_arrays
-from electra_tf.training.loop import Interrupted, InterruptGate, chunk_size, log, set_precision
+from electra_tf.training.loop import (
+    Interrupted,
+    InterruptGate,
+    check_finite,
+    chunk_size,
+    log,
+    set_precision,
+)
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 
@@ -115,6 +128,56 @@ def initial_discriminator(config: FinetuningConfig, run: FinetuneRun):
     return discriminator, artifacts.recorded_vocab(model_dir)
 
 
+def with_dropout(discriminator, hidden: float, attention: float):
+    """The discriminator with fine-tuning's dropout rates, and the same weights.
+
+    A checkpoint's config carries the dropout it was pre-trained with (none,
+    for the demo's); the original fine-tunes with 0.1 whatever pre-training
+    used (FinetuningConfig.hidden_dropout_prob, attention_probs_dropout_prob).
+    The task head takes the encoder config's hidden rate.
+    """
+    from electra_tf.modeling.models import ElectraDiscriminator
+
+    cfg = discriminator.config
+    if (cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob) == (hidden, attention):
+        return discriminator
+    config = dataclasses.replace(cfg, hidden_dropout_prob=hidden,
+                                 attention_probs_dropout_prob=attention)
+    fresh = ElectraDiscriminator(config, head_kind=discriminator.head_kind)
+    fresh.build()
+    # A rate of 0 creates no dropout seed state: copy the weights by path, without it.
+    weights = {v.path: v for v in discriminator.weights if "seed_generator" not in v.path}
+    for variable in fresh.weights:
+        if "seed_generator" not in variable.path:
+            variable.assign(weights.pop(variable.path))
+    if weights:
+        raise RuntimeError(f"with_dropout: weights not copied: {sorted(weights)[:3]}")
+    return fresh
+
+
+def check_pretraining_vocab(vocab_file: str, init_checkpoint: str) -> None:
+    """Refuses a --vocab_file whose tokens are not those the checkpoint was pre-trained on.
+
+    Compared by fingerprint (artifacts.vocab_fingerprint), where the
+    pre-training folder records one: a vocabulary of the same size but other
+    tokens would feed every id to the wrong embedding without any error.
+
+    Raises:
+      ConfigError: naming both files.
+    """
+    folder = init_checkpoint if os.path.isdir(init_checkpoint) else \
+        os.path.dirname(os.path.abspath(init_checkpoint))
+    if checkpoint_step(init_checkpoint) is not None:  # MODEL_DIR/checkpoints/ckpt-N
+        folder = os.path.dirname(folder)
+    want = artifacts.recorded_vocab_fingerprint(folder)
+    if want and artifacts.vocab_fingerprint(vocab_file) != want:
+        recorded = artifacts.recorded_vocab(folder) or "?"
+        raise ConfigError(
+            f"--vocab_file={vocab_file} holds other tokens than the vocabulary "
+            f"{init_checkpoint} was pre-trained with ({recorded}, sha256 {want[:12]}); "
+            "fine-tune with that vocabulary (or leave --vocab_file unset to use it)")
+
+
 class FinetuningLoop:
     """What both backends' fine-tuning loops share (see the module docstring).
 
@@ -138,6 +201,8 @@ class FinetuningLoop:
         with self._scope():
             keras.utils.set_random_seed(config.seed)
             discriminator, recorded_vocab = initial_discriminator(config, run)
+            discriminator = with_dropout(discriminator, config.hidden_dropout_prob,
+                                         config.attention_probs_dropout_prob)
             self.encoder_config = discriminator.config
             self.size = config.model_size or model_size_of(self.encoder_config)
             kind = task.head
@@ -156,7 +221,15 @@ class FinetuningLoop:
         if self.tokenizer.vocab_size != self.encoder_config.vocab_size:
             raise ConfigError(f"{vocab_file} has {self.tokenizer.vocab_size} tokens but the "
                               f"checkpoint's vocab_size is {self.encoder_config.vocab_size}")
+        if run.vocab_file and not run.from_scratch:
+            check_pretraining_vocab(run.vocab_file, run.init_checkpoint)
         self.max_seq_length = config.max_seq_length or task.default_max_seq_length
+        positions = self.encoder_config.max_position_embeddings
+        if self.max_seq_length > positions:
+            which = (f"--max_seq_length={self.max_seq_length}" if config.max_seq_length else
+                     f"{task.name}'s default max_seq_length {self.max_seq_length}")
+            raise ConfigError(f"{which} exceeds the checkpoint's {positions} positions "
+                              f"(max_position_embeddings); set --max_seq_length <= {positions}")
         self.epochs = config.num_train_epochs or task.default_epochs
         self._variables = list(self.model.trainable_variables)
         self._features: dict[str, tuple[list, base.Features]] = {}
@@ -285,6 +358,7 @@ class FinetuningLoop:
         cfg, run = self.config, self.run
         step = self.step
         end = min(total, stop_at_step or total)
+        learning_rate = cfg.resolved_learning_rate(self.size if self.size != "custom" else "small")
         while run.do_train and step < end:
             epoch, done = divmod(step, steps_per_epoch)
             n = min(steps_per_epoch - done, end - step)
@@ -294,6 +368,8 @@ class FinetuningLoop:
                 gate.check()  # a Ctrl-C stops here, between chunks (InterruptGate)
                 k = chunk_size(step, step + n, cfg.save_checkpoints_steps)
                 loss = self.train_steps(iterator, k)
+                check_finite(float(loss), step + 1, step + k, checkpoints.latest,
+                             f"lower --learning_rate (it was {learning_rate:.1e})")
                 step += k
                 n -= k
                 checkpoints.save()

@@ -10,18 +10,24 @@ save, evaluate, and look for a Ctrl-C:
 - `InterruptGate` holds a Ctrl-C until the loop reaches such a point; the loop
   then saves and raises `Interrupted`, whose text is the one line the CLI
   prints;
-- `log` prints the progress lines, on stderr.
+- `log` prints the progress lines, on stderr;
+- `check_finite` stops a run whose loss became NaN or infinite before the
+  loop saves those weights.
 
 Nothing here imports TensorFlow or JAX.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import signal
 import sys
 import threading
 
 import numpy as np
+
+from electra_tf.errors import Diverged
 
 
 def log(tag: str, message: str) -> None:
@@ -42,6 +48,30 @@ def chunk_size(step: int, end: int, *periods: int) -> int:
         if period > 0:
             n = min(n, period - step % period)
     return n
+
+
+def check_finite(loss: float, first_step: int, last_step: int, checkpoint: str | None,
+                 hint: str) -> None:
+    """Raises Diverged, before anything is saved, if a chunk's loss is NaN or infinite.
+
+    A chunk's loss sums (or averages) its steps', so one non-finite step
+    shows. The weights are then non-finite too: the loop must save nothing
+    after this, so the last checkpoint stays the last good state.
+
+    Args:
+      loss: the chunk's loss.
+      first_step, last_step: the chunk's steps (1-based, inclusive).
+      checkpoint: the latest checkpoint's path, or None.
+      hint: what to change, for the message.
+    """
+    if math.isfinite(loss):
+        return
+    steps = f"step {last_step}" if first_step == last_step else \
+        f"steps {first_step}-{last_step}"
+    kept = (f"the last checkpoint ({os.path.basename(checkpoint)}) is kept" if checkpoint
+            else "no checkpoint was saved")
+    raise Diverged(f"the training loss became {loss} in {steps}; stopped without saving "
+                   f"those weights: {kept}, no final weights were written; {hint}")
 
 
 def weights_checksum(variables) -> float:

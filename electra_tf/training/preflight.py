@@ -23,8 +23,8 @@ def preflight(config: PretrainingConfig, run: RunConfig,
     """Refuses bad input before a run builds or writes anything.
 
     Checks the data (`tfrecord_reader.check_records`: every glob matches,
-    every file starts with a record of config.max_seq_length; one record per
-    file) and, when model_dir already holds checkpoints, that this run can
+    every file starts with a record of config.max_seq_length whose ids fit
+    config.vocab_size; one record per file) and, when model_dir already holds checkpoints, that this run can
     resume them (`check_resume`). Returns {"train": files, "eval": files}.
 
     Args:
@@ -36,9 +36,11 @@ def preflight(config: PretrainingConfig, run: RunConfig,
       InputError, ConfigError, VocabError: one line naming the flag or file.
     """
     fs = tensorflow_files() if tensorflow_io else LOCAL_FILES
-    files = {"train": check_records(run.train_data, config.max_seq_length, "--train_data", fs),
-             "eval": (check_records(run.eval_data, config.max_seq_length, "--eval_data", fs)
-                      if run.eval_data else [])}
+    size = config.vocab_size
+    files = {"train": check_records(run.train_data, config.max_seq_length, "--train_data", fs,
+                                    size),
+             "eval": (check_records(run.eval_data, config.max_seq_length, "--eval_data", fs,
+                                    size) if run.eval_data else [])}
     check_resume(config, run)
     return files
 

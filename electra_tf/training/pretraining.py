@@ -43,6 +43,7 @@ from electra_tf.training import preflight, reporting, summaries
 from electra_tf.training.loop import (
     Interrupted,
     InterruptGate,
+    check_finite,
     chunk_size,
     log,
     set_precision,
@@ -218,6 +219,9 @@ class Pretraining:
                            run.eval_every_steps)
             t0 = time.monotonic()
             results = self.train_steps(iterator, n)
+            check_finite(float(results["loss"]), step + 1, step + n, self.checkpoints.latest,
+                         f"lower --learning_rate (it was {cfg.learning_rate}), or check "
+                         "that --train_data's records were built with this --vocab_file")
             results["learning_rate"] = float(keras.ops.convert_to_numpy(
                 self.optimizer.learning_rate))  # the next step's
             results["sequences_per_second"] = n * cfg.train_batch_size / (time.monotonic() - t0)
@@ -261,10 +265,16 @@ class Pretraining:
         corrupt = re.search(r"(corrupted|truncated) record at \d+", message)
         misshaped = re.search(r"Number of int64 values != expected[^\n\]]*"
                               r"|Feature: \w+ \(data type: int64\) is required[^\n\]]*", message)
-        if not corrupt and not misshaped:
+        bad_id = re.search(r"indices\[[^\]]*\] = (-?\d+) is not in \[0, (\d+)\)", message)
+        if not corrupt and not misshaped and not bad_id:
             return error
         step = self.step
         saved = self._save_after_bad_record()
+        if bad_id:  # the embedding lookup's check, on TensorFlow's CPU kernels
+            return InputError(
+                f"a record of --train_data or --eval_data holds token id {bad_id.group(1)}, "
+                f"outside the vocabulary's [0, {bad_id.group(2)}), met at step {step}; {saved}; "
+                "rebuild the data with this --vocab_file, then rerun to resume")
         if misshaped:
             return InputError(
                 f"a record of --train_data or --eval_data does not fit --max_seq_length="

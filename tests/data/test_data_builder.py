@@ -171,13 +171,48 @@ def test_cli_binary_corpus_is_refused_in_one_line(tiny_vocab, tmp_path):
     out = tmp_path / "out"
     proc = run_module("electra_tf.build_pretraining_data", f"--corpus={corpus}",
                       f"--vocab_file={tiny_vocab}", f"--output_dir={out}", "--max_seq_length=32")
-    error_line(proc, "model.bin: ", "are [UNK]", "--max_unk_rate=1 builds anyway")
+    error_line(proc, f"corpus file {corpus} is not UTF-8 text", "(a binary file?)")
     assert not out.exists()
 
 
+def utf16_corpus(path, text):
+    path.write_bytes(text.encode("utf-16"))  # with a byte-order mark
+    return str(path)
+
+
+@pytest.mark.parametrize("case", ["binary", "utf16", "utf16_no_bom", "latin1"])
+def test_a_corpus_file_that_is_not_utf8_text_is_refused(case, tiny_corpus, tiny_vocab, tmp_path):
+    """Even with --max_unk_rate=1: decoded with U+FFFD, it would still tokenize (UTF-16's
+    blank lines are not blank: its documents would merge)."""
+    text = open(tiny_corpus, encoding="utf-8").read()
+    path = tmp_path / "bad.txt"
+    if case == "binary":
+        binary_file(path)
+    elif case == "utf16":
+        utf16_corpus(path, text)
+    elif case == "utf16_no_bom":
+        path.write_bytes(text.encode("utf-16-le"))
+    else:
+        path.write_bytes(("café naïve über " * 400).encode("latin-1"))
+    kind = {"binary": "(a binary file?)", "utf16": "(UTF-16 or UTF-32 text?)",
+            "utf16_no_bom": "(UTF-16 or UTF-32 text?)", "latin1": "are invalid UTF-8"}[case]
+    with pytest.raises(InputError) as raised:
+        build_pretraining_data(options(str(path), tiny_vocab, tmp_path / "out",
+                                       max_seq_length=32, max_unk_rate=1.0))
+    assert str(raised.value).startswith(f"corpus file {path} is not UTF-8 text"), raised.value
+    assert kind in str(raised.value)
+    assert not (tmp_path / "out").exists()
+
+
 def test_max_unk_rate_sets_the_limit(tiny_corpus, tiny_vocab, tmp_path):
-    corpus = binary_file(tmp_path / "model.bin")
-    stats = build_pretraining_data(options(corpus, tiny_vocab, tmp_path / "forced",
+    # Greek: UTF-8 text, but hardly a piece of the tiny (English) vocabulary.
+    corpus = tmp_path / "greek.txt"
+    corpus.write_text("το μοντέλο διαβάζει κάθε πρόταση του κειμένου\n\n" * 200,
+                      encoding="utf-8")
+    with pytest.raises(InputError, match=r"greek.txt: \d+% of the tokens .* are \[UNK\]"):
+        build_pretraining_data(options(str(corpus), tiny_vocab, tmp_path / "refused",
+                                       max_seq_length=32))
+    stats = build_pretraining_data(options(str(corpus), tiny_vocab, tmp_path / "forced",
                                            max_seq_length=32, max_unk_rate=1.0))
     assert stats["unk_rate"] > 0.3 and stats["examples"] > 0
     # Good text is far below the default limit; a zero limit refuses any [UNK].

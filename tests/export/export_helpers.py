@@ -45,6 +45,7 @@ FINETUNED = {
 BEAM = 5  # squad_joint's beam: smaller than the context, so that it matters
 QA_NA_THRESHOLD = -0.5
 RECORD_EXTRAS = {
+    "squad": {"head_options": {"span_head": "independent"}},
     "stsb": {"label_scale": [0.0, 5.0], "head_options": {}},
     "squad_joint": {
         "head_options": {"span_head": "joint", "beam_size": BEAM},
@@ -188,6 +189,9 @@ def bad_ids_cases(spec):
              word_ids=np.full([1, P + 1], 5, np.int32), input_mask=np.ones([1, P + 1], np.int32),
              type_ids=np.zeros([1, P + 1], np.int32)),
         case("empty batch", None, word_ids=ids[:0], input_mask=mask[:0], type_ids=types[:0]),
+        case("zero length", "input_word_ids must have at least 1 position (seq), the [CLS] token",
+             word_ids=ids[:, :0], input_mask=mask[:, :0], type_ids=types[:, :0]),
+        case("all-zero mask", None, input_mask=np.zeros_like(mask)),
     ]
 
 

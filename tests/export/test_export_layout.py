@@ -25,6 +25,22 @@ def test_tf_serving_layout_with_vocab_asset(exports, tiny_vocab):
         assert not [n for n in os.listdir(os.path.dirname(path)) if n.startswith(".tmp")]
 
 
+def test_the_export_follows_the_umask(exports):
+    """Not mkdtemp's 0700: a TF Serving process of another user must read the export
+    written under umask 022 (folders 0755, files 0644)."""
+    from electra_tf.fileio import current_umask
+
+    mask = current_umask()
+    for _, path in exports.values():
+        assert os.stat(path).st_mode & 0o777 == 0o777 & ~mask, path
+        for folder, dirs, files in os.walk(path):
+            for name in dirs:
+                assert os.stat(os.path.join(folder, name)).st_mode & 0o777 == 0o777 & ~mask
+            for name in files:
+                mode = os.stat(os.path.join(folder, name)).st_mode & 0o777
+                assert mode == 0o666 & ~mask, (os.path.join(folder, name), oct(mode))
+
+
 def test_export_info_names_the_signatures(exports):
     with open(os.path.join(exports["squad"][1], "assets.extra", "export_info.json")) as f:
         info = json.load(f)

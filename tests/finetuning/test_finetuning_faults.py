@@ -5,12 +5,13 @@ the command line's one `error:` line is test_finetuning_end_to_end.py's
 test_cli_combined_null_rule_with_the_joint_head_is_one_line.
 """
 
+import re
 import shutil
 
 import pytest
 from helpers import finetune, interrupt_after
 
-from electra_tf.errors import InputError, TaskDataError
+from electra_tf.errors import ConfigError, Diverged, InputError, TaskDataError
 
 
 @pytest.mark.parametrize("damage", ["truncated", "not_hdf5"])
@@ -51,3 +52,53 @@ def test_ctrl_c_saves_and_exits_130_with_one_line(pretrained_dir, toy_sst2_dir, 
         f"--model_dir={out}", "--max_seq_length=16", "--num_train_epochs=1000",
         "--train_batch_size=16", "--save_checkpoints_steps=2", "--do_eval=false"],
         r"epoch 1 step 4/", out)
+
+
+# === Refused before training: settings the checkpoint cannot take ===
+def test_a_same_size_vocabulary_of_other_tokens_is_refused(pretrained_dir, toy_sst2_dir,
+                                                          tiny_vocab, tmp_path):
+    tokens = open(tiny_vocab, encoding="utf-8").read().splitlines()
+    other = tmp_path / "other_vocab.txt"  # the same size; two word pieces swapped
+    words = [i for i, t in enumerate(tokens) if t.isalpha() and len(t) > 3][:2]
+    tokens[words[0]], tokens[words[1]] = tokens[words[1]], tokens[words[0]]
+    other.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    args = ["--task_name=sst2", f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_sst2_dir}",
+            f"--model_dir={tmp_path}/out", "--max_seq_length=16"]
+    with pytest.raises(ConfigError) as raised:
+        finetune(*args, f"--vocab_file={other}")
+    message = str(raised.value)
+    assert message.startswith(f"--vocab_file={other} holds other tokens than the vocabulary "
+                              f"{pretrained_dir} was pre-trained with ({tiny_vocab}"), message
+    assert not (tmp_path / "out").exists()
+    same = tmp_path / "same_vocab.txt"  # the same tokens under another name: accepted
+    shutil.copy(tiny_vocab, same)
+    from electra_tf.training.finetuning import check_pretraining_vocab
+
+    check_pretraining_vocab(str(same), pretrained_dir)
+
+
+def test_a_sequence_longer_than_the_checkpoint_positions_is_refused(pretrained_dir,
+                                                                   toy_sst2_dir, tmp_path):
+    with pytest.raises(ConfigError, match=r"^--max_seq_length=513 exceeds the checkpoint's 512 "
+                                          r"positions \(max_position_embeddings\)"):
+        finetune("--task_name=sst2", f"--init_checkpoint={pretrained_dir}",
+                 f"--data_dir={toy_sst2_dir}", f"--model_dir={tmp_path}/out",
+                 "--max_seq_length=513")
+    assert not (tmp_path / "out").exists()
+
+
+# === A loss that becomes non-finite stops the run, keeping the last good checkpoint ===
+def test_a_non_finite_loss_stops_before_saving(pretrained_dir, toy_sst2_dir, tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(Diverged) as raised:
+        finetune("--task_name=sst2", f"--init_checkpoint={pretrained_dir}",
+                 f"--data_dir={toy_sst2_dir}", f"--model_dir={out}", "--max_seq_length=16",
+                 "--learning_rate=1e30", "--save_checkpoints_steps=1", "--train_batch_size=32")
+    message = str(raised.value)
+    bad = re.match(r"the training loss became (nan|inf) in step (\d+); stopped without saving "
+                   r"those weights: the last checkpoint \(ckpt-(\d+)\) is kept, no final weights "
+                   r"were written; lower --learning_rate \(it was 1\.0e\+30\)$", message)
+    assert bad and int(bad.group(3)) == int(bad.group(2)) - 1, message
+    saved = sorted(p.name for p in (out / "checkpoints").glob("ckpt-*.index"))
+    assert saved[-1] == f"ckpt-{bad.group(3)}.index"  # the bad step was not saved
+    assert not (out / "finetuned.weights.h5").exists()

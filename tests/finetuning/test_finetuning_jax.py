@@ -14,7 +14,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from helpers import REPO, tiny_encoder_config, write_pretrained_dir
+from helpers import REPO
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                 reason="jax is not installed (pip install 'jax[cpu]')")
@@ -38,18 +38,6 @@ def run_jax(script: str, *args: str, module: bool = False,
 def last_json(proc: subprocess.CompletedProcess):
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.splitlines()[-1])
-
-
-@pytest.fixture(scope="module")
-def no_dropout_dir(tiny_vocab, tmp_path_factory):
-    """A pre-training folder whose discriminator (and so the task head) has no dropout,
-    so that a training step is deterministic on both backends."""
-    from electra_tf.text.vocab import load_vocab
-
-    config = tiny_encoder_config(len(load_vocab(tiny_vocab)), hidden_dropout_prob=0.0,
-                                 attention_probs_dropout_prob=0.0)
-    return write_pretrained_dir(tmp_path_factory.mktemp("pretrained_no_dropout"), tiny_vocab,
-                                config)
 
 
 # Both sides build the trainer from one JSON spec: {"task", "config", "run"}.
@@ -121,8 +109,11 @@ print(json.dumps({"parity": parity, "results": results, "resumed_results": resum
 
 
 def parity_spec(task, tmp, data, init):
+    """Without dropout (the checkpoint's 0.1 is replaced: training.finetuning.with_dropout),
+    so that a training step is deterministic on both backends."""
     s = spec(task, tmp / f"parity_{task}", data, init, warmup_proportion=0.0,
-             learning_rate=1e-3, train_batch_size=16)
+             learning_rate=1e-3, train_batch_size=16, hidden_dropout_prob=0.0,
+             attention_probs_dropout_prob=0.0)
     return {**s, "weights": str(tmp / f"{task}.weights.h5")}
 
 
@@ -132,14 +123,14 @@ def sst2_spec(tmp, name, data, init):
 
 
 @pytest.fixture(scope="module")
-def jax_runs(no_dropout_dir, pretrained_dir, toy_sst2_dir, toy_ner_dir, tmp_path_factory):
+def jax_runs(pretrained_dir, toy_sst2_dir, toy_ner_dir, tmp_path_factory):
     import tensorflow as tf
 
     tmp = tmp_path_factory.mktemp("jax_runs")
     # A folder holding a tf.train checkpoint, as the TF loop leaves one.
     tf.train.Checkpoint(v=tf.Variable(1.0)).save(str(tmp / "tf" / "checkpoints" / "ckpt"))
-    parity = [parity_spec("sst2", tmp, toy_sst2_dir, no_dropout_dir),
-              parity_spec("ner", tmp, toy_ner_dir, no_dropout_dir)]
+    parity = [parity_spec("sst2", tmp, toy_sst2_dir, pretrained_dir),
+              parity_spec("ner", tmp, toy_ner_dir, pretrained_dir)]
     runs = [sst2_spec(tmp, name, toy_sst2_dir, pretrained_dir) for name in ("a", "b", "tf")]
     refused = spec("sst2", tmp / "refused", toy_sst2_dir, pretrained_dir)
     out = last_json(run_jax(JAX_RUNS, json.dumps([parity, runs, refused])))

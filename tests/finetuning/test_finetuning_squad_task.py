@@ -292,6 +292,15 @@ def test_the_default_null_rule_is_the_originals(setup):
         "null_odds_from": "combined", "no_answer_threshold": 0.5}
     with pytest.raises(ConfigError, match="squad_null_rule"):
         FinetuningConfig(task_name="squad_v2", squad_null_rule="bert").validate()
+    # get_task: each rule's own threshold; the other rule's is refused, not ignored.
+    assert registry.get_task("squad_v2", qa_na_threshold=-1.0).no_answer_threshold == -1.0
+    assert registry.get_task("squad_v2", squad_null_rule="combined", joint_prediction=False,
+                             no_answer_threshold=0.5).no_answer_threshold == 0.5
+    with pytest.raises(ConfigError, match="no_answer_threshold is the threshold of "
+                                          "squad_null_rule='combined'"):
+        registry.get_task("squad_v2", no_answer_threshold=0.5)
+    with pytest.raises(ConfigError, match="unknown option"):
+        registry.get_task("squad_v2", null_threshold=0.5)
 
 
 def test_joint_beam_decoding_by_hand():

@@ -125,7 +125,8 @@ def test_interop_hf_encoder_and_task_heads(h, tmp_path, cls, kind):
         return
     with open(tmp_path / "out" / "task_head.json") as f:
         head = json.load(f)
-    task = FinetuningModel(disc.encoder, head["kind"], head["num_labels"])
+    task = FinetuningModel(disc.encoder, head["kind"], head["num_labels"],
+                           span_head="independent")
     task.build()
     task.load_weights(str(tmp_path / "out" / "finetuned.weights.h5"))
     got = task.head(seq, inputs["input_mask"])

@@ -124,8 +124,7 @@ def test_finetuning_model_passes_start_positions_and_records_the_head(tiny_encod
     assert {k: tuple(v.shape) for k, v in out.items()} == {
         "start_logits": (2, 16), "start_top_log_probs": (2, 4), "start_top_index": (2, 4),
         "end_top_log_probs": (2, 4, 4), "end_top_index": (2, 4, 4), "answerable_logits": (2,)}
-    independent = FinetuningModel(tiny_encoder, "span")
-    assert independent.head.span_head == "independent"
+    assert FinetuningModel(tiny_encoder, "span").head.span_head == "joint"  # as the CLI's
     with pytest.raises(ValueError, match="span_head"):
         TaskHead("span", 1, 8, span_head="beam")
 

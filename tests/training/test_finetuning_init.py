@@ -106,3 +106,4 @@ def test_from_scratch_is_seeded_and_sized_by_the_flags(tiny_records):
                                                   vocab_file=tiny_records["vocab"]))
     with pytest.raises(InputError, match="--init_checkpoint is required"):
         initial_discriminator(config, FinetuneRun())
+

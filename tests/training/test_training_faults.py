@@ -28,7 +28,7 @@ from helpers import (
     write_vocab,
 )
 
-from electra_tf.errors import ConfigError, InputError
+from electra_tf.errors import ConfigError, Diverged, InputError
 
 
 def pretrain_flags(records, model_dir, **overrides):
@@ -135,6 +135,86 @@ def test_a_shard_corrupt_mid_file_is_named_after_a_checkpoint(tiny_records, tmp_
     assert step and step.group(1) == step.group(2), message
     assert (model_dir / "checkpoints" / f"ckpt-{step.group(1)}.index").exists()
     assert not (model_dir / "discriminator.weights.h5").exists()
+
+
+def write_records(path, first_ids, later_ids=(), count=0, length=32) -> str:
+    """A TFRecord file of pre-training examples: one of `first_ids`, then `count` of
+    `later_ids` (each padded to `length`)."""
+    import tensorflow as tf
+
+    from electra_tf.data.features import serialize
+
+    def example(ids):
+        ids = list(ids)
+        pad = length - len(ids)
+        return serialize({"input_ids": ids + [0] * pad, "input_mask": [1] * len(ids) + [0] * pad,
+                          "segment_ids": [0] * length})
+
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        writer.write(example(first_ids))
+        for _ in range(count):
+            writer.write(example(later_ids))
+    return str(path)
+
+
+def test_records_holding_ids_outside_the_vocabulary_are_refused(tiny_records, tmp_path,
+                                                                 models_built):
+    size = len(tiny_vocab_tokens())
+    for bad in (size, -1):
+        path = write_records(tmp_path / f"bad{bad}.tfrecord", [2, 7, bad, 3])
+        with pytest.raises(InputError) as raised:
+            pretraining(tiny_records, tmp_path / "model", train_data=path)
+        assert str(raised.value) == (
+            f"--train_data: {path} holds token id {bad}, outside the vocabulary's [0, {size}) "
+            "(were its records built with this --vocab_file?)")
+    assert not models_built
+    assert not (tmp_path / "model").exists()
+
+
+def test_an_id_outside_the_vocabulary_met_mid_run_is_one_line_after_a_checkpoint(
+        tiny_records, tmp_path):
+    """The first record is checked before the run; one further in is met by the
+    embedding lookup (TensorFlow's CPU kernel checks it)."""
+    size = len(tiny_vocab_tokens())
+    path = write_records(tmp_path / "late.tfrecord", [2, 7, 3], [2, 7, size + 4, 3], count=64)
+    with pytest.raises(InputError) as raised:
+        pretraining(tiny_records, tmp_path / "model", train_data=path, num_train_steps=4).train()
+    assert re.fullmatch(
+        rf"a record of --train_data or --eval_data holds token id {size + 4}, outside the "
+        rf"vocabulary's \[0, {size}\), met at step 0; checkpoint saved at step 0; rebuild the "
+        r"data with this --vocab_file, then rerun to resume", str(raised.value)), raised.value
+    assert not (tmp_path / "model" / "discriminator.weights.h5").exists()
+
+
+def test_a_non_finite_loss_stops_the_run_keeping_the_last_good_checkpoint(tiny_records,
+                                                                         tmp_path):
+    model_dir = tmp_path / "model"
+    trainer = pretraining(tiny_records, model_dir, learning_rate=1e30, num_train_steps=8,
+                          iterations_per_loop=1, save_checkpoints_steps=1, num_warmup_steps=0)
+    with pytest.raises(Diverged) as raised:
+        trainer.train()
+    message = str(raised.value)
+    bad = re.fullmatch(r"the training loss became (nan|inf) in step (\d+); stopped without "
+                       r"saving those weights: the last checkpoint \(ckpt-(\d+)\) is kept, no "
+                       r"final weights were written; lower --learning_rate \(it was 1e\+30\), "
+                       r"or check that --train_data's records were built with this --vocab_file",
+                       message)
+    assert bad and int(bad.group(3)) == int(bad.group(2)) - 1, message
+    saved = sorted(p.name for p in (model_dir / "checkpoints").glob("ckpt-*.index"))
+    assert saved[-1] == f"ckpt-{bad.group(3)}.index"
+    assert not (model_dir / "discriminator.weights.h5").exists()
+
+
+def test_the_cli_turns_a_non_finite_loss_into_one_line_and_status_1(capsys):
+    from electra_tf import cli
+
+    def diverge():
+        raise Diverged("the training loss became nan in step 3; ...")
+
+    with pytest.raises(SystemExit) as raised:
+        cli.run_cli(diverge)
+    assert raised.value.code == 1
+    assert capsys.readouterr().err == "error: the training loss became nan in step 3; ...\n"
 
 
 # === Resuming a model_dir with another vocabulary or other shapes ===
