@@ -488,7 +488,8 @@ class FinetuningConfig:
     """Fine-tuning hyperparameters, named as in configure_finetuning.py."""
 
     task_name: str = _field(
-        "", "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, squad_v1, squad_v2, ner")
+        "", "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, squad_v1, squad_v2, ner, "
+        "chunking; classification, tagging: your own data")
     model_size: str = _field("", "empty: take it from the checkpoint's config")
     learning_rate: float = _field(0.0, "0: the original's by size (1e-4 Small/Base, 5e-5 Large)")
     layerwise_lr_decay: float = _field(-1.0, "-1: by size (0.8 Small/Base, 0.9 Large); 0: off")
@@ -520,6 +521,14 @@ class FinetuningConfig:
         True, "SQuAD: the original's joint start/end head (False: independent)")
     beam_size: int = _field(20, "SQuAD, joint head: best starts, and best ends of each, decoded")
     tagging_scheme: str = _field("BIO", "ner/chunking: BIO or BIOES tags")
+    text_column: str = _field("text", "classification: the column (JSONL: key) of the text")
+    text_pair_column: str = _field(
+        "", "classification: the column of the second text of a pair; empty: single texts")
+    label_column: str = _field("label", "classification: the column of the label or target")
+    label_names: str = _field(
+        "", "classification, tagging (ner, chunking): the labels, comma-separated, in logit "
+        "order; empty: the sorted labels of the train split")
+    regression: bool = _field(False, "classification: a float target (Pearson, Spearman)")
 
     def resolved_learning_rate(self, size: str) -> float:
         return self.learning_rate or FINETUNE_LEARNING_RATE.get(size, 1e-4)

@@ -4,7 +4,9 @@
         --init_checkpoint=PRETRAIN_MODEL_DIR --data_dir=glue_data/MNLI --model_dir=OUT
 
 Tasks: cola sst2 mrpc stsb qqp mnli qnli rte wnli (GLUE TSVs), squad_v1 squad_v2
-(SQuAD JSON), ner / chunking (CoNLL files). The learning rate, layer-wise
+(SQuAD JSON), ner / chunking (CoNLL files), and on your own files:
+classification (TSV, CSV or JSONL; single texts, pairs or --regression) and
+tagging (CoNLL files with any tag set). The learning rate, layer-wise
 decay, epochs and sequence length default to the original's per model size
 and task; every FinetuningConfig field is a flag. Re-running resumes. OUT
 gets results.json (metrics after every epoch), the official prediction files

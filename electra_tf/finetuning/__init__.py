@@ -1,4 +1,5 @@
-"""Fine-tuning tasks: GLUE, SQuAD 1.1/2.0 and token classification.
+"""Fine-tuning tasks: GLUE, SQuAD 1.1/2.0, token classification, and classification
+of your own files (`classification`).
 
 Each task class subclasses `base.Task`: it reads the official file format,
 turns examples into fixed-length features, turns the model's outputs back

@@ -1,8 +1,8 @@
-"""GLUE metrics in plain NumPy: accuracy, binary F1, MCC, Pearson and Spearman.
+"""GLUE metrics in plain NumPy: accuracy, binary and macro F1, MCC, Pearson and Spearman.
 
 Each function takes two 1-D sequences of equal, non-zero length and returns a
 Python float. They match scikit-learn (`accuracy_score`, `f1_score`,
-`matthews_corrcoef`) and scipy.stats (`pearsonr`, `spearmanr`), which the
+`f1_score(average="macro")`, `matthews_corrcoef`) and scipy.stats (`pearsonr`, `spearmanr`), which the
 tests check. Degenerate inputs never give NaN: an undefined F1, MCC or
 correlation (no positives anywhere, a constant column) is 0.0, so a model
 that predicts one class scores MCC 0 and best-checkpoint selection never
@@ -70,6 +70,19 @@ def f1(predictions: Sequence[int], labels: Sequence[int]) -> float:
     return 0.0 if denominator == 0 else 2.0 * tp / denominator
 
 
+def macro_f1(predictions: Sequence, labels: Sequence) -> float:
+    """Unweighted mean of each class's F1, over the classes in the labels or the
+    predictions (as sklearn's average="macro"); a class's undefined F1 is 0.0."""
+    p, y = _pair(predictions, labels)
+    scores = []
+    for c in np.unique(np.concatenate([y, p])):
+        tp = float(np.sum((p == c) & (y == c)))
+        denominator = 2.0 * tp + float(np.sum((p == c) & (y != c))) + float(
+            np.sum((p != c) & (y == c)))
+        scores.append(0.0 if denominator == 0 else 2.0 * tp / denominator)
+    return float(np.mean(scores))
+
+
 def matthews_corrcoef(predictions: Sequence[int], labels: Sequence[int]) -> float:
     """Matthews correlation (multi-class R_K form, as sklearn); 0.0 when undefined."""
     p, y = _pair(predictions, labels)
@@ -117,7 +130,7 @@ def spearman(predictions: Sequence[float], labels: Sequence[float]) -> float:
     return pearson(rankdata(p), rankdata(y))
 
 
-_FUNCTIONS = {"accuracy": accuracy, "f1": f1, "mcc": matthews_corrcoef,
+_FUNCTIONS = {"accuracy": accuracy, "f1": f1, "macro_f1": macro_f1, "mcc": matthews_corrcoef,
               "pearson": pearson, "spearman": spearman}
 
 

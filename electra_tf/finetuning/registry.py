@@ -11,12 +11,15 @@ from electra_tf.errors import ConfigError
 
 TAGGING_TASKS = ("ner", "chunking")
 SQUAD_TASKS = {"squad_v1": "1.1", "squad_v2": "2.0"}
+OWN_DATA_TASKS = ("classification", "tagging")  # your own files (classification.py, tagging.py)
+# FinetuningConfig fields only the own-data tasks read (--label_names: tagging tasks too).
+_OWN_DATA_OPTIONS = ("text_column", "text_pair_column", "label_column", "regression")
 
 
 def task_names() -> list[str]:
     from electra_tf.finetuning.glue import GLUE_TASKS
 
-    return sorted(GLUE_TASKS) + sorted(SQUAD_TASKS) + list(TAGGING_TASKS)
+    return sorted(GLUE_TASKS) + sorted(SQUAD_TASKS) + list(TAGGING_TASKS) + list(OWN_DATA_TASKS)
 
 
 def task_from_config(config: FinetuningConfig):
@@ -25,11 +28,45 @@ def task_from_config(config: FinetuningConfig):
     The options: tagging_scheme (ner/chunking), double_unordered (MRPC,
     STS-B; ignored by the other GLUE tasks), SQuAD's head (joint_prediction,
     beam_size: the task's `head_options`) and SQuAD 2.0's null rule and its
-    threshold (`squad_null_options`).
+    threshold (`squad_null_options`); classification's text_column,
+    text_pair_column, label_column and regression; label_names
+    (comma-separated) for classification and the tagging tasks.
+
+    Raises:
+      ConfigError: an unknown task, an own-data option given to a task that
+        does not read it, or label_names that are not distinct names.
     """
     from electra_tf.finetuning import glue
 
     name = config.task_name
+    defaults = FinetuningConfig()
+    given = [f for f in _OWN_DATA_OPTIONS if getattr(config, f) != getattr(defaults, f)]
+    if name != "classification" and given:
+        raise ConfigError(f"--{given[0]} is an option of --task_name=classification, not of "
+                          f"{name!r}")
+    label_names = _label_names(config.label_names)
+    if label_names is not None and name not in ("classification", "tagging") + TAGGING_TASKS:
+        raise ConfigError(f"--label_names is for classification and tagging tasks; {name!r} "
+                          "has its own labels")
+    if name == "classification":
+        from electra_tf.finetuning.classification import ClassificationTask
+
+        if config.regression and label_names is not None:
+            raise ConfigError("--regression predicts a number: it takes no --label_names")
+        try:
+            return ClassificationTask(
+                text_column=config.text_column, text_pair_column=config.text_pair_column,
+                label_column=config.label_column, label_names=label_names,
+                regression=config.regression)
+        except ValueError as e:
+            raise ConfigError(f"--task_name=classification: {e}") from None
+    if name == "tagging":
+        from electra_tf.finetuning.tagging import TaggingTask
+
+        try:
+            return TaggingTask(name=name, label_names=label_names, scheme=None)
+        except ValueError as e:  # a name with a space
+            raise ConfigError(f"--label_names: {e}") from None
     if name in glue.GLUE_TASKS:
         task = glue.get_task(name)
         return glue.get_task(name, double_unordered=config.double_unordered) \
@@ -42,8 +79,26 @@ def task_from_config(config: FinetuningConfig):
     if name in TAGGING_TASKS:
         from electra_tf.finetuning.tagging import TaggingTask
 
-        return TaggingTask(name=name, scheme=config.tagging_scheme)
+        try:
+            return TaggingTask(name=name, label_names=label_names, scheme=config.tagging_scheme)
+        except ValueError as e:  # label names outside the scheme
+            raise ConfigError(f"--label_names: {e}") from None
     raise ConfigError(f"unknown task_name {name!r}; known: {', '.join(task_names())}")
+
+
+def _label_names(value: str) -> tuple[str, ...] | None:
+    """--label_names "a,b,c" -> ("a", "b", "c"); "" -> None (learned from train).
+
+    Raises:
+      ConfigError: an empty or repeated name.
+    """
+    if not value.strip():
+        return None
+    names = tuple(n.strip() for n in value.split(","))
+    if not all(names) or len(set(names)) != len(names):
+        raise ConfigError(f"--label_names must be distinct non-empty names separated by "
+                          f"commas, got {value!r}")
+    return names
 
 
 def squad_null_options(finetuning: dict) -> dict:
@@ -66,7 +121,8 @@ def squad_null_options(finetuning: dict) -> dict:
 
 
 def get_task(name: str, **options):
-    """A fresh Task for `name` (GLUE task, squad_v1/squad_v2, ner/chunking).
+    """A fresh Task for `name` (GLUE task, squad_v1/squad_v2, ner/chunking,
+    classification/tagging).
 
     Args:
       options: FinetuningConfig fields (tagging_scheme="BIOES",

@@ -1,4 +1,4 @@
-"""Token classification (NER, chunking) on CoNLL files: the "tagging" head.
+"""Token classification (NER, chunking, any tag set) on CoNLL files: the "tagging" head.
 
 The original ELECTRA fine-tunes on CoNLL-2000 chunking; NER (CoNLL-2003) is
 what users ask for. Both use the same format and the same span F1, computed by
@@ -22,10 +22,16 @@ longer than a window is split into overlapping word-aligned windows (BERT's
 doc_stride), and each word is owned by exactly one window, so every word gets
 exactly one prediction.
 
-Metrics: seqeval's micro precision/recall/F1 over spans. BIO uses seqeval's
-default (conlleval) mode, which also reads CoNLL-2003's raw IOB1 tags as
-conlleval does; BIOES uses mode="strict" with scheme IOBES (the default mode
-does not check that an E-/S- closes a span properly).
+Metrics: seqeval's micro precision/recall/F1 over spans, and token accuracy.
+BIO uses seqeval's default (conlleval) mode, which also reads CoNLL-2003's
+raw IOB1 tags as conlleval does; BIOES uses mode="strict" with scheme IOBES
+(the default mode does not check that an E-/S- closes a span properly).
+
+Any tag set (`scheme=None`, the generic "tagging" task: part of speech,
+...): tags are any non-blank strings. Span metrics are computed only when
+the tag set is BIO-shaped (every tag O, B-X or I-X; scored as BIO) or
+BIOES-shaped (O, B-, I-, E-, S-; scored as BIOES); otherwise the metric is
+token accuracy alone, which is then the primary one.
 """
 
 from __future__ import annotations
@@ -42,6 +48,20 @@ from electra_tf.finetuning.base import Features, Task
 
 DOCSTART = "-DOCSTART-"
 SCHEMES = {"BIO": "BI", "BIOES": "BIES"}  # the span prefixes each scheme allows
+SPAN_METRICS = ("f1", "precision", "recall", "accuracy")
+
+
+def _scheme_re(scheme: str) -> re.Pattern:
+    return re.compile(rf"^(O|[{SCHEMES[scheme]}]-\S+)$")
+
+
+def span_scheme_of(tags: Sequence[str]) -> str | None:
+    """"BIO" or "BIOES" when every tag has that scheme's shape (BIO first), else None."""
+    for scheme in SCHEMES:
+        pattern = _scheme_re(scheme)
+        if tags and all(pattern.match(t) for t in tags):
+            return scheme
+    return None
 
 
 @dataclasses.dataclass
@@ -83,32 +103,45 @@ class TaggingTask(Task):
     """CoNLL token classification (a base.Task with head "tagging").
 
     Args:
-      name: task name, e.g. "ner" or "chunking".
+      name: task name, e.g. "ner", "chunking" or "tagging".
       label_names: the tag set, or None to learn it from the train split.
-      scheme: "BIO" (O, B-X, I-X; IOB1 files also pass) or "BIOES" (adds E-X, S-X).
+      scheme: "BIO" (O, B-X, I-X; IOB1 files also pass), "BIOES" (adds E-X,
+        S-X), or None: any tags, span metrics only for a BIO- or BIOES-shaped
+        tag set (`span_scheme`).
     """
 
     head = "tagging"
-    metric_names = ("f1", "precision", "recall", "accuracy")
 
     def __init__(self, name: str = "ner", label_names: Sequence[str] | None = None,
-                 scheme: str = "BIO"):
-        if scheme not in SCHEMES:
-            raise ValueError(f"scheme must be one of {sorted(SCHEMES)}, got {scheme!r}")
+                 scheme: str | None = "BIO"):
+        if scheme is not None and scheme not in SCHEMES:
+            raise ValueError(f"scheme must be one of {sorted(SCHEMES)} or None, got {scheme!r}")
         self.name = name
         self.scheme = scheme
-        self._tag_re = re.compile(rf"^(O|[{SCHEMES[scheme]}]-\S+)$")
+        self._tag_re = _scheme_re(scheme) if scheme else re.compile(r"^\S+$")
         self._label_names: tuple[str, ...] = ()
         self._label_ids: dict[str, int] = {}
         self.labels_given = label_names is not None
         if label_names is not None:
             bad = [t for t in label_names if not self._tag_re.match(t)]
             if bad or not label_names or len(set(label_names)) != len(label_names):
-                raise ValueError(f"label_names must be distinct {scheme} tags, got "
-                                 f"{list(label_names)!r}")
+                raise ValueError(f"label_names must be distinct {scheme or 'non-blank'} tags, "
+                                 f"got {list(label_names)!r}")
             self._set_labels(list(label_names))
 
     # === Labels ===
+
+    @property
+    def span_scheme(self) -> str | None:
+        """The scheme spans are scored under: the given one, or (scheme None) the shape
+        of the tag set (`span_scheme_of`); None: token accuracy only."""
+        return self.scheme or span_scheme_of(self._label_names)
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """Span F1 (primary), precision, recall and token accuracy; accuracy alone for a
+        tag set without spans."""
+        return SPAN_METRICS if self.span_scheme else ("accuracy",)
 
     @property
     def label_names(self) -> tuple[str, ...]:
@@ -203,7 +236,7 @@ class TaggingTask(Task):
         return examples
 
     def _check_tag(self, tag: str, where: str, check_label_set: bool) -> str:
-        if not self._tag_re.match(tag):
+        if not self._tag_re.match(tag):  # (scheme None: split() words always match)
             allowed = ", ".join(["O"] + [f"{p}-X" for p in SCHEMES[self.scheme]])
             raise TaskDataError(f"{where}: tag {tag!r} is not valid under {self.scheme} "
                                 f"({allowed})")
@@ -332,7 +365,8 @@ class TaggingTask(Task):
 
     def metrics(self, predictions: Sequence[Sequence[str]],
                 examples: Sequence[TaggingExample]) -> dict[str, float]:
-        """Span precision/recall/F1 (micro, seqeval) and token accuracy."""
+        """Span precision/recall/F1 (micro, seqeval) and token accuracy; token accuracy
+        alone for a tag set without spans (`metric_names`)."""
         from seqeval import metrics as sm
         from seqeval.scheme import IOBES
 
@@ -340,8 +374,11 @@ class TaggingTask(Task):
             raise ValueError("metrics need gold tags; these examples are unlabelled")
         y_true = [list(ex.tags) for ex in examples]
         y_pred = [list(p) for p in predictions]
+        scheme = self.span_scheme
+        if scheme is None:
+            return {"accuracy": float(sm.accuracy_score(y_true, y_pred))}
         kw: dict[str, Any] = {"zero_division": 0}  # = seqeval's "warn" value, without the warning
-        if self.scheme == "BIOES":
+        if scheme == "BIOES":
             kw.update(mode="strict", scheme=IOBES)
         return {"f1": float(sm.f1_score(y_true, y_pred, **kw)),
                 "precision": float(sm.precision_score(y_true, y_pred, **kw)),

@@ -178,6 +178,26 @@ def check_pretraining_vocab(vocab_file: str, init_checkpoint: str) -> None:
             "fine-tune with that vocabulary (or leave --vocab_file unset to use it)")
 
 
+def check_recorded_labels(task, model_dir: str) -> None:
+    """Refuses to resume (or evaluate) checkpoints trained with other label names.
+
+    Labels learned from the train split change when its file does; resuming
+    would then read every logit as another label without any error.
+
+    Raises:
+      ConfigError: naming both label lists.
+    """
+    path = os.path.join(model_dir, artifacts.FINETUNING_CONFIG)
+    if not (os.path.exists(path) and artifacts.has_checkpoints(model_dir)):
+        return
+    recorded = artifacts.read_json(path)
+    names = list(recorded.get("label_names") or ())
+    if recorded.get("task") == task.name and names != list(task.label_names):
+        raise ConfigError(f"{model_dir} holds checkpoints trained with the labels {names}, "
+                          f"but this run has {list(task.label_names)}; give --label_names="
+                          f"{','.join(names)} or another --model_dir")
+
+
 class FinetuningLoop:
     """What both backends' fine-tuning loops share (see the module docstring).
 
@@ -196,8 +216,10 @@ class FinetuningLoop:
     def __init__(self, task, config: FinetuningConfig, run: FinetuneRun):
         self.task, self.config, self.run = task, config.validate(), run
         set_precision(run.mixed_precision)
-        if task.head == "tagging" and not task.label_names:
-            task.read(run.data_dir, "train")  # learns the tag set, which sizes the head
+        if task.head in ("tagging", "classification") and not task.label_names:
+            # Tagging and own-data classification: learns the labels, which size the head.
+            task.read(run.data_dir, "train")
+        check_recorded_labels(task, run.model_dir)
         with self._scope():
             keras.utils.set_random_seed(config.seed)
             discriminator, recorded_vocab = initial_discriminator(config, run)

@@ -274,3 +274,67 @@ def test_jax_cli_independent_span_head(pretrained_dir, toy_squad_dir, tmp_path):
     assert results["epoch_3"]["dev"]["f1"] >= 80.0, results
     model, record = artifacts.load_finetuned(str(tmp_path / "out"))
     assert model.head.span_head == "independent" and record.head_options["beam_size"] == 20
+
+
+def write_own_data(folder, task: str) -> str:
+    """Toy files of your own for --task_name=classification (JSONL sentence pairs: "match"
+    iff the second text has "replaced") or --task_name=tagging (CoNLL lines with
+    part-of-speech-like tags, no BIO prefixes); the test split has no labels."""
+    import random
+
+    from helpers import WORDS
+
+    folder.mkdir()
+    rng = random.Random(5)
+    plain = [w for w in WORDS if w != "replaced"]
+    for split, n in (("train", 160), ("dev", 32), ("test", 4)):
+        lines = []
+        for _ in range(n):
+            y = rng.random() < 0.5
+            words = [rng.choice(plain) for _ in range(4)] + ["replaced"] * y
+            if task == "tagging":
+                tags = ["VERB" if w == "replaced" else "DET" if w in ("the", "a") else "X"
+                        for w in words]
+                lines += [w if split == "test" else f"{w} {t}" for w, t in zip(words, tags)]
+                lines.append("")
+                continue
+            row = {"premise": " ".join(rng.choice(plain) for _ in range(4)),
+                   "hypothesis": " ".join(words)}
+            if split != "test":
+                row["gold"] = "match" if y else "other"
+            lines.append(json.dumps(row))
+        ext = "txt" if task == "tagging" else "jsonl"
+        (folder / f"{split}.{ext}").write_text("\n".join(lines) + "\n")
+    return str(folder)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["classification", "tagging"])
+def test_jax_cli_learns_own_data_and_tf_serves_the_folder(task, pretrained_dir, tmp_path):
+    """Your own files on JAX (the same FinetuningLoop): results.json with the task's
+    metrics, dev and test predictions, and a record the (TensorFlow) export serves."""
+    from electra_tf import artifacts
+    from export.export_saved_model import load_spec
+
+    options = (["--text_column=premise", "--text_pair_column=hypothesis",
+                "--label_column=gold"] if task == "classification" else [])
+    out = tmp_path / "out"
+    proc = run_jax("electra_tf.run_finetuning", f"--task_name={task}", *options,
+                   f"--init_checkpoint={pretrained_dir}",
+                   f"--data_dir={write_own_data(tmp_path / 'data', task)}",
+                   f"--model_dir={out}", "--num_train_epochs=6", "--learning_rate=3e-3",
+                   "--train_batch_size=16", f"--max_seq_length={L}", "--do_predict",
+                   module=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    dev = json.load(open(out / "results.json"))["epoch_6"]["dev"]
+    assert dev["accuracy"] >= 0.9, dev
+    metrics, labels, kind, suffix = {
+        "classification": (["accuracy", "macro_f1", "mcc"], ("match", "other"),
+                           "sequence_classification", ".tsv"),
+        "tagging": (["accuracy"], ("DET", "VERB", "X"), "token_classification", ".txt")}[task]
+    assert list(dev) == metrics
+    for split in ("dev", "test"):
+        assert os.path.exists(out / f"{task}_{split}_predictions{suffix}")
+    spec = load_spec(kind, str(out))
+    assert (spec.task_name, spec.label_names) == (task, labels)
+    assert artifacts.read_finetuning_config(str(out)).pair == (task == "classification")

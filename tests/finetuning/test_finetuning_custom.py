@@ -1,0 +1,457 @@
+"""Fine-tuning on your own files: --task_name=classification (TSV, CSV, JSONL; single texts,
+pairs, regression) and --task_name=tagging (any tag set), their bad input, and the export.
+
+The runs are run_finetuning's main in this process (helpers.finetune), kept to a few
+steps: they check the machinery (files, records, metric names, the export's spec). The
+runs that check that a toy task is learned are slow.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+from helpers import WORDS, finetune
+
+from electra_tf.errors import ConfigError, TaskDataError
+from electra_tf.finetuning import metrics
+from electra_tf.finetuning.registry import get_task
+from electra_tf.finetuning.tagging import span_scheme_of
+
+L = 16
+PLAIN = [w for w in WORDS if w != "replaced"]
+
+
+def sentence(rng, keyword: bool) -> str:
+    """3 to 8 words; "replaced" among them iff `keyword` (a separable toy task)."""
+    words = [rng.choice(PLAIN) for _ in range(rng.randint(3, 8))]
+    if keyword:
+        words.insert(rng.randint(0, len(words)), "replaced")
+    return " ".join(words)
+
+
+def write_csv(path, header, rows):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def single_csv_dir(tmp_path_factory):
+    """CSV, single texts: "positive" iff the text has "replaced"; commas inside texts
+    (quoted fields); the test split has no label column."""
+    out = tmp_path_factory.mktemp("single_csv")
+    rng = random.Random(0)
+    for split, n in (("train", 320), ("dev", 64)):
+        rows = []
+        for i in range(n):
+            y = rng.random() < 0.5
+            rows.append([i, sentence(rng, y) + ", said the model", "positive" if y else "negative"])
+        write_csv(out / f"{split}.csv", ["id", "text", "label"], rows)
+    write_csv(out / "test.csv", ["text"], [[sentence(rng, i % 2 == 0)] for i in range(6)])
+    return out
+
+
+@pytest.fixture(scope="module")
+def pair_jsonl_dir(tmp_path_factory):
+    """JSONL sentence pairs: "match" iff the SECOND text has "replaced" (the first one has
+    it at random), integer-free string labels, other keys ignored."""
+    out = tmp_path_factory.mktemp("pair_jsonl")
+    rng = random.Random(1)
+    for split, n in (("train", 320), ("dev", 64), ("test", 6)):
+        rows = []
+        for _ in range(n):
+            y = rng.random() < 0.5
+            row = {"premise": sentence(rng, rng.random() < 0.5),
+                   "hypothesis": sentence(rng, y), "source": "toy"}
+            if split != "test":
+                row["gold"] = "match" if y else "other"
+            rows.append(row)
+        write_jsonl(out / f"{split}.jsonl", rows)
+    return out
+
+
+@pytest.fixture(scope="module")
+def regression_tsv_dir(tmp_path_factory):
+    """TSV regression: the target is 1.5 x the number of "replaced" words (0 to 2); the
+    test split has no target column."""
+    out = tmp_path_factory.mktemp("regression_tsv")
+    rng = random.Random(2)
+    for split, n in (("train", 320), ("dev", 64)):
+        lines = ["text\tscore"]
+        for _ in range(n):
+            k = rng.randint(0, 2)
+            words = sentence(rng, False).split()
+            for _ in range(k):
+                words.insert(rng.randint(0, len(words)), "replaced")
+            lines.append(f"{' '.join(words)}\t{1.5 * k}")
+        (out / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    (out / "test.tsv").write_text("text\nthe model\nreplaced the model\n")  # no targets
+    return out
+
+
+def pos_tag(word: str) -> str:
+    return {"replaced": "VERB", "the": "DET", "a": "DET", "model": "NOUN"}.get(word, "X")
+
+
+@pytest.fixture(scope="module")
+def pos_dir(tmp_path_factory):
+    """CoNLL "word TAG" lines with part-of-speech-like tags (no BIO prefixes); the test
+    split has words only."""
+    out = tmp_path_factory.mktemp("pos")
+    rng = random.Random(3)
+    for split, n in (("train", 240), ("dev", 48), ("test", 4)):
+        lines = []
+        for _ in range(n):
+            words = sentence(rng, rng.random() < 0.6).split()
+            lines += [w if split == "test" else f"{w}\t{pos_tag(w)}" for w in words] + [""]
+        (out / f"{split}.txt").write_text("\n".join(lines) + "\n")
+    return out
+
+
+# === Reading ===
+
+def test_csv_single_texts_learn_sorted_labels_and_an_unlabelled_test_split(single_csv_dir):
+    task = get_task("classification")
+    train = task.read(str(single_csv_dir), "train")
+    assert task.label_names == ("negative", "positive") and task.head == "classification"
+    assert task.text_b is None and train[0].text_a.endswith(", said the model")
+    assert train[0].source == f"{single_csv_dir / 'train.csv'}:2"
+    test = task.read(str(single_csv_dir), "test")
+    assert [e.label for e in test] == [None] * 6 and [e.index for e in test] == list(range(6))
+
+
+def test_jsonl_pairs_are_packed_as_two_segments(pair_jsonl_dir, tiny_vocab):
+    from electra_tf.text.tokenizer import Tokenizer
+
+    task = get_task("classification", text_column="premise", text_pair_column="hypothesis",
+                    label_column="gold")
+    examples = task.read(str(pair_jsonl_dir), "train")[:4]
+    assert task.label_names == ("match", "other") and task.text_b == "hypothesis"
+    feats = task.featurize(examples, Tokenizer(tiny_vocab), L)
+    assert feats.inputs["segment_ids"].max() == 1 and feats.inputs["input_ids"].shape == (4, L)
+    np.testing.assert_array_equal(feats.labels["label"],
+                                  [task.label_names.index(e.label) for e in examples])
+
+
+def test_tsv_regression_targets_are_floats(regression_tsv_dir, tiny_vocab):
+    from electra_tf.text.tokenizer import Tokenizer
+
+    task = get_task("classification", label_column="score", regression=True)
+    examples = task.read(str(regression_tsv_dir), "dev")
+    assert task.head == "regression" and task.label_names == ()
+    assert set(e.label for e in examples) <= {0.0, 1.5, 3.0}
+    feats = task.featurize(examples, Tokenizer(tiny_vocab), L)
+    assert feats.labels["label"].dtype == np.float32
+    gold = np.array([e.label for e in examples])
+    assert task.metrics(gold + 0.1, examples) == {"pearson": pytest.approx(1.0),
+                                                  "spearman": pytest.approx(1.0)}
+
+
+def test_given_label_names_fix_the_order_and_the_metrics(single_csv_dir, tmp_path):
+    task = get_task("classification", label_names="positive, negative")
+    examples = task.read(str(single_csv_dir), "dev")
+    assert task.label_names == ("positive", "negative")
+    gold = np.array([task.label_names.index(e.label) for e in examples])
+    assert task.metrics(gold, examples) == {"accuracy": 1.0, "macro_f1": 1.0, "mcc": 1.0}
+    wrong = 1 - gold
+    assert task.metrics(wrong, examples)["mcc"] == pytest.approx(-1.0)
+    path = tmp_path / "p.tsv"
+    task.write_predictions(gold, examples, str(path))
+    lines = path.read_text().splitlines()
+    assert lines[0] == "index\tprediction\tlabel"
+    assert lines[1] == f"0\t{examples[0].label}\t{examples[0].label}"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_macro_f1_matches_sklearn(seed):
+    from sklearn import metrics as skm
+
+    rng = np.random.default_rng(seed)
+    y, p = rng.integers(0, 4, 50), rng.integers(0, 3, 50)  # class 3 never predicted
+    assert metrics.macro_f1(p, y) == pytest.approx(
+        skm.f1_score(y, p, average="macro", zero_division=0.0))
+
+
+def test_generic_tagging_reads_any_tags_and_scores_token_accuracy(pos_dir):
+    task = get_task("tagging")
+    train = task.read(str(pos_dir), "train")
+    assert task.label_names == ("DET", "NOUN", "VERB", "X")  # sorted (no "O")
+    assert task.span_scheme is None and task.metric_names == ("accuracy",)
+    test = task.read(str(pos_dir), "test")
+    assert all(ex.tags is None for ex in test)
+    gold = [list(ex.tags) for ex in train[:20]]
+    wrong = [["X"] * len(t) for t in gold]
+    assert task.metrics(gold, train[:20]) == {"accuracy": 1.0}
+    n = sum(len(t) for t in gold)
+    assert task.metrics(wrong, train[:20])["accuracy"] == pytest.approx(
+        sum(t == "X" for ts in gold for t in ts) / n)
+
+
+def test_generic_tagging_scores_spans_where_the_tags_have_a_scheme(toy_ner_dir):
+    assert span_scheme_of(["O", "B-ORG", "I-ORG"]) == "BIO"
+    assert span_scheme_of(["O", "B-ORG", "E-ORG", "S-PER"]) == "BIOES"
+    assert span_scheme_of(["O", "NOUN"]) is None and span_scheme_of([]) is None
+    task = get_task("tagging")
+    task.read(str(toy_ner_dir), "train")
+    dev = task.read(str(toy_ner_dir), "dev")
+    assert task.span_scheme == "BIO" and task.metric_names[0] == "f1"
+    gold = [list(ex.tags) for ex in dev]
+    assert task.metrics(gold, dev) == {"f1": 1.0, "precision": 1.0, "recall": 1.0,
+                                       "accuracy": 1.0}
+    given = get_task("tagging", label_names="NOUN,VERB")
+    assert given.label_names == ("NOUN", "VERB") and given.metric_names == ("accuracy",)
+
+
+# === Bad input: one TaskDataError naming the file and line ===
+
+def _write(folder, name, text):
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text(text, encoding="utf-8")
+    return str(folder / name)
+
+
+CSV_HINT = (": a field with a comma, a quote or a line break must be in double quotes, its "
+            "quotes doubled")
+BAD_FILES = {
+    # case: (file name, content, task options, split, (line, message))
+    "missing column": ("train.csv", "sentence,label\nhello world,a\n", {}, "train",
+                       (1, "the header has no column(s) 'text' (it has: 'sentence', 'label')")),
+    "missing key": ("train.jsonl", '{"text": "a b", "label": "x"}\n\n{"label": "y"}\n', {},
+                    "train", (3, "no column 'text' (the record has: 'label')")),
+    "unknown given label": ("train.tsv", "text\tlabel\nhello\tyes\nworld\tmaybe\n",
+                            {"label_names": "yes,no"}, "train",
+                            (3, "label 'maybe' is not one of --label_names: yes, no")),
+    "empty text": ("train.csv", 'text,label\nhello,a\n"  ",b\n', {}, "train",
+                   (3, "empty text in column 'text'")),
+    "empty pair text": ("train.jsonl", '{"a": "x", "b": "", "label": "y"}\n',
+                        {"text_column": "a", "text_pair_column": "b"}, "train",
+                        (1, "empty text in column 'b'")),
+    "non-numeric target": ("train.tsv", "text\tlabel\nhello\t0.5\nworld\thigh\n",
+                           {"regression": True}, "train",
+                           (3, "regression target 'high' in column 'label' is not a number")),
+    "infinite target": ("train.jsonl", '{"text": "a", "label": "inf"}\n',
+                        {"regression": True}, "train",
+                        (1, "regression target 'inf' in column 'label' is not a number")),
+    "malformed json": ("train.jsonl", '{"text": "a", "label": "x"}\n{"text": "b", label}\n', {},
+                       "train", (2, "not valid JSON (Expecting property name enclosed in double "
+                                    "quotes at column 15)")),
+    "json array": ("train.jsonl", '["a", "x"]\n', {}, "train",
+                   (1, "expected a JSON object, got list")),
+    "json label type": ("train.jsonl", '{"text": "a", "label": [1]}\n', {}, "train",
+                        (1, "label [1] in column 'label' must be a string or an integer")),
+    "header only": ("train.csv", "text,label\n", {}, "train",
+                    (1, "no rows (an empty file, or a header alone)")),
+    "empty file": ("dev.jsonl", "\n\n", {}, "dev",
+                   (1, "no rows (an empty file, or a header alone)")),
+    "csv stray quote": ("train.csv", 'text,label\nhello,a\n"say "hi" now",b\n', {}, "train",
+                        (3, "malformed CSV record (',' expected after '\"')" + CSV_HINT)),
+    "csv open quote": ("train.csv", 'text,label\nhello,a\n"open,b\nmore,c\n', {}, "train",
+                       (3, "malformed CSV record (unexpected end of data)" + CSV_HINT)),
+    "tsv extra tab": ("train.tsv", "text\tlabel\nhello\tthere\ta\n", {}, "train",
+                      (2, "3 tab-separated fields, but the header has 2 (text, label) (a tab "
+                          "inside a text?)")),
+    "one label": ("train.csv", "text,label\nhello,a\nworld,a\n", {}, "train",
+                  (None, "the train split has 1 distinct label(s) ['a']; a classifier needs "
+                         "two (or give --label_names)")),
+    "not utf-8": ("train.tsv", "text\tlabel\nhello\ta\ncaf\udce9\tb\n", {}, "train",
+                  (3, "not valid UTF-8 (invalid continuation byte)")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_a_bad_file_is_one_error_naming_the_file_and_line(case, tmp_path):
+    name, text, options, split, (line, message) = BAD_FILES[case]
+    (tmp_path / "data").mkdir()
+    path = tmp_path / "data" / name
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))  # "not utf-8": a Latin-1 é
+    with pytest.raises(TaskDataError) as raised:
+        get_task("classification", **options).read(str(tmp_path / "data"), split)
+    where = path if line is None else f"{path}:{line}"
+    assert str(raised.value) == f"{where}: {message}"
+
+
+def test_a_dev_label_outside_the_train_labels_is_refused(single_csv_dir, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.csv").write_text((single_csv_dir / "train.csv").read_text())
+    (data / "dev.csv").write_text("text,label\nthe model,positive\nthe text,neutral\n")
+    task = get_task("classification")
+    task.read(str(data), "train")
+    with pytest.raises(TaskDataError, match=rf"^{data / 'dev.csv'}:3: label 'neutral' is not "
+                                            "one of the train split's labels: negative, positive"):
+        task.read(str(data), "dev")
+
+
+def test_split_files_one_format_each(tmp_path):
+    task = get_task("classification")
+    _write(tmp_path, "train.tsv", "text\tlabel\na\tx\n")
+    _write(tmp_path, "train.jsonl", '{"text": "a", "label": "x"}\n')
+    with pytest.raises(TaskDataError, match=r"the train split is in more than one file "
+                                            r"\(train.tsv, train.jsonl\); keep one"):
+        task.read(str(tmp_path), "train")
+    with pytest.raises(TaskDataError, match=r"dev.\{tsv,csv,jsonl\}: no such file"):
+        task.read(str(tmp_path), "dev")
+
+
+def test_options_that_do_not_fit_are_refused():
+    with pytest.raises(ConfigError, match="--text_column is an option of "
+                                          "--task_name=classification, not of 'sst2'"):
+        get_task("sst2", text_column="sentence")
+    with pytest.raises(ConfigError, match="--label_names is for classification and tagging"):
+        get_task("mnli", label_names="a,b")
+    with pytest.raises(ConfigError, match="takes no --label_names"):
+        get_task("classification", regression=True, label_names="a,b")
+    with pytest.raises(ConfigError, match="distinct non-empty names"):
+        get_task("classification", label_names="a,,b")
+    with pytest.raises(ConfigError, match="columns must differ"):
+        get_task("classification", text_pair_column="text")
+    with pytest.raises(ConfigError, match="label_names must be distinct BIO tags"):
+        get_task("ner", label_names="O,NOUN")
+    assert get_task("ner", label_names="O,B-PER,I-PER").label_names == ("O", "B-PER", "I-PER")
+
+
+def test_a_bad_file_stops_the_run_before_anything_is_written(pretrained_dir, tmp_path):
+    data = tmp_path / "data"
+    _write(data, "train.jsonl", '{"text": "the model", "label": "a"}\n{"text": "x"}\n')
+    with pytest.raises(TaskDataError, match=f"^{data / 'train.jsonl'}:2: no column 'label'"):
+        finetune("--task_name=classification", f"--init_checkpoint={pretrained_dir}",
+                 f"--data_dir={data}", f"--model_dir={tmp_path}/out")
+    assert not (tmp_path / "out").exists()
+
+
+# === Runs: results.json, prediction files, the record, the export's spec ===
+
+def _run(pretrained_dir, data, out, *flags, task="classification"):
+    """A run of a few steps (a fifth of an epoch) with test-split predictions."""
+    return finetune(f"--task_name={task}", *flags, f"--init_checkpoint={pretrained_dir}",
+                    f"--data_dir={data}", f"--model_dir={out}", f"--max_seq_length={L}",
+                    "--train_batch_size=32", "--num_train_epochs=0.2", "--learning_rate=3e-3",
+                    "--do_predict")
+
+
+def test_pair_run_writes_results_predictions_and_a_record_the_export_serves(
+        pretrained_dir, pair_jsonl_dir, tmp_path):
+    from electra_tf import artifacts
+    from export.export_saved_model import load_spec
+
+    out = tmp_path / "out"
+    trainer, results = _run(pretrained_dir, pair_jsonl_dir, out, "--text_column=premise",
+                            "--text_pair_column=hypothesis", "--label_column=gold")
+    assert list(results["epoch_1"]["dev"]) == ["accuracy", "macro_f1", "mcc"]
+    assert json.load(open(out / "results.json"))["epoch_1"] == results["epoch_1"]
+    dev = (out / "classification_dev_predictions.tsv").read_text().splitlines()
+    test = (out / "classification_test_predictions.tsv").read_text().splitlines()
+    assert dev[0] == "index\tprediction\tlabel" and len(dev) == 65
+    assert test[0] == "index\tprediction" and len(test) == 7
+    assert {line.split("\t")[1] for line in dev[1:] + test[1:]} <= {"match", "other"}
+    record = artifacts.read_finetuning_config(str(out))
+    assert (record.task, record.head, record.pair, record.label_names) == (
+        "classification", "classification", True, ("match", "other"))
+    assert record.finetuning["text_pair_column"] == "hypothesis"
+    spec = load_spec("sequence_classification", str(out))
+    assert (spec.label_names, spec.pair, spec.regression, spec.task_name) == (
+        ("match", "other"), True, False, "classification")
+    examples, feats = trainer.features("dev")
+    served = np.asarray(spec.model(feats.inputs, training=False)["logits"])
+    np.testing.assert_allclose(served, trainer.predict(feats)["logits"], atol=1e-5)
+    # Resuming with other labels would read every logit as another label: refused.
+    with pytest.raises(ConfigError, match=r"trained with the labels \['match', 'other'\], but "
+                                          r"this run has \['other', 'match'\]"):
+        _run(pretrained_dir, pair_jsonl_dir, out, "--text_column=premise",
+             "--text_pair_column=hypothesis", "--label_column=gold", "--label_names=other,match")
+
+
+# === Learning the toy tasks (slow) ===
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["single_csv", "regression_tsv", "pos"])
+def test_toy_tasks_are_learned(case, pretrained_dir, single_csv_dir, regression_tsv_dir,
+                               pos_dir, tmp_path):
+    """Each toy task is learned (6 epochs); the folder records what the export serves."""
+    from electra_tf import artifacts
+    from export.export_saved_model import load_spec
+
+    data, flags, metric, floor = {
+        "single_csv": (single_csv_dir, ["--task_name=classification"], "accuracy", 0.9),
+        "regression_tsv": (regression_tsv_dir, ["--task_name=classification",
+                                                "--label_column=score", "--regression"],
+                           "pearson", 0.8),
+        "pos": (pos_dir, ["--task_name=tagging"], "accuracy", 0.9)}[case]
+    out = tmp_path / "out"
+    finetune(*flags, f"--init_checkpoint={pretrained_dir}", f"--data_dir={data}",
+             f"--model_dir={out}", f"--max_seq_length={L}", "--train_batch_size=16",
+             "--num_train_epochs=6", "--learning_rate=3e-3", "--do_predict")
+    dev = json.load(open(out / "results.json"))["epoch_6"]["dev"]
+    assert dev[metric] >= floor, dev
+    record = artifacts.read_finetuning_config(str(out))
+    if case == "pos":  # token accuracy alone; words-only test lines get a tag each
+        assert list(dev) == ["accuracy"]
+        assert (record.task, record.label_names) == ("tagging", ("DET", "NOUN", "VERB", "X"))
+        sentence_1 = (out / "tagging_test_predictions.txt").read_text().split("\n\n")[0]
+        words_tags = [line.split() for line in sentence_1.splitlines()]
+        assert all(len(wt) == 2 and wt[1] == pos_tag(wt[0]) for wt in words_tags), words_tags
+        spec = load_spec("token_classification", str(out))
+        assert spec.label_names == record.label_names
+    else:
+        spec = load_spec("sequence_classification", str(out))
+        assert spec.regression == (case == "regression_tsv") and not spec.pair
+        assert spec.label_names == (() if spec.regression else ("negative", "positive"))
+        assert spec.label_scale == (0.0, 1.0)
+        if case == "regression_tsv":
+            test = (out / "classification_test_predictions.tsv").read_text().splitlines()
+            assert test[0] == "index\tprediction" and float(test[2].split("\t")[1]) > float(
+                test[1].split("\t")[1])  # "replaced" scores higher
+        if case == "single_csv":
+            test = (out / "classification_test_predictions.tsv").read_text().splitlines()
+            assert test[1:] == [f"{i}\t{'positive' if i % 2 == 0 else 'negative'}"
+                                for i in range(6)]
+
+
+@pytest.mark.slow
+def test_exports_of_own_data_models_serve_their_labels_in_a_fresh_process(
+        pretrained_dir, single_csv_dir, pos_dir, tmp_path):
+    """The export of a (briefly) fine-tuned classification and tagging folder, loaded as
+    TF Serving would (tests/export/load_check.py: no project code): the text signature's
+    labels are the recorded label names of the Keras model's argmax."""
+    import sys
+
+    from helpers import REPO
+
+    sys.path.append(os.path.join(REPO, "tests", "export"))
+    from export_helpers import keras_outputs, packed_for, run_fresh, text_inputs
+
+    from export.export_saved_model import export, load_spec
+
+    texts = ["the model replaced a token", "a small generator", "replaced", "hello world"]
+    jobs, specs = [], []
+    for name, data, kind in (("classification", single_csv_dir, "sequence_classification"),
+                             ("tagging", pos_dir, "token_classification")):
+        _run(pretrained_dir, data, tmp_path / name, task=name)
+        spec = load_spec(kind, str(tmp_path / name))
+        path = export(spec, str(tmp_path / "model_base"), name, warmup=False)
+        jobs.append({"path": path, "signature": "serving_default",
+                     "inputs": text_inputs(spec, texts)})
+        specs.append(spec)
+    results = run_fresh(jobs, str(tmp_path))["results"]
+    for spec, job, result in zip(specs, jobs, results):
+        assert "error" not in result["tf2"] and "error" not in result["tf1"], result
+        keras = keras_outputs(spec, packed_for(spec, job["inputs"]))
+        names = np.array([n.encode() for n in spec.label_names], object)
+        for loader in ("tf2", "tf1"):
+            out = result[loader]
+            if spec.task == "sequence_classification":
+                np.testing.assert_array_equal(out["label"], names[keras["logits"].argmax(-1)])
+            else:
+                mask = packed_for(spec, job["inputs"])["input_mask"].astype(bool)
+                want = names[keras["tag_logits"].argmax(-1)]
+                np.testing.assert_array_equal(out["wordpiece_labels"][mask], want[mask])
