@@ -212,6 +212,14 @@ def record_vocab(folder: str, vocab: str) -> None:
         write_pretraining_config(folder, None, {"vocab_file": vocab})
 
 
+def copy_vocab_file(vocab: str, output: str) -> str:
+    """Copies the vocab file `vocab` to output/vocab.txt; returns the copy's path."""
+    target = os.path.join(output, VOCAB)
+    if os.path.abspath(vocab) != os.path.abspath(target):
+        atomic_write(target, lambda tmp: shutil.copyfile(vocab, tmp))
+    return os.path.abspath(target)
+
+
 def copy_vocab(source_dir: str, output: str) -> str:
     """Copies source_dir/vocab.txt (if any) into output; returns the copy's path or ""."""
     vocab = os.path.join(source_dir, VOCAB)
@@ -365,7 +373,8 @@ class FinetunedRecord:
 
 
 def write_finetuning_config(model_dir: str, *, task, config, run, encoder: EncoderConfig,
-                            model_size: str, max_seq_length: int, **extra) -> None:
+                            model_size: str, max_seq_length: int, head_options=None,
+                            answerable: bool | None = None, label_scale=None, **extra) -> None:
     """finetuning_config.json: the task, its head, the encoder and the run.
 
     Args:
@@ -373,16 +382,21 @@ def write_finetuning_config(model_dir: str, *, task, config, run, encoder: Encod
         regression head, regression_min and regression_max are recorded).
       config, run: FinetuningConfig and FinetuneRun.
       encoder: the encoder's config; model_size: its size name.
+      head_options, answerable, label_scale: what the model has where it differs
+        from the task's own (the classifier head chosen, an imported model).
       **extra: more keys (epochs, total_steps, layerwise_lr_decay).
     """
     value = {
         "finetuning": config.to_dict(), "run": dataclasses.asdict(run),
         "encoder": encoder.to_dict(), "model_size": model_size, "task": task.name,
-        "head": task.head, "answerable": bool(task.answerable), "pair": task.text_b is not None,
+        "head": task.head,
+        "answerable": bool(task.answerable if answerable is None else answerable),
+        "pair": task.text_b is not None,
         "label_names": list(task.label_names), "max_seq_length": max_seq_length,
-        "head_options": dict(task.head_options)}
+        "head_options": dict(task.head_options if head_options is None else head_options)}
     if task.head == "regression":
-        value["label_scale"] = [float(task.regression_min), float(task.regression_max)]
+        value["label_scale"] = [float(v) for v in label_scale or (task.regression_min,
+                                                                   task.regression_max)]
     write_json(os.path.join(model_dir, FINETUNING_CONFIG), {**value, **extra})
 
 
@@ -426,6 +440,14 @@ def _label_scale(value, path: str) -> tuple[float, float]:
     except (TypeError, ValueError):
         raise InputError(f"{path}: label_scale must be [min, max], got {value!r}") from None
     return low, high
+
+
+def is_finetuning_folder(path: str) -> bool:
+    """Whether `path` is a fine-tuning model_dir (run_finetuning's, or an imported task
+    model's): it holds finetuning_config.json and finetuned.weights.h5."""
+    return bool(path) and os.path.isdir(path) and all(
+        os.path.exists(os.path.join(path, name)) for name in (FINETUNING_CONFIG,
+                                                               FINETUNED_WEIGHTS))
 
 
 def save_finetuned(model_dir: str, model) -> None:

@@ -520,6 +520,9 @@ class FinetuningConfig:
     joint_prediction: bool = _field(
         True, "SQuAD: the original's joint start/end head (False: independent)")
     beam_size: int = _field(20, "SQuAD, joint head: best starts, and best ends of each, decoded")
+    classifier_head: str = _field(
+        "dense", "classification/regression head: dense (ELECTRA's one layer on [CLS]) | mlp "
+        "(transformers' dense -> GELU -> dense, as its ElectraForSequenceClassification)")
     tagging_scheme: str = _field("BIO", "ner/chunking: BIO or BIOES tags")
     text_column: str = _field("text", "classification: the column (JSONL: key) of the text")
     text_pair_column: str = _field(
@@ -557,6 +560,8 @@ class FinetuningConfig:
                               f"got {self.squad_null_rule!r}")
         if self.beam_size < 1:
             raise ConfigError(f"beam_size must be >= 1, got {self.beam_size}")
+        if self.classifier_head not in ("dense", "mlp"):
+            raise ConfigError(f"classifier_head must be dense or mlp, got {self.classifier_head!r}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")

@@ -8,6 +8,11 @@
         [--generator_dir=electra-small-generator] --output=electra_small_tf2
     # an electra_tf model_dir -> transformers (ElectraForPreTraining [+ generator/])
     python -m electra_tf.convert --to=hf --model_dir=model_small --output=hf_small [--generator]
+    # a transformers task model (token classification, question answering, sequence
+    # classification) -> a fine-tuning folder that exports, evaluates and fine-tunes
+    python -m electra_tf.convert --from=hf --model_dir=electra-ner --output=ner_tf [--task_name=ner]
+    # a fine-tuning folder -> its transformers task model, labels and tokenizer files
+    python -m electra_tf.convert --to=hf --model_dir=ner_tf --output=ner_hf
 
 The output of an import is what `run_finetuning --init_checkpoint=DIR` reads
 (discriminator.weights.h5 + discriminator_config.json), plus the generator,
@@ -49,6 +54,13 @@ def define_flags() -> None:
     flags.DEFINE_bool("generator", False, "--to=hf: also export the generator (to OUTPUT/generator).")
     flags.DEFINE_bool("drop_task_head", False, "--from=hf: convert an "
                       "ElectraForSequenceClassification's encoder and drop its head.")
+    flags.DEFINE_string("task_name", "", "--from=hf, a task model: the task to record it as "
+                        "(ner, sst2, mnli, squad_v2, ...; default by its head: ner or "
+                        "tagging, squad_v1, classification).")
+    flags.DEFINE_string("vocab_file", "", "--from=hf, a task model: the vocabulary, where the "
+                        "folder has no vocab.txt or tokenizer.json.")
+    flags.DEFINE_integer("max_seq_length", 0, "--from=hf, a task model: the sequence length "
+                         "recorded for it (default: its position count).")
     flags.DEFINE_bool("resume_checkpoint", True, "--from=tf1: also write checkpoints/ckpt-0 "
                       "for run_pretraining to continue from.")
 
@@ -79,9 +91,12 @@ def main(argv) -> None:
         if not FLAGS.model_dir:
             raise InputError("--from=hf needs --model_dir")
         for folder in filter(None, (FLAGS.model_dir, FLAGS.generator_dir)):
-            report = hf.import_model(folder, FLAGS.output, FLAGS.model_size, FLAGS.drop_task_head)
+            report = hf.import_model(folder, FLAGS.output, FLAGS.model_size, FLAGS.drop_task_head,
+                                     task_name=FLAGS.task_name, vocab_file=FLAGS.vocab_file,
+                                     max_seq_length=FLAGS.max_seq_length)
+            task = f" (a fine-tuning folder of task {report['task']})" if "task" in report else ""
             print(f"[convert] {report['kind']}: {len(report['assigned'])} tensors -> "
-                  f"{FLAGS.output}", file=sys.stderr)
+                  f"{FLAGS.output}{task}", file=sys.stderr)
     else:
         if not FLAGS.model_dir:
             raise InputError("--to=hf needs --model_dir (an electra_tf model_dir)")

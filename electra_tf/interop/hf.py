@@ -10,13 +10,24 @@ installed. Classes, recognised by their weight names:
 | ElectraModel | the discriminator's encoder (its RTD head stays at its initial values) |
 | ElectraForPreTraining | the discriminator with its RTD head |
 | ElectraForMaskedLM | a stand-alone generator (`generator.weights.h5` + `generator_config.json`) |
-| ElectraForTokenClassification | D + a `tagging` head (`finetuned.weights.h5`, `task_head.json`) |
-| ElectraForQuestionAnswering | D + a `span` head (likewise) |
-| ElectraForSequenceClassification | refused: its head is dense -> GELU -> dense, electra_tf's is one dense; `--drop_task_head` keeps the encoder only |
+| ElectraForTokenClassification | a fine-tuning folder: a `tagging` head, task `ner` (`tagging` where the labels are not BIO tags) |
+| ElectraForQuestionAnswering | a fine-tuning folder: the independent `span` head, task `squad_v1` (`squad_v2` answers "" by the start + end logits at [CLS]: the `combined` null rule) |
+| ElectraForSequenceClassification | a fine-tuning folder: the `mlp` classifier head (dense -> GELU -> dense), task `classification` (with `num_labels` 1, regression); `--drop_task_head` keeps the encoder only |
+
+A fine-tuning folder (artifacts.py: `finetuning_config.json` +
+`finetuned.weights.h5`, beside the discriminator's files) exports, evaluates
+and fine-tunes further like one `run_finetuning` wrote. Its labels come from
+`id2label`; its vocabulary from the folder's `vocab.txt` (or `tokenizer.json`,
+or `--vocab_file`), and its casing from `tokenizer_config.json` /
+`tokenizer.json`; `task_name` records it as another task of the same head
+(e.g. `sst2`, `mnli`, `squad_v2`).
 
 Export writes `config.json` + `model.safetensors` of an ElectraForPreTraining
 (the discriminator) and, on request, of an ElectraForMaskedLM (the generator,
-under `generator/`), which `from_pretrained` loads.
+under `generator/`), which `from_pretrained` loads. A fine-tuning folder
+exports as its transformers class (token classification, question answering,
+sequence classification with either classifier head), with its labels and
+the tokenizer's files (`export_finetuned`).
 
 The generator's MLM head. transformers' ElectraGeneratorPredictions applies
 GELU whatever `hidden_act` says, where the original (and electra_tf by
@@ -31,6 +42,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -38,7 +50,7 @@ from absl import logging
 
 from electra_tf import artifacts
 from electra_tf.config import EncoderConfig
-from electra_tf.fileio import atomic_write_json
+from electra_tf.fileio import atomic_write_json, atomic_write_text
 from electra_tf.interop import core, names
 
 _ACT_FROM_HF = {"gelu": "gelu", "gelu_new": "gelu_approximate", "gelu_fast": "gelu_approximate",
@@ -106,6 +118,60 @@ def read_weights(model_dir: str) -> dict[str, np.ndarray]:
             for k, v in weights.items()}
 
 
+def read_tokenizer(model_dir: str, output: str, vocab_file: str = "") -> tuple[str, bool]:
+    """The vocabulary and casing of a transformers folder: (vocab path in `output`, lower).
+
+    The vocabulary: `vocab_file` if given, else the folder's vocab.txt, else the
+    WordPiece vocabulary inside tokenizer.json (written to output/vocab.txt in id
+    order). The casing: tokenizer_config.json's do_lower_case, else tokenizer.json's
+    BertNormalizer `lowercase`, else True (ELECTRA's released models are uncased).
+    electra_tf strips accents exactly when it lower-cases (BERT's rule): a folder
+    that says otherwise is refused.
+
+    Raises:
+      ConversionError: no vocabulary, or a casing electra_tf's tokenizer cannot follow.
+    """
+    lower, strip = None, None
+    config_path = os.path.join(model_dir, "tokenizer_config.json")
+    tokenizer_json = os.path.join(model_dir, "tokenizer.json")
+    if os.path.exists(config_path):
+        with open(config_path, encoding="utf-8") as f:
+            values = json.load(f)
+        lower, strip = values.get("do_lower_case"), values.get("strip_accents")
+    normalizer = {}
+    if os.path.exists(tokenizer_json):
+        with open(tokenizer_json, encoding="utf-8") as f:
+            tok = json.load(f)
+        normalizer = tok.get("normalizer") or {}
+        if normalizer.get("type") == "BertNormalizer":
+            lower = normalizer.get("lowercase", True) if lower is None else lower
+            strip = normalizer.get("strip_accents") if strip is None else strip
+    lower = True if lower is None else bool(lower)
+    if strip is not None and bool(strip) != lower:
+        raise core.ConversionError(
+            f"{model_dir}: the tokenizer {'strips' if strip else 'keeps'} accents while it "
+            f"{'lower-cases' if lower else 'keeps case'}; electra_tf's tokenizer strips accents "
+            "exactly when it lower-cases (BERT's rule)")
+    os.makedirs(output, exist_ok=True)
+    if vocab_file:
+        if not os.path.isfile(vocab_file):
+            raise core.ConversionError(f"--vocab_file {vocab_file} not found")
+        return artifacts.copy_vocab_file(vocab_file, output), lower
+    copied = artifacts.copy_vocab(model_dir, output)
+    if copied:
+        return copied, lower
+    if os.path.exists(tokenizer_json):
+        vocab = (tok.get("model") or {}).get("vocab")
+        if isinstance(vocab, dict) and sorted(vocab.values()) == list(range(len(vocab))):
+            tokens = sorted(vocab, key=vocab.get)
+            path = os.path.join(output, artifacts.VOCAB)
+            atomic_write_text(path, "\n".join(tokens) + "\n")
+            return os.path.abspath(path), lower
+    raise core.ConversionError(
+        f"{model_dir} holds no vocabulary (vocab.txt, or a WordPiece tokenizer.json); pass "
+        "--vocab_file, the vocabulary the model was trained with")
+
+
 def detect_kind(weights: dict) -> str:
     """pretraining | masked_lm | token_classification | question_answering |
     sequence_classification | model."""
@@ -124,9 +190,16 @@ def detect_kind(weights: dict) -> str:
 
 
 # === Import ===
+TASK_KINDS = ("token_classification", "question_answering", "sequence_classification")
+
+
 def import_model(model_dir: str, output: str, model_size: str = "",
-                 drop_task_head: bool = False) -> dict:
+                 drop_task_head: bool = False, task_name: str = "", vocab_file: str = "",
+                 max_seq_length: int = 0) -> dict:
     """Converts one transformers ELECTRA folder into (part of) an electra_tf model_dir.
+
+    A task model (TASK_KINDS) becomes a fine-tuning folder (`write_task_folder`);
+    `task_name`, `vocab_file` and `max_seq_length` are for those.
 
     Returns the conversion report (also merged into conversion_report.json).
     """
@@ -136,8 +209,13 @@ def import_model(model_dir: str, output: str, model_size: str = "",
     hf_config, config = read_config(model_dir)
     weights = read_weights(model_dir)
     kind = detect_kind(weights)
+    if kind == "sequence_classification" and drop_task_head:
+        kind = "model"
     if kind != "masked_lm":  # a generator is a fraction of the size it goes with
         core.check_model_size(config, model_size, {})
+    task_model = kind in TASK_KINDS
+    if task_model:  # before any weight is written: a folder it cannot describe is refused
+        vocab, lower = read_tokenizer(model_dir, output, vocab_file)
     scope = "generator" if kind == "masked_lm" else "electra"
     skipped, converted = [], {}
     for key, value in weights.items():
@@ -152,12 +230,7 @@ def import_model(model_dir: str, output: str, model_size: str = "",
                     "electra_tf's MLM head is tied to them")
             skipped.append(f"{key} (tied to the word embeddings)")
             continue
-        if kind == "sequence_classification" and key.startswith("classifier."):
-            if not drop_task_head:
-                raise core.ConversionError(
-                    f"{model_dir}: {key} belongs to ElectraForSequenceClassification's "
-                    "dense -> GELU -> dense head, which electra_tf's one-dense head cannot "
-                    "hold; pass --drop_task_head to convert the encoder only")
+        if drop_task_head and key.startswith("classifier."):
             skipped.append(f"{key} (task head dropped)")
             continue
         mapped = names.hf_to_original(key, scope)
@@ -168,7 +241,7 @@ def import_model(model_dir: str, output: str, model_size: str = "",
         converted[name] = value.T if transpose else value
     os.makedirs(output, exist_ok=True)
     may_be_missing: tuple[str, ...] = ()
-    task_model = None
+    finetuned = None
     if kind == "masked_lm":
         model = ElectraGenerator(config)
         model.build()
@@ -178,28 +251,109 @@ def import_model(model_dir: str, output: str, model_size: str = "",
         targets = names.discriminator_variables(model)
         if kind != "pretraining":
             may_be_missing = ("discriminator_predictions/",)
-        if kind in ("token_classification", "question_answering"):
+        if task_model:
             width = converted["task_specific/output/kernel"].shape[1]
             if kind == "question_answering" and width != 2:
                 raise core.ConversionError(f"{model_dir}: qa_outputs has {width} outputs, not 2")
-            head_kind = "tagging" if kind == "token_classification" else "span"
-            task_model = FinetuningModel(model.encoder, head_kind, num_labels=width,
-                                         span_head="independent")  # transformers' qa_outputs
-            task_model.build()
-            targets.update(names.task_head_variables(task_model.head))
+            head, options = {
+                "token_classification": ("tagging", {}),
+                "question_answering": ("span", {"span_head": "independent"}),
+                "sequence_classification": ("regression" if width == 1 else "classification",
+                                            {"classifier_head": "mlp"}),
+            }[kind]
+            finetuned = FinetuningModel(model.encoder, head, num_labels=width, **options)
+            finetuned.build()
+            targets.update(names.task_head_variables(finetuned.head))
     report = core.assign(converted, targets, model_dir, may_be_missing)
     report.update(source=os.path.abspath(model_dir), format="hf", kind=kind, skipped=skipped,
                   mapping={n: targets[n].path for n in report["assigned"]})
-    vocab = artifacts.copy_vocab(model_dir, output)
     if kind == "masked_lm":
+        artifacts.copy_vocab(model_dir, output)
         artifacts.save_generator(output, model, standalone=True)
     else:
+        vocab = vocab if task_model else artifacts.copy_vocab(model_dir, output)
         artifacts.save_discriminator(output, model)
         artifacts.record_vocab(output, vocab)
-    if task_model is not None:
-        artifacts.save_task_head(output, task_model, hf_config.get("id2label", {}))
+    if finetuned is not None:
+        report["task"] = write_task_folder(
+            output, finetuned, hf_config, source=os.path.abspath(model_dir), vocab=vocab,
+            do_lower_case=lower, task_name=task_name,
+            max_seq_length=max_seq_length or config.max_position_embeddings)
     artifacts.write_conversion_report(output, report, kind=kind)
     return report
+
+
+_BIO_TAG = re.compile(r"^(O|[BIES]-\S+)$")
+
+
+def _labels(hf_config: dict, width: int) -> list[str]:
+    """id2label in id order (transformers writes LABEL_i when none was given)."""
+    id2label = {int(k): str(v) for k, v in (hf_config.get("id2label") or {}).items()}
+    if sorted(id2label) != list(range(width)):
+        return [f"LABEL_{i}" for i in range(width)]
+    return [id2label[i] for i in range(width)]
+
+
+def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab: str,
+                      do_lower_case: bool, task_name: str, max_seq_length: int) -> str:
+    """Writes the fine-tuning folder of an imported task model; returns its task name.
+
+    The task: `task_name`, else by the head (ner, or tagging where the labels
+    are not BIO tags; squad_v1; classification). Its head must be the model's.
+    Tasks with labels of their own (GLUE) keep them, in the model's label
+    order; the others take id2label's. SQuAD 2.0 without an answerability
+    classifier (transformers has none) uses the combined null rule: start +
+    end logits at [CLS] against the best span.
+
+    Raises:
+      ConversionError: a task of another head, or a label count the task cannot take.
+    """
+    from electra_tf.config import FinetuneRun, FinetuningConfig, model_size_of
+    from electra_tf.errors import ConfigError
+    from electra_tf.finetuning.registry import task_from_config
+
+    head = model.head
+    width = 1 if head.kind == "regression" else head.num_labels
+    labels = [] if head.kind in ("span", "regression") else _labels(hf_config, width)
+    if not task_name:
+        task_name = {"tagging": "ner" if all(_BIO_TAG.match(t) for t in labels) else "tagging",
+                     "span": "squad_v1", "classification": "classification",
+                     "regression": "classification"}[head.kind]
+    options = {"task_name": task_name, "do_lower_case": do_lower_case,
+               "max_seq_length": max_seq_length}
+    if head.kind == "span":
+        options.update(joint_prediction=False, squad_null_rule="combined",
+                       no_answer_threshold=0.0)
+    if head.kind in ("classification", "regression"):
+        options["classifier_head"] = "mlp"
+    if head.kind == "regression" and task_name == "classification":
+        options["regression"] = True
+    if labels and task_name in ("classification", "tagging", "ner", "chunking"):
+        options["label_names"] = ",".join(labels)
+    try:
+        config = FinetuningConfig(**options).validate()
+        task = task_from_config(config)
+    except (ConfigError, TypeError) as e:
+        raise core.ConversionError(f"--task_name={task_name}: {e}") from None
+    if task.head != head.kind:
+        raise core.ConversionError(f"--task_name={task_name} has a {task.head} head, but "
+                                   f"{source} holds a {head.kind} head")
+    if head.kind == "classification" and len(task.label_names) != width:
+        raise core.ConversionError(
+            f"--task_name={task_name} has {len(task.label_names)} labels "
+            f"({', '.join(task.label_names)}), but {source} predicts {width}")
+    head_options = {"tagging": {}, "span": {"span_head": "independent"}}.get(
+        head.kind, {"classifier_head": "mlp"})
+    run = FinetuneRun(model_dir=output, vocab_file=vocab, init_checkpoint=source)
+    artifacts.save_finetuned(output, model)
+    artifacts.write_finetuning_config(
+        output, task=task, config=config, run=run, encoder=model.encoder.config,
+        model_size=model_size_of(model.encoder.config), max_seq_length=max_seq_length,
+        head_options=head_options,
+        answerable=False,  # transformers' QA model has no answerability classifier
+        label_scale=(0.0, 1.0),  # transformers' regression logit is the score itself
+        converted_from=source)
+    return task_name
 
 
 # === Export ===
@@ -262,8 +416,16 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
       output: gets config.json + model.safetensors (ElectraForPreTraining), and
         with `generator` a `generator/` folder (ElectraForMaskedLM).
 
+    A fine-tuning folder is written as its transformers task model instead
+    (`export_finetuned`).
+
     Returns the written paths.
     """
+    if artifacts.is_finetuning_folder(model_dir):
+        if generator:
+            raise core.ConversionError(f"{model_dir} is a fine-tuning folder: it holds no "
+                                       "generator (--generator is for pre-training folders)")
+        return export_finetuned(model_dir, output)
     discriminator, vocab = artifacts.load_discriminator(model_dir)
     written = _save(output, state_dict(names.discriminator_variables(discriminator)),
                     hf_config(discriminator.config, "ElectraForPreTraining"))
@@ -278,3 +440,106 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
                          state_dict(names.generator_variables(gen)),
                          hf_config(gen.config, "ElectraForMaskedLM"))
     return written
+
+
+ARCHITECTURES = {"tagging": "ElectraForTokenClassification",
+                 "span": "ElectraForQuestionAnswering",
+                 "classification": "ElectraForSequenceClassification",
+                 "regression": "ElectraForSequenceClassification"}
+_GELU_LINEAR_FROM = 10.0  # GELU(x) == x in float32 for x >= 10 (Phi(10) = 1 - 8e-24)
+
+
+def export_finetuned(model_dir: str, output: str) -> list[str]:
+    """Writes a fine-tuning folder as its transformers model, labels and tokenizer files.
+
+    - tagging -> ElectraForTokenClassification; span (the independent head,
+      without an answerability classifier) -> ElectraForQuestionAnswering;
+      classification and regression -> ElectraForSequenceClassification.
+    - The mlp classifier head is transformers' ElectraClassificationHead. The
+      dense head (one layer on [CLS]) is written as that dense -> GELU -> dense
+      exactly: the first dense is the identity plus a shift c that puts every
+      input in GELU's linear range (c = 10 + the bound the last LayerNorm puts
+      on its outputs), and out_proj subtracts W c again (`_dense_as_mlp`).
+    - A regression head's label scale is folded into out_proj, so transformers'
+      logit is the score (STS-B: 0..5).
+    - config.json carries num_labels, id2label and label2id (problem_type
+      "regression" for regression); vocab.txt and tokenizer_config.json (the
+      casing, model_max_length) let AutoTokenizer load the tokenizer.
+
+    Raises:
+      ConversionError: a head transformers has no class for (the joint span
+        head, SQuAD 2.0's answerability classifier).
+    """
+    model, record = artifacts.load_finetuned(model_dir)
+    head = model.head
+    if record.head == "span" and (head.joint or record.answerable):
+        what = "the joint span head" if head.joint else "an answerability classifier"
+        raise core.ConversionError(
+            f"{model_dir} has {what}, which transformers' ElectraForQuestionAnswering (one "
+            "dense layer for start and end logits) cannot hold; fine-tune with "
+            "--joint_prediction=false on squad_v1 to export to transformers")
+    architecture = ARCHITECTURES[record.head]
+    encoder = model.encoder
+    tensors = state_dict(names.encoder_variables("electra", encoder, "electra"))
+    head_arrays = {name: np.asarray(keras_value(var), np.float64)
+                   for name, var in names.task_head_variables(head).items()}
+    if record.head in ("classification", "regression") and not head.mlp:
+        head_arrays = _dense_as_mlp(head_arrays, encoder)
+    if record.head == "regression":
+        low, scale = record.label_scale
+        head_arrays["task_specific/output/kernel"] *= scale
+        head_arrays["task_specific/output/bias"] = head_arrays["task_specific/output/bias"] \
+            * scale + low
+    for name, value in head_arrays.items():
+        key, transpose = names.task_head_to_hf(name, architecture)
+        value = value.astype(np.float32)
+        tensors[key] = np.ascontiguousarray(value.T if transpose else value)
+    config = hf_config(encoder.config, architecture)
+    labels = list(record.label_names) or ["LABEL_0"]
+    if record.head == "span":
+        labels = ["LABEL_0", "LABEL_1"]
+    config.update(num_labels=len(labels), id2label={str(i): n for i, n in enumerate(labels)},
+                  label2id={n: i for i, n in enumerate(labels)})
+    if record.head in ("classification", "regression"):
+        config["problem_type"] = ("regression" if record.head == "regression"
+                                  else "single_label_classification")
+    written = _save(output, tensors, config)
+    vocab = artifacts.finetuned_vocab(record)
+    if vocab and os.path.exists(vocab):
+        shutil.copyfile(vocab, os.path.join(output, artifacts.VOCAB))
+        written.append(os.path.join(output, artifacts.VOCAB))
+    tokenizer = {"tokenizer_class": "ElectraTokenizer", "do_lower_case": record.do_lower_case,
+                 "strip_accents": None, "tokenize_chinese_chars": True,
+                 "model_max_length": record.max_seq_length, "unk_token": "[UNK]",
+                 "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+                 "mask_token": "[MASK]"}
+    atomic_write_json(os.path.join(output, "tokenizer_config.json"), tokenizer)
+    written.append(os.path.join(output, "tokenizer_config.json"))
+    return written
+
+
+def keras_value(variable) -> np.ndarray:
+    import keras
+
+    return keras.ops.convert_to_numpy(variable)
+
+
+def _dense_as_mlp(arrays: dict, encoder) -> dict:
+    """One dense layer on [CLS] as transformers' dense -> GELU -> dense, exactly.
+
+    The [CLS] vector is the last LayerNorm's output x = gamma * z + beta, with
+    |z_i| <= sqrt(H - 1) for a normalized vector of width H; so x + c, with
+    c = 10 + sqrt(H - 1) max|gamma| + max|beta|, is >= 10 everywhere, where
+    GELU is the identity in float32. dense: identity, bias c; out_proj: W and
+    b - c W^T 1.
+    """
+    hidden = encoder.config.hidden_size
+    norm = encoder.transformer_layers[-1].output_layer_norm
+    gamma = np.abs(np.asarray(keras_value(norm.gamma), np.float64)).max()
+    beta = np.abs(np.asarray(keras_value(norm.beta), np.float64)).max()
+    shift = _GELU_LINEAR_FROM + np.sqrt(hidden - 1) * gamma + beta
+    kernel, bias = arrays["task_specific/output/kernel"], arrays["task_specific/output/bias"]
+    return {"task_specific/classifier_dense/kernel": np.eye(hidden),
+            "task_specific/classifier_dense/bias": np.full(hidden, shift),
+            "task_specific/output/kernel": kernel,
+            "task_specific/output/bias": bias - shift * kernel.sum(axis=0)}

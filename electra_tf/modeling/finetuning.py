@@ -3,6 +3,9 @@
 Heads (all return float32 logits; docs/reference.md, "Fine-tuning"):
 - `classification`: dropout(0.1) on the [CLS] vector, then dense(num_labels);
   with num_labels == 1 (STS-B) the logit is the regression score [B].
+  `classifier_head="mlp"` is transformers' ElectraClassificationHead instead:
+  dropout, dense(hidden) ("classifier_dense"), GELU, dropout, then the output
+  dense (what an imported ElectraForSequenceClassification holds).
 - `span`: start and end logits over the sequence, with only [CLS] (no
   answer) and the second segment (the context) allowed, as the original's
   qa_tasks.py, by one of two heads (`span_head`):
@@ -40,6 +43,10 @@ from electra_tf.modeling.random import FINETUNING_ENCODER_SALT, FINETUNING_HEAD_
 # The task head kinds (a fine-tuning task's `head`): the one definition.
 HEADS = ("classification", "regression", "span", "tagging")
 SPAN_HEADS = ("independent", "joint")  # the span head's variants (`span_head`)
+# The classification and regression head's variants (`classifier_head`): ELECTRA's one
+# dense layer, or transformers' dense -> GELU -> dense.
+CLASSIFIER_HEADS = ("dense", "mlp")
+_SECOND_DROPOUT_SALT = 1  # the mlp classifier's second dropout (a stream of the head's seed)
 # Added to the span logits of positions that cannot start or end an answer.
 MASK_LOGIT = -10000.0
 
@@ -56,17 +63,22 @@ class TaskHead(keras.layers.Layer):
       initializer_range: truncated-normal stddev.
       hidden_act: activation of the answerability classifier's hidden layer.
       span_head: span only: "independent" or "joint" (see the module docstring).
+      classifier_head: classification/regression only: "dense" or "mlp" (see the
+        module docstring).
       beam_size: the joint span head's beam (the original's beam_size, 20).
     """
 
     def __init__(self, kind: str, num_labels: int, hidden_size: int, answerable: bool = False,
                  dropout_prob: float = 0.1, initializer_range: float = 0.02,
                  hidden_act: str = "gelu", span_head: str = "joint", beam_size: int = 20,
-                 **kwargs):
+                 classifier_head: str = "dense", **kwargs):
         kwargs.setdefault("name", "task_specific")
         super().__init__(**kwargs)
         if kind not in HEADS:
             raise ValueError(f"head kind must be one of {HEADS}, got {kind!r}")
+        if classifier_head not in CLASSIFIER_HEADS:
+            raise ValueError(f"classifier_head must be one of {CLASSIFIER_HEADS}, "
+                             f"got {classifier_head!r}")
         if span_head not in SPAN_HEADS:
             raise ValueError(f"span_head must be one of {SPAN_HEADS}, got {span_head!r}")
         if beam_size < 1:
@@ -75,7 +87,9 @@ class TaskHead(keras.layers.Layer):
         self.answerable, self.dropout_prob = answerable, dropout_prob
         self.initializer_range, self.hidden_act = initializer_range, hidden_act
         self.span_head, self.beam_size = span_head, beam_size
+        self.classifier_head = classifier_head
         self.joint = kind == "span" and span_head == "joint"
+        self.mlp = kind in ("classification", "regression") and classifier_head == "mlp"
         width = {"classification": num_labels, "regression": 1, "span": 2,
                  "tagging": num_labels}[kind]
 
@@ -92,6 +106,10 @@ class TaskHead(keras.layers.Layer):
         else:
             self.output_dense = keras.layers.Dense(width, kernel_initializer=init,
                                                    dtype="float32", name="output")
+        if self.mlp:  # transformers' ElectraClassificationHead.dense
+            self.classifier_dense = keras.layers.Dense(
+                hidden_size, kernel_initializer=init, dtype=self.dtype_policy,
+                name="classifier_dense")
         if kind == "span" and answerable:
             self.answerable_dense = keras.layers.Dense(
                 512, kernel_initializer=kernel_initializer(initializer_range),
@@ -108,6 +126,8 @@ class TaskHead(keras.layers.Layer):
             self.qa_logits.build((None, None, 512))
         else:
             self.output_dense.build((None, None, self.hidden_size))
+        if self.mlp:
+            self.classifier_dense.build((None, self.hidden_size))
         if self.kind == "span" and self.answerable:
             self.answerable_dense.build((None, 2 * self.hidden_size))
             self.answerable_output.build((None, 512))
@@ -123,6 +143,10 @@ class TaskHead(keras.layers.Layer):
         """
         if self.kind in ("classification", "regression"):
             pooled = self.dropout(sequence_output[:, 0], training=training, seed=seed)
+            if self.mlp:  # transformers' gelu is the exact (erf) one, as "gelu" here
+                pooled = get_activation("gelu")(self.classifier_dense(pooled))
+                pooled = self.dropout(pooled, training=training, seed=None if seed is None
+                                      else fold_seed(seed, _SECOND_DROPOUT_SALT))
             logits = self.output_dense(pooled)
             return {"logits": ops.squeeze(logits, -1) if self.kind == "regression" else logits}
         if self.kind == "tagging":
@@ -195,7 +219,8 @@ class TaskHead(keras.layers.Layer):
         config.update(kind=self.kind, num_labels=self.num_labels, hidden_size=self.hidden_size,
                       answerable=self.answerable, dropout_prob=self.dropout_prob,
                       initializer_range=self.initializer_range, hidden_act=self.hidden_act,
-                      span_head=self.span_head, beam_size=self.beam_size)
+                      span_head=self.span_head, beam_size=self.beam_size,
+                      classifier_head=self.classifier_head)
         return config
 
 
@@ -204,15 +229,15 @@ class FinetuningModel(keras.Model):
 
     Args:
       encoder: a (pre-trained) ElectraEncoder, e.g. `discriminator.encoder`.
-      kind, num_labels, answerable, span_head, beam_size: see TaskHead (a task's
-        `head_options` give the last two).
+      kind, num_labels, answerable, span_head, beam_size, classifier_head: see
+        TaskHead (the recorded `head_options` give the last three).
 
     The joint span head reads inputs["start_positions"] in training.
     """
 
     def __init__(self, encoder: ElectraEncoder, kind: str, num_labels: int = 1,
                  answerable: bool = False, span_head: str = "joint", beam_size: int = 20,
-                 **kwargs):
+                 classifier_head: str = "dense", **kwargs):
         kwargs.setdefault("name", "finetuning_model")
         super().__init__(**kwargs)
         self.encoder = encoder
@@ -221,7 +246,8 @@ class FinetuningModel(keras.Model):
                              dropout_prob=config.hidden_dropout_prob,
                              initializer_range=config.initializer_range,
                              hidden_act=config.hidden_act, span_head=span_head,
-                             beam_size=beam_size, dtype=self.dtype_policy)
+                             beam_size=beam_size, classifier_head=classifier_head,
+                             dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         if not self.encoder.built:

@@ -78,7 +78,8 @@ def initial_discriminator(config: FinetuningConfig, run: FinetuneRun):
     One of: a pre-training model_dir (its final discriminator.weights.h5), one
     checkpoint of it (MODEL_DIR/checkpoints/ckpt-N or jax-ckpt-N.npz, either
     backend's: the kept discriminator at step N, as the run would have written
-    it had it ended there), or, with from_scratch, a randomly initialized
+    it had it ended there), a fine-tuning model_dir (its model's encoder; the
+    head follows in `start_from_finetuned`), or, with from_scratch, a randomly initialized
     discriminator of config.model_size and the vocab file's size (the
     baseline of a pre-training comparison; the weights follow config.seed).
 
@@ -104,6 +105,11 @@ def initial_discriminator(config: FinetuningConfig, run: FinetuneRun):
     if not run.init_checkpoint:
         raise InputError("--init_checkpoint is required (a pre-training model_dir, or one of "
                          "its checkpoints/ckpt-N), or --from_scratch")
+    if artifacts.is_finetuning_folder(run.init_checkpoint):
+        finetuned, record = artifacts.load_finetuned(run.init_checkpoint)
+        discriminator = build_discriminator(record.encoder)
+        copy_weights(finetuned.encoder, discriminator.encoder)
+        return discriminator, artifacts.finetuned_vocab(record)
     if checkpoint_step(run.init_checkpoint) is None:
         return artifacts.load_discriminator(run.init_checkpoint, config.model_size)
     model_dir = os.path.dirname(os.path.dirname(os.path.abspath(run.init_checkpoint)))
@@ -126,6 +132,67 @@ def initial_discriminator(config: FinetuningConfig, run: FinetuneRun):
         raise ConfigError(f"{run.init_checkpoint} holds a {size}-sized discriminator, not "
                           f"--model_size={config.model_size}")
     return discriminator, artifacts.recorded_vocab(model_dir)
+
+
+def copy_weights(source, target) -> None:
+    """Assigns `source`'s weights to `target`'s of the same paths (dropout seed states,
+    which a rate of 0 does not create, left out)."""
+    weights = {v.path: v for v in source.weights if "seed_generator" not in v.path}
+    for variable in target.weights:
+        if "seed_generator" not in variable.path:
+            variable.assign(weights.pop(variable.path))
+    if weights:
+        raise RuntimeError(f"copy_weights: weights not copied: {sorted(weights)[:3]}")
+
+
+def start_from_finetuned(model, init_checkpoint: str, task, head_options: dict) -> str:
+    """Starts a fine-tuning model's head from a fine-tuning folder's (its encoder came
+    through `initial_discriminator`); returns what was done, for the log.
+
+    The folder's head must be the task's kind, with the same span or classifier
+    head. Its output columns are taken by label name in the task's order; a
+    label, or a layer (SQuAD 2.0's answerability classifier), the folder lacks
+    starts from its initial values.
+
+    Raises:
+      ConfigError: another head kind or variant (naming the flag that continues it).
+    """
+    finetuned, record = artifacts.load_finetuned(init_checkpoint)
+    if record.head != task.head:
+        raise ConfigError(f"--init_checkpoint={init_checkpoint} holds a {record.head} head "
+                          f"({record.task}), but {task.name} has a {task.head} head")
+    for key, flag in (("span_head", "--joint_prediction"), ("classifier_head",
+                                                             "--classifier_head")):
+        had = record.head_options.get(key)
+        want = head_options.get(key, "dense" if key == "classifier_head" else None)
+        if had is not None and want is not None and had != want:
+            value = str(had == "joint").lower() if key == "span_head" else had
+            raise ConfigError(f"--init_checkpoint={init_checkpoint} holds the {had} "
+                              f"{key.replace('_', ' ')}; pass {flag}={value} to continue it")
+    source, target = finetuned.head, model.head
+    mine = {v.path.split("/", 1)[1]: v for v in target.weights
+            if "seed_generator" not in v.path}
+    theirs = {v.path.split("/", 1)[1]: v for v in source.weights}
+    fresh = sorted(k for k in mine if k not in theirs)
+    old, new = list(record.label_names), list(task.label_names)
+    for key, variable in mine.items():
+        if key not in theirs:
+            continue
+        value = np.asarray(keras.ops.convert_to_numpy(theirs[key]))
+        if key.startswith("task_specific/output/") and old and new and old != new:
+            index = [old.index(name) if name in old else -1 for name in new]
+            init = np.asarray(keras.ops.convert_to_numpy(variable))
+            value = np.stack([value[..., i] if i >= 0 else init[..., j]
+                              for j, i in enumerate(index)], axis=-1)
+        variable.assign(value)
+    missing = [name for name in new if old and name not in old]
+    notes = [f"its head from {init_checkpoint}"]
+    if old and new and old != new:
+        notes.append("output columns matched by label name")
+    if missing or fresh:
+        notes.append("starting from init: " + ", ".join(
+            [f"label {n}" for n in missing] + sorted({k.rsplit("/", 1)[0] for k in fresh})))
+    return "; ".join(notes)
 
 
 def with_dropout(discriminator, hidden: float, attention: float):
@@ -229,9 +296,17 @@ class FinetuningLoop:
             self.size = config.model_size or model_size_of(self.encoder_config)
             kind = task.head
             num_labels = max(1, len(task.label_names))
+            # The task's head options, and the classifier head chosen (recorded with
+            # them: the export rebuilds the model from the record).
+            self.head_options = dict(task.head_options)
+            if kind in ("classification", "regression") and config.classifier_head != "dense":
+                self.head_options["classifier_head"] = config.classifier_head
             self.model = FinetuningModel(discriminator.encoder, kind, num_labels,
-                                         answerable=task.answerable, **task.head_options)
+                                         answerable=task.answerable, **self.head_options)
             self.model.build()
+            if not run.from_scratch and artifacts.is_finetuning_folder(run.init_checkpoint):
+                log("finetune", start_from_finetuned(self.model, run.init_checkpoint, task,
+                                                     self.head_options))
         vocab_file = run.vocab_file or recorded_vocab
         if not vocab_file:
             raise InputError("--vocab_file is required (none is recorded with the checkpoint)")
@@ -363,7 +438,7 @@ class FinetuningLoop:
             artifacts.write_finetuning_config(
                 run.model_dir, task=self.task, config=cfg, run=run, encoder=self.encoder_config,
                 model_size=self.size, max_seq_length=self.max_seq_length, epochs=self.epochs,
-                total_steps=total, layerwise_lr_decay=decay,
+                head_options=self.head_options, total_steps=total, layerwise_lr_decay=decay,
                 initialized_from="scratch" if run.from_scratch else run.init_checkpoint)
         results = artifacts.read_results(run.model_dir)
         self._log(f"{self.task.name}: {len(train_feats)} train windows, {steps_per_epoch} "

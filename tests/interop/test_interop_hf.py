@@ -3,7 +3,6 @@
 Needs the `interop` extra (torch, transformers, safetensors); skipped without it.
 """
 
-import json
 import os
 
 import numpy as np
@@ -44,6 +43,15 @@ def _torch_inputs(inputs):
     return {"input_ids": torch.tensor(inputs["input_ids"], dtype=torch.long),
             "attention_mask": torch.tensor(inputs["input_mask"], dtype=torch.long),
             "token_type_ids": torch.tensor(inputs["segment_ids"], dtype=torch.long)}
+
+
+def _vocab(h, tmp_path) -> str:
+    """A vocabulary of the tiny models' size (a task model's import needs one)."""
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokens += [f"w{i}" for i in range(h.sizes["VOCAB"] - len(tokens))]
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(tokens) + "\n")
+    return str(path)
 
 
 def _all_positions(inputs):
@@ -107,12 +115,11 @@ def test_interop_hf_generator_parity_when_hidden_act_is_not_gelu(h, tmp_path, ac
     ("ElectraForQuestionAnswering", "question_answering"),
 ])
 def test_interop_hf_encoder_and_task_heads(h, tmp_path, cls, kind):
-    from electra_tf.modeling.finetuning import FinetuningModel
-
     model = _random_hf(getattr(transformers, cls), _hf_config(h, num_labels=5 if kind ==
                                                               "token_classification" else 2), 2)
     model.save_pretrained(tmp_path / "hf")
-    report = hf.import_model(str(tmp_path / "hf"), str(tmp_path / "out"))
+    report = hf.import_model(str(tmp_path / "hf"), str(tmp_path / "out"),
+                             vocab_file=_vocab(h, tmp_path))
     assert report["kind"] == kind
     assert all(n.startswith("discriminator_predictions/") for n in report["left_at_init"])
     inputs = h.padded_inputs(seed=2)
@@ -123,12 +130,7 @@ def test_interop_hf_encoder_and_task_heads(h, tmp_path, cls, kind):
     np.testing.assert_allclose(seq, ref.hidden_states[-1].numpy(), atol=TOL, rtol=0)
     if kind == "model":
         return
-    with open(tmp_path / "out" / "task_head.json") as f:
-        head = json.load(f)
-    task = FinetuningModel(disc.encoder, head["kind"], head["num_labels"],
-                           span_head="independent")
-    task.build()
-    task.load_weights(str(tmp_path / "out" / "finetuned.weights.h5"))
+    task, _ = artifacts.load_finetuned(str(tmp_path / "out"))  # a fine-tuning folder
     got = task.head(seq, inputs["input_mask"])
     if kind == "token_classification":
         np.testing.assert_allclose(got["tag_logits"], ref.logits.numpy(), atol=TOL, rtol=0)
@@ -140,13 +142,20 @@ def test_interop_hf_encoder_and_task_heads(h, tmp_path, cls, kind):
                                    ref.end_logits.numpy()[real], atol=TOL, rtol=0)
 
 
-def test_interop_hf_sequence_classification_head_is_refused_or_dropped(h, tmp_path):
+def test_interop_hf_sequence_classification_head_is_kept_or_dropped(h, tmp_path):
+    """Its dense -> GELU -> dense head is the mlp classifier head (the logits:
+    tests/export/test_export_from_transformers.py); --drop_task_head keeps the encoder."""
     model = _random_hf(transformers.ElectraForSequenceClassification, _hf_config(h), 3)
     model.save_pretrained(tmp_path / "hf")
-    with pytest.raises(core.ConversionError, match=r"classifier\.(dense|out_proj)\.(weight|bias)"):
-        hf.import_model(str(tmp_path / "hf"), str(tmp_path / "out"))
+    report = hf.import_model(str(tmp_path / "hf"), str(tmp_path / "kept"),
+                             vocab_file=_vocab(h, tmp_path))
+    assert report["kind"] == "sequence_classification" and report["task"] == "classification"
+    assert {"task_specific/classifier_dense/kernel", "task_specific/output/bias"} <= set(
+        report["assigned"])
     report = hf.import_model(str(tmp_path / "hf"), str(tmp_path / "out"), drop_task_head=True)
+    assert report["kind"] == "model"
     assert len([s for s in report["skipped"] if "task head dropped" in s]) == 4
+    assert not (tmp_path / "out" / "finetuned.weights.h5").exists()
 
 
 def test_interop_hf_errors_name_the_variable(h, tmp_path):
