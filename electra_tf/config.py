@@ -185,7 +185,9 @@ class PretrainingConfig:
     weight_decay_rate: float = _field(0.01, "AdamW decay, none on LayerNorm and bias")
     num_warmup_steps: int = _field(10000, "linear warmup steps")
     adam_epsilon: float = _field(1e-6, "Adam epsilon of the original")
-    adam_bias_correction: bool = _field(False, "Keras' bias-corrected Adam (the original has none)")
+    adam_bias_correction: bool | None = _field(
+        None, "Keras' bias-corrected Adam (the original has none); unset: on for the tiny "
+        "preset (not a paper size, run for few steps), off for the paper's sizes")
     clip_norm: float = _field(1.0, "global-norm gradient clipping")
 
     # --- training ---
@@ -198,6 +200,30 @@ class PretrainingConfig:
     train_batch_size: int = _field(128, "global batch")
     eval_batch_size: int = _field(128, "global batch")
     seed: int = _field(0, "seed for init, masking, sampling and dropout")
+
+    @property
+    def resolved_adam_bias_correction(self) -> bool:
+        """adam_bias_correction, or where unset: on for tiny, off for the paper's sizes."""
+        if self.adam_bias_correction is None:
+            return self.model_size == "tiny"
+        return self.adam_bias_correction
+
+    def short_warmup_warning(self) -> str:
+        """A warning for the original's Adam (no bias correction) with a short warmup, or "".
+
+        Without bias correction Adam's first steps are several times larger
+        than bias-corrected ones for the first few hundred steps; the original
+        hides this behind 10,000 warmup steps. A short run with a short warmup
+        then learns representations that do not fine-tune (measured: a tiny
+        model pre-trained 30 steps with 5 warmup steps stayed at chance on a
+        keyword task, 0.995 with bias correction).
+        """
+        if self.resolved_adam_bias_correction or self.num_warmup_steps >= 1000:
+            return ""
+        return (f"warning: --num_warmup_steps={self.num_warmup_steps} with the original's "
+                "Adam (no bias correction): its first few hundred steps are several times "
+                "larger than bias-corrected Adam's, which can leave a short run's model "
+                "unable to fine-tune; pass --adam_bias_correction for a short run")
 
     @property
     def stage_starts(self) -> tuple[int, ...]:

@@ -318,5 +318,6 @@ def pretraining_optimizer(config, variables) -> ElectraAdamW:
     return build_optimizer(
         variables, config.learning_rate, config.num_train_steps, config.num_warmup_steps,
         weight_decay_rate=config.weight_decay_rate, lr_decay_power=config.lr_decay_power,
-        adam_epsilon=config.adam_epsilon, adam_bias_correction=config.adam_bias_correction,
+        adam_epsilon=config.adam_epsilon,
+        adam_bias_correction=config.resolved_adam_bias_correction,
         schedule_restarts=config.stage_starts)

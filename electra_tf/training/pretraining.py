@@ -170,6 +170,8 @@ class Pretraining:
             for name in artifacts.remove_stale_temporaries(run.model_dir):
                 self._log(f"removed {name}, left by a write that was killed midway")
             artifacts.write_pretraining_config(run.model_dir, cfg, run)
+            if cfg.short_warmup_warning():
+                self._log(cfg.short_warmup_warning())
         train_writer, eval_writer = (
             summaries.summary_writer(os.path.join(run.model_dir, name) if self.chief else None,
                                      tensorflow=self.tensorflow_io) for name in ("train", "eval"))
