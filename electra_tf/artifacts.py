@@ -12,8 +12,8 @@ Three kinds of folder, each a set of files with fixed names:
     generator.weights.h5      [+ generator_config.json for a stand-alone one]
     final_eval.json           {"step", metrics...}
     checkpoints/              the loop's checkpoints (training/checkpoints.py)
-    vocab.txt, conversion_report.json, task_head.json, finetuned.weights.h5
-                              (converted folders only)
+    vocab.txt, conversion_report.json (converted folders only; an imported
+                              transformers task model is a fine-tuning folder too)
 - fine-tuning model_dir (`run_finetuning`):
     finetuning_config.json    {"finetuning", "run", "encoder", "task", "head",
                                "answerable", "pair", "label_names", "head_options"
@@ -23,6 +23,8 @@ Three kinds of folder, each a set of files with fixed names:
     finetuned.weights.h5      encoder + task head
     results.json              metrics per epoch
     checkpoints/, prediction files
+    (either kind) .lock       the running run's host and pid (fileio.FolderLock:
+                              one run per folder; the lock dies with its process)
 - the TF Serving export is `export/`'s own layout (TF Serving's).
 
 Every JSON file carries "format_version" (FORMAT_VERSION); a file without
@@ -58,7 +60,6 @@ FINETUNING_CONFIG = "finetuning_config.json"
 FINETUNED_WEIGHTS = "finetuned.weights.h5"
 RESULTS = "results.json"
 CONVERSION_REPORT = "conversion_report.json"
-TASK_HEAD = "task_head.json"
 VOCAB = "vocab.txt"
 CHECKPOINTS = "checkpoints"
 
@@ -332,14 +333,6 @@ def write_conversion_report(folder: str, report: dict, kind: str | None = None) 
     merged = read_json(path) if os.path.exists(path) else {}
     merged[kind] = report
     write_json(path, merged)
-
-
-def save_task_head(folder: str, task_model, id2label: dict) -> None:
-    """An imported task model (encoder + head) and what its head is."""
-    save_weights(task_model, os.path.join(folder, FINETUNED_WEIGHTS))
-    write_json(os.path.join(folder, TASK_HEAD),
-               {"kind": task_model.head.kind, "num_labels": task_model.head.num_labels,
-                "id2label": id2label})
 
 
 # === Fine-tuning folders ===

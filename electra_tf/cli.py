@@ -8,6 +8,7 @@ this one.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import sys
@@ -43,8 +44,11 @@ def run_cli(main: Callable[[], None]) -> None:
     - Ctrl-C: the loops save a checkpoint and say so (training.loop.Interrupted:
       `interrupted at step N; checkpoint saved; rerun to resume`); elsewhere
       `interrupted`; exit status 130;
-    - a multi-worker peer found down mid-run (tf.errors.UnavailableError), or
-      a non-finite loss (errors.Diverged): `error: ...`, exit status 1.
+    - a multi-worker peer found down mid-run (tf.errors.UnavailableError), a
+      non-finite loss (errors.Diverged), or the file system refusing a write
+      (a full disk, a read-only or forbidden folder: OSError, or TensorFlow's
+      error of the same cause): `error: ...`, exit status 1. Writes are atomic,
+      so the files already there are whole.
     Anything else is a bug and keeps its traceback.
     """
     from absl import logging
@@ -59,16 +63,48 @@ def run_cli(main: Callable[[], None]) -> None:
         sys.exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt as e:
         print(str(e) or "interrupted", file=sys.stderr, flush=True)
+        _ignore_sigint()  # a second Ctrl-C would land in an exit hook (JAX's) as a traceback
         sys.exit(EXIT_INTERRUPTED)
     except Diverged as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
+    except OSError as e:
+        if e.errno not in _FILE_SYSTEM_ERRNOS:
+            raise
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e}{_FILE_SYSTEM_HINT}", file=sys.stderr)
+        sys.exit(1)
     except Exception as e:
         tf = sys.modules.get("tensorflow")
-        if tf is None or not isinstance(e, tf.errors.UnavailableError):
+        if tf is None or not isinstance(e, tf.errors.OpError):
             raise
-        print(f"error: {_peer_down(e.message or '')}", file=sys.stderr)
+        if isinstance(e, tf.errors.UnavailableError):
+            print(f"error: {_peer_down(e.message or '')}", file=sys.stderr)
+            sys.exit(1)
+        cause = next((c for c in _FILE_SYSTEM_MESSAGES if c in (e.message or "")), None)
+        if cause is None:
+            raise
+        line = next(line for line in e.message.splitlines() if cause in line)
+        print(f"error: {line.strip()[:400]}{_FILE_SYSTEM_HINT}", file=sys.stderr)
         sys.exit(1)
+
+
+# A write the file system refuses: a full disk or quota, a read-only or forbidden folder.
+_FILE_SYSTEM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+_FILE_SYSTEM_MESSAGES = ("No space left on device", "Disk quota exceeded",
+                         "Read-only file system", "Permission denied")
+_FILE_SYSTEM_HINT = (" (the files written before are whole: writes go to a temporary name "
+                     "first; free space or fix the folder, then rerun to resume)")
+
+
+def _ignore_sigint() -> None:
+    """SIGINT ignored from here on: the run has stopped and said so; what is left is the
+    interpreter's exit, whose hooks a second Ctrl-C would interrupt with a traceback."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _peer_down(message: str) -> str:

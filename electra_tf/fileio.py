@@ -146,6 +146,81 @@ def atomic_write_json(path: str, value: Any) -> None:
     atomic_write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
+def check_output_folder(path: str, what: str = "--model_dir") -> None:
+    """Refuses, before any work, a folder a run could not write: a path that is (or lies
+    under) a file, or a folder (or the nearest existing parent) where no file can be made.
+
+    Local paths only (a gs:// path is left to TensorFlow's file system).
+
+    Raises:
+      InputError: naming the flag and the path.
+    """
+    if not path or "://" in path:
+        return
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise InputError(f"{what} {path}: {probe} is a file, not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as e:
+        raise InputError(f"{what} {path}: cannot write in {probe} ({e.strerror or e})") from None
+
+
+class FolderLock:
+    """One writer per folder: an exclusive flock on FOLDER/.lock, released on exit.
+
+    A second run started on the same folder (model_dir) would interleave its
+    checkpoints and configs with the first's; it is refused with one line naming
+    the holder's host and pid. The kernel drops the lock when its process dies
+    (a kill, a crash), so a dead run's lock never blocks the next one; the file
+    itself stays, holding the last holder's name.
+
+        with FolderLock(model_dir, "--model_dir"):
+            ...  # train
+
+    Raises (on enter):
+      InputError: another process holds the lock.
+    """
+
+    NAME = ".lock"
+
+    def __init__(self, folder: str, what: str = "folder"):
+        self.path = os.path.join(folder, self.NAME)
+        self.folder, self.what = folder, what
+        self._file = None
+
+    def __enter__(self):
+        import fcntl
+        import socket
+
+        os.makedirs(self.folder, exist_ok=True)
+        f = open(self.path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            f.close()
+            raise InputError(f"{self.what} {self.folder} is in use by {holder} (another run "
+                             "writes there); wait for it, stop it, or use another folder") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"host {socket.gethostname()}, pid {os.getpid()}, since "
+                f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        f.flush()
+        self._file = f
+        return self
+
+    def __exit__(self, *exc):
+        if self._file is not None:
+            self._file.close()  # closing drops the flock
+            self._file = None
+        return False
+
+
 class Progress:
     """Throttled progress lines on stderr: at most one every `every` seconds."""
 

@@ -17,6 +17,7 @@ format {"signature_name": ..., "inputs": {...}} to
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import sys
 import urllib.error
@@ -109,11 +110,27 @@ def predict_rest(server: str, model_name: str, inputs: dict, signature_name: str
                                      headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as r:
-            answer = json.loads(r.read())
+            body = r.read()
     except urllib.error.HTTPError as e:
         raise ClientError(f"REST {e.code}: {e.read().decode('utf-8', 'replace')}") from None
     except urllib.error.URLError as e:
+        if isinstance(e.reason, TimeoutError):
+            raise ClientError(f"REST: no answer from {url} within --timeout={timeout:g}s") \
+                from None
         raise ClientError(f"REST: cannot reach {url}: {e.reason}") from None
+    except TimeoutError:  # connected, then nothing came back in time
+        raise ClientError(f"REST: no answer from {url} within --timeout={timeout:g}s") from None
+    except (http.client.HTTPException, ConnectionError) as e:
+        said = " ".join(str(e).split())[:100]
+        raise ClientError(f"REST: {url} did not answer in HTTP ({type(e).__name__}: {said}); "
+                          "is --server TF Serving's REST port (8501; gRPC is 8500)?") from None
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        raise ClientError(f"REST: {url} answered with a body that is not JSON: "
+                          f"{body[:200].decode('utf-8', 'replace')!r}") from None
+    if not isinstance(answer, dict):
+        raise ClientError(f"REST: no 'outputs' in the answer: {str(answer)[:300]}")
     outputs = answer.get("outputs")
     if outputs is None:
         raise ClientError(f"REST: no 'outputs' in the answer: {str(answer)[:300]}")

@@ -298,6 +298,8 @@ def main(argv):
     for name in ("task", "checkpoint", "model_base", "model_name"):
         if not getattr(FLAGS, name):
             raise InputError(f"--{name} is required")
+    fileio.check_output_folder(os.path.join(FLAGS.model_base, FLAGS.model_name),
+                               "--model_base/--model_name")
     if FLAGS.version is not None:  # fail before the (slow) model build
         final = os.path.join(FLAGS.model_base, FLAGS.model_name, str(FLAGS.version))
         if os.path.exists(final):

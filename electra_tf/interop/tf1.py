@@ -39,13 +39,18 @@ def read_checkpoint(path: str) -> tuple[dict[str, np.ndarray], list[str]]:
             raise core.ConversionError(f"{path} holds {len(indexes)} checkpoints (*.index); "
                                        "pass --checkpoint=PREFIX")
         path = indexes[0][:-len(".index")]
-    try:
+    try:  # a truncated or bit-flipped index or data file, or a missing data file
         reader = tf.train.load_checkpoint(path)
-    except (tf.errors.NotFoundError, ValueError) as e:
-        raise core.ConversionError(f"cannot read the checkpoint {path}: {e}") from None
-    all_names = sorted(reader.get_variable_to_shape_map())
-    skipped = [n for n in all_names if names.is_optimizer_state(n)]
-    weights = {n: reader.get_tensor(n) for n in all_names if not names.is_optimizer_state(n)}
+        all_names = sorted(reader.get_variable_to_shape_map())
+        skipped = [n for n in all_names if names.is_optimizer_state(n)]
+        weights = {n: reader.get_tensor(n) for n in all_names
+                   if not names.is_optimizer_state(n)}
+    except (tf.errors.OpError, ValueError, IndexError) as e:  # IndexError: a short read
+        message = getattr(e, "message", None) or str(e)
+        first = message.strip().splitlines()[0][:300] if message.strip() else type(e).__name__
+        raise core.ConversionError(f"cannot read the checkpoint {path}: {first} (a damaged or "
+                                   "incomplete checkpoint: the .index and every "
+                                   ".data-* file are needed)") from None
     return weights, skipped
 
 
@@ -125,6 +130,8 @@ def import_checkpoint(path: str, model_size: str, output: str,
 
     weights, skipped = read_checkpoint(path)
     config = infer_config(weights, model_size, overrides)
+    source_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    check_vocab_size(os.path.join(source_dir, artifacts.VOCAB), config.vocab_size)
     has_generator = any(n.startswith(("generator/", "generator_predictions/")) for n in weights)
     os.makedirs(output, exist_ok=True)
     report = {"source": os.path.abspath(path), "format": "tf1", "skipped": skipped}
@@ -140,7 +147,6 @@ def import_checkpoint(path: str, model_size: str, output: str,
     report.update(core.assign(weights, targets, path))
     report["mapping"] = {n: targets[n].path for n in report["assigned"]}
     artifacts.save_discriminator(output, discriminator)
-    source_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     vocab = artifacts.copy_vocab(source_dir, output)
     if has_generator:
         artifacts.save_generator(output, generator)
@@ -153,6 +159,31 @@ def import_checkpoint(path: str, model_size: str, output: str,
         artifacts.record_vocab(output, vocab)
     artifacts.write_conversion_report(output, report)
     return report
+
+
+def check_vocab_size(vocab_file: str, vocab_size: int) -> None:
+    """Refuses a vocab.txt beside the checkpoint whose size is not the embedding table's.
+
+    Such a folder would serve ids past the table (every request holding one
+    would fail) or leave rows no token reaches. Nothing is checked without a
+    vocab.txt (none is copied then).
+
+    Raises:
+      ConversionError: naming both sizes.
+    """
+    if not os.path.isfile(vocab_file):
+        return
+    from electra_tf.errors import VocabError
+    from electra_tf.text.vocab import load_vocab
+
+    try:
+        size = len(load_vocab(vocab_file))
+    except VocabError as e:
+        raise core.ConversionError(f"{vocab_file}: {e}") from None
+    if size != vocab_size:
+        raise core.ConversionError(
+            f"{vocab_file} holds {size} tokens but the checkpoint's embedding table has "
+            f"{vocab_size} rows: it is not this checkpoint's vocabulary")
 
 
 def resume_flags(config: PretrainingConfig) -> str:

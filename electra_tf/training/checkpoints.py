@@ -19,6 +19,8 @@ import glob
 import os
 import re
 import shutil
+import zipfile
+import zlib
 
 import numpy as np
 
@@ -162,9 +164,11 @@ class TensorFlowCheckpoints:
         except (AssertionError, ValueError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise _misfit(latest, first) from None
-        except tf.errors.OpError as e:
-            raise InputError(f"cannot resume from {latest}: unreadable checkpoint "
-                             f"({e.message.strip().splitlines()[0][:300]})") from None
+        except (tf.errors.OpError, IndexError) as e:  # IndexError: a truncated data file
+            message = (getattr(e, "message", None) or str(e)).strip()
+            first = message.splitlines()[0][:300] if message else type(e).__name__
+            raise InputError(f"cannot resume from {latest}: unreadable checkpoint ({first}); "
+                             "remove it to resume from the one before") from None
         self._restored_from = latest
         self._saved_at = int(self.step_counter.numpy())
         return latest
@@ -193,6 +197,18 @@ def npz_checkpoint_files(directory: str) -> list[tuple[int, str]]:
         if m:
             found.append((int(m.group(1)), path))
     return sorted(found)
+
+
+# What a truncated, bit-flipped or empty .npz raises: np.load opens the zip
+# (BadZipFile, EOFError for an empty file), reading a member checks its CRC
+# (BadZipFile) and inflates it (zlib.error), the array header is parsed (ValueError).
+NPZ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError)
+
+
+def load_npz(path: str) -> dict[str, np.ndarray]:
+    """Every array of an .npz file, read now (np.load reads members lazily)."""
+    with np.load(path) as data:
+        return {k: data[k] for k in data.files}
 
 
 class NpzCheckpoints:
@@ -241,10 +257,11 @@ class NpzCheckpoints:
         if path is None:
             return None
         try:
-            with np.load(path) as data:
-                arrays = {k: data[k] for k in data.files}
-        except (OSError, ValueError) as e:
-            raise InputError(f"cannot resume from {path}: unreadable checkpoint ({e})") from None
+            arrays = load_npz(path)
+        except NPZ_ERRORS as e:
+            raise InputError(f"cannot resume from {path}: unreadable checkpoint "
+                             f"({type(e).__name__}: {e}); remove it to resume from the one "
+                             "before") from None
         _check_fit(path, arrays, self.variables, extra_allowed=False)
         for name, v in self.variables.items():
             v.assign(arrays[name])
@@ -312,24 +329,24 @@ def read_model_arrays(path: str, model) -> dict:
 
 def _npz_model_arrays(path: str) -> dict:
     try:
-        with np.load(path) as data:
-            return {k[len("model/"):]: data[k] for k in data.files if k.startswith("model/")}
+        arrays = load_npz(path)
     except FileNotFoundError:
         raise InputError(f"{path}: no such checkpoint") from None
-    except (OSError, ValueError) as e:
-        raise InputError(f"{path}: unreadable checkpoint ({e})") from None
+    except NPZ_ERRORS as e:
+        raise InputError(f"{path}: unreadable checkpoint ({type(e).__name__}: {e})") from None
+    return {k[len("model/"):]: v for k, v in arrays.items() if k.startswith("model/")}
 
 
 def _tf_model_arrays(path: str, names: list[str]) -> dict:
     import tensorflow as tf
 
-    try:
-        reader = tf.train.load_checkpoint(path)
-    except (tf.errors.OpError, ValueError) as e:
-        first = str(e).strip().splitlines()[0][:300]
-        raise InputError(f"{path}: no readable checkpoint ({first})") from None
     # tf.train's escaping of a dict key: "." -> "..", "/" -> ".S".
     keys = {name: "model/" + name.replace(".", "..").replace("/", ".S")
             + "/.ATTRIBUTES/VARIABLE_VALUE" for name in names}
-    shapes = reader.get_variable_to_shape_map()
-    return {name: reader.get_tensor(key) for name, key in keys.items() if key in shapes}
+    try:
+        reader = tf.train.load_checkpoint(path)
+        shapes = reader.get_variable_to_shape_map()
+        return {name: reader.get_tensor(key) for name, key in keys.items() if key in shapes}
+    except (tf.errors.OpError, ValueError, IndexError) as e:  # IndexError: a short read
+        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+        raise InputError(f"{path}: no readable checkpoint ({first})") from None

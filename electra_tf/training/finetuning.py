@@ -43,6 +43,7 @@ import numpy as np
 from electra_tf import artifacts
 from electra_tf.config import FinetuneRun, FinetuningConfig, model_size_of
 from electra_tf.errors import ConfigError, InputError
+from electra_tf.fileio import FolderLock, check_output_folder
 from electra_tf.finetuning import base
 from electra_tf.modeling.finetuning import FinetuningModel
 from electra_tf.optimization import build_optimizer
@@ -282,6 +283,7 @@ class FinetuningLoop:
 
     def __init__(self, task, config: FinetuningConfig, run: FinetuneRun):
         self.task, self.config, self.run = task, config.validate(), run
+        check_output_folder(run.model_dir, "--model_dir")
         set_precision(run.mixed_precision)
         if task.head in ("tagging", "classification") and not task.label_names:
             # Tagging and own-data classification: learns the labels, which size the head.
@@ -424,6 +426,13 @@ class FinetuningLoop:
             raise InputError(f"the train split has {len(train_feats)} windows, fewer than one "
                              f"batch of {cfg.train_batch_size}")
         os.makedirs(run.model_dir, exist_ok=True)
+        # One run per model_dir (the chief writes it): a second is refused by name.
+        with FolderLock(run.model_dir, "--model_dir") if self.chief \
+                else contextlib.nullcontext():
+            return self._train(stop_at_step, train_feats, steps_per_epoch)
+
+    def _train(self, stop_at_step, train_feats, steps_per_epoch) -> dict:
+        cfg, run = self.config, self.run
         total = int(round(self.epochs * steps_per_epoch))
         size = self.size if self.size != "custom" else "small"
         decay = cfg.resolved_layerwise_lr_decay(size)

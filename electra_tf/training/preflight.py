@@ -16,6 +16,7 @@ from electra_tf.config import PretrainingConfig, RunConfig
 from electra_tf.data.masking import MaskingConfig
 from electra_tf.data.tfrecord_reader import LOCAL_FILES, check_records, tensorflow_files
 from electra_tf.errors import ConfigError
+from electra_tf.fileio import check_output_folder
 
 
 def preflight(config: PretrainingConfig, run: RunConfig,
@@ -35,6 +36,7 @@ def preflight(config: PretrainingConfig, run: RunConfig,
     Raises:
       InputError, ConfigError, VocabError: one line naming the flag or file.
     """
+    check_output_folder(run.model_dir, "--model_dir")
     fs = tensorflow_files() if tensorflow_io else LOCAL_FILES
     size = config.vocab_size
     files = {"train": check_records(run.train_data, config.max_seq_length, "--train_data", fs,

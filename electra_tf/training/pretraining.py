@@ -37,6 +37,7 @@ from electra_tf import artifacts
 from electra_tf.config import PretrainingConfig, RunConfig
 from electra_tf.data.tfrecord_reader import locate_corrupt_record
 from electra_tf.errors import ConfigError, InputError, RecordError
+from electra_tf.fileio import FolderLock
 from electra_tf.modeling.pretrainer import ElectraPretrainer
 from electra_tf.optimization import pretraining_optimizer
 from electra_tf.training import preflight, reporting, summaries
@@ -163,8 +164,14 @@ class Pretraining:
           stop_at_step: leave early at this step, with a checkpoint, as a
             preempted job would (the schedule still targets num_train_steps).
         """
+        os.makedirs(self.run.model_dir, exist_ok=True)
+        # One run per model_dir (the chief writes it): a second is refused by name.
+        with FolderLock(self.run.model_dir, "--model_dir") if self.chief \
+                else contextlib.nullcontext():
+            return self._train(stop_at_step)
+
+    def _train(self, stop_at_step: int | None) -> dict:
         cfg, run = self.config, self.run
-        os.makedirs(run.model_dir, exist_ok=True)
         self.restore()
         if self.chief:
             for name in artifacts.remove_stale_temporaries(run.model_dir):

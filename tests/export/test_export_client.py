@@ -107,3 +107,62 @@ def test_client_cli_error_is_one_line(servers):
                       "--model_name=nope", "--text=x")
     error_line(proc, "404", returncode=1)
     assert proc.stdout == ""
+
+
+@pytest.fixture
+def broken_server():
+    """A loopback TCP server answering each connection with `reply` (None: silence)."""
+    import socket
+    import threading
+
+    servers = []
+
+    def start(reply):
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(4)
+        stop = threading.Event()
+
+        def serve():
+            sock.settimeout(0.2)
+            while not stop.is_set():
+                try:
+                    conn, _ = sock.accept()
+                except OSError:
+                    continue
+                conn.recv(65536)
+                if reply is None:
+                    stop.wait(5)  # never answers
+                else:
+                    conn.sendall(reply)
+                conn.close()
+
+        threading.Thread(target=serve, daemon=True).start()
+        servers.append((sock, stop))
+        return f"127.0.0.1:{sock.getsockname()[1]}"
+
+    yield start
+    for sock, stop in servers:
+        stop.set()
+        sock.close()
+
+
+def test_rest_against_a_server_that_is_not_tf_serving(broken_server):
+    """Silence, bytes that are not HTTP, and HTTP 200 without JSON: one clear error each,
+    as the gRPC client gives."""
+    from export import client
+
+    inputs = client.text_inputs(text=["x"])
+    with pytest.raises(client.ClientError, match=r"^REST: no answer from http://.* within "
+                                                 r"--timeout=0.5s$"):
+        client.predict_rest(broken_server(None), "m", inputs, timeout=0.5)
+    with pytest.raises(client.ClientError, match=r"did not answer in HTTP .*is --server TF "
+                                                 r"Serving's REST port"):
+        client.predict_rest(broken_server(b"SSH-2.0-OpenSSH_9.2\r\n"), "m", inputs)
+    ok = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 9\r\n\r\n<b>hi</b>"
+    with pytest.raises(client.ClientError, match=r"answered with a body that is not JSON: "
+                                                 r"'<b>hi</b>'"):
+        client.predict_rest(broken_server(ok), "m", inputs)
+    array = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]"
+    with pytest.raises(client.ClientError, match="no 'outputs' in the answer"):
+        client.predict_rest(broken_server(array), "m", inputs)

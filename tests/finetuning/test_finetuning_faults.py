@@ -5,6 +5,7 @@ the command line's one `error:` line is test_finetuning_end_to_end.py's
 test_cli_combined_null_rule_with_the_joint_head_is_one_line.
 """
 
+import os
 import re
 import shutil
 
@@ -102,3 +103,19 @@ def test_a_non_finite_loss_stops_before_saving(pretrained_dir, toy_sst2_dir, tmp
     saved = sorted(p.name for p in (out / "checkpoints").glob("ckpt-*.index"))
     assert saved[-1] == f"ckpt-{bad.group(3)}.index"  # the bad step was not saved
     assert not (out / "finetuned.weights.h5").exists()
+
+
+def test_a_model_dir_that_is_a_file_or_in_use_is_refused(pretrained_dir, toy_sst2_dir, tmp_path):
+    from electra_tf.fileio import FolderLock
+
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    args = ["--task_name=sst2", f"--init_checkpoint={pretrained_dir}",
+            f"--data_dir={toy_sst2_dir}", "--max_seq_length=16"]
+    with pytest.raises(InputError, match=rf"^--model_dir {afile}: {afile} is a file"):
+        finetune(*args, f"--model_dir={afile}")
+    out = tmp_path / "out"
+    with FolderLock(str(out), "--model_dir"):
+        with pytest.raises(InputError, match=rf"^--model_dir {out} is in use by host "):
+            finetune(*args, f"--model_dir={out}")
+    assert sorted(os.listdir(out)) == [".lock"]

@@ -137,3 +137,40 @@ def test_interop_tf1_errors_name_the_variable(h, tmp_path):
     with pytest.raises(core.ConversionError, match="intermediate/dense/kernel"):
         _convert(h, tmp_path / "d", weights, overrides={**h.TINY_OVERRIDES,
                                                         "intermediate_size": 128})
+
+
+def test_interop_tf1_vocab_of_another_size_is_refused(h, tmp_path):
+    """Served, such a folder would fail on every request holding an id past the table."""
+    weights = h.original_weights(seed=6, generator=False)
+    prefix = h.write_tf1_checkpoint(tmp_path / "ckpt" / "model.ckpt", weights)
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(50)]
+    (tmp_path / "ckpt" / "vocab.txt").write_text("\n".join(tokens) + "\n")
+    with pytest.raises(core.ConversionError, match=rf"vocab.txt holds 55 tokens but the "
+                                                   rf"checkpoint's embedding table has "
+                                                   rf"{h.sizes['VOCAB']} rows"):
+        tf1.import_checkpoint(prefix, "small", str(tmp_path / "out"), h.TINY_OVERRIDES)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("damage", ["truncated_data", "flipped_data", "truncated_index",
+                                    "missing_data"])
+def test_interop_tf1_damaged_checkpoint_is_one_error(h, tmp_path, damage):
+    import glob
+
+    weights = h.original_weights(seed=7, generator=False)
+    prefix = h.write_tf1_checkpoint(tmp_path / "ckpt" / "model.ckpt", weights)
+    data = sorted(glob.glob(f"{prefix}.data-*"))[0]
+    target = f"{prefix}.index" if damage == "truncated_index" else data
+    raw = bytearray(open(target, "rb").read())
+    if damage == "missing_data":
+        os.remove(data)
+    elif damage == "flipped_data":
+        for i in range(0, len(raw), 97):
+            raw[i] ^= 0x5A
+        open(target, "wb").write(bytes(raw))
+    else:
+        open(target, "wb").write(bytes(raw[:len(raw) // 2]))
+    with pytest.raises(core.ConversionError, match=rf"^cannot read the checkpoint {prefix}: .*"
+                                                   r"\(a damaged or incomplete checkpoint"):
+        tf1.import_checkpoint(prefix, "small", str(tmp_path / "out"), h.TINY_OVERRIDES)
+    assert not (tmp_path / "out").exists()

@@ -394,3 +394,146 @@ def test_a_tf_config_tensorflow_cannot_use_is_one_config_error(value, message, m
     monkeypatch.setenv("TF_CONFIG", value)  # refused before TensorFlow reads it
     with pytest.raises(ConfigError, match=message):
         make_strategy("multi_worker", 0)
+
+
+def test_after_the_interrupted_line_a_second_ctrl_c_is_ignored(capsys, sigint_handler):
+    """The exit that follows `interrupted at step N` runs JAX's exit hooks; a second Ctrl-C
+    there printed "Exception ignored ... KeyboardInterrupt". The status stays 130."""
+    from electra_tf import cli
+    from electra_tf.training.loop import Interrupted
+
+    def interrupted():
+        raise Interrupted(7)
+
+    with pytest.raises(SystemExit) as raised:
+        cli.run_cli(interrupted)
+    assert raised.value.code == cli.EXIT_INTERRUPTED
+    assert capsys.readouterr().err.startswith("interrupted at step 7; checkpoint saved")
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
+# === One run per model_dir ===
+def test_a_second_run_on_a_model_dir_in_use_is_refused(make_configs, tmp_path, models_built):
+    """Two runs on one model_dir would interleave their checkpoints and configs: the second
+    is refused, naming the first's host and pid; the kernel frees a killed holder's lock."""
+    import sys
+
+    from electra_tf.fileio import FolderLock
+    from electra_tf.training.backends.tensorflow import TensorFlowPretraining
+
+    model_dir = tmp_path / "model"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from electra_tf.fileio import FolderLock\n"
+         f"with FolderLock({str(model_dir)!r}):\n    print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        trainer = TensorFlowPretraining(*make_configs(model_dir))
+        with pytest.raises(InputError, match=rf"^--model_dir {model_dir} is in use by host "
+                                             rf".*, pid {holder.pid}, since "):
+            trainer.train()
+        assert sorted(os.listdir(model_dir)) == [".lock"]  # the refused run wrote nothing
+    finally:
+        holder.kill()
+        holder.wait()
+    with FolderLock(str(model_dir), "--model_dir"):  # the dead holder's lock is gone
+        with pytest.raises(InputError, match=rf"pid {os.getpid()}"):
+            FolderLock(str(model_dir), "--model_dir").__enter__()
+
+
+@pytest.mark.parametrize("code,text", [(28, "No space left on device"),
+                                       (30, "Read-only file system")])
+def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, capsys):
+    """ENOSPC or EROFS while a checkpoint, the weights or an export is written (Python's
+    OSError, or TensorFlow's error that carries the same message)."""
+    import tensorflow as tf
+
+    from electra_tf import cli
+
+    def python_write():
+        raise OSError(code, text, "/models/run/discriminator.weights.h5")
+
+    def tensorflow_write():
+        raise tf.errors.UnknownError(None, None, f"Failed to write /models/run/ckpt-4.data: "
+                                                 f"{text}\n\tsome context")
+
+    for main, where in ((python_write, "/models/run/discriminator.weights.h5: "),
+                        (tensorflow_write, "Failed to write /models/run/ckpt-4.data: ")):
+        with pytest.raises(SystemExit) as raised:
+            cli.run_cli(main)
+        assert raised.value.code == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {where}{text} (the files written before are whole")
+        assert len(err.splitlines()) == 1
+
+    def bug():
+        raise OSError(2, "No such file or directory", "x")  # not the file system refusing
+
+    with pytest.raises(FileNotFoundError):
+        cli.run_cli(bug)
+
+
+def test_a_model_dir_that_is_a_file_is_refused_before_anything_is_built(
+        tiny_records, tmp_path, models_built):
+    from electra_tf.fileio import check_output_folder
+
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for model_dir in (afile, afile / "run"):
+        with pytest.raises(InputError, match=rf"^--model_dir {model_dir}: {afile} is a file, "
+                                             r"not a folder$"):
+            pretraining(tiny_records, model_dir)
+    assert not models_built
+    check_output_folder(str(tmp_path / "new" / "run"))  # a folder yet to make: fine
+    with pytest.raises(InputError, match="is a file, not a folder"):
+        check_output_folder(str(afile / "x"), "--model_base/--model_name")
+
+
+# === Damaged checkpoints: one line naming the file ===
+@pytest.mark.parametrize("damage", ["truncated", "flipped"])
+def test_a_damaged_tf_checkpoint_is_one_line(damage, trained_run, tiny_records, tmp_path):
+    import glob
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(trained_run["model_dir"], model_dir)
+    data = sorted(glob.glob(str(model_dir / "checkpoints" / "ckpt-6.data-*")))[0]
+    raw = bytearray(open(data, "rb").read())
+    if damage == "truncated":
+        raw = raw[:len(raw) // 2]
+    else:
+        for i in range(0, len(raw), 61):
+            raw[i] ^= 0x5A
+    open(data, "wb").write(bytes(raw))
+    with pytest.raises(InputError, match=rf"^cannot resume from {model_dir}/checkpoints/"
+                                         r"ckpt-6: unreadable checkpoint \("):
+        pretraining(tiny_records, model_dir, num_train_steps=8).train()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "empty"])
+def test_a_damaged_npz_checkpoint_is_one_line(damage, tmp_path):
+    """The JAX backend's checkpoints: BadZipFile, EOFError and zlib errors were tracebacks."""
+    import keras
+    import numpy as np
+
+    from electra_tf.training.checkpoints import NpzCheckpoints, read_model_arrays
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(64)])
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(model.trainable_variables)
+    folder = tmp_path / "checkpoints"
+    path = NpzCheckpoints(model, optimizer, str(folder), 3).save()
+    raw = bytearray(open(path, "rb").read())
+    if damage == "truncated":
+        raw = raw[:len(raw) * 2 // 3]
+    elif damage == "flipped":
+        for i in range(len(raw) // 3, len(raw) * 2 // 3, 7):
+            raw[i] ^= 0x5A
+    else:
+        raw = bytearray()
+    open(path, "wb").write(bytes(raw))
+    with pytest.raises(InputError, match=rf"^cannot resume from {path}: unreadable checkpoint "
+                                         r"\(\w+: .*\); remove it to resume from the one before"):
+        NpzCheckpoints(model, optimizer, str(folder), 3).restore()
+    with pytest.raises(InputError, match=rf"^{path}: unreadable checkpoint"):
+        read_model_arrays(path, model)
+    assert np.isfinite(np.asarray(model.weights[0])).all()
