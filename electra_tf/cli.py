@@ -44,7 +44,8 @@ def run_cli(main: Callable[[], None]) -> None:
     - Ctrl-C: the loops save a checkpoint and say so (training.loop.Interrupted:
       `interrupted at step N; checkpoint saved; rerun to resume`); elsewhere
       `interrupted`; exit status 130;
-    - a multi-worker peer found down mid-run (tf.errors.UnavailableError), a
+    - a multi-worker peer found down mid-run (tf.errors.UnavailableError, or
+      errors.PeerLost, after which the process ends without its exit hooks), a
       non-finite loss (errors.Diverged), or the file system refusing a write
       (a full disk, a read-only or forbidden folder: OSError, or TensorFlow's
       error of the same cause): `error: ...`, exit status 1. Writes are atomic,
@@ -53,7 +54,7 @@ def run_cli(main: Callable[[], None]) -> None:
     """
     from absl import logging
 
-    from electra_tf.errors import BAD_INPUT, Diverged
+    from electra_tf.errors import BAD_INPUT, Diverged, PeerLost
 
     logging.set_verbosity(logging.WARNING)  # TF's INFO lines (checkpoint sharding, ...)
     try:
@@ -68,6 +69,10 @@ def run_cli(main: Callable[[], None]) -> None:
     except Diverged as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
+    except PeerLost as e:  # exit hooks would wait for the lost peer (then abort in C++)
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(1)
     except OSError as e:
         if e.errno not in _FILE_SYSTEM_ERRNOS:
             raise

@@ -405,7 +405,8 @@ class RuntimeOptions:
     jit_compile: bool = _field(False, "XLA for the per-replica forward/backward (and prediction)")
     mixed_precision: str = _field("fp32", "fp32 | bf16")
     worker_startup_timeout_s: int = _field(
-        600, "multi_worker: seconds to wait for every worker, then fail (0: forever)")
+        600, "multi_worker, and multi-host JAX: seconds to wait for every worker (process), "
+        "then fail with one line (0: forever)")
     jax_steps_per_call: int = _field(
         1, "KERAS_BACKEND=jax pre-training: optimizer steps per compiled call (the TF loop "
         "runs a whole chunk per call; fine-tuning: 1)")

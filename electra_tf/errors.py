@@ -40,5 +40,13 @@ class Diverged(RuntimeError):
     """
 
 
+class PeerLost(RuntimeError):
+    """Another process of a multi-process run went away mid-run; this one stops too.
+
+    The entry points print the message and end the process at once: the
+    interpreter's exit would wait in a shutdown barrier for the lost peer.
+    """
+
+
 # What cli.run_cli reports as one line.
 BAD_INPUT = (InputError, ConfigError, VocabError, TaskDataError)

@@ -200,6 +200,11 @@ class Pretraining:
         except RecordError as e:  # the NumPy input names the file itself
             raise InputError(f"{e}, met at step {self.step}; {self._save_after_bad_record()}; "
                              "replace or remove that file, then rerun to resume") from None
+        except Exception as e:
+            lost = self._peer_lost(e)
+            if lost is None:
+                raise
+            raise lost from None
         self._report_eval(final, eval_writer)
         if self.chief:
             artifacts.save_discriminator(run.model_dir, self.model.kept_discriminator())
@@ -255,6 +260,11 @@ class Pretraining:
     def _save_after_interrupt(self) -> bool:
         """Saves after a Ctrl-C; False where no consistent state was left to save."""
         return self.save_checkpoint() is not None
+
+    def _peer_lost(self, error: Exception) -> Exception | None:
+        """A backend's errors.PeerLost for `error` when it says another process of the run
+        went away (the JAX backend's multi-host runs), else None."""
+        return None
 
     def _save_after_bad_record(self) -> str:
         """Saves a checkpoint where one can be; says what happened."""

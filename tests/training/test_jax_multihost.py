@@ -83,3 +83,100 @@ def test_multihost_settings_are_checked_before_jax_starts():
         options("127.0.0.1:1", 1, 0)
     with pytest.raises(ConfigError, match=r"jax_process_id=2 is not in \[0, "):
         options("127.0.0.1:1", 2, 2)
+
+
+def _ended(proc, timeout=120) -> tuple[int, str]:
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    return proc.returncode, err
+
+
+@pytest.mark.slow
+def test_a_process_whose_peers_never_come_stops_with_one_line(tiny_records, tmp_path):
+    """Only one of two processes started: one line after --worker_startup_timeout_s
+    (jax.distributed's own wait ended in a C++ abort after 5 minutes)."""
+    address = f"127.0.0.1:{free_port()}"
+    code, err = _ended(start(tiny_records, tmp_path / "m", f"--jax_coordinator_address={address}",
+                             "--jax_num_processes=2", "--jax_process_id=0",
+                             "--worker_startup_timeout_s=5"))
+    assert code == -9, err[-3000:]  # the watchdog's SIGKILL, as the TF path's
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert lines == [f"error: --jax_num_processes=2: not every process joined the coordinator "
+                     f"at {address} within --worker_startup_timeout_s=5: start all 2, each "
+                     "with its own --jax_process_id (0 to 1), with the coordinator's host:port "
+                     "reachable from every host; or raise --worker_startup_timeout_s"], err[-3000:]
+    assert "Traceback" not in err and not (tmp_path / "m").exists()
+
+
+@pytest.mark.slow
+def test_two_processes_given_the_same_process_id_each_stop_with_one_line(tiny_records,
+                                                                          tmp_path):
+    """Both --jax_process_id=0: the second cannot serve the coordinator (a C++ abort
+    before); the first waits for a process 1 that never comes (silence before)."""
+    address = f"127.0.0.1:{free_port()}"
+    flags = (f"--jax_coordinator_address={address}", "--jax_num_processes=2",
+             "--jax_process_id=0", "--worker_startup_timeout_s=8")
+    first = start(tiny_records, tmp_path / "a", *flags)
+    import time
+
+    time.sleep(4)  # the first serves the coordinator by now
+    second = start(tiny_records, tmp_path / "b", *flags)
+    results = sorted([_ended(first), _ended(second)])
+    (code_waiting, err_waiting), (code_second, err_second) = results
+    assert code_waiting == -9 and "not every process joined the coordinator" in err_waiting
+    assert code_second == 2, err_second[-3000:]
+    assert [line for line in err_second.splitlines() if line.startswith("error:")] == [
+        f"error: --jax_coordinator_address={address}: port {address.split(':')[1]} is in use "
+        "on this host (another process 0 of a run, or another program); each process needs "
+        "its own --jax_process_id, and process 0 a free port"]
+    assert "Traceback" not in err_waiting + err_second
+
+
+@pytest.mark.slow
+def test_processes_whose_model_dirs_hold_different_steps_stop_with_one_line(tiny_records,
+                                                                           tmp_path):
+    """The steps are compared before any process restores (restoring is collective over
+    the processes: the check ran after it, and both aborted in a mismatched Gloo call)."""
+    finish(start(tiny_records, tmp_path / "a"))  # checkpoints at steps 3 and 6
+    address = f"127.0.0.1:{free_port()}"
+    procs = [start(tiny_records, tmp_path / name, f"--jax_coordinator_address={address}",
+                   "--jax_num_processes=2", f"--jax_process_id={i}", "--num_train_steps=9")
+             for i, name in ((0, "a"), (1, "b"))]
+    for code, err in (_ended(p) for p in procs):
+        assert code == 2, err[-3000:]
+        assert [line for line in err.splitlines() if line.startswith("error:")] == [
+            "error: the processes would resume from different steps [6, 0]: every process "
+            "must see the same --model_dir (a shared file system) and its checkpoints"]
+    assert not (tmp_path / "b" / "checkpoints").exists()  # nothing was trained or saved
+
+
+@pytest.mark.slow
+def test_a_peer_killed_mid_run_stops_the_survivor_at_once_with_one_line(tiny_records,
+                                                                        tmp_path):
+    """The survivor printed a Gloo traceback, then aborted about 60 s later in the exit's
+    shutdown barrier; now one line and status 1, at once."""
+    import time
+
+    address = f"127.0.0.1:{free_port()}"
+    procs = [start(tiny_records, tmp_path / "m", f"--jax_coordinator_address={address}",
+                   "--jax_num_processes=2", f"--jax_process_id={i}",
+                   "--num_train_steps=100000", "--iterations_per_loop=1",
+                   "--log_every_steps=1") for i in (0, 1)]
+    seen = []
+    while not any("step 3/" in line for line in seen):
+        line = procs[0].stderr.readline()
+        assert line, "".join(seen)[-3000:]
+        seen.append(line)
+    procs[1].kill()
+    killed = time.monotonic()
+    code, err = _ended(procs[0])
+    assert time.monotonic() - killed < 30
+    procs[1].wait()
+    assert code == 1, err[-3000:]
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(
+        "error: --jax_num_processes=2: another process of the run stopped at step "), err
+    assert "Traceback" not in err

@@ -47,12 +47,13 @@ import numpy as np
 from electra_tf import artifacts
 from electra_tf.config import FinetuneRun, FinetuningConfig, PretrainingConfig, RunConfig
 from electra_tf.data.numpy_pipeline import numpy_pretraining_batches
-from electra_tf.errors import ConfigError, InputError
+from electra_tf.errors import ConfigError, InputError, PeerLost
 from electra_tf.finetuning.losses import task_loss, task_loss_count
 from electra_tf.training import reporting
-from electra_tf.training.checkpoints import NpzCheckpoints
+from electra_tf.training.checkpoints import NpzCheckpoints, checkpoint_step
 from electra_tf.training.finetuning import FinetuningLoop, split_batch
 from electra_tf.training.pretraining import Pretraining
+from electra_tf.training.watchdog import StartupWatchdog
 
 # The strategies (config.STRATEGIES) this backend runs: both mean every device
 # (or --num_devices); multi-host is `start`'s.
@@ -70,9 +71,52 @@ def start(run) -> None:
       run: validated RuntimeOptions (RuntimeOptions.validate checks the
         multi-host settings go together).
     """
-    if run.jax_num_processes > 1:
-        jax.distributed.initialize(run.jax_coordinator_address, run.jax_num_processes,
-                                   run.jax_process_id)
+    if run.jax_num_processes <= 1:
+        return
+    n, timeout = run.jax_num_processes, run.worker_startup_timeout_s
+    if run.jax_process_id == 0:
+        _check_coordinator_port(run.jax_coordinator_address)
+    watchdog = None
+    if timeout > 0:  # jax.distributed's own wait ends in a C++ abort after 5 minutes
+        watchdog = StartupWatchdog(timeout, (
+            f"error: --jax_num_processes={n}: not every process joined the coordinator at "
+            f"{run.jax_coordinator_address} within --worker_startup_timeout_s={timeout:g}: "
+            f"start all {n}, each with its own --jax_process_id (0 to {n - 1}), with the "
+            "coordinator's host:port reachable from every host; or raise "
+            "--worker_startup_timeout_s"))
+    try:
+        jax.distributed.initialize(run.jax_coordinator_address, n, run.jax_process_id)
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices("electra_tf start-up")  # every process is in
+    finally:
+        if watchdog:
+            watchdog.disarm()
+
+
+def _check_coordinator_port(address: str) -> None:
+    """Process 0 serves the coordinator on the address's port: refuses, by name, a port
+    another process holds (a second process 0 aborted in C++ before).
+
+    Raises:
+      ConfigError: the port is in use on this host.
+    """
+    import errno
+    import socket
+
+    port = int(address.rsplit(":", 1)[1])
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        probe.bind(("0.0.0.0", port))
+    except OSError as e:
+        if e.errno != errno.EADDRINUSE:
+            raise
+        raise ConfigError(f"--jax_coordinator_address={address}: port {port} is in use on "
+                          "this host (another process 0 of a run, or another program); each "
+                          "process needs its own --jax_process_id, and process 0 a free "
+                          "port") from None
+    finally:
+        probe.close()
 
 
 def data_parallel(strategy: str, num_devices: int, batch_sizes: dict[str, int]):
@@ -354,18 +398,42 @@ class JaxPretraining(Pretraining):
             return None
         return super().save_checkpoint()
 
+    def _peer_lost(self, error: Exception) -> Exception | None:
+        """A collective that failed because another process of a multi-host run is gone
+        (killed, crashed): XLA's Gloo errors and the coordinator's heartbeat timeout."""
+        if jax.process_count() < 2:
+            return None
+        message = str(error)
+        if not any(s in message for s in ("Gloo", "heartbeat timeout", "Connection reset",
+                                          "Connection refused", "UNAVAILABLE")):
+            return None
+        first = next((line.strip() for line in message.splitlines() if line.strip()), "")
+        return PeerLost(
+            f"--jax_num_processes={jax.process_count()}: another process of the run stopped "
+            f"at step {self.step} or soon after ({first[:200]}); this process stops too, "
+            "without saving (its peers' state is gone); rerun every process to resume from "
+            "the last checkpoint")
+
     def restore(self) -> int:
-        """Resumes from the latest checkpoint; every process must resume at one step."""
-        step = super().restore()
+        """Resumes from the latest checkpoint; every process must resume at one step.
+
+        The processes compare the steps their model_dir's latest checkpoint
+        names before any of them restores: assigning the restored arrays to
+        variables laid out over every process is itself collective, so a
+        process that restores while another does not would meet it in a
+        mismatched collective (a Gloo abort).
+        """
         if jax.process_count() > 1:
             from jax.experimental import multihost_utils
 
+            latest = self.checkpoints.latest
+            step = checkpoint_step(latest) if latest else 0
             steps = multihost_utils.process_allgather(np.asarray(step)).tolist()
             if len(set(steps)) > 1:
                 raise InputError(f"the processes would resume from different steps {steps}: "
                                  "every process must see the same --model_dir (a shared file "
                                  "system) and its checkpoints")
-        return step
+        return super().restore()
 
     # === Evaluation ===
     def _eval_fn(self, state, batch, seed):

@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import tensorflow as tf
 
@@ -42,6 +40,7 @@ from electra_tf.training.checkpoints import TensorFlowCheckpoints
 from electra_tf.training.finetuning import FinetuningLoop, split_batch
 from electra_tf.training.phases import Phase
 from electra_tf.training.pretraining import Pretraining
+from electra_tf.training.watchdog import StartupWatchdog
 
 
 def start(run) -> tf.distribute.Strategy:
@@ -154,42 +153,6 @@ def _cluster_tasks() -> str:
                          for i, address in enumerate(addresses)) or "no cluster"
     except (ValueError, AttributeError):
         return "unreadable"
-
-
-_WATCHDOG = """
-import os, select, signal, sys
-pid, timeout, message = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
-if select.select([sys.stdin], [], [], timeout)[0]:
-    sys.exit(0)  # the pipe closed: disarmed, or the process is gone
-sys.stderr.write(message + "\\n")
-sys.stderr.flush()
-os.kill(pid, signal.SIGKILL)
-"""
-
-
-class StartupWatchdog:
-    """Ends this process with `message` on stderr unless `disarm` comes within timeout_s.
-
-    A process that waits for its multi-worker cluster waits inside
-    TensorFlow's C++ start-up, holding the GIL, where no Python thread, timer
-    or signal handler of its own can run (TensorFlow's own cluster timeout
-    does not cover this wait). A small watcher process can still end it: it
-    waits on a pipe that `disarm` (or this process's exit) closes, and past
-    the timeout prints the message and kills this process (exit status 137).
-    """
-
-    def __init__(self, timeout_s: float, message: str):
-        read, self._write = os.pipe()
-        self._proc = subprocess.Popen(
-            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(timeout_s), message],
-            stdin=read)
-        os.close(read)
-
-    def disarm(self) -> None:
-        if self._write is not None:
-            os.close(self._write)
-            self._write = None
-            self._proc.wait()
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
