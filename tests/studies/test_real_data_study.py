@@ -1,0 +1,152 @@
+"""The real-data study (studies/real_data/study.py): its FLOPs budget, step plan,
+task subsampling and results aggregation, and (slow) the whole pipeline at a
+toy scale."""
+
+import csv
+import json
+
+import pytest
+from conftest import make_corpus, run_module
+
+from studies.real_data import study
+
+
+def test_bert_mlm_gets_more_steps_for_the_same_flops_and_points_split_the_budget_equally():
+    s = study.settings("cpu")
+    plans = study.study_plan(s, ("electra", "bert_mlm"), 16000)
+    e, b = plans["electra"], plans["bert_mlm"]
+    assert e["steps"] == s["electra_steps"]
+    assert b["flops_per_step"] < e["flops_per_step"] and b["steps"] > e["steps"]
+    budget = e["steps"] * e["flops_per_step"]
+    # within one rounding of the checkpoint period
+    assert abs(b["steps"] * b["flops_per_step"] - budget) <= s["points"] * b["flops_per_step"]
+    for plan in (e, b):
+        assert [pt["fraction"] for pt in plan["points"]] == [0.25, 0.5, 0.75, 1.0]
+        assert [pt["step"] for pt in plan["points"]] == [
+            plan["save_every"] * k for k in range(1, 5)]
+        assert plan["points"][-1]["step"] == plan["steps"]
+    for pe, pb in zip(e["points"], b["points"]):
+        assert abs(pe["flops"] - pb["flops"]) / pe["flops"] < 0.01
+
+
+def test_flops_per_sequence_of_bert_mlm_is_one_encoder_and_its_head():
+    s = study.settings("cpu")
+    config = study.pretraining_config(s, "bert_mlm", 16000)
+    d = config.discriminator_config()
+    L, n, v = 128, config.resolved_max_predictions_per_seq, 16000
+    h, e, i = d.hidden_size, d.resolved_embedding_size, d.intermediate_size
+    layer = 2 * (4 * h * h + 2 * h * i) + 4 * L * h
+    per_token = 2 * e * h + d.num_hidden_layers * layer
+    expected = 3 * (L * per_token + n * (2 * h * e + 2 * e * v))
+    assert study.flops_per_sequence("bert_mlm", d, d, L, n, v) == expected
+    electra = study.pretraining_config(s, "electra", 16000)
+    g = electra.generator_config()
+    assert g.hidden_size == h // 4
+    assert study.flops_per_sequence("electra", electra.discriminator_config(), g, L, n, v) > expected
+
+
+def test_step_plan_rounds_to_a_multiple_of_the_points():
+    plan = study.step_plan(1000.0, 7.0, 4)
+    assert plan["steps"] % 4 == 0 and plan["save_every"] == 36
+    assert plan["points"][1] == {"step": 72, "flops": 504, "fraction": 0.5}
+    with pytest.raises(ValueError):
+        study.step_plan(0, 1, 4)
+
+
+def test_subsample_is_seeded_kept_in_order_and_capped(tmp_path):
+    rows = [f"text {i}\t{'ab'[i % 2]}" for i in range(100)]
+    a = study.subsample(rows, 10, 0, "t")
+    assert a == study.subsample(rows, 10, 0, "t") != study.subsample(rows, 10, 1, "t")
+    assert len(a) == 10 and a == sorted(a, key=rows.index)
+    assert study.subsample(rows, 0, 0, "t") == rows
+    src = tmp_path / "src"
+    src.mkdir()
+    for split in ("train", "dev"):
+        (src / f"{split}.tsv").write_text("text\tlabel\n" + "\n".join(rows) + "\n")
+    meta = study.prepare_task(str(src), str(tmp_path / "out"), 30, 0, seed=0)
+    assert (meta["train_size"], meta["train_size_full"], meta["dev_size"]) == (30, 100, 100)
+    assert meta["majority_baseline_dev"] == 0.5
+
+
+def _row(obj, pseed, step, task, fseed, acc):
+    return dict(objective=obj, pretrain_seed=pseed, flops=step * 10, step=step, task=task,
+                finetune_seed=fseed, dev_accuracy=acc, dev_size=100)
+
+
+def test_aggregate_means_over_seeds_and_tasks_and_the_difference_uses_seed_spread():
+    rows = []
+    for pseed, shift in ((0, 0.0), (1, 0.02)):
+        for fseed in (0, 1):
+            rows.append(_row("electra", pseed, 8, "a", fseed, 0.80 + shift))
+            rows.append(_row("electra", pseed, 8, "b", fseed, 0.60 + shift))
+            rows.append(_row("bert_mlm", pseed, 10, "a", fseed, 0.70 + shift))
+            rows.append(_row("bert_mlm", pseed, 10, "b", fseed, 0.50 + shift))
+    rows.append(_row("bert_mlm", 2, 10, "a", 0, 0.9))  # no "b": not in the mean over tasks
+    agg = study.aggregate(rows, ("a", "b"))
+    e = agg[("electra", 8)]
+    assert e["tasks"]["a"][0] == pytest.approx(0.81) and e["tasks"]["a"][2] == 4
+    assert e["mean"][0] == pytest.approx(0.71) and e["mean"][2] == 4
+    assert e["seed_means"] == pytest.approx({0: 0.70, 1: 0.72})
+    assert agg[("bert_mlm", 10)]["tasks"]["a"][2] == 5
+    assert set(agg[("bert_mlm", 10)]["seed_means"]) == {0, 1}
+    d, se = study.difference(e, agg[("bert_mlm", 10)])
+    assert d == pytest.approx(0.10) and se == pytest.approx(0.01414, abs=1e-4)
+
+
+def test_bad_input_is_one_error_line(tmp_path):
+    proc = run_module("studies.real_data.study", f"--work_dir={tmp_path}/w",
+                      "--stage=prepare", f"--corpus={tmp_path}/missing.txt")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "missing.txt not found" in errors[0]
+    assert "Traceback" not in proc.stderr
+
+
+def _write_task(folder, labels, n, seed):
+    import random
+
+    rng = random.Random(seed)
+    folder.mkdir(parents=True)
+    for split, size in (("train", n), ("dev", n // 2)):
+        rows = []
+        for _ in range(size):
+            label = rng.choice(labels)
+            words = " ".join(rng.choice(["the", "a", "of", "to", "and"]) for _ in range(4))
+            rows.append(f"{label} {words} {label}\t{label}")
+        (folder / f"{split}.tsv").write_text("text\tlabel\n" + "\n".join(rows) + "\n")
+
+
+@pytest.mark.slow
+def test_whole_pipeline_at_toy_scale_and_resumes(tmp_path):
+    root = tmp_path / "cache"
+    root.mkdir()
+    (root / "corpus.txt").write_text(make_corpus(400, seed=1), encoding="utf-8")
+    (root / "heldout.txt").write_text(make_corpus(40, seed=2), encoding="utf-8")
+    _write_task(root / "tasks" / "alpha", ["cat", "dog"], 60, 0)
+    out = tmp_path / "report"
+    args = ("studies.real_data.study", f"--work_dir={root}/study", "--scale=toy",
+            "--tasks=alpha", "--seeds=0", "--finetune_seeds=0", f"--output_dir={out}")
+    proc = run_module(*args, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "ETA" in proc.stderr
+    with open(out / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == list(study.CSV_COLUMNS)
+    # none (1 point) + 2 objectives x 2 points, one task, one seed each
+    assert len(rows) == 1 + 2 * 2
+    assert {r["objective"] for r in rows} == {"none", "electra", "bert_mlm"}
+    flops = {(r["objective"], r["step"]): int(r["flops"]) for r in rows}
+    assert flops[("none", "0")] == 0
+    e_final = max(v for (o, _), v in flops.items() if o == "electra")
+    b_final = max(v for (o, _), v in flops.items() if o == "bert_mlm")
+    assert abs(e_final - b_final) / e_final < 0.3  # equal budgets, up to toy-sized rounding
+    assert all(0 <= float(r["dev_accuracy"]) <= 1 and int(r["dev_size"]) == 16 for r in rows)
+    md = (out / "results.md").read_text()
+    assert "ELECTRA - BERT-MLM" in md and "Majority baselines" in md
+    meta = json.loads((root / "study" / "toy" / "tasks" / "alpha" / "meta.json").read_text())
+    assert meta["train_size"] == 24 and meta["train_size_full"] == 60
+    # a rerun finds everything recorded and only rewrites the report
+    again = run_module(*args, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "dev accuracy" not in again.stderr and "pretrain 1/2: electra" in again.stderr
+    assert "report: 5 fine-tuning results" in again.stderr
