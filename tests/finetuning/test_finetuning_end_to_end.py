@@ -209,6 +209,7 @@ def test_interrupted_and_resumed_equals_uninterrupted(pretrained_dir, toy_sst2_d
         np.testing.assert_array_equal(x, y)
 
 
+@pytest.mark.slow  # bf16 and XLA in pre-training: tests/training/test_training_loop.py
 def test_jit_and_bf16_fine_tuning_runs(pretrained_dir, toy_sst2_dir, tmp_path):
     import keras
 

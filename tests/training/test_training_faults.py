@@ -323,6 +323,8 @@ def test_restoring_checkpoints_of_another_model_is_one_clear_error(tmp_path):
         checkpoints(4).restore()
 
 
+@pytest.mark.slow  # the default suite's CLI Ctrl-C: test_finetuning_faults.py (same run_cli);
+# the loop's save at the chunk's end: test_training_interrupts.py, in process
 def test_ctrl_c_saves_and_exits_130_with_one_line(tiny_records, tmp_path):
     model_dir = tmp_path / "model"
     interrupt_after("electra_tf.run_pretraining", pretrain_flags(
@@ -490,7 +492,8 @@ def test_a_model_dir_that_is_a_file_is_refused_before_anything_is_built(
 
 
 # === Damaged checkpoints: one line naming the file ===
-@pytest.mark.parametrize("damage", ["truncated", "flipped"])
+@pytest.mark.parametrize("damage", ["truncated", pytest.param("flipped",
+                                                             marks=pytest.mark.slow)])
 def test_a_damaged_tf_checkpoint_is_one_line(damage, trained_run, tiny_records, tmp_path):
     import glob
 
@@ -537,3 +540,48 @@ def test_a_damaged_npz_checkpoint_is_one_line(damage, tmp_path):
     with pytest.raises(InputError, match=rf"^{path}: unreadable checkpoint"):
         read_model_arrays(path, model)
     assert np.isfinite(np.asarray(model.weights[0])).all()
+
+
+# === The file system refusing writes: a full disk, a read-only folder (needs root) ===
+@pytest.fixture
+def small_mount(tmp_path):
+    """mount(size, read_only) -> a fresh tmpfs folder (root only; skipped elsewhere)."""
+    mounted = []
+
+    def mount(size: str, read_only: bool = False, fill_from=None):
+        folder = tmp_path / f"mnt{len(mounted)}"
+        folder.mkdir()
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                          capture_output=True).returncode:
+            pytest.skip("mounting a tmpfs needs root")
+        mounted.append(folder)
+        if fill_from is not None:
+            shutil.copytree(fill_from, folder / "model")
+        if read_only:
+            subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        return folder
+
+    yield mount
+    for folder in mounted:
+        subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+@pytest.mark.slow
+def test_a_full_disk_or_a_read_only_model_dir_is_one_line(small_mount, tiny_records,
+                                                          trained_run, tmp_path):
+    # A disk that fills at the first checkpoint: one line, status 1, the config written
+    # before it whole.
+    full = small_mount("48k")
+    proc = run_module("electra_tf.run_pretraining", *pretrain_flags(
+        tiny_records, full / "model", num_train_steps=6, iterations_per_loop=3))
+    line = error_line(proc, "No space left on device", "the files written before are whole",
+                      returncode=1)
+    assert line.startswith("error: "), line
+    json.loads((full / "model" / "pretraining_config.json").read_text())
+    # A read-only folder, fresh or holding a run to resume: refused before anything is built.
+    read_only = small_mount("4m", read_only=True, fill_from=trained_run["model_dir"])
+    for model_dir in (read_only / "fresh", read_only / "model"):
+        proc = run_module("electra_tf.run_pretraining", *pretrain_flags(tiny_records,
+                                                                        model_dir))
+        error_line(proc, f"--model_dir {model_dir}: cannot write in ", "Read-only file system")
+        assert "params" not in proc.stderr
