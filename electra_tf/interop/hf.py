@@ -298,8 +298,8 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
                       do_lower_case: bool, task_name: str, max_seq_length: int) -> str:
     """Writes the fine-tuning folder of an imported task model; returns its task name.
 
-    The task: `task_name`, else by the head (ner, or tagging where the labels
-    are not BIO tags; squad_v1; classification). Its head must be the model's.
+    The task: `task_name`, else by the head (ner, BIO or BIOES as its labels
+    are, or tagging where they are neither; squad_v1; classification). Its head must be the model's.
     Tasks with labels of their own (GLUE) keep them, in the model's label
     order; the others take id2label's. SQuAD 2.0 without an answerability
     classifier (transformers has none) uses the combined null rule: start +
@@ -330,6 +330,8 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
         options["regression"] = True
     if labels and task_name in ("classification", "tagging", "ner", "chunking"):
         options["label_names"] = ",".join(labels)
+    if task_name in ("ner", "chunking") and any(t[:2] in ("E-", "S-") for t in labels):
+        options["tagging_scheme"] = "BIOES"
     try:
         config = FinetuningConfig(**options).validate()
         task = task_from_config(config)

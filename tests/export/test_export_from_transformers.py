@@ -300,3 +300,25 @@ def test_refusals_name_what_is_missing(tiny_vocab, finetuned_dirs, tmp_path):
     with pytest.raises(ConversionError, match="has an answerability classifier, which"):
         hf.export_model(finetuned_dirs["squad"], str(tmp_path / "v2_hf"))
     assert not (tmp_path / "joint_hf").exists() and not (tmp_path / "v2_hf").exists()
+
+
+def test_the_task_follows_the_labels(tiny_vocab, tmp_path):
+    """BIOES labels record ner with tagging_scheme BIOES; labels of no scheme (part of
+    speech) the generic tagging task."""
+    from electra_tf import artifacts
+    from electra_tf.interop import hf
+    from electra_tf.text.vocab import load_vocab
+
+    for name, labels, task, scheme in (("bioes", ["O", "B-X", "I-X", "E-X", "S-X"], "ner",
+                                        "BIOES"),
+                                       ("pos", ["NOUN", "VERB", "DET"], "tagging", "BIO")):
+        config = transformers.ElectraConfig(
+            vocab_size=len(load_vocab(tiny_vocab)), num_labels=len(labels),
+            id2label=dict(enumerate(labels)), label2id={v: i for i, v in enumerate(labels)},
+            **SIZES)
+        transformers.ElectraForTokenClassification(config).save_pretrained(tmp_path / name)
+        report = hf.import_model(str(tmp_path / name), str(tmp_path / f"{name}_tf"),
+                                 vocab_file=tiny_vocab)
+        record = artifacts.read_finetuning_config(str(tmp_path / f"{name}_tf"))
+        assert (report["task"], record.finetuning["tagging_scheme"]) == (task, scheme)
+        assert record.label_names == tuple(labels)
