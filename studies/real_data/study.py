@@ -529,16 +529,19 @@ artifacts.record_vocab(model_dir, vocab)
 """
 
 
+def random_init_command(s: dict, p: dict, seed: int) -> list:
+    return [sys.executable, "-c", _RANDOM_INIT, none_dir(p, seed), p["vocab"], str(seed),
+            s["model_size"], json.dumps(s["model_hparam_overrides"]),
+            str(s["max_seq_length"]), str(vocab_size_of(p["vocab"]))]
+
+
 def write_random_init(s: dict, p: dict, seed: int) -> str:
     """A discriminator of D's size as initialized (seeded), saved as pre-training saves one."""
     model_dir = none_dir(p, seed)
     if not os.path.exists(os.path.join(model_dir, "discriminator_config.json")):
         os.makedirs(model_dir, exist_ok=True)
-        code, out = run_logged(
-            [sys.executable, "-c", _RANDOM_INIT, model_dir, p["vocab"], str(seed),
-             s["model_size"], json.dumps(s["model_hparam_overrides"]),
-             str(s["max_seq_length"]), str(vocab_size_of(p["vocab"]))],
-            os.path.join(model_dir, "random_init.log"), s["backend"])
+        code, out = run_logged(random_init_command(s, p, seed),
+                               os.path.join(model_dir, "random_init.log"), s["backend"])
         if code:
             raise RuntimeError(f"random init exit {code}: {last_error(out)}")
     return model_dir
@@ -813,10 +816,11 @@ def main(argv):
                                  "studies/real_data/prepare_tasks.py)")
     p = paths(F.work_dir, s)
     t_start = time.monotonic()
-    if "prepare" in stages and not F.print_commands:
+    if "prepare" in stages and not (F.print_commands or F.plan):  # those two only read
         prepare(s, p, corpus, heldout, tasks_dir, tasks)
     if not os.path.exists(p["vocab"]):
-        raise InputError(f"{p['vocab']} not found: run --stage=prepare first")
+        raise InputError(f"{p['vocab']} not found: run --stage=prepare (without --plan or "
+                         "--print_commands) first")
     plans = study_plan(s, objectives, vocab_size_of(p["vocab"]))
     for o, pl in plans.items():
         log(f"plan {o}: {pl['flops_per_step'] / 1e9:.2f} GFLOP/step x {pl['steps']:,} steps = "
@@ -840,12 +844,17 @@ def main(argv):
     if F.plan:
         return
     if F.print_commands:
-        env = f"KERAS_BACKEND={s['backend']} "
+        import shlex
+
+        env = f"KERAS_BACKEND={s['backend']} PYTHONPATH={shlex.quote(REPO_ROOT)} "
         for o in objectives:
             for seed in seeds:
-                print(env + " ".join(pretrain_command(s, p, o, seed, plans[o])))
+                print(env + shlex.join(pretrain_command(s, p, o, seed, plans[o])))
+        for seed in seeds:  # none's initializations (mkdir first)
+            print(f"mkdir -p {shlex.quote(none_dir(p, seed))} && " + env
+                  + shlex.join(random_init_command(s, p, seed)))
         for r in runs:
-            print(env + " ".join(finetune_command(s, p, r)))
+            print(env + shlex.join(finetune_command(s, p, r)))
         return
     failures = []
     records = []
