@@ -51,7 +51,7 @@ import numpy as np
 from electra_tf.errors import TaskDataError
 from electra_tf.fileio import atomic_write_text
 from electra_tf.finetuning import metrics as metrics_lib
-from electra_tf.finetuning.base import Features, Task, pack_pair
+from electra_tf.finetuning.base import Features, Task
 
 FORMATS = ("tsv", "csv", "jsonl")
 """File extensions read, one per split."""
@@ -223,24 +223,15 @@ class ClassificationTask(Task):
           ValueError: labelled examples of a classification without classes yet.
           TaskDataError: a label outside the classes.
         """
-        from electra_tf.finetuning.glue import _encode
+        from electra_tf.finetuning.glue import pack_examples
 
-        minimum = 3 if self.text_b else 2
-        if max_seq_length < minimum:
-            raise ValueError(f"max_seq_length must be at least {minimum}, got {max_seq_length}")
-        ids_a = _encode(tokenizer, [e.text_a for e in examples])
-        ids_b = (_encode(tokenizer, [e.text_b or "" for e in examples]) if self.text_b
-                 else [None] * len(examples))
-        rows = [pack_pair(a, b, max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
-                for a, b in zip(ids_a, ids_b)]
-        columns = [np.asarray([r[i] for r in rows], np.int32).reshape(-1, max_seq_length)
-                   for i in range(3)]
+        inputs = pack_examples(examples, tokenizer, max_seq_length, pair=bool(self.text_b))
         labels = {}
         if examples and all(e.label is not None for e in examples):
             gold = self._gold(examples)
             labels = {"label": gold.astype(np.float32) if self.regression else gold}
-        return Features(inputs=dict(zip(("input_ids", "input_mask", "segment_ids"), columns)),
-                        labels=labels, example_index=np.arange(len(examples), dtype=np.int32))
+        return Features(inputs=inputs, labels=labels,
+                        example_index=np.arange(len(examples), dtype=np.int32))
 
     def predictions(self, outputs: dict[str, np.ndarray], examples: Sequence[TextExample],
                     features: Features) -> np.ndarray:

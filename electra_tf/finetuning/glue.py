@@ -184,17 +184,7 @@ class GlueTask(Task):
           Features with int32 [n, L] inputs, labels {"label": int32 [n]} (STS-B:
           float32 [n]) or {} for test examples, and example_index = arange(n).
         """
-        minimum = 3 if self.text_b else 2
-        if max_seq_length < minimum:
-            raise ValueError(f"max_seq_length must be at least {minimum}, got {max_seq_length}")
-        ids_a = _encode(tokenizer, [e.text_a for e in examples])
-        ids_b = (_encode(tokenizer, [e.text_b or "" for e in examples]) if self.text_b
-                 else [None] * len(examples))
-        rows = [pack_pair(a, b, max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
-                for a, b in zip(ids_a, ids_b)]
-        columns = [np.asarray([r[i] for r in rows], np.int32).reshape(-1, max_seq_length)
-                   for i in range(3)]
-        inputs = dict(zip(("input_ids", "input_mask", "segment_ids"), columns))
+        inputs = pack_examples(examples, tokenizer, max_seq_length, pair=bool(self.text_b))
         labels = {}
         if examples and all(e.label is not None for e in examples):
             gold = self._gold(examples)
@@ -387,6 +377,26 @@ def _encode(tokenizer, texts: list[str]) -> list[list[int]]:
     for start in range(0, len(texts), _ENCODE_CHUNK):
         ids.extend(tokenizer.encode(texts[start:start + _ENCODE_CHUNK]))
     return ids
+
+
+def pack_examples(examples, tokenizer, max_seq_length: int, pair: bool) -> dict:
+    """Examples with text_a (and text_b) -> {"input_ids", "input_mask", "segment_ids"}
+    int32 [n, L]: [CLS] a [SEP] (b [SEP]), the longer side truncated first (pack_pair).
+
+    Raises:
+      ValueError: max_seq_length shorter than the special tokens.
+    """
+    minimum = 3 if pair else 2
+    if max_seq_length < minimum:
+        raise ValueError(f"max_seq_length must be at least {minimum}, got {max_seq_length}")
+    ids_a = _encode(tokenizer, [e.text_a for e in examples])
+    ids_b = (_encode(tokenizer, [e.text_b or "" for e in examples]) if pair
+             else [None] * len(examples))
+    rows = [pack_pair(a, b, max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
+            for a, b in zip(ids_a, ids_b)]
+    columns = [np.asarray([r[i] for r in rows], np.int32).reshape(-1, max_seq_length)
+               for i in range(3)]
+    return dict(zip(("input_ids", "input_mask", "segment_ids"), columns))
 
 
 # === Registry ===
