@@ -107,10 +107,7 @@ def initial_discriminator(config: FinetuningConfig, run: FinetuneRun):
         raise InputError("--init_checkpoint is required (a pre-training model_dir, or one of "
                          "its checkpoints/ckpt-N), or --from_scratch")
     if artifacts.is_finetuning_folder(run.init_checkpoint):
-        finetuned, record = artifacts.load_finetuned(run.init_checkpoint)
-        discriminator = build_discriminator(record.encoder)
-        copy_weights(finetuned.encoder, discriminator.encoder)
-        return discriminator, artifacts.finetuned_vocab(record)
+        return discriminator_of(*artifacts.load_finetuned(run.init_checkpoint))
     if checkpoint_step(run.init_checkpoint) is None:
         return artifacts.load_discriminator(run.init_checkpoint, config.model_size)
     model_dir = os.path.dirname(os.path.dirname(os.path.abspath(run.init_checkpoint)))
@@ -135,6 +132,16 @@ def initial_discriminator(config: FinetuningConfig, run: FinetuneRun):
     return discriminator, artifacts.recorded_vocab(model_dir)
 
 
+def discriminator_of(finetuned, record):
+    """A fine-tuned model's encoder as a discriminator, and its vocab (as
+    `initial_discriminator` returns them)."""
+    from electra_tf.modeling.models import build_discriminator
+
+    discriminator = build_discriminator(record.encoder)
+    copy_weights(finetuned.encoder, discriminator.encoder)
+    return discriminator, artifacts.finetuned_vocab(record)
+
+
 def copy_weights(source, target) -> None:
     """Assigns `source`'s weights to `target`'s of the same paths (dropout seed states,
     which a rate of 0 does not create, left out)."""
@@ -146,9 +153,11 @@ def copy_weights(source, target) -> None:
         raise RuntimeError(f"copy_weights: weights not copied: {sorted(weights)[:3]}")
 
 
-def start_from_finetuned(model, init_checkpoint: str, task, head_options: dict) -> str:
-    """Starts a fine-tuning model's head from a fine-tuning folder's (its encoder came
-    through `initial_discriminator`); returns what was done, for the log.
+def start_from_finetuned(model, finetuned, record, init_checkpoint: str, task,
+                         head_options: dict) -> str:
+    """Starts a fine-tuning model's head from a fine-tuning folder's model (`finetuned`
+    and its `record`, loaded once; the encoder came through `discriminator_of`);
+    returns what was done, for the log.
 
     The folder's head must be the task's kind, with the same span or classifier
     head. Its output columns are taken by label name in the task's order; a
@@ -158,7 +167,6 @@ def start_from_finetuned(model, init_checkpoint: str, task, head_options: dict) 
     Raises:
       ConfigError: another head kind or variant (naming the flag that continues it).
     """
-    finetuned, record = artifacts.load_finetuned(init_checkpoint)
     if record.head != task.head:
         raise ConfigError(f"--init_checkpoint={init_checkpoint} holds a {record.head} head "
                           f"({record.task}), but {task.name} has a {task.head} head")
@@ -285,7 +293,12 @@ class FinetuningLoop:
         check_recorded_labels(task, run.model_dir)
         with self._scope():
             keras.utils.set_random_seed(config.seed)
-            discriminator, recorded_vocab = initial_discriminator(config, run)
+            init = None  # a fine-tuning folder's model: its encoder, then its head
+            if not run.from_scratch and artifacts.is_finetuning_folder(run.init_checkpoint):
+                init = artifacts.load_finetuned(run.init_checkpoint)
+                discriminator, recorded_vocab = discriminator_of(*init)
+            else:
+                discriminator, recorded_vocab = initial_discriminator(config, run)
             discriminator = with_dropout(discriminator, config.hidden_dropout_prob,
                                          config.attention_probs_dropout_prob)
             self.encoder_config = discriminator.config
@@ -300,9 +313,9 @@ class FinetuningLoop:
             self.model = FinetuningModel(discriminator.encoder, kind, num_labels,
                                          answerable=task.answerable, **self.head_options)
             self.model.build()
-            if not run.from_scratch and artifacts.is_finetuning_folder(run.init_checkpoint):
-                log("finetune", start_from_finetuned(self.model, run.init_checkpoint, task,
-                                                     self.head_options))
+            if init is not None:
+                log("finetune", start_from_finetuned(self.model, *init, run.init_checkpoint,
+                                                     task, self.head_options))
         vocab_file = run.vocab_file or recorded_vocab
         if not vocab_file:
             raise InputError("--vocab_file is required (none is recorded with the checkpoint)")
