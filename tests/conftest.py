@@ -35,6 +35,7 @@ SHARED_FIXTURES = {
     # tests/training/conftest.py's trained_run
     "tests/training/test_training_loop.py": "trained_run",
     "tests/training/test_training_faults.py::test_resuming_with": "trained_run",
+    "tests/training/test_training_faults.py::test_a_damaged_tf_checkpoint": "trained_run",
 }
 
 

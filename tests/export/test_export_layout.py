@@ -54,26 +54,89 @@ def test_export_info_names_the_signatures(exports):
     assert info["label_names"] == FINETUNED["ner"][2]
 
 
-def test_versions_are_never_overwritten_and_failures_leave_nothing(exports, tmp_path,
-                                                                   monkeypatch):
-    from electra_tf.errors import InputError
-    from export import export_saved_model, warmup
+@pytest.fixture(scope="module")
+def next_export(exports, tmp_path_factory):
+    """One export (no warmup) into MODEL_BASE/m, which already holds version 3 and the
+    temporary dirs of other exports: {"path", "parent", "made", "elsewhere", "outside"}.
+    `made` is {name: (a dir?, old?, removed by the export?)}."""
+    from export import export_saved_model
 
-    spec = exports["stsb"][0]
-    base = str(tmp_path)
-    first = export_saved_model.export(spec, base, "m", version=3, warmup=False)
-    stamp = os.stat(os.path.join(first, "saved_model.pb")).st_mtime_ns
+    tmp = tmp_path_factory.mktemp("next_export")
+    host = export_saved_model._host()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead_pid = int(dead.stdout)
+    base = str(tmp / "base")
+    parent = os.path.join(base, "m")
+    outside = str(tmp / "outside")
+    os.makedirs(os.path.join(outside, "keep"))
+    old = time.time() - 2 * export_saved_model.STALE_AFTER_S
+    made = {
+        f".tmp-4-{host}-{dead_pid}-abc_12": (True, False, True),  # this host, dead process
+        f".tmp-4-{host}-{os.getpid()}-live1": (True, False, False),  # a running export
+        ".tmp-4-other-host-7-xyz": (True, False, False),  # another host, recent
+        ".tmp-4-other-host-8-xyz": (True, True, True),  # another host, old
+        ".tmp-4-legacy12": (True, False, False),  # no host/pid, recent
+        ".tmp-4-legacy34": (True, True, True),  # no host/pid, old
+        "3": (True, True, False),  # a version, however old (even empty)
+        ".tmp-file": (False, True, False),  # not a dir
+        "tmp-4-x": (True, True, False),  # not .tmp-
+    }
+    for name, (is_dir, is_old, _) in made.items():
+        path = os.path.join(parent, name)
+        if is_dir:
+            os.makedirs(os.path.join(path, "variables"))
+        else:
+            os.makedirs(parent, exist_ok=True)
+            open(path, "w").close()
+        if is_old:
+            os.utime(path, (old, old))
+    os.symlink(outside, os.path.join(parent, ".tmp-4-link"))  # never followed nor removed
+    os.utime(os.path.join(parent, ".tmp-4-link"), (old, old), follow_symlinks=False)
+    elsewhere = [os.path.join(base, f".tmp-4-{host}-{dead_pid}-base"),
+                 os.path.join(base, "other", f".tmp-4-{host}-{dead_pid}-name")]
+    for path in elsewhere:
+        os.makedirs(path)
+    path = export_saved_model.export(exports["stsb"][0], base, "m", warmup=False)  # --nowarmup
+    return {"path": path, "base": base, "parent": parent, "made": made,
+            "elsewhere": elsewhere, "outside": outside}
+
+
+def test_exports_the_next_version(next_export):
+    assert next_export["path"] == os.path.join(next_export["parent"], "4")
+    assert os.listdir(os.path.join(next_export["path"], "assets.extra")) == ["export_info.json"]
+
+
+def test_only_stale_temp_dirs_of_model_base_name_are_removed(next_export):
+    want = sorted([n for n, (_, _, removed) in next_export["made"].items() if not removed]
+                  + [".tmp-4-link", "4"])
+    assert sorted(os.listdir(next_export["parent"])) == want
+    assert os.path.isdir(os.path.join(next_export["outside"], "keep"))
+    assert all(os.path.isdir(p) for p in next_export["elsewhere"])
+
+
+def test_versions_are_never_overwritten(exports, next_export):
+    from electra_tf.errors import InputError
+    from export import export_saved_model
+
+    pb = os.path.join(next_export["path"], "saved_model.pb")
+    stamp = os.stat(pb).st_mtime_ns
     with pytest.raises(InputError, match="never overwritten"):
-        export_saved_model.export(spec, base, "m", version=3, warmup=False)
-    assert os.stat(os.path.join(first, "saved_model.pb")).st_mtime_ns == stamp
+        export_saved_model.export(exports["stsb"][0], next_export["base"], "m", version=4)
+    assert os.stat(pb).st_mtime_ns == stamp
+
+
+def test_a_failed_export_leaves_nothing(exports, tmp_path, monkeypatch):
+    from electra_tf import fileio
+    from export import export_saved_model
 
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(warmup, "write", broken)
+    monkeypatch.setattr(fileio, "honour_umask", broken)  # after its temporary dir exists
     with pytest.raises(OSError, match="disk full"):
-        export_saved_model.export(spec, base, "m")  # would be version 4
-    assert sorted(os.listdir(os.path.join(base, "m"))) == ["3"]  # no 4, no temp dir
+        export_saved_model.export(exports["stsb"][0], str(tmp_path), "m", version=2)
+    assert os.listdir(tmp_path / "m") == []  # no 2, no temporary dir
 
 
 def _tmp_dirs(path):
@@ -81,7 +144,9 @@ def _tmp_dirs(path):
 
 
 def test_a_killed_export_leaves_a_temp_dir_that_the_next_export_removes(
-        exports, finetuned_dirs, tmp_path):
+        finetuned_dirs, tmp_path):
+    """Killed mid-export: its temporary dir stays, no version appears, and the next
+    export's first step (clean_stale_tmp: this host, a dead process) removes it."""
     from export import export_saved_model
 
     base, parent = str(tmp_path), os.path.join(str(tmp_path), "mrpc")
@@ -102,59 +167,9 @@ def test_a_killed_export_leaves_a_temp_dir_that_the_next_export_removes(
         proc.stderr.close()
     left = _tmp_dirs(parent)
     assert left and not [n for n in os.listdir(parent) if n.isdigit()], os.listdir(parent)
-
-    path = export_saved_model.export(exports["mrpc"][0], base, "mrpc", warmup=False)
-    assert os.path.basename(path) == "1"
-    assert sorted(os.listdir(parent)) == ["1"], os.listdir(parent)
-
-
-def test_only_stale_temp_dirs_of_model_base_name_are_removed(exports, tmp_path):
-    from export import export_saved_model
-
-    host = export_saved_model._host()
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
-    dead_pid = int(dead.stdout)
-    base = str(tmp_path / "base")
-    parent = os.path.join(base, "m")
-    outside = str(tmp_path / "outside")
-    os.makedirs(os.path.join(outside, "keep"))
-    old = time.time() - 2 * export_saved_model.STALE_AFTER_S
-    made = {
-        # name: (a dir?, old?, removed?)
-        f".tmp-4-{host}-{dead_pid}-abc_12": (True, False, True),  # this host, dead process
-        f".tmp-4-{host}-{os.getpid()}-live1": (True, False, False),  # a running export
-        ".tmp-4-other-host-7-xyz": (True, False, False),  # another host, recent
-        ".tmp-4-other-host-8-xyz": (True, True, True),  # another host, old
-        ".tmp-4-legacy12": (True, False, False),  # no host/pid, recent
-        ".tmp-4-legacy34": (True, True, True),  # no host/pid, old
-        "3": (True, True, False),  # a version, however old
-        ".tmp-file": (False, True, False),  # not a dir
-        "tmp-4-x": (True, True, False),  # not .tmp-
-    }
-    for name, (is_dir, is_old, _) in made.items():
-        path = os.path.join(parent, name)
-        if is_dir:
-            os.makedirs(os.path.join(path, "variables"))
-        else:
-            os.makedirs(parent, exist_ok=True)
-            open(path, "w").close()
-        if is_old:
-            os.utime(path, (old, old))
-    os.symlink(outside, os.path.join(parent, ".tmp-4-link"))  # never followed nor removed
-    os.utime(os.path.join(parent, ".tmp-4-link"), (old, old), follow_symlinks=False)
-    elsewhere = [os.path.join(base, f".tmp-4-{host}-{dead_pid}-base"),
-                 os.path.join(base, "other", f".tmp-4-{host}-{dead_pid}-name")]
-    for path in elsewhere:
-        os.makedirs(path)
-
-    path = export_saved_model.export(exports["stsb"][0], base, "m", warmup=False)
-    assert os.path.basename(path) == "4"
-    want = sorted([n for n, (_, _, removed) in made.items() if not removed]
-                  + [".tmp-4-link", "4"])
-    assert sorted(os.listdir(parent)) == want
-    assert os.path.isdir(os.path.join(outside, "keep"))
-    assert all(os.path.isdir(p) for p in elsewhere)
+    removed = export_saved_model.clean_stale_tmp(parent)
+    assert sorted(os.path.basename(p) for p in removed) == left
+    assert os.listdir(parent) == []
 
 
 def test_cli_refuses_an_existing_version_in_one_line(finetuned_dirs, tmp_path):
@@ -167,17 +182,6 @@ def test_cli_refuses_an_existing_version_in_one_line(finetuned_dirs, tmp_path):
                       "--model_name=mrpc", "--version=7")
     error_line(proc, os.path.join(base, "mrpc", "7"), "already exists")
     assert sorted(os.listdir(os.path.join(base, "mrpc"))) == ["7"]
-
-
-def test_exports_the_next_version(exports, tmp_path):
-    from export.export_saved_model import export
-
-    base = str(tmp_path)
-    os.makedirs(os.path.join(base, "mrpc", "7"))  # an existing version (even empty)
-    path = export(exports["mrpc"][0], base, "mrpc", warmup=False)  # --nowarmup
-    assert path == os.path.join(base, "mrpc", "8")
-    assert sorted(os.listdir(os.path.join(base, "mrpc"))) == ["7", "8"]
-    assert os.listdir(os.path.join(base, "mrpc", "8", "assets.extra")) == ["export_info.json"]
 
 
 def test_cli_rejects_a_checkpoint_of_another_task(finetuned_dirs, tmp_path):
