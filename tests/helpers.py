@@ -164,6 +164,21 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def jax_child_env(devices: int = 1, tests_on_path: bool = True, **extra: str) -> dict:
+    """This environment for a KERAS_BACKEND=jax child on `devices` CPU devices.
+
+    XLA's CPU backend compiles at LLVM optimisation level 0 here: the tests' programs
+    are tiny, so compiling them costs far more than running them, and level 0 compiles
+    them about a sixth faster (the same HLO and fusions; only the machine code differs).
+    Users' runs keep XLA's default."""
+    path = [REPO, os.path.join(REPO, "tests")] if tests_on_path else [REPO]
+    env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONPATH=os.pathsep.join(path),
+               XLA_FLAGS=f"--xla_force_host_platform_device_count={devices} "
+                         "--xla_backend_optimization_level=0")
+    return {**env, **extra}
+
+
 def child_env(**extra: str) -> dict:
     """This environment for a `python` child: the repo on its path, TF's C++ logs quiet."""
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO, **extra)

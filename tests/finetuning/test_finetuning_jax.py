@@ -14,7 +14,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from helpers import REPO
+from helpers import REPO, jax_child_env
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                 reason="jax is not installed (pip install 'jax[cpu]')")
@@ -27,9 +27,7 @@ def run_jax(script: str, *args: str, module: bool = False,
     """`python -c script args` (or `python -m script args`) under KERAS_BACKEND=jax, on
     `devices` CPU devices."""
     # tests/ on the path too: the scripts import make_trainer from this module.
-    env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2",
-               PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests")]),
-               XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+    env = jax_child_env(devices)
     command = ["-m", script] if module else ["-c", textwrap.dedent(script)]
     return subprocess.run([sys.executable, *command, *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)

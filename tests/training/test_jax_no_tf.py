@@ -18,7 +18,7 @@ import textwrap
 import numpy as np
 import pytest
 from helpers import RECORDS_SEQ as L
-from helpers import REPO, TINY_MODEL
+from helpers import REPO, TINY_MODEL, jax_child_env
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                 reason="jax is not installed (pip install 'jax[cpu]')")
@@ -65,7 +65,7 @@ JaxPretraining(config, run).train(stop_at_step=int(sys.argv[1]))
 
 
 def run_without_tf(script: str, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=REPO, JAX_PLATFORMS="cpu")
+    env = jax_child_env(tests_on_path=False, JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
