@@ -75,7 +75,8 @@ SCALES = {
         model_hparam_overrides=dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
                                     intermediate_size=1024, embedding_size=128, **NO_DROPOUT),
         generator_hidden_size=0.25, train_batch_size=64, learning_rate=1e-3,
-        warmup_fraction=0.1, electra_steps=1200, points=4, mixed_precision="fp32",
+        # ELECTRA's run is configs/real_data_cpu.flags, the 30-minute CPU recipe
+        warmup_fraction=0.1, electra_steps=1000, points=4, mixed_precision="fp32",
         backend="tensorflow", num_eval_steps=20, log_every_steps=50,
         ft_max_seq_length=64, ft_batch_size=32, ft_learning_rate=3e-4, ft_epochs=2,
         train_cap=1200, dev_cap=0, run_timeout_s=0, finetune_workers=2,

@@ -150,3 +150,38 @@ def test_whole_pipeline_at_toy_scale_and_resumes(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert "dev accuracy" not in again.stderr and "pretrain 1/2: electra" in again.stderr
     assert "report: 5 fine-tuning results" in again.stderr
+
+
+def test_the_cpu_recipe_flagfile_is_the_studys_electra_run(tmp_path):
+    """configs/real_data_cpu.flags (README: the 30-minute CPU recipe) trains what the
+    study's cpu scale trains for ELECTRA: the study's results table is the recipe's."""
+    import os
+
+    from helpers import REPO
+
+    def value(text):
+        try:
+            return float(text)
+        except ValueError:
+            return {"true": True, "false": False}.get(text, text)
+
+    def as_flags(lines, drop=("model_dir", "train_data", "eval_data", "vocab_file",
+                              "vocab_size", "seed")):
+        out = {}
+        for line in lines:
+            line = line.strip()
+            if line.startswith("--"):
+                name, has_value, text = line[2:].partition("=")
+                out[name] = value(text) if has_value else True
+        return {k: v for k, v in out.items() if k not in drop}
+
+    with open(os.path.join(REPO, "configs", "real_data_cpu.flags")) as f:
+        recipe = as_flags(f)
+    s = study.settings("cpu")
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(f"t{i}\n" for i in range(100)))
+    plan = study.study_plan(s, ("electra",), 16000)["electra"]
+    p = dict(study.paths(str(tmp_path), s), vocab=str(vocab))
+    command = as_flags(study.pretrain_command(s, p, "electra", 0, plan)[3:])
+    assert recipe["num_train_steps"] == 1000 and recipe["learning_rate"] == 1e-3
+    assert command == recipe
