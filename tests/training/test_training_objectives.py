@@ -9,13 +9,14 @@ from helpers import TINY_MODEL
 
 from electra_tf.objectives.variants import OBJECTIVES
 
-# The default suite runs the adversarial algorithm and BERT (a generator-only
-# model) through the loop to a checkpoint fine-tuning loads. Joint ELECTRA is
-# what most other tests train (trained_run, test_training_loop.py), two-stage
-# has its own test (test_training_algorithms.py), and the other ablations'
-# losses are unit-tested in tests/objectives/: their runs here are slow.
+# The default suite runs BERT (a generator-only model) through the loop to a
+# checkpoint fine-tuning loads. Joint ELECTRA is what most other tests train
+# (trained_run, test_training_loop.py), two-stage has its own test
+# (test_training_algorithms.py), adversarial training's gradients are checked in
+# test_training_algorithms.py and the other ablations' losses are unit-tested in
+# tests/objectives/: their runs here are slow.
 SLOW = {"electra_15", "all_tokens_mlm", "replace_mlm", "uniform_generator"}
-SLOW_RUNS = {("electra", "joint"), ("electra", "two_stage")}
+SLOW_RUNS = {("electra", "joint"), ("electra", "two_stage"), ("electra", "adversarial")}
 VARIANTS = [pytest.param(o, a, e, id=f"{o}-{a}-{'-'.join(e)}",
                          marks=[pytest.mark.slow] if SLOW & {o, *e} or (
                              not e and (o, a) in SLOW_RUNS) else [])
