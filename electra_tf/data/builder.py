@@ -93,7 +93,7 @@ def scan_corpus(files) -> tuple[int, int]:
 
 def validate(options: BuildOptions) -> tuple[int, int]:
     """Checks everything before any output exists. Returns (lines, documents)."""
-    from electra_tf.text.tokenizer import load_vocab
+    from electra_tf.text.vocab import load_vocab  # no TensorFlow: bad input fails fast
 
     if options.max_seq_length < 8:
         raise InputError(f"max_seq_length must be >= 8, got {options.max_seq_length}")

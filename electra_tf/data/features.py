@@ -4,11 +4,18 @@ Each record is a `tf.train.Example` with three int64 features of length L:
 `input_ids`, `input_mask` and `segment_ids` (google-research/electra's
 build_pretraining_dataset.py). Data built by either implementation loads in
 the other unchanged.
+
+TensorFlow is imported where a function needs it: the names and the shard
+layout are read by the builder's input checks, which then fail before the
+TensorFlow import (seconds) is paid.
 """
 
 from __future__ import annotations
 
-import tensorflow as tf
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 FEATURE_KEYS = ("input_ids", "input_mask", "segment_ids")
 SHARD_PREFIX = "pretrain_data.tfrecord"
@@ -20,6 +27,8 @@ def shard_name(index: int, num_shards: int) -> str:
 
 def serialize(features: dict[str, list[int]]) -> bytes:
     """input_ids/input_mask/segment_ids lists -> serialized tf.train.Example."""
+    import tensorflow as tf
+
     feature = {k: tf.train.Feature(int64_list=tf.train.Int64List(value=features[k]))
                for k in FEATURE_KEYS}
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(
@@ -27,10 +36,14 @@ def serialize(features: dict[str, list[int]]) -> bytes:
 
 
 def feature_spec(max_seq_length: int) -> dict[str, tf.io.FixedLenFeature]:
+    import tensorflow as tf
+
     return {k: tf.io.FixedLenFeature([max_seq_length], tf.int64) for k in FEATURE_KEYS}
 
 
 def parse_examples(serialized: tf.Tensor, max_seq_length: int) -> dict[str, tf.Tensor]:
     """Serialized examples [batch] -> int32 tensors [batch, L] (int32, as on TPU)."""
+    import tensorflow as tf
+
     parsed = tf.io.parse_example(serialized, feature_spec(max_seq_length))
     return {k: tf.cast(v, tf.int32) for k, v in parsed.items()}

@@ -36,12 +36,8 @@ from electra_tf.text.vocab import (  # noqa: F401
     SPECIAL_TOKENS,
     UNK,
     load_vocab,
+    resolve_strip_accents,
 )
-
-
-def resolve_strip_accents(do_lower_case: bool, strip_accents: bool | None) -> bool:
-    """BERT's rule: accents are stripped with lower-casing unless told not to."""
-    return do_lower_case if strip_accents is None else strip_accents
 
 
 class Tokenizer(tf.Module):

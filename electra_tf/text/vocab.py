@@ -67,3 +67,8 @@ def load_vocab(vocab_file: str) -> list[str]:
     if seen[PAD] != 0:
         raise VocabError(f"{vocab_file}: [PAD] must be id 0, found at id {seen[PAD]}")
     return tokens
+
+
+def resolve_strip_accents(do_lower_case: bool, strip_accents: bool | None) -> bool:
+    """BERT's rule: accents are stripped with lower-casing unless told not to."""
+    return do_lower_case if strip_accents is None else strip_accents

@@ -71,7 +71,7 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
       InputError: `output` is a directory, a corpus file is not UTF-8 text
         (`fileio.check_text_file`), or the corpus has no words.
     """
-    from electra_tf.text.tokenizer import resolve_strip_accents
+    from electra_tf.text.vocab import resolve_strip_accents  # no TensorFlow: bad input fails fast
 
     if os.path.isdir(output):
         raise InputError(f"--output {output} is a directory; give the vocab file's path "
