@@ -3,7 +3,7 @@ on real text and real tasks, for the same pre-training compute (issue #20).
 
 Run from the repository root (`studies` is not installed with electra_tf):
 
-    # the CPU study (about 3 h of pre-training, 2-3 h of fine-tuning on 2 cores)
+    # the CPU study (about 2.5-3 h of pre-training, 5 h of fine-tuning on 2 cores)
     nohup nice -n 19 python -m studies.real_data.study \
         --work_dir=../real_data_cache/study --stage=prepare,pretrain,finetune,report \
         > ../real_data_cache/study/run.log 2>&1 &
@@ -78,8 +78,11 @@ SCALES = {
         # ELECTRA's run is configs/real_data_cpu.flags, the 30-minute CPU recipe
         warmup_fraction=0.1, electra_steps=1000, points=4, mixed_precision="fp32",
         backend="tensorflow", num_eval_steps=20, log_every_steps=50,
-        ft_max_seq_length=64, ft_batch_size=32, ft_learning_rate=3e-4, ft_epochs=2,
+        # 10 epochs: with 2 (74 steps) neither a pre-trained nor a random model
+        # leaves the majority class on mr (README, "First results")
+        ft_max_seq_length=64, ft_batch_size=32, ft_learning_rate=3e-4, ft_epochs=10,
         train_cap=1200, dev_cap=0, run_timeout_s=0, finetune_workers=2,
+        point_finetune_seeds=1,  # the 25/50/75% points: the first fine-tuning seed only
         # throughput at full use of 2 cores, from short runs (README), for the plan and ETA
         pretrain_gflops_per_s=140.0, pretrain_overhead_s=60.0,
         finetune_examples_per_s=60.0, process_overhead_s=25.0),
@@ -92,6 +95,7 @@ SCALES = {
         backend="jax", num_eval_steps=100, log_every_steps=500,
         ft_max_seq_length=128, ft_batch_size=32, ft_learning_rate=3e-4, ft_epochs=3,
         train_cap=0, dev_cap=0, run_timeout_s=3 * 3600, finetune_workers=1,
+        point_finetune_seeds=0,
         pretrain_gflops_per_s=40000.0, pretrain_overhead_s=120.0,
         finetune_examples_per_s=1500.0, process_overhead_s=40.0),
     # The wiring at a toy scale, for the tests.
@@ -104,6 +108,7 @@ SCALES = {
         backend="tensorflow", num_eval_steps=1, log_every_steps=1,
         ft_max_seq_length=32, ft_batch_size=8, ft_learning_rate=1e-3, ft_epochs=1,
         train_cap=24, dev_cap=16, run_timeout_s=0, finetune_workers=2,
+        point_finetune_seeds=1,
         pretrain_gflops_per_s=5.0, pretrain_overhead_s=20.0,
         finetune_examples_per_s=200.0, process_overhead_s=10.0),
 }
@@ -550,8 +555,14 @@ def write_random_init(s: dict, p: dict, seed: int) -> str:
 
 def finetune_runs(s: dict, p: dict, objectives, seeds, finetune_seeds, tasks, plans) -> list:
     """Every fine-tuning run, in the order they run: none first, then the final
-    point of every pre-training run, then the earlier points."""
+    point of every pre-training run, then the earlier points.
+
+    The final point (and none) is fine-tuned with every seed of
+    `finetune_seeds`; the earlier points with the first
+    `s["point_finetune_seeds"]` of them (0: all).
+    """
     runs = []
+    k = s.get("point_finetune_seeds") or len(finetune_seeds)
     for seed in seeds:
         for fseed in finetune_seeds:
             for task in tasks:
@@ -561,7 +572,7 @@ def finetune_runs(s: dict, p: dict, objectives, seeds, finetune_seeds, tasks, pl
     point_order = sorted(range(s["points"]), key=lambda i: (i != s["points"] - 1, i))
     for i in point_order:
         for seed in seeds:
-            for fseed in finetune_seeds:
+            for fseed in finetune_seeds if i == s["points"] - 1 else finetune_seeds[:k]:
                 for objective in objectives:
                     pt = plans[objective]["points"][i]
                     for task in tasks:
@@ -687,7 +698,10 @@ def write_report(output_dir: str, s: dict, p: dict, rows: list, tasks, plans: di
                  f"{pl['steps'] * pl['flops_per_step'] / 1e12:.1f} TFLOP" for o, pl in plans.items()),
              f"- Fine-tuning: {s['ft_epochs']} epochs, batch {s['ft_batch_size']}, lr "
              f"{s['ft_learning_rate']}, L={s['ft_max_seq_length']}; train capped at "
-             f"{s['train_cap'] or 'all'} (seeded subsample); dev accuracy after the last epoch",
+             f"{s['train_cap'] or 'all'} (seeded subsample); dev accuracy after the last epoch; "
+             + ("every fine-tuning seed at every point" if not s.get("point_finetune_seeds")
+                else f"the points before the last with the first {s['point_finetune_seeds']} "
+                "fine-tuning seed(s) only"),
              "", "## Majority baselines (dev)", "", "| task | train | dev | majority label | "
              "majority baseline |", "|---|---:|---:|---|---:|"]
     for t in tasks:
@@ -793,7 +807,9 @@ def main(argv):
     tasks_dir = F.tasks_dir or os.path.join(parent, "tasks")
     s = settings(F.scale, {"electra_steps": F.electra_steps or None,
                            "points": F.points or None, "train_cap": F.train_cap,
-                           "ft_epochs": F.ft_epochs or None})
+                           "ft_epochs": F.ft_epochs or None,
+                           "point_finetune_seeds": (None if F.point_finetune_seeds < 0
+                                                    else F.point_finetune_seeds)})
     objectives = [o for o in F.objectives.split(",") if o]
     tasks = [t for t in F.tasks.split(",") if t]
     try:
@@ -957,6 +973,8 @@ def define_flags():
     flags.DEFINE_integer("train_cap", None, "Largest train split per task (0: all; default: "
                          "the scale's).")
     flags.DEFINE_float("ft_epochs", 0, "Fine-tuning epochs (0: the scale's).")
+    flags.DEFINE_integer("point_finetune_seeds", -1, "Fine-tuning seeds at the points before "
+                         "the last (the first N of --finetune_seeds; 0: all; -1: the scale's).")
     flags.DEFINE_integer("finetune_workers", 0, "Fine-tuning runs at a time (0: the scale's; "
                          "with more than one, each TensorFlow run gets one intra-op thread).")
     flags.DEFINE_string("output_dir", "", "Report folder (default: benchmarks/real_data/study).")

@@ -185,3 +185,21 @@ def test_the_cpu_recipe_flagfile_is_the_studys_electra_run(tmp_path):
     command = as_flags(study.pretrain_command(s, p, "electra", 0, plan)[3:])
     assert recipe["num_train_steps"] == 1000 and recipe["learning_rate"] == 1e-3
     assert command == recipe
+
+
+def test_earlier_points_are_fine_tuned_with_the_first_seeds_only():
+    s = study.settings("cpu", {"points": 4, "point_finetune_seeds": 1})
+    p = study.paths("/w", s)
+    plans = {o: study.step_plan(100.0, 1.0, 4) for o in ("electra", "bert_mlm")}
+    runs = study.finetune_runs(s, p, ("electra", "bert_mlm"), [0, 1, 2], [0, 1, 2],
+                               ("a", "b", "c"), plans)
+    final = [r for r in runs if r["fraction"] == 1.0]
+    earlier = [r for r in runs if 0 < r["fraction"] < 1.0]
+    assert len(final) == 2 * 3 * 3 * 3 and len(earlier) == 3 * 2 * 3 * 3
+    assert {r["finetune_seed"] for r in earlier} == {0}
+    assert len([r for r in runs if r["objective"] == "none"]) == 3 * 3 * 3
+    assert runs.index(final[-1]) < runs.index(earlier[0])  # the final budget first
+    assert len({r["dir"] for r in runs}) == len(runs)
+    every = study.finetune_runs(study.settings("cpu", {"point_finetune_seeds": 0}), p,
+                                ("electra",), [0], [0, 1], ("a",), plans)
+    assert len(every) == 2 + 4 * 2
