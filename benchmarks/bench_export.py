@@ -238,6 +238,7 @@ def main():
     import tensorflow as tf
 
     from export.export_saved_model import export, load_spec
+    from export.serving import length_buckets
 
     load_start = os.getloadavg()[0]
     work = tempfile.mkdtemp(prefix="bench_export_")
@@ -331,7 +332,8 @@ def main():
     lines += ["", "## Length buckets (A/B)", "",
               "The same model exported with a fixed window (`--length_buckets=128`: every "
               "request padded to 128 positions, as before the buckets) and with the default "
-              "buckets (16, 32, 48, 64, 96, 128: each row runs on the shortest that holds it, "
+              f"buckets ({', '.join(map(str, length_buckets(128)))}: each row runs on the "
+              "shortest that holds it, "
               "the rows "
               "of one bucket together); calls alternate between the two, "
               f"{args.warmup} warm-up calls each excluded. Texts of N words \"wK\", one "

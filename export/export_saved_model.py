@@ -60,7 +60,7 @@ def define_flags():
     flags.DEFINE_bool("warmup", True, "Write assets.extra/tf_serving_warmup_requests.")
     flags.DEFINE_list("length_buckets", None,
                       "Lengths a batch is padded to (each batch: the shortest that holds its "
-                      "longest row). Default: 16,32,48,64,96,128,192,... below "
+                      "longest row). Default: 8,16,24,32,48,64,96,128,192,... below "
                       "--max_seq_length, then it; "
                       "give only the max_seq_length for a fixed window.")
 

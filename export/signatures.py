@@ -40,7 +40,7 @@ batch, C classes, T tags):
 
 Length buckets: each row runs the model on only the positions it needs. The
 text signature packs a batch to the shortest length bucket that holds its
-longest row (info["length_buckets"], by default 16, 32, 48, 64, 96, 128, 192, ...
+longest row (info["length_buckets"], by default 8, 16, 24, 32, 48, 64, 96, 128, 192, ...
 below L, then L: serving.length_buckets); then, in both signatures, BucketedModel runs each
 row on the shortest bucket that holds the last position its input_mask marks,
 the rows of one bucket together. Per-position outputs keep the widths above

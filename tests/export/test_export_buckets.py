@@ -13,10 +13,10 @@ from export.serving import length_buckets
 
 
 def test_default_buckets_grow_by_at_most_half_up_to_the_window():
-    assert length_buckets(128) == (16, 32, 48, 64, 96, 128)
-    assert length_buckets(512) == (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
-    assert length_buckets(100) == (16, 32, 48, 64, 96, 100)
-    assert length_buckets(16) == (16,)
+    assert length_buckets(128) == (8, 16, 24, 32, 48, 64, 96, 128)
+    assert length_buckets(512) == (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+    assert length_buckets(100) == (8, 16, 24, 32, 48, 64, 96, 100)
+    assert length_buckets(16) == (8, 16)
     assert length_buckets(8) == (8,)
 
 
