@@ -36,9 +36,26 @@ flags_lib.define_pretraining_flags()
 flags_lib.define_demo_flags()
 
 
+def _check_local_records(run) -> None:
+    """--train_data/--eval_data patterns on the local file system must match a
+    file (remote ones, gs://..., are checked by the input pipeline)."""
+    from electra_tf.fileio import expand_files
+
+    for flag, patterns in (("--train_data", run.train_data), ("--eval_data", run.eval_data)):
+        local = [p for p in patterns.split(",") if p.strip() and "://" not in p]
+        if local:
+            expand_files(local, flag)
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    # Bad flags, a missing vocab or no training file are one line before Keras
+    # and its backend are imported (seconds). The demo's flags come from the
+    # data it builds below.
+    configs = None if FLAGS.demo_data_dir else flags_lib.pretraining_configs()
+    if configs:
+        _check_local_records(configs[1])
     from electra_tf.training import backends
 
     backend = backends.name()  # KERAS_BACKEND: training/backends/tensorflow.py or jax.py
@@ -58,7 +75,7 @@ def main(argv):
         for name, value in demo.items():
             if not FLAGS[name].present:  # explicit flags win
                 FLAGS[name].value = value
-    config, run = flags_lib.pretraining_configs()
+    config, run = configs or flags_lib.pretraining_configs()
     trainer_class = backends.pretraining_class(backend)
     trainer = trainer_class(config, run, started) if started else trainer_class(config, run)
     jax_backend = backend == "jax"

@@ -203,6 +203,26 @@ def run_module(module: str, *args: str, timeout: int = 300) -> subprocess.Comple
     return run_python(["-m", module, *args], timeout=timeout)
 
 
+_REPORT_TF = """
+import runpy, sys
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_module(sys.argv[0], run_name="__main__")
+except SystemExit as e:
+    print("EXIT", e.code, "tensorflow" in sys.modules)
+"""
+
+
+def run_module_reporting_tf(module: str, *args: str) -> tuple[subprocess.CompletedProcess, bool]:
+    """Runs `python -m module args...` as run_module does; also says whether the module
+    had imported TensorFlow when it exited (the input checks that run before it)."""
+    proc = run_python(["-c", _REPORT_TF, module, *args])
+    tail = proc.stdout.split()[-3:]
+    assert tail[:1] == ["EXIT"], proc.stdout[-2000:] + proc.stderr[-2000:]
+    proc.returncode = int(tail[1]) if tail[1] != "None" else 0
+    return proc, tail[2] == "True"
+
+
 def error_line(proc, *expected, returncode=2) -> str:
     """The one `error:` line of a CLI run that failed cleanly, holding `expected`."""
     assert proc.returncode == returncode, proc.stderr[-3000:]

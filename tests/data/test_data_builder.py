@@ -176,28 +176,18 @@ def test_cli_binary_corpus_is_refused_in_one_line(tiny_vocab, tmp_path):
 
 
 # Runs an entry point on bad input in this process and says whether TensorFlow was imported.
-NO_TF_SCRIPT = """
-import runpy, sys
-sys.argv = sys.argv[1:]
-try:
-    runpy.run_module(sys.argv[0], run_name="__main__")
-except SystemExit as e:
-    print("EXIT", e.code, "tensorflow" in sys.modules)
-"""
-
-
 @pytest.mark.parametrize("module", ["electra_tf.build_vocab", "electra_tf.build_pretraining_data"])
 def test_bad_corpus_is_refused_before_tensorflow_is_imported(module, tiny_vocab, tmp_path):
     """The corpus checks run before the TensorFlow import (seconds): a binary corpus is
     one line, status 2, and TensorFlow never loaded."""
-    from helpers import run_python
+    from helpers import run_module_reporting_tf
 
     corpus = binary_file(tmp_path / "model.bin")
     args = ([f"--output={tmp_path / 'vocab.txt'}"] if module.endswith("vocab")
             else [f"--vocab_file={tiny_vocab}", f"--output_dir={tmp_path / 'out'}"])
-    proc = run_python(["-c", NO_TF_SCRIPT, module, f"--corpus={corpus}", *args])
-    assert f"corpus file {corpus} is not UTF-8 text" in proc.stderr, proc.stderr[-2000:]
-    assert proc.stdout.split()[-3:] == ["EXIT", "2", "False"], proc.stdout
+    proc, tf_imported = run_module_reporting_tf(module, f"--corpus={corpus}", *args)
+    error_line(proc, f"corpus file {corpus} is not UTF-8 text")
+    assert not tf_imported
 
 
 def utf16_corpus(path, text):

@@ -23,6 +23,7 @@ from helpers import (
     popen_python,
     pretraining_from_flags,
     run_module,
+    run_module_reporting_tf,
     run_python,
     tiny_vocab_tokens,
     write_vocab,
@@ -76,13 +77,16 @@ def folder_bytes(folder) -> dict:
 # === Bad data: refused before anything is built or written ===
 def test_the_cli_refuses_bad_data_in_one_line_before_building_anything(tiny_records, tmp_path):
     """The one command-line test of run_pretraining's error path: `error: ...`, status 2,
-    no traceback, no model built (no params line), nothing written."""
+    no traceback, no model built (no params line), nothing written; and all that before
+    Keras imports TensorFlow (seconds), for a local --train_data or --eval_data."""
     model_dir = tmp_path / "model"
-    proc = run_module("electra_tf.run_pretraining", *pretrain_flags(
-        tiny_records, model_dir, train_data=f"{tmp_path}/none*"))
-    error_line(proc, f"error: --train_data pattern '{tmp_path}/none*' matches no file")
-    assert "params" not in proc.stderr  # no model was built
-    assert not model_dir.exists()  # nothing was written
+    for flag in ("train_data", "eval_data"):
+        proc, tf_imported = run_module_reporting_tf("electra_tf.run_pretraining", *pretrain_flags(
+            tiny_records, model_dir, **{flag: f"{tmp_path}/none*"}))
+        error_line(proc, f"error: --{flag} pattern '{tmp_path}/none*' matches no file")
+        assert "params" not in proc.stderr  # no model was built
+        assert not model_dir.exists()  # nothing was written
+        assert not tf_imported
 
 
 @pytest.mark.parametrize("case", ["train_glob", "eval_glob", "max_seq_length", "not_tfrecord"])
