@@ -274,8 +274,6 @@ def load_discriminator(init_checkpoint: str, model_size: str = ""):
     Raises:
       InputError: files missing or unreadable; ConfigError: wrong size or shapes.
     """
-    from electra_tf.modeling.models import build_discriminator
-
     weights = init_checkpoint
     if os.path.isdir(init_checkpoint):
         weights = os.path.join(init_checkpoint, DISCRIMINATOR_WEIGHTS)
@@ -291,6 +289,8 @@ def load_discriminator(init_checkpoint: str, model_size: str = ""):
         raise ConfigError(f"{weights} holds a {size}-sized discriminator (hidden "
                           f"{config.hidden_size}, {config.num_hidden_layers} layers), not "
                           f"--model_size={model_size}")
+    from electra_tf.modeling.models import build_discriminator  # Keras: after the checks
+
     discriminator = build_discriminator(config)
     load_weights(discriminator, weights)
     return discriminator, recorded_vocab(folder)
@@ -456,14 +456,16 @@ def load_finetuned(model_dir: str):
     Returns:
       (FinetuningModel with the weights loaded, FinetunedRecord).
     """
-    from electra_tf.modeling.finetuning import FinetuningModel
-    from electra_tf.modeling.models import build_discriminator
-
     record = read_finetuning_config(model_dir)
     weights = os.path.join(model_dir, FINETUNED_WEIGHTS)
     if not os.path.exists(weights):
         raise InputError(f"{weights} not found (expected a fine-tuning model_dir with "
                          f"{FINETUNED_WEIGHTS} and {FINETUNING_CONFIG})")
+    # Keras (and its backend) only once the files are there: a missing one is
+    # reported before seconds of imports.
+    from electra_tf.modeling.finetuning import FinetuningModel
+    from electra_tf.modeling.models import build_discriminator
+
     encoder = build_discriminator(record.encoder).encoder
     try:
         model = FinetuningModel(encoder, record.head, max(1, len(record.label_names)),

@@ -38,9 +38,11 @@ from absl import app, flags, logging
 
 from electra_tf import fileio
 from electra_tf.errors import InputError
-from export.serving import TASKS
 
 FLAGS = flags.FLAGS
+# What an endpoint serves (--task). Here, not in export.serving, so that the
+# command checks its flags and files before TensorFlow is imported (seconds).
+TASKS = ("token_classification", "sequence_classification", "squad", "rtd")
 
 
 def define_flags():
@@ -108,12 +110,13 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
     """
     from electra_tf import artifacts
     from electra_tf.finetuning.registry import squad_null_options
-    from electra_tf.text.tokenizer import Tokenizer
 
     if task not in TASKS:
         raise InputError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
     if task == "rtd":
         discriminator, recorded = artifacts.load_discriminator(checkpoint)
+        from electra_tf.text.tokenizer import Tokenizer  # TensorFlow: after the file checks
+
         vocab = vocab_file or recorded
         if not vocab:
             raise InputError("--vocab_file is required (none is recorded with the checkpoint)")
@@ -127,6 +130,8 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
         model, record = artifacts.load_finetuned(checkpoint)
     except InputError as e:
         raise InputError(f"--checkpoint: {e}") from None
+    from electra_tf.text.tokenizer import Tokenizer  # TensorFlow: after the file checks
+
     if record.head not in EXPECTED_HEADS[task]:
         raise InputError(f"--checkpoint {checkpoint} was fine-tuned on {record.task!r} (a "
                          f"{record.head} head), which --task={task} cannot serve")

@@ -37,7 +37,6 @@ import tensorflow as tf
 
 from electra_tf.text.tokenizer import Tokenizer
 
-TASKS = ("token_classification", "sequence_classification", "squad", "rtd")
 NO_SPAN_SCORE = -1e9  # answer_score when the context has no valid span
 _NEG = -1e30
 

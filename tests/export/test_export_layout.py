@@ -184,6 +184,20 @@ def test_cli_refuses_an_existing_version_in_one_line(finetuned_dirs, tmp_path):
     assert sorted(os.listdir(os.path.join(base, "mrpc"))) == ["7"]
 
 
+@pytest.mark.parametrize("task", ["sequence_classification", "rtd"])
+def test_cli_refuses_a_missing_checkpoint_before_tensorflow_is_imported(task, tmp_path):
+    """A wrong --checkpoint is one line in a fraction of a second: the files are checked
+    before Keras and TensorFlow are imported (seconds), and nothing is written."""
+    from helpers import run_module_reporting_tf
+
+    proc, tf_imported = run_module_reporting_tf(
+        "export.export_saved_model", f"--task={task}", f"--checkpoint={tmp_path / 'none'}",
+        f"--model_base={tmp_path / 'models'}", "--model_name=m")
+    error_line(proc, str(tmp_path / "none"), "not found")
+    assert not tf_imported
+    assert not (tmp_path / "models").exists()
+
+
 def test_cli_rejects_a_checkpoint_of_another_task(finetuned_dirs, tmp_path):
     from electra_tf.errors import InputError
     from export.export_saved_model import load_spec
