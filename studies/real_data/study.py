@@ -801,6 +801,9 @@ def main(argv):
                          "pretrain, finetune, report")
     if not F.work_dir:
         raise InputError("--work_dir is required")
+    if F.point_finetune_seeds < -1:
+        raise InputError(f"--point_finetune_seeds must be -1 (the scale's), 0 (all) or a "
+                         f"count, got {F.point_finetune_seeds}")
     parent = os.path.dirname(os.path.abspath(F.work_dir))
     corpus = F.corpus or os.path.join(parent, "corpus.txt")
     heldout = F.heldout or os.path.join(parent, "heldout.txt")

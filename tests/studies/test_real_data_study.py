@@ -93,12 +93,16 @@ def test_aggregate_means_over_seeds_and_tasks_and_the_difference_uses_seed_sprea
     assert d == pytest.approx(0.10) and se == pytest.approx(0.01414, abs=1e-4)
 
 
-def test_bad_input_is_one_error_line(tmp_path):
+@pytest.mark.parametrize("args,expected", [
+    (["--stage=prepare", "--corpus={tmp}/missing.txt"], "missing.txt not found"),
+    (["--point_finetune_seeds=-2"], "--point_finetune_seeds must be -1"),
+])
+def test_bad_input_is_one_error_line(args, expected, tmp_path):
     proc = run_module("studies.real_data.study", f"--work_dir={tmp_path}/w",
-                      "--stage=prepare", f"--corpus={tmp_path}/missing.txt")
+                      *[a.format(tmp=tmp_path) for a in args])
     assert proc.returncode == 2, proc.stderr[-2000:]
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
-    assert len(errors) == 1 and "missing.txt not found" in errors[0]
+    assert len(errors) == 1 and expected in errors[0], proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
 
 
