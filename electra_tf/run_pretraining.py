@@ -51,10 +51,16 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     # Bad flags, a missing vocab or no training file are one line before Keras
-    # and its backend are imported (seconds). The demo's flags come from the
-    # data it builds below.
-    configs = None if FLAGS.demo_data_dir else flags_lib.pretraining_configs()
-    if configs:
+    # and its backend are imported (seconds). Not on a multi-host run: there a
+    # process that stops before joining its cluster leaves the others waiting
+    # for it, while one that stops after start-up is seen by them (they stop
+    # too, see training/backends). The demo's flags come from the data it
+    # builds below.
+    multi_host = (FLAGS.strategy == "multi_worker" or FLAGS.jax_num_processes != 1
+                  or bool(FLAGS.jax_coordinator_address))
+    configs = None
+    if not (FLAGS.demo_data_dir or multi_host):
+        configs = flags_lib.pretraining_configs()
         _check_local_records(configs[1])
     from electra_tf.training import backends
 
