@@ -261,13 +261,15 @@ def read_encoder_config(path: str) -> EncoderConfig:
         raise InputError(f"{path}: not an encoder config ({e})") from None
 
 
-def load_discriminator(init_checkpoint: str, model_size: str = ""):
+def load_discriminator(init_checkpoint: str, model_size: str = "",
+                       what: str = "init_checkpoint"):
     """A discriminator with pre-trained weights, and the vocab recorded with it.
 
     Args:
       init_checkpoint: a pre-training model_dir (holding discriminator.weights.h5
         and discriminator_config.json) or the .weights.h5 file itself.
       model_size: if given, the checkpoint must be of this size.
+      what: names the folder in the error for a missing file (the caller's flag).
 
     Returns:
       (discriminator, vocab_file or "").
@@ -281,7 +283,7 @@ def load_discriminator(init_checkpoint: str, model_size: str = ""):
     config_file = os.path.join(folder, DISCRIMINATOR_CONFIG)
     for path in (weights, config_file):
         if not os.path.exists(path):
-            raise InputError(f"init_checkpoint: {path} not found (expected a pre-training "
+            raise InputError(f"{what}: {path} not found (expected a pre-training "
                              f"model_dir with {DISCRIMINATOR_WEIGHTS} and {DISCRIMINATOR_CONFIG})")
     config = read_encoder_config(config_file)
     size = model_size_of(config)

@@ -114,7 +114,7 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
     if task not in TASKS:
         raise InputError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
     if task == "rtd":
-        discriminator, recorded = artifacts.load_discriminator(checkpoint)
+        discriminator, recorded = artifacts.load_discriminator(checkpoint, what="--checkpoint")
         from electra_tf.text.tokenizer import Tokenizer  # TensorFlow: after the file checks
 
         vocab = vocab_file or recorded

@@ -193,7 +193,7 @@ def test_cli_refuses_a_missing_checkpoint_before_tensorflow_is_imported(task, tm
     proc, tf_imported = run_module_reporting_tf(
         "export.export_saved_model", f"--task={task}", f"--checkpoint={tmp_path / 'none'}",
         f"--model_base={tmp_path / 'models'}", "--model_name=m")
-    error_line(proc, str(tmp_path / "none"), "not found")
+    error_line(proc, "--checkpoint: ", str(tmp_path / "none"), "not found")
     assert not tf_imported
     assert not (tmp_path / "models").exists()
 
