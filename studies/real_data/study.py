@@ -33,10 +33,15 @@ Stages (--stage, comma-separated):
   task with every fine-tuning seed, each in a subprocess and a folder of its own.
 * report: results.csv, results.md and (with matplotlib) results.png in --output_dir.
 
-Everything resumes: a pre-training run with its record (study_record.json) or a
-fine-tuning run with its result (study_result.json) is skipped; a run killed
-mid-way is rerun by the same command, and the library resumes it from its
-latest checkpoint. Progress lines (elapsed time, ETA) go to stderr.
+The study runs unit by unit: per seed, `none`, then each objective's
+pre-training run followed at once by its fine-tuning runs. Every finished run's
+result goes to the ledger (--ledger, default OUTPUT_DIR/ledger.jsonl, see
+ledger.py), which is committed with the report: a later sitting, on this
+machine or on a fresh one without the work directory's checkpoints, skips the
+results the ledger holds, and pre-trains again only a run some of whose
+fine-tuning is still to do. Within a sitting, a run killed mid-way is rerun by
+the same command, and the library resumes it from its latest checkpoint.
+Progress lines (elapsed time, ETA) go to stderr.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ if REPO_ROOT not in sys.path:  # benchmarks/ is a folder of scripts, not a packa
     sys.path.insert(0, REPO_ROOT)
 
 from benchmarks.bench_common import encoder_flops_per_token, model_flops_per_sequence  # noqa: E402
+from studies.real_data.ledger import Ledger, settings_id  # noqa: E402
 
 OBJECTIVES = ("electra", "bert_mlm")
 TASKS = ("trec6", "mr", "vader_sst2")
@@ -485,12 +491,16 @@ def planned_pretrain_s(s: dict, plan: dict) -> float:
             + s["pretrain_overhead_s"])
 
 
-def pretrain_one(s: dict, p: dict, objective: str, seed: int, plan: dict) -> dict:
+def pretrain_one(s: dict, p: dict, objective: str, seed: int, plan: dict, ledger) -> dict:
+    """Runs (or resumes) one pre-training run; its record goes to the ledger."""
     model_dir = pretrain_dir(p, objective, seed)
     record_path = os.path.join(model_dir, "study_record.json")
     if os.path.exists(record_path):
         with open(record_path) as f:
-            return json.load(f)
+            record = json.load(f)
+        if not ledger.pretrain(objective, seed):
+            ledger.add("pretrain", record)
+        return record
     t0 = time.monotonic()
     code, out = run_logged(pretrain_command(s, p, objective, seed, plan),
                            os.path.join(model_dir + "_logs", "pretrain.log"), s["backend"],
@@ -511,6 +521,7 @@ def pretrain_one(s: dict, p: dict, objective: str, seed: int, plan: dict) -> dic
               "train_batch_size": s["train_batch_size"], "max_seq_length": s["max_seq_length"]}
     with open(record_path, "w") as f:
         json.dump(record, f, indent=1)
+    ledger.add("pretrain", record)
     return record
 
 
@@ -613,11 +624,18 @@ def dev_accuracy(results: dict) -> float:
     return float(split["accuracy"])
 
 
-def finetune_one(s: dict, p: dict, r: dict, dev_size: int, threads: int = 0) -> dict:
+def finetune_one(s: dict, p: dict, r: dict, dev_size: int, ledger, threads: int = 0) -> dict:
+    """Runs one fine-tuning run unless the ledger has its result; records the result."""
+    known = ledger.finetune(r)
+    if known:
+        return known
     result_path = os.path.join(r["dir"], "study_result.json")
-    if os.path.exists(result_path):
+    if os.path.exists(result_path):  # recorded here, not yet in the ledger
         with open(result_path) as f:
-            return json.load(f)
+            result = json.load(f)
+        if result.get("settings_id") == ledger.sid:
+            return ledger.add("finetune", result)
+        os.remove(result_path)  # made with other settings: run again
     t0 = time.monotonic()
     code, out = run_logged(finetune_command(s, p, r), r["dir"] + ".log", s["backend"],
                            s["run_timeout_s"], relay_every_s=1e9, threads=threads)
@@ -629,11 +647,11 @@ def finetune_one(s: dict, p: dict, r: dict, dev_size: int, threads: int = 0) -> 
     result = {k: r[k] for k in ("objective", "pretrain_seed", "flops", "step", "task",
                                 "finetune_seed")}
     result.update(dev_accuracy=acc, dev_size=dev_size, fraction=r["fraction"],
-                  seconds=round(time.monotonic() - t0, 1))
+                  seconds=round(time.monotonic() - t0, 1), settings_id=ledger.sid)
     with open(result_path, "w") as f:
         json.dump(result, f, indent=1)
     _drop_weights(r["dir"])
-    return result
+    return ledger.add("finetune", result)
 
 
 def _drop_weights(folder: str) -> None:
@@ -648,12 +666,9 @@ def _drop_weights(folder: str) -> None:
 
 # === Stage: report ===
 
-def collect_rows(p: dict) -> list[dict]:
-    rows = []
-    for root, _, files in os.walk(p["finetune"]):
-        if "study_result.json" in files:
-            with open(os.path.join(root, "study_result.json")) as f:
-                rows.append(json.load(f))
+def collect_rows(ledger) -> list[dict]:
+    """The ledger's fine-tuning results of these settings, in the report's order."""
+    rows = ledger.finetune_rows()
     rows.sort(key=lambda r: (r["objective"] != "none", r["objective"], r["pretrain_seed"],
                              r["step"], r["task"], r["finetune_seed"]))
     return rows
@@ -785,6 +800,27 @@ def write_report(output_dir: str, s: dict, p: dict, rows: list, tasks, plans: di
         f.write("\n".join(lines) + "\n")
 
 
+def study_units(objectives, seeds, pending: list, ledger, stages) -> list[tuple]:
+    """[(objective or "none", seed, needs pre-training)], in the order they run.
+
+    A pre-training run is needed when some of its fine-tuning runs are not in
+    the ledger (or, without the finetune stage, when its record is not).
+    """
+    units = []
+    for seed in seeds:
+        for o in ("none", *objectives):
+            if o == "none":
+                needed = False
+            elif "pretrain" not in stages:
+                needed = False
+            elif "finetune" in stages:
+                needed = any((r["objective"], r["pretrain_seed"]) == (o, seed) for r in pending)
+            else:
+                needed = ledger.pretrain(o, seed) is None
+            units.append((o, seed, needed))
+    return units
+
+
 # === Main ===
 
 def main(argv):
@@ -853,13 +889,23 @@ def main(argv):
             with open(meta_path) as f:
                 m = json.load(f)
             task_sizes[t] = (m["train_size"], m["dev_size"])
-    pre_s = sum(planned_pretrain_s(s, plans[o]) for o in objectives) * len(seeds)
     runs = finetune_runs(s, p, objectives, seeds, fseeds, tasks, plans)
     workers = F.finetune_workers or s["finetune_workers"]
+    output_dir = F.output_dir or os.path.join(REPO_ROOT, "benchmarks", "real_data", "study")
+    ledger = Ledger(F.ledger or os.path.join(output_dir, "ledger.jsonl"),
+                    settings_id(s, vocab_size_of(p["vocab"])))
+    pending = [r for r in runs if not ledger.finetune(r)]
+    units = study_units(objectives, seeds, pending, ledger, stages)
+    pre_s = sum(planned_pretrain_s(s, plans[o]) for o, _, needed in units if needed)
     ft_s = sum(planned_finetune_s(s, *task_sizes.get(r["task"], (1000, 500)))
-               for r in runs) / workers
-    log(f"plan: {len(objectives) * len(seeds)} pre-training runs (~{pre_s / 3600:.1f} h), "
-        f"{len(runs)} fine-tuning runs, {workers} at a time (~{ft_s / 3600:.1f} h) at the "
+               for r in pending) / workers
+    log(f"plan: {len(objectives) * len(seeds)} pre-training runs, {len(runs)} fine-tuning "
+        f"runs; the ledger ({ledger.path}, settings {ledger.sid}) holds "
+        f"{len(runs) - len(pending)} of the results"
+        + (f" and {ledger.other_settings} line(s) of other settings" if ledger.other_settings
+           else "")
+        + f"; to run: {sum(1 for *_, n in units if n)} pre-training (~{pre_s / 3600:.1f} h), "
+        f"{len(pending)} fine-tuning, {workers} at a time (~{ft_s / 3600:.1f} h) at the "
         "measured throughput")
     if F.plan:
         return
@@ -876,76 +922,82 @@ def main(argv):
         for r in runs:
             print(env + shlex.join(finetune_command(s, p, r)))
         return
-    failures = []
-    records = []
-    if "pretrain" in stages:
-        eta = Eta(pre_s)
-        for i, (seed, o) in enumerate([(sd, o) for sd in seeds for o in objectives]):
-            planned = planned_pretrain_s(s, plans[o])
-            log(f"pretrain {i + 1}/{len(seeds) * len(objectives)}: {o} seed {seed}, "
-                f"{plans[o]['steps']:,} steps; {eta.line()}")
-            t0 = time.monotonic()
-            rec = pretrain_one(s, p, o, seed, plans[o])
-            if "error" in rec:
-                failures.append(f"pretrain {o} seed {seed}: {rec['error']}")
-                log(f"pretrain {o} seed {seed} FAILED: {rec['error']}")
-            took = time.monotonic() - t0
-            if took > 5:  # not a recorded run
-                eta.done(planned, took)
-                log(f"pretrain {o} seed {seed}: done in {hms(took)}, {rec.get('final_eval', '')}")
+    failures: list[str] = []
+    eta = Eta(pre_s + ft_s)
+    threads = 1 if workers > 1 and s["backend"] == "tensorflow" else 0
+    lock = threading.Lock()
+    done = {"n": len(runs) - len(pending)}
+
+    def finetune(r: dict) -> None:
+        planned = planned_finetune_s(s, *task_sizes[r["task"]]) / workers
+        t0 = time.monotonic()
+        res = finetune_one(s, p, r, task_sizes[r["task"]][1], ledger, threads)
+        took = time.monotonic() - t0
+        what = (f"{r['objective']} s{r['pretrain_seed']} step {r['step']} "
+                f"({100 * r['fraction']:.0f}%) {r['task']} f{r['finetune_seed']}")
+        with lock:
+            eta.done(planned, took / workers)
+            if "error" in res:
+                failures.append(f"finetune {what}: {res['error']}")
+                log(f"finetune {what} FAILED: {res['error']}; {eta.line()}")
             else:
-                eta.planned_total -= planned
-    if "finetune" in stages:
-        for seed in seeds:
-            write_random_init(s, p, seed)
-        eta = Eta(ft_s)
-        threads = 1 if workers > 1 and s["backend"] == "tensorflow" else 0
-        lock = threading.Lock()
+                done["n"] += 1
+                log(f"finetune {done['n']}/{len(runs)}: {what}: dev accuracy "
+                    f"{res['dev_accuracy']:.4f} in {took:.0f} s; {eta.line()}")
 
-        def one(i: int, r: dict) -> None:
-            if r["objective"] != "none" and not os.path.exists(
-                    os.path.join(r["init"], "study_record.json")):
-                with lock:
-                    failures.append(f"finetune {r['dir']}: its pre-training is not done")
-                return
-            planned = planned_finetune_s(s, *task_sizes[r["task"]]) / workers
-            t0 = time.monotonic()
-            res = finetune_one(s, p, r, task_sizes[r["task"]][1], threads)
-            took = time.monotonic() - t0
-            what = (f"finetune {i + 1}/{len(runs)}: {r['objective']} s{r['pretrain_seed']} "
-                    f"step {r['step']} ({100 * r['fraction']:.0f}%) {r['task']} "
-                    f"f{r['finetune_seed']}")
-            with lock:
-                if took > 2:
-                    eta.done(planned, took / workers)
-                else:
-                    eta.planned_total -= planned
-                if "error" in res:
-                    failures.append(f"{what}: {res['error']}")
-                    log(f"{what} FAILED: {res['error']}; {eta.line()}")
-                elif took > 2:
-                    log(f"{what}: dev accuracy {res['dev_accuracy']:.4f} in {took:.0f} s; "
-                        f"{eta.line()}")
+    from concurrent.futures import ThreadPoolExecutor
 
-        from concurrent.futures import ThreadPoolExecutor
-
-        log(f"fine-tuning: {len(runs)} runs, {workers} at a time"
+    def finetune_all(todo: list, what: str) -> None:
+        if not todo:
+            return
+        log(f"fine-tuning {what}: {len(todo)} runs, {workers} at a time"
             + (f", {threads} thread each" if threads else ""))
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            for future in [pool.submit(one, i, r) for i, r in enumerate(runs)]:
+            for future in [pool.submit(finetune, r) for r in todo]:
                 future.result()
+
+    # Seed by seed, unit by unit (none, then each objective): a pre-training run,
+    # then the fine-tuning of its final point; then the seed's earlier points. A
+    # sitting that ends leaves whole seeds (or at least whole final points) in
+    # the ledger, and the next sitting, whose machine may not have these
+    # checkpoints, pre-trains again only what still has fine-tuning to do.
+    for seed in seeds:
+        ready = []  # (objective, seed) whose checkpoints are here
+        for o, _, needed in [u for u in units if u[1] == seed]:
+            unit_runs = [r for r in pending if (r["objective"], r["pretrain_seed"]) == (o, seed)]
+            if needed:
+                planned = planned_pretrain_s(s, plans[o])
+                log(f"pretrain: {o} seed {seed}, {plans[o]['steps']:,} steps; {eta.line()}")
+                t0 = time.monotonic()
+                rec = pretrain_one(s, p, o, seed, plans[o], ledger)
+                took = time.monotonic() - t0
+                eta.done(planned, took)
+                if "error" in rec:
+                    failures.append(f"pretrain {o} seed {seed}: {rec['error']}")
+                    log(f"pretrain {o} seed {seed} FAILED: {rec['error']}")
+                    continue
+                log(f"pretrain {o} seed {seed}: done in {hms(took)}, "
+                    f"{rec.get('final_eval', '')}")
+            if "finetune" not in stages or not unit_runs:
+                continue
+            if o == "none":
+                write_random_init(s, p, seed)
+            elif not os.path.exists(os.path.join(pretrain_dir(p, o, seed), "study_record.json")):
+                failures.append(f"finetune {o} seed {seed}: its pre-training is not done "
+                                "(add the pretrain stage)")
+                continue
+            ready.append((o, seed))
+            finetune_all([r for r in unit_runs if r["fraction"] in (0.0, 1.0)],
+                         f"{o} seed {seed}" + (", final point" if o != "none" else ""))
+        finetune_all([r for r in pending if 0.0 < r["fraction"] < 1.0
+                      and (r["objective"], r["pretrain_seed"]) in ready],
+                      f"seed {seed}, earlier points")
     if "report" in stages:
-        for o in objectives:
-            for seed in seeds:
-                rp = os.path.join(pretrain_dir(p, o, seed), "study_record.json")
-                if os.path.exists(rp):
-                    with open(rp) as f:
-                        records.append(json.load(f))
-        rows = collect_rows(p)
-        output_dir = F.output_dir or os.path.join(REPO_ROOT, "benchmarks", "real_data", "study")
+        rows = collect_rows(ledger)
         command = "python -m studies.real_data.study " + " ".join(
             a for a in sys.argv[1:] if not a.startswith(("--work_dir", "--output_dir")))
-        write_report(output_dir, s, p, rows, tasks, plans, records, command.strip())
+        write_report(output_dir, s, p, rows, tasks, plans, ledger.pretrain_records(),
+                     command.strip())
         log(f"report: {len(rows)} fine-tuning results in {output_dir}")
     log(f"finished {','.join(stages)} in {hms(time.monotonic() - t_start)}")
     if failures:
@@ -981,6 +1033,9 @@ def define_flags():
     flags.DEFINE_integer("finetune_workers", 0, "Fine-tuning runs at a time (0: the scale's; "
                          "with more than one, each TensorFlow run gets one intra-op thread).")
     flags.DEFINE_string("output_dir", "", "Report folder (default: benchmarks/real_data/study).")
+    flags.DEFINE_string("ledger", "", "Finished runs' results, one JSON line each, read to skip "
+                        "them in later sittings, on any machine (default: "
+                        "OUTPUT_DIR/ledger.jsonl; commit it with the report).")
     flags.DEFINE_bool("plan", False, "Print the plan and stop.")
     flags.DEFINE_bool("print_commands", False, "Print every run's command line and stop.")
 

@@ -8,6 +8,8 @@ import json
 import pytest
 from conftest import make_corpus, run_module
 
+from electra_tf.errors import InputError
+from studies.real_data import ledger as ledger_mod
 from studies.real_data import study
 
 
@@ -149,11 +151,21 @@ def test_whole_pipeline_at_toy_scale_and_resumes(tmp_path):
     assert "ELECTRA - BERT-MLM" in md and "Majority baselines" in md
     meta = json.loads((root / "study" / "toy" / "tasks" / "alpha" / "meta.json").read_text())
     assert meta["train_size"] == 24 and meta["train_size_full"] == 60
-    # a rerun finds everything recorded and only rewrites the report
+    ledger = (out / "ledger.jsonl").read_text().splitlines()
+    kinds = [json.loads(line)["kind"] for line in ledger]
+    assert kinds.count("finetune") == 5 and kinds.count("pretrain") == 2
+    # a later sitting on a fresh machine (no runs, no checkpoints in the work dir)
+    # finds every result in the ledger, runs nothing and rewrites the report
+    import shutil
+
+    for sub in ("pretrain", "finetune"):
+        shutil.rmtree(root / "study" / "toy" / sub)
     again = run_module(*args, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "dev accuracy" not in again.stderr and "pretrain 1/2: electra" in again.stderr
+    assert "dev accuracy" not in again.stderr and "pretrain:" not in again.stderr
+    assert "holds 5 of the results" in again.stderr
     assert "report: 5 fine-tuning results" in again.stderr
+    assert (out / "results.csv").read_text().count("\n") == 6
 
 
 def test_the_cpu_recipe_flagfile_is_the_studys_electra_run(tmp_path):
@@ -207,3 +219,69 @@ def test_earlier_points_are_fine_tuned_with_the_first_seeds_only():
     every = study.finetune_runs(study.settings("cpu", {"point_finetune_seeds": 0}), p,
                                 ("electra",), [0], [0, 1], ("a",), plans)
     assert len(every) == 2 + 4 * 2
+
+
+def test_settings_id_follows_what_shapes_the_results_only():
+    s = study.settings("cpu")
+    sid = ledger_mod.settings_id(s, 15588)
+    assert sid == ledger_mod.settings_id(study.settings("cpu"), 15588)
+    assert sid != ledger_mod.settings_id(s, 16000)
+    assert sid != ledger_mod.settings_id(study.settings("cpu", {"ft_epochs": 2}), 15588)
+    # how fast or in how many workers a study runs does not change its results
+    assert sid == ledger_mod.settings_id(
+        study.settings("cpu", {"finetune_workers": 1, "point_finetune_seeds": 0}), 15588)
+
+
+def _ft(task="mr", fseed=0, acc=0.5):
+    return dict(objective="electra", pretrain_seed=0, step=1000, flops=1, task=task,
+                finetune_seed=fseed, dev_accuracy=acc, dev_size=10, fraction=1.0)
+
+
+def test_ledger_keeps_results_across_readers_and_settings(tmp_path):
+    path = tmp_path / "sub" / "ledger.jsonl"
+    first = ledger_mod.Ledger(str(path), "aaa")
+    assert first.finetune(_ft()) is None and not path.exists()
+    first.add("finetune", _ft(acc=0.61))
+    first.add("pretrain", {"objective": "electra", "seed": 0, "steps": 1000})
+    ledger_mod.Ledger(str(path), "bbb").add("finetune", _ft(acc=0.7))
+    again = ledger_mod.Ledger(str(path), "aaa")
+    assert again.finetune(_ft())["dev_accuracy"] == 0.61
+    assert again.finetune(_ft(task="trec6")) is None
+    assert again.pretrain("electra", 0)["steps"] == 1000 and again.pretrain("electra", 1) is None
+    assert again.other_settings == 1 and len(again.finetune_rows()) == 1
+
+
+def test_ledger_a_torn_last_line_is_skipped_and_ended_by_the_next_write(tmp_path, capsys):
+    path = tmp_path / "ledger.jsonl"
+    ledger_mod.Ledger(str(path), "aaa").add("finetune", _ft(acc=0.61))
+    with open(path, "a") as f:
+        f.write('{"kind": "finetune", "objec')  # a write cut off by a kill
+    torn = ledger_mod.Ledger(str(path), "aaa")
+    assert "incomplete last line" in capsys.readouterr().err
+    assert len(torn.finetune_rows()) == 1
+    torn.add("finetune", _ft(task="trec6", acc=0.4))
+    lines = path.read_text().splitlines()
+    assert len(lines) == 3 and lines[1].endswith("objec")
+    with pytest.raises(InputError, match=r"ledger.jsonl:2: not a ledger record"):
+        ledger_mod.Ledger(str(path), "aaa")  # the torn line is no longer the last one
+    path.write_text("[1, 2]\n")
+    with pytest.raises(InputError, match=r"ledger.jsonl:1: not a ledger record"):
+        ledger_mod.Ledger(str(path), "aaa")
+
+
+def test_units_run_pretraining_only_where_fine_tuning_is_pending(tmp_path):
+    s = study.settings("cpu", {"points": 2})
+    p = study.paths("/w", s)
+    plans = {o: study.step_plan(100.0, 1.0, 2) for o in ("electra", "bert_mlm")}
+    runs = study.finetune_runs(s, p, ("electra", "bert_mlm"), [0, 1], [0], ("a",), plans)
+    ledger = ledger_mod.Ledger(str(tmp_path / "l.jsonl"), "x")
+    for r in runs:
+        if (r["objective"], r["pretrain_seed"]) == ("electra", 0):
+            ledger.add("finetune", dict(r, dev_accuracy=0.5))
+    pending = [r for r in runs if not ledger.finetune(r)]
+    units = study.study_units(("electra", "bert_mlm"), [0, 1], pending, ledger,
+                              ["pretrain", "finetune"])
+    assert units == [("none", 0, False), ("electra", 0, False), ("bert_mlm", 0, True),
+                     ("none", 1, False), ("electra", 1, True), ("bert_mlm", 1, True)]
+    only_pretrain = study.study_units(("electra",), [0], pending, ledger, ["pretrain"])
+    assert only_pretrain == [("none", 0, False), ("electra", 0, True)]
