@@ -898,7 +898,7 @@ def main(argv):
     units = study_units(objectives, seeds, pending, ledger, stages)
     pre_s = sum(planned_pretrain_s(s, plans[o]) for o, _, needed in units if needed)
     ft_s = sum(planned_finetune_s(s, *task_sizes.get(r["task"], (1000, 500)))
-               for r in pending) / workers
+               for r in pending) / workers if "finetune" in stages else 0.0
     log(f"plan: {len(objectives) * len(seeds)} pre-training runs, {len(runs)} fine-tuning "
         f"runs; the ledger ({ledger.path}, settings {ledger.sid}) holds "
         f"{len(runs) - len(pending)} of the results"

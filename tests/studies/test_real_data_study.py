@@ -285,3 +285,17 @@ def test_units_run_pretraining_only_where_fine_tuning_is_pending(tmp_path):
                      ("none", 1, False), ("electra", 1, True), ("bert_mlm", 1, True)]
     only_pretrain = study.study_units(("electra",), [0], pending, ledger, ["pretrain"])
     assert only_pretrain == [("none", 0, False), ("electra", 0, True)]
+
+
+def test_early_points_reads_the_training_line_the_loop_prints():
+    from electra_tf.training.reporting import train_line
+    from studies.real_data import early_points
+
+    line = "[pretrain] " + train_line(
+        {"loss": 25.0, "mlm_loss": 7.6, "disc_loss": 0.35, "masked_lm_accuracy": 0.05,
+         "disc_auc": 0.789, "learning_rate": 9e-4, "sequences_per_second": 71.0}, 100, 1000, 60)
+    m = early_points._STEP.search(line)
+    assert m and (m.group(1), m.group(2), m.group(3)) == ("100", "0.050", "0.789")
+    bert = train_line({"loss": 7.0, "mlm_loss": 7.0, "masked_lm_accuracy": 0.05,
+                       "learning_rate": 9e-4, "sequences_per_second": 71.0}, 100, 1000, 60)
+    assert early_points._STEP.search(bert) is None  # no discriminator: not an ELECTRA line

@@ -1,0 +1,190 @@
+r"""ELECTRA's discriminator before and after its collapse: fine-tuning from early checkpoints.
+
+Run from the repository root, after the study's prepare stage (its vocab,
+records and capped task copies; benchmarks/real_data/README.md):
+
+    python -m studies.real_data.early_points --work_dir=../real_data_cache/study \
+        --steps=50,100,150,200 --output=benchmarks/real_data/early_points
+
+Pre-trains the study's ELECTRA run (`--scale=cpu`, seed 0: the CPU recipe, the
+same 1,000-step schedule) with a checkpoint every `--every` steps, and stops it
+once the checkpoint of the last of `--steps` is written. The training log gives
+the discriminator's AUC and the generator's masked-LM accuracy at each of them.
+For each checkpoint it then measures how collinear the discriminator's final
+token states are (the mean pairwise cosine over the real positions of the
+first 32 dev sentences of mr), and fine-tunes it on every task of `--tasks`
+with the study's own fine-tuning command (fine-tuning seed 0). Results (JSON
+and a Markdown table) go to OUTPUT.json / OUTPUT.md; each finished fine-tuning
+run is kept in WORK_DIR/cpu/early/ and not redone by a rerun.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+
+from absl import app, flags
+
+from studies.real_data import study
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("work_dir", "", "The study's --work_dir (after --stage=prepare).")
+flags.DEFINE_string("steps", "50,100,150,200", "Checkpoints to fine-tune (comma-separated).")
+flags.DEFINE_integer("every", 50, "Checkpoint period of the pre-training run.")
+flags.DEFINE_string("tasks", ",".join(study.TASKS), "Tasks (the study's capped copies).")
+flags.DEFINE_integer("seed", 0, "Pre-training seed.")
+flags.DEFINE_integer("finetune_workers", 2, "Fine-tuning runs at a time (one thread each).")
+flags.DEFINE_string("output", "benchmarks/real_data/early_points", "OUTPUT.json and OUTPUT.md.")
+flags.DEFINE_string("study_ledger", "benchmarks/real_data/study/ledger.jsonl",
+                    "The study's ledger: its `none` results are the table's step 0.")
+
+_STEP = re.compile(r"step (\d+)/\d+ \|.*mlm_acc ([\d.]+) disc_auc ([\d.]+)")
+
+
+def pretrain(s: dict, p: dict, model_dir: str, steps: list[int]) -> dict:
+    """The study's ELECTRA run with frequent checkpoints, stopped after max(steps)."""
+    plan = study.study_plan(s, ("electra",), study.vocab_size_of(p["vocab"]))["electra"]
+    cmd = study.pretrain_command(s, p, "electra", FLAGS.seed, plan)
+    swap = {"--model_dir": model_dir, "--save_checkpoints_steps": FLAGS.every,
+            "--keep_checkpoint_max": len(range(0, max(steps), FLAGS.every)) + 2,
+            "--iterations_per_loop": FLAGS.every, "--log_every_steps": FLAGS.every}
+    cmd = [f"{a.split('=')[0]}={swap[a.split('=')[0]]}" if a.split("=")[0] in swap else a
+           for a in cmd]
+    log_path = model_dir + ".log"
+    os.makedirs(os.path.dirname(model_dir), exist_ok=True)
+    last = study.checkpoint_path(model_dir, max(steps))
+    if not last:
+        study.log(f"pre-training ELECTRA seed {FLAGS.seed} to step {max(steps)} "
+                  f"(checkpoints every {FLAGS.every}) -> {model_dir}")
+        with open(log_path, "a", encoding="utf-8") as logf:
+            proc = subprocess.Popen(cmd, cwd=study.REPO_ROOT, stdout=logf,
+                                    stderr=subprocess.STDOUT, env=study._env("tensorflow"))
+            while proc.poll() is None and not study.checkpoint_path(model_dir, max(steps)):
+                time.sleep(2)
+            time.sleep(5)  # the checkpoint's files are complete once its index is there
+            proc.kill()
+            proc.wait()
+    curve = {}
+    with open(log_path, encoding="utf-8") as f:
+        for line in f:
+            m = _STEP.search(line)
+            if m:
+                curve[int(m.group(1))] = {"mlm_acc": float(m.group(2)),
+                                          "disc_auc": float(m.group(3))}
+    missing = [n for n in steps if not study.checkpoint_path(model_dir, n)]
+    if missing:
+        raise RuntimeError(f"checkpoints missing at steps {missing}; see {log_path}")
+    return curve
+
+
+def token_cosine(checkpoint: str, texts: list[str], length: int = 64) -> dict:
+    """Mean pairwise cosine of the final token states and of the [CLS] states."""
+    import numpy as np
+
+    from electra_tf.config import FinetuneRun, FinetuningConfig
+    from electra_tf.text.tokenizer import Tokenizer
+    from electra_tf.training.finetuning import initial_discriminator
+
+    disc, vocab = initial_discriminator(FinetuningConfig(), FinetuneRun(init_checkpoint=checkpoint))
+    tok = Tokenizer(vocab)
+    cls_id, sep_id = tok.cls_id, tok.sep_id
+    ids = np.zeros((len(texts), length), np.int32)
+    for i, pieces in enumerate(tok.encode(texts)):
+        row = [cls_id] + pieces[:length - 2] + [sep_id]
+        ids[i, :len(row)] = row
+    mask = (ids > 0).astype(np.int32)
+    out = disc({"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)})
+    states = np.asarray(out["sequence_output"])
+
+    def mean_cosine(v):
+        v = v / np.linalg.norm(v, axis=-1, keepdims=True)
+        sims = v @ v.T
+        n = len(v)
+        return float((sims.sum() - n) / (n * (n - 1)))
+
+    return {"token_cosine": round(mean_cosine(states[mask.astype(bool)]), 4),
+            "cls_cosine": round(mean_cosine(states[:, 0]), 4)}
+
+
+def main(argv):
+    del argv
+    from concurrent.futures import ThreadPoolExecutor
+
+    from studies.real_data.ledger import Ledger
+
+    s = study.settings("cpu")
+    p = study.paths(FLAGS.work_dir, s)
+    if not os.path.exists(p["vocab"]):
+        raise SystemExit(f"error: {p['vocab']} not found: run the study's --stage=prepare first")
+    steps = sorted(int(x) for x in FLAGS.steps.split(","))
+    tasks = [t for t in FLAGS.tasks.split(",") if t]
+    early = os.path.join(p["runs"], "early")
+    model_dir = os.path.join(early, f"electra_s{FLAGS.seed}")
+    curve = pretrain(s, p, model_dir, steps)
+    with open(os.path.join(p["tasks"], "mr", "dev.tsv"), encoding="utf-8") as f:
+        texts = [line.rsplit("\t", 1)[0] for line in f.read().splitlines()[1:33]]
+    ledger = Ledger(os.path.join(early, "results.jsonl"),
+                    study.settings_id(s, study.vocab_size_of(p["vocab"])))
+    rows = {n: dict(step=n, **curve.get(n, {}),
+                    **token_cosine(study.checkpoint_path(model_dir, n), texts)) for n in steps}
+    for n in steps:
+        study.log(f"step {n}: {rows[n]}")
+    runs = [dict(objective="electra", pretrain_seed=FLAGS.seed, step=n, flops=0, fraction=0.5,
+                 task=t, finetune_seed=0, init=model_dir,
+                 dir=os.path.join(early, "finetune", f"step{n}", f"{t}_f0"))
+            for n in steps for t in tasks]
+    sizes = {}
+    for t in tasks:
+        with open(os.path.join(p["tasks"], t, "meta.json")) as f:
+            sizes[t] = json.load(f)["dev_size"]
+
+    def one(r):
+        res = study.finetune_one(s, p, r, sizes[r["task"]], ledger, threads=1)
+        study.log(f"step {r['step']} {r['task']}: {res.get('dev_accuracy', res)}")
+        return r, res
+
+    with ThreadPoolExecutor(max_workers=FLAGS.finetune_workers) as pool:
+        for r, res in pool.map(one, runs):
+            rows[r["step"]][r["task"]] = res.get("dev_accuracy")
+    # step 0 is the study's `none` of this seed (the same initialization: the
+    # pre-training run starts from it), fine-tuning seed 0, if the study ran it
+    study_ledger = Ledger(FLAGS.study_ledger, ledger.sid)
+    zero = {t: (study_ledger.finetune(dict(objective="none", pretrain_seed=FLAGS.seed, step=0,
+                                           task=t, finetune_seed=0)) or {}).get("dev_accuracy")
+            for t in tasks}
+    if any(v is not None for v in zero.values()):
+        steps = [0] + steps
+        rows[0] = dict(step=0, **zero, **token_cosine(study.none_dir(p, FLAGS.seed), texts))
+    command = "python -m studies.real_data.early_points " + " ".join(sys.argv[1:])
+    result = {"command": command, "date": time.strftime("%Y-%m-%d", time.gmtime()),
+              "machine": f"{platform.processor() or platform.machine()}, "
+                         f"{os.cpu_count()} CPU cores", "rows": [rows[n] for n in steps]}
+    os.makedirs(os.path.dirname(os.path.abspath(FLAGS.output)), exist_ok=True)
+    with open(FLAGS.output + ".json", "w") as f:
+        json.dump(result, f, indent=1)
+    lines = [f"Command: `{command}` ({result['date']}, {result['machine']}). Step 0 is the "
+             "study's `none` (the initialization these runs start from). Dev accuracy after 10 "
+             "epochs, fine-tuning seed 0; cosines: mean pairwise cosine of the final token "
+             "states (real positions) and of the [CLS] states of 32 mr dev sentences; the "
+             "generator's accuracy and the AUC are the training log's at that step.", "",
+             "| step | generator MLM acc (train) | disc AUC (train) | token cosine | [CLS] cosine | "
+             + " | ".join(tasks) + " |", "|---:|---:|---:|---:|---:|" + "---:|" * len(tasks)]
+    def fmt(value) -> str:
+        return "" if value is None else f"{value:.3f}"
+
+    for n in steps:
+        r = rows[n]
+        lines.append(f"| {n} | " + " | ".join(fmt(r.get(k)) for k in (
+            "mlm_acc", "disc_auc", "token_cosine", "cls_cosine", *tasks)) + " |")
+    with open(FLAGS.output + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    app.run(main)
