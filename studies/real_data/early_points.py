@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -162,8 +161,8 @@ def main(argv):
         rows[0] = dict(step=0, **zero, **token_cosine(study.none_dir(p, FLAGS.seed), texts))
     command = "python -m studies.real_data.early_points " + " ".join(sys.argv[1:])
     result = {"command": command, "date": time.strftime("%Y-%m-%d", time.gmtime()),
-              "machine": f"{platform.processor() or platform.machine()}, "
-                         f"{os.cpu_count()} CPU cores", "rows": [rows[n] for n in steps]}
+              "machine": f"{study.cpu_model()}, {os.cpu_count()} CPU cores",
+              "rows": [rows[n] for n in steps]}
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.output)), exist_ok=True)
     with open(FLAGS.output + ".json", "w") as f:
         json.dump(result, f, indent=1)

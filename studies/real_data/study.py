@@ -228,13 +228,15 @@ def aggregate(rows: list[dict], tasks) -> dict:
 
 
 def difference(a: dict, b: dict) -> tuple[float, float]:
-    """Mean of a's pre-training-seed means minus b's, and its standard error."""
+    """Mean of a's pre-training-seed means minus b's, and its standard error
+    (NaN while either side has fewer than 2 pre-training seeds: no spread yet)."""
     ma, sa, na = mean_std(a["seed_means"].values())
     mb, sb, nb = mean_std(b["seed_means"].values())
     if not na or not nb:
         return float("nan"), float("nan")
-    se = math.sqrt((sa * sa / na if na > 1 else 0.0) + (sb * sb / nb if nb > 1 else 0.0))
-    return ma - mb, se
+    if na < 2 or nb < 2:
+        return ma - mb, float("nan")
+    return ma - mb, math.sqrt(sa * sa / na + sb * sb / nb)
 
 
 # === Settings and paths ===
@@ -678,6 +680,18 @@ CSV_COLUMNS = ("objective", "pretrain_seed", "flops", "step", "task", "finetune_
                "dev_accuracy", "dev_size")
 
 
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), or the platform's processor field."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def _fmt(ms) -> str:
     m, sd, n = ms
     return "n/a" if not n else f"{100 * m:.1f} ± {100 * sd:.1f} ({n})"
@@ -699,7 +713,8 @@ def write_report(output_dir: str, s: dict, p: dict, rows: list, tasks, plans: di
     ov = s["model_hparam_overrides"]
     lines = [f"# ELECTRA vs BERT-MLM vs no pre-training on real data ({s['scale']} scale)", "",
              f"- Command: `{command}`",
-             f"- Machine: {platform.platform()}, {os.cpu_count()} CPU cores; Python "
+             f"- Machine (of the call that wrote this report; the ledger's runs may come "
+             f"from several sittings): {cpu_model()}, {os.cpu_count()} CPU cores; Python "
              f"{platform.python_version()}; {s['backend']} backend",
              f"- Date (UTC): {datetime.now(timezone.utc):%Y-%m-%d %H:%M}",
              f"- Model: discriminator {ov.get('hidden_size', s['model_size'])} hidden, "
@@ -746,9 +761,11 @@ def write_report(output_dir: str, s: dict, p: dict, rows: list, tasks, plans: di
     for name, ka, kb in comparisons:
         if ka in agg and kb in agg:
             d, se = difference(agg[ka], agg[kb])
-            verdict = ("n/a" if math.isnan(d) else "larger than 2 SE" if se and abs(d) > 2 * se
-                       else "within 2 SE (not resolved by these seeds)")
-            lines.append(f"| {name} | {100 * d:+.2f} | {100 * se:.2f} | "
+            verdict = ("n/a" if math.isnan(d) else "no standard error yet (one pre-training "
+                       "seed on a side)" if math.isnan(se) else "larger than 2 SE"
+                       if se and abs(d) > 2 * se else "within 2 SE (not resolved by these seeds)")
+            lines.append(f"| {name} | {100 * d:+.2f} | "
+                         + ("n/a" if math.isnan(se) else f"{100 * se:.2f}") + " | "
                          f"{len(agg[ka]['seed_means'])}, {len(agg[kb]['seed_means'])} | "
                          f"{verdict} |")
     if e in agg and b in agg:

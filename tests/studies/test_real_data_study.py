@@ -4,6 +4,7 @@ toy scale."""
 
 import csv
 import json
+import math
 
 import pytest
 from conftest import make_corpus, run_module
@@ -93,6 +94,9 @@ def test_aggregate_means_over_seeds_and_tasks_and_the_difference_uses_seed_sprea
     assert set(agg[("bert_mlm", 10)]["seed_means"]) == {0, 1}
     d, se = study.difference(e, agg[("bert_mlm", 10)])
     assert d == pytest.approx(0.10) and se == pytest.approx(0.01414, abs=1e-4)
+    one_seed = study.aggregate([r for r in rows if r["pretrain_seed"] == 0], ("a", "b"))
+    d, se = study.difference(one_seed[("electra", 8)], agg[("bert_mlm", 10)])
+    assert d == pytest.approx(0.09) and math.isnan(se)  # no spread from one seed
 
 
 @pytest.mark.parametrize("args,expected", [
