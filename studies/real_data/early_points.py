@@ -16,6 +16,10 @@ first 32 dev sentences of mr), and fine-tunes it on every task of `--tasks`
 with the study's own fine-tuning command (fine-tuning seed 0). Results (JSON
 and a Markdown table) go to OUTPUT.json / OUTPUT.md; each finished fine-tuning
 run is kept in WORK_DIR/cpu/early/ and not redone by a rerun.
+
+A variant of the recipe: `--variant=NAME --pretrain_flag=--disc_weight=1`
+(repeatable) adds flags to the pre-training command and keeps its runs in
+WORK_DIR/cpu/early/NAME/; give it its own --output.
 """
 
 from __future__ import annotations
@@ -39,6 +43,10 @@ flags.DEFINE_string("tasks", ",".join(study.TASKS), "Tasks (the study's capped c
 flags.DEFINE_integer("seed", 0, "Pre-training seed.")
 flags.DEFINE_integer("finetune_workers", 2, "Fine-tuning runs at a time (one thread each).")
 flags.DEFINE_string("output", "benchmarks/real_data/early_points", "OUTPUT.json and OUTPUT.md.")
+flags.DEFINE_multi_string("pretrain_flag", [], "A run_pretraining flag added to the "
+                          "recipe's (e.g. --pretrain_flag=--disc_weight=1); needs --variant.")
+flags.DEFINE_string("variant", "", "A name for a run with --pretrain_flag: its own folder "
+                    "under WORK_DIR/cpu/early/.")
 flags.DEFINE_string("study_ledger", "benchmarks/real_data/study/ledger.jsonl",
                     "The study's ledger: its `none` results are the table's step 0.")
 
@@ -53,7 +61,7 @@ def pretrain(s: dict, p: dict, model_dir: str, steps: list[int]) -> dict:
             "--keep_checkpoint_max": len(range(0, max(steps), FLAGS.every)) + 2,
             "--iterations_per_loop": FLAGS.every, "--log_every_steps": FLAGS.every}
     cmd = [f"{a.split('=')[0]}={swap[a.split('=')[0]]}" if a.split("=")[0] in swap else a
-           for a in cmd]
+           for a in cmd] + list(FLAGS.pretrain_flag)  # absl: the last value of a flag wins
     log_path = model_dir + ".log"
     os.makedirs(os.path.dirname(model_dir), exist_ok=True)
     last = study.checkpoint_path(model_dir, max(steps))
@@ -122,7 +130,10 @@ def main(argv):
         raise SystemExit(f"error: {p['vocab']} not found: run the study's --stage=prepare first")
     steps = sorted(int(x) for x in FLAGS.steps.split(","))
     tasks = [t for t in FLAGS.tasks.split(",") if t]
-    early = os.path.join(p["runs"], "early")
+    early = os.path.join(p["runs"], "early", *([FLAGS.variant] if FLAGS.variant else []))
+    if FLAGS.pretrain_flag and not FLAGS.variant:
+        raise SystemExit("error: --pretrain_flag needs --variant (a folder name of its own, "
+                         "so that its runs are not taken for the recipe's)")
     model_dir = os.path.join(early, f"electra_s{FLAGS.seed}")
     curve = pretrain(s, p, model_dir, steps)
     with open(os.path.join(p["tasks"], "mr", "dev.tsv"), encoding="utf-8") as f:
