@@ -85,10 +85,8 @@ class Ledger:
                                  "line") from None
             if record.get("settings_id") != sid:
                 self.other_settings += 1
-            elif kind == "finetune":
-                self._finetune[finetune_key(record)] = record
             else:
-                self._pretrain[(record["objective"], int(record["seed"]))] = record
+                self._keep(record)
 
     def finetune(self, r: dict) -> dict | None:
         return self._finetune.get(finetune_key(r))
@@ -117,8 +115,11 @@ class Ledger:
                 f.write(line.encode("utf-8"))
                 f.flush()
                 os.fsync(f.fileno())
-            if kind == "finetune":
-                self._finetune[finetune_key(record)] = record
-            else:
-                self._pretrain[(record["objective"], int(record["seed"]))] = record
+            self._keep(record)
         return record
+
+    def _keep(self, record: dict) -> None:
+        if record["kind"] == "finetune":
+            self._finetune[finetune_key(record)] = record
+        else:
+            self._pretrain[(record["objective"], int(record["seed"]))] = record

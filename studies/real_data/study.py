@@ -33,8 +33,9 @@ Stages (--stage, comma-separated):
   task with every fine-tuning seed, each in a subprocess and a folder of its own.
 * report: results.csv, results.md and (with matplotlib) results.png in --output_dir.
 
-The study runs unit by unit: per seed, `none`, then each objective's
-pre-training run followed at once by its fine-tuning runs. Every finished run's
+The study runs seed by seed: `none`'s fine-tuning, then each objective's
+pre-training run followed at once by the fine-tuning of its final point, then
+the seed's earlier points. Every finished run's
 result goes to the ledger (--ledger, default OUTPUT_DIR/ledger.jsonl, see
 ledger.py), which is committed with the report: a later sitting, on this
 machine or on a fresh one without the work directory's checkpoints, skips the
@@ -64,7 +65,11 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 if REPO_ROOT not in sys.path:  # benchmarks/ is a folder of scripts, not a package
     sys.path.insert(0, REPO_ROOT)
 
-from benchmarks.bench_common import encoder_flops_per_token, model_flops_per_sequence  # noqa: E402
+from benchmarks.bench_common import (  # noqa: E402
+    cpu_model,
+    encoder_flops_per_token,
+    model_flops_per_sequence,
+)
 from studies.real_data.ledger import Ledger, settings_id  # noqa: E402
 
 OBJECTIVES = ("electra", "bert_mlm")
@@ -678,18 +683,6 @@ def collect_rows(ledger) -> list[dict]:
 
 CSV_COLUMNS = ("objective", "pretrain_seed", "flops", "step", "task", "finetune_seed",
                "dev_accuracy", "dev_size")
-
-
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo), or the platform's processor field."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _fmt(ms) -> str:
