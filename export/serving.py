@@ -80,9 +80,9 @@ def length_buckets(max_seq_length: int, buckets=None, min_length: int = 1) -> tu
       buckets: the lengths below L to use; None: 8, 16, 24, then the powers of
         two from 32 and 1.5 times them (8, 16, 24, 32, 48, 64, 96, 128, 192,
         256, 384, ...) below L, so that a row pads by at most a third (and 7
-        below 24). The steps of 8 are for one-sentence requests: on 2 CPU
-        cores ELECTRA-Small takes 10.4 ms at 24 positions and 12.1 ms at 32
-        (benchmarks/serving_floor.md).
+        below 24). The steps of 8 are for one-sentence requests: with one
+        thread ELECTRA-Small's encoder takes 4.9 ms at 24 positions and 5.5 ms
+        at 32 (benchmarks/serving_floor.md).
         Lengths >= L are dropped; [L] (or any list of them) is the fixed window.
       min_length: buckets below it are dropped (the joint span head's beam
         needs at least beam_size positions).

@@ -65,7 +65,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf.modeling.finetuning import MASK_LOGIT
-from export import serving
+from export import serving, serving_encoder
 
 IDS_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 # The joint span head's raw outputs (in place of end_logits): modeling/finetuning.py.
@@ -258,11 +258,14 @@ class BucketedModel:
     rows longer than every bucket run at W). The buckets present in the batch
     run one after another in a tf.while_loop (one copy of the model in the
     graph), and the outputs come back in row order: those with a position axis
-    are [B, W, ...], with MODEL_FILLS past each row's bucket.
+    are [B, W, ...], with MODEL_FILLS past each row's bucket. The encoder runs
+    as serving_encoder's graph (lean_encoder=False: the Keras layers' own, for
+    benchmarks/bench_export.py's A/B).
     """
 
-    def __init__(self, spec, buckets: tuple[int, ...]):
+    def __init__(self, spec, buckets: tuple[int, ...], lean_encoder: bool = True):
         self.model = spec.model
+        self.lean_encoder = lean_encoder
         self.buckets = tuple(buckets)
         self.min_length = min_length(spec)
         symbolic = {k: keras.KerasTensor((None, None), dtype="int32")
@@ -292,7 +295,10 @@ class BucketedModel:
             inputs = {name: serving.pad_positions(tf.gather(x, rows), w, 0)
                       for name, x in (("input_ids", word_ids), ("input_mask", mask),
                                       ("segment_ids", type_ids))}
-            out = self.model(inputs, training=False)
+            if self.lean_encoder:
+                out = serving_encoder.model_outputs(self.model, inputs)
+            else:
+                out = self.model(inputs, training=False)
             for k, (_, _, positional) in self.outputs.items():
                 value = out[k]
                 if positional:
@@ -371,7 +377,8 @@ def text_outputs(spec, packer: serving.Packer, *texts, model=None) -> dict:
             "null_odds": span["null_odds"], "has_answer": span["has_answer"], **truncated}
 
 
-def build_archive(spec, ids_only: bool = False, check_inputs: bool = True):
+def build_archive(spec, ids_only: bool = False, check_inputs: bool = True,
+                  lean_encoder: bool = True):
     """An ExportArchive with the endpoints (see the module docstring) and an info dict.
 
     Both signatures pad each batch to its length bucket (spec.length_buckets,
@@ -380,7 +387,9 @@ def build_archive(spec, ids_only: bool = False, check_inputs: bool = True):
     check_inputs=False leaves out the ids signature's value and shape checks
     (the text inputs' rank checks stay: without them a scalar crashes the
     server); it exists only so that benchmarks/bench_export.py can measure
-    what the checks cost. export() always checks.
+    what the checks cost. export() always checks. lean_encoder=False runs the
+    encoder through the Keras layers' graph instead of serving_encoder's (the
+    same outputs, more ops), likewise only for the benchmark's A/B.
     """
     archive = keras.export.ExportArchive()
     # Not archive.track(spec.model): that saves every weight twice (the Keras
@@ -401,7 +410,7 @@ def build_archive(spec, ids_only: bool = False, check_inputs: bool = True):
         return ids_outputs(spec, *inputs, model=model)
 
     buckets = serving.length_buckets(spec.max_seq_length, spec.length_buckets, min_length(spec))
-    model = BucketedModel(spec, buckets)
+    model = BucketedModel(spec, buckets, lean_encoder)
     names = serving.text_input_names(spec.task, spec.pair)
     info = {"task": spec.task, "task_name": spec.task_name, "max_seq_length": spec.max_seq_length,
             "label_names": list(spec.label_names), "regression": spec.regression,

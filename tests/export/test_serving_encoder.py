@@ -1,0 +1,107 @@
+"""export.serving_encoder computes the Keras encoder's function (inference mode), in fewer ops."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf.config import EncoderConfig
+from electra_tf.modeling import build_discriminator
+from electra_tf.modeling.finetuning import FinetuningModel
+from export import serving_encoder
+
+ATOL = 1e-5
+
+
+def _randomize(model, seed=0):
+    """Non-trivial weights everywhere (LayerNorm gains/offsets and biases are 1/0 at init)."""
+    rng = np.random.default_rng(seed)
+    for v in model.weights:
+        scale = 0.5 if any(n in v.path for n in ("gamma", "beta", "bias")) else 0.2
+        base = 1.0 if "gamma" in v.path else 0.0
+        v.assign((base + rng.normal(0, scale, v.shape)).astype(v.dtype))
+
+
+def _inputs(batch, length, vocab, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(1, vocab, [batch, length]).astype(np.int32)
+    mask = np.ones([batch, length], np.int32)
+    for b in range(batch):  # row b keeps a different number of real positions
+        mask[b, max(1, length - 2 * b):] = 0
+    ids[mask == 0] = 0
+    types = (np.arange(length)[None, :] >= length // 2).astype(np.int32) * mask
+    return {"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
+            "segment_ids": tf.constant(types)}
+
+
+def _config(**overrides):
+    values = dict(vocab_size=53, embedding_size=12, hidden_size=16, num_hidden_layers=2,
+                  num_attention_heads=4, intermediate_size=24, max_position_embeddings=40,
+                  hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.3)
+    return EncoderConfig(**{**values, **overrides})
+
+
+@pytest.mark.parametrize("overrides", [
+    {},  # E != H: the embeddings projection
+    {"embedding_size": None, "num_attention_heads": 2, "hidden_act": "gelu_approximate"},
+    {"hidden_act": "relu", "num_attention_heads": 1, "layer_norm_eps": 1e-3},
+])
+def test_sequence_output_equals_the_keras_encoder(overrides):
+    keras.utils.set_random_seed(0)
+    disc = build_discriminator(_config(**overrides))
+    _randomize(disc)
+    for batch, length in ((1, 1), (1, 7), (4, 24), (3, 40)):
+        x = _inputs(batch, length, 53, seed=length)
+        want = disc.encoder(x, training=False)["sequence_output"].numpy()
+        got = tf.function(serving_encoder.serving_sequence_output)(
+            disc.encoder, x["input_ids"], x["input_mask"], x["segment_ids"]).numpy()
+        assert got.shape == want.shape
+        # every position, padding included (the heads see them all)
+        np.testing.assert_allclose(got, want, rtol=0, atol=ATOL)
+        assert np.abs(want).max() > 0.5  # not a vacuous comparison
+
+
+@pytest.mark.parametrize("kind,options", [
+    ("classification", {"num_labels": 3}),
+    ("classification", {"num_labels": 2, "classifier_head": "mlp"}),
+    ("tagging", {"num_labels": 5}),
+    ("span", {"span_head": "joint", "beam_size": 3, "answerable": True}),
+    ("span", {"span_head": "independent"}),
+])
+def test_model_outputs_equal_the_keras_model(kind, options):
+    keras.utils.set_random_seed(1)
+    model = FinetuningModel(build_discriminator(_config()).encoder, kind, **options)
+    model.build()
+    _randomize(model, seed=2)
+    x = _inputs(3, 12, 53, seed=3)
+    want = model(x, training=False)
+    got = tf.function(lambda x: serving_encoder.model_outputs(model, x))(x)
+    assert sorted(got) == sorted(want)
+    for key in want:
+        np.testing.assert_allclose(np.asarray(got[key]), np.asarray(want[key]),
+                                   rtol=0, atol=ATOL, err_msg=key)
+
+
+def test_rtd_discriminator_outputs_equal_the_keras_model():
+    keras.utils.set_random_seed(3)
+    disc = build_discriminator(_config())
+    _randomize(disc, seed=4)
+    x = _inputs(2, 9, 53, seed=5)
+    got = serving_encoder.model_outputs(disc, x)
+    np.testing.assert_allclose(got["rtd_logits"].numpy(),
+                               disc(x, training=False)["rtd_logits"].numpy(), rtol=0, atol=ATOL)
+
+
+def test_a_mixed_precision_model_runs_through_its_keras_layers():
+    keras.utils.set_random_seed(4)
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        model = FinetuningModel(build_discriminator(_config()).encoder, "classification", 2)
+        model.build()
+    finally:
+        keras.config.set_dtype_policy(previous)
+    assert not serving_encoder.supported(model.encoder)
+    x = _inputs(2, 6, 53)
+    np.testing.assert_array_equal(serving_encoder.model_outputs(model, x)["logits"].numpy(),
+                                  model(x, training=False)["logits"].numpy())
