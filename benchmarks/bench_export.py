@@ -22,6 +22,14 @@ both are loaded, and their serving_ids calls alternate (--check_iters pairs
 at batch 1, a quarter of that at batch 32, order flipped every pair), so
 that the load of a shared machine hits both alike; the medians and the median
 of the paired differences are recorded.
+
+Length buckets and the serving encoder (issue #24) are measured the same way,
+three exports called in turn (VARIANTS): the fixed window through the Keras
+layers' graph (the export before #24), the length buckets alone, and what
+export() writes (the buckets with export/serving_encoder.py's graph), on
+texts of 5, 20, 60 and 128 words and a mixed batch. --parts=buckets runs only
+this part; --intra_op_threads sets TensorFlow's intra-op threads, as TF
+Serving's --tensorflow_intra_op_parallelism does.
 """
 
 import argparse
@@ -30,13 +38,12 @@ import os
 import platform
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
-from bench_common import ROOT, repo_relative  # noqa: E402 (benchmarks/ is on sys.path)
+from bench_common import ROOT, cpu_model, repo_relative  # noqa: E402 (benchmarks/ is on sys.path)
 
 sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -158,6 +165,12 @@ def _max_diff(a, b, mask=None):
     return worst
 
 
+# The exports of the length-bucket A/B: (length buckets, serving_encoder's graph).
+# before: the fixed window through the Keras layers' graph (the export before
+# issue #24); buckets: the buckets alone; after: what export() writes today.
+VARIANTS = {"before": (False, False), "buckets": (True, False), "after": (True, True)}
+
+
 def bucket_cost(dirs, work, iters, warmup):
     """Rows of the A/B measurement of length buckets (see the module docstring)."""
     import tensorflow as tf
@@ -169,13 +182,14 @@ def bucket_cost(dirs, work, iters, warmup):
     rng = random.Random(1)
     for name, task in (("sst2", "sequence_classification"), ("ner", "token_classification")):
         loaded = {}
-        for bucketed in (False, True):
+        for variant in VARIANTS:  # see VARIANTS: (buckets, lean encoder)
             spec = load_spec(task, dirs[name])
+            bucketed, lean = VARIANTS[variant]
             spec.length_buckets = None if bucketed else (spec.max_seq_length,)
-            path = os.path.join(work, "buckets", f"{name}_{'after' if bucketed else 'before'}")
-            archive, _ = build_archive(spec)
+            path = os.path.join(work, "buckets", f"{name}_{variant}")
+            archive, _ = build_archive(spec, lean_encoder=lean)
             archive.write_out(path, verbose=False)
-            loaded[bucketed] = tf.saved_model.load(path).signatures
+            loaded[variant] = tf.saved_model.load(path).signatures
         cases = [(f"{n} words", batch, [n] * batch) for n in BUCKET_LENGTHS for batch in (1, 32)]
         cases.append(("mixed 5-120 words", 32, [rng.randint(5, 120) for _ in range(32)]))
         for label, batch, lengths in cases:
@@ -186,25 +200,28 @@ def bucket_cost(dirs, work, iters, warmup):
                 inputs = {"text": texts}
                 if signature == "serving_ids":  # a client's packing: the full window
                     inputs = _ids_for(texts)
-                fns = {b: loaded[b][signature] for b in (False, True)}
-                outs = {b: fns[b](**inputs) for b in (False, True)}
-                diff = _max_diff(outs[False], outs[True], inputs["input_mask"].numpy()
-                                 if "input_mask" in inputs else None)
+                fns = {v: loaded[v][signature] for v in VARIANTS}
+                outs = {v: fns[v](**inputs) for v in VARIANTS}
+                mask = inputs["input_mask"].numpy() if "input_mask" in inputs else None
+                diffs = [_max_diff(outs["before"], outs[v], mask) for v in VARIANTS]
+                diff = -1.0 if min(diffs) < 0 else max(diffs)
                 for fn in fns.values():
                     for _ in range(warmup):
                         {k: v.numpy() for k, v in fn(**inputs).items()}
                 n = iters if batch == 1 else max(10, iters // 4)
-                times = {False: [], True: []}
+                times = {v: [] for v in VARIANTS}
+                order = list(VARIANTS)
                 for i in range(n):
-                    for b in ((False, True) if i % 2 == 0 else (True, False)):
+                    for v in (order if i % 2 == 0 else order[::-1]):
                         t0 = time.perf_counter()
-                        {k: v.numpy() for k, v in fns[b](**inputs).items()}
-                        times[b].append(time.perf_counter() - t0)
-                before, after = (1e3 * float(np.median(times[b])) for b in (False, True))
+                        {k: x.numpy() for k, x in fns[v](**inputs).items()}
+                        times[v].append(time.perf_counter() - t0)
+                p50 = {v: 1e3 * float(np.median(times[v])) for v in VARIANTS}
                 rows.append({"task": task, "signature": signature, "inputs": label,
-                             "batch": batch, "pairs": n, "fixed_p50_ms": round(before, 2),
-                             "bucketed_p50_ms": round(after, 2),
-                             "speedup": round(before / after, 2),
+                             "batch": batch, "pairs": n, "fixed_p50_ms": round(p50["before"], 2),
+                             "buckets_keras_p50_ms": round(p50["buckets"], 2),
+                             "bucketed_p50_ms": round(p50["after"], 2),
+                             "speedup": round(p50["before"] / p50["after"], 2),
                              "max_output_difference": diff})
                 print(json.dumps(rows[-1]), flush=True)
     return rows
@@ -233,9 +250,18 @@ def main():
                         help="A/B pairs for the ids checks' cost at batch 1 (a quarter at 32).")
     parser.add_argument("--bucket_iters", type=int, default=40,
                         help="A/B pairs for the length buckets at batch 1 (a quarter at 32).")
+    parser.add_argument("--parts", default="all", choices=["all", "buckets"],
+                        help="buckets: only the length-bucket A/B (its own table).")
+    parser.add_argument("--intra_op_threads", type=int, default=0,
+                        help="TensorFlow's intra-op threads (TF Serving's "
+                             "--tensorflow_intra_op_parallelism); 0: TensorFlow's default, "
+                             "one per core.")
     args = parser.parse_args()
 
     import tensorflow as tf
+
+    if args.intra_op_threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
 
     from export.export_saved_model import export, load_spec
     from export.serving import length_buckets
@@ -246,6 +272,8 @@ def main():
     rng = random.Random(0)
     rows = []
     for name, task in (("sst2", "sequence_classification"), ("ner", "token_classification")):
+        if args.parts != "all":
+            break
         t0 = time.perf_counter()
         spec = load_spec(task, dirs[name])
         path = export(spec, os.path.join(work, "models"), name)
@@ -274,14 +302,17 @@ def main():
                              "variables_mb": round(variables / 2**20, 1)})
                 print(json.dumps(rows[-1]), flush=True)
 
-    check_rows = input_check_cost(dirs, work, args.check_iters, args.warmup)
+    check_rows = (input_check_cost(dirs, work, args.check_iters, args.warmup)
+                  if args.parts == "all" else [])
     bucket_rows = bucket_cost(dirs, work, args.bucket_iters, args.warmup)
 
     import keras
 
-    cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
-                         capture_output=True, text=True).stdout.strip()
-    machine = {"cpu": cpu, "cores": os.cpu_count(), "load_avg_at_start": load_start,
+    cpu = cpu_model()
+    threads = (f"{args.intra_op_threads} intra-op thread(s)" if args.intra_op_threads
+               else "TensorFlow's default threads, one per core")
+    machine = {"cpu": cpu, "cores": os.cpu_count(), "intra_op_threads": args.intra_op_threads,
+               "load_avg_at_start": load_start,
                "load_avg_at_end": os.getloadavg(), "python": platform.python_version(),
                "tensorflow": tf.__version__, "keras": keras.__version__,
                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -290,72 +321,80 @@ def main():
                    "warmup": args.warmup, "check_iters": args.check_iters,
                    "input_checks": check_rows, "bucket_iters": args.bucket_iters,
                    "length_buckets": bucket_rows}, f, indent=2)
+    command = (f"python benchmarks/bench_export.py --iters={args.iters} "
+               f"--warmup={args.warmup} --check_iters={args.check_iters} "
+               f"--bucket_iters={args.bucket_iters} ")
+    if args.parts != "all":
+        command += f"--parts={args.parts} "
+    if args.intra_op_threads:
+        command += f"--intra_op_threads={args.intra_op_threads} "
     lines = ["# ELECTRA-Small SavedModel export: time, size, in-process latency (CPU)", "",
              "Reproduce (from the repository root):", "", "```",
-             f"python benchmarks/bench_export.py --iters={args.iters} "
-             f"--warmup={args.warmup} --check_iters={args.check_iters} "
-             f"--bucket_iters={args.bucket_iters} "
-             f"--output={repo_relative(args.output)}", "```", "",
-             f"- Machine: {cpu}, {os.cpu_count()} cores, no GPU; shared with other jobs "
-             f"(1-min load average {load_start:.2f} at the start, "
-             f"{os.getloadavg()[0]:.2f} at the end). On 2 shared cores the latencies move "
+             command + f"--output={repo_relative(args.output)}", "```", "",
+             f"- Machine: {cpu}, {os.cpu_count()} cores, no GPU, {threads}; "
+             f"1-min load average {load_start:.2f} at the start, "
+             f"{os.getloadavg()[0]:.2f} at the end. On 2 shared cores the latencies move "
              "with the other jobs' load; compare rows of one run only.",
              f"- TensorFlow {tf.__version__}, Keras {keras.__version__}, "
              f"Python {platform.python_version()}; {machine['date']}",
              "- ELECTRA-Small (hidden 256, 12 layers, E 128, vocab 30522), seq 128, random "
-             "weights, untrained heads; text inputs of 200 words (truncated in-graph to 128 "
-             f"pieces); {args.warmup} warm-up calls excluded, p50/p95 over {args.iters} calls "
-             "of tf.saved_model.load(...).signatures[...] in this process.",
-             "- Export time = build the Keras model + load weights + trace + write the "
-             "SavedModel and warmup file.", "",
-             "| task | signature | batch | p50 ms | p95 ms | seq/s (p50) | export s | load s "
-             "| SavedModel MB | variables MB |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "weights, untrained heads."]
+    if rows:
+        lines += [
+            "",
+            "## Export and latency at the full window",
+            "",
+            "Text inputs of 200 words (truncated in-graph to 128 pieces); "
+            f"{args.warmup} warm-up calls excluded, p50/p95 over {args.iters} calls "
+            "of tf.saved_model.load(...).signatures[...] in this process. "
+            "Export time = build the Keras model + load weights + trace + write the "
+            "SavedModel and warmup file.", "",
+            "| task | signature | batch | p50 ms | p95 ms | seq/s (p50) | export s | load s "
+            "| SavedModel MB | variables MB |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['task']} | {r['signature']} | {r['batch']} | {r['p50_ms']} | "
                      f"{r['p95_ms']} | {r['seq_per_s_p50']} | {r['export_s']} | {r['load_s']} "
                      f"| {r['saved_model_mb']} | {r['variables_mb']} |")
-    lines += ["", "## Cost of the serving_ids input checks (A/B)", "",
-              "The ids signature checks its inputs in-graph (ranks, equal shapes, "
-              "0 <= id < vocab size, 0 <= type id < type vocab size, mask in {0, 1}, "
-              "seq <= max positions). Same model and inputs, exported without the checks "
-              "(before) and with them (after); calls alternate between the two, "
-              f"{args.warmup} warm-up calls each excluded. Delta: median of the paired "
-              "differences (after - before) of consecutive calls.", "",
-              "| task | signature | batch | pairs | before p50 ms | after p50 ms "
-              "| paired delta p50 ms | delta % |",
-              "|---|---|---|---|---|---|---|---|"]
+    if check_rows:
+        lines += ["", "## Cost of the serving_ids input checks (A/B)", "",
+                  "The ids signature checks its inputs in-graph (ranks, equal shapes, "
+                  "0 <= id < vocab size, 0 <= type id < type vocab size, mask in {0, 1}, "
+                  "seq <= max positions). Same model and inputs, exported without the checks "
+                  "(before) and with them (after); calls alternate between the two, "
+                  f"{args.warmup} warm-up calls each excluded. Delta: median of the paired "
+                  "differences (after - before) of consecutive calls.", "",
+                  "| task | signature | batch | pairs | before p50 ms | after p50 ms "
+                  "| paired delta p50 ms | delta % |",
+                  "|---|---|---|---|---|---|---|---|"]
     for r in check_rows:
         lines.append(f"| {r['task']} | {r['signature']} | {r['batch']} | {r['pairs']} | "
                      f"{r['before_p50_ms']} | {r['after_p50_ms']} | "
                      f"{r['paired_delta_p50_ms']} | {r['paired_delta_pct']} |")
-    lines += ["", "## Length buckets (A/B)", "",
-              "The same model exported with a fixed window (`--length_buckets=128`: every "
-              "request padded to 128 positions, as before the buckets) and with the default "
-              f"buckets ({', '.join(map(str, length_buckets(128)))}: each row runs on the "
-              "shortest that holds it, "
-              "the rows "
-              "of one bucket together); calls alternate between the two, "
-              f"{args.warmup} warm-up calls each excluded. Texts of N words \"wK\", one "
-              "piece each (128 words are truncated to 126 pieces); the ids rows send the "
-              "same texts packed by the client to [B, 128]. \"mixed\": 32 texts of 5-120 "
-              "words (uniform; each task draws its own batch from one seeded stream, so the "
-              "two tasks' mixes differ). Max output difference: the largest difference of "
-              "any float output between the two exports on those inputs, at the positions a "
-              "request holds (string and integer outputs identical).", "",
-              "| task | signature | inputs | batch | pairs | fixed p50 ms | bucketed p50 ms "
-              "| speedup | max output difference |",
-              "|---|---|---|---|---|---|---|---|---|"]
-    lines_after = ["", "What bounds a short request on this CPU is the model itself: at batch 1 "
-                   "and 16 positions ELECTRA-Small's forward pass alone (a plain tf.function, "
-                   "no tokenization or buckets) takes about 11 ms, 8 ms under XLA. A mixed "
-                   "batch gains less than its mean length suggests because about half of "
-                   "its rows need more than 64 positions."]
+    lines += ["", "## Length buckets and the serving encoder (A/B)", "",
+              "Three exports of the same model, called in turn (the order reversed every "
+              f"round, {args.warmup} warm-up calls each excluded): **fixed**, the export before "
+              "issue #24 (`--length_buckets=128`, every request padded to 128 positions, "
+              "the encoder run through the Keras layers' graph); **buckets**, the default "
+              f"length buckets ({', '.join(map(str, length_buckets(128)))}: each row runs on "
+              "the shortest that holds it, the rows of one bucket together) with the Keras "
+              "graph; **today**, what `export` writes: the buckets with "
+              "`export/serving_encoder.py`'s graph. Speedup: fixed / today. Texts of N words "
+              "\"wK\", one piece each (128 words are truncated to 126 pieces); the ids rows "
+              "send the same texts packed by the client to [B, 128]. \"mixed\": 32 texts of "
+              "5-120 words (uniform; each task draws its own batch from one seeded stream, so "
+              "the two tasks' mixes differ). Max output difference: the largest difference of "
+              "any float output between fixed and the two others on those inputs, at the "
+              "positions a request holds (string and integer outputs identical; -1 where one "
+              "differs).", "",
+              "| task | signature | inputs | batch | rounds | fixed p50 ms | buckets p50 ms "
+              "| today p50 ms | speedup | max output difference |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in bucket_rows:
         lines.append(f"| {r['task']} | {r['signature']} | {r['inputs']} | {r['batch']} | "
-                     f"{r['pairs']} | {r['fixed_p50_ms']} | {r['bucketed_p50_ms']} | "
-                     f"{r['speedup']} | {r['max_output_difference']:.2g} |")
-    lines += lines_after
+                     f"{r['pairs']} | {r['fixed_p50_ms']} | {r['buckets_keras_p50_ms']} | "
+                     f"{r['bucketed_p50_ms']} | {r['speedup']} | "
+                     f"{r['max_output_difference']:.2g} |")
     with open(args.output + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     shutil.rmtree(work, ignore_errors=True)

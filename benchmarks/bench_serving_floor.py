@@ -2,20 +2,23 @@
 
     python benchmarks/bench_serving_floor.py --output=benchmarks/serving_floor
 
-Two measurements, each in a fresh child process per TensorFlow intra-op thread
-count (--threads, default 1 and 2; inter-op threads 2):
+Two measurements, each in a fresh child process per setting: TensorFlow
+intra-op threads (--threads, default 1 and 2; inter-op threads 2) times
+oneDNN on or off (--onednn, the TF_ENABLE_ONEDNN_OPTS environment variable
+that TensorFlow, TF Serving's included, reads at start-up):
 
 1. The model alone: the Small discriminator with its classification head,
-   called on ids [1, L] (all real) in a tf.function, without and with XLA
-   (jit_compile), for L in --lengths. No tokenization, no buckets, no signature:
-   the floor an export cannot go below with this graph on this CPU.
+   called on ids [1, L] (all real) in a tf.function, for L in --lengths, three
+   ways: the Keras layers' graph, the same under XLA (jit_compile), and
+   export/serving_encoder.py's graph (what the export runs). No tokenization,
+   no buckets, no signature.
 2. The export as TF Serving runs it: the SavedModel loaded with the TF1 loader
    into a Session (ConfigProto with the same thread counts, as the server's
    --tensorflow_intra_op_parallelism / --tensorflow_inter_op_parallelism set),
    the text signature called with a 20-word and a 128-word text at batch 1 and
-   a mixed batch of 32 texts of 5-120 words. Two exports of the same weights:
-   the default length buckets (16, 32, 48, 64, 96, 128) and finer ones
-   (--fine_buckets, default 8, 16, 24, 32, 48, 64, 96, 128).
+   a mixed batch of 32 texts of 5-120 words. Two exports of the same weights,
+   both with the default length buckets: the encoder through the Keras layers'
+   graph, and through serving_encoder's (what export() writes).
 
 Texts are "wN" words (one piece each, as bench_export.py's vocabulary), so a
 20-word text is 22 positions with [CLS] and [SEP]. Latencies are p50 over
@@ -34,12 +37,12 @@ import tempfile
 import time
 
 import numpy as np
-from bench_common import ROOT, repo_relative  # noqa: E402 (benchmarks/ is on sys.path)
+from bench_common import ROOT, cpu_model, repo_relative  # noqa: E402 (benchmarks/ is on sys.path)
 
 sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-DEFAULT_BUCKETS = (16, 32, 48, 64, 96, 128)
+GRAPHS = ("keras", "serving_encoder")  # the two exports of part 2
 
 
 def _p50(fn, warmup, iters):
@@ -70,8 +73,12 @@ def child(args):
     config = EncoderConfig(vocab_size=30522, **MODEL_SIZES["small"])
     model = FinetuningModel(build_discriminator(config).encoder, "classification", 2)
     model.build()
-    for jit in (False, True):
-        fn = tf.function(lambda x: model(x, training=False), jit_compile=jit)
+    from export import serving_encoder
+
+    fns = {"keras": tf.function(lambda x: model(x, training=False)),
+           "keras_xla": tf.function(lambda x: model(x, training=False), jit_compile=True),
+           "serving_encoder": tf.function(lambda x: serving_encoder.model_outputs(model, x))}
+    for graph, fn in fns.items():
         for length in args.lengths:
             ids = tf.constant(np.random.default_rng(0).integers(1000, 30000, [1, length]),
                               tf.int32)
@@ -79,13 +86,14 @@ def child(args):
                  "segment_ids": tf.zeros_like(ids)}
             p50 = _p50(lambda: tf.nest.map_structure(lambda t: t.numpy(), fn(x)),
                        args.warmup, args.iters)
-            print(json.dumps({"part": "model", "threads": args.threads, "jit": jit,
-                              "length": length, "batch": 1, "p50_ms": p50}), flush=True)
+            print(json.dumps({"part": "model", "threads": args.threads, "onednn": args.onednn,
+                              "graph": graph, "length": length, "batch": 1, "p50_ms": p50}),
+                  flush=True)
 
     rng = random.Random(0)
     cases = [("20 words", [20]), ("128 words", [128]),
              ("mixed 5-120 words", [rng.randint(5, 120) for _ in range(32)])]
-    for name in ("default", "fine"):
+    for name in GRAPHS:
         graph = tf.Graph()
         with graph.as_default():
             session_config = tf.compat.v1.ConfigProto(
@@ -101,17 +109,18 @@ def child(args):
                 feed = {sig.inputs["text"].name: texts}
                 iters = args.iters if len(lengths) == 1 else max(5, args.iters // 4)
                 p50 = _p50(lambda: sess.run(fetch, feed), args.warmup, iters)
-                print(json.dumps({"part": "export", "threads": args.threads, "buckets": name,
-                                  "inputs": label, "batch": len(lengths), "p50_ms": p50}),
-                      flush=True)
+                print(json.dumps({"part": "export", "threads": args.threads,
+                                  "onednn": args.onednn, "graph": name, "inputs": label,
+                                  "batch": len(lengths), "p50_ms": p50}), flush=True)
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--output", default="benchmarks/serving_floor")
     parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--onednn", default="1,0",
+                        help="TF_ENABLE_ONEDNN_OPTS values to measure (1 on, 0 off).")
     parser.add_argument("--lengths", default="16,24,32,64,128")
-    parser.add_argument("--fine_buckets", default="8,16,24,32,48,64,96,128")
     parser.add_argument("--iters", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -119,7 +128,7 @@ def main():
     args = parser.parse_args()
     args.lengths = [int(v) for v in args.lengths.split(",")]
     if args.child:
-        args.threads = int(args.threads)
+        args.threads, args.onednn = int(args.threads), int(args.onednn)
         return child(args)
 
     from bench_export import make_checkpoints
@@ -129,19 +138,19 @@ def main():
 
     work = tempfile.mkdtemp(prefix="bench_serving_floor_")
     dirs = make_checkpoints(work)
-    fine = tuple(int(v) for v in args.fine_buckets.split(","))
-    for name, buckets in (("default", DEFAULT_BUCKETS), ("fine", fine)):
+    for name in GRAPHS:
         spec = load_spec("sequence_classification", dirs["sst2"])
-        spec.length_buckets = buckets
-        archive, _ = build_archive(spec)
+        archive, _ = build_archive(spec, lean_encoder=name == "serving_encoder")
         archive.write_out(os.path.join(work, name), verbose=False)
     load_start = os.getloadavg()[0]
     rows = []
-    for threads in (int(v) for v in args.threads.split(",")):
+    settings = [(int(t), int(o)) for o in args.onednn.split(",") for t in args.threads.split(",")]
+    for threads, onednn in settings:
         cmd = [sys.executable, os.path.abspath(__file__), "--child", f"--threads={threads}",
-               f"--lengths={','.join(map(str, args.lengths))}", f"--iters={args.iters}",
-               f"--warmup={args.warmup}", f"--work={work}"]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+               f"--onednn={onednn}", f"--lengths={','.join(map(str, args.lengths))}",
+               f"--iters={args.iters}", f"--warmup={args.warmup}", f"--work={work}"]
+        env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": str(onednn)}
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
         for line in out.splitlines():
             if line.startswith("{"):
                 rows.append(json.loads(line))
@@ -150,8 +159,7 @@ def main():
     import keras
     import tensorflow as tf
 
-    cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
-                         capture_output=True, text=True).stdout.strip()
+    cpu = cpu_model()
     machine = {"cpu": cpu, "cores": os.cpu_count(), "load_avg_at_start": load_start,
                "load_avg_at_end": os.getloadavg()[0], "python": platform.python_version(),
                "tensorflow": tf.__version__, "keras": keras.__version__,
@@ -160,11 +168,18 @@ def main():
         json.dump({"machine": machine, "args": {k: v for k, v in vars(args).items()
                                                 if k not in ("child", "work", "output")},
                    "rows": rows}, f, indent=2)
-    threads = sorted({r["threads"] for r in rows})
+
+    def column(threads, onednn):
+        return f"{threads} thread{'s' if threads > 1 else ''}, oneDNN {'on' if onednn else 'off'}"
+
+    header = "| " + " | ".join(column(t, o) for t, o in settings) + " |"
+    rule = "---:|" * len(settings)
+    graphs = {"keras": "Keras layers", "keras_xla": "Keras layers, XLA",
+              "serving_encoder": "serving encoder"}
     lines = ["# What bounds a short request to an ELECTRA-Small export (CPU)", "",
              "Reproduce (from the repository root):", "", "```",
              f"python benchmarks/bench_serving_floor.py --threads={args.threads} "
-             f"--lengths={','.join(map(str, args.lengths))} --fine_buckets={args.fine_buckets} "
+             f"--onednn={args.onednn} --lengths={','.join(map(str, args.lengths))} "
              f"--iters={args.iters} --warmup={args.warmup} --output={repo_relative(args.output)}",
              "```", "",
              f"- Machine: {cpu}, {os.cpu_count()} cores, no GPU; 1-min load average "
@@ -172,30 +187,30 @@ def main():
              f"- TensorFlow {tf.__version__}, Keras {keras.__version__}, Python "
              f"{platform.python_version()}; {machine['date']}",
              "- ELECTRA-Small (hidden 256, 12 layers, E 128, vocab 30522), random weights, "
-             "a 2-label classification head; p50 in ms (see the script's docstring).", "",
+             "a 2-label classification head; p50 in ms (see the script's docstring). "
+             "Columns: TensorFlow intra-op threads (TF Serving's "
+             "`--tensorflow_intra_op_parallelism`) and `TF_ENABLE_ONEDNN_OPTS`.", "",
              "## The model alone (tf.function on ids [1, L], no tokenization)", "",
-             "| L | " + " | ".join(f"{t} thread(s) | {t} thread(s), XLA" for t in threads) + " |",
-             "|---:|" + "---:|" * (2 * len(threads))]
+             "| L | graph " + header, "|---:|---|" + rule]
     for length in args.lengths:
-        cells = []
-        for t in threads:
-            for jit in (False, True):
-                cells += [str(r["p50_ms"]) for r in rows if r["part"] == "model"
-                          and r["threads"] == t and r["jit"] == jit and r["length"] == length]
-        lines.append(f"| {length} | " + " | ".join(cells) + " |")
+        for graph, label in graphs.items():
+            cells = [str(r["p50_ms"]) for t, o in settings for r in rows
+                     if r["part"] == "model" and (r["threads"], r["onednn"]) == (t, o)
+                     and r["graph"] == graph and r["length"] == length]
+            lines.append(f"| {length} | {label} | " + " | ".join(cells) + " |")
     lines += ["", "## The export in a TF1 Session (as TF Serving runs it), text signature", "",
-              "| inputs | batch | buckets | " + " | ".join(f"{t} thread(s)" for t in threads)
-              + " |", "|---|---:|---|" + "---:|" * len(threads)]
+              "Default length buckets; the encoder through the Keras layers' graph or "
+              "through serving_encoder's (what `export` writes).", "",
+              "| inputs | batch | encoder graph " + header, "|---|---:|---|" + rule]
     cases = []
     for r in rows:
-        if r["part"] == "export" and (r["inputs"], r["batch"], r["buckets"]) not in cases:
-            cases.append((r["inputs"], r["batch"], r["buckets"]))
-    for inputs, batch, buckets in cases:
-        cells = [str(r["p50_ms"]) for t in threads for r in rows if r["part"] == "export"
-                 and r["threads"] == t and r["inputs"] == inputs and r["buckets"] == buckets]
-        label = ", ".join(map(str, DEFAULT_BUCKETS if buckets == "default" else
-                              [int(v) for v in args.fine_buckets.split(",")]))
-        lines.append(f"| {inputs} | {batch} | {label} | " + " | ".join(cells) + " |")
+        if r["part"] == "export" and (r["inputs"], r["batch"], r["graph"]) not in cases:
+            cases.append((r["inputs"], r["batch"], r["graph"]))
+    for inputs, batch, graph in cases:
+        cells = [str(r["p50_ms"]) for t, o in settings for r in rows if r["part"] == "export"
+                 and (r["threads"], r["onednn"]) == (t, o) and r["inputs"] == inputs
+                 and r["graph"] == graph and r["batch"] == batch]
+        lines.append(f"| {inputs} | {batch} | {graphs[graph]} | " + " | ".join(cells) + " |")
     with open(args.output + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
 
