@@ -13,11 +13,12 @@ compilation) are excluded from the timing.
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
+
+from bench_common import cpu_model  # noqa: E402 (benchmarks/ is on sys.path)
 
 CHILD = r'''
 import json, os, sys, time, random
@@ -78,9 +79,7 @@ def main():
             raise SystemExit(f"setting {(L, batch, jit, precision)} failed")
         results.append(json.loads(line[0][7:]))
         print(results[-1], f"(process {time.monotonic() - t0:.0f}s)", flush=True)
-    cpu = next((x.split(":", 1)[1].strip() for x in open("/proc/cpuinfo")
-                if x.startswith("model name")), platform.processor())
-    report = {"command": "python benchmarks/bench_finetuning.py", "cpu": cpu,
+    report = {"command": "python benchmarks/bench_finetuning.py", "cpu": cpu_model(),
               "cores": os.cpu_count(), "results": results}
     json.dump(report, open(args.output, "w"), indent=2)
 

@@ -59,8 +59,8 @@ import sys
 import tempfile
 import time
 
+from bench_common import cpu_model, relative_flag, run_worker_process  # noqa: E402 (benchmarks/ is on sys.path)
 from bench_common import model_flops_per_sequence as pretraining_flops_per_sequence
-from bench_common import relative_flag, run_worker_process  # noqa: E402 (benchmarks/ is on sys.path)
 
 BATCH = 128
 SEQ = 128
@@ -328,12 +328,7 @@ def run_worker(kind, args, **extra):
 
 
 def machine_info():
-    cpu = "unknown"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+    cpu = cpu_model()
     flags = ""
     with open("/proc/cpuinfo") as f:
         for line in f:
