@@ -1,0 +1,191 @@
+r"""Linear probes of a discriminator's frozen states, layer by layer (issue #20).
+
+Fine-tuning mixes two questions: are the pre-trained states useful, and can
+fine-tuning use them? This probe answers the first. For each model (a
+pre-training model_dir, one of its checkpoints, or the study's `none`
+initialization) it encodes every task's train and dev texts once, takes each
+layer's [CLS] state and the mean of its real positions, and fits a logistic
+regression (scikit-learn, standardized features, C chosen by 5-fold
+cross-validation on the train split) per task, layer and pooling. A
+bag-of-wordpieces logistic regression on the same splits is the floor any
+useful representation should reach.
+
+Run from the repository root, after the study's prepare stage:
+
+    python -m studies.real_data.probe_features --work_dir=../real_data_cache/study \
+        --models=none=cpu/pretrain/none_s0,electra=cpu/pretrain/electra_s0,bert_mlm=cpu/pretrain/bert_mlm_s0 \
+        --output=benchmarks/real_data/probe_features
+
+Model paths are relative to --work_dir unless absolute. Writes OUTPUT.json and
+OUTPUT.md; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+import time
+import warnings
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("work_dir", None, "The study's --work_dir (holds cpu/tasks).")
+flags.DEFINE_list("models", None, "NAME=PATH pairs: a pre-training model_dir or a checkpoint "
+                  "(MODEL_DIR/checkpoints/ckpt-N), relative to --work_dir.")
+flags.DEFINE_list("tasks", ["trec6", "mr", "vader_sst2"], "Tasks under WORK_DIR/cpu/tasks.")
+flags.DEFINE_integer("max_seq_length", 64, "Positions per text, [CLS] and [SEP] included.")
+flags.DEFINE_string("output", None, "Writes OUTPUT.json and OUTPUT.md.")
+
+
+def log(message: str) -> None:
+    print(f"[probe] {message}", file=sys.stderr, flush=True)
+
+
+def majority_baselines(tasks_dir: str) -> dict:
+    """Each task's dev accuracy of its train split's majority label (prepare's meta.json)."""
+    out = {}
+    for task in FLAGS.tasks:
+        with open(os.path.join(tasks_dir, task, "meta.json"), encoding="utf-8") as f:
+            out[task] = json.load(f)["majority_baseline_dev"]
+    return out
+
+
+def read_split(path: str) -> tuple[list[str], list[str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    return [r["text"] for r in rows], [r["label"] for r in rows]
+
+
+def layer_states(disc, ids, mask):
+    """[CLS] and masked-mean states of every layer: {(layer, pooling): [N, H]}."""
+    import numpy as np
+
+    enc = disc.encoder
+    inputs = {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
+    x = enc.embeddings(inputs["input_ids"], inputs["segment_ids"], training=False)
+    if enc.embeddings_project is not None:
+        x = enc.embeddings_project(x)
+    states = [np.asarray(x)]
+    for layer in enc.transformer_layers:
+        x = layer(x, mask, training=False)
+        states.append(np.asarray(x))
+    weights = mask[..., None].astype(np.float32)
+    out = {}
+    for i, s in enumerate(states):
+        out[(i, "cls")] = s[:, 0]
+        out[(i, "mean")] = (s * weights).sum(1) / weights.sum(1)
+    return out
+
+
+def encode(disc, tok, texts, length, batch=128):
+    import numpy as np
+
+    ids = np.zeros((len(texts), length), np.int32)
+    for i, pieces in enumerate(tok.encode(texts)):
+        row = [tok.cls_id] + pieces[:length - 2] + [tok.sep_id]
+        ids[i, :len(row)] = row
+    mask = (ids > 0).astype(np.int32)
+    parts = [layer_states(disc, ids[i:i + batch], mask[i:i + batch])
+             for i in range(0, len(texts), batch)]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}, ids
+
+
+def probe(train_x, train_y, dev_x, dev_y) -> float:
+    """Dev accuracy of a standardized logistic regression, C by 5-fold CV on train."""
+    from sklearn.linear_model import LogisticRegressionCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    model = make_pipeline(StandardScaler(), LogisticRegressionCV(
+        Cs=[1e-3, 1e-2, 1e-1, 1.0], cv=5, max_iter=2000, random_state=0))
+    with warnings.catch_warnings():  # scikit-learn 1.9's notices of future defaults
+        warnings.simplefilter("ignore", FutureWarning)
+        model.fit(train_x, train_y)
+    return float(model.score(dev_x, dev_y))
+
+
+def bag_of_pieces(train_ids, train_y, dev_ids, dev_y, vocab_size) -> float:
+    import numpy as np
+    from sklearn.linear_model import LogisticRegressionCV
+
+    def counts(ids):
+        x = np.zeros((len(ids), vocab_size), np.float32)
+        for i, row in enumerate(ids):
+            for t in row[row > 0]:
+                x[i, t] = 1.0
+        return x
+
+    model = LogisticRegressionCV(Cs=[0.1, 1.0, 10.0], cv=5, max_iter=2000, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        model.fit(counts(train_ids), train_y)
+    return float(model.score(counts(dev_ids), dev_y))
+
+
+def main(argv):
+    del argv
+    from electra_tf.config import FinetuneRun, FinetuningConfig
+    from electra_tf.text.tokenizer import Tokenizer
+    from electra_tf.training.finetuning import initial_discriminator
+
+    tasks_dir = os.path.join(FLAGS.work_dir, "cpu", "tasks")
+    splits = {t: {s: read_split(os.path.join(tasks_dir, t, f"{s}.tsv")) for s in ("train", "dev")}
+              for t in FLAGS.tasks}
+    results = {"command": " ".join(["python -m studies.real_data.probe_features"] + sys.argv[1:]),
+               "models": {}, "bag_of_pieces": {}, "majority": majority_baselines(tasks_dir)}
+    for spec in FLAGS.models:
+        name, _, path = spec.partition("=")
+        path = path if os.path.isabs(path) else os.path.join(FLAGS.work_dir, path)
+        started = time.time()
+        disc, vocab = initial_discriminator(FinetuningConfig(), FinetuneRun(init_checkpoint=path))
+        tok = Tokenizer(vocab)
+        scores = {}
+        for task, data in splits.items():
+            (train_texts, train_y), (dev_texts, dev_y) = data["train"], data["dev"]
+            train_f, train_ids = encode(disc, tok, train_texts, FLAGS.max_seq_length)
+            dev_f, dev_ids = encode(disc, tok, dev_texts, FLAGS.max_seq_length)
+            if task not in results["bag_of_pieces"]:
+                results["bag_of_pieces"][task] = round(bag_of_pieces(
+                    train_ids, train_y, dev_ids, dev_y, len(tok.vocab)), 4)
+            for key in sorted(train_f):
+                acc = probe(train_f[key], train_y, dev_f[key], dev_y)
+                scores[f"{task}/layer{key[0]}/{key[1]}"] = round(acc, 4)
+            log(f"{name} {task}: " + " ".join(
+                f"L{k[0]}{k[1][0]}={scores[f'{task}/layer{k[0]}/{k[1]}']:.3f}" for k in sorted(train_f)))
+        results["models"][name] = {"path": os.path.relpath(path, FLAGS.work_dir), "scores": scores}
+        log(f"{name}: {time.time() - started:.0f}s")
+    with open(FLAGS.output + ".json", "w") as f:
+        json.dump(results, f, indent=1)
+    write_markdown(results, FLAGS.output + ".md")
+
+
+def write_markdown(results: dict, path: str) -> None:
+    names = list(results["models"])
+    first = results["models"][names[0]]["scores"]
+    layers = sorted({int(k.split("/")[1][5:]) for k in first})
+    lines = [f"Command: `{results['command']}`", "",
+             "Dev accuracy of a logistic regression on frozen states (C by 5-fold CV on train), "
+             "per layer (L0: the embeddings, after the projection) and pooling ([CLS] or the "
+             "mean of the real positions). Bag of wordpieces, same splits: " + ", ".join(
+                 f"{t} {a:.3f}" for t, a in results["bag_of_pieces"].items()) + ". Majority "
+             "label: " + ", ".join(f"{t} {a:.3f}" for t, a in results["majority"].items())
+             + ".", ""]
+    for task in results["bag_of_pieces"]:
+        lines += [f"### {task}", "", "| model | " + " | ".join(
+            f"L{i} {p}" for i in layers for p in ("cls", "mean")) + " |",
+                  "|---|" + "---:|" * (2 * len(layers))]
+        for name in names:
+            s = results["models"][name]["scores"]
+            lines.append(f"| {name} | " + " | ".join(
+                f"{s[f'{task}/layer{i}/{p}']:.3f}" for i in layers for p in ("cls", "mean")) + " |")
+        lines.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["work_dir", "models", "output"])
+    app.run(main)

@@ -1,0 +1,33 @@
+"""studies/real_data/probe_features.py: the frozen states it probes, and its probe."""
+
+import keras
+import numpy as np
+
+from electra_tf.config import EncoderConfig
+from electra_tf.modeling import build_discriminator
+from studies.real_data import probe_features as pf
+
+
+def test_layer_states_end_at_the_encoder_output():
+    keras.utils.set_random_seed(0)
+    disc = build_discriminator(EncoderConfig(
+        vocab_size=30, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+        num_attention_heads=2, intermediate_size=32))
+    ids = np.array([[2, 5, 6, 3, 0, 0], [2, 7, 8, 9, 4, 3]], np.int32)
+    mask = (ids > 0).astype(np.int32)
+    states = pf.layer_states(disc, ids, mask)
+    assert sorted(states) == [(i, p) for i in range(3) for p in ("cls", "mean")]
+    out = np.asarray(disc.encoder({"input_ids": ids, "input_mask": mask,
+                                   "segment_ids": np.zeros_like(ids)})["sequence_output"])
+    np.testing.assert_allclose(states[(2, "cls")], out[:, 0], atol=1e-6)
+    np.testing.assert_allclose(states[(2, "mean")][0], out[0, :4].mean(0), atol=1e-6)
+    np.testing.assert_allclose(states[(2, "mean")][1], out[1].mean(0), atol=1e-6)
+
+
+def test_probe_separates_what_is_separable_and_not_noise():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 200)
+    signal = rng.normal(size=(200, 5)) + 3.0 * y[:, None]
+    assert pf.probe(signal[:150], y[:150], signal[150:], y[150:]) > 0.95
+    noise = rng.normal(size=(200, 5))
+    assert pf.probe(noise[:150], y[:150], noise[150:], y[150:]) < 0.75
