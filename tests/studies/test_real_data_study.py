@@ -303,3 +303,16 @@ def test_early_points_reads_the_training_line_the_loop_prints():
     bert = train_line({"loss": 7.0, "mlm_loss": 7.0, "masked_lm_accuracy": 0.05,
                        "learning_rate": 9e-4, "sequences_per_second": 71.0}, 100, 1000, 60)
     assert early_points._STEP.search(bert) is None  # no discriminator: not an ELECTRA line
+
+
+def test_early_points_refuses_a_changed_recipe_without_a_variant(tmp_path):
+    data = tmp_path / "w" / "data"
+    data.mkdir(parents=True)
+    (data / f"vocab_{study.SCALES['cpu']['vocab_size']}.txt").write_text("[PAD]\n")
+    proc = run_module("studies.real_data.early_points", f"--work_dir={tmp_path}/w",
+                      "--pretrain_flag=--disc_weight=1")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "--pretrain_flag needs --variant" in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "w" / "cpu").exists()  # nothing run, nothing written
