@@ -32,22 +32,27 @@ import warnings
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("work_dir", None, "The study's --work_dir (holds cpu/tasks).")
-flags.DEFINE_list("models", None, "NAME=PATH pairs: a pre-training model_dir or a checkpoint "
-                  "(MODEL_DIR/checkpoints/ckpt-N), relative to --work_dir.")
-flags.DEFINE_list("tasks", ["trec6", "mr", "vader_sst2"], "Tasks under WORK_DIR/cpu/tasks.")
-flags.DEFINE_integer("max_seq_length", 64, "Positions per text, [CLS] and [SEP] included.")
-flags.DEFINE_string("output", None, "Writes OUTPUT.json and OUTPUT.md.")
 
+
+def define_flags() -> None:
+    """The command's flags, defined only when run as a program (the study's other scripts
+    define flags of the same names, and the tests import them all)."""
+    flags.DEFINE_string("work_dir", None, "The study's --work_dir (holds cpu/tasks).")
+    flags.DEFINE_list("models", None, "NAME=PATH pairs: a pre-training model_dir or a "
+                      "checkpoint (MODEL_DIR/checkpoints/ckpt-N), relative to --work_dir.")
+    flags.DEFINE_list("tasks", ["trec6", "mr", "vader_sst2"], "Tasks under WORK_DIR/cpu/tasks.")
+    flags.DEFINE_integer("max_seq_length", 64, "Positions per text, [CLS] and [SEP] included.")
+    flags.DEFINE_string("output", None, "Writes OUTPUT.json and OUTPUT.md.")
+    flags.mark_flags_as_required(["work_dir", "models", "output"])
 
 def log(message: str) -> None:
     print(f"[probe] {message}", file=sys.stderr, flush=True)
 
 
-def majority_baselines(tasks_dir: str) -> dict:
+def majority_baselines(tasks_dir: str, tasks) -> dict:
     """Each task's dev accuracy of its train split's majority label (prepare's meta.json)."""
     out = {}
-    for task in FLAGS.tasks:
+    for task in tasks:
         with open(os.path.join(tasks_dir, task, "meta.json"), encoding="utf-8") as f:
             out[task] = json.load(f)["majority_baseline_dev"]
     return out
@@ -135,7 +140,7 @@ def main(argv):
     splits = {t: {s: read_split(os.path.join(tasks_dir, t, f"{s}.tsv")) for s in ("train", "dev")}
               for t in FLAGS.tasks}
     results = {"command": " ".join(["python -m studies.real_data.probe_features"] + sys.argv[1:]),
-               "models": {}, "bag_of_pieces": {}, "majority": majority_baselines(tasks_dir)}
+               "models": {}, "bag_of_pieces": {}, "majority": majority_baselines(tasks_dir, FLAGS.tasks)}
     for spec in FLAGS.models:
         name, _, path = spec.partition("=")
         path = path if os.path.isabs(path) else os.path.join(FLAGS.work_dir, path)
@@ -187,5 +192,5 @@ def write_markdown(results: dict, path: str) -> None:
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["work_dir", "models", "output"])
+    define_flags()
     app.run(main)

@@ -31,3 +31,11 @@ def test_probe_separates_what_is_separable_and_not_noise():
     assert pf.probe(signal[:150], y[:150], signal[150:], y[150:]) > 0.95
     noise = rng.normal(size=(200, 5))
     assert pf.probe(noise[:150], y[:150], noise[150:], y[150:]) < 0.75
+
+
+def test_the_study_scripts_import_together():
+    # absl refuses a flag defined twice; the scripts share names (work_dir, tasks, output)
+    import importlib
+
+    for name in ("study", "early_points", "probe_features"):
+        importlib.import_module(f"studies.real_data.{name}")
