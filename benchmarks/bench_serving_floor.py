@@ -68,13 +68,12 @@ def child(args):
     from electra_tf.config import MODEL_SIZES, EncoderConfig
     from electra_tf.modeling import build_discriminator
     from electra_tf.modeling.finetuning import FinetuningModel
+    from export import serving_encoder
 
     keras.utils.set_random_seed(0)
     config = EncoderConfig(vocab_size=30522, **MODEL_SIZES["small"])
     model = FinetuningModel(build_discriminator(config).encoder, "classification", 2)
     model.build()
-    from export import serving_encoder
-
     fns = {"keras": tf.function(lambda x: model(x, training=False)),
            "keras_xla": tf.function(lambda x: model(x, training=False), jit_compile=True),
            "serving_encoder": tf.function(lambda x: serving_encoder.model_outputs(model, x))}

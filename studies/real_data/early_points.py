@@ -96,15 +96,10 @@ def token_cosine(checkpoint: str, texts: list[str], length: int = 64) -> dict:
     from electra_tf.config import FinetuneRun, FinetuningConfig
     from electra_tf.text.tokenizer import Tokenizer
     from electra_tf.training.finetuning import initial_discriminator
+    from studies.real_data.probe_features import pack_ids
 
     disc, vocab = initial_discriminator(FinetuningConfig(), FinetuneRun(init_checkpoint=checkpoint))
-    tok = Tokenizer(vocab)
-    cls_id, sep_id = tok.cls_id, tok.sep_id
-    ids = np.zeros((len(texts), length), np.int32)
-    for i, pieces in enumerate(tok.encode(texts)):
-        row = [cls_id] + pieces[:length - 2] + [sep_id]
-        ids[i, :len(row)] = row
-    mask = (ids > 0).astype(np.int32)
+    ids, mask = pack_ids(Tokenizer(vocab), texts, length)
     out = disc({"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)})
     states = np.asarray(out["sequence_output"])
 

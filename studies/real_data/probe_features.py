@@ -45,6 +45,7 @@ def define_flags() -> None:
     flags.DEFINE_string("output", None, "Writes OUTPUT.json and OUTPUT.md.")
     flags.mark_flags_as_required(["work_dir", "models", "output"])
 
+
 def log(message: str) -> None:
     print(f"[probe] {message}", file=sys.stderr, flush=True)
 
@@ -69,8 +70,7 @@ def layer_states(disc, ids, mask):
     import numpy as np
 
     enc = disc.encoder
-    inputs = {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
-    x = enc.embeddings(inputs["input_ids"], inputs["segment_ids"], training=False)
+    x = enc.embeddings(ids, np.zeros_like(ids), training=False)
     if enc.embeddings_project is not None:
         x = enc.embeddings_project(x)
     states = [np.asarray(x)]
@@ -85,14 +85,22 @@ def layer_states(disc, ids, mask):
     return out
 
 
-def encode(disc, tok, texts, length, batch=128):
+def pack_ids(tok, texts, length):
+    """[CLS] pieces [SEP] of each text, cut to `length` and zero-padded: ids and mask int32
+    [N, length] (the probes' and early_points' single-text packing)."""
     import numpy as np
 
     ids = np.zeros((len(texts), length), np.int32)
     for i, pieces in enumerate(tok.encode(texts)):
         row = [tok.cls_id] + pieces[:length - 2] + [tok.sep_id]
         ids[i, :len(row)] = row
-    mask = (ids > 0).astype(np.int32)
+    return ids, (ids > 0).astype(np.int32)
+
+
+def encode(disc, tok, texts, length, batch=128):
+    import numpy as np
+
+    ids, mask = pack_ids(tok, texts, length)
     parts = [layer_states(disc, ids[i:i + batch], mask[i:i + batch])
              for i in range(0, len(texts), batch)]
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}, ids
@@ -140,7 +148,8 @@ def main(argv):
     splits = {t: {s: read_split(os.path.join(tasks_dir, t, f"{s}.tsv")) for s in ("train", "dev")}
               for t in FLAGS.tasks}
     results = {"command": " ".join(["python -m studies.real_data.probe_features"] + sys.argv[1:]),
-               "models": {}, "bag_of_pieces": {}, "majority": majority_baselines(tasks_dir, FLAGS.tasks)}
+               "models": {}, "bag_of_pieces": {},
+               "majority": majority_baselines(tasks_dir, FLAGS.tasks)}
     for spec in FLAGS.models:
         name, _, path = spec.partition("=")
         path = path if os.path.isabs(path) else os.path.join(FLAGS.work_dir, path)

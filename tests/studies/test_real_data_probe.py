@@ -39,3 +39,15 @@ def test_the_study_scripts_import_together():
 
     for name in ("study", "early_points", "probe_features"):
         importlib.import_module(f"studies.real_data.{name}")
+
+
+def test_pack_ids_frames_cuts_and_pads(tmp_path):
+    from electra_tf.text.tokenizer import Tokenizer
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c"]) + "\n")
+    tok = Tokenizer(str(vocab))
+    ids, mask = pf.pack_ids(tok, ["a b", "a b c a b"], 5)
+    np.testing.assert_array_equal(ids, [[tok.cls_id, 5, 6, tok.sep_id, 0],
+                                        [tok.cls_id, 5, 6, 7, tok.sep_id]])
+    np.testing.assert_array_equal(mask, [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
