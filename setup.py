@@ -38,7 +38,9 @@ setup(
         "interop": ["torch==2.13.0", "transformers==5.23.*", "safetensors>=0.4"],
         # The JAX backend beside TensorFlow; without TensorFlow, see above.
         "jax": JAX_WITHOUT_TENSORFLOW,
-        # studies/ (run from the repository root, not installed): the efficiency study's plot.
-        "studies": ["matplotlib>=3.7"],
+        # studies/ (run from the repository root, not installed): the efficiency study's plot,
+        # and real_data's probe_features (scikit-learn also comes with tf-models-official,
+        # through seqeval, so the tests of the probe run under `.[test]`).
+        "studies": ["matplotlib>=3.7", "scikit-learn>=1.3"],
     },
 )
