@@ -39,8 +39,8 @@ setup(
         # The JAX backend beside TensorFlow; without TensorFlow, see above.
         "jax": JAX_WITHOUT_TENSORFLOW,
         # studies/ (run from the repository root, not installed): the efficiency study's plot,
-        # and real_data's probe_features (scikit-learn also comes with tf-models-official,
-        # through seqeval, so the tests of the probe run under `.[test]`).
+        # and real_data's probe_features (scikit-learn also comes with seqeval, a core
+        # dependency, so the probe's tests run under `.[test]`).
         "studies": ["matplotlib>=3.7", "scikit-learn>=1.3"],
     },
 )
