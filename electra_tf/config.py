@@ -178,6 +178,10 @@ class PretrainingConfig:
     generator_hidden_size: float = _field(0.25, "G width as a fraction of D's (1/3 for Base)")
     disallow_correct: bool = _field(False, "never sample the original token")
     temperature: float = _field(1.0, "generator sampling temperature")
+    prior_output_biases: bool = _field(
+        False, "start the output biases at the data's priors (not in the original): the "
+        "masked-LM heads' at the log unigram frequencies of the first 4,096 training "
+        "sequences, the RTD head's at the log-odds of a replaced token")
 
     # --- optimization ---
     learning_rate: float = _field(5e-4, "peak learning rate")

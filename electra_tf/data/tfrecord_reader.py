@@ -76,14 +76,18 @@ _READ_ERRORS = {"truncated": "is truncated", "length": "has a bad length checksu
                 "data": "has a bad data checksum"}
 
 
-def read_records(path: str) -> Iterator[bytes]:
+def read_records(path: str, files: "FileSystem | None" = None) -> Iterator[bytes]:
     """The records of one TFRecord file, CRC-checked (`_read_record`).
+
+    Args:
+      files: the file system to read through (default: local files).
 
     Raises:
       RecordError: a truncated record or a CRC mismatch (names file and record).
     """
-    with open(path, "rb") as f:
-        size, offset, index = os.fstat(f.fileno()).st_size, 0, 0
+    with (files.open(path) if files else open(path, "rb")) as f:
+        size = files.size(path) if files else os.fstat(f.fileno()).st_size
+        offset, index = 0, 0
         while True:
             try:
                 found = _read_record(f, offset, size)

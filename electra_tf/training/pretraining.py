@@ -88,10 +88,51 @@ class Pretraining:
             keras.utils.set_random_seed(config.seed)  # the initial weights follow the seed
             self.model = ElectraPretrainer(config)
             self.model.build_with_dummy_batch()
+            if config.prior_output_biases:
+                self._set_prior_output_biases()
             # One optimizer over every trainable variable: a phase updates its own.
             self.optimizer = pretraining_optimizer(config, self.model.trainable_variables)
         self.phases = make_phases(config, self.model)
         self.checkpoints = self._make_checkpoints()
+
+    def _set_prior_output_biases(self):
+        """`prior_output_biases`: the MLM heads' bias at log p(token), the RTD head's at
+        the log-odds of a replaced token, both from the first training records.
+
+        With Adam, a bias moves at most about the learning rate per step, so a
+        loss whose optimum is far from 0 logits (log unigram frequencies; the
+        rate of replaced tokens) is otherwise first reduced by moving every
+        weight towards a constant output. A resumed run's checkpoint replaces them.
+        """
+        import numpy as np
+
+        from electra_tf.data.tfrecord_reader import LOCAL_FILES, tensorflow_files
+        from electra_tf.data.unigram import log_unigram_prior, unigram_counts
+
+        fs = tensorflow_files() if self.tensorflow_io else LOCAL_FILES
+        counts, n = unigram_counts(self.files["train"], self.config.vocab_size, fs=fs)
+        m = self.masking
+        prior = log_unigram_prior(counts, exclude_ids=(m.cls_id, m.sep_id, m.mask_id))
+        p = np.exp(prior.astype(np.float64))
+        p[[m.cls_id, m.sep_id, m.mask_id]] = 0.0
+        p /= p.sum()
+        # a sample from the prior equals the original with probability sum p^2
+        # (uniform replacements: 1/V); ELECTRA 15% scores the masked positions only
+        same = 1.0 / self.config.vocab_size if self.config.uniform_generator else float(
+            (p ** 2).sum())
+        scored = 1.0 if self.config.objective == "electra_15" else self.config.mask_prob
+        replaced = scored * (1.0 - same)
+        logit = float(np.log(replaced / (1.0 - replaced)))
+        for model in (self.model.generator, self.model.discriminator):
+            head = getattr(model, "mlm_head", None)
+            if head is not None:
+                head.output_bias.assign(prior)
+            head = getattr(model, "rtd_head", None)
+            if head is not None:
+                head.dense_prediction.bias.assign(np.full((1,), logit, np.float32))
+        self._log(f"prior_output_biases: unigram prior from {n:,} sequences "
+                  f"({int(counts.sum()):,} tokens); RTD bias {logit:.3f} "
+                  f"(replaced rate {replaced:.4f})")
 
     def _scope(self):
         return contextlib.nullcontext()
