@@ -50,7 +50,9 @@ flags.DEFINE_string("variant", "", "A name for a run with --pretrain_flag: its o
 flags.DEFINE_string("study_ledger", "benchmarks/real_data/study/ledger.jsonl",
                     "The study's ledger: its `none` results are the table's step 0.")
 
-_STEP = re.compile(r"step (\d+)/\d+ \|.*mlm_acc ([\d.]+) disc_auc ([\d.]+)")
+# ELECTRA's lines have both; a BERT-MLM variant's (--pretrain_flag=--objective=bert_mlm)
+# have no disc_auc
+_STEP = re.compile(r"step (\d+)/\d+ \|.*mlm_acc ([\d.]+)(?: disc_auc ([\d.]+))?")
 
 
 def pretrain(s: dict, p: dict, model_dir: str, steps: list[int]) -> dict:
@@ -82,7 +84,8 @@ def pretrain(s: dict, p: dict, model_dir: str, steps: list[int]) -> dict:
             m = _STEP.search(line)
             if m:
                 curve[int(m.group(1))] = {"mlm_acc": float(m.group(2)),
-                                          "disc_auc": float(m.group(3))}
+                                          **({"disc_auc": float(m.group(3))}
+                                             if m.group(3) else {})}
     missing = [n for n in steps if not study.checkpoint_path(model_dir, n)]
     if missing:
         raise RuntimeError(f"checkpoints missing at steps {missing}; see {log_path}")

@@ -1003,10 +1003,13 @@ def main(argv):
                       and (r["objective"], r["pretrain_seed"]) in ready],
                       f"seed {seed}, earlier points")
     if "report" in stages:
-        rows = collect_rows(ledger)
+        # the seeds asked for: a later seed's first results (a study still running)
+        # would otherwise mix into the means of seeds it has not finished
+        rows = [r for r in collect_rows(ledger) if r["pretrain_seed"] in seeds]
         command = "python -m studies.real_data.study " + " ".join(
             a for a in sys.argv[1:] if not a.startswith(("--work_dir", "--output_dir")))
-        write_report(output_dir, s, p, rows, tasks, plans, ledger.pretrain_records(),
+        write_report(output_dir, s, p, rows, tasks, plans,
+                     [r for r in ledger.pretrain_records() if r.get("seed") in seeds],
                      command.strip())
         log(f"report: {len(rows)} fine-tuning results in {output_dir}")
     log(f"finished {','.join(stages)} in {hms(time.monotonic() - t_start)}")

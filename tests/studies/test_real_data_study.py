@@ -170,6 +170,15 @@ def test_whole_pipeline_at_toy_scale_and_resumes(tmp_path):
     assert "holds 5 of the results" in again.stderr
     assert "report: 5 fine-tuning results" in again.stderr
     assert (out / "results.csv").read_text().count("\n") == 6
+    # a seed not asked for (a later seed's first result, the study still running)
+    # stays out of the report
+    other = dict(json.loads(next(line for line in ledger if '"none"' in line)),
+                 pretrain_seed=7)
+    with open(out / "ledger.jsonl", "a") as f:
+        f.write(json.dumps(other) + "\n")
+    report = run_module(*args, "--stage=report", timeout=300)
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert "report: 5 fine-tuning results" in report.stderr
 
 
 def test_the_cpu_recipe_flagfile_is_the_studys_electra_run(tmp_path):
@@ -302,7 +311,8 @@ def test_early_points_reads_the_training_line_the_loop_prints():
     assert m and (m.group(1), m.group(2), m.group(3)) == ("100", "0.050", "0.789")
     bert = train_line({"loss": 7.0, "mlm_loss": 7.0, "masked_lm_accuracy": 0.05,
                        "learning_rate": 9e-4, "sequences_per_second": 71.0}, 100, 1000, 60)
-    assert early_points._STEP.search(bert) is None  # no discriminator: not an ELECTRA line
+    m = early_points._STEP.search(bert)  # a BERT-MLM variant: no discriminator, no AUC
+    assert m and (m.group(1), m.group(2), m.group(3)) == ("100", "0.050", None)
 
 
 def test_early_points_refuses_a_changed_recipe_without_a_variant(tmp_path):
