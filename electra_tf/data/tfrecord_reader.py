@@ -76,7 +76,7 @@ _READ_ERRORS = {"truncated": "is truncated", "length": "has a bad length checksu
                 "data": "has a bad data checksum"}
 
 
-def read_records(path: str, files: "FileSystem | None" = None) -> Iterator[bytes]:
+def read_records(path: str, files: FileSystem | None = None) -> Iterator[bytes]:
     """The records of one TFRecord file, CRC-checked (`_read_record`).
 
     Args:

@@ -112,9 +112,10 @@ class Pretraining:
         fs = tensorflow_files() if self.tensorflow_io else LOCAL_FILES
         counts, n = unigram_counts(self.files["train"], self.config.vocab_size, fs=fs)
         m = self.masking
-        prior = log_unigram_prior(counts, exclude_ids=(m.cls_id, m.sep_id, m.mask_id))
+        never = [m.cls_id, m.sep_id, m.mask_id]  # never masked, so never predicted
+        prior = log_unigram_prior(counts, exclude_ids=never)
         p = np.exp(prior.astype(np.float64))
-        p[[m.cls_id, m.sep_id, m.mask_id]] = 0.0
+        p[never] = 0.0
         p /= p.sum()
         # a sample from the prior equals the original with probability sum p^2
         # (uniform replacements: 1/V); ELECTRA 15% scores the masked positions only
