@@ -605,8 +605,10 @@ def finetune_runs(s: dict, p: dict, objectives, seeds, finetune_seeds, tasks, pl
 
 
 def finetune_command(s: dict, p: dict, r: dict) -> list:
-    init = (r["init"] if r["objective"] == "none"
-            else checkpoint_path(r["init"], r["step"])
+    # `none` (and a run given its model folder as "init_checkpoint") starts from
+    # discriminator.weights.h5; a pre-training run from its step's checkpoint
+    init = (r.get("init_checkpoint") or (r["init"] if r["objective"] == "none" else None)
+            or checkpoint_path(r["init"], r["step"])
             or os.path.join(r["init"], "checkpoints", f"ckpt-{r['step']}"))
     return [sys.executable, "-m", "electra_tf.run_finetuning", "--task_name=classification",
             f"--data_dir={os.path.join(p['tasks'], r['task'])}", f"--init_checkpoint={init}",

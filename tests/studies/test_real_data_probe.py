@@ -37,7 +37,7 @@ def test_the_study_scripts_import_together():
     # absl refuses a flag defined twice; the scripts share names (work_dir, tasks, output)
     import importlib
 
-    for name in ("study", "early_points", "probe_features"):
+    for name in ("study", "early_points", "probe_features", "transplant"):
         importlib.import_module(f"studies.real_data.{name}")
 
 

@@ -234,6 +234,26 @@ def test_earlier_points_are_fine_tuned_with_the_first_seeds_only():
     assert len(every) == 2 + 4 * 2
 
 
+def test_finetune_command_starts_from_the_runs_checkpoint(tmp_path):
+    s = study.settings("cpu")
+    p = study.paths(str(tmp_path), s)
+
+    def init(r):
+        [flag] = [a for a in study.finetune_command(s, p, r) if a.startswith("--init_checkpoint=")]
+        return flag.split("=", 1)[1]
+
+    run = dict(task="mr", finetune_seed=0, dir=str(tmp_path / "ft"), step=250,
+               init=str(tmp_path / "electra_s0"))
+    (tmp_path / "electra_s0" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "electra_s0" / "checkpoints" / "ckpt-250.index").write_text("")
+    assert init(dict(run, objective="electra")) == str(
+        tmp_path / "electra_s0" / "checkpoints" / "ckpt-250")
+    assert init(dict(run, objective="none", step=0)) == str(tmp_path / "electra_s0")
+    # a model folder given as such (transplant.py's models) is passed as it is
+    assert init(dict(run, objective="transplant:electra_s0:layers", step=0,
+                     init_checkpoint=str(tmp_path / "hybrid"))) == str(tmp_path / "hybrid")
+
+
 def test_settings_id_follows_what_shapes_the_results_only():
     s = study.settings("cpu")
     sid = ledger_mod.settings_id(s, 15588)
