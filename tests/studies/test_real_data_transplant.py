@@ -61,7 +61,7 @@ def test_unknown_part_and_other_sizes_are_refused(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-def test_layer_cosines_one_per_layer_and_one_for_identical_tokens(tmp_path):
+def test_layer_cosines_one_per_layer_and_random_pieces_not_collinear(tmp_path):
     _saved(tmp_path / "m", 0)
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c"])
