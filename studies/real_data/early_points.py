@@ -99,19 +99,12 @@ def token_cosine(checkpoint: str, texts: list[str], length: int = 64) -> dict:
     from electra_tf.config import FinetuneRun, FinetuningConfig
     from electra_tf.text.tokenizer import Tokenizer
     from electra_tf.training.finetuning import initial_discriminator
-    from studies.real_data.probe_features import pack_ids
+    from studies.real_data.probe_features import mean_cosine, pack_ids
 
     disc, vocab = initial_discriminator(FinetuningConfig(), FinetuneRun(init_checkpoint=checkpoint))
     ids, mask = pack_ids(Tokenizer(vocab), texts, length)
     out = disc({"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)})
     states = np.asarray(out["sequence_output"])
-
-    def mean_cosine(v):
-        v = v / np.linalg.norm(v, axis=-1, keepdims=True)
-        sims = v @ v.T
-        n = len(v)
-        return float((sims.sum() - n) / (n * (n - 1)))
-
     return {"token_cosine": round(mean_cosine(states[mask.astype(bool)]), 4),
             "cls_cosine": round(mean_cosine(states[:, 0]), 4)}
 

@@ -65,18 +65,38 @@ def read_split(path: str) -> tuple[list[str], list[str]]:
     return [r["text"] for r in rows], [r["label"] for r in rows]
 
 
-def layer_states(disc, ids, mask):
-    """[CLS] and masked-mean states of every layer: {(layer, pooling): [N, H]}."""
+def encoder_states(disc, ids, mask):
+    """The encoder's states [N, L, width] on one batch: the embedding layer's output,
+    the first layer's input (after the projection, if any; else the same) and every
+    layer's output."""
     import numpy as np
 
     enc = disc.encoder
     x = enc.embeddings(ids, np.zeros_like(ids), training=False)
+    states = [np.asarray(x)]
     if enc.embeddings_project is not None:
         x = enc.embeddings_project(x)
-    states = [np.asarray(x)]
+    states.append(np.asarray(x))
     for layer in enc.transformer_layers:
         x = layer(x, mask, training=False)
         states.append(np.asarray(x))
+    return states
+
+
+def mean_cosine(vectors) -> float:
+    """Mean pairwise cosine similarity of the rows of [N, D] (N >= 2), self-pairs left out."""
+    import numpy as np
+
+    v = vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
+    n = len(v)
+    return float(((v @ v.T).sum() - n) / (n * (n - 1)))
+
+
+def layer_states(disc, ids, mask):
+    """[CLS] and masked-mean states of every layer: {(layer, pooling): [N, H]}."""
+    import numpy as np
+
+    states = encoder_states(disc, ids, mask)[1:]
     weights = mask[..., None].astype(np.float32)
     out = {}
     for i, s in enumerate(states):

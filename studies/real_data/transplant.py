@@ -86,31 +86,16 @@ def transplant(base_dir: str, donor_dir: str, output_dir: str, part: str) -> lis
 
 def layer_cosines(model_dir: str, texts: list[str], vocab: str, length: int = 64) -> list[float]:
     """Mean pairwise cosine of the token states after the embeddings and each layer."""
-    import numpy as np
-
     from electra_tf import artifacts
     from electra_tf.text.tokenizer import Tokenizer
-    from studies.real_data.probe_features import pack_ids
+    from studies.real_data.probe_features import encoder_states, mean_cosine, pack_ids
 
     disc, _ = artifacts.load_discriminator(model_dir)
     ids, mask = pack_ids(Tokenizer(vocab), texts, length)
-    encoder = disc.encoder
-    x = encoder.embeddings(ids, np.zeros_like(ids))
+    states = encoder_states(disc, ids, mask)
     real = mask.astype(bool)
-
-    def mean_cosine(states):
-        v = np.asarray(states)[real]
-        v = v / np.linalg.norm(v, axis=-1, keepdims=True)
-        n = len(v)
-        return round(float(((v @ v.T).sum() - n) / (n * (n - 1))), 4)
-
-    out = [mean_cosine(x)]
-    if encoder.embeddings_project is not None:
-        x = encoder.embeddings_project(x)
-    for layer in encoder.transformer_layers:
-        x = layer(x, mask)
-        out.append(mean_cosine(x))
-    return out
+    # the embedding layer's output (before the projection), then each layer's
+    return [round(mean_cosine(x[real]), 4) for x in [states[0], *states[2:]]]
 
 
 def define_flags() -> None:
@@ -177,7 +162,7 @@ def main(argv):
             sizes[t] = json.load(f)["dev_size"]
     runs = [dict(objective=f"transplant:{name}:{part}", pretrain_seed=FLAGS.seed, step=0,
                  flops=0, fraction=0.0, task=t, finetune_seed=fs,
-                 init=os.path.join(root, part), init_checkpoint=os.path.join(root, part),
+                 init_checkpoint=os.path.join(root, part),
                  dir=os.path.join(root, "finetune", part, f"{t}_f{fs}"))
             for part in parts for t in tasks for fs in seeds]
 

@@ -51,3 +51,11 @@ def test_pack_ids_frames_cuts_and_pads(tmp_path):
     np.testing.assert_array_equal(ids, [[tok.cls_id, 5, 6, tok.sep_id, 0],
                                         [tok.cls_id, 5, 6, 7, tok.sep_id]])
     np.testing.assert_array_equal(mask, [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
+
+
+def test_mean_cosine_leaves_self_pairs_out():
+    assert pf.mean_cosine(np.array([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]])) == 1.0
+    assert abs(pf.mean_cosine(np.eye(3))) < 1e-12
+    # cos(a, b) = cos(b, c) = 1/sqrt(2), cos(a, c) = 0: their mean
+    v = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    assert abs(pf.mean_cosine(v) - (2 / np.sqrt(2) + 0.0) / 3) < 1e-12
