@@ -320,7 +320,8 @@ def load_generator(model_dir: str):
                              f"{model_dir}: the generator's sizes are unknown")
         config = PretrainingConfig.from_dict(recorded["pretraining"])
         generator, disc = build_pretraining_models(config)
-        load_weights(disc, os.path.join(model_dir, DISCRIMINATOR_WEIGHTS))
+        if generator.encoder.embeddings is disc.encoder.embeddings:  # G embeds with D's tables
+            load_weights(disc, os.path.join(model_dir, DISCRIMINATOR_WEIGHTS))
     load_weights(generator, weights)
     return generator
 

@@ -174,6 +174,10 @@ class PretrainingConfig:
         False, "no generator: replacements uniform at random (ablation)")
     untied_generator_embeddings: bool = _field(False, "do not share embeddings with D")
     untied_generator: bool = _field(True, "False: G and D share all weights (equal sizes)")
+    gradient_disentangled_embeddings: bool = _field(
+        False, "GDES (DeBERTa-v3, not in the original): D embeds with stop_gradient(G's "
+        "tables) + residual tables of its own starting at zero, so only the MLM loss trains "
+        "the shared tables; the kept discriminator holds the sums")
     generator_layers: float = _field(1.0, "G depth as a fraction of D's")
     generator_hidden_size: float = _field(0.25, "G width as a fraction of D's (1/3 for Base)")
     disallow_correct: bool = _field(False, "never sample the original token")
@@ -323,6 +327,21 @@ class PretrainingConfig:
                     "generator_layers=1.0 (the generator also takes 4h FFN and h/64 heads); "
                     "got generator " + ", ".join(f"{k}={getattr(g, k)}" for k in shape)
                     + " vs discriminator " + ", ".join(f"{k}={getattr(d, k)}" for k in shape))
+        if self.gradient_disentangled_embeddings:
+            clash = [name for name, on in (
+                ("untied_generator_embeddings", self.untied_generator_embeddings),
+                ("uniform_generator", self.uniform_generator),
+                ("--nountied_generator", not self.untied_generator),
+                (f"training_algorithm={self.training_algorithm}",
+                 self.training_algorithm == "two_stage"),
+                (f"objective={self.objective}",
+                 self.objective not in ("electra", "electra_15"))) if on]
+            if clash:
+                raise ConfigError(
+                    "gradient_disentangled_embeddings shares the generator's tables with a "
+                    "discriminator that has the RTD head (objective electra or electra_15, "
+                    "joint or adversarial training); it cannot go with "
+                    + ", ".join(clash))
         if self.max_seq_length < 8:
             raise ConfigError(f"max_seq_length must be >= 8, got {self.max_seq_length}")
         if not 1 <= self.resolved_max_predictions_per_seq <= self.max_seq_length:

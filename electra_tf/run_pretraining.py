@@ -85,9 +85,14 @@ def main(argv):
     trainer_class = backends.pretraining_class(backend)
     trainer = trainer_class(config, run, started) if started else trainer_class(config, run)
     jax_backend = backend == "jax"
+    discriminator = trainer.model.discriminator
+    d_params, sharing = discriminator.count_params(), "shared counted in both"
+    if config.gradient_disentangled_embeddings:  # D also tracks G's tables; count them in G
+        d_params -= discriminator.encoder.embeddings.residual_of.count_params()
+        sharing = "D's embedding tables are residuals over G's, gradient-disentangled"
     print(f"[pretrain] {config.model_size} discriminator "
-          f"{trainer.model.discriminator.count_params():,} params, generator "
-          f"{trainer.model.generator.count_params():,} (shared counted in both); "
+          f"{d_params:,} params, generator "
+          f"{trainer.model.generator.count_params():,} ({sharing}); "
           f"{trainer.num_replicas} replica(s), strategy={run.strategy}, "
           f"jit={True if jax_backend else run.jit_compile}, precision={run.mixed_precision}"
           f"{', backend=jax, input=' + run.jax_input_pipeline if jax_backend else ''}",

@@ -108,12 +108,29 @@ class ElectraEmbeddings(keras.layers.Layer):
         hidden_dropout_prob: dropout rate after the LayerNorm.
         initializer_range: stddev of the truncated-normal tables.
         layer_norm_eps: LayerNorm epsilon.
+        residual_of: gradient-disentangled embedding sharing (GDES, DeBERTa-v3,
+            He et al. 2021): another `ElectraEmbeddings` of the same sizes (the
+            generator's). Each table then reads stop_gradient(shared table) +
+            this layer's own table, which starts at zero, so the discriminator's
+            loss trains only the residuals and the generator's MLM alone trains
+            the shared tables. The LayerNorm is this layer's own. Only the
+            pre-training discriminator is built this way; the model users keep
+            holds the sums (`merged_tables`).
     """
 
     def __init__(self, vocab_size: int, embedding_size: int, max_position_embeddings: int = 512,
                  type_vocab_size: int = 2, hidden_dropout_prob: float = 0.1,
-                 initializer_range: float = 0.02, layer_norm_eps: float = 1e-12, **kwargs):
+                 initializer_range: float = 0.02, layer_norm_eps: float = 1e-12,
+                 residual_of: "ElectraEmbeddings | None" = None, **kwargs):
         super().__init__(**kwargs)
+        if residual_of is not None:
+            got = (residual_of.vocab_size, residual_of.embedding_size,
+                   residual_of.max_position_embeddings, residual_of.type_vocab_size)
+            want = (vocab_size, embedding_size, max_position_embeddings, type_vocab_size)
+            if got != want:
+                raise ValueError(f"residual_of has (vocab, width, positions, types) {got}, "
+                                 f"but this layer has {want}")
+        self.residual_of = residual_of
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
         self.max_position_embeddings = max_position_embeddings
@@ -123,9 +140,12 @@ class ElectraEmbeddings(keras.layers.Layer):
         self.layer_norm_eps = layer_norm_eps
 
         # === Layers ===
+        init = ("zeros" if residual_of is not None
+                else kernel_initializer(initializer_range))
+
         def table(rows, name):
             return keras.layers.Embedding(
-                rows, embedding_size, embeddings_initializer=kernel_initializer(initializer_range),
+                rows, embedding_size, embeddings_initializer=init,
                 dtype=self.dtype_policy, name=name)
 
         self.word_embeddings = table(vocab_size, "word_embeddings")
@@ -159,10 +179,32 @@ class ElectraEmbeddings(keras.layers.Layer):
         x = (self.word_embeddings(input_ids)
              + self.position_embeddings(positions)
              + self.token_type_embeddings(segment_ids))
+        if self.residual_of is not None:
+            shared = self.residual_of
+            x = x + ops.stop_gradient(shared.word_embeddings(input_ids)
+                                      + shared.position_embeddings(positions)
+                                      + shared.token_type_embeddings(segment_ids))
         x = self.layer_norm(x)
         return self.dropout(x, training=training, seed=seed)
 
+    TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
+
+    def merged_tables(self) -> dict:
+        """{table name: numpy array} of the tables this layer embeds with: its own, or
+        with `residual_of`, the shared table + the residual."""
+        out = {}
+        for name in self.TABLES:
+            table = ops.convert_to_numpy(getattr(self, name).embeddings)
+            if self.residual_of is not None:
+                table = table + ops.convert_to_numpy(
+                    getattr(self.residual_of, name).embeddings)
+            out[name] = table
+        return out
+
     def get_config(self):
+        if self.residual_of is not None:
+            raise NotImplementedError("gradient-disentangled embeddings are not serialized: "
+                                      "save the merged tables (merged_tables)")
         config = super().get_config()
         config.update({
             "vocab_size": self.vocab_size,

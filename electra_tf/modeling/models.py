@@ -16,6 +16,12 @@ Weight sharing (paper section 3.2; `PretrainingConfig` flags):
 - BERT (objective `bert_mlm`): as `untied_generator=False` whatever the
   generator sizes: the original builds BERT's transformer at D's full size, in
   D's scope, with the generator's MLM head (`generator_predictions`).
+- `gradient_disentangled_embeddings=True` (GDES, DeBERTa-v3; not in the
+  original): G owns the tables (at D's embedding size); D embeds with
+  stop_gradient(G's tables) + residual tables of its own that start at zero,
+  and has its own LayerNorm. The MLM loss alone trains G's tables, the
+  discriminator's loss only the residuals; the kept discriminator holds the
+  sums (`merged_discriminator`).
 - two-stage training: nothing is shared; G has embedding tables of its own at
   D's embedding size, so that D can start from all of G's weights while G
   stays frozen (a shared table would keep training through D).
@@ -170,6 +176,9 @@ class ElectraDiscriminator(EncoderConfigSerializable, keras.Model):
     Args:
         config: D's `EncoderConfig`.
         head_kind: "rtd" (ELECTRA), "mlm" or "mlm_all_copy".
+        embeddings: optional `ElectraEmbeddings` for the encoder (during
+            pre-training with gradient-disentangled sharing: residuals over
+            the generator's tables).
 
     Call args:
         inputs: dict with "input_ids", "input_mask", "segment_ids" [B, L]
@@ -184,7 +193,8 @@ class ElectraDiscriminator(EncoderConfigSerializable, keras.Model):
         float32 [B, L].
     """
 
-    def __init__(self, config: EncoderConfig | dict, head_kind: str = RTD_HEAD, **kwargs):
+    def __init__(self, config: EncoderConfig | dict, head_kind: str = RTD_HEAD,
+                 embeddings: ElectraEmbeddings | None = None, **kwargs):
         kwargs.setdefault("name", "discriminator")
         super().__init__(**kwargs)
         self.config = _config_from(config)
@@ -193,7 +203,8 @@ class ElectraDiscriminator(EncoderConfigSerializable, keras.Model):
         self.head_kind = head_kind
 
         # === Layers ===
-        self.encoder = ElectraEncoder(self.config, dtype=self.dtype_policy, name="encoder")
+        self.encoder = ElectraEncoder(self.config, embeddings=embeddings,
+                                      dtype=self.dtype_policy, name="encoder")
         if head_kind == RTD_HEAD:
             self.rtd_head = DiscriminatorHead(
                 self.config.hidden_size, self.config.hidden_act, self.config.initializer_range,
@@ -246,6 +257,30 @@ def build_discriminator(encoder_config: EncoderConfig,
     return discriminator
 
 
+def merged_discriminator(discriminator: ElectraDiscriminator) -> ElectraDiscriminator:
+    """A plain discriminator equal to one with gradient-disentangled embeddings.
+
+    Its tables are the shared + residual sums; every other weight is copied.
+    """
+    embeddings = discriminator.encoder.embeddings
+    merged = ElectraDiscriminator(discriminator.config, head_kind=discriminator.head_kind)
+    merged.build()
+    tables = embeddings.merged_tables()
+    for name in ElectraEmbeddings.TABLES:
+        getattr(merged.encoder.embeddings, name).embeddings.assign(tables[name])
+    own = {id(getattr(embeddings, name).embeddings) for name in ElectraEmbeddings.TABLES}
+    shared = {id(v) for v in embeddings.residual_of.weights}
+    source = {v.path: v for v in discriminator.weights
+              if id(v) not in own and id(v) not in shared}
+    for variable in merged.weights:
+        if variable.path in source:
+            variable.assign(source[variable.path])
+        elif not any(variable is getattr(merged.encoder.embeddings, n).embeddings
+                     for n in ElectraEmbeddings.TABLES):
+            raise RuntimeError(f"merged discriminator: no source for {variable.path}")
+    return merged
+
+
 def build_pretraining_models(
         config: PretrainingConfig, head_kind: str = RTD_HEAD,
 ) -> tuple[ElectraGenerator | UniformGenerator, ElectraDiscriminator]:
@@ -262,8 +297,22 @@ def build_pretraining_models(
         (generator, discriminator).
     """
     config.validate()
-    discriminator = build_discriminator(config.discriminator_config(), head_kind)
     baseline = config.training_algorithm == "adversarial"  # the learned REINFORCE baseline
+    if config.gradient_disentangled_embeddings:
+        # G first: it owns the tables (generator/encoder/embeddings/...), and D's
+        # residuals take D's paths (discriminator/encoder/embeddings/...).
+        generator = ElectraGenerator(config.generator_config(), baseline_head=baseline)
+        generator.build()
+        d_config = config.discriminator_config()
+        residuals = ElectraEmbeddings(
+            d_config.vocab_size, d_config.resolved_embedding_size,
+            d_config.max_position_embeddings, d_config.type_vocab_size,
+            d_config.hidden_dropout_prob, d_config.initializer_range, d_config.layer_norm_eps,
+            residual_of=generator.encoder.embeddings, name="embeddings")
+        discriminator = ElectraDiscriminator(d_config, head_kind=head_kind, embeddings=residuals)
+        discriminator.build()
+        return generator, discriminator
+    discriminator = build_discriminator(config.discriminator_config(), head_kind)
     if config.uniform_generator:
         generator = UniformGenerator(discriminator.config)
     elif not config.untied_generator or config.objective == "bert_mlm":

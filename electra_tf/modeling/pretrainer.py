@@ -18,7 +18,12 @@ from __future__ import annotations
 import keras
 
 from electra_tf.config import PretrainingConfig
-from electra_tf.modeling.models import RTD_HEAD, build_discriminator, build_pretraining_models
+from electra_tf.modeling.models import (
+    RTD_HEAD,
+    build_discriminator,
+    build_pretraining_models,
+    merged_discriminator,
+)
 from electra_tf.modeling.random import (
     DISCRIMINATOR_SALT,
     GENERATOR_SALT,
@@ -126,12 +131,15 @@ class ElectraPretrainer(keras.Model):
     def kept_discriminator(self):
         """The model users fine-tune, as a discriminator with the RTD head.
 
-        ELECTRA: the discriminator itself. BERT-MLM: the generator's encoder.
+        ELECTRA: the discriminator itself, or with gradient-disentangled
+        embeddings a copy holding the merged tables. BERT-MLM: the generator's encoder.
         Replace-MLM / All-Tokens MLM: the main model's encoder (its RTD head
         is freshly initialized; fine-tuning does not use it).
         """
         uses_d = self.objective.uses_discriminator
         if uses_d and self.discriminator.head_kind == RTD_HEAD:
+            if self.config.gradient_disentangled_embeddings:
+                return merged_discriminator(self.discriminator)
             return self.discriminator
         source = self.discriminator.encoder if uses_d else self.generator.encoder
         kept = build_discriminator(source.config)

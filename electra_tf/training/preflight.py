@@ -74,6 +74,7 @@ def pretraining_masking(config: PretrainingConfig, run: RunConfig) -> MaskingCon
 SHAPE_FLAGS = ("model_size", "model_hparam_overrides", "embedding_size", "vocab_size",
                "max_seq_length", "generator_hidden_size", "generator_layers",
                "untied_generator", "untied_generator_embeddings", "uniform_generator",
+               "gradient_disentangled_embeddings",
                "objective", "training_algorithm")
 
 
@@ -84,6 +85,7 @@ def _variable_signature(config: PretrainingConfig) -> tuple:
     objective = get_objective(config)
     return (config.discriminator_config(), config.generator_config(), config.untied_generator,
             config.untied_generator_embeddings, config.uniform_generator,
+            config.gradient_disentangled_embeddings,
             objective.head_kind, objective.uses_discriminator, config.training_algorithm)
 
 
