@@ -200,3 +200,31 @@ def test_the_cli_trains_with_the_flag_and_counts_the_kept_discriminator(tiny_rec
     line = next(x for x in proc.stderr.splitlines() if " params" in x)
     assert f"discriminator {saved.count_params():,} params" in line, line
     assert "gradient-disentangled" in line
+
+
+@pytest.mark.slow
+def test_a_jax_gdes_run_resumes_exactly_and_writes_the_merged_discriminator(tiny_records,
+                                                                            tmp_path):
+    from tests.training.test_jax_runtime import config_json, train_runs
+
+    straight, resumed = train_runs([
+        (config_json(tiny_records, tmp_path / "a", gradient_disentangled_embeddings=True),
+         [None]),
+        (config_json(tiny_records, tmp_path / "b", gradient_disentangled_embeddings=True),
+         [3, None])])
+    assert straight["step"] == resumed["step"] == 6 and straight["final"] == resumed["final"]
+    for a, b in zip(straight["weights"], resumed["weights"], strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # The JAX folder's discriminator is the merged one: its tables are G's + D's residuals.
+    saved, _ = artifacts.load_discriminator(str(tmp_path / "b"))
+    config = PretrainingConfig(**json.loads(config_json(
+        tiny_records, tmp_path / "b", gradient_disentangled_embeddings=True))["config"])
+    model = ElectraPretrainer(config)
+    model.build_with_dummy_batch()
+    for variable, value in zip(model.trainable_variables, resumed["weights"], strict=True):
+        variable.assign(np.asarray(value, dtype="float32"))
+    for name, g, d in zip(TABLES, tables(model.generator.encoder.embeddings),
+                          tables(model.discriminator.encoder.embeddings)):
+        assert np.any(d.numpy()), f"{d.path} did not train under JAX"
+        np.testing.assert_allclose(getattr(saved.encoder.embeddings, name).embeddings.numpy(),
+                                   g.numpy() + d.numpy(), rtol=0, atol=1e-7)
