@@ -67,6 +67,16 @@ def encoder_variable_depth(path: str) -> int | None:
     return None
 
 
+def embeddings_for(config: EncoderConfig, **kwargs) -> ElectraEmbeddings:
+    """The `embeddings` layer an encoder of `config` builds (kwargs: e.g. dtype,
+    residual_of)."""
+    kwargs.setdefault("name", "embeddings")
+    return ElectraEmbeddings(
+        config.vocab_size, config.resolved_embedding_size, config.max_position_embeddings,
+        config.type_vocab_size, config.hidden_dropout_prob, config.initializer_range,
+        config.layer_norm_eps, **kwargs)
+
+
 class EncoderConfigSerializable:
     """get_config/from_config for layers and models built from an EncoderConfig.
 
@@ -120,17 +130,12 @@ class ElectraEncoder(EncoderConfigSerializable, keras.Model):
 
         # === Layers ===
         if embeddings is None:
-            embeddings = ElectraEmbeddings(
-                cfg.vocab_size, emb_size, cfg.max_position_embeddings, cfg.type_vocab_size,
-                cfg.hidden_dropout_prob, cfg.initializer_range, cfg.layer_norm_eps,
-                dtype=self.dtype_policy, name="embeddings")
+            embeddings = embeddings_for(cfg, dtype=self.dtype_policy)
         else:
-            got = (embeddings.vocab_size, embeddings.embedding_size,
-                   embeddings.max_position_embeddings, embeddings.type_vocab_size)
             want = (cfg.vocab_size, emb_size, cfg.max_position_embeddings, cfg.type_vocab_size)
-            if got != want:
+            if embeddings.sizes != want:
                 raise ValueError(f"shared embeddings have (vocab, width, positions, types) "
-                                 f"{got}, but the config wants {want}")
+                                 f"{embeddings.sizes}, but the config wants {want}")
         self.embeddings = embeddings
         self.embeddings_project = None
         if emb_size != cfg.hidden_size:

@@ -123,18 +123,14 @@ class ElectraEmbeddings(keras.layers.Layer):
                  initializer_range: float = 0.02, layer_norm_eps: float = 1e-12,
                  residual_of: "ElectraEmbeddings | None" = None, **kwargs):
         super().__init__(**kwargs)
-        if residual_of is not None:
-            got = (residual_of.vocab_size, residual_of.embedding_size,
-                   residual_of.max_position_embeddings, residual_of.type_vocab_size)
-            want = (vocab_size, embedding_size, max_position_embeddings, type_vocab_size)
-            if got != want:
-                raise ValueError(f"residual_of has (vocab, width, positions, types) {got}, "
-                                 f"but this layer has {want}")
         self.residual_of = residual_of
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
         self.max_position_embeddings = max_position_embeddings
         self.type_vocab_size = type_vocab_size
+        if residual_of is not None and residual_of.sizes != self.sizes:
+            raise ValueError(f"residual_of has (vocab, width, positions, types) "
+                             f"{residual_of.sizes}, but this layer has {self.sizes}")
         self.hidden_dropout_prob = hidden_dropout_prob
         self.initializer_range = initializer_range
         self.layer_norm_eps = layer_norm_eps
@@ -188,6 +184,12 @@ class ElectraEmbeddings(keras.layers.Layer):
         return self.dropout(x, training=training, seed=seed)
 
     TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
+
+    @property
+    def sizes(self) -> tuple[int, int, int, int]:
+        """(vocab_size, embedding_size, max_position_embeddings, type_vocab_size)."""
+        return (self.vocab_size, self.embedding_size, self.max_position_embeddings,
+                self.type_vocab_size)
 
     def merged_tables(self) -> dict:
         """{table name: numpy array} of the tables this layer embeds with: its own, or

@@ -38,7 +38,11 @@ import keras
 from keras import ops
 
 from electra_tf.config import EncoderConfig, PretrainingConfig
-from electra_tf.modeling.encoder import ElectraEncoder, EncoderConfigSerializable
+from electra_tf.modeling.encoder import (
+    ElectraEncoder,
+    EncoderConfigSerializable,
+    embeddings_for,
+)
 from electra_tf.modeling.heads import DiscriminatorHead, MaskedLMHead, gather_positions
 from electra_tf.modeling.layers import ElectraEmbeddings, kernel_initializer
 from electra_tf.modeling.random import (
@@ -262,22 +266,17 @@ def merged_discriminator(discriminator: ElectraDiscriminator) -> ElectraDiscrimi
 
     Its tables are the shared + residual sums; every other weight is copied.
     """
-    embeddings = discriminator.encoder.embeddings
     merged = ElectraDiscriminator(discriminator.config, head_kind=discriminator.head_kind)
     merged.build()
-    tables = embeddings.merged_tables()
+    # Same paths (D's residual tables are the merged tables' paths; G's are generator/...).
+    source = {v.path: v for v in discriminator.weights}
+    for variable in merged.weights:
+        if variable.path not in source:
+            raise RuntimeError(f"merged discriminator: no source for {variable.path}")
+        variable.assign(source[variable.path])
+    tables = discriminator.encoder.embeddings.merged_tables()
     for name in ElectraEmbeddings.TABLES:
         getattr(merged.encoder.embeddings, name).embeddings.assign(tables[name])
-    own = {id(getattr(embeddings, name).embeddings) for name in ElectraEmbeddings.TABLES}
-    shared = {id(v) for v in embeddings.residual_of.weights}
-    source = {v.path: v for v in discriminator.weights
-              if id(v) not in own and id(v) not in shared}
-    for variable in merged.weights:
-        if variable.path in source:
-            variable.assign(source[variable.path])
-        elif not any(variable is getattr(merged.encoder.embeddings, n).embeddings
-                     for n in ElectraEmbeddings.TABLES):
-            raise RuntimeError(f"merged discriminator: no source for {variable.path}")
     return merged
 
 
@@ -304,11 +303,7 @@ def build_pretraining_models(
         generator = ElectraGenerator(config.generator_config(), baseline_head=baseline)
         generator.build()
         d_config = config.discriminator_config()
-        residuals = ElectraEmbeddings(
-            d_config.vocab_size, d_config.resolved_embedding_size,
-            d_config.max_position_embeddings, d_config.type_vocab_size,
-            d_config.hidden_dropout_prob, d_config.initializer_range, d_config.layer_norm_eps,
-            residual_of=generator.encoder.embeddings, name="embeddings")
+        residuals = embeddings_for(d_config, residual_of=generator.encoder.embeddings)
         discriminator = ElectraDiscriminator(d_config, head_kind=head_kind, embeddings=residuals)
         discriminator.build()
         return generator, discriminator
