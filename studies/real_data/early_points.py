@@ -13,9 +13,12 @@ the discriminator's AUC and the generator's masked-LM accuracy at each of them.
 For each checkpoint it then measures how collinear the discriminator's final
 token states are (the mean pairwise cosine over the real positions of the
 first 32 dev sentences of mr), and fine-tunes it on every task of `--tasks`
-with the study's own fine-tuning command (fine-tuning seed 0). Results (JSON
+with the study's own fine-tuning command, once per seed of `--finetune_seeds`
+(default 0; the table gives each task's mean over them, the mean over tasks,
+and its difference from the study's `none` with the same seeds). Results (JSON
 and a Markdown table) go to OUTPUT.json / OUTPUT.md; each finished fine-tuning
-run is kept in WORK_DIR/cpu/early/ and not redone by a rerun.
+run is kept in WORK_DIR/cpu/early/ and not redone by a rerun, so more seeds can
+be added later.
 
 A variant of the recipe: `--variant=NAME --pretrain_flag=--disc_weight=1`
 (repeatable) adds flags to the pre-training command and keeps its runs in
@@ -42,6 +45,8 @@ flags.DEFINE_integer("every", 50, "Checkpoint period of the pre-training run.")
 flags.DEFINE_string("tasks", ",".join(study.TASKS), "Tasks (the study's capped copies).")
 flags.DEFINE_integer("seed", 0, "Pre-training seed.")
 flags.DEFINE_integer("finetune_workers", 2, "Fine-tuning runs at a time (one thread each).")
+flags.DEFINE_string("finetune_seeds", "0", "Fine-tuning seeds of every checkpoint and task "
+                    "(comma-separated); the table gives their mean.")
 flags.DEFINE_string("output", "benchmarks/real_data/early_points", "OUTPUT.json and OUTPUT.md.")
 flags.DEFINE_multi_string("pretrain_flag", [], "A run_pretraining flag added to the "
                           "recipe's (e.g. --pretrain_flag=--disc_weight=1); needs --variant.")
@@ -56,7 +61,8 @@ _STEP = re.compile(r"step (\d+)/\d+ \|.*mlm_acc ([\d.]+)(?: disc_auc ([\d.]+))?"
 
 
 def pretrain(s: dict, p: dict, model_dir: str, steps: list[int]) -> dict:
-    """The study's ELECTRA run with frequent checkpoints, stopped after max(steps)."""
+    """The study's ELECTRA run (or a variant of it) with frequent checkpoints, stopped after
+    max(steps)."""
     plan = study.study_plan(s, ("electra",), study.vocab_size_of(p["vocab"]))["electra"]
     cmd = study.pretrain_command(s, p, "electra", FLAGS.seed, plan)
     swap = {"--model_dir": model_dir, "--save_checkpoints_steps": FLAGS.every,
@@ -68,7 +74,7 @@ def pretrain(s: dict, p: dict, model_dir: str, steps: list[int]) -> dict:
     os.makedirs(os.path.dirname(model_dir), exist_ok=True)
     last = study.checkpoint_path(model_dir, max(steps))
     if not last:
-        study.log(f"pre-training ELECTRA seed {FLAGS.seed} to step {max(steps)} "
+        study.log(f"pre-training seed {FLAGS.seed} to step {max(steps)} "
                   f"(checkpoints every {FLAGS.every}) -> {model_dir}")
         with open(log_path, "a", encoding="utf-8") as logf:
             proc = subprocess.Popen(cmd, cwd=study.REPO_ROOT, stdout=logf,
@@ -125,6 +131,13 @@ def main(argv):
     if FLAGS.pretrain_flag and not FLAGS.variant:
         raise SystemExit("error: --pretrain_flag needs --variant (a folder name of its own, "
                          "so that its runs are not taken for the recipe's)")
+    try:
+        seeds = sorted({int(x) for x in FLAGS.finetune_seeds.split(",") if x.strip()})
+    except ValueError:
+        seeds = [-1]
+    if not seeds or min(seeds) < 0:
+        raise SystemExit(f"error: --finetune_seeds={FLAGS.finetune_seeds!r}: give "
+                         "comma-separated seeds >= 0, e.g. 0,1,2")
     model_dir = os.path.join(early, f"electra_s{FLAGS.seed}")
     curve = pretrain(s, p, model_dir, steps)
     with open(os.path.join(p["tasks"], "mr", "dev.tsv"), encoding="utf-8") as f:
@@ -136,9 +149,9 @@ def main(argv):
     for n in steps:
         study.log(f"step {n}: {rows[n]}")
     runs = [dict(objective="electra", pretrain_seed=FLAGS.seed, step=n, flops=0, fraction=0.5,
-                 task=t, finetune_seed=0, init=model_dir,
-                 dir=os.path.join(early, "finetune", f"step{n}", f"{t}_f0"))
-            for n in steps for t in tasks]
+                 task=t, finetune_seed=fs, init=model_dir,
+                 dir=os.path.join(early, "finetune", f"step{n}", f"{t}_f{fs}"))
+            for fs in seeds for n in steps for t in tasks]
     sizes = {}
     for t in tasks:
         with open(os.path.join(p["tasks"], t, "meta.json")) as f:
@@ -146,45 +159,79 @@ def main(argv):
 
     def one(r):
         res = study.finetune_one(s, p, r, sizes[r["task"]], ledger, threads=1)
-        study.log(f"step {r['step']} {r['task']}: {res.get('dev_accuracy', res)}")
+        study.log(f"step {r['step']} {r['task']} seed {r['finetune_seed']}: "
+                  f"{res.get('dev_accuracy', res)}")
         return r, res
 
+    for n in steps:
+        rows[n]["dev_accuracy"] = {t: {} for t in tasks}
     with ThreadPoolExecutor(max_workers=FLAGS.finetune_workers) as pool:
         for r, res in pool.map(one, runs):
-            rows[r["step"]][r["task"]] = res.get("dev_accuracy")
+            rows[r["step"]]["dev_accuracy"][r["task"]][r["finetune_seed"]] = res.get("dev_accuracy")
     # step 0 is the study's `none` of this seed (the same initialization: the
-    # pre-training run starts from it), fine-tuning seed 0, if the study ran it
+    # pre-training run starts from it), with the same fine-tuning seeds, if the study ran them
     study_ledger = Ledger(FLAGS.study_ledger, ledger.sid)
-    zero = {t: (study_ledger.finetune(dict(objective="none", pretrain_seed=FLAGS.seed, step=0,
-                                           task=t, finetune_seed=0)) or {}).get("dev_accuracy")
-            for t in tasks}
-    if any(v is not None for v in zero.values()):
+    zero = {t: {fs: (study_ledger.finetune(dict(objective="none", pretrain_seed=FLAGS.seed,
+                                                step=0, task=t, finetune_seed=fs)) or {}
+                     ).get("dev_accuracy") for fs in seeds} for t in tasks}
+    if any(v is not None for accs in zero.values() for v in accs.values()):
         steps = [0] + steps
-        rows[0] = dict(step=0, **zero, **token_cosine(study.none_dir(p, FLAGS.seed), texts))
+        rows[0] = dict(step=0, dev_accuracy=zero,
+                       **token_cosine(study.none_dir(p, FLAGS.seed), texts))
     command = "python -m studies.real_data.early_points " + " ".join(sys.argv[1:])
     result = {"command": command, "date": time.strftime("%Y-%m-%d", time.gmtime()),
               "machine": f"{study.cpu_model()}, {os.cpu_count()} CPU cores",
-              "rows": [rows[n] for n in steps]}
+              "finetune_seeds": seeds, "rows": [summarize(rows[n], tasks) for n in steps]}
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.output)), exist_ok=True)
     with open(FLAGS.output + ".json", "w") as f:
         json.dump(result, f, indent=1)
-    lines = [f"Command: `{command}` ({result['date']}, {result['machine']}). Step 0 is the "
-             "study's `none` (the initialization these runs start from). Dev accuracy after 10 "
-             "epochs, fine-tuning seed 0; cosines: mean pairwise cosine of the final token "
-             "states (real positions) and of the [CLS] states of 32 mr dev sentences; the "
-             "generator's accuracy and the AUC are the training log's at that step.", "",
+    text = markdown(result, tasks)
+    with open(FLAGS.output + ".md", "w") as f:
+        f.write(text)
+    print(text)
+
+
+def summarize(row: dict, tasks: list[str]) -> dict:
+    """A table row: each task's dev accuracy as the mean over its fine-tuning seeds (the
+    seeds' own values kept under "dev_accuracy"), and the mean over tasks once every task
+    has every seed."""
+    out = dict(row)
+    means = []
+    for t in tasks:
+        accs = list(row["dev_accuracy"].get(t, {}).values())
+        out[t] = (sum(accs) / len(accs)) if accs and None not in accs else None
+        means.append(out[t])
+    out["mean"] = None if None in means else sum(means) / len(means)
+    return out
+
+
+def markdown(result: dict, tasks: list[str]) -> str:
+    seeds = result["finetune_seeds"]
+    rows = result["rows"]
+    base = next((r["mean"] for r in rows if r["step"] == 0), None)
+    lines = [f"Command: `{result['command']}` ({result['date']}, {result['machine']}). Step 0 "
+             "is the study's `none` (the initialization these runs start from). Dev accuracy "
+             "after 10 epochs, " + (f"fine-tuning seed {seeds[0]}" if len(seeds) == 1 else
+                                    "the mean over fine-tuning seeds "
+                                    + ", ".join(map(str, seeds)))
+             + "; \"- none\": the mean over tasks minus step 0's, in points; cosines: mean "
+             "pairwise cosine of the final token states (real positions) and of the [CLS] "
+             "states of 32 mr dev sentences; the generator's accuracy and the AUC are the "
+             "training log's at that step.", "",
              "| step | generator MLM acc (train) | disc AUC (train) | token cosine | [CLS] cosine | "
-             + " | ".join(tasks) + " |", "|---:|---:|---:|---:|---:|" + "---:|" * len(tasks)]
+             + " | ".join(tasks) + " | mean | - none |",
+             "|---:|---:|---:|---:|---:|" + "---:|" * (len(tasks) + 2)]
+
     def fmt(value) -> str:
         return "" if value is None else f"{value:.3f}"
 
-    for n in steps:
-        r = rows[n]
-        lines.append(f"| {n} | " + " | ".join(fmt(r.get(k)) for k in (
-            "mlm_acc", "disc_auc", "token_cosine", "cls_cosine", *tasks)) + " |")
-    with open(FLAGS.output + ".md", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    for r in rows:
+        gap = ("" if base is None or r["mean"] is None or r["step"] == 0
+               else f"{100 * (r['mean'] - base):+.1f}")
+        lines.append(f"| {r['step']} | " + " | ".join(fmt(r.get(k)) for k in (
+            "mlm_acc", "disc_auc", "token_cosine", "cls_cosine", *tasks, "mean"))
+            + f" | {gap} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

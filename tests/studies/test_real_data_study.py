@@ -335,14 +335,40 @@ def test_early_points_reads_the_training_line_the_loop_prints():
     assert m and (m.group(1), m.group(2), m.group(3)) == ("100", "0.050", None)
 
 
-def test_early_points_refuses_a_changed_recipe_without_a_variant(tmp_path):
+@pytest.mark.parametrize("flag, message", [
+    ("--pretrain_flag=--disc_weight=1", "--pretrain_flag needs --variant"),
+    ("--finetune_seeds=0,x", "--finetune_seeds='0,x'"),
+    ("--finetune_seeds=-1", "--finetune_seeds='-1'")])
+def test_early_points_refuses_bad_flags_before_pretraining(tmp_path, flag, message):
     data = tmp_path / "w" / "data"
     data.mkdir(parents=True)
     (data / f"vocab_{study.SCALES['cpu']['vocab_size']}.txt").write_text("[PAD]\n")
-    proc = run_module("studies.real_data.early_points", f"--work_dir={tmp_path}/w",
-                      "--pretrain_flag=--disc_weight=1")
+    proc = run_module("studies.real_data.early_points", f"--work_dir={tmp_path}/w", flag)
     assert proc.returncode == 1, proc.stderr[-2000:]
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
-    assert len(errors) == 1 and "--pretrain_flag needs --variant" in errors[0], proc.stderr
+    assert len(errors) == 1 and message in errors[0], proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "w" / "cpu").exists()  # nothing run, nothing written
+
+
+def test_early_points_table_means_over_finetune_seeds_and_the_gap_to_none():
+    from studies.real_data import early_points
+
+    tasks = ["a", "b"]
+    rows = [early_points.summarize(dict(step=0, dev_accuracy={"a": {0: 0.6, 1: 0.8},
+                                                              "b": {0: 0.5, 1: 0.5}}), tasks),
+            early_points.summarize(dict(step=100, mlm_acc=0.1, disc_auc=0.6,
+                                        dev_accuracy={"a": {0: 0.7, 1: 0.9},
+                                                      "b": {0: 0.55, 1: 0.45}}), tasks),
+            early_points.summarize(dict(step=200, dev_accuracy={"a": {0: 0.7, 1: None},
+                                                                "b": {0: 0.6}}), tasks)]
+    assert rows[0]["a"] == pytest.approx(0.7) and rows[0]["mean"] == pytest.approx(0.6)
+    assert rows[1]["mean"] == pytest.approx(0.65)
+    assert rows[2]["a"] is None and rows[2]["mean"] is None  # a seed without a result
+    text = early_points.markdown(dict(command="c", date="d", machine="m",
+                                      finetune_seeds=[0, 1], rows=rows), tasks)
+    lines = text.splitlines()
+    assert "the mean over fine-tuning seeds 0, 1" in lines[0]
+    assert lines[4] == "| 0 |  |  |  |  | 0.700 | 0.500 | 0.600 |  |"
+    assert lines[5] == "| 100 | 0.100 | 0.600 |  |  | 0.800 | 0.500 | 0.650 | +5.0 |"
+    assert lines[6] == "| 200 |  |  |  |  |  | 0.600 |  |  |"
