@@ -119,6 +119,7 @@ def main(argv):
     del argv
     from concurrent.futures import ThreadPoolExecutor
 
+    from electra_tf.errors import InputError
     from studies.real_data.ledger import Ledger
 
     s = study.settings("cpu")
@@ -132,12 +133,9 @@ def main(argv):
         raise SystemExit("error: --pretrain_flag needs --variant (a folder name of its own, "
                          "so that its runs are not taken for the recipe's)")
     try:
-        seeds = sorted({int(x) for x in FLAGS.finetune_seeds.split(",") if x.strip()})
-    except ValueError:
-        seeds = [-1]
-    if not seeds or min(seeds) < 0:
-        raise SystemExit(f"error: --finetune_seeds={FLAGS.finetune_seeds!r}: give "
-                         "comma-separated seeds >= 0, e.g. 0,1,2")
+        seeds = sorted(study.parse_seeds(FLAGS.finetune_seeds, "--finetune_seeds"))
+    except InputError as e:
+        raise SystemExit(f"error: {e}") from None
     model_dir = os.path.join(early, f"electra_s{FLAGS.seed}")
     curve = pretrain(s, p, model_dir, steps)
     with open(os.path.join(p["tasks"], "mr", "dev.tsv"), encoding="utf-8") as f:

@@ -129,6 +129,20 @@ def log(message: str) -> None:
     print(f"[study] {message}", file=sys.stderr, flush=True)
 
 
+def parse_seeds(text: str, flag: str) -> list[int]:
+    """A comma-separated list of seeds (integers >= 0), in the given order without
+    repeats; anything else is an InputError naming the flag."""
+    from electra_tf.errors import InputError
+
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        seeds = [-1]
+    if not seeds or min(seeds) < 0:
+        raise InputError(f"{flag}={text!r}: give comma-separated seeds >= 0, e.g. 0,1,2")
+    return list(dict.fromkeys(seeds))
+
+
 def hms(seconds: float) -> str:
     seconds = max(0, int(round(seconds)))
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
@@ -863,16 +877,12 @@ def main(argv):
                                                     else F.point_finetune_seeds)})
     objectives = [o for o in F.objectives.split(",") if o]
     tasks = [t for t in F.tasks.split(",") if t]
-    try:
-        seeds = [int(x) for x in F.seeds.split(",") if x]
-        fseeds = [int(x) for x in F.finetune_seeds.split(",") if x]
-    except ValueError:
-        raise InputError(f"--seeds/--finetune_seeds must be comma-separated integers, got "
-                         f"{F.seeds!r} and {F.finetune_seeds!r}") from None
+    seeds = parse_seeds(F.seeds, "--seeds")
+    fseeds = parse_seeds(F.finetune_seeds, "--finetune_seeds")
     bad = [o for o in objectives if o not in OBJECTIVES]
-    if bad or not objectives or not seeds or not fseeds or not tasks:
+    if bad or not objectives or not tasks:
         raise InputError(f"--objectives must be among {', '.join(OBJECTIVES)} (got "
-                         f"{F.objectives!r}); --seeds, --finetune_seeds and --tasks non-empty")
+                         f"{F.objectives!r}); --tasks non-empty")
     if "prepare" in stages:
         for path, flag in ((corpus, "corpus"), (heldout, "heldout")):
             if not os.path.isfile(path):

@@ -102,6 +102,9 @@ def test_aggregate_means_over_seeds_and_tasks_and_the_difference_uses_seed_sprea
 @pytest.mark.parametrize("args,expected", [
     (["--stage=prepare", "--corpus={tmp}/missing.txt"], "missing.txt not found"),
     (["--point_finetune_seeds=-2"], "--point_finetune_seeds must be -1"),
+    (["--seeds=0,-1"], "--seeds='0,-1': give comma-separated seeds >= 0"),
+    (["--finetune_seeds=0,x"], "--finetune_seeds='0,x': give comma-separated seeds >= 0"),
+    (["--seeds=,"], "--seeds=','"),
 ])
 def test_bad_input_is_one_error_line(args, expected, tmp_path):
     proc = run_module("studies.real_data.study", f"--work_dir={tmp_path}/w",
