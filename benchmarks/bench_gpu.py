@@ -702,6 +702,14 @@ def parse_args(argv):
             if args.chunk_steps % k:
                 ap.error(f"--chunk_steps={args.chunk_steps} is not a multiple of "
                          f"steps_per_call {k}")
+        if args.only:  # a misspelt key would silently run nothing in a paid-for lease
+            known = {setting_key(s) for s in settings(argparse.Namespace(**{**vars(args),
+                                                                           "only": ""}))}
+            unknown = sorted(set(args.only.split(",")) - known)
+            if unknown:
+                ap.error(f"--only: {', '.join(unknown)} not among this run's settings "
+                         f"(sizes, frameworks, precisions, steps_per_call, hf_modes): "
+                         f"{', '.join(sorted(known))}")
     return args
 
 

@@ -81,14 +81,51 @@ def test_records_written_without_tensorflow_read_back_through_the_project_reader
     assert ((rows["segment_ids"] == 0).sum(1) >= 2).all()
 
 
+LEASE = os.path.join(REPO, "benchmarks", "gpu_lease.sh")
+
+
+def lease(mode, tmp_path, **env):
+    return subprocess.run(["bash", LEASE, *([mode] if mode else [])], cwd=REPO,
+                          env=dict(os.environ, PY=sys.executable, **env),
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_the_lease_scripts_settings_are_the_benchmarks():
+    """A misspelt --only key is refused, so the lease script's default settings must all
+    exist: the lease would otherwise be spent on an argument error."""
+    with open(LEASE) as f:
+        only = next(ln for ln in f if ln.startswith("ONLY=")).split(":-", 1)[1].rstrip("}\n")
+    args = bench_gpu.parse_args(["--sizes=small,base,base512", f"--only={only}"])
+    keys = [bench_gpu.setting_key(s) for s in bench_gpu.settings(args)]
+    assert sorted(keys) == sorted(only.split(",")) and len(keys) == 7
+    with pytest.raises(SystemExit) as e:
+        bench_gpu.parse_args(["--sizes=small", "--only=electra_tf/small/bf16/K100"])
+    assert e.value.code == 2
+
+
+@pytest.mark.parametrize("mode, env, message", [
+    ("", {}, "usage: "),
+    ("fly", {}, "usage: "),
+    ("toy", {"OUT": ""}, "set OUT"),
+])
+def test_the_lease_script_refuses_bad_usage_in_one_line(tmp_path, mode, env, message):
+    proc = lease(mode, tmp_path, **env)
+    assert proc.returncode == 2, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and message in errors[0], proc.stderr
+
+
 @pytest.mark.slow
 def test_the_toy_run_writes_every_field(tmp_path):
-    out = str(tmp_path / "toy")
-    env = dict(os.environ, KERAS_BACKEND="jax")
-    proc = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "bench_gpu.py"),
-                           "--toy", f"--output={out}"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    """Through benchmarks/gpu_lease.sh, as a lease runs it (toy sizes, no wheels)."""
+    proc = lease("toy", tmp_path, OUT=str(tmp_path))
+    out = str(tmp_path / "gpu_lease")
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    with open(tmp_path / "device.txt") as f:
+        device = f.read()
+    assert "| jax " in device and "| keras " in device
+    with open(tmp_path / "gpu_lease.log") as f:
+        assert "electra_tf/toy/bf16/K10:" in f.read()
     assert "command: python3 benchmarks/bench_gpu.py --toy" in proc.stdout
     assert "device: cpu" in proc.stdout and "date: " in proc.stdout
     with open(out + ".json") as f:
