@@ -84,7 +84,7 @@ def test_records_written_without_tensorflow_read_back_through_the_project_reader
 LEASE = os.path.join(REPO, "benchmarks", "gpu_lease.sh")
 
 
-def lease(mode, tmp_path, **env):
+def lease(mode, **env):
     return subprocess.run(["bash", LEASE, *([mode] if mode else [])], cwd=REPO,
                           env=dict(os.environ, PY=sys.executable, **env),
                           capture_output=True, text=True, timeout=600)
@@ -108,8 +108,8 @@ def test_the_lease_scripts_settings_are_the_benchmarks():
     ("fly", {}, "usage: "),
     ("toy", {"OUT": ""}, "set OUT"),
 ])
-def test_the_lease_script_refuses_bad_usage_in_one_line(tmp_path, mode, env, message):
-    proc = lease(mode, tmp_path, **env)
+def test_the_lease_script_refuses_bad_usage_in_one_line(mode, env, message):
+    proc = lease(mode, **env)
     assert proc.returncode == 2, proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and message in errors[0], proc.stderr
@@ -118,7 +118,7 @@ def test_the_lease_script_refuses_bad_usage_in_one_line(tmp_path, mode, env, mes
 @pytest.mark.slow
 def test_the_toy_run_writes_every_field(tmp_path):
     """Through benchmarks/gpu_lease.sh, as a lease runs it (toy sizes, no wheels)."""
-    proc = lease("toy", tmp_path, OUT=str(tmp_path))
+    proc = lease("toy", OUT=str(tmp_path))
     out = str(tmp_path / "gpu_lease")
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     with open(tmp_path / "device.txt") as f:
