@@ -28,7 +28,8 @@ PY=${PY:-python3}
 BUDGET_S=${BUDGET_S:-480}
 ONLY=${ONLY:-electra_tf/small/bf16/K1,electra_tf/small/bf16/K10,hf/small/bf16/compile,electra_tf/base/bf16/K10,hf/base/bf16/compile,electra_tf/base512/bf16/K10,hf/base512/bf16/compile}
 # Keras's own needs that such a machine lacks (it has numpy, absl-py, rich, h5py,
-# ml-dtypes and packaging); the Keras version is the one setup.py's tests run with
+# ml-dtypes and packaging); Keras at the version this project's suite last ran with
+# (setup.py admits >=3.10,<4)
 WHEELS=(keras==3.15.1 namex==0.1.0 optree==0.20.0)
 
 die() { echo "error: $*" >&2; exit 2; }
