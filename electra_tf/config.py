@@ -411,7 +411,7 @@ def generator_config(disc: EncoderConfig, generator_hidden_size: float,
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 MIXED_PRECISIONS = ("fp32", "bf16")
-JAX_INPUT_PIPELINES = ("tf.data", "numpy")
+JAX_INPUT_PIPELINES = ("tf.data", "numpy", "packed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -434,9 +434,10 @@ class RuntimeOptions:
         1, "KERAS_BACKEND=jax pre-training: optimizer steps per compiled call (the TF loop "
         "runs a whole chunk per call; fine-tuning: 1)")
     jax_input_pipeline: str = _field(
-        "tf.data", "KERAS_BACKEND=jax pre-training: read the records with tf.data (as the TF "
-        "loop), or with NumPy alone (data/numpy_pipeline.py; the run then never imports "
-        "TensorFlow)")
+        "tf.data", "KERAS_BACKEND=jax pre-training: tf.data | numpy | packed. tf.data reads "
+        "the TFRecords as the TF loop does; numpy reads them with NumPy alone (the run then "
+        "never imports TensorFlow); packed reads files of pack_pretraining_data (memory-"
+        "mapped, fast enough for a GPU; no TensorFlow either)")
     jax_coordinator_address: str = _field(
         "", "KERAS_BACKEND=jax multi-host pre-training: host:port of process 0, the same for "
         "every process (jax.distributed)")
@@ -469,8 +470,8 @@ class RuntimeOptions:
         if self.jax_steps_per_call < 1:
             raise ConfigError(f"jax_steps_per_call must be >= 1, got {self.jax_steps_per_call}")
         if self.jax_input_pipeline not in JAX_INPUT_PIPELINES:
-            raise ConfigError(f"jax_input_pipeline must be tf.data or numpy, "
-                              f"got {self.jax_input_pipeline!r}")
+            raise ConfigError(f"jax_input_pipeline must be one of "
+                              f"{', '.join(JAX_INPUT_PIPELINES)}, got {self.jax_input_pipeline!r}")
         if self.jax_num_processes < 1:
             raise ConfigError(f"jax_num_processes must be >= 1, got {self.jax_num_processes}")
         if not 0 <= self.jax_process_id < self.jax_num_processes:

@@ -54,6 +54,7 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: not item.nodeid.startswith(COSTLY_FIRST))  # a stable sort
 
 
+@pytest.hookimpl(optionalhook=True)  # a single file runs without pytest-xdist too
 def pytest_xdist_make_scheduler(config, log):
     """Load scheduling, but by the units of SHARED_FIXTURES (plain `-n`, --dist load)."""
     if config.getvalue("dist") != "load":

@@ -275,6 +275,13 @@ def _check_first_record(path: str, max_seq_length: int, what: str, fs: FileSyste
         with fs.open(path) as f:
             first = _read_record(f, 0, fs.size(path))
     except _BadRecord as e:
+        from electra_tf.data.packed import MAGIC
+
+        with fs.open(path) as f:
+            if f.read(len(MAGIC)) == MAGIC:
+                raise InputError(f"{what}: {path} is a packed examples file, which only "
+                                 "KERAS_BACKEND=jax with --jax_input_pipeline=packed reads "
+                                 "(the others read the TFRecords it was packed from)") from None
         raise InputError(f"{what}: {path} is not a TFRecord file or is corrupt ({e})") from None
     except fs.errors as e:
         raise InputError(f"{what}: cannot read {path} ({getattr(e, 'message', e)})") from None

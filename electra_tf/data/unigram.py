@@ -47,6 +47,29 @@ def unigram_counts(paths: list[str], vocab_size: int, max_sequences: int = 4096,
     return counts, read
 
 
+def packed_unigram_counts(paths: list[str], vocab_size: int,
+                          max_sequences: int = 4096) -> tuple[np.ndarray, int]:
+    """`unigram_counts` of packed files (data/packed.py): the first examples of each file.
+
+    Raises:
+      InputError: a damaged file, or ids outside [0, vocab_size).
+    """
+    from electra_tf.data.packed import PackedFile
+
+    if not paths:
+        raise ValueError("packed_unigram_counts needs at least one file")
+    counts = np.zeros(vocab_size, np.int64)
+    per_file, read = -(-max_sequences // len(paths)), 0
+    for path in paths:
+        f = PackedFile(path)
+        if f.max_id >= vocab_size:
+            raise RecordError(f"{path}: holds a token id outside [0, {vocab_size})")
+        take = min(per_file, f.num_examples, max_sequences - read)
+        counts += np.bincount(f.tokens[:f.offsets[take]], minlength=vocab_size)
+        read += take
+    return counts, read
+
+
 def log_unigram_prior(counts: np.ndarray, exclude_ids=(), floor: float = 0.5) -> np.ndarray:
     """log p(token), add-`floor` smoothed, as float32; `exclude_ids` (tokens never
     predicted, e.g. [CLS], [SEP], [MASK]) get the smallest value."""

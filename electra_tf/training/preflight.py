@@ -14,13 +14,14 @@ import json
 from electra_tf import artifacts
 from electra_tf.config import PretrainingConfig, RunConfig
 from electra_tf.data.masking import MaskingConfig
+from electra_tf.data.packed import check_packed
 from electra_tf.data.tfrecord_reader import LOCAL_FILES, check_records, tensorflow_files
 from electra_tf.errors import ConfigError
 from electra_tf.fileio import check_output_folder
 
 
-def preflight(config: PretrainingConfig, run: RunConfig,
-              tensorflow_io: bool = True) -> dict[str, list[str]]:
+def preflight(config: PretrainingConfig, run: RunConfig, tensorflow_io: bool = True,
+              packed: bool = False) -> dict[str, list[str]]:
     """Refuses bad input before a run builds or writes anything.
 
     Checks the data (`tfrecord_reader.check_records`: every glob matches,
@@ -32,6 +33,8 @@ def preflight(config: PretrainingConfig, run: RunConfig,
       tensorflow_io: the run reads its records through TensorFlow (tf.data),
         so the files are found with tf.io.gfile; False: with Python alone
         (the NumPy input pipeline), and TensorFlow is not imported.
+      packed: the data are packed files (data/packed.py), checked whole
+        (header, sizes, checksums) by `packed.check_packed`.
 
     Raises:
       InputError, ConfigError, VocabError: one line naming the flag or file.
@@ -39,10 +42,14 @@ def preflight(config: PretrainingConfig, run: RunConfig,
     check_output_folder(run.model_dir, "--model_dir")
     fs = tensorflow_files() if tensorflow_io else LOCAL_FILES
     size = config.vocab_size
-    files = {"train": check_records(run.train_data, config.max_seq_length, "--train_data", fs,
-                                    size),
-             "eval": (check_records(run.eval_data, config.max_seq_length, "--eval_data", fs,
-                                    size) if run.eval_data else [])}
+
+    def check(patterns: str, what: str) -> list[str]:
+        if packed:
+            return check_packed(patterns, config.max_seq_length, what, size)
+        return check_records(patterns, config.max_seq_length, what, fs, size)
+
+    files = {"train": check(run.train_data, "--train_data"),
+             "eval": check(run.eval_data, "--eval_data") if run.eval_data else []}
     check_resume(config, run)
     return files
 

@@ -58,7 +58,7 @@ class Pretraining:
 
     A backend subclass provides: `backend` ("tensorflow" or "jax"),
     `tensorflow_io` (whether the run reads its data through TensorFlow; if
-    not, nothing here imports it), `_setup_devices()` (sets `num_replicas`,
+    not, nothing here imports it), `packed_input` (packed files, not TFRecords), `_setup_devices()` (sets `num_replicas`,
     `chief`, `multi_worker`), `_scope()`, `_make_checkpoints()`,
     `_batches(files, batch_size, seed, is_training, skip_batches)`,
     `train_steps(iterator, n)`, `_eval_batch(batch, index)` and
@@ -71,12 +71,14 @@ class Pretraining:
 
     backend = ""
     tensorflow_io = True
+    packed_input = False  # the data are packed files (data/packed.py), not TFRecords
     num_replicas, chief, multi_worker = 1, True, False
 
     def __init__(self, config: PretrainingConfig, run: RunConfig):
         self.config, self.run = config.validate(), run.validate(config)
         set_precision(run.mixed_precision)
-        self.files = preflight.preflight(config, run, tensorflow_io=self.tensorflow_io)
+        self.files = preflight.preflight(config, run, tensorflow_io=self.tensorflow_io,
+                                         packed=self.packed_input)
         self.masking = preflight.pretraining_masking(config, run)
         self._setup_devices()
         micro = config.train_batch_size // run.gradient_accumulation_steps
@@ -107,10 +109,17 @@ class Pretraining:
         import numpy as np
 
         from electra_tf.data.tfrecord_reader import LOCAL_FILES, tensorflow_files
-        from electra_tf.data.unigram import log_unigram_prior, unigram_counts
+        from electra_tf.data.unigram import (
+            log_unigram_prior,
+            packed_unigram_counts,
+            unigram_counts,
+        )
 
-        fs = tensorflow_files() if self.tensorflow_io else LOCAL_FILES
-        counts, n = unigram_counts(self.files["train"], self.config.vocab_size, fs=fs)
+        if self.packed_input:
+            counts, n = packed_unigram_counts(self.files["train"], self.config.vocab_size)
+        else:
+            fs = tensorflow_files() if self.tensorflow_io else LOCAL_FILES
+            counts, n = unigram_counts(self.files["train"], self.config.vocab_size, fs=fs)
         m = self.masking
         never = [m.cls_id, m.sep_id, m.mask_id]  # never masked, so never predicted
         prior = log_unigram_prior(counts, exclude_ids=never)
@@ -187,12 +196,15 @@ class Pretraining:
         if not self.run.eval_data:
             return {}
         limit, n = num_steps or self.config.num_eval_steps, 0
-        for batch in self._batches(self.run.eval_data, self.config.eval_batch_size,
-                                   self.config.seed + 1, False):
+        batches = self._batches(self.run.eval_data, self.config.eval_batch_size,
+                                self.config.seed + 1, False)
+        for batch in batches:
             if n >= limit:
                 break
             self._eval_batch(batch, n)
             n += 1
+        if hasattr(batches, "close"):  # a reader thread ahead (data/prefetch.py)
+            batches.close()
         if n == 0:
             self._log("warning: the eval data is smaller than one eval batch; no eval")
             return {}

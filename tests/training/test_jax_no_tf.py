@@ -188,3 +188,51 @@ def test_without_the_tensorboard_package_summaries_are_skipped_with_one_warning(
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert len(warnings) == 1 and "pip install tensorboard" in warnings[0], warnings
     assert not os.listdir(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def packed_records(tiny_records, tmp_path_factory):
+    """tiny_records' train and eval records packed (data/packed.py)."""
+    from electra_tf.data.packed import pack
+
+    out = tmp_path_factory.mktemp("packed")
+    packed = dict(tiny_records)
+    for name in ("train", "eval"):
+        packed[name] = str(out / f"{name}.packed")
+        pack(tiny_records[name], packed[name], progress=False)
+    return packed
+
+
+def test_a_packed_run_without_tensorflow(packed_records, tmp_path):
+    model_dir = tmp_path / "model"
+    proc = run_without_tf(CLI, "--jax_input_pipeline=packed",
+                          *pretraining_flags(packed_records, model_dir))
+    assert "backend=jax, input=packed" in proc.stderr and "step 6/6" in proc.stderr
+    final = json.loads((model_dir / "final_eval.json").read_text())
+    assert final["step"] == 6 and np.isfinite(final["loss"]) and final["disc_auc"] > 0
+    assert (model_dir / "discriminator.weights.h5").exists()
+
+
+@pytest.mark.slow
+def test_a_packed_run_resumes_exactly(packed_records, tmp_path):
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    run_without_tf(CLI, "--jax_input_pipeline=packed",
+                   *pretraining_flags(packed_records, straight))
+    flags = ["--jax_input_pipeline=packed", *pretraining_flags(packed_records, resumed)]
+    run_without_tf(STOP_AT, "3", *flags)
+    proc = run_without_tf(CLI, *flags)
+    assert "jax-ckpt-3.npz at step 3" in proc.stderr
+    for name in ("discriminator.weights.h5", "generator.weights.h5"):
+        a, b = h5_arrays(straight / name), h5_arrays(resumed / name)
+        assert a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def test_packed_files_given_to_another_input_are_one_line(packed_records, tmp_path):
+    from electra_tf.data.tfrecord_reader import LOCAL_FILES, check_records
+    from electra_tf.errors import InputError
+
+    with pytest.raises(InputError, match="is a packed examples file, which only "
+                                         "KERAS_BACKEND=jax with --jax_input_pipeline=packed"):
+        check_records(packed_records["train"], L, "--train_data", LOCAL_FILES)

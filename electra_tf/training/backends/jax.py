@@ -23,12 +23,14 @@ sections):
   runs `jax_steps_per_call` steps per call (`jax.lax.scan` over the stacked
   batches), which saves the host's per-step dispatch.
 * Pre-training (`JaxPretraining`) and fine-tuning (`JaxFinetuning`): the
-  compiled steps, the input (the TF loop's tf.data pipeline, or with
+  compiled steps, the input (the TF loop's tf.data pipeline; with
   jax_input_pipeline="numpy" data/numpy_pipeline.py, which reads the same
-  TFRecords and masks them with the same distribution without TensorFlow),
-  npz checkpoints.
+  TFRecords and masks them with the same distribution without TensorFlow;
+  with "packed", data/packed.py's memory-mapped files, fast enough for a
+  GPU; both in a thread ahead of the device, data/prefetch.py), npz
+  checkpoints.
 
-With the NumPy input, nothing on a pre-training run's path imports
+With the NumPy or packed input, nothing on a pre-training run's path imports
 TensorFlow (the record checks, the vocab, the summaries through the
 tensorboard package, the checkpoints, the final folder), so it runs on a
 machine with JAX alone.
@@ -47,6 +49,8 @@ import numpy as np
 from electra_tf import artifacts
 from electra_tf.config import FinetuneRun, FinetuningConfig, PretrainingConfig, RunConfig
 from electra_tf.data.numpy_pipeline import numpy_pretraining_batches
+from electra_tf.data.packed import packed_pretraining_batches
+from electra_tf.data.prefetch import prefetch
 from electra_tf.errors import ConfigError, InputError, PeerLost
 from electra_tf.finetuning.losses import task_loss, task_loss_count
 from electra_tf.training import reporting
@@ -215,6 +219,7 @@ class JaxPretraining(Pretraining):
             raise ConfigError("JaxPretraining needs KERAS_BACKEND=jax")
         # The NumPy input never imports TensorFlow (nor does anything else here).
         self.tensorflow_io = run.jax_input_pipeline == "tf.data"
+        self.packed_input = run.jax_input_pipeline == "packed"
         self._compiled = {}  # (phase name, steps per call) -> jitted train function
         self._state_lost = False  # see _recover_from_interrupt
         super().__init__(config, run)
@@ -243,11 +248,16 @@ class JaxPretraining(Pretraining):
 
     # === Data ===
     def _batches(self, files, batch_size, seed, is_training, skip_batches=0):
-        """NumPy batches: the TF loop's tf.data pipeline, or data/numpy_pipeline.py."""
+        """NumPy batches: the TF loop's tf.data pipeline, data/numpy_pipeline.py or
+        data/packed.py (these two read and mask in a thread, ahead of the device)."""
+        if self.packed_input:
+            return prefetch(packed_pretraining_batches(
+                files, batch_size, self.config.max_seq_length, self.masking,
+                is_training=is_training, seed=seed, skip_batches=skip_batches))
         if not self.tensorflow_io:
-            return numpy_pretraining_batches(files, batch_size, self.config.max_seq_length,
-                                             self.masking, is_training=is_training, seed=seed,
-                                             skip_batches=skip_batches)
+            return prefetch(numpy_pretraining_batches(
+                files, batch_size, self.config.max_seq_length, self.masking,
+                is_training=is_training, seed=seed, skip_batches=skip_batches))
         from electra_tf.data.pipeline import pretraining_dataset
 
         return pretraining_dataset(files, batch_size, self.config.max_seq_length, self.masking,

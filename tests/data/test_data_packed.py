@@ -1,0 +1,230 @@
+"""Packed examples (data/packed.py): the same examples as the records, seeded batches,
+exact resume, one line for a damaged or mismatched file, and the packing command."""
+
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from electra_tf.data import features as features_lib
+from electra_tf.data import packed
+from electra_tf.data.builder import BuildOptions, build_pretraining_data
+from electra_tf.data.masking import MaskingConfig
+from electra_tf.data.prefetch import prefetch
+from electra_tf.data.tfrecord_reader import parse_example, read_records
+from electra_tf.errors import InputError
+from electra_tf.fileio import expand_files
+from electra_tf.text.tokenizer import Tokenizer
+
+L = 32
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def records(tiny_corpus, tiny_vocab, tmp_path_factory):
+    out = tmp_path_factory.mktemp("packed_records")
+    build_pretraining_data(BuildOptions(files=(tiny_corpus,), vocab_file=tiny_vocab,
+                                        output_dir=str(out), max_seq_length=L, num_shards=3))
+    return str(out / "pretrain_data.tfrecord-*")
+
+
+@pytest.fixture(scope="module")
+def packed_file(records, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("packed") / "train.packed")
+    packed.pack(records, path, progress=False)
+    return path
+
+
+def record_examples(records):
+    return [parse_example(r, features_lib.FEATURE_KEYS)
+            for f in expand_files(records, "TFRecord") for r in read_records(f)]
+
+
+def masking_config(tiny_vocab):
+    return MaskingConfig.from_tokenizer(Tokenizer(tiny_vocab), 0.15, int((0.15 + 0.005) * L))
+
+
+def test_packed_examples_are_the_records(records, packed_file):
+    ours = packed.PackedExamples(packed_file, L)
+    theirs = record_examples(records)
+    assert len(ours) == len(theirs) > 20
+    rows = ours.rows(np.arange(len(ours)))
+    for i, example in enumerate(theirs):
+        for key in features_lib.FEATURE_KEYS:
+            np.testing.assert_array_equal(rows[key][i], example[key])
+    # both segments and single-segment examples are in the sample
+    assert any(e["segment_ids"].any() for e in theirs)
+    assert any(not e["segment_ids"].any() for e in theirs)
+
+
+def test_several_files_read_as_one(records, packed_file, tmp_path):
+    shards = expand_files(records, "TFRecord")
+    for i, shard in enumerate(shards):
+        packed.pack(shard, str(tmp_path / f"part-{i}.packed"), progress=False)
+    both = packed.PackedExamples(str(tmp_path / "part-*.packed"), L)
+    one = packed.PackedExamples(packed_file, L)
+    assert len(both) == len(one)
+    picks = np.random.default_rng(0).permutation(len(one))
+    for key, value in both.rows(picks).items():
+        np.testing.assert_array_equal(value, one.rows(picks)[key])
+
+
+def test_batches_are_seeded_shuffled_and_resume_exactly(packed_file, tiny_vocab):
+    masking = masking_config(tiny_vocab)
+    n = len(packed.PackedExamples(packed_file, L))
+    batches = packed.packed_pretraining_batches(packed_file, 8, L, masking, seed=3)
+    # past the first epoch's end: batches there join two epochs
+    count = 2 * n // 8 + 2
+    first = [next(batches) for _ in range(count)]
+    again = packed.packed_pretraining_batches(packed_file, 8, L, masking, seed=3)
+    resumed = packed.packed_pretraining_batches(packed_file, 8, L, masking, seed=3,
+                                                skip_batches=count - 4)
+    for a in first:
+        b = next(again)
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key])
+    for a in first[-4:]:
+        b = next(resumed)
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key])
+    other = next(packed.packed_pretraining_batches(packed_file, 8, L, masking, seed=4))
+    assert not np.array_equal(first[0]["input_ids"], other["input_ids"])
+    # every example once per epoch, in another order than the file's
+    plain = packed.packed_pretraining_batches(packed_file, 1, L, None, seed=3)
+    epoch = np.concatenate([next(plain)["input_ids"] for _ in range(n)])
+    everything = packed.PackedExamples(packed_file, L).rows(np.arange(n))["input_ids"]
+    assert sorted(r.tobytes() for r in epoch) == sorted(r.tobytes() for r in everything)
+    assert not np.array_equal(epoch, everything)
+    assert first[0]["input_ids"].dtype == np.int32
+    assert first[0]["masked_lm_weights"].dtype == np.float32
+    assert first[0]["masked_lm_positions"].shape == (8, masking.max_predictions_per_seq)
+
+
+def test_masks_only_real_non_special_positions(packed_file, tiny_vocab):
+    masking = masking_config(tiny_vocab)
+    batch = next(packed.packed_pretraining_batches(packed_file, 16, L, masking, seed=0))
+    original = packed.PackedExamples(packed_file, L)
+    weights = batch["masked_lm_weights"] > 0
+    assert weights.any(axis=1).all()
+    positions = batch["masked_lm_positions"][weights]
+    rows = np.nonzero(weights)[0]
+    assert (batch["input_mask"][rows, positions] == 1).all()
+    specials = {masking.cls_id, masking.sep_id, masking.mask_id}
+    assert not set(batch["masked_lm_ids"][weights].tolist()) & specials
+    del original
+
+
+def test_eval_reads_every_example_once_in_order(records, packed_file):
+    theirs = record_examples(records)
+    batches = list(packed.packed_pretraining_batches(packed_file, 4, L, None, is_training=False))
+    assert len(batches) == len(theirs) // 4  # the remainder is dropped, as tf.data's
+    np.testing.assert_array_equal(batches[1]["input_ids"][0], theirs[4]["input_ids"])
+    assert list(packed.packed_pretraining_batches(packed_file, 10 ** 6, L, None,
+                                                  is_training=False)) == []
+
+
+def rewrite(path, target, change):
+    data = bytearray(open(path, "rb").read())
+    change(data)
+    with open(target, "wb") as f:
+        f.write(bytes(data))
+    return str(target)
+
+
+def test_damaged_or_mismatched_files_are_one_clear_error(packed_file, records, tmp_path):
+    size = os.path.getsize(packed_file)
+
+    def flip_last(data):
+        data[-3] ^= 0x40
+
+    cases = {
+        "truncated": (lambda d: d.__delitem__(slice(size - 5, size)), "is truncated"),
+        "longer": (lambda d: d.extend(b"\0\0"), "longer than its header says"),
+        "flipped": (flip_last, "tokens fail their checksum"),
+        "header": (lambda d: d.__setitem__(slice(16, 20), b"{{{{"), "damaged header"),
+        "version": (lambda d: d.__setitem__(slice(8, 12), struct.pack("<I", 9)),
+                    "has packed format 9"),
+        "empty": (lambda d: d.__delitem__(slice(0, size)), "not a packed examples file"),
+    }
+    for name, (change, message) in cases.items():
+        path = rewrite(packed_file, tmp_path / f"{name}.packed", change)
+        with pytest.raises(InputError, match=message) as e:
+            packed.PackedExamples(path, L)
+        assert str(e.value).startswith(f"--train_data: {path}") and "\n" not in str(e.value)
+    tfrecord = expand_files(records, "TFRecord")[0]
+    with pytest.raises(InputError, match="is not a packed examples file .*numpy or tf.data"):
+        packed.PackedExamples(tfrecord, L)
+    with pytest.raises(InputError, match="max_seq_length 32, but --max_seq_length=64"):
+        packed.PackedExamples(packed_file, 64)
+    with pytest.raises(InputError, match=r"holds token id \d+, outside the vocabulary's \[0, 5\)"):
+        packed.check_packed(packed_file, L, vocab_size=5)
+    with pytest.raises(InputError, match="remote path"):
+        packed.PackedExamples("gs://bucket/x.packed", L)
+    with pytest.raises(InputError, match="matches no file"):
+        packed.PackedExamples(str(tmp_path / "none-*.packed"), L)
+
+
+def test_pack_refuses_what_it_cannot_represent_and_writes_nothing(records, tmp_path):
+    import tensorflow as tf
+
+    def write(name, ids, mask, segments):
+        path = str(tmp_path / name)
+        with tf.io.TFRecordWriter(path) as w:
+            w.write(features_lib.serialize({"input_ids": ids, "input_mask": mask,
+                                            "segment_ids": segments}))
+        return path
+
+    gap = write("gap.tfrecord", [2, 5, 0, 6] + [0] * 4, [1, 1, 0, 1] + [0] * 4, [0] * 8)
+    segs = write("segs.tfrecord", [2, 5, 6, 3] + [0] * 4, [1] * 4 + [0] * 4,
+                 [0, 1, 0, 0] + [0] * 4)
+    negative = write("neg.tfrecord", [2, -5, 3] + [0] * 5, [1] * 3 + [0] * 5, [0] * 8)
+    out = str(tmp_path / "out.packed")
+    for path, message in ((gap, "gap.tfrecord: record 0 is not of the form"),
+                          (segs, "segs.tfrecord: record 0 is not of the form"),
+                          (negative, "negative token id -5")):
+        with pytest.raises(InputError, match=message):
+            packed.pack(path, out, progress=False)
+        assert not os.path.exists(out)
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp")]
+    with pytest.raises(InputError, match="not max_seq_length=16"):
+        packed.pack(gap, out, max_seq_length=16, progress=False)
+
+
+def test_prefetch_keeps_order_passes_errors_and_stops():
+    def numbers():
+        yield from range(50)
+        raise InputError("boom at 50")
+
+    ahead = prefetch(numbers(), depth=3)
+    assert [next(ahead) for _ in range(50)] == list(range(50))
+    with pytest.raises(InputError, match="boom at 50"):
+        next(ahead)
+    endless = prefetch(iter(lambda: 1, None), depth=2)
+    assert next(endless) == 1
+    endless.close()
+    endless.thread.join(10)
+    assert not endless.thread.is_alive()
+    assert list(prefetch(iter([]), depth=2)) == []
+    dropped = prefetch(iter(lambda: 1, None), depth=2)
+    thread = dropped.thread
+    del dropped  # as an evaluation that reads a few batches and leaves
+    thread.join(10)
+    assert not thread.is_alive()
+
+
+def test_pack_command(records, tmp_path):
+    out = str(tmp_path / "cli.packed")
+    proc = subprocess.run([sys.executable, "-m", "electra_tf.pack_pretraining_data",
+                           f"--records={records}", f"--output={out}"],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "examples" in proc.stderr and os.path.exists(out)
+    proc = subprocess.run([sys.executable, "-m", "electra_tf.pack_pretraining_data",
+                           f"--records={tmp_path}/nothing*", f"--output={out}"],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"error: --records pattern '{tmp_path}/nothing*' matches no file"]
