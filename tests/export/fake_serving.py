@@ -4,6 +4,12 @@
 `start_rest(models)` POST /v1/models/NAME[/versions/N]:predict (column
 "inputs" and row "instances" formats, {"b64": ...} strings), both over
 SavedModels loaded with tf.saved_model.load ({name: loaded}). Loopback only.
+
+Hostile stand-ins, for the client's bounds: `start_grpc_answering(...)` answers
+every Predict with hand-made TensorProtos (any dtype, shape or content), an
+abort with chosen details, or a stall; `start_tcp(reply, ...)` answers every
+connection with raw bytes (anything but HTTP, escape sequences, a body
+claimed larger than it is), optionally one byte at a time.
 """
 
 from __future__ import annotations
@@ -11,7 +17,9 @@ from __future__ import annotations
 import base64
 import json
 import re
+import socket
 import threading
+import time
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -132,3 +140,72 @@ def start_rest(models):
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, server.server_address[1]
+
+
+def start_grpc_answering(outputs=None, abort=None, stall: float = 0.0):
+    """A PredictionService that ignores the request and answers every Predict with
+    `outputs` ({name: TensorProto}, sent as they are), or aborts with `abort`
+    ((status name, details)), after `stall` seconds. -> (server, port); stop with
+    server.stop(None)."""
+    import grpc
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    class Servicer(prediction_service_pb2_grpc.PredictionServiceServicer):
+        def Predict(self, request, context):
+            time.sleep(stall)
+            if abort:
+                context.abort(getattr(grpc.StatusCode, abort[0]), abort[1])
+            response = predict_pb2.PredictResponse()
+            for k, v in (outputs or {}).items():
+                response.outputs[k].CopyFrom(v)
+            return response
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(Servicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, port
+
+
+def start_tcp(reply: bytes | None, seconds_per_byte: float = 0.0, silence: float = 5.0):
+    """A loopback TCP server answering each connection with the raw bytes `reply`
+    (None: `silence` seconds of nothing), all at once or one byte every
+    `seconds_per_byte`. -> (stop, "127.0.0.1:PORT"); call stop() to end it."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(4)
+    stop = threading.Event()
+
+    def answer(conn):
+        with conn:
+            conn.settimeout(1.0)
+            try:
+                conn.recv(65536)
+                if reply is None:
+                    stop.wait(silence)
+                elif not seconds_per_byte:
+                    conn.sendall(reply)
+                else:
+                    for i in range(len(reply)):
+                        if stop.wait(seconds_per_byte):
+                            return
+                        conn.sendall(reply[i:i + 1])
+            except OSError:  # the client hung up: what it should do with a hostile server
+                pass
+
+    def serve():
+        sock.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+
+    def close():
+        stop.set()
+        sock.close()
+
+    return close, f"127.0.0.1:{sock.getsockname()[1]}"

@@ -2,11 +2,13 @@
 
 import base64
 import json
+import os
+import time
 import urllib.request
 
 import numpy as np
 import pytest
-from fake_serving import start_grpc, start_rest
+from fake_serving import start_grpc, start_grpc_answering, start_rest, start_tcp
 from helpers import error_line, run_module
 
 
@@ -111,40 +113,18 @@ def test_client_cli_error_is_one_line(servers):
 
 @pytest.fixture
 def broken_server():
-    """A loopback TCP server answering each connection with `reply` (None: silence)."""
-    import socket
-    import threading
+    """start(reply, seconds_per_byte=0) -> "HOST:PORT" of a loopback TCP server answering
+    each connection with the raw bytes `reply` (None: silence); fake_serving.start_tcp."""
+    stops = []
 
-    servers = []
-
-    def start(reply):
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(4)
-        stop = threading.Event()
-
-        def serve():
-            sock.settimeout(0.2)
-            while not stop.is_set():
-                try:
-                    conn, _ = sock.accept()
-                except OSError:
-                    continue
-                conn.recv(65536)
-                if reply is None:
-                    stop.wait(5)  # never answers
-                else:
-                    conn.sendall(reply)
-                conn.close()
-
-        threading.Thread(target=serve, daemon=True).start()
-        servers.append((sock, stop))
-        return f"127.0.0.1:{sock.getsockname()[1]}"
+    def start(reply, seconds_per_byte=0.0):
+        stop, address = start_tcp(reply, seconds_per_byte)
+        stops.append(stop)
+        return address
 
     yield start
-    for sock, stop in servers:
-        stop.set()
-        sock.close()
+    for stop in stops:
+        stop()
 
 
 def test_rest_against_a_server_that_is_not_tf_serving(broken_server):
@@ -166,3 +146,176 @@ def test_rest_against_a_server_that_is_not_tf_serving(broken_server):
     array = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]"
     with pytest.raises(client.ClientError, match="no 'outputs' in the answer"):
         client.predict_rest(broken_server(array), "m", inputs)
+
+
+
+# === A hostile or slow server: one clear error, in bounded time and memory ===
+ESCAPES = "\x1b[2J\x1b]0;owned\x07\x9b31m\u202e"  # clear screen, set title, C1 CSI, bidi
+
+
+def _has_controls(text: str) -> bool:
+    return any(not c.isprintable() for c in text.replace("\n", ""))
+
+
+def _tensor(dtype: int, shape, **fields):
+    """A TensorProto as a server may send it: any dtype number, shape and content."""
+    from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2
+
+    dims = [tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in shape]
+    return tensor_pb2.TensorProto(dtype=dtype, tensor_shape=tensor_shape_pb2.TensorShapeProto(
+        dim=dims), **fields)
+
+
+@pytest.fixture
+def hostile_grpc():
+    """start(**start_grpc_answering's arguments) -> "HOST:PORT"."""
+    servers = []
+
+    def start(**answer):
+        server, port = start_grpc_answering(**answer)
+        servers.append(server)
+        return f"127.0.0.1:{port}"
+
+    yield start
+    for server in servers:
+        server.stop(None)
+
+
+HOSTILE_TENSORS = {
+    # case: (TensorProto arguments, what the error says)
+    "resource": ((20, [1], {"resource_handle_val": [{}]}), r"dtype DT_RESOURCE"),
+    "unknown dtype": ((999, [1], {}), r"dtype 999"),
+    "content of the wrong size": ((1, [2, 3], {"tensor_content": b"12345"}),
+                                  r"malformed tensor"),
+    "more values than the shape": ((3, [2], {"int_val": [1, 2, 3]}), r"malformed tensor"),
+    "negative dimension": ((1, [-5, 2], {"float_val": [1.0]}), r"shape \[-5, 2\]"),
+    # 1e6 x 1e6 strings (TF would pad the one value out to 3.6 TiB of references)
+    "absurd string shape": ((7, [10**6, 10**6], {"string_val": [b"x"]}),
+                            r"shape \[1000000, 1000000\]: 1000000000000 values"),
+    "absurd float shape": ((1, [2**40], {"float_val": [1.0]}), r"1099511627776 values"),
+    "padded strings too long": ((7, [1000], {"string_val": [b"x" * 10**6]}),
+                                r"strings of more than"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_TENSORS))
+def test_grpc_refuses_tensors_a_model_does_not_send(case, hostile_grpc, monkeypatch):
+    """Each malformed output is one ClientError naming it (repr), at once: no
+    allocation of the claimed shape, no ValueError or KeyError traceback."""
+    from export import client
+
+    monkeypatch.setattr(client, "MAX_ANSWER_BYTES", 1 << 20, raising=False)
+    (dtype, shape, fields), message = HOSTILE_TENSORS[case]
+    server = hostile_grpc(outputs={"out\x1b[2J": _tensor(dtype, shape, **fields)})
+    start = time.monotonic()
+    with pytest.raises(client.ClientError, match=r"^gRPC: output 'out\\x1b\[2J' .*" + message):
+        client.predict_grpc(server, "m", client.text_inputs(text=["x"]), timeout=10)
+    assert time.monotonic() - start < 5
+
+
+def test_grpc_quotes_the_servers_details_and_stops_at_the_deadline(hostile_grpc):
+    from export import client
+
+    inputs = client.text_inputs(text=["x"])
+    with pytest.raises(client.ClientError) as raised:
+        client.predict_grpc(hostile_grpc(abort=("INVALID_ARGUMENT", ESCAPES + "x" * 5000)),
+                            "m", inputs)
+    message = str(raised.value)
+    assert message.startswith("gRPC INVALID_ARGUMENT: '\\x1b[2J\\x1b]0;owned\\x07")
+    assert not _has_controls(message) and len(message) < 600
+    start = time.monotonic()
+    with pytest.raises(client.ClientError, match="DEADLINE_EXCEEDED"):
+        client.predict_grpc(hostile_grpc(stall=3), "m", inputs, timeout=0.5)
+    assert time.monotonic() - start < 2
+
+
+def _http(status: str, body: bytes, headers: str = "") -> bytes:
+    return (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{headers}"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def test_rest_timeout_bounds_the_whole_request(broken_server):
+    """A server that sends one byte every 0.1 s never leaves a read waiting 1 s, yet
+    --timeout=1 ends the request after 1 s (it used to take the answer's 14 s)."""
+    from export import client
+
+    slow = broken_server(_http("200 OK", b"{}" + b" " * 100), seconds_per_byte=0.1)
+    start = time.monotonic()
+    with pytest.raises(client.ClientError, match=r"^REST: no answer from http://.* within "
+                                                 r"--timeout=1s$"):
+        client.predict_rest(slow, "m", client.text_inputs(text=["x"]), timeout=1)
+    assert time.monotonic() - start < 2.5
+
+
+def test_rest_bounds_the_answer_it_reads(broken_server, monkeypatch):
+    from export import client
+
+    monkeypatch.setattr(client, "MAX_ANSWER_BYTES", 1 << 16, raising=False)
+    inputs = client.text_inputs(text=["x"])
+    deep = b'{"outputs": {"x": ' + b"[" * 30_000 + b"]" * 30_000 + b"}}"
+    with pytest.raises(client.ClientError, match=r"nested more than 64 levels deep"):
+        client.predict_rest(broken_server(_http("200 OK", deep)), "m", inputs)
+    # Deep enough to pass json.loads, too deep to print (RecursionError in the printer).
+    deep = b'{"outputs": {"x": ' + b"[" * 900 + b"]" * 900 + b"}}"
+    with pytest.raises(client.ClientError, match=r"nested more than 64 levels deep"):
+        client.predict_rest(broken_server(_http("200 OK", deep)), "m", inputs)
+    big = b'{"outputs": {"x": "' + b"a" * 100_000 + b'"}}'
+    unsized = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + big  # read to the end
+    with pytest.raises(client.ClientError, match=r"an answer of more than 65536 bytes"):
+        client.predict_rest(broken_server(unsized), "m", inputs)
+    with pytest.raises(client.ClientError, match=r"claims 100022 bytes, more than the 65536"):
+        client.predict_rest(broken_server(_http("200 OK", big)), "m", inputs)
+    claimed = b"HTTP/1.1 200 OK\r\nContent-Length: 4000000000000\r\n\r\n{}"
+    with pytest.raises(client.ClientError, match=r"claims 4000000000000 bytes, more than "):
+        client.predict_rest(broken_server(claimed), "m", inputs)
+
+
+def test_rest_quotes_what_the_server_said(broken_server):
+    """Server bytes reach the terminal only through repr: no escape sequence acts."""
+    from export import client
+
+    inputs = client.text_inputs(text=["x"])
+    replies = {
+        "error body": _http("400 Bad Request", json.dumps({"error": ESCAPES}).encode()),
+        "raw error body": _http("500 Oops", ESCAPES.encode() + b"\xff"),
+        "status line": ESCAPES.encode() + b"\r\n\r\n",
+        "not json": _http("200 OK", ESCAPES.encode()),
+        "a bare string": _http("200 OK", json.dumps(ESCAPES).encode()),
+    }
+    for case, reply in replies.items():
+        with pytest.raises(client.ClientError) as raised:
+            client.predict_rest(broken_server(reply), "m", inputs)
+        message = str(raised.value)
+        assert "\\x1b[2J" in message and not _has_controls(message), (case, message)
+
+
+def test_client_cli_prints_server_strings_escaped(broken_server):
+    """What the server answers is printed as JSON that reads back the same, with every
+    character a terminal could act on escaped."""
+    outputs = {"word_texts": [[ESCAPES, "Zoë \u4e2d"]], "esc\x1bkey": [1.5]}
+    server = broken_server(_http("200 OK", json.dumps({"outputs": outputs},
+                                                      ensure_ascii=False).encode()))
+    proc = run_module("export.client", f"--server={server}", "--rest", "--model_name=m",
+                      "--text=x")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not _has_controls(proc.stdout)
+    assert json.loads(proc.stdout) == {"outputs": outputs}
+    assert "Zoë 中" in proc.stdout  # printable text stays as it is
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--timeout=-1"], "--timeout must be a positive number of seconds, got -1"),
+    (["--timeout=0"], "--timeout must be a positive number of seconds, got 0"),
+    (["--timeout=nan"], "--timeout must be a positive number of seconds, got nan"),
+    ([os.fsdecode(b"--text=caf\xe9")], "--text #1 is not UTF-8: 'caf\\udce9'"),
+    (["--text=ok", os.fsdecode(b"--text_pair=\xff\xfe")], "--text_pair #1 is not UTF-8"),
+])
+def test_client_cli_bad_flags_are_one_line(flags, message):
+    """Refused before any connection (nothing listens on port 9): exit 2, as the
+    electra_tf commands."""
+    args = ["--server=127.0.0.1:9", "--rest", "--model_name=m"]
+    if not any(f.startswith("--text=") for f in flags):
+        args.append("--text=x")
+    proc = run_module("export.client", *args, *flags)
+    error_line(proc, message, returncode=2)
+    assert proc.stdout == ""
