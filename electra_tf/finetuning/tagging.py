@@ -7,8 +7,12 @@ seqeval (the Python port of conlleval).
 Input: one token per line, whitespace-separated columns, the word in the
 first column and the tag in the last (CoNLL-2003: "EU NNP B-NP B-ORG", NER
 tags; CoNLL-2000: "He PRP B-NP", chunk tags); blank lines end sentences and
-`-DOCSTART-` lines are skipped. A file in which no line has a second column
-(words only) is read as unlabelled.
+`-DOCSTART-` lines are skipped. A line holding a tab is split on tabs alone,
+so its word may hold spaces ("New York<TAB>B-LOC"). Every line has as many
+columns as most lines of its file (a line that lost its tag column would
+otherwise make its POS column the tag); a UTF-8 byte-order mark is dropped.
+A file in which no line has a second column (words only) is read as
+unlabelled.
 
 Label set: given as `label_names`, or learned from the train split (sorted,
 "O" first) by `read(data_dir, "train")` or by `fit_labels(examples)`. It must
@@ -36,6 +40,7 @@ token accuracy alone, which is then the primary one.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 import re
@@ -176,9 +181,10 @@ class TaggingTask(Task):
         Reading the "train" split learns the tag set unless it was given.
 
         Raises:
-          TaskDataError: (file:line) a missing file, a line with too few
-            columns, a tag invalid under the scheme or outside a fixed tag set,
-            an unlabelled train split or a split without sentences.
+          TaskDataError: (file:line) a missing file, a line with another number
+            of columns than most of the file's (or an empty one between tabs),
+            a tag invalid under the scheme or outside a fixed tag set, an
+            unlabelled train split or a split without sentences.
         """
         path = data_dir if os.path.isfile(data_dir) else os.path.join(data_dir, f"{split}.txt")
         if not os.path.isfile(path):
@@ -206,10 +212,13 @@ class TaggingTask(Task):
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
                     raise TaskDataError(f"{path}:{number}: not valid UTF-8 ({e.reason})") from None
-                cols = text.split()
+                if number == 1:
+                    text = text.removeprefix("\ufeff")  # a byte-order mark, as editors write
+                cols = _columns(text, f"{path}:{number}")
                 rows.append((number, [] if cols and cols[0] == DOCSTART else cols))
         n_lines = len(rows)
         labelled = any(len(c) >= 2 for _, c in rows)  # a word and a tag
+        width = _usual_width(rows)
 
         examples: list[TaggingExample] = []
         words: list[str] = []
@@ -225,6 +234,12 @@ class TaggingTask(Task):
                 raise TaskDataError(
                     f"{path}:{number}: too few columns ({len(cols)}) for a word and its tag: "
                     f"{' '.join(cols)!r}")
+            if len(cols) != width:
+                why = ("a column lost?" if len(cols) < width else
+                       "a word with a space in it? separate the columns with tabs")
+                raise TaskDataError(
+                    f"{path}:{number}: {len(cols)} columns, but the file's other lines have "
+                    f"{width} (the word first, the tag last; {why}): {' '.join(cols)!r}")
             if not words:
                 first = number
             words.append(cols[0])
@@ -388,17 +403,45 @@ class TaggingTask(Task):
     def write_predictions(self, predictions: Sequence[Sequence[str]],
                           examples: Sequence[TaggingExample], path: str) -> None:
         """CoNLL: "word gold predicted" ("word predicted" when unlabelled) per
-        line, a blank line after each sentence (conlleval reads it as is)."""
+        line, a blank line after each sentence (conlleval reads it as is). The
+        columns are joined by spaces, or by tabs throughout when a word holds
+        whitespace (one read from a tab-separated line), so the file reads back
+        with the same words (conlleval: `-d '\t'`)."""
+        separator = " "
+        if any(len(word.split()) != 1 for ex in examples for word in ex.words):
+            separator = "\t"
         lines = []
         for ex, pred in zip(examples, predictions):
             for i, word in enumerate(ex.words):
                 cols = [word] + ([ex.tags[i]] if ex.tags is not None else []) + [pred[i]]
-                lines.append(" ".join(cols))
+                lines.append(separator.join(cols))
             lines.append("")
         folder = os.path.dirname(os.path.abspath(path))
         os.makedirs(folder, exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + ("\n" if lines else ""))
+
+
+def _columns(text: str, where: str) -> list[str]:
+    """A line's columns: split on tabs when it holds one (each column stripped, so a
+    word may hold spaces), else on whitespace; [] for a blank line.
+
+    Raises:
+      TaskDataError: (`where`) an empty column between two tabs.
+    """
+    if "\t" not in text:
+        return text.split()
+    cols = [c.strip() for c in text.strip().split("\t")] if text.strip() else []
+    if "" in cols:
+        raise TaskDataError(f"{where}: empty column {cols.index('') + 1} (two tabs in a row?): "
+                            f"{text.strip()!r}")
+    return cols
+
+
+def _usual_width(rows: Sequence[tuple[int, list[str]]]) -> int:
+    """The number of columns most token lines have (ties: the larger); 0 without any."""
+    counts = collections.Counter(len(cols) for _, cols in rows if cols)
+    return max(counts, key=lambda n: (counts[n], n)) if counts else 0
 
 
 def _windows(lengths: Sequence[int], budget: int) -> list[tuple[int, int, set[int]]]:

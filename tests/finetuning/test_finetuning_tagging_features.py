@@ -52,7 +52,8 @@ LONG_WORDS = ["the", "Peter", "Blackburn", "reads", "hellos", "worlds", "Café",
 
 def long_sentence(scheme: str, repeat: int = 3) -> str:
     tags = LONG_TAGS_BIO if scheme == "BIO" else LONG_TAGS_BIOES
-    lines = [f"{w} X {t}" for _ in range(repeat) for w, t in zip(LONG_WORDS, tags)]
+    middle = " X X " if scheme == "BIO" else " "  # the columns of BIO_TRAIN, BIOES_TRAIN
+    lines = [f"{w}{middle}{t}" for _ in range(repeat) for w, t in zip(LONG_WORDS, tags)]
     return "\n".join(lines) + "\n"
 
 

@@ -88,6 +88,12 @@ def test_words_only_file_is_unlabelled(tmp_path):
 BAD_INPUTS = [
     # (file text, scheme, line, words in the message)
     ("EU NNP B-NP B-ORG\nrejects\n", "BIO", 2, "too few columns"),
+    # a line that lost a column: its POS tag would become the tag
+    ("EU NNP B-NP B-ORG\nrejects VBZ B-VP O\nGerman JJ B-NP\n", None, 3,
+     "3 columns, but the file's other lines have 4"),
+    ("EU NNP B-ORG\n\nrejects VBZ O\ncall NN O O\n", None, 4,
+     "4 columns, but the file's other lines have 3"),
+    ("EU\tB-ORG\nNew York\tB-LOC\nx\t\tO\n", None, 3, "empty column 2"),
     ("EU B-ORG\n\n\nx E-ORG\n", "BIO", 4, "not valid under BIO"),
     ("EU B-ORG\nx S-ORG\n", "BIO", 2, "not valid under BIO"),
     ("EU B-ORG\nx X-ORG\n", "BIOES", 2, "not valid under BIOES"),
@@ -141,3 +147,53 @@ def test_bad_constructor_arguments():
         TaggingTask(label_names=["O", "S-PER"])
     with pytest.raises(ValueError, match="distinct"):
         TaggingTask(label_names=["O", "O"])
+
+
+def test_a_line_with_fewer_columns_names_the_line_whichever_comes_first(tmp_path):
+    """The file's column count is that of most of its lines: a first line that lost its
+    last column is the one named (not every line after it)."""
+    path = write(tmp_path, "train.txt", "EU NNP B-NP\nrejects VBZ B-VP O\nGerman JJ B-NP "
+                                        "B-MISC\n\nPeter NNP B-NP B-PER\n")
+    with pytest.raises(TaskDataError) as raised:
+        TaggingTask(scheme=None, name="tagging").read(str(tmp_path), "train")
+    assert str(raised.value).startswith(
+        f"{path}:1: 3 columns, but the file's other lines have 4"), raised.value
+
+
+def test_a_byte_order_mark_is_dropped(tmp_path):
+    """As classification files: a BOM does not make -DOCSTART- (or the first word) a word."""
+    (tmp_path / "train.txt").write_bytes(
+        "\ufeff-DOCSTART- -X- -X- O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n".encode())
+    (tmp_path / "dev.txt").write_bytes("\ufeffEU B-ORG\nrejects O\n".encode())
+    task = TaggingTask()
+    train = task.read(str(tmp_path), "train")
+    assert [ex.words for ex in train] == [["EU", "rejects"]] and train[0].line == 3
+    assert task.label_names == ("O", "B-ORG")
+    assert task.read(str(tmp_path), "dev")[0].words == ["EU", "rejects"]
+
+
+def test_a_line_with_tabs_is_split_on_tabs(tmp_path):
+    """A word may hold spaces where the columns are tab-separated: "New York" stays one
+    word (it used to be "New", with York dropped)."""
+    write(tmp_path, "train.txt", "-DOCSTART- -X- O\n\nNew York\tNNP\tB-LOC\n"
+                                 "  lives \t VBZ\tO \t\r\nthere RB O\n")
+    task = TaggingTask(name="tagging", scheme=None)
+    examples = task.read(str(tmp_path), "train")
+    assert examples[0].words == ["New York", "lives", "there"]
+    assert examples[0].tags == ["B-LOC", "O", "O"]
+
+
+def test_predictions_of_words_with_spaces_are_tab_separated_and_read_back(tmp_path):
+    """A tab-separated file's "New York" is one word in the predictions file too: its
+    columns are then joined by tabs throughout, so the file reads back the same."""
+    write(tmp_path, "train.txt", "New York\tB-LOC\nis\tO\n\nthere\tO\n")
+    task = TaggingTask()
+    examples = task.read(str(tmp_path), "train")
+    preds = [["B-LOC", "B-LOC"], ["O"]]
+    out = tmp_path / "dev_predictions.txt"
+    task.write_predictions(preds, examples, str(out))
+    assert out.read_text(encoding="utf-8") == ("New York\tB-LOC\tB-LOC\nis\tO\tB-LOC\n\n"
+                                               "there\tO\tO\n\n")
+    back = TaggingTask(label_names=task.label_names).read_file(str(out))
+    assert [ex.words for ex in back] == [ex.words for ex in examples]
+    assert [ex.tags for ex in back] == preds
