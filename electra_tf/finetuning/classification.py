@@ -387,23 +387,37 @@ def _jsonl_rows(path: str, text: str) -> Iterator[tuple[int, dict]]:
         except json.JSONDecodeError as e:
             raise TaskDataError(f"{path}:{number}: not valid JSON ({e.msg} at column "
                                 f"{e.colno})") from None
+        except RecursionError:  # Python's reader recurses once per [ or {
+            raise TaskDataError(f"{path}:{number}: not valid JSON (nested too deep to read; "
+                                "a record is one object of strings and numbers)") from None
         if not isinstance(row, dict):
             raise TaskDataError(f"{path}:{number}: expected a JSON object, got "
                                 f"{type(row).__name__}")
         yield number, row
 
 
+# csv refuses fields over 128 KiB by default, and a long text is no malformed record.
+# A field can be no longer than the file, which is read whole; 2**31 - 1 is the
+# largest limit every platform's C long holds (sys.maxsize overflows Windows').
+FIELD_SIZE_LIMIT = 2**31 - 1
+
+
 def _table_rows(path: str, text: str, ext: str,
                 required: Sequence[str]) -> Iterator[tuple[int, dict]]:
     """(line number, {column: field}) of each record after the header, which must name
-    the `required` columns."""
+    the `required` columns. Fields may be of any length (FIELD_SIZE_LIMIT)."""
+    if csv.field_size_limit() < FIELD_SIZE_LIMIT:
+        csv.field_size_limit(FIELD_SIZE_LIMIT)  # (process-wide: it only raises the limit)
     if ext == "tsv":
         reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t",
                             quoting=csv.QUOTE_NONE, strict=True)
         kind = "tab-separated fields"
+        hint = "TSV has no quoting: a field cannot hold a tab or a line break"
     else:
         reader = csv.reader(io.StringIO(text, newline=""), strict=True)
         kind = "comma-separated fields"
+        hint = ("a field with a comma, a quote or a line break must be in double quotes, "
+                "its quotes doubled")
     header: list[str] | None = None
     while True:
         start = reader.line_num + 1
@@ -412,9 +426,8 @@ def _table_rows(path: str, text: str, ext: str,
         except StopIteration:
             return
         except csv.Error as e:
-            raise TaskDataError(f"{path}:{start}: malformed CSV record ({e}): a field with a "
-                                "comma, a quote or a line break must be in double quotes, "
-                                "its quotes doubled") from None
+            raise TaskDataError(f"{path}:{start}: malformed {ext.upper()} record ({e}): "
+                                f"{hint}") from None
         if not fields or fields == [""]:
             continue
         if header is None:

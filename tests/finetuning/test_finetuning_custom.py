@@ -245,6 +245,10 @@ BAD_FILES = {
     "malformed json": ("train.jsonl", '{"text": "a", "label": "x"}\n{"text": "b", label}\n', {},
                        "train", (2, "not valid JSON (Expecting property name enclosed in double "
                                     "quotes at column 15)")),
+    "json nested too deep": ("train.jsonl", '{"text": "a", "label": "x"}\n{"text": '
+                             + "[" * 200_000 + "]" * 200_000 + ', "label": "y"}\n', {}, "train",
+                             (2, "not valid JSON (nested too deep to read; a record is one "
+                                 "object of strings and numbers)")),
     "json array": ("train.jsonl", '["a", "x"]\n', {}, "train",
                    (1, "expected a JSON object, got list")),
     "json label type": ("train.jsonl", '{"text": "a", "label": [1]}\n', {}, "train",
@@ -278,6 +282,17 @@ def test_a_bad_file_is_one_error_naming_the_file_and_line(case, tmp_path):
         get_task("classification", **options).read(str(tmp_path / "data"), split)
     where = path if line is None else f"{path}:{line}"
     assert str(raised.value) == f"{where}: {message}"
+
+
+def test_fields_longer_than_csvs_default_limit_are_read(tmp_path):
+    """csv refuses a field over 128 KiB by default; a long document is a text, not a
+    malformed record (it was refused with advice on CSV quoting, in TSV too)."""
+    long_text = "the model " * 20_000  # 200 KB
+    _write(tmp_path, "train.tsv", f"text\tlabel\n{long_text}\ta\nshort\tb\n")
+    _write(tmp_path, "dev.csv", f'text,label\n"{long_text}, said the model",a\n')
+    task = get_task("classification")
+    assert task.read(str(tmp_path), "train")[0].text_a == long_text
+    assert task.read(str(tmp_path), "dev")[0].text_a == long_text + ", said the model"
 
 
 def test_a_dev_label_outside_the_train_labels_is_refused(single_csv_dir, tmp_path):
