@@ -21,8 +21,9 @@ the run before it trains; so does a --vocab_file other than the
 checkpoint's, or a sequence longer than its positions. A loss that becomes
 NaN or infinite stops the run before those weights are saved
 (loop.check_finite). Ctrl-C lets the running chunk of steps finish
-(loop.InterruptGate), saves a checkpoint, then stops with one line. The
-folder it writes is described in artifacts.py.
+(loop.InterruptGate), saves a checkpoint, then stops with one line; a second
+Ctrl-C during an epoch's dev evaluation stops it at once, and the resumed run
+does that evaluation first. The folder it writes is described in artifacts.py.
 
 `FinetuningLoop` is what both backends share: the model, the data, the
 optimizer, prediction, evaluation and the host loop. A backend
@@ -472,6 +473,8 @@ class FinetuningLoop:
         step = self.step
         end = min(total, stop_at_step or total)
         learning_rate = cfg.resolved_learning_rate(self.size if self.size != "custom" else "small")
+        if run.do_train and run.do_eval:
+            self._evaluate_missed_epoch(results, step, steps_per_epoch, total)
         while run.do_train and step < end:
             epoch, done = divmod(step, steps_per_epoch)
             n = min(steps_per_epoch - done, end - step)
@@ -507,6 +510,21 @@ class FinetuningLoop:
         if self.chief:
             artifacts.save_finetuned(run.model_dir, self.model)
         return results
+
+    def _evaluate_missed_epoch(self, results, step, steps_per_epoch, total) -> None:
+        """Evaluates the epoch a resumed run stands at the end of, if results.json lacks it.
+
+        A second Ctrl-C stops the run at once (loop.InterruptGate): at an epoch's
+        end that is inside its dev evaluation, after the epoch's checkpoint, so
+        the resumed run starts on the next epoch and would never evaluate it.
+        """
+        if step == 0 or (step % steps_per_epoch and step != total):
+            return
+        key = f"epoch_{-(-step // steps_per_epoch)}"  # as the loop names it: the epoch's number
+        if key not in results:
+            self._log(f"resuming at the end of {key}, which results.json lacks: evaluating it")
+            results[key] = self._eval_all(final=step == total)
+            self._save_results(results)
 
     def _prediction_path(self, split: str) -> str:
         submission = self.task.submission_file(split) if split.startswith("test") else None

@@ -8,6 +8,8 @@ test_cli_combined_null_rule_with_the_joint_head_is_one_line.
 import os
 import re
 import shutil
+import signal
+import time
 
 import pytest
 from helpers import finetune, interrupt_after
@@ -53,6 +55,42 @@ def test_ctrl_c_saves_and_exits_130_with_one_line(pretrained_dir, toy_sst2_dir, 
         f"--model_dir={out}", "--max_seq_length=16", "--num_train_epochs=1000",
         "--train_batch_size=16", "--save_checkpoints_steps=2", "--do_eval=false"],
         r"epoch 1 step 4/", out)
+
+
+def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation(pretrained_dir, toy_sst2_dir, tmp_path,
+                                                        sigint_handler):
+    """Epoch 1 ends, its dev evaluation starts, and two Ctrl-C come: the second stops the
+    run at once, inside the evaluation (a checkpoint at the epoch's end, no epoch_1 in
+    results.json). The resumed run evaluates epoch 1 before it trains on, so its
+    results.json is the uninterrupted run's (it used to lack epoch_1 for good)."""
+    from helpers import finetuning_from_flags
+
+    from electra_tf import artifacts
+    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
+    from electra_tf.training.loop import Interrupted
+
+    args = ["--task_name=sst2", f"--init_checkpoint={pretrained_dir}",
+            f"--data_dir={toy_sst2_dir}", "--max_seq_length=16", "--num_train_epochs=2",
+            "--train_batch_size=32", "--eval_batch_size=64"]  # 10 steps an epoch
+    finetune(*args, f"--model_dir={tmp_path}/whole")
+    out = tmp_path / "out"
+    trainer = TensorFlowFinetuning(*finetuning_from_flags(*args, f"--model_dir={out}"))
+    evaluate = trainer.evaluate
+
+    def ctrl_c_twice_then_evaluate(split, write_to=None):
+        for _ in range(2):  # the gate holds the first; the second raises in the sleep
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        return evaluate(split, write_to)
+
+    trainer.evaluate = ctrl_c_twice_then_evaluate
+    with pytest.raises(Interrupted) as raised:
+        trainer.train()
+    assert raised.value.step == 10
+    assert "epoch_1" not in artifacts.read_results(str(out))
+    finetune(*args, f"--model_dir={out}")
+    assert artifacts.read_results(str(out)) == artifacts.read_results(f"{tmp_path}/whole")
+    assert sorted(artifacts.read_results(str(out))) == ["epoch_1", "epoch_2"]
 
 
 # === Refused before training: settings the checkpoint cannot take ===
