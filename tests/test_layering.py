@@ -14,7 +14,7 @@ import re
 
 from conftest import REPO
 
-ENTRY_POINT = re.compile(r"^electra_tf\.(cli|convert|run_\w+|build_\w+|eval_\w+)$")
+ENTRY_POINT = re.compile(r"^electra_tf\.(cli|convert|run_\w+|build_\w+|eval_\w+|pack_\w+)$")
 # Model code runs under any Keras backend: keras / keras.ops / keras.random only.
 BACKEND_PORTABLE = ("electra_tf/modeling/", "electra_tf/objectives/")
 # Training code shared by both backends: TensorFlow only where named (the

@@ -1,0 +1,194 @@
+"""The ELECTRA-Small GPU lease (studies/gpu_small): its plan, what travels, the parts,
+and the whole command rehearsed on CPU at toy size (slow)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from helpers import REPO, make_corpus, tiny_vocab_tokens, write_vocab
+
+from studies.gpu_small import bundle, lease, parts
+
+MiB = 2 ** 20
+
+
+def test_the_plan_gives_both_runs_the_same_flops_and_fits_the_time():
+    flops = {o: lease.flops_per_sequence("small", o, 16000) for o in lease.OBJECTIVES}
+    assert flops["electra"] > flops["bert_mlm"]  # the generator costs more than D's MLM head
+    setting = lease.SETTINGS["small"]
+    p = lease.plan(setting, {"sequences_per_second": 7000.0, "compile_s": 40.0}, 400.0, flops)
+    steps = p["steps"]
+    assert steps["electra"] % 10 == 0 and steps["bert_mlm"] % 10 == 0
+    assert abs(p["flops"]["bert_mlm"] / p["flops"]["electra"] - 1) < 0.01
+    # the two runs and their overheads fit in the time left
+    per_run = p["overhead_s"] + steps["electra"] * 128 / 7000.0
+    assert 2 * per_run < 400.0
+    assert p["run_deadline_s"] > per_run
+    # nothing measured: the fallback rate, still a plan
+    fallback = lease.plan(setting, {"error": "no rate"}, 400.0, flops)
+    assert fallback["rate_assumed"] == setting["fallback_rate"]
+    assert fallback["steps"]["electra"] >= setting["min_steps"]
+    for steps in (200, 1230, 9990):
+        assert all(v % 10 == 0 for k, v in lease.periods(steps).items() if k != "warmup")
+
+
+def test_the_run_command_is_the_papers_small_on_the_packed_input():
+    data = {"train.packed": "t", "heldout.packed": "h", "vocab.txt": "v"}
+    cmd = lease.pretraining_command("small", "electra", 5000, data, "m", 16000, 15)
+    flags = dict(a[2:].partition("=")[::2] for a in cmd if a.startswith("--"))
+    assert flags["model_size"] == "small" and "model_hparam_overrides" not in flags
+    assert flags["learning_rate"] == "5e-4" and flags["train_batch_size"] == "128"
+    assert flags["num_warmup_steps"] == "500" and "adam_bias_correction" in flags
+    assert flags["mixed_precision"] == "bf16" and flags["jax_input_pipeline"] == "packed"
+    assert flags["generator_hidden_size"] == "0.25" and flags["max_seq_length"] == "128"
+    config = lease.run_config("small", "electra", 16000, 10)
+    assert config.discriminator_config().hidden_dropout_prob == 0.1  # the paper's dropout
+
+
+def test_what_travels_fits_with_the_real_bundle():
+    """The tree, the wheels (if fetched) and the real-data bundle as last built
+    (studies/gpu_small/bundle_stats.json) are under the lease's 64 MiB."""
+    with open(os.path.join(REPO, "studies", "gpu_small", "bundle_stats.json")) as f:
+        stats = json.load(f)
+    sizes = bundle.travel_size(replace={".bundle": stats["stored_bytes"],
+                                        ".whl": max(stats["wheels_bytes"], bundle.travel_size(
+                                            carried=(".whl",))[".whl"])})
+    assert sizes["total"] < bundle.TRAVEL_LIMIT - bundle.MARGIN, sizes
+    assert stats["train_examples"] > 100_000  # the whole corpus, not a sample
+
+
+@pytest.fixture(scope="module")
+def toy_bundle(tmp_path_factory):
+    from electra_tf.data.builder import BuildOptions, build_pretraining_data
+
+    root = tmp_path_factory.mktemp("gpu_small")
+    vocab = write_vocab(root / "vocab.txt", tiny_vocab_tokens())
+    for name, docs, seed, shards in (("records", 300, 1, 2), ("heldout", 40, 2, 1)):
+        (root / f"{name}.txt").write_text(make_corpus(docs, seed=seed), encoding="utf-8")
+        build_pretraining_data(BuildOptions(files=(str(root / f"{name}.txt"),),
+                                            vocab_file=vocab, output_dir=str(root / name),
+                                            max_seq_length=32, num_shards=shards))
+    manifest = bundle.build(str(root / "records" / "pretrain_data.tfrecord*"),
+                            str(root / "heldout" / "pretrain_data.tfrecord*"), vocab,
+                            str(root / "bundle"))
+    return root, manifest
+
+
+def test_the_bundle_unpacks_to_the_records(toy_bundle, tmp_path):
+    from electra_tf.data.packed import PackedExamples
+
+    root, manifest = toy_bundle
+    assert manifest["train_examples"] == 301 and manifest["heldout_examples"] == 40
+    data = lease.unpack_bundle(str(root / "bundle"), str(tmp_path))
+    assert len(PackedExamples(data["paths"]["train.packed"], 32)) == 301
+    # a damaged bundle is refused
+    with open(root / "bundle" / "bundle.json") as f:
+        broken = json.load(f)
+    broken["files"]["vocab.txt"]["sha256"] = "0" * 64
+    (tmp_path / "b").mkdir()
+    for name in ("train.packed.xz", "heldout.packed.xz", "vocab.txt"):
+        (tmp_path / "b" / name).write_bytes((root / "bundle" / name).read_bytes())
+    (tmp_path / "b" / "bundle.json").write_text(json.dumps(broken))
+    with pytest.raises(SystemExit, match="vocab.txt from the bundle fails its sha256"):
+        lease.unpack_bundle(str(tmp_path / "b"), str(tmp_path / "c"))
+
+
+def run_lease_sh(root, out, budget_s=900):
+    env = {**os.environ, "PY": sys.executable, "OUT": str(out), "BUNDLE": str(root / "bundle"),
+           "BUDGET_S": str(budget_s), "TMPDIR": str(root)}
+    return subprocess.run(["bash", "studies/gpu_small/lease.sh", "toy"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=1800)
+
+
+@pytest.mark.slow
+def test_the_lease_rehearsed_at_toy_size(toy_bundle, tmp_path):
+    root, _ = toy_bundle
+    out = tmp_path / "out"
+    proc = run_lease_sh(root, out)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    files = sorted(os.listdir(out))
+    assert len(files) <= 8 and all(os.path.getsize(out / f) <= 16 * MiB for f in files)
+    assert files == ["bert_mlm.part-0-of-1", "electra.part-0-of-1", "lease.log",
+                     "results.json"]
+    results = json.loads((out / "results.json").read_text())
+    assert [s["step"] for s in results["steps"]][-1] == "done"
+    assert results["synthetic"]["sequences_per_second"] > 0
+    runs = results["runs"]
+    for objective in ("electra", "bert_mlm"):
+        run = runs[objective]
+        assert run["exit"] == 0 and run["steps_done"] == run["steps_planned"]
+        assert run["final_eval"]["step"] == run["steps_done"]
+        assert run["train"] and run["eval"][0]["step"] == 0
+        assert run["parts_source"] == "final folder"
+    assert 0.5 < runs["electra"]["final_eval"]["disc_auc"] <= 1.0
+    # equal FLOPs up to one call of 10 steps at toy size
+    assert abs(runs["bert_mlm"]["flops_done"] - runs["electra"]["flops_done"]) <= \
+        10 * 8 * results["plan"]["flops_per_sequence"]["bert_mlm"]
+    assert not [p for p in os.listdir(root) if p.startswith("gpu_small.")]  # work removed
+
+    # the parts come back as a folder fine-tuning starts from
+    for objective in ("electra", "bert_mlm"):
+        folder = parts.join(str(out / f"{objective}.part-*"), str(tmp_path / objective),
+                            str(root / "bundle" / "vocab.txt"),
+                            runs[objective]["parts_sha256"])
+        from electra_tf import artifacts
+
+        model, vocab = artifacts.load_discriminator(folder)
+        assert vocab == os.path.join(folder, "vocab.txt")
+        assert all(np.isfinite(w).all() for w in model.get_weights())
+        assert artifacts.read_final_eval(folder)["step"] == runs[objective]["steps_done"]
+
+
+@pytest.mark.slow
+def test_parts_of_an_interrupted_run_come_from_its_checkpoint(toy_bundle, tmp_path):
+    """A run stopped before its folder is written (a lease's deadline): the parts hold the
+    discriminator of its latest checkpoint, and join gives it back to fp16 precision."""
+    root, _ = toy_bundle
+    data = lease.unpack_bundle(str(root / "bundle"), str(tmp_path / "data"))["paths"]
+    model_dir = tmp_path / "model"
+    cmd = lease.pretraining_command("toy", "electra", 40, data, str(model_dir), 211, 2)
+    stop = ("import sys; from absl import flags; from electra_tf import flags as f; "
+            "from electra_tf.training.backends.jax import JaxPretraining; "
+            "f.define_pretraining_flags(); flags.FLAGS(['x', *sys.argv[1:]]); "
+            "c, r = f.pretraining_configs(); JaxPretraining(c, r).train(stop_at_step=20)")
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, "-c", stop, *cmd[3:]], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not (model_dir / "discriminator.weights.h5").exists()
+    proc = subprocess.run([sys.executable, "-m", "studies.gpu_small.parts", "split",
+                           f"--model_dir={model_dir}", f"--output={tmp_path / 'out' / 'd'}"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "(checkpoint at step 20)" in proc.stderr
+    folder = parts.join(str(tmp_path / "out" / "d.part-*"), str(tmp_path / "joined"),
+                        data["vocab.txt"])
+    assert os.path.exists(os.path.join(folder, "discriminator.weights.h5"))
+
+
+def test_split_and_join_give_the_weights_back_in_fp16(tmp_path, tiny_vocab):
+    from helpers import tiny_encoder_config
+
+    from electra_tf import artifacts
+    from electra_tf.modeling.models import build_discriminator
+
+    model = build_discriminator(tiny_encoder_config(211))
+    folder = tmp_path / "model"
+    folder.mkdir()
+    artifacts.save_discriminator(str(folder), model)
+    artifacts.write_final_eval(str(folder), 7, {"disc_auc": 0.5})
+    paths = parts.split(str(folder), str(tmp_path / "out" / "d"), max_part_bytes=20_000)
+    assert len(paths) > 1 and all(os.path.getsize(p) <= 20_000 for p in paths)
+    joined = parts.join(str(tmp_path / "out" / "d.part-*"), str(tmp_path / "joined"),
+                        tiny_vocab)
+    back, vocab = artifacts.load_discriminator(joined)
+    assert vocab == os.path.join(joined, "vocab.txt")
+    for a, b in zip(model.get_weights(), back.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-6)
+    assert artifacts.read_final_eval(joined)["step"] == 7
+    os.remove(paths[-1])  # a part missing
+    with pytest.raises(SystemExit, match="parts missing"):
+        parts.join(str(tmp_path / "out" / "d.part-*"), str(tmp_path / "again"), tiny_vocab)
