@@ -1,1 +1,1 @@
-"""SavedModel export for TF Serving: see export/export_saved_model.py and README.md."""
+"""SavedModel export for TF Serving: see export/export_saved_model.py and docs/serving.md."""

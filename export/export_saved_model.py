@@ -19,7 +19,7 @@ The SavedModel holds:
   TFRecord), assets.extra/export_info.json (task, inputs, outputs, labels).
 With --ids_only, serving_default IS the ids signature and the graph has no
 TF-Text op, so any TF Serving (or saved_model_cli) loads it.
-Output names: see export/signatures.py and README.md ("Export for TF Serving").
+Output names: see export/signatures.py and docs/serving.md.
 """
 
 from __future__ import annotations

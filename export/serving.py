@@ -7,8 +7,7 @@ cased / no-accent-stripping modes, CaseFoldUTF8 / NormalizeUTF8. No
 RoundRobinTrimmer (TF-Text 2.13+, not in TF Serving 2.12-2.19): truncation is
 BERT's "longest first" rule written in closed form.
 
-Signature inputs and outputs (the names are stable; see README.md, "Export for
-TF Serving"):
+Signature inputs and outputs (the names are stable; see docs/serving.md):
 
 text signature `serving_default` (string [batch] inputs):
   token_classification: text

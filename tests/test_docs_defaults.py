@@ -1,4 +1,4 @@
-"""The README's list of fine-tuning defaults names every size's learning rate."""
+"""docs/finetuning.md's list of fine-tuning defaults names every size's learning rate."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ from conftest import REPO
 from electra_tf.config import FINETUNE_LEARNING_RATE
 
 
-def test_every_sizes_finetuning_learning_rate_is_in_the_readme():
-    text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
-    section = text[text.index("## Fine-tuning"):text.index("## Checkpoint conversion")]
+def test_every_sizes_finetuning_learning_rate_is_in_the_docs():
+    section = open(os.path.join(REPO, "docs", "finetuning.md"), encoding="utf-8").read()
     for size, rate in FINETUNE_LEARNING_RATE.items():
         written = format(rate, ".0e").replace("e-0", "e-")  # 1e-03 -> 1e-3
         line = next((row for row in section.replace("\n  ", " ").splitlines()
                      if written in row and size in row.lower()), None)
-        assert line, f"README's fine-tuning defaults do not give {size}'s {written}"
+        assert line, f"docs/finetuning.md's defaults do not give {size}'s {written}"
