@@ -1,7 +1,7 @@
 r"""ELECTRA-Small against BERT-MLM Small at equal FLOPs, in one short GPU lease.
 
     # on the GPU machine, through studies/gpu_small/lease.sh run (which installs the wheels):
-    python -m studies.gpu_small.lease --bundle=.bundle --out=$OUT --budget_s=510
+    python -m studies.gpu_small.lease --bundle=.bundle --out=$OUT --budget_s=530
     # the same steps on CPU at toy sizes (the rehearsal; tests/studies/test_gpu_small.py):
     python -m studies.gpu_small.lease --bundle=BUNDLE --out=OUT --toy --budget_s=900
 
@@ -17,7 +17,7 @@ keeps what came before):
      electra_tf.run_pretraining`, the packed input), then its discriminator as
      float16 parts (parts.py) and its log; a run past its deadline gets Ctrl-C
      (it saves a checkpoint, which the parts are then made from);
-  5. BERT-MLM Small the same way.
+  5. BERT-MLM Small the same way (ELECTRA's parts are written meanwhile, on the CPU).
 OUT holds at most 8 files: results.json (rewritten after every step), lease.log
 (everything printed), electra.part-K-of-N and bert_mlm.part-K-of-N.
 
@@ -53,8 +53,8 @@ STEPS_PER_CALL = 10  # every period below is a multiple: no one-step call is com
 SETTINGS = {
     "small": dict(model_size="small", overrides={}, batch=128, seq=128, precision="bf16",
                   bench=["--sizes=small", "--only=electra_tf/small/bf16/K10"],
-                  fallback_rate=4000.0, fallback_compile_s=90.0, startup_s=40.0,
-                  eval_s=20.0, split_s=40.0, margin=0.85, min_steps=200, max_steps=10 ** 6),
+                  fallback_rate=4000.0, fallback_compile_s=60.0, startup_s=30.0,
+                  eval_s=25.0, split_s=30.0, margin=0.85, min_steps=200, max_steps=10 ** 6),
     "toy": dict(model_size="tiny", overrides={"hidden_size": 32, "num_hidden_layers": 2,
                                               "num_attention_heads": 2, "intermediate_size": 64,
                                               "embedding_size": 16},
@@ -68,9 +68,11 @@ SETTINGS = {
 class Lease:
     """The lease's state: its clock, its log, and results.json (rewritten at every step)."""
 
-    def __init__(self, out: str, budget_s: float):
+    def __init__(self, out: str, budget_s: float, scratch: str):
         self.out, self.t0, self.deadline = out, time.monotonic(), time.monotonic() + budget_s
+        self.scratch = scratch  # what does not come back
         os.makedirs(out, exist_ok=True)
+        os.makedirs(scratch, exist_ok=True)
         self.log_file = open(os.path.join(out, "lease.log"), "a", encoding="utf-8")
         self.results: dict = {"budget_s": budget_s, "started_utc": _utc(), "steps": []}
 
@@ -91,6 +93,35 @@ class Lease:
         with open(path + ".tmp", "w", encoding="utf-8") as f:
             json.dump(self.results, f, indent=1, sort_keys=True)
         os.replace(path + ".tmp", path)
+
+    def start(self, cmd: list[str], env: dict, on_line=None) -> tuple:
+        """Starts `cmd` in the background, its output into a file; `finish` collects it."""
+        self.log("$ (background) " + " ".join(cmd))
+        output = open(os.path.join(self.scratch, f"background-{time.time_ns()}.log"), "w+",
+                      encoding="utf-8")
+        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=output,
+                                stderr=subprocess.STDOUT, text=True)
+        return proc, output, on_line, time.monotonic()
+
+    def finish(self, job: tuple, deadline: float) -> dict:
+        """Waits for a `start`ed command (killed at `deadline`); logs its output."""
+        proc, output, on_line, t0 = job
+        try:
+            code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.log("background command past the deadline: killed")
+            proc.kill()
+            code = proc.wait()
+        output.seek(0)
+        for line in output.read().splitlines():
+            self.log_file.write(f"  (background) | {line}\n")
+            print(line, file=sys.stderr, flush=True)
+            if on_line:
+                on_line(time.monotonic() - t0, line)
+        self.log_file.flush()
+        output.close()
+        os.remove(output.name)
+        return {"exit": code, "wall_s": round(time.monotonic() - t0, 1), "background": True}
 
     def run(self, cmd: list[str], deadline: float, env: dict | None = None,
             on_line=None) -> dict:
@@ -231,8 +262,9 @@ def plan(setting: dict, synthetic: dict, left_s: float, flops: dict) -> dict:
     """Steps and deadlines of the two runs (see the module docstring, 3.)."""
     rate = synthetic.get("sequences_per_second") or setting["fallback_rate"]
     compile_s = synthetic.get("compile_s") or setting["fallback_compile_s"]
-    overhead = setting["startup_s"] + compile_s + setting["eval_s"] + setting["split_s"]
-    train_s = max(0.0, (left_s - 2 * overhead) / 2)
+    # the first run's parts are written while the second trains: one split to wait for
+    overhead = setting["startup_s"] + compile_s + setting["eval_s"]
+    train_s = max(0.0, (left_s - 2 * overhead - setting["split_s"]) / 2)
     electra = round_steps(train_s * rate * setting["margin"] / setting["batch"])
     electra = min(max(electra, setting["min_steps"]), setting["max_steps"])
     ratio = flops["electra"] / flops["bert_mlm"]
@@ -320,15 +352,15 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, help="what comes back: at most 8 files")
     ap.add_argument("--work_dir", default="", help="unpacked data and model folders "
                     "(default: a folder beside --out named gpu_small_work)")
-    ap.add_argument("--budget_s", type=float, default=510.0,
+    ap.add_argument("--budget_s", type=float, default=530.0,
                     help="wall time from now to the last file written")
     ap.add_argument("--toy", action="store_true", help="toy sizes (the CPU rehearsal)")
     args = ap.parse_args(argv)
     setting_name = "toy" if args.toy else "small"
     setting = SETTINGS[setting_name]
-    lease = Lease(args.out, args.budget_s)
     work = args.work_dir or os.path.join(os.path.dirname(os.path.abspath(args.out)),
                                          "gpu_small_work")
+    lease = Lease(args.out, args.budget_s, work)
     lease.results.update(setting=setting_name, command=" ".join(sys.argv))
     lease.log(f"setting {setting_name}, budget {args.budget_s:.0f} s, work in {work}")
     lease.results["device"] = device_facts()
@@ -345,7 +377,7 @@ def main(argv=None) -> int:
               f"{manifest['heldout_examples']:,} held-out sequences, vocab {vocab_size:,}")
     lease.save("data")
 
-    synthetic_budget = min(150.0, max(60.0, lease.left() * 0.2))
+    synthetic_budget = min(110.0, max(75.0, lease.left() * 0.2))
     lease.results["synthetic"] = synthetic_rate(lease, setting, work, synthetic_budget)
     lease.log(f"synthetic: {json.dumps(lease.results['synthetic'])}")
     lease.save("synthetic")
@@ -358,6 +390,7 @@ def main(argv=None) -> int:
 
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONUNBUFFERED": "1"}
     lease.results["runs"] = {}
+    pending = []  # (objective, job): parts being written while the next run trains
     for i, objective in enumerate(OBJECTIVES):
         steps = the_plan["steps"][objective]
         if objective == "bert_mlm":  # the FLOPs ELECTRA actually used
@@ -369,7 +402,7 @@ def main(argv=None) -> int:
         lease.results["runs"][objective] = record
         model_dir = os.path.join(work, objective)
         shutil.rmtree(model_dir, ignore_errors=True)
-        reserve = setting["split_s"] * (len(OBJECTIVES) - i)
+        reserve = setting["split_s"]
         deadline = min(time.monotonic() + the_plan["run_deadline_s"],
                        lease.deadline - reserve)
         cmd = pretraining_command(setting_name, objective, steps, data["paths"], model_dir,
@@ -389,12 +422,17 @@ def main(argv=None) -> int:
                   f"{record['wall_s']} s, steady {record.get('steady_seq_per_s')} seq/s")
         lease.save(objective)
         if record["steps_done"] or os.path.isdir(os.path.join(model_dir, "checkpoints")):
-            from_parts = lease.run([sys.executable, "-m", "studies.gpu_small.parts", "split",
-                                    f"--model_dir={model_dir}",
-                                    f"--output={os.path.join(args.out, objective)}"],
-                                   lease.deadline + 60, env, _sha_parser(record))
-            record["parts"] = from_parts
-            lease.save(f"{objective} parts")
+            split = [sys.executable, "-m", "studies.gpu_small.parts", "split",
+                     f"--model_dir={model_dir}", f"--output={os.path.join(args.out, objective)}"]
+            if i + 1 < len(OBJECTIVES):  # on the CPU, while the next run has the GPU
+                pending.append((objective, lease.start(split, {**env, "JAX_PLATFORMS": "cpu"},
+                                                       _sha_parser(record))))
+            else:
+                record["parts"] = lease.run(split, lease.deadline + 60, env, _sha_parser(record))
+                lease.save(f"{objective} parts")
+        for name, job in pending if i + 1 == len(OBJECTIVES) else ():
+            lease.results["runs"][name]["parts"] = lease.finish(job, lease.deadline + 60)
+            lease.save(f"{name} parts")
     lease.results["wall_s"] = round(time.monotonic() - lease.t0, 1)
     lease.log(f"done in {lease.results['wall_s']} s")
     lease.save("done")

@@ -13,14 +13,14 @@
 #
 # `run` installs the wheels into a temporary folder (nothing system-wide), then runs
 # `python -m studies.gpu_small.lease`, which writes DIR/results.json, DIR/lease.log and
-# each run's discriminator as parts, as each becomes ready. BUDGET_S (default 510)
+# each run's discriminator as parts, as each becomes ready. BUDGET_S (default 530)
 # bounds the whole command from its start.
 set -uo pipefail
 
 mode=${1:-}
 OUT=${OUT:-}
 PY=${PY:-python3}
-BUDGET_S=${BUDGET_S:-510}
+BUDGET_S=${BUDGET_S:-530}
 BUNDLE=${BUNDLE:-.bundle}
 start=$(date +%s)
 
