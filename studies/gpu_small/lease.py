@@ -2,7 +2,7 @@ r"""ELECTRA-Small against BERT-MLM Small at equal FLOPs, in one short GPU lease.
 
     # on the GPU machine, through studies/gpu_small/lease.sh run (which installs the wheels):
     python -m studies.gpu_small.lease --bundle=.bundle --out=$OUT --budget_s=530
-    # the same steps on CPU at toy sizes (the rehearsal; tests/studies/test_gpu_small.py):
+    # the same steps on CPU at toy sizes (the rehearsal; studies/tests/test_gpu_small.py):
     python -m studies.gpu_small.lease --bundle=BUNDLE --out=OUT --toy --budget_s=900
 
 In order, each result written to OUT as soon as it exists (a lease cut short
