@@ -243,6 +243,36 @@ def chunk_timings(first_call, chunk, args, steps_first: int) -> dict:
             "first_loss": float(first_values), "losses": [float(v) for v in values]}
 
 
+MAX_PROFILE_BYTES = 15 * 2 ** 20  # what a short lease brings back: 16 MiB a file
+
+
+def profile_chunk(chunk, target: str) -> dict:
+    """One more chunk under jax.profiler.trace, packed into `target` (.tar.gz).
+
+    The trace (xplane.pb, what TensorBoard's profile plugin and XProf read) is
+    several folders deep; one archive comes back from a lease. An archive over
+    MAX_PROFILE_BYTES is not kept (its size is recorded instead).
+    """
+    import tarfile
+
+    import jax
+
+    folder = tempfile.mkdtemp(prefix="bench_gpu_trace_")
+    try:
+        with jax.profiler.trace(folder):
+            chunk()
+        with tarfile.open(target, "w:gz") as tar:
+            tar.add(folder, arcname=os.path.basename(target).split(".")[0])
+    except Exception as e:  # noqa: BLE001 (a trace is a bonus: never lose the timings)
+        return {"error": f"{type(e).__name__}: {e}"[:500]}
+    size = os.path.getsize(target)
+    if size > MAX_PROFILE_BYTES:
+        os.remove(target)
+        return {"error": f"the trace archive is {size:,} bytes, over {MAX_PROFILE_BYTES:,}"}
+    log(f"  profiler trace of one chunk: {target} ({size / 2 ** 20:.1f} MiB)")
+    return {"archive": os.path.basename(target), "bytes": size}
+
+
 def worker_matmul(args):
     import jax
     import jax.numpy as jnp
@@ -322,6 +352,8 @@ def worker_electra_tf(args):
         return p.train_steps(iterator, args.chunk_steps)["loss"]
 
     result = chunk_timings(first, chunk, args, K)
+    if args.profile_to:
+        result["profile"] = profile_chunk(chunk, args.profile_to)
     stats = jax.devices()[0].memory_stats() or {}
     result.update({"build_s": build_s, "parameters": n_params, "optimizer_steps": p.step,
                    "peak_memory_bytes": stats.get("peak_bytes_in_use"),
@@ -625,6 +657,8 @@ def main_orchestrate(args, argv):
             extra = {"size": s["size"], "precision": s["precision"]}
             if s["impl"] == "electra_tf":
                 extra["steps_per_call"] = s["steps_per_call"]
+                if key in args.profile:
+                    extra["profile_to"] = f"{args.output}.{key.replace('/', '_')}.trace.tar.gz"
             else:
                 extra["hf_mode"] = s["hf_mode"]
             row = {**s, **run_worker("electra_tf" if s["impl"] == "electra_tf" else "hf",
@@ -670,6 +704,9 @@ def parse_args(argv):
     ap.add_argument("--budget_s", type=float, default=540,
                     help="settings not started before this many seconds are recorded as "
                          "skipped (a run that must end by a deadline still writes its table)")
+    ap.add_argument("--profile", default="",
+                    help="comma-separated electra_tf setting keys to trace one more chunk of "
+                         "with jax.profiler, into OUTPUT.<key>.trace.tar.gz (at most 15 MiB)")
     ap.add_argument("--merge", nargs="+", help="JSON results of earlier runs to join")
     # worker-only
     ap.add_argument("--worker", default="")
@@ -677,6 +714,7 @@ def parse_args(argv):
     ap.add_argument("--size", default="")
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--hf_mode", default="eager")
+    ap.add_argument("--profile_to", default="")
     args = ap.parse_args(argv)
     args.steps_per_call = [int(x) for x in str(args.steps_per_call).split(",")]
     if args.worker:
@@ -695,6 +733,7 @@ def parse_args(argv):
         args.frameworks = args.frameworks.split(",")
         args.precisions = args.precisions.split(",")
         args.hf_modes = args.hf_modes.split(",")
+        args.profile = [k for k in args.profile.split(",") if k]
         for s in args.sizes:
             if s not in SIZES:
                 ap.error(f"unknown size {s!r}; one of {sorted(SIZES)}")
@@ -710,6 +749,13 @@ def parse_args(argv):
                 ap.error(f"--only: {', '.join(unknown)} not among this run's settings "
                          f"(sizes, frameworks, precisions, steps_per_call, hf_modes): "
                          f"{', '.join(sorted(known))}")
+        if args.profile:  # likewise for the traces: each key must be a setting that runs
+            runs = {setting_key(s) for s in settings(args)}
+            unknown = sorted(k for k in args.profile if k not in runs
+                             or not k.startswith("electra_tf/"))
+            if unknown:
+                ap.error(f"--profile: {', '.join(unknown)} not among this run's electra_tf "
+                         f"settings: {', '.join(sorted(k for k in runs if k.startswith('electra_tf/')))}")
     return args
 
 

@@ -18,7 +18,9 @@
 # Base b64 s512 (10). BUDGET_S (default 480) bounds the benchmark: a setting
 # that cannot start in time is recorded as skipped, and DIR/gpu_lease.{json,md}
 # are rewritten after every setting, so a cut-short run keeps what it measured.
-# ONLY overrides the settings (bench_gpu.py's --only keys). The log is
+# ONLY overrides the settings (bench_gpu.py's --only keys). PROFILE names the settings
+# traced with jax.profiler for one more chunk (default Small and Base, 10 steps a call),
+# each into DIR/gpu_lease.<key>.trace.tar.gz (at most 15 MiB). The log is
 # DIR/gpu_lease.log.
 set -uo pipefail
 
@@ -26,6 +28,7 @@ mode=${1:-}
 OUT=${OUT:-}
 PY=${PY:-python3}
 BUDGET_S=${BUDGET_S:-480}
+PROFILE=${PROFILE:-electra_tf/small/bf16/K10,electra_tf/base/bf16/K10}
 ONLY=${ONLY:-electra_tf/small/bf16/K1,electra_tf/small/bf16/K10,hf/small/bf16/compile,electra_tf/base/bf16/K10,hf/base/bf16/compile,electra_tf/base512/bf16/K10,hf/base512/bf16/compile}
 # Keras's own needs that such a machine lacks (it has numpy, absl-py, rich, h5py,
 # ml-dtypes and packaging); Keras at the version this project's suite last ran with
@@ -54,10 +57,11 @@ case "$mode" in
       "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl || die "installing .whl/ into /tmp/site failed"
       export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
-      args=(--sizes=small,base,base512 --only="$ONLY" --budget_s="$BUDGET_S")
+      args=(--sizes=small,base,base512 --only="$ONLY" --budget_s="$BUDGET_S"
+            --profile="$PROFILE")
     else
       export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-      args=(--toy --budget_s="$BUDGET_S")
+      args=(--toy --budget_s="$BUDGET_S" --profile=electra_tf/toy/bf16/K10)
     fi
     {
       date -u +%Y-%m-%dT%H:%M:%SZ

@@ -135,6 +135,15 @@ def test_the_toy_run_writes_every_field(tmp_path):
     assert report["flops_per_sequence"]["toy"]["train"] == TOY_TRAIN_FLOPS
     rows = {bench_gpu.setting_key(r): r for r in report["results"]}
     assert set(rows) == set(bench_gpu.TOY_ONLY.split(","))
+    # the traced setting's archive: one file, a jax.profiler trace inside, small enough
+    trace = rows["electra_tf/toy/bf16/K10"]["profile"]
+    assert trace == {"archive": "gpu_lease.electra_tf_toy_bf16_K10.trace.tar.gz",
+                     "bytes": os.path.getsize(tmp_path / trace["archive"])}
+    import tarfile
+
+    with tarfile.open(tmp_path / trace["archive"]) as tar:
+        assert any(n.endswith(".xplane.pb") for n in tar.getnames()), tar.getnames()
+    assert len(os.listdir(tmp_path)) <= 8
     for key in ("electra_tf/toy/fp32/K1", "electra_tf/toy/bf16/K10"):
         r = rows[key]
         assert "error" not in r, r.get("error")
@@ -149,7 +158,7 @@ def test_the_toy_run_writes_every_field(tmp_path):
     # The steps really ran through JaxPretraining.train_steps, with the run's settings:
     # first call K steps, then 1 warmup + 2 timed chunks of 10.
     assert rows["electra_tf/toy/fp32/K1"]["optimizer_steps"] == 1 + 30
-    assert rows["electra_tf/toy/bf16/K10"]["optimizer_steps"] == 10 + 30
+    assert rows["electra_tf/toy/bf16/K10"]["optimizer_steps"] == 10 + 30 + 10  # + the traced
     assert rows["electra_tf/toy/bf16/K10"]["dtype_policy"] == "mixed_bfloat16"
     assert rows["electra_tf/toy/fp32/K1"]["dtype_policy"] == "float32"
     assert rows["electra_tf/toy/bf16/K10"]["run_config"] == {"mixed_precision": "bf16",
