@@ -434,8 +434,9 @@ class RuntimeOptions:
     mixed_precision: str = _field("fp32", "bf16: mixed bfloat16 compute, float32 weights",
                                   choices=MIXED_PRECISIONS)
     worker_startup_timeout_s: int = _field(
-        600, "multi_worker, and multi-host JAX: seconds to wait for every worker (process), "
-        "then fail with one line (0: forever)")
+        600, "--strategy=multi_worker, and multi-host JAX (--jax_num_processes >= 2): seconds "
+        "a process waits at start-up for every other worker (process) of the run to join; "
+        "then a watcher ends it with one error line, exit status 137 (0: wait forever)")
     jax_steps_per_call: int = _field(
         1, "KERAS_BACKEND=jax pre-training: optimizer steps per compiled call (the TF loop "
         "runs a whole chunk per call; fine-tuning: 1)")
