@@ -33,7 +33,17 @@ def define_strip_accents_flag() -> None:
 
 
 EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C (SIGTERM: 128 + 15)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM outside a training loop's InterruptGate (start-up, evaluation): a Ctrl-C."""
+
+    signum = 15
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated
 
 
 def run_cli(main: Callable[[], None]) -> None:
@@ -41,9 +51,11 @@ def run_cli(main: Callable[[], None]) -> None:
 
     - bad input (InputError, ConfigError, VocabError, TaskDataError):
       `error: ...`, exit status 2;
-    - Ctrl-C: the loops save a checkpoint and say so (training.loop.Interrupted:
-      `interrupted at step N; checkpoint saved; rerun to resume`); elsewhere
-      `interrupted`; exit status 130;
+    - Ctrl-C, or SIGTERM (what Kubernetes, Slurm and preemptible VMs send
+      before they kill a job): the loops save a checkpoint and say so
+      (training.loop.Interrupted: `interrupted at step N; checkpoint saved;
+      rerun to resume`); elsewhere `interrupted`; exit status 130 (SIGTERM:
+      143, 128 + the signal, as a shell reports it);
     - a multi-worker peer found down mid-run (tf.errors.UnavailableError, or
       errors.PeerLost, after which the process ends without its exit hooks), a
       non-finite loss (errors.Diverged), or the file system refusing a write
@@ -57,6 +69,7 @@ def run_cli(main: Callable[[], None]) -> None:
     from electra_tf.errors import BAD_INPUT, Diverged, PeerLost
 
     logging.set_verbosity(logging.WARNING)  # TF's INFO lines (checkpoint sharding, ...)
+    _handle_sigterm()
     try:
         main()
     except BAD_INPUT as e:
@@ -64,8 +77,8 @@ def run_cli(main: Callable[[], None]) -> None:
         sys.exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt as e:
         print(str(e) or "interrupted", file=sys.stderr, flush=True)
-        _ignore_sigint()  # a second Ctrl-C would land in an exit hook (JAX's) as a traceback
-        sys.exit(EXIT_INTERRUPTED)
+        _ignore_stop_signals()  # a second one would land in an exit hook (JAX's) as a traceback
+        sys.exit(128 + getattr(e, "signum", 2))
     except Diverged as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
@@ -102,14 +115,28 @@ _FILE_SYSTEM_HINT = (" (the files written before are whole: writes go to a tempo
                      "first; free space or fix the folder, then rerun to resume)")
 
 
-def _ignore_sigint() -> None:
-    """SIGINT ignored from here on: the run has stopped and said so; what is left is the
-    interpreter's exit, whose hooks a second Ctrl-C would interrupt with a traceback."""
+def _handle_sigterm() -> None:
+    """SIGTERM raises as a Ctrl-C does (`Terminated`), instead of ending the process at
+    once without a word; the training loops hold it to their next step boundary
+    (training.loop.InterruptGate). An ignored SIGTERM stays ignored."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() \
+            and signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _ignore_stop_signals() -> None:
+    """SIGINT and SIGTERM ignored from here on: the run has stopped and said so; what is
+    left is the interpreter's exit, whose hooks a second one would interrupt with a
+    traceback."""
     import signal
     import threading
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _peer_down(message: str) -> str:

@@ -57,6 +57,16 @@ def test_ctrl_c_saves_and_exits_130_with_one_line(pretrained_dir, toy_sst2_dir, 
         r"epoch 1 step 4/", out)
 
 
+def test_sigterm_saves_and_exits_143_with_one_line(pretrained_dir, toy_sst2_dir, tmp_path):
+    """SIGTERM, what Kubernetes and Slurm send before a kill, is a Ctrl-C (exit 128 + 15)."""
+    out = tmp_path / "out"
+    interrupt_after("electra_tf.run_finetuning", [
+        "--task_name=sst2", f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_sst2_dir}",
+        f"--model_dir={out}", "--max_seq_length=16", "--num_train_epochs=1000",
+        "--train_batch_size=16", "--save_checkpoints_steps=2", "--do_eval=false"],
+        r"epoch 1 step 4/", out, sig=signal.SIGTERM)
+
+
 def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation(pretrained_dir, toy_sst2_dir, tmp_path,
                                                         sigint_handler):
     """Epoch 1 ends, its dev evaluation starts, and two Ctrl-C come: the second stops the
