@@ -32,6 +32,23 @@ def define_strip_accents_flag() -> None:
         "Strip accents (NFD, drop combining marks). 'auto' follows do_lower_case, as BERT.")
 
 
+def flagfiles_first(argv: list[str]) -> list[str]:
+    """argv with its --flagfile arguments first, so that a flag given on the command line
+    wins over a flagfile's, wherever it stands (absl reads them in order: the last wins).
+
+    Args:
+      argv: the program name, then its arguments (sys.argv).
+    """
+    head, rest = argv[:1], argv[1:]
+    if "--" in rest:  # arguments after `--` are not flags
+        cut = rest.index("--")
+        rest, tail = rest[:cut], rest[cut:]
+    else:
+        tail = []
+    files = [a for a in rest if a.startswith(("--flagfile=", "-flagfile="))]
+    return head + files + [a for a in rest if a not in files] + tail
+
+
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C (SIGTERM: 128 + 15)
 

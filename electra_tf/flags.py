@@ -77,7 +77,7 @@ def define_demo_flags(flag_values=flags.FLAGS) -> None:
     """run_pretraining's demo-data flags (data/demo_corpus.py builds the data)."""
     flags.DEFINE_string("demo_data_dir", "", "If set, build the embedded demo corpus, its "
                         "vocab and its train/held-out records here on first use, and train "
-                        "on them.", flag_values=flag_values)
+                        "on them; ignored when --train_data is given.", flag_values=flag_values)
     flags.DEFINE_integer("demo_vocab_size", 4000, "Vocabulary size of the demo data.",
                          flag_values=flag_values)
     flags.DEFINE_enum("demo_corpus", "stdlib", ["stdlib", "installed"],

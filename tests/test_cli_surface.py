@@ -49,3 +49,27 @@ def test_finetuning_help_names_the_head_choices():
     assert "one of: BIO, BIOES" in _flag_help(out, "tagging_scheme")
     assert "one of: answerable, combined" in _flag_help(out, "squad_null_rule")
     _flag_help(out, "task_name")
+
+
+def test_the_demo_flagfile_with_ones_own_train_data_builds_no_demo_data(tmp_path):
+    """--train_data on the command line wins over configs/demo.flags' --demo_data_dir:
+    the run checks the user's data (here: none) and builds no demo corpus first."""
+    from helpers import error_line
+
+    proc = run_module("electra_tf.run_pretraining", "--flagfile=configs/demo.flags",
+                      f"--demo_data_dir={tmp_path}/demo", f"--model_dir={tmp_path}/model",
+                      f"--train_data={tmp_path}/mine*", f"--vocab_file={tmp_path}/vocab.txt",
+                      timeout=600)
+    error_line(proc, "vocab")  # the user's vocab is checked, not the demo's built
+    assert "[demo]" not in proc.stderr, proc.stderr[-3000:]
+    assert not (tmp_path / "demo").exists() and not (tmp_path / "model").exists()
+
+
+def test_a_flag_on_the_command_line_wins_over_a_flagfile_given_after_it(tmp_path):
+    from helpers import error_line
+
+    proc = run_module("electra_tf.run_pretraining", "--num_train_steps=0",
+                      "--flagfile=configs/demo.flags", f"--model_dir={tmp_path}/model",
+                      f"--train_data={tmp_path}/mine*", timeout=600)
+    error_line(proc, "num_train_steps must be >= 1, got 0")
+    assert not (tmp_path / "model").exists()
