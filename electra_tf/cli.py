@@ -16,9 +16,14 @@ from typing import Callable
 
 from absl import flags
 
-# Entry points import this module before TensorFlow: keep the C++ runtime's
-# INFO lines off the console (warnings and errors still show).
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+# Entry points import this module before TensorFlow, which reads TF_CPP_MIN_LOG_LEVEL
+# once, at its import: keep its C++ runtime's start-up lines (a CPU machine's "failed call
+# to cuInit" error, the oneDNN and cpu_feature_guard notes) off the console, and (run_cli)
+# its Python warnings too, so that what the commands print is their own. ELECTRA_TF_VERBOSE=1
+# brings TensorFlow's logging back; a TF_CPP_MIN_LOG_LEVEL set by the user is kept.
+VERBOSE = os.environ.get("ELECTRA_TF_VERBOSE", "") not in ("", "0")
+if not VERBOSE:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 def tri_state(value: str) -> bool | None:
@@ -85,7 +90,12 @@ def run_cli(main: Callable[[], None]) -> None:
 
     from electra_tf.errors import BAD_INPUT, Diverged, PeerLost
 
-    logging.set_verbosity(logging.WARNING)  # TF's INFO lines (checkpoint sharding, ...)
+    # TF's Python-side INFO lines (checkpoint sharding, ...); quiet: its warnings too
+    logging.set_verbosity(logging.WARNING if VERBOSE else logging.ERROR)
+    if not VERBOSE:  # tf.get_logger(), a logger of its own
+        import logging as std_logging
+
+        std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
     _handle_sigterm()
     try:
         main()
