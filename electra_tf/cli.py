@@ -16,9 +16,14 @@ from typing import Callable
 
 from absl import flags
 
-# Entry points import this module before TensorFlow: keep the C++ runtime's
-# INFO lines off the console (warnings and errors still show).
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+# Entry points import this module before TensorFlow, which reads TF_CPP_MIN_LOG_LEVEL
+# once, at its import: keep its C++ runtime's start-up lines (a CPU machine's "failed call
+# to cuInit" error, the oneDNN and cpu_feature_guard notes) off the console, and (run_cli)
+# its Python warnings too, so that what the commands print is their own. ELECTRA_TF_VERBOSE=1
+# brings TensorFlow's logging back; a TF_CPP_MIN_LOG_LEVEL set by the user is kept.
+VERBOSE = os.environ.get("ELECTRA_TF_VERBOSE", "") not in ("", "0")
+if not VERBOSE:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 def tri_state(value: str) -> bool | None:
@@ -32,8 +37,35 @@ def define_strip_accents_flag() -> None:
         "Strip accents (NFD, drop combining marks). 'auto' follows do_lower_case, as BERT.")
 
 
+def flagfiles_first(argv: list[str]) -> list[str]:
+    """argv with its --flagfile arguments first, so that a flag given on the command line
+    wins over a flagfile's, wherever it stands (absl reads them in order: the last wins).
+
+    Args:
+      argv: the program name, then its arguments (sys.argv).
+    """
+    head, rest = argv[:1], argv[1:]
+    if "--" in rest:  # arguments after `--` are not flags
+        cut = rest.index("--")
+        rest, tail = rest[:cut], rest[cut:]
+    else:
+        tail = []
+    files = [a for a in rest if a.startswith(("--flagfile=", "-flagfile="))]
+    return head + files + [a for a in rest if a not in files] + tail
+
+
 EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C (SIGTERM: 128 + 15)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM outside a training loop's InterruptGate (start-up, evaluation): a Ctrl-C."""
+
+    signum = 15
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated
 
 
 def run_cli(main: Callable[[], None]) -> None:
@@ -41,9 +73,11 @@ def run_cli(main: Callable[[], None]) -> None:
 
     - bad input (InputError, ConfigError, VocabError, TaskDataError):
       `error: ...`, exit status 2;
-    - Ctrl-C: the loops save a checkpoint and say so (training.loop.Interrupted:
-      `interrupted at step N; checkpoint saved; rerun to resume`); elsewhere
-      `interrupted`; exit status 130;
+    - Ctrl-C, or SIGTERM (what Kubernetes, Slurm and preemptible VMs send
+      before they kill a job): the loops save a checkpoint and say so
+      (training.loop.Interrupted: `interrupted at step N; checkpoint saved;
+      rerun to resume`); elsewhere `interrupted`; exit status 130 (SIGTERM:
+      143, 128 + the signal, as a shell reports it);
     - a multi-worker peer found down mid-run (tf.errors.UnavailableError, or
       errors.PeerLost, after which the process ends without its exit hooks), a
       non-finite loss (errors.Diverged), or the file system refusing a write
@@ -56,7 +90,13 @@ def run_cli(main: Callable[[], None]) -> None:
 
     from electra_tf.errors import BAD_INPUT, Diverged, PeerLost
 
-    logging.set_verbosity(logging.WARNING)  # TF's INFO lines (checkpoint sharding, ...)
+    # TF's Python-side INFO lines (checkpoint sharding, ...); quiet: its warnings too
+    logging.set_verbosity(logging.WARNING if VERBOSE else logging.ERROR)
+    if not VERBOSE:  # tf.get_logger(), a logger of its own
+        import logging as std_logging
+
+        std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
+    _handle_sigterm()
     try:
         main()
     except BAD_INPUT as e:
@@ -64,8 +104,8 @@ def run_cli(main: Callable[[], None]) -> None:
         sys.exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt as e:
         print(str(e) or "interrupted", file=sys.stderr, flush=True)
-        _ignore_sigint()  # a second Ctrl-C would land in an exit hook (JAX's) as a traceback
-        sys.exit(EXIT_INTERRUPTED)
+        _ignore_stop_signals()  # a second one would land in an exit hook (JAX's) as a traceback
+        sys.exit(128 + getattr(e, "signum", 2))
     except Diverged as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
@@ -102,14 +142,28 @@ _FILE_SYSTEM_HINT = (" (the files written before are whole: writes go to a tempo
                      "first; free space or fix the folder, then rerun to resume)")
 
 
-def _ignore_sigint() -> None:
-    """SIGINT ignored from here on: the run has stopped and said so; what is left is the
-    interpreter's exit, whose hooks a second Ctrl-C would interrupt with a traceback."""
+def _handle_sigterm() -> None:
+    """SIGTERM raises as a Ctrl-C does (`Terminated`), instead of ending the process at
+    once without a word; the training loops hold it to their next step boundary
+    (training.loop.InterruptGate). An ignored SIGTERM stays ignored."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() \
+            and signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _ignore_stop_signals() -> None:
+    """SIGINT and SIGTERM ignored from here on: the run has stopped and said so; what is
+    left is the interpreter's exit, whose hooks a second one would interrupt with a
+    traceback."""
     import signal
     import threading
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _peer_down(message: str) -> str:

@@ -20,9 +20,11 @@ from typing import Any, Callable
 from electra_tf.errors import ConfigError
 
 
-def _field(default: Any, help: str) -> Any:
-    """A dataclass field with its help text (flags.py makes it the flag's help)."""
-    return dataclasses.field(default=default, metadata={"help": help})
+def _field(default: Any, help: str, choices: tuple[str, ...] = ()) -> Any:
+    """A dataclass field with its help text (flags.py makes it the flag's help) and,
+    for a field that takes one of a few names, those names (the help lists them)."""
+    metadata = {"help": help, "choices": tuple(choices)} if choices else {"help": help}
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def _factory_field(default_factory: Callable[[], Any], help: str) -> Any:
@@ -151,19 +153,21 @@ class PretrainingConfig:
     """Pre-training hyperparameters, named as in configure_pretraining.py."""
 
     # --- model ---
-    model_size: str = _field("small", "one of MODEL_SIZES")
+    model_size: str = _field("small", "the size preset (paper Table 6; tiny: a laptop-sized "
+                             "model for smoke runs)", choices=tuple(MODEL_SIZES))
     model_hparam_overrides: dict = _factory_field(dict, "EncoderConfig fields")
     embedding_size: int | None = _field(None, "None: the size preset's value")
     vocab_size: int = _field(30522, "must match the vocab file")
     do_lower_case: bool = _field(True, "lower-case and strip accents before WordPiece")
 
     # --- loss ---
-    objective: str = _field(
-        "electra", "electra | bert_mlm | electra_15 | replace_mlm | all_tokens_mlm")
+    objective: str = _field("electra", "the pre-training objective (paper section 3.5)",
+                            choices=OBJECTIVES)
     bert_80_10_10: bool = _field(
         False, "bert_mlm: BERT's 80/10/10 [MASK]/random/kept (original: 85/15)")
     training_algorithm: str = _field(
-        "joint", "joint | two_stage (G then D, n steps each) | adversarial")
+        "joint", "two_stage: G then D, n steps each (paper section 3.2)",
+        choices=TRAINING_ALGORITHMS)
     gen_weight: float = _field(1.0, "weight of the generator's MLM loss")
     disc_weight: float = _field(50.0, "weight of the discriminator's loss (lambda)")
     mask_prob: float = _field(0.15, "fraction of tokens to mask (0.25 for Large)")
@@ -422,22 +426,25 @@ class RuntimeOptions:
     `jax_*` options apply with KERAS_BACKEND=jax only.
     """
 
-    strategy: str = _field("default", "default | mirrored | multi_worker | tpu")
+    strategy: str = _field("default", "the tf.distribute strategy (KERAS_BACKEND=jax: default "
+                           "or mirrored, both every device)", choices=STRATEGIES)
     num_devices: int = _field(0, "mirrored: GPUs (or logical CPUs) to use; 0 = all GPUs")
     tpu: str = _field("", "TPU name or grpc:// address for strategy=tpu")
     jit_compile: bool = _field(False, "XLA for the per-replica forward/backward (and prediction)")
-    mixed_precision: str = _field("fp32", "fp32 | bf16")
+    mixed_precision: str = _field("fp32", "bf16: mixed bfloat16 compute, float32 weights",
+                                  choices=MIXED_PRECISIONS)
     worker_startup_timeout_s: int = _field(
-        600, "multi_worker, and multi-host JAX: seconds to wait for every worker (process), "
-        "then fail with one line (0: forever)")
+        600, "--strategy=multi_worker, and multi-host JAX (--jax_num_processes >= 2): seconds "
+        "a process waits at start-up for every other worker (process) of the run to join; "
+        "then a watcher ends it with one error line, exit status 137 (0: wait forever)")
     jax_steps_per_call: int = _field(
         1, "KERAS_BACKEND=jax pre-training: optimizer steps per compiled call (the TF loop "
         "runs a whole chunk per call; fine-tuning: 1)")
     jax_input_pipeline: str = _field(
-        "tf.data", "KERAS_BACKEND=jax pre-training: tf.data | numpy | packed. tf.data reads "
+        "tf.data", "KERAS_BACKEND=jax pre-training: tf.data reads "
         "the TFRecords as the TF loop does; numpy reads them with NumPy alone (the run then "
         "never imports TensorFlow); packed reads files of pack_pretraining_data (memory-"
-        "mapped, fast enough for a GPU; no TensorFlow either)")
+        "mapped, fast enough for a GPU; no TensorFlow either)", choices=JAX_INPUT_PIPELINES)
     jax_coordinator_address: str = _field(
         "", "KERAS_BACKEND=jax multi-host pre-training: host:port of process 0, the same for "
         "every process (jax.distributed)")
@@ -541,7 +548,8 @@ class FinetuningConfig:
     task_name: str = _field(
         "", "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, squad_v1, squad_v2, ner, "
         "chunking; classification, tagging: your own data")
-    model_size: str = _field("", "empty: take it from the checkpoint's config")
+    model_size: str = _field("", "empty: take it from the checkpoint's config",
+                             choices=("",) + tuple(MODEL_SIZES))
     learning_rate: float = _field(0.0, "0: the original's by size (1e-4 Small/Base, 5e-5 Large)")
     layerwise_lr_decay: float = _field(-1.0, "-1: by size (0.8 Small/Base, 0.9 Large); 0: off")
     weight_decay_rate: float = _field(0.01, "the code's 0.01 (the paper: 0)")
@@ -563,7 +571,8 @@ class FinetuningConfig:
     do_lower_case: bool = _field(True, "must match the vocab and pre-training")
     double_unordered: bool = _field(True, "MRPC, STS-B: also train on each pair in the other order")
     squad_null_rule: str = _field(
-        "answerable", "SQuAD 2.0 null odds: answerable (the original's) | combined")
+        "answerable", "SQuAD 2.0 null odds: answerable is the original's rule",
+        choices=("answerable", "combined"))
     qa_na_threshold: float = _field(
         -2.75, 'SQuAD 2.0, rule answerable: "" when null odds exceed it')
     no_answer_threshold: float = _field(
@@ -572,9 +581,10 @@ class FinetuningConfig:
         True, "SQuAD: the original's joint start/end head (False: independent)")
     beam_size: int = _field(20, "SQuAD, joint head: best starts, and best ends of each, decoded")
     classifier_head: str = _field(
-        "dense", "classification/regression head: dense (ELECTRA's one layer on [CLS]) | mlp "
-        "(transformers' dense -> GELU -> dense, as its ElectraForSequenceClassification)")
-    tagging_scheme: str = _field("BIO", "ner/chunking: BIO or BIOES tags")
+        "dense", "classification/regression head: dense is ELECTRA's one layer on [CLS]; mlp "
+        "transformers' dense -> GELU -> dense, as its ElectraForSequenceClassification",
+        choices=("dense", "mlp"))
+    tagging_scheme: str = _field("BIO", "ner/chunking: the tag scheme", choices=("BIO", "BIOES"))
     text_column: str = _field("text", "classification: the column (JSONL: key) of the text")
     text_pair_column: str = _field(
         "", "classification: the column of the second text of a pair; empty: single texts")

@@ -4,8 +4,14 @@ Every field of `PretrainingConfig` and `RunConfig` (and of `FinetuningConfig`
 and `FinetuneRun`) becomes a flag of the same name, with the field's
 `metadata["help"]` as help text, so a flagfile line like `--disc_weight=50.0`
 means exactly the config field. Flags that are not set keep the dataclass
-defaults. A name already defined is left as it is: the `RuntimeOptions` fields
+defaults. A field that takes one of a few names (its metadata's "choices")
+lists them in its help; the config's `validate` refuses any other, with one
+line. A name already defined is left as it is: the `RuntimeOptions` fields
 that both runs share are defined once where one process defines both sets.
+
+The flags belong to the module that calls a `define_*` function (absl's key
+flags: this module disclaims them), so `python -m electra_tf.run_pretraining
+--help` lists them, and absl's and TensorFlow's own stay behind --helpfull.
 """
 
 from __future__ import annotations
@@ -17,6 +23,10 @@ from absl import flags
 
 from electra_tf import config as config_lib
 from electra_tf.errors import ConfigError
+
+# Flags defined below are key flags of the entry point that asks for them, not of this
+# module: --help lists the main module's key flags alone.
+flags.disclaim_key_flags()
 
 _DEFINERS = {
     "int": flags.DEFINE_integer,
@@ -39,6 +49,9 @@ def _define(cls, flag_values) -> None:
                             "config._field(default, help)")
         if f.name in flag_values:
             continue
+        choices = f.metadata.get("choices")
+        if choices:
+            help_text += " (one of: " + ", ".join(c or "''" for c in choices) + ")"
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         kind = str(f.type)
         if kind == "dict":
@@ -64,7 +77,7 @@ def define_demo_flags(flag_values=flags.FLAGS) -> None:
     """run_pretraining's demo-data flags (data/demo_corpus.py builds the data)."""
     flags.DEFINE_string("demo_data_dir", "", "If set, build the embedded demo corpus, its "
                         "vocab and its train/held-out records here on first use, and train "
-                        "on them.", flag_values=flag_values)
+                        "on them; ignored when --train_data is given.", flag_values=flag_values)
     flags.DEFINE_integer("demo_vocab_size", 4000, "Vocabulary size of the demo data.",
                          flag_values=flag_values)
     flags.DEFINE_enum("demo_corpus", "stdlib", ["stdlib", "installed"],

@@ -56,4 +56,4 @@ def main(argv):
 
 if __name__ == "__main__":
     flags_lib.define_finetuning_flags()
-    app.run(lambda argv: cli.run_cli(lambda: main(argv)))
+    app.run(lambda argv: cli.run_cli(lambda: main(argv)), argv=cli.flagfiles_first(sys.argv))

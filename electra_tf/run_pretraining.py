@@ -58,8 +58,11 @@ def main(argv):
     # builds below.
     multi_host = (FLAGS.strategy == "multi_worker" or FLAGS.jax_num_processes != 1
                   or bool(FLAGS.jax_coordinator_address))
+    # configs/demo.flags with one's own --train_data: the user's data, not the demo's
+    # (building the demo corpus takes minutes and is not what was asked for).
+    demo_data_dir = "" if FLAGS["train_data"].present else FLAGS.demo_data_dir
     configs = None
-    if not (FLAGS.demo_data_dir or multi_host):
+    if not (demo_data_dir or multi_host):
         configs = flags_lib.pretraining_configs()
         _check_local_records(configs[1])
     from electra_tf.training import backends
@@ -73,10 +76,10 @@ def main(argv):
     # Before any TF op or JAX device query: collectives, logical devices and
     # the multi-host run are fixed at start-up.
     started = backends.load(backend).start(options)
-    if FLAGS.demo_data_dir:
+    if demo_data_dir:
         from electra_tf.data.demo_corpus import prepare_demo_data
 
-        demo = prepare_demo_data(FLAGS.demo_data_dir, FLAGS.demo_vocab_size,
+        demo = prepare_demo_data(demo_data_dir, FLAGS.demo_vocab_size,
                                  FLAGS.max_seq_length, corpus=FLAGS.demo_corpus)
         for name, value in demo.items():
             if not FLAGS[name].present:  # explicit flags win
@@ -101,4 +104,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(lambda argv: cli.run_cli(lambda: main(argv)))
+    app.run(lambda argv: cli.run_cli(lambda: main(argv)), argv=cli.flagfiles_first(sys.argv))

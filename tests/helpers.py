@@ -234,11 +234,13 @@ def error_line(proc, *expected, returncode=2) -> str:
     return errors[0]
 
 
-def interrupt_after(module: str, args: list[str], pattern: str, model_dir) -> None:
-    """Runs `python -m module args`, sends Ctrl-C once `pattern` is printed, and checks
-    the one-line exit: status 130, no traceback, a checkpoint at the step it names."""
+def interrupt_after(module: str, args: list[str], pattern: str, model_dir,
+                    sig: int = signal.SIGINT, env: dict | None = None) -> int:
+    """Runs `python -m module args`, sends `sig` (Ctrl-C's SIGINT, or the SIGTERM a
+    scheduler sends before a kill) once `pattern` is printed, and checks the one-line
+    exit: status 128 + sig, no traceback, a checkpoint at the step it names (returned)."""
     # SIGINT at its default in the child, even where this suite runs with it ignored.
-    proc = popen_python(["-m", module, *args], stderr=subprocess.PIPE, text=True)
+    proc = popen_python(["-m", module, *args], env=env, stderr=subprocess.PIPE, text=True)
     lines, found = [], threading.Event()
 
     def pump():  # stderr, line by line, in a thread: the test waits for `pattern`
@@ -251,8 +253,8 @@ def interrupt_after(module: str, args: list[str], pattern: str, model_dir) -> No
     reader.start()
     try:
         assert found.wait(300), "".join(lines)[-3000:]
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=120) == 130, "".join(lines)[-3000:]
+        proc.send_signal(sig)
+        assert proc.wait(timeout=120) == 128 + sig, "".join(lines)[-3000:]
     finally:
         proc.kill()
     reader.join(30)  # the last lines, up to the pipe's end
@@ -261,4 +263,8 @@ def interrupt_after(module: str, args: list[str], pattern: str, model_dir) -> No
     last = stderr.strip().splitlines()[-1]
     match = re.fullmatch(r"interrupted at step (\d+); checkpoint saved; rerun to resume", last)
     assert match, stderr[-3000:]
-    assert (model_dir / "checkpoints" / f"ckpt-{match.group(1)}.index").exists()
+    step = int(match.group(1))
+    saved = [model_dir / "checkpoints" / name for name in (f"ckpt-{step}.index",
+                                                            f"jax-ckpt-{step}.npz")]
+    assert any(path.exists() for path in saved), stderr[-3000:]
+    return step

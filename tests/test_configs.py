@@ -90,6 +90,8 @@ def test_flags_need_no_python_sources(monkeypatch):
     for cls in (PretrainingConfig, RunConfig, FinetuningConfig, FinetuneRun):
         for f in dataclasses.fields(cls):  # the first definition of a name wins
             suffix = " (JSON)" if f.type == "dict" else ""
+            if f.metadata.get("choices"):  # the names it takes, listed by --help
+                suffix += " (one of: " + ", ".join(c or "''" for c in f.metadata["choices"]) + ")"
             expected.setdefault(f.name, f.metadata["help"] + suffix)
     assert {name: fv[name].help for name in expected} == expected
     assert "electra_objective" not in fv

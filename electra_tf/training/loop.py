@@ -7,9 +7,10 @@ save, evaluate, and look for a Ctrl-C:
 - `chunk_size` is the number of steps to the next boundary (a log line, a
   checkpoint, an evaluation, the end of a phase or an epoch), so a checkpoint
   asked for every N steps lands on the multiples of N;
-- `InterruptGate` holds a Ctrl-C until the loop reaches such a point; the loop
-  then saves and raises `Interrupted`, whose text is the one line the CLI
-  prints;
+- `InterruptGate` holds a Ctrl-C (or a SIGTERM: what Kubernetes, Slurm and
+  preemptible VMs send before they kill a job) until the loop reaches such a
+  point; the loop then saves and raises `Interrupted`, whose text is the one
+  line the CLI prints;
 - `log` prints the progress lines, on stderr;
 - `check_finite` stops a run whose loss became NaN or infinite before the
   loop saves those weights.
@@ -83,17 +84,25 @@ def weights_checksum(variables) -> float:
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C after the loop saved a checkpoint; str() is the one line to print."""
+    """Ctrl-C (or SIGTERM) after the loop saved a checkpoint; str() is the one line to
+    print, `signum` the signal that stopped the run (the CLI exits with 128 + signum)."""
 
-    def __init__(self, step: int, saved: bool = True):
+    def __init__(self, step: int, saved: bool = True, signum: int | None = None):
         super().__init__(f"interrupted at step {step}; "
                          + ("checkpoint saved; rerun to resume" if saved else
                             "no checkpoint was saved; a rerun starts from the latest one"))
         self.step = step
+        self.signum = signum or signal.SIGINT
+
+
+# The signals the gate holds: Ctrl-C, and the SIGTERM a scheduler (Kubernetes, Slurm, a
+# preemptible VM) sends before it kills a job; both stop the run the same way.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class InterruptGate:
-    """Holds a Ctrl-C until the training loop reaches a point where stopping is safe.
+    """Holds a Ctrl-C or SIGTERM until the training loop reaches a point where stopping
+    is safe.
 
     Python raises KeyboardInterrupt at whatever line runs when SIGINT arrives,
     which inside a loop can be TensorFlow's own code: a checkpoint save half
@@ -103,25 +112,29 @@ class InterruptGate:
     save), which raises KeyboardInterrupt there. The chunk that was running
     finishes first: a compiled call cannot be stopped midway anyway. A second
     Ctrl-C raises at once, as without the gate. A request the loop never
-    reached a check for is raised when the block ends. Off the main thread
-    (where no signal handler can be set), or where SIGINT is ignored (`nohup`,
-    a shell's background job), the gate does nothing and SIGINT stays ignored.
+    reached a check for is raised when the block ends. SIGTERM is held the
+    same way (a second signal of either kind stops at once); `signum` says
+    which came first. Off the main thread (where no signal handler can be
+    set) the gate does nothing; a signal that is ignored (SIGINT under
+    `nohup` or in a shell's background job) stays ignored.
     """
 
     def __init__(self):
         self.requested = False
-        self._previous = None
+        self.signum: int | None = None  # the first signal that came
+        self._previous: dict[int, object] = {}
 
     def __enter__(self):
-        if threading.current_thread() is threading.main_thread() \
-                and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        if threading.current_thread() is threading.main_thread():
+            for signum in STOP_SIGNALS:
+                if signal.getsignal(signum) is not signal.SIG_IGN:
+                    self._previous[signum] = signal.signal(signum, self._on_signal)
         return self
 
-    def _on_sigint(self, signum, frame):
-        if self.requested:  # the second Ctrl-C: stop now
+    def _on_signal(self, signum, frame):
+        if self.requested:  # the second Ctrl-C (or SIGTERM): stop now
             raise KeyboardInterrupt
-        self.requested = True
+        self.requested, self.signum = True, signum
 
     def check(self) -> None:
         """Raises KeyboardInterrupt if a Ctrl-C came since the gate opened."""
@@ -129,9 +142,9 @@ class InterruptGate:
             raise KeyboardInterrupt
 
     def __exit__(self, exc_type, exc, tb):
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
+        for signum, previous in self._previous.items():
+            signal.signal(signum, signal.SIG_DFL if previous is None else previous)
+        self._previous = {}
         if exc_type is None:
             self.check()
         return False

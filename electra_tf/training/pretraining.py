@@ -17,7 +17,7 @@ backends/jax.py): each subclasses `Pretraining` and provides where variables
 are created, the input iterators, the compiled train steps, one evaluation
 batch, and its checkpoints. The input pipeline is a pure function of the seed
 and is fast-forwarded on resume, so an interrupted run resumes exactly where
-it stopped. Ctrl-C lets the running chunk finish (loop.InterruptGate),
+it stopped. Ctrl-C or SIGTERM lets the running chunk finish (loop.InterruptGate),
 saves a checkpoint, then stops with one line (loop.Interrupted); a record
 found corrupt mid-run saves a checkpoint, then stops with one line naming the
 file.
@@ -237,8 +237,9 @@ class Pretraining:
             summaries.summary_writer(os.path.join(run.model_dir, name) if self.chief else None,
                                      tensorflow=self.tensorflow_io) for name in ("train", "eval"))
         end = min(cfg.num_train_steps, stop_at_step or cfg.num_train_steps)
+        gate = InterruptGate()
         try:
-            with InterruptGate() as gate:
+            with gate:
                 if self.step == 0 and run.eval_data:
                     self._report_eval(self.evaluate(), eval_writer)
                 self._train_chunks(end, gate, train_writer, eval_writer)
@@ -248,7 +249,8 @@ class Pretraining:
                     return {}
                 final = self.evaluate() if run.eval_data else {}
         except KeyboardInterrupt:
-            raise Interrupted(self.step, saved=self._save_after_interrupt()) from None
+            raise Interrupted(self.step, saved=self._save_after_interrupt(),
+                              signum=gate.signum) from None
         except _tensorflow_data_errors() as e:
             raise self._bad_record(e) from None
         except RecordError as e:  # the NumPy input names the file itself

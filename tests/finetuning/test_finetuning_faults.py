@@ -57,6 +57,16 @@ def test_ctrl_c_saves_and_exits_130_with_one_line(pretrained_dir, toy_sst2_dir, 
         r"epoch 1 step 4/", out)
 
 
+def test_sigterm_saves_and_exits_143_with_one_line(pretrained_dir, toy_sst2_dir, tmp_path):
+    """SIGTERM, what Kubernetes and Slurm send before a kill, is a Ctrl-C (exit 128 + 15)."""
+    out = tmp_path / "out"
+    interrupt_after("electra_tf.run_finetuning", [
+        "--task_name=sst2", f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_sst2_dir}",
+        f"--model_dir={out}", "--max_seq_length=16", "--num_train_epochs=1000",
+        "--train_batch_size=16", "--save_checkpoints_steps=2", "--do_eval=false"],
+        r"epoch 1 step 4/", out, sig=signal.SIGTERM)
+
+
 def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation(pretrained_dir, toy_sst2_dir, tmp_path,
                                                         sigint_handler):
     """Epoch 1 ends, its dev evaluation starts, and two Ctrl-C come: the second stops the
@@ -157,3 +167,24 @@ def test_a_model_dir_that_is_a_file_or_in_use_is_refused(pretrained_dir, toy_sst
         with pytest.raises(InputError, match=rf"^--model_dir {out} is in use by host "):
             finetune(*args, f"--model_dir={out}")
     assert sorted(os.listdir(out)) == [".lock"]
+
+
+def test_a_refused_run_prints_its_line_and_nothing_else(pretrained_dir, toy_sst2_dir, tmp_path):
+    """A run refused after TensorFlow started (a sequence longer than the checkpoint's
+    positions): one line on stderr, none of TensorFlow's start-up lines (cuInit, oneDNN)
+    or warnings; ELECTRA_TF_VERBOSE=1 brings TensorFlow's own logging back."""
+    from helpers import REPO, run_python
+
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONPATH"] = REPO
+    args = ["-m", "electra_tf.run_finetuning", "--task_name=sst2",
+            f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_sst2_dir}",
+            f"--model_dir={tmp_path}/out", "--max_seq_length=1024"]
+    proc = run_python(args, env=env)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --max_seq_length=1024"), \
+        proc.stderr[-5000:]
+    assert not (tmp_path / "out").exists()
+    verbose = run_python(args, env={**env, "ELECTRA_TF_VERBOSE": "1"})
+    assert verbose.returncode == 2 and len(verbose.stderr.strip().splitlines()) > 1

@@ -336,6 +336,19 @@ def test_ctrl_c_saves_and_exits_130_with_one_line(tiny_records, tmp_path):
         save_checkpoints_steps=100000), r"step 2/100000", model_dir)
 
 
+@pytest.mark.slow  # the default suite's CLI SIGTERM: test_finetuning_faults.py (same run_cli);
+# the loop's save and exact resume: test_training_interrupts.py, in process
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_sigterm_saves_and_exits_143_with_one_line(backend, tiny_records, tmp_path):
+    from helpers import jax_child_env
+
+    model_dir = tmp_path / "model"
+    interrupt_after("electra_tf.run_pretraining", pretrain_flags(
+        tiny_records, model_dir, num_train_steps=100000, iterations_per_loop=1,
+        save_checkpoints_steps=100000), r"step 2/100000", model_dir, sig=signal.SIGTERM,
+        env=jax_child_env() if backend == "jax" else None)
+
+
 def test_multi_worker_peer_that_never_starts_times_out(tiny_records, tmp_path):
     cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(2)]}
     env = child_env(TF_CONFIG=json.dumps({"cluster": cluster,

@@ -97,3 +97,62 @@ def test_an_ignored_sigint_stays_ignored():
         assert not gate.requested
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+class _NotHeld(Exception):
+    pass
+
+
+def _not_held(signum, frame):
+    raise _NotHeld
+
+
+def test_sigterm_is_held_like_a_ctrl_c(sigint_handler):
+    """SIGTERM (what Kubernetes and Slurm send before a kill) waits for a check, as a
+    Ctrl-C does; the SIGTERM handler the block found is back after it."""
+    previous = signal.signal(signal.SIGTERM, _not_held)  # what SIGTERM did before the gate
+    try:
+        reached = []
+        with pytest.raises(KeyboardInterrupt):
+            with loop.InterruptGate() as gate:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+                reached.append(gate.signum)
+                gate.check()
+        assert reached == [signal.SIGTERM]
+        assert signal.getsignal(signal.SIGTERM) is _not_held
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_sigterm_during_a_chunk_saves_at_its_end_and_resumes_exactly(make_configs, tmp_path,
+                                                                    sigint_handler):
+    """The loop stops as for a Ctrl-C, saying the signal; the resumed run ends with the
+    weights of a run never stopped, bit for bit."""
+    config, run = make_configs(tmp_path / "m", num_train_steps=9)
+    whole_config, whole_run = make_configs(tmp_path / "whole", num_train_steps=9)
+    whole = TensorFlowPretraining(whole_config, whole_run)
+    whole.train()
+    trainer = TensorFlowPretraining(config, run)
+    real_train_steps, calls = trainer.train_steps, []
+
+    def train_steps(iterator, n):
+        calls.append(trainer.step)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+        return real_train_steps(iterator, n)
+
+    trainer.train_steps = train_steps
+    previous = signal.signal(signal.SIGTERM, _not_held)  # not the default: it ends pytest
+    try:
+        with pytest.raises(loop.Interrupted) as raised:
+            trainer.train()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert raised.value.step == 6 and raised.value.signum == signal.SIGTERM
+    assert str(raised.value) == "interrupted at step 6; checkpoint saved; rerun to resume"
+    resumed = TensorFlowPretraining(config, run)
+    resumed.train()
+    assert (loop.weights_checksum(resumed.model.trainable_variables)
+            == loop.weights_checksum(whole.model.trainable_variables))

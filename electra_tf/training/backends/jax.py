@@ -81,15 +81,19 @@ def start(run) -> None:
     if run.jax_process_id == 0:
         _check_coordinator_port(run.jax_coordinator_address)
     watchdog = None
-    if timeout > 0:  # jax.distributed's own wait ends in a C++ abort after 5 minutes
+    if timeout > 0:
         watchdog = StartupWatchdog(timeout, (
             f"error: --jax_num_processes={n}: not every process joined the coordinator at "
             f"{run.jax_coordinator_address} within --worker_startup_timeout_s={timeout:g}: "
             f"start all {n}, each with its own --jax_process_id (0 to {n - 1}), with the "
             "coordinator's host:port reachable from every host; or raise "
             "--worker_startup_timeout_s"))
+    # jax.distributed's own wait (300 s by default) ends in a C++ abort: it must outlast the
+    # watcher, whose one line is what a lone process is meant to get (0: wait forever).
+    jax_wait = timeout + 60 if timeout > 0 else 10 ** 9
     try:
-        jax.distributed.initialize(run.jax_coordinator_address, n, run.jax_process_id)
+        jax.distributed.initialize(run.jax_coordinator_address, n, run.jax_process_id,
+                                   initialization_timeout=jax_wait)
         from jax.experimental import multihost_utils
 
         multihost_utils.sync_global_devices("electra_tf start-up")  # every process is in

@@ -1,0 +1,75 @@
+"""What run_pretraining and run_finetuning show a user before any training: --help,
+flagfiles, start-up noise. Fresh processes, as a user runs them."""
+
+import re
+
+import pytest
+from helpers import run_module
+
+
+def _flag_help(stdout: str, flag: str) -> str:
+    """The help of one flag in absl's --help listing (its line and the indented ones)."""
+    match = re.search(rf"^  --(?:\[no\])?{flag}:(.*?)(?=^  --|\Z)", stdout, re.M | re.S)
+    assert match, f"--{flag} not listed:\n{stdout[-3000:]}"
+    return " ".join(match.group(1).split())
+
+
+@pytest.mark.parametrize("module", ["electra_tf.run_pretraining", "electra_tf.run_finetuning"])
+def test_help_lists_the_commands_own_flags_with_defaults_and_choices(module):
+    proc = run_module(module, "--help")
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    out = proc.stdout
+    # absl's and TensorFlow's own flags stay behind --helpfull
+    assert "--logtostderr" not in out and "--flagfile:" not in out, out[-3000:]
+    for flag in ("model_dir", "learning_rate", "strategy", "mixed_precision",
+                 "worker_startup_timeout_s", "jit_compile"):
+        _flag_help(out, flag)
+    assert "one of: default, mirrored, multi_worker, tpu" in _flag_help(out, "strategy")
+    assert "(default: 'default')" in _flag_help(out, "strategy")
+    assert "one of: fp32, bf16" in _flag_help(out, "mixed_precision")
+    assert "one of: tf.data, numpy, packed" in _flag_help(out, "jax_input_pipeline")
+    sizes = _flag_help(out, "model_size")
+    assert all(size in sizes for size in ("tiny", "small", "base", "large")), sizes
+    timeout = _flag_help(out, "worker_startup_timeout_s")
+    assert "(default: '600')" in timeout and "JAX" in timeout, timeout
+
+
+def test_pretraining_help_names_the_objectives_and_the_demo_flags():
+    out = run_module("electra_tf.run_pretraining", "--help").stdout
+    assert ("one of: electra, bert_mlm, electra_15, replace_mlm, all_tokens_mlm"
+            in _flag_help(out, "objective"))
+    assert "one of: joint, two_stage, adversarial" in _flag_help(out, "training_algorithm")
+    assert "(default: 'small')" in _flag_help(out, "model_size")
+    _flag_help(out, "demo_data_dir")
+
+
+def test_finetuning_help_names_the_head_choices():
+    out = run_module("electra_tf.run_finetuning", "--help").stdout
+    assert "one of: dense, mlp" in _flag_help(out, "classifier_head")
+    assert "one of: BIO, BIOES" in _flag_help(out, "tagging_scheme")
+    assert "one of: answerable, combined" in _flag_help(out, "squad_null_rule")
+    _flag_help(out, "task_name")
+
+
+def test_the_demo_flagfile_with_ones_own_train_data_builds_no_demo_data(tmp_path):
+    """--train_data on the command line wins over configs/demo.flags' --demo_data_dir:
+    the run checks the user's data (here: none) and builds no demo corpus first."""
+    from helpers import error_line
+
+    proc = run_module("electra_tf.run_pretraining", "--flagfile=configs/demo.flags",
+                      f"--demo_data_dir={tmp_path}/demo", f"--model_dir={tmp_path}/model",
+                      f"--train_data={tmp_path}/mine*", f"--vocab_file={tmp_path}/vocab.txt",
+                      timeout=600)
+    error_line(proc, "vocab")  # the user's vocab is checked, not the demo's built
+    assert "[demo]" not in proc.stderr, proc.stderr[-3000:]
+    assert not (tmp_path / "demo").exists() and not (tmp_path / "model").exists()
+
+
+def test_a_flag_on_the_command_line_wins_over_a_flagfile_given_after_it(tmp_path):
+    from helpers import error_line
+
+    proc = run_module("electra_tf.run_pretraining", "--num_train_steps=0",
+                      "--flagfile=configs/demo.flags", f"--model_dir={tmp_path}/model",
+                      f"--train_data={tmp_path}/mine*", timeout=600)
+    error_line(proc, "num_train_steps must be >= 1, got 0")
+    assert not (tmp_path / "model").exists()
