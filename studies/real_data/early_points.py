@@ -215,7 +215,8 @@ def markdown(result: dict, tasks: list[str]) -> str:
              + "; \"- none\": the mean over tasks minus step 0's, in points; cosines: mean "
              "pairwise cosine of the final token states (real positions) and of the [CLS] "
              "states of 32 mr dev sentences; the generator's accuracy and the AUC are the "
-             "training log's at that step.", "",
+             "training log's mean over the --log_every_steps steps ending at that step "
+             "(50 in the study), not the value at that step.", "",
              "| step | generator MLM acc (train) | disc AUC (train) | token cosine | [CLS] cosine | "
              + " | ".join(tasks) + " | mean | - none |",
              "|---:|---:|---:|---:|---:|" + "---:|" * (len(tasks) + 2)]
