@@ -369,7 +369,8 @@ def main(argv=None) -> int:
 
     data = unpack_bundle(args.bundle, os.path.join(work, "data"))
     manifest = data["manifest"]
-    vocab_size = sum(1 for _ in open(data["paths"]["vocab.txt"], encoding="utf-8"))
+    with open(data["paths"]["vocab.txt"], encoding="utf-8") as f:
+        vocab_size = sum(1 for _ in f)
     lease.results["data"] = {k: manifest[k] for k in manifest if k != "files"}
     lease.results["data"]["vocab_size"] = vocab_size
     eval_steps = max(1, manifest["heldout_examples"] // setting["batch"])
@@ -436,6 +437,7 @@ def main(argv=None) -> int:
     lease.results["wall_s"] = round(time.monotonic() - lease.t0, 1)
     lease.log(f"done in {lease.results['wall_s']} s")
     lease.save("done")
+    lease.log_file.close()
     return 0
 
 
