@@ -44,14 +44,13 @@ import json
 import os
 import pickle
 import re
-import shutil
 
 import numpy as np
 from absl import logging
 
 from electra_tf import artifacts
 from electra_tf.config import EncoderConfig
-from electra_tf.fileio import atomic_write_json, atomic_write_text
+from electra_tf.fileio import atomic_write_json, atomic_write_text, check_free_space, write_bytes
 from electra_tf.interop import core, names
 
 _ACT_FROM_HF = {"gelu": "gelu", "gelu_new": "gelu_approximate", "gelu_fast": "gelu_approximate",
@@ -509,12 +508,22 @@ def _safetensors():
     return safetensors_numpy
 
 
-def _save(output: str, tensors: dict, config: dict) -> list[str]:
-    save_file = _safetensors().save_file
+def _check_room(output: str, *tensors: dict, files: tuple[str, ...] = ()) -> None:
+    """Refuses (OSError ENOSPC) an export whose files the disk has no room for, before
+    any of them is written: each safetensors file holds its tensors' bytes and a
+    header, then `files` are copied (the vocabulary) and a few small JSON files."""
+    need = sum(v.nbytes + 256 for group in tensors for v in group.values())
+    need += sum(os.path.getsize(f) for f in files if f and os.path.isfile(f)) + 65536
+    check_free_space(os.path.join(output, "model.safetensors"), need)
 
-    os.makedirs(output, exist_ok=True)
+
+def _save(output: str, tensors: dict, config: dict) -> list[str]:
+    """model.safetensors and config.json, each atomically: serialized in memory and
+    written by Python, so a full disk is an OSError (safetensors' own writer raises
+    SafetensorError and leaves the file it truncated)."""
+    data = _safetensors().save(tensors, metadata={"format": "pt"})
     weights = os.path.join(output, "model.safetensors")
-    save_file(tensors, weights, metadata={"format": "pt"})
+    write_bytes(weights, data)
     atomic_write_json(os.path.join(output, "config.json"), config)  # transformers' format
     return [os.path.join(output, "config.json"), weights]
 
@@ -539,17 +548,17 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
                                        "generator (--generator is for pre-training folders)")
         return export_finetuned(model_dir, output)
     discriminator, vocab = artifacts.load_discriminator(model_dir)
-    written = _save(output, state_dict(names.discriminator_variables(discriminator)),
-                    hf_config(discriminator.config, "ElectraForPreTraining"))
+    tensors = state_dict(names.discriminator_variables(discriminator))
+    gen = artifacts.load_generator(model_dir) if generator else None
+    gen_tensors = state_dict(names.generator_variables(gen)) if gen is not None else {}
+    _check_room(output, tensors, gen_tensors, files=(vocab,))
+    written = _save(output, tensors, hf_config(discriminator.config, "ElectraForPreTraining"))
     if vocab and os.path.exists(vocab):  # for transformers' ElectraTokenizer
-        shutil.copyfile(vocab, os.path.join(output, artifacts.VOCAB))
-        written.append(os.path.join(output, artifacts.VOCAB))
-    if generator:
-        gen = artifacts.load_generator(model_dir)
+        written.append(artifacts.copy_vocab_file(vocab, output))
+    if gen is not None:
         for warning in export_warnings(gen.config, "ElectraForMaskedLM"):
             logging.warning("%s: %s", model_dir, warning)
-        written += _save(os.path.join(output, "generator"),
-                         state_dict(names.generator_variables(gen)),
+        written += _save(os.path.join(output, "generator"), gen_tensors,
                          hf_config(gen.config, "ElectraForMaskedLM"))
     return written
 
@@ -615,11 +624,11 @@ def export_finetuned(model_dir: str, output: str) -> list[str]:
     if record.head in ("classification", "regression"):
         config["problem_type"] = ("regression" if record.head == "regression"
                                   else "single_label_classification")
-    written = _save(output, tensors, config)
     vocab = artifacts.finetuned_vocab(record)
+    _check_room(output, tensors, files=(vocab,))
+    written = _save(output, tensors, config)
     if vocab and os.path.exists(vocab):
-        shutil.copyfile(vocab, os.path.join(output, artifacts.VOCAB))
-        written.append(os.path.join(output, artifacts.VOCAB))
+        written.append(artifacts.copy_vocab_file(vocab, output))
     tokenizer = {"tokenizer_class": "ElectraTokenizer", "do_lower_case": record.do_lower_case,
                  "strip_accents": None, "tokenize_chinese_chars": True,
                  "model_max_length": record.max_seq_length, "unk_token": "[UNK]",
