@@ -368,7 +368,8 @@ def check_task_head(model_dir: str, hf_config: dict, weights: dict, kind: str) -
         if problem not in _PROBLEM_TYPES:
             raise core.ConversionError(f"{path}: problem_type {problem!r} is not one of "
                                        f"{', '.join(map(str, _PROBLEM_TYPES[1:]))}")
-        if (problem == "regression") != (width == 1):
+        if (problem == "regression" and width != 1) or \
+                (problem == "single_label_classification" and width == 1):
             raise core.ConversionError(
                 f"{path}: problem_type {problem} with {width} output(s): electra_tf's "
                 "regression head predicts one number and its classifier two or more labels")

@@ -57,6 +57,25 @@ def test_multi_label_classification_is_refused_but_its_encoder_converts(h, tmp_p
     assert report["kind"] == "model"
 
 
+@pytest.mark.parametrize("num_labels,problem_type,converts", [
+    (1, None, "regression"),  # transformers' default for one label
+    (1, "regression", "regression"),
+    (2, None, "classification"),
+    (2, "regression", False),  # two regression targets: electra_tf's head predicts one
+    (1, "single_label_classification", False),  # a softmax over one label
+    (2, "ordinal", False),
+])
+def test_problem_type_must_be_one_electra_tf_computes(h, tmp_path, num_labels, problem_type,
+                                                     converts):
+    folder = _folder(h, tmp_path, num_labels=num_labels)
+    _edit_config(folder, problem_type=problem_type)
+    if not converts:
+        _refused(folder, tmp_path / "out", "problem_type")
+        return
+    hf.import_model(folder, str(tmp_path / "out"))
+    assert artifacts.read_finetuning_config(str(tmp_path / "out")).head == converts
+
+
 @pytest.mark.parametrize("id2label,match", [
     ({"0": "a", "1": "b", "2": "c"}, "3 names.*2 outputs"),
     ({"0": "a", "5": "b"}, "ids 0, 5"),
