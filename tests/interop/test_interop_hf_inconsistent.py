@@ -11,7 +11,7 @@ import pytest
 from helpers import error_line, run_module
 
 from electra_tf import artifacts
-from electra_tf.errors import BAD_INPUT, ConfigError
+from electra_tf.errors import BAD_INPUT
 from electra_tf.interop import hf
 
 torch = pytest.importorskip("torch")
@@ -160,14 +160,3 @@ def test_labels_holding_commas_survive_import_and_export(h, tmp_path, cls, label
     back = transformers.AutoConfig.from_pretrained(tmp_path / "back")
     assert [back.id2label[i] for i in range(len(labels))] == labels
 
-
-def test_label_names_flag_takes_a_json_list():
-    from electra_tf.config import FinetuningConfig
-    from electra_tf.finetuning.registry import task_from_config
-
-    config = FinetuningConfig(task_name="classification", label_names='["a,b", " c"]')
-    assert task_from_config(config).label_names == ("a,b", " c")
-    config = FinetuningConfig(task_name="classification", label_names="a, b")
-    assert task_from_config(config).label_names == ("a", "b")
-    with pytest.raises(ConfigError, match="JSON list"):
-        task_from_config(FinetuningConfig(task_name="classification", label_names='["a", 1]'))
