@@ -40,13 +40,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import shutil
 from typing import Any
 
 from electra_tf.config import EncoderConfig, PretrainingConfig, model_size_of
 from electra_tf.errors import ConfigError, InputError
-from electra_tf.fileio import atomic_write, atomic_write_json
+from electra_tf.fileio import atomic_write, atomic_write_json, check_free_space
 
 FORMAT_VERSION = 1
 
@@ -96,8 +97,33 @@ def read_json(path: str) -> dict:
 
 
 def save_weights(model, path: str) -> None:
-    """model.save_weights, atomically (Keras wants the .weights.h5 ending)."""
+    """model.save_weights, atomically (Keras wants the .weights.h5 ending).
+
+    Raises:
+      OSError(ENOSPC) before h5py writes, where the disk has no room for the file
+      (`weights_file_bytes`): h5py crashes the process on a full disk.
+    """
+    check_free_space(path, weights_file_bytes(model))
     atomic_write(path, model.save_weights, suffix=".weights.h5")
+
+
+# Per variable of a .weights.h5, its name, object header and group entry: about
+# 2.3 KiB measured (h5py 3.16); a fixed 64 KiB more for the file's own.
+_H5_BYTES_PER_VARIABLE, _H5_BYTES = 4096, 65536
+
+
+def weights_file_bytes(model) -> int:
+    """An upper bound on the size of the file model.save_weights writes."""
+    def itemsize(dtype) -> int:
+        import numpy as np
+
+        try:
+            return np.dtype(dtype).itemsize
+        except TypeError:  # bfloat16, which numpy lacks
+            return 2
+
+    return _H5_BYTES + sum(math.prod(w.shape) * itemsize(w.dtype) + _H5_BYTES_PER_VARIABLE
+                           for w in model.weights)
 
 
 def load_weights(model, path: str) -> None:

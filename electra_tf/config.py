@@ -590,8 +590,9 @@ class FinetuningConfig:
         "", "classification: the column of the second text of a pair; empty: single texts")
     label_column: str = _field("label", "classification: the column of the label or target")
     label_names: str = _field(
-        "", "classification, tagging (ner, chunking): the labels, comma-separated, in logit "
-        "order; empty: the sorted labels of the train split")
+        "", "classification, tagging (ner, chunking): the labels, comma-separated (or a JSON "
+        "list, for names holding commas), in logit order; empty: the sorted labels of the "
+        "train split")
     regression: bool = _field(False, "classification: a float target (Pearson, Spearman)")
 
     def resolved_learning_rate(self, size: str) -> float:

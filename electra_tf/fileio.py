@@ -9,9 +9,11 @@ of the temporary file, so other users (a TF Serving process) can read it.
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -106,6 +108,47 @@ def atomic_write(path: str, write: Callable[[str], None], suffix: str = "") -> N
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def check_free_space(path: str, nbytes: int) -> None:
+    """Refuses a write of about `nbytes` to `path` that its file system has no room for.
+
+    Some writers do not fail cleanly on a full disk: h5py (Keras' .weights.h5)
+    crashes the process in File.close (exit 139) after its OSError, so such a
+    write asks first. Another writer filling the disk during the write is not
+    covered. Local paths only (a gs:// path is left to its file system).
+
+    Raises:
+      OSError(ENOSPC) naming `path`, the size needed and the space free
+      (cli.run_cli prints it as one line, exit status 1).
+    """
+    if "://" in path:
+        return
+    probe = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    free = shutil.disk_usage(probe).free
+    if free < nbytes:
+        raise OSError(errno.ENOSPC, f"No space left on device: writing it needs about "
+                      f"{_size(nbytes)}, {_size(free)} free", path)
+
+
+def _size(nbytes: int) -> str:
+    for unit in ("KiB", "MiB", "GiB"):
+        nbytes /= 1024
+        if nbytes < 1024 or unit == "GiB":
+            return f"{nbytes:.1f} {unit}"
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Writes `data` to `path` atomically, asking for the room first (`check_free_space`)."""
+    check_free_space(path, len(data))
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            f.write(data)
+
+    atomic_write(path, write)
 
 
 def current_umask() -> int:

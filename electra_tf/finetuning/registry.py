@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import json
+
 from electra_tf.config import FinetuningConfig
 from electra_tf.errors import ConfigError
 
@@ -87,18 +89,38 @@ def task_from_config(config: FinetuningConfig):
 
 
 def _label_names(value: str) -> tuple[str, ...] | None:
-    """--label_names "a,b,c" -> ("a", "b", "c"); "" -> None (learned from train).
+    """--label_names "a,b,c" -> ("a", "b", "c"); '["a,b", "c"]' (a JSON list, for names
+    holding commas) -> ("a,b", "c"); "" -> None (learned from train).
 
     Raises:
-      ConfigError: an empty or repeated name.
+      ConfigError: an empty or repeated name, or a "[" that does not open a JSON list
+        of strings.
     """
     if not value.strip():
         return None
-    names = tuple(n.strip() for n in value.split(","))
+    if value.strip().startswith("["):
+        try:
+            names = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"--label_names {value!r} opens with [ but is not a JSON list "
+                              f"({e})") from None
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ConfigError(f"--label_names {value!r}: expected a JSON list of strings")
+        names = tuple(names)
+    else:
+        names = tuple(n.strip() for n in value.split(","))
     if not all(names) or len(set(names)) != len(names):
         raise ConfigError(f"--label_names must be distinct non-empty names separated by "
-                          f"commas, got {value!r}")
+                          f"commas (or a JSON list of them), got {value!r}")
     return names
+
+
+def format_label_names(names) -> str:
+    """The --label_names value `_label_names` reads back as `names`: comma-separated, or
+    a JSON list where a name holds a comma, starts with [ or has spaces at its ends."""
+    if any("," in n or n.startswith("[") or n != n.strip() for n in names):
+        return json.dumps(list(names), ensure_ascii=False)
+    return ",".join(names)
 
 
 def squad_null_options(finetuning: dict) -> dict:

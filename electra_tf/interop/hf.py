@@ -42,15 +42,15 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
-import shutil
 
 import numpy as np
 from absl import logging
 
 from electra_tf import artifacts
 from electra_tf.config import EncoderConfig
-from electra_tf.fileio import atomic_write_json, atomic_write_text
+from electra_tf.fileio import atomic_write_json, atomic_write_text, check_free_space, write_bytes
 from electra_tf.interop import core, names
 
 _ACT_FROM_HF = {"gelu": "gelu", "gelu_new": "gelu_approximate", "gelu_fast": "gelu_approximate",
@@ -63,13 +63,31 @@ _ENCODER_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_la
 
 
 # === Reading ===
+def _read_json(path: str) -> dict:
+    """A JSON object file of a transformers folder.
+
+    Raises:
+      ConversionError: not JSON, or JSON that is not an object (a damaged download).
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise core.ConversionError(f"{path}: not a valid JSON file ({e})") from None
+    except OSError as e:  # a folder of that name, no permission
+        raise core.ConversionError(f"{path}: cannot read it ({e.strerror or e})") from None
+    if not isinstance(value, dict):
+        raise core.ConversionError(f"{path}: expected a JSON object, got a "
+                                   f"{type(value).__name__}")
+    return value
+
+
 def read_config(model_dir: str) -> tuple[dict, EncoderConfig]:
     path = os.path.join(model_dir, "config.json")
     if not os.path.exists(path):
         raise core.ConversionError(f"{path} not found (a transformers model folder holds "
                                    "config.json and model.safetensors)")
-    with open(path) as f:
-        hf = json.load(f)
+    hf = _read_json(path)
     if hf.get("model_type", "electra") != "electra":
         raise core.ConversionError(f"{path}: model_type {hf.get('model_type')!r} is not electra")
     if hf.get("position_embedding_type", "absolute") != "absolute":
@@ -91,16 +109,22 @@ def read_weights(model_dir: str) -> dict[str, np.ndarray]:
     index = os.path.join(model_dir, "model.safetensors.index.json")
     if os.path.exists(single) or os.path.exists(index):
         load_file = _safetensors().load_file
+        from safetensors import SafetensorError
 
         files = [single]
         if not os.path.exists(single):
-            with open(index) as f:
-                files = sorted({os.path.join(model_dir, v)
-                                for v in json.load(f)["weight_map"].values()})
+            weight_map = _read_json(index).get("weight_map")
+            if not isinstance(weight_map, dict) or not weight_map:
+                raise core.ConversionError(f"{index}: no weight_map of tensor -> file")
+            files = sorted({os.path.join(model_dir, str(v)) for v in weight_map.values()})
         weights = {}
         for path in files:
             try:
                 weights.update(load_file(path))
+            except (SafetensorError, OSError) as e:  # truncated, damaged, missing
+                raise core.ConversionError(
+                    f"{path}: not a readable safetensors file ({e}); a damaged or "
+                    "incomplete download?") from None
             except (TypeError, ValueError) as e:  # e.g. bfloat16, which numpy lacks
                 raise core.ConversionError(f"{path}: {e}; save the model in float32") from None
     else:
@@ -112,8 +136,12 @@ def read_weights(model_dir: str) -> dict[str, np.ndarray]:
         except ImportError:
             raise core.ConversionError(f"{path} needs torch to read; install electra_tf[interop] "
                                        "or convert it to model.safetensors") from None
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        weights = {k: v.float().numpy() for k, v in state.items()}
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            weights = {k: v.float().numpy() for k, v in state.items()}
+        except (RuntimeError, EOFError, ValueError, AttributeError, pickle.UnpicklingError) as e:
+            raise core.ConversionError(f"{path}: not a readable PyTorch state dict ({e}); a "
+                                       "damaged or incomplete download?") from None
     return {k: np.asarray(v, dtype=np.float32) if v.dtype.kind == "f" else v
             for k, v in weights.items()}
 
@@ -135,13 +163,11 @@ def read_tokenizer(model_dir: str, output: str, vocab_file: str = "") -> tuple[s
     config_path = os.path.join(model_dir, "tokenizer_config.json")
     tokenizer_json = os.path.join(model_dir, "tokenizer.json")
     if os.path.exists(config_path):
-        with open(config_path, encoding="utf-8") as f:
-            values = json.load(f)
+        values = _read_json(config_path)
         lower, strip = values.get("do_lower_case"), values.get("strip_accents")
     normalizer = {}
     if os.path.exists(tokenizer_json):
-        with open(tokenizer_json, encoding="utf-8") as f:
-            tok = json.load(f)
+        tok = _read_json(tokenizer_json)
         normalizer = tok.get("normalizer") or {}
         if normalizer.get("type") == "BertNormalizer":
             lower = normalizer.get("lowercase", True) if lower is None else lower
@@ -207,14 +233,22 @@ def import_model(model_dir: str, output: str, model_size: str = "",
     from electra_tf.modeling.models import ElectraGenerator, build_discriminator
 
     hf_config, config = read_config(model_dir)
+    if max_seq_length < 0 or max_seq_length > config.max_position_embeddings:
+        raise core.ConversionError(
+            f"--max_seq_length={max_seq_length}: the model has "
+            f"{config.max_position_embeddings} positions (max_position_embeddings in "
+            f"{os.path.join(model_dir, 'config.json')}); give at most that")
     weights = read_weights(model_dir)
     kind = detect_kind(weights)
     if kind == "sequence_classification" and drop_task_head:
         kind = "model"
+    check_finite({k: v for k, v in weights.items()
+                  if not (drop_task_head and k.startswith("classifier."))}, model_dir)
     if kind != "masked_lm":  # a generator is a fraction of the size it goes with
         core.check_model_size(config, model_size, {})
     task_model = kind in TASK_KINDS
-    if task_model:  # before any weight is written: a folder it cannot describe is refused
+    if task_model:  # before any file is written: a folder it cannot describe is refused
+        check_task_head(model_dir, hf_config, weights, kind)
         vocab, lower = read_tokenizer(model_dir, output, vocab_file)
     scope = "generator" if kind == "masked_lm" else "electra"
     skipped, converted = [], {}
@@ -283,15 +317,91 @@ def import_model(model_dir: str, output: str, model_size: str = "",
     return report
 
 
+def check_finite(weights: dict[str, np.ndarray], model_dir: str) -> None:
+    """Raises ConversionError naming the first tensor that holds a NaN or an infinity."""
+    for key in sorted(weights):
+        value = weights[key]
+        if value.dtype.kind != "f":
+            continue
+        bad = int(value.size - np.count_nonzero(np.isfinite(value)))
+        if bad:
+            raise core.ConversionError(
+                f"{model_dir}: {key} holds {bad} NaN or infinite value(s) of {value.size}: "
+                "a damaged model (a diverged training run?); only finite weights convert")
+
+
+# The weight whose rows are a task head's outputs (its labels).
+_HEAD_ROWS = {"token_classification": "classifier.weight",
+              "question_answering": "qa_outputs.weight",
+              "sequence_classification": "classifier.out_proj.weight"}
+_PROBLEM_TYPES = (None, "single_label_classification", "regression")
+
+
+def check_task_head(model_dir: str, hf_config: dict, weights: dict, kind: str) -> None:
+    """Refuses a task model whose config.json does not describe its head.
+
+    The head's outputs must be one or more; a sequence classifier's problem_type one
+    electra_tf computes (single-label softmax over two or more labels, or a one-output
+    regression: a sigmoid per label, multi_label_classification, is not); id2label,
+    where given, must name exactly the head's outputs, ids 0 to N-1.
+
+    Raises:
+      ConversionError naming config.json and what disagrees.
+    """
+    path = os.path.join(model_dir, "config.json")
+    key = _HEAD_ROWS[kind]
+    if key not in weights:
+        raise core.ConversionError(f"{model_dir}: a {kind.replace('_', ' ')} model without "
+                                   f"{key}: an incomplete checkpoint")
+    width = int(weights[key].shape[0])
+    if width == 0:
+        raise core.ConversionError(f"{path}: the head has no outputs ({key} has shape "
+                                   f"{tuple(weights[key].shape)}; num_labels "
+                                   f"{hf_config.get('num_labels', 0)}): it predicts nothing")
+    if kind == "sequence_classification":
+        problem = hf_config.get("problem_type")
+        if problem == "multi_label_classification":
+            raise core.ConversionError(
+                f"{path}: problem_type multi_label_classification (a sigmoid per label, any "
+                "number of labels at once) is not supported: electra_tf's classifier picks "
+                "one label by softmax; --drop_task_head converts the encoder alone")
+        if problem not in _PROBLEM_TYPES:
+            raise core.ConversionError(f"{path}: problem_type {problem!r} is not one of "
+                                       f"{', '.join(map(str, _PROBLEM_TYPES[1:]))}")
+        if (problem == "regression" and width != 1) or \
+                (problem == "single_label_classification" and width == 1):
+            raise core.ConversionError(
+                f"{path}: problem_type {problem} with {width} output(s): electra_tf's "
+                "regression head predicts one number and its classifier two or more labels")
+    if kind != "question_answering" and width > 1:
+        _labels(hf_config, width, path)
+
+
 _BIO_TAG = re.compile(r"^(O|[BIES]-\S+)$")
 
 
-def _labels(hf_config: dict, width: int) -> list[str]:
-    """id2label in id order (transformers writes LABEL_i when none was given)."""
-    id2label = {int(k): str(v) for k, v in (hf_config.get("id2label") or {}).items()}
-    if sorted(id2label) != list(range(width)):
+def _labels(hf_config: dict, width: int, path: str = "config.json") -> list[str]:
+    """id2label in id order; LABEL_i where config.json has none (transformers' default).
+
+    Raises:
+      ConversionError: an id2label that does not name ids 0 to width - 1.
+    """
+    id2label = hf_config.get("id2label")
+    if not id2label:
         return [f"LABEL_{i}" for i in range(width)]
-    return [id2label[i] for i in range(width)]
+    if not isinstance(id2label, dict):
+        raise core.ConversionError(f"{path}: id2label must map ids to names, got {id2label!r}")
+    ids = [str(k) for k in id2label]
+    try:
+        names = {int(k): str(v) for k, v in id2label.items()}
+    except ValueError:
+        names = {}
+    if len(ids) != width or sorted(names) != list(range(width)):
+        raise core.ConversionError(
+            f"{path}: id2label's {len(ids)} names (ids {', '.join(ids)}) do not match the "
+            f"head's {width} outputs (ids 0 to {width - 1}): config.json does not describe "
+            "this model's head")
+    return [names[i] for i in range(width)]
 
 
 def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab: str,
@@ -310,7 +420,7 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
     """
     from electra_tf.config import FinetuneRun, FinetuningConfig, model_size_of
     from electra_tf.errors import ConfigError
-    from electra_tf.finetuning.registry import task_from_config
+    from electra_tf.finetuning.registry import format_label_names, task_from_config
 
     head = model.head
     width = 1 if head.kind == "regression" else head.num_labels
@@ -329,7 +439,7 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
     if head.kind == "regression" and task_name == "classification":
         options["regression"] = True
     if labels and task_name in ("classification", "tagging", "ner", "chunking"):
-        options["label_names"] = ",".join(labels)
+        options["label_names"] = format_label_names(labels)
     if task_name in ("ner", "chunking") and any(t[:2] in ("E-", "S-") for t in labels):
         options["tagging_scheme"] = "BIOES"
     try:
@@ -399,12 +509,22 @@ def _safetensors():
     return safetensors_numpy
 
 
-def _save(output: str, tensors: dict, config: dict) -> list[str]:
-    save_file = _safetensors().save_file
+def _check_room(output: str, *tensors: dict, files: tuple[str, ...] = ()) -> None:
+    """Refuses (OSError ENOSPC) an export whose files the disk has no room for, before
+    any of them is written: each safetensors file holds its tensors' bytes and a
+    header, then `files` are copied (the vocabulary) and a few small JSON files."""
+    need = sum(v.nbytes + 256 for group in tensors for v in group.values())
+    need += sum(os.path.getsize(f) for f in files if f and os.path.isfile(f)) + 65536
+    check_free_space(os.path.join(output, "model.safetensors"), need)
 
-    os.makedirs(output, exist_ok=True)
+
+def _save(output: str, tensors: dict, config: dict) -> list[str]:
+    """model.safetensors and config.json, each atomically: serialized in memory and
+    written by Python, so a full disk is an OSError (safetensors' own writer raises
+    SafetensorError and leaves the file it truncated)."""
+    data = _safetensors().save(tensors, metadata={"format": "pt"})
     weights = os.path.join(output, "model.safetensors")
-    save_file(tensors, weights, metadata={"format": "pt"})
+    write_bytes(weights, data)
     atomic_write_json(os.path.join(output, "config.json"), config)  # transformers' format
     return [os.path.join(output, "config.json"), weights]
 
@@ -429,17 +549,17 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
                                        "generator (--generator is for pre-training folders)")
         return export_finetuned(model_dir, output)
     discriminator, vocab = artifacts.load_discriminator(model_dir)
-    written = _save(output, state_dict(names.discriminator_variables(discriminator)),
-                    hf_config(discriminator.config, "ElectraForPreTraining"))
+    tensors = state_dict(names.discriminator_variables(discriminator))
+    gen = artifacts.load_generator(model_dir) if generator else None
+    gen_tensors = state_dict(names.generator_variables(gen)) if gen is not None else {}
+    _check_room(output, tensors, gen_tensors, files=(vocab,))
+    written = _save(output, tensors, hf_config(discriminator.config, "ElectraForPreTraining"))
     if vocab and os.path.exists(vocab):  # for transformers' ElectraTokenizer
-        shutil.copyfile(vocab, os.path.join(output, artifacts.VOCAB))
-        written.append(os.path.join(output, artifacts.VOCAB))
-    if generator:
-        gen = artifacts.load_generator(model_dir)
+        written.append(artifacts.copy_vocab_file(vocab, output))
+    if gen is not None:
         for warning in export_warnings(gen.config, "ElectraForMaskedLM"):
             logging.warning("%s: %s", model_dir, warning)
-        written += _save(os.path.join(output, "generator"),
-                         state_dict(names.generator_variables(gen)),
+        written += _save(os.path.join(output, "generator"), gen_tensors,
                          hf_config(gen.config, "ElectraForMaskedLM"))
     return written
 
@@ -505,11 +625,11 @@ def export_finetuned(model_dir: str, output: str) -> list[str]:
     if record.head in ("classification", "regression"):
         config["problem_type"] = ("regression" if record.head == "regression"
                                   else "single_label_classification")
-    written = _save(output, tensors, config)
     vocab = artifacts.finetuned_vocab(record)
+    _check_room(output, tensors, files=(vocab,))
+    written = _save(output, tensors, config)
     if vocab and os.path.exists(vocab):
-        shutil.copyfile(vocab, os.path.join(output, artifacts.VOCAB))
-        written.append(os.path.join(output, artifacts.VOCAB))
+        written.append(artifacts.copy_vocab_file(vocab, output))
     tokenizer = {"tokenizer_class": "ElectraTokenizer", "do_lower_case": record.do_lower_case,
                  "strip_accents": None, "tokenize_chinese_chars": True,
                  "model_max_length": record.max_seq_length, "unk_token": "[UNK]",

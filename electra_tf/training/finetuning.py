@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shlex
 import time
 
 import keras
@@ -46,6 +47,7 @@ from electra_tf.config import FinetuneRun, FinetuningConfig, model_size_of
 from electra_tf.errors import ConfigError, InputError
 from electra_tf.fileio import FolderLock, check_output_folder
 from electra_tf.finetuning import base
+from electra_tf.finetuning.registry import format_label_names
 from electra_tf.modeling.finetuning import FinetuningModel
 from electra_tf.optimization import build_optimizer
 from electra_tf.training.checkpoints import checkpoint_step, model_variables, read_model_arrays
@@ -266,7 +268,7 @@ def check_recorded_labels(task, model_dir: str) -> None:
     if recorded.get("task") == task.name and names != list(task.label_names):
         raise ConfigError(f"{model_dir} holds checkpoints trained with the labels {names}, "
                           f"but this run has {list(task.label_names)}; give --label_names="
-                          f"{','.join(names)} or another --model_dir")
+                          f"{shlex.quote(format_label_names(names))} or another --model_dir")
 
 
 class FinetuningLoop:

@@ -1,0 +1,36 @@
+"""--label_names: comma-separated, or a JSON list for names that hold commas; and the
+hints that print it give a value that reads back as the same labels."""
+
+import pytest
+
+from electra_tf import artifacts
+from electra_tf.config import FinetuningConfig
+from electra_tf.errors import ConfigError
+from electra_tf.finetuning.classification import ClassificationTask
+from electra_tf.finetuning.registry import format_label_names, task_from_config
+
+
+def test_label_names_flag_takes_a_json_list():
+    config = FinetuningConfig(task_name="classification", label_names='["a,b", " c"]')
+    assert task_from_config(config).label_names == ("a,b", " c")
+    config = FinetuningConfig(task_name="classification", label_names="a, b")
+    assert task_from_config(config).label_names == ("a", "b")
+    with pytest.raises(ConfigError, match="JSON list"):
+        task_from_config(FinetuningConfig(task_name="classification", label_names='["a", 1]'))
+    for names in (["a,b", "c"], ["[x", "y"], ["neg", "pos"]):
+        value = format_label_names(names)
+        config = FinetuningConfig(task_name="classification", label_names=value)
+        assert list(task_from_config(config).label_names) == names, value
+    assert format_label_names(["neg", "pos"]) == "neg,pos"
+
+
+def test_the_resume_hint_gives_labels_holding_commas_as_a_json_list(tmp_path):
+    from electra_tf.training.finetuning import check_recorded_labels
+
+    artifacts.write_json(str(tmp_path / artifacts.FINETUNING_CONFIG),
+                         {"task": "classification", "label_names": ["a,b", "c"]})
+    (tmp_path / artifacts.CHECKPOINTS).mkdir()
+    (tmp_path / artifacts.CHECKPOINTS / "ckpt-1.index").write_text("")
+    task = ClassificationTask(label_names=("c", "a,b"))
+    with pytest.raises(ConfigError, match=r"""give --label_names='\["a,b", "c"\]' or"""):
+        check_recorded_labels(task, str(tmp_path))

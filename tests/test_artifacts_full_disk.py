@@ -1,0 +1,132 @@
+"""A full disk while weights are written: one line and status 1, never a crash in h5py's
+File.close (exit 139) or a SafetensorError traceback, and the file already there whole.
+
+The in-process tests fake the free space; the others fill a real tmpfs (root only,
+skipped elsewhere) and run the write in a child process, which is what crashed.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+import textwrap
+
+import keras
+import pytest
+from helpers import (
+    error_line,
+    run_module,
+    run_python,
+    tiny_encoder_config,
+    tiny_vocab_tokens,
+    write_pretrained_dir,
+    write_vocab,
+)
+
+from electra_tf import artifacts, fileio
+from electra_tf.modeling import build_discriminator
+
+TINY = tiny_encoder_config(40, num_hidden_layers=1)
+
+
+def _discriminator(seed: int):
+    keras.utils.set_random_seed(seed)
+    return build_discriminator(TINY)
+
+
+def _no_space(monkeypatch, free: int = 1024):
+    usage = shutil.disk_usage("/")
+    monkeypatch.setattr(fileio.shutil, "disk_usage",
+                        lambda path: usage._replace(free=free))
+
+
+def test_weights_that_would_not_fit_are_refused_before_h5py_writes(tmp_path, monkeypatch):
+    artifacts.save_discriminator(str(tmp_path), _discriminator(0))
+    path = tmp_path / artifacts.DISCRIMINATOR_WEIGHTS
+    before = path.read_bytes()
+    _no_space(monkeypatch)
+    with pytest.raises(OSError) as raised:
+        artifacts.save_discriminator(str(tmp_path), _discriminator(1))
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(path)
+    assert "No space left on device" in str(raised.value) and "KiB free" in str(raised.value)
+    assert path.read_bytes() == before
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]
+
+
+@pytest.fixture
+def small_mount(tmp_path):
+    """mount(size) -> a fresh tmpfs folder (root only; skipped elsewhere)."""
+    mounted = []
+
+    def mount(size: str):
+        folder = tmp_path / f"mnt{len(mounted)}"
+        folder.mkdir()
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                          capture_output=True).returncode:
+            pytest.skip("mounting a tmpfs needs root")
+        mounted.append(folder)
+        return folder
+
+    yield mount
+    for folder in mounted:
+        subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+def _fill(folder, leave: int) -> None:
+    """Fills the file system of `folder` up to `leave` bytes free."""
+    free = shutil.disk_usage(folder).free
+    with open(folder / "filler", "wb") as f:
+        f.write(b"\0" * max(0, free - leave))
+
+
+_SAVE = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, "tests")
+    from electra_tf import cli
+
+    def main():
+        import keras
+        from helpers import tiny_encoder_config
+        from electra_tf import artifacts
+        from electra_tf.modeling import build_discriminator
+
+        keras.utils.set_random_seed(int(sys.argv[2]))
+        config = tiny_encoder_config(3000, num_hidden_layers=1)
+        artifacts.save_discriminator(sys.argv[1], build_discriminator(config))
+
+    cli.run_cli(main)
+""")
+
+
+def test_a_full_disk_at_the_final_weights_is_one_line(small_mount):
+    folder = small_mount("1m")
+    assert run_python(["-c", _SAVE, str(folder), "0"]).returncode == 0
+    path = folder / artifacts.DISCRIMINATOR_WEIGHTS
+    before = path.read_bytes()
+    _fill(folder, leave=len(before) // 2)
+    proc = run_python(["-c", _SAVE, str(folder), "1"])
+    error_line(proc, f"{path}: No space left on device",
+               "the files written before are whole", returncode=1)
+    assert path.read_bytes() == before
+    assert not [p for p in os.listdir(folder) if p.startswith(".tmp-")]
+
+
+def test_convert_to_hf_on_a_full_disk_is_one_line(small_mount, tmp_path):
+    pytest.importorskip("safetensors")
+    vocab = write_vocab(tmp_path / "vocab.txt", tiny_vocab_tokens())
+    model_dir = write_pretrained_dir(tmp_path / "model", vocab)
+    folder = small_mount("1m")
+    out = folder / "hf"
+    proc = run_module("electra_tf.convert", "--to=hf", f"--model_dir={model_dir}",
+                      f"--output={out}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    before = {p: (out / p).read_bytes() for p in os.listdir(out)}
+    _fill(folder, leave=len(before["model.safetensors"]) // 2)
+    write_pretrained_dir(tmp_path / "model", vocab, seed=1)
+    proc = run_module("electra_tf.convert", "--to=hf", f"--model_dir={model_dir}",
+                      f"--output={out}")
+    error_line(proc, f"{out / 'model.safetensors'}: No space left on device",
+               "the files written before are whole", returncode=1)
+    assert {p: (out / p).read_bytes() for p in os.listdir(out)} == before
