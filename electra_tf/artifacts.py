@@ -205,10 +205,20 @@ def keep_vocab(folder: str, vocab_file: str) -> dict:
         tokens = load_vocab(vocab_file)
     except VocabError:  # not readable here: recorded by path only
         return {}
-    target = os.path.join(folder, VOCAB)
+    target, fingerprint = os.path.join(folder, VOCAB), _fingerprint(tokens)
     if os.path.abspath(vocab_file) != os.path.abspath(target):
+        if os.path.isfile(target):  # never overwrite a file electra_tf did not write there
+            try:
+                there = _fingerprint(load_vocab(target))
+            except VocabError:
+                there = ""
+            if there != fingerprint and (not there or there != _vocab_record(folder)[0]):
+                raise ConfigError(f"{target} exists and holds other tokens than {vocab_file}, "
+                                  f"and {folder} does not record it as its vocabulary; the "
+                                  f"folder keeps its vocabulary there: move that file away "
+                                  "or use another folder")
         atomic_write_text(target, "\n".join(tokens) + "\n")
-    return {"vocab_sha256": _fingerprint(tokens)}
+    return {"vocab_sha256": fingerprint}
 
 
 def _vocab_record(folder: str) -> tuple[str, str, str, str]:
@@ -246,6 +256,8 @@ def folder_vocab(folder: str) -> str:
       VocabError: the recorded file is missing or not a vocabulary.
       InputError: an older fine-tuning folder whose init checkpoint is gone.
     """
+    if not folder:
+        return ""
     want, vocab, config, init = _vocab_record(folder)
     if init:
         init_folder = model_folder(init)
@@ -658,8 +670,12 @@ def load_finetuned(model_dir: str):
 
 
 def finetuned_vocab(record: FinetunedRecord) -> str:
-    """The vocab a fine-tuned model was trained with (`folder_vocab` of its folder)."""
-    return folder_vocab(record.model_dir)
+    """The vocab a fine-tuned model was trained with (`folder_vocab` of its folder; a
+    record not read from a folder: its run's vocab_file, else its init checkpoint's)."""
+    if record.model_dir:
+        return folder_vocab(record.model_dir)
+    init = record.run.get("init_checkpoint", "")
+    return record.run.get("vocab_file", "") or (folder_vocab(model_folder(init)) if init else "")
 
 
 def read_results(model_dir: str) -> dict:

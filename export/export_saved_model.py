@@ -6,7 +6,10 @@
 --checkpoint is a fine-tuning model_dir (finetuned.weights.h5 +
 finetuning_config.json) for token_classification, sequence_classification and
 squad, or a pre-training model_dir (discriminator.weights.h5 +
-discriminator_config.json) for rtd. The export goes to MODEL_BASE/NAME/N/
+discriminator_config.json) for rtd. The vocabulary is the folder's own vocab.txt
+(older folders: the path they record), checked by the fingerprint the folder
+records (artifacts.folder_vocab); --vocab_file must hold the same tokens, and
+no vocabulary may hold more tokens than the embedding table has rows. The export goes to MODEL_BASE/NAME/N/
 (N: --version, or one more than the highest existing version), written under a
 temporary dot-name in MODEL_BASE/NAME (which TF Serving ignores) and renamed
 into place; an existing version is never overwritten. Temporary dirs that a
@@ -54,7 +57,8 @@ def define_flags():
     flags.DEFINE_string("model_name", None, "Model name: the export goes to MODEL_BASE/NAME/N.")
     flags.DEFINE_integer("version", None, "Version N (default: highest existing + 1, or 1).")
     flags.DEFINE_bool("ids_only", False, "Export only the ids signature (no TF-Text ops).")
-    flags.DEFINE_string("vocab_file", "", "Override the vocab recorded with the checkpoint.")
+    flags.DEFINE_string("vocab_file", "", "The vocabulary (default: the checkpoint folder's "
+                        "vocab.txt); it must hold the tokens the folder records.")
     flags.DEFINE_integer("max_seq_length", 0,
                          "Sequence length (default: the fine-tuning run's; 128 for rtd).")
     flags.DEFINE_integer("max_query_length", 64, "squad: question pieces kept.")

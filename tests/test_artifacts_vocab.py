@@ -146,3 +146,22 @@ def test_resuming_pretraining_reads_the_folders_vocab(tiny_vocab, tmp_path):
                                          "--model_size=tiny")
     assert run.vocab_file == os.path.join(folder, artifacts.VOCAB)
     assert config.vocab_size == len(tiny_vocab_tokens())
+
+
+def test_a_vocab_txt_the_folder_does_not_record_is_never_overwritten(tiny_vocab, tmp_path):
+    """A model_dir that already holds someone's vocab.txt of other tokens (a data folder)."""
+    folder = tmp_path / "data_and_model"
+    folder.mkdir()
+    theirs = write_vocab(folder / artifacts.VOCAB, SPECIALS + ["mine", "only"])
+    before = open(theirs, encoding="utf-8").read()
+    with pytest.raises(ConfigError, match=r"exists and holds other tokens than .* does not "
+                                          r"record it as its vocabulary"):
+        write_pretrained_dir(folder, tiny_vocab)
+    assert open(theirs, encoding="utf-8").read() == before
+    # One the folder records (a fresh run over an older one of another vocabulary) is replaced.
+    other = write_vocab(tmp_path / "other.txt", SPECIALS + ["other", "words"])
+    fresh = write_pretrained_dir(tmp_path / "fresh", other, tiny_encoder_config(16))
+    write_pretrained_dir(fresh, tiny_vocab)
+    assert artifacts.folder_vocab(fresh) == os.path.join(fresh, artifacts.VOCAB)
+    assert artifacts.vocab_fingerprint(artifacts.folder_vocab(fresh)) == \
+        artifacts.vocab_fingerprint(tiny_vocab)
