@@ -218,6 +218,17 @@ def check_vocabulary(model_dir: str, vocab_file: str, rows: int) -> None:
             "rows: it is not this model's vocabulary")
 
 
+def keep_vocabulary(model_dir: str, output: str) -> str:
+    """Copies the folder's vocabulary into output/vocab.txt (vocab.txt, else tokenizer.json's
+    WordPiece tokens); returns the copy's path, or "" when the folder has none."""
+    copied = artifacts.copy_vocab(model_dir, output)
+    tokens = [] if copied else _tokenizer_json_tokens(model_dir)
+    if tokens:
+        copied = os.path.abspath(os.path.join(output, artifacts.VOCAB))
+        atomic_write_text(copied, "\n".join(tokens) + "\n")
+    return copied
+
+
 def detect_kind(weights: dict) -> str:
     """pretraining | masked_lm | token_classification | question_answering |
     sequence_classification | model."""
@@ -315,10 +326,10 @@ def import_model(model_dir: str, output: str, model_size: str = "",
     report.update(source=os.path.abspath(model_dir), format="hf", kind=kind, skipped=skipped,
                   mapping={n: targets[n].path for n in report["assigned"]})
     if kind == "masked_lm":
-        artifacts.copy_vocab(model_dir, output)
+        keep_vocabulary(model_dir, output)
         artifacts.save_generator(output, model, standalone=True)
     else:
-        vocab = vocab if task_model else artifacts.copy_vocab(model_dir, output)
+        vocab = vocab if task_model else keep_vocabulary(model_dir, output)
         artifacts.save_discriminator(output, model)
         artifacts.record_vocab(output, vocab)
     if finetuned is not None:

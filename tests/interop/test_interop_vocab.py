@@ -58,3 +58,27 @@ def test_tf1_takes_a_smaller_vocab_and_refuses_a_special_only_one(h, tmp_path):
     vocab.write_text("\n".join(SPECIALS + [f"w{i}" for i in range(10)]) + "\n")  # 15 < 40 rows
     tf1.import_checkpoint(prefix, "small", str(tmp_path / "out"), h.TINY_OVERRIDES)
     assert (tmp_path / "out" / "vocab.txt").read_text() == vocab.read_text()
+
+
+def test_hf_a_pretraining_folder_keeps_the_vocab_of_its_tokenizer_json(tiny_vocab, tmp_path):
+    """A transformers folder with tokenizer.json and no vocab.txt: the converted folder
+    carries the vocabulary too (a task model's always did), with its fingerprint."""
+    pytest.importorskip("safetensors")
+    from helpers import write_pretrained_dir
+
+    from electra_tf import artifacts
+    from electra_tf.text.vocab import load_vocab
+
+    pre = write_pretrained_dir(tmp_path / "pre", tiny_vocab)
+    hf.export_model(pre, str(tmp_path / "hf"))
+    os.remove(tmp_path / "hf" / "vocab.txt")
+    tokens = load_vocab(tiny_vocab)
+    (tmp_path / "hf" / "tokenizer.json").write_text(json.dumps(
+        {"model": {"type": "WordPiece", "vocab": {t: i for i, t in enumerate(tokens)}}}))
+    out = str(tmp_path / "out")
+    hf.import_model(str(tmp_path / "hf"), out)
+    assert os.path.isfile(os.path.join(out, artifacts.VOCAB))
+    vocab = artifacts.folder_vocab(out)
+    assert vocab == os.path.join(out, artifacts.VOCAB)
+    assert artifacts.vocab_fingerprint(vocab) == artifacts.recorded_vocab_fingerprint(out) \
+        == artifacts.vocab_fingerprint(tiny_vocab)
