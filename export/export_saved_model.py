@@ -6,14 +6,15 @@
 --checkpoint is a fine-tuning model_dir (finetuned.weights.h5 +
 finetuning_config.json) for token_classification, sequence_classification and
 squad, or a pre-training model_dir (discriminator.weights.h5 +
-discriminator_config.json) for rtd. The vocabulary is the folder's own vocab.txt
-(older folders: the path they record), checked by the fingerprint the folder
-records (artifacts.folder_vocab); --vocab_file must hold the same tokens, and
-no vocabulary may hold more tokens than the embedding table has rows. The export goes to MODEL_BASE/NAME/N/
-(N: --version, or one more than the highest existing version), written under a
-temporary dot-name in MODEL_BASE/NAME (which TF Serving ignores) and renamed
-into place; an existing version is never overwritten. Temporary dirs that a
-killed export left there are removed by the next export (clean_stale_tmp).
+discriminator_config.json) for rtd. The vocabulary is the folder's own
+vocab.txt (older folders: the path they record), checked by the fingerprint
+the folder records (artifacts.folder_vocab); --vocab_file must hold the same
+tokens, and no vocabulary may hold more tokens than the embedding table has
+rows. The export goes to MODEL_BASE/NAME/N/ (N: --version, or one more than
+the highest existing version), written under a temporary dot-name in
+MODEL_BASE/NAME (which TF Serving ignores) and renamed into place; an existing
+version is never overwritten. Temporary dirs that a killed export left there
+are removed by the next export (clean_stale_tmp).
 
 The SavedModel holds:
   serving_default  text signature (in-graph FastBertTokenizer; TF Serving 2.12+)

@@ -446,7 +446,8 @@ class FinetuningLoop:
                 run.model_dir, task=self.task, config=cfg, run=run, encoder=self.encoder_config,
                 model_size=self.size, max_seq_length=self.max_seq_length, epochs=self.epochs,
                 head_options=self.head_options, total_steps=total, layerwise_lr_decay=decay,
-                vocab_file=self.tokenizer.vocab_file, initialized_from="scratch" if run.from_scratch else run.init_checkpoint)
+                vocab_file=self.tokenizer.vocab_file,
+                initialized_from="scratch" if run.from_scratch else run.init_checkpoint)
         results = artifacts.read_results(run.model_dir)
         self._log(f"{self.task.name}: {len(train_feats)} train windows, {steps_per_epoch} "
                   f"steps/epoch x {self.epochs} epochs = {total} steps, lr "
