@@ -7,19 +7,23 @@ Three kinds of folder, each a set of files with fixed names:
     pretraining_config.json   {"pretraining": PretrainingConfig, "run": RunConfig
                                (at least vocab_file), "vocab_sha256" (of the token
                                list; absent in older files), ["converted_from": path]}
+    vocab.txt                 the vocabulary (`keep_vocab`; older folders only
+                              record its path): every reader checks it against
+                              vocab_sha256 (`folder_vocab`, `checked_vocab`)
     discriminator.weights.h5  the model users fine-tune (RTD head)
     discriminator_config.json its EncoderConfig
     generator.weights.h5      [+ generator_config.json for a stand-alone one]
     final_eval.json           {"step", metrics...}
     checkpoints/              the loop's checkpoints (training/checkpoints.py)
-    vocab.txt, conversion_report.json (converted folders only; an imported
+    conversion_report.json    (converted folders only; an imported
                               transformers task model is a fine-tuning folder too)
 - fine-tuning model_dir (`run_finetuning`):
     finetuning_config.json    {"finetuning", "run", "encoder", "task", "head",
                                "answerable", "pair", "label_names", "head_options"
                                (FinetuningModel's head arguments, e.g. SQuAD's
                                span_head and beam_size), ["label_scale": [min, max]
-                               of a regression target], ...}
+                               of a regression target], "vocab_sha256", ...}
+    vocab.txt                 the vocabulary, as in a pre-training folder
     finetuned.weights.h5      encoder + task head
     results.json              metrics per epoch
     checkpoints/, prediction files
@@ -47,7 +51,12 @@ from typing import Any
 
 from electra_tf.config import EncoderConfig, PretrainingConfig, model_size_of
 from electra_tf.errors import ConfigError, InputError
-from electra_tf.fileio import atomic_write, atomic_write_json, check_free_space
+from electra_tf.fileio import (
+    atomic_write,
+    atomic_write_json,
+    atomic_write_text,
+    check_free_space,
+)
 
 FORMAT_VERSION = 1
 
@@ -178,8 +187,9 @@ def write_pretraining_config(model_dir: str, config: PretrainingConfig | None,
                              run: Any, **extra) -> None:
     """pretraining_config.json: the hyperparameters and where the run read its data.
 
-    Also records the vocabulary's fingerprint (`vocab_fingerprint`), which a
-    resumed run must match.
+    Also keeps the vocabulary in the folder (model_dir/vocab.txt, `keep_vocab`)
+    and records its fingerprint (`vocab_fingerprint`), which every later
+    reader checks (`folder_vocab`) and a resumed run must match.
 
     Args:
       config: the PretrainingConfig (None for a converted discriminator alone).
@@ -189,14 +199,7 @@ def write_pretraining_config(model_dir: str, config: PretrainingConfig | None,
     value = {"run": dataclasses.asdict(run) if dataclasses.is_dataclass(run) else dict(run)}
     if config is not None:
         value["pretraining"] = config.to_dict()
-    vocab = value["run"].get("vocab_file", "")
-    if vocab:
-        from electra_tf.errors import VocabError
-
-        try:
-            value["vocab_sha256"] = vocab_fingerprint(vocab)
-        except VocabError:  # not readable here: recorded by path only
-            pass
+    value.update(keep_vocab(model_dir, value["run"].get("vocab_file", "")))
     write_json(os.path.join(model_dir, PRETRAINING_CONFIG), {**value, **extra})
 
 
@@ -208,7 +211,190 @@ def vocab_fingerprint(vocab_file: str) -> str:
     """
     from electra_tf.text.vocab import load_vocab
 
-    return hashlib.sha256("\n".join(load_vocab(vocab_file)).encode("utf-8")).hexdigest()
+    return _fingerprint(load_vocab(vocab_file))
+
+
+def _fingerprint(tokens: list[str]) -> str:
+    return hashlib.sha256("\n".join(tokens).encode("utf-8")).hexdigest()
+
+
+# === Vocabularies: every folder carries its own ===
+def keep_vocab(folder: str, vocab_file: str) -> dict:
+    """Writes `vocab_file`'s tokens to folder/vocab.txt; returns {"vocab_sha256": ...}.
+
+    What the folder's config records, so that the folder is self-contained:
+    later commands read folder/vocab.txt wherever they run, and check it by
+    this fingerprint. A vocabulary not readable here is recorded by path only
+    ({}), as before folders carried their own.
+    """
+    from electra_tf.errors import VocabError
+    from electra_tf.text.vocab import load_vocab
+
+    if not vocab_file:
+        return {}
+    try:
+        tokens = load_vocab(vocab_file)
+    except VocabError:  # not readable here: recorded by path only
+        return {}
+    target, fingerprint = os.path.join(folder, VOCAB), _fingerprint(tokens)
+    if os.path.abspath(vocab_file) != os.path.abspath(target):
+        if os.path.isfile(target):  # never overwrite a file electra_tf did not write there
+            try:
+                there = _fingerprint(load_vocab(target))
+            except VocabError:
+                there = ""
+            if there != fingerprint and (not there or there != _vocab_record(folder)[0]):
+                raise ConfigError(f"{target} exists and holds other tokens than {vocab_file}, "
+                                  f"and {folder} does not record it as its vocabulary; the "
+                                  f"folder keeps its vocabulary there: move that file away "
+                                  "or use another folder")
+        atomic_write_text(target, "\n".join(tokens) + "\n")
+    return {"vocab_sha256": fingerprint}
+
+
+def _vocab_record(folder: str) -> tuple[str, str, str, str]:
+    """What a folder records about its vocabulary: (fingerprint or "", the file to read
+    or "", the config file that records them, the init checkpoint whose vocabulary it
+    uses or "").
+
+    The file is the folder's own vocab.txt; in folders written before they carried one,
+    the path recorded (a fine-tuning folder that recorded none used its init checkpoint's).
+    """
+    own = os.path.join(folder, VOCAB)
+    own = own if os.path.isfile(own) else ""
+    finetuning = os.path.join(folder, FINETUNING_CONFIG)
+    if os.path.exists(finetuning):
+        value = read_json(finetuning)
+        run = value.get("run") or {}
+        path = own or run.get("vocab_file", "")
+        init = "" if path else run.get("init_checkpoint", "")
+        return value.get("vocab_sha256", ""), path, finetuning, init
+    value = read_pretraining_config(folder)
+    path = own or value.get("run", {}).get("vocab_file", "")
+    return value.get("vocab_sha256", ""), path, os.path.join(folder, PRETRAINING_CONFIG), ""
+
+
+def folder_vocab(folder: str) -> str:
+    """The vocabulary of a folder electra_tf wrote, checked by the fingerprint it records.
+
+    Its own vocab.txt; in a folder written before folders carried one, the
+    path its config records (a fine-tuning folder's: its run's vocab_file, else
+    its init checkpoint's). "" when it holds and records none.
+
+    Raises:
+      ConfigError: the file holds other tokens than recorded (swapped, appended:
+        ids would reach the wrong embeddings, or none).
+      VocabError: the recorded file is missing or not a vocabulary.
+      InputError: an older fine-tuning folder whose init checkpoint is gone.
+    """
+    if not folder:
+        return ""
+    want, vocab, config, init = _vocab_record(folder)
+    if init:
+        init_folder = model_folder(init)
+        if not any(os.path.exists(os.path.join(init_folder, name)) for name in (
+                PRETRAINING_CONFIG, FINETUNING_CONFIG, VOCAB)):
+            raise InputError(f"{folder} holds no {VOCAB} and records the vocabulary of the "
+                             f"folder it was fine-tuned from, {init_folder}, which is no longer "
+                             "there; give --vocab_file (the vocabulary it was trained with)")
+        return folder_vocab(init_folder)
+    if vocab and want:
+        from electra_tf.text.vocab import load_vocab
+
+        tokens = load_vocab(vocab)
+        got = _fingerprint(tokens)
+        if got != want:
+            raise ConfigError(
+                f"{vocab} holds other tokens than the vocabulary {config} records ({len(tokens)} "
+                f"tokens, sha256 {got[:12]}, recorded {want[:12]}): it changed after the model "
+                "was trained, and ids would reach other embeddings; restore that vocabulary")
+    return vocab
+
+
+def checked_vocab(folder: str, vocab_file: str = "", flag: str = "--vocab_file") -> str:
+    """The vocabulary to feed `folder`'s model: `vocab_file` if given, else the folder's.
+
+    A given one must hold the tokens the folder records (by fingerprint, or,
+    for an older folder that records none, those of its recorded file).
+
+    Raises:
+      ConfigError: `vocab_file` holds other tokens (naming both files); and
+        what `folder_vocab` raises.
+    """
+    if not vocab_file:
+        return folder_vocab(folder)
+    want, recorded, _, init = _vocab_record(folder)
+    if init:
+        try:
+            recorded = folder_vocab(model_folder(init))
+        except InputError:  # gone: the given file is all there is
+            recorded = ""
+    if not want and recorded:
+        from electra_tf.errors import VocabError
+
+        try:
+            want = vocab_fingerprint(recorded)
+        except VocabError:
+            want = ""
+    got = vocab_fingerprint(vocab_file)
+    if want and got != want:
+        raise ConfigError(
+            f"{flag}={vocab_file} holds other tokens than the vocabulary {folder} was trained "
+            f"with ({recorded or '?'}, sha256 {want[:12]}; given: sha256 {got[:12]}); use that "
+            f"vocabulary (or leave {flag} unset to use it)")
+    return vocab_file
+
+
+def check_resumed_vocab(model_dir: str, vocab_file: str) -> None:
+    """Refuses to resume a fine-tuning model_dir's checkpoints with another vocabulary.
+
+    Only when model_dir holds checkpoints and records the fingerprint of the
+    vocabulary they were trained with (folders older than the record pass).
+
+    Raises:
+      ConfigError: naming both files.
+    """
+    if not (has_checkpoints(model_dir)
+            and os.path.exists(os.path.join(model_dir, FINETUNING_CONFIG))):
+        return
+    want, recorded, _, _ = _vocab_record(model_dir)
+    got = vocab_fingerprint(vocab_file) if want else ""
+    if got != want:
+        raise ConfigError(
+            f"{model_dir} holds checkpoints trained on the vocabulary {recorded} (sha256 "
+            f"{want[:12]}), but this run reads {vocab_file} (sha256 {got[:12]}); resume with "
+            "that run's --init_checkpoint, or use another --model_dir")
+
+
+def check_vocab_fits(vocab_file: str, rows: int, table: str = "the model's") -> None:
+    """Refuses a vocabulary with more tokens than the embedding table has rows.
+
+    Its last tokens would get ids past the table: every text holding one would
+    fail in the served graph, or read memory it should not. A smaller
+    vocabulary is legal (transformers models often pad the table).
+
+    Raises:
+      ConfigError: naming both sizes; VocabError: not a vocabulary.
+    """
+    from electra_tf.text.vocab import load_vocab
+
+    size = len(load_vocab(vocab_file))
+    if size > rows:
+        raise ConfigError(f"{vocab_file} holds {size} tokens but {table} embedding table has "
+                          f"{rows} rows: it is not this model's vocabulary")
+
+
+def model_folder(checkpoint: str) -> str:
+    """The folder of a model: `checkpoint` itself, the folder of a .weights.h5 file, or
+    the model_dir of one of its checkpoints (MODEL_DIR/checkpoints/ckpt-N)."""
+    path = os.path.abspath(checkpoint)
+    if os.path.isdir(path):
+        return checkpoint
+    if os.path.basename(os.path.dirname(path)) == CHECKPOINTS:
+        return os.path.dirname(os.path.dirname(path))
+    if path.endswith(".h5"):
+        return os.path.dirname(path)
+    return checkpoint  # a folder, even one that is gone (so the error names it)
 
 
 def recorded_vocab_fingerprint(folder: str) -> str:
@@ -321,7 +507,7 @@ def load_discriminator(init_checkpoint: str, model_size: str = "",
 
     discriminator = build_discriminator(config)
     load_weights(discriminator, weights)
-    return discriminator, recorded_vocab(folder)
+    return discriminator, folder_vocab(folder)
 
 
 def load_generator(model_dir: str):
@@ -384,6 +570,7 @@ class FinetunedRecord:
     # Regression: the target trained was (score - min) / max, so a score is
     # logit * max + min; older records trained on raw scores: (0, 1).
     label_scale: tuple[float, float] = (0.0, 1.0)
+    model_dir: str = ""  # the folder it was read from (its vocab.txt: `finetuned_vocab`)
 
     @property
     def do_lower_case(self) -> bool:
@@ -396,8 +583,12 @@ class FinetunedRecord:
 
 def write_finetuning_config(model_dir: str, *, task, config, run, encoder: EncoderConfig,
                             model_size: str, max_seq_length: int, head_options=None,
-                            answerable: bool | None = None, label_scale=None, **extra) -> None:
+                            answerable: bool | None = None, label_scale=None,
+                            vocab_file: str = "", **extra) -> None:
     """finetuning_config.json: the task, its head, the encoder and the run.
+
+    Also keeps the vocabulary in the folder (model_dir/vocab.txt) and records
+    its fingerprint, as `write_pretraining_config` does.
 
     Args:
       task: the finetuning.base.Task trained (its head, head_options and, for a
@@ -419,6 +610,7 @@ def write_finetuning_config(model_dir: str, *, task, config, run, encoder: Encod
     if task.head == "regression":
         value["label_scale"] = [float(v) for v in label_scale or (task.regression_min,
                                                                    task.regression_max)]
+    value.update(keep_vocab(model_dir, vocab_file or run.vocab_file))
     write_json(os.path.join(model_dir, FINETUNING_CONFIG), {**value, **extra})
 
 
@@ -444,7 +636,8 @@ def read_finetuning_config(model_dir: str) -> FinetunedRecord:
         max_seq_length=int(value["max_seq_length"]),
         finetuning=value.get("finetuning", {}), run=value.get("run", {}),
         head_options=_head_options(value["head"], value["head_options"]),
-        label_scale=_label_scale(value.get("label_scale", (0.0, 1.0)), path))
+        label_scale=_label_scale(value.get("label_scale", (0.0, 1.0)), path),
+        model_dir=model_dir)
 
 
 def _head_options(head: str, options: dict) -> dict:
@@ -508,12 +701,12 @@ def load_finetuned(model_dir: str):
 
 
 def finetuned_vocab(record: FinetunedRecord) -> str:
-    """The vocab a fine-tuned model was trained with (its run's, else its checkpoint's)."""
-    vocab = record.run.get("vocab_file", "")
+    """The vocab a fine-tuned model was trained with (`folder_vocab` of its folder; a
+    record not read from a folder: its run's vocab_file, else its init checkpoint's)."""
+    if record.model_dir:
+        return folder_vocab(record.model_dir)
     init = record.run.get("init_checkpoint", "")
-    if not vocab and init:
-        vocab = recorded_vocab(_folder_of(init))
-    return vocab
+    return record.run.get("vocab_file", "") or (folder_vocab(model_folder(init)) if init else "")
 
 
 def read_results(model_dir: str) -> dict:

@@ -499,7 +499,8 @@ class RunConfig(RuntimeOptions):
     model_dir: str = _field("", "checkpoints, summaries, final weights")
     train_data: str = _field("", "comma-separated TFRecord globs")
     eval_data: str = _field("", "held-out TFRecord globs (empty: no periodic eval)")
-    vocab_file: str = _field("", "WordPiece vocab (special ids for masking)")
+    vocab_file: str = _field("", "WordPiece vocab (special ids for masking); resuming, "
+                             "empty reads the one model_dir carries")
     gradient_accumulation_steps: int = _field(1, "micro-batches per optimizer step")
     eval_every_steps: int = _field(0, "0: evaluate at the end only")
     log_every_steps: int = _field(0, "console/summary period; 0: iterations_per_loop")

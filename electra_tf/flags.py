@@ -127,13 +127,21 @@ def pretraining_configs(flag_values=flags.FLAGS):
 
     Without --vocab_size, the vocabulary's size is --vocab_file's (a learned
     vocabulary often holds fewer pieces than asked for); given, it must match
-    the file (the run checks).
+    the file (the run checks). Without --vocab_file, a run that resumes a
+    model_dir reads the vocabulary the folder carries (artifacts.folder_vocab,
+    checked by its fingerprint).
     """
     values = _values(config_lib.PretrainingConfig, flag_values)
-    if not flag_values["vocab_size"].present and flag_values["vocab_file"].value:
+    run_values = _values(config_lib.RunConfig, flag_values)
+    if not run_values["vocab_file"] and run_values["model_dir"]:
+        from electra_tf import artifacts
+
+        if artifacts.has_checkpoints(run_values["model_dir"]):
+            run_values["vocab_file"] = artifacts.folder_vocab(run_values["model_dir"])
+    if not flag_values["vocab_size"].present and run_values["vocab_file"]:
         from electra_tf.text.vocab import load_vocab
 
-        values["vocab_size"] = len(load_vocab(flag_values["vocab_file"].value))
+        values["vocab_size"] = len(load_vocab(run_values["vocab_file"]))
     pre = config_lib.PretrainingConfig.from_dict(values)
-    run = config_lib.RunConfig(**_values(config_lib.RunConfig, flag_values)).validate(pre)
+    run = config_lib.RunConfig(**run_values).validate(pre)
     return pre, run

@@ -6,11 +6,15 @@
 --checkpoint is a fine-tuning model_dir (finetuned.weights.h5 +
 finetuning_config.json) for token_classification, sequence_classification and
 squad, or a pre-training model_dir (discriminator.weights.h5 +
-discriminator_config.json) for rtd. The export goes to MODEL_BASE/NAME/N/
-(N: --version, or one more than the highest existing version), written under a
-temporary dot-name in MODEL_BASE/NAME (which TF Serving ignores) and renamed
-into place; an existing version is never overwritten. Temporary dirs that a
-killed export left there are removed by the next export (clean_stale_tmp).
+discriminator_config.json) for rtd. The vocabulary is the folder's own
+vocab.txt (older folders: the path they record), checked by the fingerprint
+the folder records (artifacts.folder_vocab); --vocab_file must hold the same
+tokens, and no vocabulary may hold more tokens than the embedding table has
+rows. The export goes to MODEL_BASE/NAME/N/ (N: --version, or one more than
+the highest existing version), written under a temporary dot-name in
+MODEL_BASE/NAME (which TF Serving ignores) and renamed into place; an existing
+version is never overwritten. Temporary dirs that a killed export left there
+are removed by the next export (clean_stale_tmp).
 
 The SavedModel holds:
   serving_default  text signature (in-graph FastBertTokenizer; TF Serving 2.12+)
@@ -54,7 +58,8 @@ def define_flags():
     flags.DEFINE_string("model_name", None, "Model name: the export goes to MODEL_BASE/NAME/N.")
     flags.DEFINE_integer("version", None, "Version N (default: highest existing + 1, or 1).")
     flags.DEFINE_bool("ids_only", False, "Export only the ids signature (no TF-Text ops).")
-    flags.DEFINE_string("vocab_file", "", "Override the vocab recorded with the checkpoint.")
+    flags.DEFINE_string("vocab_file", "", "The vocabulary (default: the checkpoint folder's "
+                        "vocab.txt); it must hold the tokens the folder records.")
     flags.DEFINE_integer("max_seq_length", 0,
                          "Sequence length (default: the fine-tuning run's; 128 for rtd).")
     flags.DEFINE_integer("max_query_length", 64, "squad: question pieces kept.")
@@ -114,13 +119,11 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
     if task not in TASKS:
         raise InputError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
     if task == "rtd":
-        discriminator, recorded = artifacts.load_discriminator(checkpoint, what="--checkpoint")
+        discriminator, _ = artifacts.load_discriminator(checkpoint, what="--checkpoint")
         from electra_tf.text.tokenizer import Tokenizer  # TensorFlow: after the file checks
 
-        vocab = vocab_file or recorded
-        if not vocab:
-            raise InputError("--vocab_file is required (none is recorded with the checkpoint)")
-        folder = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
+        folder = artifacts.model_folder(checkpoint)
+        vocab = _vocab(folder, vocab_file, discriminator.config.vocab_size)
         lower = artifacts.recorded_do_lower_case(folder)
         return _checked_length(ServingSpec(
             task, discriminator, Tokenizer(vocab, do_lower_case=lower), max_seq_length or 128,
@@ -135,9 +138,7 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
     if record.head not in EXPECTED_HEADS[task]:
         raise InputError(f"--checkpoint {checkpoint} was fine-tuned on {record.task!r} (a "
                          f"{record.head} head), which --task={task} cannot serve")
-    vocab = vocab_file or artifacts.finetuned_vocab(record)
-    if not vocab:
-        raise InputError("--vocab_file is required (none is recorded with the checkpoint)")
+    vocab = _vocab(checkpoint, vocab_file, record.encoder.vocab_size)
     span_head = record.head_options.get("span_head", "independent")
     null = squad_null_options(record.finetuning)
     if record.answerable and span_head == "joint" and null["null_odds_from"] == "combined":
@@ -152,6 +153,23 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
         max_query_length=max_query_length, max_answer_length=max_answer_length,
         null_rule=null["null_odds_from"], no_answer_threshold=null["no_answer_threshold"]),
         checkpoint)
+
+
+def _vocab(folder: str, vocab_file: str, rows: int) -> str:
+    """The vocabulary to serve `folder`'s model with: its own, checked by the fingerprint it
+    records, or --vocab_file holding those tokens; never more tokens than the table's rows.
+
+    Raises:
+      InputError, ConfigError, VocabError: one line naming the file(s).
+    """
+    from electra_tf import artifacts
+
+    vocab = artifacts.checked_vocab(folder, vocab_file)
+    if not vocab:
+        raise InputError(f"--vocab_file is required ({folder} holds no {artifacts.VOCAB} and "
+                         "records none)")
+    artifacts.check_vocab_fits(vocab, rows)
+    return vocab
 
 
 def _checked_length(spec: ServingSpec, checkpoint: str) -> ServingSpec:

@@ -186,16 +186,73 @@ def read_tokenizer(model_dir: str, output: str, vocab_file: str = "") -> tuple[s
     copied = artifacts.copy_vocab(model_dir, output)
     if copied:
         return copied, lower
-    if os.path.exists(tokenizer_json):
-        vocab = (tok.get("model") or {}).get("vocab")
-        if isinstance(vocab, dict) and sorted(vocab.values()) == list(range(len(vocab))):
-            tokens = sorted(vocab, key=vocab.get)
-            path = os.path.join(output, artifacts.VOCAB)
-            atomic_write_text(path, "\n".join(tokens) + "\n")
-            return os.path.abspath(path), lower
+    tokens = _tokenizer_json_tokens(model_dir)
+    if tokens:
+        path = os.path.join(output, artifacts.VOCAB)
+        atomic_write_text(path, "\n".join(tokens) + "\n")
+        return os.path.abspath(path), lower
     raise core.ConversionError(
         f"{model_dir} holds no vocabulary (vocab.txt, or a WordPiece tokenizer.json); pass "
         "--vocab_file, the vocabulary the model was trained with")
+
+
+def _tokenizer_json_tokens(model_dir: str) -> list[str]:
+    """The WordPiece vocabulary of model_dir/tokenizer.json in id order ([] if none)."""
+    path = os.path.join(model_dir, "tokenizer.json")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        vocab = (json.load(f).get("model") or {}).get("vocab")
+    if isinstance(vocab, dict) and sorted(vocab.values()) == list(range(len(vocab))):
+        return sorted(vocab, key=vocab.get)
+    return []
+
+
+def check_vocabulary(model_dir: str, vocab_file: str, rows: int) -> None:
+    """Refuses the vocabulary a conversion would keep when the table cannot take it.
+
+    The one `read_tokenizer` (or the copy) would take: `vocab_file`, the
+    folder's vocab.txt, else tokenizer.json's. It must hold a word piece (not
+    special tokens only: nothing could be tokenized, and the export would end
+    in tensorflow-text's traceback) and no more tokens than the embedding table
+    has rows (a smaller one is legal: transformers models often pad the table).
+    Reads and writes nothing else, so it runs before the weights are read.
+
+    Raises:
+      ConversionError: one line naming the file (and both sizes).
+    """
+    from electra_tf.errors import VocabError
+    from electra_tf.text.vocab import check_word_pieces, load_vocab
+
+    if vocab_file and not os.path.isfile(vocab_file):
+        return  # read_tokenizer names it
+    source = vocab_file or os.path.join(model_dir, artifacts.VOCAB)
+    try:
+        if os.path.isfile(source):
+            tokens = load_vocab(source)
+        else:
+            source, tokens = os.path.join(model_dir, "tokenizer.json"), \
+                _tokenizer_json_tokens(model_dir)
+            if not tokens:
+                return  # none here: a task model's import says so (read_tokenizer)
+        check_word_pieces(tokens, source)
+    except VocabError as e:
+        raise core.ConversionError(str(e)) from None
+    if len(tokens) > rows:
+        raise core.ConversionError(
+            f"{source} holds {len(tokens)} tokens but the model's embedding table has {rows} "
+            "rows: it is not this model's vocabulary")
+
+
+def keep_vocabulary(model_dir: str, output: str) -> str:
+    """Copies the folder's vocabulary into output/vocab.txt (vocab.txt, else tokenizer.json's
+    WordPiece tokens); returns the copy's path, or "" when the folder has none."""
+    copied = artifacts.copy_vocab(model_dir, output)
+    tokens = [] if copied else _tokenizer_json_tokens(model_dir)
+    if tokens:
+        copied = os.path.abspath(os.path.join(output, artifacts.VOCAB))
+        atomic_write_text(copied, "\n".join(tokens) + "\n")
+    return copied
 
 
 def detect_kind(weights: dict) -> str:
@@ -238,6 +295,7 @@ def import_model(model_dir: str, output: str, model_size: str = "",
             f"--max_seq_length={max_seq_length}: the model has "
             f"{config.max_position_embeddings} positions (max_position_embeddings in "
             f"{os.path.join(model_dir, 'config.json')}); give at most that")
+    check_vocabulary(model_dir, vocab_file, config.vocab_size)
     weights = read_weights(model_dir)
     kind = detect_kind(weights)
     if kind == "sequence_classification" and drop_task_head:
@@ -302,10 +360,10 @@ def import_model(model_dir: str, output: str, model_size: str = "",
     report.update(source=os.path.abspath(model_dir), format="hf", kind=kind, skipped=skipped,
                   mapping={n: targets[n].path for n in report["assigned"]})
     if kind == "masked_lm":
-        artifacts.copy_vocab(model_dir, output)
+        keep_vocabulary(model_dir, output)
         artifacts.save_generator(output, model, standalone=True)
     else:
-        vocab = vocab if task_model else artifacts.copy_vocab(model_dir, output)
+        vocab = vocab if task_model else keep_vocabulary(model_dir, output)
         artifacts.save_discriminator(output, model)
         artifacts.record_vocab(output, vocab)
     if finetuned is not None:

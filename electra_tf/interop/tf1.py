@@ -162,27 +162,29 @@ def import_checkpoint(path: str, model_size: str, output: str,
 
 
 def check_vocab_size(vocab_file: str, vocab_size: int) -> None:
-    """Refuses a vocab.txt beside the checkpoint whose size is not the embedding table's.
+    """Refuses a vocab.txt beside the checkpoint that its embedding table cannot take.
 
-    Such a folder would serve ids past the table (every request holding one
-    would fail) or leave rows no token reaches. Nothing is checked without a
-    vocab.txt (none is copied then).
+    More tokens than rows: the folder would serve ids past the table (every
+    request holding one would fail); special tokens only: nothing could be
+    tokenized. Fewer tokens than rows is legal (a padded table). Nothing is
+    checked without a vocab.txt (none is copied then).
 
     Raises:
-      ConversionError: naming both sizes.
+      ConversionError: naming the file (and both sizes).
     """
     if not os.path.isfile(vocab_file):
         return
     from electra_tf.errors import VocabError
-    from electra_tf.text.vocab import load_vocab
+    from electra_tf.text.vocab import check_word_pieces, load_vocab
 
     try:
-        size = len(load_vocab(vocab_file))
+        tokens = load_vocab(vocab_file)
+        check_word_pieces(tokens, vocab_file)
     except VocabError as e:
-        raise core.ConversionError(f"{vocab_file}: {e}") from None
-    if size != vocab_size:
+        raise core.ConversionError(str(e)) from None
+    if len(tokens) > vocab_size:
         raise core.ConversionError(
-            f"{vocab_file} holds {size} tokens but the checkpoint's embedding table has "
+            f"{vocab_file} holds {len(tokens)} tokens but the checkpoint's embedding table has "
             f"{vocab_size} rows: it is not this checkpoint's vocabulary")
 
 

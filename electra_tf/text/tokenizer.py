@@ -35,6 +35,7 @@ from electra_tf.text.vocab import (  # noqa: F401
     SEP,
     SPECIAL_TOKENS,
     UNK,
+    check_word_pieces,
     load_vocab,
     resolve_strip_accents,
 )
@@ -56,6 +57,7 @@ class Tokenizer(tf.Module):
         super().__init__(name=name)
         self.vocab_file = os.fspath(vocab_file)
         self.vocab = load_vocab(self.vocab_file)
+        check_word_pieces(self.vocab, self.vocab_file)  # before tensorflow-text's traceback
         self.do_lower_case = bool(do_lower_case)
         self.strip_accents = resolve_strip_accents(do_lower_case, strip_accents)
         self.max_bytes_per_word = max_bytes_per_word

@@ -8,6 +8,7 @@ tokenizer itself (tokenizer.py, tensorflow-text) re-exports these names.
 from __future__ import annotations
 
 import os
+import unicodedata
 
 from electra_tf.errors import VocabError
 
@@ -67,6 +68,39 @@ def load_vocab(vocab_file: str) -> list[str]:
     if seen[PAD] != 0:
         raise VocabError(f"{vocab_file}: [PAD] must be id 0, found at id {seen[PAD]}")
     return tokens
+
+
+def _is_punctuation(char: str) -> bool:
+    """BERT's punctuation: ASCII symbols, and every Unicode P* character."""
+    cp = ord(char)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    return unicodedata.category(char).startswith("P")
+
+
+def is_word_piece(token: str) -> bool:
+    """Whether WordPiece can ever emit `token` for some text.
+
+    The text is split at whitespace and punctuation first, so a piece of more
+    than one character that holds punctuation ([PAD], [unused0], <x>) never
+    matches; tensorflow-text leaves such tokens out of its trie.
+    """
+    body = token[2:] if token.startswith("##") else token
+    return bool(body.strip()) and (len(body) == 1 or not any(map(_is_punctuation, body)))
+
+
+def check_word_pieces(tokens: list[str], vocab_file: str) -> None:
+    """Refuses a vocabulary that cannot tokenize any text: special tokens only.
+
+    Raises:
+      VocabError: one line naming the file (tensorflow-text would end in a
+        traceback: "No valid vocab tokens were found to build the trie").
+    """
+    if not any(map(is_word_piece, tokens)):
+        shown = ", ".join(tokens[:6]) + (", ..." if len(tokens) > 6 else "")
+        raise VocabError(f"{vocab_file} holds no word piece, only special tokens ({len(tokens)}: "
+                         f"{shown}): it cannot tokenize any text; use the vocabulary the "
+                         "model was trained with")
 
 
 def resolve_strip_accents(do_lower_case: bool, strip_accents: bool | None) -> bool:

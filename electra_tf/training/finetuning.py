@@ -132,7 +132,7 @@ def initial_discriminator(config: FinetuningConfig, run: FinetuneRun):
     if config.model_size and size != config.model_size:
         raise ConfigError(f"{run.init_checkpoint} holds a {size}-sized discriminator, not "
                           f"--model_size={config.model_size}")
-    return discriminator, artifacts.recorded_vocab(model_dir)
+    return discriminator, artifacts.folder_vocab(model_dir)
 
 
 def discriminator_of(finetuned, record):
@@ -228,27 +228,18 @@ def with_dropout(discriminator, hidden: float, attention: float):
     return fresh
 
 
-def check_pretraining_vocab(vocab_file: str, init_checkpoint: str) -> None:
-    """Refuses a --vocab_file whose tokens are not those the checkpoint was pre-trained on.
+def check_pretraining_vocab(vocab_file: str, init_checkpoint: str) -> str:
+    """Refuses a --vocab_file whose tokens are not those the checkpoint was trained with.
 
-    Compared by fingerprint (artifacts.vocab_fingerprint), where the
-    pre-training folder records one: a vocabulary of the same size but other
-    tokens would feed every id to the wrong embedding without any error.
+    Compared by fingerprint (artifacts.checked_vocab) with the vocabulary of
+    the checkpoint's folder: a vocabulary of the same size but other tokens
+    would feed every id to the wrong embedding without any error. Returns the
+    vocabulary to use: `vocab_file`, else the folder's.
 
     Raises:
       ConfigError: naming both files.
     """
-    folder = init_checkpoint if os.path.isdir(init_checkpoint) else \
-        os.path.dirname(os.path.abspath(init_checkpoint))
-    if checkpoint_step(init_checkpoint) is not None:  # MODEL_DIR/checkpoints/ckpt-N
-        folder = os.path.dirname(folder)
-    want = artifacts.recorded_vocab_fingerprint(folder)
-    if want and artifacts.vocab_fingerprint(vocab_file) != want:
-        recorded = artifacts.recorded_vocab(folder) or "?"
-        raise ConfigError(
-            f"--vocab_file={vocab_file} holds other tokens than the vocabulary "
-            f"{init_checkpoint} was pre-trained with ({recorded}, sha256 {want[:12]}); "
-            "fine-tune with that vocabulary (or leave --vocab_file unset to use it)")
+    return artifacts.checked_vocab(artifacts.model_folder(init_checkpoint), vocab_file)
 
 
 def check_recorded_labels(task, model_dir: str) -> None:
@@ -320,18 +311,17 @@ class FinetuningLoop:
                 log("finetune", start_from_finetuned(self.model, *init, run.init_checkpoint,
                                                      task, self.head_options))
         vocab_file = run.vocab_file or recorded_vocab
+        if run.vocab_file and not run.from_scratch:
+            check_pretraining_vocab(run.vocab_file, run.init_checkpoint)
         if not vocab_file:
             raise InputError("--vocab_file is required (none is recorded with the checkpoint)")
+        artifacts.check_vocab_fits(vocab_file, self.encoder_config.vocab_size)
+        artifacts.check_resumed_vocab(run.model_dir, vocab_file)
         # Imported here: backends/jax.py imports this module, and JAX pre-training
         # runs where TensorFlow (which the tokenizer needs) is not installed.
         from electra_tf.text.tokenizer import Tokenizer
 
         self.tokenizer = Tokenizer(vocab_file, do_lower_case=config.do_lower_case)
-        if self.tokenizer.vocab_size != self.encoder_config.vocab_size:
-            raise ConfigError(f"{vocab_file} has {self.tokenizer.vocab_size} tokens but the "
-                              f"checkpoint's vocab_size is {self.encoder_config.vocab_size}")
-        if run.vocab_file and not run.from_scratch:
-            check_pretraining_vocab(run.vocab_file, run.init_checkpoint)
         self.max_seq_length = config.max_seq_length or task.default_max_seq_length
         positions = self.encoder_config.max_position_embeddings
         if self.max_seq_length > positions:
@@ -458,6 +448,7 @@ class FinetuningLoop:
                 run.model_dir, task=self.task, config=cfg, run=run, encoder=self.encoder_config,
                 model_size=self.size, max_seq_length=self.max_seq_length, epochs=self.epochs,
                 head_options=self.head_options, total_steps=total, layerwise_lr_decay=decay,
+                vocab_file=self.tokenizer.vocab_file,
                 initialized_from="scratch" if run.from_scratch else run.init_checkpoint)
         results = artifacts.read_results(run.model_dir)
         self._log(f"{self.task.name}: {len(train_feats)} train windows, {steps_per_epoch} "

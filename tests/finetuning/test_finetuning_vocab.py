@@ -1,0 +1,114 @@
+"""A fine-tuning folder carries its vocab.txt; fine-tuning and export check it by fingerprint.
+
+One fine-tuning run (tiny model, toy SST-2, one epoch) writes the folder the
+export and a second fine-tuning then read.
+"""
+
+import os
+import shutil
+
+import pytest
+from helpers import error_line, finetune, run_module, tiny_encoder_config, write_pretrained_dir
+
+from electra_tf import artifacts
+from electra_tf.errors import ConfigError
+
+ARGS = ("--task_name=sst2", "--max_seq_length=16", "--num_train_epochs=1",
+        "--train_batch_size=32", "--eval_batch_size=64")
+
+
+def _swap(path) -> None:
+    tokens = open(path, encoding="utf-8").read().splitlines()
+    i, j = [k for k, t in enumerate(tokens) if t.isalpha() and len(t) > 3][:2]
+    tokens[i], tokens[j] = tokens[j], tokens[i]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(tokens) + "\n")
+
+
+@pytest.fixture(scope="module")
+def finetuned(pretrained_dir, toy_sst2_dir, tmp_path_factory):
+    """A fine-tuning folder whose pre-training folder has since moved away."""
+    root = tmp_path_factory.mktemp("vocab_finetuned")
+    pre = shutil.copytree(pretrained_dir, root / "pre")
+    out = root / "out"
+    finetune(*ARGS, f"--init_checkpoint={pre}", f"--data_dir={toy_sst2_dir}",
+             f"--model_dir={out}")
+    shutil.move(pre, root / "pre_moved")
+    return str(out)
+
+
+def test_the_fine_tuning_folder_carries_its_vocab(finetuned, tiny_vocab):
+    from export.export_saved_model import load_spec
+
+    own = os.path.join(finetuned, artifacts.VOCAB)
+    assert artifacts.vocab_fingerprint(own) == artifacts.vocab_fingerprint(tiny_vocab)
+    spec = load_spec("sequence_classification", finetuned)  # its pre-training folder moved
+    assert spec.tokenizer.vocab_file == own
+
+
+def test_export_and_fine_tuning_refuse_a_changed_vocab(finetuned, toy_sst2_dir, tmp_path):
+    from export.export_saved_model import load_spec
+
+    folder = shutil.copytree(finetuned, tmp_path / "ft")
+    _swap(folder / artifacts.VOCAB)
+    with pytest.raises(ConfigError, match=r"holds other tokens than the vocabulary"):
+        load_spec("sequence_classification", str(folder))
+    with pytest.raises(ConfigError, match=r"holds other tokens than the vocabulary"):
+        finetune(*ARGS, f"--init_checkpoint={folder}", f"--data_dir={toy_sst2_dir}",
+                 f"--model_dir={tmp_path}/again")
+    assert not (tmp_path / "again").exists()
+
+
+def test_export_refuses_an_explicit_vocab_of_other_tokens(finetuned, tiny_vocab, tmp_path):
+    from export.export_saved_model import load_spec
+
+    other = str(shutil.copy(tiny_vocab, tmp_path / "other.txt"))
+    _swap(other)
+    with pytest.raises(ConfigError) as raised:
+        load_spec("sequence_classification", finetuned, vocab_file=other)
+    message = str(raised.value)
+    assert message.startswith(f"--vocab_file={other} holds other tokens than"), message
+    assert os.path.join(finetuned, artifacts.VOCAB) in message
+
+
+def test_the_export_command_refuses_a_swapped_vocab_in_one_line(finetuned, tmp_path):
+    folder = shutil.copytree(finetuned, tmp_path / "ft")
+    _swap(folder / artifacts.VOCAB)
+    proc = run_module("export.export_saved_model", "--task=sequence_classification",
+                      f"--checkpoint={folder}", f"--model_base={tmp_path}/serving",
+                      "--model_name=m")
+    error_line(proc, "holds other tokens than the vocabulary", "sha256")
+    assert not os.path.exists(tmp_path / "serving" / "m" / "1")
+
+
+def test_fine_tuning_takes_a_padded_table_and_refuses_a_short_one(tiny_vocab, toy_sst2_dir,
+                                                                 tmp_path):
+    from electra_tf.text.vocab import load_vocab
+
+    size = len(load_vocab(tiny_vocab))
+    short = write_pretrained_dir(tmp_path / "short", tiny_vocab, tiny_encoder_config(size - 2))
+    with pytest.raises(ConfigError, match=rf"holds {size} tokens but the model's embedding "
+                                          rf"table has {size - 2} rows"):
+        finetune(*ARGS, f"--init_checkpoint={short}", f"--data_dir={toy_sst2_dir}",
+                 f"--model_dir={tmp_path}/out_short")
+    assert not (tmp_path / "out_short").exists()
+    padded = write_pretrained_dir(tmp_path / "padded", tiny_vocab, tiny_encoder_config(size + 3))
+    trainer, _ = finetune(*ARGS, f"--init_checkpoint={padded}", f"--data_dir={toy_sst2_dir}",
+                          f"--model_dir={tmp_path}/out_padded")
+    assert trainer.tokenizer.vocab_size == size
+
+
+def test_resuming_with_another_vocab_is_refused(finetuned, tiny_vocab, toy_sst2_dir, tmp_path):
+    """The fine-tuning folder's checkpoints, resumed from a pre-training folder of the
+    same size but two tokens swapped: every id would reach another embedding."""
+    assert artifacts.has_checkpoints(finetuned)
+    folder = shutil.copytree(finetuned, tmp_path / "ft")
+    before = sorted(p.name for p in folder.iterdir())
+    other = str(shutil.copy(tiny_vocab, tmp_path / "other.txt"))
+    _swap(other)
+    pre = write_pretrained_dir(tmp_path / "other_pre", other)
+    with pytest.raises(ConfigError, match=rf"^{folder} holds checkpoints trained on the "
+                                          rf"vocabulary {folder / artifacts.VOCAB} "):
+        finetune(*ARGS, f"--init_checkpoint={pre}", f"--data_dir={toy_sst2_dir}",
+                 f"--model_dir={folder}")
+    assert sorted(p.name for p in folder.iterdir()) == before

@@ -1,0 +1,167 @@
+"""Every folder carries its own vocab.txt, checked by fingerprint wherever it is read.
+
+A folder records the fingerprint of the vocabulary its model was trained with
+(artifacts.vocab_fingerprint); the tokens it is later fed must be those, in that
+order, and no more than the embedding table has rows.
+"""
+
+import os
+import shutil
+
+import pytest
+from helpers import tiny_encoder_config, tiny_vocab_tokens, write_pretrained_dir, write_vocab
+
+from electra_tf import artifacts
+from electra_tf.errors import ConfigError, InputError, VocabError
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def swap_two_words(path) -> None:
+    """Two word pieces swapped in place: the same size, other ids."""
+    tokens = open(path, encoding="utf-8").read().splitlines()
+    i, j = [k for k, t in enumerate(tokens) if t.isalpha() and len(t) > 3][:2]
+    tokens[i], tokens[j] = tokens[j], tokens[i]
+    write_vocab(path, tokens)
+
+
+def append_two_words(path) -> None:
+    tokens = open(path, encoding="utf-8").read().splitlines()
+    write_vocab(path, tokens + ["zzfirst", "zzsecond"])
+
+
+def test_a_pretraining_folder_carries_its_vocab_and_can_move(tiny_vocab, tmp_path):
+    vocab = str(shutil.copy(tiny_vocab, tmp_path / "vocab_elsewhere.txt"))
+    folder = write_pretrained_dir(tmp_path / "pre", vocab)
+    own = os.path.join(folder, artifacts.VOCAB)
+    assert artifacts.vocab_fingerprint(own) == artifacts.vocab_fingerprint(tiny_vocab) \
+        == artifacts.recorded_vocab_fingerprint(folder)
+    os.remove(vocab)
+    moved = shutil.move(folder, tmp_path / "moved")
+    _, found = artifacts.load_discriminator(str(moved))
+    assert found == os.path.join(moved, artifacts.VOCAB)
+
+
+def older_folder(tiny_vocab, tmp_path) -> tuple[str, str]:
+    """A folder as electra_tf wrote them before they carried their vocab: a path recorded."""
+    vocab = str(shutil.copy(tiny_vocab, tmp_path / "recorded_vocab.txt"))
+    folder = write_pretrained_dir(tmp_path / "old", vocab)
+    if os.path.exists(os.path.join(folder, artifacts.VOCAB)):
+        os.remove(os.path.join(folder, artifacts.VOCAB))
+    return folder, str(vocab)
+
+
+def test_an_older_folder_reads_the_recorded_path(tiny_vocab, tmp_path):
+    folder, vocab = older_folder(tiny_vocab, tmp_path)
+    assert artifacts.load_discriminator(folder)[1] == vocab
+
+
+@pytest.mark.parametrize("where", ["own", "recorded"])
+@pytest.mark.parametrize("damage", [swap_two_words, append_two_words])
+def test_a_vocab_changed_after_training_is_refused(tiny_vocab, tmp_path, where, damage):
+    if where == "own":
+        folder = write_pretrained_dir(tmp_path / "pre", tiny_vocab)
+        vocab = os.path.join(folder, artifacts.VOCAB)
+    else:
+        folder, vocab = older_folder(tiny_vocab, tmp_path)
+    damage(vocab)
+    with pytest.raises(ConfigError) as raised:
+        artifacts.load_discriminator(folder)
+    message = str(raised.value)
+    assert message.startswith(f"{vocab} holds other tokens than the vocabulary "), message
+    assert "sha256" in message and "\n" not in message
+
+
+def test_an_explicit_vocab_of_other_tokens_is_refused_naming_both(tiny_vocab, tmp_path):
+    folder = write_pretrained_dir(tmp_path / "pre", tiny_vocab)
+    other = str(shutil.copy(tiny_vocab, tmp_path / "other.txt"))
+    swap_two_words(other)
+    with pytest.raises(ConfigError) as raised:
+        artifacts.checked_vocab(folder, str(other))
+    message = str(raised.value)
+    assert message.startswith(f"--vocab_file={other} holds other tokens than"), message
+    assert os.path.join(folder, artifacts.VOCAB) in message
+    same = str(shutil.copy(tiny_vocab, tmp_path / "same.txt"))  # the same tokens: accepted
+    assert artifacts.checked_vocab(folder, str(same)) == str(same)
+    assert artifacts.checked_vocab(folder) == os.path.join(folder, artifacts.VOCAB)
+
+
+def test_a_vocab_of_special_tokens_only_is_one_error(tmp_path):
+    from electra_tf.text.tokenizer import Tokenizer
+
+    vocab = write_vocab(tmp_path / "vocab.txt", SPECIALS + ["[unused0]"])
+    with pytest.raises(VocabError, match=r"holds no word piece, only special tokens"):
+        Tokenizer(vocab)
+
+
+# === The export of a folder made by hand (rtd) ===
+def test_export_refuses_a_vocab_larger_than_the_table(tiny_vocab, tmp_path):
+    from electra_tf.text.vocab import load_vocab
+    from export.export_saved_model import load_spec
+
+    size = len(load_vocab(tiny_vocab))
+    small = write_pretrained_dir(tmp_path / "small", tiny_vocab, tiny_encoder_config(size - 2))
+    with pytest.raises(ConfigError, match=rf"holds {size} tokens but the model's embedding "
+                                          rf"table has {size - 2} rows"):
+        load_spec("rtd", small)
+    padded = write_pretrained_dir(tmp_path / "padded", tiny_vocab, tiny_encoder_config(size + 3))
+    assert load_spec("rtd", padded).tokenizer.vocab_size == size  # a padded table is legal
+
+
+def test_export_refuses_a_vocab_of_special_tokens_only(tmp_path):
+    from export.export_saved_model import load_spec
+
+    vocab = write_vocab(tmp_path / "vocab.txt", SPECIALS)
+    folder = write_pretrained_dir(tmp_path / "pre", vocab, tiny_encoder_config(16))
+    with pytest.raises(VocabError, match=r"holds no word piece"):
+        load_spec("rtd", folder)
+
+
+def test_an_older_fine_tuning_folder_whose_init_moved_says_so(tiny_vocab, tmp_path):
+    """Before folders carried their vocab, a fine-tuning folder that was given no
+    --vocab_file recorded only its init checkpoint; that folder has since moved."""
+    pre = write_pretrained_dir(tmp_path / "pre", tiny_vocab)
+    folder = tmp_path / "ft"
+    folder.mkdir()
+    artifacts.write_json(str(folder / artifacts.FINETUNING_CONFIG),
+                         {"run": {"vocab_file": "", "init_checkpoint": pre}})
+    assert artifacts.folder_vocab(str(folder)) == os.path.join(pre, artifacts.VOCAB)
+    shutil.move(pre, tmp_path / "moved")
+    with pytest.raises(InputError, match=rf"^{folder} holds no vocab.txt and records the "
+                                         rf"vocabulary of the folder it was fine-tuned from, "
+                                         rf"{pre}, which is no longer there; give --vocab_file"):
+        artifacts.folder_vocab(str(folder))
+    assert artifacts.checked_vocab(str(folder), tiny_vocab) == tiny_vocab
+
+
+def test_resuming_pretraining_reads_the_folders_vocab(tiny_vocab, tmp_path):
+    from helpers import pretraining_from_flags
+
+    vocab = str(shutil.copy(tiny_vocab, tmp_path / "vocab_elsewhere.txt"))
+    folder = write_pretrained_dir(tmp_path / "pre", vocab)
+    os.makedirs(os.path.join(folder, artifacts.CHECKPOINTS))
+    open(os.path.join(folder, artifacts.CHECKPOINTS, "ckpt-1.index"), "w").close()
+    os.remove(vocab)
+    config, run = pretraining_from_flags(f"--model_dir={folder}", "--train_data=x.tfrecord",
+                                         "--model_size=tiny")
+    assert run.vocab_file == os.path.join(folder, artifacts.VOCAB)
+    assert config.vocab_size == len(tiny_vocab_tokens())
+
+
+def test_a_vocab_txt_the_folder_does_not_record_is_never_overwritten(tiny_vocab, tmp_path):
+    """A model_dir that already holds someone's vocab.txt of other tokens (a data folder)."""
+    folder = tmp_path / "data_and_model"
+    folder.mkdir()
+    theirs = write_vocab(folder / artifacts.VOCAB, SPECIALS + ["mine", "only"])
+    before = open(theirs, encoding="utf-8").read()
+    with pytest.raises(ConfigError, match=r"exists and holds other tokens than .* does not "
+                                          r"record it as its vocabulary"):
+        write_pretrained_dir(folder, tiny_vocab)
+    assert open(theirs, encoding="utf-8").read() == before
+    # One the folder records (a fresh run over an older one of another vocabulary) is replaced.
+    other = write_vocab(tmp_path / "other.txt", SPECIALS + ["other", "words"])
+    fresh = write_pretrained_dir(tmp_path / "fresh", other, tiny_encoder_config(16))
+    write_pretrained_dir(fresh, tiny_vocab)
+    assert artifacts.folder_vocab(fresh) == os.path.join(fresh, artifacts.VOCAB)
+    assert artifacts.vocab_fingerprint(artifacts.folder_vocab(fresh)) == \
+        artifacts.vocab_fingerprint(tiny_vocab)
