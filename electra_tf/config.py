@@ -415,6 +415,7 @@ def generator_config(disc: EncoderConfig, generator_hidden_size: float,
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 MIXED_PRECISIONS = ("fp32", "bf16")
+ATTENTION_IMPLEMENTATIONS = ("einsum", "fused")  # modeling/transformer.py
 JAX_INPUT_PIPELINES = ("tf.data", "numpy", "packed")
 
 
@@ -433,6 +434,10 @@ class RuntimeOptions:
     jit_compile: bool = _field(False, "XLA for the per-replica forward/backward (and prediction)")
     mixed_precision: str = _field("fp32", "bf16: mixed bfloat16 compute, float32 weights",
                                   choices=MIXED_PRECISIONS)
+    attention_implementation: str = _field(
+        "einsum", "fused: attention through keras.ops.dot_product_attention (one kernel where "
+        "the backend has one, e.g. cuDNN on a GPU); layers that apply attention dropout while "
+        "training keep einsum", choices=ATTENTION_IMPLEMENTATIONS)
     worker_startup_timeout_s: int = _field(
         600, "--strategy=multi_worker, and multi-host JAX (--jax_num_processes >= 2): seconds "
         "a process waits at start-up for every other worker (process) of the run to join; "
@@ -471,6 +476,10 @@ class RuntimeOptions:
             raise ConfigError(
                 f"mixed_precision must be fp32 or bf16, got {self.mixed_precision!r} "
                 "(fp16 is left out: Keras' loss scaling corrupts sparse embedding updates)")
+        if self.attention_implementation not in ATTENTION_IMPLEMENTATIONS:
+            raise ConfigError(f"attention_implementation must be one of "
+                              f"{', '.join(ATTENTION_IMPLEMENTATIONS)}, got "
+                              f"{self.attention_implementation!r}")
         if self.worker_startup_timeout_s < 0:
             raise ConfigError(
                 f"worker_startup_timeout_s must be >= 0, got {self.worker_startup_timeout_s}")

@@ -17,6 +17,7 @@ import math
 import keras
 from keras import ops
 
+from electra_tf import config as config_lib
 from electra_tf.modeling.layers import Dropout, get_activation, kernel_initializer
 from electra_tf.modeling.random import (
     ATTENTION_OUTPUT_SITE,
@@ -27,6 +28,24 @@ from electra_tf.modeling.random import (
 
 # Added to the attention scores of padded keys, as the original's -10000.
 MASK_BIAS = -10000.0
+
+# How SelfAttention computes softmax(QK^T / sqrt(d) + mask) V (process-wide, as Keras'
+# dtype policy; the trainers set it from RuntimeOptions.attention_implementation):
+#   einsum  two einsums around a float32 softmax (the reference);
+#   fused   keras.ops.dot_product_attention, which the backend may run as one kernel
+#           (cuDNN / flash attention on a GPU). It has no dropout on the attention
+#           probabilities, so a layer that would apply some (training with
+#           attention_probs_dropout_prob > 0) keeps the einsum path.
+ATTENTION_IMPLEMENTATIONS = config_lib.ATTENTION_IMPLEMENTATIONS
+_attention = {"implementation": "einsum"}
+
+
+def set_attention_implementation(name: str) -> None:
+    """Selects how every SelfAttention computes attention from its next call on."""
+    if name not in ATTENTION_IMPLEMENTATIONS:
+        raise ValueError(f"attention implementation must be one of "
+                         f"{', '.join(ATTENTION_IMPLEMENTATIONS)}, got {name!r}")
+    _attention["implementation"] = name
 
 
 def _dense(units, initializer_range, dtype, name):
@@ -93,6 +112,13 @@ class SelfAttention(keras.layers.Layer):
         q = self._split_heads(self.query(x))
         k = self._split_heads(self.key(x))
         v = self._split_heads(self.value(x))
+        if _attention["implementation"] == "fused" and not (
+                training and self.attention_probs_dropout_prob > 0):
+            # [B, L] -> [B, 1, 1, L], the same additive mask as below
+            bias = (1.0 - ops.cast(input_mask, "float32")[:, None, None, :]) * MASK_BIAS
+            context = ops.dot_product_attention(
+                q, k, v, bias=ops.cast(bias, q.dtype), scale=1.0 / math.sqrt(self.head_size))
+            return ops.reshape(context, (*ops.shape(context)[:-2], self.hidden_size))
         scores = ops.einsum("bqnd,bknd->bnqk", q, k)
         scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size))
         # [B, L] -> [B, 1, 1, L]: 0 for real keys, -10000 for padded ones.

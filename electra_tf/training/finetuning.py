@@ -280,7 +280,7 @@ class FinetuningLoop:
     def __init__(self, task, config: FinetuningConfig, run: FinetuneRun):
         self.task, self.config, self.run = task, config.validate(), run
         check_output_folder(run.model_dir, "--model_dir")
-        set_precision(run.mixed_precision)
+        set_precision(run.mixed_precision, run.attention_implementation)
         if task.head in ("tagging", "classification") and not task.label_names:
             # Tagging and own-data classification: learns the labels, which size the head.
             task.read(run.data_dir, "train")

@@ -150,9 +150,13 @@ class InterruptGate:
         return False
 
 
-def set_precision(mixed_precision: str) -> None:
-    """fp32 | bf16 as Keras' global dtype policy (process-wide)."""
+def set_precision(mixed_precision: str, attention_implementation: str = "einsum") -> None:
+    """fp32 | bf16 as Keras' global dtype policy, and how attention is computed
+    (modeling/transformer.py); both process-wide."""
     import keras
+
+    from electra_tf.modeling.transformer import set_attention_implementation
 
     keras.mixed_precision.set_dtype_policy(
         "mixed_bfloat16" if mixed_precision == "bf16" else "float32")
+    set_attention_implementation(attention_implementation)

@@ -76,7 +76,7 @@ class Pretraining:
 
     def __init__(self, config: PretrainingConfig, run: RunConfig):
         self.config, self.run = config.validate(), run.validate(config)
-        set_precision(run.mixed_precision)
+        set_precision(run.mixed_precision, run.attention_implementation)
         self.files = preflight.preflight(config, run, tensorflow_io=self.tensorflow_io,
                                          packed=self.packed_input)
         self.masking = preflight.pretraining_masking(config, run)

@@ -1,0 +1,55 @@
+"""The fused attention path (keras.ops.dot_product_attention) gives the einsum path's outputs."""
+
+import numpy as np
+import pytest
+
+from electra_tf.config import ConfigError, RuntimeOptions
+from electra_tf.modeling import transformer
+from electra_tf.modeling.transformer import SelfAttention, set_attention_implementation
+
+
+@pytest.fixture
+def attention_impl():
+    yield set_attention_implementation
+    set_attention_implementation("einsum")
+
+
+def inputs(seed=0, batch=3, length=7, hidden=16):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(batch, length, hidden)).astype("float32")
+    mask = np.ones((batch, length), "int32")
+    mask[1, 4:] = 0  # padded keys
+    mask[2, 1:] = 0  # one real token
+    return x, mask
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_fused_attention_equals_einsum(attention_impl, dropout, monkeypatch):
+    calls = []
+    fused = transformer.ops.dot_product_attention
+    monkeypatch.setattr(transformer.ops, "dot_product_attention",
+                        lambda *a, **k: calls.append(1) or fused(*a, **k))
+    layer = SelfAttention(16, 4, attention_probs_dropout_prob=dropout)
+    x, mask = inputs()
+    layer.build(x.shape)
+    seed = np.asarray([3, 4], "int32")
+    reference = {t: np.asarray(layer(x, mask, training=t, seed=seed)) for t in (False, True)}
+    attention_impl("fused")
+    for training in (False, True):
+        got = np.asarray(layer(x, mask, training=training, seed=seed))
+        # with attention dropout while training the layer keeps the einsum path: same draws
+        np.testing.assert_allclose(got, reference[training], rtol=1e-5, atol=1e-5)
+    assert len(calls) == (2 if dropout == 0.0 else 1)  # the fused kernel really ran
+    # the padded keys are ignored: changing what a padded position holds changes nothing
+    x2 = x.copy()
+    x2[1, 5] += 10.0
+    np.testing.assert_allclose(np.asarray(layer(x2, mask))[1, :4],
+                               np.asarray(layer(x, mask))[1, :4], rtol=1e-5, atol=1e-5)
+
+
+def test_an_unknown_implementation_is_refused():
+    with pytest.raises(ValueError, match="einsum, fused"):
+        set_attention_implementation("flash")
+    with pytest.raises(ConfigError, match="attention_implementation must be one of"):
+        RuntimeOptions(attention_implementation="flash").validate()
+    assert transformer._attention["implementation"] == "einsum"
