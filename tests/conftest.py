@@ -9,6 +9,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
 
+# One failed shared fixture: one failure, and skips that name it (tests/fixture_errors.py).
+from fixture_errors import pytest_runtest_makereport  # noqa: E402, F401
+
 # Re-exported for the test files that still import them from here.
 from helpers import (  # noqa: E402, F401
     REPO,

@@ -8,7 +8,7 @@ import os
 import keras
 import numpy as np
 import pytest
-from helpers import popen_python, tiny_encoder_config
+from helpers import patience, popen_python, tiny_encoder_config
 
 from electra_tf import artifacts
 from electra_tf.config import (
@@ -270,12 +270,12 @@ def test_a_kill_mid_write_leaves_the_old_weights_and_the_next_run_tidies(tmp_pat
     before = weights.read_bytes()
     proc = popen_python(["-c", KILLED_MID_WRITE, str(tmp_path), json.dumps(TINY.to_dict())])
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + patience(240)
         while not (tmp_path / "writing").exists():
             assert proc.poll() is None and time.monotonic() < deadline, "the writer never started"
             time.sleep(0.2)
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
+        proc.wait(timeout=patience(60))
     finally:
         proc.kill()
     assert weights.read_bytes() == before  # the old file, whole

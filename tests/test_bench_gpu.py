@@ -9,6 +9,7 @@ import sys
 import types
 
 import pytest
+from helpers import patience
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
@@ -87,7 +88,7 @@ LEASE = os.path.join(REPO, "benchmarks", "gpu_lease.sh")
 def lease(mode, **env):
     return subprocess.run(["bash", LEASE, *([mode] if mode else [])], cwd=REPO,
                           env=dict(os.environ, PY=sys.executable, **env),
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=patience(600))
 
 
 def test_the_lease_scripts_settings_are_the_benchmarks():

@@ -15,12 +15,15 @@ files for one split are refused). Columns are read by name:
   quotes doubled.
 - JSONL: one JSON object per line, the columns as keys (texts are strings,
   labels strings or integers, regression targets numbers or numeric strings).
+  A label is a name: the integer 1 and the string "1" are one label, "1".
 Blank lines are skipped; a UTF-8 byte-order mark is allowed. Other columns
 are ignored.
 
 The text is the `text_column`, paired (segment 1, "[CLS] a [SEP] b [SEP]")
 with the `text_pair_column` when one is given. The label is the
-`label_column`: a class name, or with `regression` a number. Classes are
+`label_column`: a class name, or with `regression` a number: a JSON number or
+a plain decimal (optional sign, digits, optional fraction and exponent: 3,
+-0.5, .5, 1e-3); "1_000", "0x10", "nan", "inf" or " 1 " are refused. Classes are
 `label_names` (in logit order) when given, else the sorted set of the train
 split's labels (learned by `read(data_dir, "train")` or `fit_labels`); a label
 outside them is an error in every split. The test split's labels are
@@ -44,6 +47,7 @@ import dataclasses
 import io
 import json
 import os
+import re
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -54,6 +58,9 @@ from electra_tf.finetuning import metrics as metrics_lib
 from electra_tf.finetuning.base import Features, Task
 
 FORMATS = ("tsv", "csv", "jsonl")
+# A regression target written as text: what a spreadsheet or numpy writes. Python's
+# float() reads more ("1_000", "nan", "inf", " 1 "), none of which is a measured target.
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 """File extensions read, one per split."""
 
 
@@ -293,10 +300,13 @@ class ClassificationTask(Task):
             if isinstance(value, bool) or not isinstance(value, (int, float, str)):
                 raise TaskDataError(f"{where}: regression target {value!r} in column "
                                     f"{column!r} is not a number")
-            try:
-                target = float(value)
-            except ValueError:
-                target = float("nan")
+            # A JSON number is a plain decimal already; text is held to the same form.
+            if isinstance(value, str) and not _DECIMAL.fullmatch(value):
+                raise TaskDataError(f"{where}: regression target {value!r} in column "
+                                    f"{column!r} is not a number (a plain decimal: an "
+                                    "optional sign, digits, an optional fraction and "
+                                    "exponent, as 3, -0.5 or 1e-3)")
+            target = float(value)
             if not np.isfinite(target):
                 raise TaskDataError(f"{where}: regression target {value!r} in column "
                                     f"{column!r} is not a number")

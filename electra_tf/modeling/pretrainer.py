@@ -32,6 +32,7 @@ from electra_tf.modeling.random import (
     tensor_seed,
 )
 from electra_tf.objectives.auc import auc_histograms
+from electra_tf.objectives.metrics import token_cosine_sums
 from electra_tf.objectives.variants import get_objective
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
@@ -107,16 +108,22 @@ class ElectraPretrainer(keras.Model):
         return objective.metric_sums(batch, outputs["mlm_logits"], outputs.get("fake"),
                                      outputs.get("disc"))
 
-    def losses_and_metric_sums(self, batch, outputs, objective=None) -> tuple[dict, dict]:
+    def losses_and_metric_sums(self, batch, outputs, objective=None,
+                               evaluation: bool = False) -> tuple[dict, dict]:
         """Losses, metric sums ("<name>/num", "<name>/den") and the AUC histograms.
 
         What a training or eval step reports: the sums add up over steps and
         replicas (objectives.metrics), the histograms give disc_auc
-        (objectives.auc).
+        (objectives.auc). `evaluation` adds disc_token_cosine, the spread of
+        the discriminator's token states (objectives.metrics.token_cosine_sums).
         """
         losses = self.losses_from(batch, outputs, objective)
         sums = {}
-        for name, (num, den) in self.metric_sums_from(batch, outputs, objective).items():
+        metric_sums = self.metric_sums_from(batch, outputs, objective)
+        if evaluation and "sequence_output" in outputs.get("disc", {}):
+            metric_sums["disc_token_cosine"] = token_cosine_sums(
+                outputs["disc"]["sequence_output"], batch["input_mask"])
+        for name, (num, den) in metric_sums.items():
             sums[name + "/num"], sums[name + "/den"] = num, den
         if "rtd_logits" in outputs.get("disc", {}):
             sums["auc/pos"], sums["auc/neg"] = auc_histograms(

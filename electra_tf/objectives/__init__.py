@@ -16,7 +16,11 @@ from electra_tf.objectives.losses import (
     sigmoid_cross_entropy,
     softmax_cross_entropy,
 )
-from electra_tf.objectives.metrics import disc_probs, pretraining_metric_sums
+from electra_tf.objectives.metrics import (
+    disc_probs,
+    pretraining_metric_sums,
+    token_cosine_sums,
+)
 from electra_tf.objectives.sampling import as_seed, sample_from_logits
 
 __all__ = [
@@ -34,4 +38,5 @@ __all__ = [
     "sample_from_logits",
     "scatter_at_positions",
     "sigmoid_cross_entropy",
+    "token_cosine_sums",
 ]

@@ -50,6 +50,7 @@ from electra_tf.finetuning import base
 from electra_tf.finetuning.registry import format_label_names
 from electra_tf.modeling.finetuning import FinetuningModel
 from electra_tf.optimization import build_optimizer
+from electra_tf.training import reporting
 from electra_tf.training.checkpoints import checkpoint_step, model_variables, read_model_arrays
 from electra_tf.training.loop import (
     Interrupted,
@@ -74,6 +75,28 @@ def split_batch(batch: dict) -> tuple[dict, dict]:
     if "start_positions" in batch:
         inputs["start_positions"] = batch["start_positions"]
     return inputs, labels
+
+
+def collapse_warning(init_checkpoint: str) -> str | None:
+    """One line where a pre-training model_dir's final_eval.json shows a collapsed
+    discriminator (disc_token_cosine in reporting's collapsed range), else None.
+
+    A folder without the file, or one from before the metric, says nothing: this is
+    advice, and the weights load either way."""
+    path = os.path.join(init_checkpoint, artifacts.FINAL_EVAL)
+    if not os.path.isfile(path):
+        return None
+    try:
+        cosine = reporting.collapsed_cosine(artifacts.read_final_eval(init_checkpoint))
+    except (InputError, OSError):  # unreadable: the weights, not this file, are loaded
+        return None
+    if cosine is None:
+        return None
+    return (f"warning: --init_checkpoint={init_checkpoint}: its {artifacts.FINAL_EVAL} shows "
+            f"disc_token_cosine {cosine:.3f} (>= {reporting.COLLAPSED_TOKEN_COSINE}): the "
+            "discriminator's token states are nearly collinear, and fine-tuning from it may "
+            "do worse than from random weights; compare with the from-scratch baseline "
+            "(--from_scratch --model_size=... --vocab_file=..., docs/finetuning.md)")
 
 
 def initial_discriminator(config: FinetuningConfig, run: FinetuneRun):
@@ -293,6 +316,8 @@ class FinetuningLoop:
                 discriminator, recorded_vocab = discriminator_of(*init)
             else:
                 discriminator, recorded_vocab = initial_discriminator(config, run)
+                if not run.from_scratch and collapse_warning(run.init_checkpoint):
+                    self._log(collapse_warning(run.init_checkpoint))
             discriminator = with_dropout(discriminator, config.hidden_dropout_prob,
                                          config.attention_probs_dropout_prob)
             self.encoder_config = discriminator.config

@@ -262,6 +262,8 @@ class Pretraining:
                 raise
             raise lost from None
         self._report_eval(final, eval_writer)
+        if reporting.collapse_line(final):
+            self._log(reporting.collapse_line(final))
         if self.chief:
             artifacts.save_discriminator(run.model_dir, self.model.kept_discriminator())
             artifacts.save_generator(run.model_dir, self.model.generator)

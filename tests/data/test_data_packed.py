@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import patience
 
 from electra_tf.data import features as features_lib
 from electra_tf.data import packed
@@ -219,12 +220,12 @@ def test_pack_command(records, tmp_path):
     out = str(tmp_path / "cli.packed")
     proc = subprocess.run([sys.executable, "-m", "electra_tf.pack_pretraining_data",
                            f"--records={records}", f"--output={out}"],
-                          capture_output=True, text=True, cwd=REPO, timeout=600)
+                          capture_output=True, text=True, cwd=REPO, timeout=patience(600))
     assert proc.returncode == 0, proc.stderr
     assert "examples" in proc.stderr and os.path.exists(out)
     proc = subprocess.run([sys.executable, "-m", "electra_tf.pack_pretraining_data",
                            f"--records={tmp_path}/nothing*", f"--output={out}"],
-                          capture_output=True, text=True, cwd=REPO, timeout=600)
+                          capture_output=True, text=True, cwd=REPO, timeout=patience(600))
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"error: --records pattern '{tmp_path}/nothing*' matches no file"]

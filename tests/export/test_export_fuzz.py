@@ -88,4 +88,4 @@ def test_fuzz_text_signatures(fresh):
 @pytest.mark.slow
 def test_fuzz_text_signatures_10k(exports, tmp_path):
     jobs, meta = fuzz_jobs(exports, odd_texts(10_000, 1), 1)
-    _check(meta, run_fresh(jobs, str(tmp_path), timeout=3600)["results"])
+    _check(meta, run_fresh(jobs, str(tmp_path))["results"])

@@ -9,7 +9,7 @@ import time
 
 import pytest
 from export_helpers import FINETUNED
-from helpers import error_line, popen_python, run_module
+from helpers import error_line, patience, popen_python, run_module
 
 
 def test_tf_serving_layout_with_vocab_asset(exports, tiny_vocab):
@@ -155,7 +155,7 @@ def test_a_killed_export_leaves_a_temp_dir_that_the_next_export_removes(
          f"--checkpoint={finetuned_dirs['mrpc']}", f"--model_base={base}", "--model_name=mrpc"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + patience(240)
         while not (os.path.isdir(parent) and _tmp_dirs(parent)):
             assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
             assert time.monotonic() < deadline, "no temporary dir appeared"

@@ -220,6 +220,8 @@ def _write(folder, name, text):
     return str(folder / name)
 
 
+NOT_DECIMAL = (" (a plain decimal: an optional sign, digits, an optional fraction and "
+               "exponent, as 3, -0.5 or 1e-3)")
 CSV_HINT = (": a field with a comma, a quote or a line break must be in double quotes, its "
             "quotes doubled")
 BAD_FILES = {
@@ -238,10 +240,23 @@ BAD_FILES = {
                         (1, "empty text in column 'b'")),
     "non-numeric target": ("train.tsv", "text\tlabel\nhello\t0.5\nworld\thigh\n",
                            {"regression": True}, "train",
-                           (3, "regression target 'high' in column 'label' is not a number")),
+                           (3, "regression target 'high' in column 'label' is not a number"
+                               + NOT_DECIMAL)),
     "infinite target": ("train.jsonl", '{"text": "a", "label": "inf"}\n',
                         {"regression": True}, "train",
-                        (1, "regression target 'inf' in column 'label' is not a number")),
+                        (1, "regression target 'inf' in column 'label' is not a number"
+                            + NOT_DECIMAL)),
+    "json NaN target": ("train.jsonl", '{"text": "a", "label": 1}\n{"text": "b", "label": NaN}\n',
+                        {"regression": True}, "train",
+                        (2, "regression target nan in column 'label' is not a number")),
+    "overflowing target": ("train.csv", "text,label\na,1e999\n", {"regression": True}, "train",
+                           (2, "regression target '1e999' in column 'label' is not a number")),
+    **{f"target {text!r}": ("train.tsv", f"text\tlabel\nhello\t2\nworld\t{text}\n",
+                            {"regression": True}, "train",
+                            (3, f"regression target {text!r} in column 'label' is not a number"
+                                + NOT_DECIMAL))
+       for text in ("1_000", "0x10", "nan", "-inf", "Infinity", " 1 ", "1.5 ", "+-1", "1e",
+                    "\u0661", "1,5")},
     "malformed json": ("train.jsonl", '{"text": "a", "label": "x"}\n{"text": "b", label}\n', {},
                        "train", (2, "not valid JSON (Expecting property name enclosed in double "
                                     "quotes at column 15)")),
@@ -282,6 +297,35 @@ def test_a_bad_file_is_one_error_naming_the_file_and_line(case, tmp_path):
         get_task("classification", **options).read(str(tmp_path / "data"), split)
     where = path if line is None else f"{path}:{line}"
     assert str(raised.value) == f"{where}: {message}"
+
+
+def test_plain_decimal_targets_are_read(tmp_path):
+    """What a spreadsheet or numpy writes is a target; JSON numbers too."""
+    texts = ["3", "-0.5", "+2", ".5", "5.", "1e-3", "-2.5E+2", "007"]
+    _write(tmp_path, "train.tsv", "text\tlabel\n" + "".join(f"w\t{t}\n" for t in texts))
+    _write(tmp_path, "dev.jsonl", '{"text": "a", "label": 2}\n{"text": "b", "label": -1.5e1}\n'
+                                  '{"text": "c", "label": "0.25"}\n')
+    task = get_task("classification", regression=True)
+    assert [e.label for e in task.read(str(tmp_path), "train")] == [float(t) for t in texts]
+    assert [e.label for e in task.read(str(tmp_path), "dev")] == [2.0, -15.0, 0.25]
+
+
+def test_a_jsonl_label_is_a_name_whatever_its_json_type(tmp_path, tiny_vocab):
+    """1 and "1" in one file are one label, "1" (labels are names; --label_names and the
+    predictions write them as text), not two classes the model must tell apart."""
+    _write(tmp_path, "train.jsonl", '{"text": "a", "label": 1}\n{"text": "b", "label": "1"}\n'
+                                    '{"text": "c", "label": 0}\n{"text": "d", "label": "0"}\n')
+    _write(tmp_path, "dev.jsonl", '{"text": "e", "label": "1"}\n{"text": "f", "label": 0}\n')
+    task = get_task("classification")
+    train = task.read(str(tmp_path), "train")
+    assert task.label_names == ("0", "1")
+    assert [e.label for e in train] == ["1", "1", "0", "0"]
+    from electra_tf.text.tokenizer import Tokenizer
+
+    dev = task.featurize(task.read(str(tmp_path), "dev"), Tokenizer(tiny_vocab), L)
+    assert list(dev.labels["label"]) == [1, 0]
+    given = get_task("classification", label_names="1,0")
+    assert [e.label for e in given.read(str(tmp_path), "dev")] == ["1", "0"]
 
 
 def test_fields_longer_than_csvs_default_limit_are_read(tmp_path):

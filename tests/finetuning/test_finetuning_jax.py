@@ -14,7 +14,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from helpers import REPO, jax_child_env
+from helpers import REPO, jax_child_env, patience
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                 reason="jax is not installed (pip install 'jax[cpu]')")
@@ -30,7 +30,7 @@ def run_jax(script: str, *args: str, module: bool = False,
     env = jax_child_env(devices)
     command = ["-m", script] if module else ["-c", textwrap.dedent(script)]
     return subprocess.run([sys.executable, *command, *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=patience(600))
 
 
 def last_json(proc: subprocess.CompletedProcess):

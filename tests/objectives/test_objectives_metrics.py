@@ -88,3 +88,37 @@ def test_generator_only_metrics_and_zero_denominators():
 def test_disc_probs():
     x = np.array([[-2.0, 0.0, 3.0]], np.float32)
     np.testing.assert_allclose(disc_probs(x), 1 / (1 + np.exp(-x)), rtol=1e-6)
+
+
+def _mean_cosine(vectors):
+    """The real-data study's measure (studies/real_data/probe_features.py)."""
+    v = vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
+    n = len(v)
+    return ((v @ v.T).sum() - n) / (n * (n - 1))
+
+
+def test_token_cosine_is_the_studys_mean_pairwise_cosine_of_real_states():
+    from electra_tf.objectives import token_cosine_sums
+
+    rng = np.random.default_rng(0)
+    states = rng.normal(size=(3, 16, 4)).astype(np.float32)
+    mask = np.ones((3, 16), np.int32)
+    mask[1, 9:] = 0  # padding is left out
+    num, den = token_cosine_sums(states, mask, sequences=2, positions=4)
+    # Sampled: sequences 0 and 1, positions 0, 4, 8, 12; sequence 1's 12 is padding.
+    real = np.concatenate([states[0, ::4], states[1, [0, 4, 8]]])
+    assert float(den) == 7 * 6
+    np.testing.assert_allclose(float(num) / float(den), _mean_cosine(real), rtol=1e-5)
+
+
+def test_collinear_states_read_one_and_spread_ones_low():
+    from electra_tf.objectives import token_cosine_sums
+
+    rng = np.random.default_rng(1)
+    mask = np.ones((4, 8), np.int32)
+    collinear = np.ones((4, 8, 16), np.float32) * rng.uniform(0.5, 2.0, (4, 8, 1))
+    num, den = token_cosine_sums(collinear, mask)
+    assert abs(float(num) / float(den) - 1.0) < 1e-5
+    spread = rng.normal(size=(4, 8, 16)).astype(np.float32)
+    num, den = token_cosine_sums(spread, mask)
+    assert abs(float(num) / float(den)) < 0.2

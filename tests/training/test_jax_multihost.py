@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import REPO, TINY_NO_DROPOUT, free_port
+from helpers import REPO, TINY_NO_DROPOUT, free_port, patience
 
 from tests.training.test_jax_no_tf import h5_arrays, pretraining_flags
 
@@ -34,7 +34,7 @@ def start(records, model_dir, *extra: str) -> subprocess.Popen:
 
 def finish(proc: subprocess.Popen) -> str:
     try:
-        _, err = proc.communicate(timeout=600)
+        _, err = proc.communicate(timeout=patience(600))
     except subprocess.TimeoutExpired:
         proc.kill()
         raise
@@ -116,7 +116,7 @@ def test_jax_waits_for_its_peers_as_long_as_the_watcher(timeout):
 
 def _ended(proc, timeout=120) -> tuple[int, str]:
     try:
-        _, err = proc.communicate(timeout=timeout)
+        _, err = proc.communicate(timeout=patience(timeout))
     except subprocess.TimeoutExpired:
         proc.kill()
         raise

@@ -18,7 +18,7 @@ import textwrap
 import numpy as np
 import pytest
 from helpers import RECORDS_SEQ as L
-from helpers import REPO, TINY_MODEL, jax_child_env
+from helpers import REPO, TINY_MODEL, jax_child_env, patience
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                 reason="jax is not installed (pip install 'jax[cpu]')")
@@ -67,7 +67,7 @@ JaxPretraining(config, run).train(stop_at_step=int(sys.argv[1]))
 def run_without_tf(script: str, *args: str) -> subprocess.CompletedProcess:
     env = jax_child_env(tests_on_path=False, JAX_PLATFORMS="cpu")
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=600)
+                          env=env, capture_output=True, text=True, timeout=patience(600))
     assert proc.returncode == 0, proc.stderr[-4000:]
     loaded = [line for line in proc.stdout.splitlines() if line.startswith("LOADED ")]
     assert loaded == ["LOADED []"], loaded  # no TensorFlow module was ever imported
@@ -138,8 +138,11 @@ def test_a_run_without_tensorflow_writes_summaries_and_a_folder_tf_reads(straigh
                 "sequences_per_second"):
         assert tag in train[6], tag
     assert train[6]["learning_rate"] == 0.0  # the schedule's end
-    for tag in ("loss", "disc_auc", "masked_lm_accuracy"):
+    for tag in ("loss", "disc_auc", "masked_lm_accuracy", "disc_token_cosine"):
         assert evals[6][tag] == pytest.approx(final[tag], rel=1e-6), tag
+    assert 0.0 < final["disc_token_cosine"] < 1.0  # the states' spread, on held-out data
+    assert "disc_token_cosine" not in train[6]  # an evaluation metric
+    assert f"disc_token_cosine {final['disc_token_cosine']:.4f}" in stderr
 
     # The folder loads, unchanged, in the TensorFlow export path.
     from electra_tf import artifacts

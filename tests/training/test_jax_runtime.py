@@ -14,7 +14,7 @@ import textwrap
 import numpy as np
 import pytest
 from helpers import RECORDS_SEQ as L
-from helpers import REPO, TINY_MODEL, TINY_NO_DROPOUT, jax_child_env
+from helpers import REPO, TINY_MODEL, TINY_NO_DROPOUT, jax_child_env, patience
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                 reason="jax is not installed (pip install 'jax[cpu]')")
@@ -24,7 +24,7 @@ def run_python(script: str, backend: str, *args, devices: int = 1) -> str:
     # tests/ on the path too: scripts import the functions below from this module.
     env = jax_child_env(devices, KERAS_BACKEND=backend)
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=600)
+                          env=env, capture_output=True, text=True, timeout=patience(600))
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc.stdout
 

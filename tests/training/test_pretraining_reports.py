@@ -19,16 +19,24 @@ def test_chunks_end_at_every_period_and_at_the_end():
     assert chunk_size(5, 7, 0, 100) == 2  # 0: no such period
 
 
-def test_checkpoints_land_on_the_multiples_of_save_checkpoints_steps(make_configs, tmp_path):
+def test_checkpoints_land_on_the_multiples_of_save_checkpoints_steps(make_configs, tmp_path,
+                                                                     monkeypatch, capsys):
+    """Also (the same run): the closing warning of a collapsed final eval, once, after
+    the final eval line (here every cosine counts as collapsed)."""
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
+    monkeypatch.setattr(reporting, "COLLAPSED_TOKEN_COSINE", -1.0)
     config, run = make_configs(tmp_path / "m", num_train_steps=10, iterations_per_loop=3,
                                save_checkpoints_steps=4, keep_checkpoint_max=10)
-    TensorFlowPretraining(config, run).train()
+    final = TensorFlowPretraining(config, run).train()
     folder = artifacts.checkpoint_dir(run.model_dir)
     steps = sorted(int(n.split("-")[1].split(".")[0]) for n in os.listdir(folder)
                    if n.startswith("ckpt-") and n.endswith(".index"))
     assert steps == [4, 8, 10]
+    lines = capsys.readouterr().err.splitlines()
+    warnings = [i for i, line in enumerate(lines) if "warning: disc_token_cosine" in line]
+    assert len(warnings) == 1 and lines[warnings[0] - 1].startswith("[pretrain] eval at step 10")
+    assert lines[warnings[0]] == "[pretrain] " + reporting.collapse_line(final)
 
 
 def test_bert_mlm_console_line_has_no_discriminator_columns():
@@ -54,3 +62,12 @@ def test_each_loss_has_one_name_in_train_and_in_eval_results():
     assert "mlm_loss" not in evaluation and abs(evaluation["masked_lm_loss"] - 4.8) < 1e-6
     assert abs(evaluation["disc_loss"] - 0.6) < 1e-6  # the original's per-sequence mean
     assert abs(evaluation["loss"] - 30.0) < 1e-6
+
+
+def test_a_collapsed_final_eval_is_said_and_a_spread_one_is_not():
+    """The study's collapsed discriminators read 0.84-0.91; the random initialization 0.38."""
+    line = reporting.collapse_line({"disc_token_cosine": 0.873, "disc_auc": 0.6})
+    assert line.startswith("warning: disc_token_cosine 0.873 (>= 0.8): ")
+    assert "--from_scratch" in line and "docs/pretraining.md" in line
+    for results in ({"disc_token_cosine": 0.38}, {"disc_token_cosine": 0.79}, {}):
+        assert reporting.collapse_line(results) is None

@@ -8,7 +8,7 @@ import subprocess
 import textwrap
 
 import pytest
-from helpers import TINY_MODEL, child_env, free_ports, popen_python, run_python
+from helpers import TINY_MODEL, child_env, free_ports, patience, popen_python, run_python
 
 
 def tiny_flags(records, vocab, model_dir, steps=4):
@@ -69,7 +69,7 @@ def test_multi_worker_two_processes_agree(tiny_records, tmp_path):
     outs = []
     try:
         for p in procs:
-            _, err = p.communicate(timeout=600)
+            _, err = p.communicate(timeout=patience(600))
             outs.append(err)
     finally:
         for p in procs:

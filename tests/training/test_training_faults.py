@@ -11,7 +11,6 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 
 import pytest
 from helpers import (
@@ -20,6 +19,7 @@ from helpers import (
     error_line,
     free_ports,
     interrupt_after,
+    patience,
     popen_python,
     pretraining_from_flags,
     run_module,
@@ -353,7 +353,6 @@ def test_multi_worker_peer_that_never_starts_times_out(tiny_records, tmp_path):
     cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(2)]}
     env = child_env(TF_CONFIG=json.dumps({"cluster": cluster,
                                           "task": {"type": "worker", "index": 0}}))
-    start = time.monotonic()
     proc = run_python(["-m", "electra_tf.run_pretraining",
                        *pretrain_flags(tiny_records, tmp_path / "model"),
                        "--strategy=multi_worker", "--worker_startup_timeout_s=3"],
@@ -365,7 +364,6 @@ def test_multi_worker_peer_that_never_starts_times_out(tiny_records, tmp_path):
         f"--worker_startup_timeout_s=3: not every task of TF_CONFIG (worker 0 "
         f"{cluster['worker'][0]}, worker 1 {cluster['worker'][1]}) started, or one cannot be "
         "reached; start them all, or raise --worker_startup_timeout_s"], proc.stderr[-3000:]
-    assert time.monotonic() - start < 150
     assert not (tmp_path / "model").exists()
 
 
@@ -382,7 +380,7 @@ def test_multi_worker_peer_that_fails_at_start_up_stops_the_other(tiny_records, 
                 tiny_records, tmp_path / "model", train_data=train_data, num_train_steps=4),
              "--strategy=multi_worker"], env=env, stderr=subprocess.PIPE, text=True))
     try:
-        survivor, failed = (subprocess.CompletedProcess(p.args, p.wait(timeout=300),
+        survivor, failed = (subprocess.CompletedProcess(p.args, p.wait(timeout=patience(300)),
                                                         stderr=p.stderr.read()) for p in procs)
     finally:
         for p in procs:

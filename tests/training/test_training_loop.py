@@ -49,9 +49,13 @@ def test_same_seed_same_weights_other_seed_differs(trained_run, make_configs, tm
 def test_outputs_summaries_and_final_files(trained_run):
     final = trained_run["final"]
     for key in ("masked_lm_accuracy", "sampled_masked_lm_accuracy", "disc_auc", "disc_accuracy",
-                "disc_precision", "disc_recall", "disc_loss", "masked_lm_loss", "loss"):
+                "disc_precision", "disc_recall", "disc_loss", "masked_lm_loss", "loss",
+                "disc_token_cosine"):
         assert key in final and np.isfinite(final[key]), key
+    assert 0.0 < final["disc_token_cosine"] < 1.0
     model_dir = trained_run["model_dir"]
+    recorded = json.load(open(model_dir / "final_eval.json"))
+    assert recorded["disc_token_cosine"] == pytest.approx(final["disc_token_cosine"])
     for name in ("discriminator.weights.h5", "discriminator_config.json",
                  "pretraining_config.json", "final_eval.json"):
         assert (model_dir / name).exists(), name

@@ -454,7 +454,7 @@ class JaxPretraining(Pretraining):
         trainable, non_trainable = state
         outputs, _ = self.model.stateless_call(trainable, non_trainable, batch, training=False,
                                                seed=seed)
-        losses, sums = self.model.losses_and_metric_sums(batch, outputs)
+        losses, sums = self.model.losses_and_metric_sums(batch, outputs, evaluation=True)
         return {**{"loss/" + n: v for n, v in losses.items()}, **sums}
 
     def _eval_batch(self, batch, index: int) -> None:

@@ -302,16 +302,17 @@ class TensorFlowPretraining(Pretraining):
                 skip_batches=skip_batches)))
 
     # === The step ===
-    def _forward_metrics(self, batch, seed, objective):
+    def _forward_metrics(self, batch, seed, objective, evaluation: bool = False):
         outputs = self.model(batch, training=False, seed=seed, objective=objective)
-        return self.model.losses_and_metric_sums(batch, outputs, objective)
+        return self.model.losses_and_metric_sums(batch, outputs, objective, evaluation)
 
     def _accumulators(self, objective, training: bool) -> Accumulators:
         """Host sums of what a loop reports, shaped by one forward pass."""
         batch = next(iter(pretraining_dataset(
             self.run.train_data, 2, self.config.max_seq_length, self.masking, seed=0,
             shuffle_buffer=1)))
-        losses, sums = self._forward_metrics(batch, tf.constant([0, 0], tf.int32), objective)
+        losses, sums = self._forward_metrics(batch, tf.constant([0, 0], tf.int32), objective,
+                                             evaluation=not training)
         spec = {"loss/" + n: v.shape for n, v in losses.items()}
         spec.update({n: v.shape for n, v in sums.items()})
         if training:
@@ -379,7 +380,7 @@ class TensorFlowPretraining(Pretraining):
     def _eval_batch(self, batch, index: int) -> None:
         if self._eval is None:
             objective, seed = self.model.objective, self.config.seed + 1
-            fwd = tf.function(lambda b, s: self._forward_metrics(b, s, objective),
+            fwd = tf.function(lambda b, s: self._forward_metrics(b, s, objective, True),
                               jit_compile=self.run.jit_compile)
             acc = self._accumulators(objective, training=False)
 

@@ -1,0 +1,46 @@
+"""A collapsed pre-trained model (issue 42, item 4): fine-tuning from a discriminator
+whose token states are nearly collinear did worse than from random weights, so
+run_finetuning says so at start-up when the folder's final_eval.json shows it."""
+
+import json
+import shutil
+
+from helpers import finetuning_from_flags
+
+from electra_tf import artifacts
+from electra_tf.training.finetuning import collapse_warning
+
+
+def _with_final_eval(pretrained_dir, folder, **results):
+    shutil.copytree(pretrained_dir, folder)
+    artifacts.write_final_eval(str(folder), 600, {"disc_auc": 0.55, **results})
+    return str(folder)
+
+
+def test_the_warning_reads_the_final_eval_and_says_nothing_without_one(pretrained_dir,
+                                                                        tmp_path):
+    collapsed = _with_final_eval(pretrained_dir, tmp_path / "c", disc_token_cosine=0.873)
+    line = collapse_warning(collapsed)
+    assert line.startswith(f"warning: --init_checkpoint={collapsed}: its final_eval.json "
+                           "shows disc_token_cosine 0.873 (>= 0.8): ")
+    assert "--from_scratch" in line
+    spread = _with_final_eval(pretrained_dir, tmp_path / "s", disc_token_cosine=0.41)
+    older = _with_final_eval(pretrained_dir, tmp_path / "o")  # before the metric
+    assert collapse_warning(spread) is None and collapse_warning(older) is None
+    assert collapse_warning(pretrained_dir) is None  # no final_eval.json at all
+    broken = _with_final_eval(pretrained_dir, tmp_path / "b")
+    (tmp_path / "b" / artifacts.FINAL_EVAL).write_text("{not json")
+    assert collapse_warning(broken) is None  # advice only: the weights load either way
+
+
+def test_run_finetuning_warns_once_at_start_up(pretrained_dir, toy_sst2_dir, tmp_path, capsys):
+    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
+
+    collapsed = _with_final_eval(pretrained_dir, tmp_path / "c", disc_token_cosine=0.9)
+    args = ["--task_name=sst2", f"--data_dir={toy_sst2_dir}", "--max_seq_length=16"]
+    TensorFlowFinetuning(*finetuning_from_flags(
+        *args, f"--init_checkpoint={collapsed}", f"--model_dir={tmp_path}/out"))
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if "warning" in line] == [
+        "[finetune] " + collapse_warning(collapsed)]
+    assert json.loads((tmp_path / "c" / "final_eval.json").read_text())["step"] == 600
