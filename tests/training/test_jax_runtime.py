@@ -102,7 +102,9 @@ def test_jax_run_resumes_exactly_and_its_folder_loads_for_export(tiny_records, t
     from export.export_saved_model import load_spec
 
     discriminator, vocab = artifacts.load_discriminator(str(tmp_path / "a"))
-    assert vocab == tiny_records["vocab"]
+    # the folder carries its own copy of the vocabulary
+    assert vocab == str(tmp_path / "a" / "vocab.txt")
+    assert open(vocab).read() == open(tiny_records["vocab"]).read()
     kept = discriminator.get_weights()
     spec = load_spec("rtd", str(tmp_path / "a"), max_seq_length=L)
     for a, b in zip(kept, spec.model.get_weights(), strict=True):
