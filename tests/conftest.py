@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -118,3 +120,26 @@ def sigint_handler():
     finally:
         signal.signal(signal.SIGINT, previous)
 
+
+# === A small file system of its own (tmpfs; root only, skipped elsewhere) ===
+@pytest.fixture
+def small_mount(tmp_path):
+    """mount(size, read_only) -> a fresh tmpfs folder (root only; skipped elsewhere)."""
+    mounted = []
+
+    def mount(size: str, read_only: bool = False, fill_from=None):
+        folder = tmp_path / f"mnt{len(mounted)}"
+        folder.mkdir()
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                          capture_output=True).returncode:
+            pytest.skip("mounting a tmpfs needs root")
+        mounted.append(folder)
+        if fill_from is not None:
+            shutil.copytree(fill_from, folder / "model")
+        if read_only:
+            subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        return folder
+
+    yield mount
+    for folder in mounted:
+        subprocess.run(["umount", str(folder)], capture_output=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import subprocess
 import textwrap
 
 import keras
@@ -55,25 +54,6 @@ def test_weights_that_would_not_fit_are_refused_before_h5py_writes(tmp_path, mon
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]
 
 
-@pytest.fixture
-def small_mount(tmp_path):
-    """mount(size) -> a fresh tmpfs folder (root only; skipped elsewhere)."""
-    mounted = []
-
-    def mount(size: str):
-        folder = tmp_path / f"mnt{len(mounted)}"
-        folder.mkdir()
-        if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                          capture_output=True).returncode:
-            pytest.skip("mounting a tmpfs needs root")
-        mounted.append(folder)
-        return folder
-
-    yield mount
-    for folder in mounted:
-        subprocess.run(["umount", str(folder)], capture_output=True)
-
-
 def _fill(folder, leave: int) -> None:
     """Fills the file system of `folder` up to `leave` bytes free."""
     free = shutil.disk_usage(folder).free
@@ -100,6 +80,7 @@ _SAVE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a real tmpfs (root); the faked-free-space test above runs by default
 def test_a_full_disk_at_the_final_weights_is_one_line(small_mount):
     folder = small_mount("1m")
     assert run_python(["-c", _SAVE, str(folder), "0"]).returncode == 0
@@ -113,6 +94,7 @@ def test_a_full_disk_at_the_final_weights_is_one_line(small_mount):
     assert not [p for p in os.listdir(folder) if p.startswith(".tmp-")]
 
 
+@pytest.mark.slow  # a real tmpfs (root)
 def test_convert_to_hf_on_a_full_disk_is_one_line(small_mount, tmp_path):
     pytest.importorskip("safetensors")
     vocab = write_vocab(tmp_path / "vocab.txt", tiny_vocab_tokens())

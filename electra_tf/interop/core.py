@@ -100,3 +100,23 @@ def write_pretraining_checkpoint(output: str, pretrainer) -> str:
     checkpoints = TensorFlowCheckpoints(pretrainer, optimizer, artifacts.checkpoint_dir(output),
                                         max_to_keep=1)
     return checkpoints.save()
+
+
+def check_vocabulary(tokens: list[str], source: str, rows: int, owner: str = "model") -> None:
+    """A vocabulary a conversion keeps: usable word pieces, and no more tokens than the
+    embedding table has rows (fewer is legal: transformers models often pad the table).
+
+    Raises:
+      ConversionError: naming `source` (and both sizes).
+    """
+    from electra_tf.errors import VocabError
+    from electra_tf.text.vocab import check_word_pieces
+
+    try:
+        check_word_pieces(tokens, source)
+    except VocabError as e:
+        raise ConversionError(str(e)) from None
+    if len(tokens) > rows:
+        raise ConversionError(
+            f"{source} holds {len(tokens)} tokens but the {owner}'s embedding table has "
+            f"{rows} rows: it is not this {owner}'s vocabulary")

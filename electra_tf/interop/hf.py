@@ -222,7 +222,7 @@ def check_vocabulary(model_dir: str, vocab_file: str, rows: int) -> None:
       ConversionError: one line naming the file (and both sizes).
     """
     from electra_tf.errors import VocabError
-    from electra_tf.text.vocab import check_word_pieces, load_vocab
+    from electra_tf.text.vocab import load_vocab
 
     if vocab_file and not os.path.isfile(vocab_file):
         return  # read_tokenizer names it
@@ -235,13 +235,9 @@ def check_vocabulary(model_dir: str, vocab_file: str, rows: int) -> None:
                 _tokenizer_json_tokens(model_dir)
             if not tokens:
                 return  # none here: a task model's import says so (read_tokenizer)
-        check_word_pieces(tokens, source)
     except VocabError as e:
         raise core.ConversionError(str(e)) from None
-    if len(tokens) > rows:
-        raise core.ConversionError(
-            f"{source} holds {len(tokens)} tokens but the model's embedding table has {rows} "
-            "rows: it is not this model's vocabulary")
+    core.check_vocabulary(tokens, source, rows)
 
 
 def keep_vocabulary(model_dir: str, output: str) -> str:

@@ -175,17 +175,13 @@ def check_vocab_size(vocab_file: str, vocab_size: int) -> None:
     if not os.path.isfile(vocab_file):
         return
     from electra_tf.errors import VocabError
-    from electra_tf.text.vocab import check_word_pieces, load_vocab
+    from electra_tf.text.vocab import load_vocab
 
     try:
         tokens = load_vocab(vocab_file)
-        check_word_pieces(tokens, vocab_file)
     except VocabError as e:
         raise core.ConversionError(str(e)) from None
-    if len(tokens) > vocab_size:
-        raise core.ConversionError(
-            f"{vocab_file} holds {len(tokens)} tokens but the checkpoint's embedding table has "
-            f"{vocab_size} rows: it is not this checkpoint's vocabulary")
+    core.check_vocabulary(tokens, vocab_file, vocab_size, owner="checkpoint")
 
 
 def resume_flags(config: PretrainingConfig) -> str:

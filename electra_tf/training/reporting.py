@@ -18,6 +18,8 @@ when the evaluation's disc_token_cosine says the discriminator has collapsed.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from electra_tf.objectives.auc import auc_from_histograms
@@ -83,6 +85,28 @@ def train_line(results: dict, step: int, total: int, eta_seconds: float) -> str:
 def eval_line(results: dict, step: int) -> str:
     return f"eval at step {step}: " + ", ".join(
         f"{k} {v:.4f}" for k, v in sorted(results.items()))
+
+
+_EVAL_LINE = re.compile(r"eval at step (\d+): (.*)$")
+
+
+def parse_eval_line(line: str) -> tuple[int, dict[str, float]] | None:
+    """(step, metrics) of a line `eval_line` wrote (anywhere in `line`), else None.
+
+    What scripts that read a run's console (the studies) use, so that the
+    format has one owner.
+    """
+    m = _EVAL_LINE.search(line)
+    if not m:
+        return None
+    values = {}
+    for part in m.group(2).split(", "):
+        name, _, value = part.rpartition(" ")
+        try:
+            values[name] = float(value)
+        except ValueError:
+            pass
+    return int(m.group(1)), values
 
 
 # === A collapsed discriminator ===

@@ -305,11 +305,12 @@ def pretraining_command(setting_name: str, objective: str, steps: int, data: dic
 
 
 _TRAIN = re.compile(r"step (\d+)/(\d+) \| loss ([\d.naif]+).*?\| ([\d.]+) seq/s")
-_EVAL = re.compile(r"eval at step (\d+): (.*)")
 
 
 def curve_parser(record: dict):
     """A line handler filling record["train"] and record["eval"] from the run's output."""
+    from electra_tf.training.reporting import parse_eval_line
+
     record.setdefault("train", [])
     record.setdefault("eval", [])
 
@@ -319,16 +320,9 @@ def curve_parser(record: dict):
             record["train"].append({"step": int(m.group(1)), "loss": float(m.group(3)),
                                     "seq_per_s": float(m.group(4)), "t_s": round(t, 1)})
             return
-        m = _EVAL.search(line)
-        if m:
-            values = {}
-            for part in m.group(2).split(", "):
-                name, _, value = part.rpartition(" ")
-                try:
-                    values[name] = float(value)
-                except ValueError:
-                    pass
-            record["eval"].append({"step": int(m.group(1)), "t_s": round(t, 1), **values})
+        found = parse_eval_line(line)
+        if found:
+            record["eval"].append({"step": found[0], "t_s": round(t, 1), **found[1]})
     return on_line
 
 

@@ -489,21 +489,14 @@ def checkpoint_path(model_dir: str, step: int) -> str | None:
     return None
 
 
-_EVAL = re.compile(r"eval at step (\d+): (.*)$")
-
-
 def final_eval(output: str) -> dict:
+    from electra_tf.training.reporting import parse_eval_line
+
     found = {}
     for line in output.splitlines():
-        m = _EVAL.search(line)
-        if m:
-            found = {}
-            for kv in m.group(2).split(", "):
-                k, _, v = kv.rpartition(" ")
-                try:
-                    found[k] = float(v)
-                except ValueError:
-                    pass
+        parsed = parse_eval_line(line)
+        if parsed:
+            found = parsed[1]
     return found
 
 

@@ -557,30 +557,8 @@ def test_a_damaged_npz_checkpoint_is_one_line(damage, tmp_path):
     assert np.isfinite(np.asarray(model.weights[0])).all()
 
 
-# === The file system refusing writes: a full disk, a read-only folder (needs root) ===
-@pytest.fixture
-def small_mount(tmp_path):
-    """mount(size, read_only) -> a fresh tmpfs folder (root only; skipped elsewhere)."""
-    mounted = []
-
-    def mount(size: str, read_only: bool = False, fill_from=None):
-        folder = tmp_path / f"mnt{len(mounted)}"
-        folder.mkdir()
-        if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                          capture_output=True).returncode:
-            pytest.skip("mounting a tmpfs needs root")
-        mounted.append(folder)
-        if fill_from is not None:
-            shutil.copytree(fill_from, folder / "model")
-        if read_only:
-            subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
-        return folder
-
-    yield mount
-    for folder in mounted:
-        subprocess.run(["umount", str(folder)], capture_output=True)
-
-
+# === The file system refusing writes: a full disk, a read-only folder (needs root;
+# conftest's small_mount) ===
 @pytest.mark.slow
 def test_a_full_disk_or_a_read_only_model_dir_is_one_line(small_mount, tiny_records,
                                                           trained_run, tmp_path):

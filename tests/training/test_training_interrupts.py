@@ -125,6 +125,7 @@ def test_sigterm_is_held_like_a_ctrl_c(sigint_handler):
         signal.signal(signal.SIGTERM, previous)
 
 
+@pytest.mark.slow  # the Ctrl-C test beside it runs the same path by default
 def test_sigterm_during_a_chunk_saves_at_its_end_and_resumes_exactly(make_configs, tmp_path,
                                                                     sigint_handler):
     """The loop stops as for a Ctrl-C, saying the signal; the resumed run ends with the
