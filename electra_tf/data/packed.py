@@ -339,19 +339,39 @@ def pack(record_pattern: str | list[str], output: str, max_seq_length: int | Non
             raise InputError(str(e)) from None
     if not segment_a:
         raise InputError(f"--records: the {len(paths)} file(s) hold no record, e.g. {paths[0]}")
-    token_dtype = "<u2" if max_id < 1 << 16 else "<u4"
-    arrays = {"offsets": np.asarray(offsets, "<i8"), "segment_a": np.asarray(segment_a, "<u2"),
-              "tokens": np.concatenate(chunks + pending).astype(token_dtype)}
-    header = {"max_seq_length": length, "num_examples": len(segment_a),
-              "num_tokens": int(offsets[-1]), "max_id": max_id, "token_dtype": token_dtype,
-              "records": [os.path.basename(p) for p in paths]}
-    blob = _layout(header, arrays)
-    atomic_write(output, lambda tmp: _write_blob(tmp, blob))
+    size = write_packed(output, np.asarray(offsets), np.asarray(segment_a),
+                        np.concatenate(chunks + pending), length,
+                        [os.path.basename(p) for p in paths])
     if meter:
         meter.update(len(segment_a), force=True)
     return {"files": len(paths), "examples": len(segment_a), "tokens": int(offsets[-1]),
-            "max_seq_length": length, "max_id": max_id,
-            "bytes": sum(len(part) for part in blob)}
+            "max_seq_length": length, "max_id": max_id, "bytes": size}
+
+
+def write_packed(output: str, offsets: np.ndarray, segment_a: np.ndarray, tokens: np.ndarray,
+                 max_seq_length: int, records: list[str]) -> int:
+    """Writes a packed file (the layout in the module docstring), atomically.
+
+    Args:
+      offsets: int [n + 1], where each example's tokens start in `tokens`.
+      segment_a: int [n], each example's positions of segment 0.
+      tokens: int [T], the real tokens back to back (uint16 on disk when every id fits).
+      max_seq_length: L the examples were built for.
+      records: what the examples came from, for the header.
+
+    Returns:
+      the file's size in bytes.
+    """
+    max_id = int(tokens.max()) if len(tokens) else -1
+    token_dtype = "<u2" if max_id < 1 << 16 else "<u4"
+    arrays = {"offsets": np.asarray(offsets, "<i8"), "segment_a": np.asarray(segment_a, "<u2"),
+              "tokens": np.asarray(tokens).astype(token_dtype)}
+    header = {"max_seq_length": max_seq_length, "num_examples": len(arrays["segment_a"]),
+              "num_tokens": len(arrays["tokens"]), "max_id": max_id,
+              "token_dtype": token_dtype, "records": records}
+    blob = _layout(header, arrays)
+    atomic_write(output, lambda tmp: _write_blob(tmp, blob))
+    return sum(len(part) for part in blob)
 
 
 def _layout(header: dict, arrays: dict[str, np.ndarray]) -> list[bytes]:

@@ -108,19 +108,12 @@ def build(records: str, heldout: str, vocab_file: str, output: str,
 
 def _truncate(path: str, n: int) -> None:
     """Rewrites a packed file with its first n examples."""
-    import numpy as np
-
     from electra_tf.data import packed
 
     f = packed.PackedFile(path)
-    keep = {"offsets": np.asarray(f.offsets[:n + 1]), "segment_a": np.asarray(f.segment_a[:n]),
-            "tokens": np.asarray(f.tokens[:f.offsets[n]])}
-    header = {"max_seq_length": f.max_seq_length, "num_examples": n,
-              "num_tokens": int(f.offsets[n]), "max_id": int(keep["tokens"].max()),
-              "token_dtype": keep["tokens"].dtype.str, "records": ["(first examples)"]}
-    parts = packed._layout(header, keep)
-    del f
-    packed.atomic_write(path, lambda tmp: packed._write_blob(tmp, parts))
+    end = f.offsets[n]
+    packed.write_packed(path, f.offsets[:n + 1], f.segment_a[:n], f.tokens[:end],
+                        f.max_seq_length, ["(first examples)"])
 
 
 def main(argv=None) -> int:

@@ -192,3 +192,18 @@ def test_split_and_join_give_the_weights_back_in_fp16(tmp_path, tiny_vocab):
     os.remove(paths[-1])  # a part missing
     with pytest.raises(SystemExit, match="parts missing"):
         parts.join(str(tmp_path / "out" / "d.part-*"), str(tmp_path / "again"), tiny_vocab)
+
+
+def test_max_examples_keeps_the_first_examples(toy_bundle, tmp_path):
+    from electra_tf.data.packed import PackedExamples
+
+    root, _ = toy_bundle
+    cut = bundle.build(str(root / "records" / "pretrain_data.tfrecord*"),
+                       str(root / "heldout" / "pretrain_data.tfrecord*"),
+                       str(root / "vocab.txt"), str(tmp_path / "cut"), max_examples=100)
+    assert cut["train_examples"] == 100 and cut["train_examples_cut_from"] == 301
+    whole = lease.unpack_bundle(str(root / "bundle"), str(tmp_path / "whole"))["paths"]
+    part = lease.unpack_bundle(str(tmp_path / "cut"), str(tmp_path / "part"))["paths"]
+    first = PackedExamples(whole["train.packed"], 32).rows(np.arange(100))
+    for key, value in PackedExamples(part["train.packed"], 32).rows(np.arange(100)).items():
+        np.testing.assert_array_equal(value, first[key])
