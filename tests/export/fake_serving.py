@@ -60,11 +60,7 @@ def start_grpc(models):
                     response.outputs[k].CopyFrom(tf.make_tensor_proto(v))
             return response
 
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(Servicer(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    return server, port
+    return _serve(Servicer())
 
 
 def _decode(value):
@@ -160,11 +156,7 @@ def start_grpc_answering(outputs=None, abort=None, stall: float = 0.0):
                 response.outputs[k].CopyFrom(v)
             return response
 
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(Servicer(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    return server, port
+    return _serve(Servicer())
 
 
 def start_tcp(reply: bytes | None, seconds_per_byte: float = 0.0, silence: float = 5.0):
@@ -209,3 +201,15 @@ def start_tcp(reply: bytes | None, seconds_per_byte: float = 0.0, silence: float
         sock.close()
 
     return close, f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+def _serve(servicer):
+    """A started loopback gRPC server for `servicer` -> (server, port)."""
+    import grpc
+    from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, port

@@ -48,23 +48,16 @@ def test_a_malformed_dev_split_stops_the_run_before_training(toy_sst2_dir, pretr
     assert not (tmp_path / "out").exists()
 
 
-def test_ctrl_c_saves_and_exits_130_with_one_line(pretrained_dir, toy_sst2_dir, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl_c", "sigterm"])
+def test_an_interrupt_saves_and_exits_with_one_line(pretrained_dir, toy_sst2_dir, tmp_path, sig):
+    """Ctrl-C exits 130; SIGTERM, what Kubernetes and Slurm send before a kill, is a
+    Ctrl-C too (exit 128 + 15)."""
     out = tmp_path / "out"
     interrupt_after("electra_tf.run_finetuning", [
         "--task_name=sst2", f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_sst2_dir}",
         f"--model_dir={out}", "--max_seq_length=16", "--num_train_epochs=1000",
         "--train_batch_size=16", "--save_checkpoints_steps=2", "--do_eval=false"],
-        r"epoch 1 step 4/", out)
-
-
-def test_sigterm_saves_and_exits_143_with_one_line(pretrained_dir, toy_sst2_dir, tmp_path):
-    """SIGTERM, what Kubernetes and Slurm send before a kill, is a Ctrl-C (exit 128 + 15)."""
-    out = tmp_path / "out"
-    interrupt_after("electra_tf.run_finetuning", [
-        "--task_name=sst2", f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_sst2_dir}",
-        f"--model_dir={out}", "--max_seq_length=16", "--num_train_epochs=1000",
-        "--train_batch_size=16", "--save_checkpoints_steps=2", "--do_eval=false"],
-        r"epoch 1 step 4/", out, sig=signal.SIGTERM)
+        r"epoch 1 step 4/", out, sig=sig)
 
 
 def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation(pretrained_dir, toy_sst2_dir, tmp_path,
