@@ -15,7 +15,9 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10,<3.14",
-    packages=find_packages(include=["electra_tf", "electra_tf.*", "export", "export.*"]),
+    # Only electra_tf: export/ holds the clone's `python -m export.*` shims of the
+    # electra_tf commands, and no generic top-level name goes into site-packages.
+    packages=find_packages(include=["electra_tf", "electra_tf.*"]),
     include_package_data=True,
     install_requires=[
         "tensorflow==2.20.*",
@@ -29,6 +31,18 @@ setup(
         # but the code must not rest on that): span F1 for tagging.
         "seqeval>=1.2,<2",
     ],
+    entry_points={"console_scripts": [
+        "electra-pretrain=electra_tf.run_pretraining:run",
+        "electra-finetune=electra_tf.run_finetuning:run",
+        "electra-build-vocab=electra_tf.build_vocab:run",
+        "electra-build-pretraining-data=electra_tf.build_pretraining_data:run",
+        "electra-pack-pretraining-data=electra_tf.pack_pretraining_data:run",
+        "electra-convert=electra_tf.convert:run",
+        "electra-eval-glue=electra_tf.eval_glue:run",
+        "electra-eval-squad=electra_tf.eval_squad:run",
+        "electra-export=electra_tf.export_saved_model:run",
+        "electra-query=electra_tf.query:run",
+    ]},
     extras_require={
         # jax[cpu]: the JAX backend's tests (KERAS_BACKEND=jax) run on CPU.
         # pytest-xdist: the README's test command runs the suite on 2 workers.

@@ -14,7 +14,7 @@ and 32: text signature on texts of ~200 words (truncated to 128 pieces, so
 tokenization is included) and ids signature on [B, 128] ids. Warm-up calls are
 excluded; p50/p95 over --iters calls.
 
-The cost of the ids signature's input checks (export/signatures.py,
+The cost of the ids signature's input checks (electra_tf/serving/signatures.py,
 check_ids_inputs: ranks, shapes, id / type id / mask ranges) is measured A/B:
 each task's archive is written twice, with the checks and without them
 (build_archive(check_inputs=False), the graph as it was before the checks),
@@ -26,7 +26,7 @@ of the paired differences are recorded.
 Length buckets and the serving encoder (issue #24) are measured the same way,
 three exports called in turn (VARIANTS): the fixed window through the Keras
 layers' graph (the export before #24), the length buckets alone, and what
-export() writes (the buckets with export/serving_encoder.py's graph), on
+export() writes (the buckets with electra_tf/serving/encoder.py's graph), on
 texts of 5, 20, 60 and 128 words and a mixed batch. --parts=buckets runs only
 this part; --intra_op_threads sets TensorFlow's intra-op threads, as TF
 Serving's --tensorflow_intra_op_parallelism does.
@@ -54,10 +54,10 @@ NER_TAGS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC",
 def make_checkpoints(work):
     import keras
 
-    from electra_tf import artifacts
-    from electra_tf.config import MODEL_SIZES, EncoderConfig
+    from electra_tf.core.config import MODEL_SIZES, EncoderConfig
     from electra_tf.modeling import build_discriminator
-    from electra_tf.modeling.finetuning import FinetuningModel
+    from electra_tf.tasks.model import FinetuningModel
+    from electra_tf.training import artifacts
 
     vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]",
                                                                  "[MASK]"]
@@ -103,8 +103,8 @@ def input_check_cost(dirs, work, iters, warmup):
     """Rows of the A/B measurement of the ids checks (see the module docstring)."""
     import tensorflow as tf
 
-    from export.export_saved_model import load_spec
-    from export.signatures import build_archive
+    from electra_tf.serving.export import load_spec
+    from electra_tf.serving.signatures import build_archive
 
     rows = []
     for name, task in (("sst2", "sequence_classification"), ("ner", "token_classification")):
@@ -175,8 +175,8 @@ def bucket_cost(dirs, work, iters, warmup):
     """Rows of the A/B measurement of length buckets (see the module docstring)."""
     import tensorflow as tf
 
-    from export.export_saved_model import load_spec
-    from export.signatures import build_archive
+    from electra_tf.serving.export import load_spec
+    from electra_tf.serving.signatures import build_archive
 
     rows = []
     rng = random.Random(1)
@@ -263,8 +263,8 @@ def main():
     if args.intra_op_threads:
         tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
 
-    from export.export_saved_model import export, load_spec
-    from export.serving import length_buckets
+    from electra_tf.serving.export import export, load_spec
+    from electra_tf.serving.graph import length_buckets
 
     load_start = os.getloadavg()[0]
     work = tempfile.mkdtemp(prefix="bench_export_")
@@ -379,7 +379,7 @@ def main():
               f"length buckets ({', '.join(map(str, length_buckets(128)))}: each row runs on "
               "the shortest that holds it, the rows of one bucket together) with the Keras "
               "graph; **today**, what `export` writes: the buckets with "
-              "`export/serving_encoder.py`'s graph. Speedup: fixed / today. Texts of N words "
+              "`electra_tf/serving/encoder.py`'s graph. Speedup: fixed / today. Texts of N words "
               "\"wK\", one piece each (128 words are truncated to 126 pieces); the ids rows "
               "send the same texts packed by the client to [B, 128]. \"mixed\": 32 texts of "
               "5-120 words (uniform; each task draws its own batch from one seeded stream, so "

@@ -23,10 +23,10 @@ from bench_common import cpu_model  # noqa: E402 (benchmarks/ is on sys.path)
 CHILD = r'''
 import json, os, sys, time, random
 import numpy as np, tensorflow as tf, keras
-from electra_tf import artifacts
-from electra_tf.config import EncoderConfig, MODEL_SIZES, FinetuneRun, FinetuningConfig
+from electra_tf.training import artifacts
+from electra_tf.core.config import EncoderConfig, MODEL_SIZES, FinetuneRun, FinetuningConfig
 from electra_tf.modeling import build_discriminator
-from electra_tf.finetuning.registry import get_task
+from electra_tf.tasks.registry import get_task
 from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
 work, L, batch, jit, precision, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5], int(sys.argv[6])
 pre = os.path.join(work, "pretrained")

@@ -122,7 +122,7 @@ def log(msg):
 
 
 def pretraining_config(size: str):
-    from electra_tf.config import PretrainingConfig
+    from electra_tf.core.config import PretrainingConfig
 
     fields, _ = SIZES[size]
     # No warmup cut-off matters for throughput; steps enough for any chunk count.
@@ -319,7 +319,7 @@ def worker_electra_tf(args):
     import jax
     import numpy as np
 
-    from electra_tf.config import RunConfig
+    from electra_tf.core.config import RunConfig
     from electra_tf.training.backends.jax import JaxPretraining
 
     config = pretraining_config(args.size)

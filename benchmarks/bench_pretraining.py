@@ -78,7 +78,7 @@ def model_flops_per_sequence(config) -> dict:
 
 
 def small_config():
-    from electra_tf.config import PretrainingConfig
+    from electra_tf.core.config import PretrainingConfig
     return PretrainingConfig(model_size="small", vocab_size=VOCAB, max_seq_length=SEQ,
                              train_batch_size=BATCH)
 
@@ -165,7 +165,7 @@ def worker_data(args):
 def worker_ours(args):
     import tensorflow as tf
 
-    from electra_tf.config import RunConfig
+    from electra_tf.core.config import RunConfig
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining, make_strategy
 
     t_start = time.monotonic()

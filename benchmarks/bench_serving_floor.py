@@ -10,7 +10,7 @@ that TensorFlow, TF Serving's included, reads at start-up):
 1. The model alone: the Small discriminator with its classification head,
    called on ids [1, L] (all real) in a tf.function, for L in --lengths, three
    ways: the Keras layers' graph, the same under XLA (jit_compile), and
-   export/serving_encoder.py's graph (what the export runs). No tokenization,
+   electra_tf/serving/encoder.py's graph (what the export runs). No tokenization,
    no buckets, no signature.
 2. The export as TF Serving runs it: the SavedModel loaded with the TF1 loader
    into a Session (ConfigProto with the same thread counts, as the server's
@@ -65,10 +65,10 @@ def child(args):
     import keras
     import tensorflow_text  # noqa: F401 (the text signature's ops)
 
-    from electra_tf.config import MODEL_SIZES, EncoderConfig
+    from electra_tf.core.config import MODEL_SIZES, EncoderConfig
     from electra_tf.modeling import build_discriminator
-    from electra_tf.modeling.finetuning import FinetuningModel
-    from export import serving_encoder
+    from electra_tf.serving import encoder as serving_encoder
+    from electra_tf.tasks.model import FinetuningModel
 
     keras.utils.set_random_seed(0)
     config = EncoderConfig(vocab_size=30522, **MODEL_SIZES["small"])
@@ -132,8 +132,8 @@ def main():
 
     from bench_export import make_checkpoints
 
-    from export.export_saved_model import load_spec
-    from export.signatures import build_archive
+    from electra_tf.serving.export import load_spec
+    from electra_tf.serving.signatures import build_archive
 
     work = tempfile.mkdtemp(prefix="bench_serving_floor_")
     dirs = make_checkpoints(work)

@@ -15,8 +15,8 @@ from __future__ import annotations
 from absl import app, flags
 
 from electra_tf import cli
-from electra_tf.errors import InputError
-from electra_tf.fileio import expand_files
+from electra_tf.core.errors import InputError
+from electra_tf.core.fileio import expand_files
 
 FLAGS = flags.FLAGS
 
@@ -58,6 +58,11 @@ def main(argv):
         overwrite=FLAGS.overwrite, max_unk_rate=FLAGS.max_unk_rate))
 
 
-if __name__ == "__main__":
+def run():
+    """The command line (console script `electra-build-pretraining-data`)."""
     define_flags()
-    app.run(lambda argv: cli.run_cli(lambda: main(argv)))
+    cli.run_command(main, __name__)
+
+
+if __name__ == "__main__":
+    run()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from absl import app, flags
 
 from electra_tf import cli
-from electra_tf.errors import InputError
+from electra_tf.core.errors import InputError
 from electra_tf.text.vocab_builder import build_vocab
 
 FLAGS = flags.FLAGS
@@ -41,6 +41,11 @@ def main(argv):
                 cli.tri_state(FLAGS.strip_accents), FLAGS.min_count, FLAGS.max_lines)
 
 
-if __name__ == "__main__":
+def run():
+    """The command line (console script `electra-build-vocab`)."""
     define_flags()
-    app.run(lambda argv: cli.run_cli(lambda: main(argv)))
+    cli.run_command(main, __name__)
+
+
+if __name__ == "__main__":
+    run()

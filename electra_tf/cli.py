@@ -64,6 +64,23 @@ class Terminated(KeyboardInterrupt):
     signum = 15
 
 
+def run_command(main: Callable[[list[str]], None], module: str,
+                argv: list[str] | None = None) -> None:
+    """What every command's `run` does: absl's app around `run_cli(main)`.
+
+    `module` is the command module's `__name__`. Run as a console script
+    (`electra-pretrain`), the command module is not the main one, and absl's
+    --help lists only the main module's key flags: the command's flags are
+    made key flags of the script too.
+    """
+    from absl import app
+
+    if module != "__main__":
+        for flag in flags.FLAGS.get_key_flags_for_module(module):
+            flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+    app.run(lambda args: run_cli(lambda: main(args)), argv=argv)
+
+
 def _on_sigterm(signum, frame):
     raise Terminated
 
@@ -88,7 +105,7 @@ def run_cli(main: Callable[[], None]) -> None:
     """
     from absl import logging
 
-    from electra_tf.errors import BAD_INPUT, Diverged, PeerLost
+    from electra_tf.core.errors import BAD_INPUT, Diverged, PeerLost
 
     # TF's Python-side INFO lines (checkpoint sharding, ...); quiet: its warnings too
     logging.set_verbosity(logging.WARNING if VERBOSE else logging.ERROR)

@@ -32,7 +32,7 @@ import sys
 from absl import app, flags
 
 from electra_tf import cli
-from electra_tf.errors import InputError
+from electra_tf.core.errors import InputError
 
 FLAGS = flags.FLAGS
 
@@ -104,6 +104,11 @@ def main(argv) -> None:
             print(f"[convert] wrote {path}", file=sys.stderr)
 
 
-if __name__ == "__main__":
+def run():
+    """The command line (console script `electra-convert`)."""
     define_flags()
-    app.run(lambda argv: cli.run_cli(lambda: main(argv)))
+    cli.run_command(main, __name__)
+
+
+if __name__ == "__main__":
+    run()

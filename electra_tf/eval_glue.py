@@ -20,9 +20,9 @@ import json
 from absl import app, flags
 
 from electra_tf import cli
-from electra_tf.errors import InputError
-from electra_tf.finetuning.glue import evaluate_submission
-from electra_tf.finetuning.metrics import GLUE_TASK_NAMES
+from electra_tf.core.errors import InputError
+from electra_tf.tasks.glue import evaluate_submission
+from electra_tf.tasks.metrics import GLUE_TASK_NAMES
 
 FLAGS = flags.FLAGS
 
@@ -45,6 +45,11 @@ def main(argv):
     print(json.dumps(evaluate_submission(FLAGS.task, FLAGS.predictions, FLAGS.dev_file)))
 
 
-if __name__ == "__main__":
+def run():
+    """The command line (console script `electra-eval-glue`)."""
     define_flags()
-    app.run(lambda argv: cli.run_cli(lambda: main(argv)))
+    cli.run_command(main, __name__)
+
+
+if __name__ == "__main__":
+    run()

@@ -19,8 +19,8 @@ import json
 from absl import app, flags
 
 from electra_tf import cli
-from electra_tf.errors import InputError
-from electra_tf.finetuning.squad_eval import evaluate_files
+from electra_tf.core.errors import InputError
+from electra_tf.tasks.squad_eval import evaluate_files
 
 FLAGS = flags.FLAGS
 
@@ -44,6 +44,11 @@ def main(argv):
     print(json.dumps(result))
 
 
-if __name__ == "__main__":
+def run():
+    """The command line (console script `electra-eval-squad`)."""
     define_flags()
-    app.run(lambda argv: cli.run_cli(lambda: main(argv)))
+    cli.run_command(main, __name__)
+
+
+if __name__ == "__main__":
+    run()

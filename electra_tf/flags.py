@@ -21,8 +21,8 @@ import json
 
 from absl import flags
 
-from electra_tf import config as config_lib
-from electra_tf.errors import ConfigError
+from electra_tf.core import config as config_lib
+from electra_tf.core.errors import ConfigError
 
 # Flags defined below are key flags of the entry point that asks for them, not of this
 # module: --help lists the main module's key flags alone.
@@ -134,7 +134,7 @@ def pretraining_configs(flag_values=flags.FLAGS):
     values = _values(config_lib.PretrainingConfig, flag_values)
     run_values = _values(config_lib.RunConfig, flag_values)
     if not run_values["vocab_file"] and run_values["model_dir"]:
-        from electra_tf import artifacts
+        from electra_tf.training import artifacts
 
         if artifacts.has_checkpoints(run_values["model_dir"]):
             run_values["vocab_file"] = artifacts.folder_vocab(run_values["model_dir"])

@@ -19,7 +19,7 @@ import sys
 from absl import app, flags
 
 from electra_tf import cli
-from electra_tf.errors import InputError
+from electra_tf.core.errors import InputError
 
 FLAGS = flags.FLAGS
 
@@ -47,6 +47,11 @@ def main(argv):
           file=sys.stderr)
 
 
-if __name__ == "__main__":
+def run():
+    """The command line (console script `electra-pack-pretraining-data`)."""
     define_flags()
-    app.run(lambda argv: cli.run_cli(lambda: main(argv)))
+    cli.run_command(main, __name__)
+
+
+if __name__ == "__main__":
+    run()

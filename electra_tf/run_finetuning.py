@@ -32,8 +32,8 @@ FLAGS = flags.FLAGS
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    from electra_tf.errors import ConfigError
-    from electra_tf.finetuning.registry import task_from_config
+    from electra_tf.core.errors import ConfigError
+    from electra_tf.tasks.registry import task_from_config
     from electra_tf.training import backends
 
     backend = backends.name()  # KERAS_BACKEND: training/backends/tensorflow.py or jax.py
@@ -54,6 +54,11 @@ def main(argv):
     print(f"[finetune] done: {trainer.final_results(results)}", file=sys.stderr)
 
 
-if __name__ == "__main__":
+def run():
+    """The command line (console script `electra-finetune`)."""
     flags_lib.define_finetuning_flags()
-    app.run(lambda argv: cli.run_cli(lambda: main(argv)), argv=cli.flagfiles_first(sys.argv))
+    cli.run_command(main, __name__, argv=cli.flagfiles_first(sys.argv))
+
+
+if __name__ == "__main__":
+    run()

@@ -29,7 +29,7 @@ from absl import app, flags
 
 from electra_tf import cli
 from electra_tf import flags as flags_lib
-from electra_tf.errors import ConfigError
+from electra_tf.core.errors import ConfigError
 
 FLAGS = flags.FLAGS
 flags_lib.define_pretraining_flags()
@@ -39,7 +39,7 @@ flags_lib.define_demo_flags()
 def _check_local_records(run) -> None:
     """--train_data/--eval_data patterns on the local file system must match a
     file (remote ones, gs://..., are checked by the input pipeline)."""
-    from electra_tf.fileio import expand_files
+    from electra_tf.core.fileio import expand_files
 
     for flag, patterns in (("--train_data", run.train_data), ("--eval_data", run.eval_data)):
         local = [p for p in patterns.split(",") if p.strip() and "://" not in p]
@@ -103,5 +103,10 @@ def main(argv):
     trainer.train()
 
 
+def run():
+    """The command line (console script `electra-pretrain`)."""
+    cli.run_command(main, __name__, argv=cli.flagfiles_first(sys.argv))
+
+
 if __name__ == "__main__":
-    app.run(lambda argv: cli.run_cli(lambda: main(argv)), argv=cli.flagfiles_first(sys.argv))
+    run()

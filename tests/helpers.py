@@ -32,7 +32,7 @@ WORDS = ("the model reads a token and the discriminator learns which token was r
 
 def tiny_encoder_config(vocab_size: int, **overrides):
     """An EncoderConfig of TINY_MODEL's sizes (overrides win)."""
-    from electra_tf.config import EncoderConfig
+    from electra_tf.core.config import EncoderConfig
 
     return EncoderConfig(**{"vocab_size": vocab_size, **TINY_MODEL, **overrides})
 
@@ -45,9 +45,9 @@ def write_pretrained_dir(folder, vocab_file: str, config=None, seed: int = 0) ->
     defaults, lower-cased text, apply)."""
     import keras
 
-    from electra_tf import artifacts
     from electra_tf.modeling import build_discriminator
     from electra_tf.text.vocab import load_vocab
+    from electra_tf.training import artifacts
 
     folder = str(folder)
     os.makedirs(folder, exist_ok=True)
@@ -137,7 +137,7 @@ def finetuning_from_flags(*argv: str):
     from absl import flags
 
     from electra_tf import flags as flags_lib
-    from electra_tf.finetuning.registry import task_from_config
+    from electra_tf.tasks.registry import task_from_config
 
     argv = [f"--flagfile={os.path.join(REPO, a.split('=', 1)[1])}"
             if a.startswith("--flagfile=") else a for a in argv]

@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 from helpers import patience, popen_python, tiny_encoder_config
 
-from electra_tf import artifacts
-from electra_tf.config import (
+from electra_tf.core.config import (
     FinetuneRun,
     FinetuningConfig,
     PretrainingConfig,
     RunConfig,
 )
-from electra_tf.errors import ConfigError, InputError
-from electra_tf.fileio import atomic_write
+from electra_tf.core.errors import ConfigError, InputError
+from electra_tf.core.fileio import atomic_write
 from electra_tf.modeling import build_discriminator
+from electra_tf.training import artifacts
 
 TINY = tiny_encoder_config(40, num_hidden_layers=1)
 
@@ -123,8 +123,8 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
 
 
 def test_finetuning_folder_round_trip(tmp_path):
-    from electra_tf.finetuning.registry import get_task
-    from electra_tf.modeling.finetuning import FinetuningModel
+    from electra_tf.tasks.model import FinetuningModel
+    from electra_tf.tasks.registry import get_task
 
     task = get_task("mrpc")
     model = FinetuningModel(discriminator().encoder, task.head, len(task.label_names))
@@ -159,8 +159,8 @@ def test_a_finetuning_config_without_its_head_is_refused(tmp_path):
 
 def _finetuned_folder(folder, name, **config_fields):
     """A fine-tuning folder as the trainer writes it: the task from its config."""
-    from electra_tf.finetuning.registry import task_from_config
-    from electra_tf.modeling.finetuning import FinetuningModel
+    from electra_tf.tasks.model import FinetuningModel
+    from electra_tf.tasks.registry import task_from_config
 
     config = FinetuningConfig(task_name=name, **config_fields)
     task = task_from_config(config)
@@ -242,8 +242,8 @@ def test_copy_and_record_vocab(tmp_path):
 KILLED_MID_WRITE = """
 import os, sys, time
 import keras
-from electra_tf import artifacts
-from electra_tf.config import EncoderConfig
+from electra_tf.training import artifacts
+from electra_tf.core.config import EncoderConfig
 from electra_tf.modeling import build_discriminator
 
 folder = sys.argv[1]
@@ -345,7 +345,7 @@ def umask():
 def test_written_files_follow_the_umask_not_the_temporary_file(tmp_path, umask, mask, mode):
     """mkstemp makes 0600 whatever the umask; a TF Serving process of another user must
     read what was written under umask 022."""
-    from electra_tf.fileio import current_umask
+    from electra_tf.core.fileio import current_umask
 
     umask(mask)
     assert current_umask() == mask

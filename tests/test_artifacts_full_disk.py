@@ -24,8 +24,9 @@ from helpers import (
     write_vocab,
 )
 
-from electra_tf import artifacts, fileio
+from electra_tf.core import fileio
 from electra_tf.modeling import build_discriminator
+from electra_tf.training import artifacts
 
 TINY = tiny_encoder_config(40, num_hidden_layers=1)
 
@@ -69,7 +70,7 @@ _SAVE = textwrap.dedent("""
     def main():
         import keras
         from helpers import tiny_encoder_config
-        from electra_tf import artifacts
+        from electra_tf.training import artifacts
         from electra_tf.modeling import build_discriminator
 
         keras.utils.set_random_seed(int(sys.argv[2]))

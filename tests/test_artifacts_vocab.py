@@ -11,8 +11,8 @@ import shutil
 import pytest
 from helpers import tiny_encoder_config, tiny_vocab_tokens, write_pretrained_dir, write_vocab
 
-from electra_tf import artifacts
-from electra_tf.errors import ConfigError, InputError, VocabError
+from electra_tf.core.errors import ConfigError, InputError, VocabError
+from electra_tf.training import artifacts
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -96,8 +96,8 @@ def test_a_vocab_of_special_tokens_only_is_one_error(tmp_path):
 
 # === The export of a folder made by hand (rtd) ===
 def test_export_refuses_a_vocab_larger_than_the_table(tiny_vocab, tmp_path):
+    from electra_tf.serving.export import load_spec
     from electra_tf.text.vocab import load_vocab
-    from export.export_saved_model import load_spec
 
     size = len(load_vocab(tiny_vocab))
     small = write_pretrained_dir(tmp_path / "small", tiny_vocab, tiny_encoder_config(size - 2))
@@ -109,7 +109,7 @@ def test_export_refuses_a_vocab_larger_than_the_table(tiny_vocab, tmp_path):
 
 
 def test_export_refuses_a_vocab_of_special_tokens_only(tmp_path):
-    from export.export_saved_model import load_spec
+    from electra_tf.serving.export import load_spec
 
     vocab = write_vocab(tmp_path / "vocab.txt", SPECIALS)
     folder = write_pretrained_dir(tmp_path / "pre", vocab, tiny_encoder_config(16))

@@ -51,7 +51,7 @@ def test_cli_missing_corpus_is_one_line(tmp_path):
 @pytest.mark.parametrize("case", ["binary", "utf16"])
 def test_a_corpus_that_is_not_utf8_text_is_refused(case, tmp_path):
     """Not a vocabulary of only the reserved tokens (binary), nor documents merged (UTF-16)."""
-    from electra_tf.errors import InputError
+    from electra_tf.core.errors import InputError
 
     corpus = tmp_path / "corpus.txt"
     if case == "binary":
@@ -64,7 +64,7 @@ def test_a_corpus_that_is_not_utf8_text_is_refused(case, tmp_path):
 
 
 def test_output_that_is_a_directory_is_refused_before_reading(tmp_path):
-    from electra_tf.errors import InputError
+    from electra_tf.core.errors import InputError
 
     with pytest.raises(InputError, match=r"--output .* is a directory; give the vocab file's"):
         build_vocab(str(tmp_path / "no_corpus.txt"), 100, str(tmp_path))

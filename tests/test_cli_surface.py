@@ -73,3 +73,30 @@ def test_a_flag_on_the_command_line_wins_over_a_flagfile_given_after_it(tmp_path
                       f"--train_data={tmp_path}/mine*", timeout=600)
     error_line(proc, "num_train_steps must be >= 1, got 0")
     assert not (tmp_path / "model").exists()
+
+
+@pytest.mark.parametrize("script,flag", [("electra-pretrain", "learning_rate"),
+                                         ("electra-export", "model_base"),
+                                         ("electra-query", "server")])
+def test_console_scripts_list_their_commands_flags(script, flag):
+    # A console script's main module is the script, not the command module:
+    # --help must still list the command's flags (cli.run_command adopts them).
+    import os
+    import sys
+
+    from helpers import run_python
+
+    path = os.path.join(os.path.dirname(sys.executable), script)
+    assert os.path.exists(path), f"{path} missing: reinstall with pip install -e ."
+    proc = run_python([path, "--help"])
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    _flag_help(proc.stdout, flag)
+    assert "--logtostderr" not in proc.stdout
+
+
+def test_the_clones_export_shims_run_the_same_commands():
+    proc = run_module("export.client", "--help")
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    _flag_help(proc.stdout, "model_name")
+    proc = run_module("export.export_saved_model", "--task=rtd")
+    assert proc.returncode == 2 and "error: --checkpoint is required" in proc.stderr, proc.stderr

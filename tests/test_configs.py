@@ -9,7 +9,7 @@ from absl import flags
 from conftest import REPO
 
 from electra_tf import flags as flags_lib
-from electra_tf.config import (
+from electra_tf.core.config import (
     EncoderConfig,
     FinetuneRun,
     FinetuningConfig,
@@ -17,7 +17,7 @@ from electra_tf.config import (
     RunConfig,
     RuntimeOptions,
 )
-from electra_tf.errors import ConfigError
+from electra_tf.core.errors import ConfigError
 
 
 @pytest.mark.parametrize("name", ["small", "base", "large", "demo"])

@@ -6,7 +6,7 @@ import os
 
 from conftest import REPO
 
-from electra_tf.config import FINETUNE_LEARNING_RATE
+from electra_tf.core.config import FINETUNE_LEARNING_RATE
 
 
 def test_every_sizes_finetuning_learning_rate_is_in_the_docs():

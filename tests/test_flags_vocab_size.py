@@ -9,7 +9,7 @@ from absl import flags
 from conftest import REPO
 
 from electra_tf import flags as flags_lib
-from electra_tf.errors import ConfigError
+from electra_tf.core.errors import ConfigError
 
 
 def _parse(*argv):

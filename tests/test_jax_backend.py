@@ -15,8 +15,8 @@ import os, sys
 os.environ["KERAS_BACKEND"] = "jax"
 import numpy as np, keras
 assert keras.backend.backend() == "jax"
-from electra_tf.config import PretrainingConfig
-from electra_tf.modeling.pretrainer import ElectraPretrainer
+from electra_tf.core.config import PretrainingConfig
+from electra_tf.objectives.pretrainer import ElectraPretrainer
 V, L, B, N = 120, 16, 8, 3
 from helpers import TINY_MODEL
 cfg = PretrainingConfig(model_size="tiny", vocab_size=V, max_seq_length=L, generator_hidden_size=0.5, seed=0,

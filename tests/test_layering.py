@@ -1,5 +1,6 @@
-"""The import graph keeps its shape: entry points on top, model code backend-portable,
-the TensorFlow/JAX difference in two backend files.
+"""The import graph keeps its shape: the package's folders are its floors, the
+commands stand on top, model code is backend-portable, and the TensorFlow/JAX
+difference lives in two backend files.
 
 Read statically (ast), so a lazy import inside a function counts too. Imports
 under `if __name__ == "__main__":` belong to a module's own command line and
@@ -14,7 +15,15 @@ import re
 
 from conftest import REPO
 
-ENTRY_POINT = re.compile(r"^electra_tf\.(cli|convert|run_\w+|build_\w+|eval_\w+|pack_\w+)$")
+# The floors, from the ground up: a module imports only from its own floor and
+# those below it. The package root (the commands and their plumbing, cli and
+# flags) stands above them all.
+FLOORS = ("core", "text", "data", "modeling", "objectives", "tasks", "training", "serving",
+          "interop")
+COMMANDS_FLOOR = len(FLOORS)
+# Modules of the package root that are no command: what the commands share.
+COMMAND_PLUMBING = ("cli", "flags")
+ENTRY_POINT = re.compile(r"^electra_tf\.(?!(?:%s)$)\w+$" % "|".join(FLOORS))
 # Model code runs under any Keras backend: keras / keras.ops / keras.random only.
 BACKEND_PORTABLE = ("electra_tf/modeling/", "electra_tf/objectives/")
 # Training code shared by both backends: TensorFlow only where named (the
@@ -37,6 +46,16 @@ def python_files():
                     yield os.path.relpath(path, REPO).replace(os.sep, "/"), path
 
 
+def floor(module: str) -> int | None:
+    """The floor of an electra_tf module (None for another package's)."""
+    parts = module.split(".")
+    if parts[0] != "electra_tf":
+        return None
+    if len(parts) > 1 and parts[1] in FLOORS:
+        return FLOORS.index(parts[1])
+    return COMMANDS_FLOOR
+
+
 def module_name(rel: str) -> str:
     return rel[:-3].replace("/", ".").removesuffix(".__init__")
 
@@ -57,8 +76,11 @@ def imports(path: str) -> list[str]:
         if isinstance(node, ast.Import):
             found.extend(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
-            found.append(node.module)
-            found.extend(f"{node.module}.{a.name}" for a in node.names)
+            if node.module == "electra_tf":  # `from electra_tf import cli`: the module named
+                found.extend(f"electra_tf.{a.name}" for a in node.names)
+            else:
+                found.append(node.module)
+                found.extend(f"{node.module}.{a.name}" for a in node.names)
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -66,10 +88,90 @@ def imports(path: str) -> list[str]:
     return found
 
 
+def test_each_module_imports_only_its_floor_and_those_below():
+    upward = []
+    for rel, path in python_files():
+        if not rel.startswith("electra_tf/"):
+            continue
+        mine = floor(module_name(rel))
+        upward += [f"{rel} (floor {mine}) -> {m} (floor {floor(m)})" for m in imports(path)
+                   if floor(m) is not None and floor(m) > mine]
+    assert not upward, "imports that run up a floor:\n" + "\n".join(sorted(set(upward)))
+
+
+def test_no_two_modules_import_each_other():
+    # A package's face (__init__.py, which hands its modules' names on) is
+    # left out: `from electra_tf.objectives import losses` names the module.
+    graph = {}
+    for rel, path in python_files():
+        if rel.startswith("electra_tf/") and not rel.endswith("__init__.py"):
+            graph[module_name(rel)] = {m for m in imports(path) if m.startswith("electra_tf.")}
+    modules = set(graph)
+    graph = {k: {m for m in v if m in modules and m != k} for k, v in graph.items()}
+    cycles, state = [], {}
+
+    def visit(node, stack):
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                cycles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_the_package_root_holds_the_commands_and_nothing_below_them():
+    # Every other module lives in its floor's folder; a root module is a
+    # command (a `run` for its console script) or what the commands share.
+    not_commands = []
+    for name in sorted(os.listdir(os.path.join(REPO, "electra_tf"))):
+        stem = name[:-3]
+        if not name.endswith(".py") or stem in ("__init__",) + COMMAND_PLUMBING:
+            continue
+        tree = ast.parse(open(os.path.join(REPO, "electra_tf", name), encoding="utf-8").read())
+        if not any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in tree.body):
+            not_commands.append(name)
+    assert not not_commands, f"modules at the package root that are no command: {not_commands}"
+    folders = {n for n in os.listdir(os.path.join(REPO, "electra_tf"))
+               if os.path.isfile(os.path.join(REPO, "electra_tf", n, "__init__.py"))}
+    assert folders == set(FLOORS), f"the package's folders {sorted(folders)} are not its floors"
+
+
+def test_console_scripts_name_commands_and_only_electra_tf_is_installed():
+    setup = open(os.path.join(REPO, "setup.py"), encoding="utf-8").read()
+    tree = ast.parse(setup)
+    scripts, packages = [], None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "entry_points":
+            scripts = [e.value for e in node.value.values[0].elts]
+        if isinstance(node, ast.keyword) and node.arg == "packages":
+            packages = [e.value for e in node.value.keywords[0].value.elts]
+    assert packages == ["electra_tf", "electra_tf.*"], packages
+    assert len(scripts) >= 10, scripts
+    for script in scripts:
+        name, target = (x.strip() for x in script.split("="))
+        module, function = target.split(":")
+        assert ENTRY_POINT.match(module) and function == "run", script
+        path = os.path.join(REPO, *module.split(".")) + ".py"
+        tree = ast.parse(open(path, encoding="utf-8").read())
+        assert any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in tree.body), script
+    # export/ holds the clone's shims of two of those commands, nothing else.
+    for name in sorted(os.listdir(os.path.join(REPO, "export"))):
+        if name.endswith(".py") and name != "__init__.py":
+            found = imports(os.path.join(REPO, "export", name))
+            assert found and all(ENTRY_POINT.match(m.rsplit(".", 1)[0]) or ENTRY_POINT.match(m)
+                                 for m in found), (name, found)
+
+
 def test_no_library_module_imports_an_entry_point():
     edges = []
     for rel, path in python_files():
-        if ENTRY_POINT.match(module_name(rel)):
+        if ENTRY_POINT.match(module_name(rel)) or not rel.startswith("electra_tf/"):
             continue
         edges += [f"{rel} -> {m}" for m in imports(path) if ENTRY_POINT.match(m)]
     assert not edges, "library modules import entry points:\n" + "\n".join(edges)

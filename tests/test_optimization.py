@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.optimization import (
+from electra_tf.training.optimization import (
     ElectraAdamW,
     WarmupPolynomialDecay,
     applies_weight_decay,

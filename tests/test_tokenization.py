@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 from helpers import decode, tiny_vocab_tokens, write_vocab
 
-from electra_tf.errors import VocabError
+from electra_tf.core.errors import VocabError
 from electra_tf.text.tokenizer import BERT_RESERVED_TOKENS, Tokenizer, load_vocab
 
 ODD_INPUTS = [

@@ -31,10 +31,10 @@ import sys
 import time
 import uuid
 
+from electra_tf.core.errors import InputError
+from electra_tf.core.fileio import Progress, atomic_write_text, check_text_file
 from electra_tf.data import features as features_lib
 from electra_tf.data.packing import ExampleBuilder, SpecialIds, to_features
-from electra_tf.errors import InputError
-from electra_tf.fileio import Progress, atomic_write_text, check_text_file
 
 STATS_FILE = "pretrain_data_stats.json"
 _TOKENIZE_BATCH_LINES = 4096

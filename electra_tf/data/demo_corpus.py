@@ -109,8 +109,8 @@ def write_corpus(output: str, max_documents: int = 0, stdlib_dir: str | None = N
     "python", module: the top-level module, path), the layout of
     studies/efficiency/install_corpus.py's `.sources.tsv`, for the package probe.
     """
-    from electra_tf.errors import InputError
-    from electra_tf.fileio import atomic_write_text
+    from electra_tf.core.errors import InputError
+    from electra_tf.core.fileio import atomic_write_text
 
     docs, rows, stdlib_docs = [], [], []
     stdlib_root = stdlib_dir or sysconfig.get_paths()["stdlib"]
@@ -162,8 +162,8 @@ def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int,
     with_sources: also write corpus.txt.sources.tsv (see `write_corpus`) with
     the corpus; a corpus already there without one is an error.
     """
-    from electra_tf.errors import InputError
-    from electra_tf.fileio import atomic_write_text
+    from electra_tf.core.errors import InputError
+    from electra_tf.core.fileio import atomic_write_text
 
     if corpus not in DEMO_CORPORA:
         raise InputError(f"demo corpus must be one of {DEMO_CORPORA}, got {corpus!r}")

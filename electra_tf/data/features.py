@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 FEATURE_KEYS = ("input_ids", "input_mask", "segment_ids")
 SHARD_PREFIX = "pretrain_data.tfrecord"
+# The first bytes of a packed examples file (data/packed.py): here, below both readers,
+# so that the TFRecord readers name the input that reads one given to them.
+PACKED_MAGIC = b"ELTFPACK"
 
 
 def shard_name(index: int, num_shards: int) -> str:

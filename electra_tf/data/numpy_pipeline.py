@@ -18,6 +18,7 @@ from typing import Iterator
 
 import numpy as np
 
+from electra_tf.core.fileio import expand_files
 from electra_tf.data.masking import MaskingConfig, mask_batch_numpy
 from electra_tf.data.tfrecord_reader import (
     FEATURE_KEYS,
@@ -25,7 +26,6 @@ from electra_tf.data.tfrecord_reader import (
     parse_example,
     read_records,
 )
-from electra_tf.fileio import expand_files
 
 
 def _examples(files: list[str], max_seq_length: int, rng: np.random.Generator | None):

@@ -45,12 +45,13 @@ from typing import Iterator
 
 import numpy as np
 
+from electra_tf.core.errors import InputError, RecordError
+from electra_tf.core.fileio import Progress, atomic_write, expand_files
+from electra_tf.data.features import PACKED_MAGIC
 from electra_tf.data.masking import MaskingConfig, mask_batch_numpy
 from electra_tf.data.tfrecord_reader import FEATURE_KEYS, parse_example, read_records
-from electra_tf.errors import InputError, RecordError
-from electra_tf.fileio import Progress, atomic_write, expand_files
 
-MAGIC = b"ELTFPACK"
+MAGIC = PACKED_MAGIC
 FORMAT_VERSION = 1
 _ALIGN = 64
 _PREFIX = struct.Struct("<8sII")  # magic, version, header size

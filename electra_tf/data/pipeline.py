@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from electra_tf.core.fileio import expand_files
 from electra_tf.data import features as features_lib
 from electra_tf.data.masking import MaskingConfig, mask_batch
 from electra_tf.data.tfrecord_reader import (  # noqa: F401 (re-exported)
     check_records,
     locate_corrupt_record,
 )
-from electra_tf.fileio import expand_files
 
 # Seed mixes that give each input pipeline (pipeline_id) its own streams from
 # the one run seed. Pure tf.data: these are not the model's salts

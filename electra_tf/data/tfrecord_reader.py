@@ -32,10 +32,9 @@ from typing import BinaryIO, Callable, Iterator, NamedTuple
 
 import numpy as np
 
-from electra_tf.errors import InputError, RecordError
-from electra_tf.fileio import expand_files
-
-FEATURE_KEYS = ("input_ids", "input_mask", "segment_ids")  # as data/features.py
+from electra_tf.core.errors import InputError, RecordError
+from electra_tf.core.fileio import expand_files
+from electra_tf.data.features import FEATURE_KEYS, PACKED_MAGIC
 
 _MASK_DELTA = 0xA282EAD8
 
@@ -275,10 +274,8 @@ def _check_first_record(path: str, max_seq_length: int, what: str, fs: FileSyste
         with fs.open(path) as f:
             first = _read_record(f, 0, fs.size(path))
     except _BadRecord as e:
-        from electra_tf.data.packed import MAGIC
-
         with fs.open(path) as f:
-            if f.read(len(MAGIC)) == MAGIC:
+            if f.read(len(PACKED_MAGIC)) == PACKED_MAGIC:
                 raise InputError(f"{what}: {path} is a packed examples file, which only "
                                  "KERAS_BACKEND=jax with --jax_input_pipeline=packed reads "
                                  "(the others read the TFRecords it was packed from)") from None

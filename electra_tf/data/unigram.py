@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from electra_tf.core.errors import RecordError
 from electra_tf.data.tfrecord_reader import (
     LOCAL_FILES,
     FileSystem,
     parse_example,
     read_records,
 )
-from electra_tf.errors import RecordError
 
 
 def unigram_counts(paths: list[str], vocab_size: int, max_sequences: int = 4096,

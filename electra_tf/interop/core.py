@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from electra_tf.config import MODEL_SIZES, EncoderConfig, size_mismatches
-from electra_tf.errors import ConversionError
+from electra_tf.core.config import MODEL_SIZES, EncoderConfig, size_mismatches
+from electra_tf.core.errors import ConversionError
 
 
 def check_model_size(config: EncoderConfig, model_size: str, evidence: dict[str, str]) -> None:
@@ -92,9 +92,9 @@ def assign(weights: dict[str, np.ndarray], targets: dict[str, object], source: s
 
 def write_pretraining_checkpoint(output: str, pretrainer) -> str:
     """checkpoints/ckpt-0 in the pre-training loop's format (a fresh optimizer)."""
-    from electra_tf import artifacts
-    from electra_tf.optimization import pretraining_optimizer
+    from electra_tf.training import artifacts
     from electra_tf.training.checkpoints import TensorFlowCheckpoints
+    from electra_tf.training.optimization import pretraining_optimizer
 
     optimizer = pretraining_optimizer(pretrainer.config, pretrainer.trainable_variables)
     checkpoints = TensorFlowCheckpoints(pretrainer, optimizer, artifacts.checkpoint_dir(output),
@@ -109,7 +109,7 @@ def check_vocabulary(tokens: list[str], source: str, rows: int, owner: str = "mo
     Raises:
       ConversionError: naming `source` (and both sizes).
     """
-    from electra_tf.errors import VocabError
+    from electra_tf.core.errors import VocabError
     from electra_tf.text.vocab import check_word_pieces
 
     try:

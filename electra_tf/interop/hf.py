@@ -48,10 +48,15 @@ import re
 import numpy as np
 from absl import logging
 
-from electra_tf import artifacts
-from electra_tf.config import EncoderConfig
-from electra_tf.fileio import atomic_write_json, atomic_write_text, check_free_space, write_bytes
+from electra_tf.core.config import EncoderConfig
+from electra_tf.core.fileio import (
+    atomic_write_json,
+    atomic_write_text,
+    check_free_space,
+    write_bytes,
+)
 from electra_tf.interop import core, names
+from electra_tf.training import artifacts
 
 _ACT_FROM_HF = {"gelu": "gelu", "gelu_new": "gelu_approximate", "gelu_fast": "gelu_approximate",
                 "gelu_pytorch_tanh": "gelu_approximate", "relu": "relu"}
@@ -221,7 +226,7 @@ def check_vocabulary(model_dir: str, vocab_file: str, rows: int) -> None:
     Raises:
       ConversionError: one line naming the file (and both sizes).
     """
-    from electra_tf.errors import VocabError
+    from electra_tf.core.errors import VocabError
     from electra_tf.text.vocab import load_vocab
 
     if vocab_file and not os.path.isfile(vocab_file):
@@ -282,8 +287,8 @@ def import_model(model_dir: str, output: str, model_size: str = "",
 
     Returns the conversion report (also merged into conversion_report.json).
     """
-    from electra_tf.modeling.finetuning import FinetuningModel
     from electra_tf.modeling.models import ElectraGenerator, build_discriminator
+    from electra_tf.tasks.model import FinetuningModel
 
     hf_config, config = read_config(model_dir)
     if max_seq_length < 0 or max_seq_length > config.max_position_embeddings:
@@ -472,9 +477,9 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
     Raises:
       ConversionError: a task of another head, or a label count the task cannot take.
     """
-    from electra_tf.config import FinetuneRun, FinetuningConfig, model_size_of
-    from electra_tf.errors import ConfigError
-    from electra_tf.finetuning.registry import format_label_names, task_from_config
+    from electra_tf.core.config import FinetuneRun, FinetuningConfig, model_size_of
+    from electra_tf.core.errors import ConfigError
+    from electra_tf.tasks.registry import format_label_names, task_from_config
 
     head = model.head
     width = 1 if head.kind == "regression" else head.num_labels

@@ -16,9 +16,9 @@ import re
 
 import numpy as np
 
-from electra_tf import artifacts
-from electra_tf.config import PretrainingConfig
+from electra_tf.core.config import PretrainingConfig
 from electra_tf.interop import core, names
+from electra_tf.training import artifacts
 
 _QUERY = "{}/encoder/layer_{}/attention/self/query/kernel"
 
@@ -126,7 +126,7 @@ def import_checkpoint(path: str, model_size: str, output: str,
       the conversion report (also written as conversion_report.json).
     """
     from electra_tf.modeling.models import build_discriminator
-    from electra_tf.modeling.pretrainer import ElectraPretrainer
+    from electra_tf.objectives.pretrainer import ElectraPretrainer
 
     weights, skipped = read_checkpoint(path)
     config = infer_config(weights, model_size, overrides)
@@ -174,7 +174,7 @@ def check_vocab_size(vocab_file: str, vocab_size: int) -> None:
     """
     if not os.path.isfile(vocab_file):
         return
-    from electra_tf.errors import VocabError
+    from electra_tf.core.errors import VocabError
     from electra_tf.text.vocab import load_vocab
 
     try:

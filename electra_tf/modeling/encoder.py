@@ -32,7 +32,7 @@ import re
 import keras
 from keras import ops
 
-from electra_tf.config import EncoderConfig
+from electra_tf.core.config import EncoderConfig
 from electra_tf.modeling.layers import ElectraEmbeddings
 from electra_tf.modeling.random import (
     EMBEDDINGS_STREAM,

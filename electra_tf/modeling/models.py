@@ -37,7 +37,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from electra_tf.config import EncoderConfig, PretrainingConfig
+from electra_tf.core.config import EncoderConfig, PretrainingConfig
 from electra_tf.modeling.encoder import (
     ElectraEncoder,
     EncoderConfigSerializable,

@@ -17,7 +17,7 @@ import math
 import keras
 from keras import ops
 
-from electra_tf import config as config_lib
+from electra_tf.core import config as config_lib
 from electra_tf.modeling.layers import Dropout, get_activation, kernel_initializer
 from electra_tf.modeling.random import (
     ATTENTION_OUTPUT_SITE,

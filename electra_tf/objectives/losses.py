@@ -2,7 +2,7 @@
 
 Every loss is computed in float32 (under mixed_bfloat16 the logits arrive in
 bf16). Pure `keras.ops`: no TensorFlow import. `sigmoid_cross_entropy` is
-also the fine-tuning losses' (`electra_tf.finetuning.losses`).
+also the fine-tuning losses' (`electra_tf.tasks.losses`).
 
 Shapes: B batch, L sequence length, N max_predictions_per_seq, V vocab.
 """

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 from keras import ops
 
-from electra_tf import config as config_lib
+from electra_tf.core import config as config_lib
 from electra_tf.modeling.models import MLM_ALL_COPY_HEAD, MLM_HEAD, RTD_HEAD
 from electra_tf.objectives import losses, metrics
 from electra_tf.objectives.electra import ElectraObjective

@@ -91,7 +91,7 @@ class Tokenizer(tf.Module):
         """Like tokenize, plus byte offsets [batch, (tokens)] into the normalized text.
 
         Works eagerly and inside a tf.function: the SQuAD featurizer and the
-        TF Serving export's in-graph tokenization (export/serving.py) use it.
+        TF Serving export's in-graph tokenization (electra_tf/serving/graph.py) use it.
 
         Returns:
           (ids, starts, ends, normalized_texts): int64 ragged ids, starts and

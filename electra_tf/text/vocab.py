@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import unicodedata
 
-from electra_tf.errors import VocabError
+from electra_tf.core.errors import VocabError
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)

@@ -14,8 +14,8 @@ import collections
 import os
 import sys
 
-from electra_tf.errors import InputError
-from electra_tf.fileio import Progress, atomic_write_text, check_text_file, expand_files
+from electra_tf.core.errors import InputError
+from electra_tf.core.fileio import Progress, atomic_write_text, check_text_file, expand_files
 
 
 def count_words(files: list[str], do_lower_case: bool, strip_accents: bool,

@@ -24,9 +24,9 @@ import zlib
 
 import numpy as np
 
-from electra_tf import artifacts
-from electra_tf.errors import ConfigError, InputError
-from electra_tf.fileio import atomic_write
+from electra_tf.core.errors import ConfigError, InputError
+from electra_tf.core.fileio import atomic_write
+from electra_tf.training import artifacts
 from electra_tf.training.loop import log
 
 # What each backend's files look like in the checkpoint folder.

@@ -42,15 +42,13 @@ import time
 import keras
 import numpy as np
 
-from electra_tf import artifacts
-from electra_tf.config import FinetuneRun, FinetuningConfig, model_size_of
-from electra_tf.errors import ConfigError, InputError
-from electra_tf.fileio import FolderLock, check_output_folder
-from electra_tf.finetuning import base
-from electra_tf.finetuning.registry import format_label_names
-from electra_tf.modeling.finetuning import FinetuningModel
-from electra_tf.optimization import build_optimizer
-from electra_tf.training import reporting
+from electra_tf.core.config import FinetuneRun, FinetuningConfig, model_size_of
+from electra_tf.core.errors import ConfigError, InputError
+from electra_tf.core.fileio import FolderLock, check_output_folder
+from electra_tf.tasks import base
+from electra_tf.tasks.model import FinetuningModel
+from electra_tf.tasks.registry import format_label_names
+from electra_tf.training import artifacts, reporting
 from electra_tf.training.checkpoints import checkpoint_step, model_variables, read_model_arrays
 from electra_tf.training.loop import (
     Interrupted,
@@ -60,6 +58,7 @@ from electra_tf.training.loop import (
     log,
     set_precision,
 )
+from electra_tf.training.optimization import build_optimizer
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 
@@ -115,7 +114,7 @@ def initial_discriminator(config: FinetuningConfig, run: FinetuneRun):
     Raises:
       InputError, ConfigError: one line naming the flag.
     """
-    from electra_tf.config import MODEL_SIZES, EncoderConfig
+    from electra_tf.core.config import MODEL_SIZES, EncoderConfig
     from electra_tf.modeling.models import build_discriminator
 
     if run.from_scratch:
@@ -142,8 +141,8 @@ def initial_discriminator(config: FinetuningConfig, run: FinetuneRun):
         raise InputError(f"--init_checkpoint={run.init_checkpoint}: {model_dir} records no "
                          f"pre-training settings ({artifacts.PRETRAINING_CONFIG}), which "
                          "give the checkpoint's model")
-    from electra_tf.config import PretrainingConfig
-    from electra_tf.modeling.pretrainer import ElectraPretrainer
+    from electra_tf.core.config import PretrainingConfig
+    from electra_tf.objectives.pretrainer import ElectraPretrainer
 
     pretrainer = ElectraPretrainer(PretrainingConfig.from_dict(recorded["pretraining"]))
     pretrainer.build_with_dummy_batch()

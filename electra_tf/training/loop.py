@@ -28,7 +28,7 @@ import threading
 
 import numpy as np
 
-from electra_tf.errors import Diverged
+from electra_tf.core.errors import Diverged
 
 
 def log(tag: str, message: str) -> None:

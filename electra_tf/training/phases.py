@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from electra_tf.config import PretrainingConfig
+from electra_tf.core.config import PretrainingConfig
 from electra_tf.objectives.electra import ElectraObjective
 from electra_tf.objectives.variants import BertMlmObjective
 

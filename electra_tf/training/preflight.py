@@ -11,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from electra_tf import artifacts
-from electra_tf.config import PretrainingConfig, RunConfig
+from electra_tf.core.config import PretrainingConfig, RunConfig
+from electra_tf.core.errors import ConfigError
+from electra_tf.core.fileio import check_output_folder
 from electra_tf.data.masking import MaskingConfig
 from electra_tf.data.packed import check_packed
 from electra_tf.data.tfrecord_reader import LOCAL_FILES, check_records, tensorflow_files
-from electra_tf.errors import ConfigError
-from electra_tf.fileio import check_output_folder
+from electra_tf.training import artifacts
 
 
 def preflight(config: PretrainingConfig, run: RunConfig, tensorflow_io: bool = True,

@@ -33,14 +33,12 @@ import time
 
 import keras
 
-from electra_tf import artifacts
-from electra_tf.config import PretrainingConfig, RunConfig
+from electra_tf.core.config import PretrainingConfig, RunConfig
+from electra_tf.core.errors import ConfigError, InputError, RecordError
+from electra_tf.core.fileio import FolderLock
 from electra_tf.data.tfrecord_reader import locate_corrupt_record
-from electra_tf.errors import ConfigError, InputError, RecordError
-from electra_tf.fileio import FolderLock
-from electra_tf.modeling.pretrainer import ElectraPretrainer
-from electra_tf.optimization import pretraining_optimizer
-from electra_tf.training import preflight, reporting, summaries
+from electra_tf.objectives.pretrainer import ElectraPretrainer
+from electra_tf.training import artifacts, preflight, reporting, summaries
 from electra_tf.training.loop import (
     Interrupted,
     InterruptGate,
@@ -50,6 +48,7 @@ from electra_tf.training.loop import (
     set_precision,
     weights_checksum,
 )
+from electra_tf.training.optimization import pretraining_optimizer
 from electra_tf.training.phases import Phase, make_phases
 
 

@@ -339,8 +339,8 @@ def write_install_corpus(output: str, extra_dirs: tuple[str, ...] = (),
       max_files: read at most this many source files (0: all; for tests).
       roots: read these package folders instead of the installed ones (tests).
     """
-    from electra_tf.errors import InputError
-    from electra_tf.fileio import atomic_write_text
+    from electra_tf.core.errors import InputError
+    from electra_tf.core.fileio import atomic_write_text
 
     sources = install_sources(tuple(extra_dirs), include_stdlib, site_dirs, roots)
     if max_files:
@@ -431,7 +431,7 @@ def main(argv):
     del argv
     from absl import flags
 
-    from electra_tf.fileio import atomic_write_text
+    from electra_tf.core.fileio import atomic_write_text
     from electra_tf.text.vocab_builder import build_vocab
 
     f = flags.FLAGS

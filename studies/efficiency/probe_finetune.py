@@ -30,9 +30,9 @@ def write_random_init(model_dir: str, model_size: str, vocab_file: str, seed: in
     """A discriminator as initialized, saved as pre-training saves one."""
     import keras
 
-    from electra_tf import artifacts
-    from electra_tf.config import MODEL_SIZES, EncoderConfig
+    from electra_tf.core.config import MODEL_SIZES, EncoderConfig
     from electra_tf.modeling import build_discriminator
+    from electra_tf.training import artifacts
 
     with open(vocab_file, encoding="utf-8") as f:
         vocab_size = sum(1 for line in f if line.rstrip("\n"))
@@ -45,7 +45,7 @@ def write_random_init(model_dir: str, model_size: str, vocab_file: str, seed: in
 
 def probe_task(meta: dict):
     """The GLUE task a probe's layout maps to (package: SST-2 with the probe's labels)."""
-    from electra_tf.finetuning.glue import get_task
+    from electra_tf.tasks.glue import get_task
 
     if meta["layout"] == "rte":
         return get_task("rte")
@@ -58,7 +58,7 @@ def finetune_probe(model_dir: str, probe_dir: str, output_dir: str, vocab_file: 
     """Fine-tunes on one probe folder; returns {"accuracy", "dev_size", ...}."""
     import keras
 
-    from electra_tf.config import FinetuneRun, FinetuningConfig
+    from electra_tf.core.config import FinetuneRun, FinetuningConfig
 
     with open(os.path.join(probe_dir, "meta.json"), encoding="utf-8") as f:
         meta = json.load(f)

@@ -20,9 +20,9 @@ import os
 import keras
 import numpy as np
 
-from electra_tf import artifacts
 from electra_tf.modeling.models import build_discriminator
 from electra_tf.text.tokenizer import Tokenizer
+from electra_tf.training import artifacts
 
 L = 64
 

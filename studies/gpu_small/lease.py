@@ -237,7 +237,7 @@ def flops_per_sequence(setting_name: str, objective: str, vocab_size: int) -> in
 
 def run_config(setting_name: str, objective: str, vocab_size: int, steps: int):
     """The PretrainingConfig the run's flags give (for its FLOPs)."""
-    from electra_tf.config import PretrainingConfig
+    from electra_tf.core.config import PretrainingConfig
 
     setting = SETTINGS[setting_name]
     return PretrainingConfig(model_size=setting["model_size"],

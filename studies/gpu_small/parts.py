@@ -12,7 +12,7 @@ parts. What travels is one .npz (each weight in float16 where that keeps it
 finite, else float32; the variables' paths; the folder's small JSON files)
 cut into parts; `join` checks the parts are one whole (count and sha256),
 rebuilds the discriminator from its config, sets the weights (as float32)
-and writes the folder with electra_tf.artifacts, with the vocabulary copied in.
+and writes the folder with electra_tf.training.artifacts, with the vocabulary copied in.
 
 When the run stopped before writing its folder (a lease cut short), `split`
 takes the discriminator from its latest checkpoint instead (with the JAX
@@ -43,12 +43,12 @@ _PART = re.compile(r"\.part-(\d+)-of-(\d+)$")
 
 def _discriminator_of(model_dir: str):
     """(the discriminator, where it came from): the folder's weights, else its checkpoint."""
-    from electra_tf import artifacts
+    from electra_tf.training import artifacts
 
     if os.path.exists(os.path.join(model_dir, artifacts.DISCRIMINATOR_WEIGHTS)):
         model, _ = artifacts.load_discriminator(model_dir)
         return model, "final folder"
-    from electra_tf.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, RunConfig
     from electra_tf.training import backends
 
     recorded = artifacts.read_pretraining_config(model_dir)
@@ -78,7 +78,7 @@ def split(model_dir: str, output: str, max_part_bytes: int = MAX_PART_BYTES) -> 
             with open(path, encoding="utf-8") as f:
                 files[name] = f.read()
     if "discriminator_config.json" not in files:  # as artifacts.save_discriminator writes it
-        from electra_tf import artifacts
+        from electra_tf.training import artifacts
 
         files["discriminator_config.json"] = json.dumps(
             {"format_version": artifacts.FORMAT_VERSION, **model.config.to_dict()})
@@ -118,8 +118,8 @@ def join(pattern: str, output: str, vocab_file: str, sha256: str = "") -> str:
     with np.load(io.BytesIO(blob)) as npz:
         meta = json.loads(npz["meta"].tobytes().decode())
         weights = [npz[f"w{i:04d}"].astype(np.float32) for i in range(len(meta["paths"]))]
-    from electra_tf import artifacts
     from electra_tf.modeling.models import build_discriminator
+    from electra_tf.training import artifacts
 
     os.makedirs(output, exist_ok=True)
     for name in SMALL_FILES:

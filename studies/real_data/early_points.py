@@ -102,7 +102,7 @@ def token_cosine(checkpoint: str, texts: list[str], length: int = 64) -> dict:
     """Mean pairwise cosine of the final token states and of the [CLS] states."""
     import numpy as np
 
-    from electra_tf.config import FinetuneRun, FinetuningConfig
+    from electra_tf.core.config import FinetuneRun, FinetuningConfig
     from electra_tf.text.tokenizer import Tokenizer
     from electra_tf.training.finetuning import initial_discriminator
     from studies.real_data.probe_features import mean_cosine, pack_ids
@@ -119,7 +119,7 @@ def main(argv):
     del argv
     from concurrent.futures import ThreadPoolExecutor
 
-    from electra_tf.errors import InputError
+    from electra_tf.core.errors import InputError
     from studies.real_data.ledger import Ledger
 
     s = study.settings("cpu")

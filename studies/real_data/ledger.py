@@ -53,7 +53,7 @@ class Ledger:
     """
 
     def __init__(self, path: str, sid: str):
-        from electra_tf.errors import InputError
+        from electra_tf.core.errors import InputError
 
         self.path, self.sid = path, sid
         self._lock = threading.Lock()

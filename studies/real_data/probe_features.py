@@ -160,7 +160,7 @@ def bag_of_pieces(train_ids, train_y, dev_ids, dev_y, vocab_size) -> float:
 
 def main(argv):
     del argv
-    from electra_tf.config import FinetuneRun, FinetuningConfig
+    from electra_tf.core.config import FinetuneRun, FinetuningConfig
     from electra_tf.text.tokenizer import Tokenizer
     from electra_tf.training.finetuning import initial_discriminator
 

@@ -132,7 +132,7 @@ def log(message: str) -> None:
 def parse_seeds(text: str, flag: str) -> list[int]:
     """A comma-separated list of seeds (integers >= 0), in the given order without
     repeats; anything else is an InputError naming the flag."""
-    from electra_tf.errors import InputError
+    from electra_tf.core.errors import InputError
 
     try:
         seeds = [int(x) for x in text.split(",") if x.strip()]
@@ -152,7 +152,7 @@ def hms(seconds: float) -> str:
 
 def pretraining_config(s: dict, objective: str, vocab_size: int, steps: int = 1000):
     """The PretrainingConfig a run of `objective` at scale `s` uses."""
-    from electra_tf.config import PretrainingConfig
+    from electra_tf.core.config import PretrainingConfig
 
     return PretrainingConfig(
         model_size=s["model_size"], model_hparam_overrides=dict(s["model_hparam_overrides"]),
@@ -414,7 +414,7 @@ def subsample(rows: list, cap: int, seed: int, name: str) -> list:
 
 def prepare_task(source: str, dest: str, train_cap: int, dev_cap: int, seed: int) -> dict:
     """dest/{train,dev}.tsv (train capped by a seeded subsample) and meta.json."""
-    from electra_tf.errors import InputError
+    from electra_tf.core.errors import InputError
 
     meta_path = os.path.join(dest, "meta.json")
     if os.path.exists(meta_path):
@@ -547,8 +547,8 @@ def none_dir(p: dict, seed: int) -> str:
 
 _RANDOM_INIT = """
 import sys, keras
-from electra_tf import artifacts
-from electra_tf.config import PretrainingConfig
+from electra_tf.training import artifacts
+from electra_tf.core.config import PretrainingConfig
 from electra_tf.modeling import build_discriminator
 model_dir, vocab, seed, size, overrides, seq, vocab_size = sys.argv[1:8]
 keras.utils.set_random_seed(int(seed))
@@ -845,7 +845,7 @@ def study_units(objectives, seeds, pending: list, ledger, stages) -> list[tuple]
 def main(argv):
     from absl import flags
 
-    from electra_tf.errors import InputError
+    from electra_tf.core.errors import InputError
 
     F = flags.FLAGS
     del argv

@@ -63,7 +63,7 @@ def transplant(base_dir: str, donor_dir: str, output_dir: str, part: str) -> lis
     Raises:
       ValueError: an unknown part, or folders of different sizes.
     """
-    from electra_tf import artifacts
+    from electra_tf.training import artifacts
 
     if part not in PARTS:
         raise ValueError(f"unknown part {part!r}: one of {', '.join(PARTS)}")
@@ -86,8 +86,8 @@ def transplant(base_dir: str, donor_dir: str, output_dir: str, part: str) -> lis
 
 def layer_cosines(model_dir: str, texts: list[str], vocab: str, length: int = 64) -> list[float]:
     """Mean pairwise cosine of the token states after the embeddings and each layer."""
-    from electra_tf import artifacts
     from electra_tf.text.tokenizer import Tokenizer
+    from electra_tf.training import artifacts
     from studies.real_data.probe_features import encoder_states, mean_cosine, pack_ids
 
     disc, _ = artifacts.load_discriminator(model_dir)

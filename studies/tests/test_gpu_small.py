@@ -134,7 +134,7 @@ def test_the_lease_rehearsed_at_toy_size(toy_bundle, tmp_path):
         folder = parts.join(str(out / f"{objective}.part-*"), str(tmp_path / objective),
                             str(root / "bundle" / "vocab.txt"),
                             runs[objective]["parts_sha256"])
-        from electra_tf import artifacts
+        from electra_tf.training import artifacts
 
         model, vocab = artifacts.load_discriminator(folder)
         assert vocab == os.path.join(folder, "vocab.txt")
@@ -172,8 +172,8 @@ def test_parts_of_an_interrupted_run_come_from_its_checkpoint(toy_bundle, tmp_pa
 def test_split_and_join_give_the_weights_back_in_fp16(tmp_path, tiny_vocab):
     from helpers import tiny_encoder_config
 
-    from electra_tf import artifacts
     from electra_tf.modeling.models import build_discriminator
+    from electra_tf.training import artifacts
 
     model = build_discriminator(tiny_encoder_config(211))
     folder = tmp_path / "model"

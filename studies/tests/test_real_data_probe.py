@@ -3,7 +3,7 @@
 import keras
 import numpy as np
 
-from electra_tf.config import EncoderConfig
+from electra_tf.core.config import EncoderConfig
 from electra_tf.modeling import build_discriminator
 from studies.real_data import probe_features as pf
 

@@ -9,7 +9,7 @@ import math
 import pytest
 from conftest import make_corpus, run_module
 
-from electra_tf.errors import InputError
+from electra_tf.core.errors import InputError
 from studies.real_data import ledger as ledger_mod
 from studies.real_data import study
 

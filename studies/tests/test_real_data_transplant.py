@@ -4,9 +4,9 @@ import keras
 import numpy as np
 import pytest
 
-from electra_tf import artifacts
-from electra_tf.config import EncoderConfig
+from electra_tf.core.config import EncoderConfig
 from electra_tf.modeling import build_discriminator
+from electra_tf.training import artifacts
 from studies.real_data import transplant as tp
 
 _SMALL = dict(vocab_size=30, embedding_size=8, hidden_size=16, num_hidden_layers=2,

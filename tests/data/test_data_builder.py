@@ -8,13 +8,13 @@ import pytest
 import tensorflow as tf
 from helpers import decode, error_line, make_corpus, run_module, tiny_vocab_tokens, write_vocab
 
+from electra_tf.core.errors import InputError, VocabError
+from electra_tf.core.fileio import expand_files
 from electra_tf.data import builder as builder_lib
 from electra_tf.data import features as features_lib
 from electra_tf.data.builder import BuildOptions, build_pretraining_data
 from electra_tf.data.masking import MaskingConfig
 from electra_tf.data.pipeline import check_records, pretraining_dataset
-from electra_tf.errors import InputError, VocabError
-from electra_tf.fileio import expand_files
 from electra_tf.objectives.corruption import scatter_at_positions
 from electra_tf.text.tokenizer import Tokenizer
 from electra_tf.text.vocab_builder import build_vocab

@@ -2,8 +2,8 @@
 
 import pytest
 
+from electra_tf.core.errors import InputError
 from electra_tf.data import demo_corpus
-from electra_tf.errors import InputError
 
 MODULE = '''"""A module about parsing.
 

@@ -10,13 +10,13 @@ import pytest
 import tensorflow as tf
 from scipy import stats
 
+from electra_tf.core.errors import InputError
+from electra_tf.core.fileio import expand_files
 from electra_tf.data import features as features_lib
 from electra_tf.data.builder import BuildOptions, build_pretraining_data
 from electra_tf.data.masking import MaskingConfig, mask_batch, mask_batch_numpy
 from electra_tf.data.numpy_pipeline import numpy_pretraining_batches
 from electra_tf.data.tfrecord_reader import crc32c, parse_example, read_records
-from electra_tf.errors import InputError
-from electra_tf.fileio import expand_files
 from electra_tf.text.tokenizer import Tokenizer
 
 L = 32

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from helpers import patience
 
+from electra_tf.core.errors import InputError
+from electra_tf.core.fileio import expand_files
 from electra_tf.data import features as features_lib
 from electra_tf.data import packed
 from electra_tf.data.builder import BuildOptions, build_pretraining_data
 from electra_tf.data.masking import MaskingConfig
 from electra_tf.data.prefetch import prefetch
 from electra_tf.data.tfrecord_reader import parse_example, read_records
-from electra_tf.errors import InputError
-from electra_tf.fileio import expand_files
 from electra_tf.text.tokenizer import Tokenizer
 
 L = 32

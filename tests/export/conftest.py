@@ -56,9 +56,9 @@ def finetuned_dirs(export_pretrained_dir, tiny_vocab, tmp_path_factory):
     """{name: fine-tuning model_dir} for the FINETUNED tasks."""
     import keras
 
-    from electra_tf import artifacts
     from electra_tf.modeling import build_discriminator
-    from electra_tf.modeling.finetuning import FinetuningModel
+    from electra_tf.tasks.model import FinetuningModel
+    from electra_tf.training import artifacts
 
     config = artifacts.read_encoder_config(
         os.path.join(export_pretrained_dir, artifacts.DISCRIMINATOR_CONFIG))
@@ -96,7 +96,7 @@ def exports(finetuned_dirs, export_pretrained_dir, tmp_path_factory):
     16, which would leave these short windows one bucket."""
     import dataclasses
 
-    from export.export_saved_model import export, load_spec
+    from electra_tf.serving.export import export, load_spec
 
     base = str(tmp_path_factory.mktemp("model_base"))
     out = {}
@@ -118,7 +118,7 @@ def fresh(exports, tmp_path_factory):
     must fail) from one without it. The same process runs the bad-input cases
     ("bad_input": bad_input_rows with their results) and the default fuzz strings
     ("fuzz": (fuzz_jobs' meta, results)): one start-up and one load of each export."""
-    from export import warmup
+    from electra_tf.serving import warmup
 
     jobs, keys = [], []
 

@@ -78,7 +78,7 @@ def _bytes(t):
 
 def python_pack(spec, a_texts, b_texts=None):
     """Python packing with electra_tf's Tokenizer (as the fine-tuning featurizers)."""
-    from electra_tf.finetuning.base import pack_pair
+    from electra_tf.tasks.base import pack_pair
 
     tok, L = spec.tokenizer, spec.max_seq_length
     a = tok.encode([_bytes(t) for t in a_texts])

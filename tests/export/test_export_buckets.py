@@ -7,9 +7,9 @@ import os
 import pytest
 from export_helpers import BEAM, BUCKETS, SEQ, SQUAD_SEQ
 
-from electra_tf.errors import InputError
-from export.export_saved_model import parse_length_buckets
-from export.serving import length_buckets
+from electra_tf.core.errors import InputError
+from electra_tf.serving.export import parse_length_buckets
+from electra_tf.serving.graph import length_buckets
 
 
 def test_default_buckets_grow_by_at_most_half_up_to_the_window():
@@ -54,7 +54,7 @@ def test_exports_record_their_buckets(exports):
 def test_a_window_the_model_cannot_take_is_refused(finetuned_dirs, export_pretrained_dir,
                                                    length):
     """Above the model's positions every request would fail in the position embedding."""
-    from export.export_saved_model import load_spec
+    from electra_tf.serving.export import load_spec
 
     with pytest.raises(InputError, match=rf"--max_seq_length={length}: the model in .* "
                                          r"takes 3 to \d+ positions"):

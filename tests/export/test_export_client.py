@@ -33,7 +33,7 @@ def _direct(models, name, inputs):
 
 
 def test_grpc_and_rest_answer_like_the_saved_model(servers):
-    from export import client
+    from electra_tf.serving import client
 
     inputs = client.text_inputs(text=["Zoë lives in Zürich", "", "the model"],
                                 text_pair=["a token", "   ", "东京"])
@@ -49,7 +49,7 @@ def test_grpc_and_rest_answer_like_the_saved_model(servers):
 
 
 def test_rest_sends_invalid_utf8_as_b64_and_row_format_works(servers):
-    from export import client
+    from electra_tf.serving import client
 
     inputs = {"text": np.array([b"bad \xff bytes", "Café 中国".encode()], object)}
     want = _direct(servers["models"], "ner", inputs)
@@ -67,7 +67,7 @@ def test_rest_sends_invalid_utf8_as_b64_and_row_format_works(servers):
 
 
 def test_errors_are_clear(servers):
-    from export import client
+    from electra_tf.serving import client
 
     inputs = client.text_inputs(text=["x"])
     with pytest.raises(client.ClientError, match="NOT_FOUND"):
@@ -81,7 +81,7 @@ def test_errors_are_clear(servers):
 
 def _printed(outputs) -> dict:
     """The JSON main prints for `outputs`, read back."""
-    from export.client import _to_python
+    from electra_tf.serving.client import _to_python
 
     return json.loads(json.dumps({"outputs": {k: _to_python(v) for k, v in
                                               sorted(outputs.items())}}, ensure_ascii=False))
@@ -89,7 +89,7 @@ def _printed(outputs) -> dict:
 
 def test_client_main_over_grpc_and_rest(servers):
     """What the command line sends (its flags' inputs) and prints, in this process."""
-    from export import client
+    from electra_tf.serving import client
 
     out = _printed(client.predict_grpc(servers["grpc"], "squad", client.text_inputs(
         question=["which token was replaced ?"],
@@ -130,7 +130,7 @@ def broken_server():
 def test_rest_against_a_server_that_is_not_tf_serving(broken_server):
     """Silence, bytes that are not HTTP, and HTTP 200 without JSON: one clear error each,
     as the gRPC client gives."""
-    from export import client
+    from electra_tf.serving import client
 
     inputs = client.text_inputs(text=["x"])
     with pytest.raises(client.ClientError, match=r"^REST: no answer from http://.* within "
@@ -202,7 +202,7 @@ HOSTILE_TENSORS = {
 def test_grpc_refuses_tensors_a_model_does_not_send(case, hostile_grpc, monkeypatch):
     """Each malformed output is one ClientError naming it (repr), at once: no
     allocation of the claimed shape, no ValueError or KeyError traceback."""
-    from export import client
+    from electra_tf.serving import client
 
     monkeypatch.setattr(client, "MAX_ANSWER_BYTES", 1 << 20, raising=False)
     (dtype, shape, fields), message = HOSTILE_TENSORS[case]
@@ -214,7 +214,7 @@ def test_grpc_refuses_tensors_a_model_does_not_send(case, hostile_grpc, monkeypa
 
 
 def test_grpc_quotes_the_servers_details_and_stops_at_the_deadline(hostile_grpc):
-    from export import client
+    from electra_tf.serving import client
 
     inputs = client.text_inputs(text=["x"])
     with pytest.raises(client.ClientError) as raised:
@@ -237,7 +237,7 @@ def _http(status: str, body: bytes, headers: str = "") -> bytes:
 def test_rest_timeout_bounds_the_whole_request(broken_server):
     """A server that sends one byte every 0.1 s never leaves a read waiting 1 s, yet
     --timeout=1 ends the request after 1 s (it used to take the answer's 14 s)."""
-    from export import client
+    from electra_tf.serving import client
 
     slow = broken_server(_http("200 OK", b"{}" + b" " * 100), seconds_per_byte=0.1)
     start = time.monotonic()
@@ -248,7 +248,7 @@ def test_rest_timeout_bounds_the_whole_request(broken_server):
 
 
 def test_rest_bounds_the_answer_it_reads(broken_server, monkeypatch):
-    from export import client
+    from electra_tf.serving import client
 
     monkeypatch.setattr(client, "MAX_ANSWER_BYTES", 1 << 16, raising=False)
     inputs = client.text_inputs(text=["x"])
@@ -272,7 +272,7 @@ def test_rest_bounds_the_answer_it_reads(broken_server, monkeypatch):
 
 def test_rest_quotes_what_the_server_said(broken_server):
     """Server bytes reach the terminal only through repr: no escape sequence acts."""
-    from export import client
+    from electra_tf.serving import client
 
     inputs = client.text_inputs(text=["x"])
     replies = {

@@ -21,9 +21,9 @@ def _task_decoding(name, spec):
     """SquadTask's predictions for SQUAD_PAIRS, from the Keras model, with the task
     options the folder records (the older "squad" record: the independent head and
     the combined rule)."""
-    from electra_tf.config import FinetuningConfig
-    from electra_tf.finetuning.registry import task_from_config
-    from electra_tf.finetuning.squad import SquadExample
+    from electra_tf.core.config import FinetuningConfig
+    from electra_tf.tasks.registry import task_from_config
+    from electra_tf.tasks.squad import SquadExample
 
     fields = {"joint_prediction": False, "squad_null_rule": "combined",
               **RECORD_EXTRAS.get(name, {}).get("finetuning", {})}
@@ -99,7 +99,7 @@ def _copy_with(finetuned_dir, tmp_path, **changes):
 
 
 def test_an_stsb_record_without_a_scale_serves_raw_scores(finetuned_dirs, tmp_path):
-    from export.export_saved_model import load_spec
+    from electra_tf.serving.export import load_spec
 
     spec = load_spec("sequence_classification",
                      _copy_with(finetuned_dirs["stsb"], tmp_path, label_scale=None))
@@ -107,18 +107,18 @@ def test_an_stsb_record_without_a_scale_serves_raw_scores(finetuned_dirs, tmp_pa
 
 
 def test_regression_score_is_logit_times_max_plus_min():
-    from export import serving
+    from electra_tf.serving import graph
 
     logits = np.array([[0.0], [0.5], [1.0]], np.float32)
-    out = serving.classification_outputs(logits, (), True, (1.0, 5.0))
+    out = graph.classification_outputs(logits, (), True, (1.0, 5.0))
     np.testing.assert_allclose(out["score"].numpy(), [1.0, 3.5, 6.0])
-    np.testing.assert_allclose(serving.classification_outputs(logits, (), True)["score"],
+    np.testing.assert_allclose(graph.classification_outputs(logits, (), True)["score"],
                                [0.0, 0.5, 1.0])
 
 
 def test_a_joint_model_recorded_with_the_combined_rule_is_refused(finetuned_dirs, tmp_path):
-    from electra_tf.errors import InputError
-    from export.export_saved_model import load_spec
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving.export import load_spec
 
     folder = _copy_with(finetuned_dirs["squad_joint"], tmp_path,
                         finetuning={"squad_null_rule": "combined"})
@@ -132,11 +132,11 @@ def test_squad_v1_joint_head_in_graph_decoding_is_the_task_decoding(exports):
     import keras
     import tensorflow as tf
 
-    from electra_tf.finetuning.squad import SquadExample, SquadTask
     from electra_tf.modeling import build_discriminator
-    from electra_tf.modeling.finetuning import FinetuningModel
-    from export import signatures
-    from export.export_saved_model import ServingSpec
+    from electra_tf.serving import signatures
+    from electra_tf.serving.export import ServingSpec
+    from electra_tf.tasks.model import FinetuningModel
+    from electra_tf.tasks.squad import SquadExample, SquadTask
 
     base = exports["squad_joint"][0]
     keras.utils.set_random_seed(11)

@@ -155,7 +155,7 @@ def _row_buckets(info, mask) -> list[int]:
 def _check_ids_outputs(name, spec, info, packed, out):
     """The ids signature's outputs against the Keras model on the whole window: the
     raw logits inside each row's bucket, MODEL_FILLS past it, and every decoded output."""
-    from export.signatures import MODEL_FILLS
+    from electra_tf.serving.signatures import MODEL_FILLS
 
     k = keras_outputs(spec, packed)
     mask = packed["input_mask"]
@@ -295,7 +295,7 @@ def test_squad_answer_text_is_the_context_slice(name, exports, fresh):
 def test_warmup_requests_replay(name, exports, fresh):
     from export_helpers import python_pack
 
-    from export import warmup
+    from electra_tf.serving import warmup
 
     logs = warmup.read(f"{exports[name][1]}/assets.extra/{warmup.WARMUP_FILE}")
     info = _info(exports, name)

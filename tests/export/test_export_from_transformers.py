@@ -113,8 +113,8 @@ def converted(tiny_vocab, tmp_path_factory):
     """{name: {hf model, encodings, converted folder, export path}}, every export run in
     one fresh process: {name: {"text": outputs, "ids": outputs}}."""
     from electra_tf.interop import hf
+    from electra_tf.serving.export import export, load_spec
     from electra_tf.text.vocab import load_vocab
-    from export.export_saved_model import export, load_spec
 
     tmp = tmp_path_factory.mktemp("from_transformers")
     vocab_size = len(load_vocab(tiny_vocab))
@@ -150,7 +150,7 @@ def converted(tiny_vocab, tmp_path_factory):
 
 
 def test_a_converted_task_model_is_a_fine_tuning_folder(converted):
-    from electra_tf import artifacts
+    from electra_tf.training import artifacts
 
     want = {"token": ("ner", "tagging", tuple(NER_LABELS), {}),
             "qa": ("squad_v1", "span", (), {"span_head": "independent"}),
@@ -237,12 +237,12 @@ def test_a_dense_head_exports_exactly_as_transformers_mlp_head(tiny_vocab, tmp_p
     dense -> GELU -> dense by an exact construction; STS-B's scale goes into out_proj."""
     import keras
 
-    from electra_tf import artifacts
-    from electra_tf.config import EncoderConfig
+    from electra_tf.core.config import EncoderConfig
     from electra_tf.interop import hf
-    from electra_tf.modeling.finetuning import FinetuningModel
     from electra_tf.modeling.models import build_discriminator
+    from electra_tf.tasks.model import FinetuningModel
     from electra_tf.text.vocab import load_vocab
+    from electra_tf.training import artifacts
 
     config = EncoderConfig(vocab_size=len(load_vocab(tiny_vocab)), **SIZES)
     keras.utils.set_random_seed(3)
@@ -278,7 +278,7 @@ def test_a_dense_head_exports_exactly_as_transformers_mlp_head(tiny_vocab, tmp_p
 
 
 def test_refusals_name_what_is_missing(tiny_vocab, finetuned_dirs, tmp_path):
-    from electra_tf.errors import ConversionError
+    from electra_tf.core.errors import ConversionError
     from electra_tf.interop import hf
     from electra_tf.text.vocab import load_vocab
 
@@ -305,9 +305,9 @@ def test_refusals_name_what_is_missing(tiny_vocab, finetuned_dirs, tmp_path):
 def test_the_task_follows_the_labels(tiny_vocab, tmp_path):
     """BIOES labels record ner with tagging_scheme BIOES; labels of no scheme (part of
     speech) the generic tagging task."""
-    from electra_tf import artifacts
     from electra_tf.interop import hf
     from electra_tf.text.vocab import load_vocab
+    from electra_tf.training import artifacts
 
     for name, labels, task, scheme in (("bioes", ["O", "B-X", "I-X", "E-X", "S-X"], "ner",
                                         "BIOES"),

@@ -17,7 +17,7 @@ import pytest
 from export_helpers import run_fresh
 from fuzz_texts import fuzz_jobs, odd_texts
 
-from export.serving import NO_SPAN_SCORE
+from electra_tf.serving.graph import NO_SPAN_SCORE
 
 
 def _repaired(texts):

@@ -28,7 +28,7 @@ def test_tf_serving_layout_with_vocab_asset(exports, tiny_vocab):
 def test_the_export_follows_the_umask(exports):
     """Not mkdtemp's 0700: a TF Serving process of another user must read the export
     written under umask 022 (folders 0755, files 0644)."""
-    from electra_tf.fileio import current_umask
+    from electra_tf.core.fileio import current_umask
 
     mask = current_umask()
     for _, path in exports.values():
@@ -59,7 +59,7 @@ def next_export(exports, tmp_path_factory):
     """One export (no warmup) into MODEL_BASE/m, which already holds version 3 and the
     temporary dirs of other exports: {"path", "parent", "made", "elsewhere", "outside"}.
     `made` is {name: (a dir?, old?, removed by the export?)}."""
-    from export import export_saved_model
+    from electra_tf.serving import export as export_saved_model
 
     tmp = tmp_path_factory.mktemp("next_export")
     host = export_saved_model._host()
@@ -116,8 +116,8 @@ def test_only_stale_temp_dirs_of_model_base_name_are_removed(next_export):
 
 
 def test_versions_are_never_overwritten(exports, next_export):
-    from electra_tf.errors import InputError
-    from export import export_saved_model
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving import export as export_saved_model
 
     pb = os.path.join(next_export["path"], "saved_model.pb")
     stamp = os.stat(pb).st_mtime_ns
@@ -127,8 +127,8 @@ def test_versions_are_never_overwritten(exports, next_export):
 
 
 def test_a_failed_export_leaves_nothing(exports, tmp_path, monkeypatch):
-    from electra_tf import fileio
-    from export import export_saved_model
+    from electra_tf.core import fileio
+    from electra_tf.serving import export as export_saved_model
 
     def broken(*args, **kwargs):
         raise OSError("disk full")
@@ -147,7 +147,7 @@ def test_a_killed_export_leaves_a_temp_dir_that_the_next_export_removes(
         finetuned_dirs, tmp_path):
     """Killed mid-export: its temporary dir stays, no version appears, and the next
     export's first step (clean_stale_tmp: this host, a dead process) removes it."""
-    from export import export_saved_model
+    from electra_tf.serving import export as export_saved_model
 
     base, parent = str(tmp_path), os.path.join(str(tmp_path), "mrpc")
     proc = popen_python(
@@ -199,8 +199,8 @@ def test_cli_refuses_a_missing_checkpoint_before_tensorflow_is_imported(task, tm
 
 
 def test_cli_rejects_a_checkpoint_of_another_task(finetuned_dirs, tmp_path):
-    from electra_tf.errors import InputError
-    from export.export_saved_model import load_spec
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving.export import load_spec
 
     with pytest.raises(InputError, match="cannot serve"):
         load_spec("squad", finetuned_dirs["ner"])

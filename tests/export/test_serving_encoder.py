@@ -1,14 +1,14 @@
-"""export.serving_encoder computes the Keras encoder's function (inference mode), in fewer ops."""
+"""electra_tf.serving.encoder computes the Keras encoder's function (inference mode), in fewer ops."""
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from electra_tf.config import EncoderConfig
+from electra_tf.core.config import EncoderConfig
 from electra_tf.modeling import build_discriminator
-from electra_tf.modeling.finetuning import FinetuningModel
-from export import serving_encoder
+from electra_tf.serving import encoder as serving_encoder
+from electra_tf.tasks.model import FinetuningModel
 
 ATOL = 1e-5
 

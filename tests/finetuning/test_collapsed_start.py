@@ -7,7 +7,7 @@ import shutil
 
 from helpers import finetuning_from_flags
 
-from electra_tf import artifacts
+from electra_tf.training import artifacts
 from electra_tf.training.finetuning import collapse_warning
 
 

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from helpers import WORDS, finetune
 
-from electra_tf.errors import ConfigError, TaskDataError
-from electra_tf.finetuning import metrics
-from electra_tf.finetuning.registry import get_task
-from electra_tf.finetuning.tagging import span_scheme_of
+from electra_tf.core.errors import ConfigError, TaskDataError
+from electra_tf.tasks import metrics
+from electra_tf.tasks.registry import get_task
+from electra_tf.tasks.tagging import span_scheme_of
 
 L = 16
 PLAIN = [w for w in WORDS if w != "replaced"]
@@ -400,8 +400,8 @@ def _run(pretrained_dir, data, out, *flags, task="classification"):
 
 def test_pair_run_writes_results_predictions_and_a_record_the_export_serves(
         pretrained_dir, pair_jsonl_dir, tmp_path):
-    from electra_tf import artifacts
-    from export.export_saved_model import load_spec
+    from electra_tf.serving.export import load_spec
+    from electra_tf.training import artifacts
 
     out = tmp_path / "out"
     trainer, results = _run(pretrained_dir, pair_jsonl_dir, out, "--text_column=premise",
@@ -437,8 +437,8 @@ def test_pair_run_writes_results_predictions_and_a_record_the_export_serves(
 def test_toy_tasks_are_learned(case, pretrained_dir, single_csv_dir, regression_tsv_dir,
                                pos_dir, tmp_path):
     """Each toy task is learned (6 epochs); the folder records what the export serves."""
-    from electra_tf import artifacts
-    from export.export_saved_model import load_spec
+    from electra_tf.serving.export import load_spec
+    from electra_tf.training import artifacts
 
     data, flags, metric, floor = {
         "single_csv": (single_csv_dir, ["--task_name=classification"], "accuracy", 0.9),
@@ -489,7 +489,7 @@ def test_exports_of_own_data_models_serve_their_labels_in_a_fresh_process(
     sys.path.append(os.path.join(REPO, "tests", "export"))
     from export_helpers import keras_outputs, packed_for, run_fresh, text_inputs
 
-    from export.export_saved_model import export, load_spec
+    from electra_tf.serving.export import export, load_spec
 
     texts = ["the model replaced a token", "a small generator", "replaced", "hello world"]
     jobs, specs = [], []

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from helpers import finetuning_from_flags, tiny_encoder_config, write_pretrained_dir
 
-from electra_tf import artifacts
-from electra_tf.errors import ConfigError
+from electra_tf.core.errors import ConfigError
+from electra_tf.training import artifacts
 
 
 def _weights(model):

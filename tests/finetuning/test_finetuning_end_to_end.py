@@ -11,7 +11,7 @@ import os
 import pytest
 from helpers import error_line, finetune, run_module
 
-from electra_tf.errors import ConfigError
+from electra_tf.core.errors import ConfigError
 
 
 def test_flags_learn_toy_sst2_and_resume(pretrained_dir, toy_sst2_dir, tmp_path, capsys):
@@ -32,8 +32,8 @@ def test_flags_learn_toy_sst2_and_resume(pretrained_dir, toy_sst2_dir, tmp_path,
 
 
 def test_layerwise_decay_rate_per_variable(pretrained_dir, tmp_path, toy_sst2_dir):
-    from electra_tf.config import FinetuneRun, FinetuningConfig
-    from electra_tf.finetuning.registry import get_task
+    from electra_tf.core.config import FinetuneRun, FinetuningConfig
+    from electra_tf.tasks.registry import get_task
     from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
 
     config = FinetuningConfig(task_name="sst2", layerwise_lr_decay=0.8, max_seq_length=16,
@@ -89,7 +89,7 @@ def _squad_outputs(model_dir):
 def test_squad_flagfile_learns_toy_squad_v2(pretrained_dir, toy_squad_dir, tmp_path, capsys):
     """The defaults: the joint head (trained on the gold starts, decoded with its beam)
     and the original's null rule with qa_na_threshold -2.75."""
-    from electra_tf import artifacts
+    from electra_tf.training import artifacts
 
     finetune("--flagfile=configs/squad_v2.flags", f"--init_checkpoint={pretrained_dir}",
              f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/out",
@@ -112,7 +112,7 @@ def test_squad_flagfile_learns_toy_squad_v2(pretrained_dir, toy_squad_dir, tmp_p
 def test_squad_task_flags_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path):
     """--joint_prediction, --beam_size and --qa_na_threshold are the task's, not only
     recorded: a threshold below every null odds answers nothing."""
-    from electra_tf import artifacts
+    from electra_tf.training import artifacts
 
     finetune("--task_name=squad_v2", f"--init_checkpoint={pretrained_dir}",
              f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/out",
@@ -186,8 +186,8 @@ def _weights(ft):
 def test_interrupted_and_resumed_equals_uninterrupted(pretrained_dir, toy_sst2_dir, tmp_path):
     import numpy as np
 
-    from electra_tf.config import FinetuneRun, FinetuningConfig
-    from electra_tf.finetuning.registry import get_task
+    from electra_tf.core.config import FinetuneRun, FinetuningConfig
+    from electra_tf.tasks.registry import get_task
     from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
 
     config = FinetuningConfig(task_name="sst2", max_seq_length=16, num_train_epochs=2,
@@ -213,8 +213,8 @@ def test_interrupted_and_resumed_equals_uninterrupted(pretrained_dir, toy_sst2_d
 def test_jit_and_bf16_fine_tuning_runs(pretrained_dir, toy_sst2_dir, tmp_path):
     import keras
 
-    from electra_tf.config import FinetuneRun, FinetuningConfig
-    from electra_tf.finetuning.registry import get_task
+    from electra_tf.core.config import FinetuneRun, FinetuningConfig
+    from electra_tf.tasks.registry import get_task
     from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
 
     try:

@@ -14,7 +14,7 @@ import time
 import pytest
 from helpers import finetune, interrupt_after
 
-from electra_tf.errors import ConfigError, Diverged, InputError, TaskDataError
+from electra_tf.core.errors import ConfigError, Diverged, InputError, TaskDataError
 
 
 @pytest.mark.parametrize("damage", ["truncated", "not_hdf5"])
@@ -68,7 +68,7 @@ def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation(pretrained_dir, toy_sst
     results.json is the uninterrupted run's (it used to lack epoch_1 for good)."""
     from helpers import finetuning_from_flags
 
-    from electra_tf import artifacts
+    from electra_tf.training import artifacts
     from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
     from electra_tf.training.loop import Interrupted
 
@@ -148,7 +148,7 @@ def test_a_non_finite_loss_stops_before_saving(pretrained_dir, toy_sst2_dir, tmp
 
 
 def test_a_model_dir_that_is_a_file_or_in_use_is_refused(pretrained_dir, toy_sst2_dir, tmp_path):
-    from electra_tf.fileio import FolderLock
+    from electra_tf.core.fileio import FolderLock
 
     afile = tmp_path / "afile"
     afile.write_text("x")

@@ -86,8 +86,8 @@ def test_the_mlp_classifier_head_trains_records_and_loads_in_transformers(
         pretrained_dir, toy_sst2_dir, tmp_path):
     """--classifier_head=mlp: transformers' dense -> GELU -> dense; the folder records it,
     and --to=hf gives an ElectraForSequenceClassification of the same logits."""
-    from electra_tf import artifacts
     from electra_tf.interop import hf
+    from electra_tf.training import artifacts
 
     out = tmp_path / "sst2"
     trainer, _ = finetune("--task_name=sst2", f"--init_checkpoint={pretrained_dir}",

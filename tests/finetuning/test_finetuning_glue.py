@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from helpers import error_line, run_module
 
-from electra_tf.errors import InputError
-from electra_tf.finetuning import base, glue
+from electra_tf.core.errors import InputError
+from electra_tf.tasks import base, glue
 from electra_tf.text.tokenizer import Tokenizer
 
 MNLI_COLS = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
@@ -254,8 +254,8 @@ def test_double_unordered_swaps_only_train_pairs_of_mrpc_and_stsb(glue_dir):
             name == "stsb")
     assert len(glue.get_task("qqp").read(glue_dir, "train")) == 2  # order matters (not swapped)
     # The FinetuningConfig flag (the original's name and default) reaches the task.
-    from electra_tf.config import FinetuningConfig
-    from electra_tf.finetuning import registry
+    from electra_tf.core.config import FinetuningConfig
+    from electra_tf.tasks import registry
 
     assert FinetuningConfig().double_unordered and registry.get_task("mrpc").double_unordered
     off = FinetuningConfig(task_name="stsb", double_unordered=False)

@@ -49,8 +49,8 @@ def make_trainer(s, **run):
     """The trainer of this process's backend for a spec."""
     import keras
 
-    from electra_tf.config import FinetuneRun, FinetuningConfig
-    from electra_tf.finetuning.registry import get_task
+    from electra_tf.core.config import FinetuneRun, FinetuningConfig
+    from electra_tf.tasks.registry import get_task
 
     config, run = FinetuningConfig(**s["config"]), FinetuneRun(**{**s["run"], **run})
     if keras.backend.backend() == "jax":
@@ -68,9 +68,9 @@ def make_trainer(s, **run):
 JAX_RUNS = """
 import json, os, sys
 import numpy as np
-from electra_tf import artifacts
+from electra_tf.training import artifacts
 from electra_tf.training.checkpoints import NpzCheckpoints
-from electra_tf.errors import ConfigError, InputError
+from electra_tf.core.errors import ConfigError, InputError
 from tests.finetuning.test_finetuning_jax import make_trainer
 parity_specs, (a, b, tf_dir), refused_spec = json.loads(sys.argv[1])
 try:  # before anything is built or written
@@ -159,10 +159,10 @@ def test_jax_run_resumes_exactly(jax_runs):
 
 
 def test_jax_folder_loads_in_the_tf_export_with_the_jax_predictions(jax_runs, toy_sst2_dir):
-    from electra_tf import artifacts
-    from electra_tf.finetuning.registry import get_task
+    from electra_tf.serving.export import load_spec
+    from electra_tf.tasks.registry import get_task
     from electra_tf.text.tokenizer import Tokenizer
-    from export.export_saved_model import load_spec
+    from electra_tf.training import artifacts
 
     folder = str(jax_runs["tmp"] / "a")
     served = load_spec("sequence_classification", folder, max_seq_length=L)
@@ -184,7 +184,7 @@ def test_jax_folder_loads_in_the_tf_export_with_the_jax_predictions(jax_runs, to
 
 
 def test_neither_backend_resumes_the_others_checkpoints(jax_runs):
-    from electra_tf.errors import InputError
+    from electra_tf.core.errors import InputError
 
     assert "holds TensorFlow checkpoints" in jax_runs["error"], jax_runs["error"]
     with pytest.raises(InputError, match="holds JAX checkpoints"):  # it would start over
@@ -217,7 +217,7 @@ def test_jax_cli_learns_toy_tagging_and_squad(task, pretrained_dir, toy_ner_dir,
     assert f"[finetune] {task}: " in proc.stderr and "[finetune] done: " in proc.stderr
     results = json.load(open(tmp_path / "out" / "results.json"))
     assert results[f"epoch_{epochs}"]["dev"][metric] >= floor, results
-    from electra_tf import artifacts
+    from electra_tf.training import artifacts
 
     model, record = artifacts.load_finetuned(str(tmp_path / "out"))
     assert record.task == task
@@ -260,7 +260,7 @@ def test_jax_data_parallel_over_two_devices_matches_one(jax_runs, tmp_path):
 @pytest.mark.slow
 def test_jax_cli_independent_span_head(pretrained_dir, toy_squad_dir, tmp_path):
     """SQuAD's other head (--joint_prediction=false) trains and is what the folder records."""
-    from electra_tf import artifacts
+    from electra_tf.training import artifacts
 
     proc = run_jax("electra_tf.run_finetuning", "--task_name=squad_v2",
                    f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_squad_dir}",
@@ -311,8 +311,8 @@ def write_own_data(folder, task: str) -> str:
 def test_jax_cli_learns_own_data_and_tf_serves_the_folder(task, pretrained_dir, tmp_path):
     """Your own files on JAX (the same FinetuningLoop): results.json with the task's
     metrics, dev and test predictions, and a record the (TensorFlow) export serves."""
-    from electra_tf import artifacts
-    from export.export_saved_model import load_spec
+    from electra_tf.serving.export import load_spec
+    from electra_tf.training import artifacts
 
     options = (["--text_column=premise", "--text_pair_column=hypothesis",
                 "--label_column=gold"] if task == "classification" else [])

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from electra_tf.finetuning.losses import (
+from electra_tf.tasks.losses import (
     classification_loss,
     regression_loss,
     span_loss,

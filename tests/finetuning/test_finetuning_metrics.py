@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 from sklearn import metrics as skm
 
-from electra_tf.finetuning import metrics
+from electra_tf.tasks import metrics
 
 
 @pytest.mark.parametrize("seed", range(5))

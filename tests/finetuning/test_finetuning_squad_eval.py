@@ -80,7 +80,7 @@ def _run(*args):
 
 @pytest.mark.parametrize("version", ["1.1", "2.0"])
 def test_equals_the_official_evaluators(tmp_path, version):
-    from electra_tf.finetuning.squad_eval import evaluate_files
+    from electra_tf.tasks.squad_eval import evaluate_files
 
     dataset = random_squad(version == "2.0")
     preds, odds = random_predictions(dataset)
@@ -104,7 +104,7 @@ def test_v2_best_threshold_ties_keep_the_null_odds_file_order(tmp_path):
     answer, answered "x") -> 0; q1 (answered right) -> 1, no better than the
     start: best 1 / 2 = 50% at threshold 0.0. In the predictions' order q1 would
     come first (2 correct: 100% at 0.5)."""
-    from electra_tf.finetuning.squad_eval import evaluate_files
+    from electra_tf.tasks.squad_eval import evaluate_files
 
     dataset = {"version": "v2.0", "data": [{"paragraphs": [{"context": "a b", "qas": [
         {"id": "q1", "question": "?", "answers": [{"text": "a", "answer_start": 0}]},
@@ -122,7 +122,7 @@ def test_v2_best_threshold_ties_keep_the_null_odds_file_order(tmp_path):
 
 def test_the_files_score_as_the_official_json(tmp_path):
     """What eval_squad's main prints (as one JSON line), in this process."""
-    from electra_tf.finetuning.squad_eval import evaluate_files
+    from electra_tf.tasks.squad_eval import evaluate_files
 
     dataset = random_squad(True, seed=5)
     preds, odds = random_predictions(dataset, seed=6)
@@ -132,7 +132,7 @@ def test_the_files_score_as_the_official_json(tmp_path):
 
 
 def test_official_evaluate_without_null_odds_and_extra_ids():
-    from electra_tf.finetuning.squad_eval import official_evaluate
+    from electra_tf.tasks.squad_eval import official_evaluate
 
     dataset = random_squad(True, seed=3)
     preds, _ = random_predictions(dataset, seed=4)
@@ -143,8 +143,8 @@ def test_official_evaluate_without_null_odds_and_extra_ids():
 
 
 def test_bad_files_are_clear(tmp_path):
-    from electra_tf.errors import InputError
-    from electra_tf.finetuning.squad_eval import evaluate_files
+    from electra_tf.core.errors import InputError
+    from electra_tf.tasks.squad_eval import evaluate_files
 
     v1, v2 = random_squad(False), random_squad(True)
     preds, odds = random_predictions(v2)

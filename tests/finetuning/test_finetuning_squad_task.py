@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from helpers import WORDS, decode, tiny_vocab_tokens, write_vocab
 
-from electra_tf.finetuning import base
-from electra_tf.finetuning.squad import (
+from electra_tf.tasks import base
+from electra_tf.tasks.squad import (
     SquadTask,
     best_threshold,
     sibling_path,
@@ -261,9 +261,9 @@ def test_the_default_null_rule_is_the_originals(setup):
     q-accent's windows have answerable logit 3.0 (odds -3.0 <= -2.75: answered),
     q-space's 2.5 (odds -2.5 > -2.75: ""). The combined rule with threshold 0 answers
     both: odds = 0 + 0 - 0.5 x logit - 10 < 0."""
-    from electra_tf.config import FinetuningConfig
-    from electra_tf.errors import ConfigError
-    from electra_tf.finetuning import registry
+    from electra_tf.core.config import FinetuningConfig
+    from electra_tf.core.errors import ConfigError
+    from electra_tf.tasks import registry
 
     task, examples, feats, _ = setup
     if not task.v2:
@@ -310,7 +310,7 @@ def test_joint_beam_decoding_by_hand():
     ends of 2: 3 ("b", -0.2), 5 ([SEP]: out). Spans: "b c" -0.5 - 0.6 = -1.1 and
     "a b" -1.0 - 0.2 = -1.2; probabilities softmax(-1.1, -1.2). Null odds (the
     original's rule): -answerable = -2.0 > -2.75: answer ""."""
-    from electra_tf.finetuning.squad import SquadExample, SquadWindow
+    from electra_tf.tasks.squad import SquadExample, SquadWindow
 
     task = SquadTask("2.0")
     assert task.joint_prediction and task.head_options == {"span_head": "joint",
@@ -337,8 +337,8 @@ def test_joint_beam_decoding_by_hand():
     assert (short.text, short.nbest) == ("", [])
     with pytest.raises(ValueError, match="joint head"):
         SquadTask("2.0", null_odds_from="combined")
-    from electra_tf.config import FinetuningConfig
-    from electra_tf.finetuning import registry
+    from electra_tf.core.config import FinetuningConfig
+    from electra_tf.tasks import registry
 
     assert registry.task_from_config(FinetuningConfig(task_name="squad_v2")).joint_prediction
     off = FinetuningConfig(task_name="squad_v1", joint_prediction=False, beam_size=5)

@@ -10,8 +10,8 @@ from helpers import tiny_vocab_tokens, write_vocab
 from seqeval import metrics as sm
 from seqeval.scheme import IOBES
 
-from electra_tf.errors import TaskDataError
-from electra_tf.finetuning.tagging import TaggingExample, TaggingTask, _windows
+from electra_tf.core.errors import TaskDataError
+from electra_tf.tasks.tagging import TaggingExample, TaggingTask, _windows
 from electra_tf.text.tokenizer import Tokenizer
 
 # "Café" -> cafe (accent stripped); "hellos" -> hello ##s; "EU" -> e ##u;

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from electra_tf.errors import TaskDataError
-from electra_tf.finetuning.tagging import TaggingTask
+from electra_tf.core.errors import TaskDataError
+from electra_tf.tasks.tagging import TaggingTask
 
 CONLL03_TRAIN = """\
 -DOCSTART- -X- -X- O

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from electra_tf.finetuning import base, glue, metrics, registry
+from electra_tf.tasks import base, glue, metrics, registry
 
 
 def test_every_task_is_a_task_with_its_values():

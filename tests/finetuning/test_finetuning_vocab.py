@@ -10,8 +10,8 @@ import shutil
 import pytest
 from helpers import error_line, finetune, run_module, tiny_encoder_config, write_pretrained_dir
 
-from electra_tf import artifacts
-from electra_tf.errors import ConfigError
+from electra_tf.core.errors import ConfigError
+from electra_tf.training import artifacts
 
 ARGS = ("--task_name=sst2", "--max_seq_length=16", "--num_train_epochs=1",
         "--train_batch_size=32", "--eval_batch_size=64")
@@ -38,7 +38,7 @@ def finetuned(pretrained_dir, toy_sst2_dir, tmp_path_factory):
 
 
 def test_the_fine_tuning_folder_carries_its_vocab(finetuned, tiny_vocab):
-    from export.export_saved_model import load_spec
+    from electra_tf.serving.export import load_spec
 
     own = os.path.join(finetuned, artifacts.VOCAB)
     assert artifacts.vocab_fingerprint(own) == artifacts.vocab_fingerprint(tiny_vocab)
@@ -47,7 +47,7 @@ def test_the_fine_tuning_folder_carries_its_vocab(finetuned, tiny_vocab):
 
 
 def test_export_and_fine_tuning_refuse_a_changed_vocab(finetuned, toy_sst2_dir, tmp_path):
-    from export.export_saved_model import load_spec
+    from electra_tf.serving.export import load_spec
 
     folder = shutil.copytree(finetuned, tmp_path / "ft")
     _swap(folder / artifacts.VOCAB)
@@ -60,7 +60,7 @@ def test_export_and_fine_tuning_refuse_a_changed_vocab(finetuned, toy_sst2_dir, 
 
 
 def test_export_refuses_an_explicit_vocab_of_other_tokens(finetuned, tiny_vocab, tmp_path):
-    from export.export_saved_model import load_spec
+    from electra_tf.serving.export import load_spec
 
     other = str(shutil.copy(tiny_vocab, tmp_path / "other.txt"))
     _swap(other)

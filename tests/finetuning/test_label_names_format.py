@@ -3,11 +3,11 @@ hints that print it give a value that reads back as the same labels."""
 
 import pytest
 
-from electra_tf import artifacts
-from electra_tf.config import FinetuningConfig
-from electra_tf.errors import ConfigError
-from electra_tf.finetuning.classification import ClassificationTask
-from electra_tf.finetuning.registry import format_label_names, task_from_config
+from electra_tf.core.config import FinetuningConfig
+from electra_tf.core.errors import ConfigError
+from electra_tf.tasks.classification import ClassificationTask
+from electra_tf.tasks.registry import format_label_names, task_from_config
+from electra_tf.training import artifacts
 
 
 def test_label_names_flag_takes_a_json_list():

@@ -7,7 +7,7 @@ import json
 import pytest
 from helpers import finetune, pretraining_from_flags
 
-from electra_tf.config import PretrainingConfig
+from electra_tf.core.config import PretrainingConfig
 
 
 def test_the_tiny_preset_defaults_to_bias_correction_and_short_warmups_are_warned():

@@ -19,7 +19,7 @@ def _run(*args):
 
 
 def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab, tiny_corpus):
-    from electra_tf.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, RunConfig
     from electra_tf.data.builder import BuildOptions, build_pretraining_data
     from electra_tf.text.tokenizer import load_vocab
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining
@@ -41,14 +41,14 @@ def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab, tiny_corpus)
     report = tf1.import_checkpoint(str(tmp_path / "electra_tiny"), "small", str(out),
                                    json.loads(overrides), True)
     assert "--generator_hidden_size=0.75" in report["resume_flags"]
-    from electra_tf.artifacts import load_discriminator
+    from electra_tf.training.artifacts import load_discriminator
 
     _, recorded_vocab = load_discriminator(str(out))
     assert recorded_vocab == str(out / "vocab.txt") and os.path.exists(recorded_vocab)
 
     # The TF Serving export reads the converted folder as any pre-training folder (whose
     # export tests/export runs): the same weights.
-    from export.export_saved_model import load_spec
+    from electra_tf.serving.export import load_spec
 
     spec = load_spec("rtd", str(out), max_seq_length=32)
     table = spec.model.encoder.embeddings.word_embeddings.embeddings

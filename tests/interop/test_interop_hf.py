@@ -8,10 +8,10 @@ import os
 import numpy as np
 import pytest
 
-from electra_tf import artifacts
-from electra_tf.artifacts import load_discriminator
-from electra_tf.config import PretrainingConfig
+from electra_tf.core.config import PretrainingConfig
 from electra_tf.interop import core, hf, names
+from electra_tf.training import artifacts
+from electra_tf.training.artifacts import load_discriminator
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -12,7 +12,7 @@ import logging
 import numpy as np
 import pytest
 
-from electra_tf.config import EncoderConfig
+from electra_tf.core.config import EncoderConfig
 from electra_tf.interop import hf
 
 _TINY = dict(vocab_size=40, embedding_size=16, hidden_size=24, num_hidden_layers=1,
@@ -53,8 +53,8 @@ def test_export_warns_where_transformers_cannot_express_the_head():
 
 def test_export_logs_the_warning_line(tmp_path, caplog):
     pytest.importorskip("safetensors")
-    from electra_tf import artifacts
     from electra_tf.modeling.models import ElectraGenerator, build_discriminator
+    from electra_tf.training import artifacts
 
     config = EncoderConfig(**_TINY, hidden_act="relu")
     artifacts.save_discriminator(str(tmp_path), build_discriminator(config))

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from helpers import error_line, run_module
 
-from electra_tf import artifacts
-from electra_tf.errors import BAD_INPUT
+from electra_tf.core.errors import BAD_INPUT
 from electra_tf.interop import hf
+from electra_tf.training import artifacts
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -6,10 +6,10 @@ import os
 import numpy as np
 import pytest
 
-from electra_tf import artifacts
-from electra_tf.artifacts import load_discriminator
-from electra_tf.config import PretrainingConfig
+from electra_tf.core.config import PretrainingConfig
 from electra_tf.interop import core, tf1
+from electra_tf.training import artifacts
+from electra_tf.training.artifacts import load_discriminator
 
 TOL = 1e-4
 
@@ -81,9 +81,9 @@ def _maybe_check_transformers_tf_loader(h, tmp_path, weights, inputs, d, untied)
 
 
 def test_interop_tf1_resume_checkpoint_restores_into_pretraining(h, tmp_path):
-    from electra_tf.modeling.pretrainer import ElectraPretrainer
-    from electra_tf.optimization import create_optimizer
+    from electra_tf.objectives.pretrainer import ElectraPretrainer
     from electra_tf.training.checkpoints import TensorFlowCheckpoints
+    from electra_tf.training.optimization import create_optimizer
 
     weights = h.original_weights(seed=2)
     _, out, _ = _convert(h, tmp_path, weights)

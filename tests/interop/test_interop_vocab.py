@@ -66,8 +66,8 @@ def test_hf_a_pretraining_folder_keeps_the_vocab_of_its_tokenizer_json(tiny_voca
     pytest.importorskip("safetensors")
     from helpers import write_pretrained_dir
 
-    from electra_tf import artifacts
     from electra_tf.text.vocab import load_vocab
+    from electra_tf.training import artifacts
 
     pre = write_pretrained_dir(tmp_path / "pre", tiny_vocab)
     hf.export_model(pre, str(tmp_path / "hf"))

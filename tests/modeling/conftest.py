@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from helpers import TINY_MODEL
 
-from electra_tf.config import EncoderConfig, PretrainingConfig
+from electra_tf.core.config import EncoderConfig, PretrainingConfig
 
 VOCAB, SEQ, BATCH = 32, 16, 2
 HIDDEN, EMBED, LAYERS = (TINY_MODEL[k] for k in ("hidden_size", "embedding_size",

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from electra_tf.config import ConfigError, RuntimeOptions
+from electra_tf.core.config import ConfigError, RuntimeOptions
 from electra_tf.modeling import transformer
 from electra_tf.modeling.transformer import SelfAttention, set_attention_implementation
 

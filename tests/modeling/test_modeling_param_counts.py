@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from electra_tf.config import MODEL_SIZES, EncoderConfig
+from electra_tf.core.config import MODEL_SIZES, EncoderConfig
 from electra_tf.modeling import ElectraEncoder
 
 KERAS_HUB_COUNTS = {"small": 13_548_800, "base": 109_482_240, "large": 335_141_888}

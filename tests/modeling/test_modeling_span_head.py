@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from electra_tf.modeling.finetuning import FinetuningModel, TaskHead
+from electra_tf.tasks.model import FinetuningModel, TaskHead
 
 _gelu = np.vectorize(lambda x: 0.5 * x * (1.0 + math.erf(x / math.sqrt(2.0))))
 

@@ -5,7 +5,7 @@ import pathlib
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.config import PretrainingConfig
+from electra_tf.core.config import PretrainingConfig
 from electra_tf.objectives import ElectraObjective, disc_loss, mlm_loss
 
 B, L, N, V = 2, 8, 3, 13

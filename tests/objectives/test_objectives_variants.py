@@ -71,7 +71,7 @@ def test_bert_and_replace_mlm_losses():
 
 
 def test_bert_masks_as_the_original_unless_asked_for_80_10_10():
-    from electra_tf.config import PretrainingConfig
+    from electra_tf.core.config import PretrainingConfig
     from electra_tf.data.masking import MaskingConfig
     from electra_tf.objectives.variants import get_objective
 

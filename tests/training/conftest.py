@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from helpers import RECORDS_SEQ, TINY_MODEL
 
-from electra_tf.config import PretrainingConfig, RunConfig
+from electra_tf.core.config import PretrainingConfig, RunConfig
 from electra_tf.data.builder import BuildOptions, build_pretraining_data
 
 L = RECORDS_SEQ

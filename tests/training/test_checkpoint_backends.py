@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 
-from electra_tf import artifacts
-from electra_tf.errors import InputError
+from electra_tf.core.errors import InputError
+from electra_tf.training import artifacts
 from electra_tf.training.checkpoints import check_backend
 
 

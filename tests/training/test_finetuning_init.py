@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 from helpers import TINY_MODEL
 
-from electra_tf import artifacts
-from electra_tf.config import FinetuneRun, FinetuningConfig
-from electra_tf.errors import ConfigError, InputError
+from electra_tf.core.config import FinetuneRun, FinetuningConfig
+from electra_tf.core.errors import ConfigError, InputError
+from electra_tf.training import artifacts
 from electra_tf.training.finetuning import initial_discriminator
 
 
 @pytest.fixture(scope="module")
 def pretrained(tiny_records, tmp_path_factory):
     """A 6-step TF pre-training run that kept ckpt-3 and ckpt-6."""
-    from electra_tf.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, RunConfig
     from electra_tf.text.vocab import load_vocab
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
@@ -38,9 +38,9 @@ def _weights(discriminator):
 
 
 def test_a_checkpoint_step_gives_the_discriminator_of_that_step(pretrained, tmp_path):
-    from electra_tf.modeling.pretrainer import ElectraPretrainer
-    from electra_tf.optimization import pretraining_optimizer
+    from electra_tf.objectives.pretrainer import ElectraPretrainer
     from electra_tf.training.checkpoints import NpzCheckpoints, TensorFlowCheckpoints
+    from electra_tf.training.optimization import pretraining_optimizer
 
     model_dir, config = pretrained
     folder = artifacts.checkpoint_dir(model_dir)

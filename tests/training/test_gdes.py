@@ -9,12 +9,12 @@ import tensorflow as tf
 from helpers import RECORDS_SEQ as L
 from helpers import TINY_NO_DROPOUT
 
-from electra_tf import artifacts
-from electra_tf.config import PretrainingConfig
-from electra_tf.errors import ConfigError
+from electra_tf.core.config import PretrainingConfig
+from electra_tf.core.errors import ConfigError
 from electra_tf.modeling.models import merged_discriminator
-from electra_tf.modeling.pretrainer import ElectraPretrainer
 from electra_tf.objectives import losses
+from electra_tf.objectives.pretrainer import ElectraPretrainer
+from electra_tf.training import artifacts
 from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
 TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
@@ -146,7 +146,7 @@ def test_a_gdes_run_resumes_exactly_and_writes_the_merged_discriminator(make_con
     for a, b in zip(saved.weights, want.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
     # Fine-tuning from the last checkpoint starts from the same merged discriminator.
-    from electra_tf.config import FinetuneRun, FinetuningConfig
+    from electra_tf.core.config import FinetuneRun, FinetuningConfig
     from electra_tf.training.finetuning import initial_discriminator
 
     ckpt = str(tmp_path / "b" / "checkpoints" / "ckpt-6")

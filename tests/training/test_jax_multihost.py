@@ -70,8 +70,8 @@ def test_two_processes_train_as_one_with_the_same_global_batch(tiny_records, tmp
 
 
 def test_multihost_settings_are_checked_before_jax_starts():
-    from electra_tf.config import RuntimeOptions
-    from electra_tf.errors import ConfigError
+    from electra_tf.core.config import RuntimeOptions
+    from electra_tf.core.errors import ConfigError
 
     def options(address, n, i):
         return RuntimeOptions(jax_coordinator_address=address, jax_num_processes=n,
@@ -87,7 +87,7 @@ def test_multihost_settings_are_checked_before_jax_starts():
 
 _RECORD_JAX_WAIT = """
 import sys, jax
-from electra_tf.config import RuntimeOptions
+from electra_tf.core.config import RuntimeOptions
 from electra_tf.training.backends import jax as backend
 
 def initialize(*args, **kwargs):  # records what the run asks jax.distributed for, stops there

@@ -145,8 +145,8 @@ def test_a_run_without_tensorflow_writes_summaries_and_a_folder_tf_reads(straigh
     assert f"disc_token_cosine {final['disc_token_cosine']:.4f}" in stderr
 
     # The folder loads, unchanged, in the TensorFlow export path.
-    from electra_tf import artifacts
-    from export.export_saved_model import load_spec
+    from electra_tf.serving.export import load_spec
+    from electra_tf.training import artifacts
 
     discriminator, vocab = artifacts.load_discriminator(model_dir)
     # the folder carries its own copy of the vocabulary
@@ -235,8 +235,8 @@ def test_a_packed_run_resumes_exactly(packed_records, tmp_path):
 
 
 def test_packed_files_given_to_another_input_are_one_line(packed_records, tmp_path):
+    from electra_tf.core.errors import InputError
     from electra_tf.data.tfrecord_reader import LOCAL_FILES, check_records
-    from electra_tf.errors import InputError
 
     with pytest.raises(InputError, match="is a packed examples file, which only "
                                          "KERAS_BACKEND=jax with --jax_input_pipeline=packed"):

@@ -48,7 +48,7 @@ def config_json(tiny_records, model_dir, run_overrides=None, **overrides) -> str
 # each run is (spec, stops), a fresh trainer per stop, as a restarted process.
 TRAIN = """
     import json, sys
-    from electra_tf.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, RunConfig
     from electra_tf.training.backends.jax import JaxPretraining
     out = []
     for spec, stops in json.loads(sys.argv[1]):
@@ -98,8 +98,8 @@ def test_jax_run_resumes_exactly_and_its_folder_loads_for_export(tiny_records, t
 
     # What the JAX run wrote loads, unchanged, as the TensorFlow export reads it (a
     # pre-training folder's export itself: tests/export, the "rtd" export).
-    from electra_tf import artifacts
-    from export.export_saved_model import load_spec
+    from electra_tf.serving.export import load_spec
+    from electra_tf.training import artifacts
 
     discriminator, vocab = artifacts.load_discriminator(str(tmp_path / "a"))
     # the folder carries its own copy of the vocabulary
@@ -139,9 +139,9 @@ def parity_losses(base: dict, weights: str, batch: dict, objectives) -> dict:
     PARITY's process."""
     import keras
 
-    from electra_tf.config import PretrainingConfig
-    from electra_tf.modeling.pretrainer import ElectraPretrainer
+    from electra_tf.core.config import PretrainingConfig
     from electra_tf.objectives import corruption
+    from electra_tf.objectives.pretrainer import ElectraPretrainer
 
     def losses_of(config, path):
         keras.utils.set_random_seed(0)

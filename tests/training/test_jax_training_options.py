@@ -36,7 +36,7 @@ def run_train_steps(spec: dict, overrides: dict, chunks: list, out: str, weights
 
     import keras
 
-    from electra_tf.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, RunConfig
 
     backend = keras.backend.backend()
     run_fields = {f.name for f in dataclasses.fields(RunConfig)}
@@ -229,7 +229,7 @@ def test_jax_two_stage_crosses_the_switch_and_resumes_exactly(tiny_records, tmp_
     assert distance_d_to_g(after_one) < 1e-2 < distance_d_to_g(at_switch)
 
     # The folder loads, as a TF run's does.
-    from electra_tf import artifacts
+    from electra_tf.training import artifacts
 
     discriminator, vocab = artifacts.load_discriminator(str(tmp_path / "b"))
     assert vocab == tiny_records["vocab"] and discriminator.count_params() > 0
@@ -243,7 +243,7 @@ def test_jax_two_stage_crosses_the_switch_and_resumes_exactly(tiny_records, tmp_
 INTERRUPTED = """
     import json, os, sys
     import numpy as np
-    from electra_tf.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, RunConfig
     from electra_tf.training.backends.jax import JaxPretraining
     spec = json.loads(sys.argv[1])
 

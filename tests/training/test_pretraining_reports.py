@@ -6,8 +6,7 @@ import os
 
 import numpy as np
 
-from electra_tf import artifacts
-from electra_tf.training import reporting
+from electra_tf.training import artifacts, reporting
 from electra_tf.training.loop import chunk_size
 
 

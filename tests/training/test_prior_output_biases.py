@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from electra_tf.core.errors import RecordError
 from electra_tf.data.unigram import log_unigram_prior, unigram_counts
-from electra_tf.errors import RecordError
 
 
 def _ids_of(pattern):
@@ -91,7 +91,7 @@ def test_uniform_generator_and_electra_15_priors(make_configs):
 def test_the_jax_backend_sets_the_same_priors(tiny_records, tmp_path):
     """Under JAX with the NumPy input pipeline the records are read with the
     pure-Python reader (not tf.io.gfile): the same biases as the TensorFlow backend's."""
-    from electra_tf.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, RunConfig
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining
     from tests.training.test_jax_runtime import config_json, run_python
 
@@ -99,7 +99,7 @@ def test_the_jax_backend_sets_the_same_priors(tiny_records, tmp_path):
     out = run_python("""
         import json, sys
         import numpy as np
-        from electra_tf.config import PretrainingConfig, RunConfig
+        from electra_tf.core.config import PretrainingConfig, RunConfig
         from electra_tf.training.backends.jax import JaxPretraining
         spec = json.loads(sys.argv[1])
         t = JaxPretraining(PretrainingConfig(**spec["config"]),

@@ -6,10 +6,10 @@ import pytest
 import tensorflow as tf
 from helpers import TINY_MODEL, TINY_NO_DROPOUT
 
-from electra_tf.config import PretrainingConfig
-from electra_tf.errors import ConfigError
-from electra_tf.modeling.pretrainer import ElectraPretrainer
+from electra_tf.core.config import PretrainingConfig
+from electra_tf.core.errors import ConfigError
 from electra_tf.objectives import losses
+from electra_tf.objectives.pretrainer import ElectraPretrainer
 from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
 

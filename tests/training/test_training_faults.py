@@ -29,7 +29,7 @@ from helpers import (
     write_vocab,
 )
 
-from electra_tf.errors import ConfigError, Diverged, InputError
+from electra_tf.core.errors import ConfigError, Diverged, InputError
 
 
 def pretrain_flags(records, model_dir, **overrides):
@@ -263,8 +263,8 @@ def test_resume_checks_in_process(make_configs, tmp_path):
     """check_resume alone: what it compares, and what it lets through."""
     import dataclasses
 
-    from electra_tf import artifacts
-    from electra_tf.errors import ConfigError
+    from electra_tf.core.errors import ConfigError
+    from electra_tf.training import artifacts
     from electra_tf.training.preflight import check_resume
 
     config, run = make_configs(tmp_path / "m", model_hparam_overrides={})
@@ -312,7 +312,7 @@ def test_unfinished_checkpoint_saves_are_removed_at_start(tmp_path):
 def test_restoring_checkpoints_of_another_model_is_one_clear_error(tmp_path):
     import keras
 
-    from electra_tf.errors import ConfigError
+    from electra_tf.core.errors import ConfigError
     from electra_tf.training.checkpoints import TensorFlowCheckpoints
 
     def checkpoints(width):
@@ -435,12 +435,12 @@ def test_a_second_run_on_a_model_dir_in_use_is_refused(make_configs, tmp_path, m
     is refused, naming the first's host and pid; the kernel frees a killed holder's lock."""
     import sys
 
-    from electra_tf.fileio import FolderLock
+    from electra_tf.core.fileio import FolderLock
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
     model_dir = tmp_path / "model"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from electra_tf.fileio import FolderLock\n"
+        [sys.executable, "-c", "import sys, time; from electra_tf.core.fileio import FolderLock\n"
          f"with FolderLock({str(model_dir)!r}):\n    print('held', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True)
     try:
@@ -492,7 +492,7 @@ def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, ca
 
 def test_a_model_dir_that_is_a_file_is_refused_before_anything_is_built(
         tiny_records, tmp_path, models_built):
-    from electra_tf.fileio import check_output_folder
+    from electra_tf.core.fileio import check_output_folder
 
     afile = tmp_path / "afile"
     afile.write_text("x")

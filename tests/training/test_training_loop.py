@@ -7,8 +7,8 @@ import keras
 import numpy as np
 import pytest
 
-from electra_tf import artifacts
 from electra_tf.objectives.auc import auc_from_histograms
+from electra_tf.training import artifacts
 from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
 
@@ -86,7 +86,7 @@ def test_bf16_and_gradient_accumulation_train(make_configs, tmp_path):
 
 
 def test_vocab_size_mismatch_is_clear(make_configs):
-    from electra_tf.errors import ConfigError
+    from electra_tf.core.errors import ConfigError
 
     config, run = make_configs(vocab_size=30522)
     with pytest.raises(ConfigError, match="vocab_size"):

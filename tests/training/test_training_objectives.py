@@ -29,7 +29,7 @@ VARIANTS = [pytest.param(o, a, e, id=f"{o}-{a}-{'-'.join(e)}",
 def test_each_variant_trains_and_fine_tunes(objective, algorithm, extra, make_configs,
                                             tmp_path):
     """In-process (run_pretraining's CLI is tests/training/test_training_faults.py's)."""
-    from electra_tf.artifacts import load_discriminator
+    from electra_tf.training.artifacts import load_discriminator
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
     tiny, gen_size = dict(TINY_MODEL), 0.5
@@ -55,9 +55,9 @@ def test_uniform_generator_trains_only_the_discriminator():
     import keras
     import tensorflow as tf
 
-    from electra_tf.config import PretrainingConfig
-    from electra_tf.modeling.pretrainer import ElectraPretrainer
+    from electra_tf.core.config import PretrainingConfig
     from electra_tf.objectives import losses
+    from electra_tf.objectives.pretrainer import ElectraPretrainer
 
     cfg = PretrainingConfig(model_size="tiny", vocab_size=40, max_seq_length=12,
                             max_predictions_per_seq=3, model_hparam_overrides=TINY_MODEL,

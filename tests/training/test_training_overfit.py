@@ -4,10 +4,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from electra_tf.config import PretrainingConfig
+from electra_tf.core.config import PretrainingConfig
 from electra_tf.data.masking import MaskingConfig, mask_batch
-from electra_tf.modeling.pretrainer import ElectraPretrainer
-from electra_tf.optimization import create_optimizer
+from electra_tf.objectives.pretrainer import ElectraPretrainer
+from electra_tf.training.optimization import create_optimizer
 
 V, L, B = 120, 16, 8
 

@@ -22,7 +22,7 @@ def name() -> str:
     """The running Keras backend ("tensorflow" or "jax"); refuses any other."""
     import keras
 
-    from electra_tf.errors import ConfigError
+    from electra_tf.core.errors import ConfigError
 
     backend = keras.backend.backend()
     if backend not in BACKENDS:

@@ -46,14 +46,13 @@ import jax.numpy as jnp
 import keras
 import numpy as np
 
-from electra_tf import artifacts
-from electra_tf.config import FinetuneRun, FinetuningConfig, PretrainingConfig, RunConfig
+from electra_tf.core.config import FinetuneRun, FinetuningConfig, PretrainingConfig, RunConfig
+from electra_tf.core.errors import ConfigError, InputError, PeerLost
 from electra_tf.data.numpy_pipeline import numpy_pretraining_batches
 from electra_tf.data.packed import packed_pretraining_batches
 from electra_tf.data.prefetch import prefetch
-from electra_tf.errors import ConfigError, InputError, PeerLost
-from electra_tf.finetuning.losses import task_loss, task_loss_count
-from electra_tf.training import reporting
+from electra_tf.tasks.losses import task_loss, task_loss_count
+from electra_tf.training import artifacts, reporting
 from electra_tf.training.checkpoints import NpzCheckpoints, checkpoint_step
 from electra_tf.training.finetuning import FinetuningLoop, split_batch
 from electra_tf.training.pretraining import Pretraining

@@ -30,12 +30,11 @@ import os
 
 import tensorflow as tf
 
-from electra_tf import artifacts
-from electra_tf.config import FinetuneRun, FinetuningConfig, PretrainingConfig, RunConfig
+from electra_tf.core.config import FinetuneRun, FinetuningConfig, PretrainingConfig, RunConfig
+from electra_tf.core.errors import ConfigError
 from electra_tf.data.pipeline import pretraining_dataset
-from electra_tf.errors import ConfigError
-from electra_tf.finetuning.losses import task_loss, task_loss_count
-from electra_tf.training import reporting
+from electra_tf.tasks.losses import task_loss, task_loss_count
+from electra_tf.training import artifacts, reporting
 from electra_tf.training.checkpoints import TensorFlowCheckpoints
 from electra_tf.training.finetuning import FinetuningLoop, split_batch
 from electra_tf.training.phases import Phase

@@ -17,7 +17,7 @@ import dataclasses
 import json
 from typing import Any, Callable
 
-from electra_tf.errors import ConfigError
+from electra_tf.core.errors import ConfigError
 
 
 def _field(default: Any, help: str, choices: tuple[str, ...] = ()) -> Any:

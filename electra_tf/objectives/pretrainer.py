@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import keras
 
-from electra_tf.config import PretrainingConfig
+from electra_tf.core.config import PretrainingConfig
 from electra_tf.modeling.models import (
     RTD_HEAD,
     build_discriminator,

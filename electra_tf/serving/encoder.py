@@ -88,8 +88,8 @@ def model_outputs(model, inputs: dict) -> dict:
     `serving_sequence_output`: a FinetuningModel's head outputs, or an RTD
     discriminator's rtd_logits. Any other model, or one `supported` refuses, runs
     through its Keras call. inputs: input_ids, input_mask, segment_ids."""
-    from electra_tf.modeling.finetuning import FinetuningModel
     from electra_tf.modeling.models import RTD_HEAD, ElectraDiscriminator
+    from electra_tf.tasks.model import FinetuningModel
 
     head = None
     if isinstance(model, FinetuningModel):

@@ -52,10 +52,10 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from electra_tf.errors import TaskDataError
-from electra_tf.fileio import atomic_write_text
-from electra_tf.finetuning import metrics as metrics_lib
-from electra_tf.finetuning.base import Features, Task
+from electra_tf.core.errors import TaskDataError
+from electra_tf.core.fileio import atomic_write_text
+from electra_tf.tasks import metrics as metrics_lib
+from electra_tf.tasks.base import Features, Task
 
 FORMATS = ("tsv", "csv", "jsonl")
 # A regression target written as text: what a spreadsheet or numpy writes. Python's
@@ -230,7 +230,7 @@ class ClassificationTask(Task):
           ValueError: labelled examples of a classification without classes yet.
           TaskDataError: a label outside the classes.
         """
-        from electra_tf.finetuning.glue import pack_examples
+        from electra_tf.tasks.glue import pack_examples
 
         inputs = pack_examples(examples, tokenizer, max_seq_length, pair=bool(self.text_b))
         labels = {}

@@ -49,9 +49,9 @@ import os
 import shutil
 from typing import Any
 
-from electra_tf.config import EncoderConfig, PretrainingConfig, model_size_of
-from electra_tf.errors import ConfigError, InputError
-from electra_tf.fileio import (
+from electra_tf.core.config import EncoderConfig, PretrainingConfig, model_size_of
+from electra_tf.core.errors import ConfigError, InputError
+from electra_tf.core.fileio import (
     atomic_write,
     atomic_write_json,
     atomic_write_text,
@@ -227,7 +227,7 @@ def keep_vocab(folder: str, vocab_file: str) -> dict:
     this fingerprint. A vocabulary not readable here is recorded by path only
     ({}), as before folders carried their own.
     """
-    from electra_tf.errors import VocabError
+    from electra_tf.core.errors import VocabError
     from electra_tf.text.vocab import load_vocab
 
     if not vocab_file:
@@ -330,7 +330,7 @@ def checked_vocab(folder: str, vocab_file: str = "", flag: str = "--vocab_file")
         except InputError:  # gone: the given file is all there is
             recorded = ""
     if not want and recorded:
-        from electra_tf.errors import VocabError
+        from electra_tf.core.errors import VocabError
 
         try:
             want = vocab_fingerprint(recorded)
@@ -685,8 +685,8 @@ def load_finetuned(model_dir: str):
                          f"{FINETUNED_WEIGHTS} and {FINETUNING_CONFIG})")
     # Keras (and its backend) only once the files are there: a missing one is
     # reported before seconds of imports.
-    from electra_tf.modeling.finetuning import FinetuningModel
     from electra_tf.modeling.models import build_discriminator
+    from electra_tf.tasks.model import FinetuningModel
 
     encoder = build_discriminator(record.encoder).encoder
     try:

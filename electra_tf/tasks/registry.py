@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from electra_tf.config import FinetuningConfig
-from electra_tf.errors import ConfigError
+from electra_tf.core.config import FinetuningConfig
+from electra_tf.core.errors import ConfigError
 
 TAGGING_TASKS = ("ner", "chunking")
 SQUAD_TASKS = {"squad_v1": "1.1", "squad_v2": "2.0"}
@@ -19,7 +19,7 @@ _OWN_DATA_OPTIONS = ("text_column", "text_pair_column", "label_column", "regress
 
 
 def task_names() -> list[str]:
-    from electra_tf.finetuning.glue import GLUE_TASKS
+    from electra_tf.tasks.glue import GLUE_TASKS
 
     return sorted(GLUE_TASKS) + sorted(SQUAD_TASKS) + list(TAGGING_TASKS) + list(OWN_DATA_TASKS)
 
@@ -38,7 +38,7 @@ def task_from_config(config: FinetuningConfig):
       ConfigError: an unknown task, an own-data option given to a task that
         does not read it, or label_names that are not distinct names.
     """
-    from electra_tf.finetuning import glue
+    from electra_tf.tasks import glue
 
     name = config.task_name
     defaults = FinetuningConfig()
@@ -51,7 +51,7 @@ def task_from_config(config: FinetuningConfig):
         raise ConfigError(f"--label_names is for classification and tagging tasks; {name!r} "
                           "has its own labels")
     if name == "classification":
-        from electra_tf.finetuning.classification import ClassificationTask
+        from electra_tf.tasks.classification import ClassificationTask
 
         if config.regression and label_names is not None:
             raise ConfigError("--regression predicts a number: it takes no --label_names")
@@ -63,7 +63,7 @@ def task_from_config(config: FinetuningConfig):
         except ValueError as e:
             raise ConfigError(f"--task_name=classification: {e}") from None
     if name == "tagging":
-        from electra_tf.finetuning.tagging import TaggingTask
+        from electra_tf.tasks.tagging import TaggingTask
 
         try:
             return TaggingTask(name=name, label_names=label_names, scheme=None)
@@ -74,12 +74,12 @@ def task_from_config(config: FinetuningConfig):
         return glue.get_task(name, double_unordered=config.double_unordered) \
             if task.unordered else task
     if name in SQUAD_TASKS:
-        from electra_tf.finetuning.squad import SquadTask
+        from electra_tf.tasks.squad import SquadTask
 
         return SquadTask(version=SQUAD_TASKS[name], joint_prediction=config.joint_prediction,
                          beam_size=config.beam_size, **squad_null_options(config.to_dict()))
     if name in TAGGING_TASKS:
-        from electra_tf.finetuning.tagging import TaggingTask
+        from electra_tf.tasks.tagging import TaggingTask
 
         try:
             return TaggingTask(name=name, label_names=label_names, scheme=config.tagging_scheme)

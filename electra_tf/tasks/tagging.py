@@ -48,8 +48,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from electra_tf.errors import TaskDataError
-from electra_tf.finetuning.base import Features, Task
+from electra_tf.core.errors import TaskDataError
+from electra_tf.tasks.base import Features, Task
 
 DOCSTART = "-DOCSTART-"
 SCHEMES = {"BIO": "BI", "BIOES": "BIES"}  # the span prefixes each scheme allows

@@ -40,7 +40,7 @@ max_answer_length tokens long; the spans of all of a question's windows are
 ranked by score and deduplicated by text (n_best_size kept).
 
 Null score (2.0). answerable_logits[w] is the logit that the question is
-answerable (finetuning/losses.py trains it against 1 - is_impossible; the
+answerable (tasks/losses.py trains it against 1 - is_impossible; the
 original's logit, trained against is_impossible, is its negative). Two rules
 (`null_odds_from`, FinetuningConfig.squad_null_rule):
 - "answerable" (the default) is the original ELECTRA's rule
@@ -68,8 +68,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from absl import logging
 
-from electra_tf.errors import TaskDataError
-from electra_tf.finetuning import base, squad_eval
+from electra_tf.core.errors import TaskDataError
+from electra_tf.tasks import base, squad_eval
 
 _BATCH = 256  # texts per tokenizer call
 _NO_SPAN_SCORE = -1e9  # score of the empty answer when no valid span exists
@@ -437,7 +437,7 @@ class SquadTask(base.Task):
     def write_predictions(self, predictions: dict[str, SquadPrediction],
                           examples: list[SquadExample], path: str) -> None:
         """{qas_id: answer} at `path` (the official format); 2.0 adds null_odds.json beside it."""
-        from electra_tf.fileio import atomic_write_text
+        from electra_tf.core.fileio import atomic_write_text
 
         atomic_write_text(path, _dumps({q: p.answer for q, p in predictions.items()}))
         if self.v2:

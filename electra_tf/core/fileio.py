@@ -19,7 +19,7 @@ import tempfile
 import time
 from typing import Any, Callable
 
-from electra_tf.errors import InputError
+from electra_tf.core.errors import InputError
 
 
 def expand_files(patterns: str | list[str], what: str = "corpus",

@@ -34,7 +34,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from electra_tf.config import EncoderConfig
+from electra_tf.core.config import EncoderConfig
 from electra_tf.modeling.encoder import ElectraEncoder
 from electra_tf.modeling.heads import gather_positions
 from electra_tf.modeling.layers import Dropout, get_activation, kernel_initializer

@@ -354,7 +354,7 @@ def span_outputs(start_logits, end_logits, input_mask, input_type_ids,
 
     Valid spans start and end on context tokens (type 1, not the final [SEP]),
     end >= start and are at most max_answer_length tokens long; the Python
-    decoder (finetuning/squad.py) pairs the 20 best starts and ends, which
+    decoder (tasks/squad.py) pairs the 20 best starts and ends, which
     gives the same best span unless it lies outside both top-20 lists.
 
     Returns:
@@ -382,9 +382,9 @@ def beam_span_outputs(start_top_log_probs, start_top_index, end_top_log_probs, e
                       input_mask, input_type_ids, max_answer_length: int):
     """Best valid span per row of the joint head's beam, in-graph.
 
-    The beam (modeling/finetuning.py): the K best starts (start_top_log_probs,
+    The beam (tasks/model.py): the K best starts (start_top_log_probs,
     start_top_index [B, K]) and the K best ends of each (end_top_log_probs,
-    end_top_index [B, K, K]). As finetuning/squad.py decodes one window: a
+    end_top_index [B, K, K]). As tasks/squad.py decodes one window: a
     pair is valid when both ends are context tokens, end >= start and it is at
     most max_answer_length tokens long, and it scores start log-probability +
     end log-probability; the best valid pair wins (the first in beam order on
@@ -417,7 +417,7 @@ def beam_span_outputs(start_top_log_probs, start_top_index, end_top_log_probs, e
 def null_outputs(rule: str, answer_score, answerable_logits=None, start_logits=None,
                  end_logits=None, answerable_weight: float = 0.5):
     """The no-answer score and null odds of one window, by the model's null rule
-    (finetuning/squad.py, which takes the minimum over a question's windows;
+    (tasks/squad.py, which takes the minimum over a question's windows;
     the export reads one):
       "answerable" (the original's): no_answer_score = null_odds = -answerable_logit;
       "combined": no_answer_score = start[0] + end[0] - answerable_weight *

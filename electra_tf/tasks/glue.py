@@ -41,10 +41,10 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 from absl import logging
 
-from electra_tf.errors import InputError, TaskDataError
-from electra_tf.fileio import atomic_write_text
-from electra_tf.finetuning import metrics as metrics_lib
-from electra_tf.finetuning.base import Features, Task, pack_pair
+from electra_tf.core.errors import InputError, TaskDataError
+from electra_tf.core.fileio import atomic_write_text
+from electra_tf.tasks import metrics as metrics_lib
+from electra_tf.tasks.base import Features, Task, pack_pair
 
 _ENCODE_CHUNK = 4096  # sentences per tokenizer call: bounds memory on MNLI/QQP
 

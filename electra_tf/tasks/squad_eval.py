@@ -31,7 +31,7 @@ import json
 import math
 import os
 
-from electra_tf.errors import InputError
+from electra_tf.core.errors import InputError
 
 
 def read_json(path: str, what: str):

@@ -4,7 +4,7 @@
 to assets/vocab.txt) and adds two endpoints; the model's variables and the
 tokenizer's constants are saved as what the endpoints use:
 
-  serving_default  text in (see serving.text_input_names), decoded outputs
+  serving_default  text in (see graph.text_input_names), decoded outputs
   serving_ids      input_word_ids / input_mask / input_type_ids int32 [B, L] in
 
 Output names, by task (shapes: B batch, L max_seq_length, W most words in the
@@ -29,10 +29,10 @@ batch, C classes, T tags):
           end_top_log_probs, end_top_index [B, K, K]; answerable_logits [B]
           (2.0); answer_start_index, answer_end_index (int32 [B]), answer_score,
           no_answer_score, null_odds, has_answer
-    The span follows the trained head (serving.span_outputs,
-    serving.beam_span_outputs: for the joint head the span finetuning/squad.py
+    The span follows the trained head (graph.span_outputs,
+    graph.beam_span_outputs: for the joint head the span tasks/squad.py
     decodes from the first window) and the null odds the recorded null rule
-    (serving.null_outputs; has_answer: null_odds <= the rule's threshold).
+    (graph.null_outputs; has_answer: null_odds <= the rule's threshold).
   rtd
     text: replaced_probabilities (float [B, L], 0 at padding), tokens (string
           [B, L]), token_start, token_end (int64 [B, L]), truncated (bool [B])
@@ -41,7 +41,7 @@ batch, C classes, T tags):
 Length buckets: each row runs the model on only the positions it needs. The
 text signature packs a batch to the shortest length bucket that holds its
 longest row (info["length_buckets"], by default 8, 16, 24, 32, 48, 64, 96, 128, 192, ...
-below L, then L: serving.length_buckets); then, in both signatures, BucketedModel runs each
+below L, then L: graph.length_buckets); then, in both signatures, BucketedModel runs each
 row on the shortest bucket that holds the last position its input_mask marks,
 the rows of one bucket together. Per-position outputs keep the widths above
 (L, or the request's seq). Past a row's bucket (padding only) the raw logits
@@ -64,11 +64,12 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from electra_tf.modeling.finetuning import MASK_LOGIT
-from export import serving, serving_encoder
+from electra_tf.serving import encoder as serving_encoder
+from electra_tf.serving import graph
+from electra_tf.tasks.model import MASK_LOGIT
 
 IDS_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
-# The joint span head's raw outputs (in place of end_logits): modeling/finetuning.py.
+# The joint span head's raw outputs (in place of end_logits): tasks/model.py.
 JOINT_OUTPUTS = ("start_logits", "start_top_log_probs", "start_top_index",
                  "end_top_log_probs", "end_top_index")
 
@@ -188,10 +189,10 @@ def ids_outputs(spec, word_ids, mask, type_ids, model=None) -> dict:
         return {"rtd_logits": logits,
                 "replaced_probabilities": tf.sigmoid(logits) * tf.cast(mask, logits.dtype)}
     if spec.task == "sequence_classification":
-        return serving.classification_outputs(out["logits"], spec.label_names, spec.regression,
+        return graph.classification_outputs(out["logits"], spec.label_names, spec.regression,
                                               spec.label_scale)
     if spec.task == "token_classification":
-        probs, tag_ids, labels, scores = serving.tagging_piece_outputs(
+        probs, tag_ids, labels, scores = graph.tagging_piece_outputs(
             out["tag_logits"], mask, spec.label_names)
         return {"tag_logits": out["tag_logits"], "tag_probabilities": probs, "tag_ids": tag_ids,
                 "tag_labels": labels, "tag_scores": scores}
@@ -206,14 +207,14 @@ def ids_outputs(spec, word_ids, mask, type_ids, model=None) -> dict:
 def _span(spec, out, mask, type_ids):
     """The best span of the model's head and the null score of the model's rule."""
     if spec.span_head == "joint":
-        span = serving.beam_span_outputs(*(out[k] for k in JOINT_OUTPUTS[1:]), mask, type_ids,
+        span = graph.beam_span_outputs(*(out[k] for k in JOINT_OUTPUTS[1:]), mask, type_ids,
                                          spec.max_answer_length)
     else:
-        span = serving.span_outputs(out["start_logits"], out["end_logits"], mask, type_ids,
+        span = graph.span_outputs(out["start_logits"], out["end_logits"], mask, type_ids,
                                     spec.max_answer_length)
     rule = spec.null_rule if spec.answerable else (
         "none" if spec.span_head == "joint" else "combined")
-    span["no_answer_score"], span["null_odds"] = serving.null_outputs(
+    span["no_answer_score"], span["null_odds"] = graph.null_outputs(
         rule, span["answer_score"], out.get("answerable_logits") if spec.answerable else None,
         out["start_logits"], out.get("end_logits"), spec.answerable_weight)
     if spec.answerable:
@@ -238,7 +239,7 @@ _UNSERVED = ("sequence_output", "pooled_output")  # the discriminator's, unused 
 
 def _full_window(outputs: dict, length) -> dict:
     """The text signature's per-position outputs padded to `length` positions."""
-    return {k: serving.pad_positions(v, length, TEXT_POSITION_FILLS[k])
+    return {k: graph.pad_positions(v, length, TEXT_POSITION_FILLS[k])
             if k in TEXT_POSITION_FILLS else v for k, v in outputs.items()}
 
 
@@ -278,7 +279,7 @@ class BucketedModel:
     def __call__(self, word_ids, mask, type_ids) -> dict:
         seq = tf.shape(word_ids)[1]
         used = tf.reduce_max(tf.where(mask > 0, tf.range(1, seq + 1)[None, :], 0), axis=1)
-        width = tf.maximum(serving.bucket_width(self.buckets, used, seq), self.min_length)
+        width = tf.maximum(graph.bucket_width(self.buckets, used, seq), self.min_length)
         widths, group = tf.unique(width)
         # An empty batch still runs once (on no rows), so that every output has a value.
         widths = tf.concat([widths, [tf.maximum(seq, self.min_length)]], 0)
@@ -292,7 +293,7 @@ class BucketedModel:
         def step(i, rows_array, arrays):
             rows = tf.cast(tf.where(tf.equal(group, i))[:, 0], tf.int32)
             w = widths[i]
-            inputs = {name: serving.pad_positions(tf.gather(x, rows), w, 0)
+            inputs = {name: graph.pad_positions(tf.gather(x, rows), w, 0)
                       for name, x in (("input_ids", word_ids), ("input_mask", mask),
                                       ("segment_ids", type_ids))}
             if self.lean_encoder:
@@ -302,7 +303,7 @@ class BucketedModel:
             for k, (_, _, positional) in self.outputs.items():
                 value = out[k]
                 if positional:
-                    value = serving.pad_positions(value, seq, MODEL_FILLS.get(k, 0))
+                    value = graph.pad_positions(value, seq, MODEL_FILLS.get(k, 0))
                 arrays[k] = arrays[k].write(i, value)
             return i + 1, rows_array.write(i, rows), arrays
 
@@ -317,7 +318,7 @@ class BucketedModel:
         return result
 
 
-def text_outputs(spec, packer: serving.Packer, *texts, model=None) -> dict:
+def text_outputs(spec, packer: graph.Packer, *texts, model=None) -> dict:
     """The text signature's outputs (see the module docstring); texts: checked [B] strings;
     model: _model_outputs'."""
     if len(texts) == 2:  # one tokenizer call for both (half the graph)
@@ -342,7 +343,7 @@ def text_outputs(spec, packer: serving.Packer, *texts, model=None) -> dict:
     truncated = {"truncated": packed["truncated"]}
     L = spec.max_seq_length
     if spec.task == "sequence_classification":
-        result = serving.classification_outputs(out["logits"], spec.label_names,
+        result = graph.classification_outputs(out["logits"], spec.label_names,
                                                 spec.regression, spec.label_scale)
         return {**result, **truncated}
     if spec.task == "rtd":
@@ -352,26 +353,26 @@ def text_outputs(spec, packer: serving.Packer, *texts, model=None) -> dict:
                   "token_end": packer.positions(e_a, packed["len_a"], width)}
         return {**_full_window(result, L), **truncated}
     if spec.task == "token_classification":
-        _, _, labels, scores = serving.tagging_piece_outputs(out["tag_logits"], mask,
+        _, _, labels, scores = graph.tagging_piece_outputs(out["tag_logits"], mask,
                                                              spec.label_names)
         result = {"wordpiece_tokens": packer.tokens(word_ids, mask),
                   "wordpiece_labels": labels, "wordpiece_scores": scores,
                   "wordpiece_start": packer.positions(s_a, packed["len_a"], width),
                   "wordpiece_end": packer.positions(e_a, packed["len_a"], width)}
-        words = serving.tagging_word_outputs(packer, norm_a, ids_a, s_a, e_a, packed["len_a"],
+        words = graph.tagging_word_outputs(packer, norm_a, ids_a, s_a, e_a, packed["len_a"],
                                              labels, scores)
         return {**_full_window(result, L), **words, **truncated}
     # squad: the question is a, the context b
     span = _span(spec, out, mask, type_ids)
     starts = packer.positions(s_a, packed["len_a"], width, packed["len_b"], s_b)
     # An answer ends at the end of its last piece's character (never inside one).
-    ends = packer.positions(serving.char_ends(s_a, e_a), packed["len_a"], width,
-                            packed["len_b"], serving.char_ends(s_b, e_b))
+    ends = packer.positions(graph.char_ends(s_a, e_a), packed["len_a"], width,
+                            packed["len_b"], graph.char_ends(s_b, e_b))
     s_byte = tf.gather(starts, span["answer_start_index"], batch_dims=1)
     e_byte = tf.gather(ends, span["answer_end_index"], batch_dims=1)
     s_byte = tf.where(span["has_span"], s_byte, 0)
     e_byte = tf.where(span["has_span"], e_byte, 0)
-    return {"answer_text": serving.substr_bytes(norm_b, s_byte, e_byte),
+    return {"answer_text": graph.substr_bytes(norm_b, s_byte, e_byte),
             "answer_start": s_byte, "answer_end": e_byte,
             "answer_score": span["answer_score"], "no_answer_score": span["no_answer_score"],
             "null_odds": span["null_odds"], "has_answer": span["has_answer"], **truncated}
@@ -382,7 +383,7 @@ def build_archive(spec, ids_only: bool = False, check_inputs: bool = True,
     """An ExportArchive with the endpoints (see the module docstring) and an info dict.
 
     Both signatures pad each batch to its length bucket (spec.length_buckets,
-    see serving.length_buckets); info["length_buckets"] lists them.
+    see graph.length_buckets); info["length_buckets"] lists them.
 
     check_inputs=False leaves out the ids signature's value and shape checks
     (the text inputs' rank checks stay: without them a scalar crashes the
@@ -409,9 +410,9 @@ def build_archive(spec, ids_only: bool = False, check_inputs: bool = True,
             inputs = check_ids_inputs(spec, *inputs, signature=ids_signature)
         return ids_outputs(spec, *inputs, model=model)
 
-    buckets = serving.length_buckets(spec.max_seq_length, spec.length_buckets, min_length(spec))
+    buckets = graph.length_buckets(spec.max_seq_length, spec.length_buckets, min_length(spec))
     model = BucketedModel(spec, buckets, lean_encoder)
-    names = serving.text_input_names(spec.task, spec.pair)
+    names = graph.text_input_names(spec.task, spec.pair)
     info = {"task": spec.task, "task_name": spec.task_name, "max_seq_length": spec.max_seq_length,
             "label_names": list(spec.label_names), "regression": spec.regression,
             "do_lower_case": spec.tokenizer.do_lower_case,
@@ -426,7 +427,7 @@ def build_archive(spec, ids_only: bool = False, check_inputs: bool = True,
         if spec.answerable:
             info.update(null_rule=spec.null_rule, no_answer_threshold=spec.no_answer_threshold)
     if not ids_only:
-        packer = serving.Packer(spec.tokenizer, spec.max_seq_length, spec.length_buckets,
+        packer = graph.Packer(spec.tokenizer, spec.max_seq_length, spec.length_buckets,
                                 min_length(spec))
         archive.track(packer)  # saves any lookup table under it (FastBertTokenizer has none)
         text_spec = [tf.TensorSpec(None, tf.string, name=n) for n in names]

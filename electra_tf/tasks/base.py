@@ -10,7 +10,7 @@ Data flow:
                       the joint head predicts "start_logits" and its beam instead
                       of "end_logits": "start_top_log_probs", "start_top_index"
                       [n, K], "end_top_log_probs", "end_top_index" [n, K, K]
-                      (modeling/finetuning.py)
+                      (tasks/model.py)
       tagging:        "tag_logits" [n, L, num_labels]
   task.predictions(outputs, examples, features) -> predictions (per example)
   task.metrics(predictions, examples)           -> {name: float}
@@ -36,8 +36,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from electra_tf.errors import TaskDataError
-from electra_tf.modeling.finetuning import HEADS  # the head kinds; Task.head is one of them
+from electra_tf.core.errors import TaskDataError
+from electra_tf.tasks.model import HEADS  # the head kinds; Task.head is one of them
 
 __all__ = ["HEADS", "Features", "Task", "TaskDataError", "pack_pair"]
 

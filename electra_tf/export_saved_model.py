@@ -1,0 +1,82 @@
+"""The export command: a fine-tuned (or pre-trained, for rtd) ELECTRA as a TF Serving SavedModel.
+
+    python -m export.export_saved_model --task=sequence_classification \
+        --checkpoint=mine --model_base=/models --model_name=mine
+
+(`python -m electra_tf.export_saved_model` and `electra-export` are the same command.)
+What is written, and where: electra_tf/serving/export.py and docs/serving.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+
+from absl import app, flags
+
+from electra_tf import cli
+from electra_tf.core import fileio
+from electra_tf.core.errors import InputError
+from electra_tf.serving.export import TASKS, export, load_spec, parse_length_buckets
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+    """Flags of the command line (defined only when run as a program)."""
+    flags.DEFINE_enum("task", None, list(TASKS), "What the endpoint serves.")
+    flags.DEFINE_string("checkpoint", None,
+                        "Fine-tuning model_dir (pre-training model_dir for rtd).")
+    flags.DEFINE_string("model_base", None, "TF Serving model base path.")
+    flags.DEFINE_string("model_name", None, "Model name: the export goes to MODEL_BASE/NAME/N.")
+    flags.DEFINE_integer("version", None, "Version N (default: highest existing + 1, or 1).")
+    flags.DEFINE_bool("ids_only", False, "Export only the ids signature (no TF-Text ops).")
+    flags.DEFINE_string("vocab_file", "", "The vocabulary (default: the checkpoint folder's "
+                        "vocab.txt); it must hold the tokens the folder records.")
+    flags.DEFINE_integer("max_seq_length", 0,
+                         "Sequence length (default: the fine-tuning run's; 128 for rtd).")
+    flags.DEFINE_integer("max_query_length", 64, "squad: question pieces kept.")
+    flags.DEFINE_integer("max_answer_length", 30, "squad: longest answer in pieces.")
+    flags.DEFINE_bool("warmup", True, "Write assets.extra/tf_serving_warmup_requests.")
+    flags.DEFINE_list("length_buckets", None,
+                      "Lengths a batch is padded to (each batch: the shortest that holds its "
+                      "longest row). Default: 8,16,24,32,48,64,96,128,192,... below "
+                      "--max_seq_length, then it; "
+                      "give only the max_seq_length for a fixed window.")
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    for name in ("task", "checkpoint", "model_base", "model_name"):
+        if not getattr(FLAGS, name):
+            raise InputError(f"--{name} is required")
+    fileio.check_output_folder(os.path.join(FLAGS.model_base, FLAGS.model_name),
+                               "--model_base/--model_name")
+    if FLAGS.version is not None:  # fail before the (slow) model build
+        final = os.path.join(FLAGS.model_base, FLAGS.model_name, str(FLAGS.version))
+        if os.path.exists(final):
+            raise InputError(f"{final} already exists; versions are never overwritten "
+                             "(pick another --version or leave it out)")
+    buckets = parse_length_buckets(FLAGS.length_buckets)
+    t0 = time.monotonic()
+    spec = load_spec(FLAGS.task, FLAGS.checkpoint, FLAGS.vocab_file, FLAGS.max_seq_length,
+                     FLAGS.max_query_length, FLAGS.max_answer_length)
+    spec = dataclasses.replace(spec, length_buckets=buckets)
+    path = export(spec, FLAGS.model_base, FLAGS.model_name, FLAGS.version,
+                  ids_only=FLAGS.ids_only, warmup=FLAGS.warmup)
+    print(f"[export] {FLAGS.task} ({spec.task_name}, L={spec.max_seq_length}"
+          f"{', ids only' if FLAGS.ids_only else ''}) -> {path} in "
+          f"{time.monotonic() - t0:.1f}s", file=sys.stderr)
+
+
+def run():
+    """The command line (`electra-export`)."""
+    define_flags()
+    cli.run_command(main, __name__)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,366 @@
+"""Queries an exported model on TF Serving, over gRPC (default) or REST: the library
+of the query command (electra_tf/query.py).
+
+    python -m export.client --server=localhost:8500 --model_name=ner --text="Zoë lives in Zürich"
+    python -m export.client --server=localhost:8501 --rest --model_name=mrpc \
+        --text="A first sentence." --text_pair="A second one."
+    python -m export.client --server=localhost:8500 --model_name=squad \
+        --question="Who lives in Zürich?" --context="Zoë lives in Zürich."
+
+--text (and --text_pair, --question, --context) may be repeated for a batch.
+Prints the response as JSON: {"outputs": {name: nested lists}} (strings are
+decoded as UTF-8, with U+FFFD for invalid bytes; characters a terminal could
+act on, such as escape sequences, are written as JSON escapes). gRPC uses
+tensorflow_serving.apis PredictionService/Predict; REST posts the column
+format {"signature_name": ..., "inputs": {...}} to
+/v1/models/NAME[/versions/N]:predict.
+
+A server is not trusted: --timeout bounds the whole request (connecting,
+sending, and the answer however slowly it comes), an answer may hold at most
+MAX_ANSWER_BYTES bytes (and over gRPC MAX_ANSWER_VALUES values, over REST
+MAX_DEPTH levels of JSON nesting), an output must be a tensor of numbers or
+strings, and what the server says in an error is quoted with repr. Each of
+these ends in one `error: ...` line and exit status 1; a bad flag
+(--timeout <= 0, a --text that is not UTF-8, counts that do not match) in
+one line and exit status 2, before anything is sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import math
+import re
+import socket
+import threading
+
+from electra_tf.core.errors import InputError
+
+MAX_ANSWER_BYTES = 64 << 20  # the largest answer read: a REST body, a gRPC message
+MAX_ANSWER_VALUES = 1 << 22  # values over all outputs of one gRPC answer, once decoded
+MAX_DEPTH = 64  # nesting of a REST answer's JSON (a tensor has a few dimensions)
+QUOTED_CHARS = 300  # of a server's message, quoted in an error
+
+
+class ClientError(RuntimeError):
+    """The server refused or failed the request, or answered what a model does not;
+    the message says why, quoting the server's words with repr."""
+
+
+def _quoted(said) -> str:
+    """repr of what a server said (a str, bytes or a JSON value), cut to about
+    QUOTED_CHARS: escape sequences in it cannot act on the terminal that prints it."""
+    if not isinstance(said, (str, bytes)):
+        text = repr(said)
+        return text[:QUOTED_CHARS] + (" ..." if len(text) > QUOTED_CHARS else "")
+    cut = said[:QUOTED_CHARS]
+    return repr(cut) + (f" (+{len(said) - len(cut)} more)" if len(said) > len(cut) else "")
+
+
+def check_timeout(timeout) -> float:
+    """--timeout as seconds (InputError: not a positive finite number)."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+            or not math.isfinite(timeout) or timeout <= 0:
+        raise InputError(f"--timeout must be a positive number of seconds, got {timeout!r}")
+    return float(timeout)
+
+
+def _to_python(value):
+    """numpy values -> JSON-able Python (bytes decoded as UTF-8)."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            return [_to_python(v) for v in value.tolist()] if value.ndim else _to_python(
+                value.item())
+        return value.tolist()
+    if isinstance(value, list):
+        return [_to_python(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value
+
+
+def predict_grpc(server: str, model_name: str, inputs: dict, signature_name: str =
+                 "serving_default", version: int | None = None, timeout: float = 30.0) -> dict:
+    """PredictionService.Predict over an insecure channel; returns {name: np.ndarray}.
+
+    `timeout` is the call's deadline (connecting included); the answer may be at
+    most MAX_ANSWER_BYTES long and its outputs are checked (`_output_array`).
+
+    Raises:
+      InputError: a bad timeout.
+      ClientError: the call failed (its status and the server's details, quoted),
+        or an output is not a tensor of numbers or strings of a sane size.
+    """
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    timeout = check_timeout(timeout)
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = model_name
+    request.model_spec.signature_name = signature_name
+    if version is not None:
+        request.model_spec.version.value = int(version)
+    for name, value in inputs.items():
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+    options = [("grpc.max_receive_message_length", MAX_ANSWER_BYTES)]
+    with grpc.insecure_channel(server, options=options) as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        try:
+            response = stub.Predict(request, timeout=timeout)
+        except grpc.RpcError as e:
+            raise ClientError(f"gRPC {e.code().name}: {_quoted(e.details() or '')}") from None
+    budget = [MAX_ANSWER_VALUES]
+    return {k: _output_array(k, v, budget) for k, v in response.outputs.items()}
+
+
+# What an output may be: numbers and strings (DataType numbers of tensorflow's types.proto).
+_OUTPUT_DTYPES = {1: "DT_FLOAT", 2: "DT_DOUBLE", 3: "DT_INT32", 4: "DT_UINT8", 5: "DT_INT16",
+                  6: "DT_INT8", 7: "DT_STRING", 9: "DT_INT64", 10: "DT_BOOL", 14: "DT_BFLOAT16",
+                  17: "DT_UINT16", 19: "DT_HALF", 22: "DT_UINT32", 23: "DT_UINT64"}
+
+
+def _output_array(name: str, proto, budget: list[int]):
+    """One output's TensorProto -> np.ndarray, after checking what the server claims.
+
+    tf.make_ndarray trusts the proto: it pads a short list of values out to the
+    claimed shape (TF's compressed form), so one value under a shape of 1e12
+    elements allocates terabytes. Here the dtype must be one of numbers or
+    strings, the shape's dimensions non-negative, and the values (`budget`[0],
+    what is left of MAX_ANSWER_VALUES for this answer) and padded strings'
+    bytes (MAX_ANSWER_BYTES) bounded before it decodes.
+
+    Raises:
+      ClientError: naming the output (repr) and what is wrong.
+    """
+    import tensorflow as tf
+
+    what = f"gRPC: output {_quoted(name)}"
+    if proto.dtype not in _OUTPUT_DTYPES:
+        from tensorflow.core.framework import types_pb2
+
+        kind = types_pb2.DataType.Name(proto.dtype) if proto.dtype in \
+            types_pb2.DataType.values() else str(proto.dtype)
+        raise ClientError(f"{what} has dtype {kind}, not a tensor of numbers or strings")
+    shape = [d.size for d in proto.tensor_shape.dim]
+    values = math.prod(shape)
+    if proto.tensor_shape.unknown_rank or any(d < 0 for d in shape):
+        raise ClientError(f"{what} has shape {shape}, which no tensor has")
+    if values > budget[0]:
+        raise ClientError(f"{what} claims shape {shape}: {values} values, more than the "
+                          f"{MAX_ANSWER_VALUES} an answer may hold")
+    budget[0] -= values
+    if proto.dtype == 7 and proto.string_val:
+        strings = proto.string_val
+        size = sum(map(len, strings)) + max(0, values - len(strings)) * len(strings[-1])
+        if size > MAX_ANSWER_BYTES:
+            raise ClientError(f"{what} holds strings of more than {MAX_ANSWER_BYTES} bytes "
+                              f"(shape {shape})")
+    try:
+        return tf.make_ndarray(proto)
+    except (ValueError, TypeError, IndexError) as e:
+        said = " ".join(str(e).split())
+        raise ClientError(f"{what} is a malformed tensor of shape {shape} "
+                          f"({type(e).__name__}: {_quoted(said)})") from None
+
+
+def _json_value(v):
+    if isinstance(v, bytes):
+        try:
+            return v.decode("utf-8")
+        except UnicodeDecodeError:  # binary strings travel as {"b64": ...}
+            return {"b64": base64.b64encode(v).decode("ascii")}
+    if isinstance(v, list):
+        return [_json_value(x) for x in v]
+    return v
+
+
+def predict_rest(server: str, model_name: str, inputs: dict, signature_name: str =
+                 "serving_default", version: int | None = None, timeout: float = 30.0) -> dict:
+    """POST /v1/models/NAME[/versions/N]:predict (column format); returns {name: lists}.
+
+    `timeout` bounds the whole request (`_post`); the answer must be JSON of at
+    most MAX_ANSWER_BYTES bytes nested at most MAX_DEPTH deep.
+
+    Raises:
+      InputError: a bad timeout, or a --server that is not HOST:PORT.
+      ClientError: no answer in time, an answer that is not TF Serving's (what the
+        server said quoted with repr), or an HTTP error status.
+    """
+    import numpy as np
+
+    timeout = check_timeout(timeout)
+    path = f"/v1/models/{model_name}"
+    if version is not None:
+        path += f"/versions/{int(version)}"
+    path += ":predict"
+    url = f"http://{server}{path}"
+    body = {"signature_name": signature_name,
+            "inputs": {k: _json_value(np.asarray(v).tolist()) for k, v in inputs.items()}}
+    status, data = _post(server, path, json.dumps(body).encode(), timeout)
+    if status != 200:
+        raise ClientError(f"REST {status}: {_error_text(data)}")
+    try:
+        answer = json.loads(data)
+    except RecursionError:
+        raise ClientError(f"REST: {url} answered with JSON nested more than {MAX_DEPTH} "
+                          "levels deep") from None
+    except ValueError:
+        raise ClientError(f"REST: {url} answered with a body that is not JSON: "
+                          f"{_quoted(data.decode('utf-8', 'replace'))}") from None
+    if _deeper_than(answer, MAX_DEPTH):
+        raise ClientError(f"REST: {url} answered with JSON nested more than {MAX_DEPTH} "
+                          "levels deep")
+    outputs = answer.get("outputs") if isinstance(answer, dict) else None
+    if outputs is None:
+        raise ClientError(f"REST: no 'outputs' in the answer: {_quoted(answer)}")
+    if not isinstance(outputs, dict):  # a single-output signature answers the bare value
+        outputs = {"output": outputs}
+    return outputs
+
+
+def _post(server: str, path: str, data: bytes, timeout: float) -> tuple[int, bytes]:
+    """POSTs JSON `data` to http://server/path; returns (status, body).
+
+    `timeout` is a deadline, not a per-read limit: a timer shuts the socket down
+    when it passes, which ends any read in progress, so a server that sends one
+    byte a second cannot hold the request. The body is read up to
+    MAX_ANSWER_BYTES (a larger Content-Length is refused before reading).
+
+    Raises:
+      InputError: `server` is not HOST:PORT.
+      ClientError: cannot connect, no whole answer before the deadline, an answer
+        that is not HTTP, or one too long.
+    """
+    url = f"http://{server}{path}"
+    try:
+        conn = http.client.HTTPConnection(server, timeout=timeout)
+    except http.client.InvalidURL as e:
+        raise InputError(f"--server={server!r} is not HOST:PORT ({e})") from None
+    expired = threading.Event()
+
+    def expire():
+        expired.set()
+        if conn.sock is not None:
+            try:
+                conn.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    late = ClientError(f"REST: no answer from {url} within --timeout={timeout:g}s")
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        try:
+            conn.connect()
+        except TimeoutError:
+            raise late from None
+        except OSError as e:
+            raise ClientError(f"REST: cannot reach {url}: {e.strerror or e}") from None
+        if expired.is_set():  # it fired while connecting, with no socket to shut down
+            raise late
+        conn.request("POST", path, body=data, headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, _read_body(response, url)
+    except (OSError, http.client.HTTPException) as e:
+        if expired.is_set() or isinstance(e, TimeoutError):
+            raise late from None
+        said = " ".join(str(e).split())
+        raise ClientError(f"REST: {url} did not answer in HTTP ({type(e).__name__}: "
+                          f"{_quoted(said)}); is --server TF Serving's REST port (8501; "
+                          "gRPC is 8500)?") from None
+    finally:
+        timer.cancel()
+        conn.close()
+
+
+def _read_body(response, url: str) -> bytes:
+    """The response's body, refused past MAX_ANSWER_BYTES (claimed, or as read)."""
+    claimed = response.getheader("Content-Length")
+    if claimed and claimed.strip().isdigit() and int(claimed) > MAX_ANSWER_BYTES:
+        raise ClientError(f"REST: {url} claims {int(claimed)} bytes, more than the "
+                          f"{MAX_ANSWER_BYTES} an answer may hold")
+    chunks, size = [], 0
+    while chunk := response.read(min(1 << 16, MAX_ANSWER_BYTES + 1 - size)):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise ClientError(f"REST: {url} sent an answer of more than {MAX_ANSWER_BYTES} "
+                              "bytes")
+    return b"".join(chunks)
+
+
+def _error_text(data: bytes) -> str:
+    """What an HTTP error's body says, quoted: TF Serving's {"error": ...}, or the body."""
+    try:
+        said = json.loads(data)["error"]
+    except (ValueError, RecursionError, TypeError, KeyError):
+        said = data.decode("utf-8", "replace")
+    return _quoted(said)
+
+
+def _deeper_than(value, limit: int) -> bool:
+    """Whether JSON `value` nests lists and objects more than `limit` deep (no recursion:
+    the answer is the server's)."""
+    stack = [(value, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (list, dict)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict)
+                                                  else value))
+    return False
+
+
+def text_inputs(text=(), text_pair=(), question=(), context=()) -> dict:
+    """The text signature's inputs from the flag values (UTF-8 bytes; bytes pass as they are).
+
+    Raises:
+      InputError: the counts do not match, no text, or a str that is not UTF-8 (a
+        command-line argument of other bytes reaches Python as lone surrogates).
+    """
+    import numpy as np
+
+    def arr(values, flag):
+        out = []
+        for i, v in enumerate(values):
+            if isinstance(v, str):
+                try:
+                    v = v.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise InputError(f"--{flag} #{i + 1} is not UTF-8: {_quoted(v)}") from None
+            out.append(v)
+        return np.array(out, dtype=object)
+
+    if question or context:
+        if len(question) != len(context) or not question:
+            raise InputError("give as many --question as --context")
+        return {"question": arr(question, "question"), "context": arr(context, "context")}
+    if not text:
+        raise InputError("give --text (or --question and --context)")
+    inputs = {"text": arr(text, "text")}
+    if text_pair:
+        if len(text_pair) != len(text):
+            raise InputError("give as many --text_pair as --text")
+        inputs["text_pair"] = arr(text_pair, "text_pair")
+    return inputs
+
+
+_UNSAFE = re.compile(r"[^\x20-\x7e]")  # where a character a terminal acts on may be
+
+
+def answer_json(outputs: dict) -> str:
+    """The line the command prints: {"outputs": {name: nested lists}}, names sorted.
+
+    Strings are the server's: every character str.isprintable refuses (C0 and C1
+    controls such as ESC and CSI, DEL, bidi overrides, ...) is written as a JSON
+    escape, so the line cannot drive a terminal and reads back as the same JSON.
+    """
+    text = json.dumps({"outputs": {k: _to_python(v) for k, v in sorted(outputs.items())}},
+                      ensure_ascii=False)
+    return _UNSAFE.sub(lambda m: m[0] if m[0].isprintable() else json.dumps(m[0])[1:-1], text)

@@ -1,0 +1,293 @@
+"""Exports a fine-tuned (or pre-trained, for RTD) ELECTRA as a TF Serving SavedModel.
+
+    python -m export.export_saved_model --task=token_classification \
+        --checkpoint=ner_small --model_base=/models --model_name=ner [--version=N] [--ids_only]
+
+(the command: electra_tf/export_saved_model.py; this module is its library, `load_spec`
+and `export`).
+
+--checkpoint is a fine-tuning model_dir (finetuned.weights.h5 +
+finetuning_config.json) for token_classification, sequence_classification and
+squad, or a pre-training model_dir (discriminator.weights.h5 +
+discriminator_config.json) for rtd. The vocabulary is the folder's own
+vocab.txt (older folders: the path they record), checked by the fingerprint
+the folder records (artifacts.folder_vocab); --vocab_file must hold the same
+tokens, and no vocabulary may hold more tokens than the embedding table has
+rows. The export goes to MODEL_BASE/NAME/N/ (N: --version, or one more than
+the highest existing version), written under a temporary dot-name in
+MODEL_BASE/NAME (which TF Serving ignores) and renamed into place; an existing
+version is never overwritten. Temporary dirs that a killed export left there
+are removed by the next export (clean_stale_tmp).
+
+The SavedModel holds:
+  serving_default  text signature (in-graph FastBertTokenizer; TF Serving 2.12+)
+  serving_ids      ids signature (input_word_ids, input_mask, input_type_ids)
+  assets/vocab.txt, assets.extra/tf_serving_warmup_requests (PredictionLog
+  TFRecord), assets.extra/export_info.json (task, inputs, outputs, labels).
+With --ids_only, serving_default IS the ids signature and the graph has no
+TF-Text op, so any TF Serving (or saved_model_cli) loads it.
+Output names: see electra_tf/serving/signatures.py and docs/serving.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import socket
+import tempfile
+import time
+
+from absl import logging
+
+from electra_tf.core import fileio
+from electra_tf.core.errors import InputError
+
+# What an endpoint serves (--task). Here, not in electra_tf.serving.graph, so that the
+# command checks its flags and files before TensorFlow is imported (seconds).
+TASKS = ("token_classification", "sequence_classification", "squad", "rtd")
+
+
+EXPECTED_HEADS = {"token_classification": ("tagging",),
+                  "sequence_classification": ("classification", "regression"),
+                  "squad": ("span",)}
+
+
+@dataclasses.dataclass
+class ServingSpec:
+    """What the export needs: the Keras model, the tokenizer and the task's settings."""
+
+    task: str  # one of TASKS
+    model: object  # keras.Model: FinetuningModel, or ElectraDiscriminator for rtd
+    tokenizer: object  # electra_tf.text.tokenizer.Tokenizer
+    max_seq_length: int
+    task_name: str = ""  # the fine-tuning task (ner, sst2, squad_v2, ...)
+    label_names: tuple = ()
+    pair: bool = False  # sequence_classification on sentence pairs
+    regression: bool = False  # STS-B
+    label_scale: tuple = (0.0, 1.0)  # regression: score = logit * max + min (min, max)
+    answerable: bool = False  # SQuAD 2.0
+    span_head: str = "independent"  # squad: the trained span head ("joint": a beam)
+    max_query_length: int = 64
+    max_answer_length: int = 30
+    null_rule: str = "combined"  # SQuAD 2.0: "answerable" or "combined" (tasks/squad.py)
+    no_answer_threshold: float = 0.0  # SQuAD 2.0: has_answer when null_odds <= it
+    answerable_weight: float = 0.5  # the "combined" rule's weight of the answerable logit
+    length_buckets: tuple | None = None  # serving.length_buckets (None: its default)
+
+
+def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: int = 0,
+              max_query_length: int = 64, max_answer_length: int = 30) -> ServingSpec:
+    """Builds the Keras model from a model_dir (artifacts.py) and checks it suits `task`.
+
+    The export follows what was trained: the recorded head (SQuAD's joint or
+    independent span head), STS-B's label scale, and SQuAD 2.0's null rule
+    and its threshold (registry.squad_null_options: qa_na_threshold for the
+    "answerable" rule, no_answer_threshold for "combined", the rule of records
+    from before the rule existed).
+
+    Raises:
+      InputError: missing files or a checkpoint of another task.
+    """
+    from electra_tf.tasks.registry import squad_null_options
+    from electra_tf.training import artifacts
+
+    if task not in TASKS:
+        raise InputError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
+    if task == "rtd":
+        discriminator, _ = artifacts.load_discriminator(checkpoint, what="--checkpoint")
+        from electra_tf.text.tokenizer import Tokenizer  # TensorFlow: after the file checks
+
+        folder = artifacts.model_folder(checkpoint)
+        vocab = _vocab(folder, vocab_file, discriminator.config.vocab_size)
+        lower = artifacts.recorded_do_lower_case(folder)
+        return _checked_length(ServingSpec(
+            task, discriminator, Tokenizer(vocab, do_lower_case=lower), max_seq_length or 128,
+            task_name="rtd"), checkpoint)
+
+    try:
+        model, record = artifacts.load_finetuned(checkpoint)
+    except InputError as e:
+        raise InputError(f"--checkpoint: {e}") from None
+    from electra_tf.text.tokenizer import Tokenizer  # TensorFlow: after the file checks
+
+    if record.head not in EXPECTED_HEADS[task]:
+        raise InputError(f"--checkpoint {checkpoint} was fine-tuned on {record.task!r} (a "
+                         f"{record.head} head), which --task={task} cannot serve")
+    vocab = _vocab(checkpoint, vocab_file, record.encoder.vocab_size)
+    span_head = record.head_options.get("span_head", "independent")
+    null = squad_null_options(record.finetuning)
+    if record.answerable and span_head == "joint" and null["null_odds_from"] == "combined":
+        raise InputError(f"--checkpoint {checkpoint}: the combined null rule needs the "
+                         "independent head's end logits, but the model has the joint head")
+    return _checked_length(ServingSpec(
+        task, model, Tokenizer(vocab, do_lower_case=record.do_lower_case),
+        max_seq_length or record.max_seq_length, task_name=record.task,
+        label_names=record.label_names, pair=record.pair,
+        regression=record.head == "regression", label_scale=tuple(record.label_scale),
+        answerable=record.answerable, span_head=span_head,
+        max_query_length=max_query_length, max_answer_length=max_answer_length,
+        null_rule=null["null_odds_from"], no_answer_threshold=null["no_answer_threshold"]),
+        checkpoint)
+
+
+def _vocab(folder: str, vocab_file: str, rows: int) -> str:
+    """The vocabulary to serve `folder`'s model with: its own, checked by the fingerprint it
+    records, or --vocab_file holding those tokens; never more tokens than the table's rows.
+
+    Raises:
+      InputError, ConfigError, VocabError: one line naming the file(s).
+    """
+    from electra_tf.training import artifacts
+
+    vocab = artifacts.checked_vocab(folder, vocab_file)
+    if not vocab:
+        raise InputError(f"--vocab_file is required ({folder} holds no {artifacts.VOCAB} and "
+                         "records none)")
+    artifacts.check_vocab_fits(vocab, rows)
+    return vocab
+
+
+def _checked_length(spec: ServingSpec, checkpoint: str) -> ServingSpec:
+    """spec, once its max_seq_length fits [CLS] x [SEP] and the model's positions.
+
+    Raises:
+      InputError: a length below 3, or above the model's max_position_embeddings
+        (every request would then fail in the position embedding).
+    """
+    positions = spec.model.encoder.config.max_position_embeddings
+    if not 3 <= spec.max_seq_length <= positions:
+        raise InputError(f"--max_seq_length={spec.max_seq_length}: the model in {checkpoint} "
+                         f"takes 3 to {positions} positions")
+    return spec
+
+
+def parse_length_buckets(values) -> tuple[int, ...] | None:
+    """--length_buckets as ints >= 1 (None: the default buckets).
+
+    Raises:
+      InputError: a value that is not a whole number >= 1.
+    """
+    if values is None:
+        return None
+    try:
+        buckets = tuple(int(v) for v in values)
+    except ValueError:
+        buckets = ()
+    if not buckets or min(buckets) < 1:
+        raise InputError(f"--length_buckets must be whole numbers >= 1, got "
+                         f"{','.join(values)!r}")
+    return buckets
+
+
+def next_version(model_dir: str) -> int:
+    versions = [int(n) for n in os.listdir(model_dir) if n.isdigit()] if os.path.isdir(
+        model_dir) else []
+    return max(versions, default=0) + 1
+
+
+TMP_PREFIX = ".tmp-"
+# A temporary dir of another host (or of an older export, whose name has no
+# host and pid) is stale after this long; an export takes minutes.
+STALE_AFTER_S = 24 * 3600
+_TMP_NAME = re.compile(r"\.tmp-\d+-(?P<host>.+)-(?P<pid>\d+)-[a-z0-9_]+")
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "host"
+
+
+def _tmp_prefix(version: int) -> str:
+    """.tmp-VERSION-HOST-PID- (mkdtemp adds a random [a-z0-9_] suffix)."""
+    return f"{TMP_PREFIX}{version}-{_host()}-{os.getpid()}-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. another user's process
+        return True
+    return True
+
+
+def clean_stale_tmp(model_dir: str, now: float | None = None) -> list[str]:
+    """Removes the temporary dirs of dead exports from MODEL_BASE/NAME; returns their paths.
+
+    Only directories named .tmp-* directly in `model_dir` (never a version, a
+    file or a symlink) and only stale ones: made on this host by a process
+    that no longer runs, or, when that cannot be told (another host, or a name
+    without host and pid), last modified more than STALE_AFTER_S ago. A
+    running export's dir is kept.
+    """
+    now = time.time() if now is None else now
+    removed = []
+    try:
+        entries = list(os.scandir(model_dir))
+    except FileNotFoundError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(TMP_PREFIX) or not entry.is_dir(follow_symlinks=False):
+            continue
+        m = _TMP_NAME.fullmatch(entry.name)
+        if m and m.group("host") == _host():
+            stale = not _alive(int(m.group("pid")))
+        else:
+            try:
+                stale = now - entry.stat(follow_symlinks=False).st_mtime > STALE_AFTER_S
+            except FileNotFoundError:
+                continue
+        if stale:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            if not os.path.lexists(entry.path):
+                logging.warning("removed %s, left by an interrupted export", entry.path)
+                removed.append(entry.path)
+    return removed
+
+
+def export(spec: ServingSpec, model_base: str, model_name: str, version: int | None = None,
+           ids_only: bool = False, warmup: bool = True, verbose: bool = False) -> str:
+    """Writes MODEL_BASE/NAME/N atomically; returns its path.
+
+    Stale temporary dirs of killed exports in MODEL_BASE/NAME are removed first
+    (clean_stale_tmp).
+
+    Raises:
+      InputError: the version exists (nothing is overwritten) or is not >= 1.
+    """
+    from electra_tf.serving import signatures
+    from electra_tf.serving import warmup as warmup_lib
+
+    parent = os.path.join(model_base, model_name)
+    os.makedirs(parent, exist_ok=True)
+    clean_stale_tmp(parent)
+    version = next_version(parent) if version is None else int(version)
+    if version < 1:
+        raise InputError(f"--version must be >= 1, got {version}")
+    final = os.path.join(parent, str(version))
+    if os.path.exists(final):
+        raise InputError(f"{final} already exists; versions are never overwritten "
+                         "(pick another --version or leave it out)")
+    tmp = tempfile.mkdtemp(prefix=_tmp_prefix(version), dir=parent)
+    try:
+        fileio.honour_umask(tmp, directory=True)  # mkdtemp's 0700 would hide it from others
+        archive, info = signatures.build_archive(spec, ids_only=ids_only)
+        archive.write_out(tmp, verbose=verbose)
+        extra = os.path.join(tmp, "assets.extra")
+        os.makedirs(extra, exist_ok=True)
+        info.update(model_name=model_name, version=version)
+        with open(os.path.join(extra, "export_info.json"), "w") as f:
+            json.dump(info, f, indent=2, ensure_ascii=False)
+        if warmup:
+            logs = warmup_lib.build_logs(model_name, info, spec.max_seq_length)
+            warmup_lib.write(os.path.join(extra, warmup_lib.WARMUP_FILE), logs)
+        if os.path.exists(final):  # someone else wrote it meanwhile
+            raise InputError(f"{final} appeared during the export; not overwriting it")
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
