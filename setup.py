@@ -3,7 +3,7 @@
 from setuptools import find_packages, setup
 
 # What JAX pre-training needs where TensorFlow is not installed
-# (--jax_input_pipeline=numpy; BUILD.md): `pip install --no-deps electra_tf`,
+# (--jax_input_pipeline=numpy; docs/backends.md): `pip install --no-deps electra_tf`,
 # then these (with jax[cuda12] on NVIDIA GPUs). h5py comes with keras.
 JAX_WITHOUT_TENSORFLOW = ["keras>=3.10,<4", "jax>=0.6,<0.11", "numpy>=1.26", "absl-py>=1.4",
                           "tensorboard"]
