@@ -1,10 +1,10 @@
 r"""ELECTRA's discriminator before and after its collapse: fine-tuning from early checkpoints.
 
 Run from the repository root, after the study's prepare stage (its vocab,
-records and capped task copies; benchmarks/real_data/README.md):
+records and capped task copies; studies/real_data/results/README.md):
 
     python -m studies.real_data.early_points --work_dir=../real_data_cache/study \
-        --steps=50,100,150,200 --output=benchmarks/real_data/early_points
+        --steps=50,100,150,200 --output=studies/real_data/results/early_points
 
 Pre-trains the study's ELECTRA run (`--scale=cpu`, seed 0: the CPU recipe, the
 same 1,000-step schedule) with a checkpoint every `--every` steps, and stops it
@@ -47,12 +47,12 @@ flags.DEFINE_integer("seed", 0, "Pre-training seed.")
 flags.DEFINE_integer("finetune_workers", 2, "Fine-tuning runs at a time (one thread each).")
 flags.DEFINE_string("finetune_seeds", "0", "Fine-tuning seeds of every checkpoint and task "
                     "(comma-separated); the table gives their mean.")
-flags.DEFINE_string("output", "benchmarks/real_data/early_points", "OUTPUT.json and OUTPUT.md.")
+flags.DEFINE_string("output", "studies/real_data/results/early_points", "OUTPUT.json and OUTPUT.md.")
 flags.DEFINE_multi_string("pretrain_flag", [], "A run_pretraining flag added to the "
                           "recipe's (e.g. --pretrain_flag=--disc_weight=1); needs --variant.")
 flags.DEFINE_string("variant", "", "A name for a run with --pretrain_flag: its own folder "
                     "under WORK_DIR/cpu/early/.")
-flags.DEFINE_string("study_ledger", "benchmarks/real_data/study/ledger.jsonl",
+flags.DEFINE_string("study_ledger", "studies/real_data/results/study/ledger.jsonl",
                     "The study's ledger: its `none` results are the table's step 0.")
 
 # ELECTRA's lines have both; a BERT-MLM variant's (--pretrain_flag=--objective=bert_mlm)

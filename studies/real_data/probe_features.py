@@ -14,7 +14,7 @@ Run from the repository root, after the study's prepare stage:
 
     python -m studies.real_data.probe_features --work_dir=../real_data_cache/study \
         --models=none=cpu/pretrain/none_s0,electra=cpu/pretrain/electra_s0,bert_mlm=cpu/pretrain/bert_mlm_s0 \
-        --output=benchmarks/real_data/probe_features
+        --output=studies/real_data/results/probe_features
 
 Model paths are relative to --work_dir unless absolute. Writes OUTPUT.json and
 OUTPUT.md; progress goes to stderr.

@@ -1,11 +1,11 @@
 r"""Which part of a pre-trained discriminator fine-tunes worse: transplants into its initialization.
 
 Run from the repository root, after the study has pre-trained the donor
-(benchmarks/real_data/README.md):
+(studies/real_data/results/README.md):
 
     python -m studies.real_data.transplant --work_dir=../real_data_cache/study \
         --donor=electra --parts=word_embeddings,embeddings,layers,whole \
-        --output=benchmarks/real_data/transplant_electra
+        --output=studies/real_data/results/transplant_electra
 
 For each part of `--parts` it writes a discriminator that is the study's
 `none` of `--seed` (the random initialization) with that part's weights taken
@@ -109,8 +109,8 @@ def define_flags() -> None:
     flags.DEFINE_string("finetune_seeds", "0", "Fine-tuning seeds (comma-separated).")
     flags.DEFINE_string("tasks", ",".join(study.TASKS), "Tasks (the study's capped copies).")
     flags.DEFINE_integer("finetune_workers", 2, "Fine-tuning runs at a time (one thread each).")
-    flags.DEFINE_string("output", "benchmarks/real_data/transplant", "OUTPUT.json and OUTPUT.md.")
-    flags.DEFINE_string("study_ledger", "benchmarks/real_data/study/ledger.jsonl",
+    flags.DEFINE_string("output", "studies/real_data/results/transplant", "OUTPUT.json and OUTPUT.md.")
+    flags.DEFINE_string("study_ledger", "studies/real_data/results/study/ledger.jsonl",
                         "The study's ledger: its `none` results are the table's first "
                         "row.")
 
