@@ -76,7 +76,8 @@ OBJECTIVES = ("electra", "bert_mlm")
 TASKS = ("trec6", "mr", "vader_sst2")
 NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 
-# Settings per --scale; studies/real_data/results/README.md ("The study") says why.
+# Settings per --scale: studies/real_data/FINDINGS.md ("Setup"); the reasons for each are in
+# the study's notebook (git show e049d36:benchmarks/real_data/README.md, "Settings").
 SCALES = {
     # 2 CPU cores: a 4-layer, 256-wide discriminator (ELECTRA-Small's width and
     # embedding size, a third of its depth), generator 1/4 of D's width.
