@@ -15,9 +15,10 @@ Run from the repository root (`studies` is not installed with electra_tf):
         --seeds=0,1,2 [--variants]
 
 --study chooses the defaults (flags given explicitly win):
-* cpu: the demo corpus (standard-library docstrings, 4k vocab, built with its
-  sources), tiny model without dropout, L=64, batch 64, 600 steps, lr 1e-3
-  with Keras' bias-corrected Adam (as configs/demo.flags); every objective
+* cpu: the demo corpus (standard-library docstrings, 4k vocab), probes from
+  the other installed packages' text (install_corpus.py), tiny model without
+  dropout, L=64, batch 64, 600 steps, lr 1e-3 with Keras' bias-corrected Adam
+  (as configs/demo.flags); every objective
   (electra, all_tokens_mlm, replace_mlm, electra_15, bert_mlm) and
   random_init; pre-training and probes on the TensorFlow backend.
 * gpu: the install corpus (install_corpus.py: docstrings and docs of every
@@ -149,7 +150,7 @@ def prepare(s: dict) -> dict:
         if FLAGS.study == "cpu" and not FLAGS.toy:
             from electra_tf.data.demo_corpus import prepare_demo_data
 
-            prepare_demo_data(data_dir, s["vocab_size"], s["max_seq_length"], with_sources=True)
+            prepare_demo_data(data_dir, s["vocab_size"], s["max_seq_length"])
         else:
             build_install_data(s, paths)
         probe_corpus, shards = paths["corpus"], 10  # the held-out shard of pre-training
