@@ -1051,7 +1051,8 @@ def define_flags():
                          "the last (the first N of --finetune_seeds; 0: all; -1: the scale's).")
     flags.DEFINE_integer("finetune_workers", 0, "Fine-tuning runs at a time (0: the scale's; "
                          "with more than one, each TensorFlow run gets one intra-op thread).")
-    flags.DEFINE_string("output_dir", "", "Report folder (default: studies/real_data/results/study).")
+    flags.DEFINE_string("output_dir", "", "Report folder (default: "
+                        "studies/real_data/results/study).")
     flags.DEFINE_string("ledger", "", "Finished runs' results, one JSON line each, read to skip "
                         "them in later sittings, on any machine (default: "
                         "OUTPUT_DIR/ledger.jsonl; commit it with the report).")
