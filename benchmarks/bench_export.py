@@ -16,23 +16,26 @@ excluded; p50/p95 over --iters calls.
 
 The cost of the ids signature's input checks (electra_tf/serving/signatures.py,
 check_ids_inputs: ranks, shapes, id / type id / mask ranges) is measured A/B:
-each task's archive is written twice, with the checks and without them
-(build_archive(check_inputs=False), the graph as it was before the checks),
-both are loaded, and their serving_ids calls alternate (--check_iters pairs
+each task's archive is written twice, with the checks (build_archive, what
+export() writes) and without them (unchecked_ids_archive: the serving_ids
+endpoint alone on declared [batch, seq] inputs, the graph as it was before the
+checks), both are loaded, and their serving_ids calls alternate (--check_iters pairs
 at batch 1, a quarter of that at batch 32, order flipped every pair), so
 that the load of a shared machine hits both alike; the medians and the median
 of the paired differences are recorded.
 
 Length buckets and the serving encoder (issue #24) are measured the same way,
 three exports called in turn (VARIANTS): the fixed window through the Keras
-layers' graph (the export before #24), the length buckets alone, and what
-export() writes (the buckets with electra_tf/serving/encoder.py's graph), on
+layers' graph (the export before #24), the length buckets alone (both built
+under keras_layers_encoder()), and what export() writes (the buckets with
+electra_tf/serving/encoder.py's graph), on
 texts of 5, 20, 60 and 128 words and a mixed batch. --parts=buckets runs only
 this part; --intra_op_threads sets TensorFlow's intra-op threads, as TF
 Serving's --tensorflow_intra_op_parallelism does.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -99,6 +102,46 @@ def timed(fn, inputs, warmup, iters):
     return 1e3 * float(np.percentile(times, 50)), 1e3 * float(np.percentile(times, 95))
 
 
+def unchecked_ids_archive(spec):
+    """An ExportArchive of spec's serving_ids endpoint without the input checks
+    (signatures.check_ids_inputs): the inputs declared [batch, seq] int32, the same
+    length-bucketed model and outputs as build_archive's. The A/B's other arm."""
+    import keras
+    import tensorflow as tf
+
+    from electra_tf.serving import graph, signatures
+
+    buckets = graph.length_buckets(spec.max_seq_length, spec.length_buckets,
+                                   signatures.min_length(spec))
+    model = signatures.BucketedModel(spec, buckets)
+
+    def ids_fn(input_word_ids, input_mask, input_type_ids):
+        return signatures.ids_outputs(spec, input_word_ids, input_mask, input_type_ids,
+                                      model=model)
+
+    archive = keras.export.ExportArchive()
+    archive.add_endpoint("serving_ids", ids_fn, [tf.TensorSpec([None, None], tf.int32, name=n)
+                                                 for n in signatures.IDS_INPUTS])
+    return archive
+
+
+@contextlib.contextmanager
+def keras_layers_encoder():
+    """Archives built and written inside run the encoder through the Keras layers' own
+    graph (the export before electra_tf/serving/encoder.py; the same outputs, more ops)
+    instead of serving_encoder's: the A/B's other arm. signatures.BucketedModel runs
+    each bucket through serving_encoder.model_outputs, looked up when the endpoints
+    are traced; this puts the model's own call in its place meanwhile."""
+    from electra_tf.serving import encoder
+
+    lean = encoder.model_outputs
+    encoder.model_outputs = lambda model, inputs: model(inputs, training=False)
+    try:
+        yield
+    finally:
+        encoder.model_outputs = lean
+
+
 def input_check_cost(dirs, work, iters, warmup):
     """Rows of the A/B measurement of the ids checks (see the module docstring)."""
     import tensorflow as tf
@@ -112,7 +155,7 @@ def input_check_cost(dirs, work, iters, warmup):
         loaded = {}
         for checked in (False, True):
             path = os.path.join(work, "checks", f"{name}_{'after' if checked else 'before'}")
-            archive, _ = build_archive(spec, check_inputs=checked)
+            archive = build_archive(spec)[0] if checked else unchecked_ids_archive(spec)
             archive.write_out(path, verbose=False)
             loaded[checked] = tf.saved_model.load(path).signatures["serving_ids"]
         for batch, n in ((1, iters), (32, max(10, iters // 4))):
@@ -187,8 +230,9 @@ def bucket_cost(dirs, work, iters, warmup):
             bucketed, lean = VARIANTS[variant]
             spec.length_buckets = None if bucketed else (spec.max_seq_length,)
             path = os.path.join(work, "buckets", f"{name}_{variant}")
-            archive, _ = build_archive(spec, lean_encoder=lean)
-            archive.write_out(path, verbose=False)
+            with contextlib.nullcontext() if lean else keras_layers_encoder():
+                archive, _ = build_archive(spec)
+                archive.write_out(path, verbose=False)
             loaded[variant] = tf.saved_model.load(path).signatures
         cases = [(f"{n} words", batch, [n] * batch) for n in BUCKET_LENGTHS for batch in (1, 32)]
         cases.append(("mixed 5-120 words", 32, [rng.randint(5, 120) for _ in range(32)]))

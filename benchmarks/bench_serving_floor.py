@@ -27,6 +27,7 @@ go, so compare rows of one run.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -130,7 +131,7 @@ def main():
         args.threads, args.onednn = int(args.threads), int(args.onednn)
         return child(args)
 
-    from bench_export import make_checkpoints
+    from bench_export import keras_layers_encoder, make_checkpoints
 
     from electra_tf.serving.export import load_spec
     from electra_tf.serving.signatures import build_archive
@@ -139,8 +140,10 @@ def main():
     dirs = make_checkpoints(work)
     for name in GRAPHS:
         spec = load_spec("sequence_classification", dirs["sst2"])
-        archive, _ = build_archive(spec, lean_encoder=name == "serving_encoder")
-        archive.write_out(os.path.join(work, name), verbose=False)
+        lean = name == "serving_encoder"
+        with contextlib.nullcontext() if lean else keras_layers_encoder():
+            archive, _ = build_archive(spec)
+            archive.write_out(os.path.join(work, name), verbose=False)
     load_start = os.getloadavg()[0]
     rows = []
     settings = [(int(t), int(o)) for o in args.onednn.split(",") for t in args.threads.split(",")]

@@ -35,6 +35,8 @@ TENSORFLOW_USERS_IN_TRAINING = ("electra_tf/training/backends/tensorflow.py",
                                 "electra_tf/training/checkpoints.py",
                                 "electra_tf/training/summaries.py")
 JAX_BACKEND = "electra_tf/training/backends/jax.py"
+# Built on the library from outside it, never imported by it (studies/README.md).
+LAB = ("studies", "benchmarks")
 
 
 def python_files():
@@ -177,6 +179,29 @@ def test_no_library_module_imports_an_entry_point():
     assert not edges, "library modules import entry points:\n" + "\n".join(edges)
 
 
+def lab_imports(path: str) -> list[str]:
+    """The lab modules (LAB) a file imports anywhere, its __main__ guard and
+    importlib.import_module / __import__ calls included."""
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.append(node.module)
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)
+              and getattr(node.func, "attr", getattr(node.func, "id", None))
+              in ("import_module", "__import__")):
+            found.append(node.args[0].value)
+    return [m for m in found if m.split(".")[0] in LAB]
+
+
+def test_nothing_installed_or_shimmed_imports_the_studies_or_benchmarks():
+    offenders = [f"{rel} -> {m}" for rel, path in python_files() for m in lab_imports(path)]
+    assert not offenders, "the library imports the lab:\n" + "\n".join(offenders)
+
+
 def test_model_code_does_not_import_tensorflow():
     offenders = []
     for rel, path in python_files():
@@ -223,3 +248,10 @@ def test_the_checker_sees_lazy_imports(tmp_path):
                       "if __name__ == '__main__':\n    import electra_tf.run_pretraining\n")
     found = imports(str(source))
     assert "electra_tf.cli" in found and "electra_tf.run_pretraining" not in found
+    # The lab check sees every way in, the __main__ guard included.
+    source.write_text("import importlib\ndef f():\n    from studies.real_data import study\n"
+                      "importlib.import_module('benchmarks.bench_common')\n"
+                      "if __name__ == '__main__':\n    import studies.gpu_small\n"
+                      "from . import studies_like\nimport studies_elsewhere\n")
+    assert sorted(lab_imports(str(source))) == ["benchmarks.bench_common", "studies.gpu_small",
+                                                "studies.real_data"]

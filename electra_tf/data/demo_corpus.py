@@ -93,9 +93,8 @@ def _file_sentences(path: str) -> list[str]:
 
 
 def write_corpus(output: str, max_documents: int = 0, stdlib_dir: str | None = None,
-                 min_sentences: int = 2, sources_output: str | None = None,
-                 package_dirs: tuple[str, ...] = (), processes: int = 1,
-                 stdlib_output: str | None = None) -> dict:
+                 min_sentences: int = 2, package_dirs: tuple[str, ...] = (),
+                 processes: int = 1, stdlib_output: str | None = None) -> dict:
     """Writes the corpus file atomically. Returns counts of files/documents/lines.
 
     package_dirs: more roots (e.g. site-packages) whose .py files follow the
@@ -104,15 +103,11 @@ def write_corpus(output: str, max_documents: int = 0, stdlib_dir: str | None = N
     stdlib_output: also write the standard library's documents alone there
     (what `write_corpus` without package_dirs writes; the demo's vocab
     corpus), counted as stdlib_documents and stdlib_lines.
-
-    With `sources_output`, also writes one row per document (index, package
-    "python", module: the top-level module, path), the layout of
-    studies/efficiency/install_corpus.py's `.sources.tsv`, for the package probe.
     """
     from electra_tf.core.errors import InputError
     from electra_tf.core.fileio import atomic_write_text
 
-    docs, rows, stdlib_docs = [], [], []
+    docs, stdlib_docs = [], []
     stdlib_root = stdlib_dir or sysconfig.get_paths()["stdlib"]
     files = stdlib_files(stdlib_dir)
     roots = [stdlib_root] * len(files)
@@ -126,21 +121,16 @@ def write_corpus(output: str, max_documents: int = 0, stdlib_dir: str | None = N
             parsed = pool.map(_file_sentences, files, chunksize=64)
     else:
         parsed = map(_file_sentences, files)
-    for path, root, sentences in zip(files, roots, parsed):
+    for root, sentences in zip(roots, parsed):
         if len(sentences) >= min_sentences:
             docs.append(sentences)
             if root == stdlib_root:
                 stdlib_docs.append(sentences)
-            module = os.path.relpath(path, root).split(os.sep)[0].removesuffix(".py")
-            rows.append(f"{len(rows)}\tpython\t{module}\t{path}")
         if max_documents and len(docs) >= max_documents:
             break
     if not docs or (stdlib_output and not stdlib_docs):
         raise InputError(f"no docstrings found under {stdlib_dir or 'the standard library'}")
     atomic_write_text(output, "\n\n".join("\n".join(d) for d in docs) + "\n")
-    if sources_output:
-        atomic_write_text(sources_output,
-                          "index\tpackage\tmodule\tpath\n" + "\n".join(rows) + "\n")
     stats = {"source_files": len(files), "documents": len(docs),
              "lines": sum(len(d) for d in docs)}
     if stdlib_output:
@@ -154,13 +144,11 @@ DEMO_CORPORA = ("stdlib", "installed")
 
 
 def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int,
-                      with_sources: bool = False, corpus: str = "stdlib") -> dict:
+                      corpus: str = "stdlib") -> dict:
     """Builds (once) the docstring corpus, vocab and records. Returns paths.
 
     corpus: "stdlib" or "installed" (see the module docstring); a data_dir
     built for the other one is an error.
-    with_sources: also write corpus.txt.sources.tsv (see `write_corpus`) with
-    the corpus; a corpus already there without one is an error.
     """
     from electra_tf.core.errors import InputError
     from electra_tf.core.fileio import atomic_write_text
@@ -181,10 +169,6 @@ def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int,
                              "another data_dir, or delete it to rebuild")
     records = os.path.join(data_dir, f"records_{max_seq_length}")
     num_shards = 10  # shards 0-8 train, shard 9 is held out for eval
-    sources = corpus + ".sources.tsv" if with_sources else None
-    if sources and os.path.exists(corpus) and not os.path.exists(sources):
-        raise InputError(f"{corpus} exists without {sources}: use another data_dir, or "
-                         "delete it to rebuild both")
     stdlib_corpus = os.path.join(data_dir, "stdlib_corpus.txt") if kind == "installed" else corpus
     if not os.path.exists(corpus):
         os.makedirs(data_dir, exist_ok=True)
@@ -192,7 +176,7 @@ def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int,
         if kind == "installed":
             site = sysconfig.get_paths()["purelib"]
             print(f"[demo] reading the docstrings of {site} ...", file=sys.stderr, flush=True)
-            stats = write_corpus(corpus, sources_output=sources, package_dirs=(site,),
+            stats = write_corpus(corpus, package_dirs=(site,),
                                  processes=min(os.cpu_count() or 1, 8),
                                  stdlib_output=stdlib_corpus)
             print(f"[demo] vocab corpus: {stats['stdlib_documents']} documents, "
@@ -200,7 +184,7 @@ def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int,
                   f"{stdlib_corpus}", file=sys.stderr)
             what = "standard-library and installed-package docstrings"
         else:
-            stats = write_corpus(corpus, sources_output=sources)
+            stats = write_corpus(corpus)
             what = "standard-library docstrings"
         print(f"[demo] corpus: {stats['documents']} documents, {stats['lines']} lines of "
               f"{what} -> {corpus}", file=sys.stderr)

@@ -102,7 +102,7 @@ def token_cosine_sums(sequence_output, input_mask, sequences: int = COSINE_SEQUE
     How spread the discriminator's representations are: near 0.4 at random
     initialization, 0.84-0.91 when a short pre-training has made the token
     states all but collinear and fine-tuning from them does worse than from
-    random weights (benchmarks/real_data/README.md). A sample keeps it cheap:
+    random weights (studies/real_data/FINDINGS.md). A sample keeps it cheap:
     the first `sequences` sequences of the batch, every (L // positions)-th
     position of each; padding and self-pairs are left out, and every pair of
     real states (across sequences too) counts once each way.

@@ -260,13 +260,11 @@ class BucketedModel:
     run one after another in a tf.while_loop (one copy of the model in the
     graph), and the outputs come back in row order: those with a position axis
     are [B, W, ...], with MODEL_FILLS past each row's bucket. The encoder runs
-    as serving_encoder's graph (lean_encoder=False: the Keras layers' own, for
-    benchmarks/bench_export.py's A/B).
+    as serving_encoder's graph.
     """
 
-    def __init__(self, spec, buckets: tuple[int, ...], lean_encoder: bool = True):
+    def __init__(self, spec, buckets: tuple[int, ...]):
         self.model = spec.model
-        self.lean_encoder = lean_encoder
         self.buckets = tuple(buckets)
         self.min_length = min_length(spec)
         symbolic = {k: keras.KerasTensor((None, None), dtype="int32")
@@ -296,10 +294,7 @@ class BucketedModel:
             inputs = {name: graph.pad_positions(tf.gather(x, rows), w, 0)
                       for name, x in (("input_ids", word_ids), ("input_mask", mask),
                                       ("segment_ids", type_ids))}
-            if self.lean_encoder:
-                out = serving_encoder.model_outputs(self.model, inputs)
-            else:
-                out = self.model(inputs, training=False)
+            out = serving_encoder.model_outputs(self.model, inputs)
             for k, (_, _, positional) in self.outputs.items():
                 value = out[k]
                 if positional:
@@ -378,19 +373,13 @@ def text_outputs(spec, packer: graph.Packer, *texts, model=None) -> dict:
             "null_odds": span["null_odds"], "has_answer": span["has_answer"], **truncated}
 
 
-def build_archive(spec, ids_only: bool = False, check_inputs: bool = True,
-                  lean_encoder: bool = True):
+def build_archive(spec, ids_only: bool = False):
     """An ExportArchive with the endpoints (see the module docstring) and an info dict.
 
-    Both signatures pad each batch to its length bucket (spec.length_buckets,
-    see graph.length_buckets); info["length_buckets"] lists them.
-
-    check_inputs=False leaves out the ids signature's value and shape checks
-    (the text inputs' rank checks stay: without them a scalar crashes the
-    server); it exists only so that benchmarks/bench_export.py can measure
-    what the checks cost. export() always checks. lean_encoder=False runs the
-    encoder through the Keras layers' graph instead of serving_encoder's (the
-    same outputs, more ops), likewise only for the benchmark's A/B.
+    Both signatures check their inputs in-graph (check_text_inputs,
+    check_ids_inputs) and pad each batch to its length bucket
+    (spec.length_buckets, see graph.length_buckets); info["length_buckets"]
+    lists them.
     """
     archive = keras.export.ExportArchive()
     # Not archive.track(spec.model): that saves every weight twice (the Keras
@@ -400,18 +389,16 @@ def build_archive(spec, ids_only: bool = False, check_inputs: bool = True,
         raise ValueError("the model must be built before export")
     _save_with(archive, "vocab_assets", _Assets(spec.tokenizer.vocab_file))
     # Unknown shapes: see the module docstring (the checks assert the ranks).
-    ids_spec = [tf.TensorSpec(None if check_inputs else [None, None], tf.int32, name=n)
-                for n in IDS_INPUTS]
+    ids_spec = [tf.TensorSpec(None, tf.int32, name=n) for n in IDS_INPUTS]
     ids_signature = "serving_default" if ids_only else "serving_ids"
 
     def ids_fn(input_word_ids, input_mask, input_type_ids):
-        inputs = (input_word_ids, input_mask, input_type_ids)
-        if check_inputs:
-            inputs = check_ids_inputs(spec, *inputs, signature=ids_signature)
+        inputs = check_ids_inputs(spec, input_word_ids, input_mask, input_type_ids,
+                                  signature=ids_signature)
         return ids_outputs(spec, *inputs, model=model)
 
     buckets = graph.length_buckets(spec.max_seq_length, spec.length_buckets, min_length(spec))
-    model = BucketedModel(spec, buckets, lean_encoder)
+    model = BucketedModel(spec, buckets)
     names = graph.text_input_names(spec.task, spec.pair)
     info = {"task": spec.task, "task_name": spec.task_name, "max_seq_length": spec.max_seq_length,
             "label_names": list(spec.label_names), "regression": spec.regression,

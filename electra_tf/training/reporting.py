@@ -110,7 +110,7 @@ def parse_eval_line(line: str) -> tuple[int, dict[str, float]] | None:
 
 
 # === A collapsed discriminator ===
-# disc_token_cosine at or above this is "collapsed": benchmarks/real_data/README.md
+# disc_token_cosine at or above this is "collapsed": studies/real_data/FINDINGS.md
 # measured 0.38 at random initialization and 0.84-0.91 after 100-500 steps of
 # pre-training on real text, where fine-tuning from the model was 3-15 points
 # below fine-tuning from random weights. 0.8 sits below every collapsed value measured

@@ -1,4 +1,4 @@
 """The paper's efficiency analysis (Table 5): run.py is the entry point.
 
-Its recorded results and their reading are in benchmarks/efficiency/README.md.
+Its recorded results and their reading are in studies/efficiency/README.md.
 """

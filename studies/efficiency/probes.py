@@ -14,8 +14,7 @@ layout so the regular fine-tuning loop trains it:
 * package (SST-2 layout, N classes): a chunk of up to three consecutive
   sentences; the label is the package (or top-level module) of the document,
   among the N labels with the most held-out documents. Needs the corpus's
-  `.sources.tsv` (install_corpus.py, or the demo corpus built with
-  sources).
+  `.sources.tsv` (install_corpus.py writes it).
 
 None favours an objective by construction: the labels come from the
 corpus's structure, not from masking or replacing tokens. Each probe's

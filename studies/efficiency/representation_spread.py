@@ -1,7 +1,7 @@
 r"""How varied the pre-trained encoders' last-layer vectors are, on the package probe's dev text.
 
     python -m studies.efficiency.representation_spread \
-        [--work=benchmarks/efficiency/work] [--data=demo_output/efficiency_cpu]
+        [--work=studies/efficiency/results/work] [--data=demo_output/efficiency_cpu]
 
 For each pre-trained model of the CPU study (work/<objective>_s<seed>/model)
 and a randomly initialized one of the same size, encodes the first 128 dev
@@ -45,7 +45,7 @@ def spread(vectors: np.ndarray) -> float:
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--work", default="benchmarks/efficiency/work")
+    parser.add_argument("--work", default="studies/efficiency/results/work")
     parser.add_argument("--data", default="demo_output/efficiency_cpu")
     args = parser.parse_args()
     inputs = batch(args.data)

@@ -5,19 +5,20 @@ Run from the repository root (`studies` is not installed with electra_tf):
 
     # the demo-scale study on CPU (tiny model, standard-library docstrings)
     python -m studies.efficiency.run --study=cpu --seeds=0,1,2 \
-        --output_dir=benchmarks/efficiency
+        --output_dir=studies/efficiency/results
 
     # the Small-scale study on a GPU: the data (built where TensorFlow is
     # installed), then the runs, each a process on the JAX backend
-    # (see benchmarks/efficiency/README.md)
+    # (see studies/efficiency/README.md)
     python -m studies.efficiency.run --study=gpu --stage=prepare
     python -m studies.efficiency.run --study=gpu --stage=pretrain,probe,report \
         --seeds=0,1,2 [--variants]
 
 --study chooses the defaults (flags given explicitly win):
-* cpu: the demo corpus (standard-library docstrings, 4k vocab, built with its
-  sources), tiny model without dropout, L=64, batch 64, 600 steps, lr 1e-3
-  with Keras' bias-corrected Adam (as configs/demo.flags); every objective
+* cpu: the demo corpus (standard-library docstrings, 4k vocab), probes from
+  the other installed packages' text (install_corpus.py), tiny model without
+  dropout, L=64, batch 64, 600 steps, lr 1e-3 with Keras' bias-corrected Adam
+  (as configs/demo.flags); every objective
   (electra, all_tokens_mlm, replace_mlm, electra_15, bert_mlm) and
   random_init; pre-training and probes on the TensorFlow backend.
 * gpu: the install corpus (install_corpus.py: docstrings and docs of every
@@ -76,7 +77,7 @@ STUDIES = {
                 vocab_size=4000, backend="tensorflow", probe_label="package",
                 probe_source="packages", probe_epochs=8, probe_learning_rate=1e-3,
                 probe_max_train=800, probe_max_dev=800, probe_classes=6,
-                data_dir="demo_output/efficiency_cpu", output_dir="benchmarks/efficiency"),
+                data_dir="demo_output/efficiency_cpu", output_dir="studies/efficiency/results"),
     "gpu": dict(objectives="electra,bert_mlm,random_init", budget_steps=2000,
                 train_batch_size=128, max_seq_length=128, model_size="small",
                 model_hparam_overrides={}, generator_hidden_size=0.25, learning_rate=5e-4,
@@ -84,7 +85,7 @@ STUDIES = {
                 backend="jax", probe_label="package", probe_source="heldout", probe_epochs=3,
                 probe_learning_rate=3e-4, probe_max_train=8000, probe_max_dev=2000,
                 probe_classes=10, data_dir="demo_output/efficiency_gpu",
-                output_dir="benchmarks/efficiency/gpu"),
+                output_dir="studies/efficiency/results/gpu"),
 }
 TOY = dict(budget_steps=4, train_batch_size=8, max_seq_length=64, model_size="tiny",
            model_hparam_overrides=NO_DROPOUT, generator_hidden_size=0.5, learning_rate=1e-3,
@@ -149,7 +150,7 @@ def prepare(s: dict) -> dict:
         if FLAGS.study == "cpu" and not FLAGS.toy:
             from electra_tf.data.demo_corpus import prepare_demo_data
 
-            prepare_demo_data(data_dir, s["vocab_size"], s["max_seq_length"], with_sources=True)
+            prepare_demo_data(data_dir, s["vocab_size"], s["max_seq_length"])
         else:
             build_install_data(s, paths)
         probe_corpus, shards = paths["corpus"], 10  # the held-out shard of pre-training

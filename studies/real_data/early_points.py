@@ -1,10 +1,10 @@
 r"""ELECTRA's discriminator before and after its collapse: fine-tuning from early checkpoints.
 
 Run from the repository root, after the study's prepare stage (its vocab,
-records and capped task copies; benchmarks/real_data/README.md):
+records and capped task copies; studies/real_data/FINDINGS.md):
 
     python -m studies.real_data.early_points --work_dir=../real_data_cache/study \
-        --steps=50,100,150,200 --output=benchmarks/real_data/early_points
+        --steps=50,100,150,200 --output=studies/real_data/results/early_points
 
 Pre-trains the study's ELECTRA run (`--scale=cpu`, seed 0: the CPU recipe, the
 same 1,000-step schedule) with a checkpoint every `--every` steps, and stops it
@@ -15,10 +15,11 @@ token states are (the mean pairwise cosine over the real positions of the
 first 32 dev sentences of mr), and fine-tunes it on every task of `--tasks`
 with the study's own fine-tuning command, once per seed of `--finetune_seeds`
 (default 0; the table gives each task's mean over them, the mean over tasks,
-and its difference from the study's `none` with the same seeds). Results (JSON
-and a Markdown table) go to OUTPUT.json / OUTPUT.md; each finished fine-tuning
-run is kept in WORK_DIR/cpu/early/ and not redone by a rerun, so more seeds can
-be added later.
+and its difference from the study's `none` with the same seeds). The record
+goes to OUTPUT.json (`python -m studies.real_data.collect_results` adds it to
+studies/real_data/results.jsonl), the table to stdout; each finished
+fine-tuning run is kept in WORK_DIR/cpu/early/ and not redone by a rerun, so
+more seeds can be added later.
 
 A variant of the recipe: `--variant=NAME --pretrain_flag=--disc_weight=1`
 (repeatable) adds flags to the pre-training command and keeps its runs in
@@ -47,12 +48,12 @@ flags.DEFINE_integer("seed", 0, "Pre-training seed.")
 flags.DEFINE_integer("finetune_workers", 2, "Fine-tuning runs at a time (one thread each).")
 flags.DEFINE_string("finetune_seeds", "0", "Fine-tuning seeds of every checkpoint and task "
                     "(comma-separated); the table gives their mean.")
-flags.DEFINE_string("output", "benchmarks/real_data/early_points", "OUTPUT.json and OUTPUT.md.")
+flags.DEFINE_string("output", "studies/real_data/results/early_points", "Writes OUTPUT.json.")
 flags.DEFINE_multi_string("pretrain_flag", [], "A run_pretraining flag added to the "
                           "recipe's (e.g. --pretrain_flag=--disc_weight=1); needs --variant.")
 flags.DEFINE_string("variant", "", "A name for a run with --pretrain_flag: its own folder "
                     "under WORK_DIR/cpu/early/.")
-flags.DEFINE_string("study_ledger", "benchmarks/real_data/study/ledger.jsonl",
+flags.DEFINE_string("study_ledger", "studies/real_data/results/study/ledger.jsonl",
                     "The study's ledger: its `none` results are the table's step 0.")
 
 # ELECTRA's lines have both; a BERT-MLM variant's (--pretrain_flag=--objective=bert_mlm)
@@ -183,10 +184,7 @@ def main(argv):
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.output)), exist_ok=True)
     with open(FLAGS.output + ".json", "w") as f:
         json.dump(result, f, indent=1)
-    text = markdown(result, tasks)
-    with open(FLAGS.output + ".md", "w") as f:
-        f.write(text)
-    print(text)
+    print(markdown(result, tasks))
 
 
 def summarize(row: dict, tasks: list[str]) -> dict:

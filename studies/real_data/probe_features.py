@@ -14,10 +14,11 @@ Run from the repository root, after the study's prepare stage:
 
     python -m studies.real_data.probe_features --work_dir=../real_data_cache/study \
         --models=none=cpu/pretrain/none_s0,electra=cpu/pretrain/electra_s0,bert_mlm=cpu/pretrain/bert_mlm_s0 \
-        --output=benchmarks/real_data/probe_features
+        --output=studies/real_data/results/probe_features
 
-Model paths are relative to --work_dir unless absolute. Writes OUTPUT.json and
-OUTPUT.md; progress goes to stderr.
+Model paths are relative to --work_dir unless absolute. Writes OUTPUT.json
+(collect_results.py adds it to studies/real_data/results.jsonl) and prints its
+tables; progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def define_flags() -> None:
                       "checkpoint (MODEL_DIR/checkpoints/ckpt-N), relative to --work_dir.")
     flags.DEFINE_list("tasks", ["trec6", "mr", "vader_sst2"], "Tasks under WORK_DIR/cpu/tasks.")
     flags.DEFINE_integer("max_seq_length", 64, "Positions per text, [CLS] and [SEP] included.")
-    flags.DEFINE_string("output", None, "Writes OUTPUT.json and OUTPUT.md.")
+    flags.DEFINE_string("output", None, "Writes OUTPUT.json.")
     flags.mark_flags_as_required(["work_dir", "models", "output"])
 
 
@@ -193,10 +194,10 @@ def main(argv):
         log(f"{name}: {time.time() - started:.0f}s")
     with open(FLAGS.output + ".json", "w") as f:
         json.dump(results, f, indent=1)
-    write_markdown(results, FLAGS.output + ".md")
+    print(markdown(results))
 
 
-def write_markdown(results: dict, path: str) -> None:
+def markdown(results: dict) -> str:
     names = list(results["models"])
     first = results["models"][names[0]]["scores"]
     layers = sorted({int(k.split("/")[1][5:]) for k in first})
@@ -216,8 +217,7 @@ def write_markdown(results: dict, path: str) -> None:
             lines.append(f"| {name} | " + " | ".join(
                 f"{s[f'{task}/layer{i}/{p}']:.3f}" for i in layers for p in ("cls", "mean")) + " |")
         lines.append("")
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -76,7 +76,8 @@ OBJECTIVES = ("electra", "bert_mlm")
 TASKS = ("trec6", "mr", "vader_sst2")
 NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 
-# Settings per --scale; benchmarks/real_data/README.md ("The study") says why.
+# Settings per --scale: studies/real_data/FINDINGS.md ("Setup"); the reasons for each are in
+# the study's notebook (git show e049d36:benchmarks/real_data/README.md, "Settings").
 SCALES = {
     # 2 CPU cores: a 4-layer, 256-wide discriminator (ELECTRA-Small's width and
     # embedding size, a third of its depth), generator 1/4 of D's width.
@@ -86,7 +87,7 @@ SCALES = {
         model_hparam_overrides=dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
                                     intermediate_size=1024, embedding_size=128, **NO_DROPOUT),
         generator_hidden_size=0.25, train_batch_size=64, learning_rate=1e-3,
-        # ELECTRA's run is configs/real_data_cpu.flags, the 30-minute CPU recipe
+        # ELECTRA's run is studies/real_data/real_data_cpu.flags, the 30-minute CPU recipe
         warmup_fraction=0.1, electra_steps=1000, points=4, mixed_precision="fp32",
         backend="tensorflow", num_eval_steps=20, log_every_steps=50,
         # 10 epochs: with 2 (74 steps) neither a pre-trained nor a random model
@@ -906,7 +907,7 @@ def main(argv):
             task_sizes[t] = (m["train_size"], m["dev_size"])
     runs = finetune_runs(s, p, objectives, seeds, fseeds, tasks, plans)
     workers = F.finetune_workers or s["finetune_workers"]
-    output_dir = F.output_dir or os.path.join(REPO_ROOT, "benchmarks", "real_data", "study")
+    output_dir = F.output_dir or os.path.join(REPO_ROOT, "studies", "real_data", "results", "study")
     ledger = Ledger(F.ledger or os.path.join(output_dir, "ledger.jsonl"),
                     settings_id(s, vocab_size_of(p["vocab"])))
     pending = [r for r in runs if not ledger.finetune(r)]
@@ -1050,7 +1051,8 @@ def define_flags():
                          "the last (the first N of --finetune_seeds; 0: all; -1: the scale's).")
     flags.DEFINE_integer("finetune_workers", 0, "Fine-tuning runs at a time (0: the scale's; "
                          "with more than one, each TensorFlow run gets one intra-op thread).")
-    flags.DEFINE_string("output_dir", "", "Report folder (default: benchmarks/real_data/study).")
+    flags.DEFINE_string("output_dir", "", "Report folder (default: "
+                        "studies/real_data/results/study).")
     flags.DEFINE_string("ledger", "", "Finished runs' results, one JSON line each, read to skip "
                         "them in later sittings, on any machine (default: "
                         "OUTPUT_DIR/ledger.jsonl; commit it with the report).")

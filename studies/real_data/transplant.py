@@ -1,11 +1,11 @@
 r"""Which part of a pre-trained discriminator fine-tunes worse: transplants into its initialization.
 
 Run from the repository root, after the study has pre-trained the donor
-(benchmarks/real_data/README.md):
+(studies/real_data/FINDINGS.md):
 
     python -m studies.real_data.transplant --work_dir=../real_data_cache/study \
         --donor=electra --parts=word_embeddings,embeddings,layers,whole \
-        --output=benchmarks/real_data/transplant_electra
+        --output=studies/real_data/results/transplant_electra
 
 For each part of `--parts` it writes a discriminator that is the study's
 `none` of `--seed` (the random initialization) with that part's weights taken
@@ -25,7 +25,8 @@ command (`--finetune_seeds`), and its token states are measured: the mean
 pairwise cosine over the real positions of the first 32 mr dev sentences,
 after the embedding layer and after every transformer layer. `none` itself
 is the table's first row (from the study's ledger when it holds the result).
-Results go to OUTPUT.json and OUTPUT.md; the fine-tuning results to
+The record goes to OUTPUT.json (collect_results.py adds it to
+studies/real_data/results.jsonl), the table to stdout; the fine-tuning results to
 WORK_DIR/cpu/transplant/results.jsonl, so a rerun redoes nothing.
 """
 
@@ -109,8 +110,8 @@ def define_flags() -> None:
     flags.DEFINE_string("finetune_seeds", "0", "Fine-tuning seeds (comma-separated).")
     flags.DEFINE_string("tasks", ",".join(study.TASKS), "Tasks (the study's capped copies).")
     flags.DEFINE_integer("finetune_workers", 2, "Fine-tuning runs at a time (one thread each).")
-    flags.DEFINE_string("output", "benchmarks/real_data/transplant", "OUTPUT.json and OUTPUT.md.")
-    flags.DEFINE_string("study_ledger", "benchmarks/real_data/study/ledger.jsonl",
+    flags.DEFINE_string("output", "studies/real_data/results/transplant", "Writes OUTPUT.json.")
+    flags.DEFINE_string("study_ledger", "studies/real_data/results/study/ledger.jsonl",
                         "The study's ledger: its `none` results are the table's first "
                         "row.")
 
@@ -213,8 +214,6 @@ def write_outputs(rows: dict, order: list[str], tasks: list[str], seeds: list[in
         r = rows[k]
         lines.append(f"| {k} | " + " | ".join(acc(r.get(t)) for t in tasks) + " | "
                      + " | ".join(f"{c:.3f}" for c in r["cosines"]) + " |")
-    with open(FLAGS.output + ".md", "w") as f:
-        f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

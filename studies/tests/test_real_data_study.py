@@ -185,7 +185,7 @@ def test_whole_pipeline_at_toy_scale_and_resumes(tmp_path):
 
 
 def test_the_cpu_recipe_flagfile_is_the_studys_electra_run(tmp_path):
-    """configs/real_data_cpu.flags (README: the 30-minute CPU recipe) trains what the
+    """studies/real_data/real_data_cpu.flags (the 30-minute CPU recipe) trains what the
     study's cpu scale trains for ELECTRA: the study's results table is the recipe's."""
     import os
 
@@ -207,7 +207,7 @@ def test_the_cpu_recipe_flagfile_is_the_studys_electra_run(tmp_path):
                 out[name] = value(text) if has_value else True
         return {k: v for k, v in out.items() if k not in drop}
 
-    with open(os.path.join(REPO, "configs", "real_data_cpu.flags")) as f:
+    with open(os.path.join(REPO, "studies", "real_data", "real_data_cpu.flags")) as f:
         recipe = as_flags(f)
     s = study.settings("cpu")
     vocab = tmp_path / "vocab.txt"
