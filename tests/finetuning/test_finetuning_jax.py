@@ -169,7 +169,7 @@ def test_jax_folder_loads_in_the_tf_export_with_the_jax_predictions(jax_runs, to
     for x, y in zip(jax_runs["weights"], served.model.get_weights()):
         np.testing.assert_array_equal(np.asarray(x, dtype=y.dtype), y)
     model, record = artifacts.load_finetuned(folder)
-    assert record.task == "sst2" and record.head == "classification"
+    assert record.task == "sst2" and record.head == "sequence_classification"
     task = get_task("sst2")
     examples = task.read(toy_sst2_dir, "dev")
     feats = task.featurize(examples, Tokenizer(artifacts.finetuned_vocab(record)), L)

@@ -33,7 +33,6 @@ import tensorflow as tf
 from electra_tf.core.config import FinetuneRun, FinetuningConfig, PretrainingConfig, RunConfig
 from electra_tf.core.errors import ConfigError
 from electra_tf.data.pipeline import pretraining_dataset
-from electra_tf.tasks.losses import task_loss, task_loss_count
 from electra_tf.training import artifacts, reporting
 from electra_tf.training.checkpoints import TensorFlowCheckpoints
 from electra_tf.training.finetuning import FinetuningLoop, split_batch
@@ -439,10 +438,10 @@ class TensorFlowFinetuning(FinetuningLoop):
             outputs = self.model(inputs, training=True, seed=seed)
             # Summed over the batch, as the original (so clipping acts); each
             # replica's share is averaged across replicas by the all-reduce.
-            loss = task_loss(self.task.head, outputs, labels)
+            loss = self.task.loss(outputs, labels)
             scaled = loss / float(self.strategy.num_replicas_in_sync)
         grads = dense_gradients(tape, scaled, self._variables)
-        return loss / task_loss_count(self.task.head, labels), grads  # reported: the mean
+        return loss / self.task.loss_count(labels), grads  # reported: the mean
 
     def _replica_step(self, batch):
         seed = replica_seed(self.config.seed, self.optimizer.iterations)
