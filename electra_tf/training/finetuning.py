@@ -25,9 +25,9 @@ NaN or infinite stops the run before those weights are saved
 Ctrl-C during an epoch's dev evaluation stops it at once, and the resumed run
 does that evaluation first. The folder it writes is described in artifacts.py.
 
-`FinetuningLoop` is what both backends share: the model, the data, the
-optimizer, prediction, evaluation and the host loop. A backend
-(`TensorFlowFinetuning`, `JaxFinetuning`) adds where variables are created,
+`Finetuning` is what both backends share, as `Pretraining` is for
+pre-training: the model, the data, the optimizer, prediction, evaluation and
+the host loop. A backend (`TensorFlowFinetuning`, `JaxFinetuning`) adds where variables are created,
 the train iterator and steps, one prediction batch, and its checkpoints.
 """
 
@@ -286,7 +286,7 @@ def check_recorded_labels(task, model_dir: str) -> None:
                           f"{shlex.quote(format_label_names(names))} or another --model_dir")
 
 
-class FinetuningLoop:
+class Finetuning:
     """What both backends' fine-tuning loops share (see the module docstring).
 
     A subclass sets `chief` before this constructor runs, and provides

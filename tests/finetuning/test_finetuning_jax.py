@@ -309,7 +309,7 @@ def write_own_data(folder, task: str) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["classification", "tagging"])
 def test_jax_cli_learns_own_data_and_tf_serves_the_folder(task, pretrained_dir, tmp_path):
-    """Your own files on JAX (the same FinetuningLoop): results.json with the task's
+    """Your own files on JAX (the same Finetuning): results.json with the task's
     metrics, dev and test predictions, and a record the (TensorFlow) export serves."""
     from electra_tf.serving.export import load_spec
     from electra_tf.training import artifacts

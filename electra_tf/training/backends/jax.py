@@ -53,7 +53,7 @@ from electra_tf.data.packed import packed_pretraining_batches
 from electra_tf.data.prefetch import prefetch
 from electra_tf.training import artifacts, reporting
 from electra_tf.training.checkpoints import NpzCheckpoints, checkpoint_step
-from electra_tf.training.finetuning import FinetuningLoop, split_batch
+from electra_tf.training.finetuning import Finetuning, split_batch
 from electra_tf.training.pretraining import Pretraining
 from electra_tf.training.watchdog import StartupWatchdog
 
@@ -469,7 +469,7 @@ class JaxPretraining(Pretraining):
 
 
 # === Fine-tuning ===
-class JaxFinetuning(FinetuningLoop):
+class JaxFinetuning(Finetuning):
     """Fine-tunes the discriminator on one task with JAX (finetuning.py).
 
     The gradient is that of the batch's summed loss divided by the number of

@@ -35,7 +35,7 @@ from electra_tf.core.errors import ConfigError
 from electra_tf.data.pipeline import pretraining_dataset
 from electra_tf.training import artifacts, reporting
 from electra_tf.training.checkpoints import TensorFlowCheckpoints
-from electra_tf.training.finetuning import FinetuningLoop, split_batch
+from electra_tf.training.finetuning import Finetuning, split_batch
 from electra_tf.training.phases import Phase
 from electra_tf.training.pretraining import Pretraining
 from electra_tf.training.watchdog import StartupWatchdog
@@ -399,11 +399,11 @@ class TensorFlowPretraining(Pretraining):
 
 
 # === Fine-tuning ===
-class TensorFlowFinetuning(FinetuningLoop):
+class TensorFlowFinetuning(Finetuning):
     """Fine-tunes the discriminator on one task under tf.distribute (finetuning.py).
 
     Args:
-      task, config, run: as FinetuningLoop.
+      task, config, run: as Finetuning.
       strategy: a strategy made at program start (`start`); by default one is
         made from `run` here.
     """
