@@ -70,8 +70,8 @@ def make_checkpoints(work):
         f.write("\n".join(vocab) + "\n")
     config = EncoderConfig(vocab_size=30522, **MODEL_SIZES["small"])
     dirs = {}
-    for name, task, labels, kind in (("sst2", "sst2", ["0", "1"], "classification"),
-                                     ("ner", "ner", NER_TAGS, "tagging")):
+    for name, task, labels, kind in (("sst2", "sst2", ["0", "1"], "sequence_classification"),
+                                     ("ner", "ner", NER_TAGS, "token_classification")):
         keras.utils.set_random_seed(0)
         model = FinetuningModel(build_discriminator(config).encoder, kind, len(labels))
         model.build()
@@ -79,7 +79,8 @@ def make_checkpoints(work):
         os.makedirs(out)
         artifacts.save_weights(model, os.path.join(out, artifacts.FINETUNED_WEIGHTS))
         artifacts.write_json(os.path.join(out, artifacts.FINETUNING_CONFIG), {
-            "encoder": config.to_dict(), "task": task, "head": kind, "answerable": False,
+            "encoder": config.to_dict(), "task": task, "head": kind, "regression": False,
+            "answerable": False,
             "pair": False, "label_names": labels, "max_seq_length": 128,
             "model_size": "small", "head_options": {}, "finetuning": {"do_lower_case": True},
             "run": {"vocab_file": vocab_file}})

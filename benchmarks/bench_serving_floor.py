@@ -73,7 +73,8 @@ def child(args):
 
     keras.utils.set_random_seed(0)
     config = EncoderConfig(vocab_size=30522, **MODEL_SIZES["small"])
-    model = FinetuningModel(build_discriminator(config).encoder, "classification", 2)
+    model = FinetuningModel(build_discriminator(config).encoder, "sequence_classification",
+                            2)
     model.build()
     fns = {"keras": tf.function(lambda x: model(x, training=False)),
            "keras_xla": tf.function(lambda x: model(x, training=False), jit_compile=True),

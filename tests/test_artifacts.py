@@ -138,8 +138,8 @@ def test_finetuning_folder_round_trip(tmp_path):
     artifacts.write_results(str(tmp_path), {"epoch_1": {"dev": {"f1": 0.5}}})
 
     loaded, record = artifacts.load_finetuned(str(tmp_path))
-    assert (record.task, record.head, record.pair, record.answerable) == (
-        "mrpc", "classification", True, False)
+    assert (record.task, record.head, record.regression, record.pair, record.answerable) == (
+        "mrpc", "sequence_classification", False, True, False)
     assert record.label_names == tuple(task.label_names) and record.max_seq_length == 32
     assert artifacts.finetuned_vocab(record) == "/v/vocab.txt"
     for a, b in zip(weights_of(loaded), weights_of(model)):
@@ -152,9 +152,22 @@ def test_a_finetuning_config_without_its_head_is_refused(tmp_path):
     artifacts.write_json(str(tmp_path / artifacts.FINETUNING_CONFIG), {
         "task": "squad_v2", "encoder": TINY.to_dict(), "label_names": [],
         "max_seq_length": 64, "finetuning": {}, "run": {}})
-    with pytest.raises(InputError, match="finetuning_config.json: lacks head, answerable, pair, "
-                                         "head_options; not a file electra_tf wrote"):
+    with pytest.raises(InputError, match="finetuning_config.json: lacks head, regression, "
+                                         "answerable, pair, head_options; not a file "
+                                         "electra_tf wrote"):
         artifacts.read_finetuning_config(str(tmp_path))
+
+
+def test_a_head_outside_the_vocabulary_is_refused(tmp_path):
+    """The recorded head is one of tasks.base.HEADS, the names the export's --task takes;
+    another name (e.g. "span", which an earlier electra_tf wrote) is one clear line."""
+    _finetuned_folder(tmp_path, "squad_v1")
+    path = tmp_path / artifacts.FINETUNING_CONFIG
+    path.write_text(json.dumps({**json.loads(path.read_text()), "head": "span"}))
+    with pytest.raises(InputError, match="finetuning_config.json: head 'span' is not one of "
+                                         "sequence_classification, token_classification, "
+                                         "squad$"):
+        artifacts.load_finetuned(str(tmp_path))
 
 
 def _finetuned_folder(folder, name, **config_fields):
@@ -165,7 +178,8 @@ def _finetuned_folder(folder, name, **config_fields):
     config = FinetuningConfig(task_name=name, **config_fields)
     task = task_from_config(config)
     model = FinetuningModel(discriminator().encoder, task.head, max(1, len(task.label_names)),
-                            answerable=task.answerable, **task.head_options)
+                            answerable=task.answerable, regression=task.regression,
+                            **task.head_options)
     model.build()
     artifacts.write_finetuning_config(
         str(folder), task=task, config=config,
@@ -203,9 +217,13 @@ def test_a_regression_folder_records_its_label_scale(tmp_path):
     _finetuned_folder(tmp_path / "stsb", "stsb")
     record = artifacts.read_finetuning_config(str(tmp_path / "stsb"))
     assert record.label_scale == (0.0, 5.0) and record.head_options == {}
+    assert (record.head, record.regression) == ("sequence_classification", True)
+    loaded, _ = artifacts.load_finetuned(str(tmp_path / "stsb"))
+    assert loaded.head.regression and loaded.head.output_dense.units == 1
     _finetuned_folder(tmp_path / "mrpc", "mrpc")
     raw = artifacts.read_json(str(tmp_path / "mrpc" / artifacts.FINETUNING_CONFIG))
     assert "label_scale" not in raw and raw["head_options"] == {}
+    assert (raw["head"], raw["regression"]) == ("sequence_classification", False)
 
 
 @pytest.mark.parametrize("field, value, message", [

@@ -10,9 +10,12 @@ installed. Classes, recognised by their weight names:
 | ElectraModel | the discriminator's encoder (its RTD head stays at its initial values) |
 | ElectraForPreTraining | the discriminator with its RTD head |
 | ElectraForMaskedLM | a stand-alone generator (`generator.weights.h5` + `generator_config.json`) |
-| ElectraForTokenClassification | a fine-tuning folder: a `tagging` head, task `ner` (`tagging` where the labels are not BIO tags) |
-| ElectraForQuestionAnswering | a fine-tuning folder: the independent `span` head, task `squad_v1` (`squad_v2` answers "" by the start + end logits at [CLS]: the `combined` null rule) |
-| ElectraForSequenceClassification | a fine-tuning folder: the `mlp` classifier head (dense -> GELU -> dense), task `classification` (with `num_labels` 1, regression); `--drop_task_head` keeps the encoder only |
+| ElectraForTokenClassification | a fine-tuning folder: a `token_classification` head, task `ner` (`tagging` where the labels are not BIO tags) |
+| ElectraForQuestionAnswering | a fine-tuning folder: a `squad` head (the independent span head), task `squad_v1` (`squad_v2` answers "" by the start + end logits at [CLS]: the `combined` null rule) |
+| ElectraForSequenceClassification | a fine-tuning folder: a `sequence_classification` head (the `mlp` classifier head: dense -> GELU -> dense), task `classification` (with `num_labels` 1, a regression); `--drop_task_head` keeps the encoder only |
+
+A task model's kind (`detect_kind`, the report's "kind") is the head it becomes
+(tasks.base.HEADS), which the export's --task names.
 
 A fine-tuning folder (artifacts.py: `finetuning_config.json` +
 `finetuned.weights.h5`, beside the discriminator's files) exports, evaluates
@@ -56,6 +59,7 @@ from electra_tf.core.fileio import (
     write_bytes,
 )
 from electra_tf.interop import core, names
+from electra_tf.tasks.base import HEADS
 from electra_tf.training import artifacts
 
 _ACT_FROM_HF = {"gelu": "gelu", "gelu_new": "gelu_approximate", "gelu_fast": "gelu_approximate",
@@ -257,8 +261,8 @@ def keep_vocabulary(model_dir: str, output: str) -> str:
 
 
 def detect_kind(weights: dict) -> str:
-    """pretraining | masked_lm | token_classification | question_answering |
-    sequence_classification | model."""
+    """pretraining | masked_lm | model, or a task model's head: token_classification |
+    squad | sequence_classification."""
     keys = set(weights)
     if any(k.startswith(("generator_predictions.", "generator_lm_head.")) for k in keys):
         return "masked_lm"
@@ -269,12 +273,12 @@ def detect_kind(weights: dict) -> str:
     if "classifier.weight" in keys:
         return "token_classification"
     if "qa_outputs.weight" in keys:
-        return "question_answering"
+        return "squad"
     return "model"
 
 
 # === Import ===
-TASK_KINDS = ("token_classification", "question_answering", "sequence_classification")
+TASK_KINDS = HEADS  # the transformers task models, by the head each becomes
 
 
 def import_model(model_dir: str, output: str, model_size: str = "",
@@ -346,15 +350,12 @@ def import_model(model_dir: str, output: str, model_size: str = "",
             may_be_missing = ("discriminator_predictions/",)
         if task_model:
             width = converted["task_specific/output/kernel"].shape[1]
-            if kind == "question_answering" and width != 2:
+            if kind == "squad" and width != 2:
                 raise core.ConversionError(f"{model_dir}: qa_outputs has {width} outputs, not 2")
-            head, options = {
-                "token_classification": ("tagging", {}),
-                "question_answering": ("span", {"span_head": "independent"}),
-                "sequence_classification": ("regression" if width == 1 else "classification",
-                                            {"classifier_head": "mlp"}),
-            }[kind]
-            finetuned = FinetuningModel(model.encoder, head, num_labels=width, **options)
+            finetuned = FinetuningModel(
+                model.encoder, kind, num_labels=width,
+                regression=kind == "sequence_classification" and width == 1,
+                **_HEAD_OPTIONS[kind])
             finetuned.build()
             targets.update(names.task_head_variables(finetuned.head))
     report = core.assign(converted, targets, model_dir, may_be_missing)
@@ -391,8 +392,11 @@ def check_finite(weights: dict[str, np.ndarray], model_dir: str) -> None:
 
 # The weight whose rows are a task head's outputs (its labels).
 _HEAD_ROWS = {"token_classification": "classifier.weight",
-              "question_answering": "qa_outputs.weight",
+              "squad": "qa_outputs.weight",
               "sequence_classification": "classifier.out_proj.weight"}
+# The head arguments of transformers' task heads (FinetuningModel's head_options).
+_HEAD_OPTIONS = {"token_classification": {}, "squad": {"span_head": "independent"},
+                 "sequence_classification": {"classifier_head": "mlp"}}
 _PROBLEM_TYPES = (None, "single_label_classification", "regression")
 
 
@@ -410,7 +414,7 @@ def check_task_head(model_dir: str, hf_config: dict, weights: dict, kind: str) -
     path = os.path.join(model_dir, "config.json")
     key = _HEAD_ROWS[kind]
     if key not in weights:
-        raise core.ConversionError(f"{model_dir}: a {kind.replace('_', ' ')} model without "
+        raise core.ConversionError(f"{model_dir}: an {ARCHITECTURES[kind]} without "
                                    f"{key}: an incomplete checkpoint")
     width = int(weights[key].shape[0])
     if width == 0:
@@ -432,7 +436,7 @@ def check_task_head(model_dir: str, hf_config: dict, weights: dict, kind: str) -
             raise core.ConversionError(
                 f"{path}: problem_type {problem} with {width} output(s): electra_tf's "
                 "regression head predicts one number and its classifier two or more labels")
-    if kind != "question_answering" and width > 1:
+    if kind != "squad" and width > 1:
         _labels(hf_config, width, path)
 
 
@@ -482,20 +486,21 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
     from electra_tf.tasks.registry import format_label_names, task_from_config
 
     head = model.head
-    width = 1 if head.kind == "regression" else head.num_labels
-    labels = [] if head.kind in ("span", "regression") else _labels(hf_config, width)
+    width = 1 if head.regression else head.num_labels
+    labels = [] if head.kind == "squad" or head.regression else _labels(hf_config, width)
     if not task_name:
-        task_name = {"tagging": "ner" if all(_BIO_TAG.match(t) for t in labels) else "tagging",
-                     "span": "squad_v1", "classification": "classification",
-                     "regression": "classification"}[head.kind]
+        task_name = {"token_classification": "ner" if all(_BIO_TAG.match(t) for t in labels)
+                     else "tagging",
+                     "squad": "squad_v1",
+                     "sequence_classification": "classification"}[head.kind]
     options = {"task_name": task_name, "do_lower_case": do_lower_case,
                "max_seq_length": max_seq_length}
-    if head.kind == "span":
+    if head.kind == "squad":
         options.update(joint_prediction=False, squad_null_rule="combined",
                        no_answer_threshold=0.0)
-    if head.kind in ("classification", "regression"):
+    if head.kind == "sequence_classification":
         options["classifier_head"] = "mlp"
-    if head.kind == "regression" and task_name == "classification":
+    if head.regression and task_name == "classification":
         options["regression"] = True
     if labels and task_name in ("classification", "tagging", "ner", "chunking"):
         options["label_names"] = format_label_names(labels)
@@ -506,15 +511,18 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
         task = task_from_config(config)
     except (ConfigError, TypeError) as e:
         raise core.ConversionError(f"--task_name={task_name}: {e}") from None
-    if task.head != head.kind:
-        raise core.ConversionError(f"--task_name={task_name} has a {task.head} head, but "
-                                   f"{source} holds a {head.kind} head")
-    if head.kind == "classification" and len(task.label_names) != width:
+    if (task.head, task.regression) != (head.kind, head.regression):
+        had, want = (f"{kind} head" + (" (a regression)" if regression else "")
+                     for kind, regression in ((head.kind, head.regression),
+                                              (task.head, task.regression)))
+        raise core.ConversionError(f"--task_name={task_name} has a {want}, but "
+                                   f"{source} holds a {had}")
+    if head.kind == "sequence_classification" and not head.regression and \
+            len(task.label_names) != width:
         raise core.ConversionError(
             f"--task_name={task_name} has {len(task.label_names)} labels "
             f"({', '.join(task.label_names)}), but {source} predicts {width}")
-    head_options = {"tagging": {}, "span": {"span_head": "independent"}}.get(
-        head.kind, {"classifier_head": "mlp"})
+    head_options = _HEAD_OPTIONS[head.kind]
     run = FinetuneRun(model_dir=output, vocab_file=vocab, init_checkpoint=source)
     artifacts.save_finetuned(output, model)
     artifacts.write_finetuning_config(
@@ -623,19 +631,20 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
     return written
 
 
-ARCHITECTURES = {"tagging": "ElectraForTokenClassification",
-                 "span": "ElectraForQuestionAnswering",
-                 "classification": "ElectraForSequenceClassification",
-                 "regression": "ElectraForSequenceClassification"}
+# transformers' task model of each head (tasks.base.HEADS).
+ARCHITECTURES = {"token_classification": "ElectraForTokenClassification",
+                 "squad": "ElectraForQuestionAnswering",
+                 "sequence_classification": "ElectraForSequenceClassification"}
 _GELU_LINEAR_FROM = 10.0  # GELU(x) == x in float32 for x >= 10 (Phi(10) = 1 - 8e-24)
 
 
 def export_finetuned(model_dir: str, output: str) -> list[str]:
     """Writes a fine-tuning folder as its transformers model, labels and tokenizer files.
 
-    - tagging -> ElectraForTokenClassification; span (the independent head,
-      without an answerability classifier) -> ElectraForQuestionAnswering;
-      classification and regression -> ElectraForSequenceClassification.
+    - token_classification -> ElectraForTokenClassification; squad (the
+      independent span head, without an answerability classifier) ->
+      ElectraForQuestionAnswering; sequence_classification (either classifier
+      head, regression or not) -> ElectraForSequenceClassification.
     - The mlp classifier head is transformers' ElectraClassificationHead. The
       dense head (one layer on [CLS]) is written as that dense -> GELU -> dense
       exactly: the first dense is the identity plus a shift c that puts every
@@ -653,7 +662,7 @@ def export_finetuned(model_dir: str, output: str) -> list[str]:
     """
     model, record = artifacts.load_finetuned(model_dir)
     head = model.head
-    if record.head == "span" and (head.joint or record.answerable):
+    if record.head == "squad" and (head.joint or record.answerable):
         what = "the joint span head" if head.joint else "an answerability classifier"
         raise core.ConversionError(
             f"{model_dir} has {what}, which transformers' ElectraForQuestionAnswering (one "
@@ -664,9 +673,9 @@ def export_finetuned(model_dir: str, output: str) -> list[str]:
     tensors = state_dict(names.encoder_variables("electra", encoder, "electra"))
     head_arrays = {name: np.asarray(keras_value(var), np.float64)
                    for name, var in names.task_head_variables(head).items()}
-    if record.head in ("classification", "regression") and not head.mlp:
+    if record.head == "sequence_classification" and not head.mlp:
         head_arrays = _dense_as_mlp(head_arrays, encoder)
-    if record.head == "regression":
+    if record.regression:
         low, scale = record.label_scale
         head_arrays["task_specific/output/kernel"] *= scale
         head_arrays["task_specific/output/bias"] = head_arrays["task_specific/output/bias"] \
@@ -677,12 +686,12 @@ def export_finetuned(model_dir: str, output: str) -> list[str]:
         tensors[key] = np.ascontiguousarray(value.T if transpose else value)
     config = hf_config(encoder.config, architecture)
     labels = list(record.label_names) or ["LABEL_0"]
-    if record.head == "span":
+    if record.head == "squad":
         labels = ["LABEL_0", "LABEL_1"]
     config.update(num_labels=len(labels), id2label={str(i): n for i, n in enumerate(labels)},
                   label2id={n: i for i, n in enumerate(labels)})
-    if record.head in ("classification", "regression"):
-        config["problem_type"] = ("regression" if record.head == "regression"
+    if record.head == "sequence_classification":
+        config["problem_type"] = ("regression" if record.regression
                                   else "single_label_classification")
     vocab = artifacts.finetuned_vocab(record)
     _check_room(output, tensors, files=(vocab,))

@@ -19,6 +19,10 @@ MODEL_BASE/NAME (which TF Serving ignores) and renamed into place; an existing
 version is never overwritten. Temporary dirs that a killed export left there
 are removed by the next export (clean_stale_tmp).
 
+--task names what the endpoint serves. For a fine-tuning folder that is the
+head its finetuning_config.json records (tasks.base.HEADS: the one vocabulary
+of the tasks, their folders and the export), so no table maps one to the other.
+
 The SavedModel holds:
   serving_default  text signature (in-graph FastBertTokenizer; TF Serving 2.12+)
   serving_ids      ids signature (input_word_ids, input_mask, input_type_ids)
@@ -44,29 +48,27 @@ from absl import logging
 
 from electra_tf.core import fileio
 from electra_tf.core.errors import InputError
+from electra_tf.tasks.base import HEADS
 
-# What an endpoint serves (--task). Here, not in electra_tf.serving.graph, so that the
-# command checks its flags and files before TensorFlow is imported (seconds).
-TASKS = ("token_classification", "sequence_classification", "squad", "rtd")
-
-
-EXPECTED_HEADS = {"token_classification": ("tagging",),
-                  "sequence_classification": ("classification", "regression"),
-                  "squad": ("span",)}
+# What an endpoint serves (--task): a fine-tuned model's head (tasks/base.py, the
+# "head" its folder records) or the pre-trained discriminator's replaced-token
+# detection. From tasks.base, not electra_tf.serving.graph, so that the command checks
+# its flags and files before TensorFlow is imported (seconds).
+TASKS = HEADS + ("rtd",)
 
 
 @dataclasses.dataclass
 class ServingSpec:
     """What the export needs: the Keras model, the tokenizer and the task's settings."""
 
-    task: str  # one of TASKS
+    task: str  # one of TASKS: the model's head (tasks.base.HEADS), or rtd
     model: object  # keras.Model: FinetuningModel, or ElectraDiscriminator for rtd
     tokenizer: object  # electra_tf.text.tokenizer.Tokenizer
     max_seq_length: int
     task_name: str = ""  # the fine-tuning task (ner, sst2, squad_v2, ...)
     label_names: tuple = ()
     pair: bool = False  # sequence_classification on sentence pairs
-    regression: bool = False  # STS-B
+    regression: bool = False  # sequence_classification predicting a number (STS-B)
     label_scale: tuple = (0.0, 1.0)  # regression: score = logit * max + min (min, max)
     answerable: bool = False  # SQuAD 2.0
     span_head: str = "independent"  # squad: the trained span head ("joint": a beam)
@@ -113,9 +115,10 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
         raise InputError(f"--checkpoint: {e}") from None
     from electra_tf.text.tokenizer import Tokenizer  # TensorFlow: after the file checks
 
-    if record.head not in EXPECTED_HEADS[task]:
-        raise InputError(f"--checkpoint {checkpoint} was fine-tuned on {record.task!r} (a "
-                         f"{record.head} head), which --task={task} cannot serve")
+    if record.head != task:
+        raise InputError(f"--checkpoint {checkpoint} was fine-tuned on {record.task!r}, a "
+                         f"{record.head} model, which --task={task} cannot serve (give "
+                         f"--task={record.head})")
     vocab = _vocab(checkpoint, vocab_file, record.encoder.vocab_size)
     span_head = record.head_options.get("span_head", "independent")
     null = squad_null_options(record.finetuning)
@@ -126,7 +129,7 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
         task, model, Tokenizer(vocab, do_lower_case=record.do_lower_case),
         max_seq_length or record.max_seq_length, task_name=record.task,
         label_names=record.label_names, pair=record.pair,
-        regression=record.head == "regression", label_scale=tuple(record.label_scale),
+        regression=record.regression, label_scale=tuple(record.label_scale),
         answerable=record.answerable, span_head=span_head,
         max_query_length=max_query_length, max_answer_length=max_answer_length,
         null_rule=null["null_odds_from"], no_answer_threshold=null["no_answer_threshold"]),

@@ -1,26 +1,38 @@
 """What a fine-tuning task is: the contract between task modules and the loop.
 
+A task's `head` names what its fine-tuned model serves, in the one vocabulary
+that the tasks, the model (tasks/model.py), the losses (tasks/losses.py), the
+folder a run writes (finetuning_config.json's "head") and the export
+(`--task`, serving/export.py) share, HEADS:
+  sequence_classification   one output per text or text pair: classes, or with
+                            `regression` one number (STS-B)
+  token_classification      a tag per token (NER, chunking, your own tags)
+  squad                     an answer span in a context; with `answerable` also
+                            whether there is one (SQuAD 2.0)
+The export serves these and the pre-trained discriminator's "rtd". A task
+declares its head here and, by it, its loss (`Task.loss`).
+
 Data flow:
   task.read(data_dir, split)              -> examples (task-specific objects)
   task.featurize(examples, tokenizer, L)  -> Features (numpy, one row per window)
   model(features.inputs)                  -> outputs (numpy after predict), by head:
-      classification: "logits" [n, num_labels]
-      regression:     "logits" [n]
-      span:           "start_logits", "end_logits" [n, L], "answerable_logits" [n];
+      sequence_classification: "logits" [n, num_labels]; regression: [n]
+      squad:          "start_logits", "end_logits" [n, L], "answerable_logits" [n];
                       the joint head predicts "start_logits" and its beam instead
                       of "end_logits": "start_top_log_probs", "start_top_index"
                       [n, K], "end_top_log_probs", "end_top_index" [n, K, K]
                       (tasks/model.py)
-      tagging:        "tag_logits" [n, L, num_labels]
+      token_classification: "tag_logits" [n, L, num_labels]
+  task.loss(outputs, labels)                    -> the batch's summed loss (training)
   task.predictions(outputs, examples, features) -> predictions (per example)
   task.metrics(predictions, examples)           -> {name: float}
   task.write_predictions(predictions, examples, path)
 
 `Features.labels` holds the training targets, by head:
-  classification: "label" int32 [n]          regression: "label" float32 [n]
-  span: "start_positions", "end_positions" int32 [n], "is_impossible" float32 [n]
-  tagging: "tag_ids" int32 [n, L], "tag_weights" float32 [n, L] (1 on the
-      first wordpiece of each word a window is responsible for)
+  sequence_classification: "label" int32 [n] (regression: float32 [n])
+  squad: "start_positions", "end_positions" int32 [n], "is_impossible" float32 [n]
+  token_classification: "tag_ids" int32 [n, L], "tag_weights" float32 [n, L] (1 on
+      the first wordpiece of each word a window is responsible for)
 Splits with no labels (test sets) leave `labels` empty.
 
 Bad input (a malformed row, an unknown label, an empty split) raises
@@ -37,7 +49,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from electra_tf.core.errors import TaskDataError
-from electra_tf.tasks.model import HEADS  # the head kinds; Task.head is one of them
+
+# What a fine-tuned model serves (see the module docstring): the one definition.
+HEADS = ("sequence_classification", "token_classification", "squad")
 
 __all__ = ["HEADS", "Features", "Task", "TaskDataError", "pack_pair"]
 
@@ -75,14 +89,16 @@ class Task(abc.ABC):
     name: str
     """The task's name, e.g. "mnli", "squad_v2", "ner"."""
     head: str
-    """The output head, one of HEADS."""
+    """What the model serves, one of HEADS; it gives the model's head and the loss."""
     label_names: Sequence[str]
-    """Classes or tags, in logit order ([] for regression and span)."""
+    """Classes or tags, in logit order ([] for a regression and for squad)."""
     metric_names: Sequence[str]
     """What metrics() returns; the first is the primary one."""
 
+    regression: bool = False
+    """sequence_classification only: the head predicts one number, not classes."""
     answerable: bool = False
-    """Span head only: the head also predicts answerability (SQuAD 2.0)."""
+    """squad only: the head also predicts answerability (SQuAD 2.0)."""
     default_max_seq_length: int = 128
     """max_seq_length when the configuration gives none."""
     default_epochs: float = 3
@@ -94,6 +110,22 @@ class Task(abc.ABC):
     head_options: Mapping[str, Any] = MappingProxyType({})
     """More FinetuningModel arguments for this task's head (SQuAD: span_head,
     beam_size); whoever builds the model passes them."""
+
+    def loss(self, outputs: Mapping[str, Any], labels: Mapping[str, Any]):
+        """The summed loss of a batch (a scalar tensor): the head's, tasks/losses.py.
+
+        `outputs` as the model returns them in training, `labels` as
+        Features.labels. Divide by `loss_count(labels)` for the mean to report.
+        """
+        from electra_tf.tasks import losses  # keras: only where a model trains
+
+        return losses.head_loss(self.head, outputs, labels, regression=self.regression)
+
+    def loss_count(self, labels: Mapping[str, Any]):
+        """What `loss` sums over, as a float32 scalar (examples, or weighted tokens)."""
+        from electra_tf.tasks import losses
+
+        return losses.head_loss_count(self.head, labels)
 
     def submission_file(self, split: str) -> str | None:
         """File name of a split's predictions in a leaderboard's submission format

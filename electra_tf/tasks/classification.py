@@ -90,13 +90,14 @@ class ClassificationTask(Task):
         text_pair_column "" or None for single texts.
       label_names: the classes in logit order, or None to learn them from the
         train split; must be None with `regression`.
-      regression: the label is a float target (head "regression").
+      regression: the label is a float target (a regression head).
       name: the task name recorded with the model.
 
     Raises:
       ValueError: options that do not go together.
     """
 
+    head = "sequence_classification"
     default_max_seq_length = 128
     default_epochs = 3
     prediction_suffix = ".tsv"
@@ -130,10 +131,6 @@ class ClassificationTask(Task):
             self._label_names = names
 
     # === The base.Task contract ===
-
-    @property
-    def head(self) -> str:
-        return "regression" if self.regression else "classification"
 
     @property
     def label_names(self) -> tuple[str, ...]:

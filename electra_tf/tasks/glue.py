@@ -113,12 +113,11 @@ class GlueTask(Task):
 
     # === The base.Task contract ===
 
-    @property
-    def head(self) -> str:
-        return "regression" if self.is_regression else "classification"
+    head = "sequence_classification"
 
     @property
-    def is_regression(self) -> bool:
+    def regression(self) -> bool:
+        """STS-B: the head predicts the score (the task has no label names)."""
         return not self.label_names
 
     @property
@@ -188,7 +187,7 @@ class GlueTask(Task):
         labels = {}
         if examples and all(e.label is not None for e in examples):
             gold = self._gold(examples)
-            if self.is_regression:  # the original's target: (score - min) / max
+            if self.regression:  # the original's target: (score - min) / max
                 gold = ((gold - self.regression_min) / self.regression_max).astype(np.float32)
             labels = {"label": gold}
         return Features(inputs=inputs, labels=labels,
@@ -201,7 +200,7 @@ class GlueTask(Task):
         logits = np.asarray(outputs["logits"])
         if logits.shape[0] != len(features):
             raise ValueError(f"{logits.shape[0]} rows of logits for {len(features)} features")
-        if self.is_regression:
+        if self.regression:
             per_row = logits.reshape(len(features), -1)[:, 0].astype(np.float64)
             per_row = per_row * self.regression_max + self.regression_min
             result = np.full(len(examples), np.nan)
@@ -227,7 +226,7 @@ class GlueTask(Task):
             raise ValueError(f"{len(predictions)} predictions for {len(examples)} examples")
         lines = ["index\tprediction"]
         for example, p in zip(examples, predictions):
-            if self.is_regression:
+            if self.regression:
                 value = repr(float(p))
             elif 0 <= int(p) < len(self.label_names):
                 value = self.label_names[int(p)]
@@ -284,7 +283,7 @@ class GlueTask(Task):
             raise TaskDataError(f"{path}: no prediction for {len(missing)} of {len(examples)} "
                                 f"examples (indices {', '.join(missing[:5])}"
                                 f"{', ...' if len(missing) > 5 else ''})")
-        if self.is_regression:
+        if self.regression:
             return np.asarray(result, np.float64)
         return np.asarray([self.label_names.index(r) for r in result], np.int64)
 
@@ -333,7 +332,7 @@ class GlueTask(Task):
                     label=label, source=where)
 
     def _parse_label(self, value: str, where: str, what: str) -> str | float:
-        if self.is_regression:
+        if self.regression:
             try:
                 score = float(value)
             except ValueError:
@@ -348,7 +347,7 @@ class GlueTask(Task):
 
     def _gold(self, examples: Sequence[GlueExample]) -> np.ndarray:
         """Label ids int32 [n], or the scores float64 [n] (as read, no rounding)."""
-        if self.is_regression:
+        if self.regression:
             return np.asarray([e.label for e in examples], np.float64)
         return np.asarray([self.label_names.index(e.label) for e in examples], np.int32)
 

@@ -1,4 +1,4 @@
-"""Fine-tuning losses by head kind: pure keras.ops functions of logits and targets.
+"""Fine-tuning losses by head (base.HEADS): pure keras.ops functions of logits and targets.
 
 As the original's run_finetuning.py, the loss is SUMMED over the batch: each
 task's `get_prediction_module` returns per-example losses, and the original's
@@ -7,18 +7,19 @@ task id). Global-norm clipping at 1.0 therefore acts on the gradient of a sum
 over 32 examples, as in the original (on a mean it would almost never act).
 The per-example losses are the original's:
 
-- classification (classification_tasks.py): softmax cross-entropy;
-- regression (STS-B): squared error;
-- span (qa_tasks.py): (CE(start) + CE(end)) / 2, plus 0.5 x sigmoid CE of the
+- sequence_classification (classification_tasks.py): softmax cross-entropy;
+  with `regression` (STS-B) squared error;
+- squad (qa_tasks.py): (CE(start) + CE(end)) / 2, plus 0.5 x sigmoid CE of the
   answerability logit for SQuAD 2.0 (the original's logit predicts
   "impossible"; ours predicts "answerable" and is trained against
   1 - is_impossible, the same loss with the logit's sign flipped);
-- tagging (tagging_tasks.py): token cross-entropy times tag_weights (the
-  first wordpiece of each word a window owns), summed over the tokens: the
-  batch's loss is the sum over all weighted tokens.
+- token_classification (tagging_tasks.py): token cross-entropy times
+  tag_weights (the first wordpiece of each word a window owns), summed over
+  the tokens: the batch's loss is the sum over all weighted tokens.
 
-`task_loss_count` gives what the sum runs over (examples; weighted tokens for
-tagging), so that a loop can report the readable mean, loss / count.
+`head_loss_count` gives what the sum runs over (examples; weighted tokens for
+token_classification), so that a loop can report the readable mean, loss /
+count. A task's `loss` and `loss_count` (base.Task) are these for its head.
 
 Everything is computed in float32 with the pre-training losses' own softmax
 and sigmoid cross-entropies (`electra_tf.objectives.losses`).
@@ -64,31 +65,32 @@ def tagging_loss(tag_logits, tag_ids, tag_weights):
     return ops.sum(softmax_cross_entropy(tag_logits, tag_ids) * w)
 
 
-def task_loss(kind: str, outputs: dict, labels: dict):
-    """The summed loss of a batch; dispatches on the head kind.
+def head_loss(head: str, outputs: dict, labels: dict, regression: bool = False):
+    """The summed loss of a batch for `head` (one of base.HEADS).
 
-    `labels` as base.Features.labels. Divide by `task_loss_count` for the mean.
+    `labels` as base.Features.labels; `regression`: a sequence_classification
+    head's target is a number. Divide by `head_loss_count` for the mean.
     """
-    if kind == "classification":
+    if head == "sequence_classification":
+        if regression:
+            return regression_loss(outputs["logits"], labels["label"])
         return classification_loss(outputs["logits"], labels["label"])
-    if kind == "regression":
-        return regression_loss(outputs["logits"], labels["label"])
-    if kind == "span":
+    if head == "squad":
         return span_loss(outputs["start_logits"], outputs["end_logits"],
                          labels["start_positions"], labels["end_positions"],
                          outputs.get("answerable_logits"), labels.get("is_impossible"))
-    if kind == "tagging":
+    if head == "token_classification":
         return tagging_loss(outputs["tag_logits"], labels["tag_ids"], labels["tag_weights"])
-    raise ValueError(f"unknown head kind {kind!r}")
+    raise ValueError(f"unknown head {head!r}")
 
 
-def task_loss_count(kind: str, labels: dict):
-    """What `task_loss` sums over, as float32: the examples, or for tagging the
-    weighted tokens (at least 1e-6). loss / count is the per-example (per-token)
+def head_loss_count(head: str, labels: dict):
+    """What `head_loss` sums over, as float32: the examples, or for token_classification
+    the weighted tokens (at least 1e-6). loss / count is the per-example (per-token)
     mean, the number to report."""
-    if kind == "tagging":
+    if head == "token_classification":
         return ops.sum(ops.cast(labels["tag_weights"], "float32")) + 1e-6
-    key = "start_positions" if kind == "span" else "label"
-    if kind not in ("classification", "regression", "span"):
-        raise ValueError(f"unknown head kind {kind!r}")
+    if head not in ("sequence_classification", "squad"):
+        raise ValueError(f"unknown head {head!r}")
+    key = "start_positions" if head == "squad" else "label"
     return ops.cast(ops.shape(labels[key])[0], "float32")

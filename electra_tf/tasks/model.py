@@ -1,12 +1,13 @@
 """Fine-tuning models: the pre-trained discriminator's encoder plus a task head.
 
-Heads (all return float32 logits; docs/reference.md, "Fine-tuning"):
-- `classification`: dropout(0.1) on the [CLS] vector, then dense(num_labels);
-  with num_labels == 1 (STS-B) the logit is the regression score [B].
-  `classifier_head="mlp"` is transformers' ElectraClassificationHead instead:
-  dropout, dense(hidden) ("classifier_dense"), GELU, dropout, then the output
-  dense (what an imported ElectraForSequenceClassification holds).
-- `span`: start and end logits over the sequence, with only [CLS] (no
+Heads, one per kind of task (base.HEADS: what the model serves; all return
+float32 logits; docs/reference.md, "Fine-tuning"):
+- `sequence_classification`: dropout(0.1) on the [CLS] vector, then
+  dense(num_labels); with `regression` (STS-B) dense(1), whose logit [B] is the
+  score. `classifier_head="mlp"` is transformers' ElectraClassificationHead
+  instead: dropout, dense(hidden) ("classifier_dense"), GELU, dropout, then the
+  output dense (what an imported ElectraForSequenceClassification holds).
+- `squad`: start and end logits over the sequence, with only [CLS] (no
   answer) and the second segment (the context) allowed, as the original's
   qa_tasks.py, by one of two heads (`span_head`):
   - "independent": start and end logits [B, L] from one dense(2);
@@ -23,7 +24,7 @@ Heads (all return float32 logits; docs/reference.md, "Fine-tuning"):
   answerability logit [B] from the [CLS] vector and the start-probability-
   weighted sequence vector, through dense(512, GELU) -> dense(1), as the
   original's qa_tasks.py (answerable_uses_start_logits).
-- `tagging`: dropout, then dense(num_labels) at every token [B, L, T].
+- `token_classification`: dropout, then dense(num_labels) at every token [B, L, T].
 
 The head's variables sit under `task_specific/`, so layer-wise learning-rate
 decay puts them at depth n + 2 (the original's key for heads).
@@ -39,11 +40,10 @@ from electra_tf.modeling.encoder import ElectraEncoder
 from electra_tf.modeling.heads import gather_positions
 from electra_tf.modeling.layers import Dropout, get_activation, kernel_initializer
 from electra_tf.modeling.random import FINETUNING_ENCODER_SALT, FINETUNING_HEAD_SALT, fold_seed
+from electra_tf.tasks.base import HEADS  # a task's `head`: what TaskHead's `kind` takes
 
-# The task head kinds (a fine-tuning task's `head`): the one definition.
-HEADS = ("classification", "regression", "span", "tagging")
-SPAN_HEADS = ("independent", "joint")  # the span head's variants (`span_head`)
-# The classification and regression head's variants (`classifier_head`): ELECTRA's one
+SPAN_HEADS = ("independent", "joint")  # the squad head's variants (`span_head`)
+# The sequence_classification head's variants (`classifier_head`): ELECTRA's one
 # dense layer, or transformers' dense -> GELU -> dense.
 CLASSIFIER_HEADS = ("dense", "mlp")
 _SECOND_DROPOUT_SALT = 1  # the mlp classifier's second dropout (a stream of the head's seed)
@@ -56,14 +56,15 @@ class TaskHead(keras.layers.Layer):
 
     Args:
       kind: one of HEADS.
-      num_labels: classes or tags (ignored for regression and span).
+      num_labels: classes or tags (ignored for a regression and for squad).
       hidden_size: the encoder width.
-      answerable: span only: add the answerability classifier.
+      regression: sequence_classification only: one output, the score [B].
+      answerable: squad only: add the answerability classifier.
       dropout_prob: dropout before the output layer.
       initializer_range: truncated-normal stddev.
       hidden_act: activation of the answerability classifier's hidden layer.
-      span_head: span only: "independent" or "joint" (see the module docstring).
-      classifier_head: classification/regression only: "dense" or "mlp" (see the
+      span_head: squad only: "independent" or "joint" (see the module docstring).
+      classifier_head: sequence_classification only: "dense" or "mlp" (see the
         module docstring).
       beam_size: the joint span head's beam (the original's beam_size, 20).
     """
@@ -71,11 +72,15 @@ class TaskHead(keras.layers.Layer):
     def __init__(self, kind: str, num_labels: int, hidden_size: int, answerable: bool = False,
                  dropout_prob: float = 0.1, initializer_range: float = 0.02,
                  hidden_act: str = "gelu", span_head: str = "joint", beam_size: int = 20,
-                 classifier_head: str = "dense", **kwargs):
+                 classifier_head: str = "dense", regression: bool = False, **kwargs):
         kwargs.setdefault("name", "task_specific")
         super().__init__(**kwargs)
         if kind not in HEADS:
             raise ValueError(f"head kind must be one of {HEADS}, got {kind!r}")
+        if regression and kind != "sequence_classification":
+            raise ValueError(f"regression is a sequence_classification head's, not {kind!r}'s")
+        if answerable and kind != "squad":
+            raise ValueError(f"answerable is a squad head's, not {kind!r}'s")
         if classifier_head not in CLASSIFIER_HEADS:
             raise ValueError(f"classifier_head must be one of {CLASSIFIER_HEADS}, "
                              f"got {classifier_head!r}")
@@ -84,14 +89,13 @@ class TaskHead(keras.layers.Layer):
         if beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {beam_size}")
         self.kind, self.num_labels, self.hidden_size = kind, num_labels, hidden_size
-        self.answerable, self.dropout_prob = answerable, dropout_prob
+        self.answerable, self.regression, self.dropout_prob = answerable, regression, dropout_prob
         self.initializer_range, self.hidden_act = initializer_range, hidden_act
         self.span_head, self.beam_size = span_head, beam_size
         self.classifier_head = classifier_head
-        self.joint = kind == "span" and span_head == "joint"
-        self.mlp = kind in ("classification", "regression") and classifier_head == "mlp"
-        width = {"classification": num_labels, "regression": 1, "span": 2,
-                 "tagging": num_labels}[kind]
+        self.joint = kind == "squad" and span_head == "joint"
+        self.mlp = kind == "sequence_classification" and classifier_head == "mlp"
+        width = 2 if kind == "squad" else 1 if regression else num_labels
 
         # === Layers ===
         init = kernel_initializer(initializer_range)
@@ -110,7 +114,7 @@ class TaskHead(keras.layers.Layer):
             self.classifier_dense = keras.layers.Dense(
                 hidden_size, kernel_initializer=init, dtype=self.dtype_policy,
                 name="classifier_dense")
-        if kind == "span" and answerable:
+        if answerable:
             self.answerable_dense = keras.layers.Dense(
                 512, kernel_initializer=kernel_initializer(initializer_range),
                 dtype=self.dtype_policy, name="answerable_hidden")
@@ -128,7 +132,7 @@ class TaskHead(keras.layers.Layer):
             self.output_dense.build((None, None, self.hidden_size))
         if self.mlp:
             self.classifier_dense.build((None, self.hidden_size))
-        if self.kind == "span" and self.answerable:
+        if self.answerable:
             self.answerable_dense.build((None, 2 * self.hidden_size))
             self.answerable_output.build((None, 512))
         self.built = True
@@ -136,20 +140,20 @@ class TaskHead(keras.layers.Layer):
     def call(self, sequence_output, input_mask, segment_ids=None, training=False, seed=None,
              start_positions=None):
         """Args: sequence_output [B, L, H]; input_mask, segment_ids [B, L];
-        start_positions int [B]: the gold starts, which the joint span head
+        start_positions int [B]: the gold starts, which the joint squad head
         needs in training.
 
         Returns a dict of float32 logits (see the module docstring).
         """
-        if self.kind in ("classification", "regression"):
+        if self.kind == "sequence_classification":
             pooled = self.dropout(sequence_output[:, 0], training=training, seed=seed)
             if self.mlp:  # transformers' gelu is the exact (erf) one, as "gelu" here
                 pooled = get_activation("gelu")(self.classifier_dense(pooled))
                 pooled = self.dropout(pooled, training=training, seed=None if seed is None
                                       else fold_seed(seed, _SECOND_DROPOUT_SALT))
             logits = self.output_dense(pooled)
-            return {"logits": ops.squeeze(logits, -1) if self.kind == "regression" else logits}
-        if self.kind == "tagging":
+            return {"logits": ops.squeeze(logits, -1) if self.regression else logits}
+        if self.kind == "token_classification":
             x = self.dropout(sequence_output, training=training, seed=seed)
             return {"tag_logits": self.output_dense(x)}
         allowed = ops.cast(input_mask, "float32")
@@ -220,7 +224,7 @@ class TaskHead(keras.layers.Layer):
                       answerable=self.answerable, dropout_prob=self.dropout_prob,
                       initializer_range=self.initializer_range, hidden_act=self.hidden_act,
                       span_head=self.span_head, beam_size=self.beam_size,
-                      classifier_head=self.classifier_head)
+                      classifier_head=self.classifier_head, regression=self.regression)
         return config
 
 
@@ -229,15 +233,16 @@ class FinetuningModel(keras.Model):
 
     Args:
       encoder: a (pre-trained) ElectraEncoder, e.g. `discriminator.encoder`.
-      kind, num_labels, answerable, span_head, beam_size, classifier_head: see
-        TaskHead (the recorded `head_options` give the last three).
+      kind, num_labels, answerable, regression, span_head, beam_size,
+        classifier_head: see TaskHead (kind is the task's `head`; the recorded
+        `head_options` give the last three).
 
-    The joint span head reads inputs["start_positions"] in training.
+    The joint squad head reads inputs["start_positions"] in training.
     """
 
     def __init__(self, encoder: ElectraEncoder, kind: str, num_labels: int = 1,
                  answerable: bool = False, span_head: str = "joint", beam_size: int = 20,
-                 classifier_head: str = "dense", **kwargs):
+                 classifier_head: str = "dense", regression: bool = False, **kwargs):
         kwargs.setdefault("name", "finetuning_model")
         super().__init__(**kwargs)
         self.encoder = encoder
@@ -247,7 +252,7 @@ class FinetuningModel(keras.Model):
                              initializer_range=config.initializer_range,
                              hidden_act=config.hidden_act, span_head=span_head,
                              beam_size=beam_size, classifier_head=classifier_head,
-                             dtype=self.dtype_policy)
+                             regression=regression, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         if not self.encoder.built:

@@ -136,7 +136,7 @@ class SquadPrediction:
 
 
 class SquadTask(base.Task):
-    """SQuAD 1.1 or 2.0 (a base.Task, head "span"; `answerable` for 2.0).
+    """SQuAD 1.1 or 2.0 (a base.Task, head "squad"; `answerable` for 2.0).
 
     Args:
       version: "1.1" or "2.0".
@@ -153,7 +153,7 @@ class SquadTask(base.Task):
       beam_size: the joint head's beam (the original's 20).
     """
 
-    head = "span"
+    head = "squad"
     label_names: Sequence[str] = ()
     prediction_suffix = ".json"  # the trainer writes <name>_<split>_predictions.json
 

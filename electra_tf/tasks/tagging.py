@@ -1,4 +1,5 @@
-"""Token classification (NER, chunking, any tag set) on CoNLL files: the "tagging" head.
+"""Token classification (NER, chunking, any tag set) on CoNLL files: the
+"token_classification" head.
 
 The original ELECTRA fine-tunes on CoNLL-2000 chunking; NER (CoNLL-2003) is
 what users ask for. Both use the same format and the same span F1, computed by
@@ -105,7 +106,7 @@ class TaggingWindow:
 
 
 class TaggingTask(Task):
-    """CoNLL token classification (a base.Task with head "tagging").
+    """CoNLL token classification (a base.Task with head "token_classification").
 
     Args:
       name: task name, e.g. "ner", "chunking" or "tagging".
@@ -115,7 +116,7 @@ class TaggingTask(Task):
         tag set (`span_scheme`).
     """
 
-    head = "tagging"
+    head = "token_classification"
 
     def __init__(self, name: str = "ner", label_names: Sequence[str] | None = None,
                  scheme: str | None = "BIO"):

@@ -3,7 +3,8 @@
   loop.py           what both loops share: chunks, console lines, Ctrl-C (InterruptGate)
   pretraining.py    `Pretraining`: checks, masking, model, phases, data, evaluation,
                     and the pre-training host loop
-  finetuning.py     `FinetuningLoop`: the fine-tuning host loop over a task
+  finetuning.py     `Finetuning`: the model, data, evaluation and fine-tuning host
+                    loop over a task
   phases.py         the paper's training algorithms as phases (joint, two-stage, adversarial)
   preflight.py      checks before a pre-training run builds or writes anything
   checkpoints.py    tf.train and npz checkpoints behind one interface
@@ -11,6 +12,6 @@
   summaries.py      TensorBoard scalars, with or without TensorFlow
   backends/         tensorflow.py and jax.py: devices, seeds, the compiled steps
 
-A backend subclasses `Pretraining` and `FinetuningLoop` and owns only its
+A backend subclasses `Pretraining` and `Finetuning` and owns only its
 step and how it is compiled and distributed, as Keras 3's own trainers do.
 """

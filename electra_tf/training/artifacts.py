@@ -18,7 +18,9 @@ Three kinds of folder, each a set of files with fixed names:
     conversion_report.json    (converted folders only; an imported
                               transformers task model is a fine-tuning folder too)
 - fine-tuning model_dir (`run_finetuning`):
-    finetuning_config.json    {"finetuning", "run", "encoder", "task", "head",
+    finetuning_config.json    {"finetuning", "run", "encoder", "task" (its name),
+                               "head" (what the model serves: tasks.base.HEADS,
+                               which the export's --task names), "regression",
                                "answerable", "pair", "label_names", "head_options"
                                (FinetuningModel's head arguments, e.g. SQuAD's
                                span_head and beam_size), ["label_scale": [min, max]
@@ -57,6 +59,7 @@ from electra_tf.core.fileio import (
     atomic_write_text,
     check_free_space,
 )
+from electra_tf.tasks.base import HEADS
 
 FORMAT_VERSION = 1
 
@@ -556,8 +559,9 @@ class FinetunedRecord:
     """What finetuning_config.json records about a fine-tuned model."""
 
     task: str  # the task name (registry)
-    head: str  # modeling.finetuning.HEADS
-    answerable: bool  # span head with an answerability logit (SQuAD 2.0)
+    head: str  # what the model serves: one of tasks.base.HEADS (the task's `head`)
+    regression: bool  # a sequence_classification head that predicts a number
+    answerable: bool  # a squad head with an answerability logit (SQuAD 2.0)
     pair: bool  # the task reads two texts
     label_names: tuple[str, ...]
     encoder: EncoderConfig
@@ -591,8 +595,8 @@ def write_finetuning_config(model_dir: str, *, task, config, run, encoder: Encod
     its fingerprint, as `write_pretraining_config` does.
 
     Args:
-      task: the finetuning.base.Task trained (its head, head_options and, for a
-        regression head, regression_min and regression_max are recorded).
+      task: the tasks.base.Task trained (its head, regression, head_options and,
+        for a regression, regression_min and regression_max are recorded).
       config, run: FinetuningConfig and FinetuneRun.
       encoder: the encoder's config; model_size: its size name.
       head_options, answerable, label_scale: what the model has where it differs
@@ -602,12 +606,12 @@ def write_finetuning_config(model_dir: str, *, task, config, run, encoder: Encod
     value = {
         "finetuning": config.to_dict(), "run": dataclasses.asdict(run),
         "encoder": encoder.to_dict(), "model_size": model_size, "task": task.name,
-        "head": task.head,
+        "head": task.head, "regression": bool(task.regression),
         "answerable": bool(task.answerable if answerable is None else answerable),
         "pair": task.text_b is not None,
         "label_names": list(task.label_names), "max_seq_length": max_seq_length,
         "head_options": dict(task.head_options if head_options is None else head_options)}
-    if task.head == "regression":
+    if task.regression:
         value["label_scale"] = [float(v) for v in label_scale or (task.regression_min,
                                                                    task.regression_max)]
     value.update(keep_vocab(model_dir, vocab_file or run.vocab_file))
@@ -618,19 +622,23 @@ def read_finetuning_config(model_dir: str) -> FinetunedRecord:
     """The record of a fine-tuning model_dir.
 
     Raises:
-      InputError: no finetuning_config.json (not a fine-tuning model_dir).
+      InputError: no finetuning_config.json (not a fine-tuning model_dir), or one
+        without a key or with a head this electra_tf does not know.
     """
     path = os.path.join(model_dir, FINETUNING_CONFIG)
     if not os.path.exists(path):
         raise InputError(f"{path} not found (expected a fine-tuning model_dir with "
                          f"{FINETUNED_WEIGHTS} and {FINETUNING_CONFIG})")
     value = read_json(path)
-    missing = [k for k in ("task", "head", "answerable", "pair", "encoder", "max_seq_length",
-                           "head_options") if k not in value]
+    missing = [k for k in ("task", "head", "regression", "answerable", "pair", "encoder",
+                           "max_seq_length", "head_options") if k not in value]
     if missing:
         raise InputError(f"{path}: lacks {', '.join(missing)}; not a file electra_tf wrote")
+    if value["head"] not in HEADS:
+        raise InputError(f"{path}: head {value['head']!r} is not one of {', '.join(HEADS)}")
     return FinetunedRecord(
-        task=value["task"], head=value["head"], answerable=bool(value["answerable"]),
+        task=value["task"], head=value["head"], regression=bool(value["regression"]),
+        answerable=bool(value["answerable"]),
         pair=bool(value["pair"]), label_names=tuple(value.get("label_names") or ()),
         encoder=EncoderConfig.from_dict(value["encoder"]),
         max_seq_length=int(value["max_seq_length"]),
@@ -644,7 +652,7 @@ def _head_options(head: str, options: dict) -> dict:
     """The recorded head arguments; a span head recorded without its kind is independent
     (records older than head_options, and `convert --from=hf`'s)."""
     options = dict(options)
-    if head == "span":
+    if head == "squad":
         options.setdefault("span_head", "independent")
     return options
 
@@ -691,7 +699,8 @@ def load_finetuned(model_dir: str):
     encoder = build_discriminator(record.encoder).encoder
     try:
         model = FinetuningModel(encoder, record.head, max(1, len(record.label_names)),
-                                answerable=record.answerable, **record.head_options)
+                                answerable=record.answerable, regression=record.regression,
+                                **record.head_options)
     except (TypeError, ValueError) as e:
         raise InputError(f"{os.path.join(model_dir, FINETUNING_CONFIG)}: head_options "
                          f"{record.head_options!r} do not build a model ({e})") from None

@@ -25,9 +25,9 @@ NaN or infinite stops the run before those weights are saved
 Ctrl-C during an epoch's dev evaluation stops it at once, and the resumed run
 does that evaluation first. The folder it writes is described in artifacts.py.
 
-`FinetuningLoop` is what both backends share: the model, the data, the
-optimizer, prediction, evaluation and the host loop. A backend
-(`TensorFlowFinetuning`, `JaxFinetuning`) adds where variables are created,
+`Finetuning` is what both backends share, as `Pretraining` is for
+pre-training: the model, the data, the optimizer, prediction, evaluation and
+the host loop. A backend (`TensorFlowFinetuning`, `JaxFinetuning`) adds where variables are created,
 the train iterator and steps, one prediction batch, and its checkpoints.
 """
 
@@ -184,17 +184,19 @@ def start_from_finetuned(model, finetuned, record, init_checkpoint: str, task,
     and its `record`, loaded once; the encoder came through `discriminator_of`);
     returns what was done, for the log.
 
-    The folder's head must be the task's kind, with the same span or classifier
-    head. Its output columns are taken by label name in the task's order; a
+    The folder's head must be the task's (the same `head`, regression or not), with
+    the same span or classifier head variant. Its output columns are taken by label name in the task's order; a
     label, or a layer (SQuAD 2.0's answerability classifier), the folder lacks
     starts from its initial values.
 
     Raises:
       ConfigError: another head kind or variant (naming the flag that continues it).
     """
-    if record.head != task.head:
-        raise ConfigError(f"--init_checkpoint={init_checkpoint} holds a {record.head} head "
-                          f"({record.task}), but {task.name} has a {task.head} head")
+    if (record.head, record.regression) != (task.head, task.regression):
+        had, want = (f"{x.head} head" + (" (a regression)" if x.regression else "")
+                     for x in (record, task))
+        raise ConfigError(f"--init_checkpoint={init_checkpoint} holds {record.task}'s {had}, "
+                          f"but {task.name} has a {want}")
     for key, flag in (("span_head", "--joint_prediction"), ("classifier_head",
                                                              "--classifier_head")):
         had = record.head_options.get(key)
@@ -284,7 +286,7 @@ def check_recorded_labels(task, model_dir: str) -> None:
                           f"{shlex.quote(format_label_names(names))} or another --model_dir")
 
 
-class FinetuningLoop:
+class Finetuning:
     """What both backends' fine-tuning loops share (see the module docstring).
 
     A subclass sets `chief` before this constructor runs, and provides
@@ -303,8 +305,8 @@ class FinetuningLoop:
         self.task, self.config, self.run = task, config.validate(), run
         check_output_folder(run.model_dir, "--model_dir")
         set_precision(run.mixed_precision, run.attention_implementation)
-        if task.head in ("tagging", "classification") and not task.label_names:
-            # Tagging and own-data classification: learns the labels, which size the head.
+        if task.head != "squad" and not task.regression and not task.label_names:
+            # Own-data classes and tags: learned from train; they size the head.
             task.read(run.data_dir, "train")
         check_recorded_labels(task, run.model_dir)
         with self._scope():
@@ -321,15 +323,15 @@ class FinetuningLoop:
                                          config.attention_probs_dropout_prob)
             self.encoder_config = discriminator.config
             self.size = config.model_size or model_size_of(self.encoder_config)
-            kind = task.head
             num_labels = max(1, len(task.label_names))
             # The task's head options, and the classifier head chosen (recorded with
             # them: the export rebuilds the model from the record).
             self.head_options = dict(task.head_options)
-            if kind in ("classification", "regression") and config.classifier_head != "dense":
+            if task.head == "sequence_classification" and config.classifier_head != "dense":
                 self.head_options["classifier_head"] = config.classifier_head
-            self.model = FinetuningModel(discriminator.encoder, kind, num_labels,
-                                         answerable=task.answerable, **self.head_options)
+            self.model = FinetuningModel(discriminator.encoder, task.head, num_labels,
+                                         answerable=task.answerable,
+                                         regression=task.regression, **self.head_options)
             self.model.build()
             if init is not None:
                 log("finetune", start_from_finetuned(self.model, *init, run.init_checkpoint,

@@ -63,20 +63,22 @@ def finetuned_dirs(export_pretrained_dir, tiny_vocab, tmp_path_factory):
     config = artifacts.read_encoder_config(
         os.path.join(export_pretrained_dir, artifacts.DISCRIMINATOR_CONFIG))
     dirs = {}
-    for i, (name, (_, task, labels, kind, answerable, seq)) in enumerate(FINETUNED.items()):
+    for i, (name, (head, task, labels, regression, answerable, seq)) in enumerate(
+            FINETUNED.items()):
         out = tmp_path_factory.mktemp(f"finetuned_{name}")
         extras = RECORD_EXTRAS.get(name, {})
         keras.utils.set_random_seed(i + 1)
-        model = FinetuningModel(build_discriminator(config).encoder, kind,
+        model = FinetuningModel(build_discriminator(config).encoder, head,
                                 max(1, len(labels)), answerable=answerable,
-                                **extras.get("head_options", {}))
+                                regression=regression, **extras.get("head_options", {}))
         model.build()
         # A larger head than the 0.02 init, so that labels and spans differ across tokens.
         for v in model.head.trainable_variables:
             v.assign(v.numpy() * 5.0)
         artifacts.save_weights(model, str(out / artifacts.FINETUNED_WEIGHTS))
         record = {
-            "encoder": config.to_dict(), "task": task, "head": kind, "answerable": answerable,
+            "encoder": config.to_dict(), "task": task, "head": head, "regression": regression,
+            "answerable": answerable,
             "pair": task != "ner", "label_names": labels, "max_seq_length": seq,
             "model_size": "custom", "head_options": {},
             "run": {"vocab_file": tiny_vocab, "init_checkpoint": export_pretrained_dir},

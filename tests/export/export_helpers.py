@@ -30,14 +30,15 @@ MULTI_PIECE = [("a…b", ["a", "…", "b"]), ("⑴ x", ["⑴", "x"]), ("㈱", ["
                ("㍻", ["㍻"]), ("ﷻ", ["ﷻ"]), ("ﷺ", ["ﷺ"]), ("x…", ["x", "…"]),
                ("x " * 13 + "⑴", ["x"] * 13 + ["⑴"]), ("x " * 12 + "ﷺ y", ["x"] * 12 + ["ﷺ"])]
 
-# name: (export task, fine-tuning task, label names, head kind, answerable, max_seq_length)
+# name: (head = export task, fine-tuning task, label names, regression, answerable,
+#        max_seq_length)
 FINETUNED = {
-    "ner": ("token_classification", "ner", ["O", "B-MISC", "B-ORG", "I-ORG"], "tagging",
-            False, SEQ),
-    "mrpc": ("sequence_classification", "mrpc", ["0", "1"], "classification", False, SEQ),
-    "stsb": ("sequence_classification", "stsb", [], "regression", False, SEQ),
-    "squad": ("squad", "squad_v2", [], "span", True, SQUAD_SEQ),
-    "squad_joint": ("squad", "squad_v2", [], "span", True, SQUAD_SEQ),
+    "ner": ("token_classification", "ner", ["O", "B-MISC", "B-ORG", "I-ORG"], False, False,
+            SEQ),
+    "mrpc": ("sequence_classification", "mrpc", ["0", "1"], False, False, SEQ),
+    "stsb": ("sequence_classification", "stsb", [], True, False, SEQ),
+    "squad": ("squad", "squad_v2", [], False, True, SQUAD_SEQ),
+    "squad_joint": ("squad", "squad_v2", [], False, True, SQUAD_SEQ),
 }
 # What finetuning_config.json records beyond the keys every folder above has,
 # as the trainer writes it now. The others are older records: no label_scale

@@ -141,7 +141,7 @@ def test_squad_v1_joint_head_in_graph_decoding_is_the_task_decoding(exports):
     base = exports["squad_joint"][0]
     keras.utils.set_random_seed(11)
     encoder = build_discriminator(base.model.encoder.config).encoder
-    model = FinetuningModel(encoder, "span", 1, span_head="joint", beam_size=BEAM)
+    model = FinetuningModel(encoder, "squad", 1, span_head="joint", beam_size=BEAM)
     model.build()
     for v in model.head.trainable_variables:
         v.assign(v.numpy() * 5.0)

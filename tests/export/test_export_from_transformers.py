@@ -152,15 +152,19 @@ def converted(tiny_vocab, tmp_path_factory):
 def test_a_converted_task_model_is_a_fine_tuning_folder(converted):
     from electra_tf.training import artifacts
 
-    want = {"token": ("ner", "tagging", tuple(NER_LABELS), {}),
-            "qa": ("squad_v1", "span", (), {"span_head": "independent"}),
-            "single": ("classification", "classification", ("neg", "neutral", "pos"),
+    want = {"token": ("ner", "token_classification", tuple(NER_LABELS), {}),
+            "qa": ("squad_v1", "squad", (), {"span_head": "independent"}),
+            "single": ("classification", "sequence_classification", ("neg", "neutral", "pos"),
                        {"classifier_head": "mlp"}),
-            "pair": ("mrpc", "classification", ("0", "1"), {"classifier_head": "mlp"}),
-            "regression": ("classification", "regression", (), {"classifier_head": "mlp"})}
+            "pair": ("mrpc", "sequence_classification", ("0", "1"),
+                     {"classifier_head": "mlp"}),
+            "regression": ("classification", "sequence_classification", (),
+                           {"classifier_head": "mlp"})}
     for name, case in converted.items():
         record = artifacts.read_finetuning_config(case["folder"])
         assert (record.task, record.head, record.label_names, record.head_options) == want[name]
+        assert record.regression == (name == "regression")
+        assert case["report"]["kind"] == record.head  # the transformers kind is the head
         assert record.max_seq_length == SEQ and record.do_lower_case
         assert record.pair == (name == "pair")  # SQuAD's records: False (its own layout)
         assert case["report"]["task"] == want[name][0]
@@ -248,7 +252,8 @@ def test_a_dense_head_exports_exactly_as_transformers_mlp_head(tiny_vocab, tmp_p
     keras.utils.set_random_seed(3)
     for kind, labels, scale in (("classification", ["0", "1"], None),
                                 ("regression", [], [0.0, 5.0])):
-        model = FinetuningModel(build_discriminator(config).encoder, kind, max(1, len(labels)))
+        model = FinetuningModel(build_discriminator(config).encoder, "sequence_classification",
+                                max(1, len(labels)), regression=bool(scale))
         model.build()
         for v in model.weights:  # LayerNorm scales far from 1, logits far from 0
             v.assign(np.asarray(v) + np.random.default_rng(0).normal(0, 0.5, v.shape))
@@ -256,7 +261,8 @@ def test_a_dense_head_exports_exactly_as_transformers_mlp_head(tiny_vocab, tmp_p
         folder.mkdir()
         artifacts.save_finetuned(str(folder), model)
         record = {"encoder": config.to_dict(), "task": "stsb" if scale else "sst2",
-                  "head": kind, "answerable": False, "pair": bool(scale),
+                  "head": "sequence_classification", "regression": bool(scale),
+                  "answerable": False, "pair": bool(scale),
                   "label_names": labels, "max_seq_length": SEQ, "head_options": {},
                   "run": {"vocab_file": tiny_vocab}, "finetuning": {"do_lower_case": True}}
         if scale:
@@ -290,8 +296,8 @@ def test_refusals_name_what_is_missing(tiny_vocab, finetuned_dirs, tmp_path):
     report = hf.import_model(str(tmp_path / "no_vocab"), str(tmp_path / "out"),
                              vocab_file=tiny_vocab)
     assert report["task"] == "ner"
-    with pytest.raises(ConversionError, match="--task_name=sst2 has a classification head, "
-                                              "but .* holds a tagging head"):
+    with pytest.raises(ConversionError, match="--task_name=sst2 has a sequence_classification "
+                                              "head, but .* holds a token_classification head"):
         hf.import_model(str(tmp_path / "no_vocab"), str(tmp_path / "out2"),
                         vocab_file=tiny_vocab, task_name="sst2")
     # transformers' ElectraForQuestionAnswering holds neither of these

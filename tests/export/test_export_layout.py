@@ -202,7 +202,8 @@ def test_cli_rejects_a_checkpoint_of_another_task(finetuned_dirs, tmp_path):
     from electra_tf.core.errors import InputError
     from electra_tf.serving.export import load_spec
 
-    with pytest.raises(InputError, match="cannot serve"):
+    with pytest.raises(InputError, match="a token_classification model, which --task=squad "
+                                         r"cannot serve \(give --task=token_classification\)"):
         load_spec("squad", finetuned_dirs["ner"])
     with pytest.raises(InputError, match="finetuning_config.json not found"):
         load_spec("token_classification", str(tmp_path))

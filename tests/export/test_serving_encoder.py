@@ -62,11 +62,12 @@ def test_sequence_output_equals_the_keras_encoder(overrides):
 
 
 @pytest.mark.parametrize("kind,options", [
-    ("classification", {"num_labels": 3}),
-    ("classification", {"num_labels": 2, "classifier_head": "mlp"}),
-    ("tagging", {"num_labels": 5}),
-    ("span", {"span_head": "joint", "beam_size": 3, "answerable": True}),
-    ("span", {"span_head": "independent"}),
+    ("sequence_classification", {"num_labels": 3}),
+    ("sequence_classification", {"num_labels": 2, "classifier_head": "mlp"}),
+    ("sequence_classification", {"regression": True}),
+    ("token_classification", {"num_labels": 5}),
+    ("squad", {"span_head": "joint", "beam_size": 3, "answerable": True}),
+    ("squad", {"span_head": "independent"}),
 ])
 def test_model_outputs_equal_the_keras_model(kind, options):
     keras.utils.set_random_seed(1)
@@ -97,7 +98,8 @@ def test_a_mixed_precision_model_runs_through_its_keras_layers():
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:
-        model = FinetuningModel(build_discriminator(_config()).encoder, "classification", 2)
+        model = FinetuningModel(build_discriminator(_config()).encoder,
+                                "sequence_classification", 2)
         model.build()
     finally:
         keras.config.set_dtype_policy(previous)

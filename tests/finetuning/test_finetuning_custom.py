@@ -123,7 +123,8 @@ def pos_dir(tmp_path_factory):
 def test_csv_single_texts_learn_sorted_labels_and_an_unlabelled_test_split(single_csv_dir):
     task = get_task("classification")
     train = task.read(str(single_csv_dir), "train")
-    assert task.label_names == ("negative", "positive") and task.head == "classification"
+    assert task.label_names == ("negative", "positive") and not task.regression
+    assert task.head == "sequence_classification"
     assert task.text_b is None and train[0].text_a.endswith(", said the model")
     assert train[0].source == f"{single_csv_dir / 'train.csv'}:2"
     test = task.read(str(single_csv_dir), "test")
@@ -148,7 +149,8 @@ def test_tsv_regression_targets_are_floats(regression_tsv_dir, tiny_vocab):
 
     task = get_task("classification", label_column="score", regression=True)
     examples = task.read(str(regression_tsv_dir), "dev")
-    assert task.head == "regression" and task.label_names == ()
+    assert (task.head, task.regression, task.label_names) == (
+        "sequence_classification", True, ())
     assert set(e.label for e in examples) <= {0.0, 1.5, 3.0}
     feats = task.featurize(examples, Tokenizer(tiny_vocab), L)
     assert feats.labels["label"].dtype == np.float32
@@ -415,7 +417,7 @@ def test_pair_run_writes_results_predictions_and_a_record_the_export_serves(
     assert {line.split("\t")[1] for line in dev[1:] + test[1:]} <= {"match", "other"}
     record = artifacts.read_finetuning_config(str(out))
     assert (record.task, record.head, record.pair, record.label_names) == (
-        "classification", "classification", True, ("match", "other"))
+        "classification", "sequence_classification", True, ("match", "other"))
     assert record.finetuning["text_pair_column"] == "hypothesis"
     spec = load_spec("sequence_classification", str(out))
     assert (spec.label_names, spec.pair, spec.regression, spec.task_name) == (

@@ -151,7 +151,9 @@ def test_registry_defaults_and_submission_names():
     assert list(glue.GLUE_TASKS) == ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli",
                                      "rte", "wnli"]
     assert glue.get_task("SST-2") is glue.GLUE_TASKS["sst2"]
-    assert glue.get_task("sts-b").head == "regression" and glue.get_task("stsb").num_labels == 1
+    stsb = glue.get_task("sts-b")
+    assert (stsb.head, stsb.regression, stsb.num_labels) == ("sequence_classification", True, 1)
+    assert not glue.get_task("sst2").regression
     assert {n: t.default_epochs for n, t in glue.GLUE_TASKS.items() if t.default_epochs != 3} == {
         "stsb": 10, "rte": 10}
     assert {t.default_max_seq_length for t in glue.GLUE_TASKS.values()} == {128}

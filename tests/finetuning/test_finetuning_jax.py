@@ -169,7 +169,7 @@ def test_jax_folder_loads_in_the_tf_export_with_the_jax_predictions(jax_runs, to
     for x, y in zip(jax_runs["weights"], served.model.get_weights()):
         np.testing.assert_array_equal(np.asarray(x, dtype=y.dtype), y)
     model, record = artifacts.load_finetuned(folder)
-    assert record.task == "sst2" and record.head == "classification"
+    assert record.task == "sst2" and record.head == "sequence_classification"
     task = get_task("sst2")
     examples = task.read(toy_sst2_dir, "dev")
     feats = task.featurize(examples, Tokenizer(artifacts.finetuned_vocab(record)), L)
@@ -309,7 +309,7 @@ def write_own_data(folder, task: str) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["classification", "tagging"])
 def test_jax_cli_learns_own_data_and_tf_serves_the_folder(task, pretrained_dir, tmp_path):
-    """Your own files on JAX (the same FinetuningLoop): results.json with the task's
+    """Your own files on JAX (the same Finetuning): results.json with the task's
     metrics, dev and test predictions, and a record the (TensorFlow) export serves."""
     from electra_tf.serving.export import load_spec
     from electra_tf.training import artifacts

@@ -7,11 +7,11 @@ from keras import ops
 
 from electra_tf.tasks.losses import (
     classification_loss,
+    head_loss,
+    head_loss_count,
     regression_loss,
     span_loss,
     tagging_loss,
-    task_loss,
-    task_loss_count,
 )
 
 LN2, LN3 = np.log(2.0), np.log(3.0)
@@ -39,9 +39,10 @@ def test_tagging_sums_over_weighted_tokens():
     labels = {"tag_ids": np.array([[0, 1, 2], [3, 0, 1]]), "tag_weights": weights}
     got = tagging_loss(logits, labels["tag_ids"], weights)
     assert value(got) == pytest.approx(4 * 2 * LN2, rel=1e-6)
-    assert value(task_loss_count("tagging", labels)) == pytest.approx(4.0)
-    out = task_loss("tagging", {"tag_logits": logits}, labels)
-    assert value(out) / value(task_loss_count("tagging", labels)) == pytest.approx(2 * LN2)
+    assert value(head_loss_count("token_classification", labels)) == pytest.approx(4.0)
+    out = head_loss("token_classification", {"tag_logits": logits}, labels)
+    assert value(out) / value(head_loss_count("token_classification", labels)) == \
+        pytest.approx(2 * LN2)
 
 
 def test_span_sums_start_end_and_answerability():
@@ -78,19 +79,39 @@ def test_span_matches_the_originals_impossible_logit_convention():
     theirs = -logit
     bce = np.maximum(theirs, 0) - theirs * impossible + np.log1p(np.exp(-abs(theirs)))
     expected = ((ce(start, positions[0]) + ce(end, positions[1])) / 2 + 0.5 * bce).sum()
-    got = task_loss("span", {"start_logits": start, "end_logits": end,
+    got = head_loss("squad", {"start_logits": start, "end_logits": end,
                              "answerable_logits": logit},
                     {"start_positions": positions[0], "end_positions": positions[1],
                      "is_impossible": impossible})
     assert value(got) == pytest.approx(expected, rel=1e-5)
 
 
-@pytest.mark.parametrize("kind,key", [("classification", "label"), ("regression", "label"),
-                                      ("span", "start_positions")])
-def test_count_is_the_number_of_examples(kind, key):
-    assert value(task_loss_count(kind, {key: np.zeros(5)})) == 5.0
+@pytest.mark.parametrize("head,key", [("sequence_classification", "label"),
+                                      ("squad", "start_positions")])
+def test_count_is_the_number_of_examples(head, key):
+    assert value(head_loss_count(head, {key: np.zeros(5)})) == 5.0
 
 
-def test_unknown_kind():
-    with pytest.raises(ValueError):
-        task_loss_count("nope", {})
+def test_unknown_head():
+    for old in ("nope", "span", "tagging", "classification", "regression"):
+        with pytest.raises(ValueError, match="unknown head"):
+            head_loss_count(old, {})
+        with pytest.raises(ValueError, match="unknown head"):
+            head_loss(old, {}, {})
+
+
+def test_a_task_owns_the_loss_of_its_head():
+    """Task.loss is its head's: STS-B (a regression) squared error, SST-2 cross-entropy,
+    both over the same "logits" / "label" keys; the count is the examples."""
+    from electra_tf.tasks.registry import get_task
+
+    stsb, sst2 = get_task("stsb"), get_task("sst2")
+    assert (stsb.head, stsb.regression) == (sst2.head, not sst2.regression) == (
+        "sequence_classification", True)
+    logits = np.array([1.0, 2.0, 0.5], np.float32)
+    target = np.array([0.0, 2.0, 1.5], np.float32)
+    assert value(stsb.loss({"logits": logits}, {"label": target})) == pytest.approx(2.0)
+    class_logits = np.array([[0.0, 0.0], [LN3, 0.0]], np.float32)
+    got = sst2.loss({"logits": class_logits}, {"label": np.array([0, 1])})
+    assert value(got) == pytest.approx(3 * LN2, rel=1e-6)
+    assert value(stsb.loss_count({"label": target})) == 3.0

@@ -24,6 +24,40 @@ def test_every_task_is_a_task_with_its_values():
     assert values["ner"] == values["chunking"] == (False, 128, 3, ".txt", None, [None])
 
 
+def test_one_vocabulary_of_heads_from_task_to_export():
+    """What a task's head is called is what its folder records and what the export's
+    --task serves: tasks.base.HEADS, with no table in between; `regression` and
+    `answerable` are the sequence_classification and squad heads' own."""
+    from electra_tf.serving import export
+
+    assert export.TASKS == base.HEADS + ("rtd",)
+    assert not hasattr(export, "EXPECTED_HEADS")
+    heads = {}
+    for name in registry.task_names():
+        task = registry.get_task(name)
+        heads[name] = (task.head, task.regression, task.answerable)
+    assert heads["mnli"] == heads["sst2"] == heads["classification"] == (
+        "sequence_classification", False, False)
+    assert heads["stsb"] == ("sequence_classification", True, False)
+    assert registry.get_task("classification", regression=True).regression
+    assert heads["ner"] == heads["chunking"] == heads["tagging"] == (
+        "token_classification", False, False)
+    assert heads["squad_v1"] == ("squad", False, False)
+    assert heads["squad_v2"] == ("squad", False, True)
+    assert {h for h, _, _ in heads.values()} == set(base.HEADS)
+
+
+def test_a_head_refuses_another_heads_options():
+    from electra_tf.tasks.model import TaskHead
+
+    with pytest.raises(ValueError, match="regression is a sequence_classification head's"):
+        TaskHead("token_classification", 3, 8, regression=True)
+    with pytest.raises(ValueError, match="answerable is a squad head's"):
+        TaskHead("sequence_classification", 3, 8, answerable=True)
+    with pytest.raises(ValueError, match="head kind must be one of"):
+        TaskHead("span", 1, 8)
+
+
 def test_glue_task_names_have_one_definition():
     assert tuple(glue.GLUE_TASKS) == metrics.GLUE_TASK_NAMES == tuple(metrics.GLUE_METRIC_NAMES)
     assert all(t.metric_names == metrics.GLUE_METRIC_NAMES[n] for n, t in glue.GLUE_TASKS.items())

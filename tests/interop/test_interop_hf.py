@@ -112,7 +112,7 @@ def test_interop_hf_generator_parity_when_hidden_act_is_not_gelu(h, tmp_path, ac
 @pytest.mark.parametrize("cls,kind", [
     ("ElectraModel", "model"),
     ("ElectraForTokenClassification", "token_classification"),
-    ("ElectraForQuestionAnswering", "question_answering"),
+    ("ElectraForQuestionAnswering", "squad"),
 ])
 def test_interop_hf_encoder_and_task_heads(h, tmp_path, cls, kind):
     model = _random_hf(getattr(transformers, cls), _hf_config(h, num_labels=5 if kind ==

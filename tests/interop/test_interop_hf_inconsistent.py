@@ -60,7 +60,7 @@ def test_multi_label_classification_is_refused_but_its_encoder_converts(h, tmp_p
 @pytest.mark.parametrize("num_labels,problem_type,converts", [
     (1, None, "regression"),  # transformers' default for one label
     (1, "regression", "regression"),
-    (2, None, "classification"),
+    (2, None, "classes"),
     (2, "regression", False),  # two regression targets: electra_tf's head predicts one
     (1, "single_label_classification", False),  # a softmax over one label
     (2, "ordinal", False),
@@ -73,7 +73,9 @@ def test_problem_type_must_be_one_electra_tf_computes(h, tmp_path, num_labels, p
         _refused(folder, tmp_path / "out", "problem_type")
         return
     hf.import_model(folder, str(tmp_path / "out"))
-    assert artifacts.read_finetuning_config(str(tmp_path / "out")).head == converts
+    record = artifacts.read_finetuning_config(str(tmp_path / "out"))
+    assert (record.head, record.regression) == ("sequence_classification",
+                                                converts == "regression")
 
 
 @pytest.mark.parametrize("id2label,match", [

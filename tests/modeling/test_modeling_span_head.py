@@ -17,7 +17,7 @@ def _log_softmax(x):
 
 
 def _joint_head(hidden, beam_size):
-    head = TaskHead("span", 1, hidden, span_head="joint", beam_size=beam_size)
+    head = TaskHead("squad", 1, hidden, span_head="joint", beam_size=beam_size)
     head.build((None, None, hidden))
     return head
 
@@ -109,7 +109,7 @@ def test_joint_head_equals_the_originals_tile_and_concat():
 
 
 def test_finetuning_model_passes_start_positions_and_records_the_head(tiny_encoder):
-    model = FinetuningModel(tiny_encoder, "span", answerable=True, span_head="joint",
+    model = FinetuningModel(tiny_encoder, "squad", answerable=True, span_head="joint",
                             beam_size=4)
     model.build()
     assert model.head.get_config()["span_head"] == "joint"
@@ -124,9 +124,9 @@ def test_finetuning_model_passes_start_positions_and_records_the_head(tiny_encod
     assert {k: tuple(v.shape) for k, v in out.items()} == {
         "start_logits": (2, 16), "start_top_log_probs": (2, 4), "start_top_index": (2, 4),
         "end_top_log_probs": (2, 4, 4), "end_top_index": (2, 4, 4), "answerable_logits": (2,)}
-    assert FinetuningModel(tiny_encoder, "span").head.span_head == "joint"  # as the CLI's
+    assert FinetuningModel(tiny_encoder, "squad").head.span_head == "joint"  # as the CLI's
     with pytest.raises(ValueError, match="span_head"):
-        TaskHead("span", 1, 8, span_head="beam")
+        TaskHead("squad", 1, 8, span_head="beam")
 
 
 @pytest.fixture
@@ -139,7 +139,7 @@ def tiny_encoder(encoder_config):
 def test_joint_head_under_mixed_bfloat16_returns_float32(mixed_bfloat16, encoder_config):
     from electra_tf.modeling.encoder import ElectraEncoder
 
-    model = FinetuningModel(ElectraEncoder(encoder_config(), name="encoder"), "span",
+    model = FinetuningModel(ElectraEncoder(encoder_config(), name="encoder"), "squad",
                             answerable=True, span_head="joint", beam_size=3)
     model.build()
     ids = np.ones((1, 16), np.int32)

@@ -107,3 +107,25 @@ def test_from_scratch_is_seeded_and_sized_by_the_flags(tiny_records):
     with pytest.raises(InputError, match="--init_checkpoint is required"):
         initial_discriminator(config, FinetuneRun())
 
+
+
+def test_a_finetuned_head_continues_only_the_same_head():
+    """A fine-tuning folder's head starts a task's only where both are the same head, a
+    regression or not: STS-B's score does not start SST-2's classes, nor NER's tags."""
+    from electra_tf.tasks.registry import get_task
+    from electra_tf.training.finetuning import start_from_finetuned
+
+    def record(task, head, regression):
+        return artifacts.FinetunedRecord(
+            task=task, head=head, regression=regression, answerable=False, pair=True,
+            label_names=(), encoder=None, max_seq_length=8, finetuning={}, run={})
+
+    with pytest.raises(ConfigError, match=r"ft holds stsb's sequence_classification head \(a "
+                                          r"regression\), but sst2 has a "
+                                          "sequence_classification head$"):
+        start_from_finetuned(None, None, record("stsb", "sequence_classification", True),
+                             "ft", get_task("sst2"), {})
+    with pytest.raises(ConfigError, match="holds ner's token_classification head, but stsb "
+                                          r"has a sequence_classification head \(a regression\)$"):
+        start_from_finetuned(None, None, record("ner", "token_classification", False),
+                             "ft", get_task("stsb"), {})

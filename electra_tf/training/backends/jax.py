@@ -51,10 +51,9 @@ from electra_tf.core.errors import ConfigError, InputError, PeerLost
 from electra_tf.data.numpy_pipeline import numpy_pretraining_batches
 from electra_tf.data.packed import packed_pretraining_batches
 from electra_tf.data.prefetch import prefetch
-from electra_tf.tasks.losses import task_loss, task_loss_count
 from electra_tf.training import artifacts, reporting
 from electra_tf.training.checkpoints import NpzCheckpoints, checkpoint_step
-from electra_tf.training.finetuning import FinetuningLoop, split_batch
+from electra_tf.training.finetuning import Finetuning, split_batch
 from electra_tf.training.pretraining import Pretraining
 from electra_tf.training.watchdog import StartupWatchdog
 
@@ -470,7 +469,7 @@ class JaxPretraining(Pretraining):
 
 
 # === Fine-tuning ===
-class JaxFinetuning(FinetuningLoop):
+class JaxFinetuning(Finetuning):
     """Fine-tunes the discriminator on one task with JAX (finetuning.py).
 
     The gradient is that of the batch's summed loss divided by the number of
@@ -505,19 +504,19 @@ class JaxFinetuning(FinetuningLoop):
     def _step_fn(self, state, batch, seed):
         trainable, non_trainable, opt_vars = state
         inputs, labels = split_batch(batch)
-        head = self.task.head
+        task = self.task
 
         def loss_fn(trainable):
             outputs, new_non_trainable = self.model.stateless_call(
                 trainable, non_trainable, inputs, training=True, seed=seed)
             # Summed over the batch, as the original (so clipping acts).
-            loss = task_loss(head, outputs, labels)
+            loss = task.loss(outputs, labels)
             return loss / self.num_replicas, (loss, new_non_trainable)
 
         (_, (loss, non_trainable)), grads = jax.value_and_grad(loss_fn, has_aux=True)(trainable)
         grads, _ = clip_by_global_norm(grads, self.config.clip_norm)
         trainable, opt_vars = self.optimizer.stateless_apply(opt_vars, grads, trainable)
-        return (trainable, non_trainable, opt_vars), loss / task_loss_count(head, labels)
+        return (trainable, non_trainable, opt_vars), loss / task.loss_count(labels)
 
     def train_steps(self, iterator, num_steps: int) -> float:
         """Runs `num_steps` optimizer steps (after build_optimizer); returns the mean loss.

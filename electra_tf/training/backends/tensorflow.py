@@ -33,10 +33,9 @@ import tensorflow as tf
 from electra_tf.core.config import FinetuneRun, FinetuningConfig, PretrainingConfig, RunConfig
 from electra_tf.core.errors import ConfigError
 from electra_tf.data.pipeline import pretraining_dataset
-from electra_tf.tasks.losses import task_loss, task_loss_count
 from electra_tf.training import artifacts, reporting
 from electra_tf.training.checkpoints import TensorFlowCheckpoints
-from electra_tf.training.finetuning import FinetuningLoop, split_batch
+from electra_tf.training.finetuning import Finetuning, split_batch
 from electra_tf.training.phases import Phase
 from electra_tf.training.pretraining import Pretraining
 from electra_tf.training.watchdog import StartupWatchdog
@@ -400,11 +399,11 @@ class TensorFlowPretraining(Pretraining):
 
 
 # === Fine-tuning ===
-class TensorFlowFinetuning(FinetuningLoop):
+class TensorFlowFinetuning(Finetuning):
     """Fine-tunes the discriminator on one task under tf.distribute (finetuning.py).
 
     Args:
-      task, config, run: as FinetuningLoop.
+      task, config, run: as Finetuning.
       strategy: a strategy made at program start (`start`); by default one is
         made from `run` here.
     """
@@ -439,10 +438,10 @@ class TensorFlowFinetuning(FinetuningLoop):
             outputs = self.model(inputs, training=True, seed=seed)
             # Summed over the batch, as the original (so clipping acts); each
             # replica's share is averaged across replicas by the all-reduce.
-            loss = task_loss(self.task.head, outputs, labels)
+            loss = self.task.loss(outputs, labels)
             scaled = loss / float(self.strategy.num_replicas_in_sync)
         grads = dense_gradients(tape, scaled, self._variables)
-        return loss / task_loss_count(self.task.head, labels), grads  # reported: the mean
+        return loss / self.task.loss_count(labels), grads  # reported: the mean
 
     def _replica_step(self, batch):
         seed = replica_seed(self.config.seed, self.optimizer.iterations)
