@@ -126,7 +126,7 @@ def pretraining_config(size: str):
 
     fields, _ = SIZES[size]
     # No warmup cut-off matters for throughput; steps enough for any chunk count.
-    return PretrainingConfig(**fields, num_train_steps=10**6).validate()
+    return PretrainingConfig(**fields, num_train_steps=10**6)
 
 
 def config_flops(size: str) -> dict:

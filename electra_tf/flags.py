@@ -5,8 +5,8 @@ and `FinetuneRun`) becomes a flag of the same name, with the field's
 `metadata["help"]` as help text, so a flagfile line like `--disc_weight=50.0`
 means exactly the config field. Flags that are not set keep the dataclass
 defaults. A field that takes one of a few names (its metadata's "choices")
-lists them in its help; the config's `validate` refuses any other, with one
-line. A name already defined is left as it is: the `RuntimeOptions` fields
+lists them in its help; the config refuses any other at construction, with
+one line. A name already defined is left as it is: the `RuntimeOptions` fields
 that both runs share are defined once where one process defines both sets.
 
 The flags belong to the module that calls a `define_*` function (absl's key
@@ -92,10 +92,16 @@ def define_finetuning_flags(flag_values=flags.FLAGS) -> None:
 
 
 def finetuning_configs(flag_values=flags.FLAGS):
-    """Parsed flags -> (FinetuningConfig, FinetuneRun), both validated."""
-    config = config_lib.FinetuningConfig.from_dict(_values(config_lib.FinetuningConfig,
-                                                           flag_values))
-    run = config_lib.FinetuneRun(**_values(config_lib.FinetuneRun, flag_values)).validate()
+    """Parsed flags -> (FinetuningConfig, FinetuneRun), each checked at construction,
+    and the flags a fine-tuning run requires (the classes allow them empty)."""
+    values = _values(config_lib.FinetuningConfig, flag_values)
+    if not values["task_name"]:
+        raise ConfigError("task_name is required")
+    config = config_lib.FinetuningConfig.from_dict(values)
+    run = config_lib.FinetuneRun(**_values(config_lib.FinetuneRun, flag_values))
+    for name in ("model_dir", "data_dir"):
+        if not getattr(run, name):
+            raise ConfigError(f"--{name} is required")
     return config, run
 
 
@@ -113,17 +119,17 @@ def _values(cls, flag_values) -> dict:
 
 
 def runtime_options(flag_values=flags.FLAGS) -> config_lib.RuntimeOptions:
-    """Parsed flags -> the RuntimeOptions alone, validated.
+    """Parsed flags -> the RuntimeOptions alone (checked at construction).
 
     For what must happen before the rest of the flags are read (the
     distribution strategy, a multi-host start), under either set of flags.
     """
-    return config_lib.RuntimeOptions(**_values(config_lib.RuntimeOptions,
-                                                flag_values)).validate()
+    return config_lib.RuntimeOptions(**_values(config_lib.RuntimeOptions, flag_values))
 
 
 def pretraining_configs(flag_values=flags.FLAGS):
-    """Parsed flags -> (PretrainingConfig, RunConfig), validated, together too.
+    """Parsed flags -> (PretrainingConfig, RunConfig), each checked at construction,
+    and together (config.check_run).
 
     Without --vocab_size, the vocabulary's size is --vocab_file's (a learned
     vocabulary often holds fewer pieces than asked for); given, it must match
@@ -143,5 +149,6 @@ def pretraining_configs(flag_values=flags.FLAGS):
 
         values["vocab_size"] = len(load_vocab(run_values["vocab_file"]))
     pre = config_lib.PretrainingConfig.from_dict(values)
-    run = config_lib.RunConfig(**run_values).validate(pre)
+    run = config_lib.RunConfig(**run_values)
+    config_lib.check_run(pre, run)
     return pre, run

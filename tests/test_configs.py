@@ -1,5 +1,6 @@
 """The configs: every flagfile parses (the paper's give exactly Table 6), every
-field is a flag with its help, and validate() refuses what a run cannot do."""
+field is a flag with its help, and each config refuses, at construction, what a run
+cannot do."""
 
 import dataclasses
 import inspect
@@ -16,6 +17,7 @@ from electra_tf.core.config import (
     PretrainingConfig,
     RunConfig,
     RuntimeOptions,
+    check_run,
 )
 from electra_tf.core.errors import ConfigError
 
@@ -60,8 +62,107 @@ def test_unknown_hyperparameter_is_an_error():
 
 def test_tied_generator_needs_equal_sizes():
     with pytest.raises(ConfigError, match="equal sizes"):
-        PretrainingConfig(untied_generator=False).validate()
-    PretrainingConfig(untied_generator=False, generator_hidden_size=1.0).validate()
+        PretrainingConfig(untied_generator=False)
+    PretrainingConfig(untied_generator=False, generator_hidden_size=1.0)
+
+
+@pytest.mark.parametrize("cls, valid, bad, message", [
+    (PretrainingConfig, {}, dict(mask_prob=1.5), r"mask_prob must be in \(0, 1\), got 1.5"),
+    (PretrainingConfig, {}, dict(untied_generator=False), "needs equal sizes"),  # on G's config
+    (PretrainingConfig, {}, dict(model_hparam_overrides={"num_attention_heads": 3}),
+     "hidden_size 256 is not a multiple of num_attention_heads 3"),  # on D's config
+    (EncoderConfig, {}, dict(num_attention_heads=7),
+     "hidden_size 768 is not a multiple of num_attention_heads 7"),
+    (FinetuningConfig, dict(task_name="sst2"), dict(beam_size=0), "beam_size must be >= 1, got 0"),
+    (RuntimeOptions, {}, dict(strategy="gpu"), "unknown strategy 'gpu'"),
+    (RunConfig, dict(model_dir="m", train_data="t", vocab_file="v"),
+     dict(gradient_accumulation_steps=0), "gradient_accumulation_steps must be >= 1, got 0"),
+    (RunConfig, dict(model_dir="m", train_data="t", vocab_file="v"), dict(train_data=""),
+     "train_data is required"),
+    (FinetuneRun, {}, dict(jax_steps_per_call=2), "jax_steps_per_call=2 is for pre-training"),
+], ids=lambda v: v.__name__ if isinstance(v, type) else None)
+def test_a_config_is_refused_at_construction_and_by_replace(cls, valid, bad, message):
+    with pytest.raises(ConfigError, match=message) as error:
+        cls(**{**valid, **bad})
+    assert "\n" not in str(error.value)
+    config = cls(**valid)
+    with pytest.raises(ConfigError, match=message):
+        dataclasses.replace(config, **bad)
+
+
+# Today's derived sizes (the original's get_bert_config and get_generator_config), as
+# (hidden, layers, heads, FFN, embedding_size) of D and of G; G's embedding size is D's
+# (tied tables), or None (its own width) with untied_generator_embeddings.
+_DERIVED = [
+    ("small", {}, (256, 12, 4, 1024, 128), (64, 12, 1, 256, 128)),
+    ("small", dict(generator_hidden_size=1 / 3), (256, 12, 4, 1024, 128), (85, 12, 1, 340, 128)),
+    ("small", dict(generator_hidden_size=0.5, generator_layers=0.5),
+     (256, 12, 4, 1024, 128), (128, 6, 2, 512, 128)),
+    ("small", dict(generator_hidden_size=1.0), (256, 12, 4, 1024, 128), (256, 12, 4, 1024, 128)),
+    ("small", dict(untied_generator_embeddings=True),
+     (256, 12, 4, 1024, 128), (64, 12, 1, 256, None)),
+    ("small", dict(objective="bert_mlm"), (256, 12, 4, 1024, 128), (256, 12, 4, 1024, 128)),
+    ("base", {}, (768, 12, 12, 3072, None), (192, 12, 3, 768, 768)),
+    ("base", dict(generator_hidden_size=1 / 3), (768, 12, 12, 3072, None), (256, 12, 4, 1024, 768)),
+    ("base", dict(generator_hidden_size=0.5, generator_layers=0.5),
+     (768, 12, 12, 3072, None), (384, 6, 6, 1536, 768)),
+    ("base", dict(generator_hidden_size=1.0), (768, 12, 12, 3072, None), (768, 12, 12, 3072, 768)),
+    ("base", dict(untied_generator_embeddings=True),
+     (768, 12, 12, 3072, None), (192, 12, 3, 768, None)),
+    ("large", {}, (1024, 24, 16, 4096, None), (256, 24, 4, 1024, 1024)),
+    ("large", dict(generator_hidden_size=0.5, generator_layers=0.5),
+     (1024, 24, 16, 4096, None), (512, 12, 8, 2048, 1024)),
+    ("large", dict(generator_hidden_size=1.0),
+     (1024, 24, 16, 4096, None), (1024, 24, 16, 4096, 1024)),
+    ("large", dict(untied_generator_embeddings=True),
+     (1024, 24, 16, 4096, None), (256, 24, 4, 1024, None)),
+]
+
+
+@pytest.mark.parametrize("size, options, disc, gen", _DERIVED)
+def test_derived_encoder_configs(size, options, disc, gen):
+    config = PretrainingConfig(model_size=size, vocab_size=1000, **options)
+
+    def sizes(c):
+        return (c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
+                c.intermediate_size, c.embedding_size)
+
+    d, g = config.discriminator_config(), config.generator_config()
+    assert (sizes(d), sizes(g)) == (disc, gen)
+    assert (d.vocab_size, g.vocab_size, g.max_position_embeddings) == (1000, 1000, 512)
+    # derived once, at construction: what modeling builds from
+    assert (config.encoders.discriminator, config.encoders.generator) == (d, g)
+    assert config.discriminator_config() is d and config.generator_config() is g
+
+
+def test_a_generator_size_no_head_count_divides_is_refused():
+    with pytest.raises(ConfigError, match="generator hidden size 341 is not a multiple of 5 heads"):
+        PretrainingConfig(model_size="large", generator_hidden_size=1 / 3)
+
+
+@pytest.mark.parametrize("options, sharing", [
+    ({}, "embeddings"),
+    (dict(untied_generator_embeddings=True), "none"),
+    (dict(training_algorithm="two_stage", generator_hidden_size=1.0), "none"),
+    (dict(untied_generator=False, generator_hidden_size=1.0), "encoder"),
+    (dict(objective="bert_mlm"), "encoder"),
+    (dict(gradient_disentangled_embeddings=True), "disentangled"),
+    (dict(uniform_generator=True), "uniform"),
+])
+def test_encoders_carry_the_weight_sharing(options, sharing):
+    encoders = PretrainingConfig(**options).encoders
+    assert (encoders.sharing, encoders.baseline_head) == (sharing, False)
+    assert PretrainingConfig(training_algorithm="adversarial").encoders.baseline_head
+
+
+def test_replace_derives_the_encoders_again_and_to_dict_leaves_them_out():
+    config = PretrainingConfig()
+    wider = dataclasses.replace(config, generator_hidden_size=0.5)
+    assert config.generator_config().hidden_size == 64
+    assert wider.generator_config().hidden_size == 128
+    assert "_encoders" not in config.to_dict() and "encoders" not in config.to_dict()
+    again = PretrainingConfig.from_dict(config.to_dict())
+    assert again == config and again.encoders == config.encoders
 
 
 def _pretraining_flags(*args: str) -> flags.FlagValues:
@@ -144,9 +245,9 @@ _REQUIRED = {RuntimeOptions: {}, RunConfig: dict(model_dir="m", train_data="t", 
     (dict(jax_coordinator_address="h:1"), "needs both jax_coordinator_address"),
 ], ids=lambda v: ",".join(v) if isinstance(v, dict) else None)
 def test_runtime_options_are_checked_in_every_run(cls, options, message):
-    cls(**_REQUIRED[cls]).validate()
+    cls(**_REQUIRED[cls])
     with pytest.raises(ConfigError, match=message):
-        cls(**_REQUIRED[cls], **options).validate()
+        cls(**_REQUIRED[cls], **options)
 
 
 @pytest.mark.parametrize("options, message", [
@@ -158,18 +259,17 @@ def test_runtime_options_are_checked_in_every_run(cls, options, message):
 ], ids=lambda v: ",".join(v) if isinstance(v, dict) else None)
 def test_finetuning_refuses_the_jax_options_it_has_not(options, message):
     with pytest.raises(ConfigError, match=message) as error:
-        FinetuneRun(model_dir="m", data_dir="d", **options).validate()
+        FinetuneRun(model_dir="m", data_dir="d", **options)
     assert "\n" not in str(error.value)
 
 
 def test_run_checks_the_batch_against_gradient_accumulation():
     run = RunConfig(model_dir="m", train_data="t", vocab_file="v", gradient_accumulation_steps=4)
-    assert run.validate() is run  # alone, the batch is unknown
-    run.validate(PretrainingConfig(train_batch_size=8))
+    check_run(PretrainingConfig(train_batch_size=8), run)  # alone, the batch is unknown
     with pytest.raises(ConfigError, match="train_batch_size must be a multiple of "
                        "gradient_accumulation_steps, got train_batch_size=6 and "
                        "gradient_accumulation_steps=4"):
-        run.validate(PretrainingConfig(train_batch_size=6))
+        check_run(PretrainingConfig(train_batch_size=6), run)
     with pytest.raises(ConfigError, match="must be a multiple of gradient_accumulation_steps"):
         flags_lib.pretraining_configs(_pretraining_flags("--train_batch_size=6",
                                                          "--gradient_accumulation_steps=4"))
@@ -179,5 +279,21 @@ def test_the_objective_is_chosen_by_objective_alone():
     with pytest.raises(ConfigError, match="unknown PretrainingConfig hyperparameter.*: "
                        "electra_objective;"):
         PretrainingConfig.from_dict({"electra_objective": False})
-    bert = PretrainingConfig(objective="bert_mlm").validate()
+    bert = PretrainingConfig(objective="bert_mlm")
     assert bert.generator_config() == bert.discriminator_config()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model_dir=m", "--data_dir=d"], "task_name is required"),
+    (["--task_name=sst2", "--data_dir=d"], "--model_dir is required"),
+    (["--task_name=sst2", "--model_dir=m"], "--data_dir is required"),
+])
+def test_finetuning_command_requires_task_and_folders(args, message):
+    """The classes allow them empty (FinetuningConfig() holds the defaults; a model loads
+    without a data_dir); the command's flags do not."""
+    FinetuningConfig(), FinetuneRun()
+    fv = flags.FlagValues()
+    flags_lib.define_finetuning_flags(fv)
+    fv(["x", *args])
+    with pytest.raises(ConfigError, match=f"^{message}$"):
+        flags_lib.finetuning_configs(fv)

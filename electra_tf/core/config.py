@@ -5,7 +5,11 @@ original `bert_config.json`). `PretrainingConfig` carries the names and
 defaults of google-research/electra's `configure_pretraining.py`, and an
 unknown name is an error (`from_dict`). `RuntimeOptions` says how a run
 executes; `RunConfig` (pre-training) and `FinetuneRun` (fine-tuning) extend it
-with where their inputs and outputs are. Every field carries its help text in
+with where their inputs and outputs are. Each class checks itself once, at
+construction (`__post_init__`, so `dataclasses.replace` too), with one-line
+ConfigErrors; `check_run` checks a pre-training run's two together. A
+`PretrainingConfig` derives G's and D's EncoderConfigs then too (`encoders`),
+which modeling builds the models from. Every field carries its help text in
 its metadata (`_field`), which flags.py turns into the flag's help, so the
 text is there in an install without .py sources too. Library code receives
 these objects; only the `run_*` entry points read flags.
@@ -67,7 +71,9 @@ class EncoderConfig:
     def resolved_embedding_size(self) -> int:
         return self.embedding_size or self.hidden_size
 
-    def validate(self) -> "EncoderConfig":
+    def __post_init__(self) -> None:
+        """Refuses sizes no encoder can have (ConfigError), at construction and at every
+        dataclasses.replace."""
         for name in ("vocab_size", "hidden_size", "num_hidden_layers",
                      "num_attention_heads", "intermediate_size",
                      "max_position_embeddings", "type_vocab_size"):
@@ -87,7 +93,6 @@ class EncoderConfig:
             if act not in ("gelu", "gelu_approximate", "relu") and not (
                     name == "generator_head_act" and act is None):
                 raise ConfigError(f"unsupported {name} {act!r}")
-        return self
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -95,7 +100,7 @@ class EncoderConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "EncoderConfig":
         _check_known(cls, values)
-        return cls(**values).validate()
+        return cls(**values)
 
 
 # Paper Table 6 and the original's modeling presets. Vocab size is set apart.
@@ -148,9 +153,42 @@ def default_max_predictions(mask_prob: float, max_seq_length: int) -> int:
     return int((mask_prob + 0.005) * max_seq_length)
 
 
+# How G and D share weights (paper section 3.2; modeling/models.py builds each):
+# embeddings: G's encoder reuses D's embeddings layer (the default); none: nothing is
+# shared (untied_generator_embeddings, two-stage training); encoder: G runs D's whole
+# encoder (untied_generator=False, and BERT: objective bert_mlm); disentangled: D's
+# tables are residuals over G's (gradient_disentangled_embeddings); uniform: no
+# generator network (uniform_generator).
+SHARING = ("embeddings", "none", "encoder", "disentangled", "uniform")
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingEncoders:
+    """What the pre-training models are built from (modeling.build_pretraining_models):
+    G's and D's EncoderConfigs, how the two share weights (one of SHARING) and whether
+    G carries the learned REINFORCE baseline (adversarial training, paper Appendix F).
+
+    A PretrainingConfig derives it once, at construction (its `encoders`).
+    """
+
+    generator: EncoderConfig
+    discriminator: EncoderConfig
+    sharing: str = "embeddings"
+    baseline_head: bool = False
+
+    def __post_init__(self) -> None:
+        if self.sharing not in SHARING:
+            raise ConfigError(f"sharing must be one of {', '.join(SHARING)}, "
+                              f"got {self.sharing!r}")
+
+
 @dataclasses.dataclass(frozen=True)
 class PretrainingConfig:
-    """Pre-training hyperparameters, named as in configure_pretraining.py."""
+    """Pre-training hyperparameters, named as in configure_pretraining.py.
+
+    Checked at construction (and so at every dataclasses.replace), which also
+    derives G's and D's EncoderConfigs once (`encoders`).
+    """
 
     # --- model ---
     model_size: str = _field("small", "the size preset (paper Table 6; tiny: a laptop-sized "
@@ -256,48 +294,14 @@ class PretrainingConfig:
             return self.max_predictions_per_seq
         return default_max_predictions(self.mask_prob, self.max_seq_length)
 
-    def discriminator_config(self) -> EncoderConfig:
-        """The discriminator's EncoderConfig: size preset + overrides.
+    def __post_init__(self) -> None:
+        """Checks the hyperparameters and derives G's and D's EncoderConfigs from them,
+        once: at construction, and at every dataclasses.replace.
 
-        As the original's training_utils.get_bert_config, the attention heads
-        (max(1, hidden // 64)) and the FFN width (4 x hidden) follow the
-        hidden size after the overrides, unless the overrides set them too:
-        {"hidden_size": 512} on Small gives 8 heads and a 2048-wide FFN.
+        Raises:
+          ConfigError: one line naming the hyperparameter.
         """
-        if self.model_size not in MODEL_SIZES:
-            raise ConfigError(
-                f"model_size {self.model_size!r} is not one of {sorted(MODEL_SIZES)}")
-        values = dict(MODEL_SIZES[self.model_size])
-        if self.embedding_size is not None:
-            values["embedding_size"] = self.embedding_size
-        values["vocab_size"] = self.vocab_size
-        values["max_position_embeddings"] = max(512, self.max_seq_length)
-        overrides = dict(self.model_hparam_overrides)
-        _check_known(EncoderConfig, overrides)
-        values.update(overrides)
-        hidden = values["hidden_size"]
-        values["num_attention_heads"] = max(1, hidden // 64)  # the presets' values too
-        values["intermediate_size"] = 4 * hidden
-        values.update(overrides)
-        return EncoderConfig(**values).validate()
-
-    def generator_config(self) -> EncoderConfig:
-        """G's config, sized as the original's get_generator_config.
-
-        BERT (objective bert_mlm, the original's electra_objective=False): D's
-        config, as the original builds BERT's transformer at the full size
-        whatever generator_hidden_size and generator_layers say. Two-stage training: G
-        embeds at D's embedding size (in tables of its own), so that D can
-        start from all of G's weights.
-        """
-        if self.objective == "bert_mlm":
-            return self.discriminator_config()
-        tie = not self.untied_generator_embeddings or self.training_algorithm == "two_stage"
-        return generator_config(self.discriminator_config(),
-                                self.generator_hidden_size, self.generator_layers,
-                                tie_embeddings=tie)
-
-    def validate(self) -> "PretrainingConfig":
+        disc = gen = None
         if not 0.0 < self.mask_prob < 1.0:
             raise ConfigError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
         if self.objective not in OBJECTIVES:
@@ -321,16 +325,17 @@ class PretrainingConfig:
                                   "the discriminator trains: it needs untied_generator=True")
             if self.num_train_steps < 2:
                 raise ConfigError("training_algorithm=two_stage needs num_train_steps >= 2")
-            d, g = self.discriminator_config(), self.generator_config()
+            disc = _discriminator_encoder(self)
+            gen = _generator_encoder(self, disc)
             shape = ("hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size")
-            if any(getattr(d, k) != getattr(g, k) for k in shape):
+            if any(getattr(disc, k) != getattr(gen, k) for k in shape):
                 raise ConfigError(
                     "training_algorithm=two_stage initializes the discriminator from the "
                     "generator, which needs equal sizes: set generator_hidden_size=1.0 and "
                     "generator_layers=1.0 (the generator also takes 4h FFN and h/64 heads); "
-                    "got generator " + ", ".join(f"{k}={getattr(g, k)}" for k in shape)
-                    + " vs discriminator " + ", ".join(f"{k}={getattr(d, k)}" for k in shape))
+                    "got generator " + ", ".join(f"{k}={getattr(gen, k)}" for k in shape)
+                    + " vs discriminator " + ", ".join(f"{k}={getattr(disc, k)}" for k in shape))
         if self.gradient_disentangled_embeddings:
             clash = [name for name, on in (
                 ("untied_generator_embeddings", self.untied_generator_embeddings),
@@ -364,10 +369,12 @@ class PretrainingConfig:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.num_warmup_steps < 0 or self.learning_rate <= 0:
             raise ConfigError("num_warmup_steps must be >= 0 and learning_rate > 0")
-        disc = self.discriminator_config()
+        if disc is None:
+            disc = _discriminator_encoder(self)
         if self.max_seq_length > disc.max_position_embeddings:
             raise ConfigError("max_seq_length exceeds max_position_embeddings")
-        gen = self.generator_config()
+        if gen is None:
+            gen = _generator_encoder(self, disc)
         if not self.untied_generator and ((gen.hidden_size, gen.num_hidden_layers)
                                           != (disc.hidden_size, disc.num_hidden_layers)):
             raise ConfigError(
@@ -375,7 +382,43 @@ class PretrainingConfig:
                 "which needs equal sizes: set generator_hidden_size=1.0 and "
                 f"generator_layers=1.0 (got {self.generator_hidden_size} and "
                 f"{self.generator_layers})")
-        return self
+        # Not a field: no flag, not in to_dict, not compared; derived again by replace.
+        object.__setattr__(self, "_encoders", PretrainingEncoders(
+            generator=gen, discriminator=disc, sharing=self._sharing(),
+            baseline_head=self.training_algorithm == "adversarial"))
+
+    def _sharing(self) -> str:
+        """The weight sharing of G and D that the flags ask for (see SHARING)."""
+        if self.gradient_disentangled_embeddings:
+            return "disentangled"
+        if self.uniform_generator:
+            return "uniform"
+        if not self.untied_generator or self.objective == "bert_mlm":
+            return "encoder"
+        if self.untied_generator_embeddings or self.training_algorithm == "two_stage":
+            return "none"
+        return "embeddings"
+
+    @property
+    def encoders(self) -> PretrainingEncoders:
+        """G's and D's EncoderConfigs and their weight sharing, derived at construction:
+        what modeling builds the pre-training models from."""
+        return self._encoders
+
+    def discriminator_config(self) -> EncoderConfig:
+        """D's EncoderConfig, derived at construction (`encoders.discriminator`).
+
+        As the original's training_utils.get_bert_config: the size preset and
+        the overrides (see `_discriminator_encoder`).
+        """
+        return self._encoders.discriminator
+
+    def generator_config(self) -> EncoderConfig:
+        """G's EncoderConfig, derived at construction (`encoders.generator`).
+
+        As the original's get_generator_config (see `_generator_encoder`).
+        """
+        return self._encoders.generator
 
     def to_dict(self) -> dict[str, Any]:
         values = dataclasses.asdict(self)
@@ -389,7 +432,49 @@ class PretrainingConfig:
     def from_dict(cls, values: dict[str, Any]) -> "PretrainingConfig":
         values = {k: v for k, v in values.items() if k != "resolved_max_predictions_per_seq"}
         _check_known(cls, values)
-        return cls(**values).validate()
+        return cls(**values)
+
+
+def _discriminator_encoder(config: PretrainingConfig) -> EncoderConfig:
+    """The discriminator's EncoderConfig: size preset + overrides.
+
+    As the original's training_utils.get_bert_config, the attention heads
+    (max(1, hidden // 64)) and the FFN width (4 x hidden) follow the
+    hidden size after the overrides, unless the overrides set them too:
+    {"hidden_size": 512} on Small gives 8 heads and a 2048-wide FFN.
+    """
+    if config.model_size not in MODEL_SIZES:
+        raise ConfigError(
+            f"model_size {config.model_size!r} is not one of {sorted(MODEL_SIZES)}")
+    values = dict(MODEL_SIZES[config.model_size])
+    if config.embedding_size is not None:
+        values["embedding_size"] = config.embedding_size
+    values["vocab_size"] = config.vocab_size
+    values["max_position_embeddings"] = max(512, config.max_seq_length)
+    overrides = dict(config.model_hparam_overrides)
+    _check_known(EncoderConfig, overrides)
+    values.update(overrides)
+    hidden = values["hidden_size"]
+    values["num_attention_heads"] = max(1, hidden // 64)  # the presets' values too
+    values["intermediate_size"] = 4 * hidden
+    values.update(overrides)
+    return EncoderConfig(**values)
+
+
+def _generator_encoder(config: PretrainingConfig, disc: EncoderConfig) -> EncoderConfig:
+    """G's EncoderConfig, sized as the original's get_generator_config.
+
+    BERT (objective bert_mlm, the original's electra_objective=False): D's
+    config, as the original builds BERT's transformer at the full size
+    whatever generator_hidden_size and generator_layers say. Two-stage training: G
+    embeds at D's embedding size (in tables of its own), so that D can
+    start from all of G's weights.
+    """
+    if config.objective == "bert_mlm":
+        return disc
+    tie = not config.untied_generator_embeddings or config.training_algorithm == "two_stage"
+    return generator_config(disc, config.generator_hidden_size, config.generator_layers,
+                            tie_embeddings=tie)
 
 
 def generator_config(disc: EncoderConfig, generator_hidden_size: float,
@@ -410,7 +495,7 @@ def generator_config(disc: EncoderConfig, generator_hidden_size: float,
         disc, hidden_size=hidden, num_hidden_layers=layers,
         intermediate_size=4 * hidden, num_attention_heads=heads,
         embedding_size=disc.resolved_embedding_size if tie_embeddings else None,
-    ).validate()
+    )
 
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
@@ -459,11 +544,8 @@ class RuntimeOptions:
         0, "KERAS_BACKEND=jax multi-host pre-training: this process's index; 0 writes "
         "checkpoints, summaries and the folder")
 
-    def validate(self) -> RuntimeOptions:
-        """Checks the options that depend on no other config.
-
-        Returns:
-          self, for chaining.
+    def __post_init__(self) -> None:
+        """Checks the options, at construction (and at every dataclasses.replace).
 
         Raises:
           ConfigError: an unknown choice, a value out of range, or multi-host
@@ -498,7 +580,6 @@ class RuntimeOptions:
                 "a multi-host JAX run needs both jax_coordinator_address=HOST:PORT and "
                 f"jax_num_processes >= 2, got jax_coordinator_address="
                 f"{self.jax_coordinator_address!r} and jax_num_processes={self.jax_num_processes}")
-        return self
 
 
 @dataclasses.dataclass(frozen=True)
@@ -514,20 +595,14 @@ class RunConfig(RuntimeOptions):
     eval_every_steps: int = _field(0, "0: evaluate at the end only")
     log_every_steps: int = _field(0, "console/summary period; 0: iterations_per_loop")
 
-    def validate(self, config: PretrainingConfig | None = None) -> RunConfig:
-        """Checks the run's options, and with `config` those that depend on both.
-
-        Args:
-          config: the run's hyperparameters, for the checks across the two;
-            None checks the run alone.
-
-        Returns:
-          self, for chaining.
+    def __post_init__(self) -> None:
+        """Checks the run's options, at construction (`check_run` checks them with the
+        hyperparameters).
 
         Raises:
-          ConfigError: a bad or missing option, or one that does not fit `config`.
+          ConfigError: a bad or missing option.
         """
-        super().validate()
+        super().__post_init__()
         if self.gradient_accumulation_steps < 1:
             raise ConfigError(f"gradient_accumulation_steps must be >= 1, "
                               f"got {self.gradient_accumulation_steps}")
@@ -537,12 +612,20 @@ class RunConfig(RuntimeOptions):
             raise ConfigError("train_data is required")
         if not self.vocab_file:
             raise ConfigError("vocab_file is required")
-        if config is not None and config.train_batch_size % self.gradient_accumulation_steps:
-            raise ConfigError(
-                "train_batch_size must be a multiple of gradient_accumulation_steps, got "
-                f"train_batch_size={config.train_batch_size} and "
-                f"gradient_accumulation_steps={self.gradient_accumulation_steps}")
-        return self
+
+
+def check_run(config: PretrainingConfig, run: RunConfig) -> None:
+    """The checks across a run's hyperparameters and its options (each has checked
+    itself at construction).
+
+    Raises:
+      ConfigError: an option that does not fit `config`.
+    """
+    if config.train_batch_size % run.gradient_accumulation_steps:
+        raise ConfigError(
+            "train_batch_size must be a multiple of gradient_accumulation_steps, got "
+            f"train_batch_size={config.train_batch_size} and "
+            f"gradient_accumulation_steps={run.gradient_accumulation_steps}")
 
 
 # Original configure_finetuning.py: learning rate and layer-wise decay by size.
@@ -614,9 +697,9 @@ class FinetuningConfig:
             decay = FINETUNE_LAYERWISE_DECAY.get(size, 0.8)
         return decay or None
 
-    def validate(self) -> "FinetuningConfig":
-        if not self.task_name:
-            raise ConfigError("task_name is required")
+    def __post_init__(self) -> None:
+        """Checks the values, at construction (and at every dataclasses.replace). An empty
+        task_name is allowed (the defaults; a run's command requires one)."""
         if self.model_size and self.model_size not in MODEL_SIZES:
             raise ConfigError(f"model_size {self.model_size!r} is not one of {sorted(MODEL_SIZES)}")
         if not 0.0 <= self.warmup_proportion < 1.0:
@@ -639,7 +722,6 @@ class FinetuningConfig:
                 raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
         if self.max_seq_length and self.max_seq_length < 8:
             raise ConfigError("max_seq_length must be >= 8")
-        return self
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -647,7 +729,7 @@ class FinetuningConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "FinetuningConfig":
         _check_known(cls, values)
-        return cls(**values).validate()
+        return cls(**values)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -667,16 +749,15 @@ class FinetuneRun(RuntimeOptions):
     do_eval: bool = _field(True, "evaluate on the dev split(s) after every epoch")
     do_predict: bool = _field(False, "write test-split predictions at the end")
 
-    def validate(self) -> FinetuneRun:
-        """Checks the run's options, refusing the JAX ones fine-tuning has not.
-
-        Returns:
-          self, for chaining.
+    def __post_init__(self) -> None:
+        """Checks the run's options at construction, refusing the JAX ones fine-tuning has
+        not. model_dir and data_dir may be empty here (loading a model needs neither);
+        the command requires both.
 
         Raises:
-          ConfigError: a bad or missing option, or one fine-tuning would ignore.
+          ConfigError: a bad option, or one fine-tuning would ignore.
         """
-        super().validate()
+        super().__post_init__()
         if self.jax_steps_per_call != 1:
             raise ConfigError(f"jax_steps_per_call={self.jax_steps_per_call} is for "
                               "pre-training: fine-tuning runs one step per compiled call")
@@ -686,7 +767,3 @@ class FinetuneRun(RuntimeOptions):
         if self.jax_num_processes != 1:
             raise ConfigError(f"jax_num_processes={self.jax_num_processes} is for "
                               "pre-training: fine-tuning runs in one process")
-        for name in ("model_dir", "data_dir"):
-            if not getattr(self, name):
-                raise ConfigError(f"--{name} is required")
-        return self

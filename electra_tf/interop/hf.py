@@ -507,7 +507,7 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
     if task_name in ("ner", "chunking") and any(t[:2] in ("E-", "S-") for t in labels):
         options["tagging_scheme"] = "BIOES"
     try:
-        config = FinetuningConfig(**options).validate()
+        config = FinetuningConfig(**options)
         task = task_from_config(config)
     except (ConfigError, TypeError) as e:
         raise core.ConversionError(f"--task_name={task_name}: {e}") from None

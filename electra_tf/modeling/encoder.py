@@ -124,7 +124,7 @@ class ElectraEncoder(EncoderConfigSerializable, keras.Model):
         super().__init__(**kwargs)
         if isinstance(config, dict):
             config = EncoderConfig.from_dict(config)
-        self.config = config.validate()
+        self.config = config
         cfg = self.config
         emb_size = cfg.resolved_embedding_size
 

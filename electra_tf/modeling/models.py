@@ -5,31 +5,33 @@ seq_length] ("input_ids", "input_mask", "segment_ids"; the generator also
 "masked_lm_positions" [batch_size, num_predictions]) and return dicts of
 tensors. They compute no loss: losses live in `electra_tf.objectives`.
 
-Weight sharing (paper section 3.2; `PretrainingConfig` flags):
-- default: G's encoder reuses D's `embeddings` layer (token, position and type
-  tables and the embedding LayerNorm). G embeds at D's embedding size and
-  projects to its own width with its own `embeddings_project`.
-- `untied_generator_embeddings=True`: nothing is shared; G embeds at its own
-  width.
-- `untied_generator=False`: G runs D's whole encoder object (equal sizes) and
-  adds only its MLM head.
-- BERT (objective `bert_mlm`): as `untied_generator=False` whatever the
-  generator sizes: the original builds BERT's transformer at D's full size, in
-  D's scope, with the generator's MLM head (`generator_predictions`).
-- `gradient_disentangled_embeddings=True` (GDES, DeBERTa-v3; not in the
-  original): G owns the tables (at D's embedding size); D embeds with
-  stop_gradient(G's tables) + residual tables of its own that start at zero,
-  and has its own LayerNorm. The MLM loss alone trains G's tables, the
+Weight sharing (paper section 3.2; `PretrainingEncoders.sharing`, which a
+`PretrainingConfig` derives from its flags):
+- "embeddings" (the default): G's encoder reuses D's `embeddings` layer
+  (token, position and type tables and the embedding LayerNorm). G embeds at
+  D's embedding size and projects to its own width with its own
+  `embeddings_project`.
+- "none": nothing is shared. `untied_generator_embeddings=True`: G embeds at
+  its own width. Two-stage training: G has embedding tables of its own at D's
+  embedding size, so that D can start from all of G's weights while G stays
+  frozen (a shared table would keep training through D).
+- "encoder": G runs D's whole encoder object and adds only its MLM head
+  (`untied_generator=False`, equal sizes; and BERT, objective `bert_mlm`,
+  whatever the generator sizes: the original builds BERT's transformer at D's
+  full size, in D's scope, with the generator's MLM head
+  (`generator_predictions`)).
+- "disentangled" (`gradient_disentangled_embeddings=True`, GDES, DeBERTa-v3;
+  not in the original): G owns the tables (at D's embedding size); D embeds
+  with stop_gradient(G's tables) + residual tables of its own that start at
+  zero, and has its own LayerNorm. The MLM loss alone trains G's tables, the
   discriminator's loss only the residuals; the kept discriminator holds the
   sums (`merged_discriminator`).
-- two-stage training: nothing is shared; G has embedding tables of its own at
-  D's embedding size, so that D can start from all of G's weights while G
-  stays frozen (a shared table would keep training through D).
+- "uniform" (`uniform_generator`): there is no generator network:
+  `UniformGenerator` returns constant zero logits, as the original's (nothing
+  to build or train; D owns the embeddings).
 In every mode the MLM head's output weights are G's input word embeddings.
-With `training_algorithm="adversarial"` G also carries the learned REINFORCE
-baseline (`generator_baseline`, paper Appendix F). With `uniform_generator`
-there is no generator network: `UniformGenerator` returns constant zero
-logits, as the original's (nothing to build or train; D owns the embeddings).
+With `baseline_head` (`training_algorithm="adversarial"`) G also carries the
+learned REINFORCE baseline (`generator_baseline`, paper Appendix F).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from electra_tf.core.config import EncoderConfig, PretrainingConfig
+from electra_tf.core.config import EncoderConfig, PretrainingEncoders
 from electra_tf.modeling.encoder import (
     ElectraEncoder,
     EncoderConfigSerializable,
@@ -61,7 +63,7 @@ DISCRIMINATOR_HEADS = (RTD_HEAD, MLM_HEAD, MLM_ALL_COPY_HEAD)
 
 
 def _config_from(config) -> EncoderConfig:
-    return EncoderConfig.from_dict(config) if isinstance(config, dict) else config.validate()
+    return EncoderConfig.from_dict(config) if isinstance(config, dict) else config
 
 
 class ElectraGenerator(EncoderConfigSerializable, keras.Model):
@@ -281,42 +283,41 @@ def merged_discriminator(discriminator: ElectraDiscriminator) -> ElectraDiscrimi
 
 
 def build_pretraining_models(
-        config: PretrainingConfig, head_kind: str = RTD_HEAD,
+        encoders: PretrainingEncoders, head_kind: str = RTD_HEAD,
 ) -> tuple[ElectraGenerator | UniformGenerator, ElectraDiscriminator]:
-    """Builds G and D with the sharing that `config` asks for.
+    """Builds G and D with the weight sharing that `encoders` asks for.
 
     D is built first, so that shared variables carry D's paths
     (`discriminator/encoder/embeddings/...`). Both models are built on return.
 
     Args:
-        config: the pre-training hyperparameters (validated here).
+        encoders: G's and D's EncoderConfigs, their sharing and the baseline
+            head (a PretrainingConfig's `encoders`).
         head_kind: the discriminator's head (see ElectraDiscriminator).
 
     Returns:
         (generator, discriminator).
     """
-    config.validate()
-    baseline = config.training_algorithm == "adversarial"  # the learned REINFORCE baseline
-    if config.gradient_disentangled_embeddings:
+    g_config, d_config = encoders.generator, encoders.discriminator
+    sharing, baseline = encoders.sharing, encoders.baseline_head
+    if sharing == "disentangled":
         # G first: it owns the tables (generator/encoder/embeddings/...), and D's
         # residuals take D's paths (discriminator/encoder/embeddings/...).
-        generator = ElectraGenerator(config.generator_config(), baseline_head=baseline)
+        generator = ElectraGenerator(g_config, baseline_head=baseline)
         generator.build()
-        d_config = config.discriminator_config()
         residuals = embeddings_for(d_config, residual_of=generator.encoder.embeddings)
         discriminator = ElectraDiscriminator(d_config, head_kind=head_kind, embeddings=residuals)
         discriminator.build()
         return generator, discriminator
-    discriminator = build_discriminator(config.discriminator_config(), head_kind)
-    if config.uniform_generator:
+    discriminator = build_discriminator(d_config, head_kind)
+    if sharing == "uniform":
         generator = UniformGenerator(discriminator.config)
-    elif not config.untied_generator or config.objective == "bert_mlm":
+    elif sharing == "encoder":
         generator = ElectraGenerator(None, encoder=discriminator.encoder, baseline_head=baseline)
-    elif config.untied_generator_embeddings or config.training_algorithm == "two_stage":
-        generator = ElectraGenerator(config.generator_config(), baseline_head=baseline)
+    elif sharing == "none":
+        generator = ElectraGenerator(g_config, baseline_head=baseline)
     else:
-        generator = ElectraGenerator(config.generator_config(),
-                                     embeddings=discriminator.encoder.embeddings,
+        generator = ElectraGenerator(g_config, embeddings=discriminator.encoder.embeddings,
                                      baseline_head=baseline)
     generator.build()
     return generator, discriminator

@@ -49,11 +49,11 @@ class ElectraPretrainer(keras.Model):
     def __init__(self, config: PretrainingConfig, objective=None, **kwargs):
         kwargs.setdefault("name", "electra_pretrainer")
         super().__init__(**kwargs)
-        self.config = config.validate()
+        self.config = config
         self.objective = objective or get_objective(config)
         # === Layers ===
         self.generator, self.discriminator = build_pretraining_models(
-            config, head_kind=self.objective.head_kind)
+            config.encoders, head_kind=self.objective.head_kind)
         self.seed_generator = keras.random.SeedGenerator(config.seed, name="pretrainer_seed")
 
     def call(self, batch, training=False, seed=None, objective=None):

@@ -166,4 +166,4 @@ def get_task(name: str, **options):
         raise ConfigError("get_task: no_answer_threshold is the threshold of "
                           "squad_null_rule='combined'; the default rule ('answerable') "
                           "reads qa_na_threshold")
-    return task_from_config(FinetuningConfig(task_name=name, **options).validate())
+    return task_from_config(FinetuningConfig(task_name=name, **options))

@@ -534,7 +534,7 @@ def load_generator(model_dir: str):
             raise InputError(f"neither {GENERATOR_CONFIG} nor a pre-training config in "
                              f"{model_dir}: the generator's sizes are unknown")
         config = PretrainingConfig.from_dict(recorded["pretraining"])
-        generator, disc = build_pretraining_models(config)
+        generator, disc = build_pretraining_models(config.encoders)
         if generator.encoder.embeddings is disc.encoder.embeddings:  # G embeds with D's tables
             load_weights(disc, os.path.join(model_dir, DISCRIMINATOR_WEIGHTS))
     load_weights(generator, weights)

@@ -126,7 +126,7 @@ def initial_discriminator(config: FinetuningConfig, run: FinetuneRun):
         from electra_tf.text.vocab import load_vocab
 
         encoder = EncoderConfig(**MODEL_SIZES[config.model_size],
-                                vocab_size=len(load_vocab(run.vocab_file))).validate()
+                                vocab_size=len(load_vocab(run.vocab_file)))
         return build_discriminator(encoder), run.vocab_file
     if not run.init_checkpoint:
         raise InputError("--init_checkpoint is required (a pre-training model_dir, or one of "
@@ -302,7 +302,7 @@ class Finetuning:
         return int(keras.ops.convert_to_numpy(self.optimizer.iterations))
 
     def __init__(self, task, config: FinetuningConfig, run: FinetuneRun):
-        self.task, self.config, self.run = task, config.validate(), run
+        self.task, self.config, self.run = task, config, run
         check_output_folder(run.model_dir, "--model_dir")
         set_precision(run.mixed_precision, run.attention_implementation)
         if task.head != "squad" and not task.regression and not task.label_names:

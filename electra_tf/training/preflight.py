@@ -90,7 +90,7 @@ def _variable_signature(config: PretrainingConfig) -> tuple:
     from electra_tf.objectives.variants import get_objective
 
     objective = get_objective(config)
-    return (config.discriminator_config(), config.generator_config(), config.untied_generator,
+    return (config.encoders, config.untied_generator,
             config.untied_generator_embeddings, config.uniform_generator,
             config.gradient_disentangled_embeddings,
             objective.head_kind, objective.uses_discriminator, config.training_algorithm)
@@ -140,7 +140,7 @@ def check_resume(config: PretrainingConfig, run: RunConfig) -> None:
             continue
         try:  # only the flags that change the variables by themselves
             relevant = _variable_signature(
-                dataclasses.replace(before, **{name: new}).validate()) != old_signature
+                dataclasses.replace(before, **{name: new})) != old_signature
         except (ConfigError, ValueError):
             relevant = True
         if relevant:

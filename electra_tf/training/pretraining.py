@@ -33,7 +33,7 @@ import time
 
 import keras
 
-from electra_tf.core.config import PretrainingConfig, RunConfig
+from electra_tf.core.config import PretrainingConfig, RunConfig, check_run
 from electra_tf.core.errors import ConfigError, InputError, RecordError
 from electra_tf.core.fileio import FolderLock
 from electra_tf.data.tfrecord_reader import locate_corrupt_record
@@ -74,7 +74,8 @@ class Pretraining:
     num_replicas, chief, multi_worker = 1, True, False
 
     def __init__(self, config: PretrainingConfig, run: RunConfig):
-        self.config, self.run = config.validate(), run.validate(config)
+        check_run(config, run)  # each checked itself at construction
+        self.config, self.run = config, run
         set_precision(run.mixed_precision, run.attention_implementation)
         self.files = preflight.preflight(config, run, tensorflow_io=self.tensorflow_io,
                                          packed=self.packed_input)

@@ -244,7 +244,7 @@ def run_config(setting_name: str, objective: str, vocab_size: int, steps: int):
                              model_hparam_overrides=dict(setting["overrides"]),
                              vocab_size=vocab_size, objective=objective,
                              max_seq_length=setting["seq"], generator_hidden_size=0.25,
-                             train_batch_size=setting["batch"], num_train_steps=steps).validate()
+                             train_batch_size=setting["batch"], num_train_steps=steps)
 
 
 def size_flags(setting: dict) -> list[str]:

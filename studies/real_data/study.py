@@ -159,7 +159,7 @@ def pretraining_config(s: dict, objective: str, vocab_size: int, steps: int = 10
         model_size=s["model_size"], model_hparam_overrides=dict(s["model_hparam_overrides"]),
         vocab_size=vocab_size, objective=objective, max_seq_length=s["max_seq_length"],
         generator_hidden_size=s["generator_hidden_size"], train_batch_size=s["train_batch_size"],
-        num_train_steps=steps).validate()
+        num_train_steps=steps)
 
 
 def flops_per_sequence(objective: str, disc, gen, seq_len: int, num_predictions: int,
@@ -555,7 +555,7 @@ model_dir, vocab, seed, size, overrides, seq, vocab_size = sys.argv[1:8]
 keras.utils.set_random_seed(int(seed))
 import json
 config = PretrainingConfig(model_size=size, model_hparam_overrides=json.loads(overrides),
-                           vocab_size=int(vocab_size), max_seq_length=int(seq)).validate()
+                           vocab_size=int(vocab_size), max_seq_length=int(seq))
 artifacts.save_discriminator(model_dir, build_discriminator(config.discriminator_config()))
 artifacts.record_vocab(model_dir, vocab)
 """

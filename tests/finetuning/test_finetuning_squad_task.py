@@ -291,7 +291,7 @@ def test_the_default_null_rule_is_the_originals(setup):
     assert registry.squad_null_options({"no_answer_threshold": 0.5}) == {
         "null_odds_from": "combined", "no_answer_threshold": 0.5}
     with pytest.raises(ConfigError, match="squad_null_rule"):
-        FinetuningConfig(task_name="squad_v2", squad_null_rule="bert").validate()
+        FinetuningConfig(task_name="squad_v2", squad_null_rule="bert")
     # get_task: each rule's own threshold; the other rule's is refused, not ignored.
     assert registry.get_task("squad_v2", qa_na_threshold=-1.0).no_answer_threshold == -1.0
     assert registry.get_task("squad_v2", squad_null_rule="combined", joint_prediction=False,

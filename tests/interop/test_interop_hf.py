@@ -192,7 +192,7 @@ def test_interop_hf_export_round_trip_is_exact(h, tmp_path):
                                model_hparam_overrides={**h.TINY_OVERRIDES,
                                                        "max_position_embeddings": h.sizes["POS"]},
                                max_seq_length=h.sizes["POS"], generator_hidden_size=0.75)
-    gen, disc = build_pretraining_models(config)
+    gen, disc = build_pretraining_models(config.encoders)
     _randomize(disc.variables + gen.variables, seed=5)
     src = tmp_path / "electra_tf"
     os.makedirs(src)

@@ -48,7 +48,7 @@ def test_export_warns_where_transformers_cannot_express_the_head():
     odd = EncoderConfig(**_TINY, generator_head_act="relu")
     assert len(hf.export_warnings(odd, "ElectraForMaskedLM")) == 1
     with pytest.raises(ValueError, match="unsupported generator_head_act 'tanh'"):
-        EncoderConfig(**_TINY, generator_head_act="tanh").validate()
+        EncoderConfig(**_TINY, generator_head_act="tanh")
 
 
 def test_export_logs_the_warning_line(tmp_path, caplog):

@@ -15,7 +15,7 @@ HIDDEN, EMBED, LAYERS = (TINY_MODEL[k] for k in ("hidden_size", "embedding_size"
 def tiny_encoder_config(**overrides) -> EncoderConfig:
     values = {"vocab_size": VOCAB, **TINY_MODEL, "max_position_embeddings": SEQ}
     values.update(overrides)
-    return EncoderConfig(**values).validate()
+    return EncoderConfig(**values)
 
 
 def tiny_pretraining_config(**overrides) -> PretrainingConfig:
@@ -23,7 +23,7 @@ def tiny_pretraining_config(**overrides) -> PretrainingConfig:
     values = {"model_size": "tiny", "vocab_size": VOCAB, "max_seq_length": SEQ,
               "model_hparam_overrides": hparams, "generator_hidden_size": 0.5}
     values.update(overrides)
-    return PretrainingConfig(**values).validate()
+    return PretrainingConfig(**values)
 
 
 def make_inputs(batch=BATCH, seq=SEQ, num_real=(16, 10), seed=0, num_predictions=3):

@@ -51,5 +51,5 @@ def test_an_unknown_implementation_is_refused():
     with pytest.raises(ValueError, match="einsum, fused"):
         set_attention_implementation("flash")
     with pytest.raises(ConfigError, match="attention_implementation must be one of"):
-        RuntimeOptions(attention_implementation="flash").validate()
+        RuntimeOptions(attention_implementation="flash")
     assert transformer._attention["implementation"] == "einsum"

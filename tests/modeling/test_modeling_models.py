@@ -20,7 +20,7 @@ def _ids(variables):
 
 
 def test_outputs_shapes_and_dtypes(pretraining_config, inputs):
-    gen, disc = build_pretraining_models(pretraining_config())
+    gen, disc = build_pretraining_models(pretraining_config().encoders)
     x = inputs()
     g, d = gen(x), disc(x)
     assert set(g) == {"mlm_logits", "sequence_output"}
@@ -32,7 +32,7 @@ def test_outputs_shapes_and_dtypes(pretraining_config, inputs):
 
 
 def test_mlm_head_gathers_then_uses_tied_table(pretraining_config, inputs):
-    gen, disc = build_pretraining_models(pretraining_config())
+    gen, disc = build_pretraining_models(pretraining_config().encoders)
     head = gen.mlm_head
     head.output_bias.assign(np.linspace(-1, 1, 32).astype("float32"))
     x = inputs()
@@ -45,7 +45,7 @@ def test_mlm_head_gathers_then_uses_tied_table(pretraining_config, inputs):
 
 
 def test_default_ties_embeddings_only(pretraining_config, inputs):
-    gen, disc = build_pretraining_models(pretraining_config())
+    gen, disc = build_pretraining_models(pretraining_config().encoders)
     assert gen.encoder is not disc.encoder
     assert gen.encoder.embeddings is disc.encoder.embeddings
     shared = _ids(disc.encoder.embeddings.weights)
@@ -67,14 +67,15 @@ def test_default_ties_embeddings_only(pretraining_config, inputs):
 
 
 def test_projection_when_generator_is_narrower(pretraining_config):
-    gen, disc = build_pretraining_models(pretraining_config(generator_hidden_size=0.25))
+    gen, disc = build_pretraining_models(pretraining_config(generator_hidden_size=0.25).encoders)
     assert gen.encoder.embeddings is disc.encoder.embeddings
     assert gen.encoder.embeddings_project.kernel.shape == (8, 4)
     assert gen.mlm_head.dense.kernel.shape == (4, 8)
 
 
 def test_untied_generator_embeddings(pretraining_config):
-    gen, disc = build_pretraining_models(pretraining_config(untied_generator_embeddings=True))
+    config = pretraining_config(untied_generator_embeddings=True)
+    gen, disc = build_pretraining_models(config.encoders)
     assert not _ids(gen.weights) & _ids(disc.weights)
     # Untied, G embeds at its own width (8 = 0.5 * 16), as the original.
     assert gen.encoder.embeddings.word_embeddings.embeddings.shape == (32, 8)
@@ -84,7 +85,7 @@ def test_untied_generator_embeddings(pretraining_config):
 
 def test_fully_tied_generator(pretraining_config):
     config = pretraining_config(untied_generator=False, generator_hidden_size=1.0)
-    gen, disc = build_pretraining_models(config)
+    gen, disc = build_pretraining_models(config.encoders)
     assert gen.encoder is disc.encoder
     own = _ids(gen.weights) - _ids(disc.weights)
     assert own == _ids(gen.mlm_head.weights) - _ids(disc.encoder.weights)
@@ -98,7 +99,7 @@ def test_bert_is_built_at_the_discriminators_full_size(pretraining_config, input
     config = pretraining_config(generator_hidden_size=0.25, generator_layers=0.5,
                                 objective="bert_mlm")
     assert config.generator_config() == config.discriminator_config()
-    gen, disc = build_pretraining_models(config)
+    gen, disc = build_pretraining_models(config.encoders)
     assert gen.encoder is disc.encoder
     assert gen.encoder.config.hidden_size == 16 and len(gen.encoder.transformer_layers) == 2
     assert gen(inputs())["sequence_output"].shape == (2, 16, 16)
@@ -108,7 +109,7 @@ def test_uniform_generator_is_no_network(pretraining_config, inputs):
     """The original's uniform_generator: constant zero logits, no generator variables."""
     from electra_tf.modeling.models import UniformGenerator
 
-    gen, disc = build_pretraining_models(pretraining_config(uniform_generator=True))
+    gen, disc = build_pretraining_models(pretraining_config(uniform_generator=True).encoders)
     assert isinstance(gen, UniformGenerator) and not gen.weights and gen.count_params() == 0
     out = gen(inputs())
     assert set(out) == {"mlm_logits"} and out["mlm_logits"].dtype == "float32"
@@ -141,7 +142,7 @@ def test_generator_size_follows_config_fractions():
     config = PretrainingConfig(model_size="tiny", vocab_size=32, max_seq_length=16,
                                model_hparam_overrides=hparams, generator_hidden_size=0.5,
                                generator_layers=0.5)
-    gen, disc = build_pretraining_models(config)
+    gen, disc = build_pretraining_models(config.encoders)
     assert len(disc.encoder.transformer_layers) == 4
     assert len(gen.encoder.transformer_layers) == 2
     layer = gen.encoder.transformer_layers[0]
@@ -152,7 +153,7 @@ def test_generator_size_follows_config_fractions():
 
 
 def test_mixed_bfloat16_gives_float32_logits(pretraining_config, inputs, mixed_bfloat16):
-    gen, disc = build_pretraining_models(pretraining_config())
+    gen, disc = build_pretraining_models(pretraining_config().encoders)
     x = inputs()
     g = gen(x, training=True, seed=tf.constant([1, 1]))
     d = disc(x, training=True, seed=tf.constant([1, 1]))
@@ -176,7 +177,7 @@ def test_mixed_bfloat16_gives_float32_logits(pretraining_config, inputs, mixed_b
 
 def test_seeds_and_salts(pretraining_config, inputs):
     config = pretraining_config(untied_generator=False, generator_hidden_size=1.0)
-    gen, disc = build_pretraining_models(config)
+    gen, disc = build_pretraining_models(config.encoders)
     x = inputs()
     seed = tf.constant([3, 4])
     d1 = disc(x, training=True, seed=seed)["sequence_output"]
@@ -187,7 +188,7 @@ def test_seeds_and_salts(pretraining_config, inputs):
 
 
 def test_every_trainable_variable_gets_a_gradient(pretraining_config, inputs):
-    gen, disc = build_pretraining_models(pretraining_config())
+    gen, disc = build_pretraining_models(pretraining_config().encoders)
     x = inputs()
     with tf.GradientTape() as tape:
         loss = (tf.reduce_sum(gen(x, training=True)["mlm_logits"] ** 2)
@@ -199,7 +200,7 @@ def test_every_trainable_variable_gets_a_gradient(pretraining_config, inputs):
 
 
 def test_jit_compiled_forward(pretraining_config, inputs):
-    gen, disc = build_pretraining_models(pretraining_config())
+    gen, disc = build_pretraining_models(pretraining_config().encoders)
     x = {k: tf.constant(v) for k, v in inputs().items()}
 
     @tf.function(jit_compile=True)
@@ -221,7 +222,7 @@ def test_model_get_config_round_trip(cls, encoder_config):
 
 def test_generator_baseline_head(pretraining_config, inputs):
     """Adversarial training's learned baseline: dense(1) on G's states at the slots."""
-    gen, _ = build_pretraining_models(pretraining_config(training_algorithm="adversarial"))
+    gen, _ = build_pretraining_models(pretraining_config(training_algorithm="adversarial").encoders)
     x = inputs()
     out = gen(x)
     hidden = gather_positions(out["sequence_output"], x["masked_lm_positions"])

@@ -114,7 +114,7 @@ def test_the_kept_discriminator_holds_the_sums_and_gives_the_same_outputs():
 ])
 def test_gdes_refuses_what_it_cannot_share(clash, match):
     with pytest.raises(ConfigError, match=match):
-        PretrainingConfig(gradient_disentangled_embeddings=True, **clash).validate()
+        PretrainingConfig(gradient_disentangled_embeddings=True, **clash)
 
 
 def test_adversarial_training_and_electra_15_build():

@@ -75,7 +75,7 @@ def test_multihost_settings_are_checked_before_jax_starts():
 
     def options(address, n, i):
         return RuntimeOptions(jax_coordinator_address=address, jax_num_processes=n,
-                              jax_process_id=i).validate()
+                              jax_process_id=i)
 
     with pytest.raises(ConfigError, match="needs both jax_coordinator_address"):
         options("", 2, 0)

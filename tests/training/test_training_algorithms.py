@@ -63,12 +63,12 @@ def test_two_stage_copies_g_into_d_then_freezes_g(make_configs, tmp_path):
 def test_two_stage_needs_untied_generator():
     with pytest.raises(ConfigError, match="untied_generator=True"):
         PretrainingConfig(training_algorithm="two_stage", untied_generator=False,
-                          generator_hidden_size=1.0).validate()
+                          generator_hidden_size=1.0)
 
 
 def test_two_stage_needs_equal_sizes():
     with pytest.raises(ConfigError, match="equal sizes"):
-        PretrainingConfig(training_algorithm="two_stage").validate()
+        PretrainingConfig(training_algorithm="two_stage")
 
 
 def test_adversarial_gradients_reach_g_only_through_reinforce_and_its_baseline():

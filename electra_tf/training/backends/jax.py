@@ -70,8 +70,8 @@ def start(run) -> None:
     devices. The processes' collectives are XLA's (gloo on CPU).
 
     Args:
-      run: validated RuntimeOptions (RuntimeOptions.validate checks the
-        multi-host settings go together).
+      run: RuntimeOptions (checked at construction: the multi-host settings
+        go together).
     """
     if run.jax_num_processes <= 1:
         return
