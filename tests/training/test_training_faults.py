@@ -281,12 +281,14 @@ def test_resume_checks_in_process(make_configs, tmp_path):
     # A vocabulary at another path with the same tokens is the same vocabulary.
     moved = shutil.copy(run.vocab_file, tmp_path / "moved_vocab.txt")
     check_resume(config, dataclasses.replace(run, vocab_file=str(moved)))
-    # Folders written before the fingerprint: the shapes are still checked.
+    # A config that records the vocab_file without its fingerprint: one line, not a guess.
     recorded = artifacts.read_pretraining_config(run.model_dir)
     del recorded["vocab_sha256"]
-    artifacts.write_json(str(tmp_path / "m" / artifacts.PRETRAINING_CONFIG), recorded)
+    path = tmp_path / "m" / artifacts.PRETRAINING_CONFIG
+    artifacts.write_json(str(path), recorded)
     other = write_vocab(tmp_path / "other.txt", tiny_vocab_tokens()[::-1])
-    check_resume(config, dataclasses.replace(run, vocab_file=other))
+    with pytest.raises(InputError, match=rf"^{path}: lacks vocab_sha256 \(it records "):
+        check_resume(config, dataclasses.replace(run, vocab_file=other))
 
 
 # === Faults ===
