@@ -460,11 +460,14 @@ def test_a_second_run_on_a_model_dir_in_use_is_refused(make_configs, tmp_path, m
             FolderLock(str(model_dir), "--model_dir").__enter__()
 
 
-@pytest.mark.parametrize("code,text", [(28, "No space left on device"),
-                                       (30, "Read-only file system")])
-def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, capsys):
+@pytest.mark.parametrize("code,text,error", [(28, "No space left on device",
+                                              "ResourceExhaustedError"),
+                                             (30, "Read-only file system",
+                                              "PermissionDeniedError")])
+def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, error, capsys):
     """ENOSPC or EROFS while a checkpoint, the weights or an export is written (Python's
-    OSError, or TensorFlow's error that carries the same message)."""
+    OSError, or TensorFlow's error of that cause: tests/test_framework_messages.py
+    provokes TensorFlow's own)."""
     import tensorflow as tf
 
     from electra_tf import cli
@@ -473,8 +476,9 @@ def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, ca
         raise OSError(code, text, "/models/run/discriminator.weights.h5")
 
     def tensorflow_write():
-        raise tf.errors.UnknownError(None, None, f"Failed to write /models/run/ckpt-4.data: "
-                                                 f"{text}\n\tsome context")
+        raise getattr(tf.errors, error)(None, None, "{{function_node __wrapped__SaveV2}} "
+                                                    "Failed to write /models/run/ckpt-4.data: "
+                                                    f"{text}\n\tsome context")
 
     for main, where in ((python_write, "/models/run/discriminator.weights.h5: "),
                         (tensorflow_write, "Failed to write /models/run/ckpt-4.data: ")):
@@ -490,6 +494,12 @@ def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, ca
 
     with pytest.raises(FileNotFoundError):
         cli.run_cli(bug)
+
+    def out_of_memory():  # the other cause of a ResourceExhaustedError keeps its traceback
+        raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
+
+    with pytest.raises(tf.errors.ResourceExhaustedError):
+        cli.run_cli(out_of_memory)
 
 
 def test_a_model_dir_that_is_a_file_is_refused_before_anything_is_built(
