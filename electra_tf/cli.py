@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import sys
 from typing import Callable
 
 from absl import flags
+
+from electra_tf.core import framework_messages
 
 # Entry points import this module before TensorFlow, which reads TF_CPP_MIN_LOG_LEVEL
 # once, at its import: keep its C++ runtime's start-up lines (a CPU machine's "failed call
@@ -143,18 +144,20 @@ def run_cli(main: Callable[[], None]) -> None:
         if isinstance(e, tf.errors.UnavailableError):
             print(f"error: {_peer_down(e.message or '')}", file=sys.stderr)
             sys.exit(1)
-        cause = next((c for c in _FILE_SYSTEM_MESSAGES if c in (e.message or "")), None)
-        if cause is None:
+        line = None  # EACCES, EPERM, EROFS: the type says it; ENOSPC, EDQUOT: the text
+        if isinstance(e, tf.errors.PermissionDeniedError):
+            line = next((x for x in (e.message or "").splitlines() if x.strip()), "")
+        elif isinstance(e, tf.errors.ResourceExhaustedError):  # or out of memory
+            line = framework_messages.disk_full_line(e.message)
+        if line is None:
             raise
-        line = next(line for line in e.message.splitlines() if cause in line)
-        print(f"error: {line.strip()[:400]}{_FILE_SYSTEM_HINT}", file=sys.stderr)
+        line = framework_messages.without_function_node(line).strip() or type(e).__name__
+        print(f"error: {line[:400]}{_FILE_SYSTEM_HINT}", file=sys.stderr)
         sys.exit(1)
 
 
 # A write the file system refuses: a full disk or quota, a read-only or forbidden folder.
 _FILE_SYSTEM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
-_FILE_SYSTEM_MESSAGES = ("No space left on device", "Disk quota exceeded",
-                         "Read-only file system", "Permission denied")
 _FILE_SYSTEM_HINT = (" (the files written before are whole: writes go to a temporary name "
                      "first; free space or fix the folder, then rerun to resume)")
 
@@ -185,12 +188,11 @@ def _ignore_stop_signals() -> None:
 
 def _peer_down(message: str) -> str:
     """One line for TensorFlow's UnavailableError: which task of the cluster stopped."""
-    down = message.split("unhealthy", 1)[1] if "unhealthy" in message else ""
-    tasks = sorted(set(re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", down)))
+    tasks = framework_messages.unhealthy_tasks(message)
     if tasks:
         names = ", ".join(f"{job} {task}" for job, task in tasks)
         return (f"--strategy=multi_worker: {names} of TF_CONFIG's cluster stopped (its own "
                 "log says why), so this worker stops too; rerun every worker to resume")
-    reason = re.sub(r"\{\{[^}]*\}\}\s*", "", message).strip().splitlines()
+    reason = framework_messages.without_function_node(message).strip().splitlines()
     return ("--strategy=multi_worker: a worker of the cluster is down or cannot be reached ("
             + (reason[0][:300] if reason else "unavailable") + ")")

@@ -30,6 +30,15 @@ WORDS = ("the model reads a token and the discriminator learns which token was r
          "text in this corpus while sampling keeps the tokens plausible enough").split()
 
 
+def setup_commands() -> tuple[str, str]:
+    """The README's two set-up commands (the demo, the tests) from .ci/setup_commands, the
+    one place CI and the tests read them (the README opens with them: test_docs_defaults)."""
+    with open(os.path.join(REPO, ".ci", "setup_commands"), encoding="utf-8") as f:
+        demo, tests = [line.rstrip("\n") for line in f if line.strip()
+                       and not line.startswith("#")]
+    return demo, tests
+
+
 def tiny_encoder_config(vocab_size: int, **overrides):
     """An EncoderConfig of TINY_MODEL's sizes (overrides win)."""
     from electra_tf.core.config import EncoderConfig

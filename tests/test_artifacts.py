@@ -16,7 +16,7 @@ from electra_tf.core.config import (
     PretrainingConfig,
     RunConfig,
 )
-from electra_tf.core.errors import ConfigError, InputError
+from electra_tf.core.errors import ConfigError, InputError, VocabError
 from electra_tf.core.fileio import atomic_write
 from electra_tf.modeling import build_discriminator
 from electra_tf.training import artifacts
@@ -33,16 +33,16 @@ def weights_of(model):
     return [np.asarray(w) for w in model.get_weights()]
 
 
-def test_pretraining_folder_round_trip(tmp_path):
+def test_pretraining_folder_round_trip(tmp_path, tiny_vocab):
     d = discriminator()
     config = PretrainingConfig(model_size="tiny", vocab_size=40, max_seq_length=16)
-    run = RunConfig(model_dir=str(tmp_path), train_data="x", vocab_file="/v/vocab.txt")
+    run = RunConfig(model_dir=str(tmp_path), train_data="x", vocab_file=tiny_vocab)
     artifacts.save_discriminator(str(tmp_path), d)
     artifacts.write_pretraining_config(str(tmp_path), config, run)
     artifacts.write_final_eval(str(tmp_path), 7, {"disc_auc": 0.75})
 
     loaded, vocab = artifacts.load_discriminator(str(tmp_path))
-    assert vocab == "/v/vocab.txt" and loaded.config == TINY
+    assert vocab == str(tmp_path / artifacts.VOCAB) and loaded.config == TINY
     for a, b in zip(weights_of(loaded), weights_of(d)):
         np.testing.assert_array_equal(a, b)
     assert artifacts.read_final_eval(str(tmp_path)) == {"step": 7, "disc_auc": 0.75}
@@ -122,7 +122,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
                                          artifacts.DISCRIMINATOR_WEIGHTS}
 
 
-def test_finetuning_folder_round_trip(tmp_path):
+def test_finetuning_folder_round_trip(tmp_path, tiny_vocab):
     from electra_tf.tasks.model import FinetuningModel
     from electra_tf.tasks.registry import get_task
 
@@ -130,7 +130,7 @@ def test_finetuning_folder_round_trip(tmp_path):
     model = FinetuningModel(discriminator().encoder, task.head, len(task.label_names))
     model.build()
     run = FinetuneRun(model_dir=str(tmp_path), data_dir="d", init_checkpoint="pre",
-                      vocab_file="/v/vocab.txt")
+                      vocab_file=tiny_vocab)
     artifacts.write_finetuning_config(
         str(tmp_path), task=task, config=FinetuningConfig(task_name="mrpc"), run=run,
         encoder=TINY, model_size="custom", max_seq_length=32, epochs=3)
@@ -141,7 +141,7 @@ def test_finetuning_folder_round_trip(tmp_path):
     assert (record.task, record.head, record.regression, record.pair, record.answerable) == (
         "mrpc", "sequence_classification", False, True, False)
     assert record.label_names == tuple(task.label_names) and record.max_seq_length == 32
-    assert artifacts.finetuned_vocab(record) == "/v/vocab.txt"
+    assert artifacts.finetuned_vocab(record) == str(tmp_path / artifacts.VOCAB)
     for a, b in zip(weights_of(loaded), weights_of(model)):
         np.testing.assert_array_equal(a, b)
     assert artifacts.read_results(str(tmp_path)) == {"epoch_1": {"dev": {"f1": 0.5}}}
@@ -213,6 +213,31 @@ def test_a_joint_model_without_recorded_head_options_does_not_load(tmp_path):
         artifacts.load_finetuned(str(tmp_path))
 
 
+@pytest.mark.parametrize("name, config_fields, drop, field", [
+    ("stsb", {}, ("label_scale",), "label_scale"),
+    ("squad_v1", {"joint_prediction": False}, ("head_options", "span_head"),
+     "head_options.span_head"),
+    ("squad_v2", {}, ("finetuning", "squad_null_rule"), "finetuning.squad_null_rule"),
+    ("mrpc", {}, ("finetuning",), "finetuning"),
+])
+def test_a_record_without_a_field_it_must_have_is_one_line(tmp_path, name, config_fields,
+                                                           drop, field):
+    """One format: a record lacking a field its head needs is refused, never read as an
+    earlier default (raw regression scores, the independent span head, the combined
+    null rule)."""
+    _finetuned_folder(tmp_path, name, **config_fields)
+    path = tmp_path / artifacts.FINETUNING_CONFIG
+    value = json.loads(path.read_text())
+    if len(drop) == 1:
+        del value[drop[0]]
+    else:
+        del value[drop[0]][drop[1]]
+    path.write_text(json.dumps(value))
+    with pytest.raises(InputError) as raised:
+        artifacts.load_finetuned(str(tmp_path))
+    assert str(raised.value) == f"{path}: lacks {field}; not a file electra_tf wrote"
+
+
 def test_a_regression_folder_records_its_label_scale(tmp_path):
     _finetuned_folder(tmp_path / "stsb", "stsb")
     record = artifacts.read_finetuning_config(str(tmp_path / "stsb"))
@@ -245,13 +270,16 @@ def test_conversion_reports_merge_by_kind(tmp_path):
         "pretraining": {"assigned": ["a"]}, "masked_lm": {"assigned": ["b"]}}
 
 
-def test_copy_and_record_vocab(tmp_path):
+def test_copy_and_record_vocab(tmp_path, tiny_vocab):
+    import shutil
+
     (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "vocab.txt").write_text("[PAD]\n")
+    shutil.copy(tiny_vocab, tmp_path / "src" / "vocab.txt")
     out = tmp_path / "out"
     out.mkdir()
     copied = artifacts.copy_vocab(str(tmp_path / "src"), str(out))
-    assert copied == str(out / "vocab.txt") and (out / "vocab.txt").read_text() == "[PAD]\n"
+    assert copied == str(out / "vocab.txt")
+    assert (out / "vocab.txt").read_text() == open(tiny_vocab).read()
     assert artifacts.copy_vocab(str(tmp_path / "nothing"), str(out)) == ""
     artifacts.record_vocab(str(out), copied)
     assert artifacts.recorded_vocab(str(out)) == copied
@@ -317,10 +345,10 @@ def test_the_pretraining_config_records_the_vocab_fingerprint(tmp_path, tiny_voc
     want = hashlib.sha256("\n".join(load_vocab(tiny_vocab)).encode()).hexdigest()
     assert artifacts.recorded_vocab_fingerprint(str(tmp_path)) == want
     assert artifacts.vocab_fingerprint(tiny_vocab) == want
-    # A folder from before the fingerprint (or a vocab not readable here) records none.
-    artifacts.write_pretraining_config(str(tmp_path), None, {"vocab_file": "/not/there.txt"})
-    assert artifacts.recorded_vocab_fingerprint(str(tmp_path)) == ""
-    assert artifacts.recorded_vocab(str(tmp_path)) == "/not/there.txt"
+    # A vocabulary that is not there is refused, not recorded by its path alone.
+    with pytest.raises(VocabError, match="/not/there.txt"):
+        artifacts.write_pretraining_config(str(tmp_path), None, {"vocab_file": "/not/there.txt"})
+    assert artifacts.recorded_vocab_fingerprint(str(tmp_path)) == want
 
 
 @pytest.mark.parametrize("error", [KeyError("bad object header version number"),

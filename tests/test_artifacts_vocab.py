@@ -42,28 +42,44 @@ def test_a_pretraining_folder_carries_its_vocab_and_can_move(tiny_vocab, tmp_pat
     assert found == os.path.join(moved, artifacts.VOCAB)
 
 
-def older_folder(tiny_vocab, tmp_path) -> tuple[str, str]:
-    """A folder as electra_tf wrote them before they carried their vocab: a path recorded."""
-    vocab = str(shutil.copy(tiny_vocab, tmp_path / "recorded_vocab.txt"))
-    folder = write_pretrained_dir(tmp_path / "old", vocab)
-    if os.path.exists(os.path.join(folder, artifacts.VOCAB)):
-        os.remove(os.path.join(folder, artifacts.VOCAB))
-    return folder, str(vocab)
+@pytest.mark.parametrize("config", [artifacts.PRETRAINING_CONFIG, artifacts.FINETUNING_CONFIG])
+def test_a_config_recording_a_vocab_path_without_its_fingerprint_is_one_line(
+        tiny_vocab, tmp_path, config):
+    """One format: a folder carries its vocab.txt and records its fingerprint; a config
+    that records a vocab_file without vocab_sha256 is refused, not read through that path."""
+    folder = write_pretrained_dir(tmp_path / "pre", tiny_vocab)
+    path = os.path.join(folder, config)
+    artifacts.write_json(path, {"run": {"vocab_file": tiny_vocab}})
+    os.remove(os.path.join(folder, artifacts.VOCAB))
+    with pytest.raises(InputError) as raised:
+        artifacts.load_discriminator(folder)
+    assert str(raised.value) == (f"{path}: lacks vocab_sha256 (it records vocab_file "
+                                 f"{tiny_vocab}); not a file electra_tf wrote")
+    with pytest.raises(InputError, match="lacks vocab_sha256"):
+        artifacts.checked_vocab(folder, tiny_vocab)
 
 
-def test_an_older_folder_reads_the_recorded_path(tiny_vocab, tmp_path):
-    folder, vocab = older_folder(tiny_vocab, tmp_path)
-    assert artifacts.load_discriminator(folder)[1] == vocab
+def test_a_recorded_vocab_that_is_gone_is_one_line(tiny_vocab, tmp_path):
+    folder = write_pretrained_dir(tmp_path / "pre", tiny_vocab)
+    own = os.path.join(folder, artifacts.VOCAB)
+    os.remove(own)
+    with pytest.raises(InputError) as raised:
+        artifacts.folder_vocab(folder)
+    message = str(raised.value)
+    assert message.startswith(f"{own} not found: {folder}/pretraining_config.json records it "
+                              "as the vocabulary the model was trained with (sha256 "), message
+    assert message.endswith("; restore it, or give --vocab_file (that vocabulary)")
+    assert artifacts.checked_vocab(folder, tiny_vocab) == tiny_vocab  # checked by fingerprint
+    other = str(shutil.copy(tiny_vocab, tmp_path / "other.txt"))
+    swap_two_words(other)
+    with pytest.raises(ConfigError, match="holds other tokens than the vocabulary"):
+        artifacts.checked_vocab(folder, other)
 
 
-@pytest.mark.parametrize("where", ["own", "recorded"])
 @pytest.mark.parametrize("damage", [swap_two_words, append_two_words])
-def test_a_vocab_changed_after_training_is_refused(tiny_vocab, tmp_path, where, damage):
-    if where == "own":
-        folder = write_pretrained_dir(tmp_path / "pre", tiny_vocab)
-        vocab = os.path.join(folder, artifacts.VOCAB)
-    else:
-        folder, vocab = older_folder(tiny_vocab, tmp_path)
+def test_a_vocab_changed_after_training_is_refused(tiny_vocab, tmp_path, damage):
+    folder = write_pretrained_dir(tmp_path / "pre", tiny_vocab)
+    vocab = os.path.join(folder, artifacts.VOCAB)
     damage(vocab)
     with pytest.raises(ConfigError) as raised:
         artifacts.load_discriminator(folder)
@@ -117,23 +133,6 @@ def test_export_refuses_a_vocab_of_special_tokens_only(tmp_path):
         load_spec("rtd", folder)
 
 
-def test_an_older_fine_tuning_folder_whose_init_moved_says_so(tiny_vocab, tmp_path):
-    """Before folders carried their vocab, a fine-tuning folder that was given no
-    --vocab_file recorded only its init checkpoint; that folder has since moved."""
-    pre = write_pretrained_dir(tmp_path / "pre", tiny_vocab)
-    folder = tmp_path / "ft"
-    folder.mkdir()
-    artifacts.write_json(str(folder / artifacts.FINETUNING_CONFIG),
-                         {"run": {"vocab_file": "", "init_checkpoint": pre}})
-    assert artifacts.folder_vocab(str(folder)) == os.path.join(pre, artifacts.VOCAB)
-    shutil.move(pre, tmp_path / "moved")
-    with pytest.raises(InputError, match=rf"^{folder} holds no vocab.txt and records the "
-                                         rf"vocabulary of the folder it was fine-tuned from, "
-                                         rf"{pre}, which is no longer there; give --vocab_file"):
-        artifacts.folder_vocab(str(folder))
-    assert artifacts.checked_vocab(str(folder), tiny_vocab) == tiny_vocab
-
-
 def test_resuming_pretraining_reads_the_folders_vocab(tiny_vocab, tmp_path):
     from helpers import pretraining_from_flags
 
@@ -158,7 +157,7 @@ def test_a_vocab_txt_the_folder_does_not_record_is_never_overwritten(tiny_vocab,
                                           r"record it as its vocabulary"):
         write_pretrained_dir(folder, tiny_vocab)
     assert open(theirs, encoding="utf-8").read() == before
-    # One the folder records (a fresh run over an older one of another vocabulary) is replaced.
+    # One the folder records (a fresh run over an earlier run of another vocabulary) is replaced.
     other = write_vocab(tmp_path / "other.txt", SPECIALS + ["other", "words"])
     fresh = write_pretrained_dir(tmp_path / "fresh", other, tiny_encoder_config(16))
     write_pretrained_dir(fresh, tiny_vocab)

@@ -1,16 +1,31 @@
-"""The README's demo, end to end (slow): it must learn, from a fresh folder."""
+"""The README's demo, end to end (slow), run as .ci/setup_commands writes it: it must learn,
+from a fresh folder."""
 
 import json
+import shlex
 
 import pytest
-from helpers import run_module
+from helpers import run_module, setup_commands
+
+
+def demo_command() -> tuple[str, list[str]]:
+    """The module and flags the README's demo command runs (.ci/setup_commands), after
+    its install: `.venv/bin/python -m MODULE FLAGS...`."""
+    python, option, module, *flags = shlex.split(setup_commands()[0].split(" && ")[-1])
+    assert (python, option) == (".venv/bin/python", "-m"), setup_commands()[0]
+    return module, flags
+
+
+def test_the_demo_command_is_read_from_the_one_place():
+    module, flags = demo_command()
+    assert module == "electra_tf.run_pretraining" and flags  # what the slow test runs
 
 
 @pytest.mark.slow
 def test_demo_pretraining_improves_disc_auc(tmp_path):
-    proc = run_module("electra_tf.run_pretraining", "--flagfile=configs/demo.flags",
-                      f"--demo_data_dir={tmp_path}/data", f"--model_dir={tmp_path}/model",
-                      timeout=900)
+    module, flags = demo_command()
+    proc = run_module(module, *flags, f"--demo_data_dir={tmp_path}/data",
+                      f"--model_dir={tmp_path}/model", timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     final = json.load(open(tmp_path / "model" / "final_eval.json"))
     start = [line for line in proc.stderr.splitlines() if "eval at step 0:" in line]

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 import struct
 import time
 from typing import BinaryIO, Callable, Iterator, NamedTuple
 
 import numpy as np
 
+from electra_tf.core import framework_messages
 from electra_tf.core.errors import InputError, RecordError
 from electra_tf.core.fileio import expand_files
 from electra_tf.data.features import FEATURE_KEYS, PACKED_MAGIC
@@ -303,9 +303,6 @@ def _check_first_record(path: str, max_seq_length: int, what: str, fs: FileSyste
     return True
 
 
-_DATA_LOSS = re.compile(r"(corrupted|truncated) record at (\d+)")
-
-
 def locate_corrupt_record(paths: list[str], error_message: str, budget_s: float = 300.0,
                           files: FileSystem | None = None) -> str | None:
     """The file a tf.data DataLossError ("corrupted record at N") came from.
@@ -316,11 +313,11 @@ def locate_corrupt_record(paths: list[str], error_message: str, budget_s: float 
     walked up to it (only the headers are read). Gives up (None) after
     `budget_s` seconds.
     """
-    match = _DATA_LOSS.search(error_message)
-    if not match:
+    found = framework_messages.corrupt_record(error_message)
+    if not found:
         return None
     fs = files or tensorflow_files()
-    offset, deadline = int(match.group(2)), time.monotonic() + budget_s
+    offset, deadline = found[1], time.monotonic() + budget_s
     for path in paths:
         if time.monotonic() > deadline:
             return None

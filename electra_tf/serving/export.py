@@ -10,7 +10,7 @@ and `export`).
 finetuning_config.json) for token_classification, sequence_classification and
 squad, or a pre-training model_dir (discriminator.weights.h5 +
 discriminator_config.json) for rtd. The vocabulary is the folder's own
-vocab.txt (older folders: the path they record), checked by the fingerprint
+vocab.txt, checked by the fingerprint
 the folder records (artifacts.folder_vocab); --vocab_file must hold the same
 tokens, and no vocabulary may hold more tokens than the embedding table has
 rows. The export goes to MODEL_BASE/NAME/N/ (N: --version, or one more than
@@ -87,8 +87,7 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
     The export follows what was trained: the recorded head (SQuAD's joint or
     independent span head), STS-B's label scale, and SQuAD 2.0's null rule
     and its threshold (registry.squad_null_options: qa_na_threshold for the
-    "answerable" rule, no_answer_threshold for "combined", the rule of records
-    from before the rule existed).
+    "answerable" rule, no_answer_threshold for "combined").
 
     Raises:
       InputError: missing files or a checkpoint of another task.
@@ -120,20 +119,22 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
                          f"{record.head} model, which --task={task} cannot serve (give "
                          f"--task={record.head})")
     vocab = _vocab(checkpoint, vocab_file, record.encoder.vocab_size)
-    span_head = record.head_options.get("span_head", "independent")
-    null = squad_null_options(record.finetuning)
-    if record.answerable and span_head == "joint" and null["null_odds_from"] == "combined":
-        raise InputError(f"--checkpoint {checkpoint}: the combined null rule needs the "
-                         "independent head's end logits, but the model has the joint head")
+    span = {}  # a span head's kind and null rule, as recorded (read_finetuning_config)
+    if record.head == "squad":
+        null = squad_null_options(record.finetuning)
+        span = {"span_head": record.head_options["span_head"],
+                "null_rule": null["null_odds_from"],
+                "no_answer_threshold": null["no_answer_threshold"]}
+        if record.answerable and span["span_head"] == "joint" and span["null_rule"] == "combined":
+            raise InputError(f"--checkpoint {checkpoint}: the combined null rule needs the "
+                             "independent head's end logits, but the model has the joint head")
     return _checked_length(ServingSpec(
         task, model, Tokenizer(vocab, do_lower_case=record.do_lower_case),
         max_seq_length or record.max_seq_length, task_name=record.task,
         label_names=record.label_names, pair=record.pair,
         regression=record.regression, label_scale=tuple(record.label_scale),
-        answerable=record.answerable, span_head=span_head,
-        max_query_length=max_query_length, max_answer_length=max_answer_length,
-        null_rule=null["null_odds_from"], no_answer_threshold=null["no_answer_threshold"]),
-        checkpoint)
+        answerable=record.answerable, max_query_length=max_query_length,
+        max_answer_length=max_answer_length, **span), checkpoint)
 
 
 def _vocab(folder: str, vocab_file: str, rows: int) -> str:
@@ -192,8 +193,7 @@ def next_version(model_dir: str) -> int:
 
 
 TMP_PREFIX = ".tmp-"
-# A temporary dir of another host (or of an older export, whose name has no
-# host and pid) is stale after this long; an export takes minutes.
+# A temporary dir of another host is stale after this long; an export takes minutes.
 STALE_AFTER_S = 24 * 3600
 _TMP_NAME = re.compile(r"\.tmp-\d+-(?P<host>.+)-(?P<pid>\d+)-[a-z0-9_]+")
 
@@ -220,11 +220,11 @@ def _alive(pid: int) -> bool:
 def clean_stale_tmp(model_dir: str, now: float | None = None) -> list[str]:
     """Removes the temporary dirs of dead exports from MODEL_BASE/NAME; returns their paths.
 
-    Only directories named .tmp-* directly in `model_dir` (never a version, a
-    file or a symlink) and only stale ones: made on this host by a process
-    that no longer runs, or, when that cannot be told (another host, or a name
-    without host and pid), last modified more than STALE_AFTER_S ago. A
-    running export's dir is kept.
+    Only directories directly in `model_dir` named as an export names them
+    (.tmp-VERSION-HOST-PID-*: never a version, a file, a symlink or another
+    .tmp- name) and only stale ones: made on this host by a process that no
+    longer runs, or, made on another host, last modified more than
+    STALE_AFTER_S ago. A running export's dir is kept.
     """
     now = time.time() if now is None else now
     removed = []
@@ -236,7 +236,9 @@ def clean_stale_tmp(model_dir: str, now: float | None = None) -> list[str]:
         if not entry.name.startswith(TMP_PREFIX) or not entry.is_dir(follow_symlinks=False):
             continue
         m = _TMP_NAME.fullmatch(entry.name)
-        if m and m.group("host") == _host():
+        if not m:  # not an export's temporary dir
+            continue
+        if m.group("host") == _host():
             stale = not _alive(int(m.group("pid")))
         else:
             try:

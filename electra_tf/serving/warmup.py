@@ -80,7 +80,7 @@ def prediction_log(model_name: str, inputs: dict[str, np.ndarray],
 def build_logs(model_name: str, info: dict, max_seq_length: int):
     """The warmup records (see the module docstring)."""
     logs = [prediction_log(model_name, example_inputs(info, max_seq_length, b)) for b in (1, 4)]
-    for length in info.get("length_buckets", [max_seq_length]):
+    for length in info["length_buckets"]:
         for signature in info["signatures"]:
             logs.append(prediction_log(model_name, bucket_inputs(info, signature, length),
                                        signature))

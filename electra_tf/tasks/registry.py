@@ -127,18 +127,15 @@ def squad_null_options(finetuning: dict) -> dict:
     """SquadTask's null_odds_from and no_answer_threshold from FinetuningConfig fields.
 
     Args:
-      finetuning: FinetuningConfig.to_dict(), or the "finetuning" dict of a
-        finetuning_config.json. A record without squad_null_rule was written
-        before the rule existed: its model used the "combined" rule.
+      finetuning: FinetuningConfig.to_dict(), or the "finetuning" dict of a span
+        head's finetuning_config.json (artifacts.read_finetuning_config checks
+        that it holds these fields).
     Returns:
       {"null_odds_from": rule, "no_answer_threshold": the rule's threshold
       (qa_na_threshold for "answerable", no_answer_threshold for "combined")}.
     """
-    defaults = FinetuningConfig()
-    rule = finetuning.get("squad_null_rule", "combined")
-    threshold = (finetuning.get("qa_na_threshold", defaults.qa_na_threshold)
-                 if rule == "answerable" else
-                 finetuning.get("no_answer_threshold", defaults.no_answer_threshold))
+    rule = finetuning["squad_null_rule"]
+    threshold = finetuning["qa_na_threshold" if rule == "answerable" else "no_answer_threshold"]
     return {"null_odds_from": rule, "no_answer_threshold": float(threshold)}
 
 

@@ -6,10 +6,11 @@ Three kinds of folder, each a set of files with fixed names:
   writes, in part):
     pretraining_config.json   {"pretraining": PretrainingConfig, "run": RunConfig
                                (at least vocab_file), "vocab_sha256" (of the token
-                               list; absent in older files), ["converted_from": path]}
-    vocab.txt                 the vocabulary (`keep_vocab`; older folders only
-                              record its path): every reader checks it against
-                              vocab_sha256 (`folder_vocab`, `checked_vocab`)
+                               list of vocab.txt; absent exactly when the folder has
+                               no vocabulary, e.g. a converted checkpoint that came
+                               without one), ["converted_from": path]}
+    vocab.txt                 the vocabulary (`keep_vocab`): every reader checks it
+                              against vocab_sha256 (`folder_vocab`, `checked_vocab`)
     discriminator.weights.h5  the model users fine-tune (RTD head)
     discriminator_config.json its EncoderConfig
     generator.weights.h5      [+ generator_config.json for a stand-alone one]
@@ -35,7 +36,8 @@ Three kinds of folder, each a set of files with fixed names:
 
 Every JSON file carries "format_version" (FORMAT_VERSION); a file without
 one, or of a newer version than this code knows, is refused with a clear
-error. Every file is written
+error, and so is one without a field it must have (one line naming the file
+and the field: there is one format, and nothing is guessed). Every file is written
 atomically (temporary name, then rename), so a kill mid-write leaves the old
 file or none, never a truncated one; the temporary file such a kill leaves
 (`.tmp-*`) is removed when a run starts again (`remove_stale_temporaries`).
@@ -227,18 +229,18 @@ def keep_vocab(folder: str, vocab_file: str) -> dict:
 
     What the folder's config records, so that the folder is self-contained:
     later commands read folder/vocab.txt wherever they run, and check it by
-    this fingerprint. A vocabulary not readable here is recorded by path only
-    ({}), as before folders carried their own.
+    this fingerprint. No `vocab_file`: {} (a folder without a vocabulary).
+
+    Raises:
+      VocabError: `vocab_file` is missing or not a vocabulary.
+      ConfigError: folder/vocab.txt holds other tokens the folder does not record.
     """
     from electra_tf.core.errors import VocabError
     from electra_tf.text.vocab import load_vocab
 
     if not vocab_file:
         return {}
-    try:
-        tokens = load_vocab(vocab_file)
-    except VocabError:  # not readable here: recorded by path only
-        return {}
+    tokens = load_vocab(vocab_file)
     target, fingerprint = os.path.join(folder, VOCAB), _fingerprint(tokens)
     if os.path.abspath(vocab_file) != os.path.abspath(target):
         if os.path.isfile(target):  # never overwrite a file electra_tf did not write there
@@ -246,7 +248,7 @@ def keep_vocab(folder: str, vocab_file: str) -> dict:
                 there = _fingerprint(load_vocab(target))
             except VocabError:
                 there = ""
-            if there != fingerprint and (not there or there != _vocab_record(folder)[0]):
+            if there != fingerprint and (not there or there != _recorded_fingerprint(folder)):
                 raise ConfigError(f"{target} exists and holds other tokens than {vocab_file}, "
                                   f"and {folder} does not record it as its vocabulary; the "
                                   f"folder keeps its vocabulary there: move that file away "
@@ -255,52 +257,62 @@ def keep_vocab(folder: str, vocab_file: str) -> dict:
     return {"vocab_sha256": fingerprint}
 
 
-def _vocab_record(folder: str) -> tuple[str, str, str, str]:
-    """What a folder records about its vocabulary: (fingerprint or "", the file to read
-    or "", the config file that records them, the init checkpoint whose vocabulary it
-    uses or "").
-
-    The file is the folder's own vocab.txt; in folders written before they carried one,
-    the path recorded (a fine-tuning folder that recorded none used its init checkpoint's).
-    """
-    own = os.path.join(folder, VOCAB)
-    own = own if os.path.isfile(own) else ""
+def _config_path(folder: str) -> str:
+    """The config file that records the folder's vocabulary (fine-tuning's, else
+    pre-training's; it may not exist)."""
     finetuning = os.path.join(folder, FINETUNING_CONFIG)
-    if os.path.exists(finetuning):
-        value = read_json(finetuning)
-        run = value.get("run") or {}
-        path = own or run.get("vocab_file", "")
-        init = "" if path else run.get("init_checkpoint", "")
-        return value.get("vocab_sha256", ""), path, finetuning, init
-    value = read_pretraining_config(folder)
-    path = own or value.get("run", {}).get("vocab_file", "")
-    return value.get("vocab_sha256", ""), path, os.path.join(folder, PRETRAINING_CONFIG), ""
+    return finetuning if os.path.exists(finetuning) else os.path.join(folder, PRETRAINING_CONFIG)
+
+
+def _recorded_fingerprint(folder: str) -> str:
+    """The vocab_sha256 the folder's config records, unchecked ("" if none)."""
+    path = _config_path(folder)
+    return read_json(path).get("vocab_sha256", "") if os.path.exists(path) else ""
+
+
+def _check_vocab_record(path: str, value: dict) -> None:
+    """A config that records a vocab_file records its fingerprint too (`keep_vocab`).
+
+    Raises:
+      InputError: one line naming the file and the field.
+    """
+    recorded = (value.get("run") or {}).get("vocab_file", "")
+    if recorded and "vocab_sha256" not in value:
+        raise InputError(f"{path}: lacks vocab_sha256 (it records vocab_file {recorded}); "
+                         "not a file electra_tf wrote")
+
+
+def _vocab_record(folder: str) -> tuple[str, str, str]:
+    """What a folder records about its vocabulary: (fingerprint or "", the folder's
+    vocab.txt or "" where there is none, the config file that records them).
+
+    Raises:
+      InputError: a config without a field it must have (`_check_vocab_record`).
+    """
+    config = _config_path(folder)
+    value = read_json(config) if os.path.exists(config) else {}
+    _check_vocab_record(config, value)
+    own = os.path.join(folder, VOCAB)
+    return value.get("vocab_sha256", ""), own if os.path.isfile(own) else "", config
 
 
 def folder_vocab(folder: str) -> str:
-    """The vocabulary of a folder electra_tf wrote, checked by the fingerprint it records.
-
-    Its own vocab.txt; in a folder written before folders carried one, the
-    path its config records (a fine-tuning folder's: its run's vocab_file, else
-    its init checkpoint's). "" when it holds and records none.
+    """The vocabulary of a folder electra_tf wrote (its own vocab.txt), checked by the
+    fingerprint it records. "" when it holds and records none.
 
     Raises:
       ConfigError: the file holds other tokens than recorded (swapped, appended:
         ids would reach the wrong embeddings, or none).
-      VocabError: the recorded file is missing or not a vocabulary.
-      InputError: an older fine-tuning folder whose init checkpoint is gone.
+      InputError: the recorded vocab.txt is gone, or a config lacks a field.
+      VocabError: the file is not a vocabulary.
     """
     if not folder:
         return ""
-    want, vocab, config, init = _vocab_record(folder)
-    if init:
-        init_folder = model_folder(init)
-        if not any(os.path.exists(os.path.join(init_folder, name)) for name in (
-                PRETRAINING_CONFIG, FINETUNING_CONFIG, VOCAB)):
-            raise InputError(f"{folder} holds no {VOCAB} and records the vocabulary of the "
-                             f"folder it was fine-tuned from, {init_folder}, which is no longer "
-                             "there; give --vocab_file (the vocabulary it was trained with)")
-        return folder_vocab(init_folder)
+    want, vocab, config = _vocab_record(folder)
+    if want and not vocab:
+        raise InputError(f"{os.path.join(folder, VOCAB)} not found: {config} records it as the "
+                         f"vocabulary the model was trained with (sha256 {want[:12]}); restore "
+                         "it, or give --vocab_file (that vocabulary)")
     if vocab and want:
         from electra_tf.text.vocab import load_vocab
 
@@ -318,7 +330,7 @@ def checked_vocab(folder: str, vocab_file: str = "", flag: str = "--vocab_file")
     """The vocabulary to feed `folder`'s model: `vocab_file` if given, else the folder's.
 
     A given one must hold the tokens the folder records (by fingerprint, or,
-    for an older folder that records none, those of its recorded file).
+    where the folder holds a vocab.txt it records no fingerprint of, that file's).
 
     Raises:
       ConfigError: `vocab_file` holds other tokens (naming both files); and
@@ -326,25 +338,20 @@ def checked_vocab(folder: str, vocab_file: str = "", flag: str = "--vocab_file")
     """
     if not vocab_file:
         return folder_vocab(folder)
-    want, recorded, _, init = _vocab_record(folder)
-    if init:
-        try:
-            recorded = folder_vocab(model_folder(init))
-        except InputError:  # gone: the given file is all there is
-            recorded = ""
-    if not want and recorded:
+    want, own, _ = _vocab_record(folder)
+    if not want and own:
         from electra_tf.core.errors import VocabError
 
         try:
-            want = vocab_fingerprint(recorded)
+            want = vocab_fingerprint(own)
         except VocabError:
             want = ""
     got = vocab_fingerprint(vocab_file)
     if want and got != want:
         raise ConfigError(
             f"{flag}={vocab_file} holds other tokens than the vocabulary {folder} was trained "
-            f"with ({recorded or '?'}, sha256 {want[:12]}; given: sha256 {got[:12]}); use that "
-            f"vocabulary (or leave {flag} unset to use it)")
+            f"with ({own or os.path.join(folder, VOCAB)}, sha256 {want[:12]}; given: sha256 "
+            f"{got[:12]}); use that vocabulary (or leave {flag} unset to use it)")
     return vocab_file
 
 
@@ -352,7 +359,7 @@ def check_resumed_vocab(model_dir: str, vocab_file: str) -> None:
     """Refuses to resume a fine-tuning model_dir's checkpoints with another vocabulary.
 
     Only when model_dir holds checkpoints and records the fingerprint of the
-    vocabulary they were trained with (folders older than the record pass).
+    vocabulary they were trained with.
 
     Raises:
       ConfigError: naming both files.
@@ -360,13 +367,14 @@ def check_resumed_vocab(model_dir: str, vocab_file: str) -> None:
     if not (has_checkpoints(model_dir)
             and os.path.exists(os.path.join(model_dir, FINETUNING_CONFIG))):
         return
-    want, recorded, _, _ = _vocab_record(model_dir)
+    want, _, _ = _vocab_record(model_dir)
     got = vocab_fingerprint(vocab_file) if want else ""
     if got != want:
         raise ConfigError(
-            f"{model_dir} holds checkpoints trained on the vocabulary {recorded} (sha256 "
-            f"{want[:12]}), but this run reads {vocab_file} (sha256 {got[:12]}); resume with "
-            "that run's --init_checkpoint, or use another --model_dir")
+            f"{model_dir} holds checkpoints trained on the vocabulary "
+            f"{os.path.join(model_dir, VOCAB)} (sha256 {want[:12]}), but this run reads "
+            f"{vocab_file} (sha256 {got[:12]}); resume with that run's --init_checkpoint, or "
+            "use another --model_dir")
 
 
 def check_vocab_fits(vocab_file: str, rows: int, table: str = "the model's") -> None:
@@ -407,9 +415,20 @@ def recorded_vocab_fingerprint(folder: str) -> str:
 
 
 def read_pretraining_config(folder: str) -> dict:
-    """The pretraining_config.json of `folder` ({} when there is none)."""
+    """The pretraining_config.json of `folder` ({} when there is none).
+
+    Raises:
+      InputError: not a file electra_tf wrote, or one without a field it must
+        have ("run"; "vocab_sha256" beside a recorded vocab_file).
+    """
     path = os.path.join(folder, PRETRAINING_CONFIG)
-    return read_json(path) if os.path.exists(path) else {}
+    if not os.path.exists(path):
+        return {}
+    value = read_json(path)
+    if "run" not in value:
+        raise InputError(f"{path}: lacks run; not a file electra_tf wrote")
+    _check_vocab_record(path, value)
+    return value
 
 
 def recorded_vocab(folder: str) -> str:
@@ -568,11 +587,11 @@ class FinetunedRecord:
     max_seq_length: int
     finetuning: dict  # the FinetuningConfig fields
     run: dict  # the FinetuneRun fields
-    # FinetuningModel's head arguments (task.head_options); {} in older records,
-    # whose span heads are all independent (`_head_options`).
+    # FinetuningModel's head arguments (task.head_options; a span head's name its
+    # span_head).
     head_options: dict = dataclasses.field(default_factory=dict)
     # Regression: the target trained was (score - min) / max, so a score is
-    # logit * max + min; older records trained on raw scores: (0, 1).
+    # logit * max + min (recorded for a regression head; (0, 1) for the others).
     label_scale: tuple[float, float] = (0.0, 1.0)
     model_dir: str = ""  # the folder it was read from (its vocab.txt: `finetuned_vocab`)
 
@@ -622,8 +641,9 @@ def read_finetuning_config(model_dir: str) -> FinetunedRecord:
     """The record of a fine-tuning model_dir.
 
     Raises:
-      InputError: no finetuning_config.json (not a fine-tuning model_dir), or one
-        without a key or with a head this electra_tf does not know.
+      InputError: no finetuning_config.json (not a fine-tuning model_dir), or
+        one without a field it must have (one line naming the file and the fields),
+        or with a head this electra_tf does not know.
     """
     path = os.path.join(model_dir, FINETUNING_CONFIG)
     if not os.path.exists(path):
@@ -631,30 +651,36 @@ def read_finetuning_config(model_dir: str) -> FinetunedRecord:
                          f"{FINETUNED_WEIGHTS} and {FINETUNING_CONFIG})")
     value = read_json(path)
     missing = [k for k in ("task", "head", "regression", "answerable", "pair", "encoder",
-                           "max_seq_length", "head_options") if k not in value]
+                           "max_seq_length", "head_options", "label_names", "finetuning", "run")
+               if k not in value]
+    head = value.get("head")
+    if value.get("regression") and "label_scale" not in value:
+        missing.append("label_scale")
+    if head == "squad":  # the span head's kind and SQuAD 2.0's null rule (registry)
+        if "head_options" in value and "span_head" not in value["head_options"]:
+            missing.append("head_options.span_head")
+        if "finetuning" in value:
+            missing += [f"finetuning.{k}" for k in SPAN_NULL_FIELDS
+                        if k not in value["finetuning"]]
     if missing:
         raise InputError(f"{path}: lacks {', '.join(missing)}; not a file electra_tf wrote")
-    if value["head"] not in HEADS:
-        raise InputError(f"{path}: head {value['head']!r} is not one of {', '.join(HEADS)}")
+    if head not in HEADS:
+        raise InputError(f"{path}: head {head!r} is not one of {', '.join(HEADS)}")
+    _check_vocab_record(path, value)
     return FinetunedRecord(
-        task=value["task"], head=value["head"], regression=bool(value["regression"]),
+        task=value["task"], head=head, regression=bool(value["regression"]),
         answerable=bool(value["answerable"]),
-        pair=bool(value["pair"]), label_names=tuple(value.get("label_names") or ()),
+        pair=bool(value["pair"]), label_names=tuple(value["label_names"]),
         encoder=EncoderConfig.from_dict(value["encoder"]),
         max_seq_length=int(value["max_seq_length"]),
-        finetuning=value.get("finetuning", {}), run=value.get("run", {}),
-        head_options=_head_options(value["head"], value["head_options"]),
+        finetuning=value["finetuning"], run=value["run"],
+        head_options=dict(value["head_options"]),
         label_scale=_label_scale(value.get("label_scale", (0.0, 1.0)), path),
         model_dir=model_dir)
 
 
-def _head_options(head: str, options: dict) -> dict:
-    """The recorded head arguments; a span head recorded without its kind is independent
-    (records older than head_options, and `convert --from=hf`'s)."""
-    options = dict(options)
-    if head == "squad":
-        options.setdefault("span_head", "independent")
-    return options
+# The FinetuningConfig fields a span head's record holds (registry.squad_null_options).
+SPAN_NULL_FIELDS = ("squad_null_rule", "qa_na_threshold", "no_answer_threshold")
 
 
 def _label_scale(value, path: str) -> tuple[float, float]:
@@ -710,12 +736,8 @@ def load_finetuned(model_dir: str):
 
 
 def finetuned_vocab(record: FinetunedRecord) -> str:
-    """The vocab a fine-tuned model was trained with (`folder_vocab` of its folder; a
-    record not read from a folder: its run's vocab_file, else its init checkpoint's)."""
-    if record.model_dir:
-        return folder_vocab(record.model_dir)
-    init = record.run.get("init_checkpoint", "")
-    return record.run.get("vocab_file", "") or (folder_vocab(model_folder(init)) if init else "")
+    """The vocab a fine-tuned model was trained with (`folder_vocab` of its folder)."""
+    return folder_vocab(record.model_dir)
 
 
 def read_results(model_dir: str) -> dict:

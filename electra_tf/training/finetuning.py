@@ -80,8 +80,8 @@ def collapse_warning(init_checkpoint: str) -> str | None:
     """One line where a pre-training model_dir's final_eval.json shows a collapsed
     discriminator (disc_token_cosine in reporting's collapsed range), else None.
 
-    A folder without the file, or one from before the metric, says nothing: this is
-    advice, and the weights load either way."""
+    A folder without the file, or whose evaluation has no discriminator states
+    (no metric), says nothing: this is advice, and the weights load either way."""
     path = os.path.join(init_checkpoint, artifacts.FINAL_EVAL)
     if not os.path.isfile(path):
         return None

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 import time
 
 import keras
 
+from electra_tf.core import framework_messages
 from electra_tf.core.config import PretrainingConfig, RunConfig, check_run
 from electra_tf.core.errors import ConfigError, InputError, RecordError
 from electra_tf.core.fileio import FolderLock
@@ -335,32 +335,35 @@ class Pretraining:
         """A corrupt or misshaped record met mid-run: save a checkpoint, name the file.
 
         tf.data's messages name neither the file nor the flag; the file is
-        found from the byte offset (`locate_corrupt_record`). Other errors are
+        found from the byte offset (`locate_corrupt_record`). A DataLossError is a
+        corrupt record; an InvalidArgumentError is a bad record only where its
+        message says so (core/framework_messages.py), and other errors are
         returned unchanged (bugs keep their traceback).
         """
         message = error.message or ""
-        corrupt = re.search(r"(corrupted|truncated) record at \d+", message)
-        misshaped = re.search(r"Number of int64 values != expected[^\n\]]*"
-                              r"|Feature: \w+ \(data type: int64\) is required[^\n\]]*", message)
-        bad_id = re.search(r"indices\[[^\]]*\] = (-?\d+) is not in \[0, (\d+)\)", message)
+        corrupt = isinstance(error, _tensorflow_data_errors()[0])  # DataLossError
+        misshaped = framework_messages.misshaped_record(message)
+        bad_id = framework_messages.id_out_of_range(message)
         if not corrupt and not misshaped and not bad_id:
             return error
         step = self.step
         saved = self._save_after_bad_record()
+        if corrupt:
+            path = locate_corrupt_record(self.files["train"] + self.files["eval"], message)
+            where = path or "a file of --train_data or --eval_data"
+            found = framework_messages.corrupt_record(message)
+            said = found[0] if found else message.strip().split("\n")[0][:200]
+            return InputError(f"{where}: corrupt TFRecord ({said}), met at step {step}; "
+                              f"{saved}; replace or remove that file, then rerun to resume")
         if bad_id:  # the embedding lookup's check, on TensorFlow's CPU kernels
             return InputError(
-                f"a record of --train_data or --eval_data holds token id {bad_id.group(1)}, "
-                f"outside the vocabulary's [0, {bad_id.group(2)}), met at step {step}; {saved}; "
+                f"a record of --train_data or --eval_data holds token id {bad_id[0]}, "
+                f"outside the vocabulary's [0, {bad_id[1]}), met at step {step}; {saved}; "
                 "rebuild the data with this --vocab_file, then rerun to resume")
-        if misshaped:
-            return InputError(
-                f"a record of --train_data or --eval_data does not fit --max_seq_length="
-                f"{self.config.max_seq_length} ({misshaped.group(0).strip()}), met at step "
-                f"{step}; {saved}; rebuild that file, then rerun to resume")
-        path = locate_corrupt_record(self.files["train"] + self.files["eval"], message)
-        where = path or "a file of --train_data or --eval_data"
-        return InputError(f"{where}: corrupt TFRecord ({corrupt.group(0)}), met at step {step}; "
-                          f"{saved}; replace or remove that file, then rerun to resume")
+        return InputError(
+            f"a record of --train_data or --eval_data does not fit --max_seq_length="
+            f"{self.config.max_seq_length} ({misshaped}), met at step "
+            f"{step}; {saved}; rebuild that file, then rerun to resume")
 
 
 def _tensorflow_data_errors() -> tuple:

@@ -84,7 +84,8 @@ def finetuned_dirs(export_pretrained_dir, tiny_vocab, tmp_path_factory):
             "run": {"vocab_file": tiny_vocab, "init_checkpoint": export_pretrained_dir},
             **extras,
             "finetuning": {"do_lower_case": True, "no_answer_threshold": 0.0,
-                           **extras.get("finetuning", {})}}
+                           **extras.get("finetuning", {})},
+            **artifacts.keep_vocab(str(out), tiny_vocab)}  # its vocab.txt and fingerprint
         artifacts.write_json(str(out / artifacts.FINETUNING_CONFIG), record)
         dirs[name] = str(out)
     return dirs

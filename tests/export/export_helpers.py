@@ -40,14 +40,16 @@ FINETUNED = {
     "squad": ("squad", "squad_v2", [], False, True, SQUAD_SEQ),
     "squad_joint": ("squad", "squad_v2", [], False, True, SQUAD_SEQ),
 }
-# What finetuning_config.json records beyond the keys every folder above has,
-# as the trainer writes it now. The others are older records: no label_scale
-# (raw scores), no head_options (the independent head), no squad_null_rule
-# (the "combined" rule with no_answer_threshold).
+# What finetuning_config.json records beyond the keys every folder above has.
+# "squad" has the independent head and the "combined" null rule with
+# no_answer_threshold (what `convert --from=hf` writes); "squad_joint" the
+# trainer's defaults: the joint head's beam and the "answerable" rule.
 BEAM = 5  # squad_joint's beam: smaller than the context, so that it matters
 QA_NA_THRESHOLD = -0.5
 RECORD_EXTRAS = {
-    "squad": {"head_options": {"span_head": "independent"}},
+    "squad": {"head_options": {"span_head": "independent"},
+              "finetuning": {"squad_null_rule": "combined", "qa_na_threshold": 0.0,
+                             "no_answer_threshold": 0.0, "joint_prediction": False}},
     "stsb": {"label_scale": [0.0, 5.0], "head_options": {}},
     "squad_joint": {
         "head_options": {"span_head": "joint", "beam_size": BEAM},

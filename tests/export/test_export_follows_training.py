@@ -1,6 +1,6 @@
 """The export serves what was trained: STS-B's label scale, SQuAD's span head (the
-joint head's beam) and SQuAD 2.0's recorded null rule and threshold; older records
-keep the behaviour they were trained with."""
+joint head's beam) and SQuAD 2.0's recorded null rule and threshold; a record
+without them is refused in one line."""
 
 import json
 import os
@@ -19,14 +19,12 @@ def _ok(result):
 
 def _task_decoding(name, spec):
     """SquadTask's predictions for SQUAD_PAIRS, from the Keras model, with the task
-    options the folder records (the older "squad" record: the independent head and
-    the combined rule)."""
+    options the folder records ("squad": the independent head and the combined rule)."""
     from electra_tf.core.config import FinetuningConfig
     from electra_tf.tasks.registry import task_from_config
     from electra_tf.tasks.squad import SquadExample
 
-    fields = {"joint_prediction": False, "squad_null_rule": "combined",
-              **RECORD_EXTRAS.get(name, {}).get("finetuning", {})}
+    fields = RECORD_EXTRAS[name]["finetuning"]
     task = task_from_config(FinetuningConfig(task_name="squad_v2", **fields))
     examples = [SquadExample(f"q{i}", q, c) for i, (q, c) in enumerate(SQUAD_PAIRS)]
     feats = task.featurize(examples, spec.tokenizer, spec.max_seq_length)
@@ -66,13 +64,12 @@ def test_squad_export_answers_as_the_task_decodes_the_window(name, exports, fres
 
 
 def test_the_spec_follows_the_record(exports):
-    joint, old = exports["squad_joint"][0], exports["squad"][0]
+    joint, independent = exports["squad_joint"][0], exports["squad"][0]
     assert (joint.span_head, joint.null_rule, joint.no_answer_threshold) == (
         "joint", "answerable", QA_NA_THRESHOLD)
     assert joint.model.head.beam_size == BEAM
-    # a record from before the head and the rule were recorded: what it trained with
-    assert (old.span_head, old.null_rule, old.no_answer_threshold) == (
-        "independent", "combined", 0.0)
+    assert (independent.span_head, independent.null_rule,
+            independent.no_answer_threshold) == ("independent", "combined", 0.0)
     assert exports["stsb"][0].label_scale == (0.0, 5.0)
     with open(os.path.join(exports["squad_joint"][1], "assets.extra", "export_info.json")) as f:
         info = json.load(f)
@@ -90,20 +87,31 @@ def _copy_with(finetuned_dir, tmp_path, **changes):
     for key, value in changes.items():
         if value is None:
             record.pop(key, None)
-        elif isinstance(value, dict):
-            record[key] = {**record.get(key, {}), **value}
+        elif isinstance(value, dict):  # merged; a None value drops that key
+            record[key] = {k: v for k, v in {**record.get(key, {}), **value}.items()
+                           if v is not None}
         else:
             record[key] = value
     path.write_text(json.dumps(record))
     return str(out)
 
 
-def test_an_stsb_record_without_a_scale_serves_raw_scores(finetuned_dirs, tmp_path):
+def test_a_record_without_its_scale_or_null_rule_is_refused_in_one_line(finetuned_dirs,
+                                                                       tmp_path):
+    """Not served by a guess (raw scores, the combined rule): one format, one line."""
+    from electra_tf.core.errors import InputError
     from electra_tf.serving.export import load_spec
 
-    spec = load_spec("sequence_classification",
-                     _copy_with(finetuned_dirs["stsb"], tmp_path, label_scale=None))
-    assert spec.label_scale == (0.0, 1.0)
+    folder = _copy_with(finetuned_dirs["stsb"], tmp_path / "stsb", label_scale=None)
+    with pytest.raises(InputError) as raised:
+        load_spec("sequence_classification", folder)
+    assert str(raised.value) == (f"--checkpoint: {folder}/finetuning_config.json: lacks "
+                                 "label_scale; not a file electra_tf wrote")
+    folder = _copy_with(finetuned_dirs["squad"], tmp_path / "squad",
+                        head_options={"span_head": None}, finetuning={"squad_null_rule": None})
+    with pytest.raises(InputError, match=r"lacks head_options.span_head, "
+                                         r"finetuning.squad_null_rule; not a file"):
+        load_spec("squad", folder)
 
 
 def test_regression_score_is_logit_times_max_plus_min():

@@ -286,7 +286,7 @@ def test_squad_answer_text_is_the_context_slice(name, exports, fresh):
         if not context.strip():
             assert tf2["answer_text"][r] == b"" and not tf2["has_answer"][r]
             assert tf2["answer_score"][r] == pytest.approx(-1e9)
-    if name == "squad":  # the combined rule (a record from before the rule was recorded)
+    if name == "squad":  # the combined rule (RECORD_EXTRAS)
         np.testing.assert_allclose(tf2["null_odds"],
                                    tf2["no_answer_score"] - tf2["answer_score"], atol=1e-3)
 

@@ -264,7 +264,8 @@ def test_a_dense_head_exports_exactly_as_transformers_mlp_head(tiny_vocab, tmp_p
                   "head": "sequence_classification", "regression": bool(scale),
                   "answerable": False, "pair": bool(scale),
                   "label_names": labels, "max_seq_length": SEQ, "head_options": {},
-                  "run": {"vocab_file": tiny_vocab}, "finetuning": {"do_lower_case": True}}
+                  "run": {"vocab_file": tiny_vocab}, "finetuning": {"do_lower_case": True},
+                  **artifacts.keep_vocab(str(folder), tiny_vocab)}
         if scale:
             record["label_scale"] = scale
         artifacts.write_json(str(folder / artifacts.FINETUNING_CONFIG), record)

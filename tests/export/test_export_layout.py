@@ -76,8 +76,7 @@ def next_export(exports, tmp_path_factory):
         f".tmp-4-{host}-{os.getpid()}-live1": (True, False, False),  # a running export
         ".tmp-4-other-host-7-xyz": (True, False, False),  # another host, recent
         ".tmp-4-other-host-8-xyz": (True, True, True),  # another host, old
-        ".tmp-4-legacy12": (True, False, False),  # no host/pid, recent
-        ".tmp-4-legacy34": (True, True, True),  # no host/pid, old
+        ".tmp-4-nohost12": (True, True, False),  # not an export's name (no host/pid), old
         "3": (True, True, False),  # a version, however old (even empty)
         ".tmp-file": (False, True, False),  # not a dir
         "tmp-4-x": (True, True, False),  # not .tmp-

@@ -25,8 +25,8 @@ def test_the_warning_reads_the_final_eval_and_says_nothing_without_one(pretraine
                            "shows disc_token_cosine 0.873 (>= 0.8): ")
     assert "--from_scratch" in line
     spread = _with_final_eval(pretrained_dir, tmp_path / "s", disc_token_cosine=0.41)
-    older = _with_final_eval(pretrained_dir, tmp_path / "o")  # before the metric
-    assert collapse_warning(spread) is None and collapse_warning(older) is None
+    no_metric = _with_final_eval(pretrained_dir, tmp_path / "o")  # no discriminator states
+    assert collapse_warning(spread) is None and collapse_warning(no_metric) is None
     assert collapse_warning(pretrained_dir) is None  # no final_eval.json at all
     broken = _with_final_eval(pretrained_dir, tmp_path / "b")
     (tmp_path / "b" / artifacts.FINAL_EVAL).write_text("{not json")

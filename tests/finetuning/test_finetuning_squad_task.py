@@ -287,8 +287,9 @@ def test_the_default_null_rule_is_the_originals(setup):
     preds = combined.predictions(outputs, examples, feats)
     assert preds["q-space"].null_odds == pytest.approx(-11.25)
     assert preds["q-space"].answer == "World"
-    # A finetuning_config.json written before the rule existed was trained "combined".
-    assert registry.squad_null_options({"no_answer_threshold": 0.5}) == {
+    # A record's rule and its threshold (artifacts checks that a span head records them).
+    assert registry.squad_null_options({"squad_null_rule": "combined", "qa_na_threshold": -1.0,
+                                        "no_answer_threshold": 0.5}) == {
         "null_odds_from": "combined", "no_answer_threshold": 0.5}
     with pytest.raises(ConfigError, match="squad_null_rule"):
         FinetuningConfig(task_name="squad_v2", squad_null_rule="bert")

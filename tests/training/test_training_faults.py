@@ -281,12 +281,14 @@ def test_resume_checks_in_process(make_configs, tmp_path):
     # A vocabulary at another path with the same tokens is the same vocabulary.
     moved = shutil.copy(run.vocab_file, tmp_path / "moved_vocab.txt")
     check_resume(config, dataclasses.replace(run, vocab_file=str(moved)))
-    # Folders written before the fingerprint: the shapes are still checked.
+    # A config that records the vocab_file without its fingerprint: one line, not a guess.
     recorded = artifacts.read_pretraining_config(run.model_dir)
     del recorded["vocab_sha256"]
-    artifacts.write_json(str(tmp_path / "m" / artifacts.PRETRAINING_CONFIG), recorded)
+    path = tmp_path / "m" / artifacts.PRETRAINING_CONFIG
+    artifacts.write_json(str(path), recorded)
     other = write_vocab(tmp_path / "other.txt", tiny_vocab_tokens()[::-1])
-    check_resume(config, dataclasses.replace(run, vocab_file=other))
+    with pytest.raises(InputError, match=rf"^{path}: lacks vocab_sha256 \(it records "):
+        check_resume(config, dataclasses.replace(run, vocab_file=other))
 
 
 # === Faults ===
@@ -458,11 +460,14 @@ def test_a_second_run_on_a_model_dir_in_use_is_refused(make_configs, tmp_path, m
             FolderLock(str(model_dir), "--model_dir").__enter__()
 
 
-@pytest.mark.parametrize("code,text", [(28, "No space left on device"),
-                                       (30, "Read-only file system")])
-def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, capsys):
+@pytest.mark.parametrize("code,text,error", [(28, "No space left on device",
+                                              "ResourceExhaustedError"),
+                                             (30, "Read-only file system",
+                                              "PermissionDeniedError")])
+def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, error, capsys):
     """ENOSPC or EROFS while a checkpoint, the weights or an export is written (Python's
-    OSError, or TensorFlow's error that carries the same message)."""
+    OSError, or TensorFlow's error of that cause: tests/test_framework_messages.py
+    provokes TensorFlow's own)."""
     import tensorflow as tf
 
     from electra_tf import cli
@@ -471,8 +476,9 @@ def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, ca
         raise OSError(code, text, "/models/run/discriminator.weights.h5")
 
     def tensorflow_write():
-        raise tf.errors.UnknownError(None, None, f"Failed to write /models/run/ckpt-4.data: "
-                                                 f"{text}\n\tsome context")
+        raise getattr(tf.errors, error)(None, None, "{{function_node __wrapped__SaveV2}} "
+                                                    "Failed to write /models/run/ckpt-4.data: "
+                                                    f"{text}\n\tsome context")
 
     for main, where in ((python_write, "/models/run/discriminator.weights.h5: "),
                         (tensorflow_write, "Failed to write /models/run/ckpt-4.data: ")):
@@ -488,6 +494,12 @@ def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, ca
 
     with pytest.raises(FileNotFoundError):
         cli.run_cli(bug)
+
+    def out_of_memory():  # the other cause of a ResourceExhaustedError keeps its traceback
+        raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
+
+    with pytest.raises(tf.errors.ResourceExhaustedError):
+        cli.run_cli(out_of_memory)
 
 
 def test_a_model_dir_that_is_a_file_is_refused_before_anything_is_built(

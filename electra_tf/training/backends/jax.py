@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import keras
 import numpy as np
 
+from electra_tf.core import framework_messages
 from electra_tf.core.config import FinetuneRun, FinetuningConfig, PretrainingConfig, RunConfig
 from electra_tf.core.errors import ConfigError, InputError, PeerLost
 from electra_tf.data.numpy_pipeline import numpy_pretraining_batches
@@ -416,8 +417,7 @@ class JaxPretraining(Pretraining):
         if jax.process_count() < 2:
             return None
         message = str(error)
-        if not any(s in message for s in ("Gloo", "heartbeat timeout", "Connection reset",
-                                          "Connection refused", "UNAVAILABLE")):
+        if not framework_messages.jax_peer_lost(message):
             return None
         first = next((line.strip() for line in message.splitlines() if line.strip()), "")
         return PeerLost(
