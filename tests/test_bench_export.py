@@ -17,25 +17,26 @@ pytestmark = pytest.mark.slow
 def _finetuned_dir(tmp_path, vocab_file):
     import keras
 
-    from electra_tf.core.config import MODEL_SIZES, EncoderConfig
+    from electra_tf.core.config import MODEL_SIZES, EncoderConfig, FinetuneRun, FinetuningConfig
     from electra_tf.modeling import build_discriminator
     from electra_tf.tasks.model import FinetuningModel
+    from electra_tf.tasks.registry import get_task
     from electra_tf.training import artifacts
 
     with open(vocab_file) as f:
         vocab_size = sum(1 for line in f if line.strip())
     config = EncoderConfig(vocab_size=vocab_size, **MODEL_SIZES["tiny"])
     keras.utils.set_random_seed(0)
-    model = FinetuningModel(build_discriminator(config).encoder, "classification", 2)
+    model = FinetuningModel(build_discriminator(config).encoder, "sequence_classification", 2)
     model.build()
     out = tmp_path / "sst2"
     out.mkdir()
     artifacts.save_weights(model, str(out / artifacts.FINETUNED_WEIGHTS))
-    artifacts.write_json(str(out / artifacts.FINETUNING_CONFIG), {
-        "encoder": config.to_dict(), "task": "sst2", "head": "classification",
-        "answerable": False, "pair": False, "label_names": ["0", "1"], "max_seq_length": 32,
-        "model_size": "tiny", "head_options": {}, "finetuning": {"do_lower_case": True},
-        "run": {"vocab_file": vocab_file}})
+    task = get_task("sst2")
+    artifacts.write_finetuning_config(
+        str(out), task=task, config=FinetuningConfig(task_name="sst2"),
+        run=FinetuneRun(model_dir=str(out), vocab_file=vocab_file), encoder=config,
+        model_size="tiny", max_seq_length=32)
     return str(out)
 
 
