@@ -57,6 +57,13 @@ class MaskingConfig:
                    sep_id=tokenizer.sep_id, vocab_size=tokenizer.vocab_size, **kwargs)
 
 
+# What the batch check below says when a record holds an id outside [0, vocab_size):
+# electra_tf's own words, which the pre-training loop finds in tf.data's error. The
+# model's lookup would not say it: keras.ops.take reads a negative id from the end of
+# the table, and TensorFlow's GPU gather returns zeros for an id past its end.
+ID_OUTSIDE_VOCABULARY = "electra_tf: a record holds a token id outside the vocabulary"
+
+
 def mask_batch(input_ids, input_mask, seed, config: MaskingConfig) -> dict:
     """Masks a batch.
 
@@ -76,6 +83,10 @@ def mask_batch(input_ids, input_mask, seed, config: MaskingConfig) -> dict:
     import tensorflow as tf
 
     input_ids = tf.cast(input_ids, tf.int32)
+    in_vocabulary = ((tf.reduce_min(input_ids) >= 0)
+                     & (tf.reduce_max(input_ids) < config.vocab_size))
+    with tf.control_dependencies([tf.debugging.Assert(in_vocabulary, [ID_OUTSIDE_VOCABULARY])]):
+        input_ids = tf.identity(input_ids)
     input_mask = tf.cast(input_mask, tf.int32)
     n = config.max_predictions_per_seq
     seq_len = tf.shape(input_ids)[1]

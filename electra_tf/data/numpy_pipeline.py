@@ -28,8 +28,10 @@ from electra_tf.data.tfrecord_reader import (
 )
 
 
-def _examples(files: list[str], max_seq_length: int, rng: np.random.Generator | None):
-    """Examples of the files, file order reshuffled every epoch (forever) when rng is given."""
+def _examples(files: list[str], max_seq_length: int, rng: np.random.Generator | None,
+              vocab_size: int | None = None):
+    """Examples of the files, file order reshuffled every epoch (forever) when rng is given;
+    `vocab_size`: each example's ids must lie in [0, vocab_size) (RecordError otherwise)."""
     while True:
         order = rng.permutation(len(files)) if rng is not None else range(len(files))
         for i in order:
@@ -44,6 +46,12 @@ def _examples(files: list[str], max_seq_length: int, rng: np.random.Generator | 
                         f"{files[i]}: record {index} has length {len(example['input_ids'])}, "
                         f"not --max_seq_length={max_seq_length} (records built for another "
                         "length)")
+                ids = example["input_ids"]
+                if vocab_size is not None and len(ids) and (ids.min() < 0
+                                                             or ids.max() >= vocab_size):
+                    bad = ids.min() if ids.min() < 0 else ids.max()
+                    raise RecordError(f"{files[i]}: record {index} holds token id {bad}, "
+                                      f"outside the vocabulary's [0, {vocab_size})")
                 yield example
         if rng is None:
             return
@@ -65,7 +73,8 @@ def numpy_pretraining_batches(file_pattern: str | list[str], batch_size: int,
     """
     files = expand_files(file_pattern, "TFRecord")
     examples = _examples(files, max_seq_length,
-                         np.random.default_rng([seed, 0]) if is_training else None)
+                         np.random.default_rng([seed, 0]) if is_training else None,
+                         masking.vocab_size if masking is not None else None)
     shuffle = np.random.default_rng([seed, 1])
     buffer: list[dict] = []
     index = 0

@@ -36,6 +36,7 @@ from electra_tf.core import framework_messages
 from electra_tf.core.config import PretrainingConfig, RunConfig, check_run
 from electra_tf.core.errors import ConfigError, InputError, RecordError
 from electra_tf.core.fileio import FolderLock
+from electra_tf.data.masking import ID_OUTSIDE_VOCABULARY
 from electra_tf.data.tfrecord_reader import locate_corrupt_record
 from electra_tf.objectives.pretrainer import ElectraPretrainer
 from electra_tf.training import artifacts, preflight, reporting, summaries
@@ -344,7 +345,8 @@ class Pretraining:
         corrupt = isinstance(error, _tensorflow_data_errors()[0])  # DataLossError
         misshaped = framework_messages.misshaped_record(message)
         bad_id = framework_messages.id_out_of_range(message)
-        if not corrupt and not misshaped and not bad_id:
+        outside = ID_OUTSIDE_VOCABULARY in message  # the input's own check (data/masking.py)
+        if not corrupt and not misshaped and not bad_id and not outside:
             return error
         step = self.step
         saved = self._save_after_bad_record()
@@ -359,6 +361,11 @@ class Pretraining:
             return InputError(
                 f"a record of --train_data or --eval_data holds token id {bad_id[0]}, "
                 f"outside the vocabulary's [0, {bad_id[1]}), met at step {step}; {saved}; "
+                "rebuild the data with this --vocab_file, then rerun to resume")
+        if outside:
+            return InputError(
+                f"a record of --train_data or --eval_data holds a token id outside the "
+                f"vocabulary's [0, {self.config.vocab_size}), met at step {step}; {saved}; "
                 "rebuild the data with this --vocab_file, then rerun to resume")
         return InputError(
             f"a record of --train_data or --eval_data does not fit --max_seq_length="

@@ -175,19 +175,38 @@ def test_records_holding_ids_outside_the_vocabulary_are_refused(tiny_records, tm
     assert not (tmp_path / "model").exists()
 
 
+@pytest.mark.parametrize("offset", [4, None])
 def test_an_id_outside_the_vocabulary_met_mid_run_is_one_line_after_a_checkpoint(
-        tiny_records, tmp_path):
+        tiny_records, tmp_path, offset):
     """The first record is checked before the run; one further in is met by the
-    embedding lookup (TensorFlow's CPU kernel checks it)."""
+    input's own check of every batch (data/masking.py): the model's lookup would
+    read a negative id (offset None: -1) from the end of the table without a word."""
     size = len(tiny_vocab_tokens())
-    path = write_records(tmp_path / "late.tfrecord", [2, 7, 3], [2, 7, size + 4, 3], count=64)
+    bad = -1 if offset is None else size + offset
+    path = write_records(tmp_path / "late.tfrecord", [2, 7, 3], [2, 7, bad, 3], count=64)
     with pytest.raises(InputError) as raised:
         pretraining(tiny_records, tmp_path / "model", train_data=path, num_train_steps=4).train()
     assert re.fullmatch(
-        rf"a record of --train_data or --eval_data holds token id {size + 4}, outside the "
+        rf"a record of --train_data or --eval_data holds a token id outside the "
         rf"vocabulary's \[0, {size}\), met at step 0; checkpoint saved at step 0; rebuild the "
         r"data with this --vocab_file, then rerun to resume", str(raised.value)), raised.value
     assert not (tmp_path / "model" / "discriminator.weights.h5").exists()
+
+
+def test_the_numpy_input_names_the_record_holding_an_id_outside_the_vocabulary(tiny_records,
+                                                                              tmp_path):
+    from electra_tf.core.errors import RecordError
+    from electra_tf.data.masking import MaskingConfig
+    from electra_tf.data.numpy_pipeline import numpy_pretraining_batches
+
+    size = len(tiny_vocab_tokens())
+    path = write_records(tmp_path / "late.tfrecord", [2, 7, 3], [2, 7, -3, 3], count=4)
+    masking = MaskingConfig(mask_prob=0.15, max_predictions_per_seq=2, mask_id=4, cls_id=2,
+                            sep_id=3, vocab_size=size)
+    with pytest.raises(RecordError) as raised:
+        list(numpy_pretraining_batches(path, 2, 32, masking, is_training=False))
+    assert str(raised.value) == (f"{path}: record 1 holds token id -3, outside the "
+                                 f"vocabulary's [0, {size})")
 
 
 def test_a_non_finite_loss_stops_the_run_keeping_the_last_good_checkpoint(tiny_records,
