@@ -366,7 +366,7 @@ def worker_electra_tf(args):
     import numpy as np
 
     from electra_tf.core.config import RunConfig
-    from electra_tf.training.backends.jax import JaxPretraining
+    from electra_tf.training.backends.jax import JaxPretraining, training_state
 
     options = variant_options(args.variant)
     config = pretraining_config(args.size, attention_dropout_0="ad0" in options)
@@ -403,7 +403,10 @@ def worker_electra_tf(args):
     def chunk():
         return p.train_steps(iterator, args.chunk_steps)["loss"]
 
+    handed = jax.tree.leaves(training_state(p.model, p.optimizer))  # to the first call
     result = chunk_timings(first, chunk, args, K)
+    # donated buffers are deleted by the call that took them: measured, not assumed
+    result["donated"] = all(x.is_deleted() for x in handed)
     if args.ab_prefetch_chunks:
         result["ab_prefetch"] = interleaved_prefetch(p, chunk, args.ab_prefetch_chunks)
     if args.profile_to:  # one compiled call: K steps
@@ -413,7 +416,7 @@ def worker_electra_tf(args):
     result.update({"build_s": build_s, "parameters": n_params, "optimizer_steps": p.step,
                    "peak_memory_bytes": stats.get("peak_bytes_in_use"),
                    "dtype_policy": p.model.dtype_policy.name, "input": args.input,
-                   "variant": args.variant, "donated": "nodonate" not in options,
+                   "variant": args.variant,
                    "attention_probs_dropout_prob": {"discriminator": d.attention_probs_dropout_prob,
                                                     "generator": g.attention_probs_dropout_prob},
                    "run_config": {k: v for k, v in dataclasses.asdict(run).items()
@@ -708,14 +711,17 @@ def settings(args) -> list[dict]:
 TOY_ONLY = "electra_tf/toy/fp32/K1,electra_tf/toy/bf16/K10,hf/toy/fp32/eager,hf/toy/bf16/eager"
 
 # Each setting's wall time on one H100 (seconds, from the process's start to its
-# result: imports and CUDA start ~8, the build, the first call's compile, the 80
-# timed steps), ahead of any measurement there: a guess from the model sizes (Small
-# and Base compile about alike: both are 2 x 12 layers; torch.compile of G + D's
-# forward and backward takes longer than XLA). The budget guard scales them by what
-# the run has measured so far (ESTIMATE_SCALE_RANGE), so a wrong guess costs at most
-# the first settings' order.
+# result), ahead of any measurement there: guesses from the model sizes. An
+# electra_tf setting: imports and CUDA start ~8; JaxPretraining's build ~15-25 cold
+# (some 230 small programs compiled one by one: the variable initializers and the
+# eager dummy forward pass; a lease's later settings of the same size read them
+# from its compilation cache, gpu_lease.sh); the step's compile ~30-45 (Small and
+# Base alike: both are 2 x 12 layers); 80 timed steps ~2 (Small) to ~6 (Base).
+# torch.compile of G + D's forward and backward takes longer than XLA's compile.
+# The budget guard scales them by what the run has measured so far
+# (ESTIMATE_SCALE_RANGE), so a wrong guess costs at most the first settings' order.
 ESTIMATE_S = {
-    ("electra_tf", "small"): 60, ("electra_tf", "base"): 75, ("electra_tf", "base512"): 80,
+    ("electra_tf", "small"): 75, ("electra_tf", "base"): 90, ("electra_tf", "base512"): 95,
     ("hf", "small", "compile"): 75, ("hf", "base", "compile"): 95,
     ("hf", "base512", "compile"): 95,
     ("hf", "small", "eager"): 30, ("hf", "base", "eager"): 40, ("hf", "base512", "eager"): 40,
@@ -850,6 +856,11 @@ def markdown(report: dict) -> str:
                       if "a_first_loss" in p else "-")
             lines.append(f"| {p['setting']} | {p['change']} | {p['a']} | {p['a_seq_s']:,.1f} | "
                          f"{p['b_seq_s']:,.1f} | {p['ratio']:.3f} | {losses} |")
+    if report.get("jax_compilation_cache_dir"):
+        lines += ["", "JAX's persistent compilation cache was on (JAX_COMPILATION_CACHE_DIR) "
+                  "for every process: a setting's build reads the small programs an earlier "
+                  "setting of its size compiled; each step program above is its own, "
+                  "compiled cold (its compile s includes writing it to the cache)."]
     if "budget" in report:
         b = report["budget"]
         lines += ["", f"Budget: --budget_s={b['budget_s']:g}; wall s (estimate): each "
@@ -916,7 +927,8 @@ def main_orchestrate(args, argv):
                        "machine": platform.machine()},
               "flops_per_sequence": {s: config_flops(s) for s in args.sizes},
               "configs": {s: SIZES[s][0] for s in args.sizes}, "results": [],
-              "budget": {"budget_s": args.budget_s, "scale": 1.0}}
+              "budget": {"budget_s": args.budget_s, "scale": 1.0},
+              "jax_compilation_cache_dir": os.environ.get("JAX_COMPILATION_CACHE_DIR")}
     log("matmul peak")
     mm = run_worker("matmul", args, args.setting_timeout_s)
     if "error" in mm:

@@ -22,28 +22,31 @@
 # rewritten after every setting, so a cut-short run keeps what it measured.
 #
 # PLAN=targets (default): issue #40's targets in their order of value, then the
-# A/B rows. Estimates on one H100 (seconds; guesses: nothing has run on a GPU
-# yet), and where each would end if the guesses hold:
+# A/B rows. Estimates on one H100 (seconds; bench_gpu.ESTIMATE_S, guesses: nothing
+# has run on a GPU yet), and where each would end if the guesses hold:
 #     set-up: wheels, device.txt (imports jax, keras, torch)      ~25     25
 #     matmul peak (JAX, bf16 and fp32)                            ~20     45
-#   1 electra_tf/small/bf16/K1 + device-prefetch A/B              ~63    108
-#   2 electra_tf/small/bf16/K10 + trace of one call + prefetch A/B ~73   181
-#   3 hf/small/bf16/compile                                       ~75    256
-#   4 electra_tf/base/bf16/K10 + trace of one call                ~85    341
-#   5 hf/base/bf16/compile                                        ~95    436
-#   6 electra_tf/base512/bf16/K10                                 ~80    516
-#   7 hf/base512/bf16/compile                                     ~95    611
-#   8 electra_tf/base512/bf16/K10/ad0       fused attention A/B:  ~80    691
-#   9 electra_tf/base512/bf16/K10/ad0+fused   both arms without   ~80    771
-#  10 electra_tf/small/bf16/K10/ad0           attention dropout   ~60    831
-#  11 electra_tf/small/bf16/K10/ad0+fused                         ~60    891
-#  12 electra_tf/small/bf16/K10/nodonate    (A: row 2)            ~60    951
-# So at the guesses, 8 minutes hold rows 1-5 and the guard skips the rest; each
-# setting that runs faster than its guess lets more in (the scale follows the
-# measurements). A second lease with PLAN=ab runs the A/B rows first:
-#     matmul ~20, small K10 (the A of nodonate; + trace, prefetch A/B) ~73,
-#     small K10/ad0 ~60, small K10/ad0+fused ~60, base512 K10/ad0 ~80,
-#     base512 K10/ad0+fused ~80, small K10/nodonate ~60, small K1 + prefetch A/B ~63.
+#   1 electra_tf/small/bf16/K1 + device-prefetch A/B              ~78    123
+#   2 electra_tf/small/bf16/K10 + trace of one call + prefetch A/B ~88   211
+#   3 hf/small/bf16/compile                                       ~75    286
+#   4 electra_tf/base/bf16/K10 + trace of one call               ~100    386
+#   5 hf/base/bf16/compile                                        ~95    481
+#   6 electra_tf/base512/bf16/K10                                 ~95    576
+#   7 hf/base512/bf16/compile                                     ~95    671
+#   8 electra_tf/base512/bf16/K10/ad0       fused attention A/B:  ~95    766
+#   9 electra_tf/base512/bf16/K10/ad0+fused   both arms without   ~95    861
+#  10 electra_tf/small/bf16/K10/ad0           attention dropout   ~75    936
+#  11 electra_tf/small/bf16/K10/ad0+fused                         ~75   1011
+#  12 electra_tf/small/bf16/K10/nodonate    (A: row 2)            ~75   1086
+# The estimates include a cold build (~20 s); a size's later settings read most of
+# theirs from the compilation cache below. So at the guesses 8 minutes hold rows 1-4
+# (row 5 needs about 15 s more: BUDGET_S=540 holds it) and the guard records the
+# rest as skipped; each setting that runs faster than its guess lets more in (the
+# scale follows the measurements). A second lease with PLAN=ab runs the A/B rows:
+#     matmul ~20, small K10 (the A of nodonate; + trace, prefetch A/B) ~88,
+#     small K10/ad0 ~75, small K10/ad0+fused ~75, base512 K10/ad0 ~95,
+#     base512 K10/ad0+fused (+ trace) ~105, small K10/nodonate ~75,
+#     small K1 + prefetch A/B ~78.
 # ONLY overrides the plan's settings (bench_gpu.py --only keys, run in that order).
 # PROFILE names the settings traced with jax.profiler for one more compiled call
 # (targets: Small and Base, 10 steps a call; ab: Small and Base s512 with fused
@@ -96,6 +99,14 @@ case "$mode" in
     [ -f benchmarks/bench_gpu.py ] || die "run from the repository root"
     mkdir -p "$OUT" || die "cannot create $OUT"
     export PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
+    # One XLA compilation cache for the run's processes (not under OUT: it stays here).
+    # Every setting's build compiles some 230 small programs one by one (initializers,
+    # the dummy forward pass); the later settings of a size read them from it. The step
+    # programs are each setting's own: compiled cold, written to it.
+    if [ -z "${JAX_COMPILATION_CACHE_DIR:-}" ]; then
+      JAX_COMPILATION_CACHE_DIR=$(mktemp -d)/jax_cache || die "mktemp failed"
+    fi
+    export JAX_COMPILATION_CACHE_DIR JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
     args=(--only="$ONLY" --profile="$PROFILE" --ab_prefetch="$AB_PREFETCH")
     if [ "$mode" = run ]; then
       ls .whl/*.whl >/dev/null 2>&1 || die ".whl/ has no wheels: run '$0 wheels' first"

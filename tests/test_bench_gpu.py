@@ -164,6 +164,9 @@ def test_the_budget_guard_runs_in_order_and_skips_what_its_scaled_estimate_does_
     now = [0.0]
     writes = []
     monkeypatch.setattr(bench_gpu, "_clock", lambda: now[0])
+    monkeypatch.setattr(bench_gpu, "ESTIMATE_S", {("electra_tf", "small"): 60,
+                                                  ("hf", "small", "compile"): 75})
+    monkeypatch.setattr(bench_gpu, "AB_PREFETCH_EXTRA_S", {"small": 3})
     monkeypatch.setattr(bench_gpu, "hf_available", lambda: (True, ""))
     write = bench_gpu.write_report
     monkeypatch.setattr(bench_gpu, "write_report", lambda report, output: (
