@@ -50,7 +50,7 @@ def test_device_batches_stage_one_call_ahead_and_take_no_more_than_the_calls_use
 # Three trainers from the same seed on the same records, 2 steps per call, chunks of 3
 # (a call of 2, then a remainder call of 1) and 2: as they are, with
 # jax_device_prefetch, and with the compiled calls jitted without donation. Prints each
-# one's chunk results, weights, the order of batch reads and calls, and whether the
+# one's chunk results, weights, the order of batch reads and calls, and how much of the
 # state handed to the first call was donated.
 DEVICE_STEP = """
     import dataclasses, functools, json, sys
@@ -88,7 +88,10 @@ DEVICE_STEP = """
         results = [t.train_steps(it, 3), t.train_steps(it, 2)]
         out[name] = {
             "results": results, "events": events,
-            "donated": all(x.is_deleted() for x in first_state),
+            # the share of the state's bytes the first call took (JAX 0.11 on a CPU keeps
+            # one int32 scalar)
+            "donated": sum(x.nbytes for x in first_state if x.is_deleted())
+                       / sum(x.nbytes for x in first_state),
             "weights": [np.asarray(v.value).tolist() for v in
                         list(t.model.trainable_variables) + list(t.optimizer.variables)]}
     print(json.dumps(out))
@@ -107,7 +110,8 @@ def test_prefetched_and_undonated_steps_train_as_the_plain_step(tiny_records, tm
     assert out["prefetch"]["events"] == ["take", "take", "take", "call 2", "call 1",
                                          "take", "take", "call 2"]
     assert out["undonated"]["events"] == plain["events"]
-    assert plain["donated"] and out["prefetch"]["donated"] and not out["undonated"]["donated"]
+    assert plain["donated"] > 0.99 and out["prefetch"]["donated"] > 0.99
+    assert out["undonated"]["donated"] == 0
     for name in ("prefetch", "undonated"):  # the same program on the same batches
         assert out[name]["results"] == plain["results"], name
         for a, b in zip(out[name]["weights"], plain["weights"], strict=True):
