@@ -72,6 +72,25 @@ the bf16 peak).
 
 Peak memory: jax.devices()[0].memory_stats()["peak_bytes_in_use"] (None where
 the backend has no memory stats, e.g. CPU); torch.cuda.max_memory_allocated.
+
+A/B (the changes a profile is likely to ask for, each measured beside the
+setting without it): an electra_tf setting key may end in a variant,
+options joined by "+" (VARIANTS): ad0 (attention dropout 0 in G and D),
+fused (--attention_implementation=fused; only with ad0, since fused
+attention runs only while training without attention dropout), prefetch
+(--jax_device_prefetch), nodonate (the compiled call jitted without
+donating the state). Each variant row is compared with the key without its
+last option (ad0+fused with ad0, ad0 and prefetch and nodonate with the
+plain row). `--ab_prefetch=KEYS` measures --jax_device_prefetch in the
+named rows' own process too, on their compiled program: after the timed
+chunks, `--ab_prefetch_chunks` more, off and on in turns (ABBA).
+
+Budget: each setting has an estimate of its wall time on an H100
+(`estimate_s`: process start, build, compile, the timed chunks); a setting
+starts only if its estimate, scaled by the measured / estimated wall time
+of the settings run so far, fits in what is left of `--budget_s`, else it
+is recorded as skipped, with both numbers. `--only` runs its keys in the
+order given (a lease's order of value).
 """
 
 from __future__ import annotations
@@ -81,6 +100,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shlex
 import statistics
 import struct
@@ -121,10 +141,13 @@ def log(msg):
 # model_flops_per_sequence is bench_common's (bench_pretraining.py counts with it too).
 
 
-def pretraining_config(size: str):
+def pretraining_config(size: str, attention_dropout_0: bool = False):
     from electra_tf.core.config import PretrainingConfig
 
-    fields, _ = SIZES[size]
+    fields = dict(SIZES[size][0])
+    if attention_dropout_0:  # G's config is D's scaled: it inherits the rate
+        fields["model_hparam_overrides"] = {**fields.get("model_hparam_overrides", {}),
+                                            "attention_probs_dropout_prob": 0.0}
     # No warmup cut-off matters for throughput; steps enough for any chunk count.
     return PretrainingConfig(**fields, num_train_steps=10**6)
 
@@ -240,37 +263,60 @@ def chunk_timings(first_call, chunk, args, steps_first: int) -> dict:
     return {"first_call_s": first_s, "first_call_steps": steps_first, "chunk_s": times,
             "median_chunk_s": med, "step_s": per_step,
             "compile_s": max(0.0, first_s - steps_first * per_step),
-            "first_loss": float(first_values), "losses": [float(v) for v in values]}
+            "first_loss": float(first_values), "losses": [float(v) for v in values],
+            "chunk_steps": args.chunk_steps}
 
 
 MAX_PROFILE_BYTES = 15 * 2 ** 20  # what a short lease brings back: 16 MiB a file
 
 
+# jax.profiler.ProfileOptions, tried in turn until the archive fits: no Python
+# tracer (the host's Python calls say nothing of the step, and weigh); then no HLO
+# protos either (XProf's op profile and graph viewer want them) and fewer host events.
+PROFILE_ATTEMPTS = ({"python_tracer_level": 0},
+                    {"python_tracer_level": 0, "host_tracer_level": 1,
+                     "enable_hlo_proto": False})
+
+
 def profile_chunk(chunk, target: str) -> dict:
-    """One more chunk under jax.profiler.trace, packed into `target` (.tar.gz).
+    """One more call of `chunk` under jax.profiler.trace, packed into `target` (.tar.gz).
 
     The trace (xplane.pb, what TensorBoard's profile plugin and XProf read) is
     several folders deep; one archive comes back from a lease. An archive over
-    MAX_PROFILE_BYTES is not kept (its size is recorded instead).
+    MAX_PROFILE_BYTES is traced again, one more call, with the next of
+    PROFILE_ATTEMPTS' options; if none fits, none is kept (the sizes are recorded).
     """
     import tarfile
 
     import jax
 
-    folder = tempfile.mkdtemp(prefix="bench_gpu_trace_")
-    try:
-        with jax.profiler.trace(folder):
-            chunk()
-        with tarfile.open(target, "w:gz") as tar:
-            tar.add(folder, arcname=os.path.basename(target).split(".")[0])
-    except Exception as e:  # noqa: BLE001 (a trace is a bonus: never lose the timings)
-        return {"error": f"{type(e).__name__}: {e}"[:500]}
-    size = os.path.getsize(target)
-    if size > MAX_PROFILE_BYTES:
+    tried = []
+    for options in PROFILE_ATTEMPTS:
+        folder = tempfile.mkdtemp(prefix="bench_gpu_trace_")
+        try:
+            profiler_options = None
+            if hasattr(jax.profiler, "ProfileOptions"):
+                profiler_options = jax.profiler.ProfileOptions()
+                for name, value in options.items():
+                    if hasattr(profiler_options, name):
+                        setattr(profiler_options, name, value)
+            with jax.profiler.trace(folder, profiler_options=profiler_options):
+                chunk()
+            with tarfile.open(target, "w:gz") as tar:
+                tar.add(folder, arcname=os.path.basename(target).split(".")[0])
+        except Exception as e:  # noqa: BLE001 (a trace is a bonus: never lose the timings)
+            return {"error": f"{type(e).__name__}: {e}"[:500], "tried": tried}
+        size = os.path.getsize(target)
+        tried.append({"options": options, "bytes": size})
+        if size <= MAX_PROFILE_BYTES:
+            log(f"  profiler trace: {target} ({size / 2 ** 20:.1f} MiB)")
+            return {"archive": os.path.basename(target), "bytes": size, "options": options,
+                    "tried": tried}
         os.remove(target)
-        return {"error": f"the trace archive is {size:,} bytes, over {MAX_PROFILE_BYTES:,}"}
-    log(f"  profiler trace of one chunk: {target} ({size / 2 ** 20:.1f} MiB)")
-    return {"archive": os.path.basename(target), "bytes": size}
+        log(f"  profiler trace of {size / 2 ** 20:.1f} MiB is over "
+            f"{MAX_PROFILE_BYTES / 2 ** 20:.0f} MiB: tracing one more call with fewer events")
+    return {"error": f"every trace archive was over {MAX_PROFILE_BYTES:,} bytes",
+            "tried": tried}
 
 
 def worker_matmul(args):
@@ -320,9 +366,10 @@ def worker_electra_tf(args):
     import numpy as np
 
     from electra_tf.core.config import RunConfig
-    from electra_tf.training.backends.jax import JaxPretraining
+    from electra_tf.training.backends.jax import JaxPretraining, training_state
 
-    config = pretraining_config(args.size)
+    options = variant_options(args.variant)
+    config = pretraining_config(args.size, attention_dropout_0="ad0" in options)
     folder = tempfile.mkdtemp(prefix="bench_gpu_")
     B = config.train_batch_size
     rows = synthetic_data(folder, config, B * args.pool_batches)
@@ -330,17 +377,22 @@ def worker_electra_tf(args):
                     train_data=os.path.join(folder, "pretrain_data.tfrecord-*"),
                     vocab_file=os.path.join(folder, "vocab.txt"), jit_compile=True,
                     mixed_precision=args.precision, jax_steps_per_call=args.steps_per_call,
-                    jax_input_pipeline="numpy")
+                    jax_input_pipeline="numpy",
+                    attention_implementation="fused" if "fused" in options else "einsum",
+                    jax_device_prefetch="prefetch" in options)
     t0 = time.perf_counter()
     p = JaxPretraining(config, run)
     build_s = time.perf_counter() - t0
+    if "nodonate" in options:
+        undonated(p)
     if args.input == "records":
         iterator = p.make_train_iterator(0)
     else:
         iterator = cycle(masked_batches(rows, B, p.masking))
     n_params = sum(int(np.prod(v.shape)) for v in p.model.trainable_variables)
     log(f"  JaxPretraining built in {build_s:.1f} s: {n_params:,} parameters, "
-        f"{p.num_replicas} device(s), policy {p.model.dtype_policy.name}")
+        f"{p.num_replicas} device(s), policy {p.model.dtype_policy.name}"
+        + (f", variant {args.variant}" if args.variant else ""))
     K = args.steps_per_call
     if args.chunk_steps % K:
         raise SystemExit(f"--chunk_steps={args.chunk_steps} is not a multiple of {K}")
@@ -351,16 +403,92 @@ def worker_electra_tf(args):
     def chunk():
         return p.train_steps(iterator, args.chunk_steps)["loss"]
 
+    handed = jax.tree.leaves(training_state(p.model, p.optimizer))  # to the first call
     result = chunk_timings(first, chunk, args, K)
-    if args.profile_to:
-        result["profile"] = profile_chunk(chunk, args.profile_to)
+    # donated buffers are deleted by the call that took them: measured, not assumed (JAX
+    # 0.11 on a CPU keeps one int32 scalar of the state; what counts is the bytes)
+    result["donated_fraction"] = (sum(x.nbytes for x in handed if x.is_deleted())
+                                  / sum(x.nbytes for x in handed))
+    if args.ab_prefetch_chunks:
+        result["ab_prefetch"] = interleaved_prefetch(p, chunk, args.ab_prefetch_chunks)
+    if args.profile_to:  # one compiled call: K steps
+        result["profile"] = profile_chunk(first, args.profile_to)
     stats = jax.devices()[0].memory_stats() or {}
+    d, g = config.discriminator_config(), config.generator_config()
     result.update({"build_s": build_s, "parameters": n_params, "optimizer_steps": p.step,
                    "peak_memory_bytes": stats.get("peak_bytes_in_use"),
                    "dtype_policy": p.model.dtype_policy.name, "input": args.input,
+                   "variant": args.variant,
+                   "attention_probs_dropout_prob": {"discriminator": d.attention_probs_dropout_prob,
+                                                    "generator": g.attention_probs_dropout_prob},
                    "run_config": {k: v for k, v in dataclasses.asdict(run).items()
-                                  if k in ("mixed_precision", "jax_steps_per_call")}})
+                                  if k in ("mixed_precision", "jax_steps_per_call",
+                                           "attention_implementation", "jax_device_prefetch")}})
+    if "fused" in options:
+        result["fused_attention_kernel"] = attention_kernel(d, config.max_seq_length, B)
+        log(f"  fused attention runs as: {result['fused_attention_kernel']}")
     return result
+
+
+def undonated(p) -> None:
+    """The trainer's compiled calls, jitted as its own but without donating the state."""
+    import functools
+
+    import jax
+
+    cache = {}
+
+    def compiled_steps(phase, num_steps):
+        key = (phase.name, num_steps)
+        if key not in cache:
+            cache[key] = jax.jit(functools.partial(p._steps_fn, phase, num_steps))
+        return cache[key]
+
+    p._compiled_steps = compiled_steps
+
+
+def interleaved_prefetch(p, chunk, n: int) -> dict:
+    """`n` more chunks, --jax_device_prefetch off and on in turns (off, on, on, off, ...),
+    on the trainer's one compiled program: chunk seconds per arm."""
+    import dataclasses
+
+    run, times = p.run, {False: [], True: []}
+    try:
+        for i in range(n):
+            on = i % 4 in (1, 2)
+            p.run = dataclasses.replace(run, jax_device_prefetch=on)
+            t0 = time.perf_counter()
+            chunk()
+            times[on].append(time.perf_counter() - t0)
+    finally:
+        p.run = run
+    out = {"off_chunk_s": times[False], "on_chunk_s": times[True]}
+    if times[False] and times[True]:
+        out["off_median_chunk_s"] = statistics.median(times[False])
+        out["on_median_chunk_s"] = statistics.median(times[True])
+        log(f"  device prefetch A/B ({n} chunks): off {out['off_median_chunk_s']:.3f} s, "
+            f"on {out['on_median_chunk_s']:.3f} s a chunk")
+    return out
+
+
+def attention_kernel(encoder, seq_len: int, batch: int) -> str:
+    """What keras.ops.dot_product_attention lowers to for D's attention, under the
+    process's dtype policy: the cuDNN custom call's name where Keras' JAX backend
+    picks cuDNN's fused kernel, else "xla" (its unfused attention)."""
+    import jax
+
+    from electra_tf.modeling.transformer import SelfAttention
+
+    layer = SelfAttention(encoder.hidden_size, encoder.num_attention_heads, 0.0)
+    layer.build((None, None, encoder.hidden_size))
+    x = jax.ShapeDtypeStruct((batch, seq_len, encoder.hidden_size), layer.compute_dtype)
+    mask = jax.ShapeDtypeStruct((batch, seq_len), "int32")
+    try:
+        text = jax.jit(lambda x, m: layer(x, m, training=True)).lower(x, mask).as_text()
+    except Exception as e:  # noqa: BLE001 (a record, never a reason to lose the row)
+        return f"unknown ({type(e).__name__}: {e})"[:300]
+    found = re.search(r"__cudnn\$\w+", text)
+    return found.group(0) if found else "xla"
 
 
 def hf_available() -> tuple[bool, str]:
@@ -490,22 +618,93 @@ def worker_hf(args):
 
 
 # === Orchestration ===
+# An electra_tf setting's variant: options joined by "+", each what it changes.
+VARIANTS = {
+    "ad0": "attention dropout 0",
+    "fused": "fused attention",
+    "prefetch": "device prefetch",
+    "nodonate": "state not donated",
+}
+HF_MODES = ("eager", "compile")
+PRECISIONS = ("fp32", "bf16")
+
+
+def variant_options(variant: str) -> list[str]:
+    """The options of a variant ("" is none), checked: known, once each, and fused
+    only with ad0 (fused attention runs only while training without attention dropout)."""
+    options = [o for o in variant.split("+") if o] if variant else []
+    unknown = [o for o in options if o not in VARIANTS]
+    if unknown or len(set(options)) != len(options) or (variant and not options):
+        raise ValueError(f"variant {variant!r}: options are {', '.join(VARIANTS)}, each once, "
+                         "joined by +")
+    if "fused" in options and "ad0" not in options[:options.index("fused")]:
+        raise ValueError(f"variant {variant!r}: fused attention runs only while training "
+                         "without attention dropout: put ad0 before it (ad0+fused)")
+    return options
+
+
+def setting_key(s: dict) -> str:
+    if s["impl"] == "electra_tf":
+        key = f"electra_tf/{s['size']}/{s['precision']}/K{s['steps_per_call']}"
+        return key + (f"/{s['variant']}" if s.get("variant") else "")
+    return f"hf/{s['size']}/{s['precision']}/{s['hf_mode']}"
+
+
+def parse_key(key: str) -> dict:
+    """A setting key -> its setting; ValueError names what is wrong with it."""
+    parts = key.split("/")
+    if parts[0] == "electra_tf" and len(parts) in (4, 5):
+        _, size, precision, k, *variant = parts
+        if not (k.startswith("K") and k[1:].isdigit() and int(k[1:]) >= 1):
+            raise ValueError(f"{key}: steps per call is K<number>, got {k!r}")
+        variant = variant[0] if variant else ""
+        variant_options(variant)
+        setting = {"impl": "electra_tf", "size": size, "precision": precision,
+                   "steps_per_call": int(k[1:]), "variant": variant}
+    elif parts[0] == "hf" and len(parts) == 4:
+        _, size, precision, mode = parts
+        if mode not in HF_MODES:
+            raise ValueError(f"{key}: the HF mode is one of {', '.join(HF_MODES)}")
+        setting = {"impl": "hf", "size": size, "precision": precision, "hf_mode": mode}
+    else:
+        raise ValueError(f"{key}: not electra_tf/SIZE/PRECISION/K<n>[/VARIANT] or "
+                         "hf/SIZE/PRECISION/MODE")
+    if size not in SIZES:
+        raise ValueError(f"{key}: unknown size {size!r}; one of {', '.join(SIZES)}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"{key}: precision is one of {', '.join(PRECISIONS)}")
+    if setting_key(setting) != key:
+        raise ValueError(f"{key}: write it {setting_key(setting)}")
+    return setting
+
+
+def toy_key(key: str) -> str:
+    """The toy run's stand-in for a setting: the toy size, HF eager (torch.compile on a
+    CPU takes minutes)."""
+    s = {**parse_key(key), "size": "toy"}
+    if s["impl"] == "hf":
+        s["hf_mode"] = "eager"
+    return setting_key(s)
+
+
 def settings(args) -> list[dict]:
+    """--only's keys in their order, else every combination of the run's lists."""
+    if args.only:
+        keys = list(dict.fromkeys(k for k in args.only.split(",") if k))
+        return [parse_key(k) for k in keys]
     out = []
     for size in args.sizes:
         if "electra_tf" in args.frameworks:
             for precision in args.precisions:
                 for k in args.steps_per_call:
-                    out.append({"impl": "electra_tf", "size": size, "precision": precision,
-                                "steps_per_call": k})
+                    for variant in [""] + args.variants:
+                        out.append({"impl": "electra_tf", "size": size, "precision": precision,
+                                    "steps_per_call": k, "variant": variant})
         if "hf" in args.frameworks:
             for mode in args.hf_modes:
                 for precision in args.precisions:
                     out.append({"impl": "hf", "size": size, "precision": precision,
                                 "hf_mode": mode})
-    if args.only:
-        keep = set(args.only.split(","))
-        out = [s for s in out if setting_key(s) in keep]
     return out
 
 
@@ -513,11 +712,65 @@ def settings(args) -> list[dict]:
 # once (a process per setting compiles for seconds on a CPU).
 TOY_ONLY = "electra_tf/toy/fp32/K1,electra_tf/toy/bf16/K10,hf/toy/fp32/eager,hf/toy/bf16/eager"
 
+# Each setting's wall time on one H100 (seconds, from the process's start to its
+# result), ahead of any measurement there: guesses from the model sizes. An
+# electra_tf setting: imports and CUDA start ~8; JaxPretraining's build ~15-25 cold
+# (some 230 small programs compiled one by one: the variable initializers and the
+# eager dummy forward pass; a lease's later settings of the same size read them
+# from its compilation cache, gpu_lease.sh); the step's compile ~30-45 (Small and
+# Base alike: both are 2 x 12 layers); 80 timed steps ~2 (Small) to ~6 (Base).
+# torch.compile of G + D's forward and backward takes longer than XLA's compile.
+# The budget guard scales them by what the run has measured so far
+# (ESTIMATE_SCALE_RANGE), so a wrong guess costs at most the first settings' order.
+ESTIMATE_S = {
+    ("electra_tf", "small"): 75, ("electra_tf", "base"): 90, ("electra_tf", "base512"): 95,
+    ("hf", "small", "compile"): 75, ("hf", "base", "compile"): 95,
+    ("hf", "base512", "compile"): 95,
+    ("hf", "small", "eager"): 30, ("hf", "base", "eager"): 40, ("hf", "base512", "eager"): 40,
+    ("electra_tf", "toy"): 25, ("hf", "toy", "compile"): 120, ("hf", "toy", "eager"): 15,
+}
+FP32_EXTRA_S = {"small": 5, "base": 15, "base512": 15, "toy": 0}  # ~3x the bf16 steps
+PROFILE_EXTRA_S = 10  # the traced call, writing and packing the trace
+AB_PREFETCH_EXTRA_S = {"small": 3, "base": 10, "base512": 10, "toy": 5}
+ESTIMATE_SCALE_RANGE = (0.5, 3.0)
 
-def setting_key(s: dict) -> str:
-    if s["impl"] == "electra_tf":
-        return f"electra_tf/{s['size']}/{s['precision']}/K{s['steps_per_call']}"
-    return f"hf/{s['size']}/{s['precision']}/{s['hf_mode']}"
+
+def estimate_s(s: dict, args) -> float:
+    """What setting `s` should take (ESTIMATE_S), with its trace and A/B chunks."""
+    key = (s["impl"], s["size"]) + ((s["hf_mode"],) if s["impl"] == "hf" else ())
+    total = ESTIMATE_S[key] + (FP32_EXTRA_S[s["size"]] if s["precision"] == "fp32" else 0)
+    if setting_key(s) in args.profile:
+        total += PROFILE_EXTRA_S
+    if setting_key(s) in args.ab_prefetch:
+        total += AB_PREFETCH_EXTRA_S[s["size"]]
+    return float(total)
+
+
+def ab_pairs(results: list[dict]) -> list[dict]:
+    """Each measured variant row beside the row without its last option (same size,
+    precision and steps per call), and each row's interleaved device-prefetch A/B."""
+    rows = {setting_key(r): r for r in results if "sequences_per_second" in r}
+    pairs = []
+    for key, row in rows.items():
+        if row["impl"] == "electra_tf" and row.get("variant"):
+            options = row["variant"].split("+")
+            base = setting_key({**row, "variant": "+".join(options[:-1])})
+            if base in rows:
+                a, b = rows[base], row
+                pairs.append({"setting": key, "change": VARIANTS[options[-1]], "a": base,
+                              "b": key, "a_seq_s": a["sequences_per_second"],
+                              "b_seq_s": b["sequences_per_second"],
+                              "ratio": b["sequences_per_second"] / a["sequences_per_second"],
+                              "a_first_loss": a["first_loss"], "b_first_loss": b["first_loss"]})
+        ab = row.get("ab_prefetch") or {}
+        if "on_median_chunk_s" in ab:
+            n = row["batch_size"] * row["chunk_steps"]
+            pairs.append({"setting": key, "change": "device prefetch, interleaved in one process",
+                          "a": key, "b": key + " +prefetch",
+                          "a_seq_s": n / ab["off_median_chunk_s"],
+                          "b_seq_s": n / ab["on_median_chunk_s"],
+                          "ratio": ab["off_median_chunk_s"] / ab["on_median_chunk_s"]})
+    return pairs
 
 
 def run_worker(kind: str, args, timeout_s: float, **extra) -> dict:
@@ -570,28 +823,64 @@ def markdown(report: dict) -> str:
         "Model FLOPs per sequence = 3 x forward (G + D, MLM head on the "
         "max_predictions_per_seq positions); MFU against the peak of the row's precision.", "",
         "| setting | implementation | precision | seq/s | model TFLOP/s | MFU | MFU vs bf16 peak "
-        "| peak memory GiB | compile s | first loss -> last |",
-        "|---|---|---|---|---|---|---|---|---|---|"]
+        "| peak memory GiB | compile s | first loss -> last | wall s (estimate) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in report["results"]:
         label = SIZES[row["size"]][1]
-        impl = (f"electra_tf JaxPretraining, steps/call {row['steps_per_call']}"
-                if row["impl"] == "electra_tf" else f"HF transformers, {row['hf_mode']}")
+        wall = (f"{_fmt(row.get('process_wall_s'), '.0f')} "
+                f"({_fmt(row.get('estimate_s'), '.0f')})")
         if "error" in row or "skipped" in row:
             why = row.get("skipped") or row["error"].splitlines()[-1][:120]
-            lines.append(f"| {label} | {impl} | {row['precision']} | "
+            lines.append(f"| {label} | {implementation(row)} | {row['precision']} | "
                          f"{'skipped' if 'skipped' in row else 'failed'}: {why} "
-                         "| | | | | | |")
+                         f"| | | | | | | {wall} |")
             continue
         mem = row.get("peak_memory_bytes")
         lines.append(
-            f"| {label} | {impl} | {row['precision']} | {row['sequences_per_second']:,.1f} | "
+            f"| {label} | {implementation(row)} | {row['precision']} | "
+            f"{row['sequences_per_second']:,.1f} | "
             f"{row['model_tflops']:.3f} | {_fmt(row.get('mfu'), '.1%')} | "
             f"{_fmt(row.get('mfu_vs_bf16_peak'), '.1%')} | "
             f"{_fmt(None if mem is None else mem / 2**30, '.2f')} | {row['compile_s']:.1f} | "
-            f"{row['first_loss']:.3f} -> {row['losses'][-1]:.3f} |")
+            f"{row['first_loss']:.3f} -> {row['losses'][-1]:.3f} | {wall} |")
     if report.get("hf_skipped"):
         lines += ["", f"HF transformers skipped: {report['hf_skipped']}"]
+    pairs = ab_pairs(report["results"])
+    if pairs:
+        lines += ["", "A/B: each change against the same setting without it (B / A > 1: the "
+                  "change is faster). The variant rows run in their own processes; the "
+                  "interleaved rows time one process's compiled program with the change off "
+                  "and on in turns.", "",
+                  "| setting | change | A | A seq/s | B seq/s | B / A | first loss A, B |",
+                  "|---|---|---|---|---|---|---|"]
+        for p in pairs:
+            losses = (f"{p['a_first_loss']:.4f}, {p['b_first_loss']:.4f}"
+                      if "a_first_loss" in p else "-")
+            lines.append(f"| {p['setting']} | {p['change']} | {p['a']} | {p['a_seq_s']:,.1f} | "
+                         f"{p['b_seq_s']:,.1f} | {p['ratio']:.3f} | {losses} |")
+    if report.get("jax_compilation_cache_dir"):
+        lines += ["", "JAX's persistent compilation cache was on (JAX_COMPILATION_CACHE_DIR) "
+                  "for every process: a setting's build reads the small programs an earlier "
+                  "setting of its size compiled; each step program above is its own, "
+                  "compiled cold (its compile s includes writing it to the cache)."]
+    if "budget" in report:
+        b = report["budget"]
+        lines += ["", f"Budget: --budget_s={b['budget_s']:g}; wall s (estimate): each "
+                  "setting's process as measured, and the estimate the budget guard started "
+                  f"(or skipped) it on; measured / estimated so far: {b['scale']:.2f}."]
     return "\n".join(lines) + "\n"
+
+
+def implementation(row: dict) -> str:
+    if row["impl"] == "hf":
+        return f"HF transformers, {row['hf_mode']}"
+    text = f"electra_tf JaxPretraining, steps/call {row['steps_per_call']}"
+    for option in (row.get("variant") or "").split("+"):
+        if option:
+            text += f", {VARIANTS[option]}"
+            if option == "fused" and row.get("fused_attention_kernel"):
+                text += f" ({row['fused_attention_kernel']})"
+    return text
 
 
 def write_report(report: dict, output: str) -> None:
@@ -620,8 +909,16 @@ def merge(paths: list[str], output: str) -> None:
     print(markdown(merged))
 
 
+def trace_name(output: str, key: str) -> str:
+    """OUTPUT.<key>.trace.tar.gz, the key in the characters a lease brings back."""
+    return f"{output}.{re.sub(r'[^A-Za-z0-9._-]', '_', key)}.trace.tar.gz"
+
+
+_clock = time.monotonic  # the tests' fake clock replaces it
+
+
 def main_orchestrate(args, argv):
-    t_start = time.monotonic()
+    t_start = _clock()
     command = "python3 benchmarks/bench_gpu.py " + " ".join(
         shlex.quote(relative_flag(a)) for a in argv)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -631,7 +928,9 @@ def main_orchestrate(args, argv):
               "host": {"python": platform.python_version(), "cpu_count": os.cpu_count(),
                        "machine": platform.machine()},
               "flops_per_sequence": {s: config_flops(s) for s in args.sizes},
-              "configs": {s: SIZES[s][0] for s in args.sizes}, "results": []}
+              "configs": {s: SIZES[s][0] for s in args.sizes}, "results": [],
+              "budget": {"budget_s": args.budget_s, "scale": 1.0},
+              "jax_compilation_cache_dir": os.environ.get("JAX_COMPILATION_CACHE_DIR")}
     log("matmul peak")
     mm = run_worker("matmul", args, args.setting_timeout_s)
     if "error" in mm:
@@ -644,33 +943,49 @@ def main_orchestrate(args, argv):
         report["hf_skipped"] = why
         print(f"HF transformers skipped: {why}", flush=True)
     write_report(report, args.output)
+    measured = estimated = 0.0  # the settings that ran to a result: wall and estimate
     for s in settings(args):
         key = setting_key(s)
-        left = args.budget_s - (time.monotonic() - t_start)
+        left = args.budget_s - (_clock() - t_start)
+        low, high = ESTIMATE_SCALE_RANGE
+        scale = min(high, max(low, measured / estimated)) if estimated else 1.0
+        estimate = estimate_s(s, args)
         if s["impl"] == "hf" and not ok:
             row = {**s, "skipped": why}
-        elif left < 30:
-            row = {**s, "skipped": f"--budget_s={args.budget_s} spent"}
-            log(f"{key}: skipped, budget spent")
+        elif estimate * scale > left:
+            row = {**s, "skipped": f"needs about {estimate * scale:.0f} s (estimate "
+                                   f"{estimate:.0f} s x {scale:.2f}, measured / estimated so "
+                                   f"far), {max(0.0, left):.0f} s of --budget_s left"}
+            log(f"{key}: skipped, {row['skipped']}")
         else:
-            log(key)
+            log(f"{key} (estimate {estimate * scale:.0f} s, {left:.0f} s left)")
             extra = {"size": s["size"], "precision": s["precision"]}
             if s["impl"] == "electra_tf":
                 extra["steps_per_call"] = s["steps_per_call"]
+                if s["variant"]:
+                    extra["variant"] = s["variant"]
                 if key in args.profile:
-                    extra["profile_to"] = f"{args.output}.{key.replace('/', '_')}.trace.tar.gz"
+                    extra["profile_to"] = trace_name(args.output, key)
+                if key in args.ab_prefetch:
+                    extra["ab_prefetch_chunks"] = args.ab_prefetch_chunks
             else:
                 extra["hf_mode"] = s["hf_mode"]
             row = {**s, **run_worker("electra_tf" if s["impl"] == "electra_tf" else "hf",
                                      args, min(args.setting_timeout_s, left), **extra)}
             derive(row, report["peak_tflops"])
             if "sequences_per_second" in row:
+                measured += row["process_wall_s"]
+                estimated += estimate
                 log(f"  {key}: {row['sequences_per_second']:,.1f} seq/s, "
                     f"{row['model_tflops']:.3f} TFLOP/s, MFU {row.get('mfu', 0):.1%}, "
-                    f"compile {row['compile_s']:.1f} s")
+                    f"compile {row['compile_s']:.1f} s, {row['process_wall_s']:.0f} s "
+                    f"(estimate {estimate:.0f} s)")
+        row["estimate_s"] = estimate
         report["results"].append(row)
+        if estimated:
+            report["budget"]["scale"] = measured / estimated
         write_report(report, args.output)
-    report["wall_s"] = time.monotonic() - t_start
+    report["wall_s"] = _clock() - t_start
     write_report(report, args.output)
     print(markdown(report), flush=True)
     return report
@@ -681,17 +996,23 @@ def parse_args(argv):
     ap.add_argument("--output", default=os.path.join(HERE, "gpu_pretraining_results"),
                     help="path prefix: writes OUTPUT.json and OUTPUT.md")
     ap.add_argument("--toy", action="store_true",
-                    help="tiny configs and matrices (a CPU wiring check, < 60 s)")
+                    help="tiny configs and matrices (a CPU wiring check, < 60 s); with --only, "
+                         "the keys' toy stand-ins (size toy, HF eager)")
     ap.add_argument("--sizes", default="small,base,base512",
                     help="comma-separated of small (b128 s128), base (b256 s128), base512 "
                          "(b64 s512)")
     ap.add_argument("--frameworks", default="electra_tf,hf")
     ap.add_argument("--precisions", default="fp32,bf16")
     ap.add_argument("--steps_per_call", default="1,10", help="jax_steps_per_call values")
+    ap.add_argument("--variants", default="",
+                    help="comma-separated electra_tf variants run beside each plain setting, "
+                         f"each options joined by + of: {', '.join(VARIANTS)} (e.g. "
+                         "ad0,ad0+fused,nodonate)")
     ap.add_argument("--hf_modes", default="eager,compile")
     ap.add_argument("--only", default="",
-                    help="comma-separated setting keys to run, e.g. electra_tf/small/bf16/K10,"
-                         "hf/small/bf16/compile (default: every combination)")
+                    help="comma-separated setting keys to run, in this order, e.g. "
+                         "electra_tf/small/bf16/K10,hf/small/bf16/compile,"
+                         "electra_tf/small/bf16/K10/ad0+fused (default: every combination)")
     ap.add_argument("--input", default="synthetic", choices=("synthetic", "records"),
                     help="synthetic: a cycled pool of pre-masked batches; records: the run's "
                          "NumPy input pipeline over the written TFRecords (electra_tf only)")
@@ -702,11 +1023,19 @@ def parse_args(argv):
     ap.add_argument("--pool_batches", type=int, default=4)
     ap.add_argument("--setting_timeout_s", type=float, default=300)
     ap.add_argument("--budget_s", type=float, default=540,
-                    help="settings not started before this many seconds are recorded as "
-                         "skipped (a run that must end by a deadline still writes its table)")
+                    help="a setting starts only if its estimate (scaled by the run's measured / "
+                         "estimated so far) fits in what is left of this many seconds, else it "
+                         "is recorded as skipped; one still running then is stopped")
     ap.add_argument("--profile", default="",
-                    help="comma-separated electra_tf setting keys to trace one more chunk of "
-                         "with jax.profiler, into OUTPUT.<key>.trace.tar.gz (at most 15 MiB)")
+                    help="comma-separated electra_tf setting keys to trace one more compiled "
+                         "call (steps_per_call steps) of with jax.profiler, into "
+                         "OUTPUT.<key>.trace.tar.gz (at most 15 MiB)")
+    ap.add_argument("--ab_prefetch", default="",
+                    help="comma-separated electra_tf setting keys that also time "
+                         "--jax_device_prefetch off and on in turns, on their own compiled "
+                         "program (--ab_prefetch_chunks more chunks)")
+    ap.add_argument("--ab_prefetch_chunks", type=int, default=None,
+                    help="chunks of the --ab_prefetch A/B, half of them each way (default 4)")
     ap.add_argument("--merge", nargs="+", help="JSON results of earlier runs to join")
     # worker-only
     ap.add_argument("--worker", default="")
@@ -714,48 +1043,67 @@ def parse_args(argv):
     ap.add_argument("--size", default="")
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--hf_mode", default="eager")
+    ap.add_argument("--variant", default="")
     ap.add_argument("--profile_to", default="")
     args = ap.parse_args(argv)
     args.steps_per_call = [int(x) for x in str(args.steps_per_call).split(",")]
     if args.worker:
         args.steps_per_call = args.steps_per_call[0]
-    if not args.worker:
-        if args.toy:
-            if "--sizes" not in " ".join(argv):
-                args.sizes = "toy"
-            if "--chunk_steps" not in " ".join(argv):
-                args.chunk_steps = 10
-            if "--timed_chunks" not in " ".join(argv):
-                args.timed_chunks = 2
-            if "--only" not in " ".join(argv):
-                args.only = TOY_ONLY  # torch.compile on 2 CPU cores takes minutes
-        args.sizes = args.sizes.split(",")
-        args.frameworks = args.frameworks.split(",")
-        args.precisions = args.precisions.split(",")
-        args.hf_modes = args.hf_modes.split(",")
-        args.profile = [k for k in args.profile.split(",") if k]
-        for s in args.sizes:
-            if s not in SIZES:
-                ap.error(f"unknown size {s!r}; one of {sorted(SIZES)}")
-        for k in args.steps_per_call:
-            if args.chunk_steps % k:
-                ap.error(f"--chunk_steps={args.chunk_steps} is not a multiple of "
-                         f"steps_per_call {k}")
-        if args.only:  # a misspelt key would silently run nothing in a paid-for lease
-            known = {setting_key(s) for s in settings(argparse.Namespace(**{**vars(args),
-                                                                           "only": ""}))}
-            unknown = sorted(set(args.only.split(",")) - known)
-            if unknown:
-                ap.error(f"--only: {', '.join(unknown)} not among this run's settings "
-                         f"(sizes, frameworks, precisions, steps_per_call, hf_modes): "
-                         f"{', '.join(sorted(known))}")
-        if args.profile:  # likewise for the traces: each key must be a setting that runs
-            runs = {setting_key(s) for s in settings(args)}
-            unknown = sorted(k for k in args.profile if k not in runs
-                             or not k.startswith("electra_tf/"))
-            if unknown:
-                ap.error(f"--profile: {', '.join(unknown)} not among this run's electra_tf "
-                         f"settings: {', '.join(sorted(k for k in runs if k.startswith('electra_tf/')))}")
+        args.ab_prefetch_chunks = args.ab_prefetch_chunks or 0  # the orchestrator says
+        return args
+    if args.ab_prefetch_chunks is None:
+        args.ab_prefetch_chunks = 4
+    given = " ".join(argv)
+    lists = {name: [k for k in getattr(args, name).split(",") if k]
+             for name in ("only", "profile", "ab_prefetch")}
+    if args.toy:
+        if "--sizes" not in given:
+            args.sizes = "toy"
+        if "--chunk_steps" not in given:
+            args.chunk_steps = 10
+        if "--timed_chunks" not in given:
+            args.timed_chunks = 2
+        if not lists["only"]:
+            lists["only"] = TOY_ONLY.split(",")  # torch.compile on 2 CPU cores takes minutes
+        for name, keys in lists.items():  # a lease's keys at toy size
+            try:
+                lists[name] = list(dict.fromkeys(toy_key(k) for k in keys))
+            except ValueError as e:
+                ap.error(f"--{name}: {e}")
+    args.only = ",".join(lists["only"])
+    args.profile, args.ab_prefetch = lists["profile"], lists["ab_prefetch"]
+    args.sizes = args.sizes.split(",")
+    args.frameworks = args.frameworks.split(",")
+    args.precisions = args.precisions.split(",")
+    args.hf_modes = args.hf_modes.split(",")
+    args.variants = [v for v in args.variants.split(",") if v]
+    for s in args.sizes:
+        if s not in SIZES:
+            ap.error(f"unknown size {s!r}; one of {sorted(SIZES)}")
+    for v in args.variants:
+        try:
+            variant_options(v)
+        except ValueError as e:
+            ap.error(f"--variants: {e}")
+    # A misspelt key would silently run nothing in a paid-for lease: every key must parse,
+    # name one of --sizes, and its steps per call divide --chunk_steps.
+    try:
+        runs = settings(args)
+    except ValueError as e:
+        ap.error(f"--only: {e}")
+    for s in runs:
+        if s["size"] not in args.sizes:
+            ap.error(f"--only: {setting_key(s)}: size {s['size']} is not among --sizes="
+                     f"{','.join(args.sizes)}")
+        if s["impl"] == "electra_tf" and args.chunk_steps % s["steps_per_call"]:
+            ap.error(f"--chunk_steps={args.chunk_steps} is not a multiple of steps_per_call "
+                     f"{s['steps_per_call']} ({setting_key(s)})")
+    electra = [setting_key(s) for s in runs if s["impl"] == "electra_tf"]
+    for name in ("profile", "ab_prefetch"):  # likewise: each must be a setting that runs
+        unknown = [k for k in getattr(args, name) if k not in electra]
+        if unknown:
+            ap.error(f"--{name}: {', '.join(unknown)} not among this run's electra_tf "
+                     f"settings: {', '.join(electra)}")
     return args
 
 

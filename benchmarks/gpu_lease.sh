@@ -12,24 +12,71 @@
 #                                          # at toy sizes, without the wheels (a wiring check)
 #
 # `run` installs the wheels into /tmp/site (nothing system-wide), writes the
-# device and versions to DIR/device.txt, then runs benchmarks/bench_gpu.py for
-# the settings the issue's targets name, bf16, each beside transformers
-# compiled: Small b128 s128 (jax_steps_per_call 1 and 10), Base b256 s128 and
-# Base b64 s512 (10). BUDGET_S (default 480) bounds the benchmark: a setting
-# that cannot start in time is recorded as skipped, and DIR/gpu_lease.{json,md}
-# are rewritten after every setting, so a cut-short run keeps what it measured.
-# ONLY overrides the settings (bench_gpu.py's --only keys). PROFILE names the settings
-# traced with jax.profiler for one more chunk (default Small and Base, 10 steps a call),
-# each into DIR/gpu_lease.<key>.trace.tar.gz (at most 15 MiB). The log is
-# DIR/gpu_lease.log.
+# device and versions to DIR/device.txt, then runs benchmarks/bench_gpu.py over
+# the settings of PLAN, in order, all bf16, each in its own process. BUDGET_S
+# (default 480: 8 minutes) bounds the whole command: bench_gpu gets what is left
+# of it after the set-up, less a margin for the last table, and starts a setting
+# only if that setting's estimate (bench_gpu.ESTIMATE_S, scaled by what the
+# settings before it measured against theirs) fits in what is left; the others
+# are recorded as skipped, with both numbers. DIR/gpu_lease.{json,md} are
+# rewritten after every setting, so a cut-short run keeps what it measured.
+#
+# PLAN=targets (default): issue #40's targets in their order of value, then the
+# A/B rows. Estimates on one H100 (seconds; bench_gpu.ESTIMATE_S, guesses: nothing
+# has run on a GPU yet), and where each would end if the guesses hold:
+#     set-up: wheels, device.txt (imports jax, keras, torch)      ~25     25
+#     matmul peak (JAX, bf16 and fp32)                            ~20     45
+#   1 electra_tf/small/bf16/K1 + device-prefetch A/B              ~78    123
+#   2 electra_tf/small/bf16/K10 + trace of one call + prefetch A/B ~88   211
+#   3 hf/small/bf16/compile                                       ~75    286
+#   4 electra_tf/base/bf16/K10 + trace of one call               ~100    386
+#   5 hf/base/bf16/compile                                        ~95    481
+#   6 electra_tf/base512/bf16/K10                                 ~95    576
+#   7 hf/base512/bf16/compile                                     ~95    671
+#   8 electra_tf/base512/bf16/K10/ad0       fused attention A/B:  ~95    766
+#   9 electra_tf/base512/bf16/K10/ad0+fused   both arms without   ~95    861
+#  10 electra_tf/small/bf16/K10/ad0           attention dropout   ~75    936
+#  11 electra_tf/small/bf16/K10/ad0+fused                         ~75   1011
+#  12 electra_tf/small/bf16/K10/nodonate    (A: row 2)            ~75   1086
+# The estimates include a cold build (~20 s); a size's later settings read most of
+# theirs from the compilation cache below. So at the guesses 8 minutes hold rows 1-4
+# (row 5 needs about 15 s more: BUDGET_S=540 holds it) and the guard records the
+# rest as skipped; each setting that runs faster than its guess lets more in (the
+# scale follows the measurements). A second lease with PLAN=ab runs the A/B rows:
+#     matmul ~20, small K10 (the A of nodonate; + trace, prefetch A/B) ~88,
+#     small K10/ad0 ~75, small K10/ad0+fused ~75, base512 K10/ad0 ~95,
+#     base512 K10/ad0+fused (+ trace) ~105, small K10/nodonate ~75,
+#     small K1 + prefetch A/B ~78.
+# ONLY overrides the plan's settings (bench_gpu.py --only keys, run in that order).
+# PROFILE names the settings traced with jax.profiler for one more compiled call
+# (targets: Small and Base, 10 steps a call; ab: Small and Base s512 with fused
+# attention), each into
+# DIR/gpu_lease.<key>.trace.tar.gz (at most 15 MiB; at most 8 files come back from a
+# lease: device.txt, the log, the .json, the .md and the traces). AB_PREFETCH names
+# the settings that also time --jax_device_prefetch off and on in turns, in their
+# own process. The log is DIR/gpu_lease.log.
 set -uo pipefail
 
 mode=${1:-}
 OUT=${OUT:-}
 PY=${PY:-python3}
 BUDGET_S=${BUDGET_S:-480}
-PROFILE=${PROFILE:-electra_tf/small/bf16/K10,electra_tf/base/bf16/K10}
-ONLY=${ONLY:-electra_tf/small/bf16/K1,electra_tf/small/bf16/K10,hf/small/bf16/compile,electra_tf/base/bf16/K10,hf/base/bf16/compile,electra_tf/base512/bf16/K10,hf/base512/bf16/compile}
+PLAN=${PLAN:-targets}
+TARGETS=electra_tf/small/bf16/K1,electra_tf/small/bf16/K10,hf/small/bf16/compile,electra_tf/base/bf16/K10,hf/base/bf16/compile,electra_tf/base512/bf16/K10,hf/base512/bf16/compile
+AB=electra_tf/base512/bf16/K10/ad0,electra_tf/base512/bf16/K10/ad0+fused,electra_tf/small/bf16/K10/ad0,electra_tf/small/bf16/K10/ad0+fused,electra_tf/small/bf16/K10/nodonate
+TARGETS_PROFILE=electra_tf/small/bf16/K10,electra_tf/base/bf16/K10
+TARGETS_AB_PREFETCH=electra_tf/small/bf16/K1,electra_tf/small/bf16/K10
+AB_FIRST=electra_tf/small/bf16/K10,electra_tf/small/bf16/K10/ad0,electra_tf/small/bf16/K10/ad0+fused,electra_tf/base512/bf16/K10/ad0,electra_tf/base512/bf16/K10/ad0+fused,electra_tf/small/bf16/K10/nodonate,electra_tf/small/bf16/K1
+AB_FIRST_PROFILE=electra_tf/small/bf16/K10,electra_tf/base512/bf16/K10/ad0+fused
+AB_FIRST_AB_PREFETCH=electra_tf/small/bf16/K10,electra_tf/small/bf16/K1
+case "$PLAN" in
+  targets) plan=$TARGETS,$AB profile=$TARGETS_PROFILE ab_prefetch=$TARGETS_AB_PREFETCH ;;
+  ab) plan=$AB_FIRST profile=$AB_FIRST_PROFILE ab_prefetch=$AB_FIRST_AB_PREFETCH ;;
+  *) echo "error: PLAN is targets or ab, got '$PLAN'" >&2; exit 2 ;;
+esac
+ONLY=${ONLY:-$plan}
+PROFILE=${PROFILE-$profile}  # set and empty: no trace
+AB_PREFETCH=${AB_PREFETCH-$ab_prefetch}
 # Keras's own needs that such a machine lacks (it has numpy, absl-py, rich, h5py,
 # ml-dtypes and packaging); Keras at the version this project's suite last ran with
 # (setup.py admits >=3.10,<4)
@@ -52,16 +99,24 @@ case "$mode" in
     [ -f benchmarks/bench_gpu.py ] || die "run from the repository root"
     mkdir -p "$OUT" || die "cannot create $OUT"
     export PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
+    # One XLA compilation cache for the run's processes (not under OUT: it stays here).
+    # Every setting's build compiles some 230 small programs one by one (initializers,
+    # the dummy forward pass); the later settings of a size read them from it. The step
+    # programs are each setting's own: compiled cold, written to it.
+    if [ -z "${JAX_COMPILATION_CACHE_DIR:-}" ]; then
+      JAX_COMPILATION_CACHE_DIR=$(mktemp -d)/jax_cache || die "mktemp failed"
+    fi
+    export JAX_COMPILATION_CACHE_DIR JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
+    args=(--only="$ONLY" --profile="$PROFILE" --ab_prefetch="$AB_PREFETCH")
     if [ "$mode" = run ]; then
       ls .whl/*.whl >/dev/null 2>&1 || die ".whl/ has no wheels: run '$0 wheels' first"
       "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl || die "installing .whl/ into /tmp/site failed"
       export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
-      args=(--sizes=small,base,base512 --only="$ONLY" --budget_s="$BUDGET_S"
-            --profile="$PROFILE")
-    else
+      args+=(--sizes=small,base,base512)
+    else  # the plan's keys at toy size (bench_gpu --toy maps them), the same steps
       export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-      args=(--toy --budget_s="$BUDGET_S" --profile=electra_tf/toy/bf16/K10)
+      args+=(--toy)
     fi
     {
       date -u +%Y-%m-%dT%H:%M:%SZ
@@ -74,8 +129,10 @@ jax.__version__, '| keras', keras.__version__, '|', jax.devices())" \
 transformers.__version__)" 2>/dev/null || echo "no torch/transformers: the hf rows are skipped"
     } | tee "$OUT/device.txt"
     [ "${PIPESTATUS[0]}" = 0 ] || exit 2
-    "$PY" benchmarks/bench_gpu.py "${args[@]}" --output="$OUT/gpu_lease" 2>&1 \
-      | tee "$OUT/gpu_lease.log"
+    left=$((BUDGET_S - SECONDS - 15))  # 15 s for the last table and the files' return
+    [ "$left" -gt 60 ] || die "BUDGET_S=$BUDGET_S leaves ${left} s for the benchmark"
+    "$PY" benchmarks/bench_gpu.py "${args[@]}" --budget_s="$left" --output="$OUT/gpu_lease" \
+      2>&1 | tee "$OUT/gpu_lease.log"
     exit "${PIPESTATUS[0]}"
     ;;
   *)

@@ -210,9 +210,11 @@ def test_a_field_without_help_is_no_flag():
 def test_jax_options_are_run_flags():
     _, run = flags_lib.pretraining_configs(_pretraining_flags(
         "--jax_steps_per_call=3", "--jax_input_pipeline=numpy",
-        "--jax_coordinator_address=h:1", "--jax_num_processes=2", "--jax_process_id=1"))
+        "--jax_coordinator_address=h:1", "--jax_num_processes=2", "--jax_process_id=1",
+        "--jax_device_prefetch"))
     assert (run.jax_steps_per_call, run.jax_input_pipeline, run.jax_coordinator_address,
-            run.jax_num_processes, run.jax_process_id) == (3, "numpy", "h:1", 2, 1)
+            run.jax_num_processes, run.jax_process_id,
+            run.jax_device_prefetch) == (3, "numpy", "h:1", 2, 1, True)
 
 
 def test_runtime_options_read_alone_from_either_set_of_flags():
@@ -254,6 +256,7 @@ def test_runtime_options_are_checked_in_every_run(cls, options, message):
     (dict(jax_steps_per_call=2), "jax_steps_per_call=2 is for pre-training: fine-tuning runs "
                                  "one step per compiled call"),
     (dict(jax_input_pipeline="numpy"), "jax_input_pipeline=numpy is for pre-training"),
+    (dict(jax_device_prefetch=True), "jax_device_prefetch is for pre-training"),
     (dict(jax_coordinator_address="h:1", jax_num_processes=2),
      "jax_num_processes=2 is for pre-training"),
 ], ids=lambda v: ",".join(v) if isinstance(v, dict) else None)

@@ -535,6 +535,10 @@ class RuntimeOptions:
         "the TFRecords as the TF loop does; numpy reads them with NumPy alone (the run then "
         "never imports TensorFlow); packed reads files of pack_pretraining_data (memory-"
         "mapped, fast enough for a GPU; no TensorFlow either)", choices=JAX_INPUT_PIPELINES)
+    jax_device_prefetch: bool = _field(
+        False, "KERAS_BACKEND=jax pre-training: put each compiled call's batches on the device "
+        "one call ahead, before the call in front of them is dispatched (the same batches "
+        "and results; an input error then surfaces one call earlier)")
     jax_coordinator_address: str = _field(
         "", "KERAS_BACKEND=jax multi-host pre-training: host:port of process 0, the same for "
         "every process (jax.distributed)")
@@ -764,6 +768,9 @@ class FinetuneRun(RuntimeOptions):
         if self.jax_input_pipeline != "tf.data":
             raise ConfigError(f"jax_input_pipeline={self.jax_input_pipeline} is for "
                               "pre-training: fine-tuning reads its tasks with tf.data")
+        if self.jax_device_prefetch:
+            raise ConfigError("jax_device_prefetch is for pre-training: fine-tuning puts each "
+                              "batch on the device as its step starts")
         if self.jax_num_processes != 1:
             raise ConfigError(f"jax_num_processes={self.jax_num_processes} is for "
                               "pre-training: fine-tuning runs in one process")

@@ -114,10 +114,16 @@ class SelfAttention(keras.layers.Layer):
         v = self._split_heads(self.value(x))
         if _attention["implementation"] == "fused" and not (
                 training and self.attention_probs_dropout_prob > 0):
-            # [B, L] -> [B, 1, 1, L], the same additive mask as below
+            # [B, L] -> [B, 1, L, L], the same additive mask as below. Spelt out over the
+            # queries: cuDNN's fused kernel (which Keras' JAX backend picks for bf16 on a
+            # GPU) takes a bias of [B or 1, heads or 1, L, L] only, and Keras falls back to
+            # XLA's unfused attention for any other shape, [B, 1, 1, L] included.
             bias = (1.0 - ops.cast(input_mask, "float32")[:, None, None, :]) * MASK_BIAS
+            length = ops.shape(q)[1]
+            bias = ops.broadcast_to(ops.cast(bias, q.dtype),
+                                    (ops.shape(q)[0], 1, length, length))
             context = ops.dot_product_attention(
-                q, k, v, bias=ops.cast(bias, q.dtype), scale=1.0 / math.sqrt(self.head_size))
+                q, k, v, bias=bias, scale=1.0 / math.sqrt(self.head_size))
             return ops.reshape(context, (*ops.shape(context)[:-2], self.hidden_size))
         scores = ops.einsum("bqnd,bknd->bnqk", q, k)
         scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size))

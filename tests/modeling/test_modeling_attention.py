@@ -53,3 +53,36 @@ def test_an_unknown_implementation_is_refused():
     with pytest.raises(ConfigError, match="attention_implementation must be one of"):
         RuntimeOptions(attention_implementation="flash")
     assert transformer._attention["implementation"] == "einsum"
+
+
+def test_the_fused_bias_has_a_shape_cudnns_kernel_takes(attention_impl, monkeypatch):
+    """Keras' JAX backend runs dot_product_attention as cuDNN's fused kernel only where
+    JAX's cuDNN layout check passes (bf16 on a GPU); else it falls back to XLA's unfused
+    attention. That check wants a bias of [B, 1 or heads, L, L]: a [B, 1, 1, L] key mask
+    would make `fused` the einsum path under another name."""
+    seen = {}
+    fused = transformer.ops.dot_product_attention
+
+    def spy(q, k, v, bias=None, **kwargs):
+        seen.update(q=tuple(q.shape), bias=tuple(bias.shape))
+        return fused(q, k, v, bias=bias, **kwargs)
+
+    monkeypatch.setattr(transformer.ops, "dot_product_attention", spy)
+    attention_impl("fused")
+    layer = SelfAttention(16, 4, attention_probs_dropout_prob=0.0)
+    x, mask = inputs(length=8)
+    layer(x, mask, training=True)
+    assert seen == {"q": (3, 8, 4, 4), "bias": (3, 1, 8, 8)}
+    cudnn = pytest.importorskip("jax._src.cudnn.fused_attention_stablehlo")
+    import inspect
+
+    import ml_dtypes
+
+    q = np.zeros(seen["q"], ml_dtypes.bfloat16)  # what a bf16 run hands it
+    rest = [p for p in inspect.signature(cudnn.check_layout).parameters
+            if p not in ("query", "key", "value", "bias", "layout")]
+    cudnn.check_layout(q, q, q, np.zeros(seen["bias"], ml_dtypes.bfloat16),
+                       layout=cudnn._normalize_layout("BTNH"), **dict.fromkeys(rest))
+    with pytest.raises(ValueError, match="Bias must have same seq length"):  # the old shape
+        cudnn.check_layout(q, q, q, np.zeros((3, 1, 1, 8), ml_dtypes.bfloat16),
+                           layout=cudnn._normalize_layout("BTNH"), **dict.fromkeys(rest))

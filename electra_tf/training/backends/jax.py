@@ -21,7 +21,9 @@ sections):
   (`clip_by_global_norm`) and the optimizer's `stateless_apply`, on explicit
   state; the Keras variables take the state back between calls. Pre-training
   runs `jax_steps_per_call` steps per call (`jax.lax.scan` over the stacked
-  batches), which saves the host's per-step dispatch.
+  batches), which saves the host's per-step dispatch. The state is donated to
+  the call; with jax_device_prefetch the next call's batches go to the device
+  before the current call is dispatched (`DeviceBatches`).
 * Pre-training (`JaxPretraining`) and fine-tuning (`JaxFinetuning`): the
   compiled steps, the input (the TF loop's tf.data pipeline; with
   jax_input_pipeline="numpy" data/numpy_pipeline.py, which reads the same
@@ -38,6 +40,7 @@ machine with JAX alone.
 
 from __future__ import annotations
 
+import collections
 import functools
 import warnings
 
@@ -168,6 +171,38 @@ def to_device(batch: dict, distribution=None) -> dict:
         return {k: jnp.asarray(v) for k, v in batch.items()}
     return {k: jax.device_put(v, distribution.get_data_layout(v.shape).backend_layout)
             for k, v in batch.items()}
+
+
+class DeviceBatches:
+    """The batches of a run of compiled calls, on the device: one list per call.
+
+    `sizes` gives each call's number of batches. With `ahead` = 0 a call's batches
+    are put on the device when it asks for them; with 1 (--jax_device_prefetch) the
+    next call's are put there too before this call's are handed out, so that their
+    copy (jax.device_put returns at once) runs while this call is dispatched and runs.
+    Takes no more than sum(sizes) batches from `iterator`, in order: the batches, and
+    so the results, are those of ahead = 0. An error of the iterator comes out of the
+    call that staged it (one call early with ahead = 1), StopIteration included.
+    """
+
+    def __init__(self, iterator, sizes: list[int], distribution=None, ahead: int = 0):
+        self._iterator, self._sizes = iterator, list(sizes)
+        self._distribution, self._ahead = distribution, ahead
+        self._staged = collections.deque()
+        self._taken = self._handed = 0  # calls staged, calls handed out
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> list[dict]:
+        while self._taken < len(self._sizes) and self._taken <= self._handed + self._ahead:
+            self._staged.append([to_device(next(self._iterator), self._distribution)
+                                 for _ in range(self._sizes[self._taken])])
+            self._taken += 1
+        if not self._staged:
+            raise StopIteration
+        self._handed += 1
+        return self._staged.popleft()
 
 
 # === State and the update ===
@@ -371,12 +406,16 @@ class JaxPretraining(Pretraining):
         if self.step + num_steps > phase.end:
             raise ValueError(f"{num_steps} steps from {self.step} cross the end of {phase.name}")
         step = self.step
-        end = step + num_steps
+        calls, left = [], num_steps  # steps per compiled call
+        while left:
+            calls.append(per_call if left >= per_call else 1)
+            left -= calls[-1]
+        staged = DeviceBatches(iterator, [n * k for n in calls], self.distribution,
+                               ahead=1 if self.run.jax_device_prefetch else 0)
         state, totals = training_state(self.model, self.optimizer), None
         try:  # `state` is donated: no variable is read until it is assigned back
-            while step < end:
-                n = per_call if end - step >= per_call else 1
-                batches = [to_device(next(iterator), self.distribution) for _ in range(n * k)]
+            for n in calls:
+                batches = next(staged)
                 seeds = jnp.asarray([[[self.config.seed, (step + i) * k + j] for j in range(k)]
                                      for i in range(n)], dtype="int32")
                 state, values = self._compiled_steps(phase, n)(state, batches, seeds)
