@@ -303,6 +303,11 @@ class FinetuningLoop:
     def __init__(self, task, config: FinetuningConfig, run: FinetuneRun):
         self.task, self.config, self.run = task, config.validate(), run
         check_output_folder(run.model_dir, "--model_dir")
+        if os.path.isfile(os.path.join(run.model_dir, artifacts.PRETRAINING_CONFIG)):
+            raise InputError(f"--model_dir {run.model_dir} is a pre-training folder (it holds "
+                             f"{artifacts.PRETRAINING_CONFIG}): fine-tuning writes a folder of "
+                             "its own; give a new --model_dir (that folder goes in "
+                             "--init_checkpoint)")
         set_precision(run.mixed_precision, run.attention_implementation)
         if task.head in ("tagging", "classification") and not task.label_names:
             # Tagging and own-data classification: learns the labels, which size the head.
