@@ -491,7 +491,8 @@ class FinetuningLoop:
                                         stop_at_step, gate)
         except KeyboardInterrupt:
             saved = gate.safe_to_save and checkpoints.save() is not None
-            raise Interrupted(self.step, saved=saved, signum=gate.signum) from None
+            raise Interrupted(self.step, saved=saved, signum=gate.signum,
+                              left_peers=not gate.safe_to_save) from None
 
     def _stop_agreement(self):
         """On a run of several processes, the collective by which they agree to stop

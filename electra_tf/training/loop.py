@@ -86,14 +86,19 @@ def weights_checksum(variables) -> float:
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C (or SIGTERM) after the loop saved a checkpoint; str() is the one line to
-    print, `signum` the signal that stopped the run (the CLI exits with 128 + signum)."""
+    print, `signum` the signal that stopped the run (the CLI exits with 128 + signum),
+    `left_peers` whether this process stopped without the others of its run."""
 
-    def __init__(self, step: int, saved: bool = True, signum: int | None = None):
+    def __init__(self, step: int, saved: bool = True, signum: int | None = None,
+                 left_peers: bool = False):
         super().__init__(f"interrupted at step {step}; "
                          + ("checkpoint saved; rerun to resume" if saved else
                             "no checkpoint was saved; a rerun starts from the latest one"))
         self.step = step
         self.signum = signum or signal.SIGINT
+        # A process of several that stopped alone (a second signal): its exit hooks
+        # would wait for the peers it left in a collective, so the CLI ends it at once.
+        self.left_peers = left_peers
 
 
 # The signals the gate holds: Ctrl-C, and the SIGTERM a scheduler (Kubernetes, Slurm, a

@@ -251,7 +251,8 @@ class Pretraining:
                 final = self.evaluate() if run.eval_data else {}
         except KeyboardInterrupt:
             saved = gate.safe_to_save and self._save_after_interrupt()
-            raise Interrupted(self.step, saved=saved, signum=gate.signum) from None
+            raise Interrupted(self.step, saved=saved, signum=gate.signum,
+                              left_peers=not gate.safe_to_save) from None
         except _tensorflow_data_errors() as e:
             raise self._bad_record(e) from None
         except RecordError as e:  # the NumPy input names the file itself

@@ -234,7 +234,34 @@ def test_a_peers_signal_stops_the_loop_with_a_checkpoint(make_configs, tmp_path,
         trainer.train()
     assert raised.value.step == 6 and raised.value.signum == signal.SIGTERM
     assert str(raised.value) == "interrupted at step 6; checkpoint saved; rerun to resume"
-    assert trainer.checkpoints.latest.endswith("ckpt-6")
+    assert trainer.checkpoints.latest.endswith("ckpt-6") and not raised.value.left_peers
+
+
+@pytest.mark.slow  # the gate's part runs by default (above), the CLI's: test_training_faults.py
+def test_with_peers_a_second_signal_mid_chunk_stops_alone_without_saving(
+        make_configs, tmp_path, sigint_handler):
+    """Two Ctrl-C during a chunk of a run of several processes: this one stops at once,
+    alone, so the loop saves nothing (a save would wait for the others in a collective)
+    and says so; the CLI then ends it without its exit hooks (`left_peers`)."""
+    config, run = make_configs(tmp_path / "m", num_train_steps=9, save_checkpoints_steps=100)
+    trainer = TensorFlowPretraining(config, run)
+    trainer._stop_agreement = lambda: Peers()
+    real_train_steps, calls = trainer.train_steps, []
+
+    def train_steps(iterator, n):
+        calls.append(trainer.step)
+        if len(calls) == 2:
+            ctrl_c()
+            ctrl_c()
+        return real_train_steps(iterator, n)
+
+    trainer.train_steps = train_steps
+    with pytest.raises(loop.Interrupted) as raised:
+        trainer.train()
+    assert raised.value.left_peers and raised.value.step == 3
+    assert str(raised.value) == ("interrupted at step 3; no checkpoint was saved; a rerun "
+                                 "starts from the latest one")
+    assert trainer.checkpoints.latest is None
 
 
 def test_one_process_has_nothing_to_agree_with():
