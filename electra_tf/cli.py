@@ -95,7 +95,9 @@ def run_cli(main: Callable[[], None]) -> None:
       before they kill a job): the loops save a checkpoint and say so
       (training.loop.Interrupted: `interrupted at step N; checkpoint saved;
       rerun to resume`); elsewhere `interrupted`; exit status 130 (SIGTERM:
-      143, 128 + the signal, as a shell reports it);
+      143, 128 + the signal, as a shell reports it). On a run of several
+      processes (multi-worker, multi-host JAX) every process stops at the same
+      step; one that a second signal stopped alone ends without its exit hooks;
     - a multi-worker peer found down mid-run (tf.errors.UnavailableError, or
       errors.PeerLost, after which the process ends without its exit hooks), a
       non-finite loss (errors.Diverged), or the file system refusing a write
@@ -123,6 +125,9 @@ def run_cli(main: Callable[[], None]) -> None:
     except KeyboardInterrupt as e:
         print(str(e) or "interrupted", file=sys.stderr, flush=True)
         _ignore_stop_signals()  # a second one would land in an exit hook (JAX's) as a traceback
+        if getattr(e, "left_peers", False):  # exit hooks would wait for the peers it left
+            sys.stdout.flush()
+            os._exit(128 + e.signum)
         sys.exit(128 + getattr(e, "signum", 2))
     except Diverged as e:
         print(f"error: {e}", file=sys.stderr)

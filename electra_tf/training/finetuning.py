@@ -21,7 +21,8 @@ the run before it trains; so does a --vocab_file other than the
 checkpoint's, or a sequence longer than its positions. A loss that becomes
 NaN or infinite stops the run before those weights are saved
 (loop.check_finite). Ctrl-C or SIGTERM lets the running chunk of steps finish
-(loop.InterruptGate), saves a checkpoint, then stops with one line; a second
+(loop.InterruptGate), saves a checkpoint, then stops with one line (a run of
+several processes: all of them, at the same step, `_stop_agreement`); a second
 Ctrl-C during an epoch's dev evaluation stops it at once, and the resumed run
 does that evaluation first. The folder it writes is described in artifacts.py.
 
@@ -304,6 +305,11 @@ class Finetuning:
     def __init__(self, task, config: FinetuningConfig, run: FinetuneRun):
         self.task, self.config, self.run = task, config, run
         check_output_folder(run.model_dir, "--model_dir")
+        if os.path.isfile(os.path.join(run.model_dir, artifacts.PRETRAINING_CONFIG)):
+            raise InputError(f"--model_dir {run.model_dir} is a pre-training folder (it holds "
+                             f"{artifacts.PRETRAINING_CONFIG}): fine-tuning writes a folder of "
+                             "its own; give a new --model_dir (that folder goes in "
+                             "--init_checkpoint)")
         set_precision(run.mixed_precision, run.attention_implementation)
         if task.head != "squad" and not task.regression and not task.label_names:
             # Own-data classes and tags: learned from train; they size the head.
@@ -480,14 +486,20 @@ class Finetuning:
         self._log(f"{self.task.name}: {len(train_feats)} train windows, {steps_per_epoch} "
                   f"steps/epoch x {self.epochs} epochs = {total} steps, lr "
                   f"{cfg.resolved_learning_rate(size):.1e}, layer-wise decay {decay}")
-        gate = InterruptGate()
+        gate = InterruptGate(self._stop_agreement())
         try:
             with gate:
                 return self._train_loop(checkpoints, results, steps_per_epoch, total,
                                         stop_at_step, gate)
         except KeyboardInterrupt:
-            raise Interrupted(self.step, saved=checkpoints.save() is not None,
-                              signum=gate.signum) from None
+            saved = gate.safe_to_save and checkpoints.save() is not None
+            raise Interrupted(self.step, saved=saved, signum=gate.signum,
+                              left_peers=not gate.safe_to_save) from None
+
+    def _stop_agreement(self):
+        """On a run of several processes, the collective by which they agree to stop
+        (loop.InterruptGate's `agree`); None for one process."""
+        return None
 
     def _train_loop(self, checkpoints, results, steps_per_epoch, total, stop_at_step, gate):
         cfg, run = self.config, self.run

@@ -10,7 +10,8 @@ save, evaluate, and look for a Ctrl-C:
 - `InterruptGate` holds a Ctrl-C (or a SIGTERM: what Kubernetes, Slurm and
   preemptible VMs send before they kill a job) until the loop reaches such a
   point; the loop then saves and raises `Interrupted`, whose text is the one
-  line the CLI prints;
+  line the CLI prints. On a run of several processes the gate's check is a
+  tiny collective, so that all of them stop at the same step and save once;
 - `log` prints the progress lines, on stderr;
 - `check_finite` stops a run whose loss became NaN or infinite before the
   loop saves those weights.
@@ -85,14 +86,19 @@ def weights_checksum(variables) -> float:
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C (or SIGTERM) after the loop saved a checkpoint; str() is the one line to
-    print, `signum` the signal that stopped the run (the CLI exits with 128 + signum)."""
+    print, `signum` the signal that stopped the run (the CLI exits with 128 + signum),
+    `left_peers` whether this process stopped without the others of its run."""
 
-    def __init__(self, step: int, saved: bool = True, signum: int | None = None):
+    def __init__(self, step: int, saved: bool = True, signum: int | None = None,
+                 left_peers: bool = False):
         super().__init__(f"interrupted at step {step}; "
                          + ("checkpoint saved; rerun to resume" if saved else
                             "no checkpoint was saved; a rerun starts from the latest one"))
         self.step = step
         self.signum = signum or signal.SIGINT
+        # A process of several that stopped alone (a second signal): its exit hooks
+        # would wait for the peers it left in a collective, so the CLI ends it at once.
+        self.left_peers = left_peers
 
 
 # The signals the gate holds: Ctrl-C, and the SIGTERM a scheduler (Kubernetes, Slurm, a
@@ -117,12 +123,37 @@ class InterruptGate:
     which came first. Off the main thread (where no signal handler can be
     set) the gate does nothing; a signal that is ignored (SIGINT under
     `nohup` or in a shell's background job) stays ignored.
+
+    A run of several processes (tf.distribute's multi-worker strategy, a
+    multi-host JAX run) must stop at one step in every process, or a process
+    that went on would wait in a collective for one that left: give `agree`,
+    a function that sums a small float vector over the processes (a
+    collective; `check` is then one in every process, at the same points).
+    Each check then asks every process whether it was signalled; where any
+    was, all raise at that check, with the same `signum` (SIGTERM if any
+    process got one), and `agreed` is True. One signal to one process stops
+    them all; a scheduler's signals to all of them, landing in different
+    chunks, stop them all at the first check after the first one. A second
+    signal still stops its process at once: then `agreed` stays False, and
+    the loop must not save (a save is collective in the others).
+
+    Args:
+      agree: None for one process; else `votes -> their sum over processes`,
+        votes a float32 [2] (this process got SIGINT, SIGTERM).
     """
 
-    def __init__(self):
+    def __init__(self, agree=None):
         self.requested = False
         self.signum: int | None = None  # the first signal that came
+        self.agreed = False  # the processes stopped together (`agree`)
+        self._agree = agree
         self._previous: dict[int, object] = {}
+
+    @property
+    def safe_to_save(self) -> bool:
+        """Whether the loop may save after the stop: always for one process; for several,
+        only when they stopped together (an agreed check), each then at the same step."""
+        return self._agree is None or self.agreed
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
@@ -137,8 +168,18 @@ class InterruptGate:
         self.requested, self.signum = True, signum
 
     def check(self) -> None:
-        """Raises KeyboardInterrupt if a Ctrl-C came since the gate opened."""
-        if self.requested:
+        """Raises KeyboardInterrupt if a Ctrl-C came since the gate opened (with `agree`:
+        to any of the processes; one small collective)."""
+        if self._agree is None:
+            if self.requested:
+                raise KeyboardInterrupt
+            return
+        mine = [self.requested and self.signum == signal.SIGINT,
+                self.requested and self.signum == signal.SIGTERM]
+        sigint, sigterm = np.asarray(self._agree(np.asarray(mine, np.float32))).reshape(2)
+        if sigint > 0 or sigterm > 0:
+            self.requested, self.agreed = True, True
+            self.signum = signal.SIGTERM if sigterm > 0 else signal.SIGINT
             raise KeyboardInterrupt
 
     def __exit__(self, exc_type, exc, tb):

@@ -18,7 +18,9 @@ are created, the input iterators, the compiled train steps, one evaluation
 batch, and its checkpoints. The input pipeline is a pure function of the seed
 and is fast-forwarded on resume, so an interrupted run resumes exactly where
 it stopped. Ctrl-C or SIGTERM lets the running chunk finish (loop.InterruptGate),
-saves a checkpoint, then stops with one line (loop.Interrupted); a record
+saves a checkpoint, then stops with one line (loop.Interrupted); on a run of
+several processes (multi-worker, multi-host JAX) a signal to any of them stops
+all of them at the same chunk boundary (`_stop_agreement`); a record
 found corrupt mid-run saves a checkpoint, then stops with one line naming the
 file.
 """
@@ -238,7 +240,7 @@ class Pretraining:
             summaries.summary_writer(os.path.join(run.model_dir, name) if self.chief else None,
                                      tensorflow=self.tensorflow_io) for name in ("train", "eval"))
         end = min(cfg.num_train_steps, stop_at_step or cfg.num_train_steps)
-        gate = InterruptGate()
+        gate = InterruptGate(self._stop_agreement())
         try:
             with gate:
                 if self.step == 0 and run.eval_data:
@@ -250,8 +252,9 @@ class Pretraining:
                     return {}
                 final = self.evaluate() if run.eval_data else {}
         except KeyboardInterrupt:
-            raise Interrupted(self.step, saved=self._save_after_interrupt(),
-                              signum=gate.signum) from None
+            saved = gate.safe_to_save and self._save_after_interrupt()
+            raise Interrupted(self.step, saved=saved, signum=gate.signum,
+                              left_peers=not gate.safe_to_save) from None
         except _tensorflow_data_errors() as e:
             raise self._bad_record(e) from None
         except RecordError as e:  # the NumPy input names the file itself
@@ -316,6 +319,11 @@ class Pretraining:
             self._log(reporting.eval_line(results, self.step))
 
     # === Faults ===
+    def _stop_agreement(self):
+        """On a run of several processes, the collective by which they agree to stop
+        (loop.InterruptGate's `agree`); None for one process."""
+        return None
+
     def _save_after_interrupt(self) -> bool:
         """Saves after a Ctrl-C; False where no consistent state was left to save."""
         return self.save_checkpoint() is not None

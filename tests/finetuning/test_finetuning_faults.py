@@ -163,6 +163,25 @@ def test_a_model_dir_that_is_a_file_or_in_use_is_refused(pretrained_dir, toy_sst
     assert sorted(os.listdir(out)) == [".lock"]
 
 
+def test_a_pretraining_folder_as_model_dir_is_refused_before_anything(pretrained_dir,
+                                                                      toy_sst2_dir):
+    """--model_dir pointed at the pre-training folder (the --init_checkpoint's): refused by
+    name, before a model is built or a file written in it. It used to build the model, then
+    stop on its checkpoints as a model of other flags ('use the flags it was written
+    with'), and on the JAX backend as checkpoints of the TensorFlow one."""
+    from helpers import finetuning_from_flags
+
+    from electra_tf.training.finetuning import FinetuningLoop
+
+    before = sorted(os.listdir(pretrained_dir))
+    with pytest.raises(InputError, match=f"^--model_dir {pretrained_dir} is a pre-training "
+                                         "folder .*give a new --model_dir"):
+        FinetuningLoop(*finetuning_from_flags(
+            "--task_name=sst2", f"--init_checkpoint={pretrained_dir}",
+            f"--data_dir={toy_sst2_dir}", f"--model_dir={pretrained_dir}"))
+    assert sorted(os.listdir(pretrained_dir)) == before
+
+
 def test_a_refused_run_prints_its_line_and_nothing_else(pretrained_dir, toy_sst2_dir, tmp_path):
     """A run refused after TensorFlow started (a sequence longer than the checkpoint's
     positions): one line on stderr, none of TensorFlow's start-up lines (cuInit, oneDNN)

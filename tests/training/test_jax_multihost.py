@@ -21,13 +21,15 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                 reason="jax is not installed (pip install 'jax[cpu]')")
 
 
-def start(records, model_dir, *extra: str) -> subprocess.Popen:
+def start(records, model_dir, *extra: str, script: str = "") -> subprocess.Popen:
+    """run_pretraining (or `script`, which runs it: python -c) on the JAX backend."""
     env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=REPO, JAX_PLATFORMS="cpu",
                TF_CPP_MIN_LOG_LEVEL="2")
     args = [*pretraining_flags(records, model_dir),
             f"--model_hparam_overrides={json.dumps(TINY_NO_DROPOUT)}",
             "--jax_input_pipeline=numpy", *extra]
-    return subprocess.Popen([sys.executable, "-m", "electra_tf.run_pretraining", *args],
+    command = ["-c", script] if script else ["-m", "electra_tf.run_pretraining"]
+    return subprocess.Popen([sys.executable, *command, *args],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
@@ -209,3 +211,136 @@ def test_a_peer_killed_mid_run_stops_the_survivor_at_once_with_one_line(tiny_rec
     assert len(errors) == 1 and errors[0].startswith(
         "error: --jax_num_processes=2: another process of the run stopped at step "), err
     assert "Traceback" not in err
+
+
+def _stopped_by_sigterm(procs, signalled=(0, 1), after: str = "step 3/") -> list[str]:
+    """SIGTERM to each process of `signalled` once process 0 printed `after` (a
+    scheduler's preemption: each its own signal); returns every process's stderr, each
+    checked for the one-line exit 143, all at one step."""
+    import re
+    import signal
+    import threading
+
+    logs, seen = ([], []), threading.Event()
+
+    def pump(i):
+        for line in procs[i].stderr:
+            logs[i].append(line)
+            if i == 0 and after in line:
+                seen.set()
+
+    readers = [threading.Thread(target=pump, args=(i,), daemon=True) for i in range(2)]
+    for reader in readers:
+        reader.start()
+    try:
+        assert seen.wait(patience(300)), "".join(logs[0])[-3000:]
+        for i in signalled:
+            procs[i].send_signal(signal.SIGTERM)
+        codes = [p.wait(timeout=patience(120)) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for reader in readers:
+        reader.join(patience(30))
+    errs = ["".join(log) for log in logs]
+    for code, err in zip(codes, errs):
+        assert code == 128 + signal.SIGTERM, err[-3000:]
+        assert "Traceback" not in err and "\nerror:" not in err, err[-3000:]
+        assert re.fullmatch(r"interrupted at step \d+; checkpoint saved; rerun to resume",
+                            err.strip().splitlines()[-1]), err[-3000:]
+    lines = [err.strip().splitlines()[-1] for err in errs]
+    assert lines[0] == lines[1], lines
+    return errs
+
+
+@pytest.mark.slow
+def test_sigterm_stops_every_process_at_one_step_and_the_rerun_resumes_exactly(tiny_records,
+                                                                              tmp_path):
+    """SIGTERM to both processes mid-run (they land in different chunks): both stop at the
+    same step (a process_allgather of the votes at each chunk boundary), process 0 saves
+    it, and the rerun ends with the weights of a run never stopped. Before, a process that
+    stopped first left the other in a collective (Gloo's error, or a wait)."""
+    steps = ("--num_train_steps=30", "--iterations_per_loop=1", "--log_every_steps=1",
+             "--save_checkpoints_steps=1000")
+
+    def two(model_dir):
+        address = f"127.0.0.1:{free_port()}"
+        return [start(tiny_records, model_dir, f"--jax_coordinator_address={address}",
+                      "--jax_num_processes=2", f"--jax_process_id={i}", *steps)
+                for i in (0, 1)]
+
+    line = _stopped_by_sigterm(two(tmp_path / "stopped"))[0].strip().splitlines()[-1]
+    step = int(line.split()[3].rstrip(";"))
+    assert 3 <= step < 30, line
+    assert os.listdir(tmp_path / "stopped" / "checkpoints") == [f"jax-ckpt-{step}.npz"]
+    chief, _ = (finish(p) for p in two(tmp_path / "stopped"))
+    assert f"jax-ckpt-{step}.npz at step {step}" in chief, chief[-3000:]
+    for p in two(tmp_path / "whole"):
+        finish(p)
+    for name in ("discriminator.weights.h5", "generator.weights.h5"):
+        a = h5_arrays(tmp_path / "whole" / name)
+        b = h5_arrays(tmp_path / "stopped" / name)
+        assert a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_array_equal(b[key], a[key], err_msg=key)
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_process_stops_both_with_a_checkpoint(tiny_records, tmp_path):
+    """SIGTERM to process 1 alone: process 0 stops at the same step and saves it. Before,
+    process 1 left, and process 0 stopped on the lost peer without saving (exit 1)."""
+    address = f"127.0.0.1:{free_port()}"
+    procs = [start(tiny_records, tmp_path / "m", f"--jax_coordinator_address={address}",
+                   "--jax_num_processes=2", f"--jax_process_id={i}", "--num_train_steps=1000",
+                   "--iterations_per_loop=1", "--log_every_steps=1") for i in (0, 1)]
+    line = _stopped_by_sigterm(procs, signalled=(1,))[0].strip().splitlines()[-1]
+    step = int(line.split()[3].rstrip(";"))
+    assert (tmp_path / "m" / "checkpoints" / f"jax-ckpt-{step}.npz").exists()
+
+
+_TWO_SIGTERMS_IN_CHUNK_2 = """
+import os, runpy, signal, sys, time
+from electra_tf.training.backends.jax import JaxPretraining
+
+real, calls = JaxPretraining.train_steps, []
+
+def train_steps(self, iterator, n):  # two SIGTERMs as the second chunk starts
+    calls.append(n)
+    if len(calls) == 2:
+        for _ in range(2):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)
+    return real(self, iterator, n)
+
+JaxPretraining.train_steps = train_steps
+sys.argv = ["run_pretraining", *sys.argv[1:]]
+runpy.run_module("electra_tf.run_pretraining", run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+def test_a_second_sigterm_stops_its_process_alone_and_the_other_with_one_line(tiny_records,
+                                                                             tmp_path):
+    """Two SIGTERMs to process 1 within a chunk: the second stops it at once, alone, so it
+    saves nothing and ends without its exit hooks (which would wait for process 0);
+    process 0 finds its peer gone and stops with its one line."""
+    import signal
+
+    address = f"127.0.0.1:{free_port()}"
+    flags = [f"--jax_coordinator_address={address}", "--jax_num_processes=2",
+             "--num_train_steps=100000", "--iterations_per_loop=2",
+             "--save_checkpoints_steps=1000"]
+    first = start(tiny_records, tmp_path / "m", *flags, "--jax_process_id=0")
+    second = start(tiny_records, tmp_path / "m", *flags, "--jax_process_id=1",
+                   script=_TWO_SIGTERMS_IN_CHUNK_2)
+    (code0, err0), (code1, err1) = _ended(first), _ended(second)
+    assert code1 == 128 + signal.SIGTERM, err1[-3000:]
+    assert err1.strip().splitlines()[-1] == (
+        "interrupted at step 2; no checkpoint was saved; a rerun starts from the latest one"), \
+        err1[-3000:]
+    assert code0 == 1, err0[-3000:]
+    errors = [line for line in err0.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(
+        "error: --jax_num_processes=2: another process of the run stopped at step "), err0
+    assert "Traceback" not in err0 + err1
+    assert not (tmp_path / "m" / "checkpoints").exists()

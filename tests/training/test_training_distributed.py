@@ -1,14 +1,18 @@
 """Distribution on CPU: MirroredStrategy over 2 logical devices (with XLA in
 the slow variant), and MultiWorkerMirroredStrategy with 2 worker processes on
-127.0.0.1."""
+127.0.0.1 (a run, and a run stopped by SIGTERM, then resumed)."""
 
 import json
 import re
+import signal
 import subprocess
 import textwrap
+import threading
 
 import pytest
 from helpers import TINY_MODEL, child_env, free_ports, patience, popen_python, run_python
+
+from tests.training.test_jax_no_tf import h5_arrays
 
 
 def tiny_flags(records, vocab, model_dir, steps=4):
@@ -81,3 +85,93 @@ def test_multi_worker_two_processes_agree(tiny_records, tmp_path):
     assert "2 replica(s)" in outs[0]
     assert (tmp_path / "mw" / "discriminator.weights.h5").exists()
     assert not list((tmp_path / "mw").glob(".worker_*"))
+
+
+def run_workers(args, signal_workers=(), after=r"step 2/") -> list[tuple[int, str]]:
+    """Two multi-worker processes of run_pretraining with `args`; SIGTERM to each of
+    `signal_workers` once the chief printed `after`. Returns each one's (status, stderr)."""
+    ports = free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    procs, logs, seen = [], ([], []), threading.Event()
+    for i in range(2):
+        env = child_env(TF_CONFIG=json.dumps({"cluster": cluster,
+                                              "task": {"type": "worker", "index": i}}))
+        procs.append(popen_python(["-m", "electra_tf.run_pretraining", *args,
+                                   "--strategy=multi_worker"], env=env,
+                                  stderr=subprocess.PIPE, text=True))
+
+    def pump(i):
+        for line in procs[i].stderr:
+            logs[i].append(line)
+            if i == 0 and re.search(after, line):
+                seen.set()
+
+    readers = [threading.Thread(target=pump, args=(i,), daemon=True) for i in range(2)]
+    for reader in readers:
+        reader.start()
+    try:
+        if signal_workers:
+            assert seen.wait(patience(300)), "".join(logs[0])[-3000:]
+            for i in signal_workers:  # as a scheduler does: each process its own signal
+                procs[i].send_signal(signal.SIGTERM)
+        codes = [p.wait(timeout=patience(300)) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for reader in readers:
+        reader.join(patience(30))
+    return [(code, "".join(log)) for code, log in zip(codes, logs)]
+
+
+def check_stopped_together(ended, model_dir, steps: int) -> int:
+    """Both workers exited 143 with the same `interrupted at step N` line, and the chief
+    saved that step's checkpoint; returns N."""
+    lines = []
+    for code, err in ended:
+        assert code == 128 + signal.SIGTERM, err[-3000:]
+        assert "Traceback" not in err and "\nerror:" not in err, err[-3000:]
+        lines.append(err.strip().splitlines()[-1])
+    assert lines[0] == lines[1], lines
+    match = re.fullmatch(r"interrupted at step (\d+); checkpoint saved; rerun to resume",
+                         lines[0])
+    assert match and 2 <= int(match.group(1)) < steps, lines
+    step = int(match.group(1))
+    assert (model_dir / "checkpoints" / f"ckpt-{step}.index").exists()
+    assert not list(model_dir.glob(".worker_*"))  # the other worker's scratch save is gone
+    return step
+
+
+@pytest.mark.slow  # three 2-worker runs; the agreement itself: test_training_interrupts.py
+def test_multi_worker_sigterm_stops_every_worker_at_one_step_and_resumes_exactly(
+        tiny_records, tmp_path):
+    """SIGTERM to every worker, as a scheduler's preemption sends it (the signals land in
+    different chunks): every worker stops at the same step, the chief saves that step's
+    checkpoint, each prints the one line and exits 143, and the rerun ends with the
+    weights of a run never stopped, bit for bit."""
+    steps = 30
+    stopped, whole = tmp_path / "stopped", tmp_path / "whole"
+    flags = tiny_flags(tiny_records, tiny_records["vocab"], stopped, steps)
+    step = check_stopped_together(run_workers(flags, signal_workers=(0, 1)), stopped, steps)
+    resumed = run_workers(flags)
+    for code, err in resumed:
+        assert code == 0, err[-3000:]
+    assert f"ckpt-{step} at step {step}" in resumed[0][1], resumed[0][1][-3000:]
+    for code, err in run_workers(tiny_flags(tiny_records, tiny_records["vocab"], whole, steps)):
+        assert code == 0, err[-3000:]
+    for name in ("discriminator.weights.h5", "generator.weights.h5"):
+        a, b = h5_arrays(whole / name), h5_arrays(stopped / name)
+        assert a.keys() == b.keys()
+        for key in a:
+            assert (a[key] == b[key]).all(), f"{name} {key} differs"
+
+
+@pytest.mark.slow  # a 2-worker run
+def test_multi_worker_sigterm_to_one_worker_stops_them_all(tiny_records, tmp_path):
+    """SIGTERM to worker 1 alone: the chief stops at the same step and saves. Before,
+    worker 1 left, the chief waited in an all-reduce for it and ended with an error,
+    and no checkpoint was saved (worker 1's own save went to its scratch folder)."""
+    steps = 30
+    model_dir = tmp_path / "m"
+    check_stopped_together(run_workers(tiny_flags(
+        tiny_records, tiny_records["vocab"], model_dir, steps), signal_workers=(1,)),
+        model_dir, steps)

@@ -450,6 +450,33 @@ def test_after_the_interrupted_line_a_second_ctrl_c_is_ignored(capsys, sigint_ha
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
+_LEFT_PEERS = """
+import atexit, sys
+from electra_tf import cli
+from electra_tf.training.loop import Interrupted
+
+atexit.register(lambda: print("exit hook ran", flush=True))
+
+def stopped_alone():
+    raise Interrupted(7, saved=False, signum=15, left_peers=sys.argv[1] == "alone")
+
+cli.run_cli(stopped_alone)
+"""
+
+
+@pytest.mark.parametrize("how", ["alone", "together"])
+def test_a_process_that_left_its_peers_ends_without_its_exit_hooks(how):
+    """A second signal stops one process of a multi-worker or multi-host run alone: its
+    exit hooks (JAX's shutdown barrier) would wait for the peers it left in a collective,
+    so it ends at once after its line, with 128 + the signal. Processes that stopped
+    together exit as usual."""
+    proc = run_python(["-c", _LEFT_PEERS, how], timeout=60)
+    assert proc.returncode == 143, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "interrupted at step 7; no checkpoint was saved; a rerun starts from the latest one")
+    assert ("exit hook ran" in proc.stdout) == (how == "together"), proc.stdout
+
+
 # === One run per model_dir ===
 def test_a_second_run_on_a_model_dir_in_use_is_refused(make_configs, tmp_path, models_built):
     """Two runs on one model_dir would interleave their checkpoints and configs: the second

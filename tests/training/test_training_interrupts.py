@@ -157,3 +157,116 @@ def test_sigterm_during_a_chunk_saves_at_its_end_and_resumes_exactly(make_config
     resumed.train()
     assert (loop.weights_checksum(resumed.model.trainable_variables)
             == loop.weights_checksum(whole.model.trainable_variables))
+
+
+# === Several processes: they agree on the check at which all of them stop ===
+class Peers:
+    """A stand-in for the collective of a run of several processes (InterruptGate's
+    `agree`): adds the votes of peers that were signalled, from the given check on."""
+
+    def __init__(self, signalled_at: int | None = None, signum=signal.SIGTERM):
+        self.signalled_at, self.signum, self.calls = signalled_at, signum, []
+
+    def __call__(self, votes):
+        self.calls.append(votes.tolist())
+        peer = [0.0, 0.0]
+        if self.signalled_at is not None and len(self.calls) >= self.signalled_at:
+            peer[self.signum == signal.SIGTERM] = 1.0
+        return votes + peer
+
+
+def test_with_peers_every_check_asks_them_and_none_signalled_goes_on(sigint_handler):
+    peers = Peers()
+    with loop.InterruptGate(peers) as gate:
+        gate.check()
+        gate.check()
+    assert peers.calls == [[0.0, 0.0]] * 3  # two checks and the block's end: one each
+    assert not gate.requested
+
+
+def test_a_peers_sigterm_stops_this_process_at_the_same_check(sigint_handler):
+    """One worker got the scheduler's SIGTERM; this one, not signalled, stops at the same
+    check, with the same signal (so the same exit status), and may save (all stop there)."""
+    peers = Peers(signalled_at=2)
+    checks = []
+    with pytest.raises(KeyboardInterrupt):
+        with loop.InterruptGate(peers) as gate:
+            for i in range(5):
+                checks.append(i)
+                gate.check()
+    assert checks == [0, 1]
+    assert gate.signum == signal.SIGTERM and gate.agreed and gate.safe_to_save
+
+
+def test_with_peers_this_process_ctrl_c_is_voted_at_the_next_check_and_sigterm_wins(
+        sigint_handler):
+    peers = Peers(signalled_at=2)
+    with pytest.raises(KeyboardInterrupt):
+        with loop.InterruptGate(peers) as gate:
+            gate.check()
+            ctrl_c()
+            gate.check()
+    assert peers.calls == [[0.0, 0.0], [1.0, 0.0]]  # this one's Ctrl-C, sent to the others
+    assert gate.signum == signal.SIGTERM  # a peer's SIGTERM: every process exits 143
+
+
+def test_with_peers_a_second_signal_stops_at_once_without_a_save(sigint_handler):
+    """Stopped alone, mid-chunk: the others are in a collective this process left, so the
+    loop must not save (a save is collective too)."""
+    with pytest.raises(KeyboardInterrupt):
+        with loop.InterruptGate(Peers()) as gate:
+            ctrl_c()
+            ctrl_c()
+    assert not gate.agreed and not gate.safe_to_save
+    assert loop.InterruptGate().safe_to_save  # one process: always
+
+
+def test_a_peers_signal_stops_the_loop_with_a_checkpoint(make_configs, tmp_path,
+                                                        sigint_handler):
+    """The loops' gate asks the backend's agreement (here a stand-in for the multi-worker
+    all-reduce): a SIGTERM to a peer during the second chunk stops this process after
+    it, at step 6, with a checkpoint, exit status 143."""
+    config, run = make_configs(tmp_path / "m", num_train_steps=9, save_checkpoints_steps=100)
+    trainer = TensorFlowPretraining(config, run)
+    peers = Peers(signalled_at=3)  # chunks start at steps 0, 3 (checks 1, 2), then 6
+    trainer._stop_agreement = lambda: peers
+    with pytest.raises(loop.Interrupted) as raised:
+        trainer.train()
+    assert raised.value.step == 6 and raised.value.signum == signal.SIGTERM
+    assert str(raised.value) == "interrupted at step 6; checkpoint saved; rerun to resume"
+    assert trainer.checkpoints.latest.endswith("ckpt-6") and not raised.value.left_peers
+
+
+@pytest.mark.slow  # the gate's part runs by default (above), the CLI's: test_training_faults.py
+def test_with_peers_a_second_signal_mid_chunk_stops_alone_without_saving(
+        make_configs, tmp_path, sigint_handler):
+    """Two Ctrl-C during a chunk of a run of several processes: this one stops at once,
+    alone, so the loop saves nothing (a save would wait for the others in a collective)
+    and says so; the CLI then ends it without its exit hooks (`left_peers`)."""
+    config, run = make_configs(tmp_path / "m", num_train_steps=9, save_checkpoints_steps=100)
+    trainer = TensorFlowPretraining(config, run)
+    trainer._stop_agreement = lambda: Peers()
+    real_train_steps, calls = trainer.train_steps, []
+
+    def train_steps(iterator, n):
+        calls.append(trainer.step)
+        if len(calls) == 2:
+            ctrl_c()
+            ctrl_c()
+        return real_train_steps(iterator, n)
+
+    trainer.train_steps = train_steps
+    with pytest.raises(loop.Interrupted) as raised:
+        trainer.train()
+    assert raised.value.left_peers and raised.value.step == 3
+    assert str(raised.value) == ("interrupted at step 3; no checkpoint was saved; a rerun "
+                                 "starts from the latest one")
+    assert trainer.checkpoints.latest is None
+
+
+def test_one_process_has_nothing_to_agree_with():
+    import tensorflow as tf
+
+    from electra_tf.training.backends.tensorflow import stop_agreement
+
+    assert stop_agreement(tf.distribute.get_strategy()) is None

@@ -129,6 +129,23 @@ def _check_coordinator_port(address: str) -> None:
         probe.close()
 
 
+def stop_agreement():
+    """loop.InterruptGate's `agree` for a multi-host run: every process's votes (a float32
+    [2]) gathered (`process_allgather`, one small collective) and summed; None for one
+    process.
+
+    A SIGTERM (or Ctrl-C) to one process then stops every process at the same chunk
+    boundary; without it, the process that stopped left the others in the next step's
+    collective, which failed (Gloo) or waited for it.
+    """
+    if jax.process_count() < 2:
+        return None
+    from jax.experimental import multihost_utils
+
+    return lambda votes: np.asarray(multihost_utils.process_allgather(
+        np.asarray(votes, np.float32))).reshape(-1, 2).sum(axis=0)
+
+
 def data_parallel(strategy: str, num_devices: int, batch_sizes: dict[str, int]):
     """Checks the strategy, and shards batches over the devices when there are several.
 
@@ -259,7 +276,8 @@ class JaxPretraining(Pretraining):
         self.tensorflow_io = run.jax_input_pipeline == "tf.data"
         self.packed_input = run.jax_input_pipeline == "packed"
         self._compiled = {}  # (phase name, steps per call) -> jitted train function
-        self._state_lost = False  # see _recover_from_interrupt
+        self._state_lost: int | None = None  # the step whose state is gone: see
+        # _recover_from_interrupt
         super().__init__(config, run)
         # Where each phase's variables sit in model.trainable_variables.
         index = {id(v): i for i, v in enumerate(self.model.trainable_variables)}
@@ -278,10 +296,13 @@ class JaxPretraining(Pretraining):
                               artifacts.checkpoint_dir(self.run.model_dir),
                               self.config.keep_checkpoint_max, writer=self.chief)
 
+    def _stop_agreement(self):
+        return stop_agreement()
+
     @property
     def step(self) -> int:
-        if self._state_lost:
-            return 0
+        if self._state_lost is not None:
+            return self._state_lost
         return super().step
 
     # === Data ===
@@ -421,32 +442,40 @@ class JaxPretraining(Pretraining):
                 state, values = self._compiled_steps(phase, n)(state, batches, seeds)
                 totals = _add(totals, values)
                 step += n
-        except KeyboardInterrupt:
-            self._recover_from_interrupt(state)
+        except BaseException:  # Ctrl-C, or a collective that lost a peer mid-chunk
+            self._recover_from_interrupt(state, step)
             raise
         assign_training_state(self.model, self.optimizer, state)
         return reporting.finish(jax.device_get(totals), num_steps)
 
-    def _recover_from_interrupt(self, state) -> None:
-        """Ctrl-C inside train_steps: leaves the variables whole for the save that follows.
+    def _recover_from_interrupt(self, state, step: int) -> None:
+        """Ctrl-C (or an error: a multi-host peer lost) inside train_steps: leaves the
+        variables whole for the save (or the error's message, which reads the step) that
+        follows.
 
         The step donates its input buffers. Between calls, `state` is the last
         finished call's output, alive: the variables take it (the save then
         holds every finished step). If the interrupt landed after a call took
         `state` and before it returned, those buffers are gone: the variables
         go back to the latest checkpoint, or, with none yet, are left as they
-        are and the save is skipped.
+        are and the save is skipped. On a multi-host run (a second signal, which
+        stopped this process alone: loop.InterruptGate) the restore, a collective,
+        is not tried: the others are elsewhere, and the loop saves nothing then.
+
+        Args:
+          state: the training state the loop holds; step: its step.
         """
         if not any(x.is_deleted() for x in jax.tree.leaves(state)):
             assign_training_state(self.model, self.optimizer, state)
-        elif self.checkpoints.latest:
+        elif self.checkpoints.latest and jax.process_count() == 1:
             self.checkpoints.restore()
         else:
-            self._state_lost = True
+            self._state_lost = step
 
     def save_checkpoint(self) -> str | None:
-        if self._state_lost:
-            self._log("interrupted inside the first compiled step: no checkpoint to save")
+        if self._state_lost is not None:
+            self._log("interrupted inside a compiled step, whose state is gone: no "
+                      "checkpoint to save")
             return None
         return super().save_checkpoint()
 
@@ -590,3 +619,6 @@ class JaxFinetuning(Finetuning):
         return NpzCheckpoints(self.model, self.optimizer,
                               artifacts.checkpoint_dir(self.run.model_dir),
                               self.config.keep_checkpoint_max, writer=self.chief)
+
+    def _stop_agreement(self):
+        return stop_agreement()

@@ -166,6 +166,26 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
 
 
 
+def stop_agreement(strategy: tf.distribute.Strategy):
+    """loop.InterruptGate's `agree` for a multi-worker run: sums every worker's votes (a
+    float32 [2]) in one all-reduce of 2 floats, the same collective in every worker; None
+    for a run of one process (nothing to agree with).
+
+    A SIGTERM (or Ctrl-C) to one worker then stops every worker at the same chunk
+    boundary, where all save the checkpoint (tf.train's save is collective); without it,
+    the worker that stopped left the others waiting in the next step's all-reduce.
+    """
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return None
+
+    @tf.function
+    def total(votes):  # as Accumulators.add's reduce: each replica's copy, on its device
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(tf.identity,
+                                                                        args=(votes,)), axis=None)
+
+    return lambda votes: total(tf.constant(votes, tf.float32)).numpy()
+
+
 # === Seeds ===
 def replica_seed(seed: int, counter, micro_step: int = 0, micro_steps: int = 1):
     """The int32 [2] seed of this replica at step `counter` (and micro-batch).
@@ -290,6 +310,9 @@ class TensorFlowPretraining(Pretraining):
         return TensorFlowCheckpoints(
             self.model, self.optimizer, artifacts.checkpoint_dir(self.run.model_dir),
             self.config.keep_checkpoint_max, chief=self.chief, task_id=task_id(self.strategy))
+
+    def _stop_agreement(self):
+        return stop_agreement(self.strategy)
 
     def _batches(self, files, batch_size, seed, is_training, skip_batches=0):
         """Masked global batches, each input pipeline reading its share (InputContext)."""
@@ -467,6 +490,9 @@ class TensorFlowFinetuning(Finetuning):
 
     def _predict_batch(self, inputs: dict) -> dict:
         return self._predict(inputs)
+
+    def _stop_agreement(self):
+        return stop_agreement(self.strategy)
 
     def make_checkpoints(self) -> TensorFlowCheckpoints:
         """tf.train checkpoints of the model and the optimizer under model_dir/checkpoints."""
