@@ -171,12 +171,12 @@ def test_a_pretraining_folder_as_model_dir_is_refused_before_anything(pretrained
     with'), and on the JAX backend as checkpoints of the TensorFlow one."""
     from helpers import finetuning_from_flags
 
-    from electra_tf.training.finetuning import FinetuningLoop
+    from electra_tf.training.finetuning import Finetuning
 
     before = sorted(os.listdir(pretrained_dir))
     with pytest.raises(InputError, match=f"^--model_dir {pretrained_dir} is a pre-training "
                                          "folder .*give a new --model_dir"):
-        FinetuningLoop(*finetuning_from_flags(
+        Finetuning(*finetuning_from_flags(
             "--task_name=sst2", f"--init_checkpoint={pretrained_dir}",
             f"--data_dir={toy_sst2_dir}", f"--model_dir={pretrained_dir}"))
     assert sorted(os.listdir(pretrained_dir)) == before
