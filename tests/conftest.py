@@ -40,6 +40,7 @@ SHARED_FIXTURES = {
     "tests/training/test_jax_runtime.py": "jax_scripts",
     "tests/training/test_gdes.py::test_tf_and_jax": "jax_scripts",
     "tests/training/test_prior_output_biases.py::test_the_jax_backend": "jax_scripts",
+    "tests/training/test_jax_multihost.py::test_jax_waits_for_its_peers": "jax_scripts",
     "tests/training/test_jax_no_tf.py": "straight_run",  # a TensorFlow-free JAX run
     "tests/training/test_finetuning_init.py": "finetuning_init",
     # tests/training/conftest.py's trained_run
@@ -57,10 +58,11 @@ SHARED_FIXTURES = {
 # worker still on a long test while the other idles.
 COSTLY_FIRST = (
     "tests/export/",
-    "tests/training/test_jax_runtime.py",  # jax_scripts, with the three below
+    "tests/training/test_jax_runtime.py",  # jax_scripts, with the four below
     "tests/finetuning/test_finetuning_jax.py",
     "tests/training/test_gdes.py::test_tf_and_jax",
     "tests/training/test_prior_output_biases.py::test_the_jax_backend",
+    "tests/training/test_jax_multihost.py::test_jax_waits_for_its_peers",
     "tests/training/test_training_loop.py",  # trained_run, with the two below
     "tests/training/test_training_faults.py::test_resuming_with",
     "tests/training/test_training_faults.py::test_a_damaged_tf_checkpoint",
