@@ -43,6 +43,9 @@ SHARED_FIXTURES = {
     "tests/training/test_jax_multihost.py::test_jax_waits_for_its_peers": "jax_scripts",
     "tests/training/test_jax_no_tf.py": "straight_run",  # a TensorFlow-free JAX run
     "tests/training/test_finetuning_init.py": "finetuning_init",
+    "tests/finetuning/test_finetuning_vocab.py": "vocab_finetuned",  # its `finetuned`
+    "tests/finetuning/test_finetuning_from_transformers.py::test_a_converted_model_":
+        "converted_ner",
     # tests/training/conftest.py's trained_run
     "tests/training/test_training_loop.py": "trained_run",
     "tests/training/test_training_faults.py::test_resuming_with": "trained_run",
@@ -72,6 +75,7 @@ COSTLY_FIRST = (
     "tests/training/test_training_distributed.py::test_multi_worker",
     "tests/training/test_training_distributed.py::test_mirrored",
     "tests/training/test_gdes.py::test_the_cli_trains",
+    "tests/finetuning/test_finetuning_vocab.py",
     "tests/training/test_training_algorithms.py::test_two_stage",
     "tests/finetuning/test_finetuning_faults.py::test_two_ctrl_c",
     "tests/finetuning/test_finetuning_faults.py::test_a_refused_run_prints",
