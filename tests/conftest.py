@@ -34,9 +34,18 @@ from helpers import (  # noqa: E402, F401
 # which pytest no longer reads.)
 SHARED_FIXTURES = {
     "tests/export/": "export",  # five fine-tuned folders, their exports, one fresh process
-    "tests/finetuning/test_finetuning_jax.py": "jax_runs",  # every JAX fine-tuning run
+    # helpers.run_jax_script's process (one JAX start-up): every JAX fine-tuning run
+    # (test_finetuning_jax.py's jax_runs), the JAX pre-training runs and loss parity
+    "tests/finetuning/test_finetuning_jax.py": "jax_scripts",
+    "tests/training/test_jax_runtime.py": "jax_scripts",
+    "tests/training/test_gdes.py::test_tf_and_jax": "jax_scripts",
+    "tests/training/test_prior_output_biases.py::test_the_jax_backend": "jax_scripts",
+    "tests/training/test_jax_multihost.py::test_jax_waits_for_its_peers": "jax_scripts",
     "tests/training/test_jax_no_tf.py": "straight_run",  # a TensorFlow-free JAX run
     "tests/training/test_finetuning_init.py": "finetuning_init",
+    "tests/finetuning/test_finetuning_vocab.py": "vocab_finetuned",  # its `finetuned`
+    "tests/finetuning/test_finetuning_from_transformers.py::test_a_converted_model_":
+        "converted_ner",
     # tests/training/conftest.py's trained_run
     "tests/training/test_training_loop.py": "trained_run",
     "tests/training/test_training_faults.py::test_resuming_with": "trained_run",
@@ -44,32 +53,83 @@ SHARED_FIXTURES = {
 }
 
 
-# Single tests that cost 20-45 s of CPU each. They are collected first, so that
-# they start early (after the shared units, which xdist sends first) and the run
-# does not end with one worker on one of them while the other idles.
-COSTLY_FIRST = ("tests/training/test_training_learns.py",
-                "tests/training/test_jax_runtime.py",
-                "tests/training/test_training_distributed.py",
-                "tests/training/test_jax_training_options.py",
-                "tests/interop/test_interop_cli.py::test_interop_cli_tf1",
-                "tests/training/test_training_faults.py::test_ctrl_c")
+# What costs most, most costly first (nodeid prefixes: the units of SHARED_FIXTURES,
+# then single tests of 10-50 s of CPU, `--durations` on 2 cores). The collection is
+# sorted by it (a stable sort: the rest keeps its order, after these), and the
+# scheduler below hands out the units in that order: with 2 workers the run then
+# ends on the many short tests, the two workers finishing together, instead of one
+# worker still on a long test while the other idles.
+COSTLY_FIRST = (
+    "tests/export/",
+    "tests/training/test_jax_runtime.py",  # jax_scripts, with the four below
+    "tests/finetuning/test_finetuning_jax.py",
+    "tests/training/test_gdes.py::test_tf_and_jax",
+    "tests/training/test_prior_output_biases.py::test_the_jax_backend",
+    "tests/training/test_jax_multihost.py::test_jax_waits_for_its_peers",
+    "tests/training/test_training_loop.py",  # trained_run, with the two below
+    "tests/training/test_training_faults.py::test_resuming_with",
+    "tests/training/test_training_faults.py::test_a_damaged_tf_checkpoint",
+    "tests/training/test_jax_no_tf.py",
+    "tests/training/test_gdes.py::test_a_gdes_run_resumes_exactly",
+    "tests/training/test_training_learns.py",
+    "tests/training/test_training_distributed.py::test_multi_worker",
+    "tests/training/test_training_distributed.py::test_mirrored",
+    "tests/training/test_gdes.py::test_the_cli_trains",
+    "tests/finetuning/test_finetuning_vocab.py",
+    "tests/training/test_training_algorithms.py::test_two_stage",
+    "tests/finetuning/test_finetuning_faults.py::test_two_ctrl_c",
+    "tests/finetuning/test_finetuning_faults.py::test_a_refused_run_prints",
+    "tests/interop/test_interop_cli.py::test_interop_cli_tf1",
+    "tests/finetuning/test_finetuning_faults.py::test_an_interrupt_saves",
+    "tests/finetuning/test_finetuning_end_to_end.py::test_interrupted_and_resumed",
+    "tests/training/test_pretraining_reports.py::test_checkpoints_land",
+    "tests/training/test_finetuning_init.py",
+    "tests/data/test_data_builder.py::test_same_bytes_for_same_seed",
+    "tests/training/test_training_interrupts.py::test_ctrl_c_during_a_chunk",
+    "tests/training/test_training_faults.py::test_a_shard_corrupt",
+    "tests/training/test_training_faults.py::test_a_non_finite_loss",
+)
+
+
+def _cost_rank(nodeid: str) -> int:
+    return next((i for i, prefix in enumerate(COSTLY_FIRST) if nodeid.startswith(prefix)),
+                len(COSTLY_FIRST))
 
 
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: not item.nodeid.startswith(COSTLY_FIRST))  # a stable sort
+    items.sort(key=lambda item: _cost_rank(item.nodeid))  # a stable sort
 
 
 @pytest.hookimpl(optionalhook=True)  # a single file runs without pytest-xdist too
 def pytest_xdist_make_scheduler(config, log):
-    """Load scheduling, but by the units of SHARED_FIXTURES (plain `-n`, --dist load)."""
+    """Load scheduling, but by the units of SHARED_FIXTURES (plain `-n`, --dist load).
+
+    The units go out in the collection's order (COSTLY_FIRST), not xdist's largest
+    unit first (--loadscope-reorder counts tests, not seconds), and a worker gets its
+    next unit only when it is down to its last test (xdist's own loadscope keeps two
+    more queued; a test queued on a busy worker cannot move to an idle one)."""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
 
     class SharedFixtureScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return next((unit for prefix, unit in SHARED_FIXTURES.items()
                          if nodeid.startswith(prefix)), nodeid)
+
+        def _reschedule(self, node) -> None:
+            # A worker starts a test once it holds the next one (or is told to stop):
+            # one queued test keeps it busy.
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            if self._pending_of(self.assigned_work[node]) > 1:
+                return
+            self._assign_work_unit(node)
 
     return SharedFixtureScheduling(config, log)
 

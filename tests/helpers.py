@@ -6,13 +6,18 @@ pyproject puts tests/ on the path, so every test file can `from helpers import .
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import random
 import re
+import select
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import textwrap
 import threading
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -191,6 +196,73 @@ def jax_child_env(devices: int = 1, tests_on_path: bool = True, **extra: str) ->
 def child_env(**extra: str) -> dict:
     """This environment for a `python` child: the repo on its path, TF's C++ logs quiet."""
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO, **extra)
+
+
+class _JaxScripts:
+    """tests/jax_scripts.py's process: KERAS_BACKEND=jax on 1 CPU device (jax_child_env),
+    started at its first script, one per pytest process (each xdist worker its own)."""
+
+    def __init__(self):
+        self.proc = self.log = None
+
+    def _start(self) -> None:
+        fd, self.log = tempfile.mkstemp(prefix="jax_scripts_", suffix=".stderr")
+        with os.fdopen(fd, "ab") as stderr:  # appends: the reader's seeks move nothing
+            self.proc = subprocess.Popen(
+                [sys.executable, os.path.join(REPO, "tests", "jax_scripts.py")], cwd=REPO,
+                env=jax_child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=stderr, text=True, preexec_fn=_default_sigint)
+
+    def run(self, script: str, args, timeout: float | None) -> subprocess.CompletedProcess:
+        if self.proc is None or self.proc.poll() is not None:
+            self.close()
+            self._start()
+        start = os.path.getsize(self.log)
+        line = ""
+        try:
+            self.proc.stdin.write(json.dumps({"script": script, "argv": list(args)}) + "\n")
+            self.proc.stdin.flush()
+            if not select.select([self.proc.stdout], [], [], timeout)[0]:
+                self.close()
+                raise subprocess.TimeoutExpired(["jax_scripts.py"], timeout)
+            line = self.proc.stdout.readline()
+        except BrokenPipeError:
+            pass
+        with open(self.log, "rb") as f:
+            f.seek(start)
+            stderr = f.read().decode("utf-8", "replace")
+        if not line:  # the process died (a crash in an op): this script fails, the next starts one
+            code = self.proc.wait()
+            self.close()
+            return subprocess.CompletedProcess(["jax_scripts.py", *args], code, "", stderr)
+        answer = json.loads(line)
+        return subprocess.CompletedProcess(["jax_scripts.py", *args], answer["returncode"],
+                                           answer["stdout"], stderr)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.stdin.close()  # the end of its input: it returns
+            try:
+                self.proc.wait(timeout=patience(30))
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+        if self.log is not None:
+            os.remove(self.log)
+            self.log = None
+
+
+_JAX_SCRIPTS = _JaxScripts()
+atexit.register(_JAX_SCRIPTS.close)
+
+
+def run_jax_script(script: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """`python -c script args...` under KERAS_BACKEND=jax on 1 CPU device, as a child of
+    jax_child_env() would run it, but in tests/jax_scripts.py's process, which runs this
+    process's JAX scripts one after the other (a JAX process start costs seconds);
+    `timeout` as run_python's. Returns its returncode, stdout and stderr."""
+    return _JAX_SCRIPTS.run(textwrap.dedent(script), args, patience(timeout))
 
 
 # === Waiting for children ===

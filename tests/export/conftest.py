@@ -117,10 +117,11 @@ def exports(finetuned_dirs, export_pretrained_dir, tmp_path_factory):
 @pytest.fixture(scope="session")
 def fresh(exports, tmp_path_factory):
     """{(export, check): {"tf1": outputs, "tf2": outputs}, "modules": [...]} from a fresh
-    process with tensorflow_text, plus the ids-only export (and the text export, which
-    must fail) from one without it. The same process runs the bad-input cases
-    ("bad_input": bad_input_rows with their results) and the default fuzz strings
-    ("fuzz": (fuzz_jobs' meta, results)): one start-up and one load of each export."""
+    process with tensorflow_text, in which the ids-only export (and the text export, which
+    must fail) ran first, before tensorflow_text was imported ("modules_no_text": the
+    modules loaded then). The same process runs the bad-input cases ("bad_input":
+    bad_input_rows with their results) and the default fuzz strings ("fuzz": (fuzz_jobs'
+    meta, results)): one start-up of TensorFlow and one load of each export."""
     from electra_tf.serving import warmup
 
     jobs, keys = [], []
@@ -157,13 +158,9 @@ def fresh(exports, tmp_path_factory):
     fuzz, fuzz_meta = fuzz_jobs(exports, odd_texts(*FUZZ_DEFAULT), FUZZ_DEFAULT[1])
     keys += [("fuzz", i) for i in range(len(fuzz))]
     jobs += fuzz
-    tmp = str(tmp_path_factory.mktemp("fresh"))
-    out = run_fresh(jobs, tmp)
-    results = dict(zip(keys, out["results"]))
-    results["modules"] = out["modules"]
-    results["bad_input"] = [row + (results[("bad_input", i)],) for i, row in enumerate(bad)]
-    results["fuzz"] = (fuzz_meta, [results[("fuzz", i)] for i in range(len(fuzz))])
 
+    # Run first in the same process, before tensorflow_text is imported: the ids-only
+    # export (it must load without TF-Text's ops) and the text export (which must not).
     spec = exports["ner_ids"][0]
     ids = packed_for(spec, text_inputs(spec, ODD_TEXTS))
     no_text_jobs = [{"path": exports["ner_ids"][1], "signature": "serving_default",
@@ -173,8 +170,15 @@ def fresh(exports, tmp_path_factory):
                                         warmup.WARMUP_FILE)):
         no_text_jobs.append({"path": exports["ner_ids"][1], "signature": "serving_default",
                              "inputs": warmup.request_inputs(log)})
-    tmp2 = str(tmp_path_factory.mktemp("fresh_no_text"))
-    out2 = run_fresh(no_text_jobs, tmp2, no_tf_text=True)
+
+    tmp = str(tmp_path_factory.mktemp("fresh"))
+    out = run_fresh(jobs, tmp, without_tf_text=no_text_jobs)
+    results = dict(zip(keys, out["results"]))
+    results["modules"] = out["modules"]
+    results["bad_input"] = [row + (results[("bad_input", i)],) for i, row in enumerate(bad)]
+    results["fuzz"] = (fuzz_meta, [results[("fuzz", i)] for i in range(len(fuzz))])
+
+    out2 = out["without_tf_text"]
     results[("ner_ids", "ids")] = out2["results"][0]
     results[("ner", "without_tf_text")] = out2["results"][1]
     for i, r in enumerate(out2["results"][2:]):

@@ -218,9 +218,14 @@ def bad_input_rows(exports):
 FRESH_START_S, FRESH_JOB_S = 60, 1.0
 
 
-def run_fresh(jobs, tmp_dir, no_tf_text=False):
+def run_fresh(jobs, tmp_dir, no_tf_text=False, without_tf_text=()):
     """Runs load_check.py on jobs in a new interpreter, away from the repo; waits
-    patience() for its start-up and jobs (a slow machine is no failure of an export)."""
+    patience() for its start-up and jobs (a slow machine is no failure of an export).
+    `without_tf_text`: jobs that run first, before tensorflow_text is imported (their
+    {"results", "modules"} under "without_tf_text")."""
+    count = len(jobs) + len(without_tf_text)
+    if without_tf_text:
+        jobs = {"without_tf_text": list(without_tf_text), "jobs": jobs}
     job_file, result_file = os.path.join(tmp_dir, "jobs.pkl"), os.path.join(tmp_dir, "out.pkl")
     with open(job_file, "wb") as f:
         pickle.dump(jobs, f)
@@ -229,7 +234,7 @@ def run_fresh(jobs, tmp_dir, no_tf_text=False):
     cmd = [sys.executable, os.path.join(HERE, "load_check.py"), job_file, result_file]
     proc = subprocess.run(cmd + (["--no_tf_text"] if no_tf_text else []), cwd=tmp_dir, env=env,
                           capture_output=True, text=True,
-                          timeout=patience(FRESH_START_S + FRESH_JOB_S * len(jobs)))
+                          timeout=patience(FRESH_START_S + FRESH_JOB_S * count))
     # A crash inside an op (a segfault: returncode -11) fails the test, not pytest.
     assert proc.returncode == 0, f"returncode {proc.returncode}: {proc.stderr[-3000:]}"
     with open(result_file, "rb") as f:

@@ -1,8 +1,9 @@
 """The JAX backend's fine-tuning loop (training/backends/jax.py), on CPU.
 
-Each JAX run is a subprocess with KERAS_BACKEND=jax (the backend is fixed per
-process; this one runs Keras on TensorFlow). Skipped where jax is not
-installed.
+Each JAX run is in another process with KERAS_BACKEND=jax (the backend is fixed
+per process; this one runs Keras on TensorFlow): a script on one device, in the
+process of helpers.run_jax_script, which runs the suite's JAX scripts one after
+the other. Skipped where jax is not installed.
 """
 
 import importlib.util
@@ -14,7 +15,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from helpers import REPO, jax_child_env, patience
+from helpers import REPO, jax_child_env, patience, run_jax_script
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                 reason="jax is not installed (pip install 'jax[cpu]')")
@@ -25,7 +26,9 @@ L = 16
 def run_jax(script: str, *args: str, module: bool = False,
             devices: int = 1) -> subprocess.CompletedProcess:
     """`python -c script args` (or `python -m script args`) under KERAS_BACKEND=jax, on
-    `devices` CPU devices."""
+    `devices` CPU devices (a script on one: in helpers.run_jax_script's shared process)."""
+    if not module and devices == 1:
+        return run_jax_script(script, *args)
     # tests/ on the path too: the scripts import make_trainer from this module.
     env = jax_child_env(devices)
     command = ["-m", script] if module else ["-c", textwrap.dedent(script)]

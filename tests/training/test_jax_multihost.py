@@ -87,18 +87,27 @@ def test_multihost_settings_are_checked_before_jax_starts():
         options("127.0.0.1:1", 2, 2)
 
 
+# Run in helpers.run_jax_script's process: jax.distributed.initialize is put back after.
 _RECORD_JAX_WAIT = """
 import sys, jax
 from electra_tf.core.config import RuntimeOptions
 from electra_tf.training.backends import jax as backend
 
+class Recorded(Exception):
+    pass
+
 def initialize(*args, **kwargs):  # records what the run asks jax.distributed for, stops there
     print("initialization_timeout", kwargs.get("initialization_timeout"))
-    raise SystemExit(0)
+    raise Recorded
 
-jax.distributed.initialize = initialize
-backend.start(RuntimeOptions(jax_coordinator_address="127.0.0.1:" + sys.argv[1],
-                             jax_num_processes=2, worker_startup_timeout_s=int(sys.argv[2])))
+real, jax.distributed.initialize = jax.distributed.initialize, initialize
+try:
+    backend.start(RuntimeOptions(jax_coordinator_address="127.0.0.1:" + sys.argv[1],
+                                 jax_num_processes=2, worker_startup_timeout_s=int(sys.argv[2])))
+except Recorded:
+    pass
+finally:
+    jax.distributed.initialize = real
 """
 
 
@@ -107,10 +116,9 @@ def test_jax_waits_for_its_peers_as_long_as_the_watcher(timeout):
     """jax.distributed's own start-up wait (300 s by default) ends in a C++ abort: it must
     outlast --worker_startup_timeout_s (default 600; 0: forever), so that the watcher's one
     line is what a lone process gets, when the user asked for it."""
-    from helpers import jax_child_env, run_python
+    from helpers import run_jax_script
 
-    proc = run_python(["-c", _RECORD_JAX_WAIT, str(free_port()), str(timeout)],
-                      env=jax_child_env())
+    proc = run_jax_script(_RECORD_JAX_WAIT, str(free_port()), str(timeout))
     assert proc.returncode == 0, proc.stderr[-3000:]
     waits = int(proc.stdout.split("initialization_timeout")[1].split()[0])
     assert waits > (timeout or 10 ** 8), proc.stdout

@@ -1,7 +1,8 @@
 """The JAX backend's pre-training loop (jax_training.py), on CPU.
 
-Each JAX run is a subprocess with KERAS_BACKEND=jax (the backend is fixed per
-process). Skipped where jax is not installed.
+Each JAX run is in another process with KERAS_BACKEND=jax (the backend is fixed
+per process): on one device, the process of helpers.run_jax_script, which runs
+the suite's JAX scripts one after the other. Skipped where jax is not installed.
 """
 
 import importlib.util
@@ -14,17 +15,28 @@ import textwrap
 import numpy as np
 import pytest
 from helpers import RECORDS_SEQ as L
-from helpers import REPO, TINY_MODEL, TINY_NO_DROPOUT, jax_child_env, patience
+from helpers import (
+    REPO,
+    TINY_MODEL,
+    TINY_NO_DROPOUT,
+    jax_child_env,
+    patience,
+    run_jax_script,
+)
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                 reason="jax is not installed (pip install 'jax[cpu]')")
 
 
 def run_python(script: str, backend: str, *args, devices: int = 1) -> str:
-    # tests/ on the path too: scripts import the functions below from this module.
-    env = jax_child_env(devices, KERAS_BACKEND=backend)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=patience(600))
+    """The stdout of `python -c script args...` under KERAS_BACKEND=backend on `devices`
+    CPU devices; JAX on one device runs in helpers.run_jax_script's shared process."""
+    if backend == "jax" and devices == 1:
+        proc = run_jax_script(script, *args)
+    else:  # tests/ on the path too: scripts import the functions below from this module.
+        env = jax_child_env(devices, KERAS_BACKEND=backend)
+        proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], cwd=REPO,
+                              env=env, capture_output=True, text=True, timeout=patience(600))
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc.stdout
 
