@@ -178,6 +178,15 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _sigint_preexec():
+    """_default_sigint where this process ignores SIGINT, else None. Only then: a
+    preexec_fn makes subprocess fork() instead of vfork(), and fork() runs the atfork
+    handlers of what this process has started, gRPC's among them (the export tests'
+    in-process server), which then aborted a child now and then (SIGABRT, "Epoll1Poller
+    encountered epoll_wait error: Bad file descriptor") before it could exec."""
+    return _default_sigint if signal.getsignal(signal.SIGINT) == signal.SIG_IGN else None
+
+
 def jax_child_env(devices: int = 1, tests_on_path: bool = True, **extra: str) -> dict:
     """This environment for a KERAS_BACKEND=jax child on `devices` CPU devices.
 
@@ -211,7 +220,7 @@ class _JaxScripts:
             self.proc = subprocess.Popen(
                 [sys.executable, os.path.join(REPO, "tests", "jax_scripts.py")], cwd=REPO,
                 env=jax_child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=stderr, text=True, preexec_fn=_default_sigint)
+                stderr=stderr, text=True, preexec_fn=_sigint_preexec())
 
     def run(self, script: str, args, timeout: float | None) -> subprocess.CompletedProcess:
         if self.proc is None or self.proc.poll() is not None:
@@ -283,7 +292,7 @@ def patience(quiet_seconds: float) -> float | None:
 def popen_python(args, env: dict | None = None, **kwargs) -> subprocess.Popen:
     """`python args...` from the repo root, SIGINT at its default whatever the suite has."""
     return subprocess.Popen([sys.executable, *args], cwd=REPO, env=env or child_env(),
-                            preexec_fn=_default_sigint, **kwargs)
+                            preexec_fn=_sigint_preexec(), **kwargs)
 
 
 def run_python(args, env: dict | None = None, timeout: int = 300,
@@ -291,7 +300,7 @@ def run_python(args, env: dict | None = None, timeout: int = 300,
     """Runs `python args...` to the end (as popen_python), capturing text output;
     `timeout`: seconds on 2 quiet cores, waited `patience(timeout)`."""
     return subprocess.run([sys.executable, *args], cwd=REPO, env=env or child_env(),
-                          preexec_fn=_default_sigint, capture_output=True, text=True,
+                          preexec_fn=_sigint_preexec(), capture_output=True, text=True,
                           timeout=patience(timeout), **kwargs)
 
 
