@@ -122,6 +122,9 @@ def test_adversarial_training_and_electra_15_build():
     assert gdes_model(objective="electra_15").discriminator.encoder.embeddings.residual_of
 
 
+# Three runs: slow. By default: test_the_cli_trains_with_the_flag_... (a GDES run end to
+# end) and tests/training/test_training_loop.py (exact resume of the plain run).
+@pytest.mark.slow
 def test_a_gdes_run_resumes_exactly_and_writes_the_merged_discriminator(make_configs, tmp_path):
     config, run = make_configs(tmp_path / "a", gradient_disentangled_embeddings=True)
     straight = TensorFlowPretraining(config, run)

@@ -1,4 +1,5 @@
-"""A JAX pre-training run on a machine without TensorFlow (--jax_input_pipeline=numpy).
+"""A JAX pre-training run on a machine without TensorFlow (--jax_input_pipeline=packed,
+and =numpy in the slow tests).
 
 Each run is a subprocess with KERAS_BACKEND=jax in which an import hook hides
 tensorflow, tensorflow_text and tf_keras, as on a machine with JAX alone; the
@@ -14,6 +15,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -88,11 +90,13 @@ def pretraining_flags(records, model_dir) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def straight_run(tiny_records, tmp_path_factory):
-    """A whole TensorFlow-free run through the command line: (model_dir, its stderr)."""
+def straight_run(packed_records, tmp_path_factory):
+    """A whole TensorFlow-free run through the command line, on the packed records (what
+    a GPU machine without TensorFlow reads): (model_dir, its stderr). The NumPy reader of
+    the TFRecords runs the same way in the slow test_a_run_without_tensorflow_resumes_..."""
     model_dir = tmp_path_factory.mktemp("no_tf") / "model"
-    proc = run_without_tf(CLI, "--jax_input_pipeline=numpy",
-                          *pretraining_flags(tiny_records, model_dir))
+    proc = run_without_tf(CLI, "--jax_input_pipeline=packed",
+                          *pretraining_flags(packed_records, model_dir))
     return str(model_dir), proc.stderr
 
 
@@ -123,9 +127,9 @@ def h5_arrays(path: str) -> dict[str, np.ndarray]:
 def test_a_run_without_tensorflow_writes_summaries_and_a_folder_tf_reads(straight_run,
                                                                            tiny_records):
     model_dir, stderr = straight_run
-    assert "backend=jax, input=numpy" in stderr and "step 6/6" in stderr, stderr[-2000:]
+    assert "backend=jax, input=packed" in stderr and "step 6/6" in stderr, stderr[-2000:]
     final = json.loads(open(os.path.join(model_dir, "final_eval.json")).read())
-    assert final["step"] == 6 and np.isfinite(final["loss"])
+    assert final["step"] == 6 and np.isfinite(final["loss"]) and final["disc_auc"] > 0
     assert sorted(os.listdir(os.path.join(model_dir, "checkpoints"))) == [
         "jax-ckpt-3.npz", "jax-ckpt-6.npz"]
 
@@ -162,8 +166,12 @@ def test_a_run_without_tensorflow_writes_summaries_and_a_folder_tf_reads(straigh
 
 
 @pytest.mark.slow
-def test_a_run_without_tensorflow_resumes_exactly(straight_run, tiny_records, tmp_path):
-    model_dir, _ = straight_run
+def test_a_run_without_tensorflow_resumes_exactly(tiny_records, tmp_path):
+    """On the NumPy reader of the TFRecords (--jax_input_pipeline=numpy)."""
+    model_dir = str(tmp_path / "straight")
+    proc = run_without_tf(CLI, "--jax_input_pipeline=numpy",
+                          *pretraining_flags(tiny_records, model_dir))
+    assert "backend=jax, input=numpy" in proc.stderr and "step 6/6" in proc.stderr
     resumed = tmp_path / "resumed"
     flags = pretraining_flags(tiny_records, resumed)
     run_without_tf(STOP_AT, "3", "--jax_input_pipeline=numpy", *flags)  # a process that stops at step 3, as a preempted job
@@ -208,21 +216,9 @@ def packed_records(tiny_records, tmp_path_factory):
     return packed
 
 
-def test_a_packed_run_without_tensorflow(packed_records, tmp_path):
-    model_dir = tmp_path / "model"
-    proc = run_without_tf(CLI, "--jax_input_pipeline=packed",
-                          *pretraining_flags(packed_records, model_dir))
-    assert "backend=jax, input=packed" in proc.stderr and "step 6/6" in proc.stderr
-    final = json.loads((model_dir / "final_eval.json").read_text())
-    assert final["step"] == 6 and np.isfinite(final["loss"]) and final["disc_auc"] > 0
-    assert (model_dir / "discriminator.weights.h5").exists()
-
-
 @pytest.mark.slow
-def test_a_packed_run_resumes_exactly(packed_records, tmp_path):
-    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    run_without_tf(CLI, "--jax_input_pipeline=packed",
-                   *pretraining_flags(packed_records, straight))
+def test_a_packed_run_resumes_exactly(straight_run, packed_records, tmp_path):
+    straight, resumed = Path(straight_run[0]), tmp_path / "resumed"
     flags = ["--jax_input_pipeline=packed", *pretraining_flags(packed_records, resumed)]
     run_without_tf(STOP_AT, "3", *flags)
     proc = run_without_tf(CLI, *flags)

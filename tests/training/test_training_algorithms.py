@@ -18,6 +18,10 @@ def generator_only(model):
     return [v for v in model.generator.trainable_variables if id(v) not in shared]
 
 
+# A run through the switch: slow, as two-stage's other runs (test_training_objectives.py
+# through fine-tuning, test_jax_training_options.py across a resume); its config checks
+# below run by default.
+@pytest.mark.slow
 def test_two_stage_copies_g_into_d_then_freezes_g(make_configs, tmp_path):
     sized_like_g = {**TINY_MODEL, "num_attention_heads": 1, "intermediate_size": 64}
     config, run = make_configs(tmp_path / "m", training_algorithm="two_stage",

@@ -59,6 +59,9 @@ def test_mirrored_two_cpus(tiny_records, tmp_path, jit_compile):
     assert proc.returncode == 0 and "MIRRORED_OK" in proc.stdout, proc.stderr[-3000:]
 
 
+# Two worker processes: slow. By default the workers' stop agreement runs in
+# test_training_interrupts.py and a peer that never starts in test_training_faults.py.
+@pytest.mark.slow
 def test_multi_worker_two_processes_agree(tiny_records, tmp_path):
     ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}

@@ -22,6 +22,7 @@ The generator is a quarter of D's width and half its depth, as the demo's.
 
 import random
 
+import pytest
 from helpers import WORDS
 
 from electra_tf.data.builder import BuildOptions, build_pretraining_data
@@ -40,6 +41,9 @@ def structured_corpus(num_docs: int, seed: int) -> str:
     return "\n\n".join(docs) + "\n"
 
 
+# 1,400 steps (~40 s on 2 cores): slow; the default suite's quick check that the loop
+# learns at all is tests/training/test_training_overfit.py.
+@pytest.mark.slow
 def test_discriminator_beats_the_all_original_baseline_on_held_out_text(
         tiny_vocab, make_configs, tmp_path):
     corpus = tmp_path / "corpus.txt"
