@@ -341,6 +341,38 @@ def error_line(proc, *expected, returncode=2) -> str:
     return errors[0]
 
 
+def signal_after(procs, pattern: str, signalled=(0,), sig: int = signal.SIGTERM,
+                 wait_s: int = 120) -> list[tuple[int, str]]:
+    """Reads the stderr (a text pipe) of each of `procs` in a thread of its own; once
+    procs[0] printed a line matching `pattern` (a regex), sends `sig` to each process of
+    `signalled` (each its own signal, as a scheduler does; none: nothing is waited for),
+    then waits `wait_s` (on 2 quiet cores) for every process. Returns each one's
+    (status, stderr); a process still running at the end is killed."""
+    logs, found = [[] for _ in procs], threading.Event()
+
+    def pump(i):  # stderr, line by line: the test waits for `pattern`
+        for line in procs[i].stderr:
+            logs[i].append(line)
+            if i == 0 and re.search(pattern, line):
+                found.set()
+
+    readers = [threading.Thread(target=pump, args=(i,), daemon=True) for i in range(len(procs))]
+    for reader in readers:
+        reader.start()
+    try:
+        if signalled:
+            assert found.wait(patience(300)), "".join(logs[0])[-3000:]
+            for i in signalled:
+                procs[i].send_signal(sig)
+        codes = [p.wait(timeout=patience(wait_s)) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for reader in readers:
+        reader.join(patience(30))  # the last lines, up to the pipe's end
+    return [(code, "".join(log)) for code, log in zip(codes, logs)]
+
+
 def interrupt_after(module: str, args: list[str], pattern: str, model_dir,
                     sig: int = signal.SIGINT, env: dict | None = None) -> int:
     """Runs `python -m module args`, sends `sig` (Ctrl-C's SIGINT, or the SIGTERM a
@@ -348,24 +380,8 @@ def interrupt_after(module: str, args: list[str], pattern: str, model_dir,
     exit: status 128 + sig, no traceback, a checkpoint at the step it names (returned)."""
     # SIGINT at its default in the child, even where this suite runs with it ignored.
     proc = popen_python(["-m", module, *args], env=env, stderr=subprocess.PIPE, text=True)
-    lines, found = [], threading.Event()
-
-    def pump():  # stderr, line by line, in a thread: the test waits for `pattern`
-        for line in proc.stderr:
-            lines.append(line)
-            if re.search(pattern, line):
-                found.set()
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        assert found.wait(patience(300)), "".join(lines)[-3000:]
-        proc.send_signal(sig)
-        assert proc.wait(timeout=patience(120)) == 128 + sig, "".join(lines)[-3000:]
-    finally:
-        proc.kill()
-    reader.join(patience(30))  # the last lines, up to the pipe's end
-    stderr = "".join(lines)
+    [(code, stderr)] = signal_after([proc], pattern, sig=sig)
+    assert code == 128 + sig, stderr[-3000:]
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
     last = stderr.strip().splitlines()[-1]
     match = re.fullmatch(r"interrupted at step (\d+); checkpoint saved; rerun to resume", last)

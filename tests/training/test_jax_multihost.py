@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import REPO, TINY_NO_DROPOUT, free_port, patience
+from helpers import REPO, TINY_NO_DROPOUT, free_port, patience, signal_after
 
 from tests.training.test_jax_no_tf import h5_arrays, pretraining_flags
 
@@ -227,31 +227,10 @@ def _stopped_by_sigterm(procs, signalled=(0, 1), after: str = "step 3/") -> list
     checked for the one-line exit 143, all at one step."""
     import re
     import signal
-    import threading
 
-    logs, seen = ([], []), threading.Event()
-
-    def pump(i):
-        for line in procs[i].stderr:
-            logs[i].append(line)
-            if i == 0 and after in line:
-                seen.set()
-
-    readers = [threading.Thread(target=pump, args=(i,), daemon=True) for i in range(2)]
-    for reader in readers:
-        reader.start()
-    try:
-        assert seen.wait(patience(300)), "".join(logs[0])[-3000:]
-        for i in signalled:
-            procs[i].send_signal(signal.SIGTERM)
-        codes = [p.wait(timeout=patience(120)) for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
-    for reader in readers:
-        reader.join(patience(30))
-    errs = ["".join(log) for log in logs]
-    for code, err in zip(codes, errs):
+    ended = signal_after(procs, re.escape(after), signalled=signalled)
+    errs = [err for _, err in ended]
+    for code, err in ended:
         assert code == 128 + signal.SIGTERM, err[-3000:]
         assert "Traceback" not in err and "\nerror:" not in err, err[-3000:]
         assert re.fullmatch(r"interrupted at step \d+; checkpoint saved; rerun to resume",

@@ -7,10 +7,17 @@ import re
 import signal
 import subprocess
 import textwrap
-import threading
 
 import pytest
-from helpers import TINY_MODEL, child_env, free_ports, patience, popen_python, run_python
+from helpers import (
+    TINY_MODEL,
+    child_env,
+    free_ports,
+    patience,
+    popen_python,
+    run_python,
+    signal_after,
+)
 
 from tests.training.test_jax_no_tf import h5_arrays
 
@@ -95,35 +102,14 @@ def run_workers(args, signal_workers=(), after=r"step 2/") -> list[tuple[int, st
     `signal_workers` once the chief printed `after`. Returns each one's (status, stderr)."""
     ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-    procs, logs, seen = [], ([], []), threading.Event()
+    procs = []
     for i in range(2):
         env = child_env(TF_CONFIG=json.dumps({"cluster": cluster,
                                               "task": {"type": "worker", "index": i}}))
         procs.append(popen_python(["-m", "electra_tf.run_pretraining", *args,
                                    "--strategy=multi_worker"], env=env,
                                   stderr=subprocess.PIPE, text=True))
-
-    def pump(i):
-        for line in procs[i].stderr:
-            logs[i].append(line)
-            if i == 0 and re.search(after, line):
-                seen.set()
-
-    readers = [threading.Thread(target=pump, args=(i,), daemon=True) for i in range(2)]
-    for reader in readers:
-        reader.start()
-    try:
-        if signal_workers:
-            assert seen.wait(patience(300)), "".join(logs[0])[-3000:]
-            for i in signal_workers:  # as a scheduler does: each process its own signal
-                procs[i].send_signal(signal.SIGTERM)
-        codes = [p.wait(timeout=patience(300)) for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
-    for reader in readers:
-        reader.join(patience(30))
-    return [(code, "".join(log)) for code, log in zip(codes, logs)]
+    return signal_after(procs, after, signalled=signal_workers, wait_s=300)
 
 
 def check_stopped_together(ended, model_dir, steps: int) -> int:
