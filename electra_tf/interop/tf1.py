@@ -228,8 +228,8 @@ TF1_HEAD_LAYERS = {
 # The original's task names (finetune/task_builder.py) that electra_tf spells otherwise.
 TF1_TASK_NAMES = {"sst": "sst2", "sts": "stsb", "squad": "squad_v2", "squadv1": "squad_v1",
                   "chunk": "chunking"}
-# qa_tasks.py's tasks with "squad" or "qa" in their name get 512 tokens, chunk 256, the
-# others 128 (configure_finetuning.py).
+# configure_finetuning.py: a task with "squad" or "qa" in its name gets 512 tokens, chunk
+# 256, the others 128 (MRQA tasks: MrqaTask.default_max_seq_length, the same rule).
 _TF1_MAX_SEQ_LENGTH = {"squad": 512, "token_classification": 256}
 
 
@@ -320,7 +320,11 @@ def _task_of(scope: str, task_name: str, weights: dict, label_names: str, do_low
         task = task_from_config(config)
     except (ConfigError, TypeError) as e:
         raise core.ConversionError(f"--task_name={name}: {e}") from None
-    length = max_seq_length or min(positions, _TF1_MAX_SEQ_LENGTH.get(task.head, 128))
+    from electra_tf.tasks.registry import MRQA_TASKS
+
+    default = task.default_max_seq_length if name in MRQA_TASKS else \
+        _TF1_MAX_SEQ_LENGTH.get(task.head, 128)  # MRQA: the original's rule (naturalqs: 128)
+    length = max_seq_length or min(positions, default)
     if length > positions:
         raise core.ConversionError(f"--max_seq_length={length}: the model has {positions} "
                                    "positions (electra/embeddings/position_embeddings)")

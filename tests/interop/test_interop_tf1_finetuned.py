@@ -194,6 +194,24 @@ def test_independent_squad_v1_head_drops_the_unread_answerability_classifier(h, 
                                    atol=TOL, rtol=0)
 
 
+def test_mrqa_joint_head_is_an_mrqa_task(h, tmp_path):
+    prefix, w = _checkpoint(h, tmp_path, "triviaqa", _qa_layers(), seed=15)
+    out, report, model, record = _import(h, tmp_path, prefix, max_seq_length=24)
+    assert (record.task, record.answerable, record.head_options["span_head"],
+            record.max_seq_length) == ("triviaqa", False, "joint", 24)
+    assert sum("answerability classifier" in s for s in report["skipped"]) == 4
+    inputs = h.padded_inputs(seed=16)
+    seq = h.np_encoder(w, "electra", inputs, heads=h.sizes["HEADS"])
+    allowed = _answer_mask(inputs)
+    start = _np_dense(seq, w, "task_specific/triviaqa/dense")[..., 0]
+    got = np.asarray(model(inputs)["start_top_log_probs"])
+    for b in range(len(seq)):
+        s = np.where(allowed[b], start[b], -np.inf)
+        log_p = s - s.max() - np.log(np.exp(s - s.max()).sum())
+        n = int(allowed[b].sum())
+        np.testing.assert_allclose(got[b, :n], np.sort(log_p)[::-1][:n], atol=TOL, rtol=0)
+
+
 def test_multi_task_checkpoint_converts_the_chosen_head(h, tmp_path):
     rng = np.random.default_rng(0)
     rte = {f"task_specific/rte/{k}": v for k, v in _head(rng, h, [("dense", H, 2)]).items()}
