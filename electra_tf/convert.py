@@ -66,6 +66,9 @@ def define_flags() -> None:
     flags.DEFINE_string("label_names", "", "--from=tf1, a fine-tuned classification or "
                         "tagging checkpoint: its labels in logit order, as run_finetuning's "
                         "--label_names (the GLUE tasks have their own).")
+    flags.DEFINE_string("data_dir", "", "--from=tf1, a fine-tuned tagging checkpoint without "
+                        "--label_names: the task's CoNLL files (train.txt, dev.txt, test.txt), "
+                        "whose sorted tags (BIOES for the original's chunk) are its labels.")
     flags.DEFINE_bool("do_lower_case", True, "--from=tf1, a fine-tuned checkpoint: the "
                       "original's do_lower_case (True for the released models).")
     flags.DEFINE_string("vocab_file", "", "--from=hf, a task model: the vocabulary, where the "
@@ -99,7 +102,7 @@ def main(argv) -> None:
             FLAGS.checkpoint, FLAGS.model_size, FLAGS.output, overrides,
             FLAGS.resume_checkpoint, task_name=FLAGS.task_name, label_names=FLAGS.label_names,
             vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
-            max_seq_length=FLAGS.max_seq_length)
+            max_seq_length=FLAGS.max_seq_length, data_dir=FLAGS.data_dir)
         if "task" in report:
             print(f"[convert] {report['kind']}: {len(report['assigned'])} variables -> "
                   f"{FLAGS.output} (a fine-tuning folder of task {report['task']}; "

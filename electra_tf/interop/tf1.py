@@ -281,8 +281,61 @@ def head_arrays(weights: dict, scope: str, layers: dict) -> tuple[dict[str, np.n
     return arrays, used
 
 
+def original_tag_names(data_dir: str, scope: str) -> list[str]:
+    """The tag order of the original's tagging head, from the task's CoNLL files.
+
+    tagging_tasks.py's _get_label_mapping: the sorted tags of train.txt, dev.txt
+    and test.txt (those there; the last column, -DOCSTART- lines skipped), each
+    sentence's tags first made BIOES (tagging_utils.get_span_labels, get_tags)
+    for a span task (the original's chunk), as they are.
+
+    Raises:
+      ConversionError: no file, or no tag in them.
+    """
+    files = [os.path.join(data_dir, f"{split}.txt") for split in ("train", "dev", "test")]
+    files = [f for f in files if os.path.isfile(f)]
+    if not files:
+        raise core.ConversionError(f"--data_dir={data_dir} holds no train.txt, dev.txt or "
+                                   "test.txt (the original task's CoNLL files)")
+    tags: set[str] = set()
+    for path in files:
+        sentence: list[str] = []
+        with open(path, encoding="utf-8") as f:
+            for line in list(f) + [""]:
+                words = line.strip().split()
+                if words and words[0] != "-DOCSTART-":
+                    sentence.append(words[-1])
+                elif not words and sentence:
+                    tags.update(_bioes(sentence) if scope == "chunk" else sentence)
+                    sentence = []
+    if not tags:
+        raise core.ConversionError(f"--data_dir={data_dir}: no tags in {', '.join(files)}")
+    return sorted(tags)
+
+
+def _bioes(tags: list[str]) -> list[str]:
+    """tagging_utils.get_tags(get_span_labels(tags), len(tags), "BIOES")."""
+    spans, last, start = [], "O", -1
+    for i, tag in enumerate(tags):
+        pos = None if tag == "O" else tag.split("-")[0]
+        if (pos in ("S", "B") or tag == "O") and last != "O":
+            spans.append((start, i - 1, last.split("-")[-1]))
+        if pos in ("B", "S") or last == "O":
+            start = i
+        last = tag
+    if tags[-1] != "O":
+        spans.append((start, len(tags) - 1, tags[-1].split("-")[-1]))
+    out = ["O"] * len(tags)
+    for s, e, t in spans:
+        out[s:e + 1] = [f"I-{t}"] * (e + 1 - s)
+        out[e], out[s] = f"E-{t}", f"B-{t}"
+        if s == e:
+            out[s] = f"S-{t}"
+    return out
+
+
 def _task_of(scope: str, task_name: str, weights: dict, label_names: str, do_lower_case: bool,
-             max_seq_length: int, positions: int):
+             max_seq_length: int, positions: int, data_dir: str = ""):
     """The FinetuningConfig and Task an original head becomes (checked against its shapes)."""
     from electra_tf.core.config import FinetuningConfig
     from electra_tf.core.errors import ConfigError
@@ -302,11 +355,16 @@ def _task_of(scope: str, task_name: str, weights: dict, label_names: str, do_low
     if name == "classification" and width == 1 and not label_names:
         options["regression"] = True
     elif name in ("classification", "tagging", "ner", "chunking"):
+        if not label_names and data_dir and name != "classification":
+            from electra_tf.tasks.registry import format_label_names
+
+            label_names = format_label_names(original_tag_names(data_dir, scope))
         if not label_names:
             raise core.ConversionError(
                 f"task_specific/{scope} predicts {width} labels the checkpoint does not name: "
                 "pass --label_names in the original's label order (its label_list; for tagging "
-                "the sorted tags of the task's files, BIOES for chunk)")
+                "the sorted tags of the task's files, BIOES for chunk, which --data_dir "
+                "reads)")
         options["label_names"] = label_names
         from electra_tf.tasks.registry import _label_names
         try:
@@ -341,7 +399,7 @@ def _task_of(scope: str, task_name: str, weights: dict, label_names: str, do_low
 
 def import_finetuned(path: str, model_size: str, output: str, overrides: dict | None = None,
                      task_name: str = "", label_names: str = "", vocab_file: str = "",
-                     do_lower_case: bool = True, max_seq_length: int = 0,
+                     do_lower_case: bool = True, max_seq_length: int = 0, data_dir: str = "",
                      weights: dict | None = None, skipped: list | None = None) -> dict:
     """Converts a checkpoint of the original's run_finetuning.py into a fine-tuning folder.
 
@@ -350,7 +408,8 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
     run_finetuning wrote. The head: TF1_HEAD_LAYERS. The task: `task_name`
     (electra_tf's or the original's name), else the original's scope name
     (TF1_TASK_NAMES). The labels: the GLUE task's own (the original's order),
-    else `label_names`. SQuAD 1.1 and MRQA read no answerability logit, so
+    else `label_names`, else for a tagger the tags of the task's files in
+    `data_dir`, ordered as the original orders them. SQuAD 1.1 and MRQA read no answerability logit, so
     the answerability classifier the original trains for them too is skipped
     (reported). A tagging head: electra_tf feeds segment ids 0 to a tagger
     where the original fed 1, so the imported token-type row 0 is the
@@ -360,6 +419,8 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
       path: the checkpoint prefix (or its folder).
       model_size, overrides: as import_checkpoint.
       task_name, label_names: see above; `label_names` as run_finetuning's flag.
+      data_dir: a tagging head without `label_names`: the task's CoNLL files, whose
+        tags give the original's label order (`original_tag_names`).
       vocab_file: the vocabulary fine-tuned with, where no vocab.txt lies beside the
         checkpoint (the original keeps it in its data_dir).
       do_lower_case: the original's do_lower_case (True for the released models).
@@ -380,7 +441,7 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
     encoder_weights = {n: v for n, v in weights.items() if not n.startswith("task_specific/")}
     config = infer_config(encoder_weights, model_size, overrides).discriminator_config()
     ft_config, task = _task_of(scope, task_name, weights, label_names, do_lower_case,
-                               max_seq_length, config.max_position_embeddings)
+                               max_seq_length, config.max_position_embeddings, data_dir)
     source_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     vocab = vocab_file or os.path.join(source_dir, artifacts.VOCAB)
     if not os.path.isfile(vocab):

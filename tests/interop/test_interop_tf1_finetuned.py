@@ -126,6 +126,23 @@ def test_tagging_head_reads_segment_zero_as_the_original_read_one(h, tmp_path):
     np.testing.assert_allclose(got[real], expected[real], atol=TOL, rtol=0)
 
 
+def test_tagging_labels_from_the_tasks_files_as_the_original_orders_them(h, tmp_path):
+    """tagging_tasks.py: the sorted tags of train/dev/test, made BIOES for chunk."""
+    data = tmp_path / "chunk"
+    data.mkdir()
+    (data / "train.txt").write_text("-DOCSTART- -X- O\n\nHe PRP B-NP\nreckons VBZ B-VP\n"
+                                    "the DT B-NP\ncurrent JJ I-NP\naccount NN I-NP\n. . O\n")
+    (data / "dev.txt").write_text("rose VBD B-VP\nsharply RB B-ADVP\n\n")
+    want = ["B-NP", "E-NP", "I-NP", "O", "S-ADVP", "S-NP", "S-VP"]
+    assert tf1.original_tag_names(str(data), "chunk") == want
+    assert tf1.original_tag_names(str(data), "pos") == ["B-ADVP", "B-NP", "B-VP", "I-NP", "O"]
+    prefix, _ = _checkpoint(h, tmp_path, "chunk", [("dense", H, len(want))], seed=17)
+    _, _, _, record = _import(h, tmp_path, prefix, data_dir=str(data))
+    assert record.label_names == tuple(want) and record.finetuning["tagging_scheme"] == "BIOES"
+    with pytest.raises(core.ConversionError, match="holds no train.txt, dev.txt or test.txt"):
+        tf1.original_tag_names(str(tmp_path), "chunk")
+
+
 def _qa_layers(joint=True, answerable=True):
     layers = [("dense", H, 1)] + ([("qa_hidden", 2 * H, 512), ("dense_1", 512, 1)] if joint
                                    else [("dense_1", H, 1)])
@@ -317,3 +334,48 @@ def test_two_commands_take_a_fine_tuned_tf1_model_to_tf_serving(h, tmp_path, tin
     text = loaded.signatures["serving_default"](text=tf.constant(["hello world"]),
                                                 text_pair=tf.constant(["the world"]))
     assert text["label"].numpy()[0].decode() in ("contradiction", "entailment", "neutral")
+
+
+@pytest.mark.slow
+def test_a_converted_tf1_classifier_evaluates_as_the_original(h, tmp_path, tiny_vocab):
+    """run_finetuning --init_checkpoint=CONVERTED --do_train=false scores dev with the
+    original's predictions (argmax of the NumPy logits on the same windows)."""
+    import random
+    import shutil
+
+    from helpers import WORDS, finetune
+
+    from electra_tf.text.vocab import load_vocab
+
+    vocab_size = len(load_vocab(tiny_vocab))
+    rng_w = np.random.default_rng(31)
+    weights = {k: v for k, v in h.original_weights(seed=31, generator=False,
+                                                   vocab=vocab_size).items()
+               if not k.startswith("discriminator_predictions/")}
+    weights.update({f"task_specific/reviews/{k}": v
+                    for k, v in _head(rng_w, h, [("dense", H, 2)]).items()})
+    prefix = h.write_tf1_checkpoint(tmp_path / "ckpt" / "model.ckpt-10",
+                                    h.with_optimizer_state(weights))
+    shutil.copyfile(tiny_vocab, tmp_path / "ckpt" / "vocab.txt")
+    out = str(tmp_path / "converted")
+    tf1.import_checkpoint(prefix, "small", out, h.TINY_OVERRIDES, task_name="classification",
+                          label_names="neg,pos", max_seq_length=16)
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = random.Random(3)
+    rows = [{"text": " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 9))),
+             "label": rng.choice(["neg", "pos"])} for _ in range(20)]
+    for split in ("train", "dev"):
+        (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    trainer, results = finetune("--task_name=classification", f"--init_checkpoint={out}",
+                                "--do_train=false", "--max_seq_length=16",
+                                "--train_batch_size=4", f"--data_dir={data}",
+                                f"--model_dir={tmp_path / 'eval'}")
+    feats = trainer.features("dev")[1]
+    seq = h.np_encoder(weights, "electra", feats.inputs, heads=h.sizes["HEADS"])
+    want = _np_dense(seq[:, 0], weights, "task_specific/reviews/dense").argmax(-1)
+    lines = (tmp_path / "eval" / "classification_dev_predictions.tsv").read_text().splitlines()
+    got = [line.split("\t")[1] for line in lines if line and not line.startswith("index")]
+    assert got == [["neg", "pos"][i] for i in want]
+    accuracy = np.mean([["neg", "pos"][i] == r["label"] for i, r in zip(want, rows)])
+    assert results["eval"]["dev"]["accuracy"] == pytest.approx(accuracy)
