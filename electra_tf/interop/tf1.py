@@ -7,6 +7,10 @@ A released checkpoint (`electra_small/electra_small`, ...) holds D under
 against `--model_size` (plus overrides); the attention head counts, which no
 shape shows, come from the preset (G: max(1, h // 64), as the original's
 get_generator_config).
+
+A checkpoint of the original's run_finetuning.py (the encoder and a task's
+head under `task_specific/<task>/`) becomes a fine-tuning folder instead
+(`import_finetuned`; the head's names: TF1_HEAD_LAYERS).
 """
 
 from __future__ import annotations
