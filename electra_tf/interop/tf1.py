@@ -413,9 +413,9 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
     (electra_tf's or the original's name), else the original's scope name
     (TF1_TASK_NAMES). The labels: the GLUE task's own (the original's order),
     else `label_names`, else for a tagger the tags of the task's files in
-    `data_dir`, ordered as the original orders them. SQuAD 1.1 and MRQA read no answerability logit, so
-    the answerability classifier the original trains for them too is skipped
-    (reported). A tagging head: electra_tf feeds segment ids 0 to a tagger
+    `data_dir`, ordered as the original orders them. SQuAD 1.1 and MRQA read
+    no answerability logit, so the answerability classifier the original
+    trains for them too is skipped (reported). A tagging head: electra_tf feeds segment ids 0 to a tagger
     where the original fed 1, so the imported token-type row 0 is the
     original's row 1 (the original's computation, exactly).
 

@@ -327,7 +327,8 @@ def test_newsqa_learns_toy_data_and_exports_the_squad_signature(pretrained_dir, 
     assert set(dev) >= {"f1", "exact_match"} and dev["f1"] >= 90.0, results
     predictions = json.load(open(out / "newsqa_dev_predictions.json"))
     assert sorted(predictions) == sorted(f"dev-{i}" for i in range(24))
-    assert mrqa_eval.evaluate_files(f"{data}/dev.jsonl.gz", str(out / "newsqa_dev_predictions.json"),
+    assert mrqa_eval.evaluate_files(f"{data}/dev.jsonl.gz",
+                                    str(out / "newsqa_dev_predictions.json"),
                                     skip_no_answer=True) == pytest.approx(
         {"f1": dev["f1"], "exact_match": dev["exact_match"]})
     path = export(load_spec("squad", str(out)), str(tmp_path / "models"), "newsqa")
