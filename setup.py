@@ -40,6 +40,7 @@ setup(
         "electra-convert=electra_tf.convert:run",
         "electra-eval-glue=electra_tf.eval_glue:run",
         "electra-eval-squad=electra_tf.eval_squad:run",
+        "electra-eval-mrqa=electra_tf.eval_mrqa:run",
         "electra-export=electra_tf.export_saved_model:run",
         "electra-query=electra_tf.query:run",
     ]},

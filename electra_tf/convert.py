@@ -11,6 +11,9 @@
     # a transformers task model (token classification, question answering, sequence
     # classification) -> a fine-tuning folder that exports, evaluates and fine-tunes
     python -m electra_tf.convert --from=hf --model_dir=electra-ner --output=ner_tf [--task_name=ner]
+    # a checkpoint of the original's run_finetuning.py -> a fine-tuning folder
+    python -m electra_tf.convert --from=tf1 --checkpoint=mnli_model/model.ckpt-36816 \
+        --model_size=base --vocab_file=vocab.txt --output=mnli_tf [--task_name=mnli]
     # a fine-tuning folder -> its transformers task model, labels and tokenizer files
     python -m electra_tf.convert --to=hf --model_dir=ner_tf --output=ner_hf
 
@@ -56,11 +59,26 @@ def define_flags() -> None:
                       "ElectraForSequenceClassification's encoder and drop its head.")
     flags.DEFINE_string("task_name", "", "--from=hf, a task model: the task to record it as "
                         "(ner, sst2, mnli, squad_v2, ...; default by its head: ner or "
-                        "tagging, squad_v1, classification).")
+                        "tagging, squad_v1, classification). --from=tf1, a fine-tuned "
+                        "checkpoint: its task (electra_tf's name or the original's; default: "
+                        "its task_specific/<task> scope), which also chooses one head of a "
+                        "multi-task checkpoint.")
+    flags.DEFINE_string("label_names", "", "--from=tf1, a fine-tuned classification or "
+                        "tagging checkpoint: its labels in logit order, as run_finetuning's "
+                        "--label_names (the GLUE tasks have their own).")
+    flags.DEFINE_string("data_dir", "", "--from=tf1, a fine-tuned tagging checkpoint without "
+                        "--label_names: the task's CoNLL files (train.txt, dev.txt, test.txt), "
+                        "whose sorted tags (BIOES for the original's chunk) are its labels.")
+    flags.DEFINE_bool("do_lower_case", True, "--from=tf1, a fine-tuned checkpoint: the "
+                      "original's do_lower_case (True for the released models).")
     flags.DEFINE_string("vocab_file", "", "--from=hf, a task model: the vocabulary, where the "
-                        "folder has no vocab.txt or tokenizer.json.")
+                        "folder has no vocab.txt or tokenizer.json; --from=tf1, a fine-tuned "
+                        "checkpoint: the vocab.txt it was fine-tuned with, where none lies "
+                        "beside it.")
     flags.DEFINE_integer("max_seq_length", 0, "--from=hf, a task model: the sequence length "
-                         "recorded for it (default: its position count).")
+                         "recorded for it (default: its position count); --from=tf1, a "
+                         "fine-tuned checkpoint: default the original's (512 QA, 256 "
+                         "tagging, else 128).")
     flags.DEFINE_bool("resume_checkpoint", True, "--from=tf1: also write checkpoints/ckpt-0 "
                       "for run_pretraining to continue from.")
 
@@ -80,8 +98,16 @@ def main(argv) -> None:
             raise InputError("--from=tf1 needs --checkpoint and --model_size")
         overrides = json.loads(FLAGS.model_hparam_overrides) if FLAGS.model_hparam_overrides \
             else None
-        report = tf1.import_checkpoint(FLAGS.checkpoint, FLAGS.model_size, FLAGS.output,
-                                       overrides, FLAGS.resume_checkpoint)
+        report = tf1.import_checkpoint(
+            FLAGS.checkpoint, FLAGS.model_size, FLAGS.output, overrides,
+            FLAGS.resume_checkpoint, task_name=FLAGS.task_name, label_names=FLAGS.label_names,
+            vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+            max_seq_length=FLAGS.max_seq_length, data_dir=FLAGS.data_dir)
+        if "task" in report:
+            print(f"[convert] {report['kind']}: {len(report['assigned'])} variables -> "
+                  f"{FLAGS.output} (a fine-tuning folder of task {report['task']}; "
+                  f"{len(report['skipped'])} variables skipped)", file=sys.stderr)
+            return
         print(f"[convert] {len(report['assigned'])} variables -> {FLAGS.output} "
               f"({len(report['skipped'])} optimizer variables skipped)", file=sys.stderr)
         if "checkpoint" in report:

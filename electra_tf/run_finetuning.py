@@ -4,7 +4,8 @@
         --init_checkpoint=PRETRAIN_MODEL_DIR --data_dir=glue_data/MNLI --model_dir=OUT
 
 Tasks: cola sst2 mrpc stsb qqp mnli qnli rte wnli (GLUE TSVs), squad_v1 squad_v2
-(SQuAD JSON), ner / chunking (CoNLL files), and on your own files:
+(SQuAD JSON), newsqa naturalqs triviaqa searchqa and mrqa (MRQA shared-task
+files, .jsonl.gz or .jsonl), ner / chunking (CoNLL files), and on your own files:
 classification (TSV, CSV or JSONL; single texts, pairs or --regression) and
 tagging (CoNLL files with any tag set). The learning rate, layer-wise
 decay, epochs and sequence length default to the original's per model size

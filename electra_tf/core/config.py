@@ -643,8 +643,9 @@ class FinetuningConfig:
     """Fine-tuning hyperparameters, named as in configure_finetuning.py."""
 
     task_name: str = _field(
-        "", "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, squad_v1, squad_v2, ner, "
-        "chunking; classification, tagging: your own data")
+        "", "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, squad_v1, squad_v2, newsqa, "
+        "naturalqs, triviaqa, searchqa, mrqa (MRQA files), ner, chunking; classification, "
+        "tagging: your own data")
     model_size: str = _field("", "empty: take it from the checkpoint's config",
                              choices=("",) + tuple(MODEL_SIZES))
     learning_rate: float = _field(0.0, "0: the original's by size (1e-4 Small/Base, 5e-5 Large)")

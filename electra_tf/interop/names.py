@@ -22,8 +22,9 @@ Original names, with S = "electra" (D) or "generator" (G):
     generator_predictions/dense/{kernel,bias}, generator_predictions/LayerNorm/{gamma,beta}
     generator_predictions/output_bias                       [V]
 
-Fine-tuning heads have no original name here; they use `task_specific/output/...`
-(electra_tf's TaskHead scope).
+Fine-tuning heads use `task_specific/<layer>/...` here (electra_tf's TaskHead
+scope); the original's fine-tuned checkpoints name them
+`task_specific/<task>/dense...`, which tf1.TF1_HEAD_LAYERS maps.
 """
 
 from __future__ import annotations

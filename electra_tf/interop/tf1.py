@@ -7,6 +7,10 @@ A released checkpoint (`electra_small/electra_small`, ...) holds D under
 against `--model_size` (plus overrides); the attention head counts, which no
 shape shows, come from the preset (G: max(1, h // 64), as the original's
 get_generator_config).
+
+A checkpoint of the original's run_finetuning.py (the encoder and a task's
+head under `task_specific/<task>/`) becomes a fine-tuning folder instead
+(`import_finetuned`; the head's names: TF1_HEAD_LAYERS).
 """
 
 from __future__ import annotations
@@ -112,8 +116,13 @@ def infer_config(weights: dict[str, np.ndarray], model_size: str,
 
 
 def import_checkpoint(path: str, model_size: str, output: str,
-                      overrides: dict | None = None, resume_checkpoint: bool = True) -> dict:
+                      overrides: dict | None = None, resume_checkpoint: bool = True,
+                      **task_options) -> dict:
     """Converts an original checkpoint into an electra_tf model_dir (see core.py).
+
+    A checkpoint of the original's run_finetuning.py (task_specific/* variables)
+    becomes a fine-tuning folder instead (`import_finetuned`, which takes
+    `task_options`).
 
     Args:
       path: the checkpoint prefix (".../model.ckpt-1000000").
@@ -129,6 +138,9 @@ def import_checkpoint(path: str, model_size: str, output: str,
     from electra_tf.objectives.pretrainer import ElectraPretrainer
 
     weights, skipped = read_checkpoint(path)
+    if is_finetuned(weights):
+        return import_finetuned(path, model_size, output, overrides, weights=weights,
+                                skipped=skipped, **task_options)
     config = infer_config(weights, model_size, overrides)
     source_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     check_vocab_size(os.path.join(source_dir, artifacts.VOCAB), config.vocab_size)
@@ -194,3 +206,306 @@ def resume_flags(config: PretrainingConfig) -> str:
     if not config.untied_generator:
         flags.append("--nountied_generator")
     return " ".join(flags)
+
+
+# === The original's fine-tuned models ===
+# run_finetuning.py builds one BertModel (under "electra/") and each task's head in
+# tf.variable_scope("task_specific/" + task.name); tf.layers.dense names a scope's layers
+# dense, dense_1, dense_2, ... in the order it builds them. The one table of those names,
+# per head kind: electra_tf's TaskHead layer <- the original layer(s) under
+# task_specific/<task>/ (several: their kernels' columns side by side).
+TF1_HEAD_LAYERS = {
+    # classification_tasks.py: dense(num_labels) on [CLS]; RegressionTask: dense(1)
+    "sequence_classification": {"output": ("dense",)},
+    # tagging_tasks.py: dense(num_tags) at every token
+    "token_classification": {"output": ("dense",)},
+    # qa_tasks.py with joint_prediction (its default): dense(1) start logits, then
+    # qa_hidden (dense(512, gelu) of concat(h_start, h_end)) and dense(1) end logits
+    "squad/joint": {"start_output": ("dense",), "qa_hidden": ("qa_hidden",),
+                    "qa_logits": ("dense_1",)},
+    # qa_tasks.py without joint_prediction: dense(1) start, dense(1) end
+    "squad/independent": {"output": ("dense", "dense_1")},
+    # qa_tasks.py's answerable_classifier with answerable_uses_start_logits (both on by
+    # default, for every QA task): dense(512, gelu), then dense(1), built after the span layers
+    "squad/answerable": {"answerable_hidden": ("dense_2",), "answerable_output": ("dense_3",)},
+}
+# The original's task names (finetune/task_builder.py) that electra_tf spells otherwise.
+TF1_TASK_NAMES = {"sst": "sst2", "sts": "stsb", "squad": "squad_v2", "squadv1": "squad_v1",
+                  "chunk": "chunking"}
+# configure_finetuning.py: a task with "squad" or "qa" in its name gets 512 tokens, chunk
+# 256, the others 128 (MRQA tasks: MrqaTask.default_max_seq_length, the same rule).
+_TF1_MAX_SEQ_LENGTH = {"squad": 512, "token_classification": 256}
+
+
+def is_finetuned(weights: dict) -> bool:
+    """Whether a TF1 checkpoint is one of run_finetuning.py's (it holds task_specific/*)."""
+    return any(n.startswith("task_specific/") for n in weights)
+
+
+def _head_scope(weights: dict, task_name: str) -> tuple[str, list[str]]:
+    """The original task scope to convert (task_specific/<scope>/) and the others."""
+    scopes = sorted({n.split("/")[1] for n in weights if n.startswith("task_specific/")})
+    chosen = [s for s in scopes if task_name and task_name in (s, TF1_TASK_NAMES.get(s, s))]
+    if len(scopes) == 1 and not chosen:  # e.g. your own data's head, recorded as `tagging`
+        chosen = scopes
+    if len(chosen) != 1:
+        raise core.ConversionError(
+            f"the checkpoint holds the heads of {len(scopes)} tasks (task_specific/"
+            f"{', task_specific/'.join(scopes)}); pass --task_name to choose one")
+    return chosen[0], [s for s in scopes if s != chosen[0]]
+
+
+def head_layers(kind: str, span_head: str = "", answerable: bool = False) -> dict:
+    """TF1_HEAD_LAYERS of one head: {TaskHead layer: original layer(s)}."""
+    table = dict(TF1_HEAD_LAYERS[f"squad/{span_head}" if kind == "squad" else kind])
+    if answerable:
+        table.update(TF1_HEAD_LAYERS["squad/answerable"])
+    return table
+
+
+def head_arrays(weights: dict, scope: str, layers: dict) -> tuple[dict[str, np.ndarray],
+                                                                  dict[str, str]]:
+    """The TaskHead's arrays {"task_specific/<layer>/<kernel|bias>": array} from the original
+    head under task_specific/<scope>/, and {source name: the array's name}.
+
+    Args:
+      layers: head_layers(...).
+    """
+    arrays, used = {}, {}
+    for layer, sources in layers.items():
+        for leaf in ("kernel", "bias"):
+            names_ = [f"task_specific/{scope}/{s}/{leaf}" for s in sources]
+            absent = [n for n in names_ if n not in weights]
+            if absent:
+                raise core.ConversionError(f"{absent[0]} is not in the checkpoint: not the "
+                                           f"original's head of this task ({layer} reads it)")
+            target = f"task_specific/{layer}/{leaf}"
+            arrays[target] = np.concatenate([weights[n] for n in names_], axis=-1)
+            used.update(dict.fromkeys(names_, target))
+    return arrays, used
+
+
+def original_tag_names(data_dir: str, scope: str) -> list[str]:
+    """The tag order of the original's tagging head, from the task's CoNLL files.
+
+    tagging_tasks.py's _get_label_mapping: the sorted tags of train.txt, dev.txt
+    and test.txt (those there; the last column, -DOCSTART- lines skipped), each
+    sentence's tags first made BIOES (tagging_utils.get_span_labels, get_tags)
+    for a span task (the original's chunk), as they are.
+
+    Raises:
+      ConversionError: no file, or no tag in them.
+    """
+    files = [os.path.join(data_dir, f"{split}.txt") for split in ("train", "dev", "test")]
+    files = [f for f in files if os.path.isfile(f)]
+    if not files:
+        raise core.ConversionError(f"--data_dir={data_dir} holds no train.txt, dev.txt or "
+                                   "test.txt (the original task's CoNLL files)")
+    tags: set[str] = set()
+    for path in files:
+        sentence: list[str] = []
+        with open(path, encoding="utf-8") as f:
+            for line in list(f) + [""]:
+                words = line.strip().split()
+                if words and words[0] != "-DOCSTART-":
+                    sentence.append(words[-1])
+                elif not words and sentence:
+                    tags.update(_bioes(sentence) if scope == "chunk" else sentence)
+                    sentence = []
+    if not tags:
+        raise core.ConversionError(f"--data_dir={data_dir}: no tags in {', '.join(files)}")
+    return sorted(tags)
+
+
+def _bioes(tags: list[str]) -> list[str]:
+    """tagging_utils.get_tags(get_span_labels(tags), len(tags), "BIOES")."""
+    spans, last, start = [], "O", -1
+    for i, tag in enumerate(tags):
+        pos = None if tag == "O" else tag.split("-")[0]
+        if (pos in ("S", "B") or tag == "O") and last != "O":
+            spans.append((start, i - 1, last.split("-")[-1]))
+        if pos in ("B", "S") or last == "O":
+            start = i
+        last = tag
+    if tags[-1] != "O":
+        spans.append((start, len(tags) - 1, tags[-1].split("-")[-1]))
+    out = ["O"] * len(tags)
+    for s, e, t in spans:
+        out[s:e + 1] = [f"I-{t}"] * (e + 1 - s)
+        out[e], out[s] = f"E-{t}", f"B-{t}"
+        if s == e:
+            out[s] = f"S-{t}"
+    return out
+
+
+def _task_of(scope: str, task_name: str, weights: dict, label_names: str, do_lower_case: bool,
+             max_seq_length: int, positions: int, data_dir: str = ""):
+    """The FinetuningConfig and Task an original head becomes (checked against its shapes)."""
+    from electra_tf.core.config import FinetuningConfig
+    from electra_tf.core.errors import ConfigError
+    from electra_tf.tasks.registry import task_from_config, task_names
+
+    name = TF1_TASK_NAMES.get(task_name, task_name) if task_name else \
+        TF1_TASK_NAMES.get(scope, scope)
+    if name not in task_names():
+        raise core.ConversionError(
+            f"the checkpoint's head is task_specific/{scope}, which is no electra_tf task; pass "
+            "--task_name (classification or tagging for your own data, or a task of "
+            "electra_tf with this head)")
+    prefix = f"task_specific/{scope}/"
+    width = weights.get(prefix + "dense/kernel", np.zeros((0, 0))).shape[-1]
+    options = {"task_name": name, "do_lower_case": do_lower_case,
+               "joint_prediction": prefix + "qa_hidden/kernel" in weights}
+    if name == "classification" and width == 1 and not label_names:
+        options["regression"] = True
+    elif name in ("classification", "tagging", "ner", "chunking"):
+        if not label_names and data_dir and name != "classification":
+            from electra_tf.tasks.registry import format_label_names
+
+            label_names = format_label_names(original_tag_names(data_dir, scope))
+        if not label_names:
+            raise core.ConversionError(
+                f"task_specific/{scope} predicts {width} labels the checkpoint does not name: "
+                "pass --label_names in the original's label order (its label_list; for tagging "
+                "the sorted tags of the task's files, BIOES for chunk, which --data_dir "
+                "reads)")
+        options["label_names"] = label_names
+        from electra_tf.tasks.registry import _label_names
+        try:
+            tags = _label_names(label_names) or ()
+        except ConfigError as e:
+            raise core.ConversionError(str(e)) from None
+        if name in ("ner", "chunking") and any(t[:2] in ("E-", "S-") for t in tags):
+            options["tagging_scheme"] = "BIOES"
+    try:
+        config = FinetuningConfig(**options)
+        task = task_from_config(config)
+    except (ConfigError, TypeError) as e:
+        raise core.ConversionError(f"--task_name={name}: {e}") from None
+    from electra_tf.tasks.registry import MRQA_TASKS
+
+    default = task.default_max_seq_length if name in MRQA_TASKS else \
+        _TF1_MAX_SEQ_LENGTH.get(task.head, 128)  # MRQA: the original's rule (naturalqs: 128)
+    length = max_seq_length or min(positions, default)
+    if length > positions:
+        raise core.ConversionError(f"--max_seq_length={length}: the model has {positions} "
+                                   "positions (electra/embeddings/position_embeddings)")
+    config = FinetuningConfig(**{**options, "max_seq_length": length})
+    want = 1 if task.head == "squad" or task.regression else len(task.label_names)
+    if width != want:
+        labels = "1 output (a regression)" if task.regression else \
+            f"{want} outputs" + (f" ({', '.join(task.label_names)})" if task.label_names else "")
+        raise core.ConversionError(
+            f"task_specific/{scope}/dense/kernel has {width} outputs, but --task_name={name} "
+            f"has {labels}")
+    return config, task
+
+
+def import_finetuned(path: str, model_size: str, output: str, overrides: dict | None = None,
+                     task_name: str = "", label_names: str = "", vocab_file: str = "",
+                     do_lower_case: bool = True, max_seq_length: int = 0, data_dir: str = "",
+                     weights: dict | None = None, skipped: list | None = None) -> dict:
+    """Converts a checkpoint of the original's run_finetuning.py into a fine-tuning folder.
+
+    The folder (finetuning_config.json + finetuned.weights.h5, beside the
+    discriminator's files) evaluates, fine-tunes further and exports like one
+    run_finetuning wrote. The head: TF1_HEAD_LAYERS. The task: `task_name`
+    (electra_tf's or the original's name), else the original's scope name
+    (TF1_TASK_NAMES). The labels: the GLUE task's own (the original's order),
+    else `label_names`, else for a tagger the tags of the task's files in
+    `data_dir`, ordered as the original orders them. SQuAD 1.1 and MRQA read
+    no answerability logit, so the answerability classifier the original
+    trains for them too is skipped (reported). A tagging head: electra_tf feeds segment ids 0 to a tagger
+    where the original fed 1, so the imported token-type row 0 is the
+    original's row 1 (the original's computation, exactly).
+
+    Args:
+      path: the checkpoint prefix (or its folder).
+      model_size, overrides: as import_checkpoint.
+      task_name, label_names: see above; `label_names` as run_finetuning's flag.
+      data_dir: a tagging head without `label_names`: the task's CoNLL files, whose
+        tags give the original's label order (`original_tag_names`).
+      vocab_file: the vocabulary fine-tuned with, where no vocab.txt lies beside the
+        checkpoint (the original keeps it in its data_dir).
+      do_lower_case: the original's do_lower_case (True for the released models).
+      max_seq_length: 0: the original's (512 for QA, 256 for tagging, else 128).
+
+    Returns:
+      the conversion report (also written as conversion_report.json).
+    Raises:
+      ConversionError: one line naming the variable, task or flag.
+    """
+    from electra_tf.core.config import FinetuneRun, model_size_of
+    from electra_tf.modeling.models import build_discriminator
+    from electra_tf.tasks.model import FinetuningModel
+
+    if weights is None:
+        weights, skipped = read_checkpoint(path)
+    scope, others = _head_scope(weights, task_name)
+    encoder_weights = {n: v for n, v in weights.items() if not n.startswith("task_specific/")}
+    config = infer_config(encoder_weights, model_size, overrides).discriminator_config()
+    ft_config, task = _task_of(scope, task_name, weights, label_names, do_lower_case,
+                               max_seq_length, config.max_position_embeddings, data_dir)
+    source_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    vocab = vocab_file or os.path.join(source_dir, artifacts.VOCAB)
+    if not os.path.isfile(vocab):
+        raise core.ConversionError(
+            f"{vocab_file or source_dir}: no vocabulary" + ("" if vocab_file else " (vocab.txt)")
+            + "; pass --vocab_file, the vocab.txt the model was fine-tuned with")
+    check_vocab_size(vocab, config.vocab_size)
+    layers = head_layers(task.head, task.head_options.get("span_head", ""), task.answerable)
+    arrays, used = head_arrays(weights, scope, layers)
+    prefix = f"task_specific/{scope}/"
+    unused = sorted(n for n in weights if n.startswith(prefix) and n not in used)
+    answerable_names = {f"{prefix}{s}/{leaf}" for layer in
+                        TF1_HEAD_LAYERS["squad/answerable"].values() for s in layer
+                        for leaf in ("kernel", "bias")}
+    skipped = list(skipped or [])
+    if task.head == "squad" and not task.answerable and set(unused) <= answerable_names:
+        skipped += [f"{n} (the answerability classifier, which {task.name} never reads)"
+                    for n in unused]
+        unused = []
+    if unused:
+        raise core.ConversionError(
+            f"{path}: {len(unused)} variable(s) of the head map to nothing in electra_tf, e.g. "
+            f"{', '.join(unused[:5])} (a head variant electra_tf does not have: the "
+            "original's answerable_uses_start_logits=False, or another task's layers)")
+    skipped += [f"{n} (the head of task {n.split('/')[1]}, not converted)"
+                for n in sorted(weights) if n.split("/")[0] == "task_specific"
+                and n.split("/")[1] in others]
+    converted = {**encoder_weights, **arrays}
+    adjusted = []
+    if task.head == "token_classification":
+        types = np.array(converted["electra/embeddings/token_type_embeddings"])
+        types[0] = types[1]
+        converted["electra/embeddings/token_type_embeddings"] = types
+        adjusted.append("electra/embeddings/token_type_embeddings: row 0 is the checkpoint's "
+                        "row 1 (the original's tagger reads segment ids 1, electra_tf's 0)")
+
+    discriminator = build_discriminator(config)
+    model = FinetuningModel(discriminator.encoder, task.head, max(1, len(task.label_names)),
+                            answerable=task.answerable, regression=task.regression,
+                            **task.head_options)
+    model.build()
+    targets = {**names.discriminator_variables(discriminator),
+               **{f"task_specific/{w.path.split('/')[-2]}/{w.path.split('/')[-1]}": w
+                  for w in model.head.weights}}
+    report = {"source": os.path.abspath(path), "format": "tf1", "kind": task.head,
+              "task": task.name, "tf1_task": scope}
+    report.update(core.assign(converted, targets, path, ("discriminator_predictions/",)))
+    report["mapping"] = {n: targets[n].path for n in report["assigned"]}
+    report["head_mapping"] = {n: targets[t].path for n, t in used.items()}
+    report["skipped"], report["adjusted"] = skipped, adjusted
+    os.makedirs(output, exist_ok=True)
+    vocab = artifacts.copy_vocab_file(vocab, output)
+    artifacts.save_discriminator(output, discriminator)
+    artifacts.record_vocab(output, vocab)
+    artifacts.save_finetuned(output, model)
+    run = FinetuneRun(model_dir=output, vocab_file=vocab, init_checkpoint=os.path.abspath(path))
+    artifacts.write_finetuning_config(
+        output, task=task, config=ft_config, run=run, encoder=config,
+        model_size=model_size_of(config), max_seq_length=ft_config.max_seq_length,
+        converted_from=os.path.abspath(path))
+    artifacts.write_conversion_report(output, report, kind=task.head)
+    return report
+

@@ -13,6 +13,7 @@ from electra_tf.core.errors import ConfigError
 
 TAGGING_TASKS = ("ner", "chunking")
 SQUAD_TASKS = {"squad_v1": "1.1", "squad_v2": "2.0"}
+MRQA_TASKS = ("newsqa", "naturalqs", "triviaqa", "searchqa", "mrqa")  # tasks/mrqa.py
 OWN_DATA_TASKS = ("classification", "tagging")  # your own files (classification.py, tagging.py)
 # FinetuningConfig fields only the own-data tasks read (--label_names: tagging tasks too).
 _OWN_DATA_OPTIONS = ("text_column", "text_pair_column", "label_column", "regression")
@@ -21,15 +22,16 @@ _OWN_DATA_OPTIONS = ("text_column", "text_pair_column", "label_column", "regress
 def task_names() -> list[str]:
     from electra_tf.tasks.glue import GLUE_TASKS
 
-    return sorted(GLUE_TASKS) + sorted(SQUAD_TASKS) + list(TAGGING_TASKS) + list(OWN_DATA_TASKS)
+    return (sorted(GLUE_TASKS) + sorted(SQUAD_TASKS) + list(MRQA_TASKS) + list(TAGGING_TASKS)
+            + list(OWN_DATA_TASKS))
 
 
 def task_from_config(config: FinetuningConfig):
     """A fresh Task for `config.task_name`, with the task options of `config`.
 
     The options: tagging_scheme (ner/chunking), double_unordered (MRPC,
-    STS-B; ignored by the other GLUE tasks), SQuAD's head (joint_prediction,
-    beam_size: the task's `head_options`) and SQuAD 2.0's null rule and its
+    STS-B; ignored by the other GLUE tasks), SQuAD's and MRQA's head
+    (joint_prediction, beam_size: the task's `head_options`) and SQuAD 2.0's null rule and its
     threshold (`squad_null_options`); classification's text_column,
     text_pair_column, label_column and regression; label_names
     (comma-separated) for classification and the tagging tasks.
@@ -78,6 +80,11 @@ def task_from_config(config: FinetuningConfig):
 
         return SquadTask(version=SQUAD_TASKS[name], joint_prediction=config.joint_prediction,
                          beam_size=config.beam_size, **squad_null_options(config.to_dict()))
+    if name in MRQA_TASKS:
+        from electra_tf.tasks.mrqa import MrqaTask
+
+        return MrqaTask(name, joint_prediction=config.joint_prediction,
+                        beam_size=config.beam_size)
     if name in TAGGING_TASKS:
         from electra_tf.tasks.tagging import TaggingTask
 
@@ -140,7 +147,7 @@ def squad_null_options(finetuning: dict) -> dict:
 
 
 def get_task(name: str, **options):
-    """A fresh Task for `name` (GLUE task, squad_v1/squad_v2, ner/chunking,
+    """A fresh Task for `name` (GLUE task, squad_v1/squad_v2, MRQA_TASKS, ner/chunking,
     classification/tagging).
 
     Args:

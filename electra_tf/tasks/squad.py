@@ -248,8 +248,7 @@ class SquadTask(base.Task):
             masks = max_context_masks(spans, len(doc_ids))
             answer = None
             if labelled and not ex.is_impossible:
-                text, start = ex.answers[0]
-                answer = answer_token_span(char_starts, char_ends, start, start + len(text))
+                answer = self.answer_span(i, ex, doc_ids, char_starts, char_ends)
                 missed += answer is None
             offset = len(query) + 2
             for (doc_start, doc_len), mask in zip(spans, masks):
@@ -284,6 +283,13 @@ class SquadTask(base.Task):
                       "is_impossible": np.asarray(impossible, np.float32)}
         inputs = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
         return base.Features(inputs, labels, np.asarray(ex_index, np.int32), extra)
+
+    def answer_span(self, index: int, example: SquadExample, doc_ids: np.ndarray,
+                    char_starts: np.ndarray, char_ends: np.ndarray) -> tuple[int, int] | None:
+        """First and last context token of the example's first answer, or None: the
+        tokens overlapping its characters (MrqaTask: the original's word-level rule)."""
+        text, start = example.answers[0]
+        return answer_token_span(char_starts, char_ends, start, start + len(text))
 
     # === Decoding ===
 

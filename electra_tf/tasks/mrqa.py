@@ -1,0 +1,266 @@
+"""The 2019 MRQA shared task's format: NewsQA, Natural Questions, TriviaQA, SearchQA, or
+any file of that format (`mrqa`), as the original's MRQATask (finetune/qa/qa_tasks.py).
+
+    task = MrqaTask("newsqa")
+    examples = task.read("data/newsqa", "dev")    # dev.jsonl.gz or dev.jsonl
+    ...                                            # then as SquadTask (squad.py)
+    task.metrics(preds, examples)                  # {"f1": ..., "exact_match": ...}
+
+A file is `train.jsonl` / `dev.jsonl`, gzipped as distributed (`.jsonl.gz`) or
+plain: a header line ({"header": {...}}), then one context per line:
+
+    {"context": "...", "qas": [{"qid": "...", "question": "...",
+      "answers": ["...", ...],
+      "detected_answers": [{"text": "...", "char_spans": [[start, end]], ...}]}]}
+
+Windows and decoding are SquadTask's (SQuAD 1.1: every question has an
+answer, no null answer): the question cut to max_query_length (64)
+tokens, windows every doc_stride (128) tokens, a window that does not hold the
+whole answer trained to point at [CLS] (kept, as the original keeps it), and
+each token decoded from its max-context window. What is MRQA's, as the
+original reads it:
+- training takes each question's first detected answer at the start of its
+  first character span, `text` characters long (char_spans[0][0] and
+  len(text): qa_tasks.py); a question whose answer runs past the context, or
+  whose whitespace words there do not contain the answer text (case folded),
+  is skipped with a warning, as the original skips it; the answer's tokens
+  are those of the whitespace words it touches, narrowed to the answer text's
+  own tokens where they occur there (the original's _improve_answer_span;
+  `original_answer_span`);
+- predictions are keyed by `qid`; the score is the MRQA official evaluation
+  (`mrqa_eval`: EM and F1, the maximum over the question's `answers` strings,
+  SQuAD normalization), which the original runs with skip_no_answer;
+- the defaults of configure_finetuning.py, which gives a task with "qa" (or
+  "squad") in its name 512 tokens and 2 epochs: newsqa, triviaqa, searchqa
+  and mrqa; naturalqs has neither in its name, so the original gave it 128
+  tokens and 3 epochs, and so does this port (--max_seq_length=512
+  --num_train_epochs=2 is the QA setting).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import re
+from typing import Sequence
+
+import numpy as np
+from absl import logging
+
+from electra_tf.core.errors import InputError, TaskDataError
+from electra_tf.tasks import mrqa_eval
+from electra_tf.tasks.squad import SquadExample, SquadPrediction, SquadTask, _ids
+
+# The original's MRQA tasks (finetune/task_builder.py), and `mrqa` for any file of the format.
+MRQA_TASKS = ("newsqa", "naturalqs", "triviaqa", "searchqa", "mrqa")
+
+
+@dataclasses.dataclass(frozen=True)
+class MrqaExample(SquadExample):
+    """One MRQA question: `qas_id` is its qid, `answers` the training span (the first
+    detected answer; empty where the original skips it or on dev without one), `gold`
+    the answer strings the official evaluation scores against."""
+
+    gold: tuple[str, ...] = ()
+
+
+# qa_tasks.py's words: runs of characters between its is_whitespace ones (U+202F too).
+_WORD = re.compile("[^ \t\r\n\u202f]+")
+
+
+@functools.lru_cache(maxsize=8)  # a context's questions come one after another
+def _words(context: str) -> tuple[np.ndarray, list[str]]:
+    """The context's whitespace words and their first characters."""
+    found = [(m.start(), m.group()) for m in _WORD.finditer(context)]
+    return np.array([s for s, _ in found], np.int64), [w for _, w in found]
+
+
+def _word_of(context: str, char: int) -> int:
+    """qa_tasks.py's char_to_word_offset: the word a character is in (a whitespace
+    character: the word before it)."""
+    return int(np.searchsorted(_words(context)[0], char, side="right")) - 1
+
+
+def _recoverable(context: str, start: int, text: str) -> bool:
+    """qa_tasks.py's check: the answer ends inside the context and the whitespace words
+    it touches, joined by spaces and lower-cased, contain the answer text's words."""
+    end = start + len(text) - 1
+    if end >= len(context):
+        return False
+    words = _words(context)[1]
+    actual = " ".join(words[_word_of(context, start):_word_of(context, end) + 1]).lower()
+    return " ".join(text.split()).lower() in actual
+
+
+def original_answer_span(context: str, start: int, text: str, char_starts: np.ndarray,
+                         doc_ids: np.ndarray, answer_ids: np.ndarray) -> tuple[int, int] | None:
+    """qa_tasks.py's answer tokens: every token of the whitespace words the answer's
+    characters touch, narrowed to the first sub-span (by start, then longest) whose
+    tokens are the answer text's own tokens (_improve_answer_span), if one is.
+
+    Args:
+      char_starts: each context token's first character; doc_ids: the tokens' ids;
+      answer_ids: the ids of the tokenized answer text.
+    """
+    word_starts = _words(context)[0]
+    first_word, last_word = _word_of(context, start), _word_of(context, start + len(text) - 1)
+    if first_word < 0:
+        return None
+    tok_start = int(np.searchsorted(char_starts, word_starts[first_word], side="left"))
+    tok_end = (int(np.searchsorted(char_starts, word_starts[last_word + 1], side="left")) - 1
+               if last_word + 1 < len(word_starts) else len(doc_ids) - 1)
+    if tok_start > tok_end:
+        return None
+    want = list(answer_ids)
+    for new_start in range(tok_start, tok_end + 1):
+        for new_end in range(tok_end, new_start - 1, -1):
+            if list(doc_ids[new_start:new_end + 1]) == want:
+                return new_start, new_end
+    return tok_start, tok_end
+
+
+class MrqaTask(SquadTask):
+    """An MRQA task (a SquadTask of version 1.1 read from MRQA files).
+
+    Args:
+      name: one of MRQA_TASKS.
+      **options: SquadTask's (max_query_length, doc_stride, n_best_size,
+        max_answer_length, joint_prediction, beam_size).
+    """
+
+    def __init__(self, name: str = "mrqa", **options):
+        if name not in MRQA_TASKS:
+            raise ValueError(f"an MRQA task is one of {', '.join(MRQA_TASKS)}, got {name!r}")
+        super().__init__(version="1.1", **options)
+        self.name = name
+        self.metric_names = ("f1", "exact_match")
+        qa_task = "qa" in name or "squad" in name  # configure_finetuning.py's rule
+        self.default_max_seq_length = 512 if qa_task else 128
+        self.default_epochs = 2 if qa_task else 3
+
+    # === Reading ===
+    def data_file(self, data_dir: str, split: str) -> str:
+        """A file is taken as is; a folder holds SPLIT.jsonl.gz or SPLIT.jsonl (not both)."""
+        if os.path.isfile(data_dir):
+            return data_dir
+        found = [p for p in (os.path.join(data_dir, f"{split}.jsonl.gz"),
+                             os.path.join(data_dir, f"{split}.jsonl")) if os.path.isfile(p)]
+        if len(found) > 1:
+            raise TaskDataError(f"{data_dir} holds both {split}.jsonl.gz and {split}.jsonl; "
+                                "keep one")
+        if not found:
+            raise TaskDataError(f"{data_dir}: no {split}.jsonl.gz or {split}.jsonl (the MRQA "
+                                "shared task's files, renamed by split)")
+        return found[0]
+
+    def read(self, data_dir: str, split: str) -> list[MrqaExample]:
+        """An MRQA file -> examples. Raises TaskDataError (file:line) on bad input."""
+        path = self.data_file(data_dir, split)
+        training = split == "train"
+        examples: list[MrqaExample] = []
+        seen: set[str] = set()
+        skipped: list[str] = []
+        try:
+            for number, paragraph in mrqa_eval.json_lines(path):
+                examples += self._paragraph(paragraph, f"{path}:{number}", training, seen,
+                                            skipped)
+        except InputError as e:
+            raise TaskDataError(str(e)) from None
+        if skipped:
+            logging.warning("%s: %d question(s) skipped, as the original skips them: the "
+                            "detected answer's text is not at its char_spans (first: %s)",
+                            path, len(skipped), skipped[0])
+        if not examples:
+            raise TaskDataError(f"{path}: no questions" + (
+                f" ({len(skipped)} skipped: their answers are not at their char_spans)"
+                if skipped else " (empty split)"))
+        return examples
+
+    def _paragraph(self, paragraph: dict, where: str, training: bool, seen: set,
+                   skipped: list) -> list[MrqaExample]:
+        context = _field(paragraph, "context", str, where)
+        out = []
+        for q, qa in enumerate(_field(paragraph, "qas", list, where)):
+            qid = _field(qa, "qid", str, f"{where}: question {q}")
+            here = f"{where}: question {qid!r}"
+            if qid in seen:
+                raise TaskDataError(f"{here}: the qid repeats")
+            seen.add(qid)
+            question = _field(qa, "question", str, here)
+            gold = ()
+            if not training or "answers" in qa:
+                gold = tuple(_field(qa, "answers", list, here))
+                if not gold or not all(isinstance(a, str) for a in gold):
+                    raise TaskDataError(f"{here}: 'answers' must be a non-empty list of "
+                                        "strings")
+            try:
+                span = self._detected(qa, context, here, required=training)
+            except TaskDataError:
+                if training:
+                    raise
+                span = None  # dev is scored on `answers`; the original reads no span there
+            if training and span is None:
+                skipped.append(here)
+                continue
+            out.append(MrqaExample(qid, question, context, (span,) if span else (), False,
+                                   gold=gold))
+        return out
+
+    @staticmethod
+    def _detected(qa: dict, context: str, here: str, required: bool):
+        """(text, start) of the first detected answer (qa_tasks.py), or None where the
+        original skips it; checked for shape wherever it is given."""
+        if not required and "detected_answers" not in qa:
+            return None
+        detected = _field(qa, "detected_answers", list, here)
+        if not detected:
+            raise TaskDataError(f"{here}: 'detected_answers' is empty")
+        text = _field(detected[0], "text", str, f"{here}: detected answer 0")
+        spans = _field(detected[0], "char_spans", list, f"{here}: detected answer 0")
+        ok = spans and all(isinstance(s, list) and len(s) == 2 and all(
+            isinstance(x, int) and not isinstance(x, bool) for x in s) for s in spans)
+        if not ok:
+            raise TaskDataError(f"{here}: detected answer 0: 'char_spans' must be a non-empty "
+                                f"list of [start, end] character offsets, got {spans!r}")
+        start = spans[0][0]
+        if not text or not 0 <= start < len(context):
+            raise TaskDataError(f"{here}: detected answer 0 starts at character {start}, "
+                                f"outside the context's {len(context)} characters"
+                                if text else f"{here}: detected answer 0 has an empty text")
+        return (text, start) if _recoverable(context, start, text) else None
+
+    # === Features ===
+    def featurize(self, examples, tokenizer, max_seq_length: int):
+        """SquadTask's windows; the answer's tokens by the original's rule
+        (`original_answer_span`)."""
+        self._answer_ids = _ids(tokenizer, [ex.answers[0][0] if ex.answers else ""
+                                            for ex in examples])
+        try:
+            return super().featurize(examples, tokenizer, max_seq_length)
+        finally:
+            self._answer_ids = None
+
+    def answer_span(self, index, example, doc_ids, char_starts, char_ends):
+        text, start = example.answers[0]
+        return original_answer_span(example.context, start, text, char_starts, doc_ids,
+                                    self._answer_ids[index])
+
+    # === Scores and files ===
+    def metrics(self, predictions: dict[str, SquadPrediction],
+                examples: Sequence[MrqaExample]) -> dict[str, float]:
+        """The MRQA official EM and F1 (percent) over the examples' `gold` answers."""
+        answers = {ex.qas_id: list(ex.gold) for ex in examples}
+        result = mrqa_eval.evaluate(answers, {q: p.answer for q, p in predictions.items()},
+                                    skip_no_answer=True)
+        return {"f1": float(result["f1"]), "exact_match": float(result["exact_match"])}
+
+
+def _field(obj, key: str, kind: type, where: str):
+    if not isinstance(obj, dict) or key not in obj:
+        raise TaskDataError(f"{where}: missing key {key!r}")
+    value = obj[key]
+    if not isinstance(value, kind):
+        raise TaskDataError(f"{where}: {key!r} must be a {kind.__name__}, got "
+                            f"{type(value).__name__}")
+    return value

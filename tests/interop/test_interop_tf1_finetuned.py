@@ -1,0 +1,386 @@
+"""Import of the original's fine-tuned checkpoints (run_finetuning.py's variable names).
+
+Each checkpoint holds what the original's FinetuningModel builds: the encoder under
+`electra/` (no discriminator_predictions: fine-tuning builds none) and the task's head
+in `task_specific/<task>/`, whose layers tf.layers.dense names dense, dense_1, ... in the
+order the task's get_prediction_module builds them (classification_tasks.py,
+tagging_tasks.py, qa_tasks.py), plus the Adam slots and global_step. The heads' logits
+are computed in NumPy from the original's formulas on the same weights.
+"""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from electra_tf.interop import core, tf1
+from electra_tf.training import artifacts
+
+TOL = 1e-4
+_erf = np.vectorize(math.erf)
+
+
+def _gelu(x):
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def _head(rng, h, layers):
+    """{task_specific/<task>/<layer>/kernel|bias: array} for (layer, n_in, n_out) triples."""
+    out = {}
+    for name, n_in, n_out in layers:
+        out[f"{name}/kernel"] = rng.normal(0, 0.3, (n_in, n_out)).astype(np.float32)
+        out[f"{name}/bias"] = rng.normal(0, 0.1, (n_out,)).astype(np.float32)
+    return out
+
+
+def _checkpoint(h, tmp_path, task, layers, seed=0, vocab=True, extra=None):
+    """A fine-tuned checkpoint of the original: encoder + task_specific/<task>/ head."""
+    rng = np.random.default_rng(seed + 100)
+    weights = {k: v for k, v in h.original_weights(seed=seed, generator=False).items()
+               if not k.startswith("discriminator_predictions/")}
+    head = {f"task_specific/{task}/{k}": v for k, v in _head(rng, h, layers).items()}
+    weights.update(head, **(extra or {}))
+    folder = tmp_path / "ckpt"
+    prefix = h.write_tf1_checkpoint(folder / "model.ckpt-3000", h.with_optimizer_state(weights))
+    if vocab:
+        tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + \
+            [f"w{i}" for i in range(h.sizes["VOCAB"] - 5)]
+        (folder / "vocab.txt").write_text("\n".join(tokens) + "\n")
+    return prefix, weights
+
+
+def _import(h, tmp_path, prefix, **options):
+    out = str(tmp_path / "out")
+    report = tf1.import_checkpoint(prefix, "small", out, h.TINY_OVERRIDES, **options)
+    model, record = artifacts.load_finetuned(out)
+    return out, report, model, record
+
+
+def _answer_mask(inputs):
+    """qa_tasks.py: input_mask * segment_ids, plus [CLS]."""
+    mask = inputs["input_mask"] * inputs["segment_ids"]
+    mask[:, 0] = 1
+    return mask.astype(bool)
+
+
+def _np_dense(x, w, name):
+    return x @ np.float64(w[f"{name}/kernel"]) + np.float64(w[f"{name}/bias"])
+
+
+H = 32  # tests/interop/conftest.py HIDDEN
+
+
+def test_classification_head_gives_the_originals_logits(h, tmp_path):
+    task, labels = "mnli", ["contradiction", "entailment", "neutral"]
+    prefix, w = _checkpoint(h, tmp_path, task, [("dense", H, len(labels))], seed=1)
+    out, report, model, record = _import(h, tmp_path, prefix)
+    assert (record.task, record.head, record.label_names) == (task, "sequence_classification",
+                                                              tuple(labels))
+    assert report["head_mapping"][f"task_specific/{task}/dense/kernel"].endswith(
+        "output/kernel")
+    assert len(report["skipped"]) == 2 * len(w) + 1  # the Adam slots and global_step
+    assert report["left_at_init"] and all(n.startswith("discriminator_predictions/")
+                                          for n in report["left_at_init"])
+    inputs = h.padded_inputs(seed=2)
+    seq = h.np_encoder(w, "electra", inputs, heads=h.sizes["HEADS"])
+    # classification_tasks.py: logits = dense(num_labels) of get_pooled_output() ([CLS])
+    expected = _np_dense(seq[:, 0], w, f"task_specific/{task}/dense")
+    np.testing.assert_allclose(model(inputs)["logits"], expected, atol=TOL, rtol=0)
+    assert record.max_seq_length == 32  # min(128, the model's 32 positions)
+
+
+def test_regression_head_keeps_the_originals_scale(h, tmp_path):
+    """The original's STS-B trains on score / 5 (RegressionTask), as electra_tf's does."""
+    prefix, w = _checkpoint(h, tmp_path, "sts", [("dense", H, 1)], seed=3)
+    out, report, model, record = _import(h, tmp_path, prefix)
+    assert (record.task, record.regression, record.label_scale) == ("stsb", True, (0.0, 5.0))
+    inputs = h.padded_inputs(seed=4)
+    seq = h.np_encoder(w, "electra", inputs, heads=h.sizes["HEADS"])
+    expected = _np_dense(seq[:, 0], w, "task_specific/sts/dense")[:, 0]
+    np.testing.assert_allclose(model(inputs)["logits"], expected, atol=TOL, rtol=0)
+
+
+def test_tagging_head_reads_segment_zero_as_the_original_read_one(h, tmp_path):
+    tags = ["B-NP", "E-NP", "I-NP", "O", "S-NP"]  # the original's chunk tags: BIOES, sorted
+    prefix, w = _checkpoint(h, tmp_path, "chunk", [("dense", H, len(tags))], seed=5)
+    out, report, model, record = _import(h, tmp_path, prefix, label_names=",".join(tags))
+    assert (record.task, record.head, record.label_names) == ("chunking",
+                                                              "token_classification",
+                                                              tuple(tags))
+    assert record.finetuning["tagging_scheme"] == "BIOES"
+    assert record.max_seq_length == 32  # the original's 256, capped at the 32 positions
+    assert report["adjusted"] and "token_type_embeddings" in report["adjusted"][0]
+    inputs = h.padded_inputs(seed=6)
+    # tagging_tasks.py feeds segment ids 1 on every real token; electra_tf's tagger feeds 0
+    original = dict(inputs, segment_ids=inputs["input_mask"].copy())
+    seq = h.np_encoder(w, "electra", original, heads=h.sizes["HEADS"])
+    expected = _np_dense(seq, w, "task_specific/chunk/dense")
+    got = np.asarray(model(dict(inputs, segment_ids=np.zeros_like(inputs["segment_ids"])))
+                     ["tag_logits"])
+    real = inputs["input_mask"].astype(bool)
+    np.testing.assert_allclose(got[real], expected[real], atol=TOL, rtol=0)
+
+
+def test_tagging_labels_from_the_tasks_files_as_the_original_orders_them(h, tmp_path):
+    """tagging_tasks.py: the sorted tags of train/dev/test, made BIOES for chunk."""
+    data = tmp_path / "chunk"
+    data.mkdir()
+    (data / "train.txt").write_text("-DOCSTART- -X- O\n\nHe PRP B-NP\nreckons VBZ B-VP\n"
+                                    "the DT B-NP\ncurrent JJ I-NP\naccount NN I-NP\n. . O\n")
+    (data / "dev.txt").write_text("rose VBD B-VP\nsharply RB B-ADVP\n\n")
+    want = ["B-NP", "E-NP", "I-NP", "O", "S-ADVP", "S-NP", "S-VP"]
+    assert tf1.original_tag_names(str(data), "chunk") == want
+    assert tf1.original_tag_names(str(data), "pos") == ["B-ADVP", "B-NP", "B-VP", "I-NP", "O"]
+    prefix, _ = _checkpoint(h, tmp_path, "chunk", [("dense", H, len(want))], seed=17)
+    _, _, _, record = _import(h, tmp_path, prefix, data_dir=str(data))
+    assert record.label_names == tuple(want) and record.finetuning["tagging_scheme"] == "BIOES"
+    with pytest.raises(core.ConversionError, match="holds no train.txt, dev.txt or test.txt"):
+        tf1.original_tag_names(str(tmp_path), "chunk")
+
+
+def _qa_layers(joint=True, answerable=True):
+    layers = [("dense", H, 1)] + ([("qa_hidden", 2 * H, 512), ("dense_1", 512, 1)] if joint
+                                   else [("dense_1", H, 1)])
+    return layers + ([("dense_2", 2 * H, 512), ("dense_3", 512, 1)] if answerable else [])
+
+
+def _np_answerable(w, seq, start_logits, scope):
+    """qa_tasks.py answerable_uses_start_logits: dense(1)(gelu(dense(512)([h_cls, sum p h])))."""
+    p = np.exp(start_logits - start_logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    rep = np.concatenate([seq[:, 0], np.einsum("bl,blh->bh", p, seq)], -1)
+    hidden = _gelu(_np_dense(rep, w, f"task_specific/{scope}/dense_2"))
+    return _np_dense(hidden, w, f"task_specific/{scope}/dense_3")[:, 0]
+
+
+def test_joint_squad_head_gives_the_originals_beam(h, tmp_path):
+    prefix, w = _checkpoint(h, tmp_path, "squad", _qa_layers(), seed=7)
+    out, report, model, record = _import(h, tmp_path, prefix)
+    assert (record.task, record.answerable, record.head_options["span_head"]) == \
+        ("squad_v2", True, "joint")
+    assert record.max_seq_length == 32  # the original's 512, capped at 32 positions
+    inputs = h.padded_inputs(seed=8)
+    got = {k: np.asarray(v) for k, v in model(inputs).items()}
+    seq = h.np_encoder(w, "electra", inputs, heads=h.sizes["HEADS"])
+    allowed = _answer_mask(inputs)
+    start = _np_dense(seq, w, "task_specific/squad/dense")[..., 0] + 1000.0 * (allowed - 1)
+    log_p = start - start.max(-1, keepdims=True)
+    log_p -= np.log(np.exp(log_p).sum(-1, keepdims=True))
+    for b in range(len(seq)):
+        n = int(allowed[b].sum())  # the beam's allowed entries (the rest are masked)
+        np.testing.assert_allclose(got["start_top_log_probs"][b, :n],
+                                   np.sort(log_p[b])[::-1][:n], atol=TOL, rtol=0)
+        for k, s in enumerate(got["start_top_index"][b, :n]):
+            assert allowed[b, s]
+            # qa_tasks.py: dense(1)(gelu(qa_hidden(concat(h_s, h_e)))) at every e
+            rep = np.concatenate([np.repeat(seq[b, s][None], seq.shape[1], 0), seq[b]], -1)
+            end = _np_dense(_gelu(_np_dense(rep, w, "task_specific/squad/qa_hidden")), w,
+                            "task_specific/squad/dense_1")[:, 0] + 1000.0 * (allowed[b] - 1)
+            end_lp = end - end.max() - np.log(np.exp(end - end.max()).sum())
+            np.testing.assert_allclose(got["end_top_log_probs"][b, k, :n],
+                                       np.sort(end_lp)[::-1][:n], atol=TOL, rtol=0)
+            np.testing.assert_array_equal(got["end_top_index"][b, k, :n],
+                                          np.argsort(-end_lp, kind="stable")[:n])
+    np.testing.assert_allclose(got["answerable_logits"], _np_answerable(w, seq, start, "squad"),
+                               atol=TOL, rtol=0)
+
+
+def test_independent_squad_v1_head_drops_the_unread_answerability_classifier(h, tmp_path):
+    """The original trains the answerability classifier for SQuAD 1.1 too; its predictions
+    never read it (qa_metrics.py, v2 only), so the import skips it and says so."""
+    prefix, w = _checkpoint(h, tmp_path, "squadv1", _qa_layers(joint=False), seed=9)
+    out, report, model, record = _import(h, tmp_path, prefix)
+    assert (record.task, record.answerable, record.head_options["span_head"]) == \
+        ("squad_v1", False, "independent")
+    dropped = [s for s in report["skipped"] if "answerability classifier" in s]
+    assert sorted(s.split()[0] for s in dropped) == sorted(
+        f"task_specific/squadv1/{n}/{leaf}" for n in ("dense_2", "dense_3")
+        for leaf in ("kernel", "bias"))
+    inputs = h.padded_inputs(seed=10)
+    got = model(inputs)
+    seq = h.np_encoder(w, "electra", inputs, heads=h.sizes["HEADS"])
+    allowed = _answer_mask(inputs)
+    for key, layer in (("start_logits", "dense"), ("end_logits", "dense_1")):
+        expected = _np_dense(seq, w, f"task_specific/squadv1/{layer}")[..., 0]
+        np.testing.assert_allclose(np.asarray(got[key])[allowed], expected[allowed],
+                                   atol=TOL, rtol=0)
+
+
+def test_mrqa_joint_head_is_an_mrqa_task(h, tmp_path):
+    prefix, w = _checkpoint(h, tmp_path, "triviaqa", _qa_layers(), seed=15)
+    out, report, model, record = _import(h, tmp_path, prefix, max_seq_length=24)
+    assert (record.task, record.answerable, record.head_options["span_head"],
+            record.max_seq_length) == ("triviaqa", False, "joint", 24)
+    assert sum("answerability classifier" in s for s in report["skipped"]) == 4
+    inputs = h.padded_inputs(seed=16)
+    seq = h.np_encoder(w, "electra", inputs, heads=h.sizes["HEADS"])
+    allowed = _answer_mask(inputs)
+    start = _np_dense(seq, w, "task_specific/triviaqa/dense")[..., 0]
+    got = np.asarray(model(inputs)["start_top_log_probs"])
+    for b in range(len(seq)):
+        s = np.where(allowed[b], start[b], -np.inf)
+        log_p = s - s.max() - np.log(np.exp(s - s.max()).sum())
+        n = int(allowed[b].sum())
+        np.testing.assert_allclose(got[b, :n], np.sort(log_p)[::-1][:n], atol=TOL, rtol=0)
+
+
+def test_multi_task_checkpoint_converts_the_chosen_head(h, tmp_path):
+    rng = np.random.default_rng(0)
+    rte = {f"task_specific/rte/{k}": v for k, v in _head(rng, h, [("dense", H, 2)]).items()}
+    prefix, w = _checkpoint(h, tmp_path, "sst", [("dense", H, 2)], seed=11, extra=rte)
+    with pytest.raises(core.ConversionError, match=r"holds the heads of 2 tasks \(task_specific/"
+                                                   r"rte, task_specific/sst\); pass --task_name"):
+        _import(h, tmp_path / "a", prefix)
+    # electra_tf's name of the original's sst
+    out, report, model, record = _import(h, tmp_path / "b", prefix, task_name="sst2")
+    assert (record.task, record.label_names) == ("sst2", ("0", "1"))
+    assert sum("the head of task rte" in s for s in report["skipped"]) == 2
+    inputs = h.padded_inputs(seed=12)
+    seq = h.np_encoder(w, "electra", inputs, heads=h.sizes["HEADS"])
+    np.testing.assert_allclose(model(inputs)["logits"],
+                               _np_dense(seq[:, 0], w, "task_specific/sst/dense"), atol=TOL,
+                               rtol=0)
+
+
+def test_own_data_classifier_takes_label_names(h, tmp_path):
+    prefix, w = _checkpoint(h, tmp_path, "reviews", [("dense", H, 3)], seed=13)
+    with pytest.raises(core.ConversionError, match=r"task_specific/reviews, which is no "
+                                                   r"electra_tf task; pass --task_name"):
+        _import(h, tmp_path / "a", prefix)
+    with pytest.raises(core.ConversionError, match=r"predicts 3 labels the checkpoint does "
+                                                   r"not name: pass --label_names"):
+        _import(h, tmp_path / "b", prefix, task_name="classification")
+    with pytest.raises(core.ConversionError, match=r"dense/kernel has 3 outputs, but "
+                                                   r"--task_name=classification has 2 outputs"):
+        _import(h, tmp_path / "c", prefix, task_name="classification", label_names="a,b")
+    out, _, model, record = _import(h, tmp_path / "d", prefix, task_name="classification",
+                                    label_names="neg,neutral,pos")
+    assert record.label_names == ("neg", "neutral", "pos")
+    config = json.load(open(os.path.join(out, "finetuning_config.json")))
+    assert config["converted_from"] == os.path.abspath(prefix)
+
+
+def test_refusals_are_one_line_and_write_nothing(h, tmp_path):
+    # No vocabulary beside the checkpoint and none given.
+    prefix, _ = _checkpoint(h, tmp_path / "a", "mnli", [("dense", H, 3)], vocab=False)
+    with pytest.raises(core.ConversionError, match=r"no vocabulary \(vocab.txt\); pass "
+                                                   r"--vocab_file"):
+        _import(h, tmp_path / "a", prefix)
+    assert not (tmp_path / "a" / "out").exists()
+    # A GLUE task's head of the wrong width.
+    prefix, _ = _checkpoint(h, tmp_path / "b", "mnli", [("dense", H, 2)])
+    with pytest.raises(core.ConversionError, match=r"has 2 outputs, but --task_name=mnli has "
+                                                   r"3 outputs \(contradiction, entailment"):
+        _import(h, tmp_path / "b", prefix)
+    # answerable_uses_start_logits=False: a one-layer answerability classifier.
+    prefix, _ = _checkpoint(h, tmp_path / "c", "squad",
+                            _qa_layers(answerable=False) + [("dense_2", H, 1)])
+    with pytest.raises(core.ConversionError, match="dense_3/kernel is not in the checkpoint"):
+        _import(h, tmp_path / "c", prefix)
+    # A max_seq_length past the position table.
+    prefix, _ = _checkpoint(h, tmp_path / "d", "mrpc", [("dense", H, 2)])
+    with pytest.raises(core.ConversionError, match=r"--max_seq_length=64: the model has 32 "
+                                                   "positions"):
+        _import(h, tmp_path / "d", prefix, max_seq_length=64)
+    for case in "abcd":
+        assert not (tmp_path / case / "out").exists()
+
+
+@pytest.mark.slow
+def test_two_commands_take_a_fine_tuned_tf1_model_to_tf_serving(h, tmp_path, tiny_vocab):
+    """convert --from=tf1, then export_saved_model: the SavedModel's ids signature gives the
+    original's MNLI logits (NumPy, from the checkpoint's weights), and its text signature
+    answers with the original's label names."""
+    import shutil
+
+    import tensorflow as tf
+    from helpers import error_line, run_module
+
+    from electra_tf.text.vocab import load_vocab
+
+    vocab_size = len(load_vocab(tiny_vocab))
+    rng = np.random.default_rng(21)
+    weights = {k: v for k, v in h.original_weights(seed=21, generator=False,
+                                                   vocab=vocab_size).items()
+               if not k.startswith("discriminator_predictions/")}
+    weights.update({f"task_specific/mnli/{k}": v
+                    for k, v in _head(rng, h, [("dense", H, 3)]).items()})
+    prefix = h.write_tf1_checkpoint(tmp_path / "mnli_model" / "model.ckpt-36816",
+                                    h.with_optimizer_state(weights))
+    shutil.copyfile(tiny_vocab, tmp_path / "vocab.txt")  # the original keeps it in data_dir
+    out, base = tmp_path / "mnli_tf", tmp_path / "models"
+    # no vocab.txt beside the checkpoint and no --vocab_file: one line, nothing written
+    refused = run_module("electra_tf.convert", "--from=tf1", f"--checkpoint={prefix}",
+                         "--model_size=small",
+                         f"--model_hparam_overrides={json.dumps(h.TINY_OVERRIDES)}",
+                         f"--output={out}")
+    error_line(refused, "no vocabulary (vocab.txt); pass --vocab_file")
+    assert not out.exists()
+    convert = run_module("electra_tf.convert", "--from=tf1", f"--checkpoint={prefix}",
+                         "--model_size=small",
+                         f"--model_hparam_overrides={json.dumps(h.TINY_OVERRIDES)}",
+                         f"--vocab_file={tmp_path / 'vocab.txt'}", f"--output={out}")
+    assert convert.returncode == 0, convert.stderr[-3000:]
+    assert "a fine-tuning folder of task mnli" in convert.stderr
+    export = run_module("electra_tf.export_saved_model", "--task=sequence_classification",
+                        f"--checkpoint={out}", f"--model_base={base}", "--model_name=mnli")
+    assert export.returncode == 0, export.stderr[-3000:]
+    loaded = tf.saved_model.load(str(base / "mnli" / "1"))
+    inputs = h.padded_inputs(seed=22, vocab=vocab_size)
+    got = loaded.signatures["serving_ids"](
+        input_word_ids=tf.constant(inputs["input_ids"]),
+        input_mask=tf.constant(inputs["input_mask"]),
+        input_type_ids=tf.constant(inputs["segment_ids"]))
+    seq = h.np_encoder(weights, "electra", inputs, heads=h.sizes["HEADS"])
+    expected = _np_dense(seq[:, 0], weights, "task_specific/mnli/dense")
+    np.testing.assert_allclose(got["logits"].numpy(), expected, atol=TOL, rtol=0)
+    text = loaded.signatures["serving_default"](text=tf.constant(["hello world"]),
+                                                text_pair=tf.constant(["the world"]))
+    assert text["label"].numpy()[0].decode() in ("contradiction", "entailment", "neutral")
+
+
+@pytest.mark.slow
+def test_a_converted_tf1_classifier_evaluates_as_the_original(h, tmp_path, tiny_vocab):
+    """run_finetuning --init_checkpoint=CONVERTED --do_train=false scores dev with the
+    original's predictions (argmax of the NumPy logits on the same windows)."""
+    import random
+    import shutil
+
+    from helpers import WORDS, finetune
+
+    from electra_tf.text.vocab import load_vocab
+
+    vocab_size = len(load_vocab(tiny_vocab))
+    rng_w = np.random.default_rng(31)
+    weights = {k: v for k, v in h.original_weights(seed=31, generator=False,
+                                                   vocab=vocab_size).items()
+               if not k.startswith("discriminator_predictions/")}
+    weights.update({f"task_specific/reviews/{k}": v
+                    for k, v in _head(rng_w, h, [("dense", H, 2)]).items()})
+    prefix = h.write_tf1_checkpoint(tmp_path / "ckpt" / "model.ckpt-10",
+                                    h.with_optimizer_state(weights))
+    shutil.copyfile(tiny_vocab, tmp_path / "ckpt" / "vocab.txt")
+    out = str(tmp_path / "converted")
+    tf1.import_checkpoint(prefix, "small", out, h.TINY_OVERRIDES, task_name="classification",
+                          label_names="neg,pos", max_seq_length=16)
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = random.Random(3)
+    rows = [{"text": " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 9))),
+             "label": rng.choice(["neg", "pos"])} for _ in range(20)]
+    for split in ("train", "dev"):
+        (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    trainer, results = finetune("--task_name=classification", f"--init_checkpoint={out}",
+                                "--do_train=false", "--max_seq_length=16",
+                                "--train_batch_size=4", f"--data_dir={data}",
+                                f"--model_dir={tmp_path / 'eval'}")
+    feats = trainer.features("dev")[1]
+    seq = h.np_encoder(weights, "electra", feats.inputs, heads=h.sizes["HEADS"])
+    want = _np_dense(seq[:, 0], weights, "task_specific/reviews/dense").argmax(-1)
+    lines = (tmp_path / "eval" / "classification_dev_predictions.tsv").read_text().splitlines()
+    got = [line.split("\t")[1] for line in lines if line and not line.startswith("index")]
+    assert got == [["neg", "pos"][i] for i in want]
+    accuracy = np.mean([["neg", "pos"][i] == r["label"] for i, r in zip(want, rows)])
+    assert results["eval"]["dev"]["accuracy"] == pytest.approx(accuracy)
