@@ -6,7 +6,7 @@ seeds. With `--num_trials=N` and `--model_dir=OUT`, trial k (1..N) is an
 ordinary fine-tuning run in `OUT_k` (the original's `model_dir + "_" + k`)
 with `--seed=seed+k-1`, and the group folder `OUT` holds:
 
-  trials.json   every trial's seed, folder and final dev results, and the
+  trials.json   every trial's seed, folder, model size and final dev results, and the
                 summary per split and metric (median, mean, standard deviation
                 (n - 1), min, max, n over the finished trials), rewritten
                 atomically after every trial
@@ -163,10 +163,11 @@ class TrialGroup:
     def finished(self, trial: int) -> dict | None:
         return next((t for t in self.record["trials"] if t["trial"] == trial), None)
 
-    def add(self, trial: int, seed: int, model_dir: str, results: dict) -> None:
+    def add(self, trial: int, seed: int, model_dir: str, results: dict,
+            model_size: str = "") -> None:
         trials = [t for t in self.record["trials"] if t["trial"] != trial]
         trials.append({"trial": trial, "seed": seed, "model_dir": model_dir,
-                       "results": results})
+                       "model_size": model_size, "results": results})
         self.record["trials"] = sorted(trials, key=lambda t: t["trial"])
         self.record["summary"] = summarize([t["results"] for t in self.record["trials"]])
         os.makedirs(self.folder, exist_ok=True)
@@ -204,10 +205,11 @@ def run_trials(config: FinetuningConfig, run: FinetuneRun, task_name: str,
             trainer = make_trainer(dataclasses.replace(config, seed=seed),
                                    dataclasses.replace(run, model_dir=folder, num_trials=1))
             results = final_results(trainer.train())
+            size = getattr(trainer, "size", "")  # the checkpoint's size name, or "custom"
             del trainer
             gc.collect()
             keras.backend.clear_session()  # the next trial builds its model afresh
-            group.add(k, seed, folder, results)
+            group.add(k, seed, folder, results, size)
             log("finetune", f"trial {k}/{n} done: {results}")
             if k != n and not run.keep_all_models and os.path.isdir(folder):
                 shutil.rmtree(folder)  # the original's keep_all_models=False
