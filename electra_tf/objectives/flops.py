@@ -27,7 +27,9 @@ A new objective adds one function to `OBJECTIVE_FLOPS`: (config, output_frac)
 -> {part: training FLOPs per sequence}, built from `TransformerHparams`
 (`encoder_hparams` turns an EncoderConfig into one);
 tests/objectives/test_flops.py checks that every name in
-`config.OBJECTIVES` has one.
+`config.OBJECTIVES` has one. A run whose phases differ in sequence length or
+batch gives each its own `FlopsPhase` (steps, parts, batch_size), counted
+from a config of that phase's length and batch.
 """
 
 from __future__ import annotations
@@ -286,15 +288,22 @@ OBJECTIVE_FLOPS: dict[str, Callable[[PretrainingConfig, float], dict[str, float]
 
 @dataclasses.dataclass(frozen=True)
 class FlopsPhase:
-    """A stretch of steps of one cost: `parts` are training FLOPs per sequence."""
+    """A stretch of steps of one cost: `parts` are training FLOPs per sequence, and
+    `batch_size` sequences make a step (a phase of its own sequence length or batch
+    is a FlopsPhase of its own, counted from a config of that length and batch)."""
 
     name: str
     steps: int
     parts: dict
+    batch_size: int
 
     @property
     def per_sequence(self) -> float:
         return float(sum(self.parts.values()))
+
+    @property
+    def per_step(self) -> float:
+        return self.per_sequence * self.batch_size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -302,11 +311,7 @@ class PretrainingFlops:
     """The training FLOPs of a run: per step (each phase's) and in all."""
 
     phases: tuple[FlopsPhase, ...]
-    batch_size: int
     output_frac: float
-
-    def per_step(self, phase: FlopsPhase) -> float:
-        return phase.per_sequence * self.batch_size
 
     @property
     def flops_per_step(self) -> float:
@@ -315,27 +320,26 @@ class PretrainingFlops:
 
     @property
     def total(self) -> float:
-        return float(sum(self.per_step(p) * p.steps for p in self.phases))
+        return float(sum(p.per_step * p.steps for p in self.phases))
 
     def to_dict(self) -> dict:
         return {"flops_per_step": self.flops_per_step, "total_flops": self.total,
-                "train_batch_size": self.batch_size, "output_frac": self.output_frac,
+                "output_frac": self.output_frac,
                 "counted_as": "google-research/electra flops_computation.py",
-                "phases": [{"name": p.name, "steps": p.steps,
-                            "flops_per_step": self.per_step(p),
+                "phases": [{"name": p.name, "steps": p.steps, "train_batch_size": p.batch_size,
+                            "flops_per_step": p.per_step,
                             "flops_per_sequence": p.per_sequence, "parts": dict(p.parts)}
                            for p in self.phases]}
 
     def summary(self) -> str:
         """One console line: per step and for the whole run."""
         steps = sum(p.steps for p in self.phases)
-        if len(self.phases) == 1:
-            each = f"{self.flops_per_step:.3e} per step"
-        else:
-            each = ", ".join(f"{self.per_step(p):.3e} per step of {p.name} ({p.steps:,} steps)"
-                             for p in self.phases)
-        return (f"training FLOPs: {each} ({self.batch_size} sequences), {self.total:.3e} for "
-                f"{steps:,} steps (counted as the original's flops_computation.py)")
+        each = ", ".join(
+            f"{p.per_step:.3e} per step" + (f" of {p.name} ({p.steps:,} steps)"
+                                            if len(self.phases) > 1 else "")
+            + f" ({p.batch_size} sequences)" for p in self.phases)
+        return (f"training FLOPs: {each}, {self.total:.3e} for {steps:,} steps (counted as "
+                "the original's flops_computation.py)")
 
 
 def pretraining_flops(config: PretrainingConfig,
@@ -359,8 +363,9 @@ def pretraining_flops(config: PretrainingConfig,
         frozen = {f"{k}_forward_only": v / 2 for k, v in gen.items()}
         disc = {k: v for k, v in parts.items() if not k.startswith("generator")}
         first = config.stage_starts[0]
-        phases = (FlopsPhase("two_stage_generator", first, gen),
-                  FlopsPhase("two_stage_discriminator", n - first, {**frozen, **disc}))
+        phases = (FlopsPhase("two_stage_generator", first, gen, config.train_batch_size),
+                  FlopsPhase("two_stage_discriminator", n - first, {**frozen, **disc},
+                             config.train_batch_size))
     else:
-        phases = (FlopsPhase(config.training_algorithm, n, parts),)
-    return PretrainingFlops(phases, config.train_batch_size, output_frac)
+        phases = (FlopsPhase(config.training_algorithm, n, parts, config.train_batch_size),)
+    return PretrainingFlops(phases, output_frac)
