@@ -43,6 +43,7 @@ setup(
         "electra-eval-mrqa=electra_tf.eval_mrqa:run",
         "electra-export=electra_tf.export_saved_model:run",
         "electra-query=electra_tf.query:run",
+        "electra-results-table=electra_tf.results_table:run",
     ]},
     extras_require={
         # jax[cpu]: the JAX backend's tests (KERAS_BACKEND=jax) run on CPU.

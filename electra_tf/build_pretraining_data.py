@@ -4,7 +4,12 @@
         --vocab_file=vocab.txt --output_dir=pretrain_tfrecords \
         --max_seq_length=128 --num_shards=64 --num_processes=8 --seed=0
 
-Input: one sentence per line, a blank line between documents. Output:
+    # OpenWebText as distributed: the .xz archives that openwebtext.tar.xz extracts to
+    python -m electra_tf.build_pretraining_data --corpus='openwebtext/*.xz' ...
+
+Input: one sentence per line, a blank line between documents; or OpenWebText
+archives (.xz tars of .txt files, read without extracting them: each page one
+document, as the original's build_openwebtext_pretraining_dataset.py). Output:
 `pretrain_data.tfrecord-SSSSS-of-NNNNN` shards of tf.train.Examples with int64
 `input_ids`, `input_mask`, `segment_ids`, and `pretrain_data_stats.json`.
 The same seed and shard count give the same bytes, whatever --num_processes.
@@ -25,7 +30,18 @@ def define_flags():
     """Flags of this entry point (defined only when it runs as main)."""
     from electra_tf.data.builder import DEFAULT_MAX_UNK_RATE, UNK_SAMPLE_LINES
 
-    flags.DEFINE_string("corpus", None, "Comma-separated globs of text files.")
+    from electra_tf.data.corpus import CORPUS_FORMATS
+
+    flags.DEFINE_string("corpus", None, "Comma-separated globs of text files (or of "
+                        "OpenWebText's .xz archives).")
+    flags.DEFINE_enum("corpus_format", "auto", list(CORPUS_FORMATS),
+                      "text: every file is text; openwebtext: every file is an archive (a tar, "
+                      "xz-compressed, of .txt files: OpenWebText's openwebtext/*.xz); auto: an "
+                      "archive where the file starts as an .xz file does.")
+    flags.DEFINE_enum("blanks_separate_docs", "auto", ["auto", "true", "false"],
+                      "true: a blank line ends a document; false: each text file or archive "
+                      "member is one document (blank lines skipped); auto: true for text "
+                      "files, false for archive members (the original's OpenWebText builder).")
     flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt.")
     flags.DEFINE_string("output_dir", None, "Where to write the shards.")
     flags.DEFINE_integer("max_seq_length", 128, "L: tokens per example, [CLS]/[SEP] included.")
@@ -55,7 +71,9 @@ def main(argv):
         output_dir=FLAGS.output_dir, max_seq_length=FLAGS.max_seq_length,
         num_shards=FLAGS.num_shards, num_processes=FLAGS.num_processes, seed=FLAGS.seed,
         do_lower_case=FLAGS.do_lower_case, strip_accents=cli.tri_state(FLAGS.strip_accents),
-        overwrite=FLAGS.overwrite, max_unk_rate=FLAGS.max_unk_rate))
+        overwrite=FLAGS.overwrite, max_unk_rate=FLAGS.max_unk_rate,
+        corpus_format=FLAGS.corpus_format,
+        blanks_separate_docs=cli.tri_state(FLAGS.blanks_separate_docs)))
 
 
 def run():

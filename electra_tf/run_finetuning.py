@@ -12,7 +12,11 @@ decay, epochs and sequence length default to the original's per model size
 and task; every FinetuningConfig field is a flag. Re-running resumes. OUT
 gets results.json (metrics after every epoch), the official prediction files
 for the dev (and with --do_predict test) splits, checkpoints and
-finetuned.weights.h5.
+finetuned.weights.h5. `--num_trials=N` runs N trials with seeds seed .. seed+N-1
+in OUT_1 .. OUT_N (the original's names) and writes every trial's dev results
+and their median, mean, standard deviation, min and max to OUT/trials.json
+and OUT/results.txt; re-running skips the finished trials and resumes the
+interrupted one.
 
 With KERAS_BACKEND=jax the same command trains on the JAX backend
 (training/backends/jax.py): the same flags, console lines and folder.
@@ -42,15 +46,36 @@ def main(argv):
     # are fixed at start-up.
     started = backends.load(backend).start(flags_lib.runtime_options())
     config, run = flags_lib.finetuning_configs()
-    try:  # the task options (double_unordered, the SQuAD head and null rule) reach the task
-        task = task_from_config(config)
-    except ConfigError:
-        raise
-    except ValueError as e:  # options the task refuses together (combined rule + joint head)
-        raise ConfigError(f"--task_name={config.task_name}: {e}") from None
     trainer_class = backends.finetuning_class(backend)
-    trainer = (trainer_class(task, config, run, started) if started
-               else trainer_class(task, config, run))
+
+    def make_task(config):
+        try:  # the task options (double_unordered, the SQuAD head and null rule) reach it
+            return task_from_config(config)
+        except ConfigError:
+            raise
+        except ValueError as e:  # options the task refuses together (combined + joint)
+            raise ConfigError(f"--task_name={config.task_name}: {e}") from None
+
+    def make_trainer(config, run):
+        task = make_task(config)
+        return (trainer_class(task, config, run, started) if started
+                else trainer_class(task, config, run))
+
+    make_task(config)  # bad task options: one line before any folder is made
+
+    if run.num_trials > 1:  # MODEL_DIR_1 .. MODEL_DIR_N and MODEL_DIR/trials.json
+        from electra_tf.training.trials import run_trials
+
+        summary = run_trials(config, run, config.task_name, make_trainer,
+                             trainer_class.final_results)
+        medians = {split: {k: round(v["median"], 4) for k, v in metrics.items()}
+                   for split, metrics in summary.items()}
+        print(f"[finetune] done: {run.num_trials} trials, medians {medians}", file=sys.stderr)
+        return
+    from electra_tf.training.trials import check_single_run_folder
+
+    check_single_run_folder(run.model_dir)
+    trainer = make_trainer(config, run)
     results = trainer.train()
     print(f"[finetune] done: {trainer.final_results(results)}", file=sys.stderr)
 

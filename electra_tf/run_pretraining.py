@@ -100,6 +100,7 @@ def main(argv):
           f"jit={True if jax_backend else run.jit_compile}, precision={run.mixed_precision}"
           f"{', backend=jax, input=' + run.jax_input_pipeline if jax_backend else ''}",
           file=sys.stderr)
+    print(f"[pretrain] {trainer.flops.summary()}", file=sys.stderr)
     trainer.train()
 
 

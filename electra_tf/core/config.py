@@ -753,6 +753,11 @@ class FinetuneRun(RuntimeOptions):
     do_train: bool = _field(True, "train (else only evaluate the checkpoint)")
     do_eval: bool = _field(True, "evaluate on the dev split(s) after every epoch")
     do_predict: bool = _field(False, "write test-split predictions at the end")
+    num_trials: int = _field(
+        1, "train+eval runs with seeds seed .. seed+N-1, in MODEL_DIR_1 .. MODEL_DIR_N, "
+        "their results and median/mean/std in MODEL_DIR/trials.json (the original's)")
+    keep_all_models: bool = _field(
+        True, "with num_trials > 1: False keeps only the last trial's folder (the original's)")
 
     def __post_init__(self) -> None:
         """Checks the run's options at construction, refusing the JAX ones fine-tuning has
@@ -763,6 +768,8 @@ class FinetuneRun(RuntimeOptions):
           ConfigError: a bad option, or one fine-tuning would ignore.
         """
         super().__post_init__()
+        if self.num_trials < 1:
+            raise ConfigError(f"num_trials must be >= 1, got {self.num_trials}")
         if self.jax_steps_per_call != 1:
             raise ConfigError(f"jax_steps_per_call={self.jax_steps_per_call} is for "
                               "pre-training: fine-tuning runs one step per compiled call")

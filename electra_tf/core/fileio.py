@@ -71,6 +71,17 @@ def check_text_file(path: str, what: str = "corpus file") -> None:
             sample = f.read(TEXT_SAMPLE_BYTES)
     except OSError as e:
         raise InputError(f"{what} {path}: cannot read it ({e.strerror or e})") from None
+    check_text_sample(sample, path, what)
+
+
+def check_text_sample(data: bytes, path: str, what: str = "corpus file") -> None:
+    """`check_text_file` on bytes already read (their first TEXT_SAMPLE_BYTES), e.g. a
+    member of an archive; `path` names them in the error.
+
+    Raises:
+      InputError: naming `path` and what the bytes look like.
+    """
+    sample = data[:TEXT_SAMPLE_BYTES]
     hint = "convert it to UTF-8 (e.g. iconv -f UTF-16 -t UTF-8) or leave it out"
     if sample[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in sample:
         kind = "UTF-16 or UTF-32 text" if sample[:2] in (b"\xff\xfe", b"\xfe\xff") or \

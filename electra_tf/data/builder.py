@@ -12,7 +12,13 @@ interrupted run never leaves a shard that looks finished; the stats JSON is
 written last.
 
 A corpus file that is not UTF-8 text (binary, UTF-16: `fileio.check_text_file`)
-is refused before anything is written. So is a corpus that is mostly [UNK]
+is refused before anything is written.
+
+A corpus file may also be an OpenWebText archive (data/corpus.py: an .xz tar of
+.txt files, as distributed), read in memory without extracting it: its members,
+in the order of their names, are units of text like files, each one document
+unless `blanks_separate_docs` says otherwise. A damaged archive is refused in
+one line naming it. So is a corpus that is mostly [UNK]
 for the vocabulary (a binary file, another
 language, a cased corpus with an uncased vocab) is refused, with nothing
 written: each file's first lines are checked before building
@@ -34,6 +40,7 @@ import uuid
 from electra_tf.core.errors import InputError
 from electra_tf.core.fileio import Progress, atomic_write_text, check_text_file
 from electra_tf.data import features as features_lib
+from electra_tf.data.corpus import CORPUS_FORMATS, first_lines, is_archive, text_units
 from electra_tf.data.packing import ExampleBuilder, SpecialIds, to_features
 
 STATS_FILE = "pretrain_data_stats.json"
@@ -57,24 +64,28 @@ class BuildOptions:
     strip_accents: bool | None = None
     overwrite: bool = False
     max_unk_rate: float = DEFAULT_MAX_UNK_RATE  # refuse above this [UNK] rate; 1.0: never
+    corpus_format: str = "auto"  # data/corpus.py: text, openwebtext, or auto (by file)
+    # a blank line ends a document (True), or each text file / archive member is one
+    # (False); None: True for text files, False for archive members (the original's)
+    blanks_separate_docs: bool | None = None
 
 
-def _read_lines(path: str):
-    """Yields stripped lines, decoding invalid UTF-8 with U+FFFD replacement."""
-    with open(path, "rb") as f:
-        for raw in f:
-            yield raw.decode("utf-8", errors="replace").strip()
+def iter_documents(files, corpus_format: str = "text",
+                   blanks_separate_docs: bool | None = None):
+    """Yields (doc_index, [sentence, ...]) over all files, in order.
 
-
-def iter_documents(files):
-    """Yields (doc_index, [sentence, ...]) over all files, in order."""
+    Args:
+      files: corpus files. corpus_format: data/corpus.py's (text, openwebtext, auto).
+      blanks_separate_docs: see BuildOptions (None: per unit, True for a text file).
+    """
     index = 0
-    for path in files:
+    for _, from_archive, lines in text_units(files, corpus_format):
+        split = not from_archive if blanks_separate_docs is None else blanks_separate_docs
         doc: list[str] = []
-        for line in _read_lines(path):
+        for line in lines:
             if line:
                 doc.append(line.replace("\n", " "))
-            elif doc:
+            elif doc and split:
                 yield index, doc
                 index, doc = index + 1, []
         if doc:
@@ -82,10 +93,15 @@ def iter_documents(files):
             index += 1
 
 
-def scan_corpus(files) -> tuple[int, int]:
+def _documents(options: "BuildOptions"):
+    return iter_documents(options.files, options.corpus_format, options.blanks_separate_docs)
+
+
+def scan_corpus(files, corpus_format: str = "text",
+                blanks_separate_docs: bool | None = None) -> tuple[int, int]:
     """(non-blank lines, documents), to validate input and size the progress bar."""
     lines = docs = 0
-    for _, doc in iter_documents(files):
+    for _, doc in iter_documents(files, corpus_format, blanks_separate_docs):
         docs += 1
         lines += len(doc)
     return lines, docs
@@ -101,12 +117,17 @@ def validate(options: BuildOptions) -> tuple[int, int]:
         raise InputError("num_shards and num_processes must be >= 1")
     if not 0.0 <= options.max_unk_rate <= 1.0:
         raise InputError(f"max_unk_rate must be in [0, 1], got {options.max_unk_rate}")
+    if options.corpus_format not in CORPUS_FORMATS:
+        raise InputError(f"corpus_format must be one of {', '.join(CORPUS_FORMATS)}, "
+                         f"got {options.corpus_format!r}")
     load_vocab(options.vocab_file)  # raises VocabError with the reason
     for path in options.files:
         if not os.path.isfile(path):
             raise InputError(f"corpus file not found: {path}")
-        check_text_file(path)
-    lines, docs = scan_corpus(options.files)
+        if not is_archive(path, options.corpus_format):  # an archive's members: when read
+            check_text_file(path)
+    lines, docs = scan_corpus(options.files, options.corpus_format,
+                              options.blanks_separate_docs)
     if lines == 0:
         raise InputError(f"the corpus is empty: {len(options.files)} file(s) with no text")
     if os.path.isdir(options.output_dir) and not options.overwrite:
@@ -136,12 +157,7 @@ def check_unk_rate(options: BuildOptions) -> None:
 
     tokenizer = Tokenizer(options.vocab_file, options.do_lower_case, options.strip_accents)
     for path in options.files:
-        sample = []
-        for line in _read_lines(path):
-            if line:
-                sample.append(line)
-                if len(sample) == UNK_SAMPLE_LINES:
-                    break
+        sample = first_lines(path, options.corpus_format, UNK_SAMPLE_LINES)
         ids = [i for sentence in tokenizer.encode(sample) for i in sentence]
         rate = ids.count(tokenizer.unk_id) / max(1, len(ids))
         if rate > options.max_unk_rate:
@@ -217,7 +233,7 @@ def _build_shards(options: BuildOptions, shards: list[int], tmp_tag: str,
 
     try:
         pending, n = [], 0
-        for index, doc in iter_documents(options.files):
+        for index, doc in _documents(options):
             shard = index % options.num_shards
             if shard not in wanted:
                 continue
@@ -259,7 +275,8 @@ def summarize(per_shard: dict[int, dict[str, int]], options: BuildOptions,
         num_processes=options.num_processes, seed=options.seed,
         vocab_file=os.path.abspath(options.vocab_file),
         do_lower_case=options.do_lower_case, strip_accents=options.strip_accents,
-        files=len(options.files), seconds=round(seconds, 3),
+        files=len(options.files), corpus_format=options.corpus_format,
+        blanks_separate_docs=options.blanks_separate_docs, seconds=round(seconds, 3),
         lines_per_second=total["lines"] / max(seconds, 1e-9),
         tokens_per_second=total["tokens"] / max(seconds, 1e-9),
         examples_per_shard={features_lib.shard_name(s, options.num_shards): st["examples"]

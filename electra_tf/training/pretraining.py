@@ -40,6 +40,7 @@ from electra_tf.core.errors import ConfigError, InputError, RecordError
 from electra_tf.core.fileio import FolderLock
 from electra_tf.data.masking import ID_OUTSIDE_VOCABULARY
 from electra_tf.data.tfrecord_reader import locate_corrupt_record
+from electra_tf.objectives.flops import pretraining_flops
 from electra_tf.objectives.pretrainer import ElectraPretrainer
 from electra_tf.training import artifacts, preflight, reporting, summaries
 from electra_tf.training.loop import (
@@ -98,6 +99,7 @@ class Pretraining:
             # One optimizer over every trainable variable: a phase updates its own.
             self.optimizer = pretraining_optimizer(config, self.model.trainable_variables)
         self.phases = make_phases(config, self.model)
+        self.flops = pretraining_flops(config)  # the original's count, recorded in the folder
         self.checkpoints = self._make_checkpoints()
 
     def _set_prior_output_biases(self):
@@ -233,7 +235,8 @@ class Pretraining:
         if self.chief:
             for name in artifacts.remove_stale_temporaries(run.model_dir):
                 self._log(f"removed {name}, left by a write that was killed midway")
-            artifacts.write_pretraining_config(run.model_dir, cfg, run)
+            artifacts.write_pretraining_config(run.model_dir, cfg, run,
+                                               training_flops=self.flops.to_dict())
             if cfg.short_warmup_warning():
                 self._log(cfg.short_warmup_warning())
         train_writer, eval_writer = (

@@ -226,13 +226,10 @@ def synthetic_rate(lease: Lease, setting: dict, work: str, timeout_s: float) -> 
 
 
 # === 3. the plan ===
-def flops_per_sequence(setting_name: str, objective: str, vocab_size: int) -> int:
+def flops_per_sequence(setting_name: str, objective: str, vocab_size: int) -> float:
     from studies.real_data.study import flops_per_sequence as study_flops
 
-    config = run_config(setting_name, objective, vocab_size, 10)
-    return study_flops(objective, config.discriminator_config(), config.generator_config(),
-                       config.max_seq_length, config.resolved_max_predictions_per_seq,
-                       vocab_size)
+    return study_flops(run_config(setting_name, objective, vocab_size, 10))
 
 
 def run_config(setting_name: str, objective: str, vocab_size: int, steps: int):

@@ -65,11 +65,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 if REPO_ROOT not in sys.path:  # benchmarks/ is a folder of scripts, not a package
     sys.path.insert(0, REPO_ROOT)
 
-from benchmarks.bench_common import (  # noqa: E402
-    cpu_model,
-    encoder_flops_per_token,
-    model_flops_per_sequence,
-)
+from benchmarks.bench_common import cpu_model  # noqa: E402
 from studies.real_data.ledger import Ledger, settings_id  # noqa: E402
 
 OBJECTIVES = ("electra", "bert_mlm")
@@ -78,10 +74,15 @@ NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 
 # Settings per --scale: studies/real_data/FINDINGS.md ("Setup"); the reasons for each are in
 # the study's notebook (git show e049d36:benchmarks/real_data/README.md, "Settings").
+# Every scale plans its FLOPs with the product's count (flops_per_sequence); the key
+# changes the settings id, so that runs planned with the earlier count (the recorded
+# ledger's) are not mixed with new ones.
+FLOPS_COUNT = "flops_computation"
 SCALES = {
     # 2 CPU cores: a 4-layer, 256-wide discriminator (ELECTRA-Small's width and
     # embedding size, a third of its depth), generator 1/4 of D's width.
     "cpu": dict(
+        flops_count=FLOPS_COUNT,
         vocab_size=16000, max_seq_length=128, num_shards=8,
         model_size="tiny",  # the preset the overrides start from (bias-corrected Adam)
         model_hparam_overrides=dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
@@ -96,10 +97,13 @@ SCALES = {
         train_cap=1200, dev_cap=0, run_timeout_s=0, finetune_workers=2,
         point_finetune_seeds=1,  # the 25/50/75% points: the first fine-tuning seed only
         # throughput at full use of 2 cores, from short runs (README), for the plan and ETA
-        pretrain_gflops_per_s=140.0, pretrain_overhead_s=60.0,
+        # (190: the 140 GFLOP/s measured in the 3 x forward-matmul count, x 1.35, what the
+        # original's count adds to ELECTRA's step; an estimate, for the ETA only)
+        pretrain_gflops_per_s=190.0, pretrain_overhead_s=60.0,
         finetune_examples_per_s=60.0, process_overhead_s=25.0),
     # A GPU: ELECTRA-Small (paper Table 6), JAX backend, bf16; not run here.
     "small": dict(
+        flops_count=FLOPS_COUNT,
         vocab_size=30522, max_seq_length=128, num_shards=32,
         model_size="small", model_hparam_overrides=dict(NO_DROPOUT),
         generator_hidden_size=0.25, train_batch_size=128, learning_rate=5e-4,
@@ -108,10 +112,11 @@ SCALES = {
         ft_max_seq_length=128, ft_batch_size=32, ft_learning_rate=3e-4, ft_epochs=3,
         train_cap=0, dev_cap=0, run_timeout_s=3 * 3600, finetune_workers=1,
         point_finetune_seeds=0,
-        pretrain_gflops_per_s=40000.0, pretrain_overhead_s=120.0,
+        pretrain_gflops_per_s=45000.0, pretrain_overhead_s=120.0,
         finetune_examples_per_s=1500.0, process_overhead_s=40.0),
     # The wiring at a toy scale, for the tests.
     "toy": dict(
+        flops_count=FLOPS_COUNT,
         vocab_size=400, max_seq_length=32, num_shards=2, model_size="tiny",
         model_hparam_overrides=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=1,
                                     intermediate_size=64, embedding_size=32, **NO_DROPOUT),
@@ -162,29 +167,22 @@ def pretraining_config(s: dict, objective: str, vocab_size: int, steps: int = 10
         num_train_steps=steps)
 
 
-def flops_per_sequence(objective: str, disc, gen, seq_len: int, num_predictions: int,
-                       vocab_size: int) -> int:
-    """Training FLOPs (3 x forward matmuls) of one pre-training sequence.
+def flops_per_sequence(config) -> float:
+    """Training FLOPs of one pre-training sequence of `config` (a PretrainingConfig): the
+    product's count (electra_tf.objectives.flops, the original's flops_computation.py:
+    every operation, dense embedding lookups, backward = forward), for any objective.
 
-    electra: D + G + G's MLM head at the masked positions + D's RTD head
-    (bench_common.model_flops_per_sequence). bert_mlm: one encoder of D's size
-    and its MLM head at the masked positions (no generator, no RTD head).
+    The ledger's recorded runs (settings without "flops_count") were planned with
+    3 x the forward matmuls instead (FINDINGS.md, "Setup").
     """
-    if objective != "bert_mlm":
-        return model_flops_per_sequence(disc, gen, seq_len, num_predictions, vocab_size)["train"]
-    per_token = encoder_flops_per_token(disc.resolved_embedding_size, disc.hidden_size,
-                                        disc.intermediate_size, disc.num_hidden_layers, seq_len)
-    e = disc.resolved_embedding_size
-    mlm = 2 * disc.hidden_size * e + 2 * e * vocab_size
-    return 3 * (seq_len * per_token + num_predictions * mlm)
+    from electra_tf.objectives.flops import pretraining_flops
+
+    return pretraining_flops(config).flops_per_step / config.train_batch_size
 
 
 def flops_per_step(s: dict, objective: str, vocab_size: int) -> int:
     config = pretraining_config(s, objective, vocab_size)
-    per_seq = flops_per_sequence(objective, config.discriminator_config(),
-                                 config.generator_config(), config.max_seq_length,
-                                 config.resolved_max_predictions_per_seq, vocab_size)
-    return per_seq * config.train_batch_size
+    return int(round(flops_per_sequence(config) * config.train_batch_size))
 
 
 def step_plan(budget_flops: float, step_flops: float, points: int) -> dict:

@@ -32,20 +32,23 @@ def test_bert_mlm_gets_more_steps_for_the_same_flops_and_points_split_the_budget
         assert abs(pe["flops"] - pb["flops"]) / pe["flops"] < 0.01
 
 
-def test_flops_per_sequence_of_bert_mlm_is_one_encoder_and_its_head():
+def test_flops_per_sequence_is_the_products_count_of_the_original():
+    """The study plans with electra_tf.objectives.flops (flops_computation.py's count):
+    BERT-MLM is the original's TransformerHparams(...).get_train_flops of one sequence."""
+    from electra_tf.objectives.flops import TransformerHparams
+
     s = study.settings("cpu")
     config = study.pretraining_config(s, "bert_mlm", 16000)
     d = config.discriminator_config()
-    L, n, v = 128, config.resolved_max_predictions_per_seq, 16000
-    h, e, i = d.hidden_size, d.resolved_embedding_size, d.intermediate_size
-    layer = 2 * (4 * h * h + 2 * h * i) + 4 * L * h
-    per_token = 2 * e * h + d.num_hidden_layers * layer
-    expected = 3 * (L * per_token + n * (2 * h * e + 2 * e * v))
-    assert study.flops_per_sequence("bert_mlm", d, d, L, n, v) == expected
+    expected = TransformerHparams(d.hidden_size, d.num_hidden_layers, s=128, v=16000,
+                                  e=d.resolved_embedding_size).get_train_flops(1, 1)
+    assert study.flops_per_sequence(config) == pytest.approx(expected, rel=1e-12)
     electra = study.pretraining_config(s, "electra", 16000)
-    g = electra.generator_config()
-    assert g.hidden_size == h // 4
-    assert study.flops_per_sequence("electra", electra.discriminator_config(), g, L, n, v) > expected
+    assert electra.generator_config().hidden_size == d.hidden_size // 4
+    assert study.flops_per_sequence(electra) > expected
+    assert study.flops_per_step(s, "bert_mlm", 16000) == round(64 * expected)
+    # runs planned with another count are not mixed with these in a ledger
+    assert s["flops_count"] == study.FLOPS_COUNT
 
 
 def test_step_plan_rounds_to_a_multiple_of_the_points():

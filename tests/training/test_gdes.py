@@ -13,6 +13,7 @@ from electra_tf.core.config import PretrainingConfig
 from electra_tf.core.errors import ConfigError
 from electra_tf.modeling.models import merged_discriminator
 from electra_tf.objectives import losses
+from electra_tf.objectives.flops import pretraining_flops
 from electra_tf.objectives.pretrainer import ElectraPretrainer
 from electra_tf.training import artifacts
 from electra_tf.training.backends.tensorflow import TensorFlowPretraining
@@ -203,6 +204,14 @@ def test_the_cli_trains_with_the_flag_and_counts_the_kept_discriminator(tiny_rec
     line = next(x for x in proc.stderr.splitlines() if " params" in x)
     assert f"discriminator {saved.count_params():,} params" in line, line
     assert "gradient-disentangled" in line
+    # the run's training FLOPs, printed and recorded (GDES: D's residual tables counted)
+    recorded = json.load(open(model_dir / "pretraining_config.json"))["training_flops"]
+    config = PretrainingConfig.from_dict(
+        json.load(open(model_dir / "pretraining_config.json"))["pretraining"])
+    assert recorded == pretraining_flops(config).to_dict()
+    assert "discriminator_residual_embeddings" in recorded["phases"][0]["parts"]
+    line = next(x for x in proc.stderr.splitlines() if "training FLOPs" in x)
+    assert f"{recorded['total_flops']:.3e} for {config.num_train_steps:,} steps" in line, line
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from electra_tf.objectives.auc import auc_from_histograms
+from electra_tf.objectives.flops import pretraining_flops
 from electra_tf.training import artifacts
 from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
@@ -63,6 +64,10 @@ def test_outputs_summaries_and_final_files(trained_run):
     saved = json.load(open(model_dir / "pretraining_config.json"))
     assert saved["pretraining"]["disc_weight"] == 50.0
     assert saved["format_version"] == artifacts.FORMAT_VERSION
+    # the run's training FLOPs (the original's count): per step x steps
+    assert saved["training_flops"] == pretraining_flops(trained_run["config"]).to_dict()
+    assert saved["training_flops"]["total_flops"] == pytest.approx(
+        saved["training_flops"]["flops_per_step"] * trained_run["config"].num_train_steps)
     # The saved discriminator loads into a fresh one with the saved config.
     from electra_tf.modeling import build_discriminator
 

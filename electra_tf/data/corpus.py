@@ -1,0 +1,128 @@
+"""What a corpus file holds: plain text, or an OpenWebText archive of text files.
+
+OpenWebText (Gokaslan and Cohen 2019, the corpus of the original's quickstart)
+is distributed as `openwebtext.tar.xz`, which extracts to a folder
+`openwebtext/` of some 20,000 `.xz` files, each a tar archive of web pages,
+one `.txt` file per page. The original's build_openwebtext_pretraining_dataset.py
+extracts each archive to a temporary folder and builds from its files with
+`blanks_separate_docs=False`: every page is one document, its blank lines
+(paragraph breaks) are skipped.
+
+Here an archive is read in memory, never extracted: its regular files in the
+order of their names (an archive holds a few MB of text), each one text unit.
+A plain text file is one unit. A unit's document rule is `blanks_separate_docs`:
+a blank line ends a document (True, the default for plain text files), or the
+unit is one document (False, the default for archive members, as the
+original's OpenWebText builder). So archives give the same documents, and the
+same records, as the folders `tar xf` makes of them, one per archive, built
+with `--blanks_separate_docs=false`.
+
+`corpus_format`: "text" reads every file as text, "openwebtext" every file as
+an archive, "auto" (the default) an archive where the file starts with the xz
+magic bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import lzma
+import tarfile
+import zlib
+from typing import Iterator
+
+from electra_tf.core.errors import InputError
+from electra_tf.core.fileio import check_text_sample
+
+CORPUS_FORMATS = ("auto", "text", "openwebtext")
+XZ_MAGIC = b"\xfd7zXZ\x00"
+_ARCHIVE_ERRORS = (tarfile.TarError, lzma.LZMAError, EOFError, OSError, zlib.error)
+
+
+def is_archive(path: str, corpus_format: str = "auto") -> bool:
+    """Whether `path` is read as an OpenWebText archive under `corpus_format`."""
+    if corpus_format not in CORPUS_FORMATS:
+        raise InputError(f"corpus_format must be one of {', '.join(CORPUS_FORMATS)}, "
+                         f"got {corpus_format!r}")
+    if corpus_format != "auto":
+        return corpus_format == "openwebtext"
+    with open(path, "rb") as f:
+        return f.read(len(XZ_MAGIC)) == XZ_MAGIC
+
+
+def _damaged(path: str, error: Exception) -> InputError:
+    return InputError(f"{path}: not a readable OpenWebText archive (a tar, xz-compressed, of "
+                      f"text files): {type(error).__name__}: {error}; download or extract it "
+                      "again, or leave it out")
+
+
+def archive_texts(path: str) -> list[tuple[str, bytes]]:
+    """(name, bytes) of every regular file of the archive, sorted by name.
+
+    Raises:
+      InputError: one line naming the archive (damaged, truncated, not a tar), or a
+        member that is not UTF-8 text.
+    """
+    texts = []
+    try:
+        with tarfile.open(path) as tar:  # xz, gz, bz2 or none: detected
+            for member in tar:
+                if member.isfile():
+                    texts.append((member.name, tar.extractfile(member).read()))
+    except _ARCHIVE_ERRORS as e:
+        raise _damaged(path, e) from None
+    for name, data in texts:
+        check_text_sample(data, f"{path}:{name}", "corpus archive member")
+    return sorted(texts)
+
+
+def _lines(raw_lines) -> Iterator[str]:
+    """Stripped lines, invalid UTF-8 decoded as U+FFFD (as a text file is read)."""
+    for raw in raw_lines:
+        yield raw.decode("utf-8", errors="replace").strip()
+
+
+def text_units(files, corpus_format: str = "auto") -> Iterator[tuple[str, bool, Iterator[str]]]:
+    """(name, from_archive, lines) per text unit: a text file, or an archive's member.
+
+    Args:
+      files: corpus files, in order.
+      corpus_format: one of CORPUS_FORMATS.
+    """
+    for path in files:
+        if is_archive(path, corpus_format):
+            for name, data in archive_texts(path):
+                yield f"{path}:{name}", True, _lines(io.BytesIO(data))
+        else:
+            with open(path, "rb") as f:
+                yield path, False, _lines(f)
+
+
+def first_lines(path: str, corpus_format: str, limit: int) -> list[str]:
+    """Up to `limit` non-blank lines from the start of a file (of an archive: of its
+    members in stored order, read as a stream, so that only its start is decompressed).
+
+    Raises:
+      InputError: a damaged archive, naming it.
+    """
+    sample: list[str] = []
+    if not is_archive(path, corpus_format):
+        with open(path, "rb") as f:
+            for line in _lines(f):
+                if line:
+                    sample.append(line)
+                    if len(sample) == limit:
+                        break
+        return sample
+    try:
+        with tarfile.open(path, mode="r|*") as tar:
+            for member in tar:
+                if not member.isfile():
+                    continue
+                for line in _lines(io.BytesIO(tar.extractfile(member).read())):
+                    if line:
+                        sample.append(line)
+                        if len(sample) == limit:
+                            return sample
+    except _ARCHIVE_ERRORS as e:
+        raise _damaged(path, e) from None
+    return sample

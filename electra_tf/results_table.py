@@ -1,0 +1,55 @@
+"""The original README's results table, from your fine-tuned folders.
+
+    python -m electra_tf.results_table cola_small sst2_small mrpc_small squad_small ...
+    python -m electra_tf.results_table --format=json --output=table.json FOLDER ...
+
+Each FOLDER is a fine-tuning model_dir (its final dev results) or a trial group
+(`run_finetuning --num_trials=N --model_dir=FOLDER`: the median over its
+trials). Prints google-research/electra's "Expected Results" layout (CoLA MCC,
+SST, MRPC accuracy, STS Spearman, QQP, MNLI, QNLI, RTE accuracy, SQuAD 1.1
+and 2.0 EM, chunking F1), a row per model size of yours, and the README's rows
+of the released models of that size beside it, as Markdown (the default) or
+JSON; `--output` also writes it to a file.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from absl import app, flags
+
+from electra_tf import cli
+from electra_tf.core.errors import InputError
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+    """Flags of this entry point (defined only when it runs as main)."""
+    flags.DEFINE_enum("format", "markdown", ["markdown", "json"], "What to print.")
+    flags.DEFINE_string("output", "", "Also write the table (in --format) to this file.")
+
+
+def main(argv):
+    folders = argv[1:]
+    if not folders:
+        raise InputError("give one or more fine-tuning folders or trial groups")
+    from electra_tf.core.fileio import atomic_write_text
+    from electra_tf.training.results_table import markdown, results_table
+
+    table = results_table(folders)
+    text = markdown(table) if FLAGS.format == "markdown" else json.dumps(table, indent=2) + "\n"
+    sys.stdout.write(text)
+    if FLAGS.output:
+        atomic_write_text(FLAGS.output, text)
+
+
+def run():
+    """The command line (console script `electra-results-table`)."""
+    define_flags()
+    cli.run_command(main, __name__)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,173 @@
+"""The original README's results table, filled from fine-tuned folders.
+
+google-research/electra's README ("Expected Results") gives, per released model,
+the median over many fine-tuning seeds of: CoLA MCC, SST accuracy, MRPC
+accuracy, STS Spearman, QQP, MNLI, QNLI and RTE accuracy, SQuAD 1.1 and 2.0 EM
+(dev sets) and chunking F1 (the test set). `results_table` reads fine-tuning
+folders (results.json: the final evaluation) and trial groups (trials.json of
+`run_finetuning --num_trials`: each trial's final evaluation), takes the median
+over a task's trials, scales it as the README does (x 100, SQuAD already in
+percent) and puts it in the README's layout, with the README's rows of the
+same model size beside it (`EXPECTED`; Small also beside ELECTRA-Small-OWT, the
+README's OpenWebText model).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import statistics
+
+from electra_tf.core.config import model_size_of
+from electra_tf.core.errors import InputError
+from electra_tf.training import artifacts, trials
+
+# (column, the README's metric name, task, dev split, metric key, scale to the README's)
+COLUMNS = (
+    ("CoLA", "MCC", "cola", "dev", "mcc", 100.0),
+    ("SST", "Acc", "sst2", "dev", "accuracy", 100.0),
+    ("MRPC", "Acc", "mrpc", "dev", "accuracy", 100.0),
+    ("STS", "Spearman", "stsb", "dev", "spearman", 100.0),
+    ("QQP", "Acc", "qqp", "dev", "accuracy", 100.0),
+    ("MNLI", "Acc", "mnli", "dev_matched", "accuracy", 100.0),
+    ("QNLI", "Acc", "qnli", "dev", "accuracy", 100.0),
+    ("RTE", "Acc", "rte", "dev", "accuracy", 100.0),
+    ("SQuAD 1.1", "EM", "squad_v1", "dev", "exact", 1.0),
+    ("SQuAD 2.0", "EM", "squad_v2", "dev", "exact", 1.0),
+    ("Chunking", "F1", "chunking", "dev", "f1", 100.0),
+)
+
+# The README's "Expected Results" (google-research/electra, README.md): medians over
+# many seeds; test set for chunking, dev sets for the others. None: "--".
+EXPECTED = {
+    "ELECTRA-Large": ("large", (69.1, 96.9, 90.8, 92.6, 92.4, 90.9, 95.0, 88.0, 89.7, 88.1,
+                                97.2)),
+    "ELECTRA-Base": ("base", (67.7, 95.1, 89.5, 91.2, 91.5, 88.8, 93.2, 82.7, 86.8, 80.5,
+                              97.1)),
+    "ELECTRA-Small": ("small", (57.0, 91.2, 88.0, 87.5, 89.0, 81.3, 88.4, 66.7, 75.8, 70.1,
+                                96.5)),
+    "ELECTRA-Small-OWT": ("small", (56.8, 88.3, 87.4, 86.8, 88.3, 78.9, 87.9, 68.5, None,
+                                    None, None)),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskResult:
+    """One task's results of one folder: each trial's value of its column's metric."""
+
+    folder: str
+    task: str
+    model_size: str
+    values: tuple[float, ...]  # in the README's scale, one per trial
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+
+def _column(task: str):
+    return next((c for c in COLUMNS if c[2] == task), None)
+
+
+def _value(folder: str, task: str, final: dict) -> float:
+    _, _, _, split, key, scale = _column(task)
+    try:
+        return float(final[split][key]) * scale
+    except (KeyError, TypeError, ValueError):
+        raise InputError(f"{folder}: its final {task} results lack {split} {key}") from None
+
+
+def read_folder(folder: str) -> TaskResult | None:
+    """A fine-tuning folder's or a trial group's result for its task (None: a task the
+    README's table has no column for).
+
+    Raises:
+      InputError: neither kind of folder, or results without the column's metric.
+    """
+    folder = os.path.normpath(folder)
+    if trials.is_trial_group(folder):
+        record = trials.read_trials(folder)
+        task = record["task"]
+        if _column(task) is None:
+            return None
+        done = record["trials"]
+        if not done:
+            raise InputError(f"{folder}: no finished trial in {trials.TRIALS}")
+        sizes = {t.get("model_size", "") for t in done}
+        return TaskResult(folder, task, sizes.pop() if len(sizes) == 1 else "custom",
+                          tuple(_value(folder, task, t["results"]) for t in done))
+    if not artifacts.is_finetuning_folder(folder):
+        raise InputError(f"{folder} is neither a fine-tuning folder (finetuning_config.json, "
+                         f"{artifacts.FINETUNED_WEIGHTS}) nor a trial group ({trials.TRIALS})")
+    record = artifacts.read_finetuning_config(folder)
+    if _column(record.task) is None:
+        return None
+    from electra_tf.training.finetuning import Finetuning  # Keras: imported when needed
+
+    final = Finetuning.final_results(artifacts.read_results(folder))
+    return TaskResult(folder, record.task, model_size_of(record.encoder),
+                      (_value(folder, record.task, final),))
+
+
+def results_table(folders) -> dict:
+    """The table as data: {"columns": [...], "rows": [...], "skipped": [...]}.
+
+    A row per model size of the folders ("yours"), each cell the median over its task's
+    trials with n, then the README's rows of that size. Folders of a task without a
+    column (wnli, ner, your own data) are listed under "skipped".
+
+    Raises:
+      InputError: a folder that is neither kind, or two folders of one task and size.
+    """
+    by_size: dict[str, dict[str, TaskResult]] = {}
+    skipped = []
+    for folder in folders:
+        result = read_folder(folder)
+        if result is None:
+            skipped.append(os.path.normpath(folder))
+            continue
+        cells = by_size.setdefault(result.model_size, {})
+        if result.task in cells:
+            raise InputError(f"{cells[result.task].folder} and {result.folder} both hold "
+                             f"{result.task} results of a {result.model_size} model; give one "
+                             "(a trial group holds several seeds)")
+        cells[result.task] = result
+    rows = []
+    for size, cells in by_size.items():
+        rows.append({"model": f"yours ({size})", "model_size": size, "source": "yours",
+                     "cells": [None if c[2] not in cells else {
+                         "median": round(cells[c[2]].median, 2), "n": len(cells[c[2]].values),
+                         "values": [round(v, 2) for v in cells[c[2]].values],
+                         "folder": cells[c[2]].folder} for c in COLUMNS]})
+        for name, (expected_size, values) in EXPECTED.items():
+            if expected_size == size:
+                rows.append({"model": name, "model_size": size,
+                             "source": "google-research/electra README",
+                             "cells": [None if v is None else {"median": v} for v in values]})
+    columns = [{"name": c[0], "metric": c[1], "task": c[2], "split": c[3], "key": c[4]}
+               for c in COLUMNS]
+    return {"columns": columns, "rows": rows, "skipped": skipped}
+
+
+def markdown(table: dict) -> str:
+    """The README's layout: a header row, the metrics row, then the models' rows."""
+    names = [c["name"] for c in table["columns"]]
+    lines = ["|  | " + " | ".join(names) + " |",
+             "| --- |" + " --- |" * len(names),
+             "| Metrics | " + " | ".join(c["metric"] for c in table["columns"]) + " |"]
+    for row in table["rows"]:
+        cells = []
+        for cell in row["cells"]:
+            if cell is None:
+                cells.append("--")
+            elif "n" in cell and cell["n"] > 1:
+                cells.append(f"{cell['median']:.1f} (n={cell['n']})")
+            else:
+                cells.append(f"{cell['median']:.1f}")
+        lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
+    notes = ["", "Yours: the median over each task's trials (n: how many), dev sets; the "
+             "README's: medians over many seeds, dev sets except chunking (test set)."]
+    if table["skipped"]:
+        notes.append("Not in the table (no column for their task): "
+                     + ", ".join(table["skipped"]))
+    return "\n".join(lines + notes) + "\n"

@@ -1,0 +1,219 @@
+"""Repeated fine-tuning: N trials from one checkpoint with seeds seed .. seed+N-1.
+
+The original's run_finetuning `num_trials` (configure_finetuning.py): fine-tuning
+variance is large, and the results its README gives are medians over many
+seeds. With `--num_trials=N` and `--model_dir=OUT`, trial k (1..N) is an
+ordinary fine-tuning run in `OUT_k` (the original's `model_dir + "_" + k`)
+with `--seed=seed+k-1`, and the group folder `OUT` holds:
+
+  trials.json   every trial's seed, folder, model size and final dev results, and the
+                summary per split and metric (median, mean, standard deviation
+                (n - 1), min, max, n over the finished trials), rewritten
+                atomically after every trial
+  results.txt   the same as text: a line per trial, as the original's
+                results.txt, then the summary lines
+
+Each trial resumes as a single run does (its own checkpoints): a finished
+trial (recorded in trials.json) is skipped, so re-running the command after a
+Ctrl-C in trial k skips 1..k-1 and resumes trial k. A group's trials share
+their settings: re-running OUT with other hyperparameters, checkpoint or data
+is refused in one line (a larger `--num_trials` adds trials). With
+`keep_all_models=False` (the original's flag) every trial's folder but the
+last is removed once its results are recorded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import math
+import os
+import shutil
+import statistics
+from typing import Callable
+
+from electra_tf.core.config import FinetuneRun, FinetuningConfig
+from electra_tf.core.errors import ConfigError, InputError
+from electra_tf.core.fileio import FolderLock, atomic_write_text
+from electra_tf.training import artifacts
+from electra_tf.training.loop import log
+
+TRIALS = "trials.json"
+RESULTS_TXT = "results.txt"
+# What a trial's own folder and seed change; the rest of the settings are the group's.
+_PER_TRIAL = ("seed", "model_dir", "num_trials", "keep_all_models")
+_GROUP_RUN_FIELDS = ("init_checkpoint", "from_scratch", "data_dir", "vocab_file", "do_train")
+
+
+def trial_dir(model_dir: str, trial: int) -> str:
+    """Trial `trial`'s folder: the original's `model_dir + "_" + str(trial)`."""
+    return f"{os.path.normpath(model_dir)}_{trial}"
+
+
+def is_trial_group(folder: str) -> bool:
+    return os.path.isfile(os.path.join(folder, TRIALS))
+
+
+def check_single_run_folder(model_dir: str) -> None:
+    """Refuses a trial group's folder as the --model_dir of a single run (num_trials 1),
+    which would write a run's files among the group's.
+
+    Raises:
+      ConfigError: naming the folder.
+    """
+    if is_trial_group(model_dir):
+        raise ConfigError(f"--model_dir {model_dir} holds the {TRIALS} of a --num_trials run: "
+                          "rerun it with its --num_trials, or give another --model_dir")
+
+
+def read_trials(folder: str) -> dict:
+    """A group folder's trials.json.
+
+    Raises:
+      InputError: missing, not written by electra_tf, or without its fields.
+    """
+    record = artifacts.read_json(os.path.join(folder, TRIALS))
+    for key in ("task", "settings", "trials"):
+        if key not in record:
+            raise InputError(f"{os.path.join(folder, TRIALS)}: lacks {key}; not a file "
+                             "electra_tf wrote")
+    return record
+
+
+def summarize(results: list[dict]) -> dict:
+    """{split: {metric: {median, mean, std, min, max, n}}} over trials' final results.
+
+    Args:
+      results: each trial's final results, {split: {metric: value}}; a metric a
+        trial lacks, or a value that is not a finite number, is left out of its n.
+    """
+    values: dict[str, dict[str, list[float]]] = {}
+    for trial in results:
+        for split, metrics in trial.items():
+            for name, value in metrics.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                        and math.isfinite(value):
+                    values.setdefault(split, {}).setdefault(name, []).append(float(value))
+    return {split: {name: {"median": statistics.median(v), "mean": statistics.fmean(v),
+                           "std": statistics.stdev(v) if len(v) > 1 else 0.0,
+                           "min": min(v), "max": max(v), "n": len(v)}
+                    for name, v in metrics.items()}
+            for split, metrics in values.items()}
+
+
+def summary_lines(task: str, summary: dict) -> list[str]:
+    """One line per split and metric, for the console and results.txt."""
+    return [f"{task} {split} {name}: median {s['median']:.4f}, mean {s['mean']:.4f}, "
+            f"std {s['std']:.4f}, min {s['min']:.4f}, max {s['max']:.4f} (n={s['n']})"
+            for split, metrics in summary.items() for name, s in metrics.items()]
+
+
+def _settings(config: FinetuningConfig, run: FinetuneRun) -> dict:
+    values = {k: v for k, v in config.to_dict().items() if k not in _PER_TRIAL}
+    values.update({k: getattr(run, k) for k in _GROUP_RUN_FIELDS})
+    return values
+
+
+def _results_txt(record: dict) -> str:
+    lines = []
+    for t in record["trials"]:
+        for split, metrics in t["results"].items():
+            lines.append(f"trial {t['trial']} (seed {t['seed']}) {record['task']} {split}: "
+                         + " - ".join(f"{k}: {v:.4f}" for k, v in metrics.items()
+                                      if isinstance(v, (int, float))))
+    return "\n".join(lines + summary_lines(record["task"], record["summary"])) + "\n"
+
+
+class TrialGroup:
+    """The group folder of a `num_trials` run (see the module docstring).
+
+    Args:
+      model_dir: the group folder (the trials are its `_k` siblings).
+      task: the task's name. config, run: the first trial's settings.
+
+    Raises:
+      ConfigError: the folder holds trials of other settings.
+    """
+
+    def __init__(self, model_dir: str, task: str, config: FinetuningConfig, run: FinetuneRun):
+        self.folder = os.path.normpath(model_dir)
+        self.path = os.path.join(self.folder, TRIALS)
+        if os.path.exists(os.path.join(self.folder, artifacts.FINETUNING_CONFIG)):
+            raise InputError(f"--model_dir {self.folder} is the folder of a single fine-tuning "
+                             f"run ({artifacts.FINETUNING_CONFIG}); --num_trials writes a group "
+                             "folder and its _1 .. _N trials: give another --model_dir")
+        settings = _settings(config, run)
+        if os.path.exists(self.path):
+            self.record = read_trials(self.folder)
+            before = self.record["settings"]
+            changed = [f"{k} {before.get(k)!r} -> {settings.get(k)!r}"
+                       for k in sorted(set(before) | set(settings))
+                       if before.get(k) != settings.get(k)]
+            if self.record["task"] != task or self.record.get("seed") != config.seed:
+                changed.insert(0, f"task {self.record['task']} seed {self.record.get('seed')}"
+                                  f" -> task {task} seed {config.seed}")
+            if changed:
+                raise ConfigError(f"{self.path} records trials of other settings ("
+                                  f"{'; '.join(changed[:3])}); rerun with those, or use "
+                                  "another --model_dir")
+        else:
+            self.record = {"task": task, "seed": config.seed, "settings": settings,
+                           "trials": [], "summary": {}}
+
+    def finished(self, trial: int) -> dict | None:
+        return next((t for t in self.record["trials"] if t["trial"] == trial), None)
+
+    def add(self, trial: int, seed: int, model_dir: str, results: dict,
+            model_size: str = "") -> None:
+        trials = [t for t in self.record["trials"] if t["trial"] != trial]
+        trials.append({"trial": trial, "seed": seed, "model_dir": model_dir,
+                       "model_size": model_size, "results": results})
+        self.record["trials"] = sorted(trials, key=lambda t: t["trial"])
+        self.record["summary"] = summarize([t["results"] for t in self.record["trials"]])
+        os.makedirs(self.folder, exist_ok=True)
+        artifacts.write_json(self.path, self.record)
+        atomic_write_text(os.path.join(self.folder, RESULTS_TXT), _results_txt(self.record))
+
+
+def run_trials(config: FinetuningConfig, run: FinetuneRun, task_name: str,
+               make_trainer: Callable, final_results: Callable) -> dict:
+    """Runs (or resumes) `run.num_trials` fine-tuning trials; returns the summary.
+
+    Args:
+      config, run: the first trial's settings (run.model_dir is the group folder).
+      task_name: the task's name, recorded with the group.
+      make_trainer: (config, run) -> a trainer whose train() returns its results
+        (a fresh task and trainer per trial: the backend's Finetuning subclass).
+      final_results: a trainer's results -> the final evaluation ({split: metrics}).
+    Raises:
+      Interrupted: from the trial that was running (the finished ones are recorded).
+    """
+    import keras
+
+    n = run.num_trials
+    with FolderLock(os.path.normpath(run.model_dir), "--model_dir"):
+        group = TrialGroup(run.model_dir, task_name, config, run)
+        for k in range(1, n + 1):
+            seed = config.seed + k - 1
+            folder = trial_dir(run.model_dir, k)
+            done = group.finished(k)
+            if done is not None:
+                log("finetune", f"trial {k}/{n} (seed {seed}, {folder}): finished, skipped: "
+                                f"{done['results']}")
+                continue
+            log("finetune", f"trial {k}/{n}: seed {seed}, --model_dir={folder}")
+            trainer = make_trainer(dataclasses.replace(config, seed=seed),
+                                   dataclasses.replace(run, model_dir=folder, num_trials=1))
+            results = final_results(trainer.train())
+            size = getattr(trainer, "size", "")  # the checkpoint's size name, or "custom"
+            del trainer
+            gc.collect()
+            keras.backend.clear_session()  # the next trial builds its model afresh
+            group.add(k, seed, folder, results, size)
+            log("finetune", f"trial {k}/{n} done: {results}")
+            if k != n and not run.keep_all_models and os.path.isdir(folder):
+                shutil.rmtree(folder)  # the original's keep_all_models=False
+        for line in summary_lines(task_name, group.record["summary"]):
+            log("finetune", line)
+        log("finetune", f"wrote {group.path} and {os.path.join(group.folder, RESULTS_TXT)}")
+    return group.record["summary"]

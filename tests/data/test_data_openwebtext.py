@@ -1,0 +1,106 @@
+"""OpenWebText as distributed (data/corpus.py): .xz tars of .txt pages, read without
+extracting them, give the records the extracted pages give; a damaged one is one line."""
+
+import io
+import os
+import tarfile
+
+import pytest
+from helpers import error_line, make_corpus, run_module
+
+from electra_tf.core.errors import InputError
+from electra_tf.data import corpus as corpus_lib
+from electra_tf.data.builder import BuildOptions, build_pretraining_data, iter_documents
+
+
+def shards(out):
+    return {f: open(os.path.join(out, f), "rb").read()
+            for f in sorted(os.listdir(out)) if f.startswith("pretrain_data.tfrecord")}
+
+
+def write_owt(root, archives=3, pages=4):
+    """openwebtext/NAME.xz: tars (xz) of .txt web pages whose paragraphs are separated by
+    blank lines, members stored out of name order; and each extracted to extracted/NAME/,
+    as `tar xf` would. Returns (archive paths, extracted page paths), each sorted."""
+    owt, extracted = root / "openwebtext", root / "extracted"
+    owt.mkdir()
+    seed = 0
+    for a in range(archives):
+        name = f"urlsf_subset00-{a}_data.xz"
+        (extracted / name).mkdir(parents=True)
+        with tarfile.open(owt / name, "w:xz") as tar:
+            for p in reversed(range(pages)):  # stored out of order: read sorted by name
+                seed += 1
+                text = make_corpus(3, seed=seed).encode()  # 3 paragraphs, blank-separated
+                info = tarfile.TarInfo(f"{p:07d}-{seed:04x}.txt")
+                info.size = len(text)
+                tar.addfile(info, io.BytesIO(text))
+                (extracted / name / info.name).write_bytes(text)
+    return (sorted(str(p) for p in owt.iterdir()),
+            sorted(str(p) for p in extracted.glob("*/*.txt")))
+
+
+def test_archives_give_the_records_of_their_extracted_pages(tiny_vocab, tmp_path):
+    archives, pages = write_owt(tmp_path)
+    common = dict(vocab_file=tiny_vocab, max_seq_length=32, num_shards=3, seed=5)
+    direct = build_pretraining_data(BuildOptions(
+        files=tuple(archives), output_dir=str(tmp_path / "direct"), num_processes=2, **common))
+    flagged = build_pretraining_data(BuildOptions(
+        files=tuple(archives), output_dir=str(tmp_path / "flagged"),
+        corpus_format="openwebtext", **common))
+    from_text = build_pretraining_data(BuildOptions(
+        files=tuple(pages), output_dir=str(tmp_path / "text"), blanks_separate_docs=False,
+        **common))
+    assert shards(tmp_path / "direct") == shards(tmp_path / "text") == shards(
+        tmp_path / "flagged")
+    assert len(shards(tmp_path / "direct")) == 3
+    # each page is one document (the original's OpenWebText builder), its paragraphs joined
+    assert direct["documents"] == from_text["documents"] == len(pages) == 12
+    assert direct["examples"] == flagged["examples"] == from_text["examples"] > 0
+    # the extracted text read with blank lines as boundaries is another corpus
+    docs = list(iter_documents(pages))
+    assert len(docs) == 36
+    # members in the order of their names, the extracted files' order
+    units = [name for name, _, _ in corpus_lib.text_units(archives)]
+    assert units == [f"{a}:{os.path.basename(p)}" for a, p in zip(
+        [a for a in archives for _ in range(4)], pages)]
+
+
+def test_a_damaged_archive_is_refused_naming_it_and_nothing_is_written(tiny_vocab, tmp_path):
+    archives, _ = write_owt(tmp_path, archives=2)
+    raw = open(archives[1], "rb").read()
+    with open(archives[1], "wb") as f:
+        f.write(raw[:len(raw) // 2])  # a download cut short
+    with pytest.raises(InputError) as raised:
+        build_pretraining_data(BuildOptions(files=tuple(archives), vocab_file=tiny_vocab,
+                                            output_dir=str(tmp_path / "out")))
+    message = str(raised.value)
+    assert message.startswith(f"{archives[1]}: not a readable OpenWebText archive"), message
+    assert "\n" not in message and not (tmp_path / "out").exists()
+    # a text file read as an archive, and an archive member that is not text
+    text = tmp_path / "page.txt"
+    text.write_text("just words\n")
+    with pytest.raises(InputError, match="not a readable OpenWebText archive"):
+        build_pretraining_data(BuildOptions(files=(str(text),), vocab_file=tiny_vocab,
+                                            output_dir=str(tmp_path / "out"),
+                                            corpus_format="openwebtext"))
+    binary = tmp_path / "binary.xz"
+    with tarfile.open(binary, "w:xz") as tar:
+        info = tarfile.TarInfo("0001.txt")
+        info.size = 64
+        tar.addfile(info, io.BytesIO(b"\x00\x01" * 32))
+    with pytest.raises(InputError, match=r"binary.xz:0001.txt is not UTF-8 text"):
+        build_pretraining_data(BuildOptions(files=(str(binary),), vocab_file=tiny_vocab,
+                                            output_dir=str(tmp_path / "out")))
+
+
+def test_the_command_reads_archives_and_says_a_damaged_one_in_one_line(tiny_vocab, tmp_path):
+    archives, _ = write_owt(tmp_path, archives=2, pages=2)
+    with open(archives[0], "r+b") as f:
+        f.seek(40)
+        f.write(b"\xff" * 64)  # corrupt compressed data
+    proc = run_module("electra_tf.build_pretraining_data",
+                      f"--corpus={tmp_path}/openwebtext/*.xz", f"--vocab_file={tiny_vocab}",
+                      f"--output_dir={tmp_path}/out", "--max_seq_length=32")
+    error_line(proc, archives[0], "not a readable OpenWebText archive")
+    assert not (tmp_path / "out").exists()

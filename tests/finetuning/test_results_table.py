@@ -1,0 +1,99 @@
+"""The results table (training/results_table.py, electra_tf.results_table): the original
+README's layout from fine-tuning folders and trial groups, the README's rows beside."""
+
+import json
+
+import pytest
+from helpers import error_line, run_module
+
+from electra_tf.core.config import MODEL_SIZES, EncoderConfig, FinetuneRun, FinetuningConfig
+from electra_tf.core.errors import InputError
+from electra_tf.tasks.registry import get_task
+from electra_tf.training import artifacts, trials
+from electra_tf.training.results_table import markdown, results_table
+
+
+def finetuned_folder(path, task_name, final, vocab, size="small", epochs=2):
+    """A fine-tuning folder as run_finetuning leaves it (the weights file a stand-in)."""
+    path.mkdir()
+    encoder = EncoderConfig(**MODEL_SIZES[size], vocab_size=len(open(vocab).readlines()))
+    artifacts.write_finetuning_config(
+        str(path), task=get_task(task_name), config=FinetuningConfig(task_name=task_name),
+        run=FinetuneRun(model_dir=str(path)), encoder=encoder, model_size=size,
+        max_seq_length=128, vocab_file=vocab)
+    (path / artifacts.FINETUNED_WEIGHTS).write_bytes(b"")
+    results = {f"epoch_{e}": {"dev": {}} for e in range(1, epochs)}
+    results[f"epoch_{epochs}"] = final
+    artifacts.write_results(str(path), results)
+    return str(path)
+
+
+def trial_group(path, task_name, finals, size="small"):
+    config = FinetuningConfig(task_name=task_name)
+    group = trials.TrialGroup(str(path), task_name, config, FinetuneRun(model_dir=str(path)))
+    for k, final in enumerate(finals, 1):
+        group.add(k, k - 1, f"{path}_{k}", final, size)
+    return str(path)
+
+
+@pytest.fixture
+def folders(tmp_path, tiny_vocab):
+    return [
+        trial_group(tmp_path / "cola", "cola", [{"dev": {"mcc": v}} for v in (0.5, 0.6, 0.55)]),
+        finetuned_folder(tmp_path / "squad", "squad_v1", {"dev": {"exact": 70.12, "f1": 80.0}},
+                         tiny_vocab),
+        trial_group(tmp_path / "mnli", "mnli", [
+            {"dev_matched": {"accuracy": a}, "dev_mismatched": {"accuracy": 0.1}}
+            for a in (0.8, 0.81)]),
+        finetuned_folder(tmp_path / "ner", "ner", {"dev": {"f1": 0.9}}, tiny_vocab),
+    ]
+
+
+def test_the_readmes_layout_with_the_released_small_models_beside(folders, tmp_path):
+    table = results_table(folders)
+    lines = markdown(table).splitlines()
+    assert lines[0] == ("|  | CoLA | SST | MRPC | STS | QQP | MNLI | QNLI | RTE | SQuAD 1.1 | "
+                        "SQuAD 2.0 | Chunking |")
+    assert lines[2] == ("| Metrics | MCC | Acc | Acc | Spearman | Acc | Acc | Acc | Acc | EM | "
+                        "EM | F1 |")
+    assert lines[3] == ("| yours (small) | 55.0 (n=3) | -- | -- | -- | -- | 80.5 (n=2) | -- | "
+                        "-- | 70.1 | -- | -- |")
+    assert lines[4] == ("| ELECTRA-Small | 57.0 | 91.2 | 88.0 | 87.5 | 89.0 | 81.3 | 88.4 | "
+                        "66.7 | 75.8 | 70.1 | 96.5 |")
+    assert lines[5].startswith("| ELECTRA-Small-OWT | 56.8 | 88.3 |") and lines[5].endswith(
+        "| -- | -- | -- |")
+    assert len([x for x in lines if x.startswith("| ")]) == 6  # no Base or Large rows
+    assert f"Not in the table (no column for their task): {tmp_path}/ner" in lines[-1]
+    mine = table["rows"][0]["cells"]
+    assert mine[0] == {"median": 55.0, "n": 3, "values": [50.0, 60.0, 55.0],
+                       "folder": f"{tmp_path}/cola"}
+    assert json.loads(json.dumps(table)) == table
+
+
+def test_each_size_gets_its_own_row_and_one_task_twice_is_refused(folders, tmp_path, tiny_vocab):
+    base = finetuned_folder(tmp_path / "rte_base", "rte", {"dev": {"accuracy": 0.7}},
+                            tiny_vocab, size="base")
+    table = results_table([*folders, base])
+    assert [r["model"] for r in table["rows"]] == [
+        "yours (small)", "ELECTRA-Small", "ELECTRA-Small-OWT", "yours (base)", "ELECTRA-Base"]
+    assert table["rows"][3]["cells"][7]["median"] == 70.0
+    again = trial_group(tmp_path / "cola_again", "cola", [{"dev": {"mcc": 0.1}}])
+    with pytest.raises(InputError, match="cola and .*cola_again both hold cola results"):
+        results_table([*folders, again])
+    with pytest.raises(InputError, match="is neither a fine-tuning folder"):
+        results_table([str(tmp_path)])
+    broken = trial_group(tmp_path / "sst2", "sst2", [{"dev": {"f1": 0.1}}])
+    with pytest.raises(InputError, match="its final sst2 results lack dev accuracy"):
+        results_table([broken])
+
+
+def test_the_command_prints_markdown_or_json_and_writes_the_file(folders, tmp_path):
+    proc = run_module("electra_tf.results_table", *folders)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == markdown(results_table(folders))
+    out = tmp_path / "table.json"
+    proc = run_module("electra_tf.results_table", "--format=json", f"--output={out}", *folders)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout) == json.loads(out.read_text()) == results_table(folders)
+    error_line(run_module("electra_tf.results_table", str(tmp_path / "missing")),
+               "is neither a fine-tuning folder")

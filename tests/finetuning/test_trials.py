@@ -1,0 +1,242 @@
+"""--num_trials (training/trials.py): N seeds in MODEL_DIR_1 .. MODEL_DIR_N, every trial's
+results and their summary in MODEL_DIR/trials.json, finished trials skipped, an
+interrupted one resumed."""
+
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+
+import pytest
+from helpers import REPO, finetuning_from_flags, patience, popen_python
+
+from electra_tf.core.config import FinetuneRun, FinetuningConfig
+from electra_tf.core.errors import ConfigError, InputError
+from electra_tf.training import trials
+from electra_tf.training.finetuning import Finetuning
+from electra_tf.training.loop import Interrupted
+
+
+def test_summary_per_split_and_metric_for_each_head_kind():
+    glue = [{"dev": {"accuracy": a, "f1": f}} for a, f in ((0.8, 0.7), (0.9, 0.75), (0.6, 0.7))]
+    s = trials.summarize(glue)["dev"]["accuracy"]
+    assert s == {"median": 0.8, "mean": pytest.approx(statistics.fmean([0.8, 0.9, 0.6])),
+                 "std": pytest.approx(statistics.stdev([0.8, 0.9, 0.6])), "min": 0.6,
+                 "max": 0.9, "n": 3}
+    squad = [{"dev": {"exact_match": 70.0, "f1": 80.0, "best_f1_thresh": -1.0}},
+             {"dev": {"exact_match": 72.0, "f1": 81.0, "best_f1_thresh": float("nan")}}]
+    s = trials.summarize(squad)["dev"]
+    assert s["exact_match"]["median"] == 71.0 and s["best_f1_thresh"]["n"] == 1  # nan left out
+    mnli = [{"dev_matched": {"accuracy": 0.5}, "dev_mismatched": {"accuracy": 0.6}}] * 2
+    s = trials.summarize(mnli)
+    assert set(s) == {"dev_matched", "dev_mismatched"} and s["dev_matched"]["accuracy"]["std"] == 0
+    tagging = [{"dev": {"f1": 0.9, "precision": 0.8, "token_accuracy": 0.97}}]
+    assert trials.summarize(tagging)["dev"]["f1"]["std"] == 0.0  # one trial: no spread
+    lines = trials.summary_lines("ner", trials.summarize(tagging))
+    assert lines[0] == ("ner dev f1: median 0.9000, mean 0.9000, std 0.0000, min 0.9000, "
+                        "max 0.9000 (n=1)")
+
+
+class FakeTrainer:
+    """Stands for a backend's Finetuning: its folder, and an accuracy from its seed."""
+
+    def __init__(self, config, run, interrupt=False):
+        self.config, self.run, self.interrupt = config, run, interrupt
+
+    def train(self):
+        os.makedirs(self.run.model_dir, exist_ok=True)
+        if self.interrupt:
+            raise Interrupted(3)
+        return {"epoch_1": {"dev": {"accuracy": 0.1}},
+                "epoch_2": {"dev": {"accuracy": 0.5 + self.config.seed / 10}}}
+
+
+def fake_runs(tmp_path, n, **run):
+    config = FinetuningConfig(task_name="sst2", seed=7)
+    return config, FinetuneRun(model_dir=str(tmp_path / "out"), data_dir="d",
+                               init_checkpoint="c", num_trials=n, **run)
+
+
+def test_finished_trials_are_skipped_and_an_interrupted_one_is_rerun(tmp_path, capsys):
+    config, run = fake_runs(tmp_path, 3)
+    made = []
+
+    def make(interrupt_seed=None):
+        def make_trainer(c, r):
+            made.append((c.seed, r.model_dir, r.num_trials))
+            return FakeTrainer(c, r, interrupt=c.seed == interrupt_seed)
+        return make_trainer
+
+    with pytest.raises(Interrupted):  # Ctrl-C in trial 2
+        trials.run_trials(config, run, "sst2", make(interrupt_seed=8), Finetuning.final_results)
+    out = str(tmp_path / "out")
+    assert made == [(7, out + "_1", 1), (8, out + "_2", 1)]
+    record = trials.read_trials(out)
+    assert [t["trial"] for t in record["trials"]] == [1]  # trial 1 was recorded
+    made.clear()
+    summary = trials.run_trials(config, run, "sst2", make(), Finetuning.final_results)
+    assert made == [(8, out + "_2", 1), (9, out + "_3", 1)]  # trial 1 skipped, 2 rerun
+    err = capsys.readouterr().err
+    assert f"trial 1/3 (seed 7, {out}_1): finished, skipped" in err
+    assert summary["dev"]["accuracy"]["median"] == pytest.approx(1.3)
+    assert summary["dev"]["accuracy"]["n"] == 3
+    assert "sst2 dev accuracy: median 1.3000, mean 1.3000" in err
+    record = trials.read_trials(out)
+    assert [(t["seed"], t["results"]) for t in record["trials"]] == [
+        (7, {"dev": {"accuracy": pytest.approx(1.2)}}),
+        (8, {"dev": {"accuracy": pytest.approx(1.3)}}),
+        (9, {"dev": {"accuracy": pytest.approx(1.4)}})]
+    text = (tmp_path / "out" / "results.txt").read_text().splitlines()
+    assert text[0] == "trial 1 (seed 7) sst2 dev: accuracy: 1.2000"
+    assert text[-1].startswith("sst2 dev accuracy: median 1.3000")
+    # everything done: a rerun trains nothing; more trials add to the group
+    made.clear()
+    trials.run_trials(config, run, "sst2", make(), Finetuning.final_results)
+    assert made == []
+    trials.run_trials(config, FinetuneRun(**{**run.__dict__, "num_trials": 4}), "sst2", make(),
+                      Finetuning.final_results)
+    assert made == [(10, out + "_4", 1)]
+    assert trials.read_trials(out)["summary"]["dev"]["accuracy"]["n"] == 4
+
+
+def test_a_group_of_other_settings_is_refused(tmp_path):
+    config, run = fake_runs(tmp_path, 2)
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    other = FinetuningConfig(task_name="sst2", seed=7, learning_rate=3e-4)
+    with pytest.raises(ConfigError, match=r"records trials of other settings \(learning_rate "
+                                          r"0.0 -> 0.0003\)"):
+        trials.run_trials(other, run, "sst2", FakeTrainer, Finetuning.final_results)
+    with pytest.raises(ConfigError, match="seed 7 -> task sst2 seed 8"):
+        trials.run_trials(FinetuningConfig(task_name="sst2", seed=8), run, "sst2", FakeTrainer,
+                          Finetuning.final_results)
+    with pytest.raises(ConfigError, match="holds the trials.json of a --num_trials run"):
+        trials.check_single_run_folder(str(tmp_path / "out"))  # as --num_trials=1's folder
+    trials.check_single_run_folder(str(tmp_path / "out_1"))
+    single = tmp_path / "single"
+    single.mkdir()
+    (single / "finetuning_config.json").write_text("{}")
+    with pytest.raises(InputError, match="is the folder of a single fine-tuning run"):
+        trials.TrialGroup(str(single), "sst2", config, run)
+
+
+def test_keep_all_models_false_keeps_the_last_trials_folder_only(tmp_path):
+    config, run = fake_runs(tmp_path, 3, keep_all_models=False)
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    assert sorted(os.listdir(tmp_path)) == ["out", "out_3"]
+    assert len(trials.read_trials(str(tmp_path / "out"))["trials"]) == 3  # results kept
+
+
+def test_two_real_trials_keep_their_seeds_folders_and_results(pretrained_dir, toy_sst2_dir,
+                                                              tmp_path, capsys):
+    """run_finetuning's trainer, two trials of half an epoch: each its own seed and folder,
+    the group's record equal to what each folder holds."""
+    from electra_tf.tasks.registry import task_from_config
+    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
+
+    _, config, run = finetuning_from_flags(
+        "--task_name=sst2", f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_sst2_dir}",
+        f"--model_dir={tmp_path}/out", "--num_train_epochs=0.5", "--train_batch_size=32",
+        "--eval_batch_size=64", "--max_seq_length=16", "--num_trials=2", "--seed=3")
+    summary = trials.run_trials(config, run, "sst2",
+                                lambda c, r: TensorFlowFinetuning(task_from_config(c), c, r),
+                                Finetuning.final_results)
+    record = trials.read_trials(str(tmp_path / "out"))
+    assert [(t["seed"], t["model_dir"]) for t in record["trials"]] == [
+        (3, f"{tmp_path}/out_1"), (4, f"{tmp_path}/out_2")]
+    for t in record["trials"]:
+        own = json.load(open(os.path.join(t["model_dir"], "results.json")))
+        assert own["epoch_1"] == t["results"]
+        recorded = json.load(open(os.path.join(t["model_dir"], "finetuning_config.json")))
+        assert recorded["finetuning"]["seed"] == t["seed"]
+        assert os.path.exists(os.path.join(t["model_dir"], "finetuned.weights.h5"))
+    accuracies = [t["results"]["dev"]["accuracy"] for t in record["trials"]]
+    assert summary["dev"]["accuracy"]["median"] == pytest.approx(statistics.median(accuracies))
+    assert "sst2 dev accuracy: median" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_two_trials_of_a_real_run_and_an_interrupted_second_resumes(
+        pretrained_dir, toy_sst2_dir, tmp_path, capsys):
+    """Real fine-tuning: trial 2 stops at step 3 with its checkpoint (what Ctrl-C leaves);
+    the rerun skips trial 1 and resumes trial 2 from that checkpoint."""
+    from electra_tf.tasks.registry import task_from_config
+    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
+
+    _, config, run = finetuning_from_flags(
+        "--task_name=sst2", f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_sst2_dir}",
+        f"--model_dir={tmp_path}/out", "--num_train_epochs=1", "--train_batch_size=32",
+        "--max_seq_length=16", "--save_checkpoints_steps=1000", "--learning_rate=3e-3",
+        "--num_trials=2", "--seed=3")
+    stop = {"at": 3}
+
+    class StopsOnce(TensorFlowFinetuning):
+        def train(self):
+            if self.config.seed == 4 and stop.get("at"):
+                super().train(stop_at_step=stop.pop("at"))  # saves ckpt-3
+                raise Interrupted(3)
+            return super().train()
+
+    def make_trainer(c, r):
+        return StopsOnce(task_from_config(c), c, r)
+
+    with pytest.raises(Interrupted):
+        trials.run_trials(config, run, "sst2", make_trainer, Finetuning.final_results)
+    assert os.path.exists(tmp_path / "out_2" / "checkpoints" / "ckpt-3.index")
+    capsys.readouterr()
+    summary = trials.run_trials(config, run, "sst2", make_trainer, Finetuning.final_results)
+    err = capsys.readouterr().err
+    assert "trial 1/2 (seed 3" in err and "finished, skipped" in err
+    assert re.search(r"resumed from .*out_2.*ckpt-3", err), err
+    record = trials.read_trials(str(tmp_path / "out"))
+    for t in record["trials"]:  # each trial's own folder holds what the group records
+        own = json.load(open(os.path.join(t["model_dir"], "results.json")))
+        assert own["epoch_1"] == t["results"]
+        recorded = json.load(open(os.path.join(t["model_dir"], "finetuning_config.json")))
+        assert recorded["finetuning"]["seed"] == t["seed"]
+        assert recorded["run"]["model_dir"] == t["model_dir"]
+    assert [t["seed"] for t in record["trials"]] == [3, 4]
+    assert summary["dev"]["accuracy"]["n"] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["squad_v2", "ner"])
+def test_ctrl_c_in_the_second_trial_of_the_command_resumes_it(
+        task, pretrained_dir, toy_squad_dir, toy_ner_dir, tmp_path):
+    """The command: Ctrl-C in trial 2 exits 130 with trial 1 recorded; the same command
+    again skips trial 1, resumes trial 2 and prints the summary (SQuAD and tagging)."""
+    flags = {"squad_v2": [f"--flagfile={REPO}/configs/squad_v2.flags",
+                          f"--data_dir={toy_squad_dir}", "--max_seq_length=48"],
+             "ner": [f"--flagfile={REPO}/configs/ner.flags", f"--data_dir={toy_ner_dir}",
+                     "--max_seq_length=32"]}[task]
+    out = tmp_path / "out"
+    args = ["-m", "electra_tf.run_finetuning", *flags, f"--init_checkpoint={pretrained_dir}",
+            f"--model_dir={out}", "--num_train_epochs=2", "--train_batch_size=8",
+            "--save_checkpoints_steps=2", "--num_trials=2"]
+    proc = popen_python(args, stderr=subprocess.PIPE, text=True)
+    lines, in_trial_2 = [], False
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            in_trial_2 = in_trial_2 or "trial 2/2: seed" in line
+            if in_trial_2 and re.search(r"epoch 1 step 4/", line):
+                proc.send_signal(signal.SIGINT)
+                break
+        rest = proc.communicate(timeout=patience(120))[1]
+    finally:
+        proc.kill()
+    stderr = "".join(lines) + rest
+    assert proc.returncode == 130, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1].startswith("interrupted at step"), stderr[-3000:]
+    assert [t["trial"] for t in trials.read_trials(str(out))["trials"]] == [1]
+    proc = popen_python(args, stderr=subprocess.PIPE, text=True)
+    stderr = proc.communicate(timeout=patience(600))[1]
+    assert proc.returncode == 0, stderr[-3000:]
+    assert "trial 1/2 (seed 0" in stderr and "finished, skipped" in stderr
+    assert re.search(r"resumed from .*out_2", stderr), stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("[finetune] done: 2 trials, medians {'dev': {"), last
+    record = trials.read_trials(str(out))
+    assert [t["seed"] for t in record["trials"]] == [0, 1]
+    assert all(s["n"] == 2 for s in record["summary"]["dev"].values())

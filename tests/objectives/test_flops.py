@@ -1,0 +1,106 @@
+"""The training FLOPs of a run (objectives/flops.py), as the original's flops_computation.py
+counts them."""
+
+import dataclasses
+
+import pytest
+
+from electra_tf.core.config import OBJECTIVES, PretrainingConfig
+from electra_tf.objectives import flops
+from helpers import REPO
+
+# Printed by google-research/electra's flops_computation.py (`python3 flops_computation.py`,
+# its MODEL_FLOPS, at its HEAD) and copied here: the totals of its four configurations.
+ORIGINAL = {
+    "electra_small": 1.293743798272e+18,
+    "electra_base": 6.424541834277683e+19,
+    "bert_small": 1.4187399146496e+18,
+    "bert_base": 6.428335104e+19,
+    # the rest of its table, which the port's MODEL_FLOPS reproduces too
+    "gpt": 3.968752230785352e+19,
+    "bert_large": 1.91720905883648e+20,
+    "electra_400k": 7.117606040895488e+20,
+    "electra_1.75M": 3.113952642891776e+21,
+    "roberta": 3.187221435776e+21,
+    "albert": 3.113923955392512e+22,
+    "t5_11b": 4.581900124212429e+22,
+}
+
+
+def flagfile_config(name: str, **changes) -> PretrainingConfig:
+    """The PretrainingConfig of configs/NAME.flags (its hyperparameters), with changes."""
+    values = {}
+    for line in open(f"{REPO}/configs/{name}.flags"):
+        line = line.strip()
+        if line.startswith("--") and "=" in line:
+            key, value = line[2:].split("=", 1)
+            field = PretrainingConfig.__dataclass_fields__.get(key)
+            if field is not None:
+                values[key] = value if key == "model_size" else (
+                    value == "true" if value in ("true", "false") else float(value))
+    for key in ("max_seq_length", "train_batch_size", "num_train_steps", "num_warmup_steps",
+                "save_checkpoints_steps", "iterations_per_loop"):
+        if key in values:
+            values[key] = int(values[key])
+    values.update(changes)
+    return PretrainingConfig(**values)
+
+
+@pytest.mark.parametrize("name,flagfile,changes", [
+    ("electra_small", "small", {}),
+    ("electra_base", "base", {}),
+    # BERT-Small: 1.45M steps, as the original's table (ELECTRA-Small's FLOPs, about)
+    ("bert_small", "small", {"objective": "bert_mlm", "num_train_steps": 1450000}),
+    ("bert_base", "base", {"objective": "bert_mlm", "num_train_steps": 1000000}),
+])
+def test_the_paper_configurations_cost_what_the_original_counts(name, flagfile, changes):
+    config = flagfile_config(flagfile, **changes)
+    counted = flops.pretraining_flops(config)
+    assert counted.total == pytest.approx(ORIGINAL[name], rel=1e-3)
+    assert counted.flops_per_step * config.num_train_steps == pytest.approx(counted.total)
+    assert counted.to_dict()["total_flops"] == counted.total
+
+
+def test_the_ported_table_is_the_originals():
+    for name, value in ORIGINAL.items():
+        assert flops.MODEL_FLOPS[name] == pytest.approx(value, rel=1e-12), name
+
+
+def test_every_objective_and_algorithm_is_counted():
+    """Every objective has a count (a new one fails here until OBJECTIVE_FLOPS has it)."""
+    assert set(flops.OBJECTIVE_FLOPS) == set(OBJECTIVES)
+    base = flagfile_config("small", num_train_steps=1000)
+    total = {o: flops.pretraining_flops(dataclasses.replace(base, objective=o)).total
+             for o in OBJECTIVES}
+    assert total["electra_15"] == total["electra"]  # the RTD head runs on every token
+    # BERT-MLM is D with an MLM head; Replace-MLM adds G; All-Tokens MLM's head runs on
+    # every token
+    assert total["bert_mlm"] < total["replace_mlm"] < total["all_tokens_mlm"]
+    # ELECTRA: D's binary head is far cheaper than an MLM softmax over 30,522 tokens
+    assert total["electra"] < total["replace_mlm"]
+    uniform = flops.pretraining_flops(dataclasses.replace(base, uniform_generator=True))
+    assert "generator" not in uniform.phases[0].parts and uniform.total < total["electra"]
+    gdes = flops.pretraining_flops(dataclasses.replace(
+        base, gradient_disentangled_embeddings=True))
+    assert gdes.total > total["electra"]
+    assert "discriminator_residual_embeddings" in gdes.phases[0].parts
+    adversarial = flops.pretraining_flops(dataclasses.replace(
+        base, training_algorithm="adversarial"))
+    assert adversarial.total > total["electra"]
+
+
+def test_two_stage_training_is_two_phases_of_their_own_cost():
+    config = flagfile_config("small", num_train_steps=1001, generator_hidden_size=1.0,
+                             training_algorithm="two_stage")
+    counted = flops.pretraining_flops(config)
+    first, second = counted.phases
+    assert (first.steps, second.steps) == (500, 501)
+    joint = flops.pretraining_flops(dataclasses.replace(config, training_algorithm="joint"))
+    parts = joint.phases[0].parts
+    g = parts["generator"] + parts["generator_mlm_head"]
+    assert first.per_sequence == pytest.approx(g)  # G alone, forward and backward
+    # D trains; frozen G only runs forward (half its training FLOPs)
+    assert second.per_sequence == pytest.approx(joint.phases[0].per_sequence - g / 2)
+    assert counted.total == pytest.approx(128 * (500 * first.per_sequence
+                                                 + 501 * second.per_sequence))
+    assert "two_stage_generator" in counted.summary()
