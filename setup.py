@@ -42,6 +42,7 @@ setup(
         "electra-eval-squad=electra_tf.eval_squad:run",
         "electra-export=electra_tf.export_saved_model:run",
         "electra-query=electra_tf.query:run",
+        "electra-score=electra_tf.score:run",
     ]},
     extras_require={
         # jax[cpu]: the JAX backend's tests (KERAS_BACKEND=jax) run on CPU.
