@@ -148,7 +148,6 @@ def load_scorer(model_dir: str, vocab_file: str = "", max_seq_length: int = 128
     Raises:
       InputError: missing files, a folder of another objective, a bad length.
     """
-    from electra_tf.serving.export import _vocab
     from electra_tf.training import artifacts
 
     discriminator, _ = artifacts.load_discriminator(model_dir, what="--model_dir")
@@ -160,6 +159,10 @@ def load_scorer(model_dir: str, vocab_file: str = "", max_seq_length: int = 128
                          f"{positions} positions")
     from electra_tf.text.tokenizer import Tokenizer
 
-    vocab = _vocab(folder, vocab_file, discriminator.config.vocab_size)
+    vocab = artifacts.checked_vocab(folder, vocab_file)
+    if not vocab:
+        raise InputError(f"--vocab_file is required ({folder} holds no {artifacts.VOCAB} and "
+                         "records none)")
+    artifacts.check_vocab_fits(vocab, discriminator.config.vocab_size)
     tokenizer = Tokenizer(vocab, do_lower_case=artifacts.recorded_do_lower_case(folder))
     return ElectricScorer(discriminator, tokenizer, max_seq_length)

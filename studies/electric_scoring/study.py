@@ -33,6 +33,51 @@ import numpy as np
 HELD_OUT_SHARD, NUM_SHARDS = 9, 10
 
 
+def electric_flops_per_sequence(config) -> int:
+    """Training FLOPs (3 x forward matmuls) of one Electric sequence (PretrainingConfig).
+
+    D and its RTD head on every token (benchmarks/bench_common's count) + the
+    two generator towers on every token (each counted as a full encoder; the
+    causal masks save no matmul) + the cloze head on EVERY token: dense(2 H_G
+    -> E) and the E x V output layer, where ELECTRA's MLM head runs on the
+    masked positions only. The log q lookup and the sampling are not matmuls.
+    """
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    from bench_common import encoder_flops_per_token
+
+    d, g = config.discriminator_config(), config.generator_config()
+    L, V = config.max_seq_length, config.vocab_size
+
+    def per_token(c):
+        return encoder_flops_per_token(c.resolved_embedding_size, c.hidden_size,
+                                       c.intermediate_size, c.num_hidden_layers, L)
+
+    e = g.resolved_embedding_size
+    d_tok = per_token(d) + 2 * (d.hidden_size * d.hidden_size + d.hidden_size)
+    cloze = 2 * (2 * g.hidden_size) * e + 2 * e * V
+    return 3 * L * (d_tok + 2 * per_token(g) + cloze)
+
+
+def bert_mlm_flops_per_sequence(config) -> int:
+    """Training FLOPs of one BERT-MLM sequence: D's encoder and the MLM head at the
+    masked positions (studies/real_data/study.py's count)."""
+    from studies.real_data.study import flops_per_sequence
+
+    return flops_per_sequence("bert_mlm", config.discriminator_config(), None,
+                              config.max_seq_length, config.resolved_max_predictions_per_seq,
+                              config.vocab_size)
+
+
+def equal_flops_steps(electric_steps: int, vocab_size: int, **demo) -> int:
+    """BERT-MLM steps with the FLOPs of `electric_steps` Electric steps (same batch)."""
+    from electra_tf.core.config import PretrainingConfig
+
+    electric = PretrainingConfig(objective="electric", vocab_size=vocab_size, **demo)
+    bert = PretrainingConfig(objective="bert_mlm", vocab_size=vocab_size, **demo)
+    return round(electric_steps * electric_flops_per_sequence(electric)
+                 / bert_mlm_flops_per_sequence(bert))
+
+
 def held_out_sentences(corpus: str, n: int, seed: int, min_words=8, max_words=25):
     """n lines of the held-out documents of 8-25 plain words (seeded sample)."""
     from electra_tf.data.builder import iter_documents
