@@ -2,8 +2,8 @@
 
     python benchmarks/bench_score_export.py --output=benchmarks/score_export_latency
 
-Both are ELECTRA-Small (random weights, vocab 30522: bench_export.make_checkpoints'
-sst2 folder, and a pre-training folder of the same discriminator that records
+Both are ELECTRA-Small (random weights, vocab 30522: bench_export.py's sst2
+folder, and a pre-training folder of the same discriminator that records
 objective=electric), exported at seq 128 with the default length buckets and
 loaded back with tf.saved_model.load in this process. The request is a
 re-ranking batch: 10 hypotheses of 20 words each, through the text signature
@@ -24,7 +24,38 @@ import time
 
 import numpy as np
 from bench_common import cpu_model  # noqa: E402 (benchmarks/ is on sys.path)
-from bench_export import make_checkpoints  # noqa: E402
+
+
+def make_checkpoints(work):
+    """bench_export's Small sst2 folder (vocab 30522 of "wN" words), with its vocab.txt and
+    fingerprint as run_finetuning writes them; {"sst2": folder}."""
+    import keras
+
+    from electra_tf.core.config import MODEL_SIZES, EncoderConfig
+    from electra_tf.modeling import build_discriminator
+    from electra_tf.tasks.model import FinetuningModel
+    from electra_tf.training import artifacts
+
+    vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]",
+                                                                 "[MASK]"]
+    vocab += [f"w{i}" for i in range(30522 - len(vocab))]
+    vocab_file = os.path.join(work, "vocab.txt")
+    with open(vocab_file, "w") as f:
+        f.write("\n".join(vocab) + "\n")
+    config = EncoderConfig(vocab_size=30522, **MODEL_SIZES["small"])
+    keras.utils.set_random_seed(0)
+    model = FinetuningModel(build_discriminator(config).encoder, "sequence_classification", 2)
+    model.build()
+    out = os.path.join(work, "sst2")
+    os.makedirs(out)
+    artifacts.save_weights(model, os.path.join(out, artifacts.FINETUNED_WEIGHTS))
+    artifacts.write_json(os.path.join(out, artifacts.FINETUNING_CONFIG), {
+        "encoder": config.to_dict(), "task": "sst2", "head": "sequence_classification",
+        "regression": False, "answerable": False, "pair": False, "label_names": ["0", "1"],
+        "max_seq_length": 128, "model_size": "small", "head_options": {},
+        "finetuning": {"do_lower_case": True}, "run": {"vocab_file": vocab_file},
+        **artifacts.keep_vocab(out, vocab_file)})
+    return {"sst2": out}
 
 
 def electric_folder(work, sst2_dir):
