@@ -1,5 +1,5 @@
-"""Electric through the loops: an exact resume on each backend, and the TF and JAX
-forward passes (cloze logits, energies, loss terms) agreeing to 1e-5."""
+"""Electric through the loops: an exact resume on each backend (-m slow), and the TF and
+JAX forward passes (cloze logits, energies, loss terms) agreeing to 1e-5."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from helpers import RECORDS_SEQ as L
 from helpers import TINY_NO_DROPOUT
 
 
+@pytest.mark.slow  # three tiny runs; the default suite resumes ELECTRA exactly more cheaply
 def test_an_electric_run_resumes_exactly(make_configs, tmp_path):
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
