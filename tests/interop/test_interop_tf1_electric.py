@@ -171,3 +171,15 @@ def test_an_imported_electric_checkpoint_continues_pre_training(h, tmp_path):
     np.testing.assert_array_equal(model.generator.cloze_head.output_bias.numpy(),
                                   weights["cloze_predictions/output_bias"])
     assert model.generator.ltr.embeddings is model.discriminator.encoder.embeddings
+
+
+def test_an_electric_generator_is_not_exported_to_transformers(h, tmp_path):
+    from electra_tf.interop import core, hf
+
+    weights = electric_weights(h, seed=3)
+    prefix = h.write_tf1_checkpoint(tmp_path / "ckpt" / "model.ckpt", weights)
+    out = str(tmp_path / "out")
+    tf1.import_checkpoint(prefix, "small", out, h.TINY_OVERRIDES)
+    with pytest.raises(core.ConversionError, match="two-tower generator"):
+        hf.export_model(out, str(tmp_path / "hf"), generator=True)
+    assert not os.path.exists(tmp_path / "hf" / "model.safetensors")
