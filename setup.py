@@ -44,6 +44,7 @@ setup(
         "electra-export=electra_tf.export_saved_model:run",
         "electra-query=electra_tf.query:run",
         "electra-results-table=electra_tf.results_table:run",
+        "electra-score=electra_tf.score:run",
     ]},
     extras_require={
         # jax[cpu]: the JAX backend's tests (KERAS_BACKEND=jax) run on CPU.

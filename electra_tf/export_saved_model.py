@@ -28,7 +28,7 @@ def define_flags():
     """Flags of the command line (defined only when run as a program)."""
     flags.DEFINE_enum("task", None, list(TASKS), "What the endpoint serves.")
     flags.DEFINE_string("checkpoint", None,
-                        "Fine-tuning model_dir (pre-training model_dir for rtd).")
+                        "Fine-tuning model_dir (pre-training model_dir for rtd and score).")
     flags.DEFINE_string("model_base", None, "TF Serving model base path.")
     flags.DEFINE_string("model_name", None, "Model name: the export goes to MODEL_BASE/NAME/N.")
     flags.DEFINE_integer("version", None, "Version N (default: highest existing + 1, or 1).")

@@ -32,7 +32,8 @@ def define_flags():
     flags.DEFINE_integer("model_version", None, "A specific version (default: the latest).")
     flags.DEFINE_string("signature_name", "serving_default", "Signature to call.")
     flags.DEFINE_bool("rest", False, "Use the REST API instead of gRPC.")
-    flags.DEFINE_multi_string("text", [], "Input text(s) (token/sequence classification, rtd).")
+    flags.DEFINE_multi_string("text", [], "Input text(s) (token/sequence classification, "
+                              "rtd, score: one per hypothesis).")
     flags.DEFINE_multi_string("text_pair", [], "Second text(s) for sentence-pair models.")
     flags.DEFINE_multi_string("question", [], "squad: question(s).")
     flags.DEFINE_multi_string("context", [], "squad: context(s).")

@@ -144,7 +144,9 @@ def model_size_of(config: EncoderConfig) -> str:
 
 # The paper's objectives (section 3.5, Table 5) and training algorithms (3.2);
 # objectives/variants.py implements one class per objective name.
-OBJECTIVES = ("electra", "bert_mlm", "electra_15", "replace_mlm", "all_tokens_mlm")
+# electric: Clark et al. 2020b ("Pre-Training Transformers as Energy-Based Cloze
+# Models"), the original's electric_objective (with its two_tower_generator).
+OBJECTIVES = ("electra", "bert_mlm", "electra_15", "replace_mlm", "all_tokens_mlm", "electric")
 TRAINING_ALGORITHMS = ("joint", "two_stage", "adversarial")
 
 
@@ -175,6 +177,7 @@ class PretrainingEncoders:
     discriminator: EncoderConfig
     sharing: str = "embeddings"
     baseline_head: bool = False
+    two_tower: bool = False  # Electric's generator: two causal towers + the cloze head
 
     def __post_init__(self) -> None:
         if self.sharing not in SHARING:
@@ -199,8 +202,9 @@ class PretrainingConfig:
     do_lower_case: bool = _field(True, "lower-case and strip accents before WordPiece")
 
     # --- loss ---
-    objective: str = _field("electra", "the pre-training objective (paper section 3.5)",
-                            choices=OBJECTIVES)
+    objective: str = _field("electra", "the pre-training objective (paper section 3.5; "
+                            "electric: Electric's energy-based cloze model, the original's "
+                            "electric_objective)", choices=OBJECTIVES)
     bert_80_10_10: bool = _field(
         False, "bert_mlm: BERT's 80/10/10 [MASK]/random/kept (original: 85/15)")
     training_algorithm: str = _field(
@@ -351,6 +355,12 @@ class PretrainingConfig:
                     "discriminator that has the RTD head (objective electra or electra_15, "
                     "joint or adversarial training); it cannot go with "
                     + ", ".join(clash))
+        if self.objective == "electric" and (not self.untied_generator
+                                             or self.uniform_generator):
+            # The original's electric_objective builds its two-tower generator only
+            # with an untied, non-uniform generator (run_pretraining.py).
+            raise ConfigError("objective=electric trains a two-tower cloze generator: it "
+                              "needs untied_generator=True and uniform_generator=False")
         if self.max_seq_length < 8:
             raise ConfigError(f"max_seq_length must be >= 8, got {self.max_seq_length}")
         if not 1 <= self.resolved_max_predictions_per_seq <= self.max_seq_length:
@@ -385,7 +395,8 @@ class PretrainingConfig:
         # Not a field: no flag, not in to_dict, not compared; derived again by replace.
         object.__setattr__(self, "_encoders", PretrainingEncoders(
             generator=gen, discriminator=disc, sharing=self._sharing(),
-            baseline_head=self.training_algorithm == "adversarial"))
+            baseline_head=self.training_algorithm == "adversarial",
+            two_tower=self.objective == "electric"))
 
     def _sharing(self) -> str:
         """The weight sharing of G and D that the flags ask for (see SHARING)."""

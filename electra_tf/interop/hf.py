@@ -618,6 +618,9 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
     discriminator, vocab = artifacts.load_discriminator(model_dir)
     tensors = state_dict(names.discriminator_variables(discriminator))
     gen = artifacts.load_generator(model_dir) if generator else None
+    if gen is not None and not hasattr(gen, "mlm_head"):  # Electric's two-tower generator
+        raise core.ConversionError(f"{model_dir} holds an Electric two-tower generator, which "
+                                   "transformers has no model for: convert without --generator")
     gen_tensors = state_dict(names.generator_variables(gen)) if gen is not None else {}
     _check_room(output, tensors, gen_tensors, files=(vocab,))
     written = _save(output, tensors, hf_config(discriminator.config, "ElectraForPreTraining"))

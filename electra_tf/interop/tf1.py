@@ -21,7 +21,7 @@ import re
 import numpy as np
 
 from electra_tf.core.config import PretrainingConfig
-from electra_tf.interop import core, names
+from electra_tf.interop import core, electric, names
 from electra_tf.training import artifacts
 
 _QUERY = "{}/encoder/layer_{}/attention/self/query/kernel"
@@ -96,7 +96,9 @@ def infer_config(weights: dict[str, np.ndarray], model_size: str,
               "max_seq_length": min(128, hparams["max_position_embeddings"]),
               "mask_prob": 0.25 if model_size == "large" else 0.15}
     g_layers = _num_layers(weights, "generator")
-    if g_layers:
+    if electric.is_electric(weights):
+        values.update(electric.generator_values(weights, d_hidden, d_layers, _num_layers))
+    elif g_layers:
         g_hidden = weights[_QUERY.format("generator", 0)].shape[1]
         values.update(generator_hidden_size=g_hidden / d_hidden,
                       generator_layers=g_layers / d_layers,
@@ -144,15 +146,18 @@ def import_checkpoint(path: str, model_size: str, output: str,
     config = infer_config(weights, model_size, overrides)
     source_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     check_vocab_size(os.path.join(source_dir, artifacts.VOCAB), config.vocab_size)
-    has_generator = any(n.startswith(("generator/", "generator_predictions/")) for n in weights)
+    has_generator = any(n.startswith(("generator/", "generator_predictions/"))
+                        for n in weights) or electric.is_electric(weights)
     os.makedirs(output, exist_ok=True)
     report = {"source": os.path.abspath(path), "format": "tf1", "skipped": skipped}
     if has_generator:
         pretrainer = ElectraPretrainer(config)
         pretrainer.build_with_dummy_batch()
         generator, discriminator = pretrainer.generator, pretrainer.discriminator
+        g_names = (electric.generator_variables if config.objective == "electric"
+                   else names.generator_variables)
         targets = {**names.discriminator_variables(discriminator),
-                   **names.generator_variables(generator, discriminator)}
+                   **g_names(generator, discriminator)}
     else:
         discriminator = build_discriminator(config.discriminator_config())
         targets = names.discriminator_variables(discriminator)
@@ -205,6 +210,8 @@ def resume_flags(config: PretrainingConfig) -> str:
         flags.append("--untied_generator_embeddings")
     if not config.untied_generator:
         flags.append("--nountied_generator")
+    if config.objective == "electric":
+        flags.append("--objective=electric")
     return " ".join(flags)
 
 

@@ -77,6 +77,23 @@ def embeddings_for(config: EncoderConfig, **kwargs) -> ElectraEmbeddings:
         config.layer_norm_eps, **kwargs)
 
 
+ATTENTION_DIRECTIONS = (None, "ltr", "rtl")
+
+
+def causal_attention_mask(input_mask, direction: str):
+    """int32 [B, L, L]: 1 where query i attends key j (the original's 3-D mask).
+
+    The padding mask of the keys times the original's causal band:
+    tf.matrix_band_part(ones, -1, 0) for "ltr" (j <= i), (0, -1) for "rtl" (j >= i).
+    """
+    length = ops.shape(input_mask)[1]
+    i = ops.arange(length, dtype="int32")[:, None]
+    j = ops.arange(length, dtype="int32")[None, :]
+    band = ops.less_equal(j, i) if direction == "ltr" else ops.greater_equal(j, i)
+    keys = ops.cast(input_mask, "int32")[:, None, :]
+    return keys * ops.cast(band, "int32")[None]
+
+
 class EncoderConfigSerializable:
     """get_config/from_config for layers and models built from an EncoderConfig.
 
@@ -102,6 +119,10 @@ class ElectraEncoder(EncoderConfigSerializable, keras.Model):
         embeddings: optional `ElectraEmbeddings` of another encoder to reuse
             (tied embeddings, paper section 3.2). Its vocabulary, width and
             table sizes must match `config`. Not part of `get_config`.
+        attention_direction: None (every position attends every real one),
+            "ltr" (position i attends j <= i) or "rtl" (j >= i): the original
+            BertModel's `ltr` / `rtl`, the towers of Electric's two-tower
+            generator (modeling/electric.py).
 
     Call args:
         inputs: dict with "input_ids", "input_mask" (1 real, 0 padding) and
@@ -119,9 +140,13 @@ class ElectraEncoder(EncoderConfigSerializable, keras.Model):
     """
 
     def __init__(self, config: EncoderConfig | dict, embeddings: ElectraEmbeddings | None = None,
-                 **kwargs):
+                 attention_direction: str | None = None, **kwargs):
         kwargs.setdefault("name", "encoder")
         super().__init__(**kwargs)
+        if attention_direction not in ATTENTION_DIRECTIONS:
+            raise ValueError(f"attention_direction must be one of {ATTENTION_DIRECTIONS}, "
+                             f"got {attention_direction!r}")
+        self.attention_direction = attention_direction
         if isinstance(config, dict):
             config = EncoderConfig.from_dict(config)
         self.config = config
@@ -162,8 +187,15 @@ class ElectraEncoder(EncoderConfigSerializable, keras.Model):
             layer.build((None, None, self.config.hidden_size))
         self.built = True
 
+    def get_config(self):
+        config = super().get_config()
+        config["attention_direction"] = self.attention_direction
+        return config
+
     def call(self, inputs, training=False, seed=None):
         input_mask = inputs["input_mask"]
+        if self.attention_direction is not None:
+            input_mask = causal_attention_mask(input_mask, self.attention_direction)
         base = None if seed is None else fold_seed(seed, ENCODER_SALT)
         # Site seeds: embeddings base + [EMBEDDINGS_STREAM, 0]; layer_i
         # base + [FIRST_LAYER_STREAM + i, site] (see modeling.random).

@@ -79,12 +79,14 @@ class MaskedLMHead(keras.layers.Layer):
 
         Args:
             sequence_output: float tensor [batch_size, seq_length, hidden_size].
-            masked_lm_positions: int tensor [batch_size, num_predictions].
+            masked_lm_positions: int tensor [batch_size, num_predictions]; None:
+                every position (Electric's cloze head, no gather).
 
         Returns:
             float32 tensor [batch_size, num_predictions, vocab_size].
         """
-        x = gather_positions(sequence_output, masked_lm_positions)
+        x = (sequence_output if masked_lm_positions is None
+             else gather_positions(sequence_output, masked_lm_positions))
         x = self.layer_norm(self._activation(self.dense(x)))
         table = ops.cast(self.token_embedding.embeddings, "float32")
         logits = ops.einsum("bne,ve->bnv", ops.cast(x, "float32"), table)

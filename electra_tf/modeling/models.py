@@ -30,6 +30,8 @@ Weight sharing (paper section 3.2; `PretrainingEncoders.sharing`, which a
   `UniformGenerator` returns constant zero logits, as the original's (nothing
   to build or train; D owns the embeddings).
 In every mode the MLM head's output weights are G's input word embeddings.
+With `two_tower` (objective electric) G is Electric's two-tower cloze model
+(modeling/electric.py), sharing "embeddings" or "none".
 With `baseline_head` (`training_algorithm="adversarial"`) G also carries the
 learned REINFORCE baseline (`generator_baseline`, paper Appendix F).
 """
@@ -45,6 +47,7 @@ from electra_tf.modeling.encoder import (
     EncoderConfigSerializable,
     embeddings_for,
 )
+from electra_tf.modeling.electric import TwoTowerClozeGenerator
 from electra_tf.modeling.heads import DiscriminatorHead, MaskedLMHead, gather_positions
 from electra_tf.modeling.layers import ElectraEmbeddings, kernel_initializer
 from electra_tf.modeling.random import (
@@ -300,6 +303,13 @@ def build_pretraining_models(
     """
     g_config, d_config = encoders.generator, encoders.discriminator
     sharing, baseline = encoders.sharing, encoders.baseline_head
+    if encoders.two_tower:
+        # Electric (modeling/electric.py): sharing "embeddings" or "none" (config checks).
+        discriminator = build_discriminator(d_config, head_kind)
+        shared = discriminator.encoder.embeddings if sharing == "embeddings" else None
+        generator = TwoTowerClozeGenerator(g_config, embeddings=shared)
+        generator.build()
+        return generator, discriminator
     if sharing == "disentangled":
         # G first: it owns the tables (generator/encoder/embeddings/...), and D's
         # residuals take D's paths (discriminator/encoder/embeddings/...).

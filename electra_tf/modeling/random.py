@@ -39,6 +39,9 @@ DISCRIMINATOR_SALT = 103  # the seed passed to the discriminator's call
 # caller gives both the same seed (with untied_generator=False they share one encoder).
 GENERATOR_DROPOUT_SALT = 1
 DISCRIMINATOR_DROPOUT_SALT = 2
+# TwoTowerClozeGenerator.call (electric.py): after G's salt, one per tower.
+LTR_TOWER_SALT = 3
+RTL_TOWER_SALT = 4
 # FinetuningModel.call (finetuning.py): fold_seed(seed, salt) per part.
 FINETUNING_ENCODER_SALT = 1  # the encoder's dropout
 FINETUNING_HEAD_SALT = 2  # the task head's dropout

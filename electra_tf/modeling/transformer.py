@@ -53,6 +53,16 @@ def _dense(units, initializer_range, dtype, name):
                               bias_initializer="zeros", dtype=dtype, name=name)
 
 
+def _key_mask(input_mask):
+    """float32 [B, 1, 1, L] from a key padding mask [B, L], or [B, 1, L, L] from an
+    attention mask [B, L, L] (query, key: 1 where the query attends the key; the
+    original's 3-D `attention_mask`, e.g. with Electric's left-to-right towers)."""
+    mask = ops.cast(input_mask, "float32")
+    if len(ops.shape(mask)) == 3:
+        return mask[:, None, :, :]
+    return mask[:, None, None, :]
+
+
 class SelfAttention(keras.layers.Layer):
     """Multi-head scaled dot-product self-attention with a key padding mask.
 
@@ -102,7 +112,8 @@ class SelfAttention(keras.layers.Layer):
 
         Args:
             x: float tensor [batch_size, seq_length, hidden_size].
-            input_mask: int tensor [batch_size, seq_length], 1 real, 0 padding.
+            input_mask: int tensor [batch_size, seq_length], 1 real, 0 padding; or
+                [batch_size, seq_length, seq_length], 1 where query i attends key j.
             training: bool; enables dropout on the attention probabilities.
             seed: optional int tensor [2] for the dropout mask.
 
@@ -118,7 +129,7 @@ class SelfAttention(keras.layers.Layer):
             # queries: cuDNN's fused kernel (which Keras' JAX backend picks for bf16 on a
             # GPU) takes a bias of [B or 1, heads or 1, L, L] only, and Keras falls back to
             # XLA's unfused attention for any other shape, [B, 1, 1, L] included.
-            bias = (1.0 - ops.cast(input_mask, "float32")[:, None, None, :]) * MASK_BIAS
+            bias = (1.0 - _key_mask(input_mask)) * MASK_BIAS
             length = ops.shape(q)[1]
             bias = ops.broadcast_to(ops.cast(bias, q.dtype),
                                     (ops.shape(q)[0], 1, length, length))
@@ -127,8 +138,9 @@ class SelfAttention(keras.layers.Layer):
             return ops.reshape(context, (*ops.shape(context)[:-2], self.hidden_size))
         scores = ops.einsum("bqnd,bknd->bnqk", q, k)
         scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size))
-        # [B, L] -> [B, 1, 1, L]: 0 for real keys, -10000 for padded ones.
-        key_mask = ops.cast(input_mask, "float32")[:, None, None, :]
+        # [B, L] -> [B, 1, 1, L] ([B, L, L] -> [B, 1, L, L]): 0 for the keys a query
+        # attends, -10000 for the others.
+        key_mask = _key_mask(input_mask)
         probs = ops.softmax(scores + (1.0 - key_mask) * MASK_BIAS, axis=-1)
         probs = self.dropout(ops.cast(probs, self.compute_dtype), training=training, seed=seed)
         context = ops.einsum("bnqk,bknd->bqnd", probs, v)

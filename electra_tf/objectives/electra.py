@@ -34,6 +34,7 @@ class ElectraObjective:
     uses_discriminator: ClassVar[bool] = True
     head_kind: ClassVar[str] = RTD_HEAD  # the discriminator's head (objectives.base.Objective)
     masking: ClassVar[dict] = {}  # MaskingConfig options (BERT: 80/10/10)
+    unmasked_generator: ClassVar[bool] = False  # Electric: G reads the unmasked input
 
     @classmethod
     def from_config(cls, config: Any) -> "ElectraObjective":
@@ -74,6 +75,11 @@ class ElectraObjective:
             "sampled_ids": sampled,
             "original_ids": original,
         }
+
+    def rtd_logits(self, fake: Mapping[str, Tensor], disc_outputs: Mapping[str, Tensor]):
+        """The logits [B, L] of "replaced" the loss, metrics and AUC read (Electric
+        adds its noise correction to the head's output)."""
+        return disc_outputs["rtd_logits"]
 
     def compute_loss(
         self, batch: Batch, mlm_logits: Tensor, fake: Mapping[str, Tensor],

@@ -32,6 +32,7 @@ from electra_tf.modeling.random import (
     tensor_seed,
 )
 from electra_tf.objectives.auc import auc_histograms
+from electra_tf.objectives.corruption import scatter_at_positions
 from electra_tf.objectives.metrics import token_cosine_sums
 from electra_tf.objectives.variants import get_objective
 
@@ -72,7 +73,8 @@ class ElectraPretrainer(keras.Model):
           dict: mlm_logits float32 [B, N, V]; and when the objective trains a
           discriminator, fake (dict of input_ids, labels, sampled_ids,
           original_ids, and with adversarial training the generator's
-          baseline_logits [B, N] for its samples) and disc (D's head outputs:
+          baseline_logits [B, N] for its samples, with Electric the cloze_logits
+          [B, L, V]) and disc (D's head outputs:
           rtd_logits float32 [B, L], or for the MLM-style ablations
           mlm_logits and copy_logits).
         """
@@ -80,6 +82,10 @@ class ElectraPretrainer(keras.Model):
         if seed is None:
             seed = self.seed_generator.next()
         gen_inputs = {k: batch[k] for k in INPUT_KEYS + ("masked_lm_positions",)}
+        if objective.unmasked_generator:  # Electric's cloze towers read the original text
+            gen_inputs["input_ids"] = scatter_at_positions(
+                batch["input_ids"], batch["masked_lm_positions"], batch["masked_lm_ids"],
+                batch["masked_lm_weights"])
         gen = self.generator(gen_inputs, training=training, seed=fold_seed(seed, GENERATOR_SALT))
         mlm_logits = gen["mlm_logits"]
         outputs = {"mlm_logits": mlm_logits}
@@ -88,6 +94,8 @@ class ElectraPretrainer(keras.Model):
         fake = objective.fake_data(batch, mlm_logits, tensor_seed(fold_seed(seed, SAMPLING_SALT)))
         if "baseline_logits" in gen:  # adversarial training's learned baseline, per sample
             fake = {**fake, "baseline_logits": gen["baseline_logits"]}
+        if "cloze_logits" in gen:  # Electric's cloze distribution at every position
+            fake = {**fake, "cloze_logits": gen["cloze_logits"]}
         disc_inputs = {"input_ids": fake["input_ids"], "input_mask": batch["input_mask"],
                        "segment_ids": batch["segment_ids"],
                        "masked_lm_positions": batch["masked_lm_positions"]}
@@ -126,8 +134,10 @@ class ElectraPretrainer(keras.Model):
         for name, (num, den) in metric_sums.items():
             sums[name + "/num"], sums[name + "/den"] = num, den
         if "rtd_logits" in outputs.get("disc", {}):
+            objective = objective or self.objective
             sums["auc/pos"], sums["auc/neg"] = auc_histograms(
-                outputs["disc"]["rtd_logits"], outputs["fake"]["labels"], batch["input_mask"])
+                objective.rtd_logits(outputs["fake"], outputs["disc"]),
+                outputs["fake"]["labels"], batch["input_mask"])
         return losses, sums
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):

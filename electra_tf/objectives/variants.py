@@ -34,6 +34,7 @@ from electra_tf.core import config as config_lib
 from electra_tf.modeling.models import MLM_ALL_COPY_HEAD, MLM_HEAD, RTD_HEAD
 from electra_tf.objectives import losses, metrics
 from electra_tf.objectives.electra import ElectraObjective
+from electra_tf.objectives.electric import ElectricObjective
 
 
 def generator_mlm_loss(batch, mlm_logits):
@@ -232,14 +233,22 @@ class AdversarialObjective(ElectraObjective):
 
 OBJECTIVES: dict[str, Any] = {cls.name: cls for cls in (
     ElectraObjective, BertMlmObjective, Electra15Objective, ReplaceMlmObjective,
-    AllTokensMlmObjective)}
+    AllTokensMlmObjective, ElectricObjective)}
 # config.OBJECTIVES names the choices a config may make; each needs its class.
 assert tuple(OBJECTIVES) == config_lib.OBJECTIVES, (tuple(OBJECTIVES), config_lib.OBJECTIVES)
 
 
-def get_objective(config) -> ElectraObjective:
+def get_objective(config, masking=None) -> ElectraObjective:
     """The objective a PretrainingConfig asks for (`objective`;
-    training_algorithm=adversarial swaps ELECTRA's generator loss for REINFORCE)."""
+    training_algorithm=adversarial swaps ELECTRA's generator loss for REINFORCE).
+
+    `masking` (a data.masking.MaskingConfig) gives Electric the special ids its
+    cloze loss leaves out; the other objectives do not read it.
+    """
     if config.training_algorithm == "adversarial":
         return AdversarialObjective.from_config(config)
-    return OBJECTIVES[config.objective].from_config(config)
+    objective = OBJECTIVES[config.objective].from_config(config)
+    if isinstance(objective, ElectricObjective) and masking is not None:
+        objective = dataclasses.replace(
+            objective, special_ids=(masking.cls_id, masking.sep_id, masking.mask_id))
+    return objective

@@ -54,7 +54,8 @@ from electra_tf.tasks.base import HEADS
 # "head" its folder records) or the pre-trained discriminator's replaced-token
 # detection. From tasks.base, not electra_tf.serving.graph, so that the command checks
 # its flags and files before TensorFlow is imported (seconds).
-TASKS = HEADS + ("rtd",)
+# score: Electric's text scores (serving/scoring.py), from a pre-training folder.
+TASKS = HEADS + ("rtd", "score")
 
 
 @dataclasses.dataclass
@@ -97,16 +98,20 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
 
     if task not in TASKS:
         raise InputError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
-    if task == "rtd":
+    if task in ("rtd", "score"):
         discriminator, _ = artifacts.load_discriminator(checkpoint, what="--checkpoint")
+        folder = artifacts.model_folder(checkpoint)
+        if task == "score":
+            from electra_tf.serving.scoring import check_electric_folder
+
+            check_electric_folder(folder)
         from electra_tf.text.tokenizer import Tokenizer  # TensorFlow: after the file checks
 
-        folder = artifacts.model_folder(checkpoint)
         vocab = _vocab(folder, vocab_file, discriminator.config.vocab_size)
         lower = artifacts.recorded_do_lower_case(folder)
         return _checked_length(ServingSpec(
             task, discriminator, Tokenizer(vocab, do_lower_case=lower), max_seq_length or 128,
-            task_name="rtd"), checkpoint)
+            task_name=task), checkpoint)
 
     try:
         model, record = artifacts.load_finetuned(checkpoint)

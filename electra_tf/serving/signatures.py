@@ -33,6 +33,10 @@ batch, C classes, T tags):
     graph.beam_span_outputs: for the joint head the span tasks/squad.py
     decodes from the first window) and the null odds the recorded null rule
     (graph.null_outputs; has_answer: null_odds <= the rule's threshold).
+  score (Electric, serving/scoring.py)
+    text: score (float [B], -sum of the energies), token_energies (float [B, L], 0 at
+          [CLS], [SEP] and padding), tokens, token_start, token_end, truncated
+    ids:  score, token_energies
   rtd
     text: replaced_probabilities (float [B, L], 0 at padding), tokens (string
           [B, L]), token_start, token_end (int64 [B, L]), truncated (bool [B])
@@ -65,7 +69,7 @@ import keras
 import tensorflow as tf
 
 from electra_tf.serving import encoder as serving_encoder
-from electra_tf.serving import graph
+from electra_tf.serving import graph, scoring
 from electra_tf.tasks.model import MASK_LOGIT
 
 IDS_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -184,6 +188,8 @@ def _model_outputs(spec, word_ids, mask, type_ids, model=None):
 def ids_outputs(spec, word_ids, mask, type_ids, model=None) -> dict:
     """The ids signature's outputs (see the module docstring); model: _model_outputs'."""
     out = _model_outputs(spec, word_ids, mask, type_ids, model)
+    if spec.task == scoring.TASK:
+        return scoring.ids_outputs(spec, out, word_ids, mask)
     if spec.task == "rtd":
         logits = out["rtd_logits"]
         return {"rtd_logits": logits,
@@ -229,7 +235,7 @@ def _span(spec, out, mask, type_ids):
 TEXT_POSITION_FILLS = {
     "replaced_probabilities": 0.0, "tokens": "", "token_start": -1, "token_end": -1,
     "wordpiece_tokens": "", "wordpiece_labels": "", "wordpiece_scores": 0.0,
-    "wordpiece_start": -1, "wordpiece_end": -1,
+    "wordpiece_start": -1, "wordpiece_end": -1, "token_energies": 0.0,
 }
 # The model's per-position outputs past a row's bucket (BucketedModel).
 MODEL_FILLS = {"rtd_logits": 0.0, "tag_logits": 0.0, "start_logits": MASK_LOGIT,
@@ -341,6 +347,9 @@ def text_outputs(spec, packer: graph.Packer, *texts, model=None) -> dict:
         result = graph.classification_outputs(out["logits"], spec.label_names,
                                                 spec.regression, spec.label_scale)
         return {**result, **truncated}
+    if spec.task == scoring.TASK:
+        result = scoring.text_outputs(spec, out, packer, packed, s_a, e_a)
+        return {**_full_window(result, L), **truncated}
     if spec.task == "rtd":
         probs = tf.sigmoid(out["rtd_logits"]) * tf.cast(mask, tf.float32)
         result = {"replaced_probabilities": probs, "tokens": packer.tokens(word_ids, mask),

@@ -42,6 +42,7 @@ from electra_tf.data.masking import ID_OUTSIDE_VOCABULARY
 from electra_tf.data.tfrecord_reader import locate_corrupt_record
 from electra_tf.objectives.flops import pretraining_flops
 from electra_tf.objectives.pretrainer import ElectraPretrainer
+from electra_tf.objectives.variants import get_objective
 from electra_tf.training import artifacts, preflight, reporting, summaries
 from electra_tf.training.loop import (
     Interrupted,
@@ -92,7 +93,7 @@ class Pretraining:
                                   "replicas")
         with self._scope():
             keras.utils.set_random_seed(config.seed)  # the initial weights follow the seed
-            self.model = ElectraPretrainer(config)
+            self.model = ElectraPretrainer(config, get_objective(config, self.masking))
             self.model.build_with_dummy_batch()
             if config.prior_output_biases:
                 self._set_prior_output_biases()

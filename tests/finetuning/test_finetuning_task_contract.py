@@ -30,7 +30,7 @@ def test_one_vocabulary_of_heads_from_task_to_export():
     `answerable` are the sequence_classification and squad heads' own."""
     from electra_tf.serving import export
 
-    assert export.TASKS == base.HEADS + ("rtd",)
+    assert export.TASKS == base.HEADS + ("rtd", "score")  # score: Electric (serving/scoring.py)
     assert not hasattr(export, "EXPECTED_HEADS")
     heads = {}
     for name in registry.task_names():

@@ -1,0 +1,52 @@
+"""The original's names of Electric's generator (run_pretraining.py with
+electric_objective, which forces two_tower_generator): the names table of the
+two towers and the cloze head, beside names.py's ELECTRA table.
+
+    generator_ltr/embeddings_project/{kernel,bias}        tied embeddings, E != H_G
+    generator_ltr/encoder/layer_N/...                     as names.py's S/encoder/...
+    generator_rtl/...                                     the same
+    generator_{ltr,rtl}/embeddings/...                    untied_generator_embeddings
+    cloze_predictions/dense/{kernel,bias}                 [2 H_G, E], dense(E, GELU)
+    cloze_predictions/LayerNorm/{gamma,beta}
+    cloze_predictions/output_bias                         [V]
+
+With tied embeddings both towers read `electra/embeddings/...` (the
+discriminator's); untied, the cloze head's output table is generator_ltr's.
+"""
+
+from __future__ import annotations
+
+from electra_tf.interop import names
+
+TOWERS = ("generator_ltr", "generator_rtl")
+CLOZE = "cloze_predictions"
+
+
+def is_electric(weights) -> bool:
+    """Whether a checkpoint's names are an Electric generator's."""
+    return f"{CLOZE}/output_bias" in weights or any(n.startswith("generator_ltr/")
+                                                     for n in weights)
+
+
+def generator_values(weights, d_hidden: int, d_layers: int, num_layers) -> dict:
+    """PretrainingConfig values of an Electric checkpoint's generator (from its shapes)."""
+    g_hidden = weights["generator_ltr/encoder/layer_0/attention/self/query/kernel"].shape[1]
+    return {"objective": "electric",
+            "generator_hidden_size": g_hidden / d_hidden,
+            "generator_layers": num_layers(weights, "generator_ltr") / d_layers,
+            "untied_generator_embeddings": "generator_ltr/embeddings/word_embeddings" in weights}
+
+
+def generator_variables(generator, discriminator) -> dict:
+    """{original name: variable} of a TwoTowerClozeGenerator (modeling/electric.py);
+    embeddings shared with `discriminator` are D's and left out."""
+    out = {}
+    for scope, tower in zip(TOWERS, (generator.ltr, generator.rtl), strict=True):
+        shared = tower.embeddings is discriminator.encoder.embeddings
+        out.update(names.encoder_variables(scope, tower, None if shared else scope))
+    head = generator.cloze_head
+    out.update({f"{CLOZE}/dense/kernel": head.dense.kernel, f"{CLOZE}/dense/bias": head.dense.bias,
+                f"{CLOZE}/LayerNorm/gamma": head.layer_norm.gamma,
+                f"{CLOZE}/LayerNorm/beta": head.layer_norm.beta,
+                f"{CLOZE}/output_bias": head.output_bias})
+    return out

@@ -1,0 +1,87 @@
+"""Scores text with a pre-trained Electric model: one score per input line.
+
+    python -m electra_tf.score --model_dir=M --input=sentences.txt [--energies]
+
+(`electra-score` is the same command.) Each line of --input is one text; the
+output has one line per input line, in order: its score, -sum_t E(x)_t over
+its word pieces (higher: more likely; electra_tf/serving/scoring.py), from one
+forward pass. With --energies each line is instead a JSON object: score,
+tokens (the word pieces), energies (E(x)_t of each) and truncated. --output
+writes the lines to a file (atomically) instead of stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from absl import app, flags
+
+from electra_tf import cli
+from electra_tf.core import fileio
+from electra_tf.core.errors import InputError
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+    """Flags of the command line (defined only when run as a program)."""
+    flags.DEFINE_string("model_dir", None, "Pre-training model_dir of an Electric model "
+                        "(--objective=electric), or a converted one.")
+    flags.DEFINE_string("input", None, "Text file: one text per line ('-': stdin).")
+    flags.DEFINE_string("output", "", "Write the lines here (default: stdout).")
+    flags.DEFINE_bool("energies", False, "Print a JSON object per line with the word "
+                      "pieces and their energies.")
+    flags.DEFINE_integer("batch_size", 32, "Texts per forward pass.")
+    flags.DEFINE_integer("max_seq_length", 128, "Longer texts are truncated (and say so).")
+    flags.DEFINE_string("vocab_file", "", "The vocabulary (default: the model_dir's).")
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    for name in ("model_dir", "input"):
+        if not getattr(FLAGS, name):
+            raise InputError(f"--{name} is required")
+    if FLAGS.batch_size < 1:
+        raise InputError(f"--batch_size must be >= 1, got {FLAGS.batch_size}")
+    if FLAGS.input == "-":
+        lines = sys.stdin.read().splitlines()
+    else:
+        try:
+            with open(FLAGS.input, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            raise InputError(f"--input {FLAGS.input}: {e}") from None
+    from electra_tf.serving.scoring import load_scorer  # TensorFlow: after the checks
+
+    t0 = time.monotonic()
+    scorer = load_scorer(FLAGS.model_dir, FLAGS.vocab_file, FLAGS.max_seq_length)
+    t1 = time.monotonic()
+    scored = scorer.score(lines, FLAGS.batch_size) if lines else []
+    t2 = time.monotonic()
+    if FLAGS.energies:
+        out = [json.dumps({"score": s.score, "tokens": s.tokens, "energies": s.energies,
+                           "truncated": s.truncated}, ensure_ascii=False) for s in scored]
+    else:
+        out = [f"{s.score:.6f}" for s in scored]
+    text = "".join(line + "\n" for line in out)
+    if FLAGS.output:
+        fileio.atomic_write_text(FLAGS.output, text)
+    else:
+        sys.stdout.write(text)
+    truncated = sum(s.truncated for s in scored)
+    print(f"[score] {len(scored)} texts in {t2 - t1:.2f}s (model loaded in {t1 - t0:.1f}s)"
+          + (f"; {truncated} truncated to {FLAGS.max_seq_length} pieces" if truncated else ""),
+          file=sys.stderr)
+
+
+def run():
+    """The command line (`electra-score`)."""
+    define_flags()
+    cli.run_command(main, __name__)
+
+
+if __name__ == "__main__":
+    run()

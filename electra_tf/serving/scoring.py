@@ -1,0 +1,168 @@
+"""Electric's text scores: the command's scorer and the scoring export's outputs.
+
+Electric (Clark et al. 2020b, "Pre-Training Transformers as Energy-Based Cloze
+Models") gives every token an energy E(x)_t, the pre-trained discriminator's
+raw output (`rtd_logits`, before the NCE correction training adds; see
+objectives/electric.py): p(x_t | x_\\t) = exp(-E(x)_t) / Z(x_\\t). A sequence's
+score is its pseudo-log-likelihood with the partition functions left out, as
+the paper scores text for re-ranking:
+
+    score(x) = -sum_t E(x)_t     over the sentence's word pieces
+
+([CLS], [SEP] and padding are not counted), from ONE forward pass over the
+whole sequence: a masked LM needs one pass per token for its pseudo-log-
+likelihood (Salazar et al. 2020). Higher is more likely; scores of the same
+model compare hypotheses of any length, as the paper's re-ranking does.
+
+`load_scorer(model_dir)` is what `python -m electra_tf.score` runs;
+`ids_outputs` / `text_outputs` are the `--task=score` export's
+(serving/signatures.py routes that task here): text in, a score per sequence
+and the per-token energies out, with the other exports' length buckets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from electra_tf.core.errors import InputError
+
+TASK = "score"
+
+
+def token_energies(energies, word_ids, mask, cls_id: int, sep_id: int):
+    """float32 [B, L]: E(x)_t at the scored tokens, 0 at [CLS], [SEP] and padding."""
+    scored = (tf.cast(mask, tf.float32)
+              * tf.cast(tf.not_equal(word_ids, cls_id), tf.float32)
+              * tf.cast(tf.not_equal(word_ids, sep_id), tf.float32))
+    return tf.cast(energies, tf.float32) * scored
+
+
+def sequence_scores(energies, word_ids, mask, cls_id: int, sep_id: int):
+    """float32 [B]: -sum_t E(x)_t over the scored tokens."""
+    return -tf.reduce_sum(token_energies(energies, word_ids, mask, cls_id, sep_id), axis=-1)
+
+
+def ids_outputs(spec, out, word_ids, mask) -> dict:
+    """The ids signature's outputs: score [B], token_energies [B, L]."""
+    tok = spec.tokenizer
+    energies = token_energies(out["rtd_logits"], word_ids, mask, tok.cls_id, tok.sep_id)
+    return {"score": -tf.reduce_sum(energies, axis=-1), "token_energies": energies}
+
+
+def text_outputs(spec, out, packer, packed, s_a, e_a) -> dict:
+    """The text signature's: score, token_energies, tokens, token_start, token_end
+    (per position, padded to L by the caller) and truncated."""
+    word_ids, mask, width = packed["input_word_ids"], packed["input_mask"], packed["width"]
+    result = ids_outputs(spec, out, word_ids, mask)
+    result.update(tokens=packer.tokens(word_ids, mask),
+                  token_start=packer.positions(s_a, packed["len_a"], width),
+                  token_end=packer.positions(e_a, packed["len_a"], width))
+    return result
+
+
+def check_electric_folder(folder: str) -> None:
+    """Refuses a folder whose discriminator was not trained as Electric's energy model.
+
+    Raises:
+      InputError: naming the folder and what it was pre-trained with.
+    """
+    from electra_tf.training import artifacts
+
+    recorded = artifacts.read_pretraining_config(folder).get("pretraining", {})
+    objective = recorded.get("objective", "")
+    if objective != "electric":
+        raise InputError(
+            f"{folder} holds no Electric model (its pretraining_config.json records "
+            f"objective={objective or 'nothing'}); scores are the energies of a model "
+            "pre-trained with --objective=electric")
+
+
+@dataclasses.dataclass
+class Scored:
+    """One sentence's score, its word pieces and their energies."""
+
+    score: float
+    tokens: list
+    energies: list
+    truncated: bool
+
+
+class ElectricScorer:
+    """Scores sentences with a pre-trained Electric discriminator (one pass each)."""
+
+    def __init__(self, discriminator, tokenizer, max_seq_length: int = 128):
+        self.discriminator = discriminator
+        self.tokenizer = tokenizer
+        self.max_seq_length = max_seq_length
+        self._forward = tf.function(
+            lambda ids, mask: discriminator(
+                {"input_ids": ids, "input_mask": mask, "segment_ids": tf.zeros_like(ids)},
+                training=False)["rtd_logits"],
+            reduce_retracing=True)
+
+    def pack(self, texts):
+        """[CLS] pieces [SEP] per text, truncated to max_seq_length, padded to the
+        longest: (ids, mask int32 [B, W], truncated bool list)."""
+        tok = self.tokenizer
+        rows, truncated = [], []
+        for ids in tok.encode(texts):
+            keep = ids[:self.max_seq_length - 2]
+            truncated.append(len(keep) < len(ids))
+            rows.append([tok.cls_id, *keep, tok.sep_id])
+        width = max(len(r) for r in rows)
+        ids = np.full((len(rows), width), tok.pad_id, np.int32)
+        mask = np.zeros((len(rows), width), np.int32)
+        for i, row in enumerate(rows):
+            ids[i, :len(row)], mask[i, :len(row)] = row, 1
+        return ids, mask, truncated
+
+    def energies(self, ids, mask) -> np.ndarray:
+        """E(x)_t [B, W] (float32) from one forward pass, 0 where not scored."""
+        tok = self.tokenizer
+        raw = self._forward(tf.constant(ids), tf.constant(mask))
+        return token_energies(raw, ids, mask, tok.cls_id, tok.sep_id).numpy()
+
+    def score(self, texts, batch_size: int = 32) -> list[Scored]:
+        """Each text's Scored, in order (batches of `batch_size`, one pass each)."""
+        out = []
+        for start in range(0, len(texts), batch_size):
+            chunk = list(texts[start:start + batch_size])
+            ids, mask, truncated = self.pack(chunk)
+            energies = self.energies(ids, mask)
+            for i in range(len(chunk)):
+                n = int(mask[i].sum())
+                pieces = self.tokenizer.convert_ids_to_tokens(ids[i, 1:n - 1])
+                e = energies[i, 1:n - 1]
+                out.append(Scored(float(-e.astype(np.float64).sum()), pieces,
+                                  [float(x) for x in e], truncated[i]))
+        return out
+
+
+def load_scorer(model_dir: str, vocab_file: str = "", max_seq_length: int = 128
+                ) -> ElectricScorer:
+    """The scorer of a pre-training model_dir trained with --objective=electric.
+
+    Raises:
+      InputError: missing files, a folder of another objective, a bad length.
+    """
+    from electra_tf.training import artifacts
+
+    discriminator, _ = artifacts.load_discriminator(model_dir, what="--model_dir")
+    folder = artifacts.model_folder(model_dir)
+    check_electric_folder(folder)
+    positions = discriminator.config.max_position_embeddings
+    if not 3 <= max_seq_length <= positions:
+        raise InputError(f"--max_seq_length={max_seq_length}: the model takes 3 to "
+                         f"{positions} positions")
+    from electra_tf.text.tokenizer import Tokenizer
+
+    vocab = artifacts.checked_vocab(folder, vocab_file)
+    if not vocab:
+        raise InputError(f"--vocab_file is required ({folder} holds no {artifacts.VOCAB} and "
+                         "records none)")
+    artifacts.check_vocab_fits(vocab, discriminator.config.vocab_size)
+    tokenizer = Tokenizer(vocab, do_lower_case=artifacts.recorded_do_lower_case(folder))
+    return ElectricScorer(discriminator, tokenizer, max_seq_length)

@@ -1,0 +1,146 @@
+"""Electric's scores: the scoring command (one score per line, one pass) and the
+--task=score export, loaded in a fresh process as the model server loads it and checked
+against the Keras model to 1e-5."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import numpy as np
+import pytest
+from export_helpers import BUCKETS, SEQ, run_fresh
+from helpers import error_line, run_module, tiny_encoder_config
+
+ATOL = 1e-5
+TEXTS = ["the model reads a token", "a token", "which token was replaced by the small "
+         "generator trained as a masked language model on every sentence", "", "text"]
+
+
+@pytest.fixture(scope="module")
+def electric_dir(tiny_vocab, tmp_path_factory):
+    """A pre-training folder of an Electric model (random weights, made larger than the
+    0.02 init so that energies differ across tokens) that records objective=electric."""
+    import keras
+
+    from electra_tf.core.config import PretrainingConfig
+    from electra_tf.modeling import build_discriminator
+    from electra_tf.text.vocab import load_vocab
+    from electra_tf.training import artifacts
+
+    folder = str(tmp_path_factory.mktemp("electric"))
+    vocab_size = len(load_vocab(tiny_vocab))
+    keras.utils.set_random_seed(7)
+    disc = build_discriminator(tiny_encoder_config(vocab_size))
+    for v in disc.trainable_variables:
+        v.assign(v.numpy() * 5.0)
+    artifacts.save_discriminator(folder, disc)
+    config = PretrainingConfig(model_size="tiny", vocab_size=vocab_size, objective="electric",
+                               max_seq_length=SEQ)
+    artifacts.write_pretraining_config(folder, config, {"vocab_file": tiny_vocab})
+    return folder
+
+
+def one_by_one(scorer, texts):
+    """-sum of E(x)_t over each text's word pieces, each text alone (no padding)."""
+    tok, out = scorer.tokenizer, []
+    for ids in tok.encode(texts):
+        ids = [tok.cls_id, *ids[:scorer.max_seq_length - 2], tok.sep_id]
+        x = np.array([ids], np.int32)
+        e = np.asarray(scorer.discriminator({"input_ids": x, "input_mask": np.ones_like(x),
+                                             "segment_ids": np.zeros_like(x)})["rtd_logits"])
+        out.append(-float(e[0, 1:-1].sum()))
+    return np.array(out)
+
+
+def test_scores_are_minus_the_summed_energies_whatever_the_batch(electric_dir):
+    from electra_tf.serving.scoring import load_scorer
+
+    scorer = load_scorer(electric_dir, max_seq_length=SEQ)
+    want = one_by_one(scorer, TEXTS)
+    for batch_size in (1, 2, 32):
+        got = scorer.score(TEXTS, batch_size=batch_size)
+        np.testing.assert_allclose([s.score for s in got], want, atol=ATOL, rtol=0)
+    got = scorer.score(TEXTS)
+    assert got[3].tokens == [] and got[3].score == 0.0  # an empty line scores 0
+    assert got[2].truncated and not got[0].truncated
+    assert len(got[0].energies) == len(got[0].tokens) == 5
+    assert len({round(s.score, 3) for s in got}) == len(TEXTS)
+
+
+def test_the_command_prints_one_score_per_line(electric_dir, tmp_path):
+    from electra_tf.serving.scoring import load_scorer
+
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    proc = run_module("electra_tf.score", f"--model_dir={electric_dir}",
+                      f"--input={sentences}", f"--max_seq_length={SEQ}", "--batch_size=2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert len(lines) == len(TEXTS)
+    want = one_by_one(load_scorer(electric_dir, max_seq_length=SEQ), TEXTS)
+    np.testing.assert_allclose([float(x) for x in lines], want, atol=1e-4, rtol=0)
+    proc = run_module("electra_tf.score", f"--model_dir={electric_dir}",
+                      f"--input={sentences}", f"--max_seq_length={SEQ}", "--energies")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert rows[0]["tokens"] == ["the", "model", "reads", "a", "token"]
+    for row in rows:
+        assert row["score"] == pytest.approx(-sum(row["energies"]), abs=1e-4)
+
+
+def test_the_command_refuses_a_model_that_is_not_electric(export_pretrained_dir, tmp_path):
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("a token\n", encoding="utf-8")
+    proc = run_module("electra_tf.score", f"--model_dir={export_pretrained_dir}",
+                      f"--input={sentences}")
+    error_line(proc, "holds no Electric model")
+
+
+@pytest.fixture(scope="module")
+def score_export(electric_dir, tmp_path_factory):
+    from electra_tf.serving.export import export, load_spec
+
+    spec = dataclasses.replace(load_spec("score", electric_dir, max_seq_length=SEQ),
+                               length_buckets=BUCKETS)
+    return spec, export(spec, str(tmp_path_factory.mktemp("score_base")), "score")
+
+
+def test_the_score_export_loads_fresh_and_matches_keras(score_export, electric_dir, tmp_path):
+    from electra_tf.serving.scoring import load_scorer
+
+    spec, path = score_export
+    with open(os.path.join(path, "assets.extra", "export_info.json")) as f:
+        assert json.load(f)["task"] == "score"
+    scorer = load_scorer(electric_dir, max_seq_length=SEQ)
+    texts = TEXTS[:3] + TEXTS[4:]
+    ids, mask, _ = scorer.pack(texts)
+    pad = SEQ - ids.shape[1]
+    ids, mask = np.pad(ids, ((0, 0), (0, pad))), np.pad(mask, ((0, 0), (0, pad)))
+    jobs = [{"path": path, "signature": "serving_default",
+             "inputs": {"text": np.array([t.encode() for t in texts], object)}},
+            {"path": path, "signature": "serving_ids",
+             "inputs": {"input_word_ids": ids, "input_mask": mask,
+                        "input_type_ids": np.zeros_like(ids)}}]
+    results = run_fresh(jobs, str(tmp_path))["results"]
+    want = one_by_one(scorer, texts)
+    energies = scorer.energies(ids, mask)
+    for result in results:
+        for loader in ("tf2", "tf1"):
+            out = result[loader]
+            assert "error" not in out, out
+            np.testing.assert_allclose(out["score"], want, atol=ATOL, rtol=0)
+            np.testing.assert_allclose(out["token_energies"], energies, atol=ATOL, rtol=0)
+    text = results[0]["tf2"]
+    assert [t.decode() for t in text["tokens"][0][:7]] == ["[CLS]", "the", "model", "reads",
+                                                             "a", "token", "[SEP]"]
+    assert list(text["truncated"]) == [False, False, True, False]
+
+
+def test_the_score_export_refuses_a_model_that_is_not_electric(export_pretrained_dir):
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving.export import load_spec
+
+    with pytest.raises(InputError, match="holds no Electric model"):
+        load_spec("score", export_pretrained_dir)
