@@ -276,6 +276,20 @@ def _all_tokens_mlm(config: PretrainingConfig, output_frac: float) -> dict[str, 
             "discriminator_copy_gate": _token_gate(d.h, d.s)}
 
 
+def _electric(config: PretrainingConfig, output_frac: float) -> dict[str, float]:
+    """Electric: D with its RTD head on every token, the two generator towers (each a
+    full encoder: the causal masks save no FLOPs) and the cloze head on EVERY position
+    (dense(2 H_G -> E) + LayerNorm + the E x V softmax; ELECTRA's MLM head runs on the
+    masked share only). The log q lookup and the sampling are not counted."""
+    d = _discriminator(config, output_frac)
+    g = encoder_hparams(config.generator_config(), config.max_seq_length, output_frac)
+    cloze = TransformerHparams(2 * g.h, g.l, s=g.s, v=g.v, e=g.e, output_frac=1.0)
+    return {"generator_ltr": _encoder(g), "generator_rtl": _encoder(g),
+            "cloze_predictions": _train(cloze.get_embedding_flops(output=True)),
+            **_discriminator_encoder(config, d),
+            "discriminator_rtd_head": _train(d.get_binary_classification_flops())}
+
+
 # objective name -> (config, output_frac) -> {part: training FLOPs per sequence}
 OBJECTIVE_FLOPS: dict[str, Callable[[PretrainingConfig, float], dict[str, float]]] = {
     "electra": _electra,
@@ -283,6 +297,7 @@ OBJECTIVE_FLOPS: dict[str, Callable[[PretrainingConfig, float], dict[str, float]
     "bert_mlm": _bert_mlm,
     "replace_mlm": _replace_mlm,
     "all_tokens_mlm": _all_tokens_mlm,
+    "electric": _electric,
 }
 
 

@@ -104,3 +104,22 @@ def test_two_stage_training_is_two_phases_of_their_own_cost():
     assert counted.total == pytest.approx(128 * (500 * first.per_sequence
                                                  + 501 * second.per_sequence))
     assert "two_stage_generator" in counted.summary()
+
+
+def test_electric_counts_two_towers_and_a_cloze_head_on_every_position():
+    """Electric: D and its RTD head as ELECTRA's; G twice (the two towers, whose
+    causal masks save nothing); the cloze head on every position with a 2 H_G input."""
+    base = flagfile_config("small", num_train_steps=1000)
+    electra = flops.pretraining_flops(base).phases[0].parts
+    config = dataclasses.replace(base, objective="electric")
+    parts = flops.pretraining_flops(config).phases[0].parts
+    assert parts["generator_ltr"] == parts["generator_rtl"] == electra["generator"]
+    assert parts["discriminator"] == electra["discriminator"]
+    assert parts["discriminator_rtd_head"] == electra["discriminator_rtd_head"]
+    g = config.generator_config()
+    h2, e, v, s = 2 * g.hidden_size, g.resolved_embedding_size, g.vocab_size, 128
+    # the original's output-embedding terms (flops_computation.py), at every position
+    forward = s * (2 * e * v + 2 * h2 * e + e + flops.ACTIVATION_FLOPS * e
+                   + flops.LAYER_NORM_FLOPS * e + flops.SOFTMAX_FLOPS * v + 2 * v)
+    assert parts["cloze_predictions"] == pytest.approx(2 * forward)
+    assert parts["cloze_predictions"] > electra["generator_mlm_head"] / flops.ORIGINAL_OUTPUT_FRAC
