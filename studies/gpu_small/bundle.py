@@ -75,7 +75,7 @@ def build(records: str, heldout: str, vocab_file: str, output: str,
     files, counts = {}, {}
     for name, pattern in (("train.packed", records), ("heldout.packed", heldout)):
         raw = os.path.join(output, name)
-        stats = pack(pattern, raw)
+        stats = pack(pattern, raw, overwrite=True)  # its own scratch file
         counts[name] = stats
         if name == "train.packed" and max_examples and stats["examples"] > max_examples:
             _truncate(raw, max_examples)
