@@ -400,7 +400,7 @@ class Finetuning:
         with self._scope():
             self.optimizer = build_optimizer(
                 self._variables, cfg.resolved_learning_rate(size), total_steps,
-                int(cfg.warmup_proportion * total_steps), weight_decay_rate=cfg.weight_decay_rate,
+                cfg.warmup_proportion * total_steps, weight_decay_rate=cfg.weight_decay_rate,
                 adam_epsilon=cfg.adam_epsilon, adam_bias_correction=cfg.adam_bias_correction,
                 layerwise_lr_decay=decay,
                 n_layers=self.encoder_config.num_hidden_layers if decay else None)
