@@ -265,8 +265,9 @@ def test_resuming_with_another_vocab_or_shapes_is_refused(case, trained_run, tin
         wider = dict(TINY_MODEL, hidden_size=32, intermediate_size=64)
         overrides = {"model_hparam_overrides": json.dumps(wider)}
         expected = [f"{trained_dir} holds checkpoints of a run with other variable shapes: "
-                    f"--model_hparam_overrides={json.dumps(wider, sort_keys=True)} (it was "
-                    f"--model_hparam_overrides={json.dumps(TINY_MODEL, sort_keys=True)})"]
+                    f"--model_hparam_overrides changes hidden_size=32 (it was "
+                    f"{TINY_MODEL['hidden_size']}), intermediate_size=64 (it was "
+                    f"{TINY_MODEL['intermediate_size']}); rerun"]
     else:
         overrides = {"generator_hidden_size": 1.0}
         expected = ["--generator_hidden_size=1.0 (it was --generator_hidden_size=0.5)"]
@@ -297,6 +298,19 @@ def test_resume_checks_in_process(make_configs, tmp_path):
     check_resume(dataclasses.replace(config, learning_rate=1e-4, num_train_steps=9), run)
     with pytest.raises(ConfigError, match=r"--model_size=small \(it was --model_size=tiny\)"):
         check_resume(dataclasses.replace(config, model_size="small"), run)
+    # Dropout and the initializer change no variable: a run continues with other values
+    # (dropout off after convert --from=tf1, #54); a shape or an activation is refused,
+    # naming the key.
+    check_resume(dataclasses.replace(config, model_hparam_overrides={
+        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+        "initializer_range": 0.05}), run)
+    for key, value, was in (("hidden_act", "relu", "'gelu'"), ("intermediate_size", 7, None)):
+        with pytest.raises(ConfigError) as raised:
+            check_resume(dataclasses.replace(config, model_hparam_overrides={
+                "hidden_dropout_prob": 0.0, key: value}), run)
+        was = was or repr(getattr(config.discriminator_config(), key))
+        assert (f"other variable shapes: --model_hparam_overrides changes {key}={value!r} "
+                f"(it was {was}); rerun") in str(raised.value), str(raised.value)
     # A vocabulary at another path with the same tokens is the same vocabulary.
     moved = shutil.copy(run.vocab_file, tmp_path / "moved_vocab.txt")
     check_resume(config, dataclasses.replace(run, vocab_file=str(moved)))
