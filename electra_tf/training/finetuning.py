@@ -77,22 +77,44 @@ def split_batch(batch: dict) -> tuple[dict, dict]:
     return inputs, labels
 
 
+def pretraining_folder_of(init_checkpoint: str) -> str:
+    """The pre-training folder whose weights `init_checkpoint` names, whichever way:
+    MODEL_DIR (with or without a trailing /), MODEL_DIR/discriminator.weights.h5,
+    MODEL_DIR/checkpoints, MODEL_DIR/checkpoints/ckpt-N or .../jax-ckpt-N.npz."""
+    path = os.path.abspath(init_checkpoint)
+    if checkpoint_step(path) is not None:
+        return os.path.dirname(os.path.dirname(path))
+    if os.path.isfile(path) or os.path.basename(path) == artifacts.CHECKPOINTS:
+        return os.path.dirname(path)
+    return path
+
+
 def collapse_warning(init_checkpoint: str) -> str | None:
-    """One line where a pre-training model_dir's final_eval.json shows a collapsed
-    discriminator (disc_token_cosine in reporting's collapsed range), else None.
+    """One line where the final_eval.json of the pre-training folder `init_checkpoint`
+    names (`pretraining_folder_of`: the folder, its weights file or one of its
+    checkpoints) shows a collapsed discriminator (disc_token_cosine in reporting's
+    collapsed range), else None.
 
     A folder without the file, or whose evaluation has no discriminator states
     (no metric), says nothing: this is advice, and the weights load either way."""
-    path = os.path.join(init_checkpoint, artifacts.FINAL_EVAL)
+    folder = pretraining_folder_of(init_checkpoint)
+    path = os.path.join(folder, artifacts.FINAL_EVAL)
     if not os.path.isfile(path):
         return None
     try:
-        cosine = reporting.collapsed_cosine(artifacts.read_final_eval(init_checkpoint))
+        final = artifacts.read_final_eval(folder)
+        cosine = reporting.collapsed_cosine(final)
     except (InputError, OSError):  # unreadable: the weights, not this file, are loaded
         return None
     if cosine is None:
         return None
-    return (f"warning: --init_checkpoint={init_checkpoint}: its {artifacts.FINAL_EVAL} shows "
+    where = f"its {artifacts.FINAL_EVAL}"
+    if folder != os.path.abspath(init_checkpoint).rstrip(os.sep):
+        step = checkpoint_step(init_checkpoint)
+        where = f"its pre-training folder's {path}"
+        if step is not None and step != final.get("step"):
+            where += f" (of step {final.get('step')}; this checkpoint is of step {step})"
+    return (f"warning: --init_checkpoint={init_checkpoint}: {where} shows "
             f"disc_token_cosine {cosine:.3f} (>= {reporting.COLLAPSED_TOKEN_COSINE}): the "
             "discriminator's token states are nearly collinear, and fine-tuning from it may "
             "do worse than from random weights; compare with the from-scratch baseline "
