@@ -518,6 +518,27 @@ def test_a_second_run_on_a_model_dir_in_use_is_refused(make_configs, tmp_path, m
     with FolderLock(str(model_dir), "--model_dir"):  # the dead holder's lock is gone
         with pytest.raises(InputError, match=rf"pid {os.getpid()}"):
             FolderLock(str(model_dir), "--model_dir").__enter__()
+    assert ".lock" not in os.listdir(model_dir)  # a run that ends removes its lock file
+
+
+def test_a_finished_run_leaves_no_lock_file_and_locks_stay_exclusive(trained_run, tmp_path):
+    """A finished model folder held a stale .lock (#54); removing it must not let two
+    holders in: one that opened the file before it was removed locks the new one."""
+    from electra_tf.core.fileio import FolderLock
+
+    assert ".lock" not in os.listdir(trained_run["model_dir"])
+    folder = str(tmp_path / "f")
+    first = FolderLock(folder).__enter__()
+    stale = open(os.path.join(folder, ".lock"), "a+")  # a waiter that opened the old file
+    first.__exit__(None, None, None)
+    assert not os.path.exists(os.path.join(folder, ".lock"))
+    with FolderLock(folder):
+        import fcntl
+
+        fcntl.flock(stale.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # the removed inode
+        with pytest.raises(InputError, match="is in use by host"):
+            FolderLock(folder).__enter__()  # the path's file is still held
+    stale.close()
 
 
 @pytest.mark.parametrize("code,text,error", [(28, "No space left on device",
