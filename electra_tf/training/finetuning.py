@@ -77,6 +77,29 @@ def split_batch(batch: dict) -> tuple[dict, dict]:
     return inputs, labels
 
 
+def unused_labels_warning(task, train_feats: base.Features) -> str | None:
+    """One line where --label_names lists labels no train example has, else None.
+
+    Such a label's logit is only ever pushed down: the classifier never predicts it,
+    and a dev split of those labels scores 0 without a word (a misspelt name, or the
+    train file of another task). Given labels only: learned ones all occur in train."""
+    if not getattr(task, "labels_given", False) or getattr(task, "regression", False):
+        return None
+    labels = train_feats.labels
+    if "label" in labels:
+        seen = set(np.unique(labels["label"]).tolist())
+    elif "tag_ids" in labels:
+        seen = set(np.unique(labels["tag_ids"][labels["tag_weights"] > 0]).tolist())
+    else:
+        return None
+    unused = [name for i, name in enumerate(task.label_names) if i not in seen]
+    if not unused:
+        return None
+    return (f"warning: --label_names lists {len(unused)} label(s) that no example of the "
+            f"train split has: {', '.join(unused)}; the model never learns to predict them "
+            "(a misspelt label, or the train file of another task?)")
+
+
 def pretraining_folder_of(init_checkpoint: str) -> str:
     """The pre-training folder whose weights `init_checkpoint` names, whichever way:
     MODEL_DIR (with or without a trailing /), MODEL_DIR/discriminator.weights.h5,
@@ -475,6 +498,8 @@ class Finetuning:
         for split in self._splits_to_read():  # bad data stops the run before it trains
             self.features(split)
         _, train_feats = self.features("train")
+        if unused_labels_warning(self.task, train_feats):
+            self._log(unused_labels_warning(self.task, train_feats))
         steps_per_epoch = len(train_feats) // cfg.train_batch_size
         if steps_per_epoch == 0:
             raise InputError(f"the train split has {len(train_feats)} windows, fewer than one "
