@@ -227,8 +227,9 @@ def _post(server: str, path: str, data: bytes, timeout: float) -> tuple[int, byt
 
     `timeout` is a deadline, not a per-read limit: a timer shuts the socket down
     when it passes, which ends any read in progress, so a server that sends one
-    byte a second cannot hold the request. The body is read up to
-    MAX_ANSWER_BYTES (a larger Content-Length is refused before reading).
+    byte a second cannot hold the request; what came of the body by then is never
+    taken for the answer, nor is a body shorter than its Content-Length. The body
+    is read up to MAX_ANSWER_BYTES (a larger Content-Length is refused before reading).
 
     Raises:
       InputError: `server` is not HOST:PORT.
@@ -265,10 +266,22 @@ def _post(server: str, path: str, data: bytes, timeout: float) -> tuple[int, byt
             raise late
         conn.request("POST", path, body=data, headers={"Content-Type": "application/json"})
         response = conn.getresponse()
-        return response.status, _read_body(response, url)
+        body = _read_body(response, url)
+        if expired.is_set():  # the shutdown ended the read: what came is not the answer
+            raise ClientError(f"REST: the answer from {url} did not finish within "
+                              f"--timeout={timeout:g}s (the deadline passed after "
+                              f"{len(body)} bytes of its body)")
+        if response.length:  # http.client's read(n) ends at EOF without a word
+            raise http.client.IncompleteRead(body, response.length)
+        return response.status, body
     except (OSError, http.client.HTTPException) as e:
         if expired.is_set() or isinstance(e, TimeoutError):
             raise late from None
+        if isinstance(e, http.client.IncompleteRead):
+            short = f", {e.expected} short of what it announced" if e.expected else ""
+            raise ClientError(f"REST: {url} closed the connection after {len(e.partial)} "
+                              f"bytes of its answer's body{short}: a truncated answer, not "
+                              "read as one") from None
         said = " ".join(str(e).split())
         raise ClientError(f"REST: {url} did not answer in HTTP ({type(e).__name__}: "
                           f"{_quoted(said)}); is --server TF Serving's REST port (8501; "

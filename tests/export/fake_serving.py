@@ -159,10 +159,12 @@ def start_grpc_answering(outputs=None, abort=None, stall: float = 0.0):
     return _serve(Servicer())
 
 
-def start_tcp(reply: bytes | None, seconds_per_byte: float = 0.0, silence: float = 5.0):
+def start_tcp(reply: bytes | None, seconds_per_byte: float = 0.0, silence: float = 5.0,
+              fast: int = 0):
     """A loopback TCP server answering each connection with the raw bytes `reply`
     (None: `silence` seconds of nothing), all at once or one byte every
-    `seconds_per_byte`. -> (stop, "127.0.0.1:PORT"); call stop() to end it."""
+    `seconds_per_byte` (its first `fast` bytes at once). -> (stop, "127.0.0.1:PORT");
+    call stop() to end it."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(4)
@@ -178,7 +180,8 @@ def start_tcp(reply: bytes | None, seconds_per_byte: float = 0.0, silence: float
                 elif not seconds_per_byte:
                     conn.sendall(reply)
                 else:
-                    for i in range(len(reply)):
+                    conn.sendall(reply[:fast])
+                    for i in range(fast, len(reply)):
                         if stop.wait(seconds_per_byte):
                             return
                         conn.sendall(reply[i:i + 1])

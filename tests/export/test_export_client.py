@@ -117,8 +117,8 @@ def broken_server():
     each connection with the raw bytes `reply` (None: silence); fake_serving.start_tcp."""
     stops = []
 
-    def start(reply, seconds_per_byte=0.0):
-        stop, address = start_tcp(reply, seconds_per_byte)
+    def start(reply, seconds_per_byte=0.0, fast=0):
+        stop, address = start_tcp(reply, seconds_per_byte, fast=fast)
         stops.append(stop)
         return address
 
@@ -245,6 +245,28 @@ def test_rest_timeout_bounds_the_whole_request(broken_server):
                                                  r"--timeout=1s$"):
         client.predict_rest(slow, "m", client.text_inputs(text=["x"]), timeout=1)
     assert time.monotonic() - start < 10  # well before the answer's 14 s
+
+
+def test_rest_deadline_during_the_body_says_so_and_never_takes_a_part(broken_server):
+    """Headers at once, then a byte a second: the deadline in the body said "a body that
+    is not JSON: '   '", and a valid JSON start of a slow body was taken as the answer
+    (#54); a body cut short of its Content-Length was taken too."""
+    from electra_tf.serving import client
+
+    inputs = client.text_inputs(text=["x"])
+    for body in (b" " * 60, b'{"outputs": {"x": [1.0]}}' + b" " * 60):
+        reply = _http("200 OK", body)
+        slow = broken_server(reply, seconds_per_byte=0.2, fast=len(reply) - 60)
+        start = time.monotonic()
+        with pytest.raises(client.ClientError, match=r"^REST: the answer from http://.* did "
+                                                     r"not finish within --timeout=1s \(the "
+                                                     r"deadline passed after \d+ bytes"):
+            client.predict_rest(slow, "m", inputs, timeout=1)
+        assert time.monotonic() - start < 10  # well before the answer's 12 s
+    cut = _http("200 OK", b'{"outputs": {"x": [1.0]}}' + b" " * 60)[:-60]
+    with pytest.raises(client.ClientError, match=r"closed the connection after 25 bytes of "
+                                                 r"its answer's body, 60 short"):
+        client.predict_rest(broken_server(cut), "m", inputs)
 
 
 def test_rest_bounds_the_answer_it_reads(broken_server, monkeypatch):
