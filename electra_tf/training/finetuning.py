@@ -58,6 +58,7 @@ from electra_tf.training.loop import (
     chunk_size,
     log,
     set_precision,
+    stop_point,
 )
 from electra_tf.training.optimization import build_optimizer
 
@@ -457,6 +458,7 @@ class Finetuning:
         n, b = len(feats), self.config.eval_batch_size
         outputs: dict[str, list] = {}
         for start in range(0, n, b):
+            stop_point()  # a second Ctrl-C or SIGTERM stops here (loop.InterruptGate)
             chunk = {k: v[start:start + b] for k, v in feats.inputs.items()}
             size = next(iter(chunk.values())).shape[0]
             if size < b:  # one shape for the compiled function
@@ -564,6 +566,7 @@ class Finetuning:
                 gate.check()  # a Ctrl-C stops here, between chunks (InterruptGate)
                 k = chunk_size(step, step + n, cfg.save_checkpoints_steps)
                 loss = self.train_steps(iterator, k)
+                stop_point()  # a second signal during the chunk: stop before the save
                 check_finite(float(loss), step + 1, step + k, checkpoints.latest,
                              f"lower --learning_rate (it was {learning_rate:.1e})")
                 step += k
@@ -594,7 +597,7 @@ class Finetuning:
     def _evaluate_missed_epoch(self, results, step, steps_per_epoch, total) -> None:
         """Evaluates the epoch a resumed run stands at the end of, if results.json lacks it.
 
-        A second Ctrl-C stops the run at once (loop.InterruptGate): at an epoch's
+        A second Ctrl-C stops the run at the next batch (loop.InterruptGate): at an epoch's
         end that is inside its dev evaluation, after the epoch's checkpoint, so
         the resumed run starts on the next epoch and would never evaluate it.
         """
