@@ -29,7 +29,7 @@ if REPO_ROOT not in sys.path:
     sys.path.insert(0, REPO_ROOT)
 
 TRAVEL_LIMIT = 64 * 2 ** 20
-MARGIN = 2 * 2 ** 20  # git's view and the device tool's may differ by a little
+MARGIN = 2 * 2 ** 20  # git's view and the copying tool's may differ by a little
 CARRIED = (".whl", ".bundle")
 
 
