@@ -14,9 +14,9 @@ from helpers import error_line, run_module
 
 @pytest.fixture(scope="module")
 def servers(exports):
-    import tensorflow as tf
+    from electra_tf.serving.export import load_saved_model
 
-    models = {name: tf.saved_model.load(exports[name][1]) for name in ("ner", "mrpc", "squad")}
+    models = {name: load_saved_model(exports[name][1]) for name in ("ner", "mrpc", "squad")}
     grpc_server, grpc_port = start_grpc(models)
     rest_server, rest_port = start_rest(models)
     yield {"models": models, "grpc": f"127.0.0.1:{grpc_port}", "rest": f"127.0.0.1:{rest_port}"}
