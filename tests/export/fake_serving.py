@@ -27,15 +27,22 @@ import numpy as np
 import tensorflow as tf
 
 
-def _run(models, name, signature, inputs):
-    """-> (outputs {name: np.ndarray}, None) or (None, (status, message))."""
+def _run(models, name, signature, inputs, json_numbers=False):
+    """-> (outputs {name: np.ndarray}, None) or (None, (status, message)).
+
+    `json_numbers`: the inputs came as JSON numbers (REST), which TF Serving converts to
+    the dtype the signature declares (a gRPC TensorProto carries its own)."""
     if name not in models:
         return None, ("NOT_FOUND", f"Servable not found for request: Latest({name})")
     sigs = models[name].signatures
     if signature not in sigs:
         return None, ("INVALID_ARGUMENT", f"Serving signature name: \"{signature}\" not found")
+    declared = sigs[signature].structured_input_signature[1] if json_numbers else {}
     try:
-        out = sigs[signature](**{k: tf.constant(v) for k, v in inputs.items()})
+        out = sigs[signature](**{
+            k: tf.constant(v, dtype=declared[k].dtype) if k in declared
+            and np.asarray(v).dtype.kind in "iuf" else tf.constant(v)
+            for k, v in inputs.items()})
     except (tf.errors.OpError, TypeError, ValueError) as e:
         return None, ("INVALID_ARGUMENT", str(e)[:2000])
     return {k: v.numpy() for k, v in out.items()}, None
@@ -123,7 +130,7 @@ def start_rest(models):
                 inputs = {k: _array([r[k] for r in rows]) for k in rows[0]}
             else:
                 return self._reply(400, {"error": "Missing 'inputs' or 'instances' key"})
-            out, err = _run(models, m.group(1), signature, inputs)
+            out, err = _run(models, m.group(1), signature, inputs, json_numbers=True)
             if err:
                 return self._reply(404 if err[0] == "NOT_FOUND" else 400, {"error": err[1]})
             out = {k: _encode(v.tolist()) for k, v in out.items()}

@@ -16,7 +16,8 @@ from helpers import error_line, run_module
 def servers(exports):
     from electra_tf.serving.export import load_saved_model
 
-    models = {name: load_saved_model(exports[name][1]) for name in ("ner", "mrpc", "squad")}
+    models = {name: load_saved_model(exports[name][1])
+              for name in ("ner", "mrpc", "squad", "ner_ids")}
     grpc_server, grpc_port = start_grpc(models)
     rest_server, rest_port = start_rest(models)
     yield {"models": models, "grpc": f"127.0.0.1:{grpc_port}", "rest": f"127.0.0.1:{rest_port}"}
@@ -77,6 +78,69 @@ def test_errors_are_clear(servers):
     with pytest.raises(client.ClientError, match="same batch size"):
         client.predict_grpc(servers["grpc"], "mrpc", {"text": np.array([b"a", b"b"], object),
                                                       "text_pair": np.array([b"a"], object)})
+
+
+def test_ids_inputs_from_flags_and_their_errors():
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving import client
+
+    got = client.ids_inputs(["2,5,3", "2, 6,7,3"], input_type_ids=["0,0,0", "0,0,1,1"])
+    np.testing.assert_array_equal(got["input_word_ids"], [[2, 5, 3, 0], [2, 6, 7, 3]])
+    np.testing.assert_array_equal(got["input_mask"], [[1, 1, 1, 0], [1, 1, 1, 1]])
+    np.testing.assert_array_equal(got["input_type_ids"], [[0, 0, 0, 0], [0, 0, 1, 1]])
+    assert {v.dtype for v in got.values()} == {np.dtype(np.int32)}
+    for kwargs, message in (({}, "give --input_word_ids"),
+                            ({"input_word_ids": ["2,x,3"]}, r"--input_word_ids #1 is not "),
+                            ({"input_word_ids": ["2,3"], "input_mask": ["1"]},
+                             r"--input_mask #1 has 1 values, but --input_word_ids #1 has 2"),
+                            ({"input_word_ids": ["2,3"], "input_mask": ["1,1", "1,1"]},
+                             r"give as many --input_mask as --input_word_ids")):
+        with pytest.raises(InputError, match=message):
+            client.ids_inputs(**kwargs)
+    for flags, message in ((["--input_word_ids=2,x,3"], "--input_word_ids #1 is not"),
+                           (["--input_word_ids=2,3", "--text=a"], "not both")):
+        error_line(run_module("export.client", "--model_name=m", *flags), message,
+                   returncode=2)
+
+
+def test_an_ids_only_model_is_asked_with_ids_or_client_tokenized_text(servers, exports):
+    """electra-query could not ask an --ids_only export (#58): ids from the flags, or text
+    tokenized here with the export's assets/vocab.txt and casing, over gRPC and REST, give
+    what the SavedModel gives for the packing the text signature does."""
+    from export_helpers import packed_for, text_inputs
+
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving import client
+
+    spec, path = exports["ner_ids"]
+    texts = ["Zoë lives in Zürich", "the model " * 20]
+    packed = packed_for(spec, text_inputs(spec, texts))
+    tokenized = client.tokenized_inputs(path, text=texts)
+    for name in packed:
+        np.testing.assert_array_equal(tokenized[name], packed[name], err_msg=name)
+    rows = [",".join(map(str, r[:m.sum()])) for r, m in zip(packed["input_word_ids"],
+                                                            packed["input_mask"])]
+    from_flags = client.ids_inputs(rows)
+    want = _direct(servers["models"], "ner_ids", packed)
+    for inputs in (tokenized, from_flags):
+        got = client.predict_grpc(servers["grpc"], "ner_ids", inputs)
+        rest = client.predict_rest(servers["rest"], "ner_ids", inputs)
+        for k in want:  # outputs of [B, seq, ...] have the width sent
+            expected = want[k][:, :got[k].shape[1]] if got[k].ndim > 1 else want[k]
+            if expected.dtype == object:
+                np.testing.assert_array_equal(got[k], expected, err_msg=k)
+                assert rest[k] == client._to_python(got[k]), k
+            else:
+                np.testing.assert_allclose(got[k], expected, rtol=1e-5, atol=1e-5, err_msg=k)
+                np.testing.assert_allclose(np.asarray(rest[k]), got[k], rtol=1e-5, atol=1e-5)
+    with pytest.raises(InputError, match=r"--export_dir=.*: no assets/vocab.txt"):
+        client.tokenized_inputs(os.path.dirname(path), text=texts)
+    proc = run_module("export.client", f"--server={servers['rest']}", "--rest",
+                      "--model_name=ner_ids", f"--export_dir={path}", f"--text={texts[0]}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    printed = json.loads(proc.stdout)["outputs"]
+    number = next(k for k in sorted(want) if want[k].dtype.kind == "f")
+    np.testing.assert_allclose(printed[number], want[number][:1], atol=1e-5)
 
 
 def _printed(outputs) -> dict:
