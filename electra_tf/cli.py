@@ -79,7 +79,29 @@ def run_command(main: Callable[[list[str]], None], module: str,
     if module != "__main__":
         for flag in flags.FLAGS.get_key_flags_for_module(module):
             flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+    _help_exits_zero()
     app.run(lambda args: run_cli(lambda: main(args)), argv=argv)
+
+
+def _help_exits_zero() -> None:
+    """absl's --help (-?, --helpshort, --helpfull, --helpxml) prints the help, then exits
+    with status 1, which reads as a failure to a script or a shell's `&&`; help asked
+    for is a success: status 0. A flag that does not parse keeps absl's status 1."""
+    from absl import app
+
+    app.define_help_flags()
+    for name in ("help", "helpshort", "helpfull", "helpxml"):
+        flag = flags.FLAGS[name]
+        if getattr(flag, "exits_zero", False):
+            continue
+
+        def parse(argument, parse=flag.parse):
+            try:
+                parse(argument)
+            except SystemExit as e:
+                raise SystemExit(0 if e.code == 1 else e.code) from None
+
+        flag.parse, flag.exits_zero = parse, True
 
 
 def _on_sigterm(signum, frame):

@@ -30,6 +30,8 @@ def define_flags():
     flags.DEFINE_string("output", None, "The packed file to write.")
     flags.DEFINE_integer("max_seq_length", None,
                          "L the records must have (default: the first record's).")
+    flags.DEFINE_bool("overwrite", False, "Replace an existing --output (never one of the "
+                      "--records).")
 
 
 def main(argv):
@@ -40,7 +42,8 @@ def main(argv):
             raise InputError(f"--{name} is required")
     from electra_tf.data.packed import pack
 
-    stats = pack(FLAGS.records, FLAGS.output, FLAGS.max_seq_length)
+    stats = pack(FLAGS.records, FLAGS.output, FLAGS.max_seq_length,
+                 overwrite=FLAGS.overwrite)
     print(f"[pack] {stats['examples']:,} examples of max_seq_length {stats['max_seq_length']} "
           f"({stats['tokens']:,} tokens, largest id {stats['max_id']:,}) from "
           f"{stats['files']} file(s) -> {FLAGS.output} ({stats['bytes'] / 2 ** 20:,.1f} MiB)",

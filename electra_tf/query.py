@@ -13,13 +13,16 @@ import sys
 from absl import app, flags
 
 from electra_tf import cli
+from electra_tf.core.errors import InputError
 from electra_tf.serving.client import (
     ClientError,
     answer_json,
     check_timeout,
     predict_grpc,
+    ids_inputs,
     predict_rest,
     text_inputs,
+    tokenized_inputs,
 )
 
 FLAGS = flags.FLAGS
@@ -38,6 +41,16 @@ def define_flags():
     flags.DEFINE_multi_string("question", [], "squad: question(s).")
     flags.DEFINE_multi_string("context", [], "squad: context(s).")
     flags.DEFINE_float("timeout", 30.0, "Seconds the whole request may take (> 0).")
+    # An ids-only export (--ids_only): ids in, or text tokenized here.
+    flags.DEFINE_multi_string("input_word_ids", [], "An ids-only model: one row of "
+                              "comma-separated token ids (e.g. 2,1037,3); repeat for a batch.")
+    flags.DEFINE_multi_string("input_mask", [], "With --input_word_ids: the row's mask "
+                              "(default: 1 for every id).")
+    flags.DEFINE_multi_string("input_type_ids", [], "With --input_word_ids: the row's segment "
+                              "ids (default: 0 for every id).")
+    flags.DEFINE_string("export_dir", None, "An ids-only model: the export's version folder "
+                        "(MODEL_BASE/NAME/N); --text (and the others) are tokenized here with "
+                        "its assets/vocab.txt and casing and sent as ids.")
 
 
 def main(argv):
@@ -46,7 +59,17 @@ def main(argv):
     if not FLAGS.model_name:
         raise app.UsageError("--model_name is required")
     check_timeout(FLAGS.timeout)
-    inputs = text_inputs(FLAGS.text, FLAGS.text_pair, FLAGS.question, FLAGS.context)
+    texts = FLAGS.text or FLAGS.text_pair or FLAGS.question or FLAGS.context
+    if FLAGS.input_word_ids or FLAGS.input_mask or FLAGS.input_type_ids:
+        if texts or FLAGS.export_dir:
+            raise InputError("give --input_word_ids (an ids-only model's ids) or --text (and "
+                             "the other text flags), not both")
+        inputs = ids_inputs(FLAGS.input_word_ids, FLAGS.input_mask, FLAGS.input_type_ids)
+    elif FLAGS.export_dir:
+        inputs = tokenized_inputs(FLAGS.export_dir, FLAGS.text, FLAGS.text_pair,
+                                  FLAGS.question, FLAGS.context)
+    else:
+        inputs = text_inputs(FLAGS.text, FLAGS.text_pair, FLAGS.question, FLAGS.context)
     try:
         call = predict_rest if FLAGS.rest else predict_grpc
         outputs = call(FLAGS.server, FLAGS.model_name, inputs, FLAGS.signature_name,

@@ -100,3 +100,23 @@ def test_the_clones_export_shims_run_the_same_commands():
     _flag_help(proc.stdout, "model_name")
     proc = run_module("export.export_saved_model", "--task=rtd")
     assert proc.returncode == 2 and "error: --checkpoint is required" in proc.stderr, proc.stderr
+
+
+def test_help_exits_0_for_every_command():
+    """absl's --help exits with status 1, a failure to a script (#54); every console script
+    of setup.py answers --help (and --helpfull) with its help and status 0, while a flag
+    that does not parse keeps status 1."""
+    import os
+
+    from helpers import REPO
+
+    setup = open(os.path.join(REPO, "setup.py"), encoding="utf-8").read()
+    modules = re.findall(r'"electra-[\w-]+=([\w.]+):run"', setup)
+    assert len(modules) >= 10, modules
+    for module in [*modules, "export.client", "export.export_saved_model"]:
+        proc = run_module(module, "--help")
+        assert proc.returncode == 0, (module, proc.returncode, proc.stderr[-2000:])
+        assert "Try --helpfull" in proc.stdout and "Traceback" not in proc.stderr, module
+    proc = run_module(modules[0], "--helpfull")
+    assert proc.returncode == 0 and "--flagfile" in proc.stdout
+    assert run_module(modules[0], "--no_such_flag").returncode == 1

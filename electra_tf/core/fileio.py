@@ -9,6 +9,7 @@ of the temporary file, so other users (a TF Serving process) can read it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import glob
 import json
@@ -229,8 +230,9 @@ class FolderLock:
     A second run started on the same folder (model_dir) would interleave its
     checkpoints and configs with the first's; it is refused with one line naming
     the holder's host and pid. The kernel drops the lock when its process dies
-    (a kill, a crash), so a dead run's lock never blocks the next one; the file
-    itself stays, holding the last holder's name.
+    (a kill, a crash), so a dead run's lock never blocks the next one; that file
+    stays, holding the last holder's name. A run that ends (finished, refused
+    input, interrupted) removes the file, so a finished folder holds none.
 
         with FolderLock(model_dir, "--model_dir"):
             ...  # train
@@ -251,15 +253,24 @@ class FolderLock:
         import socket
 
         os.makedirs(self.folder, exist_ok=True)
-        f = open(self.path, "a+", encoding="utf-8")
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            f.seek(0)
-            holder = f.read().strip() or "another process"
+        while True:
+            f = open(self.path, "a+", encoding="utf-8")
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                f.seek(0)
+                holder = f.read().strip() or "another process"
+                f.close()
+                raise InputError(f"{self.what} {self.folder} is in use by {holder} (another "
+                                 "run writes there); wait for it, stop it, or use another "
+                                 "folder") from None
+            try:  # the holder before may have removed the file we opened: lock the new one
+                same = os.path.samestat(os.fstat(f.fileno()), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
             f.close()
-            raise InputError(f"{self.what} {self.folder} is in use by {holder} (another run "
-                             "writes there); wait for it, stop it, or use another folder") from None
         f.seek(0)
         f.truncate()
         f.write(f"host {socket.gethostname()}, pid {os.getpid()}, since "
@@ -270,6 +281,8 @@ class FolderLock:
 
     def __exit__(self, *exc):
         if self._file is not None:
+            with contextlib.suppress(OSError):  # removed while held: no other holder
+                os.remove(self.path)
             self._file.close()  # closing drops the flock
             self._file = None
         return False

@@ -280,7 +280,7 @@ def _example_form(example: dict[str, np.ndarray]) -> tuple[np.ndarray, int] | No
 
 
 def pack(record_pattern: str | list[str], output: str, max_seq_length: int | None = None,
-         progress: bool = True) -> dict:
+         progress: bool = True, overwrite: bool = False) -> dict:
     """Writes the pre-training records of `record_pattern` into one packed file.
 
     The examples keep the records' order (files sorted by name). The file is
@@ -291,15 +291,18 @@ def pack(record_pattern: str | list[str], output: str, max_seq_length: int | Non
       output: the packed file to write.
       max_seq_length: L the records must have (None: the first record's).
       progress: print a progress line every few seconds on stderr.
+      overwrite: replace an existing `output` (never one of the records).
 
     Returns:
       stats: files, examples, tokens, max_seq_length, max_id, bytes.
 
     Raises:
       InputError: no record, a corrupt record, or one of another length or form
-        (naming the file and the record).
+        (naming the file and the record); an output that is a folder, one of the
+        records, or an existing file without `overwrite`.
     """
     paths = expand_files(record_pattern, "--records")
+    _check_output(output, paths, overwrite)
     offsets, segment_a, chunks, pending = [0], [], [], []
     max_id, length = -1, max_seq_length
     meter = Progress("pack", unit="records") if progress else None
@@ -347,6 +350,22 @@ def pack(record_pattern: str | list[str], output: str, max_seq_length: int | Non
         meter.update(len(segment_a), force=True)
     return {"files": len(paths), "examples": len(segment_a), "tokens": int(offsets[-1]),
             "max_seq_length": length, "max_id": max_id, "bytes": size}
+
+
+def _check_output(output: str, paths: list[str], overwrite: bool) -> None:
+    """Refuses an output that would damage an input or a file the user did not mean."""
+    if os.path.isdir(output):
+        raise InputError(f"--output={output} is a folder; give the packed file's path "
+                         f"(e.g. {os.path.join(output, 'pretrain_data.packed')})")
+    if not os.path.exists(output):
+        return
+    for path in paths:
+        if os.path.exists(path) and os.path.samefile(path, output):
+            raise InputError(f"--output={output} is one of the --records it would read; "
+                             "write the packed file elsewhere (e.g. pretrain_data.packed)")
+    if not overwrite:
+        raise InputError(f"--output={output} already exists; pass --overwrite to replace it "
+                         "or choose another --output")
 
 
 def write_packed(output: str, offsets: np.ndarray, segment_a: np.ndarray, tokens: np.ndarray,

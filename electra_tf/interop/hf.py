@@ -43,10 +43,12 @@ express, logs a warning line (`export_warnings`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
 import re
+import shutil
 
 import numpy as np
 from absl import logging
@@ -287,10 +289,32 @@ def import_model(model_dir: str, output: str, model_size: str = "",
     """Converts one transformers ELECTRA folder into (part of) an electra_tf model_dir.
 
     A task model (TASK_KINDS) becomes a fine-tuning folder (`write_task_folder`);
-    `task_name`, `vocab_file` and `max_seq_length` are for those.
+    `task_name`, `vocab_file` and `max_seq_length` are for those. A conversion that
+    fails midway (a full disk) removes what it wrote: the folder it made, or the
+    files it added to one that was there, so no half folder (a vocab.txt alone) is left.
 
     Returns the conversion report (also merged into conversion_report.json).
     """
+    before = set(os.listdir(output)) if os.path.isdir(output) else None
+    try:
+        return _import_model(model_dir, output, model_size, drop_task_head, task_name,
+                             vocab_file, max_seq_length)
+    except BaseException:
+        if before is None:
+            shutil.rmtree(output, ignore_errors=True)
+        elif os.path.isdir(output):
+            for name in set(os.listdir(output)) - before:
+                path = os.path.join(output, name)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.remove(path)
+        raise
+
+
+def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: bool,
+                  task_name: str, vocab_file: str, max_seq_length: int) -> dict:
     from electra_tf.modeling.models import ElectraGenerator, build_discriminator
     from electra_tf.tasks.model import FinetuningModel
 

@@ -8,6 +8,14 @@ of the query command (electra_tf/query.py).
         --question="Who lives in Zürich?" --context="Zoë lives in Zürich."
 
 --text (and --text_pair, --question, --context) may be repeated for a batch.
+An ids-only export (--ids_only, for servers without TF-Text ops) takes ids:
+--input_word_ids=2,1037,3 (and optionally --input_mask, --input_type_ids), one
+row per flag, or --text (and the others) with --export_dir=MODEL_BASE/NAME/N,
+tokenized here with the export's assets/vocab.txt and casing:
+
+    python -m export.client --server=localhost:8500 --model_name=ner_ids \
+        --export_dir=/models/ner_ids/1 --text="Zoë lives in Zürich"
+
 Prints the response as JSON: {"outputs": {name: nested lists}} (strings are
 decoded as UTF-8, with U+FFFD for invalid bytes; characters a terminal could
 act on, such as escape sequences, are written as JSON escapes). gRPC uses
@@ -227,8 +235,9 @@ def _post(server: str, path: str, data: bytes, timeout: float) -> tuple[int, byt
 
     `timeout` is a deadline, not a per-read limit: a timer shuts the socket down
     when it passes, which ends any read in progress, so a server that sends one
-    byte a second cannot hold the request. The body is read up to
-    MAX_ANSWER_BYTES (a larger Content-Length is refused before reading).
+    byte a second cannot hold the request; what came of the body by then is never
+    taken for the answer, nor is a body shorter than its Content-Length. The body
+    is read up to MAX_ANSWER_BYTES (a larger Content-Length is refused before reading).
 
     Raises:
       InputError: `server` is not HOST:PORT.
@@ -265,10 +274,22 @@ def _post(server: str, path: str, data: bytes, timeout: float) -> tuple[int, byt
             raise late
         conn.request("POST", path, body=data, headers={"Content-Type": "application/json"})
         response = conn.getresponse()
-        return response.status, _read_body(response, url)
+        body = _read_body(response, url)
+        if expired.is_set():  # the shutdown ended the read: what came is not the answer
+            raise ClientError(f"REST: the answer from {url} did not finish within "
+                              f"--timeout={timeout:g}s (the deadline passed after "
+                              f"{len(body)} bytes of its body)")
+        if response.length:  # http.client's read(n) ends at EOF without a word
+            raise http.client.IncompleteRead(body, response.length)
+        return response.status, body
     except (OSError, http.client.HTTPException) as e:
         if expired.is_set() or isinstance(e, TimeoutError):
             raise late from None
+        if isinstance(e, http.client.IncompleteRead):
+            short = f", {e.expected} short of what it announced" if e.expected else ""
+            raise ClientError(f"REST: {url} closed the connection after {len(e.partial)} "
+                              f"bytes of its answer's body{short}: a truncated answer, not "
+                              "read as one") from None
         said = " ".join(str(e).split())
         raise ClientError(f"REST: {url} did not answer in HTTP ({type(e).__name__}: "
                           f"{_quoted(said)}); is --server TF Serving's REST port (8501; "
@@ -349,6 +370,105 @@ def text_inputs(text=(), text_pair=(), question=(), context=()) -> dict:
             raise InputError("give as many --text_pair as --text")
         inputs["text_pair"] = arr(text_pair, "text_pair")
     return inputs
+
+
+IDS_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")  # signatures.IDS_INPUTS
+
+
+def ids_inputs(input_word_ids=(), input_mask=(), input_type_ids=()) -> dict:
+    """The ids signature's inputs (`serving_ids`, or an --ids_only export's
+    `serving_default`) from the flag values: one row each, its ids comma-separated.
+
+    Rows of different lengths are padded with id 0 and mask 0 to the longest; a row
+    without --input_mask is all 1 (every id real), without --input_type_ids all 0.
+
+    Raises:
+      InputError: a value that is not a whole number, counts or row lengths that do
+        not match, no row.
+    """
+    import numpy as np
+
+    def rows(values, flag):
+        out = []
+        for i, row in enumerate(values):
+            try:
+                out.append([int(x) for x in str(row).replace(" ", "").split(",") if x != ""])
+            except ValueError:
+                raise InputError(f"--{flag} #{i + 1} is not comma-separated whole numbers: "
+                                 f"{_quoted(row)}") from None
+        return out
+
+    ids = rows(input_word_ids, "input_word_ids")
+    if not ids or not all(ids):
+        raise InputError("give --input_word_ids: one row of comma-separated ids per --input_"
+                         "word_ids (e.g. --input_word_ids=2,1037,3)")
+    given = {"input_mask": rows(input_mask, "input_mask"),
+             "input_type_ids": rows(input_type_ids, "input_type_ids")}
+    for name, values in given.items():
+        if values and len(values) != len(ids):
+            raise InputError(f"give as many --{name} as --input_word_ids ({len(values)} for "
+                             f"{len(ids)})")
+        for i, (row, id_row) in enumerate(zip(values, ids)):
+            if len(row) != len(id_row):
+                raise InputError(f"--{name} #{i + 1} has {len(row)} values, but --input_word_"
+                                 f"ids #{i + 1} has {len(id_row)}")
+    width = max(len(r) for r in ids)
+    mask = given["input_mask"] or [[1] * len(r) for r in ids]
+    types = given["input_type_ids"] or [[0] * len(r) for r in ids]
+    return {name: np.array([r + [0] * (width - len(r)) for r in values], np.int32)
+            for name, values in zip(IDS_INPUTS, (ids, mask, types))}
+
+
+def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), context=()) -> dict:
+    """Text tokenized here, for a server without TF-Text ops: the ids signature's inputs,
+    packed as the text signature packs them, with the export's own vocabulary and casing.
+
+    `export_dir` is the export's version folder (MODEL_BASE/NAME/N, or a copy of its
+    assets/vocab.txt and assets.extra/export_info.json). Single texts keep their first
+    L - 2 pieces; pairs are cut longest first (BERT); a SQuAD question keeps at most
+    min(64, (L - 3) // 2) pieces, the context the rest; L is the export's
+    max_seq_length.
+
+    Raises:
+      InputError: the folder lacks those files, or the text flags do not match.
+    """
+    import os
+
+    import numpy as np
+
+    from electra_tf.tasks.base import pack_pair
+    from electra_tf.text.tokenizer import Tokenizer
+
+    vocab = os.path.join(export_dir, "assets", "vocab.txt")
+    info_path = os.path.join(export_dir, "assets.extra", "export_info.json")
+    for path in (vocab, info_path):
+        if not os.path.isfile(path):
+            raise InputError(f"--export_dir={export_dir}: no {os.path.relpath(path, export_dir)}"
+                             " (give the export's version folder, MODEL_BASE/NAME/N)")
+    try:
+        with open(info_path, encoding="utf-8") as f:
+            info = json.load(f)
+        length, lower = int(info["max_seq_length"]), bool(info["do_lower_case"])
+        strip = info.get("strip_accents")
+    except (ValueError, KeyError, TypeError) as e:
+        raise InputError(f"{info_path}: not an export's export_info.json ({e})") from None
+    texts = text_inputs(text, text_pair, question, context)
+    tokenizer = Tokenizer(vocab, do_lower_case=lower, strip_accents=strip)
+    pieces = [tokenizer.encode(list(v)) for v in texts.values()]
+    cls, sep = tokenizer.cls_id, tokenizer.sep_id
+    rows = []
+    for i in range(len(pieces[0])):
+        if "question" in texts:
+            q = pieces[0][i][:min(64, (length - 3) // 2)]
+            c = pieces[1][i][:length - len(q) - 3]
+            ids = [cls] + q + [sep] + c + [sep]
+            pad = length - len(ids)
+            rows.append((ids + [0] * pad, [1] * len(ids) + [0] * pad,
+                         [0] * (len(q) + 2) + [1] * (len(c) + 1) + [0] * pad))
+        else:
+            rows.append(pack_pair(pieces[0][i], pieces[1][i] if len(pieces) == 2 else None,
+                                  length, cls, sep))
+    return {name: np.array([r[k] for r in rows], np.int32) for k, name in enumerate(IDS_INPUTS)}
 
 
 _UNSAFE = re.compile(r"[^\x20-\x7e]")  # where a character a terminal acts on may be

@@ -58,6 +58,22 @@ from electra_tf.tasks.base import HEADS
 TASKS = HEADS + ("rtd", "score")
 
 
+def load_saved_model(path: str):
+    """tf.saved_model.load of an export (a version folder), its TF-Text ops registered.
+
+    The text export's graph holds TF-Text ops (FastBertNormalize,
+    FastWordpieceTokenizeWithOffsets, and CaseFoldUTF8 / NormalizeUTF8 for some
+    vocabularies), which TensorFlow knows only once tensorflow_text is imported:
+    without it, tf.saved_model.load fails with "Op type not registered
+    'FastBertNormalize'". The ids-only export needs none; importing it costs nothing
+    there.
+    """
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 (registers the text export's ops)
+
+    return tf.saved_model.load(path)
+
+
 @dataclasses.dataclass
 class ServingSpec:
     """What the export needs: the Keras model, the tokenizer and the task's settings."""

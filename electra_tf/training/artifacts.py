@@ -30,8 +30,9 @@ Three kinds of folder, each a set of files with fixed names:
     finetuned.weights.h5      encoder + task head
     results.json              metrics per epoch
     checkpoints/, prediction files
-    (either kind) .lock       the running run's host and pid (fileio.FolderLock:
-                              one run per folder; the lock dies with its process)
+    (either kind) .lock       while a run runs: its host and pid (fileio.FolderLock:
+                              one run per folder; the lock dies with its process,
+                              the file goes when the run ends)
 - the TF Serving export is `export/`'s own layout (TF Serving's).
 
 Every JSON file carries "format_version" (FORMAT_VERSION); a file without

@@ -61,14 +61,24 @@ def _misfit(path: str, detail: str) -> ConfigError:
                        "or another --model_dir")
 
 
+def is_seed_state(path: str) -> bool:
+    """A dropout layer's seed-generator state: Keras' Dropout has one only at a rate > 0,
+    so a run that turns dropout off (or on) when it continues another's checkpoints
+    (dropout changes no weight) has one fewer (or more); such a state alone is no misfit,
+    and the model's own keeps its value where the checkpoint has none."""
+    return path.rstrip("/").endswith("seed_generator_state")
+
+
 def _check_fit(path: str, arrays: dict, variables: dict, extra_allowed: bool) -> None:
-    """Raises the one-line misfit error unless `arrays` holds every variable, shaped as it.
+    """Raises the one-line misfit error unless `arrays` holds every variable, shaped as it
+    (seed-generator states aside: `is_seed_state`).
 
     Args:
       extra_allowed: arrays of no variable are fine (else they are a misfit too).
     """
-    extra = [] if extra_allowed else sorted(set(arrays) - set(variables))
-    missing = sorted(set(variables) - set(arrays))
+    extra = [] if extra_allowed else sorted(
+        k for k in set(arrays) - set(variables) if not is_seed_state(k))
+    missing = sorted(k for k in set(variables) - set(arrays) if not is_seed_state(k))
     wrong = [f"{k} {arrays[k].shape} (the model's {tuple(v.shape)})"
              for k, v in variables.items()
              if k in arrays and tuple(arrays[k].shape) != tuple(v.shape)]
@@ -116,7 +126,8 @@ class TensorFlowCheckpoints:
 
         self.directory = directory
         opt_vars = {f"{i:05d}": v for i, v in enumerate(optimizer.variables)}
-        self.checkpoint = tf.train.Checkpoint(model=model_variables(model), optimizer=opt_vars)
+        self._variables = {"model": model_variables(model), "optimizer": opt_vars}
+        self.checkpoint = tf.train.Checkpoint(**self._variables)
         self.step_counter = optimizer.iterations
         self._scratch = None
         if not chief:
@@ -160,10 +171,17 @@ class TensorFlowCheckpoints:
         if not latest or latest == self._restored_from:
             return None
         try:
-            self.checkpoint.restore(latest).assert_consumed()
-        except (AssertionError, ValueError) as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise _misfit(latest, first) from None
+            status = None
+            try:
+                status = self.checkpoint.restore(latest)  # ValueError: another shape
+                status.assert_consumed()
+            except (AssertionError, ValueError) as e:
+                if status is not None:
+                    status.expect_partial()  # checked here, not in warnings at exit
+                if status is None or not self._restore_but_seed_states(latest):
+                    first = str(e).strip().splitlines()[0] if str(e).strip() else \
+                        type(e).__name__
+                    raise _misfit(latest, first) from None
         except (tf.errors.OpError, IndexError) as e:  # IndexError: a truncated data file
             message = (getattr(e, "message", None) or str(e)).strip()
             first = message.splitlines()[0][:300] if message else type(e).__name__
@@ -172,6 +190,28 @@ class TensorFlowCheckpoints:
         self._restored_from = latest
         self._saved_at = int(self.step_counter.numpy())
         return latest
+
+    def _restore_but_seed_states(self, latest: str) -> bool:
+        """Restores `latest` where it differs from the model in seed-generator states alone
+        (`is_seed_state`: a continued run with dropout turned off or on) and returns True;
+        returns False, restoring nothing, where any other variable differs."""
+        import tensorflow as tf
+
+        def key(group: str, name: str) -> str:  # tf.train's key of a dict entry
+            return f"{group}/{name.replace('.', '..').replace('/', '.S')}"
+
+        stored = {k.rsplit("/.ATTRIBUTES/", 1)[0] for k, _ in tf.train.list_variables(latest)
+                  if "/.ATTRIBUTES/" in k and k.split("/", 1)[0] in self._variables}
+        ours = {key(g, n): (g, n) for g, vs in self._variables.items() for n in vs}
+        differ = (stored - set(ours)) | {k for k in ours if k not in stored}
+        if not differ or not all(is_seed_state(ours[k][1] if k in ours else
+                                                k.replace(".S", "/")) for k in differ):
+            return False
+        common = {g: {n: v for n, v in vs.items() if key(g, n) in stored}
+                  for g, vs in self._variables.items()}
+        tf.train.Checkpoint(**common).restore(latest).expect_partial() \
+            .assert_existing_objects_matched()
+        return True
 
     def save(self) -> str | None:
         """Saves at the current step (unless saved there already); returns its path."""
@@ -264,7 +304,8 @@ class NpzCheckpoints:
                              "before") from None
         _check_fit(path, arrays, self.variables, extra_allowed=False)
         for name, v in self.variables.items():
-            v.assign(arrays[name])
+            if name in arrays:  # all but a seed-generator state the checkpoint lacks
+                v.assign(arrays[name])
         self._last_saved = self._step()
         return path
 

@@ -58,6 +58,7 @@ from electra_tf.training.loop import (
     chunk_size,
     log,
     set_precision,
+    stop_point,
 )
 from electra_tf.training.optimization import build_optimizer
 
@@ -77,22 +78,67 @@ def split_batch(batch: dict) -> tuple[dict, dict]:
     return inputs, labels
 
 
+def unused_labels_warning(task, train_feats: base.Features) -> str | None:
+    """One line where --label_names lists labels no train example has, else None.
+
+    Such a label's logit is only ever pushed down: the classifier never predicts it,
+    and a dev split of those labels scores 0 without a word (a misspelt name, or the
+    train file of another task). Given labels only: learned ones all occur in train."""
+    if not getattr(task, "labels_given", False) or getattr(task, "regression", False):
+        return None
+    labels = train_feats.labels
+    if "label" in labels:
+        seen = set(np.unique(labels["label"]).tolist())
+    elif "tag_ids" in labels:
+        seen = set(np.unique(labels["tag_ids"][labels["tag_weights"] > 0]).tolist())
+    else:
+        return None
+    unused = [name for i, name in enumerate(task.label_names) if i not in seen]
+    if not unused:
+        return None
+    return (f"warning: --label_names lists {len(unused)} label(s) that no example of the "
+            f"train split has: {', '.join(unused)}; the model never learns to predict them "
+            "(a misspelt label, or the train file of another task?)")
+
+
+def pretraining_folder_of(init_checkpoint: str) -> str:
+    """The pre-training folder whose weights `init_checkpoint` names, whichever way:
+    MODEL_DIR (with or without a trailing /), MODEL_DIR/discriminator.weights.h5,
+    MODEL_DIR/checkpoints, MODEL_DIR/checkpoints/ckpt-N or .../jax-ckpt-N.npz."""
+    path = os.path.abspath(init_checkpoint)
+    if checkpoint_step(path) is not None:
+        return os.path.dirname(os.path.dirname(path))
+    if os.path.isfile(path) or os.path.basename(path) == artifacts.CHECKPOINTS:
+        return os.path.dirname(path)
+    return path
+
+
 def collapse_warning(init_checkpoint: str) -> str | None:
-    """One line where a pre-training model_dir's final_eval.json shows a collapsed
-    discriminator (disc_token_cosine in reporting's collapsed range), else None.
+    """One line where the final_eval.json of the pre-training folder `init_checkpoint`
+    names (`pretraining_folder_of`: the folder, its weights file or one of its
+    checkpoints) shows a collapsed discriminator (disc_token_cosine in reporting's
+    collapsed range), else None.
 
     A folder without the file, or whose evaluation has no discriminator states
     (no metric), says nothing: this is advice, and the weights load either way."""
-    path = os.path.join(init_checkpoint, artifacts.FINAL_EVAL)
+    folder = pretraining_folder_of(init_checkpoint)
+    path = os.path.join(folder, artifacts.FINAL_EVAL)
     if not os.path.isfile(path):
         return None
     try:
-        cosine = reporting.collapsed_cosine(artifacts.read_final_eval(init_checkpoint))
+        final = artifacts.read_final_eval(folder)
+        cosine = reporting.collapsed_cosine(final)
     except (InputError, OSError):  # unreadable: the weights, not this file, are loaded
         return None
     if cosine is None:
         return None
-    return (f"warning: --init_checkpoint={init_checkpoint}: its {artifacts.FINAL_EVAL} shows "
+    where = f"its {artifacts.FINAL_EVAL}"
+    if folder != os.path.abspath(init_checkpoint).rstrip(os.sep):
+        step = checkpoint_step(init_checkpoint)
+        where = f"its pre-training folder's {path}"
+        if step is not None and step != final.get("step"):
+            where += f" (of step {final.get('step')}; this checkpoint is of step {step})"
+    return (f"warning: --init_checkpoint={init_checkpoint}: {where} shows "
             f"disc_token_cosine {cosine:.3f} (>= {reporting.COLLAPSED_TOKEN_COSINE}): the "
             "discriminator's token states are nearly collinear, and fine-tuning from it may "
             "do worse than from random weights; compare with the from-scratch baseline "
@@ -400,7 +446,7 @@ class Finetuning:
         with self._scope():
             self.optimizer = build_optimizer(
                 self._variables, cfg.resolved_learning_rate(size), total_steps,
-                int(cfg.warmup_proportion * total_steps), weight_decay_rate=cfg.weight_decay_rate,
+                cfg.warmup_proportion * total_steps, weight_decay_rate=cfg.weight_decay_rate,
                 adam_epsilon=cfg.adam_epsilon, adam_bias_correction=cfg.adam_bias_correction,
                 layerwise_lr_decay=decay,
                 n_layers=self.encoder_config.num_hidden_layers if decay else None)
@@ -412,6 +458,7 @@ class Finetuning:
         n, b = len(feats), self.config.eval_batch_size
         outputs: dict[str, list] = {}
         for start in range(0, n, b):
+            stop_point()  # a second Ctrl-C or SIGTERM stops here (loop.InterruptGate)
             chunk = {k: v[start:start + b] for k, v in feats.inputs.items()}
             size = next(iter(chunk.values())).shape[0]
             if size < b:  # one shape for the compiled function
@@ -453,6 +500,8 @@ class Finetuning:
         for split in self._splits_to_read():  # bad data stops the run before it trains
             self.features(split)
         _, train_feats = self.features("train")
+        if unused_labels_warning(self.task, train_feats):
+            self._log(unused_labels_warning(self.task, train_feats))
         steps_per_epoch = len(train_feats) // cfg.train_batch_size
         if steps_per_epoch == 0:
             raise InputError(f"the train split has {len(train_feats)} windows, fewer than one "
@@ -517,6 +566,7 @@ class Finetuning:
                 gate.check()  # a Ctrl-C stops here, between chunks (InterruptGate)
                 k = chunk_size(step, step + n, cfg.save_checkpoints_steps)
                 loss = self.train_steps(iterator, k)
+                stop_point()  # a second signal during the chunk: stop before the save
                 check_finite(float(loss), step + 1, step + k, checkpoints.latest,
                              f"lower --learning_rate (it was {learning_rate:.1e})")
                 step += k
@@ -547,7 +597,7 @@ class Finetuning:
     def _evaluate_missed_epoch(self, results, step, steps_per_epoch, total) -> None:
         """Evaluates the epoch a resumed run stands at the end of, if results.json lacks it.
 
-        A second Ctrl-C stops the run at once (loop.InterruptGate): at an epoch's
+        A second Ctrl-C stops the run at the next batch (loop.InterruptGate): at an epoch's
         end that is inside its dev evaluation, after the epoch's checkpoint, so
         the resumed run starts on the next epoch and would never evaluate it.
         """

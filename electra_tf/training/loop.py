@@ -117,12 +117,19 @@ class InterruptGate:
     `gate.check()` where stopping is safe (between chunks of steps, after a
     save), which raises KeyboardInterrupt there. The chunk that was running
     finishes first: a compiled call cannot be stopped midway anyway. A second
-    Ctrl-C raises at once, as without the gate. A request the loop never
-    reached a check for is raised when the block ends. SIGTERM is held the
-    same way (a second signal of either kind stops at once); `signum` says
-    which came first. Off the main thread (where no signal handler can be
-    set) the gate does nothing; a signal that is ignored (SIGINT under
-    `nohup` or in a shell's background job) stays ignored.
+    Ctrl-C stops sooner: at the next `stop_point()`, which the loops reach
+    between batches and compiled calls (evaluation and prediction batches, the
+    JAX backend's calls, the end of a chunk), or at a check. A request the
+    loop never reached a check for is raised when the block ends. SIGTERM is
+    held the same way (a second signal of either kind stops at the next stop
+    point); `signum` says which came first. Off the main thread (where no
+    signal handler can be set) the gate does nothing; a signal that is ignored
+    (SIGINT under `nohup` or in a shell's background job) stays ignored.
+
+    The handler only records: it never raises. Python runs a signal handler
+    at whatever line runs, which may be inside a library's callback (JAX's
+    garbage-collection callback, a finalizer), where an exception is printed
+    as "Exception ignored in ..." and dropped, and the stop with it.
 
     A run of several processes (tf.distribute's multi-worker strategy, a
     multi-host JAX run) must stop at one step in every process, or a process
@@ -142,8 +149,12 @@ class InterruptGate:
         votes a float32 [2] (this process got SIGINT, SIGTERM).
     """
 
+    # The gate open in this process (the main thread's), for `stop_point()`.
+    active: InterruptGate | None = None
+
     def __init__(self, agree=None):
         self.requested = False
+        self.stop_now = False  # a second signal came: stop at the next stop point
         self.signum: int | None = None  # the first signal that came
         self.agreed = False  # the processes stopped together (`agree`)
         self._agree = agree
@@ -160,16 +171,26 @@ class InterruptGate:
             for signum in STOP_SIGNALS:
                 if signal.getsignal(signum) is not signal.SIG_IGN:
                     self._previous[signum] = signal.signal(signum, self._on_signal)
+            InterruptGate.active = self
         return self
 
     def _on_signal(self, signum, frame):
-        if self.requested:  # the second Ctrl-C (or SIGTERM): stop now
+        """Records the signal, never raises (see the class docstring)."""
+        if self.requested:  # the second Ctrl-C (or SIGTERM): stop at the next stop point
+            self.stop_now = True
+        else:
+            self.requested, self.signum = True, signum
+
+    def stop_point(self) -> None:
+        """Raises KeyboardInterrupt if a second signal came (this process alone)."""
+        if self.stop_now:
             raise KeyboardInterrupt
-        self.requested, self.signum = True, signum
 
     def check(self) -> None:
         """Raises KeyboardInterrupt if a Ctrl-C came since the gate opened (with `agree`:
-        to any of the processes; one small collective)."""
+        to any of the processes; one small collective). After a second signal it raises
+        before the collective: this process stops alone, `agreed` stays False."""
+        self.stop_point()
         if self._agree is None:
             if self.requested:
                 raise KeyboardInterrupt
@@ -186,9 +207,19 @@ class InterruptGate:
         for signum, previous in self._previous.items():
             signal.signal(signum, signal.SIG_DFL if previous is None else previous)
         self._previous = {}
+        if InterruptGate.active is self:
+            InterruptGate.active = None
         if exc_type is None:
             self.check()
         return False
+
+
+def stop_point() -> None:
+    """Where a loop may stop mid-chunk (between batches, between compiled calls): raises
+    KeyboardInterrupt when a second Ctrl-C or SIGTERM came to the open InterruptGate."""
+    gate = InterruptGate.active
+    if gate is not None:
+        gate.stop_point()
 
 
 def set_precision(mixed_precision: str, attention_implementation: str = "einsum") -> None:

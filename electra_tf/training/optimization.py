@@ -55,7 +55,9 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     lr_t = (lr - end) * (1 - min(t, T) / T) ** power + end, times
     min(1, t / num_warmup_steps) when num_warmup_steps > 0; end = 0. The
     step t is the optimizer's iteration count, so the first update uses
-    t = 0 (lr 0 with warmup), as the original's global_step.
+    t = 0 (lr 0 with warmup), as the original's global_step. num_warmup_steps
+    may be fractional: fine-tuning's warmup_proportion * num_train_steps, which
+    the original's create_optimizer keeps as a float.
 
     `restarts` (steps, e.g. two-stage training's stage start) split the run
     into stages that each run the whole schedule on their own: in the stage
@@ -66,7 +68,7 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         self,
         learning_rate: float,
         num_train_steps: int,
-        num_warmup_steps: int = 0,
+        num_warmup_steps: float = 0,
         power: float = 1.0,
         end_learning_rate: float = 0.0,
         restarts: Sequence[int] = (),
@@ -82,7 +84,7 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
                              f"got {restarts}")
         self.learning_rate = learning_rate
         self.num_train_steps = num_train_steps
-        self.num_warmup_steps = num_warmup_steps
+        self.num_warmup_steps = float(num_warmup_steps)
         self.power = power
         self.end_learning_rate = end_learning_rate
         self.restarts = restarts
@@ -248,7 +250,7 @@ class ElectraAdamW(keras.optimizers.AdamW):
 def create_optimizer(
     learning_rate: float,
     num_train_steps: int,
-    num_warmup_steps: int,
+    num_warmup_steps: float,
     weight_decay_rate: float = 0.01,
     lr_decay_power: float = 1.0,
     adam_epsilon: float = 1e-6,
@@ -263,7 +265,8 @@ def create_optimizer(
     Args (names as in configure_pretraining.py / configure_finetuning.py):
         learning_rate: peak learning rate.
         num_train_steps: steps over which the rate decays to 0.
-        num_warmup_steps: linear warmup steps (0: none).
+        num_warmup_steps: linear warmup steps (0: none; a float is kept, as the
+            original's max(num_train_steps * warmup_proportion, warmup_steps)).
         weight_decay_rate: decoupled weight decay; none on LayerNorm and bias.
         lr_decay_power: polynomial power (1.0: linear).
         adam_epsilon: Adam's epsilon.
@@ -293,7 +296,7 @@ def create_optimizer(
 
 
 def build_optimizer(variables, learning_rate: float, num_train_steps: int,
-                    num_warmup_steps: int, **kwargs) -> ElectraAdamW:
+                    num_warmup_steps: float, **kwargs) -> ElectraAdamW:
     """A training loop's AdamW, built for `variables`, clipping left to the loop.
 
     Both backends clip the global norm of the summed gradient themselves

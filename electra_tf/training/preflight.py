@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from electra_tf.core.config import PretrainingConfig, RunConfig
+from electra_tf.core.config import EncoderConfig, PretrainingConfig, RunConfig
 from electra_tf.core.errors import ConfigError
 from electra_tf.core.fileio import check_output_folder
 from electra_tf.data.masking import MaskingConfig
@@ -85,12 +85,29 @@ SHAPE_FLAGS = ("model_size", "model_hparam_overrides", "embedding_size", "vocab_
                "objective", "training_algorithm")
 
 
+# EncoderConfig fields that change neither a variable nor what the layers compute
+# from them: a run may continue another's checkpoints with other values (dropout
+# off for a last phase; the initializer only draws the weights a restore replaces).
+RUN_ONLY_ENCODER_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob",
+                           "initializer_range")
+
+
+def _architecture(encoder):
+    """An EncoderConfig without its RUN_ONLY_ENCODER_FIELDS: its shapes and layers."""
+    return dataclasses.replace(encoder, **{
+        name: getattr(EncoderConfig(), name) for name in RUN_ONLY_ENCODER_FIELDS})
+
+
 def _variable_signature(config: PretrainingConfig) -> tuple:
-    """What fixes the model's variables: the encoders' sizes, the weight sharing, the heads."""
+    """What fixes the model's variables and layers: the encoders' sizes and activations,
+    the weight sharing, the heads (not dropout: RUN_ONLY_ENCODER_FIELDS)."""
     from electra_tf.objectives.variants import get_objective
 
     objective = get_objective(config)
-    return (config.encoders, config.untied_generator,
+    encoders = dataclasses.replace(
+        config.encoders, generator=_architecture(config.encoders.generator),
+        discriminator=_architecture(config.encoders.discriminator))
+    return (encoders, config.untied_generator,
             config.untied_generator_embeddings, config.uniform_generator,
             config.gradient_disentangled_embeddings,
             objective.head_kind, objective.uses_discriminator, config.training_algorithm)
@@ -143,11 +160,24 @@ def check_resume(config: PretrainingConfig, run: RunConfig) -> None:
                 dataclasses.replace(before, **{name: new})) != old_signature
         except (ConfigError, ValueError):
             relevant = True
-        if relevant:
+        if relevant and name == "model_hparam_overrides":
+            changed.append(_overrides_change(before, config))
+        elif relevant:
             changed.append(f"--{name}={_flag_value(new)} (it was --{name}={_flag_value(old)})")
     raise ConfigError(
         f"{where} with other variable shapes: " + ("; ".join(changed) or "other sizes")
         + "; rerun with the recorded values, or use another --model_dir")
+
+
+def _overrides_change(before: PretrainingConfig, config: PretrainingConfig) -> str:
+    """--model_hparam_overrides' keys that change the discriminator's shapes or layers."""
+    old, new = (_architecture(c.discriminator_config()) for c in (before, config))
+    keys = [f"{f.name}={getattr(new, f.name)!r} (it was {getattr(old, f.name)!r})"
+            for f in dataclasses.fields(EncoderConfig) if getattr(old, f.name) != getattr(
+                new, f.name)]
+    return ("--model_hparam_overrides changes " + ", ".join(keys) if keys else
+            f"--model_hparam_overrides={_flag_value(config.model_hparam_overrides)} (it was "
+            f"--model_hparam_overrides={_flag_value(before.model_hparam_overrides)})")
 
 
 def _flag_value(value) -> str:

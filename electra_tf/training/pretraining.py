@@ -51,6 +51,7 @@ from electra_tf.training.loop import (
     chunk_size,
     log,
     set_precision,
+    stop_point,
     weights_checksum,
 )
 from electra_tf.training.optimization import pretraining_optimizer
@@ -205,6 +206,7 @@ class Pretraining:
         batches = self._batches(self.run.eval_data, self.config.eval_batch_size,
                                 self.config.seed + 1, False)
         for batch in batches:
+            stop_point()  # a second Ctrl-C or SIGTERM stops here (loop.InterruptGate)
             if n >= limit:
                 break
             self._eval_batch(batch, n)
@@ -299,6 +301,7 @@ class Pretraining:
                            run.eval_every_steps)
             t0 = time.monotonic()
             results = self.train_steps(iterator, n)
+            stop_point()  # a second signal during the chunk: stop before the save
             check_finite(float(results["loss"]), step + 1, step + n, self.checkpoints.latest,
                          f"lower --learning_rate (it was {cfg.learning_rate}), or check "
                          "that --train_data's records were built with this --vocab_file")

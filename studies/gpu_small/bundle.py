@@ -29,7 +29,7 @@ if REPO_ROOT not in sys.path:
     sys.path.insert(0, REPO_ROOT)
 
 TRAVEL_LIMIT = 64 * 2 ** 20
-MARGIN = 2 * 2 ** 20  # git's view and the device tool's may differ by a little
+MARGIN = 2 * 2 ** 20  # git's view and the copying tool's may differ by a little
 CARRIED = (".whl", ".bundle")
 
 
@@ -75,7 +75,7 @@ def build(records: str, heldout: str, vocab_file: str, output: str,
     files, counts = {}, {}
     for name, pattern in (("train.packed", records), ("heldout.packed", heldout)):
         raw = os.path.join(output, name)
-        stats = pack(pattern, raw)
+        stats = pack(pattern, raw, overwrite=True)  # its own scratch file
         counts[name] = stats
         if name == "train.packed" and max_examples and stats["examples"] > max_examples:
             _truncate(raw, max_examples)

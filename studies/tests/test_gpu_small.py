@@ -207,3 +207,17 @@ def test_max_examples_keeps_the_first_examples(toy_bundle, tmp_path):
     first = PackedExamples(whole["train.packed"], 32).rows(np.arange(100))
     for key, value in PackedExamples(part["train.packed"], 32).rows(np.arange(100)).items():
         np.testing.assert_array_equal(value, first[key])
+
+
+def test_the_readme_names_no_particular_gpu_service():
+    """The lease is described generically: what to copy, the command, its time budget,
+    what comes back; no one service's tool, calls or arguments (#54)."""
+    import re
+
+    readme = open(os.path.join(REPO, "studies", "gpu_small", "README.md"),
+                  encoding="utf-8").read()
+    section = readme[readme.index("## In the lease"):readme.index("## After the lease")]
+    for said in ("lease.sh run", ".whl/", ".bundle/", "BUDGET_S", "results.json", "lease.log",
+                 "electra.part-K-of-N", "bert_mlm.part-K-of-N"):
+        assert said in section, said
+    assert not re.search(r"`device` tool|give_back|carry=|timeout_s=", readme), section

@@ -229,3 +229,29 @@ def test_pack_command(records, tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"error: --records pattern '{tmp_path}/nothing*' matches no file"]
+
+
+def test_pack_never_replaces_an_input_or_an_existing_file(records, tmp_path):
+    shards = expand_files(records, "TFRecord")
+    before = {path: open(path, "rb").read() for path in shards}
+    with pytest.raises(InputError, match="is one of the --records it would read"):
+        packed.pack(records, shards[0], progress=False, overwrite=True)
+    assert {path: open(path, "rb").read() for path in shards} == before
+    with pytest.raises(InputError, match="is a folder; give the packed file's path"):
+        packed.pack(records, str(tmp_path), progress=False)
+    out = tmp_path / "out.packed"
+    out.write_bytes(b"mine")
+    with pytest.raises(InputError, match="already exists; pass --overwrite"):
+        packed.pack(records, str(out), progress=False)
+    assert out.read_bytes() == b"mine"
+    packed.pack(records, str(out), progress=False, overwrite=True)
+    assert len(packed.PackedExamples(str(out), L)) == len(record_examples(records))
+    # the command: the shard of the report, and a folder, are one line each
+    for output, message in ((shards[0], "is one of the --records"), (str(tmp_path), "is a folder")):
+        proc = subprocess.run([sys.executable, "-m", "electra_tf.pack_pretraining_data",
+                               f"--records={records}", f"--output={output}", "--overwrite"],
+                              capture_output=True, text=True, cwd=REPO, timeout=patience(600))
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: --output=") and message in lines[0]
+    assert {path: open(path, "rb").read() for path in shards} == before

@@ -27,15 +27,22 @@ import numpy as np
 import tensorflow as tf
 
 
-def _run(models, name, signature, inputs):
-    """-> (outputs {name: np.ndarray}, None) or (None, (status, message))."""
+def _run(models, name, signature, inputs, json_numbers=False):
+    """-> (outputs {name: np.ndarray}, None) or (None, (status, message)).
+
+    `json_numbers`: the inputs came as JSON numbers (REST), which TF Serving converts to
+    the dtype the signature declares (a gRPC TensorProto carries its own)."""
     if name not in models:
         return None, ("NOT_FOUND", f"Servable not found for request: Latest({name})")
     sigs = models[name].signatures
     if signature not in sigs:
         return None, ("INVALID_ARGUMENT", f"Serving signature name: \"{signature}\" not found")
+    declared = sigs[signature].structured_input_signature[1] if json_numbers else {}
     try:
-        out = sigs[signature](**{k: tf.constant(v) for k, v in inputs.items()})
+        out = sigs[signature](**{
+            k: tf.constant(v, dtype=declared[k].dtype) if k in declared
+            and np.asarray(v).dtype.kind in "iuf" else tf.constant(v)
+            for k, v in inputs.items()})
     except (tf.errors.OpError, TypeError, ValueError) as e:
         return None, ("INVALID_ARGUMENT", str(e)[:2000])
     return {k: v.numpy() for k, v in out.items()}, None
@@ -123,7 +130,7 @@ def start_rest(models):
                 inputs = {k: _array([r[k] for r in rows]) for k in rows[0]}
             else:
                 return self._reply(400, {"error": "Missing 'inputs' or 'instances' key"})
-            out, err = _run(models, m.group(1), signature, inputs)
+            out, err = _run(models, m.group(1), signature, inputs, json_numbers=True)
             if err:
                 return self._reply(404 if err[0] == "NOT_FOUND" else 400, {"error": err[1]})
             out = {k: _encode(v.tolist()) for k, v in out.items()}
@@ -159,10 +166,12 @@ def start_grpc_answering(outputs=None, abort=None, stall: float = 0.0):
     return _serve(Servicer())
 
 
-def start_tcp(reply: bytes | None, seconds_per_byte: float = 0.0, silence: float = 5.0):
+def start_tcp(reply: bytes | None, seconds_per_byte: float = 0.0, silence: float = 5.0,
+              fast: int = 0):
     """A loopback TCP server answering each connection with the raw bytes `reply`
     (None: `silence` seconds of nothing), all at once or one byte every
-    `seconds_per_byte`. -> (stop, "127.0.0.1:PORT"); call stop() to end it."""
+    `seconds_per_byte` (its first `fast` bytes at once). -> (stop, "127.0.0.1:PORT");
+    call stop() to end it."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(4)
@@ -178,7 +187,8 @@ def start_tcp(reply: bytes | None, seconds_per_byte: float = 0.0, silence: float
                 elif not seconds_per_byte:
                     conn.sendall(reply)
                 else:
-                    for i in range(len(reply)):
+                    conn.sendall(reply[:fast])
+                    for i in range(fast, len(reply)):
                         if stop.wait(seconds_per_byte):
                             return
                         conn.sendall(reply[i:i + 1])

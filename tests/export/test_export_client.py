@@ -14,9 +14,10 @@ from helpers import error_line, run_module
 
 @pytest.fixture(scope="module")
 def servers(exports):
-    import tensorflow as tf
+    from electra_tf.serving.export import load_saved_model
 
-    models = {name: tf.saved_model.load(exports[name][1]) for name in ("ner", "mrpc", "squad")}
+    models = {name: load_saved_model(exports[name][1])
+              for name in ("ner", "mrpc", "squad", "ner_ids")}
     grpc_server, grpc_port = start_grpc(models)
     rest_server, rest_port = start_rest(models)
     yield {"models": models, "grpc": f"127.0.0.1:{grpc_port}", "rest": f"127.0.0.1:{rest_port}"}
@@ -79,6 +80,69 @@ def test_errors_are_clear(servers):
                                                       "text_pair": np.array([b"a"], object)})
 
 
+def test_ids_inputs_from_flags_and_their_errors():
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving import client
+
+    got = client.ids_inputs(["2,5,3", "2, 6,7,3"], input_type_ids=["0,0,0", "0,0,1,1"])
+    np.testing.assert_array_equal(got["input_word_ids"], [[2, 5, 3, 0], [2, 6, 7, 3]])
+    np.testing.assert_array_equal(got["input_mask"], [[1, 1, 1, 0], [1, 1, 1, 1]])
+    np.testing.assert_array_equal(got["input_type_ids"], [[0, 0, 0, 0], [0, 0, 1, 1]])
+    assert {v.dtype for v in got.values()} == {np.dtype(np.int32)}
+    for kwargs, message in (({}, "give --input_word_ids"),
+                            ({"input_word_ids": ["2,x,3"]}, r"--input_word_ids #1 is not "),
+                            ({"input_word_ids": ["2,3"], "input_mask": ["1"]},
+                             r"--input_mask #1 has 1 values, but --input_word_ids #1 has 2"),
+                            ({"input_word_ids": ["2,3"], "input_mask": ["1,1", "1,1"]},
+                             r"give as many --input_mask as --input_word_ids")):
+        with pytest.raises(InputError, match=message):
+            client.ids_inputs(**kwargs)
+    for flags, message in ((["--input_word_ids=2,x,3"], "--input_word_ids #1 is not"),
+                           (["--input_word_ids=2,3", "--text=a"], "not both")):
+        error_line(run_module("export.client", "--model_name=m", *flags), message,
+                   returncode=2)
+
+
+def test_an_ids_only_model_is_asked_with_ids_or_client_tokenized_text(servers, exports):
+    """electra-query could not ask an --ids_only export (#58): ids from the flags, or text
+    tokenized here with the export's assets/vocab.txt and casing, over gRPC and REST, give
+    what the SavedModel gives for the packing the text signature does."""
+    from export_helpers import packed_for, text_inputs
+
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving import client
+
+    spec, path = exports["ner_ids"]
+    texts = ["Zoë lives in Zürich", "the model " * 20]
+    packed = packed_for(spec, text_inputs(spec, texts))
+    tokenized = client.tokenized_inputs(path, text=texts)
+    for name in packed:
+        np.testing.assert_array_equal(tokenized[name], packed[name], err_msg=name)
+    rows = [",".join(map(str, r[:m.sum()])) for r, m in zip(packed["input_word_ids"],
+                                                            packed["input_mask"])]
+    from_flags = client.ids_inputs(rows)
+    want = _direct(servers["models"], "ner_ids", packed)
+    for inputs in (tokenized, from_flags):
+        got = client.predict_grpc(servers["grpc"], "ner_ids", inputs)
+        rest = client.predict_rest(servers["rest"], "ner_ids", inputs)
+        for k in want:  # outputs of [B, seq, ...] have the width sent
+            expected = want[k][:, :got[k].shape[1]] if got[k].ndim > 1 else want[k]
+            if expected.dtype == object:
+                np.testing.assert_array_equal(got[k], expected, err_msg=k)
+                assert rest[k] == client._to_python(got[k]), k
+            else:
+                np.testing.assert_allclose(got[k], expected, rtol=1e-5, atol=1e-5, err_msg=k)
+                np.testing.assert_allclose(np.asarray(rest[k]), got[k], rtol=1e-5, atol=1e-5)
+    with pytest.raises(InputError, match=r"--export_dir=.*: no assets/vocab.txt"):
+        client.tokenized_inputs(os.path.dirname(path), text=texts)
+    proc = run_module("export.client", f"--server={servers['rest']}", "--rest",
+                      "--model_name=ner_ids", f"--export_dir={path}", f"--text={texts[0]}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    printed = json.loads(proc.stdout)["outputs"]
+    number = next(k for k in sorted(want) if want[k].dtype.kind == "f")
+    np.testing.assert_allclose(printed[number], want[number][:1], atol=1e-5)
+
+
 def _printed(outputs) -> dict:
     """The JSON main prints for `outputs`, read back."""
     from electra_tf.serving.client import _to_python
@@ -117,8 +181,8 @@ def broken_server():
     each connection with the raw bytes `reply` (None: silence); fake_serving.start_tcp."""
     stops = []
 
-    def start(reply, seconds_per_byte=0.0):
-        stop, address = start_tcp(reply, seconds_per_byte)
+    def start(reply, seconds_per_byte=0.0, fast=0):
+        stop, address = start_tcp(reply, seconds_per_byte, fast=fast)
         stops.append(stop)
         return address
 
@@ -245,6 +309,28 @@ def test_rest_timeout_bounds_the_whole_request(broken_server):
                                                  r"--timeout=1s$"):
         client.predict_rest(slow, "m", client.text_inputs(text=["x"]), timeout=1)
     assert time.monotonic() - start < 10  # well before the answer's 14 s
+
+
+def test_rest_deadline_during_the_body_says_so_and_never_takes_a_part(broken_server):
+    """Headers at once, then a byte a second: the deadline in the body said "a body that
+    is not JSON: '   '", and a valid JSON start of a slow body was taken as the answer
+    (#54); a body cut short of its Content-Length was taken too."""
+    from electra_tf.serving import client
+
+    inputs = client.text_inputs(text=["x"])
+    for body in (b" " * 60, b'{"outputs": {"x": [1.0]}}' + b" " * 60):
+        reply = _http("200 OK", body)
+        slow = broken_server(reply, seconds_per_byte=0.2, fast=len(reply) - 60)
+        start = time.monotonic()
+        with pytest.raises(client.ClientError, match=r"^REST: the answer from http://.* did "
+                                                     r"not finish within --timeout=1s \(the "
+                                                     r"deadline passed after \d+ bytes"):
+            client.predict_rest(slow, "m", inputs, timeout=1)
+        assert time.monotonic() - start < 10  # well before the answer's 12 s
+    cut = _http("200 OK", b'{"outputs": {"x": [1.0]}}' + b" " * 60)[:-60]
+    with pytest.raises(client.ClientError, match=r"closed the connection after 25 bytes of "
+                                                 r"its answer's body, 60 short"):
+        client.predict_rest(broken_server(cut), "m", inputs)
 
 
 def test_rest_bounds_the_answer_it_reads(broken_server, monkeypatch):

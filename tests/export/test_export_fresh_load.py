@@ -341,3 +341,33 @@ def test_fresh_process_imported_no_project_code(fresh):
     for modules in (fresh["modules"], fresh["modules_no_text"]):
         assert "tensorflow" in modules
         assert not {"electra_tf", "export", "conftest"} & set(modules), modules
+
+
+def test_the_docs_python_load_and_load_saved_model_register_the_text_ops(exports):
+    """tf.saved_model.load of the text export fails with "Op type not registered
+    'FastBertNormalize'" unless tensorflow_text is imported first (#58): docs/serving.md's
+    Python snippet does it and runs as printed, in a fresh process; so does the library's
+    load_saved_model, in a process that had not imported tensorflow_text."""
+    import re
+    import subprocess
+    import sys
+
+    from helpers import REPO, patience
+
+    path = exports["ner"][1]
+    docs = open(os.path.join(REPO, "docs", "serving.md"), encoding="utf-8").read()
+    snippet = next(block for block in re.findall(r"```python\n(.*?)```", docs, re.S)
+                   if "tf.saved_model.load" in block)
+    assert snippet.index("import tensorflow_text") < snippet.index("tf.saved_model.load")
+    library = ("import sys\nfrom electra_tf.serving.export import load_saved_model\n"
+               "print('tensorflow_text' in sys.modules)\n"
+               "model = load_saved_model(sys.argv[1])\n"
+               "out = model.signatures['serving_default'](text=__import__('tensorflow')"
+               ".constant(['Zoë lives in Zürich']))\nprint(out['word_labels'].numpy())\n")
+    for script in (snippet.replace('"/models/ner/1"', "sys.argv[1]").replace(
+            "import tensorflow as tf", "import sys\nimport tensorflow as tf"), library):
+        proc = subprocess.run([sys.executable, "-c", script, path], capture_output=True,
+                              text=True, cwd=REPO, timeout=patience(300))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "[[b'" in proc.stdout, proc.stdout  # the words' labels
+    assert proc.stdout.splitlines()[0] == "False"  # load_saved_model imported it

@@ -44,3 +44,25 @@ def test_run_finetuning_warns_once_at_start_up(pretrained_dir, toy_sst2_dir, tmp
     assert [line for line in err if "warning" in line] == [
         "[finetune] " + collapse_warning(collapsed)]
     assert json.loads((tmp_path / "c" / "final_eval.json").read_text())["step"] == 600
+
+
+def test_the_warning_for_every_way_the_folder_is_named(pretrained_dir, tmp_path):
+    """MODEL_DIR/checkpoints/ckpt-30, the same weights as MODEL_DIR, said nothing (#54)."""
+    import os
+
+    collapsed = _with_final_eval(pretrained_dir, tmp_path / "c", disc_token_cosine=0.9)
+    checkpoints = os.path.join(collapsed, artifacts.CHECKPOINTS)
+    os.makedirs(checkpoints)
+    names = [collapsed, collapsed + "/", os.path.join(collapsed, "discriminator.weights.h5"),
+             checkpoints, os.path.join(checkpoints, "ckpt-600"),
+             os.path.join(checkpoints, "jax-ckpt-600.npz"),
+             os.path.relpath(os.path.join(checkpoints, "ckpt-600"))]
+    for name in names:
+        line = collapse_warning(name)
+        assert line and line.startswith(f"warning: --init_checkpoint={name}: its "), name
+        assert "disc_token_cosine 0.900 (>= 0.8)" in line and "(of step" not in line, line
+    earlier = collapse_warning(os.path.join(checkpoints, "ckpt-300"))
+    assert f"{collapsed}/final_eval.json (of step 600; this checkpoint is of step 300)" \
+        in earlier
+    spread = _with_final_eval(pretrained_dir, tmp_path / "s", disc_token_cosine=0.41)
+    assert collapse_warning(os.path.join(spread, "checkpoints", "ckpt-600")) is None

@@ -516,3 +516,30 @@ def test_exports_of_own_data_models_serve_their_labels_in_a_fresh_process(
                 mask = packed_for(spec, job["inputs"])["input_mask"].astype(bool)
                 want = names[keras["tag_logits"].argmax(-1)]
                 np.testing.assert_array_equal(out["wordpiece_labels"][mask], want[mask])
+
+
+def test_label_names_that_train_never_has_are_warned(pretrained_dir, single_csv_dir, pos_dir,
+                                                     tiny_vocab, tmp_path, capsys):
+    """--label_names listing labels the train split never has reached accuracy 0.0 without
+    a word (#54): one warning line at the start of training, naming them."""
+    from electra_tf.text.tokenizer import Tokenizer
+    from electra_tf.training.finetuning import unused_labels_warning
+
+    finetune("--task_name=classification", "--label_names=negative,neutral,positive,mixed",
+             f"--init_checkpoint={pretrained_dir}", f"--data_dir={single_csv_dir}",
+             f"--model_dir={tmp_path}/out", f"--max_seq_length={L}", "--train_batch_size=32",
+             "--num_train_epochs=0.1", "--do_predict=false")
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert warnings == ["[finetune] warning: --label_names lists 2 label(s) that no example of "
+                        "the train split has: neutral, mixed; the model never learns to "
+                        "predict them (a misspelt label, or the train file of another task?)"]
+    tokenizer = Tokenizer(tiny_vocab)
+    for task, data, given, unused in (
+            ("classification", single_csv_dir, "positive,negative", None),
+            ("classification", single_csv_dir, None, None),  # learned labels: all in train
+            ("tagging", pos_dir, "DET,NOUN,VERB,X", None),
+            ("tagging", pos_dir, "DET,ADJ,NOUN,VERB,X", "ADJ")):
+        task = get_task(task, **({"label_names": given} if given else {}))
+        feats = task.featurize(task.read(str(data), "train"), tokenizer, L)
+        line = unused_labels_warning(task, feats)
+        assert (line is None) if unused is None else f"has: {unused};" in line, line

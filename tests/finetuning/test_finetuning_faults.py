@@ -160,7 +160,8 @@ def test_a_model_dir_that_is_a_file_or_in_use_is_refused(pretrained_dir, toy_sst
     with FolderLock(str(out), "--model_dir"):
         with pytest.raises(InputError, match=rf"^--model_dir {out} is in use by host "):
             finetune(*args, f"--model_dir={out}")
-    assert sorted(os.listdir(out)) == [".lock"]
+        assert sorted(os.listdir(out)) == [".lock"]  # the refused run wrote nothing
+    assert os.listdir(out) == []  # and the holder's lock file went with it
 
 
 def test_a_pretraining_folder_as_model_dir_is_refused_before_anything(pretrained_dir,

@@ -162,3 +162,25 @@ def test_labels_holding_commas_survive_import_and_export(h, tmp_path, cls, label
     back = transformers.AutoConfig.from_pretrained(tmp_path / "back")
     assert [back.id2label[i] for i in range(len(labels))] == labels
 
+
+
+def test_a_full_disk_leaves_no_half_folder(h, tmp_path, monkeypatch):
+    """convert --from=hf on a full disk left a folder holding only vocab.txt (#54)."""
+    import errno
+    import os
+    import shutil
+
+    from electra_tf.core import fileio
+
+    folder = _folder(h, tmp_path)
+    usage = shutil.disk_usage("/")
+    monkeypatch.setattr(fileio.shutil, "disk_usage", lambda path: usage._replace(free=1024))
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine")
+    for out in (tmp_path / "out", kept):
+        with pytest.raises(OSError) as raised:
+            hf.import_model(folder, str(out))
+        assert raised.value.errno == errno.ENOSPC
+    assert not (tmp_path / "out").exists()
+    assert os.listdir(kept) == ["notes.txt"] and (kept / "notes.txt").read_text() == "mine"

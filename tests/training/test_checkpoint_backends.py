@@ -63,3 +63,36 @@ def test_tensorflow_finetuning_refuses_a_folder_the_jax_loop_wrote(tmp_path):
     with pytest.raises(InputError, match="holds JAX checkpoints"):
         TensorFlowCheckpoints(model, optimizer, folder, 3).restore()
     assert os.listdir(folder) == ["jax-ckpt-3.npz"]
+
+
+@pytest.mark.parametrize("kind", ["tensorflow", "npz"])
+def test_a_dropout_turned_off_or_on_resumes_and_other_shapes_do_not(kind, tmp_path):
+    """Keras' Dropout has a seed-generator state only at a rate > 0: a run that continues
+    another's checkpoints with dropout off (or on) restores every weight (#54: refused
+    as a misfit before); any other difference is still refused."""
+    import keras
+
+    from electra_tf.core.errors import ConfigError
+    from electra_tf.training.checkpoints import NpzCheckpoints, TensorFlowCheckpoints
+
+    def build(rate, width=4, seed=0):
+        keras.utils.set_random_seed(seed)
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(width, name="dense"),
+                                  keras.layers.Dropout(rate, seed=1, name="dropout")],
+                                 name="model")
+        optimizer = keras.optimizers.Adam()
+        optimizer.build(model.trainable_variables)
+        return model, optimizer
+
+    kinds = {"tensorflow": TensorFlowCheckpoints, "npz": NpzCheckpoints}
+    for saved_rate, resumed_rate in ((0.1, 0.0), (0.0, 0.1)):
+        folder = str(tmp_path / f"{kind}-{saved_rate}")
+        model, optimizer = build(saved_rate)
+        assert kinds[kind](model, optimizer, folder, 3).save()
+        resumed, resumed_optimizer = build(resumed_rate, seed=5)
+        assert kinds[kind](resumed, resumed_optimizer, folder, 3).restore()
+        for a, b in zip(model.trainable_variables, resumed.trainable_variables):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        wider, wider_optimizer = build(resumed_rate, width=5)
+        with pytest.raises(ConfigError, match="its variables do not fit this model"):
+            kinds[kind](wider, wider_optimizer, folder, 3).restore()

@@ -265,8 +265,9 @@ def test_resuming_with_another_vocab_or_shapes_is_refused(case, trained_run, tin
         wider = dict(TINY_MODEL, hidden_size=32, intermediate_size=64)
         overrides = {"model_hparam_overrides": json.dumps(wider)}
         expected = [f"{trained_dir} holds checkpoints of a run with other variable shapes: "
-                    f"--model_hparam_overrides={json.dumps(wider, sort_keys=True)} (it was "
-                    f"--model_hparam_overrides={json.dumps(TINY_MODEL, sort_keys=True)})"]
+                    f"--model_hparam_overrides changes hidden_size=32 (it was "
+                    f"{TINY_MODEL['hidden_size']}), intermediate_size=64 (it was "
+                    f"{TINY_MODEL['intermediate_size']}); rerun"]
     else:
         overrides = {"generator_hidden_size": 1.0}
         expected = ["--generator_hidden_size=1.0 (it was --generator_hidden_size=0.5)"]
@@ -297,6 +298,19 @@ def test_resume_checks_in_process(make_configs, tmp_path):
     check_resume(dataclasses.replace(config, learning_rate=1e-4, num_train_steps=9), run)
     with pytest.raises(ConfigError, match=r"--model_size=small \(it was --model_size=tiny\)"):
         check_resume(dataclasses.replace(config, model_size="small"), run)
+    # Dropout and the initializer change no variable: a run continues with other values
+    # (dropout off after convert --from=tf1, #54); a shape or an activation is refused,
+    # naming the key.
+    check_resume(dataclasses.replace(config, model_hparam_overrides={
+        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+        "initializer_range": 0.05}), run)
+    for key, value, was in (("hidden_act", "relu", "'gelu'"), ("intermediate_size", 7, None)):
+        with pytest.raises(ConfigError) as raised:
+            check_resume(dataclasses.replace(config, model_hparam_overrides={
+                "hidden_dropout_prob": 0.0, key: value}), run)
+        was = was or repr(getattr(config.discriminator_config(), key))
+        assert (f"other variable shapes: --model_hparam_overrides changes {key}={value!r} "
+                f"(it was {was}); rerun") in str(raised.value), str(raised.value)
     # A vocabulary at another path with the same tokens is the same vocabulary.
     moved = shutil.copy(run.vocab_file, tmp_path / "moved_vocab.txt")
     check_resume(config, dataclasses.replace(run, vocab_file=str(moved)))
@@ -504,6 +518,27 @@ def test_a_second_run_on_a_model_dir_in_use_is_refused(make_configs, tmp_path, m
     with FolderLock(str(model_dir), "--model_dir"):  # the dead holder's lock is gone
         with pytest.raises(InputError, match=rf"pid {os.getpid()}"):
             FolderLock(str(model_dir), "--model_dir").__enter__()
+    assert ".lock" not in os.listdir(model_dir)  # a run that ends removes its lock file
+
+
+def test_a_finished_run_leaves_no_lock_file_and_locks_stay_exclusive(trained_run, tmp_path):
+    """A finished model folder held a stale .lock (#54); removing it must not let two
+    holders in: one that opened the file before it was removed locks the new one."""
+    from electra_tf.core.fileio import FolderLock
+
+    assert ".lock" not in os.listdir(trained_run["model_dir"])
+    folder = str(tmp_path / "f")
+    first = FolderLock(folder).__enter__()
+    stale = open(os.path.join(folder, ".lock"), "a+")  # a waiter that opened the old file
+    first.__exit__(None, None, None)
+    assert not os.path.exists(os.path.join(folder, ".lock"))
+    with FolderLock(folder):
+        import fcntl
+
+        fcntl.flock(stale.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # the removed inode
+        with pytest.raises(InputError, match="is in use by host"):
+            FolderLock(folder).__enter__()  # the path's file is still held
+    stale.close()
 
 
 @pytest.mark.parametrize("code,text,error", [(28, "No space left on device",

@@ -58,6 +58,7 @@ from electra_tf.data.prefetch import prefetch
 from electra_tf.training import artifacts, reporting
 from electra_tf.training.checkpoints import NpzCheckpoints, checkpoint_step
 from electra_tf.training.finetuning import Finetuning, split_batch
+from electra_tf.training.loop import stop_point
 from electra_tf.training.pretraining import Pretraining
 from electra_tf.training.watchdog import StartupWatchdog
 
@@ -436,6 +437,7 @@ class JaxPretraining(Pretraining):
         state, totals = training_state(self.model, self.optimizer), None
         try:  # `state` is donated: no variable is read until it is assigned back
             for n in calls:
+                stop_point()  # a second Ctrl-C or SIGTERM (loop.InterruptGate)
                 batches = next(staged)
                 seeds = jnp.asarray([[[self.config.seed, (step + i) * k + j] for j in range(k)]
                                      for i in range(n)], dtype="int32")
@@ -595,6 +597,7 @@ class JaxFinetuning(Finetuning):
         state, step, total = training_state(self.model, self.optimizer), self.step, 0.0
         try:
             for i in range(num_steps):
+                stop_point()  # a second Ctrl-C or SIGTERM (loop.InterruptGate)
                 seed = jnp.asarray([self.config.seed, step + i], dtype="int32")
                 batch = to_device(next(iterator), self.distribution)
                 state, loss = self._train_step(state, batch, seed)
