@@ -1,16 +1,17 @@
 """What a fine-tuning task is: the contract between task modules and the loop.
 
 A task's `head` names what its fine-tuned model serves, in the one vocabulary
-that the tasks, the model (tasks/model.py), the losses (tasks/losses.py), the
-folder a run writes (finetuning_config.json's "head") and the export
-(`--task`, serving/export.py) share, HEADS:
+that the tasks, the model (tasks/model.py), the folder a run writes
+(finetuning_config.json's "head") and the export (`--task`,
+serving/export.py) share, HEADS: the names of tasks/heads/'s registry, each
+a class that owns the head's layers, loss, record and serving outputs:
   sequence_classification   one output per text or text pair: classes, or with
                             `regression` one number (STS-B)
   token_classification      a tag per token (NER, chunking, your own tags)
   squad                     an answer span in a context; with `answerable` also
                             whether there is one (SQuAD 2.0)
 The export serves these and the pre-trained discriminator's "rtd". A task
-declares its head here and, by it, its loss (`Task.loss`).
+declares its head here and, by it, its loss (`Task.loss`: `Head.loss`).
 
 Data flow:
   task.read(data_dir, split)              -> examples (task-specific objects)
@@ -49,9 +50,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from electra_tf.core.errors import TaskDataError
+from electra_tf.tasks import heads
 
-# What a fine-tuned model serves (see the module docstring): the one definition.
-HEADS = ("sequence_classification", "token_classification", "squad")
+# What a fine-tuned model serves (see the module docstring): the registry's names
+# (tasks/heads/__init__.py, which maps each to its class).
+HEADS = tuple(heads.HEADS)
 
 __all__ = ["HEADS", "Features", "Task", "TaskDataError", "pack_pair"]
 
@@ -111,21 +114,27 @@ class Task(abc.ABC):
     """More FinetuningModel arguments for this task's head (SQuAD: span_head,
     beam_size); whoever builds the model passes them."""
 
+    @property
+    def head_class(self):
+        """The class of this task's head (tasks/heads/; Keras is imported on first use)."""
+        return heads.head_class(self.head)
+
+    def head_config(self, finetuning=None):
+        """The options this task trains its head with (`finetuning`: the FinetuningConfig,
+        for the options a head takes from there: the classifier head)."""
+        return self.head_class.config_for_task(self, finetuning)
+
     def loss(self, outputs: Mapping[str, Any], labels: Mapping[str, Any]):
-        """The summed loss of a batch (a scalar tensor): the head's, tasks/losses.py.
+        """The summed loss of a batch (a scalar tensor): the head's (`Head.loss`).
 
         `outputs` as the model returns them in training, `labels` as
         Features.labels. Divide by `loss_count(labels)` for the mean to report.
         """
-        from electra_tf.tasks import losses  # keras: only where a model trains
-
-        return losses.head_loss(self.head, outputs, labels, regression=self.regression)
+        return self.head_class.loss(self.head_config(), outputs, labels)
 
     def loss_count(self, labels: Mapping[str, Any]):
         """What `loss` sums over, as a float32 scalar (examples, or weighted tokens)."""
-        from electra_tf.tasks import losses
-
-        return losses.head_loss_count(self.head, labels)
+        return self.head_class.loss_count(self.head_config(), labels)
 
     def submission_file(self, split: str) -> str | None:
         """File name of a split's predictions in a leaderboard's submission format

@@ -48,14 +48,21 @@ def test_one_vocabulary_of_heads_from_task_to_export():
 
 
 def test_a_head_refuses_another_heads_options():
-    from electra_tf.tasks.model import TaskHead
+    from electra_tf.tasks.model import build_head
 
     with pytest.raises(ValueError, match="regression is a sequence_classification head's"):
-        TaskHead("token_classification", 3, 8, regression=True)
+        build_head("token_classification", 3, 8, regression=True)
     with pytest.raises(ValueError, match="answerable is a squad head's"):
-        TaskHead("sequence_classification", 3, 8, answerable=True)
+        build_head("sequence_classification", 3, 8, answerable=True)
+    with pytest.raises(ValueError, match="span_head is a squad head's"):
+        build_head("token_classification", 3, 8, span_head="independent")
+    with pytest.raises(ValueError, match="unknown head option 'beam'"):
+        build_head("squad", 1, 8, beam=4)
     with pytest.raises(ValueError, match="head kind must be one of"):
-        TaskHead("span", 1, 8)
+        build_head("span", 1, 8)
+    # A record's regression=False / answerable=False (every head records both) is no option
+    # of another head's.
+    assert build_head("squad", 1, 8, regression=False).span_head == "joint"
 
 
 def test_glue_task_names_have_one_definition():
