@@ -491,6 +491,7 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
         output, task=task, config=config, run=run, encoder=model.encoder.config,
         model_size=model_size_of(model.encoder.config), max_seq_length=max_seq_length,
         head_config=head_config,  # transformers' (an independent span head, no answerability)
+        head_options=head_cls.hf_head_options(head_config),
         label_scale=(0.0, 1.0),  # transformers' regression logit is the score
         converted_from=source)
     return task_name

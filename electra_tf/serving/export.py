@@ -59,6 +59,7 @@ from electra_tf.tasks import heads
 TASKS = tuple(heads.SERVED)
 
 
+@dataclasses.dataclass(init=False)
 class ServingSpec:
     """What the export needs: the Keras model, the tokenizer and the head's settings.
 
@@ -71,23 +72,38 @@ class ServingSpec:
       label_names: classes or tags, in logit order.
       pair: the task reads two texts.
       length_buckets: serving.length_buckets (None: its default).
-      **options: the head's ServingOptions (a span head's null_rule, a regression's
-        label_scale, ...), read as attributes of the spec; ValueError names one the
-        head does not take.
+      options: the head's ServingOptions (a span head's null_rule, a regression's
+        label_scale, ...), or, without it, **head_options make them; read as
+        attributes of the spec. ValueError names an option the head does not take.
     """
 
+    task: str
+    model: object
+    tokenizer: object
+    max_seq_length: int
+    task_name: str = ""
+    label_names: tuple = ()
+    pair: bool = False
+    length_buckets: tuple | None = None
+    options: object = None
+
     def __init__(self, task: str, model, tokenizer, max_seq_length: int, task_name: str = "",
-                 label_names=(), pair: bool = False, length_buckets=None, **options):
+                 label_names=(), pair: bool = False, length_buckets=None, options=None,
+                 **head_options):
         self.task, self.model, self.tokenizer = task, model, tokenizer
         self.max_seq_length, self.task_name = max_seq_length, task_name
         self.label_names, self.pair, self.length_buckets = tuple(label_names), pair, length_buckets
         self.head = heads.head_class(task)
-        try:
-            self.options = self.head.ServingOptions(**options)
-        except TypeError:
-            known = {f.name for f in dataclasses.fields(self.head.ServingOptions)}
-            raise ValueError(f"the {task} head's serving takes no option(s) "
-                             f"{sorted(set(options) - known)}") from None
+        if options is None:
+            try:
+                options = self.head.ServingOptions(**head_options)
+            except TypeError:
+                known = {f.name for f in dataclasses.fields(self.head.ServingOptions)}
+                raise ValueError(f"the {task} head's serving takes no option(s) "
+                                 f"{sorted(set(head_options) - known)}") from None
+        elif head_options:
+            raise ValueError("ServingSpec takes options or head options, not both")
+        self.options = options
 
     def __getattr__(self, name):
         if name == "options":  # not set yet
@@ -141,8 +157,7 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
     return _checked_length(ServingSpec(
         task, model, Tokenizer(vocab, do_lower_case=record.do_lower_case),
         max_seq_length or record.max_seq_length, task_name=record.task,
-        label_names=record.label_names, pair=record.pair,
-        **dataclasses.asdict(options)), checkpoint)
+        label_names=record.label_names, pair=record.pair, options=options), checkpoint)
 
 
 def _vocab(folder: str, vocab_file: str, rows: int) -> str:

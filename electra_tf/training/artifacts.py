@@ -618,7 +618,8 @@ class FinetunedRecord:
 
 def write_finetuning_config(model_dir: str, *, task, config, run, encoder: EncoderConfig,
                             model_size: str, max_seq_length: int, head_config=None,
-                            label_scale=None, vocab_file: str = "", **extra) -> None:
+                            head_options=None, label_scale=None, vocab_file: str = "",
+                            **extra) -> None:
     """finetuning_config.json: the task, its head, the encoder and the run.
 
     Also keeps the vocabulary in the folder (model_dir/vocab.txt) and records
@@ -631,7 +632,8 @@ def write_finetuning_config(model_dir: str, *, task, config, run, encoder: Encod
       config, run: FinetuningConfig and FinetuneRun.
       encoder: the encoder's config; model_size: its size name.
       head_config, label_scale: what the model has where it differs from the
-        task's own (the classifier head chosen, an imported model).
+        task's own (the classifier head chosen, an imported model); head_options:
+        what to record of it where that differs from `Head.record`'s (an import's).
       **extra: more keys (epochs, total_steps, layerwise_lr_decay).
     """
     value = {
@@ -639,6 +641,7 @@ def write_finetuning_config(model_dir: str, *, task, config, run, encoder: Encod
         "encoder": encoder.to_dict(), "model_size": model_size, "task": task.name,
         "head": task.head,
         **task.head_class.record(task.head_config() if head_config is None else head_config),
+        **({} if head_options is None else {"head_options": dict(head_options)}),
         "pair": task.text_b is not None,
         "label_names": list(task.label_names), "max_seq_length": max_seq_length}
     if task.regression:

@@ -307,7 +307,7 @@ class Finetuning:
                              "its own; give a new --model_dir (that folder goes in "
                              "--init_checkpoint)")
         set_precision(run.mixed_precision, run.attention_implementation)
-        head_config = task.head_config(config)  # the task's, and the classifier head chosen
+        head_config = task.head_config()  # the task's head and its options
         if task.head_class.learns_labels(head_config) and not task.label_names:
             # Own-data classes and tags: learned from train; they size the head.
             task.read(run.data_dir, "train")

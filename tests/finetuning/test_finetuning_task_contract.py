@@ -82,3 +82,67 @@ def test_task_is_abstract():
 
     with pytest.raises(TypeError, match="abstract"):
         Partial()
+
+
+def test_each_task_option_belongs_to_one_family_with_the_flags_default():
+    """The options a family reads are its module's Options; together they are the
+    FinetuningConfig fields no shared code reads, each with the flag's default."""
+    import dataclasses
+
+    from electra_tf.core.config import FinetuningConfig
+
+    defaults = FinetuningConfig()
+    owned = {}
+    for family in registry.FAMILIES:
+        options = registry._module(family).Options
+        for field in dataclasses.fields(options):
+            assert field.default == getattr(defaults, field.name), (family, field.name)
+            owned.setdefault(field.name, []).append(family)
+    assert set(owned) == {
+        "double_unordered", "squad_null_rule", "qa_na_threshold", "no_answer_threshold",
+        "joint_prediction", "beam_size", "classifier_head", "tagging_scheme", "text_column",
+        "text_pair_column", "label_column", "label_names", "regression"}
+    assert owned["label_names"] == ["classification", "tagging"]
+    assert owned["classifier_head"] == ["classification", "glue"]
+
+
+@pytest.mark.parametrize("name, option, line", [
+    ("squad_v1", {"tagging_scheme": "BIOES"},
+     "--tagging_scheme is an option of --task_name=ner/chunking/tagging, not of 'squad_v1'"),
+    ("mnli", {"joint_prediction": False},
+     "--joint_prediction is an option of --task_name=squad_v1/squad_v2, not of 'mnli'"),
+    ("squad_v2", {"double_unordered": False},
+     "--double_unordered is an option of --task_name=cola/sst2/mrpc/stsb/qqp/mnli/qnli/rte/"
+     "wnli, not of 'squad_v2'"),
+    ("ner", {"classifier_head": "mlp"},
+     "--classifier_head is an option of --task_name=classification/cola/sst2/mrpc/stsb/qqp/"
+     "mnli/qnli/rte/wnli, not of 'ner'"),
+    # Today's lines, kept: the own-data options first, label_names in its own words.
+    ("mnli", {"regression": True, "label_names": "a,b"},
+     "--regression is an option of --task_name=classification, not of 'mnli'"),
+    ("squad_v1", {"label_names": "a,b"},
+     "--label_names is for classification and tagging tasks; 'squad_v1' has its own labels"),
+])
+def test_an_option_of_another_family_is_refused_in_its_words(name, option, line):
+    from electra_tf.core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as raised:
+        registry.get_task(name, **option)
+    assert str(raised.value) == line
+
+
+def test_the_classifier_head_is_a_task_option_its_head_records():
+    """--classifier_head reaches the head through the task (its head_options), for GLUE
+    and your own files alike; the dense head records nothing (as folders always have)."""
+    sst2 = registry.get_task("sst2", classifier_head="mlp")
+    own = registry.get_task("classification", classifier_head="mlp")
+    assert sst2.head_options == own.head_options == {"classifier_head": "mlp"}
+    assert registry.get_task("sst2").head_options == {}
+    config = sst2.head_config()
+    assert (config.classifier_head, config.regression) == ("mlp", False)
+    assert sst2.head_class.record(config) == {
+        "regression": False, "answerable": False, "head_options": {"classifier_head": "mlp"}}
+    squad = registry.get_task("squad_v2", beam_size=4)
+    assert squad.head_class.record(squad.head_config()) == {
+        "regression": False, "answerable": True,
+        "head_options": {"span_head": "joint", "beam_size": 4}}

@@ -7,7 +7,7 @@ answers every question that depends on which head a model has:
 
   options    `Config`, a frozen dataclass checked at construction;
              `make_config(**options)` refuses another head's option by name;
-             `config_for_task(task, finetuning)`: the options a task trains with
+             `config_for_task(task)`: the options a task trains with
   layers     `__init__(config, num_labels, hidden_size, ...)`, `build`, `call`:
              float32 logits (a dict), as tasks/model.py's FinetuningModel returns
   loss       `loss(config, outputs, labels)` summed over the batch and
@@ -127,9 +127,9 @@ class Head(keras.layers.Layer):
         return cls.Config(**kept)
 
     @classmethod
-    def config_for_task(cls, task, finetuning=None):
-        """The options a task trains this head with (`finetuning`: its FinetuningConfig,
-        for the options a head takes from there)."""
+    def config_for_task(cls, task):
+        """The options a task trains this head with (its regression, answerable and
+        head_options)."""
         return cls.make_config(regression=task.regression, answerable=task.answerable,
                                **task.head_options)
 
@@ -228,6 +228,11 @@ class Head(keras.layers.Layer):
     def hf_check(cls, path: str, hf_config: dict, width: int) -> None:
         """Refuses (ValueError, naming `path`) a config.json this head cannot take."""
         return None
+
+    @classmethod
+    def hf_head_options(cls, config) -> dict:
+        """What the folder of an imported transformers model records as head_options."""
+        return config.head_options()
 
     @classmethod
     def hf_export_check(cls, config, model_dir: str) -> None:

@@ -98,12 +98,6 @@ class SequenceClassificationHead(Head):
 
     # === Options, loss, record ===
     @classmethod
-    def config_for_task(cls, task, finetuning=None):
-        chosen = getattr(finetuning, "classifier_head", "dense")
-        return cls.make_config(regression=task.regression, answerable=task.answerable,
-                               **{"classifier_head": chosen, **task.head_options})
-
-    @classmethod
     def learns_labels(cls, config) -> bool:
         return not config.regression
 

@@ -54,7 +54,7 @@ MASK_LOGIT = -10000.0
 # The joint head's raw outputs (in place of end_logits).
 JOINT_OUTPUTS = ("start_logits", "start_top_log_probs", "start_top_index",
                  "end_top_log_probs", "end_top_index")
-# The FinetuningConfig fields a span head's record holds (registry.squad_null_options).
+# The FinetuningConfig fields a span head's record holds (squad.null_options).
 NULL_FIELDS = ("squad_null_rule", "qa_na_threshold", "no_answer_threshold")
 
 
@@ -252,6 +252,11 @@ class SpanHead(Head):
         return "squad_v1"
 
     @classmethod
+    def hf_head_options(cls, config) -> dict:
+        """transformers' QA head has no beam: its folders record the variant alone."""
+        return {"span_head": config.span_head}
+
+    @classmethod
     def hf_finetuning_options(cls, config, task_name: str, labels) -> dict:
         # squad_v2 answers "" by the start + end logits at [CLS]: the combined rule.
         return {"joint_prediction": False, "squad_null_rule": "combined",
@@ -279,15 +284,15 @@ class SpanHead(Head):
     def serving_options(cls, record, checkpoint: str, max_query_length: int = 64,
                         max_answer_length: int = 30, **flags):
         """The recorded variant, and SQuAD 2.0's null rule and its threshold
-        (registry.squad_null_options: qa_na_threshold for the "answerable" rule,
+        (squad.null_options: qa_na_threshold for the "answerable" rule,
         no_answer_threshold for "combined").
 
         Raises:
           InputError: the combined rule recorded with the joint head.
         """
-        from electra_tf.tasks.registry import squad_null_options
+        from electra_tf.tasks.squad import null_options
 
-        null = squad_null_options(record.finetuning)
+        null = null_options(record.finetuning)
         span_head = record.head_options["span_head"]
         if record.answerable and span_head == "joint" and null["null_odds_from"] == "combined":
             raise InputError(f"--checkpoint {checkpoint}: the combined null rule needs the "
