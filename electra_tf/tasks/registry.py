@@ -74,7 +74,8 @@ def _refuse_others_options(name: str, family: str, config: FinetuningConfig) -> 
             if line is None:
                 owners = [n for f in FAMILIES if field in _module(f).Options.names()
                           for n in _names(f)]
-                line = f"--{field} is an option of --task_name={'/'.join(owners)}, not of {{name!r}}"
+                line = (f"--{field} is an option of --task_name={'/'.join(owners)}, "
+                        "not of {name!r}")
             raise ConfigError(line.format(name=name))
 
 
