@@ -255,3 +255,62 @@ def test_the_checker_sees_lazy_imports(tmp_path):
                       "from . import studies_like\nimport studies_elsewhere\n")
     assert sorted(lab_imports(str(source))) == ["benchmarks.bench_common", "studies.gpu_small",
                                                 "studies.real_data"]
+
+
+# A module outside tasks/ that may spell a head's name: the pre-training discriminator's
+# head kinds (modeling/models.py: "rtd", "mlm", ...) are the objectives' vocabulary, from
+# which the served rtd head takes its name. Words that are a head's name and also mean
+# something else: "score", an output (a regression's in serving/graph.py, the score
+# command's JSON key), and "squad", the original's task of that name (interop/tf1.py's
+# TF1_TASK_NAMES maps it to squad_v2).
+HEAD_NAME_DEFINED_BELOW = {"electra_tf/modeling/models.py": {"rtd"},
+                           "electra_tf/serving/graph.py": {"score"},
+                           "electra_tf/score.py": {"score"},
+                           "electra_tf/interop/tf1.py": {"squad"}}
+
+
+def docstrings(tree) -> set[int]:
+    """The ids of the docstring nodes (prose, not code) of a module's tree."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def head_names_spelled(path: str, names) -> list[tuple[int, str]]:
+    """(line, name) of each string literal of `path` equal to a head's name, docstrings aside."""
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    prose = docstrings(tree)
+    return sorted((node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and node.value in names and id(node) not in prose)
+
+
+def test_no_code_outside_tasks_names_a_head_kind():
+    """Which head a model has is its head class's business (electra_tf/tasks/heads/, one
+    file per kind): serving, interop, training and the commands ask the class, never
+    compare with a head's name, so that a new head is one file and a registry line."""
+    from electra_tf.tasks import heads
+
+    names = set(heads.SERVED)
+    spelled = []
+    for rel, path in python_files():
+        if rel.startswith("electra_tf/tasks/"):
+            continue
+        allowed = HEAD_NAME_DEFINED_BELOW.get(rel, set())
+        spelled += [f"{rel}:{line}: {name!r}" for line, name in head_names_spelled(path, names)
+                    if name not in allowed]
+    assert not spelled, "head names outside tasks/:\n" + "\n".join(spelled)
+
+
+def test_the_head_name_check_finds_a_comparison(tmp_path):
+    """The check above sees `task == "squad"` (and a dict key), not a docstring naming it."""
+    source = tmp_path / "m.py"
+    source.write_text('"""Serves squad and "squad"."""\n'
+                      'def f(task):\n    """squad"""\n    return task == "squad"\n'
+                      'TABLE = {"token_classification": 1}\n')
+    assert head_names_spelled(str(source), {"squad", "token_classification"}) == [
+        (4, "squad"), (5, "token_classification")]

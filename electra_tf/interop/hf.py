@@ -15,7 +15,9 @@ installed. Classes, recognised by their weight names:
 | ElectraForSequenceClassification | a fine-tuning folder: a `sequence_classification` head (the `mlp` classifier head: dense -> GELU -> dense), task `classification` (with `num_labels` 1, a regression); `--drop_task_head` keeps the encoder only |
 
 A task model's kind (`detect_kind`, the report's "kind") is the head it becomes
-(tasks.base.HEADS), which the export's --task names.
+(the head class of tasks/heads/ whose `hf_detect` recognises its weights; the
+class also owns its transformers names, `hf_modules`, and what its import and
+export check and change), which the export's --task names.
 
 A fine-tuning folder (artifacts.py: `finetuning_config.json` +
 `finetuned.weights.h5`, beside the discriminator's files) exports, evaluates
@@ -61,7 +63,7 @@ from electra_tf.core.fileio import (
     write_bytes,
 )
 from electra_tf.interop import core, names
-from electra_tf.tasks.base import HEADS
+from electra_tf.tasks import heads
 from electra_tf.training import artifacts
 
 _ACT_FROM_HF = {"gelu": "gelu", "gelu_new": "gelu_approximate", "gelu_fast": "gelu_approximate",
@@ -263,32 +265,26 @@ def keep_vocabulary(model_dir: str, output: str) -> str:
 
 
 def detect_kind(weights: dict) -> str:
-    """pretraining | masked_lm | model, or a task model's head: token_classification |
-    squad | sequence_classification."""
+    """pretraining | masked_lm | model, or a task model's head (the name of the head class
+    whose `hf_detect` recognises the weights)."""
     keys = set(weights)
     if any(k.startswith(("generator_predictions.", "generator_lm_head.")) for k in keys):
         return "masked_lm"
     if any(k.startswith("discriminator_predictions.") for k in keys):
         return "pretraining"
-    if any(k.startswith(("classifier.dense.", "classifier.out_proj.")) for k in keys):
-        return "sequence_classification"
-    if "classifier.weight" in keys:
-        return "token_classification"
-    if "qa_outputs.weight" in keys:
-        return "squad"
+    for head in heads.head_classes():
+        if head.hf_detect(keys):
+            return head.kind
     return "model"
 
 
 # === Import ===
-TASK_KINDS = HEADS  # the transformers task models, by the head each becomes
-
-
 def import_model(model_dir: str, output: str, model_size: str = "",
                  drop_task_head: bool = False, task_name: str = "", vocab_file: str = "",
                  max_seq_length: int = 0) -> dict:
     """Converts one transformers ELECTRA folder into (part of) an electra_tf model_dir.
 
-    A task model (TASK_KINDS) becomes a fine-tuning folder (`write_task_folder`);
+    A task model (a head of tasks/heads/) becomes a fine-tuning folder (`write_task_folder`);
     `task_name`, `vocab_file` and `max_seq_length` are for those. A conversion that
     fails midway (a full disk) removes what it wrote: the folder it made, or the
     files it added to one that was there, so no half folder (a vocab.txt alone) is left.
@@ -327,15 +323,17 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
     check_vocabulary(model_dir, vocab_file, config.vocab_size)
     weights = read_weights(model_dir)
     kind = detect_kind(weights)
-    if kind == "sequence_classification" and drop_task_head:
-        kind = "model"
+    head = heads.head_class(kind) if kind in heads.HEADS else None
+    dropped = head if drop_task_head and head is not None and head.hf_droppable else None
+    if dropped is not None:
+        kind, head = "model", None
     check_finite({k: v for k, v in weights.items()
-                  if not (drop_task_head and k.startswith("classifier."))}, model_dir)
+                  if not (dropped is not None and dropped.hf_owns(k))}, model_dir)
     if kind != "masked_lm":  # a generator is a fraction of the size it goes with
         core.check_model_size(config, model_size, {})
-    task_model = kind in TASK_KINDS
+    task_model = head is not None
     if task_model:  # before any file is written: a folder it cannot describe is refused
-        check_task_head(model_dir, hf_config, weights, kind)
+        head_config = check_task_head(model_dir, hf_config, weights, head)
         vocab, lower = read_tokenizer(model_dir, output, vocab_file)
     scope = "generator" if kind == "masked_lm" else "electra"
     skipped, converted = [], {}
@@ -351,10 +349,11 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
                     "electra_tf's MLM head is tied to them")
             skipped.append(f"{key} (tied to the word embeddings)")
             continue
-        if drop_task_head and key.startswith("classifier."):
+        if dropped is not None and dropped.hf_owns(key):
             skipped.append(f"{key} (task head dropped)")
             continue
-        mapped = names.hf_to_original(key, scope)
+        mapped = (head.hf_to_original(key) if head is not None and head.hf_owns(key)
+                  else names.hf_to_original(key, scope))
         if mapped is None:
             raise core.ConversionError(f"{model_dir}: {key} (shape {tuple(value.shape)}) maps "
                                        "to nothing in electra_tf")
@@ -373,15 +372,11 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
         if kind != "pretraining":
             may_be_missing = ("discriminator_predictions/",)
         if task_model:
-            width = converted["task_specific/output/kernel"].shape[1]
-            if kind == "squad" and width != 2:
-                raise core.ConversionError(f"{model_dir}: qa_outputs has {width} outputs, not 2")
-            finetuned = FinetuningModel(
-                model.encoder, kind, num_labels=width,
-                regression=kind == "sequence_classification" and width == 1,
-                **_HEAD_OPTIONS[kind])
+            width = int(weights[head.hf_output_weight].shape[0])
+            finetuned = FinetuningModel(model.encoder, kind, num_labels=width,
+                                        config=head_config)
             finetuned.build()
-            targets.update(names.task_head_variables(finetuned.head))
+            targets.update(finetuned.head.original_variables())
     report = core.assign(converted, targets, model_dir, may_be_missing)
     report.update(source=os.path.abspath(model_dir), format="hf", kind=kind, skipped=skipped,
                   mapping={n: targets[n].path for n in report["assigned"]})
@@ -414,57 +409,38 @@ def check_finite(weights: dict[str, np.ndarray], model_dir: str) -> None:
                 "a damaged model (a diverged training run?); only finite weights convert")
 
 
-# The weight whose rows are a task head's outputs (its labels).
-_HEAD_ROWS = {"token_classification": "classifier.weight",
-              "squad": "qa_outputs.weight",
-              "sequence_classification": "classifier.out_proj.weight"}
-# The head arguments of transformers' task heads (FinetuningModel's head_options).
-_HEAD_OPTIONS = {"token_classification": {}, "squad": {"span_head": "independent"},
-                 "sequence_classification": {"classifier_head": "mlp"}}
-_PROBLEM_TYPES = (None, "single_label_classification", "regression")
+def check_task_head(model_dir: str, hf_config: dict, weights: dict, head):
+    """Refuses a task model whose config.json does not describe its head; returns the
+    head's config (`head.hf_import_config`).
 
-
-def check_task_head(model_dir: str, hf_config: dict, weights: dict, kind: str) -> None:
-    """Refuses a task model whose config.json does not describe its head.
-
-    The head's outputs must be one or more; a sequence classifier's problem_type one
-    electra_tf computes (single-label softmax over two or more labels, or a one-output
-    regression: a sigmoid per label, multi_label_classification, is not); id2label,
-    where given, must name exactly the head's outputs, ids 0 to N-1.
+    The head's outputs must be one or more; what the head class refuses
+    (`hf_check`: a sequence classifier's problem_type it does not compute; a QA
+    head without two outputs); id2label, where given, must name exactly the head's
+    outputs, ids 0 to N-1.
 
     Raises:
-      ConversionError naming config.json and what disagrees.
+      ConversionError naming config.json (or the folder) and what disagrees.
     """
     path = os.path.join(model_dir, "config.json")
-    key = _HEAD_ROWS[kind]
+    key = head.hf_output_weight
     if key not in weights:
-        raise core.ConversionError(f"{model_dir}: an {ARCHITECTURES[kind]} without "
+        raise core.ConversionError(f"{model_dir}: an {head.hf_architecture} without "
                                    f"{key}: an incomplete checkpoint")
     width = int(weights[key].shape[0])
     if width == 0:
         raise core.ConversionError(f"{path}: the head has no outputs ({key} has shape "
                                    f"{tuple(weights[key].shape)}; num_labels "
                                    f"{hf_config.get('num_labels', 0)}): it predicts nothing")
-    if kind == "sequence_classification":
-        problem = hf_config.get("problem_type")
-        if problem == "multi_label_classification":
-            raise core.ConversionError(
-                f"{path}: problem_type multi_label_classification (a sigmoid per label, any "
-                "number of labels at once) is not supported: electra_tf's classifier picks "
-                "one label by softmax; --drop_task_head converts the encoder alone")
-        if problem not in _PROBLEM_TYPES:
-            raise core.ConversionError(f"{path}: problem_type {problem!r} is not one of "
-                                       f"{', '.join(map(str, _PROBLEM_TYPES[1:]))}")
-        if (problem == "regression" and width != 1) or \
-                (problem == "single_label_classification" and width == 1):
-            raise core.ConversionError(
-                f"{path}: problem_type {problem} with {width} output(s): electra_tf's "
-                "regression head predicts one number and its classifier two or more labels")
-    if kind != "squad" and width > 1:
+    try:
+        head.hf_check(path, hf_config, width)
+        config = head.hf_import_config(width)
+    except ValueError as e:
+        message = str(e)
+        raise core.ConversionError(message if message.startswith(path)
+                                   else f"{model_dir}: {message}") from None
+    if head.hf_labelled and width > 1:
         _labels(hf_config, width, path)
-
-
-_BIO_TAG = re.compile(r"^(O|[BIES]-\S+)$")
+    return config
 
 
 def _labels(hf_config: dict, width: int, path: str = "config.json") -> list[str]:
@@ -510,51 +486,38 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
     from electra_tf.tasks.registry import format_label_names, task_from_config
 
     head = model.head
-    width = 1 if head.regression else head.num_labels
-    labels = [] if head.kind == "squad" or head.regression else _labels(hf_config, width)
-    if not task_name:
-        task_name = {"token_classification": "ner" if all(_BIO_TAG.match(t) for t in labels)
-                     else "tagging",
-                     "squad": "squad_v1",
-                     "sequence_classification": "classification"}[head.kind]
+    head_cls, head_config = type(head), head.head_config
+    learns = head_cls.learns_labels(head_config)
+    width = head.num_labels
+    labels = _labels(hf_config, width) if learns else []
+    task_name = task_name or head_cls.hf_default_task(labels)
     options = {"task_name": task_name, "do_lower_case": do_lower_case,
-               "max_seq_length": max_seq_length}
-    if head.kind == "squad":
-        options.update(joint_prediction=False, squad_null_rule="combined",
-                       no_answer_threshold=0.0)
-    if head.kind == "sequence_classification":
-        options["classifier_head"] = "mlp"
-    if head.regression and task_name == "classification":
-        options["regression"] = True
+               "max_seq_length": max_seq_length,
+               **head_cls.hf_finetuning_options(head_config, task_name, labels)}
     if labels and task_name in ("classification", "tagging", "ner", "chunking"):
         options["label_names"] = format_label_names(labels)
-    if task_name in ("ner", "chunking") and any(t[:2] in ("E-", "S-") for t in labels):
-        options["tagging_scheme"] = "BIOES"
     try:
         config = FinetuningConfig(**options)
         task = task_from_config(config)
     except (ConfigError, TypeError) as e:
         raise core.ConversionError(f"--task_name={task_name}: {e}") from None
-    if (task.head, task.regression) != (head.kind, head.regression):
-        had, want = (f"{kind} head" + (" (a regression)" if regression else "")
-                     for kind, regression in ((head.kind, head.regression),
-                                              (task.head, task.regression)))
+    had = head_cls.describe(head_config)
+    want = task.head_class.describe(task.head_config())
+    if task.head_class is not head_cls or had != want:
         raise core.ConversionError(f"--task_name={task_name} has a {want}, but "
                                    f"{source} holds a {had}")
-    if head.kind == "sequence_classification" and not head.regression and \
-            len(task.label_names) != width:
+    if learns and len(task.label_names) != width:
         raise core.ConversionError(
             f"--task_name={task_name} has {len(task.label_names)} labels "
             f"({', '.join(task.label_names)}), but {source} predicts {width}")
-    head_options = _HEAD_OPTIONS[head.kind]
     run = FinetuneRun(model_dir=output, vocab_file=vocab, init_checkpoint=source)
     artifacts.save_finetuned(output, model)
     artifacts.write_finetuning_config(
         output, task=task, config=config, run=run, encoder=model.encoder.config,
         model_size=model_size_of(model.encoder.config), max_seq_length=max_seq_length,
-        head_options=head_options,
-        answerable=False,  # transformers' QA model has no answerability classifier
-        label_scale=(0.0, 1.0),  # transformers' regression logit is the score itself
+        head_config=head_config,  # transformers' (an independent span head, no answerability)
+        head_options=head_cls.hf_head_options(head_config),
+        label_scale=(0.0, 1.0),  # transformers' regression logit is the score
         converted_from=source)
     return task_name
 
@@ -658,13 +621,6 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
     return written
 
 
-# transformers' task model of each head (tasks.base.HEADS).
-ARCHITECTURES = {"token_classification": "ElectraForTokenClassification",
-                 "squad": "ElectraForQuestionAnswering",
-                 "sequence_classification": "ElectraForSequenceClassification"}
-_GELU_LINEAR_FROM = 10.0  # GELU(x) == x in float32 for x >= 10 (Phi(10) = 1 - 8e-24)
-
-
 def export_finetuned(model_dir: str, output: str) -> list[str]:
     """Writes a fine-tuning folder as its transformers model, labels and tokenizer files.
 
@@ -689,37 +645,25 @@ def export_finetuned(model_dir: str, output: str) -> list[str]:
     """
     model, record = artifacts.load_finetuned(model_dir)
     head = model.head
-    if record.head == "squad" and (head.joint or record.answerable):
-        what = "the joint span head" if head.joint else "an answerability classifier"
-        raise core.ConversionError(
-            f"{model_dir} has {what}, which transformers' ElectraForQuestionAnswering (one "
-            "dense layer for start and end logits) cannot hold; fine-tune with "
-            "--joint_prediction=false on squad_v1 to export to transformers")
-    architecture = ARCHITECTURES[record.head]
+    head_cls, head_config = type(head), head.head_config
+    if head_cls.hf_architecture is None:
+        raise core.ConversionError(f"{model_dir}: transformers has no class for a "
+                                   f"{head_cls.describe(head_config)}")
+    try:
+        head_cls.hf_export_check(head_config, model_dir)
+    except ValueError as e:
+        raise core.ConversionError(str(e)) from None
     encoder = model.encoder
     tensors = state_dict(names.encoder_variables("electra", encoder, "electra"))
     head_arrays = {name: np.asarray(keras_value(var), np.float64)
-                   for name, var in names.task_head_variables(head).items()}
-    if record.head == "sequence_classification" and not head.mlp:
-        head_arrays = _dense_as_mlp(head_arrays, encoder)
-    if record.regression:
-        low, scale = record.label_scale
-        head_arrays["task_specific/output/kernel"] *= scale
-        head_arrays["task_specific/output/bias"] = head_arrays["task_specific/output/bias"] \
-            * scale + low
+                   for name, var in head.original_variables().items()}
+    head_arrays = head_cls.hf_export_arrays(head_config, head_arrays, record, encoder)
     for name, value in head_arrays.items():
-        key, transpose = names.task_head_to_hf(name, architecture)
+        key, transpose = head_cls.original_to_hf(name)
         value = value.astype(np.float32)
         tensors[key] = np.ascontiguousarray(value.T if transpose else value)
-    config = hf_config(encoder.config, architecture)
-    labels = list(record.label_names) or ["LABEL_0"]
-    if record.head == "squad":
-        labels = ["LABEL_0", "LABEL_1"]
-    config.update(num_labels=len(labels), id2label={str(i): n for i, n in enumerate(labels)},
-                  label2id={n: i for i, n in enumerate(labels)})
-    if record.head == "sequence_classification":
-        config["problem_type"] = ("regression" if record.regression
-                                  else "single_label_classification")
+    config = head_cls.hf_export_config(
+        head_config, hf_config(encoder.config, head_cls.hf_architecture), record)
     vocab = artifacts.finetuned_vocab(record)
     _check_room(output, tensors, files=(vocab,))
     written = _save(output, tensors, config)
@@ -739,24 +683,3 @@ def keras_value(variable) -> np.ndarray:
     import keras
 
     return keras.ops.convert_to_numpy(variable)
-
-
-def _dense_as_mlp(arrays: dict, encoder) -> dict:
-    """One dense layer on [CLS] as transformers' dense -> GELU -> dense, exactly.
-
-    The [CLS] vector is the last LayerNorm's output x = gamma * z + beta, with
-    |z_i| <= sqrt(H - 1) for a normalized vector of width H; so x + c, with
-    c = 10 + sqrt(H - 1) max|gamma| + max|beta|, is >= 10 everywhere, where
-    GELU is the identity in float32. dense: identity, bias c; out_proj: W and
-    b - c W^T 1.
-    """
-    hidden = encoder.config.hidden_size
-    norm = encoder.transformer_layers[-1].output_layer_norm
-    gamma = np.abs(np.asarray(keras_value(norm.gamma), np.float64)).max()
-    beta = np.abs(np.asarray(keras_value(norm.beta), np.float64)).max()
-    shift = _GELU_LINEAR_FROM + np.sqrt(hidden - 1) * gamma + beta
-    kernel, bias = arrays["task_specific/output/kernel"], arrays["task_specific/output/bias"]
-    return {"task_specific/classifier_dense/kernel": np.eye(hidden),
-            "task_specific/classifier_dense/bias": np.full(hidden, shift),
-            "task_specific/output/kernel": kernel,
-            "task_specific/output/bias": bias - shift * kernel.sum(axis=0)}

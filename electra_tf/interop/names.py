@@ -22,9 +22,10 @@ Original names, with S = "electra" (D) or "generator" (G):
     generator_predictions/dense/{kernel,bias}, generator_predictions/LayerNorm/{gamma,beta}
     generator_predictions/output_bias                       [V]
 
-Fine-tuning heads use `task_specific/<layer>/...` here (electra_tf's TaskHead
-scope); the original's fine-tuned checkpoints name them
-`task_specific/<task>/dense...`, which tf1.TF1_HEAD_LAYERS maps.
+Fine-tuning heads use `task_specific/<layer>/...` here (the head classes of
+tasks/heads/ give them: `Head.original_variables`); the original's fine-tuned
+checkpoints name them `task_specific/<task>/dense...`, which each head class maps
+(`Head.tf1_variables`, read by interop/tf1.py).
 """
 
 from __future__ import annotations
@@ -117,15 +118,9 @@ def generator_variables(generator, discriminator=None) -> dict:
 
 
 def task_head_variables(head) -> dict:
-    """A fine-tuning TaskHead's output layer (and SQuAD 2.0's answerability layers, and
-    the mlp classifier's hidden layer)."""
-    out = _dense("task_specific/output", head.output_dense)
-    if getattr(head, "mlp", False):
-        out.update(_dense("task_specific/classifier_dense", head.classifier_dense))
-    if getattr(head, "answerable", False):
-        out.update(_dense("task_specific/answerable_hidden", head.answerable_dense))
-        out.update(_dense("task_specific/answerable_output", head.answerable_output))
-    return out
+    """A fine-tuning head's variables by original name: its class's (`Head.original_variables`,
+    tasks/heads/)."""
+    return head.original_variables()
 
 
 # === transformers (PyTorch) names ===
@@ -135,19 +130,9 @@ _HF_HEADS = {  # transformers module -> original scope (heads outside `electra.`
     "discriminator_predictions.dense": "discriminator_predictions/dense",
     "generator_predictions.dense": "generator_predictions/dense",
     "generator_predictions.LayerNorm": "generator_predictions/LayerNorm",
-    "classifier": "task_specific/output",  # ElectraForTokenClassification
-    "qa_outputs": "task_specific/output",  # ElectraForQuestionAnswering
-    # ElectraForSequenceClassification's ElectraClassificationHead (classifier_head="mlp")
-    "classifier.dense": "task_specific/classifier_dense",
-    "classifier.out_proj": "task_specific/output",
 }
-# transformers' task head modules, by architecture (export: original name -> module).
-HF_TASK_HEADS = {
-    "ElectraForTokenClassification": {"task_specific/output": "classifier"},
-    "ElectraForQuestionAnswering": {"task_specific/output": "qa_outputs"},
-    "ElectraForSequenceClassification": {"task_specific/output": "classifier.out_proj",
-                                         "task_specific/classifier_dense": "classifier.dense"},
-}
+# A fine-tuning head's transformers names are its class's (`Head.hf_modules`,
+# `hf_to_original`, `original_to_hf`: tasks/heads/).
 # Buffers that transformers may save; they hold no weights.
 HF_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
 
@@ -208,8 +193,6 @@ def original_to_hf(name: str) -> tuple[str, bool]:
     if name == "generator_predictions/output_bias":
         return "generator_lm_head.bias", False
     for hf, orig in _HF_HEADS.items():
-        if orig.startswith("task_specific/"):  # by architecture: task_head_to_hf
-            continue
         if name.startswith(orig + "/"):
             return _hf_leaf(hf, name[len(orig) + 1:])
     scope, _, rest = name.partition("/")
@@ -220,16 +203,6 @@ def original_to_hf(name: str) -> tuple[str, bool]:
     module, _, leaf = rest.rpartition("/")
     module = re.sub(r"layer_(\d+)", r"layer.\1", module).replace("/", ".")
     return _hf_leaf(f"electra.{module}", leaf)
-
-
-def task_head_to_hf(name: str, architecture: str) -> tuple[str, bool]:
-    """A task head's original name ("task_specific/output/kernel") -> transformers key of
-    `architecture` (HF_TASK_HEADS), and whether to transpose."""
-    module, _, leaf = name.rpartition("/")
-    heads = HF_TASK_HEADS[architecture]
-    if module not in heads:
-        raise KeyError(f"{architecture} has no layer for {name}")
-    return _hf_leaf(heads[module], leaf)
 
 
 def _hf_leaf(module: str, leaf: str) -> tuple[str, bool]:

@@ -10,7 +10,7 @@ get_generator_config).
 
 A checkpoint of the original's run_finetuning.py (the encoder and a task's
 head under `task_specific/<task>/`) becomes a fine-tuning folder instead
-(`import_finetuned`; the head's names: TF1_HEAD_LAYERS).
+(`import_finetuned`; the head's names: its class's `tf1_layers`, tasks/heads/).
 """
 
 from __future__ import annotations
@@ -217,31 +217,15 @@ def resume_flags(config: PretrainingConfig) -> str:
 
 # === The original's fine-tuned models ===
 # run_finetuning.py builds one BertModel (under "electra/") and each task's head in
-# tf.variable_scope("task_specific/" + task.name); tf.layers.dense names a scope's layers
-# dense, dense_1, dense_2, ... in the order it builds them. The one table of those names,
-# per head kind: electra_tf's TaskHead layer <- the original layer(s) under
-# task_specific/<task>/ (several: their kernels' columns side by side).
-TF1_HEAD_LAYERS = {
-    # classification_tasks.py: dense(num_labels) on [CLS]; RegressionTask: dense(1)
-    "sequence_classification": {"output": ("dense",)},
-    # tagging_tasks.py: dense(num_tags) at every token
-    "token_classification": {"output": ("dense",)},
-    # qa_tasks.py with joint_prediction (its default): dense(1) start logits, then
-    # qa_hidden (dense(512, gelu) of concat(h_start, h_end)) and dense(1) end logits
-    "squad/joint": {"start_output": ("dense",), "qa_hidden": ("qa_hidden",),
-                    "qa_logits": ("dense_1",)},
-    # qa_tasks.py without joint_prediction: dense(1) start, dense(1) end
-    "squad/independent": {"output": ("dense", "dense_1")},
-    # qa_tasks.py's answerable_classifier with answerable_uses_start_logits (both on by
-    # default, for every QA task): dense(512, gelu), then dense(1), built after the span layers
-    "squad/answerable": {"answerable_hidden": ("dense_2",), "answerable_output": ("dense_3",)},
-}
+# tf.variable_scope("task_specific/" + task.name); which layers a head has there, and
+# electra_tf's head layer each becomes, is the head class's (tasks/heads/: `Head.tf1_layers`,
+# `tf1_unread`, `tf1_width`, `tf1_max_seq_length`, `tf1_adjust`).
 # The original's task names (finetune/task_builder.py) that electra_tf spells otherwise.
 TF1_TASK_NAMES = {"sst": "sst2", "sts": "stsb", "squad": "squad_v2", "squadv1": "squad_v1",
                   "chunk": "chunking"}
 # configure_finetuning.py: a task with "squad" or "qa" in its name gets 512 tokens, chunk
-# 256, the others 128 (MRQA tasks: MrqaTask.default_max_seq_length, the same rule).
-_TF1_MAX_SEQ_LENGTH = {"squad": 512, "token_classification": 256}
+# 256, the others 128: the head class's tf1_max_seq_length (MRQA tasks:
+# MrqaTask.default_max_seq_length, the same rule by name).
 
 
 def is_finetuned(weights: dict) -> bool:
@@ -262,21 +246,13 @@ def _head_scope(weights: dict, task_name: str) -> tuple[str, list[str]]:
     return chosen[0], [s for s in scopes if s != chosen[0]]
 
 
-def head_layers(kind: str, span_head: str = "", answerable: bool = False) -> dict:
-    """TF1_HEAD_LAYERS of one head: {TaskHead layer: original layer(s)}."""
-    table = dict(TF1_HEAD_LAYERS[f"squad/{span_head}" if kind == "squad" else kind])
-    if answerable:
-        table.update(TF1_HEAD_LAYERS["squad/answerable"])
-    return table
-
-
 def head_arrays(weights: dict, scope: str, layers: dict) -> tuple[dict[str, np.ndarray],
                                                                   dict[str, str]]:
     """The TaskHead's arrays {"task_specific/<layer>/<kernel|bias>": array} from the original
     head under task_specific/<scope>/, and {source name: the array's name}.
 
     Args:
-      layers: head_layers(...).
+      layers: the head class's tf1_layers(config).
     """
     arrays, used = {}, {}
     for layer, sources in layers.items():
@@ -361,8 +337,11 @@ def _task_of(scope: str, task_name: str, weights: dict, label_names: str, do_low
             "electra_tf with this head)")
     prefix = f"task_specific/{scope}/"
     width = weights.get(prefix + "dense/kernel", np.zeros((0, 0))).shape[-1]
-    options = {"task_name": name, "do_lower_case": do_lower_case,
-               "joint_prediction": prefix + "qa_hidden/kernel" in weights}
+    options = {"task_name": name, "do_lower_case": do_lower_case}
+    from electra_tf.tasks.registry import task_options
+
+    if "joint_prediction" in task_options(name):  # qa_tasks.py's joint_prediction
+        options["joint_prediction"] = prefix + "qa_hidden/kernel" in weights
     if name == "classification" and width == 1 and not label_names:
         options["regression"] = True
     elif name in ("classification", "tagging", "ner", "chunking"):
@@ -392,13 +371,13 @@ def _task_of(scope: str, task_name: str, weights: dict, label_names: str, do_low
     from electra_tf.tasks.registry import MRQA_TASKS
 
     default = task.default_max_seq_length if name in MRQA_TASKS else \
-        _TF1_MAX_SEQ_LENGTH.get(task.head, 128)  # MRQA: the original's rule (naturalqs: 128)
+        task.head_class.tf1_max_seq_length  # MRQA: the original's rule (naturalqs: 128)
     length = max_seq_length or min(positions, default)
     if length > positions:
         raise core.ConversionError(f"--max_seq_length={length}: the model has {positions} "
                                    "positions (electra/embeddings/position_embeddings)")
     config = FinetuningConfig(**{**options, "max_seq_length": length})
-    want = 1 if task.head == "squad" or task.regression else len(task.label_names)
+    want = task.head_class.tf1_width(task.head_config(), len(task.label_names))
     if width != want:
         labels = "1 output (a regression)" if task.regression else \
             f"{want} outputs" + (f" ({', '.join(task.label_names)})" if task.label_names else "")
@@ -416,7 +395,7 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
 
     The folder (finetuning_config.json + finetuned.weights.h5, beside the
     discriminator's files) evaluates, fine-tunes further and exports like one
-    run_finetuning wrote. The head: TF1_HEAD_LAYERS. The task: `task_name`
+    run_finetuning wrote. The head: its class's tf1_layers. The task: `task_name`
     (electra_tf's or the original's name), else the original's scope name
     (TF1_TASK_NAMES). The labels: the GLUE task's own (the original's order),
     else `label_names`, else for a tagger the tags of the task's files in
@@ -460,15 +439,18 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
             f"{vocab_file or source_dir}: no vocabulary" + ("" if vocab_file else " (vocab.txt)")
             + "; pass --vocab_file, the vocab.txt the model was fine-tuned with")
     check_vocab_size(vocab, config.vocab_size)
-    layers = head_layers(task.head, task.head_options.get("span_head", ""), task.answerable)
+    head, head_config = task.head_class, task.head_config()
+    try:
+        layers = head.tf1_layers(head_config)
+    except ValueError as e:
+        raise core.ConversionError(f"--task_name={task.name}: {e}") from None
     arrays, used = head_arrays(weights, scope, layers)
     prefix = f"task_specific/{scope}/"
     unused = sorted(n for n in weights if n.startswith(prefix) and n not in used)
-    answerable_names = {f"{prefix}{s}/{leaf}" for layer in
-                        TF1_HEAD_LAYERS["squad/answerable"].values() for s in layer
-                        for leaf in ("kernel", "bias")}
+    unread = {f"{prefix}{s}/{leaf}" for layer in head.tf1_unread(head_config).values()
+              for s in layer for leaf in ("kernel", "bias")}
     skipped = list(skipped or [])
-    if task.head == "squad" and not task.answerable and set(unused) <= answerable_names:
+    if unread and set(unused) <= unread:
         skipped += [f"{n} (the answerability classifier, which {task.name} never reads)"
                     for n in unused]
         unused = []
@@ -481,18 +463,11 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
                 for n in sorted(weights) if n.split("/")[0] == "task_specific"
                 and n.split("/")[1] in others]
     converted = {**encoder_weights, **arrays}
-    adjusted = []
-    if task.head == "token_classification":
-        types = np.array(converted["electra/embeddings/token_type_embeddings"])
-        types[0] = types[1]
-        converted["electra/embeddings/token_type_embeddings"] = types
-        adjusted.append("electra/embeddings/token_type_embeddings: row 0 is the checkpoint's "
-                        "row 1 (the original's tagger reads segment ids 1, electra_tf's 0)")
+    adjusted = head.tf1_adjust(converted)
 
     discriminator = build_discriminator(config)
     model = FinetuningModel(discriminator.encoder, task.head, max(1, len(task.label_names)),
-                            answerable=task.answerable, regression=task.regression,
-                            **task.head_options)
+                            config=head_config)
     model.build()
     targets = {**names.discriminator_variables(discriminator),
                **{f"task_specific/{w.path.split('/')[-2]}/{w.path.split('/')[-1]}": w

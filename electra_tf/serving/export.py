@@ -9,7 +9,7 @@ and `export`).
 --checkpoint is a fine-tuning model_dir (finetuned.weights.h5 +
 finetuning_config.json) for token_classification, sequence_classification and
 squad, or a pre-training model_dir (discriminator.weights.h5 +
-discriminator_config.json) for rtd. The vocabulary is the folder's own
+discriminator_config.json) for rtd and score (Electric's). The vocabulary is the folder's own
 vocab.txt, checked by the fingerprint
 the folder records (artifacts.folder_vocab); --vocab_file must hold the same
 tokens, and no vocabulary may hold more tokens than the embedding table has
@@ -20,8 +20,10 @@ version is never overwritten. Temporary dirs that a killed export left there
 are removed by the next export (clean_stale_tmp).
 
 --task names what the endpoint serves. For a fine-tuning folder that is the
-head its finetuning_config.json records (tasks.base.HEADS: the one vocabulary
-of the tasks, their folders and the export), so no table maps one to the other.
+head its finetuning_config.json records (the names of tasks/heads/'s registry:
+the one vocabulary of the tasks, their folders and the export), so no table
+maps one to the other; the head's class gives the signatures' inputs and
+outputs (`Head.text_inputs`, `Head.text_outputs`, `Head.ids_outputs`).
 
 The SavedModel holds:
   serving_default  text signature (in-graph FastBertTokenizer; TF Serving 2.12+)
@@ -48,14 +50,13 @@ from absl import logging
 
 from electra_tf.core import fileio
 from electra_tf.core.errors import InputError
-from electra_tf.tasks.base import HEADS
+from electra_tf.tasks import heads
 
-# What an endpoint serves (--task): a fine-tuned model's head (tasks/base.py, the
-# "head" its folder records) or the pre-trained discriminator's replaced-token
-# detection. From tasks.base, not electra_tf.serving.graph, so that the command checks
-# its flags and files before TensorFlow is imported (seconds).
-# score: Electric's text scores (serving/scoring.py), from a pre-training folder.
-TASKS = HEADS + ("rtd", "score")
+# What an endpoint serves (--task): a fine-tuned model's head (the "head" its folder
+# records) or a pre-trained model's (rtd; score, Electric's text scores): the names of
+# tasks/heads/'s registry, read without importing a head (Keras), so that the command
+# checks its flags and files before TensorFlow is imported (seconds).
+TASKS = tuple(heads.SERVED)
 
 
 def load_saved_model(path: str):
@@ -74,53 +75,81 @@ def load_saved_model(path: str):
     return tf.saved_model.load(path)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(init=False)
 class ServingSpec:
-    """What the export needs: the Keras model, the tokenizer and the task's settings."""
+    """What the export needs: the Keras model, the tokenizer and the head's settings.
 
-    task: str  # one of TASKS: the model's head (tasks.base.HEADS), or rtd
-    model: object  # keras.Model: FinetuningModel, or ElectraDiscriminator for rtd
-    tokenizer: object  # electra_tf.text.tokenizer.Tokenizer
+    Args:
+      task: one of TASKS (the head's name; `head` is its class).
+      model: keras.Model: FinetuningModel, or the ElectraDiscriminator of a pre-trained head.
+      tokenizer: electra_tf.text.tokenizer.Tokenizer.
+      max_seq_length: L.
+      task_name: the fine-tuning task (ner, sst2, squad_v2, ...).
+      label_names: classes or tags, in logit order.
+      pair: the task reads two texts.
+      length_buckets: serving.length_buckets (None: its default).
+      options: the head's ServingOptions (a span head's null_rule, a regression's
+        label_scale, ...), or, without it, **head_options make them; read as
+        attributes of the spec. ValueError names an option the head does not take.
+    """
+
+    task: str
+    model: object
+    tokenizer: object
     max_seq_length: int
-    task_name: str = ""  # the fine-tuning task (ner, sst2, squad_v2, ...)
+    task_name: str = ""
     label_names: tuple = ()
-    pair: bool = False  # sequence_classification on sentence pairs
-    regression: bool = False  # sequence_classification predicting a number (STS-B)
-    label_scale: tuple = (0.0, 1.0)  # regression: score = logit * max + min (min, max)
-    answerable: bool = False  # SQuAD 2.0
-    span_head: str = "independent"  # squad: the trained span head ("joint": a beam)
-    max_query_length: int = 64
-    max_answer_length: int = 30
-    null_rule: str = "combined"  # SQuAD 2.0: "answerable" or "combined" (tasks/squad.py)
-    no_answer_threshold: float = 0.0  # SQuAD 2.0: has_answer when null_odds <= it
-    answerable_weight: float = 0.5  # the "combined" rule's weight of the answerable logit
-    length_buckets: tuple | None = None  # serving.length_buckets (None: its default)
+    pair: bool = False
+    length_buckets: tuple | None = None
+    options: object = None
+
+    def __init__(self, task: str, model, tokenizer, max_seq_length: int, task_name: str = "",
+                 label_names=(), pair: bool = False, length_buckets=None, options=None,
+                 **head_options):
+        self.task, self.model, self.tokenizer = task, model, tokenizer
+        self.max_seq_length, self.task_name = max_seq_length, task_name
+        self.label_names, self.pair, self.length_buckets = tuple(label_names), pair, length_buckets
+        self.head = heads.head_class(task)
+        if options is None:
+            try:
+                options = self.head.ServingOptions(**head_options)
+            except TypeError:
+                known = {f.name for f in dataclasses.fields(self.head.ServingOptions)}
+                raise ValueError(f"the {task} head's serving takes no option(s) "
+                                 f"{sorted(set(head_options) - known)}") from None
+        elif head_options:
+            raise ValueError("ServingSpec takes options or head options, not both")
+        self.options = options
+
+    def __getattr__(self, name):
+        if name == "options":  # not set yet
+            raise AttributeError(name)
+        try:
+            return getattr(self.options, name)
+        except AttributeError:
+            raise AttributeError(f"the {self.task} head's ServingSpec has no {name!r}") from None
 
 
 def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: int = 0,
               max_query_length: int = 64, max_answer_length: int = 30) -> ServingSpec:
     """Builds the Keras model from a model_dir (artifacts.py) and checks it suits `task`.
 
-    The export follows what was trained: the recorded head (SQuAD's joint or
-    independent span head), STS-B's label scale, and SQuAD 2.0's null rule
-    and its threshold (registry.squad_null_options: qa_na_threshold for the
-    "answerable" rule, no_answer_threshold for "combined").
+    The export follows what was trained: the recorded head and what its class
+    reads of the record (`Head.serving_options`: SQuAD's joint or independent
+    span head and SQuAD 2.0's null rule, STS-B's label scale).
 
     Raises:
       InputError: missing files or a checkpoint of another task.
     """
-    from electra_tf.tasks.registry import squad_null_options
     from electra_tf.training import artifacts
 
     if task not in TASKS:
         raise InputError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
-    if task in ("rtd", "score"):
+    if task in heads.PRETRAINED_HEADS:  # a pre-training folder's discriminator
         discriminator, _ = artifacts.load_discriminator(checkpoint, what="--checkpoint")
         folder = artifacts.model_folder(checkpoint)
-        if task == "score":
-            from electra_tf.serving.scoring import check_electric_folder
-
-            check_electric_folder(folder)
+        heads.head_class(task).check_pretrained(
+            folder, artifacts.read_pretraining_config(folder).get("pretraining", {}))
         from electra_tf.text.tokenizer import Tokenizer  # TensorFlow: after the file checks
 
         vocab = _vocab(folder, vocab_file, discriminator.config.vocab_size)
@@ -140,22 +169,13 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
                          f"{record.head} model, which --task={task} cannot serve (give "
                          f"--task={record.head})")
     vocab = _vocab(checkpoint, vocab_file, record.encoder.vocab_size)
-    span = {}  # a span head's kind and null rule, as recorded (read_finetuning_config)
-    if record.head == "squad":
-        null = squad_null_options(record.finetuning)
-        span = {"span_head": record.head_options["span_head"],
-                "null_rule": null["null_odds_from"],
-                "no_answer_threshold": null["no_answer_threshold"]}
-        if record.answerable and span["span_head"] == "joint" and span["null_rule"] == "combined":
-            raise InputError(f"--checkpoint {checkpoint}: the combined null rule needs the "
-                             "independent head's end logits, but the model has the joint head")
+    options = heads.head_class(record.head).serving_options(
+        record, checkpoint, max_query_length=max_query_length,
+        max_answer_length=max_answer_length)
     return _checked_length(ServingSpec(
         task, model, Tokenizer(vocab, do_lower_case=record.do_lower_case),
         max_seq_length or record.max_seq_length, task_name=record.task,
-        label_names=record.label_names, pair=record.pair,
-        regression=record.regression, label_scale=tuple(record.label_scale),
-        answerable=record.answerable, max_query_length=max_query_length,
-        max_answer_length=max_answer_length, **span), checkpoint)
+        label_names=record.label_names, pair=record.pair, options=options), checkpoint)
 
 
 def _vocab(folder: str, vocab_file: str, rows: int) -> str:

@@ -9,11 +9,9 @@ BERT's "longest first" rule written in closed form.
 
 Signature inputs and outputs (the names are stable; see docs/serving.md):
 
-text signature `serving_default` (string [batch] inputs):
-  token_classification: text
-  sequence_classification: text (+ text_pair for pair tasks)
-  squad: question, context
-  rtd: text
+text signature `serving_default` (string [batch] inputs): by the head
+  (`Head.text_inputs`, tasks/heads/): text, text + text_pair (a pair task), or
+  question + context
 ids signature `serving_ids` (and `serving_default` of an --ids_only export):
   input_word_ids, input_mask, input_type_ids: int32 [batch, seq]
 
@@ -38,15 +36,6 @@ from electra_tf.text.tokenizer import Tokenizer
 
 NO_SPAN_SCORE = -1e9  # answer_score when the context has no valid span
 _NEG = -1e30
-
-
-def text_input_names(task: str, pair: bool) -> tuple[str, ...]:
-    """Input names of the text signature."""
-    if task == "squad":
-        return ("question", "context")
-    if task == "sequence_classification" and pair:
-        return ("text", "text_pair")
-    return ("text",)
 
 
 def keep_first(rt, n):

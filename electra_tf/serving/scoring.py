@@ -14,10 +14,11 @@ whole sequence: a masked LM needs one pass per token for its pseudo-log-
 likelihood (Salazar et al. 2020). Higher is more likely; scores of the same
 model compare hypotheses of any length, as the paper's re-ranking does.
 
-`load_scorer(model_dir)` is what `python -m electra_tf.score` runs;
-`ids_outputs` / `text_outputs` are the `--task=score` export's
-(serving/signatures.py routes that task here): text in, a score per sequence
-and the per-token energies out, with the other exports' length buckets.
+`load_scorer(model_dir)` is what `python -m electra_tf.score` runs. The
+`--task=score` export's outputs (text in, a score per sequence and the
+per-token energies out, with the other exports' length buckets) are the score
+head's (tasks/heads/scoring.py, ScoreHead), whose energy functions this module
+shares.
 """
 
 from __future__ import annotations
@@ -28,39 +29,10 @@ import numpy as np
 import tensorflow as tf
 
 from electra_tf.core.errors import InputError
+from electra_tf.tasks.heads.scoring import ScoreHead, sequence_scores, token_energies
 
-TASK = "score"
-
-
-def token_energies(energies, word_ids, mask, cls_id: int, sep_id: int):
-    """float32 [B, L]: E(x)_t at the scored tokens, 0 at [CLS], [SEP] and padding."""
-    scored = (tf.cast(mask, tf.float32)
-              * tf.cast(tf.not_equal(word_ids, cls_id), tf.float32)
-              * tf.cast(tf.not_equal(word_ids, sep_id), tf.float32))
-    return tf.cast(energies, tf.float32) * scored
-
-
-def sequence_scores(energies, word_ids, mask, cls_id: int, sep_id: int):
-    """float32 [B]: -sum_t E(x)_t over the scored tokens."""
-    return -tf.reduce_sum(token_energies(energies, word_ids, mask, cls_id, sep_id), axis=-1)
-
-
-def ids_outputs(spec, out, word_ids, mask) -> dict:
-    """The ids signature's outputs: score [B], token_energies [B, L]."""
-    tok = spec.tokenizer
-    energies = token_energies(out["rtd_logits"], word_ids, mask, tok.cls_id, tok.sep_id)
-    return {"score": -tf.reduce_sum(energies, axis=-1), "token_energies": energies}
-
-
-def text_outputs(spec, out, packer, packed, s_a, e_a) -> dict:
-    """The text signature's: score, token_energies, tokens, token_start, token_end
-    (per position, padded to L by the caller) and truncated."""
-    word_ids, mask, width = packed["input_word_ids"], packed["input_mask"], packed["width"]
-    result = ids_outputs(spec, out, word_ids, mask)
-    result.update(tokens=packer.tokens(word_ids, mask),
-                  token_start=packer.positions(s_a, packed["len_a"], width),
-                  token_end=packer.positions(e_a, packed["len_a"], width))
-    return result
+__all__ = ["ElectricScorer", "Scored", "check_electric_folder", "load_scorer",
+           "sequence_scores", "token_energies"]
 
 
 def check_electric_folder(folder: str) -> None:
@@ -71,13 +43,8 @@ def check_electric_folder(folder: str) -> None:
     """
     from electra_tf.training import artifacts
 
-    recorded = artifacts.read_pretraining_config(folder).get("pretraining", {})
-    objective = recorded.get("objective", "")
-    if objective != "electric":
-        raise InputError(
-            f"{folder} holds no Electric model (its pretraining_config.json records "
-            f"objective={objective or 'nothing'}); scores are the energies of a model "
-            "pre-trained with --objective=electric")
+    ScoreHead.check_pretrained(folder,
+                               artifacts.read_pretraining_config(folder).get("pretraining", {}))
 
 
 @dataclasses.dataclass

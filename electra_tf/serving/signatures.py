@@ -4,43 +4,12 @@
 to assets/vocab.txt) and adds two endpoints; the model's variables and the
 tokenizer's constants are saved as what the endpoints use:
 
-  serving_default  text in (see graph.text_input_names), decoded outputs
+  serving_default  text in (the head's inputs: Head.text_inputs), decoded outputs
   serving_ids      input_word_ids / input_mask / input_type_ids int32 [B, L] in
 
-Output names, by task (shapes: B batch, L max_seq_length, W most words in the
-batch, C classes, T tags):
-  token_classification
-    text: wordpiece_tokens, wordpiece_labels (string [B, L]), wordpiece_scores
-          (float [B, L], max tag probability), wordpiece_start, wordpiece_end
-          (int64 [B, L] bytes), word_texts, word_labels (string [B, W]),
-          word_scores (float [B, W]), word_start, word_end (int64 [B, W]),
-          num_words (int32 [B]), truncated (bool [B])
-    ids:  tag_logits, tag_probabilities [B, L, T], tag_ids (int32),
-          tag_labels (string), tag_scores [B, L]
-  sequence_classification (both): probabilities [B, C], label (string [B]),
-          label_id (int32 [B]), logits [B, C]; STS-B: score [B] (logit x max +
-          min of the recorded label_scale: 0..5); text adds truncated
-  squad
-    text: answer_text (string [B]), answer_start, answer_end (int64 [B], bytes
-          into the context), answer_score, no_answer_score, null_odds (float [B]),
-          has_answer (bool [B]), truncated (bool [B])
-    ids:  start_logits [B, L] and end_logits [B, L] (independent head) or the
-          joint head's beam start_top_log_probs, start_top_index [B, K],
-          end_top_log_probs, end_top_index [B, K, K]; answerable_logits [B]
-          (2.0); answer_start_index, answer_end_index (int32 [B]), answer_score,
-          no_answer_score, null_odds, has_answer
-    The span follows the trained head (graph.span_outputs,
-    graph.beam_span_outputs: for the joint head the span tasks/squad.py
-    decodes from the first window) and the null odds the recorded null rule
-    (graph.null_outputs; has_answer: null_odds <= the rule's threshold).
-  score (Electric, serving/scoring.py)
-    text: score (float [B], -sum of the energies), token_energies (float [B, L], 0 at
-          [CLS], [SEP] and padding), tokens, token_start, token_end, truncated
-    ids:  score, token_energies
-  rtd
-    text: replaced_probabilities (float [B, L], 0 at padding), tokens (string
-          [B, L]), token_start, token_end (int64 [B, L]), truncated (bool [B])
-    ids:  rtd_logits, replaced_probabilities [B, L]
+Output names: each head's own (its class in tasks/heads/, whose docstring
+lists them; docs/serving.md has the table). The text signature adds
+truncated (bool [B]): the input did not fit max_seq_length.
 
 Length buckets: each row runs the model on only the positions it needs. The
 text signature packs a batch to the shortest length bucket that holds its
@@ -69,13 +38,10 @@ import keras
 import tensorflow as tf
 
 from electra_tf.serving import encoder as serving_encoder
-from electra_tf.serving import graph, scoring
-from electra_tf.tasks.model import MASK_LOGIT
+from electra_tf.serving import graph
+from electra_tf.tasks import heads
 
 IDS_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
-# The joint span head's raw outputs (in place of end_logits): tasks/model.py.
-JOINT_OUTPUTS = ("start_logits", "start_top_log_probs", "start_top_index",
-                 "end_top_log_probs", "end_top_index")
 
 
 class _Assets(tf.Module):
@@ -186,74 +152,19 @@ def _model_outputs(spec, word_ids, mask, type_ids, model=None):
 
 
 def ids_outputs(spec, word_ids, mask, type_ids, model=None) -> dict:
-    """The ids signature's outputs (see the module docstring); model: _model_outputs'."""
+    """The ids signature's outputs (the head's, `Head.ids_outputs`); model: _model_outputs'."""
     out = _model_outputs(spec, word_ids, mask, type_ids, model)
-    if spec.task == scoring.TASK:
-        return scoring.ids_outputs(spec, out, word_ids, mask)
-    if spec.task == "rtd":
-        logits = out["rtd_logits"]
-        return {"rtd_logits": logits,
-                "replaced_probabilities": tf.sigmoid(logits) * tf.cast(mask, logits.dtype)}
-    if spec.task == "sequence_classification":
-        return graph.classification_outputs(out["logits"], spec.label_names, spec.regression,
-                                              spec.label_scale)
-    if spec.task == "token_classification":
-        probs, tag_ids, labels, scores = graph.tagging_piece_outputs(
-            out["tag_logits"], mask, spec.label_names)
-        return {"tag_logits": out["tag_logits"], "tag_probabilities": probs, "tag_ids": tag_ids,
-                "tag_labels": labels, "tag_scores": scores}
-    span = _span(spec, out, mask, type_ids)
-    raw = JOINT_OUTPUTS if spec.span_head == "joint" else ("start_logits", "end_logits")
-    result = {**{k: out[k] for k in raw}, **{k: v for k, v in span.items() if k != "has_span"}}
-    if spec.answerable:
-        result["answerable_logits"] = out["answerable_logits"]
-    return result
+    return spec.head.ids_outputs(spec, out, word_ids, mask, type_ids, graph)
 
 
-def _span(spec, out, mask, type_ids):
-    """The best span of the model's head and the null score of the model's rule."""
-    if spec.span_head == "joint":
-        span = graph.beam_span_outputs(*(out[k] for k in JOINT_OUTPUTS[1:]), mask, type_ids,
-                                         spec.max_answer_length)
-    else:
-        span = graph.span_outputs(out["start_logits"], out["end_logits"], mask, type_ids,
-                                    spec.max_answer_length)
-    rule = spec.null_rule if spec.answerable else (
-        "none" if spec.span_head == "joint" else "combined")
-    span["no_answer_score"], span["null_odds"] = graph.null_outputs(
-        rule, span["answer_score"], out.get("answerable_logits") if spec.answerable else None,
-        out["start_logits"], out.get("end_logits"), spec.answerable_weight)
-    if spec.answerable:
-        span["has_answer"] = span["has_span"] & (span["null_odds"] <= spec.no_answer_threshold)
-    else:
-        span["has_answer"] = span["has_span"]
-    return span
-
-
-# The text signatures' per-position outputs and their value at padding: they
-# are computed on the batch's bucket and padded to L with it.
-TEXT_POSITION_FILLS = {
-    "replaced_probabilities": 0.0, "tokens": "", "token_start": -1, "token_end": -1,
-    "wordpiece_tokens": "", "wordpiece_labels": "", "wordpiece_scores": 0.0,
-    "wordpiece_start": -1, "wordpiece_end": -1, "token_energies": 0.0,
-}
-# The model's per-position outputs past a row's bucket (BucketedModel).
-MODEL_FILLS = {"rtd_logits": 0.0, "tag_logits": 0.0, "start_logits": MASK_LOGIT,
-               "end_logits": MASK_LOGIT}
+# The model's per-position outputs past a row's bucket (BucketedModel), every head's.
+MODEL_FILLS = {k: v for cls in heads.head_classes() for k, v in cls.model_fills.items()}
 _UNSERVED = ("sequence_output", "pooled_output")  # the discriminator's, unused here
 
 
-def _full_window(outputs: dict, length) -> dict:
-    """The text signature's per-position outputs padded to `length` positions."""
-    return {k: graph.pad_positions(v, length, TEXT_POSITION_FILLS[k])
-            if k in TEXT_POSITION_FILLS else v for k, v in outputs.items()}
-
-
 def min_length(spec) -> int:
-    """The fewest positions the model takes: the joint span head's beam needs beam_size."""
-    if spec.task == "squad" and spec.span_head == "joint":
-        return int(spec.model.head.beam_size)
-    return 1
+    """The fewest positions the model takes (the head's: a beam needs beam_size)."""
+    return spec.head.min_length(spec)
 
 
 class BucketedModel:
@@ -273,6 +184,7 @@ class BucketedModel:
         self.model = spec.model
         self.buckets = tuple(buckets)
         self.min_length = min_length(spec)
+        self.fills = spec.head.model_fills
         symbolic = {k: keras.KerasTensor((None, None), dtype="int32")
                     for k in ("input_ids", "input_mask", "segment_ids")}
         out = spec.model.compute_output_spec(symbolic, training=False)
@@ -304,7 +216,7 @@ class BucketedModel:
             for k, (_, _, positional) in self.outputs.items():
                 value = out[k]
                 if positional:
-                    value = graph.pad_positions(value, seq, MODEL_FILLS.get(k, 0))
+                    value = graph.pad_positions(value, seq, self.fills.get(k, 0))
                 arrays[k] = arrays[k].write(i, value)
             return i + 1, rows_array.write(i, rows), arrays
 
@@ -320,66 +232,25 @@ class BucketedModel:
 
 
 def text_outputs(spec, packer: graph.Packer, *texts, model=None) -> dict:
-    """The text signature's outputs (see the module docstring); texts: checked [B] strings;
-    model: _model_outputs'."""
+    """The text signature's outputs (the head's, `Head.text_outputs`, and truncated);
+    texts: checked [B] strings; model: _model_outputs'."""
     if len(texts) == 2:  # one tokenizer call for both (half the graph)
         batch = tf.shape(texts[0])[0]
         both = packer.tokenize(tf.concat(texts, axis=0))
         tokenized = [[x[:batch] for x in both], [x[batch:] for x in both]]
     else:
         tokenized = [packer.tokenize(texts[0])]
-    (norm_a, ids_a, s_a, e_a) = tokenized[0]
+    ids_a = tokenized[0][1]
     if len(tokenized) == 2:
-        (norm_b, ids_b, s_b, e_b) = tokenized[1]
-        limit = None
-        if spec.task == "squad":
-            limit = tf.constant(min(spec.max_query_length, (spec.max_seq_length - 3) // 2),
-                                tf.int64)
-        packed = packer.pack(ids_a, ids_b, limit_a=limit)
+        limit = spec.head.pack_limit(spec)
+        limit = None if limit is None else tf.constant(limit, tf.int64)
+        packed = packer.pack(ids_a, tokenized[1][1], limit_a=limit)
     else:
         packed = packer.pack(ids_a)
     word_ids, mask, type_ids = (packed[k] for k in IDS_INPUTS)
-    width = packed["width"]
     out = _model_outputs(spec, word_ids, mask, type_ids, model)
-    truncated = {"truncated": packed["truncated"]}
-    L = spec.max_seq_length
-    if spec.task == "sequence_classification":
-        result = graph.classification_outputs(out["logits"], spec.label_names,
-                                                spec.regression, spec.label_scale)
-        return {**result, **truncated}
-    if spec.task == scoring.TASK:
-        result = scoring.text_outputs(spec, out, packer, packed, s_a, e_a)
-        return {**_full_window(result, L), **truncated}
-    if spec.task == "rtd":
-        probs = tf.sigmoid(out["rtd_logits"]) * tf.cast(mask, tf.float32)
-        result = {"replaced_probabilities": probs, "tokens": packer.tokens(word_ids, mask),
-                  "token_start": packer.positions(s_a, packed["len_a"], width),
-                  "token_end": packer.positions(e_a, packed["len_a"], width)}
-        return {**_full_window(result, L), **truncated}
-    if spec.task == "token_classification":
-        _, _, labels, scores = graph.tagging_piece_outputs(out["tag_logits"], mask,
-                                                             spec.label_names)
-        result = {"wordpiece_tokens": packer.tokens(word_ids, mask),
-                  "wordpiece_labels": labels, "wordpiece_scores": scores,
-                  "wordpiece_start": packer.positions(s_a, packed["len_a"], width),
-                  "wordpiece_end": packer.positions(e_a, packed["len_a"], width)}
-        words = graph.tagging_word_outputs(packer, norm_a, ids_a, s_a, e_a, packed["len_a"],
-                                             labels, scores)
-        return {**_full_window(result, L), **words, **truncated}
-    # squad: the question is a, the context b
-    span = _span(spec, out, mask, type_ids)
-    starts = packer.positions(s_a, packed["len_a"], width, packed["len_b"], s_b)
-    # An answer ends at the end of its last piece's character (never inside one).
-    ends = packer.positions(graph.char_ends(s_a, e_a), packed["len_a"], width,
-                            packed["len_b"], graph.char_ends(s_b, e_b))
-    s_byte = tf.gather(starts, span["answer_start_index"], batch_dims=1)
-    e_byte = tf.gather(ends, span["answer_end_index"], batch_dims=1)
-    s_byte = tf.where(span["has_span"], s_byte, 0)
-    e_byte = tf.where(span["has_span"], e_byte, 0)
-    return {"answer_text": graph.substr_bytes(norm_b, s_byte, e_byte),
-            "answer_start": s_byte, "answer_end": e_byte,
-            "answer_score": span["answer_score"], "no_answer_score": span["no_answer_score"],
-            "null_odds": span["null_odds"], "has_answer": span["has_answer"], **truncated}
+    result = spec.head.text_outputs(spec, packer, tokenized, packed, out, graph)
+    return {**result, "truncated": packed["truncated"]}
 
 
 def build_archive(spec, ids_only: bool = False):
@@ -408,20 +279,15 @@ def build_archive(spec, ids_only: bool = False):
 
     buckets = graph.length_buckets(spec.max_seq_length, spec.length_buckets, min_length(spec))
     model = BucketedModel(spec, buckets)
-    names = graph.text_input_names(spec.task, spec.pair)
+    names = spec.head.text_inputs(spec.pair)
     info = {"task": spec.task, "task_name": spec.task_name, "max_seq_length": spec.max_seq_length,
-            "label_names": list(spec.label_names), "regression": spec.regression,
+            "label_names": list(spec.label_names),
             "do_lower_case": spec.tokenizer.do_lower_case,
             "strip_accents": spec.tokenizer.strip_accents, "ids_only": ids_only,
             "cls_id": spec.tokenizer.cls_id, "sep_id": spec.tokenizer.sep_id,
             "unk_id": spec.tokenizer.unk_id, "pad_id": spec.tokenizer.pad_id,
             "length_buckets": list(buckets), "signatures": {}}
-    if spec.regression:
-        info["label_scale"] = [float(x) for x in spec.label_scale]
-    if spec.task == "squad":
-        info.update(span_head=spec.span_head, max_answer_length=spec.max_answer_length)
-        if spec.answerable:
-            info.update(null_rule=spec.null_rule, no_answer_threshold=spec.no_answer_threshold)
+    info.update(spec.head.export_info(spec))
     if not ids_only:
         packer = graph.Packer(spec.tokenizer, spec.max_seq_length, spec.length_buckets,
                                 min_length(spec))

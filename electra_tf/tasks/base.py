@@ -1,16 +1,17 @@
 """What a fine-tuning task is: the contract between task modules and the loop.
 
 A task's `head` names what its fine-tuned model serves, in the one vocabulary
-that the tasks, the model (tasks/model.py), the losses (tasks/losses.py), the
-folder a run writes (finetuning_config.json's "head") and the export
-(`--task`, serving/export.py) share, HEADS:
+that the tasks, the model (tasks/model.py), the folder a run writes
+(finetuning_config.json's "head") and the export (`--task`,
+serving/export.py) share, HEADS: the names of tasks/heads/'s registry, each
+a class that owns the head's layers, loss, record and serving outputs:
   sequence_classification   one output per text or text pair: classes, or with
                             `regression` one number (STS-B)
   token_classification      a tag per token (NER, chunking, your own tags)
   squad                     an answer span in a context; with `answerable` also
                             whether there is one (SQuAD 2.0)
 The export serves these and the pre-trained discriminator's "rtd". A task
-declares its head here and, by it, its loss (`Task.loss`).
+declares its head here and, by it, its loss (`Task.loss`: `Head.loss`).
 
 Data flow:
   task.read(data_dir, split)              -> examples (task-specific objects)
@@ -43,17 +44,55 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import json
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from electra_tf.core.errors import TaskDataError
+from electra_tf.core.errors import ConfigError, TaskDataError
+from electra_tf.tasks import heads
 
-# What a fine-tuned model serves (see the module docstring): the one definition.
-HEADS = ("sequence_classification", "token_classification", "squad")
+# What a fine-tuned model serves (see the module docstring): the registry's names
+# (tasks/heads/__init__.py, which maps each to its class).
+HEADS = tuple(heads.HEADS)
 
-__all__ = ["HEADS", "Features", "Task", "TaskDataError", "pack_pair"]
+__all__ = ["HEADS", "Features", "Task", "TaskDataError", "TaskOptions", "option", "pack_pair"]
+
+
+def option(name: str):
+    """A TaskOptions field for the FinetuningConfig field `name`, with its default."""
+    from electra_tf.core.config import FinetuningConfig
+
+    return dataclasses.field(default=FinetuningConfig.__dataclass_fields__[name].default)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskOptions:
+    """The task options a family of tasks reads: FinetuningConfig fields (each a flag of
+    run_finetuning), with FinetuningConfig's defaults (`option`).
+
+    A family's module (glue.py, squad.py, tagging.py, classification.py) subclasses
+    this as `Options` and builds its tasks from it (`task_from_options`); an option of
+    another family given to one of its tasks is refused by the registry in that
+    family's words (`refusals`, else the generic line).
+    """
+
+    # The line refusing a field of this family to a task of another ({name!r}: that task).
+    refusals: ClassVar[Mapping[str, str]] = MappingProxyType({})
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_config(cls, config) -> "TaskOptions":
+        """The options a FinetuningConfig gives this family."""
+        return cls(**{n: getattr(config, n) for n in cls.names()})
+
+    def given(self) -> list[str]:
+        """The options set to other than their default."""
+        return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) != f.default]
 
 
 @dataclasses.dataclass
@@ -111,21 +150,26 @@ class Task(abc.ABC):
     """More FinetuningModel arguments for this task's head (SQuAD: span_head,
     beam_size); whoever builds the model passes them."""
 
+    @property
+    def head_class(self):
+        """The class of this task's head (tasks/heads/; Keras is imported on first use)."""
+        return heads.head_class(self.head)
+
+    def head_config(self):
+        """The options this task trains its head with (`Head.config_for_task`)."""
+        return self.head_class.config_for_task(self)
+
     def loss(self, outputs: Mapping[str, Any], labels: Mapping[str, Any]):
-        """The summed loss of a batch (a scalar tensor): the head's, tasks/losses.py.
+        """The summed loss of a batch (a scalar tensor): the head's (`Head.loss`).
 
         `outputs` as the model returns them in training, `labels` as
         Features.labels. Divide by `loss_count(labels)` for the mean to report.
         """
-        from electra_tf.tasks import losses  # keras: only where a model trains
-
-        return losses.head_loss(self.head, outputs, labels, regression=self.regression)
+        return self.head_class.loss(self.head_config(), outputs, labels)
 
     def loss_count(self, labels: Mapping[str, Any]):
         """What `loss` sums over, as a float32 scalar (examples, or weighted tokens)."""
-        from electra_tf.tasks import losses
-
-        return losses.head_loss_count(self.head, labels)
+        return self.head_class.loss_count(self.head_config(), labels)
 
     def submission_file(self, split: str) -> str | None:
         """File name of a split's predictions in a leaderboard's submission format
@@ -159,6 +203,41 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def write_predictions(self, predictions: Any, examples: list, path: str) -> None:
         """The official output format (GLUE submission TSV, SQuAD JSON, CoNLL)."""
+
+
+def parse_label_names(value: str) -> tuple[str, ...] | None:
+    """--label_names "a,b,c" -> ("a", "b", "c"); '["a,b", "c"]' (a JSON list, for names
+    holding commas) -> ("a,b", "c"); "" -> None (learned from train).
+
+    Raises:
+      ConfigError: an empty or repeated name, or a "[" that does not open a JSON list
+        of strings.
+    """
+    if not value.strip():
+        return None
+    if value.strip().startswith("["):
+        try:
+            names = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"--label_names {value!r} opens with [ but is not a JSON list "
+                              f"({e})") from None
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ConfigError(f"--label_names {value!r}: expected a JSON list of strings")
+        names = tuple(names)
+    else:
+        names = tuple(n.strip() for n in value.split(","))
+    if not all(names) or len(set(names)) != len(names):
+        raise ConfigError(f"--label_names must be distinct non-empty names separated by "
+                          f"commas (or a JSON list of them), got {value!r}")
+    return names
+
+
+def format_label_names(names) -> str:
+    """The --label_names value `parse_label_names` reads back as `names`: comma-separated, or
+    a JSON list where a name holds a comma, starts with [ or has spaces at its ends."""
+    if any("," in n or n.startswith("[") or n != n.strip() for n in names):
+        return json.dumps(list(names), ensure_ascii=False)
+    return ",".join(names)
 
 
 def pack_pair(tokens_a: list[int], tokens_b: list[int] | None, max_seq_length: int,

@@ -52,10 +52,10 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from electra_tf.core.errors import TaskDataError
+from electra_tf.core.errors import ConfigError, TaskDataError
 from electra_tf.core.fileio import atomic_write_text
 from electra_tf.tasks import metrics as metrics_lib
-from electra_tf.tasks.base import Features, Task
+from electra_tf.tasks.base import Features, Task, TaskOptions, option, parse_label_names
 
 FORMATS = ("tsv", "csv", "jsonl")
 # A regression target written as text: what a spreadsheet or numpy writes. Python's
@@ -80,6 +80,39 @@ class TextExample:
     text_b: str | None
     label: str | float | None
     source: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Options(TaskOptions):
+    """The options of classification on your own files (run_finetuning flags)."""
+
+    text_column: str = option("text_column")
+    text_pair_column: str = option("text_pair_column")
+    label_column: str = option("label_column")
+    regression: bool = option("regression")
+    label_names: str = option("label_names")  # comma-separated; empty: learned from train
+    classifier_head: str = option("classifier_head")
+
+    refusals = {"label_names": "--label_names is for classification and tagging tasks; "
+                               "{name!r} has its own labels"}
+
+
+def task_from_options(name: str, options: Options) -> "ClassificationTask":
+    """classification with its options.
+
+    Raises:
+      ConfigError: label names with --regression, or options the task refuses (columns).
+    """
+    label_names = parse_label_names(options.label_names)
+    if options.regression and label_names is not None:
+        raise ConfigError("--regression predicts a number: it takes no --label_names")
+    try:
+        return ClassificationTask(
+            text_column=options.text_column, text_pair_column=options.text_pair_column,
+            label_column=options.label_column, label_names=label_names,
+            regression=options.regression, classifier_head=options.classifier_head)
+    except ValueError as e:
+        raise ConfigError(f"--task_name=classification: {e}") from None
 
 
 class ClassificationTask(Task):
@@ -108,7 +141,8 @@ class ClassificationTask(Task):
 
     def __init__(self, text_column: str = "text", text_pair_column: str | None = None,
                  label_column: str = "label", label_names: Sequence[str] | None = None,
-                 regression: bool = False, name: str = "classification"):
+                 regression: bool = False, name: str = "classification",
+                 classifier_head: str = "dense"):
         columns = [c for c in (text_column, text_pair_column, label_column) if c]
         if not text_column or not label_column:
             raise ValueError("text_column and label_column must be given")
@@ -121,6 +155,7 @@ class ClassificationTask(Task):
         self.text_b = text_pair_column or None
         self.label_column = label_column
         self.regression = regression
+        self.classifier_head = classifier_head  # the head's variant (heads/classification.py)
         self.labels_given = label_names is not None
         self._label_names: tuple[str, ...] = ()
         if label_names is not None:
@@ -131,6 +166,11 @@ class ClassificationTask(Task):
             self._label_names = names
 
     # === The base.Task contract ===
+
+    @property
+    def head_options(self) -> dict:
+        """The classifier head chosen (recorded only where it is not the dense one)."""
+        return {} if self.classifier_head == "dense" else {"classifier_head": self.classifier_head}
 
     @property
     def label_names(self) -> tuple[str, ...]:

@@ -44,7 +44,7 @@ from absl import logging
 from electra_tf.core.errors import InputError, TaskDataError
 from electra_tf.core.fileio import atomic_write_text
 from electra_tf.tasks import metrics as metrics_lib
-from electra_tf.tasks.base import Features, Task, pack_pair
+from electra_tf.tasks.base import Features, Task, TaskOptions, option, pack_pair
 
 _ENCODE_CHUNK = 4096  # sentences per tokenizer call: bounds memory on MNLI/QQP
 
@@ -110,10 +110,16 @@ class GlueTask(Task):
     double_unordered: bool = True
     regression_min: float = 0.0
     regression_max: float = 1.0
+    classifier_head: str = "dense"  # the head's variant (heads/classification.py)
 
     # === The base.Task contract ===
 
     head = "sequence_classification"
+
+    @property
+    def head_options(self) -> dict:
+        """The classifier head chosen (recorded only where it is not the dense one)."""
+        return {} if self.classifier_head == "dense" else {"classifier_head": self.classifier_head}
 
     @property
     def regression(self) -> bool:
@@ -425,6 +431,24 @@ GLUE_TASKS: dict[str, GlueTask] = _registry(
     GlueTask("rte", "RTE", _ENTAILMENT, "sentence1", "sentence2", "label", default_epochs=10),
     GlueTask("wnli", "WNLI", _BINARY, "sentence1", "sentence2", "label"),
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class Options(TaskOptions):
+    """The GLUE tasks' options (run_finetuning flags)."""
+
+    double_unordered: bool = option("double_unordered")  # MRPC, STS-B; the others ignore it
+    classifier_head: str = option("classifier_head")
+
+
+def task_from_options(name: str, options: Options) -> GlueTask:
+    """The GLUE task `name` with its options."""
+    task = get_task(name)
+    overrides = {"classifier_head": options.classifier_head} \
+        if options.classifier_head != task.classifier_head else {}
+    if task.unordered:
+        overrides["double_unordered"] = options.double_unordered
+    return dataclasses.replace(task, **overrides) if overrides else task
 
 
 def get_task(name: str, **overrides) -> GlueTask:

@@ -1,4 +1,7 @@
-"""Fine-tuning losses by head (base.HEADS): pure keras.ops functions of logits and targets.
+"""Fine-tuning losses: pure keras.ops functions of logits and targets.
+
+Each head class (tasks/heads/) picks its loss here (`Head.loss`) and says
+what it sums over (`Head.loss_count`).
 
 As the original's run_finetuning.py, the loss is SUMMED over the batch: each
 task's `get_prediction_module` returns per-example losses, and the original's
@@ -17,9 +20,9 @@ The per-example losses are the original's:
   tag_weights (the first wordpiece of each word a window owns), summed over
   the tokens: the batch's loss is the sum over all weighted tokens.
 
-`head_loss_count` gives what the sum runs over (examples; weighted tokens for
-token_classification), so that a loop can report the readable mean, loss /
-count. A task's `loss` and `loss_count` (base.Task) are these for its head.
+A head's `loss_count` gives what the sum runs over (examples; weighted tokens
+for token_classification), so that a loop can report the readable mean, loss /
+count. A task's `loss` and `loss_count` (base.Task) are its head's.
 
 Everything is computed in float32 with the pre-training losses' own softmax
 and sigmoid cross-entropies (`electra_tf.objectives.losses`).
@@ -63,34 +66,3 @@ def tagging_loss(tag_logits, tag_ids, tag_weights):
     """
     w = ops.cast(tag_weights, "float32")
     return ops.sum(softmax_cross_entropy(tag_logits, tag_ids) * w)
-
-
-def head_loss(head: str, outputs: dict, labels: dict, regression: bool = False):
-    """The summed loss of a batch for `head` (one of base.HEADS).
-
-    `labels` as base.Features.labels; `regression`: a sequence_classification
-    head's target is a number. Divide by `head_loss_count` for the mean.
-    """
-    if head == "sequence_classification":
-        if regression:
-            return regression_loss(outputs["logits"], labels["label"])
-        return classification_loss(outputs["logits"], labels["label"])
-    if head == "squad":
-        return span_loss(outputs["start_logits"], outputs["end_logits"],
-                         labels["start_positions"], labels["end_positions"],
-                         outputs.get("answerable_logits"), labels.get("is_impossible"))
-    if head == "token_classification":
-        return tagging_loss(outputs["tag_logits"], labels["tag_ids"], labels["tag_weights"])
-    raise ValueError(f"unknown head {head!r}")
-
-
-def head_loss_count(head: str, labels: dict):
-    """What `head_loss` sums over, as float32: the examples, or for token_classification
-    the weighted tokens (at least 1e-6). loss / count is the per-example (per-token)
-    mean, the number to report."""
-    if head == "token_classification":
-        return ops.sum(ops.cast(labels["tag_weights"], "float32")) + 1e-6
-    if head not in ("sequence_classification", "squad"):
-        raise ValueError(f"unknown head {head!r}")
-    key = "start_positions" if head == "squad" else "label"
-    return ops.cast(ops.shape(labels[key])[0], "float32")

@@ -49,7 +49,7 @@ import numpy as np
 from absl import logging
 
 from electra_tf.core.errors import InputError, TaskDataError
-from electra_tf.tasks import mrqa_eval
+from electra_tf.tasks import base, mrqa_eval
 from electra_tf.tasks.squad import SquadExample, SquadPrediction, SquadTask, _ids
 
 # The original's MRQA tasks (finetune/task_builder.py), and `mrqa` for any file of the format.
@@ -118,6 +118,22 @@ def original_answer_span(context: str, start: int, text: str, char_starts: np.nd
             if list(doc_ids[new_start:new_end + 1]) == want:
                 return new_start, new_end
     return tok_start, tok_end
+
+
+@dataclasses.dataclass(frozen=True)
+class Options(base.TaskOptions):
+    """The MRQA tasks' options (run_finetuning flags): the span head. SQuAD 2.0's null
+    rule is not one: an MRQA task always has an answer (`squad_null_rule` and its
+    thresholds are refused)."""
+
+    joint_prediction: bool = base.option("joint_prediction")
+    beam_size: int = base.option("beam_size")
+
+
+def task_from_options(name: str, options: Options) -> "MrqaTask":
+    """An MRQA task (one of MRQA_TASKS) with its options."""
+    return MrqaTask(name, joint_prediction=options.joint_prediction,
+                    beam_size=options.beam_size)
 
 
 class MrqaTask(SquadTask):

@@ -2,132 +2,118 @@
 
     task = task_from_config(config)   # a FinetuningConfig: its name and task options
     task = get_task("mrpc")           # the same with the FinetuningConfig defaults
+
+Each family of tasks owns its options: its module (glue.py, squad.py, mrqa.py,
+tagging.py, classification.py) declares them as `Options` (the
+FinetuningConfig fields it reads) and builds its tasks from them
+(`task_from_options`). An option of one family given to a task of another is
+refused here, in the words of the family that owns it. A new family is a
+module of that shape and a line in FAMILIES.
 """
 
 from __future__ import annotations
 
-import json
+import importlib
 
 from electra_tf.core.config import FinetuningConfig
 from electra_tf.core.errors import ConfigError
+from electra_tf.tasks.base import format_label_names, parse_label_names
 
+__all__ = ["FAMILIES", "format_label_names", "get_task", "squad_null_options",
+           "task_from_config", "task_names", "task_options"]
+
+# Task families: module in tasks/ -> its task names (None: the module's GLUE_TASKS). The
+# order is that in which a refused option is looked for (your own files' options first).
+FAMILIES = {
+    "classification": ("classification",),
+    "tagging": ("ner", "chunking", "tagging"),
+    "glue": None,
+    "squad": ("squad_v1", "squad_v2"),
+    "mrqa": ("newsqa", "naturalqs", "triviaqa", "searchqa", "mrqa"),
+}
 TAGGING_TASKS = ("ner", "chunking")
 SQUAD_TASKS = {"squad_v1": "1.1", "squad_v2": "2.0"}
-MRQA_TASKS = ("newsqa", "naturalqs", "triviaqa", "searchqa", "mrqa")  # tasks/mrqa.py
+MRQA_TASKS = FAMILIES["mrqa"]  # tasks/mrqa.py
 OWN_DATA_TASKS = ("classification", "tagging")  # your own files (classification.py, tagging.py)
-# FinetuningConfig fields only the own-data tasks read (--label_names: tagging tasks too).
-_OWN_DATA_OPTIONS = ("text_column", "text_pair_column", "label_column", "regression")
+
+
+def _module(family: str):
+    return importlib.import_module(f"electra_tf.tasks.{family}")
+
+
+def _names(family: str) -> tuple[str, ...]:
+    names = FAMILIES[family]
+    return tuple(_module(family).GLUE_TASKS) if names is None else names
 
 
 def task_names() -> list[str]:
-    from electra_tf.tasks.glue import GLUE_TASKS
+    return (sorted(_names("glue")) + sorted(SQUAD_TASKS) + list(MRQA_TASKS)
+            + list(TAGGING_TASKS) + list(OWN_DATA_TASKS))
 
-    return (sorted(GLUE_TASKS) + sorted(SQUAD_TASKS) + list(MRQA_TASKS) + list(TAGGING_TASKS)
-            + list(OWN_DATA_TASKS))
+
+def task_options(name: str) -> tuple[str, ...]:
+    """The FinetuningConfig fields task `name` takes (its family's Options).
+
+    Raises:
+      ConfigError: an unknown task.
+    """
+    return _module(_family_of(name)).Options.names()
+
+
+def _family_of(name: str) -> str:
+    for family in FAMILIES:
+        if name in _names(family):
+            return family
+    raise ConfigError(f"unknown task_name {name!r}; known: {', '.join(task_names())}")
+
+
+def _refuse_others_options(name: str, family: str, config: FinetuningConfig) -> None:
+    """Refuses an option of another family, set to other than its default, naming it.
+
+    Raises:
+      ConfigError: "--OPTION is an option of --task_name=A/B, not of 'NAME'" (or the
+        owning family's own line, its Options.refusals).
+    """
+    mine = set(_module(family).Options.names())
+    defaults = FinetuningConfig()
+    for other in FAMILIES:
+        options = _module(other).Options
+        for field in options.names():
+            if field in mine or getattr(config, field) == getattr(defaults, field):
+                continue
+            line = options.refusals.get(field)
+            if line is None:
+                owners = [n for f in FAMILIES if field in _module(f).Options.names()
+                          for n in _names(f)]
+                line = (f"--{field} is an option of --task_name={'/'.join(owners)}, "
+                        "not of {name!r}")
+            raise ConfigError(line.format(name=name))
 
 
 def task_from_config(config: FinetuningConfig):
     """A fresh Task for `config.task_name`, with the task options of `config`.
 
-    The options: tagging_scheme (ner/chunking), double_unordered (MRPC,
-    STS-B; ignored by the other GLUE tasks), SQuAD's and MRQA's head
-    (joint_prediction, beam_size: the task's `head_options`) and SQuAD 2.0's null rule and its
-    threshold (`squad_null_options`); classification's text_column,
-    text_pair_column, label_column and regression; label_names
-    (comma-separated) for classification and the tagging tasks.
+    The options each family reads are its module's `Options`: double_unordered
+    and classifier_head (GLUE; double_unordered matters to MRPC and STS-B),
+    joint_prediction, beam_size and SQuAD 2.0's null rule and its thresholds
+    (squad), joint_prediction and beam_size (the MRQA tasks), tagging_scheme and
+    label_names (ner, chunking, tagging), text_column, text_pair_column,
+    label_column, regression, label_names and classifier_head (classification).
+    label_names is comma-separated (or a JSON list).
 
     Raises:
-      ConfigError: an unknown task, an own-data option given to a task that
-        does not read it, or label_names that are not distinct names.
+      ConfigError: an unknown task, an option given to a task that does not
+        take it, or options the task refuses (label_names that are not distinct
+        names, ...).
     """
-    from electra_tf.tasks import glue
-
     name = config.task_name
-    defaults = FinetuningConfig()
-    given = [f for f in _OWN_DATA_OPTIONS if getattr(config, f) != getattr(defaults, f)]
-    if name != "classification" and given:
-        raise ConfigError(f"--{given[0]} is an option of --task_name=classification, not of "
-                          f"{name!r}")
-    label_names = _label_names(config.label_names)
-    if label_names is not None and name not in ("classification", "tagging") + TAGGING_TASKS:
-        raise ConfigError(f"--label_names is for classification and tagging tasks; {name!r} "
-                          "has its own labels")
-    if name == "classification":
-        from electra_tf.tasks.classification import ClassificationTask
-
-        if config.regression and label_names is not None:
-            raise ConfigError("--regression predicts a number: it takes no --label_names")
-        try:
-            return ClassificationTask(
-                text_column=config.text_column, text_pair_column=config.text_pair_column,
-                label_column=config.label_column, label_names=label_names,
-                regression=config.regression)
-        except ValueError as e:
-            raise ConfigError(f"--task_name=classification: {e}") from None
-    if name == "tagging":
-        from electra_tf.tasks.tagging import TaggingTask
-
-        try:
-            return TaggingTask(name=name, label_names=label_names, scheme=None)
-        except ValueError as e:  # a name with a space
-            raise ConfigError(f"--label_names: {e}") from None
-    if name in glue.GLUE_TASKS:
-        task = glue.get_task(name)
-        return glue.get_task(name, double_unordered=config.double_unordered) \
-            if task.unordered else task
-    if name in SQUAD_TASKS:
-        from electra_tf.tasks.squad import SquadTask
-
-        return SquadTask(version=SQUAD_TASKS[name], joint_prediction=config.joint_prediction,
-                         beam_size=config.beam_size, **squad_null_options(config.to_dict()))
-    if name in MRQA_TASKS:
-        from electra_tf.tasks.mrqa import MrqaTask
-
-        return MrqaTask(name, joint_prediction=config.joint_prediction,
-                        beam_size=config.beam_size)
-    if name in TAGGING_TASKS:
-        from electra_tf.tasks.tagging import TaggingTask
-
-        try:
-            return TaggingTask(name=name, label_names=label_names, scheme=config.tagging_scheme)
-        except ValueError as e:  # label names outside the scheme
-            raise ConfigError(f"--label_names: {e}") from None
-    raise ConfigError(f"unknown task_name {name!r}; known: {', '.join(task_names())}")
+    family = _family_of(name)
+    _refuse_others_options(name, family, config)
+    module = _module(family)
+    return module.task_from_options(name, module.Options.from_config(config))
 
 
-def _label_names(value: str) -> tuple[str, ...] | None:
-    """--label_names "a,b,c" -> ("a", "b", "c"); '["a,b", "c"]' (a JSON list, for names
-    holding commas) -> ("a,b", "c"); "" -> None (learned from train).
-
-    Raises:
-      ConfigError: an empty or repeated name, or a "[" that does not open a JSON list
-        of strings.
-    """
-    if not value.strip():
-        return None
-    if value.strip().startswith("["):
-        try:
-            names = json.loads(value)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"--label_names {value!r} opens with [ but is not a JSON list "
-                              f"({e})") from None
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise ConfigError(f"--label_names {value!r}: expected a JSON list of strings")
-        names = tuple(names)
-    else:
-        names = tuple(n.strip() for n in value.split(","))
-    if not all(names) or len(set(names)) != len(names):
-        raise ConfigError(f"--label_names must be distinct non-empty names separated by "
-                          f"commas (or a JSON list of them), got {value!r}")
-    return names
-
-
-def format_label_names(names) -> str:
-    """The --label_names value `_label_names` reads back as `names`: comma-separated, or
-    a JSON list where a name holds a comma, starts with [ or has spaces at its ends."""
-    if any("," in n or n.startswith("[") or n != n.strip() for n in names):
-        return json.dumps(list(names), ensure_ascii=False)
-    return ",".join(names)
+_label_names = parse_label_names  # the name earlier versions had
 
 
 def squad_null_options(finetuning: dict) -> dict:
@@ -141,9 +127,7 @@ def squad_null_options(finetuning: dict) -> dict:
       {"null_odds_from": rule, "no_answer_threshold": the rule's threshold
       (qa_na_threshold for "answerable", no_answer_threshold for "combined")}.
     """
-    rule = finetuning["squad_null_rule"]
-    threshold = finetuning["qa_na_threshold" if rule == "answerable" else "no_answer_threshold"]
-    return {"null_odds_from": rule, "no_answer_threshold": float(threshold)}
+    return _module("squad").null_options(finetuning)
 
 
 def get_task(name: str, **options):

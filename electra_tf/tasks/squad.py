@@ -135,6 +135,39 @@ class SquadPrediction:
     nbest: list[dict] = dataclasses.field(default_factory=list)
 
 
+VERSIONS = {"squad_v1": "1.1", "squad_v2": "2.0"}  # task name -> SQuAD version
+
+
+@dataclasses.dataclass(frozen=True)
+class Options(base.TaskOptions):
+    """The SQuAD tasks' options (run_finetuning flags): the span head and 2.0's null rule."""
+
+    joint_prediction: bool = base.option("joint_prediction")
+    beam_size: int = base.option("beam_size")
+    squad_null_rule: str = base.option("squad_null_rule")
+    qa_na_threshold: float = base.option("qa_na_threshold")
+    no_answer_threshold: float = base.option("no_answer_threshold")
+
+
+def null_options(finetuning) -> dict:
+    """SquadTask's null_odds_from and no_answer_threshold from the options (a mapping of
+    FinetuningConfig fields: Options as a dict, or a folder's recorded "finetuning")."""
+    rule = finetuning["squad_null_rule"]
+    threshold = finetuning["qa_na_threshold" if rule == "answerable" else "no_answer_threshold"]
+    return {"null_odds_from": rule, "no_answer_threshold": float(threshold)}
+
+
+def task_from_options(name: str, options: Options) -> "SquadTask":
+    """squad_v1 or squad_v2 with its options.
+
+    Raises:
+      ValueError: options the task refuses together (the combined rule with the joint head).
+    """
+    return SquadTask(version=VERSIONS[name], joint_prediction=options.joint_prediction,
+                     beam_size=options.beam_size,
+                     **null_options(dataclasses.asdict(options)))
+
+
 class SquadTask(base.Task):
     """SQuAD 1.1 or 2.0 (a base.Task, head "squad"; `answerable` for 2.0).
 

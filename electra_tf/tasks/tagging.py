@@ -49,8 +49,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from electra_tf.core.errors import TaskDataError
-from electra_tf.tasks.base import Features, Task
+from electra_tf.core.errors import ConfigError, TaskDataError
+from electra_tf.tasks.base import Features, Task, TaskOptions, option, parse_label_names
 
 DOCSTART = "-DOCSTART-"
 SCHEMES = {"BIO": "BI", "BIOES": "BIES"}  # the span prefixes each scheme allows
@@ -103,6 +103,31 @@ class TaggingWindow:
 
     word_ids: np.ndarray
     owned: np.ndarray
+
+
+TASKS = ("ner", "chunking", "tagging")  # CoNLL NER and chunking, and your own tags
+
+
+@dataclasses.dataclass(frozen=True)
+class Options(TaskOptions):
+    """The tagging tasks' options (run_finetuning flags)."""
+
+    tagging_scheme: str = option("tagging_scheme")  # ner, chunking (tagging takes any tags)
+    label_names: str = option("label_names")  # comma-separated; empty: learned from train
+
+
+def task_from_options(name: str, options: Options) -> "TaggingTask":
+    """ner, chunking or tagging with its options.
+
+    Raises:
+      ConfigError: label names that are not distinct tags (of the scheme).
+    """
+    label_names = parse_label_names(options.label_names)
+    try:
+        return TaggingTask(name=name, label_names=label_names,
+                           scheme=None if name == "tagging" else options.tagging_scheme)
+    except ValueError as e:  # a name with a space, or outside the scheme
+        raise ConfigError(f"--label_names: {e}") from None
 
 
 class TaggingTask(Task):

@@ -20,7 +20,7 @@ Three kinds of folder, each a set of files with fixed names:
                               transformers task model is a fine-tuning folder too)
 - fine-tuning model_dir (`run_finetuning`):
     finetuning_config.json    {"finetuning", "run", "encoder", "task" (its name),
-                               "head" (what the model serves: tasks.base.HEADS,
+                               "head" (what the model serves: tasks/heads/,
                                which the export's --task names), "regression",
                                "answerable", "pair", "label_names", "head_options"
                                (FinetuningModel's head arguments, e.g. SQuAD's
@@ -62,7 +62,7 @@ from electra_tf.core.fileio import (
     atomic_write_text,
     check_free_space,
 )
-from electra_tf.tasks.base import HEADS
+from electra_tf.tasks import heads
 
 FORMAT_VERSION = 1
 
@@ -579,7 +579,7 @@ class FinetunedRecord:
     """What finetuning_config.json records about a fine-tuned model."""
 
     task: str  # the task name (registry)
-    head: str  # what the model serves: one of tasks.base.HEADS (the task's `head`)
+    head: str  # what the model serves: a name of tasks/heads/ (the task's `head`)
     regression: bool  # a sequence_classification head that predicts a number
     answerable: bool  # a squad head with an answerability logit (SQuAD 2.0)
     pair: bool  # the task reads two texts
@@ -604,33 +604,47 @@ class FinetunedRecord:
     def no_answer_threshold(self) -> float:
         return float(self.finetuning.get("no_answer_threshold", 0.0))
 
+    @property
+    def head_class(self):
+        """The recorded head's class (tasks/heads/)."""
+        return heads.head_class(self.head)
+
+    @property
+    def head_config(self):
+        """The recorded head's config (ValueError, TypeError: options that make none)."""
+        return self.head_class.config_from_record({
+            "regression": self.regression, "answerable": self.answerable,
+            "head_options": self.head_options})
+
 
 def write_finetuning_config(model_dir: str, *, task, config, run, encoder: EncoderConfig,
-                            model_size: str, max_seq_length: int, head_options=None,
-                            answerable: bool | None = None, label_scale=None,
-                            vocab_file: str = "", **extra) -> None:
+                            model_size: str, max_seq_length: int, head_config=None,
+                            head_options=None, label_scale=None, vocab_file: str = "",
+                            **extra) -> None:
     """finetuning_config.json: the task, its head, the encoder and the run.
 
     Also keeps the vocabulary in the folder (model_dir/vocab.txt) and records
     its fingerprint, as `write_pretraining_config` does.
 
     Args:
-      task: the tasks.base.Task trained (its head, regression, head_options and,
-        for a regression, regression_min and regression_max are recorded).
+      task: the tasks.base.Task trained (its head, what its head class records of
+        its config: `Head.record`, and, for a regression, regression_min and
+        regression_max).
       config, run: FinetuningConfig and FinetuneRun.
       encoder: the encoder's config; model_size: its size name.
-      head_options, answerable, label_scale: what the model has where it differs
-        from the task's own (the classifier head chosen, an imported model).
+      head_config, label_scale: what the model has where it differs from the
+        task's own (the classifier head chosen, an imported model); head_options:
+        what to record of it where that differs from `Head.record`'s (an import's).
       **extra: more keys (epochs, total_steps, layerwise_lr_decay).
     """
     value = {
         "finetuning": config.to_dict(), "run": dataclasses.asdict(run),
         "encoder": encoder.to_dict(), "model_size": model_size, "task": task.name,
-        "head": task.head, "regression": bool(task.regression),
-        "answerable": bool(task.answerable if answerable is None else answerable),
+        "head": task.head,
+        **task.head_class.record(task.head_config() if head_config is None else head_config),
+        **({} if head_options is None else {"head_options": dict(head_options)}),
         "pair": task.text_b is not None,
-        "label_names": list(task.label_names), "max_seq_length": max_seq_length,
-        "head_options": dict(task.head_options if head_options is None else head_options)}
+        "label_names": list(task.label_names), "max_seq_length": max_seq_length}
     if task.regression:
         value["label_scale"] = [float(v) for v in label_scale or (task.regression_min,
                                                                    task.regression_max)]
@@ -657,16 +671,12 @@ def read_finetuning_config(model_dir: str) -> FinetunedRecord:
     head = value.get("head")
     if value.get("regression") and "label_scale" not in value:
         missing.append("label_scale")
-    if head == "squad":  # the span head's kind and SQuAD 2.0's null rule (registry)
-        if "head_options" in value and "span_head" not in value["head_options"]:
-            missing.append("head_options.span_head")
-        if "finetuning" in value:
-            missing += [f"finetuning.{k}" for k in SPAN_NULL_FIELDS
-                        if k not in value["finetuning"]]
+    if head in heads.HEADS:  # what the head's class needs (a span head's variant, ...)
+        missing += heads.head_class(head).record_lacks(value)
     if missing:
         raise InputError(f"{path}: lacks {', '.join(missing)}; not a file electra_tf wrote")
-    if head not in HEADS:
-        raise InputError(f"{path}: head {head!r} is not one of {', '.join(HEADS)}")
+    if head not in heads.HEADS:
+        raise InputError(f"{path}: head {head!r} is not one of {', '.join(heads.HEADS)}")
     _check_vocab_record(path, value)
     return FinetunedRecord(
         task=value["task"], head=head, regression=bool(value["regression"]),
@@ -678,10 +688,6 @@ def read_finetuning_config(model_dir: str) -> FinetunedRecord:
         head_options=dict(value["head_options"]),
         label_scale=_label_scale(value.get("label_scale", (0.0, 1.0)), path),
         model_dir=model_dir)
-
-
-# The FinetuningConfig fields a span head's record holds (registry.squad_null_options).
-SPAN_NULL_FIELDS = ("squad_null_rule", "qa_na_threshold", "no_answer_threshold")
 
 
 def _label_scale(value, path: str) -> tuple[float, float]:
@@ -726,8 +732,7 @@ def load_finetuned(model_dir: str):
     encoder = build_discriminator(record.encoder).encoder
     try:
         model = FinetuningModel(encoder, record.head, max(1, len(record.label_names)),
-                                answerable=record.answerable, regression=record.regression,
-                                **record.head_options)
+                                config=record.head_config)
     except (TypeError, ValueError) as e:
         raise InputError(f"{os.path.join(model_dir, FINETUNING_CONFIG)}: head_options "
                          f"{record.head_options!r} do not build a model ({e})") from None

@@ -10,9 +10,9 @@ update, with per-replica seeds. What differs from pre-training:
   the head at n + 2) and 10% linear warmup, as the original;
 - dropout is fine-tuning's own (0.1 by default, as the original), whatever
   the checkpoint was pre-trained with (`with_dropout`);
-- the head is the task's (`task.head_options`: SQuAD's joint span head by
-  default), and the joint head reads the gold start positions in training
-  (its end logits are conditioned on them);
+- the head is the task's (`task.head_config`: its class in tasks/heads/ and
+  its options, SQuAD's joint span head by default), and the joint head reads
+  the gold start positions in training (its end logits are conditioned on them);
 - after every epoch: predictions on each dev split, the task's metrics, the
   official prediction files and results.json; a checkpoint.
 Every split the run will read (train, dev with do_eval, test with
@@ -226,32 +226,28 @@ def copy_weights(source, target) -> None:
 
 
 def start_from_finetuned(model, finetuned, record, init_checkpoint: str, task,
-                         head_options: dict) -> str:
+                         head_config) -> str:
     """Starts a fine-tuning model's head from a fine-tuning folder's model (`finetuned`
     and its `record`, loaded once; the encoder came through `discriminator_of`);
     returns what was done, for the log.
 
-    The folder's head must be the task's (the same `head`, regression or not), with
-    the same span or classifier head variant. Its output columns are taken by label name in the task's order; a
-    label, or a layer (SQuAD 2.0's answerability classifier), the folder lacks
-    starts from its initial values.
+    The folder's head must be the task's (the same head, described alike: a
+    regression or not), with the same variant (`Head.continues`: the span or
+    classifier head). Its output columns are taken by label name in the task's
+    order; a label, or a layer (SQuAD 2.0's answerability classifier), the
+    folder lacks starts from its initial values.
 
     Raises:
       ConfigError: another head kind or variant (naming the flag that continues it).
     """
-    if (record.head, record.regression) != (task.head, task.regression):
-        had, want = (f"{x.head} head" + (" (a regression)" if x.regression else "")
-                     for x in (record, task))
+    had_cls, want_cls = record.head_class, task.head_class
+    had, want = had_cls.describe(record.head_config), want_cls.describe(head_config)
+    if had_cls is not want_cls or had != want:
         raise ConfigError(f"--init_checkpoint={init_checkpoint} holds {record.task}'s {had}, "
                           f"but {task.name} has a {want}")
-    for key, flag in (("span_head", "--joint_prediction"), ("classifier_head",
-                                                             "--classifier_head")):
-        had = record.head_options.get(key)
-        want = head_options.get(key, "dense" if key == "classifier_head" else None)
-        if had is not None and want is not None and had != want:
-            value = str(had == "joint").lower() if key == "span_head" else had
-            raise ConfigError(f"--init_checkpoint={init_checkpoint} holds the {had} "
-                              f"{key.replace('_', ' ')}; pass {flag}={value} to continue it")
+    differs = want_cls.continues(record.head_config, head_config)
+    if differs:
+        raise ConfigError(f"--init_checkpoint={init_checkpoint} holds {differs} to continue it")
     source, target = finetuned.head, model.head
     mine = {v.path.split("/", 1)[1]: v for v in target.weights
             if "seed_generator" not in v.path}
@@ -357,7 +353,8 @@ class Finetuning:
                              "its own; give a new --model_dir (that folder goes in "
                              "--init_checkpoint)")
         set_precision(run.mixed_precision, run.attention_implementation)
-        if task.head != "squad" and not task.regression and not task.label_names:
+        head_config = task.head_config()  # the task's head and its options
+        if task.head_class.learns_labels(head_config) and not task.label_names:
             # Own-data classes and tags: learned from train; they size the head.
             task.read(run.data_dir, "train")
         check_recorded_labels(task, run.model_dir)
@@ -376,18 +373,14 @@ class Finetuning:
             self.encoder_config = discriminator.config
             self.size = config.model_size or model_size_of(self.encoder_config)
             num_labels = max(1, len(task.label_names))
-            # The task's head options, and the classifier head chosen (recorded with
-            # them: the export rebuilds the model from the record).
-            self.head_options = dict(task.head_options)
-            if task.head == "sequence_classification" and config.classifier_head != "dense":
-                self.head_options["classifier_head"] = config.classifier_head
+            # Recorded with the folder: the export rebuilds the model from the record.
+            self.head_config = head_config
             self.model = FinetuningModel(discriminator.encoder, task.head, num_labels,
-                                         answerable=task.answerable,
-                                         regression=task.regression, **self.head_options)
+                                         config=head_config)
             self.model.build()
             if init is not None:
                 log("finetune", start_from_finetuned(self.model, *init, run.init_checkpoint,
-                                                     task, self.head_options))
+                                                     task, head_config))
         vocab_file = run.vocab_file or recorded_vocab
         if run.vocab_file and not run.from_scratch:
             check_pretraining_vocab(run.vocab_file, run.init_checkpoint)
@@ -528,7 +521,7 @@ class Finetuning:
             artifacts.write_finetuning_config(
                 run.model_dir, task=self.task, config=cfg, run=run, encoder=self.encoder_config,
                 model_size=self.size, max_seq_length=self.max_seq_length, epochs=self.epochs,
-                head_options=self.head_options, total_steps=total, layerwise_lr_decay=decay,
+                head_config=self.head_config, total_steps=total, layerwise_lr_decay=decay,
                 vocab_file=self.tokenizer.vocab_file,
                 initialized_from="scratch" if run.from_scratch else run.init_checkpoint)
         results = artifacts.read_results(run.model_dir)

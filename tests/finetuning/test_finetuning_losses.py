@@ -5,14 +5,24 @@ import numpy as np
 import pytest
 from keras import ops
 
+from electra_tf.tasks.heads import head_class
 from electra_tf.tasks.losses import (
     classification_loss,
-    head_loss,
-    head_loss_count,
     regression_loss,
     span_loss,
     tagging_loss,
 )
+
+
+def head_loss(kind, outputs, labels, **options):
+    """The summed loss of a batch by the head class of `kind` (tasks/heads/)."""
+    cls = head_class(kind)
+    return cls.loss(cls.make_config(**options), outputs, labels)
+
+
+def head_loss_count(kind, labels, **options):
+    cls = head_class(kind)
+    return cls.loss_count(cls.make_config(**options), labels)
 
 LN2, LN3 = np.log(2.0), np.log(3.0)
 
@@ -94,10 +104,14 @@ def test_count_is_the_number_of_examples(head, key):
 
 def test_unknown_head():
     for old in ("nope", "span", "tagging", "classification", "regression"):
-        with pytest.raises(ValueError, match="unknown head"):
-            head_loss_count(old, {})
-        with pytest.raises(ValueError, match="unknown head"):
-            head_loss(old, {}, {})
+        with pytest.raises(ValueError, match="head kind must be one of"):
+            head_class(old)
+
+
+def test_the_rtd_head_is_served_not_fine_tuned():
+    """The pre-trained discriminator's head has no fine-tuning loss (the objective's)."""
+    with pytest.raises(NotImplementedError, match="rtd head does not fine-tune"):
+        head_loss("rtd", {}, {})
 
 
 def test_a_task_owns_the_loss_of_its_head():

@@ -48,14 +48,21 @@ def test_one_vocabulary_of_heads_from_task_to_export():
 
 
 def test_a_head_refuses_another_heads_options():
-    from electra_tf.tasks.model import TaskHead
+    from electra_tf.tasks.model import build_head
 
     with pytest.raises(ValueError, match="regression is a sequence_classification head's"):
-        TaskHead("token_classification", 3, 8, regression=True)
+        build_head("token_classification", 3, 8, regression=True)
     with pytest.raises(ValueError, match="answerable is a squad head's"):
-        TaskHead("sequence_classification", 3, 8, answerable=True)
+        build_head("sequence_classification", 3, 8, answerable=True)
+    with pytest.raises(ValueError, match="span_head is a squad head's"):
+        build_head("token_classification", 3, 8, span_head="independent")
+    with pytest.raises(ValueError, match="unknown head option 'beam'"):
+        build_head("squad", 1, 8, beam=4)
     with pytest.raises(ValueError, match="head kind must be one of"):
-        TaskHead("span", 1, 8)
+        build_head("span", 1, 8)
+    # A record's regression=False / answerable=False (every head records both) is no option
+    # of another head's.
+    assert build_head("squad", 1, 8, regression=False).span_head == "joint"
 
 
 def test_glue_task_names_have_one_definition():
@@ -75,3 +82,86 @@ def test_task_is_abstract():
 
     with pytest.raises(TypeError, match="abstract"):
         Partial()
+
+
+def test_each_task_option_belongs_to_one_family_with_the_flags_default():
+    """The options a family reads are its module's Options; together they are the
+    FinetuningConfig fields no shared code reads, each with the flag's default."""
+    import dataclasses
+
+    from electra_tf.core.config import FinetuningConfig
+
+    defaults = FinetuningConfig()
+    owned = {}
+    for family in registry.FAMILIES:
+        options = registry._module(family).Options
+        for field in dataclasses.fields(options):
+            assert field.default == getattr(defaults, field.name), (family, field.name)
+            owned.setdefault(field.name, []).append(family)
+    assert set(owned) == {
+        "double_unordered", "squad_null_rule", "qa_na_threshold", "no_answer_threshold",
+        "joint_prediction", "beam_size", "classifier_head", "tagging_scheme", "text_column",
+        "text_pair_column", "label_column", "label_names", "regression"}
+    assert owned["label_names"] == ["classification", "tagging"]
+    assert owned["classifier_head"] == ["classification", "glue"]
+
+
+@pytest.mark.parametrize("name, option, line", [
+    ("squad_v1", {"tagging_scheme": "BIOES"},
+     "--tagging_scheme is an option of --task_name=ner/chunking/tagging, not of 'squad_v1'"),
+    ("mnli", {"joint_prediction": False},
+     "--joint_prediction is an option of --task_name=squad_v1/squad_v2/newsqa/naturalqs/"
+     "triviaqa/searchqa/mrqa, not of 'mnli'"),
+    # MRQA tasks always have an answer: SQuAD 2.0's null rule is not theirs.
+    ("newsqa", {"squad_null_rule": "combined"},
+     "--squad_null_rule is an option of --task_name=squad_v1/squad_v2, not of 'newsqa'"),
+    ("triviaqa", {"tagging_scheme": "BIOES"},
+     "--tagging_scheme is an option of --task_name=ner/chunking/tagging, not of 'triviaqa'"),
+    ("squad_v2", {"double_unordered": False},
+     "--double_unordered is an option of --task_name=cola/sst2/mrpc/stsb/qqp/mnli/qnli/rte/"
+     "wnli, not of 'squad_v2'"),
+    ("ner", {"classifier_head": "mlp"},
+     "--classifier_head is an option of --task_name=classification/cola/sst2/mrpc/stsb/qqp/"
+     "mnli/qnli/rte/wnli, not of 'ner'"),
+    # Today's lines, kept: the own-data options first, label_names in its own words.
+    ("mnli", {"regression": True, "label_names": "a,b"},
+     "--regression is an option of --task_name=classification, not of 'mnli'"),
+    ("squad_v1", {"label_names": "a,b"},
+     "--label_names is for classification and tagging tasks; 'squad_v1' has its own labels"),
+])
+def test_an_option_of_another_family_is_refused_in_its_words(name, option, line):
+    from electra_tf.core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as raised:
+        registry.get_task(name, **option)
+    assert str(raised.value) == line
+
+
+def test_the_mrqa_family_takes_its_span_head_options():
+    """An MRQA task is built by its own family (tasks/mrqa.py Options) with the span head's
+    options, and records the span head's config."""
+    from electra_tf.tasks import mrqa
+
+    assert registry.FAMILIES["mrqa"] == mrqa.MRQA_TASKS
+    task = registry.get_task("newsqa", joint_prediction=False, beam_size=7)
+    assert isinstance(task, mrqa.MrqaTask) and task.name == "newsqa"
+    config = task.head_config()
+    assert (config.span_head, config.beam_size, config.answerable) == ("independent", 7, False)
+    assert registry.get_task("searchqa").head_config().span_head == "joint"
+
+
+def test_the_classifier_head_is_a_task_option_its_head_records():
+    """--classifier_head reaches the head through the task (its head_options), for GLUE
+    and your own files alike; the dense head records nothing (as folders always have)."""
+    sst2 = registry.get_task("sst2", classifier_head="mlp")
+    own = registry.get_task("classification", classifier_head="mlp")
+    assert sst2.head_options == own.head_options == {"classifier_head": "mlp"}
+    assert registry.get_task("sst2").head_options == {}
+    config = sst2.head_config()
+    assert (config.classifier_head, config.regression) == ("mlp", False)
+    assert sst2.head_class.record(config) == {
+        "regression": False, "answerable": False, "head_options": {"classifier_head": "mlp"}}
+    squad = registry.get_task("squad_v2", beam_size=4)
+    assert squad.head_class.record(squad.head_config()) == {
+        "regression": False, "answerable": True,
+        "head_options": {"span_head": "joint", "beam_size": 4}}

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from electra_tf.tasks.model import FinetuningModel, TaskHead
+from electra_tf.tasks.model import FinetuningModel, build_head
 
 _gelu = np.vectorize(lambda x: 0.5 * x * (1.0 + math.erf(x / math.sqrt(2.0))))
 
@@ -17,7 +17,7 @@ def _log_softmax(x):
 
 
 def _joint_head(hidden, beam_size):
-    head = TaskHead("squad", 1, hidden, span_head="joint", beam_size=beam_size)
+    head = build_head("squad", 1, hidden, span_head="joint", beam_size=beam_size)
     head.build((None, None, hidden))
     return head
 
@@ -126,7 +126,7 @@ def test_finetuning_model_passes_start_positions_and_records_the_head(tiny_encod
         "end_top_log_probs": (2, 4, 4), "end_top_index": (2, 4, 4), "answerable_logits": (2,)}
     assert FinetuningModel(tiny_encoder, "squad").head.span_head == "joint"  # as the CLI's
     with pytest.raises(ValueError, match="span_head"):
-        TaskHead("squad", 1, 8, span_head="beam")
+        build_head("squad", 1, 8, span_head="beam")
 
 
 @pytest.fixture

@@ -124,8 +124,8 @@ def test_a_finetuned_head_continues_only_the_same_head():
                                           r"regression\), but sst2 has a "
                                           "sequence_classification head$"):
         start_from_finetuned(None, None, record("stsb", "sequence_classification", True),
-                             "ft", get_task("sst2"), {})
+                             "ft", get_task("sst2"), get_task("sst2").head_config())
     with pytest.raises(ConfigError, match="holds ner's token_classification head, but stsb "
                                           r"has a sequence_classification head \(a regression\)$"):
         start_from_finetuned(None, None, record("ner", "token_classification", False),
-                             "ft", get_task("stsb"), {})
+                             "ft", get_task("stsb"), get_task("stsb").head_config())

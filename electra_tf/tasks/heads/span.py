@@ -1,0 +1,409 @@
+"""The span head (recorded as "squad"): an answer span in a context (SQuAD, MRQA).
+
+Start and end logits over the sequence, with only [CLS] (no answer) and the
+second segment (the context) allowed, as the original's qa_tasks.py, by one of
+two variants (`span_head`):
+  - "independent": start and end logits [B, L] from one dense(2) ("output");
+  - "joint" (the original's default, joint_prediction): start logits [B, L]
+    from dense(1) ("start_output"); the end logits of a start s are
+    dense(1) ("qa_logits") of GELU(dense(512) ("qa_hidden") of
+    concat(h_s, h_e)) at every e. Training conditions them on the gold start
+    (inputs["start_positions"]): end logits [B, L]. Prediction runs a beam:
+    the `beam_size` best starts by log-probability, "start_top_log_probs",
+    "start_top_index" [B, K], and for each the K best ends,
+    "end_top_log_probs", "end_top_index" [B, K, K] (indices into the
+    sequence).
+With `answerable` (SQuAD 2.0) also an answerability logit [B]
+("answerable_logits") from the [CLS] vector and the start-probability-weighted
+sequence vector, through dense(512, GELU) -> dense(1), as the original's
+qa_tasks.py (answerable_uses_start_logits).
+
+Loss (qa_tasks.py): (CE(start) + CE(end)) / 2, plus 0.5 x sigmoid CE of the
+answerability logit, summed over the batch (tasks/losses.py span_loss).
+
+Serving:
+  text: answer_text (string [B]), answer_start, answer_end (int64 [B], bytes
+        into the context), answer_score, no_answer_score, null_odds (float [B]),
+        has_answer (bool [B])
+  ids:  start_logits and end_logits [B, L] (independent) or the joint beam
+        start_top_log_probs, start_top_index [B, K], end_top_log_probs,
+        end_top_index [B, K, K]; answerable_logits [B] (2.0);
+        answer_start_index, answer_end_index (int32 [B]), answer_score,
+        no_answer_score, null_odds, has_answer
+  The span follows the trained variant (graph.span_outputs,
+  graph.beam_span_outputs) and the null odds the recorded null rule
+  (graph.null_outputs; has_answer: null_odds <= the rule's threshold).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from keras import ops
+
+from electra_tf.core.errors import InputError
+from electra_tf.modeling.heads import gather_positions
+from electra_tf.modeling.layers import get_activation
+from electra_tf.tasks import losses
+from electra_tf.tasks.heads.base import Head, HeadConfig, ServingOptions, dense_names
+
+SPAN_HEADS = ("independent", "joint")  # the variants (`span_head`)
+# Added to the span logits of positions that cannot start or end an answer.
+MASK_LOGIT = -10000.0
+# The joint head's raw outputs (in place of end_logits).
+JOINT_OUTPUTS = ("start_logits", "start_top_log_probs", "start_top_index",
+                 "end_top_log_probs", "end_top_index")
+# The original's answerability classifier under task_specific/<task>/ (SpanHead.tf1_layers).
+_TF1_ANSWERABLE = {"answerable_hidden": ("dense_2",), "answerable_output": ("dense_3",)}
+# The FinetuningConfig fields a span head's record holds (squad.null_options).
+NULL_FIELDS = ("squad_null_rule", "qa_na_threshold", "no_answer_threshold")
+
+
+@dataclasses.dataclass(frozen=True)
+class SpanConfig(HeadConfig):
+    answerable: bool = False  # the answerability classifier (SQuAD 2.0)
+    span_head: str = "joint"  # one of SPAN_HEADS
+    beam_size: int = 20  # the joint head's beam (the original's beam_size)
+
+    def __post_init__(self):
+        if self.span_head not in SPAN_HEADS:
+            raise ValueError(f"span_head must be one of {SPAN_HEADS}, got {self.span_head!r}")
+        if self.beam_size < 1:
+            raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
+
+    def head_options(self) -> dict:
+        return {"span_head": self.span_head, "beam_size": self.beam_size}
+
+
+@dataclasses.dataclass(frozen=True)
+class SpanServing(ServingOptions):
+    answerable: bool = False  # SQuAD 2.0
+    span_head: str = "independent"  # the trained variant ("joint": a beam)
+    max_query_length: int = 64
+    max_answer_length: int = 30
+    null_rule: str = "combined"  # SQuAD 2.0: "answerable" or "combined" (tasks/squad.py)
+    no_answer_threshold: float = 0.0  # SQuAD 2.0: has_answer when null_odds <= it
+    answerable_weight: float = 0.5  # the "combined" rule's weight of the answerable logit
+
+
+class SpanHead(Head):
+    kind: ClassVar[str] = "squad"
+    Config = SpanConfig
+    ServingOptions = SpanServing
+    hf_architecture = "ElectraForQuestionAnswering"
+    hf_modules = {"task_specific/output": "qa_outputs"}
+    hf_output_weight = "qa_outputs.weight"
+    hf_labelled = False  # start and end, no labels
+    model_fills = {"start_logits": MASK_LOGIT, "end_logits": MASK_LOGIT}
+
+    def __init__(self, config: SpanConfig, num_labels: int, hidden_size: int, **kwargs):
+        super().__init__(config, num_labels, hidden_size, **kwargs)
+        self.answerable, self.span_head = config.answerable, config.span_head
+        self.beam_size = config.beam_size
+        self.joint = config.span_head == "joint"
+        self.regression = False
+        # === Layers ===
+        if self.joint:  # the original's joint_prediction layers
+            self.start_dense = self.dense(1, "start_output")
+            self.qa_hidden = self.dense(512, "qa_hidden", float32=False)
+            self.qa_logits = self.dense(1, "qa_logits")
+        else:
+            self.output_dense = self.dense(2, "output")
+        if config.answerable:
+            self.answerable_dense = self.dense(512, "answerable_hidden", float32=False,
+                                               fresh=True)
+            self.answerable_output = self.dense(1, "answerable_output", fresh=True)
+
+    def build(self, sequence_shape):
+        self.dropout.build(sequence_shape)
+        if self.joint:
+            self.start_dense.build((None, None, self.hidden_size))
+            self.qa_hidden.build((None, None, 2 * self.hidden_size))
+            self.qa_logits.build((None, None, 512))
+        else:
+            self.output_dense.build((None, None, self.hidden_size))
+        if self.answerable:
+            self.answerable_dense.build((None, 2 * self.hidden_size))
+            self.answerable_output.build((None, 512))
+        self.built = True
+
+    def call(self, sequence_output, input_mask, segment_ids=None, training=False, seed=None,
+             start_positions=None):
+        """start_positions int [B]: the gold starts, which the joint head needs in training."""
+        allowed = ops.cast(input_mask, "float32")
+        if segment_ids is not None:  # context tokens (segment 1) and [CLS]
+            is_cls = ops.cast(ops.arange(ops.shape(allowed)[1]) == 0, "float32")[None]
+            allowed = allowed * ops.maximum(ops.cast(segment_ids, "float32"), is_cls)
+        pad = (1.0 - allowed) * MASK_LOGIT
+        if self.joint:
+            start = ops.squeeze(self.start_dense(sequence_output), -1) + pad
+            outputs = {"start_logits": start}
+            if training:
+                if start_positions is None:
+                    raise ValueError("the joint span head needs the gold start_positions in "
+                                     "training (the end logits are conditioned on them)")
+                starts = ops.reshape(ops.cast(start_positions, "int32"), (-1, 1))
+                start_vec = gather_positions(sequence_output, starts)  # [B, 1, H]
+                end = self._end_logits(start_vec, sequence_output)[:, 0] + pad
+                outputs["end_logits"] = end
+            else:
+                outputs.update(self._beam(start, sequence_output, pad))
+        else:
+            logits = self.output_dense(sequence_output)  # [B, L, 2]
+            start, end = logits[..., 0] + pad, logits[..., 1] + pad
+            outputs = {"start_logits": start, "end_logits": end}
+        if self.answerable:
+            start_p = ops.softmax(start, axis=-1)
+            start_vec = ops.einsum("bl,blh->bh", start_p,
+                                   ops.cast(sequence_output, "float32"))
+            rep = ops.concatenate([ops.cast(sequence_output[:, 0], "float32"), start_vec], -1)
+            hidden = get_activation(self.hidden_act)(
+                self.answerable_dense(ops.cast(rep, self.compute_dtype)))
+            outputs["answerable_logits"] = ops.squeeze(self.answerable_output(hidden), -1)
+        return outputs
+
+    def _end_logits(self, start_vec, sequence_output):
+        """End logits [B, K, L] of K starts: qa_logits(GELU(qa_hidden(concat(h_s, h_e)))).
+
+        qa_hidden's kernel is split into its start and end halves, so that
+        concat(h_s, h_e) W = h_s W_s + h_e W_e is never built [B, K, L, 2H].
+        """
+        dtype, h = self.compute_dtype, self.hidden_size
+        kernel = ops.cast(self.qa_hidden.kernel, dtype)
+        from_start = ops.matmul(ops.cast(start_vec, dtype), kernel[:h])  # [B, K, 512]
+        from_end = ops.matmul(ops.cast(sequence_output, dtype), kernel[h:])  # [B, L, 512]
+        hidden = (from_start[:, :, None, :] + from_end[:, None, :, :]
+                  + ops.cast(self.qa_hidden.bias, dtype))
+        hidden = get_activation("gelu")(hidden)  # the original's modeling.gelu
+        return ops.squeeze(self.qa_logits(hidden), -1)
+
+    def _beam(self, start_logits, sequence_output, pad):
+        """The original's joint decoding: top-K starts by log-probability, then the
+        top-K ends of each (K = beam_size, at most the sequence length)."""
+        length = sequence_output.shape[1]
+        k = min(self.beam_size, length) if length is not None else self.beam_size
+        start_top_log_probs, start_top_index = ops.top_k(
+            ops.log_softmax(start_logits, axis=-1), k=k)
+        start_vec = gather_positions(sequence_output, start_top_index)  # [B, K, H]
+        end_logits = self._end_logits(start_vec, sequence_output) + pad[:, None, :]
+        end_top_log_probs, end_top_index = ops.top_k(ops.log_softmax(end_logits, axis=-1), k=k)
+        return {"start_top_log_probs": start_top_log_probs,
+                "start_top_index": ops.cast(start_top_index, "int32"),
+                "end_top_log_probs": end_top_log_probs,
+                "end_top_index": ops.cast(end_top_index, "int32")}
+
+    # === Options, loss, record ===
+    @classmethod
+    def learns_labels(cls, config) -> bool:
+        return False
+
+    @classmethod
+    def loss(cls, config, outputs, labels):
+        return losses.span_loss(outputs["start_logits"], outputs["end_logits"],
+                                labels["start_positions"], labels["end_positions"],
+                                outputs.get("answerable_logits"), labels.get("is_impossible"))
+
+    @classmethod
+    def loss_count(cls, config, labels):
+        return ops.cast(ops.shape(labels["start_positions"])[0], "float32")
+
+    @classmethod
+    def record_lacks(cls, value) -> list[str]:
+        """The variant (never read as a default) and SQuAD 2.0's null rule fields."""
+        missing = []
+        if "head_options" in value and "span_head" not in value["head_options"]:
+            missing.append("head_options.span_head")
+        if "finetuning" in value:
+            missing += [f"finetuning.{k}" for k in NULL_FIELDS if k not in value["finetuning"]]
+        return missing
+
+    @classmethod
+    def continues(cls, had, want) -> str | None:
+        if had.span_head != want.span_head:
+            return (f"the {had.span_head} span head; pass "
+                    f"--joint_prediction={str(had.span_head == 'joint').lower()}")
+        return None
+
+    # === Names ===
+    tf1_max_seq_length = 512  # configure_finetuning.py: "squad" or "qa" in the task's name
+
+    @classmethod
+    def tf1_layers(cls, config) -> dict:
+        """qa_tasks.py. With joint_prediction (its default): dense(1) start logits, then
+        qa_hidden (dense(512, gelu) of concat(h_start, h_end)) and dense(1) end logits;
+        without: dense(1) start, dense(1) end. The answerability classifier
+        (answerable_uses_start_logits, on by default for every QA task): dense(512, gelu),
+        then dense(1), built after the span layers."""
+        if config.span_head == "joint":
+            layers = {"start_output": ("dense",), "qa_hidden": ("qa_hidden",),
+                      "qa_logits": ("dense_1",)}
+        else:
+            layers = {"output": ("dense", "dense_1")}
+        if config.answerable:
+            layers.update(_TF1_ANSWERABLE)
+        return layers
+
+    @classmethod
+    def tf1_unread(cls, config) -> dict:
+        """The original builds the answerability classifier for every QA task; a head
+        without `answerable` never reads it."""
+        return {} if config.answerable else dict(_TF1_ANSWERABLE)
+
+    @classmethod
+    def tf1_width(cls, config, num_labels: int) -> int:
+        return 1  # dense: the start logit
+
+    def original_variables(self) -> dict:
+        if self.joint:
+            out = {**dense_names("task_specific/start_output", self.start_dense),
+                   **dense_names("task_specific/qa_hidden", self.qa_hidden),
+                   **dense_names("task_specific/qa_logits", self.qa_logits)}
+        else:
+            out = dense_names("task_specific/output", self.output_dense)
+        if self.answerable:
+            out.update(dense_names("task_specific/answerable_hidden", self.answerable_dense))
+            out.update(dense_names("task_specific/answerable_output", self.answerable_output))
+        return out
+
+    @classmethod
+    def hf_detect(cls, keys) -> bool:
+        return "qa_outputs.weight" in keys
+
+    @classmethod
+    def hf_import_config(cls, width: int) -> SpanConfig:
+        """transformers' QA head: one dense(2), no answerability classifier."""
+        if width != 2:
+            raise ValueError(f"qa_outputs has {width} outputs, not 2")
+        return SpanConfig(span_head="independent")
+
+    @classmethod
+    def hf_default_task(cls, labels) -> str:
+        return "squad_v1"
+
+    @classmethod
+    def hf_head_options(cls, config) -> dict:
+        """transformers' QA head has no beam: its folders record the variant alone."""
+        return {"span_head": config.span_head}
+
+    @classmethod
+    def hf_finetuning_options(cls, config, task_name: str, labels) -> dict:
+        # squad_v2 answers "" by the start + end logits at [CLS]: the combined rule.
+        return {"joint_prediction": False, "squad_null_rule": "combined",
+                "no_answer_threshold": 0.0}
+
+    @classmethod
+    def hf_export_check(cls, config, model_dir: str) -> None:
+        if config.span_head == "joint" or config.answerable:
+            what = ("the joint span head" if config.span_head == "joint"
+                    else "an answerability classifier")
+            raise ValueError(
+                f"{model_dir} has {what}, which transformers' ElectraForQuestionAnswering (one "
+                "dense layer for start and end logits) cannot hold; fine-tune with "
+                "--joint_prediction=false on squad_v1 to export to transformers")
+
+    @classmethod
+    def hf_export_config(cls, config, values: dict, record) -> dict:
+        labels = ["LABEL_0", "LABEL_1"]
+        values.update(num_labels=2, id2label={str(i): n for i, n in enumerate(labels)},
+                      label2id={n: i for i, n in enumerate(labels)})
+        return values
+
+    # === Serving ===
+    @classmethod
+    def serving_options(cls, record, checkpoint: str, max_query_length: int = 64,
+                        max_answer_length: int = 30, **flags):
+        """The recorded variant, and SQuAD 2.0's null rule and its threshold
+        (squad.null_options: qa_na_threshold for the "answerable" rule,
+        no_answer_threshold for "combined").
+
+        Raises:
+          InputError: the combined rule recorded with the joint head.
+        """
+        from electra_tf.tasks.squad import null_options
+
+        null = null_options(record.finetuning)
+        span_head = record.head_options["span_head"]
+        if record.answerable and span_head == "joint" and null["null_odds_from"] == "combined":
+            raise InputError(f"--checkpoint {checkpoint}: the combined null rule needs the "
+                             "independent head's end logits, but the model has the joint head")
+        return SpanServing(answerable=record.answerable, span_head=span_head,
+                           max_query_length=max_query_length,
+                           max_answer_length=max_answer_length,
+                           null_rule=null["null_odds_from"],
+                           no_answer_threshold=null["no_answer_threshold"])
+
+    @classmethod
+    def text_inputs(cls, pair: bool) -> tuple[str, ...]:
+        return ("question", "context")
+
+    @classmethod
+    def min_length(cls, spec) -> int:
+        """The joint head's beam needs beam_size positions."""
+        return int(spec.model.head.beam_size) if spec.span_head == "joint" else 1
+
+    @classmethod
+    def pack_limit(cls, spec) -> int | None:
+        """The question keeps at most max_query_length pieces (and half the window)."""
+        return min(spec.max_query_length, (spec.max_seq_length - 3) // 2)
+
+    @classmethod
+    def export_info(cls, spec) -> dict:
+        info = {"regression": False, "span_head": spec.span_head,
+                "max_answer_length": spec.max_answer_length}
+        if spec.answerable:
+            info.update(null_rule=spec.null_rule, no_answer_threshold=spec.no_answer_threshold)
+        return info
+
+    @classmethod
+    def _span(cls, spec, out, mask, type_ids, graph):
+        """The best span of the model's head and the null score of the model's rule."""
+        if spec.span_head == "joint":
+            span = graph.beam_span_outputs(*(out[k] for k in JOINT_OUTPUTS[1:]), mask,
+                                           type_ids, spec.max_answer_length)
+        else:
+            span = graph.span_outputs(out["start_logits"], out["end_logits"], mask, type_ids,
+                                      spec.max_answer_length)
+        rule = spec.null_rule if spec.answerable else (
+            "none" if spec.span_head == "joint" else "combined")
+        span["no_answer_score"], span["null_odds"] = graph.null_outputs(
+            rule, span["answer_score"], out.get("answerable_logits") if spec.answerable
+            else None, out["start_logits"], out.get("end_logits"), spec.answerable_weight)
+        if spec.answerable:
+            span["has_answer"] = span["has_span"] & (span["null_odds"]
+                                                     <= spec.no_answer_threshold)
+        else:
+            span["has_answer"] = span["has_span"]
+        return span
+
+    @classmethod
+    def ids_outputs(cls, spec, out, word_ids, mask, type_ids, graph) -> dict:
+        span = cls._span(spec, out, mask, type_ids, graph)
+        raw = JOINT_OUTPUTS if spec.span_head == "joint" else ("start_logits", "end_logits")
+        result = {**{k: out[k] for k in raw},
+                  **{k: v for k, v in span.items() if k != "has_span"}}
+        if spec.answerable:
+            result["answerable_logits"] = out["answerable_logits"]
+        return result
+
+    @classmethod
+    def text_outputs(cls, spec, packer, tokenized, packed, out, graph) -> dict:
+        """The question is the first text, the context the second."""
+        import tensorflow as tf  # the serving graph's (this runs inside it)
+
+        (_, _, s_a, e_a), (norm_b, _, s_b, e_b) = tokenized
+        width = packed["width"]
+        span = cls._span(spec, out, packed["input_mask"], packed["input_type_ids"], graph)
+        starts = packer.positions(s_a, packed["len_a"], width, packed["len_b"], s_b)
+        # An answer ends at the end of its last piece's character (never inside one).
+        ends = packer.positions(graph.char_ends(s_a, e_a), packed["len_a"], width,
+                                packed["len_b"], graph.char_ends(s_b, e_b))
+        s_byte = tf.gather(starts, span["answer_start_index"], batch_dims=1)
+        e_byte = tf.gather(ends, span["answer_end_index"], batch_dims=1)
+        s_byte = tf.where(span["has_span"], s_byte, 0)
+        e_byte = tf.where(span["has_span"], e_byte, 0)
+        return {"answer_text": graph.substr_bytes(norm_b, s_byte, e_byte),
+                "answer_start": s_byte, "answer_end": e_byte,
+                "answer_score": span["answer_score"],
+                "no_answer_score": span["no_answer_score"],
+                "null_odds": span["null_odds"], "has_answer": span["has_answer"]}
