@@ -289,7 +289,8 @@ class PretrainingConfig:
         model pre-trained 30 steps with 5 warmup steps stayed at chance on a
         keyword task, 0.995 with bias correction).
         """
-        if self.resolved_adam_bias_correction or self.num_warmup_steps >= 1000:
+        if self.resolved_adam_bias_correction or self.num_warmup_steps >= 1000 \
+                or self.optimizer == "lamb":  # LAMB's moments are always bias-corrected
             return ""
         return (f"warning: --num_warmup_steps={self.num_warmup_steps} with the original's "
                 "Adam (no bias correction): its first few hundred steps are several times "

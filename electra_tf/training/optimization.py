@@ -16,6 +16,10 @@ b2^t)), with the same decoupled decay. Both keep m and v in the Keras Adam
 slots ("momentum", "velocity"), so checkpoints hold the same variables in the
 same order either way.
 
+`optimizer="lamb"` (PretrainingConfig.optimizer) is NVIDIA's TF2 ELECTRA LAMB
+instead (`ElectraLamb`: tensorflow_addons' update, with its schedule, warmup
+then decay from the peak); docs/pretraining.md says when to use it.
+
 Two Keras 3 details shape this file:
 - `AdamW.exclude_from_weight_decay(var_names=...)` matches the regex against
   `variable.name`, and on the TensorFlow backend it sees the underlying

@@ -309,6 +309,7 @@ class Pretraining:
             phase = self.phase_at(step)
             if phase.data_start != data_start:  # phase 2: its own records, length, batch
                 iterator, data_start = self.make_train_iterator(step), phase.data_start
+            if phase.data_start and step == phase.start:
                 self._log(f"step {step}: phase 2 starts: max_seq_length "
                           f"{phase.max_seq_length}, train_batch_size {phase.train_batch_size} "
                           f"({phase.gradient_accumulation_steps} micro-batches), "

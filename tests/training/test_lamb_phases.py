@@ -39,8 +39,11 @@ def _optimizer_state(trainer):
     return [np.array(v.numpy()) for v in trainer.optimizer.variables]
 
 
-# At the switch (stopped on its checkpoint) by default; one step into phase 2 is slow.
-@pytest.mark.parametrize("stops", [[3], pytest.param([4], marks=pytest.mark.slow)])
+# "continued": a finished phase-1 run (num_train_steps 3, no phase 2) rerun with phase 2
+# added (num_train_steps 6, phase2_steps 3), which resumes at the switch's step; stopped
+# on the switch's checkpoint, and one step into phase 2, are slow.
+@pytest.mark.parametrize("stops", ["continued", pytest.param([3], marks=pytest.mark.slow),
+                                   pytest.param([4], marks=pytest.mark.slow)])
 def test_lamb_two_phases_resume_exactly_across_the_switch(make_configs, long_records, tmp_path,
                                                           stops):
     phase2 = {"phase2_train_data": long_records, "phase2_gradient_accumulation_steps": 2}
@@ -59,8 +62,14 @@ def test_lamb_two_phases_resume_exactly_across_the_switch(make_configs, long_rec
     assert lrs == [0.0]
 
     config_b, run_b = make_configs(tmp_path / "b", run_overrides=phase2, **PHASED)
-    for stop in stops:
-        TensorFlowPretraining(config_b, run_b).train(stop_at_step=stop)
+    if stops == "continued":
+        phase1 = {k: v for k, v in PHASED.items() if not k.startswith("phase2")}
+        TensorFlowPretraining(*make_configs(tmp_path / "b", num_train_steps=3,
+                                            **phase1)).train()
+        stops = [3]
+    else:
+        for stop in stops:
+            TensorFlowPretraining(config_b, run_b).train(stop_at_step=stop)
     resumed = TensorFlowPretraining(config_b, run_b)
     assert resumed.restore() == stops[-1]
     resumed.train()
@@ -104,3 +113,32 @@ def test_jax_lamb_two_phases_resume_exactly_at_the_switch(tiny_records, long_rec
     for a, b in zip(straight["weights"], resumed["weights"], strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert json.loads(spec("a"))["config"]["optimizer"] == "lamb"
+
+
+# Every strategy: a mirrored run over 2 logical CPUs (tf.distribute: LAMB applied per
+# replica after the loop's all-reduce), and the JAX backend's 2 devices against 1.
+@pytest.mark.slow
+def test_mirrored_lamb_two_phases(tiny_records, long_records, tmp_path):
+    from helpers import run_python
+
+    from tests.training.test_training_distributed import MIRRORED_SCRIPT, tiny_flags
+
+    args = tiny_flags(tiny_records, tiny_records["vocab"], tmp_path / "m", steps=6) + [
+        "--strategy=mirrored", "--num_devices=2", "--optimizer=lamb", "--phase2_steps=3",
+        f"--phase2_max_seq_length={L2}", "--phase2_train_batch_size=4",
+        f"--phase2_train_data={long_records}", "--phase2_learning_rate=4e-3"]
+    proc = run_python(["-c", MIRRORED_SCRIPT, *args], timeout=600)
+    assert proc.returncode == 0 and "MIRRORED_OK" in proc.stdout, proc.stderr[-3000:]
+    assert "step 3: phase 2 starts: max_seq_length 64" in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
+def test_jax_lamb_two_phases_on_two_devices_matches_one(tiny_records, long_records, tmp_path):
+    phase2 = {"phase2_train_data": long_records}
+    one = train(config_json(tiny_records, tmp_path / "one", run_overrides=phase2, **PHASED),
+                [None])
+    two = train(config_json(tiny_records, tmp_path / "two", run_overrides=phase2, **PHASED),
+                [None], devices=2)
+    for a, b in zip(one["weights"], two["weights"], strict=True):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-5)
