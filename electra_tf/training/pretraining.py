@@ -312,7 +312,7 @@ class Pretraining:
             if phase.data_start and step == phase.start:
                 self._log(f"step {step}: phase 2 starts: max_seq_length "
                           f"{phase.max_seq_length}, train_batch_size {phase.train_batch_size} "
-                          f"({phase.gradient_accumulation_steps} micro-batches), "
+                          f"(gradient_accumulation_steps {phase.gradient_accumulation_steps}), "
                           f"{self.masking_at(phase).max_predictions_per_seq} masked positions")
             if phase.name == "two_stage_discriminator" and step == phase.start:
                 self.initialize_discriminator_from_generator()

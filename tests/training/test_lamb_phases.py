@@ -39,23 +39,50 @@ def _optimizer_state(trainer):
     return [np.array(v.numpy()) for v in trainer.optimizer.variables]
 
 
+def test_lamb_two_phases_in_one_run(make_configs, long_records, tmp_path, capsys):
+    """The default suite's: one run through the switch (its resumes are slow, below)."""
+    phase2 = {"phase2_train_data": long_records, "eval_data": ""}
+    trainer = TensorFlowPretraining(*make_configs(tmp_path / "a", run_overrides=phase2,
+                                                  **PHASED))
+    assert [(p.name, p.start, p.end, p.max_seq_length, p.train_batch_size)
+            for p in trainer.phases] == [("joint", 0, 3, RECORDS_SEQ, 8),
+                                         ("joint_phase2", 3, 6, L2, 4)]
+    lrs = []
+    train_steps = trainer.train_steps
+
+    def recording(iterator, n):  # the learning rate of each chunk's first step
+        lrs.append(float(trainer.optimizer.learning_rate.numpy()))
+        return train_steps(iterator, n)
+
+    trainer.train_steps = recording
+    trainer.train()
+    assert trainer.step == 6
+    # NVIDIA's schedule: warmup 1 step to 6e-3, then phase 2 from 0 (warmup 1) to 4e-3
+    assert lrs == pytest.approx([0.0, 0.0]) and trainer.optimizer.stage_starts == (3,)
+    assert "step 3: phase 2 starts: max_seq_length 64, train_batch_size 4 (gradient_accumulation_steps 1), " \
+           "9 masked positions" in capsys.readouterr().err
+
+
 # "continued": a finished phase-1 run (num_train_steps 3, no phase 2) rerun with phase 2
-# added (num_train_steps 6, phase2_steps 3), which resumes at the switch's step; stopped
-# on the switch's checkpoint, and one step into phase 2, are slow.
-@pytest.mark.parametrize("stops", ["continued", pytest.param([3], marks=pytest.mark.slow),
-                                   pytest.param([4], marks=pytest.mark.slow)])
+# added (num_train_steps 6, phase2_steps 3), which resumes at the switch's step (no eval,
+# phase 2 in one micro-batch); stopped on the switch's checkpoint, and one step into
+# phase 2, with phase 2 in 2 micro-batches and evaluations. Three runs each: slow.
+@pytest.mark.slow
+@pytest.mark.parametrize("stops,k", [("continued", 1), ([3], 2), ([4], 2)])
 def test_lamb_two_phases_resume_exactly_across_the_switch(make_configs, long_records, tmp_path,
-                                                          stops):
-    phase2 = {"phase2_train_data": long_records, "phase2_gradient_accumulation_steps": 2}
+                                                          stops, k):
+    phase2 = {"phase2_train_data": long_records, "phase2_gradient_accumulation_steps": k}
+    if k == 1:
+        phase2["eval_data"] = ""
     config, run = make_configs(tmp_path / "a", run_overrides=phase2, **PHASED)
     straight = TensorFlowPretraining(config, run)
     assert [(p.name, p.start, p.end, p.max_seq_length, p.train_batch_size,
              p.gradient_accumulation_steps) for p in straight.phases] == [
-        ("joint", 0, 3, RECORDS_SEQ, 8, 1), ("joint_phase2", 3, 6, L2, 4, 2)]
+        ("joint", 0, 3, RECORDS_SEQ, 8, 1), ("joint_phase2", 3, 6, L2, 4, k)]
     # phase 2's micro-batches: its length, its masking (the original's rule at L2)
     batch = next(iter(straight.make_train_iterator(3)))
-    assert batch["input_ids"].shape == (2, L2)
-    assert batch["masked_lm_positions"].shape == (2, default_max_predictions(0.15, L2)) == (2, 9)
+    assert batch["input_ids"].shape == (4 // k, L2)
+    assert batch["masked_lm_positions"].shape[1] == default_max_predictions(0.15, L2) == 9
     straight.train()
     assert straight.step == 6
     lrs = [float(straight.optimizer.learning_rate.numpy())]  # at step 6: the end, 0
@@ -65,7 +92,7 @@ def test_lamb_two_phases_resume_exactly_across_the_switch(make_configs, long_rec
     if stops == "continued":
         phase1 = {k: v for k, v in PHASED.items() if not k.startswith("phase2")}
         TensorFlowPretraining(*make_configs(tmp_path / "b", num_train_steps=3,
-                                            **phase1)).train()
+                                            run_overrides={"eval_data": ""}, **phase1)).train()
         stops = [3]
     else:
         for stop in stops:
