@@ -82,7 +82,8 @@ def pretraining_masking(config: PretrainingConfig, run: RunConfig) -> MaskingCon
 
 # Flags whose values can change the variables (and so the checkpoints).
 SHAPE_FLAGS = ("model_size", "model_hparam_overrides", "embedding_size", "vocab_size",
-               "max_seq_length", "generator_hidden_size", "generator_layers",
+               "max_seq_length", "phase2_max_seq_length", "generator_hidden_size",
+               "generator_layers",
                "untied_generator", "untied_generator_embeddings", "uniform_generator",
                "gradient_disentangled_embeddings",
                "objective", "training_algorithm")
