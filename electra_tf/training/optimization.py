@@ -471,7 +471,8 @@ def create_optimizer(
 
 def build_optimizer(variables, learning_rate: float, num_train_steps: int,
                     num_warmup_steps: int, **kwargs) -> ElectraAdamW | ElectraLamb:
-    """A training loop's optimizer (AdamW, or LAMB with optimizer="lamb"), built for `variables`, clipping left to the loop.
+    """A training loop's optimizer (AdamW, or LAMB with optimizer="lamb"), built for
+    `variables`, clipping left to the loop.
 
     Both backends clip the global norm of the summed gradient themselves
     (after the all-reduce), so the optimizer does not clip. The slots are

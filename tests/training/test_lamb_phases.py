@@ -59,8 +59,8 @@ def test_lamb_two_phases_in_one_run(make_configs, long_records, tmp_path, capsys
     assert trainer.step == 6
     # NVIDIA's schedule: warmup 1 step to 6e-3, then phase 2 from 0 (warmup 1) to 4e-3
     assert lrs == pytest.approx([0.0, 0.0]) and trainer.optimizer.stage_starts == (3,)
-    assert "step 3: phase 2 starts: max_seq_length 64, train_batch_size 4 (gradient_accumulation_steps 1), " \
-           "9 masked positions" in capsys.readouterr().err
+    assert ("step 3: phase 2 starts: max_seq_length 64, train_batch_size 4 "
+            "(gradient_accumulation_steps 1), 9 masked positions") in capsys.readouterr().err
 
 
 # "continued": a finished phase-1 run (num_train_steps 3, no phase 2) rerun with phase 2
