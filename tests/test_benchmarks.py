@@ -21,8 +21,10 @@ TOY_TESTS = {
     "bench_finetuning.py": "test_bench_finetuning_at_toy_size",
     "bench_gpu.py": "test_bench_gpu.py::test_the_toy_run_writes_every_field",
     "bench_packed_input.py": "test_bench_packed_input_at_toy_size",
+    "bench_peer.py": "test_bench_peer_at_toy_size",
     "bench_pretraining.py": "test_bench_pretraining_at_toy_size",
     "bench_serving_floor.py": "test_bench_serving_floor_at_toy_size",
+    "bench_serving_threads.py": "test_bench_serving_threads_at_toy_size",
 }
 
 
@@ -120,3 +122,30 @@ def test_bench_packed_input_at_toy_size(tmp_path, tiny_corpus, tiny_vocab):
     assert all(results[k]["sequences_per_second"] > 0
                for k in ("packed", "packed + prefetch", "numpy (TFRecords)"))
 
+
+@pytest.mark.slow
+def test_bench_serving_threads_at_toy_size(tmp_path):
+    out = tmp_path / "threads"
+    _run(["bench_serving_threads.py", "--model_size=tiny", "--settings=default,intra1",
+          "--rounds=2", "--iters=2", "--warmup=1", "--batch=2", f"--output={out}"], 180)
+    rows = json.loads(out.with_suffix(".json").read_text())["rows"]
+    assert {(r["setting"], r["request"]) for r in rows} == {
+        (s, q) for s in ("default", "intra1")
+        for q in ("20 words", "128 words", "mixed 5-120 words x2")}
+    assert all(r["p50_ms"] > 0 for r in rows)
+    # two rounds of 2 calls each (the batch: one call a round)
+    assert {r["calls"] for r in rows if r["request"] == "20 words"} == {4}
+
+
+@pytest.mark.slow
+def test_bench_peer_at_toy_size(tmp_path):
+    pytest.importorskip("transformers")
+    out = tmp_path / "peer"
+    _run(["bench_peer.py", "--model_size=tiny", "--seq_length=16", "--batch_size=2",
+          "--steps=1", "--warmup=1", "--iters=2", "--lengths=16", "--threads=1",
+          "--rounds=1", f"--output={out}"], 240)
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert set(result["results"]["finetuning"]) == {"electra_tf", "transformers"}
+    assert result["finetuning_ratio"] > 0
+    assert {(r["framework"], r["length"]) for r in result["results"]["latency_p50_ms"]} == {
+        ("electra_tf", 16), ("transformers", 16)}
