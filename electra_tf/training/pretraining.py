@@ -334,7 +334,7 @@ class Pretraining:
                 self.optimizer.learning_rate))  # the next step's
             results["sequences_per_second"] = n * phase.train_batch_size / (time.monotonic() - t0)
             step = self.step
-            summaries.write_scalars(train_writer, step, results)
+            summaries.write_scalars(train_writer, step, reporting.tensorboard_scalars(results))
             if step % log_every == 0 or step == end:
                 eta = (time.monotonic() - start_time) / max(step - start_step, 1) * (
                     cfg.num_train_steps - step)
@@ -347,7 +347,7 @@ class Pretraining:
 
     def _report_eval(self, results: dict, writer) -> None:
         if results:
-            summaries.write_scalars(writer, self.step, results)
+            summaries.write_scalars(writer, self.step, reporting.tensorboard_scalars(results))
             self._log(reporting.eval_line(results, self.step))
 
     # === Faults ===
