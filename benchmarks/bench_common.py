@@ -166,10 +166,11 @@ def finetuned_folder(folder: str, task_name: str, vocab_file: str, model_size: s
 
 
 def pretrained_folder(folder: str, vocab_file: str, model_size: str = "small",
-                      seed: int = 0) -> str:
+                      seed: int = 0, objective: str = "") -> str:
     """A pre-training model_dir holding a randomly initialized discriminator, written
     by electra_tf's folder writers (discriminator weights and config,
-    pretraining_config.json, vocab.txt and its fingerprint): what --init_checkpoint reads."""
+    pretraining_config.json, vocab.txt and its fingerprint): what --init_checkpoint reads.
+    `objective` (e.g. "electric") records the run's hyperparameters with it."""
     import keras
 
     from electra_tf.core.config import MODEL_SIZES, EncoderConfig
@@ -181,5 +182,10 @@ def pretrained_folder(folder: str, vocab_file: str, model_size: str = "small",
     keras.utils.set_random_seed(seed)
     os.makedirs(folder, exist_ok=True)
     artifacts.save_discriminator(folder, build_discriminator(config))
-    artifacts.write_pretraining_config(folder, None, {"vocab_file": vocab_file})
+    hparams = None
+    if objective:
+        from electra_tf.core.config import PretrainingConfig
+
+        hparams = PretrainingConfig(objective=objective, model_size=model_size)
+    artifacts.write_pretraining_config(folder, hparams, {"vocab_file": vocab_file})
     return folder

@@ -23,6 +23,7 @@ TOY_TESTS = {
     "bench_packed_input.py": "test_bench_packed_input_at_toy_size",
     "bench_peer.py": "test_bench_peer_at_toy_size",
     "bench_pretraining.py": "test_bench_pretraining_at_toy_size",
+    "bench_score_export.py": "test_bench_score_export_at_toy_size",
     "bench_serving_floor.py": "test_bench_serving_floor_at_toy_size",
     "bench_serving_threads.py": "test_bench_serving_threads_at_toy_size",
 }
@@ -121,6 +122,17 @@ def test_bench_packed_input_at_toy_size(tmp_path, tiny_corpus, tiny_vocab):
     assert results["pack"]["examples"] > 0
     assert all(results[k]["sequences_per_second"] > 0
                for k in ("packed", "packed + prefetch", "numpy (TFRecords)"))
+
+
+@pytest.mark.slow
+def test_bench_score_export_at_toy_size(tmp_path):
+    out = tmp_path / "score"
+    _run(["bench_score_export.py", "--model_size=tiny", "--vocab_size=400", "--iters=2",
+          "--warmup=1", f"--output={out}"], 180)
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert result["model_size"] == "tiny" and result["iters"] == 2
+    assert result["score"]["p50_ms"] > 0 and result["classification"]["p50_ms"] > 0
+    assert result["p50_ratio_score_over_classification"] > 0
 
 
 @pytest.mark.slow
