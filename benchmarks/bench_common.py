@@ -110,3 +110,82 @@ def model_flops_per_sequence(disc, gen, seq_len: int, num_predictions: int,
     forward = seq_len * (d_tok + g_tok) + num_predictions * mlm
     return {"discriminator_forward": seq_len * d_tok, "generator_forward": seq_len * g_tok,
             "mlm_head_forward": num_predictions * mlm, "forward": forward, "train": 3 * forward}
+
+
+# === Inputs, written by the product's own writers ===
+def synthetic_vocab(path: str, size: int = 30522, prefix: str = "w") -> str:
+    """A BERT-layout vocabulary of `size` lines: [PAD], [unused0-98], [UNK], [CLS],
+    [SEP], [MASK], then PREFIXN (one WordPiece each: "wN" is id 104 + N).
+
+    The scripts' input, as a user's vocab.txt is: the folders that record it are
+    written by electra_tf's own writers (`finetuned_folder`, `pretrained_folder`).
+    """
+    specials = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]",
+                                                                   "[MASK]"]
+    tokens = specials + [f"{prefix}{i}" for i in range(size - len(specials))]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(tokens) + "\n")
+    return path
+
+
+def finetuned_folder(folder: str, task_name: str, vocab_file: str, model_size: str = "small",
+                     max_seq_length: int = 128, label_names=None, seed: int = 0) -> str:
+    """A fine-tuning model_dir of a randomly initialized discriminator with an untrained
+    head, written as run_finetuning writes one (electra_tf's folder writers: weights,
+    finetuning_config.json, vocab.txt and its fingerprint).
+
+    Args:
+      task_name: a registry task ("sst2", "ner", ...). label_names: a tagging task's
+        tag set (else learned from data, which there is none of here).
+    """
+    import keras
+
+    from electra_tf.core.config import MODEL_SIZES, EncoderConfig, FinetuneRun, FinetuningConfig
+    from electra_tf.modeling import build_discriminator
+    from electra_tf.tasks.model import FinetuningModel
+    from electra_tf.tasks.registry import get_task
+    from electra_tf.tasks.tagging import TaggingTask
+    from electra_tf.text.vocab import load_vocab
+    from electra_tf.training import artifacts
+
+    task = (TaggingTask(task_name, label_names=label_names) if label_names
+            else get_task(task_name))
+    config = EncoderConfig(vocab_size=len(load_vocab(vocab_file)), **MODEL_SIZES[model_size])
+    keras.utils.set_random_seed(seed)
+    model = FinetuningModel(build_discriminator(config).encoder, task.head,
+                            max(1, len(task.label_names)), config=task.head_config())
+    model.build()
+    os.makedirs(folder, exist_ok=True)
+    artifacts.save_finetuned(folder, model)
+    artifacts.write_finetuning_config(
+        folder, task=task, config=FinetuningConfig(task_name=task_name,
+                                                   max_seq_length=max_seq_length),
+        run=FinetuneRun(model_dir=folder, vocab_file=vocab_file), encoder=config,
+        model_size=model_size, max_seq_length=max_seq_length)
+    return folder
+
+
+def pretrained_folder(folder: str, vocab_file: str, model_size: str = "small",
+                      seed: int = 0, objective: str = "") -> str:
+    """A pre-training model_dir holding a randomly initialized discriminator, written
+    by electra_tf's folder writers (discriminator weights and config,
+    pretraining_config.json, vocab.txt and its fingerprint): what --init_checkpoint reads.
+    `objective` (e.g. "electric") records the run's hyperparameters with it."""
+    import keras
+
+    from electra_tf.core.config import MODEL_SIZES, EncoderConfig
+    from electra_tf.modeling import build_discriminator
+    from electra_tf.text.vocab import load_vocab
+    from electra_tf.training import artifacts
+
+    config = EncoderConfig(vocab_size=len(load_vocab(vocab_file)), **MODEL_SIZES[model_size])
+    keras.utils.set_random_seed(seed)
+    os.makedirs(folder, exist_ok=True)
+    artifacts.save_discriminator(folder, build_discriminator(config))
+    hparams = None
+    if objective:
+        from electra_tf.core.config import PretrainingConfig
+
+        hparams = PretrainingConfig(objective=objective, model_size=model_size)
+    artifacts.write_pretraining_config(folder, hparams, {"vocab_file": vocab_file})
+    return folder

@@ -46,46 +46,36 @@ import tempfile
 import time
 
 import numpy as np
-from bench_common import ROOT, cpu_model, repo_relative  # noqa: E402 (benchmarks/ is on sys.path)
+from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
+    ROOT,
+    cpu_model,
+    finetuned_folder,
+    repo_relative,
+    synthetic_vocab,
+)
 
 sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+BIG_BATCH = 32  # the large batch of every table (--big_batch: the test's toy run uses 2)
+
+
+def _big_batch_rounds(iters):
+    """Calls (or A/B rounds) at the large batch: a quarter of batch 1's, at least 10
+    (fewer only when `iters` is itself under 10, as in the toy run)."""
+    return max(min(10, iters), iters // 4)
+
+
 NER_TAGS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
 
 
-def make_checkpoints(work):
-    import keras
-
-    from electra_tf.core.config import MODEL_SIZES, EncoderConfig
-    from electra_tf.modeling import build_discriminator
-    from electra_tf.tasks.model import FinetuningModel
-    from electra_tf.training import artifacts
-
-    vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]",
-                                                                 "[MASK]"]
-    vocab += [f"w{i}" for i in range(30522 - len(vocab))]
-    vocab_file = os.path.join(work, "vocab.txt")
-    with open(vocab_file, "w") as f:
-        f.write("\n".join(vocab) + "\n")
-    config = EncoderConfig(vocab_size=30522, **MODEL_SIZES["small"])
-    dirs = {}
-    for name, task, labels, kind in (("sst2", "sst2", ["0", "1"], "sequence_classification"),
-                                     ("ner", "ner", NER_TAGS, "token_classification")):
-        keras.utils.set_random_seed(0)
-        model = FinetuningModel(build_discriminator(config).encoder, kind, len(labels))
-        model.build()
-        out = os.path.join(work, name)
-        os.makedirs(out)
-        artifacts.save_weights(model, os.path.join(out, artifacts.FINETUNED_WEIGHTS))
-        artifacts.write_json(os.path.join(out, artifacts.FINETUNING_CONFIG), {
-            "encoder": config.to_dict(), "task": task, "head": kind, "regression": False,
-            "answerable": False,
-            "pair": False, "label_names": labels, "max_seq_length": 128,
-            "model_size": "small", "head_options": {}, "finetuning": {"do_lower_case": True},
-            "run": {"vocab_file": vocab_file}})
-        dirs[name] = out
-    return dirs
+def make_checkpoints(work, model_size="small"):
+    """The two fine-tuning folders the scripts export (sst2, ner), written by electra_tf's
+    own folder writers (bench_common.finetuned_folder) over a 30522-line "wN" vocabulary."""
+    vocab_file = synthetic_vocab(os.path.join(work, "vocab.txt"))
+    return {"sst2": finetuned_folder(os.path.join(work, "sst2"), "sst2", vocab_file, model_size),
+            "ner": finetuned_folder(os.path.join(work, "ner"), "ner", vocab_file, model_size,
+                                    label_names=NER_TAGS)}
 
 
 def du(path):
@@ -159,7 +149,7 @@ def input_check_cost(dirs, work, iters, warmup):
             archive = build_archive(spec)[0] if checked else unchecked_ids_archive(spec)
             archive.write_out(path, verbose=False)
             loaded[checked] = tf.saved_model.load(path).signatures["serving_ids"]
-        for batch, n in ((1, iters), (32, max(10, iters // 4))):
+        for batch, n in ((1, iters), (BIG_BATCH, _big_batch_rounds(iters))):
             ids = tf.constant(np.random.default_rng(0).integers(1000, 30000, [batch, 128]),
                               tf.int32)
             inputs = {"input_word_ids": ids, "input_mask": tf.ones_like(ids),
@@ -235,12 +225,13 @@ def bucket_cost(dirs, work, iters, warmup):
                 archive, _ = build_archive(spec)
                 archive.write_out(path, verbose=False)
             loaded[variant] = tf.saved_model.load(path).signatures
-        cases = [(f"{n} words", batch, [n] * batch) for n in BUCKET_LENGTHS for batch in (1, 32)]
-        cases.append(("mixed 5-120 words", 32, [rng.randint(5, 120) for _ in range(32)]))
+        cases = [(f"{n} words", batch, [n] * batch) for n in BUCKET_LENGTHS for batch in (1, BIG_BATCH)]
+        cases.append(("mixed 5-120 words", BIG_BATCH,
+                      [rng.randint(5, 120) for _ in range(BIG_BATCH)]))
         for label, batch, lengths in cases:
             texts = _texts(rng, lengths)
             for signature in ("serving_default", "serving_ids"):
-                if signature == "serving_ids" and not (batch == 32 or lengths[0] == 20):
+                if signature == "serving_ids" and not (batch == BIG_BATCH or lengths[0] == 20):
                     continue
                 inputs = {"text": texts}
                 if signature == "serving_ids":  # a client's packing: the full window
@@ -253,7 +244,7 @@ def bucket_cost(dirs, work, iters, warmup):
                 for fn in fns.values():
                     for _ in range(warmup):
                         {k: v.numpy() for k, v in fn(**inputs).items()}
-                n = iters if batch == 1 else max(10, iters // 4)
+                n = iters if batch == 1 else _big_batch_rounds(iters)
                 times = {v: [] for v in VARIANTS}
                 order = list(VARIANTS)
                 for i in range(n):
@@ -287,6 +278,7 @@ def _ids_for(texts):
 
 
 def main():
+    global BIG_BATCH
     parser = argparse.ArgumentParser()
     parser.add_argument("--output", default="benchmarks/export_latency")
     parser.add_argument("--iters", type=int, default=30)
@@ -297,11 +289,16 @@ def main():
                         help="A/B pairs for the length buckets at batch 1 (a quarter at 32).")
     parser.add_argument("--parts", default="all", choices=["all", "buckets"],
                         help="buckets: only the length-bucket A/B (its own table).")
+    parser.add_argument("--big_batch", type=int, default=32,
+                        help="the large batch (32 in the tables; the toy run: 2).")
+    parser.add_argument("--model_size", default="small",
+                        help="small (what the tables record) or tiny (the test's toy run).")
     parser.add_argument("--intra_op_threads", type=int, default=0,
                         help="TensorFlow's intra-op threads (TF Serving's "
                              "--tensorflow_intra_op_parallelism); 0: TensorFlow's default, "
                              "one per core.")
     args = parser.parse_args()
+    BIG_BATCH = args.big_batch
 
     import tensorflow as tf
 
@@ -313,7 +310,7 @@ def main():
 
     load_start = os.getloadavg()[0]
     work = tempfile.mkdtemp(prefix="bench_export_")
-    dirs = make_checkpoints(work)
+    dirs = make_checkpoints(work, args.model_size)
     rng = random.Random(0)
     rows = []
     for name, task in (("sst2", "sequence_classification"), ("ner", "token_classification")):
@@ -328,7 +325,7 @@ def main():
         t0 = time.perf_counter()
         loaded = tf.saved_model.load(path)
         load_s = time.perf_counter() - t0
-        for batch in (1, 32):
+        for batch in (1, BIG_BATCH):
             texts = tf.constant([" ".join(f"w{rng.randrange(5000)}" for _ in range(200))
                                  for _ in range(batch)])
             ids = tf.constant(np.random.default_rng(0).integers(1000, 30000, [batch, 128]),
@@ -373,6 +370,10 @@ def main():
         command += f"--parts={args.parts} "
     if args.intra_op_threads:
         command += f"--intra_op_threads={args.intra_op_threads} "
+    if args.model_size != "small":
+        command += f"--model_size={args.model_size} "
+    if args.big_batch != 32:
+        command += f"--big_batch={args.big_batch} "
     lines = ["# ELECTRA-Small SavedModel export: time, size, in-process latency (CPU)", "",
              "Reproduce (from the repository root):", "", "```",
              command + f"--output={repo_relative(args.output)}", "```", "",
@@ -382,8 +383,9 @@ def main():
              "with the other jobs' load; compare rows of one run only.",
              f"- TensorFlow {tf.__version__}, Keras {keras.__version__}, "
              f"Python {platform.python_version()}; {machine['date']}",
-             "- ELECTRA-Small (hidden 256, 12 layers, E 128, vocab 30522), seq 128, random "
-             "weights, untrained heads."]
+             ("- ELECTRA-Small (hidden 256, 12 layers, E 128, vocab 30522)"
+              if args.model_size == "small" else f"- model size {args.model_size}, vocab 30522")
+             + ", seq 128, random weights, untrained heads."]
     if rows:
         lines += [
             "",

@@ -65,6 +65,15 @@ from bench_common import model_flops_per_sequence as pretraining_flops_per_seque
 BATCH = 128
 SEQ = 128
 VOCAB = 30522
+SIZE = "small"
+MATMUL = 2048  # the square matmul's side
+
+
+def use_toy_sizes():
+    """--toy: the same run at a size that takes seconds (the test's wiring check; its
+    numbers say nothing about speed): tiny model, batch 4, seq 32, vocab 1000."""
+    global BATCH, SEQ, VOCAB, SIZE, MATMUL
+    BATCH, SEQ, VOCAB, SIZE, MATMUL = 4, 32, 1000, "tiny", 256
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -79,7 +88,7 @@ def model_flops_per_sequence(config) -> dict:
 
 def small_config():
     from electra_tf.core.config import PretrainingConfig
-    return PretrainingConfig(model_size="small", vocab_size=VOCAB, max_seq_length=SEQ,
+    return PretrainingConfig(model_size=SIZE, vocab_size=VOCAB, max_seq_length=SEQ,
                              train_batch_size=BATCH)
 
 
@@ -145,13 +154,13 @@ def worker_data(args):
         f.write("\n".join(vocab) + "\n")
     rng = np.random.default_rng(0)
     cls_id, sep_id, first = 101, 102, len(specials)
-    num_shards, per_shard = 4, 1024
+    num_shards, per_shard = 4, 1024 if SIZE == "small" else 16
     import tensorflow as tf
     for s in range(num_shards):
         path = os.path.join(args.data_dir, features.shard_name(s, num_shards))
         with tf.io.TFRecordWriter(path) as w:
             for _ in range(per_shard):
-                len_a = int(rng.integers(20, SEQ - 23))
+                len_a = int(rng.integers(20 * SEQ // 128, SEQ - 23 * SEQ // 128))
                 len_b = SEQ - 3 - len_a
                 ids = ([cls_id] + rng.integers(first, VOCAB, len_a).tolist() + [sep_id]
                        + rng.integers(first, VOCAB, len_b).tolist() + [sep_id])
@@ -287,8 +296,8 @@ def worker_model_garden(args):
 def worker_matmul(args):
     import tensorflow as tf
 
-    shapes = {"2048x2048 @ 2048x2048": (2048, 2048, 2048),
-              "[128*128, 256] @ [256, 1024]": (BATCH * SEQ, 256, 1024)}
+    shapes = {f"{MATMUL}x{MATMUL} @ {MATMUL}x{MATMUL}": (MATMUL, MATMUL, MATMUL),
+              f"[{BATCH}*{SEQ}, 256] @ [256, 1024]": (BATCH * SEQ, 256, 1024)}
     out = []
     for name, (m, k, n) in shapes.items():
         for dtype in (tf.float32, tf.bfloat16):
@@ -322,6 +331,7 @@ def run_worker(kind, args, **extra):
     cmd = [sys.executable, os.path.abspath(__file__), f"--worker={kind}",
            f"--data_dir={args.data_dir}", f"--warmup={args.warmup}", f"--steps={args.steps}",
            f"--matmul_repeats={args.matmul_repeats}", f"--result_file={result_file}"]
+    cmd += ["--toy"] if args.toy else []
     cmd += [f"--{k}={v}" for k, v in extra.items()]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
     return run_worker_process(cmd, env, result_file, None)
@@ -382,12 +392,16 @@ def main():
     parser.add_argument("--report_only", action="store_true",
                         help="rewrite OUTPUT.md from OUTPUT.json, running nothing")
     parser.add_argument("--data_dir", default="")
+    parser.add_argument("--toy", action="store_true",
+                        help="tiny model, batch 4, seq 32 (a wiring check in seconds)")
     parser.add_argument("--worker", default="", help=argparse.SUPPRESS)
     parser.add_argument("--result_file", default="", help=argparse.SUPPRESS)
     parser.add_argument("--jit", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
     parser.add_argument("--replicas", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.toy:
+        use_toy_sizes()
 
     if args.worker:
         fn = {"data": worker_data, "ours": worker_ours, "model_garden": worker_model_garden,
@@ -470,7 +484,7 @@ def _order(key):
 
 
 def _peak(matmul, dtype):
-    rows = [m for m in matmul if m["shape"].startswith("2048") and m["dtype"] == dtype]
+    rows = [m for m in matmul if m["shape"].startswith(f"{MATMUL}x") and m["dtype"] == dtype]
     return rows[0]["gflops_median"] if rows else float("nan")
 
 

@@ -23,59 +23,12 @@ import tempfile
 import time
 
 import numpy as np
-from bench_common import cpu_model  # noqa: E402 (benchmarks/ is on sys.path)
-
-
-def make_checkpoints(work):
-    """bench_export's Small sst2 folder (vocab 30522 of "wN" words), with its vocab.txt and
-    fingerprint as run_finetuning writes them; {"sst2": folder}."""
-    import keras
-
-    from electra_tf.core.config import MODEL_SIZES, EncoderConfig
-    from electra_tf.modeling import build_discriminator
-    from electra_tf.tasks.model import FinetuningModel
-    from electra_tf.training import artifacts
-
-    vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]",
-                                                                 "[MASK]"]
-    vocab += [f"w{i}" for i in range(30522 - len(vocab))]
-    vocab_file = os.path.join(work, "vocab.txt")
-    with open(vocab_file, "w") as f:
-        f.write("\n".join(vocab) + "\n")
-    config = EncoderConfig(vocab_size=30522, **MODEL_SIZES["small"])
-    keras.utils.set_random_seed(0)
-    model = FinetuningModel(build_discriminator(config).encoder, "sequence_classification", 2)
-    model.build()
-    out = os.path.join(work, "sst2")
-    os.makedirs(out)
-    artifacts.save_weights(model, os.path.join(out, artifacts.FINETUNED_WEIGHTS))
-    artifacts.write_json(os.path.join(out, artifacts.FINETUNING_CONFIG), {
-        "encoder": config.to_dict(), "task": "sst2", "head": "sequence_classification",
-        "regression": False, "answerable": False, "pair": False, "label_names": ["0", "1"],
-        "max_seq_length": 128, "model_size": "small", "head_options": {},
-        "finetuning": {"do_lower_case": True}, "run": {"vocab_file": vocab_file},
-        **artifacts.keep_vocab(out, vocab_file)})
-    return {"sst2": out}
-
-
-def electric_folder(work, sst2_dir):
-    """A pre-training folder holding sst2's discriminator, recorded as Electric's."""
-    import keras
-
-    from electra_tf.core.config import MODEL_SIZES, EncoderConfig, PretrainingConfig
-    from electra_tf.modeling import build_discriminator
-    from electra_tf.training import artifacts
-
-    config = EncoderConfig(vocab_size=30522, **MODEL_SIZES["small"])
-    keras.utils.set_random_seed(0)
-    out = os.path.join(work, "electric")
-    os.makedirs(out)
-    artifacts.save_discriminator(out, build_discriminator(config))
-    vocab = os.path.join(work, "vocab.txt")
-    artifacts.write_pretraining_config(out, PretrainingConfig(objective="electric",
-                                                              model_size="small"),
-                                       {"vocab_file": vocab})
-    return out
+from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
+    cpu_model,
+    finetuned_folder,
+    pretrained_folder,
+    synthetic_vocab,
+)
 
 
 def main():
@@ -83,6 +36,8 @@ def main():
     parser.add_argument("--output", default="")
     parser.add_argument("--iters", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--model_size", default="small", help="small; tiny for a toy run")
+    parser.add_argument("--vocab_size", type=int, default=30522)
     args = parser.parse_args()
     import tensorflow as tf
 
@@ -90,15 +45,21 @@ def main():
 
     work = tempfile.mkdtemp(prefix="bench_score_")
     try:
-        dirs = make_checkpoints(work)
-        dirs["score"] = electric_folder(work, dirs["sst2"])
-        paths = {"classification": export(load_spec("sequence_classification", dirs["sst2"]),
+        # The same random discriminator (seed 0) in both folders, written by
+        # electra_tf's folder writers: sst2's with its head, and a pre-training folder
+        # that records objective=electric.
+        vocab = synthetic_vocab(os.path.join(work, "vocab.txt"), args.vocab_size)
+        sst2 = finetuned_folder(os.path.join(work, "sst2"), "sst2", vocab, args.model_size)
+        electric = pretrained_folder(os.path.join(work, "electric"), vocab, args.model_size,
+                                     objective="electric")
+        paths = {"classification": export(load_spec("sequence_classification", sst2),
                                           work, "cls"),
-                 "score": export(load_spec("score", dirs["score"], max_seq_length=128),
+                 "score": export(load_spec("score", electric, max_seq_length=128),
                                  work, "score")}
         fns = {k: tf.saved_model.load(p).signatures["serving_default"] for k, p in paths.items()}
         rng = random.Random(0)
-        texts = tf.constant([" ".join(f"w{rng.randrange(1000, 30000)}" for _ in range(20))
+        words = args.vocab_size - 104  # "wN" is one WordPiece for N < words
+        texts = tf.constant([" ".join(f"w{rng.randrange(words)}" for _ in range(20))
                              for _ in range(10)])
         for fn in fns.values():
             for _ in range(args.warmup):
@@ -112,7 +73,8 @@ def main():
                 times[name].append(1e3 * (time.perf_counter() - t0))
         result = {"command": "python " + " ".join(sys.argv), "cpu": cpu_model(),
                   "date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
-                  "tensorflow": tf.__version__, "batch": 10, "words": 20, "iters": args.iters}
+                  "tensorflow": tf.__version__, "model_size": args.model_size,
+                  "batch": 10, "words": 20, "iters": args.iters}
         for name, t in times.items():
             result[name] = {"p50_ms": round(float(np.percentile(t, 50)), 2),
                             "p95_ms": round(float(np.percentile(t, 95)), 2)}

@@ -72,7 +72,7 @@ def child(args):
     from electra_tf.tasks.model import FinetuningModel
 
     keras.utils.set_random_seed(0)
-    config = EncoderConfig(vocab_size=30522, **MODEL_SIZES["small"])
+    config = EncoderConfig(vocab_size=30522, **MODEL_SIZES[args.model_size])
     model = FinetuningModel(build_discriminator(config).encoder, "sequence_classification",
                             2)
     model.build()
@@ -124,6 +124,8 @@ def main():
     parser.add_argument("--lengths", default="16,24,32,64,128")
     parser.add_argument("--iters", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--model_size", default="small",
+                        help="small (what the tables record) or tiny (the test's toy run).")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--work", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -138,7 +140,7 @@ def main():
     from electra_tf.serving.signatures import build_archive
 
     work = tempfile.mkdtemp(prefix="bench_serving_floor_")
-    dirs = make_checkpoints(work)
+    dirs = make_checkpoints(work, args.model_size)
     for name in GRAPHS:
         spec = load_spec("sequence_classification", dirs["sst2"])
         lean = name == "serving_encoder"
@@ -151,7 +153,8 @@ def main():
     for threads, onednn in settings:
         cmd = [sys.executable, os.path.abspath(__file__), "--child", f"--threads={threads}",
                f"--onednn={onednn}", f"--lengths={','.join(map(str, args.lengths))}",
-               f"--iters={args.iters}", f"--warmup={args.warmup}", f"--work={work}"]
+               f"--iters={args.iters}", f"--warmup={args.warmup}", f"--work={work}",
+               f"--model_size={args.model_size}"]
         env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": str(onednn)}
         out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
         for line in out.splitlines():
@@ -183,13 +186,16 @@ def main():
              "Reproduce (from the repository root):", "", "```",
              f"python benchmarks/bench_serving_floor.py --threads={args.threads} "
              f"--onednn={args.onednn} --lengths={','.join(map(str, args.lengths))} "
-             f"--iters={args.iters} --warmup={args.warmup} --output={repo_relative(args.output)}",
+             f"--iters={args.iters} --warmup={args.warmup} --output={repo_relative(args.output)}"
+             + (f" --model_size={args.model_size}" if args.model_size != "small" else ""),
              "```", "",
              f"- Machine: {cpu}, {os.cpu_count()} cores, no GPU; 1-min load average "
              f"{load_start:.2f} at the start, {machine['load_avg_at_end']:.2f} at the end.",
              f"- TensorFlow {tf.__version__}, Keras {keras.__version__}, Python "
              f"{platform.python_version()}; {machine['date']}",
-             "- ELECTRA-Small (hidden 256, 12 layers, E 128, vocab 30522), random weights, "
+             ("- ELECTRA-Small (hidden 256, 12 layers, E 128, vocab 30522)"
+              if args.model_size == "small" else f"- model size {args.model_size}, vocab 30522")
+             + ", random weights, "
              "a 2-label classification head; p50 in ms (see the script's docstring). "
              "Columns: TensorFlow intra-op threads (TF Serving's "
              "`--tensorflow_intra_op_parallelism`) and `TF_ENABLE_ONEDNN_OPTS`.", "",

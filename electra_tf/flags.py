@@ -59,6 +59,8 @@ def _define(cls, flag_values) -> None:
                                 flag_values=flag_values)
         elif kind == "int | None":
             flags.DEFINE_integer(f.name, default, help_text, flag_values=flag_values)
+        elif kind == "float | None":  # unset: None (the config resolves it)
+            flags.DEFINE_float(f.name, default, help_text, flag_values=flag_values)
         elif kind == "bool | None":  # unset: None (the config resolves it)
             flags.DEFINE_bool(f.name, default, help_text, flag_values=flag_values)
         elif kind in _DEFINERS:

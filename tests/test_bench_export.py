@@ -15,29 +15,10 @@ pytestmark = pytest.mark.slow
 
 
 def _finetuned_dir(tmp_path, vocab_file):
-    import keras
+    from bench_common import finetuned_folder
 
-    from electra_tf.core.config import MODEL_SIZES, EncoderConfig, FinetuneRun, FinetuningConfig
-    from electra_tf.modeling import build_discriminator
-    from electra_tf.tasks.model import FinetuningModel
-    from electra_tf.tasks.registry import get_task
-    from electra_tf.training import artifacts
-
-    with open(vocab_file) as f:
-        vocab_size = sum(1 for line in f if line.strip())
-    config = EncoderConfig(vocab_size=vocab_size, **MODEL_SIZES["tiny"])
-    keras.utils.set_random_seed(0)
-    model = FinetuningModel(build_discriminator(config).encoder, "sequence_classification", 2)
-    model.build()
-    out = tmp_path / "sst2"
-    out.mkdir()
-    artifacts.save_weights(model, str(out / artifacts.FINETUNED_WEIGHTS))
-    task = get_task("sst2")
-    artifacts.write_finetuning_config(
-        str(out), task=task, config=FinetuningConfig(task_name="sst2"),
-        run=FinetuneRun(model_dir=str(out), vocab_file=vocab_file), encoder=config,
-        model_size="tiny", max_seq_length=32)
-    return str(out)
+    return finetuned_folder(str(tmp_path / "sst2"), "sst2", vocab_file, "tiny",
+                            max_seq_length=32)
 
 
 def test_the_ab_arms_give_exports_outputs_from_other_graphs(tmp_path, tiny_vocab):

@@ -147,6 +147,7 @@ def model_size_of(config: EncoderConfig) -> str:
 # electric: Clark et al. 2020b ("Pre-Training Transformers as Energy-Based Cloze
 # Models"), the original's electric_objective (with its two_tower_generator).
 OBJECTIVES = ("electra", "bert_mlm", "electra_15", "replace_mlm", "all_tokens_mlm", "electric")
+OPTIMIZERS = ("adamw", "lamb")  # training/optimization.py
 TRAINING_ALGORITHMS = ("joint", "two_stage", "adversarial")
 
 
@@ -243,6 +244,16 @@ class PretrainingConfig:
         None, "Keras' bias-corrected Adam (the original has none); unset: on for the tiny "
         "preset (not a paper size, run for few steps), off for the paper's sizes")
     clip_norm: float = _field(1.0, "global-norm gradient clipping")
+    optimizer: str = _field(
+        "adamw", "adamw: the original's AdamWeightDecayOptimizer and schedule; lamb: LAMB as "
+        "NVIDIA's TF2 ELECTRA runs it (tfa's update, trust ratio per variable, warmup then "
+        "decay from the peak), for large global batches", choices=OPTIMIZERS)
+    opt_beta_1: float | None = _field(None, "Adam/LAMB beta1; unset: 0.9 (adamw), 0.878 (lamb)")
+    opt_beta_2: float | None = _field(None, "Adam/LAMB beta2; unset: 0.999 (adamw), 0.974 "
+                                      "(lamb)")
+    skip_adaptive: bool = _field(
+        True, "lamb: no trust ratio on LayerNorm and bias (NVIDIA's --skip_adaptive, which its "
+        "scripts pass); False: every variable gets one")
 
     # --- training ---
     num_train_steps: int = _field(1000000, "optimizer steps")
@@ -254,6 +265,16 @@ class PretrainingConfig:
     train_batch_size: int = _field(128, "global batch")
     eval_batch_size: int = _field(128, "global batch")
     seed: int = _field(0, "seed for init, masking, sampling and dropout")
+
+    # --- a second phase at another sequence length (NVIDIA's phase 2: 128, then 512) ---
+    phase2_steps: int = _field(
+        0, "the last N of num_train_steps form a second phase: records of "
+        "phase2_max_seq_length (--phase2_train_data), its own batch, learning rate and "
+        "warmup, the schedule starting again; 0: one phase")
+    phase2_max_seq_length: int = _field(0, "phase 2's L (masking int((mask_prob + 0.005) * L))")
+    phase2_train_batch_size: int = _field(0, "phase 2's global batch; 0: train_batch_size")
+    phase2_learning_rate: float = _field(0.0, "phase 2's peak learning rate; 0: learning_rate")
+    phase2_warmup_steps: int = _field(0, "phase 2's linear warmup steps")
 
     @property
     def resolved_adam_bias_correction(self) -> bool:
@@ -272,7 +293,8 @@ class PretrainingConfig:
         model pre-trained 30 steps with 5 warmup steps stayed at chance on a
         keyword task, 0.995 with bias correction).
         """
-        if self.resolved_adam_bias_correction or self.num_warmup_steps >= 1000:
+        if self.resolved_adam_bias_correction or self.num_warmup_steps >= 1000 \
+                or self.optimizer == "lamb":  # LAMB's moments are always bias-corrected
             return ""
         return (f"warning: --num_warmup_steps={self.num_warmup_steps} with the original's "
                 "Adam (no bias correction): its first few hundred steps are several times "
@@ -290,7 +312,31 @@ class PretrainingConfig:
         """
         if self.training_algorithm == "two_stage":
             return (self.num_train_steps // 2,)
+        if self.phase2_steps:
+            return (self.phase2_start,)
         return ()
+
+    @property
+    def stage_rates(self) -> tuple[tuple[float, int], ...]:
+        """(peak learning rate, warmup steps) of each stage after the first: phase 2's
+        own; two-stage training's second stage repeats the first's (())."""
+        if self.phase2_steps:
+            return ((self.phase2_learning_rate or self.learning_rate, self.phase2_warmup_steps),)
+        return ()
+
+    @property
+    def phase2_start(self) -> int:
+        """The optimizer step where phase 2 starts (num_train_steps without phase 2)."""
+        return self.num_train_steps - self.phase2_steps
+
+    @property
+    def phase2_max_predictions_per_seq(self) -> int:
+        """Phase 2's masked positions per sequence: the original's rule at its length."""
+        return default_max_predictions(self.mask_prob, self.phase2_max_seq_length)
+
+    @property
+    def resolved_phase2_train_batch_size(self) -> int:
+        return self.phase2_train_batch_size or self.train_batch_size
 
     @property
     def resolved_max_predictions_per_seq(self) -> int:
@@ -379,6 +425,13 @@ class PretrainingConfig:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.num_warmup_steps < 0 or self.learning_rate <= 0:
             raise ConfigError("num_warmup_steps must be >= 0 and learning_rate > 0")
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, "
+                              f"got {self.optimizer!r}")
+        for name in ("opt_beta_1", "opt_beta_2"):
+            if getattr(self, name) is not None and not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        self._check_phase2()
         if disc is None:
             disc = _discriminator_encoder(self)
         if self.max_seq_length > disc.max_position_embeddings:
@@ -397,6 +450,26 @@ class PretrainingConfig:
             generator=gen, discriminator=disc, sharing=self._sharing(),
             baseline_head=self.training_algorithm == "adversarial",
             two_tower=self.objective == "electric"))
+
+    def _check_phase2(self) -> None:
+        """The phase-2 fields: all unset, or a phase inside the run."""
+        if not self.phase2_steps:
+            if self.phase2_max_seq_length:
+                raise ConfigError("phase2_max_seq_length needs phase2_steps >= 1 (the steps of "
+                                  "phase 2, the last of num_train_steps)")
+            return
+        if not 1 <= self.phase2_steps < self.num_train_steps:
+            raise ConfigError(f"phase2_steps must be in [1, num_train_steps), the last steps "
+                              f"of the run; got {self.phase2_steps} of {self.num_train_steps}")
+        if self.phase2_max_seq_length < 8:
+            raise ConfigError("phase2_steps needs phase2_max_seq_length >= 8 (phase 2's "
+                              f"records' length), got {self.phase2_max_seq_length}")
+        if self.training_algorithm == "two_stage":
+            raise ConfigError("phase2_steps cannot go with training_algorithm=two_stage")
+        if self.phase2_train_batch_size < 0 or self.phase2_learning_rate < 0 \
+                or self.phase2_warmup_steps < 0:
+            raise ConfigError("phase2_train_batch_size, phase2_learning_rate and "
+                              "phase2_warmup_steps must be >= 0")
 
     def _sharing(self) -> str:
         """The weight sharing of G and D that the flags ask for (see SHARING)."""
@@ -461,7 +534,8 @@ def _discriminator_encoder(config: PretrainingConfig) -> EncoderConfig:
     if config.embedding_size is not None:
         values["embedding_size"] = config.embedding_size
     values["vocab_size"] = config.vocab_size
-    values["max_position_embeddings"] = max(512, config.max_seq_length)
+    values["max_position_embeddings"] = max(512, config.max_seq_length,
+                                            config.phase2_max_seq_length)
     overrides = dict(config.model_hparam_overrides)
     _check_known(EncoderConfig, overrides)
     values.update(overrides)
@@ -609,6 +683,14 @@ class RunConfig(RuntimeOptions):
     gradient_accumulation_steps: int = _field(1, "micro-batches per optimizer step")
     eval_every_steps: int = _field(0, "0: evaluate at the end only")
     log_every_steps: int = _field(0, "console/summary period; 0: iterations_per_loop")
+    phase2_train_data: str = _field(
+        "", "phase 2's TFRecord globs (records of phase2_max_seq_length); with phase2_steps")
+    phase2_gradient_accumulation_steps: int = _field(
+        0, "phase 2's micro-batches per optimizer step; 0: gradient_accumulation_steps")
+
+    @property
+    def resolved_phase2_gradient_accumulation_steps(self) -> int:
+        return self.phase2_gradient_accumulation_steps or self.gradient_accumulation_steps
 
     def __post_init__(self) -> None:
         """Checks the run's options, at construction (`check_run` checks them with the
@@ -618,6 +700,9 @@ class RunConfig(RuntimeOptions):
           ConfigError: a bad or missing option.
         """
         super().__post_init__()
+        if self.phase2_gradient_accumulation_steps < 0:
+            raise ConfigError(f"phase2_gradient_accumulation_steps must be >= 0, "
+                              f"got {self.phase2_gradient_accumulation_steps}")
         if self.gradient_accumulation_steps < 1:
             raise ConfigError(f"gradient_accumulation_steps must be >= 1, "
                               f"got {self.gradient_accumulation_steps}")
@@ -641,6 +726,18 @@ def check_run(config: PretrainingConfig, run: RunConfig) -> None:
             "train_batch_size must be a multiple of gradient_accumulation_steps, got "
             f"train_batch_size={config.train_batch_size} and "
             f"gradient_accumulation_steps={run.gradient_accumulation_steps}")
+    if config.phase2_steps:
+        if not run.phase2_train_data:
+            raise ConfigError(f"phase2_steps={config.phase2_steps} needs phase2_train_data "
+                              f"(records of phase2_max_seq_length={config.phase2_max_seq_length})")
+        k, batch = (run.resolved_phase2_gradient_accumulation_steps,
+                    config.resolved_phase2_train_batch_size)
+        if batch % k:
+            raise ConfigError(f"phase 2's train batch {batch} is not a multiple of its "
+                              f"gradient accumulation steps {k}")
+    elif run.phase2_train_data or run.phase2_gradient_accumulation_steps:
+        raise ConfigError("phase2_train_data and phase2_gradient_accumulation_steps need "
+                          "phase2_steps >= 1")
 
 
 # Original configure_finetuning.py: learning rate and layer-wise decay by size.

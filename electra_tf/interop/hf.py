@@ -64,6 +64,7 @@ from electra_tf.core.fileio import (
 )
 from electra_tf.interop import core, names
 from electra_tf.tasks import heads
+from electra_tf.text.vocab import resolve_strip_accents
 from electra_tf.training import artifacts
 
 _ACT_FROM_HF = {"gelu": "gelu", "gelu_new": "gelu_approximate", "gelu_fast": "gelu_approximate",
@@ -589,8 +590,10 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
     Args:
       model_dir: holds discriminator.weights.h5 + discriminator_config.json
         (and for `generator`, generator.weights.h5 + its config).
-      output: gets config.json + model.safetensors (ElectraForPreTraining), and
-        with `generator` a `generator/` folder (ElectraForMaskedLM).
+      output: gets config.json + model.safetensors (ElectraForPreTraining), vocab.txt
+        and tokenizer_config.json (the casing the model was pre-trained with:
+        `tokenizer_config`), and with `generator` a `generator/` folder
+        (ElectraForMaskedLM, the same tokenizer files).
 
     A fine-tuning folder is written as its transformers task model instead
     (`export_finetuned`).
@@ -611,13 +614,17 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
     gen_tensors = state_dict(names.generator_variables(gen)) if gen is not None else {}
     _check_room(output, tensors, gen_tensors, files=(vocab,))
     written = _save(output, tensors, hf_config(discriminator.config, "ElectraForPreTraining"))
-    if vocab and os.path.exists(vocab):  # for transformers' ElectraTokenizer
-        written.append(artifacts.copy_vocab_file(vocab, output))
+    # transformers' tokenizer, with the casing the model was pre-trained with (without
+    # tokenizer_config.json AutoTokenizer lower-cases)
+    lower = artifacts.recorded_do_lower_case(model_dir)
+    positions = discriminator.config.max_position_embeddings
+    written += write_tokenizer(output, vocab, lower, positions)
     if gen is not None:
         for warning in export_warnings(gen.config, "ElectraForMaskedLM"):
             logging.warning("%s: %s", model_dir, warning)
-        written += _save(os.path.join(output, "generator"), gen_tensors,
-                         hf_config(gen.config, "ElectraForMaskedLM"))
+        folder = os.path.join(output, "generator")
+        written += _save(folder, gen_tensors, hf_config(gen.config, "ElectraForMaskedLM"))
+        written += write_tokenizer(folder, vocab, lower, positions)
     return written
 
 
@@ -667,16 +674,33 @@ def export_finetuned(model_dir: str, output: str) -> list[str]:
     vocab = artifacts.finetuned_vocab(record)
     _check_room(output, tensors, files=(vocab,))
     written = _save(output, tensors, config)
-    if vocab and os.path.exists(vocab):
-        written.append(artifacts.copy_vocab_file(vocab, output))
-    tokenizer = {"tokenizer_class": "ElectraTokenizer", "do_lower_case": record.do_lower_case,
-                 "strip_accents": None, "tokenize_chinese_chars": True,
-                 "model_max_length": record.max_seq_length, "unk_token": "[UNK]",
-                 "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
-                 "mask_token": "[MASK]"}
-    atomic_write_json(os.path.join(output, "tokenizer_config.json"), tokenizer)
-    written.append(os.path.join(output, "tokenizer_config.json"))
-    return written
+    return written + write_tokenizer(output, vocab, record.do_lower_case,
+                                      record.max_seq_length)
+
+
+def tokenizer_config(do_lower_case: bool, model_max_length: int) -> dict:
+    """transformers' tokenizer_config.json for electra_tf's tokenizer (text/tokenizer.py):
+    ElectraTokenizer with the same casing, accent stripping (BERT's rule: with
+    lower-casing, `resolve_strip_accents`), CJK splitting and special tokens, so that
+    AutoTokenizer gives electra_tf's ids."""
+    return {"tokenizer_class": "ElectraTokenizer", "do_lower_case": bool(do_lower_case),
+            "strip_accents": resolve_strip_accents(bool(do_lower_case), None),
+            "tokenize_chinese_chars": True, "model_max_length": int(model_max_length),
+            "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+            "cls_token": "[CLS]", "mask_token": "[MASK]"}
+
+
+def write_tokenizer(output: str, vocab: str, do_lower_case: bool,
+                    model_max_length: int) -> list[str]:
+    """vocab.txt and tokenizer_config.json (`tokenizer_config`) in `output`: what
+    AutoTokenizer.from_pretrained(output) reads. No vocabulary: nothing (a folder
+    converted without one)."""
+    if not vocab or not os.path.exists(vocab):
+        return []
+    path = os.path.join(output, "tokenizer_config.json")
+    written = [artifacts.copy_vocab_file(vocab, output)]
+    atomic_write_json(path, tokenizer_config(do_lower_case, model_max_length))
+    return written + [path]
 
 
 def keras_value(variable) -> np.ndarray:

@@ -381,6 +381,18 @@ def pretraining_flops(config: PretrainingConfig,
         phases = (FlopsPhase("two_stage_generator", first, gen, config.train_batch_size),
                   FlopsPhase("two_stage_discriminator", n - first, {**frozen, **disc},
                              config.train_batch_size))
+    elif config.phase2_steps:
+        # NVIDIA's two phases: the last phase2_steps at phase 2's length and batch.
+        second = dataclasses.replace(
+            config, max_seq_length=config.phase2_max_seq_length,
+            max_predictions_per_seq=config.phase2_max_predictions_per_seq,
+            train_batch_size=config.resolved_phase2_train_batch_size,
+            num_train_steps=n, phase2_steps=0, phase2_max_seq_length=0)
+        phases = (FlopsPhase(f"{config.training_algorithm}_phase1", config.phase2_start, parts,
+                             config.train_batch_size),
+                  FlopsPhase(f"{config.training_algorithm}_phase2", config.phase2_steps,
+                             OBJECTIVE_FLOPS[config.objective](second, output_frac),
+                             second.train_batch_size))
     else:
         phases = (FlopsPhase(config.training_algorithm, n, parts, config.train_batch_size),)
     return PretrainingFlops(phases, output_frac)

@@ -322,6 +322,7 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
         fileio.honour_umask(tmp, directory=True)  # mkdtemp's 0700 would hide it from others
         archive, info = signatures.build_archive(spec, ids_only=ids_only)
         archive.write_out(tmp, verbose=verbose)
+        signatures.declare_input_shapes(tmp)  # what saved_model_cli and the server list
         extra = os.path.join(tmp, "assets.extra")
         os.makedirs(extra, exist_ok=True)
         info.update(model_name=model_name, version=version)

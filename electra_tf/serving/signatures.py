@@ -26,10 +26,13 @@ at padding.
 Bad input is refused in-graph with an InvalidArgument error whose message
 names the signature and the input (check_text_inputs, check_ids_inputs): TF
 Serving checks no input shape (only names and dtypes), and grappler drops
-checks that a declared shape makes look redundant, so the inputs are declared
-with an unknown shape and their rank is asserted before any op reads them (a
+checks that a declared shape makes look redundant, so the graph's inputs have
+an unknown shape and their rank is asserted before any op reads them (a
 scalar string would crash TF-Text's normalizer, and a [B, K] one would be
-tokenized as B ragged rows).
+tokenized as B ragged rows). The signature defs declare the shapes all the
+same (`declare_input_shapes`, which export() runs on what it writes): texts
+[batch] strings, ids [batch, seq] int32, as `saved_model_cli show` and the
+server's model metadata list them.
 """
 
 from __future__ import annotations
@@ -314,3 +317,48 @@ def build_archive(spec, ids_only: bool = False):
         archive.add_endpoint("serving_default", ids_fn, ids_spec)
         info["signatures"]["serving_default"] = list(IDS_INPUTS)
     return archive, info
+
+
+# === The declared input shapes ===
+def declare_input_shapes(export_dir: str) -> dict:
+    """Declares every signature input's shape in the written SavedModel's signature defs
+    (what `saved_model_cli show` and the server's model metadata list): the texts
+    [batch] strings, input_word_ids / input_mask / input_type_ids [batch, seq] int32
+    (seq at most the model's positions, which the graph checks). The dtypes are the
+    endpoints' own; the outputs are left as they are.
+
+    Only the signature defs' TensorInfo changes: the graph's placeholders keep an
+    unknown shape (build_archive), because grappler takes a placeholder's declared
+    shape as given and would drop the in-graph rank checks, and neither TF Serving
+    nor a Session checks a fed tensor's shape against it (see the module docstring).
+
+    Returns:
+      {signature: {input: (dtype name, shape)}} as declared.
+    """
+    import os
+
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    from electra_tf.core.fileio import write_bytes
+
+    path = os.path.join(export_dir, "saved_model.pb")
+    saved = saved_model_pb2.SavedModel()
+    with open(path, "rb") as f:
+        saved.ParseFromString(f.read())
+    declared = {}
+    for meta in saved.meta_graphs:
+        for name, signature in meta.signature_def.items():
+            if name.startswith("__"):  # __saved_model_init_op
+                continue
+            for key, info in signature.inputs.items():
+                rank = 2 if key in IDS_INPUTS else 1
+                want = tf.int32 if key in IDS_INPUTS else tf.string
+                if info.dtype != want.as_datatype_enum:
+                    raise ValueError(f"{name}: input {key} is {tf.as_dtype(info.dtype).name}, "
+                                     f"not {want.name}")
+                info.tensor_shape.Clear()
+                for _ in range(rank):
+                    info.tensor_shape.dim.add().size = -1
+                declared.setdefault(name, {})[key] = (want.name, [-1] * rank)
+    write_bytes(path, saved.SerializeToString())
+    return declared

@@ -1,4 +1,4 @@
-"""AdamW with warmup + polynomial decay and layer-wise LR decay.
+"""AdamW (or LAMB) with warmup + polynomial decay and layer-wise LR decay.
 
 Matches the original's optimization.py (docs/reference.md, "Shared settings" and
 "Fine-tuning"): Adam betas 0.9/0.999, epsilon 1e-6, decoupled weight decay
@@ -15,6 +15,10 @@ bias-corrected Adam step instead (m_hat = m / (1 - b1^t), v_hat = v / (1 -
 b2^t)), with the same decoupled decay. Both keep m and v in the Keras Adam
 slots ("momentum", "velocity"), so checkpoints hold the same variables in the
 same order either way.
+
+`optimizer="lamb"` (PretrainingConfig.optimizer) is NVIDIA's TF2 ELECTRA LAMB
+instead (`ElectraLamb`: tensorflow_addons' update, with its schedule, warmup
+then decay from the peak); docs/pretraining.md says when to use it.
 
 Two Keras 3 details shape this file:
 - `AdamW.exclude_from_weight_decay(var_names=...)` matches the regex against
@@ -59,9 +63,17 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     may be fractional: fine-tuning's warmup_proportion * num_train_steps, which
     the original's create_optimizer keeps as a float.
 
-    `restarts` (steps, e.g. two-stage training's stage start) split the run
-    into stages that each run the whole schedule on their own: in the stage
-    [s, e), t is counted from s and T = e - s (warmup included).
+    `restarts` (steps, e.g. two-stage training's stage start, or the second
+    pre-training phase's) split the run into stages that each run the whole
+    schedule on their own: in the stage [s, e), t is counted from s and
+    T = e - s (warmup included). `stage_rates` gives each later stage its own
+    (peak learning rate, warmup steps); by default they repeat the first's.
+
+    `decay_after_warmup` is NVIDIA's TF2 ELECTRA schedule (optimization.py,
+    WarmUp over PolynomialDecay), which `--optimizer=lamb` runs: lr * t / w
+    while t < w, then (lr - end) * (1 - min(t - w, T - w) / (T - w)) ** power
+    + end: the decay starts at the peak when the warmup ends, instead of
+    being multiplied by the warmup ramp from step 0.
     """
 
     def __init__(
@@ -72,6 +84,8 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         power: float = 1.0,
         end_learning_rate: float = 0.0,
         restarts: Sequence[int] = (),
+        stage_rates: Sequence[Sequence[float]] = (),
+        decay_after_warmup: bool = False,
     ):
         if num_train_steps < 1:
             raise ValueError(f"num_train_steps must be >= 1, got {num_train_steps}")
@@ -82,29 +96,47 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
                 restarts):
             raise ValueError(f"restarts must be distinct steps in (0, {num_train_steps}), "
                              f"got {restarts}")
+        stage_rates = tuple((float(r), int(w)) for r, w in stage_rates)
+        if stage_rates and len(stage_rates) != len(restarts):
+            raise ValueError(f"stage_rates needs one (learning_rate, num_warmup_steps) per "
+                             f"restart, got {len(stage_rates)} for {len(restarts)}")
         self.learning_rate = learning_rate
         self.num_train_steps = num_train_steps
         self.num_warmup_steps = float(num_warmup_steps)
         self.power = power
         self.end_learning_rate = end_learning_rate
         self.restarts = restarts
+        self.stage_rates = stage_rates
+        self.decay_after_warmup = bool(decay_after_warmup)
 
-    def _rate(self, step, total: float):
+    def _rate(self, step, total: float, peak: float, warmup: int):
+        end = self.end_learning_rate
+        if self.decay_after_warmup:
+            # NVIDIA's WarmUp(PolynomialDecay): linear warmup to the peak, then the decay
+            # from the peak over the steps left, counted from the warmup's end.
+            span = max(total - warmup, 1.0)
+            t = ops.maximum(step - float(warmup), 0.0)
+            lr = (peak - end) * ops.power(1.0 - ops.minimum(t, span) / span, self.power) + end
+            if warmup > 0:
+                lr = ops.where(step < float(warmup), peak * step / float(warmup), lr)
+            return lr
         remaining = 1.0 - ops.minimum(step, total) / total
-        lr = (self.learning_rate - self.end_learning_rate) * ops.power(
-            remaining, self.power
-        ) + self.end_learning_rate
-        if self.num_warmup_steps > 0:
-            lr = lr * ops.minimum(1.0, step / float(self.num_warmup_steps))
+        lr = (peak - end) * ops.power(remaining, self.power) + end
+        if warmup > 0:
+            lr = lr * ops.minimum(1.0, step / float(warmup))
         return lr
 
     def __call__(self, step):
         step = ops.cast(step, "float32")
         bounds = (0, *self.restarts, self.num_train_steps)
-        lr = self._rate(step, float(bounds[1]))  # the first stage
-        for start, end in zip(bounds[1:-1], bounds[2:]):  # later stages take over
-            lr = ops.where(step >= float(start),
-                           self._rate(step - float(start), float(end - start)), lr)
+        rates = self.stage_rates or ((self.learning_rate, self.num_warmup_steps),) * len(
+            self.restarts)
+        lr = self._rate(step, float(bounds[1]), self.learning_rate,
+                        self.num_warmup_steps)  # the first stage
+        for (start, end), (peak, warmup) in zip(zip(bounds[1:-1], bounds[2:]), rates):
+            lr = ops.where(step >= float(start),  # later stages take over
+                           self._rate(step - float(start), float(end - start), peak, warmup),
+                           lr)
         return lr
 
     def get_config(self):
@@ -115,6 +147,8 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
             "power": self.power,
             "end_learning_rate": self.end_learning_rate,
             "restarts": list(self.restarts),
+            "stage_rates": [list(r) for r in self.stage_rates],
+            "decay_after_warmup": self.decay_after_warmup,
         }
 
 
@@ -247,6 +281,125 @@ class ElectraAdamW(keras.optimizers.AdamW):
         return config
 
 
+# NVIDIA's TF2 ELECTRA LAMB (run_pretraining.py's opt_beta_1/opt_beta_2 defaults, which
+# every one of its scripts passes; epsilon 1e-6 in optimization.create_optimizer).
+LAMB_BETA_1, LAMB_BETA_2 = 0.878, 0.974
+ADAM_BETA_1, ADAM_BETA_2 = 0.9, 0.999  # the original's AdamWeightDecayOptimizer
+OPTIMIZERS = ("adamw", "lamb")
+
+
+@keras.saving.register_keras_serializable(package="electra_tf")
+class ElectraLamb(keras.optimizers.Optimizer):
+    """LAMB as NVIDIA's TF2 ELECTRA runs it (tensorflow_addons.optimizers.LAMB).
+
+    Per variable w, with gradient g (already all-reduced, averaged over the
+    micro-batches and clipped to global norm 1.0 by the loop, as NVIDIA's
+    train_one_step does before apply_gradients):
+        m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g^2
+        u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+        u += weight_decay_rate * w              (not on LayerNorm and bias)
+        r = ||w|| / ||u|| if both > 0 else 1    (1 on LayerNorm and bias: skip_adaptive)
+        w -= r * lr_t * u
+    The trust ratio r is not clipped (tfa's LAMB has no clipping). t counts
+    from 1 at the start of each stage (`stage_starts`): NVIDIA's phase 2
+    resets the optimizer's iterations to 0, keeping m and v, so its bias
+    correction starts again; here the step count goes on (one checkpoint
+    series) and t restarts instead.
+
+    Keras 3's `keras.optimizers.Lamb` differs in three ways, so it is not used:
+    its weight decay is Keras' decoupled step (w -= lr * wd * w, before and
+    outside the trust ratio) where tfa adds wd * w to u before the ratio; it
+    has no exclusion from layer adaptation; and its t is the global step.
+
+    Args:
+        learning_rate: a float or a schedule (WarmupPolynomialDecay).
+        beta_1, beta_2, epsilon: as above (NVIDIA: 0.878, 0.974, 1e-6).
+        weight_decay_rate: decoupled decay added to the update (0.01).
+        exclude_from_weight_decay_patterns: regexes searched in each variable's
+            Keras path; a match turns weight decay off for it.
+        skip_adaptive: True: the same variables get no trust ratio (NVIDIA's
+            --skip_adaptive, which its scripts pass); False: every variable does.
+        stage_starts: steps where the bias correction's t starts again.
+    """
+
+    def __init__(self, learning_rate=1e-3, beta_1: float = LAMB_BETA_1,
+                 beta_2: float = LAMB_BETA_2, epsilon: float = 1e-6,
+                 weight_decay_rate: float = 0.01,
+                 exclude_from_weight_decay_patterns: Sequence[str] = (
+                     DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY),
+                 skip_adaptive: bool = True, stage_starts: Sequence[int] = (), **kwargs):
+        if kwargs.get("weight_decay") is not None:
+            raise ValueError("ElectraLamb decays by weight_decay_rate, inside the update")
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.beta_1, self.beta_2, self.epsilon = float(beta_1), float(beta_2), float(epsilon)
+        self.weight_decay_rate = float(weight_decay_rate)
+        self.exclude_from_weight_decay_patterns = tuple(exclude_from_weight_decay_patterns)
+        self.skip_adaptive = bool(skip_adaptive)
+        self.stage_starts = tuple(sorted(int(s) for s in stage_starts))
+
+    # The loop all-reduces and clips (see ElectraAdamW).
+    gradients_already_reduced = False
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        if self.gradients_already_reduced:
+            return list(grads_and_vars)
+        return super()._all_reduce_sum_gradients(grads_and_vars)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        excluded = [not applies_weight_decay(_path(v), self.exclude_from_weight_decay_patterns)
+                    for v in var_list]
+        self._decays = [not e for e in excluded]
+        self._adapts = [not (e and self.skip_adaptive) for e in excluded]
+        super().build(var_list)
+        self._momentums, self._velocities = self.add_optimizer_variables(
+            var_list, ["momentum", "velocity"])
+
+    def lr_multiplier(self, variable) -> float:
+        """1.0: NVIDIA applies no layer-wise decay with LAMB (nor in pre-training)."""
+        return 1.0
+
+    def stage_step(self, iterations):
+        """t of the bias correction for the update at `iterations` (1 at a stage's start)."""
+        it = ops.cast(iterations, "float32")
+        start = ops.zeros((), "float32")
+        for s in self.stage_starts:
+            start = ops.where(it >= float(s), float(s), start)
+        return it - start + 1.0
+
+    def update_step(self, gradient, variable, learning_rate):
+        index = self._get_variable_index(variable)
+        dtype = variable.dtype
+        lr = ops.cast(learning_rate, dtype)
+        gradient = ops.cast(gradient, dtype)
+        t = ops.cast(self.stage_step(self.iterations), dtype)
+        m, v = self._momentums[index], self._velocities[index]
+        self.assign(m, m * self.beta_1 + gradient * (1.0 - self.beta_1))
+        self.assign(v, v * self.beta_2 + ops.square(gradient) * (1.0 - self.beta_2))
+        m_hat = m / (1.0 - ops.power(ops.cast(self.beta_1, dtype), t))
+        v_hat = v / (1.0 - ops.power(ops.cast(self.beta_2, dtype), t))
+        update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
+        if self._decays[index] and self.weight_decay_rate:
+            update = update + ops.cast(self.weight_decay_rate, dtype) * variable
+        if self._adapts[index]:
+            w_norm = ops.sqrt(ops.sum(ops.square(variable)))
+            u_norm = ops.sqrt(ops.sum(ops.square(update)))
+            safe = ops.where(u_norm > 0, u_norm, 1.0)
+            ratio = ops.where(w_norm > 0, ops.where(u_norm > 0, w_norm / safe, 1.0), 1.0)
+            update = ratio * update
+        self.assign_sub(variable, lr * update)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
+            "weight_decay_rate": self.weight_decay_rate,
+            "exclude_from_weight_decay_patterns": list(self.exclude_from_weight_decay_patterns),
+            "skip_adaptive": self.skip_adaptive, "stage_starts": list(self.stage_starts)})
+        return config
+
+
 def create_optimizer(
     learning_rate: float,
     num_train_steps: int,
@@ -259,7 +412,12 @@ def create_optimizer(
     n_layers: int | None = None,
     adam_bias_correction: bool = False,
     schedule_restarts: Sequence[int] = (),
-) -> ElectraAdamW:
+    stage_rates: Sequence[Sequence[float]] = (),
+    optimizer: str = "adamw",
+    beta_1: float | None = None,
+    beta_2: float | None = None,
+    skip_adaptive: bool = True,
+) -> ElectraAdamW | ElectraLamb:
     """The original's optimizer: AdamWeightDecayOptimizer + warmup/polynomial decay + clipping.
 
     Args (names as in configure_pretraining.py / configure_finetuning.py):
@@ -276,17 +434,36 @@ def create_optimizer(
         adam_bias_correction: Keras' bias-corrected Adam step instead of the
             original's uncorrected one (False, the default).
         schedule_restarts: steps where the schedule starts again
-            (PretrainingConfig.stage_starts: two-stage training's second stage).
+            (PretrainingConfig.stage_starts: two-stage training's second stage,
+            the second pre-training phase).
+        stage_rates: (peak learning rate, warmup steps) of each restarted stage
+            (default: learning_rate and num_warmup_steps again).
+        optimizer: "adamw" (the original's) or "lamb" (NVIDIA's TF2 ELECTRA:
+            ElectraLamb, with NVIDIA's warmup-then-decay schedule).
+        beta_1, beta_2: None: the optimizer's (0.9/0.999 AdamW, 0.878/0.974 LAMB).
+        skip_adaptive: LAMB: no trust ratio on LayerNorm and bias.
     """
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+    lamb = optimizer == "lamb"
     schedule = WarmupPolynomialDecay(
         learning_rate, num_train_steps, num_warmup_steps, power=lr_decay_power,
-        restarts=schedule_restarts,
+        restarts=schedule_restarts, stage_rates=stage_rates, decay_after_warmup=lamb,
     )
+    if lamb:
+        if layerwise_lr_decay is not None:
+            raise ValueError("layer-wise LR decay is not applied with LAMB (NVIDIA applies it "
+                             "to Adam, for fine-tuning, only)")
+        return ElectraLamb(
+            learning_rate=schedule, beta_1=LAMB_BETA_1 if beta_1 is None else beta_1,
+            beta_2=LAMB_BETA_2 if beta_2 is None else beta_2, epsilon=adam_epsilon,
+            weight_decay_rate=weight_decay_rate, skip_adaptive=skip_adaptive,
+            stage_starts=schedule_restarts, global_clipnorm=clip_norm)
     return ElectraAdamW(
         learning_rate=schedule,
         weight_decay=weight_decay_rate,
-        beta_1=0.9,
-        beta_2=0.999,
+        beta_1=ADAM_BETA_1 if beta_1 is None else beta_1,
+        beta_2=ADAM_BETA_2 if beta_2 is None else beta_2,
         epsilon=adam_epsilon,
         global_clipnorm=clip_norm,
         layerwise_lr_decay=layerwise_lr_decay,
@@ -296,8 +473,9 @@ def create_optimizer(
 
 
 def build_optimizer(variables, learning_rate: float, num_train_steps: int,
-                    num_warmup_steps: float, **kwargs) -> ElectraAdamW:
-    """A training loop's AdamW, built for `variables`, clipping left to the loop.
+                    num_warmup_steps: float, **kwargs) -> ElectraAdamW | ElectraLamb:
+    """A training loop's optimizer (AdamW, or LAMB with optimizer="lamb"), built for
+    `variables`, clipping left to the loop.
 
     Both backends clip the global norm of the summed gradient themselves
     (after the all-reduce), so the optimizer does not clip. The slots are
@@ -316,11 +494,15 @@ def build_optimizer(variables, learning_rate: float, num_train_steps: int,
     return optimizer
 
 
-def pretraining_optimizer(config, variables) -> ElectraAdamW:
-    """The pre-training optimizer of a PretrainingConfig (what its checkpoints hold)."""
+def pretraining_optimizer(config, variables) -> ElectraAdamW | ElectraLamb:
+    """The pre-training optimizer of a PretrainingConfig (what its checkpoints hold):
+    AdamW or LAMB (`optimizer`), its schedule restarting at each stage
+    (two-stage training's second stage, the second phase with its own rates)."""
     return build_optimizer(
         variables, config.learning_rate, config.num_train_steps, config.num_warmup_steps,
         weight_decay_rate=config.weight_decay_rate, lr_decay_power=config.lr_decay_power,
         adam_epsilon=config.adam_epsilon,
         adam_bias_correction=config.resolved_adam_bias_correction,
-        schedule_restarts=config.stage_starts)
+        schedule_restarts=config.stage_starts, stage_rates=config.stage_rates,
+        optimizer=config.optimizer, beta_1=config.opt_beta_1, beta_2=config.opt_beta_2,
+        skip_adaptive=config.skip_adaptive)

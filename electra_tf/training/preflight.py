@@ -43,13 +43,16 @@ def preflight(config: PretrainingConfig, run: RunConfig, tensorflow_io: bool = T
     fs = tensorflow_files() if tensorflow_io else LOCAL_FILES
     size = config.vocab_size
 
-    def check(patterns: str, what: str) -> list[str]:
+    def check(patterns: str, what: str, length: int = config.max_seq_length) -> list[str]:
         if packed:
-            return check_packed(patterns, config.max_seq_length, what, size)
-        return check_records(patterns, config.max_seq_length, what, fs, size)
+            return check_packed(patterns, length, what, size)
+        return check_records(patterns, length, what, fs, size)
 
     files = {"train": check(run.train_data, "--train_data"),
              "eval": check(run.eval_data, "--eval_data") if run.eval_data else []}
+    if config.phase2_steps:  # records of phase 2's length
+        files["phase2"] = check(run.phase2_train_data, "--phase2_train_data",
+                                config.phase2_max_seq_length)
     check_resume(config, run)
     return files
 
@@ -79,7 +82,8 @@ def pretraining_masking(config: PretrainingConfig, run: RunConfig) -> MaskingCon
 
 # Flags whose values can change the variables (and so the checkpoints).
 SHAPE_FLAGS = ("model_size", "model_hparam_overrides", "embedding_size", "vocab_size",
-               "max_seq_length", "generator_hidden_size", "generator_layers",
+               "max_seq_length", "phase2_max_seq_length", "generator_hidden_size",
+               "generator_layers",
                "untied_generator", "untied_generator_embeddings", "uniform_generator",
                "gradient_disentangled_embeddings",
                "objective", "training_algorithm")

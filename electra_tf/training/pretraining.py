@@ -28,6 +28,7 @@ file.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import time
@@ -88,7 +89,11 @@ class Pretraining:
         self.masking = preflight.pretraining_masking(config, run)
         self._setup_devices()
         micro = config.train_batch_size // run.gradient_accumulation_steps
-        for name, size in (("the micro-batch", micro), ("eval_batch_size", config.eval_batch_size)):
+        sizes = [("the micro-batch", micro), ("eval_batch_size", config.eval_batch_size)]
+        if config.phase2_steps:
+            sizes.append(("phase 2's micro-batch", config.resolved_phase2_train_batch_size
+                          // run.resolved_phase2_gradient_accumulation_steps))
+        for name, size in sizes:
             if size % self.num_replicas:
                 raise ConfigError(f"{name} {size} does not split over {self.num_replicas} "
                                   "replicas")
@@ -100,7 +105,7 @@ class Pretraining:
                 self._set_prior_output_biases()
             # One optimizer over every trainable variable: a phase updates its own.
             self.optimizer = pretraining_optimizer(config, self.model.trainable_variables)
-        self.phases = make_phases(config, self.model)
+        self.phases = make_phases(config, self.model, run)
         self.flops = pretraining_flops(config)  # the original's count, recorded in the folder
         self.checkpoints = self._make_checkpoints()
 
@@ -182,17 +187,29 @@ class Pretraining:
         self._log(f"step {self.step}: discriminator initialized from the generator")
 
     # === Data ===
+    def masking_at(self, phase: Phase):
+        """The masking of a phase's batches: phase 2 masks int((mask_prob + 0.005) * L)
+        positions at its own L, as the original sizes max_predictions_per_seq."""
+        if phase.max_seq_length == self.config.max_seq_length:
+            return self.masking
+        return dataclasses.replace(
+            self.masking, max_predictions_per_seq=self.config.phase2_max_predictions_per_seq)
+
     def make_train_iterator(self, step: int):
-        """Training micro-batches (train_batch_size / gradient_accumulation_steps),
-        positioned at optimizer step `step`.
+        """Training micro-batches of the phase at `step` (its train_batch_size /
+        gradient_accumulation_steps, its records and length), positioned at `step`.
 
         Resuming skips the batches already used (before parsing and masking,
         which is cheap) instead of checkpointing the iterator: this works for
-        every strategy, and checkpoints stay small.
+        every strategy, and checkpoints stay small. Phase 2's records are read
+        from their first batch at the phase's start.
         """
-        k = self.run.gradient_accumulation_steps
-        return self._batches(self.run.train_data, self.config.train_batch_size // k,
-                             self.config.seed, True, skip_batches=step * k)
+        phase = self.phase_at(step)
+        k = phase.gradient_accumulation_steps
+        return self._batches(phase.train_data, phase.train_batch_size // k,
+                             self.config.seed, True, skip_batches=(step - phase.data_start) * k,
+                             max_seq_length=phase.max_seq_length,
+                             masking=self.masking_at(phase))
 
     # === Evaluation ===
     def evaluate(self, num_steps: int | None = None) -> dict:
@@ -291,10 +308,18 @@ class Pretraining:
         log_every = run.log_every_steps or cfg.iterations_per_loop
         start_step, start_time = self.step, time.monotonic()
         iterator = self.make_train_iterator(self.step)
+        data_start = self.phase_at(self.step).data_start
         while self.step < end:
             gate.check()  # a Ctrl-C stops here, between chunks (InterruptGate)
             step = self.step
             phase = self.phase_at(step)
+            if phase.data_start != data_start:  # phase 2: its own records, length, batch
+                iterator, data_start = self.make_train_iterator(step), phase.data_start
+            if phase.data_start and step == phase.start:
+                self._log(f"step {step}: phase 2 starts: max_seq_length "
+                          f"{phase.max_seq_length}, train_batch_size {phase.train_batch_size} "
+                          f"(gradient_accumulation_steps {phase.gradient_accumulation_steps}), "
+                          f"{self.masking_at(phase).max_predictions_per_seq} masked positions")
             if phase.name == "two_stage_discriminator" and step == phase.start:
                 self.initialize_discriminator_from_generator()
             n = chunk_size(step, min(end, phase.end), log_every, cfg.save_checkpoints_steps,
@@ -307,9 +332,9 @@ class Pretraining:
                          "that --train_data's records were built with this --vocab_file")
             results["learning_rate"] = float(keras.ops.convert_to_numpy(
                 self.optimizer.learning_rate))  # the next step's
-            results["sequences_per_second"] = n * cfg.train_batch_size / (time.monotonic() - t0)
+            results["sequences_per_second"] = n * phase.train_batch_size / (time.monotonic() - t0)
             step = self.step
-            summaries.write_scalars(train_writer, step, results)
+            summaries.write_scalars(train_writer, step, reporting.tensorboard_scalars(results))
             if step % log_every == 0 or step == end:
                 eta = (time.monotonic() - start_time) / max(step - start_step, 1) * (
                     cfg.num_train_steps - step)
@@ -322,7 +347,7 @@ class Pretraining:
 
     def _report_eval(self, results: dict, writer) -> None:
         if results:
-            summaries.write_scalars(writer, self.step, results)
+            summaries.write_scalars(writer, self.step, reporting.tensorboard_scalars(results))
             self._log(reporting.eval_line(results, self.step))
 
     # === Faults ===
@@ -366,7 +391,8 @@ class Pretraining:
         step = self.step
         saved = self._save_after_bad_record()
         if corrupt:
-            path = locate_corrupt_record(self.files["train"] + self.files["eval"], message)
+            path = locate_corrupt_record(
+                self.files["train"] + self.files.get("phase2", []) + self.files["eval"], message)
             where = path or "a file of --train_data or --eval_data"
             found = framework_messages.corrupt_record(message)
             said = found[0] if found else message.strip().split("\n")[0][:200]

@@ -10,7 +10,9 @@ Two names would measure one thing: the objective's loss terms (`mlm_loss`,
 eval metrics (`masked_lm_loss`: pooled over every masked slot; `disc_loss`:
 the mean of per-sequence losses). Training results keep the objective's
 terms; evaluation results keep the original's metrics, under its names, so
-each number has one name.
+each number has one name. TensorBoard gets one tag per quantity across train
+and eval (`tensorboard_scalars`: the loss terms under the original's metric
+names), so that its curves overlay.
 `train_line` and `eval_line` are the console lines of the pre-training loop
 (pretraining.py), whatever the backend; `collapse_line` its closing warning
 when the evaluation's disc_token_cosine says the discriminator has collapsed.
@@ -63,6 +65,19 @@ def finish(values: dict, steps: int, evaluation: bool = False) -> dict:
         pos, neg = float(values["auc/pos"].sum()), float(values["auc/neg"].sum())
         out["disc_all_original_accuracy"] = neg / (pos + neg) if pos + neg else 0.0
     return out
+
+
+def tensorboard_scalars(results: dict) -> dict:
+    """`results` under their TensorBoard tags: one tag per quantity across train and eval.
+
+    An objective's loss term is written under the name of the original's eval metric
+    of the same quantity (SAME_QUANTITY: mlm_loss -> masked_lm_loss, the name of
+    google-research/electra's run_pretraining.py metric), so that TensorBoard overlays
+    the training and evaluation curves. The console lines and the results keep the
+    objective's names.
+    """
+    return {(SAME_QUANTITY.get(k, k) if SAME_QUANTITY.get(k, k) not in results else k): v
+            for k, v in results.items()}
 
 
 def train_line(results: dict, step: int, total: int, eta_seconds: float) -> str:

@@ -235,3 +235,48 @@ def test_only_tf_serving_2_12_text_ops_and_none_in_the_ids_export(exports):
             assert custom == set(), custom
         else:
             assert "FastWordpieceTokenizeWithOffsets" in custom and custom <= allowed, custom
+
+
+_SHOW = """
+import contextlib, io, json, sys
+from tensorflow.python.tools import saved_model_cli
+out = {}
+for path, signature in json.loads(sys.argv[1]):
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):  # what `saved_model_cli show --dir PATH
+        saved_model_cli._show_inputs_outputs(path, "serve", signature)  # --tag_set serve
+    out[path + "|" + signature] = text.getvalue()         # --signature_def SIG` prints
+print("SHOW" + json.dumps(out))
+"""
+
+
+def _declared_inputs(shown: str) -> dict:
+    """{input: (dtype, shape)} from saved_model_cli's listing of one signature."""
+    import re
+
+    inputs = shown.split("contains the following output(s)")[0]
+    return {name: (dtype, shape) for name, dtype, shape in re.findall(
+        r"inputs\['(\w+)'\] tensor_info:\s+dtype: (\w+)\s+shape: ([^\n]+)", inputs)}
+
+
+def test_signatures_declare_input_shapes_and_dtypes(exports):
+    """saved_model_cli show (the tool's own function, in a fresh process, which reads the
+    signature def as the server's metadata does) lists each input with its rank: texts
+    [batch] strings, ids [batch, seq] int32; before, every input had unknown rank."""
+    jobs = [(exports[name][1], signature) for name in ("ner", "mrpc", "squad", "rtd")
+            for signature in ("serving_default", "serving_ids")]
+    jobs.append((exports["ner_ids"][1], "serving_default"))
+    proc = subprocess.run([sys.executable, "-c", _SHOW, json.dumps(jobs)], capture_output=True,
+                          text=True, timeout=patience(60),
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    shown = json.loads(proc.stdout.split("SHOW", 1)[1])
+    ids = {n: ("DT_INT32", "(-1, -1)") for n in ("input_word_ids", "input_mask",
+                                                 "input_type_ids")}
+    text = {"ner": ["text"], "mrpc": ["text", "text_pair"], "squad": ["question", "context"],
+            "rtd": ["text"]}
+    for name, names in text.items():
+        assert _declared_inputs(shown[exports[name][1] + "|serving_default"]) == {
+            n: ("DT_STRING", "(-1)") for n in names}, name
+        assert _declared_inputs(shown[exports[name][1] + "|serving_ids"]) == ids, name
+    assert _declared_inputs(shown[exports["ner_ids"][1] + "|serving_default"]) == ids

@@ -36,7 +36,7 @@ def flagfile_config(name: str, **changes) -> PretrainingConfig:
             key, value = line[2:].split("=", 1)
             field = PretrainingConfig.__dataclass_fields__.get(key)
             if field is not None:
-                values[key] = value if key == "model_size" else (
+                values[key] = value if key in ("model_size", "optimizer") else (
                     value == "true" if value in ("true", "false") else float(value))
     for key in ("max_seq_length", "train_batch_size", "num_train_steps", "num_warmup_steps",
                 "save_checkpoints_steps", "iterations_per_loop"):
@@ -123,3 +123,27 @@ def test_electric_counts_two_towers_and_a_cloze_head_on_every_position():
                    + flops.LAYER_NORM_FLOPS * e + flops.SOFTMAX_FLOPS * v + 2 * v)
     assert parts["cloze_predictions"] == pytest.approx(2 * forward)
     assert parts["cloze_predictions"] > electra["generator_mlm_head"] / flops.ORIGINAL_OUTPUT_FRAC
+
+
+def test_a_second_phase_is_counted_at_its_own_length_and_batch():
+    """configs/base_lamb.flags (NVIDIA's Base recipe): 10,000 steps of 67,584 x 128,
+    then 933 of 27,648 x 512; the original's flops_computation.py counts the two
+    phases as 5.176e19 and 8.451e18 (TransformerHparams at s=128 and s=512)."""
+    ints = ("phase2_steps", "phase2_max_seq_length", "phase2_train_batch_size",
+            "phase2_warmup_steps")
+    values = {}
+    for line in open(f"{REPO}/configs/base_lamb.flags"):
+        key = line.strip()[2:].split("=", 1)[0]
+        if key in ints:
+            values[key] = int(line.strip().split("=", 1)[1])
+    config = flagfile_config("base_lamb", **values)
+    counted = flops.pretraining_flops(config)
+    first, second = counted.phases
+    assert (first.steps, second.steps) == (10000, 933)
+    assert (first.batch_size, second.batch_size) == (67584, 27648)
+    get = flops.get_electra_train_flops
+    assert first.per_step * first.steps == pytest.approx(
+        get(768, 12, 256, 12, 67584, 10000, True, s=128), rel=1e-3)
+    assert second.per_step * second.steps == pytest.approx(
+        get(768, 12, 256, 12, 27648, 933, True, s=512), rel=1e-3)
+    assert counted.total == pytest.approx(5.176e19 + 8.451e18, rel=1e-3)

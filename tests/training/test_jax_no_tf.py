@@ -138,7 +138,7 @@ def test_a_run_without_tensorflow_writes_summaries_and_a_folder_tf_reads(straigh
     train, evals = scalars(os.path.join(model_dir, "train")), scalars(
         os.path.join(model_dir, "eval"))
     assert sorted(train) == [3, 6] and sorted(evals) == [0, 6]
-    for tag in ("loss", "mlm_loss", "disc_loss", "disc_auc", "grad_norm", "learning_rate",
+    for tag in ("loss", "masked_lm_loss", "disc_loss", "disc_auc", "grad_norm", "learning_rate",
                 "sequences_per_second"):
         assert tag in train[6], tag
     assert train[6]["learning_rate"] == 0.0  # the schedule's end

@@ -307,20 +307,23 @@ class JaxPretraining(Pretraining):
         return super().step
 
     # === Data ===
-    def _batches(self, files, batch_size, seed, is_training, skip_batches=0):
+    def _batches(self, files, batch_size, seed, is_training, skip_batches=0,
+                 max_seq_length=None, masking=None):
         """NumPy batches: the TF loop's tf.data pipeline, data/numpy_pipeline.py or
-        data/packed.py (these two read and mask in a thread, ahead of the device)."""
+        data/packed.py (these two read and mask in a thread, ahead of the device); at the
+        config's length and masking unless given (phase 2)."""
+        length, masking = max_seq_length or self.config.max_seq_length, masking or self.masking
         if self.packed_input:
             return prefetch(packed_pretraining_batches(
-                files, batch_size, self.config.max_seq_length, self.masking,
+                files, batch_size, length, masking,
                 is_training=is_training, seed=seed, skip_batches=skip_batches))
         if not self.tensorflow_io:
             return prefetch(numpy_pretraining_batches(
-                files, batch_size, self.config.max_seq_length, self.masking,
+                files, batch_size, length, masking,
                 is_training=is_training, seed=seed, skip_batches=skip_batches))
         from electra_tf.data.pipeline import pretraining_dataset
 
-        return pretraining_dataset(files, batch_size, self.config.max_seq_length, self.masking,
+        return pretraining_dataset(files, batch_size, length, masking,
                                    is_training=is_training, seed=seed,
                                    skip_batches=skip_batches).as_numpy_iterator()
 
@@ -341,7 +344,7 @@ class JaxPretraining(Pretraining):
         """
         trainable, non_trainable, opt_vars = state
         trained = self._trained[phase.name]
-        k = self.run.gradient_accumulation_steps
+        k = phase.gradient_accumulation_steps
 
         def loss_fn(params, non_trainable, batch, seed):
             values = list(trainable)
@@ -391,7 +394,7 @@ class JaxPretraining(Pretraining):
           batches: num_steps * k batch dicts (k micro-batches per step), in order.
           seeds: int32 [num_steps, k, 2].
         """
-        k = self.run.gradient_accumulation_steps
+        k = phase.gradient_accumulation_steps
         # Stacked here, on the device: arrays [num_steps, k, B / k, ...].
         batches = {name: jnp.stack([b[name] for b in batches]).reshape(
             (num_steps, k) + batches[0][name].shape) for name in batches[0]}
@@ -423,7 +426,8 @@ class JaxPretraining(Pretraining):
         steps each, then the remainder one step per call; the seeds are
         [seed, step * k + i] for micro-batch i of k, whatever the calls.
         """
-        phase, k = self.phase_at(self.step), self.run.gradient_accumulation_steps
+        phase = self.phase_at(self.step)
+        k = phase.gradient_accumulation_steps
         per_call = self.run.jax_steps_per_call
         if self.step + num_steps > phase.end:
             raise ValueError(f"{num_steps} steps from {self.step} cross the end of {phase.name}")

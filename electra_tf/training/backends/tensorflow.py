@@ -314,12 +314,15 @@ class TensorFlowPretraining(Pretraining):
     def _stop_agreement(self):
         return stop_agreement(self.strategy)
 
-    def _batches(self, files, batch_size, seed, is_training, skip_batches=0):
-        """Masked global batches, each input pipeline reading its share (InputContext)."""
+    def _batches(self, files, batch_size, seed, is_training, skip_batches=0,
+                 max_seq_length=None, masking=None):
+        """Masked global batches, each input pipeline reading its share (InputContext);
+        at the config's length and masking unless given (phase 2)."""
         return iter(self.strategy.distribute_datasets_from_function(
             lambda ctx: pretraining_dataset(
-                files, ctx.get_per_replica_batch_size(batch_size), self.config.max_seq_length,
-                self.masking, is_training=is_training, input_context=ctx, seed=seed,
+                files, ctx.get_per_replica_batch_size(batch_size),
+                max_seq_length or self.config.max_seq_length, masking or self.masking,
+                is_training=is_training, input_context=ctx, seed=seed,
                 skip_batches=skip_batches)))
 
     # === The step ===
@@ -344,7 +347,7 @@ class TensorFlowPretraining(Pretraining):
         """The phase's traced train loop and its accumulators (built once)."""
         if phase.name in self._compiled:
             return self._compiled[phase.name]
-        k, variables = self.run.gradient_accumulation_steps, list(phase.variables)
+        k, variables = phase.gradient_accumulation_steps, list(phase.variables)
         scale = float(self.num_replicas * k)
 
         def forward_backward(batch, seed):

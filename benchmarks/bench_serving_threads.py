@@ -1,0 +1,195 @@
+"""Short requests at a server's threading: the text export as TF Serving runs it, A/B.
+
+    python benchmarks/bench_serving_threads.py --output=benchmarks/serving_threads
+
+One ELECTRA-Small sequence-classification export (random weights, written by
+electra_tf's own folder writers and `export`), loaded the way the C++ model
+server loads it: the TF1 SavedModel loader into a Session whose ConfigProto
+has the server's thread flags (--tensorflow_intra_op_parallelism and
+--tensorflow_inter_op_parallelism; 0 is TensorFlow's default, one thread per
+core), in a fresh process per setting, with the setting's environment (the
+variables TensorFlow reads at start-up, which a server's environment sets the
+same way). Each process times the text signature at batch 1 on a 20-word and
+a 128-word text ("wN" words, one piece each: 22 and 128 positions), and a
+mixed batch of --batch texts of 5-120 words.
+
+The settings (SETTINGS) run in --rounds rounds, the order reversed every
+round, so that the load of a shared machine falls on all of them alike; each
+process starts, loads the export, makes --warmup calls of each request and
+then --iters timed calls of each (a quarter of that for the batch), the
+requests interleaved. p50 is over all rounds' calls. The machine's 1-minute
+load average is recorded before and after (2 cores shared with other jobs
+inflate every latency: compare rows of one run).
+"""
+
+import argparse
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
+    ROOT,
+    cpu_model,
+    finetuned_folder,
+    repo_relative,
+    synthetic_vocab,
+)
+
+sys.path.insert(0, ROOT)
+
+# name: (intra-op threads, inter-op threads, environment), as a server would be run.
+SETTINGS = {
+    "default": (0, 0, {}),
+    "intra1": (1, 0, {}),
+    "caller": (0, 0, {"TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD": "1"}),
+    "frozen": (0, 0, {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"}),
+    "caller+frozen": (0, 0, {"TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD": "1",
+                             "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"}),
+    "intra1+frozen": (1, 0, {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"}),
+    "onednn_off": (0, 0, {"TF_ENABLE_ONEDNN_OPTS": "0"}),
+}
+DESCRIPTIONS = {
+    "default": "TensorFlow's defaults (what `tensorflow_model_server` runs unless told)",
+    "intra1": "`--tensorflow_intra_op_parallelism=1`",
+    "caller": "`TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD=1` in the server's environment",
+    "frozen": "`TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1` in the server's environment",
+    "caller+frozen": "both variables",
+    "intra1+frozen": "`--tensorflow_intra_op_parallelism=1` and "
+                     "`TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1`",
+    "onednn_off": "`TF_ENABLE_ONEDNN_OPTS=0` in the server's environment",
+}
+
+
+def _texts(rng, lengths):
+    return np.array([" ".join(f"w{rng.randrange(1000, 30000)}" for _ in range(n))
+                     for n in lengths], dtype=object)
+
+
+def child(args):
+    """One setting in this process: prints one JSON line of per-request call times (ms)."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 (the text signature's ops, as the server links them)
+
+    intra, inter, _ = SETTINGS[args.setting]
+    graph = tf.Graph()
+    with graph.as_default():
+        config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra,
+                                          inter_op_parallelism_threads=inter)
+        sess = tf.compat.v1.Session(graph=graph, config=config)
+        meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], args.export)
+    sig = meta.signature_def["serving_default"]
+    fetch = {k: v.name for k, v in sig.outputs.items()}
+    name = sig.inputs["text"].name
+    rng = random.Random(0)
+    requests = {"20 words": _texts(rng, [20]), "128 words": _texts(rng, [128]),
+                f"mixed 5-120 words x{args.batch}": _texts(
+                    rng, [rng.randint(5, 120) for _ in range(args.batch)])}
+    for texts in requests.values():
+        for _ in range(args.warmup):
+            sess.run(fetch, {name: texts})
+    times = {k: [] for k in requests}
+    for i in range(args.iters):
+        for key, texts in requests.items():
+            if texts.shape[0] > 1 and i % 4:
+                continue  # the batch: a quarter of the calls
+            t0 = time.perf_counter()
+            sess.run(fetch, {name: texts})
+            times[key].append(1e3 * (time.perf_counter() - t0))
+    print("RESULT " + json.dumps({"setting": args.setting, "times_ms": times}), flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--output", default="benchmarks/serving_threads")
+    parser.add_argument("--settings", default=",".join(SETTINGS))
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--iters", type=int, default=40)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=32, help="the mixed batch's size")
+    parser.add_argument("--model_size", default="small",
+                        help="small (what the tables record) or tiny (the test's toy run).")
+    parser.add_argument("--setting", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--export", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.setting:
+        return child(args)
+
+    from electra_tf.serving.export import export, load_spec
+
+    settings = args.settings.split(",")
+    unknown = [s for s in settings if s not in SETTINGS]
+    if unknown:
+        raise SystemExit(f"unknown setting(s) {unknown}; known: {', '.join(SETTINGS)}")
+    work = tempfile.mkdtemp(prefix="bench_serving_threads_")
+    vocab = synthetic_vocab(os.path.join(work, "vocab.txt"))
+    folder = finetuned_folder(os.path.join(work, "sst2"), "sst2", vocab, args.model_size)
+    path = export(load_spec("sequence_classification", folder), os.path.join(work, "models"),
+                  "sst2")
+    load_start, t_start = os.getloadavg(), time.monotonic()
+    times = {s: {} for s in settings}
+    for r in range(args.rounds):
+        for setting in (settings if r % 2 == 0 else settings[::-1]):
+            env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **SETTINGS[setting][2]}
+            cmd = [sys.executable, os.path.abspath(__file__), f"--setting={setting}",
+                   f"--export={path}", f"--iters={args.iters}", f"--warmup={args.warmup}",
+                   f"--batch={args.batch}"]
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+            line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+            if proc.returncode or not line:
+                raise SystemExit(f"{setting} failed:\n{proc.stderr[-3000:]}")
+            for key, values in json.loads(line[0][7:])["times_ms"].items():
+                times[setting].setdefault(key, []).extend(values)
+            print(f"[bench] round {r + 1} {setting}: " + ", ".join(
+                f"{k} {np.median(v):.2f} ms" for k, v in times[setting].items()),
+                file=sys.stderr, flush=True)
+    wall = time.monotonic() - t_start
+    load_end = os.getloadavg()
+
+    import tensorflow as tf
+
+    rows = [{"setting": s, "intra_op": SETTINGS[s][0], "inter_op": SETTINGS[s][1],
+             "env": SETTINGS[s][2], "request": key, "calls": len(values),
+             "p50_ms": round(float(np.median(values)), 2),
+             "p90_ms": round(float(np.percentile(values, 90)), 2)}
+            for s in settings for key, values in times[s].items()]
+    command = (f"python benchmarks/bench_serving_threads.py --settings={args.settings} "
+               f"--rounds={args.rounds} --iters={args.iters} --warmup={args.warmup} "
+               f"--batch={args.batch} "
+               + (f"--model_size={args.model_size} " if args.model_size != "small" else "")
+               + f"--output={repo_relative(args.output)}")
+    machine = {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
+               "tensorflow": tf.__version__, "load_avg_before": load_start,
+               "load_avg_after": load_end, "wall_s": round(wall, 1),
+               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    with open(args.output + ".json", "w") as f:
+        json.dump({"command": command, "machine": machine, "rows": rows}, f, indent=2)
+    requests = list(times[settings[0]])
+    lines = ["# Short requests at a server's threading (CPU, TF1 Session as TF Serving runs "
+             "the export)", "", "Reproduce (from the repository root):", "", "```", command,
+             "```", "",
+             f"- Machine: {machine['cpu']}, {machine['cores']} cores, no GPU; TensorFlow "
+             f"{tf.__version__}, Python {machine['python']}; {machine['date']}.",
+             f"- Load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load_start)}"
+             f"; after: {', '.join(f'{x:.2f}' for x in load_end)} ({wall:.0f} s).",
+             f"- {'ELECTRA-Small (hidden 256, 12 layers, E 128)' if args.model_size == 'small' else 'model size ' + args.model_size}, "
+             "vocab 30522, seq 128, default length buckets; the settings ran in "
+             f"{args.rounds} rounds, alternating (the module docstring says how).", "",
+             "| setting | " + " | ".join(f"{r} p50 ms" for r in requests) + " |",
+             "|---|" + "---:|" * len(requests)]
+    for s in settings:
+        cells = [str(next(r["p50_ms"] for r in rows if r["setting"] == s and r["request"] == q))
+                 for q in requests]
+        lines.append(f"| {DESCRIPTIONS[s]} | " + " | ".join(cells) + " |")
+    with open(args.output + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""Every script in benchmarks/ runs end to end at toy size (slow: one test per script,
+each a run of seconds to a minute), so that a recorded figure's command keeps working
+as the product changes; and the scripts build their folders with electra_tf's own
+writers, never a hand-written copy of a folder format (default suite: a source check)."""
+
+import glob
+import json
+import os
+import re
+
+import pytest
+from helpers import REPO, run_python
+
+BENCHMARKS = os.path.join(REPO, "benchmarks")
+SCRIPTS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(BENCHMARKS, "bench_*.py"))
+                 if not p.endswith("bench_common.py"))
+# The slow test that runs each script at toy size (bench_gpu.py's is in test_bench_gpu.py).
+TOY_TESTS = {
+    "bench_data_building.py": "test_bench_data_building_at_toy_size",
+    "bench_export.py": "test_bench_export_at_toy_size",
+    "bench_finetuning.py": "test_bench_finetuning_at_toy_size",
+    "bench_gpu.py": "test_bench_gpu.py::test_the_toy_run_writes_every_field",
+    "bench_packed_input.py": "test_bench_packed_input_at_toy_size",
+    "bench_peer.py": "test_bench_peer_at_toy_size",
+    "bench_pretraining.py": "test_bench_pretraining_at_toy_size",
+    "bench_score_export.py": "test_bench_score_export_at_toy_size",
+    "bench_serving_floor.py": "test_bench_serving_floor_at_toy_size",
+    "bench_serving_threads.py": "test_bench_serving_threads_at_toy_size",
+}
+
+
+def test_every_benchmark_script_has_a_toy_run_test():
+    assert sorted(TOY_TESTS) == SCRIPTS
+    here = open(__file__).read()
+    gpu = open(os.path.join(REPO, "tests", "test_bench_gpu.py")).read()
+    for name, test in TOY_TESTS.items():
+        file, _, function = test.rpartition("::")
+        assert f"def {function}(" in (gpu if file else here), (name, test)
+
+
+def test_benchmarks_write_no_folder_format_by_hand():
+    # A folder's config files and weights are written by electra_tf's writers
+    # (bench_common.finetuned_folder / pretrained_folder), which record the
+    # vocabulary's fingerprint and whatever the format requires next.
+    by_hand = re.compile(r"write_json\(|artifacts\.[A-Z_]*(CONFIG|WEIGHTS)\b|"
+                         r"open\([^)]*_config\.json")
+    for name in SCRIPTS + ["bench_common.py"]:
+        source = open(os.path.join(BENCHMARKS, name)).read()
+        assert not by_hand.findall(source), name
+
+
+def _run(args, timeout):
+    proc = run_python([os.path.join("benchmarks", args[0]), *args[1:]], timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.slow
+def test_bench_export_at_toy_size(tmp_path):
+    out = tmp_path / "export"
+    _run(["bench_export.py", "--model_size=tiny", "--big_batch=2", "--iters=2", "--warmup=1",
+          "--check_iters=2", "--bucket_iters=1", f"--output={out}"], 240)
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert len(result["rows"]) == 8 and len(result["input_checks"]) == 4
+    assert result["length_buckets"] and all(
+        0 <= r["max_output_difference"] < 1e-5 for r in result["length_buckets"])
+    assert "--model_size=tiny" in out.with_suffix(".md").read_text()
+
+
+@pytest.mark.slow
+def test_bench_serving_floor_at_toy_size(tmp_path):
+    out = tmp_path / "floor"
+    _run(["bench_serving_floor.py", "--model_size=tiny", "--threads=1", "--onednn=1",
+          "--lengths=16", "--iters=2", "--warmup=1", f"--output={out}"], 120)
+    rows = json.loads(out.with_suffix(".json").read_text())["rows"]
+    assert {r["part"] for r in rows} == {"model", "export"}
+    assert all(r["p50_ms"] > 0 for r in rows)
+
+
+@pytest.mark.slow
+def test_bench_finetuning_at_toy_size(tmp_path):
+    out = tmp_path / "ft.json"
+    _run(["bench_finetuning.py", "--model_size=tiny", "--settings=32:4:0:fp32", "--steps=1",
+          f"--output={out}"], 120)
+    (row,) = json.loads(out.read_text())["results"]
+    assert row["examples_per_second"] > 0 and row["seq_length"] == 32
+
+
+@pytest.mark.slow
+def test_bench_pretraining_at_toy_size(tmp_path):
+    out = tmp_path / "pre"
+    _run(["bench_pretraining.py", "--toy", "--warmup=1", "--steps=1", "--matmul_repeats=1",
+          "--only=electra_tf/jit0/fp32/r1,model_garden/jit0/fp32/r1", f"--output={out}"],
+         240)
+    results = json.loads(out.with_suffix(".json").read_text())["results"]
+    assert [r["key"] for r in results] == ["electra_tf/jit0/fp32/r1", "model_garden/jit0/fp32/r1"]
+    assert all(r["sequences_per_second"] > 0 for r in results), results
+
+
+@pytest.mark.slow
+def test_bench_data_building_at_toy_size(tmp_path):
+    out = tmp_path / "data.json"
+    _run(["bench_data_building.py", "--copies=1", "--num_shards=2", f"--output={out}"],
+         180)
+    result = json.loads(out.read_text())
+    assert result["identical_bytes_1_vs_2_processes"]
+    assert [r["num_processes"] for r in result["results"]] == [1, 2]
+
+
+@pytest.mark.slow
+def test_bench_packed_input_at_toy_size(tmp_path, tiny_corpus, tiny_vocab):
+    data = tmp_path / "records"
+    proc = run_python(["-m", "electra_tf.build_pretraining_data", f"--corpus={tiny_corpus}",
+                       f"--vocab_file={tiny_vocab}", f"--output_dir={data}",
+                       "--max_seq_length=32", "--num_shards=1"], timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = tmp_path / "packed"
+    _run(["bench_packed_input.py", f"--records={data}/pretrain_data.tfrecord*",
+          f"--vocab_file={tiny_vocab}", "--batch_size=4", "--max_seq_length=32",
+          "--seconds=0.2", f"--output={out}"], 60)
+    results = json.loads(out.with_suffix(".json").read_text())["results"]
+    assert results["pack"]["examples"] > 0
+    assert all(results[k]["sequences_per_second"] > 0
+               for k in ("packed", "packed + prefetch", "numpy (TFRecords)"))
+
+
+@pytest.mark.slow
+def test_bench_score_export_at_toy_size(tmp_path):
+    out = tmp_path / "score"
+    _run(["bench_score_export.py", "--model_size=tiny", "--vocab_size=400", "--iters=2",
+          "--warmup=1", f"--output={out}"], 180)
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert result["model_size"] == "tiny" and result["iters"] == 2
+    assert result["score"]["p50_ms"] > 0 and result["classification"]["p50_ms"] > 0
+    assert result["p50_ratio_score_over_classification"] > 0
+
+
+@pytest.mark.slow
+def test_bench_serving_threads_at_toy_size(tmp_path):
+    out = tmp_path / "threads"
+    _run(["bench_serving_threads.py", "--model_size=tiny", "--settings=default,intra1",
+          "--rounds=2", "--iters=2", "--warmup=1", "--batch=2", f"--output={out}"], 180)
+    rows = json.loads(out.with_suffix(".json").read_text())["rows"]
+    assert {(r["setting"], r["request"]) for r in rows} == {
+        (s, q) for s in ("default", "intra1")
+        for q in ("20 words", "128 words", "mixed 5-120 words x2")}
+    assert all(r["p50_ms"] > 0 for r in rows)
+    # two rounds of 2 calls each (the batch: one call a round)
+    assert {r["calls"] for r in rows if r["request"] == "20 words"} == {4}
+
+
+@pytest.mark.slow
+def test_bench_peer_at_toy_size(tmp_path):
+    pytest.importorskip("transformers")
+    out = tmp_path / "peer"
+    _run(["bench_peer.py", "--model_size=tiny", "--seq_length=16", "--batch_size=2",
+          "--steps=1", "--warmup=1", "--iters=2", "--lengths=16", "--threads=1",
+          "--rounds=1", f"--output={out}"], 240)
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert set(result["results"]["finetuning"]) == {"electra_tf", "transformers"}
+    assert result["finetuning_ratio"] > 0
+    assert {(r["framework"], r["length"]) for r in result["results"]["latency_p50_ms"]} == {
+        ("electra_tf", 16), ("transformers", 16)}

@@ -1,0 +1,171 @@
+"""--optimizer=lamb and a second phase at another length (NVIDIA's 128 -> 512) through
+the loop: resume exact across the switch, phase 2's batches, both backends."""
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+from helpers import RECORDS_SEQ
+
+from electra_tf.core.config import default_max_predictions
+from electra_tf.core.errors import ConfigError, InputError
+from electra_tf.data.builder import BuildOptions, build_pretraining_data
+from electra_tf.training.backends.tensorflow import TensorFlowPretraining
+from tests.training.test_jax_runtime import config_json, train
+
+L2 = 2 * RECORDS_SEQ  # phase 2's records: twice the length, as 128 -> 512 is 4x
+
+# 6 steps, switching at 3 (a checkpoint there), phase 2 at batch 4 in 2 micro-batches.
+PHASED = dict(optimizer="lamb", learning_rate=6e-3, lr_decay_power=0.5, num_warmup_steps=1,
+              phase2_steps=3, phase2_max_seq_length=L2, phase2_train_batch_size=4,
+              phase2_learning_rate=4e-3, phase2_warmup_steps=1)
+
+
+@pytest.fixture(scope="module")
+def long_records(tiny_corpus, tiny_vocab, tmp_path_factory):
+    """The tiny corpus's records at phase 2's length, by build_pretraining_data."""
+    out = tmp_path_factory.mktemp("records_long")
+    build_pretraining_data(BuildOptions(files=(tiny_corpus,), vocab_file=tiny_vocab,
+                                        output_dir=str(out), max_seq_length=L2, num_shards=2))
+    return f"{out}/pretrain_data.tfrecord-*"
+
+
+def _weights(trainer):
+    return [np.array(v.numpy()) for v in trainer.model.trainable_variables]
+
+
+def _optimizer_state(trainer):
+    return [np.array(v.numpy()) for v in trainer.optimizer.variables]
+
+
+def test_lamb_two_phases_in_one_run(make_configs, long_records, tmp_path, capsys):
+    """The default suite's: one run through the switch (its resumes are slow, below)."""
+    phase2 = {"phase2_train_data": long_records, "eval_data": ""}
+    trainer = TensorFlowPretraining(*make_configs(tmp_path / "a", run_overrides=phase2,
+                                                  **PHASED))
+    assert [(p.name, p.start, p.end, p.max_seq_length, p.train_batch_size)
+            for p in trainer.phases] == [("joint", 0, 3, RECORDS_SEQ, 8),
+                                         ("joint_phase2", 3, 6, L2, 4)]
+    lrs = []
+    train_steps = trainer.train_steps
+
+    def recording(iterator, n):  # the learning rate of each chunk's first step
+        lrs.append(float(trainer.optimizer.learning_rate.numpy()))
+        return train_steps(iterator, n)
+
+    trainer.train_steps = recording
+    trainer.train()
+    assert trainer.step == 6
+    # NVIDIA's schedule: warmup 1 step to 6e-3, then phase 2 from 0 (warmup 1) to 4e-3
+    assert lrs == pytest.approx([0.0, 0.0]) and trainer.optimizer.stage_starts == (3,)
+    assert ("step 3: phase 2 starts: max_seq_length 64, train_batch_size 4 "
+            "(gradient_accumulation_steps 1), 9 masked positions") in capsys.readouterr().err
+
+
+# "continued": a finished phase-1 run (num_train_steps 3, no phase 2) rerun with phase 2
+# added (num_train_steps 6, phase2_steps 3), which resumes at the switch's step (no eval,
+# phase 2 in one micro-batch); stopped on the switch's checkpoint, and one step into
+# phase 2, with phase 2 in 2 micro-batches and evaluations. Three runs each: slow.
+@pytest.mark.slow
+@pytest.mark.parametrize("stops,k", [("continued", 1), ([3], 2), ([4], 2)])
+def test_lamb_two_phases_resume_exactly_across_the_switch(make_configs, long_records, tmp_path,
+                                                          stops, k):
+    phase2 = {"phase2_train_data": long_records, "phase2_gradient_accumulation_steps": k}
+    if k == 1:
+        phase2["eval_data"] = ""
+    config, run = make_configs(tmp_path / "a", run_overrides=phase2, **PHASED)
+    straight = TensorFlowPretraining(config, run)
+    assert [(p.name, p.start, p.end, p.max_seq_length, p.train_batch_size,
+             p.gradient_accumulation_steps) for p in straight.phases] == [
+        ("joint", 0, 3, RECORDS_SEQ, 8, 1), ("joint_phase2", 3, 6, L2, 4, k)]
+    # phase 2's micro-batches: its length, its masking (the original's rule at L2)
+    batch = next(iter(straight.make_train_iterator(3)))
+    assert batch["input_ids"].shape == (4 // k, L2)
+    assert batch["masked_lm_positions"].shape[1] == default_max_predictions(0.15, L2) == 9
+    straight.train()
+    assert straight.step == 6
+    lrs = [float(straight.optimizer.learning_rate.numpy())]  # at step 6: the end, 0
+    assert lrs == [0.0]
+
+    config_b, run_b = make_configs(tmp_path / "b", run_overrides=phase2, **PHASED)
+    if stops == "continued":
+        phase1 = {k: v for k, v in PHASED.items() if not k.startswith("phase2")}
+        TensorFlowPretraining(*make_configs(tmp_path / "b", num_train_steps=3,
+                                            run_overrides={"eval_data": ""}, **phase1)).train()
+        stops = [3]
+    else:
+        for stop in stops:
+            TensorFlowPretraining(config_b, run_b).train(stop_at_step=stop)
+    resumed = TensorFlowPretraining(config_b, run_b)
+    assert resumed.restore() == stops[-1]
+    resumed.train()
+    for a, b in zip(_weights(straight), _weights(resumed), strict=True):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(_optimizer_state(straight), _optimizer_state(resumed), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_phase2_flags_are_checked(make_configs, long_records, tmp_path):
+    from electra_tf.core.config import check_run
+
+    with pytest.raises(ConfigError, match="phase2_train_data"):
+        check_run(*make_configs(tmp_path / "x", **PHASED))
+    with pytest.raises(ConfigError, match="phase2_steps must be"):
+        make_configs(tmp_path / "x", **{**PHASED, "phase2_steps": 6})
+    with pytest.raises(ConfigError, match="two_stage"):
+        make_configs(tmp_path / "x", **{**PHASED, "training_algorithm": "two_stage",
+                                        "generator_hidden_size": 1.0})
+    with pytest.raises(ConfigError, match="phase2_max_seq_length needs"):
+        make_configs(tmp_path / "x", phase2_max_seq_length=64)
+    # phase 2's records must be of its length (preflight reads the first record)
+    config, run = make_configs(tmp_path / "y", run_overrides={
+        "phase2_train_data": long_records}, **{**PHASED, "phase2_max_seq_length": 48})
+    with pytest.raises(InputError, match="--phase2_train_data.*records of max_seq_length 64"):
+        TensorFlowPretraining(config, run)
+
+
+@pytest.mark.slow  # the default suite's JAX resume: test_jax_runtime.py
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
+def test_jax_lamb_two_phases_resume_exactly_at_the_switch(tiny_records, long_records, tmp_path):
+    phase2 = {"phase2_train_data": long_records, "phase2_gradient_accumulation_steps": 2}
+
+    def spec(name):
+        return config_json(tiny_records, tmp_path / name, run_overrides=phase2, **PHASED)
+
+    straight = train(spec("a"), [None])
+    resumed = train(spec("b"), [3, None])
+    assert straight["step"] == resumed["step"] == 6
+    assert straight["final"] == resumed["final"] and np.isfinite(straight["final"]["loss"])
+    for a, b in zip(straight["weights"], resumed["weights"], strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert json.loads(spec("a"))["config"]["optimizer"] == "lamb"
+
+
+# Every strategy: a mirrored run over 2 logical CPUs (tf.distribute: LAMB applied per
+# replica after the loop's all-reduce), and the JAX backend's 2 devices against 1.
+@pytest.mark.slow
+def test_mirrored_lamb_two_phases(tiny_records, long_records, tmp_path):
+    from helpers import run_python
+
+    from tests.training.test_training_distributed import MIRRORED_SCRIPT, tiny_flags
+
+    args = tiny_flags(tiny_records, tiny_records["vocab"], tmp_path / "m", steps=6) + [
+        "--strategy=mirrored", "--num_devices=2", "--optimizer=lamb", "--phase2_steps=3",
+        f"--phase2_max_seq_length={L2}", "--phase2_train_batch_size=4",
+        f"--phase2_train_data={long_records}", "--phase2_learning_rate=4e-3"]
+    proc = run_python(["-c", MIRRORED_SCRIPT, *args], timeout=600)
+    assert proc.returncode == 0 and "MIRRORED_OK" in proc.stdout, proc.stderr[-3000:]
+    assert "step 3: phase 2 starts: max_seq_length 64" in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
+def test_jax_lamb_two_phases_on_two_devices_matches_one(tiny_records, long_records, tmp_path):
+    phase2 = {"phase2_train_data": long_records}
+    one = train(config_json(tiny_records, tmp_path / "one", run_overrides=phase2, **PHASED),
+                [None])
+    two = train(config_json(tiny_records, tmp_path / "two", run_overrides=phase2, **PHASED),
+                [None], devices=2)
+    for a, b in zip(one["weights"], two["weights"], strict=True):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-5)
