@@ -172,6 +172,8 @@ class Lease:
                     job["on_line"](time.monotonic() - job["t0"], line)
                 if control:
                     control(job)
+            if control:
+                control(None)  # once a second too: a run that ended releases one held
         for job in jobs:
             code = job["proc"].wait()
             job["result"] = {"exit": code, "wall_s": round(time.monotonic() - job["t0"], 1),
@@ -184,6 +186,10 @@ class Lease:
         if job["interrupted"] is None:
             self.log(f"{job['name'] or 'run'}: {why}: Ctrl-C (SIGINT)")
             job["interrupted"], job["interrupted_t"] = why, time.monotonic()
+            if job.get("held_since") is not None:  # held (Runs.pace): going again to stop
+                job["record"]["held_s"] = round(job["record"].get("held_s", 0.0)
+                                                + time.monotonic() - job.pop("held_since"), 1)
+                job["proc"].send_signal(signal.SIGCONT)
             job["proc"].send_signal(signal.SIGINT)
 
 
@@ -313,6 +319,22 @@ def flops_target(runs: list[dict]) -> float | None:
         else:
             ends.append(min(r["planned"], r["done"] + r["per_s"] * max(0.0, r["seconds_left"])))
     return min(ends) if ends else None
+
+
+PACE_LEAD = 0.04  # of a run's planned FLOPs: how far one run at once may get ahead
+
+
+def hold(done: float, behind: float | None, lead: float, held: bool) -> bool:
+    """Whether a run that has done `done` FLOPs is (kept) held while the slowest other run
+    still going has done `behind` (None: none going)."""
+    if behind is None:
+        return False
+    return done - behind > (lead / 2 if held else lead)
+
+
+def _steps(job: dict) -> int:
+    train = job["record"]["train"]
+    return train[-1]["step"] if train else 0
 
 
 def stop_now(step: int, chunk: int, planned_steps: int, target_steps: float) -> bool:
@@ -527,9 +549,11 @@ class Runs:
         any run will have done by its deadline (or the job's own target, the first run's)."""
         lease = self.lease
 
-        def on_line(job: dict) -> None:
-            train = job["record"]["train"]
-            if job["interrupted"] is not None or not train:
+        def on_line(job: dict | None) -> None:
+            if len(jobs) > 1:
+                self.pace(jobs)
+            train = job["record"]["train"] if job else None
+            if not train or job["interrupted"] is not None:
                 return
             now, views = time.monotonic(), []
             for j in jobs:
@@ -562,6 +586,34 @@ class Runs:
                 lease.interrupt(job, f"at step {step}, {target:.3e} FLOPs (the common "
                                      f"target) after this chunk")
         return on_line
+
+    def pace(self, jobs: list[dict]) -> None:
+        """Keeps runs going at once level in FLOPs: one more than `PACE_LEAD` of its plan
+        ahead of the other (a slower compilation, a faster step) is held (SIGSTOP, the GPU
+        then the other's alone) until the other is within half of that, or has ended. So a
+        run stopped early (the deadline, no rate yet) leaves the other near its FLOPs."""
+        now = time.monotonic()
+        for job in jobs:
+            if job["proc"].poll() is not None:
+                continue
+            per_step = self.flops_per_step(job["name"])
+            others = [j for j in jobs if j is not job and j["proc"].poll() is None]
+            done = _steps(job) * per_step
+            lead = PACE_LEAD * self.plan["steps"][job["name"]] * per_step
+            behind = min((_steps(j) * self.flops_per_step(j["name"]) for j in others),
+                         default=None)
+            if hold(done, behind, lead, job.get("held_since") is not None) and \
+                    job["interrupted"] is None:
+                if job.get("held_since") is None:
+                    self.lease.log(f"{job['name']}: {done:.3e} FLOPs, the other "
+                                   f"{behind:.3e}: held (SIGSTOP)")
+                    job["held_since"] = now
+                    job["proc"].send_signal(signal.SIGSTOP)
+            elif job.get("held_since") is not None:
+                held = now - job.pop("held_since")
+                job["record"]["held_s"] = round(job["record"].get("held_s", 0.0) + held, 1)
+                self.lease.log(f"{job['name']}: going on (SIGCONT) after {held:.1f} s held")
+                job["proc"].send_signal(signal.SIGCONT)
 
     def finish(self, job: dict) -> dict:
         record, objective = job["record"], job["name"]

@@ -55,6 +55,11 @@ def test_the_common_flops_target_is_the_least_any_run_will_reach():
     assert not lease.stop_now(100, 20, 1000, 300.0)
     assert lease.stop_now(280, 20, 1000, 300.0) and lease.stop_now(270, 20, 1000, 300.0)
     assert not lease.stop_now(980, 20, 1000, 5000.0) and not lease.stop_now(980, 20, 1000, 990)
+    # side by side, a run more than the lead ahead of the other going is held, and goes
+    # on once the other is within half the lead, or none is going
+    assert lease.hold(60.0, 40.0, 10.0, held=False) and not lease.hold(45.0, 40.0, 10.0, False)
+    assert lease.hold(47.0, 40.0, 10.0, held=True) and not lease.hold(44.0, 40.0, 10.0, True)
+    assert not lease.hold(60.0, None, 10.0, held=True)
 
 
 def test_the_run_command_is_the_papers_small_on_the_packed_input():
