@@ -8,18 +8,22 @@ r"""ELECTRA-Small against BERT-MLM Small at equal FLOPs, in one short GPU lease.
 In order, each result written to OUT as soon as it exists (a lease cut short
 keeps what came before):
   1. the device and versions; the data bundle (bundle.py) unpacked and checked;
-  2. the synthetic step rate of the same setting (benchmarks/bench_gpu.py's
-     Small bf16, 10 steps a call; about a minute), which also sizes the plan;
-  3. the plan: what time is left, less each run's start-up and compilation and the
-     parts' writing, split in two; ELECTRA's steps from the synthetic rate (with a
-     margin), BERT-MLM's for the same training FLOPs (study.flops_per_sequence);
-  4. ELECTRA-Small through the product's own command (`KERAS_BACKEND=jax python -m
-     electra_tf.run_pretraining`, the packed input), then its discriminator as
-     float16 parts (parts.py) and its log; a run past its deadline gets Ctrl-C
-     (it saves a checkpoint, which the parts are then made from);
-  5. BERT-MLM Small the same way (ELECTRA's parts are written meanwhile, on the CPU).
-OUT holds at most 8 files: results.json (rewritten after every step), lease.log
-(everything printed), electra.part-K-of-N and bert_mlm.part-K-of-N.
+  2. the plan: the time left, less the runs' start-up, compilation and evaluations and
+     the parts' writing; ELECTRA's steps from an optimistic rate of one run alone (the
+     runs are stopped by time, not by steps, where the GPU is slower), BERT-MLM's for
+     the same training FLOPs (study.flops_per_sequence), on the same schedule;
+  3. --mode=side_by_side (the default): both runs at once on the one GPU, each a process
+     with less than half its memory (XLA_PYTHON_CLIENT_MEM_FRACTION=0.45), through the
+     product's own command (`KERAS_BACKEND=jax python -m electra_tf.run_pretraining`,
+     the packed input); each stops at a common FLOPs target, the least that either will
+     have done by the deadline (measured from their own rates as they go): Ctrl-C at the
+     chunk boundary nearest it, which saves a checkpoint; then both discriminators as
+     float16 parts (parts.py);
+     --mode=one_after_the_other: ELECTRA-Small alone until its half of the time, its
+     parts written on the CPU while BERT-MLM Small trains to the FLOPs ELECTRA did.
+OUT holds at most 8 files: results.json (rewritten after every step; each run's steady
+seq/s, wall time and FLOPs done, side by side their sum), lease.log (everything
+printed), electra.part-K-of-N and bert_mlm.part-K-of-N.
 
 The runs are the paper's Small (Table 6: 12 layers, hidden 256, embeddings 128,
 generator 1/4, dropout 0.1, batch 128, length 128, lr 5e-4, linear decay), with
@@ -52,16 +56,14 @@ STEPS_PER_CALL = 10  # every period below is a multiple: no one-step call is com
 # name -> the run's sizes and what the plan assumes where nothing was measured
 SETTINGS = {
     "small": dict(model_size="small", overrides={}, batch=128, seq=128, precision="bf16",
-                  bench=["--sizes=small", "--only=electra_tf/small/bf16/K10"],
-                  fallback_rate=4000.0, fallback_compile_s=60.0, startup_s=30.0,
-                  eval_s=25.0, split_s=30.0, margin=0.85, min_steps=200, max_steps=10 ** 6),
+                  planning_rate=10000.0, side_by_side_share=0.5, compile_s=60.0, startup_s=30.0,
+                  eval_s=25.0, split_s=30.0, min_steps=200, max_steps=10 ** 6),
     "toy": dict(model_size="tiny", overrides={"hidden_size": 32, "num_hidden_layers": 2,
                                               "num_attention_heads": 2, "intermediate_size": 64,
                                               "embedding_size": 16},
                 batch=8, seq=32, precision="bf16",
-                bench=["--toy", "--only=electra_tf/toy/bf16/K10"],
-                fallback_rate=50.0, fallback_compile_s=30.0, startup_s=20.0,
-                eval_s=10.0, split_s=20.0, margin=0.85, min_steps=20, max_steps=40),
+                planning_rate=50.0, side_by_side_share=0.5, compile_s=30.0, startup_s=20.0,
+                eval_s=10.0, split_s=20.0, min_steps=20, max_steps=40),
 }
 
 
@@ -126,39 +128,69 @@ class Lease:
     def run(self, cmd: list[str], deadline: float, env: dict | None = None,
             on_line=None) -> dict:
         """Runs `cmd`, its output into the log; Ctrl-C at `deadline`, a kill 90 s later."""
-        self.log("$ " + " ".join(cmd))
-        t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, bufsize=1)
-        interrupted = False
+        job = {"name": "", "cmd": cmd, "env": env, "deadline": deadline, "on_line": on_line}
+        self.run_many([job])
+        return job["result"]
+
+    def run_many(self, jobs: list[dict], control=None) -> None:
+        """Runs the jobs' commands at once (each a dict: name, cmd, env, deadline, on_line),
+        their output into the log; each gets Ctrl-C at its deadline or when `control(job)`,
+        called after each of its lines, calls `interrupt(job, why)`; a kill 90 s after
+        Ctrl-C. Each job gets "result": exit, wall_s, interrupted (and why)."""
         import selectors
 
         sel = selectors.DefaultSelector()
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        while True:
+        for job in jobs:
+            self.log(f"$ {job['name'] + ': ' if job['name'] else ''}" + " ".join(job["cmd"]))
+            job["t0"], job["interrupted"] = time.monotonic(), None
+            job["proc"] = subprocess.Popen(job["cmd"], cwd=REPO_ROOT, env=job["env"],
+                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                           text=True, bufsize=1)
+            sel.register(job["proc"].stdout, selectors.EVENT_READ, job)
+        prefix = {id(j): (f"{j['name']} " if len(jobs) > 1 else "") for j in jobs}
+        while sel.get_map():
             now = time.monotonic()
-            if not interrupted and now > deadline:
-                self.log("deadline reached: Ctrl-C (SIGINT) to the run")
-                proc.send_signal(signal.SIGINT)
-                interrupted = True
-            if interrupted and now > deadline + 90:
-                self.log("still running 90 s after Ctrl-C: killed")
-                proc.kill()
-            if sel.select(timeout=1.0):
-                line = proc.stdout.readline()
+            for job in jobs:
+                if job["interrupted"] is None and now > job["deadline"]:
+                    self.interrupt(job, "deadline reached")
+                if (job["interrupted"] is not None and now > job["interrupted_t"] + 90
+                        and job["proc"].poll() is None):
+                    self.log(f"{job['name']} still running 90 s after Ctrl-C: killed")
+                    job["proc"].kill()
+            for key, _ in sel.select(timeout=1.0):
+                job = key.data
+                line = job["proc"].stdout.readline()
                 if not line:
-                    break
+                    sel.unregister(key.fileobj)
+                    continue
                 line = line.rstrip("\n")
-                self.log_file.write(f"  {time.monotonic() - self.t0:7.1f} | {line}\n")
+                self.log_file.write(f"  {time.monotonic() - self.t0:7.1f} | "
+                                    f"{prefix[id(job)]}{line}\n")
                 self.log_file.flush()
-                print(line, file=sys.stderr, flush=True)
-                if on_line:
-                    on_line(time.monotonic() - t0, line)
-            elif proc.poll() is not None:
-                break
-        code = proc.wait()
-        return {"exit": code, "wall_s": round(time.monotonic() - t0, 1),
-                "interrupted": interrupted}
+                print(prefix[id(job)] + line, file=sys.stderr, flush=True)
+                if job["on_line"]:
+                    job["on_line"](time.monotonic() - job["t0"], line)
+                if control:
+                    control(job)
+            if control:
+                control(None)  # once a second too: a run that ended releases one held
+        for job in jobs:
+            code = job["proc"].wait()
+            job["result"] = {"exit": code, "wall_s": round(time.monotonic() - job["t0"], 1),
+                             "interrupted": job["interrupted"] is not None}
+            if job["interrupted"]:
+                job["result"]["interrupted_why"] = job["interrupted"]
+
+    def interrupt(self, job: dict, why: str) -> None:
+        """Ctrl-C (SIGINT) to a job of run_many: it finishes its chunk, saves, stops."""
+        if job["interrupted"] is None:
+            self.log(f"{job['name'] or 'run'}: {why}: Ctrl-C (SIGINT)")
+            job["interrupted"], job["interrupted_t"] = why, time.monotonic()
+            if job.get("held_since") is not None:  # held (Runs.pace): going again to stop
+                job["record"]["held_s"] = round(job["record"].get("held_s", 0.0)
+                                                + time.monotonic() - job.pop("held_since"), 1)
+                job["proc"].send_signal(signal.SIGCONT)
+            job["proc"].send_signal(signal.SIGINT)
 
 
 def _utc() -> str:
@@ -207,24 +239,6 @@ def unpack_bundle(bundle: str, work: str) -> dict:
     return {"paths": paths, "manifest": manifest}
 
 
-# === 2. the synthetic step rate ===
-def synthetic_rate(lease: Lease, setting: dict, work: str, timeout_s: float) -> dict:
-    prefix = os.path.join(work, "synthetic")
-    cmd = [sys.executable, "benchmarks/bench_gpu.py", *setting["bench"],
-           "--frameworks=electra_tf", f"--budget_s={timeout_s - 10:.0f}",
-           f"--setting_timeout_s={timeout_s - 10:.0f}", f"--output={prefix}"]
-    run = lease.run(cmd, time.monotonic() + timeout_s)
-    try:
-        with open(prefix + ".json", encoding="utf-8") as f:
-            report = json.load(f)
-        row = next(r for r in report["results"] if "sequences_per_second" in r)
-        return {**run, "sequences_per_second": row["sequences_per_second"],
-                "compile_s": row["compile_s"], "mfu": row.get("mfu"),
-                "peak_tflops": report.get("peak_tflops"), "device": report.get("device")}
-    except (OSError, ValueError, StopIteration, KeyError) as e:
-        return {**run, "error": f"no rate measured ({type(e).__name__}: {e})"}
-
-
 # === 3. the plan ===
 def flops_per_sequence(setting_name: str, objective: str, vocab_size: int) -> float:
     from studies.real_data.study import flops_per_sequence as study_flops
@@ -255,28 +269,85 @@ def round_steps(steps: float) -> int:
     return max(STEPS_PER_CALL, int(steps) // STEPS_PER_CALL * STEPS_PER_CALL)
 
 
-def plan(setting: dict, synthetic: dict, left_s: float, flops: dict) -> dict:
-    """Steps and deadlines of the two runs (see the module docstring, 3.)."""
-    rate = synthetic.get("sequences_per_second") or setting["fallback_rate"]
-    compile_s = synthetic.get("compile_s") or setting["fallback_compile_s"]
-    # the first run's parts are written while the second trains: one split to wait for
-    overhead = setting["startup_s"] + compile_s + setting["eval_s"]
-    train_s = max(0.0, (left_s - 2 * overhead - setting["split_s"]) / 2)
-    electra = round_steps(train_s * rate * setting["margin"] / setting["batch"])
+MODES = ("side_by_side", "one_after_the_other")
+MEM_FRACTION = "0.45"  # each of two runs side by side: less than half of the GPU's memory
+
+
+def plan(setting: dict, left_s: float, flops: dict, mode: str = MODES[0]) -> dict:
+    """Steps and deadlines of the two runs (see the module docstring, 2.).
+
+    Both runs are sized from `planning_rate`, an optimistic rate of one run alone (the
+    project's target for Small bf16): a slower GPU stops them by time, not by steps, at
+    a common FLOPs target (`flops_target`), so no time is left over. Side by side, each
+    run gets `side_by_side_share` of that rate over the whole time left, with one
+    start-up, compilation and evaluations (at once) instead of two in a row."""
+    rate = setting["planning_rate"]
+    overhead = setting["startup_s"] + setting["compile_s"] + setting["eval_s"]
+    if mode == "side_by_side":
+        train_s = max(0.0, left_s - overhead - setting["split_s"])
+        rate_each = rate * setting["side_by_side_share"]
+    elif mode == "one_after_the_other":
+        # the first run's parts are written while the second trains: one split to wait for
+        train_s = max(0.0, (left_s - 2 * overhead - setting["split_s"]) / 2)
+        rate_each = rate
+    else:
+        raise ValueError(f"mode {mode!r}: one of {MODES}")
+    electra = round_steps(train_s * rate_each / setting["batch"])
     electra = min(max(electra, setting["min_steps"]), setting["max_steps"])
     ratio = flops["electra"] / flops["bert_mlm"]
     bert = round_steps(electra * ratio + STEPS_PER_CALL / 2)
-    return {"rate_assumed": rate, "compile_s_assumed": compile_s, "overhead_s": overhead,
-            "train_s_each": round(train_s, 1), "steps": {"electra": electra, "bert_mlm": bert},
+    return {"mode": mode, "rate_assumed": rate, "rate_each_assumed": rate_each,
+            "overhead_s": overhead, "train_s_each": round(train_s, 1),
+            "steps": {"electra": electra, "bert_mlm": bert},
             "flops_per_sequence": flops, "flops": {
                 "electra": electra * setting["batch"] * flops["electra"],
                 "bert_mlm": bert * setting["batch"] * flops["bert_mlm"]},
-            "run_deadline_s": round(overhead + train_s / setting["margin"] + 30, 1)}
+            "run_deadline_s": round(overhead + train_s, 1)}
+
+
+def flops_target(runs: list[dict]) -> float | None:
+    """The common FLOPs target of runs going at once: the least that any of them will have
+    done by its deadline (`planned`, its plan's FLOPs; `final`, what a run that was stopped
+    will have done; else `done` + `per_s` FLOPs a second over `seconds_left`). None while a
+    run still going has no rate yet (its first chunk holds the compilation)."""
+    ends = []
+    for r in runs:
+        if r.get("final") is not None:
+            ends.append(r["final"])
+        elif not r.get("per_s"):
+            return None
+        else:
+            ends.append(min(r["planned"], r["done"] + r["per_s"] * max(0.0, r["seconds_left"])))
+    return min(ends) if ends else None
+
+
+PACE_LEAD = 0.04  # of a run's planned FLOPs: how far one run at once may get ahead
+
+
+def hold(done: float, behind: float | None, lead: float, held: bool) -> bool:
+    """Whether a run that has done `done` FLOPs is (kept) held while the slowest other run
+    still going has done `behind` (None: none going)."""
+    if behind is None:
+        return False
+    return done - behind > (lead / 2 if held else lead)
+
+
+def _steps(job: dict) -> int:
+    train = job["record"]["train"]
+    return train[-1]["step"] if train else 0
+
+
+def stop_now(step: int, chunk: int, planned_steps: int, target_steps: float) -> bool:
+    """Whether a run that just logged `step` (its next chunk of `chunk` steps already going)
+    gets Ctrl-C now, to stop at step + chunk, the chunk boundary nearest `target_steps`."""
+    stop_at = step + chunk
+    return stop_at < planned_steps and stop_at >= target_steps - chunk / 2
 
 
 def periods(steps: int) -> dict:
-    """Log 20 times, evaluate and save 4 times, all multiples of STEPS_PER_CALL."""
-    log_every = round_steps(steps / 20)
+    """Log 100 times (the granularity of a stop at a FLOPs target), evaluate and save 4
+    times, all multiples of STEPS_PER_CALL."""
+    log_every = round_steps(steps / 100)
     quarter = round_steps(steps / 4)
     return {"log": log_every, "eval": quarter, "save": quarter,
             "warmup": max(1, steps // 10)}
@@ -304,6 +375,9 @@ def pretraining_command(setting_name: str, objective: str, steps: int, data: dic
 _TRAIN = re.compile(r"step (\d+)/(\d+) \| loss ([\d.naif]+).*?\| ([\d.]+) seq/s")
 
 
+_STOPPED = re.compile(r"(?:interrupted|stopped) at step (\d+)")
+
+
 def curve_parser(record: dict):
     """A line handler filling record["train"] and record["eval"] from the run's output."""
     from electra_tf.training.reporting import parse_eval_line
@@ -316,6 +390,10 @@ def curve_parser(record: dict):
         if m:
             record["train"].append({"step": int(m.group(1)), "loss": float(m.group(3)),
                                     "seq_per_s": float(m.group(4)), "t_s": round(t, 1)})
+            return
+        m = _STOPPED.search(line)
+        if m:
+            record["stopped_at_step"] = int(m.group(1))
             return
         found = parse_eval_line(line)
         if found:
@@ -346,6 +424,9 @@ def main(argv=None) -> int:
     ap.add_argument("--budget_s", type=float, default=530.0,
                     help="wall time from now to the last file written")
     ap.add_argument("--toy", action="store_true", help="toy sizes (the CPU rehearsal)")
+    ap.add_argument("--mode", choices=MODES, default=MODES[0],
+                    help="the two runs side by side on one GPU (each with less than half its "
+                    "memory) or one after the other (README.md: which and why)")
     args = ap.parse_args(argv)
     setting_name = "toy" if args.toy else "small"
     setting = SETTINGS[setting_name]
@@ -369,67 +450,215 @@ def main(argv=None) -> int:
               f"{manifest['heldout_examples']:,} held-out sequences, vocab {vocab_size:,}")
     lease.save("data")
 
-    synthetic_budget = min(110.0, max(75.0, lease.left() * 0.2))
-    lease.results["synthetic"] = synthetic_rate(lease, setting, work, synthetic_budget)
-    lease.log(f"synthetic: {json.dumps(lease.results['synthetic'])}")
-    lease.save("synthetic")
-
     flops = {o: flops_per_sequence(setting_name, o, vocab_size) for o in OBJECTIVES}
-    the_plan = plan(setting, lease.results["synthetic"], lease.left(), flops)
+    the_plan = plan(setting, lease.left(), flops, args.mode)
     lease.results["plan"] = the_plan
     lease.log(f"plan: {json.dumps(the_plan)}")
     lease.save("plan")
 
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONUNBUFFERED": "1"}
     lease.results["runs"] = {}
-    pending = []  # (objective, job): parts being written while the next run trains
-    for i, objective in enumerate(OBJECTIVES):
-        steps = the_plan["steps"][objective]
-        if objective == "bert_mlm":  # the FLOPs ELECTRA actually used
-            done = lease.results["runs"]["electra"].get("steps_done") or 0
-            if 0 < done < the_plan["steps"]["electra"]:
-                steps = round_steps(done * flops["electra"] / flops["bert_mlm"]
-                                    + STEPS_PER_CALL / 2)
-        record = {"steps_planned": steps}
-        lease.results["runs"][objective] = record
-        model_dir = os.path.join(work, objective)
-        shutil.rmtree(model_dir, ignore_errors=True)
-        reserve = setting["split_s"]
-        deadline = min(time.monotonic() + the_plan["run_deadline_s"],
-                       lease.deadline - reserve)
-        cmd = pretraining_command(setting_name, objective, steps, data["paths"], model_dir,
-                                  vocab_size, eval_steps)
-        record["command"] = " ".join(a if "/" not in a else re.sub(r"=.*/", "=.../", a)
-                                     for a in cmd[1:])
-        record.update(lease.run(cmd, deadline, env, curve_parser(record)))
-        summarize(record, setting["batch"])
-        final = os.path.join(model_dir, "final_eval.json")
-        if os.path.exists(final):
-            with open(final, encoding="utf-8") as f:
-                record["final_eval"] = json.load(f)
-        record["steps_done"] = (record["final_eval"]["step"] if "final_eval" in record
-                                else (record["train"][-1]["step"] if record["train"] else 0))
-        record["flops_done"] = record["steps_done"] * setting["batch"] * flops[objective]
-        lease.log(f"{objective}: exit {record['exit']}, {record['steps_done']} steps in "
-                  f"{record['wall_s']} s, steady {record.get('steady_seq_per_s')} seq/s")
-        lease.save(objective)
-        if record["steps_done"] or os.path.isdir(os.path.join(model_dir, "checkpoints")):
-            split = [sys.executable, "-m", "studies.gpu_small.parts", "split",
-                     f"--model_dir={model_dir}", f"--output={os.path.join(args.out, objective)}"]
-            if i + 1 < len(OBJECTIVES):  # on the CPU, while the next run has the GPU
-                pending.append((objective, lease.start(split, {**env, "JAX_PLATFORMS": "cpu"},
-                                                       _sha_parser(record))))
-            else:
-                record["parts"] = lease.run(split, lease.deadline + 60, env, _sha_parser(record))
-                lease.save(f"{objective} parts")
-        for name, job in pending if i + 1 == len(OBJECTIVES) else ():
-            lease.results["runs"][name]["parts"] = lease.finish(job, lease.deadline + 60)
-            lease.save(f"{name} parts")
+    runner = Runs(lease, setting_name, the_plan, data["paths"], work, vocab_size, eval_steps)
+    cpu = {**env, "JAX_PLATFORMS": "cpu"}
+    if args.mode == "side_by_side":
+        # two processes on one GPU, each with less than half its memory (JAX's
+        # XLA_PYTHON_CLIENT_MEM_FRACTION, preallocated); one common FLOPs target
+        both = {**env, "XLA_PYTHON_CLIENT_MEM_FRACTION": MEM_FRACTION}
+        jobs = [runner.job(o, lease.deadline - setting["split_s"], both) for o in OBJECTIVES]
+        lease.run_many(jobs, runner.control(jobs))
+        for job in jobs:
+            runner.finish(job)
+        lease.results["side_by_side"] = side_by_side_summary(lease.results["runs"],
+                                                             setting["batch"])
+        lease.log(f"side by side: {json.dumps(lease.results['side_by_side'])}")
+        lease.save("runs")
+        splits = [runner.split_job(o, args.out, lease.deadline + 60, cpu) for o in OBJECTIVES
+                  if runner.has_weights(o)]
+        lease.run_many(splits)
+        for job in splits:
+            lease.results["runs"][job["name"]]["parts"] = job["result"]
+        lease.save("parts")
+    else:
+        first = runner.job("electra", min(time.monotonic() + the_plan["run_deadline_s"],
+                                          lease.deadline - setting["split_s"]), env)
+        lease.run_many([first], runner.control([first]))
+        electra = runner.finish(first)
+        pending = None
+        if runner.has_weights("electra"):  # on the CPU, while the second run has the GPU
+            split = runner.split_job("electra", args.out, 0, cpu)
+            pending = lease.start(split["cmd"], cpu, split["on_line"])
+        # the FLOPs ELECTRA actually did (its own rate sized it), in as many steps as they
+        # take BERT-MLM, on the same schedule (steps planned in the same ratio)
+        target = electra["flops_done"] if electra["steps_done"] < electra["steps_planned"] \
+            else None
+        second = runner.job("bert_mlm", lease.deadline - setting["split_s"], env, target)
+        lease.run_many([second], runner.control([second]))
+        runner.finish(second)
+        if pending:
+            lease.results["runs"]["electra"]["parts"] = lease.finish(pending,
+                                                                     lease.deadline + 60)
+            lease.save("electra parts")
+        if runner.has_weights("bert_mlm"):
+            split = runner.split_job("bert_mlm", args.out, lease.deadline + 60, env)
+            lease.run_many([split])
+            lease.results["runs"]["bert_mlm"]["parts"] = split["result"]
+            lease.save("bert_mlm parts")
+    runs = lease.results["runs"]
+    if all(runs[o].get("flops_done") for o in OBJECTIVES):
+        lease.results["flops_ratio_bert_mlm_to_electra"] = round(
+            runs["bert_mlm"]["flops_done"] / runs["electra"]["flops_done"], 4)
     lease.results["wall_s"] = round(time.monotonic() - lease.t0, 1)
     lease.log(f"done in {lease.results['wall_s']} s")
     lease.save("done")
     lease.log_file.close()
     return 0
+
+
+class Runs:
+    """The two pre-training runs: their commands, their stops at a FLOPs target, their
+    records in results.json."""
+
+    def __init__(self, lease: Lease, setting_name: str, the_plan: dict, data: dict, work: str,
+                 vocab_size: int, eval_steps: int):
+        self.lease, self.setting_name, self.plan = lease, setting_name, the_plan
+        self.setting = SETTINGS[setting_name]
+        self.data, self.work, self.vocab_size, self.eval_steps = data, work, vocab_size, \
+            eval_steps
+
+    def flops_per_step(self, objective: str) -> float:
+        return self.setting["batch"] * self.plan["flops_per_sequence"][objective]
+
+    def job(self, objective: str, deadline: float, env: dict, target: float | None = None):
+        steps = self.plan["steps"][objective]
+        record = {"steps_planned": steps}
+        if target is not None:
+            record["flops_target"] = target
+        self.lease.results["runs"][objective] = record
+        model_dir = os.path.join(self.work, objective)
+        shutil.rmtree(model_dir, ignore_errors=True)
+        cmd = pretraining_command(self.setting_name, objective, steps, self.data, model_dir,
+                                  self.vocab_size, self.eval_steps)
+        record["command"] = " ".join(a if "/" not in a else re.sub(r"=.*/", "=.../", a)
+                                     for a in cmd[1:])
+        return {"name": objective, "cmd": cmd, "env": env, "deadline": deadline,
+                "on_line": curve_parser(record), "record": record, "model_dir": model_dir,
+                "chunk": periods(steps)["log"], "target": target, "final": None}
+
+    def control(self, jobs: list[dict]):
+        """After each line of a run: Ctrl-C to a run at the common FLOPs target, the least
+        any run will have done by its deadline (or the job's own target, the first run's)."""
+        lease = self.lease
+
+        def on_line(job: dict | None) -> None:
+            if len(jobs) > 1:
+                self.pace(jobs)
+            train = job["record"]["train"] if job else None
+            if not train or job["interrupted"] is not None:
+                return
+            now, views = time.monotonic(), []
+            for j in jobs:
+                t, per_step = j["record"]["train"], self.flops_per_step(j["name"])
+                code = j["proc"].poll()
+                if code is not None and j["final"] is None:
+                    if code != 0:
+                        continue  # a run that failed sets no target for the other
+                    j["final"] = t[-1]["step"] * per_step if t else 0.0
+                # a chunk's time, twice, and a checkpoint's saving: left before the deadline
+                chunk_s = (j["chunk"] * self.setting["batch"] / t[-1]["seq_per_s"]
+                           if len(t) >= 2 else 0.0)
+                views.append({"planned": self.plan["steps"][j["name"]] * per_step,
+                              "done": t[-1]["step"] * per_step if t else 0.0,
+                              "per_s": t[-1]["seq_per_s"] / self.setting["batch"] * per_step
+                              if len(t) >= 2 else None,
+                              "seconds_left": j["deadline"] - now - 2 * chunk_s - 10,
+                              "final": j["final"]})
+            target = flops_target(views)
+            if job["target"] is not None:
+                target = job["target"] if target is None else min(target, job["target"])
+            if target is None:
+                return
+            per_step = self.flops_per_step(job["name"])
+            step = train[-1]["step"]
+            if stop_now(step, job["chunk"], self.plan["steps"][job["name"]],
+                        target / per_step):
+                job["final"] = (step + job["chunk"]) * per_step
+                job["record"]["flops_target"] = target
+                lease.interrupt(job, f"at step {step}, {target:.3e} FLOPs (the common "
+                                     f"target) after this chunk")
+        return on_line
+
+    def pace(self, jobs: list[dict]) -> None:
+        """Keeps runs going at once level in FLOPs: one more than `PACE_LEAD` of its plan
+        ahead of the other (a slower compilation, a faster step) is held (SIGSTOP, the GPU
+        then the other's alone) until the other is within half of that, or has ended. So a
+        run stopped early (the deadline, no rate yet) leaves the other near its FLOPs."""
+        now = time.monotonic()
+        for job in jobs:
+            if job["proc"].poll() is not None:
+                continue
+            per_step = self.flops_per_step(job["name"])
+            others = [j for j in jobs if j is not job and j["proc"].poll() is None]
+            done = _steps(job) * per_step
+            lead = PACE_LEAD * self.plan["steps"][job["name"]] * per_step
+            behind = min((_steps(j) * self.flops_per_step(j["name"]) for j in others),
+                         default=None)
+            if hold(done, behind, lead, job.get("held_since") is not None) and \
+                    job["interrupted"] is None:
+                if job.get("held_since") is None:
+                    self.lease.log(f"{job['name']}: {done:.3e} FLOPs, the other "
+                                   f"{behind:.3e}: held (SIGSTOP)")
+                    job["held_since"] = now
+                    job["proc"].send_signal(signal.SIGSTOP)
+            elif job.get("held_since") is not None:
+                held = now - job.pop("held_since")
+                job["record"]["held_s"] = round(job["record"].get("held_s", 0.0) + held, 1)
+                self.lease.log(f"{job['name']}: going on (SIGCONT) after {held:.1f} s held")
+                job["proc"].send_signal(signal.SIGCONT)
+
+    def finish(self, job: dict) -> dict:
+        record, objective = job["record"], job["name"]
+        record.update(job["result"])
+        summarize(record, self.setting["batch"])
+        final = os.path.join(job["model_dir"], "final_eval.json")
+        if os.path.exists(final):
+            with open(final, encoding="utf-8") as f:
+                record["final_eval"] = json.load(f)
+        if "final_eval" in record:
+            record["steps_done"] = record["final_eval"]["step"]
+        elif "stopped_at_step" in record:
+            record["steps_done"] = record["stopped_at_step"]
+        else:
+            record["steps_done"] = record["train"][-1]["step"] if record["train"] else 0
+        record["flops_done"] = record["steps_done"] * self.flops_per_step(objective)
+        self.lease.log(f"{objective}: exit {record['exit']}, {record['steps_done']} steps in "
+                       f"{record['wall_s']} s, steady {record.get('steady_seq_per_s')} seq/s, "
+                       f"{record['flops_done']:.3e} FLOPs")
+        self.lease.save(objective)
+        return record
+
+    def has_weights(self, objective: str) -> bool:
+        model_dir = os.path.join(self.work, objective)
+        return bool(self.lease.results["runs"][objective].get("steps_done")) or \
+            os.path.isdir(os.path.join(model_dir, "checkpoints"))
+
+    def split_job(self, objective: str, out: str, deadline: float, env: dict) -> dict:
+        cmd = [sys.executable, "-m", "studies.gpu_small.parts", "split",
+               f"--model_dir={os.path.join(self.work, objective)}",
+               f"--output={os.path.join(out, objective)}"]
+        return {"name": objective, "cmd": cmd, "env": env, "deadline": deadline,
+                "on_line": _sha_parser(self.lease.results["runs"][objective])}
+
+
+def side_by_side_summary(runs: dict, batch: int) -> dict:
+    """What tells afterwards whether two runs at once gave each more sequences than one
+    after the other: each run's steady seq/s and their sum (to hold against one run
+    alone: a lease one after the other, or the speed lease's synthetic rate), and the
+    wall time from the start to the last run's end."""
+    rates = {o: r.get("steady_seq_per_s") for o, r in runs.items()}
+    return {"steady_seq_per_s": rates,
+            "sum_steady_seq_per_s": round(sum(v for v in rates.values() if v), 1),
+            "sequences_done": {o: r.get("steps_done", 0) * batch for o, r in runs.items()},
+            "runs_wall_s": max(r.get("wall_s", 0.0) for r in runs.values())}
 
 
 def _sha_parser(record: dict):

@@ -14,7 +14,8 @@
 # `run` installs the wheels into a temporary folder (nothing system-wide), then runs
 # `python -m studies.gpu_small.lease`, which writes DIR/results.json, DIR/lease.log and
 # each run's discriminator as parts, as each becomes ready. BUDGET_S (default 530)
-# bounds the whole command from its start.
+# bounds the whole command from its start. MODE (default side_by_side) runs the two
+# pre-training runs at once on the one GPU, or one_after_the_other.
 set -uo pipefail
 
 mode=${1:-}
@@ -22,6 +23,7 @@ OUT=${OUT:-}
 PY=${PY:-python3}
 BUDGET_S=${BUDGET_S:-530}
 BUNDLE=${BUNDLE:-.bundle}
+MODE=${MODE:-side_by_side}
 start=$(date +%s)
 
 die() { echo "error: $*" >&2; exit 2; }
@@ -50,7 +52,7 @@ case "$mode" in
 esac
 left=$(( BUDGET_S - ($(date +%s) - start) ))
 "$PY" -m studies.gpu_small.lease --bundle="$BUNDLE" --out="$OUT" --work_dir="$work/work" \
-  --budget_s="$left" "${toy[@]}"
+  --budget_s="$left" --mode="$MODE" "${toy[@]}"
 code=$?
 rm -rf "$work"
 exit $code

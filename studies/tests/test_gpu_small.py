@@ -3,6 +3,7 @@ and the whole command rehearsed on CPU at toy size (slow)."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -19,20 +20,46 @@ def test_the_plan_gives_both_runs_the_same_flops_and_fits_the_time():
     flops = {o: lease.flops_per_sequence("small", o, 16000) for o in lease.OBJECTIVES}
     assert flops["electra"] > flops["bert_mlm"]  # the generator costs more than D's MLM head
     setting = lease.SETTINGS["small"]
-    p = lease.plan(setting, {"sequences_per_second": 7000.0, "compile_s": 40.0}, 400.0, flops)
-    steps = p["steps"]
-    assert steps["electra"] % 10 == 0 and steps["bert_mlm"] % 10 == 0
-    assert abs(p["flops"]["bert_mlm"] / p["flops"]["electra"] - 1) < 0.01
-    # the two runs and their overheads fit in the time left
-    per_run = p["overhead_s"] + steps["electra"] * 128 / 7000.0
-    assert 2 * per_run < 400.0
-    assert p["run_deadline_s"] > per_run
-    # nothing measured: the fallback rate, still a plan
-    fallback = lease.plan(setting, {"error": "no rate"}, 400.0, flops)
-    assert fallback["rate_assumed"] == setting["fallback_rate"]
-    assert fallback["steps"]["electra"] >= setting["min_steps"]
+    plans = {m: lease.plan(setting, 480.0, flops, m) for m in lease.MODES}
+    for p in plans.values():
+        steps = p["steps"]
+        assert steps["electra"] % 10 == 0 and steps["bert_mlm"] % 10 == 0
+        assert abs(p["flops"]["bert_mlm"] / p["flops"]["electra"] - 1) < 0.01
+    # one after the other: two runs and their overheads fit in the time left
+    seq = plans["one_after_the_other"]
+    per_run = seq["overhead_s"] + seq["steps"]["electra"] * 128 / setting["planning_rate"]
+    assert 2 * per_run < 480.0 and seq["run_deadline_s"] >= per_run - 1
+    # side by side: one overhead, the whole time at the planned share of the rate each
+    side = plans["side_by_side"]
+    assert side["overhead_s"] + side["steps"]["electra"] * 128 / (
+        setting["planning_rate"] * setting["side_by_side_share"]) < 480.0
+    assert side["train_s_each"] > 2 * seq["train_s_each"]
+    with pytest.raises(ValueError, match="mode"):
+        lease.plan(setting, 480.0, flops, "both")
     for steps in (200, 1230, 9990):
-        assert all(v % 10 == 0 for k, v in lease.periods(steps).items() if k != "warmup")
+        p = lease.periods(steps)
+        assert all(v % 10 == 0 for k, v in p.items() if k != "warmup")
+        assert p["log"] <= max(10, steps // 50)  # a stop at a target lands within ~1-2%
+
+
+def test_the_common_flops_target_is_the_least_any_run_will_reach():
+    view = dict(planned=100.0, done=10.0, seconds_left=20.0)
+    # the slower run sets the target for both; the plan caps it
+    assert lease.flops_target([{**view, "per_s": 2.0}, {**view, "per_s": 4.0}]) == 50.0
+    assert lease.flops_target([{**view, "per_s": 20.0}, {**view, "per_s": 40.0}]) == 100.0
+    # a run still compiling (no rate yet): no target until it has one
+    assert lease.flops_target([{**view, "per_s": None}, {**view, "per_s": 4.0}]) is None
+    # a run already stopped: what it did is the target
+    assert lease.flops_target([{**view, "final": 30.0}, {**view, "per_s": 4.0}]) == 30.0
+    # Ctrl-C after the line at the chunk boundary nearest the target, never past the plan
+    assert not lease.stop_now(100, 20, 1000, 300.0)
+    assert lease.stop_now(280, 20, 1000, 300.0) and lease.stop_now(270, 20, 1000, 300.0)
+    assert not lease.stop_now(980, 20, 1000, 5000.0) and not lease.stop_now(980, 20, 1000, 990)
+    # side by side, a run more than the lead ahead of the other going is held, and goes
+    # on once the other is within half the lead, or none is going
+    assert lease.hold(60.0, 40.0, 10.0, held=False) and not lease.hold(45.0, 40.0, 10.0, False)
+    assert lease.hold(47.0, 40.0, 10.0, held=True) and not lease.hold(44.0, 40.0, 10.0, True)
+    assert not lease.hold(60.0, None, 10.0, held=True)
 
 
 def test_the_run_command_is_the_papers_small_on_the_packed_input():
@@ -96,18 +123,19 @@ def test_the_bundle_unpacks_to_the_records(toy_bundle, tmp_path):
         lease.unpack_bundle(str(tmp_path / "b"), str(tmp_path / "c"))
 
 
-def run_lease_sh(root, out, budget_s=900):
+def run_lease_sh(root, out, budget_s=900, mode="side_by_side"):
     env = {**os.environ, "PY": sys.executable, "OUT": str(out), "BUNDLE": str(root / "bundle"),
-           "BUDGET_S": str(budget_s), "TMPDIR": str(root)}
+           "BUDGET_S": str(budget_s), "TMPDIR": str(root), "MODE": mode}
     return subprocess.run(["bash", "studies/gpu_small/lease.sh", "toy"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=1800)
 
 
 @pytest.mark.slow
-def test_the_lease_rehearsed_at_toy_size(toy_bundle, tmp_path):
+@pytest.mark.parametrize("mode", lease.MODES)
+def test_the_lease_rehearsed_at_toy_size(toy_bundle, tmp_path, mode):
     root, _ = toy_bundle
     out = tmp_path / "out"
-    proc = run_lease_sh(root, out)
+    proc = run_lease_sh(root, out, mode=mode)
     assert proc.returncode == 0, proc.stderr[-4000:]
     files = sorted(os.listdir(out))
     assert len(files) <= 8 and all(os.path.getsize(out / f) <= 16 * MiB for f in files)
@@ -115,7 +143,8 @@ def test_the_lease_rehearsed_at_toy_size(toy_bundle, tmp_path):
                      "results.json"]
     results = json.loads((out / "results.json").read_text())
     assert [s["step"] for s in results["steps"]][-1] == "done"
-    assert results["synthetic"]["sequences_per_second"] > 0
+    assert "synthetic" not in results and results["plan"]["mode"] == mode
+    assert not [s for s in results["steps"] if "synthetic" in s["step"]]
     runs = results["runs"]
     for objective in ("electra", "bert_mlm"):
         run = runs[objective]
@@ -123,7 +152,16 @@ def test_the_lease_rehearsed_at_toy_size(toy_bundle, tmp_path):
         assert run["final_eval"]["step"] == run["steps_done"]
         assert run["train"] and run["eval"][0]["step"] == 0
         assert run["parts_source"] == "final folder"
+        assert run["steady_seq_per_s"] > 0 and run["wall_s"] > 0
     assert 0.5 < runs["electra"]["final_eval"]["disc_auc"] <= 1.0
+    assert results["flops_ratio_bert_mlm_to_electra"] == pytest.approx(1.0, abs=0.1)
+    if mode == "side_by_side":  # both at once: the log says how fast each went
+        side = results["side_by_side"]
+        assert side["sum_steady_seq_per_s"] == pytest.approx(
+            sum(runs[o]["steady_seq_per_s"] for o in lease.OBJECTIVES), abs=0.2)
+        log = (out / "lease.log").read_text()
+        for objective in lease.OBJECTIVES:
+            assert re.search(rf"\| {objective} .*step \d+/\d+", log), objective
     # equal FLOPs up to one call of 10 steps at toy size
     assert abs(runs["bert_mlm"]["flops_done"] - runs["electra"]["flops_done"]) <= \
         10 * 8 * results["plan"]["flops_per_sequence"]["bert_mlm"]
@@ -212,8 +250,6 @@ def test_max_examples_keeps_the_first_examples(toy_bundle, tmp_path):
 def test_the_readme_names_no_particular_gpu_service():
     """The lease is described generically: what to copy, the command, its time budget,
     what comes back; no one service's tool, calls or arguments (#54)."""
-    import re
-
     readme = open(os.path.join(REPO, "studies", "gpu_small", "README.md"),
                   encoding="utf-8").read()
     section = readme[readme.index("## In the lease"):readme.index("## After the lease")]
