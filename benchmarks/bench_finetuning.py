@@ -23,16 +23,16 @@ from bench_common import cpu_model  # noqa: E402 (benchmarks/ is on sys.path)
 CHILD = r'''
 import json, os, sys, time, random
 import numpy as np, tensorflow as tf, keras
-from electra_tf.training import artifacts
+from electra_tf import folders
 from electra_tf.core.config import EncoderConfig, MODEL_SIZES, FinetuneRun, FinetuningConfig
 from electra_tf.modeling import build_discriminator
 from electra_tf.tasks.registry import get_task
 from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
 work, L, batch, jit, precision, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5], int(sys.argv[6])
 pre = os.path.join(work, "pretrained")
-if not os.path.exists(os.path.join(pre, artifacts.DISCRIMINATOR_WEIGHTS)):
+if not os.path.exists(os.path.join(pre, folders.files.DISCRIMINATOR_WEIGHTS)):
     cfg = EncoderConfig(vocab_size=30522, **MODEL_SIZES["small"])
-    artifacts.save_discriminator(pre, build_discriminator(cfg))
+    folders.pretraining.save_discriminator(pre, build_discriminator(cfg))
     vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     vocab += [f"w{i}" for i in range(30522 - len(vocab))]
     open(os.path.join(work, "vocab.txt"), "w").write("\n".join(vocab) + "\n")

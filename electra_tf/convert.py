@@ -80,8 +80,11 @@ def main(argv) -> None:
             raise InputError("--from=tf1 needs --checkpoint and --model_size")
         overrides = json.loads(FLAGS.model_hparam_overrides) if FLAGS.model_hparam_overrides \
             else None
-        report = tf1.import_checkpoint(FLAGS.checkpoint, FLAGS.model_size, FLAGS.output,
-                                       overrides, FLAGS.resume_checkpoint)
+        from electra_tf.training.checkpoints import write_fresh_pretraining_checkpoint
+
+        report = tf1.import_checkpoint(
+            FLAGS.checkpoint, FLAGS.model_size, FLAGS.output, overrides,
+            write_fresh_pretraining_checkpoint if FLAGS.resume_checkpoint else None)
         print(f"[convert] {len(report['assigned'])} variables -> {FLAGS.output} "
               f"({len(report['skipped'])} optimizer variables skipped)", file=sys.stderr)
         if "checkpoint" in report:

@@ -134,16 +134,17 @@ def pretraining_configs(flag_values=flags.FLAGS):
     Without --vocab_size, the vocabulary's size is --vocab_file's (a learned
     vocabulary often holds fewer pieces than asked for); given, it must match
     the file (the run checks). Without --vocab_file, a run that resumes a
-    model_dir reads the vocabulary the folder carries (artifacts.folder_vocab,
+    model_dir reads the vocabulary the folder carries (folders.vocabulary.folder_vocab,
     checked by its fingerprint).
     """
     values = _values(config_lib.PretrainingConfig, flag_values)
     run_values = _values(config_lib.RunConfig, flag_values)
     if not run_values["vocab_file"] and run_values["model_dir"]:
-        from electra_tf.training import artifacts
+        from electra_tf.folders.files import has_checkpoints
+        from electra_tf.folders.vocabulary import folder_vocab
 
-        if artifacts.has_checkpoints(run_values["model_dir"]):
-            run_values["vocab_file"] = artifacts.folder_vocab(run_values["model_dir"])
+        if has_checkpoints(run_values["model_dir"]):
+            run_values["vocab_file"] = folder_vocab(run_values["model_dir"])
     if not flag_values["vocab_size"].present and run_values["vocab_file"]:
         from electra_tf.text.vocab import load_vocab
 

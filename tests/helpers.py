@@ -52,23 +52,23 @@ def tiny_encoder_config(vocab_size: int, **overrides):
 
 
 def write_pretrained_dir(folder, vocab_file: str, config=None, seed: int = 0) -> str:
-    """A pre-trained discriminator's folder, written through artifacts (as run_pretraining
-    and `convert` write theirs): discriminator.weights.h5 and discriminator_config.json of
+    """A pre-trained discriminator's folder, written through electra_tf/folders (as
+    run_pretraining and `convert` write theirs): discriminator.weights.h5 and discriminator_config.json of
     a freshly initialized discriminator of `config` (default: the tiny one; seeded), and a
     pretraining_config.json that records `vocab_file` (no pre-training config: the
     defaults, lower-cased text, apply)."""
     import keras
 
+    from electra_tf import folders
     from electra_tf.modeling import build_discriminator
     from electra_tf.text.vocab import load_vocab
-    from electra_tf.training import artifacts
 
     folder = str(folder)
     os.makedirs(folder, exist_ok=True)
     config = config or tiny_encoder_config(len(load_vocab(vocab_file)))
     keras.utils.set_random_seed(seed)
-    artifacts.save_discriminator(folder, build_discriminator(config))
-    artifacts.write_pretraining_config(folder, None, {"vocab_file": vocab_file})
+    folders.pretraining.save_discriminator(folder, build_discriminator(config))
+    folders.pretraining.write_pretraining_config(folder, None, {"vocab_file": vocab_file})
     return folder
 
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Callable
 
 import numpy as np
 
 from electra_tf.core.config import PretrainingConfig
+from electra_tf.folders import ConvertedFolder
 from electra_tf.interop import core, names
-from electra_tf.training import artifacts
 
 _QUERY = "{}/encoder/layer_{}/attention/self/query/kernel"
 
@@ -112,7 +113,8 @@ def infer_config(weights: dict[str, np.ndarray], model_size: str,
 
 
 def import_checkpoint(path: str, model_size: str, output: str,
-                      overrides: dict | None = None, resume_checkpoint: bool = True) -> dict:
+                      overrides: dict | None = None,
+                      resume_checkpoint: Callable[[str, object], str] | None = None) -> dict:
     """Converts an original checkpoint into an electra_tf model_dir (see core.py).
 
     Args:
@@ -120,7 +122,10 @@ def import_checkpoint(path: str, model_size: str, output: str,
       model_size: small | base | large (| tiny); checked against the shapes.
       output: the folder to write.
       overrides: EncoderConfig fields on top of the preset (custom sizes).
-      resume_checkpoint: also write checkpoints/ckpt-0 when G is present.
+      resume_checkpoint: when G is present, writes checkpoints/ckpt-0 for
+        run_pretraining to continue from: (checkpoint folder, ElectraPretrainer)
+        -> its path (the command passes training.checkpoints'
+        `write_fresh_pretraining_checkpoint`); None: no checkpoint.
 
     Returns:
       the conversion report (also written as conversion_report.json).
@@ -131,9 +136,9 @@ def import_checkpoint(path: str, model_size: str, output: str,
     weights, skipped = read_checkpoint(path)
     config = infer_config(weights, model_size, overrides)
     source_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    check_vocab_size(os.path.join(source_dir, artifacts.VOCAB), config.vocab_size)
+    check_vocab_size(os.path.join(source_dir, core.SOURCE_VOCAB), config.vocab_size)
     has_generator = any(n.startswith(("generator/", "generator_predictions/")) for n in weights)
-    os.makedirs(output, exist_ok=True)
+    folder = ConvertedFolder(output)
     report = {"source": os.path.abspath(path), "format": "tf1", "skipped": skipped}
     if has_generator:
         pretrainer = ElectraPretrainer(config)
@@ -146,18 +151,17 @@ def import_checkpoint(path: str, model_size: str, output: str,
         targets = names.discriminator_variables(discriminator)
     report.update(core.assign(weights, targets, path))
     report["mapping"] = {n: targets[n].path for n in report["assigned"]}
-    artifacts.save_discriminator(output, discriminator)
-    vocab = artifacts.copy_vocab(source_dir, output)
+    folder.save_discriminator(discriminator)
+    vocab = folder.keep_vocab_beside(source_dir)
     if has_generator:
-        artifacts.save_generator(output, generator)
-        artifacts.write_pretraining_config(output, config, {"vocab_file": vocab},
-                                           converted_from=os.path.abspath(path))
-        if resume_checkpoint:
-            report["checkpoint"] = core.write_pretraining_checkpoint(output, pretrainer)
+        folder.save_generator(generator)
+        folder.write_pretraining_config(config, vocab, converted_from=os.path.abspath(path))
+        if resume_checkpoint is not None:
+            report["checkpoint"] = resume_checkpoint(folder.checkpoint_dir, pretrainer)
             report["resume_flags"] = resume_flags(config)
     else:
-        artifacts.record_vocab(output, vocab)
-    artifacts.write_conversion_report(output, report)
+        folder.record_vocab(vocab)
+    folder.write_report(report)
     return report
 
 

@@ -17,7 +17,9 @@ from electra_tf.core.fileio import check_output_folder
 from electra_tf.data.masking import MaskingConfig
 from electra_tf.data.packed import check_packed
 from electra_tf.data.tfrecord_reader import LOCAL_FILES, check_records, tensorflow_files
-from electra_tf.training import artifacts
+from electra_tf.folders.files import PRETRAINING_CONFIG, has_checkpoints
+from electra_tf.folders.pretraining import PretrainingFolder
+from electra_tf.folders.vocabulary import vocab_fingerprint
 
 
 def preflight(config: PretrainingConfig, run: RunConfig, tensorflow_io: bool = True,
@@ -106,13 +108,13 @@ def check_resume(config: PretrainingConfig, run: RunConfig) -> None:
     Raises:
       ConfigError: naming the flag, the recorded value and the new one.
     """
-    if not artifacts.has_checkpoints(run.model_dir):
+    if not has_checkpoints(run.model_dir):
         return
-    recorded = artifacts.read_pretraining_config(run.model_dir)
+    recorded = PretrainingFolder.open(run.model_dir, discriminator=False).recorded
     where = f"{run.model_dir} holds checkpoints of a run"
     want = recorded.get("vocab_sha256", "")
     if want:
-        got = artifacts.vocab_fingerprint(run.vocab_file)
+        got = vocab_fingerprint(run.vocab_file)
         if got != want:
             from electra_tf.text.vocab import load_vocab
 
@@ -128,7 +130,7 @@ def check_resume(config: PretrainingConfig, run: RunConfig) -> None:
     try:
         before = PretrainingConfig.from_dict(recorded["pretraining"])
     except (ConfigError, TypeError) as e:
-        raise ConfigError(f"{run.model_dir}/{artifacts.PRETRAINING_CONFIG} records settings "
+        raise ConfigError(f"{run.model_dir}/{PRETRAINING_CONFIG} records settings "
                           f"this electra_tf cannot read ({e}); use another --model_dir") from None
     old_signature = _variable_signature(before)
     if _variable_signature(config) == old_signature:

@@ -10,7 +10,7 @@ with G frozen), and runs the host loop (`train`):
   compiled steps, print a console line, write TensorBoard summaries, save a
   checkpoint at the multiples of save_checkpoints_steps and evaluate every
   eval_every_steps; at the end, save, evaluate on held-out records and write
-  the folder artifacts.py describes.
+  the folder electra_tf/folders/pretraining.py describes.
 
 What every step does is the backend's (backends/tensorflow.py,
 backends/jax.py): each subclasses `Pretraining` and provides where variables
@@ -40,8 +40,10 @@ from electra_tf.core.errors import ConfigError, InputError, RecordError
 from electra_tf.core.fileio import FolderLock
 from electra_tf.data.masking import ID_OUTSIDE_VOCABULARY
 from electra_tf.data.tfrecord_reader import locate_corrupt_record
+from electra_tf.folders import pretraining as pretraining_folder
+from electra_tf.folders.files import remove_stale_temporaries
 from electra_tf.objectives.pretrainer import ElectraPretrainer
-from electra_tf.training import artifacts, preflight, reporting, summaries
+from electra_tf.training import preflight, reporting, summaries
 from electra_tf.training.loop import (
     Interrupted,
     InterruptGate,
@@ -231,9 +233,9 @@ class Pretraining:
         cfg, run = self.config, self.run
         self.restore()
         if self.chief:
-            for name in artifacts.remove_stale_temporaries(run.model_dir):
+            for name in remove_stale_temporaries(run.model_dir):
                 self._log(f"removed {name}, left by a write that was killed midway")
-            artifacts.write_pretraining_config(run.model_dir, cfg, run)
+            pretraining_folder.write_pretraining_config(run.model_dir, cfg, run)
             if cfg.short_warmup_warning():
                 self._log(cfg.short_warmup_warning())
         train_writer, eval_writer = (
@@ -269,11 +271,11 @@ class Pretraining:
         if reporting.collapse_line(final):
             self._log(reporting.collapse_line(final))
         if self.chief:
-            artifacts.save_discriminator(run.model_dir, self.model.kept_discriminator())
-            artifacts.save_generator(run.model_dir, self.model.generator)
-            artifacts.write_final_eval(run.model_dir, self.step, final)
-            self._log(f"wrote {run.model_dir}/{artifacts.DISCRIMINATOR_WEIGHTS} and "
-                      f"{artifacts.DISCRIMINATOR_CONFIG}")
+            pretraining_folder.save_discriminator(run.model_dir, self.model.kept_discriminator())
+            pretraining_folder.save_generator(run.model_dir, self.model.generator)
+            pretraining_folder.write_final_eval(run.model_dir, self.step, final)
+            self._log(f"wrote {run.model_dir}/{pretraining_folder.DISCRIMINATOR_WEIGHTS} and "
+                      f"{pretraining_folder.DISCRIMINATOR_CONFIG}")
         checksum = weights_checksum(self.model.trainable_variables)
         self._log(f"final weights checksum {checksum:.8e}" + ("" if self.chief else " (worker)"),
                   everyone=True)

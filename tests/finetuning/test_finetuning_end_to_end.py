@@ -89,7 +89,7 @@ def _squad_outputs(model_dir):
 def test_squad_flagfile_learns_toy_squad_v2(pretrained_dir, toy_squad_dir, tmp_path, capsys):
     """The defaults: the joint head (trained on the gold starts, decoded with its beam)
     and the original's null rule with qa_na_threshold -2.75."""
-    from electra_tf.training import artifacts
+    from electra_tf import folders
 
     finetune("--flagfile=configs/squad_v2.flags", f"--init_checkpoint={pretrained_dir}",
              f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/out",
@@ -105,14 +105,14 @@ def test_squad_flagfile_learns_toy_squad_v2(pretrained_dir, toy_squad_dir, tmp_p
     assert record["finetuning"]["squad_null_rule"] == "answerable"
     for qid, answer in answers.items():  # "" exactly when the null odds exceed -2.75
         assert (answer == "") == (null_odds[qid] > -2.75), (qid, answer, null_odds[qid])
-    model, loaded = artifacts.load_finetuned(str(tmp_path / "out"))
+    model, loaded = folders.finetuned.load_finetuned(str(tmp_path / "out"))
     assert model.head.span_head == "joint" and loaded.head_options["beam_size"] == 20
 
 
 def test_squad_task_flags_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path):
     """--joint_prediction, --beam_size and --qa_na_threshold are the task's, not only
     recorded: a threshold below every null odds answers nothing."""
-    from electra_tf.training import artifacts
+    from electra_tf import folders
 
     finetune("--task_name=squad_v2", f"--init_checkpoint={pretrained_dir}",
              f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/out",
@@ -122,7 +122,7 @@ def test_squad_task_flags_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path
     answers, null_odds, record = _squad_outputs(tmp_path / "out")
     assert record["head_options"] == {"span_head": "independent", "beam_size": 3}
     assert set(answers.values()) == {""}, answers
-    model, _ = artifacts.load_finetuned(str(tmp_path / "out"))
+    model, _ = folders.finetuned.load_finetuned(str(tmp_path / "out"))
     assert model.head.span_head == "independent"
 
 

@@ -38,10 +38,12 @@ def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab, tiny_corpus)
     # --from=tf1 --checkpoint=DIR --model_size=small --model_hparam_overrides=... --output=OUT
     from electra_tf.interop import tf1
 
+    from electra_tf.training.checkpoints import write_fresh_pretraining_checkpoint
+
     report = tf1.import_checkpoint(str(tmp_path / "electra_tiny"), "small", str(out),
-                                   json.loads(overrides), True)
+                                   json.loads(overrides), write_fresh_pretraining_checkpoint)
     assert "--generator_hidden_size=0.75" in report["resume_flags"]
-    from electra_tf.training.artifacts import load_discriminator
+    from electra_tf.folders.pretraining import load_discriminator
 
     _, recorded_vocab = load_discriminator(str(out))
     assert recorded_vocab == str(out / "vocab.txt") and os.path.exists(recorded_vocab)

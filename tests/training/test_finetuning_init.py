@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from helpers import TINY_MODEL
 
+from electra_tf import folders
 from electra_tf.core.config import FinetuneRun, FinetuningConfig
 from electra_tf.core.errors import ConfigError, InputError
-from electra_tf.training import artifacts
 from electra_tf.training.finetuning import initial_discriminator
 
 
@@ -43,8 +43,8 @@ def test_a_checkpoint_step_gives_the_discriminator_of_that_step(pretrained, tmp_
     from electra_tf.training.optimization import pretraining_optimizer
 
     model_dir, config = pretrained
-    folder = artifacts.checkpoint_dir(model_dir)
-    final, vocab = artifacts.load_discriminator(model_dir)
+    folder = folders.files.checkpoint_dir(model_dir)
+    final, vocab = folders.pretraining.load_discriminator(model_dir)
     at = {}
     for step in (3, 6):
         run = FinetuneRun(model_dir="unused", data_dir="unused",
@@ -61,8 +61,8 @@ def test_a_checkpoint_step_gives_the_discriminator_of_that_step(pretrained, tmp_
     optimizer = pretraining_optimizer(config, model.trainable_variables)
     TensorFlowCheckpoints(model, optimizer, folder, 5).restore()
     jax_dir = str(tmp_path / "jax_run")
-    artifacts.write_pretraining_config(jax_dir, config, {"vocab_file": vocab})
-    path = NpzCheckpoints(model, optimizer, artifacts.checkpoint_dir(jax_dir), 5).save()
+    folders.pretraining.write_pretraining_config(jax_dir, config, {"vocab_file": vocab})
+    path = NpzCheckpoints(model, optimizer, folders.files.checkpoint_dir(jax_dir), 5).save()
     assert path.endswith("jax-ckpt-6.npz")
     from_npz, _ = initial_discriminator(FinetuningConfig(task_name="sst2"), FinetuneRun(
         model_dir="unused", data_dir="unused", init_checkpoint=path))
@@ -73,12 +73,12 @@ def test_a_checkpoint_step_gives_the_discriminator_of_that_step(pretrained, tmp_
 def test_bad_checkpoint_steps_are_one_line(pretrained):
     model_dir, _ = pretrained
     config = FinetuningConfig(task_name="sst2")
-    missing = os.path.join(artifacts.checkpoint_dir(model_dir), "ckpt-4")
+    missing = os.path.join(folders.files.checkpoint_dir(model_dir), "ckpt-4")
     with pytest.raises(InputError, match="ckpt-4: no readable checkpoint"):
         initial_discriminator(config, FinetuneRun(init_checkpoint=missing))
     with pytest.raises(ConfigError, match="not --model_size=base"):
         initial_discriminator(FinetuningConfig(task_name="sst2", model_size="base"), FinetuneRun(
-            init_checkpoint=os.path.join(artifacts.checkpoint_dir(model_dir), "ckpt-3")))
+            init_checkpoint=os.path.join(folders.files.checkpoint_dir(model_dir), "ckpt-3")))
 
 
 def test_from_scratch_is_seeded_and_sized_by_the_flags(tiny_records):
@@ -116,7 +116,7 @@ def test_a_finetuned_head_continues_only_the_same_head():
     from electra_tf.training.finetuning import start_from_finetuned
 
     def record(task, head, regression):
-        return artifacts.FinetunedRecord(
+        return folders.finetuned.FinetunedRecord(
             task=task, head=head, regression=regression, answerable=False, pair=True,
             label_names=(), encoder=None, max_seq_length=8, finetuning={}, run={})
 

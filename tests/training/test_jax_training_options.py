@@ -229,9 +229,9 @@ def test_jax_two_stage_crosses_the_switch_and_resumes_exactly(tiny_records, tmp_
     assert distance_d_to_g(after_one) < 1e-2 < distance_d_to_g(at_switch)
 
     # The folder loads, as a TF run's does.
-    from electra_tf.training import artifacts
+    from electra_tf import folders
 
-    discriminator, vocab = artifacts.load_discriminator(str(tmp_path / "b"))
+    discriminator, vocab = folders.pretraining.load_discriminator(str(tmp_path / "b"))
     # the folder carries its own copy of the vocabulary
     assert vocab == str(tmp_path / "b" / "vocab.txt") and discriminator.count_params() > 0
     assert open(vocab).read() == open(tiny_records["vocab"]).read()

@@ -55,7 +55,8 @@ from electra_tf.core.errors import ConfigError, InputError, PeerLost
 from electra_tf.data.numpy_pipeline import numpy_pretraining_batches
 from electra_tf.data.packed import packed_pretraining_batches
 from electra_tf.data.prefetch import prefetch
-from electra_tf.training import artifacts, reporting
+from electra_tf.folders.files import checkpoint_dir
+from electra_tf.training import reporting
 from electra_tf.training.checkpoints import NpzCheckpoints, checkpoint_step
 from electra_tf.training.finetuning import Finetuning, split_batch
 from electra_tf.training.pretraining import Pretraining
@@ -293,7 +294,7 @@ class JaxPretraining(Pretraining):
 
     def _make_checkpoints(self) -> NpzCheckpoints:
         return NpzCheckpoints(self.model, self.optimizer,
-                              artifacts.checkpoint_dir(self.run.model_dir),
+                              checkpoint_dir(self.run.model_dir),
                               self.config.keep_checkpoint_max, writer=self.chief)
 
     def _stop_agreement(self):
@@ -617,7 +618,7 @@ class JaxFinetuning(Finetuning):
     def make_checkpoints(self) -> NpzCheckpoints:
         """npz checkpoints of the model and the optimizer under model_dir/checkpoints."""
         return NpzCheckpoints(self.model, self.optimizer,
-                              artifacts.checkpoint_dir(self.run.model_dir),
+                              checkpoint_dir(self.run.model_dir),
                               self.config.keep_checkpoint_max, writer=self.chief)
 
     def _stop_agreement(self):

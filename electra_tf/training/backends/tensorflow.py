@@ -33,7 +33,8 @@ import tensorflow as tf
 from electra_tf.core.config import FinetuneRun, FinetuningConfig, PretrainingConfig, RunConfig
 from electra_tf.core.errors import ConfigError
 from electra_tf.data.pipeline import pretraining_dataset
-from electra_tf.training import artifacts, reporting
+from electra_tf.folders.files import checkpoint_dir
+from electra_tf.training import reporting
 from electra_tf.training.checkpoints import TensorFlowCheckpoints
 from electra_tf.training.finetuning import Finetuning, split_batch
 from electra_tf.training.phases import Phase
@@ -308,7 +309,7 @@ class TensorFlowPretraining(Pretraining):
 
     def _make_checkpoints(self) -> TensorFlowCheckpoints:
         return TensorFlowCheckpoints(
-            self.model, self.optimizer, artifacts.checkpoint_dir(self.run.model_dir),
+            self.model, self.optimizer, checkpoint_dir(self.run.model_dir),
             self.config.keep_checkpoint_max, chief=self.chief, task_id=task_id(self.strategy))
 
     def _stop_agreement(self):
@@ -497,5 +498,5 @@ class TensorFlowFinetuning(Finetuning):
     def make_checkpoints(self) -> TensorFlowCheckpoints:
         """tf.train checkpoints of the model and the optimizer under model_dir/checkpoints."""
         return TensorFlowCheckpoints(
-            self.model, self.optimizer, artifacts.checkpoint_dir(self.run.model_dir),
+            self.model, self.optimizer, checkpoint_dir(self.run.model_dir),
             self.config.keep_checkpoint_max, chief=self.chief, task_id=task_id(self.strategy))
