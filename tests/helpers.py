@@ -133,7 +133,7 @@ def decode(tokenizer, ids) -> str:
 
 # === An entry point's flags, in this process ===
 def pretraining_from_flags(*argv: str):
-    """run_pretraining's command line -> (PretrainingConfig, RunConfig), as its main reads
+    """run_pretraining's command line -> (PretrainingConfig, PretrainingRun), as its main reads
     them (own FlagValues: absl's global FLAGS hold whatever this process defined)."""
     from absl import flags
 
@@ -146,7 +146,7 @@ def pretraining_from_flags(*argv: str):
 
 
 def finetuning_from_flags(*argv: str):
-    """run_finetuning's command line -> (task, FinetuningConfig, FinetuneRun), as its main
+    """run_finetuning's command line -> (task, FinetuningConfig, FinetuningRun), as its main
     reads them (a --flagfile is relative to the repo root)."""
     from absl import flags
 

@@ -18,7 +18,7 @@ def _finetuned_dir(tmp_path, vocab_file):
     import keras
 
     from electra_tf import folders
-    from electra_tf.core.config import MODEL_SIZES, EncoderConfig, FinetuneRun, FinetuningConfig
+    from electra_tf.core.config import MODEL_SIZES, EncoderConfig, FinetuningConfig, FinetuningRun
     from electra_tf.modeling import build_discriminator
     from electra_tf.tasks.model import FinetuningModel
     from electra_tf.tasks.registry import get_task
@@ -35,7 +35,7 @@ def _finetuned_dir(tmp_path, vocab_file):
     task = get_task("sst2")
     folders.finetuned.write_finetuning_config(
         str(out), task=task, config=FinetuningConfig(task_name="sst2"),
-        run=FinetuneRun(model_dir=str(out), vocab_file=vocab_file), encoder=config,
+        run=FinetuningRun(model_dir=str(out), vocab_file=vocab_file), encoder=config,
         model_size="tiny", max_seq_length=32)
     return str(out)
 

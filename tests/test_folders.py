@@ -12,10 +12,10 @@ from helpers import patience, popen_python, tiny_encoder_config
 
 from electra_tf import folders
 from electra_tf.core.config import (
-    FinetuneRun,
     FinetuningConfig,
+    FinetuningRun,
     PretrainingConfig,
-    RunConfig,
+    PretrainingRun,
 )
 from electra_tf.core.errors import ConfigError, InputError, VocabError
 from electra_tf.core.fileio import atomic_write
@@ -36,7 +36,7 @@ def weights_of(model):
 def test_pretraining_folder_round_trip(tmp_path, tiny_vocab):
     d = discriminator()
     config = PretrainingConfig(model_size="tiny", vocab_size=40, max_seq_length=16)
-    run = RunConfig(model_dir=str(tmp_path), train_data="x", vocab_file=tiny_vocab)
+    run = PretrainingRun(model_dir=str(tmp_path), train_data="x", vocab_file=tiny_vocab)
     folders.pretraining.save_discriminator(str(tmp_path), d)
     folders.pretraining.write_pretraining_config(str(tmp_path), config, run)
     folders.pretraining.write_final_eval(str(tmp_path), 7, {"disc_auc": 0.75})
@@ -129,8 +129,8 @@ def test_finetuning_folder_round_trip(tmp_path, tiny_vocab):
     task = get_task("mrpc")
     model = FinetuningModel(discriminator().encoder, task.head, len(task.label_names))
     model.build()
-    run = FinetuneRun(model_dir=str(tmp_path), data_dir="d", init_checkpoint="pre",
-                      vocab_file=tiny_vocab)
+    run = FinetuningRun(model_dir=str(tmp_path), data_dir="d", init_checkpoint="pre",
+                        vocab_file=tiny_vocab)
     folders.finetuned.write_finetuning_config(
         str(tmp_path), task=task, config=FinetuningConfig(task_name="mrpc"), run=run,
         encoder=TINY, model_size="custom", max_seq_length=32, epochs=3)
@@ -183,7 +183,7 @@ def _finetuned_folder(folder, name, **config_fields):
     model.build()
     folders.finetuned.write_finetuning_config(
         str(folder), task=task, config=config,
-        run=FinetuneRun(model_dir=str(folder), data_dir="d", init_checkpoint="pre"),
+        run=FinetuningRun(model_dir=str(folder), data_dir="d", init_checkpoint="pre"),
         encoder=TINY, model_size="custom", max_seq_length=16)
     folders.finetuned.save_finetuned(str(folder), model)
     return model
@@ -340,7 +340,7 @@ def test_the_pretraining_config_records_the_vocab_fingerprint(tmp_path, tiny_voc
     from electra_tf.text.tokenizer import load_vocab
 
     config = PretrainingConfig(model_size="tiny", vocab_size=40, max_seq_length=16)
-    run = RunConfig(model_dir=str(tmp_path), train_data="x", vocab_file=tiny_vocab)
+    run = PretrainingRun(model_dir=str(tmp_path), train_data="x", vocab_file=tiny_vocab)
     folders.pretraining.write_pretraining_config(str(tmp_path), config, run)
     want = hashlib.sha256("\n".join(load_vocab(tiny_vocab)).encode()).hexdigest()
     assert folders.PretrainingFolder.open(str(tmp_path), discriminator=False).vocab_sha256 == want

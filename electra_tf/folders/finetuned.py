@@ -56,7 +56,7 @@ class FinetunedRecord:
     encoder: EncoderConfig
     max_seq_length: int
     finetuning: dict  # the FinetuningConfig fields
-    run: dict  # the FinetuneRun fields
+    run: dict  # the FinetuningRun fields
     # FinetuningModel's head arguments (task.head_options; a span head's name its
     # span_head).
     head_options: dict = dataclasses.field(default_factory=dict)
@@ -152,7 +152,7 @@ def write_finetuning_config(model_dir: str, *, task, config, run, encoder: Encod
     Args:
       task: the tasks.base.Task trained (its head, regression, head_options and,
         for a regression, regression_min and regression_max are recorded).
-      config, run: FinetuningConfig and FinetuneRun.
+      config, run: FinetuningConfig and FinetuningRun.
       encoder: the encoder's config; model_size: its size name.
       head_options, answerable, label_scale: what the model has where it differs
         from the task's own (the classifier head chosen, an imported model).

@@ -480,7 +480,7 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
     Raises:
       ConversionError: a task of another head, or a label count the task cannot take.
     """
-    from electra_tf.core.config import FinetuneRun, FinetuningConfig, model_size_of
+    from electra_tf.core.config import FinetuningConfig, FinetuningRun, model_size_of
     from electra_tf.core.errors import ConfigError
     from electra_tf.tasks.registry import format_label_names, task_from_config
 
@@ -522,7 +522,7 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
             f"--task_name={task_name} has {len(task.label_names)} labels "
             f"({', '.join(task.label_names)}), but {source} predicts {width}")
     head_options = _HEAD_OPTIONS[head.kind]
-    run = FinetuneRun(model_dir=output, vocab_file=vocab, init_checkpoint=source)
+    run = FinetuningRun(model_dir=output, vocab_file=vocab, init_checkpoint=source)
     ConvertedFolder(output).save_finetuned(
         model, task=task, config=config, run=run, encoder=model.encoder.config,
         model_size=model_size_of(model.encoder.config), max_seq_length=max_seq_length,

@@ -43,7 +43,7 @@ import time
 import keras
 import numpy as np
 
-from electra_tf.core.config import FinetuneRun, FinetuningConfig, model_size_of
+from electra_tf.core.config import FinetuningConfig, FinetuningRun, model_size_of
 from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.core.fileio import FolderLock, check_output_folder
 from electra_tf.folders.files import (
@@ -120,7 +120,7 @@ def collapse_warning(init_checkpoint: str) -> str | None:
             "(--from_scratch --model_size=... --vocab_file=..., docs/finetuning.md)")
 
 
-def initial_discriminator(config: FinetuningConfig, run: FinetuneRun):
+def initial_discriminator(config: FinetuningConfig, run: FinetuningRun):
     """The discriminator fine-tuning starts from, and the vocab recorded with it.
 
     One of: a pre-training model_dir (its final discriminator.weights.h5), one
@@ -321,7 +321,7 @@ class Finetuning:
     def step(self) -> int:
         return int(keras.ops.convert_to_numpy(self.optimizer.iterations))
 
-    def __init__(self, task, config: FinetuningConfig, run: FinetuneRun):
+    def __init__(self, task, config: FinetuningConfig, run: FinetuningRun):
         self.task, self.config, self.run = task, config, run
         check_output_folder(run.model_dir, "--model_dir")
         if is_pretraining_folder(run.model_dir):

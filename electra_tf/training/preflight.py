@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from electra_tf.core.config import PretrainingConfig, RunConfig
+from electra_tf.core.config import PretrainingConfig, PretrainingRun
 from electra_tf.core.errors import ConfigError
 from electra_tf.core.fileio import check_output_folder
 from electra_tf.data.masking import MaskingConfig
@@ -22,7 +22,7 @@ from electra_tf.folders.pretraining import PretrainingFolder
 from electra_tf.folders.vocabulary import vocab_fingerprint
 
 
-def preflight(config: PretrainingConfig, run: RunConfig, tensorflow_io: bool = True,
+def preflight(config: PretrainingConfig, run: PretrainingRun, tensorflow_io: bool = True,
               packed: bool = False) -> dict[str, list[str]]:
     """Refuses bad input before a run builds or writes anything.
 
@@ -56,7 +56,7 @@ def preflight(config: PretrainingConfig, run: RunConfig, tensorflow_io: bool = T
     return files
 
 
-def pretraining_masking(config: PretrainingConfig, run: RunConfig) -> MaskingConfig:
+def pretraining_masking(config: PretrainingConfig, run: PretrainingRun) -> MaskingConfig:
     """The masking of a run's batches, after checking the vocab file against vocab_size.
 
     Only the special tokens' ids and the size matter here (the records are
@@ -98,7 +98,7 @@ def _variable_signature(config: PretrainingConfig) -> tuple:
             objective.head_kind, objective.uses_discriminator, config.training_algorithm)
 
 
-def check_resume(config: PretrainingConfig, run: RunConfig) -> None:
+def check_resume(config: PretrainingConfig, run: PretrainingRun) -> None:
     """Refuses to resume a model_dir whose checkpoints this run cannot continue.
 
     Only when model_dir holds checkpoints. The vocabulary must be the one

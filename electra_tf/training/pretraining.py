@@ -35,7 +35,7 @@ import time
 import keras
 
 from electra_tf.core import framework_messages
-from electra_tf.core.config import PretrainingConfig, RunConfig, check_run
+from electra_tf.core.config import PretrainingConfig, PretrainingRun, check_run
 from electra_tf.core.errors import ConfigError, InputError, RecordError
 from electra_tf.core.fileio import FolderLock
 from electra_tf.data.masking import ID_OUTSIDE_VOCABULARY
@@ -70,7 +70,7 @@ class Pretraining:
 
     Args:
       config: hyperparameters (PretrainingConfig).
-      run: where and how (RunConfig).
+      run: where and how (PretrainingRun).
     """
 
     backend = ""
@@ -78,7 +78,7 @@ class Pretraining:
     packed_input = False  # the data are packed files (data/packed.py), not TFRecords
     num_replicas, chief, multi_worker = 1, True, False
 
-    def __init__(self, config: PretrainingConfig, run: RunConfig):
+    def __init__(self, config: PretrainingConfig, run: PretrainingRun):
         check_run(config, run)  # each checked itself at construction
         self.config, self.run = config, run
         set_precision(run.mixed_precision, run.attention_implementation)

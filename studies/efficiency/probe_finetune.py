@@ -58,7 +58,7 @@ def finetune_probe(model_dir: str, probe_dir: str, output_dir: str, vocab_file: 
     """Fine-tunes on one probe folder; returns {"accuracy", "dev_size", ...}."""
     import keras
 
-    from electra_tf.core.config import FinetuneRun, FinetuningConfig
+    from electra_tf.core.config import FinetuningConfig, FinetuningRun
 
     with open(os.path.join(probe_dir, "meta.json"), encoding="utf-8") as f:
         meta = json.load(f)
@@ -66,8 +66,8 @@ def finetune_probe(model_dir: str, probe_dir: str, output_dir: str, vocab_file: 
     config = FinetuningConfig(task_name=task.name, max_seq_length=max_seq_length,
                               num_train_epochs=epochs, learning_rate=learning_rate,
                               train_batch_size=batch_size, seed=seed)
-    run = FinetuneRun(model_dir=output_dir, data_dir=probe_dir, init_checkpoint=model_dir,
-                      vocab_file=vocab_file)
+    run = FinetuningRun(model_dir=output_dir, data_dir=probe_dir, init_checkpoint=model_dir,
+                        vocab_file=vocab_file)
     if keras.backend.backend() == "jax":
         from electra_tf.training.backends.jax import JaxFinetuning as Trainer
     else:

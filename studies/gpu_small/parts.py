@@ -48,15 +48,15 @@ def _discriminator_of(model_dir: str):
     if os.path.exists(os.path.join(model_dir, folders.files.DISCRIMINATOR_WEIGHTS)):
         model, _ = folders.pretraining.load_discriminator(model_dir)
         return model, "final folder"
-    from electra_tf.core.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, PretrainingRun
     from electra_tf.training import backends
 
     recorded = folders.pretraining.read_pretraining_config(model_dir)
     if "pretraining" not in recorded or not folders.files.has_checkpoints(model_dir):
         raise SystemExit(f"error: {model_dir} holds neither a discriminator nor a checkpoint")
     config = PretrainingConfig.from_dict(recorded["pretraining"])
-    run = RunConfig(**{k: v for k, v in recorded["run"].items()
-                       if k in RunConfig.__dataclass_fields__})
+    run = PretrainingRun(**{k: v for k, v in recorded["run"].items()
+                       if k in PretrainingRun.__dataclass_fields__})
     trainer = backends.pretraining_class(backends.name())(config, run)
     step = trainer.restore()
     return trainer.model.kept_discriminator(), f"checkpoint at step {step}"

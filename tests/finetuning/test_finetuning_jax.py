@@ -52,10 +52,10 @@ def make_trainer(s, **run):
     """The trainer of this process's backend for a spec."""
     import keras
 
-    from electra_tf.core.config import FinetuneRun, FinetuningConfig
+    from electra_tf.core.config import FinetuningConfig, FinetuningRun
     from electra_tf.tasks.registry import get_task
 
-    config, run = FinetuningConfig(**s["config"]), FinetuneRun(**{**s["run"], **run})
+    config, run = FinetuningConfig(**s["config"]), FinetuningRun(**{**s["run"], **run})
     if keras.backend.backend() == "jax":
         from electra_tf.training.backends.jax import JaxFinetuning
 

@@ -19,7 +19,7 @@ def _run(*args):
 
 
 def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab, tiny_corpus):
-    from electra_tf.core.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, PretrainingRun
     from electra_tf.data.builder import BuildOptions, build_pretraining_data
     from electra_tf.text.tokenizer import load_vocab
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining
@@ -37,7 +37,6 @@ def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab, tiny_corpus)
     assert not out.exists()
     # --from=tf1 --checkpoint=DIR --model_size=small --model_hparam_overrides=... --output=OUT
     from electra_tf.interop import tf1
-
     from electra_tf.training.checkpoints import write_fresh_pretraining_checkpoint
 
     report = tf1.import_checkpoint(str(tmp_path / "electra_tiny"), "small", str(out),
@@ -64,8 +63,8 @@ def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab, tiny_corpus)
         config = PretrainingConfig.from_dict(json.load(f)["pretraining"])
     config = dataclasses.replace(config, max_seq_length=32, train_batch_size=4,
                                  num_train_steps=1, num_warmup_steps=0, iterations_per_loop=1)
-    run = RunConfig(model_dir=str(out), train_data=f"{records}/*.tfrecord*",
-                    vocab_file=tiny_vocab)
+    run = PretrainingRun(model_dir=str(out), train_data=f"{records}/*.tfrecord*",
+                         vocab_file=tiny_vocab)
     trainer = TensorFlowPretraining(config, run)
     assert trainer.restore() == 0
     table = trainer.model.discriminator.encoder.embeddings.word_embeddings.embeddings

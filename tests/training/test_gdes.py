@@ -149,11 +149,11 @@ def test_a_gdes_run_resumes_exactly_and_writes_the_merged_discriminator(make_con
     for a, b in zip(saved.weights, want.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
     # Fine-tuning from the last checkpoint starts from the same merged discriminator.
-    from electra_tf.core.config import FinetuneRun, FinetuningConfig
+    from electra_tf.core.config import FinetuningConfig, FinetuningRun
     from electra_tf.training.finetuning import initial_discriminator
 
     ckpt = str(tmp_path / "b" / "checkpoints" / "ckpt-6")
-    at_6, _ = initial_discriminator(FinetuningConfig(task_name="sst2"), FinetuneRun(
+    at_6, _ = initial_discriminator(FinetuningConfig(task_name="sst2"), FinetuningRun(
         model_dir="unused", data_dir="unused", init_checkpoint=ckpt))
     for a, b in zip(at_6.weights, want.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)

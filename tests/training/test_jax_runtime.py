@@ -60,13 +60,13 @@ def config_json(tiny_records, model_dir, run_overrides=None, **overrides) -> str
 # each run is (spec, stops), a fresh trainer per stop, as a restarted process.
 TRAIN = """
     import json, sys
-    from electra_tf.core.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, PretrainingRun
     from electra_tf.training.backends.jax import JaxPretraining
     out = []
     for spec, stops in json.loads(sys.argv[1]):
         spec = json.loads(spec)
         config = PretrainingConfig(**spec["config"])
-        run = RunConfig(**spec["run"], jax_input_pipeline=sys.argv[2])
+        run = PretrainingRun(**spec["run"], jax_input_pipeline=sys.argv[2])
         for stop in stops:
             t = JaxPretraining(config, run)
             final = t.train(stop_at_step=stop)

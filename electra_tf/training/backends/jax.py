@@ -50,7 +50,12 @@ import keras
 import numpy as np
 
 from electra_tf.core import framework_messages
-from electra_tf.core.config import FinetuneRun, FinetuningConfig, PretrainingConfig, RunConfig
+from electra_tf.core.config import (
+    FinetuningConfig,
+    FinetuningRun,
+    PretrainingConfig,
+    PretrainingRun,
+)
 from electra_tf.core.errors import ConfigError, InputError, PeerLost
 from electra_tf.data.numpy_pipeline import numpy_pretraining_batches
 from electra_tf.data.packed import packed_pretraining_batches
@@ -270,7 +275,7 @@ class JaxPretraining(Pretraining):
 
     backend = "jax"
 
-    def __init__(self, config: PretrainingConfig, run: RunConfig):
+    def __init__(self, config: PretrainingConfig, run: PretrainingRun):
         if keras.backend.backend() != "jax":
             raise ConfigError("JaxPretraining needs KERAS_BACKEND=jax")
         # The NumPy input never imports TensorFlow (nor does anything else here).
@@ -550,7 +555,7 @@ class JaxFinetuning(Finetuning):
 
     backend = "jax"
 
-    def __init__(self, task, config: FinetuningConfig, run: FinetuneRun):
+    def __init__(self, task, config: FinetuningConfig, run: FinetuningRun):
         if keras.backend.backend() != "jax":
             raise ConfigError("JaxFinetuning needs KERAS_BACKEND=jax")
         self.num_replicas, self.distribution = data_parallel(

@@ -30,7 +30,12 @@ import os
 
 import tensorflow as tf
 
-from electra_tf.core.config import FinetuneRun, FinetuningConfig, PretrainingConfig, RunConfig
+from electra_tf.core.config import (
+    FinetuningConfig,
+    FinetuningRun,
+    PretrainingConfig,
+    PretrainingRun,
+)
 from electra_tf.core.errors import ConfigError
 from electra_tf.data.pipeline import pretraining_dataset
 from electra_tf.folders.files import checkpoint_dir
@@ -292,7 +297,7 @@ class TensorFlowPretraining(Pretraining):
     backend = "tensorflow"
     tensorflow_io = True
 
-    def __init__(self, config: PretrainingConfig, run: RunConfig,
+    def __init__(self, config: PretrainingConfig, run: PretrainingRun,
                  strategy: tf.distribute.Strategy | None = None):
         self.strategy = strategy or start(run)
         self._compiled: dict[str, tuple] = {}  # phase name -> (train loop, accumulators)
@@ -434,7 +439,7 @@ class TensorFlowFinetuning(Finetuning):
 
     backend = "tensorflow"
 
-    def __init__(self, task, config: FinetuningConfig, run: FinetuneRun,
+    def __init__(self, task, config: FinetuningConfig, run: FinetuningRun,
                  strategy: tf.distribute.Strategy | None = None):
         self.strategy = strategy or start(run)
         self.chief = is_chief(self.strategy)
