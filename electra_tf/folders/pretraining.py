@@ -93,6 +93,27 @@ class PretrainingFolder:
         return cls(folder, recorded, FolderVocab.read(folder), encoder,
                    weights if discriminator else "")
 
+    @classmethod
+    def save(cls, path: str, discriminator, vocab_file: str,
+             config: PretrainingConfig | None = None) -> PretrainingFolder:
+        """Writes a pre-training folder of a discriminator you built, and opens it.
+
+        Its weights and config, and `vocab_file` kept as the folder's vocab.txt
+        with its fingerprint: what fine-tuning's --init_checkpoint, the export's
+        --task=rtd and `Predictor.open` read.
+
+        Args:
+          discriminator: an ElectraDiscriminator (modeling.models.build_discriminator).
+          vocab_file: the vocabulary its embedding table was made for.
+          config: the PretrainingConfig it was trained with, if any.
+        Raises:
+          VocabError: `vocab_file` is missing or not a vocabulary.
+        """
+        os.makedirs(path, exist_ok=True)
+        save_discriminator(path, discriminator)
+        write_pretraining_config(path, config, {"vocab_file": vocab_file})
+        return cls.open(path)
+
     # === What it records ===
     @property
     def config(self) -> PretrainingConfig | None:
@@ -235,7 +256,7 @@ def write_pretraining_config(model_dir: str, config: PretrainingConfig | None,
 
     Args:
       config: the PretrainingConfig (None for a converted discriminator alone).
-      run: a RunConfig, or a dict with at least "vocab_file".
+      run: a PretrainingRun, or a dict with at least "vocab_file".
       **extra: more top-level keys (e.g. converted_from).
     """
     value = {"run": dataclasses.asdict(run) if dataclasses.is_dataclass(run) else dict(run)}

@@ -81,9 +81,10 @@ class ServingSpec:
     length_buckets: tuple | None = None  # serving.length_buckets (None: its default)
 
 
-def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: int = 0,
+def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_length: int = 0,
               max_query_length: int = 64, max_answer_length: int = 30) -> ServingSpec:
-    """Builds the Keras model from a model_dir (electra_tf/folders) and checks it suits `task`.
+    """Builds the Keras model from a model_dir (electra_tf/folders) and checks it suits `task`
+    (None: what the folder serves, a fine-tuned folder's head or a pre-training folder's rtd).
 
     The export follows what was trained: the recorded head (SQuAD's joint or
     independent span head), STS-B's label scale, and SQuAD 2.0's null rule
@@ -94,9 +95,12 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
       InputError: missing files or a checkpoint of another task.
     """
     from electra_tf.folders import FinetunedFolder, PretrainingFolder
+    from electra_tf.folders.finetuned import is_finetuning_folder
     from electra_tf.tasks.registry import squad_null_options
 
-    if task not in TASKS:
+    if task is None:  # the folder's own (the Python API's default): its head, or rtd
+        task = "" if is_finetuning_folder(checkpoint) else "rtd"
+    elif task not in TASKS:
         raise InputError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
     if task == "rtd":
         folder = PretrainingFolder.open(checkpoint, what="--checkpoint")
@@ -116,6 +120,7 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
         raise InputError(f"--checkpoint: {e}") from None
     from electra_tf.text.tokenizer import Tokenizer  # TensorFlow: after the file checks
 
+    task = task or record.head
     if record.head != task:
         raise InputError(f"--checkpoint {checkpoint} was fine-tuned on {record.task!r}, a "
                          f"{record.head} model, which --task={task} cannot serve (give "

@@ -102,7 +102,7 @@ class ClassificationTask(Task):
     default_epochs = 3
     prediction_suffix = ".tsv"
     # Regression trains on the raw target: score = output * max + min with (0, 1)
-    # (artifacts records it as the label scale, which the export applies).
+    # (folders.finetuned records it as the label scale, which the export applies).
     regression_min = 0.0
     regression_max = 1.0
 
