@@ -36,7 +36,6 @@ VOCAB = "vocab.txt"
 CHECKPOINTS = "checkpoints"
 
 
-
 # === JSON and weights, versioned and atomic ===
 
 
