@@ -57,6 +57,30 @@ def test_pretraining_folder_round_trip(tmp_path, tiny_vocab):
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp-")]
 
 
+def test_a_folder_is_opened_once_and_read_from_what_it_carries(tmp_path, tiny_vocab,
+                                                                monkeypatch):
+    config = PretrainingConfig(model_size="tiny", vocab_size=40, do_lower_case=False)
+    run = PretrainingRun(model_dir=str(tmp_path), train_data="x", vocab_file=tiny_vocab)
+    folders.pretraining.save_discriminator(str(tmp_path), discriminator())
+    folders.pretraining.write_pretraining_config(str(tmp_path), config, run)
+    folder = folders.PretrainingFolder.open(str(tmp_path / folders.files.DISCRIMINATOR_WEIGHTS))
+    assert folder.path == str(tmp_path) and folder.encoder == TINY
+    # Its configs were read at open: no JSON is read again to answer.
+    monkeypatch.setattr(folders.files, "read_json", None)
+    monkeypatch.setattr(folders.pretraining, "read_json", None)
+    monkeypatch.setattr(folders.vocabulary, "read_json", None)
+    assert folder.config == config and folder.do_lower_case is False
+    assert folder.recorded_vocab_file == tiny_vocab
+    assert folder.vocab_sha256 == folders.vocabulary.vocab_fingerprint(tiny_vocab)
+    assert folder.vocab() == str(tmp_path / folders.files.VOCAB)
+    with pytest.raises(ConfigError, match="holds a custom-sized discriminator"):
+        folder.load_discriminator("small")
+    monkeypatch.undo()
+    # Saved from a model built by hand: what fine-tuning and the export read.
+    mine = folders.PretrainingFolder.save(str(tmp_path / "mine"), discriminator(), tiny_vocab)
+    assert mine.config is None and mine.vocab() == str(tmp_path / "mine" / folders.files.VOCAB)
+
+
 def test_a_file_without_a_format_version_is_refused_with_the_file_named(tmp_path):
     """Written by hand (or by something else): not a file electra_tf wrote."""
     d = discriminator()
