@@ -57,10 +57,10 @@ NER_TAGS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC",
 def make_checkpoints(work):
     import keras
 
+    from electra_tf import folders
     from electra_tf.core.config import MODEL_SIZES, EncoderConfig
     from electra_tf.modeling import build_discriminator
     from electra_tf.tasks.model import FinetuningModel
-    from electra_tf.training import artifacts
 
     vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]",
                                                                  "[MASK]"]
@@ -77,8 +77,8 @@ def make_checkpoints(work):
         model.build()
         out = os.path.join(work, name)
         os.makedirs(out)
-        artifacts.save_weights(model, os.path.join(out, artifacts.FINETUNED_WEIGHTS))
-        artifacts.write_json(os.path.join(out, artifacts.FINETUNING_CONFIG), {
+        folders.files.save_weights(model, os.path.join(out, folders.files.FINETUNED_WEIGHTS))
+        folders.files.write_json(os.path.join(out, folders.files.FINETUNING_CONFIG), {
             "encoder": config.to_dict(), "task": task, "head": kind, "regression": False,
             "answerable": False,
             "pair": False, "label_names": labels, "max_seq_length": 128,

@@ -23,16 +23,16 @@ from bench_common import cpu_model  # noqa: E402 (benchmarks/ is on sys.path)
 CHILD = r'''
 import json, os, sys, time, random
 import numpy as np, tensorflow as tf, keras
-from electra_tf.training import artifacts
-from electra_tf.core.config import EncoderConfig, MODEL_SIZES, FinetuneRun, FinetuningConfig
+from electra_tf import folders
+from electra_tf.core.config import EncoderConfig, MODEL_SIZES, FinetuningRun, FinetuningConfig
 from electra_tf.modeling import build_discriminator
 from electra_tf.tasks.registry import get_task
 from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
 work, L, batch, jit, precision, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5], int(sys.argv[6])
 pre = os.path.join(work, "pretrained")
-if not os.path.exists(os.path.join(pre, artifacts.DISCRIMINATOR_WEIGHTS)):
+if not os.path.exists(os.path.join(pre, folders.files.DISCRIMINATOR_WEIGHTS)):
     cfg = EncoderConfig(vocab_size=30522, **MODEL_SIZES["small"])
-    artifacts.save_discriminator(pre, build_discriminator(cfg))
+    folders.pretraining.save_discriminator(pre, build_discriminator(cfg))
     vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     vocab += [f"w{i}" for i in range(30522 - len(vocab))]
     open(os.path.join(work, "vocab.txt"), "w").write("\n".join(vocab) + "\n")
@@ -43,9 +43,10 @@ if not os.path.exists(data):
     for split, n in (("train", batch * (steps + 4)), ("dev", batch)):
         rows = ["sentence\tlabel"] + [" ".join(f"w{rng.randrange(5000)}" for _ in range(L)) + f"\t{i % 2}" for i in range(n)]
         open(os.path.join(data, f"{split}.tsv"), "w").write("\n".join(rows) + "\n")
-run = FinetuneRun(model_dir=os.path.join(work, f"m{L}{jit}{precision}{time.time()}"), data_dir=data,
-                  init_checkpoint=pre, vocab_file=os.path.join(work, "vocab.txt"), jit_compile=jit,
-                  mixed_precision=precision, do_eval=False)
+run = FinetuningRun(model_dir=os.path.join(work, f"m{L}{jit}{precision}{time.time()}"),
+                    data_dir=data, init_checkpoint=pre,
+                    vocab_file=os.path.join(work, "vocab.txt"), jit_compile=jit,
+                    mixed_precision=precision, do_eval=False)
 ft = TensorFlowFinetuning(get_task("sst2"), FinetuningConfig(task_name="sst2", max_seq_length=L, train_batch_size=batch,
                 num_train_epochs=1, save_checkpoints_steps=10**6), run)
 _, feats = ft.features("train")

@@ -31,10 +31,10 @@ def make_checkpoints(work):
     fingerprint as run_finetuning writes them; {"sst2": folder}."""
     import keras
 
+    from electra_tf import folders
     from electra_tf.core.config import MODEL_SIZES, EncoderConfig
     from electra_tf.modeling import build_discriminator
     from electra_tf.tasks.model import FinetuningModel
-    from electra_tf.training import artifacts
 
     vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]",
                                                                  "[MASK]"]
@@ -48,13 +48,13 @@ def make_checkpoints(work):
     model.build()
     out = os.path.join(work, "sst2")
     os.makedirs(out)
-    artifacts.save_weights(model, os.path.join(out, artifacts.FINETUNED_WEIGHTS))
-    artifacts.write_json(os.path.join(out, artifacts.FINETUNING_CONFIG), {
+    folders.files.save_weights(model, os.path.join(out, folders.files.FINETUNED_WEIGHTS))
+    folders.files.write_json(os.path.join(out, folders.files.FINETUNING_CONFIG), {
         "encoder": config.to_dict(), "task": "sst2", "head": "sequence_classification",
         "regression": False, "answerable": False, "pair": False, "label_names": ["0", "1"],
         "max_seq_length": 128, "model_size": "small", "head_options": {},
         "finetuning": {"do_lower_case": True}, "run": {"vocab_file": vocab_file},
-        **artifacts.keep_vocab(out, vocab_file)})
+        **folders.vocabulary.keep_vocab(out, vocab_file)})
     return {"sst2": out}
 
 
@@ -62,19 +62,18 @@ def electric_folder(work, sst2_dir):
     """A pre-training folder holding sst2's discriminator, recorded as Electric's."""
     import keras
 
+    from electra_tf import folders
     from electra_tf.core.config import MODEL_SIZES, EncoderConfig, PretrainingConfig
     from electra_tf.modeling import build_discriminator
-    from electra_tf.training import artifacts
 
     config = EncoderConfig(vocab_size=30522, **MODEL_SIZES["small"])
     keras.utils.set_random_seed(0)
     out = os.path.join(work, "electric")
     os.makedirs(out)
-    artifacts.save_discriminator(out, build_discriminator(config))
+    folders.pretraining.save_discriminator(out, build_discriminator(config))
     vocab = os.path.join(work, "vocab.txt")
-    artifacts.write_pretraining_config(out, PretrainingConfig(objective="electric",
-                                                              model_size="small"),
-                                       {"vocab_file": vocab})
+    folders.pretraining.write_pretraining_config(
+        out, PretrainingConfig(objective="electric", model_size="small"), {"vocab_file": vocab})
     return out
 
 

@@ -17,11 +17,11 @@ pytestmark = pytest.mark.slow
 def _finetuned_dir(tmp_path, vocab_file):
     import keras
 
-    from electra_tf.core.config import MODEL_SIZES, EncoderConfig, FinetuneRun, FinetuningConfig
+    from electra_tf import folders
+    from electra_tf.core.config import MODEL_SIZES, EncoderConfig, FinetuningConfig, FinetuningRun
     from electra_tf.modeling import build_discriminator
     from electra_tf.tasks.model import FinetuningModel
     from electra_tf.tasks.registry import get_task
-    from electra_tf.training import artifacts
 
     with open(vocab_file) as f:
         vocab_size = sum(1 for line in f if line.strip())
@@ -31,11 +31,11 @@ def _finetuned_dir(tmp_path, vocab_file):
     model.build()
     out = tmp_path / "sst2"
     out.mkdir()
-    artifacts.save_weights(model, str(out / artifacts.FINETUNED_WEIGHTS))
+    folders.files.save_weights(model, str(out / folders.files.FINETUNED_WEIGHTS))
     task = get_task("sst2")
-    artifacts.write_finetuning_config(
+    folders.finetuned.write_finetuning_config(
         str(out), task=task, config=FinetuningConfig(task_name="sst2"),
-        run=FinetuneRun(model_dir=str(out), vocab_file=vocab_file), encoder=config,
+        run=FinetuningRun(model_dir=str(out), vocab_file=vocab_file), encoder=config,
         model_size="tiny", max_seq_length=32)
     return str(out)
 

@@ -11,7 +11,8 @@ finetuning_config.json) for token_classification, sequence_classification and
 squad, or a pre-training model_dir (discriminator.weights.h5 +
 discriminator_config.json) for rtd. The vocabulary is the folder's own
 vocab.txt, checked by the fingerprint
-the folder records (artifacts.folder_vocab); --vocab_file must hold the same
+the folder records (electra_tf/folders: the folder is opened once, as a
+`PretrainingFolder` or a `FinetunedFolder`); --vocab_file must hold the same
 tokens, and no vocabulary may hold more tokens than the embedding table has
 rows. The export goes to MODEL_BASE/NAME/N/ (N: --version, or one more than
 the highest existing version), written under a temporary dot-name in
@@ -97,9 +98,10 @@ class ServingSpec:
     length_buckets: tuple | None = None  # serving.length_buckets (None: its default)
 
 
-def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: int = 0,
+def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_length: int = 0,
               max_query_length: int = 64, max_answer_length: int = 30) -> ServingSpec:
-    """Builds the Keras model from a model_dir (artifacts.py) and checks it suits `task`.
+    """Builds the Keras model from a model_dir (electra_tf/folders) and checks it suits `task`
+    (None: what the folder serves, a fine-tuned folder's head or a pre-training folder's rtd).
 
     The export follows what was trained: the recorded head (SQuAD's joint or
     independent span head), STS-B's label scale, and SQuAD 2.0's null rule
@@ -109,14 +111,18 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
     Raises:
       InputError: missing files or a checkpoint of another task.
     """
+    from electra_tf.folders import FinetunedFolder, PretrainingFolder
+    from electra_tf.folders.finetuned import is_finetuning_folder
     from electra_tf.tasks.registry import squad_null_options
-    from electra_tf.training import artifacts
 
-    if task not in TASKS:
+    if task is None:  # the folder's own (the Python API's default): its head, or rtd
+        task = "" if is_finetuning_folder(checkpoint) else "rtd"
+    elif task not in TASKS:
         raise InputError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
     if task in ("rtd", "score"):
-        discriminator, _ = artifacts.load_discriminator(checkpoint, what="--checkpoint")
-        folder = artifacts.model_folder(checkpoint)
+        folder = PretrainingFolder.open(checkpoint, what="--checkpoint")
+        discriminator = folder.load_discriminator()
+        folder.vocab()  # its own vocabulary holds the recorded tokens, even beside --vocab_file
         if task == "score":
             from electra_tf.serving.scoring import check_electric_folder
 
@@ -124,22 +130,23 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
         from electra_tf.text.tokenizer import Tokenizer  # TensorFlow: after the file checks
 
         vocab = _vocab(folder, vocab_file, discriminator.config.vocab_size)
-        lower = artifacts.recorded_do_lower_case(folder)
         return _checked_length(ServingSpec(
-            task, discriminator, Tokenizer(vocab, do_lower_case=lower), max_seq_length or 128,
-            task_name=task), checkpoint)
+            task, discriminator, Tokenizer(vocab, do_lower_case=folder.do_lower_case),
+            max_seq_length or 128, task_name=task), checkpoint)
 
     try:
-        model, record = artifacts.load_finetuned(checkpoint)
+        folder = FinetunedFolder.open(checkpoint)
+        model, record = folder.load_model(), folder.record
     except InputError as e:
         raise InputError(f"--checkpoint: {e}") from None
     from electra_tf.text.tokenizer import Tokenizer  # TensorFlow: after the file checks
 
+    task = task or record.head
     if record.head != task:
         raise InputError(f"--checkpoint {checkpoint} was fine-tuned on {record.task!r}, a "
                          f"{record.head} model, which --task={task} cannot serve (give "
                          f"--task={record.head})")
-    vocab = _vocab(checkpoint, vocab_file, record.encoder.vocab_size)
+    vocab = _vocab(folder, vocab_file, record.encoder.vocab_size)
     span = {}  # a span head's kind and null rule, as recorded (read_finetuning_config)
     if record.head == "squad":
         null = squad_null_options(record.finetuning)
@@ -158,20 +165,22 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
         max_answer_length=max_answer_length, **span), checkpoint)
 
 
-def _vocab(folder: str, vocab_file: str, rows: int) -> str:
-    """The vocabulary to serve `folder`'s model with: its own, checked by the fingerprint it
-    records, or --vocab_file holding those tokens; never more tokens than the table's rows.
+def _vocab(folder, vocab_file: str, rows: int) -> str:
+    """The vocabulary to serve the model of `folder` (a PretrainingFolder or
+    FinetunedFolder) with: its own, checked by the fingerprint it records, or
+    --vocab_file holding those tokens; never more tokens than the table's rows.
 
     Raises:
       InputError, ConfigError, VocabError: one line naming the file(s).
     """
-    from electra_tf.training import artifacts
+    from electra_tf.folders.files import VOCAB
+    from electra_tf.folders.vocabulary import check_vocab_fits
 
-    vocab = artifacts.checked_vocab(folder, vocab_file)
+    vocab = folder.vocab(vocab_file)
     if not vocab:
-        raise InputError(f"--vocab_file is required ({folder} holds no {artifacts.VOCAB} and "
+        raise InputError(f"--vocab_file is required ({folder.path} holds no {VOCAB} and "
                          "records none)")
-    artifacts.check_vocab_fits(vocab, rows)
+    check_vocab_fits(vocab, rows)
     return vocab
 
 
