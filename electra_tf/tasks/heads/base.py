@@ -277,7 +277,7 @@ class Head(keras.layers.Layer):
     # === Serving ===
     @classmethod
     def serving_options(cls, record, checkpoint: str, **flags):
-        """The ServingOptions of a fine-tuned model from its record (artifacts'
+        """The ServingOptions of a fine-tuned model from its record (folders'
         FinetunedRecord); `flags`: the export command's (max_query_length, ...)."""
         return cls.ServingOptions()
 
