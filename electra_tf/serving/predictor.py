@@ -68,15 +68,13 @@ class Predictor:
 
     @property
     def task(self) -> str:
-        """What it predicts: token_classification, sequence_classification, squad or rtd."""
+        """What it predicts: its head's name (tasks/heads/, the export's --task)."""
         return self.spec.task
 
     @property
     def input_names(self) -> tuple[str, ...]:
         """The inputs `predict` takes, in order (text; text, text_pair; question, context)."""
-        from electra_tf.serving import graph
-
-        return graph.text_input_names(self.spec.task, self.spec.pair)
+        return tuple(self.spec.head.text_inputs(self.spec.pair))
 
     def outputs(self, *inputs: Sequence[str]) -> dict:
         """The text signature's outputs for a batch, as NumPy arrays (strings as str).
@@ -116,8 +114,6 @@ class Predictor:
           *inputs: one list of strings per input name (`input_names`); a single
             string for each input is one row.
         """
-        from electra_tf.serving.signatures import TEXT_POSITION_FILLS
-
         if inputs and all(isinstance(x, str) for x in inputs):
             return self.predict(*([x] for x in inputs))
         out = self.outputs(*inputs)
@@ -133,7 +129,7 @@ class Predictor:
                 value = value[i]
                 if name.startswith("word_"):
                     value = value[:words]
-                elif name in TEXT_POSITION_FILLS:
+                elif name in self.spec.head.text_fills:
                     value = value[:tokens]
                 row[name] = value.tolist() if hasattr(value, "tolist") else value
             rows.append(row)

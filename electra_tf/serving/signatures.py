@@ -267,7 +267,7 @@ def text_signature(spec, model=None):
     if model is None:
         model = BucketedModel(spec, graph.length_buckets(spec.max_seq_length,
                                                          spec.length_buckets, min_length(spec)))
-    names = graph.text_input_names(spec.task, spec.pair)
+    names = spec.head.text_inputs(spec.pair)
     packer = graph.Packer(spec.tokenizer, spec.max_seq_length, spec.length_buckets,
                           min_length(spec))
 
@@ -303,7 +303,6 @@ def build_archive(spec, ids_only: bool = False):
 
     buckets = graph.length_buckets(spec.max_seq_length, spec.length_buckets, min_length(spec))
     model = BucketedModel(spec, buckets)
-    names = spec.head.text_inputs(spec.pair)
     info = {"task": spec.task, "task_name": spec.task_name, "max_seq_length": spec.max_seq_length,
             "label_names": list(spec.label_names),
             "do_lower_case": spec.tokenizer.do_lower_case,
