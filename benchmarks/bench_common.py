@@ -140,13 +140,13 @@ def finetuned_folder(folder: str, task_name: str, vocab_file: str, model_size: s
     """
     import keras
 
-    from electra_tf.core.config import MODEL_SIZES, EncoderConfig, FinetuneRun, FinetuningConfig
+    from electra_tf.core.config import MODEL_SIZES, EncoderConfig, FinetuningConfig, FinetuningRun
+    from electra_tf.folders import finetuned
     from electra_tf.modeling import build_discriminator
     from electra_tf.tasks.model import FinetuningModel
     from electra_tf.tasks.registry import get_task
     from electra_tf.tasks.tagging import TaggingTask
     from electra_tf.text.vocab import load_vocab
-    from electra_tf.training import artifacts
 
     task = (TaggingTask(task_name, label_names=label_names) if label_names
             else get_task(task_name))
@@ -156,11 +156,11 @@ def finetuned_folder(folder: str, task_name: str, vocab_file: str, model_size: s
                             max(1, len(task.label_names)), config=task.head_config())
     model.build()
     os.makedirs(folder, exist_ok=True)
-    artifacts.save_finetuned(folder, model)
-    artifacts.write_finetuning_config(
+    finetuned.save_finetuned(folder, model)
+    finetuned.write_finetuning_config(
         folder, task=task, config=FinetuningConfig(task_name=task_name,
                                                    max_seq_length=max_seq_length),
-        run=FinetuneRun(model_dir=folder, vocab_file=vocab_file), encoder=config,
+        run=FinetuningRun(model_dir=folder, vocab_file=vocab_file), encoder=config,
         model_size=model_size, max_seq_length=max_seq_length)
     return folder
 
@@ -175,17 +175,17 @@ def pretrained_folder(folder: str, vocab_file: str, model_size: str = "small",
 
     from electra_tf.core.config import MODEL_SIZES, EncoderConfig
     from electra_tf.modeling import build_discriminator
+    from electra_tf.folders import pretraining
     from electra_tf.text.vocab import load_vocab
-    from electra_tf.training import artifacts
 
     config = EncoderConfig(vocab_size=len(load_vocab(vocab_file)), **MODEL_SIZES[model_size])
     keras.utils.set_random_seed(seed)
     os.makedirs(folder, exist_ok=True)
-    artifacts.save_discriminator(folder, build_discriminator(config))
+    pretraining.save_discriminator(folder, build_discriminator(config))
     hparams = None
     if objective:
         from electra_tf.core.config import PretrainingConfig
 
         hparams = PretrainingConfig(objective=objective, model_size=model_size)
-    artifacts.write_pretraining_config(folder, hparams, {"vocab_file": vocab_file})
+    pretraining.write_pretraining_config(folder, hparams, {"vocab_file": vocab_file})
     return folder

@@ -30,7 +30,7 @@ import json, os, sys, time, random
 sys.path.insert(0, sys.argv[8])  # benchmarks/
 import numpy as np, tensorflow as tf, keras
 from bench_common import pretrained_folder, synthetic_vocab
-from electra_tf.core.config import FinetuneRun, FinetuningConfig
+from electra_tf.core.config import FinetuningRun, FinetuningConfig
 from electra_tf.tasks.registry import get_task
 from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
 work, L, batch, jit, precision, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5], int(sys.argv[6])
@@ -45,9 +45,9 @@ if not os.path.exists(data):
     for split, n in (("train", batch * (steps + 4)), ("dev", batch)):
         rows = ["sentence\tlabel"] + [" ".join(f"w{rng.randrange(5000)}" for _ in range(L)) + f"\t{i % 2}" for i in range(n)]
         open(os.path.join(data, f"{split}.tsv"), "w").write("\n".join(rows) + "\n")
-run = FinetuneRun(model_dir=os.path.join(work, f"m{L}{jit}{precision}{time.time()}"), data_dir=data,
-                  init_checkpoint=pre, jit_compile=jit,
-                  mixed_precision=precision, do_eval=False)
+run = FinetuningRun(model_dir=os.path.join(work, f"m{L}{jit}{precision}{time.time()}"), data_dir=data,
+                    init_checkpoint=pre, jit_compile=jit,
+                    mixed_precision=precision, do_eval=False)
 ft = TensorFlowFinetuning(get_task("sst2"), FinetuningConfig(task_name="sst2", max_seq_length=L, train_batch_size=batch, model_size=model_size,
                 num_train_epochs=1, save_checkpoints_steps=10**6), run)
 _, feats = ft.features("train")

@@ -365,7 +365,7 @@ def worker_electra_tf(args):
     import jax
     import numpy as np
 
-    from electra_tf.core.config import RunConfig
+    from electra_tf.core.config import PretrainingRun
     from electra_tf.training.backends.jax import JaxPretraining, training_state
 
     options = variant_options(args.variant)
@@ -373,13 +373,13 @@ def worker_electra_tf(args):
     folder = tempfile.mkdtemp(prefix="bench_gpu_")
     B = config.train_batch_size
     rows = synthetic_data(folder, config, B * args.pool_batches)
-    run = RunConfig(model_dir=os.path.join(folder, "model"),
-                    train_data=os.path.join(folder, "pretrain_data.tfrecord-*"),
-                    vocab_file=os.path.join(folder, "vocab.txt"), jit_compile=True,
-                    mixed_precision=args.precision, jax_steps_per_call=args.steps_per_call,
-                    jax_input_pipeline="numpy",
-                    attention_implementation="fused" if "fused" in options else "einsum",
-                    jax_device_prefetch="prefetch" in options)
+    run = PretrainingRun(model_dir=os.path.join(folder, "model"),
+                         train_data=os.path.join(folder, "pretrain_data.tfrecord-*"),
+                         vocab_file=os.path.join(folder, "vocab.txt"), jit_compile=True,
+                         mixed_precision=args.precision, jax_steps_per_call=args.steps_per_call,
+                         jax_input_pipeline="numpy",
+                         attention_implementation="fused" if "fused" in options else "einsum",
+                         jax_device_prefetch="prefetch" in options)
     t0 = time.perf_counter()
     p = JaxPretraining(config, run)
     build_s = time.perf_counter() - t0

@@ -59,7 +59,11 @@ import sys
 import tempfile
 import time
 
-from bench_common import cpu_model, relative_flag, run_worker_process  # noqa: E402 (benchmarks/ is on sys.path)
+from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
+    cpu_model,
+    relative_flag,
+    run_worker_process,
+)
 from bench_common import model_flops_per_sequence as pretraining_flops_per_sequence
 
 BATCH = 128
@@ -174,19 +178,19 @@ def worker_data(args):
 def worker_ours(args):
     import tensorflow as tf
 
-    from electra_tf.core.config import RunConfig
+    from electra_tf.core.config import PretrainingRun
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining, make_strategy
 
     t_start = time.monotonic()
     strategy = make_strategy("mirrored" if args.replicas > 1 else "default",
                              args.replicas if args.replicas > 1 else 0)
     config = small_config()
-    run = RunConfig(model_dir=tempfile.mkdtemp(prefix="bench_model_"),
-                    train_data=os.path.join(args.data_dir, "pretrain_data.tfrecord-*"),
-                    vocab_file=os.path.join(args.data_dir, "vocab.txt"),
-                    strategy="mirrored" if args.replicas > 1 else "default",
-                    num_devices=args.replicas if args.replicas > 1 else 0,
-                    jit_compile=bool(args.jit), mixed_precision=args.precision)
+    run = PretrainingRun(model_dir=tempfile.mkdtemp(prefix="bench_model_"),
+                         train_data=os.path.join(args.data_dir, "pretrain_data.tfrecord-*"),
+                         vocab_file=os.path.join(args.data_dir, "vocab.txt"),
+                         strategy="mirrored" if args.replicas > 1 else "default",
+                         num_devices=args.replicas if args.replicas > 1 else 0,
+                         jit_compile=bool(args.jit), mixed_precision=args.precision)
     p = TensorFlowPretraining(config, run, strategy)
     iterator = p.make_train_iterator(0)
     build_s = time.monotonic() - t_start

@@ -98,9 +98,12 @@ def main(argv) -> None:
             raise InputError("--from=tf1 needs --checkpoint and --model_size")
         overrides = json.loads(FLAGS.model_hparam_overrides) if FLAGS.model_hparam_overrides \
             else None
+        from electra_tf.training.checkpoints import write_fresh_pretraining_checkpoint
+
         report = tf1.import_checkpoint(
             FLAGS.checkpoint, FLAGS.model_size, FLAGS.output, overrides,
-            FLAGS.resume_checkpoint, task_name=FLAGS.task_name, label_names=FLAGS.label_names,
+            write_fresh_pretraining_checkpoint if FLAGS.resume_checkpoint else None,
+            task_name=FLAGS.task_name, label_names=FLAGS.label_names,
             vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
             max_seq_length=FLAGS.max_seq_length, data_dir=FLAGS.data_dir)
         if "task" in report:

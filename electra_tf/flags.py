@@ -1,13 +1,16 @@
 """absl flags for the config dataclasses; only `run_*` entry points use them.
 
-Every field of `PretrainingConfig` and `RunConfig` (and of `FinetuningConfig`
-and `FinetuneRun`) becomes a flag of the same name, with the field's
+Every field of `PretrainingConfig` and `PretrainingRun` (and of `FinetuningConfig`
+and `FinetuningRun`) becomes a flag of the same name, with the field's
 `metadata["help"]` as help text, so a flagfile line like `--disc_weight=50.0`
 means exactly the config field. Flags that are not set keep the dataclass
 defaults. A field that takes one of a few names (its metadata's "choices")
 lists them in its help; the config refuses any other at construction, with
 one line. A name already defined is left as it is: the `RuntimeOptions` fields
 that both runs share are defined once where one process defines both sets.
+Each command lists only its own: run_finetuning has no flag for the runtime
+options only pre-training takes (config.PRETRAINING_ONLY_OPTIONS, the JAX
+loop's calls, input and hosts).
 
 The flags belong to the module that calls a `define_*` function (absl's key
 flags: this module disclaims them), so `python -m electra_tf.run_pretraining
@@ -36,8 +39,9 @@ _DEFINERS = {
 }
 
 
-def _define(cls, flag_values) -> None:
-    """Defines one flag per field of the dataclass `cls` not yet in `flag_values`.
+def _define(cls, flag_values, leave_out: tuple[str, ...] = ()) -> None:
+    """Defines one flag per field of the dataclass `cls` not yet in `flag_values`
+    (and not in `leave_out`: fields whose default the command always keeps).
 
     Raises:
       TypeError: a field has no help text or a type no flag can hold.
@@ -47,7 +51,7 @@ def _define(cls, flag_values) -> None:
         if not help_text:
             raise TypeError(f"{cls.__name__}.{f.name} has no help text: declare it with "
                             "config._field(default, help)")
-        if f.name in flag_values:
+        if f.name in flag_values or f.name in leave_out:
             continue
         choices = f.metadata.get("choices")
         if choices:
@@ -70,9 +74,9 @@ def _define(cls, flag_values) -> None:
 
 
 def define_pretraining_flags(flag_values=flags.FLAGS) -> None:
-    """Defines one flag per PretrainingConfig and RunConfig field."""
+    """Defines one flag per PretrainingConfig and PretrainingRun field."""
     _define(config_lib.PretrainingConfig, flag_values)
-    _define(config_lib.RunConfig, flag_values)
+    _define(config_lib.PretrainingRun, flag_values)
 
 
 def define_demo_flags(flag_values=flags.FLAGS) -> None:
@@ -88,19 +92,20 @@ def define_demo_flags(flag_values=flags.FLAGS) -> None:
 
 
 def define_finetuning_flags(flag_values=flags.FLAGS) -> None:
-    """Defines one flag per FinetuningConfig and FinetuneRun field."""
+    """Defines one flag per FinetuningConfig and FinetuningRun field, but the runtime
+    options only pre-training takes (config.PRETRAINING_ONLY_OPTIONS)."""
     _define(config_lib.FinetuningConfig, flag_values)
-    _define(config_lib.FinetuneRun, flag_values)
+    _define(config_lib.FinetuningRun, flag_values, leave_out=config_lib.PRETRAINING_ONLY_OPTIONS)
 
 
 def finetuning_configs(flag_values=flags.FLAGS):
-    """Parsed flags -> (FinetuningConfig, FinetuneRun), each checked at construction,
+    """Parsed flags -> (FinetuningConfig, FinetuningRun), each checked at construction,
     and the flags a fine-tuning run requires (the classes allow them empty)."""
     values = _values(config_lib.FinetuningConfig, flag_values)
     if not values["task_name"]:
         raise ConfigError("task_name is required")
     config = config_lib.FinetuningConfig.from_dict(values)
-    run = config_lib.FinetuneRun(**_values(config_lib.FinetuneRun, flag_values))
+    run = config_lib.FinetuningRun(**_values(config_lib.FinetuningRun, flag_values))
     for name in ("model_dir", "data_dir"):
         if not getattr(run, name):
             raise ConfigError(f"--{name} is required")
@@ -108,8 +113,12 @@ def finetuning_configs(flag_values=flags.FLAGS):
 
 
 def _values(cls, flag_values) -> dict:
+    """The fields of `cls` that are flags, by the flags' values (a field the command
+    has no flag for keeps its default)."""
     out = {}
     for f in dataclasses.fields(cls):
+        if f.name not in flag_values:
+            continue
         value = flag_values[f.name].value
         if str(f.type) == "dict":
             try:
@@ -130,27 +139,28 @@ def runtime_options(flag_values=flags.FLAGS) -> config_lib.RuntimeOptions:
 
 
 def pretraining_configs(flag_values=flags.FLAGS):
-    """Parsed flags -> (PretrainingConfig, RunConfig), each checked at construction,
+    """Parsed flags -> (PretrainingConfig, PretrainingRun), each checked at construction,
     and together (config.check_run).
 
     Without --vocab_size, the vocabulary's size is --vocab_file's (a learned
     vocabulary often holds fewer pieces than asked for); given, it must match
     the file (the run checks). Without --vocab_file, a run that resumes a
-    model_dir reads the vocabulary the folder carries (artifacts.folder_vocab,
+    model_dir reads the vocabulary the folder carries (folders.vocabulary.folder_vocab,
     checked by its fingerprint).
     """
     values = _values(config_lib.PretrainingConfig, flag_values)
-    run_values = _values(config_lib.RunConfig, flag_values)
+    run_values = _values(config_lib.PretrainingRun, flag_values)
     if not run_values["vocab_file"] and run_values["model_dir"]:
-        from electra_tf.training import artifacts
+        from electra_tf.folders.files import has_checkpoints
+        from electra_tf.folders.vocabulary import folder_vocab
 
-        if artifacts.has_checkpoints(run_values["model_dir"]):
-            run_values["vocab_file"] = artifacts.folder_vocab(run_values["model_dir"])
+        if has_checkpoints(run_values["model_dir"]):
+            run_values["vocab_file"] = folder_vocab(run_values["model_dir"])
     if not flag_values["vocab_size"].present and run_values["vocab_file"]:
         from electra_tf.text.vocab import load_vocab
 
         values["vocab_size"] = len(load_vocab(run_values["vocab_file"]))
     pre = config_lib.PretrainingConfig.from_dict(values)
-    run = config_lib.RunConfig(**run_values)
+    run = config_lib.PretrainingRun(**run_values)
     config_lib.check_run(pre, run)
     return pre, run

@@ -52,23 +52,23 @@ def tiny_encoder_config(vocab_size: int, **overrides):
 
 
 def write_pretrained_dir(folder, vocab_file: str, config=None, seed: int = 0) -> str:
-    """A pre-trained discriminator's folder, written through artifacts (as run_pretraining
-    and `convert` write theirs): discriminator.weights.h5 and discriminator_config.json of
+    """A pre-trained discriminator's folder, written through electra_tf/folders (as
+    run_pretraining and `convert` write theirs): discriminator.weights.h5 and discriminator_config.json of
     a freshly initialized discriminator of `config` (default: the tiny one; seeded), and a
     pretraining_config.json that records `vocab_file` (no pre-training config: the
     defaults, lower-cased text, apply)."""
     import keras
 
+    from electra_tf import folders
     from electra_tf.modeling import build_discriminator
     from electra_tf.text.vocab import load_vocab
-    from electra_tf.training import artifacts
 
     folder = str(folder)
     os.makedirs(folder, exist_ok=True)
     config = config or tiny_encoder_config(len(load_vocab(vocab_file)))
     keras.utils.set_random_seed(seed)
-    artifacts.save_discriminator(folder, build_discriminator(config))
-    artifacts.write_pretraining_config(folder, None, {"vocab_file": vocab_file})
+    folders.pretraining.save_discriminator(folder, build_discriminator(config))
+    folders.pretraining.write_pretraining_config(folder, None, {"vocab_file": vocab_file})
     return folder
 
 
@@ -133,7 +133,7 @@ def decode(tokenizer, ids) -> str:
 
 # === An entry point's flags, in this process ===
 def pretraining_from_flags(*argv: str):
-    """run_pretraining's command line -> (PretrainingConfig, RunConfig), as its main reads
+    """run_pretraining's command line -> (PretrainingConfig, PretrainingRun), as its main reads
     them (own FlagValues: absl's global FLAGS hold whatever this process defined)."""
     from absl import flags
 
@@ -146,7 +146,7 @@ def pretraining_from_flags(*argv: str):
 
 
 def finetuning_from_flags(*argv: str):
-    """run_finetuning's command line -> (task, FinetuningConfig, FinetuneRun), as its main
+    """run_finetuning's command line -> (task, FinetuningConfig, FinetuningRun), as its main
     reads them (a --flagfile is relative to the repo root)."""
     from absl import flags
 

@@ -24,9 +24,9 @@ from helpers import (
     write_vocab,
 )
 
+from electra_tf import folders
 from electra_tf.core import fileio
 from electra_tf.modeling import build_discriminator
-from electra_tf.training import artifacts
 
 TINY = tiny_encoder_config(40, num_hidden_layers=1)
 
@@ -43,12 +43,12 @@ def _no_space(monkeypatch, free: int = 1024):
 
 
 def test_weights_that_would_not_fit_are_refused_before_h5py_writes(tmp_path, monkeypatch):
-    artifacts.save_discriminator(str(tmp_path), _discriminator(0))
-    path = tmp_path / artifacts.DISCRIMINATOR_WEIGHTS
+    folders.pretraining.save_discriminator(str(tmp_path), _discriminator(0))
+    path = tmp_path / folders.files.DISCRIMINATOR_WEIGHTS
     before = path.read_bytes()
     _no_space(monkeypatch)
     with pytest.raises(OSError) as raised:
-        artifacts.save_discriminator(str(tmp_path), _discriminator(1))
+        folders.pretraining.save_discriminator(str(tmp_path), _discriminator(1))
     assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(path)
     assert "No space left on device" in str(raised.value) and "KiB free" in str(raised.value)
     assert path.read_bytes() == before
@@ -70,12 +70,12 @@ _SAVE = textwrap.dedent("""
     def main():
         import keras
         from helpers import tiny_encoder_config
-        from electra_tf.training import artifacts
+        from electra_tf import folders
         from electra_tf.modeling import build_discriminator
 
         keras.utils.set_random_seed(int(sys.argv[2]))
         config = tiny_encoder_config(3000, num_hidden_layers=1)
-        artifacts.save_discriminator(sys.argv[1], build_discriminator(config))
+        folders.pretraining.save_discriminator(sys.argv[1], build_discriminator(config))
 
     cli.run_cli(main)
 """)
@@ -85,7 +85,7 @@ _SAVE = textwrap.dedent("""
 def test_a_full_disk_at_the_final_weights_is_one_line(small_mount):
     folder = small_mount("1m")
     assert run_python(["-c", _SAVE, str(folder), "0"]).returncode == 0
-    path = folder / artifacts.DISCRIMINATOR_WEIGHTS
+    path = folder / folders.files.DISCRIMINATOR_WEIGHTS
     before = path.read_bytes()
     _fill(folder, leave=len(before) // 2)
     proc = run_python(["-c", _SAVE, str(folder), "1"])

@@ -42,7 +42,7 @@ def test_benchmarks_write_no_folder_format_by_hand():
     # A folder's config files and weights are written by electra_tf's writers
     # (bench_common.finetuned_folder / pretrained_folder), which record the
     # vocabulary's fingerprint and whatever the format requires next.
-    by_hand = re.compile(r"write_json\(|artifacts\.[A-Z_]*(CONFIG|WEIGHTS)\b|"
+    by_hand = re.compile(r"write_json\(|(?:artifacts|files)\.[A-Z_]*(CONFIG|WEIGHTS)\b|"
                          r"open\([^)]*_config\.json")
     for name in SCRIPTS + ["bench_common.py"]:
         source = open(os.path.join(BENCHMARKS, name)).read()

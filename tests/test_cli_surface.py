@@ -6,6 +6,8 @@ import re
 import pytest
 from helpers import run_module
 
+from electra_tf.core.config import PRETRAINING_ONLY_OPTIONS
+
 
 def _flag_help(stdout: str, flag: str) -> str:
     """The help of one flag in absl's --help listing (its line and the indented ones)."""
@@ -27,7 +29,6 @@ def test_help_lists_the_commands_own_flags_with_defaults_and_choices(module):
     assert "one of: default, mirrored, multi_worker, tpu" in _flag_help(out, "strategy")
     assert "(default: 'default')" in _flag_help(out, "strategy")
     assert "one of: fp32, bf16" in _flag_help(out, "mixed_precision")
-    assert "one of: tf.data, numpy, packed" in _flag_help(out, "jax_input_pipeline")
     sizes = _flag_help(out, "model_size")
     assert all(size in sizes for size in ("tiny", "small", "base", "large")), sizes
     timeout = _flag_help(out, "worker_startup_timeout_s")
@@ -41,14 +42,21 @@ def test_pretraining_help_names_the_objectives_and_the_demo_flags():
     assert "one of: joint, two_stage, adversarial" in _flag_help(out, "training_algorithm")
     assert "(default: 'small')" in _flag_help(out, "model_size")
     _flag_help(out, "demo_data_dir")
+    assert "one of: tf.data, numpy, packed" in _flag_help(out, "jax_input_pipeline")
+    for flag in PRETRAINING_ONLY_OPTIONS:
+        _flag_help(out, flag)
 
 
-def test_finetuning_help_names_the_head_choices():
+def test_finetuning_help_names_the_head_choices_and_no_pretraining_option():
     out = run_module("electra_tf.run_finetuning", "--help").stdout
     assert "one of: dense, mlp" in _flag_help(out, "classifier_head")
     assert "one of: BIO, BIOES" in _flag_help(out, "tagging_scheme")
     assert "one of: answerable, combined" in _flag_help(out, "squad_null_rule")
     _flag_help(out, "task_name")
+    # Each command lists only its own flags: none of pre-training's JAX options.
+    listed = [flag for flag in PRETRAINING_ONLY_OPTIONS
+              if re.search(rf"^  --(?:\[no\])?{flag}:", out, re.M)]
+    assert not listed, listed
 
 
 def test_the_demo_flagfile_with_ones_own_train_data_builds_no_demo_data(tmp_path):

@@ -11,11 +11,12 @@ from conftest import REPO
 
 from electra_tf import flags as flags_lib
 from electra_tf.core.config import (
+    PRETRAINING_ONLY_OPTIONS,
     EncoderConfig,
-    FinetuneRun,
     FinetuningConfig,
+    FinetuningRun,
     PretrainingConfig,
-    RunConfig,
+    PretrainingRun,
     RuntimeOptions,
     check_run,
 )
@@ -75,11 +76,11 @@ def test_tied_generator_needs_equal_sizes():
      "hidden_size 768 is not a multiple of num_attention_heads 7"),
     (FinetuningConfig, dict(task_name="sst2"), dict(beam_size=0), "beam_size must be >= 1, got 0"),
     (RuntimeOptions, {}, dict(strategy="gpu"), "unknown strategy 'gpu'"),
-    (RunConfig, dict(model_dir="m", train_data="t", vocab_file="v"),
+    (PretrainingRun, dict(model_dir="m", train_data="t", vocab_file="v"),
      dict(gradient_accumulation_steps=0), "gradient_accumulation_steps must be >= 1, got 0"),
-    (RunConfig, dict(model_dir="m", train_data="t", vocab_file="v"), dict(train_data=""),
+    (PretrainingRun, dict(model_dir="m", train_data="t", vocab_file="v"), dict(train_data=""),
      "train_data is required"),
-    (FinetuneRun, {}, dict(jax_steps_per_call=2), "jax_steps_per_call=2 is for pre-training"),
+    (FinetuningRun, {}, dict(jax_steps_per_call=2), "jax_steps_per_call=2 is for pre-training"),
 ], ids=lambda v: v.__name__ if isinstance(v, type) else None)
 def test_a_config_is_refused_at_construction_and_by_replace(cls, valid, bad, message):
     with pytest.raises(ConfigError, match=message) as error:
@@ -172,8 +173,8 @@ def _pretraining_flags(*args: str) -> flags.FlagValues:
     return fv
 
 
-@pytest.mark.parametrize("cls", [EncoderConfig, PretrainingConfig, RuntimeOptions, RunConfig,
-                                 FinetuningConfig, FinetuneRun], ids=lambda cls: cls.__name__)
+@pytest.mark.parametrize("cls", [EncoderConfig, PretrainingConfig, RuntimeOptions, PretrainingRun,
+                                 FinetuningConfig, FinetuningRun], ids=lambda cls: cls.__name__)
 def test_every_field_has_help(cls):
     assert [f.name for f in dataclasses.fields(cls) if not f.metadata.get("help")] == []
 
@@ -188,7 +189,7 @@ def test_flags_need_no_python_sources(monkeypatch):
     flags_lib.define_pretraining_flags(fv)
     flags_lib.define_finetuning_flags(fv)  # the shared RuntimeOptions fields: defined once
     expected = {}
-    for cls in (PretrainingConfig, RunConfig, FinetuningConfig, FinetuneRun):
+    for cls in (PretrainingConfig, PretrainingRun, FinetuningConfig, FinetuningRun):
         for f in dataclasses.fields(cls):  # the first definition of a name wins
             suffix = " (JSON)" if f.type == "dict" else ""
             if f.metadata.get("choices"):  # the names it takes, listed by --help
@@ -217,6 +218,16 @@ def test_jax_options_are_run_flags():
             run.jax_device_prefetch) == (3, "numpy", "h:1", 2, 1, True)
 
 
+def test_finetuning_flags_leave_out_the_pretraining_only_options():
+    fv = flags.FlagValues()
+    flags_lib.define_finetuning_flags(fv)
+    assert [name for name in PRETRAINING_ONLY_OPTIONS if name in fv] == []
+    fv(["x", "--task_name=sst2", "--model_dir=m", "--data_dir=d", "--strategy=mirrored"])
+    _, run = flags_lib.finetuning_configs(fv)
+    assert run == FinetuningRun(model_dir="m", data_dir="d", strategy="mirrored")
+    assert flags_lib.runtime_options(fv) == RuntimeOptions(strategy="mirrored")
+
+
 def test_runtime_options_read_alone_from_either_set_of_flags():
     options = flags_lib.runtime_options(_pretraining_flags("--strategy=mirrored",
                                                            "--num_devices=2"))
@@ -228,8 +239,9 @@ def test_runtime_options_read_alone_from_either_set_of_flags():
         flags_lib.runtime_options(fv)
 
 
-_REQUIRED = {RuntimeOptions: {}, RunConfig: dict(model_dir="m", train_data="t", vocab_file="v"),
-             FinetuneRun: dict(model_dir="m", data_dir="d")}
+_REQUIRED = {RuntimeOptions: {},
+             PretrainingRun: dict(model_dir="m", train_data="t", vocab_file="v"),
+             FinetuningRun: dict(model_dir="m", data_dir="d")}
 
 
 @pytest.mark.parametrize("cls", list(_REQUIRED), ids=lambda cls: cls.__name__)
@@ -262,12 +274,13 @@ def test_runtime_options_are_checked_in_every_run(cls, options, message):
 ], ids=lambda v: ",".join(v) if isinstance(v, dict) else None)
 def test_finetuning_refuses_the_jax_options_it_has_not(options, message):
     with pytest.raises(ConfigError, match=message) as error:
-        FinetuneRun(model_dir="m", data_dir="d", **options)
+        FinetuningRun(model_dir="m", data_dir="d", **options)
     assert "\n" not in str(error.value)
 
 
 def test_run_checks_the_batch_against_gradient_accumulation():
-    run = RunConfig(model_dir="m", train_data="t", vocab_file="v", gradient_accumulation_steps=4)
+    run = PretrainingRun(model_dir="m", train_data="t", vocab_file="v",
+                         gradient_accumulation_steps=4)
     check_run(PretrainingConfig(train_batch_size=8), run)  # alone, the batch is unknown
     with pytest.raises(ConfigError, match="train_batch_size must be a multiple of "
                        "gradient_accumulation_steps, got train_batch_size=6 and "
@@ -294,7 +307,7 @@ def test_the_objective_is_chosen_by_objective_alone():
 def test_finetuning_command_requires_task_and_folders(args, message):
     """The classes allow them empty (FinetuningConfig() holds the defaults; a model loads
     without a data_dir); the command's flags do not."""
-    FinetuningConfig(), FinetuneRun()
+    FinetuningConfig(), FinetuningRun()
     fv = flags.FlagValues()
     flags_lib.define_finetuning_flags(fv)
     fv(["x", *args])

@@ -18,8 +18,8 @@ from conftest import REPO
 # The floors, from the ground up: a module imports only from its own floor and
 # those below it. The package root (the commands and their plumbing, cli and
 # flags) stands above them all.
-FLOORS = ("core", "text", "data", "modeling", "objectives", "tasks", "training", "serving",
-          "interop")
+FLOORS = ("core", "text", "data", "modeling", "objectives", "tasks", "folders", "training",
+          "serving", "interop")
 COMMANDS_FLOOR = len(FLOORS)
 # Modules of the package root that are no command: what the commands share.
 COMMAND_PLUMBING = ("cli", "flags")
@@ -35,6 +35,20 @@ TENSORFLOW_USERS_IN_TRAINING = ("electra_tf/training/backends/tensorflow.py",
                                 "electra_tf/training/checkpoints.py",
                                 "electra_tf/training/summaries.py")
 JAX_BACKEND = "electra_tf/training/backends/jax.py"
+# The floor that owns every folder format (electra_tf/folders): the files a folder
+# holds, which no module outside it joins to a folder's path.
+FOLDERS = "electra_tf/folders/"
+FOLDER_FILES = ("pretraining_config.json", "discriminator.weights.h5",
+                "discriminator_config.json", "generator.weights.h5", "generator_config.json",
+                "final_eval.json", "finetuning_config.json", "finetuned.weights.h5",
+                "results.json", "conversion_report.json", "vocab.txt", "checkpoints")
+# The demo's data folder holds a vocab.txt of its own, and is no model folder.
+# A TF Serving export's assets/ (SavedModel's layout, not a folder of electra_tf's)
+# holds one too: a name joined after this literal is the export's.
+EXPORT_ASSETS = "assets"
+DATA_FOLDERS = ("electra_tf/data/demo_corpus.py",)
+# Serving and conversion read and write folders through that floor, never the loops.
+NOT_FROM_TRAINING = ("electra_tf/serving/", "electra_tf/interop/")
 # Built on the library from outside it, never imported by it (studies/README.md).
 LAB = ("studies", "benchmarks")
 
@@ -314,3 +328,59 @@ def test_the_head_name_check_finds_a_comparison(tmp_path):
                       'TABLE = {"token_classification": 1}\n')
     assert head_names_spelled(str(source), {"squad", "token_classification"}) == [
         (4, "squad"), (5, "token_classification")]
+
+
+def folder_paths(path: str) -> list[str]:
+    """The os.path.join calls of a file that join a folder file's name: a literal of
+    FOLDER_FILES, or a name imported from electra_tf.folders (not after EXPORT_ASSETS)."""
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    imported = {a.asname or a.name for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "electra_tf.folders") for a in node.names}
+    modules = {a.asname or a.name.rsplit(".", 1)[-1] for node in ast.walk(tree)
+               if isinstance(node, ast.ImportFrom) and node.module == "electra_tf.folders"
+               for a in node.names}
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and ast.unparse(node.func) == "os.path.join"):
+            continue
+        for arg in node.args[1:]:
+            if isinstance(arg, ast.Constant) and arg.value == EXPORT_ASSETS:
+                break
+            if (isinstance(arg, ast.Constant) and arg.value in FOLDER_FILES
+                    or isinstance(arg, ast.Name) and arg.id in imported
+                    or isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name)
+                    and arg.value.id in modules):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_only_the_folders_floor_builds_paths_inside_a_folder():
+    offenders = []
+    for rel, path in python_files():
+        if rel.startswith("electra_tf/") and not rel.startswith(FOLDERS) \
+                and rel not in DATA_FOLDERS:
+            offenders += [f"{rel} {call}" for call in folder_paths(path)]
+    assert not offenders, "paths into a folder built outside electra_tf/folders:\n" + \
+        "\n".join(offenders)
+
+
+def test_serving_and_interop_import_nothing_from_training():
+    offenders = []
+    for rel, path in python_files():
+        if rel.startswith(NOT_FROM_TRAINING):
+            offenders += [f"{rel} -> {m}" for m in imports(path)
+                          if m.startswith("electra_tf.training")]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_folder_path_checker_sees_names_and_literals(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("import os\nfrom electra_tf.folders.files import VOCAB\n"
+                      "from electra_tf.folders import files\n"
+                      "a = os.path.join(d, VOCAB)\nb = os.path.join(d, 'results.json')\n"
+                      "c = os.path.join(d, files.FINAL_EVAL)\nd = os.path.join(d, 'train')\n"
+                      "e = os.path.join(d, 'assets', 'vocab.txt')\n"
+                      "f = os.path.join(d, 'checkpoints', 'assets')\n")
+    assert [line.split(":")[0] for line in folder_paths(str(source))] == [
+        "line 4", "line 5", "line 6", "line 9"]

@@ -4,7 +4,7 @@
 original `bert_config.json`). `PretrainingConfig` carries the names and
 defaults of google-research/electra's `configure_pretraining.py`, and an
 unknown name is an error (`from_dict`). `RuntimeOptions` says how a run
-executes; `RunConfig` (pre-training) and `FinetuneRun` (fine-tuning) extend it
+executes; `PretrainingRun` (pre-training) and `FinetuningRun` (fine-tuning) extend it
 with where their inputs and outputs are. Each class checks itself once, at
 construction (`__post_init__`, so `dataclasses.replace` too), with one-line
 ConfigErrors; `check_run` checks a pre-training run's two together. A
@@ -671,8 +671,15 @@ class RuntimeOptions:
                 f"{self.jax_coordinator_address!r} and jax_num_processes={self.jax_num_processes}")
 
 
+# The RuntimeOptions only pre-training takes (the JAX loop's calls, input and hosts):
+# FinetuningRun refuses any value but the default, and run_finetuning has no flag
+# for them (flags.define_finetuning_flags).
+PRETRAINING_ONLY_OPTIONS = ("jax_steps_per_call", "jax_input_pipeline", "jax_device_prefetch",
+                            "jax_coordinator_address", "jax_num_processes", "jax_process_id")
+
+
 @dataclasses.dataclass(frozen=True)
-class RunConfig(RuntimeOptions):
+class PretrainingRun(RuntimeOptions):
     """How and where a pre-training run executes (not hyperparameters)."""
 
     model_dir: str = _field("", "checkpoints, summaries, final weights")
@@ -714,7 +721,7 @@ class RunConfig(RuntimeOptions):
             raise ConfigError("vocab_file is required")
 
 
-def check_run(config: PretrainingConfig, run: RunConfig) -> None:
+def check_run(config: PretrainingConfig, run: PretrainingRun) -> None:
     """The checks across a run's hyperparameters and its options (each has checked
     itself at construction).
 
@@ -846,7 +853,7 @@ class FinetuningConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class FinetuneRun(RuntimeOptions):
+class FinetuningRun(RuntimeOptions):
     """Where and how a fine-tuning run executes."""
 
     model_dir: str = _field("", "checkpoints, results.json, prediction files")

@@ -5,15 +5,15 @@ variable by its original name (`names.py`) and refuses to guess: a source
 variable that maps nowhere, a shape that differs or a model variable left
 without a value is an error that names the variable.
 
-The output folder is a pre-training folder as artifacts.py describes it
-(artifacts.py writes every file):
+The output folder is a converted folder (electra_tf/folders/converted.py, whose
+`ConvertedFolder` writes every file), read as a pre-training folder:
 - `discriminator.weights.h5` + `discriminator_config.json`: fine-tuning's
-  `--init_checkpoint` (`artifacts.load_discriminator`) and the export;
+  `--init_checkpoint` (`PretrainingFolder`) and the export;
 - `generator.weights.h5` (+ `generator_config.json` for a stand-alone
   transformers generator, or `pretraining_config.json` when G and D come from
   one pre-training checkpoint);
-- `checkpoints/ckpt-0` (TF1 imports holding G and D): a pre-training
-  checkpoint in the training loop's format, so `run_pretraining
+- `checkpoints/ckpt-0` (TF1 imports holding G and D, written by the writer
+  the command hands in: training/checkpoints.py's, the loop's format), so `run_pretraining
   --model_dir=DIR` with matching size flags continues pre-training from the
   imported weights (step 0, fresh Adam moments: the original's slots are not
   carried, since its AdamW has no bias correction);
@@ -29,6 +29,10 @@ import numpy as np
 
 from electra_tf.core.config import MODEL_SIZES, EncoderConfig, size_mismatches
 from electra_tf.core.errors import ConversionError
+
+# The vocabulary beside an original checkpoint or in a transformers folder (the
+# source's own layout; electra_tf's folders are electra_tf/folders').
+SOURCE_VOCAB = "vocab.txt"
 
 
 def check_model_size(config: EncoderConfig, model_size: str, evidence: dict[str, str]) -> None:
@@ -88,18 +92,6 @@ def assign(weights: dict[str, np.ndarray], targets: dict[str, object], source: s
     for name, value in weights.items():
         targets[name].assign(np.asarray(value, dtype=targets[name].dtype))
     return {"assigned": sorted(weights), "left_at_init": left_at_init}
-
-
-def write_pretraining_checkpoint(output: str, pretrainer) -> str:
-    """checkpoints/ckpt-0 in the pre-training loop's format (a fresh optimizer)."""
-    from electra_tf.training import artifacts
-    from electra_tf.training.checkpoints import TensorFlowCheckpoints
-    from electra_tf.training.optimization import pretraining_optimizer
-
-    optimizer = pretraining_optimizer(pretrainer.config, pretrainer.trainable_variables)
-    checkpoints = TensorFlowCheckpoints(pretrainer, optimizer, artifacts.checkpoint_dir(output),
-                                        max_to_keep=1)
-    return checkpoints.save()
 
 
 def check_vocabulary(tokens: list[str], source: str, rows: int, owner: str = "model") -> None:

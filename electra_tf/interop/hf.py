@@ -19,7 +19,7 @@ A task model's kind (`detect_kind`, the report's "kind") is the head it becomes
 class also owns its transformers names, `hf_modules`, and what its import and
 export check and change), which the export's --task names.
 
-A fine-tuning folder (artifacts.py: `finetuning_config.json` +
+A fine-tuning folder (electra_tf/folders/finetuned.py: `finetuning_config.json` +
 `finetuned.weights.h5`, beside the discriminator's files) exports, evaluates
 and fine-tunes further like one `run_finetuning` wrote. Its labels come from
 `id2label`; its vocabulary from the folder's `vocab.txt` (or `tokenizer.json`,
@@ -58,14 +58,15 @@ from absl import logging
 from electra_tf.core.config import EncoderConfig
 from electra_tf.core.fileio import (
     atomic_write_json,
-    atomic_write_text,
     check_free_space,
     write_bytes,
 )
+from electra_tf.folders import ConvertedFolder, FinetunedFolder, PretrainingFolder
+from electra_tf.folders.finetuned import is_finetuning_folder
+from electra_tf.folders.vocabulary import copy_vocab_file
 from electra_tf.interop import core, names
 from electra_tf.tasks import heads
 from electra_tf.text.vocab import resolve_strip_accents
-from electra_tf.training import artifacts
 
 _ACT_FROM_HF = {"gelu": "gelu", "gelu_new": "gelu_approximate", "gelu_fast": "gelu_approximate",
                 "gelu_pytorch_tanh": "gelu_approximate", "relu": "relu"}
@@ -192,19 +193,17 @@ def read_tokenizer(model_dir: str, output: str, vocab_file: str = "") -> tuple[s
             f"{model_dir}: the tokenizer {'strips' if strip else 'keeps'} accents while it "
             f"{'lower-cases' if lower else 'keeps case'}; electra_tf's tokenizer strips accents "
             "exactly when it lower-cases (BERT's rule)")
-    os.makedirs(output, exist_ok=True)
+    folder = ConvertedFolder(output)
     if vocab_file:
         if not os.path.isfile(vocab_file):
             raise core.ConversionError(f"--vocab_file {vocab_file} not found")
-        return artifacts.copy_vocab_file(vocab_file, output), lower
-    copied = artifacts.copy_vocab(model_dir, output)
+        return folder.keep_vocab_file(vocab_file), lower
+    copied = folder.keep_vocab_beside(model_dir)
     if copied:
         return copied, lower
     tokens = _tokenizer_json_tokens(model_dir)
     if tokens:
-        path = os.path.join(output, artifacts.VOCAB)
-        atomic_write_text(path, "\n".join(tokens) + "\n")
-        return os.path.abspath(path), lower
+        return folder.keep_vocab_tokens(tokens), lower
     raise core.ConversionError(
         f"{model_dir} holds no vocabulary (vocab.txt, or a WordPiece tokenizer.json); pass "
         "--vocab_file, the vocabulary the model was trained with")
@@ -240,7 +239,7 @@ def check_vocabulary(model_dir: str, vocab_file: str, rows: int) -> None:
 
     if vocab_file and not os.path.isfile(vocab_file):
         return  # read_tokenizer names it
-    source = vocab_file or os.path.join(model_dir, artifacts.VOCAB)
+    source = vocab_file or os.path.join(model_dir, core.SOURCE_VOCAB)
     try:
         if os.path.isfile(source):
             tokens = load_vocab(source)
@@ -257,11 +256,11 @@ def check_vocabulary(model_dir: str, vocab_file: str, rows: int) -> None:
 def keep_vocabulary(model_dir: str, output: str) -> str:
     """Copies the folder's vocabulary into output/vocab.txt (vocab.txt, else tokenizer.json's
     WordPiece tokens); returns the copy's path, or "" when the folder has none."""
-    copied = artifacts.copy_vocab(model_dir, output)
+    folder = ConvertedFolder(output)
+    copied = folder.keep_vocab_beside(model_dir)
     tokens = [] if copied else _tokenizer_json_tokens(model_dir)
     if tokens:
-        copied = os.path.abspath(os.path.join(output, artifacts.VOCAB))
-        atomic_write_text(copied, "\n".join(tokens) + "\n")
+        copied = folder.keep_vocab_tokens(tokens)
     return copied
 
 
@@ -360,7 +359,7 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
                                        "to nothing in electra_tf")
         name, transpose = mapped
         converted[name] = value.T if transpose else value
-    os.makedirs(output, exist_ok=True)
+    folder = ConvertedFolder(output)
     may_be_missing: tuple[str, ...] = ()
     finetuned = None
     if kind == "masked_lm":
@@ -383,17 +382,17 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
                   mapping={n: targets[n].path for n in report["assigned"]})
     if kind == "masked_lm":
         keep_vocabulary(model_dir, output)
-        artifacts.save_generator(output, model, standalone=True)
+        folder.save_generator(model, standalone=True)
     else:
         vocab = vocab if task_model else keep_vocabulary(model_dir, output)
-        artifacts.save_discriminator(output, model)
-        artifacts.record_vocab(output, vocab)
+        folder.save_discriminator(model)
+        folder.record_vocab(vocab)
     if finetuned is not None:
         report["task"] = write_task_folder(
             output, finetuned, hf_config, source=os.path.abspath(model_dir), vocab=vocab,
             do_lower_case=lower, task_name=task_name,
             max_seq_length=max_seq_length or config.max_position_embeddings)
-    artifacts.write_conversion_report(output, report, kind=kind)
+    folder.write_report(report, kind=kind)
     return report
 
 
@@ -482,7 +481,7 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
     Raises:
       ConversionError: a task of another head, or a label count the task cannot take.
     """
-    from electra_tf.core.config import FinetuneRun, FinetuningConfig, model_size_of
+    from electra_tf.core.config import FinetuningConfig, FinetuningRun, model_size_of
     from electra_tf.core.errors import ConfigError
     from electra_tf.tasks.registry import format_label_names, task_from_config
 
@@ -511,10 +510,9 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
         raise core.ConversionError(
             f"--task_name={task_name} has {len(task.label_names)} labels "
             f"({', '.join(task.label_names)}), but {source} predicts {width}")
-    run = FinetuneRun(model_dir=output, vocab_file=vocab, init_checkpoint=source)
-    artifacts.save_finetuned(output, model)
-    artifacts.write_finetuning_config(
-        output, task=task, config=config, run=run, encoder=model.encoder.config,
+    run = FinetuningRun(model_dir=output, vocab_file=vocab, init_checkpoint=source)
+    ConvertedFolder(output).save_finetuned(
+        model, task=task, config=config, run=run, encoder=model.encoder.config,
         model_size=model_size_of(model.encoder.config), max_seq_length=max_seq_length,
         head_config=head_config,  # transformers' (an independent span head, no answerability)
         head_options=head_cls.hf_head_options(head_config),
@@ -600,14 +598,16 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
 
     Returns the written paths.
     """
-    if artifacts.is_finetuning_folder(model_dir):
+    if is_finetuning_folder(model_dir):
         if generator:
             raise core.ConversionError(f"{model_dir} is a fine-tuning folder: it holds no "
                                        "generator (--generator is for pre-training folders)")
         return export_finetuned(model_dir, output)
-    discriminator, vocab = artifacts.load_discriminator(model_dir)
+    folder = PretrainingFolder.open(model_dir)
+    discriminator = folder.load_discriminator()
+    vocab = folder.vocab()
     tensors = state_dict(names.discriminator_variables(discriminator))
-    gen = artifacts.load_generator(model_dir) if generator else None
+    gen = folder.load_generator() if generator else None
     if gen is not None and not hasattr(gen, "mlm_head"):  # Electric's two-tower generator
         raise core.ConversionError(f"{model_dir} holds an Electric two-tower generator, which "
                                    "transformers has no model for: convert without --generator")
@@ -616,7 +616,7 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
     written = _save(output, tensors, hf_config(discriminator.config, "ElectraForPreTraining"))
     # transformers' tokenizer, with the casing the model was pre-trained with (without
     # tokenizer_config.json AutoTokenizer lower-cases)
-    lower = artifacts.recorded_do_lower_case(model_dir)
+    lower = folder.do_lower_case
     positions = discriminator.config.max_position_embeddings
     written += write_tokenizer(output, vocab, lower, positions)
     if gen is not None:
@@ -650,7 +650,8 @@ def export_finetuned(model_dir: str, output: str) -> list[str]:
       ConversionError: a head transformers has no class for (the joint span
         head, SQuAD 2.0's answerability classifier).
     """
-    model, record = artifacts.load_finetuned(model_dir)
+    folder = FinetunedFolder.open(model_dir)
+    model, record = folder.load_model(), folder.record
     head = model.head
     head_cls, head_config = type(head), head.head_config
     if head_cls.hf_architecture is None:
@@ -671,7 +672,7 @@ def export_finetuned(model_dir: str, output: str) -> list[str]:
         tensors[key] = np.ascontiguousarray(value.T if transpose else value)
     config = head_cls.hf_export_config(
         head_config, hf_config(encoder.config, head_cls.hf_architecture), record)
-    vocab = artifacts.finetuned_vocab(record)
+    vocab = folder.vocab()
     _check_room(output, tensors, files=(vocab,))
     written = _save(output, tensors, config)
     return written + write_tokenizer(output, vocab, record.do_lower_case,
@@ -698,7 +699,7 @@ def write_tokenizer(output: str, vocab: str, do_lower_case: bool,
     if not vocab or not os.path.exists(vocab):
         return []
     path = os.path.join(output, "tokenizer_config.json")
-    written = [artifacts.copy_vocab_file(vocab, output)]
+    written = [copy_vocab_file(vocab, output)]
     atomic_write_json(path, tokenizer_config(do_lower_case, model_max_length))
     return written + [path]
 

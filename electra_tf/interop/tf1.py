@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Callable
 
 import numpy as np
 
 from electra_tf.core.config import PretrainingConfig
+from electra_tf.folders import ConvertedFolder
 from electra_tf.interop import core, electric, names
-from electra_tf.training import artifacts
 
 _QUERY = "{}/encoder/layer_{}/attention/self/query/kernel"
 
@@ -118,7 +119,8 @@ def infer_config(weights: dict[str, np.ndarray], model_size: str,
 
 
 def import_checkpoint(path: str, model_size: str, output: str,
-                      overrides: dict | None = None, resume_checkpoint: bool = True,
+                      overrides: dict | None = None,
+                      resume_checkpoint: Callable[[str, object], str] | None = None,
                       **task_options) -> dict:
     """Converts an original checkpoint into an electra_tf model_dir (see core.py).
 
@@ -131,7 +133,10 @@ def import_checkpoint(path: str, model_size: str, output: str,
       model_size: small | base | large (| tiny); checked against the shapes.
       output: the folder to write.
       overrides: EncoderConfig fields on top of the preset (custom sizes).
-      resume_checkpoint: also write checkpoints/ckpt-0 when G is present.
+      resume_checkpoint: when G is present, writes checkpoints/ckpt-0 for
+        run_pretraining to continue from: (checkpoint folder, ElectraPretrainer)
+        -> its path (the command passes training.checkpoints'
+        `write_fresh_pretraining_checkpoint`); None: no checkpoint.
 
     Returns:
       the conversion report (also written as conversion_report.json).
@@ -145,10 +150,10 @@ def import_checkpoint(path: str, model_size: str, output: str,
                                 skipped=skipped, **task_options)
     config = infer_config(weights, model_size, overrides)
     source_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    check_vocab_size(os.path.join(source_dir, artifacts.VOCAB), config.vocab_size)
+    check_vocab_size(os.path.join(source_dir, core.SOURCE_VOCAB), config.vocab_size)
     has_generator = any(n.startswith(("generator/", "generator_predictions/"))
                         for n in weights) or electric.is_electric(weights)
-    os.makedirs(output, exist_ok=True)
+    folder = ConvertedFolder(output)
     report = {"source": os.path.abspath(path), "format": "tf1", "skipped": skipped}
     if has_generator:
         pretrainer = ElectraPretrainer(config)
@@ -163,18 +168,17 @@ def import_checkpoint(path: str, model_size: str, output: str,
         targets = names.discriminator_variables(discriminator)
     report.update(core.assign(weights, targets, path))
     report["mapping"] = {n: targets[n].path for n in report["assigned"]}
-    artifacts.save_discriminator(output, discriminator)
-    vocab = artifacts.copy_vocab(source_dir, output)
+    folder.save_discriminator(discriminator)
+    vocab = folder.keep_vocab_beside(source_dir)
     if has_generator:
-        artifacts.save_generator(output, generator)
-        artifacts.write_pretraining_config(output, config, {"vocab_file": vocab},
-                                           converted_from=os.path.abspath(path))
-        if resume_checkpoint:
-            report["checkpoint"] = core.write_pretraining_checkpoint(output, pretrainer)
+        folder.save_generator(generator)
+        folder.write_pretraining_config(config, vocab, converted_from=os.path.abspath(path))
+        if resume_checkpoint is not None:
+            report["checkpoint"] = resume_checkpoint(folder.checkpoint_dir, pretrainer)
             report["resume_flags"] = resume_flags(config)
     else:
-        artifacts.record_vocab(output, vocab)
-    artifacts.write_conversion_report(output, report)
+        folder.record_vocab(vocab)
+    folder.write_report(report)
     return report
 
 
@@ -421,7 +425,7 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
     Raises:
       ConversionError: one line naming the variable, task or flag.
     """
-    from electra_tf.core.config import FinetuneRun, model_size_of
+    from electra_tf.core.config import FinetuningRun, model_size_of
     from electra_tf.modeling.models import build_discriminator
     from electra_tf.tasks.model import FinetuningModel
 
@@ -433,7 +437,7 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
     ft_config, task = _task_of(scope, task_name, weights, label_names, do_lower_case,
                                max_seq_length, config.max_position_embeddings, data_dir)
     source_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    vocab = vocab_file or os.path.join(source_dir, artifacts.VOCAB)
+    vocab = vocab_file or os.path.join(source_dir, core.SOURCE_VOCAB)
     if not os.path.isfile(vocab):
         raise core.ConversionError(
             f"{vocab_file or source_dir}: no vocabulary" + ("" if vocab_file else " (vocab.txt)")
@@ -478,16 +482,16 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
     report["mapping"] = {n: targets[n].path for n in report["assigned"]}
     report["head_mapping"] = {n: targets[t].path for n, t in used.items()}
     report["skipped"], report["adjusted"] = skipped, adjusted
-    os.makedirs(output, exist_ok=True)
-    vocab = artifacts.copy_vocab_file(vocab, output)
-    artifacts.save_discriminator(output, discriminator)
-    artifacts.record_vocab(output, vocab)
-    artifacts.save_finetuned(output, model)
-    run = FinetuneRun(model_dir=output, vocab_file=vocab, init_checkpoint=os.path.abspath(path))
-    artifacts.write_finetuning_config(
-        output, task=task, config=ft_config, run=run, encoder=config,
+    folder = ConvertedFolder(output)
+    vocab = folder.keep_vocab_file(vocab)
+    folder.save_discriminator(discriminator)
+    folder.record_vocab(vocab)
+    run = FinetuningRun(model_dir=output, vocab_file=vocab,
+                        init_checkpoint=os.path.abspath(path))
+    folder.save_finetuned(
+        model, task=task, config=ft_config, run=run, encoder=config,
         model_size=model_size_of(config), max_seq_length=ft_config.max_seq_length,
         converted_from=os.path.abspath(path))
-    artifacts.write_conversion_report(output, report, kind=task.head)
+    folder.write_report(report, kind=task.head)
     return report
 

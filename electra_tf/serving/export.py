@@ -11,7 +11,8 @@ finetuning_config.json) for token_classification, sequence_classification and
 squad, or a pre-training model_dir (discriminator.weights.h5 +
 discriminator_config.json) for rtd and score (Electric's). The vocabulary is the folder's own
 vocab.txt, checked by the fingerprint
-the folder records (artifacts.folder_vocab); --vocab_file must hold the same
+the folder records (electra_tf/folders: the folder is opened once, as a
+`PretrainingFolder` or a `FinetunedFolder`); --vocab_file must hold the same
 tokens, and no vocabulary may hold more tokens than the embedding table has
 rows. The export goes to MODEL_BASE/NAME/N/ (N: --version, or one more than
 the highest existing version), written under a temporary dot-name in
@@ -130,9 +131,10 @@ class ServingSpec:
             raise AttributeError(f"the {self.task} head's ServingSpec has no {name!r}") from None
 
 
-def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: int = 0,
+def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_length: int = 0,
               max_query_length: int = 64, max_answer_length: int = 30) -> ServingSpec:
-    """Builds the Keras model from a model_dir (artifacts.py) and checks it suits `task`.
+    """Builds the Keras model from a model_dir (electra_tf/folders) and checks it suits `task`
+    (None: what the folder serves, a fine-tuned folder's head or a pre-training folder's rtd).
 
     The export follows what was trained: the recorded head and what its class
     reads of the record (`Head.serving_options`: SQuAD's joint or independent
@@ -141,34 +143,39 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
     Raises:
       InputError: missing files or a checkpoint of another task.
     """
-    from electra_tf.training import artifacts
+    from electra_tf.folders import FinetunedFolder, PretrainingFolder
+    from electra_tf.folders.finetuned import is_finetuning_folder
 
-    if task not in TASKS:
+    if task is None:  # the folder's own (the Python API's default): its head, or rtd
+        task = "" if is_finetuning_folder(checkpoint) else heads.PRETRAINED_DEFAULT
+    elif task not in TASKS:
         raise InputError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
     if task in heads.PRETRAINED_HEADS:  # a pre-training folder's discriminator
-        discriminator, _ = artifacts.load_discriminator(checkpoint, what="--checkpoint")
-        folder = artifacts.model_folder(checkpoint)
-        heads.head_class(task).check_pretrained(
-            folder, artifacts.read_pretraining_config(folder).get("pretraining", {}))
+        folder = PretrainingFolder.open(checkpoint, what="--checkpoint")
+        discriminator = folder.load_discriminator()
+        folder.vocab()  # its own vocabulary holds the recorded tokens, even beside --vocab_file
+        heads.head_class(task).check_pretrained(folder.path,
+                                                folder.recorded.get("pretraining", {}))
         from electra_tf.text.tokenizer import Tokenizer  # TensorFlow: after the file checks
 
         vocab = _vocab(folder, vocab_file, discriminator.config.vocab_size)
-        lower = artifacts.recorded_do_lower_case(folder)
         return _checked_length(ServingSpec(
-            task, discriminator, Tokenizer(vocab, do_lower_case=lower), max_seq_length or 128,
-            task_name=task), checkpoint)
+            task, discriminator, Tokenizer(vocab, do_lower_case=folder.do_lower_case),
+            max_seq_length or 128, task_name=task), checkpoint)
 
     try:
-        model, record = artifacts.load_finetuned(checkpoint)
+        folder = FinetunedFolder.open(checkpoint)
+        model, record = folder.load_model(), folder.record
     except InputError as e:
         raise InputError(f"--checkpoint: {e}") from None
     from electra_tf.text.tokenizer import Tokenizer  # TensorFlow: after the file checks
 
+    task = task or record.head
     if record.head != task:
         raise InputError(f"--checkpoint {checkpoint} was fine-tuned on {record.task!r}, a "
                          f"{record.head} model, which --task={task} cannot serve (give "
                          f"--task={record.head})")
-    vocab = _vocab(checkpoint, vocab_file, record.encoder.vocab_size)
+    vocab = _vocab(folder, vocab_file, record.encoder.vocab_size)
     options = heads.head_class(record.head).serving_options(
         record, checkpoint, max_query_length=max_query_length,
         max_answer_length=max_answer_length)
@@ -178,20 +185,22 @@ def load_spec(task: str, checkpoint: str, vocab_file: str = "", max_seq_length: 
         label_names=record.label_names, pair=record.pair, options=options), checkpoint)
 
 
-def _vocab(folder: str, vocab_file: str, rows: int) -> str:
-    """The vocabulary to serve `folder`'s model with: its own, checked by the fingerprint it
-    records, or --vocab_file holding those tokens; never more tokens than the table's rows.
+def _vocab(folder, vocab_file: str, rows: int) -> str:
+    """The vocabulary to serve the model of `folder` (a PretrainingFolder or
+    FinetunedFolder) with: its own, checked by the fingerprint it records, or
+    --vocab_file holding those tokens; never more tokens than the table's rows.
 
     Raises:
       InputError, ConfigError, VocabError: one line naming the file(s).
     """
-    from electra_tf.training import artifacts
+    from electra_tf.folders.files import VOCAB
+    from electra_tf.folders.vocabulary import check_vocab_fits
 
-    vocab = artifacts.checked_vocab(folder, vocab_file)
+    vocab = folder.vocab(vocab_file)
     if not vocab:
-        raise InputError(f"--vocab_file is required ({folder} holds no {artifacts.VOCAB} and "
+        raise InputError(f"--vocab_file is required ({folder.path} holds no {VOCAB} and "
                          "records none)")
-    artifacts.check_vocab_fits(vocab, rows)
+    check_vocab_fits(vocab, rows)
     return vocab
 
 

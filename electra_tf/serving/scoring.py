@@ -35,16 +35,14 @@ __all__ = ["ElectricScorer", "Scored", "check_electric_folder", "load_scorer",
            "sequence_scores", "token_energies"]
 
 
-def check_electric_folder(folder: str) -> None:
-    """Refuses a folder whose discriminator was not trained as Electric's energy model.
+def check_electric_folder(folder) -> None:
+    """Refuses a folder (a folders.PretrainingFolder) whose discriminator was not
+    trained as Electric's energy model.
 
     Raises:
       InputError: naming the folder and what it was pre-trained with.
     """
-    from electra_tf.training import artifacts
-
-    ScoreHead.check_pretrained(folder,
-                               artifacts.read_pretraining_config(folder).get("pretraining", {}))
+    ScoreHead.check_pretrained(folder.path, folder.recorded.get("pretraining", {}))
 
 
 @dataclasses.dataclass
@@ -115,10 +113,11 @@ def load_scorer(model_dir: str, vocab_file: str = "", max_seq_length: int = 128
     Raises:
       InputError: missing files, a folder of another objective, a bad length.
     """
-    from electra_tf.training import artifacts
+    from electra_tf.folders import PretrainingFolder
 
-    discriminator, _ = artifacts.load_discriminator(model_dir, what="--model_dir")
-    folder = artifacts.model_folder(model_dir)
+    folder = PretrainingFolder.open(model_dir, what="--model_dir")
+    discriminator = folder.load_discriminator()
+    folder.vocab()  # its own vocabulary holds the recorded tokens, even beside --vocab_file
     check_electric_folder(folder)
     positions = discriminator.config.max_position_embeddings
     if not 3 <= max_seq_length <= positions:
@@ -126,10 +125,13 @@ def load_scorer(model_dir: str, vocab_file: str = "", max_seq_length: int = 128
                          f"{positions} positions")
     from electra_tf.text.tokenizer import Tokenizer
 
-    vocab = artifacts.checked_vocab(folder, vocab_file)
+    from electra_tf.folders.files import VOCAB
+    from electra_tf.folders.vocabulary import check_vocab_fits
+
+    vocab = folder.vocab(vocab_file)
     if not vocab:
-        raise InputError(f"--vocab_file is required ({folder} holds no {artifacts.VOCAB} and "
+        raise InputError(f"--vocab_file is required ({folder.path} holds no {VOCAB} and "
                          "records none)")
-    artifacts.check_vocab_fits(vocab, discriminator.config.vocab_size)
-    tokenizer = Tokenizer(vocab, do_lower_case=artifacts.recorded_do_lower_case(folder))
+    check_vocab_fits(vocab, discriminator.config.vocab_size)
+    tokenizer = Tokenizer(vocab, do_lower_case=folder.do_lower_case)
     return ElectricScorer(discriminator, tokenizer, max_seq_length)

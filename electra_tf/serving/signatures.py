@@ -256,6 +256,27 @@ def text_outputs(spec, packer: graph.Packer, *texts, model=None) -> dict:
     return {**result, "truncated": packed["truncated"]}
 
 
+def text_signature(spec, model=None):
+    """The text signature, as `build_archive` serves it (and the Python API's
+    `Predictor` runs it): its input names, the Packer its graph tokenizes with,
+    and function(*texts) -> outputs (inputs checked, then `text_outputs`).
+
+    Args:
+      model: the BucketedModel to run (default: one on spec's length buckets).
+    """
+    if model is None:
+        model = BucketedModel(spec, graph.length_buckets(spec.max_seq_length,
+                                                         spec.length_buckets, min_length(spec)))
+    names = spec.head.text_inputs(spec.pair)
+    packer = graph.Packer(spec.tokenizer, spec.max_seq_length, spec.length_buckets,
+                          min_length(spec))
+
+    def checked(*texts):
+        return text_outputs(spec, packer, *check_text_inputs(names, texts), model=model)
+
+    return names, packer, checked
+
+
 def build_archive(spec, ids_only: bool = False):
     """An ExportArchive with the endpoints (see the module docstring) and an info dict.
 
@@ -282,7 +303,6 @@ def build_archive(spec, ids_only: bool = False):
 
     buckets = graph.length_buckets(spec.max_seq_length, spec.length_buckets, min_length(spec))
     model = BucketedModel(spec, buckets)
-    names = spec.head.text_inputs(spec.pair)
     info = {"task": spec.task, "task_name": spec.task_name, "max_seq_length": spec.max_seq_length,
             "label_names": list(spec.label_names),
             "do_lower_case": spec.tokenizer.do_lower_case,
@@ -292,13 +312,9 @@ def build_archive(spec, ids_only: bool = False):
             "length_buckets": list(buckets), "signatures": {}}
     info.update(spec.head.export_info(spec))
     if not ids_only:
-        packer = graph.Packer(spec.tokenizer, spec.max_seq_length, spec.length_buckets,
-                                min_length(spec))
+        names, packer, checked = text_signature(spec, model)
         archive.track(packer)  # saves any lookup table under it (FastBertTokenizer has none)
         text_spec = [tf.TensorSpec(None, tf.string, name=n) for n in names]
-
-        def checked(*texts):
-            return text_outputs(spec, packer, *check_text_inputs(names, texts), model=model)
 
         if len(names) == 1:
             def text_fn(text):

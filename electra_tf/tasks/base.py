@@ -261,3 +261,28 @@ def pack_pair(tokens_a: list[int], tokens_b: list[int] | None, max_seq_length: i
         segments += [1] * (len(b) + 1)
     pad = max_seq_length - len(ids)
     return ids + [0] * pad, [1] * len(ids) + [0] * pad, segments + [0] * pad
+
+
+def gold_labels(task: Task, examples: Sequence) -> np.ndarray:
+    """The gold of labelled examples (each with `label` and `source`) of a sequence
+    classification task: targets float64 [n] of a regression, else class ids int32
+    [n] in `task.label_names` order.
+
+    Raises:
+      ValueError: the task has no labels yet (learned from the train split).
+      TaskDataError: a label not among them (naming the example's file and line).
+    """
+    if task.regression:
+        return np.asarray([e.label for e in examples], np.float64)
+    names = tuple(task.label_names)
+    if not names:
+        raise ValueError(f"task {task.name!r} has no labels yet: read the train split "
+                         "or call fit_labels(train_examples) first")
+    ids = {name: i for i, name in enumerate(names)}
+    gold = []
+    for e in examples:
+        if e.label not in ids:
+            raise TaskDataError(f"{e.source}: label {e.label!r} is not one of "
+                                f"{', '.join(names)}")
+        gold.append(ids[e.label])
+    return np.asarray(gold, np.int32)

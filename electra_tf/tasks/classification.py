@@ -55,7 +55,14 @@ import numpy as np
 from electra_tf.core.errors import ConfigError, TaskDataError
 from electra_tf.core.fileio import atomic_write_text
 from electra_tf.tasks import metrics as metrics_lib
-from electra_tf.tasks.base import Features, Task, TaskOptions, option, parse_label_names
+from electra_tf.tasks.base import (
+    Features,
+    Task,
+    TaskOptions,
+    gold_labels,
+    option,
+    parse_label_names,
+)
 
 FORMATS = ("tsv", "csv", "jsonl")
 # A regression target written as text: what a spreadsheet or numpy writes. Python's
@@ -135,7 +142,7 @@ class ClassificationTask(Task):
     default_epochs = 3
     prediction_suffix = ".tsv"
     # Regression trains on the raw target: score = output * max + min with (0, 1)
-    # (artifacts records it as the label scale, which the export applies).
+    # (folders.finetuned records it as the label scale, which the export applies).
     regression_min = 0.0
     regression_max = 1.0
 
@@ -272,7 +279,7 @@ class ClassificationTask(Task):
         inputs = pack_examples(examples, tokenizer, max_seq_length, pair=bool(self.text_b))
         labels = {}
         if examples and all(e.label is not None for e in examples):
-            gold = self._gold(examples)
+            gold = gold_labels(self, examples)
             labels = {"label": gold.astype(np.float32) if self.regression else gold}
         return Features(inputs=inputs, labels=labels,
                         example_index=np.arange(len(examples), dtype=np.int32))
@@ -295,7 +302,7 @@ class ClassificationTask(Task):
         """Accuracy, macro-F1 and MCC (regression: Pearson and Spearman), primary first."""
         if any(e.label is None for e in examples):
             raise ValueError(f"{self.name}: cannot score unlabelled examples")
-        gold = self._gold(examples)
+        gold = gold_labels(self, examples)
         functions = {"accuracy": metrics_lib.accuracy, "macro_f1": metrics_lib.macro_f1,
                      "mcc": metrics_lib.matthews_corrcoef, "pearson": metrics_lib.pearson,
                      "spearman": metrics_lib.spearman}
@@ -359,22 +366,6 @@ class ClassificationTask(Task):
             raise TaskDataError(f"{where}: label {label!r} is not one of {known}: "
                                 f"{', '.join(self._label_names)}")
         return label
-
-    def _gold(self, examples: Sequence[TextExample]) -> np.ndarray:
-        """Targets float64 [n], or class ids int32 [n] (TaskDataError: an unknown label)."""
-        if self.regression:
-            return np.asarray([e.label for e in examples], np.float64)
-        if not self._label_names:
-            raise ValueError(f"task {self.name!r} has no labels yet: read the train split "
-                             "or call fit_labels(train_examples) first")
-        ids = {name: i for i, name in enumerate(self._label_names)}
-        gold = []
-        for e in examples:
-            if e.label not in ids:
-                raise TaskDataError(f"{e.source}: label {e.label!r} is not one of "
-                                    f"{', '.join(self._label_names)}")
-            gold.append(ids[e.label])
-        return np.asarray(gold, np.int32)
 
 
 def split_file(data_dir: str, split: str) -> str:

@@ -44,7 +44,7 @@ from absl import logging
 from electra_tf.core.errors import InputError, TaskDataError
 from electra_tf.core.fileio import atomic_write_text
 from electra_tf.tasks import metrics as metrics_lib
-from electra_tf.tasks.base import Features, Task, TaskOptions, option, pack_pair
+from electra_tf.tasks.base import Features, Task, TaskOptions, gold_labels, option, pack_pair
 
 _ENCODE_CHUNK = 4096  # sentences per tokenizer call: bounds memory on MNLI/QQP
 
@@ -192,7 +192,7 @@ class GlueTask(Task):
         inputs = pack_examples(examples, tokenizer, max_seq_length, pair=bool(self.text_b))
         labels = {}
         if examples and all(e.label is not None for e in examples):
-            gold = self._gold(examples)
+            gold = gold_labels(self, examples)
             if self.regression:  # the original's target: (score - min) / max
                 gold = ((gold - self.regression_min) / self.regression_max).astype(np.float32)
             labels = {"label": gold}
@@ -223,7 +223,7 @@ class GlueTask(Task):
         """`metrics.glue_metrics` against the examples' gold labels (primary first)."""
         if any(e.label is None for e in examples):
             raise ValueError(f"{self.name}: cannot score unlabelled (test) examples")
-        return metrics_lib.glue_metrics(self.name, predictions, self._gold(examples))
+        return metrics_lib.glue_metrics(self.name, predictions, gold_labels(self, examples))
 
     def write_predictions(self, predictions: Sequence, examples: Sequence[GlueExample],
                           path: str) -> None:
@@ -350,12 +350,6 @@ class GlueTask(Task):
             raise TaskDataError(f"{where}: {what} {value!r} is not one of "
                                 f"{', '.join(self.label_names)}")
         return value
-
-    def _gold(self, examples: Sequence[GlueExample]) -> np.ndarray:
-        """Label ids int32 [n], or the scores float64 [n] (as read, no rounding)."""
-        if self.regression:
-            return np.asarray([e.label for e in examples], np.float64)
-        return np.asarray([self.label_names.index(e.label) for e in examples], np.int32)
 
 
 def _exists(path: str) -> bool:

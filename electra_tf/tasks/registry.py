@@ -121,7 +121,7 @@ def squad_null_options(finetuning: dict) -> dict:
 
     Args:
       finetuning: FinetuningConfig.to_dict(), or the "finetuning" dict of a span
-        head's finetuning_config.json (artifacts.read_finetuning_config checks
+        head's finetuning_config.json (folders.finetuned.read_finetuning_config checks
         that it holds these fields).
     Returns:
       {"null_odds_from": rule, "no_answer_threshold": the rule's threshold

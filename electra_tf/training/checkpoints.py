@@ -26,7 +26,7 @@ import numpy as np
 
 from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.core.fileio import atomic_write
-from electra_tf.training import artifacts
+from electra_tf.folders.files import CHECKPOINTS, remove_stale_temporaries
 from electra_tf.training.loop import log
 
 # What each backend's files look like in the checkpoint folder.
@@ -38,7 +38,7 @@ def check_backend(directory: str, backend: str) -> None:
     """Refuses a checkpoint folder that only the other backend can resume.
 
     Args:
-      directory: the checkpoint folder (artifacts.checkpoint_dir(model_dir)).
+      directory: the checkpoint folder (folders.files.checkpoint_dir).
       backend: "tensorflow" or "jax", the running loop's.
 
     Raises:
@@ -257,7 +257,7 @@ class NpzCheckpoints:
 
     Args:
       model, optimizer: their `variables` are saved (by path; by index).
-      directory: where the files go (artifacts.checkpoint_dir(model_dir)).
+      directory: where the files go (folders.files.checkpoint_dir).
       max_to_keep: older files are removed.
       writer: False on the processes of a multi-host run but the first: the
         weights are the same everywhere, one process writes them.
@@ -273,7 +273,7 @@ class NpzCheckpoints:
         self.variables.update({f"optimizer/{i:05d}": v
                                for i, v in enumerate(optimizer.variables)})
         self._last_saved = None
-        for name in artifacts.remove_stale_temporaries(directory):
+        for name in remove_stale_temporaries(directory):
             log("checkpoints", f"removed {os.path.join(directory, name)}, left by a save that "
                 "was killed midway")
 
@@ -342,7 +342,7 @@ def checkpoint_step(path: str) -> int | None:
     (MODEL_DIR/checkpoints/ckpt-N or .../jax-ckpt-N.npz), else None."""
     path = os.path.abspath(path)
     m = _STEP.fullmatch(os.path.basename(path))
-    if not m or os.path.basename(os.path.dirname(path)) != artifacts.CHECKPOINTS:
+    if not m or os.path.basename(os.path.dirname(path)) != CHECKPOINTS:
         return None
     return int(m.group(1))
 
@@ -391,3 +391,14 @@ def _tf_model_arrays(path: str, names: list[str]) -> dict:
     except (tf.errors.OpError, ValueError, IndexError) as e:  # IndexError: a short read
         first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
         raise InputError(f"{path}: no readable checkpoint ({first})") from None
+
+
+# === A fresh checkpoint of converted weights ===
+def write_fresh_pretraining_checkpoint(directory: str, pretrainer) -> str:
+    """ckpt-0 in the pre-training loop's format (a fresh optimizer) in `directory`, so
+    that run_pretraining continues from imported weights (`convert --from=tf1`'s
+    `resume_checkpoint`); returns its path."""
+    from electra_tf.training.optimization import pretraining_optimizer
+
+    optimizer = pretraining_optimizer(pretrainer.config, pretrainer.trainable_variables)
+    return TensorFlowCheckpoints(pretrainer, optimizer, directory, max_to_keep=1).save()

@@ -24,7 +24,7 @@ NaN or infinite stops the run before those weights are saved
 (loop.InterruptGate), saves a checkpoint, then stops with one line (a run of
 several processes: all of them, at the same step, `_stop_agreement`); a second
 Ctrl-C during an epoch's dev evaluation stops it at once, and the resumed run
-does that evaluation first. The folder it writes is described in artifacts.py.
+does that evaluation first. The folder it writes is described in folders/finetuned.py.
 
 `Finetuning` is what both backends share, as `Pretraining` is for
 pre-training: the model, the data, the optimizer, prediction, evaluation and
@@ -43,13 +43,38 @@ import time
 import keras
 import numpy as np
 
-from electra_tf.core.config import FinetuneRun, FinetuningConfig, model_size_of
+from electra_tf.core.config import FinetuningConfig, FinetuningRun, model_size_of
 from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.core.fileio import FolderLock, check_output_folder
+from electra_tf.folders.files import (
+    CHECKPOINTS,
+    FINAL_EVAL,
+    PRETRAINING_CONFIG,
+    model_folder,
+    remove_stale_temporaries,
+)
+from electra_tf.folders.finetuned import (
+    FinetunedFolder,
+    finetuned_vocab,
+    is_finetuning_folder,
+    read_results,
+    recorded_labels,
+    save_finetuned,
+    write_finetuning_config,
+    write_results,
+)
+from electra_tf.folders.pretraining import (
+    PretrainingFolder,
+    final_eval_of,
+    final_eval_path,
+    is_pretraining_folder,
+    load_discriminator,
+)
+from electra_tf.folders.vocabulary import check_resumed_vocab, check_vocab_fits, checked_vocab
 from electra_tf.tasks import base
 from electra_tf.tasks.model import FinetuningModel
 from electra_tf.tasks.registry import format_label_names
-from electra_tf.training import artifacts, reporting
+from electra_tf.training import reporting
 from electra_tf.training.checkpoints import checkpoint_step, model_variables, read_model_arrays
 from electra_tf.training.loop import (
     Interrupted,
@@ -108,7 +133,7 @@ def pretraining_folder_of(init_checkpoint: str) -> str:
     path = os.path.abspath(init_checkpoint)
     if checkpoint_step(path) is not None:
         return os.path.dirname(os.path.dirname(path))
-    if os.path.isfile(path) or os.path.basename(path) == artifacts.CHECKPOINTS:
+    if os.path.isfile(path) or os.path.basename(path) == CHECKPOINTS:
         return os.path.dirname(path)
     return path
 
@@ -122,17 +147,15 @@ def collapse_warning(init_checkpoint: str) -> str | None:
     A folder without the file, or whose evaluation has no discriminator states
     (no metric), says nothing: this is advice, and the weights load either way."""
     folder = pretraining_folder_of(init_checkpoint)
-    path = os.path.join(folder, artifacts.FINAL_EVAL)
-    if not os.path.isfile(path):
-        return None
+    path = final_eval_path(folder)
     try:
-        final = artifacts.read_final_eval(folder)
-        cosine = reporting.collapsed_cosine(final)
+        final = final_eval_of(folder)
+        cosine = None if final is None else reporting.collapsed_cosine(final)
     except (InputError, OSError):  # unreadable: the weights, not this file, are loaded
         return None
     if cosine is None:
         return None
-    where = f"its {artifacts.FINAL_EVAL}"
+    where = f"its {FINAL_EVAL}"
     if folder != os.path.abspath(init_checkpoint).rstrip(os.sep):
         step = checkpoint_step(init_checkpoint)
         where = f"its pre-training folder's {path}"
@@ -145,7 +168,7 @@ def collapse_warning(init_checkpoint: str) -> str | None:
             "(--from_scratch --model_size=... --vocab_file=..., docs/finetuning.md)")
 
 
-def initial_discriminator(config: FinetuningConfig, run: FinetuneRun):
+def initial_discriminator(config: FinetuningConfig, run: FinetuningRun):
     """The discriminator fine-tuning starts from, and the vocab recorded with it.
 
     One of: a pre-training model_dir (its final discriminator.weights.h5), one
@@ -178,20 +201,19 @@ def initial_discriminator(config: FinetuningConfig, run: FinetuneRun):
     if not run.init_checkpoint:
         raise InputError("--init_checkpoint is required (a pre-training model_dir, or one of "
                          "its checkpoints/ckpt-N), or --from_scratch")
-    if artifacts.is_finetuning_folder(run.init_checkpoint):
-        return discriminator_of(*artifacts.load_finetuned(run.init_checkpoint))
+    if is_finetuning_folder(run.init_checkpoint):
+        folder = FinetunedFolder.open(run.init_checkpoint)
+        return discriminator_of(folder.load_model(), folder.record)
     if checkpoint_step(run.init_checkpoint) is None:
-        return artifacts.load_discriminator(run.init_checkpoint, config.model_size)
-    model_dir = os.path.dirname(os.path.dirname(os.path.abspath(run.init_checkpoint)))
-    recorded = artifacts.read_pretraining_config(model_dir)
-    if "pretraining" not in recorded:
-        raise InputError(f"--init_checkpoint={run.init_checkpoint}: {model_dir} records no "
-                         f"pre-training settings ({artifacts.PRETRAINING_CONFIG}), which "
+        return load_discriminator(run.init_checkpoint, config.model_size)
+    folder = PretrainingFolder.open(model_folder(run.init_checkpoint), discriminator=False)
+    if folder.config is None:
+        raise InputError(f"--init_checkpoint={run.init_checkpoint}: {folder.path} records no "
+                         f"pre-training settings ({PRETRAINING_CONFIG}), which "
                          "give the checkpoint's model")
-    from electra_tf.core.config import PretrainingConfig
     from electra_tf.objectives.pretrainer import ElectraPretrainer
 
-    pretrainer = ElectraPretrainer(PretrainingConfig.from_dict(recorded["pretraining"]))
+    pretrainer = ElectraPretrainer(folder.config)
     pretrainer.build_with_dummy_batch()
     arrays = read_model_arrays(run.init_checkpoint, pretrainer)
     for name, variable in model_variables(pretrainer).items():
@@ -201,7 +223,7 @@ def initial_discriminator(config: FinetuningConfig, run: FinetuneRun):
     if config.model_size and size != config.model_size:
         raise ConfigError(f"{run.init_checkpoint} holds a {size}-sized discriminator, not "
                           f"--model_size={config.model_size}")
-    return discriminator, artifacts.folder_vocab(model_dir)
+    return discriminator, folder.vocab()
 
 
 def discriminator_of(finetuned, record):
@@ -211,7 +233,7 @@ def discriminator_of(finetuned, record):
 
     discriminator = build_discriminator(record.encoder)
     copy_weights(finetuned.encoder, discriminator.encoder)
-    return discriminator, artifacts.finetuned_vocab(record)
+    return discriminator, finetuned_vocab(record)
 
 
 def copy_weights(source, target) -> None:
@@ -298,7 +320,7 @@ def with_dropout(discriminator, hidden: float, attention: float):
 def check_pretraining_vocab(vocab_file: str, init_checkpoint: str) -> str:
     """Refuses a --vocab_file whose tokens are not those the checkpoint was trained with.
 
-    Compared by fingerprint (artifacts.checked_vocab) with the vocabulary of
+    Compared by fingerprint (folders.vocabulary.checked_vocab) with the vocabulary of
     the checkpoint's folder: a vocabulary of the same size but other tokens
     would feed every id to the wrong embedding without any error. Returns the
     vocabulary to use: `vocab_file`, else the folder's.
@@ -306,7 +328,7 @@ def check_pretraining_vocab(vocab_file: str, init_checkpoint: str) -> str:
     Raises:
       ConfigError: naming both files.
     """
-    return artifacts.checked_vocab(artifacts.model_folder(init_checkpoint), vocab_file)
+    return checked_vocab(model_folder(init_checkpoint), vocab_file)
 
 
 def check_recorded_labels(task, model_dir: str) -> None:
@@ -318,12 +340,11 @@ def check_recorded_labels(task, model_dir: str) -> None:
     Raises:
       ConfigError: naming both label lists.
     """
-    path = os.path.join(model_dir, artifacts.FINETUNING_CONFIG)
-    if not (os.path.exists(path) and artifacts.has_checkpoints(model_dir)):
+    recorded = recorded_labels(model_dir)
+    if recorded is None:
         return
-    recorded = artifacts.read_json(path)
-    names = list(recorded.get("label_names") or ())
-    if recorded.get("task") == task.name and names != list(task.label_names):
+    name, names = recorded
+    if name == task.name and names != list(task.label_names):
         raise ConfigError(f"{model_dir} holds checkpoints trained with the labels {names}, "
                           f"but this run has {list(task.label_names)}; give --label_names="
                           f"{shlex.quote(format_label_names(names))} or another --model_dir")
@@ -344,12 +365,12 @@ class Finetuning:
     def step(self) -> int:
         return int(keras.ops.convert_to_numpy(self.optimizer.iterations))
 
-    def __init__(self, task, config: FinetuningConfig, run: FinetuneRun):
+    def __init__(self, task, config: FinetuningConfig, run: FinetuningRun):
         self.task, self.config, self.run = task, config, run
         check_output_folder(run.model_dir, "--model_dir")
-        if os.path.isfile(os.path.join(run.model_dir, artifacts.PRETRAINING_CONFIG)):
+        if is_pretraining_folder(run.model_dir):
             raise InputError(f"--model_dir {run.model_dir} is a pre-training folder (it holds "
-                             f"{artifacts.PRETRAINING_CONFIG}): fine-tuning writes a folder of "
+                             f"{PRETRAINING_CONFIG}): fine-tuning writes a folder of "
                              "its own; give a new --model_dir (that folder goes in "
                              "--init_checkpoint)")
         set_precision(run.mixed_precision, run.attention_implementation)
@@ -361,8 +382,9 @@ class Finetuning:
         with self._scope():
             keras.utils.set_random_seed(config.seed)
             init = None  # a fine-tuning folder's model: its encoder, then its head
-            if not run.from_scratch and artifacts.is_finetuning_folder(run.init_checkpoint):
-                init = artifacts.load_finetuned(run.init_checkpoint)
+            if not run.from_scratch and is_finetuning_folder(run.init_checkpoint):
+                folder = FinetunedFolder.open(run.init_checkpoint)
+                init = folder.load_model(), folder.record
                 discriminator, recorded_vocab = discriminator_of(*init)
             else:
                 discriminator, recorded_vocab = initial_discriminator(config, run)
@@ -386,8 +408,8 @@ class Finetuning:
             check_pretraining_vocab(run.vocab_file, run.init_checkpoint)
         if not vocab_file:
             raise InputError("--vocab_file is required (none is recorded with the checkpoint)")
-        artifacts.check_vocab_fits(vocab_file, self.encoder_config.vocab_size)
-        artifacts.check_resumed_vocab(run.model_dir, vocab_file)
+        check_vocab_fits(vocab_file, self.encoder_config.vocab_size)
+        check_resumed_vocab(run.model_dir, vocab_file)
         # Imported here: backends/jax.py imports this module, and JAX pre-training
         # runs where TensorFlow (which the tokenizer needs) is not installed.
         from electra_tf.text.tokenizer import Tokenizer
@@ -516,15 +538,15 @@ class Finetuning:
         if restored:
             self._log(f"resumed from {restored}")
         if self.chief:
-            for name in artifacts.remove_stale_temporaries(run.model_dir):
+            for name in remove_stale_temporaries(run.model_dir):
                 self._log(f"removed {name}, left by a write that was killed midway")
-            artifacts.write_finetuning_config(
+            write_finetuning_config(
                 run.model_dir, task=self.task, config=cfg, run=run, encoder=self.encoder_config,
                 model_size=self.size, max_seq_length=self.max_seq_length, epochs=self.epochs,
                 head_config=self.head_config, total_steps=total, layerwise_lr_decay=decay,
                 vocab_file=self.tokenizer.vocab_file,
                 initialized_from="scratch" if run.from_scratch else run.init_checkpoint)
-        results = artifacts.read_results(run.model_dir)
+        results = read_results(run.model_dir)
         self._log(f"{self.task.name}: {len(train_feats)} train windows, {steps_per_epoch} "
                   f"steps/epoch x {self.epochs} epochs = {total} steps, lr "
                   f"{cfg.resolved_learning_rate(size):.1e}, layer-wise decay {decay}")
@@ -584,7 +606,7 @@ class Finetuning:
                 if self.chief:
                     self.task.write_predictions(preds, examples, self._prediction_path(split))
         if self.chief:
-            artifacts.save_finetuned(run.model_dir, self.model)
+            save_finetuned(run.model_dir, self.model)
         return results
 
     def _evaluate_missed_epoch(self, results, step, steps_per_epoch, total) -> None:
@@ -628,4 +650,4 @@ class Finetuning:
 
     def _save_results(self, results):
         if self.chief:
-            artifacts.write_results(self.run.model_dir, results)
+            write_results(self.run.model_dir, results)

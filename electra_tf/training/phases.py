@@ -56,7 +56,7 @@ def make_phases(config: PretrainingConfig, model, run=None) -> list[Phase]:
     (PretrainingConfig.stage_starts, stage_rates).
 
     Args:
-      run: the RunConfig, whose data and accumulation the phases carry (None:
+      run: the PretrainingRun, whose data and accumulation the phases carry (None:
         the phases' input fields keep the config's, as for a model built alone).
 
     Raises:

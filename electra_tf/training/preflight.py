@@ -11,16 +11,18 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from electra_tf.core.config import EncoderConfig, PretrainingConfig, RunConfig
+from electra_tf.core.config import EncoderConfig, PretrainingConfig, PretrainingRun
 from electra_tf.core.errors import ConfigError
 from electra_tf.core.fileio import check_output_folder
 from electra_tf.data.masking import MaskingConfig
 from electra_tf.data.packed import check_packed
 from electra_tf.data.tfrecord_reader import LOCAL_FILES, check_records, tensorflow_files
-from electra_tf.training import artifacts
+from electra_tf.folders.files import PRETRAINING_CONFIG, has_checkpoints
+from electra_tf.folders.pretraining import PretrainingFolder
+from electra_tf.folders.vocabulary import vocab_fingerprint
 
 
-def preflight(config: PretrainingConfig, run: RunConfig, tensorflow_io: bool = True,
+def preflight(config: PretrainingConfig, run: PretrainingRun, tensorflow_io: bool = True,
               packed: bool = False) -> dict[str, list[str]]:
     """Refuses bad input before a run builds or writes anything.
 
@@ -57,7 +59,7 @@ def preflight(config: PretrainingConfig, run: RunConfig, tensorflow_io: bool = T
     return files
 
 
-def pretraining_masking(config: PretrainingConfig, run: RunConfig) -> MaskingConfig:
+def pretraining_masking(config: PretrainingConfig, run: PretrainingRun) -> MaskingConfig:
     """The masking of a run's batches, after checking the vocab file against vocab_size.
 
     Only the special tokens' ids and the size matter here (the records are
@@ -117,7 +119,7 @@ def _variable_signature(config: PretrainingConfig) -> tuple:
             objective.head_kind, objective.uses_discriminator, config.training_algorithm)
 
 
-def check_resume(config: PretrainingConfig, run: RunConfig) -> None:
+def check_resume(config: PretrainingConfig, run: PretrainingRun) -> None:
     """Refuses to resume a model_dir whose checkpoints this run cannot continue.
 
     Only when model_dir holds checkpoints. The vocabulary must be the one
@@ -127,13 +129,13 @@ def check_resume(config: PretrainingConfig, run: RunConfig) -> None:
     Raises:
       ConfigError: naming the flag, the recorded value and the new one.
     """
-    if not artifacts.has_checkpoints(run.model_dir):
+    if not has_checkpoints(run.model_dir):
         return
-    recorded = artifacts.read_pretraining_config(run.model_dir)
+    recorded = PretrainingFolder.open(run.model_dir, discriminator=False).recorded
     where = f"{run.model_dir} holds checkpoints of a run"
     want = recorded.get("vocab_sha256", "")
     if want:
-        got = artifacts.vocab_fingerprint(run.vocab_file)
+        got = vocab_fingerprint(run.vocab_file)
         if got != want:
             from electra_tf.text.vocab import load_vocab
 
@@ -149,7 +151,7 @@ def check_resume(config: PretrainingConfig, run: RunConfig) -> None:
     try:
         before = PretrainingConfig.from_dict(recorded["pretraining"])
     except (ConfigError, TypeError) as e:
-        raise ConfigError(f"{run.model_dir}/{artifacts.PRETRAINING_CONFIG} records settings "
+        raise ConfigError(f"{run.model_dir}/{PRETRAINING_CONFIG} records settings "
                           f"this electra_tf cannot read ({e}); use another --model_dir") from None
     old_signature = _variable_signature(before)
     if _variable_signature(config) == old_signature:

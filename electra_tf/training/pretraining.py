@@ -10,7 +10,7 @@ with G frozen), and runs the host loop (`train`):
   compiled steps, print a console line, write TensorBoard summaries, save a
   checkpoint at the multiples of save_checkpoints_steps and evaluate every
   eval_every_steps; at the end, save, evaluate on held-out records and write
-  the folder artifacts.py describes.
+  the folder electra_tf/folders/pretraining.py describes.
 
 What every step does is the backend's (backends/tensorflow.py,
 backends/jax.py): each subclasses `Pretraining` and provides where variables
@@ -36,15 +36,17 @@ import time
 import keras
 
 from electra_tf.core import framework_messages
-from electra_tf.core.config import PretrainingConfig, RunConfig, check_run
+from electra_tf.core.config import PretrainingConfig, PretrainingRun, check_run
 from electra_tf.core.errors import ConfigError, InputError, RecordError
 from electra_tf.core.fileio import FolderLock
 from electra_tf.data.masking import ID_OUTSIDE_VOCABULARY
 from electra_tf.data.tfrecord_reader import locate_corrupt_record
+from electra_tf.folders import pretraining as pretraining_folder
+from electra_tf.folders.files import remove_stale_temporaries
 from electra_tf.objectives.flops import pretraining_flops
 from electra_tf.objectives.pretrainer import ElectraPretrainer
 from electra_tf.objectives.variants import get_objective
-from electra_tf.training import artifacts, preflight, reporting, summaries
+from electra_tf.training import preflight, reporting, summaries
 from electra_tf.training.loop import (
     Interrupted,
     InterruptGate,
@@ -72,7 +74,7 @@ class Pretraining:
 
     Args:
       config: hyperparameters (PretrainingConfig).
-      run: where and how (RunConfig).
+      run: where and how (PretrainingRun).
     """
 
     backend = ""
@@ -80,7 +82,7 @@ class Pretraining:
     packed_input = False  # the data are packed files (data/packed.py), not TFRecords
     num_replicas, chief, multi_worker = 1, True, False
 
-    def __init__(self, config: PretrainingConfig, run: RunConfig):
+    def __init__(self, config: PretrainingConfig, run: PretrainingRun):
         check_run(config, run)  # each checked itself at construction
         self.config, self.run = config, run
         set_precision(run.mixed_precision, run.attention_implementation)
@@ -253,10 +255,10 @@ class Pretraining:
         cfg, run = self.config, self.run
         self.restore()
         if self.chief:
-            for name in artifacts.remove_stale_temporaries(run.model_dir):
+            for name in remove_stale_temporaries(run.model_dir):
                 self._log(f"removed {name}, left by a write that was killed midway")
-            artifacts.write_pretraining_config(run.model_dir, cfg, run,
-                                               training_flops=self.flops.to_dict())
+            pretraining_folder.write_pretraining_config(run.model_dir, cfg, run,
+                                                        training_flops=self.flops.to_dict())
             if cfg.short_warmup_warning():
                 self._log(cfg.short_warmup_warning())
         train_writer, eval_writer = (
@@ -292,11 +294,11 @@ class Pretraining:
         if reporting.collapse_line(final):
             self._log(reporting.collapse_line(final))
         if self.chief:
-            artifacts.save_discriminator(run.model_dir, self.model.kept_discriminator())
-            artifacts.save_generator(run.model_dir, self.model.generator)
-            artifacts.write_final_eval(run.model_dir, self.step, final)
-            self._log(f"wrote {run.model_dir}/{artifacts.DISCRIMINATOR_WEIGHTS} and "
-                      f"{artifacts.DISCRIMINATOR_CONFIG}")
+            pretraining_folder.save_discriminator(run.model_dir, self.model.kept_discriminator())
+            pretraining_folder.save_generator(run.model_dir, self.model.generator)
+            pretraining_folder.write_final_eval(run.model_dir, self.step, final)
+            self._log(f"wrote {run.model_dir}/{pretraining_folder.DISCRIMINATOR_WEIGHTS} and "
+                      f"{pretraining_folder.DISCRIMINATOR_CONFIG}")
         checksum = weights_checksum(self.model.trainable_variables)
         self._log(f"final weights checksum {checksum:.8e}" + ("" if self.chief else " (worker)"),
                   everyone=True)

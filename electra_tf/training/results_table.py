@@ -20,7 +20,13 @@ import statistics
 
 from electra_tf.core.config import model_size_of
 from electra_tf.core.errors import InputError
-from electra_tf.training import artifacts, trials
+from electra_tf.folders.files import FINETUNED_WEIGHTS
+from electra_tf.folders.finetuned import (
+    is_finetuning_folder,
+    read_finetuning_config,
+    read_results,
+)
+from electra_tf.training import trials
 
 # (column, the README's metric name, task, dev split, metric key, scale to the README's)
 COLUMNS = (
@@ -96,15 +102,15 @@ def read_folder(folder: str) -> TaskResult | None:
         sizes = {t.get("model_size", "") for t in done}
         return TaskResult(folder, task, sizes.pop() if len(sizes) == 1 else "custom",
                           tuple(_value(folder, task, t["results"]) for t in done))
-    if not artifacts.is_finetuning_folder(folder):
+    if not is_finetuning_folder(folder):
         raise InputError(f"{folder} is neither a fine-tuning folder (finetuning_config.json, "
-                         f"{artifacts.FINETUNED_WEIGHTS}) nor a trial group ({trials.TRIALS})")
-    record = artifacts.read_finetuning_config(folder)
+                         f"{FINETUNED_WEIGHTS}) nor a trial group ({trials.TRIALS})")
+    record = read_finetuning_config(folder)
     if _column(record.task) is None:
         return None
     from electra_tf.training.finetuning import Finetuning  # Keras: imported when needed
 
-    final = Finetuning.final_results(artifacts.read_results(folder))
+    final = Finetuning.final_results(read_results(folder))
     return TaskResult(folder, record.task, model_size_of(record.encoder),
                       (_value(folder, record.task, final),))
 

@@ -32,10 +32,11 @@ import shutil
 import statistics
 from typing import Callable
 
-from electra_tf.core.config import FinetuneRun, FinetuningConfig
+from electra_tf.core.config import FinetuningConfig, FinetuningRun
 from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.core.fileio import FolderLock, atomic_write_text
-from electra_tf.training import artifacts
+from electra_tf.folders.files import FINETUNING_CONFIG, read_json, write_json
+from electra_tf.folders.finetuned import has_finetuning_config
 from electra_tf.training.loop import log
 
 TRIALS = "trials.json"
@@ -72,7 +73,7 @@ def read_trials(folder: str) -> dict:
     Raises:
       InputError: missing, not written by electra_tf, or without its fields.
     """
-    record = artifacts.read_json(os.path.join(folder, TRIALS))
+    record = read_json(os.path.join(folder, TRIALS))
     for key in ("task", "settings", "trials"):
         if key not in record:
             raise InputError(f"{os.path.join(folder, TRIALS)}: lacks {key}; not a file "
@@ -108,7 +109,7 @@ def summary_lines(task: str, summary: dict) -> list[str]:
             for split, metrics in summary.items() for name, s in metrics.items()]
 
 
-def _settings(config: FinetuningConfig, run: FinetuneRun) -> dict:
+def _settings(config: FinetuningConfig, run: FinetuningRun) -> dict:
     values = {k: v for k, v in config.to_dict().items() if k not in _PER_TRIAL}
     values.update({k: getattr(run, k) for k in _GROUP_RUN_FIELDS})
     return values
@@ -135,12 +136,12 @@ class TrialGroup:
       ConfigError: the folder holds trials of other settings.
     """
 
-    def __init__(self, model_dir: str, task: str, config: FinetuningConfig, run: FinetuneRun):
+    def __init__(self, model_dir: str, task: str, config: FinetuningConfig, run: FinetuningRun):
         self.folder = os.path.normpath(model_dir)
         self.path = os.path.join(self.folder, TRIALS)
-        if os.path.exists(os.path.join(self.folder, artifacts.FINETUNING_CONFIG)):
+        if has_finetuning_config(self.folder):
             raise InputError(f"--model_dir {self.folder} is the folder of a single fine-tuning "
-                             f"run ({artifacts.FINETUNING_CONFIG}); --num_trials writes a group "
+                             f"run ({FINETUNING_CONFIG}); --num_trials writes a group "
                              "folder and its _1 .. _N trials: give another --model_dir")
         settings = _settings(config, run)
         if os.path.exists(self.path):
@@ -171,11 +172,11 @@ class TrialGroup:
         self.record["trials"] = sorted(trials, key=lambda t: t["trial"])
         self.record["summary"] = summarize([t["results"] for t in self.record["trials"]])
         os.makedirs(self.folder, exist_ok=True)
-        artifacts.write_json(self.path, self.record)
+        write_json(self.path, self.record)
         atomic_write_text(os.path.join(self.folder, RESULTS_TXT), _results_txt(self.record))
 
 
-def run_trials(config: FinetuningConfig, run: FinetuneRun, task_name: str,
+def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
                make_trainer: Callable, final_results: Callable) -> dict:
     """Runs (or resumes) `run.num_trials` fine-tuning trials; returns the summary.
 

@@ -30,17 +30,17 @@ def write_random_init(model_dir: str, model_size: str, vocab_file: str, seed: in
     """A discriminator as initialized, saved as pre-training saves one."""
     import keras
 
+    from electra_tf import folders
     from electra_tf.core.config import MODEL_SIZES, EncoderConfig
     from electra_tf.modeling import build_discriminator
-    from electra_tf.training import artifacts
 
     with open(vocab_file, encoding="utf-8") as f:
         vocab_size = sum(1 for line in f if line.rstrip("\n"))
     keras.utils.set_random_seed(seed)
     config = EncoderConfig(vocab_size=vocab_size, **MODEL_SIZES[model_size], **overrides)
     os.makedirs(model_dir, exist_ok=True)
-    artifacts.save_discriminator(model_dir, build_discriminator(config))
-    artifacts.record_vocab(model_dir, vocab_file)
+    folders.pretraining.save_discriminator(model_dir, build_discriminator(config))
+    folders.pretraining.record_vocab(model_dir, vocab_file)
 
 
 def probe_task(meta: dict):
@@ -58,7 +58,7 @@ def finetune_probe(model_dir: str, probe_dir: str, output_dir: str, vocab_file: 
     """Fine-tunes on one probe folder; returns {"accuracy", "dev_size", ...}."""
     import keras
 
-    from electra_tf.core.config import FinetuneRun, FinetuningConfig
+    from electra_tf.core.config import FinetuningConfig, FinetuningRun
 
     with open(os.path.join(probe_dir, "meta.json"), encoding="utf-8") as f:
         meta = json.load(f)
@@ -66,8 +66,8 @@ def finetune_probe(model_dir: str, probe_dir: str, output_dir: str, vocab_file: 
     config = FinetuningConfig(task_name=task.name, max_seq_length=max_seq_length,
                               num_train_epochs=epochs, learning_rate=learning_rate,
                               train_batch_size=batch_size, seed=seed)
-    run = FinetuneRun(model_dir=output_dir, data_dir=probe_dir, init_checkpoint=model_dir,
-                      vocab_file=vocab_file)
+    run = FinetuningRun(model_dir=output_dir, data_dir=probe_dir, init_checkpoint=model_dir,
+                        vocab_file=vocab_file)
     if keras.backend.backend() == "jax":
         from electra_tf.training.backends.jax import JaxFinetuning as Trainer
     else:

@@ -20,9 +20,9 @@ import os
 import keras
 import numpy as np
 
+from electra_tf import folders
 from electra_tf.modeling.models import build_discriminator
 from electra_tf.text.tokenizer import Tokenizer
-from electra_tf.training import artifacts
 
 L = 64
 
@@ -55,7 +55,7 @@ def main():
     for model_dir in sorted(glob.glob(os.path.join(args.work, "*", "model"))):
         if not os.path.exists(os.path.join(model_dir, "discriminator.weights.h5")):
             continue
-        model, _ = artifacts.load_discriminator(model_dir)
+        model, _ = folders.pretraining.load_discriminator(model_dir)
         config = model.encoder.config
         out = np.asarray(model.encoder(inputs, training=False)["sequence_output"])
         print(f"{os.path.basename(os.path.dirname(model_dir))} | {spread(out[real]):.3f}")

@@ -125,9 +125,9 @@ class MlmPll:
     def __init__(self, model_dir: str, tokenizer):
         import tensorflow as tf
 
-        from electra_tf.training import artifacts
+        from electra_tf.folders import PretrainingFolder
 
-        self.generator = artifacts.load_generator(model_dir)
+        self.generator = PretrainingFolder.open(model_dir, discriminator=False).load_generator()
         self.tokenizer = tokenizer
         self._run = tf.function(lambda inputs: self.generator(inputs)["mlm_logits"],
                                 reduce_retracing=True)

@@ -12,7 +12,7 @@ parts. What travels is one .npz (each weight in float16 where that keeps it
 finite, else float32; the variables' paths; the folder's small JSON files)
 cut into parts; `join` checks the parts are one whole (count and sha256),
 rebuilds the discriminator from its config, sets the weights (as float32)
-and writes the folder with electra_tf.training.artifacts, with the vocabulary copied in.
+and writes the folder with electra_tf.folders, with the vocabulary copied in.
 
 When the run stopped before writing its folder (a lease cut short), `split`
 takes the discriminator from its latest checkpoint instead (with the JAX
@@ -43,20 +43,20 @@ _PART = re.compile(r"\.part-(\d+)-of-(\d+)$")
 
 def _discriminator_of(model_dir: str):
     """(the discriminator, where it came from): the folder's weights, else its checkpoint."""
-    from electra_tf.training import artifacts
+    from electra_tf import folders
 
-    if os.path.exists(os.path.join(model_dir, artifacts.DISCRIMINATOR_WEIGHTS)):
-        model, _ = artifacts.load_discriminator(model_dir)
+    if os.path.exists(os.path.join(model_dir, folders.files.DISCRIMINATOR_WEIGHTS)):
+        model, _ = folders.pretraining.load_discriminator(model_dir)
         return model, "final folder"
-    from electra_tf.core.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, PretrainingRun
     from electra_tf.training import backends
 
-    recorded = artifacts.read_pretraining_config(model_dir)
-    if "pretraining" not in recorded or not artifacts.has_checkpoints(model_dir):
+    recorded = folders.pretraining.read_pretraining_config(model_dir)
+    if "pretraining" not in recorded or not folders.files.has_checkpoints(model_dir):
         raise SystemExit(f"error: {model_dir} holds neither a discriminator nor a checkpoint")
     config = PretrainingConfig.from_dict(recorded["pretraining"])
-    run = RunConfig(**{k: v for k, v in recorded["run"].items()
-                       if k in RunConfig.__dataclass_fields__})
+    run = PretrainingRun(**{k: v for k, v in recorded["run"].items()
+                       if k in PretrainingRun.__dataclass_fields__})
     trainer = backends.pretraining_class(backends.name())(config, run)
     step = trainer.restore()
     return trainer.model.kept_discriminator(), f"checkpoint at step {step}"
@@ -77,11 +77,11 @@ def split(model_dir: str, output: str, max_part_bytes: int = MAX_PART_BYTES) -> 
         if os.path.exists(path):
             with open(path, encoding="utf-8") as f:
                 files[name] = f.read()
-    if "discriminator_config.json" not in files:  # as artifacts.save_discriminator writes it
-        from electra_tf.training import artifacts
+    if "discriminator_config.json" not in files:  # as folders.pretraining.save_discriminator writes it
+        from electra_tf import folders
 
         files["discriminator_config.json"] = json.dumps(
-            {"format_version": artifacts.FORMAT_VERSION, **model.config.to_dict()})
+            {"format_version": folders.files.FORMAT_VERSION, **model.config.to_dict()})
     meta = {"paths": kinds, "files": files, "source": source}
     buffer = io.BytesIO()
     np.savez(buffer, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
@@ -118,34 +118,34 @@ def join(pattern: str, output: str, vocab_file: str, sha256: str = "") -> str:
     with np.load(io.BytesIO(blob)) as npz:
         meta = json.loads(npz["meta"].tobytes().decode())
         weights = [npz[f"w{i:04d}"].astype(np.float32) for i in range(len(meta["paths"]))]
+    from electra_tf import folders
     from electra_tf.modeling.models import build_discriminator
-    from electra_tf.training import artifacts
 
     os.makedirs(output, exist_ok=True)
     for name in SMALL_FILES:
         if name in meta["files"]:
             with open(os.path.join(output, name), "w", encoding="utf-8") as f:
                 f.write(meta["files"][name])
-    config = artifacts.read_encoder_config(os.path.join(output, "discriminator_config.json"))
+    config = folders.files.read_encoder_config(os.path.join(output, "discriminator_config.json"))
     model = build_discriminator(config)
     got = [v.path for v in model.weights]
     if got != meta["paths"]:
         raise SystemExit("error: the discriminator built here has other variables than the "
                          f"parts' ({len(got)} against {len(meta['paths'])})")
     model.set_weights(weights)
-    artifacts.save_discriminator(output, model)
-    vocab = artifacts.copy_vocab_file(vocab_file, output)
-    recorded = artifacts.read_pretraining_config(output)
+    folders.pretraining.save_discriminator(output, model)
+    vocab = folders.vocabulary.copy_vocab_file(vocab_file, output)
+    recorded = folders.pretraining.read_pretraining_config(output)
     if recorded:  # the vocabulary now lives beside the weights
         run = dict(recorded.get("run", {}), vocab_file=vocab)
-        artifacts.write_pretraining_config(
+        folders.pretraining.write_pretraining_config(
             output, None, run, **{k: v for k, v in recorded.items() if k not in
                                   ("run", "vocab_sha256", "format_version")})
         if recorded.get("vocab_sha256") and \
-                artifacts.recorded_vocab_fingerprint(output) != recorded["vocab_sha256"]:
+                folders.PretrainingFolder.open(output, discriminator=False).vocab_sha256 != recorded["vocab_sha256"]:
             raise SystemExit(f"error: {vocab_file} is not the vocabulary the run used")
     else:
-        artifacts.record_vocab(output, vocab)
+        folders.pretraining.record_vocab(output, vocab)
     print(f"[parts] {len(paths)} part(s), sha256 {digest} ({meta['source']}) -> {output}",
           file=sys.stderr, flush=True)
     return output

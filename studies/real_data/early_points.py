@@ -103,12 +103,13 @@ def token_cosine(checkpoint: str, texts: list[str], length: int = 64) -> dict:
     """Mean pairwise cosine of the final token states and of the [CLS] states."""
     import numpy as np
 
-    from electra_tf.core.config import FinetuneRun, FinetuningConfig
+    from electra_tf.core.config import FinetuningConfig, FinetuningRun
     from electra_tf.text.tokenizer import Tokenizer
     from electra_tf.training.finetuning import initial_discriminator
     from studies.real_data.probe_features import mean_cosine, pack_ids
 
-    disc, vocab = initial_discriminator(FinetuningConfig(), FinetuneRun(init_checkpoint=checkpoint))
+    disc, vocab = initial_discriminator(FinetuningConfig(),
+                                        FinetuningRun(init_checkpoint=checkpoint))
     ids, mask = pack_ids(Tokenizer(vocab), texts, length)
     out = disc({"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)})
     states = np.asarray(out["sequence_output"])

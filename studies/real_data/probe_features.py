@@ -161,7 +161,7 @@ def bag_of_pieces(train_ids, train_y, dev_ids, dev_y, vocab_size) -> float:
 
 def main(argv):
     del argv
-    from electra_tf.core.config import FinetuneRun, FinetuningConfig
+    from electra_tf.core.config import FinetuningConfig, FinetuningRun
     from electra_tf.text.tokenizer import Tokenizer
     from electra_tf.training.finetuning import initial_discriminator
 
@@ -175,7 +175,7 @@ def main(argv):
         name, _, path = spec.partition("=")
         path = path if os.path.isabs(path) else os.path.join(FLAGS.work_dir, path)
         started = time.time()
-        disc, vocab = initial_discriminator(FinetuningConfig(), FinetuneRun(init_checkpoint=path))
+        disc, vocab = initial_discriminator(FinetuningConfig(), FinetuningRun(init_checkpoint=path))
         tok = Tokenizer(vocab)
         scores = {}
         for task, data in splits.items():

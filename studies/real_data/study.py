@@ -546,7 +546,7 @@ def none_dir(p: dict, seed: int) -> str:
 
 _RANDOM_INIT = """
 import sys, keras
-from electra_tf.training import artifacts
+from electra_tf import folders
 from electra_tf.core.config import PretrainingConfig
 from electra_tf.modeling import build_discriminator
 model_dir, vocab, seed, size, overrides, seq, vocab_size = sys.argv[1:8]
@@ -554,8 +554,8 @@ keras.utils.set_random_seed(int(seed))
 import json
 config = PretrainingConfig(model_size=size, model_hparam_overrides=json.loads(overrides),
                            vocab_size=int(vocab_size), max_seq_length=int(seq))
-artifacts.save_discriminator(model_dir, build_discriminator(config.discriminator_config()))
-artifacts.record_vocab(model_dir, vocab)
+folders.pretraining.save_discriminator(model_dir, build_discriminator(config.discriminator_config()))
+folders.pretraining.record_vocab(model_dir, vocab)
 """
 
 

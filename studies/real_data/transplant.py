@@ -64,12 +64,12 @@ def transplant(base_dir: str, donor_dir: str, output_dir: str, part: str) -> lis
     Raises:
       ValueError: an unknown part, or folders of different sizes.
     """
-    from electra_tf.training import artifacts
+    from electra_tf import folders
 
     if part not in PARTS:
         raise ValueError(f"unknown part {part!r}: one of {', '.join(PARTS)}")
-    base, vocab = artifacts.load_discriminator(base_dir)
-    donor, _ = artifacts.load_discriminator(donor_dir)
+    base, vocab = folders.pretraining.load_discriminator(base_dir)
+    donor, _ = folders.pretraining.load_discriminator(donor_dir)
     if base.config.to_dict() != donor.config.to_dict():
         raise ValueError(f"{base_dir} and {donor_dir} hold discriminators of different sizes")
     donor_vars = {v.path: v for v in donor.weights}
@@ -79,19 +79,19 @@ def transplant(base_dir: str, donor_dir: str, output_dir: str, part: str) -> lis
             v.assign(donor_vars[v.path])
             taken.append(v.path)
     os.makedirs(output_dir, exist_ok=True)
-    artifacts.save_discriminator(output_dir, base)
+    folders.pretraining.save_discriminator(output_dir, base)
     if vocab:
-        artifacts.record_vocab(output_dir, vocab)
+        folders.pretraining.record_vocab(output_dir, vocab)
     return taken
 
 
 def layer_cosines(model_dir: str, texts: list[str], vocab: str, length: int = 64) -> list[float]:
     """Mean pairwise cosine of the token states after the embeddings and each layer."""
+    from electra_tf import folders
     from electra_tf.text.tokenizer import Tokenizer
-    from electra_tf.training import artifacts
     from studies.real_data.probe_features import encoder_states, mean_cosine, pack_ids
 
-    disc, _ = artifacts.load_discriminator(model_dir)
+    disc, _ = folders.pretraining.load_discriminator(model_dir)
     ids, mask = pack_ids(Tokenizer(vocab), texts, length)
     states = encoder_states(disc, ids, mask)
     real = mask.astype(bool)

@@ -172,12 +172,12 @@ def test_the_lease_rehearsed_at_toy_size(toy_bundle, tmp_path, mode):
         folder = parts.join(str(out / f"{objective}.part-*"), str(tmp_path / objective),
                             str(root / "bundle" / "vocab.txt"),
                             runs[objective]["parts_sha256"])
-        from electra_tf.training import artifacts
+        from electra_tf import folders
 
-        model, vocab = artifacts.load_discriminator(folder)
+        model, vocab = folders.pretraining.load_discriminator(folder)
         assert vocab == os.path.join(folder, "vocab.txt")
         assert all(np.isfinite(w).all() for w in model.get_weights())
-        assert artifacts.read_final_eval(folder)["step"] == runs[objective]["steps_done"]
+        assert folders.pretraining.read_final_eval(folder)["step"] == runs[objective]["steps_done"]
 
 
 @pytest.mark.slow
@@ -210,23 +210,23 @@ def test_parts_of_an_interrupted_run_come_from_its_checkpoint(toy_bundle, tmp_pa
 def test_split_and_join_give_the_weights_back_in_fp16(tmp_path, tiny_vocab):
     from helpers import tiny_encoder_config
 
+    from electra_tf import folders
     from electra_tf.modeling.models import build_discriminator
-    from electra_tf.training import artifacts
 
     model = build_discriminator(tiny_encoder_config(211))
     folder = tmp_path / "model"
     folder.mkdir()
-    artifacts.save_discriminator(str(folder), model)
-    artifacts.write_final_eval(str(folder), 7, {"disc_auc": 0.5})
+    folders.pretraining.save_discriminator(str(folder), model)
+    folders.pretraining.write_final_eval(str(folder), 7, {"disc_auc": 0.5})
     paths = parts.split(str(folder), str(tmp_path / "out" / "d"), max_part_bytes=20_000)
     assert len(paths) > 1 and all(os.path.getsize(p) <= 20_000 for p in paths)
     joined = parts.join(str(tmp_path / "out" / "d.part-*"), str(tmp_path / "joined"),
                         tiny_vocab)
-    back, vocab = artifacts.load_discriminator(joined)
+    back, vocab = folders.pretraining.load_discriminator(joined)
     assert vocab == os.path.join(joined, "vocab.txt")
     for a, b in zip(model.get_weights(), back.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-6)
-    assert artifacts.read_final_eval(joined)["step"] == 7
+    assert folders.pretraining.read_final_eval(joined)["step"] == 7
     os.remove(paths[-1])  # a part missing
     with pytest.raises(SystemExit, match="parts missing"):
         parts.join(str(tmp_path / "out" / "d.part-*"), str(tmp_path / "again"), tiny_vocab)

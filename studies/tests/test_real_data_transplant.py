@@ -4,9 +4,9 @@ import keras
 import numpy as np
 import pytest
 
+from electra_tf import folders
 from electra_tf.core.config import EncoderConfig
 from electra_tf.modeling import build_discriminator
-from electra_tf.training import artifacts
 from studies.real_data import transplant as tp
 
 _SMALL = dict(vocab_size=30, embedding_size=8, hidden_size=16, num_hidden_layers=2,
@@ -16,12 +16,12 @@ _SMALL = dict(vocab_size=30, embedding_size=8, hidden_size=16, num_hidden_layers
 def _saved(folder, seed, **overrides):
     keras.utils.set_random_seed(seed)
     disc = build_discriminator(EncoderConfig(**{**_SMALL, **overrides}))
-    artifacts.save_discriminator(str(folder), disc)
+    folders.pretraining.save_discriminator(str(folder), disc)
     return {v.path: np.array(v) for v in disc.weights}
 
 
 def _weights(folder):
-    disc, _ = artifacts.load_discriminator(str(folder))
+    disc, _ = folders.pretraining.load_discriminator(str(folder))
     return {v.path: np.array(v) for v in disc.weights}
 
 

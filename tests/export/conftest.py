@@ -56,12 +56,12 @@ def finetuned_dirs(export_pretrained_dir, tiny_vocab, tmp_path_factory):
     """{name: fine-tuning model_dir} for the FINETUNED tasks."""
     import keras
 
+    from electra_tf import folders
     from electra_tf.modeling import build_discriminator
     from electra_tf.tasks.model import FinetuningModel
-    from electra_tf.training import artifacts
 
-    config = artifacts.read_encoder_config(
-        os.path.join(export_pretrained_dir, artifacts.DISCRIMINATOR_CONFIG))
+    config = folders.files.read_encoder_config(
+        os.path.join(export_pretrained_dir, folders.files.DISCRIMINATOR_CONFIG))
     dirs = {}
     for i, (name, (head, task, labels, regression, answerable, seq)) in enumerate(
             FINETUNED.items()):
@@ -75,7 +75,7 @@ def finetuned_dirs(export_pretrained_dir, tiny_vocab, tmp_path_factory):
         # A larger head than the 0.02 init, so that labels and spans differ across tokens.
         for v in model.head.trainable_variables:
             v.assign(v.numpy() * 5.0)
-        artifacts.save_weights(model, str(out / artifacts.FINETUNED_WEIGHTS))
+        folders.files.save_weights(model, str(out / folders.files.FINETUNED_WEIGHTS))
         record = {
             "encoder": config.to_dict(), "task": task, "head": head, "regression": regression,
             "answerable": answerable,
@@ -85,8 +85,8 @@ def finetuned_dirs(export_pretrained_dir, tiny_vocab, tmp_path_factory):
             **extras,
             "finetuning": {"do_lower_case": True, "no_answer_threshold": 0.0,
                            **extras.get("finetuning", {})},
-            **artifacts.keep_vocab(str(out), tiny_vocab)}  # its vocab.txt and fingerprint
-        artifacts.write_json(str(out / artifacts.FINETUNING_CONFIG), record)
+            **folders.vocabulary.keep_vocab(str(out), tiny_vocab)}  # its vocab.txt and fingerprint
+        folders.files.write_json(str(out / folders.files.FINETUNING_CONFIG), record)
         dirs[name] = str(out)
     return dirs
 

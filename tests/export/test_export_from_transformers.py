@@ -150,7 +150,7 @@ def converted(tiny_vocab, tmp_path_factory):
 
 
 def test_a_converted_task_model_is_a_fine_tuning_folder(converted):
-    from electra_tf.training import artifacts
+    from electra_tf import folders
 
     want = {"token": ("ner", "token_classification", tuple(NER_LABELS), {}),
             "qa": ("squad_v1", "squad", (), {"span_head": "independent"}),
@@ -161,14 +161,14 @@ def test_a_converted_task_model_is_a_fine_tuning_folder(converted):
             "regression": ("classification", "sequence_classification", (),
                            {"classifier_head": "mlp"})}
     for name, case in converted.items():
-        record = artifacts.read_finetuning_config(case["folder"])
+        record = folders.finetuned.read_finetuning_config(case["folder"])
         assert (record.task, record.head, record.label_names, record.head_options) == want[name]
         assert record.regression == (name == "regression")
         assert case["report"]["kind"] == record.head  # the transformers kind is the head
         assert record.max_seq_length == SEQ and record.do_lower_case
         assert record.pair == (name == "pair")  # SQuAD's records: False (its own layout)
         assert case["report"]["task"] == want[name][0]
-        vocab = artifacts.finetuned_vocab(record)
+        vocab = folders.finetuned.finetuned_vocab(record)
         assert os.path.dirname(vocab) == case["folder"]
 
 
@@ -241,12 +241,12 @@ def test_a_dense_head_exports_exactly_as_transformers_mlp_head(tiny_vocab, tmp_p
     dense -> GELU -> dense by an exact construction; STS-B's scale goes into out_proj."""
     import keras
 
+    from electra_tf import folders
     from electra_tf.core.config import EncoderConfig
     from electra_tf.interop import hf
     from electra_tf.modeling.models import build_discriminator
     from electra_tf.tasks.model import FinetuningModel
     from electra_tf.text.vocab import load_vocab
-    from electra_tf.training import artifacts
 
     config = EncoderConfig(vocab_size=len(load_vocab(tiny_vocab)), **SIZES)
     keras.utils.set_random_seed(3)
@@ -259,16 +259,16 @@ def test_a_dense_head_exports_exactly_as_transformers_mlp_head(tiny_vocab, tmp_p
             v.assign(np.asarray(v) + np.random.default_rng(0).normal(0, 0.5, v.shape))
         folder = tmp_path / kind
         folder.mkdir()
-        artifacts.save_finetuned(str(folder), model)
+        folders.finetuned.save_finetuned(str(folder), model)
         record = {"encoder": config.to_dict(), "task": "stsb" if scale else "sst2",
                   "head": "sequence_classification", "regression": bool(scale),
                   "answerable": False, "pair": bool(scale),
                   "label_names": labels, "max_seq_length": SEQ, "head_options": {},
                   "run": {"vocab_file": tiny_vocab}, "finetuning": {"do_lower_case": True},
-                  **artifacts.keep_vocab(str(folder), tiny_vocab)}
+                  **folders.vocabulary.keep_vocab(str(folder), tiny_vocab)}
         if scale:
             record["label_scale"] = scale
-        artifacts.write_json(str(folder / artifacts.FINETUNING_CONFIG), record)
+        folders.files.write_json(str(folder / folders.files.FINETUNING_CONFIG), record)
         hf.export_model(str(folder), str(tmp_path / f"{kind}_hf"))
         back = transformers.ElectraForSequenceClassification.from_pretrained(
             str(tmp_path / f"{kind}_hf")).eval()
@@ -312,9 +312,9 @@ def test_refusals_name_what_is_missing(tiny_vocab, finetuned_dirs, tmp_path):
 def test_the_task_follows_the_labels(tiny_vocab, tmp_path):
     """BIOES labels record ner with tagging_scheme BIOES; labels of no scheme (part of
     speech) the generic tagging task."""
+    from electra_tf import folders
     from electra_tf.interop import hf
     from electra_tf.text.vocab import load_vocab
-    from electra_tf.training import artifacts
 
     for name, labels, task, scheme in (("bioes", ["O", "B-X", "I-X", "E-X", "S-X"], "ner",
                                         "BIOES"),
@@ -326,6 +326,6 @@ def test_the_task_follows_the_labels(tiny_vocab, tmp_path):
         transformers.ElectraForTokenClassification(config).save_pretrained(tmp_path / name)
         report = hf.import_model(str(tmp_path / name), str(tmp_path / f"{name}_tf"),
                                  vocab_file=tiny_vocab)
-        record = artifacts.read_finetuning_config(str(tmp_path / f"{name}_tf"))
+        record = folders.finetuned.read_finetuning_config(str(tmp_path / f"{name}_tf"))
         assert (report["task"], record.finetuning["tagging_scheme"]) == (task, scheme)
         assert record.label_names == tuple(labels)

@@ -24,10 +24,10 @@ def electric_dir(tiny_vocab, tmp_path_factory):
     0.02 init so that energies differ across tokens) that records objective=electric."""
     import keras
 
+    from electra_tf import folders
     from electra_tf.core.config import PretrainingConfig
     from electra_tf.modeling import build_discriminator
     from electra_tf.text.vocab import load_vocab
-    from electra_tf.training import artifacts
 
     folder = str(tmp_path_factory.mktemp("electric"))
     vocab_size = len(load_vocab(tiny_vocab))
@@ -35,10 +35,10 @@ def electric_dir(tiny_vocab, tmp_path_factory):
     disc = build_discriminator(tiny_encoder_config(vocab_size))
     for v in disc.trainable_variables:
         v.assign(v.numpy() * 5.0)
-    artifacts.save_discriminator(folder, disc)
+    folders.pretraining.save_discriminator(folder, disc)
     config = PretrainingConfig(model_size="tiny", vocab_size=vocab_size, objective="electric",
                                max_seq_length=SEQ)
-    artifacts.write_pretraining_config(folder, config, {"vocab_file": tiny_vocab})
+    folders.pretraining.write_pretraining_config(folder, config, {"vocab_file": tiny_vocab})
     return folder
 
 

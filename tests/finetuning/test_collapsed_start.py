@@ -7,13 +7,13 @@ import shutil
 
 from helpers import finetuning_from_flags
 
-from electra_tf.training import artifacts
+from electra_tf import folders
 from electra_tf.training.finetuning import collapse_warning
 
 
 def _with_final_eval(pretrained_dir, folder, **results):
     shutil.copytree(pretrained_dir, folder)
-    artifacts.write_final_eval(str(folder), 600, {"disc_auc": 0.55, **results})
+    folders.pretraining.write_final_eval(str(folder), 600, {"disc_auc": 0.55, **results})
     return str(folder)
 
 
@@ -29,7 +29,7 @@ def test_the_warning_reads_the_final_eval_and_says_nothing_without_one(pretraine
     assert collapse_warning(spread) is None and collapse_warning(no_metric) is None
     assert collapse_warning(pretrained_dir) is None  # no final_eval.json at all
     broken = _with_final_eval(pretrained_dir, tmp_path / "b")
-    (tmp_path / "b" / artifacts.FINAL_EVAL).write_text("{not json")
+    (tmp_path / "b" / folders.files.FINAL_EVAL).write_text("{not json")
     assert collapse_warning(broken) is None  # advice only: the weights load either way
 
 
@@ -51,7 +51,7 @@ def test_the_warning_for_every_way_the_folder_is_named(pretrained_dir, tmp_path)
     import os
 
     collapsed = _with_final_eval(pretrained_dir, tmp_path / "c", disc_token_cosine=0.9)
-    checkpoints = os.path.join(collapsed, artifacts.CHECKPOINTS)
+    checkpoints = os.path.join(collapsed, folders.files.CHECKPOINTS)
     os.makedirs(checkpoints)
     names = [collapsed, collapsed + "/", os.path.join(collapsed, "discriminator.weights.h5"),
              checkpoints, os.path.join(checkpoints, "ckpt-600"),

@@ -402,8 +402,8 @@ def _run(pretrained_dir, data, out, *flags, task="classification"):
 
 def test_pair_run_writes_results_predictions_and_a_record_the_export_serves(
         pretrained_dir, pair_jsonl_dir, tmp_path):
+    from electra_tf import folders
     from electra_tf.serving.export import load_spec
-    from electra_tf.training import artifacts
 
     out = tmp_path / "out"
     trainer, results = _run(pretrained_dir, pair_jsonl_dir, out, "--text_column=premise",
@@ -415,7 +415,7 @@ def test_pair_run_writes_results_predictions_and_a_record_the_export_serves(
     assert dev[0] == "index\tprediction\tlabel" and len(dev) == 65
     assert test[0] == "index\tprediction" and len(test) == 7
     assert {line.split("\t")[1] for line in dev[1:] + test[1:]} <= {"match", "other"}
-    record = artifacts.read_finetuning_config(str(out))
+    record = folders.finetuned.read_finetuning_config(str(out))
     assert (record.task, record.head, record.pair, record.label_names) == (
         "classification", "sequence_classification", True, ("match", "other"))
     assert record.finetuning["text_pair_column"] == "hypothesis"
@@ -439,8 +439,8 @@ def test_pair_run_writes_results_predictions_and_a_record_the_export_serves(
 def test_toy_tasks_are_learned(case, pretrained_dir, single_csv_dir, regression_tsv_dir,
                                pos_dir, tmp_path):
     """Each toy task is learned (6 epochs); the folder records what the export serves."""
+    from electra_tf import folders
     from electra_tf.serving.export import load_spec
-    from electra_tf.training import artifacts
 
     data, flags, metric, floor = {
         "single_csv": (single_csv_dir, ["--task_name=classification"], "accuracy", 0.9),
@@ -454,7 +454,7 @@ def test_toy_tasks_are_learned(case, pretrained_dir, single_csv_dir, regression_
              "--num_train_epochs=6", "--learning_rate=3e-3", "--do_predict")
     dev = json.load(open(out / "results.json"))["epoch_6"]["dev"]
     assert dev[metric] >= floor, dev
-    record = artifacts.read_finetuning_config(str(out))
+    record = folders.finetuned.read_finetuning_config(str(out))
     if case == "pos":  # token accuracy alone; words-only test lines get a tag each
         assert list(dev) == ["accuracy"]
         assert (record.task, record.label_names) == ("tagging", ("DET", "NOUN", "VERB", "X"))

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from helpers import finetuning_from_flags, tiny_encoder_config, write_pretrained_dir
 
+from electra_tf import folders
 from electra_tf.core.errors import ConfigError
-from electra_tf.training import artifacts
 
 
 def _weights(model):
@@ -21,7 +21,7 @@ def test_fine_tuning_dropout_is_its_own_not_the_checkpoints(tiny_vocab, toy_sst2
 
     folder = write_pretrained_dir(tmp_path / "no_dropout", tiny_vocab, tiny_encoder_config(
         len(load_vocab(tiny_vocab)), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
-    pretrained, _ = artifacts.load_discriminator(folder)
+    pretrained, _ = folders.pretraining.load_discriminator(folder)
 
     def rates(*flags):
         trainer = TensorFlowFinetuning(*finetuning_from_flags(

@@ -32,15 +32,15 @@ def test_flags_learn_toy_sst2_and_resume(pretrained_dir, toy_sst2_dir, tmp_path,
 
 
 def test_layerwise_decay_rate_per_variable(pretrained_dir, tmp_path, toy_sst2_dir):
-    from electra_tf.core.config import FinetuneRun, FinetuningConfig
+    from electra_tf.core.config import FinetuningConfig, FinetuningRun
     from electra_tf.tasks.registry import get_task
     from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
 
     config = FinetuningConfig(task_name="sst2", layerwise_lr_decay=0.8, max_seq_length=16,
                               num_train_epochs=0.1)  # one step: the optimizer gets built
     ft = TensorFlowFinetuning(get_task("sst2"), config,
-                    FinetuneRun(model_dir=str(tmp_path), data_dir=toy_sst2_dir,
-                                init_checkpoint=pretrained_dir, do_eval=False))
+                    FinetuningRun(model_dir=str(tmp_path), data_dir=toy_sst2_dir,
+                                  init_checkpoint=pretrained_dir, do_eval=False))
     ft.train()
     n = ft.encoder_config.num_hidden_layers
     seen = set()
@@ -89,7 +89,7 @@ def _squad_outputs(model_dir):
 def test_squad_flagfile_learns_toy_squad_v2(pretrained_dir, toy_squad_dir, tmp_path, capsys):
     """The defaults: the joint head (trained on the gold starts, decoded with its beam)
     and the original's null rule with qa_na_threshold -2.75."""
-    from electra_tf.training import artifacts
+    from electra_tf import folders
 
     finetune("--flagfile=configs/squad_v2.flags", f"--init_checkpoint={pretrained_dir}",
              f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/out",
@@ -105,14 +105,14 @@ def test_squad_flagfile_learns_toy_squad_v2(pretrained_dir, toy_squad_dir, tmp_p
     assert record["finetuning"]["squad_null_rule"] == "answerable"
     for qid, answer in answers.items():  # "" exactly when the null odds exceed -2.75
         assert (answer == "") == (null_odds[qid] > -2.75), (qid, answer, null_odds[qid])
-    model, loaded = artifacts.load_finetuned(str(tmp_path / "out"))
+    model, loaded = folders.finetuned.load_finetuned(str(tmp_path / "out"))
     assert model.head.span_head == "joint" and loaded.head_options["beam_size"] == 20
 
 
 def test_squad_task_flags_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path):
     """--joint_prediction, --beam_size and --qa_na_threshold are the task's, not only
     recorded: a threshold below every null odds answers nothing."""
-    from electra_tf.training import artifacts
+    from electra_tf import folders
 
     finetune("--task_name=squad_v2", f"--init_checkpoint={pretrained_dir}",
              f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/out",
@@ -122,7 +122,7 @@ def test_squad_task_flags_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path
     answers, null_odds, record = _squad_outputs(tmp_path / "out")
     assert record["head_options"] == {"span_head": "independent", "beam_size": 3}
     assert set(answers.values()) == {""}, answers
-    model, _ = artifacts.load_finetuned(str(tmp_path / "out"))
+    model, _ = folders.finetuned.load_finetuned(str(tmp_path / "out"))
     assert model.head.span_head == "independent"
 
 
@@ -186,7 +186,7 @@ def _weights(ft):
 def test_interrupted_and_resumed_equals_uninterrupted(pretrained_dir, toy_sst2_dir, tmp_path):
     import numpy as np
 
-    from electra_tf.core.config import FinetuneRun, FinetuningConfig
+    from electra_tf.core.config import FinetuningConfig, FinetuningRun
     from electra_tf.tasks.registry import get_task
     from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
 
@@ -194,7 +194,7 @@ def test_interrupted_and_resumed_equals_uninterrupted(pretrained_dir, toy_sst2_d
                               train_batch_size=32, save_checkpoints_steps=4, seed=1)
 
     def make(name):
-        return TensorFlowFinetuning(get_task("sst2"), config, FinetuneRun(
+        return TensorFlowFinetuning(get_task("sst2"), config, FinetuningRun(
             model_dir=str(tmp_path / name), data_dir=toy_sst2_dir,
             init_checkpoint=pretrained_dir, do_eval=False))
 
@@ -213,15 +213,15 @@ def test_interrupted_and_resumed_equals_uninterrupted(pretrained_dir, toy_sst2_d
 def test_jit_and_bf16_fine_tuning_runs(pretrained_dir, toy_sst2_dir, tmp_path):
     import keras
 
-    from electra_tf.core.config import FinetuneRun, FinetuningConfig
+    from electra_tf.core.config import FinetuningConfig, FinetuningRun
     from electra_tf.tasks.registry import get_task
     from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
 
     try:
         ft = TensorFlowFinetuning(get_task("sst2"), FinetuningConfig(
             task_name="sst2", max_seq_length=16, num_train_epochs=1, learning_rate=3e-3),
-            FinetuneRun(model_dir=str(tmp_path), data_dir=toy_sst2_dir,
-                        init_checkpoint=pretrained_dir, jit_compile=True, mixed_precision="bf16"))
+            FinetuningRun(model_dir=str(tmp_path), data_dir=toy_sst2_dir,
+                          init_checkpoint=pretrained_dir, jit_compile=True, mixed_precision="bf16"))
         results = ft.train()
         assert 0.0 <= results["epoch_1"]["dev"]["accuracy"] <= 1.0
         assert ft.model.encoder.compute_dtype == "bfloat16"

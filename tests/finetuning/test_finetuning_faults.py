@@ -68,7 +68,7 @@ def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation(pretrained_dir, toy_sst
     results.json is the uninterrupted run's (it used to lack epoch_1 for good)."""
     from helpers import finetuning_from_flags
 
-    from electra_tf.training import artifacts
+    from electra_tf import folders
     from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
     from electra_tf.training.loop import Interrupted
 
@@ -90,10 +90,10 @@ def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation(pretrained_dir, toy_sst
     with pytest.raises(Interrupted) as raised:
         trainer.train()
     assert raised.value.step == 10
-    assert "epoch_1" not in artifacts.read_results(str(out))
+    assert "epoch_1" not in folders.finetuned.read_results(str(out))
     finetune(*args, f"--model_dir={out}")
-    assert artifacts.read_results(str(out)) == artifacts.read_results(f"{tmp_path}/whole")
-    assert sorted(artifacts.read_results(str(out))) == ["epoch_1", "epoch_2"]
+    assert folders.finetuned.read_results(str(out)) == folders.finetuned.read_results(f"{tmp_path}/whole")
+    assert sorted(folders.finetuned.read_results(str(out))) == ["epoch_1", "epoch_2"]
 
 
 # === Refused before training: settings the checkpoint cannot take ===

@@ -86,15 +86,15 @@ def test_the_mlp_classifier_head_trains_records_and_loads_in_transformers(
         pretrained_dir, toy_sst2_dir, tmp_path):
     """--classifier_head=mlp: transformers' dense -> GELU -> dense; the folder records it,
     and --to=hf gives an ElectraForSequenceClassification of the same logits."""
+    from electra_tf import folders
     from electra_tf.interop import hf
-    from electra_tf.training import artifacts
 
     out = tmp_path / "sst2"
     trainer, _ = finetune("--task_name=sst2", f"--init_checkpoint={pretrained_dir}",
                           f"--data_dir={toy_sst2_dir}", f"--model_dir={out}",
                           "--max_seq_length=16", "--num_train_epochs=1", "--do_predict=false",
                           "--classifier_head=mlp")
-    model, record = artifacts.load_finetuned(str(out))
+    model, record = folders.finetuned.load_finetuned(str(out))
     assert record.head_options == {"classifier_head": "mlp"} and model.head.mlp
     hf.export_model(str(out), str(tmp_path / "hf"))
     back = transformers.ElectraForSequenceClassification.from_pretrained(

@@ -52,10 +52,10 @@ def make_trainer(s, **run):
     """The trainer of this process's backend for a spec."""
     import keras
 
-    from electra_tf.core.config import FinetuneRun, FinetuningConfig
+    from electra_tf.core.config import FinetuningConfig, FinetuningRun
     from electra_tf.tasks.registry import get_task
 
-    config, run = FinetuningConfig(**s["config"]), FinetuneRun(**{**s["run"], **run})
+    config, run = FinetuningConfig(**s["config"]), FinetuningRun(**{**s["run"], **run})
     if keras.backend.backend() == "jax":
         from electra_tf.training.backends.jax import JaxFinetuning
 
@@ -71,7 +71,7 @@ def make_trainer(s, **run):
 JAX_RUNS = """
 import json, os, sys
 import numpy as np
-from electra_tf.training import artifacts
+from electra_tf import folders
 from electra_tf.training.checkpoints import NpzCheckpoints
 from electra_tf.core.errors import ConfigError, InputError
 from tests.finetuning.test_finetuning_jax import make_trainer
@@ -96,7 +96,7 @@ resumed = make_trainer(b)
 resumed_results = resumed.train()
 logits = straight.predict(straight.features("dev")[1])["logits"]
 try:  # the trainer's checkpoints, on a folder of tf.train ones
-    NpzCheckpoints(straight.model, straight.optimizer, artifacts.checkpoint_dir(
+    NpzCheckpoints(straight.model, straight.optimizer, folders.files.checkpoint_dir(
         tf_dir["run"]["model_dir"]), 2).restore()
     error = ""
 except InputError as e:
@@ -162,20 +162,20 @@ def test_jax_run_resumes_exactly(jax_runs):
 
 
 def test_jax_folder_loads_in_the_tf_export_with_the_jax_predictions(jax_runs, toy_sst2_dir):
+    from electra_tf import folders
     from electra_tf.serving.export import load_spec
     from electra_tf.tasks.registry import get_task
     from electra_tf.text.tokenizer import Tokenizer
-    from electra_tf.training import artifacts
 
     folder = str(jax_runs["tmp"] / "a")
     served = load_spec("sequence_classification", folder, max_seq_length=L)
     for x, y in zip(jax_runs["weights"], served.model.get_weights()):
         np.testing.assert_array_equal(np.asarray(x, dtype=y.dtype), y)
-    model, record = artifacts.load_finetuned(folder)
+    model, record = folders.finetuned.load_finetuned(folder)
     assert record.task == "sst2" and record.head == "sequence_classification"
     task = get_task("sst2")
     examples = task.read(toy_sst2_dir, "dev")
-    feats = task.featurize(examples, Tokenizer(artifacts.finetuned_vocab(record)), L)
+    feats = task.featurize(examples, Tokenizer(folders.finetuned.finetuned_vocab(record)), L)
     outputs = {k: np.asarray(v) for k, v in model(feats.inputs, training=False).items()}
     np.testing.assert_allclose(outputs["logits"], np.asarray(jax_runs["logits"]), atol=1e-5)
     metrics = task.metrics(task.predictions(outputs, examples, feats), examples)
@@ -220,9 +220,9 @@ def test_jax_cli_learns_toy_tagging_and_squad(task, pretrained_dir, toy_ner_dir,
     assert f"[finetune] {task}: " in proc.stderr and "[finetune] done: " in proc.stderr
     results = json.load(open(tmp_path / "out" / "results.json"))
     assert results[f"epoch_{epochs}"]["dev"][metric] >= floor, results
-    from electra_tf.training import artifacts
+    from electra_tf import folders
 
-    model, record = artifacts.load_finetuned(str(tmp_path / "out"))
+    model, record = folders.finetuned.load_finetuned(str(tmp_path / "out"))
     assert record.task == task
     suffix = ".txt" if task == "ner" else ".json"
     assert os.path.exists(tmp_path / "out" / f"{task}_dev_predictions{suffix}")
@@ -263,7 +263,7 @@ def test_jax_data_parallel_over_two_devices_matches_one(jax_runs, tmp_path):
 @pytest.mark.slow
 def test_jax_cli_independent_span_head(pretrained_dir, toy_squad_dir, tmp_path):
     """SQuAD's other head (--joint_prediction=false) trains and is what the folder records."""
-    from electra_tf.training import artifacts
+    from electra_tf import folders
 
     proc = run_jax("electra_tf.run_finetuning", "--task_name=squad_v2",
                    f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_squad_dir}",
@@ -273,7 +273,7 @@ def test_jax_cli_independent_span_head(pretrained_dir, toy_squad_dir, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.load(open(tmp_path / "out" / "results.json"))
     assert results["epoch_3"]["dev"]["f1"] >= 80.0, results
-    model, record = artifacts.load_finetuned(str(tmp_path / "out"))
+    model, record = folders.finetuned.load_finetuned(str(tmp_path / "out"))
     assert model.head.span_head == "independent" and record.head_options["beam_size"] == 20
 
 
@@ -314,8 +314,8 @@ def write_own_data(folder, task: str) -> str:
 def test_jax_cli_learns_own_data_and_tf_serves_the_folder(task, pretrained_dir, tmp_path):
     """Your own files on JAX (the same Finetuning): results.json with the task's
     metrics, dev and test predictions, and a record the (TensorFlow) export serves."""
+    from electra_tf import folders
     from electra_tf.serving.export import load_spec
-    from electra_tf.training import artifacts
 
     options = (["--text_column=premise", "--text_pair_column=hypothesis",
                 "--label_column=gold"] if task == "classification" else [])
@@ -338,4 +338,4 @@ def test_jax_cli_learns_own_data_and_tf_serves_the_folder(task, pretrained_dir, 
         assert os.path.exists(out / f"{task}_{split}_predictions{suffix}")
     spec = load_spec(kind, str(out))
     assert (spec.task_name, spec.label_names) == (task, labels)
-    assert artifacts.read_finetuning_config(str(out)).pair == (task == "classification")
+    assert folders.finetuned.read_finetuning_config(str(out)).pair == (task == "classification")

@@ -287,7 +287,7 @@ def test_the_default_null_rule_is_the_originals(setup):
     preds = combined.predictions(outputs, examples, feats)
     assert preds["q-space"].null_odds == pytest.approx(-11.25)
     assert preds["q-space"].answer == "World"
-    # A record's rule and its threshold (artifacts checks that a span head records them).
+    # A record's rule and its threshold (folders.finetuned checks that a span head records them).
     assert registry.squad_null_options({"squad_null_rule": "combined", "qa_na_threshold": -1.0,
                                         "no_answer_threshold": 0.5}) == {
         "null_odds_from": "combined", "no_answer_threshold": 0.5}

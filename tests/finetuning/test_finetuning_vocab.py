@@ -10,8 +10,8 @@ import shutil
 import pytest
 from helpers import error_line, finetune, run_module, tiny_encoder_config, write_pretrained_dir
 
+from electra_tf import folders
 from electra_tf.core.errors import ConfigError
-from electra_tf.training import artifacts
 
 ARGS = ("--task_name=sst2", "--max_seq_length=16", "--num_train_epochs=1",
         "--train_batch_size=32", "--eval_batch_size=64")
@@ -40,8 +40,8 @@ def finetuned(pretrained_dir, toy_sst2_dir, tmp_path_factory):
 def test_the_fine_tuning_folder_carries_its_vocab(finetuned, tiny_vocab):
     from electra_tf.serving.export import load_spec
 
-    own = os.path.join(finetuned, artifacts.VOCAB)
-    assert artifacts.vocab_fingerprint(own) == artifacts.vocab_fingerprint(tiny_vocab)
+    own = os.path.join(finetuned, folders.files.VOCAB)
+    assert folders.vocabulary.vocab_fingerprint(own) == folders.vocabulary.vocab_fingerprint(tiny_vocab)
     spec = load_spec("sequence_classification", finetuned)  # its pre-training folder moved
     assert spec.tokenizer.vocab_file == own
 
@@ -50,7 +50,7 @@ def test_export_and_fine_tuning_refuse_a_changed_vocab(finetuned, toy_sst2_dir, 
     from electra_tf.serving.export import load_spec
 
     folder = shutil.copytree(finetuned, tmp_path / "ft")
-    _swap(folder / artifacts.VOCAB)
+    _swap(folder / folders.files.VOCAB)
     with pytest.raises(ConfigError, match=r"holds other tokens than the vocabulary"):
         load_spec("sequence_classification", str(folder))
     with pytest.raises(ConfigError, match=r"holds other tokens than the vocabulary"):
@@ -68,12 +68,12 @@ def test_export_refuses_an_explicit_vocab_of_other_tokens(finetuned, tiny_vocab,
         load_spec("sequence_classification", finetuned, vocab_file=other)
     message = str(raised.value)
     assert message.startswith(f"--vocab_file={other} holds other tokens than"), message
-    assert os.path.join(finetuned, artifacts.VOCAB) in message
+    assert os.path.join(finetuned, folders.files.VOCAB) in message
 
 
 def test_the_export_command_refuses_a_swapped_vocab_in_one_line(finetuned, tmp_path):
     folder = shutil.copytree(finetuned, tmp_path / "ft")
-    _swap(folder / artifacts.VOCAB)
+    _swap(folder / folders.files.VOCAB)
     proc = run_module("export.export_saved_model", "--task=sequence_classification",
                       f"--checkpoint={folder}", f"--model_base={tmp_path}/serving",
                       "--model_name=m")
@@ -101,14 +101,14 @@ def test_fine_tuning_takes_a_padded_table_and_refuses_a_short_one(tiny_vocab, to
 def test_resuming_with_another_vocab_is_refused(finetuned, tiny_vocab, toy_sst2_dir, tmp_path):
     """The fine-tuning folder's checkpoints, resumed from a pre-training folder of the
     same size but two tokens swapped: every id would reach another embedding."""
-    assert artifacts.has_checkpoints(finetuned)
+    assert folders.files.has_checkpoints(finetuned)
     folder = shutil.copytree(finetuned, tmp_path / "ft")
     before = sorted(p.name for p in folder.iterdir())
     other = str(shutil.copy(tiny_vocab, tmp_path / "other.txt"))
     _swap(other)
     pre = write_pretrained_dir(tmp_path / "other_pre", other)
     with pytest.raises(ConfigError, match=rf"^{folder} holds checkpoints trained on the "
-                                          rf"vocabulary {folder / artifacts.VOCAB} "):
+                                          rf"vocabulary {folder / folders.files.VOCAB} "):
         finetune(*ARGS, f"--init_checkpoint={pre}", f"--data_dir={toy_sst2_dir}",
                  f"--model_dir={folder}")
     assert sorted(p.name for p in folder.iterdir()) == before

@@ -3,11 +3,11 @@ hints that print it give a value that reads back as the same labels."""
 
 import pytest
 
+from electra_tf import folders
 from electra_tf.core.config import FinetuningConfig
 from electra_tf.core.errors import ConfigError
 from electra_tf.tasks.classification import ClassificationTask
 from electra_tf.tasks.registry import format_label_names, task_from_config
-from electra_tf.training import artifacts
 
 
 def test_label_names_flag_takes_a_json_list():
@@ -27,10 +27,10 @@ def test_label_names_flag_takes_a_json_list():
 def test_the_resume_hint_gives_labels_holding_commas_as_a_json_list(tmp_path):
     from electra_tf.training.finetuning import check_recorded_labels
 
-    artifacts.write_json(str(tmp_path / artifacts.FINETUNING_CONFIG),
+    folders.files.write_json(str(tmp_path / folders.files.FINETUNING_CONFIG),
                          {"task": "classification", "label_names": ["a,b", "c"]})
-    (tmp_path / artifacts.CHECKPOINTS).mkdir()
-    (tmp_path / artifacts.CHECKPOINTS / "ckpt-1.index").write_text("")
+    (tmp_path / folders.files.CHECKPOINTS).mkdir()
+    (tmp_path / folders.files.CHECKPOINTS / "ckpt-1.index").write_text("")
     task = ClassificationTask(label_names=("c", "a,b"))
     with pytest.raises(ConfigError, match=r"""give --label_names='\["a,b", "c"\]' or"""):
         check_recorded_labels(task, str(tmp_path))

@@ -6,10 +6,11 @@ import json
 import pytest
 from helpers import error_line, run_module
 
-from electra_tf.core.config import MODEL_SIZES, EncoderConfig, FinetuneRun, FinetuningConfig
+from electra_tf.core.config import MODEL_SIZES, EncoderConfig, FinetuningConfig, FinetuningRun
 from electra_tf.core.errors import InputError
+from electra_tf.folders import files, finetuned
 from electra_tf.tasks.registry import get_task
-from electra_tf.training import artifacts, trials
+from electra_tf.training import trials
 from electra_tf.training.results_table import markdown, results_table
 
 
@@ -17,20 +18,20 @@ def finetuned_folder(path, task_name, final, vocab, size="small", epochs=2):
     """A fine-tuning folder as run_finetuning leaves it (the weights file a stand-in)."""
     path.mkdir()
     encoder = EncoderConfig(**MODEL_SIZES[size], vocab_size=len(open(vocab).readlines()))
-    artifacts.write_finetuning_config(
+    finetuned.write_finetuning_config(
         str(path), task=get_task(task_name), config=FinetuningConfig(task_name=task_name),
-        run=FinetuneRun(model_dir=str(path)), encoder=encoder, model_size=size,
+        run=FinetuningRun(model_dir=str(path)), encoder=encoder, model_size=size,
         max_seq_length=128, vocab_file=vocab)
-    (path / artifacts.FINETUNED_WEIGHTS).write_bytes(b"")
+    (path / files.FINETUNED_WEIGHTS).write_bytes(b"")
     results = {f"epoch_{e}": {"dev": {}} for e in range(1, epochs)}
     results[f"epoch_{epochs}"] = final
-    artifacts.write_results(str(path), results)
+    finetuned.write_results(str(path), results)
     return str(path)
 
 
 def trial_group(path, task_name, finals, size="small"):
     config = FinetuningConfig(task_name=task_name)
-    group = trials.TrialGroup(str(path), task_name, config, FinetuneRun(model_dir=str(path)))
+    group = trials.TrialGroup(str(path), task_name, config, FinetuningRun(model_dir=str(path)))
     for k, final in enumerate(finals, 1):
         group.add(k, k - 1, f"{path}_{k}", final, size)
     return str(path)

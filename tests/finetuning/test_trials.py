@@ -12,7 +12,7 @@ import subprocess
 import pytest
 from helpers import REPO, finetuning_from_flags, patience, popen_python
 
-from electra_tf.core.config import FinetuneRun, FinetuningConfig
+from electra_tf.core.config import FinetuningConfig, FinetuningRun
 from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.training import trials
 from electra_tf.training.finetuning import Finetuning
@@ -55,7 +55,7 @@ class FakeTrainer:
 
 def fake_runs(tmp_path, n, **run):
     config = FinetuningConfig(task_name="sst2", seed=7)
-    return config, FinetuneRun(model_dir=str(tmp_path / "out"), data_dir="d",
+    return config, FinetuningRun(model_dir=str(tmp_path / "out"), data_dir="d",
                                init_checkpoint="c", num_trials=n, **run)
 
 
@@ -95,7 +95,7 @@ def test_finished_trials_are_skipped_and_an_interrupted_one_is_rerun(tmp_path, c
     made.clear()
     trials.run_trials(config, run, "sst2", make(), Finetuning.final_results)
     assert made == []
-    trials.run_trials(config, FinetuneRun(**{**run.__dict__, "num_trials": 4}), "sst2", make(),
+    trials.run_trials(config, FinetuningRun(**{**run.__dict__, "num_trials": 4}), "sst2", make(),
                       Finetuning.final_results)
     assert made == [(10, out + "_4", 1)]
     assert trials.read_trials(out)["summary"]["dev"]["accuracy"]["n"] == 4

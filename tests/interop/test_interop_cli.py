@@ -19,7 +19,7 @@ def _run(*args):
 
 
 def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab, tiny_corpus):
-    from electra_tf.core.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, PretrainingRun
     from electra_tf.data.builder import BuildOptions, build_pretraining_data
     from electra_tf.text.tokenizer import load_vocab
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining
@@ -37,11 +37,12 @@ def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab, tiny_corpus)
     assert not out.exists()
     # --from=tf1 --checkpoint=DIR --model_size=small --model_hparam_overrides=... --output=OUT
     from electra_tf.interop import tf1
+    from electra_tf.training.checkpoints import write_fresh_pretraining_checkpoint
 
     report = tf1.import_checkpoint(str(tmp_path / "electra_tiny"), "small", str(out),
-                                   json.loads(overrides), True)
+                                   json.loads(overrides), write_fresh_pretraining_checkpoint)
     assert "--generator_hidden_size=0.75" in report["resume_flags"]
-    from electra_tf.training.artifacts import load_discriminator
+    from electra_tf.folders.pretraining import load_discriminator
 
     _, recorded_vocab = load_discriminator(str(out))
     assert recorded_vocab == str(out / "vocab.txt") and os.path.exists(recorded_vocab)
@@ -67,8 +68,8 @@ def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab, tiny_corpus)
     config = dataclasses.replace(config, max_seq_length=32, train_batch_size=4,
                                  num_train_steps=1, num_warmup_steps=0, iterations_per_loop=1,
                                  model_hparam_overrides=no_dropout)
-    run = RunConfig(model_dir=str(out), train_data=f"{records}/*.tfrecord*",
-                    vocab_file=tiny_vocab)
+    run = PretrainingRun(model_dir=str(out), train_data=f"{records}/*.tfrecord*",
+                         vocab_file=tiny_vocab)
     trainer = TensorFlowPretraining(config, run)
     assert trainer.model.discriminator.config.hidden_dropout_prob == 0.0
     assert trainer.restore() == 0

@@ -8,10 +8,10 @@ import os
 import numpy as np
 import pytest
 
+from electra_tf import folders
 from electra_tf.core.config import PretrainingConfig
+from electra_tf.folders.pretraining import load_discriminator
 from electra_tf.interop import core, hf, names
-from electra_tf.training import artifacts
-from electra_tf.training.artifacts import load_discriminator
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -84,7 +84,7 @@ def test_interop_hf_generator_parity(h, tmp_path):
     inputs = h.padded_inputs(seed=1)
     with torch.no_grad():
         ref = model(**_torch_inputs(inputs), output_hidden_states=True)
-    gen = artifacts.load_generator(str(tmp_path / "out"))
+    gen = folders.pretraining.load_generator(str(tmp_path / "out"))
     out = gen({**inputs, "masked_lm_positions": _all_positions(inputs)})
     np.testing.assert_allclose(out["sequence_output"], ref.hidden_states[-1].numpy(),
                                atol=TOL, rtol=0)
@@ -100,7 +100,7 @@ def test_interop_hf_generator_parity_when_hidden_act_is_not_gelu(h, tmp_path, ac
     model = _random_hf(transformers.ElectraForMaskedLM, config, seed=7)
     model.save_pretrained(tmp_path / "hf_gen")
     hf.import_model(str(tmp_path / "hf_gen"), str(tmp_path / "out"))
-    gen = artifacts.load_generator(str(tmp_path / "out"))
+    gen = folders.pretraining.load_generator(str(tmp_path / "out"))
     assert gen.config.generator_head_act == "gelu" and gen.config.hidden_act != "gelu"
     inputs = h.padded_inputs(seed=7)
     with torch.no_grad():
@@ -130,7 +130,7 @@ def test_interop_hf_encoder_and_task_heads(h, tmp_path, cls, kind):
     np.testing.assert_allclose(seq, ref.hidden_states[-1].numpy(), atol=TOL, rtol=0)
     if kind == "model":
         return
-    task, _ = artifacts.load_finetuned(str(tmp_path / "out"))  # a fine-tuning folder
+    task, _ = folders.finetuned.load_finetuned(str(tmp_path / "out"))  # a fine-tuning folder
     got = task.head(seq, inputs["input_mask"])
     if kind == "token_classification":
         np.testing.assert_allclose(got["tag_logits"], ref.logits.numpy(), atol=TOL, rtol=0)
@@ -196,9 +196,9 @@ def test_interop_hf_export_round_trip_is_exact(h, tmp_path):
     _randomize(disc.variables + gen.variables, seed=5)
     src = tmp_path / "electra_tf"
     os.makedirs(src)
-    artifacts.save_discriminator(str(src), disc)
-    artifacts.save_generator(str(src), gen)
-    artifacts.write_pretraining_config(str(src), config, {})
+    folders.pretraining.save_discriminator(str(src), disc)
+    folders.pretraining.save_generator(str(src), gen)
+    folders.pretraining.write_pretraining_config(str(src), config, {})
 
     hf.export_model(str(src), str(tmp_path / "hf"), generator=True)
     # transformers loads both and computes what electra_tf computes.
@@ -220,7 +220,7 @@ def test_interop_hf_export_round_trip_is_exact(h, tmp_path):
     hf.import_model(str(tmp_path / "hf"), str(tmp_path / "back"))
     hf.import_model(str(tmp_path / "hf" / "generator"), str(tmp_path / "back"))
     disc2, _ = load_discriminator(str(tmp_path / "back"))
-    gen2 = artifacts.load_generator(str(tmp_path / "back"))
+    gen2 = folders.pretraining.load_generator(str(tmp_path / "back"))
     for a, b in ((names.discriminator_variables(disc), names.discriminator_variables(disc2)),
                  (names.generator_variables(gen), names.generator_variables(gen2))):
         assert sorted(a) == sorted(b)

@@ -53,14 +53,14 @@ def test_export_warns_where_transformers_cannot_express_the_head():
 
 def test_export_logs_the_warning_line(tmp_path, caplog):
     pytest.importorskip("safetensors")
+    from electra_tf import folders
     from electra_tf.modeling.models import ElectraGenerator, build_discriminator
-    from electra_tf.training import artifacts
 
     config = EncoderConfig(**_TINY, hidden_act="relu")
-    artifacts.save_discriminator(str(tmp_path), build_discriminator(config))
+    folders.pretraining.save_discriminator(str(tmp_path), build_discriminator(config))
     gen = ElectraGenerator(config)
     gen.build()
-    artifacts.save_generator(str(tmp_path), gen, standalone=True)
+    folders.pretraining.save_generator(str(tmp_path), gen, standalone=True)
     with caplog.at_level(logging.WARNING):
         hf.export_model(str(tmp_path), str(tmp_path / "hf"), generator=True)
     lines = [r.getMessage() for r in caplog.records if "ElectraGeneratorPredictions" in

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from helpers import error_line, run_module
 
+from electra_tf import folders
 from electra_tf.core.errors import BAD_INPUT
 from electra_tf.interop import hf
-from electra_tf.training import artifacts
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -73,7 +73,7 @@ def test_problem_type_must_be_one_electra_tf_computes(h, tmp_path, num_labels, p
         _refused(folder, tmp_path / "out", "problem_type")
         return
     hf.import_model(folder, str(tmp_path / "out"))
-    record = artifacts.read_finetuning_config(str(tmp_path / "out"))
+    record = folders.finetuned.read_finetuning_config(str(tmp_path / "out"))
     assert (record.head, record.regression) == ("sequence_classification",
                                                 converts == "regression")
 
@@ -111,7 +111,7 @@ def test_max_seq_length_beyond_the_position_table_is_refused(h, tmp_path):
              max_seq_length=pos + 1)
     _refused(folder, tmp_path / "out", "--max_seq_length=-1", max_seq_length=-1)
     report = hf.import_model(folder, str(tmp_path / "out"), max_seq_length=pos)
-    assert artifacts.read_finetuning_config(str(tmp_path / "out")).max_seq_length == pos
+    assert folders.finetuned.read_finetuning_config(str(tmp_path / "out")).max_seq_length == pos
     assert report["task"] == "tagging"
 
 
@@ -156,7 +156,7 @@ def test_labels_holding_commas_survive_import_and_export(h, tmp_path, cls, label
     folder = _folder(h, tmp_path, cls=cls, num_labels=len(labels),
                      id2label=dict(enumerate(labels)))
     hf.import_model(folder, str(tmp_path / "out"))
-    record = artifacts.read_finetuning_config(str(tmp_path / "out"))
+    record = folders.finetuned.read_finetuning_config(str(tmp_path / "out"))
     assert list(record.label_names) == labels
     hf.export_model(str(tmp_path / "out"), str(tmp_path / "back"))
     back = transformers.AutoConfig.from_pretrained(tmp_path / "back")

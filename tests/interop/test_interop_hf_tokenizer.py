@@ -23,7 +23,7 @@ TEXTS = ["Zoë lives in Zürich", "Hello World and the Café", "São Paulo, naï
 def cased_pretrained(tmp_path_factory):
     """A real pre-training folder of a model pre-trained cased (run_pretraining's loop,
     --do_lower_case=false, 2 steps on records built cased from a mixed-case corpus)."""
-    from electra_tf.core.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, PretrainingRun
     from electra_tf.data.builder import BuildOptions, build_pretraining_data
     from electra_tf.text.tokenizer import BERT_RESERVED_TOKENS
     from electra_tf.text.vocab import load_vocab
@@ -46,7 +46,7 @@ def cased_pretrained(tmp_path_factory):
         model_size="tiny", model_hparam_overrides=TINY_MODEL, vocab_size=len(load_vocab(vocab)),
         max_seq_length=16, generator_hidden_size=0.5, train_batch_size=4, num_train_steps=2,
         iterations_per_loop=2, num_warmup_steps=0, do_lower_case=False, seed=1)
-    run = RunConfig(model_dir=model_dir, train_data=f"{records}/pretrain_data.tfrecord*",
+    run = PretrainingRun(model_dir=model_dir, train_data=f"{records}/pretrain_data.tfrecord*",
                     vocab_file=vocab)
     TensorFlowPretraining(config, run).train()
     return model_dir

@@ -6,26 +6,30 @@ import os
 import numpy as np
 import pytest
 
+from electra_tf import folders
 from electra_tf.core.config import PretrainingConfig
+from electra_tf.folders.pretraining import load_discriminator
 from electra_tf.interop import core, tf1
-from electra_tf.training import artifacts
-from electra_tf.training.artifacts import load_discriminator
 
 TOL = 1e-4
 
 
-def _convert(h, tmp_path, weights, overrides=None, **kwargs):
+def _convert(h, tmp_path, weights, overrides=None):
+    """As `convert --from=tf1` runs it (with checkpoints/ckpt-0 to resume from)."""
+    from electra_tf.training.checkpoints import write_fresh_pretraining_checkpoint
+
     prefix = h.write_tf1_checkpoint(tmp_path / "ckpt" / "model.ckpt", weights)
     out = str(tmp_path / "out")
     report = tf1.import_checkpoint(prefix, "small", out,
-                                   h.TINY_OVERRIDES if overrides is None else overrides, **kwargs)
+                                   h.TINY_OVERRIDES if overrides is None else overrides,
+                                   write_fresh_pretraining_checkpoint)
     return prefix, out, report
 
 
 def _electra_tf_outputs(out, inputs):
     disc, _ = load_discriminator(out)
     d = disc(inputs)
-    gen = artifacts.load_generator(out)
+    gen = folders.pretraining.load_generator(out)
     positions = np.tile(np.arange(inputs["input_ids"].shape[1]), (len(inputs["input_ids"]), 1))
     g = gen({**inputs, "masked_lm_positions": positions.astype("int32")})
     return d, g

@@ -10,10 +10,17 @@ import numpy as np
 import pytest
 
 from electra_tf.core.config import PretrainingConfig
+from electra_tf.folders import PretrainingFolder
 from electra_tf.interop import tf1
-from electra_tf.training import artifacts
 
 TOL = 1e-4
+
+
+def _writer():
+    """convert's default: the checkpoint run_pretraining resumes from (checkpoints/ckpt-0)."""
+    from electra_tf.training.checkpoints import write_fresh_pretraining_checkpoint
+
+    return write_fresh_pretraining_checkpoint
 
 
 def electric_weights(h, seed=0, untied=False):
@@ -119,7 +126,7 @@ def test_an_original_electric_checkpoint_imports_with_its_towers(h, tmp_path, un
     prefix = h.write_tf1_checkpoint(tmp_path / "ckpt" / "model.ckpt",
                                     h.with_optimizer_state(weights))
     out = str(tmp_path / "out")
-    report = tf1.import_checkpoint(prefix, "small", out, h.TINY_OVERRIDES)
+    report = tf1.import_checkpoint(prefix, "small", out, h.TINY_OVERRIDES, _writer())
     assert sorted(report["assigned"]) == sorted(weights)  # every tower variable has a home
     assert "--objective=electric" in report["resume_flags"]
     with open(os.path.join(out, "pretraining_config.json")) as f:
@@ -127,7 +134,7 @@ def test_an_original_electric_checkpoint_imports_with_its_towers(h, tmp_path, un
     assert config.objective == "electric" and config.untied_generator_embeddings == untied
     assert config.generator_hidden_size == 0.75
 
-    generator = artifacts.load_generator(out)
+    generator = PretrainingFolder.open(out).load_generator()
     inputs = h.padded_inputs()
     got = generator({**inputs, "masked_lm_positions": np.zeros((3, 1), "int32")})
     want = np_cloze_logits(weights, inputs, untied)
@@ -141,7 +148,7 @@ def test_an_original_electric_checkpoint_imports_with_its_towers(h, tmp_path, un
     np.testing.assert_allclose(np.asarray(got["cloze_logits"])[exact], want[exact],
                                atol=TOL, rtol=0)
     np.testing.assert_allclose(got["cloze_logits"], want, atol=1e-2, rtol=0)
-    disc, _ = artifacts.load_discriminator(out)
+    disc = PretrainingFolder.open(out).load_discriminator()
     seq = h.np_encoder(weights, "electra", inputs, heads=h.sizes["HEADS"])
     np.testing.assert_allclose(disc(inputs)["rtd_logits"], h.np_rtd_logits(weights, seq),
                                atol=TOL, rtol=0)
@@ -155,7 +162,7 @@ def test_an_imported_electric_checkpoint_continues_pre_training(h, tmp_path):
     weights = electric_weights(h, seed=2)
     prefix = h.write_tf1_checkpoint(tmp_path / "ckpt" / "model.ckpt", weights)
     out = str(tmp_path / "out")
-    tf1.import_checkpoint(prefix, "small", out, h.TINY_OVERRIDES)
+    tf1.import_checkpoint(prefix, "small", out, h.TINY_OVERRIDES, _writer())
     with open(os.path.join(out, "pretraining_config.json")) as f:
         config = PretrainingConfig.from_dict(json.load(f)["pretraining"])
     model = ElectraPretrainer(config)
@@ -179,7 +186,7 @@ def test_an_electric_generator_is_not_exported_to_transformers(h, tmp_path):
     weights = electric_weights(h, seed=3)
     prefix = h.write_tf1_checkpoint(tmp_path / "ckpt" / "model.ckpt", weights)
     out = str(tmp_path / "out")
-    tf1.import_checkpoint(prefix, "small", out, h.TINY_OVERRIDES)
+    tf1.import_checkpoint(prefix, "small", out, h.TINY_OVERRIDES, _writer())
     with pytest.raises(core.ConversionError, match="two-tower generator"):
         hf.export_model(out, str(tmp_path / "hf"), generator=True)
     assert not os.path.exists(tmp_path / "hf" / "model.safetensors")

@@ -15,8 +15,8 @@ import os
 import numpy as np
 import pytest
 
+from electra_tf.folders import FinetunedFolder
 from electra_tf.interop import core, tf1
-from electra_tf.training import artifacts
 
 TOL = 1e-4
 _erf = np.vectorize(math.erf)
@@ -54,7 +54,8 @@ def _checkpoint(h, tmp_path, task, layers, seed=0, vocab=True, extra=None):
 def _import(h, tmp_path, prefix, **options):
     out = str(tmp_path / "out")
     report = tf1.import_checkpoint(prefix, "small", out, h.TINY_OVERRIDES, **options)
-    model, record = artifacts.load_finetuned(out)
+    folder = FinetunedFolder.open(out)
+    model, record = folder.load_model(), folder.record
     return out, report, model, record
 
 

@@ -66,8 +66,8 @@ def test_hf_a_pretraining_folder_keeps_the_vocab_of_its_tokenizer_json(tiny_voca
     pytest.importorskip("safetensors")
     from helpers import write_pretrained_dir
 
+    from electra_tf import folders
     from electra_tf.text.vocab import load_vocab
-    from electra_tf.training import artifacts
 
     pre = write_pretrained_dir(tmp_path / "pre", tiny_vocab)
     hf.export_model(pre, str(tmp_path / "hf"))
@@ -77,8 +77,8 @@ def test_hf_a_pretraining_folder_keeps_the_vocab_of_its_tokenizer_json(tiny_voca
         {"model": {"type": "WordPiece", "vocab": {t: i for i, t in enumerate(tokens)}}}))
     out = str(tmp_path / "out")
     hf.import_model(str(tmp_path / "hf"), out)
-    assert os.path.isfile(os.path.join(out, artifacts.VOCAB))
-    vocab = artifacts.folder_vocab(out)
-    assert vocab == os.path.join(out, artifacts.VOCAB)
-    assert artifacts.vocab_fingerprint(vocab) == artifacts.recorded_vocab_fingerprint(out) \
-        == artifacts.vocab_fingerprint(tiny_vocab)
+    assert os.path.isfile(os.path.join(out, folders.files.VOCAB))
+    vocab = folders.vocabulary.folder_vocab(out)
+    assert vocab == os.path.join(out, folders.files.VOCAB)
+    assert folders.vocabulary.vocab_fingerprint(vocab) == folders.PretrainingFolder.open(out, discriminator=False).vocab_sha256 \
+        == folders.vocabulary.vocab_fingerprint(tiny_vocab)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from helpers import RECORDS_SEQ, TINY_MODEL
 
-from electra_tf.core.config import PretrainingConfig, RunConfig
+from electra_tf.core.config import PretrainingConfig, PretrainingRun
 from electra_tf.data.builder import BuildOptions, build_pretraining_data
 
 L = RECORDS_SEQ
@@ -23,7 +23,7 @@ def tiny_records(tiny_corpus, tiny_vocab, tmp_path_factory):
 
 
 def tiny_configs(records, model_dir, run_overrides=None, **overrides):
-    """(PretrainingConfig, RunConfig) of a 6-step tiny run on `records`, saving at 3 and 6."""
+    """(PretrainingConfig, PretrainingRun) of a 6-step tiny run on `records`, saving at 3 and 6."""
     from electra_tf.text.vocab import load_vocab
 
     values = dict(model_size="tiny", model_hparam_overrides=TINY_MODEL,
@@ -32,8 +32,8 @@ def tiny_configs(records, model_dir, run_overrides=None, **overrides):
                   train_batch_size=8, eval_batch_size=8, num_train_steps=6,
                   iterations_per_loop=3, save_checkpoints_steps=3, num_eval_steps=2, seed=3)
     values.update(overrides)
-    run = RunConfig(model_dir=str(model_dir), train_data=records["train"],
-                    eval_data=records["eval"], vocab_file=records["vocab"])
+    run = PretrainingRun(model_dir=str(model_dir), train_data=records["train"],
+                         eval_data=records["eval"], vocab_file=records["vocab"])
     run = dataclasses.replace(run, **(run_overrides or {}))
     return PretrainingConfig(**values), run
 

@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 
+from electra_tf import folders
 from electra_tf.core.errors import InputError
-from electra_tf.training import artifacts
 from electra_tf.training.checkpoints import check_backend
 
 
@@ -39,8 +39,8 @@ def test_tensorflow_pretraining_refuses_a_folder_the_jax_loop_wrote(make_configs
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
     config, run = make_configs(tmp_path / "model")
-    artifacts.write_pretraining_config(run.model_dir, config, run)
-    checkpoints = artifacts.checkpoint_dir(run.model_dir)
+    folders.pretraining.write_pretraining_config(run.model_dir, config, run)
+    checkpoints = folders.files.checkpoint_dir(run.model_dir)
     _touch(checkpoints, "jax-ckpt-3.npz")
     before = sorted(os.listdir(checkpoints))
     trainer = TensorFlowPretraining(config, run)

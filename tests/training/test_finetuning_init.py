@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 from helpers import TINY_MODEL
 
-from electra_tf.core.config import FinetuneRun, FinetuningConfig
+from electra_tf import folders
+from electra_tf.core.config import FinetuningConfig, FinetuningRun
 from electra_tf.core.errors import ConfigError, InputError
-from electra_tf.training import artifacts
 from electra_tf.training.finetuning import initial_discriminator
 
 
 @pytest.fixture(scope="module")
 def pretrained(tiny_records, tmp_path_factory):
     """A 6-step TF pre-training run that kept ckpt-3 and ckpt-6."""
-    from electra_tf.core.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, PretrainingRun
     from electra_tf.text.vocab import load_vocab
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
@@ -27,8 +27,8 @@ def pretrained(tiny_records, tmp_path_factory):
         vocab_size=len(load_vocab(tiny_records["vocab"])), max_seq_length=32,
         generator_hidden_size=0.5, learning_rate=1e-2, num_warmup_steps=0, train_batch_size=8,
         num_train_steps=6, iterations_per_loop=3, save_checkpoints_steps=3, seed=3)
-    run = RunConfig(model_dir=model_dir, train_data=tiny_records["train"],
-                    vocab_file=tiny_records["vocab"])
+    run = PretrainingRun(model_dir=model_dir, train_data=tiny_records["train"],
+                         vocab_file=tiny_records["vocab"])
     TensorFlowPretraining(config, run).train()
     return model_dir, config
 
@@ -43,12 +43,12 @@ def test_a_checkpoint_step_gives_the_discriminator_of_that_step(pretrained, tmp_
     from electra_tf.training.optimization import pretraining_optimizer
 
     model_dir, config = pretrained
-    folder = artifacts.checkpoint_dir(model_dir)
-    final, vocab = artifacts.load_discriminator(model_dir)
+    folder = folders.files.checkpoint_dir(model_dir)
+    final, vocab = folders.pretraining.load_discriminator(model_dir)
     at = {}
     for step in (3, 6):
-        run = FinetuneRun(model_dir="unused", data_dir="unused",
-                          init_checkpoint=os.path.join(folder, f"ckpt-{step}"))
+        run = FinetuningRun(model_dir="unused", data_dir="unused",
+                            init_checkpoint=os.path.join(folder, f"ckpt-{step}"))
         at[step], recorded = initial_discriminator(FinetuningConfig(task_name="sst2"), run)
         assert recorded == vocab
     for a, b in zip(_weights(at[6]), _weights(final)):
@@ -61,10 +61,10 @@ def test_a_checkpoint_step_gives_the_discriminator_of_that_step(pretrained, tmp_
     optimizer = pretraining_optimizer(config, model.trainable_variables)
     TensorFlowCheckpoints(model, optimizer, folder, 5).restore()
     jax_dir = str(tmp_path / "jax_run")
-    artifacts.write_pretraining_config(jax_dir, config, {"vocab_file": vocab})
-    path = NpzCheckpoints(model, optimizer, artifacts.checkpoint_dir(jax_dir), 5).save()
+    folders.pretraining.write_pretraining_config(jax_dir, config, {"vocab_file": vocab})
+    path = NpzCheckpoints(model, optimizer, folders.files.checkpoint_dir(jax_dir), 5).save()
     assert path.endswith("jax-ckpt-6.npz")
-    from_npz, _ = initial_discriminator(FinetuningConfig(task_name="sst2"), FinetuneRun(
+    from_npz, _ = initial_discriminator(FinetuningConfig(task_name="sst2"), FinetuningRun(
         model_dir="unused", data_dir="unused", init_checkpoint=path))
     for a, b in zip(_weights(from_npz), _weights(final)):
         np.testing.assert_array_equal(a, b)
@@ -73,12 +73,12 @@ def test_a_checkpoint_step_gives_the_discriminator_of_that_step(pretrained, tmp_
 def test_bad_checkpoint_steps_are_one_line(pretrained):
     model_dir, _ = pretrained
     config = FinetuningConfig(task_name="sst2")
-    missing = os.path.join(artifacts.checkpoint_dir(model_dir), "ckpt-4")
+    missing = os.path.join(folders.files.checkpoint_dir(model_dir), "ckpt-4")
     with pytest.raises(InputError, match="ckpt-4: no readable checkpoint"):
-        initial_discriminator(config, FinetuneRun(init_checkpoint=missing))
+        initial_discriminator(config, FinetuningRun(init_checkpoint=missing))
     with pytest.raises(ConfigError, match="not --model_size=base"):
-        initial_discriminator(FinetuningConfig(task_name="sst2", model_size="base"), FinetuneRun(
-            init_checkpoint=os.path.join(artifacts.checkpoint_dir(model_dir), "ckpt-3")))
+        initial_discriminator(FinetuningConfig(task_name="sst2", model_size="base"), FinetuningRun(
+            init_checkpoint=os.path.join(folders.files.checkpoint_dir(model_dir), "ckpt-3")))
 
 
 def test_from_scratch_is_seeded_and_sized_by_the_flags(tiny_records):
@@ -87,7 +87,7 @@ def test_from_scratch_is_seeded_and_sized_by_the_flags(tiny_records):
     from electra_tf.text.vocab import load_vocab
 
     config = FinetuningConfig(task_name="sst2", model_size="tiny")
-    run = FinetuneRun(from_scratch=True, vocab_file=tiny_records["vocab"])
+    run = FinetuningRun(from_scratch=True, vocab_file=tiny_records["vocab"])
     weights = []
     for seed in (1, 1, 2):
         keras.utils.set_random_seed(seed)
@@ -102,10 +102,10 @@ def test_from_scratch_is_seeded_and_sized_by_the_flags(tiny_records):
     with pytest.raises(ConfigError, match="--from_scratch needs --model_size"):
         initial_discriminator(FinetuningConfig(task_name="sst2"), run)
     with pytest.raises(ConfigError, match="exclude each other"):
-        initial_discriminator(config, FinetuneRun(from_scratch=True, init_checkpoint="x",
-                                                  vocab_file=tiny_records["vocab"]))
+        initial_discriminator(config, FinetuningRun(from_scratch=True, init_checkpoint="x",
+                                                    vocab_file=tiny_records["vocab"]))
     with pytest.raises(InputError, match="--init_checkpoint is required"):
-        initial_discriminator(config, FinetuneRun())
+        initial_discriminator(config, FinetuningRun())
 
 
 
@@ -116,7 +116,7 @@ def test_a_finetuned_head_continues_only_the_same_head():
     from electra_tf.training.finetuning import start_from_finetuned
 
     def record(task, head, regression):
-        return artifacts.FinetunedRecord(
+        return folders.finetuned.FinetunedRecord(
             task=task, head=head, regression=regression, answerable=False, pair=True,
             label_names=(), encoder=None, max_seq_length=8, finetuning={}, run={})
 

@@ -9,13 +9,13 @@ import tensorflow as tf
 from helpers import RECORDS_SEQ as L
 from helpers import TINY_NO_DROPOUT
 
+from electra_tf import folders
 from electra_tf.core.config import PretrainingConfig
 from electra_tf.core.errors import ConfigError
 from electra_tf.modeling.models import merged_discriminator
 from electra_tf.objectives import losses
 from electra_tf.objectives.flops import pretraining_flops
 from electra_tf.objectives.pretrainer import ElectraPretrainer
-from electra_tf.training import artifacts
 from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
 TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
@@ -145,20 +145,20 @@ def test_a_gdes_run_resumes_exactly_and_writes_the_merged_discriminator(make_con
                     tables(model.discriminator.encoder.embeddings)):
         assert np.any(d.numpy()), f"{d.path} did not train"
     # The folder's discriminator is the merged one; its generator loads on its own.
-    saved, _ = artifacts.load_discriminator(str(tmp_path / "b"))
+    saved, _ = folders.pretraining.load_discriminator(str(tmp_path / "b"))
     want = model.kept_discriminator()
     for a, b in zip(saved.weights, want.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
     # Fine-tuning from the last checkpoint starts from the same merged discriminator.
-    from electra_tf.core.config import FinetuneRun, FinetuningConfig
+    from electra_tf.core.config import FinetuningConfig, FinetuningRun
     from electra_tf.training.finetuning import initial_discriminator
 
     ckpt = str(tmp_path / "b" / "checkpoints" / "ckpt-6")
-    at_6, _ = initial_discriminator(FinetuningConfig(task_name="sst2"), FinetuneRun(
+    at_6, _ = initial_discriminator(FinetuningConfig(task_name="sst2"), FinetuningRun(
         model_dir="unused", data_dir="unused", init_checkpoint=ckpt))
     for a, b in zip(at_6.weights, want.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
-    generator = artifacts.load_generator(str(tmp_path / "b"))
+    generator = folders.pretraining.load_generator(str(tmp_path / "b"))
     for a, b in zip(generator.weights, model.generator.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
     # Resuming without the flag is refused, naming it.
@@ -200,7 +200,7 @@ def test_the_cli_trains_with_the_flag_and_counts_the_kept_discriminator(tiny_rec
     proc = run_module("electra_tf.run_pretraining", *pretrain_flags(
         tiny_records, model_dir, gradient_disentangled_embeddings=True))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    saved, _ = artifacts.load_discriminator(str(model_dir))
+    saved, _ = folders.pretraining.load_discriminator(str(model_dir))
     line = next(x for x in proc.stderr.splitlines() if " params" in x)
     assert f"discriminator {saved.count_params():,} params" in line, line
     assert "gradient-disentangled" in line
@@ -228,7 +228,7 @@ def test_a_jax_gdes_run_resumes_exactly_and_writes_the_merged_discriminator(tiny
     for a, b in zip(straight["weights"], resumed["weights"], strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     # The JAX folder's discriminator is the merged one: its tables are G's + D's residuals.
-    saved, _ = artifacts.load_discriminator(str(tmp_path / "b"))
+    saved, _ = folders.pretraining.load_discriminator(str(tmp_path / "b"))
     config = PretrainingConfig(**json.loads(config_json(
         tiny_records, tmp_path / "b", gradient_disentangled_embeddings=True))["config"])
     model = ElectraPretrainer(config)

@@ -56,14 +56,14 @@ DEVICE_STEP = """
     import dataclasses, functools, json, sys
     import jax
     import numpy as np
-    from electra_tf.core.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, PretrainingRun
     from electra_tf.training.backends.jax import JaxPretraining, training_state
     spec = json.loads(sys.argv[1])
     out = {}
     for name, overrides in [("plain", {}), ("prefetch", {"jax_device_prefetch": True}),
                             ("undonated", {})]:
         t = JaxPretraining(PretrainingConfig(**spec["config"]),
-                           RunConfig(**{**spec["run"], "jax_steps_per_call": 2, **overrides}))
+                           PretrainingRun(**{**spec["run"], "jax_steps_per_call": 2, **overrides}))
         events = []
         compiled = t._compiled_steps
         if name == "undonated":

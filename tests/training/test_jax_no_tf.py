@@ -149,20 +149,20 @@ def test_a_run_without_tensorflow_writes_summaries_and_a_folder_tf_reads(straigh
     assert f"disc_token_cosine {final['disc_token_cosine']:.4f}" in stderr
 
     # The folder loads, unchanged, in the TensorFlow export path.
+    from electra_tf import folders
     from electra_tf.serving.export import load_spec
-    from electra_tf.training import artifacts
 
-    discriminator, vocab = artifacts.load_discriminator(model_dir)
+    discriminator, vocab = folders.pretraining.load_discriminator(model_dir)
     # the folder carries its own copy of the vocabulary
     assert vocab == os.path.join(model_dir, "vocab.txt")
     assert open(vocab).read() == open(tiny_records["vocab"]).read()
     spec = load_spec("rtd", model_dir, max_seq_length=L)
-    written = h5_arrays(os.path.join(model_dir, artifacts.DISCRIMINATOR_WEIGHTS))
+    written = h5_arrays(os.path.join(model_dir, folders.files.DISCRIMINATOR_WEIGHTS))
     assert sum(a.size for a in written.values()) == discriminator.count_params()
     for a, b in zip(discriminator.get_weights(), spec.model.get_weights()):
         np.testing.assert_array_equal(a, b)
-    recorded = artifacts.read_pretraining_config(model_dir)
-    assert recorded["vocab_sha256"] == artifacts.vocab_fingerprint(tiny_records["vocab"])
+    recorded = folders.pretraining.read_pretraining_config(model_dir)
+    assert recorded["vocab_sha256"] == folders.vocabulary.vocab_fingerprint(tiny_records["vocab"])
 
 
 @pytest.mark.slow

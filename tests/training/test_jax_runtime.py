@@ -60,13 +60,13 @@ def config_json(tiny_records, model_dir, run_overrides=None, **overrides) -> str
 # each run is (spec, stops), a fresh trainer per stop, as a restarted process.
 TRAIN = """
     import json, sys
-    from electra_tf.core.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, PretrainingRun
     from electra_tf.training.backends.jax import JaxPretraining
     out = []
     for spec, stops in json.loads(sys.argv[1]):
         spec = json.loads(spec)
         config = PretrainingConfig(**spec["config"])
-        run = RunConfig(**spec["run"], jax_input_pipeline=sys.argv[2])
+        run = PretrainingRun(**spec["run"], jax_input_pipeline=sys.argv[2])
         for stop in stops:
             t = JaxPretraining(config, run)
             final = t.train(stop_at_step=stop)
@@ -110,10 +110,10 @@ def test_jax_run_resumes_exactly_and_its_folder_loads_for_export(tiny_records, t
 
     # What the JAX run wrote loads, unchanged, as the TensorFlow export reads it (a
     # pre-training folder's export itself: tests/export, the "rtd" export).
+    from electra_tf import folders
     from electra_tf.serving.export import load_spec
-    from electra_tf.training import artifacts
 
-    discriminator, vocab = artifacts.load_discriminator(str(tmp_path / "a"))
+    discriminator, vocab = folders.pretraining.load_discriminator(str(tmp_path / "a"))
     # the folder carries its own copy of the vocabulary
     assert vocab == str(tmp_path / "a" / "vocab.txt")
     assert open(vocab).read() == open(tiny_records["vocab"]).read()

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
 def run_train_steps(spec: dict, overrides: dict, chunks: list, out: str, weights: str,
                     evaluate: bool) -> dict:
     """Runs train_steps() from step 0, in chunks of the given sizes, once per set of
-    overrides (of RunConfig or PretrainingConfig fields), each a fresh trainer (the
+    overrides (of PretrainingRun or PretrainingConfig fields), each a fresh trainer (the
     same seed: the same initial weights), on this process's backend's loop.
 
     weights: "save" writes each trainer's initial weights to OUT.weights.h5, a path
@@ -36,13 +36,13 @@ def run_train_steps(spec: dict, overrides: dict, chunks: list, out: str, weights
 
     import keras
 
-    from electra_tf.core.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, PretrainingRun
 
     backend = keras.backend.backend()
-    run_fields = {f.name for f in dataclasses.fields(RunConfig)}
+    run_fields = {f.name for f in dataclasses.fields(PretrainingRun)}
     arrays, results = {}, {}
     for name, values in overrides.items():
-        run = RunConfig(**spec["run"], **{k: v for k, v in values.items() if k in run_fields})
+        run = PretrainingRun(**spec["run"], **{k: v for k, v in values.items() if k in run_fields})
         config = PretrainingConfig(**{**spec["config"], **{k: v for k, v in values.items()
                                                            if k not in run_fields}})
         if backend == "jax":
@@ -229,9 +229,9 @@ def test_jax_two_stage_crosses_the_switch_and_resumes_exactly(tiny_records, tmp_
     assert distance_d_to_g(after_one) < 1e-2 < distance_d_to_g(at_switch)
 
     # The folder loads, as a TF run's does.
-    from electra_tf.training import artifacts
+    from electra_tf import folders
 
-    discriminator, vocab = artifacts.load_discriminator(str(tmp_path / "b"))
+    discriminator, vocab = folders.pretraining.load_discriminator(str(tmp_path / "b"))
     # the folder carries its own copy of the vocabulary
     assert vocab == str(tmp_path / "b" / "vocab.txt") and discriminator.count_params() > 0
     assert open(vocab).read() == open(tiny_records["vocab"]).read()
@@ -245,13 +245,13 @@ def test_jax_two_stage_crosses_the_switch_and_resumes_exactly(tiny_records, tmp_
 INTERRUPTED = """
     import json, os, sys
     import numpy as np
-    from electra_tf.core.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, PretrainingRun
     from electra_tf.training.backends.jax import JaxPretraining
     spec = json.loads(sys.argv[1])
 
     def trainer(model_dir):
         return JaxPretraining(PretrainingConfig(**spec["config"]),
-                              RunConfig(**{**spec["run"], "model_dir": model_dir}))
+                              PretrainingRun(**{**spec["run"], "model_dir": model_dir}))
 
     def weights(t):
         return [np.asarray(v.value) for v in t.model.trainable_variables]

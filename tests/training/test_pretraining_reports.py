@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from electra_tf.training import artifacts, reporting
+from electra_tf import folders, reporting
 from electra_tf.training.loop import chunk_size
 
 
@@ -28,7 +28,7 @@ def test_checkpoints_land_on_the_multiples_of_save_checkpoints_steps(make_config
     config, run = make_configs(tmp_path / "m", num_train_steps=10, iterations_per_loop=3,
                                save_checkpoints_steps=4, keep_checkpoint_max=10)
     final = TensorFlowPretraining(config, run).train()
-    folder = artifacts.checkpoint_dir(run.model_dir)
+    folder = folders.files.checkpoint_dir(run.model_dir)
     steps = sorted(int(n.split("-")[1].split(".")[0]) for n in os.listdir(folder)
                    if n.startswith("ckpt-") and n.endswith(".index"))
     assert steps == [4, 8, 10]

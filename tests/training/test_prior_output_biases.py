@@ -91,7 +91,7 @@ def test_uniform_generator_and_electra_15_priors(make_configs):
 def test_the_jax_backend_sets_the_same_priors(tiny_records, tmp_path):
     """Under JAX with the NumPy input pipeline the records are read with the
     pure-Python reader (not tf.io.gfile): the same biases as the TensorFlow backend's."""
-    from electra_tf.core.config import PretrainingConfig, RunConfig
+    from electra_tf.core.config import PretrainingConfig, PretrainingRun
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining
     from tests.training.test_jax_runtime import config_json, run_python
 
@@ -99,11 +99,11 @@ def test_the_jax_backend_sets_the_same_priors(tiny_records, tmp_path):
     out = run_python("""
         import json, sys
         import numpy as np
-        from electra_tf.core.config import PretrainingConfig, RunConfig
+        from electra_tf.core.config import PretrainingConfig, PretrainingRun
         from electra_tf.training.backends.jax import JaxPretraining
         spec = json.loads(sys.argv[1])
         t = JaxPretraining(PretrainingConfig(**spec["config"]),
-                           RunConfig(**spec["run"], jax_input_pipeline="numpy"))
+                           PretrainingRun(**spec["run"], jax_input_pipeline="numpy"))
         print(json.dumps([np.asarray(t.model.generator.mlm_head.output_bias).tolist(),
                           np.asarray(t.model.discriminator.rtd_head.dense_prediction.bias)
                           .tolist()]))
@@ -112,7 +112,7 @@ def test_the_jax_backend_sets_the_same_priors(tiny_records, tmp_path):
     spec = json.loads(spec)
     spec["run"]["model_dir"] = str(tmp_path / "tf")
     tf_model = TensorFlowPretraining(PretrainingConfig(**spec["config"]),
-                                     RunConfig(**spec["run"])).model
+                                     PretrainingRun(**spec["run"])).model
     np.testing.assert_allclose(mlm, np.asarray(tf_model.generator.mlm_head.output_bias))
     np.testing.assert_allclose(rtd, np.asarray(tf_model.discriminator.rtd_head.dense_prediction
                                                .bias))

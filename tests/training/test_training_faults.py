@@ -283,16 +283,16 @@ def test_resume_checks_in_process(make_configs, tmp_path):
     """check_resume alone: what it compares, and what it lets through."""
     import dataclasses
 
+    from electra_tf import folders
     from electra_tf.core.errors import ConfigError
-    from electra_tf.training import artifacts
     from electra_tf.training.preflight import check_resume
 
     config, run = make_configs(tmp_path / "m", model_hparam_overrides={})
     check_resume(config, run)  # no checkpoints: nothing to check
     os.makedirs(tmp_path / "m" / "checkpoints")
     (tmp_path / "m" / "checkpoints" / "checkpoint").write_text("fake")
-    artifacts.write_pretraining_config(run.model_dir, config, run)
-    assert artifacts.recorded_vocab_fingerprint(run.model_dir) == artifacts.vocab_fingerprint(
+    folders.pretraining.write_pretraining_config(run.model_dir, config, run)
+    assert folders.PretrainingFolder.open(run.model_dir, discriminator=False).vocab_sha256 == folders.vocabulary.vocab_fingerprint(
         run.vocab_file)
     check_resume(config, run)
     check_resume(dataclasses.replace(config, learning_rate=1e-4, num_train_steps=9), run)
@@ -315,10 +315,10 @@ def test_resume_checks_in_process(make_configs, tmp_path):
     moved = shutil.copy(run.vocab_file, tmp_path / "moved_vocab.txt")
     check_resume(config, dataclasses.replace(run, vocab_file=str(moved)))
     # A config that records the vocab_file without its fingerprint: one line, not a guess.
-    recorded = artifacts.read_pretraining_config(run.model_dir)
+    recorded = folders.pretraining.read_pretraining_config(run.model_dir)
     del recorded["vocab_sha256"]
-    path = tmp_path / "m" / artifacts.PRETRAINING_CONFIG
-    artifacts.write_json(str(path), recorded)
+    path = tmp_path / "m" / folders.files.PRETRAINING_CONFIG
+    folders.files.write_json(str(path), recorded)
     other = write_vocab(tmp_path / "other.txt", tiny_vocab_tokens()[::-1])
     with pytest.raises(InputError, match=rf"^{path}: lacks vocab_sha256 \(it records "):
         check_resume(config, dataclasses.replace(run, vocab_file=other))

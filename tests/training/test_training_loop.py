@@ -7,9 +7,9 @@ import keras
 import numpy as np
 import pytest
 
+from electra_tf import folders
 from electra_tf.objectives.auc import auc_from_histograms
 from electra_tf.objectives.flops import pretraining_flops
-from electra_tf.training import artifacts
 from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
 
@@ -63,7 +63,7 @@ def test_outputs_summaries_and_final_files(trained_run):
     assert os.listdir(model_dir / "train") and os.listdir(model_dir / "eval")
     saved = json.load(open(model_dir / "pretraining_config.json"))
     assert saved["pretraining"]["disc_weight"] == 50.0
-    assert saved["format_version"] == artifacts.FORMAT_VERSION
+    assert saved["format_version"] == folders.files.FORMAT_VERSION
     # the run's training FLOPs (the original's count): per step x steps
     assert saved["training_flops"] == pretraining_flops(trained_run["config"]).to_dict()
     assert saved["training_flops"]["total_flops"] == pytest.approx(
@@ -71,7 +71,7 @@ def test_outputs_summaries_and_final_files(trained_run):
     # The saved discriminator loads into a fresh one with the saved config.
     from electra_tf.modeling import build_discriminator
 
-    d = build_discriminator(artifacts.read_encoder_config(
+    d = build_discriminator(folders.files.read_encoder_config(
         str(model_dir / "discriminator_config.json")))
     d.load_weights(str(model_dir / "discriminator.weights.h5"))
 

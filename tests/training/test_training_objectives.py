@@ -29,7 +29,7 @@ VARIANTS = [pytest.param(o, a, e, id=f"{o}-{a}-{'-'.join(e)}",
 def test_each_variant_trains_and_fine_tunes(objective, algorithm, extra, make_configs,
                                             tmp_path):
     """In-process (run_pretraining's CLI is tests/training/test_training_faults.py's)."""
-    from electra_tf.training.artifacts import load_discriminator
+    from electra_tf.folders.pretraining import load_discriminator
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
     tiny, gen_size = dict(TINY_MODEL), 0.5

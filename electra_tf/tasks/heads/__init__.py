@@ -32,6 +32,8 @@ PRETRAINED_HEADS = {
     "score": "scoring:ScoreHead",  # Electric's text scores
 }
 SERVED = {**HEADS, **PRETRAINED_HEADS}  # what the export's --task takes
+# What a pre-training folder serves where no --task names a head (the Python API).
+PRETRAINED_DEFAULT = "rtd"
 
 
 def head_class(name: str):

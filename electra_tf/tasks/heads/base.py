@@ -25,7 +25,7 @@ answers every question that depends on which head a model has:
              original's fine-tuned checkpoints' names and defaults (`tf1_*`)
   serving    `ServingOptions` (what the export needs beyond the model:
              `serving_options(record, ...)`), `text_inputs(pair)`,
-             `text_outputs`, `ids_outputs`, `model_fills`, `min_length`,
+             `text_outputs`, `ids_outputs`, `model_fills`, `text_fills`, `min_length`,
              `pack_limit`, `export_info`: the serving code (serving/signatures.py)
              hands each head the decoders it needs (serving/graph.py) as `graph`
 
@@ -69,6 +69,9 @@ class Head(keras.layers.Layer):
     hf_modules: ClassVar[Mapping[str, str]] = {}
     # The model's per-position outputs past a row's length bucket (serving).
     model_fills: ClassVar[Mapping[str, float]] = {}
+    # The text signature's per-position outputs past a row's tokens (serving; the
+    # Python API cuts them off there).
+    text_fills: ClassVar[Mapping[str, object]] = {}
 
     def __init__(self, config, num_labels: int, hidden_size: int, dropout_prob: float = 0.1,
                  initializer_range: float = 0.02, hidden_act: str = "gelu", **kwargs):
@@ -277,7 +280,7 @@ class Head(keras.layers.Layer):
     # === Serving ===
     @classmethod
     def serving_options(cls, record, checkpoint: str, **flags):
-        """The ServingOptions of a fine-tuned model from its record (artifacts'
+        """The ServingOptions of a fine-tuned model from its record (folders'
         FinetunedRecord); `flags`: the export command's (max_query_length, ...)."""
         return cls.ServingOptions()
 

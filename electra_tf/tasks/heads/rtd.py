@@ -26,6 +26,7 @@ class RtdHead(Head):
     kind: ClassVar[str] = "rtd"
     serves_pretrained: ClassVar[bool] = True  # the export loads a pre-training folder
     model_fills = {"rtd_logits": 0.0}
+    text_fills = _TEXT_FILLS
 
     def __init__(self, *args, **kwargs):
         raise TypeError("the rtd head is the pre-trained discriminator's (modeling/models.py); "

@@ -48,6 +48,7 @@ class ScoreHead(RtdHead):
     kind: ClassVar[str] = "score"
     serves_pretrained: ClassVar[bool] = True
     model_fills = {"rtd_logits": 0.0}
+    text_fills = _TEXT_FILLS
 
     def __init__(self, *args, **kwargs):
         raise TypeError("the score head is the pre-trained Electric discriminator's "

@@ -35,6 +35,7 @@ class TokenClassificationHead(Head):
     hf_modules = {"task_specific/output": "classifier"}
     hf_output_weight = "classifier.weight"
     model_fills = {"tag_logits": 0.0}
+    text_fills = _TEXT_FILLS
 
     def __init__(self, config, num_labels: int, hidden_size: int, **kwargs):
         super().__init__(config, num_labels, hidden_size, **kwargs)

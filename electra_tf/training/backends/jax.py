@@ -50,12 +50,18 @@ import keras
 import numpy as np
 
 from electra_tf.core import framework_messages
-from electra_tf.core.config import FinetuneRun, FinetuningConfig, PretrainingConfig, RunConfig
+from electra_tf.core.config import (
+    FinetuningConfig,
+    FinetuningRun,
+    PretrainingConfig,
+    PretrainingRun,
+)
 from electra_tf.core.errors import ConfigError, InputError, PeerLost
 from electra_tf.data.numpy_pipeline import numpy_pretraining_batches
 from electra_tf.data.packed import packed_pretraining_batches
 from electra_tf.data.prefetch import prefetch
-from electra_tf.training import artifacts, reporting
+from electra_tf.folders.files import checkpoint_dir
+from electra_tf.training import reporting
 from electra_tf.training.checkpoints import NpzCheckpoints, checkpoint_step
 from electra_tf.training.finetuning import Finetuning, split_batch
 from electra_tf.training.loop import stop_point
@@ -270,7 +276,7 @@ class JaxPretraining(Pretraining):
 
     backend = "jax"
 
-    def __init__(self, config: PretrainingConfig, run: RunConfig):
+    def __init__(self, config: PretrainingConfig, run: PretrainingRun):
         if keras.backend.backend() != "jax":
             raise ConfigError("JaxPretraining needs KERAS_BACKEND=jax")
         # The NumPy input never imports TensorFlow (nor does anything else here).
@@ -294,7 +300,7 @@ class JaxPretraining(Pretraining):
 
     def _make_checkpoints(self) -> NpzCheckpoints:
         return NpzCheckpoints(self.model, self.optimizer,
-                              artifacts.checkpoint_dir(self.run.model_dir),
+                              checkpoint_dir(self.run.model_dir),
                               self.config.keep_checkpoint_max, writer=self.chief)
 
     def _stop_agreement(self):
@@ -555,7 +561,7 @@ class JaxFinetuning(Finetuning):
 
     backend = "jax"
 
-    def __init__(self, task, config: FinetuningConfig, run: FinetuneRun):
+    def __init__(self, task, config: FinetuningConfig, run: FinetuningRun):
         if keras.backend.backend() != "jax":
             raise ConfigError("JaxFinetuning needs KERAS_BACKEND=jax")
         self.num_replicas, self.distribution = data_parallel(
@@ -624,7 +630,7 @@ class JaxFinetuning(Finetuning):
     def make_checkpoints(self) -> NpzCheckpoints:
         """npz checkpoints of the model and the optimizer under model_dir/checkpoints."""
         return NpzCheckpoints(self.model, self.optimizer,
-                              artifacts.checkpoint_dir(self.run.model_dir),
+                              checkpoint_dir(self.run.model_dir),
                               self.config.keep_checkpoint_max, writer=self.chief)
 
     def _stop_agreement(self):

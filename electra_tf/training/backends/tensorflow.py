@@ -30,10 +30,16 @@ import os
 
 import tensorflow as tf
 
-from electra_tf.core.config import FinetuneRun, FinetuningConfig, PretrainingConfig, RunConfig
+from electra_tf.core.config import (
+    FinetuningConfig,
+    FinetuningRun,
+    PretrainingConfig,
+    PretrainingRun,
+)
 from electra_tf.core.errors import ConfigError
 from electra_tf.data.pipeline import pretraining_dataset
-from electra_tf.training import artifacts, reporting
+from electra_tf.folders.files import checkpoint_dir
+from electra_tf.training import reporting
 from electra_tf.training.checkpoints import TensorFlowCheckpoints
 from electra_tf.training.finetuning import Finetuning, split_batch
 from electra_tf.training.phases import Phase
@@ -291,7 +297,7 @@ class TensorFlowPretraining(Pretraining):
     backend = "tensorflow"
     tensorflow_io = True
 
-    def __init__(self, config: PretrainingConfig, run: RunConfig,
+    def __init__(self, config: PretrainingConfig, run: PretrainingRun,
                  strategy: tf.distribute.Strategy | None = None):
         self.strategy = strategy or start(run)
         self._compiled: dict[str, tuple] = {}  # phase name -> (train loop, accumulators)
@@ -308,7 +314,7 @@ class TensorFlowPretraining(Pretraining):
 
     def _make_checkpoints(self) -> TensorFlowCheckpoints:
         return TensorFlowCheckpoints(
-            self.model, self.optimizer, artifacts.checkpoint_dir(self.run.model_dir),
+            self.model, self.optimizer, checkpoint_dir(self.run.model_dir),
             self.config.keep_checkpoint_max, chief=self.chief, task_id=task_id(self.strategy))
 
     def _stop_agreement(self):
@@ -436,7 +442,7 @@ class TensorFlowFinetuning(Finetuning):
 
     backend = "tensorflow"
 
-    def __init__(self, task, config: FinetuningConfig, run: FinetuneRun,
+    def __init__(self, task, config: FinetuningConfig, run: FinetuningRun,
                  strategy: tf.distribute.Strategy | None = None):
         self.strategy = strategy or start(run)
         self.chief = is_chief(self.strategy)
@@ -500,5 +506,5 @@ class TensorFlowFinetuning(Finetuning):
     def make_checkpoints(self) -> TensorFlowCheckpoints:
         """tf.train checkpoints of the model and the optimizer under model_dir/checkpoints."""
         return TensorFlowCheckpoints(
-            self.model, self.optimizer, artifacts.checkpoint_dir(self.run.model_dir),
+            self.model, self.optimizer, checkpoint_dir(self.run.model_dir),
             self.config.keep_checkpoint_max, chief=self.chief, task_id=task_id(self.strategy))

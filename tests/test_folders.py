@@ -1,4 +1,4 @@
-"""artifacts.py: every folder format round-trips, is versioned and written atomically."""
+"""electra_tf/folders: every folder format round-trips, is versioned and written atomically."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 from helpers import patience, popen_python, tiny_encoder_config
 
+from electra_tf import folders
 from electra_tf.core.config import (
-    FinetuneRun,
     FinetuningConfig,
+    FinetuningRun,
     PretrainingConfig,
-    RunConfig,
+    PretrainingRun,
 )
 from electra_tf.core.errors import ConfigError, InputError, VocabError
 from electra_tf.core.fileio import atomic_write
 from electra_tf.modeling import build_discriminator
-from electra_tf.training import artifacts
 
 TINY = tiny_encoder_config(40, num_hidden_layers=1)
 
@@ -36,25 +36,49 @@ def weights_of(model):
 def test_pretraining_folder_round_trip(tmp_path, tiny_vocab):
     d = discriminator()
     config = PretrainingConfig(model_size="tiny", vocab_size=40, max_seq_length=16)
-    run = RunConfig(model_dir=str(tmp_path), train_data="x", vocab_file=tiny_vocab)
-    artifacts.save_discriminator(str(tmp_path), d)
-    artifacts.write_pretraining_config(str(tmp_path), config, run)
-    artifacts.write_final_eval(str(tmp_path), 7, {"disc_auc": 0.75})
+    run = PretrainingRun(model_dir=str(tmp_path), train_data="x", vocab_file=tiny_vocab)
+    folders.pretraining.save_discriminator(str(tmp_path), d)
+    folders.pretraining.write_pretraining_config(str(tmp_path), config, run)
+    folders.pretraining.write_final_eval(str(tmp_path), 7, {"disc_auc": 0.75})
 
-    loaded, vocab = artifacts.load_discriminator(str(tmp_path))
-    assert vocab == str(tmp_path / artifacts.VOCAB) and loaded.config == TINY
+    loaded, vocab = folders.pretraining.load_discriminator(str(tmp_path))
+    assert vocab == str(tmp_path / folders.files.VOCAB) and loaded.config == TINY
     for a, b in zip(weights_of(loaded), weights_of(d)):
         np.testing.assert_array_equal(a, b)
-    assert artifacts.read_final_eval(str(tmp_path)) == {"step": 7, "disc_auc": 0.75}
-    recorded = artifacts.read_pretraining_config(str(tmp_path))
+    assert folders.pretraining.read_final_eval(str(tmp_path)) == {"step": 7, "disc_auc": 0.75}
+    recorded = folders.pretraining.read_pretraining_config(str(tmp_path))
     assert PretrainingConfig.from_dict(recorded["pretraining"]) == config
     # Every JSON file carries the format version; readers strip it.
-    for name in (artifacts.PRETRAINING_CONFIG, artifacts.DISCRIMINATOR_CONFIG,
-                 artifacts.FINAL_EVAL):
+    for name in (folders.files.PRETRAINING_CONFIG, folders.files.DISCRIMINATOR_CONFIG,
+                 folders.files.FINAL_EVAL):
         with open(tmp_path / name) as f:
-            assert json.load(f)["format_version"] == artifacts.FORMAT_VERSION
+            assert json.load(f)["format_version"] == folders.files.FORMAT_VERSION
     # No temporary files are left behind.
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp-")]
+
+
+def test_a_folder_is_opened_once_and_read_from_what_it_carries(tmp_path, tiny_vocab,
+                                                                monkeypatch):
+    config = PretrainingConfig(model_size="tiny", vocab_size=40, do_lower_case=False)
+    run = PretrainingRun(model_dir=str(tmp_path), train_data="x", vocab_file=tiny_vocab)
+    folders.pretraining.save_discriminator(str(tmp_path), discriminator())
+    folders.pretraining.write_pretraining_config(str(tmp_path), config, run)
+    folder = folders.PretrainingFolder.open(str(tmp_path / folders.files.DISCRIMINATOR_WEIGHTS))
+    assert folder.path == str(tmp_path) and folder.encoder == TINY
+    # Its configs were read at open: no JSON is read again to answer.
+    monkeypatch.setattr(folders.files, "read_json", None)
+    monkeypatch.setattr(folders.pretraining, "read_json", None)
+    monkeypatch.setattr(folders.vocabulary, "read_json", None)
+    assert folder.config == config and folder.do_lower_case is False
+    assert folder.recorded_vocab_file == tiny_vocab
+    assert folder.vocab_sha256 == folders.vocabulary.vocab_fingerprint(tiny_vocab)
+    assert folder.vocab() == str(tmp_path / folders.files.VOCAB)
+    with pytest.raises(ConfigError, match="holds a custom-sized discriminator"):
+        folder.load_discriminator("small")
+    monkeypatch.undo()
+    # Saved from a model built by hand: what fine-tuning and the export read.
+    mine = folders.PretrainingFolder.save(str(tmp_path / "mine"), discriminator(), tiny_vocab)
+    assert mine.config is None and mine.vocab() == str(tmp_path / "mine" / folders.files.VOCAB)
 
 
 def test_a_file_without_a_format_version_is_refused_with_the_file_named(tmp_path):
@@ -64,15 +88,15 @@ def test_a_file_without_a_format_version_is_refused_with_the_file_named(tmp_path
     (tmp_path / "discriminator_config.json").write_text(json.dumps(TINY.to_dict()))
     with pytest.raises(InputError, match="discriminator_config.json: no format_version; not a "
                                          "file electra_tf wrote"):
-        artifacts.load_discriminator(str(tmp_path / "discriminator.weights.h5"))
+        folders.pretraining.load_discriminator(str(tmp_path / "discriminator.weights.h5"))
 
 
 def test_a_newer_format_is_refused_with_the_file_named(tmp_path):
     path = tmp_path / "discriminator_config.json"
-    path.write_text(json.dumps({"format_version": artifacts.FORMAT_VERSION + 1,
+    path.write_text(json.dumps({"format_version": folders.files.FORMAT_VERSION + 1,
                                 **TINY.to_dict()}))
     with pytest.raises(InputError, match="discriminator_config.json has format_version"):
-        artifacts.read_encoder_config(str(path))
+        folders.files.read_encoder_config(str(path))
 
 
 @pytest.mark.parametrize("content, message", [
@@ -84,31 +108,31 @@ def test_bad_config_files_are_one_clear_error(tmp_path, content, message):
     path = tmp_path / "discriminator_config.json"
     path.write_bytes(content)
     with pytest.raises(InputError, match=message):
-        artifacts.read_encoder_config(str(path))
+        folders.files.read_encoder_config(str(path))
 
 
 def test_weights_errors_name_the_file(tmp_path):
-    artifacts.save_discriminator(str(tmp_path), discriminator())
-    weights = tmp_path / artifacts.DISCRIMINATOR_WEIGHTS
+    folders.pretraining.save_discriminator(str(tmp_path), discriminator())
+    weights = tmp_path / folders.files.DISCRIMINATOR_WEIGHTS
     before_bytes = weights.read_bytes()
     weights.write_bytes(b"not an h5 file")
     with pytest.raises(InputError, match="discriminator.weights.h5: not a readable weights"):
-        artifacts.load_discriminator(str(tmp_path))
+        folders.pretraining.load_discriminator(str(tmp_path))
     with pytest.raises(InputError, match="elsewhere not found"):
-        artifacts.load_discriminator(str(tmp_path / "elsewhere"))
+        folders.pretraining.load_discriminator(str(tmp_path / "elsewhere"))
     (tmp_path / "only_weights").mkdir()
-    (tmp_path / "only_weights" / artifacts.DISCRIMINATOR_WEIGHTS).write_bytes(before_bytes)
+    (tmp_path / "only_weights" / folders.files.DISCRIMINATOR_WEIGHTS).write_bytes(before_bytes)
     with pytest.raises(InputError, match="discriminator_config.json not found"):
-        artifacts.load_discriminator(str(tmp_path / "only_weights"))
+        folders.pretraining.load_discriminator(str(tmp_path / "only_weights"))
     with pytest.raises(ConfigError, match="not --model_size=small"):
-        artifacts.save_discriminator(str(tmp_path), discriminator())
-        artifacts.load_discriminator(str(tmp_path), model_size="small")
+        folders.pretraining.save_discriminator(str(tmp_path), discriminator())
+        folders.pretraining.load_discriminator(str(tmp_path), model_size="small")
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
     d = discriminator(0)
-    artifacts.save_discriminator(str(tmp_path), d)
-    before = (tmp_path / artifacts.DISCRIMINATOR_WEIGHTS).read_bytes()
+    folders.pretraining.save_discriminator(str(tmp_path), d)
+    before = (tmp_path / folders.files.DISCRIMINATOR_WEIGHTS).read_bytes()
 
     def crash(path):
         with open(path, "wb") as f:
@@ -116,10 +140,10 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
         raise KeyboardInterrupt  # a Ctrl-C mid-write
 
     with pytest.raises(KeyboardInterrupt):
-        atomic_write(str(tmp_path / artifacts.DISCRIMINATOR_WEIGHTS), crash)
-    assert (tmp_path / artifacts.DISCRIMINATOR_WEIGHTS).read_bytes() == before
-    assert set(os.listdir(tmp_path)) == {artifacts.DISCRIMINATOR_CONFIG,
-                                         artifacts.DISCRIMINATOR_WEIGHTS}
+        atomic_write(str(tmp_path / folders.files.DISCRIMINATOR_WEIGHTS), crash)
+    assert (tmp_path / folders.files.DISCRIMINATOR_WEIGHTS).read_bytes() == before
+    assert set(os.listdir(tmp_path)) == {folders.files.DISCRIMINATOR_CONFIG,
+                                         folders.files.DISCRIMINATOR_WEIGHTS}
 
 
 def test_finetuning_folder_round_trip(tmp_path, tiny_vocab):
@@ -129,45 +153,45 @@ def test_finetuning_folder_round_trip(tmp_path, tiny_vocab):
     task = get_task("mrpc")
     model = FinetuningModel(discriminator().encoder, task.head, len(task.label_names))
     model.build()
-    run = FinetuneRun(model_dir=str(tmp_path), data_dir="d", init_checkpoint="pre",
-                      vocab_file=tiny_vocab)
-    artifacts.write_finetuning_config(
+    run = FinetuningRun(model_dir=str(tmp_path), data_dir="d", init_checkpoint="pre",
+                        vocab_file=tiny_vocab)
+    folders.finetuned.write_finetuning_config(
         str(tmp_path), task=task, config=FinetuningConfig(task_name="mrpc"), run=run,
         encoder=TINY, model_size="custom", max_seq_length=32, epochs=3)
-    artifacts.save_finetuned(str(tmp_path), model)
-    artifacts.write_results(str(tmp_path), {"epoch_1": {"dev": {"f1": 0.5}}})
+    folders.finetuned.save_finetuned(str(tmp_path), model)
+    folders.finetuned.write_results(str(tmp_path), {"epoch_1": {"dev": {"f1": 0.5}}})
 
-    loaded, record = artifacts.load_finetuned(str(tmp_path))
+    loaded, record = folders.finetuned.load_finetuned(str(tmp_path))
     assert (record.task, record.head, record.regression, record.pair, record.answerable) == (
         "mrpc", "sequence_classification", False, True, False)
     assert record.label_names == tuple(task.label_names) and record.max_seq_length == 32
-    assert artifacts.finetuned_vocab(record) == str(tmp_path / artifacts.VOCAB)
+    assert folders.finetuned.finetuned_vocab(record) == str(tmp_path / folders.files.VOCAB)
     for a, b in zip(weights_of(loaded), weights_of(model)):
         np.testing.assert_array_equal(a, b)
-    assert artifacts.read_results(str(tmp_path)) == {"epoch_1": {"dev": {"f1": 0.5}}}
+    assert folders.finetuned.read_results(str(tmp_path)) == {"epoch_1": {"dev": {"f1": 0.5}}}
 
 
 def test_a_finetuning_config_without_its_head_is_refused(tmp_path):
     """The head, what the task reads and the head's options are recorded, never guessed."""
-    artifacts.write_json(str(tmp_path / artifacts.FINETUNING_CONFIG), {
+    folders.files.write_json(str(tmp_path / folders.files.FINETUNING_CONFIG), {
         "task": "squad_v2", "encoder": TINY.to_dict(), "label_names": [],
         "max_seq_length": 64, "finetuning": {}, "run": {}})
     with pytest.raises(InputError, match="finetuning_config.json: lacks head, regression, "
                                          "answerable, pair, head_options; not a file "
                                          "electra_tf wrote"):
-        artifacts.read_finetuning_config(str(tmp_path))
+        folders.finetuned.read_finetuning_config(str(tmp_path))
 
 
 def test_a_head_outside_the_vocabulary_is_refused(tmp_path):
     """The recorded head is one of tasks.base.HEADS, the names the export's --task takes;
     another name (e.g. "span", which an earlier electra_tf wrote) is one clear line."""
     _finetuned_folder(tmp_path, "squad_v1")
-    path = tmp_path / artifacts.FINETUNING_CONFIG
+    path = tmp_path / folders.files.FINETUNING_CONFIG
     path.write_text(json.dumps({**json.loads(path.read_text()), "head": "span"}))
     with pytest.raises(InputError, match="finetuning_config.json: head 'span' is not one of "
                                          "sequence_classification, token_classification, "
                                          "squad$"):
-        artifacts.load_finetuned(str(tmp_path))
+        folders.finetuned.load_finetuned(str(tmp_path))
 
 
 def _finetuned_folder(folder, name, **config_fields):
@@ -181,23 +205,23 @@ def _finetuned_folder(folder, name, **config_fields):
                             answerable=task.answerable, regression=task.regression,
                             **task.head_options)
     model.build()
-    artifacts.write_finetuning_config(
+    folders.finetuned.write_finetuning_config(
         str(folder), task=task, config=config,
-        run=FinetuneRun(model_dir=str(folder), data_dir="d", init_checkpoint="pre"),
+        run=FinetuningRun(model_dir=str(folder), data_dir="d", init_checkpoint="pre"),
         encoder=TINY, model_size="custom", max_seq_length=16)
-    artifacts.save_finetuned(str(folder), model)
+    folders.finetuned.save_finetuned(str(folder), model)
     return model
 
 
 def test_a_squad_folder_records_and_rebuilds_its_span_head(tmp_path):
     model = _finetuned_folder(tmp_path / "joint", "squad_v2", beam_size=4)
-    loaded, record = artifacts.load_finetuned(str(tmp_path / "joint"))
+    loaded, record = folders.finetuned.load_finetuned(str(tmp_path / "joint"))
     assert record.head_options == {"span_head": "joint", "beam_size": 4}
     assert (loaded.head.span_head, loaded.head.beam_size) == ("joint", 4)
     for a, b in zip(weights_of(loaded), weights_of(model)):
         np.testing.assert_array_equal(a, b)
     _finetuned_folder(tmp_path / "independent", "squad_v1", joint_prediction=False)
-    loaded, record = artifacts.load_finetuned(str(tmp_path / "independent"))
+    loaded, record = folders.finetuned.load_finetuned(str(tmp_path / "independent"))
     assert record.head_options["span_head"] == "independent"
     assert loaded.head.span_head == "independent"
 
@@ -205,12 +229,12 @@ def test_a_squad_folder_records_and_rebuilds_its_span_head(tmp_path):
 def test_a_joint_model_without_recorded_head_options_does_not_load(tmp_path):
     """Without head_options the head is unknown: refused, not built as the default one."""
     _finetuned_folder(tmp_path, "squad_v1")
-    path = tmp_path / artifacts.FINETUNING_CONFIG
+    path = tmp_path / folders.files.FINETUNING_CONFIG
     value = json.loads(path.read_text())
     del value["head_options"]
     path.write_text(json.dumps(value))
     with pytest.raises(InputError, match="lacks head_options; not a file electra_tf wrote"):
-        artifacts.load_finetuned(str(tmp_path))
+        folders.finetuned.load_finetuned(str(tmp_path))
 
 
 @pytest.mark.parametrize("name, config_fields, drop, field", [
@@ -226,7 +250,7 @@ def test_a_record_without_a_field_it_must_have_is_one_line(tmp_path, name, confi
     earlier default (raw regression scores, the independent span head, the combined
     null rule)."""
     _finetuned_folder(tmp_path, name, **config_fields)
-    path = tmp_path / artifacts.FINETUNING_CONFIG
+    path = tmp_path / folders.files.FINETUNING_CONFIG
     value = json.loads(path.read_text())
     if len(drop) == 1:
         del value[drop[0]]
@@ -234,19 +258,19 @@ def test_a_record_without_a_field_it_must_have_is_one_line(tmp_path, name, confi
         del value[drop[0]][drop[1]]
     path.write_text(json.dumps(value))
     with pytest.raises(InputError) as raised:
-        artifacts.load_finetuned(str(tmp_path))
+        folders.finetuned.load_finetuned(str(tmp_path))
     assert str(raised.value) == f"{path}: lacks {field}; not a file electra_tf wrote"
 
 
 def test_a_regression_folder_records_its_label_scale(tmp_path):
     _finetuned_folder(tmp_path / "stsb", "stsb")
-    record = artifacts.read_finetuning_config(str(tmp_path / "stsb"))
+    record = folders.finetuned.read_finetuning_config(str(tmp_path / "stsb"))
     assert record.label_scale == (0.0, 5.0) and record.head_options == {}
     assert (record.head, record.regression) == ("sequence_classification", True)
-    loaded, _ = artifacts.load_finetuned(str(tmp_path / "stsb"))
+    loaded, _ = folders.finetuned.load_finetuned(str(tmp_path / "stsb"))
     assert loaded.head.regression and loaded.head.output_dense.units == 1
     _finetuned_folder(tmp_path / "mrpc", "mrpc")
-    raw = artifacts.read_json(str(tmp_path / "mrpc" / artifacts.FINETUNING_CONFIG))
+    raw = folders.files.read_json(str(tmp_path / "mrpc" / folders.files.FINETUNING_CONFIG))
     assert "label_scale" not in raw and raw["head_options"] == {}
     assert (raw["head"], raw["regression"]) == ("sequence_classification", False)
 
@@ -257,16 +281,16 @@ def test_a_regression_folder_records_its_label_scale(tmp_path):
 ])
 def test_a_bad_recorded_head_is_one_clear_error(tmp_path, field, value, message):
     _finetuned_folder(tmp_path, "stsb" if field == "label_scale" else "squad_v1")
-    path = tmp_path / artifacts.FINETUNING_CONFIG
+    path = tmp_path / folders.files.FINETUNING_CONFIG
     path.write_text(json.dumps({**json.loads(path.read_text()), field: value}))
     with pytest.raises(InputError, match=message):
-        artifacts.load_finetuned(str(tmp_path))
+        folders.finetuned.load_finetuned(str(tmp_path))
 
 
 def test_conversion_reports_merge_by_kind(tmp_path):
-    artifacts.write_conversion_report(str(tmp_path), {"assigned": ["a"]}, kind="pretraining")
-    artifacts.write_conversion_report(str(tmp_path), {"assigned": ["b"]}, kind="masked_lm")
-    assert artifacts.read_json(str(tmp_path / artifacts.CONVERSION_REPORT)) == {
+    folders.converted.write_conversion_report(str(tmp_path), {"assigned": ["a"]}, kind="pretraining")
+    folders.converted.write_conversion_report(str(tmp_path), {"assigned": ["b"]}, kind="masked_lm")
+    assert folders.files.read_json(str(tmp_path / folders.files.CONVERSION_REPORT)) == {
         "pretraining": {"assigned": ["a"]}, "masked_lm": {"assigned": ["b"]}}
 
 
@@ -277,18 +301,18 @@ def test_copy_and_record_vocab(tmp_path, tiny_vocab):
     shutil.copy(tiny_vocab, tmp_path / "src" / "vocab.txt")
     out = tmp_path / "out"
     out.mkdir()
-    copied = artifacts.copy_vocab(str(tmp_path / "src"), str(out))
+    copied = folders.vocabulary.copy_vocab(str(tmp_path / "src"), str(out))
     assert copied == str(out / "vocab.txt")
     assert (out / "vocab.txt").read_text() == open(tiny_vocab).read()
-    assert artifacts.copy_vocab(str(tmp_path / "nothing"), str(out)) == ""
-    artifacts.record_vocab(str(out), copied)
-    assert artifacts.recorded_vocab(str(out)) == copied
+    assert folders.vocabulary.copy_vocab(str(tmp_path / "nothing"), str(out)) == ""
+    folders.pretraining.record_vocab(str(out), copied)
+    assert folders.PretrainingFolder.open(str(out), discriminator=False).recorded_vocab_file == copied
 
 
 KILLED_MID_WRITE = """
 import os, sys, time
 import keras
-from electra_tf.training import artifacts
+from electra_tf import folders
 from electra_tf.core.config import EncoderConfig
 from electra_tf.modeling import build_discriminator
 
@@ -303,7 +327,7 @@ def stalled_save(path):  # writes half a file, then hangs until killed
     time.sleep(600)
 
 d.save_weights = stalled_save
-artifacts.save_discriminator(folder, d)
+folders.pretraining.save_discriminator(folder, d)
 """
 
 
@@ -311,8 +335,8 @@ def test_a_kill_mid_write_leaves_the_old_weights_and_the_next_run_tidies(tmp_pat
     import signal
     import time
 
-    artifacts.save_discriminator(str(tmp_path), discriminator(0))
-    weights = tmp_path / artifacts.DISCRIMINATOR_WEIGHTS
+    folders.pretraining.save_discriminator(str(tmp_path), discriminator(0))
+    weights = tmp_path / folders.files.DISCRIMINATOR_WEIGHTS
     before = weights.read_bytes()
     proc = popen_python(["-c", KILLED_MID_WRITE, str(tmp_path), json.dumps(TINY.to_dict())])
     try:
@@ -325,12 +349,12 @@ def test_a_kill_mid_write_leaves_the_old_weights_and_the_next_run_tidies(tmp_pat
     finally:
         proc.kill()
     assert weights.read_bytes() == before  # the old file, whole
-    loaded, _ = artifacts.load_discriminator(str(tmp_path))
+    loaded, _ = folders.pretraining.load_discriminator(str(tmp_path))
     for a, b in zip(weights_of(loaded), weights_of(discriminator(0))):
         np.testing.assert_array_equal(a, b)
     leftovers = [n for n in os.listdir(tmp_path) if n.startswith(".tmp-")]
     assert len(leftovers) == 1 and leftovers[0].endswith(".weights.h5")
-    assert artifacts.remove_stale_temporaries(str(tmp_path)) == leftovers
+    assert folders.files.remove_stale_temporaries(str(tmp_path)) == leftovers
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp-")]
 
 
@@ -340,22 +364,22 @@ def test_the_pretraining_config_records_the_vocab_fingerprint(tmp_path, tiny_voc
     from electra_tf.text.tokenizer import load_vocab
 
     config = PretrainingConfig(model_size="tiny", vocab_size=40, max_seq_length=16)
-    run = RunConfig(model_dir=str(tmp_path), train_data="x", vocab_file=tiny_vocab)
-    artifacts.write_pretraining_config(str(tmp_path), config, run)
+    run = PretrainingRun(model_dir=str(tmp_path), train_data="x", vocab_file=tiny_vocab)
+    folders.pretraining.write_pretraining_config(str(tmp_path), config, run)
     want = hashlib.sha256("\n".join(load_vocab(tiny_vocab)).encode()).hexdigest()
-    assert artifacts.recorded_vocab_fingerprint(str(tmp_path)) == want
-    assert artifacts.vocab_fingerprint(tiny_vocab) == want
+    assert folders.PretrainingFolder.open(str(tmp_path), discriminator=False).vocab_sha256 == want
+    assert folders.vocabulary.vocab_fingerprint(tiny_vocab) == want
     # A vocabulary that is not there is refused, not recorded by its path alone.
     with pytest.raises(VocabError, match="/not/there.txt"):
-        artifacts.write_pretraining_config(str(tmp_path), None, {"vocab_file": "/not/there.txt"})
-    assert artifacts.recorded_vocab_fingerprint(str(tmp_path)) == want
+        folders.pretraining.write_pretraining_config(str(tmp_path), None, {"vocab_file": "/not/there.txt"})
+    assert folders.PretrainingFolder.open(str(tmp_path), discriminator=False).vocab_sha256 == want
 
 
 @pytest.mark.parametrize("error", [KeyError("bad object header version number"),
                                    RuntimeError("bad heap free list")])
 def test_damaged_hdf5_internals_are_one_clear_error(tmp_path, monkeypatch, error):
     """h5py reports some damage as KeyError or RuntimeError, not OSError."""
-    artifacts.save_discriminator(str(tmp_path), discriminator())
+    folders.pretraining.save_discriminator(str(tmp_path), discriminator())
     model = discriminator()
 
     def damaged(path):
@@ -363,16 +387,16 @@ def test_damaged_hdf5_internals_are_one_clear_error(tmp_path, monkeypatch, error
 
     monkeypatch.setattr(model, "load_weights", damaged)
     with pytest.raises(InputError, match="discriminator.weights.h5: not a readable weights"):
-        artifacts.load_weights(model, str(tmp_path / artifacts.DISCRIMINATOR_WEIGHTS))
+        folders.files.load_weights(model, str(tmp_path / folders.files.DISCRIMINATOR_WEIGHTS))
 
 
 def test_has_checkpoints(tmp_path):
-    assert not artifacts.has_checkpoints(str(tmp_path))
-    folder = tmp_path / artifacts.CHECKPOINTS
+    assert not folders.files.has_checkpoints(str(tmp_path))
+    folder = tmp_path / folders.files.CHECKPOINTS
     (folder / "ckpt-3_temp").mkdir(parents=True)  # a save killed midway is not a checkpoint
-    assert not artifacts.has_checkpoints(str(tmp_path))
+    assert not folders.files.has_checkpoints(str(tmp_path))
     (folder / "checkpoint").write_text("x")
-    assert artifacts.has_checkpoints(str(tmp_path))
+    assert folders.files.has_checkpoints(str(tmp_path))
 
 
 @pytest.fixture
@@ -395,8 +419,8 @@ def test_written_files_follow_the_umask_not_the_temporary_file(tmp_path, umask, 
 
     umask(mask)
     assert current_umask() == mask
-    artifacts.write_json(str(tmp_path / "a.json"), {"a": 1})
+    folders.files.write_json(str(tmp_path / "a.json"), {"a": 1})
     layer = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
-    artifacts.save_weights(layer, str(tmp_path / "w.weights.h5"))
+    folders.files.save_weights(layer, str(tmp_path / "w.weights.h5"))
     for name in ("a.json", "w.weights.h5"):
         assert os.stat(tmp_path / name).st_mode & 0o777 == mode, name

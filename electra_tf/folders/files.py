@@ -1,0 +1,169 @@
+"""The files every electra_tf folder is made of: names, versioned JSON, weights.
+
+The three kinds of folder (pre-training, fine-tuned, converted) are the types
+of this floor's other modules (`electra_tf/folders/__init__.py` lists their
+files); this module holds what they share. Every JSON file carries
+"format_version" (FORMAT_VERSION); a file without one, or of a newer version
+than this code knows, is refused with a clear error. Every file is written
+atomically (temporary name, then rename), so a kill mid-write leaves the old
+file or none, never a truncated one; the temporary file such a kill leaves
+(`.tmp-*`) is removed when a run starts again (`remove_stale_temporaries`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from electra_tf.core.config import EncoderConfig
+from electra_tf.core.errors import ConfigError, InputError
+from electra_tf.core.fileio import atomic_write, atomic_write_json, check_free_space
+
+FORMAT_VERSION = 1
+
+PRETRAINING_CONFIG = "pretraining_config.json"
+DISCRIMINATOR_WEIGHTS = "discriminator.weights.h5"
+DISCRIMINATOR_CONFIG = "discriminator_config.json"
+GENERATOR_WEIGHTS = "generator.weights.h5"
+GENERATOR_CONFIG = "generator_config.json"
+FINAL_EVAL = "final_eval.json"
+FINETUNING_CONFIG = "finetuning_config.json"
+FINETUNED_WEIGHTS = "finetuned.weights.h5"
+RESULTS = "results.json"
+CONVERSION_REPORT = "conversion_report.json"
+VOCAB = "vocab.txt"
+CHECKPOINTS = "checkpoints"
+
+
+# === JSON and weights, versioned and atomic ===
+
+
+def write_json(path: str, value: dict) -> None:
+    """Writes `value` + the format version, atomically."""
+    atomic_write_json(path, {"format_version": FORMAT_VERSION, **value})
+
+
+def read_json(path: str) -> dict:
+    """Reads a file `write_json` wrote.
+
+    Raises:
+      InputError: missing, not JSON, not written by electra_tf, or written by
+        a newer electra_tf.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except FileNotFoundError:
+        raise InputError(f"{path} not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: not a valid JSON file ({e})") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{path}: expected a JSON object")
+    if "format_version" not in value:
+        raise InputError(f"{path}: no format_version; not a file electra_tf wrote")
+    version = value.pop("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise InputError(f"{path} has format_version {version!r}; this electra_tf reads "
+                         f"up to {FORMAT_VERSION} (upgrade electra_tf)")
+    return value
+
+
+def save_weights(model, path: str) -> None:
+    """model.save_weights, atomically (Keras wants the .weights.h5 ending).
+
+    Raises:
+      OSError(ENOSPC) before h5py writes, where the disk has no room for the file
+      (`weights_file_bytes`): h5py crashes the process on a full disk.
+    """
+    check_free_space(path, weights_file_bytes(model))
+    atomic_write(path, model.save_weights, suffix=".weights.h5")
+
+
+# Per variable of a .weights.h5, its name, object header and group entry: about
+# 2.3 KiB measured (h5py 3.16); a fixed 64 KiB more for the file's own.
+
+_H5_BYTES_PER_VARIABLE, _H5_BYTES = 4096, 65536
+
+
+def weights_file_bytes(model) -> int:
+    """An upper bound on the size of the file model.save_weights writes."""
+    def itemsize(dtype) -> int:
+        import numpy as np
+
+        try:
+            return np.dtype(dtype).itemsize
+        except TypeError:  # bfloat16, which numpy lacks
+            return 2
+
+    return _H5_BYTES + sum(math.prod(w.shape) * itemsize(w.dtype) + _H5_BYTES_PER_VARIABLE
+                           for w in model.weights)
+
+
+def load_weights(model, path: str) -> None:
+    """model.load_weights with errors that name the file.
+
+    Raises:
+      InputError: missing or unreadable file; ConfigError: shapes do not fit.
+    """
+    if not os.path.isfile(path):
+        raise InputError(f"{path} not found")
+    try:
+        model.load_weights(path)
+    except ValueError as e:
+        raise ConfigError(f"{path} does not fit the model's config: {e}") from None
+    except (OSError, KeyError, RuntimeError) as e:  # h5py's errors for a damaged file
+        raise InputError(f"{path}: not a readable weights file ({e})") from None
+
+
+def read_encoder_config(path: str) -> EncoderConfig:
+    """An EncoderConfig JSON (discriminator_config.json, generator_config.json)."""
+    try:
+        return EncoderConfig.from_dict(read_json(path))
+    except (TypeError, ConfigError) as e:
+        raise InputError(f"{path}: not an encoder config ({e})") from None
+
+
+# === Where things are in a folder ===
+def checkpoint_dir(model_dir: str) -> str:
+    return os.path.join(model_dir, CHECKPOINTS)
+
+
+def has_checkpoints(model_dir: str) -> bool:
+    """Whether model_dir/checkpoints holds a run's state to resume (a finished save)."""
+    folder = checkpoint_dir(model_dir)
+    return os.path.isdir(folder) and any(
+        not name.startswith(".") and not name.endswith("_temp") for name in os.listdir(folder))
+
+
+def remove_stale_temporaries(folder: str) -> list[str]:
+    """Removes the `.tmp-*` files a kill mid-write left in `folder`; returns their names.
+
+    Call when a run starts, before it writes anything: only one run writes a
+    folder at a time.
+    """
+    removed = []
+    if os.path.isdir(folder):
+        for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            if name.startswith(".tmp-") and os.path.isfile(path):
+                os.remove(path)
+                removed.append(name)
+    return removed
+
+
+def model_folder(checkpoint: str) -> str:
+    """The folder of a model: `checkpoint` itself, the folder of a .weights.h5 file, or
+    the model_dir of one of its checkpoints (MODEL_DIR/checkpoints/ckpt-N)."""
+    path = os.path.abspath(checkpoint)
+    if os.path.isdir(path):
+        return checkpoint
+    if os.path.basename(os.path.dirname(path)) == CHECKPOINTS:
+        return os.path.dirname(os.path.dirname(path))
+    if path.endswith(".h5"):
+        return os.path.dirname(path)
+    return checkpoint  # a folder, even one that is gone (so the error names it)
+
+
+def _folder_of(path: str) -> str:
+    return path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))

@@ -1,0 +1,295 @@
+"""A fine-tuned model_dir: what `run_finetuning` writes (and `convert --from=hf` of a
+transformers task model), what the export, evaluation and the Python API open.
+
+    finetuning_config.json    {"finetuning", "run", "encoder", "task" (its name),
+                               "head" (what the model serves: tasks/heads/,
+                               which the export's --task names), "regression",
+                               "answerable", "pair", "label_names", "head_options"
+                               (FinetuningModel's head arguments, e.g. SQuAD's
+                               span_head and beam_size), ["label_scale": [min, max]
+                               of a regression target], "vocab_sha256", ...}
+    vocab.txt                 the vocabulary, as in a pre-training folder
+    finetuned.weights.h5      encoder + task head
+    results.json              metrics per epoch
+    checkpoints/, prediction files
+
+`FinetunedFolder.open` reads it once (the record parsed and checked, the
+vocabulary's record read, the weights found); the functions below it write it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from electra_tf.core.config import EncoderConfig
+from electra_tf.core.errors import InputError
+from electra_tf.folders.files import (
+    FINETUNED_WEIGHTS,
+    FINETUNING_CONFIG,
+    RESULTS,
+    has_checkpoints,
+    load_weights,
+    read_json,
+    save_weights,
+    write_json,
+)
+from electra_tf.folders.vocabulary import (
+    FolderVocab,
+    _check_vocab_record,
+    folder_vocab,
+    keep_vocab,
+)
+from electra_tf.tasks import heads
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetunedRecord:
+    """What finetuning_config.json records about a fine-tuned model."""
+
+    task: str  # the task name (registry)
+    head: str  # what the model serves: a name of tasks/heads/ (the task's `head`)
+    regression: bool  # a sequence_classification head that predicts a number
+    answerable: bool  # a squad head with an answerability logit (SQuAD 2.0)
+    pair: bool  # the task reads two texts
+    label_names: tuple[str, ...]
+    encoder: EncoderConfig
+    max_seq_length: int
+    finetuning: dict  # the FinetuningConfig fields
+    run: dict  # the FinetuningRun fields
+    # FinetuningModel's head arguments (task.head_options; a span head's name its
+    # span_head).
+    head_options: dict = dataclasses.field(default_factory=dict)
+    # Regression: the target trained was (score - min) / max, so a score is
+    # logit * max + min (recorded for a regression head; (0, 1) for the others).
+    label_scale: tuple[float, float] = (0.0, 1.0)
+    model_dir: str = ""  # the folder it was read from (its vocab.txt: `finetuned_vocab`)
+
+    @property
+    def do_lower_case(self) -> bool:
+        return bool(self.finetuning.get("do_lower_case", True))
+
+    @property
+    def no_answer_threshold(self) -> float:
+        return float(self.finetuning.get("no_answer_threshold", 0.0))
+
+    @property
+    def head_class(self):
+        """The recorded head's class (tasks/heads/)."""
+        return heads.head_class(self.head)
+
+    @property
+    def head_config(self):
+        """The recorded head's config (ValueError, TypeError: options that make none)."""
+        return self.head_class.config_from_record({
+            "regression": self.regression, "answerable": self.answerable,
+            "head_options": self.head_options})
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetunedFolder:
+    """A fine-tuned model_dir, opened once (`open`), then carried.
+
+    Attributes:
+      path: the folder.
+      record: what its finetuning_config.json records, checked.
+      vocabulary: what it records about its vocabulary (`FolderVocab`).
+      weights: its finetuned.weights.h5.
+    """
+
+    path: str
+    record: FinetunedRecord
+    vocabulary: FolderVocab
+    weights: str
+
+    @classmethod
+    def open(cls, model_dir: str) -> FinetunedFolder:
+        """Opens a fine-tuning model_dir.
+
+        Raises:
+          InputError: no finetuning_config.json or finetuned.weights.h5, or a
+            record without a field it must have (one line naming the file).
+        """
+        record, value = _read_record(model_dir)
+        weights = os.path.join(model_dir, FINETUNED_WEIGHTS)
+        if not os.path.exists(weights):
+            raise InputError(f"{weights} not found (expected a fine-tuning model_dir with "
+                             f"{FINETUNED_WEIGHTS} and {FINETUNING_CONFIG})")
+        return cls(model_dir, record, FolderVocab.read(model_dir, value), weights)
+
+    def vocab(self, vocab_file: str = "", flag: str = "--vocab_file") -> str:
+        """The vocabulary to feed its model (`FolderVocab.checked`)."""
+        return self.vocabulary.checked(vocab_file, flag)
+
+    def results(self) -> dict:
+        """Its results.json ({} before the first epoch ends)."""
+        return read_results(self.path)
+
+    def load_model(self):
+        """The FinetuningModel with the recorded head (`head_options`: SQuAD's joint or
+        independent span head) and the weights loaded.
+
+        Raises:
+          InputError: head_options that build no model, unreadable weights;
+          ConfigError: weights that do not fit.
+        """
+        # Keras (and its backend) only now: a missing file is reported before
+        # seconds of imports.
+        from electra_tf.modeling.models import build_discriminator
+        from electra_tf.tasks.model import FinetuningModel
+
+        record = self.record
+        encoder = build_discriminator(record.encoder).encoder
+        try:
+            model = FinetuningModel(encoder, record.head, max(1, len(record.label_names)),
+                                    config=record.head_config)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"{os.path.join(self.path, FINETUNING_CONFIG)}: head_options "
+                             f"{record.head_options!r} do not build a model ({e})") from None
+        model.build()
+        load_weights(model, self.weights)
+        return model
+
+
+def write_finetuning_config(model_dir: str, *, task, config, run, encoder: EncoderConfig,
+                            model_size: str, max_seq_length: int, head_config=None,
+                            head_options=None, label_scale=None, vocab_file: str = "",
+                            **extra) -> None:
+    """finetuning_config.json: the task, its head, the encoder and the run.
+
+    Also keeps the vocabulary in the folder (model_dir/vocab.txt) and records
+    its fingerprint, as `write_pretraining_config` does.
+
+    Args:
+      task: the tasks.base.Task trained (its head, what its head class records of
+        its config: `Head.record`, and, for a regression, regression_min and
+        regression_max).
+      config, run: FinetuningConfig and FinetuningRun.
+      encoder: the encoder's config; model_size: its size name.
+      head_config, label_scale: what the model has where it differs from the
+        task's own (the classifier head chosen, an imported model); head_options:
+        what to record of it where that differs from `Head.record`'s (an import's).
+      **extra: more keys (epochs, total_steps, layerwise_lr_decay).
+    """
+    value = {
+        "finetuning": config.to_dict(), "run": dataclasses.asdict(run),
+        "encoder": encoder.to_dict(), "model_size": model_size, "task": task.name,
+        "head": task.head,
+        **task.head_class.record(task.head_config() if head_config is None else head_config),
+        **({} if head_options is None else {"head_options": dict(head_options)}),
+        "pair": task.text_b is not None,
+        "label_names": list(task.label_names), "max_seq_length": max_seq_length}
+    if task.regression:
+        value["label_scale"] = [float(v) for v in label_scale or (task.regression_min,
+                                                                   task.regression_max)]
+    value.update(keep_vocab(model_dir, vocab_file or run.vocab_file))
+    write_json(os.path.join(model_dir, FINETUNING_CONFIG), {**value, **extra})
+
+
+def read_finetuning_config(model_dir: str) -> FinetunedRecord:
+    """The record of a fine-tuning model_dir (`FinetunedFolder.record`, without the weights).
+
+    Raises:
+      what `_read_record` raises.
+    """
+    return _read_record(model_dir)[0]
+
+
+def _read_record(model_dir: str) -> tuple[FinetunedRecord, dict]:
+    """The record of a fine-tuning model_dir, and the JSON it was read from.
+
+    Raises:
+      InputError: no finetuning_config.json (not a fine-tuning model_dir), or
+        one without a field it must have (one line naming the file and the fields),
+        or with a head this electra_tf does not know.
+    """
+    path = os.path.join(model_dir, FINETUNING_CONFIG)
+    if not os.path.exists(path):
+        raise InputError(f"{path} not found (expected a fine-tuning model_dir with "
+                         f"{FINETUNED_WEIGHTS} and {FINETUNING_CONFIG})")
+    value = read_json(path)
+    missing = [k for k in ("task", "head", "regression", "answerable", "pair", "encoder",
+                           "max_seq_length", "head_options", "label_names", "finetuning", "run")
+               if k not in value]
+    head = value.get("head")
+    if value.get("regression") and "label_scale" not in value:
+        missing.append("label_scale")
+    if head in heads.HEADS:  # what the head's class needs (a span head's variant, ...)
+        missing += heads.head_class(head).record_lacks(value)
+    if missing:
+        raise InputError(f"{path}: lacks {', '.join(missing)}; not a file electra_tf wrote")
+    if head not in heads.HEADS:
+        raise InputError(f"{path}: head {head!r} is not one of {', '.join(heads.HEADS)}")
+    _check_vocab_record(path, value)
+    return FinetunedRecord(
+        task=value["task"], head=head, regression=bool(value["regression"]),
+        answerable=bool(value["answerable"]),
+        pair=bool(value["pair"]), label_names=tuple(value["label_names"]),
+        encoder=EncoderConfig.from_dict(value["encoder"]),
+        max_seq_length=int(value["max_seq_length"]),
+        finetuning=value["finetuning"], run=value["run"],
+        head_options=dict(value["head_options"]),
+        label_scale=_label_scale(value.get("label_scale", (0.0, 1.0)), path),
+        model_dir=model_dir), value
+
+
+def _label_scale(value, path: str) -> tuple[float, float]:
+    try:
+        low, high = (float(x) for x in value)
+    except (TypeError, ValueError):
+        raise InputError(f"{path}: label_scale must be [min, max], got {value!r}") from None
+    return low, high
+
+
+def is_finetuning_folder(path: str) -> bool:
+    """Whether `path` is a fine-tuning model_dir (run_finetuning's, or an imported task
+    model's): it holds finetuning_config.json and finetuned.weights.h5."""
+    return bool(path) and os.path.isdir(path) and all(
+        os.path.exists(os.path.join(path, name)) for name in (FINETUNING_CONFIG,
+                                                               FINETUNED_WEIGHTS))
+
+
+def has_finetuning_config(path: str) -> bool:
+    """Whether `path` holds a finetuning_config.json (a fine-tuning run's, even one
+    that has not yet saved its model)."""
+    return os.path.exists(os.path.join(path, FINETUNING_CONFIG))
+
+
+def save_finetuned(model_dir: str, model) -> None:
+    save_weights(model, os.path.join(model_dir, FINETUNED_WEIGHTS))
+
+
+def load_finetuned(model_dir: str):
+    """The fine-tuned model of a fine-tuning model_dir, and its record.
+
+    Returns:
+      (FinetuningModel with the weights loaded, FinetunedRecord).
+    Raises:
+      what `FinetunedFolder.open` and `load_model` raise.
+    """
+    folder = FinetunedFolder.open(model_dir)
+    return folder.load_model(), folder.record
+
+
+def finetuned_vocab(record: FinetunedRecord) -> str:
+    """The vocab a fine-tuned model was trained with (`folder_vocab` of its folder)."""
+    return folder_vocab(record.model_dir)
+
+
+def read_results(model_dir: str) -> dict:
+    path = os.path.join(model_dir, RESULTS)
+    return read_json(path) if os.path.exists(path) else {}
+
+
+def write_results(model_dir: str, results: dict) -> None:
+    write_json(os.path.join(model_dir, RESULTS), results)
+
+
+def recorded_labels(model_dir: str) -> tuple[str, list[str]] | None:
+    """(task, label names) a fine-tuning model_dir's checkpoints were trained with;
+    None where it holds no checkpoints or no finetuning_config.json."""
+    path = os.path.join(model_dir, FINETUNING_CONFIG)
+    if not (os.path.exists(path) and has_checkpoints(model_dir)):
+        return None
+    recorded = read_json(path)
+    return recorded.get("task"), list(recorded.get("label_names") or ())

@@ -1,0 +1,315 @@
+"""A pre-training model_dir: what `run_pretraining` writes, fine-tuning starts from and
+the export serves for rtd (a converted one: `converted.py`).
+
+    pretraining_config.json   {"pretraining": PretrainingConfig, "run": PretrainingRun
+                               (at least vocab_file), "vocab_sha256" (of the token
+                               list of vocab.txt; absent exactly when the folder has
+                               no vocabulary, e.g. a converted checkpoint that came
+                               without one), ["converted_from": path]}
+    vocab.txt                 the vocabulary (`vocabulary.keep_vocab`): every reader
+                              checks it against vocab_sha256 (`FolderVocab`)
+    discriminator.weights.h5  the model users fine-tune (RTD head)
+    discriminator_config.json its EncoderConfig
+    generator.weights.h5      [+ generator_config.json for a stand-alone one]
+    final_eval.json           {"step", metrics...}
+    checkpoints/              the loop's checkpoints (training/checkpoints.py)
+
+`PretrainingFolder.open` reads it once (the configs parsed and checked, the
+vocabulary's record read, the weights found); the functions below it write it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+from electra_tf.core.config import EncoderConfig, PretrainingConfig, model_size_of
+from electra_tf.core.errors import ConfigError, InputError
+from electra_tf.folders.files import (
+    CHECKPOINTS,
+    DISCRIMINATOR_CONFIG,
+    DISCRIMINATOR_WEIGHTS,
+    FINAL_EVAL,
+    GENERATOR_CONFIG,
+    GENERATOR_WEIGHTS,
+    PRETRAINING_CONFIG,
+    _folder_of,
+    has_checkpoints,
+    load_weights,
+    read_encoder_config,
+    read_json,
+    save_weights,
+    write_json,
+)
+from electra_tf.folders.vocabulary import FolderVocab, _check_vocab_record, keep_vocab
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingFolder:
+    """A pre-training model_dir, opened once (`open`), then carried.
+
+    Attributes:
+      path: the folder.
+      recorded: its pretraining_config.json, checked ({} where it has none).
+      vocabulary: what it records about its vocabulary (`FolderVocab`).
+      encoder: its discriminator's EncoderConfig (None: a folder opened without one).
+      weights: the discriminator's .weights.h5 ("" likewise).
+    """
+
+    path: str
+    recorded: dict
+    vocabulary: FolderVocab
+    encoder: EncoderConfig | None = None
+    weights: str = ""
+
+    @classmethod
+    def open(cls, checkpoint: str, what: str = "init_checkpoint",
+             discriminator: bool = True) -> PretrainingFolder:
+        """Opens a pre-training model_dir (or, with `discriminator`, its .weights.h5 file).
+
+        Args:
+          checkpoint: the folder, or its discriminator.weights.h5 (or another
+            .weights.h5 beside a discriminator_config.json).
+          what: names the folder in the error for a missing file (the caller's flag).
+          discriminator: the folder must hold a discriminator (its weights and config).
+        Raises:
+          InputError: files missing or unreadable, a config without a field it must have.
+        """
+        weights = checkpoint
+        if os.path.isdir(checkpoint) or not discriminator:
+            weights = os.path.join(checkpoint, DISCRIMINATOR_WEIGHTS)
+        folder = checkpoint if os.path.isdir(checkpoint) or not discriminator \
+            else _folder_of(weights)
+        encoder = None
+        if discriminator:
+            config_file = os.path.join(folder, DISCRIMINATOR_CONFIG)
+            for path in (weights, config_file):
+                if not os.path.exists(path):
+                    raise InputError(f"{what}: {path} not found (expected a pre-training model_dir "
+                                     f"with {DISCRIMINATOR_WEIGHTS} and {DISCRIMINATOR_CONFIG})")
+            encoder = read_encoder_config(config_file)
+        recorded = read_pretraining_config(folder)
+        return cls(folder, recorded, FolderVocab.read(folder), encoder,
+                   weights if discriminator else "")
+
+    @classmethod
+    def save(cls, path: str, discriminator, vocab_file: str,
+             config: PretrainingConfig | None = None) -> PretrainingFolder:
+        """Writes a pre-training folder of a discriminator you built, and opens it.
+
+        Its weights and config, and `vocab_file` kept as the folder's vocab.txt
+        with its fingerprint: what fine-tuning's --init_checkpoint, the export's
+        --task=rtd and `Predictor.open` read.
+
+        Args:
+          discriminator: an ElectraDiscriminator (modeling.models.build_discriminator).
+          vocab_file: the vocabulary its embedding table was made for.
+          config: the PretrainingConfig it was trained with, if any.
+        Raises:
+          VocabError: `vocab_file` is missing or not a vocabulary.
+        """
+        os.makedirs(path, exist_ok=True)
+        save_discriminator(path, discriminator)
+        write_pretraining_config(path, config, {"vocab_file": vocab_file})
+        return cls.open(path)
+
+    # === What it records ===
+    @property
+    def config(self) -> PretrainingConfig | None:
+        """The PretrainingConfig of the run that wrote it (None: a converted discriminator)."""
+        if "pretraining" not in self.recorded:
+            return None
+        return PretrainingConfig.from_dict(self.recorded["pretraining"])
+
+    @property
+    def do_lower_case(self) -> bool:
+        """Whether its model was pre-trained on lower-cased text (default True)."""
+        return self.recorded.get("pretraining", {}).get("do_lower_case", True)
+
+    @property
+    def recorded_vocab_file(self) -> str:
+        """The vocab file the run read ("" if none recorded)."""
+        return self.recorded.get("run", {}).get("vocab_file", "")
+
+    @property
+    def vocab_sha256(self) -> str:
+        """The vocab fingerprint it records ("" where its vocab was unreadable when the
+        folder was written)."""
+        return self.recorded.get("vocab_sha256", "")
+
+    def vocab(self, vocab_file: str = "", flag: str = "--vocab_file") -> str:
+        """The vocabulary to feed its model (`FolderVocab.checked`)."""
+        return self.vocabulary.checked(vocab_file, flag)
+
+    @property
+    def has_checkpoints(self) -> bool:
+        return has_checkpoints(self.path)
+
+    @property
+    def checkpoint_dir(self) -> str:
+        return os.path.join(self.path, CHECKPOINTS)
+
+    def final_eval(self) -> dict | None:
+        """Its final_eval.json (None where it has none).
+
+        Raises:
+          InputError: not a file electra_tf wrote.
+        """
+        return final_eval_of(self.path)
+
+    # === Its models ===
+    def load_discriminator(self, model_size: str = ""):
+        """The discriminator with its weights.
+
+        Args:
+          model_size: if given, the discriminator must be of this size.
+        Raises:
+          InputError: unreadable weights; ConfigError: wrong size or shapes.
+        """
+        config = self.encoder
+        size = model_size_of(config)
+        if model_size and size != model_size:
+            raise ConfigError(f"{self.weights} holds a {size}-sized discriminator (hidden "
+                              f"{config.hidden_size}, {config.num_hidden_layers} layers), not "
+                              f"--model_size={model_size}")
+        from electra_tf.modeling.models import build_discriminator  # Keras: after the checks
+
+        discriminator = build_discriminator(config)
+        load_weights(discriminator, self.weights)
+        return discriminator
+
+    def load_generator(self):
+        """The generator (stand-alone, or sized by the pre-training config).
+
+        Raises:
+          InputError: no generator, or nothing that gives its sizes.
+        """
+        from electra_tf.modeling.models import ElectraGenerator, build_pretraining_models
+
+        weights = os.path.join(self.path, GENERATOR_WEIGHTS)
+        if not os.path.exists(weights):
+            raise InputError(f"{weights} not found: this model_dir has no generator")
+        standalone = os.path.join(self.path, GENERATOR_CONFIG)
+        if os.path.exists(standalone):
+            generator = ElectraGenerator(read_encoder_config(standalone))
+            generator.build()
+        else:
+            if "pretraining" not in self.recorded:
+                raise InputError(f"neither {GENERATOR_CONFIG} nor a pre-training config in "
+                                 f"{self.path}: the generator's sizes are unknown")
+            generator, disc = build_pretraining_models(self.config.encoders)
+            if generator.encoder.embeddings is disc.encoder.embeddings:  # G uses D's tables
+                load_weights(disc, os.path.join(self.path, DISCRIMINATOR_WEIGHTS))
+        load_weights(generator, weights)
+        return generator
+
+
+def load_discriminator(init_checkpoint: str, model_size: str = "",
+                       what: str = "init_checkpoint"):
+    """A discriminator with pre-trained weights, and its folder's vocabulary (checked).
+
+    Args:
+      init_checkpoint: a pre-training model_dir (holding discriminator.weights.h5
+        and discriminator_config.json) or the .weights.h5 file itself.
+      model_size: if given, the checkpoint must be of this size.
+      what: names the folder in the error for a missing file (the caller's flag).
+
+    Returns:
+      (discriminator, vocab_file or "").
+    Raises:
+      InputError: files missing or unreadable; ConfigError: wrong size or shapes.
+    """
+    folder = PretrainingFolder.open(init_checkpoint, what)
+    discriminator = folder.load_discriminator(model_size)
+    return discriminator, folder.vocab()
+
+
+def load_generator(model_dir: str):
+    """The generator of a pre-training folder (`PretrainingFolder.load_generator`)."""
+    return PretrainingFolder.open(model_dir, discriminator=False).load_generator()
+
+
+def is_pretraining_folder(path: str) -> bool:
+    """Whether `path` holds a pre-training config (a folder of run_pretraining's)."""
+    return bool(path) and os.path.isfile(os.path.join(path, PRETRAINING_CONFIG))
+
+
+def final_eval_path(folder: str) -> str:
+    """Where the final_eval.json of `folder` lies (whether or not it is there)."""
+    return os.path.join(folder, FINAL_EVAL)
+
+
+def final_eval_of(folder: str) -> dict | None:
+    """final_eval.json of `folder` (None where it has none).
+
+    Raises:
+      InputError: not a file electra_tf wrote.
+    """
+    path = final_eval_path(folder)
+    return read_json(path) if os.path.isfile(path) else None
+
+
+# === Writing one ===
+def write_pretraining_config(model_dir: str, config: PretrainingConfig | None,
+                             run: Any, **extra) -> None:
+    """pretraining_config.json: the hyperparameters and where the run read its data.
+
+    Also keeps the vocabulary in the folder (model_dir/vocab.txt, `keep_vocab`)
+    and records its fingerprint (`vocab_fingerprint`), which every later
+    reader checks (`folder_vocab`) and a resumed run must match.
+
+    Args:
+      config: the PretrainingConfig (None for a converted discriminator alone).
+      run: a PretrainingRun, or a dict with at least "vocab_file".
+      **extra: more top-level keys (e.g. converted_from).
+    """
+    value = {"run": dataclasses.asdict(run) if dataclasses.is_dataclass(run) else dict(run)}
+    if config is not None:
+        value["pretraining"] = config.to_dict()
+    value.update(keep_vocab(model_dir, value["run"].get("vocab_file", "")))
+    write_json(os.path.join(model_dir, PRETRAINING_CONFIG), {**value, **extra})
+
+
+def read_pretraining_config(folder: str) -> dict:
+    """The pretraining_config.json of `folder` ({} when there is none).
+
+    Raises:
+      InputError: not a file electra_tf wrote, or one without a field it must
+        have ("run"; "vocab_sha256" beside a recorded vocab_file).
+    """
+    path = os.path.join(folder, PRETRAINING_CONFIG)
+    if not os.path.exists(path):
+        return {}
+    value = read_json(path)
+    if "run" not in value:
+        raise InputError(f"{path}: lacks run; not a file electra_tf wrote")
+    _check_vocab_record(path, value)
+    return value
+
+
+def record_vocab(folder: str, vocab: str) -> None:
+    """Records `vocab` where fine-tuning looks for it, unless a config exists."""
+    if vocab and not os.path.exists(os.path.join(folder, PRETRAINING_CONFIG)):
+        write_pretraining_config(folder, None, {"vocab_file": vocab})
+
+
+def save_discriminator(folder: str, discriminator) -> None:
+    """discriminator.weights.h5 + discriminator_config.json."""
+    save_weights(discriminator, os.path.join(folder, DISCRIMINATOR_WEIGHTS))
+    write_json(os.path.join(folder, DISCRIMINATOR_CONFIG), discriminator.config.to_dict())
+
+
+def save_generator(folder: str, generator, standalone: bool = False) -> None:
+    """generator.weights.h5 (+ generator_config.json when no pre-training config sizes it)."""
+    save_weights(generator, os.path.join(folder, GENERATOR_WEIGHTS))
+    if standalone:
+        write_json(os.path.join(folder, GENERATOR_CONFIG), generator.config.to_dict())
+
+
+def write_final_eval(folder: str, step: int, results: dict) -> None:
+    write_json(os.path.join(folder, FINAL_EVAL), {"step": step, **results})
+
+
+def read_final_eval(folder: str) -> dict:
+    return read_json(os.path.join(folder, FINAL_EVAL))

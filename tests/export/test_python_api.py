@@ -1,0 +1,79 @@
+"""The Python API (docs/python.md): the page's code runs against tiny folders, and a
+Predictor answers as the exported SavedModel does."""
+
+import os
+import re
+
+import numpy as np
+import pytest
+from export_helpers import ODD_TEXTS, text_inputs
+from helpers import REPO
+
+PAGE = os.path.join(REPO, "docs", "python.md")
+
+
+def page_blocks() -> list[str]:
+    with open(PAGE, encoding="utf-8") as f:
+        return re.findall(r"^```python\n(.*?)^```", f.read(), re.M | re.S)
+
+
+def test_the_python_page_runs(finetuned_dirs, export_pretrained_dir, tiny_vocab, tmp_path,
+                              monkeypatch, capsys):
+    # The page's folder names, as a user's working directory would hold them.
+    for name, target in (("ner_small", finetuned_dirs["ner"]),
+                         ("mrpc_small", finetuned_dirs["mrpc"]),
+                         ("squad_small", finetuned_dirs["squad"]),
+                         ("electra_small", export_pretrained_dir), ("vocab.txt", tiny_vocab)):
+        os.symlink(target, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    blocks = page_blocks()
+    assert len(blocks) >= 7, "docs/python.md lost its examples"
+    namespace = {}
+    for block in blocks:
+        exec(compile(block, PAGE, "exec"), namespace)  # noqa: S102 - the page's own code
+    out = capsys.readouterr().out
+    assert "token_classification ('text',)" in out
+    assert (tmp_path / "my_electra" / "discriminator.weights.h5").exists()
+    from electra_tf import PretrainingFolder
+
+    assert PretrainingFolder.open("my_electra").vocab() == os.path.join("my_electra", "vocab.txt")
+
+
+def _text(value):
+    """An output array with the SavedModel's bytes as str (the Predictor's)."""
+    value = np.asarray(value)
+    if value.dtype == object and value.size and isinstance(value.flat[0], bytes):
+        return np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(value)
+    return value
+
+
+@pytest.mark.parametrize("name", ["ner", "stsb", "squad_joint", "rtd"])
+def test_a_predictor_gives_the_exports_outputs(name, exports, fresh):
+    from electra_tf import Predictor
+
+    spec, _ = exports[name]  # the spec the SavedModel was written from (its buckets)
+    result = fresh[(name, "odd")]
+    assert "error" not in result["tf2"], result["tf2"].get("error")
+    served = result["tf2"]
+    got = Predictor(spec).outputs(*text_inputs(spec, ODD_TEXTS).values())
+    assert sorted(got) == sorted(served)
+    for key, want in served.items():
+        want, value = _text(want), got[key]
+        assert value.shape == want.shape, key
+        if value.dtype.kind == "f":
+            np.testing.assert_allclose(value, want, atol=1e-5, rtol=0, err_msg=key)
+        else:
+            assert (value == want).all(), key
+
+
+def test_a_predictor_opens_what_the_folder_serves(finetuned_dirs, export_pretrained_dir):
+    from electra_tf import Predictor
+    from electra_tf.core.errors import InputError
+
+    assert Predictor.open(finetuned_dirs["stsb"]).task == "sequence_classification"
+    assert Predictor.open(export_pretrained_dir).task == "rtd"
+    # A task the folder was not trained for: the export's own refusal.
+    with pytest.raises(InputError, match="--task=sequence_classification"):
+        Predictor.open(finetuned_dirs["stsb"], task="squad")
+    (row,) = Predictor.open(finetuned_dirs["stsb"]).predict("a b", "c")
+    assert sorted(row) == ["score", "truncated"] and isinstance(row["score"], float)
