@@ -6,7 +6,8 @@ import os
 
 import numpy as np
 
-from electra_tf import folders, reporting
+from electra_tf import folders
+from electra_tf.training import reporting
 from electra_tf.training.loop import chunk_size
 
 

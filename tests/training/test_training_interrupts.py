@@ -65,11 +65,23 @@ def test_a_second_ctrl_c_stops_at_the_next_stop_point(sigint_handler):
     loop.stop_point()  # no gate open: nothing to do
 
 
+@pytest.fixture
+def sigterm_default():
+    """SIGTERM's default action for the test, then the previous handler: a process that
+    ignores SIGTERM (as a pytest-xdist worker can) gets no gate handler for it, and the
+    test's SIGTERM would go nowhere."""
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @pytest.mark.parametrize("first,second", [(signal.SIGINT, signal.SIGINT),
                                           (signal.SIGTERM, signal.SIGTERM),
                                           (signal.SIGINT, signal.SIGTERM)])
 def test_a_second_signal_during_a_gc_callback_is_never_lost(first, second, sigint_handler,
-                                                            monkeypatch):
+                                                            sigterm_default, monkeypatch):
     """The issue's race, made certain: the second signal's handler runs while a garbage-
     collection callback runs (as JAX's _xla_gc_callback). A handler that raised there was
     'Exception ignored in: <function ...>', and the stop was lost (#54); now nothing is
