@@ -101,6 +101,10 @@ COSTLY_FIRST = (
     "tests/training/test_training_interrupts.py::test_ctrl_c_during_a_chunk",
     "tests/training/test_training_faults.py::test_a_shard_corrupt",
     "tests/training/test_training_faults.py::test_a_non_finite_loss",
+    "tests/training/test_lamb_phases.py::test_lamb_two_phases_in_one_run",
+    "tests/finetuning/test_trials.py::test_two_real_trials",
+    "tests/training/test_training_objectives.py",
+    "tests/interop/test_interop_hf_tokenizer.py",
 )
 
 

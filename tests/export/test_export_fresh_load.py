@@ -343,6 +343,7 @@ def test_fresh_process_imported_no_project_code(fresh):
         assert not {"electra_tf", "export", "conftest"} & set(modules), modules
 
 
+@pytest.mark.slow
 def test_the_docs_python_load_and_load_saved_model_register_the_text_ops(exports):
     """tf.saved_model.load of the text export fails with "Op type not registered
     'FastBertNormalize'" unless tensorflow_text is imported first (#58): docs/serving.md's

@@ -69,6 +69,7 @@ def test_scores_are_minus_the_summed_energies_whatever_the_batch(electric_dir):
     assert len({round(s.score, 3) for s in got}) == len(TEXTS)
 
 
+@pytest.mark.slow
 def test_the_command_prints_one_score_per_line(electric_dir, tmp_path):
     from electra_tf.serving.scoring import load_scorer
 
@@ -90,6 +91,7 @@ def test_the_command_prints_one_score_per_line(electric_dir, tmp_path):
         assert row["score"] == pytest.approx(-sum(row["energies"]), abs=1e-4)
 
 
+@pytest.mark.slow
 def test_the_command_refuses_a_model_that_is_not_electric(export_pretrained_dir, tmp_path):
     sentences = tmp_path / "s.txt"
     sentences.write_text("a token\n", encoding="utf-8")

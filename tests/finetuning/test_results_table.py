@@ -88,6 +88,7 @@ def test_each_size_gets_its_own_row_and_one_task_twice_is_refused(folders, tmp_p
         results_table([broken])
 
 
+@pytest.mark.slow
 def test_the_command_prints_markdown_or_json_and_writes_the_file(folders, tmp_path):
     proc = run_module("electra_tf.results_table", *folders)
     assert proc.returncode == 0, proc.stderr[-2000:]

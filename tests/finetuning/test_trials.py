@@ -121,6 +121,7 @@ def test_a_group_of_other_settings_is_refused(tmp_path):
         trials.TrialGroup(str(single), "sst2", config, run)
 
 
+@pytest.mark.slow
 def test_keep_all_models_false_keeps_the_last_trials_folder_only(tmp_path):
     config, run = fake_runs(tmp_path, 3, keep_all_models=False)
     trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
