@@ -113,6 +113,18 @@ def model_flops_per_sequence(disc, gen, seq_len: int, num_predictions: int,
 
 
 # === Inputs, written by the product's own writers ===
+def call_times_ms(fn, warmup: int, iters: int) -> list:
+    """Each of `iters` calls of fn() in milliseconds, after `warmup` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        times.append(1e3 * (time.perf_counter() - t0))
+    return times
+
+
 def synthetic_vocab(path: str, size: int = 30522, prefix: str = "w") -> str:
     """A BERT-layout vocabulary of `size` lines: [PAD], [unused0-98], [UNK], [CLS],
     [SEP], [MASK], then PREFIXN (one WordPiece each: "wN" is id 104 + N).

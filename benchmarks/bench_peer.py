@@ -45,6 +45,7 @@ import time
 import numpy as np
 from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
     ROOT,
+    call_times_ms,
     cpu_model,
     pretrained_folder,
     repo_relative,
@@ -120,17 +121,6 @@ def child_ours_train(args):
     return {"examples_per_second": result["examples_per_second"], "seconds": result["seconds"]}
 
 
-def _p50_calls(fn, warmup, iters):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        times.append(1e3 * (time.perf_counter() - t0))
-    return times
-
-
 def child_hf_latency(args):
     import torch
 
@@ -142,7 +132,7 @@ def child_hf_latency(args):
         for length in args.lengths:
             ids = torch.from_numpy(np.random.default_rng(0).integers(1000, 30000, [1, length]))
             mask, types = torch.ones_like(ids), torch.zeros_like(ids)
-            out[str(length)] = _p50_calls(
+            out[str(length)] = call_times_ms(
                 lambda: model(input_ids=ids, attention_mask=mask,
                               token_type_ids=types).logits.numpy(), args.warmup, args.iters)
     return out
@@ -167,7 +157,7 @@ def child_ours_latency(args):
     for length in args.lengths:
         ids = tf.constant(np.random.default_rng(0).integers(1000, 30000, [1, length]), tf.int32)
         x = {"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": tf.zeros_like(ids)}
-        out[str(length)] = _p50_calls(
+        out[str(length)] = call_times_ms(
             lambda: tf.nest.map_structure(lambda t: t.numpy(), fn(x)), args.warmup, args.iters)
     return out
 

@@ -38,7 +38,12 @@ import tempfile
 import time
 
 import numpy as np
-from bench_common import ROOT, cpu_model, repo_relative  # noqa: E402 (benchmarks/ is on sys.path)
+from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
+    ROOT,
+    call_times_ms,
+    cpu_model,
+    repo_relative,
+)
 
 sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -47,14 +52,7 @@ GRAPHS = ("keras", "serving_encoder")  # the two exports of part 2
 
 
 def _p50(fn, warmup, iters):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return round(1e3 * float(np.median(times)), 2)
+    return round(float(np.median(call_times_ms(fn, warmup, iters))), 2)
 
 
 def child(args):
