@@ -59,13 +59,21 @@ def electric_flops_per_sequence(config) -> int:
 
 
 def bert_mlm_flops_per_sequence(config) -> int:
-    """Training FLOPs of one BERT-MLM sequence: D's encoder and the MLM head at the
-    masked positions (studies/real_data/study.py's count)."""
-    from studies.real_data.study import flops_per_sequence
+    """Training FLOPs of one BERT-MLM sequence by the same convention as
+    electric_flops_per_sequence (3 x the forward matmuls): D's encoder on every
+    token and the MLM head (dense(H -> E), E x V) at the masked positions. The
+    recorded 925-step plan was made with this count; the product's count
+    (electra_tf.objectives.flops) also counts embedding lookups and would not match
+    Electric's count here."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    from bench_common import encoder_flops_per_token
 
-    return flops_per_sequence("bert_mlm", config.discriminator_config(), None,
-                              config.max_seq_length, config.resolved_max_predictions_per_seq,
-                              config.vocab_size)
+    d = config.discriminator_config()
+    L, V, e = config.max_seq_length, config.vocab_size, d.resolved_embedding_size
+    per_token = encoder_flops_per_token(e, d.hidden_size, d.intermediate_size,
+                                        d.num_hidden_layers, L)
+    mlm = 2 * d.hidden_size * e + 2 * e * V
+    return 3 * (L * per_token + config.resolved_max_predictions_per_seq * mlm)
 
 
 def equal_flops_steps(electric_steps: int, vocab_size: int, **demo) -> int:
