@@ -56,6 +56,7 @@ SHARED_FIXTURES = {
     "tests/finetuning/test_finetuning_jax.py": "jax_scripts",
     "tests/training/test_jax_runtime.py": "jax_scripts",
     "tests/training/test_gdes.py::test_tf_and_jax": "jax_scripts",
+    "tests/training/test_electric_training.py::test_tf_and_jax": "jax_scripts",
     "tests/training/test_prior_output_biases.py::test_the_jax_backend": "jax_scripts",
     "tests/training/test_jax_multihost.py::test_jax_waits_for_its_peers": "jax_scripts",
     "tests/training/test_jax_no_tf.py": "straight_run",  # a TensorFlow-free JAX run
@@ -78,11 +79,12 @@ SHARED_FIXTURES = {
 # worker still on a long test while the other idles.
 COSTLY_FIRST = (
     "tests/export/",
-    "tests/training/test_jax_runtime.py",  # jax_scripts, with the four below
+    "tests/training/test_jax_runtime.py",  # jax_scripts, with the five below
     "tests/finetuning/test_finetuning_jax.py",
     "tests/training/test_gdes.py::test_tf_and_jax",
     "tests/training/test_prior_output_biases.py::test_the_jax_backend",
     "tests/training/test_jax_multihost.py::test_jax_waits_for_its_peers",
+    "tests/training/test_electric_training.py::test_tf_and_jax",
     "tests/training/test_training_loop.py",  # trained_run, with the two below
     "tests/training/test_training_faults.py::test_resuming_with",
     "tests/training/test_training_faults.py::test_a_damaged_tf_checkpoint",

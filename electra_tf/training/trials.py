@@ -176,6 +176,14 @@ class TrialGroup:
         atomic_write_text(os.path.join(self.folder, RESULTS_TXT), _results_txt(self.record))
 
 
+def free_models() -> None:
+    """Frees the finished trial's model and graphs: the next trial builds its own."""
+    import keras
+
+    gc.collect()
+    keras.backend.clear_session()
+
+
 def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
                make_trainer: Callable, final_results: Callable) -> dict:
     """Runs (or resumes) `run.num_trials` fine-tuning trials; returns the summary.
@@ -189,8 +197,6 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
     Raises:
       Interrupted: from the trial that was running (the finished ones are recorded).
     """
-    import keras
-
     n = run.num_trials
     with FolderLock(os.path.normpath(run.model_dir), "--model_dir"):
         group = TrialGroup(run.model_dir, task_name, config, run)
@@ -208,8 +214,7 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
             results = final_results(trainer.train())
             size = getattr(trainer, "size", "")  # the checkpoint's size name, or "custom"
             del trainer
-            gc.collect()
-            keras.backend.clear_session()  # the next trial builds its model afresh
+            free_models()
             group.add(k, seed, folder, results, size)
             log("finetune", f"trial {k}/{n} done: {results}")
             if k != n and not run.keep_all_models and os.path.isdir(folder):

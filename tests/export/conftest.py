@@ -26,10 +26,12 @@ from export_helpers import (  # noqa: E402
     RECORD_EXTRAS,
     SEQ,
     SHORT_BATCHES,
+    SCORE_TEXTS,
     SQUAD_PAIRS,
     bad_input_rows,
     packed_for,
     run_fresh,
+    score_ids,
     text_inputs,
 )
 from fuzz_texts import FUZZ_DEFAULT, fuzz_jobs, odd_texts  # noqa: E402
@@ -115,13 +117,50 @@ def exports(finetuned_dirs, export_pretrained_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def fresh(exports, tmp_path_factory):
+def electric_dir(tiny_vocab, tmp_path_factory):
+    """A pre-training folder of an Electric model (random weights, made larger than the
+    0.02 init so that energies differ across tokens) that records objective=electric."""
+    import keras
+
+    from electra_tf import folders
+    from electra_tf.core.config import PretrainingConfig
+    from electra_tf.modeling import build_discriminator
+    from electra_tf.text.vocab import load_vocab
+
+    folder = str(tmp_path_factory.mktemp("electric"))
+    vocab_size = len(load_vocab(tiny_vocab))
+    keras.utils.set_random_seed(7)
+    disc = build_discriminator(tiny_encoder_config(vocab_size))
+    for v in disc.trainable_variables:
+        v.assign(v.numpy() * 5.0)
+    folders.pretraining.save_discriminator(folder, disc)
+    config = PretrainingConfig(model_size="tiny", vocab_size=vocab_size, objective="electric",
+                               max_seq_length=SEQ)
+    folders.pretraining.write_pretraining_config(folder, config, {"vocab_file": tiny_vocab})
+    return folder
+
+
+@pytest.fixture(scope="session")
+def score_export(electric_dir, tmp_path_factory):
+    """(ServingSpec, export path) of --task=score on electric_dir."""
+    import dataclasses
+
+    from electra_tf.serving.export import export, load_spec
+
+    spec = dataclasses.replace(load_spec("score", electric_dir, max_seq_length=SEQ),
+                               length_buckets=BUCKETS)
+    return spec, export(spec, str(tmp_path_factory.mktemp("score_base")), "score")
+
+
+@pytest.fixture(scope="session")
+def fresh(exports, score_export, electric_dir, tmp_path_factory):
     """{(export, check): {"tf1": outputs, "tf2": outputs}, "modules": [...]} from a fresh
     process with tensorflow_text, in which the ids-only export (and the text export, which
     must fail) ran first, before tensorflow_text was imported ("modules_no_text": the
     modules loaded then). The same process runs the bad-input cases ("bad_input":
     bad_input_rows with their results) and the default fuzz strings ("fuzz": (fuzz_jobs'
-    meta, results)): one start-up of TensorFlow and one load of each export."""
+    meta, results)), and the score export's text and ids requests (("score", "text"|"ids")):
+    one start-up of TensorFlow and one load of each export."""
     from electra_tf.serving import warmup
 
     jobs, keys = [], []
@@ -152,6 +191,14 @@ def fresh(exports, tmp_path_factory):
             if name != "ner_ids":
                 add((name, f"warmup{i}"), name, log.predict_log.request.model_spec.signature_name,
                     warmup.request_inputs(log))
+    texts = SCORE_TEXTS[:3] + SCORE_TEXTS[4:]  # Electric's scores (test_export_score.py)
+    ids, mask = score_ids(electric_dir, texts)
+    keys += [("score", "text"), ("score", "ids")]
+    jobs += [{"path": score_export[1], "signature": "serving_default",
+              "inputs": {"text": np.array([t.encode() for t in texts], object)}},
+             {"path": score_export[1], "signature": "serving_ids",
+              "inputs": {"input_word_ids": ids, "input_mask": mask,
+                         "input_type_ids": np.zeros_like(ids)}}]
     bad = bad_input_rows(exports)
     for i, (name, signature, _, inputs, _) in enumerate(bad):
         add(("bad_input", i), name, signature, inputs)

@@ -218,6 +218,20 @@ def bad_input_rows(exports):
 FRESH_START_S, FRESH_JOB_S = 60, 1.0
 
 
+# Electric's texts for the score export: plain, short, truncated (longer than SEQ), empty.
+SCORE_TEXTS = ["the model reads a token", "a token", "which token was replaced by the small "
+               "generator trained as a masked language model on every sentence", "", "text"]
+
+
+def score_ids(electric_dir, texts):
+    """The scorer's packed ids and mask for `texts`, padded to SEQ."""
+    from electra_tf.serving.scoring import load_scorer
+
+    ids, mask, _ = load_scorer(electric_dir, max_seq_length=SEQ).pack(texts)
+    pad = SEQ - ids.shape[1]
+    return np.pad(ids, ((0, 0), (0, pad))), np.pad(mask, ((0, 0), (0, pad)))
+
+
 def run_fresh(jobs, tmp_dir, no_tf_text=False, without_tf_text=()):
     """Runs load_check.py on jobs in a new interpreter, away from the repo; waits
     patience() for its start-up and jobs (a slow machine is no failure of an export).

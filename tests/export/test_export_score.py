@@ -4,42 +4,16 @@ against the Keras model to 1e-5."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 
 import numpy as np
 import pytest
-from export_helpers import BUCKETS, SEQ, run_fresh
-from helpers import error_line, run_module, tiny_encoder_config
+from export_helpers import SCORE_TEXTS, SEQ, score_ids
+from helpers import error_line, run_module
 
 ATOL = 1e-5
-TEXTS = ["the model reads a token", "a token", "which token was replaced by the small "
-         "generator trained as a masked language model on every sentence", "", "text"]
-
-
-@pytest.fixture(scope="module")
-def electric_dir(tiny_vocab, tmp_path_factory):
-    """A pre-training folder of an Electric model (random weights, made larger than the
-    0.02 init so that energies differ across tokens) that records objective=electric."""
-    import keras
-
-    from electra_tf import folders
-    from electra_tf.core.config import PretrainingConfig
-    from electra_tf.modeling import build_discriminator
-    from electra_tf.text.vocab import load_vocab
-
-    folder = str(tmp_path_factory.mktemp("electric"))
-    vocab_size = len(load_vocab(tiny_vocab))
-    keras.utils.set_random_seed(7)
-    disc = build_discriminator(tiny_encoder_config(vocab_size))
-    for v in disc.trainable_variables:
-        v.assign(v.numpy() * 5.0)
-    folders.pretraining.save_discriminator(folder, disc)
-    config = PretrainingConfig(model_size="tiny", vocab_size=vocab_size, objective="electric",
-                               max_seq_length=SEQ)
-    folders.pretraining.write_pretraining_config(folder, config, {"vocab_file": tiny_vocab})
-    return folder
+TEXTS = SCORE_TEXTS
 
 
 def one_by_one(scorer, texts):
@@ -100,41 +74,23 @@ def test_the_command_refuses_a_model_that_is_not_electric(export_pretrained_dir,
     error_line(proc, "holds no Electric model")
 
 
-@pytest.fixture(scope="module")
-def score_export(electric_dir, tmp_path_factory):
-    from electra_tf.serving.export import export, load_spec
-
-    spec = dataclasses.replace(load_spec("score", electric_dir, max_seq_length=SEQ),
-                               length_buckets=BUCKETS)
-    return spec, export(spec, str(tmp_path_factory.mktemp("score_base")), "score")
-
-
-def test_the_score_export_loads_fresh_and_matches_keras(score_export, electric_dir, tmp_path):
+def test_the_score_export_loads_fresh_and_matches_keras(score_export, electric_dir, fresh):
     from electra_tf.serving.scoring import load_scorer
 
     spec, path = score_export
     with open(os.path.join(path, "assets.extra", "export_info.json")) as f:
         assert json.load(f)["task"] == "score"
     scorer = load_scorer(electric_dir, max_seq_length=SEQ)
-    texts = TEXTS[:3] + TEXTS[4:]
-    ids, mask, _ = scorer.pack(texts)
-    pad = SEQ - ids.shape[1]
-    ids, mask = np.pad(ids, ((0, 0), (0, pad))), np.pad(mask, ((0, 0), (0, pad)))
-    jobs = [{"path": path, "signature": "serving_default",
-             "inputs": {"text": np.array([t.encode() for t in texts], object)}},
-            {"path": path, "signature": "serving_ids",
-             "inputs": {"input_word_ids": ids, "input_mask": mask,
-                        "input_type_ids": np.zeros_like(ids)}}]
-    results = run_fresh(jobs, str(tmp_path))["results"]
+    texts = TEXTS[:3] + TEXTS[4:]  # as the fresh fixture sends them
     want = one_by_one(scorer, texts)
-    energies = scorer.energies(ids, mask)
-    for result in results:
+    energies = scorer.energies(*score_ids(electric_dir, texts))
+    for key in ("text", "ids"):
         for loader in ("tf2", "tf1"):
-            out = result[loader]
+            out = fresh[("score", key)][loader]
             assert "error" not in out, out
             np.testing.assert_allclose(out["score"], want, atol=ATOL, rtol=0)
             np.testing.assert_allclose(out["token_energies"], energies, atol=ATOL, rtol=0)
-    text = results[0]["tf2"]
+    text = fresh[("score", "text")]["tf2"]
     assert [t.decode() for t in text["tokens"][0][:7]] == ["[CLS]", "the", "model", "reads",
                                                              "a", "token", "[SEP]"]
     assert list(text["truncated"]) == [False, False, True, False]

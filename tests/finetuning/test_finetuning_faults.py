@@ -183,22 +183,30 @@ def test_a_pretraining_folder_as_model_dir_is_refused_before_anything(pretrained
     assert sorted(os.listdir(pretrained_dir)) == before
 
 
-def test_a_refused_run_prints_its_line_and_nothing_else(pretrained_dir, toy_sst2_dir, tmp_path):
-    """A run refused after TensorFlow started (a sequence longer than the checkpoint's
-    positions): one line on stderr, none of TensorFlow's start-up lines (cuInit, oneDNN)
-    or warnings; ELECTRA_TF_VERBOSE=1 brings TensorFlow's own logging back."""
+def _refused_run(pretrained_dir, toy_sst2_dir, tmp_path, **env_overrides):
+    """run_finetuning refused after TensorFlow started (a sequence longer than the
+    checkpoint's positions), with TensorFlow's own log level unset: its stderr lines."""
     from helpers import REPO, run_python
 
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    env["PYTHONPATH"] = REPO
-    args = ["-m", "electra_tf.run_finetuning", "--task_name=sst2",
-            f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_sst2_dir}",
-            f"--model_dir={tmp_path}/out", "--max_seq_length=1024"]
-    proc = run_python(args, env=env)
+    env.update(PYTHONPATH=REPO, **env_overrides)
+    proc = run_python(["-m", "electra_tf.run_finetuning", "--task_name=sst2",
+                       f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_sst2_dir}",
+                       f"--model_dir={tmp_path}/out", "--max_seq_length=1024"], env=env)
     assert proc.returncode == 2, proc.stderr[-3000:]
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: --max_seq_length=1024"), \
-        proc.stderr[-5000:]
     assert not (tmp_path / "out").exists()
-    verbose = run_python(args, env={**env, "ELECTRA_TF_VERBOSE": "1"})
-    assert verbose.returncode == 2 and len(verbose.stderr.strip().splitlines()) > 1
+    return proc.stderr.strip().splitlines()
+
+
+def test_a_refused_run_prints_its_line_and_nothing_else(pretrained_dir, toy_sst2_dir, tmp_path):
+    """One line on stderr, none of TensorFlow's start-up lines (cuInit, oneDNN) or
+    warnings."""
+    lines = _refused_run(pretrained_dir, toy_sst2_dir, tmp_path)
+    assert len(lines) == 1 and lines[0].startswith("error: --max_seq_length=1024"), lines
+
+
+@pytest.mark.slow  # a second process of the test above
+def test_electra_tf_verbose_brings_tensorflows_logging_back(pretrained_dir, toy_sst2_dir,
+                                                             tmp_path):
+    lines = _refused_run(pretrained_dir, toy_sst2_dir, tmp_path, ELECTRA_TF_VERBOSE="1")
+    assert len(lines) > 1 and lines[-1].startswith("error: --max_seq_length=1024"), lines

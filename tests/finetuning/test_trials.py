@@ -53,6 +53,14 @@ class FakeTrainer:
                 "epoch_2": {"dev": {"accuracy": 0.5 + self.config.seed / 10}}}
 
 
+@pytest.fixture(autouse=True)
+def no_model_to_free(request, monkeypatch):
+    """The fake trainers build no model: no garbage collection between their trials (a
+    full one takes seconds in a test process that has run many tests)."""
+    if "pretrained_dir" not in request.fixturenames:
+        monkeypatch.setattr(trials, "free_models", lambda: None)
+
+
 def fake_runs(tmp_path, n, **run):
     config = FinetuningConfig(task_name="sst2", seed=7)
     return config, FinetuningRun(model_dir=str(tmp_path / "out"), data_dir="d",

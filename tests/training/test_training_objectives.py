@@ -14,8 +14,10 @@ from electra_tf.objectives.variants import OBJECTIVES
 # (trained_run, test_training_loop.py), two-stage has its own test
 # (test_training_algorithms.py), adversarial training's gradients are checked in
 # test_training_algorithms.py and the other ablations' losses are unit-tested in
-# tests/objectives/: their runs here are slow.
-SLOW = {"electra_15", "all_tokens_mlm", "replace_mlm", "uniform_generator"}
+# tests/objectives/: their runs here are slow. Electric's step is held to the JAX
+# loop's by test_electric_training.py (its losses on one batch), and both loops
+# resume an Electric run exactly there (slow).
+SLOW = {"electra_15", "all_tokens_mlm", "replace_mlm", "uniform_generator", "electric"}
 SLOW_RUNS = {("electra", "joint"), ("electra", "two_stage"), ("electra", "adversarial")}
 VARIANTS = [pytest.param(o, a, e, id=f"{o}-{a}-{'-'.join(e)}",
                          marks=[pytest.mark.slow] if SLOW & {o, *e} or (
