@@ -48,7 +48,11 @@ def test_a_malformed_dev_split_stops_the_run_before_training(toy_sst2_dir, pretr
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl_c", "sigterm"])
+# Through the command: SIGTERM by default; Ctrl-C's run is slow (the gate takes SIGINT
+# as SIGTERM, tests/training/test_training_interrupts.py, and two Ctrl-C at an epoch's
+# end: test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation).
+@pytest.mark.parametrize("sig", [pytest.param(signal.SIGINT, marks=pytest.mark.slow),
+                                 signal.SIGTERM], ids=["ctrl_c", "sigterm"])
 def test_an_interrupt_saves_and_exits_with_one_line(pretrained_dir, toy_sst2_dir, tmp_path, sig):
     """Ctrl-C exits 130; SIGTERM, what Kubernetes and Slurm send before a kill, is a
     Ctrl-C too (exit 128 + 15)."""
