@@ -20,6 +20,14 @@ then --iters timed calls of each (a quarter of that for the batch), the
 requests interleaved. p50 is over all rounds' calls. The machine's 1-minute
 load average is recorded before and after (2 cores shared with other jobs
 inflate every latency: compare rows of one run).
+
+--encoders (ENCODERS) times the same settings on exports whose encoder writes
+its matrix products one way or another, the same weights: "batchmatmulv3"
+(electra_tf/serving/encoder.py as it is: BatchMatMulV3, which oneDNN's graph
+rewrite leaves to Eigen) and "matmul" (the encoder's one helper, `_matmul`,
+patched to tf.matmul while exporting: MatMul and BatchMatMulV2, which oneDNN
+rewrites, the export before BatchMatMulV3). Each setting runs on every encoder's
+export back to back, so the A/B's arms share the machine's load.
 """
 
 import argparse
@@ -31,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from unittest import mock
 
 import numpy as np
 from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
@@ -64,6 +73,42 @@ DESCRIPTIONS = {
                      "`TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1`",
     "onednn_off": "`TF_ENABLE_ONEDNN_OPTS=0` in the server's environment",
 }
+
+# name: how the export's encoder writes its matrix products.
+ENCODERS = {
+    "batchmatmulv3": "BatchMatMulV3 (electra_tf/serving/encoder.py; Eigen's kernels)",
+    "matmul": "tf.matmul (MatMul, BatchMatMulV2: oneDNN's after its rewrite)",
+}
+
+
+def _op_types(path):
+    """The op types of an export's graph and functions (saved_model.pb)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        saved.ParseFromString(f.read())
+    graph = saved.meta_graphs[0].graph_def
+    return {n.op for n in graph.node} | {n.op for fn in graph.library.function
+                                         for n in fn.node_def}
+
+
+def export_with(encoder, spec, base, name):
+    """`export` of spec whose encoder's products are ENCODERS[encoder]'s; checks the
+    written graph holds them."""
+    import tensorflow as tf
+
+    from electra_tf.serving import encoder as serving_encoder
+    from electra_tf.serving.export import export
+
+    if encoder == "matmul":
+        with mock.patch.object(serving_encoder, "_matmul", lambda x, y: tf.matmul(x, y)):
+            path = export(spec, base, name)
+    else:
+        path = export(spec, base, name)
+    ops = _op_types(path)
+    assert ("BatchMatMulV3" in ops) == (encoder == "batchmatmulv3"), (encoder, sorted(ops))
+    return path
 
 
 def _texts(rng, lengths):
@@ -108,6 +153,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--output", default="benchmarks/serving_threads")
     parser.add_argument("--settings", default=",".join(SETTINGS))
+    parser.add_argument("--encoders", default="batchmatmulv3",
+                        help=f"comma list of {', '.join(ENCODERS)}: one export each, every "
+                             "setting timed on each")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--iters", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=5)
@@ -120,45 +168,52 @@ def main():
     if args.setting:
         return child(args)
 
-    from electra_tf.serving.export import export, load_spec
+    from electra_tf.serving.export import load_spec
 
-    settings = args.settings.split(",")
+    settings, encoders = args.settings.split(","), args.encoders.split(",")
     unknown = [s for s in settings if s not in SETTINGS]
     if unknown:
         raise SystemExit(f"unknown setting(s) {unknown}; known: {', '.join(SETTINGS)}")
+    unknown = [e for e in encoders if e not in ENCODERS]
+    if unknown:
+        raise SystemExit(f"unknown encoder(s) {unknown}; known: {', '.join(ENCODERS)}")
     work = tempfile.mkdtemp(prefix="bench_serving_threads_")
     vocab = synthetic_vocab(os.path.join(work, "vocab.txt"))
     folder = finetuned_folder(os.path.join(work, "sst2"), "sst2", vocab, args.model_size)
-    path = export(load_spec("sequence_classification", folder), os.path.join(work, "models"),
-                  "sst2")
+    spec = load_spec("sequence_classification", folder)
+    paths = {e: export_with(e, spec, os.path.join(work, "models"), f"sst2_{e}")
+             for e in encoders}
     load_start, t_start = os.getloadavg(), time.monotonic()
-    times = {s: {} for s in settings}
+    runs = [(e, s) for s in settings for e in encoders]  # a setting's A/B arms back to back
+    times = {run: {} for run in runs}
     for r in range(args.rounds):
-        for setting in (settings if r % 2 == 0 else settings[::-1]):
+        for encoder, setting in (runs if r % 2 == 0 else runs[::-1]):
             env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **SETTINGS[setting][2]}
             cmd = [sys.executable, os.path.abspath(__file__), f"--setting={setting}",
-                   f"--export={path}", f"--iters={args.iters}", f"--warmup={args.warmup}",
-                   f"--batch={args.batch}"]
+                   f"--export={paths[encoder]}", f"--iters={args.iters}",
+                   f"--warmup={args.warmup}", f"--batch={args.batch}"]
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
             line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
             if proc.returncode or not line:
-                raise SystemExit(f"{setting} failed:\n{proc.stderr[-3000:]}")
+                raise SystemExit(f"{encoder} {setting} failed:\n{proc.stderr[-3000:]}")
             for key, values in json.loads(line[0][7:])["times_ms"].items():
-                times[setting].setdefault(key, []).extend(values)
-            print(f"[bench] round {r + 1} {setting}: " + ", ".join(
-                f"{k} {np.median(v):.2f} ms" for k, v in times[setting].items()),
+                times[encoder, setting].setdefault(key, []).extend(values)
+            print(f"[bench] round {r + 1} {encoder} {setting}: " + ", ".join(
+                f"{k} {np.median(v):.2f} ms" for k, v in times[encoder, setting].items()),
                 file=sys.stderr, flush=True)
     wall = time.monotonic() - t_start
     load_end = os.getloadavg()
 
     import tensorflow as tf
 
-    rows = [{"setting": s, "intra_op": SETTINGS[s][0], "inter_op": SETTINGS[s][1],
-             "env": SETTINGS[s][2], "request": key, "calls": len(values),
-             "p50_ms": round(float(np.median(values)), 2),
+    rows = [{"encoder": e, "setting": s, "intra_op": SETTINGS[s][0],
+             "inter_op": SETTINGS[s][1], "env": SETTINGS[s][2], "request": key,
+             "calls": len(values), "p50_ms": round(float(np.median(values)), 2),
              "p90_ms": round(float(np.percentile(values, 90)), 2)}
-            for s in settings for key, values in times[s].items()]
+            for e, s in runs for key, values in times[e, s].items()]
     command = (f"python benchmarks/bench_serving_threads.py --settings={args.settings} "
+               + (f"--encoders={args.encoders} " if args.encoders != "batchmatmulv3" else "")
+               + 
                f"--rounds={args.rounds} --iters={args.iters} --warmup={args.warmup} "
                f"--batch={args.batch} "
                + (f"--model_size={args.model_size} " if args.model_size != "small" else "")
@@ -169,7 +224,7 @@ def main():
                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     with open(args.output + ".json", "w") as f:
         json.dump({"command": command, "machine": machine, "rows": rows}, f, indent=2)
-    requests = list(times[settings[0]])
+    requests = list(times[runs[0]])
     lines = ["# Short requests at a server's threading (CPU, TF1 Session as TF Serving runs "
              "the export)", "", "Reproduce (from the repository root):", "", "```", command,
              "```", "",
@@ -180,12 +235,13 @@ def main():
              f"- {'ELECTRA-Small (hidden 256, 12 layers, E 128)' if args.model_size == 'small' else 'model size ' + args.model_size}, "
              "vocab 30522, seq 128, default length buckets; the settings ran in "
              f"{args.rounds} rounds, alternating (the module docstring says how).", "",
-             "| setting | " + " | ".join(f"{r} p50 ms" for r in requests) + " |",
-             "|---|" + "---:|" * len(requests)]
-    for s in settings:
-        cells = [str(next(r["p50_ms"] for r in rows if r["setting"] == s and r["request"] == q))
-                 for q in requests]
-        lines.append(f"| {DESCRIPTIONS[s]} | " + " | ".join(cells) + " |")
+             "Encoders: " + "; ".join(f"`{e}`: {ENCODERS[e]}" for e in encoders) + ".", "",
+             "| setting | encoder | " + " | ".join(f"{r} p50 ms" for r in requests) + " |",
+             "|---|---|" + "---:|" * len(requests)]
+    for e, s in runs:
+        cells = [str(next(r["p50_ms"] for r in rows if (r["encoder"], r["setting"]) == (e, s)
+                          and r["request"] == q)) for q in requests]
+        lines.append(f"| {DESCRIPTIONS[s]} | {e} | " + " | ".join(cells) + " |")
     with open(args.output + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -15,6 +15,29 @@ the layers, one attention-mask bias per call and one transpose per tensor
                 x = LayerNorm(x + a @ Wo + bo)
                 x = LayerNorm(x + act(x @ Wi + bi) @ Wf + bf)
 
+Every matrix product (the dense layers and both attention products) is one
+BatchMatMulV3 op, through `_matmul`, with its bias added by a separate BiasAdd.
+Not MatMul, BatchMatMulV2 or Einsum: TensorFlow built with oneDNN (the CPU
+wheels since 2.9, and TF Serving's CPU builds) rewrites those, when the graph
+is loaded, into oneDNN's ops (`_MklNativeFusedMatMul` for MatMul+BiasAdd,
+`_MklBatchMatMulV2`, ...), and oneDNN splits even a [22, 256] x [256, 1024]
+product over the intra-op pool: at batch 1 and a few dozen positions every
+product pays a hand-over to the pool's threads and a wait, which made a
+20-word request at TensorFlow's default threads slower than at one thread.
+The rewrite skips BatchMatMulV3 (mkl_layout_pass.cc rewrites only ops with a
+"T" attribute; BatchMatMulV3 has Ta/Tb/Tout), so it runs on Eigen's
+contraction kernel, whose cost model gives a small product one thread and a
+large one (long texts, batches) the pool. Verified in TF 2.20 (oneDNN on, the
+default): in the TF1 Session TF Serving uses, a text request's partition graph
+holds no oneDNN matrix product of the encoder, only BatchMatMulV3
+(tests/export/test_export_layout.py checks this); the head's Keras layers
+(model.head / rtd_head) keep their own tiny products, which oneDNN still
+takes (a classifier: one _MklNativeFusedMatMul). The price: BiasAdd and the
+activation are separate ops, where oneDNN fused them into the product.
+Latency: benchmarks/bench_serving_threads.py --encoders=batchmatmulv3,matmul
+times this against the tf.matmul products on the same settings (not yet
+measured on quiet cores).
+
 It is the export's encoder: tests/export/test_serving_encoder.py holds it to
 the Keras model to 1e-5 for every head, activation and padding, and the
 export tests hold every bucket to the fixed window. Dropout is off, as at
@@ -41,8 +64,15 @@ def _layer_norm(x, layer):
                                      layer.epsilon)
 
 
+def _matmul(x, y):
+    """x @ y, batched over the leading dimensions (2-D: a plain matrix product): every
+    matrix product of the encoder, as BatchMatMulV3 (float32 in and out), which
+    oneDNN's graph rewrite leaves to Eigen's kernels (the module docstring says why)."""
+    return tf.raw_ops.BatchMatMulV3(x=x, y=y, Tout=tf.float32, adj_x=False, adj_y=False)
+
+
 def _dense(x, layer):
-    return tf.nn.bias_add(tf.matmul(x, layer.kernel.value), layer.bias.value)
+    return tf.nn.bias_add(_matmul(x, layer.kernel.value), layer.bias.value)
 
 
 def serving_sequence_output(encoder, input_ids, input_mask, segment_ids):
@@ -75,8 +105,8 @@ def serving_sequence_output(encoder, input_ids, input_mask, segment_ids):
         q = tf.transpose(tf.reshape(_dense(x, att.query), split), [0, 2, 1, 3])  # [B, n, L, d]
         k = tf.transpose(tf.reshape(_dense(x, att.key), split), [0, 2, 3, 1])  # [B, n, d, L]
         v = tf.transpose(tf.reshape(_dense(x, att.value), split), [0, 2, 1, 3])  # [B, n, L, d]
-        probs = tf.nn.softmax(tf.matmul(q, k) * scale + mask_bias)
-        context = tf.reshape(tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3]), [-1, hidden])
+        probs = tf.nn.softmax(_matmul(q, k) * scale + mask_bias)
+        context = tf.reshape(tf.transpose(_matmul(probs, v), [0, 2, 1, 3]), [-1, hidden])
         x = _layer_norm(x + _dense(context, layer.attention_output), layer.attention_layer_norm)
         ffn = _dense(activation(_dense(x, layer.intermediate)), layer.output_dense)
         x = _layer_norm(x + ffn, layer.output_layer_norm)
