@@ -15,28 +15,13 @@ the layers, one attention-mask bias per call and one transpose per tensor
                 x = LayerNorm(x + a @ Wo + bo)
                 x = LayerNorm(x + act(x @ Wi + bi) @ Wf + bf)
 
-Every matrix product (the dense layers and both attention products) is one
-BatchMatMulV3 op, through `_matmul`, with its bias added by a separate BiasAdd.
-Not MatMul, BatchMatMulV2 or Einsum: TensorFlow built with oneDNN (the CPU
-wheels since 2.9, and TF Serving's CPU builds) rewrites those, when the graph
-is loaded, into oneDNN's ops (`_MklNativeFusedMatMul` for MatMul+BiasAdd,
-`_MklBatchMatMulV2`, ...), and oneDNN splits even a [22, 256] x [256, 1024]
-product over the intra-op pool: at batch 1 and a few dozen positions every
-product pays a hand-over to the pool's threads and a wait, which made a
-20-word request at TensorFlow's default threads slower than at one thread.
-The rewrite skips BatchMatMulV3 (mkl_layout_pass.cc rewrites only ops with a
-"T" attribute; BatchMatMulV3 has Ta/Tb/Tout), so it runs on Eigen's
-contraction kernel, whose cost model gives a small product one thread and a
-large one (long texts, batches) the pool. Verified in TF 2.20 (oneDNN on, the
-default): in the TF1 Session TF Serving uses, a text request's partition graph
-holds no oneDNN matrix product of the encoder, only BatchMatMulV3
-(tests/export/test_export_layout.py checks this); the head's Keras layers
-(model.head / rtd_head) keep their own tiny products, which oneDNN still
-takes (a classifier: one _MklNativeFusedMatMul). The price: BiasAdd and the
-activation are separate ops, where oneDNN fused them into the product.
-Latency: benchmarks/bench_serving_threads.py --encoders=batchmatmulv3,matmul
-times this against the tf.matmul products on the same settings (not yet
-measured on quiet cores).
+Every matrix product goes through `_matmul` (tf.matmul: MatMul, BatchMatMulV2),
+which TensorFlow built with oneDNN rewrites into oneDNN's ops when the graph is
+loaded. Tried and not kept: BatchMatMulV3, which that rewrite skips (it rewrites
+only ops with a "T" attribute), so that the products run on Eigen's kernels.
+Side by side on a 2-core CPU (benchmarks/serving_threads.md) it was no faster
+for a 20-word request at TensorFlow's default threads (13.4 vs 12.3 ms) and
+slower at 128 words (33.4 vs 26.4 ms) and for batches.
 
 It is the export's encoder: tests/export/test_serving_encoder.py holds it to
 the Keras model to 1e-5 for every head, activation and padding, and the
@@ -65,10 +50,9 @@ def _layer_norm(x, layer):
 
 
 def _matmul(x, y):
-    """x @ y, batched over the leading dimensions (2-D: a plain matrix product): every
-    matrix product of the encoder, as BatchMatMulV3 (float32 in and out), which
-    oneDNN's graph rewrite leaves to Eigen's kernels (the module docstring says why)."""
-    return tf.raw_ops.BatchMatMulV3(x=x, y=y, Tout=tf.float32, adj_x=False, adj_y=False)
+    """x @ y, batched over the leading dimensions: every matrix product of the encoder
+    (the one place to try another op: benchmarks/bench_serving_threads.py --encoders)."""
+    return tf.matmul(x, y)
 
 
 def _dense(x, layer):

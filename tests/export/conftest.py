@@ -159,9 +159,8 @@ def fresh(exports, score_export, electric_dir, tmp_path_factory):
     must fail) ran first, before tensorflow_text was imported ("modules_no_text": the
     modules loaded then). The same process runs the bad-input cases ("bad_input":
     bad_input_rows with their results) and the default fuzz strings ("fuzz": (fuzz_jobs'
-    meta, results)), the score export's text and ids requests (("score", "text"|"ids")) and
-    one mrpc text request with the TF1 Session's partition graph (("mrpc",
-    "partition_graph")): one start-up of TensorFlow and one load of each export."""
+    meta, results)), and the score export's text and ids requests (("score", "text"|"ids")):
+    one start-up of TensorFlow and one load of each export."""
     from electra_tf.serving import warmup
 
     jobs, keys = [], []
@@ -200,10 +199,6 @@ def fresh(exports, score_export, electric_dir, tmp_path_factory):
              {"path": score_export[1], "signature": "serving_ids",
               "inputs": {"input_word_ids": ids, "input_mask": mask,
                          "input_type_ids": np.zeros_like(ids)}}]
-    # the ops the TF1 Session ran for one text request (test_export_layout.py)
-    add(("mrpc", "partition_graph"), "mrpc", "serving_default",
-        text_inputs(exports["mrpc"][0], [" ".join(["the model reads"] * 7)]))
-    jobs[-1]["partition_graph"] = True
     bad = bad_input_rows(exports)
     for i, (name, signature, _, inputs, _) in enumerate(bad):
         add(("bad_input", i), name, signature, inputs)
@@ -224,9 +219,7 @@ def fresh(exports, score_export, electric_dir, tmp_path_factory):
                              "inputs": warmup.request_inputs(log)})
 
     tmp = str(tmp_path_factory.mktemp("fresh"))
-    # oneDNN as TensorFlow's default has it, whatever this shell says
-    out = run_fresh(jobs, tmp, without_tf_text=no_text_jobs,
-                    unset_env=("TF_ENABLE_ONEDNN_OPTS",))
+    out = run_fresh(jobs, tmp, without_tf_text=no_text_jobs)
     results = dict(zip(keys, out["results"]))
     results["modules"] = out["modules"]
     results["bad_input"] = [row + (results[("bad_input", i)],) for i, row in enumerate(bad)]

@@ -232,19 +232,18 @@ def score_ids(electric_dir, texts):
     return np.pad(ids, ((0, 0), (0, pad))), np.pad(mask, ((0, 0), (0, pad)))
 
 
-def run_fresh(jobs, tmp_dir, no_tf_text=False, without_tf_text=(), unset_env=()):
+def run_fresh(jobs, tmp_dir, no_tf_text=False, without_tf_text=()):
     """Runs load_check.py on jobs in a new interpreter, away from the repo; waits
     patience() for its start-up and jobs (a slow machine is no failure of an export).
     `without_tf_text`: jobs that run first, before tensorflow_text is imported (their
-    {"results", "modules"} under "without_tf_text"). `unset_env`: variables removed
-    from its environment (e.g. TF_ENABLE_ONEDNN_OPTS: TensorFlow's default)."""
+    {"results", "modules"} under "without_tf_text")."""
     count = len(jobs) + len(without_tf_text)
     if without_tf_text:
         jobs = {"without_tf_text": list(without_tf_text), "jobs": jobs}
     job_file, result_file = os.path.join(tmp_dir, "jobs.pkl"), os.path.join(tmp_dir, "out.pkl")
     with open(job_file, "wb") as f:
         pickle.dump(jobs, f)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and k not in unset_env}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     cmd = [sys.executable, os.path.join(HERE, "load_check.py"), job_file, result_file]
     proc = subprocess.run(cmd + (["--no_tf_text"] if no_tf_text else []), cwd=tmp_dir, env=env,

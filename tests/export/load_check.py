@@ -12,11 +12,6 @@ ids-only export must load without it). Only numpy, pickle, sys, tensorflow
 (and tensorflow_text) are imported here; the results record sys.modules so the
 test can check that.
 
-A job with "partition_graph": True also stores, under "tf1_partition_graph", the
-[(op type, node name)] of the graphs the TF1 Session ran for it (RunOptions'
-output_partition_graphs: after Grappler's and oneDNN's rewrites, the ops the
-server's kernels run).
-
 JOBS.pkl may instead hold {"without_tf_text": jobs, "jobs": jobs}: the first
 list runs before tensorflow_text is imported (as with --no_tf_text; its results
 and sys.modules are stored under "without_tf_text"), then tensorflow_text is
@@ -38,7 +33,7 @@ def run_tf2(path, signature, inputs, cache={}):
     return {k: v.numpy() for k, v in out.items()}
 
 
-def run_tf1(path, signature, inputs, cache={}, partition_graph=None):
+def run_tf1(path, signature, inputs, cache={}):
     if path not in cache:  # one graph and session per export, as the server keeps
         graph = tf.Graph()
         sess = tf.compat.v1.Session(graph=graph)
@@ -49,13 +44,7 @@ def run_tf1(path, signature, inputs, cache={}, partition_graph=None):
     sig = meta.signature_def[signature]
     feed = {sig.inputs[k].name: v for k, v in inputs.items()}
     fetch = {k: t.name for k, t in sig.outputs.items()}
-    if partition_graph is None:
-        return sess.run(fetch, feed_dict=feed)
-    metadata = tf.compat.v1.RunMetadata()
-    out = sess.run(fetch, feed_dict=feed, run_metadata=metadata,
-                   options=tf.compat.v1.RunOptions(output_partition_graphs=True))
-    partition_graph.extend((n.op, n.name) for g in metadata.partition_graphs for n in g.node)
-    return out
+    return sess.run(fetch, feed_dict=feed)
 
 
 def run_jobs(jobs):
@@ -65,11 +54,8 @@ def run_jobs(jobs):
     for job in jobs:
         result = {}
         for name, run in (("tf2", run_tf2), ("tf1", run_tf1)):
-            kwargs = {}
-            if name == "tf1" and job.get("partition_graph"):
-                kwargs["partition_graph"] = result["tf1_partition_graph"] = []
             try:
-                result[name] = run(job["path"], job["signature"], job["inputs"], **kwargs)
+                result[name] = run(job["path"], job["signature"], job["inputs"])
             except Exception as e:  # reported to the test, which decides
                 result[name] = {"error": f"{type(e).__name__}: {str(e)[:2000]}"}
         results.append(result)

@@ -237,35 +237,6 @@ def test_only_tf_serving_2_12_text_ops_and_none_in_the_ids_export(exports):
             assert "FastWordpieceTokenizeWithOffsets" in custom and custom <= allowed, custom
 
 
-def test_the_encoder_runs_no_onednn_matrix_product_in_a_tf1_session(exports, fresh):
-    """As TF Serving runs it (the TF1 loader, a Session, oneDNN on: TensorFlow's default),
-    a text request's encoder products stay BatchMatMulV3 on Eigen's kernels: oneDNN's
-    rewrite (`_Mkl*MatMul*`, `_MklEinsum`, ...) touches only the head's Keras layers
-    (electra_tf/serving/encoder.py's docstring says why). A fresh process with only
-    tensorflow and tensorflow_text; the partition graph is what its kernels ran."""
-    import re
-
-    spec = exports["mrpc"][0]
-    result = fresh[("mrpc", "partition_graph")]
-    assert "error" not in result["tf1"], result["tf1"]
-    assert fresh["modules"] and "electra_tf" not in fresh["modules"]
-    nodes = result["tf1_partition_graph"]
-    ops = [op for op, _ in nodes]
-    assert any(op.startswith("_Mkl") for op in ops), "oneDNN rewrote nothing: is it off?"
-    products = [(op, name) for op, name in nodes if op.startswith("_Mkl")
-                and re.search(r"(MatMul|MatMulV2|Einsum)$", op)]
-    # the classifier's one Dense layer [B, H] x [H, 2] (Keras' MatMul + BiasAdd)
-    assert [op for op, name in products if re.search(r"/task_specific(_\d+)?/", name)] == [
-        "_MklNativeFusedMatMul"], products
-    encoder = [p for p in products if not re.search(r"/task_specific(_\d+)?/", p[1])]
-    assert encoder == [], encoder
-    config = spec.model.encoder.config
-    # per layer q, k, v, the two attention products, attention output, FFN in and out;
-    # the embeddings projection (E != H). One bucket ran.
-    assert config.embedding_size != config.hidden_size
-    assert ops.count("BatchMatMulV3") == 8 * config.num_hidden_layers + 1, sorted(set(ops))
-
-
 _SHOW = """
 import contextlib, io, json, sys
 from tensorflow.python.tools import saved_model_cli
