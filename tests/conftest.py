@@ -68,6 +68,9 @@ SHARED_FIXTURES = {
     "tests/training/test_training_loop.py": "trained_run",
     "tests/training/test_training_faults.py::test_resuming_with": "trained_run",
     "tests/training/test_training_faults.py::test_a_damaged_tf_checkpoint": "trained_run",
+    "tests/training/test_training_faults.py::test_a_finished_run_leaves": "trained_run",
+    "tests/training/test_summary_tags.py::test_train_and_eval": "trained_run",
+    "tests/training/test_summary_tags.py::test_the_docs_list": "trained_run",
 }
 
 
@@ -85,9 +88,12 @@ COSTLY_FIRST = (
     "tests/training/test_prior_output_biases.py::test_the_jax_backend",
     "tests/training/test_jax_multihost.py::test_jax_waits_for_its_peers",
     "tests/training/test_electric_training.py::test_tf_and_jax",
-    "tests/training/test_training_loop.py",  # trained_run, with the two below
+    "tests/training/test_training_loop.py",  # trained_run, with the five below
     "tests/training/test_training_faults.py::test_resuming_with",
     "tests/training/test_training_faults.py::test_a_damaged_tf_checkpoint",
+    "tests/training/test_training_faults.py::test_a_finished_run_leaves",
+    "tests/training/test_summary_tags.py::test_train_and_eval",
+    "tests/training/test_summary_tags.py::test_the_docs_list",
     "tests/training/test_jax_no_tf.py",
     "tests/training/test_training_distributed.py::test_mirrored",
     "tests/training/test_gdes.py::test_the_cli_trains",

@@ -23,30 +23,12 @@ import sys
 import traceback
 
 
-def cache_compilations() -> None:
-    """XLA's compilation cache in a folder of this process's own: every trainer of a run
-    (a resumed run has two) and every run of the same model compile the same step, which
-    is XLA's compile of a few seconds each time without it."""
-    import atexit
-    import shutil
-    import tempfile
-
-    import jax
-
-    folder = tempfile.mkdtemp(prefix="jax_scripts_cache_")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    jax.config.update("jax_compilation_cache_dir", folder)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-
-
 def main() -> None:
     channel = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # stray writes to fd 1 (C++ logs, ...) go to stderr, not the channel
     sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", buffering=0), write_through=True)
     import keras  # the backend starts once, here
 
-    cache_compilations()
     for line in sys.stdin:
         request = json.loads(line)
         keras.config.set_dtype_policy("float32")

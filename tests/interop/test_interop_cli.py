@@ -11,6 +11,7 @@ import os
 import shutil
 
 import numpy as np
+import pytest
 from helpers import error_line, run_module
 
 
@@ -18,11 +19,8 @@ def _run(*args):
     return run_module("electra_tf.convert", *args)
 
 
-def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab, tiny_corpus):
-    from electra_tf.core.config import PretrainingConfig, PretrainingRun
-    from electra_tf.data.builder import BuildOptions, build_pretraining_data
+def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab):
     from electra_tf.text.tokenizer import load_vocab
-    from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
     vocab_size = len(load_vocab(tiny_vocab))
     weights = h.original_weights(seed=7, vocab=vocab_size)
@@ -55,6 +53,26 @@ def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab, tiny_corpus)
     table = spec.model.encoder.embeddings.word_embeddings.embeddings
     np.testing.assert_array_equal(table.numpy(), weights["electra/embeddings/word_embeddings"])
 
+
+# Slow: a training step through the loop (the default suite restores a converted
+# folder into the pre-training model: test_interop_tf1.py's
+# test_interop_tf1_resume_checkpoint_restores_into_pretraining).
+@pytest.mark.slow
+def test_run_pretraining_continues_a_converted_checkpoint(h, tmp_path, tiny_vocab, tiny_corpus):
+    from electra_tf.core.config import PretrainingConfig, PretrainingRun
+    from electra_tf.data.builder import BuildOptions, build_pretraining_data
+    from electra_tf.interop import tf1
+    from electra_tf.text.tokenizer import load_vocab
+    from electra_tf.training.backends.tensorflow import TensorFlowPretraining
+    from electra_tf.training.checkpoints import write_fresh_pretraining_checkpoint
+
+    weights = h.original_weights(seed=7, vocab=len(load_vocab(tiny_vocab)))
+    h.write_tf1_checkpoint(tmp_path / "electra_tiny" / "model.ckpt-1000",
+                           h.with_optimizer_state(weights))
+    shutil.copyfile(tiny_vocab, tmp_path / "electra_tiny" / "vocab.txt")
+    out = tmp_path / "converted"
+    tf1.import_checkpoint(str(tmp_path / "electra_tiny"), "small", str(out), h.TINY_OVERRIDES,
+                          write_fresh_pretraining_checkpoint)
     # run_pretraining on the converted model_dir continues from the imported weights.
     records = tmp_path / "records"
     build_pretraining_data(BuildOptions(files=(tiny_corpus,), vocab_file=tiny_vocab,
