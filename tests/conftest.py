@@ -60,7 +60,8 @@ SHARED_FIXTURES = {
     "tests/training/test_prior_output_biases.py::test_the_jax_backend": "jax_scripts",
     "tests/training/test_jax_multihost.py::test_jax_waits_for_its_peers": "jax_scripts",
     "tests/training/test_jax_no_tf.py": "straight_run",  # a TensorFlow-free JAX run
-    "tests/training/test_finetuning_init.py": "finetuning_init",
+    "tests/training/test_finetuning_init.py::test_a_checkpoint_step": "trained_run",
+    "tests/training/test_finetuning_init.py::test_bad_checkpoint_steps": "trained_run",
     "tests/finetuning/test_finetuning_vocab.py": "vocab_finetuned",  # its `finetuned`
     "tests/finetuning/test_finetuning_from_transformers.py::test_a_converted_model_":
         "converted_ner",
@@ -88,15 +89,16 @@ COSTLY_FIRST = (
     "tests/training/test_prior_output_biases.py::test_the_jax_backend",
     "tests/training/test_jax_multihost.py::test_jax_waits_for_its_peers",
     "tests/training/test_electric_training.py::test_tf_and_jax",
-    "tests/training/test_training_loop.py",  # trained_run, with the five below
+    "tests/training/test_training_loop.py",  # trained_run, with the seven below
     "tests/training/test_training_faults.py::test_resuming_with",
     "tests/training/test_training_faults.py::test_a_damaged_tf_checkpoint",
     "tests/training/test_training_faults.py::test_a_finished_run_leaves",
     "tests/training/test_summary_tags.py::test_train_and_eval",
     "tests/training/test_summary_tags.py::test_the_docs_list",
+    "tests/training/test_finetuning_init.py::test_a_checkpoint_step",
+    "tests/training/test_finetuning_init.py::test_bad_checkpoint_steps",
     "tests/training/test_jax_no_tf.py",
     "tests/training/test_training_distributed.py::test_mirrored",
-    "tests/training/test_gdes.py::test_the_cli_trains",
     "tests/finetuning/test_finetuning_vocab.py",
     "tests/finetuning/test_finetuning_faults.py::test_two_ctrl_c",
     "tests/finetuning/test_finetuning_faults.py::test_a_refused_run_prints",
@@ -104,7 +106,6 @@ COSTLY_FIRST = (
     "tests/finetuning/test_finetuning_faults.py::test_an_interrupt_saves",
     "tests/finetuning/test_finetuning_end_to_end.py::test_interrupted_and_resumed",
     "tests/training/test_pretraining_reports.py::test_checkpoints_land",
-    "tests/training/test_finetuning_init.py",
     "tests/data/test_data_builder.py::test_same_bytes_for_same_seed",
     "tests/training/test_training_interrupts.py::test_ctrl_c_during_a_chunk",
     "tests/training/test_training_faults.py::test_a_shard_corrupt",

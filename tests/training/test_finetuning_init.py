@@ -6,7 +6,6 @@ import os
 
 import numpy as np
 import pytest
-from helpers import TINY_MODEL
 
 from electra_tf import folders
 from electra_tf.core.config import FinetuningConfig, FinetuningRun
@@ -14,23 +13,11 @@ from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.training.finetuning import initial_discriminator
 
 
-@pytest.fixture(scope="module")
-def pretrained(tiny_records, tmp_path_factory):
-    """A 6-step TF pre-training run that kept ckpt-3 and ckpt-6."""
-    from electra_tf.core.config import PretrainingConfig, PretrainingRun
-    from electra_tf.text.vocab import load_vocab
-    from electra_tf.training.backends.tensorflow import TensorFlowPretraining
-
-    model_dir = str(tmp_path_factory.mktemp("pretrained"))
-    config = PretrainingConfig(
-        model_size="tiny", model_hparam_overrides=TINY_MODEL,
-        vocab_size=len(load_vocab(tiny_records["vocab"])), max_seq_length=32,
-        generator_hidden_size=0.5, learning_rate=1e-2, num_warmup_steps=0, train_batch_size=8,
-        num_train_steps=6, iterations_per_loop=3, save_checkpoints_steps=3, seed=3)
-    run = PretrainingRun(model_dir=model_dir, train_data=tiny_records["train"],
-                         vocab_file=tiny_records["vocab"])
-    TensorFlowPretraining(config, run).train()
-    return model_dir, config
+@pytest.fixture
+def pretrained(trained_run):
+    """(model_dir, config) of trained_run: a 6-step TF pre-training run that kept ckpt-3
+    and ckpt-6 (read only)."""
+    return str(trained_run["model_dir"]), trained_run["config"]
 
 
 def _weights(discriminator):

@@ -191,6 +191,10 @@ def test_tf_and_jax_give_the_same_gdes_losses(tiny_records, tmp_path):
         assert jax_losses["electra"][key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
 
 
+# Slow: a run through the command. By default GDES's model, losses and kept
+# discriminator are checked above and against the JAX loop, and the recorded FLOPs of a
+# run in tests/training/test_training_loop.py.
+@pytest.mark.slow
 def test_the_cli_trains_with_the_flag_and_counts_the_kept_discriminator(tiny_records, tmp_path):
     from helpers import run_module
 
