@@ -19,9 +19,8 @@ Every matrix product goes through `_matmul` (tf.matmul: MatMul, BatchMatMulV2),
 which TensorFlow built with oneDNN rewrites into oneDNN's ops when the graph is
 loaded. Tried and not kept: BatchMatMulV3, which that rewrite skips (it rewrites
 only ops with a "T" attribute), so that the products run on Eigen's kernels.
-Side by side on a 2-core CPU (benchmarks/serving_threads.md) it was no faster
-for a 20-word request at TensorFlow's default threads (13.4 vs 12.3 ms) and
-slower at 128 words (33.4 vs 26.4 ms) and for batches.
+Side by side it was no faster for a short request at TensorFlow's default
+threads and slower for long texts and batches (benchmarks/serving_threads_bmm.md).
 
 It is the export's encoder: tests/export/test_serving_encoder.py holds it to
 the Keras model to 1e-5 for every head, activation and padding, and the
