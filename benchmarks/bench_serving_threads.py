@@ -217,7 +217,7 @@ def main():
             for e, s in runs for key, values in times[e, s].items()]
     command = (f"python benchmarks/bench_serving_threads.py --settings={args.settings} "
                + (f"--encoders={args.encoders} " if args.encoders != "matmul" else "")
-               + 
+               +
                f"--rounds={args.rounds} --iters={args.iters} --warmup={args.warmup} "
                f"--batch={args.batch} "
                + (f"--model_size={args.model_size} " if args.model_size != "small" else "")

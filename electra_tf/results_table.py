@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from electra_tf import cli
 from electra_tf.core.errors import InputError

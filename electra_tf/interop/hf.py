@@ -49,7 +49,6 @@ import contextlib
 import json
 import os
 import pickle
-import re
 import shutil
 
 import numpy as np

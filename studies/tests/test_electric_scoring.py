@@ -23,7 +23,7 @@ def test_corruptions_swap_two_different_words_and_replace_one():
 def test_electric_flops_count_both_towers_and_the_cloze_head_on_every_token():
     c = PretrainingConfig(objective="electric", vocab_size=4000, **DEMO)
     d, g = c.discriminator_config(), c.generator_config()
-    L, V, e = 128, 4000, g.resolved_embedding_size
+    L, e = 128, g.resolved_embedding_size
     electric = study.electric_flops_per_sequence(c)
     # one more cloze position costs 3 x (dense(2 H_G -> E) + E x V) per token
     bigger = PretrainingConfig(objective="electric", vocab_size=4001, **DEMO)

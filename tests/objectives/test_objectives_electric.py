@@ -143,7 +143,7 @@ def test_losses_against_the_formulas():
 
 
 def test_sampled_positions_equal_to_the_original_are_fake():
-    B, N = 2, 3
+    B = 2
     ids = np.tile(np.arange(L, dtype="int32") % (V - 4) + 4, (B, 1))
     ids[:, 0], ids[:, -1] = CLS, SEP
     positions = np.array([[2, 5, 0], [1, 4, 9]], "int32")
