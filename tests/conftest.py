@@ -104,7 +104,6 @@ COSTLY_FIRST = (
     "tests/finetuning/test_finetuning_faults.py::test_a_refused_run_prints",
     "tests/interop/test_interop_cli.py::test_interop_cli_tf1",
     "tests/finetuning/test_finetuning_faults.py::test_an_interrupt_saves",
-    "tests/finetuning/test_finetuning_end_to_end.py::test_interrupted_and_resumed",
     "tests/training/test_pretraining_reports.py::test_checkpoints_land",
     "tests/data/test_data_builder.py::test_same_bytes_for_same_seed",
     "tests/training/test_training_interrupts.py::test_ctrl_c_during_a_chunk",

@@ -183,6 +183,10 @@ def _weights(ft):
     return [np.array(v.numpy()) for v in ft.model.trainable_variables]
 
 
+# Slow: three runs. By default the JAX loop resumes mid-epoch exactly (the same skip of
+# the epoch's batches, test_finetuning_jax.py) and the TF loop's resumed results equal the
+# whole run's (test_finetuning_faults.py's two Ctrl-C at an epoch's end).
+@pytest.mark.slow
 def test_interrupted_and_resumed_equals_uninterrupted(pretrained_dir, toy_sst2_dir, tmp_path):
     import numpy as np
 
