@@ -33,6 +33,16 @@ import numpy as np
 HELD_OUT_SHARD, NUM_SHARDS = 9, 10
 
 
+def _encoder_flops_per_token(c, seq_len: int) -> int:
+    """Forward matmul FLOPs per token of one encoder (EncoderConfig `c`), by
+    benchmarks/bench_common's count."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    from bench_common import encoder_flops_per_token
+
+    return encoder_flops_per_token(c.resolved_embedding_size, c.hidden_size,
+                                   c.intermediate_size, c.num_hidden_layers, seq_len)
+
+
 def electric_flops_per_sequence(config) -> int:
     """Training FLOPs (3 x forward matmuls) of one Electric sequence (PretrainingConfig).
 
@@ -42,20 +52,12 @@ def electric_flops_per_sequence(config) -> int:
     -> E) and the E x V output layer, where ELECTRA's MLM head runs on the
     masked positions only. The log q lookup and the sampling are not matmuls.
     """
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-    from bench_common import encoder_flops_per_token
-
     d, g = config.discriminator_config(), config.generator_config()
     L, V = config.max_seq_length, config.vocab_size
-
-    def per_token(c):
-        return encoder_flops_per_token(c.resolved_embedding_size, c.hidden_size,
-                                       c.intermediate_size, c.num_hidden_layers, L)
-
     e = g.resolved_embedding_size
-    d_tok = per_token(d) + 2 * (d.hidden_size * d.hidden_size + d.hidden_size)
+    d_tok = _encoder_flops_per_token(d, L) + 2 * (d.hidden_size * d.hidden_size + d.hidden_size)
     cloze = 2 * (2 * g.hidden_size) * e + 2 * e * V
-    return 3 * L * (d_tok + 2 * per_token(g) + cloze)
+    return 3 * L * (d_tok + 2 * _encoder_flops_per_token(g, L) + cloze)
 
 
 def bert_mlm_flops_per_sequence(config) -> int:
@@ -65,15 +67,11 @@ def bert_mlm_flops_per_sequence(config) -> int:
     recorded 925-step plan was made with this count; the product's count
     (electra_tf.objectives.flops) also counts embedding lookups and would not match
     Electric's count here."""
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-    from bench_common import encoder_flops_per_token
-
     d = config.discriminator_config()
     L, V, e = config.max_seq_length, config.vocab_size, d.resolved_embedding_size
-    per_token = encoder_flops_per_token(e, d.hidden_size, d.intermediate_size,
-                                        d.num_hidden_layers, L)
     mlm = 2 * d.hidden_size * e + 2 * e * V
-    return 3 * (L * per_token + config.resolved_max_predictions_per_seq * mlm)
+    return 3 * (L * _encoder_flops_per_token(d, L)
+                + config.resolved_max_predictions_per_seq * mlm)
 
 
 def equal_flops_steps(electric_steps: int, vocab_size: int, **demo) -> int:

@@ -24,7 +24,7 @@ from export_helpers import (  # noqa: E402
     MULTI_PIECE,
     ODD_TEXTS,
     RECORD_EXTRAS,
-    SCORE_TEXTS,
+    SCORE_REQUEST_TEXTS,
     SEQ,
     SHORT_BATCHES,
     SQUAD_PAIRS,
@@ -191,8 +191,10 @@ def fresh(exports, score_export, electric_dir, tmp_path_factory):
             if name != "ner_ids":
                 add((name, f"warmup{i}"), name, log.predict_log.request.model_spec.signature_name,
                     warmup.request_inputs(log))
-    texts = SCORE_TEXTS[:3] + SCORE_TEXTS[4:]  # Electric's scores (test_export_score.py)
-    ids, mask = score_ids(electric_dir, texts)
+    from electra_tf.serving.scoring import load_scorer
+
+    texts = SCORE_REQUEST_TEXTS  # Electric's scores (test_export_score.py)
+    ids, mask = score_ids(load_scorer(electric_dir, max_seq_length=SEQ), texts)
     keys += [("score", "text"), ("score", "ids")]
     jobs += [{"path": score_export[1], "signature": "serving_default",
               "inputs": {"text": np.array([t.encode() for t in texts], object)}},

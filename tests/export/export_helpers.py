@@ -223,11 +223,13 @@ SCORE_TEXTS = ["the model reads a token", "a token", "which token was replaced b
                "generator trained as a masked language model on every sentence", "", "text"]
 
 
-def score_ids(electric_dir, texts):
-    """The scorer's packed ids and mask for `texts`, padded to SEQ."""
-    from electra_tf.serving.scoring import load_scorer
+# What the fresh fixture sends the score export: SCORE_TEXTS but the empty line.
+SCORE_REQUEST_TEXTS = SCORE_TEXTS[:3] + SCORE_TEXTS[4:]
 
-    ids, mask, _ = load_scorer(electric_dir, max_seq_length=SEQ).pack(texts)
+
+def score_ids(scorer, texts):
+    """A scorer's (serving.scoring) packed ids and mask for `texts`, padded to SEQ."""
+    ids, mask, _ = scorer.pack(texts)
     pad = SEQ - ids.shape[1]
     return np.pad(ids, ((0, 0), (0, pad))), np.pad(mask, ((0, 0), (0, pad)))
 

@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 import pytest
-from export_helpers import SCORE_TEXTS, SEQ, score_ids
+from export_helpers import SCORE_REQUEST_TEXTS, SCORE_TEXTS, SEQ, score_ids
 from helpers import error_line, run_module
 
 ATOL = 1e-5
@@ -81,9 +81,8 @@ def test_the_score_export_loads_fresh_and_matches_keras(score_export, electric_d
     with open(os.path.join(path, "assets.extra", "export_info.json")) as f:
         assert json.load(f)["task"] == "score"
     scorer = load_scorer(electric_dir, max_seq_length=SEQ)
-    texts = TEXTS[:3] + TEXTS[4:]  # as the fresh fixture sends them
-    want = one_by_one(scorer, texts)
-    energies = scorer.energies(*score_ids(electric_dir, texts))
+    want = one_by_one(scorer, SCORE_REQUEST_TEXTS)
+    energies = scorer.energies(*score_ids(scorer, SCORE_REQUEST_TEXTS))
     for key in ("text", "ids"):
         for loader in ("tf2", "tf1"):
             out = fresh[("score", key)][loader]
