@@ -22,12 +22,15 @@ load average is recorded before and after (2 cores shared with other jobs
 inflate every latency: compare rows of one run).
 
 --encoders (ENCODERS) times the same settings on exports whose encoder writes
-its matrix products one way or another, the same weights: "matmul"
-(electra_tf/serving/encoder.py as it is: tf.matmul, MatMul and BatchMatMulV2,
-which oneDNN's graph rewrite turns into its own ops) and "batchmatmulv3" (the
-encoder's one helper, `_matmul`, patched while exporting to BatchMatMulV3, which
-that rewrite leaves to Eigen's kernels). Each setting runs on every encoder's
-export back to back, so the A/B's arms share the machine's load.
+its ops one way or another, the same weights: "matmul"
+(electra_tf/serving/encoder.py as it is), "long_path" (every call on the
+encoder's long path: SHORT_PATH_POSITIONS patched to 0 while exporting),
+"transposes" (the long path with the heads split and merged by Transpose, as
+the encoder did before its short path: `_split_heads`/`_merge_heads` patched)
+and "batchmatmulv3" (the encoder's dense products too, its `_matmul` helper,
+patched to BatchMatMulV3, which oneDNN's rewrite leaves to Eigen's kernels).
+Each setting runs on every encoder's export back to back, so the A/B's arms
+share the machine's load.
 """
 
 import argparse
@@ -76,9 +79,13 @@ DESCRIPTIONS = {
 
 # name: how the export's encoder writes its matrix products.
 ENCODERS = {
-    "matmul": "tf.matmul (electra_tf/serving/encoder.py: MatMul, BatchMatMulV2, oneDNN's "
-              "after its rewrite)",
-    "batchmatmulv3": "BatchMatMulV3 (Eigen's kernels: oneDNN's rewrite skips it)",
+    "matmul": "electra_tf/serving/encoder.py as it is (a short path for calls of at most "
+              "SHORT_PATH_POSITIONS positions, a long path for longer ones)",
+    "long_path": "every call on the encoder's long path (oneDNN's BatchMatMulV2 and Softmax)",
+    "transposes": "the long path, heads split and merged by Transpose (the encoder before "
+                  "its short path)",
+    "batchmatmulv3": "the dense products too as BatchMatMulV3 (Eigen's kernels: oneDNN's "
+                     "rewrite skips it)",
 }
 
 
@@ -95,8 +102,8 @@ def _op_types(path):
 
 
 def export_with(encoder, spec, base, name):
-    """`export` of spec whose encoder's products are ENCODERS[encoder]'s; checks the
-    written graph holds them."""
+    """`export` of spec whose encoder is ENCODERS[encoder]; checks the written graph
+    holds BatchMatMulV3 exactly when that encoder writes it."""
     import tensorflow as tf
 
     from electra_tf.serving import encoder as serving_encoder
@@ -105,13 +112,22 @@ def export_with(encoder, spec, base, name):
     def batch_matmul_v3(x, y):
         return tf.raw_ops.BatchMatMulV3(x=x, y=y, Tout=tf.float32)
 
-    if encoder == "batchmatmulv3":
-        with mock.patch.object(serving_encoder, "_matmul", batch_matmul_v3):
-            path = export(spec, base, name)
-    else:
+    def transpose_split(x, order, split):
+        return tf.transpose(tf.reshape(x, split), [0, 2, 1, 3])
+
+    def transpose_merge(x, order, split):
+        return tf.reshape(tf.transpose(x, [0, 2, 1, 3]), [-1, split[2] * split[3]])
+
+    patches = {"matmul": {"SHORT_PATH_POSITIONS": serving_encoder.SHORT_PATH_POSITIONS},
+               "long_path": {"SHORT_PATH_POSITIONS": 0},
+               "transposes": {"SHORT_PATH_POSITIONS": 0, "_split_heads": transpose_split,
+                              "_merge_heads": transpose_merge},
+               "batchmatmulv3": {"_matmul": batch_matmul_v3}}[encoder]
+    with mock.patch.multiple(serving_encoder, **patches):
         path = export(spec, base, name)
     ops = _op_types(path)
-    assert ("BatchMatMulV3" in ops) == (encoder == "batchmatmulv3"), (encoder, sorted(ops))
+    assert ("BatchMatMulV3" in ops) == (encoder in ("matmul", "batchmatmulv3")), (
+        encoder, sorted(ops))
     return path
 
 

@@ -138,12 +138,13 @@ def test_bench_score_export_at_toy_size(tmp_path):
 @pytest.mark.slow
 def test_bench_serving_threads_at_toy_size(tmp_path):
     out = tmp_path / "threads"
-    _run(["bench_serving_threads.py", "--model_size=tiny", "--settings=default,intra1",
-          "--encoders=matmul,batchmatmulv3", "--rounds=2", "--iters=2", "--warmup=1",
+    encoders = ("matmul", "long_path", "transposes", "batchmatmulv3")
+    _run(["bench_serving_threads.py", "--model_size=tiny", "--settings=intra1",
+          f"--encoders={','.join(encoders)}", "--rounds=2", "--iters=2", "--warmup=1",
           "--batch=2", f"--output={out}"], 180)
     rows = json.loads(out.with_suffix(".json").read_text())["rows"]
     assert {(r["encoder"], r["setting"], r["request"]) for r in rows} == {
-        (e, s, q) for e in ("matmul", "batchmatmulv3") for s in ("default", "intra1")
+        (e, "intra1", q) for e in encoders
         for q in ("20 words", "128 words", "mixed 5-120 words x2")}
     assert all(r["p50_ms"] > 0 for r in rows)
     # two rounds of 2 calls each (the batch: one call a round)

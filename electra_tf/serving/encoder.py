@@ -6,21 +6,38 @@ an einsum's reshapes and transposes per attention product, the mask bias
 rebuilt in every layer, shape arithmetic. `serving_sequence_output` computes
 the same function in inference mode, on the same variables (nothing is copied
 into the SavedModel twice), with the activations kept 2-D [B*L, H] between
-the layers, one attention-mask bias per call and one transpose per tensor
+the layers and one attention-mask bias per call
 (5-13% faster at 60 positions and more: benchmarks/export_latency.md):
 
     x = LayerNorm(word[ids] + position[:L] + type[type_ids]);  x = x @ P + p (E != H)
-    per layer:  q, k, v = x @ Wq + bq, x @ Wk + bk, x @ Wv + bv   (heads split by reshape)
-                a = softmax(q k^T / sqrt(d) + mask_bias) v
+    per layer:  q, k, v = x @ Wq + bq, x @ Wk + bk, x @ Wv + bv   (split into heads)
+                a = softmax(q k^T / sqrt(d) + mask_bias) v        (heads merged)
                 x = LayerNorm(x + a @ Wo + bo)
                 x = LayerNorm(x + act(x @ Wi + bi) @ Wf + bf)
 
-Every matrix product goes through `_matmul` (tf.matmul: MatMul, BatchMatMulV2),
-which TensorFlow built with oneDNN rewrites into oneDNN's ops when the graph is
-loaded. Tried and not kept: BatchMatMulV3, which that rewrite skips (it rewrites
-only ops with a "T" attribute), so that the products run on Eigen's kernels.
-Side by side it was no faster for a short request at TensorFlow's default
-threads and slower for long texts and batches (benchmarks/serving_threads_bmm.md).
+What TF Serving's CPU build does with the graph decides the op choices below.
+Its oneDNN graph rewrite turns MatMul, BatchMatMulV2, Softmax and Transpose
+into oneDNN's ops. A 2-D product small enough for the L2 cache runs on one
+thread; every other one of those ops splits each call over the intra-op
+threads, which for a short request costs more than it saves (a tiny
+[B, L, n, d] Transpose took 50 us with two threads where it took 11 with one).
+So:
+
+- Heads are split and merged by one gather of d-vectors (`_split_heads`,
+  `_merge_heads`), never a Transpose, and q k^T is a product with adj_y.
+- Calls of at most SHORT_PATH_POSITIONS positions (B x L, one bucket's rows)
+  run the short path: the attention products as BatchMatMulV3 and the softmax
+  as exp(LogSoftmax), ops the rewrite leaves to Eigen, whose kernels run a
+  small call on one thread. Longer calls run the long path, BatchMatMulV2 and
+  Softmax, where oneDNN's threads pay off. A tf.cond picks the path per call
+  (both are in the graph; one runs).
+- The dense products stay tf.matmul (`_matmul`), oneDNN's, on both paths:
+  BatchMatMulV3 for them too was slower for long texts and batches
+  (benchmarks/serving_threads_bmm.md).
+
+At TensorFlow's default threads on 2 cores this takes a 20-word request, as
+TF Serving runs the export, from 14.2 to 9.6 ms; 128 words and batches got
+faster too (benchmarks/serving_threads.md).
 
 It is the export's encoder: tests/export/test_serving_encoder.py holds it to
 the Keras model to 1e-5 for every head, activation and padding, and the
@@ -49,8 +66,8 @@ def _layer_norm(x, layer):
 
 
 def _matmul(x, y):
-    """x @ y, batched over the leading dimensions: every matrix product of the encoder
-    (the one place to try another op: benchmarks/bench_serving_threads.py --encoders)."""
+    """x @ y for the dense layers' products (the one place to try another op:
+    benchmarks/bench_serving_threads.py --encoders)."""
     return tf.matmul(x, y)
 
 
@@ -58,8 +75,77 @@ def _dense(x, layer):
     return tf.nn.bias_add(_matmul(x, layer.kernel.value), layer.bias.value)
 
 
+# A call of at most this many positions (rows x width) runs the short path (0: none does).
+SHORT_PATH_POSITIONS = 64
+
+
+def _head_order(batch, length, heads):
+    """The gather indices of `_split_heads` and `_merge_heads` (int32, computed once a call)."""
+    r = tf.range(length * heads)
+    to_heads = (r % length) * heads + r // length  # row h*L + l of [B, n*L] is l*n + h
+    from_heads = (r % heads) * length + r // heads  # row l*n + h of [B, L*n] is h*L + l
+    return to_heads, from_heads
+
+
+def _split_heads(x, order, split):
+    """[B*L, n*d] -> [B, n, L, d]: one gather of d-vectors, not a Transpose (see the module)."""
+    batch, length, heads, head_size = split
+    rows = tf.reshape(x, [batch, length * heads, head_size])
+    return tf.reshape(tf.gather(rows, order[0], axis=1), [batch, heads, length, head_size])
+
+
+def _merge_heads(x, order, split):
+    """[B, n, L, d] -> [B*L, n*d], `_split_heads` undone."""
+    batch, length, heads, head_size = split
+    rows = tf.reshape(x, [batch, heads * length, head_size])
+    return tf.reshape(tf.gather(rows, order[1], axis=1), [-1, heads * head_size])
+
+
+def _attention_products(short: bool):
+    """(q, k) -> q k^T, (probs, v) -> probs v, and the softmax, for one path.
+
+    The long path: BatchMatMulV2 and Softmax, oneDNN's ops after its graph rewrite,
+    which split every call over the intra-op threads. The short path: ops that
+    rewrite leaves alone, whose Eigen kernels run a small call on one thread:
+    BatchMatMulV3 and exp(LogSoftmax)."""
+    if short:
+        def scores(q, k):
+            return tf.raw_ops.BatchMatMulV3(x=q, y=k, Tout=tf.float32, adj_y=True)
+
+        def context(probs, v):
+            return tf.raw_ops.BatchMatMulV3(x=probs, y=v, Tout=tf.float32)
+
+        def softmax(logits):
+            return tf.exp(tf.nn.log_softmax(logits))
+        return scores, context, softmax
+    return (lambda q, k: tf.matmul(q, k, adjoint_b=True), tf.matmul, tf.nn.softmax)
+
+
+def _layers(encoder, x, mask_bias, split, short: bool):
+    """The transformer layers on x [B*L, H] (after the embeddings), one path's ops."""
+    config = encoder.config
+    scale = 1.0 / float(split[3]) ** 0.5
+    order = _head_order(split[0], split[1], split[2])
+    scores, context_of, softmax = _attention_products(short)
+    activation = get_activation(config.hidden_act)
+    for layer in encoder.transformer_layers:
+        att = layer.attention
+        q, k, v = (_split_heads(_dense(x, dense), order, split)
+                   for dense in (att.query, att.key, att.value))  # [B, n, L, d]
+        probs = softmax(scores(q, k) * scale + mask_bias)
+        context = _merge_heads(context_of(probs, v), order, split)
+        x = _layer_norm(x + _dense(context, layer.attention_output), layer.attention_layer_norm)
+        ffn = _dense(activation(_dense(x, layer.intermediate)), layer.output_dense)
+        x = _layer_norm(x + ffn, layer.output_layer_norm)
+    return x
+
+
 def serving_sequence_output(encoder, input_ids, input_mask, segment_ids):
     """The encoder's sequence_output [B, L, H] for int32 [B, L] inputs, inference mode.
+
+    Calls of at most SHORT_PATH_POSITIONS positions (B x L) run the layers' short
+    path, longer ones the long path (see the module); the two compute the same
+    function.
 
     Args:
       encoder: a built electra_tf ElectraEncoder with float32 weights (see `supported`).
@@ -67,7 +153,6 @@ def serving_sequence_output(encoder, input_ids, input_mask, segment_ids):
     """
     config = encoder.config
     hidden, heads = config.hidden_size, config.num_attention_heads
-    head_size = hidden // heads
     batch, length = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
 
     emb = encoder.embeddings
@@ -80,19 +165,13 @@ def serving_sequence_output(encoder, input_ids, input_mask, segment_ids):
         x = _dense(x, encoder.embeddings_project)
     # [B, 1, 1, L]: 0 for real keys, MASK_BIAS for padded ones (as SelfAttention).
     mask_bias = (1.0 - tf.cast(input_mask, tf.float32))[:, None, None, :] * MASK_BIAS
-    scale = 1.0 / float(head_size) ** 0.5
-    split = [batch, length, heads, head_size]
-    activation = get_activation(config.hidden_act)
-    for layer in encoder.transformer_layers:
-        att = layer.attention
-        q = tf.transpose(tf.reshape(_dense(x, att.query), split), [0, 2, 1, 3])  # [B, n, L, d]
-        k = tf.transpose(tf.reshape(_dense(x, att.key), split), [0, 2, 3, 1])  # [B, n, d, L]
-        v = tf.transpose(tf.reshape(_dense(x, att.value), split), [0, 2, 1, 3])  # [B, n, L, d]
-        probs = tf.nn.softmax(_matmul(q, k) * scale + mask_bias)
-        context = tf.reshape(tf.transpose(_matmul(probs, v), [0, 2, 1, 3]), [-1, hidden])
-        x = _layer_norm(x + _dense(context, layer.attention_output), layer.attention_layer_norm)
-        ffn = _dense(activation(_dense(x, layer.intermediate)), layer.output_dense)
-        x = _layer_norm(x + ffn, layer.output_layer_norm)
+    split = [batch, length, heads, hidden // heads]
+    if SHORT_PATH_POSITIONS <= 0:
+        x = _layers(encoder, x, mask_bias, split, short=False)
+    else:
+        x = tf.cond(batch * length <= SHORT_PATH_POSITIONS,
+                    lambda: _layers(encoder, x, mask_bias, split, short=True),
+                    lambda: _layers(encoder, x, mask_bias, split, short=False))
     return tf.reshape(x, [batch, length, hidden])
 
 

@@ -41,12 +41,21 @@ def _config(**overrides):
     return EncoderConfig(**{**values, **overrides})
 
 
-@pytest.mark.parametrize("overrides", [
-    {},  # E != H: the embeddings projection
-    {"embedding_size": None, "num_attention_heads": 2, "hidden_act": "gelu_approximate"},
-    {"hidden_act": "relu", "num_attention_heads": 1, "layer_norm_eps": 1e-3},
+SHORT = serving_encoder.SHORT_PATH_POSITIONS
+
+
+@pytest.mark.parametrize("overrides,short_path_positions", [
+    # SHORT: (1, 1) and (1, 7) below run the short path, (4, 24) and (3, 40) the long one
+    ({}, SHORT),  # E != H: the embeddings projection
+    ({"embedding_size": None, "num_attention_heads": 2, "hidden_act": "gelu_approximate"},
+     SHORT),
+    ({"hidden_act": "relu", "num_attention_heads": 1, "layer_norm_eps": 1e-3}, SHORT),
+    ({}, 0),  # every call on the long path (no tf.cond)
+    ({}, 10 ** 6),  # every call on the short path
 ])
-def test_sequence_output_equals_the_keras_encoder(overrides):
+def test_sequence_output_equals_the_keras_encoder(overrides, short_path_positions,
+                                                  monkeypatch):
+    monkeypatch.setattr(serving_encoder, "SHORT_PATH_POSITIONS", short_path_positions)
     keras.utils.set_random_seed(0)
     disc = build_discriminator(_config(**overrides))
     _randomize(disc)
@@ -59,6 +68,28 @@ def test_sequence_output_equals_the_keras_encoder(overrides):
         # every position, padding included (the heads see them all)
         np.testing.assert_allclose(got, want, rtol=0, atol=ATOL)
         assert np.abs(want).max() > 0.5  # not a vacuous comparison
+
+
+def _op_types(concrete):
+    graph = concrete.graph.as_graph_def()
+    return [n.op for n in graph.node] + [n.op for f in graph.library.function
+                                         for n in f.node_def]
+
+
+def test_heads_move_by_gather_and_a_cond_picks_the_short_or_long_path():
+    """The op choices the module docstring explains: no Transpose (oneDNN's splits even a
+    tiny one over the threads); a short path of ops oneDNN leaves to Eigen, a long one
+    of its own, one tf.cond between them."""
+    disc = build_discriminator(_config())
+    spec = tf.TensorSpec([None, None], tf.int32)
+    ops = _op_types(tf.function(
+        lambda i, m, s: serving_encoder.serving_sequence_output(disc.encoder, i, m, s)
+    ).get_concrete_function(spec, spec, spec))
+    assert "Transpose" not in ops
+    assert ops.count("StatelessIf") + ops.count("If") == 1
+    layers = disc.encoder.config.num_hidden_layers
+    assert ops.count("BatchMatMulV3") == ops.count("BatchMatMulV2") == 2 * layers
+    assert ops.count("LogSoftmax") == ops.count("Softmax") == layers
 
 
 @pytest.mark.parametrize("kind,options", [
