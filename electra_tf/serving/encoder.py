@@ -29,15 +29,17 @@ So:
   run the short path: the attention products as BatchMatMulV3 and the softmax
   as exp(LogSoftmax), ops the rewrite leaves to Eigen, whose kernels run a
   small call on one thread. Longer calls run the long path, BatchMatMulV2 and
-  Softmax, where oneDNN's threads pay off. A tf.cond picks the path per call
-  (both are in the graph; one runs).
+  Softmax, where oneDNN's threads pay off. A tf.cond in each layer picks the
+  path, around those three ops only: the executor still walks the branch not
+  taken as dead ops, and one tf.cond around all the layers cost 0.5-0.7 ms
+  more per short request.
 - The dense products stay tf.matmul (`_matmul`), oneDNN's, on both paths:
   BatchMatMulV3 for them too was slower for long texts and batches
   (benchmarks/serving_threads_bmm.md).
 
 At TensorFlow's default threads on 2 cores this takes a 20-word request, as
-TF Serving runs the export, from 14.2 to 9.6 ms; 128 words and batches got
-faster too (benchmarks/serving_threads.md).
+TF Serving runs the export, from 12.9 to 10.1 ms; 128 words and batches got
+7% faster too (benchmarks/serving_threads.md).
 
 It is the export's encoder: tests/export/test_serving_encoder.py holds it to
 the Keras model to 1e-5 for every head, activation and padding, and the
@@ -121,19 +123,29 @@ def _attention_products(short: bool):
     return (lambda q, k: tf.matmul(q, k, adjoint_b=True), tf.matmul, tf.nn.softmax)
 
 
-def _layers(encoder, x, mask_bias, split, short: bool):
-    """The transformer layers on x [B*L, H] (after the embeddings), one path's ops."""
+def _attention(q, k, v, mask_bias, scale, short):
+    """softmax(q k^T * scale + mask_bias) v, [B, n, L, d]; short: the path, a bool, or a
+    scalar bool tensor (a tf.cond between the two: only these ops are in its branches,
+    so the branch not taken leaves few dead ops for the executor to walk)."""
+    def path(is_short):
+        scores, context_of, softmax = _attention_products(is_short)
+        return context_of(softmax(scores(q, k) * scale + mask_bias), v)
+    if isinstance(short, bool):
+        return path(short)
+    return tf.cond(short, lambda: path(True), lambda: path(False))
+
+
+def _layers(encoder, x, mask_bias, split, short):
+    """The transformer layers on x [B*L, H] (after the embeddings); short: see _attention."""
     config = encoder.config
     scale = 1.0 / float(split[3]) ** 0.5
     order = _head_order(split[0], split[1], split[2])
-    scores, context_of, softmax = _attention_products(short)
     activation = get_activation(config.hidden_act)
     for layer in encoder.transformer_layers:
         att = layer.attention
         q, k, v = (_split_heads(_dense(x, dense), order, split)
                    for dense in (att.query, att.key, att.value))  # [B, n, L, d]
-        probs = softmax(scores(q, k) * scale + mask_bias)
-        context = _merge_heads(context_of(probs, v), order, split)
+        context = _merge_heads(_attention(q, k, v, mask_bias, scale, short), order, split)
         x = _layer_norm(x + _dense(context, layer.attention_output), layer.attention_layer_norm)
         ffn = _dense(activation(_dense(x, layer.intermediate)), layer.output_dense)
         x = _layer_norm(x + ffn, layer.output_layer_norm)
@@ -166,12 +178,8 @@ def serving_sequence_output(encoder, input_ids, input_mask, segment_ids):
     # [B, 1, 1, L]: 0 for real keys, MASK_BIAS for padded ones (as SelfAttention).
     mask_bias = (1.0 - tf.cast(input_mask, tf.float32))[:, None, None, :] * MASK_BIAS
     split = [batch, length, heads, hidden // heads]
-    if SHORT_PATH_POSITIONS <= 0:
-        x = _layers(encoder, x, mask_bias, split, short=False)
-    else:
-        x = tf.cond(batch * length <= SHORT_PATH_POSITIONS,
-                    lambda: _layers(encoder, x, mask_bias, split, short=True),
-                    lambda: _layers(encoder, x, mask_bias, split, short=False))
+    short = False if SHORT_PATH_POSITIONS <= 0 else batch * length <= SHORT_PATH_POSITIONS
+    x = _layers(encoder, x, mask_bias, split, short)
     return tf.reshape(x, [batch, length, hidden])
 
 
