@@ -123,8 +123,9 @@ def check_resume(config: PretrainingConfig, run: PretrainingRun) -> None:
     """Refuses to resume a model_dir whose checkpoints this run cannot continue.
 
     Only when model_dir holds checkpoints. The vocabulary must be the one
-    recorded (same tokens, by fingerprint, where one was recorded), and no
-    flag may change the variables' shapes. Nothing is written here.
+    recorded (same tokens, by fingerprint, where one was recorded), the optimizer
+    the recorded one (its moments are in the checkpoints), and no flag may
+    change the variables' shapes. Nothing is written here.
 
     Raises:
       ConfigError: naming the flag, the recorded value and the new one.
@@ -153,6 +154,11 @@ def check_resume(config: PretrainingConfig, run: PretrainingRun) -> None:
     except (ConfigError, TypeError) as e:
         raise ConfigError(f"{run.model_dir}/{PRETRAINING_CONFIG} records settings "
                           f"this electra_tf cannot read ({e}); use another --model_dir") from None
+    if before.optimizer != config.optimizer:
+        raise ConfigError(
+            f"--optimizer={config.optimizer}: {where} with --optimizer={before.optimizer}, "
+            f"whose moments its checkpoints hold; resume with --optimizer={before.optimizer}, "
+            "or use another --model_dir")
     old_signature = _variable_signature(before)
     if _variable_signature(config) == old_signature:
         return

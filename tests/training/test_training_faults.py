@@ -298,6 +298,11 @@ def test_resume_checks_in_process(make_configs, tmp_path):
     check_resume(dataclasses.replace(config, learning_rate=1e-4, num_train_steps=9), run)
     with pytest.raises(ConfigError, match=r"--model_size=small \(it was --model_size=tiny\)"):
         check_resume(dataclasses.replace(config, model_size="small"), run)
+    # Another optimizer would run on the recorded one's moments: refused, naming both.
+    with pytest.raises(ConfigError, match=r"^--optimizer=lamb: .* holds checkpoints of a run "
+                                          r"with --optimizer=adamw, .*resume with "
+                                          r"--optimizer=adamw, or use another --model_dir$"):
+        check_resume(dataclasses.replace(config, optimizer="lamb"), run)
     # Dropout and the initializer change no variable: a run continues with other values
     # (dropout off after convert --from=tf1, #54); a shape or an activation is refused,
     # naming the key.
