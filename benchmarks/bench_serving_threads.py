@@ -77,7 +77,7 @@ DESCRIPTIONS = {
     "onednn_off": "`TF_ENABLE_ONEDNN_OPTS=0` in the server's environment",
 }
 
-# name: how the export's encoder writes its matrix products.
+# name: how the export's encoder writes its ops (export_with's patches).
 ENCODERS = {
     "matmul": "electra_tf/serving/encoder.py as it is (a short path for calls of at most "
               "SHORT_PATH_POSITIONS positions, a long path for longer ones)",
@@ -112,10 +112,10 @@ def export_with(encoder, spec, base, name):
     def batch_matmul_v3(x, y):
         return tf.raw_ops.BatchMatMulV3(x=x, y=y, Tout=tf.float32)
 
-    def transpose_split(x, order, split):
+    def transpose_split(x, to_heads, split):
         return tf.transpose(tf.reshape(x, split), [0, 2, 1, 3])
 
-    def transpose_merge(x, order, split):
+    def transpose_merge(x, from_heads, split):
         return tf.reshape(tf.transpose(x, [0, 2, 1, 3]), [-1, split[2] * split[3]])
 
     patches = {"matmul": {"SHORT_PATH_POSITIONS": serving_encoder.SHORT_PATH_POSITIONS},
@@ -233,8 +233,7 @@ def main():
             for e, s in runs for key, values in times[e, s].items()]
     command = (f"python benchmarks/bench_serving_threads.py --settings={args.settings} "
                + (f"--encoders={args.encoders} " if args.encoders != "matmul" else "")
-               +
-               f"--rounds={args.rounds} --iters={args.iters} --warmup={args.warmup} "
+               + f"--rounds={args.rounds} --iters={args.iters} --warmup={args.warmup} "
                f"--batch={args.batch} "
                + (f"--model_size={args.model_size} " if args.model_size != "small" else "")
                + f"--output={repo_relative(args.output)}")

@@ -89,18 +89,18 @@ def _head_order(batch, length, heads):
     return to_heads, from_heads
 
 
-def _split_heads(x, order, split):
+def _split_heads(x, to_heads, split):
     """[B*L, n*d] -> [B, n, L, d]: one gather of d-vectors, not a Transpose (see the module)."""
     batch, length, heads, head_size = split
     rows = tf.reshape(x, [batch, length * heads, head_size])
-    return tf.reshape(tf.gather(rows, order[0], axis=1), [batch, heads, length, head_size])
+    return tf.reshape(tf.gather(rows, to_heads, axis=1), [batch, heads, length, head_size])
 
 
-def _merge_heads(x, order, split):
+def _merge_heads(x, from_heads, split):
     """[B, n, L, d] -> [B*L, n*d], `_split_heads` undone."""
     batch, length, heads, head_size = split
     rows = tf.reshape(x, [batch, heads * length, head_size])
-    return tf.reshape(tf.gather(rows, order[1], axis=1), [-1, heads * head_size])
+    return tf.reshape(tf.gather(rows, from_heads, axis=1), [-1, heads * head_size])
 
 
 def _attention_products(short: bool):
@@ -135,23 +135,6 @@ def _attention(q, k, v, mask_bias, scale, short):
     return tf.cond(short, lambda: path(True), lambda: path(False))
 
 
-def _layers(encoder, x, mask_bias, split, short):
-    """The transformer layers on x [B*L, H] (after the embeddings); short: see _attention."""
-    config = encoder.config
-    scale = 1.0 / float(split[3]) ** 0.5
-    order = _head_order(split[0], split[1], split[2])
-    activation = get_activation(config.hidden_act)
-    for layer in encoder.transformer_layers:
-        att = layer.attention
-        q, k, v = (_split_heads(_dense(x, dense), order, split)
-                   for dense in (att.query, att.key, att.value))  # [B, n, L, d]
-        context = _merge_heads(_attention(q, k, v, mask_bias, scale, short), order, split)
-        x = _layer_norm(x + _dense(context, layer.attention_output), layer.attention_layer_norm)
-        ffn = _dense(activation(_dense(x, layer.intermediate)), layer.output_dense)
-        x = _layer_norm(x + ffn, layer.output_layer_norm)
-    return x
-
-
 def serving_sequence_output(encoder, input_ids, input_mask, segment_ids):
     """The encoder's sequence_output [B, L, H] for int32 [B, L] inputs, inference mode.
 
@@ -178,8 +161,18 @@ def serving_sequence_output(encoder, input_ids, input_mask, segment_ids):
     # [B, 1, 1, L]: 0 for real keys, MASK_BIAS for padded ones (as SelfAttention).
     mask_bias = (1.0 - tf.cast(input_mask, tf.float32))[:, None, None, :] * MASK_BIAS
     split = [batch, length, heads, hidden // heads]
+    to_heads, from_heads = _head_order(batch, length, heads)
+    scale = 1.0 / float(split[3]) ** 0.5
     short = False if SHORT_PATH_POSITIONS <= 0 else batch * length <= SHORT_PATH_POSITIONS
-    x = _layers(encoder, x, mask_bias, split, short)
+    activation = get_activation(config.hidden_act)
+    for layer in encoder.transformer_layers:
+        att = layer.attention
+        q, k, v = (_split_heads(_dense(x, dense), to_heads, split)
+                   for dense in (att.query, att.key, att.value))  # [B, n, L, d]
+        context = _merge_heads(_attention(q, k, v, mask_bias, scale, short), from_heads, split)
+        x = _layer_norm(x + _dense(context, layer.attention_output), layer.attention_layer_norm)
+        ffn = _dense(activation(_dense(x, layer.intermediate)), layer.output_dense)
+        x = _layer_norm(x + ffn, layer.output_layer_norm)
     return tf.reshape(x, [batch, length, hidden])
 
 
