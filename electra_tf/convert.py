@@ -69,8 +69,10 @@ def define_flags() -> None:
     flags.DEFINE_string("data_dir", "", "--from=tf1, a fine-tuned tagging checkpoint without "
                         "--label_names: the task's CoNLL files (train.txt, dev.txt, test.txt), "
                         "whose sorted tags (BIOES for the original's chunk) are its labels.")
-    flags.DEFINE_bool("do_lower_case", True, "--from=tf1, a fine-tuned checkpoint: the "
-                      "original's do_lower_case (True for the released models).")
+    flags.DEFINE_bool("do_lower_case", True, "--from=tf1: the original's do_lower_case "
+                      "(True for the released models), recorded with the model, as "
+                      "--from=hf records its tokenizer's casing: fine-tuning refuses another "
+                      "casing, and the export's tokenizer follows it.")
     flags.DEFINE_string("vocab_file", "", "--from=hf, a task model: the vocabulary, where the "
                         "folder has no vocab.txt or tokenizer.json; --from=tf1, a fine-tuned "
                         "checkpoint: the vocab.txt it was fine-tuned with, where none lies "
@@ -104,7 +106,7 @@ def main(argv) -> None:
             FLAGS.checkpoint, FLAGS.model_size, FLAGS.output, overrides,
             write_fresh_pretraining_checkpoint if FLAGS.resume_checkpoint else None,
             task_name=FLAGS.task_name, label_names=FLAGS.label_names,
-            vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+            do_lower_case=FLAGS.do_lower_case, vocab_file=FLAGS.vocab_file,
             max_seq_length=FLAGS.max_seq_length, data_dir=FLAGS.data_dir)
         if "task" in report:
             print(f"[convert] {report['kind']}: {len(report['assigned'])} variables -> "

@@ -70,6 +70,7 @@ def test_a_folder_is_opened_once_and_read_from_what_it_carries(tmp_path, tiny_vo
     monkeypatch.setattr(folders.pretraining, "read_json", None)
     monkeypatch.setattr(folders.vocabulary, "read_json", None)
     assert folder.config == config and folder.do_lower_case is False
+    assert folder.recorded_do_lower_case is False
     assert folder.recorded_vocab_file == tiny_vocab
     assert folder.vocab_sha256 == folders.vocabulary.vocab_fingerprint(tiny_vocab)
     assert folder.vocab() == str(tmp_path / folders.files.VOCAB)
@@ -424,3 +425,25 @@ def test_written_files_follow_the_umask_not_the_temporary_file(tmp_path, umask, 
     folders.files.save_weights(layer, str(tmp_path / "w.weights.h5"))
     for name in ("a.json", "w.weights.h5"):
         assert os.stat(tmp_path / name).st_mode & 0o777 == mode, name
+
+
+def test_a_converted_folder_records_its_casing_where_known(tmp_path, tiny_vocab):
+    """A discriminator without a PretrainingConfig (a converted one) records the casing
+    its conversion knew; a folder that records none reads as uncased, and says so."""
+    unknown = tmp_path / "unknown"
+    folders.pretraining.save_discriminator(str(unknown), discriminator())
+    folders.pretraining.record_vocab(str(unknown), tiny_vocab)
+    folder = folders.PretrainingFolder.open(str(unknown))
+    assert folder.recorded_do_lower_case is None and folder.do_lower_case is True
+    for lower in (False, True):
+        path = tmp_path / f"cased_{lower}"
+        folders.ConvertedFolder(str(path)).save_discriminator(discriminator())
+        folders.ConvertedFolder(str(path)).record_vocab(tiny_vocab, lower)
+        folder = folders.PretrainingFolder.open(str(path))
+        assert folder.recorded_do_lower_case is lower and folder.do_lower_case is lower
+        assert folder.config is None  # the casing alone is no PretrainingConfig
+    # Without a vocabulary the casing is still recorded.
+    bare = tmp_path / "bare"
+    folders.pretraining.save_discriminator(str(bare), discriminator())
+    folders.pretraining.record_vocab(str(bare), "", False)
+    assert folders.PretrainingFolder.open(str(bare)).recorded_do_lower_case is False

@@ -58,9 +58,10 @@ class ConvertedFolder:
         pretraining.write_pretraining_config(self.path, config, {"vocab_file": vocab},
                                              converted_from=converted_from)
 
-    def record_vocab(self, vocab: str) -> None:
-        """Records `vocab` where fine-tuning reads it, unless a pre-training config does."""
-        pretraining.record_vocab(self.path, vocab)
+    def record_vocab(self, vocab: str, do_lower_case: bool | None = None) -> None:
+        """Records `vocab`, and the casing where known, where fine-tuning reads them,
+        unless a pre-training config does."""
+        pretraining.record_vocab(self.path, vocab, do_lower_case)
 
     def save_finetuned(self, model, **record) -> None:
         """A task model: finetuned.weights.h5 + finetuning_config.json

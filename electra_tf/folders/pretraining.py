@@ -5,7 +5,9 @@ the export serves for rtd (a converted one: `converted.py`).
                                (at least vocab_file), "vocab_sha256" (of the token
                                list of vocab.txt; absent exactly when the folder has
                                no vocabulary, e.g. a converted checkpoint that came
-                               without one), ["converted_from": path]}
+                               without one), ["converted_from": path],
+                               ["do_lower_case": a converted model's casing, where
+                               no PretrainingConfig records it]}
     vocab.txt                 the vocabulary (`vocabulary.keep_vocab`): every reader
                               checks it against vocab_sha256 (`FolderVocab`)
     discriminator.weights.h5  the model users fine-tune (RTD head)
@@ -123,9 +125,20 @@ class PretrainingFolder:
         return PretrainingConfig.from_dict(self.recorded["pretraining"])
 
     @property
+    def recorded_do_lower_case(self) -> bool | None:
+        """Whether its model was pre-trained on lower-cased text, as the folder records
+        it: its PretrainingConfig's, else a converted model's casing; None: not recorded."""
+        for record in (self.recorded.get("pretraining", {}), self.recorded):
+            if "do_lower_case" in record:
+                return bool(record["do_lower_case"])
+        return None
+
+    @property
     def do_lower_case(self) -> bool:
-        """Whether its model was pre-trained on lower-cased text (default True)."""
-        return self.recorded.get("pretraining", {}).get("do_lower_case", True)
+        """Whether its model was pre-trained on lower-cased text (not recorded: True, as
+        ELECTRA's released models)."""
+        recorded = self.recorded_do_lower_case
+        return True if recorded is None else recorded
 
     @property
     def recorded_vocab_file(self) -> str:
@@ -288,10 +301,14 @@ def read_pretraining_config(folder: str) -> dict:
     return value
 
 
-def record_vocab(folder: str, vocab: str) -> None:
-    """Records `vocab` where fine-tuning looks for it, unless a config exists."""
-    if vocab and not os.path.exists(os.path.join(folder, PRETRAINING_CONFIG)):
-        write_pretraining_config(folder, None, {"vocab_file": vocab})
+def record_vocab(folder: str, vocab: str, do_lower_case: bool | None = None) -> None:
+    """Records `vocab`, and the casing `do_lower_case` where known, where fine-tuning
+    and the export look for them, unless a config exists."""
+    if os.path.exists(os.path.join(folder, PRETRAINING_CONFIG)):
+        return
+    extra = {} if do_lower_case is None else {"do_lower_case": bool(do_lower_case)}
+    if vocab or extra:
+        write_pretraining_config(folder, None, {"vocab_file": vocab}, **extra)
 
 
 def save_discriminator(folder: str, discriminator) -> None:

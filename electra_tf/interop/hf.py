@@ -160,18 +160,15 @@ def read_weights(model_dir: str) -> dict[str, np.ndarray]:
             for k, v in weights.items()}
 
 
-def read_tokenizer(model_dir: str, output: str, vocab_file: str = "") -> tuple[str, bool]:
-    """The vocabulary and casing of a transformers folder: (vocab path in `output`, lower).
-
-    The vocabulary: `vocab_file` if given, else the folder's vocab.txt, else the
-    WordPiece vocabulary inside tokenizer.json (written to output/vocab.txt in id
-    order). The casing: tokenizer_config.json's do_lower_case, else tokenizer.json's
-    BertNormalizer `lowercase`, else True (ELECTRA's released models are uncased).
-    electra_tf strips accents exactly when it lower-cases (BERT's rule): a folder
-    that says otherwise is refused.
+def read_casing(model_dir: str) -> bool | None:
+    """Whether a transformers folder's tokenizer lower-cases: tokenizer_config.json's
+    do_lower_case, else tokenizer.json's BertNormalizer `lowercase`; None: the folder
+    says nothing (no tokenizer_config.json or BERT normalizer). electra_tf strips
+    accents exactly when it lower-cases (BERT's rule): a folder that says otherwise is
+    refused.
 
     Raises:
-      ConversionError: no vocabulary, or a casing electra_tf's tokenizer cannot follow.
+      ConversionError: a casing electra_tf's tokenizer cannot follow.
     """
     lower, strip = None, None
     config_path = os.path.join(model_dir, "tokenizer_config.json")
@@ -179,19 +176,32 @@ def read_tokenizer(model_dir: str, output: str, vocab_file: str = "") -> tuple[s
     if os.path.exists(config_path):
         values = _read_json(config_path)
         lower, strip = values.get("do_lower_case"), values.get("strip_accents")
-    normalizer = {}
     if os.path.exists(tokenizer_json):
-        tok = _read_json(tokenizer_json)
-        normalizer = tok.get("normalizer") or {}
+        normalizer = _read_json(tokenizer_json).get("normalizer") or {}
         if normalizer.get("type") == "BertNormalizer":
             lower = normalizer.get("lowercase", True) if lower is None else lower
             strip = normalizer.get("strip_accents") if strip is None else strip
-    lower = True if lower is None else bool(lower)
-    if strip is not None and bool(strip) != lower:
+    if strip is not None and bool(strip) != (True if lower is None else bool(lower)):
         raise core.ConversionError(
             f"{model_dir}: the tokenizer {'strips' if strip else 'keeps'} accents while it "
-            f"{'lower-cases' if lower else 'keeps case'}; electra_tf's tokenizer strips accents "
-            "exactly when it lower-cases (BERT's rule)")
+            f"{'keeps case' if lower is False else 'lower-cases'}; electra_tf's tokenizer "
+            "strips accents exactly when it lower-cases (BERT's rule)")
+    return None if lower is None else bool(lower)
+
+
+def read_tokenizer(model_dir: str, output: str, vocab_file: str = "") -> tuple[str, bool]:
+    """The vocabulary and casing of a transformers folder: (vocab path in `output`, lower).
+
+    The vocabulary: `vocab_file` if given, else the folder's vocab.txt, else the
+    WordPiece vocabulary inside tokenizer.json (written to output/vocab.txt in id
+    order). The casing: `read_casing`, else True (ELECTRA's released models are
+    uncased).
+
+    Raises:
+      ConversionError: no vocabulary, or a casing electra_tf's tokenizer cannot follow.
+    """
+    lower = read_casing(model_dir)
+    lower = True if lower is None else lower
     folder = ConvertedFolder(output)
     if vocab_file:
         if not os.path.isfile(vocab_file):
@@ -334,6 +344,8 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
     if task_model:  # before any file is written: a folder it cannot describe is refused
         head_config = check_task_head(model_dir, hf_config, weights, head)
         vocab, lower = read_tokenizer(model_dir, output, vocab_file)
+    elif kind != "masked_lm":  # recorded with the discriminator (None: the folder says not)
+        lower = read_casing(model_dir)
     scope = "generator" if kind == "masked_lm" else "electra"
     skipped, converted = [], {}
     for key, value in weights.items():
@@ -385,7 +397,7 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
     else:
         vocab = vocab if task_model else keep_vocabulary(model_dir, output)
         folder.save_discriminator(model)
-        folder.record_vocab(vocab)
+        folder.record_vocab(vocab, lower)
     if finetuned is not None:
         report["task"] = write_task_folder(
             output, finetuned, hf_config, source=os.path.abspath(model_dir), vocab=vocab,

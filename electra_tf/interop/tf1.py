@@ -15,6 +15,7 @@ head under `task_specific/<task>/`) becomes a fine-tuning folder instead
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from typing import Callable
@@ -121,7 +122,7 @@ def infer_config(weights: dict[str, np.ndarray], model_size: str,
 def import_checkpoint(path: str, model_size: str, output: str,
                       overrides: dict | None = None,
                       resume_checkpoint: Callable[[str, object], str] | None = None,
-                      **task_options) -> dict:
+                      do_lower_case: bool = True, **task_options) -> dict:
     """Converts an original checkpoint into an electra_tf model_dir (see core.py).
 
     A checkpoint of the original's run_finetuning.py (task_specific/* variables)
@@ -137,6 +138,9 @@ def import_checkpoint(path: str, model_size: str, output: str,
         run_pretraining to continue from: (checkpoint folder, ElectraPretrainer)
         -> its path (the command passes training.checkpoints'
         `write_fresh_pretraining_checkpoint`); None: no checkpoint.
+      do_lower_case: the original's do_lower_case (True for the released models),
+        recorded with the model: fine-tuning refuses another casing, and the
+        export's tokenizer follows it.
 
     Returns:
       the conversion report (also written as conversion_report.json).
@@ -147,8 +151,9 @@ def import_checkpoint(path: str, model_size: str, output: str,
     weights, skipped = read_checkpoint(path)
     if is_finetuned(weights):
         return import_finetuned(path, model_size, output, overrides, weights=weights,
-                                skipped=skipped, **task_options)
-    config = infer_config(weights, model_size, overrides)
+                                skipped=skipped, do_lower_case=do_lower_case, **task_options)
+    config = dataclasses.replace(infer_config(weights, model_size, overrides),
+                                 do_lower_case=bool(do_lower_case))
     source_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     check_vocab_size(os.path.join(source_dir, core.SOURCE_VOCAB), config.vocab_size)
     has_generator = any(n.startswith(("generator/", "generator_predictions/"))
@@ -177,7 +182,7 @@ def import_checkpoint(path: str, model_size: str, output: str,
             report["checkpoint"] = resume_checkpoint(folder.checkpoint_dir, pretrainer)
             report["resume_flags"] = resume_flags(config)
     else:
-        folder.record_vocab(vocab)
+        folder.record_vocab(vocab, do_lower_case)
     folder.write_report(report)
     return report
 
@@ -216,6 +221,8 @@ def resume_flags(config: PretrainingConfig) -> str:
         flags.append("--nountied_generator")
     if config.objective == "electric":
         flags.append("--objective=electric")
+    if not config.do_lower_case:
+        flags.append("--nodo_lower_case")
     return " ".join(flags)
 
 

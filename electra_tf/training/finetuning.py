@@ -50,13 +50,16 @@ from electra_tf.folders.files import (
     CHECKPOINTS,
     FINAL_EVAL,
     PRETRAINING_CONFIG,
+    has_checkpoints,
     model_folder,
     remove_stale_temporaries,
 )
 from electra_tf.folders.finetuned import (
     FinetunedFolder,
     finetuned_vocab,
+    has_finetuning_config,
     is_finetuning_folder,
+    read_finetuning_config,
     read_results,
     recorded_labels,
     save_finetuned,
@@ -331,6 +334,53 @@ def check_pretraining_vocab(vocab_file: str, init_checkpoint: str) -> str:
     return checked_vocab(model_folder(init_checkpoint), vocab_file)
 
 
+def _casing(lower: bool) -> str:
+    return "lower-cased" if lower else "cased"
+
+
+def check_casing(do_lower_case: bool, init_checkpoint: str,
+                 recorded: bool | None = None) -> None:
+    """Refuses a --do_lower_case other than the casing the checkpoint's model was
+    trained with, as its folder records it (`recorded`, else the pre-training or
+    converted folder's `recorded_do_lower_case`; not recorded: not checked).
+
+    Tokenized with the other casing, a cased model sees lower-cased words it
+    mostly has as other pieces, or [UNK], and an uncased one sees capitals it
+    never had: fine-tuning would run and do worse, without any error.
+
+    Raises:
+      ConfigError: naming the flag, the folder and the casing to pass.
+    """
+    if recorded is None:
+        folder = model_folder(init_checkpoint)
+        if not os.path.isdir(folder):
+            return
+        recorded = PretrainingFolder.open(folder, discriminator=False).recorded_do_lower_case
+    if recorded is None or bool(recorded) == bool(do_lower_case):
+        return
+    raise ConfigError(
+        f"--do_lower_case={str(do_lower_case).lower()}: --init_checkpoint={init_checkpoint} "
+        f"records a model trained on {_casing(recorded)} text; fine-tune with "
+        f"--do_lower_case={str(recorded).lower()}, the casing its vocabulary and weights "
+        "were made for")
+
+
+def check_resumed_casing(do_lower_case: bool, model_dir: str) -> None:
+    """Refuses to resume a fine-tuning model_dir's checkpoints with another casing.
+
+    Raises:
+      ConfigError: naming the flag, the folder and the recorded casing.
+    """
+    if not (has_checkpoints(model_dir) and has_finetuning_config(model_dir)):
+        return
+    recorded = read_finetuning_config(model_dir).do_lower_case
+    if recorded != bool(do_lower_case):
+        raise ConfigError(
+            f"--do_lower_case={str(do_lower_case).lower()}: {model_dir} holds checkpoints "
+            f"trained on {_casing(recorded)} text; resume with --do_lower_case="
+            f"{str(recorded).lower()}, or use another --model_dir")
+
+
 def check_recorded_labels(task, model_dir: str) -> None:
     """Refuses to resume (or evaluate) checkpoints trained with other label names.
 
@@ -406,6 +456,10 @@ class Finetuning:
         vocab_file = run.vocab_file or recorded_vocab
         if run.vocab_file and not run.from_scratch:
             check_pretraining_vocab(run.vocab_file, run.init_checkpoint)
+        if not run.from_scratch:
+            check_casing(config.do_lower_case, run.init_checkpoint,
+                         init[1].do_lower_case if init is not None else None)
+        check_resumed_casing(config.do_lower_case, run.model_dir)
         if not vocab_file:
             raise InputError("--vocab_file is required (none is recorded with the checkpoint)")
         check_vocab_fits(vocab_file, self.encoder_config.vocab_size)

@@ -1,8 +1,8 @@
 """Checks before a pre-training run builds or writes anything (both backends).
 
 Bad input stops a run here with one line: data files that are missing, not
-TFRecords or built for another max_seq_length, and a model_dir whose
-checkpoints another vocabulary or other model sizes wrote. Nothing here needs
+TFRecords or built for another max_seq_length or casing, and a model_dir whose
+checkpoints another vocabulary, casing or other model sizes wrote. Nothing here needs
 TensorFlow unless the run reads its data through it (`tensorflow_io`).
 """
 
@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 from electra_tf.core.config import EncoderConfig, PretrainingConfig, PretrainingRun
 from electra_tf.core.errors import ConfigError
 from electra_tf.core.fileio import check_output_folder
+from electra_tf.data.builder import STATS_FILE
 from electra_tf.data.masking import MaskingConfig
 from electra_tf.data.packed import check_packed
 from electra_tf.data.tfrecord_reader import LOCAL_FILES, check_records, tensorflow_files
@@ -55,8 +57,41 @@ def preflight(config: PretrainingConfig, run: PretrainingRun, tensorflow_io: boo
     if config.phase2_steps:  # records of phase 2's length
         files["phase2"] = check(run.phase2_train_data, "--phase2_train_data",
                                 config.phase2_max_seq_length)
+    for what, paths in files.items():
+        check_data_casing(config, paths, fs, "--train_data" if what == "train" else
+                          f"--{what}_data" if what == "eval" else "--phase2_train_data")
     check_resume(config, run)
     return files
+
+
+def check_data_casing(config: PretrainingConfig, paths: list[str], fs=LOCAL_FILES,
+                      what: str = "--train_data") -> None:
+    """Refuses records built with another casing than config.do_lower_case.
+
+    build_pretraining_data writes its options beside the records
+    (`builder.STATS_FILE`); where that file lies beside a data file, its
+    do_lower_case must be this run's, which the model folder records and
+    fine-tuning and the export follow. Records without it are not checked.
+
+    Raises:
+      ConfigError: naming the flag, the stats file and both values.
+    """
+    for folder in sorted({os.path.dirname(p) for p in paths}):
+        stats_path = os.path.join(folder, STATS_FILE)
+        try:
+            if not fs.glob(stats_path):
+                continue
+            with fs.open(stats_path) as f:
+                built = json.loads(f.read()).get("do_lower_case")
+        except (ValueError, *fs.errors):
+            continue  # not readable: nothing recorded to check against
+        if built is None or bool(built) == config.do_lower_case:
+            continue
+        raise ConfigError(
+            f"--do_lower_case={str(config.do_lower_case).lower()}: the records of {what} "
+            f"were built with --do_lower_case={str(bool(built)).lower()} ({stats_path}); "
+            f"pre-train with --do_lower_case={str(bool(built)).lower()}, which the model "
+            "folder records for fine-tuning and the export")
 
 
 def pretraining_masking(config: PretrainingConfig, run: PretrainingRun) -> MaskingConfig:
@@ -154,6 +189,12 @@ def check_resume(config: PretrainingConfig, run: PretrainingRun) -> None:
     except (ConfigError, TypeError) as e:
         raise ConfigError(f"{run.model_dir}/{PRETRAINING_CONFIG} records settings "
                           f"this electra_tf cannot read ({e}); use another --model_dir") from None
+    if before.do_lower_case != config.do_lower_case:
+        old = str(before.do_lower_case).lower()
+        raise ConfigError(
+            f"--do_lower_case={str(config.do_lower_case).lower()}: {where} on text "
+            f"{'lower-cased' if before.do_lower_case else 'kept cased'} (--do_lower_case="
+            f"{old}); resume with --do_lower_case={old}, or use another --model_dir")
     if before.optimizer != config.optimizer:
         raise ConfigError(
             f"--optimizer={config.optimizer}: {where} with --optimizer={before.optimizer}, "

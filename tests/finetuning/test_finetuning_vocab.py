@@ -112,3 +112,38 @@ def test_resuming_with_another_vocab_is_refused(finetuned, tiny_vocab, toy_sst2_
         finetune(*ARGS, f"--init_checkpoint={pre}", f"--data_dir={toy_sst2_dir}",
                  f"--model_dir={folder}")
     assert sorted(p.name for p in folder.iterdir()) == before
+
+
+def test_fine_tuning_refuses_the_other_casing(finetuned, tiny_vocab, toy_sst2_dir, tmp_path):
+    """The casing a folder records is the one its vocabulary and weights were made for:
+    fine-tuning a cased model with the default lower-casing (or the reverse) is refused
+    in one line before anything is written, and so is resuming checkpoints trained
+    with the other casing; a folder that records none is not checked."""
+    from electra_tf.training.finetuning import check_casing, check_resumed_casing
+
+    cased = write_pretrained_dir(tmp_path / "cased", tiny_vocab)
+    folders.pretraining.write_pretraining_config(cased, None, {"vocab_file": tiny_vocab},
+                                                 do_lower_case=False)
+    with pytest.raises(ConfigError) as raised:
+        finetune(*ARGS, f"--init_checkpoint={cased}", f"--data_dir={toy_sst2_dir}",
+                 f"--model_dir={tmp_path}/out")
+    assert str(raised.value) == (
+        f"--do_lower_case=true: --init_checkpoint={cased} records a model trained on cased "
+        "text; fine-tune with --do_lower_case=false, the casing its vocabulary and weights "
+        "were made for")
+    assert not (tmp_path / "out").exists()
+    check_casing(False, cased)
+    unrecorded = write_pretrained_dir(tmp_path / "unrecorded", tiny_vocab)
+    check_casing(True, unrecorded)
+    check_casing(False, unrecorded)
+    # A fine-tuning folder records its run's casing (lower-cased here).
+    with pytest.raises(ConfigError, match=r"^--do_lower_case=false: --init_checkpoint=.* "
+                                          r"records a model trained on lower-cased text"):
+        finetune(*ARGS, "--nodo_lower_case", f"--init_checkpoint={finetuned}",
+                 f"--data_dir={toy_sst2_dir}", f"--model_dir={tmp_path}/again")
+    check_resumed_casing(True, finetuned)
+    with pytest.raises(ConfigError) as raised:
+        check_resumed_casing(False, finetuned)
+    assert str(raised.value) == (
+        f"--do_lower_case=false: {finetuned} holds checkpoints trained on lower-cased text; "
+        "resume with --do_lower_case=true, or use another --model_dir")

@@ -94,3 +94,29 @@ def test_an_uncased_folder_exports_lower_casing_and_accent_stripping(tmp_path):
     settings = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
     assert settings["do_lower_case"] is True and settings["strip_accents"] is True
     _ids_agree(str(tmp_path / "hf"), do_lower_case=True)
+
+
+def test_a_cased_discriminator_from_transformers_keeps_its_casing(cased_pretrained, tmp_path):
+    """convert --from=hf of a discriminator records its tokenizer's casing: the export's
+    rtd tokenizer follows it and fine-tuning refuses the other one; a folder whose
+    tokenizer says nothing records nothing (read as uncased, not checked)."""
+    from electra_tf import folders
+    from electra_tf.core.errors import ConfigError
+    from electra_tf.interop.hf import export_model, import_model
+    from electra_tf.serving.export import load_spec
+    from electra_tf.training.finetuning import check_casing
+
+    out = tmp_path / "hf"
+    export_model(cased_pretrained, str(out))
+    back = tmp_path / "back"
+    import_model(str(out), str(back))
+    assert folders.PretrainingFolder.open(str(back)).recorded_do_lower_case is False
+    assert load_spec("rtd", str(back)).tokenizer.do_lower_case is False
+    check_casing(False, str(back))
+    with pytest.raises(ConfigError, match="records a model trained on cased text"):
+        check_casing(True, str(back))
+    os.remove(out / "tokenizer_config.json")
+    silent = tmp_path / "silent"
+    import_model(str(out), str(silent))
+    folder = folders.PretrainingFolder.open(str(silent))
+    assert folder.recorded_do_lower_case is None and folder.do_lower_case is True

@@ -178,3 +178,22 @@ def test_interop_tf1_damaged_checkpoint_is_one_error(h, tmp_path, damage):
                                                    r"\(a damaged or incomplete checkpoint"):
         tf1.import_checkpoint(prefix, "small", str(tmp_path / "out"), h.TINY_OVERRIDES)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("generator", [True, False])
+def test_interop_tf1_records_the_casing_it_was_given(h, tmp_path, generator):
+    """--nodo_lower_case (a cased checkpoint) is recorded with the converted model: in
+    the PretrainingConfig a resumed run checks (and in the flags printed to resume it),
+    or beside a discriminator alone; the default records the released models' casing."""
+    weights = h.original_weights(seed=5, generator=generator)
+    prefix = h.write_tf1_checkpoint(tmp_path / "ckpt" / "model.ckpt", weights)
+    for lower in (False, True):
+        out = str(tmp_path / f"out_{lower}")
+        tf1.import_checkpoint(prefix, "small", out, h.TINY_OVERRIDES, do_lower_case=lower)
+        folder = folders.PretrainingFolder.open(out)
+        assert folder.recorded_do_lower_case is lower
+        assert (folder.config is not None) == generator
+        if generator:
+            assert folder.config.do_lower_case is lower
+            assert ("--nodo_lower_case" in tf1.resume_flags(folder.config).split()) == (
+                not lower)

@@ -303,6 +303,12 @@ def test_resume_checks_in_process(make_configs, tmp_path):
                                           r"with --optimizer=adamw, .*resume with "
                                           r"--optimizer=adamw, or use another --model_dir$"):
         check_resume(dataclasses.replace(config, optimizer="lamb"), run)
+    # The casing the folder records is what fine-tuning and the export follow.
+    with pytest.raises(ConfigError, match=r"^--do_lower_case=false: .* holds checkpoints of a "
+                                          r"run on text lower-cased \(--do_lower_case=true\); "
+                                          r"resume with --do_lower_case=true, or use another "
+                                          r"--model_dir$"):
+        check_resume(dataclasses.replace(config, do_lower_case=False), run)
     # Dropout and the initializer change no variable: a run continues with other values
     # (dropout off after convert --from=tf1, #54); a shape or an activation is refused,
     # naming the key.
@@ -676,3 +682,31 @@ def test_a_full_disk_or_a_read_only_model_dir_is_one_line(small_mount, tiny_reco
                                                                         model_dir))
         error_line(proc, f"--model_dir {model_dir}: cannot write in ", "Read-only file system")
         assert "params" not in proc.stderr
+
+
+def test_records_built_with_the_other_casing_are_refused(make_configs, tmp_path):
+    """pretrain_data_stats.json beside the records says how they were tokenized: a run
+    of the other --do_lower_case is refused in one line; records without it (or with
+    an unreadable one) are not checked."""
+    import dataclasses
+    import json
+
+    from electra_tf.core.errors import ConfigError
+    from electra_tf.data.builder import STATS_FILE
+    from electra_tf.training.preflight import check_data_casing
+
+    config, _ = make_configs(tmp_path / "m")
+    records = tmp_path / "records"
+    records.mkdir()
+    paths = [str(records / "pretrain_data.tfrecord-0-of-1")]
+    check_data_casing(config, paths)  # no stats file: nothing recorded to check against
+    (records / STATS_FILE).write_text("{not json")
+    check_data_casing(config, paths)
+    (records / STATS_FILE).write_text(json.dumps({"do_lower_case": False}))
+    with pytest.raises(ConfigError) as raised:
+        check_data_casing(config, paths, what="--eval_data")
+    assert str(raised.value) == (
+        f"--do_lower_case=true: the records of --eval_data were built with "
+        f"--do_lower_case=false ({records / STATS_FILE}); pre-train with "
+        "--do_lower_case=false, which the model folder records for fine-tuning and the export")
+    check_data_casing(dataclasses.replace(config, do_lower_case=False), paths)
