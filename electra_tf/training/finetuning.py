@@ -548,10 +548,11 @@ class Finetuning:
         return [s for s in self.task.splits() if s.startswith("dev")]
 
     def _splits_to_read(self) -> list[str]:
-        """Every split this run reads: train, dev (do_eval), test (do_predict)."""
+        """Every split this run reads: train (do_train), dev (do_eval), test (do_predict)."""
         splits = self.task.splits()
-        return ["train"] + [s for s in splits if (self.run.do_eval and s.startswith("dev"))
-                            or (self.run.do_predict and s.startswith("test"))]
+        return ["train"] * self.run.do_train + [
+            s for s in splits if (self.run.do_eval and s.startswith("dev"))
+            or (self.run.do_predict and s.startswith("test"))]
 
     # === The host loop ===
     def _log(self, message):
@@ -568,13 +569,15 @@ class Finetuning:
         cfg, run = self.config, self.run
         for split in self._splits_to_read():  # bad data stops the run before it trains
             self.features(split)
-        _, train_feats = self.features("train")
-        if unused_labels_warning(self.task, train_feats):
-            self._log(unused_labels_warning(self.task, train_feats))
-        steps_per_epoch = len(train_feats) // cfg.train_batch_size
-        if steps_per_epoch == 0:
-            raise InputError(f"the train split has {len(train_feats)} windows, fewer than one "
-                             f"batch of {cfg.train_batch_size}")
+        train_feats, steps_per_epoch = [], 0  # --do_train=false: the train split is not read
+        if run.do_train:
+            _, train_feats = self.features("train")
+            if unused_labels_warning(self.task, train_feats):
+                self._log(unused_labels_warning(self.task, train_feats))
+            steps_per_epoch = len(train_feats) // cfg.train_batch_size
+            if steps_per_epoch == 0:
+                raise InputError(f"the train split has {len(train_feats)} windows, fewer than "
+                                 f"one batch of {cfg.train_batch_size}")
         os.makedirs(run.model_dir, exist_ok=True)
         # One run per model_dir (the chief writes it): a second is refused by name.
         with FolderLock(run.model_dir, "--model_dir") if self.chief \
@@ -583,17 +586,20 @@ class Finetuning:
 
     def _train(self, stop_at_step, train_feats, steps_per_epoch) -> dict:
         cfg, run = self.config, self.run
-        total = int(round(self.epochs * steps_per_epoch))
+        total = int(round(self.epochs * steps_per_epoch))  # 0: evaluation only
         size = self.size if self.size != "custom" else "small"
         decay = cfg.resolved_layerwise_lr_decay(size)
-        self.build_optimizer(total)
+        self.build_optimizer(max(total, 1))  # evaluation only: a checkpoint's slots restore
         checkpoints = self.make_checkpoints()
         restored = checkpoints.restore()
         if restored:
-            self._log(f"resumed from {restored}")
+            self._log(f"resumed from {restored}" if run.do_train else
+                      f"evaluating {restored}")
         if self.chief:
             for name in remove_stale_temporaries(run.model_dir):
                 self._log(f"removed {name}, left by a write that was killed midway")
+        # An evaluation keeps the record of a model_dir that training wrote.
+        if self.chief and (run.do_train or not has_finetuning_config(run.model_dir)):
             write_finetuning_config(
                 run.model_dir, task=self.task, config=cfg, run=run, encoder=self.encoder_config,
                 model_size=self.size, max_seq_length=self.max_seq_length, epochs=self.epochs,
@@ -601,9 +607,13 @@ class Finetuning:
                 vocab_file=self.tokenizer.vocab_file,
                 initialized_from="scratch" if run.from_scratch else run.init_checkpoint)
         results = read_results(run.model_dir)
-        self._log(f"{self.task.name}: {len(train_feats)} train windows, {steps_per_epoch} "
-                  f"steps/epoch x {self.epochs} epochs = {total} steps, lr "
-                  f"{cfg.resolved_learning_rate(size):.1e}, layer-wise decay {decay}")
+        if run.do_train:
+            self._log(f"{self.task.name}: {len(train_feats)} train windows, {steps_per_epoch} "
+                      f"steps/epoch x {self.epochs} epochs = {total} steps, lr "
+                      f"{cfg.resolved_learning_rate(size):.1e}, layer-wise decay {decay}")
+        else:
+            self._log(f"{self.task.name}: evaluation only (--do_train=false; the train split "
+                      "is not read)")
         gate = InterruptGate(self._stop_agreement())
         try:
             with gate:

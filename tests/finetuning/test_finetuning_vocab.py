@@ -147,3 +147,27 @@ def test_fine_tuning_refuses_the_other_casing(finetuned, tiny_vocab, toy_sst2_di
     assert str(raised.value) == (
         f"--do_lower_case=false: {finetuned} holds checkpoints trained on lower-cased text; "
         "resume with --do_lower_case=true, or use another --model_dir")
+
+
+def test_evaluation_only_reads_no_train_split(finetuned, toy_sst2_dir, tmp_path, capsys):
+    """--do_train=false scores a fine-tuned model on dev without reading (or needing) the
+    train split, and an evaluation in place keeps the record training wrote."""
+    import json
+
+    dev_only = shutil.copytree(toy_sst2_dir, tmp_path / "dev_only")
+    os.remove(dev_only / "train.tsv")
+    capsys.readouterr()
+    _, results = finetune(*ARGS, "--do_train=false", f"--init_checkpoint={finetuned}",
+                          f"--data_dir={dev_only}", f"--model_dir={tmp_path}/eval")
+    assert "evaluation only (--do_train=false; the train split is not read)" in \
+        capsys.readouterr().err
+    trained = json.load(open(os.path.join(finetuned, "results.json")))["epoch_1"]["dev"]
+    assert results["eval"]["dev"]["accuracy"] == trained["accuracy"], (results, trained)
+    assert folders.FinetunedFolder.open(str(tmp_path / "eval")).record.task == "sst2"
+    # In place: the checkpoints are evaluated, the record stays as training wrote it.
+    again = shutil.copytree(finetuned, tmp_path / "again")
+    record = (again / folders.files.FINETUNING_CONFIG).read_bytes()
+    _, results = finetune(*ARGS, "--do_train=false", f"--init_checkpoint={finetuned}",
+                          f"--data_dir={dev_only}", f"--model_dir={again}")
+    assert results["eval"]["dev"]["accuracy"] == trained["accuracy"]
+    assert (again / folders.files.FINETUNING_CONFIG).read_bytes() == record
