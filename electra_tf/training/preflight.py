@@ -57,9 +57,10 @@ def preflight(config: PretrainingConfig, run: PretrainingRun, tensorflow_io: boo
     if config.phase2_steps:  # records of phase 2's length
         files["phase2"] = check(run.phase2_train_data, "--phase2_train_data",
                                 config.phase2_max_seq_length)
-    for what, paths in files.items():
-        check_data_casing(config, paths, fs, "--train_data" if what == "train" else
-                          f"--{what}_data" if what == "eval" else "--phase2_train_data")
+    if not has_checkpoints(run.model_dir):  # a resumed run keeps the casing it recorded
+        for what, paths in files.items():
+            check_data_casing(config, paths, fs, "--train_data" if what == "train" else
+                              f"--{what}_data" if what == "eval" else "--phase2_train_data")
     check_resume(config, run)
     return files
 
@@ -71,7 +72,9 @@ def check_data_casing(config: PretrainingConfig, paths: list[str], fs=LOCAL_FILE
     build_pretraining_data writes its options beside the records
     (`builder.STATS_FILE`); where that file lies beside a data file, its
     do_lower_case must be this run's, which the model folder records and
-    fine-tuning and the export follow. Records without it are not checked.
+    fine-tuning and the export follow. Records without it are not checked, nor
+    is a resumed run (`preflight`): `check_resume` holds it to the casing its
+    folder recorded when it started.
 
     Raises:
       ConfigError: naming the flag, the stats file and both values.

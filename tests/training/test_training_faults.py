@@ -710,3 +710,40 @@ def test_records_built_with_the_other_casing_are_refused(make_configs, tmp_path)
         f"--do_lower_case=false ({records / STATS_FILE}); pre-train with "
         "--do_lower_case=false, which the model folder records for fine-tuning and the export")
     check_data_casing(dataclasses.replace(config, do_lower_case=False), paths)
+
+
+def test_preflight_checks_the_records_casing_of_a_fresh_run_only(tiny_records, make_configs,
+                                                                 tmp_path):
+    """Through preflight: cased records refuse a fresh lower-casing run (the default)
+    before anything is written, and pass with --do_lower_case=false; a resumed run is
+    held to its recorded casing by check_resume instead, so that a run started before
+    the records' casing was checked can still continue."""
+    import dataclasses
+    import glob
+    import json
+
+    from electra_tf import folders
+    from electra_tf.core.errors import ConfigError
+    from electra_tf.data.builder import STATS_FILE
+    from electra_tf.training.preflight import preflight
+
+    records = tmp_path / "cased"
+    records.mkdir()
+    source = os.path.dirname(tiny_records["train"])
+    for path in glob.glob(os.path.join(source, "*")):
+        shutil.copy(path, records)
+    stats = json.loads((records / STATS_FILE).read_text())
+    assert stats["do_lower_case"] is True  # what the fixture built
+    (records / STATS_FILE).write_text(json.dumps({**stats, "do_lower_case": False}))
+    config, run = make_configs(tmp_path / "m", run_overrides={
+        "train_data": str(records / os.path.basename(tiny_records["train"])),
+        "eval_data": str(records / os.path.basename(tiny_records["eval"]))})
+    with pytest.raises(ConfigError, match=r"^--do_lower_case=true: the records of "
+                                          r"--train_data were built with --do_lower_case=false"):
+        preflight(config, run, tensorflow_io=False)
+    assert not (tmp_path / "m").exists()
+    preflight(dataclasses.replace(config, do_lower_case=False), run, tensorflow_io=False)
+    os.makedirs(tmp_path / "m" / "checkpoints")
+    (tmp_path / "m" / "checkpoints" / "checkpoint").write_text("fake")
+    folders.pretraining.write_pretraining_config(run.model_dir, config, run)
+    preflight(config, run, tensorflow_io=False)  # resumed: its recorded casing holds
