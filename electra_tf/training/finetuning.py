@@ -456,7 +456,8 @@ class Finetuning:
         vocab_file = run.vocab_file or recorded_vocab
         if run.vocab_file and not run.from_scratch:
             check_pretraining_vocab(run.vocab_file, run.init_checkpoint)
-        if not run.from_scratch:
+        resuming = has_checkpoints(run.model_dir) and has_finetuning_config(run.model_dir)
+        if not run.from_scratch and not resuming:  # a resumed run: the casing it recorded
             check_casing(config.do_lower_case, run.init_checkpoint,
                          init[1].do_lower_case if init is not None else None)
         check_resumed_casing(config.do_lower_case, run.model_dir)

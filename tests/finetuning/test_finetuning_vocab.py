@@ -147,6 +147,14 @@ def test_fine_tuning_refuses_the_other_casing(finetuned, tiny_vocab, toy_sst2_di
     assert str(raised.value) == (
         f"--do_lower_case=false: {finetuned} holds checkpoints trained on lower-cased text; "
         "resume with --do_lower_case=true, or use another --model_dir")
+    # A model_dir fine-tuned before the check, lower-cased from that cased model, is held
+    # to its own record when it resumes (not told to change the flag both ways).
+    again = shutil.copytree(finetuned, tmp_path / "resumed")
+    finetune(*ARGS, f"--init_checkpoint={cased}", f"--data_dir={toy_sst2_dir}",
+             f"--model_dir={again}")
+    with pytest.raises(ConfigError, match="holds checkpoints trained on lower-cased text"):
+        finetune(*ARGS, "--nodo_lower_case", f"--init_checkpoint={cased}",
+                 f"--data_dir={toy_sst2_dir}", f"--model_dir={again}")
 
 
 def test_evaluation_only_reads_no_train_split(finetuned, toy_sst2_dir, tmp_path, capsys):
