@@ -447,3 +447,57 @@ def test_a_converted_folder_records_its_casing_where_known(tmp_path, tiny_vocab)
     folders.pretraining.save_discriminator(str(bare), discriminator())
     folders.pretraining.record_vocab(str(bare), "", False)
     assert folders.PretrainingFolder.open(str(bare)).recorded_do_lower_case is False
+
+
+def test_a_finetuned_folder_saved_from_python_reads_as_run_finetuning_writes(tmp_path,
+                                                                            tiny_vocab):
+    """FinetunedFolder.save of a FinetuningModel: the record run_finetuning writes (task,
+    head, labels, window, casing, vocabulary) and the same weights back; a model whose
+    head is not the task's is refused in one line, before anything is written."""
+    import numpy as np
+
+    from electra_tf.tasks.model import FinetuningModel
+    from electra_tf.text.vocab import load_vocab
+
+    encoder = tiny_encoder_config(len(load_vocab(tiny_vocab)), num_hidden_layers=1)
+
+    def model(kind="sequence_classification", n=2, **options):
+        m = FinetuningModel(build_discriminator(encoder).encoder, kind, num_labels=n,
+                            **options)
+        m.build()
+        return m
+
+    sst2 = model()
+    folder = folders.FinetunedFolder.save(str(tmp_path / "sst2"), sst2, tiny_vocab, "sst2",
+                                          do_lower_case=False)
+    record = folder.record
+    assert (record.task, record.head, record.label_names, record.pair) == (
+        "sst2", "sequence_classification", ("0", "1"), False)
+    assert record.max_seq_length == 128 and record.do_lower_case is False
+    assert folder.vocabulary.sha256 == folders.vocabulary.vocab_fingerprint(tiny_vocab)
+    for mine, read in zip(sst2.weights, folder.load_model().weights):
+        np.testing.assert_array_equal(mine.numpy(), read.numpy())
+    three = model(n=3)
+    own = folders.FinetunedFolder.save(str(tmp_path / "own"), three, tiny_vocab,
+                                       "classification", label_names="neg,neutral,pos")
+    assert own.record.label_names == ("neg", "neutral", "pos")
+    refusals = [
+        ((sst2, "classification"), {}, "classification learns its labels from its train "
+                                       "data: pass label_names, the model's outputs in order"),
+        ((three, "sst2"), {}, "the model's head has 3 outputs, but sst2 has 2 labels (0, 1)"),
+        ((sst2, "ner"), {"label_names": "O,B-X"}, "the model has a sequence_classification "
+                                                  "head, but ner has a token_classification head"),
+        ((model(classifier_head="mlp"), "sst2"), {}, "the model's sequence_classification "
+                                                     "head is"),
+        ((sst2, "sst2"), {"max_seq_length": 4096}, "max_seq_length=4096 exceeds the model's"),
+        ((discriminator(), "sst2"), {}, "FinetunedFolder.save takes a FinetuningModel, got "
+                                        "ElectraDiscriminator"),
+        ((FinetuningModel(discriminator().encoder, "sequence_classification", num_labels=2),
+          "sst2"), {}, f"{tiny_vocab} holds "),  # a 40-row embedding table
+    ]
+    for (m, task), options, message in refusals:
+        with pytest.raises(ConfigError) as raised:
+            folders.FinetunedFolder.save(str(tmp_path / "refused"), m, tiny_vocab, task,
+                                         **options)
+        assert str(raised.value).startswith(message), str(raised.value)
+        assert not (tmp_path / "refused").exists()

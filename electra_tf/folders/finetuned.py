@@ -23,7 +23,7 @@ import dataclasses
 import os
 
 from electra_tf.core.config import EncoderConfig
-from electra_tf.core.errors import InputError
+from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.folders.files import (
     FINETUNED_WEIGHTS,
     FINETUNING_CONFIG,
@@ -116,6 +116,73 @@ class FinetunedFolder:
             raise InputError(f"{weights} not found (expected a fine-tuning model_dir with "
                              f"{FINETUNED_WEIGHTS} and {FINETUNING_CONFIG})")
         return cls(model_dir, record, FolderVocab.read(model_dir, value), weights)
+
+    @classmethod
+    def save(cls, path: str, model, vocab_file: str, task_name: str,
+             **options) -> FinetunedFolder:
+        """Writes a fine-tuning folder of a FinetuningModel you built or trained, and
+        opens it.
+
+        What run_finetuning writes for its model: finetuned.weights.h5 and
+        finetuning_config.json (the task, its head and labels, the encoder, the
+        casing and window), with `vocab_file` kept as the folder's vocab.txt and
+        its fingerprint. The export, `Predictor.open` and run_finetuning
+        --init_checkpoint read it like one run_finetuning wrote.
+
+        Args:
+          model: a built tasks.model.FinetuningModel whose head is the task's.
+          vocab_file: the vocabulary its embedding table was made for.
+          task_name: the task it predicts (a name run_finetuning's --task_name takes).
+          **options: FinetuningConfig fields, as run_finetuning's flags:
+            label_names (the head's outputs in order; needed by a task that learns
+            its labels from train data, as classification and tagging of your own),
+            max_seq_length (default the task's), do_lower_case, classifier_head, ...
+
+        Raises:
+          ConfigError: not a FinetuningModel, or a head that is not the task's (another
+            kind, variant or number of outputs), a window past its positions, a
+            vocabulary larger than its embedding table; VocabError: `vocab_file` is
+            missing or not a vocabulary.
+        """
+        from electra_tf.core.config import FinetuningConfig, FinetuningRun, model_size_of
+        from electra_tf.folders.vocabulary import check_vocab_fits
+        from electra_tf.tasks.model import FinetuningModel
+        from electra_tf.tasks.registry import task_from_config
+
+        if not isinstance(model, FinetuningModel):
+            raise ConfigError(f"FinetunedFolder.save takes a FinetuningModel, got "
+                              f"{type(model).__name__}")
+        config = FinetuningConfig(task_name=task_name, **options)
+        task = task_from_config(config)
+        head = model.head
+        if head.kind != task.head:
+            raise ConfigError(f"the model has a {head.kind} head, but {task.name} has a "
+                              f"{task.head} head")
+        if head.head_config != task.head_config():
+            raise ConfigError(f"the model's {head.kind} head is {head.head_config}, but "
+                              f"{task.name}'s is {task.head_config()}: pass the options that "
+                              "describe it (e.g. classifier_head=, span_head=)")
+        if type(head).learns_labels(head.head_config) and not task.label_names:
+            raise ConfigError(f"{task.name} learns its labels from its train data: pass "
+                              "label_names, the model's outputs in order")
+        if head.num_labels != max(1, len(task.label_names)):
+            raise ConfigError(f"the model's head has {head.num_labels} outputs, but "
+                              f"{task.name} has {len(task.label_names)} labels "
+                              f"({', '.join(task.label_names)})")
+        encoder = model.encoder.config
+        check_vocab_fits(vocab_file, encoder.vocab_size)
+        max_seq_length = config.max_seq_length or task.default_max_seq_length
+        if max_seq_length > encoder.max_position_embeddings:
+            raise ConfigError(f"max_seq_length={max_seq_length} exceeds the model's "
+                              f"{encoder.max_position_embeddings} positions")
+        os.makedirs(path, exist_ok=True)
+        save_finetuned(path, model)
+        write_finetuning_config(
+            path, task=task, config=config,
+            run=FinetuningRun(model_dir=path, vocab_file=vocab_file), encoder=encoder,
+            model_size=model_size_of(encoder), max_seq_length=max_seq_length,
+            head_config=head.head_config, vocab_file=vocab_file)
+        return cls.open(path)
 
     def vocab(self, vocab_file: str = "", flag: str = "--vocab_file") -> str:
         """The vocabulary to feed its model (`FolderVocab.checked`)."""

@@ -37,6 +37,8 @@ def test_the_python_page_runs(finetuned_dirs, export_pretrained_dir, tiny_vocab,
     from electra_tf import PretrainingFolder
 
     assert PretrainingFolder.open("my_electra").vocab() == os.path.join("my_electra", "vocab.txt")
+    assert "classification ('neg', 'neutral', 'pos') 64" in out
+    assert (tmp_path / "my_classifier" / "finetuned.weights.h5").exists()
 
 
 def _text(value):
