@@ -76,7 +76,7 @@ from electra_tf.folders.pretraining import (
 from electra_tf.folders.vocabulary import check_resumed_vocab, check_vocab_fits, checked_vocab
 from electra_tf.tasks import base
 from electra_tf.tasks.model import FinetuningModel
-from electra_tf.tasks.registry import format_label_names
+from electra_tf.tasks.registry import format_label_names, task_from_config
 from electra_tf.training import reporting
 from electra_tf.training.checkpoints import checkpoint_step, model_variables, read_model_arrays
 from electra_tf.training.loop import (
@@ -381,6 +381,19 @@ def check_resumed_casing(do_lower_case: bool, model_dir: str) -> None:
             f"{str(recorded).lower()}, or use another --model_dir")
 
 
+def evaluated_labels(task, run: FinetuningRun) -> list[str]:
+    """The labels an evaluation-only run (--do_train=false) of a task that learns them
+    from train reads its model's outputs as: those the --model_dir's record holds,
+    else those of an --init_checkpoint fine-tuning folder of the same task ([]: none
+    recorded, so the train split gives them)."""
+    for folder in (run.model_dir, "" if run.from_scratch else run.init_checkpoint):
+        if folder and has_finetuning_config(folder):
+            record = read_finetuning_config(folder)
+            if record.task == task.name and record.label_names:
+                return list(record.label_names)
+    return []
+
+
 def check_recorded_labels(task, model_dir: str) -> None:
     """Refuses to resume (or evaluate) checkpoints trained with other label names.
 
@@ -426,8 +439,15 @@ class Finetuning:
         set_precision(run.mixed_precision, run.attention_implementation)
         head_config = task.head_config()  # the task's head and its options
         if task.head_class.learns_labels(head_config) and not task.label_names:
-            # Own-data classes and tags: learned from train; they size the head.
-            task.read(run.data_dir, "train")
+            # Own-data classes and tags: learned from train; they size the head. An
+            # evaluation takes those its model was trained with, where recorded.
+            recorded = None if run.do_train else evaluated_labels(task, run)
+            if recorded:
+                config = self.config = dataclasses.replace(
+                    config, label_names=format_label_names(recorded))
+                task = self.task = task_from_config(config)
+            else:
+                task.read(run.data_dir, "train")
         check_recorded_labels(task, run.model_dir)
         with self._scope():
             keras.utils.set_random_seed(config.seed)

@@ -543,3 +543,22 @@ def test_label_names_that_train_never_has_are_warned(pretrained_dir, single_csv_
         feats = task.featurize(task.read(str(data), "train"), tokenizer, L)
         line = unused_labels_warning(task, feats)
         assert (line is None) if unused is None else f"has: {unused};" in line, line
+
+
+def test_evaluation_only_takes_the_labels_its_model_was_trained_with(
+        pretrained_dir, single_csv_dir, tmp_path):
+    """--do_train=false of a task that learns its labels from train reads the model's
+    outputs as the labels its folder records: no train split, no --label_names."""
+    import shutil
+
+    out = tmp_path / "out"
+    _, trained = _run(pretrained_dir, single_csv_dir, out)
+    dev_only = tmp_path / "dev_only"
+    dev_only.mkdir()
+    shutil.copy(single_csv_dir / "dev.csv", dev_only)
+    for init, model_dir in ((out, tmp_path / "eval"), (pretrained_dir, out)):
+        trainer, results = finetune(
+            "--task_name=classification", "--do_train=false", f"--init_checkpoint={init}",
+            f"--data_dir={dev_only}", f"--model_dir={model_dir}", f"--max_seq_length={L}")
+        assert trainer.task.label_names == ("negative", "positive")
+        assert results["eval"]["dev"] == trained["epoch_1"]["dev"], (results, trained)
