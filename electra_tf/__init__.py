@@ -21,8 +21,7 @@ and the others, each also a console script) and what they share (cli, flags).
 The Python API (docs/python.md) is the three names below: a folder opened
 (`PretrainingFolder.open`, `FinetunedFolder.open`) or written
 (`PretrainingFolder.save`, `FinetunedFolder.save`), and a `Predictor` for
-predictions on strings. None
-imports TensorFlow or Keras until it builds a model.
+predictions on strings. None imports TensorFlow or Keras until it builds a model.
 """
 
 from electra_tf.folders import FinetunedFolder, PretrainingFolder

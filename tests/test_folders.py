@@ -490,6 +490,7 @@ def test_a_finetuned_folder_saved_from_python_reads_as_run_finetuning_writes(tmp
         ((model(classifier_head="mlp"), "sst2"), {}, "the model's sequence_classification "
                                                      "head is"),
         ((sst2, "sst2"), {"max_seq_length": 4096}, "max_seq_length=4096 exceeds the model's"),
+        ((sst2, "sst2"), {"labels": "0,1"}, "FinetunedFolder.save: unknown option(s) labels;"),
         ((discriminator(), "sst2"), {}, "FinetunedFolder.save takes a FinetuningModel, got "
                                         "ElectraDiscriminator"),
         ((FinetuningModel(discriminator().encoder, "sequence_classification", num_labels=2),

@@ -139,10 +139,10 @@ class FinetunedFolder:
             max_seq_length (default the task's), do_lower_case, classifier_head, ...
 
         Raises:
-          ConfigError: not a FinetuningModel, or a head that is not the task's (another
-            kind, variant or number of outputs), a window past its positions, a
-            vocabulary larger than its embedding table; VocabError: `vocab_file` is
-            missing or not a vocabulary.
+          ConfigError: not a FinetuningModel, an option FinetuningConfig has not, a head
+            that is not the task's (another kind, variant or number of outputs), a
+            window past its positions, a vocabulary larger than its embedding table;
+            VocabError: `vocab_file` is missing or not a vocabulary.
         """
         from electra_tf.core.config import FinetuningConfig, FinetuningRun, model_size_of
         from electra_tf.folders.vocabulary import check_vocab_fits
@@ -152,6 +152,10 @@ class FinetunedFolder:
         if not isinstance(model, FinetuningModel):
             raise ConfigError(f"FinetunedFolder.save takes a FinetuningModel, got "
                               f"{type(model).__name__}")
+        unknown = sorted(set(options) - set(FinetuningConfig.__dataclass_fields__))
+        if unknown:
+            raise ConfigError(f"FinetunedFolder.save: unknown option(s) {', '.join(unknown)}; "
+                              "the options are FinetuningConfig fields")
         config = FinetuningConfig(task_name=task_name, **options)
         task = task_from_config(config)
         head = model.head

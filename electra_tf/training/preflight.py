@@ -2,8 +2,8 @@
 
 Bad input stops a run here with one line: data files that are missing, not
 TFRecords or built for another max_seq_length or casing, and a model_dir whose
-checkpoints another vocabulary, casing or other model sizes wrote. Nothing here needs
-TensorFlow unless the run reads its data through it (`tensorflow_io`).
+checkpoints another vocabulary, casing or other model sizes wrote. Nothing here
+needs TensorFlow unless the run reads its data through it (`tensorflow_io`).
 """
 
 from __future__ import annotations
