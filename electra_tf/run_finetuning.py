@@ -41,12 +41,7 @@ def main(argv):
     from electra_tf.tasks.registry import task_from_config
     from electra_tf.training import backends
 
-    backend = backends.name()  # KERAS_BACKEND: training/backends/tensorflow.py or jax.py
-    # Before any TF op or JAX device query: collectives and logical devices
-    # are fixed at start-up.
-    started = backends.load(backend).start(flags_lib.runtime_options())
     config, run = flags_lib.finetuning_configs()
-    trainer_class = backends.finetuning_class(backend)
 
     def make_task(config):
         try:  # the task options (double_unordered, the SQuAD head and null rule) reach it
@@ -61,7 +56,14 @@ def main(argv):
         return (trainer_class(task, config, run, started) if started
                 else trainer_class(task, config, run))
 
-    make_task(config)  # bad task options: one line before any folder is made
+    # Bad flags and task options: one line before any folder is made, and before
+    # TensorFlow or JAX is imported (seconds).
+    make_task(config)
+    backend = backends.name()  # KERAS_BACKEND: training/backends/tensorflow.py or jax.py
+    # Before any TF op or JAX device query: collectives and logical devices
+    # are fixed at start-up.
+    started = backends.load(backend).start(flags_lib.runtime_options())
+    trainer_class = backends.finetuning_class(backend)
 
     if run.num_trials > 1:  # MODEL_DIR_1 .. MODEL_DIR_N and MODEL_DIR/trials.json
         from electra_tf.training.trials import run_trials

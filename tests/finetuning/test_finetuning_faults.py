@@ -214,3 +214,21 @@ def test_electra_tf_verbose_brings_tensorflows_logging_back(pretrained_dir, toy_
                                                              tmp_path):
     lines = _refused_run(pretrained_dir, toy_sst2_dir, tmp_path, ELECTRA_TF_VERBOSE="1")
     assert len(lines) > 1 and lines[-1].startswith("error: --max_seq_length=1024"), lines
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (("--task_name=bogus",), "error: unknown task_name 'bogus'; known: cola,"),
+    (("--task_name=sst2", "--label_names=a,b"),
+     "error: --label_names is for classification and tagging tasks; 'sst2' has its own"),
+])
+def test_bad_flags_are_refused_before_tensorflow_is_imported(flags, expected, tmp_path):
+    """The command's one line for a bad task or task option comes before Keras imports
+    TensorFlow (seconds), and nothing is written."""
+    from helpers import error_line, run_module_reporting_tf
+
+    proc, tf_imported = run_module_reporting_tf(
+        "electra_tf.run_finetuning", *flags, f"--data_dir={tmp_path}",
+        f"--model_dir={tmp_path}/out", f"--init_checkpoint={tmp_path}/none")
+    assert error_line(proc).startswith(expected), proc.stderr[-2000:]
+    assert not tf_imported
+    assert not (tmp_path / "out").exists()
