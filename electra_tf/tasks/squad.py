@@ -189,6 +189,9 @@ class SquadTask(base.Task):
     head = "squad"
     label_names: Sequence[str] = ()
     prediction_suffix = ".json"  # the trainer writes <name>_<split>_predictions.json
+    # configure_finetuning.py: a task with "squad" or "qa" in its name.
+    default_max_seq_length = 512
+    default_epochs = 2
 
     def __init__(self, version: str = "1.1", max_query_length: int = 64, doc_stride: int = 128,
                  n_best_size: int = 20, max_answer_length: int = 30,

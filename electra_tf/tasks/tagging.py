@@ -142,6 +142,7 @@ class TaggingTask(Task):
     """
 
     head = "token_classification"
+    default_max_seq_length = 256  # configure_finetuning.py: chunk's 256 (epochs: 3)
 
     def __init__(self, name: str = "ner", label_names: Sequence[str] | None = None,
                  scheme: str | None = "BIO"):

@@ -19,9 +19,13 @@ def test_every_task_is_a_task_with_its_values():
     assert values["mnli"] == (False, 128, 3, ".txt", "sentence2", ["MNLI-m.tsv", "MNLI-mm.tsv"])
     assert values["rte"] == (False, 128, 10, ".txt", "sentence2", ["RTE.tsv"])
     assert values["sst2"] == (False, 128, 3, ".txt", None, ["SST-2.tsv"])
-    assert values["squad_v1"] == (False, 128, 3, ".json", None, [])
-    assert values["squad_v2"] == (True, 128, 3, ".json", None, [])
-    assert values["ner"] == values["chunking"] == (False, 128, 3, ".txt", None, [None])
+    # The original's configure_finetuning.py: "squad" or "qa" in the name 512 tokens and 2
+    # epochs, chunk 256 tokens (electra_tf's other taggers too), rte and sts 10 epochs.
+    assert values["squad_v1"] == (False, 512, 2, ".json", None, [])
+    assert values["squad_v2"] == (True, 512, 2, ".json", None, [])
+    assert values["ner"] == values["chunking"] == values["tagging"] == (
+        False, 256, 3, ".txt", None, [None])
+    assert values["classification"][1:3] == (128, 3)
 
 
 def test_one_vocabulary_of_heads_from_task_to_export():
