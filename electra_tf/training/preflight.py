@@ -67,7 +67,9 @@ def preflight(config: PretrainingConfig, run: PretrainingRun, tensorflow_io: boo
 
 def check_data_casing(config: PretrainingConfig, paths: list[str], fs=LOCAL_FILES,
                       what: str = "--train_data") -> None:
-    """Refuses records built with another casing than config.do_lower_case.
+    """Refuses records built with another casing than config.do_lower_case, or with
+    accent stripping other than BERT's rule (strip exactly when lower-casing), which
+    every later tokenizer of the model follows.
 
     build_pretraining_data writes its options beside the records
     (`builder.STATS_FILE`); where that file lies beside a data file, its
@@ -85,16 +87,25 @@ def check_data_casing(config: PretrainingConfig, paths: list[str], fs=LOCAL_FILE
             if not fs.glob(stats_path):
                 continue
             with fs.open(stats_path) as f:
-                built = json.loads(f.read()).get("do_lower_case")
-        except (ValueError, *fs.errors):
+                stats = json.loads(f.read())
+            built, strip = stats.get("do_lower_case"), stats.get("strip_accents")
+        except (ValueError, AttributeError, *fs.errors):
             continue  # not readable: nothing recorded to check against
-        if built is None or bool(built) == config.do_lower_case:
+        if built is None:
             continue
-        raise ConfigError(
-            f"--do_lower_case={str(config.do_lower_case).lower()}: the records of {what} "
-            f"were built with --do_lower_case={str(bool(built)).lower()} ({stats_path}); "
-            f"pre-train with --do_lower_case={str(bool(built)).lower()}, which the model "
-            "folder records for fine-tuning and the export")
+        if bool(built) != config.do_lower_case:
+            raise ConfigError(
+                f"--do_lower_case={str(config.do_lower_case).lower()}: the records of {what} "
+                f"were built with --do_lower_case={str(bool(built)).lower()} ({stats_path}); "
+                f"pre-train with --do_lower_case={str(bool(built)).lower()}, which the model "
+                "folder records for fine-tuning and the export")
+        if strip is not None and bool(strip) != bool(built):
+            raise ConfigError(
+                f"the records of {what} were built with --strip_accents="
+                f"{str(bool(strip)).lower()} and --do_lower_case={str(bool(built)).lower()} "
+                f"({stats_path}); a model strips accents exactly when it lower-cases (BERT's "
+                "rule, which fine-tuning, the export and convert follow): rebuild them with "
+                "--strip_accents=auto")
 
 
 def pretraining_masking(config: PretrainingConfig, run: PretrainingRun) -> MaskingConfig:

@@ -710,6 +710,20 @@ def test_records_built_with_the_other_casing_are_refused(make_configs, tmp_path)
         f"--do_lower_case=false ({records / STATS_FILE}); pre-train with "
         "--do_lower_case=false, which the model folder records for fine-tuning and the export")
     check_data_casing(dataclasses.replace(config, do_lower_case=False), paths)
+    # Accents kept while lower-casing: no later tokenizer of the model would.
+    (records / STATS_FILE).write_text(json.dumps({"do_lower_case": True,
+                                                  "strip_accents": False}))
+    with pytest.raises(ConfigError) as raised:
+        check_data_casing(config, paths)
+    assert str(raised.value) == (
+        f"the records of --train_data were built with --strip_accents=false and "
+        f"--do_lower_case=true ({records / STATS_FILE}); a model strips accents exactly when "
+        "it lower-cases (BERT's rule, which fine-tuning, the export and convert follow): "
+        "rebuild them with --strip_accents=auto")
+    for strip in (None, True):
+        (records / STATS_FILE).write_text(json.dumps({"do_lower_case": True,
+                                                      "strip_accents": strip}))
+        check_data_casing(config, paths)
 
 
 def test_preflight_checks_the_records_casing_of_a_fresh_run_only(tiny_records, make_configs,
