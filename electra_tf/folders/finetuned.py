@@ -139,24 +139,20 @@ class FinetunedFolder:
             max_seq_length (default the task's), do_lower_case, classifier_head, ...
 
         Raises:
-          ConfigError: not a FinetuningModel, an option FinetuningConfig has not, a head
+          ConfigError: not a FinetuningModel, options `registry.get_task` refuses, a head
             that is not the task's (another kind, variant or number of outputs), a
             window past its positions, a vocabulary larger than its embedding table;
             VocabError: `vocab_file` is missing or not a vocabulary.
         """
-        from electra_tf.core.config import FinetuningConfig, FinetuningRun, model_size_of
+        from electra_tf.core.config import FinetuningRun, model_size_of
         from electra_tf.folders.vocabulary import check_vocab_fits
         from electra_tf.tasks.model import FinetuningModel
-        from electra_tf.tasks.registry import task_from_config
+        from electra_tf.tasks.registry import task_config, task_from_config
 
         if not isinstance(model, FinetuningModel):
             raise ConfigError(f"FinetunedFolder.save takes a FinetuningModel, got "
                               f"{type(model).__name__}")
-        unknown = sorted(set(options) - set(FinetuningConfig.__dataclass_fields__))
-        if unknown:
-            raise ConfigError(f"FinetunedFolder.save: unknown option(s) {', '.join(unknown)}; "
-                              "the options are FinetuningConfig fields")
-        config = FinetuningConfig(task_name=task_name, **options)
+        config = task_config(task_name, "FinetunedFolder.save", **options)
         task = task_from_config(config)
         head = model.head
         if head.kind != task.head:

@@ -144,14 +144,24 @@ def get_task(name: str, **options):
     Raises:
       ConfigError: an unknown option, or no_answer_threshold without the rule it sets.
     """
+    return task_from_config(task_config(name, **options))
+
+
+def task_config(name: str, what: str = "get_task", /, **options) -> FinetuningConfig:
+    """The FinetuningConfig of task `name` with `options` (as `get_task` takes them);
+    `what` names the caller in the error.
+
+    Raises:
+      ConfigError: an unknown option, or no_answer_threshold without the rule it sets.
+    """
     fields = FinetuningConfig.__dataclass_fields__
     unknown = sorted(set(options) - set(fields))
     if unknown:
-        raise ConfigError(f"get_task: unknown option(s) {', '.join(unknown)}; the options are "
+        raise ConfigError(f"{what}: unknown option(s) {', '.join(unknown)}; the options are "
                           "FinetuningConfig fields")
     if "no_answer_threshold" in options and \
             options.get("squad_null_rule", fields["squad_null_rule"].default) != "combined":
-        raise ConfigError("get_task: no_answer_threshold is the threshold of "
+        raise ConfigError(f"{what}: no_answer_threshold is the threshold of "
                           "squad_null_rule='combined'; the default rule ('answerable') "
                           "reads qa_na_threshold")
-    return task_from_config(FinetuningConfig(task_name=name, **options))
+    return FinetuningConfig(task_name=name, **options)

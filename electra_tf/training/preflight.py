@@ -52,15 +52,15 @@ def preflight(config: PretrainingConfig, run: PretrainingRun, tensorflow_io: boo
             return check_packed(patterns, length, what, size)
         return check_records(patterns, length, what, fs, size)
 
-    files = {"train": check(run.train_data, "--train_data"),
-             "eval": check(run.eval_data, "--eval_data") if run.eval_data else []}
+    flag = {"train": "--train_data", "eval": "--eval_data", "phase2": "--phase2_train_data"}
+    files = {"train": check(run.train_data, flag["train"]),
+             "eval": check(run.eval_data, flag["eval"]) if run.eval_data else []}
     if config.phase2_steps:  # records of phase 2's length
-        files["phase2"] = check(run.phase2_train_data, "--phase2_train_data",
+        files["phase2"] = check(run.phase2_train_data, flag["phase2"],
                                 config.phase2_max_seq_length)
     if not has_checkpoints(run.model_dir):  # a resumed run keeps the casing it recorded
         for what, paths in files.items():
-            check_data_casing(config, paths, fs, "--train_data" if what == "train" else
-                              f"--{what}_data" if what == "eval" else "--phase2_train_data")
+            check_data_casing(config, paths, fs, flag[what])
     check_resume(config, run)
     return files
 
