@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 from electra_tf.modeling.heads import DiscriminatorHead, MaskedLMHead, gather_positions
 from electra_tf.modeling.layers import Dropout, ElectraEmbeddings, get_activation
@@ -40,6 +41,20 @@ def test_gelu_is_exact_erf():
     got = np.asarray(get_activation("gelu")(x))
     np.testing.assert_allclose(got, gelu_exact(x), atol=1e-6)
     assert np.abs(gelu_exact(x) - gelu_tanh(x)).max() > 1e-4  # The check can tell them apart.
+
+
+@pytest.mark.parametrize("name,reference", [("gelu", "exact"), ("gelu_approximate", "tanh")])
+def test_gelu_under_bfloat16_rounds_once(name, reference):
+    # Computed in float32 between two casts: within half a bfloat16 step of the
+    # exact value at the rounded input, give or take float32 in the tails
+    # (bfloat16 arithmetic, rounding at each op, missed it at 22-33% of them).
+    x = ops.cast(np.linspace(-6, 6, 2001).astype("float32"), "bfloat16")
+    got = get_activation(name)(x)
+    assert got.dtype == "bfloat16"
+    x32 = np.asarray(ops.cast(x, "float32"), "float64")
+    want = gelu_exact(x32) if reference == "exact" else gelu_tanh(x32)
+    got = np.asarray(ops.cast(got, "float32"), "float64")
+    np.testing.assert_array_less(np.abs(got - want), np.abs(want) * 2.0**-8 + 1e-6)
 
 
 def reference_block(x, mask, w, heads, eps, gelu):
@@ -105,6 +120,22 @@ def test_dropout_seed_and_training_flag():
     # Without a seed the layer's own SeedGenerator advances between calls.
     assert not np.array_equal(layer(x, training=True), layer(x, training=True))
     assert set(np.unique(a)) <= {0.0, 2.0}
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_dropout_keeps_the_rate_under_mixed_precision(dtype):
+    # The mask is drawn in float32: a bfloat16 draw (TensorFlow's uniforms on a
+    # grid of 1/128) kept 0.898 of the units at rate 0.1, scaled by 1.109.
+    x = keras.random.normal((1000, 1000), seed=0)
+    layer = Dropout(0.1, dtype=f"mixed_{dtype}")
+    got = layer(ops.cast(x, dtype), training=True, seed=tf.constant([1, 2]))
+    assert got.dtype == dtype
+    got = np.asarray(ops.cast(got, "float32"))
+    kept = got != 0
+    assert abs(kept.mean() - 0.9) < 1e-3  # the standard error is 3e-4
+    rounded = np.asarray(ops.cast(ops.cast(x, dtype), "float32"))
+    scaled = np.asarray(ops.cast(ops.cast(rounded * np.float32(1 / 0.9), dtype), "float32"))
+    np.testing.assert_array_equal(got[kept], scaled[kept])
 
 
 def test_gather_positions():
