@@ -186,8 +186,8 @@ def pretrained_folder(folder: str, vocab_file: str, model_size: str = "small",
     import keras
 
     from electra_tf.core.config import MODEL_SIZES, EncoderConfig
-    from electra_tf.modeling import build_discriminator
     from electra_tf.folders import pretraining
+    from electra_tf.modeling import build_discriminator
     from electra_tf.text.vocab import load_vocab
 
     config = EncoderConfig(vocab_size=len(load_vocab(vocab_file)), **MODEL_SIZES[model_size])

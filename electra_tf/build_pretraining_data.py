@@ -29,7 +29,6 @@ FLAGS = flags.FLAGS
 def define_flags():
     """Flags of this entry point (defined only when it runs as main)."""
     from electra_tf.data.builder import DEFAULT_MAX_UNK_RATE, UNK_SAMPLE_LINES
-
     from electra_tf.data.corpus import CORPUS_FORMATS
 
     flags.DEFINE_string("corpus", None, "Comma-separated globs of text files (or of "

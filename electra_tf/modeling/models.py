@@ -42,12 +42,12 @@ import keras
 from keras import ops
 
 from electra_tf.core.config import EncoderConfig, PretrainingEncoders
+from electra_tf.modeling.electric import TwoTowerClozeGenerator
 from electra_tf.modeling.encoder import (
     ElectraEncoder,
     EncoderConfigSerializable,
     embeddings_for,
 )
-from electra_tf.modeling.electric import TwoTowerClozeGenerator
 from electra_tf.modeling.heads import DiscriminatorHead, MaskedLMHead, gather_positions
 from electra_tf.modeling.layers import ElectraEmbeddings, kernel_initializer
 from electra_tf.modeling.random import (

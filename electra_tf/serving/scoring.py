@@ -123,10 +123,9 @@ def load_scorer(model_dir: str, vocab_file: str = "", max_seq_length: int = 128
     if not 3 <= max_seq_length <= positions:
         raise InputError(f"--max_seq_length={max_seq_length}: the model takes 3 to "
                          f"{positions} positions")
-    from electra_tf.text.tokenizer import Tokenizer
-
     from electra_tf.folders.files import VOCAB
     from electra_tf.folders.vocabulary import check_vocab_fits
+    from electra_tf.text.tokenizer import Tokenizer
 
     vocab = folder.vocab(vocab_file)
     if not vocab:

@@ -83,9 +83,10 @@ def test_a_cased_pretraining_folder_exports_a_cased_tokenizer(cased_pretrained, 
 
 
 def test_an_uncased_folder_exports_lower_casing_and_accent_stripping(tmp_path):
+    from helpers import write_pretrained_dir
+
     from electra_tf.interop.hf import export_model
     from electra_tf.text.tokenizer import BERT_RESERVED_TOKENS
-    from helpers import write_pretrained_dir
 
     vocab = write_vocab(tmp_path / "vocab.txt", list(BERT_RESERVED_TOKENS) + WORDS
                         + list(".,"))

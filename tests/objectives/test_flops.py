@@ -4,10 +4,10 @@ counts them."""
 import dataclasses
 
 import pytest
+from helpers import REPO
 
 from electra_tf.core.config import OBJECTIVES, PretrainingConfig
 from electra_tf.objectives import flops
-from helpers import REPO
 
 # Printed by google-research/electra's flops_computation.py (`python3 flops_computation.py`,
 # its MODEL_FLOPS, at its HEAD) and copied here: the totals of its four configurations.
