@@ -8,15 +8,18 @@ Both sides are the same randomly initialized ELECTRA-Small discriminator (hidden
 transformers' is built from electra_tf's own config mapping
 (`electra_tf.interop.hf.hf_config`), so the sizes cannot drift apart.
 
-1. Fine-tuning throughput (examples/s), --seq_length x --batch_size, fp32,
-   TensorFlow's and PyTorch's default threads (one per core):
+1. Fine-tuning throughput (examples/s), --seq_length x --batch_size, for each of
+   --precisions (fp32; bf16: float32 weights, bfloat16 compute), TensorFlow's and
+   PyTorch's default threads (one per core):
    - electra_tf: the real TensorFlow `Finetuning` loop (tf.data input, layer-wise
      LR decay, AdamW, global-norm clipping), as benchmarks/bench_finetuning.py runs
      it (its child process, from a pre-training folder written by electra_tf's
-     writers), XLA off (the default; slower on CPU);
+     writers), XLA off (the default; slower on CPU), `--mixed_precision` as given;
    - transformers: ElectraForSequenceClassification in eager PyTorch, a training
      step as its Trainer takes one (forward with labels, backward, global-norm
-     clipping to 1.0, torch.optim.AdamW), on random ids of the same shape.
+     clipping to 1.0, torch.optim.AdamW), on random ids of the same shape; for
+     bf16 the forward pass under torch.autocast("cpu", torch.bfloat16), as the
+     Trainer's `bf16=True` runs it on a CPU.
    --warmup steps are excluded, then --steps timed.
 2. Batch-1 latency (ms, p50) at each of --lengths positions (all real), for
    each of --threads intra-op threads (TensorFlow's intra-op pool;
@@ -85,8 +88,9 @@ def child_hf_train(args):
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        loss = model(input_ids=ids, attention_mask=mask, token_type_ids=types,
-                     labels=labels).loss
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            loss = model(input_ids=ids, attention_mask=mask, token_type_ids=types,
+                         labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -112,7 +116,7 @@ def child_ours_train(args):
         pretrained_folder(pre, synthetic_vocab(os.path.join(work, "vocab.txt")),
                           args.model_size)
     cmd = [sys.executable, "-c", CHILD, work, str(args.seq_length), str(args.batch_size), "0",
-           "fp32", str(args.steps), args.model_size, HERE]
+           args.precision, str(args.steps), args.model_size, HERE]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     if proc.returncode or not line:
@@ -166,8 +170,9 @@ CHILDREN = {"ours_train": child_ours_train, "hf_train": child_hf_train,
             "ours_latency": child_ours_latency, "hf_latency": child_hf_latency}
 
 
-def _run_child(args, kind, threads=0):
+def _run_child(args, kind, threads=0, precision="fp32"):
     cmd = [sys.executable, os.path.abspath(__file__), f"--child={kind}",
+           f"--precision={precision}",
            f"--model_size={args.model_size}", f"--seq_length={args.seq_length}",
            f"--batch_size={args.batch_size}", f"--steps={args.steps}",
            f"--warmup={args.warmup}", f"--iters={args.iters}",
@@ -195,6 +200,9 @@ def main():
     parser.add_argument("--lengths", default="16,24,32,64,128")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--precisions", default="fp32",
+                        help="comma-separated fine-tuning precisions: fp32, bf16")
+    parser.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)  # a child's
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
     parser.add_argument("--work", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -207,17 +215,22 @@ def main():
         return
 
     threads = [int(t) for t in args.threads.split(",")]
+    precisions = args.precisions.split(",")
+    if not set(precisions) <= {"fp32", "bf16"}:
+        parser.error(f"--precisions={args.precisions}: fp32 and/or bf16")
     args.work = tempfile.mkdtemp(prefix="bench_peer_")
     load_start, t_start = os.getloadavg(), time.monotonic()
-    train = {"electra_tf": [], "transformers": []}
+    train = {p: {"electra_tf": [], "transformers": []} for p in precisions}
     latency = {(f, t): {} for f in ("electra_tf", "transformers") for t in threads}
     for r in range(args.rounds):
         order = [("electra_tf", "ours"), ("transformers", "hf")]
         order = order if r % 2 == 0 else order[::-1]
-        for name, kind in order:
-            train[name].append(_run_child(args, f"{kind}_train")["examples_per_second"])
-            print(f"[bench] round {r + 1} fine-tuning {name}: {train[name][-1]} examples/s",
-                  file=sys.stderr, flush=True)
+        for precision in precisions:
+            for name, kind in order:
+                rate = _run_child(args, f"{kind}_train", precision=precision)
+                train[precision][name].append(rate["examples_per_second"])
+                print(f"[bench] round {r + 1} fine-tuning {precision} {name}: "
+                      f"{train[precision][name][-1]} examples/s", file=sys.stderr, flush=True)
         for t in (threads if r % 2 == 0 else threads[::-1]):
             for name, kind in order:
                 for length, calls in _run_child(args, f"{kind}_latency", t).items():
@@ -232,21 +245,24 @@ def main():
     import transformers
 
     results = {
-        "finetuning": {name: {"examples_per_second_rounds": v,
-                              "examples_per_second": round(float(np.median(v)), 2)}
-                       for name, v in train.items()},
+        "finetuning": {p: {name: {"examples_per_second_rounds": v,
+                                  "examples_per_second": round(float(np.median(v)), 2)}
+                           for name, v in by_name.items()}
+                       for p, by_name in train.items()},
         "latency_p50_ms": [{"framework": name, "threads": t, "length": length,
                             "calls": len(calls), "p50_ms": round(float(np.median(calls)), 2)}
                            for (name, t), by_length in latency.items()
                            for length, calls in by_length.items()]}
-    ratio = (results["finetuning"]["electra_tf"]["examples_per_second"]
-             / results["finetuning"]["transformers"]["examples_per_second"])
+    ratios = {p: round(r["electra_tf"]["examples_per_second"]
+                       / r["transformers"]["examples_per_second"], 2)
+              for p, r in results["finetuning"].items()}
     command = " ".join(["python", "benchmarks/bench_peer.py"] + [
         f"--{k}={v}" for k, v in (
             ("model_size", args.model_size), ("seq_length", args.seq_length),
             ("batch_size", args.batch_size), ("steps", args.steps), ("warmup", args.warmup),
             ("iters", args.iters), ("lengths", ",".join(map(str, args.lengths))),
             ("threads", args.threads), ("rounds", args.rounds),
+            ("precisions", args.precisions),
             ("output", repo_relative(args.output)))])
     machine = {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
                "tensorflow": tf.__version__, "torch": torch.__version__,
@@ -255,7 +271,7 @@ def main():
                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     with open(args.output + ".json", "w") as f:
         json.dump({"command": command, "machine": machine, "results": results,
-                   "finetuning_ratio": round(ratio, 2)}, f, indent=2)
+                   "finetuning_ratio": ratios}, f, indent=2)
     size = ("ELECTRA-Small (hidden 256, 12 layers, E 128)" if args.model_size == "small"
             else f"model size {args.model_size}")
     lines = ["# electra_tf beside transformers' PyTorch ELECTRA (CPU)", "",
@@ -268,14 +284,16 @@ def main():
              f"; after: {', '.join(f'{x:.2f}' for x in load_end)} ({wall:.0f} s).",
              f"- {size}, vocab 30522, random weights, a 2-label classification head; "
              f"{args.rounds} rounds, the frameworks alternating (the script's docstring says "
-             "what each side runs).", "",
-             f"## Fine-tuning, L{args.seq_length} batch {args.batch_size} fp32, default threads",
-             "", "| framework | examples/s (median) | each round |", "|---|---:|---|"]
-    for name, r in results["finetuning"].items():
-        lines.append(f"| {name} | {r['examples_per_second']} | "
-                     f"{', '.join(map(str, r['examples_per_second_rounds']))} |")
-    lines += ["", f"electra_tf / transformers: **{ratio:.2f}x**.", "",
-              "## The model alone at batch 1, p50 ms (inference, all positions real)", "",
+             "what each side runs).", ""]
+    for precision, by_name in results["finetuning"].items():
+        lines += [f"## Fine-tuning, L{args.seq_length} batch {args.batch_size} {precision}, "
+                  "default threads", "",
+                  "| framework | examples/s (median) | each round |", "|---|---:|---|"]
+        for name, r in by_name.items():
+            lines.append(f"| {name} | {r['examples_per_second']} | "
+                         f"{', '.join(map(str, r['examples_per_second_rounds']))} |")
+        lines += ["", f"electra_tf / transformers: **{ratios[precision]:.2f}x**.", ""]
+    lines += ["## The model alone at batch 1, p50 ms (inference, all positions real)", "",
               "| positions | " + " | ".join(f"{n}, {t} thread{'s' if t > 1 else ''}"
                                            for t in threads
                                            for n in ("electra_tf", "transformers")) + " |",

@@ -157,9 +157,11 @@ def test_bench_peer_at_toy_size(tmp_path):
     out = tmp_path / "peer"
     _run(["bench_peer.py", "--model_size=tiny", "--seq_length=16", "--batch_size=2",
           "--steps=1", "--warmup=1", "--iters=2", "--lengths=16", "--threads=1",
-          "--rounds=1", f"--output={out}"], 240)
+          "--rounds=1", "--precisions=fp32,bf16", f"--output={out}"], 300)
     result = json.loads(out.with_suffix(".json").read_text())
-    assert set(result["results"]["finetuning"]) == {"electra_tf", "transformers"}
-    assert result["finetuning_ratio"] > 0
+    for precision in ("fp32", "bf16"):
+        assert set(result["results"]["finetuning"][precision]) == {"electra_tf", "transformers"}
+        assert result["finetuning_ratio"][precision] > 0
+    assert "## Fine-tuning, L16 batch 2 bf16" in out.with_suffix(".md").read_text()
     assert {(r["framework"], r["length"]) for r in result["results"]["latency_p50_ms"]} == {
         ("electra_tf", 16), ("transformers", 16)}
