@@ -104,6 +104,28 @@ def test_bad_vocab_is_a_clear_error(tmp_path, tokens, message):
         load_vocab(path)
 
 
+def test_a_byte_order_mark_is_named(tmp_path):
+    path = tmp_path / "v.txt"
+    path.write_text("\ufeff" + "\n".join(tiny_vocab_tokens()) + "\n", encoding="utf-8")
+    with pytest.raises(VocabError, match="byte-order mark"):  # not "lacks [PAD]"
+        load_vocab(str(path))
+
+
+def test_tokens_with_whitespace_or_controls_never_match(tmp_path):
+    # tensorflow-text had matched "the " across the space of "the theme", and a
+    # NUL in a token ended in a traceback; the tokens keep their ids.
+    tokens = tiny_vocab_tokens()
+    if "theme" in tokens:
+        tokens.remove("theme")
+    tokens += ["the ", "a\tb", "x\x00y"]
+    tok = Tokenizer(write_vocab(tmp_path / "v.txt", tokens))
+    ids = tok.encode(["the theme", "a\tb x\x00y"])
+    assert tok.convert_ids_to_tokens(ids[0])[0] == "the"
+    assert "the " not in tok.convert_ids_to_tokens(ids[0])
+    assert not set(tok.convert_ids_to_tokens(ids[1])) & {"a\tb", "x\x00y"}
+    assert tok.vocab[-3:] == ["the ", "a\tb", "x\x00y"] and tok.vocab_size == len(tokens)
+
+
 def test_missing_vocab_file(tmp_path):
     with pytest.raises(VocabError, match="not found"):
         Tokenizer(str(tmp_path / "nope.txt"))

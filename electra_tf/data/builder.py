@@ -8,8 +8,10 @@ depend on the corpus, the vocab, L, num_shards and seed, and not on
 num_processes.
 
 Shards are written under a temporary name and renamed when complete, so an
-interrupted run never leaves a shard that looks finished; the stats JSON is
-written last.
+interrupted run never leaves a shard that looks finished; the next run into the
+folder removes what an interrupted one left. The stats JSON is written before
+the renames under a temporary name and renamed last, so the folder never pairs
+new shards with an earlier build's stats.
 
 A corpus file that is not UTF-8 text (binary, UTF-16: `fileio.check_text_file`)
 is refused before anything is written.
@@ -34,11 +36,16 @@ import multiprocessing as mp
 import os
 import random
 import sys
+import threading
 import time
 import uuid
 
 from electra_tf.core.errors import InputError
-from electra_tf.core.fileio import Progress, atomic_write_text, check_text_file
+from electra_tf.core.fileio import (
+    Progress,
+    check_output_folder,
+    check_text_file,
+)
 from electra_tf.data import features as features_lib
 from electra_tf.data.corpus import CORPUS_FORMATS, first_lines, is_archive, text_units
 from electra_tf.data.packing import ExampleBuilder, SpecialIds, to_features
@@ -120,6 +127,8 @@ def validate(options: BuildOptions) -> tuple[int, int]:
     if options.corpus_format not in CORPUS_FORMATS:
         raise InputError(f"corpus_format must be one of {', '.join(CORPUS_FORMATS)}, "
                          f"got {options.corpus_format!r}")
+    check_output_folder(options.output_dir, "--output_dir")
+    check_open_files(options)
     load_vocab(options.vocab_file)  # raises VocabError with the reason
     for path in options.files:
         if not os.path.isfile(path):
@@ -140,6 +149,31 @@ def validate(options: BuildOptions) -> tuple[int, int]:
     if options.max_unk_rate < 1.0:
         check_unk_rate(options)
     return lines, docs
+
+
+def check_open_files(options: BuildOptions) -> None:
+    """Each process keeps one file open per shard it writes: raises the soft limit
+    on open files to what that needs (up to the hard limit), or refuses.
+
+    Raises:
+      InputError: more shards per process than the hard limit allows.
+    """
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return
+    per_process = -(-options.num_shards // min(options.num_processes, options.num_shards))
+    needed = per_process + 64  # the corpus, the vocab, TensorFlow's own
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    if hard == resource.RLIM_INFINITY or hard >= needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))  # inherited by workers
+        return
+    raise InputError(
+        f"--num_shards={options.num_shards} with --num_processes={options.num_processes} "
+        f"keeps {per_process} shard files open in each process, above this system's limit of "
+        f"{hard} open files; raise --num_processes (or the limit: ulimit -n)")
 
 
 def _unk_hint(options: BuildOptions) -> str:
@@ -171,7 +205,7 @@ def _new_stats() -> dict[str, int]:
 
 
 def _build_shards(options: BuildOptions, shards: list[int], tmp_tag: str,
-                  lines_done=None) -> dict[int, dict[str, int]]:
+                  lines_done=None, total_lines=None) -> dict[int, dict[str, int]]:
     """Worker: builds the given shards. Writes them under temporary names."""
     import tensorflow as tf
 
@@ -186,7 +220,8 @@ def _build_shards(options: BuildOptions, shards: list[int], tmp_tag: str,
     writers = {s: tf.io.TFRecordWriter(os.path.join(
         options.output_dir, f".{features_lib.shard_name(s, options.num_shards)}.{tmp_tag}"))
         for s in shards}
-    progress = None if lines_done is not None else Progress("build_pretraining_data")
+    progress = (None if lines_done is not None
+                else Progress("build_pretraining_data", total=total_lines))
     # In-process runs print their own progress; workers count into lines_done.
     total_lines = total_examples = 0
 
@@ -250,14 +285,36 @@ def _build_shards(options: BuildOptions, shards: list[int], tmp_tag: str,
     return stats
 
 
+def _exit_with_parent(parent: int) -> None:
+    """A worker's thread: ends the worker once its parent is gone (killed), so no
+    orphan goes on writing shards that nothing will rename."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
+
+
 def _init_counter(lines_done):
     global _LINES_DONE
     _LINES_DONE = lines_done
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
 
 
 def _pool_worker(job):
     options, shards, tmp_tag = job
     return _build_shards(options, shards, tmp_tag, _LINES_DONE)
+
+
+def remove_partial_files(output_dir: str) -> None:
+    """Removes the temporary shards and stats an interrupted build left in
+    `output_dir` (hidden names: a glob of the shards would match them)."""
+    prefixes = (f".{features_lib.SHARD_PREFIX}", f".{STATS_FILE}.")
+    partial = [f for f in os.listdir(output_dir)
+               if f.startswith(prefixes) and ".tmp-" in f]
+    for f in partial:
+        os.remove(os.path.join(output_dir, f))
+    if partial:
+        print(f"[build_pretraining_data] removed {len(partial)} partial file(s) of an "
+              f"interrupted build from {output_dir}", file=sys.stderr)
 
 
 def summarize(per_shard: dict[int, dict[str, int]], options: BuildOptions,
@@ -293,14 +350,16 @@ def build_pretraining_data(options: BuildOptions) -> dict:
     total_lines, _ = validate(options)
     created = not os.path.isdir(options.output_dir)
     os.makedirs(options.output_dir, exist_ok=True)
+    remove_partial_files(options.output_dir)
     tmp_tag = f"tmp-{uuid.uuid4().hex[:8]}"
+    stats_tmp = os.path.join(options.output_dir, f".{STATS_FILE}.{tmp_tag}")
     procs = min(options.num_processes, options.num_shards)
     jobs = [list(range(p, options.num_shards, procs)) for p in range(procs)]
     start = time.monotonic()
     per_shard: dict[int, dict[str, int]] = {}
     try:
         if procs == 1:
-            per_shard = _build_shards(options, jobs[0], tmp_tag)
+            per_shard = _build_shards(options, jobs[0], tmp_tag, total_lines=total_lines)
         else:
             ctx = mp.get_context("spawn")  # TF is not fork-safe
             lines_done = ctx.Value("q", 0)
@@ -317,24 +376,40 @@ def build_pretraining_data(options: BuildOptions) -> dict:
         if rate > options.max_unk_rate:  # the first lines of each file looked fine
             raise InputError(f"{rate:.1%} of the corpus's tokens are [UNK], nothing was "
                              f"written; " + _unk_hint(options))
+        stats = summarize(per_shard, options, time.monotonic() - start)
+        if not stats["examples"]:
+            raise InputError(
+                f"the corpus gave no examples: its {stats['lines']:,} line(s) hold no token "
+                "for this vocabulary (only whitespace, control or zero-width characters?); "
+                "nothing was written")
+        with open(stats_tmp, "w", encoding="utf-8") as f:  # a full disk fails here, not later
+            f.write(json.dumps(stats, indent=2, sort_keys=True) + "\n")
+        # From here on nothing needs space: an earlier build's stats go first, so
+        # that an interruption can leave shards without stats, never beside wrong ones.
+        if os.path.exists(os.path.join(options.output_dir, STATS_FILE)):
+            os.remove(os.path.join(options.output_dir, STATS_FILE))
         for s in range(options.num_shards):
             name = features_lib.shard_name(s, options.num_shards)
             os.replace(os.path.join(options.output_dir, f".{name}.{tmp_tag}"),
                        os.path.join(options.output_dir, name))
+        if options.overwrite:  # drop shards of an earlier build with another shard count
+            keep = {features_lib.shard_name(s, options.num_shards)
+                    for s in range(options.num_shards)}
+            for f in os.listdir(options.output_dir):
+                if f.startswith(features_lib.SHARD_PREFIX) and f not in keep:
+                    os.remove(os.path.join(options.output_dir, f))
+        os.replace(stats_tmp, os.path.join(options.output_dir, STATS_FILE))
     finally:
         for f in os.listdir(options.output_dir):
             if f.endswith(tmp_tag):
                 os.remove(os.path.join(options.output_dir, f))
         if created and not os.listdir(options.output_dir):
             os.rmdir(options.output_dir)  # nothing was built: leave no trace
-    if options.overwrite:  # drop shards of an earlier build with another shard count
-        keep = {features_lib.shard_name(s, options.num_shards) for s in range(options.num_shards)}
-        for f in os.listdir(options.output_dir):
-            if f.startswith(features_lib.SHARD_PREFIX) and f not in keep:
-                os.remove(os.path.join(options.output_dir, f))
-    stats = summarize(per_shard, options, time.monotonic() - start)
-    atomic_write_text(os.path.join(options.output_dir, STATS_FILE),
-                          json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    if stats["truncated_tokens"] > stats["tokens"] / 2:
+        print(f"[build_pretraining_data] warning: {stats['truncated_tokens']:,} of the "
+              f"{stats['tokens']:,} tokens did not fit an example of {options.max_seq_length} "
+              "and were dropped: does the corpus hold very long lines (one sentence per line "
+              "is expected), or old Mac line ends (\\r only)?", file=sys.stderr)
     print(f"[build_pretraining_data] {stats['examples']:,} examples from {stats['documents']:,} "
           f"documents / {stats['lines']:,} lines in {stats['seconds']:.1f}s; fill "
           f"{stats['fill_ratio']:.3f}, [UNK] rate {stats['unk_rate']:.4f}", file=sys.stderr)

@@ -38,6 +38,7 @@ from electra_tf.text.vocab import (  # noqa: F401
     check_word_pieces,
     load_vocab,
     resolve_strip_accents,
+    trie_tokens,
 )
 
 
@@ -71,7 +72,7 @@ class Tokenizer(tf.Module):
         # (lower-case + NFD + accent stripping); other modes pre-normalize.
         self._fast_lower = self.do_lower_case and self.strip_accents
         self._fast = tf_text.FastBertTokenizer(
-            vocab=self.vocab, token_out_type=tf.int64, unknown_token=UNK,
+            vocab=trie_tokens(self.vocab), token_out_type=tf.int64, unknown_token=UNK,
             max_bytes_per_word=max_bytes_per_word,
             lower_case_nfd_strip_accents=self._fast_lower)
 

@@ -50,6 +50,9 @@ def load_vocab(vocab_file: str) -> list[str]:
     data = _read_bytes(os.fspath(vocab_file))
     if data is None:
         raise VocabError(f"vocab file not found: {vocab_file}")
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise VocabError(f"{vocab_file} starts with a UTF-8 byte-order mark (U+FEFF), which "
+                         "would become part of its first token; save it as UTF-8 without one")
     tokens = [line.decode("utf-8", errors="replace").rstrip("\r\n")
               for line in data.splitlines()]
     while tokens and not tokens[-1]:
@@ -78,15 +81,35 @@ def _is_punctuation(char: str) -> bool:
     return unicodedata.category(char).startswith("P")
 
 
+def _unmatchable_char(char: str) -> bool:
+    """Whitespace splits the text and BERT's cleaning drops control characters."""
+    return char.isspace() or unicodedata.category(char) == "Cc"
+
+
 def is_word_piece(token: str) -> bool:
     """Whether WordPiece can ever emit `token` for some text.
 
     The text is split at whitespace and punctuation first, so a piece of more
     than one character that holds punctuation ([PAD], [unused0], <x>) never
-    matches; tensorflow-text leaves such tokens out of its trie.
+    matches; tensorflow-text leaves such tokens out of its trie. Nor does a
+    piece holding whitespace or a control character ("the ", a NUL), which
+    `trie_tokens` keeps out of it.
     """
     body = token[2:] if token.startswith("##") else token
-    return bool(body.strip()) and (len(body) == 1 or not any(map(_is_punctuation, body)))
+    if not body.strip() or any(map(_unmatchable_char, body)):
+        return False
+    return len(body) == 1 or not any(map(_is_punctuation, body))
+
+
+def trie_tokens(tokens: list[str]) -> list[str]:
+    """The vocabulary as tensorflow-text's WordPiece gets it: ids unchanged, and
+    a token holding whitespace or a control character replaced by a name no
+    text matches. Left in, tensorflow-text matched "the " across the space of
+    "the theme", and a NUL in a token ended in a traceback; BERT's and
+    transformers' tokenizers split at whitespace first, so they never emit one.
+    """
+    return [f"[unmatchable{i}]" if any(map(_unmatchable_char, t)) else t
+            for i, t in enumerate(tokens)]
 
 
 def check_word_pieces(tokens: list[str], vocab_file: str) -> None:

@@ -83,14 +83,12 @@ def check_data_casing(config: PretrainingConfig, paths: list[str], fs=LOCAL_FILE
     """
     for folder in sorted({os.path.dirname(p) for p in paths}):
         stats_path = os.path.join(folder, STATS_FILE)
-        try:
-            if not fs.glob(stats_path):
-                continue
+        try:  # opened, not globbed: a folder's name may hold glob characters ("rec[v2]")
             with fs.open(stats_path) as f:
                 stats = json.loads(f.read())
             built, strip = stats.get("do_lower_case"), stats.get("strip_accents")
         except (ValueError, AttributeError, *fs.errors):
-            continue  # not readable: nothing recorded to check against
+            continue  # missing or not readable: nothing recorded to check against
         if built is None:
             continue
         if bool(built) != config.do_lower_case:

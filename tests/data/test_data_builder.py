@@ -12,7 +12,7 @@ from electra_tf.core.errors import InputError, VocabError
 from electra_tf.core.fileio import expand_files
 from electra_tf.data import builder as builder_lib
 from electra_tf.data import features as features_lib
-from electra_tf.data.builder import BuildOptions, build_pretraining_data
+from electra_tf.data.builder import STATS_FILE, BuildOptions, build_pretraining_data
 from electra_tf.data.masking import MaskingConfig
 from electra_tf.data.pipeline import check_records, pretraining_dataset
 from electra_tf.objectives.corruption import scatter_at_positions
@@ -118,6 +118,83 @@ def test_interrupted_build_leaves_no_complete_looking_shard(tiny_corpus, tiny_vo
         build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
                                        num_shards=2))
     assert not out.exists()  # the folder it created is removed, empty
+
+
+def test_a_rerun_removes_what_a_killed_build_left(tiny_corpus, tiny_vocab, tmp_path, capsys):
+    # A kill -9 runs no cleanup: hidden partial shards stay, and a glob of the
+    # records ("*tfrecord*": TensorFlow's glob matches hidden names) took them in.
+    out = tmp_path / "out"
+    out.mkdir()
+    left = [out / f".{features_lib.shard_name(0, 1)}.tmp-0badf00d",
+            out / ".pretrain_data_stats.json.tmp-0badf00d"]
+    for f in left:
+        f.write_bytes(b"\x00" * 100)
+    build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32))
+    assert not any(f.exists() for f in left)
+    assert sorted(os.listdir(out)) == [features_lib.shard_name(0, 1), STATS_FILE]
+    assert "removed 2 partial file(s)" in capsys.readouterr().err
+
+
+def test_a_failed_overwrite_keeps_the_earlier_build_whole(tiny_corpus, tiny_vocab, tmp_path,
+                                                          monkeypatch):
+    # The stats are written (where a full disk would fail) before any shard is
+    # renamed: the earlier build's shards and stats stay together.
+    out = tmp_path / "out"
+    build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
+                                   num_shards=2))
+    before = {f: (out / f).read_bytes() for f in os.listdir(out)}
+    real_open = open
+
+    def full_disk(path, *args, **kwargs):
+        if STATS_FILE in os.fspath(path) and args and "w" in args[0]:
+            raise OSError(28, "No space left on device")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=64,
+                                       num_shards=3, overwrite=True))
+    monkeypatch.undo()
+    assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
+
+
+def test_a_corpus_without_tokens_is_refused(tiny_vocab, tmp_path):
+    corpus = tmp_path / "zw.txt"
+    corpus.write_text("\u200b\n\n\u200b \u0301\n", encoding="utf-8")
+    out = tmp_path / "out"
+    with pytest.raises(InputError, match="no examples"):
+        build_pretraining_data(options(str(corpus), tiny_vocab, out, max_seq_length=32))
+    assert not out.exists()
+
+
+def test_a_corpus_mostly_cut_off_gets_a_warning(tiny_corpus, tiny_vocab, tmp_path, capsys):
+    corpus = tmp_path / "cr.txt"  # old Mac line ends: the whole file is one line
+    corpus.write_bytes(open(tiny_corpus, "rb").read().replace(b"\n", b"\r"))
+    build_pretraining_data(options(str(corpus), tiny_vocab, tmp_path / "out", max_seq_length=32))
+    assert "did not fit an example of 32" in capsys.readouterr().err
+
+
+def test_more_shards_than_open_files_is_refused_or_the_limit_raised(tiny_corpus, tiny_vocab,
+                                                                    tmp_path, monkeypatch):
+    resource = pytest.importorskip("resource")
+    calls = []
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (256, 300))
+    monkeypatch.setattr(resource, "setrlimit", lambda _, value: calls.append(value))
+    with pytest.raises(InputError, match="keeps 300 shard files open in each process"):
+        build_pretraining_data(options(tiny_corpus, tiny_vocab, tmp_path / "a",
+                                       num_shards=600, num_processes=2))
+    assert not calls and not (tmp_path / "a").exists()
+    from electra_tf.data.builder import check_open_files
+
+    check_open_files(options(tiny_corpus, tiny_vocab, tmp_path / "b", num_shards=230))
+    assert calls == [(294, 300)]  # the soft limit raised to what 230 shards need
+
+
+def test_an_output_dir_under_a_file_is_refused_before_reading(tiny_corpus, tiny_vocab, tmp_path):
+    (tmp_path / "f").write_text("x")
+    for out in (tmp_path / "f", tmp_path / "f" / "sub"):
+        with pytest.raises(InputError, match="is a file, not a folder"):
+            build_pretraining_data(options(tiny_corpus, tiny_vocab, out))
 
 
 def test_existing_output_is_not_overwritten_silently(tiny_corpus, tiny_vocab, tmp_path):

@@ -696,7 +696,7 @@ def test_records_built_with_the_other_casing_are_refused(make_configs, tmp_path)
     from electra_tf.training.preflight import check_data_casing
 
     config, _ = make_configs(tmp_path / "m")
-    records = tmp_path / "records"
+    records = tmp_path / "rec[v2]"  # glob characters in the folder's name: still checked
     records.mkdir()
     paths = [str(records / "pretrain_data.tfrecord-0-of-1")]
     check_data_casing(config, paths)  # no stats file: nothing recorded to check against
