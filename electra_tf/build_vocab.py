@@ -22,13 +22,16 @@ FLAGS = flags.FLAGS
 def define_flags():
     """Flags of this entry point (defined only when it runs as main)."""
     flags.DEFINE_string("corpus", None, "Comma-separated globs of text files.")
-    flags.DEFINE_integer("vocab_size", 30522, "Largest vocabulary size (specials included).")
+    flags.DEFINE_integer("vocab_size", 30522, "Vocabulary size to learn (specials included); "
+                         "every character of the corpus is kept as a token, which a small "
+                         "corpus's alphabet can take past it.")
     flags.DEFINE_string("output", None, "Where to write vocab.txt.")
     flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (uncased model).")
     cli.define_strip_accents_flag()
     flags.DEFINE_integer("min_count", 10, "Lowest frequency the learner's threshold search "
                          "considers; lower it for small corpora.")
     flags.DEFINE_integer("max_lines", 0, "Read at most this many lines (0: all).")
+    flags.DEFINE_bool("overwrite", False, "Replace an existing --output file.")
 
 
 def main(argv):
@@ -38,7 +41,8 @@ def main(argv):
         if not FLAGS[name].value:
             raise InputError(f"--{name} is required")
     build_vocab(FLAGS.corpus, FLAGS.vocab_size, FLAGS.output, FLAGS.do_lower_case,
-                cli.tri_state(FLAGS.strip_accents), FLAGS.min_count, FLAGS.max_lines)
+                cli.tri_state(FLAGS.strip_accents), FLAGS.min_count, FLAGS.max_lines,
+                FLAGS.overwrite)
 
 
 def run():

@@ -59,7 +59,7 @@ def test_a_corpus_that_is_not_utf8_text_is_refused(case, tmp_path):
     else:
         corpus.write_bytes(("the model reads a token\n\n" * 300).encode("utf-16"))
     with pytest.raises(InputError, match=rf"^corpus file {corpus} is not UTF-8 text"):
-        build_vocab(str(corpus), 100, str(tmp_path / "vocab.txt"))
+        build_vocab(str(corpus), 200, str(tmp_path / "vocab.txt"))
     assert not (tmp_path / "vocab.txt").exists()
 
 
@@ -69,3 +69,31 @@ def test_output_that_is_a_directory_is_refused_before_reading(tmp_path):
     with pytest.raises(InputError, match=r"--output .* is a directory; give the vocab file's"):
         build_vocab(str(tmp_path / "no_corpus.txt"), 100, str(tmp_path))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_outputs_and_sizes_are_checked_before_the_corpus_is_read(tmp_path):
+    """An existing vocabulary is replaced only with overwrite (records and models built
+    with it need it as it is); a path under a file and a size with no room past the
+    reserved tokens are refused before counting (no corpus exists here)."""
+    from electra_tf.core.errors import InputError
+
+    corpus = str(tmp_path / "no_corpus.txt")
+    (tmp_path / "vocab.txt").write_text("kept\n")
+    with pytest.raises(InputError, match=r"vocab.txt exists; .* pass --overwrite"):
+        build_vocab(corpus, 200, str(tmp_path / "vocab.txt"))
+    assert (tmp_path / "vocab.txt").read_text() == "kept\n"
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(InputError, match="is a file, not a folder"):
+        build_vocab(corpus, 200, str(tmp_path / "f" / "vocab.txt"))
+    with pytest.raises(InputError, match="vocab_size must exceed the 104 reserved tokens"):
+        build_vocab(corpus, 104, str(tmp_path / "new.txt"))
+
+
+def test_overwrite_replaces_and_a_size_below_the_alphabet_is_noted(tmp_path, capsys):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("Café au lait. Tokens and TOKENS and tokens!\n\n" * 30, "utf-8")
+    out = tmp_path / "vocab.txt"
+    out.write_text("old\n")
+    vocab = build_vocab(str(corpus), 110, str(out), min_count=1, overwrite=True)
+    assert out.read_text("utf-8").splitlines() == vocab and len(vocab) > 110
+    assert f"note: {len(vocab)} tokens, above --vocab_size=110" in capsys.readouterr().err

@@ -15,7 +15,13 @@ import os
 import sys
 
 from electra_tf.core.errors import InputError
-from electra_tf.core.fileio import Progress, atomic_write_text, check_text_file, expand_files
+from electra_tf.core.fileio import (
+    Progress,
+    atomic_write_text,
+    check_output_folder,
+    check_text_file,
+    expand_files,
+)
 
 
 def count_words(files: list[str], do_lower_case: bool, strip_accents: bool,
@@ -44,16 +50,22 @@ def count_words(files: list[str], do_lower_case: bool, strip_accents: bool,
     return counts, lines
 
 
+def check_vocab_size(vocab_size: int) -> None:
+    from electra_tf.text.vocab import BERT_RESERVED_TOKENS
+
+    if vocab_size <= len(BERT_RESERVED_TOKENS):
+        raise InputError(
+            f"vocab_size must exceed the {len(BERT_RESERVED_TOKENS)} reserved tokens, "
+            f"got {vocab_size}")
+
+
 def learn_vocab(counts: collections.Counter, vocab_size: int, min_count: int = 10) -> list[str]:
     """Word counts -> WordPiece vocab with the BERT specials at BERT's ids."""
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
     from electra_tf.text.tokenizer import BERT_RESERVED_TOKENS
 
-    if vocab_size <= len(BERT_RESERVED_TOKENS):
-        raise InputError(
-            f"vocab_size must exceed the {len(BERT_RESERVED_TOKENS)} reserved tokens, "
-            f"got {vocab_size}")
+    check_vocab_size(vocab_size)
     vocab = learner.learn(list(counts.items()), vocab_size, list(BERT_RESERVED_TOKENS),
                           lower_thresh=max(1, min_count))
     # The learner puts the reserved tokens first, in order; check, as ids matter.
@@ -64,18 +76,29 @@ def learn_vocab(counts: collections.Counter, vocab_size: int, min_count: int = 1
 
 def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool = True,
                 strip_accents: bool | None = None, min_count: int = 10,
-                max_lines: int = 0) -> list[str]:
+                max_lines: int = 0, overwrite: bool = False) -> list[str]:
     """Counts words in the corpus files, learns the vocab and writes it atomically.
 
+    The learner keeps every character it saw as a token, so a small corpus's
+    alphabet can take the vocabulary past `vocab_size` (a note says so).
+
     Raises:
-      InputError: `output` is a directory, a corpus file is not UTF-8 text
-        (`fileio.check_text_file`), or the corpus has no words.
+      InputError: before the corpus is read: `output` is a directory, lies under
+        a file or in a folder that cannot be written, or exists and `overwrite`
+        is False (records and models built with a vocabulary need it as it is);
+        `vocab_size` leaves no room past the reserved tokens; a corpus file is
+        not UTF-8 text (`fileio.check_text_file`); then: the corpus has no words.
     """
     from electra_tf.text.vocab import resolve_strip_accents  # no TensorFlow: bad input fails fast
 
     if os.path.isdir(output):
         raise InputError(f"--output {output} is a directory; give the vocab file's path "
                          "(e.g. {}/vocab.txt)".format(output.rstrip("/")))
+    check_output_folder(os.path.dirname(os.path.abspath(output)), "--output")
+    if os.path.exists(output) and not overwrite:
+        raise InputError(f"--output {output} exists; records and models built with it need it "
+                         "as it is: pass --overwrite to replace it, or choose another path")
+    check_vocab_size(vocab_size)
 
     files = expand_files(corpus)
     for path in files:
@@ -89,4 +112,7 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
     vocab = learn_vocab(counts, vocab_size, min_count)
     atomic_write_text(output, "\n".join(vocab) + "\n")
     print(f"[build_vocab] wrote {len(vocab):,} tokens to {output}", file=sys.stderr)
+    if len(vocab) > vocab_size:
+        print(f"[build_vocab] note: {len(vocab):,} tokens, above --vocab_size={vocab_size:,}: "
+              "the learner keeps every character of the corpus as a token", file=sys.stderr)
     return vocab
