@@ -30,6 +30,7 @@ express logs a warning (electra_tf/interop/hf.py).
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from absl import app, flags
@@ -54,6 +55,8 @@ def define_flags() -> None:
     flags.DEFINE_string("model_hparam_overrides", "", "--from=tf1: JSON of EncoderConfig "
                         "fields over the size preset (custom sizes).")
     flags.DEFINE_string("output", "", "The folder to write.")
+    flags.DEFINE_bool("overwrite", False, "Write into an --output folder that already holds "
+                      "files (those of the same names are replaced).")
     flags.DEFINE_bool("generator", False, "--to=hf: also export the generator (to OUTPUT/generator).")
     flags.DEFINE_bool("drop_task_head", False, "--from=hf: convert an "
                       "ElectraForSequenceClassification's encoder and drop its head.")
@@ -93,13 +96,23 @@ def main(argv) -> None:
         raise InputError("give exactly one of --from=tf1|hf and --to=hf")
     if not FLAGS.output:
         raise InputError("--output is required")
+    if os.path.isdir(FLAGS.output) and os.listdir(FLAGS.output) and not FLAGS.overwrite:
+        raise InputError(f"--output {FLAGS.output} already holds files (a model?); pass "
+                         "--overwrite to write into it, or give a new or empty folder")
     from electra_tf.interop import hf, tf1
 
     if source == "tf1":
         if not FLAGS.checkpoint or not FLAGS.model_size:
             raise InputError("--from=tf1 needs --checkpoint and --model_size")
-        overrides = json.loads(FLAGS.model_hparam_overrides) if FLAGS.model_hparam_overrides \
-            else None
+        overrides = None
+        if FLAGS.model_hparam_overrides:
+            try:
+                overrides = json.loads(FLAGS.model_hparam_overrides)
+            except json.JSONDecodeError as e:
+                raise InputError(f"--model_hparam_overrides is not valid JSON ({e})") from None
+            if not isinstance(overrides, dict):
+                raise InputError("--model_hparam_overrides must be a JSON object of "
+                                 f"EncoderConfig fields, got {FLAGS.model_hparam_overrides}")
         from electra_tf.training.checkpoints import write_fresh_pretraining_checkpoint
 
         report = tf1.import_checkpoint(

@@ -19,7 +19,13 @@ from absl import app, flags
 from electra_tf import cli
 from electra_tf.core import fileio
 from electra_tf.core.errors import InputError
-from electra_tf.serving.export import TASKS, export, load_spec, parse_length_buckets
+from electra_tf.serving.export import (
+    MAX_VERSION,
+    TASKS,
+    export,
+    load_spec,
+    parse_length_buckets,
+)
 
 FLAGS = flags.FLAGS
 
@@ -55,6 +61,12 @@ def main(argv):
             raise InputError(f"--{name} is required")
     fileio.check_output_folder(os.path.join(FLAGS.model_base, FLAGS.model_name),
                                "--model_base/--model_name")
+    for name in ("max_query_length", "max_answer_length"):
+        if FLAGS[name].value < 1:  # an export of either below 1 answers no request
+            raise InputError(f"--{name} must be >= 1, got {FLAGS[name].value}")
+    if FLAGS.version is not None and not 1 <= FLAGS.version <= MAX_VERSION:
+        raise InputError(f"--version must be in [1, 2^63 - 1] (TF Serving reads it as an "
+                         f"int64), got {FLAGS.version}")
     if FLAGS.version is not None:  # fail before the (slow) model build
         final = os.path.join(FLAGS.model_base, FLAGS.model_name, str(FLAGS.version))
         if os.path.exists(final):

@@ -13,6 +13,7 @@ writes the lines to a file (atomically) instead of stdout.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -38,6 +39,29 @@ def define_flags():
     flags.DEFINE_string("vocab_file", "", "The vocabulary (default: the model_dir's).")
 
 
+def read_lines(path: str) -> list[str]:
+    """The texts of --input ('-': stdin): split at "\\n" only (and a "\\r" before it),
+    so that a line holding U+2028, a form feed or a lone "\\r" is still one text
+    with one score.
+
+    Raises:
+      InputError: the file cannot be read, or is not UTF-8.
+    """
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
+        text = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"--input {path}: {e}") from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the final line's end
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -46,14 +70,11 @@ def main(argv):
             raise InputError(f"--{name} is required")
     if FLAGS.batch_size < 1:
         raise InputError(f"--batch_size must be >= 1, got {FLAGS.batch_size}")
-    if FLAGS.input == "-":
-        lines = sys.stdin.read().splitlines()
-    else:
-        try:
-            with open(FLAGS.input, encoding="utf-8") as f:
-                lines = f.read().splitlines()
-        except (OSError, UnicodeDecodeError) as e:
-            raise InputError(f"--input {FLAGS.input}: {e}") from None
+    if FLAGS.output:
+        if os.path.isdir(FLAGS.output):
+            raise InputError(f"--output {FLAGS.output} is a folder; give a file's path")
+        fileio.check_output_folder(os.path.dirname(os.path.abspath(FLAGS.output)), "--output")
+    lines = read_lines(FLAGS.input)
     from electra_tf.serving.scoring import load_scorer  # TensorFlow: after the checks
 
     t0 = time.monotonic()
@@ -73,7 +94,8 @@ def main(argv):
         sys.stdout.write(text)
     truncated = sum(s.truncated for s in scored)
     print(f"[score] {len(scored)} texts in {t2 - t1:.2f}s (model loaded in {t1 - t0:.1f}s)"
-          + (f"; {truncated} truncated to {FLAGS.max_seq_length} pieces" if truncated else ""),
+          + (f"; {truncated} truncated to {FLAGS.max_seq_length - 2} word pieces"
+             if truncated else ""),
           file=sys.stderr)
 
 

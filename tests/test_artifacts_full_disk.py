@@ -109,7 +109,7 @@ def test_convert_to_hf_on_a_full_disk_is_one_line(small_mount, tmp_path):
     _fill(folder, leave=len(before["model.safetensors"]) // 2)
     write_pretrained_dir(tmp_path / "model", vocab, seed=1)
     proc = run_module("electra_tf.convert", "--to=hf", f"--model_dir={model_dir}",
-                      f"--output={out}")
+                      f"--output={out}", "--overwrite")
     error_line(proc, f"{out / 'model.safetensors'}: No space left on device",
                "the files written before are whole", returncode=1)
     assert {p: (out / p).read_bytes() for p in os.listdir(out)} == before

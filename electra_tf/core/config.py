@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import numbers
 from typing import Any, Callable
 
 from electra_tf.core.errors import ConfigError
@@ -73,10 +75,24 @@ class EncoderConfig:
 
     def __post_init__(self) -> None:
         """Refuses sizes no encoder can have (ConfigError), at construction and at every
-        dataclasses.replace."""
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers",
-                     "num_attention_heads", "intermediate_size",
-                     "max_position_embeddings", "type_vocab_size"):
+        dataclasses.replace: also values of the wrong type (a "211" or 32.0 from a
+        damaged JSON file) and a non-finite or non-positive layer_norm_eps."""
+        sizes = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                 "intermediate_size", "max_position_embeddings", "type_vocab_size")
+        for name in sizes + ("embedding_size",):
+            value = getattr(self, name)
+            if not (isinstance(value, numbers.Integral) and not isinstance(value, bool)) and not (
+                    name == "embedding_size" and value is None):
+                raise ConfigError(f"{name} must be an integer, got {value!r}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob",
+                     "initializer_range", "layer_norm_eps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(
+                    value):
+                raise ConfigError(f"{name} must be a finite number, got {value!r}")
+        if not self.layer_norm_eps > 0:
+            raise ConfigError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps}")
+        for name in sizes:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.embedding_size is not None and self.embedding_size < 1:

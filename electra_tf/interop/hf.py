@@ -55,6 +55,7 @@ import numpy as np
 from absl import logging
 
 from electra_tf.core.config import EncoderConfig
+from electra_tf.core.errors import ConfigError
 from electra_tf.core.fileio import (
     atomic_write_json,
     check_free_space,
@@ -114,7 +115,10 @@ def read_config(model_dir: str) -> tuple[dict, EncoderConfig]:
     values["hidden_act"] = _ACT_FROM_HF[act]
     if values["hidden_act"] != "gelu":  # transformers' generator head is always GELU
         values["generator_head_act"] = "gelu"
-    return hf, EncoderConfig.from_dict(values)
+    try:
+        return hf, EncoderConfig.from_dict(values)
+    except ConfigError as e:  # a damaged or hand-edited config.json
+        raise core.ConversionError(f"{path}: {e}") from None
 
 
 def read_weights(model_dir: str) -> dict[str, np.ndarray]:
@@ -160,6 +164,19 @@ def read_weights(model_dir: str) -> dict[str, np.ndarray]:
             for k, v in weights.items()}
 
 
+def _json_object(path: str, key: str) -> dict | None:
+    """The object under `key` of the JSON file at `path` (None: absent or null).
+
+    Raises:
+      ConversionError: not JSON, or that value is not an object (a damaged file).
+    """
+    value = _read_json(path).get(key)
+    if value is not None and not isinstance(value, dict):
+        raise core.ConversionError(f"{path}: {key!r} should be a JSON object, got a "
+                                   f"{type(value).__name__}")
+    return value
+
+
 def read_casing(model_dir: str) -> bool | None:
     """Whether a transformers folder's tokenizer lower-cases: tokenizer_config.json's
     do_lower_case, else tokenizer.json's BertNormalizer `lowercase`; None: the folder
@@ -170,17 +187,24 @@ def read_casing(model_dir: str) -> bool | None:
     Raises:
       ConversionError: a casing electra_tf's tokenizer cannot follow.
     """
-    lower, strip = None, None
+    lower, strip, chinese = None, None, None
     config_path = os.path.join(model_dir, "tokenizer_config.json")
     tokenizer_json = os.path.join(model_dir, "tokenizer.json")
     if os.path.exists(config_path):
         values = _read_json(config_path)
         lower, strip = values.get("do_lower_case"), values.get("strip_accents")
+        chinese = values.get("tokenize_chinese_chars")
     if os.path.exists(tokenizer_json):
-        normalizer = _read_json(tokenizer_json).get("normalizer") or {}
+        normalizer = _json_object(tokenizer_json, "normalizer") or {}
         if normalizer.get("type") == "BertNormalizer":
             lower = normalizer.get("lowercase", True) if lower is None else lower
             strip = normalizer.get("strip_accents") if strip is None else strip
+            chinese = normalizer.get("handle_chinese_chars") if chinese is None else chinese
+    if chinese is not None and not chinese:
+        raise core.ConversionError(
+            f"{model_dir}: the tokenizer keeps Chinese characters together "
+            "(tokenize_chinese_chars false); electra_tf's tokenizer splits each one off, as "
+            "BERT's does by default")
     if strip is not None and bool(strip) != (True if lower is None else bool(lower)):
         raise core.ConversionError(
             f"{model_dir}: the tokenizer {'strips' if strip else 'keeps'} accents while it "
@@ -223,8 +247,7 @@ def _tokenizer_json_tokens(model_dir: str) -> list[str]:
     path = os.path.join(model_dir, "tokenizer.json")
     if not os.path.exists(path):
         return []
-    with open(path, encoding="utf-8") as f:
-        vocab = (json.load(f).get("model") or {}).get("vocab")
+    vocab = (_json_object(path, "model") or {}).get("vocab")
     if isinstance(vocab, dict) and sorted(vocab.values()) == list(range(len(vocab))):
         return sorted(vocab, key=vocab.get)
     return []
@@ -493,7 +516,6 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
       ConversionError: a task of another head, or a label count the task cannot take.
     """
     from electra_tf.core.config import FinetuningConfig, FinetuningRun, model_size_of
-    from electra_tf.core.errors import ConfigError
     from electra_tf.tasks.registry import format_label_names, task_from_config
 
     head = model.head
@@ -614,7 +636,7 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
             raise core.ConversionError(f"{model_dir} is a fine-tuning folder: it holds no "
                                        "generator (--generator is for pre-training folders)")
         return export_finetuned(model_dir, output)
-    folder = PretrainingFolder.open(model_dir)
+    folder = PretrainingFolder.open(model_dir, what="--model_dir")
     discriminator = folder.load_discriminator()
     vocab = folder.vocab()
     tensors = state_dict(names.discriminator_variables(discriminator))

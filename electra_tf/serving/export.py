@@ -236,8 +236,16 @@ def parse_length_buckets(values) -> tuple[int, ...] | None:
     return buckets
 
 
+# TF Serving reads a version folder's name as an int64 (ASCII digits only).
+MAX_VERSION = 2**63 - 1
+_VERSION_NAME = re.compile(r"[0-9]+")
+
+
 def next_version(model_dir: str) -> int:
-    versions = [int(n) for n in os.listdir(model_dir) if n.isdigit()] if os.path.isdir(
+    """The highest version folder + 1 (1 for none), among the names TF Serving reads
+    as versions; a name it does not (\"²\", beyond int64) is not one."""
+    versions = [int(n) for n in os.listdir(model_dir)
+                if _VERSION_NAME.fullmatch(n) and int(n) <= MAX_VERSION] if os.path.isdir(
         model_dir) else []
     return max(versions, default=0) + 1
 
@@ -320,8 +328,9 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
     os.makedirs(parent, exist_ok=True)
     clean_stale_tmp(parent)
     version = next_version(parent) if version is None else int(version)
-    if version < 1:
-        raise InputError(f"--version must be >= 1, got {version}")
+    if not 1 <= version <= MAX_VERSION:
+        raise InputError(f"--version must be in [1, 2^63 - 1] (TF Serving reads it as an "
+                         f"int64), got {version}")
     final = os.path.join(parent, str(version))
     if os.path.exists(final):
         raise InputError(f"{final} already exists; versions are never overwritten "

@@ -280,3 +280,26 @@ def test_signatures_declare_input_shapes_and_dtypes(exports):
             n: ("DT_STRING", "(-1)") for n in names}, name
         assert _declared_inputs(shown[exports[name][1] + "|serving_ids"]) == ids, name
     assert _declared_inputs(shown[exports["ner_ids"][1] + "|serving_default"]) == ids
+
+
+def test_only_names_tf_serving_reads_as_versions_count(tmp_path):
+    from electra_tf.serving.export import next_version
+
+    for name in ("3", "²", "١٢", str(2**63), "07x"):
+        os.makedirs(tmp_path / name)
+    assert next_version(str(tmp_path)) == 4
+
+
+@pytest.mark.parametrize("flag,message", [
+    ("--max_query_length=-3", "--max_query_length must be >= 1, got -3"),
+    ("--max_answer_length=0", "--max_answer_length must be >= 1, got 0"),
+    (f"--version={2**63}", "--version must be in [1, 2^63 - 1]"),
+])
+def test_cli_refuses_values_no_server_could_use(flag, message, tmp_path):
+    """A question limit below 1 had exported a model that failed every request; a
+    version beyond int64 is no version TF Serving reads."""
+    proc = run_module("export.export_saved_model", "--task=squad",
+                      f"--checkpoint={tmp_path / 'none'}", f"--model_base={tmp_path / 'm'}",
+                      "--model_name=q", flag)
+    error_line(proc, message)
+    assert not (tmp_path / "m").exists()

@@ -101,3 +101,32 @@ def test_the_score_export_refuses_a_model_that_is_not_electric(export_pretrained
 
     with pytest.raises(InputError, match="holds no Electric model"):
         load_spec("score", export_pretrained_dir)
+
+
+def test_the_command_reads_one_text_per_newline(tmp_path, monkeypatch):
+    """Split at "\n" only: U+2028, a form feed or a lone "\r" inside a line had made
+    str.splitlines print more scores than the file has lines."""
+    import io
+
+    from electra_tf.core.errors import InputError
+    from electra_tf.score import read_lines
+
+    path = tmp_path / "in.txt"
+    path.write_bytes("a\u2028b\nc\x0cd\re\r\n\nlast".encode("utf-8"))
+    assert read_lines(str(path)) == ["a\u2028b", "c\x0cd\re", "", "last"]
+    path.write_bytes(b"one\ntwo\n")
+    assert read_lines(str(path)) == ["one", "two"]
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n")))
+    with pytest.raises(InputError, match=r"^--input -: 'utf-8' codec can't decode"):
+        read_lines("-")
+
+
+def test_the_command_checks_its_output_before_loading_a_model(tmp_path):
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("a token\n", encoding="utf-8")
+    (tmp_path / "f").write_text("x")
+    for output, message in ((tmp_path, "is a folder; give a file's path"),
+                            (tmp_path / "f" / "out.txt", "is a file, not a folder")):
+        proc = run_module("electra_tf.score", f"--model_dir={tmp_path / 'none'}",
+                          f"--input={sentences}", f"--output={output}")
+        error_line(proc, message)

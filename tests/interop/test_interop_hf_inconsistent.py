@@ -121,6 +121,12 @@ def test_max_seq_length_beyond_the_position_table_is_refused(h, tmp_path):
     ("truncated", "model.safetensors: not a readable safetensors file"),
     ("zero labels", "no outputs"),
     ("tokenizer_config", "tokenizer_config.json: not a valid JSON file"),
+    ("tokenizer.json", "tokenizer.json: not a valid JSON file"),
+    ("normalizer", "tokenizer.json: 'normalizer' should be a JSON object, got a str"),
+    ("vocab_size string", "config.json: vocab_size must be an integer, got '211'"),
+    ("hidden_size float", "config.json: hidden_size must be an integer, got 32.0"),
+    ("eps nan", "config.json: layer_norm_eps must be a finite number, got nan"),
+    ("chinese", "keeps Chinese characters together"),
 ])
 def test_damaged_folders_are_one_error(h, tmp_path, damage, match):
     folder = _folder(h, tmp_path, num_labels=2)
@@ -134,6 +140,20 @@ def test_damaged_folders_are_one_error(h, tmp_path, damage, match):
         path.write_bytes(data[:len(data) // 2])
     elif damage == "tokenizer_config":
         (tmp_path / "hf" / "tokenizer_config.json").write_text("{")
+    elif damage == "tokenizer.json":
+        (tmp_path / "hf" / "tokenizer.json").write_text('{"model": {"vocab": {"[PAD]": 0,')
+    elif damage == "normalizer":
+        (tmp_path / "hf" / "tokenizer.json").write_text('{"normalizer": "Bert"}')
+    elif damage == "chinese":
+        (tmp_path / "hf" / "tokenizer_config.json").write_text(
+            '{"do_lower_case": true, "tokenize_chinese_chars": false}')
+    elif damage in ("vocab_size string", "hidden_size float", "eps nan"):
+        path = tmp_path / "hf" / "config.json"
+        config = json.loads(path.read_text())
+        key, value = {"vocab_size string": ("vocab_size", "211"),
+                      "hidden_size float": ("hidden_size", float(config["hidden_size"])),
+                      "eps nan": ("layer_norm_eps", float("nan"))}[damage]
+        path.write_text(json.dumps({**config, key: value}))
     else:
         folder = _folder(h, tmp_path, cls="ElectraForTokenClassification", num_labels=0)
     _refused(folder, tmp_path / "out", match)
