@@ -842,8 +842,11 @@ class FinetuningConfig:
             raise ConfigError("warmup_proportion must be in [0, 1)")
         if self.train_batch_size < 1 or self.eval_batch_size < 1:
             raise ConfigError("batch sizes must be >= 1")
-        if self.num_train_epochs < 0 or self.learning_rate < 0:
-            raise ConfigError("num_train_epochs and learning_rate must be >= 0")
+        for name in ("num_train_epochs", "learning_rate", "weight_decay_rate", "adam_epsilon",
+                     "clip_norm"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):  # nan and inf too
+                raise ConfigError(f"{name} must be a finite number >= 0, got {value}")
         if self.tagging_scheme not in ("BIO", "BIOES"):
             raise ConfigError(f"tagging_scheme must be BIO or BIOES, got {self.tagging_scheme!r}")
         if self.squad_null_rule not in ("answerable", "combined"):

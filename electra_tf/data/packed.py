@@ -37,6 +37,7 @@ the last partial batch dropped.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import struct
@@ -303,6 +304,7 @@ def pack(record_pattern: str | list[str], output: str, max_seq_length: int | Non
     """
     paths = expand_files(record_pattern, "--records")
     _check_output(output, paths, overwrite)
+    tokenization = records_tokenization(paths)
     offsets, segment_a, chunks, pending = [0], [], [], []
     max_id, length = -1, max_seq_length
     meter = Progress("pack", unit="records") if progress else None
@@ -345,11 +347,73 @@ def pack(record_pattern: str | list[str], output: str, max_seq_length: int | Non
         raise InputError(f"--records: the {len(paths)} file(s) hold no record, e.g. {paths[0]}")
     size = write_packed(output, np.asarray(offsets), np.asarray(segment_a),
                         np.concatenate(chunks + pending), length,
-                        [os.path.basename(p) for p in paths])
+                        [os.path.basename(p) for p in paths], tokenization)
     if meter:
         meter.update(len(segment_a), force=True)
     return {"files": len(paths), "examples": len(segment_a), "tokens": int(offsets[-1]),
             "max_seq_length": length, "max_id": max_id, "bytes": size}
+
+
+def _vocab_digest(path) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except (OSError, TypeError):
+        return None
+
+
+def records_tokenization(paths: list[str]) -> dict | None:
+    """How the records were tokenized, from the `pretrain_data_stats.json` that
+    build_pretraining_data writes beside them: do_lower_case, strip_accents and
+    vocab_file (None: no folder of them records it).
+
+    Raises:
+      InputError: two folders of records built with another casing, accent
+        stripping or vocabulary (other bytes; the same path where a file is gone).
+    """
+    from electra_tf.data.builder import STATS_FILE
+
+    recorded = []
+    for folder in sorted({os.path.dirname(os.path.abspath(p)) for p in paths}):
+        stats_path = os.path.join(folder, STATS_FILE)
+        try:
+            with open(stats_path, encoding="utf-8") as f:
+                stats = json.load(f)
+        except (OSError, ValueError):
+            continue  # none, or unreadable: nothing recorded
+        if isinstance(stats, dict) and stats.get("do_lower_case") is not None:
+            recorded.append((stats_path, stats))
+    if not recorded:
+        return None
+    first_path, first = recorded[0]
+    for path, stats in recorded[1:]:
+        for key in ("do_lower_case", "strip_accents"):
+            if stats.get(key) != first.get(key):
+                raise InputError(
+                    f"--records: {first_path} and {path} record other {key} "
+                    f"({first.get(key)} and {stats.get(key)}); pack records of one "
+                    "tokenization")
+        a, b = first.get("vocab_file"), stats.get("vocab_file")
+        digests = _vocab_digest(a), _vocab_digest(b)
+        if (digests[0] != digests[1]) if None not in digests else a != b:
+            raise InputError(f"--records: {first_path} and {path} were built with other "
+                             f"vocabularies ({a} and {b}); pack records of one vocabulary")
+    return {key: first.get(key) for key in ("do_lower_case", "strip_accents", "vocab_file")}
+
+
+def packed_tokenization(path: str) -> dict | None:
+    """The tokenization a packed file's header records (`records_tokenization`), or
+    None (none recorded, or not a readable packed file: `PackedFile` says why)."""
+    try:
+        with open(path, "rb") as f:
+            prefix = f.read(_PREFIX.size)
+            if len(prefix) < _PREFIX.size or prefix[:8] != MAGIC:
+                return None
+            header = json.loads(f.read(_PREFIX.unpack(prefix)[2]))
+    except (OSError, ValueError):
+        return None
+    value = header.get("tokenization") if isinstance(header, dict) else None
+    return value if isinstance(value, dict) else None
 
 
 def _check_output(output: str, paths: list[str], overwrite: bool) -> None:
@@ -369,7 +433,8 @@ def _check_output(output: str, paths: list[str], overwrite: bool) -> None:
 
 
 def write_packed(output: str, offsets: np.ndarray, segment_a: np.ndarray, tokens: np.ndarray,
-                 max_seq_length: int, records: list[str]) -> int:
+                 max_seq_length: int, records: list[str],
+                 tokenization: dict | None = None) -> int:
     """Writes a packed file (the layout in the module docstring), atomically.
 
     Args:
@@ -378,6 +443,8 @@ def write_packed(output: str, offsets: np.ndarray, segment_a: np.ndarray, tokens
       tokens: int [T], the real tokens back to back (uint16 on disk when every id fits).
       max_seq_length: L the examples were built for.
       records: what the examples came from, for the header.
+      tokenization: how the records were tokenized (`records_tokenization`), for
+        the header: run_pretraining checks the casing against it.
 
     Returns:
       the file's size in bytes.
@@ -389,6 +456,8 @@ def write_packed(output: str, offsets: np.ndarray, segment_a: np.ndarray, tokens
     header = {"max_seq_length": max_seq_length, "num_examples": len(arrays["segment_a"]),
               "num_tokens": len(arrays["tokens"]), "max_id": max_id,
               "token_dtype": token_dtype, "records": records}
+    if tokenization:
+        header["tokenization"] = tokenization
     blob = _layout(header, arrays)
     atomic_write(output, lambda tmp: _write_blob(tmp, blob))
     return sum(len(part) for part in blob)

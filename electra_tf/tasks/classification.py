@@ -336,6 +336,10 @@ class ClassificationTask(Task):
                                 f"{type(value).__name__} {value!r}")
         if not value.strip():
             raise TaskDataError(f"{where}: empty text in column {column!r}")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: valid JSON ("\\ud800"), not UTF-8
+            value = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in value)
         return value
 
     def _label(self, value: Any, where: str, check: bool) -> str | float:
@@ -350,7 +354,10 @@ class ClassificationTask(Task):
                                     f"{column!r} is not a number (a plain decimal: an "
                                     "optional sign, digits, an optional fraction and "
                                     "exponent, as 3, -0.5 or 1e-3)")
-            target = float(value)
+            try:
+                target = float(value)
+            except OverflowError:  # a JSON integer beyond a float's range
+                target = float("inf")
             if not np.isfinite(target):
                 raise TaskDataError(f"{where}: regression target {value!r} in column "
                                     f"{column!r} is not a number")
@@ -417,7 +424,9 @@ def _read_text(path: str) -> str:
 
 def _jsonl_rows(path: str, text: str) -> Iterator[tuple[int, dict]]:
     """(line number, object) of each non-blank line."""
-    for number, line in enumerate(text.splitlines(), start=1):
+    # "\n" only: str.splitlines also splits at U+2028, U+2029 and U+0085, which JSON
+    # may hold raw inside a string.
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -425,6 +434,9 @@ def _jsonl_rows(path: str, text: str) -> Iterator[tuple[int, dict]]:
         except json.JSONDecodeError as e:
             raise TaskDataError(f"{path}:{number}: not valid JSON ({e.msg} at column "
                                 f"{e.colno})") from None
+        except ValueError as e:  # an integer of more than 4,300 digits
+            raise TaskDataError(f"{path}:{number}: not a record this reader takes ({e})") \
+                from None
         except RecursionError:  # Python's reader recurses once per [ or {
             raise TaskDataError(f"{path}:{number}: not valid JSON (nested too deep to read; "
                                 "a record is one object of strings and numbers)") from None

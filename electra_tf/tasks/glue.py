@@ -269,6 +269,8 @@ class GlueTask(Task):
         with _open(path) as f:
             reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
             header = next(reader, None)
+            if header:  # a byte-order mark, as editors write
+                header[0] = header[0].removeprefix("\ufeff")
             if [c.strip() for c in header or []] != ["index", "prediction"]:
                 raise TaskDataError(f"{path}:1: expected the header 'index<TAB>prediction', "
                                     f"found {header!r}")

@@ -110,7 +110,13 @@ def open_lines(path: str, what: str = "MRQA data") -> list[str]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
-    return text.splitlines()
+    # "\n" (and a "\r" before it) only: str.splitlines also splits at U+2028, U+2029
+    # and U+0085, which a JSON string may hold raw (run_finetuning writes
+    # predictions with ensure_ascii=False).
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def json_lines(path: str, what: str = "MRQA data"):
@@ -127,6 +133,8 @@ def json_lines(path: str, what: str = "MRQA data"):
         except json.JSONDecodeError as e:
             raise InputError(f"{path}:{number}: malformed JSON: {e.msg} (column {e.colno})") \
                 from None
+        except ValueError as e:  # an integer of more than 4,300 digits
+            raise InputError(f"{path}:{number}: unreadable JSON ({e})") from None
         if not isinstance(obj, dict):
             raise InputError(f"{path}:{number}: expected a JSON object (a context with its "
                              f"qas), got {type(obj).__name__}")
@@ -166,6 +174,8 @@ def read_predictions(path: str) -> dict[str, str]:
         predictions = json.loads("\n".join(lines))
     except json.JSONDecodeError as e:
         raise InputError(f"{path}:{e.lineno}:{e.colno}: malformed JSON: {e.msg}") from None
+    except ValueError as e:  # an integer of more than 4,300 digits
+        raise InputError(f"{path}: unreadable JSON ({e})") from None
     if not isinstance(predictions, dict) or \
             not all(isinstance(v, str) for v in predictions.values()):
         raise InputError(f"{path}: expected a JSON object {{qid: answer text}}")

@@ -47,6 +47,8 @@ def read_json(path: str, what: str):
         return raw, json.loads(raw)
     except json.JSONDecodeError as e:
         raise InputError(f"{path}:{e.lineno}:{e.colno}: malformed JSON: {e.msg}") from None
+    except ValueError as e:  # an integer of more than 4,300 digits
+        raise InputError(f"{path}: unreadable JSON ({e})") from None
 
 
 def read_squad_json(path: str) -> tuple[str, list]:
@@ -91,6 +93,13 @@ def check_predictions(obj, path: str) -> dict[str, str]:
     return obj
 
 
+def _finite(value) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer beyond a float's range
+        return False
+
+
 def check_null_odds(obj, path: str, predictions: dict[str, str]) -> dict[str, float]:
     """The null-odds JSON, checked: a finite number for every predicted question.
 
@@ -98,7 +107,7 @@ def check_null_odds(obj, path: str, predictions: dict[str, str]) -> dict[str, fl
     best-threshold search breaks ties between equal odds by that order.
     """
     if not isinstance(obj, dict) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            isinstance(v, (int, float)) and not isinstance(v, bool) and _finite(v)
             for v in obj.values()):
         raise InputError(f"{path}: null odds must be a JSON object "
                          "{question id: finite number}")

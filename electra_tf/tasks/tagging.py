@@ -211,17 +211,17 @@ class TaggingTask(Task):
           TaskDataError: (file:line) a missing file, a line with another number
             of columns than most of the file's (or an empty one between tabs),
             a tag invalid under the scheme or outside a fixed tag set, an
-            unlabelled train split or a split without sentences.
+            unlabelled train or dev split, or a split without sentences.
         """
         path = data_dir if os.path.isfile(data_dir) else os.path.join(data_dir, f"{split}.txt")
         if not os.path.isfile(path):
             raise TaskDataError(f"{path}: no such file (split {split!r} of task {self.name!r})")
         learn = split == "train" and not self.labels_given
         examples = self.read_file(path, check_label_set=not learn)
+        if split != "test" and examples[0].tags is None:  # train learns them, dev scores them
+            raise TaskDataError(f"{path}:{examples[0].line}: the {split} split has no tag "
+                                "column (the tag is the last column)")
         if split == "train":
-            if examples[0].tags is None:
-                raise TaskDataError(f"{path}:{examples[0].line}: the train split has no tag "
-                                    "column (the tag is the last column)")
             self.fit_labels(examples)
         return examples
 

@@ -381,6 +381,35 @@ def check_resumed_casing(do_lower_case: bool, model_dir: str) -> None:
             f"{str(recorded).lower()}, or use another --model_dir")
 
 
+# What a resumed run must share with the checkpoints' run: the schedule, the
+# optimizer, the batches and what the model sees (FinetuningConfig's names).
+RESUMED_SETTINGS = ("model_size", "learning_rate", "layerwise_lr_decay", "weight_decay_rate",
+                    "warmup_proportion", "num_train_epochs", "train_batch_size",
+                    "max_seq_length", "adam_epsilon", "adam_bias_correction", "clip_norm",
+                    "hidden_dropout_prob", "attention_probs_dropout_prob", "seed",
+                    "double_unordered")
+
+
+def check_resumed_settings(config: FinetuningConfig, model_dir: str) -> None:
+    """Refuses to resume training a model_dir's checkpoints with other settings than its
+    record's: they would continue another schedule (or report the results of the
+    model trained before as this run's).
+
+    Raises:
+      ConfigError: one line naming each flag, its recorded value and the new one.
+    """
+    if not (has_checkpoints(model_dir) and has_finetuning_config(model_dir)):
+        return
+    recorded = read_finetuning_config(model_dir).finetuning
+    changed = [f"--{name}={getattr(config, name)} (trained with {recorded[name]})"
+               for name in RESUMED_SETTINGS
+               if name in recorded and recorded[name] != getattr(config, name)]
+    if changed:
+        raise ConfigError(f"{model_dir} holds checkpoints trained with other settings: "
+                          f"{', '.join(changed)}; resume with the recorded ones, or use "
+                          "another --model_dir")
+
+
 def evaluated_labels(task, run: FinetuningRun) -> list[str]:
     """The labels an evaluation-only run (--do_train=false) of a task that learns them
     from train reads its model's outputs as: those the --model_dir's record holds,
@@ -481,6 +510,8 @@ class Finetuning:
             check_casing(config.do_lower_case, run.init_checkpoint,
                          init[1].do_lower_case if init is not None else None)
         check_resumed_casing(config.do_lower_case, run.model_dir)
+        if run.do_train:  # an evaluation in place may take other training flags
+            check_resumed_settings(config, run.model_dir)
         if not vocab_file:
             raise InputError("--vocab_file is required (none is recorded with the checkpoint)")
         check_vocab_fits(vocab_file, self.encoder_config.vocab_size)
@@ -657,6 +688,8 @@ class Finetuning:
         learning_rate = cfg.resolved_learning_rate(self.size if self.size != "custom" else "small")
         if run.do_train and run.do_eval:
             self._evaluate_missed_epoch(results, step, steps_per_epoch, total)
+        if run.do_train and step < end and results.pop("eval", None) is not None:
+            self._save_results(results)  # an evaluation in place of an earlier checkpoint
         while run.do_train and step < end:
             epoch, done = divmod(step, steps_per_epoch)
             n = min(steps_per_epoch - done, end - step)
@@ -727,7 +760,7 @@ class Finetuning:
     @staticmethod
     def final_results(results: dict) -> dict:
         """The last evaluation in `results` (train's return): the last epoch's, by number,
-        or that of a run without training."""
+        or that of a run without training (which later training removes)."""
         if "eval" in results:
             return results["eval"]
         epochs = [k for k in results if k.startswith("epoch_")]

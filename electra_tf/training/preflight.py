@@ -60,19 +60,20 @@ def preflight(config: PretrainingConfig, run: PretrainingRun, tensorflow_io: boo
                                 config.phase2_max_seq_length)
     if not has_checkpoints(run.model_dir):  # a resumed run keeps the casing it recorded
         for what, paths in files.items():
-            check_data_casing(config, paths, fs, flag[what])
+            check_data_casing(config, paths, fs, flag[what], packed)
     check_resume(config, run)
     return files
 
 
 def check_data_casing(config: PretrainingConfig, paths: list[str], fs=LOCAL_FILES,
-                      what: str = "--train_data") -> None:
+                      what: str = "--train_data", packed: bool = False) -> None:
     """Refuses records built with another casing than config.do_lower_case, or with
     accent stripping other than BERT's rule (strip exactly when lower-casing), which
     every later tokenizer of the model follows.
 
     build_pretraining_data writes its options beside the records
-    (`builder.STATS_FILE`); where that file lies beside a data file, its
+    (`builder.STATS_FILE`), which pack_pretraining_data copies into a packed
+    file's header; where a data file has one, its
     do_lower_case must be this run's, which the model folder records and
     fine-tuning and the export follow. Records without it are not checked, nor
     is a resumed run (`preflight`): `check_resume` holds it to the casing its
@@ -81,14 +82,11 @@ def check_data_casing(config: PretrainingConfig, paths: list[str], fs=LOCAL_FILE
     Raises:
       ConfigError: naming the flag, the stats file and both values.
     """
-    for folder in sorted({os.path.dirname(p) for p in paths}):
-        stats_path = os.path.join(folder, STATS_FILE)
-        try:  # opened, not globbed: a folder's name may hold glob characters ("rec[v2]")
-            with fs.open(stats_path) as f:
-                stats = json.loads(f.read())
+    for stats_path, stats in _recorded_tokenizations(paths, fs, packed):
+        try:
             built, strip = stats.get("do_lower_case"), stats.get("strip_accents")
-        except (ValueError, AttributeError, *fs.errors):
-            continue  # missing or not readable: nothing recorded to check against
+        except AttributeError:
+            continue  # not an object: nothing recorded to check against
         if built is None:
             continue
         if bool(built) != config.do_lower_case:
@@ -104,6 +102,27 @@ def check_data_casing(config: PretrainingConfig, paths: list[str], fs=LOCAL_FILE
                 f"({stats_path}); a model strips accents exactly when it lower-cases (BERT's "
                 "rule, which fine-tuning, the export and convert follow): rebuild them with "
                 "--strip_accents=auto")
+
+
+def _recorded_tokenizations(paths: list[str], fs, packed: bool):
+    """(where, its record) for each record of how `paths` were tokenized: the stats
+    file beside TFRecords, a packed file's header (pack_pretraining_data copies it
+    there). Missing or unreadable records are left out."""
+    if packed:
+        from electra_tf.data.packed import packed_tokenization
+
+        for path in paths:
+            recorded = packed_tokenization(path)
+            if recorded is not None:
+                yield path, recorded
+        return
+    for folder in sorted({os.path.dirname(p) for p in paths}):
+        stats_path = os.path.join(folder, STATS_FILE)
+        try:  # opened, not globbed: a folder's name may hold glob characters ("rec[v2]")
+            with fs.open(stats_path) as f:
+                yield stats_path, json.loads(f.read())
+        except (ValueError, *fs.errors):
+            continue  # missing or not readable: nothing recorded to check against
 
 
 def pretraining_masking(config: PretrainingConfig, run: PretrainingRun) -> MaskingConfig:

@@ -255,3 +255,41 @@ def test_pack_never_replaces_an_input_or_an_existing_file(records, tmp_path):
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: --output=") and message in lines[0]
     assert {path: open(path, "rb").read() for path in shards} == before
+
+
+def test_pack_keeps_the_records_tokenization_and_refuses_a_mix(records, packed_file, tmp_path):
+    """The records' pretrain_data_stats.json goes into the packed header, where
+    run_pretraining's casing check reads it; records of another casing or vocabulary
+    are not packed together."""
+    import dataclasses
+    import json
+    import shutil
+
+    from electra_tf.core.config import PretrainingConfig
+    from electra_tf.core.errors import ConfigError
+    from electra_tf.data.builder import STATS_FILE
+    from electra_tf.training.preflight import check_data_casing
+
+    folder = os.path.dirname(records)
+    recorded = packed.packed_tokenization(packed_file)
+    assert recorded == {"do_lower_case": True, "strip_accents": None,
+                        "vocab_file": json.loads(open(os.path.join(folder, STATS_FILE)).read())[
+                            "vocab_file"]}
+    config = PretrainingConfig(vocab_size=200)
+    check_data_casing(config, [packed_file], packed=True)
+    with pytest.raises(ConfigError, match="were built with --do_lower_case=true"):
+        check_data_casing(dataclasses.replace(config, do_lower_case=False), [packed_file],
+                          packed=True)
+    cased = tmp_path / "cased"
+    shutil.copytree(folder, cased)
+    stats = json.loads((cased / STATS_FILE).read_text())
+    (cased / STATS_FILE).write_text(json.dumps({**stats, "do_lower_case": False}))
+    both = f"{records},{cased}/pretrain_data.tfrecord-*"
+    with pytest.raises(InputError, match="record other do_lower_case"):
+        packed.pack(both, str(tmp_path / "mixed.packed"), progress=False)
+    other_vocab = tmp_path / "vocab.txt"
+    other_vocab.write_text(open(stats["vocab_file"]).read() + "extra\n")
+    (cased / STATS_FILE).write_text(json.dumps({**stats, "vocab_file": str(other_vocab)}))
+    with pytest.raises(InputError, match="were built with other vocabularies"):
+        packed.pack(both, str(tmp_path / "mixed.packed"), progress=False)
+    assert not (tmp_path / "mixed.packed").exists()

@@ -301,6 +301,26 @@ def test_a_bad_file_is_one_error_naming_the_file_and_line(case, tmp_path):
     assert str(raised.value) == f"{where}: {message}"
 
 
+def test_jsonl_texts_may_hold_line_separators_and_lone_surrogates(tmp_path):
+    """Split at "\\n" only (U+2028 inside a JSON string had split its record); a lone
+    surrogate escape becomes U+FFFD (it had ended in TensorFlow's traceback)."""
+    rows = [{"text": "line one\u2028still one\u0085and\u2029one", "label": "a"},
+            {"text": "x\ud800y", "label": "b"}]
+    _write(tmp_path, "train.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n"
+                                            for r in rows[:1]) + json.dumps(rows[1]) + "\n")
+    got = get_task("classification").read(str(tmp_path), "train")
+    assert [e.text_a for e in got] == [rows[0]["text"], "x\ufffdy"]
+
+
+def test_numbers_beyond_floats_are_one_error(tmp_path):
+    (tmp_path / "train.jsonl").write_text('{"text": "a", "label": 1' + "0" * 400 + "}\n")
+    with pytest.raises(TaskDataError, match=r"train.jsonl:1: regression target .* is not a "):
+        get_task("classification", regression=True).read(str(tmp_path), "train")
+    (tmp_path / "train.jsonl").write_text('{"text": "a", "label": 1' + "0" * 5000 + "}\n")
+    with pytest.raises(TaskDataError, match=r"train.jsonl:1: not a record this reader takes"):
+        get_task("classification", regression=True).read(str(tmp_path), "train")
+
+
 def test_plain_decimal_targets_are_read(tmp_path):
     """What a spreadsheet or numpy writes is a target; JSON numbers too."""
     texts = ["3", "-0.5", "+2", ".5", "5.", "1e-3", "-2.5E+2", "007"]

@@ -232,3 +232,34 @@ def test_bad_flags_are_refused_before_tensorflow_is_imported(flags, expected, tm
     assert error_line(proc).startswith(expected), proc.stderr[-2000:]
     assert not tf_imported
     assert not (tmp_path / "out").exists()
+
+
+def test_a_resume_keeps_its_settings_and_training_ends_an_evaluation_in_place(
+        pretrained_dir, toy_sst2_dir, tmp_path):
+    """Stopped after epoch 1 and evaluated in place (--do_train=false): a resume with
+    another learning rate or batch is refused in one line, before anything is written
+    (it would have continued another schedule, or reported the results of the model
+    trained before); the resume with the recorded settings trains on, and the in-place
+    evaluation of the epoch-1 model no longer stands as the final result."""
+    from helpers import finetuning_from_flags
+
+    from electra_tf import folders
+    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
+    from electra_tf.training.finetuning import Finetuning
+
+    args = ["--task_name=sst2", f"--init_checkpoint={pretrained_dir}",
+            f"--data_dir={toy_sst2_dir}", "--max_seq_length=16", "--num_train_epochs=2",
+            "--train_batch_size=32", "--eval_batch_size=64", f"--model_dir={tmp_path}"]
+    TensorFlowFinetuning(*finetuning_from_flags(*args)).train(stop_at_step=10)
+    finetune(*args, "--do_train=false")
+    assert "eval" in folders.finetuned.read_results(str(tmp_path))
+    before = sorted(os.listdir(tmp_path))
+    for flag, message in (("--learning_rate=5e-3", "--learning_rate=0.005 (trained with 0.0"),
+                          ("--train_batch_size=16", "--train_batch_size=16 (trained with 32)")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            finetune(*args, flag)
+    assert sorted(os.listdir(tmp_path)) == before
+    _, results = finetune(*args)
+    assert sorted(results) == ["epoch_1", "epoch_2"]
+    assert folders.finetuned.read_results(str(tmp_path)) == results
+    assert Finetuning.final_results(results) == results["epoch_2"]

@@ -185,6 +185,17 @@ def test_eval_mrqa_bad_input_is_one_line(tmp_path):
     error_line(proc, "1 prediction(s) for questions", "'q-other'", "not this data's predictions")
 
 
+def test_predictions_holding_line_separators_are_read(tmp_path):
+    """run_finetuning writes predictions with ensure_ascii=False: a raw U+2028 in an
+    answer had split the file's line and made it malformed JSON."""
+    from electra_tf.tasks.mrqa_eval import read_predictions
+
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"q1": "a\u2028b\u0085c", "q2": "d"}, ensure_ascii=False,
+                               indent=1), encoding="utf-8")
+    assert read_predictions(str(path)) == {"q1": "a\u2028b\u0085c", "q2": "d"}
+
+
 @pytest.mark.parametrize("case", [
     "malformed_json", "not_an_object", "no_qas", "no_qid", "repeated_qid", "empty_answers",
     "answers_not_strings", "no_detected_answers", "bad_char_spans", "span_outside_context",

@@ -131,6 +131,12 @@ def test_train_must_be_labelled_and_exist(tmp_path):
         TaggingTask().read(str(tmp_path), "train")
     with pytest.raises(TaskDataError, match=r"dev.txt: no such file"):
         TaggingTask().read(str(tmp_path), "dev")
+    # dev is scored: a words-only dev file had failed after training, in a traceback
+    write(tmp_path, "dev.txt", "EU\nrejects\n")
+    with pytest.raises(TaskDataError, match=r"dev.txt:1: the dev split has no tag column"):
+        TaggingTask().read(str(tmp_path), "dev")
+    write(tmp_path, "test.txt", "EU\nrejects\n")
+    assert TaggingTask().read(str(tmp_path), "test")[0].tags is None
 
 
 def test_invalid_utf8_names_the_line(tmp_path):

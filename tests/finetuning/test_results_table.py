@@ -99,3 +99,6 @@ def test_the_command_prints_markdown_or_json_and_writes_the_file(folders, tmp_pa
     assert json.loads(proc.stdout) == json.loads(out.read_text()) == results_table(folders)
     error_line(run_module("electra_tf.results_table", str(tmp_path / "missing")),
                "is neither a fine-tuning folder")
+    proc = run_module("electra_tf.results_table", f"--output={tmp_path}", *folders)
+    error_line(proc, f"--output {tmp_path} is a folder")  # before the table is printed
+    assert proc.stdout == ""
