@@ -83,6 +83,9 @@ def check_text_sample(data: bytes, path: str, what: str = "corpus file") -> None
       InputError: naming `path` and what the bytes look like.
     """
     sample = data[:TEXT_SAMPLE_BYTES]
+    if sample[257:262] == b"ustar":  # an uncompressed tar: not text of any encoding
+        raise InputError(f"{what} {path} is a tar archive, not text; extract it, or compress "
+                         "it with xz if it is an OpenWebText archive (a tar of text files)")
     hint = "convert it to UTF-8 (e.g. iconv -f UTF-16 -t UTF-8) or leave it out"
     if sample[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in sample:
         kind = "UTF-16 or UTF-32 text" if sample[:2] in (b"\xff\xfe", b"\xfe\xff") or \

@@ -50,9 +50,25 @@ def is_archive(path: str, corpus_format: str = "auto") -> bool:
 
 
 def _damaged(path: str, error: Exception) -> InputError:
+    if isinstance(error, tarfile.ReadError) and _xz_text(path):
+        return InputError(f"{path}: an xz-compressed file that is not a tar archive (an "
+                          "OpenWebText archive is a tar of text files); decompress it "
+                          f"(xz -dk {path}) and give the text file instead")
+    reason = next((line for line in str(error).splitlines() if line.strip()), "")
     return InputError(f"{path}: not a readable OpenWebText archive (a tar, xz-compressed, of "
-                      f"text files): {type(error).__name__}: {error}; download or extract it "
+                      f"text files): {type(error).__name__}: {reason}; download or extract it "
                       "again, or leave it out")
+
+
+def _xz_text(path: str) -> bool:
+    """Whether `path` decompresses (xz) to something that is not a tar: no "ustar"
+    magic at byte 257 of its first block."""
+    try:
+        with lzma.open(path) as f:
+            block = f.read(512)
+    except (OSError, EOFError, lzma.LZMAError):
+        return False
+    return len(block) > 0 and block[257:262] != b"ustar"
 
 
 def archive_texts(path: str) -> list[tuple[str, bytes]]:

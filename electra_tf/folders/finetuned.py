@@ -287,17 +287,50 @@ def _read_record(model_dir: str) -> tuple[FinetunedRecord, dict]:
         raise InputError(f"{path}: lacks {', '.join(missing)}; not a file electra_tf wrote")
     if head not in heads.HEADS:
         raise InputError(f"{path}: head {head!r} is not one of {', '.join(heads.HEADS)}")
+    _check_types(path, value)
     _check_vocab_record(path, value)
+    try:
+        encoder = EncoderConfig.from_dict(value["encoder"])
+    except ConfigError as e:
+        raise InputError(f"{path}: encoder: {e}") from None
     return FinetunedRecord(
         task=value["task"], head=head, regression=bool(value["regression"]),
         answerable=bool(value["answerable"]),
         pair=bool(value["pair"]), label_names=tuple(value["label_names"]),
-        encoder=EncoderConfig.from_dict(value["encoder"]),
+        encoder=encoder,
         max_seq_length=int(value["max_seq_length"]),
         finetuning=value["finetuning"], run=value["run"],
         head_options=dict(value["head_options"]),
         label_scale=_label_scale(value.get("label_scale", (0.0, 1.0)), path),
         model_dir=model_dir), value
+
+
+def _check_types(path: str, value: dict) -> None:
+    """Refuses a record whose fields are not of the types electra_tf writes (a
+    hand-edited or damaged file): one line naming the file and the field."""
+    def bad(name, want):
+        raise InputError(f"{path}: {name} must be {want}, got {value[name]!r}; not a file "
+                         "electra_tf wrote")
+
+    for name in ("task", "head"):
+        if not isinstance(value[name], str):
+            bad(name, "a string")
+    for name in ("regression", "answerable", "pair"):
+        if not isinstance(value[name], bool):
+            bad(name, "true or false")
+    for name in ("encoder", "finetuning", "run", "head_options"):
+        if not isinstance(value[name], dict):
+            bad(name, "a JSON object")
+    length = value["max_seq_length"]
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+        bad("max_seq_length", "a whole number >= 1")
+    labels = value["label_names"]
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        bad("label_names", "a list of strings")
+    casing = value["finetuning"].get("do_lower_case", True)
+    if not isinstance(casing, bool):
+        raise InputError(f"{path}: finetuning.do_lower_case must be true or false, got "
+                         f"{casing!r}; not a file electra_tf wrote")
 
 
 def _label_scale(value, path: str) -> tuple[float, float]:

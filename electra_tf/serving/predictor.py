@@ -95,12 +95,13 @@ class Predictor:
         if len(inputs) != len(self._names):
             raise TypeError(f"a {self.task} model takes {len(self._names)} inputs "
                             f"({', '.join(self._names)}), got {len(inputs)}")
-        tensors = [tf.constant(list(x), tf.string) for x in inputs]
+        tensors = [tf.constant([_utf8(t) for t in x], tf.string) for x in inputs]
         result = {}
         for name, value in self._function(*tensors).items():
             value = value.numpy()
             if value.dtype == object:
-                value = np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(value) \
+                value = np.vectorize(lambda b: b.decode("utf-8", "replace"),
+                                     otypes=[object])(value) \
                     if value.size else value.astype(str)
             result[name] = value
         return result
@@ -134,3 +135,16 @@ class Predictor:
                 row[name] = value.tolist() if hasattr(value, "tolist") else value
             rows.append(row)
         return rows
+
+
+def _utf8(text) -> bytes:
+    """A str as UTF-8, a lone surrogate (JSON's "\\ud800", which has no UTF-8 form and
+    which TensorFlow would not convert) as U+FFFD, one character for one, as the
+    graph reads invalid UTF-8; bytes as they are."""
+    if not isinstance(text, str):
+        return text
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c
+                       for c in text).encode("utf-8")

@@ -68,8 +68,11 @@ class Tokenizer(tf.Module):
         self.cls_id = self.token_to_id[CLS]
         self.sep_id = self.token_to_id[SEP]
         self.mask_id = self.token_to_id[MASK]
-        # FastBertTokenizer's own normalizer does exactly BERT's uncased form
-        # (lower-case + NFD + accent stripping); other modes pre-normalize.
+        # FastBertTokenizer's own normalizer does BERT's uncased form (lower-case,
+        # NFD, accents stripped) with compatibility decomposition and case folding on
+        # top: "…" becomes "...", fullwidth "Ｈｅｌｌｏ" "hello", "ß" "ss" and "ﬁ" "fi",
+        # where BERT's tokenizer (and transformers') keeps each whole, mostly [UNK].
+        # Other modes pre-normalize.
         self._fast_lower = self.do_lower_case and self.strip_accents
         self._fast = tf_text.FastBertTokenizer(
             vocab=trie_tokens(self.vocab), token_out_type=tf.int64, unknown_token=UNK,

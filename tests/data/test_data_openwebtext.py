@@ -80,10 +80,28 @@ def test_a_damaged_archive_is_refused_naming_it_and_nothing_is_written(tiny_voca
     # a text file read as an archive, and an archive member that is not text
     text = tmp_path / "page.txt"
     text.write_text("just words\n")
-    with pytest.raises(InputError, match="not a readable OpenWebText archive"):
+    with pytest.raises(InputError, match="not a readable OpenWebText archive") as raised:
         build_pretraining_data(BuildOptions(files=(str(text),), vocab_file=tiny_vocab,
                                             output_dir=str(tmp_path / "out"),
                                             corpus_format="openwebtext"))
+    assert "\n" not in str(raised.value)  # tarfile's reason had held five lines
+    # xz-compressed text (no tar inside), and a tar that is not compressed
+    import lzma
+
+    compressed = tmp_path / "pages.txt.xz"
+    compressed.write_bytes(lzma.compress(b"just words\n" * 100))
+    with pytest.raises(InputError, match=r"pages.txt.xz: an xz-compressed file that is not a "
+                                         r"tar archive .* decompress it \(xz -dk "):
+        build_pretraining_data(BuildOptions(files=(str(compressed),), vocab_file=tiny_vocab,
+                                            output_dir=str(tmp_path / "out")))
+    plain_tar = tmp_path / "pages.tar"
+    with tarfile.open(plain_tar, "w") as tar:
+        info = tarfile.TarInfo("0001.txt")
+        info.size = 11
+        tar.addfile(info, io.BytesIO(b"just words\n"))
+    with pytest.raises(InputError, match=r"pages.tar is a tar archive, not text"):
+        build_pretraining_data(BuildOptions(files=(str(plain_tar),), vocab_file=tiny_vocab,
+                                            output_dir=str(tmp_path / "out")))
     binary = tmp_path / "binary.xz"
     with tarfile.open(binary, "w:xz") as tar:
         info = tarfile.TarInfo("0001.txt")

@@ -4,6 +4,7 @@ without them is refused in one line."""
 
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -112,6 +113,27 @@ def test_a_record_without_its_scale_or_null_rule_is_refused_in_one_line(finetune
     with pytest.raises(InputError, match=r"lacks head_options.span_head, "
                                          r"finetuning.squad_null_rule; not a file"):
         load_spec("squad", folder)
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"max_seq_length": "abc"}, "max_seq_length must be a whole number >= 1, got 'abc'"),
+    ({"head_options": [1, 2]}, "head_options must be a JSON object, got [1, 2]"),
+    ({"finetuning": []}, "finetuning must be a JSON object, got []"),
+    ({"run": "x"}, "run must be a JSON object, got 'x'"),
+    ({"encoder": {"hidden_size": "32"}}, "encoder: hidden_size must be an integer, got '32'"),
+    ({"finetuning": {"do_lower_case": "false"}},
+     "finetuning.do_lower_case must be true or false, got 'false'"),
+])
+def test_a_record_with_values_of_the_wrong_type_is_one_line(finetuned_dirs, tmp_path, changes,
+                                                            message):
+    """A hand-edited record had ended in tracebacks (or, "false" as a string, in a
+    silently lower-casing export)."""
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving.export import load_spec
+
+    folder = _copy_with(finetuned_dirs["mrpc"], tmp_path, **changes)
+    with pytest.raises(InputError, match=re.escape(message)):
+        load_spec("sequence_classification", folder)
 
 
 def test_regression_score_is_logit_times_max_plus_min():

@@ -79,3 +79,15 @@ def test_a_predictor_opens_what_the_folder_serves(finetuned_dirs, export_pretrai
         Predictor.open(finetuned_dirs["stsb"], task="squad")
     (row,) = Predictor.open(finetuned_dirs["stsb"]).predict("a b", "c")
     assert sorted(row) == ["score", "truncated"] and isinstance(row["score"], float)
+
+
+def test_a_lone_surrogate_is_read_as_a_replacement_character(finetuned_dirs):
+    """Python's str of JSON's "\\ud800" (not UTF-8) had ended in TensorFlow's ValueError;
+    it goes in as the invalid UTF-8 bytes a server would receive, which the graph
+    replaces with U+FFFD."""
+    from electra_tf import Predictor
+
+    predictor = Predictor.open(finetuned_dirs["ner"])
+    (odd,) = predictor.predict("hello \ud800 world")
+    (replaced,) = predictor.predict("hello \ufffd world")
+    assert odd == replaced
