@@ -108,9 +108,11 @@ def scan_corpus(files, corpus_format: str = "text",
                 blanks_separate_docs: bool | None = None) -> tuple[int, int]:
     """(non-blank lines, documents), to validate input and size the progress bar."""
     lines = docs = 0
+    meter = Progress("build_pretraining_data", unit="lines checked")  # a big corpus: minutes
     for _, doc in iter_documents(files, corpus_format, blanks_separate_docs):
         docs += 1
         lines += len(doc)
+        meter.update(lines, extra=f"{docs:,} documents (counting before the build)")
     return lines, docs
 
 

@@ -426,8 +426,8 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
     `export_dir` is the export's version folder (MODEL_BASE/NAME/N, or a copy of its
     assets/vocab.txt and assets.extra/export_info.json). Single texts keep their first
     L - 2 pieces; pairs are cut longest first (BERT); a SQuAD question keeps at most
-    min(64, (L - 3) // 2) pieces, the context the rest; L is the export's
-    max_seq_length.
+    min(Q, (L - 3) // 2) pieces, the context the rest; L is the export's
+    max_seq_length, Q its max_query_length (64 for an export that does not record it).
 
     Raises:
       InputError: the folder lacks those files, or the text flags do not match.
@@ -450,6 +450,7 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
             info = json.load(f)
         length, lower = int(info["max_seq_length"]), bool(info["do_lower_case"])
         strip = info.get("strip_accents")
+        query = int(info.get("max_query_length", 64))
     except (ValueError, KeyError, TypeError) as e:
         raise InputError(f"{info_path}: not an export's export_info.json ({e})") from None
     texts = text_inputs(text, text_pair, question, context)
@@ -459,7 +460,7 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
     rows = []
     for i in range(len(pieces[0])):
         if "question" in texts:
-            q = pieces[0][i][:min(64, (length - 3) // 2)]
+            q = pieces[0][i][:min(query, (length - 3) // 2)]
             c = pieces[1][i][:length - len(q) - 3]
             ids = [cls] + q + [sep] + c + [sep]
             pad = length - len(ids)

@@ -405,3 +405,24 @@ def test_client_cli_bad_flags_are_one_line(flags, message):
     proc = run_module("export.client", *args, *flags)
     error_line(proc, message, returncode=2)
     assert proc.stdout == ""
+
+
+def test_client_tokenization_keeps_the_exports_question_limit(tiny_vocab, tmp_path):
+    """A SQuAD export records its --max_query_length; the client's own packing had
+    always kept 64 question pieces."""
+    import json
+    import shutil
+
+    from electra_tf.serving import client
+
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets.extra").mkdir()
+    shutil.copy(tiny_vocab, tmp_path / "assets" / "vocab.txt")
+    info = {"max_seq_length": 32, "do_lower_case": True, "strip_accents": None}
+    question, context = ["the model reads a token " * 4], ["hello world " * 20]
+    for recorded, kept in ((None, 14), (4, 4)):  # min(64, (32 - 3) // 2); the record's
+        if recorded is not None:
+            info["max_query_length"] = recorded
+        (tmp_path / "assets.extra" / "export_info.json").write_text(json.dumps(info))
+        packed = client.tokenized_inputs(str(tmp_path), question=question, context=context)
+        assert packed["input_type_ids"][0].tolist().index(1) == kept + 2  # [CLS] q [SEP]

@@ -350,7 +350,8 @@ class SpanHead(Head):
     @classmethod
     def export_info(cls, spec) -> dict:
         info = {"regression": False, "span_head": spec.span_head,
-                "max_answer_length": spec.max_answer_length}
+                "max_answer_length": spec.max_answer_length,
+                "max_query_length": spec.max_query_length}
         if spec.answerable:
             info.update(null_rule=spec.null_rule, no_answer_threshold=spec.no_answer_threshold)
         return info
