@@ -36,10 +36,16 @@ def count_words(files: list[str], do_lower_case: bool, strip_accents: bool,
     ds = tf.data.TextLineDataset(files).filter(lambda s: tf.strings.length(s) > 0)
     if max_lines:
         ds = ds.take(max_lines)
-    ds = ds.batch(4096).map(
-        lambda s: (splitter.tokenize(pre_normalize(s, do_lower_case, strip_accents)).flat_values,
-                   tf.shape(s)[0]),
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(2)
+    # TensorFlow ops only: no AutoGraph conversion (a lambda here had once been matched
+    # to another function's conversion in a long test process: "convert_ids_to_tokens()
+    # takes 2 positional arguments but 3 were given").
+    @tf.autograph.experimental.do_not_convert
+    def split(s):
+        return (splitter.tokenize(pre_normalize(s, do_lower_case, strip_accents)).flat_values,
+                tf.shape(s)[0])
+
+    ds = ds.batch(4096).map(split, num_parallel_calls=tf.data.AUTOTUNE,
+                            deterministic=True).prefetch(2)
     counts: collections.Counter = collections.Counter()
     lines = 0
     progress = Progress("build_vocab", unit="lines")
