@@ -143,8 +143,6 @@ def _utf8(text) -> bytes:
     graph reads invalid UTF-8; bytes as they are."""
     if not isinstance(text, str):
         return text
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c
-                       for c in text).encode("utf-8")
+    from electra_tf.text.cleaning import without_lone_surrogates
+
+    return without_lone_surrogates(text).encode("utf-8")

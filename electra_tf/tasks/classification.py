@@ -63,6 +63,7 @@ from electra_tf.tasks.base import (
     option,
     parse_label_names,
 )
+from electra_tf.text.cleaning import without_lone_surrogates
 
 FORMATS = ("tsv", "csv", "jsonl")
 # A regression target written as text: what a spreadsheet or numpy writes. Python's
@@ -336,11 +337,7 @@ class ClassificationTask(Task):
                                 f"{type(value).__name__} {value!r}")
         if not value.strip():
             raise TaskDataError(f"{where}: empty text in column {column!r}")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate: valid JSON ("\\ud800"), not UTF-8
-            value = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in value)
-        return value
+        return without_lone_surrogates(value)  # JSON's "\\ud800" has no UTF-8 form
 
     def _label(self, value: Any, where: str, check: bool) -> str | float:
         column = self.label_column

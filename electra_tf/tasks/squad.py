@@ -70,6 +70,7 @@ from absl import logging
 
 from electra_tf.core.errors import TaskDataError
 from electra_tf.tasks import base, squad_eval
+from electra_tf.text.cleaning import without_lone_surrogates
 
 _BATCH = 256  # texts per tokenizer call
 _NO_SPAN_SCORE = -1e9  # score of the empty answer when no valid span exists
@@ -618,7 +619,7 @@ def tokenize_with_char_offsets(tokenizer, texts: Sequence[str]):
     """
     out = []
     for b in range(0, len(texts), _BATCH):
-        batch = [_clean(t) for t in texts[b:b + _BATCH]]
+        batch = [without_lone_surrogates(t) for t in texts[b:b + _BATCH]]
         ids, starts, ends, normalized = tokenizer.tokenize_with_offsets(batch)
         for text, t_ids, t_s, t_e, norm in zip(batch, _rows(ids), _rows(starts), _rows(ends),
                                                normalized.numpy()):
@@ -678,19 +679,13 @@ def _bytes_to_chars(starts, ends, keys, num_chars):
     return char_starts, char_ends
 
 
-def _clean(text: str) -> str:
-    """Lone surrogates (valid JSON, invalid UTF-8) -> U+FFFD, keeping character indices."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
 
 
 def _ids(tokenizer, texts: list[str]) -> list[np.ndarray]:
     out = []
     for b in range(0, len(texts), _BATCH):
-        out += _rows(tokenizer.tokenize([_clean(t) for t in texts[b:b + _BATCH]]))
+        out += _rows(tokenizer.tokenize([without_lone_surrogates(t)
+                                      for t in texts[b:b + _BATCH]]))
     return out
 
 

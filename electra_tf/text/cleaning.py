@@ -1,0 +1,14 @@
+"""Python strings that have no UTF-8 form, made ones that do."""
+
+from __future__ import annotations
+
+
+def without_lone_surrogates(text: str) -> str:
+    """`text` with each lone surrogate (JSON's "\\ud800": valid JSON, no UTF-8 form,
+    which TensorFlow will not convert) replaced by U+FFFD, one character for one, so
+    character offsets keep their meaning; the graph reads invalid UTF-8 the same way."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
