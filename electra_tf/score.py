@@ -56,10 +56,9 @@ def read_lines(path: str) -> list[str]:
         text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"--input {path}: {e}") from None
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()  # the final line's end
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    from electra_tf.text.cleaning import newline_lines
+
+    return newline_lines(text)
 
 
 def main(argv):

@@ -25,6 +25,7 @@ import string
 from collections import Counter
 
 from electra_tf.core.errors import InputError
+from electra_tf.text.cleaning import newline_lines
 
 
 # === The official script's scoring ===
@@ -110,13 +111,7 @@ def open_lines(path: str, what: str = "MRQA data") -> list[str]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
-    # "\n" (and a "\r" before it) only: str.splitlines also splits at U+2028, U+2029
-    # and U+0085, which a JSON string may hold raw (run_finetuning writes
-    # predictions with ensure_ascii=False).
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return newline_lines(text)  # run_finetuning writes predictions with ensure_ascii=False
 
 
 def json_lines(path: str, what: str = "MRQA data"):

@@ -12,3 +12,13 @@ def without_lone_surrogates(text: str) -> str:
         return text
     except UnicodeEncodeError:
         return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+
+
+def newline_lines(text: str) -> list[str]:
+    """`text`'s lines split at "\\n" only (and a "\\r" before it dropped): str.splitlines
+    also splits at U+2028, U+2029, U+0085, form feeds and lone "\\r", which a line of
+    text (or a JSON string written with ensure_ascii=False) may hold."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the last line's end
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
