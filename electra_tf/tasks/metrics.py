@@ -104,6 +104,9 @@ def pearson(predictions: Sequence[float], labels: Sequence[float]) -> float:
     """Pearson's r; 0.0 when either side is constant."""
     p, y = _pair(predictions, labels, np.float64)
     p, y = p - p.mean(), y - y.mean()
+    # Each side scaled to a largest magnitude of 1 first: r does not change, and squares
+    # of values near 1e200 would overflow (r came out 0.0, with a RuntimeWarning).
+    p, y = (v / np.abs(v).max() if len(v) and np.abs(v).max() > 0 else v for v in (p, y))
     norm = np.sqrt((p @ p) * (y @ y))
     if norm == 0:
         return 0.0

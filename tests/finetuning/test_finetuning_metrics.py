@@ -54,6 +54,10 @@ def test_constant_predictions_score_zero_without_nan():
     assert metrics.accuracy([1], [1]) == 1.0
     assert metrics.matthews_corrcoef(y, y) == pytest.approx(1.0)
     assert metrics.pearson([1.0, 2.0, 3.0], [3.0, 2.0, 1.0]) == pytest.approx(-1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # squares of 1e200 had overflowed: r was 0.0
+        assert metrics.pearson([1e200, 2e200, 3.1e200], [1.0, 2.0, 3.0]) == pytest.approx(
+            stats.pearsonr([1.0, 2.0, 3.1], [1.0, 2.0, 3.0])[0], abs=1e-12)
 
 
 def test_bad_shapes_raise():
