@@ -70,6 +70,7 @@ SHARED_FIXTURES = {
     "tests/training/test_training_faults.py::test_resuming_with": "trained_run",
     "tests/training/test_training_faults.py::test_a_damaged_tf_checkpoint": "trained_run",
     "tests/training/test_training_faults.py::test_a_finished_run_leaves": "trained_run",
+    "tests/training/test_training_faults.py::test_a_finished_run_run_again": "trained_run",
     "tests/training/test_summary_tags.py::test_train_and_eval": "trained_run",
     "tests/training/test_summary_tags.py::test_the_docs_list": "trained_run",
 }

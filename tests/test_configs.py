@@ -70,6 +70,16 @@ def test_tied_generator_needs_equal_sizes():
 @pytest.mark.parametrize("cls, valid, bad, message", [
     (PretrainingConfig, {}, dict(mask_prob=1.5), r"mask_prob must be in \(0, 1\), got 1.5"),
     (PretrainingConfig, {}, dict(untied_generator=False), "needs equal sizes"),  # on G's config
+    (PretrainingConfig, {}, dict(temperature=float("nan")),
+     "temperature must be a finite number > 0, got nan"),  # NaN logits had trained on
+    (PretrainingConfig, {}, dict(disc_weight=-1.0), "disc_weight must be a finite number >= 0"),
+    (PretrainingConfig, {}, dict(clip_norm=0.0), "clip_norm must be a finite number > 0"),
+    (PretrainingConfig, {}, dict(phase2_learning_rate=float("inf")),
+     "phase2_learning_rate must be a finite number >= 0, got inf"),
+    (PretrainingConfig, {}, dict(model_hparam_overrides=[1]),
+     r"model_hparam_overrides must be a JSON object of EncoderConfig fields, got \[1\]"),
+    (PretrainingConfig, {}, dict(model_hparam_overrides={"hidden_size": "32"}),
+     "hidden_size must be an integer, got '32'"),
     (PretrainingConfig, {}, dict(model_hparam_overrides={"num_attention_heads": 3}),
      "hidden_size 256 is not a multiple of num_attention_heads 3"),  # on D's config
     (EncoderConfig, {}, dict(num_attention_heads=7),

@@ -368,6 +368,17 @@ class PretrainingConfig:
           ConfigError: one line naming the hyperparameter.
         """
         disc = gen = None
+        for name, low in (("gen_weight", 0.0), ("disc_weight", 0.0), ("lr_decay_power", 0.0),
+                          ("weight_decay_rate", 0.0), ("phase2_learning_rate", 0.0),
+                          ("learning_rate", None), ("adam_epsilon", None), ("clip_norm", None),
+                          ("temperature", None)):
+            # NaN and inf had trained on, or died as "lower --learning_rate" at step 1.
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+                    or not math.isfinite(value) or (
+                    value < low if low is not None else value <= 0):
+                raise ConfigError(f"{name} must be a finite number "
+                                  f"{'>= 0' if low is not None else '> 0'}, got {value}")
         if not 0.0 < self.mask_prob < 1.0:
             raise ConfigError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
         if self.objective not in OBJECTIVES:
@@ -552,10 +563,15 @@ def _discriminator_encoder(config: PretrainingConfig) -> EncoderConfig:
     values["vocab_size"] = config.vocab_size
     values["max_position_embeddings"] = max(512, config.max_seq_length,
                                             config.phase2_max_seq_length)
+    if not isinstance(config.model_hparam_overrides, dict):
+        raise ConfigError("model_hparam_overrides must be a JSON object of EncoderConfig "
+                          f"fields, got {config.model_hparam_overrides!r}")
     overrides = dict(config.model_hparam_overrides)
     _check_known(EncoderConfig, overrides)
     values.update(overrides)
     hidden = values["hidden_size"]
+    if isinstance(hidden, bool) or not isinstance(hidden, numbers.Integral):
+        raise ConfigError(f"hidden_size must be an integer, got {hidden!r}")
     values["num_attention_heads"] = max(1, hidden // 64)  # the presets' values too
     values["intermediate_size"] = 4 * hidden
     values.update(overrides)

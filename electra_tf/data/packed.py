@@ -50,7 +50,12 @@ from electra_tf.core.errors import InputError, RecordError
 from electra_tf.core.fileio import Progress, atomic_write, expand_files
 from electra_tf.data.features import PACKED_MAGIC
 from electra_tf.data.masking import MaskingConfig, mask_batch_numpy
-from electra_tf.data.tfrecord_reader import FEATURE_KEYS, parse_example, read_records
+from electra_tf.data.tfrecord_reader import (
+    FEATURE_KEYS,
+    length_flag,
+    parse_example,
+    read_records,
+)
 
 MAGIC = PACKED_MAGIC
 FORMAT_VERSION = 1
@@ -168,10 +173,11 @@ class PackedExamples:
         self.files = [PackedFile(p, what) for p in expand_files(file_pattern, what)]
         for f in self.files:
             if f.max_seq_length != max_seq_length:
+                flag = length_flag(what)
                 raise InputError(
                     f"{what}: {f.path} holds examples of max_seq_length {f.max_seq_length}, but "
-                    f"--max_seq_length={max_seq_length} (pack records built with "
-                    f"--max_seq_length={max_seq_length}, or train with {f.max_seq_length})")
+                    f"{flag}={max_seq_length} (pack records built with --max_seq_length="
+                    f"{max_seq_length}, or train with {flag}={f.max_seq_length})")
             if vocab_size is not None and f.max_id >= vocab_size:
                 raise InputError(f"{what}: {f.path} holds token id {f.max_id}, outside the "
                                  f"vocabulary's [0, {vocab_size}) (were its records built "

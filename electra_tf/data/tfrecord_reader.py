@@ -187,6 +187,11 @@ LOCAL_FILES = FileSystem(glob.glob, os.path.isdir, lambda path: open(path, "rb")
                          os.path.getsize, (OSError,))
 
 
+def length_flag(what: str) -> str:
+    """The flag that sets the length the records of `what` must have."""
+    return "--phase2_max_seq_length" if what == "--phase2_train_data" else "--max_seq_length"
+
+
 def tensorflow_files() -> FileSystem:
     """tf.io.gfile's file system (what tf.data reads through)."""
     import tensorflow as tf
@@ -292,9 +297,10 @@ def _check_first_record(path: str, max_seq_length: int, what: str, fs: FileSyste
                          f"({e}; expected int64 {', '.join(FEATURE_KEYS)})") from None
     if set(lengths.values()) != {max_seq_length}:
         found = lengths["input_ids"]
+        flag = length_flag(what)
         raise InputError(f"{what}: {path} holds records of max_seq_length {found}, but "
-                         f"--max_seq_length={max_seq_length} (rebuild the data with "
-                         f"--max_seq_length={max_seq_length} or train with {found})")
+                         f"{flag}={max_seq_length} (rebuild the data with "
+                         f"--max_seq_length={max_seq_length} or train with {flag}={found})")
     ids = features["input_ids"]
     if vocab_size is not None and len(ids) and (ids.min() < 0 or ids.max() >= vocab_size):
         bad = ids.min() if ids.min() < 0 else ids.max()

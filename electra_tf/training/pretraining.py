@@ -254,6 +254,11 @@ class Pretraining:
     def _train(self, stop_at_step: int | None) -> dict:
         cfg, run = self.config, self.run
         self.restore()
+        if self.step > cfg.num_train_steps:
+            raise ConfigError(
+                f"--num_train_steps={cfg.num_train_steps}: {run.model_dir} holds a checkpoint "
+                f"at step {self.step}, past it; give --num_train_steps >= {self.step} to "
+                "continue it, or another --model_dir")
         if self.chief:
             for name in remove_stale_temporaries(run.model_dir):
                 self._log(f"removed {name}, left by a write that was killed midway")
@@ -308,6 +313,8 @@ class Pretraining:
         """Steps to `end` in chunks that stop at every log, save, eval and phase boundary."""
         cfg, run = self.config, self.run
         log_every = run.log_every_steps or cfg.iterations_per_loop
+        if self.step >= end:  # a finished run again, or one killed while writing its weights
+            return
         start_step, start_time = self.step, time.monotonic()
         iterator = self.make_train_iterator(self.step)
         data_start = self.phase_at(self.step).data_start

@@ -397,6 +397,10 @@ def test_check_records_reads_one_record_per_file_and_names_the_bad_one(tiny_corp
     with pytest.raises(InputError, match="--eval_data: .*-00000-of-00003 holds records of "
                                          "max_seq_length 32, but --max_seq_length=16"):
         check_records(pattern, 16, "--eval_data")
+    with pytest.raises(InputError, match="holds records of max_seq_length 32, but "
+                                         "--phase2_max_seq_length=64 .* train with "
+                                         "--phase2_max_seq_length=32"):
+        check_records(pattern, 64, "--phase2_train_data")
     with pytest.raises(InputError, match="pretrain_data_stats.json is not a TFRecord file"):
         check_records(str(out / "*"), 32)
     shard = out / features_lib.shard_name(2, 3)

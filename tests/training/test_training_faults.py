@@ -761,3 +761,32 @@ def test_preflight_checks_the_records_casing_of_a_fresh_run_only(tiny_records, m
     (tmp_path / "m" / "checkpoints" / "checkpoint").write_text("fake")
     folders.pretraining.write_pretraining_config(run.model_dir, config, run)
     preflight(config, run, tensorflow_io=False)  # resumed: its recorded casing holds
+
+
+def test_a_finished_run_run_again_writes_its_weights_and_trains_no_step(trained_run, tmp_path):
+    """Killed after its last checkpoint, before its final weights were written, a run
+    run again had ended in StopIteration for good: it now evaluates and writes them
+    without a step. A --num_train_steps below the checkpoint's step is one line."""
+    import dataclasses
+
+    import numpy as np
+
+    from electra_tf.folders.pretraining import DISCRIMINATOR_WEIGHTS
+    from electra_tf.training.backends.tensorflow import TensorFlowPretraining
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(trained_run["model_dir"], model_dir)
+    os.remove(model_dir / DISCRIMINATOR_WEIGHTS)
+    config = trained_run["config"]
+    run = dataclasses.replace(trained_run["run"], model_dir=str(model_dir))
+    again = TensorFlowPretraining(config, run)
+    final = again.train()
+    assert again.step == config.num_train_steps and (model_dir / DISCRIMINATOR_WEIGHTS).exists()
+    assert final == pytest.approx(trained_run["final"])
+    for a, b in zip(again.model.trainable_variables, trained_run["weights"], strict=True):
+        np.testing.assert_array_equal(a.numpy(), b, err_msg=a.path)
+    fewer = dataclasses.replace(config, num_train_steps=config.num_train_steps - 1)
+    with pytest.raises(ConfigError, match=rf"--num_train_steps={config.num_train_steps - 1}: "
+                                          rf".* holds a checkpoint at step "
+                                          rf"{config.num_train_steps}, past it"):
+        TensorFlowPretraining(fewer, run).train()
