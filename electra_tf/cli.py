@@ -15,7 +15,7 @@ from typing import Callable
 
 from absl import flags
 
-from electra_tf.core import framework_messages
+from electra_tf.core import framework_messages, signals
 
 # Entry points import this module before TensorFlow, which reads TF_CPP_MIN_LOG_LEVEL
 # once, at its import: keep its C++ runtime's start-up lines (a CPU machine's "failed call
@@ -105,6 +105,7 @@ def _help_exits_zero() -> None:
 
 
 def _on_sigterm(signum, frame):
+    signals.received = signum  # for the training loop's gate, should the raise be lost
     raise Terminated
 
 
@@ -196,6 +197,7 @@ def _handle_sigterm() -> None:
     import signal
     import threading
 
+    signals.take()  # none from an earlier run in this process
     if threading.current_thread() is threading.main_thread() \
             and signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
         signal.signal(signal.SIGTERM, _on_sigterm)

@@ -29,6 +29,7 @@ import threading
 
 import numpy as np
 
+from electra_tf.core import signals
 from electra_tf.core.errors import Diverged
 
 
@@ -172,6 +173,9 @@ class InterruptGate:
                 if signal.getsignal(signum) is not signal.SIG_IGN:
                     self._previous[signum] = signal.signal(signum, self._on_signal)
             InterruptGate.active = self
+        pending = signals.take()  # a SIGTERM of start-up whose raise was lost
+        if pending is not None:
+            self.requested, self.signum = True, pending
         return self
 
     def _on_signal(self, signum, frame):

@@ -331,3 +331,23 @@ def test_one_process_has_nothing_to_agree_with():
     from electra_tf.training.backends.tensorflow import stop_agreement
 
     assert stop_agreement(tf.distribute.get_strategy()) is None
+
+
+def test_a_sigterm_of_start_up_whose_raise_was_lost_stops_at_the_first_check():
+    """The command line's SIGTERM handler raises to stop start-up at once; a raise that
+    lands in a garbage-collection callback is printed and dropped, and the run had
+    trained to the end with exit 0. The handler also records the signal, and the
+    loop's gate takes it up: the run stops at its first check, as after a SIGTERM
+    during training."""
+    from electra_tf import cli
+    from electra_tf.core import signals
+
+    with pytest.raises(cli.Terminated):
+        cli._on_sigterm(signal.SIGTERM, None)  # what the handler does
+    with pytest.raises(KeyboardInterrupt):
+        with loop.InterruptGate() as gate:
+            assert gate.requested and gate.signum == signal.SIGTERM
+            gate.check()
+    assert signals.received is None  # taken: the next gate opens clean
+    with loop.InterruptGate() as gate:
+        gate.check()
