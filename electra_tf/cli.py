@@ -80,13 +80,27 @@ def run_command(main: Callable[[list[str]], None], module: str,
         for flag in flags.FLAGS.get_key_flags_for_module(module):
             flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
     _help_exits_zero()
-    app.run(lambda args: run_cli(lambda: main(args)), argv=argv)
+    app.run(lambda args: run_cli(lambda: main(args)), argv=argv, flags_parser=_parse_flags)
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+    """absl's flag parsing, a flag that does not parse (an unknown flag, a value of
+    the wrong type, a missing --flagfile) told in one `error:` line with status 2, as
+    other bad input; absl's own printed two lines (FATAL ..., Pass --helpshort ...)
+    and exited 1."""
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:
+        reason = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        reason = reason.removeprefix("ERROR:: ")  # absl's own prefix of a flagfile error
+        print(f"error: {reason}", file=sys.stderr)
+        sys.exit(2)
 
 
 def _help_exits_zero() -> None:
     """absl's --help (-?, --helpshort, --helpfull, --helpxml) prints the help, then exits
     with status 1, which reads as a failure to a script or a shell's `&&`; help asked
-    for is a success: status 0. A flag that does not parse keeps absl's status 1."""
+    for is a success: status 0. A flag that does not parse: `_parse_flags`."""
     from absl import app
 
     app.define_help_flags()
