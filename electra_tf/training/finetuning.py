@@ -43,7 +43,7 @@ import time
 import keras
 import numpy as np
 
-from electra_tf.core.config import FinetuningConfig, FinetuningRun, model_size_of
+from electra_tf.core.config import MODEL_SIZES, FinetuningConfig, FinetuningRun, model_size_of
 from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.core.fileio import FolderLock, check_output_folder
 from electra_tf.folders.files import (
@@ -383,14 +383,26 @@ def check_resumed_casing(do_lower_case: bool, model_dir: str) -> None:
 
 # What a resumed run must share with the checkpoints' run: the schedule, the
 # optimizer, the batches and what the model sees (FinetuningConfig's names).
-RESUMED_SETTINGS = ("model_size", "learning_rate", "layerwise_lr_decay", "weight_decay_rate",
+RESUMED_SETTINGS = ("learning_rate", "layerwise_lr_decay", "weight_decay_rate",
                     "warmup_proportion", "num_train_epochs", "train_batch_size",
                     "max_seq_length", "adam_epsilon", "adam_bias_correction", "clip_norm",
                     "hidden_dropout_prob", "attention_probs_dropout_prob", "seed",
                     "double_unordered")
 
 
-def check_resumed_settings(config: FinetuningConfig, model_dir: str) -> None:
+def _resolved_settings(config: FinetuningConfig, task, size: str) -> dict:
+    """RESUMED_SETTINGS as the run uses them: a flag left at its default (0, -1) and
+    the value that default stands for are the same setting."""
+    size = size if size in MODEL_SIZES else "small"
+    values = {name: getattr(config, name) for name in RESUMED_SETTINGS}
+    values.update(learning_rate=config.resolved_learning_rate(size),
+                  layerwise_lr_decay=config.resolved_layerwise_lr_decay(size),
+                  max_seq_length=config.max_seq_length or task.default_max_seq_length,
+                  num_train_epochs=config.num_train_epochs or task.default_epochs)
+    return values
+
+
+def check_resumed_settings(config: FinetuningConfig, model_dir: str, task, size: str) -> None:
     """Refuses to resume training a model_dir's checkpoints with other settings than its
     record's: they would continue another schedule (or report the results of the
     model trained before as this run's).
@@ -400,10 +412,14 @@ def check_resumed_settings(config: FinetuningConfig, model_dir: str) -> None:
     """
     if not (has_checkpoints(model_dir) and has_finetuning_config(model_dir)):
         return
-    recorded = read_finetuning_config(model_dir).finetuning
-    changed = [f"--{name}={getattr(config, name)} (trained with {recorded[name]})"
-               for name in RESUMED_SETTINGS
-               if name in recorded and recorded[name] != getattr(config, name)]
+    try:
+        recorded = FinetuningConfig.from_dict(read_finetuning_config(model_dir).finetuning)
+    except (ConfigError, TypeError):
+        return  # a record of another version: the restore checks what it can
+    before = _resolved_settings(recorded, task, size)
+    now = _resolved_settings(config, task, size)
+    changed = [f"--{name}={now[name]} (trained with {before[name]})"
+               for name in RESUMED_SETTINGS if now[name] != before[name]]
     if changed:
         raise ConfigError(f"{model_dir} holds checkpoints trained with other settings: "
                           f"{', '.join(changed)}; resume with the recorded ones, or use "
@@ -511,7 +527,7 @@ class Finetuning:
                          init[1].do_lower_case if init is not None else None)
         check_resumed_casing(config.do_lower_case, run.model_dir)
         if run.do_train:  # an evaluation in place may take other training flags
-            check_resumed_settings(config, run.model_dir)
+            check_resumed_settings(config, run.model_dir, task, self.size)
         if not vocab_file:
             raise InputError("--vocab_file is required (none is recorded with the checkpoint)")
         check_vocab_fits(vocab_file, self.encoder_config.vocab_size)

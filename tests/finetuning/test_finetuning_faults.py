@@ -254,12 +254,13 @@ def test_a_resume_keeps_its_settings_and_training_ends_an_evaluation_in_place(
     finetune(*args, "--do_train=false")
     assert "eval" in folders.finetuned.read_results(str(tmp_path))
     before = sorted(os.listdir(tmp_path))
-    for flag, message in (("--learning_rate=5e-3", "--learning_rate=0.005 (trained with 0.0"),
+    for flag, message in (("--learning_rate=5e-3", "--learning_rate=0.005 (trained with 0.0001)"),
                           ("--train_batch_size=16", "--train_batch_size=16 (trained with 32)")):
         with pytest.raises(ConfigError, match=re.escape(message)):
             finetune(*args, flag)
     assert sorted(os.listdir(tmp_path)) == before
-    _, results = finetune(*args)
+    # a flag set to the value its default stands for is the same setting
+    _, results = finetune(*args, "--learning_rate=1e-4", "--layerwise_lr_decay=0.8")
     assert sorted(results) == ["epoch_1", "epoch_2"]
     assert folders.finetuned.read_results(str(tmp_path)) == results
     assert Finetuning.final_results(results) == results["epoch_2"]
