@@ -20,8 +20,8 @@ from electra_tf import cli
 from electra_tf.core import fileio
 from electra_tf.core.errors import InputError
 from electra_tf.serving.export import (
-    MAX_VERSION,
     TASKS,
+    check_version,
     export,
     load_spec,
     parse_length_buckets,
@@ -64,14 +64,8 @@ def main(argv):
     for name in ("max_query_length", "max_answer_length"):
         if FLAGS[name].value < 1:  # an export of either below 1 answers no request
             raise InputError(f"--{name} must be >= 1, got {FLAGS[name].value}")
-    if FLAGS.version is not None and not 1 <= FLAGS.version <= MAX_VERSION:
-        raise InputError(f"--version must be in [1, 2^63 - 1] (TF Serving reads it as an "
-                         f"int64), got {FLAGS.version}")
     if FLAGS.version is not None:  # fail before the (slow) model build
-        final = os.path.join(FLAGS.model_base, FLAGS.model_name, str(FLAGS.version))
-        if os.path.exists(final):
-            raise InputError(f"{final} already exists; versions are never overwritten "
-                             "(pick another --version or leave it out)")
+        check_version(os.path.join(FLAGS.model_base, FLAGS.model_name), FLAGS.version)
     buckets = parse_length_buckets(FLAGS.length_buckets)
     t0 = time.monotonic()
     spec = load_spec(FLAGS.task, FLAGS.checkpoint, FLAGS.vocab_file, FLAGS.max_seq_length,

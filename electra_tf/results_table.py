@@ -15,7 +15,6 @@ JSON; `--output` also writes it to a file.
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 from absl import flags
@@ -36,13 +35,11 @@ def main(argv):
     folders = argv[1:]
     if not folders:
         raise InputError("give one or more fine-tuning folders or trial groups")
-    from electra_tf.core.fileio import atomic_write_text, check_output_folder
+    from electra_tf.core.fileio import atomic_write_text, check_output_file
     from electra_tf.training.results_table import markdown, results_table
 
     if FLAGS.output:  # before anything is read or printed
-        if os.path.isdir(FLAGS.output):
-            raise InputError(f"--output {FLAGS.output} is a folder; give a file's path")
-        check_output_folder(os.path.dirname(os.path.abspath(FLAGS.output)), "--output")
+        check_output_file(FLAGS.output, "--output")
 
     table = results_table(folders)
     text = markdown(table) if FLAGS.format == "markdown" else json.dumps(table, indent=2) + "\n"

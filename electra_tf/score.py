@@ -13,7 +13,6 @@ writes the lines to a file (atomically) instead of stdout.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 
@@ -22,6 +21,7 @@ from absl import app, flags
 from electra_tf import cli
 from electra_tf.core import fileio
 from electra_tf.core.errors import InputError
+from electra_tf.text.cleaning import newline_lines
 
 FLAGS = flags.FLAGS
 
@@ -56,8 +56,6 @@ def read_lines(path: str) -> list[str]:
         text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"--input {path}: {e}") from None
-    from electra_tf.text.cleaning import newline_lines
-
     return newline_lines(text)
 
 
@@ -70,9 +68,7 @@ def main(argv):
     if FLAGS.batch_size < 1:
         raise InputError(f"--batch_size must be >= 1, got {FLAGS.batch_size}")
     if FLAGS.output:
-        if os.path.isdir(FLAGS.output):
-            raise InputError(f"--output {FLAGS.output} is a folder; give a file's path")
-        fileio.check_output_folder(os.path.dirname(os.path.abspath(FLAGS.output)), "--output")
+        fileio.check_output_file(FLAGS.output, "--output")
     lines = read_lines(FLAGS.input)
     from electra_tf.serving.scoring import load_scorer  # TensorFlow: after the checks
 

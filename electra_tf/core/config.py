@@ -48,6 +48,18 @@ def _check_known(cls, values: dict[str, Any]) -> None:
         )
 
 
+def _check_finite(config, names: tuple[str, ...], bound: str = "") -> None:
+    """Refuses a field of `names` that is not a finite real number (NaN, inf, text
+    from a damaged file), or that breaks `bound` ("", ">= 0" or "> 0")."""
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+                or not math.isfinite(value) or (bound == ">= 0" and value < 0) \
+                or (bound == "> 0" and value <= 0):
+            raise ConfigError(f"{name} must be a finite number{' ' + bound if bound else ''}, "
+                              f"got {value!r}")
+
+
 @dataclasses.dataclass(frozen=True)
 class EncoderConfig:
     """Transformer encoder sizes (paper Table 6; BERT config names)."""
@@ -84,12 +96,8 @@ class EncoderConfig:
             if not (isinstance(value, numbers.Integral) and not isinstance(value, bool)) and not (
                     name == "embedding_size" and value is None):
                 raise ConfigError(f"{name} must be an integer, got {value!r}")
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob",
-                     "initializer_range", "layer_norm_eps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(
-                    value):
-                raise ConfigError(f"{name} must be a finite number, got {value!r}")
+        _check_finite(self, ("hidden_dropout_prob", "attention_probs_dropout_prob",
+                             "initializer_range", "layer_norm_eps"))
         if not self.layer_norm_eps > 0:
             raise ConfigError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps}")
         for name in sizes:
@@ -368,17 +376,10 @@ class PretrainingConfig:
           ConfigError: one line naming the hyperparameter.
         """
         disc = gen = None
-        for name, low in (("gen_weight", 0.0), ("disc_weight", 0.0), ("lr_decay_power", 0.0),
-                          ("weight_decay_rate", 0.0), ("phase2_learning_rate", 0.0),
-                          ("learning_rate", None), ("adam_epsilon", None), ("clip_norm", None),
-                          ("temperature", None)):
-            # NaN and inf had trained on, or died as "lower --learning_rate" at step 1.
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-                    or not math.isfinite(value) or (
-                    value < low if low is not None else value <= 0):
-                raise ConfigError(f"{name} must be a finite number "
-                                  f"{'>= 0' if low is not None else '> 0'}, got {value}")
+        # NaN and inf had trained on, or died as "lower --learning_rate" at step 1.
+        _check_finite(self, ("gen_weight", "disc_weight", "lr_decay_power", "weight_decay_rate",
+                             "phase2_learning_rate"), ">= 0")
+        _check_finite(self, ("learning_rate", "adam_epsilon", "clip_norm", "temperature"), "> 0")
         if not 0.0 < self.mask_prob < 1.0:
             raise ConfigError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
         if self.objective not in OBJECTIVES:
@@ -858,11 +859,8 @@ class FinetuningConfig:
             raise ConfigError("warmup_proportion must be in [0, 1)")
         if self.train_batch_size < 1 or self.eval_batch_size < 1:
             raise ConfigError("batch sizes must be >= 1")
-        for name in ("num_train_epochs", "learning_rate", "weight_decay_rate", "adam_epsilon",
-                     "clip_norm"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):  # nan and inf too
-                raise ConfigError(f"{name} must be a finite number >= 0, got {value}")
+        _check_finite(self, ("num_train_epochs", "learning_rate", "weight_decay_rate",
+                             "adam_epsilon", "clip_norm"), ">= 0")
         if self.tagging_scheme not in ("BIO", "BIOES"):
             raise ConfigError(f"tagging_scheme must be BIO or BIOES, got {self.tagging_scheme!r}")
         if self.squad_null_rule not in ("answerable", "combined"):

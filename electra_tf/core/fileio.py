@@ -227,6 +227,18 @@ def check_output_folder(path: str, what: str = "--model_dir") -> None:
         raise InputError(f"{what} {path}: cannot write in {probe} ({e.strerror or e})") from None
 
 
+def check_output_file(path: str, what: str = "--output") -> None:
+    """Refuses, before any work, a file path a run could not write: a folder, or a
+    path whose folder `check_output_folder` refuses.
+
+    Raises:
+      InputError: naming the flag and the path.
+    """
+    if os.path.isdir(path):
+        raise InputError(f"{what} {path} is a folder; give a file's path")
+    check_output_folder(os.path.dirname(os.path.abspath(path)), what)
+
+
 class FolderLock:
     """One writer per folder: an exclusive flock on FOLDER/.lock, released on exit.
 

@@ -306,6 +306,21 @@ def _pool_worker(job):
     return _build_shards(options, shards, tmp_tag, _LINES_DONE)
 
 
+def records_stats(paths, fs):
+    """(its path, its JSON) of the STATS_FILE beside the records of each folder of
+    `paths`, read through `fs` (tfrecord_reader's FileSystem); a folder without a
+    readable one is left out. Opened, not globbed: a folder's name may hold glob
+    characters ("rec[v2]")."""
+    for folder in sorted({os.path.dirname(p) for p in paths}):
+        stats_path = os.path.join(folder, STATS_FILE)
+        try:
+            with fs.open(stats_path) as f:
+                stats = json.loads(f.read())
+        except (ValueError, *fs.errors):
+            continue  # missing or not readable: nothing recorded
+        yield stats_path, stats
+
+
 def remove_partial_files(output_dir: str) -> None:
     """Removes the temporary shards and stats an interrupted build left in
     `output_dir` (hidden names: a glob of the shards would match them)."""

@@ -52,6 +52,7 @@ from electra_tf.data.features import PACKED_MAGIC
 from electra_tf.data.masking import MaskingConfig, mask_batch_numpy
 from electra_tf.data.tfrecord_reader import (
     FEATURE_KEYS,
+    LOCAL_FILES,
     length_flag,
     parse_example,
     read_records,
@@ -377,18 +378,10 @@ def records_tokenization(paths: list[str]) -> dict | None:
       InputError: two folders of records built with another casing, accent
         stripping or vocabulary (other bytes; the same path where a file is gone).
     """
-    from electra_tf.data.builder import STATS_FILE
+    from electra_tf.data.builder import records_stats
 
-    recorded = []
-    for folder in sorted({os.path.dirname(os.path.abspath(p)) for p in paths}):
-        stats_path = os.path.join(folder, STATS_FILE)
-        try:
-            with open(stats_path, encoding="utf-8") as f:
-                stats = json.load(f)
-        except (OSError, ValueError):
-            continue  # none, or unreadable: nothing recorded
-        if isinstance(stats, dict) and stats.get("do_lower_case") is not None:
-            recorded.append((stats_path, stats))
+    recorded = [(path, stats) for path, stats in records_stats(paths, LOCAL_FILES)
+                if isinstance(stats, dict) and stats.get("do_lower_case") is not None]
     if not recorded:
         return None
     first_path, first = recorded[0]

@@ -241,6 +241,23 @@ MAX_VERSION = 2**63 - 1
 _VERSION_NAME = re.compile(r"[0-9]+")
 
 
+def check_version(model_dir: str, version: int) -> str:
+    """The folder of `version` in `model_dir` (MODEL_BASE/NAME), after refusing a
+    version TF Serving cannot read or one that exists (versions are never overwritten).
+
+    Raises:
+      InputError: one line naming the version or the folder.
+    """
+    if not 1 <= version <= MAX_VERSION:
+        raise InputError(f"--version must be in [1, 2^63 - 1] (TF Serving reads it as an "
+                         f"int64), got {version}")
+    final = os.path.join(model_dir, str(version))
+    if os.path.exists(final):
+        raise InputError(f"{final} already exists; versions are never overwritten "
+                         "(pick another --version or leave it out)")
+    return final
+
+
 def next_version(model_dir: str) -> int:
     """The highest version folder + 1 (1 for none), among the names TF Serving reads
     as versions; a name it does not (\"²\", beyond int64) is not one."""
@@ -328,13 +345,7 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
     os.makedirs(parent, exist_ok=True)
     clean_stale_tmp(parent)
     version = next_version(parent) if version is None else int(version)
-    if not 1 <= version <= MAX_VERSION:
-        raise InputError(f"--version must be in [1, 2^63 - 1] (TF Serving reads it as an "
-                         f"int64), got {version}")
-    final = os.path.join(parent, str(version))
-    if os.path.exists(final):
-        raise InputError(f"{final} already exists; versions are never overwritten "
-                         "(pick another --version or leave it out)")
+    final = check_version(parent, version)
     tmp = tempfile.mkdtemp(prefix=_tmp_prefix(version), dir=parent)
     try:
         fileio.honour_umask(tmp, directory=True)  # mkdtemp's 0700 would hide it from others

@@ -63,7 +63,7 @@ from electra_tf.tasks.base import (
     option,
     parse_label_names,
 )
-from electra_tf.text.cleaning import without_lone_surrogates
+from electra_tf.text.cleaning import newline_lines, without_lone_surrogates
 
 FORMATS = ("tsv", "csv", "jsonl")
 # A regression target written as text: what a spreadsheet or numpy writes. Python's
@@ -421,9 +421,9 @@ def _read_text(path: str) -> str:
 
 def _jsonl_rows(path: str, text: str) -> Iterator[tuple[int, dict]]:
     """(line number, object) of each non-blank line."""
-    # "\n" only: str.splitlines also splits at U+2028, U+2029 and U+0085, which JSON
-    # may hold raw inside a string.
-    for number, line in enumerate(text.split("\n"), start=1):
+    # newline_lines: str.splitlines also splits at U+2028, U+2029 and U+0085, which
+    # JSON may hold raw inside a string.
+    for number, line in enumerate(newline_lines(text), start=1):
         if not line.strip():
             continue
         try:

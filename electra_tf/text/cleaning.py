@@ -1,4 +1,5 @@
-"""Python strings that have no UTF-8 form, made ones that do."""
+"""Text as the readers take it: lone surrogates (no UTF-8 form) replaced, and lines
+split at newlines only."""
 
 from __future__ import annotations
 

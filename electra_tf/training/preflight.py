@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 
 from electra_tf.core.config import EncoderConfig, PretrainingConfig, PretrainingRun
 from electra_tf.core.errors import ConfigError
 from electra_tf.core.fileio import check_output_folder
-from electra_tf.data.builder import STATS_FILE
+from electra_tf.data.builder import records_stats
 from electra_tf.data.masking import MaskingConfig
 from electra_tf.data.packed import check_packed
 from electra_tf.data.tfrecord_reader import LOCAL_FILES, check_records, tensorflow_files
@@ -116,13 +115,7 @@ def _recorded_tokenizations(paths: list[str], fs, packed: bool):
             if recorded is not None:
                 yield path, recorded
         return
-    for folder in sorted({os.path.dirname(p) for p in paths}):
-        stats_path = os.path.join(folder, STATS_FILE)
-        try:  # opened, not globbed: a folder's name may hold glob characters ("rec[v2]")
-            with fs.open(stats_path) as f:
-                yield stats_path, json.loads(f.read())
-        except (ValueError, *fs.errors):
-            continue  # missing or not readable: nothing recorded to check against
+    yield from records_stats(paths, fs)
 
 
 def pretraining_masking(config: PretrainingConfig, run: PretrainingRun) -> MaskingConfig:

@@ -18,6 +18,15 @@ def shards(out):
             for f in sorted(os.listdir(out)) if f.startswith("pretrain_data.tfrecord")}
 
 
+def one_member_tar(path, mode: str, data: bytes) -> str:
+    """A tar at `path` (`mode`: "w", or "w:xz" compressed) of one member, 0001.txt."""
+    with tarfile.open(path, mode) as tar:
+        info = tarfile.TarInfo("0001.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
 def write_owt(root, archives=3, pages=4):
     """openwebtext/NAME.xz: tars (xz) of .txt web pages whose paragraphs are separated by
     blank lines, members stored out of name order; and each extracted to extracted/NAME/,
@@ -94,21 +103,13 @@ def test_a_damaged_archive_is_refused_naming_it_and_nothing_is_written(tiny_voca
                                          r"tar archive .* decompress it \(xz -dk "):
         build_pretraining_data(BuildOptions(files=(str(compressed),), vocab_file=tiny_vocab,
                                             output_dir=str(tmp_path / "out")))
-    plain_tar = tmp_path / "pages.tar"
-    with tarfile.open(plain_tar, "w") as tar:
-        info = tarfile.TarInfo("0001.txt")
-        info.size = 11
-        tar.addfile(info, io.BytesIO(b"just words\n"))
+    plain_tar = one_member_tar(tmp_path / "pages.tar", "w", b"just words\n")
     with pytest.raises(InputError, match=r"pages.tar is a tar archive, not text"):
-        build_pretraining_data(BuildOptions(files=(str(plain_tar),), vocab_file=tiny_vocab,
+        build_pretraining_data(BuildOptions(files=(plain_tar,), vocab_file=tiny_vocab,
                                             output_dir=str(tmp_path / "out")))
-    binary = tmp_path / "binary.xz"
-    with tarfile.open(binary, "w:xz") as tar:
-        info = tarfile.TarInfo("0001.txt")
-        info.size = 64
-        tar.addfile(info, io.BytesIO(b"\x00\x01" * 32))
+    binary = one_member_tar(tmp_path / "binary.xz", "w:xz", b"\x00\x01" * 32)
     with pytest.raises(InputError, match=r"binary.xz:0001.txt is not UTF-8 text"):
-        build_pretraining_data(BuildOptions(files=(str(binary),), vocab_file=tiny_vocab,
+        build_pretraining_data(BuildOptions(files=(binary,), vocab_file=tiny_vocab,
                                             output_dir=str(tmp_path / "out")))
 
 
