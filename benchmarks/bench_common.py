@@ -3,11 +3,14 @@ and each measured setting runs in a worker process of its own; the analytic FLOP
 count of a pre-training step (bench_pretraining.py and bench_gpu.py describe it
 in their module docstrings)."""
 
+import atexit
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,6 +39,18 @@ def repo_relative(path: str) -> str:
     return os.path.basename(full)
 
 
+def scratch_dir(prefix: str) -> str:
+    """A new temporary folder (under $TMPDIR) for a script's inputs and models.
+
+    It is removed, with everything in it, when the process exits: at the end, by an
+    exception or by Ctrl-C (not when the process is killed). A benchmark writes
+    hundreds of MB there (exports, checkpoints), and CI runs every script.
+    """
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def relative_flag(arg: str) -> str:
     """`--flag=PATH` with PATH made repo_relative when it is an absolute path."""
     name, eq, value = arg.partition("=")
@@ -51,6 +66,14 @@ def run_worker_process(cmd: list, env: dict, result_file: str, timeout_s=None) -
     comes back as {"error": ..., "process_wall_s": ...}, with the worker's
     last stderr lines, so that one setting's failure does not end a run.
     """
+    try:
+        return _run_worker(cmd, env, result_file, timeout_s)
+    finally:
+        if os.path.exists(result_file):
+            os.remove(result_file)
+
+
+def _run_worker(cmd: list, env: dict, result_file: str, timeout_s) -> dict:
     t0 = time.monotonic()
     try:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
@@ -69,7 +92,6 @@ def run_worker_process(cmd: list, env: dict, result_file: str, timeout_s=None) -
         return {"error": tail, "process_wall_s": wall}
     with open(result_file) as f:
         result = json.load(f)
-    os.remove(result_file)
     result["process_wall_s"] = wall
     return result
 

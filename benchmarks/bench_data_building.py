@@ -14,10 +14,9 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 
-from bench_common import repo_relative  # noqa: E402 (benchmarks/ is on sys.path)
+from bench_common import repo_relative, scratch_dir  # noqa: E402 (benchmarks/ is on sys.path)
 
 
 def main():
@@ -31,7 +30,7 @@ def main():
     from electra_tf.data.demo_corpus import write_corpus
     from electra_tf.text.vocab_builder import build_vocab
 
-    work = tempfile.mkdtemp(prefix="bench_data_")
+    work = scratch_dir("bench_data_")
     base = os.path.join(work, "corpus.txt")
     write_corpus(base)
     text = open(base, encoding="utf-8").read()

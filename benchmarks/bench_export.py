@@ -40,9 +40,7 @@ import json
 import os
 import platform
 import random
-import shutil
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -51,6 +49,7 @@ from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
     cpu_model,
     finetuned_folder,
     repo_relative,
+    scratch_dir,
     synthetic_vocab,
 )
 
@@ -309,7 +308,7 @@ def main():
     from electra_tf.serving.graph import length_buckets
 
     load_start = os.getloadavg()[0]
-    work = tempfile.mkdtemp(prefix="bench_export_")
+    work = scratch_dir("bench_export_")
     dirs = make_checkpoints(work, args.model_size)
     rng = random.Random(0)
     rows = []
@@ -444,7 +443,6 @@ def main():
                      f"{r['max_output_difference']:.2g} |")
     with open(args.output + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
-    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -14,13 +14,11 @@ compilation) are excluded from the timing.
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
-from bench_common import ROOT, cpu_model, relative_flag  # noqa: E402 (benchmarks/ is on sys.path)
+from bench_common import ROOT, cpu_model, relative_flag, scratch_dir  # noqa: E402 (benchmarks/ is on sys.path)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SETTINGS = "128:32:0:fp32,128:32:1:fp32,128:32:0:bf16,512:8:0:fp32,512:8:1:fp32,512:8:0:bf16"
@@ -71,7 +69,7 @@ def main():
     parser.add_argument("--model_size", default="small",
                         help="small (what the table records) or tiny (the test's toy run).")
     args = parser.parse_args()
-    work = tempfile.mkdtemp(prefix="bench_ft_")
+    work = scratch_dir("bench_ft_")
     settings = [(int(L), int(b), j, p) for L, b, j, p in
                 (item.split(":") for item in args.settings.split(","))]
     results = []
@@ -92,7 +90,6 @@ def main():
               "model_size": args.model_size, "results": results}
     with open(args.output, "w") as f:
         json.dump(report, f, indent=2)
-    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

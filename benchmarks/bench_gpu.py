@@ -102,6 +102,7 @@ import os
 import platform
 import re
 import shlex
+import shutil
 import statistics
 import struct
 import sys
@@ -113,7 +114,12 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
-from bench_common import model_flops_per_sequence, relative_flag, run_worker_process  # noqa: E402
+from bench_common import (  # noqa: E402
+    model_flops_per_sequence,
+    relative_flag,
+    run_worker_process,
+    scratch_dir,
+)
 
 VOCAB = 30522
 # name -> (PretrainingConfig fields as in configs/*.flags, label)
@@ -306,6 +312,8 @@ def profile_chunk(chunk, target: str) -> dict:
                 tar.add(folder, arcname=os.path.basename(target).split(".")[0])
         except Exception as e:  # noqa: BLE001 (a trace is a bonus: never lose the timings)
             return {"error": f"{type(e).__name__}: {e}"[:500], "tried": tried}
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)  # the archive holds what is kept
         size = os.path.getsize(target)
         tried.append({"options": options, "bytes": size})
         if size <= MAX_PROFILE_BYTES:
@@ -370,7 +378,7 @@ def worker_electra_tf(args):
 
     options = variant_options(args.variant)
     config = pretraining_config(args.size, attention_dropout_0="ad0" in options)
-    folder = tempfile.mkdtemp(prefix="bench_gpu_")
+    folder = scratch_dir("bench_gpu_")
     B = config.train_batch_size
     rows = synthetic_data(folder, config, B * args.pool_batches)
     run = PretrainingRun(model_dir=os.path.join(folder, "model"),
@@ -578,7 +586,7 @@ def worker_hf(args):
                             max_predictions_per_seq=config.resolved_max_predictions_per_seq,
                             mask_id=SPECIALS.index("[MASK]"), cls_id=SPECIALS.index("[CLS]"),
                             sep_id=SPECIALS.index("[SEP]"), vocab_size=V)
-    folder = tempfile.mkdtemp(prefix="bench_gpu_hf_")
+    folder = scratch_dir("bench_gpu_hf_")
     rows = synthetic_data(folder, config, config.train_batch_size * args.pool_batches)
     iterator = cycle(masked_batches(rows, config.train_batch_size, masking))
     keys = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",

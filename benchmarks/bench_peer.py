@@ -42,7 +42,6 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -52,6 +51,7 @@ from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
     cpu_model,
     pretrained_folder,
     repo_relative,
+    scratch_dir,
     synthetic_vocab,
 )
 
@@ -218,7 +218,7 @@ def main():
     precisions = args.precisions.split(",")
     if not set(precisions) <= {"fp32", "bf16"}:
         parser.error(f"--precisions={args.precisions}: fp32 and/or bf16")
-    args.work = tempfile.mkdtemp(prefix="bench_peer_")
+    args.work = scratch_dir("bench_peer_")
     load_start, t_start = os.getloadavg(), time.monotonic()
     train = {p: {"electra_tf": [], "transformers": []} for p in precisions}
     latency = {(f, t): {} for f in ("electra_tf", "transformers") for t in threads}

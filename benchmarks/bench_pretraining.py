@@ -52,7 +52,6 @@ import datetime
 import json
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -63,6 +62,7 @@ from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
     cpu_model,
     relative_flag,
     run_worker_process,
+    scratch_dir,
 )
 from bench_common import model_flops_per_sequence as pretraining_flops_per_sequence
 
@@ -185,7 +185,7 @@ def worker_ours(args):
     strategy = make_strategy("mirrored" if args.replicas > 1 else "default",
                              args.replicas if args.replicas > 1 else 0)
     config = small_config()
-    run = PretrainingRun(model_dir=tempfile.mkdtemp(prefix="bench_model_"),
+    run = PretrainingRun(model_dir=scratch_dir("bench_model_"),
                          train_data=os.path.join(args.data_dir, "pretrain_data.tfrecord-*"),
                          vocab_file=os.path.join(args.data_dir, "vocab.txt"),
                          strategy="mirrored" if args.replicas > 1 else "default",
@@ -208,7 +208,6 @@ def worker_ours(args):
     result["build_s"] = build_s
     result["num_replicas"] = strategy.num_replicas_in_sync
     result["optimizer_steps"] = p.step
-    shutil.rmtree(run.model_dir, ignore_errors=True)
     return result
 
 
@@ -425,8 +424,7 @@ def main():
     command = " ".join(["python", "benchmarks/bench_pretraining.py"]
                        + [relative_flag(a) for a in sys.argv[1:]])
     started = datetime.datetime.now().astimezone()
-    own_data = not args.data_dir
-    args.data_dir = args.data_dir or tempfile.mkdtemp(prefix="bench_pretraining_data_")
+    args.data_dir = args.data_dir or scratch_dir("bench_pretraining_data_")
     flops = model_flops_per_sequence(small_config())
     log(f"model FLOPs per sequence (train, analytic): {flops['train'] / 1e9:.3f} GFLOP "
         f"(forward {flops['forward'] / 1e9:.3f}: D {flops['discriminator_forward'] / 1e9:.3f},"
@@ -478,8 +476,6 @@ def main():
         json.dump(report, f, indent=1)
     write_markdown(report, args.output + ".md")
     log(f"wrote {json_path} and {args.output}.md")
-    if own_data:
-        shutil.rmtree(args.data_dir, ignore_errors=True)
 
 
 def _order(key):

@@ -34,7 +34,6 @@ import platform
 import random
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -43,6 +42,7 @@ from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
     call_times_ms,
     cpu_model,
     repo_relative,
+    scratch_dir,
 )
 
 sys.path.insert(0, ROOT)
@@ -137,7 +137,7 @@ def main():
     from electra_tf.serving.export import load_spec
     from electra_tf.serving.signatures import build_archive
 
-    work = tempfile.mkdtemp(prefix="bench_serving_floor_")
+    work = scratch_dir("bench_serving_floor_")
     dirs = make_checkpoints(work, args.model_size)
     for name in GRAPHS:
         spec = load_spec("sequence_classification", dirs["sst2"])

@@ -40,7 +40,6 @@ import platform
 import random
 import subprocess
 import sys
-import tempfile
 import time
 from unittest import mock
 
@@ -50,6 +49,7 @@ from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
     cpu_model,
     finetuned_folder,
     repo_relative,
+    scratch_dir,
     synthetic_vocab,
 )
 
@@ -197,7 +197,7 @@ def main():
     unknown = [e for e in encoders if e not in ENCODERS]
     if unknown:
         raise SystemExit(f"unknown encoder(s) {unknown}; known: {', '.join(ENCODERS)}")
-    work = tempfile.mkdtemp(prefix="bench_serving_threads_")
+    work = scratch_dir("bench_serving_threads_")
     vocab = synthetic_vocab(os.path.join(work, "vocab.txt"))
     folder = finetuned_folder(os.path.join(work, "sst2"), "sst2", vocab, args.model_size)
     spec = load_spec("sequence_classification", folder)

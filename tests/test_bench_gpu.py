@@ -246,9 +246,15 @@ def test_the_toy_run_writes_every_field(tmp_path):
     (hide / "sitecustomize.py").write_text(HIDE_TENSORFLOW)
     out_dir = tmp_path / "out"
     # a budget no slow machine runs out of: the guard itself is the fast test's
-    proc = lease("toy", OUT=str(out_dir), BUDGET_S="3600", PYTHONPATH=str(hide))
+    scratch = tmp_path / "TMPDIR"
+    scratch.mkdir()
+    proc = lease("toy", OUT=str(out_dir), BUDGET_S="3600", PYTHONPATH=str(hide),
+                 TMPDIR=str(scratch))
     out = str(out_dir / "gpu_lease")
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    # each worker's data and model folder, the traces' folders, the result files: removed
+    assert not [p for p in os.listdir(scratch)
+                if p.startswith("bench_") or p.endswith(".json")], os.listdir(scratch)
     with open(out_dir / "device.txt") as f:
         device = f.read()
     assert "| jax " in device and "| keras " in device

@@ -9,7 +9,7 @@ import os
 import re
 
 import pytest
-from helpers import REPO, run_python
+from helpers import REPO, child_env, run_python
 
 BENCHMARKS = os.path.join(REPO, "benchmarks")
 SCRIPTS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(BENCHMARKS, "bench_*.py"))
@@ -49,9 +49,17 @@ def test_benchmarks_write_no_folder_format_by_hand():
         assert not by_hand.findall(source), name
 
 
-def _run(args, timeout):
-    proc = run_python([os.path.join("benchmarks", args[0]), *args[1:]], timeout=timeout)
+def _run(args, timeout, tmp_path):
+    """Runs a script to the end; what it wrote under $TMPDIR (its inputs, models and
+    exports, hundreds of MB at full size) is gone when it exits."""
+    scratch = tmp_path / "TMPDIR"
+    scratch.mkdir()
+    proc = run_python([os.path.join("benchmarks", args[0]), *args[1:]], timeout=timeout,
+                      env=child_env(TMPDIR=str(scratch)))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # TensorFlow's AutoGraph leaves its generated modules there; nothing of the script's
+    assert not [p for p in os.listdir(scratch)
+                if p.startswith("bench_") or p.endswith(".json")], os.listdir(scratch)
     return proc
 
 
@@ -59,7 +67,7 @@ def _run(args, timeout):
 def test_bench_export_at_toy_size(tmp_path):
     out = tmp_path / "export"
     _run(["bench_export.py", "--model_size=tiny", "--big_batch=2", "--iters=2", "--warmup=1",
-          "--check_iters=2", "--bucket_iters=1", f"--output={out}"], 240)
+          "--check_iters=2", "--bucket_iters=1", f"--output={out}"], 240, tmp_path)
     result = json.loads(out.with_suffix(".json").read_text())
     assert len(result["rows"]) == 8 and len(result["input_checks"]) == 4
     assert result["length_buckets"] and all(
@@ -71,7 +79,7 @@ def test_bench_export_at_toy_size(tmp_path):
 def test_bench_serving_floor_at_toy_size(tmp_path):
     out = tmp_path / "floor"
     _run(["bench_serving_floor.py", "--model_size=tiny", "--threads=1", "--onednn=1",
-          "--lengths=16", "--iters=2", "--warmup=1", f"--output={out}"], 120)
+          "--lengths=16", "--iters=2", "--warmup=1", f"--output={out}"], 120, tmp_path)
     rows = json.loads(out.with_suffix(".json").read_text())["rows"]
     assert {r["part"] for r in rows} == {"model", "export"}
     assert all(r["p50_ms"] > 0 for r in rows)
@@ -81,7 +89,7 @@ def test_bench_serving_floor_at_toy_size(tmp_path):
 def test_bench_finetuning_at_toy_size(tmp_path):
     out = tmp_path / "ft.json"
     _run(["bench_finetuning.py", "--model_size=tiny", "--settings=32:4:0:fp32", "--steps=1",
-          f"--output={out}"], 120)
+          f"--output={out}"], 120, tmp_path)
     (row,) = json.loads(out.read_text())["results"]
     assert row["examples_per_second"] > 0 and row["seq_length"] == 32
 
@@ -91,7 +99,7 @@ def test_bench_pretraining_at_toy_size(tmp_path):
     out = tmp_path / "pre"
     _run(["bench_pretraining.py", "--toy", "--warmup=1", "--steps=1", "--matmul_repeats=1",
           "--only=electra_tf/jit0/fp32/r1,model_garden/jit0/fp32/r1", f"--output={out}"],
-         240)
+         240, tmp_path)
     results = json.loads(out.with_suffix(".json").read_text())["results"]
     assert [r["key"] for r in results] == ["electra_tf/jit0/fp32/r1", "model_garden/jit0/fp32/r1"]
     assert all(r["sequences_per_second"] > 0 for r in results), results
@@ -101,7 +109,7 @@ def test_bench_pretraining_at_toy_size(tmp_path):
 def test_bench_data_building_at_toy_size(tmp_path):
     out = tmp_path / "data.json"
     _run(["bench_data_building.py", "--copies=1", "--num_shards=2", f"--output={out}"],
-         180)
+         180, tmp_path)
     result = json.loads(out.read_text())
     assert result["identical_bytes_1_vs_2_processes"]
     assert [r["num_processes"] for r in result["results"]] == [1, 2]
@@ -117,7 +125,7 @@ def test_bench_packed_input_at_toy_size(tmp_path, tiny_corpus, tiny_vocab):
     out = tmp_path / "packed"
     _run(["bench_packed_input.py", f"--records={data}/pretrain_data.tfrecord*",
           f"--vocab_file={tiny_vocab}", "--batch_size=4", "--max_seq_length=32",
-          "--seconds=0.2", f"--output={out}"], 60)
+          "--seconds=0.2", f"--output={out}"], 60, tmp_path)
     results = json.loads(out.with_suffix(".json").read_text())["results"]
     assert results["pack"]["examples"] > 0
     assert all(results[k]["sequences_per_second"] > 0
@@ -128,7 +136,7 @@ def test_bench_packed_input_at_toy_size(tmp_path, tiny_corpus, tiny_vocab):
 def test_bench_score_export_at_toy_size(tmp_path):
     out = tmp_path / "score"
     _run(["bench_score_export.py", "--model_size=tiny", "--vocab_size=400", "--iters=2",
-          "--warmup=1", f"--output={out}"], 180)
+          "--warmup=1", f"--output={out}"], 180, tmp_path)
     result = json.loads(out.with_suffix(".json").read_text())
     assert result["model_size"] == "tiny" and result["iters"] == 2
     assert result["score"]["p50_ms"] > 0 and result["classification"]["p50_ms"] > 0
@@ -141,7 +149,7 @@ def test_bench_serving_threads_at_toy_size(tmp_path):
     encoders = ("matmul", "long_path", "transposes", "batchmatmulv3")
     _run(["bench_serving_threads.py", "--model_size=tiny", "--settings=intra1",
           f"--encoders={','.join(encoders)}", "--rounds=2", "--iters=2", "--warmup=1",
-          "--batch=2", f"--output={out}"], 180)
+          "--batch=2", f"--output={out}"], 180, tmp_path)
     rows = json.loads(out.with_suffix(".json").read_text())["rows"]
     assert {(r["encoder"], r["setting"], r["request"]) for r in rows} == {
         (e, "intra1", q) for e in encoders
@@ -157,7 +165,7 @@ def test_bench_peer_at_toy_size(tmp_path):
     out = tmp_path / "peer"
     _run(["bench_peer.py", "--model_size=tiny", "--seq_length=16", "--batch_size=2",
           "--steps=1", "--warmup=1", "--iters=2", "--lengths=16", "--threads=1",
-          "--rounds=1", "--precisions=fp32,bf16", f"--output={out}"], 300)
+          "--rounds=1", "--precisions=fp32,bf16", f"--output={out}"], 300, tmp_path)
     result = json.loads(out.with_suffix(".json").read_text())
     for precision in ("fp32", "bf16"):
         assert set(result["results"]["finetuning"][precision]) == {"electra_tf", "transformers"}
