@@ -5,10 +5,17 @@
 A randomly initialized Small discriminator (vocab 30522) is saved by
 electra_tf's own folder writers (a pre-training model_dir, as run_pretraining
 writes one), then fine-tuned on a synthetic classification
-task (SST-2 layout, sentences long enough to fill the window) through the
-real `Finetuning` loop: tf.data input, per-replica step, layer-wise decay,
-AdamW. Each setting runs in a fresh process; warm-up steps (tracing, XLA
-compilation) are excluded from the timing.
+task (SST-2 layout, sentences long enough to fill the window; with
+--sentence_words=LO:HI, LO to HI words each) through the real `Finetuning` loop:
+tf.data input, batches cut to their longest example (FinetuningRun.trim_batches;
+a setting's TRIM field 0 keeps every batch at the window), per-replica step,
+layer-wise decay, AdamW. Each setting runs in a fresh process; warm-up steps
+(tracing, XLA compilation) are excluded from the timing. The A/B of batch
+trimming on SST-2-like lengths (finetuning_throughput.md):
+
+    python benchmarks/bench_finetuning.py --sentence_words=4:40 --steps=4 \
+        --settings=128:32:0:fp32:0,128:32:0:fp32:1,128:32:0:fp32:0,128:32:0:fp32:1 \
+        --output=benchmarks/finetuning_trim.json
 """
 
 import argparse
@@ -33,19 +40,20 @@ from electra_tf.tasks.registry import get_task
 from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
 work, L, batch, jit, precision, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5], int(sys.argv[6])
 model_size = sys.argv[7]
+trim, words = sys.argv[9] == "1", [int(w) for w in sys.argv[10].split(":")] if sys.argv[10] else [L, L]
 pre = os.path.join(work, "pretrained")
 if not os.path.exists(pre):  # written once, by electra_tf's folder writers
     pretrained_folder(pre, synthetic_vocab(os.path.join(work, "vocab.txt")), model_size)
-data = os.path.join(work, f"data{L}")
+data = os.path.join(work, f"data{L}_{words[0]}_{words[1]}")
 if not os.path.exists(data):
     os.makedirs(data)
     rng = random.Random(0)
     for split, n in (("train", batch * (steps + 4)), ("dev", batch)):
-        rows = ["sentence\tlabel"] + [" ".join(f"w{rng.randrange(5000)}" for _ in range(L)) + f"\t{i % 2}" for i in range(n)]
+        rows = ["sentence\tlabel"] + [" ".join(f"w{rng.randrange(5000)}" for _ in range(rng.randint(*words))) + f"\t{i % 2}" for i in range(n)]
         open(os.path.join(data, f"{split}.tsv"), "w").write("\n".join(rows) + "\n")
 run = FinetuningRun(model_dir=os.path.join(work, f"m{L}{jit}{precision}{time.time()}"), data_dir=data,
                     init_checkpoint=pre, jit_compile=jit,
-                    mixed_precision=precision, do_eval=False)
+                    mixed_precision=precision, do_eval=False, trim_batches=trim)
 ft = TensorFlowFinetuning(get_task("sst2"), FinetuningConfig(task_name="sst2", max_seq_length=L, train_batch_size=batch, model_size=model_size,
                 num_train_epochs=1, save_checkpoints_steps=10**6), run)
 _, feats = ft.features("train")
@@ -56,6 +64,7 @@ t0 = time.perf_counter()
 ft.train_steps(it, steps)
 dt = time.perf_counter() - t0
 print("RESULT", json.dumps({"seq_length": L, "batch": batch, "jit_compile": jit, "precision": precision,
+                            "trim_batches": trim, "sentence_words": sys.argv[10] or "fill",
                             "steps": steps, "seconds": round(dt, 3), "examples_per_second": round(steps * batch / dt, 2)}))
 '''
 
@@ -65,23 +74,30 @@ def main():
     parser.add_argument("--output", default="benchmarks/finetuning_throughput.json")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--settings", default=SETTINGS,
-                        help="comma-separated SEQ:BATCH:JIT:PRECISION (JIT 0 or 1; fp32, bf16)")
+                        help="comma-separated SEQ:BATCH:JIT:PRECISION[:TRIM] (JIT 0 or 1; fp32, "
+                             "bf16; TRIM 1, the default, or 0: FinetuningRun.trim_batches); "
+                             "a setting given twice runs twice, in the order given")
+    parser.add_argument("--sentence_words", default="",
+                        help="LO:HI: each synthetic sentence has LO..HI words (one token "
+                             "each), e.g. 4:40 for SST-2-like lengths; empty: every sentence "
+                             "fills the window")
     parser.add_argument("--model_size", default="small",
                         help="small (what the table records) or tiny (the test's toy run).")
     args = parser.parse_args()
     work = scratch_dir("bench_ft_")
-    settings = [(int(L), int(b), j, p) for L, b, j, p in
+    settings = [(int(L), int(b), j, p, (t or ["1"])[0]) for L, b, j, p, *t in
                 (item.split(":") for item in args.settings.split(","))]
     results = []
-    for L, batch, jit, precision in settings:
+    for L, batch, jit, precision, trim in settings:
         t0 = time.monotonic()
         proc = subprocess.run([sys.executable, "-c", CHILD, work, str(L), str(batch), jit,
-                               precision, str(args.steps), args.model_size, HERE],
+                               precision, str(args.steps), args.model_size, HERE, trim,
+                               args.sentence_words],
                               capture_output=True, text=True, cwd=ROOT)
         line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
         if proc.returncode or not line:
             print(proc.stderr[-2000:], file=sys.stderr)
-            raise SystemExit(f"setting {(L, batch, jit, precision)} failed")
+            raise SystemExit(f"setting {(L, batch, jit, precision, trim)} failed")
         results.append(json.loads(line[0][7:]))
         print(results[-1], f"(process {time.monotonic() - t0:.0f}s)", flush=True)
     command = " ".join(["python", "benchmarks/bench_finetuning.py"]

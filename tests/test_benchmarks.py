@@ -88,10 +88,12 @@ def test_bench_serving_floor_at_toy_size(tmp_path):
 @pytest.mark.slow
 def test_bench_finetuning_at_toy_size(tmp_path):
     out = tmp_path / "ft.json"
-    _run(["bench_finetuning.py", "--model_size=tiny", "--settings=32:4:0:fp32", "--steps=1",
-          f"--output={out}"], 120, tmp_path)
-    (row,) = json.loads(out.read_text())["results"]
-    assert row["examples_per_second"] > 0 and row["seq_length"] == 32
+    _run(["bench_finetuning.py", "--model_size=tiny", "--settings=32:4:0:fp32:0,32:4:0:fp32",
+          "--sentence_words=2:6", "--steps=1", f"--output={out}"], 180, tmp_path)
+    rows = json.loads(out.read_text())["results"]
+    assert [r["trim_batches"] for r in rows] == [False, True]  # TRIM: 1 when not given
+    assert all(r["examples_per_second"] > 0 and r["seq_length"] == 32
+               and r["sentence_words"] == "2:6" for r in rows)
 
 
 @pytest.mark.slow

@@ -458,6 +458,54 @@ def check_recorded_labels(task, model_dir: str) -> None:
                           f"{shlex.quote(format_label_names(names))} or another --model_dir")
 
 
+
+def trim_bucket(max_seq_length: int) -> int:
+    """The step trim_batch rounds a batch's length up to: an eighth of max_seq_length
+    (at least 8), so that a compiled step (XLA, JAX) sees at most 8 lengths."""
+    return max(8, -(-max_seq_length // 8))
+
+
+def trim_batch(batch: dict, max_seq_length: int) -> dict:
+    """A batch of [B, max_seq_length] features cut to the positions its examples use.
+
+    The kept length is one past the last position any example's input_mask marks,
+    rounded up to trim_bucket(max_seq_length) (at most max_seq_length). Every
+    [B, max_seq_length] feature (the ids, masks, per-token labels) is sliced to it;
+    the others (labels, answer positions) are kept whole. The positions cut are
+    padding every example's mask excludes: the encoder attends no padded key, and
+    the heads read [CLS], mask the padded span logits, or weight the padded tags 0,
+    so the loss and its gradient are those of the full batch (dropout masks aside,
+    which are drawn for the shape). Runs inside tf.data.
+    """
+    import tensorflow as tf
+
+    used = tf.reduce_any(tf.not_equal(batch["input_mask"], 0), axis=0)  # [max_seq_length]
+    last = tf.maximum(1, tf.reduce_max(tf.where(used, tf.range(1, max_seq_length + 1), 0)))
+    step = trim_bucket(max_seq_length)
+    length = tf.minimum(max_seq_length, -(-last // step) * step)
+    return {k: v[:, :length] if v.shape.rank == 2 and v.shape[1] == max_seq_length else v
+            for k, v in batch.items()}
+
+
+# Batches are cut only where that saves at least this share of the positions: a cut
+# batch's length is unknown when the step is traced, and the dynamic shape cost an
+# ELECTRA-Small step on CPU about 5% where every batch filled the window
+# (benchmarks/finetuning_throughput.md).
+MIN_TRIM_SAVING = 0.1
+
+
+def mean_trimmed_length(input_mask: np.ndarray, batch_size: int, samples: int = 256,
+                        seed: int = 0) -> float:
+    """The mean length trim_batch gives batches of `batch_size` random rows of
+    `input_mask` [N, max_seq_length] (`samples` batches, drawn without replacement)."""
+    n, max_seq_length = input_mask.shape
+    used = np.where(input_mask.any(1), max_seq_length - np.argmax(input_mask[:, ::-1] != 0, 1), 1)
+    step, rng = trim_bucket(max_seq_length), np.random.default_rng(seed)
+    batch = min(batch_size, n)
+    longest = [used[rng.choice(n, batch, replace=False)].max() for _ in range(samples)]
+    return float(np.mean(np.minimum(max_seq_length, -(-np.asarray(longest) // step) * step)))
+
+
 class Finetuning:
     """What both backends' fine-tuning loops share (see the module docstring).
 
@@ -547,6 +595,7 @@ class Finetuning:
         self.epochs = config.num_train_epochs or task.default_epochs
         self._variables = list(self.model.trainable_variables)
         self._features: dict[str, tuple[list, base.Features]] = {}
+        self._trim: bool | None = None  # trims_batches, decided once on the train split
 
     def _scope(self):
         return contextlib.nullcontext()
@@ -572,7 +621,26 @@ class Finetuning:
         tensors = {**feats.inputs, **feats.labels}
         ds = tf.data.Dataset.from_tensor_slices(tensors)
         ds = ds.shuffle(len(feats), seed=self.config.seed + epoch, reshuffle_each_iteration=False)
-        return ds.batch(self.config.train_batch_size, drop_remainder=True).skip(skip)
+        ds = ds.batch(self.config.train_batch_size, drop_remainder=True).skip(skip)
+        if self.trims_batches:
+            ds = ds.map(lambda batch: trim_batch(batch, self.max_seq_length))
+        return ds
+
+    @property
+    def trims_batches(self) -> bool:
+        """Whether training cuts its batches (trim_batch): --trim_batches, where that
+        saves at least MIN_TRIM_SAVING of the positions on the train split."""
+        if self._trim is None:
+            self._trim = False
+            if self.run.trim_batches:
+                mask = self.features("train")[1].inputs["input_mask"]
+                mean = mean_trimmed_length(mask, self.config.train_batch_size)
+                self._trim = mean <= (1 - MIN_TRIM_SAVING) * self.max_seq_length
+                self._log(f"training batches {'cut' if self._trim else 'not cut'} to their "
+                          f"longest example: {mean:.0f} of {self.max_seq_length} positions "
+                          f"on average" + ("" if self._trim else
+                                           f" (cut where that saves {MIN_TRIM_SAVING:.0%})"))
+        return self._trim
 
     # === The optimizer ===
     def build_optimizer(self, total_steps: int):
