@@ -91,3 +91,19 @@ def test_batches_that_fill_the_window_are_not_cut(pretrained_dir, tmp_path, toy_
     off = trainer("sst2", toy_sst2_dir, pretrained_dir, tmp_path / "c", trim_batches=False)
     assert not off.trims_batches
     assert off.train_dataset(0).element_spec["input_ids"].shape.as_list() == [8, L]
+
+
+@pytest.mark.slow
+def test_mirrored_replicas_train_on_cut_batches(pretrained_dir, tmp_path, toy_sst2_dir):
+    """run_finetuning on two CPU replicas (tf.distribute's MirroredStrategy): each replica
+    gets its share of a cut batch."""
+    from helpers import run_module
+
+    proc = run_module("electra_tf.run_finetuning", "--task_name=sst2",
+                      f"--data_dir={toy_sst2_dir}", f"--init_checkpoint={pretrained_dir}",
+                      f"--model_dir={tmp_path / 'm'}", "--max_seq_length=64",
+                      "--train_batch_size=8", "--num_train_epochs=0.1", "--do_eval=false",
+                      "--strategy=mirrored", "--num_devices=2", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "training batches cut to their longest example" in proc.stderr, proc.stderr[-3000:]
+    assert (tmp_path / "m" / "finetuned.weights.h5").exists()
