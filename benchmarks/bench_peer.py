@@ -20,7 +20,11 @@ transformers' is built from electra_tf's own config mapping
      clipping to 1.0, torch.optim.AdamW), on random ids of the same shape; for
      bf16 the forward pass under torch.autocast("cpu", torch.bfloat16), as the
      Trainer's `bf16=True` runs it on a CPU.
-   --warmup steps are excluded, then --steps timed.
+   --warmup steps are excluded, then --steps timed. With --sentence_words=LO:HI
+   the examples are sentences of LO to HI words (one token each) instead of full
+   windows: electra_tf cuts each batch to its longest example (its default,
+   --trim_batches, rounded up to --seq_length/8), transformers pads each batch to
+   its longest, as its DataCollatorWithPadding does.
 2. Batch-1 latency (ms, p50) at each of --lengths positions (all real), for
    each of --threads intra-op threads (TensorFlow's intra-op pool;
    torch.set_num_threads), inference only:
@@ -82,11 +86,24 @@ def child_hf_train(args):
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
     gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(1000, 30000, (args.batch_size, args.seq_length), generator=gen)
-    labels = torch.randint(0, 2, (args.batch_size,), generator=gen)
-    mask, types = torch.ones_like(ids), torch.zeros_like(ids)
+    batches = []
+    for _ in range(args.warmup + args.steps if args.sentence_words else 1):
+        if args.sentence_words:  # [CLS] LO..HI words [SEP], padded to the longest
+            lo, hi = (int(w) for w in args.sentence_words.split(":"))
+            lengths = torch.randint(lo + 2, hi + 3, (args.batch_size,), generator=gen)
+            lengths = lengths.clamp(max=args.seq_length)
+            width = int(lengths.max())
+            mask = (torch.arange(width)[None, :] < lengths[:, None]).long()
+        else:
+            width, mask = args.seq_length, torch.ones(args.batch_size, args.seq_length,
+                                                      dtype=torch.long)
+        ids = torch.randint(1000, 30000, (args.batch_size, width), generator=gen) * mask
+        labels = torch.randint(0, 2, (args.batch_size,), generator=gen)
+        batches.append((ids, mask, torch.zeros_like(ids), labels))
+    batch_index = iter(range(10 ** 9))
 
     def step():
+        ids, mask, types, labels = batches[next(batch_index) % len(batches)]
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
             loss = model(input_ids=ids, attention_mask=mask, token_type_ids=types,
@@ -116,7 +133,7 @@ def child_ours_train(args):
         pretrained_folder(pre, synthetic_vocab(os.path.join(work, "vocab.txt")),
                           args.model_size)
     cmd = [sys.executable, "-c", CHILD, work, str(args.seq_length), str(args.batch_size), "0",
-           args.precision, str(args.steps), args.model_size, HERE]
+           args.precision, str(args.steps), args.model_size, HERE, "1", args.sentence_words]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     if proc.returncode or not line:
@@ -177,7 +194,7 @@ def _run_child(args, kind, threads=0, precision="fp32"):
            f"--batch_size={args.batch_size}", f"--steps={args.steps}",
            f"--warmup={args.warmup}", f"--iters={args.iters}",
            f"--lengths={','.join(map(str, args.lengths))}", f"--threads={threads}",
-           f"--work={args.work}"]
+           f"--sentence_words={args.sentence_words}", f"--work={args.work}"]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
@@ -202,6 +219,12 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--precisions", default="fp32",
                         help="comma-separated fine-tuning precisions: fp32, bf16")
+    parser.add_argument("--sentence_words", default="",
+                        help="LO:HI: fine-tune on sentences of LO..HI words (one token each), "
+                             "electra_tf cutting each batch to its longest example "
+                             "(--trim_batches), transformers padding it to its longest (as "
+                             "DataCollatorWithPadding); empty: every example fills "
+                             "--seq_length")
     parser.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)  # a child's
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
     parser.add_argument("--work", default="", help=argparse.SUPPRESS)
@@ -263,6 +286,7 @@ def main():
             ("iters", args.iters), ("lengths", ",".join(map(str, args.lengths))),
             ("threads", args.threads), ("rounds", args.rounds),
             ("precisions", args.precisions),
+            *((("sentence_words", args.sentence_words),) if args.sentence_words else ()),
             ("output", repo_relative(args.output)))])
     machine = {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
                "tensorflow": tf.__version__, "torch": torch.__version__,
@@ -286,8 +310,10 @@ def main():
              f"{args.rounds} rounds, the frameworks alternating (the script's docstring says "
              "what each side runs).", ""]
     for precision, by_name in results["finetuning"].items():
+        words = (f", sentences of {args.sentence_words.replace(':', '-')} words"
+                 if args.sentence_words else "")
         lines += [f"## Fine-tuning, L{args.seq_length} batch {args.batch_size} {precision}, "
-                  "default threads", "",
+                  f"default threads{words}", "",
                   "| framework | examples/s (median) | each round |", "|---|---:|---|"]
         for name, r in by_name.items():
             lines.append(f"| {name} | {r['examples_per_second']} | "

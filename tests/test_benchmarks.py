@@ -175,3 +175,12 @@ def test_bench_peer_at_toy_size(tmp_path):
     assert "## Fine-tuning, L16 batch 2 bf16" in out.with_suffix(".md").read_text()
     assert {(r["framework"], r["length"]) for r in result["results"]["latency_p50_ms"]} == {
         ("electra_tf", 16), ("transformers", 16)}
+    # short texts: each framework on sentences shorter than the window
+    short = tmp_path / "short"
+    short.mkdir()
+    _run(["bench_peer.py", "--model_size=tiny", "--seq_length=32", "--batch_size=2",
+          "--steps=1", "--warmup=1", "--iters=1", "--lengths=16", "--threads=1",
+          "--rounds=1", "--sentence_words=2:6", f"--output={short / 'peer'}"], 300, short)
+    text = (short / "peer.md").read_text()
+    assert "## Fine-tuning, L32 batch 2 fp32, default threads, sentences of 2-6 words" in text
+    assert "--sentence_words=2:6" in text
