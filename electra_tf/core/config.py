@@ -907,9 +907,10 @@ class FinetuningRun(RuntimeOptions):
     keep_all_models: bool = _field(
         True, "with num_trials > 1: False keeps only the last trial's folder (the original's)")
     trim_batches: bool = _field(
-        True, "train on each batch cut to its longest example, rounded up to 1/8 of "
-        "max_seq_length: the same model function on fewer positions (short texts train "
-        "several times faster); False: every batch at max_seq_length, as the original")
+        True, "train on each batch cut to its longest example (rounded up to an eighth of "
+        "max_seq_length where the step is compiled: XLA, JAX): the same loss on fewer "
+        "positions, short texts train several times faster; False: every batch at "
+        "max_seq_length, as the original")
 
     def __post_init__(self) -> None:
         """Checks the run's options at construction, refusing the JAX ones fine-tuning has

@@ -460,16 +460,16 @@ def check_recorded_labels(task, model_dir: str) -> None:
 
 
 def trim_bucket(max_seq_length: int) -> int:
-    """The step trim_batch rounds a batch's length up to: an eighth of max_seq_length
-    (at least 8), so that a compiled step (XLA, JAX) sees at most 8 lengths."""
+    """The step a compiled step's batches (XLA, JAX) are cut to multiples of: an eighth
+    of max_seq_length (at least 8), so that it compiles for at most 8 lengths."""
     return max(8, -(-max_seq_length // 8))
 
 
-def trim_batch(batch: dict, max_seq_length: int) -> dict:
+def trim_batch(batch: dict, max_seq_length: int, step: int = 1) -> dict:
     """A batch of [B, max_seq_length] features cut to the positions its examples use.
 
     The kept length is one past the last position any example's input_mask marks,
-    rounded up to trim_bucket(max_seq_length) (at most max_seq_length). Every
+    rounded up to a multiple of `step` (at most max_seq_length). Every
     [B, max_seq_length] feature (the ids, masks, per-token labels) is sliced to it;
     the others (labels, answer positions) are kept whole. The positions cut are
     padding every example's mask excludes: the encoder attends no padded key, and
@@ -481,7 +481,6 @@ def trim_batch(batch: dict, max_seq_length: int) -> dict:
 
     used = tf.reduce_any(tf.not_equal(batch["input_mask"], 0), axis=0)  # [max_seq_length]
     last = tf.maximum(1, tf.reduce_max(tf.where(used, tf.range(1, max_seq_length + 1), 0)))
-    step = trim_bucket(max_seq_length)
     length = tf.minimum(max_seq_length, -(-last // step) * step)
     return {k: v[:, :length] if v.shape.rank == 2 and v.shape[1] == max_seq_length else v
             for k, v in batch.items()}
@@ -494,13 +493,13 @@ def trim_batch(batch: dict, max_seq_length: int) -> dict:
 MIN_TRIM_SAVING = 0.1
 
 
-def mean_trimmed_length(input_mask: np.ndarray, batch_size: int, samples: int = 256,
-                        seed: int = 0) -> float:
-    """The mean length trim_batch gives batches of `batch_size` random rows of
+def mean_trimmed_length(input_mask: np.ndarray, batch_size: int, step: int = 1,
+                        samples: int = 256, seed: int = 0) -> float:
+    """The mean length trim_batch(..., step) gives batches of `batch_size` random rows of
     `input_mask` [N, max_seq_length] (`samples` batches, drawn without replacement)."""
     n, max_seq_length = input_mask.shape
     used = np.where(input_mask.any(1), max_seq_length - np.argmax(input_mask[:, ::-1] != 0, 1), 1)
-    step, rng = trim_bucket(max_seq_length), np.random.default_rng(seed)
+    rng = np.random.default_rng(seed)
     batch = min(batch_size, n)
     longest = [used[rng.choice(n, batch, replace=False)].max() for _ in range(samples)]
     return float(np.mean(np.minimum(max_seq_length, -(-np.asarray(longest) // step) * step)))
@@ -512,10 +511,12 @@ class Finetuning:
     A subclass sets `chief` before this constructor runs, and provides
     `_scope()` (where variables are created), `train_iterator(epoch, skip)`,
     `train_steps(iterator, n)`, `_predict_batch(inputs)` and
-    `make_checkpoints()` (checkpoints.TensorFlowCheckpoints or NpzCheckpoints).
+    `make_checkpoints()` (checkpoints.TensorFlowCheckpoints or NpzCheckpoints), and
+    sets `backend`.
     """
 
     chief = True
+    backend = ""  # "tensorflow" or "jax"
 
     @property
     def step(self) -> int:
@@ -623,8 +624,18 @@ class Finetuning:
         ds = ds.shuffle(len(feats), seed=self.config.seed + epoch, reshuffle_each_iteration=False)
         ds = ds.batch(self.config.train_batch_size, drop_remainder=True).skip(skip)
         if self.trims_batches:
-            ds = ds.map(lambda batch: trim_batch(batch, self.max_seq_length))
+            ds = ds.map(lambda batch: trim_batch(batch, self.max_seq_length, self.trim_step))
         return ds
+
+    @property
+    def trim_step(self) -> int:
+        """What trim_batch rounds a cut batch's length up to: 1 (the longest example
+        itself) where the step is not compiled (TensorFlow without --jit_compile: a new
+        length costs nothing), trim_bucket's eighth of max_seq_length where it is (XLA,
+        JAX: each length compiles once)."""
+        if self.backend == "tensorflow" and not self.run.jit_compile:
+            return 1
+        return trim_bucket(self.max_seq_length)
 
     @property
     def trims_batches(self) -> bool:
@@ -634,7 +645,7 @@ class Finetuning:
             self._trim = False
             if self.run.trim_batches:
                 mask = self.features("train")[1].inputs["input_mask"]
-                mean = mean_trimmed_length(mask, self.config.train_batch_size)
+                mean = mean_trimmed_length(mask, self.config.train_batch_size, self.trim_step)
                 self._trim = mean <= (1 - MIN_TRIM_SAVING) * self.max_seq_length
                 self._log(f"training batches {'cut' if self._trim else 'not cut'} to their "
                           f"longest example: {mean:.0f} of {self.max_seq_length} positions "

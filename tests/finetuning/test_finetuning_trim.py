@@ -27,15 +27,16 @@ def trainer(task, data_dir, pretrained_dir, model_dir, max_seq_length=L, **run):
 @pytest.mark.parametrize("task", TASKS)
 def test_a_cut_batch_gives_the_full_batchs_loss_and_gradient(task, request, pretrained_dir,
                                                              tmp_path):
-    from electra_tf.training.finetuning import trim_batch, trim_bucket
+    from electra_tf.training.finetuning import trim_batch
 
     ft = trainer(task, request.getfixturevalue(TASKS[task]), pretrained_dir, tmp_path,
                  trim_batches=False)
     full = next(iter(ft.train_dataset(0)))
-    cut = trim_batch(full, L)
-    length = cut["input_ids"].shape[1]
     used = int(np.nonzero(full["input_mask"].numpy().any(0))[0].max()) + 1
-    assert length < L and length % trim_bucket(L) == 0 and used <= length < used + trim_bucket(L)
+    assert trim_batch(full, L)["input_ids"].shape[1] == used  # the longest example itself
+    cut = trim_batch(full, L, step=8)  # rounded up, as a compiled step's
+    length = cut["input_ids"].shape[1]
+    assert length < L and length % 8 == 0 and used <= length < used + 8
     for k, v in full.items():  # every per-position feature is cut, the others kept whole
         per_position = v.shape.rank == 2 and v.shape[1] == L
         assert cut[k].shape == ((v.shape[0], length) if per_position else v.shape), k
@@ -65,15 +66,28 @@ def test_the_mean_cut_length_of_random_batches():
 
     mask = np.zeros((100, 64), np.int32)
     mask[:, :5] = 1
-    assert mean_trimmed_length(mask, 8) == 8  # 5 positions, rounded up to 64 / 8
+    assert mean_trimmed_length(mask, 8) == 5
+    assert mean_trimmed_length(mask, 8, step=8) == 8  # rounded up
     mask[:, :] = 1
-    assert mean_trimmed_length(mask, 8) == 64
+    assert mean_trimmed_length(mask, 8, step=8) == 64
     mask[:, :] = 0
     mask[:50, :20] = 1  # half the rows use 20 positions, half 3 (a hole at 1 counts)
     mask[50:, [0, 2]] = 1
-    lengths = {mean_trimmed_length(mask, 1, samples=400, seed=s) for s in range(3)}
+    lengths = {mean_trimmed_length(mask, 1, step=8, samples=400, seed=s) for s in range(3)}
     assert all(14 < m < 18 for m in lengths), lengths  # about half 24, half 8
-    assert mean_trimmed_length(mask, 100) == 24 == mean_trimmed_length(mask, 1000)
+    assert mean_trimmed_length(mask, 100, step=8) == 24 == mean_trimmed_length(mask, 1000, 8)
+    assert mean_trimmed_length(mask, 100) == 20
+
+
+def test_a_compiled_step_sees_at_most_8_lengths(pretrained_dir, tmp_path, toy_sst2_dir):
+    from electra_tf.training.finetuning import trim_bucket
+
+    assert [trim_bucket(n) for n in (8, 64, 128, 384, 512)] == [8, 8, 16, 48, 64]
+    assert trainer("sst2", toy_sst2_dir, pretrained_dir, tmp_path).trim_step == 1
+    xla = trainer("sst2", toy_sst2_dir, pretrained_dir, tmp_path / "x", jit_compile=True)
+    assert xla.trim_step == 8
+    lengths = {int(b["input_ids"].shape[1]) for b in xla.train_dataset(0)}
+    assert lengths and all(n % 8 == 0 for n in lengths), lengths
 
 
 def test_batches_that_fill_the_window_are_not_cut(pretrained_dir, tmp_path, toy_sst2_dir,
