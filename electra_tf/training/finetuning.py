@@ -458,7 +458,6 @@ def check_recorded_labels(task, model_dir: str) -> None:
                           f"{shlex.quote(format_label_names(names))} or another --model_dir")
 
 
-
 def trim_bucket(max_seq_length: int) -> int:
     """The step a compiled step's batches (XLA, JAX) are cut to multiples of: an eighth
     of max_seq_length (at least 8), so that it compiles for at most 8 lengths."""
