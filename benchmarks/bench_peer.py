@@ -41,6 +41,7 @@ load average is recorded before and after.
 """
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -87,9 +88,10 @@ def child_hf_train(args):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
     gen = torch.Generator().manual_seed(0)
     batches = []
+    if args.sentence_words:
+        lo, hi = (int(w) for w in args.sentence_words.split(":"))
     for _ in range(args.warmup + args.steps if args.sentence_words else 1):
         if args.sentence_words:  # [CLS] LO..HI words [SEP], padded to the longest
-            lo, hi = (int(w) for w in args.sentence_words.split(":"))
             lengths = torch.randint(lo + 2, hi + 3, (args.batch_size,), generator=gen)
             lengths = lengths.clamp(max=args.seq_length)
             width = int(lengths.max())
@@ -100,10 +102,10 @@ def child_hf_train(args):
         ids = torch.randint(1000, 30000, (args.batch_size, width), generator=gen) * mask
         labels = torch.randint(0, 2, (args.batch_size,), generator=gen)
         batches.append((ids, mask, torch.zeros_like(ids), labels))
-    batch_index = iter(range(10 ** 9))
+    batches = itertools.cycle(batches)
 
     def step():
-        ids, mask, types, labels = batches[next(batch_index) % len(batches)]
+        ids, mask, types, labels = next(batches)
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
             loss = model(input_ids=ids, attention_mask=mask, token_type_ids=types,

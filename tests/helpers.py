@@ -295,6 +295,13 @@ def popen_python(args, env: dict | None = None, **kwargs) -> subprocess.Popen:
                             preexec_fn=_sigint_preexec(), **kwargs)
 
 
+def bench_leftovers(tmpdir) -> list[str]:
+    """What a benchmark script left in the TMPDIR it ran with: its scratch folders
+    (bench_*) and workers' result files (*.json). TensorFlow's AutoGraph leaves its
+    generated modules there too; those are not the script's."""
+    return [p for p in os.listdir(tmpdir) if p.startswith("bench_") or p.endswith(".json")]
+
+
 def run_python(args, env: dict | None = None, timeout: int = 300,
                **kwargs) -> subprocess.CompletedProcess:
     """Runs `python args...` to the end (as popen_python), capturing text output;

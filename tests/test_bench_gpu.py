@@ -9,7 +9,7 @@ import sys
 import types
 
 import pytest
-from helpers import patience
+from helpers import bench_leftovers, patience
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
@@ -253,8 +253,7 @@ def test_the_toy_run_writes_every_field(tmp_path):
     out = str(out_dir / "gpu_lease")
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     # each worker's data and model folder, the traces' folders, the result files: removed
-    assert not [p for p in os.listdir(scratch)
-                if p.startswith("bench_") or p.endswith(".json")], os.listdir(scratch)
+    assert not bench_leftovers(scratch), os.listdir(scratch)
     with open(out_dir / "device.txt") as f:
         device = f.read()
     assert "| jax " in device and "| keras " in device

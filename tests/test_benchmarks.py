@@ -9,7 +9,7 @@ import os
 import re
 
 import pytest
-from helpers import REPO, child_env, run_python
+from helpers import REPO, bench_leftovers, child_env, run_python
 
 BENCHMARKS = os.path.join(REPO, "benchmarks")
 SCRIPTS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(BENCHMARKS, "bench_*.py"))
@@ -57,9 +57,7 @@ def _run(args, timeout, tmp_path):
     proc = run_python([os.path.join("benchmarks", args[0]), *args[1:]], timeout=timeout,
                       env=child_env(TMPDIR=str(scratch)))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    # TensorFlow's AutoGraph leaves its generated modules there; nothing of the script's
-    assert not [p for p in os.listdir(scratch)
-                if p.startswith("bench_") or p.endswith(".json")], os.listdir(scratch)
+    assert not bench_leftovers(scratch), os.listdir(scratch)
     return proc
 
 

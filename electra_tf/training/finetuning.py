@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import shlex
 import time
@@ -595,7 +596,6 @@ class Finetuning:
         self.epochs = config.num_train_epochs or task.default_epochs
         self._variables = list(self.model.trainable_variables)
         self._features: dict[str, tuple[list, base.Features]] = {}
-        self._trim: bool | None = None  # trims_batches, decided once on the train split
 
     def _scope(self):
         return contextlib.nullcontext()
@@ -636,21 +636,19 @@ class Finetuning:
             return 1
         return trim_bucket(self.max_seq_length)
 
-    @property
+    @functools.cached_property
     def trims_batches(self) -> bool:
         """Whether training cuts its batches (trim_batch): --trim_batches, where that
-        saves at least MIN_TRIM_SAVING of the positions on the train split."""
-        if self._trim is None:
-            self._trim = False
-            if self.run.trim_batches:
-                mask = self.features("train")[1].inputs["input_mask"]
-                mean = mean_trimmed_length(mask, self.config.train_batch_size, self.trim_step)
-                self._trim = mean <= (1 - MIN_TRIM_SAVING) * self.max_seq_length
-                self._log(f"training batches {'cut' if self._trim else 'not cut'} to their "
-                          f"longest example: {mean:.0f} of {self.max_seq_length} positions "
-                          f"on average" + ("" if self._trim else
-                                           f" (cut where that saves {MIN_TRIM_SAVING:.0%})"))
-        return self._trim
+        saves at least MIN_TRIM_SAVING of the positions on the train split (decided once)."""
+        if not self.run.trim_batches:
+            return False
+        mask = self.features("train")[1].inputs["input_mask"]
+        mean = mean_trimmed_length(mask, self.config.train_batch_size, self.trim_step)
+        trim = mean <= (1 - MIN_TRIM_SAVING) * self.max_seq_length
+        self._log(f"training batches {'cut' if trim else 'not cut'} to their longest example: "
+                  f"{mean:.0f} of {self.max_seq_length} positions on average"
+                  + ("" if trim else f" (cut where that saves {MIN_TRIM_SAVING:.0%})"))
+        return trim
 
     # === The optimizer ===
     def build_optimizer(self, total_steps: int):
