@@ -329,7 +329,7 @@ def clean_stale_tmp(model_dir: str, now: float | None = None) -> list[str]:
 
 
 def export(spec: ServingSpec, model_base: str, model_name: str, version: int | None = None,
-           ids_only: bool = False, warmup: bool = True, verbose: bool = False) -> str:
+           ids_only: bool = False, warmup: bool = True) -> str:
     """Writes MODEL_BASE/NAME/N atomically; returns its path.
 
     Stale temporary dirs of killed exports in MODEL_BASE/NAME are removed first
@@ -350,7 +350,7 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
     try:
         fileio.honour_umask(tmp, directory=True)  # mkdtemp's 0700 would hide it from others
         archive, info = signatures.build_archive(spec, ids_only=ids_only)
-        archive.write_out(tmp, verbose=verbose)
+        archive.write_out(tmp, verbose=False)
         signatures.declare_input_shapes(tmp)  # what saved_model_cli and the server list
         extra = os.path.join(tmp, "assets.extra")
         os.makedirs(extra, exist_ok=True)

@@ -68,6 +68,21 @@ def _save_with(archive, name: str, trackable) -> None:
     setattr(archive._tf_trackable, name, trackable)
 
 
+def _add_endpoint(archive, name: str, fn, input_signature) -> None:
+    """archive.add_endpoint(name, fn, input_signature), traced once.
+
+    add_endpoint wraps `fn` in a tf.function. write_out traces it to list the
+    variables it uses, and tf.saved_model.save traces it again: a trace's cache
+    key holds the save context's variable policy, so the first trace is not
+    reused. Tracing the text signature is most of an export's time. The root's
+    attribute is replaced by the first trace's ConcreteFunction, which write_out
+    lists and tf.saved_model.save writes as it is (its signature and the
+    function both). Like _save_with, this sets the archive's private root object.
+    """
+    traced = archive.add_endpoint(name, fn, input_signature).get_concrete_function()
+    setattr(archive._tf_trackable, name, traced)
+
+
 def _checked_rank(tensor, name: str, rank: int, signature: str, what: str):
     """`tensor` after a run-time check of its rank.
 
@@ -325,12 +340,12 @@ def build_archive(spec, ids_only: bool = False):
         else:
             def text_fn(text, text_pair):
                 return checked(text, text_pair)
-        archive.add_endpoint("serving_default", text_fn, text_spec)
-        archive.add_endpoint("serving_ids", ids_fn, ids_spec)
+        _add_endpoint(archive, "serving_default", text_fn, text_spec)
+        _add_endpoint(archive, "serving_ids", ids_fn, ids_spec)
         info["signatures"]["serving_default"] = list(names)
         info["signatures"]["serving_ids"] = list(IDS_INPUTS)
     else:
-        archive.add_endpoint("serving_default", ids_fn, ids_spec)
+        _add_endpoint(archive, "serving_default", ids_fn, ids_spec)
         info["signatures"]["serving_default"] = list(IDS_INPUTS)
     return archive, info
 

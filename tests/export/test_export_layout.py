@@ -138,6 +138,27 @@ def test_a_failed_export_leaves_nothing(exports, tmp_path, monkeypatch):
     assert os.listdir(tmp_path / "m") == []  # no 2, no temporary dir
 
 
+def test_each_signature_is_traced_once(exports, tmp_path, monkeypatch):
+    """write_out lists the endpoints' variables and tf.saved_model.save writes them: a
+    tf.function endpoint would be traced by both (the save's own context is another
+    cache key), which was a third of an export's time. The ids-only export's one
+    signature builds its outputs once."""
+    from electra_tf.serving import export as export_saved_model
+    from electra_tf.serving import signatures
+
+    calls = []
+    ids_outputs = signatures.ids_outputs
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return ids_outputs(*args, **kwargs)
+
+    monkeypatch.setattr(signatures, "ids_outputs", counted)
+    export_saved_model.export(exports["stsb"][0], str(tmp_path), "m", ids_only=True,
+                              warmup=False)
+    assert len(calls) == 1
+
+
 def _tmp_dirs(path):
     return sorted(n for n in os.listdir(path) if n.startswith(".tmp-"))
 
