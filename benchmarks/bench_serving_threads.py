@@ -27,13 +27,16 @@ its ops one way or another, the same weights: "matmul"
 encoder's long path: SHORT_PATH_POSITIONS patched to 0 while exporting),
 "transposes" (the long path with the heads split and merged by Transpose, as
 the encoder did before its short path: `_split_heads`/`_merge_heads` patched)
-and "batchmatmulv3" (the encoder's dense products too, its `_matmul` helper,
-patched to BatchMatMulV3, which oneDNN's rewrite leaves to Eigen's kernels).
+"batchmatmulv3" (the encoder's dense products too, its `_matmul` helper,
+patched to BatchMatMulV3, which oneDNN's rewrite leaves to Eigen's kernels)
+and "bf16" (no patch: the export's own --precision=bf16, its dense kernels
+stored and multiplied in bfloat16).
 Each setting runs on every encoder's export back to back, so the A/B's arms
 share the machine's load.
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -86,6 +89,8 @@ ENCODERS = {
                   "its short path)",
     "batchmatmulv3": "the dense products too as BatchMatMulV3 (Eigen's kernels: oneDNN's "
                      "rewrite skips it)",
+    "bf16": "the export's --precision=bf16: `matmul` with the dense kernels stored and "
+            "multiplied in bfloat16",
 }
 
 
@@ -122,11 +127,14 @@ def export_with(encoder, spec, base, name):
                "long_path": {"SHORT_PATH_POSITIONS": 0},
                "transposes": {"SHORT_PATH_POSITIONS": 0, "_split_heads": transpose_split,
                               "_merge_heads": transpose_merge},
-               "batchmatmulv3": {"_matmul": batch_matmul_v3}}[encoder]
+               "batchmatmulv3": {"_matmul": batch_matmul_v3},
+               "bf16": {"SHORT_PATH_POSITIONS": serving_encoder.SHORT_PATH_POSITIONS}}[encoder]
+    if encoder == "bf16":
+        spec = dataclasses.replace(spec, precision="bf16")
     with mock.patch.multiple(serving_encoder, **patches):
         path = export(spec, base, name)
     ops = _op_types(path)
-    assert ("BatchMatMulV3" in ops) == (encoder in ("matmul", "batchmatmulv3")), (
+    assert ("BatchMatMulV3" in ops) == (encoder in ("matmul", "batchmatmulv3", "bf16")), (
         encoder, sorted(ops))
     return path
 

@@ -20,6 +20,7 @@ from electra_tf import cli
 from electra_tf.core import fileio
 from electra_tf.core.errors import InputError
 from electra_tf.serving.export import (
+    PRECISIONS,
     TASKS,
     check_version,
     export,
@@ -46,6 +47,10 @@ def define_flags():
     flags.DEFINE_integer("max_query_length", 64, "squad: question pieces kept.")
     flags.DEFINE_integer("max_answer_length", 30, "squad: longest answer in pieces.")
     flags.DEFINE_bool("warmup", True, "Write assets.extra/tf_serving_warmup_requests.")
+    flags.DEFINE_enum("precision", "fp32", list(PRECISIONS),
+                      "bf16: the encoder's dense kernels stored and multiplied in bfloat16 "
+                      "(half their bytes; faster short requests on CPUs with AVX512-BF16 or "
+                      "AMX; outputs differ slightly from fp32's: docs/serving.md).")
     flags.DEFINE_list("length_buckets", None,
                       "Lengths a batch is padded to (each batch: the shortest that holds its "
                       "longest row). Default: 8,16,24,32,48,64,96,128,192,... below "
@@ -70,11 +75,12 @@ def main(argv):
     t0 = time.monotonic()
     spec = load_spec(FLAGS.task, FLAGS.checkpoint, FLAGS.vocab_file, FLAGS.max_seq_length,
                      FLAGS.max_query_length, FLAGS.max_answer_length)
-    spec = dataclasses.replace(spec, length_buckets=buckets)
+    spec = dataclasses.replace(spec, length_buckets=buckets, precision=FLAGS.precision)
     path = export(spec, FLAGS.model_base, FLAGS.model_name, FLAGS.version,
                   ids_only=FLAGS.ids_only, warmup=FLAGS.warmup)
     print(f"[export] {FLAGS.task} ({spec.task_name}, L={spec.max_seq_length}"
-          f"{', ids only' if FLAGS.ids_only else ''}) -> {path} in "
+          f"{', ids only' if FLAGS.ids_only else ''}"
+          f"{', bf16 kernels' if spec.precision == 'bf16' else ''}) -> {path} in "
           f"{time.monotonic() - t0:.1f}s", file=sys.stderr)
 
 

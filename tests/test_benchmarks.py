@@ -146,7 +146,7 @@ def test_bench_score_export_at_toy_size(tmp_path):
 @pytest.mark.slow
 def test_bench_serving_threads_at_toy_size(tmp_path):
     out = tmp_path / "threads"
-    encoders = ("matmul", "long_path", "transposes", "batchmatmulv3")
+    encoders = ("matmul", "long_path", "transposes", "batchmatmulv3", "bf16")
     _run(["bench_serving_threads.py", "--model_size=tiny", "--settings=intra1",
           f"--encoders={','.join(encoders)}", "--rounds=2", "--iters=2", "--warmup=1",
           "--batch=2", f"--output={out}"], 180, tmp_path)

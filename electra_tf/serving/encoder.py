@@ -73,8 +73,54 @@ def _matmul(x, y):
     return tf.matmul(x, y)
 
 
-def _dense(x, layer):
-    return tf.nn.bias_add(_matmul(x, layer.kernel.value), layer.bias.value)
+def _dense(x, layer, kernels=None):
+    """layer(x) for a Dense layer of the encoder (no activation): with its bfloat16 kernel
+    where `kernels` (a Bfloat16Kernels) holds one, x cast to bfloat16 for the product
+    and the bias added in float32."""
+    kernel = None if kernels is None else kernels.get(layer)
+    if kernel is None:
+        return tf.nn.bias_add(_matmul(x, layer.kernel.value), layer.bias.value)
+    product = tf.matmul(tf.cast(x, tf.bfloat16), kernel)
+    return tf.nn.bias_add(tf.cast(product, tf.float32), layer.bias.value)
+
+
+class Bfloat16Kernels(tf.Module):
+    """bfloat16 copies of an encoder's dense kernels: the export's --precision=bf16.
+
+    A short request's time goes mostly to reading the weights: at batch 1 each
+    kernel element serves a few dozen multiply-adds, and a Small encoder's
+    float32 kernels (38 MB) do not stay in a CPU's last-level cache between
+    requests. In bfloat16 they are half the bytes, and CPUs with AVX512-BF16 or
+    AMX multiply bfloat16 at twice the float32 rate
+    (benchmarks/serving_bf16.md). Only the dense products are bfloat16: each
+    takes its input rounded to bfloat16 and rounds its result to bfloat16 (about
+    3 significant digits), then the float32 bias is added; embeddings, layer
+    norms, residual sums, the attention's products and softmax, the activations
+    and the head stay float32.
+
+    The serving graph reads these variables in place of the float32 kernels,
+    so the SavedModel holds the kernels once, in bfloat16 (the export is a
+    third smaller for Small). Built outside any tf.function (it makes variables).
+    """
+
+    def __init__(self, encoder):
+        super().__init__(name="bf16_kernels")
+        if not supported(encoder):
+            raise ValueError("bfloat16 kernels are made from a float32 encoder")
+        layers = [] if encoder.embeddings_project is None else [encoder.embeddings_project]
+        for layer in encoder.transformer_layers:
+            att = layer.attention
+            layers += [att.query, att.key, att.value, layer.attention_output,
+                       layer.intermediate, layer.output_dense]
+        self._index = {id(layer): i for i, layer in enumerate(layers)}
+        self.kernels = [tf.Variable(tf.cast(layer.kernel.value, tf.bfloat16), trainable=False,
+                                    name=layer.name + "_bf16")
+                        for layer in layers]
+
+    def get(self, layer):
+        """The bfloat16 kernel of `layer` (a Dense layer of the encoder), else None."""
+        i = self._index.get(id(layer))
+        return None if i is None else self.kernels[i]
 
 
 # A call of at most this many positions (rows x width) runs the short path (0: none does).
@@ -135,7 +181,7 @@ def _attention(q, k, v, mask_bias, scale, short):
     return tf.cond(short, lambda: path(True), lambda: path(False))
 
 
-def serving_sequence_output(encoder, input_ids, input_mask, segment_ids):
+def serving_sequence_output(encoder, input_ids, input_mask, segment_ids, kernels=None):
     """The encoder's sequence_output [B, L, H] for int32 [B, L] inputs, inference mode.
 
     Calls of at most SHORT_PATH_POSITIONS positions (B x L) run the layers' short
@@ -145,6 +191,7 @@ def serving_sequence_output(encoder, input_ids, input_mask, segment_ids):
     Args:
       encoder: a built electra_tf ElectraEncoder with float32 weights (see `supported`).
       input_ids, input_mask, segment_ids: int32 [B, L] (L <= max_position_embeddings).
+      kernels: the encoder's Bfloat16Kernels, for bfloat16 products (default: float32).
     """
     config = encoder.config
     hidden, heads = config.hidden_size, config.num_attention_heads
@@ -157,7 +204,7 @@ def serving_sequence_output(encoder, input_ids, input_mask, segment_ids):
     x = _layer_norm(x, emb.layer_norm)
     x = tf.reshape(x, [-1, x.shape[-1]])  # [B*L, E]
     if encoder.embeddings_project is not None:
-        x = _dense(x, encoder.embeddings_project)
+        x = _dense(x, encoder.embeddings_project, kernels)
     # [B, 1, 1, L]: 0 for real keys, MASK_BIAS for padded ones (as SelfAttention).
     mask_bias = (1.0 - tf.cast(input_mask, tf.float32))[:, None, None, :] * MASK_BIAS
     split = [batch, length, heads, hidden // heads]
@@ -167,20 +214,20 @@ def serving_sequence_output(encoder, input_ids, input_mask, segment_ids):
     activation = get_activation(config.hidden_act)
     for layer in encoder.transformer_layers:
         att = layer.attention
-        q, k, v = (_split_heads(_dense(x, dense), to_heads, split)
+        q, k, v = (_split_heads(_dense(x, dense, kernels), to_heads, split)
                    for dense in (att.query, att.key, att.value))  # [B, n, L, d]
         context = _merge_heads(_attention(q, k, v, mask_bias, scale, short), from_heads, split)
-        x = _layer_norm(x + _dense(context, layer.attention_output), layer.attention_layer_norm)
-        ffn = _dense(activation(_dense(x, layer.intermediate)), layer.output_dense)
+        x = _layer_norm(x + _dense(context, layer.attention_output, kernels),
+                        layer.attention_layer_norm)
+        ffn = _dense(activation(_dense(x, layer.intermediate, kernels)), layer.output_dense,
+                     kernels)
         x = _layer_norm(x + ffn, layer.output_layer_norm)
     return tf.reshape(x, [batch, length, hidden])
 
 
-def model_outputs(model, inputs: dict) -> dict:
-    """The exported model's outputs in inference mode, its encoder run by
-    `serving_sequence_output`: a FinetuningModel's head outputs, or an RTD
-    discriminator's rtd_logits. Any other model, or one `supported` refuses, runs
-    through its Keras call. inputs: input_ids, input_mask, segment_ids."""
+def _serving_head(model, inputs: dict):
+    """The function sequence_output -> outputs that model_outputs applies after
+    serving_sequence_output, or None where the model runs through its Keras call."""
     from electra_tf.modeling.models import RTD_HEAD, ElectraDiscriminator
     from electra_tf.tasks.model import FinetuningModel
 
@@ -192,7 +239,25 @@ def model_outputs(model, inputs: dict) -> dict:
     elif isinstance(model, ElectraDiscriminator) and model.head_kind == RTD_HEAD:
         def head(sequence):
             return {"rtd_logits": model.rtd_head(sequence)}
-    if head is None or not supported(model.encoder):
+    return head if head is not None and supported(model.encoder) else None
+
+
+def runs_serving_encoder(model) -> bool:
+    """Whether model_outputs runs this model's encoder as serving_sequence_output (so
+    that Bfloat16Kernels apply): a float32 fine-tuned or RTD model."""
+    return _serving_head(model, {}) is not None
+
+
+def model_outputs(model, inputs: dict, kernels=None) -> dict:
+    """The exported model's outputs in inference mode, its encoder run by
+    `serving_sequence_output`: a FinetuningModel's head outputs, or an RTD
+    discriminator's rtd_logits. Any other model, or one `supported` refuses, runs
+    through its Keras call. inputs: input_ids, input_mask, segment_ids. kernels:
+    serving_sequence_output's (a model that runs_serving_encoder only)."""
+    head = _serving_head(model, inputs)
+    if head is None:
+        if kernels is not None:
+            raise ValueError("bfloat16 kernels need a model that runs_serving_encoder")
         return model(inputs, training=False)
     return head(serving_sequence_output(model.encoder, inputs["input_ids"],
-                                        inputs["input_mask"], inputs["segment_ids"]))
+                                        inputs["input_mask"], inputs["segment_ids"], kernels))

@@ -58,6 +58,9 @@ from electra_tf.tasks import heads
 # tasks/heads/'s registry, read without importing a head (Keras), so that the command
 # checks its flags and files before TensorFlow is imported (seconds).
 TASKS = tuple(heads.SERVED)
+# The encoder's dense kernels in the export (--precision): float32, or bfloat16
+# (ServingSpec's precision).
+PRECISIONS = ("fp32", "bf16")
 
 
 def load_saved_model(path: str):
@@ -89,6 +92,8 @@ class ServingSpec:
       label_names: classes or tags, in logit order.
       pair: the task reads two texts.
       length_buckets: serving.length_buckets (None: its default).
+      precision: "fp32", or "bf16": the encoder's dense kernels stored and multiplied
+        in bfloat16 (serving/encoder.py, Bfloat16Kernels); a float32 model only.
       options: the head's ServingOptions (a span head's null_rule, a regression's
         label_scale, ...), or, without it, **head_options make them; read as
         attributes of the spec. ValueError names an option the head does not take.
@@ -103,13 +108,18 @@ class ServingSpec:
     pair: bool = False
     length_buckets: tuple | None = None
     options: object = None
+    precision: str = "fp32"
 
     def __init__(self, task: str, model, tokenizer, max_seq_length: int, task_name: str = "",
                  label_names=(), pair: bool = False, length_buckets=None, options=None,
-                 **head_options):
+                 precision: str = "fp32", **head_options):
+        if precision not in PRECISIONS:
+            raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}, "
+                             f"got {precision!r}")
         self.task, self.model, self.tokenizer = task, model, tokenizer
         self.max_seq_length, self.task_name = max_seq_length, task_name
         self.label_names, self.pair, self.length_buckets = tuple(label_names), pair, length_buckets
+        self.precision = precision
         self.head = heads.head_class(task)
         if options is None:
             try:

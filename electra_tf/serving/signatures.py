@@ -40,6 +40,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from electra_tf.core.errors import InputError
 from electra_tf.serving import encoder as serving_encoder
 from electra_tf.serving import graph
 from electra_tf.tasks import heads
@@ -185,6 +186,22 @@ def min_length(spec) -> int:
     return spec.head.min_length(spec)
 
 
+def _bfloat16_kernels(spec):
+    """The Bfloat16Kernels of spec.model's encoder for spec.precision "bf16", else None.
+
+    Raises:
+      InputError: bf16 for a model the serving encoder does not run: Electric's
+        score, or a model whose mixed-precision policy sets its own casts.
+    """
+    if spec.precision != "bf16":
+        return None
+    if not serving_encoder.runs_serving_encoder(spec.model):
+        raise InputError(f"--precision=bf16 is for a float32 fine-tuned or rtd model; the "
+                         f"{spec.task} export of this one runs its Keras layers (give "
+                         "--precision=fp32)")
+    return serving_encoder.Bfloat16Kernels(spec.model.encoder)
+
+
 class BucketedModel:
     """spec.model run on each row's length bucket, rows of one bucket in one call.
 
@@ -200,6 +217,7 @@ class BucketedModel:
 
     def __init__(self, spec, buckets: tuple[int, ...]):
         self.model = spec.model
+        self.kernels = _bfloat16_kernels(spec)
         self.buckets = tuple(buckets)
         self.min_length = min_length(spec)
         self.fills = spec.head.model_fills
@@ -230,7 +248,7 @@ class BucketedModel:
             inputs = {name: graph.pad_positions(tf.gather(x, rows), w, 0)
                       for name, x in (("input_ids", word_ids), ("input_mask", mask),
                                       ("segment_ids", type_ids))}
-            out = serving_encoder.model_outputs(self.model, inputs)
+            out = serving_encoder.model_outputs(self.model, inputs, self.kernels)
             for k, (_, _, positional) in self.outputs.items():
                 value = out[k]
                 if positional:
@@ -318,13 +336,15 @@ def build_archive(spec, ids_only: bool = False):
 
     buckets = graph.length_buckets(spec.max_seq_length, spec.length_buckets, min_length(spec))
     model = BucketedModel(spec, buckets)
+    if model.kernels is not None:  # kept by the root (the endpoints hold them weakly)
+        _save_with(archive, "bf16_kernels", model.kernels)
     info = {"task": spec.task, "task_name": spec.task_name, "max_seq_length": spec.max_seq_length,
             "label_names": list(spec.label_names),
             "do_lower_case": spec.tokenizer.do_lower_case,
             "strip_accents": spec.tokenizer.strip_accents, "ids_only": ids_only,
             "cls_id": spec.tokenizer.cls_id, "sep_id": spec.tokenizer.sep_id,
             "unk_id": spec.tokenizer.unk_id, "pad_id": spec.tokenizer.pad_id,
-            "length_buckets": list(buckets), "signatures": {}}
+            "length_buckets": list(buckets), "precision": spec.precision, "signatures": {}}
     info.update(spec.head.export_info(spec))
     if not ids_only:
         names, packer, checked = text_signature(spec, model)

@@ -95,7 +95,8 @@ def finetuned_dirs(export_pretrained_dir, tiny_vocab, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def exports(finetuned_dirs, export_pretrained_dir, tmp_path_factory):
-    """{name: (ServingSpec, export path)}; "ner_ids" is the --ids_only export of ner.
+    """{name: (ServingSpec, export path)}; "ner_ids" is the --ids_only export of ner,
+    "ner_bf16" its --precision=bf16 export.
 
     Length buckets 4 and 8 below max_seq_length (16, 24): the default ones start at
     16, which would leave these short windows one bucket."""
@@ -113,6 +114,8 @@ def exports(finetuned_dirs, export_pretrained_dir, tmp_path_factory):
                                length_buckets=BUCKETS)
     out["rtd"] = (spec, export(spec, base, "rtd"))
     out["ner_ids"] = (out["ner"][0], export(out["ner"][0], base, "ner_ids", ids_only=True))
+    bf16 = dataclasses.replace(out["ner"][0], precision="bf16")
+    out["ner_bf16"] = (bf16, export(bf16, base, "ner_bf16"))
     return out
 
 
@@ -182,7 +185,10 @@ def fresh(exports, score_export, electric_dir, tmp_path_factory):
         pairs = {"question": np.array([q.encode() for q, _ in SQUAD_PAIRS], object),
                  "context": np.array([c.encode() for _, c in SQUAD_PAIRS], object)}
         add((name, "pairs"), name, "serving_default", pairs)
-    add(("ner", "align"), "ner", "serving_default", text_inputs(exports["ner"][0], ALIGN_TEXTS))
+    for name in ("ner", "ner_bf16"):  # the bf16 export beside the float32 one
+        add((name, "align"), name, "serving_default", text_inputs(exports[name][0], ALIGN_TEXTS))
+    add(("ner_bf16", "ids"), "ner_bf16", "serving_ids",  # the inputs of ("ner", "ids")
+        packed_for(exports["ner"][0], text_inputs(exports["ner"][0], ODD_TEXTS)))
     add(("ner", "multi"), "ner", "serving_default",
         text_inputs(exports["ner"][0], [t for t, _ in MULTI_PIECE]))
     for name in exports:

@@ -1,5 +1,7 @@
 """electra_tf.serving.encoder computes the Keras encoder's function (inference mode), in fewer ops."""
 
+from types import SimpleNamespace
+
 import keras
 import numpy as np
 import pytest
@@ -70,6 +72,27 @@ def test_sequence_output_equals_the_keras_encoder(overrides, short_path_position
         assert np.abs(want).max() > 0.5  # not a vacuous comparison
 
 
+@pytest.mark.parametrize("overrides", [{}, {"embedding_size": None}])  # E != H, E == H
+def test_bfloat16_kernels_stay_within_rounding_of_the_keras_encoder(overrides):
+    """--precision=bf16's encoder: every dense product in bfloat16, the rest float32."""
+    keras.utils.set_random_seed(1)
+    disc = build_discriminator(_config(**overrides))
+    _randomize(disc, seed=2)
+    kernels = serving_encoder.Bfloat16Kernels(disc.encoder)
+    layers = disc.encoder.config.num_hidden_layers
+    assert len(kernels.kernels) == 6 * layers + (disc.encoder.embeddings_project is not None)
+    assert all(k.dtype == tf.bfloat16 for k in kernels.kernels)
+    for batch, length in ((1, 7), (3, 40)):  # the short and the long path
+        x = _inputs(batch, length, 53, seed=length)
+        want = disc.encoder(x, training=False)["sequence_output"].numpy()
+        got = tf.function(serving_encoder.serving_sequence_output)(
+            disc.encoder, x["input_ids"], x["input_mask"], x["segment_ids"], kernels).numpy()
+        diff = np.abs(got - want)
+        # layer-normed outputs of about unit scale; bfloat16 keeps 8 bits of each product
+        assert 1e-4 < diff.max() < 0.05, diff.max()
+        assert diff.mean() < 0.005, diff.mean()
+
+
 def _op_types(concrete):
     graph = concrete.graph.as_graph_def()
     return [n.op for n in graph.node] + [n.op for f in graph.library.function
@@ -135,6 +158,17 @@ def test_a_mixed_precision_model_runs_through_its_keras_layers():
     finally:
         keras.config.set_dtype_policy(previous)
     assert not serving_encoder.supported(model.encoder)
+    assert not serving_encoder.runs_serving_encoder(model)
     x = _inputs(2, 6, 53)
     np.testing.assert_array_equal(serving_encoder.model_outputs(model, x)["logits"].numpy(),
                                   model(x, training=False)["logits"].numpy())
+    # --precision=bf16 is refused for it: its policy owns the casts.
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving import signatures
+
+    spec = SimpleNamespace(precision="bf16", model=model, task="sequence_classification")
+    with pytest.raises(InputError, match="--precision=bf16 is for a float32 fine-tuned or rtd "
+                                         "model; the sequence_classification export of this"):
+        signatures._bfloat16_kernels(spec)
+    with pytest.raises(ValueError, match="from a float32 encoder"):
+        serving_encoder.Bfloat16Kernels(model.encoder)
