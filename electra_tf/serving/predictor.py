@@ -38,7 +38,8 @@ class Predictor:
 
     @classmethod
     def open(cls, folder: str, task: str | None = None, vocab_file: str = "", max_seq_length: int = 0,
-             max_query_length: int = 64, max_answer_length: int = 30) -> Predictor:
+             max_query_length: int = 64, max_answer_length: int = 30,
+             precision: str = "fp32") -> Predictor:
         """Opens a model folder for prediction.
 
         Args:
@@ -46,15 +47,19 @@ class Predictor:
             transformers task model), or a pre-training model_dir (rtd).
           task: what to serve (export's --task); None: the folder's own (a
             fine-tuned folder's head; a pre-training folder's rtd).
-          vocab_file, max_seq_length, max_query_length, max_answer_length: as the
-            export's flags of the same names (0 / "": the folder's).
+          vocab_file, max_seq_length, max_query_length, max_answer_length, precision:
+            as the export's flags of the same names (0 / "": the folder's); "bf16"
+            predicts as the --precision=bf16 export does.
         Raises:
           InputError, ConfigError, VocabError: what the export refuses, in the same words.
         """
+        import dataclasses
+
         from electra_tf.serving.export import load_spec
 
-        return cls(load_spec(task, folder, vocab_file, max_seq_length, max_query_length,
-                             max_answer_length))
+        spec = load_spec(task, folder, vocab_file, max_seq_length, max_query_length,
+                         max_answer_length)
+        return cls(dataclasses.replace(spec, precision=precision))
 
     @property
     def model(self):

@@ -68,6 +68,26 @@ def test_a_predictor_gives_the_exports_outputs(name, exports, fresh):
             assert (value == want).all(), key
 
 
+def test_a_bf16_predictor_answers_as_the_bf16_export(finetuned_dirs, exports, fresh):
+    """Predictor.open(precision="bf16"): the --precision=bf16 export's outputs in-process
+    (the fresh process ran "ner_bf16" on ALIGN_TEXTS), to compare with fp32's."""
+    from export_helpers import ALIGN_TEXTS
+
+    from electra_tf import Predictor
+
+    ner = Predictor.open(finetuned_dirs["ner"], precision="bf16")
+    assert ner.spec.precision == "bf16"
+    # the export's buckets, so that each row runs at the length the SavedModel ran it
+    ner.spec.length_buckets = exports["ner_bf16"][0].length_buckets
+    got = ner.outputs(ALIGN_TEXTS)
+    served = fresh[("ner_bf16", "align")]["tf2"]
+    for key in ("word_texts", "word_labels", "num_words"):
+        assert (got[key] == _text(served[key])).all(), key
+    np.testing.assert_allclose(got["word_scores"], served["word_scores"], atol=1e-5, rtol=0)
+    fp32 = Predictor(exports["ner"][0]).outputs(ALIGN_TEXTS)["word_scores"]
+    assert np.abs(got["word_scores"] - fp32).max() > 1e-5  # the bfloat16 products ran
+
+
 def test_a_predictor_opens_what_the_folder_serves(finetuned_dirs, export_pretrained_dir):
     from electra_tf import Predictor
     from electra_tf.core.errors import InputError
