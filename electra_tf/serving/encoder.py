@@ -89,7 +89,7 @@ class Bfloat16Kernels(tf.Module):
 
     A short request's time goes mostly to reading the weights: at batch 1 each
     kernel element serves a few dozen multiply-adds, and a Small encoder's
-    float32 kernels (38 MB) do not stay in a CPU's last-level cache between
+    float32 kernels (37.7 MB) do not stay in a CPU's last-level cache between
     requests. In bfloat16 they are half the bytes, and CPUs with AVX512-BF16 or
     AMX multiply bfloat16 at twice the float32 rate
     (benchmarks/serving_bf16.md). Only the dense products are bfloat16: each

@@ -190,8 +190,8 @@ def _bfloat16_kernels(spec):
     """The Bfloat16Kernels of spec.model's encoder for spec.precision "bf16", else None.
 
     Raises:
-      InputError: bf16 for a model the serving encoder does not run: Electric's
-        score, or a model whose mixed-precision policy sets its own casts.
+      InputError: bf16 for a model the serving encoder does not run (one whose
+        mixed-precision policy sets its own casts, or of another kind).
     """
     if spec.precision != "bf16":
         return None
