@@ -125,7 +125,7 @@ def keras_layers_encoder():
     from electra_tf.serving import encoder
 
     lean = encoder.model_outputs
-    encoder.model_outputs = lambda model, inputs: model(inputs, training=False)
+    encoder.model_outputs = lambda model, inputs, kernels=None: model(inputs, training=False)
     try:
         yield
     finally:
