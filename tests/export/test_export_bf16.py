@@ -87,6 +87,7 @@ def test_an_unknown_precision_is_refused(exports):
         dataclasses.replace(exports["ner"][0], precision="fp16")
 
 
+@pytest.mark.slow  # a whole export in its own process; the library's path is tested above
 def test_the_command_writes_a_bf16_export(finetuned_dirs, tmp_path):
     from helpers import run_module
 
