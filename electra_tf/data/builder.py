@@ -42,6 +42,7 @@ import uuid
 
 from electra_tf.core.errors import InputError
 from electra_tf.core.fileio import (
+    FolderLock,
     Progress,
     check_output_folder,
     check_text_file,
@@ -361,12 +362,35 @@ def summarize(per_shard: dict[int, dict[str, int]], options: BuildOptions,
 def build_pretraining_data(options: BuildOptions) -> dict:
     """Builds the shards and the stats JSON. Returns the stats.
 
+    One build writes to an --output_dir at a time (FolderLock): a second would
+    remove the first's temporary shards as an interrupted build's.
+
     Raises:
-      InputError / VocabError: bad input, before anything is written.
+      InputError / VocabError: bad input, or the folder in use by another build,
+        before anything is written.
     """
     total_lines, _ = validate(options)
     created = not os.path.isdir(options.output_dir)
-    os.makedirs(options.output_dir, exist_ok=True)
+    try:
+        with FolderLock(options.output_dir, "--output_dir"):
+            stats = _build_in(options, total_lines)
+    finally:
+        if created and os.path.isdir(options.output_dir) and not os.listdir(
+                options.output_dir):
+            os.rmdir(options.output_dir)  # nothing was built: leave no trace
+    if stats["truncated_tokens"] > stats["tokens"] / 2:
+        print(f"[build_pretraining_data] warning: {stats['truncated_tokens']:,} of the "
+              f"{stats['tokens']:,} tokens did not fit an example of {options.max_seq_length} "
+              "and were dropped: does the corpus hold very long lines (one sentence per line "
+              "is expected), or old Mac line ends (\\r only)?", file=sys.stderr)
+    print(f"[build_pretraining_data] {stats['examples']:,} examples from {stats['documents']:,} "
+          f"documents / {stats['lines']:,} lines in {stats['seconds']:.1f}s; fill "
+          f"{stats['fill_ratio']:.3f}, [UNK] rate {stats['unk_rate']:.4f}", file=sys.stderr)
+    return stats
+
+
+def _build_in(options: BuildOptions, total_lines: int) -> dict:
+    """build_pretraining_data's work in its locked, existing --output_dir: the stats."""
     remove_partial_files(options.output_dir)
     tmp_tag = f"tmp-{uuid.uuid4().hex[:8]}"
     stats_tmp = os.path.join(options.output_dir, f".{STATS_FILE}.{tmp_tag}")
@@ -420,14 +444,4 @@ def build_pretraining_data(options: BuildOptions) -> dict:
         for f in os.listdir(options.output_dir):
             if f.endswith(tmp_tag):
                 os.remove(os.path.join(options.output_dir, f))
-        if created and not os.listdir(options.output_dir):
-            os.rmdir(options.output_dir)  # nothing was built: leave no trace
-    if stats["truncated_tokens"] > stats["tokens"] / 2:
-        print(f"[build_pretraining_data] warning: {stats['truncated_tokens']:,} of the "
-              f"{stats['tokens']:,} tokens did not fit an example of {options.max_seq_length} "
-              "and were dropped: does the corpus hold very long lines (one sentence per line "
-              "is expected), or old Mac line ends (\\r only)?", file=sys.stderr)
-    print(f"[build_pretraining_data] {stats['examples']:,} examples from {stats['documents']:,} "
-          f"documents / {stats['lines']:,} lines in {stats['seconds']:.1f}s; fill "
-          f"{stats['fill_ratio']:.3f}, [UNK] rate {stats['unk_rate']:.4f}", file=sys.stderr)
     return stats

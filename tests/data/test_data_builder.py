@@ -135,6 +135,24 @@ def test_a_rerun_removes_what_a_killed_build_left(tiny_corpus, tiny_vocab, tmp_p
     assert "removed 2 partial file(s)" in capsys.readouterr().err
 
 
+def test_a_build_writing_the_folder_refuses_a_second_and_keeps_its_files(
+        tiny_corpus, tiny_vocab, tmp_path):
+    """A second build on a folder in use would have removed the first's temporary shards
+    as an interrupted build's: it is refused in one line, and the folder keeps them."""
+    from electra_tf.core.fileio import FolderLock
+
+    out = tmp_path / "out"
+    running = out / f".{features_lib.shard_name(0, 1)}.tmp-0badf00d"  # the first's
+    with FolderLock(str(out), "--output_dir"):
+        running.write_bytes(b"\x00" * 100)
+        with pytest.raises(InputError, match=rf"^--output_dir {out} is in use by host "):
+            build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32))
+        assert sorted(os.listdir(out)) == [".lock", running.name]
+    running.unlink()
+    build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32))
+    assert sorted(os.listdir(out)) == [features_lib.shard_name(0, 1), STATS_FILE]  # no .lock
+
+
 def test_a_failed_overwrite_keeps_the_earlier_build_whole(tiny_corpus, tiny_vocab, tmp_path,
                                                           monkeypatch):
     # The stats are written (where a full disk would fail) before any shard is
