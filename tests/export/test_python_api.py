@@ -86,6 +86,10 @@ def test_a_bf16_predictor_answers_as_the_bf16_export(finetuned_dirs, exports, fr
     np.testing.assert_allclose(got["word_scores"], served["word_scores"], atol=1e-5, rtol=0)
     fp32 = Predictor(exports["ner"][0]).outputs(ALIGN_TEXTS)["word_scores"]
     assert np.abs(got["word_scores"] - fp32).max() > 1e-5  # the bfloat16 products ran
+    from electra_tf.core.errors import InputError
+
+    with pytest.raises(InputError, match="precision must be one of fp32, bf16, got 'fp16'"):
+        Predictor.open(os.path.join(str(finetuned_dirs["ner"]), "missing"), precision="fp16")
 
 
 def test_a_predictor_opens_what_the_folder_serves(finetuned_dirs, export_pretrained_dir):
