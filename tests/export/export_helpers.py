@@ -73,6 +73,13 @@ SQUAD_PAIRS = [
 ]
 
 
+def fresh_ok(result):
+    """A fresh-process job's (tf2, tf1) outputs, after asserting neither loader failed."""
+    for loader in ("tf2", "tf1"):
+        assert "error" not in result[loader], (loader, result[loader].get("error"))
+    return result["tf2"], result["tf1"]
+
+
 def _bytes(t):
     return t if isinstance(t, bytes) else t.encode("utf-8")
 

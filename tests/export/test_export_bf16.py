@@ -11,22 +11,16 @@ import os
 
 import numpy as np
 import pytest
-from export_helpers import ALIGN_TEXTS
+from export_helpers import ALIGN_TEXTS, fresh_ok
 
 # The tiny tagging model's logits spread over about 2.3 (conftest: a head 5x the
 # init); its bfloat16 kernels moved them by at most 0.0033.
 LOGIT_TOL = 0.02
 
 
-def _ok(result):
-    for loader in ("tf2", "tf1"):
-        assert "error" not in result[loader], (loader, result[loader].get("error"))
-    return result["tf2"], result["tf1"]
-
-
 def test_bf16_export_answers_as_the_float32_one_within_rounding(fresh):
-    f32, _ = _ok(fresh[("ner", "ids")])
-    tf2, tf1 = _ok(fresh[("ner_bf16", "ids")])  # the same packed ODD_TEXTS
+    f32, _ = fresh_ok(fresh[("ner", "ids")])
+    tf2, tf1 = fresh_ok(fresh[("ner_bf16", "ids")])  # the same packed ODD_TEXTS
     for key in tf2:  # both loaders run the one graph
         if tf2[key].dtype.kind == "f":
             np.testing.assert_allclose(tf2[key], tf1[key], rtol=0, atol=1e-5, err_msg=key)
@@ -45,8 +39,8 @@ def test_bf16_export_answers_as_the_float32_one_within_rounding(fresh):
 
 
 def test_bf16_text_signature_finds_the_same_words(fresh):
-    f32, _ = _ok(fresh[("ner", "align")])
-    tf2, tf1 = _ok(fresh[("ner_bf16", "align")])
+    f32, _ = fresh_ok(fresh[("ner", "align")])
+    tf2, tf1 = fresh_ok(fresh[("ner_bf16", "align")])
     for key in ("num_words", "word_texts", "word_start", "word_end", "wordpiece_tokens"):
         np.testing.assert_array_equal(tf2[key], f32[key], err_msg=key)
         np.testing.assert_array_equal(tf1[key], f32[key], err_msg=key)

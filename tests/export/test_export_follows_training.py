@@ -9,13 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
-from export_helpers import BEAM, QA_NA_THRESHOLD, RECORD_EXTRAS, SQUAD_PAIRS, python_pack
-
-
-def _ok(result):
-    for loader in ("tf2", "tf1"):
-        assert "error" not in result[loader], (loader, result[loader].get("error"))
-    return result["tf2"], result["tf1"]
+from export_helpers import BEAM, QA_NA_THRESHOLD, RECORD_EXTRAS, SQUAD_PAIRS, fresh_ok, python_pack
 
 
 def _task_decoding(name, spec):
@@ -38,7 +32,7 @@ def _task_decoding(name, spec):
 @pytest.mark.parametrize("name", ["squad", "squad_joint"])
 def test_squad_export_answers_as_the_task_decodes_the_window(name, exports, fresh):
     spec = exports[name][0]
-    tf2, tf1 = _ok(fresh[(name, "pairs")])
+    tf2, tf1 = fresh_ok(fresh[(name, "pairs")])
     for key in tf2:  # the C++ server's loader and TF2's agree
         if tf2[key].dtype.kind == "f":
             np.testing.assert_allclose(tf2[key], tf1[key], rtol=0, atol=1e-5, err_msg=key)

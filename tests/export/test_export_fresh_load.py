@@ -11,6 +11,7 @@ from export_helpers import (
     MULTI_PIECE,
     ODD_TEXTS,
     SHORT_BATCHES,
+    fresh_ok,
     keras_outputs,
     packed_for,
     text_inputs,
@@ -19,12 +20,6 @@ from export_helpers import (
 TASKS = ("ner", "mrpc", "stsb", "squad", "squad_joint", "rtd")
 STSB_SCALE = (0.0, 5.0)  # RECORD_EXTRAS["stsb"]: trained on score / 5, serves 0..5
 ATOL = 1e-5
-
-
-def _ok(result):
-    for loader in ("tf2", "tf1"):
-        assert "error" not in result[loader], (loader, result[loader].get("error"))
-    return result["tf2"], result["tf1"]
 
 
 def _same(a, b, name=""):
@@ -112,7 +107,7 @@ def expected(name, spec, packed):
 @pytest.mark.parametrize("name", TASKS)
 def test_text_signature_matches_keras_in_both_loaders(name, exports, fresh):
     spec = exports[name][0]
-    tf2, tf1 = _ok(fresh[(name, "odd")])
+    tf2, tf1 = fresh_ok(fresh[(name, "odd")])
     assert sorted(tf2) == sorted(tf1)
     for key in tf2:  # the C++ server's loader and TF2's agree
         _same(tf2[key], tf1[key], key)
@@ -140,7 +135,7 @@ def test_a_batch_in_a_shorter_bucket_answers_as_the_full_window(name, batch, exp
     spec = exports[name][0]
     packed = packed_for(spec, text_inputs(spec, SHORT_BATCHES[batch]))
     assert _bucket(_info(exports, name), packed["input_mask"]) < spec.max_seq_length
-    tf2, tf1 = _ok(fresh[(name, batch)])
+    tf2, tf1 = fresh_ok(fresh[(name, batch)])
     for key in tf2:
         _same(tf2[key], tf1[key], key)
     for key, want in expected(name, spec, packed).items():
@@ -193,7 +188,7 @@ def _check_ids_outputs(name, spec, info, packed, out):
 @pytest.mark.parametrize("name", TASKS)
 def test_ids_signature_matches_keras(name, exports, fresh):
     spec = exports[name][0]
-    tf2, tf1 = _ok(fresh[(name, "ids")])
+    tf2, tf1 = fresh_ok(fresh[(name, "ids")])
     for key in tf2:
         _same(tf2[key], tf1[key], key)
     _check_ids_outputs(name, spec, _info(exports, name),
@@ -207,7 +202,7 @@ def test_ids_signature_on_a_window_that_ends_early(name, batch, exports, fresh):
     spec, info = exports[name][0], _info(exports, name)
     packed = packed_for(spec, text_inputs(spec, SHORT_BATCHES[batch]))
     assert max(_row_buckets(info, packed["input_mask"])) < spec.max_seq_length
-    tf2, tf1 = _ok(fresh[(name, f"{batch}_ids")])
+    tf2, tf1 = fresh_ok(fresh[(name, f"{batch}_ids")])
     for key in tf2:
         _same(tf2[key], tf1[key], key)
     _check_ids_outputs(name, spec, info, packed, tf2)
@@ -215,7 +210,7 @@ def test_ids_signature_on_a_window_that_ends_early(name, batch, exports, fresh):
 
 @pytest.mark.parametrize("name", TASKS)
 def test_odd_input_is_answered_and_long_text_truncated(name, fresh):
-    tf2, _ = _ok(fresh[(name, "odd")])
+    tf2, _ = fresh_ok(fresh[(name, "odd")])
     truncated = tf2["truncated"]
     assert truncated.shape == (len(ODD_TEXTS),)
     assert truncated[2], "the 180-word text must be truncated, not rejected"
@@ -227,7 +222,7 @@ def test_odd_input_is_answered_and_long_text_truncated(name, fresh):
 
 
 def test_token_classification_words_on_odd_input(exports, fresh):
-    tf2, _ = _ok(fresh[("ner", "odd")])
+    tf2, _ = fresh_ok(fresh[("ner", "odd")])
     assert list(tf2["num_words"][:2]) == [0, 0]  # empty and whitespace-only
     assert list(tf2["wordpiece_tokens"][0][:3]) == [b"[CLS]", b"[SEP]", b""]
     words = [w for w in tf2["word_texts"][3] if w]
@@ -238,7 +233,7 @@ def test_token_classification_words_on_odd_input(exports, fresh):
 
 
 def test_word_alignment_on_accented_and_cjk_text(fresh):
-    tf2, tf1 = _ok(fresh[("ner", "align")])
+    tf2, tf1 = fresh_ok(fresh[("ner", "align")])
     want = [["Café", "Zürich", "naïve"], ["中", "国", "人", "hello"],
             ["résumé", ",", "中", "cafe"], ["Ça", "va"]]
     for r, text in enumerate(ALIGN_TEXTS):
@@ -261,7 +256,7 @@ def test_word_alignment_on_accented_and_cjk_text(fresh):
 def test_characters_that_normalize_to_several_pieces_are_one_word(fresh):
     """"a…b" ("..."), "⑴" ("(1)"), "ﷺ" (four words): one word each with its byte span,
     also when the truncation keeps only the first pieces of such a character."""
-    tf2, tf1 = _ok(fresh[("ner", "multi")])
+    tf2, tf1 = fresh_ok(fresh[("ner", "multi")])
     for r, (text, want) in enumerate(MULTI_PIECE):
         raw = text.encode("utf-8")
         n = int(tf2["num_words"][r])
@@ -277,7 +272,7 @@ def test_characters_that_normalize_to_several_pieces_are_one_word(fresh):
 
 @pytest.mark.parametrize("name", ["squad", "squad_joint"])
 def test_squad_answer_text_is_the_context_slice(name, exports, fresh):
-    tf2, _ = _ok(fresh[(name, "odd")])
+    tf2, _ = fresh_ok(fresh[(name, "odd")])
     contexts = text_inputs(exports[name][0], ODD_TEXTS)["context"]
     for r, context in enumerate(contexts):
         s, e = int(tf2["answer_start"][r]), int(tf2["answer_end"][r])
@@ -317,14 +312,14 @@ def test_warmup_requests_replay(name, exports, fresh):
             texts = [inputs[n].tolist() for n in info["signatures"][signature]]
             assert python_pack(spec, *texts)["input_mask"].sum() == length, (signature, length)
     for i in range(len(logs)):
-        tf2, tf1 = _ok(fresh[(name, f"warmup{i}")])
+        tf2, tf1 = fresh_ok(fresh[(name, f"warmup{i}")])
         for key in tf2:
             _same(tf2[key], tf1[key], key)
 
 
 def test_ids_only_export_loads_without_tf_text(exports, fresh):
     spec = exports["ner_ids"][0]
-    tf2, tf1 = _ok(fresh[("ner_ids", "ids")])
+    tf2, tf1 = fresh_ok(fresh[("ner_ids", "ids")])
     for key in tf2:
         _same(tf2[key], tf1[key], key)
     _check_ids_outputs("ner", spec, _info(exports, "ner_ids"),
