@@ -63,6 +63,18 @@ TASKS = tuple(heads.SERVED)
 PRECISIONS = ("fp32", "bf16")
 
 
+def check_precision(precision: str) -> str:
+    """`precision`, once it is one of PRECISIONS.
+
+    Raises:
+      InputError: another value, in one line.
+    """
+    if precision not in PRECISIONS:
+        raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}, "
+                         f"got {precision!r}")
+    return precision
+
+
 def load_saved_model(path: str):
     """tf.saved_model.load of an export (a version folder), its TF-Text ops registered.
 
@@ -113,9 +125,7 @@ class ServingSpec:
     def __init__(self, task: str, model, tokenizer, max_seq_length: int, task_name: str = "",
                  label_names=(), pair: bool = False, length_buckets=None, options=None,
                  precision: str = "fp32", **head_options):
-        if precision not in PRECISIONS:
-            raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}, "
-                             f"got {precision!r}")
+        check_precision(precision)
         self.task, self.model, self.tokenizer = task, model, tokenizer
         self.max_seq_length, self.task_name = max_seq_length, task_name
         self.label_names, self.pair, self.length_buckets = tuple(label_names), pair, length_buckets

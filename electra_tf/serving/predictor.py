@@ -55,12 +55,9 @@ class Predictor:
         """
         import dataclasses
 
-        from electra_tf.core.errors import InputError
-        from electra_tf.serving.export import PRECISIONS, load_spec
+        from electra_tf.serving.export import check_precision, load_spec
 
-        if precision not in PRECISIONS:  # before the model is built
-            raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, "
-                             f"got {precision!r}")
+        check_precision(precision)  # before the model is built
         spec = load_spec(task, folder, vocab_file, max_seq_length, max_query_length,
                          max_answer_length)
         return cls(dataclasses.replace(spec, precision=precision))
