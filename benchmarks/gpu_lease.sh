@@ -23,7 +23,8 @@
 #
 # PLAN=targets (default): issue #40's targets in their order of value, then the
 # A/B rows. Estimates on one H100 (seconds; bench_gpu.ESTIMATE_S, guesses: nothing
-# has run on a GPU yet), and where each would end if the guesses hold:
+# had run on a GPU when they were written; Small K10 then took 114 s, 1.52x its
+# guess, the compilation twice), and where each would end if the guesses hold:
 #     set-up: wheels, device.txt (imports jax, keras, torch)      ~25     25
 #     matmul peak (JAX, bf16 and fp32)                            ~20     45
 #   1 electra_tf/small/bf16/K1 + device-prefetch A/B              ~78    123

@@ -1,0 +1,277 @@
+r"""After the lease: the two discriminators it brought back, and a random-initialized
+one of the same size, fine-tuned on trec6, mr and vader_sst2 (README, "After the
+lease"). Resumable: every finished run is one line of the ledger, and a rerun
+skips what the ledger holds.
+
+Run from the repository root (`studies` is not installed with electra_tf):
+
+    python -m studies.gpu_small.finetune --lease=RESULTS --tasks_dir=../real_data_cache/tasks \
+        --work_dir=../gpu_small --seeds=0,1,2
+
+RESULTS is the folder the lease's files came back to (results.json and the
+parts). Stages (--stage, comma-separated, all by default):
+
+* join: each run's parts -> WORK_DIR/<objective>, a pre-training folder, checked
+  against the sha256 results.json records (skipped where the folder exists);
+  WORK_DIR/none_s0, a discriminator of the same config as initialized (seed 0).
+* finetune: run_finetuning for every fine-tuning seed, task and model, seed by
+  seed (so a cut-short sitting leaves whole seeds), --workers at a time, each
+  in a folder of its own; the paper's Small fine-tuning (lr 3e-4, batch 32, 3
+  epochs, layer-wise decay 0.8, dropout 0.1 from the discriminator's config,
+  L=128 with batches cut to their longest example); the weights are dropped
+  after the result is recorded.
+* report: --output_dir/results.md: dev accuracy per model and task (mean ± std
+  over the fine-tuning seeds), the mean over tasks, and the lease's pre-training
+  numbers beside them.
+
+The ledger (--ledger, default --output_dir/ledger.jsonl) is committed with the
+report. Its settings id covers the fine-tuning settings and the parts' sha256,
+so results of another lease's models are kept apart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if REPO_ROOT not in sys.path:
+    sys.path.insert(0, REPO_ROOT)
+
+from studies.real_data import study  # noqa: E402
+from studies.real_data.ledger import Ledger, settings_id  # noqa: E402
+
+OBJECTIVES = ("electra", "bert_mlm")
+MODELS = ("none",) + OBJECTIVES
+TASKS = ("trec6", "mr", "vader_sst2")
+LABELS = {"electra": "ELECTRA-Small", "bert_mlm": "BERT-MLM Small",
+          "none": "random initialization (none)"}
+
+
+def log(message: str) -> None:
+    print(f"[gpu_small.finetune] {message}", file=sys.stderr, flush=True)
+
+
+def read_lease(lease_dir: str) -> dict:
+    """results.json of the lease, with each run's parts present; InputError otherwise."""
+    from electra_tf.core.errors import InputError
+
+    path = os.path.join(lease_dir, "results.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            results = json.load(f)
+    except FileNotFoundError:
+        raise InputError(f"--lease: {path} not found (the folder the lease's files came "
+                         "back to)") from None
+    except ValueError as e:
+        raise InputError(f"--lease: {path} is not JSON ({e})") from None
+    runs = results.get("runs") or {}
+    missing = [o for o in OBJECTIVES if not (runs.get(o) or {}).get("parts_sha256")]
+    if missing:
+        raise InputError(f"--lease: {path} has no parts for {', '.join(missing)} (the run "
+                         "failed or was cut before its parts: see lease.log)")
+    return results
+
+
+def settings(results: dict, vocab_size: int) -> dict:
+    """The fine-tuning settings (the study's GPU scale, on this machine's backend) and
+    what identifies the models: the parts' sha256."""
+    s = study.settings("small", {"mixed_precision": "fp32", "backend": "tensorflow",
+                                 "run_timeout_s": 0, "vocab_size": vocab_size})
+    s["model_hparam_overrides"] = {}  # none: the pre-trained configs' dropout 0.1
+    s["parts_sha256"] = {o: results["runs"][o]["parts_sha256"] for o in OBJECTIVES}
+    return s
+
+
+def model_dir(work_dir: str, model: str) -> str:
+    return os.path.join(work_dir, "none_s0" if model == "none" else model)
+
+
+def join(results: dict, lease_dir: str, work_dir: str, vocab_file: str, s: dict) -> None:
+    from studies.gpu_small import parts
+
+    for o in OBJECTIVES:
+        out = model_dir(work_dir, o)
+        if os.path.exists(os.path.join(out, "discriminator_config.json")):
+            log(f"join: {out} exists")
+            continue
+        parts.join(os.path.join(lease_dir, f"{o}.part-*"), out, vocab_file,
+                   sha256=results["runs"][o]["parts_sha256"])
+        log(f"join: {o} -> {out}")
+    with open(os.path.join(model_dir(work_dir, "electra"), "discriminator_config.json")) as f:
+        config = json.load(f)
+    none = model_dir(work_dir, "none")
+    if not os.path.exists(os.path.join(none, "discriminator_config.json")):
+        # the same config as the pre-trained ones (minus the format key), seed 0
+        overrides = {k: v for k, v in config.items() if k not in ("format_version", "vocab_size")}
+        cmd = [sys.executable, "-c", study._RANDOM_INIT, none, vocab_file, "0", "small",
+               json.dumps(overrides), str(s["ft_max_seq_length"]), str(config["vocab_size"])]
+        os.makedirs(none, exist_ok=True)
+        code, out = study.run_logged(cmd, os.path.join(none, "random_init.log"))
+        if code:
+            raise RuntimeError(f"random init exit {code}: {study.last_error(out)}")
+        log(f"join: none (random initialization, seed 0) -> {none}")
+
+
+def planned_runs(results: dict, work_dir: str, seeds, tasks=TASKS) -> list[dict]:
+    """Every fine-tuning run, seed by seed, then task by task, then model."""
+    runs = []
+    for fseed in seeds:
+        for task in tasks:
+            for m in MODELS:
+                run = results["runs"].get(m, {})
+                runs.append(dict(
+                    objective=m, pretrain_seed=0, task=task, finetune_seed=fseed,
+                    step=int(run.get("steps_done", 0)), flops=int(run.get("flops_done", 0)),
+                    fraction=(run["steps_done"] / run["steps_planned"]) if run else 0.0,
+                    init_checkpoint=model_dir(work_dir, m),
+                    dir=os.path.join(work_dir, "finetune", m, f"{task}_f{fseed}")))
+    return runs
+
+
+def dev_size(tasks_dir: str, task: str) -> int:
+    with open(os.path.join(tasks_dir, task, "dev.tsv"), encoding="utf-8") as f:
+        return sum(1 for line in f if line.strip()) - 1  # the header
+
+
+def finetune(s: dict, tasks_dir: str, runs: list, ledger, workers: int) -> list:
+    p = {"tasks": tasks_dir}
+    pending = [r for r in runs if not ledger.finetune(r)]
+    log(f"finetune: {len(runs) - len(pending)} of {len(runs)} runs in the ledger, "
+        f"{len(pending)} to run, {workers} at a time")
+    threads = max(1, (os.cpu_count() or 2) // workers) if workers > 1 else 0
+    t0, done, failed = time.monotonic(), [], []
+
+    def one(r):
+        os.makedirs(os.path.dirname(r["dir"]), exist_ok=True)
+        result = study.finetune_one(s, p, r, dev_size(tasks_dir, r["task"]), ledger,
+                                    threads=threads)
+        name = f"{r['objective']} {r['task']} seed {r['finetune_seed']}"
+        if "error" in result:
+            failed.append(name)
+            log(f"{name}: {result['error']}")
+        else:
+            done.append(result)
+            per = (time.monotonic() - t0) / len(done)
+            log(f"{name}: dev accuracy {result['dev_accuracy']:.4f} ({result['seconds']:.0f} s); "
+                f"{len(done)}/{len(pending)} done, about "
+                f"{study.hms(per * (len(pending) - len(done) - len(failed)))} left")
+        return result
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(one, pending))
+    return failed
+
+
+def table(rows: list[dict], tasks=TASKS) -> list[str]:
+    agg = study.aggregate(rows, tasks)
+    lines = ["| dev accuracy (%), mean ± std (runs) | " + " | ".join(tasks)
+             + " | mean over tasks |", "|---|" + "---:|" * (len(tasks) + 1)]
+    for m in MODELS:
+        key = next((k for k in agg if k[0] == m), None)
+        if key is None:
+            continue
+        a = agg[key]
+        lines.append(f"| {LABELS[m]} | " + " | ".join(study._fmt(a["tasks"][t]) for t in tasks)
+                     + f" | {study._fmt(a['mean'])} |")
+    return lines
+
+
+def report(results: dict, rows: list[dict], output: str, seeds, tasks=TASKS) -> str:
+    lines = ["# After the lease: fine-tuning the lease's discriminators", "",
+             "Written by `python -m studies.gpu_small.finetune` (README, \"After the lease\").",
+             "", "## Pre-training (the lease)", "",
+             "| run | steps done / planned | FLOPs | steady seq/s | last held-out eval |",
+             "|---|---|---:|---:|---|"]
+    for o in OBJECTIVES:
+        run = results["runs"][o]
+        last = (run.get("eval") or [{}])[-1]
+        shown = {k: round(v, 4) for k, v in last.items()
+                 if k in ("masked_lm_accuracy", "disc_auc", "disc_accuracy",
+                          "disc_all_original_accuracy")}
+        lines.append(f"| {LABELS[o]} | {run['steps_done']:,} / {run['steps_planned']:,} | "
+                     f"{run['flops_done']:.3g} | {run['steady_seq_per_s']:,.0f} | "
+                     f"step {last.get('step', '-')}: {shown} |")
+    sbs = results.get("side_by_side")
+    if sbs:
+        lines += ["", f"Side by side on one GPU: {sbs['sum_steady_seq_per_s']:,.0f} seq/s "
+                      f"together ({results['device'].get('nvidia_smi', '')})."]
+    done_seeds = sorted({int(r["finetune_seed"]) for r in rows})
+    lines += ["", "## Fine-tuning (CPU)", "",
+              f"Fine-tuning seeds {', '.join(map(str, seeds))} planned; results so far from "
+              f"seeds {', '.join(map(str, done_seeds)) or 'none'} ({len(rows)} runs).", ""]
+    lines += table(rows, tasks)
+    text = "\n".join(lines) + "\n"
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    tmp = output + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, output)
+    return text
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    from electra_tf.core.errors import InputError
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lease", required=True, help="the folder the lease's files came back to")
+    ap.add_argument("--tasks_dir", required=True, help="studies/real_data/prepare_tasks output")
+    ap.add_argument("--work_dir", required=True, help="the models and the runs' folders")
+    ap.add_argument("--vocab_file", default=os.path.join(REPO_ROOT, ".bundle", "vocab.txt"))
+    ap.add_argument("--seeds", default="0,1,2", help="fine-tuning seeds")
+    ap.add_argument("--tasks", default=",".join(TASKS), help="tasks of --tasks_dir")
+    ap.add_argument("--stage", default="join,finetune,report")
+    ap.add_argument("--workers", type=int, default=1, help="runs at a time")
+    ap.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "studies", "gpu_small",
+                                                         "results"))
+    ap.add_argument("--ledger", default="", help="default: OUTPUT_DIR/ledger.jsonl")
+    args = ap.parse_args(argv)
+    try:
+        stages = [x for x in args.stage.split(",") if x]
+        unknown = set(stages) - {"join", "finetune", "report"}
+        if unknown or not stages:
+            raise InputError(f"--stage: unknown stage(s) {sorted(unknown)}; known: join, "
+                             "finetune, report")
+        if args.workers < 1:
+            raise InputError(f"--workers must be >= 1, got {args.workers}")
+        seeds = study.parse_seeds(args.seeds, "--seeds")
+        tasks = [t for t in args.tasks.split(",") if t]
+        if not tasks:
+            raise InputError("--tasks: give at least one task")
+        for t in tasks:
+            if not os.path.exists(os.path.join(args.tasks_dir, t, "train.tsv")):
+                raise InputError(f"--tasks_dir: {args.tasks_dir}/{t}/train.tsv not found "
+                                 "(build it with studies/real_data/prepare_tasks.py)")
+        if not os.path.isfile(args.vocab_file):
+            raise InputError(f"--vocab_file: {args.vocab_file} not found (the bundle's vocab)")
+        results = read_lease(args.lease)
+        s = settings(results, study.vocab_size_of(args.vocab_file))
+        ledger = Ledger(args.ledger or os.path.join(args.output_dir, "ledger.jsonl"),
+                        settings_id(s, s["vocab_size"]))
+        failed = []
+        if "join" in stages:
+            join(results, args.lease, args.work_dir, args.vocab_file, s)
+        if "finetune" in stages:
+            failed = finetune(s, args.tasks_dir, planned_runs(results, args.work_dir, seeds, tasks),
+                              ledger, args.workers)
+        if "report" in stages:
+            text = report(results, ledger.finetune_rows(),
+                          os.path.join(args.output_dir, "results.md"), seeds, tasks)
+            print(text)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if failed:
+        log(f"{len(failed)} run(s) failed: {', '.join(failed)}; rerun to retry them")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""After the GPU lease: the driver that fine-tunes the lease's discriminators and a
+random-initialized one (studies/gpu_small/finetune.py)."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers import REPO
+
+from studies.gpu_small import finetune, parts
+
+
+def _results(**runs):
+    base = {"steps_done": 90, "steps_planned": 120, "flops_done": 1.5e12,
+            "steady_seq_per_s": 100.0, "parts_sha256": "ab" * 32,
+            "eval": [{"step": 90, "masked_lm_accuracy": 0.25}]}
+    return {"runs": {o: {**base, **runs.get(o, {})} for o in finetune.OBJECTIVES},
+            "device": {"nvidia_smi": "a GPU"},
+            "side_by_side": {"sum_steady_seq_per_s": 200.0}}
+
+
+def test_runs_go_seed_by_seed_and_none_has_no_pretraining(tmp_path):
+    runs = finetune.planned_runs(_results(electra={"steps_done": 60}), str(tmp_path), [0, 1],
+                                 ["mr", "trec6"])
+    assert len(runs) == 2 * 2 * 3
+    assert [r["finetune_seed"] for r in runs] == [0] * 6 + [1] * 6
+    assert [(r["task"], r["objective"]) for r in runs[:3]] == [
+        ("mr", "none"), ("mr", "electra"), ("mr", "bert_mlm")]
+    by = {(r["objective"], r["task"], r["finetune_seed"]): r for r in runs}
+    none, electra = by[("none", "mr", 0)], by[("electra", "mr", 0)]
+    assert (none["step"], none["flops"], none["fraction"]) == (0, 0, 0.0)
+    assert (electra["step"], electra["fraction"]) == (60, 0.5)
+    assert none["init_checkpoint"].endswith("none_s0")
+    assert len({r["dir"] for r in runs}) == len(runs)
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "not found"), ("{", "is not JSON"),
+    (json.dumps({"runs": {"electra": {"parts_sha256": "x"}}}), "no parts for bert_mlm")])
+def test_a_bad_lease_folder_is_one_error_line(tmp_path, content, message):
+    if content is not None:
+        (tmp_path / "results.json").write_text(content)
+    proc = subprocess.run([sys.executable, "-m", "studies.gpu_small.finetune",
+                           f"--lease={tmp_path}", f"--tasks_dir={tmp_path}",
+                           f"--work_dir={tmp_path / 'w'}", f"--vocab_file={tmp_path}/v",
+                           "--tasks=alpha"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2
+    # the tasks are checked first: give one so the lease is what fails
+    assert "tasks_dir" in proc.stderr
+    (tmp_path / "alpha").mkdir()
+    (tmp_path / "alpha" / "train.tsv").write_text("text\tlabel\n")
+    (tmp_path / "v").write_text("[PAD]\n")
+    proc = subprocess.run([sys.executable, "-m", "studies.gpu_small.finetune",
+                           f"--lease={tmp_path}", f"--tasks_dir={tmp_path}",
+                           f"--work_dir={tmp_path / 'w'}", f"--vocab_file={tmp_path}/v",
+                           "--tasks=alpha"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and message in errors[0], proc.stderr[-2000:]
+
+
+def test_the_report_means_over_seeds_per_model(tmp_path):
+    rows = [dict(objective=o, pretrain_seed=0, step=s, flops=0, task=t, finetune_seed=f,
+                 dev_accuracy=acc + 0.1 * f)
+            for o, s, acc in (("none", 0, 0.5), ("electra", 90, 0.7), ("bert_mlm", 90, 0.6))
+            for t in ("mr", "trec6") for f in (0, 1)]
+    text = finetune.report(_results(), rows, str(tmp_path / "r.md"), [0, 1, 2],
+                           ["mr", "trec6"])
+    assert (tmp_path / "r.md").read_text() == text
+    pre, line = [x for x in text.splitlines() if x.startswith("| ELECTRA-Small")]
+    assert pre.startswith("| ELECTRA-Small | 90 / 120 | 1.5e+12 | 100 | step 90")
+    # 0.7 and 0.8: mean 75.0, std 7.1, 2 runs per task; mean over tasks the same
+    assert line == "| ELECTRA-Small | 75.0 ± 7.1 (2) | 75.0 ± 7.1 (2) | 75.0 ± 7.1 (2) |"
+    assert "results so far from seeds 0, 1 (12 runs)" in text
+    assert "200 seq/s together" in text
+    order = [x.split(" |")[0] for x in text.splitlines() if x.startswith("| ") and "(2)" in x]
+    assert order == ["| random initialization (none)", "| ELECTRA-Small", "| BERT-MLM Small"]
+
+
+def _write_task(folder, labels, n):
+    folder.mkdir(parents=True)
+    for split, size in (("train", n), ("dev", n // 2)):
+        rows = [f"{labels[i % 2]} the {labels[i % 2]} of a\t{labels[i % 2]}" for i in range(size)]
+        (folder / f"{split}.tsv").write_text("text\tlabel\n" + "\n".join(rows) + "\n")
+
+
+@pytest.mark.slow
+def test_join_finetune_report_at_toy_size_and_resume(tmp_path, tiny_vocab):
+    """Two tiny discriminators as a lease brings them back (parts and results.json), one
+    task, one seed: every model fine-tuned, the table written; a rerun runs nothing."""
+    from helpers import write_pretrained_dir
+
+    lease_dir = tmp_path / "lease"
+    lease_dir.mkdir()
+    results = _results()
+    for seed, o in enumerate(finetune.OBJECTIVES):
+        folder = write_pretrained_dir(tmp_path / "pre" / o, tiny_vocab, seed=seed)
+        paths = parts.split(folder, str(lease_dir / o), max_part_bytes=40_000)
+        blob = b"".join(open(p, "rb").read() for p in paths)
+        results["runs"][o]["parts_sha256"] = hashlib.sha256(blob).hexdigest()
+    (lease_dir / "results.json").write_text(json.dumps(results))
+    _write_task(tmp_path / "tasks" / "alpha", ["cat", "dog"], 40)
+    out = tmp_path / "report"
+    args = [sys.executable, "-m", "studies.gpu_small.finetune", f"--lease={lease_dir}",
+            f"--tasks_dir={tmp_path / 'tasks'}", f"--work_dir={tmp_path / 'work'}",
+            f"--vocab_file={tiny_vocab}", "--tasks=alpha", "--seeds=0",
+            f"--output_dir={out}"]
+    proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    work = tmp_path / "work"
+    configs = [json.loads((work / m / "discriminator_config.json").read_text())
+               for m in ("electra", "none_s0")]
+    assert configs[0] == configs[1]  # none: the same model, as initialized
+    ledger = [json.loads(x) for x in (out / "ledger.jsonl").read_text().splitlines()]
+    assert sorted(r["objective"] for r in ledger) == ["bert_mlm", "electra", "none"]
+    assert all(0 <= r["dev_accuracy"] <= 1 and r["dev_size"] == 20 for r in ledger)
+    assert not any(name.endswith(".weights.h5")
+                   for _, _, files in os.walk(work / "finetune") for name in files)
+    table = (out / "results.md").read_text()
+    assert table.count("(1) |") == 3 * 2  # three models: one task and the mean
+    again = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "3 of 3 runs in the ledger, 0 to run" in again.stderr
+    assert "dev accuracy" not in again.stderr
+    # a part changed on the way is refused by its sha256, in one line
+    import shutil
+
+    shutil.rmtree(work / "electra")
+    part = sorted(lease_dir.glob("electra.part-*"))[0]
+    data = bytearray(part.read_bytes())
+    data[-1] ^= 1
+    part.write_bytes(bytes(data))
+    bad = subprocess.run(args + ["--stage=join"], cwd=REPO, capture_output=True, text=True,
+                         timeout=600)
+    assert bad.returncode != 0
+    assert "sha256" in bad.stderr.strip().splitlines()[-1], bad.stderr[-2000:]
+    assert not (work / "electra" / "discriminator.weights.h5").exists()
