@@ -137,6 +137,9 @@ def test_keep_all_models_false_keeps_the_last_trials_folder_only(tmp_path):
     assert len(trials.read_trials(str(tmp_path / "out"))["trials"]) == 3  # results kept
 
 
+# Slow (12 s: two real fine-tuning runs); the default suite checks the trials' seeds,
+# folders, skipping and summary with cheap trainers above.
+@pytest.mark.slow
 def test_two_real_trials_keep_their_seeds_folders_and_results(pretrained_dir, toy_sst2_dir,
                                                               tmp_path, capsys):
     """run_finetuning's trainer, two trials of half an epoch: each its own seed and folder,

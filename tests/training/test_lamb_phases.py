@@ -39,8 +39,11 @@ def _optimizer_state(trainer):
     return [np.array(v.numpy()) for v in trainer.optimizer.variables]
 
 
+# Slow (14 s, with the long records): the default suite checks LAMB and its two-stage
+# schedule in tests/test_optimization_lamb.py and the phase-2 flags below.
+@pytest.mark.slow
 def test_lamb_two_phases_in_one_run(make_configs, long_records, tmp_path, capsys):
-    """The default suite's: one run through the switch (its resumes are slow, below)."""
+    """One run through the switch (its resumes are below)."""
     phase2 = {"phase2_train_data": long_records, "eval_data": ""}
     trainer = TensorFlowPretraining(*make_configs(tmp_path / "a", run_overrides=phase2,
                                                   **PHASED))
