@@ -22,32 +22,34 @@
 # rewritten after every setting, so a cut-short run keeps what it measured.
 #
 # PLAN=targets (default): issue #40's targets in their order of value, then the
-# A/B rows. Estimates on one H100 (seconds; bench_gpu.ESTIMATE_S, guesses: nothing
-# had run on a GPU when they were written; Small K10 then took 114 s, 1.52x its
-# guess, the compilation twice), and where each would end if the guesses hold:
+# A/B rows. Estimates (seconds; bench_gpu.ESTIMATE_S): Small K10 as measured on an
+# H200 (2026-11-30: 114 s, of which 30 s build and 75 s compile), the other electra_tf
+# rows the first guesses x 1.5 (that run's measured / guessed), HF's first guesses;
+# and where each would end if they hold:
 #     set-up: wheels, device.txt (imports jax, keras, torch)      ~25     25
 #     matmul peak (JAX, bf16 and fp32)                            ~20     45
-#   1 electra_tf/small/bf16/K1 + device-prefetch A/B              ~78    123
-#   2 electra_tf/small/bf16/K10 + trace of one call + prefetch A/B ~88   211
-#   3 hf/small/bf16/compile                                       ~75    286
-#   4 electra_tf/base/bf16/K10 + trace of one call               ~100    386
-#   5 hf/base/bf16/compile                                        ~95    481
-#   6 electra_tf/base512/bf16/K10                                 ~95    576
-#   7 hf/base512/bf16/compile                                     ~95    671
-#   8 electra_tf/base512/bf16/K10/ad0       fused attention A/B:  ~95    766
-#   9 electra_tf/base512/bf16/K10/ad0+fused   both arms without   ~95    861
-#  10 electra_tf/small/bf16/K10/ad0           attention dropout   ~75    936
-#  11 electra_tf/small/bf16/K10/ad0+fused                         ~75   1011
-#  12 electra_tf/small/bf16/K10/nodonate    (A: row 2)            ~75   1086
-# The estimates include a cold build (~20 s); a size's later settings read most of
-# theirs from the compilation cache below. So at the guesses 8 minutes hold rows 1-4
-# (row 5 needs about 15 s more: BUDGET_S=540 holds it) and the guard records the
-# rest as skipped; each setting that runs faster than its guess lets more in (the
-# scale follows the measurements). A second lease with PLAN=ab runs the A/B rows:
-#     matmul ~20, small K10 (the A of nodonate; + trace, prefetch A/B) ~88,
-#     small K10/ad0 ~75, small K10/ad0+fused ~75, base512 K10/ad0 ~95,
-#     base512 K10/ad0+fused (+ trace) ~105, small K10/nodonate ~75,
-#     small K1 + prefetch A/B ~78.
+#   1 electra_tf/small/bf16/K10 + trace of one call + prefetch A/B ~128  173
+#   2 electra_tf/base/bf16/K10 + trace of one call               ~145    318
+#   3 hf/small/bf16/compile                                       ~75    393
+#   4 electra_tf/base512/bf16/K10                                ~140    533
+#   5 hf/base/bf16/compile                                        ~95    628
+#   6 electra_tf/small/bf16/K1 + device-prefetch A/B             ~118    746
+#   7 hf/base512/bf16/compile                                     ~95    841
+#   8 electra_tf/base512/bf16/K10/ad0       fused attention A/B: ~140    981
+#   9 electra_tf/base512/bf16/K10/ad0+fused   both arms without  ~140   1121
+#  10 electra_tf/small/bf16/K10/ad0           attention dropout  ~115   1236
+#  11 electra_tf/small/bf16/K10/ad0+fused                        ~115   1351
+#  12 electra_tf/small/bf16/K10/nodonate    (A: row 1)           ~115   1466
+# The estimates include a cold build (~30 s); a size's later settings read most of
+# theirs from the compilation cache below. So at these estimates 8 minutes hold rows
+# 1-3 (the Small and Base targets, traced, and transformers' Small beside them) and
+# the guard records the rest as skipped; each setting that runs faster than its
+# estimate lets more in (the scale follows the measurements). A second lease with
+# PLAN=ab runs the A/B rows:
+#     matmul ~20, small K10 (the A of nodonate; + trace, prefetch A/B) ~128,
+#     small K10/ad0 ~115, small K10/ad0+fused ~115, base512 K10/ad0 ~140,
+#     base512 K10/ad0+fused (+ trace) ~150, small K10/nodonate ~115,
+#     small K1 + prefetch A/B ~118.
 # ONLY overrides the plan's settings (bench_gpu.py --only keys, run in that order).
 # PROFILE names the settings traced with jax.profiler for one more compiled call
 # (targets: Small and Base, 10 steps a call; ab: Small and Base s512 with fused
@@ -63,7 +65,7 @@ OUT=${OUT:-}
 PY=${PY:-python3}
 BUDGET_S=${BUDGET_S:-480}
 PLAN=${PLAN:-targets}
-TARGETS=electra_tf/small/bf16/K1,electra_tf/small/bf16/K10,hf/small/bf16/compile,electra_tf/base/bf16/K10,hf/base/bf16/compile,electra_tf/base512/bf16/K10,hf/base512/bf16/compile
+TARGETS=electra_tf/small/bf16/K10,electra_tf/base/bf16/K10,hf/small/bf16/compile,electra_tf/base512/bf16/K10,hf/base/bf16/compile,electra_tf/small/bf16/K1,hf/base512/bf16/compile
 AB=electra_tf/base512/bf16/K10/ad0,electra_tf/base512/bf16/K10/ad0+fused,electra_tf/small/bf16/K10/ad0,electra_tf/small/bf16/K10/ad0+fused,electra_tf/small/bf16/K10/nodonate
 TARGETS_PROFILE=electra_tf/small/bf16/K10,electra_tf/base/bf16/K10
 TARGETS_AB_PREFETCH=electra_tf/small/bf16/K1,electra_tf/small/bf16/K10
