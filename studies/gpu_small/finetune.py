@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -132,9 +132,16 @@ def planned_runs(results: dict, work_dir: str, seeds, tasks=TASKS) -> list[dict]
     return runs
 
 
-def dev_size(tasks_dir: str, task: str) -> int:
-    with open(os.path.join(tasks_dir, task, "dev.tsv"), encoding="utf-8") as f:
+def split_size(tasks_dir: str, task: str, split: str) -> int:
+    with open(os.path.join(tasks_dir, task, f"{split}.tsv"), encoding="utf-8") as f:
         return sum(1 for line in f if line.strip()) - 1  # the header
+
+
+def time_left(done: list, pending: list, sizes: dict, workers: int) -> float:
+    """Seconds left: the finished runs' seconds per training example, times the examples
+    of the runs not finished, shared by the workers."""
+    rate = sum(r["seconds"] for r in done) / max(1, sum(sizes[r["task"]] for r in done))
+    return rate * sum(sizes[r["task"]] for r in pending) / workers
 
 
 def finetune(s: dict, tasks_dir: str, runs: list, ledger, workers: int) -> list:
@@ -143,22 +150,25 @@ def finetune(s: dict, tasks_dir: str, runs: list, ledger, workers: int) -> list:
     log(f"finetune: {len(runs) - len(pending)} of {len(runs)} runs in the ledger, "
         f"{len(pending)} to run, {workers} at a time")
     threads = max(1, (os.cpu_count() or 2) // workers) if workers > 1 else 0
-    t0, done, failed = time.monotonic(), [], []
+    sizes = {r["task"]: split_size(tasks_dir, r["task"], "train") for r in runs}
+    done, failed, left = [], [], list(pending)
+    lock = threading.Lock()
 
     def one(r):
         os.makedirs(os.path.dirname(r["dir"]), exist_ok=True)
-        result = study.finetune_one(s, p, r, dev_size(tasks_dir, r["task"]), ledger,
+        result = study.finetune_one(s, p, r, split_size(tasks_dir, r["task"], "dev"), ledger,
                                     threads=threads)
         name = f"{r['objective']} {r['task']} seed {r['finetune_seed']}"
-        if "error" in result:
-            failed.append(name)
-            log(f"{name}: {result['error']}")
-        else:
+        with lock:
+            left.remove(r)
+            if "error" in result:
+                failed.append(name)
+                log(f"{name}: {result['error']}")
+                return result
             done.append(result)
-            per = (time.monotonic() - t0) / len(done)
-            log(f"{name}: dev accuracy {result['dev_accuracy']:.4f} ({result['seconds']:.0f} s); "
-                f"{len(done)}/{len(pending)} done, about "
-                f"{study.hms(per * (len(pending) - len(done) - len(failed)))} left")
+            log(f"{name}: dev accuracy {result['dev_accuracy']:.4f} ({result['seconds']:.0f} "
+                f"s); {len(done)}/{len(pending)} done, about "
+                f"{study.hms(time_left(done, left, sizes, workers))} left")
         return result
 
     with ThreadPoolExecutor(max_workers=workers) as pool:

@@ -140,3 +140,12 @@ def test_join_finetune_report_at_toy_size_and_resume(tmp_path, tiny_vocab):
     assert bad.returncode != 0
     assert "sha256" in bad.stderr.strip().splitlines()[-1], bad.stderr[-2000:]
     assert not (work / "electra" / "discriminator.weights.h5").exists()
+
+
+def test_time_left_goes_by_training_examples_and_workers():
+    done = [{"task": "small", "seconds": 100.0}, {"task": "big", "seconds": 300.0}]
+    sizes = {"small": 1000, "big": 3000}  # 0.1 s an example
+    pending = [{"task": "big"}, {"task": "big"}, {"task": "small"}]
+    assert finetune.time_left(done, pending, sizes, workers=1) == pytest.approx(700.0)
+    assert finetune.time_left(done, pending, sizes, workers=2) == pytest.approx(350.0)
+    assert finetune.time_left(done, [], sizes, workers=2) == 0.0
