@@ -194,17 +194,27 @@ def report(results: dict, rows: list[dict], output: str, seeds, tasks=TASKS) -> 
     lines = ["# After the lease: fine-tuning the lease's discriminators", "",
              "Written by `python -m studies.gpu_small.finetune` (README, \"After the lease\").",
              "", "## Pre-training (the lease)", "",
-             "| run | steps done / planned | FLOPs | steady seq/s | last held-out eval |",
-             "|---|---|---:|---:|---|"]
+             "| run | steps done / planned | FLOPs | steady seq/s |", "|---|---|---:|---:|"]
     for o in OBJECTIVES:
         run = results["runs"][o]
-        last = (run.get("eval") or [{}])[-1]
-        shown = {k: round(v, 4) for k, v in last.items()
-                 if k in ("masked_lm_accuracy", "disc_auc", "disc_accuracy",
-                          "disc_all_original_accuracy")}
         lines.append(f"| {LABELS[o]} | {run['steps_done']:,} / {run['steps_planned']:,} | "
-                     f"{run['flops_done']:.3g} | {run['steady_seq_per_s']:,.0f} | "
-                     f"step {last.get('step', '-')}: {shown} |")
+                     f"{run['flops_done']:.3g} | {run['steady_seq_per_s']:,.0f} |")
+    lines += ["", "Held-out evaluations (the runs' own, on the bundle's held-out sequences):", "",
+              "| run | step | s into the run | masked-LM accuracy | disc AUC | disc accuracy |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for o in OBJECTIVES:
+        for e in results["runs"][o].get("eval") or []:
+            cells = [f"{e[k]:.3f}" if k in e else "-"
+                     for k in ("masked_lm_accuracy", "disc_auc", "disc_accuracy")]
+            lines.append(f"| {LABELS[o]} | {e['step']:,} | {e.get('t_s', 0):.0f} | "
+                         + " | ".join(cells) + " |")
+    lines += ["", "Training loss at tenths of each run (step: loss):", ""]
+    for o in OBJECTIVES:
+        train = results["runs"][o].get("train") or []
+        picks = [train[i] for i in dict.fromkeys(round(k * (len(train) - 1) / 10)
+                                                 for k in range(11))] if train else []
+        lines.append(f"- {LABELS[o]}: " + (", ".join(
+            f"{x['step']:,}: {x['loss']:.3f}" for x in picks) or "none logged"))
     sbs = results.get("side_by_side")
     if sbs:
         lines += ["", f"Side by side on one GPU: {sbs['sum_steady_seq_per_s']:,.0f} seq/s "

@@ -16,7 +16,8 @@ from studies.gpu_small import finetune, parts
 def _results(**runs):
     base = {"steps_done": 90, "steps_planned": 120, "flops_done": 1.5e12,
             "steady_seq_per_s": 100.0, "parts_sha256": "ab" * 32,
-            "eval": [{"step": 90, "masked_lm_accuracy": 0.25}]}
+            "eval": [{"step": 90, "masked_lm_accuracy": 0.25, "t_s": 12.0}],
+            "train": [{"step": 10 * i, "loss": 10.0 - i, "seq_per_s": 9.0} for i in range(1, 10)]}
     return {"runs": {o: {**base, **runs.get(o, {})} for o in finetune.OBJECTIVES},
             "device": {"nvidia_smi": "a GPU"},
             "side_by_side": {"sum_steady_seq_per_s": 200.0}}
@@ -72,12 +73,17 @@ def test_the_report_means_over_seeds_per_model(tmp_path):
     text = finetune.report(_results(), rows, str(tmp_path / "r.md"), [0, 1, 2],
                            ["mr", "trec6"])
     assert (tmp_path / "r.md").read_text() == text
-    pre, line = [x for x in text.splitlines() if x.startswith("| ELECTRA-Small")]
-    assert pre.startswith("| ELECTRA-Small | 90 / 120 | 1.5e+12 | 100 | step 90")
+    electra = [x for x in text.splitlines() if x.startswith("| ELECTRA-Small")]
+    pre, line = electra[0], electra[-1]
+    assert pre == "| ELECTRA-Small | 90 / 120 | 1.5e+12 | 100 |"
     # 0.7 and 0.8: mean 75.0, std 7.1, 2 runs per task; mean over tasks the same
     assert line == "| ELECTRA-Small | 75.0 ± 7.1 (2) | 75.0 ± 7.1 (2) | 75.0 ± 7.1 (2) |"
     assert "results so far from seeds 0, 1 (12 runs)" in text
     assert "200 seq/s together" in text
+    assert "| ELECTRA-Small | 90 | 12 | 0.250 | - | - |" in text
+    # 9 lines: each once, first to last
+    assert "- BERT-MLM Small: 10: 9.000, 20: 8.000, 30: 7.000, 40: 6.000, 50: 5.000," in text
+    assert text.count(", 80: 2.000, 90: 1.000\n") == 2
     order = [x.split(" |")[0] for x in text.splitlines() if x.startswith("| ") and "(2)" in x]
     assert order == ["| random initialization (none)", "| ELECTRA-Small", "| BERT-MLM Small"]
 
