@@ -68,6 +68,8 @@ def read_lease(lease_dir: str) -> dict:
                          "back to)") from None
     except ValueError as e:
         raise InputError(f"--lease: {path} is not JSON ({e})") from None
+    if not isinstance(results, dict):
+        raise InputError(f"--lease: {path} is not a lease's results (a JSON object)")
     runs = results.get("runs") or {}
     missing = [o for o in OBJECTIVES if not (runs.get(o) or {}).get("parts_sha256")]
     if missing:
@@ -265,9 +267,10 @@ def main(argv=None) -> int:
         if not tasks:
             raise InputError("--tasks: give at least one task")
         for t in tasks:
-            if not os.path.exists(os.path.join(args.tasks_dir, t, "train.tsv")):
-                raise InputError(f"--tasks_dir: {args.tasks_dir}/{t}/train.tsv not found "
-                                 "(build it with studies/real_data/prepare_tasks.py)")
+            for split in ("train", "dev"):
+                if not os.path.exists(os.path.join(args.tasks_dir, t, f"{split}.tsv")):
+                    raise InputError(f"--tasks_dir: {args.tasks_dir}/{t}/{split}.tsv not found "
+                                     "(build it with studies/real_data/prepare_tasks.py)")
         if not os.path.isfile(args.vocab_file):
             raise InputError(f"--vocab_file: {args.vocab_file} not found (the bundle's vocab)")
         results = read_lease(args.lease)

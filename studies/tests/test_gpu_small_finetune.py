@@ -39,7 +39,7 @@ def test_runs_go_seed_by_seed_and_none_has_no_pretraining(tmp_path):
 
 
 @pytest.mark.parametrize("content, message", [
-    (None, "not found"), ("{", "is not JSON"),
+    (None, "not found"), ("{", "is not JSON"), ("[]", "not a lease's results"),
     (json.dumps({"runs": {"electra": {"parts_sha256": "x"}}}), "no parts for bert_mlm")])
 def test_a_bad_lease_folder_is_one_error_line(tmp_path, content, message):
     if content is not None:
@@ -54,6 +54,7 @@ def test_a_bad_lease_folder_is_one_error_line(tmp_path, content, message):
     assert "tasks_dir" in proc.stderr
     (tmp_path / "alpha").mkdir()
     (tmp_path / "alpha" / "train.tsv").write_text("text\tlabel\n")
+    (tmp_path / "alpha" / "dev.tsv").write_text("text\tlabel\n")
     (tmp_path / "v").write_text("[PAD]\n")
     proc = subprocess.run([sys.executable, "-m", "studies.gpu_small.finetune",
                            f"--lease={tmp_path}", f"--tasks_dir={tmp_path}",
