@@ -139,6 +139,22 @@ def split_size(tasks_dir: str, task: str, split: str) -> int:
         return sum(1 for line in f if line.strip()) - 1  # the header
 
 
+def majority_baseline(tasks_dir: str, task: str) -> float:
+    """Dev accuracy of always answering the train split's most frequent label."""
+    import collections
+    import csv
+
+    def labels(split):
+        with open(os.path.join(tasks_dir, task, f"{split}.tsv"), newline="",
+                  encoding="utf-8") as f:
+            return [r["label"] for r in csv.DictReader(f, delimiter="\t",
+                                                       quoting=csv.QUOTE_NONE)]
+
+    majority = collections.Counter(labels("train")).most_common(1)[0][0]
+    dev = labels("dev")
+    return dev.count(majority) / max(1, len(dev))
+
+
 def time_left(done: list, pending: list, sizes: dict, workers: int) -> float:
     """Seconds left: the finished runs' seconds per training example, times the examples
     of the runs not finished, shared by the workers."""
@@ -192,7 +208,8 @@ def table(rows: list[dict], tasks=TASKS) -> list[str]:
     return lines
 
 
-def report(results: dict, rows: list[dict], output: str, seeds, tasks=TASKS) -> str:
+def report(results: dict, rows: list[dict], output: str, seeds, tasks=TASKS,
+           baselines: dict | None = None) -> str:
     lines = ["# After the lease: fine-tuning the lease's discriminators", "",
              "Written by `python -m studies.gpu_small.finetune` (README, \"After the lease\").",
              "", "## Pre-training (the lease)", "",
@@ -226,6 +243,10 @@ def report(results: dict, rows: list[dict], output: str, seeds, tasks=TASKS) -> 
               f"Fine-tuning seeds {', '.join(map(str, seeds))} planned; results so far from "
               f"seeds {', '.join(map(str, done_seeds)) or 'none'} ({len(rows)} runs).", ""]
     lines += table(rows, tasks)
+    if baselines:
+        lines += ["", "Majority baselines (dev accuracy of the train split's most frequent "
+                      "label): " + ", ".join(f"{t} {100 * baselines[t]:.1f}%" for t in tasks)
+                  + "."]
     text = "\n".join(lines) + "\n"
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     tmp = output + ".tmp"
@@ -285,7 +306,8 @@ def main(argv=None) -> int:
                               ledger, args.workers)
         if "report" in stages:
             text = report(results, ledger.finetune_rows(),
-                          os.path.join(args.output_dir, "results.md"), seeds, tasks)
+                          os.path.join(args.output_dir, "results.md"), seeds, tasks,
+                          {t: majority_baseline(args.tasks_dir, t) for t in tasks})
             print(text)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -129,6 +129,8 @@ def test_join_finetune_report_at_toy_size_and_resume(tmp_path, tiny_vocab):
     assert not any(name.endswith(".weights.h5")
                    for _, _, files in os.walk(work / "finetune") for name in files)
     table = (out / "results.md").read_text()
+    assert "Majority baselines (dev accuracy of the train split's most frequent label): " \
+           "alpha 50.0%." in table
     assert table.count("(1) |") == 3 * 2  # three models: one task and the mean
     again = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -156,3 +158,11 @@ def test_time_left_goes_by_training_examples_and_workers():
     assert finetune.time_left(done, pending, sizes, workers=1) == pytest.approx(700.0)
     assert finetune.time_left(done, pending, sizes, workers=2) == pytest.approx(350.0)
     assert finetune.time_left(done, [], sizes, workers=2) == 0.0
+
+
+def test_majority_baseline_is_the_train_majority_on_dev(tmp_path):
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "train.tsv").write_text("text\tlabel\na\tx\nb\tx\nc\ty\n")
+    (folder / "dev.tsv").write_text('text\tlabel\n"q\ty\nd\tx\ne\ty\nf\ty\n')  # a quote kept
+    assert finetune.majority_baseline(str(tmp_path), "t") == pytest.approx(1 / 4)
