@@ -41,6 +41,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 if REPO_ROOT not in sys.path:
     sys.path.insert(0, REPO_ROOT)
 
+from electra_tf.core.fileio import atomic_write_text  # noqa: E402
 from studies.real_data import study  # noqa: E402
 from studies.real_data.ledger import Ledger, settings_id  # noqa: E402
 
@@ -105,17 +106,12 @@ def join(results: dict, lease_dir: str, work_dir: str, vocab_file: str, s: dict)
         log(f"join: {o} -> {out}")
     with open(os.path.join(model_dir(work_dir, "electra"), "discriminator_config.json")) as f:
         config = json.load(f)
-    none = model_dir(work_dir, "none")
-    if not os.path.exists(os.path.join(none, "discriminator_config.json")):
-        # the same config as the pre-trained ones (minus the format key), seed 0
-        overrides = {k: v for k, v in config.items() if k not in ("format_version", "vocab_size")}
-        cmd = [sys.executable, "-c", study._RANDOM_INIT, none, vocab_file, "0", "small",
-               json.dumps(overrides), str(s["ft_max_seq_length"]), str(config["vocab_size"])]
-        os.makedirs(none, exist_ok=True)
-        code, out = study.run_logged(cmd, os.path.join(none, "random_init.log"))
-        if code:
-            raise RuntimeError(f"random init exit {code}: {study.last_error(out)}")
-        log(f"join: none (random initialization, seed 0) -> {none}")
+    # the same config as the pre-trained ones (minus the format key), seed 0, written
+    # where model_dir(work_dir, "none") reads it
+    overrides = {k: v for k, v in config.items() if k not in ("format_version", "vocab_size")}
+    none = study.write_random_init(dict(s, model_hparam_overrides=overrides),
+                                   {"pretrain": work_dir, "vocab": vocab_file}, 0)
+    log(f"join: none (random initialization, seed 0) -> {none}")
 
 
 def planned_runs(results: dict, work_dir: str, seeds, tasks=TASKS) -> list[dict]:
@@ -168,14 +164,15 @@ def finetune(s: dict, tasks_dir: str, runs: list, ledger, workers: int) -> list:
     log(f"finetune: {len(runs) - len(pending)} of {len(runs)} runs in the ledger, "
         f"{len(pending)} to run, {workers} at a time")
     threads = max(1, (os.cpu_count() or 2) // workers) if workers > 1 else 0
-    sizes = {r["task"]: split_size(tasks_dir, r["task"], "train") for r in runs}
+    tasks = {r["task"] for r in runs}
+    sizes = {t: split_size(tasks_dir, t, "train") for t in tasks}
+    dev_sizes = {t: split_size(tasks_dir, t, "dev") for t in tasks}
     done, failed, left = [], [], list(pending)
     lock = threading.Lock()
 
     def one(r):
         os.makedirs(os.path.dirname(r["dir"]), exist_ok=True)
-        result = study.finetune_one(s, p, r, split_size(tasks_dir, r["task"], "dev"), ledger,
-                                    threads=threads)
+        result = study.finetune_one(s, p, r, dev_sizes[r["task"]], ledger, threads=threads)
         name = f"{r['objective']} {r['task']} seed {r['finetune_seed']}"
         with lock:
             left.remove(r)
@@ -248,11 +245,7 @@ def report(results: dict, rows: list[dict], output: str, seeds, tasks=TASKS,
                       "label): " + ", ".join(f"{t} {100 * baselines[t]:.1f}%" for t in tasks)
                   + "."]
     text = "\n".join(lines) + "\n"
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    tmp = output + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, output)
+    atomic_write_text(output, text)
     return text
 
 

@@ -38,17 +38,22 @@ def test_runs_go_seed_by_seed_and_none_has_no_pretraining(tmp_path):
     assert len({r["dir"] for r in runs}) == len(runs)
 
 
+def run_on(folder):
+    """The command with FOLDER as lease, tasks and vocab folder (task alpha)."""
+    return subprocess.run([sys.executable, "-m", "studies.gpu_small.finetune",
+                           f"--lease={folder}", f"--tasks_dir={folder}",
+                           f"--work_dir={folder / 'w'}", f"--vocab_file={folder}/v",
+                           "--tasks=alpha"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+
+
 @pytest.mark.parametrize("content, message", [
     (None, "not found"), ("{", "is not JSON"), ("[]", "not a lease's results"),
     (json.dumps({"runs": {"electra": {"parts_sha256": "x"}}}), "no parts for bert_mlm")])
 def test_a_bad_lease_folder_is_one_error_line(tmp_path, content, message):
     if content is not None:
         (tmp_path / "results.json").write_text(content)
-    proc = subprocess.run([sys.executable, "-m", "studies.gpu_small.finetune",
-                           f"--lease={tmp_path}", f"--tasks_dir={tmp_path}",
-                           f"--work_dir={tmp_path / 'w'}", f"--vocab_file={tmp_path}/v",
-                           "--tasks=alpha"], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
+    proc = run_on(tmp_path)
     assert proc.returncode == 2
     # the tasks are checked first: give one so the lease is what fails
     assert "tasks_dir" in proc.stderr
@@ -56,11 +61,7 @@ def test_a_bad_lease_folder_is_one_error_line(tmp_path, content, message):
     (tmp_path / "alpha" / "train.tsv").write_text("text\tlabel\n")
     (tmp_path / "alpha" / "dev.tsv").write_text("text\tlabel\n")
     (tmp_path / "v").write_text("[PAD]\n")
-    proc = subprocess.run([sys.executable, "-m", "studies.gpu_small.finetune",
-                           f"--lease={tmp_path}", f"--tasks_dir={tmp_path}",
-                           f"--work_dir={tmp_path / 'w'}", f"--vocab_file={tmp_path}/v",
-                           "--tasks=alpha"], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
+    proc = run_on(tmp_path)
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and message in errors[0], proc.stderr[-2000:]
