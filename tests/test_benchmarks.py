@@ -22,6 +22,7 @@ TOY_TESTS = {
     "bench_gpu.py": "test_bench_gpu.py::test_the_toy_run_writes_every_field",
     "bench_packed_input.py": "test_bench_packed_input_at_toy_size",
     "bench_peer.py": "test_bench_peer_at_toy_size",
+    "bench_prediction.py": "test_bench_prediction_at_toy_size",
     "bench_pretraining.py": "test_bench_pretraining_at_toy_size",
     "bench_score_export.py": "test_bench_score_export_at_toy_size",
     "bench_serving_floor.py": "test_bench_serving_floor_at_toy_size",
@@ -92,6 +93,20 @@ def test_bench_finetuning_at_toy_size(tmp_path):
     assert [r["trim_batches"] for r in rows] == [False, True]  # TRIM: 1 when not given
     assert all(r["examples_per_second"] > 0 and r["seq_length"] == 32
                and r["sentence_words"] == "2:6" for r in rows)
+
+
+@pytest.mark.slow
+def test_bench_prediction_at_toy_size(tmp_path):
+    out = tmp_path / "pred"
+    _run(["bench_prediction.py", "--model_size=tiny", "--seq_length=32", "--eval_batch_size=4",
+          "--dev_examples=10", "--sentence_words=2:6,fill", "--rounds=1", f"--output={out}"],
+         180, tmp_path)
+    rows = json.loads(out.with_suffix(".json").read_text())["results"]
+    assert [(r["sentence_words"], r["batches"]) for r in rows] == [
+        ("2:6", "cut"), ("2:6", "full"), ("fill", "cut"), ("fill", "full")]
+    assert all(r["examples_per_second"] > 0 for r in rows)
+    assert rows[0]["mean_used_positions"] < 10 and rows[2]["mean_used_positions"] == 32
+    assert "| 2:6 | cut |" in out.with_suffix(".md").read_text()
 
 
 @pytest.mark.slow

@@ -909,7 +909,8 @@ class FinetuningRun(RuntimeOptions):
     trim_batches: bool = _field(
         True, "train on each batch cut to its longest example (rounded up to an eighth of "
         "max_seq_length where the step is compiled: XLA, JAX): the same loss on fewer "
-        "positions, short texts train several times faster; False: every batch at "
+        "positions, short texts train several times faster; evaluate and predict on "
+        "batches of rows of similar length, cut the same way; False: every batch at "
         "max_seq_length, as the original")
 
     def __post_init__(self) -> None:

@@ -44,6 +44,7 @@ from electra_tf.core.errors import InputError
 from electra_tf.serving import encoder as serving_encoder
 from electra_tf.serving import graph
 from electra_tf.tasks import heads
+from electra_tf.tasks.model import output_layout
 
 IDS_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -221,12 +222,7 @@ class BucketedModel:
         self.buckets = tuple(buckets)
         self.min_length = min_length(spec)
         self.fills = spec.head.model_fills
-        symbolic = {k: keras.KerasTensor((None, None), dtype="int32")
-                    for k in ("input_ids", "input_mask", "segment_ids")}
-        out = spec.model.compute_output_spec(symbolic, training=False)
-        # name: (dtype, rank, has a position axis)
-        self.outputs = {k: (v.dtype, len(v.shape), len(v.shape) >= 2 and v.shape[1] is None)
-                        for k, v in out.items() if k not in _UNSERVED}
+        self.outputs = output_layout(spec.model, _UNSERVED)  # name: (dtype, rank, positional)
 
     def __call__(self, word_ids, mask, type_ids) -> dict:
         seq = tf.shape(word_ids)[1]

@@ -39,6 +39,16 @@ def build_head(kind: str, num_labels: int, hidden_size: int, config=None,
                initializer_range=initializer_range, hidden_act=hidden_act, dtype=dtype)
 
 
+def output_layout(model, excluded=("sequence_output", "pooled_output")) -> dict:
+    """{name: (dtype, rank, whether axis 1 is the position axis)} of `model`'s outputs
+    but `excluded`, from the output spec of symbolic inputs of unknown length."""
+    symbolic = {k: keras.KerasTensor((None, None), dtype="int32")
+                for k in ("input_ids", "input_mask", "segment_ids")}
+    out = model.compute_output_spec(symbolic, training=False)
+    return {k: (v.dtype, len(v.shape), len(v.shape) >= 2 and v.shape[1] is None)
+            for k, v in out.items() if k not in excluded}
+
+
 class FinetuningModel(keras.Model):
     """Encoder + head. call(inputs, training, seed) -> the head's dict.
 

@@ -76,7 +76,7 @@ from electra_tf.folders.pretraining import (
 )
 from electra_tf.folders.vocabulary import check_resumed_vocab, check_vocab_fits, checked_vocab
 from electra_tf.tasks import base
-from electra_tf.tasks.model import FinetuningModel
+from electra_tf.tasks.model import FinetuningModel, output_layout
 from electra_tf.tasks.registry import format_label_names, task_from_config
 from electra_tf.training import reporting
 from electra_tf.training.checkpoints import checkpoint_step, model_variables, read_model_arrays
@@ -493,16 +493,50 @@ def trim_batch(batch: dict, max_seq_length: int, step: int = 1) -> dict:
 MIN_TRIM_SAVING = 0.1
 
 
+def used_lengths(input_mask: np.ndarray) -> np.ndarray:
+    """Per row of `input_mask` [N, max_seq_length]: one past the last position it marks
+    (1 for a row that marks none)."""
+    max_seq_length = input_mask.shape[1]
+    return np.where(input_mask.any(1), max_seq_length - np.argmax(input_mask[:, ::-1] != 0, 1), 1)
+
+
 def mean_trimmed_length(input_mask: np.ndarray, batch_size: int, step: int = 1,
                         samples: int = 256, seed: int = 0) -> float:
     """The mean length trim_batch(..., step) gives batches of `batch_size` random rows of
     `input_mask` [N, max_seq_length] (`samples` batches, drawn without replacement)."""
     n, max_seq_length = input_mask.shape
-    used = np.where(input_mask.any(1), max_seq_length - np.argmax(input_mask[:, ::-1] != 0, 1), 1)
+    used = used_lengths(input_mask)
     rng = np.random.default_rng(seed)
     batch = min(batch_size, n)
     longest = [used[rng.choice(n, batch, replace=False)].max() for _ in range(samples)]
     return float(np.mean(np.minimum(max_seq_length, -(-np.asarray(longest) // step) * step)))
+
+
+def prediction_batches(input_mask: np.ndarray, batch_size: int, step: int = 1,
+                       min_length: int = 1, trim: bool = True) -> list[tuple[np.ndarray, int]]:
+    """The prediction batches of the rows of `input_mask` [N, max_seq_length]: a list
+    of (row indices, length the batch runs at).
+
+    With `trim`, the rows go in order of their used length (used_lengths; stable), so
+    that a batch holds examples of similar length, and each batch is cut to its
+    longest row's, rounded up to a multiple of `step`, at least `min_length` and at
+    most max_seq_length. Where that saves under MIN_TRIM_SAVING of the positions, or
+    without `trim`, the rows keep their order and every batch runs at max_seq_length.
+    """
+    n, max_seq_length = input_mask.shape
+    full = [(np.arange(start, min(start + batch_size, n)), max_seq_length)
+            for start in range(0, n, batch_size)]
+    if not trim or n == 0:
+        return full
+    used = used_lengths(input_mask)
+    order = np.argsort(used, kind="stable")
+    batches = []
+    for start in range(0, n, batch_size):
+        rows = order[start:start + batch_size]
+        length = -(-int(used[rows].max()) // step) * step
+        batches.append((rows, min(max_seq_length, max(length, min_length))))
+    kept = sum(length * len(rows) for rows, length in batches)
+    return batches if kept <= (1 - MIN_TRIM_SAVING) * n * max_seq_length else full
 
 
 class Finetuning:
@@ -667,19 +701,38 @@ class Finetuning:
 
     # === Prediction and evaluation ===
     def predict(self, feats: base.Features) -> dict[str, np.ndarray]:
-        """Model outputs for every row, batch by batch (the last batch padded)."""
-        n, b = len(feats), self.config.eval_batch_size
+        """Model outputs for every row, in row order, batch by batch (prediction_batches:
+        with --trim_batches, rows of similar length together, each batch cut to its
+        longest; the last batch padded to eval_batch_size). Outputs with a position axis
+        come back at max_seq_length, past a batch's length filled as the serving export
+        fills them (the head's model_fills; the head ignores those positions)."""
+        b, L = self.config.eval_batch_size, self.max_seq_length
+        batches = prediction_batches(feats.inputs["input_mask"], b, self.trim_step,
+                                     self.model.head.min_positions(), self.run.trim_batches)
         outputs: dict[str, list] = {}
-        for start in range(0, n, b):
+        for rows, length in batches:
             stop_point()  # a second Ctrl-C or SIGTERM stops here (loop.InterruptGate)
-            chunk = {k: v[start:start + b] for k, v in feats.inputs.items()}
-            size = next(iter(chunk.values())).shape[0]
+            size = len(rows)
             if size < b:  # one shape for the compiled function
-                chunk = {k: np.concatenate([v, np.repeat(v[-1:], b - size, 0)])
-                         for k, v in chunk.items()}
+                rows = np.concatenate([rows, np.repeat(rows[-1:], b - size)])
+            chunk = {k: v[rows, :length] if v.ndim == 2 and v.shape[1] == L else v[rows]
+                     for k, v in feats.inputs.items()}
             for k, v in self._predict_batch(chunk).items():
-                outputs.setdefault(k, []).append(np.asarray(v)[:size])
-        return {k: np.concatenate(v) for k, v in outputs.items()}
+                v = np.asarray(v)[:size]
+                if length < L and k in self._positional_outputs:
+                    pad = [(0, 0)] * v.ndim
+                    pad[1] = (0, L - length)
+                    v = np.pad(v, pad, constant_values=self.model.head.model_fills.get(k, 0))
+                outputs.setdefault(k, []).append(v)
+        order = np.concatenate([rows for rows, _ in batches]) if batches else np.zeros(0, int)
+        inverse = np.argsort(order, kind="stable")
+        return {k: np.concatenate(v)[inverse] for k, v in outputs.items()}
+
+    @functools.cached_property
+    def _positional_outputs(self) -> frozenset:
+        """The names of the model's outputs with a position axis (axis 1)."""
+        return frozenset(k for k, (_, _, positional) in output_layout(self.model).items()
+                         if positional)
 
     def evaluate(self, split: str, write_to: str | None = None) -> dict[str, float]:
         examples, feats = self.features(split)

@@ -1,6 +1,10 @@
-"""Training batches cut to their longest example (FinetuningRun.trim_batches,
-training/finetuning.trim_batch): the loss and its gradient are those of the full
-batch, for every kind of head, and the cut batches train through the real loop."""
+"""Batches cut to their longest example (FinetuningRun.trim_batches): in training
+(training/finetuning.trim_batch) the loss and its gradient are those of the full
+batch, for every kind of head, and the cut batches train through the real loop; in
+prediction (prediction_batches, Finetuning.predict) the rows go by length and every
+head's outputs are those of the full batches, in row order."""
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -11,14 +15,15 @@ L = 64  # the toy tasks' examples use 8-25 positions of it
 TASKS = {"sst2": "toy_sst2_dir", "ner": "toy_ner_dir", "squad_v2": "toy_squad_dir"}
 
 
-def trainer(task, data_dir, pretrained_dir, model_dir, max_seq_length=L, **run):
+def trainer(task, data_dir, pretrained_dir, model_dir, max_seq_length=L, eval_batch_size=128,
+            **run):
     from electra_tf.core.config import FinetuningConfig, FinetuningRun
     from electra_tf.tasks.registry import get_task
     from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
 
     config = FinetuningConfig(task_name=task, max_seq_length=max_seq_length, train_batch_size=8,
                               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                              num_train_epochs=1)
+                              num_train_epochs=1, eval_batch_size=eval_batch_size)
     return TensorFlowFinetuning(get_task(task), config, FinetuningRun(
         model_dir=str(model_dir), data_dir=data_dir, init_checkpoint=pretrained_dir,
         do_eval=False, **run))
@@ -129,3 +134,77 @@ def test_mirrored_replicas_train_on_cut_batches(pretrained_dir, tmp_path, toy_ss
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "training batches cut to their longest example" in proc.stderr, proc.stderr[-3000:]
     assert (tmp_path / "m" / "finetuned.weights.h5").exists()
+
+
+def test_prediction_batches_go_by_length_and_are_cut():
+    from electra_tf.training.finetuning import prediction_batches
+
+    mask = np.zeros((7, 64), np.int32)
+    for row, used in enumerate([30, 5, 64, 5, 12, 3, 40]):
+        mask[row, :used] = 1
+    mask[5, :3] = [1, 0, 1]  # a hole: the last marked position counts
+    batches = prediction_batches(mask, 3)
+    assert [rows.tolist() for rows, _ in batches] == [[5, 1, 3], [4, 0, 6], [2]]
+    assert [length for _, length in batches] == [5, 40, 64]
+    assert [n for _, n in prediction_batches(mask, 3, step=8)] == [8, 40, 64]
+    assert [n for _, n in prediction_batches(mask, 3, step=8, min_length=20)] == [20, 40, 64]
+    assert [n for _, n in prediction_batches(mask, 3, step=48)] == [48, 48, 64]  # at most 64
+    off = prediction_batches(mask, 3, trim=False)
+    assert [(rows.tolist(), n) for rows, n in off] == [([0, 1, 2], 64), ([3, 4, 5], 64),
+                                                        ([6], 64)]
+    mask[:, :60] = 1  # 94% of the positions used: the full batches, in row order
+    assert [(rows.tolist(), n) for rows, n in prediction_batches(mask, 3)] == \
+        [(r.tolist(), n) for r, n in off]
+    assert prediction_batches(np.zeros((0, 64), np.int32), 3) == []
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_cut_prediction_batches_give_the_full_batches_outputs(task, request, pretrained_dir,
+                                                               tmp_path):
+    """Every head's outputs in row order; those with a position axis at max_seq_length,
+    with the serving export's fills past a batch's length; the joint span head's beam
+    (20) keeps its positions."""
+    from electra_tf.training.finetuning import Finetuning
+
+    ft = trainer(task, request.getfixturevalue(TASKS[task]), pretrained_dir, tmp_path,
+                 eval_batch_size=8)
+    feats = ft.features("dev")[1]
+    calls = []
+    predict_batch = ft._predict_batch
+    ft._predict_batch = lambda inputs: calls.append(inputs["input_ids"].shape) or \
+        predict_batch(inputs)
+    cut = Finetuning.predict(ft, feats)
+    assert len(calls) == -(-len(feats) // 8) and all(b == 8 for b, _ in calls)
+    lengths = [n for _, n in calls]
+    assert max(lengths) < L and lengths == sorted(lengths), lengths
+    if task == "squad_v2":
+        assert min(lengths) == ft.model.head.min_positions() == 20
+    ft.run = dataclasses.replace(ft.run, trim_batches=False)
+    calls.clear()
+    full = Finetuning.predict(ft, feats)
+    assert {n for _, n in calls} == {L}
+    assert cut.keys() == full.keys() and cut
+    positional = ft._positional_outputs
+    assert positional == {"sst2": set(), "ner": {"tag_logits"},
+                          "squad_v2": {"start_logits"}}[task]  # the joint head: a beam
+    # What the head reads: the positions a row's mask marks, and the joint head's beam
+    # entries of such positions (rows with fewer than 20 fill their beam with masked
+    # positions, whose order differs with the length).
+    used = feats.inputs["input_mask"].astype(bool)
+    kept = {k: used for k in positional}
+    if task == "squad_v2":
+        start = full["start_top_log_probs"] > -1000
+        end = (full["end_top_log_probs"] > -1000) & start[:, :, None]
+        assert 0 < start.sum() < start.size and 0 < end.sum() < end.size
+        kept.update(start_top_index=start, start_top_log_probs=start, end_top_index=end,
+                    end_top_log_probs=end)
+    for k, v in full.items():
+        assert cut[k].shape == v.shape and v.shape[0] == len(feats), k
+        where = kept.get(k, np.ones(v.shape, bool))
+        if np.issubdtype(v.dtype, np.integer):
+            np.testing.assert_array_equal(cut[k][where], v[where], err_msg=k)
+        else:
+            np.testing.assert_allclose(cut[k][where], v[where], rtol=1e-4, atol=1e-4, err_msg=k)
+    examples = ft.features("dev")[0]
+    assert ft.task.metrics(ft.task.predictions(cut, examples, feats), examples) == \
+        ft.task.metrics(ft.task.predictions(full, examples, feats), examples)

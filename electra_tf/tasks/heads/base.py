@@ -300,6 +300,10 @@ class Head(keras.layers.Layer):
         """The fewest positions the model takes."""
         return 1
 
+    def min_positions(self) -> int:
+        """The fewest positions this head takes (a batch cut for prediction keeps them)."""
+        return 1
+
     @classmethod
     def pack_limit(cls, spec) -> int | None:
         """The most pieces the first of two texts keeps (None: longest-first only)."""

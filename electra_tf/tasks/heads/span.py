@@ -340,7 +340,11 @@ class SpanHead(Head):
     @classmethod
     def min_length(cls, spec) -> int:
         """The joint head's beam needs beam_size positions."""
-        return int(spec.model.head.beam_size) if spec.span_head == "joint" else 1
+        return spec.model.head.min_positions()
+
+    def min_positions(self) -> int:
+        """The joint head's beam needs beam_size positions."""
+        return int(self.beam_size) if self.joint else 1
 
     @classmethod
     def pack_limit(cls, spec) -> int | None:

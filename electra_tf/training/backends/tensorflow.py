@@ -448,8 +448,10 @@ class TensorFlowFinetuning(Finetuning):
         self.chief = is_chief(self.strategy)
         super().__init__(task, config, run)
         self._fwd_bwd = tf.function(self._forward_backward, jit_compile=run.jit_compile)
+        # Prediction batches are cut to their longest example (Finetuning.predict): one
+        # trace for every length, not one per length.
         self._predict = tf.function(lambda x: self.model(x, training=False),
-                                    jit_compile=run.jit_compile)
+                                    jit_compile=run.jit_compile, reduce_retracing=True)
         self._train_steps = tf.function(self._train_steps_fn)
         self._loss_sum = tf.Variable(0.0, trainable=False)  # host-side, per train_steps call
 
