@@ -153,7 +153,10 @@ def majority_baseline(tasks_dir: str, task: str) -> float:
 
 def time_left(done: list, pending: list, sizes: dict, workers: int) -> float:
     """Seconds left: the finished runs' seconds per training example, times the examples
-    of the runs not finished, shared by the workers."""
+    of the runs not finished, shared by the workers.
+
+    `done`: ledger rows of whole runs (a resumed run's seconds cover only its rest:
+    leave it out, or the rate is too low), with "task" and "seconds"."""
     rate = sum(r["seconds"] for r in done) / max(1, sum(sizes[r["task"]] for r in done))
     return rate * sum(sizes[r["task"]] for r in pending) / workers
 
@@ -168,10 +171,13 @@ def finetune(s: dict, tasks_dir: str, runs: list, ledger, workers: int) -> list:
     sizes = {t: split_size(tasks_dir, t, "train") for t in tasks}
     dev_sizes = {t: split_size(tasks_dir, t, "dev") for t in tasks}
     done, failed, left = [], [], list(pending)
+    # The rate of time_left: whole runs, from the ledger and from this invocation.
+    whole = [ledger.finetune(r) for r in runs if ledger.finetune(r)]
     lock = threading.Lock()
 
     def one(r):
         os.makedirs(os.path.dirname(r["dir"]), exist_ok=True)
+        resumed = os.path.isdir(os.path.join(r["dir"], "checkpoints"))
         result = study.finetune_one(s, p, r, dev_sizes[r["task"]], ledger, threads=threads)
         name = f"{r['objective']} {r['task']} seed {r['finetune_seed']}"
         with lock:
@@ -181,9 +187,11 @@ def finetune(s: dict, tasks_dir: str, runs: list, ledger, workers: int) -> list:
                 log(f"{name}: {result['error']}")
                 return result
             done.append(result)
+            if not resumed:
+                whole.append(result)
             log(f"{name}: dev accuracy {result['dev_accuracy']:.4f} ({result['seconds']:.0f} "
-                f"s); {len(done)}/{len(pending)} done, about "
-                f"{study.hms(time_left(done, left, sizes, workers))} left")
+                f"s{', resumed' if resumed else ''}); {len(done)}/{len(pending)} done, about "
+                f"{study.hms(time_left(whole or done, left, sizes, workers))} left")
         return result
 
     with ThreadPoolExecutor(max_workers=workers) as pool:

@@ -16,6 +16,15 @@ Run from the repository root, after the study's prepare stage:
         --models=none=cpu/pretrain/none_s0,electra=cpu/pretrain/electra_s0,bert_mlm=cpu/pretrain/bert_mlm_s0 \
         --output=studies/real_data/results/probe_features
 
+Other task folders (`text<TAB>label` train.tsv and dev.tsv), e.g. the full
+splits that studies/gpu_small fine-tunes on, cut to the study's 1,200 training
+examples (the same seeded subsample its prepare stage takes):
+
+    python -m studies.real_data.probe_features --work_dir=../gpu_small \
+        --tasks_dir=../real_data_cache/tasks --train_cap=1200 \
+        --models=none=none_s0,electra=electra,bert_mlm=bert_mlm \
+        --output=studies/gpu_small/results/probe_features
+
 Model paths are relative to --work_dir unless absolute. Writes OUTPUT.json
 (collect_results.py adds it to studies/real_data/results.jsonl) and prints its
 tables; progress goes to stderr.
@@ -41,7 +50,11 @@ def define_flags() -> None:
     flags.DEFINE_string("work_dir", None, "The study's --work_dir (holds cpu/tasks).")
     flags.DEFINE_list("models", None, "NAME=PATH pairs: a pre-training model_dir or a "
                       "checkpoint (MODEL_DIR/checkpoints/ckpt-N), relative to --work_dir.")
-    flags.DEFINE_list("tasks", ["trec6", "mr", "vader_sst2"], "Tasks under WORK_DIR/cpu/tasks.")
+    flags.DEFINE_list("tasks", ["trec6", "mr", "vader_sst2"], "Tasks under --tasks_dir.")
+    flags.DEFINE_string("tasks_dir", None, "The task folders (default: WORK_DIR/cpu/tasks, "
+                        "the study's).")
+    flags.DEFINE_integer("train_cap", 0, "Probe on at most this many training examples of "
+                         "each task, the study's seeded subsample (0: all).", lower_bound=0)
     flags.DEFINE_integer("max_seq_length", 64, "Positions per text, [CLS] and [SEP] included.")
     flags.DEFINE_string("output", None, "Writes OUTPUT.json.")
     flags.mark_flags_as_required(["work_dir", "models", "output"])
@@ -51,12 +64,22 @@ def log(message: str) -> None:
     print(f"[probe] {message}", file=sys.stderr, flush=True)
 
 
-def majority_baselines(tasks_dir: str, tasks) -> dict:
-    """Each task's dev accuracy of its train split's majority label (prepare's meta.json)."""
-    out = {}
-    for task in tasks:
-        with open(os.path.join(tasks_dir, task, "meta.json"), encoding="utf-8") as f:
-            out[task] = json.load(f)["majority_baseline_dev"]
+def majority_baseline(train_y, dev_y) -> float:
+    """The dev accuracy of the train split's most frequent label (ties: the first in
+    sorted order), as the study's prepare stage records it."""
+    majority = max(sorted(set(train_y)), key=train_y.count)
+    return round(dev_y.count(majority) / len(dev_y), 4)
+
+
+def read_task(tasks_dir: str, task: str, train_cap: int) -> dict:
+    """{"train": (texts, labels), "dev": (texts, labels)} of a task folder; train cut to
+    `train_cap` rows by the study's seeded subsample (study.subsample, seed 0)."""
+    from studies.real_data.study import subsample
+
+    out = {s: read_split(os.path.join(tasks_dir, task, f"{s}.tsv")) for s in ("train", "dev")}
+    texts, labels = out["train"]
+    kept = subsample(list(range(len(texts))), train_cap, 0, f"{task}-train")
+    out["train"] = [texts[i] for i in kept], [labels[i] for i in kept]
     return out
 
 
@@ -165,12 +188,12 @@ def main(argv):
     from electra_tf.text.tokenizer import Tokenizer
     from electra_tf.training.finetuning import initial_discriminator
 
-    tasks_dir = os.path.join(FLAGS.work_dir, "cpu", "tasks")
-    splits = {t: {s: read_split(os.path.join(tasks_dir, t, f"{s}.tsv")) for s in ("train", "dev")}
-              for t in FLAGS.tasks}
+    tasks_dir = FLAGS.tasks_dir or os.path.join(FLAGS.work_dir, "cpu", "tasks")
+    splits = {t: read_task(tasks_dir, t, FLAGS.train_cap) for t in FLAGS.tasks}
     results = {"command": " ".join(["python -m studies.real_data.probe_features"] + sys.argv[1:]),
                "models": {}, "bag_of_pieces": {},
-               "majority": majority_baselines(tasks_dir, FLAGS.tasks)}
+               "majority": {t: majority_baseline(d["train"][1], d["dev"][1])
+                            for t, d in splits.items()}}
     for spec in FLAGS.models:
         name, _, path = spec.partition("=")
         path = path if os.path.isabs(path) else os.path.join(FLAGS.work_dir, path)

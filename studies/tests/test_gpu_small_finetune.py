@@ -161,6 +161,28 @@ def test_time_left_goes_by_training_examples_and_workers():
     assert finetune.time_left(done, [], sizes, workers=2) == 0.0
 
 
+def test_time_left_leaves_resumed_runs_out_of_the_rate(tmp_path, monkeypatch, capsys):
+    """A resumed run's seconds cover only its rest: the rate comes from whole runs, the
+    ledger's before this invocation and this invocation's."""
+    _write_task(tmp_path / "tasks" / "alpha", ["cat", "dog"], 100)
+    runs = [{"objective": o, "task": "alpha", "finetune_seed": 0,
+             "dir": str(tmp_path / "ft" / o)} for o in ("none", "electra", "bert_mlm")]
+    os.makedirs(os.path.join(runs[1]["dir"], "checkpoints"))  # electra: half done
+
+    class Ledger:
+        def finetune(self, r):
+            return {"task": "alpha", "seconds": 100.0} if r["objective"] == "none" else None
+
+    seconds = {"electra": 10.0, "bert_mlm": 100.0}
+    monkeypatch.setattr(finetune.study, "finetune_one", lambda s, p, r, *a, **k: {
+        "task": r["task"], "seconds": seconds[r["objective"]], "dev_accuracy": 0.5})
+    assert finetune.finetune({}, str(tmp_path / "tasks"), runs, Ledger(), workers=1) == []
+    lines = [x for x in capsys.readouterr().err.splitlines() if "dev accuracy" in x]
+    assert "electra alpha seed 0: dev accuracy 0.5000 (10 s, resumed); 1/2 done, about " \
+           "0:01:40 left" in lines[0]  # bert_mlm at none's 100 s, not electra's 10
+    assert lines[1].endswith("2/2 done, about 0:00:00 left")
+
+
 def test_majority_baseline_is_the_train_majority_on_dev(tmp_path):
     folder = tmp_path / "t"
     folder.mkdir()

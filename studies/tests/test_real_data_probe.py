@@ -59,3 +59,20 @@ def test_mean_cosine_leaves_self_pairs_out():
     # cos(a, b) = cos(b, c) = 1/sqrt(2), cos(a, c) = 0: their mean
     v = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
     assert abs(pf.mean_cosine(v) - (2 / np.sqrt(2) + 0.0) / 3) < 1e-12
+
+
+def test_a_task_folder_is_cut_as_the_studys_prepare_stage_cuts_it(tmp_path):
+    from studies.real_data.study import prepare_task
+
+    source = tmp_path / "trec6"
+    source.mkdir()
+    for split, n in (("train", 50), ("dev", 9)):
+        rows = ["text\tlabel"] + [f"text {i}\t{'ab'[i % 3 == 0]}" for i in range(n)]
+        (source / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    meta = prepare_task(str(source), str(tmp_path / "cut" / "trec6"), 20, 0, seed=0)
+    data = pf.read_task(str(tmp_path), "trec6", 20)
+    assert data["train"] == pf.read_split(str(tmp_path / "cut" / "trec6" / "train.tsv"))
+    assert len(data["train"][0]) == 20 and data["dev"] == pf.read_split(str(source / "dev.tsv"))
+    assert pf.majority_baseline(*[d[1] for d in (data["train"], data["dev"])]) == \
+        meta["majority_baseline_dev"] == round(6 / 9, 4)  # "a": i % 3 != 0
+    assert len(pf.read_task(str(tmp_path), "trec6", 0)["train"][0]) == 50
