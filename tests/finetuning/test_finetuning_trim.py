@@ -164,8 +164,6 @@ def test_cut_prediction_batches_give_the_full_batches_outputs(task, request, pre
     """Every head's outputs in row order; those with a position axis at max_seq_length,
     with the serving export's fills past a batch's length; the joint span head's beam
     (20) keeps its positions."""
-    from electra_tf.training.finetuning import Finetuning
-
     ft = trainer(task, request.getfixturevalue(TASKS[task]), pretrained_dir, tmp_path,
                  eval_batch_size=8)
     feats = ft.features("dev")[1]
@@ -173,7 +171,7 @@ def test_cut_prediction_batches_give_the_full_batches_outputs(task, request, pre
     predict_batch = ft._predict_batch
     ft._predict_batch = lambda inputs: calls.append(inputs["input_ids"].shape) or \
         predict_batch(inputs)
-    cut = Finetuning.predict(ft, feats)
+    cut = ft.predict(feats)
     assert len(calls) == -(-len(feats) // 8) and all(b == 8 for b, _ in calls)
     lengths = [n for _, n in calls]
     assert max(lengths) < L and lengths == sorted(lengths), lengths
@@ -181,7 +179,7 @@ def test_cut_prediction_batches_give_the_full_batches_outputs(task, request, pre
         assert min(lengths) == ft.model.head.min_positions() == 20
     ft.run = dataclasses.replace(ft.run, trim_batches=False)
     calls.clear()
-    full = Finetuning.predict(ft, feats)
+    full = ft.predict(feats)
     assert {n for _, n in calls} == {L}
     assert cut.keys() == full.keys() and cut
     positional = ft._positional_outputs
