@@ -16,6 +16,7 @@ SCRIPTS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(BENCHMARKS,
                  if not p.endswith("bench_common.py"))
 # The slow test that runs each script at toy size (bench_gpu.py's is in test_bench_gpu.py).
 TOY_TESTS = {
+    "bench_bf16_agreement.py": "test_bench_bf16_agreement_at_toy_size",
     "bench_data_building.py": "test_bench_data_building_at_toy_size",
     "bench_export.py": "test_bench_export_at_toy_size",
     "bench_finetuning.py": "test_bench_finetuning_at_toy_size",
@@ -93,6 +94,19 @@ def test_bench_finetuning_at_toy_size(tmp_path):
     assert [r["trim_batches"] for r in rows] == [False, True]  # TRIM: 1 when not given
     assert all(r["examples_per_second"] > 0 and r["seq_length"] == 32
                and r["sentence_words"] == "2:6" for r in rows)
+
+
+@pytest.mark.slow
+def test_bench_bf16_agreement_at_toy_size(tmp_path):
+    out = tmp_path / "bf16"
+    _run(["bench_bf16_agreement.py", "--model_size=tiny", "--rows=12", "--batch=5",
+          f"--output={out}"], 180, tmp_path)
+    result = json.loads(out.with_suffix(".json").read_text())["result"]
+    assert result["rows"] == 12 and result["classes"] == 2
+    assert 0 < result["max_logit_difference"] < 0.05  # bf16 products move the logits a little
+    assert len(result["flipped_fp32_margins"]) == result["labels_differ"]
+    assert 0 <= result["accuracy_fp32"] <= 1 and 0 <= result["accuracy_bf16"] <= 1
+    assert "| 12 | 2 |" in out.with_suffix(".md").read_text()
 
 
 @pytest.mark.slow
