@@ -136,8 +136,8 @@ def split_size(tasks_dir: str, task: str, split: str) -> int:
 
 
 def majority_baseline(tasks_dir: str, task: str) -> float:
-    """Dev accuracy of always answering the train split's most frequent label."""
-    import collections
+    """Dev accuracy of always answering the train split's most frequent label
+    (study.majority_baseline; 0 for an empty dev split)."""
     import csv
 
     def labels(split):
@@ -146,9 +146,8 @@ def majority_baseline(tasks_dir: str, task: str) -> float:
             return [r["label"] for r in csv.DictReader(f, delimiter="\t",
                                                        quoting=csv.QUOTE_NONE)]
 
-    majority = collections.Counter(labels("train")).most_common(1)[0][0]
     dev = labels("dev")
-    return dev.count(majority) / max(1, len(dev))
+    return study.majority_baseline(labels("train"), dev) if dev else 0.0
 
 
 def time_left(done: list, pending: list, sizes: dict, workers: int) -> float:
@@ -172,7 +171,7 @@ def finetune(s: dict, tasks_dir: str, runs: list, ledger, workers: int) -> list:
     dev_sizes = {t: split_size(tasks_dir, t, "dev") for t in tasks}
     done, failed, left = [], [], list(pending)
     # The rate of time_left: whole runs, from the ledger and from this invocation.
-    whole = [ledger.finetune(r) for r in runs if ledger.finetune(r)]
+    whole = [row for row in map(ledger.finetune, runs) if row]
     lock = threading.Lock()
 
     def one(r):

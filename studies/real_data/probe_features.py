@@ -64,13 +64,6 @@ def log(message: str) -> None:
     print(f"[probe] {message}", file=sys.stderr, flush=True)
 
 
-def majority_baseline(train_y, dev_y) -> float:
-    """The dev accuracy of the train split's most frequent label (ties: the first in
-    sorted order), as the study's prepare stage records it."""
-    majority = max(sorted(set(train_y)), key=train_y.count)
-    return round(dev_y.count(majority) / len(dev_y), 4)
-
-
 def read_task(tasks_dir: str, task: str, train_cap: int) -> dict:
     """{"train": (texts, labels), "dev": (texts, labels)} of a task folder; train cut to
     `train_cap` rows by the study's seeded subsample (study.subsample, seed 0)."""
@@ -191,6 +184,7 @@ def main(argv):
     from electra_tf.core.config import FinetuningConfig, FinetuningRun
     from electra_tf.text.tokenizer import Tokenizer
     from electra_tf.training.finetuning import initial_discriminator
+    from studies.real_data.study import majority_baseline
 
     tasks_dir = FLAGS.tasks_dir or os.path.join(FLAGS.work_dir, "cpu", "tasks")
     splits = {t: read_task(tasks_dir, t, FLAGS.train_cap) for t in FLAGS.tasks}

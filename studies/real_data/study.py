@@ -411,6 +411,17 @@ def subsample(rows: list, cap: int, seed: int, name: str) -> list:
     return [rows[i] for i in chosen]
 
 
+def majority_label(train_labels: list) -> str:
+    """The most frequent label (ties: the first in sorted order)."""
+    return max(sorted(set(train_labels)), key=train_labels.count)
+
+
+def majority_baseline(train_labels: list, dev_labels: list) -> float:
+    """The dev accuracy of always answering the train split's majority_label, to 4
+    digits (meta.json's majority_baseline_dev)."""
+    return round(dev_labels.count(majority_label(train_labels)) / len(dev_labels), 4)
+
+
 def prepare_task(source: str, dest: str, train_cap: int, dev_cap: int, seed: int) -> dict:
     """dest/{train,dev}.tsv (train capped by a seeded subsample) and meta.json."""
     from electra_tf.core.errors import InputError
@@ -436,10 +447,9 @@ def prepare_task(source: str, dest: str, train_cap: int, dev_cap: int, seed: int
         meta[f"{split}_size_full"], meta[f"{split}_size"], meta[f"{split}_cap"] = (
             len(rows), len(kept[split]), cap)
     train_labels = [r.rsplit("\t", 1)[1] for r in kept["train"]]
-    majority = max(sorted(set(train_labels)), key=train_labels.count)
     dev_labels = [r.rsplit("\t", 1)[1] for r in kept["dev"]]
-    meta.update(majority_label=majority, labels=sorted(set(train_labels)),
-                majority_baseline_dev=round(dev_labels.count(majority) / len(dev_labels), 4))
+    meta.update(majority_label=majority_label(train_labels), labels=sorted(set(train_labels)),
+                majority_baseline_dev=majority_baseline(train_labels, dev_labels))
     with open(meta_path, "w") as f:
         json.dump(meta, f, indent=1)
     log(f"task {os.path.basename(dest)}: train {meta['train_size']:,} of "

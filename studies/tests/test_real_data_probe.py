@@ -62,7 +62,7 @@ def test_mean_cosine_leaves_self_pairs_out():
 
 
 def test_a_task_folder_is_cut_as_the_studys_prepare_stage_cuts_it(tmp_path):
-    from studies.real_data.study import prepare_task
+    from studies.real_data.study import majority_baseline, prepare_task
 
     source = tmp_path / "trec6"
     source.mkdir()
@@ -73,6 +73,6 @@ def test_a_task_folder_is_cut_as_the_studys_prepare_stage_cuts_it(tmp_path):
     data = pf.read_task(str(tmp_path), "trec6", 20)
     assert data["train"] == pf.read_split(str(tmp_path / "cut" / "trec6" / "train.tsv"))
     assert len(data["train"][0]) == 20 and data["dev"] == pf.read_split(str(source / "dev.tsv"))
-    assert pf.majority_baseline(*[d[1] for d in (data["train"], data["dev"])]) == \
+    assert majority_baseline(*[d[1] for d in (data["train"], data["dev"])]) == \
         meta["majority_baseline_dev"] == round(6 / 9, 4)  # "a": i % 3 != 0
     assert len(pf.read_task(str(tmp_path), "trec6", 0)["train"][0]) == 50
