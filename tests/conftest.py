@@ -183,6 +183,22 @@ def jax_compilation_cache(tmp_path_factory):
         os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]
 
 
+@pytest.fixture(autouse=True)
+def logging_levels():
+    """Each test starts at absl's and the "tensorflow" logger's levels as they were:
+    cli.run_cli, called in-process by some tests, quiets both for the rest of the
+    process, which hid a later test's expected warning from caplog (the MRQA
+    reader's skipped questions) whenever one ran before it on the same worker."""
+    import logging as std_logging
+
+    from absl import logging
+
+    verbosity, tf_level = logging.get_verbosity(), std_logging.getLogger("tensorflow").level
+    yield
+    logging.set_verbosity(verbosity)
+    std_logging.getLogger("tensorflow").setLevel(tf_level)
+
+
 @pytest.fixture(scope="session")
 def tiny_vocab(tmp_path_factory) -> str:
     return write_vocab(tmp_path_factory.mktemp("vocab") / "vocab.txt", tiny_vocab_tokens())

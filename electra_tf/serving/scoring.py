@@ -66,7 +66,7 @@ class ElectricScorer:
             lambda ids, mask: discriminator(
                 {"input_ids": ids, "input_mask": mask, "segment_ids": tf.zeros_like(ids)},
                 training=False)["rtd_logits"],
-            reduce_retracing=True)
+            reduce_retracing=True, autograph=False)
 
     def pack(self, texts):
         """[CLS] pieces [SEP] per text, truncated to max_seq_length, padded to the

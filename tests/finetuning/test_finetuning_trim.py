@@ -9,6 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import ConvertedByAutograph
 
 L = 64  # the toy tasks' examples use 8-25 positions of it
 
@@ -70,8 +71,10 @@ def test_the_loop_trains_on_cut_batches_by_default(pretrained_dir, tmp_path, toy
     lengths = {int(b["input_ids"].shape[1]) for b in ft.train_dataset(0)}
     assert lengths and max(lengths) < L  # the toy sentences are short
     ft.build_optimizer(4)
-    loss = ft.train_steps(ft.train_iterator(0), 3)
+    with ConvertedByAutograph() as converted:  # backends.tensorflow.traced, plain maps
+        loss = ft.train_steps(ft.train_iterator(0), 3)
     assert np.isfinite(loss) and ft.step == 3
+    assert converted == []
 
 
 def test_the_mean_cut_length_of_random_batches():

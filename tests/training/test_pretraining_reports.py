@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from helpers import ConvertedByAutograph
 
 from electra_tf import folders
 from electra_tf.training import reporting
@@ -21,14 +22,17 @@ def test_chunks_end_at_every_period_and_at_the_end():
 
 def test_checkpoints_land_on_the_multiples_of_save_checkpoints_steps(make_configs, tmp_path,
                                                                      monkeypatch, capsys):
-    """Also (the same run): the closing warning of a collapsed final eval, once, after
-    the final eval line (here every cosine counts as collapsed)."""
+    """Also (the same run): no function of the project is converted by autograph (the
+    steps are traced as written), and the closing warning of a collapsed final eval,
+    once, after the final eval line (here every cosine counts as collapsed)."""
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
     monkeypatch.setattr(reporting, "COLLAPSED_TOKEN_COSINE", -1.0)
     config, run = make_configs(tmp_path / "m", num_train_steps=10, iterations_per_loop=3,
                                save_checkpoints_steps=4, keep_checkpoint_max=10)
-    final = TensorFlowPretraining(config, run).train()
+    with ConvertedByAutograph() as converted:  # backends.tensorflow.traced, plain maps
+        final = TensorFlowPretraining(config, run).train()
+    assert converted == []
     folder = folders.files.checkpoint_dir(run.model_dir)
     steps = sorted(int(n.split("-")[1].split(".")[0]) for n in os.listdir(folder)
                    if n.startswith("ckpt-") and n.endswith(".index"))
@@ -71,3 +75,21 @@ def test_a_collapsed_final_eval_is_said_and_a_spread_one_is_not():
     assert "--from_scratch" in line and "docs/pretraining.md" in line
     for results in ({"disc_token_cosine": 0.38}, {"disc_token_cosine": 0.79}, {}):
         assert reporting.collapse_line(results) is None
+
+
+def test_repeat_runs_its_body_num_steps_times_in_one_trace():
+    import tensorflow as tf
+
+    from electra_tf.training.backends.tensorflow import repeat, traced
+
+    count = tf.Variable(0)
+
+    @traced
+    def run(num_steps):
+        repeat(num_steps, lambda: count.assign_add(1))
+
+    for n in (0, 1, 5):
+        count.assign(0)
+        run(tf.constant(n))
+        assert int(count.numpy()) == n
+    assert run.experimental_get_tracing_count() == 1

@@ -16,7 +16,8 @@ training/finetuning.py hold the rest; backends/jax.py has the same sections):
        number of replicas (and micro-batches);
     2. `apply_reduced_gradients`, outside XLA: an all-reduce (sum) across
        replicas, global-norm clipping of the summed gradient, the AdamW update.
-  A host loop's chunk of steps is one tf.function call (a `tf.range` loop);
+  A host loop's chunk of steps is one tf.function call (`repeat`'s while
+  loop; the steps are traced without autograph, `traced`);
   `Accumulators` sum what the chunk reports in host variables.
 * Pre-training (`TensorFlowPretraining`) and fine-tuning
   (`TensorFlowFinetuning`): the compiled steps, the input through
@@ -184,7 +185,7 @@ def stop_agreement(strategy: tf.distribute.Strategy):
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return None
 
-    @tf.function
+    @traced
     def total(votes):  # as Accumulators.add's reduce: each replica's copy, on its device
         return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(tf.identity,
                                                                         args=(votes,)), axis=None)
@@ -235,6 +236,27 @@ def apply_reduced_gradients(optimizer, grads, variables, clip_norm):
     return norm
 
 
+
+
+# === Traced functions ===
+def traced(fn=None, **options):
+    """tf.function without autograph: the steps hold no Python control flow on
+    tensors (a chunk's loop is `repeat`'s tf.while_loop), and autograph would
+    convert every function they call from source, every run: about 2.5 s of
+    each run's start-up for the tiny model, most of its tracing."""
+    if fn is None:
+        return lambda f: tf.function(f, autograph=False, **options)
+    return tf.function(fn, autograph=False, **options)
+
+
+def repeat(num_steps, body) -> None:
+    """Runs body() num_steps (an int32 scalar tensor) times, inside a traced
+    function: what autograph makes of `for _ in tf.range(num_steps): body()`."""
+    def step(i):
+        body()
+        return i + 1
+
+    tf.while_loop(lambda i: i < num_steps, step, [tf.constant(0, num_steps.dtype)])
 
 
 # === Host-side metric accumulation ===
@@ -364,7 +386,7 @@ class TensorFlowPretraining(Pretraining):
                 scaled = losses["loss"] / scale
             return losses, sums, dense_gradients(tape, scaled, variables)
 
-        fwd_bwd = tf.function(forward_backward, jit_compile=self.run.jit_compile)
+        fwd_bwd = traced(forward_backward, jit_compile=self.run.jit_compile)
 
         def replica_step(micro_batches):  # gradient accumulation over k micro-batches
             total = None
@@ -380,13 +402,15 @@ class TensorFlowPretraining(Pretraining):
 
         acc = self._accumulators(phase.objective, training=True)
 
-        @tf.function
+        @traced
         def train_loop(iterator, num_steps):
-            for _ in tf.range(num_steps):
+            def step():
                 micro = tuple(next(iterator) for _ in range(k))
                 losses, sums, norm = self.strategy.run(replica_step, args=(micro,))
                 acc.add(self.strategy, {**{"loss/" + n: v for n, v in losses.items()},
                                         **sums, "grad_norm": norm})
+
+            repeat(num_steps, step)
 
         self._compiled[phase.name] = (train_loop, acc)
         return self._compiled[phase.name]
@@ -410,11 +434,11 @@ class TensorFlowPretraining(Pretraining):
     def _eval_batch(self, batch, index: int) -> None:
         if self._eval is None:
             objective, seed = self.model.objective, self.config.seed + 1
-            fwd = tf.function(lambda b, s: self._forward_metrics(b, s, objective, True),
-                              jit_compile=self.run.jit_compile)
+            fwd = traced(lambda b, s: self._forward_metrics(b, s, objective, True),
+                         jit_compile=self.run.jit_compile)
             acc = self._accumulators(objective, training=False)
 
-            @tf.function
+            @traced
             def eval_step(batch, index):
                 out = self.strategy.run(
                     lambda b: fwd(b, replica_seed(seed, index)), args=(batch,))
@@ -447,12 +471,12 @@ class TensorFlowFinetuning(Finetuning):
         self.strategy = strategy or start(run)
         self.chief = is_chief(self.strategy)
         super().__init__(task, config, run)
-        self._fwd_bwd = tf.function(self._forward_backward, jit_compile=run.jit_compile)
+        self._fwd_bwd = traced(self._forward_backward, jit_compile=run.jit_compile)
         # Prediction batches are cut to their longest example (Finetuning.predict): one
         # trace for every length, not one per length.
-        self._predict = tf.function(lambda x: self.model(x, training=False),
-                                    jit_compile=run.jit_compile, reduce_retracing=True)
-        self._train_steps = tf.function(self._train_steps_fn)
+        self._predict = traced(lambda x: self.model(x, training=False),
+                               jit_compile=run.jit_compile, reduce_retracing=True)
+        self._train_steps = traced(self._train_steps_fn)
         self._loss_sum = tf.Variable(0.0, trainable=False)  # host-side, per train_steps call
 
     def _scope(self):
@@ -484,10 +508,12 @@ class TensorFlowFinetuning(Finetuning):
         return loss
 
     def _train_steps_fn(self, iterator, num_steps):
-        for _ in tf.range(num_steps):
+        def step():
             loss = self.strategy.run(self._replica_step, args=(next(iterator),))
             self._loss_sum.assign_add(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, loss,
                                                            None))
+
+        repeat(num_steps, step)
 
     def train_steps(self, iterator, num_steps: int) -> float:
         """Runs `num_steps` optimizer steps (after build_optimizer); returns the mean loss.
