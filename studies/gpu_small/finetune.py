@@ -181,6 +181,9 @@ def finetune(s: dict, tasks_dir: str, runs: list, ledger, workers: int) -> list:
         name = f"{r['objective']} {r['task']} seed {r['finetune_seed']}"
         with lock:
             left.remove(r)
+            if "error" in result and study.stopping():
+                log(f"{name}: stopped ({result['error']})")
+                return result
             if "error" in result:
                 failed.append(name)
                 log(f"{name}: {result['error']}")
@@ -302,8 +305,13 @@ def main(argv=None) -> int:
         if "join" in stages:
             join(results, args.lease, args.work_dir, args.vocab_file, s)
         if "finetune" in stages:
+            study.forward_stop_signals()
             failed = finetune(s, args.tasks_dir, planned_runs(results, args.work_dir, seeds, tasks),
                               ledger, args.workers)
+        if study.stopping():
+            log("stopped by a signal; the runs saved where they were: the same command "
+                "resumes")
+            return study.stopped_exit_code()
         if "report" in stages:
             text = report(results, ledger.finetune_rows(),
                           os.path.join(args.output_dir, "results.md"), seeds, tasks,

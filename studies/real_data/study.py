@@ -41,7 +41,10 @@ ledger.py), which is committed with the report: a later sitting, on this
 machine or on a fresh one without the work directory's checkpoints, skips the
 results the ledger holds, and pre-trains again only a run some of whose
 fine-tuning is still to do. Within a sitting, a run killed mid-way is rerun by
-the same command, and the library resumes it from its latest checkpoint.
+the same command, and the library resumes it from its latest checkpoint. A
+SIGTERM or Ctrl-C to the driver goes on to its runs, once each
+(forward_stop_signals): they save and write their last lines to their logs, and
+the driver starts nothing new and exits 128 + the signal.
 Progress lines (elapsed time, ETA) go to stderr.
 """
 
@@ -54,6 +57,7 @@ import os
 import platform
 import random
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -295,6 +299,58 @@ def _env(backend: str, threads: int = 0) -> dict:
 _RELAY = re.compile(r"step \d+/\d+|epoch \d+ step|\bdev: |eval at step|\[build_|^error:|Error\b")
 
 
+# === Stopping a driver ===
+# The runs run_logged has started and not yet seen exit, and the signals that came.
+_LIVE: set = set()
+_SIGNALLED: set = set()  # runs a signal was forwarded to
+_LIVE_LOCK = threading.RLock()  # the handler runs in the main thread, maybe inside it
+_SIGNALS: list = []
+_FORWARDING: list = []  # [True] once forward_stop_signals is installed
+
+
+def forward_stop_signals() -> None:
+    """SIGTERM and Ctrl-C (SIGINT) to this driver go on to the runs it is running,
+    each signal once to each run, and the driver starts no new run (`stopping()`).
+    A run saves at the end of its chunk and exits (the product's own handling; a
+    second signal, the product's second-signal stop), while run_logged keeps
+    writing its output to its log. The runs have sessions of their own, so a signal
+    to the driver's process group or terminal reaches them only this way, once.
+    Without this, the driver died at once and the runs' last lines (what they
+    saved) went nowhere. Call in the driver's main thread."""
+
+    def forward(signum, frame):
+        _SIGNALS.append(signum)
+        with _LIVE_LOCK:
+            procs = list(_LIVE)
+            for proc in procs:
+                _send(proc, signum)
+        if len(_SIGNALS) == 1:
+            print(f"[study] {signal.Signals(signum).name}: waiting for {len(procs)} run(s) to "
+                  "save and exit; the same command resumes", file=sys.stderr, flush=True)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    _FORWARDING[:] = [True]
+
+
+def _send(proc, signum) -> None:
+    _SIGNALLED.add(proc)
+    try:
+        proc.send_signal(signum)
+    except ProcessLookupError:
+        pass
+
+
+def stopping() -> bool:
+    """Whether a stop signal came (forward_stop_signals): start nothing new."""
+    return bool(_SIGNALS)
+
+
+def stopped_exit_code() -> int:
+    """128 + the first stop signal, what a driver that stopped exits with."""
+    return 128 + _SIGNALS[0]
+
+
 def run_logged(cmd: list, log_path: str, backend: str = "tensorflow", timeout_s: float = 0,
                relay_every_s: float = 30.0, prefix: str = "", threads: int = 0) -> tuple[int, str]:
     """Runs cmd, its output appended to log_path; relays progress lines (at most
@@ -302,11 +358,18 @@ def run_logged(cmd: list, log_path: str, backend: str = "tensorflow", timeout_s:
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     lines: list[str] = []
     last = 0.0
+    if stopping():
+        return stopped_exit_code(), "error: not started: the study was stopped\n"
     with open(log_path, "a", encoding="utf-8") as logf:
         logf.write(f"# {datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} UTC: "
                    + " ".join(cmd) + "\n")
-        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=_env(backend, threads), text=True)
+        with _LIVE_LOCK:  # a stop signal from here on reaches the run (forward_stop_signals)
+            proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, env=_env(backend, threads),
+                                    text=True, start_new_session=bool(_FORWARDING))
+            _LIVE.add(proc)
+            if stopping() and proc not in _SIGNALLED:  # it came while the run started
+                _send(proc, _SIGNALS[0])
         timer = threading.Timer(timeout_s, proc.kill) if timeout_s else None
         if timer:
             timer.start()
@@ -326,6 +389,9 @@ def run_logged(cmd: list, log_path: str, backend: str = "tensorflow", timeout_s:
         finally:
             if timer:
                 timer.cancel()
+            with _LIVE_LOCK:
+                _LIVE.discard(proc)
+                _SIGNALLED.discard(proc)
     return proc.returncode, "".join(lines)
 
 
@@ -896,6 +962,7 @@ def main(argv):
                                  "studies/real_data/prepare_tasks.py)")
     p = paths(F.work_dir, s)
     t_start = time.monotonic()
+    forward_stop_signals()
     if "prepare" in stages and not (F.print_commands or F.plan):  # those two only read
         prepare(s, p, corpus, heldout, tasks_dir, tasks)
     if not os.path.exists(p["vocab"]):
@@ -961,7 +1028,9 @@ def main(argv):
                 f"({100 * r['fraction']:.0f}%) {r['task']} f{r['finetune_seed']}")
         with lock:
             eta.done(planned, took / workers)
-            if "error" in res:
+            if "error" in res and stopping():
+                log(f"finetune {what}: stopped ({res['error']})")
+            elif "error" in res:
                 failures.append(f"finetune {what}: {res['error']}")
                 log(f"finetune {what} FAILED: {res['error']}; {eta.line()}")
             else:
@@ -988,6 +1057,8 @@ def main(argv):
     for seed in seeds:
         ready = []  # (objective, seed) whose checkpoints are here
         for o, _, needed in [u for u in units if u[1] == seed]:
+            if stopping():
+                break
             unit_runs = [r for r in pending if (r["objective"], r["pretrain_seed"]) == (o, seed)]
             if needed:
                 planned = planned_pretrain_s(s, plans[o])
@@ -996,6 +1067,9 @@ def main(argv):
                 rec = pretrain_one(s, p, o, seed, plans[o], ledger)
                 took = time.monotonic() - t0
                 eta.done(planned, took)
+                if "error" in rec and stopping():
+                    log(f"pretrain {o} seed {seed}: stopped ({rec['error']})")
+                    continue
                 if "error" in rec:
                     failures.append(f"pretrain {o} seed {seed}: {rec['error']}")
                     log(f"pretrain {o} seed {seed} FAILED: {rec['error']}")
@@ -1016,6 +1090,10 @@ def main(argv):
         finetune_all([r for r in pending if 0.0 < r["fraction"] < 1.0
                       and (r["objective"], r["pretrain_seed"]) in ready],
                       f"seed {seed}, earlier points")
+    if stopping():
+        log(f"stopped by a signal after {hms(time.monotonic() - t_start)}; the runs saved "
+            "where they were: the same command resumes")
+        sys.exit(stopped_exit_code())
     if "report" in stages:
         # the seeds asked for: a later seed's first results (a study still running)
         # would otherwise mix into the means of seeds it has not finished
