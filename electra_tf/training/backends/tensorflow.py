@@ -242,8 +242,8 @@ def apply_reduced_gradients(optimizer, grads, variables, clip_norm):
 def traced(fn=None, **options):
     """tf.function without autograph: the steps hold no Python control flow on
     tensors (a chunk's loop is `repeat`'s tf.while_loop), and autograph would
-    convert every function they call from source, every run: about 2.5 s of
-    each run's start-up for the tiny model, most of its tracing."""
+    convert every function they call from source, in every run: about 2.5 s of
+    a tiny model's start-up on 2 cores, whatever the model's size."""
     if fn is None:
         return lambda f: tf.function(f, autograph=False, **options)
     return tf.function(fn, autograph=False, **options)
