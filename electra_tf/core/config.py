@@ -912,6 +912,10 @@ class FinetuningRun(RuntimeOptions):
         "positions, short texts train several times faster; evaluate and predict on "
         "batches of rows of similar length, cut the same way; False: every batch at "
         "max_seq_length, as the original")
+    log_every_steps: int = _field(
+        100, "steps between progress lines (epoch, step, loss, examples/s); a Ctrl-C or "
+        "SIGTERM stops at the next one and saves there (checkpoints otherwise: every "
+        "save_checkpoints_steps and at each epoch's end)")
 
     def __post_init__(self) -> None:
         """Checks the run's options at construction, refusing the JAX ones fine-tuning has
@@ -924,6 +928,8 @@ class FinetuningRun(RuntimeOptions):
         super().__post_init__()
         if self.num_trials < 1:
             raise ConfigError(f"num_trials must be >= 1, got {self.num_trials}")
+        if self.log_every_steps < 1:
+            raise ConfigError(f"log_every_steps must be >= 1, got {self.log_every_steps}")
         if self.jax_steps_per_call != 1:
             raise ConfigError(f"jax_steps_per_call={self.jax_steps_per_call} is for "
                               "pre-training: fine-tuning runs one step per compiled call")

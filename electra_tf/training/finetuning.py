@@ -842,16 +842,20 @@ class Finetuning:
             n = min(steps_per_epoch - done, end - step)
             iterator = self.train_iterator(epoch, done)
             t0 = time.monotonic()
-            while n > 0:  # chunks that end at a checkpoint or at the epoch's end
+            # Chunks that end at a progress line, a checkpoint or the epoch's end; a
+            # Ctrl-C waits at most one chunk, and train() saves where it stopped.
+            while n > 0:
                 gate.check()  # a Ctrl-C stops here, between chunks (InterruptGate)
-                k = chunk_size(step, step + n, cfg.save_checkpoints_steps)
+                k = chunk_size(step, step + n, cfg.save_checkpoints_steps, run.log_every_steps)
                 loss = self.train_steps(iterator, k)
                 stop_point()  # a second signal during the chunk: stop before the save
                 check_finite(float(loss), step + 1, step + k, checkpoints.latest,
                              f"lower --learning_rate (it was {learning_rate:.1e})")
                 step += k
                 n -= k
-                checkpoints.save()
+                if n == 0 or cfg.save_checkpoints_steps > 0 \
+                        and step % cfg.save_checkpoints_steps == 0:
+                    checkpoints.save()
                 self._log(f"epoch {epoch + 1} step {step}/{total} loss {loss:.4f} "
                           f"({k * cfg.train_batch_size / (time.monotonic() - t0):.0f} ex/s)")
                 t0 = time.monotonic()

@@ -209,3 +209,28 @@ def test_cut_prediction_batches_give_the_full_batches_outputs(task, request, pre
     examples = ft.features("dev")[0]
     assert ft.task.metrics(ft.task.predictions(cut, examples, feats), examples) == \
         ft.task.metrics(ft.task.predictions(full, examples, feats), examples)
+
+
+def test_a_progress_line_every_log_every_steps_and_checkpoints_at_their_own_period(
+        pretrained_dir, tmp_path, toy_sst2_dir, capsys):
+    """--log_every_steps cuts the chunks (a Ctrl-C waits at most one), not the
+    checkpoints: those stay at save_checkpoints_steps (1000) and the epoch's end."""
+    import re
+
+    ft = trainer("sst2", toy_sst2_dir, pretrained_dir, tmp_path / "m", log_every_steps=2)
+    ft.train()
+    found = [tuple(map(int, m.groups())) for m in
+             re.finditer(r"epoch 1 step (\d+)/(\d+) loss", capsys.readouterr().err)]
+    total = found[-1][1]
+    assert total >= 5
+    assert [step for step, _ in found] == sorted({*range(2, total, 2), total})
+    saved = sorted(p.name for p in (tmp_path / "m" / "checkpoints").glob("ckpt-*.index"))
+    assert saved == [f"ckpt-{total}.index"]
+
+
+def test_log_every_steps_must_be_positive():
+    from electra_tf.core.config import FinetuningRun
+    from electra_tf.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="log_every_steps must be >= 1, got 0"):
+        FinetuningRun(log_every_steps=0)
