@@ -657,9 +657,10 @@ class Finetuning:
         ds = ds.shuffle(len(feats), seed=self.config.seed + epoch, reshuffle_each_iteration=False)
         ds = ds.batch(self.config.train_batch_size, drop_remainder=True).skip(skip)
         if self.trims_batches:
-            # As written (data.pipeline.plain): autograph would convert it for every epoch.
-            ds = ds.map(tf.autograph.experimental.do_not_convert(
-                lambda batch: trim_batch(batch, self.max_seq_length, self.trim_step)))
+            from electra_tf.data.pipeline import plain
+
+            ds = ds.map(plain(lambda batch: trim_batch(batch, self.max_seq_length,
+                                                       self.trim_step)))
         return ds
 
     @property

@@ -305,7 +305,7 @@ _LIVE: set = set()
 _SIGNALLED: set = set()  # runs a signal was forwarded to
 _LIVE_LOCK = threading.RLock()  # the handler runs in the main thread, maybe inside it
 _SIGNALS: list = []
-_FORWARDING: list = []  # [True] once forward_stop_signals is installed
+_forwarding = False  # forward_stop_signals is installed
 
 
 def forward_stop_signals() -> None:
@@ -328,9 +328,10 @@ def forward_stop_signals() -> None:
             print(f"[study] {signal.Signals(signum).name}: waiting for {len(procs)} run(s) to "
                   "save and exit; the same command resumes", file=sys.stderr, flush=True)
 
+    global _forwarding
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    _FORWARDING[:] = [True]
+    _forwarding = True
 
 
 def _send(proc, signum) -> None:
@@ -366,7 +367,7 @@ def run_logged(cmd: list, log_path: str, backend: str = "tensorflow", timeout_s:
         with _LIVE_LOCK:  # a stop signal from here on reaches the run (forward_stop_signals)
             proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, env=_env(backend, threads),
-                                    text=True, start_new_session=bool(_FORWARDING))
+                                    text=True, start_new_session=_forwarding)
             _LIVE.add(proc)
             if stopping() and proc not in _SIGNALLED:  # it came while the run started
                 _send(proc, _SIGNALS[0])
