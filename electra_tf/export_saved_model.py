@@ -23,6 +23,7 @@ from electra_tf.serving.export import (
     PRECISIONS,
     TASKS,
     check_version,
+    emulated_bf16_note,
     export,
     load_spec,
     parse_length_buckets,
@@ -50,7 +51,8 @@ def define_flags():
     flags.DEFINE_enum("precision", "fp32", list(PRECISIONS),
                       "bf16: the encoder's dense kernels stored and multiplied in bfloat16 "
                       "(half their bytes; faster short requests on CPUs with AVX512-BF16 or "
-                      "AMX; outputs differ slightly from fp32's: docs/serving.md).")
+                      "AMX, slower on CPUs without; outputs differ slightly from fp32's: "
+                      "docs/serving.md).")
     flags.DEFINE_list("length_buckets", None,
                       "Lengths a batch is padded to (each batch: the shortest that holds its "
                       "longest row). Default: 8,16,24,32,48,64,96,128,192,... below "
@@ -82,6 +84,9 @@ def main(argv):
           f"{', ids only' if FLAGS.ids_only else ''}"
           f"{', bf16 kernels' if spec.precision == 'bf16' else ''}) -> {path} in "
           f"{time.monotonic() - t0:.1f}s", file=sys.stderr)
+    note = emulated_bf16_note() if spec.precision == "bf16" else None
+    if note:
+        print(f"[export] {note}", file=sys.stderr)
 
 
 def run():

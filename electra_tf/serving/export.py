@@ -75,6 +75,27 @@ def check_precision(precision: str) -> str:
     return precision
 
 
+def emulated_bf16_note(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """A line for --precision=bf16 when this CPU multiplies bfloat16 by emulation, else None.
+
+    oneDNN multiplies bfloat16 natively only with AVX512-BF16 or AMX; elsewhere it
+    emulates the products, and the bf16 export answered 1.7 to 2.6 times slower than
+    float32's (benchmarks/serving_bf16.md). None too where `cpuinfo` cannot be read
+    (not Linux): nothing is known then.
+    """
+    try:
+        with open(cpuinfo, errors="replace") as f:
+            flags = {word for line in f if line.startswith("flags")
+                     for word in line.split(":", 1)[-1].split()}
+    except OSError:
+        return None
+    if not flags or flags & {"avx512_bf16", "amx_bf16"}:
+        return None
+    return ("note: this CPU has no AVX512-BF16 or AMX, so bfloat16 products are emulated "
+            "here: the bf16 export answered about 2x slower than fp32 on such a CPU "
+            "(docs/serving.md). Serve it on a CPU with them, or time both exports on yours.")
+
+
 def load_saved_model(path: str):
     """tf.saved_model.load of an export (a version folder), its TF-Text ops registered.
 

@@ -81,6 +81,24 @@ def test_an_unknown_precision_is_refused(exports):
         dataclasses.replace(exports["ner"][0], precision="fp16")
 
 
+@pytest.mark.parametrize("flags, says", [
+    ("fpu sse2 avx512f avx512_vnni avx512vl", True),  # AVX-512 without BF16 (Ice Lake)
+    ("fpu avx512f avx512_bf16 avx512vl", False),
+    ("fpu avx512f amx_bf16 amx_tile", False),
+    ("", False),  # no flags read: nothing is known
+])
+def test_the_command_notes_emulated_bf16(tmp_path, flags, says):
+    from electra_tf.serving.export import emulated_bf16_note
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("".join(f"processor\t: {i}\nflags\t\t: {flags}\n\n"
+                               for i in range(2)) if flags else "processor\t: 0\n")
+    note = emulated_bf16_note(str(cpuinfo))
+    assert (note is not None) == says, note
+    assert not says or "no AVX512-BF16 or AMX" in note
+    assert emulated_bf16_note(str(tmp_path / "absent")) is None  # not Linux
+
+
 @pytest.mark.slow  # a whole export in its own process; the library's path is tested above
 def test_the_command_writes_a_bf16_export(finetuned_dirs, tmp_path):
     from helpers import run_module
@@ -90,5 +108,10 @@ def test_the_command_writes_a_bf16_export(finetuned_dirs, tmp_path):
                       "--model_name=ner", "--precision=bf16", "--ids_only", "--nowarmup")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "ids only, bf16 kernels) -> " in proc.stderr
+    from electra_tf.serving.export import emulated_bf16_note
+
+    # The note comes where this machine's CPU emulates bfloat16, and only there.
+    assert ("[export] note: this CPU has no AVX512-BF16" in proc.stderr) == bool(
+        emulated_bf16_note()), proc.stderr[-2000:]
     with open(tmp_path / "ner" / "1" / "assets.extra" / "export_info.json") as f:
         assert json.load(f)["precision"] == "bf16"
