@@ -64,6 +64,9 @@ def main(argv):
     # are fixed at start-up.
     started = backends.load(backend).start(flags_lib.runtime_options())
     trainer_class = backends.finetuning_class(backend)
+    note = backends.bf16_note(backend, run.mixed_precision)
+    if note:
+        print(f"[finetune] {note}", file=sys.stderr)
 
     if run.num_trials > 1:  # MODEL_DIR_1 .. MODEL_DIR_N and MODEL_DIR/trials.json
         from electra_tf.training.trials import run_trials

@@ -50,6 +50,7 @@ import time
 from absl import logging
 
 from electra_tf.core import fileio
+from electra_tf.core.cpu import emulates_bf16
 from electra_tf.core.errors import InputError
 from electra_tf.tasks import heads
 
@@ -83,13 +84,7 @@ def emulated_bf16_note(cpuinfo: str = "/proc/cpuinfo") -> str | None:
     float32's (benchmarks/serving_bf16.md). None too where `cpuinfo` cannot be read
     (not Linux): nothing is known then.
     """
-    try:
-        with open(cpuinfo, errors="replace") as f:
-            flags = {word for line in f if line.startswith("flags")
-                     for word in line.split(":", 1)[-1].split()}
-    except OSError:
-        return None
-    if not flags or flags & {"avx512_bf16", "amx_bf16"}:
+    if not emulates_bf16(cpuinfo):
         return None
     return ("note: this CPU has no AVX512-BF16 or AMX, so bfloat16 products are emulated "
             "here: the bf16 export answered about 2x slower than fp32 on such a CPU "

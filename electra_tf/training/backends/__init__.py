@@ -41,3 +41,17 @@ def pretraining_class(backend: str | None = None) -> type:
 
 def finetuning_class(backend: str | None = None) -> type:
     return getattr(load(backend), BACKENDS[backend or name()][2])
+
+
+def bf16_note(backend: str, mixed_precision: str, cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """A line for --mixed_precision=bf16 training on a CPU that emulates bfloat16
+    products (no AVX512-BF16 or AMX, and no GPU or TPU in this process), else None.
+    Call after the backend's `start`: it asks for the devices."""
+    from electra_tf.core.cpu import emulates_bf16
+
+    if mixed_precision != "bf16" or not emulates_bf16(cpuinfo) or not load(backend).cpu_only():
+        return None
+    return ("note: --mixed_precision=bf16 on a CPU without AVX512-BF16 or AMX: its "
+            "bfloat16 products are emulated, and bf16 fine-tuned at half fp32's rate on "
+            "such a CPU (docs/finetuning.md); --mixed_precision=fp32 is faster here.")
+

@@ -74,6 +74,11 @@ JAX_STRATEGIES = ("default", "mirrored")
 
 
 # === Devices and processes ===
+def cpu_only() -> bool:
+    """Whether this process computes on its CPU alone (JAX's default backend is the CPU)."""
+    return jax.default_backend() == "cpu"
+
+
 def start(run) -> None:
     """Joins this process to a multi-host run when `run` asks for one.
 

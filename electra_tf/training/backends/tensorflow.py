@@ -58,6 +58,12 @@ def start(run) -> tf.distribute.Strategy:
 
 
 # === Devices and strategies ===
+def cpu_only() -> bool:
+    """Whether this process computes on its CPU alone (no GPU or TPU device); after
+    `start`, which fixes the logical devices."""
+    return not (tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+
+
 def configure_devices(strategy: str, num_devices: int) -> None:
     """Splits the CPU into logical devices for a mirrored run without GPUs.
 
