@@ -54,4 +54,3 @@ def bf16_note(backend: str, mixed_precision: str, cpuinfo: str = "/proc/cpuinfo"
     return ("note: --mixed_precision=bf16 on a CPU without AVX512-BF16 or AMX: its "
             "bfloat16 products are emulated, and bf16 fine-tuned at half fp32's rate on "
             "such a CPU (docs/finetuning.md); --mixed_precision=fp32 is faster here.")
-

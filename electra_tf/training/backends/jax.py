@@ -75,7 +75,8 @@ JAX_STRATEGIES = ("default", "mirrored")
 
 # === Devices and processes ===
 def cpu_only() -> bool:
-    """Whether this process computes on its CPU alone (JAX's default backend is the CPU)."""
+    """Whether this process computes on its CPU alone (JAX's default backend is the CPU);
+    after `start`, since it initializes JAX's backend."""
     return jax.default_backend() == "cpu"
 
 
