@@ -128,6 +128,13 @@ def write_vocab(path, tokens) -> str:
     return str(path)
 
 
+def write_cpuinfo(path, flags: str) -> str:
+    """A two-processor /proc/cpuinfo with these flags (none: no flags line) at `path`."""
+    path.write_text("".join(f"processor\t: {i}\nflags\t\t: {flags}\n\n" for i in range(2))
+                    if flags else "processor\t: 0\n")
+    return str(path)
+
+
 def tiny_vocab_tokens() -> list[str]:
     """BERT layout (specials at 0 and 100..103), the corpus words, some pieces and chars."""
     from electra_tf.text.tokenizer import BERT_RESERVED_TOKENS

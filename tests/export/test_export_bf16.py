@@ -12,6 +12,7 @@ import os
 import numpy as np
 import pytest
 from export_helpers import ALIGN_TEXTS, fresh_ok
+from helpers import write_cpuinfo
 
 # The tiny tagging model's logits spread over about 2.3 (conftest: a head 5x the
 # init); its bfloat16 kernels moved them by at most 0.0033.
@@ -90,10 +91,7 @@ def test_an_unknown_precision_is_refused(exports):
 def test_the_command_notes_emulated_bf16(tmp_path, flags, says):
     from electra_tf.serving.export import emulated_bf16_note
 
-    cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text("".join(f"processor\t: {i}\nflags\t\t: {flags}\n\n"
-                               for i in range(2)) if flags else "processor\t: 0\n")
-    note = emulated_bf16_note(str(cpuinfo))
+    note = emulated_bf16_note(write_cpuinfo(tmp_path / "cpuinfo", flags))
     assert (note is not None) == says, note
     assert not says or "no AVX512-BF16 or AMX" in note
     assert emulated_bf16_note(str(tmp_path / "absent")) is None  # not Linux

@@ -5,6 +5,7 @@ half fp32's rate there), as the export command does for --precision=bf16."""
 import types
 
 import pytest
+from helpers import write_cpuinfo
 
 from electra_tf.core.cpu import emulates_bf16
 from electra_tf.training import backends
@@ -13,10 +14,7 @@ ICE_LAKE = "fpu sse2 avx2 avx512f avx512_vnni avx512vl"  # AVX-512 without BF16
 
 
 def cpuinfo(tmp_path, flags: str) -> str:
-    path = tmp_path / "cpuinfo"
-    path.write_text("".join(f"processor\t: {i}\nflags\t\t: {flags}\n\n" for i in range(2))
-                    if flags else "processor\t: 0\n")
-    return str(path)
+    return write_cpuinfo(tmp_path / "cpuinfo", flags)
 
 
 @pytest.mark.parametrize("flags, emulated", [

@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib
 import types
 
+from electra_tf.core.cpu import emulates_bf16
+
 # Keras backend name -> (module, pre-training class, fine-tuning class).
 BACKENDS = {
     "tensorflow": ("tensorflow", "TensorFlowPretraining", "TensorFlowFinetuning"),
@@ -47,8 +49,6 @@ def bf16_note(backend: str, mixed_precision: str, cpuinfo: str = "/proc/cpuinfo"
     """A line for --mixed_precision=bf16 training on a CPU that emulates bfloat16
     products (no AVX512-BF16 or AMX, and no GPU or TPU in this process), else None.
     Call after the backend's `start`: it asks for the devices."""
-    from electra_tf.core.cpu import emulates_bf16
-
     if mixed_precision != "bf16" or not emulates_bf16(cpuinfo) or not load(backend).cpu_only():
         return None
     return ("note: --mixed_precision=bf16 on a CPU without AVX512-BF16 or AMX: its "
