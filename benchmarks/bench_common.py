@@ -223,3 +223,73 @@ def pretrained_folder(folder: str, vocab_file: str, model_size: str = "small",
         hparams = PretrainingConfig(objective=objective, model_size=model_size)
     pretraining.write_pretraining_config(folder, hparams, {"vocab_file": vocab_file})
     return folder
+
+
+def op_time_profile(logdir: str, steps: int, top: int = 12) -> dict:
+    """Where the wall time of `steps` traced training steps went, from the
+    TensorFlow profiler's trace in `logdir` (tf.profiler.experimental.start/stop
+    around the steps).
+
+    TensorFlow runs independent ops side by side on its inter-op threads, so
+    the ops' own durations overlap and add up to more than the wall time.
+    This counts wall time instead, per step, in milliseconds:
+      matmul_ms       while at least one matrix product (any op whose type
+                      holds "MatMul") runs;
+      two_matmuls_ms  the part of it with two or more at once;
+      other_ms        while ops run and none of them is a product, split
+                      evenly among the op types running then (`other_by_op`,
+                      the `top` largest);
+      step_ms         the whole traced time of the steps, over `steps`.
+    """
+    import collections
+    import glob
+
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    files = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
+    if not files:
+        raise ValueError(f"no profiler trace under {logdir}")
+    space = xplane_pb2.XSpace()
+    with open(max(files, key=os.path.getmtime), "rb") as f:
+        space.ParseFromString(f.read())
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    names = host.event_metadata
+    edges = []  # (time ps, 0 start / 1 end, op type)
+    for line in host.lines:
+        if not line.name.startswith("tf_Compute"):
+            continue
+        base = line.timestamp_ns * 1000
+        for event in line.events:
+            name = names[event.metadata_id].name  # "scope/op_name:OpType"
+            if "::" in name or ":" not in name:
+                continue  # the executor's own events, not ops
+            start = base + event.offset_ps
+            op = name.rsplit(":", 1)[1]
+            edges += [(start, 0, op), (start + event.duration_ps, 1, op)]
+    if not edges:
+        raise ValueError(f"the trace under {logdir} holds no TensorFlow op")
+    edges.sort(key=lambda e: (e[0], e[1]))
+    running = collections.Counter()
+    other = collections.Counter()
+    matmul = two = 0.0
+    last = edges[0][0]
+    for t, kind, op in edges:
+        span = t - last
+        if span > 0:
+            products = sum(n for o, n in running.items() if "MatMul" in o)
+            if products:
+                matmul += span
+                two += span if products > 1 else 0
+            else:
+                busy = [o for o, n in running.items() if n > 0]
+                for o in busy:
+                    other[o] += span / len(busy)
+        last = t
+        running[op] += 1 if kind == 0 else -1
+    per_step = 1e9 * steps  # ps -> ms per step
+    return {"steps": steps,
+            "step_ms": round((edges[-1][0] - edges[0][0]) / per_step, 1),
+            "matmul_ms": round(matmul / per_step, 1),
+            "two_matmuls_ms": round(two / per_step, 1),
+            "other_ms": round(sum(other.values()) / per_step, 1),
+            "other_by_op": {o: round(v / per_step, 1) for o, v in other.most_common(top)}}

@@ -16,6 +16,14 @@ trimming on SST-2-like lengths (finetuning_throughput.md):
     python benchmarks/bench_finetuning.py --sentence_words=4:40 --steps=4 \
         --settings=128:32:0:fp32:0,128:32:0:fp32:1,128:32:0:fp32:0,128:32:0:fp32:1 \
         --output=benchmarks/finetuning_trim.json
+
+Where a step's wall time goes (peer_cpu.md, "On an Intel CPU"): --profile_steps=N
+traces N more steps after the timed ones and adds, per step, the time while
+matrix products run and, while none does, each op type's share
+(bench_common.op_time_profile):
+
+    python benchmarks/bench_finetuning.py --settings=128:32:0:fp32:0 --steps=3 \
+        --profile_steps=3 --output=/tmp/ft_profile.json
 """
 
 import argparse
@@ -34,21 +42,22 @@ CHILD = r'''
 import json, os, sys, time, random
 sys.path.insert(0, sys.argv[8])  # benchmarks/
 import numpy as np, tensorflow as tf, keras
-from bench_common import pretrained_folder, synthetic_vocab
+from bench_common import op_time_profile, pretrained_folder, synthetic_vocab
 from electra_tf.core.config import FinetuningRun, FinetuningConfig
 from electra_tf.tasks.registry import get_task
 from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
 work, L, batch, jit, precision, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5], int(sys.argv[6])
 model_size = sys.argv[7]
 trim, words = sys.argv[9] == "1", [int(w) for w in sys.argv[10].split(":")] if sys.argv[10] else [L, L]
+profile_steps = int(sys.argv[11])
 pre = os.path.join(work, "pretrained")
 if not os.path.exists(pre):  # written once, by electra_tf's folder writers
     pretrained_folder(pre, synthetic_vocab(os.path.join(work, "vocab.txt")), model_size)
-data = os.path.join(work, f"data{L}_{words[0]}_{words[1]}")
+data = os.path.join(work, f"data{L}_{words[0]}_{words[1]}_{steps + profile_steps}")
 if not os.path.exists(data):
     os.makedirs(data)
     rng = random.Random(0)
-    for split, n in (("train", batch * (steps + 4)), ("dev", batch)):
+    for split, n in (("train", batch * (steps + profile_steps + 4)), ("dev", batch)):
         rows = ["sentence\tlabel"] + [" ".join(f"w{rng.randrange(5000)}" for _ in range(rng.randint(*words))) + f"\t{i % 2}" for i in range(n)]
         open(os.path.join(data, f"{split}.tsv"), "w").write("\n".join(rows) + "\n")
 run = FinetuningRun(model_dir=os.path.join(work, f"m{L}{jit}{precision}{time.time()}"), data_dir=data,
@@ -63,9 +72,16 @@ ft.train_steps(it, 2)  # tracing (and XLA compilation) excluded from the timing
 t0 = time.perf_counter()
 ft.train_steps(it, steps)
 dt = time.perf_counter() - t0
-print("RESULT", json.dumps({"seq_length": L, "batch": batch, "jit_compile": jit, "precision": precision,
-                            "trim_batches": trim, "sentence_words": sys.argv[10] or "fill",
-                            "steps": steps, "seconds": round(dt, 3), "examples_per_second": round(steps * batch / dt, 2)}))
+result = {"seq_length": L, "batch": batch, "jit_compile": jit, "precision": precision,
+          "trim_batches": trim, "sentence_words": sys.argv[10] or "fill",
+          "steps": steps, "seconds": round(dt, 3), "examples_per_second": round(steps * batch / dt, 2)}
+if profile_steps:  # after the timing, so that the profiler's own cost stays out of it
+    logdir = os.path.join(work, f"profile{time.time()}")
+    tf.profiler.experimental.start(logdir)
+    ft.train_steps(it, profile_steps)
+    tf.profiler.experimental.stop()
+    result["profile"] = op_time_profile(logdir, profile_steps)
+print("RESULT", json.dumps(result))
 '''
 
 
@@ -81,18 +97,26 @@ def main():
                         help="LO:HI: each synthetic sentence has LO..HI words (one token "
                              "each), e.g. 4:40 for SST-2-like lengths; empty: every sentence "
                              "fills the window")
+    parser.add_argument("--profile_steps", type=int, default=0,
+                        help="after the timed steps, trace this many more with TensorFlow's "
+                             "profiler and add where their wall time went to each result "
+                             "(bench_common.op_time_profile; jit_compile 0 only: XLA runs "
+                             "its own ops); 0: no trace")
     parser.add_argument("--model_size", default="small",
                         help="small (what the table records) or tiny (the test's toy run).")
     args = parser.parse_args()
     work = scratch_dir("bench_ft_")
     settings = [(int(L), int(b), j, p, (t or ["1"])[0]) for L, b, j, p, *t in
                 (item.split(":") for item in args.settings.split(","))]
+    if args.profile_steps < 0 or (args.profile_steps and any(s[2] == "1" for s in settings)):
+        raise SystemExit("error: --profile_steps must be >= 0, and traces settings with JIT 0 "
+                         "only (XLA runs its own ops, which the profile does not split)")
     results = []
     for L, batch, jit, precision, trim in settings:
         t0 = time.monotonic()
         proc = subprocess.run([sys.executable, "-c", CHILD, work, str(L), str(batch), jit,
                                precision, str(args.steps), args.model_size, HERE, trim,
-                               args.sentence_words],
+                               args.sentence_words, str(args.profile_steps)],
                               capture_output=True, text=True, cwd=ROOT)
         line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
         if proc.returncode or not line:

@@ -89,11 +89,21 @@ def test_bench_serving_floor_at_toy_size(tmp_path):
 def test_bench_finetuning_at_toy_size(tmp_path):
     out = tmp_path / "ft.json"
     _run(["bench_finetuning.py", "--model_size=tiny", "--settings=32:4:0:fp32:0,32:4:0:fp32",
-          "--sentence_words=2:6", "--steps=1", f"--output={out}"], 180, tmp_path)
+          "--sentence_words=2:6", "--steps=1", "--profile_steps=1", f"--output={out}"],
+         180, tmp_path)
     rows = json.loads(out.read_text())["results"]
     assert [r["trim_batches"] for r in rows] == [False, True]  # TRIM: 1 when not given
     assert all(r["examples_per_second"] > 0 and r["seq_length"] == 32
                and r["sentence_words"] == "2:6" for r in rows)
+    for profile in (r["profile"] for r in rows):
+        # The products and the other ops' shares split the traced time (idle gaps aside).
+        assert profile["steps"] == 1 and profile["matmul_ms"] > 0
+        assert 0 <= profile["two_matmuls_ms"] <= profile["matmul_ms"]
+        assert 0 < profile["matmul_ms"] + profile["other_ms"] <= profile["step_ms"] + 0.2
+        assert "MatMul" not in "".join(profile["other_by_op"])
+        # The 12 largest shares, each rounded to 0.1 ms.
+        assert 0 < len(profile["other_by_op"]) <= 12
+        assert sum(profile["other_by_op"].values()) <= profile["other_ms"] + 0.6
 
 
 @pytest.mark.slow
