@@ -12,6 +12,8 @@ save, evaluate, and look for a Ctrl-C:
   point; the loop then saves and raises `Interrupted`, whose text is the one
   line the CLI prints. On a run of several processes the gate's check is a
   tiny collective, so that all of them stop at the same step and save once;
+- `SlowChunkNote` says once, under Kubernetes or Slurm, when the chunks are
+  longer than that scheduler's SIGTERM leaves before its kill;
 - `log` prints the progress lines, on stderr;
 - `check_finite` stops a run whose loss became NaN or infinite before the
   loop saves those weights.
@@ -224,6 +226,72 @@ def stop_point() -> None:
     gate = InterruptGate.active
     if gate is not None:
         gate.stop_point()
+
+
+# Kubernetes (a pod's terminationGracePeriodSeconds) and Slurm (KillWait) kill a job
+# 30 s after their SIGTERM unless configured otherwise. The SIGTERM waits for the
+# running chunk of steps (InterruptGate), so a run under either saves on it only when
+# a chunk and the save fit in that time.
+SCHEDULERS = (  # (the variable each sets in a job's environment, name, its grace setting)
+    ("KUBERNETES_SERVICE_HOST", "Kubernetes", "the pod's terminationGracePeriodSeconds"),
+    ("SLURM_JOB_ID", "Slurm", "KillWait"),
+)
+SCHEDULER_GRACE_S = 30.0
+SLOW_CHUNK_S = 20.0  # a longer chunk gets the note: with the save, it may not fit
+SUGGESTED_CHUNK_S = 10.0  # the chunk length the note's --log_every_steps aims at
+
+
+class SlowChunkNote:
+    """Says once, under a scheduler, that its SIGTERM would wait for a chunk of steps
+    longer than the scheduler's default grace period allows.
+
+    Where a run's chunks are long (a large model, or a CPU: 200 steps of
+    pre-training can take minutes), a scheduler's SIGTERM lets the running chunk
+    finish before the save, and the scheduler's SIGKILL 30 s later ends the job
+    first: everything since the last checkpoint is lost. The loop cannot stop
+    a chunk midway, so the note names the flag that shortens chunks, with a
+    value measured on this run.
+
+    Args:
+      say: prints the note (the loop's own log: the chief's alone on a run of
+        several processes).
+      environ: the environment to look for a scheduler in (os.environ).
+    """
+
+    def __init__(self, say, environ=None):
+        environ = os.environ if environ is None else environ
+        self.say = say
+        self.scheduler = next((s for s in SCHEDULERS if environ.get(s[0])), None)
+        self._chunks = 0
+        self._per_step: float | None = None  # the fastest step seen, in seconds
+        self.said: str | None = None
+
+    def chunk(self, steps: int, seconds: float, period: int) -> None:
+        """Records a chunk of `steps` that took `seconds`; `period` is the steps of the
+        run's longest chunk (--log_every_steps). The first chunk of the process is not
+        counted (it traces or compiles the step), and the note waits for two more: a
+        chunk of another length can compile again (JAX's calls of several steps), so
+        the estimate is the fastest step of those."""
+        self._chunks += 1
+        if self.said or self.scheduler is None or self._chunks == 1 or steps < 1:
+            return
+        per_step = seconds / steps
+        self._per_step = per_step if self._per_step is None else min(self._per_step, per_step)
+        if self._chunks < 3:
+            return
+        per_step = self._per_step
+        longest = per_step * period
+        if longest <= SLOW_CHUNK_S:
+            return
+        suggested = max(1, int(SUGGESTED_CHUNK_S / per_step))
+        _, name, setting = self.scheduler
+        self.said = (
+            f"note: under {name} a SIGTERM waits for the running chunk of steps, about "
+            f"{longest:.0f} s here ({period} steps), and the kill follows "
+            f"{SCHEDULER_GRACE_S:.0f} s after it unless {setting} is longer: that SIGTERM "
+            f"would end the run before it saves. --log_every_steps={suggested} keeps a "
+            f"chunk near {SUGGESTED_CHUNK_S:.0f} s; or give the job a longer grace period.")
+        self.say(self.said)
 
 
 def set_precision(mixed_precision: str, attention_implementation: str = "einsum") -> None:

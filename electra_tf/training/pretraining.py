@@ -50,6 +50,7 @@ from electra_tf.training import preflight, reporting, summaries
 from electra_tf.training.loop import (
     Interrupted,
     InterruptGate,
+    SlowChunkNote,
     check_finite,
     chunk_size,
     log,
@@ -316,6 +317,10 @@ class Pretraining:
         if self.step >= end:  # a finished run again, or one killed while writing its weights
             return
         start_step, start_time = self.step, time.monotonic()
+        # The longest chunk: to the next log line, save or evaluation.
+        longest = min(p for p in (log_every, cfg.save_checkpoints_steps, run.eval_every_steps)
+                      if p > 0)
+        slow_chunks = SlowChunkNote(self._log)
         iterator = self.make_train_iterator(self.step)
         data_start = self.phase_at(self.step).data_start
         while self.step < end:
@@ -336,6 +341,7 @@ class Pretraining:
             t0 = time.monotonic()
             results = self.train_steps(iterator, n)
             stop_point()  # a second signal during the chunk: stop before the save
+            slow_chunks.chunk(n, time.monotonic() - t0, longest)
             check_finite(float(results["loss"]), step + 1, step + n, self.checkpoints.latest,
                          f"lower --learning_rate (it was {cfg.learning_rate}), or check "
                          "that --train_data's records were built with this --vocab_file")

@@ -212,15 +212,28 @@ def test_cut_prediction_batches_give_the_full_batches_outputs(task, request, pre
 
 
 def test_a_progress_line_every_log_every_steps_and_checkpoints_at_their_own_period(
-        pretrained_dir, tmp_path, toy_sst2_dir, capsys):
+        pretrained_dir, tmp_path, toy_sst2_dir, capsys, monkeypatch):
     """--log_every_steps cuts the chunks (a Ctrl-C waits at most one), not the
-    checkpoints: those stay at save_checkpoints_steps (1000) and the epoch's end."""
+    checkpoints: those stay at save_checkpoints_steps (1000) and the epoch's end.
+    Also (the same run): under a scheduler, chunks slower than loop.SLOW_CHUNK_S
+    (here any) get the note naming --log_every_steps, once."""
     import re
 
+    from electra_tf.training import loop
+
+    monkeypatch.setenv("SLURM_JOB_ID", "12")
+    monkeypatch.setattr(loop, "SLOW_CHUNK_S", 0.0)
     ft = trainer("sst2", toy_sst2_dir, pretrained_dir, tmp_path / "m", log_every_steps=2)
     ft.train()
+    err = capsys.readouterr().err
     found = [tuple(map(int, m.groups())) for m in
-             re.finditer(r"epoch 1 step (\d+)/(\d+) loss", capsys.readouterr().err)]
+             re.finditer(r"epoch 1 step (\d+)/(\d+) loss", err)]
+    notes = [line for line in err.splitlines() if line.startswith("[finetune] note: under")]
+    assert len(notes) == 1 and "(2 steps)" in notes[0] and "KillWait" in notes[0]
+    assert re.search(r"--log_every_steps=\d+ keeps a chunk near 10 s", notes[0])
+    # Right after the third chunk (the first one traced the step, the two after it give
+    # the estimate).
+    assert err.index("epoch 1 step 4/") < err.index(notes[0]) < err.index("epoch 1 step 6/")
     total = found[-1][1]
     assert total >= 5
     assert [step for step, _ in found] == sorted({*range(2, total, 2), total})

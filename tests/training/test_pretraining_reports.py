@@ -23,11 +23,16 @@ def test_chunks_end_at_every_period_and_at_the_end():
 def test_checkpoints_land_on_the_multiples_of_save_checkpoints_steps(make_configs, tmp_path,
                                                                      monkeypatch, capsys):
     """Also (the same run): no function of the project is converted by autograph (the
-    steps are traced as written), and the closing warning of a collapsed final eval,
-    once, after the final eval line (here every cosine counts as collapsed)."""
+    steps are traced as written), the closing warning of a collapsed final eval,
+    once, after the final eval line (here every cosine counts as collapsed), and under
+    a scheduler the note on chunks slower than loop.SLOW_CHUNK_S (here any), once, with
+    the longest chunk: 3 steps, to the next log line (4 to a save)."""
+    from electra_tf.training import loop
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
     monkeypatch.setattr(reporting, "COLLAPSED_TOKEN_COSINE", -1.0)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setattr(loop, "SLOW_CHUNK_S", 0.0)
     config, run = make_configs(tmp_path / "m", num_train_steps=10, iterations_per_loop=3,
                                save_checkpoints_steps=4, keep_checkpoint_max=10)
     with ConvertedByAutograph() as converted:  # backends.tensorflow.traced, plain maps
@@ -41,6 +46,9 @@ def test_checkpoints_land_on_the_multiples_of_save_checkpoints_steps(make_config
     warnings = [i for i, line in enumerate(lines) if "warning: disc_token_cosine" in line]
     assert len(warnings) == 1 and lines[warnings[0] - 1].startswith("[pretrain] eval at step 10")
     assert lines[warnings[0]] == "[pretrain] " + reporting.collapse_line(final)
+    notes = [line for line in lines if line.startswith("[pretrain] note: under Kubernetes")]
+    assert len(notes) == 1 and "(3 steps)" in notes[0]
+    assert "terminationGracePeriodSeconds" in notes[0] and "--log_every_steps=" in notes[0]
 
 
 def test_bert_mlm_console_line_has_no_discriminator_columns():
