@@ -268,8 +268,8 @@ class SlowChunkNote:
 
     def chunk(self, steps: int, seconds: float, period: int) -> None:
         """Records a chunk of `steps` that took `seconds`; `period` is the steps of the
-        run's longest chunk (--log_every_steps). The first chunk of the process is not
-        counted (it traces or compiles the step), and the note waits for two more: a
+        run's longest chunk (--log_every_steps). The run's first chunk is not counted
+        (it traces or compiles the step), and the note waits for two more: a
         chunk of another length can compile again (JAX's calls of several steps), so
         the estimate is the fastest step of those."""
         self._chunks += 1
@@ -283,14 +283,20 @@ class SlowChunkNote:
         longest = per_step * period
         if longest <= SLOW_CHUNK_S:
             return
-        suggested = max(1, int(SUGGESTED_CHUNK_S / per_step))
         _, name, setting = self.scheduler
+        if per_step * 2 > SCHEDULER_GRACE_S:  # even one step a chunk leaves too little
+            advice = (f"A step takes about {per_step:.0f} s here: give the job a grace "
+                      f"period longer than a step and a save")
+        else:
+            suggested = max(1, int(SUGGESTED_CHUNK_S / per_step))
+            advice = (f"--log_every_steps={suggested} keeps a chunk near "
+                      f"{max(SUGGESTED_CHUNK_S, per_step):.0f} s; or give the job a longer "
+                      f"grace period")
         self.said = (
             f"note: under {name} a SIGTERM waits for the running chunk of steps, about "
-            f"{longest:.0f} s here ({period} steps), and the kill follows "
-            f"{SCHEDULER_GRACE_S:.0f} s after it unless {setting} is longer: that SIGTERM "
-            f"would end the run before it saves. --log_every_steps={suggested} keeps a "
-            f"chunk near {SUGGESTED_CHUNK_S:.0f} s; or give the job a longer grace period.")
+            f"{longest:.0f} s here ({period} step{'s' if period > 1 else ''}), and the kill "
+            f"follows {SCHEDULER_GRACE_S:.0f} s after it unless {setting} is longer: that "
+            f"SIGTERM would end the run before it saves. {advice}.")
         self.say(self.said)
 
 

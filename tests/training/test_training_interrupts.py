@@ -380,8 +380,15 @@ def test_a_scheduler_is_told_once_when_a_chunk_outlasts_its_grace_period(variabl
     assert len(said) == 1  # once a run
     slow = loop.SlowChunkNote(said.append, environ={variable: "x"})
     for _ in range(3):
-        slow.chunk(1, 45.0, 1)  # one step longer than the grace period: 1 is all it can say
-    assert "--log_every_steps=1 keeps" in said[-1]
+        slow.chunk(2, 24.0, 10)  # 12 s a step: one step a chunk is all the flag can do
+    assert said[-1].endswith("--log_every_steps=1 keeps a chunk near 12 s; or give the job "
+                             "a longer grace period.")
+    slower = loop.SlowChunkNote(said.append, environ={variable: "x"})
+    for _ in range(3):
+        slower.chunk(1, 45.0, 1)  # a step longer than the grace period: no flag helps
+    assert "about 45 s here (1 step), and the kill follows 30 s after it" in said[-1]
+    assert said[-1].endswith("before it saves. A step takes about 45 s here: give the job a "
+                             "grace period longer than a step and a save.")
 
 
 def test_no_scheduler_no_note_and_fast_chunks_no_note():
