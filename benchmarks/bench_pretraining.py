@@ -32,6 +32,12 @@ reading a result back; seq/s = batch / median step time. During the timed
 steps the worker also reads /proc/stat: CPU time spent by *other* processes
 is reported (a busy machine makes the timings noisy).
 
+Where a step's wall time goes: --profile_steps=N traces N more of electra_tf's
+steps after the timed ones (jit-off settings; bench_common.op_time_profile), e.g.
+
+    python benchmarks/bench_pretraining.py --only=electra_tf/jit0/fp32/r1 \
+        --warmup=2 --steps=3 --profile_steps=2 --output=benchmarks/pretraining_profile_intel
+
 Model FLOPs (`model_flops_per_sequence`, analytic, matmuls only; embedding
 lookups, softmax, LayerNorm, GELU, biases, Gumbel sampling, the optimizer
 are left out):
@@ -60,6 +66,7 @@ import time
 
 from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
     cpu_model,
+    op_time_profile,
     relative_flag,
     run_worker_process,
     scratch_dir,
@@ -207,6 +214,12 @@ def worker_ours(args):
     result["mean_loss"] = float(sum(losses) / len(losses))
     result["build_s"] = build_s
     result["num_replicas"] = strategy.num_replicas_in_sync
+    if args.profile_steps:  # after the timing: the profiler's own cost stays out of it
+        logdir = scratch_dir("bench_profile_")
+        tf.profiler.experimental.start(logdir)
+        p.train_steps(iterator, args.profile_steps)
+        tf.profiler.experimental.stop()
+        result["profile"] = op_time_profile(logdir, args.profile_steps)
     result["optimizer_steps"] = p.step
     return result
 
@@ -333,7 +346,8 @@ def run_worker(kind, args, **extra):
     result_file = tempfile.mktemp(suffix=".json")
     cmd = [sys.executable, os.path.abspath(__file__), f"--worker={kind}",
            f"--data_dir={args.data_dir}", f"--warmup={args.warmup}", f"--steps={args.steps}",
-           f"--matmul_repeats={args.matmul_repeats}", f"--result_file={result_file}"]
+           f"--matmul_repeats={args.matmul_repeats}", f"--result_file={result_file}",
+           f"--profile_steps={args.profile_steps}"]
     cmd += ["--toy"] if args.toy else []
     cmd += [f"--{k}={v}" for k, v in extra.items()]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
@@ -395,6 +409,10 @@ def main():
     parser.add_argument("--report_only", action="store_true",
                         help="rewrite OUTPUT.md from OUTPUT.json, running nothing")
     parser.add_argument("--data_dir", default="")
+    parser.add_argument("--profile_steps", type=int, default=0,
+                        help="after electra_tf's timed steps, trace this many more with "
+                             "TensorFlow's profiler and report where their wall time went "
+                             "(bench_common.op_time_profile); jit-off settings only")
     parser.add_argument("--toy", action="store_true",
                         help="tiny model, batch 4, seq 32 (a wiring check in seconds)")
     parser.add_argument("--worker", default="", help=argparse.SUPPRESS)
@@ -420,6 +438,11 @@ def main():
             write_markdown(json.load(f), args.output + ".md")
         return
 
+    if args.profile_steps < 0 or (args.profile_steps and any(
+            s["jit"] for s in settings(args) if s["impl"] == "electra_tf")):
+        raise SystemExit("error: --profile_steps must be >= 0, and traces jit-off settings "
+                         "only (XLA runs its own ops, which the profile does not split); "
+                         "pick them with --only")
     # Recorded relative to the repository root: no path of this machine.
     command = " ".join(["python", "benchmarks/bench_pretraining.py"]
                        + [relative_flag(a) for a in sys.argv[1:]])
@@ -548,6 +571,19 @@ def write_markdown(report, path):
         "training = 3 x forward. Embedding lookups, softmax, LayerNorm, GELU, biases, "
         "sampling and the optimizer are not counted.", "",
     ]
+    profiled = [r for r in report["results"] if "profile" in r]
+    if profiled:
+        lines += ["## Where a step's wall time goes (`--profile_steps`)", "",
+                  "Per step, ms: while a matrix product runs (two at once), while only other "
+                  "ops run, and the largest shares of that (bench_common.op_time_profile).", "",
+                  "| setting | traced step | products (two at once) | other ops | largest "
+                  "other ops |", "|---|---:|---:|---:|---|"]
+        for r in profiled:
+            prof = r["profile"]
+            top = ", ".join(f"{op} {ms:.0f}" for op, ms in list(prof["other_by_op"].items())[:6])
+            lines.append(f"| {r['key']} | {prof['step_ms']:.0f} | {prof['matmul_ms']:.0f} "
+                         f"({prof['two_matmuls_ms']:.0f}) | {prof['other_ms']:.0f} | {top} |")
+        lines.append("")
     # The observations are written by hand after a run; a re-run keeps them.
     notes = "(to be written after the run)"
     if os.path.exists(path):

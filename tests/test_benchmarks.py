@@ -137,11 +137,15 @@ def test_bench_prediction_at_toy_size(tmp_path):
 def test_bench_pretraining_at_toy_size(tmp_path):
     out = tmp_path / "pre"
     _run(["bench_pretraining.py", "--toy", "--warmup=1", "--steps=1", "--matmul_repeats=1",
-          "--only=electra_tf/jit0/fp32/r1,model_garden/jit0/fp32/r1", f"--output={out}"],
-         240, tmp_path)
+          "--profile_steps=1", "--only=electra_tf/jit0/fp32/r1,model_garden/jit0/fp32/r1",
+          f"--output={out}"], 240, tmp_path)
     results = json.loads(out.with_suffix(".json").read_text())["results"]
     assert [r["key"] for r in results] == ["electra_tf/jit0/fp32/r1", "model_garden/jit0/fp32/r1"]
     assert all(r["sequences_per_second"] > 0 for r in results), results
+    profile = results[0]["profile"]  # electra_tf's rows only
+    assert profile["steps"] == 1 and profile["matmul_ms"] > 0 and "profile" not in results[1]
+    assert "| electra_tf/jit0/fp32/r1 | " in out.with_suffix(".md").read_text().split(
+        "## Where a step's wall time goes")[1]
 
 
 @pytest.mark.slow

@@ -89,7 +89,12 @@ class MaskedLMHead(keras.layers.Layer):
              else gather_positions(sequence_output, masked_lm_positions))
         x = self.layer_norm(self._activation(self.dense(x)))
         table = ops.cast(self.token_embedding.embeddings, "float32")
-        logits = ops.einsum("bne,ve->bnv", ops.cast(x, "float32"), table)
+        # One [rows, E] x [E, V] product. A batched einsum ("bne,ve->bnv") broadcast the
+        # table over the batch, and TensorFlow's gradient of that product formed
+        # [batch, E, V] before summing it over the batch (2 GB for Small's batch of 128).
+        rows = ops.reshape(ops.cast(x, "float32"), (-1, self.embedding_size))
+        logits = ops.matmul(rows, ops.transpose(table))
+        logits = ops.reshape(logits, (*ops.shape(x)[:-1], self.vocab_size))
         return logits + self.output_bias
 
     def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape):

@@ -220,8 +220,7 @@ class AdversarialObjective(ElectraObjective):
         denom = ops.sum(weights) + 1e-6
         baseline_loss = ops.sum(weights * losses.sigmoid_cross_entropy(
             baseline_logits, ops.exp(-reward))) / denom
-        log_probs = ops.log_softmax(ops.cast(mlm_logits, "float32"), axis=-1)
-        log_p = ops.take_along_axis(log_probs, sampled[..., None], axis=-1)[..., 0]
+        log_p = -losses.softmax_cross_entropy(mlm_logits, sampled)  # log softmax at the samples
         reinforce = -ops.sum((reward - baseline) * log_p * weights) / denom
         disc = losses.disc_loss(disc_outputs["rtd_logits"], fake["labels"], batch["input_mask"])
         mlm = ops.stop_gradient(generator_mlm_loss(batch, mlm_logits))
