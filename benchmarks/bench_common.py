@@ -225,6 +225,18 @@ def pretrained_folder(folder: str, vocab_file: str, model_size: str = "small",
     return folder
 
 
+def profile_training_steps(train_steps, steps: int, logdir: str) -> dict:
+    """Runs `train_steps(steps)` under TensorFlow's profiler (its trace in `logdir`)
+    and returns `op_time_profile` of it. Call it after the timed steps: the
+    profiler's own cost stays out of them."""
+    import tensorflow as tf
+
+    tf.profiler.experimental.start(logdir)
+    train_steps(steps)
+    tf.profiler.experimental.stop()
+    return op_time_profile(logdir, steps)
+
+
 def op_time_profile(logdir: str, steps: int, top: int = 12) -> dict:
     """Where the wall time of `steps` traced training steps went, from the
     TensorFlow profiler's trace in `logdir` (tf.profiler.experimental.start/stop

@@ -42,7 +42,7 @@ CHILD = r'''
 import json, os, sys, time, random
 sys.path.insert(0, sys.argv[8])  # benchmarks/
 import numpy as np, tensorflow as tf, keras
-from bench_common import op_time_profile, pretrained_folder, synthetic_vocab
+from bench_common import pretrained_folder, profile_training_steps, synthetic_vocab
 from electra_tf.core.config import FinetuningRun, FinetuningConfig
 from electra_tf.tasks.registry import get_task
 from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
@@ -75,12 +75,9 @@ dt = time.perf_counter() - t0
 result = {"seq_length": L, "batch": batch, "jit_compile": jit, "precision": precision,
           "trim_batches": trim, "sentence_words": sys.argv[10] or "fill",
           "steps": steps, "seconds": round(dt, 3), "examples_per_second": round(steps * batch / dt, 2)}
-if profile_steps:  # after the timing, so that the profiler's own cost stays out of it
-    logdir = os.path.join(work, f"profile{time.time()}")
-    tf.profiler.experimental.start(logdir)
-    ft.train_steps(it, profile_steps)
-    tf.profiler.experimental.stop()
-    result["profile"] = op_time_profile(logdir, profile_steps)
+if profile_steps:
+    result["profile"] = profile_training_steps(lambda n: ft.train_steps(it, n), profile_steps,
+                                               os.path.join(work, f"profile{time.time()}"))
 print("RESULT", json.dumps(result))
 '''
 

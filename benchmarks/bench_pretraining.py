@@ -66,7 +66,7 @@ import time
 
 from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
     cpu_model,
-    op_time_profile,
+    profile_training_steps,
     relative_flag,
     run_worker_process,
     scratch_dir,
@@ -214,12 +214,10 @@ def worker_ours(args):
     result["mean_loss"] = float(sum(losses) / len(losses))
     result["build_s"] = build_s
     result["num_replicas"] = strategy.num_replicas_in_sync
-    if args.profile_steps:  # after the timing: the profiler's own cost stays out of it
-        logdir = scratch_dir("bench_profile_")
-        tf.profiler.experimental.start(logdir)
-        p.train_steps(iterator, args.profile_steps)
-        tf.profiler.experimental.stop()
-        result["profile"] = op_time_profile(logdir, args.profile_steps)
+    if args.profile_steps:
+        result["profile"] = profile_training_steps(lambda n: p.train_steps(iterator, n),
+                                                   args.profile_steps,
+                                                   scratch_dir("bench_profile_"))
     result["optimizer_steps"] = p.step
     return result
 

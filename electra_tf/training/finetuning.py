@@ -839,10 +839,8 @@ class Finetuning:
             self._evaluate_missed_epoch(results, step, steps_per_epoch, total)
         if run.do_train and step < end and results.pop("eval", None) is not None:
             self._save_results(results)  # an evaluation in place of an earlier checkpoint
-        # The longest chunk: to the next progress line, checkpoint or epoch's end.
-        longest = min(p for p in (run.log_every_steps, cfg.save_checkpoints_steps,
-                                  steps_per_epoch) if p > 0)
-        slow_chunks = SlowChunkNote(self._log)
+        slow_chunks = SlowChunkNote(self._log, run.log_every_steps, cfg.save_checkpoints_steps,
+                                    steps_per_epoch)
         while run.do_train and step < end:
             epoch, done = divmod(step, steps_per_epoch)
             n = min(steps_per_epoch - done, end - step)
@@ -856,7 +854,7 @@ class Finetuning:
                 t_chunk = time.monotonic()
                 loss = self.train_steps(iterator, k)
                 stop_point()  # a second signal during the chunk: stop before the save
-                slow_chunks.chunk(k, time.monotonic() - t_chunk, longest)
+                slow_chunks.chunk(k, time.monotonic() - t_chunk)
                 check_finite(float(loss), step + 1, step + k, checkpoints.latest,
                              f"lower --learning_rate (it was {learning_rate:.1e})")
                 step += k

@@ -255,32 +255,36 @@ class SlowChunkNote:
     Args:
       say: prints the note (the loop's own log: the chief's alone on a run of
         several processes).
+      periods: the loop's periods, as chunk_size's (log, save, eval, epoch; 0 means
+        none): its longest chunk is the shortest of them.
       environ: the environment to look for a scheduler in (os.environ).
     """
 
-    def __init__(self, say, environ=None):
+    def __init__(self, say, *periods: int, environ=None):
         environ = os.environ if environ is None else environ
         self.say = say
+        self.period = min(p for p in periods if p > 0)  # steps of the longest chunk
         self.scheduler = next((s for s in SCHEDULERS if environ.get(s[0])), None)
         self._chunks = 0
         self._per_step: float | None = None  # the fastest step seen, in seconds
         self.said: str | None = None
 
-    def chunk(self, steps: int, seconds: float, period: int) -> None:
-        """Records a chunk of `steps` that took `seconds`; `period` is the steps of the
-        run's longest chunk (--log_every_steps). The run's first chunk is not counted
-        (it traces or compiles the step), and the note waits for two more: a
+    def chunk(self, steps: int, seconds: float) -> None:
+        """Records a chunk of `steps` that took `seconds`. The run's first chunk is not
+        counted (it traces or compiles the step), and the note waits for two more: a
         chunk of another length can compile again (JAX's calls of several steps), so
         the estimate is the fastest step of those."""
         self._chunks += 1
         if self.said or self.scheduler is None or self._chunks == 1 or steps < 1:
             return
         per_step = seconds / steps
-        self._per_step = per_step if self._per_step is None else min(self._per_step, per_step)
+        if self._per_step is not None:
+            per_step = min(per_step, self._per_step)
+        self._per_step = per_step
         if self._chunks < 3:
             return
-        per_step = self._per_step
-        longest = per_step * period
+        period = self.period
+        longest = per_step * period  # seconds
         if longest <= SLOW_CHUNK_S:
             return
         _, name, setting = self.scheduler

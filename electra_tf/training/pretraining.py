@@ -317,10 +317,8 @@ class Pretraining:
         if self.step >= end:  # a finished run again, or one killed while writing its weights
             return
         start_step, start_time = self.step, time.monotonic()
-        # The longest chunk: to the next log line, save or evaluation.
-        longest = min(p for p in (log_every, cfg.save_checkpoints_steps, run.eval_every_steps)
-                      if p > 0)
-        slow_chunks = SlowChunkNote(self._log)
+        slow_chunks = SlowChunkNote(self._log, log_every, cfg.save_checkpoints_steps,
+                                    run.eval_every_steps)
         iterator = self.make_train_iterator(self.step)
         data_start = self.phase_at(self.step).data_start
         while self.step < end:
@@ -341,7 +339,7 @@ class Pretraining:
             t0 = time.monotonic()
             results = self.train_steps(iterator, n)
             stop_point()  # a second signal during the chunk: stop before the save
-            slow_chunks.chunk(n, time.monotonic() - t0, longest)
+            slow_chunks.chunk(n, time.monotonic() - t0)
             check_finite(float(results["loss"]), step + 1, step + n, self.checkpoints.latest,
                          f"lower --learning_rate (it was {cfg.learning_rate}), or check "
                          "that --train_data's records were built with this --vocab_file")

@@ -360,32 +360,32 @@ def test_a_sigterm_of_start_up_whose_raise_was_lost_stops_at_the_first_check():
 def test_a_scheduler_is_told_once_when_a_chunk_outlasts_its_grace_period(variable, name,
                                                                         setting):
     said = []
-    note = loop.SlowChunkNote(said.append, environ={variable: "x"})
-    note.chunk(5, 100.0, 200)  # the first chunk traces or compiles: not counted
-    note.chunk(200, 19.0, 200)  # 19 s: with the save, within 30 s
-    note.chunk(50, 12.5, 200)  # 0.25 s a step: 200 steps would take 50 s
+    note = loop.SlowChunkNote(said.append, 200, 0, 1000, environ={variable: "x"})
+    note.chunk(5, 100.0)  # the first chunk traces or compiles: not counted
+    note.chunk(200, 19.0)  # 19 s: with the save, within 30 s
+    note.chunk(50, 12.5)  # 0.25 s a step: 200 steps would take 50 s
     assert said == []  # the fastest step so far: 0.095 s
-    note.chunk(10, 40.0, 200)  # a compile again (a chunk of another length): 4 s a step
+    note.chunk(10, 40.0)  # a compile again (a chunk of another length): 4 s a step
     assert said == []
-    fresh = loop.SlowChunkNote(said.append, environ={variable: "x"})
-    fresh.chunk(5, 100.0, 200)
-    fresh.chunk(1, 30.0, 200)  # one step with a compile
+    fresh = loop.SlowChunkNote(said.append, 200, environ={variable: "x"})
+    fresh.chunk(5, 100.0)
+    fresh.chunk(1, 30.0)  # one step with a compile
     assert said == []  # two chunks after the first are needed
-    fresh.chunk(50, 12.5, 200)  # 0.25 s a step: 200 steps take 50 s
+    fresh.chunk(50, 12.5)  # 0.25 s a step: 200 steps take 50 s
     assert len(said) == 1
     assert f"under {name} a SIGTERM waits for the running chunk of steps, about 50 s here " \
            f"(200 steps)" in said[0] and setting in said[0]
     assert "--log_every_steps=40 keeps a chunk near 10 s" in said[0]  # 10 s / 0.25 s
-    fresh.chunk(200, 60.0, 200)
+    fresh.chunk(200, 60.0)
     assert len(said) == 1  # once a run
-    slow = loop.SlowChunkNote(said.append, environ={variable: "x"})
+    slow = loop.SlowChunkNote(said.append, 10, environ={variable: "x"})
     for _ in range(3):
-        slow.chunk(2, 24.0, 10)  # 12 s a step: one step a chunk is all the flag can do
+        slow.chunk(2, 24.0)  # 12 s a step: one step a chunk is all the flag can do
     assert said[-1].endswith("--log_every_steps=1 keeps a chunk near 12 s; or give the job "
                              "a longer grace period.")
-    slower = loop.SlowChunkNote(said.append, environ={variable: "x"})
+    slower = loop.SlowChunkNote(said.append, 1, environ={variable: "x"})
     for _ in range(3):
-        slower.chunk(1, 45.0, 1)  # a step longer than the grace period: no flag helps
+        slower.chunk(1, 45.0)  # a step longer than the grace period: no flag helps
     assert "about 45 s here (1 step), and the kill follows 30 s after it" in said[-1]
     assert said[-1].endswith("before it saves. A step takes about 45 s here: give the job a "
                              "grace period longer than a step and a save.")
@@ -393,10 +393,10 @@ def test_a_scheduler_is_told_once_when_a_chunk_outlasts_its_grace_period(variabl
 
 def test_no_scheduler_no_note_and_fast_chunks_no_note():
     said = []
-    note = loop.SlowChunkNote(said.append, environ={"HOME": "/root"})
+    note = loop.SlowChunkNote(said.append, 200, environ={"HOME": "/root"})
     for _ in range(3):
-        note.chunk(200, 600.0, 200)
-    fast = loop.SlowChunkNote(said.append, environ={"SLURM_JOB_ID": "7"})
+        note.chunk(200, 600.0)
+    fast = loop.SlowChunkNote(said.append, 200, environ={"SLURM_JOB_ID": "7"})
     for _ in range(3):
-        fast.chunk(200, 20.0, 200)
+        fast.chunk(200, 20.0)
     assert said == [] and note.scheduler is None
