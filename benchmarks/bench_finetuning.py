@@ -82,6 +82,20 @@ print("RESULT", json.dumps(result))
 '''
 
 
+def run_child(work, seq_length, batch, jit, precision, steps, model_size, trim="1",
+              sentence_words="", profile_steps=0):
+    """Runs CHILD in a fresh process (jit and trim "0" or "1"); returns (its RESULT dict,
+    or None where it failed, and its stderr). The one place CHILD's arguments are listed,
+    for this script and bench_peer.py."""
+    proc = subprocess.run([sys.executable, "-c", CHILD, work, str(seq_length), str(batch), jit,
+                           precision, str(steps), model_size, HERE, trim, sentence_words,
+                           str(profile_steps)], capture_output=True, text=True, cwd=ROOT)
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    if proc.returncode or not line:
+        return None, proc.stderr
+    return json.loads(line[0][7:]), proc.stderr
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--output", default="benchmarks/finetuning_throughput.json")
@@ -111,15 +125,13 @@ def main():
     results = []
     for L, batch, jit, precision, trim in settings:
         t0 = time.monotonic()
-        proc = subprocess.run([sys.executable, "-c", CHILD, work, str(L), str(batch), jit,
-                               precision, str(args.steps), args.model_size, HERE, trim,
-                               args.sentence_words, str(args.profile_steps)],
-                              capture_output=True, text=True, cwd=ROOT)
-        line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-        if proc.returncode or not line:
-            print(proc.stderr[-2000:], file=sys.stderr)
+        result, stderr = run_child(work, L, batch, jit, precision, args.steps,
+                                   args.model_size, trim, args.sentence_words,
+                                   args.profile_steps)
+        if result is None:
+            print(stderr[-2000:], file=sys.stderr)
             raise SystemExit(f"setting {(L, batch, jit, precision, trim)} failed")
-        results.append(json.loads(line[0][7:]))
+        results.append(result)
         print(results[-1], f"(process {time.monotonic() - t0:.0f}s)", flush=True)
     command = " ".join(["python", "benchmarks/bench_finetuning.py"]
                        + [relative_flag(a) for a in sys.argv[1:]])

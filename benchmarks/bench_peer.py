@@ -60,7 +60,6 @@ from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
     synthetic_vocab,
 )
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)
 
 
@@ -126,7 +125,7 @@ def child_hf_train(args):
 
 
 def child_ours_train(args):
-    from bench_finetuning import CHILD
+    from bench_finetuning import run_child
 
     work = os.path.join(args.work, "ours_train")
     pre = os.path.join(work, "pretrained")
@@ -134,13 +133,10 @@ def child_ours_train(args):
         os.makedirs(work, exist_ok=True)
         pretrained_folder(pre, synthetic_vocab(os.path.join(work, "vocab.txt")),
                           args.model_size)
-    cmd = [sys.executable, "-c", CHILD, work, str(args.seq_length), str(args.batch_size), "0",
-           args.precision, str(args.steps), args.model_size, HERE, "1", args.sentence_words]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-    if proc.returncode or not line:
-        raise RuntimeError(proc.stderr[-3000:])
-    result = json.loads(line[0][7:])
+    result, stderr = run_child(work, args.seq_length, args.batch_size, "0", args.precision,
+                               args.steps, args.model_size, "1", args.sentence_words)
+    if result is None:
+        raise RuntimeError(stderr[-3000:])
     return {"examples_per_second": result["examples_per_second"], "seconds": result["seconds"]}
 
 
