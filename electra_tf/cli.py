@@ -126,8 +126,9 @@ def _on_sigterm(signum, frame):
 def run_cli(main: Callable[[], None]) -> None:
     """Runs an entry point: one line on stderr instead of a traceback for
 
-    - bad input (InputError, ConfigError, VocabError, TaskDataError):
-      `error: ...`, exit status 2;
+    - bad input (InputError, ConfigError, VocabError, TaskDataError) and absl's
+      UsageError (a positional argument, say `--do_eval true`): `error: ...`, exit
+      status 2;
     - Ctrl-C, or SIGTERM (what Kubernetes, Slurm and preemptible VMs send
       before they kill a job): the loops save a checkpoint and say so
       (training.loop.Interrupted: `interrupted at step N; checkpoint saved;
@@ -143,7 +144,7 @@ def run_cli(main: Callable[[], None]) -> None:
       so the files already there are whole.
     Anything else is a bug and keeps its traceback.
     """
-    from absl import logging
+    from absl import app, logging
 
     from electra_tf.core.errors import BAD_INPUT, Diverged, PeerLost
 
@@ -158,6 +159,10 @@ def run_cli(main: Callable[[], None]) -> None:
         main()
     except BAD_INPUT as e:
         print(f"error: {e}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    except app.UsageError as e:  # absl's app.run would print the whole help and exit 1
+        print(f"error: {e}{_USAGE_HINT if str(e).startswith('unexpected arguments') else ''}",
+              file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt as e:
         print(str(e) or "interrupted", file=sys.stderr, flush=True)
@@ -197,6 +202,10 @@ def run_cli(main: Callable[[], None]) -> None:
         print(f"error: {line[:400]}{_FILE_SYSTEM_HINT}", file=sys.stderr)
         sys.exit(1)
 
+
+# After "unexpected arguments: [...]": the usual cause is a value given apart from its flag.
+_USAGE_HINT = (" (every flag takes its value after an equals sign, --name=value; a boolean "
+               "is --name, --noname or --name=false; --help lists the flags)")
 
 # A write the file system refuses: a full disk or quota, a read-only or forbidden folder.
 _FILE_SYSTEM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)

@@ -135,3 +135,9 @@ def test_help_exits_0_for_every_command():
                "flag --num_train_steps=abc: invalid literal for int()")
     error_line(run_module("electra_tf.run_finetuning", "--flagfile=/no/such.flags"),
                "error: Unable to open flagfile")
+    # A value apart from its flag is a positional argument: one line, not absl's whole help
+    proc = run_module("electra_tf.eval_mrqa", "--data_file=x", "--predictions=y",
+                      "--skip_no_answer", "true")
+    error_line(proc, "error: unexpected arguments: ['true'] (every flag takes its value after "
+               "an equals sign, --name=value;")
+    assert proc.stdout == "", proc.stdout[-2000:]

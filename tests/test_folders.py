@@ -101,7 +101,9 @@ def test_a_newer_format_is_refused_with_the_file_named(tmp_path):
 
 
 @pytest.mark.parametrize("content, message", [
-    (b"{not json", "not a valid JSON file"),
+    (b"{not json", "discriminator_config.json:1:2: malformed JSON"),
+    (b"[" * 100_000, "unreadable JSON \\(nested too deeply\\)"),
+    (b'{"format_version": 1' + b"0" * 5000 + b"}", "unreadable JSON \\(Exceeds the limit"),
     (b"[1, 2]", "expected a JSON object"),
     (b'{"format_version": 1, "hidden_size": "wide"}', "not an encoder config"),
 ])
@@ -110,6 +112,12 @@ def test_bad_config_files_are_one_clear_error(tmp_path, content, message):
     path.write_bytes(content)
     with pytest.raises(InputError, match=message):
         folders.files.read_encoder_config(str(path))
+
+
+def test_a_folder_where_a_config_file_belongs_is_one_clear_error(tmp_path):
+    (tmp_path / "discriminator_config.json").mkdir()
+    with pytest.raises(InputError, match="discriminator_config.json is a folder, not a JSON"):
+        folders.files.read_encoder_config(str(tmp_path / "discriminator_config.json"))
 
 
 def test_weights_errors_name_the_file(tmp_path):

@@ -102,6 +102,22 @@ def check_text_sample(data: bytes, path: str, what: str = "corpus file") -> None
                          f"another encoding such as Latin-1?); {hint}")
 
 
+def parse_json(text: str, path: str, first_line: int = 1) -> Any:
+    """json.loads, anything it cannot read told as InputError naming `path`: malformed
+    JSON (path:line:column; `first_line` is the file's line that `text` starts on), an
+    integer of more than Python's 4,300 digits, or nesting deeper than the
+    interpreter's recursion limit (path:first_line where `text` is one line of many)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}:{first_line + e.lineno - 1}:{e.colno}: malformed JSON: "
+                         f"{e.msg}") from None
+    except (ValueError, RecursionError) as e:
+        where = path if first_line == 1 else f"{path}:{first_line}"
+        reason = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        raise InputError(f"{where}: unreadable JSON ({reason})") from None
+
+
 def atomic_write(path: str, write: Callable[[str], None], suffix: str = "") -> None:
     """Calls `write(tmp_path)` for a temporary path beside `path`, then renames.
 

@@ -12,13 +12,12 @@ file or none, never a truncated one; the temporary file such a kill leaves
 
 from __future__ import annotations
 
-import json
 import math
 import os
 
 from electra_tf.core.config import EncoderConfig
 from electra_tf.core.errors import ConfigError, InputError
-from electra_tf.core.fileio import atomic_write, atomic_write_json, check_free_space
+from electra_tf.core.fileio import atomic_write, atomic_write_json, check_free_space, parse_json
 
 FORMAT_VERSION = 1
 
@@ -53,11 +52,14 @@ def read_json(path: str) -> dict:
     """
     try:
         with open(path, encoding="utf-8") as f:
-            value = json.load(f)
+            text = f.read()
     except FileNotFoundError:
         raise InputError(f"{path} not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except IsADirectoryError:
+        raise InputError(f"{path} is a folder, not a JSON file") from None
+    except UnicodeDecodeError as e:
         raise InputError(f"{path}: not a valid JSON file ({e})") from None
+    value = parse_json(text, path)
     if not isinstance(value, dict):
         raise InputError(f"{path}: expected a JSON object")
     if "format_version" not in value:

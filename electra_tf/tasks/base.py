@@ -240,6 +240,21 @@ def format_label_names(names) -> str:
     return ",".join(names)
 
 
+# csv refuses fields over 128 KiB by default, and a long text is no malformed record.
+# A field can be no longer than the file; 2**31 - 1 is the largest limit every
+# platform's C long holds (sys.maxsize overflows Windows').
+FIELD_SIZE_LIMIT = 2**31 - 1
+
+
+def allow_long_csv_fields() -> None:
+    """Lets the csv module read fields of any length (FIELD_SIZE_LIMIT); process-wide,
+    and it only ever raises the limit."""
+    import csv
+
+    if csv.field_size_limit() < FIELD_SIZE_LIMIT:
+        csv.field_size_limit(FIELD_SIZE_LIMIT)
+
+
 def pack_pair(tokens_a: list[int], tokens_b: list[int] | None, max_seq_length: int,
               cls_id: int, sep_id: int) -> tuple[list[int], list[int], list[int]]:
     """[CLS] a [SEP] (b [SEP]) padded to L, truncating the longer side first (BERT).

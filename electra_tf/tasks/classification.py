@@ -59,6 +59,7 @@ from electra_tf.tasks.base import (
     Features,
     Task,
     TaskOptions,
+    allow_long_csv_fields,
     gold_labels,
     option,
     parse_label_names,
@@ -443,18 +444,11 @@ def _jsonl_rows(path: str, text: str) -> Iterator[tuple[int, dict]]:
         yield number, row
 
 
-# csv refuses fields over 128 KiB by default, and a long text is no malformed record.
-# A field can be no longer than the file, which is read whole; 2**31 - 1 is the
-# largest limit every platform's C long holds (sys.maxsize overflows Windows').
-FIELD_SIZE_LIMIT = 2**31 - 1
-
-
 def _table_rows(path: str, text: str, ext: str,
                 required: Sequence[str]) -> Iterator[tuple[int, dict]]:
     """(line number, {column: field}) of each record after the header, which must name
     the `required` columns. Fields may be of any length (FIELD_SIZE_LIMIT)."""
-    if csv.field_size_limit() < FIELD_SIZE_LIMIT:
-        csv.field_size_limit(FIELD_SIZE_LIMIT)  # (process-wide: it only raises the limit)
+    allow_long_csv_fields()
     if ext == "tsv":
         reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t",
                             quoting=csv.QUOTE_NONE, strict=True)

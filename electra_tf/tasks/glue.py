@@ -44,7 +44,15 @@ from absl import logging
 from electra_tf.core.errors import InputError, TaskDataError
 from electra_tf.core.fileio import atomic_write_text
 from electra_tf.tasks import metrics as metrics_lib
-from electra_tf.tasks.base import Features, Task, TaskOptions, gold_labels, option, pack_pair
+from electra_tf.tasks.base import (
+    Features,
+    Task,
+    TaskOptions,
+    allow_long_csv_fields,
+    gold_labels,
+    option,
+    pack_pair,
+)
 
 _ENCODE_CHUNK = 4096  # sentences per tokenizer call: bounds memory on MNLI/QQP
 
@@ -264,7 +272,13 @@ class GlueTask(Task):
         """
         if not _exists(path):
             raise TaskDataError(f"{path}: no such file")
-        position = {e.index: i for i, e in enumerate(examples)}
+        position: dict[str, int] = {}
+        for i, e in enumerate(examples):  # rows are matched by index: each must be one's
+            if e.index in position:
+                raise TaskDataError(f"{e.source}: index {e.index!r} repeats in the gold file "
+                                    f"(first at {examples[position[e.index]].source}), so "
+                                    "predictions cannot be matched to its examples")
+            position[e.index] = i
         result: list[Any] = [None] * len(examples)
         with _open(path) as f:
             reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
@@ -362,7 +376,9 @@ def _exists(path: str) -> bool:
 
 
 def _open(path: str):
-    """Text handle for csv (local, or gs:// etc. through tf.io.gfile)."""
+    """Text handle for csv (local, or gs:// etc. through tf.io.gfile), whose fields may
+    be of any length (a long text is no malformed row)."""
+    allow_long_csv_fields()
     if "://" in path:
         import io
 

@@ -100,13 +100,21 @@ def matthews_corrcoef(predictions: Sequence[int], labels: Sequence[int]) -> floa
     return float(cov_yp / np.sqrt(cov_yy * cov_pp))
 
 
+def _unit_scale(v: np.ndarray) -> np.ndarray:
+    """v over its largest magnitude (v itself when that is 0)."""
+    top = np.abs(v).max() if len(v) else 0.0
+    return v / top if top > 0 else v
+
+
 def pearson(predictions: Sequence[float], labels: Sequence[float]) -> float:
     """Pearson's r; 0.0 when either side is constant."""
     p, y = _pair(predictions, labels, np.float64)
-    p, y = p - p.mean(), y - y.mean()
-    # Each side scaled to a largest magnitude of 1 first: r does not change, and squares
-    # of values near 1e200 would overflow (r came out 0.0, with a RuntimeWarning).
-    p, y = (v / np.abs(v).max() if len(v) and np.abs(v).max() > 0 else v for v in (p, y))
+    # Each side scaled to a largest magnitude of 1 after centring, and before it where
+    # values come near float64's maximum: r does not change, and squares of values near
+    # 1e200, or a sum (the mean) of values near 1e308, would overflow (r came out 0.0 or
+    # NaN, with a RuntimeWarning). Ordinary values are centred unscaled, exactly.
+    p, y = (_unit_scale(v) if len(v) and np.abs(v).max() > 1e300 else v for v in (p, y))
+    p, y = _unit_scale(p - p.mean()), _unit_scale(y - y.mean())
     norm = np.sqrt((p @ p) * (y @ y))
     if norm == 0:
         return 0.0

@@ -18,13 +18,14 @@ is electra_tf's (one-line errors naming the file and line).
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import re
 import string
+import zlib
 from collections import Counter
 
 from electra_tf.core.errors import InputError
+from electra_tf.core.fileio import parse_json
 from electra_tf.text.cleaning import newline_lines
 
 
@@ -105,7 +106,7 @@ def open_lines(path: str, what: str = "MRQA data") -> list[str]:
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:
             raise InputError(f"{path}: a damaged gzip file ({e})") from None
     try:
         text = raw.decode("utf-8")
@@ -123,13 +124,7 @@ def json_lines(path: str, what: str = "MRQA data"):
     for number, line in enumerate(open_lines(path, what), 1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}:{number}: malformed JSON: {e.msg} (column {e.colno})") \
-                from None
-        except ValueError as e:  # an integer of more than 4,300 digits
-            raise InputError(f"{path}:{number}: unreadable JSON ({e})") from None
+        obj = parse_json(line, path, first_line=number)
         if not isinstance(obj, dict):
             raise InputError(f"{path}:{number}: expected a JSON object (a context with its "
                              f"qas), got {type(obj).__name__}")
@@ -165,12 +160,7 @@ def read_answers(path: str) -> dict[str, list[str]]:
 def read_predictions(path: str) -> dict[str, str]:
     """{qid: answer text}. Raises InputError naming the file."""
     lines = open_lines(path, "predictions")
-    try:
-        predictions = json.loads("\n".join(lines))
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}:{e.lineno}:{e.colno}: malformed JSON: {e.msg}") from None
-    except ValueError as e:  # an integer of more than 4,300 digits
-        raise InputError(f"{path}: unreadable JSON ({e})") from None
+    predictions = parse_json("\n".join(lines), path)
     if not isinstance(predictions, dict) or \
             not all(isinstance(v, str) for v in predictions.values()):
         raise InputError(f"{path}: expected a JSON object {{qid: answer text}}")

@@ -27,11 +27,11 @@ file. `finetuning.squad` reads its data with `read_squad_json` and scores with
 
 from __future__ import annotations
 
-import json
 import math
 import os
 
 from electra_tf.core.errors import InputError
+from electra_tf.core.fileio import parse_json
 
 
 def read_json(path: str, what: str):
@@ -43,12 +43,7 @@ def read_json(path: str, what: str):
             raw = f.read()
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
-    try:
-        return raw, json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}:{e.lineno}:{e.colno}: malformed JSON: {e.msg}") from None
-    except ValueError as e:  # an integer of more than 4,300 digits
-        raise InputError(f"{path}: unreadable JSON ({e})") from None
+    return raw, parse_json(raw, path)
 
 
 def read_squad_json(path: str) -> tuple[str, list]:
@@ -61,7 +56,9 @@ def read_squad_json(path: str) -> tuple[str, list]:
 
 
 def check_dataset(data: list, path: str, version: str) -> None:
-    """What the official evaluators read: paragraphs, qas, id, answers[].text."""
+    """What the official evaluators read: paragraphs, qas, id, answers[].text; each id
+    once (the v1.1 evaluator would score a repeated id twice, v2.0's once)."""
+    seen = set()
     for a, article in enumerate(data):
         paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
         if not isinstance(paragraphs, list):
@@ -74,6 +71,10 @@ def check_dataset(data: list, path: str, version: str) -> None:
                 if not isinstance(qa, dict) or not isinstance(qa.get("id"), str):
                     raise InputError(
                         f"{path}: article {a} paragraph {p} question {q} has no 'id'")
+                if qa["id"] in seen:
+                    raise InputError(f"{path}: article {a} paragraph {p} question {q}: the "
+                                     f"question id {qa['id']!r} repeats")
+                seen.add(qa["id"])
                 answers = qa.get("answers")
                 if not isinstance(answers, list) or not all(
                         isinstance(x, dict) and isinstance(x.get("text"), str) for x in answers):
@@ -175,6 +176,6 @@ def evaluate_files(version: str, data_file: str, predictions_file: str,
     qids = {qa["id"] for article in data for p in article["paragraphs"] for qa in p["qas"]}
     if not qids:
         raise InputError(f"{data_file}: no questions")
-    if version == "2.0" and not any(q in qids for q in predictions):
+    if not any(q in qids for q in predictions):
         raise InputError(f"{predictions_file}: none of its question ids is in {data_file}")
     return official_evaluate(version, data, predictions, null_odds)

@@ -359,3 +359,25 @@ def test_bad_prediction_files(glue_dir, tmp_path):
         glue.evaluate_submission("sst", str(tmp_path / "none.tsv"), dev_file)
     with pytest.raises(ValueError, match="out of range"):
         task.write_predictions([2], task.read(glue_dir, "dev")[:1], str(tmp_path / "x.tsv"))
+    # A gold file with an index twice: the gold file is named, not the predictions
+    os.makedirs(tmp_path / "gold")
+    gold = _write(tmp_path, "gold/dev.tsv", f"{PAIR}\tlabel\n0\ta\tb\t1\n0\tc\td\t0\n")
+    path = _write(tmp_path, "p.tsv", "index\tprediction\n0\t1\n")
+    with pytest.raises(InputError) as e:
+        glue.evaluate_submission("wnli", path, gold)
+    assert str(e.value).startswith(f"{gold}:3: index '0' repeats in the gold file (first at "
+                                   f"{gold}:2)"), e.value
+
+
+def test_fields_longer_than_the_csv_modules_default_limit_are_read(tmp_path):
+    """csv refuses fields over 128 KiB unless told otherwise; a long text is no error."""
+    import csv
+
+    long_text = "word " * 40_000  # 200,000 characters
+    _write(tmp_path, "dev.tsv", f"{PAIR}\tlabel\n0\t{long_text}\tb\t1\n1\tc\td\t0\n")
+    limit = csv.field_size_limit(131_072)  # the default, as a fresh process has it
+    try:
+        (example, _) = glue.get_task("wnli").read(str(tmp_path), "dev")
+    finally:
+        csv.field_size_limit(max(limit, csv.field_size_limit()))
+    assert example.text_a == long_text

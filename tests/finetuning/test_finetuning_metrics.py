@@ -58,6 +58,9 @@ def test_constant_predictions_score_zero_without_nan():
         warnings.simplefilter("error")  # squares of 1e200 had overflowed: r was 0.0
         assert metrics.pearson([1e200, 2e200, 3.1e200], [1.0, 2.0, 3.0]) == pytest.approx(
             stats.pearsonr([1.0, 2.0, 3.1], [1.0, 2.0, 3.0])[0], abs=1e-12)
+        # values near the float64 maximum: their sum (the mean) had overflowed: r was NaN
+        assert metrics.pearson([1.7e308, -1.7e308, 1e308], [1.0, 3.5, 5.0]) == pytest.approx(
+            stats.pearsonr([1.7, -1.7, 1.0], [1.0, 3.5, 5.0])[0], abs=1e-12)
 
 
 def test_bad_shapes_raise():

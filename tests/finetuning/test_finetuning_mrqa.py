@@ -199,7 +199,8 @@ def test_predictions_holding_line_separators_are_read(tmp_path):
 @pytest.mark.parametrize("case", [
     "malformed_json", "not_an_object", "no_qas", "no_qid", "repeated_qid", "empty_answers",
     "answers_not_strings", "no_detected_answers", "bad_char_spans", "span_outside_context",
-    "damaged_gzip", "not_utf8", "header_only", "missing_file", "both_formats", "all_skipped"])
+    "damaged_gzip", "corrupt_gzip", "deep_json", "not_utf8", "header_only", "missing_file",
+    "both_formats", "all_skipped"])
 def test_bad_mrqa_files_are_one_line_naming_file_and_line(task, tmp_path, case):
     paras = paragraphs()
     qa = paras[0]["qas"][0]
@@ -217,9 +218,11 @@ def test_bad_mrqa_files_are_one_line_naming_file_and_line(task, tmp_path, case):
                           r"must be a non-empty list of \[start, end\]",
         "span_outside_context": r"train.jsonl:2: question 'q-cafe': detected answer 0 starts "
                                 r"at character 999, outside the context's 48 characters",
-        "malformed_json": r"train.jsonl:3: malformed JSON",
+        "malformed_json": r"train.jsonl:3:\d+: malformed JSON",
+        "deep_json": r"train.jsonl:2: unreadable JSON \(nested too deeply\)",
         "not_an_object": r"train.jsonl:2: expected a JSON object",
         "damaged_gzip": r"train.jsonl.gz: a damaged gzip file",
+        "corrupt_gzip": r"train.jsonl.gz: a damaged gzip file",
         "not_utf8": r"train.jsonl: not UTF-8",
         "header_only": r"train.jsonl: no questions \(empty split\)",
         "missing_file": r"no train.jsonl.gz or train.jsonl",
@@ -259,6 +262,12 @@ def test_bad_mrqa_files_are_one_line_naming_file_and_line(task, tmp_path, case):
         name = "train.jsonl.gz"
         data = gzip.compress(b"x" * 1000)
         (tmp_path / name).write_bytes(data[:len(data) // 2])
+    elif case == "corrupt_gzip":  # whole, its deflate stream damaged: zlib's own error
+        name = "train.jsonl.gz"
+        data = gzip.compress(b"x" * 1000)
+        (tmp_path / name).write_bytes(data[:10] + b"\xff" * 20 + data[30:])
+    elif case == "deep_json":
+        (tmp_path / name).write_text(json.dumps(HEADER) + "\n" + "[" * 100_000 + "\n")
     elif case == "not_utf8":
         (tmp_path / name).write_bytes(json.dumps(HEADER).encode() + b"\n\xff\xfe\n")
     elif case == "header_only":

@@ -154,6 +154,11 @@ def test_bad_files_are_clear(tmp_path):
     (tmp_path / "list.json").write_text(json.dumps(["a", "b"]), "utf-8")
     (tmp_path / "partial.json").write_text(json.dumps({q: 0.0 for q in list(preds)[1:]}), "utf-8")
     (tmp_path / "nodata.json").write_text(json.dumps({"data": [{"title": "x"}]}), "utf-8")
+    (tmp_path / "strays.json").write_text(json.dumps({"zz": "a"}), "utf-8")
+    repeated = json.loads(json.dumps(v1))
+    first = repeated["data"][0]["paragraphs"][0]["qas"]
+    first.append(dict(first[0]))
+    (tmp_path / "repeated.json").write_text(json.dumps(repeated), "utf-8")
     cases = [
         ("2.0", f"{tmp_path}/none.json", pred_file, None, "SQuAD data file not found"),
         ("2.0", data, f"{tmp_path}/broken.json", None, "broken.json:2:8: malformed JSON"),
@@ -165,6 +170,11 @@ def test_bad_files_are_clear(tmp_path):
          f"no null odds for 1 predicted question(s), e.g. {list(preds)[0]!r}"),
         ("1.1", f"{tmp_path}/v1.json", pred_file, odds_file, "--null_odds is for --version=2.0"),
         ("1.1", data, pred_file, None, "has no answers; a SQuAD 2.0 file? (use --version=2.0)"),
+        # v1.1 scores a question without a prediction as 0, but none at all is a mismatch
+        ("1.1", f"{tmp_path}/v1.json", f"{tmp_path}/strays.json", None,
+         f"strays.json: none of its question ids is in {tmp_path}/v1.json"),
+        ("1.1", f"{tmp_path}/repeated.json", pred_file, None,
+         f"question {len(first) - 1}: the question id {first[0]['id']!r} repeats"),
     ]
     for version, data_file, predictions, null_odds, message in cases:
         with pytest.raises(InputError) as err:
