@@ -17,6 +17,7 @@ from electra_tf.core.errors import InputError
 from electra_tf.serving.client import (
     ClientError,
     answer_json,
+    check_request,
     check_timeout,
     ids_inputs,
     predict_grpc,
@@ -56,8 +57,7 @@ def define_flags():
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    if not FLAGS.model_name:
-        raise app.UsageError("--model_name is required")
+    check_request(FLAGS.server, FLAGS.model_name or "", FLAGS.rest)
     check_timeout(FLAGS.timeout)
     texts = FLAGS.text or FLAGS.text_pair or FLAGS.question or FLAGS.context
     if FLAGS.input_word_ids or FLAGS.input_mask or FLAGS.input_type_ids:

@@ -75,7 +75,8 @@ def main(argv):
     t0 = time.monotonic()
     scorer = load_scorer(FLAGS.model_dir, FLAGS.vocab_file, FLAGS.max_seq_length)
     t1 = time.monotonic()
-    scored = scorer.score(lines, FLAGS.batch_size) if lines else []
+    meter = fileio.Progress("score", total=len(lines), unit="texts")  # a line every 5 s
+    scored = scorer.score(lines, FLAGS.batch_size, meter.update) if lines else []
     t2 = time.monotonic()
     if FLAGS.energies:
         out = [json.dumps({"score": s.score, "tokens": s.tokens, "energies": s.energies,

@@ -57,6 +57,19 @@ TEXT_SAMPLE_BYTES = 1 << 16  # what check_text_file reads of each file
 MAX_INVALID_UTF8 = 0.01  # of the sample's characters: more is not UTF-8 text
 
 
+def check_input_file(path: str, what: str) -> None:
+    """Refuses a local path that names nothing, or a folder, before it is opened; a pipe
+    (a shell's <(...), /dev/stdin) is read as a file.
+
+    Raises:
+      InputError: "{what} file not found: {path}", or "{what} {path} is a folder".
+    """
+    if not os.path.exists(path):
+        raise InputError(f"{what} file not found: {path}")
+    if os.path.isdir(path):
+        raise InputError(f"{what} {path} is a folder, not a file")
+
+
 def check_text_file(path: str, what: str = "corpus file") -> None:
     """Refuses a file that is not UTF-8 text, from its first TEXT_SAMPLE_BYTES.
 

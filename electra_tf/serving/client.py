@@ -29,8 +29,10 @@ MAX_ANSWER_BYTES bytes (and over gRPC MAX_ANSWER_VALUES values, over REST
 MAX_DEPTH levels of JSON nesting), an output must be a tensor of numbers or
 strings, and what the server says in an error is quoted with repr. Each of
 these ends in one `error: ...` line and exit status 1; a bad flag
-(--timeout <= 0, a --text that is not UTF-8, counts that do not match) in
-one line and exit status 2, before anything is sent.
+(--timeout <= 0 or over a day, an empty --server, a REST --model_name that
+a URL path cannot hold, ids outside int32 or a mask other than 0/1, a --text
+that is not UTF-8, counts that do not match) in one line and exit status 2,
+before anything is sent.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ MAX_ANSWER_BYTES = 64 << 20  # the largest answer read: a REST body, a gRPC mess
 MAX_ANSWER_VALUES = 1 << 22  # values over all outputs of one gRPC answer, once decoded
 MAX_DEPTH = 64  # nesting of a REST answer's JSON (a tensor has a few dimensions)
 QUOTED_CHARS = 300  # of a server's message, quoted in an error
+MAX_TIMEOUT_S = 86_400  # --timeout: a day (larger ones overflow the timer and gRPC's deadline)
+INT32_MAX = 2**31 - 1  # ids travel as int32
+MAX_SEQ_LENGTH = 65_536  # an export_info.json's window, beyond any position table's
 
 
 class ClientError(RuntimeError):
@@ -67,11 +72,33 @@ def _quoted(said) -> str:
 
 
 def check_timeout(timeout) -> float:
-    """--timeout as seconds (InputError: not a positive finite number)."""
+    """--timeout as seconds (InputError: not a positive number up to MAX_TIMEOUT_S)."""
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
-            or not math.isfinite(timeout) or timeout <= 0:
-        raise InputError(f"--timeout must be a positive number of seconds, got {timeout!r}")
+            or not math.isfinite(timeout) or not 0 < timeout <= MAX_TIMEOUT_S:
+        raise InputError(f"--timeout must be a positive number of seconds, at most "
+                         f"{MAX_TIMEOUT_S:,} (a day), got {timeout!r}")
     return float(timeout)
+
+
+def check_request(server: str, model_name: str, rest: bool) -> None:
+    """--server and --model_name, before anything is sent.
+
+    Raises:
+      InputError: an empty --server or --model_name, or (REST) a model name that its
+        URL path cannot hold: TF Serving's REST path takes the name up to the next '/'
+        or ':', and '?', '#', '%', spaces and control characters would change the URL.
+    """
+    if not server.strip():
+        raise InputError("--server is empty: give HOST:PORT (gRPC 8500, REST 8501 by default)")
+    if not model_name:
+        raise InputError("--model_name is required")
+    if rest and _NOT_IN_REST_PATH.search(model_name):
+        raise InputError(f"--model_name={_quoted(model_name)} cannot be asked over REST: its "
+                         "URL path holds no '/', ':', '?', '#', '%', space or control "
+                         "character (use gRPC, or the name the server's model config gives)")
+
+
+_NOT_IN_REST_PATH = re.compile(r"[/:?#%\s\x00-\x1f\x7f]")
 
 
 def _to_python(value):
@@ -388,7 +415,7 @@ def ids_inputs(input_word_ids=(), input_mask=(), input_type_ids=()) -> dict:
     """
     import numpy as np
 
-    def rows(values, flag):
+    def rows(values, flag, allowed, what):
         out = []
         for i, row in enumerate(values):
             try:
@@ -396,14 +423,24 @@ def ids_inputs(input_word_ids=(), input_mask=(), input_type_ids=()) -> dict:
             except ValueError:
                 raise InputError(f"--{flag} #{i + 1} is not comma-separated whole numbers: "
                                  f"{_quoted(row)}") from None
+            bad = next((x for x in out[-1] if not allowed(x)), None)
+            if bad is not None:
+                raise InputError(f"--{flag} #{i + 1} holds {bad}: {what}")
         return out
 
-    ids = rows(input_word_ids, "input_word_ids")
+    def id_range(x):
+        return 0 <= x <= INT32_MAX
+
+    ids = rows(input_word_ids, "input_word_ids", id_range,
+               f"token ids are 0 to {INT32_MAX} (the vocabulary's row numbers)")
     if not ids or not all(ids):
         raise InputError("give --input_word_ids: one row of comma-separated ids per --input_"
                          "word_ids (e.g. --input_word_ids=2,1037,3)")
-    given = {"input_mask": rows(input_mask, "input_mask"),
-             "input_type_ids": rows(input_type_ids, "input_type_ids")}
+    given = {"input_mask": rows(input_mask, "input_mask", lambda x: x in (0, 1),
+                                "a mask is 1 (a real token) or 0 (padding)"),
+             "input_type_ids": rows(input_type_ids, "input_type_ids", id_range,
+                                    f"segment ids are 0 to {INT32_MAX} (0 and 1 for "
+                                    "ELECTRA)")}
     for name, values in given.items():
         if values and len(values) != len(ids):
             raise InputError(f"give as many --{name} as --input_word_ids ({len(values)} for "
@@ -445,15 +482,29 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
         if not os.path.isfile(path):
             raise InputError(f"--export_dir={export_dir}: no {os.path.relpath(path, export_dir)}"
                              " (give the export's version folder, MODEL_BASE/NAME/N)")
-    try:
-        with open(info_path, encoding="utf-8") as f:
-            info = json.load(f)
-        length, lower = int(info["max_seq_length"]), bool(info["do_lower_case"])
-        strip = info.get("strip_accents")
-        query = int(info.get("max_query_length", 64))
-    except (ValueError, KeyError, TypeError) as e:
-        raise InputError(f"{info_path}: not an export's export_info.json ({e})") from None
+    from electra_tf.core.fileio import parse_json
+
+    with open(info_path, "rb") as f:
+        info = parse_json(f.read().decode("utf-8", "replace"), info_path)
     texts = text_inputs(text, text_pair, question, context)
+
+    def field(name, ok, what, default=None):
+        value = info.get(name, default) if isinstance(info, dict) else None
+        if not ok(value):
+            raise InputError(f"{info_path}: not an export's export_info.json ({name} "
+                             f"{value!r} is not {what})")
+        return value
+
+    def whole(low, high):
+        return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+    # [CLS] a [SEP] (b [SEP]): a window holds the special tokens and a piece of each text
+    length = field("max_seq_length", whole(3 if len(texts) == 2 else 2, MAX_SEQ_LENGTH),
+                   f"a whole number of positions from 2 (3 for pairs) to {MAX_SEQ_LENGTH}")
+    lower = field("do_lower_case", lambda v: isinstance(v, bool), "true or false")
+    strip = field("strip_accents", lambda v: v is None or isinstance(v, bool),
+                  "true, false or null")
+    query = field("max_query_length", whole(1, MAX_SEQ_LENGTH), "a positive whole number", 64)
     tokenizer = Tokenizer(vocab, do_lower_case=lower, strip_accents=strip)
     pieces = [tokenizer.encode(list(v)) for v in texts.values()]
     cls, sep = tokenizer.cls_id, tokenizer.sep_id

@@ -90,8 +90,9 @@ class ElectricScorer:
         raw = self._forward(tf.constant(ids), tf.constant(mask))
         return token_energies(raw, ids, mask, tok.cls_id, tok.sep_id).numpy()
 
-    def score(self, texts, batch_size: int = 32) -> list[Scored]:
-        """Each text's Scored, in order (batches of `batch_size`, one pass each)."""
+    def score(self, texts, batch_size: int = 32, progress=None) -> list[Scored]:
+        """Each text's Scored, in order (batches of `batch_size`, one pass each);
+        `progress(n)` is called with the count scored after each batch."""
         out = []
         for start in range(0, len(texts), batch_size):
             chunk = list(texts[start:start + batch_size])
@@ -101,8 +102,11 @@ class ElectricScorer:
                 n = int(mask[i].sum())
                 pieces = self.tokenizer.convert_ids_to_tokens(ids[i, 1:n - 1])
                 e = energies[i, 1:n - 1]
-                out.append(Scored(float(-e.astype(np.float64).sum()), pieces,
+                # + 0.0: an empty text's score is 0.0, not the negated sum's -0.0
+                out.append(Scored(float(-e.astype(np.float64).sum()) + 0.0, pieces,
                                   [float(x) for x in e], truncated[i]))
+            if progress is not None:
+                progress(len(out))
         return out
 
 

@@ -182,7 +182,7 @@ class GlueTask(Task):
     def read_file(self, path: str, labelled: bool, split: str = "") -> list[GlueExample]:
         """Examples of one TSV in this task's layout (labelled: train/dev; else test)."""
         if not _exists(path):
-            raise TaskDataError(f"{path}: no such file ({self.name} {split or 'data'})")
+            raise TaskDataError(f"{path}: {_missing(path)} ({self.name} {split or 'data'})")
         split = split or os.path.splitext(os.path.basename(path))[0]
         examples = list(self._read_rows(path, labelled, split))
         if not examples:
@@ -271,7 +271,7 @@ class GlueTask(Task):
             unknown label or index, a repeated or missing index.
         """
         if not _exists(path):
-            raise TaskDataError(f"{path}: no such file")
+            raise TaskDataError(f"{path}: {_missing(path)}")
         position: dict[str, int] = {}
         for i, e in enumerate(examples):  # rows are matched by index: each must be one's
             if e.index in position:
@@ -369,10 +369,18 @@ class GlueTask(Task):
 
 
 def _exists(path: str) -> bool:
+    """A file to read: a remote one (gs://...), or a local one that is no folder (a
+    pipe, such as a shell's <(...), is read as a file)."""
     if "://" in path:
         import tensorflow as tf
         return tf.io.gfile.exists(path)
-    return os.path.isfile(path)
+    return os.path.exists(path) and not os.path.isdir(path)
+
+
+def _missing(path: str) -> str:
+    """Why `_exists(path)` is False, in words."""
+    return "a folder, not a file" if "://" not in path and os.path.isdir(path) \
+        else "no such file"
 
 
 def _open(path: str):

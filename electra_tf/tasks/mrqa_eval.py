@@ -18,14 +18,13 @@ is electra_tf's (one-line errors naming the file and line).
 from __future__ import annotations
 
 import gzip
-import os
 import re
 import string
 import zlib
 from collections import Counter
 
 from electra_tf.core.errors import InputError
-from electra_tf.core.fileio import parse_json
+from electra_tf.core.fileio import check_input_file, parse_json
 from electra_tf.text.cleaning import newline_lines
 
 
@@ -99,8 +98,7 @@ def open_lines(path: str, what: str = "MRQA data") -> list[str]:
     Raises:
       InputError: a missing, truncated or non-UTF-8 file, naming it.
     """
-    if not os.path.isfile(path):
-        raise InputError(f"{what} file not found: {path}")
+    check_input_file(path, what)
     with open(path, "rb") as f:
         raw = f.read()
     if raw[:2] == b"\x1f\x8b":

@@ -28,16 +28,14 @@ file. `finetuning.squad` reads its data with `read_squad_json` and scores with
 from __future__ import annotations
 
 import math
-import os
 
 from electra_tf.core.errors import InputError
-from electra_tf.core.fileio import parse_json
+from electra_tf.core.fileio import check_input_file, parse_json
 
 
 def read_json(path: str, what: str):
     """(raw text, parsed JSON). Raises InputError naming the file (and line:column)."""
-    if not os.path.isfile(path):
-        raise InputError(f"{what} file not found: {path}")
+    check_input_file(path, what)
     try:
         with open(path, encoding="utf-8") as f:
             raw = f.read()

@@ -920,7 +920,7 @@ class Finetuning:
         or that of a run without training (which later training removes)."""
         if "eval" in results:
             return results["eval"]
-        epochs = [k for k in results if k.startswith("epoch_")]
+        epochs = [k for k in results if k.startswith("epoch_") and k[6:].isdecimal()]
         return results[max(epochs, key=lambda k: int(k[len("epoch_"):]))] if epochs else {}
 
     def _save_results(self, results):

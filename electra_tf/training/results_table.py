@@ -15,12 +15,13 @@ README's OpenWebText model).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import statistics
 
 from electra_tf.core.config import model_size_of
 from electra_tf.core.errors import InputError
-from electra_tf.folders.files import FINETUNED_WEIGHTS
+from electra_tf.folders.files import FINETUNED_WEIGHTS, RESULTS
 from electra_tf.folders.finetuned import (
     is_finetuning_folder,
     read_finetuning_config,
@@ -75,12 +76,24 @@ def _column(task: str):
     return next((c for c in COLUMNS if c[2] == task), None)
 
 
-def _value(folder: str, task: str, final: dict) -> float:
+def _value(folder: str, task: str, final: dict) -> float | None:
+    """The column's metric in the README's scale; None where it is not a finite number
+    (left out of the median, as trials.summarize leaves it out)."""
     _, _, _, split, key, scale = _column(task)
     try:
-        return float(final[split][key]) * scale
-    except (KeyError, TypeError, ValueError):
+        value = final[split][key]
+    except (KeyError, TypeError):
         raise InputError(f"{folder}: its final {task} results lack {split} {key}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{folder}: its final {task} {split} {key} is {value!r}, not a number")
+    return float(value) * scale if math.isfinite(value) else None
+
+
+def _finite_values(folder: str, task: str, values) -> tuple[float, ...]:
+    kept = tuple(v for v in values if v is not None)
+    if not kept:
+        raise InputError(f"{folder}: no finite {task} result to put in the table")
+    return kept
 
 
 def read_folder(folder: str) -> TaskResult | None:
@@ -101,7 +114,8 @@ def read_folder(folder: str) -> TaskResult | None:
             raise InputError(f"{folder}: no finished trial in {trials.TRIALS}")
         sizes = {t.get("model_size", "") for t in done}
         return TaskResult(folder, task, sizes.pop() if len(sizes) == 1 else "custom",
-                          tuple(_value(folder, task, t["results"]) for t in done))
+                          _finite_values(folder, task,
+                                         [_value(folder, task, t["results"]) for t in done]))
     if not is_finetuning_folder(folder):
         raise InputError(f"{folder} is neither a fine-tuning folder (finetuning_config.json, "
                          f"{FINETUNED_WEIGHTS}) nor a trial group ({trials.TRIALS})")
@@ -110,9 +124,14 @@ def read_folder(folder: str) -> TaskResult | None:
         return None
     from electra_tf.training.finetuning import Finetuning  # Keras: imported when needed
 
-    final = Finetuning.final_results(read_results(folder))
+    results = read_results(folder)
+    if not results:
+        raise InputError(f"{folder}: no {RESULTS} yet (a fine-tuning run writes it at its "
+                         "first evaluation)")
+    final = Finetuning.final_results(results)
     return TaskResult(folder, record.task, model_size_of(record.encoder),
-                      (_value(folder, record.task, final),))
+                      _finite_values(folder, record.task,
+                                     [_value(folder, record.task, final)]))
 
 
 def results_table(folders) -> dict:

@@ -73,11 +73,22 @@ def read_trials(folder: str) -> dict:
     Raises:
       InputError: missing, not written by electra_tf, or without its fields.
     """
-    record = read_json(os.path.join(folder, TRIALS))
+    path = os.path.join(folder, TRIALS)
+    record = read_json(path)
     for key in ("task", "settings", "trials"):
         if key not in record:
-            raise InputError(f"{os.path.join(folder, TRIALS)}: lacks {key}; not a file "
-                             "electra_tf wrote")
+            raise InputError(f"{path}: lacks {key}; not a file electra_tf wrote")
+    shapes = [(isinstance(record["task"], str), "task is not a string"),
+              (isinstance(record["trials"], list), "trials is not a list")]
+    for i, trial in enumerate(record["trials"] if shapes[1][0] else ()):
+        shapes += [(isinstance(trial, dict), f"trial {i} is not an object"),
+                   (isinstance(trial, dict) and isinstance(trial.get("results"), dict),
+                    f"trial {i} has no results object"),
+                   (not isinstance(trial, dict) or isinstance(trial.get("model_size", ""), str),
+                    f"trial {i}'s model_size is not a string")]
+    wrong = next((what for ok, what in shapes if not ok), None)
+    if wrong:
+        raise InputError(f"{path}: {wrong}; not a file electra_tf wrote")
     return record
 
 

@@ -3,6 +3,7 @@
 import base64
 import json
 import os
+import re
 import time
 import urllib.request
 
@@ -390,9 +391,10 @@ def test_client_cli_prints_server_strings_escaped(broken_server):
 
 
 @pytest.mark.parametrize("flags,message", [
-    (["--timeout=-1"], "--timeout must be a positive number of seconds, got -1"),
-    (["--timeout=0"], "--timeout must be a positive number of seconds, got 0"),
-    (["--timeout=nan"], "--timeout must be a positive number of seconds, got nan"),
+    (["--timeout=-1"], "--timeout must be a positive number of seconds, at most 86,400 (a "
+                       "day), got -1"),
+    (["--timeout=nan"], "--timeout must be a positive number of seconds, at most 86,400"),
+    (["--server="], "--server is empty: give HOST:PORT"),
     ([os.fsdecode(b"--text=caf\xe9")], "--text #1 is not UTF-8: 'caf\\udce9'"),
     (["--text=ok", os.fsdecode(b"--text_pair=\xff\xfe")], "--text_pair #1 is not UTF-8"),
 ])
@@ -426,3 +428,62 @@ def test_client_tokenization_keeps_the_exports_question_limit(tiny_vocab, tmp_pa
         (tmp_path / "assets.extra" / "export_info.json").write_text(json.dumps(info))
         packed = client.tokenized_inputs(str(tmp_path), question=question, context=context)
         assert packed["input_type_ids"][0].tolist().index(1) == kept + 2  # [CLS] q [SEP]
+
+
+def test_bad_request_values_are_refused_before_anything_is_sent(tiny_vocab, tmp_path):
+    """What a server cannot take, or a URL cannot hold, is one InputError here."""
+    import json
+    import shutil
+
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving import client
+
+    for timeout in (0, -1, float("nan"), float("inf"), 1e10, True):
+        with pytest.raises(InputError, match="--timeout must be a positive number"):
+            client.check_timeout(timeout)
+    assert client.check_timeout(86_400) == 86_400.0
+    client.check_request("localhost:8501", "my-model_v2.1", rest=True)
+    client.check_request("localhost:8500", "a b/c", rest=False)  # gRPC carries any name
+    for server, name, rest, message in (
+            (" ", "m", False, "--server is empty"),
+            ("h:1", "", False, "--model_name is required"),
+            ("h:1", "a b", True, "--model_name='a b' cannot be asked over REST"),
+            ("h:1", "../../x?y#z", True, "cannot be asked over REST"),
+            ("h:1", "m\x1b", True, "cannot be asked over REST")):
+        with pytest.raises(InputError, match=re.escape(message)):
+            client.check_request(server, name, rest)
+    for flags, message in (
+            ({"input_word_ids": ["2,99999999999,3"]}, "--input_word_ids #1 holds 99999999999: "
+                                                      "token ids are 0 to 2147483647"),
+            ({"input_word_ids": ["2,-5,3"]}, "--input_word_ids #1 holds -5"),
+            ({"input_word_ids": ["2,5"], "input_mask": ["1,5"]},
+             "--input_mask #1 holds 5: a mask is 1 (a real token) or 0 (padding)"),
+            ({"input_word_ids": ["2,5"], "input_type_ids": ["0,-1"]},
+             "--input_type_ids #1 holds -1: segment ids are 0 to")):
+        with pytest.raises(InputError, match=re.escape(message)):
+            client.ids_inputs(**flags)
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets.extra").mkdir()
+    shutil.copy(tiny_vocab, tmp_path / "assets" / "vocab.txt")
+    info_path = tmp_path / "assets.extra" / "export_info.json"
+    good = {"max_seq_length": 16, "do_lower_case": True, "strip_accents": None}
+    for change, message in (
+            ({"max_seq_length": 2}, "max_seq_length 2 is not a whole number of positions "
+                                    "from 2 (3 for pairs)"),
+            ({"max_seq_length": -5}, "max_seq_length -5 is not"),
+            ({"max_seq_length": 99_999_999}, "max_seq_length 99999999 is not"),
+            ({"max_seq_length": 16.5}, "max_seq_length 16.5 is not"),
+            ({"strip_accents": "yes"}, "strip_accents 'yes' is not true, false or null"),
+            ({"do_lower_case": None}, "do_lower_case None is not true or false"),
+            ({"max_query_length": 0}, "max_query_length 0 is not a positive whole number")):
+        info_path.write_text(json.dumps({**good, **change}))
+        with pytest.raises(InputError, match=re.escape(f"{info_path}: not an export's "
+                                                       f"export_info.json ({message}")):
+            client.tokenized_inputs(str(tmp_path), text=["the model"], text_pair=["a token"])
+    for text in ("[" * 100_000, '{"max_seq_length": 1e400}', "[1, 2]"):
+        info_path.write_text(text)
+        with pytest.raises(InputError, match="export_info.json"):
+            client.tokenized_inputs(str(tmp_path), text=["the model"])
+    info_path.write_text(json.dumps(good))
+    assert client.tokenized_inputs(str(tmp_path), text=["the model"])["input_word_ids"].shape \
+        == (1, 16)

@@ -5,6 +5,7 @@ against the Keras model to 1e-5."""
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import numpy as np
@@ -36,8 +37,11 @@ def test_scores_are_minus_the_summed_energies_whatever_the_batch(electric_dir):
     for batch_size in (1, 2, 32):
         got = scorer.score(TEXTS, batch_size=batch_size)
         np.testing.assert_allclose([s.score for s in got], want, atol=ATOL, rtol=0)
-    got = scorer.score(TEXTS)
+    done = []
+    got = scorer.score(TEXTS, batch_size=2, progress=done.append)
+    assert done == list(range(2, len(TEXTS), 2)) + [len(TEXTS)]  # after every batch
     assert got[3].tokens == [] and got[3].score == 0.0  # an empty line scores 0
+    assert math.copysign(1.0, got[3].score) == 1.0  # printed 0.000000, not -0.000000
     assert got[2].truncated and not got[0].truncated
     assert len(got[0].energies) == len(got[0].tokens) == 5
     assert len({round(s.score, 3) for s in got}) == len(TEXTS)

@@ -352,6 +352,8 @@ def test_bad_prediction_files(glue_dir, tmp_path):
         assert str(e.value).startswith(path + message)
     with pytest.raises(InputError, match="no such file"):
         glue.evaluate_submission("mrpc", str(tmp_path / "none.tsv"), dev_file)
+    with pytest.raises(InputError, match=f"{tmp_path}: a folder, not a file"):
+        glue.evaluate_submission("mrpc", str(tmp_path), dev_file)
     bom = _write(tmp_path, "bom.tsv", "\ufeffindex\tprediction\n0\t1\n1\t0\n")
     with pytest.raises(InputError, match=r": no prediction for 1 of 3"):  # past the header
         glue.evaluate_submission("mrpc", bom, dev_file)

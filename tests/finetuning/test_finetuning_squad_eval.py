@@ -161,6 +161,7 @@ def test_bad_files_are_clear(tmp_path):
     (tmp_path / "repeated.json").write_text(json.dumps(repeated), "utf-8")
     cases = [
         ("2.0", f"{tmp_path}/none.json", pred_file, None, "SQuAD data file not found"),
+        ("2.0", data, str(tmp_path), None, f"predictions {tmp_path} is a folder, not a file"),
         ("2.0", data, f"{tmp_path}/broken.json", None, "broken.json:2:8: malformed JSON"),
         ("2.0", f"{tmp_path}/nodata.json", pred_file, None, "article 0 has no 'paragraphs'"),
         ("2.0", data, f"{tmp_path}/list.json", None, "predictions must be a JSON object"),

@@ -102,3 +102,37 @@ def test_the_command_prints_markdown_or_json_and_writes_the_file(folders, tmp_pa
     proc = run_module("electra_tf.results_table", f"--output={tmp_path}", *folders)
     error_line(proc, f"--output {tmp_path} is a folder")  # before the table is printed
     assert proc.stdout == ""
+
+
+def _trials_file(path, trials_value):
+    path.mkdir()
+    files.write_json(str(path / trials.TRIALS),
+                     {"task": "cola", "settings": {}, "trials": trials_value})
+    return str(path)
+
+
+@pytest.mark.parametrize("trials_value, message", [
+    (5, "trials is not a list"),
+    ([1], "trial 0 is not an object"),
+    ([{"model_size": "small"}], "trial 0 has no results object"),
+    ([{"model_size": ["x"], "results": {}}], "trial 0's model_size is not a string"),
+    ([{"results": {"dev": {"mcc": "high"}}}], "its final cola dev mcc is 'high', not a number"),
+    ([{"results": {"dev": {"mcc": float("nan")}}}], "no finite cola result"),
+])
+def test_a_damaged_trials_file_is_one_clear_error(tmp_path, trials_value, message):
+    with pytest.raises(InputError, match=message):
+        results_table([_trials_file(tmp_path / "group", trials_value)])
+
+
+def test_non_finite_trials_are_left_out_of_the_median_and_a_folder_without_results_named(
+        tmp_path, tiny_vocab):
+    group = _trials_file(tmp_path / "group", [{"results": {"dev": {"mcc": v}}}
+                                              for v in (0.5, float("nan"), 0.7)])
+    cell = results_table([group])["rows"][0]["cells"][0]
+    assert (cell["median"], cell["n"], cell["values"]) == (60.0, 2, [50.0, 70.0])
+    folder = finetuned_folder(tmp_path / "rte", "rte", {"dev": {"accuracy": 0.7}}, tiny_vocab)
+    (tmp_path / "rte" / files.RESULTS).unlink()
+    with pytest.raises(InputError, match=r"rte: no results.json yet"):
+        results_table([folder])
+    finetuned.write_results(folder, {"epoch_x": {}, "epoch_2": {"dev": {"accuracy": 0.5}}})
+    assert results_table([folder])["rows"][0]["cells"][7]["median"] == 50.0
