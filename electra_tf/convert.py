@@ -37,6 +37,7 @@ from absl import app, flags
 
 from electra_tf import cli
 from electra_tf.core.errors import InputError
+from electra_tf.core.fileio import check_output_folder, undo_on_failure
 
 FLAGS = flags.FLAGS
 
@@ -96,9 +97,18 @@ def main(argv) -> None:
         raise InputError("give exactly one of --from=tf1|hf and --to=hf")
     if not FLAGS.output:
         raise InputError("--output is required")
+    check_output_folder(FLAGS.output, "--output")  # a file, or a path under one
     if os.path.isdir(FLAGS.output) and os.listdir(FLAGS.output) and not FLAGS.overwrite:
         raise InputError(f"--output {FLAGS.output} already holds files (a model?); pass "
                          "--overwrite to write into it, or give a new or empty folder")
+    # A refusal, a full disk or an interrupt midway leaves no half model: what the
+    # conversion added to --output goes (the folder too, where it made it), so the same
+    # command can run again. (With --overwrite, files it replaced stay replaced.)
+    with undo_on_failure(FLAGS.output):
+        _convert(source)
+
+
+def _convert(source) -> None:
     from electra_tf.interop import hf, tf1
 
     if source == "tf1":
@@ -138,6 +148,9 @@ def main(argv) -> None:
             report = hf.import_model(folder, FLAGS.output, FLAGS.model_size, FLAGS.drop_task_head,
                                      task_name=FLAGS.task_name, vocab_file=FLAGS.vocab_file,
                                      max_seq_length=FLAGS.max_seq_length)
+            if folder == FLAGS.generator_dir and report["kind"] != "masked_lm":
+                raise InputError(f"--generator_dir={folder} holds a {report['kind']} model, not "
+                                 "an ElectraForMaskedLM (the pre-training generator)")
             task = f" (a fine-tuning folder of task {report['task']})" if "task" in report else ""
             print(f"[convert] {report['kind']}: {len(report['assigned'])} tensors -> "
                   f"{FLAGS.output}{task}", file=sys.stderr)

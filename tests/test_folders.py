@@ -510,3 +510,31 @@ def test_a_finetuned_folder_saved_from_python_reads_as_run_finetuning_writes(tmp
                                          **options)
         assert str(raised.value).startswith(message), str(raised.value)
         assert not (tmp_path / "refused").exists()
+
+
+def test_undo_on_failure_removes_what_an_interrupted_block_added(tmp_path):
+    """convert's and the transformers import's cleanup: Ctrl-C (or any error) midway
+    leaves no half model: a new folder goes whole, an existing one loses only what the
+    block added."""
+    from electra_tf.core.fileio import undo_on_failure
+
+    new = tmp_path / "new"
+    with pytest.raises(KeyboardInterrupt):
+        with undo_on_failure(str(new)):
+            new.mkdir()
+            (new / "discriminator.weights.h5").write_bytes(b"half")
+            raise KeyboardInterrupt
+    assert not new.exists()
+    old = tmp_path / "old"
+    (old / "checkpoints").mkdir(parents=True)
+    (old / "notes.txt").write_text("mine")
+    with pytest.raises(OSError):
+        with undo_on_failure(str(old)):
+            (old / "vocab.txt").write_text("new")
+            (old / "parts").mkdir()
+            (old / "notes.txt").write_text("replaced")  # replaced in place: stays
+            raise OSError(28, "No space left on device")
+    assert sorted(p.name for p in old.iterdir()) == ["checkpoints", "notes.txt"]
+    with undo_on_failure(str(new)):  # nothing raised: nothing undone
+        new.mkdir()
+    assert new.is_dir()

@@ -233,6 +233,28 @@ def atomic_write_json(path: str, value: Any) -> None:
     atomic_write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
+@contextlib.contextmanager
+def undo_on_failure(folder: str):
+    """Removes what the block added to `folder` if it raises anything (a refusal, a full
+    disk, Ctrl-C or SIGTERM): the folder itself where it did not exist before, else the
+    names added to it. Files the block replaced in place stay replaced."""
+    before = set(os.listdir(folder)) if os.path.isdir(folder) else None
+    try:
+        yield
+    except BaseException:
+        if before is None:
+            shutil.rmtree(folder, ignore_errors=True)
+        elif os.path.isdir(folder):
+            for name in set(os.listdir(folder)) - before:
+                path = os.path.join(folder, name)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.remove(path)
+        raise
+
+
 def check_output_folder(path: str, what: str = "--model_dir") -> None:
     """Refuses, before any work, a folder a run could not write: a path that is (or lies
     under) a file, or a folder (or the nearest existing parent) where no file can be made.

@@ -121,8 +121,9 @@ def validate(options: BuildOptions) -> tuple[int, int]:
     """Checks everything before any output exists. Returns (lines, documents)."""
     from electra_tf.text.vocab import load_vocab  # no TensorFlow: bad input fails fast
 
-    if options.max_seq_length < 8:
-        raise InputError(f"max_seq_length must be >= 8, got {options.max_seq_length}")
+    if not 8 <= options.max_seq_length <= features_lib.MAX_SEQ_LENGTH:
+        raise InputError(f"max_seq_length must be 8 to {features_lib.MAX_SEQ_LENGTH:,}, got "
+                         f"{options.max_seq_length}")
     if options.num_shards < 1 or options.num_processes < 1:
         raise InputError("num_shards and num_processes must be >= 1")
     if not 0.0 <= options.max_unk_rate <= 1.0:
@@ -436,9 +437,10 @@ def _build_in(options: BuildOptions, total_lines: int) -> dict:
         if options.overwrite:  # drop shards of an earlier build with another shard count
             keep = {features_lib.shard_name(s, options.num_shards)
                     for s in range(options.num_shards)}
-            for f in os.listdir(options.output_dir):
-                if f.startswith(features_lib.SHARD_PREFIX) and f not in keep:
-                    os.remove(os.path.join(options.output_dir, f))
+            for f in os.listdir(options.output_dir):  # only the shards a build names
+                path = os.path.join(options.output_dir, f)
+                if features_lib.is_shard_name(f) and f not in keep and os.path.isfile(path):
+                    os.remove(path)
         os.replace(stats_tmp, os.path.join(options.output_dir, STATS_FILE))
     finally:
         for f in os.listdir(options.output_dir):

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 FEATURE_KEYS = ("input_ids", "input_mask", "segment_ids")
 SHARD_PREFIX = "pretrain_data.tfrecord"
+# The longest example the builders write: a packed file stores each example's segment
+# boundary as uint16, and no position table comes near it.
+MAX_SEQ_LENGTH = 65_535
 # The first bytes of a packed examples file (data/packed.py): here, below both readers,
 # so that the TFRecord readers name the input that reads one given to them.
 PACKED_MAGIC = b"ELTFPACK"
@@ -26,6 +29,13 @@ PACKED_MAGIC = b"ELTFPACK"
 
 def shard_name(index: int, num_shards: int) -> str:
     return f"{SHARD_PREFIX}-{index:05d}-of-{num_shards:05d}"
+
+
+def is_shard_name(name: str) -> bool:
+    """Whether `name` is one `shard_name` gives (a file a build wrote, and may replace)."""
+    import re
+
+    return re.fullmatch(rf"{re.escape(SHARD_PREFIX)}-\d{{5,}}-of-\d{{5,}}", name) is not None
 
 
 def serialize(features: dict[str, list[int]]) -> bytes:

@@ -47,8 +47,8 @@ from typing import Iterator
 import numpy as np
 
 from electra_tf.core.errors import InputError, RecordError
-from electra_tf.core.fileio import Progress, atomic_write, expand_files
-from electra_tf.data.features import PACKED_MAGIC
+from electra_tf.core.fileio import Progress, atomic_write, check_output_folder, expand_files
+from electra_tf.data.features import MAX_SEQ_LENGTH, PACKED_MAGIC
 from electra_tf.data.masking import MaskingConfig, mask_batch_numpy
 from electra_tf.data.tfrecord_reader import (
     FEATURE_KEYS,
@@ -63,6 +63,7 @@ FORMAT_VERSION = 1
 _ALIGN = 64
 _PREFIX = struct.Struct("<8sII")  # magic, version, header size
 _ARRAYS = ("offsets", "segment_a", "tokens")
+MAX_TOKEN_ID = 2**32 - 1  # tokens are uint16 or uint32 on disk
 
 
 # === Reading ===
@@ -323,11 +324,18 @@ def pack(record_pattern: str | list[str], output: str, max_seq_length: int | Non
                     example = parse_example(data, FEATURE_KEYS)
                 except (ValueError, IndexError, UnicodeDecodeError) as e:
                     raise InputError(f"{where} is not a pre-training example ({e})") from None
-                sizes = {len(v) for v in example.values()}
+                sizes = {k: len(v) for k, v in example.items()}
+                if len(set(sizes.values())) > 1:
+                    raise InputError(f"{where} is not a pre-training example: its features "
+                                     "differ in length (" + ", ".join(
+                                         f"{k} {n}" for k, n in sizes.items()) + ")")
                 if length is None:
-                    length = next(iter(sizes)) if len(sizes) == 1 else -1
-                if sizes != {length}:
-                    raise InputError(f"{where} has length {len(example['input_ids'])}, not "
+                    length = sizes["input_ids"]
+                    if not 1 <= length <= MAX_SEQ_LENGTH:
+                        raise InputError(f"{where} has length {length}; a packed file holds "
+                                         f"examples of 1 to {MAX_SEQ_LENGTH:,} positions")
+                if sizes["input_ids"] != length:
+                    raise InputError(f"{where} has length {sizes['input_ids']}, not "
                                      f"max_seq_length={length} (records built for another "
                                      "length)")
                 form = _example_form(example)
@@ -337,8 +345,10 @@ def pack(record_pattern: str | list[str], output: str, max_seq_length: int | Non
                         "tokens first, at least one, then padding with id 0; segment ids 0 "
                         "then 1), so it cannot be packed")
                 tokens, a = form
-                if tokens.min() < 0:
-                    raise InputError(f"{where} holds a negative token id {tokens.min()}")
+                if tokens.min() < 0 or tokens.max() > MAX_TOKEN_ID:
+                    bad = tokens.min() if tokens.min() < 0 else tokens.max()
+                    raise InputError(f"{where} holds token id {bad}, outside the 0 to "
+                                     f"{MAX_TOKEN_ID:,} a packed file stores")
                 max_id = max(max_id, int(tokens.max()))
                 pending.append(tokens.astype(np.uint32))
                 if len(pending) == 4096:  # one array per 4,096 examples, not one each
@@ -421,6 +431,7 @@ def _check_output(output: str, paths: list[str], overwrite: bool) -> None:
         raise InputError(f"--output={output} is a folder; give the packed file's path "
                          f"(e.g. {os.path.join(output, 'pretrain_data.packed')})")
     if not os.path.exists(output):
+        check_output_folder(os.path.dirname(os.path.abspath(output)), "--output")
         return
     for path in paths:
         if os.path.exists(path) and os.path.samefile(path, output):

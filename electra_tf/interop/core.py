@@ -35,6 +35,19 @@ from electra_tf.core.errors import ConversionError
 SOURCE_VOCAB = "vocab.txt"
 
 
+def check_finite(weights: dict[str, np.ndarray], source: str) -> None:
+    """Raises ConversionError naming the first tensor that holds a NaN or an infinity."""
+    for key in sorted(weights):
+        value = np.asarray(weights[key])
+        if value.dtype.kind != "f":
+            continue
+        bad = int(value.size - np.count_nonzero(np.isfinite(value)))
+        if bad:
+            raise ConversionError(
+                f"{source}: {key} holds {bad} NaN or infinite value(s) of {value.size}: "
+                "a damaged model (a diverged training run?); only finite weights convert")
+
+
 def check_model_size(config: EncoderConfig, model_size: str, evidence: dict[str, str]) -> None:
     """Raises ConversionError when `config` is not the `model_size` preset.
 

@@ -45,11 +45,9 @@ express, logs a warning line (`export_warnings`).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pickle
-import shutil
 
 import numpy as np
 from absl import logging
@@ -59,6 +57,7 @@ from electra_tf.core.errors import ConfigError
 from electra_tf.core.fileio import (
     atomic_write_json,
     check_free_space,
+    undo_on_failure,
     write_bytes,
 )
 from electra_tf.folders import ConvertedFolder, FinetunedFolder, PretrainingFolder
@@ -323,22 +322,9 @@ def import_model(model_dir: str, output: str, model_size: str = "",
 
     Returns the conversion report (also merged into conversion_report.json).
     """
-    before = set(os.listdir(output)) if os.path.isdir(output) else None
-    try:
+    with undo_on_failure(output):
         return _import_model(model_dir, output, model_size, drop_task_head, task_name,
                              vocab_file, max_seq_length)
-    except BaseException:
-        if before is None:
-            shutil.rmtree(output, ignore_errors=True)
-        elif os.path.isdir(output):
-            for name in set(os.listdir(output)) - before:
-                path = os.path.join(output, name)
-                if os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    with contextlib.suppress(OSError):
-                        os.remove(path)
-        raise
 
 
 def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: bool,
@@ -359,7 +345,7 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
     dropped = head if drop_task_head and head is not None and head.hf_droppable else None
     if dropped is not None:
         kind, head = "model", None
-    check_finite({k: v for k, v in weights.items()
+    core.check_finite({k: v for k, v in weights.items()
                   if not (dropped is not None and dropped.hf_owns(k))}, model_dir)
     if kind != "masked_lm":  # a generator is a fraction of the size it goes with
         core.check_model_size(config, model_size, {})
@@ -428,19 +414,6 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
             max_seq_length=max_seq_length or config.max_position_embeddings)
     folder.write_report(report, kind=kind)
     return report
-
-
-def check_finite(weights: dict[str, np.ndarray], model_dir: str) -> None:
-    """Raises ConversionError naming the first tensor that holds a NaN or an infinity."""
-    for key in sorted(weights):
-        value = weights[key]
-        if value.dtype.kind != "f":
-            continue
-        bad = int(value.size - np.count_nonzero(np.isfinite(value)))
-        if bad:
-            raise core.ConversionError(
-                f"{model_dir}: {key} holds {bad} NaN or infinite value(s) of {value.size}: "
-                "a damaged model (a diverged training run?); only finite weights convert")
 
 
 def check_task_head(model_dir: str, hf_config: dict, weights: dict, head):

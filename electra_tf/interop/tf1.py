@@ -38,6 +38,11 @@ def read_checkpoint(path: str) -> tuple[dict[str, np.ndarray], list[str]]:
 
     import tensorflow as tf
 
+    for suffix in (".index", ".meta"):  # the prefix is what names a checkpoint
+        if path.endswith(suffix) and os.path.isfile(path):
+            path = path[:-len(suffix)]
+    if re.search(r"\.data-\d+-of-\d+$", path) and os.path.isfile(path):
+        path = path[:path.rindex(".data-")]
     if os.path.isdir(path) and tf.train.latest_checkpoint(path) is None:
         # A release folder without a `checkpoint` state file: its one *.index names the prefix.
         indexes = sorted(glob.glob(os.path.join(path, "*.index")))
@@ -57,6 +62,7 @@ def read_checkpoint(path: str) -> tuple[dict[str, np.ndarray], list[str]]:
         raise core.ConversionError(f"cannot read the checkpoint {path}: {first} (a damaged or "
                                    "incomplete checkpoint: the .index and every "
                                    ".data-* file are needed)") from None
+    core.check_finite(weights, path)
     return weights, skipped
 
 
@@ -64,6 +70,22 @@ def _num_layers(weights: dict, scope: str) -> int:
     pattern = re.compile(rf"^{scope}/encoder/layer_(\d+)/")
     found = {int(m.group(1)) for n in weights if (m := pattern.match(n))}
     return max(found) + 1 if found else 0
+
+
+def _shape(weights: dict, name: str, rank: int) -> tuple[int, ...]:
+    """The shape of a variable the config is read from.
+
+    Raises:
+      ConversionError: the checkpoint lacks it, or it has another rank.
+    """
+    if name not in weights:
+        raise core.ConversionError(f"{name} is not in the checkpoint, which an ELECTRA "
+                                   "checkpoint of the original names holds")
+    shape = tuple(np.shape(weights[name]))
+    if len(shape) != rank:
+        raise core.ConversionError(f"{name} has shape {list(shape)}; an ELECTRA checkpoint's "
+                                   f"has {rank} dimension(s)")
+    return shape
 
 
 def infer_config(weights: dict[str, np.ndarray], model_size: str,
@@ -78,20 +100,21 @@ def infer_config(weights: dict[str, np.ndarray], model_size: str,
     if word not in weights:
         raise core.ConversionError(f"{word} is not in the checkpoint: not an ELECTRA checkpoint "
                                    "with the original names")
-    vocab_size, emb = weights[word].shape
+    vocab_size, emb = _shape(weights, word, 2)
     d_layers = _num_layers(weights, "electra")
     if d_layers == 0:
         raise core.ConversionError("no electra/encoder/layer_N variables in the checkpoint")
-    d_hidden = weights[_QUERY.format("electra", 0)].shape[1]
+    d_hidden = _shape(weights, _QUERY.format("electra", 0), 2)[1]
+    intermediate = "electra/encoder/layer_0/intermediate/dense/kernel"
     found = {
         "hidden_size": (d_hidden, _QUERY.format("electra", 0)),
         "num_hidden_layers": (d_layers, f"electra/encoder/layer_{d_layers - 1}"),
-        "intermediate_size": (weights["electra/encoder/layer_0/intermediate/dense/kernel"].shape[1],
-                              "electra/encoder/layer_0/intermediate/dense/kernel"),
+        "intermediate_size": (_shape(weights, intermediate, 2)[1], intermediate),
         "embedding_size": (emb, word),
     }
-    hparams = {"max_position_embeddings": weights["electra/embeddings/position_embeddings"].shape[0],
-               "type_vocab_size": weights["electra/embeddings/token_type_embeddings"].shape[0]}
+    hparams = {
+        "max_position_embeddings": _shape(weights, "electra/embeddings/position_embeddings", 2)[0],
+        "type_vocab_size": _shape(weights, "electra/embeddings/token_type_embeddings", 2)[0]}
     hparams.update(overrides or {})
     values = {"model_size": model_size, "vocab_size": int(vocab_size),
               "model_hparam_overrides": hparams,
@@ -101,7 +124,7 @@ def infer_config(weights: dict[str, np.ndarray], model_size: str,
     if electric.is_electric(weights):
         values.update(electric.generator_values(weights, d_hidden, d_layers, _num_layers))
     elif g_layers:
-        g_hidden = weights[_QUERY.format("generator", 0)].shape[1]
+        g_hidden = _shape(weights, _QUERY.format("generator", 0), 2)[1]
         values.update(generator_hidden_size=g_hidden / d_hidden,
                       generator_layers=g_layers / d_layers,
                       untied_generator_embeddings="generator/embeddings/word_embeddings" in weights)

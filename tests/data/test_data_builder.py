@@ -220,12 +220,20 @@ def test_existing_output_is_not_overwritten_silently(tiny_corpus, tiny_vocab, tm
     build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32, num_shards=3))
     with pytest.raises(InputError, match="--overwrite"):
         build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32))
+    # --overwrite replaces the shards a build names, and nothing else of the folder
+    (out / "pretrain_data.tfrecord.bak").write_text("mine")
+    (out / "pretrain_data.tfrecords.txt").write_text("mine")
+    (out / "pretrain_data.tfrecord-old").mkdir()
     build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
                                    overwrite=True))
-    assert sorted(shard_bytes(out)) == [features_lib.shard_name(0, 1)]
+    assert {p.name for p in out.iterdir()} == {
+        STATS_FILE, features_lib.shard_name(0, 1), "pretrain_data.tfrecord-old",
+        "pretrain_data.tfrecord.bak", "pretrain_data.tfrecords.txt"}
+    assert (out / "pretrain_data.tfrecord.bak").read_text() == "mine"
 
 
-@pytest.mark.parametrize("case", ["missing_corpus", "empty_corpus", "no_mask_token", "short_L"])
+@pytest.mark.parametrize("case", ["missing_corpus", "empty_corpus", "no_mask_token", "short_L",
+                                  "huge_L"])
 def test_bad_input_is_one_clear_error_and_no_output(case, tiny_corpus, tiny_vocab, tmp_path):
     """build_pretraining_data's main in this process: its --corpus globs, then the build.
     (The command line's one `error:` line: test_cli_binary_corpus_is_refused_in_one_line.)"""
@@ -234,7 +242,9 @@ def test_bad_input_is_one_clear_error_and_no_output(case, tiny_corpus, tiny_voca
         "missing_corpus": (InputError, "matches no file"),
         "empty_corpus": (InputError, "corpus is empty"),
         "no_mask_token": (VocabError, "lacks the special token(s) [MASK]"),
-        "short_L": (InputError, "max_seq_length must be >= 8")}[case]
+        "short_L": (InputError, "max_seq_length must be 8 to 65,535, got 7"),
+        # it had written gigabytes of padding (or raised MemoryError) for a tiny corpus
+        "huge_L": (InputError, "max_seq_length must be 8 to 65,535, got 100000000")}[case]
     if case == "missing_corpus":
         corpus = str(tmp_path / "nothing*.txt")
     elif case == "empty_corpus":
@@ -243,7 +253,7 @@ def test_bad_input_is_one_clear_error_and_no_output(case, tiny_corpus, tiny_voca
     elif case == "no_mask_token":
         vocab = write_vocab(tmp_path / "v.txt", [t for t in tiny_vocab_tokens() if t != "[MASK]"])
     else:
-        L = 7
+        L = 7 if case == "short_L" else 100_000_000
     out = tmp_path / "out"
     with pytest.raises(error) as raised:
         build_pretraining_data(BuildOptions(files=tuple(expand_files(corpus)), vocab_file=vocab,

@@ -182,10 +182,19 @@ def test_pack_refuses_what_it_cannot_represent_and_writes_nothing(records, tmp_p
     segs = write("segs.tfrecord", [2, 5, 6, 3] + [0] * 4, [1] * 4 + [0] * 4,
                  [0, 1, 0, 0] + [0] * 4)
     negative = write("neg.tfrecord", [2, -5, 3] + [0] * 5, [1] * 3 + [0] * 5, [0] * 8)
+    # what uint32 tokens and uint16 segment boundaries would have wrapped, silently
+    huge_id = write("huge_id.tfrecord", [2, 2**32 + 7, 3] + [0] * 5, [1] * 3 + [0] * 5, [0] * 8)
+    long = write("long.tfrecord", [2] * 70_000, [1] * 70_000, [0] * 70_000)
+    ragged = write("ragged.tfrecord", [2, 5, 3] + [0] * 5, [1] * 3 + [0] * 4, [0] * 8)
     out = str(tmp_path / "out.packed")
     for path, message in ((gap, "gap.tfrecord: record 0 is not of the form"),
                           (segs, "segs.tfrecord: record 0 is not of the form"),
-                          (negative, "negative token id -5")):
+                          (negative, "holds token id -5, outside the 0 to 4,294,967,295"),
+                          (huge_id, "holds token id 4294967303, outside the 0 to 4,294,967,295"),
+                          (long, "has length 70000; a packed file holds examples of 1 to "
+                                 "65,535 positions"),
+                          (ragged, r"its features differ in length \(input_ids 8, input_mask "
+                                   r"7, segment_ids 8\)")):
         with pytest.raises(InputError, match=message):
             packed.pack(path, out, progress=False)
         assert not os.path.exists(out)
@@ -239,6 +248,9 @@ def test_pack_never_replaces_an_input_or_an_existing_file(records, tmp_path):
     assert {path: open(path, "rb").read() for path in shards} == before
     with pytest.raises(InputError, match="is a folder; give the packed file's path"):
         packed.pack(records, str(tmp_path), progress=False)
+    (tmp_path / "a_file").write_text("mine")  # refused before any record is read
+    with pytest.raises(InputError, match="a_file is a file, not a folder"):
+        packed.pack(records, str(tmp_path / "a_file" / "out.packed"), progress=False)
     out = tmp_path / "out.packed"
     out.write_bytes(b"mine")
     with pytest.raises(InputError, match="already exists; pass --overwrite"):

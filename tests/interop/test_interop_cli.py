@@ -33,6 +33,21 @@ def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab):
     bad = _run("--from=tf1", f"--checkpoint={prefix}", "--model_size=base", f"--output={out}")
     error_line(bad, "not --model_size=base", "electra/encoder/layer_0/attention/self/query/kernel")
     assert not out.exists()
+    # Refused after the output folder was made (a LayerNorm missing): no folder is left,
+    # so the same command runs again once the checkpoint is fixed.
+    gamma = "electra/encoder/layer_0/output/LayerNorm/gamma"
+    no_gamma = h.write_tf1_checkpoint(tmp_path / "no_gamma" / "model.ckpt-1000",
+                                      {k: v for k, v in weights.items() if k != gamma})
+    bad = _run("--from=tf1", f"--checkpoint={no_gamma}", "--model_size=small",
+               f"--model_hparam_overrides={json.dumps(h.TINY_OVERRIDES)}", f"--output={out}")
+    error_line(bad, gamma)
+    assert not out.exists()
+    # An --output that is a file: one line, the file untouched (a FileExistsError before).
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine")
+    error_line(_run("--from=tf1", f"--checkpoint={prefix}", "--model_size=base",
+                    f"--output={victim}"), f"--output {victim}: {victim} is a file, not a folder")
+    assert victim.read_text() == "mine"
     # --from=tf1 --checkpoint=DIR --model_size=small --model_hparam_overrides=... --output=OUT
     from electra_tf.interop import tf1
     from electra_tf.training.checkpoints import write_fresh_pretraining_checkpoint
@@ -97,3 +112,26 @@ def test_run_pretraining_continues_a_converted_checkpoint(h, tmp_path, tiny_voca
     assert trainer.step == 1
     assert os.path.exists(out / "final_eval.json")
 
+
+
+def test_interop_cli_hf_generator_dir_is_checked_and_a_refusal_leaves_no_folder(h, tmp_path):
+    """--generator_dir that does not exist, or holds a discriminator: refused, and the
+    discriminator written before it is removed with the folder (a rerun was refused as
+    'already holds files', or the second import silently overwrote the first)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    s = h.sizes
+    config = transformers.ElectraConfig(
+        vocab_size=s["VOCAB"], embedding_size=s["EMBED"], hidden_size=s["HIDDEN"],
+        num_hidden_layers=s["LAYERS"], num_attention_heads=s["HEADS"],
+        intermediate_size=s["FFN"], max_position_embeddings=s["POS"])
+    torch.manual_seed(0)
+    transformers.ElectraForPreTraining(config).save_pretrained(tmp_path / "disc")
+    out = tmp_path / "out"
+    for generator_dir, message in ((tmp_path / "missing", "missing/config.json not found"),
+                                   (tmp_path / "disc", "holds a pretraining model, not an "
+                                                       "ElectraForMaskedLM")):
+        proc = _run("--from=hf", f"--model_dir={tmp_path / 'disc'}",
+                    f"--generator_dir={generator_dir}", f"--output={out}")
+        error_line(proc, message)
+        assert not out.exists()

@@ -143,6 +143,31 @@ def test_interop_tf1_errors_name_the_variable(h, tmp_path):
                                                         "intermediate_size": 128})
 
 
+def test_interop_tf1_missing_misshapen_or_non_finite_variables_are_one_error(h, tmp_path):
+    """The variables the config is read from (a KeyError or an unpack ValueError before),
+    and weights holding NaN (converted silently before, where --from=hf refused them)."""
+    weights = h.original_weights(seed=5)
+    query = "electra/encoder/layer_0/attention/self/query/kernel"
+    for i, (change, message) in enumerate((
+            ({query: None}, f"{query} is not in the checkpoint"),
+            ({"electra/embeddings/position_embeddings": None},
+             "electra/embeddings/position_embeddings is not in the checkpoint"),
+            ({"generator/encoder/layer_0/attention/self/query/kernel": None},
+             "generator/encoder/layer_0/attention/self/query/kernel is not in"),
+            ({"electra/embeddings/word_embeddings": np.zeros(7, np.float32)},
+             r"electra/embeddings/word_embeddings has shape \[7\]; an ELECTRA checkpoint's "
+             r"has 2 dimension"),
+            ({"electra/encoder/layer_0/output/dense/bias": np.full(
+                weights["electra/encoder/layer_0/output/dense/bias"].shape, np.nan, np.float32)},
+             r"electra/encoder/layer_0/output/dense/bias holds \d+ NaN or infinite value"))):
+        changed = {k: v for k, v in {**weights, **change}.items() if v is not None}
+        with pytest.raises(core.ConversionError, match=message):
+            _convert(h, tmp_path / str(i), changed)
+    # The prefix given with its .index (or a data file's) suffix names the same checkpoint
+    prefix = h.write_tf1_checkpoint(tmp_path / "good" / "model.ckpt", weights)
+    assert tf1.read_checkpoint(f"{prefix}.index")[0].keys() == weights.keys()
+
+
 def test_interop_tf1_vocab_of_another_size_is_refused(h, tmp_path):
     """Served, such a folder would fail on every request holding an id past the table."""
     weights = h.original_weights(seed=6, generator=False)
