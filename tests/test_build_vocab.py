@@ -87,6 +87,8 @@ def test_outputs_and_sizes_are_checked_before_the_corpus_is_read(tmp_path):
         build_vocab(corpus, 200, str(tmp_path / "f" / "vocab.txt"))
     with pytest.raises(InputError, match="vocab_size must exceed the 104 reserved tokens"):
         build_vocab(corpus, 104, str(tmp_path / "new.txt"))
+    with pytest.raises(InputError, match=r"--max_lines must be >= 0 \(0: every line\), got -3"):
+        build_vocab(corpus, 200, str(tmp_path / "new.txt"), max_lines=-3)
 
 
 def test_overwrite_replaces_and_a_size_below_the_alphabet_is_noted(tmp_path, capsys):

@@ -129,6 +129,9 @@ def test_tokens_with_whitespace_or_controls_never_match(tmp_path):
 def test_missing_vocab_file(tmp_path):
     with pytest.raises(VocabError, match="not found"):
         Tokenizer(str(tmp_path / "nope.txt"))
+    with pytest.raises(VocabError, match=f"vocab file {tmp_path} is a folder; give the "
+                                         "vocab.txt in it"):
+        Tokenizer(str(tmp_path))
 
 
 def test_decode_helper_of_the_tests_joins_pieces(tiny_vocab):

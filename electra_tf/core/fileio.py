@@ -99,12 +99,12 @@ def check_text_sample(data: bytes, path: str, what: str = "corpus file") -> None
     if sample[257:262] == b"ustar":  # an uncompressed tar: not text of any encoding
         raise InputError(f"{what} {path} is a tar archive, not text; extract it, or compress "
                          "it with xz if it is an OpenWebText archive (a tar of text files)")
-    hint = "convert it to UTF-8 (e.g. iconv -f UTF-16 -t UTF-8) or leave it out"
     if sample[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in sample:
         kind = "UTF-16 or UTF-32 text" if sample[:2] in (b"\xff\xfe", b"\xfe\xff") or \
             sample[1::2].count(0) > len(sample) // 4 else "a binary file"
         raise InputError(f"{what} {path} is not UTF-8 text: it holds NUL bytes or a UTF-16 "
-                         f"byte-order mark ({kind}?); {hint}")
+                         f"byte-order mark ({kind}?); convert it to UTF-8 (e.g. iconv -f "
+                         "UTF-16 -t UTF-8) or leave it out")
     text = sample.decode("utf-8", errors="replace")
     if len(sample) == TEXT_SAMPLE_BYTES:  # a character cut at the sample's end
         text = text[:-1]
@@ -112,7 +112,8 @@ def check_text_sample(data: bytes, path: str, what: str = "corpus file") -> None
     if bad > MAX_INVALID_UTF8 * max(len(text), 1):
         raise InputError(f"{what} {path} is not UTF-8 text: {bad:,} of the first "
                          f"{len(text):,} characters are invalid UTF-8 (a binary file, or "
-                         f"another encoding such as Latin-1?); {hint}")
+                         "another encoding such as Latin-1?); convert it to UTF-8 (e.g. "
+                         "iconv -f LATIN1 -t UTF-8) or leave it out")
 
 
 def parse_json(text: str, path: str, first_line: int = 1) -> Any:

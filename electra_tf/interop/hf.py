@@ -333,7 +333,10 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
     from electra_tf.tasks.model import FinetuningModel
 
     hf_config, config = read_config(model_dir)
-    if max_seq_length < 0 or max_seq_length > config.max_position_embeddings:
+    if max_seq_length < 0:
+        raise core.ConversionError(f"--max_seq_length={max_seq_length}: give a positive "
+                                   "length, or 0 for the task's default")
+    if max_seq_length > config.max_position_embeddings:
         raise core.ConversionError(
             f"--max_seq_length={max_seq_length}: the model has "
             f"{config.max_position_embeddings} positions (max_position_embeddings in "

@@ -175,10 +175,19 @@ def import_checkpoint(path: str, model_size: str, output: str,
     if is_finetuned(weights):
         return import_finetuned(path, model_size, output, overrides, weights=weights,
                                 skipped=skipped, do_lower_case=do_lower_case, **task_options)
+    vocab_file = task_options.pop("vocab_file", "") or ""
+    given = sorted(k for k, v in task_options.items() if v)
+    if given:  # what a fine-tuned checkpoint takes; here it would be dropped silently
+        raise core.ConversionError(
+            f"--{given[0]} is for a fine-tuned checkpoint (task_specific/* variables), and "
+            f"{path} holds a pre-training one; leave it out")
+    if vocab_file and not os.path.isfile(vocab_file):
+        raise core.ConversionError(f"--vocab_file {vocab_file}: no such file")
     config = dataclasses.replace(infer_config(weights, model_size, overrides),
                                  do_lower_case=bool(do_lower_case))
     source_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    check_vocab_size(os.path.join(source_dir, core.SOURCE_VOCAB), config.vocab_size)
+    check_vocab_size(vocab_file or os.path.join(source_dir, core.SOURCE_VOCAB),
+                     config.vocab_size)
     has_generator = any(n.startswith(("generator/", "generator_predictions/"))
                         for n in weights) or electric.is_electric(weights)
     folder = ConvertedFolder(output)
@@ -197,7 +206,8 @@ def import_checkpoint(path: str, model_size: str, output: str,
     report.update(core.assign(weights, targets, path))
     report["mapping"] = {n: targets[n].path for n in report["assigned"]}
     folder.save_discriminator(discriminator)
-    vocab = folder.keep_vocab_beside(source_dir)
+    vocab = (folder.keep_vocab_file(vocab_file) if vocab_file
+             else folder.keep_vocab_beside(source_dir))
     if has_generator:
         folder.save_generator(generator)
         folder.write_pretraining_config(config, vocab, converted_from=os.path.abspath(path))

@@ -49,6 +49,8 @@ def load_vocab(vocab_file: str) -> list[str]:
     """
     data = _read_bytes(os.fspath(vocab_file))
     if data is None:
+        if os.path.isdir(os.fspath(vocab_file)):
+            raise VocabError(f"vocab file {vocab_file} is a folder; give the vocab.txt in it")
         raise VocabError(f"vocab file not found: {vocab_file}")
     if data.startswith(b"\xef\xbb\xbf"):
         raise VocabError(f"{vocab_file} starts with a UTF-8 byte-order mark (U+FEFF), which "

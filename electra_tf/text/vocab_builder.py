@@ -105,6 +105,8 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
         raise InputError(f"--output {output} exists; records and models built with it need it "
                          "as it is: pass --overwrite to replace it, or choose another path")
     check_vocab_size(vocab_size)
+    if max_lines < 0:
+        raise InputError(f"--max_lines must be >= 0 (0: every line), got {max_lines}")
 
     files = expand_files(corpus)
     for path in files:

@@ -315,7 +315,9 @@ def test_a_corpus_file_that_is_not_utf8_text_is_refused(case, tiny_corpus, tiny_
     else:
         path.write_bytes(("café naïve über " * 400).encode("latin-1"))
     kind = {"binary": "(a binary file?)", "utf16": "(UTF-16 or UTF-32 text?)",
-            "utf16_no_bom": "(UTF-16 or UTF-32 text?)", "latin1": "are invalid UTF-8"}[case]
+            "utf16_no_bom": "(UTF-16 or UTF-32 text?)",
+            "latin1": "another encoding such as Latin-1?); convert it to UTF-8 (e.g. iconv -f "
+                      "LATIN1 -t UTF-8)"}[case]
     with pytest.raises(InputError) as raised:
         build_pretraining_data(options(str(path), tiny_vocab, tmp_path / "out",
                                        max_seq_length=32, max_unk_rate=1.0))

@@ -109,7 +109,8 @@ def test_max_seq_length_beyond_the_position_table_is_refused(h, tmp_path):
     pos = h.sizes["POS"]
     _refused(folder, tmp_path / "out", f"--max_seq_length={pos + 1}.*{pos} positions",
              max_seq_length=pos + 1)
-    _refused(folder, tmp_path / "out", "--max_seq_length=-1", max_seq_length=-1)
+    _refused(folder, tmp_path / "out", "--max_seq_length=-1: give a positive length, or 0 for "
+             "the task.s default", max_seq_length=-1)
     report = hf.import_model(folder, str(tmp_path / "out"), max_seq_length=pos)
     assert folders.finetuned.read_finetuning_config(str(tmp_path / "out")).max_seq_length == pos
     assert report["task"] == "tagging"

@@ -179,6 +179,23 @@ def test_interop_tf1_vocab_of_another_size_is_refused(h, tmp_path):
                                                    rf"{h.sizes['VOCAB']} rows"):
         tf1.import_checkpoint(prefix, "small", str(tmp_path / "out"), h.TINY_OVERRIDES)
     assert not (tmp_path / "out").exists()
+    # --vocab_file is taken for a pre-training checkpoint too (it was ignored silently),
+    # and checked as the one beside it is; a task option is refused, not dropped
+    with pytest.raises(core.ConversionError, match="vocab.txt holds 55 tokens"):
+        tf1.import_checkpoint(prefix, "small", str(tmp_path / "out"), h.TINY_OVERRIDES,
+                              vocab_file=str(tmp_path / "ckpt" / "vocab.txt"))
+    fits = tmp_path / "fits.txt"
+    fits.write_text("\n".join(tokens[:5] + [f"v{i}" for i in range(h.sizes["VOCAB"] - 5)])
+                    + "\n")
+    tf1.import_checkpoint(prefix, "small", str(tmp_path / "out"), h.TINY_OVERRIDES,
+                          vocab_file=str(fits))
+    assert (tmp_path / "out" / "vocab.txt").read_text() == fits.read_text()
+    with pytest.raises(core.ConversionError, match="--task_name is for a fine-tuned checkpoint"):
+        tf1.import_checkpoint(prefix, "small", str(tmp_path / "out2"), h.TINY_OVERRIDES,
+                              task_name="mnli")
+    with pytest.raises(core.ConversionError, match="--vocab_file .*missing.txt: no such file"):
+        tf1.import_checkpoint(prefix, "small", str(tmp_path / "out2"), h.TINY_OVERRIDES,
+                              vocab_file=str(tmp_path / "missing.txt"))
 
 
 @pytest.mark.parametrize("damage", ["truncated_data", "flipped_data", "truncated_index",
