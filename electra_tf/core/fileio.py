@@ -116,16 +116,28 @@ def check_text_sample(data: bytes, path: str, what: str = "corpus file") -> None
                          "iconv -f LATIN1 -t UTF-8) or leave it out")
 
 
-def parse_json(text: str, path: str, first_line: int = 1) -> Any:
+def parse_json(text: str, path: str, first_line: int = 1, unique_keys: bool = False) -> Any:
     """json.loads, anything it cannot read told as InputError naming `path`: malformed
     JSON (path:line:column; `first_line` is the file's line that `text` starts on), an
     integer of more than Python's 4,300 digits, or nesting deeper than the
-    interpreter's recursion limit (path:first_line where `text` is one line of many)."""
+    interpreter's recursion limit (path:first_line where `text` is one line of many).
+    `unique_keys`: an object that names a key twice is refused too (JSON keeps the last,
+    silently; in a file of {question id: answer} that hides which one was meant)."""
+    def pairs(items):
+        seen = set()
+        for key, _ in items:
+            if key in seen:
+                raise InputError(f"{path}: the key {key!r} repeats in one object")
+            seen.add(key)
+        return dict(items)
+
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=pairs if unique_keys else None)
     except json.JSONDecodeError as e:
         raise InputError(f"{path}:{first_line + e.lineno - 1}:{e.colno}: malformed JSON: "
                          f"{e.msg}") from None
+    except InputError:  # a repeated key (unique_keys)
+        raise
     except (ValueError, RecursionError) as e:
         where = path if first_line == 1 else f"{path}:{first_line}"
         reason = "nested too deeply" if isinstance(e, RecursionError) else str(e)

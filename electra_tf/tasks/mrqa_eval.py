@@ -158,7 +158,7 @@ def read_answers(path: str) -> dict[str, list[str]]:
 def read_predictions(path: str) -> dict[str, str]:
     """{qid: answer text}. Raises InputError naming the file."""
     lines = open_lines(path, "predictions")
-    predictions = parse_json("\n".join(lines), path)
+    predictions = parse_json("\n".join(lines), path, unique_keys=True)
     if not isinstance(predictions, dict) or \
             not all(isinstance(v, str) for v in predictions.values()):
         raise InputError(f"{path}: expected a JSON object {{qid: answer text}}")

@@ -33,15 +33,16 @@ from electra_tf.core.errors import InputError
 from electra_tf.core.fileio import check_input_file, parse_json
 
 
-def read_json(path: str, what: str):
-    """(raw text, parsed JSON). Raises InputError naming the file (and line:column)."""
+def read_json(path: str, what: str, unique_keys: bool = False):
+    """(raw text, parsed JSON). Raises InputError naming the file (and line:column);
+    `unique_keys`: also a key twice in one object (fileio.parse_json)."""
     check_input_file(path, what)
     try:
         with open(path, encoding="utf-8") as f:
             raw = f.read()
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
-    return raw, parse_json(raw, path)
+    return raw, parse_json(raw, path, unique_keys=unique_keys)
 
 
 def read_squad_json(path: str) -> tuple[str, list]:
@@ -163,14 +164,14 @@ def evaluate_files(version: str, data_file: str, predictions_file: str,
     """Reads and checks the three files, then runs the official evaluator."""
     _, data = read_squad_json(data_file)
     check_dataset(data, data_file, version)
-    predictions = check_predictions(read_json(predictions_file, "predictions")[1],
-                                    predictions_file)
+    predictions = check_predictions(
+        read_json(predictions_file, "predictions", unique_keys=True)[1], predictions_file)
     null_odds = None
     if null_odds_file:
         if version != "2.0":
             raise InputError("--null_odds is for --version=2.0 only")
-        null_odds = check_null_odds(read_json(null_odds_file, "null odds")[1], null_odds_file,
-                                    predictions)
+        null_odds = check_null_odds(read_json(null_odds_file, "null odds", unique_keys=True)[1],
+                                    null_odds_file, predictions)
     qids = {qa["id"] for article in data for p in article["paragraphs"] for qa in p["qas"]}
     if not qids:
         raise InputError(f"{data_file}: no questions")

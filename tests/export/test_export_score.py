@@ -103,8 +103,14 @@ def test_the_score_export_refuses_a_model_that_is_not_electric(export_pretrained
     from electra_tf.core.errors import InputError
     from electra_tf.serving.export import load_spec
 
-    with pytest.raises(InputError, match="holds no Electric model"):
+    with pytest.raises(InputError, match=r"holds no Electric model \(it records no "
+                                         r"pre-training config, so no objective\)"):
         load_spec("score", export_pretrained_dir)
+    from electra_tf.tasks.heads.scoring import ScoreHead
+
+    with pytest.raises(InputError, match=r"DIR holds no Electric model \(its "
+                                         r"pretraining_config.json records objective=electra\)"):
+        ScoreHead.check_pretrained("DIR", {"objective": "electra"})
 
 
 def test_the_command_reads_one_text_per_newline(tmp_path, monkeypatch):

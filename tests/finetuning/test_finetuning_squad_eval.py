@@ -155,6 +155,7 @@ def test_bad_files_are_clear(tmp_path):
     (tmp_path / "partial.json").write_text(json.dumps({q: 0.0 for q in list(preds)[1:]}), "utf-8")
     (tmp_path / "nodata.json").write_text(json.dumps({"data": [{"title": "x"}]}), "utf-8")
     (tmp_path / "strays.json").write_text(json.dumps({"zz": "a"}), "utf-8")
+    (tmp_path / "twice.json").write_text('{"q0": "a", "q0": "b"}', "utf-8")
     repeated = json.loads(json.dumps(v1))
     first = repeated["data"][0]["paragraphs"][0]["qas"]
     first.append(dict(first[0]))
@@ -162,6 +163,8 @@ def test_bad_files_are_clear(tmp_path):
     cases = [
         ("2.0", f"{tmp_path}/none.json", pred_file, None, "SQuAD data file not found"),
         ("2.0", data, str(tmp_path), None, f"predictions {tmp_path} is a folder, not a file"),
+        ("2.0", data, f"{tmp_path}/twice.json", None,
+         f"{tmp_path}/twice.json: the key 'q0' repeats in one object"),
         ("2.0", data, f"{tmp_path}/broken.json", None, "broken.json:2:8: malformed JSON"),
         ("2.0", f"{tmp_path}/nodata.json", pred_file, None, "article 0 has no 'paragraphs'"),
         ("2.0", data, f"{tmp_path}/list.json", None, "predictions must be a JSON object"),

@@ -65,10 +65,11 @@ class ScoreHead(RtdHead):
         """
         objective = pretraining.get("objective", "")
         if objective != "electric":
+            said = (f"its pretraining_config.json records objective={objective}" if objective
+                    else "it records no pre-training config, so no objective")
             raise InputError(
-                f"{folder} holds no Electric model (its pretraining_config.json records "
-                f"objective={objective or 'nothing'}); scores are the energies of a model "
-                "pre-trained with --objective=electric")
+                f"{folder} holds no Electric model ({said}); scores are the energies of a "
+                "model pre-trained with --objective=electric")
 
     @classmethod
     def ids_outputs(cls, spec, out, word_ids, mask, type_ids, graph) -> dict:
