@@ -65,6 +65,11 @@ def test_a_folder_is_opened_once_and_read_from_what_it_carries(tmp_path, tiny_vo
     folders.pretraining.write_pretraining_config(str(tmp_path), config, run)
     folder = folders.PretrainingFolder.open(str(tmp_path / folders.files.DISCRIMINATOR_WEIGHTS))
     assert folder.path == str(tmp_path) and folder.encoder == TINY
+    # another file: named as such (its folder's config was named "not found" before)
+    (tmp_path / "corpus.txt").write_text("words\n")
+    with pytest.raises(InputError, match=r"--model_dir: .*corpus.txt is a file, not a "
+                                         r"pre-training model_dir \(or its discriminator"):
+        folders.PretrainingFolder.open(str(tmp_path / "corpus.txt"), "--model_dir")
     # Its configs were read at open: no JSON is read again to answer.
     monkeypatch.setattr(folders.files, "read_json", None)
     monkeypatch.setattr(folders.pretraining, "read_json", None)

@@ -82,13 +82,23 @@ def archive_texts(path: str) -> list[tuple[str, bytes]]:
     try:
         with tarfile.open(path) as tar:  # xz, gz, bz2 or none: detected
             for member in tar:
-                if member.isfile():
-                    texts.append((member.name, tar.extractfile(member).read()))
+                if member.isfile():  # each checked as it comes: refused at the first
+                    data = tar.extractfile(member).read()
+                    _check_member(path, member.name, data)
+                    texts.append((member.name, data))
     except _ARCHIVE_ERRORS as e:
         raise _damaged(path, e) from None
-    for name, data in texts:
-        check_text_sample(data, f"{path}:{name}", "corpus archive member")
     return sorted(texts)
+
+
+def _check_member(path: str, name: str, data: bytes) -> None:
+    """Refuses an archive member that is not UTF-8 text, naming the outer OpenWebText
+    archive (a tar of .xz archives of text files) for what it is."""
+    if data[:6] == b"\xfd7zXZ\x00":
+        raise InputError(f"{path}: its member {name} is itself an xz archive: this is the "
+                         "outer OpenWebText download (a tar of .xz archives); extract it "
+                         f"(tar -xf {path}) and give the inner *.xz files as --corpus")
+    check_text_sample(data, f"{path}:{name}", "corpus archive member")
 
 
 def _lines(raw_lines) -> Iterator[str]:

@@ -111,6 +111,16 @@ def test_a_damaged_archive_is_refused_naming_it_and_nothing_is_written(tiny_voca
     with pytest.raises(InputError, match=r"binary.xz:0001.txt is not UTF-8 text"):
         build_pretraining_data(BuildOptions(files=(binary,), vocab_file=tiny_vocab,
                                             output_dir=str(tmp_path / "out")))
+    # the outer download, a tar of those .xz archives: named as such (it had been called
+    # a member that is not UTF-8 text, with an iconv hint)
+    outer = tmp_path / "openwebtext.tar.xz"
+    with tarfile.open(outer, "w:xz") as tar:
+        tar.add(archives[0], arcname="openwebtext/" + os.path.basename(archives[0]))
+    with pytest.raises(InputError, match=r"openwebtext.tar.xz: its member openwebtext/"
+                                         r"urlsf_subset00-0_data.xz is itself an xz archive: "
+                                         r"this is the outer OpenWebText download"):
+        build_pretraining_data(BuildOptions(files=(str(outer),), vocab_file=tiny_vocab,
+                                            output_dir=str(tmp_path / "out")))
 
 
 def test_the_command_reads_archives_and_says_a_damaged_one_in_one_line(tiny_vocab, tmp_path):
