@@ -78,7 +78,8 @@ class PretrainingFolder:
         Raises:
           InputError: files missing or unreadable, a config without a field it must have.
         """
-        if os.path.isfile(checkpoint) and not checkpoint.endswith(".weights.h5"):
+        if discriminator and os.path.isfile(checkpoint) \
+                and not checkpoint.endswith(".weights.h5"):
             raise InputError(f"{what}: {checkpoint} is a file, not a pre-training model_dir "
                              f"(or its {DISCRIMINATOR_WEIGHTS})")
         weights = checkpoint
