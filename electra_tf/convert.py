@@ -118,7 +118,7 @@ def _convert(source) -> None:
         if FLAGS.model_hparam_overrides:
             try:
                 overrides = json.loads(FLAGS.model_hparam_overrides)
-            except json.JSONDecodeError as e:
+            except (ValueError, RecursionError) as e:  # also 4,300+ digits, deep nesting
                 raise InputError(f"--model_hparam_overrides is not valid JSON ({e})") from None
             if not isinstance(overrides, dict):
                 raise InputError("--model_hparam_overrides must be a JSON object of "

@@ -123,7 +123,7 @@ def _values(cls, flag_values) -> dict:
         if str(f.type) == "dict":
             try:
                 value = json.loads(value) if value else {}
-            except json.JSONDecodeError as e:
+            except (ValueError, RecursionError) as e:  # also 4,300+ digits, deep nesting
                 raise ConfigError(f"--{f.name} is not valid JSON: {e}") from None
         out[f.name] = value
     return out

@@ -332,3 +332,16 @@ def test_finetuning_command_requires_task_and_folders(args, message):
     fv(["x", *args])
     with pytest.raises(ConfigError, match=f"^{message}$"):
         flags_lib.finetuning_configs(fv)
+
+
+def test_a_json_flag_that_json_cannot_read_is_one_config_error():
+    """run_pretraining's --model_hparam_overrides: malformed, nested past the recursion
+    limit, or an integer of over 4,300 digits (the last two were tracebacks)."""
+    from helpers import pretraining_from_flags
+
+    from electra_tf.core.errors import ConfigError
+
+    for value in ("{bad", "[" * 100_000, '{"hidden_size": 1' + "0" * 5000 + "}"):
+        with pytest.raises(ConfigError, match="--model_hparam_overrides is not valid JSON"):
+            pretraining_from_flags("--model_dir=m", "--train_data=x.tfrecord",
+                                   f"--model_hparam_overrides={value}")

@@ -86,7 +86,8 @@ def _read_json(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as f:
             value = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (ValueError, RecursionError) as e:  # malformed, not UTF-8, an integer of over
+        # 4,300 digits, nesting past the recursion limit (as fileio.parse_json refuses)
         raise core.ConversionError(f"{path}: not a valid JSON file ({e})") from None
     except OSError as e:  # a folder of that name, no permission
         raise core.ConversionError(f"{path}: cannot read it ({e.strerror or e})") from None

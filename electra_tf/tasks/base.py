@@ -218,7 +218,7 @@ def parse_label_names(value: str) -> tuple[str, ...] | None:
     if value.strip().startswith("["):
         try:
             names = json.loads(value)
-        except json.JSONDecodeError as e:
+        except (ValueError, RecursionError) as e:  # also 4,300+ digits, deep nesting
             raise ConfigError(f"--label_names {value!r} opens with [ but is not a JSON list "
                               f"({e})") from None
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):

@@ -17,6 +17,9 @@ def test_label_names_flag_takes_a_json_list():
     assert task_from_config(config).label_names == ("a", "b")
     with pytest.raises(ConfigError, match="JSON list"):
         task_from_config(FinetuningConfig(task_name="classification", label_names='["a", 1]'))
+    for bad in ("[" * 100_000, "[1" + "0" * 5000 + "]"):  # tracebacks before
+        with pytest.raises(ConfigError, match="opens with \\[ but is not a JSON list"):
+            task_from_config(FinetuningConfig(task_name="classification", label_names=bad))
     for names in (["a,b", "c"], ["[x", "y"], ["neg", "pos"]):
         value = format_label_names(names)
         config = FinetuningConfig(task_name="classification", label_names=value)

@@ -20,6 +20,7 @@ def test_an_output_folder_holding_files_is_kept(tmp_path):
 
 @pytest.mark.parametrize("value,message", [
     ("{bad json", "--model_hparam_overrides is not valid JSON"),
+    ('{"hidden_size": 1' + "0" * 5000 + "}", "--model_hparam_overrides is not valid JSON"),
     ("[1]", "--model_hparam_overrides must be a JSON object"),
 ])
 def test_overrides_that_are_not_a_json_object_are_one_line(value, message, tmp_path):

@@ -118,6 +118,7 @@ def test_max_seq_length_beyond_the_position_table_is_refused(h, tmp_path):
 
 @pytest.mark.parametrize("damage,match", [
     ("not json", "config.json: not a valid JSON file"),
+    ("deep json", "config.json: not a valid JSON file"),  # a RecursionError traceback before
     ("list", "config.json: expected a JSON object"),
     ("truncated", "model.safetensors: not a readable safetensors file"),
     ("zero labels", "no outputs"),
@@ -133,6 +134,8 @@ def test_damaged_folders_are_one_error(h, tmp_path, damage, match):
     folder = _folder(h, tmp_path, num_labels=2)
     if damage == "not json":
         (tmp_path / "hf" / "config.json").write_text('{"model_type": "electra",')
+    elif damage == "deep json":
+        (tmp_path / "hf" / "config.json").write_text("[" * 100_000)
     elif damage == "list":
         (tmp_path / "hf" / "config.json").write_text("[1, 2]")
     elif damage == "truncated":
