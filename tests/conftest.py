@@ -13,6 +13,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 for _variable in ("KUBERNETES_SERVICE_HOST", "SLURM_JOB_ID"):
     os.environ.pop(_variable, None)
 
+# A suite started with SIGINT ignored (nohup, `trap '' INT`, a background job) would pass
+# SIG_IGN on to every child, which then has no KeyboardInterrupt handler, and the tests
+# that Ctrl-C a run would hang or fail. Python's own handler here instead: a caught signal
+# goes back to its default across exec, so each child installs its own. (A preexec_fn
+# that reset it in each child made subprocess fork() instead of vfork(); fork() runs
+# gRPC's atfork handlers, the export tests' in-process server's, which aborted a child
+# now and then before its exec: "Epoll1Poller ... Bad file descriptor".)
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def _intra_op_threads() -> int | None:
     """TensorFlow's intra-op threads for each of pytest-xdist's workers: the cores shared
@@ -218,8 +228,8 @@ def tiny_corpus(tmp_path_factory) -> str:
 @pytest.fixture
 def sigint_handler():
     """Python's own SIGINT handler (KeyboardInterrupt) for the test, then the previous
-    one: a suite started with SIGINT ignored (nohup, `trap '' INT`) has none, and an
-    ignored SIGINT is one InterruptGate leaves alone."""
+    one: whatever an earlier test left (cli.run_cli ignores SIGINT after an interrupt),
+    an ignored SIGINT is one InterruptGate leaves alone."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield

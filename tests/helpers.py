@@ -201,22 +201,6 @@ def finetune(*argv: str):
 
 
 # === Child processes ===
-def _default_sigint() -> None:
-    # A child of a run started with SIGINT ignored (nohup, `trap '' INT`, a background
-    # job) inherits SIG_IGN, and Python then installs no KeyboardInterrupt handler: give
-    # the child the default disposition, which Python replaces with its own handler.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def _sigint_preexec():
-    """_default_sigint where this process ignores SIGINT, else None. Only then: a
-    preexec_fn makes subprocess fork() instead of vfork(), and fork() runs the atfork
-    handlers of what this process has started, gRPC's among them (the export tests'
-    in-process server), which then aborted a child now and then (SIGABRT, "Epoll1Poller
-    encountered epoll_wait error: Bad file descriptor") before it could exec."""
-    return _default_sigint if signal.getsignal(signal.SIGINT) == signal.SIG_IGN else None
-
-
 def jax_child_env(devices: int = 1, tests_on_path: bool = True, **extra: str) -> dict:
     """This environment for a KERAS_BACKEND=jax child on `devices` CPU devices.
 
@@ -250,7 +234,7 @@ class _JaxScripts:
             self.proc = subprocess.Popen(
                 [sys.executable, os.path.join(REPO, "tests", "jax_scripts.py")], cwd=REPO,
                 env=jax_child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=stderr, text=True, preexec_fn=_sigint_preexec())
+                stderr=stderr, text=True)
 
     def run(self, script: str, args, timeout: float | None) -> subprocess.CompletedProcess:
         if self.proc is None or self.proc.poll() is not None:
@@ -320,9 +304,9 @@ def patience(quiet_seconds: float) -> float | None:
 
 
 def popen_python(args, env: dict | None = None, **kwargs) -> subprocess.Popen:
-    """`python args...` from the repo root, SIGINT at its default whatever the suite has."""
+    """`python args...` from the repo root (its SIGINT at the default: conftest.py)."""
     return subprocess.Popen([sys.executable, *args], cwd=REPO, env=env or child_env(),
-                            preexec_fn=_sigint_preexec(), **kwargs)
+                            **kwargs)
 
 
 def bench_leftovers(tmpdir) -> list[str]:
@@ -337,7 +321,7 @@ def run_python(args, env: dict | None = None, timeout: int = 300,
     """Runs `python args...` to the end (as popen_python), capturing text output;
     `timeout`: seconds on 2 quiet cores, waited `patience(timeout)`."""
     return subprocess.run([sys.executable, *args], cwd=REPO, env=env or child_env(),
-                          preexec_fn=_sigint_preexec(), capture_output=True, text=True,
+                          capture_output=True, text=True,
                           timeout=patience(timeout), **kwargs)
 
 
