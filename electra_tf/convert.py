@@ -102,8 +102,8 @@ def main(argv) -> None:
         raise InputError(f"--output {FLAGS.output} already holds files (a model?); pass "
                          "--overwrite to write into it, or give a new or empty folder")
     # A refusal, a full disk or an interrupt midway leaves no half model: what the
-    # conversion added to --output goes (the folder too, where it made it), so the same
-    # command can run again. (With --overwrite, files it replaced stay replaced.)
+    # conversion added to --output goes (the folder too, where it made it) and what an
+    # --overwrite had replaced comes back, so the same command can run again.
     with undo_on_failure(FLAGS.output):
         _convert(source)
 

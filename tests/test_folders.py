@@ -519,9 +519,9 @@ def test_a_finetuned_folder_saved_from_python_reads_as_run_finetuning_writes(tmp
 
 def test_undo_on_failure_removes_what_an_interrupted_block_added(tmp_path):
     """convert's and the transformers import's cleanup: Ctrl-C (or any error) midway
-    leaves no half model: a new folder goes whole, an existing one loses only what the
-    block added."""
-    from electra_tf.core.fileio import undo_on_failure
+    leaves no half model: a new folder goes whole; an existing one loses what the block
+    added and gets back what it replaced or removed (`convert --overwrite`)."""
+    from electra_tf.core.fileio import atomic_write_text, undo_on_failure
 
     new = tmp_path / "new"
     with pytest.raises(KeyboardInterrupt):
@@ -532,14 +532,30 @@ def test_undo_on_failure_removes_what_an_interrupted_block_added(tmp_path):
     assert not new.exists()
     old = tmp_path / "old"
     (old / "checkpoints").mkdir(parents=True)
+    (old / "checkpoints" / "ckpt-1.npz").write_bytes(b"run")
     (old / "notes.txt").write_text("mine")
+    (old / "vocab.txt").write_text("old vocab")
+    (old / "config.json").write_text("{}")
     with pytest.raises(OSError):
         with undo_on_failure(str(old)):
-            (old / "vocab.txt").write_text("new")
-            (old / "parts").mkdir()
-            (old / "notes.txt").write_text("replaced")  # replaced in place: stays
+            with undo_on_failure(str(old)):  # nested (convert around the import): one each
+                (old / "parts").mkdir()
+                (old / "parts" / "a").write_text("new")
+                atomic_write_text(str(old / "vocab.txt"), "new vocab")  # replaced: comes back
+            (old / "checkpoints" / "ckpt-0.npz").write_bytes(b"new")  # added deeper: goes
+            os.remove(old / "config.json")  # removed: comes back
+            (old / "notes.txt").write_text("rewritten")  # rewritten in place: stays
             raise OSError(28, "No space left on device")
-    assert sorted(p.name for p in old.iterdir()) == ["checkpoints", "notes.txt"]
+    assert sorted(p.name for p in old.iterdir()) == [
+        "checkpoints", "config.json", "notes.txt", "vocab.txt"]
+    assert os.listdir(old / "checkpoints") == ["ckpt-1.npz"]
+    assert (old / "vocab.txt").read_text() == "old vocab"
+    assert (old / "config.json").read_text() == "{}"
+    assert (old / "notes.txt").read_text() == "rewritten"
+    with undo_on_failure(str(old)):  # nothing raised: what it replaced stays replaced
+        atomic_write_text(str(old / "vocab.txt"), "newer")
+    assert (old / "vocab.txt").read_text() == "newer"
+    assert not [p for p in os.listdir(old) if p.startswith(".")]  # no snapshot left
     with undo_on_failure(str(new)):  # nothing raised: nothing undone
         new.mkdir()
     assert new.is_dir()

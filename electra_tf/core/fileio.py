@@ -246,26 +246,88 @@ def atomic_write_json(path: str, value: Any) -> None:
     atomic_write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
+_UNDO_PREFIX = ".undo-"
+
+
+def _tree(folder: str) -> set[str]:
+    """The paths under `folder`, relative to it (folders, files and links; links not
+    followed), less undo_on_failure's own snapshots."""
+    paths = set()
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if not (root == folder and d.startswith(_UNDO_PREFIX))]
+        for name in dirs + files:
+            paths.add(os.path.relpath(os.path.join(root, name), folder))
+    return paths
+
+
+def _snapshot(folder: str, paths: set[str]) -> tuple[str | None, list[str]]:
+    """Hard links to the files among `paths` in a hidden folder of `folder`: (that
+    folder, the paths linked). The project's writers replace a file by renaming a new
+    one over it, so a link keeps the old content. Where links cannot be made (a file
+    system without them), nothing is kept."""
+    files = sorted(p for p in paths if not os.path.isdir(os.path.join(folder, p))
+                   or os.path.islink(os.path.join(folder, p)))
+    if not files:
+        return None, []
+    try:
+        snapshot = tempfile.mkdtemp(prefix=_UNDO_PREFIX, dir=folder)
+    except OSError:
+        return None, []
+    linked = []
+    for path in files:
+        target = os.path.join(snapshot, path)
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.link(os.path.join(folder, path), target, follow_symlinks=False)
+        except OSError:
+            continue
+        linked.append(path)
+    return snapshot, linked
+
+
+def _restore(folder: str, snapshot: str, linked: list[str]) -> None:
+    """Puts back each linked file that was replaced or removed."""
+    for path in linked:
+        current, kept = os.path.join(folder, path), os.path.join(snapshot, path)
+        with contextlib.suppress(OSError):
+            if os.path.lexists(current) and os.path.samestat(
+                    os.lstat(current), os.lstat(kept)):
+                continue
+            os.makedirs(os.path.dirname(current), exist_ok=True)
+            if os.path.isdir(current) and not os.path.islink(current):
+                shutil.rmtree(current)
+            os.replace(kept, current)
+
+
 @contextlib.contextmanager
 def undo_on_failure(folder: str):
-    """Removes what the block added to `folder` if it raises anything (a refusal, a full
-    disk, Ctrl-C or SIGTERM): the folder itself where it did not exist before, else the
-    names added to it. Files the block replaced in place stay replaced."""
-    before = set(os.listdir(folder)) if os.path.isdir(folder) else None
+    """Leaves `folder` as it was if the block raises anything (a refusal, a full disk,
+    Ctrl-C or SIGTERM): the folder itself goes where it did not exist before; in one
+    that did, what the block added goes (at any depth) and the files it replaced or
+    removed come back. Replaced files are kept as hard links for the block's length,
+    which assumes the block replaces a file by renaming a new one over it, as
+    atomic_write does (a file rewritten in place would stay rewritten)."""
+    before = _tree(folder) if os.path.isdir(folder) else None
+    snapshot, linked = _snapshot(folder, before) if before else (None, [])
     try:
         yield
     except BaseException:
         if before is None:
             shutil.rmtree(folder, ignore_errors=True)
         elif os.path.isdir(folder):
-            for name in set(os.listdir(folder)) - before:
-                path = os.path.join(folder, name)
+            if snapshot:
+                _restore(folder, snapshot, linked)
+            for path in sorted(_tree(folder) - before, key=len):
+                path = os.path.join(folder, path)
                 if os.path.isdir(path) and not os.path.islink(path):
                     shutil.rmtree(path, ignore_errors=True)
                 else:
                     with contextlib.suppress(OSError):
                         os.remove(path)
         raise
+    finally:
+        if snapshot:
+            shutil.rmtree(snapshot, ignore_errors=True)
 
 
 def check_output_folder(path: str, what: str = "--model_dir") -> None:

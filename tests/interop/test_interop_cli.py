@@ -135,3 +135,18 @@ def test_interop_cli_hf_generator_dir_is_checked_and_a_refusal_leaves_no_folder(
                     f"--generator_dir={generator_dir}", f"--output={out}")
         error_line(proc, message)
         assert not out.exists()
+    # into a folder holding a model, with --overwrite: the refusal puts the files the
+    # discriminator's import had replaced back (they stayed replaced before)
+    proc = _run("--from=hf", f"--model_dir={tmp_path / 'disc'}", f"--output={out}")
+    assert proc.returncode == 0, proc.stderr
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    for seed in (1, 2):  # a new model, and a discriminator given as --generator_dir
+        torch.manual_seed(seed)
+        transformers.ElectraForPreTraining(config).save_pretrained(tmp_path / f"disc{seed}")
+        for name in ("vocab.txt", "tokenizer_config.json", "tokenizer.json"):
+            if (tmp_path / "disc" / name).exists():
+                shutil.copy(tmp_path / "disc" / name, tmp_path / f"disc{seed}" / name)
+    proc = _run("--from=hf", f"--model_dir={tmp_path / 'disc1'}", "--overwrite",
+                f"--generator_dir={tmp_path / 'disc2'}", f"--output={out}")
+    error_line(proc, "holds a pretraining model, not an ElectraForMaskedLM")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
