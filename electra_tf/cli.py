@@ -95,6 +95,26 @@ def _parse_flags(argv: list[str]) -> list[str]:
         reason = reason.removeprefix("ERROR:: ")  # absl's own prefix of a flagfile error
         print(f"error: {reason}", file=sys.stderr)
         sys.exit(2)
+    except UnicodeDecodeError as e:  # absl reads a --flagfile as UTF-8 and names none
+        print(f"error: {_undecodable_flagfile(argv)} is not UTF-8 text ({e.reason}); save "
+              "it as UTF-8", file=sys.stderr)
+        sys.exit(2)
+
+
+def _undecodable_flagfile(argv: list[str]) -> str:
+    """`--flagfile PATH` for the first flagfile on the command line that is not UTF-8
+    (one it names may be the culprit: `a --flagfile`)."""
+    for arg in argv[1:]:
+        if arg.startswith("--flagfile="):
+            path = arg.split("=", 1)[1]
+            try:
+                with open(path, "rb") as f:
+                    f.read().decode("utf-8")
+            except UnicodeDecodeError:
+                return f"--flagfile {path}"
+            except OSError:
+                continue
+    return "a --flagfile"
 
 
 def _help_exits_zero() -> None:

@@ -135,6 +135,14 @@ def test_help_exits_0_for_every_command():
                "flag --num_train_steps=abc: invalid literal for int()")
     error_line(run_module("electra_tf.run_finetuning", "--flagfile=/no/such.flags"),
                "error: Unable to open flagfile")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:  # Latin-1: absl raised UnicodeDecodeError
+        latin = os.path.join(tmp, "latin.flags")
+        with open(latin, "wb") as f:
+            f.write("--model_dir=caf\u00e9\n".encode("latin-1"))
+        error_line(run_module("electra_tf.run_pretraining", f"--flagfile={latin}"),
+                   f"error: --flagfile {latin} is not UTF-8 text (invalid continuation byte)")
     # A value apart from its flag is a positional argument: one line, not absl's whole help
     proc = run_module("electra_tf.eval_mrqa", "--data_file=x", "--predictions=y",
                       "--skip_no_answer", "true")

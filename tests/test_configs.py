@@ -94,6 +94,15 @@ def test_tied_generator_needs_equal_sizes():
      "num_train_epochs must be a finite number >= 0, got nan"),
     (FinetuningConfig, dict(task_name="sst2"), dict(learning_rate=float("inf")),
      "learning_rate must be a finite number >= 0, got inf"),
+    (FinetuningConfig, dict(task_name="sst2"), dict(keep_checkpoint_max=0),
+     "keep_checkpoint_max must be >= 1, got 0"),  # Keras' ValueError traceback before
+    (FinetuningConfig, dict(task_name="sst2"), dict(seed=-1),
+     r"seed must be an integer in \[0, 2\*\*32 - 1\], got -1"),
+    (PretrainingConfig, {}, dict(seed=2**32), r"seed must be an integer in \[0, 2\*\*32 - 1\]"),
+    (FinetuningConfig, dict(task_name="sst2"), dict(layerwise_lr_decay=float("nan")),
+     "layerwise_lr_decay must be a finite number, got nan"),  # trained, then blamed the lr
+    (FinetuningConfig, dict(task_name="sst2"), dict(layerwise_lr_decay=5.0),
+     r"layerwise_lr_decay must be in \[0, 1\] \(0: off\) or -1 \(by size\), got 5.0"),
     (RuntimeOptions, {}, dict(strategy="gpu"), "unknown strategy 'gpu'"),
     (PretrainingRun, dict(model_dir="m", train_data="t", vocab_file="v"),
      dict(gradient_accumulation_steps=0), "gradient_accumulation_steps must be >= 1, got 0"),

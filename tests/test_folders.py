@@ -143,6 +143,26 @@ def test_weights_errors_name_the_file(tmp_path):
         folders.pretraining.load_discriminator(str(tmp_path), model_size="small")
 
 
+def test_weights_holding_nan_or_inf_are_refused_at_load(tmp_path):
+    """A diverged run's save or bits flipped on disk: the export served NaN logits and
+    fine-tuning blamed its learning rate. Every folder load refuses them, naming the
+    variable (float32 and bfloat16 weights alike)."""
+    model = discriminator()
+    kernel = next(v for v in model.weights if v.path.endswith("kernel"))
+    value = keras.ops.convert_to_numpy(kernel.value).copy()
+    value.flat[[0, 3]] = [np.nan, np.inf]
+    kernel.assign(value)
+    folders.pretraining.save_discriminator(str(tmp_path), model)
+    with pytest.raises(InputError) as raised:
+        folders.pretraining.load_discriminator(str(tmp_path))
+    assert str(raised.value) == (
+        f"{tmp_path / folders.files.DISCRIMINATOR_WEIGHTS}: {kernel.path} holds 2 NaN or "
+        f"infinite value(s) of {value.size}: a damaged model (a diverged run, or a damaged "
+        "file)")
+    folders.pretraining.save_discriminator(str(tmp_path), discriminator())  # finite: loads
+    folders.pretraining.load_discriminator(str(tmp_path))
+
+
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
     d = discriminator(0)
     folders.pretraining.save_discriminator(str(tmp_path), d)

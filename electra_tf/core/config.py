@@ -60,6 +60,12 @@ def _check_finite(config, names: tuple[str, ...], bound: str = "") -> None:
                               f"got {value!r}")
 
 
+def _check_seed(seed) -> None:
+    """Refuses a seed Keras cannot take (keras.utils.set_random_seed: [0, 2**32 - 1])."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise ConfigError(f"seed must be an integer in [0, 2**32 - 1], got {seed!r}")
+
+
 @dataclasses.dataclass(frozen=True)
 class EncoderConfig:
     """Transformer encoder sizes (paper Table 6; BERT config names)."""
@@ -451,6 +457,7 @@ class PretrainingConfig:
                      "keep_checkpoint_max", "num_eval_steps"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        _check_seed(self.seed)
         if self.num_warmup_steps < 0 or self.learning_rate <= 0:
             raise ConfigError("num_warmup_steps must be >= 0 and learning_rate > 0")
         if self.optimizer not in OPTIMIZERS:
@@ -875,6 +882,13 @@ class FinetuningConfig:
                 raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
         if self.max_seq_length and self.max_seq_length < 8:
             raise ConfigError("max_seq_length must be >= 8")
+        if self.keep_checkpoint_max < 1:
+            raise ConfigError(f"keep_checkpoint_max must be >= 1, got {self.keep_checkpoint_max}")
+        _check_seed(self.seed)
+        _check_finite(self, ("layerwise_lr_decay",))
+        if self.layerwise_lr_decay != -1 and not 0.0 <= self.layerwise_lr_decay <= 1.0:
+            raise ConfigError("layerwise_lr_decay must be in [0, 1] (0: off) or -1 (by size), "
+                              f"got {self.layerwise_lr_decay!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

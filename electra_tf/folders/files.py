@@ -116,6 +116,25 @@ def load_weights(model, path: str) -> None:
         raise ConfigError(f"{path} does not fit the model's config: {e}") from None
     except (OSError, KeyError, RuntimeError) as e:  # h5py's errors for a damaged file
         raise InputError(f"{path}: not a readable weights file ({e})") from None
+    _check_finite_weights(model, path)
+
+
+def _check_finite_weights(model, path: str) -> None:
+    """Refuses weights holding NaN or infinity (a diverged run saved, bits flipped on
+    disk): a model served or fine-tuned from them answers NaN, and fine-tuning's own
+    check would blame its learning rate. As convert refuses them."""
+    import keras
+    import numpy as np
+
+    for variable in model.weights:
+        if "float" not in str(variable.dtype):  # bfloat16 too; seeds and steps are integers
+            continue
+        value = keras.ops.convert_to_numpy(variable.value).astype(np.float32)
+        if np.isfinite(value).all():
+            continue
+        bad = int(value.size - np.count_nonzero(np.isfinite(value)))
+        raise InputError(f"{path}: {variable.path} holds {bad} NaN or infinite value(s) of "
+                         f"{value.size}: a damaged model (a diverged run, or a damaged file)")
 
 
 def read_encoder_config(path: str) -> EncoderConfig:
@@ -136,6 +155,12 @@ def has_checkpoints(model_dir: str) -> bool:
     folder = checkpoint_dir(model_dir)
     return os.path.isdir(folder) and any(
         not name.startswith(".") and not name.endswith("_temp") for name in os.listdir(folder))
+
+
+def holds_weights(model_dir: str, weights: str) -> bool:
+    """Whether model_dir holds a model's final weights file `weights`
+    (DISCRIMINATOR_WEIGHTS, FINETUNED_WEIGHTS)."""
+    return os.path.exists(os.path.join(model_dir, weights))
 
 
 def remove_stale_temporaries(folder: str) -> list[str]:

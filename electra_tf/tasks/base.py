@@ -229,7 +229,18 @@ def parse_label_names(value: str) -> tuple[str, ...] | None:
     if not all(names) or len(set(names)) != len(names):
         raise ConfigError(f"--label_names must be distinct non-empty names separated by "
                           f"commas (or a JSON list of them), got {value!r}")
+    if any(has_control_character(n) for n in names):
+        raise ConfigError(f"--label_names {value!r}: a name holds a control character (a tab "
+                          "or a line break), which the tab-separated prediction files cannot")
     return names
+
+
+def has_control_character(text: str) -> bool:
+    """Whether `text` holds a tab, a line break or another control character (Unicode
+    category Cc), which a name in a tab-separated line of a prediction file cannot."""
+    import unicodedata
+
+    return any(unicodedata.category(c) == "Cc" for c in text)
 
 
 def format_label_names(names) -> str:

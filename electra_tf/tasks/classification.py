@@ -61,6 +61,7 @@ from electra_tf.tasks.base import (
     TaskOptions,
     allow_long_csv_fields,
     gold_labels,
+    has_control_character,
     option,
     parse_label_names,
 )
@@ -366,6 +367,10 @@ class ClassificationTask(Task):
         label = str(value).strip()
         if not label:
             raise TaskDataError(f"{where}: empty label in column {column!r}")
+        if has_control_character(label):
+            raise TaskDataError(f"{where}: label {label!r} in column {column!r} holds a control "
+                                "character (a tab or a line break): the prediction files are "
+                                "tab-separated lines")
         if check and self._label_names and label not in self._label_names:
             known = "--label_names" if self.labels_given else "the train split's labels"
             raise TaskDataError(f"{where}: label {label!r} is not one of {known}: "

@@ -50,8 +50,10 @@ from electra_tf.core.fileio import FolderLock, check_output_folder
 from electra_tf.folders.files import (
     CHECKPOINTS,
     FINAL_EVAL,
+    FINETUNED_WEIGHTS,
     PRETRAINING_CONFIG,
     has_checkpoints,
+    holds_weights,
     model_folder,
     remove_stale_temporaries,
 )
@@ -428,6 +430,36 @@ def check_resumed_settings(config: FinetuningConfig, model_dir: str, task, size:
                           "another --model_dir")
 
 
+def check_model_dir_and_init(run: FinetuningRun) -> None:
+    """Refuses, before anything is written, a run that would replace a fine-tuned model
+    or evaluate a head never trained: a --model_dir holding a fine-tuned model but no
+    checkpoints (the run would rewrite its record at once, beside the old weights, then
+    replace them), and --do_train=false where neither the --model_dir's checkpoints nor a
+    fine-tuning --init_checkpoint hold a trained head.
+
+    Raises:
+      InputError: naming the folder and what to give instead.
+    """
+    resuming = has_checkpoints(run.model_dir)
+    if not resuming and holds_weights(run.model_dir, FINETUNED_WEIGHTS):
+        raise InputError(
+            f"--model_dir {run.model_dir} holds a fine-tuned model ({FINETUNED_WEIGHTS}) and "
+            "no checkpoints to resume: this run would replace it; give a new --model_dir "
+            f"(with --init_checkpoint={run.model_dir} to start from, or evaluate, that model)")
+    if run.do_train or resuming:
+        return
+    if run.from_scratch:
+        raise InputError("--do_train=false with --from_scratch would evaluate random weights; "
+                         "give --init_checkpoint a fine-tuned model to evaluate")
+    if not is_finetuning_folder(run.init_checkpoint):
+        raise InputError(
+            f"--do_train=false evaluates a fine-tuned model, but --init_checkpoint "
+            f"{run.init_checkpoint} holds no task head (a pre-training model: the head would be "
+            f"random) and --model_dir {run.model_dir} no checkpoints; give --init_checkpoint a "
+            "fine-tuning folder (run_finetuning's --model_dir, or convert's output), or the "
+            "--model_dir of a fine-tuning run")
+
+
 def evaluated_labels(task, run: FinetuningRun) -> list[str]:
     """The labels an evaluation-only run (--do_train=false) of a task that learns them
     from train reads its model's outputs as: those the --model_dir's record holds,
@@ -565,6 +597,7 @@ class Finetuning:
                              f"{PRETRAINING_CONFIG}): fine-tuning writes a folder of "
                              "its own; give a new --model_dir (that folder goes in "
                              "--init_checkpoint)")
+        check_model_dir_and_init(run)
         set_precision(run.mixed_precision, run.attention_implementation)
         head_config = task.head_config()  # the task's head and its options
         if task.head_class.learns_labels(head_config) and not task.label_names:

@@ -270,6 +270,10 @@ BAD_FILES = {
                    (1, "expected a JSON object, got list")),
     "json label type": ("train.jsonl", '{"text": "a", "label": [1]}\n', {}, "train",
                         (1, "label [1] in column 'label' must be a string or an integer")),
+    "json label with a tab": ("train.jsonl", '{"text": "a", "label": "pos\\tx"}\n', {}, "train",
+                              (1, "label 'pos\\tx' in column 'label' holds a control character "
+                                  "(a tab or a line break): the prediction files are "
+                                  "tab-separated lines")),
     "header only": ("train.csv", "text,label\n", {}, "train",
                     (1, "no rows (an empty file, or a header alone)")),
     "empty file": ("dev.jsonl", "\n\n", {}, "dev",
@@ -394,6 +398,8 @@ def test_options_that_do_not_fit_are_refused():
         get_task("classification", regression=True, label_names="a,b")
     with pytest.raises(ConfigError, match="distinct non-empty names"):
         get_task("classification", label_names="a,,b")
+    with pytest.raises(ConfigError, match="a name holds a control character"):
+        get_task("classification", label_names='["a", "b\\nc"]')
     with pytest.raises(ConfigError, match="columns must differ"):
         get_task("classification", text_pair_column="text")
     with pytest.raises(ConfigError, match="label_names must be distinct BIO tags"):

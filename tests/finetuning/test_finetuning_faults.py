@@ -33,6 +33,37 @@ def test_a_corrupt_init_checkpoint_is_one_error_naming_the_file(damage, pretrain
     assert not (tmp_path / "out").exists()
 
 
+def test_a_run_that_would_replace_a_model_or_evaluate_an_untrained_head_is_refused(
+        pretrained_dir, toy_sst2_dir, tmp_path):
+    """A --model_dir holding a fine-tuned model but no checkpoints (a converted task model,
+    or checkpoints removed): a new run rewrote its record at once, beside the old weights,
+    and a crash then left them paired (an export served the labels swapped). And
+    --do_train=false from a pre-training model scored (and saved) a random head. Both are
+    refused before anything is written."""
+    args = ["--task_name=sst2", f"--data_dir={toy_sst2_dir}", "--max_seq_length=16"]
+    done = tmp_path / "done"
+    done.mkdir()
+    (done / "finetuned.weights.h5").write_bytes(b"a model")
+    for extra in ([], ["--do_train=false"]):
+        with pytest.raises(InputError) as raised:
+            finetune(*args, *extra, f"--init_checkpoint={pretrained_dir}", f"--model_dir={done}")
+        assert str(raised.value) == (
+            f"--model_dir {done} holds a fine-tuned model (finetuned.weights.h5) and no "
+            "checkpoints to resume: this run would replace it; give a new --model_dir (with "
+            f"--init_checkpoint={done} to start from, or evaluate, that model)")
+    assert os.listdir(done) == ["finetuned.weights.h5"]
+    with pytest.raises(InputError, match=re.escape(
+            f"--do_train=false evaluates a fine-tuned model, but --init_checkpoint "
+            f"{pretrained_dir} holds no task head (a pre-training model: the head would be "
+            f"random) and --model_dir {tmp_path / 'eval'} no checkpoints;")):
+        finetune(*args, "--do_train=false", f"--init_checkpoint={pretrained_dir}",
+                 f"--model_dir={tmp_path / 'eval'}")
+    with pytest.raises(InputError, match="--from_scratch would evaluate random weights"):
+        finetune(*args, "--do_train=false", "--from_scratch", "--model_size=small",
+                 f"--vocab_file={pretrained_dir}/vocab.txt", f"--model_dir={tmp_path / 'eval'}")
+    assert not (tmp_path / "eval").exists()
+
+
 def test_a_malformed_dev_split_stops_the_run_before_training(toy_sst2_dir, pretrained_dir,
                                                             tmp_path, capsys):
     data = tmp_path / "SST-2"

@@ -39,7 +39,7 @@ def flagfile_config(name: str, **changes) -> PretrainingConfig:
                 values[key] = value if key in ("model_size", "optimizer") else (
                     value == "true" if value in ("true", "false") else float(value))
     for key in ("max_seq_length", "train_batch_size", "num_train_steps", "num_warmup_steps",
-                "save_checkpoints_steps", "iterations_per_loop"):
+                "save_checkpoints_steps", "iterations_per_loop", "seed"):
         if key in values:
             values[key] = int(values[key])
     values.update(changes)

@@ -113,6 +113,27 @@ def test_bad_data_is_refused_before_building_anything(case, tiny_records, tmp_pa
     assert not model_dir.exists()  # nothing was written
 
 
+def test_shards_of_two_builds_in_one_folder_are_refused(tiny_records, tmp_path, models_built):
+    """An --overwrite build stopped while renaming its shards into place leaves shards of
+    both builds (-of-00004 beside -of-00003); a run trained on both, duplicated."""
+    import glob
+
+    data = tmp_path / "data"
+    data.mkdir()
+    shards = sorted(glob.glob(tiny_records["train"]))
+    for path in shards:
+        shutil.copy(path, data)
+    shutil.copy(shards[0], data / "pretrain_data.tfrecord-00000-of-00003")
+    with pytest.raises(InputError, match=re.escape(
+            f"--train_data matches shards of 2 builds in {data} (-of-00003, -of-00004): a "
+            "build_pretraining_data run was stopped midway; run it again with --overwrite, "
+            "or give a pattern that matches one")):
+        pretraining(tiny_records, tmp_path / "model", train_data=f"{data}/pretrain_data*")
+    assert not models_built
+    pretraining(tiny_records, tmp_path / "model", train_data=f"{data}/*-of-00004",
+                num_train_steps=1)  # one build's pattern: accepted
+
+
 def test_a_shard_corrupt_mid_file_is_named_after_a_checkpoint(tiny_records, tmp_path,
                                                               models_built):
     data = tmp_path / "data"
@@ -289,6 +310,14 @@ def test_resume_checks_in_process(make_configs, tmp_path):
 
     config, run = make_configs(tmp_path / "m", model_hparam_overrides={})
     check_resume(config, run)  # no checkpoints: nothing to check
+    # a model and no checkpoints (a finished run's, checkpoints removed; an import): a
+    # fresh run rewrote its record (vocabulary, casing) beside the old weights at once
+    os.makedirs(tmp_path / "m")
+    (tmp_path / "m" / "discriminator.weights.h5").write_bytes(b"a model")
+    with pytest.raises(ConfigError, match=re.escape(
+            f"--model_dir {run.model_dir} holds a model (discriminator.weights.h5) and no "
+            "checkpoints to continue: a new run would replace it; give another --model_dir")):
+        check_resume(config, run)
     os.makedirs(tmp_path / "m" / "checkpoints")
     (tmp_path / "m" / "checkpoints" / "checkpoint").write_text("fake")
     folders.pretraining.write_pretraining_config(run.model_dir, config, run)
