@@ -185,7 +185,11 @@ def run_cli(main: Callable[[], None]) -> None:
               file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt as e:
-        print(str(e) or "interrupted", file=sys.stderr, flush=True)
+        # A Ctrl-C outside a training loop's gate (start-up, an evaluation, a final
+        # write): every command's outputs are written whole or not at all, so a rerun
+        # finishes the work (a training run resumes from its last checkpoint).
+        print(str(e) or "interrupted; run the same command again to finish", file=sys.stderr,
+              flush=True)
         _ignore_stop_signals()  # a second one would land in an exit hook (JAX's) as a traceback
         if getattr(e, "left_peers", False):  # exit hooks would wait for the peers it left
             sys.stdout.flush()

@@ -502,6 +502,15 @@ def test_after_the_interrupted_line_a_second_ctrl_c_is_ignored(capsys, sigint_ha
     assert raised.value.code == cli.EXIT_INTERRUPTED
     assert capsys.readouterr().err.startswith("interrupted at step 7; checkpoint saved")
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def ctrl_c_elsewhere():  # outside the loop's gate: a final write, an evaluation
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as raised:
+        cli.run_cli(ctrl_c_elsewhere)
+    assert raised.value.code == cli.EXIT_INTERRUPTED
+    assert capsys.readouterr().err == "interrupted; run the same command again to finish\n"
 
 
 _LEFT_PEERS = """
