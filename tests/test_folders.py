@@ -134,6 +134,10 @@ def test_weights_errors_name_the_file(tmp_path):
         folders.pretraining.load_discriminator(str(tmp_path))
     with pytest.raises(InputError, match="elsewhere not found"):
         folders.pretraining.load_discriminator(str(tmp_path / "elsewhere"))
+    (tmp_path / "generator.weights.h5").write_bytes(before_bytes)  # Keras' 6-line list before
+    with pytest.raises(InputError, match=r"generator.weights.h5 is the generator \(the masked "
+                                         r"LM\), not the discriminator: give its folder"):
+        folders.pretraining.load_discriminator(str(tmp_path / "generator.weights.h5"))
     (tmp_path / "only_weights").mkdir()
     (tmp_path / "only_weights" / folders.files.DISCRIMINATOR_WEIGHTS).write_bytes(before_bytes)
     with pytest.raises(InputError, match="discriminator_config.json not found"):

@@ -112,8 +112,9 @@ def load_weights(model, path: str) -> None:
         raise InputError(f"{path} not found")
     try:
         model.load_weights(path)
-    except ValueError as e:
-        raise ConfigError(f"{path} does not fit the model's config: {e}") from None
+    except ValueError as e:  # Keras' message, without its list of every layer, on one line
+        reason = " ".join(str(e).split("List of objects that could not be loaded:")[0].split())
+        raise ConfigError(f"{path} does not fit the model's config: {reason}") from None
     except (OSError, KeyError, RuntimeError) as e:  # h5py's errors for a damaged file
         raise InputError(f"{path}: not a readable weights file ({e})") from None
     _check_finite_weights(model, path)

@@ -82,6 +82,9 @@ class PretrainingFolder:
                 and not checkpoint.endswith(".weights.h5"):
             raise InputError(f"{what}: {checkpoint} is a file, not a pre-training model_dir "
                              f"(or its {DISCRIMINATOR_WEIGHTS})")
+        if discriminator and os.path.basename(checkpoint) == GENERATOR_WEIGHTS:
+            raise InputError(f"{what}: {checkpoint} is the generator (the masked LM), not the "
+                             f"discriminator: give its folder, or its {DISCRIMINATOR_WEIGHTS}")
         weights = checkpoint
         if os.path.isdir(checkpoint) or not discriminator:
             weights = os.path.join(checkpoint, DISCRIMINATOR_WEIGHTS)
