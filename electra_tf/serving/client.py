@@ -385,6 +385,8 @@ def text_inputs(text=(), text_pair=(), question=(), context=()) -> dict:
             out.append(v)
         return np.array(out, dtype=object)
 
+    if (question or context) and (text or text_pair):  # the texts had been dropped unsent
+        raise InputError("give --text (and --text_pair) or --question and --context, not both")
     if question or context:
         if len(question) != len(context) or not question:
             raise InputError("give as many --question as --context")
@@ -418,11 +420,12 @@ def ids_inputs(input_word_ids=(), input_mask=(), input_type_ids=()) -> dict:
     def rows(values, flag, allowed, what):
         out = []
         for i, row in enumerate(values):
-            try:
-                out.append([int(x) for x in str(row).replace(" ", "").split(",") if x != ""])
-            except ValueError:
+            parts = [x for x in str(row).replace(" ", "").split(",") if x != ""]
+            # ASCII digits only: int() also reads "1_000", "+1" and Arabic-Indic digits
+            if not all(re.fullmatch(r"-?[0-9]+", x) for x in parts):
                 raise InputError(f"--{flag} #{i + 1} is not comma-separated whole numbers: "
-                                 f"{_quoted(row)}") from None
+                                 f"{_quoted(row)}")
+            out.append([int(x) for x in parts])
             bad = next((x for x in out[-1] if not allowed(x)), None)
             if bad is not None:
                 raise InputError(f"--{flag} #{i + 1} holds {bad}: {what}")

@@ -33,6 +33,7 @@ header "index\tprediction", label names for classification, floats for STS-B.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import os
@@ -282,9 +283,7 @@ class GlueTask(Task):
         result: list[Any] = [None] * len(examples)
         with _open(path) as f:
             reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-            header = next(reader, None)
-            if header:  # a byte-order mark, as editors write
-                header[0] = header[0].removeprefix("\ufeff")
+            header = next(reader, None)  # (a byte-order mark: dropped by _open)
             if [c.strip() for c in header or []] != ["index", "prediction"]:
                 raise TaskDataError(f"{path}:1: expected the header 'index<TAB>prediction', "
                                     f"found {header!r}")
@@ -332,11 +331,13 @@ class GlueTask(Task):
             at = {c: columns.index(c) for c in wanted}
             index_col = next((columns.index(c) for c in ("index", "id") if c in columns), None)
             needed = max([*at.values(), -1 if index_col is None else index_col]) + 1
-            row_number = 0
+            row_number, wide = 0, []
             for row in reader:
                 where = f"{path}:{reader.line_num}"
                 if not row or row == [""]:
                     continue
+                if len(row) > len(columns) and any(f.strip() for f in row[len(columns):]):
+                    wide.append(reader.line_num)
                 if len(row) < needed:
                     message = (f"{where}: expected at least {needed} tab-separated columns "
                                f"({', '.join(columns[:needed])}), found {len(row)}")
@@ -352,6 +353,12 @@ class GlueTask(Task):
                     guid=f"{split}-{index}", index=index, text_a=row[at[self.text_a]],
                     text_b=row[at[self.text_b]] if self.text_b else None,
                     label=label, source=where)
+            if wide:  # the official files have a few (MRPC's, QQP's): read as the original does
+                logging.warning(
+                    "%s: %d row(s) have more tab-separated fields than its %d columns (a tab "
+                    "inside a text?; first at line %d): read by column position, as the "
+                    "original reads them, so a text holding a tab is cut there",
+                    path, len(wide), len(columns), wide[0])
 
     def _parse_label(self, value: str, where: str, what: str) -> str | float:
         if self.regression:
@@ -361,6 +368,11 @@ class GlueTask(Task):
                 score = float("nan")
             if not np.isfinite(score):
                 raise TaskDataError(f"{where}: {what} {value!r} is not a number")
+            if what == "label" and not self.regression_min <= score <= self.regression_max:
+                raise TaskDataError(
+                    f"{where}: score {value!r} is outside {self.dir_name}'s "
+                    f"{self.regression_min:g} to {self.regression_max:g} (it trains on the "
+                    "score scaled to 0..1)")
             return score
         if value not in self.label_names:
             raise TaskDataError(f"{where}: {what} {value!r} is not one of "
@@ -383,18 +395,35 @@ def _missing(path: str) -> str:
         else "no such file"
 
 
+@contextlib.contextmanager
 def _open(path: str):
-    """Text handle for csv (local, or gs:// etc. through tf.io.gfile), whose fields may
-    be of any length (a long text is no malformed row)."""
+    """The file's lines for csv (local, or gs:// etc. through tf.io.gfile), read one at a
+    time, whose fields may be of any length (a long text is no malformed row). UTF-8,
+    strictly, as the original's tf.gfile read them (invalid bytes had been replaced
+    with U+FFFD, and the texts trained on silently changed); a byte-order mark is
+    dropped.
+
+    Raises:
+      TaskDataError: a line that is not UTF-8, naming the file and line.
+    """
     allow_long_csv_fields()
     if "://" in path:
-        import io
-
         import tensorflow as tf
-        with tf.io.gfile.GFile(path, "rb") as f:
-            data = f.read()
-        return io.StringIO(data.decode("utf-8", errors="replace"), newline="")
-    return open(path, encoding="utf-8", errors="replace", newline="")
+        handle = tf.io.gfile.GFile(path, "rb")
+    else:
+        handle = open(path, "rb")
+    with handle as f:
+        yield _decoded_lines(f, path)
+
+
+def _decoded_lines(f, path: str) -> Iterator[str]:
+    for number, raw in enumerate(iter(f.readline, b""), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TaskDataError(f"{path}:{number}: not valid UTF-8 ({e.reason}); GLUE's files "
+                                "are UTF-8 text") from None
+        yield line.removeprefix("\ufeff") if number == 1 else line
 
 
 def _encode(tokenizer, texts: list[str]) -> list[list[int]]:

@@ -546,13 +546,19 @@ def parse_examples(data: list, raw: str, path: str, v2: bool) -> list[SquadExamp
                 for answer in _get(qa, "answers", list, where):
                     text = _get(answer, "text", str, lambda: where(": answer"))
                     start = _get(answer, "answer_start", int, lambda: where(": answer"))
-                    if context[start:start + len(text)] != text or start < 0 or not text:
-                        got = context[max(start, 0):max(start, 0) + len(text)]
+                    if start < 0 or start >= len(context):
+                        raise TaskDataError(where(
+                            f": answer {text!r} has answer_start={start}, outside the context "
+                            f"(0 to {len(context) - 1})"))
+                    if context[start:start + len(text)] != text or not text:
                         raise TaskDataError(where(
                             f": answer {text!r} does not match the context at "
-                            f"answer_start={start} (the context has {got!r})"))
+                            f"answer_start={start} (the context has "
+                            f"{context[start:start + len(text)]!r})"))
                     answers.append((text, start))
-                impossible = bool(qa.get("is_impossible", False))
+                # true or false (or absent, null: false); a string "false" had been true
+                impossible = qa.get("is_impossible") is not None and \
+                    _get(qa, "is_impossible", bool, where)
                 if impossible and not v2:
                     raise TaskDataError(where(": is_impossible in a SQuAD 1.1 file; "
                                                    "use version 2.0"))

@@ -92,12 +92,21 @@ def test_ids_inputs_from_flags_and_their_errors():
     assert {v.dtype for v in got.values()} == {np.dtype(np.int32)}
     for kwargs, message in (({}, "give --input_word_ids"),
                             ({"input_word_ids": ["2,x,3"]}, r"--input_word_ids #1 is not "),
+                            # int() read these: Arabic-Indic digits, underscores, a plus
+                            ({"input_word_ids": ["\u0662,\u0661\u0660"]},
+                             r"--input_word_ids #1 is not comma-separated whole numbers"),
+                            ({"input_word_ids": ["1_000,2"]}, r"--input_word_ids #1 is not "),
+                            ({"input_word_ids": ["2,3"], "input_mask": ["1,+1"]},
+                             r"--input_mask #1 is not comma-separated whole numbers"),
                             ({"input_word_ids": ["2,3"], "input_mask": ["1"]},
                              r"--input_mask #1 has 1 values, but --input_word_ids #1 has 2"),
                             ({"input_word_ids": ["2,3"], "input_mask": ["1,1", "1,1"]},
                              r"give as many --input_mask as --input_word_ids")):
         with pytest.raises(InputError, match=message):
             client.ids_inputs(**kwargs)
+    with pytest.raises(InputError, match=r"give --text \(and --text_pair\) or --question and "
+                                         r"--context, not both"):  # --text had been dropped
+        client.text_inputs(text=["hello"], question=["q"], context=["c"])
     for flags, message in ((["--input_word_ids=2,x,3"], "--input_word_ids #1 is not"),
                            (["--input_word_ids=2,3", "--text=a"], "not both")):
         error_line(run_module("export.client", "--model_name=m", *flags), message,

@@ -122,7 +122,8 @@ def tokenizer(tiny_vocab):
 
 def _write(tmp_path, name, text):
     path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))  # "\udce9": a Latin-1 é
     return str(path)
 
 
@@ -314,6 +315,10 @@ def test_eval_glue_cli_bad_submission_is_one_line(glue_dir, tmp_path):
      r"MNLI/dev_matched.tsv:2: label '-' is not one of contradiction, entailment, neutral"),
     ("stsb", "STS-B/dev.tsv", f"{STSB_COLS}\tscore\n0\tg\tf\ty\to\ts\ts\ta\tb\tfive\n",
      r"STS-B/dev.tsv:2: label 'five' is not a number"),
+    ("stsb", "STS-B/train.tsv", f"{STSB_COLS}\tscore\n0\tg\tf\ty\to\ts\ts\ta\tb\t7.5\n",
+     r"STS-B/train.tsv:2: score '7.5' is outside STS-B's 0 to 5"),  # trained on, silently
+    ("sst2", "SST-2/train.tsv", "sentence\tlabel\nfine\t1\ncaf\udce9\t0\n",
+     r"SST-2/train.tsv:3: not valid UTF-8 \(invalid continuation byte\)"),  # was replaced
     ("qnli", "QNLI/dev.tsv", "index\tquestion\tsentence\n0\ta\tb\n",
      r"QNLI/dev.tsv:1: header lacks column\(s\) 'label'"),
     ("sst2", "SST-2/dev.tsv", "sentence\tlabel\n", r"SST-2/dev.tsv: no examples"),
@@ -325,6 +330,24 @@ def test_bad_rows_name_file_and_line(tmp_path, task_name, rel, text, message):
     split = os.path.splitext(os.path.basename(rel))[0]
     with pytest.raises(base.TaskDataError, match=message):
         glue.get_task(task_name).read(str(tmp_path), split)
+
+
+def test_a_byte_order_mark_is_dropped_and_wide_rows_are_warned(tmp_path, caplog):
+    """A BOM (as editors write) read into the first column's name, which then was not
+    found; a row with more fields than the header (a tab inside a text: the official
+    MRPC has some) is read by position, as the original reads it, with one warning."""
+    _write(tmp_path, "SST-2/train.tsv", "\ufeffsentence\tlabel\nthe cat\t1\n")
+    assert [e.text_a for e in glue.get_task("sst2").read(str(tmp_path / "SST-2"),
+                                                          "train")] == ["the cat"]
+    _write(tmp_path, "CoLA/train.tsv", "gj04\t1\t\tthe cat sat\ton the mat\ngj04\t0\t*\tcat the\t\n")
+    with caplog.at_level("WARNING"):
+        examples = glue.get_task("cola").read(str(tmp_path / "CoLA"), "train")
+    assert [e.text_a for e in examples] == ["the cat sat", "cat the"]
+    warned = [r.getMessage() for r in caplog.records if "more tab-separated" in r.getMessage()]
+    assert warned == [f"{tmp_path / 'CoLA' / 'train.tsv'}: 1 row(s) have more tab-separated "
+                      "fields than its 4 columns (a tab inside a text?; first at line 1): read "
+                      "by column position, as the original reads them, so a text holding a "
+                      "tab is cut there"], caplog.text
 
 
 def test_missing_file_and_skipping_malformed_rows(tmp_path):

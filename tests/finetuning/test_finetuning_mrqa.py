@@ -103,6 +103,19 @@ def test_gzipped_and_plain_files_read_alike(task, tmp_path, caplog):
     assert [e.qas_id for e in dev][4] == "q-moved" and dev[4].answers == ()
 
 
+def test_only_the_header_line_is_skipped(task, tmp_path):
+    """Every line holding a "header" key was skipped, a context with its questions too
+    (from training and from eval_mrqa's gold answers alike)."""
+    from electra_tf.tasks.mrqa_eval import read_answers
+
+    paras = paragraphs()
+    paras[1] = {**paras[1], "header": "section 2"}
+    path = write_mrqa(tmp_path / "dev.jsonl", paras)
+    every = [qa["qid"] for p in paras for qa in p["qas"]]
+    assert [e.qas_id for e in task.read(str(tmp_path), "dev")] == every
+    assert list(read_answers(path)) == every
+
+
 def test_labels_point_at_the_answer_or_at_cls(task, tokenizer, tmp_path):
     write_mrqa(tmp_path / "train.jsonl")
     examples = task.read(str(tmp_path), "train")

@@ -377,6 +377,13 @@ def test_read_errors_are_clear(tmp_path):
     bad["data"][0]["paragraphs"][0]["qas"][2]["answers"][0]["answer_start"] += 1
     cases.append((bad, r"question id 'q-cjk': answer '中国' does not match the context at "
                        r"answer_start=\d+ \(the context has '国人'\)"))
+    bad = json.loads(json.dumps(ok))
+    bad["data"][0]["paragraphs"][0]["qas"][2]["answers"][0]["answer_start"] = -1
+    cases.append((bad, r"question id 'q-cjk': answer '中国' has answer_start=-1, outside the "
+                       r"context \(0 to \d+\)"))  # "does not match ... has '中国'" before
+    bad = json.loads(json.dumps(ok))
+    bad["data"][0]["paragraphs"][0]["qas"][0]["is_impossible"] = "false"
+    cases.append((bad, r"question id 'q-accent': 'is_impossible' must be a bool, got str"))
     cases.append(({"version": "1.1", "data": []}, r"bad.json: no questions \(empty split\)"))
     cases.append(({"data": {}}, r"not a SQuAD file"))
     bad = json.loads(json.dumps(ok))
