@@ -127,15 +127,27 @@ def _check_finite_weights(model, path: str) -> None:
     import keras
     import numpy as np
 
-    for variable in model.weights:
-        if "float" not in str(variable.dtype):  # bfloat16 too; seeds and steps are integers
-            continue
-        value = keras.ops.convert_to_numpy(variable.value).astype(np.float32)
-        if np.isfinite(value).all():
-            continue
-        bad = int(value.size - np.count_nonzero(np.isfinite(value)))
-        raise InputError(f"{path}: {variable.path} holds {bad} NaN or infinite value(s) of "
-                         f"{value.size}: a damaged model (a diverged run, or a damaged file)")
+    found = first_non_finite(
+        (variable.path, keras.ops.convert_to_numpy(variable.value).astype(np.float32))
+        for variable in model.weights
+        if "float" in str(variable.dtype))  # bfloat16 too; seeds and steps are integers
+    if found:
+        name, bad, size = found
+        raise InputError(f"{path}: {name} holds {bad} NaN or infinite value(s) of {size}: a "
+                         "damaged model (a diverged run, or a damaged file)")
+
+
+def first_non_finite(named_arrays) -> tuple[str, int, int] | None:
+    """(name, how many values are NaN or infinite, size) of the first (name, float
+    array) pair holding any; None where all are finite. Loading a folder and converting
+    a checkpoint both refuse such weights."""
+    import numpy as np
+
+    for name, value in named_arrays:
+        finite = np.count_nonzero(np.isfinite(value))
+        if finite != value.size:
+            return name, int(value.size - finite), int(value.size)
+    return None
 
 
 def read_encoder_config(path: str) -> EncoderConfig:

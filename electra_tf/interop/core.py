@@ -29,6 +29,7 @@ import numpy as np
 
 from electra_tf.core.config import MODEL_SIZES, EncoderConfig, size_mismatches
 from electra_tf.core.errors import ConversionError
+from electra_tf.folders.files import first_non_finite
 
 # The vocabulary beside an original checkpoint or in a transformers folder (the
 # source's own layout; electra_tf's folders are electra_tf/folders').
@@ -37,15 +38,13 @@ SOURCE_VOCAB = "vocab.txt"
 
 def check_finite(weights: dict[str, np.ndarray], source: str) -> None:
     """Raises ConversionError naming the first tensor that holds a NaN or an infinity."""
-    for key in sorted(weights):
-        value = np.asarray(weights[key])
-        if value.dtype.kind != "f":
-            continue
-        bad = int(value.size - np.count_nonzero(np.isfinite(value)))
-        if bad:
-            raise ConversionError(
-                f"{source}: {key} holds {bad} NaN or infinite value(s) of {value.size}: "
-                "a damaged model (a diverged training run?); only finite weights convert")
+    arrays = ((key, np.asarray(weights[key])) for key in sorted(weights))
+    found = first_non_finite((key, value) for key, value in arrays if value.dtype.kind == "f")
+    if found:
+        key, bad, size = found
+        raise ConversionError(
+            f"{source}: {key} holds {bad} NaN or infinite value(s) of {size}: "
+            "a damaged model (a diverged training run?); only finite weights convert")
 
 
 def check_model_size(config: EncoderConfig, model_size: str, evidence: dict[str, str]) -> None:
