@@ -145,7 +145,8 @@ def validate(options: BuildOptions) -> tuple[int, int]:
         raise InputError(f"the corpus is empty: {len(options.files)} file(s) with no text")
     if os.path.isdir(options.output_dir) and not options.overwrite:
         existing = [f for f in os.listdir(options.output_dir)
-                    if f.startswith(features_lib.SHARD_PREFIX) or f == STATS_FILE]
+                    if f.startswith(features_lib.SHARD_PREFIX) or f in (STATS_FILE,
+                                                                         features_lib.UNFINISHED_FILE)]
         if existing:
             raise InputError(
                 f"{options.output_dir} already holds pre-training data ({existing[0]}, ...); "
@@ -427,7 +428,12 @@ def _build_in(options: BuildOptions, total_lines: int) -> dict:
         with open(stats_tmp, "w", encoding="utf-8") as f:  # a full disk fails here, not later
             f.write(json.dumps(stats, indent=2, sort_keys=True) + "\n")
         # From here on nothing needs space: an earlier build's stats go first, so
-        # that an interruption can leave shards without stats, never beside wrong ones.
+        # that an interruption can leave shards without stats, never beside wrong ones,
+        # and the marker says so until the new stats are in place.
+        unfinished = os.path.join(options.output_dir, features_lib.UNFINISHED_FILE)
+        with open(unfinished, "w", encoding="utf-8") as f:
+            f.write("build_pretraining_data was stopped while it replaced the shards of this "
+                    "folder; run it again with --overwrite\n")
         if os.path.exists(os.path.join(options.output_dir, STATS_FILE)):
             os.remove(os.path.join(options.output_dir, STATS_FILE))
         for s in range(options.num_shards):
@@ -442,6 +448,7 @@ def _build_in(options: BuildOptions, total_lines: int) -> dict:
                 if features_lib.is_shard_name(f) and f not in keep and os.path.isfile(path):
                     os.remove(path)
         os.replace(stats_tmp, os.path.join(options.output_dir, STATS_FILE))
+        os.remove(unfinished)
     finally:
         for f in os.listdir(options.output_dir):
             if f.endswith(tmp_tag):

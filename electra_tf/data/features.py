@@ -12,7 +12,10 @@ TensorFlow import (seconds) is paid.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
+
+from electra_tf.core.errors import InputError
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -26,6 +29,11 @@ MAX_SEQ_LENGTH = 65_535
 # so that the TFRecord readers name the input that reads one given to them.
 PACKED_MAGIC = b"ELTFPACK"
 
+# Present while a build moves its shards into place (from before the earlier build's
+# stats go to after the new stats land): one left behind marks a folder whose shards
+# may be of two builds, which the readers refuse and the next build replaces.
+UNFINISHED_FILE = "pretrain_data.unfinished"
+
 
 def shard_name(index: int, num_shards: int) -> str:
     return f"{SHARD_PREFIX}-{index:05d}-of-{num_shards:05d}"
@@ -36,6 +44,45 @@ def is_shard_name(name: str) -> bool:
     import re
 
     return re.fullmatch(rf"{re.escape(SHARD_PREFIX)}-\d{{5,}}-of-\d{{5,}}", name) is not None
+
+
+def unfinished_builds(paths, fs):
+    """The folders of `paths` whose build stopped while it moved its shards into place
+    (an `UNFINISHED_FILE` there), read through `fs` (a tfrecord_reader.FileSystem)."""
+    for folder in sorted({os.path.dirname(p) for p in paths}):
+        try:
+            fs.size(os.path.join(folder, UNFINISHED_FILE))  # (a GFile opens lazily)
+        except fs.errors:
+            continue
+        yield folder or "."
+
+
+def check_one_build(paths: list[str], what: str, fs) -> None:
+    """Refuses a folder's build_pretraining_data shards of two builds: an --overwrite
+    build stopped while it renamed its shards into place, which a run would train on
+    together. Its marker (`UNFINISHED_FILE`) says so, whatever the shard
+    counts; without one (records of older builds), names ending -of-00003 and
+    -of-00004 do.
+
+    Raises:
+      InputError: naming the flag and the folder (and the counts).
+    """
+    for folder in unfinished_builds(paths, fs):
+        raise InputError(
+            f"{what} matches shards in {folder}, where a build_pretraining_data run was "
+            f"stopped while it replaced them ({UNFINISHED_FILE}): some may be of the "
+            "earlier build; run it again with --overwrite")
+    counts: dict[str, set[str]] = {}
+    for path in paths:
+        folder, name = path.rsplit("/", 1) if "/" in path else (".", path)
+        if is_shard_name(name):
+            counts.setdefault(folder, set()).add(name.rsplit("-of-", 1)[1])
+    for folder, totals in sorted(counts.items()):
+        if len(totals) > 1:
+            raise InputError(
+                f"{what} matches shards of {len(totals)} builds in {folder} (-of-"
+                f"{', -of-'.join(sorted(totals))}): a build_pretraining_data run was stopped "
+                "midway; run it again with --overwrite, or give a pattern that matches one")
 
 
 def serialize(features: dict[str, list[int]]) -> bytes:

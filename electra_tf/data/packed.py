@@ -48,7 +48,7 @@ import numpy as np
 
 from electra_tf.core.errors import InputError, RecordError
 from electra_tf.core.fileio import Progress, atomic_write, check_output_folder, expand_files
-from electra_tf.data.features import MAX_SEQ_LENGTH, PACKED_MAGIC
+from electra_tf.data.features import MAX_SEQ_LENGTH, PACKED_MAGIC, check_one_build
 from electra_tf.data.masking import MaskingConfig, mask_batch_numpy
 from electra_tf.data.tfrecord_reader import (
     FEATURE_KEYS,
@@ -307,10 +307,11 @@ def pack(record_pattern: str | list[str], output: str, max_seq_length: int | Non
 
     Raises:
       InputError: no record, a corrupt record, or one of another length or form
-        (naming the file and the record); an output that is a folder, one of the
+        (naming the file and the record); shards of a build stopped midway; an output that is a folder, one of the
         records, or an existing file without `overwrite`.
     """
     paths = expand_files(record_pattern, "--records")
+    check_one_build(paths, "--records", LOCAL_FILES)
     _check_output(output, paths, overwrite)
     tokenization = records_tokenization(paths)
     offsets, segment_a, chunks, pending = [0], [], [], []

@@ -34,7 +34,7 @@ import numpy as np
 from electra_tf.core import framework_messages
 from electra_tf.core.errors import InputError, RecordError
 from electra_tf.core.fileio import expand_files
-from electra_tf.data.features import FEATURE_KEYS, PACKED_MAGIC
+from electra_tf.data.features import FEATURE_KEYS, PACKED_MAGIC, check_one_build
 
 _MASK_DELTA = 0xA282EAD8
 
@@ -243,7 +243,8 @@ def check_records(file_pattern: str | list[str], max_seq_length: int,
 
     Cheap at any corpus size: it reads one record per file. Every pattern
     must match a file, every file must open and start with a valid record
-    (or be empty), and that record must hold input_ids, input_mask and
+    (or be empty; no folder may hold shards of two builds: `features.check_one_build`),
+    and that record must hold input_ids, input_mask and
     segment_ids of length `max_seq_length`, with ids in [0, vocab_size). A
     corrupt record further in is met only when training reads it (see
     `locate_corrupt_record`).
@@ -266,6 +267,7 @@ def check_records(file_pattern: str | list[str], max_seq_length: int,
         raise InputError(f"{what}: {remote[0]} is a remote path, which only TensorFlow's file "
                          "systems read (use the tf.data input pipeline, or copy the files)")
     paths = expand_files(file_pattern, what, glob_fn=fs.glob, isfile=lambda f: not fs.isdir(f))
+    check_one_build(paths, what, fs)
     if not any([_check_first_record(path, max_seq_length, what, fs, vocab_size)
                 for path in paths]):
         raise InputError(f"{what}: all {len(paths)} file(s) are empty, e.g. {paths[0]}")

@@ -12,10 +12,9 @@ import dataclasses
 import json
 
 from electra_tf.core.config import EncoderConfig, PretrainingConfig, PretrainingRun
-from electra_tf.core.errors import ConfigError, InputError
+from electra_tf.core.errors import ConfigError
 from electra_tf.core.fileio import check_output_folder
 from electra_tf.data.builder import records_stats
-from electra_tf.data.features import is_shard_name
 from electra_tf.data.masking import MaskingConfig
 from electra_tf.data.packed import check_packed
 from electra_tf.data.tfrecord_reader import LOCAL_FILES, check_records, tensorflow_files
@@ -63,34 +62,11 @@ def preflight(config: PretrainingConfig, run: PretrainingRun, tensorflow_io: boo
     if config.phase2_steps:  # records of phase 2's length
         files["phase2"] = check(run.phase2_train_data, flag["phase2"],
                                 config.phase2_max_seq_length)
-    for what, paths in files.items():
-        check_one_build(paths, flag[what])
     if not has_checkpoints(run.model_dir):  # a resumed run keeps the casing it recorded
         for what, paths in files.items():
             check_data_casing(config, paths, fs, flag[what], packed)
     check_resume(config, run)
     return files
-
-
-def check_one_build(paths: list[str], what: str) -> None:
-    """Refuses a folder's build_pretraining_data shards of two builds (names ending
-    -of-00003 and -of-00004: an --overwrite build stopped while it renamed its shards
-    into place), which a run would train on together.
-
-    Raises:
-      InputError: naming the flag, the folder and the counts.
-    """
-    counts: dict[str, set[str]] = {}
-    for path in paths:
-        folder, name = path.rsplit("/", 1) if "/" in path else (".", path)
-        if is_shard_name(name):
-            counts.setdefault(folder, set()).add(name.rsplit("-of-", 1)[1])
-    for folder, totals in sorted(counts.items()):
-        if len(totals) > 1:
-            raise InputError(
-                f"{what} matches shards of {len(totals)} builds in {folder} (-of-"
-                f"{', -of-'.join(sorted(totals))}): a build_pretraining_data run was stopped "
-                "midway; run it again with --overwrite, or give a pattern that matches one")
 
 
 def check_data_casing(config: PretrainingConfig, paths: list[str], fs=LOCAL_FILES,

@@ -176,6 +176,54 @@ def test_a_failed_overwrite_keeps_the_earlier_build_whole(tiny_corpus, tiny_voca
     assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
 
 
+def test_a_build_stopped_while_it_renames_marks_its_folder_until_a_rebuild(
+        tiny_corpus, tiny_vocab, tmp_path, monkeypatch):
+    # An --overwrite build with the shard count of the earlier one, stopped after its
+    # first rename: every name is of one count, but shard 0 is the new build's and
+    # shard 1 the old one's. The marker it leaves has every reader refuse the folder.
+    from electra_tf.data import packed
+    from electra_tf.data.tfrecord_reader import LOCAL_FILES
+
+    out = tmp_path / "out"
+    build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
+                                   num_shards=2))
+    before = shard_bytes(out)
+    real_replace, renamed = os.replace, []
+
+    def stopped(src, dst):
+        if renamed:
+            raise KeyboardInterrupt("simulated kill")
+        renamed.append(dst)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(builder_lib.os, "replace", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
+                                       num_shards=2, seed=5, overwrite=True))
+    monkeypatch.undo()
+    after = shard_bytes(out)
+    assert sorted(after) == sorted(before)  # the same names: their counts cannot tell
+    assert [after[f] == before[f] for f in sorted(after)] == [False, True]
+    assert sorted(os.listdir(out)) == sorted(before) + [features_lib.UNFINISHED_FILE]
+    line = (f"--train_data matches shards in {out}, where a build_pretraining_data run was "
+            f"stopped while it replaced them ({features_lib.UNFINISHED_FILE}): some may be "
+            "of the earlier build; run it again with --overwrite")
+    pattern = f"{out}/pretrain_data.tfrecord*"
+    for files in (None, LOCAL_FILES):  # the tf.data input and the NumPy one
+        with pytest.raises(InputError) as e:
+            check_records(pattern, 32, "--train_data", files)
+        assert str(e.value) == line
+    with pytest.raises(InputError, match=r"^--records matches shards in .* stopped while"):
+        packed.pack(pattern, str(tmp_path / "p.packed"), progress=False)
+    with pytest.raises(InputError, match="already holds pre-training data"):
+        build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
+                                       num_shards=2))  # without --overwrite
+    build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
+                                   num_shards=2, seed=5, overwrite=True))
+    assert sorted(os.listdir(out)) == sorted(before) + [STATS_FILE]
+    assert check_records(pattern, 32) == [str(out / f) for f in sorted(before)]
+
+
 def test_a_corpus_without_tokens_is_refused(tiny_vocab, tmp_path):
     corpus = tmp_path / "zw.txt"
     corpus.write_text("\u200b\n\n\u200b \u0301\n", encoding="utf-8")
