@@ -42,7 +42,7 @@ from electra_tf.core.fileio import FolderLock
 from electra_tf.data.masking import ID_OUTSIDE_VOCABULARY
 from electra_tf.data.tfrecord_reader import locate_corrupt_record
 from electra_tf.folders import pretraining as pretraining_folder
-from electra_tf.folders.files import remove_stale_temporaries
+from electra_tf.folders.files import PRETRAINING_CONFIG, remove_stale_temporaries
 from electra_tf.objectives.flops import pretraining_flops
 from electra_tf.objectives.pretrainer import ElectraPretrainer
 from electra_tf.objectives.variants import get_objective
@@ -189,6 +189,17 @@ class Pretraining:
         self.model.discriminator.encoder.set_weights(self.model.generator.encoder.get_weights())
         self._log(f"step {self.step}: discriminator initialized from the generator")
 
+    def _note_objective_change(self) -> None:
+        """Says so when resumed checkpoints were trained with another --objective of the
+        same variables (check_resume refuses the others): allowed, to continue a model
+        by another method (electra, then electra_15), but the record is rewritten."""
+        before = pretraining_folder.PretrainingFolder.open(
+            self.run.model_dir, discriminator=False).config
+        if before is not None and before.objective != self.config.objective:
+            self._log(f"note: the checkpoints were trained with --objective={before.objective}; "
+                      f"this run continues them with --objective={self.config.objective}, "
+                      f"which {PRETRAINING_CONFIG} now records")
+
     # === Data ===
     def masking_at(self, phase: Phase):
         """The masking of a phase's batches: phase 2 masks int((mask_prob + 0.005) * L)
@@ -263,6 +274,8 @@ class Pretraining:
         if self.chief:
             for name in remove_stale_temporaries(run.model_dir):
                 self._log(f"removed {name}, left by a write that was killed midway")
+            if self.step:
+                self._note_objective_change()
             pretraining_folder.write_pretraining_config(run.model_dir, cfg, run,
                                                         training_flops=self.flops.to_dict())
             if cfg.short_warmup_warning():

@@ -300,6 +300,24 @@ def test_resuming_with_another_vocab_or_shapes_is_refused(case, trained_run, tin
     assert folder_bytes(trained_dir) == before  # the recorded vocab and config are intact
 
 
+def test_resuming_with_another_objective_of_the_same_variables_says_so(
+        trained_run, tiny_records, tmp_path, capfd):
+    """electra's checkpoints continued by electra_15 (the same variables): allowed, with
+    a line saying so, and the record then names electra_15."""
+    model_dir = tmp_path / "model"
+    shutil.copytree(trained_run["model_dir"], model_dir)
+    capfd.readouterr()
+    trainer = pretraining(tiny_records, model_dir, objective="electra_15", num_train_steps=7,
+                          iterations_per_loop=1, num_eval_steps=1)
+    trainer.train()
+    err = capfd.readouterr().err
+    assert ("[pretrain] note: the checkpoints were trained with --objective=electra; this run "
+            "continues them with --objective=electra_15, which pretraining_config.json now "
+            "records\n") in err, err
+    with open(model_dir / "pretraining_config.json") as f:
+        assert json.load(f)["pretraining"]["objective"] == "electra_15"
+
+
 def test_resume_checks_in_process(make_configs, tmp_path):
     """check_resume alone: what it compares, and what it lets through."""
     import dataclasses
