@@ -65,6 +65,25 @@ class Terminated(KeyboardInterrupt):
     signum = 15
 
 
+STDOUT = "<stdout>"  # the file name of write_stdout's errors
+
+
+def write_stdout(text: str) -> None:
+    """A command's output on stdout. A stdout that is closed (`>&-`) or cannot take it
+    (`> /dev/full`, a full disk) raises an OSError named STDOUT, which run_cli tells
+    in one line (not as a file write, which leaves the files before whole); a closed
+    pipe (`| head`) stays a BrokenPipeError."""
+    try:
+        if sys.stdout is None:
+            raise OSError(errno.EBADF, "it is closed")
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise OSError(e.errno, e.strerror or str(e), STDOUT) from None
+
+
 def run_command(main: Callable[[list[str]], None], module: str,
                 argv: list[str] | None = None) -> None:
     """What every command's `run` does: absl's app around `run_cli(main)`.
@@ -203,6 +222,10 @@ def run_cli(main: Callable[[], None]) -> None:
         sys.stdout.flush()
         os._exit(1)
     except OSError as e:
+        if e.filename == STDOUT and not isinstance(e, BrokenPipeError):
+            print(f"error: cannot write the output to the standard output ({e.strerror})",
+                  file=sys.stderr)
+            sys.exit(1)
         if e.errno not in _FILE_SYSTEM_ERRNOS:
             raise
         where = f"{e.filename}: " if e.filename else ""

@@ -35,7 +35,7 @@ def main(argv):
     folders = argv[1:]
     if not folders:
         raise InputError("give one or more fine-tuning folders or trial groups")
-    from electra_tf.core.fileio import atomic_write_text, check_output_file
+    from electra_tf.core.fileio import check_output_file, write_output_text
     from electra_tf.training.results_table import markdown, results_table
 
     if FLAGS.output:  # before anything is read or printed
@@ -43,9 +43,9 @@ def main(argv):
 
     table = results_table(folders)
     text = markdown(table) if FLAGS.format == "markdown" else json.dumps(table, indent=2) + "\n"
-    sys.stdout.write(text)
+    cli.write_stdout(text)
     if FLAGS.output:
-        atomic_write_text(FLAGS.output, text)
+        write_output_text(FLAGS.output, text)
 
 
 def run():

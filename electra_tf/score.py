@@ -13,6 +13,7 @@ writes the lines to a file (atomically) instead of stdout.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -49,6 +50,8 @@ def read_lines(path: str) -> list[str]:
     """
     try:
         if path == "-":
+            if sys.stdin is None:
+                raise InputError("--input -: the standard input is closed")
             data = sys.stdin.buffer.read()
         else:
             with open(path, "rb") as f:
@@ -57,6 +60,13 @@ def read_lines(path: str) -> list[str]:
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"--input {path}: {e}") from None
     return newline_lines(text)
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
 
 
 def main(argv):
@@ -69,6 +79,9 @@ def main(argv):
         raise InputError(f"--batch_size must be >= 1, got {FLAGS.batch_size}")
     if FLAGS.output:
         fileio.check_output_file(FLAGS.output, "--output")
+        if FLAGS.input != "-" and _same_file(FLAGS.input, FLAGS.output):
+            raise InputError(f"--output {FLAGS.output} is the --input file it would replace; "
+                             "write the scores elsewhere")
     lines = read_lines(FLAGS.input)
     from electra_tf.serving.scoring import load_scorer  # TensorFlow: after the checks
 
@@ -85,9 +98,9 @@ def main(argv):
         out = [f"{s.score:.6f}" for s in scored]
     text = "".join(line + "\n" for line in out)
     if FLAGS.output:
-        fileio.atomic_write_text(FLAGS.output, text)
+        fileio.write_output_text(FLAGS.output, text)
     else:
-        sys.stdout.write(text)
+        cli.write_stdout(text)
     truncated = sum(s.truncated for s in scored)
     print(f"[score] {len(scored)} texts in {t2 - t1:.2f}s (model loaded in {t1 - t0:.1f}s)"
           + (f"; {truncated} truncated to {FLAGS.max_seq_length - 2} word pieces"

@@ -149,3 +149,33 @@ def test_help_exits_0_for_every_command():
     error_line(proc, "error: unexpected arguments: ['true'] (every flag takes its value after "
                "an equals sign, --name=value;")
     assert proc.stdout == "", proc.stdout[-2000:]
+
+
+def test_a_stdout_that_cannot_take_the_output_is_one_line(capsys, monkeypatch):
+    """score and results_table print through cli.write_stdout: a full (/dev/full) or
+    closed (>&-) stdout had been told as a file write ("the files written before are
+    whole: ...") or ended in an AttributeError traceback."""
+    import io
+
+    from electra_tf import cli
+
+    class Full(io.StringIO):
+        def flush(self):
+            raise OSError(28, "No space left on device")
+
+    for stdout, reason in ((Full(), "No space left on device"), (None, "it is closed")):
+        monkeypatch.setattr("sys.stdout", stdout)
+        with pytest.raises(SystemExit) as raised:
+            cli.run_cli(lambda: cli.write_stdout("0.5\n"))
+        monkeypatch.undo()
+        assert raised.value.code == 1
+        assert capsys.readouterr().err == (
+            f"error: cannot write the output to the standard output ({reason})\n")
+
+    class Closed(io.StringIO):  # | head: left to the pipe's handling
+        def flush(self):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr("sys.stdout", Closed())
+    with pytest.raises(BrokenPipeError):
+        cli.write_stdout("x\n")

@@ -184,6 +184,34 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
                                          folders.files.DISCRIMINATOR_WEIGHTS}
 
 
+def test_an_output_that_is_a_link_or_a_pipe_is_written_through(tmp_path):
+    """A user's --output (score, results_table) that is a link keeps the link and fills
+    its target; a pipe or a device (/dev/stdout, /dev/null) is written into: the rename
+    of atomic_write had replaced them by a regular file (as root, /dev/null itself)."""
+    import stat
+    import threading
+
+    from electra_tf.core.fileio import check_output_file, write_output_text
+
+    target, link = tmp_path / "real.txt", tmp_path / "link.txt"
+    target.write_text("old\n")
+    link.symlink_to(target)
+    check_output_file(str(link))
+    write_output_text(str(link), "new\n")
+    assert link.is_symlink() and target.read_text() == "new\n"
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()))
+    reader.start()
+    check_output_file(str(fifo))
+    write_output_text(str(fifo), "through\n")
+    reader.join(60)
+    assert got == ["through\n"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    write_output_text(str(tmp_path / "plain.txt"), "a\n")  # a new file: as atomic_write
+    assert (tmp_path / "plain.txt").read_text() == "a\n"
+
+
 def test_finetuning_folder_round_trip(tmp_path, tiny_vocab):
     from electra_tf.tasks.model import FinetuningModel
     from electra_tf.tasks.registry import get_task

@@ -355,14 +355,42 @@ def check_output_folder(path: str, what: str = "--model_dir") -> None:
 
 def check_output_file(path: str, what: str = "--output") -> None:
     """Refuses, before any work, a file path a run could not write: a folder, or a
-    path whose folder `check_output_folder` refuses.
+    path whose folder `check_output_folder` refuses. A device or a pipe (/dev/stdout,
+    /dev/null, a FIFO) must be writable; a link is checked where it leads.
 
     Raises:
       InputError: naming the flag and the path.
     """
     if os.path.isdir(path):
         raise InputError(f"{what} {path} is a folder; give a file's path")
-    check_output_folder(os.path.dirname(os.path.abspath(path)), what)
+    if _is_special(path):
+        if not os.access(path, os.W_OK):
+            raise InputError(f"{what} {path}: not writable")
+        return
+    check_output_folder(os.path.dirname(os.path.realpath(path)), what)
+
+
+def _is_special(path: str) -> bool:
+    """Whether `path` is (or links to) something other than a regular file or a folder:
+    a character or block device, a FIFO, a socket."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def write_output_text(path: str, text: str) -> None:
+    """Writes a user's --output file: atomically (`atomic_write_text`) where it lands in
+    a regular file, at the end of a link where it is one (the link stays), and straight
+    into a device or a pipe (/dev/stdout, /dev/null), which a rename would replace."""
+    if _is_special(path):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
+    atomic_write_text(os.path.realpath(path), text)
 
 
 class FolderLock:

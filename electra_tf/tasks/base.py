@@ -232,15 +232,25 @@ def parse_label_names(value: str) -> tuple[str, ...] | None:
     if any(has_control_character(n) for n in names):
         raise ConfigError(f"--label_names {value!r}: a name holds a control character (a tab "
                           "or a line break), which the tab-separated prediction files cannot")
+    if any(has_lone_surrogate(n) for n in names):
+        raise ConfigError(f"--label_names {value!r}: a name holds a lone surrogate (\\ud800 "
+                          "to \\udfff), which no UTF-8 file can hold")
     return names
 
 
 def has_control_character(text: str) -> bool:
-    """Whether `text` holds a tab, a line break or another control character (Unicode
-    category Cc), which a name in a tab-separated line of a prediction file cannot."""
+    """Whether `text` holds a tab, a line break (also U+2028, U+2029) or another control
+    character (Unicode category Cc), which a name in a tab-separated line of a
+    prediction file cannot."""
     import unicodedata
 
-    return any(unicodedata.category(c) == "Cc" for c in text)
+    return any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in text)
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """Whether `text` holds a code point of U+D800-U+DFFF (a JSON "\\ud800" escape),
+    which UTF-8 cannot encode."""
+    return any("\ud800" <= c <= "\udfff" for c in text)
 
 
 def format_label_names(names) -> str:

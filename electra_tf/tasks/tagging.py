@@ -50,6 +50,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from electra_tf.core.errors import ConfigError, TaskDataError
+from electra_tf.core.fileio import atomic_write_text
 from electra_tf.tasks.base import Features, Task, TaskOptions, option, parse_label_names
 
 DOCSTART = "-DOCSTART-"
@@ -214,6 +215,9 @@ class TaggingTask(Task):
             unlabelled train or dev split, or a split without sentences.
         """
         path = data_dir if os.path.isfile(data_dir) else os.path.join(data_dir, f"{split}.txt")
+        if os.path.isdir(path):
+            raise TaskDataError(f"{path}: a folder, not a file (split {split!r} of task "
+                                f"{self.name!r})")
         if not os.path.isfile(path):
             raise TaskDataError(f"{path}: no such file (split {split!r} of task {self.name!r})")
         learn = split == "train" and not self.labels_given
@@ -223,6 +227,11 @@ class TaggingTask(Task):
                                 "column (the tag is the last column)")
         if split == "train":
             self.fit_labels(examples)
+            if learn and len(self._label_names) == 1:
+                raise TaskDataError(
+                    f"{path}: every word of the train split has the tag "
+                    f"{self._label_names[0]!r}: nothing to learn (are its tags in the last "
+                    "column, one word per line?); give --label_names to train on it anyway")
         return examples
 
     def read_file(self, path: str, check_label_set: bool = True) -> list[TaggingExample]:
@@ -233,16 +242,9 @@ class TaggingTask(Task):
             there is one); the scheme is always checked.
         """
         rows: list[tuple[int, list[str]]] = []  # (line number, columns); [] ends a sentence
-        with open(path, "rb") as f:
-            for number, raw in enumerate(f, start=1):
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise TaskDataError(f"{path}:{number}: not valid UTF-8 ({e.reason})") from None
-                if number == 1:
-                    text = text.removeprefix("\ufeff")  # a byte-order mark, as editors write
-                cols = _columns(text, f"{path}:{number}")
-                rows.append((number, [] if cols and cols[0] == DOCSTART else cols))
+        for number, text in _lines(path):
+            cols = _columns(text, f"{path}:{number}")
+            rows.append((number, [] if cols and cols[0] == DOCSTART else cols))
         n_lines = len(rows)
         labelled = any(len(c) >= 2 for _, c in rows)  # a word and a tag
         width = _usual_width(rows)
@@ -275,10 +277,19 @@ class TaggingTask(Task):
         if not examples:
             raise TaskDataError(f"{path}:{max(1, n_lines)}: empty split: no sentences "
                                 "(only blank or -DOCSTART- lines)")
+        if self.scheme == "BIOES" and labelled:
+            for ex in examples:
+                _check_bioes(ex)
         return examples
 
     def _check_tag(self, tag: str, where: str, check_label_set: bool) -> str:
-        if not self._tag_re.match(tag):  # (scheme None: split() words always match)
+        odd = _INVISIBLE.search(tag)
+        if odd:
+            raise TaskDataError(f"{where}: tag {tag!r} holds an invisible or control "
+                                f"character (U+{ord(odd.group()):04X})")
+        if self.scheme is None and not self._tag_re.match(tag):  # a tab-separated column
+            raise TaskDataError(f"{where}: tag {tag!r} holds whitespace; a tag is one word")
+        if not self._tag_re.match(tag):
             allowed = ", ".join(["O"] + [f"{p}-X" for p in SCHEMES[self.scheme]])
             raise TaskDataError(f"{where}: tag {tag!r} is not valid under {self.scheme} "
                                 f"({allowed})")
@@ -443,10 +454,73 @@ class TaggingTask(Task):
                 cols = [word] + ([ex.tags[i]] if ex.tags is not None else []) + [pred[i]]
                 lines.append(separator.join(cols))
             lines.append("")
-        folder = os.path.dirname(os.path.abspath(path))
-        os.makedirs(folder, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + ("\n" if lines else ""))
+        atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
+
+
+# In a tag: control (Cc), format (Cf: zero-width, direction marks), surrogate (Cs)
+# and line/paragraph separator characters, which no tag set means.
+_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u202a-\u202e"
+                        "\u2028\u2029\u2060-\u2064\ufeff\ud800-\udfff]")
+
+
+def _check_bioes(ex: TaggingExample) -> None:
+    """Refuses gold tags that do not form BIOES spans (B-X I-X* E-X, or S-X): strict
+    BIOES scoring drops such spans, so BIO data scored as BIOES would score 0.
+
+    Raises:
+      TaskDataError: (file:line) the first tag that breaks a span.
+    """
+    open_type = None  # the type of the span a B- or I- opened
+    for i, tag in enumerate(list(ex.tags) + ["O"]):
+        prefix, _, kind = tag.partition("-")
+        continues = prefix in ("I", "E") and kind == open_type
+        if open_type is not None and not continues:
+            then = (f"the next tag is {tag!r}, not I-{open_type} or E-{open_type}"
+                    if i < len(ex.words) else f"the sentence ends without E-{open_type}")
+            raise TaskDataError(
+                f"{ex.where(i - 1)}: {ex.tags[i - 1]!r} leaves a BIOES span open: {then}; "
+                "is the file BIO? give --tagging_scheme=BIO")
+        if open_type is None and prefix in ("I", "E"):
+            raise TaskDataError(
+                f"{ex.where(i)}: {tag!r} continues a BIOES span that no B-{kind} opened; "
+                "is the file BIO? give --tagging_scheme=BIO")
+        open_type = kind if prefix in ("B", "I") else None
+
+
+# Characters that end a line for str.splitlines() (and some editors) but not for a
+# CoNLL reader: inside a line, str.split() took them for column separators.
+_LINE_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _lines(path: str):
+    """(line number, text) of a UTF-8 file, lines ending at "\n", "\r\n" or a lone "\r"
+    (old Mac files), a byte-order mark dropped at any line's start (files joined by
+    `cat` carry one in the middle).
+
+    Raises:
+      TaskDataError: (file:line) unreadable, not UTF-8, or a line holding another
+        line-break character (U+2028, a form feed, ...).
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise TaskDataError(f"{path}: cannot read it ({e.strerror or e})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        number = data[:e.start].count(b"\n") + 1
+        raise TaskDataError(f"{path}:{number}: not valid UTF-8 ({e.reason})") from None
+    lines = re.split("\r\n|\r|\n", text)
+    if lines and lines[-1] == "":
+        lines.pop()  # the end of the last line
+    for number, line in enumerate(lines, start=1):
+        line = line.removeprefix("\ufeff")
+        odd = _LINE_BREAKS.search(line)
+        if odd:
+            raise TaskDataError(f"{path}:{number}: holds a line-break character "
+                                f"(U+{ord(odd.group()):04X}) inside a line: {line!r}")
+        yield number, line
 
 
 def _columns(text: str, where: str) -> list[str]:

@@ -15,7 +15,6 @@ README's OpenWebText model).
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import statistics
 
@@ -86,7 +85,8 @@ def _value(folder: str, task: str, final: dict) -> float | None:
         raise InputError(f"{folder}: its final {task} results lack {split} {key}") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{folder}: its final {task} {split} {key} is {value!r}, not a number")
-    return float(value) * scale if math.isfinite(value) else None
+    number = trials.finite_number(value)
+    return None if number is None else number * scale
 
 
 def _finite_values(folder: str, task: str, values) -> tuple[float, ...]:

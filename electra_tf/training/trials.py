@@ -92,6 +92,18 @@ def read_trials(folder: str) -> dict:
     return record
 
 
+def finite_number(value) -> float | None:
+    """A JSON number as a finite float; None for anything else (a bool, a string, NaN,
+    an infinity, an integer too large for a float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def summarize(results: list[dict]) -> dict:
     """{split: {metric: {median, mean, std, min, max, n}}} over trials' final results.
 
@@ -103,9 +115,9 @@ def summarize(results: list[dict]) -> dict:
     for trial in results:
         for split, metrics in trial.items():
             for name, value in metrics.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool) \
-                        and math.isfinite(value):
-                    values.setdefault(split, {}).setdefault(name, []).append(float(value))
+                number = finite_number(value)
+                if number is not None:
+                    values.setdefault(split, {}).setdefault(name, []).append(number)
     return {split: {name: {"median": statistics.median(v), "mean": statistics.fmean(v),
                            "std": statistics.stdev(v) if len(v) > 1 else 0.0,
                            "min": min(v), "max": max(v), "n": len(v)}

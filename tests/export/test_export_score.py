@@ -136,7 +136,8 @@ def test_the_command_checks_its_output_before_loading_a_model(tmp_path):
     sentences.write_text("a token\n", encoding="utf-8")
     (tmp_path / "f").write_text("x")
     for output, message in ((tmp_path, "is a folder; give a file's path"),
-                            (tmp_path / "f" / "out.txt", "is a file, not a folder")):
+                            (tmp_path / "f" / "out.txt", "is a file, not a folder"),
+                            (sentences, "is the --input file it would replace")):
         proc = run_module("electra_tf.score", f"--model_dir={tmp_path / 'none'}",
                           f"--input={sentences}", f"--output={output}")
         error_line(proc, message)

@@ -400,6 +400,10 @@ def test_options_that_do_not_fit_are_refused():
         get_task("classification", label_names="a,,b")
     with pytest.raises(ConfigError, match="a name holds a control character"):
         get_task("classification", label_names='["a", "b\\nc"]')
+    with pytest.raises(ConfigError, match="a name holds a control character"):
+        get_task("tagging", label_names='["a", "b\\u2028c"]')
+    with pytest.raises(ConfigError, match="a name holds a lone surrogate"):  # a crash after
+        get_task("tagging", label_names='["a", "\\ud800"]')  # training, when written
     with pytest.raises(ConfigError, match="columns must differ"):
         get_task("classification", text_pair_column="text")
     with pytest.raises(ConfigError, match="label_names must be distinct BIO tags"):

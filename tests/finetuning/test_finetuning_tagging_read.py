@@ -99,6 +99,20 @@ BAD_INPUTS = [
     ("EU B-ORG\nx X-ORG\n", "BIOES", 2, "not valid under BIOES"),
     ("EU B-\n", "BIOES", 1, "not valid under BIOES"),
     ("EU b-org\n", "BIO", 1, "not valid under BIO"),
+    # BIO data read as BIOES: strict BIOES scoring would drop these spans (F1 0)
+    ("EU B-ORG\nrejects I-ORG\nit O\n", "BIOES", 2,
+     "'I-ORG' leaves a BIOES span open: the next tag is 'O', not I-ORG or E-ORG; is the "
+     "file BIO"),
+    ("x O\n\nEU S-ORG\nrejects B-PER\n", "BIOES", 4,
+     "'B-PER' leaves a BIOES span open: the sentence ends without E-PER"),
+    ("EU B-ORG\nrejects E-PER\n", "BIOES", 1, "'B-ORG' leaves a BIOES span open: the next "
+     "tag is 'E-PER'"),
+    ("EU S-ORG\nrejects E-ORG\n", "BIOES", 2,
+     "'E-ORG' continues a BIOES span that no B-ORG opened"),
+    # a line break other than \n, \r\n or \r inside a line, which split() took for a space
+    ("EU B-ORG\nrejects\u2028O\n", "BIO", 2, r"line-break character \(U\+2028\)"),
+    ("EU B-ORG\x0crejects O\n", "BIO", 1, r"line-break character \(U\+000C\)"),
+    ("EU B-\u200bORG\n", "BIO", 1, r"invisible or control character \(U\+200B\)"),
     ("-DOCSTART- -X- O\n\n\n", "BIO", 3, "empty split"),
     ("", "BIO", 1, "empty split"),
 ]
@@ -203,3 +217,94 @@ def test_predictions_of_words_with_spaces_are_tab_separated_and_read_back(tmp_pa
     back = TaggingTask(label_names=task.label_names).read_file(str(out))
     assert [ex.words for ex in back] == [ex.words for ex in examples]
     assert [ex.tags for ex in back] == preds
+
+
+def test_lone_carriage_returns_end_lines(tmp_path):
+    """An old Mac file ("\\r" line ends) was one line: its words became one sentence of
+    one word, trained and scored without a word."""
+    (tmp_path / "train.txt").write_bytes(b"EU B-ORG\rrejects O\r\rPeter B-PER\r")
+    (tmp_path / "dev.txt").write_bytes(b"EU\tB-ORG\r\n\r\nPeter\tB-PER")
+    task = TaggingTask()
+    train = task.read(str(tmp_path), "train")
+    assert [(ex.words, ex.tags, ex.line) for ex in train] == [
+        (["EU", "rejects"], ["B-ORG", "O"], 1), (["Peter"], ["B-PER"], 4)]
+    dev = task.read(str(tmp_path), "dev")
+    assert [(ex.words, ex.line) for ex in dev] == [(["EU"], 1), (["Peter"], 3)]
+
+
+def test_a_byte_order_mark_inside_a_file_is_dropped(tmp_path):
+    """Two files saved with a BOM and joined by cat: the second BOM made
+    "\\ufeff-DOCSTART-" a word."""
+    (tmp_path / "train.txt").write_bytes(
+        "\ufeffEU B-ORG\n\n\ufeff-DOCSTART- -X- O\n\nrejects O\n".encode())
+    task = TaggingTask()
+    assert [ex.words for ex in task.read(str(tmp_path), "train")] == [["EU"], ["rejects"]]
+
+
+def test_a_train_split_of_one_tag_and_odd_tags_are_refused(tmp_path):
+    path = write(tmp_path, "train.txt", "EU O\nrejects O\n")
+    with pytest.raises(TaskDataError) as raised:
+        TaggingTask().read(str(tmp_path), "train")
+    assert str(raised.value) == (
+        f"{path}: every word of the train split has the tag 'O': nothing to learn (are its "
+        "tags in the last column, one word per line?); give --label_names to train on it "
+        "anyway")
+    assert TaggingTask(label_names=["O", "B-ORG"]).read(str(tmp_path), "train")
+    # the generic task: a tab-separated tag holding a space had raised KeyError: None
+    path = write(tmp_path, "train.txt", "the\tDT\nmodel\tNN P\n")
+    with pytest.raises(TaskDataError) as raised:
+        TaggingTask(name="tagging", scheme=None).read(str(tmp_path), "train")
+    assert str(raised.value) == f"{path}:2: tag 'NN P' holds whitespace; a tag is one word"
+
+
+def test_unreadable_or_folder_splits_are_named(tmp_path):
+    import os
+
+    (tmp_path / "dev.txt").mkdir()
+    with pytest.raises(TaskDataError, match=r"dev.txt: a folder, not a file \(split 'dev'"):
+        TaggingTask().read(str(tmp_path), "dev")
+    path = write(tmp_path, "train.txt", "EU B-ORG\n")
+    os.chmod(path, 0)
+    try:
+        if os.access(path, os.R_OK):  # root reads it anyway
+            pytest.skip("this user reads files of mode 000")
+        with pytest.raises(TaskDataError, match=r"train.txt: cannot read it \(Permission"):
+            TaggingTask().read(str(tmp_path), "train")
+    finally:
+        os.chmod(path, 0o644)
+
+
+def test_a_failed_predictions_write_keeps_the_earlier_file(tmp_path, monkeypatch):
+    write(tmp_path, "train.txt", "EU B-ORG\nrejects O\n")
+    task = TaggingTask()
+    examples = task.read(str(tmp_path), "train")
+    out = tmp_path / "dev_predictions.txt"
+    task.write_predictions([["B-ORG", "O"]], examples, str(out))
+    before = out.read_bytes()
+
+    import builtins
+    real_open = builtins.open
+
+    class Full:  # a file that the disk fills up under: truncated, then nothing fits
+        def __init__(self, f):
+            self.f = f
+
+        def write(self, text):
+            raise OSError(28, "No space left on device")
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    def full_disk(path, mode="r", *args, **kwargs):
+        f = real_open(path, mode, *args, **kwargs)
+        return Full(f) if "w" in mode else f
+
+    monkeypatch.setattr(builtins, "open", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        task.write_predictions([["O", "O"]], examples, str(out))
+    monkeypatch.undo()
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev_predictions.txt", "train.txt"]

@@ -118,6 +118,7 @@ def _trials_file(path, trials_value):
     ([{"model_size": ["x"], "results": {}}], "trial 0's model_size is not a string"),
     ([{"results": {"dev": {"mcc": "high"}}}], "its final cola dev mcc is 'high', not a number"),
     ([{"results": {"dev": {"mcc": float("nan")}}}], "no finite cola result"),
+    ([{"results": {"dev": {"mcc": 10 ** 400}}}], "no finite cola result"),  # OverflowError
 ])
 def test_a_damaged_trials_file_is_one_clear_error(tmp_path, trials_value, message):
     with pytest.raises(InputError, match=message):
@@ -130,6 +131,8 @@ def test_non_finite_trials_are_left_out_of_the_median_and_a_folder_without_resul
                                               for v in (0.5, float("nan"), 0.7)])
     cell = results_table([group])["rows"][0]["cells"][0]
     assert (cell["median"], cell["n"], cell["values"]) == (60.0, 2, [50.0, 70.0])
+    summary = trials.summarize([{"dev": {"mcc": v}} for v in (0.5, 10 ** 400, True, 0.7)])
+    assert summary["dev"]["mcc"]["n"] == 2  # a float's overflow had raised
     folder = finetuned_folder(tmp_path / "rte", "rte", {"dev": {"accuracy": 0.7}}, tiny_vocab)
     (tmp_path / "rte" / files.RESULTS).unlink()
     with pytest.raises(InputError, match=r"rte: no results.json yet"):
