@@ -15,7 +15,6 @@ JSON; `--output` also writes it to a file.
 from __future__ import annotations
 
 import json
-import sys
 
 from absl import flags
 
