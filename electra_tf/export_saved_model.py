@@ -22,6 +22,7 @@ from electra_tf.core.errors import InputError
 from electra_tf.serving.export import (
     PRECISIONS,
     TASKS,
+    check_model_name,
     check_version,
     emulated_bf16_note,
     export,
@@ -66,10 +67,11 @@ def main(argv):
     for name in ("task", "checkpoint", "model_base", "model_name"):
         if not getattr(FLAGS, name):
             raise InputError(f"--{name} is required")
+    check_model_name(FLAGS.model_name)
     fileio.check_output_folder(os.path.join(FLAGS.model_base, FLAGS.model_name),
                                "--model_base/--model_name")
     for name in ("max_query_length", "max_answer_length"):
-        if FLAGS[name].value < 1:  # an export of either below 1 answers no request
+        if FLAGS[name].value < 1:  # before the model loads (load_spec checks them too)
             raise InputError(f"--{name} must be >= 1, got {FLAGS[name].value}")
     if FLAGS.version is not None:  # fail before the (slow) model build
         check_version(os.path.join(FLAGS.model_base, FLAGS.model_name), FLAGS.version)

@@ -80,25 +80,36 @@ def check_timeout(timeout) -> float:
     return float(timeout)
 
 
-def check_request(server: str, model_name: str, rest: bool) -> None:
-    """--server and --model_name, before anything is sent.
+def check_request(server: str, model_name: str, rest: bool,
+                  version: int | None = None) -> None:
+    """--server, --model_name and --model_version, before anything is sent.
 
     Raises:
-      InputError: an empty --server or --model_name, or (REST) a model name that its
-        URL path cannot hold: TF Serving's REST path takes the name up to the next '/'
-        or ':', and '?', '#', '%', spaces and control characters would change the URL.
+      InputError: an empty --server or --model_name, a port outside 1-65535 (the
+        socket layer took 84107 as 18571), a version outside TF Serving's int64, or
+        (REST) a model name that its URL path cannot hold: TF Serving's REST path
+        takes the name up to the next '/' or ':', '?', '#', '%', spaces and control
+        characters would change the URL, and HTTP's request line is ASCII.
     """
     if not server.strip():
         raise InputError("--server is empty: give HOST:PORT (gRPC 8500, REST 8501 by default)")
+    port = _PORT.search(server)
+    if port and not 1 <= int(port.group(1)) <= 65535:
+        raise InputError(f"--server={server!r}: port {port.group(1)} is outside 1-65535")
     if not model_name:
         raise InputError("--model_name is required")
     if rest and _NOT_IN_REST_PATH.search(model_name):
         raise InputError(f"--model_name={_quoted(model_name)} cannot be asked over REST: its "
-                         "URL path holds no '/', ':', '?', '#', '%', space or control "
-                         "character (use gRPC, or the name the server's model config gives)")
+                         "URL path holds only ASCII, and no '/', ':', '?', '#', '%', space or "
+                         "control character (use gRPC, or the name the server's model config "
+                         "gives)")
+    if version is not None and not 0 <= version <= 2**63 - 1:
+        raise InputError(f"--model_version must be in [0, 2^63 - 1] (TF Serving's versions "
+                         f"are int64 folder names), got {version}")
 
 
-_NOT_IN_REST_PATH = re.compile(r"[/:?#%\s\x00-\x1f\x7f]")
+_NOT_IN_REST_PATH = re.compile(r"[/:?#%\s\x00-\x1f\x7f-\U0010ffff]")
+_PORT = re.compile(r":([0-9]+)$")  # HOST:PORT, [v6]:PORT
 
 
 def _to_python(value):
@@ -508,6 +519,16 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
     strip = field("strip_accents", lambda v: v is None or isinstance(v, bool),
                   "true, false or null")
     query = field("max_query_length", whole(1, MAX_SEQ_LENGTH), "a positive whole number", 64)
+    wanted = field("text_inputs", lambda v: v is None or (
+        isinstance(v, list) and v and all(isinstance(n, str) for n in v)),
+                   "a list of input names")  # None: an export older than the field
+    if wanted is not None and list(texts) != wanted:
+        flags_of = {"text": "--text", "text_pair": "--text_pair", "question": "--question",
+                    "context": "--context"}
+        raise InputError(
+            f"--export_dir={export_dir} reads {' and '.join(flags_of.get(n, n) for n in wanted)}"
+            f", not {' and '.join(flags_of[n] for n in texts)} (its export_info.json "
+            "text_inputs): the ids would be packed for another model")
     tokenizer = Tokenizer(vocab, do_lower_case=lower, strip_accents=strip)
     pieces = [tokenizer.encode(list(v)) for v in texts.values()]
     cls, sep = tokenizer.cls_id, tokenizer.sep_id

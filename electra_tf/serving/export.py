@@ -177,10 +177,16 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
     span head and SQuAD 2.0's null rule, STS-B's label scale).
 
     Raises:
-      InputError: missing files or a checkpoint of another task.
+      InputError: missing files or a checkpoint of another task; a max_query_length
+        or max_answer_length below 1 (an export of either answers no request).
     """
     from electra_tf.folders import FinetunedFolder, PretrainingFolder
     from electra_tf.folders.finetuned import is_finetuning_folder
+
+    for name, value in (("max_query_length", max_query_length),
+                        ("max_answer_length", max_answer_length)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"--{name} must be >= 1, got {value!r}")
 
     if task is None:  # the folder's own (the Python API's default): its head, or rtd
         task = "" if is_finetuning_folder(checkpoint) else heads.PRETRAINED_DEFAULT
@@ -197,7 +203,7 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
         vocab = _vocab(folder, vocab_file, discriminator.config.vocab_size)
         return _checked_length(ServingSpec(
             task, discriminator, Tokenizer(vocab, do_lower_case=folder.do_lower_case),
-            max_seq_length or 128, task_name=task), checkpoint)
+            max_seq_length or 128, task_name=task), checkpoint, bool(max_seq_length))
 
     try:
         folder = FinetunedFolder.open(checkpoint)
@@ -218,7 +224,8 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
     return _checked_length(ServingSpec(
         task, model, Tokenizer(vocab, do_lower_case=record.do_lower_case),
         max_seq_length or record.max_seq_length, task_name=record.task,
-        label_names=record.label_names, pair=record.pair, options=options), checkpoint)
+        label_names=record.label_names, pair=record.pair, options=options), checkpoint,
+        bool(max_seq_length))
 
 
 def _vocab(folder, vocab_file: str, rows: int) -> str:
@@ -240,8 +247,11 @@ def _vocab(folder, vocab_file: str, rows: int) -> str:
     return vocab
 
 
-def _checked_length(spec: ServingSpec, checkpoint: str) -> ServingSpec:
+def _checked_length(spec: ServingSpec, checkpoint: str, given: bool = True) -> ServingSpec:
     """spec, once its max_seq_length fits [CLS] x [SEP] and the model's positions.
+
+    Args:
+      given: the length is --max_seq_length's (else the folder's record's).
 
     Raises:
       InputError: a length below 3, or above the model's max_position_embeddings
@@ -249,8 +259,10 @@ def _checked_length(spec: ServingSpec, checkpoint: str) -> ServingSpec:
     """
     positions = spec.model.encoder.config.max_position_embeddings
     if not 3 <= spec.max_seq_length <= positions:
-        raise InputError(f"--max_seq_length={spec.max_seq_length}: the model in {checkpoint} "
-                         f"takes 3 to {positions} positions")
+        what = (f"--max_seq_length={spec.max_seq_length}" if given else
+                f"the max_seq_length {spec.max_seq_length} that {checkpoint} records")
+        raise InputError(f"{what}: the model in {checkpoint} takes 3 to {positions} positions"
+                         + ("" if given else "; give --max_seq_length"))
     return spec
 
 
@@ -272,9 +284,19 @@ def parse_length_buckets(values) -> tuple[int, ...] | None:
     return buckets
 
 
-# TF Serving reads a version folder's name as an int64 (ASCII digits only).
+# TF Serving reads a version folder's name as an int64 (its ParseVersionNumber:
+# strings::safe_strto64, which takes ASCII digits with an optional "-" and C spaces
+# around them: "007", " 7" and "7" are all version 7).
 MAX_VERSION = 2**63 - 1
-_VERSION_NAME = re.compile(r"[0-9]+")
+_VERSION_NAME = re.compile(r"[ \t\n\v\f\r]*-?[0-9]+[ \t\n\v\f\r]*")
+
+
+def _version_of(name: str) -> int | None:
+    """The version TF Serving reads a folder's name as; None for a name it skips."""
+    if not _VERSION_NAME.fullmatch(name):
+        return None
+    value = int(name.strip(" \t\n\v\f\r"))
+    return value if -MAX_VERSION - 1 <= value <= MAX_VERSION else None
 
 
 def check_version(model_dir: str, version: int) -> str:
@@ -291,15 +313,35 @@ def check_version(model_dir: str, version: int) -> str:
     if os.path.exists(final):
         raise InputError(f"{final} already exists; versions are never overwritten "
                          "(pick another --version or leave it out)")
+    same = [n for n in (os.listdir(model_dir) if os.path.isdir(model_dir) else [])
+            if _version_of(n) == version]
+    if same:  # "007": TF Serving would serve one of the two as version 7
+        raise InputError(f"{os.path.join(model_dir, same[0])} is already version {version} "
+                         "to TF Serving, which reads folder names as numbers; versions are "
+                         "never overwritten (pick another --version or leave it out)")
     return final
+
+
+def check_model_name(model_name: str) -> None:
+    """Refuses a --model_name that is not one folder name: "../x", "/abs", "." or a
+    name with a '/' had put the export outside MODEL_BASE (or into it, as "."), where
+    a server configured with MODEL_BASE/NAME finds nothing.
+
+    Raises:
+      InputError: naming the flag.
+    """
+    if (model_name in ("", ".", "..") or "/" in model_name
+            or (os.altsep and os.altsep in model_name) or os.sep in model_name
+            or any(ord(c) < 32 or ord(c) == 127 for c in model_name)):
+        raise InputError(f"--model_name={model_name!r} must be one folder name (no '/', not "
+                         "'.' or '..'): the export goes to MODEL_BASE/NAME/VERSION")
 
 
 def next_version(model_dir: str) -> int:
     """The highest version folder + 1 (1 for none), among the names TF Serving reads
     as versions; a name it does not (\"²\", beyond int64) is not one."""
-    versions = [int(n) for n in os.listdir(model_dir)
-                if _VERSION_NAME.fullmatch(n) and int(n) <= MAX_VERSION] if os.path.isdir(
-        model_dir) else []
+    names = os.listdir(model_dir) if os.path.isdir(model_dir) else []
+    versions = [v for v in map(_version_of, names) if v is not None]
     return max(versions, default=0) + 1
 
 
@@ -372,11 +414,13 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
     (clean_stale_tmp).
 
     Raises:
-      InputError: the version exists (nothing is overwritten) or is not >= 1.
+      InputError: the version exists (nothing is overwritten) or is not >= 1; a
+        model_name that is not one folder name.
     """
     from electra_tf.serving import signatures
     from electra_tf.serving import warmup as warmup_lib
 
+    check_model_name(model_name)
     parent = os.path.join(model_base, model_name)
     os.makedirs(parent, exist_ok=True)
     clean_stale_tmp(parent)

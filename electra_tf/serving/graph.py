@@ -391,6 +391,11 @@ def beam_span_outputs(start_top_log_probs, start_top_index, end_top_log_probs, e
     ends = tf.cast(end_top_index, tf.int32)
     batch = tf.shape(ends)[0]
     flat_s, flat_e = tf.reshape(starts, [batch, -1]), tf.reshape(ends, [batch, -1])
+    # A request narrower than the beam ran the model on beam_size positions (the
+    # bucketing's min_length), whose beam may name the padding past its width: never
+    # context (the Keras head takes a beam of min(beam_size, width) instead).
+    widest = tf.maximum(tf.reduce_max(flat_s), tf.reduce_max(flat_e)) + 1
+    context = pad_positions(context, tf.maximum(tf.shape(context)[1], widest), False)
     valid = (tf.gather(context, flat_s, batch_dims=1) & tf.gather(context, flat_e, batch_dims=1)
              & (flat_e >= flat_s) & (flat_e - flat_s < max_answer_length))
     scores = tf.reshape(start_top_log_probs[:, :, None] + end_top_log_probs, [batch, k * k])

@@ -101,6 +101,10 @@ class Predictor:
         if len(inputs) != len(self._names):
             raise TypeError(f"a {self.task} model takes {len(self._names)} inputs "
                             f"({', '.join(self._names)}), got {len(inputs)}")
+        for name, x in zip(self._names, inputs):
+            if isinstance(x, (str, bytes)):  # had been a batch of its characters
+                raise TypeError(f"{name} must be a list of strings, one per row, got a "
+                                f"single {type(x).__name__} (predict takes one)")
         tensors = [tf.constant([_utf8(t) for t in x], tf.string) for x in inputs]
         result = {}
         for name, value in self._function(*tensors).items():
@@ -119,10 +123,14 @@ class Predictor:
 
         Args:
           *inputs: one list of strings per input name (`input_names`); a single
-            string for each input is one row.
+            string (or bytes) for each input is one row.
         """
-        if inputs and all(isinstance(x, str) for x in inputs):
+        single = [isinstance(x, (str, bytes)) for x in inputs]
+        if inputs and all(single):
             return self.predict(*([x] for x in inputs))
+        if any(single):  # "a", ["b", "c"]: no row count fits both
+            raise TypeError("give every input as a single string (one row) or every one as "
+                            "a list of strings, not a mix")
         out = self.outputs(*inputs)
         rows = []
         for i in range(len(inputs[0]) if inputs else 0):

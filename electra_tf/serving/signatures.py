@@ -340,7 +340,10 @@ def build_archive(spec, ids_only: bool = False):
             "strip_accents": spec.tokenizer.strip_accents, "ids_only": ids_only,
             "cls_id": spec.tokenizer.cls_id, "sep_id": spec.tokenizer.sep_id,
             "unk_id": spec.tokenizer.unk_id, "pad_id": spec.tokenizer.pad_id,
-            "length_buckets": list(buckets), "precision": spec.precision, "signatures": {}}
+            "length_buckets": list(buckets), "precision": spec.precision, "signatures": {},
+            # the texts the model reads (also of an ids-only export, whose client packs
+            # them: client.tokenized_inputs)
+            "text_inputs": list(spec.head.text_inputs(spec.pair))}
     info.update(spec.head.export_info(spec))
     if not ids_only:
         names, packer, checked = text_signature(spec, model)

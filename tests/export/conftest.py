@@ -29,6 +29,7 @@ from export_helpers import (  # noqa: E402
     SHORT_BATCHES,
     SQUAD_PAIRS,
     bad_input_rows,
+    narrow_squad_ids,
     packed_for,
     run_fresh,
     score_ids,
@@ -181,6 +182,8 @@ def fresh(exports, score_export, electric_dir, tmp_path_factory):
             add((name, key), name, "serving_default", text_inputs(spec, texts))
             add((name, f"{key}_ids"), name, "serving_ids",
                 packed_for(spec, text_inputs(spec, texts)))
+    add(("squad_joint", "narrow_ids"), "squad_joint", "serving_ids",
+        narrow_squad_ids(exports["squad_joint"][0]))
     for name in ("squad", "squad_joint"):
         pairs = {"question": np.array([q.encode() for q, _ in SQUAD_PAIRS], object),
                  "context": np.array([c.encode() for _, c in SQUAD_PAIRS], object)}

@@ -115,6 +115,18 @@ def keras_outputs(spec, packed):
     return {k: np.asarray(v) for k, v in out.items()}
 
 
+def narrow_squad_ids(spec):
+    """serving_ids inputs 4 positions wide, fewer than the joint head's beam (BEAM), whose
+    model then runs on BEAM positions: [CLS] [SEP] context [SEP], and the same row with
+    its context piece masked out."""
+    tok = spec.tokenizer
+    piece = tok.encode([b"reads"])[0][0]
+    ids = np.array([[tok.cls_id, tok.sep_id, piece, tok.sep_id]] * 2, np.int32)
+    return {"input_word_ids": ids, "input_mask": np.array([[1, 1, 1, 1], [1, 1, 0, 0]],
+                                                          np.int32),
+            "input_type_ids": np.array([[0, 0, 1, 1]] * 2, np.int32)}
+
+
 def text_inputs(spec, texts):
     """The text signature's inputs for `texts` (pair tasks pair them with the reverse)."""
     arr = np.array([_bytes(t) for t in texts], object)

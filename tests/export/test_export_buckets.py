@@ -61,3 +61,23 @@ def test_a_window_the_model_cannot_take_is_refused(finetuned_dirs, export_pretra
         load_spec("token_classification", finetuned_dirs["ner"], max_seq_length=length)
     with pytest.raises(InputError, match=rf"--max_seq_length={length}"):
         load_spec("rtd", export_pretrained_dir, max_seq_length=length)
+
+
+def test_a_recorded_window_the_model_cannot_take_names_the_record(finetuned_dirs, tmp_path):
+    """No --max_seq_length given: the message had named that flag at the record's value."""
+    import json
+    import shutil
+
+    from electra_tf.serving.export import load_spec
+
+    folder = tmp_path / "ner"
+    shutil.copytree(finetuned_dirs["ner"], folder)
+    path = folder / "finetuning_config.json"
+    record = json.loads(path.read_text())
+    record["max_seq_length"] = 10_000
+    path.write_text(json.dumps(record))
+    with pytest.raises(InputError) as raised:
+        load_spec("token_classification", str(folder))
+    assert str(raised.value) == (
+        f"the max_seq_length 10000 that {folder} records: the model in {folder} takes 3 to "
+        "512 positions; give --max_seq_length")

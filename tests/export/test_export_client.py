@@ -145,6 +145,13 @@ def test_an_ids_only_model_is_asked_with_ids_or_client_tokenized_text(servers, e
                 np.testing.assert_allclose(np.asarray(rest[k]), got[k], rtol=1e-5, atol=1e-5)
     with pytest.raises(InputError, match=r"--export_dir=.*: no assets/vocab.txt"):
         client.tokenized_inputs(os.path.dirname(path), text=texts)
+    # a tagger reads one text: a pair had been packed (segment 1) and answered silently
+    for flags, given in (({"text": texts, "text_pair": texts}, "--text and --text_pair"),
+                         ({"question": texts, "context": texts}, "--question and --context")):
+        with pytest.raises(InputError, match=re.escape(
+                f"--export_dir={path} reads --text, not {given} (its export_info.json "
+                "text_inputs): the ids would be packed for another model")):
+            client.tokenized_inputs(path, **flags)
     proc = run_module("export.client", f"--server={servers['rest']}", "--rest",
                       "--model_name=ner_ids", f"--export_dir={path}", f"--text={texts[0]}")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -458,9 +465,16 @@ def test_bad_request_values_are_refused_before_anything_is_sent(tiny_vocab, tmp_
             ("h:1", "", False, "--model_name is required"),
             ("h:1", "a b", True, "--model_name='a b' cannot be asked over REST"),
             ("h:1", "../../x?y#z", True, "cannot be asked over REST"),
-            ("h:1", "m\x1b", True, "cannot be asked over REST")):
+            ("h:1", "m\x1b", True, "cannot be asked over REST"),
+            ("h:1", "modèle", True, "cannot be asked over REST"),  # a traceback in http.client
+            ("h:84107", "m", True, "port 84107 is outside 1-65535"),  # had reached 18571
+            ("[::1]:0", "m", False, "port 0 is outside 1-65535")):
         with pytest.raises(InputError, match=re.escape(message)):
             client.check_request(server, name, rest)
+    client.check_request("[::1]:8500", "modèle", rest=False, version=2**63 - 1)
+    for version in (-3, 2**63):  # 2**63 had failed in the request's proto, in a traceback
+        with pytest.raises(InputError, match=r"--model_version must be in \[0, 2\^63 - 1\]"):
+            client.check_request("h:1", "m", False, version)
     for flags, message in (
             ({"input_word_ids": ["2,99999999999,3"]}, "--input_word_ids #1 holds 99999999999: "
                                                       "token ids are 0 to 2147483647"),
@@ -484,7 +498,8 @@ def test_bad_request_values_are_refused_before_anything_is_sent(tiny_vocab, tmp_
             ({"max_seq_length": 16.5}, "max_seq_length 16.5 is not"),
             ({"strip_accents": "yes"}, "strip_accents 'yes' is not true, false or null"),
             ({"do_lower_case": None}, "do_lower_case None is not true or false"),
-            ({"max_query_length": 0}, "max_query_length 0 is not a positive whole number")):
+            ({"max_query_length": 0}, "max_query_length 0 is not a positive whole number"),
+            ({"text_inputs": "text"}, "text_inputs 'text' is not a list of input names")):
         info_path.write_text(json.dumps({**good, **change}))
         with pytest.raises(InputError, match=re.escape(f"{info_path}: not an export's "
                                                        f"export_info.json ({message}")):

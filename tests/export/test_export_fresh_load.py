@@ -13,6 +13,7 @@ from export_helpers import (
     SHORT_BATCHES,
     fresh_ok,
     keras_outputs,
+    narrow_squad_ids,
     packed_for,
     text_inputs,
 )
@@ -102,6 +103,17 @@ def expected(name, spec, packed):
         scores.append(best[0] if best else -1e9)
     return {"answer_score": np.array(scores, np.float32),
             "no_answer_score": s[:, 0] + e[:, 0] - 0.5 * a}
+
+
+def test_the_beam_takes_ids_narrower_than_itself(exports, fresh):
+    """serving_ids of 4 positions for a beam of 5: the model runs on 5, and a beam entry
+    in the padding past the request's width had failed the request's gather (every
+    request of an export whose max_seq_length is below its beam_size)."""
+    spec = exports["squad_joint"][0]
+    packed = narrow_squad_ids(spec)
+    for out in fresh_ok(fresh[("squad_joint", "narrow_ids")]):
+        for key, want in expected("squad_joint", spec, packed).items():
+            _same(out[key], want, key)
 
 
 @pytest.mark.parametrize("name", TASKS)

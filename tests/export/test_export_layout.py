@@ -306,12 +306,23 @@ def test_signatures_declare_input_shapes_and_dtypes(exports):
 def test_only_names_tf_serving_reads_as_versions_count(tmp_path):
     from electra_tf.serving.export import next_version
 
-    for name in ("3", "²", "١٢", str(2**63), "07x"):
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving.export import check_version
+
+    for name in ("3", "²", "١٢", str(2**63), "07x", "+9", "-12"):
         os.makedirs(tmp_path / name)
     assert next_version(str(tmp_path)) == 4
+    os.makedirs(tmp_path / " 007\t")  # safe_strto64: C spaces around digits, leading 0s
+    assert next_version(str(tmp_path)) == 8
+    with pytest.raises(InputError, match=r"/ 007\t is already version 7 to TF Serving"):
+        check_version(str(tmp_path), 7)  # the export had written 7 beside it
+    assert check_version(str(tmp_path), 9) == str(tmp_path / "9")  # "+9" is no version
 
 
 @pytest.mark.parametrize("flag,message", [
+    ("--model_name=../escape", "--model_name='../escape' must be one folder name (no '/', "
+                               "not '.' or '..')"),  # had written beside --model_base
+    ("--model_name=.", "--model_name='.' must be one folder name"),
     ("--max_query_length=-3", "--max_query_length must be >= 1, got -3"),
     ("--max_answer_length=0", "--max_answer_length must be >= 1, got 0"),
     (f"--version={2**63}", "--version must be in [1, 2^63 - 1]"),
@@ -324,4 +335,4 @@ def test_cli_refuses_values_no_server_could_use(flag, message, tmp_path):
                       f"--checkpoint={tmp_path / 'none'}", f"--model_base={tmp_path / 'm'}",
                       "--model_name=q", flag)
     error_line(proc, message)
-    assert not (tmp_path / "m").exists()
+    assert os.listdir(tmp_path) == []

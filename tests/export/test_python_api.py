@@ -101,8 +101,20 @@ def test_a_predictor_opens_what_the_folder_serves(finetuned_dirs, export_pretrai
     # A task the folder was not trained for: the export's own refusal.
     with pytest.raises(InputError, match="--task=sequence_classification"):
         Predictor.open(finetuned_dirs["stsb"], task="squad")
-    (row,) = Predictor.open(finetuned_dirs["stsb"]).predict("a b", "c")
+    stsb = Predictor.open(finetuned_dirs["stsb"])
+    (row,) = stsb.predict("a b", "c")
     assert sorted(row) == ["score", "truncated"] and isinstance(row["score"], float)
+    # A string where a list belongs had been a batch of its characters ("xy": 2 rows).
+    with pytest.raises(TypeError, match="text_pair must be a list of strings, one per row, "
+                                        "got a single str"):
+        stsb.outputs(["a b", "c d"], "xy")
+    with pytest.raises(TypeError, match="not a mix"):
+        stsb.predict(["a b", "c d"], "xy")
+    (row,) = stsb.predict(b"a b", b"c")  # bytes are one row too
+    # What the export refuses, the Predictor refuses: an answer limit below 1 never answered.
+    for limit in ("max_query_length", "max_answer_length"):
+        with pytest.raises(InputError, match=f"--{limit} must be >= 1, got 0"):
+            Predictor.open(finetuned_dirs["squad"], **{limit: 0})
 
 
 def test_a_lone_surrogate_is_read_as_a_replacement_character(finetuned_dirs):
