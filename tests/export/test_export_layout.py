@@ -304,10 +304,8 @@ def test_signatures_declare_input_shapes_and_dtypes(exports):
 
 
 def test_only_names_tf_serving_reads_as_versions_count(tmp_path):
-    from electra_tf.serving.export import next_version
-
     from electra_tf.core.errors import InputError
-    from electra_tf.serving.export import check_version
+    from electra_tf.serving.export import check_version, next_version
 
     for name in ("3", "²", "١٢", str(2**63), "07x", "+9", "-12"):
         os.makedirs(tmp_path / name)
