@@ -182,6 +182,12 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
     assert (tmp_path / folders.files.DISCRIMINATOR_WEIGHTS).read_bytes() == before
     assert set(os.listdir(tmp_path)) == {folders.files.DISCRIMINATOR_CONFIG,
                                          folders.files.DISCRIMINATOR_WEIGHTS}
+    # A folder where the file belongs (a predictions file's name): one line, before the
+    # write (the rename had failed after it, in an IsADirectoryError traceback).
+    (tmp_path / "dev_predictions.txt").mkdir()
+    with pytest.raises(InputError, match=r"dev_predictions.txt is a folder where a file "
+                                         r"belongs; move it away, then rerun$"):
+        atomic_write(str(tmp_path / "dev_predictions.txt"), crash)
 
 
 def test_an_output_that_is_a_link_or_a_pipe_is_written_through(tmp_path):

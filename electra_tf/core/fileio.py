@@ -152,7 +152,12 @@ def atomic_write(path: str, write: Callable[[str], None], suffix: str = "") -> N
       write: writes the whole file to the path it is given.
       suffix: the temporary name's ending, for writers that insist on one
         (Keras' save_weights wants ".weights.h5").
+
+    Raises:
+      InputError: `path` is a folder (nothing is written).
     """
+    if os.path.isdir(path):  # the rename would fail after the whole write (EISDIR)
+        raise InputError(f"{path} is a folder where a file belongs; move it away, then rerun")
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=folder)
