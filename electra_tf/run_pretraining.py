@@ -23,6 +23,7 @@ TensorBoard summaries under train/ and eval/.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from absl import app, flags
@@ -69,10 +70,13 @@ def main(argv):
 
     backend = backends.name()  # KERAS_BACKEND: training/backends/tensorflow.py or jax.py
     options = flags_lib.runtime_options()
-    if backend != "jax" and (options.jax_coordinator_address or options.jax_num_processes != 1):
-        raise ConfigError("--jax_coordinator_address/--jax_num_processes are for "
-                          "KERAS_BACKEND=jax; the TensorFlow loop's multi-host is "
-                          "--strategy=multi_worker")
+    if backend != "jax":  # the TensorFlow loop had trained, ignoring them
+        given = [f"--{f.name}" for f in dataclasses.fields(options)
+                 if f.name.startswith("jax_") and getattr(options, f.name) != f.default]
+        if given:
+            raise ConfigError(f"{', '.join(given)}: for KERAS_BACKEND=jax, and this run is on "
+                              f"{backend} (the TensorFlow loop's multi-host is "
+                              "--strategy=multi_worker)")
     # Before any TF op or JAX device query: collectives, logical devices and
     # the multi-host run are fixed at start-up.
     started = backends.load(backend).start(options)

@@ -99,3 +99,28 @@ def test_overwrite_replaces_and_a_size_below_the_alphabet_is_noted(tmp_path, cap
     vocab = build_vocab(str(corpus), 110, str(out), min_count=1, overwrite=True)
     assert out.read_text("utf-8").splitlines() == vocab and len(vocab) > 110
     assert f"note: {len(vocab)} tokens, above --vocab_size=110" in capsys.readouterr().err
+
+
+def test_bytes_that_are_not_utf8_past_the_checked_start_are_refused(tmp_path):
+    """The first 64 KiB are checked before the read; a Latin-1 part after them had been
+    counted as U+FFFD tokens ("�", "##�") in the vocabulary, exit 0."""
+    from electra_tf.core.errors import InputError
+
+    corpus = tmp_path / "mixed.txt"
+    corpus.write_bytes(b"the model reads a token\n" * 3000 + b"un caf\xe9 noir\n")
+    with pytest.raises(InputError, match=rf"^{corpus}:3001: not UTF-8 text \(invalid "
+                                         r"continuation byte\); convert the file to UTF-8"):
+        build_vocab(str(corpus), 120, str(tmp_path / "vocab.txt"), min_count=1)
+    assert not (tmp_path / "vocab.txt").exists()
+
+
+def test_the_utf8_check_reads_in_chunks_and_counts_lines(tmp_path):
+    from electra_tf.core.errors import InputError
+    from electra_tf.core.fileio import check_utf8_file
+
+    path = tmp_path / "t.txt"
+    path.write_bytes("é\nzé\n".encode() * 5)  # 2-byte characters cut by 3-byte chunks
+    check_utf8_file(str(path), chunk_bytes=3)
+    path.write_bytes("é\nzé\n".encode() * 5 + b"ok\nbad \xff\n")
+    with pytest.raises(InputError, match=r"t.txt:12: not UTF-8 text \(invalid start byte\)"):
+        check_utf8_file(str(path), chunk_bytes=3)

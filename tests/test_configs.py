@@ -108,6 +108,14 @@ def test_tied_generator_needs_equal_sizes():
      dict(gradient_accumulation_steps=0), "gradient_accumulation_steps must be >= 1, got 0"),
     (PretrainingRun, dict(model_dir="m", train_data="t", vocab_file="v"), dict(train_data=""),
      "train_data is required"),
+    (PretrainingRun, dict(model_dir="m", train_data="t", vocab_file="v"),
+     dict(eval_every_steps=-2), "eval_every_steps must be >= 0, got -2"),  # had been ignored
+    (PretrainingConfig, {}, dict(phase2_learning_rate=5.0),  # ignored without phase2_steps
+     r"phase2_learning_rate needs phase2_steps >= 1"),
+    (PretrainingConfig, {}, dict(phase2_warmup_steps=3), r"phase2_warmup_steps needs phase2_"),
+    (PretrainingConfig, {}, dict(model_hparam_overrides={"type_vocab_size": 1}),
+     "type_vocab_size must be >= 2 for pre-training, whose records hold segment ids 0 and 1, "
+     "got 1"),  # segment id 1 had been blamed on the records' token ids
     (FinetuningRun, {}, dict(jax_steps_per_call=2), "jax_steps_per_call=2 is for pre-training"),
 ], ids=lambda v: v.__name__ if isinstance(v, type) else None)
 def test_a_config_is_refused_at_construction_and_by_replace(cls, valid, bad, message):

@@ -471,6 +471,9 @@ class PretrainingConfig:
             disc = _discriminator_encoder(self)
         if self.max_seq_length > disc.max_position_embeddings:
             raise ConfigError("max_seq_length exceeds max_position_embeddings")
+        if disc.type_vocab_size < 2:  # (an id outside the table was blamed on the vocab)
+            raise ConfigError(f"type_vocab_size must be >= 2 for pre-training, whose records "
+                              f"hold segment ids 0 and 1, got {disc.type_vocab_size}")
         if gen is None:
             gen = _generator_encoder(self, disc)
         if not self.untied_generator and ((gen.hidden_size, gen.num_hidden_layers)
@@ -489,9 +492,11 @@ class PretrainingConfig:
     def _check_phase2(self) -> None:
         """The phase-2 fields: all unset, or a phase inside the run."""
         if not self.phase2_steps:
-            if self.phase2_max_seq_length:
-                raise ConfigError("phase2_max_seq_length needs phase2_steps >= 1 (the steps of "
-                                  "phase 2, the last of num_train_steps)")
+            for name in ("phase2_max_seq_length", "phase2_train_batch_size",
+                         "phase2_learning_rate", "phase2_warmup_steps"):
+                if getattr(self, name):  # (all but the first had been ignored)
+                    raise ConfigError(f"{name} needs phase2_steps >= 1 (the steps of phase 2, "
+                                      "the last of num_train_steps)")
             return
         if not 1 <= self.phase2_steps < self.num_train_steps:
             raise ConfigError(f"phase2_steps must be in [1, num_train_steps), the last steps "
@@ -753,6 +758,9 @@ class PretrainingRun(RuntimeOptions):
         if self.gradient_accumulation_steps < 1:
             raise ConfigError(f"gradient_accumulation_steps must be >= 1, "
                               f"got {self.gradient_accumulation_steps}")
+        for name in ("eval_every_steps", "log_every_steps"):  # a negative one was ignored
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not self.model_dir:
             raise ConfigError("model_dir is required")
         if not self.train_data:

@@ -116,6 +116,31 @@ def check_text_sample(data: bytes, path: str, what: str = "corpus file") -> None
                          "iconv -f LATIN1 -t UTF-8) or leave it out")
 
 
+def check_utf8_file(path: str, chunk_bytes: int = 1 << 24) -> None:
+    """Refuses a file holding bytes that are not UTF-8 anywhere (check_text_file reads its
+    start only), reading it in chunks.
+
+    Raises:
+      InputError: path:line of the first such bytes.
+    """
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line = 1
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(chunk_bytes)
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as e:
+                where = line + chunk[:max(0, e.start)].count(b"\n")
+                raise InputError(f"{path}:{where}: not UTF-8 text ({e.reason}); convert the file "
+                                 "to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+            if not chunk:
+                return
+            line += chunk.count(b"\n")
+
+
 def parse_json(text: str, path: str, first_line: int = 1, unique_keys: bool = False) -> Any:
     """json.loads, anything it cannot read told as InputError naming `path`: malformed
     JSON (path:line:column; `first_line` is the file's line that `text` starts on), an

@@ -101,10 +101,22 @@ def _check_member(path: str, name: str, data: bytes) -> None:
     check_text_sample(data, f"{path}:{name}", "corpus archive member")
 
 
-def _lines(raw_lines) -> Iterator[str]:
-    """Stripped lines, invalid UTF-8 decoded as U+FFFD (as a text file is read)."""
-    for raw in raw_lines:
-        yield raw.decode("utf-8", errors="replace").strip()
+def _lines(raw_lines, name: str) -> Iterator[str]:
+    """Stripped lines of UTF-8 text (strict, as the original's tf.io.gfile read: the
+    check of a file's start cannot see a Latin-1 part further in, which had become
+    U+FFFD in the records and the vocabulary).
+
+    Raises:
+      InputError: `name`:line of the first bytes that are not UTF-8.
+    """
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            yield raw.decode("utf-8").strip()
+        except UnicodeDecodeError as e:
+            raise InputError(f"{name}:{number}: not UTF-8 text ({e.reason} at byte {e.start} "
+                             f"of the line: {raw[max(0, e.start - 20):e.start + 20]!r}); "
+                             "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+                             ) from None
 
 
 def text_units(files, corpus_format: str = "auto") -> Iterator[tuple[str, bool, Iterator[str]]]:
@@ -117,10 +129,10 @@ def text_units(files, corpus_format: str = "auto") -> Iterator[tuple[str, bool, 
     for path in files:
         if is_archive(path, corpus_format):
             for name, data in archive_texts(path):
-                yield f"{path}:{name}", True, _lines(io.BytesIO(data))
+                yield f"{path}:{name}", True, _lines(io.BytesIO(data), f"{path}:{name}")
         else:
             with open(path, "rb") as f:
-                yield path, False, _lines(f)
+                yield path, False, _lines(f, path)
 
 
 def first_lines(path: str, corpus_format: str, limit: int) -> list[str]:
@@ -133,7 +145,7 @@ def first_lines(path: str, corpus_format: str, limit: int) -> list[str]:
     sample: list[str] = []
     if not is_archive(path, corpus_format):
         with open(path, "rb") as f:
-            for line in _lines(f):
+            for line in _lines(f, path):
                 if line:
                     sample.append(line)
                     if len(sample) == limit:
@@ -144,7 +156,8 @@ def first_lines(path: str, corpus_format: str, limit: int) -> list[str]:
             for member in tar:
                 if not member.isfile():
                     continue
-                for line in _lines(io.BytesIO(tar.extractfile(member).read())):
+                for line in _lines(io.BytesIO(tar.extractfile(member).read()),
+                                   f"{path}:{member.name}"):
                     if line:
                         sample.append(line)
                         if len(sample) == limit:

@@ -170,6 +170,18 @@ def has_checkpoints(model_dir: str) -> bool:
         not name.startswith(".") and not name.endswith("_temp") for name in os.listdir(folder))
 
 
+def latest_checkpoint_step(model_dir: str) -> int | None:
+    """The highest step among model_dir/checkpoints' saves of either backend
+    (ckpt-N.index, jax-ckpt-N.npz); None without one."""
+    import re
+
+    folder = checkpoint_dir(model_dir)
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    steps = [int(m.group(1)) for m in map(re.compile(r"(?:jax-)?ckpt-(\d+)\.(?:index|npz)").fullmatch,
+                                          names) if m]
+    return max(steps, default=None)
+
+
 def holds_weights(model_dir: str, weights: str) -> bool:
     """Whether model_dir holds a model's final weights file `weights`
     (DISCRIMINATOR_WEIGHTS, FINETUNED_WEIGHTS)."""

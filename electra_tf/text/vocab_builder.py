@@ -20,6 +20,7 @@ from electra_tf.core.fileio import (
     atomic_write_text,
     check_output_folder,
     check_text_file,
+    check_utf8_file,
     expand_files,
 )
 
@@ -111,6 +112,8 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
     files = expand_files(corpus)
     for path in files:
         check_text_file(path)
+    for path in files:  # all of it: a Latin-1 part further in had become "�" tokens
+        check_utf8_file(path)
     strip = resolve_strip_accents(do_lower_case, strip_accents)
     counts, lines = count_words(files, do_lower_case, strip, max_lines)
     if not counts:

@@ -23,6 +23,7 @@ from electra_tf.folders.files import (
     PRETRAINING_CONFIG,
     has_checkpoints,
     holds_weights,
+    latest_checkpoint_step,
 )
 from electra_tf.folders.pretraining import PretrainingFolder
 from electra_tf.folders.vocabulary import vocab_fingerprint
@@ -237,6 +238,7 @@ def check_resume(config: PretrainingConfig, run: PretrainingRun) -> None:
             f"--optimizer={config.optimizer}: {where} with --optimizer={before.optimizer}, "
             f"whose moments its checkpoints hold; resume with --optimizer={before.optimizer}, "
             "or use another --model_dir")
+    _check_stage_switch(before, config, run.model_dir, where)
     old_signature = _variable_signature(before)
     if _variable_signature(config) == old_signature:
         return
@@ -257,6 +259,73 @@ def check_resume(config: PretrainingConfig, run: PretrainingRun) -> None:
     raise ConfigError(
         f"{where} with other variable shapes: " + ("; ".join(changed) or "other sizes")
         + "; rerun with the recorded values, or use another --model_dir")
+
+
+def _switch_step(config: PretrainingConfig) -> int | None:
+    """The step where a run's second stage starts (two-stage training's discriminator
+    stage, phase 2), None without one."""
+    return config.stage_starts[0] if config.stage_starts else None
+
+
+def _stage(config: PretrainingConfig) -> str:
+    switch = _switch_step(config)
+    if switch is None:
+        return "no phase 2"
+    if config.training_algorithm == "two_stage":
+        return (f"the discriminator's stage from step {switch} (half of --num_train_steps="
+                f"{config.num_train_steps})")
+    return (f"phase 2 from step {switch} (--num_train_steps={config.num_train_steps} - "
+            f"--phase2_steps={config.phase2_steps})")
+
+
+def _check_stage_switch(before: PretrainingConfig, config: PretrainingConfig, model_dir: str,
+                        where: str) -> None:
+    """Refuses a resume that moves the start of the second stage (two-stage training's
+    discriminator stage, phase 2) to or from a step the checkpoints are past: the
+    steps trained in one stage would be counted in the other (two-stage training
+    re-initialized its trained discriminator from the generator; a phase-2 run went
+    back to phase 1). Moving it while the checkpoints are before both is allowed, and
+    so is adding phase 2 at the checkpoints' step or later.
+
+    Raises:
+      ConfigError: naming both switch steps and what to give.
+    """
+    old, new = _switch_step(before), _switch_step(config)
+    step = latest_checkpoint_step(model_dir)
+    if old == new or step is None:
+        return
+    past = [s for s in (old, new) if s is not None and s < step]
+    if not past:
+        return
+    if old is None:
+        keep = (f"start phase 2 at step {step} or later (--num_train_steps - --phase2_steps "
+                f">= {step})")
+    elif before.training_algorithm == "two_stage":
+        keep = f"resume with --num_train_steps={before.num_train_steps}"
+    else:
+        keep = f"keep --num_train_steps - --phase2_steps = {old}"
+    raise ConfigError(
+        f"{where} at step {step} with {_stage(before)}; this run's flags give "
+        f"{_stage(config)}, which would count steps already trained in the other stage; "
+        f"{keep}, or use another --model_dir")
+
+
+def changed_settings(before: PretrainingConfig, config: PretrainingConfig) -> list[str]:
+    """The settings a resumed run changes that change what is trained (allowed, but not
+    the run its checkpoints started): "--name=new (it was old)" each. The schedule
+    (learning rate, warmup, steps, the second stage's flags, which check_resume
+    holds to the steps trained), the periods and the eval settings may change
+    without a word, and check_resume refuses what changes the variables, the
+    vocabulary, the casing or the optimizer."""
+    quiet = {"learning_rate", "num_warmup_steps", "num_train_steps", "iterations_per_loop",
+             "save_checkpoints_steps", "keep_checkpoint_max", "num_eval_steps",
+             "eval_batch_size", "prior_output_biases", *SHAPE_FLAGS, "do_lower_case",
+             "optimizer"} - {"objective"} | {f.name for f in dataclasses.fields(
+                 PretrainingConfig) if f.name.startswith("phase2_")}
+    return [f"--{f.name}={_flag_value(getattr(config, f.name))} (it was "
+            f"{_flag_value(getattr(before, f.name))})"
+            for f in dataclasses.fields(PretrainingConfig)
+            if f.name not in quiet and getattr(before, f.name) != getattr(config, f.name)]
 
 
 def _overrides_change(before: PretrainingConfig, config: PretrainingConfig) -> str:

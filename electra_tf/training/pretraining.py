@@ -189,16 +189,17 @@ class Pretraining:
         self.model.discriminator.encoder.set_weights(self.model.generator.encoder.get_weights())
         self._log(f"step {self.step}: discriminator initialized from the generator")
 
-    def _note_objective_change(self) -> None:
-        """Says so when resumed checkpoints were trained with another --objective of the
-        same variables (check_resume refuses the others): allowed, to continue a model
-        by another method (electra, then electra_15), but the record is rewritten."""
+    def _note_changed_settings(self) -> None:
+        """Says so when resumed checkpoints were trained with other settings that change
+        what is trained (preflight.changed_settings: --objective, --seed, --mask_prob,
+        the batch size, ...; check_resume refuses those that change the variables):
+        allowed, to continue a model another way, but the record is rewritten."""
         before = pretraining_folder.PretrainingFolder.open(
             self.run.model_dir, discriminator=False).config
-        if before is not None and before.objective != self.config.objective:
-            self._log(f"note: the checkpoints were trained with --objective={before.objective}; "
-                      f"this run continues them with --objective={self.config.objective}, "
-                      f"which {PRETRAINING_CONFIG} now records")
+        changes = preflight.changed_settings(before, self.config) if before else []
+        if changes:
+            self._log(f"note: this run continues checkpoints trained with other settings: "
+                      f"{', '.join(changes)}; {PRETRAINING_CONFIG} now records these")
 
     # === Data ===
     def masking_at(self, phase: Phase):
@@ -275,7 +276,7 @@ class Pretraining:
             for name in remove_stale_temporaries(run.model_dir):
                 self._log(f"removed {name}, left by a write that was killed midway")
             if self.step:
-                self._note_objective_change()
+                self._note_changed_settings()
             pretraining_folder.write_pretraining_config(run.model_dir, cfg, run,
                                                         training_flops=self.flops.to_dict())
             if cfg.short_warmup_warning():

@@ -224,6 +224,21 @@ def test_a_build_stopped_while_it_renames_marks_its_folder_until_a_rebuild(
     assert check_records(pattern, 32) == [str(out / f) for f in sorted(before)]
 
 
+def test_bytes_that_are_not_utf8_past_the_checked_start_are_named(tiny_vocab, tmp_path):
+    """The check of a file's first 64 KiB cannot see a Latin-1 line further in, which
+    had become U+FFFD ([UNK]) in the records, exit 0; its file:line is named now, and
+    nothing is written (as the original's strict tf.io.gfile read)."""
+    corpus = tmp_path / "mixed.txt"
+    corpus.write_bytes(b"the model reads a token\n" * 3000 + b"un caf\xe9 noir\n")
+    out = tmp_path / "out"
+    with pytest.raises(InputError) as raised:
+        build_pretraining_data(options(str(corpus), tiny_vocab, out, max_seq_length=32))
+    assert str(raised.value).startswith(
+        f"{corpus}:3001: not UTF-8 text (invalid continuation byte at byte 6 of the line: "
+        "b'un caf\\xe9 noir\\n'); convert the file to UTF-8"), raised.value
+    assert not out.exists()
+
+
 def test_a_corpus_without_tokens_is_refused(tiny_vocab, tmp_path):
     corpus = tmp_path / "zw.txt"
     corpus.write_text("\u200b\n\n\u200b \u0301\n", encoding="utf-8")

@@ -179,7 +179,7 @@ def test_a_run_without_tensorflow_resumes_exactly(tiny_records, tmp_path):
     assert not (resumed / "discriminator.weights.h5").exists()
     proc = run_without_tf(CLI, "--jax_input_pipeline=numpy", *flags)  # a new process resumes
     assert "resumed from" in proc.stderr and "jax-ckpt-3.npz at step 3" in proc.stderr
-    assert "note: the checkpoints were trained" not in proc.stderr  # the same objective
+    assert "note: this run continues checkpoints" not in proc.stderr  # the same settings
     for name in ("discriminator.weights.h5", "generator.weights.h5"):
         straight, again = h5_arrays(os.path.join(model_dir, name)), h5_arrays(resumed / name)
         assert straight.keys() == again.keys()

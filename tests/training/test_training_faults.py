@@ -300,22 +300,78 @@ def test_resuming_with_another_vocab_or_shapes_is_refused(case, trained_run, tin
     assert folder_bytes(trained_dir) == before  # the recorded vocab and config are intact
 
 
-def test_resuming_with_another_objective_of_the_same_variables_says_so(
+def test_resuming_with_other_settings_of_the_same_variables_says_so(
         trained_run, tiny_records, tmp_path, capfd):
-    """electra's checkpoints continued by electra_15 (the same variables): allowed, with
-    a line saying so, and the record then names electra_15."""
+    """electra's checkpoints continued by electra_15 (the same variables) and another
+    mask_prob: allowed, with a line saying so (a --seed, a batch size, a loss weight
+    had changed silently), and the record then names them."""
     model_dir = tmp_path / "model"
     shutil.copytree(trained_run["model_dir"], model_dir)
     capfd.readouterr()
     trainer = pretraining(tiny_records, model_dir, objective="electra_15", num_train_steps=7,
-                          iterations_per_loop=1, num_eval_steps=1)
+                          iterations_per_loop=1, num_eval_steps=1, mask_prob=0.2,
+                          learning_rate=5e-4)  # the schedule may change without a word
     trainer.train()
     err = capfd.readouterr().err
-    assert ("[pretrain] note: the checkpoints were trained with --objective=electra; this run "
-            "continues them with --objective=electra_15, which pretraining_config.json now "
-            "records\n") in err, err
+    assert ("[pretrain] note: this run continues checkpoints trained with other settings: "
+            "--objective=electra_15 (it was electra), --mask_prob=0.2 (it was 0.15); "
+            "pretraining_config.json now records these\n") in err, err
     with open(model_dir / "pretraining_config.json") as f:
         assert json.load(f)["pretraining"]["objective"] == "electra_15"
+
+
+@pytest.mark.parametrize("algorithm", ["two_stage", "phase2"])
+def test_a_resume_may_not_move_a_stage_switch_the_checkpoints_are_past(algorithm, make_configs,
+                                                                       tmp_path):
+    """Raising --num_train_steps moved two-stage training's switch (num_train_steps // 2)
+    and phase 2's (num_train_steps - phase2_steps): a two-stage run past its switch
+    re-initialized its trained discriminator from the generator; a phase-2 run went
+    back to phase 1. Both silently."""
+    import dataclasses
+
+    from electra_tf import folders
+    from electra_tf.training.preflight import check_resume
+
+    two = algorithm == "two_stage"
+    extra = dict(training_algorithm="two_stage", generator_hidden_size=1.0, generator_layers=1.0,
+                 model_hparam_overrides=dict(TINY_MODEL, num_attention_heads=1,
+                                             intermediate_size=4 * TINY_MODEL["hidden_size"])
+                 ) if two else dict(phase2_steps=2, phase2_max_seq_length=32)
+    config, run = make_configs(tmp_path / "m", num_train_steps=4, **extra)
+    os.makedirs(tmp_path / "m" / "checkpoints")
+    folders.pretraining.write_pretraining_config(run.model_dir, config, run)
+
+    def at(step, **changes):
+        (tmp_path / "m" / "checkpoints" / f"ckpt-{step}.index").write_bytes(b"")
+        check_resume(dataclasses.replace(config, **changes), run)
+
+    at(1, num_train_steps=8)  # before both switches (2, and 4): any move
+    with pytest.raises(ConfigError) as raised:
+        at(4, num_train_steps=8)  # the run's end, past its switch at 2
+    stage = ("the discriminator's stage from step 2 (half of --num_train_steps=4)" if two else
+             "phase 2 from step 2 (--num_train_steps=4 - --phase2_steps=2)")
+    moved = ("the discriminator's stage from step 4 (half of --num_train_steps=8)" if two else
+             "phase 2 from step 6 (--num_train_steps=8 - --phase2_steps=2)")
+    keep = ("resume with --num_train_steps=4" if two else
+            "keep --num_train_steps - --phase2_steps = 2")
+    assert str(raised.value) == (
+        f"{run.model_dir} holds checkpoints of a run at step 4 with {stage}; this run's flags "
+        f"give {moved}, which would count steps already trained in the other stage; {keep}, "
+        "or use another --model_dir")
+    if not two:
+        at(4, num_train_steps=8, phase2_steps=6)  # the same switch: phase 2 goes on longer
+
+
+def test_jax_options_on_the_tensorflow_backend_are_refused(tiny_records, tmp_path):
+    """--jax_input_pipeline and --jax_steps_per_call had been ignored by the TensorFlow
+    loop, which trained without a word."""
+    proc = run_module("electra_tf.run_pretraining",
+                      *pretrain_flags(tiny_records, tmp_path / "model"),
+                      "--jax_input_pipeline=packed", "--jax_steps_per_call=3")
+    error_line(proc, "--jax_steps_per_call, --jax_input_pipeline: for KERAS_BACKEND=jax, and "
+                     "this run is on tensorflow (the TensorFlow loop's multi-host is "
+                     "--strategy=multi_worker)")
+    assert not (tmp_path / "model").exists()
 
 
 def test_resume_checks_in_process(make_configs, tmp_path):
