@@ -28,9 +28,14 @@ def is_electric(weights) -> bool:
                                                      for n in weights)
 
 
-def generator_values(weights, d_hidden: int, d_layers: int, num_layers) -> dict:
-    """PretrainingConfig values of an Electric checkpoint's generator (from its shapes)."""
-    g_hidden = weights["generator_ltr/encoder/layer_0/attention/self/query/kernel"].shape[1]
+def generator_values(weights, d_hidden: int, d_layers: int, num_layers, shape) -> dict:
+    """PretrainingConfig values of an Electric checkpoint's generator (from its shapes).
+
+    Args:
+      num_layers, shape: tf1's readers of a scope's layer count and of a variable's
+        shape (which refuses a missing or misshapen variable in one line).
+    """
+    g_hidden = shape(weights, "generator_ltr/encoder/layer_0/attention/self/query/kernel", 2)[1]
     return {"objective": "electric",
             "generator_hidden_size": g_hidden / d_hidden,
             "generator_layers": num_layers(weights, "generator_ltr") / d_layers,

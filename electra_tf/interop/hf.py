@@ -74,6 +74,14 @@ _ENCODER_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_la
                    "num_attention_heads", "intermediate_size", "hidden_dropout_prob",
                    "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
                    "initializer_range", "layer_norm_eps")
+# transformers' ElectraConfig defaults (ELECTRA-Small's generator sizes), what it reads a
+# config.json without a field as: EncoderConfig's (BERT-Base's) differ, and no weight
+# shape shows a missing num_attention_heads (12 had been taken for 4, silently).
+_HF_DEFAULTS = {"vocab_size": 30522, "embedding_size": 128, "hidden_size": 256,
+                "num_hidden_layers": 12, "num_attention_heads": 4, "intermediate_size": 1024,
+                "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+                "max_position_embeddings": 512, "type_vocab_size": 2,
+                "initializer_range": 0.02, "layer_norm_eps": 1e-12}
 
 
 # === Reading ===
@@ -109,9 +117,9 @@ def read_config(model_dir: str) -> tuple[dict, EncoderConfig]:
         raise core.ConversionError(f"{path}: position_embedding_type "
                                    f"{hf['position_embedding_type']!r} is not supported")
     act = hf.get("hidden_act", "gelu")
-    if act not in _ACT_FROM_HF:
+    if not isinstance(act, str) or act not in _ACT_FROM_HF:
         raise core.ConversionError(f"{path}: hidden_act {act!r} is not supported")
-    values = {k: hf[k] for k in _ENCODER_FIELDS if k in hf}
+    values = {k: hf.get(k, _HF_DEFAULTS[k]) for k in _ENCODER_FIELDS}
     values["hidden_act"] = _ACT_FROM_HF[act]
     if values["hidden_act"] != "gelu":  # transformers' generator head is always GELU
         values["generator_head_act"] = "gelu"
@@ -200,6 +208,11 @@ def read_casing(model_dir: str) -> bool | None:
             lower = normalizer.get("lowercase", True) if lower is None else lower
             strip = normalizer.get("strip_accents") if strip is None else strip
             chinese = normalizer.get("handle_chinese_chars") if chinese is None else chinese
+    for name, value in (("do_lower_case", lower), ("strip_accents", strip),
+                        ("tokenize_chinese_chars", chinese)):
+        if value is not None and not isinstance(value, bool):  # "false" had been true
+            raise core.ConversionError(f"{model_dir}: the tokenizer's {name} is {value!r}, "
+                                       "not true, false or null")
     if chinese is not None and not chinese:
         raise core.ConversionError(
             f"{model_dir}: the tokenizer keeps Chinese characters together "
@@ -294,6 +307,32 @@ def keep_vocabulary(model_dir: str, output: str) -> str:
     if tokens:
         copied = folder.keep_vocab_tokens(tokens)
     return copied
+
+
+def _keep_shared_vocabulary(model_dir: str, output: str) -> None:
+    """A generator's vocabulary: copied in, unless `output` already holds a converted
+    discriminator, whose vocabulary the generator must share (ELECTRA's two models
+    share their embeddings): it had been replaced by the generator's, and every later
+    use of the folder blamed a changed vocabulary on the user.
+
+    Raises:
+      ConversionError: the generator's tokens are not the discriminator's.
+    """
+    from electra_tf.folders.files import DISCRIMINATOR_WEIGHTS
+    from electra_tf.text.vocab import load_vocab
+
+    existing = os.path.join(output, "vocab.txt")
+    if not (os.path.exists(existing) and os.path.exists(os.path.join(output,
+                                                                     DISCRIMINATOR_WEIGHTS))):
+        keep_vocabulary(model_dir, output)
+        return
+    beside = os.path.join(model_dir, "vocab.txt")
+    tokens = load_vocab(beside) if os.path.exists(beside) else _tokenizer_json_tokens(model_dir)
+    if tokens and list(tokens) != list(load_vocab(existing)):
+        raise core.ConversionError(
+            f"{model_dir}: its vocabulary ({len(tokens)} tokens) is not the discriminator's "
+            f"({existing}): ELECTRA's generator and discriminator share one; give the "
+            "generator trained with that discriminator")
 
 
 def detect_kind(weights: dict) -> str:
@@ -405,7 +444,7 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
     report.update(source=os.path.abspath(model_dir), format="hf", kind=kind, skipped=skipped,
                   mapping={n: targets[n].path for n in report["assigned"]})
     if kind == "masked_lm":
-        keep_vocabulary(model_dir, output)
+        _keep_shared_vocabulary(model_dir, output)
         folder.save_generator(model, standalone=True)
     else:
         vocab = vocab if task_model else keep_vocabulary(model_dir, output)
@@ -478,6 +517,29 @@ def _labels(hf_config: dict, width: int, path: str = "config.json") -> list[str]
     return [names[i] for i in range(width)]
 
 
+def _to_task_order(model, labels: list[str], task, source: str) -> None:
+    """Puts the classifier's outputs in the task's label order where config.json's
+    id2label names the task's labels in another (transformers' MNLI models: entailment,
+    neutral, contradiction; GLUE's: contradiction, entailment, neutral), which had been
+    served under the task's names in the model's order. Names that are not the task's
+    (LABEL_0, ...) cannot be matched: the model's order is taken, and a warning says so."""
+    wanted = [n.lower() for n in task.label_names]
+    have = [n.lower() for n in labels]
+    if sorted(have) != sorted(wanted) or len(set(have)) != len(have):
+        if have != wanted:
+            logging.warning(
+                "%s: config.json's id2label (%s) are not --task_name=%s's labels (%s): its "
+                "outputs are taken to be in that order; check a few predictions", source,
+                ", ".join(labels), task.name, ", ".join(task.label_names))
+        return
+    order = [have.index(n) for n in wanted]
+    if order == list(range(len(order))):
+        return
+    dense = model.head.output_dense
+    dense.kernel.assign(np.asarray(dense.kernel.numpy())[:, order])
+    dense.bias.assign(np.asarray(dense.bias.numpy())[order])
+
+
 def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab: str,
                       do_lower_case: bool, task_name: str, max_seq_length: int) -> str:
     """Writes the fine-tuning folder of an imported task model; returns its task name.
@@ -520,13 +582,24 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
         raise core.ConversionError(
             f"--task_name={task_name} has {len(task.label_names)} labels "
             f"({', '.join(task.label_names)}), but {source} predicts {width}")
+    if learns and "label_names" not in options:  # a task of its own labels (GLUE)
+        _to_task_order(model, labels, task, source)
+    label_scale = (0.0, 1.0)  # transformers' regression logit is the score
+    if getattr(task, "regression", False) and "label_names" not in options:
+        # STS-B trains on score / 5 and reads logit * 5 (the record's label_scale): the
+        # scale goes into the output layer, or every later use had read 5x the score.
+        low, high = task.regression_min, task.regression_max
+        dense = model.head.output_dense
+        dense.kernel.assign(np.asarray(dense.kernel.numpy()) / high)
+        dense.bias.assign((np.asarray(dense.bias.numpy()) - low) / high)
+        label_scale = (low, high)
     run = FinetuningRun(model_dir=output, vocab_file=vocab, init_checkpoint=source)
     ConvertedFolder(output).save_finetuned(
         model, task=task, config=config, run=run, encoder=model.encoder.config,
         model_size=model_size_of(model.encoder.config), max_seq_length=max_seq_length,
         head_config=head_config,  # transformers' (an independent span head, no answerability)
         head_options=head_cls.hf_head_options(head_config),
-        label_scale=(0.0, 1.0),  # transformers' regression logit is the score
+        label_scale=label_scale,
         converted_from=source)
     return task_name
 

@@ -122,7 +122,8 @@ def infer_config(weights: dict[str, np.ndarray], model_size: str,
               "mask_prob": 0.25 if model_size == "large" else 0.15}
     g_layers = _num_layers(weights, "generator")
     if electric.is_electric(weights):
-        values.update(electric.generator_values(weights, d_hidden, d_layers, _num_layers))
+        values.update(electric.generator_values(weights, d_hidden, d_layers, _num_layers,
+                                                _shape))
     elif g_layers:
         g_hidden = _shape(weights, _QUERY.format("generator", 0), 2)[1]
         values.update(generator_hidden_size=g_hidden / d_hidden,

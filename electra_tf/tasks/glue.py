@@ -282,7 +282,7 @@ class GlueTask(Task):
             position[e.index] = i
         result: list[Any] = [None] * len(examples)
         with _open(path) as f:
-            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            reader = _TsvReader(f, path)
             header = next(reader, None)  # (a byte-order mark: dropped by _open)
             if [c.strip() for c in header or []] != ["index", "prediction"]:
                 raise TaskDataError(f"{path}:1: expected the header 'index<TAB>prediction', "
@@ -312,7 +312,7 @@ class GlueTask(Task):
 
     def _read_rows(self, path: str, labelled: bool, split: str) -> Iterator[GlueExample]:
         with _open(path) as f:
-            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            reader = _TsvReader(f, path)
             if labelled and self.headerless_columns:
                 columns = list(self.headerless_columns)
             else:
@@ -414,6 +414,31 @@ def _open(path: str):
         handle = open(path, "rb")
     with handle as f:
         yield _decoded_lines(f, path)
+
+
+class _TsvReader:
+    """csv.reader of tab-separated, unquoted rows (line_num as csv's), whose csv.Error
+    (a lone carriage return: "new-line character seen in unquoted field") is a
+    TaskDataError naming the file and line; it had been a traceback."""
+
+    def __init__(self, lines, path: str):
+        self._reader = csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
+        self._path = path
+
+    @property
+    def line_num(self) -> int:
+        return self._reader.line_num
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> list[str]:
+        try:
+            return next(self._reader)
+        except csv.Error as e:
+            why = ("a carriage return alone inside a row (old Mac line ends?); save the file "
+                   "with \\n line ends" if "new-line" in str(e) else str(e))
+            raise TaskDataError(f"{self._path}:{self._reader.line_num}: {why}") from None
 
 
 def _decoded_lines(f, path: str) -> Iterator[str]:

@@ -321,6 +321,8 @@ def test_eval_glue_cli_bad_submission_is_one_line(glue_dir, tmp_path):
      r"SST-2/train.tsv:3: not valid UTF-8 \(invalid continuation byte\)"),  # was replaced
     ("qnli", "QNLI/dev.tsv", "index\tquestion\tsentence\n0\ta\tb\n",
      r"QNLI/dev.tsv:1: header lacks column\(s\) 'label'"),
+    ("sst2", "SST-2/dev.tsv", "sentence\tlabel\nok\t1\nbad\rline\t0\n",  # csv.Error before
+     r"SST-2/dev.tsv:3: a carriage return alone inside a row \(old Mac line ends\?\)"),
     ("sst2", "SST-2/dev.tsv", "sentence\tlabel\n", r"SST-2/dev.tsv: no examples"),
     ("wnli", "WNLI/dev.tsv", "", r"WNLI/dev.tsv: no examples"),
 ])

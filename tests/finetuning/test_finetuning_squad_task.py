@@ -402,3 +402,17 @@ def test_read_errors_are_clear(tmp_path):
         task.read(_write(tmp_path, bad), "dev")
     lines = (tmp_path / "bad.json").read_text("utf-8").splitlines()
     assert '"q-accent"' in lines[int(str(err.value).split(":")[1]) - 1]
+
+
+def test_predictions_holding_a_lone_surrogate_are_written_and_read_back(tmp_path):
+    """A context with JSON's "\\ud800" (valid JSON, read on purpose) gives answers cut from
+    it: the UTF-8 write had failed after the evaluation, in a traceback."""
+    import types
+
+    task = SquadTask("2.0", max_query_length=8, doc_stride=STRIDE)
+    preds = {"q\ud800": types.SimpleNamespace(answer="ab\ud800", null_odds=-1.0),
+             "plain": types.SimpleNamespace(answer="Café", null_odds=2.0)}
+    task.write_predictions(preds, [], str(tmp_path / "dev_predictions.json"))
+    written = json.loads((tmp_path / "dev_predictions.json").read_text("utf-8"))
+    assert written == {"q\ud800": "ab\ud800", "plain": "Café"}  # the data's own strings
+    assert set(json.loads((tmp_path / "dev_null_odds.json").read_text("utf-8"))) == set(preds)

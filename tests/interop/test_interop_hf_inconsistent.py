@@ -208,3 +208,103 @@ def test_a_full_disk_leaves_no_half_folder(h, tmp_path, monkeypatch):
         assert raised.value.errno == errno.ENOSPC
     assert not (tmp_path / "out").exists()
     assert os.listdir(kept) == ["notes.txt"] and (kept / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("id2label", [["entailment", "neutral", "contradiction"],
+                                      ["ENTAILMENT", "NEUTRAL", "CONTRADICTION"]])
+def test_a_glue_model_in_another_label_order_is_put_in_the_tasks(h, tmp_path, id2label):
+    """transformers' MNLI models list entailment, neutral, contradiction; GLUE's order (the
+    task's labels) is contradiction, entailment, neutral. The outputs had been served
+    under the task's names in the model's order: every label wrong, without a word."""
+    folder = _folder(h, tmp_path, num_labels=3, id2label=dict(enumerate(id2label)))
+    hf.import_model(folder, str(tmp_path / "out"), task_name="mnli")
+    loaded = folders.FinetunedFolder.open(str(tmp_path / "out"))
+    assert list(loaded.record.label_names) == ["contradiction", "entailment", "neutral"]
+    ids = np.array([[2, 7, 8, 9, 3, 10, 11, 3]], np.int32)
+    inputs = {"input_ids": ids, "input_mask": np.ones_like(ids),
+              "segment_ids": np.array([[0] * 5 + [1] * 3], np.int32)}
+    ours = np.asarray(loaded.load_model()(inputs)["logits"])[0]
+    model = transformers.ElectraForSequenceClassification.from_pretrained(folder).eval()
+    with torch.no_grad():
+        theirs = model(input_ids=torch.tensor(ids.astype(np.int64)),
+                       token_type_ids=torch.tensor(inputs["segment_ids"].astype(np.int64))
+                       ).logits.numpy()[0]
+    by_name = {n.lower(): v for n, v in zip(id2label, theirs)}
+    np.testing.assert_allclose(ours, [by_name[n] for n in loaded.record.label_names], atol=1e-5)
+
+
+def test_a_config_without_a_field_is_read_as_transformers_reads_it(h, tmp_path):
+    """No num_attention_heads in config.json: transformers computes with its default (4),
+    electra_tf had taken its own (12), and no weight shape told them apart."""
+    folder = _folder(h, tmp_path, cls="ElectraModel")
+    path = tmp_path / "hf" / "config.json"
+    config = json.loads(path.read_text())
+    del config["num_attention_heads"]
+    path.write_text(json.dumps(config))
+    hf.import_model(folder, str(tmp_path / "out"))
+    assert folders.PretrainingFolder.open(
+        str(tmp_path / "out")).load_discriminator().config.num_attention_heads == 4
+    for key, value, message in (("hidden_act", ["gelu"], r"hidden_act \['gelu'\] is not "
+                                                          "supported"),):  # a TypeError before
+        path.write_text(json.dumps({**config, key: value}))
+        _refused(folder, tmp_path / "out2", message)
+    path.write_text(json.dumps(config))
+    (tmp_path / "hf" / "tokenizer_config.json").write_text('{"do_lower_case": "false"}')
+    _refused(folder, tmp_path / "out3", r"the tokenizer's do_lower_case is 'false', not "
+                                        "true, false or null")  # had been read as true
+
+
+def test_a_regression_model_for_stsb_keeps_its_scores(h, tmp_path):
+    """transformers' STS-B logit is the 0-5 score; electra_tf's STS-B reads logit * 5 (it
+    trains on score / 5). The converted folder recorded (0, 1) and run_finetuning's
+    predictions (the GLUE submission) came out 5x the model's scores."""
+    from electra_tf.tasks.registry import get_task
+
+    folder = _folder(h, tmp_path, num_labels=1)
+    hf.import_model(folder, str(tmp_path / "out"), task_name="stsb")
+    loaded = folders.FinetunedFolder.open(str(tmp_path / "out"))
+    assert tuple(loaded.record.label_scale) == (0.0, 5.0)
+    ids = np.array([[2, 7, 8, 3, 9, 3], [2, 10, 3, 11, 12, 3]], np.int32)
+    segments = np.array([[0, 0, 0, 0, 1, 1], [0, 0, 0, 1, 1, 1]], np.int32)
+    logits = np.asarray(loaded.load_model()({"input_ids": ids, "input_mask": np.ones_like(ids),
+                                             "segment_ids": segments})["logits"])
+    model = transformers.ElectraForSequenceClassification.from_pretrained(folder).eval()
+    with torch.no_grad():
+        theirs = model(input_ids=torch.tensor(ids.astype(np.int64)),
+                       token_type_ids=torch.tensor(segments.astype(np.int64))).logits.numpy()
+    task = get_task("stsb")
+
+    class _Features:  # what GlueTask.predictions reads
+        example_index = np.arange(2)
+
+        def __len__(self):
+            return 2
+
+    scores = task.predictions({"logits": logits}, [None, None], _Features())
+    np.testing.assert_allclose(scores, theirs[:, 0], atol=1e-5)
+    hf.export_model(str(tmp_path / "out"), str(tmp_path / "back"))  # and back: the same scores
+    back = transformers.ElectraForSequenceClassification.from_pretrained(tmp_path / "back")
+    with torch.no_grad():
+        again = back.eval()(input_ids=torch.tensor(ids.astype(np.int64)),
+                            token_type_ids=torch.tensor(segments.astype(np.int64))).logits.numpy()
+    np.testing.assert_allclose(again, theirs, atol=1e-5)
+
+
+def test_a_generator_of_another_vocabulary_is_refused_beside_its_discriminator(h, tmp_path):
+    """--generator_dir's vocab.txt had replaced the converted discriminator's, and every
+    later use of the folder blamed a changed vocabulary on the user."""
+    disc = _folder(h, tmp_path / "d", cls="ElectraForPreTraining")
+    gen = _folder(h, tmp_path / "g", cls="ElectraForMaskedLM")
+    out = tmp_path / "out"
+    hf.import_model(disc, str(out))
+    before = (out / "vocab.txt").read_text()
+    tokens = before.split("\n")
+    (tmp_path / "g" / "hf" / "vocab.txt").write_text("\n".join(tokens[:5] + tokens[5:-1][::-1])
+                                                     + "\n")
+    with pytest.raises(BAD_INPUT, match=r"its vocabulary \(\d+ tokens\) is not the "
+                                        r"discriminator's .*: ELECTRA's generator and "
+                                        r"discriminator share one"):
+        hf.import_model(gen, str(out))
+    assert (out / "vocab.txt").read_text() == before
+    (tmp_path / "g" / "hf" / "vocab.txt").write_text(before)
+    assert hf.import_model(gen, str(out))["kind"] == "masked_lm"  # the same tokens: kept

@@ -190,3 +190,21 @@ def test_an_electric_generator_is_not_exported_to_transformers(h, tmp_path):
     with pytest.raises(core.ConversionError, match="two-tower generator"):
         hf.export_model(out, str(tmp_path / "hf"), generator=True)
     assert not os.path.exists(tmp_path / "hf" / "model.safetensors")
+
+
+@pytest.mark.parametrize("change", ["missing", "1-D"])
+def test_an_electric_tower_without_its_sizes_is_one_line(h, tmp_path, change):
+    """The tower's first query kernel gives the generator's width: a checkpoint lacking it
+    (or with it 1-D) had ended in a KeyError (IndexError) traceback."""
+    from electra_tf.interop.core import ConversionError
+
+    weights = electric_weights(h, seed=3)
+    name = "generator_ltr/encoder/layer_0/attention/self/query/kernel"
+    if change == "missing":
+        del weights[name]
+    else:
+        weights[name] = weights[name][0]
+    prefix = h.write_tf1_checkpoint(tmp_path / "ckpt" / "model.ckpt", weights)
+    with pytest.raises(ConversionError, match=f"^{name} (is not in the checkpoint|has shape)"):
+        tf1.import_checkpoint(prefix, "small", str(tmp_path / "out"), h.TINY_OVERRIDES,
+                              _writer())
