@@ -30,6 +30,7 @@ from absl import app, flags
 
 from electra_tf import cli
 from electra_tf import flags as flags_lib
+from electra_tf.core.errors import ConfigError
 
 FLAGS = flags.FLAGS
 
@@ -37,7 +38,6 @@ FLAGS = flags.FLAGS
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    from electra_tf.core.errors import ConfigError
     from electra_tf.tasks.registry import task_from_config
     from electra_tf.training import backends
 
@@ -59,6 +59,10 @@ def main(argv):
     # Bad flags and task options: one line before any folder is made, and before
     # TensorFlow or JAX is imported (seconds).
     make_task(config)
+    if config.seed + run.num_trials - 1 > 2**32 - 1:  # trial k's seed is seed + k - 1
+        raise ConfigError(f"--seed={config.seed} with --num_trials={run.num_trials}: the last "
+                          f"trial's seed {config.seed + run.num_trials - 1} is past 2**32 - 1 "
+                          "(it had failed after the trials before it); give a lower --seed")
     backend = backends.name()  # KERAS_BACKEND: training/backends/tensorflow.py or jax.py
     # Before any TF op or JAX device query: collectives and logical devices
     # are fixed at start-up.

@@ -251,6 +251,9 @@ def test_electra_tf_verbose_brings_tensorflows_logging_back(pretrained_dir, toy_
     (("--task_name=bogus",), "error: unknown task_name 'bogus'; known: cola,"),
     (("--task_name=sst2", "--label_names=a,b"),
      "error: --label_names is for classification and tagging tasks; 'sst2' has its own"),
+    (("--task_name=sst2", "--seed=4294967295", "--num_trials=2"),  # failed after trial 1
+     "error: --seed=4294967295 with --num_trials=2: the last trial's seed 4294967296 is past "
+     "2**32 - 1"),
 ])
 def test_bad_flags_are_refused_before_tensorflow_is_imported(flags, expected, tmp_path):
     """The command's one line for a bad task or task option comes before Keras imports
