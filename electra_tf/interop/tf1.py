@@ -16,6 +16,7 @@ head under `task_specific/<task>/`) becomes a fine-tuning folder instead
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 from typing import Callable
@@ -23,6 +24,7 @@ from typing import Callable
 import numpy as np
 
 from electra_tf.core.config import PretrainingConfig
+from electra_tf.core.errors import ConfigError
 from electra_tf.folders import ConvertedFolder
 from electra_tf.interop import core, electric, names
 
@@ -257,6 +259,14 @@ def resume_flags(config: PretrainingConfig) -> str:
         flags.append("--objective=electric")
     if not config.do_lower_case:
         flags.append("--nodo_lower_case")
+    overrides = dict(config.model_hparam_overrides or {})
+    try:  # only what differs from the --model_size preset (the sizes read from the shapes)
+        preset = dataclasses.replace(config, model_hparam_overrides={}).discriminator_config()
+        overrides = {k: v for k, v in overrides.items() if getattr(preset, k, None) != v}
+    except (ConfigError, ValueError):
+        pass
+    if overrides:  # a custom-size model: the printed command had been refused on resume
+        flags.append(f"--model_hparam_overrides='{json.dumps(overrides, sort_keys=True)}'")
     return " ".join(flags)
 
 

@@ -55,6 +55,16 @@ def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab):
     report = tf1.import_checkpoint(str(tmp_path / "electra_tiny"), "small", str(out),
                                    json.loads(overrides), write_fresh_pretraining_checkpoint)
     assert "--generator_hidden_size=0.75" in report["resume_flags"]
+    # A custom size: the printed command carries its overrides (it had been refused on
+    # resume, naming --model_hparam_overrides, which the user never gave).
+    import re
+
+    from electra_tf.folders.pretraining import PretrainingFolder
+
+    given = re.search(r"--model_hparam_overrides='(.*?)'", report["resume_flags"])
+    recorded = PretrainingFolder.open(str(out), discriminator=False).config
+    again = dataclasses.replace(recorded, model_hparam_overrides=json.loads(given.group(1)))
+    assert again.discriminator_config() == recorded.discriminator_config()
     from electra_tf.folders.pretraining import load_discriminator
 
     _, recorded_vocab = load_discriminator(str(out))
