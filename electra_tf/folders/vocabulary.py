@@ -239,6 +239,12 @@ def copy_vocab_file(vocab: str, output: str) -> str:
     return os.path.abspath(target)
 
 
+def vocab_in(folder: str) -> str:
+    """folder/vocab.txt where it is a file, else "" (a folder without one)."""
+    path = os.path.join(folder, VOCAB)
+    return path if os.path.isfile(path) else ""
+
+
 def copy_vocab(source_dir: str, output: str) -> str:
     """Copies source_dir/vocab.txt (if any) into output; returns the copy's path or ""."""
     vocab = os.path.join(source_dir, VOCAB)

@@ -318,16 +318,16 @@ def _keep_shared_vocabulary(model_dir: str, output: str) -> None:
     Raises:
       ConversionError: the generator's tokens are not the discriminator's.
     """
-    from electra_tf.folders.files import DISCRIMINATOR_WEIGHTS
+    from electra_tf.folders.files import DISCRIMINATOR_WEIGHTS, holds_weights
+    from electra_tf.folders.vocabulary import vocab_in
     from electra_tf.text.vocab import load_vocab
 
-    existing = os.path.join(output, "vocab.txt")
-    if not (os.path.exists(existing) and os.path.exists(os.path.join(output,
-                                                                     DISCRIMINATOR_WEIGHTS))):
+    existing = vocab_in(output)
+    if not (existing and holds_weights(output, DISCRIMINATOR_WEIGHTS)):
         keep_vocabulary(model_dir, output)
         return
-    beside = os.path.join(model_dir, "vocab.txt")
-    tokens = load_vocab(beside) if os.path.exists(beside) else _tokenizer_json_tokens(model_dir)
+    beside = vocab_in(model_dir)
+    tokens = load_vocab(beside) if beside else _tokenizer_json_tokens(model_dir)
     if tokens and list(tokens) != list(load_vocab(existing)):
         raise core.ConversionError(
             f"{model_dir}: its vocabulary ({len(tokens)} tokens) is not the discriminator's "

@@ -387,7 +387,8 @@ def pretraining_flops(config: PretrainingConfig,
             config, max_seq_length=config.phase2_max_seq_length,
             max_predictions_per_seq=config.phase2_max_predictions_per_seq,
             train_batch_size=config.resolved_phase2_train_batch_size,
-            num_train_steps=n, phase2_steps=0, phase2_max_seq_length=0)
+            num_train_steps=n, phase2_steps=0, phase2_max_seq_length=0,
+            phase2_train_batch_size=0, phase2_learning_rate=0.0, phase2_warmup_steps=0)
         phases = (FlopsPhase(f"{config.training_algorithm}_phase1", config.phase2_start, parts,
                              config.train_batch_size),
                   FlopsPhase(f"{config.training_algorithm}_phase2", config.phase2_steps,
