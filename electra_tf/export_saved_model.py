@@ -70,9 +70,6 @@ def main(argv):
     check_model_name(FLAGS.model_name)
     fileio.check_output_folder(os.path.join(FLAGS.model_base, FLAGS.model_name),
                                "--model_base/--model_name")
-    for name in ("max_query_length", "max_answer_length"):
-        if FLAGS[name].value < 1:  # before the model loads (load_spec checks them too)
-            raise InputError(f"--{name} must be >= 1, got {FLAGS[name].value}")
     if FLAGS.version is not None:  # fail before the (slow) model build
         check_version(os.path.join(FLAGS.model_base, FLAGS.model_name), FLAGS.version)
     buckets = parse_length_buckets(FLAGS.length_buckets)

@@ -582,10 +582,11 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
         raise core.ConversionError(
             f"--task_name={task_name} has {len(task.label_names)} labels "
             f"({', '.join(task.label_names)}), but {source} predicts {width}")
-    if learns and "label_names" not in options:  # a task of its own labels (GLUE)
+    own_labels = "label_names" not in options  # a task of its own labels (GLUE)
+    if learns and own_labels:
         _to_task_order(model, labels, task, source)
     label_scale = (0.0, 1.0)  # transformers' regression logit is the score
-    if getattr(task, "regression", False) and "label_names" not in options:
+    if getattr(task, "regression", False) and own_labels:
         # STS-B trains on score / 5 and reads logit * 5 (the record's label_scale): the
         # scale goes into the output layer, or every later use had read 5x the score.
         low, high = task.regression_min, task.regression_max

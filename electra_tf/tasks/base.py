@@ -52,6 +52,7 @@ import numpy as np
 
 from electra_tf.core.errors import ConfigError, TaskDataError
 from electra_tf.tasks import heads
+from electra_tf.text.cleaning import has_lone_surrogate
 
 # What a fine-tuned model serves (see the module docstring): the registry's names
 # (tasks/heads/__init__.py, which maps each to its class).
@@ -245,12 +246,6 @@ def has_control_character(text: str) -> bool:
     import unicodedata
 
     return any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in text)
-
-
-def has_lone_surrogate(text: str) -> bool:
-    """Whether `text` holds a code point of U+D800-U+DFFF (a JSON "\\ud800" escape),
-    which UTF-8 cannot encode."""
-    return any("\ud800" <= c <= "\udfff" for c in text)
 
 
 def format_label_names(names) -> str:

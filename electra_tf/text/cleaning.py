@@ -4,15 +4,23 @@ split at newlines only."""
 from __future__ import annotations
 
 
-def without_lone_surrogates(text: str) -> str:
-    """`text` with each lone surrogate (JSON's "\\ud800": valid JSON, no UTF-8 form,
-    which TensorFlow will not convert) replaced by U+FFFD, one character for one, so
-    character offsets keep their meaning; the graph reads invalid UTF-8 the same way."""
+def has_lone_surrogate(text: str) -> bool:
+    """Whether `text` holds a code point of U+D800-U+DFFF (JSON's "\\ud800": valid JSON,
+    no UTF-8 form)."""
     try:
         text.encode("utf-8")
-        return text
+        return False
     except UnicodeEncodeError:
-        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+        return True
+
+
+def without_lone_surrogates(text: str) -> str:
+    """`text` with each lone surrogate (`has_lone_surrogate`, which TensorFlow will not
+    convert) replaced by U+FFFD, one character for one, so character offsets keep
+    their meaning; the graph reads invalid UTF-8 the same way."""
+    if not has_lone_surrogate(text):
+        return text
+    return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
 
 
 def newline_lines(text: str) -> list[str]:

@@ -319,13 +319,13 @@ def changed_settings(before: PretrainingConfig, config: PretrainingConfig) -> li
     vocabulary, the casing or the optimizer."""
     quiet = {"learning_rate", "num_warmup_steps", "num_train_steps", "iterations_per_loop",
              "save_checkpoints_steps", "keep_checkpoint_max", "num_eval_steps",
-             "eval_batch_size", "prior_output_biases", *SHAPE_FLAGS, "do_lower_case",
-             "optimizer"} - {"objective"} | {f.name for f in dataclasses.fields(
-                 PretrainingConfig) if f.name.startswith("phase2_")}
+             "eval_batch_size", "prior_output_biases", "do_lower_case", "optimizer",
+             *(name for name in SHAPE_FLAGS if name != "objective")}  # (objective: said)
     return [f"--{f.name}={_flag_value(getattr(config, f.name))} (it was "
             f"{_flag_value(getattr(before, f.name))})"
             for f in dataclasses.fields(PretrainingConfig)
-            if f.name not in quiet and getattr(before, f.name) != getattr(config, f.name)]
+            if f.name not in quiet and not f.name.startswith("phase2_")
+            and getattr(before, f.name) != getattr(config, f.name)]
 
 
 def _overrides_change(before: PretrainingConfig, config: PretrainingConfig) -> str:
