@@ -617,3 +617,28 @@ def test_undo_on_failure_removes_what_an_interrupted_block_added(tmp_path):
     with undo_on_failure(str(new)):  # nothing raised: nothing undone
         new.mkdir()
     assert new.is_dir()
+
+
+def test_the_names_of_saves_and_their_steps(tmp_path):
+    from electra_tf.folders.files import latest_checkpoint_step, save_step
+    from electra_tf.training.checkpoints import checkpoint_step, npz_checkpoint_files
+
+    assert save_step("ckpt-12", prefix=True) == 12
+    assert save_step("jax-ckpt-7.npz", prefix=True) == 7
+    assert save_step("ckpt-12.index", prefix=True) is None
+    assert save_step("ckpt-12.index", prefix=False) == 12
+    assert save_step("ckpt-12", prefix=False) is None
+    for name in ("ckpt-12.data-00000-of-00001", "jax-ckpt-7", "ckpt-7.npz", "ckpt-x.index",
+                 "jax-ckpt-7.npz.tmp", "ckpt-3_temp"):
+        assert save_step(name, prefix=True) is None and save_step(name, prefix=False) is None
+    folder = tmp_path / "checkpoints"
+    assert latest_checkpoint_step(str(tmp_path)) is None
+    folder.mkdir()
+    for name in ("ckpt-3.index", "ckpt-30.data-00000-of-00001", "jax-ckpt-9.npz",
+                 "jax-ckpt-11.npz.tmp", "checkpoint"):
+        (folder / name).write_bytes(b"")
+    assert latest_checkpoint_step(str(tmp_path)) == 9
+    assert [step for step, _ in npz_checkpoint_files(str(folder))] == [9]
+    assert checkpoint_step(str(folder / "ckpt-3")) == 3
+    assert checkpoint_step(str(folder / "jax-ckpt-9.npz")) == 9
+    assert checkpoint_step(str(tmp_path / "ckpt-3")) is None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 from electra_tf.core.config import EncoderConfig
 from electra_tf.core.errors import ConfigError, InputError
@@ -33,6 +34,10 @@ RESULTS = "results.json"
 CONVERSION_REPORT = "conversion_report.json"
 VOCAB = "vocab.txt"
 CHECKPOINTS = "checkpoints"
+
+# The names of a run's saves in MODEL_DIR/checkpoints: TensorFlow's tf.train
+# prefix ckpt-N (files ckpt-N.index and ckpt-N.data-*) and JAX's jax-ckpt-N.npz.
+_SAVE_NAME = re.compile(r"ckpt-(\d+)(\.index)?|jax-ckpt-(\d+)\.npz")
 
 
 # === JSON and weights, versioned and atomic ===
@@ -170,15 +175,27 @@ def has_checkpoints(model_dir: str) -> bool:
         not name.startswith(".") and not name.endswith("_temp") for name in os.listdir(folder))
 
 
+def save_step(name: str, *, prefix: bool) -> int | None:
+    """The step of the save named `name` (a file name, no folder), else None.
+
+    prefix=True takes the names a user gives a save by (ckpt-N, jax-ckpt-N.npz);
+    prefix=False the files that mark a finished one (ckpt-N.index,
+    jax-ckpt-N.npz: a tf.train save writes its .index last).
+    """
+    m = _SAVE_NAME.fullmatch(name)
+    if not m:
+        return None
+    if m.group(3) is not None:
+        return int(m.group(3))
+    return int(m.group(1)) if (m.group(2) is None) == prefix else None
+
+
 def latest_checkpoint_step(model_dir: str) -> int | None:
     """The highest step among model_dir/checkpoints' saves of either backend
     (ckpt-N.index, jax-ckpt-N.npz); None without one."""
-    import re
-
     folder = checkpoint_dir(model_dir)
     names = os.listdir(folder) if os.path.isdir(folder) else []
-    steps = [int(m.group(1)) for m in map(re.compile(r"(?:jax-)?ckpt-(\d+)\.(?:index|npz)").fullmatch,
-                                          names) if m]
+    steps = [step for step in (save_step(name, prefix=False) for name in names) if step is not None]
     return max(steps, default=None)
 
 

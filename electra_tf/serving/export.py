@@ -254,15 +254,18 @@ def _checked_length(spec: ServingSpec, checkpoint: str, given: bool = True) -> S
       given: the length is --max_seq_length's (else the folder's record's).
 
     Raises:
-      InputError: a length below 3, or above the model's max_position_embeddings
-        (every request would then fail in the position embedding).
+      InputError: a length below the head's min_seq_length (3: [CLS] x [SEP]; SQuAD's 5
+        keeps a piece of question and of context), or above the model's
+        max_position_embeddings (every request would then fail in the position embedding).
     """
     positions = spec.model.encoder.config.max_position_embeddings
-    if not 3 <= spec.max_seq_length <= positions:
+    lowest = spec.head.min_seq_length()
+    if not lowest <= spec.max_seq_length <= positions:
         what = (f"--max_seq_length={spec.max_seq_length}" if given else
                 f"the max_seq_length {spec.max_seq_length} that {checkpoint} records")
-        raise InputError(f"{what}: the model in {checkpoint} takes 3 to {positions} positions"
-                         + ("" if given else "; give --max_seq_length"))
+        whose = f"a {spec.task} export of the model" if lowest > 3 else "the model"
+        raise InputError(f"{what}: {whose} in {checkpoint} takes {lowest} to {positions} "
+                         "positions" + ("" if given else "; give --max_seq_length"))
     return spec
 
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.core.fileio import atomic_write
-from electra_tf.folders.files import CHECKPOINTS, remove_stale_temporaries
+from electra_tf.folders.files import CHECKPOINTS, remove_stale_temporaries, save_step
 from electra_tf.training.loop import log
 
 # What each backend's files look like in the checkpoint folder.
@@ -226,16 +226,13 @@ class TensorFlowCheckpoints:
 
 
 # === npz (the JAX backend) ===
-_NPZ = re.compile(r"jax-ckpt-(\d+)\.npz$")
-
-
 def npz_checkpoint_files(directory: str) -> list[tuple[int, str]]:
     """(step, path) of every jax-ckpt in `directory`, oldest first."""
     found = []
     for path in glob.glob(os.path.join(directory, FILES["jax"])):
-        m = _NPZ.search(path)
-        if m:
-            found.append((int(m.group(1)), path))
+        step = save_step(os.path.basename(path), prefix=False)
+        if step is not None:
+            found.append((step, path))
     return sorted(found)
 
 
@@ -334,17 +331,13 @@ class NpzCheckpoints:
 
 
 # === One checkpoint of a pre-training run, for fine-tuning ===
-_STEP = re.compile(r"(?:jax-)?ckpt-(\d+)(?:\.npz)?")
-
-
 def checkpoint_step(path: str) -> int | None:
     """The step of `path` when it names one checkpoint of a pre-training folder
     (MODEL_DIR/checkpoints/ckpt-N or .../jax-ckpt-N.npz), else None."""
     path = os.path.abspath(path)
-    m = _STEP.fullmatch(os.path.basename(path))
-    if not m or os.path.basename(os.path.dirname(path)) != CHECKPOINTS:
+    if os.path.basename(os.path.dirname(path)) != CHECKPOINTS:
         return None
-    return int(m.group(1))
+    return save_step(os.path.basename(path), prefix=True)
 
 
 def read_model_arrays(path: str, model) -> dict:

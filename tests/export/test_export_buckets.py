@@ -63,6 +63,18 @@ def test_a_window_the_model_cannot_take_is_refused(finetuned_dirs, export_pretra
         load_spec("rtd", export_pretrained_dir, max_seq_length=length)
 
 
+@pytest.mark.parametrize("length", [3, 4])
+def test_a_squad_window_without_room_for_question_and_context_is_refused(finetuned_dirs,
+                                                                         length):
+    """At 3 or 4 positions the question had kept no piece ((L - 3) // 2 = 0), silently."""
+    from electra_tf.serving.export import load_spec
+
+    with pytest.raises(InputError, match=rf"--max_seq_length={length}: a squad export of the "
+                                         r"model in .* takes 5 to \d+ positions"):
+        load_spec("squad", finetuned_dirs["squad"], max_seq_length=length)
+    assert load_spec("squad", finetuned_dirs["squad"], max_seq_length=5).max_seq_length == 5
+
+
 def test_a_recorded_window_the_model_cannot_take_names_the_record(finetuned_dirs, tmp_path):
     """No --max_seq_length given: the message had named that flag at the record's value."""
     import json

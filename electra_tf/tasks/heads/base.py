@@ -296,6 +296,11 @@ class Head(keras.layers.Layer):
         return ("text",)
 
     @classmethod
+    def min_seq_length(cls) -> int:
+        """The shortest max_seq_length an export of this head serves: [CLS] text [SEP]."""
+        return 3
+
+    @classmethod
     def min_length(cls, spec) -> int:
         """The fewest positions the model takes."""
         return 1

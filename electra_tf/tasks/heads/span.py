@@ -338,6 +338,12 @@ class SpanHead(Head):
         return ("question", "context")
 
     @classmethod
+    def min_seq_length(cls) -> int:
+        """[CLS] question [SEP] context [SEP] with a piece of each (fine-tuning's
+        featurize refuses a shorter max_seq_length too)."""
+        return 5
+
+    @classmethod
     def min_length(cls, spec) -> int:
         """The joint head's beam needs beam_size positions."""
         return spec.model.head.min_positions()
