@@ -39,6 +39,7 @@ Output names: see electra_tf/serving/signatures.py and docs/serving.md.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import re
@@ -348,6 +349,28 @@ def next_version(model_dir: str) -> int:
     return max(versions, default=0) + 1
 
 
+def _publish(tmp: str, parent: str, version: int, final: str) -> None:
+    """Renames the finished export `tmp` to `final` (parent/version), unless another
+    export took the version meanwhile (the same folder, or "007" for 7): rename fails
+    on an existing folder that holds files, so nothing is ever overwritten.
+
+    Raises:
+      InputError: the version appeared during the export.
+    """
+    taken = InputError(f"{final} appeared during the export (another export took version "
+                       f"{version}); not overwriting it: run again")
+    try:
+        check_version(parent, version)
+    except InputError:
+        raise taken from None
+    try:
+        os.rename(tmp, final)
+    except OSError as e:
+        if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise taken from None
+        raise
+
+
 TMP_PREFIX = ".tmp-"
 # A temporary dir of another host is stale after this long; an export takes minutes.
 STALE_AFTER_S = 24 * 3600
@@ -443,9 +466,7 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
         if warmup:
             logs = warmup_lib.build_logs(model_name, info, spec.max_seq_length)
             warmup_lib.write(os.path.join(extra, warmup_lib.WARMUP_FILE), logs)
-        if os.path.exists(final):  # someone else wrote it meanwhile
-            raise InputError(f"{final} appeared during the export; not overwriting it")
-        os.rename(tmp, final)
+        _publish(tmp, parent, version, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

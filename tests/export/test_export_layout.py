@@ -138,6 +138,31 @@ def test_a_failed_export_leaves_nothing(exports, tmp_path, monkeypatch):
     assert os.listdir(tmp_path / "m") == []  # no 2, no temporary dir
 
 
+@pytest.mark.parametrize("taken", ["2", "002"])
+def test_a_version_another_export_takes_meanwhile_is_left_alone(exports, tmp_path,
+                                                                monkeypatch, taken):
+    """Another export (or a folder "002", version 2 to TF Serving) landing while this one
+    writes: one line, its files untouched, no temporary dir left."""
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving import export as export_saved_model
+    from electra_tf.serving import signatures
+
+    declare = signatures.declare_input_shapes
+
+    def and_another_export_lands(path):
+        declare(path)
+        os.makedirs(tmp_path / "m" / taken)
+        (tmp_path / "m" / taken / "saved_model.pb").write_bytes(b"theirs")
+
+    monkeypatch.setattr(signatures, "declare_input_shapes", and_another_export_lands)
+    with pytest.raises(InputError, match=r"m/2 appeared during the export \(another export "
+                                         r"took version 2\); not overwriting it"):
+        export_saved_model.export(exports["stsb"][0], str(tmp_path), "m", version=2,
+                                  warmup=False)
+    assert sorted(os.listdir(tmp_path / "m")) == [taken]
+    assert (tmp_path / "m" / taken / "saved_model.pb").read_bytes() == b"theirs"
+
+
 def test_each_signature_is_traced_once(exports, tmp_path, monkeypatch):
     """write_out lists the endpoints' variables and tf.saved_model.save writes them: a
     tf.function endpoint would be traced by both (the save's own context is another
