@@ -14,6 +14,7 @@ import errno
 import glob
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -70,8 +71,9 @@ def check_input_file(path: str, what: str) -> None:
         raise InputError(f"{what} {path} is a folder, not a file")
 
 
-def check_text_file(path: str, what: str = "corpus file") -> None:
-    """Refuses a file that is not UTF-8 text, from its first TEXT_SAMPLE_BYTES.
+def check_text_file(path: str, what: str = "corpus file", compressed_hint: str = "") -> None:
+    """Refuses a file that is not UTF-8 text, from its first TEXT_SAMPLE_BYTES
+    (`compressed_hint`: what the message adds for a compressed file).
 
     Text decoded with U+FFFD for bad bytes still tokenizes, so a binary file
     or UTF-16 text would otherwise be read as a few odd "words" (or, UTF-16,
@@ -85,10 +87,23 @@ def check_text_file(path: str, what: str = "corpus file") -> None:
             sample = f.read(TEXT_SAMPLE_BYTES)
     except OSError as e:
         raise InputError(f"{what} {path}: cannot read it ({e.strerror or e})") from None
-    check_text_sample(sample, path, what)
+    check_text_sample(sample, path, what, compressed_hint)
 
 
-def check_text_sample(data: bytes, path: str, what: str = "corpus file") -> None:
+# What compressed files start with (an xz corpus file is read as an archive before this).
+_COMPRESSED = ((b"\x1f\x8b", "gzip"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"),
+               (b"PK\x03\x04", "zip"))
+_BZIP2 = re.compile(rb"BZh[1-9]1AY&SY")  # text may start "BZh": its block magic too
+
+
+def _compressed_kind(sample: bytes) -> str | None:
+    if _BZIP2.match(sample):
+        return "bzip2"
+    return next((kind for magic, kind in _COMPRESSED if sample.startswith(magic)), None)
+
+
+def check_text_sample(data: bytes, path: str, what: str = "corpus file",
+                      compressed_hint: str = "") -> None:
     """`check_text_file` on bytes already read (their first TEXT_SAMPLE_BYTES), e.g. a
     member of an archive; `path` names them in the error.
 
@@ -96,6 +111,10 @@ def check_text_sample(data: bytes, path: str, what: str = "corpus file") -> None
       InputError: naming `path` and what the bytes look like.
     """
     sample = data[:TEXT_SAMPLE_BYTES]
+    compressed = _compressed_kind(sample)
+    if compressed:  # NUL bytes or invalid UTF-8 below would say "another encoding?"
+        raise InputError(f"{what} {path} is {compressed}-compressed, not text; decompress "
+                         f"it{compressed_hint}")
     if sample[257:262] == b"ustar":  # an uncompressed tar: not text of any encoding
         raise InputError(f"{what} {path} is a tar archive, not text; extract it, or compress "
                          "it with xz if it is an OpenWebText archive (a tar of text files)")

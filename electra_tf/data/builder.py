@@ -138,7 +138,8 @@ def validate(options: BuildOptions) -> tuple[int, int]:
         if not os.path.isfile(path):
             raise InputError(f"corpus file not found: {path}")
         if not is_archive(path, options.corpus_format):  # an archive's members: when read
-            check_text_file(path)
+            check_text_file(path, compressed_hint=" (a tar of text files, as an OpenWebText "
+                            "archive is: --corpus_format=openwebtext reads it)")
     lines, docs = scan_corpus(options.files, options.corpus_format,
                               options.blanks_separate_docs)
     if lines == 0:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import lzma
+import os
 import tarfile
 import zlib
 from typing import Iterator
@@ -72,23 +73,32 @@ def _xz_text(path: str) -> bool:
 
 
 def archive_texts(path: str) -> list[tuple[str, bytes]]:
-    """(name, bytes) of every regular file of the archive, sorted by name.
+    """(name, bytes) of every file of the archive, sorted by name: what extracting it
+    gives, as the original's builder does (tar's extractall, then each file): a name
+    repeated in the archive is its last member's bytes, a hard or symbolic link the
+    bytes of its target.
 
     Raises:
-      InputError: one line naming the archive (damaged, truncated, not a tar), or a
-        member that is not UTF-8 text.
+      InputError: one line naming the archive (damaged, truncated, not a tar), a link
+        to a file the archive does not hold, or a member that is not UTF-8 text.
     """
-    texts = []
+    texts = {}
     try:
         with tarfile.open(path) as tar:  # xz, gz, bz2 or none: detected
             for member in tar:
-                if member.isfile():  # each checked as it comes: refused at the first
+                if not (member.isfile() or member.islnk() or member.issym()):
+                    continue
+                try:
                     data = tar.extractfile(member).read()
-                    _check_member(path, member.name, data)
-                    texts.append((member.name, data))
+                except KeyError:  # tarfile: a link whose target is not in the archive
+                    raise InputError(f"{path}: its member {member.name} links to "
+                                     f"{member.linkname}, which the archive does not hold"
+                                     ) from None
+                _check_member(path, member.name, data)  # refused at the first
+                texts[os.path.normpath(member.name)] = data  # ./a.txt is a.txt, extracted
     except _ARCHIVE_ERRORS as e:
         raise _damaged(path, e) from None
-    return sorted(texts)
+    return sorted(texts.items())
 
 
 def _check_member(path: str, name: str, data: bytes) -> None:

@@ -389,6 +389,34 @@ def test_a_corpus_file_that_is_not_utf8_text_is_refused(case, tiny_corpus, tiny_
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("kind", ["gzip", "bzip2", "zip"])
+def test_a_compressed_corpus_file_is_named_for_what_it_is(kind, tiny_corpus, tiny_vocab,
+                                                          tmp_path):
+    """A gzip tar named .xz (auto reads xz archives only) had been called "not UTF-8 text
+    (a binary file?)"; a text file that starts "BZh" is still text."""
+    import bz2
+    import gzip
+    import zipfile
+
+    text = open(tiny_corpus, "rb").read()
+    path = tmp_path / "pages.xz"
+    if kind == "zip":
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("a.txt", text)
+    else:
+        path.write_bytes({"gzip": gzip.compress, "bzip2": bz2.compress}[kind](text))
+    with pytest.raises(InputError) as raised:
+        build_pretraining_data(options(str(path), tiny_vocab, tmp_path / "out",
+                                       max_seq_length=32))
+    assert str(raised.value) == (
+        f"corpus file {path} is {kind}-compressed, not text; decompress it (a tar of text "
+        "files, as an OpenWebText archive is: --corpus_format=openwebtext reads it)")
+    assert not (tmp_path / "out").exists()
+    plain = tmp_path / "bzh.txt"
+    plain.write_bytes(b"BZh is how a line may start.\n\n" + text)
+    build_pretraining_data(options(str(plain), tiny_vocab, tmp_path / "ok", max_seq_length=32))
+
+
 def test_max_unk_rate_sets_the_limit(tiny_corpus, tiny_vocab, tmp_path):
     # Greek: UTF-8 text, but hardly a piece of the tiny (English) vocabulary.
     corpus = tmp_path / "greek.txt"

@@ -133,3 +133,41 @@ def test_the_command_reads_archives_and_says_a_damaged_one_in_one_line(tiny_voca
                       f"--output_dir={tmp_path}/out", "--max_seq_length=32")
     error_line(proc, archives[0], "not a readable OpenWebText archive")
     assert not (tmp_path / "out").exists()
+
+
+def test_an_archive_reads_as_its_extraction_repeated_names_and_links_included(tmp_path):
+    """The original extracts each archive and reads its files: a name stored twice is
+    the last member's bytes, a hard or symbolic link its target's (both had differed:
+    the first was read twice, the links not at all)."""
+    import subprocess
+
+    def add(tar, name, data=None, link=None, kind=tarfile.REGTYPE):
+        info = tarfile.TarInfo(name)
+        info.type = kind
+        if link:
+            info.linkname = link
+        if data is not None:
+            info.size = len(data)
+        tar.addfile(info, io.BytesIO(data) if data is not None else None)
+
+    path = tmp_path / "a.xz"
+    with tarfile.open(path, "w:xz") as tar:
+        add(tar, "p1.txt", b"the first version of the page.\n")
+        add(tar, "p2.txt", b"another page.\n")
+        add(tar, "./p1.txt", b"the second version replaces it.\n")
+        add(tar, "hard.txt", link="p2.txt", kind=tarfile.LNKTYPE)
+        add(tar, "soft.txt", link="p2.txt", kind=tarfile.SYMTYPE)
+    out = tmp_path / "x"
+    out.mkdir()
+    subprocess.run(["tar", "xf", str(path), "-C", str(out)], check=True)
+    extracted = sorted((n, (out / n).read_bytes()) for n in os.listdir(out))
+    assert corpus_lib.archive_texts(str(path)) == extracted
+    assert dict(extracted)["p1.txt"] == b"the second version replaces it.\n"
+
+    outside = tmp_path / "b.xz"
+    with tarfile.open(outside, "w:xz") as tar:
+        add(tar, "p1.txt", b"a page.\n")
+        add(tar, "away.txt", link="/etc/hostname", kind=tarfile.SYMTYPE)
+    with pytest.raises(InputError, match=r"b.xz: its member away.txt links to /etc/hostname, "
+                                         "which the archive does not hold"):
+        corpus_lib.archive_texts(str(outside))

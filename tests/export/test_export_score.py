@@ -141,3 +141,22 @@ def test_the_command_checks_its_output_before_loading_a_model(tmp_path):
         proc = run_module("electra_tf.score", f"--model_dir={tmp_path / 'none'}",
                           f"--input={sentences}", f"--output={output}")
         error_line(proc, message)
+
+
+def test_an_empty_text_scores_zero_not_negative_zero():
+    """The export's score had been -0.0 for an empty text (the negated empty sum) where
+    the score command prints 0.0."""
+    import types
+
+    import tensorflow as tf
+
+    from electra_tf.tasks.heads.scoring import ScoreHead, sequence_scores
+
+    ids = tf.constant([[1, 2, 7, 3], [1, 2, 0, 0]])  # [CLS]=1 [SEP]=2; the second is empty
+    mask = tf.constant([[1, 1, 1, 1], [1, 1, 0, 0]])
+    logits = tf.constant([[0.5, 0.25, 0.75, 1.0], [0.5, 0.25, 0.0, 0.0]])
+    spec = types.SimpleNamespace(tokenizer=types.SimpleNamespace(cls_id=1, sep_id=2))
+    score = ScoreHead._scores(spec, {"rtd_logits": logits}, ids, mask)["score"].numpy()
+    assert score.tolist() == [-1.75, 0.0] and not np.signbit(score[1])
+    direct = sequence_scores(logits, ids, mask, 1, 2).numpy()
+    assert direct.tolist() == [-1.75, 0.0] and not np.signbit(direct[1])

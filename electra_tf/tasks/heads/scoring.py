@@ -39,9 +39,15 @@ def token_energies(energies, word_ids, mask, cls_id: int, sep_id: int):
 
 def sequence_scores(energies, word_ids, mask, cls_id: int, sep_id: int):
     """float32 [B]: -sum_t E(x)_t over the scored tokens."""
+    return _negated_sum(token_energies(energies, word_ids, mask, cls_id, sep_id))
+
+
+def _negated_sum(token_energies):
+    """-sum over the last axis, written 0 - sum: an empty text scores 0.0, as the score
+    command prints it, where negating the sum gave -0.0."""
     import tensorflow as tf
 
-    return -tf.reduce_sum(token_energies(energies, word_ids, mask, cls_id, sep_id), axis=-1)
+    return 0.0 - tf.reduce_sum(token_energies, axis=-1)
 
 
 class ScoreHead(RtdHead):
@@ -77,11 +83,9 @@ class ScoreHead(RtdHead):
 
     @classmethod
     def _scores(cls, spec, out, word_ids, mask) -> dict:
-        import tensorflow as tf
-
         tok = spec.tokenizer
         energies = token_energies(out["rtd_logits"], word_ids, mask, tok.cls_id, tok.sep_id)
-        return {"score": -tf.reduce_sum(energies, axis=-1), "token_energies": energies}
+        return {"score": _negated_sum(energies), "token_energies": energies}
 
     @classmethod
     def text_outputs(cls, spec, packer, tokenized, packed, out, graph) -> dict:
