@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 from absl import app, flags
@@ -38,6 +39,7 @@ from absl import app, flags
 from electra_tf import cli
 from electra_tf.core.errors import InputError
 from electra_tf.core.fileio import check_output_folder, undo_on_failure
+from electra_tf.folders import files
 
 FLAGS = flags.FLAGS
 
@@ -56,8 +58,9 @@ def define_flags() -> None:
     flags.DEFINE_string("model_hparam_overrides", "", "--from=tf1: JSON of EncoderConfig "
                         "fields over the size preset (custom sizes).")
     flags.DEFINE_string("output", "", "The folder to write.")
-    flags.DEFINE_bool("overwrite", False, "Write into an --output folder that already holds "
-                      "files (those of the same names are replaced).")
+    flags.DEFINE_bool("overwrite", False, "Replace the model an --output folder holds: "
+                      "its model files of either format (electra_tf's, transformers') go "
+                      "first, other files stay.")
     flags.DEFINE_bool("generator", False, "--to=hf: also export the generator (to OUTPUT/generator).")
     flags.DEFINE_bool("drop_task_head", False, "--from=hf: convert an "
                       "ElectraForSequenceClassification's encoder and drop its head.")
@@ -105,7 +108,60 @@ def main(argv) -> None:
     # conversion added to --output goes (the folder too, where it made it) and what an
     # --overwrite had replaced comes back, so the same command can run again.
     with undo_on_failure(FLAGS.output):
+        if FLAGS.overwrite:
+            _check_not_a_source(FLAGS.output)
+            _remove_model_files(FLAGS.output)
         _convert(source)
+
+
+# What a folder's model is made of, in either format: a model written over another
+# kept the old one's other files (a fine-tuned head beside a new discriminator was what
+# the export served; a stale tokenizer.json what transformers tokenized with).
+_MODEL_FILES = (
+    # electra_tf (folders/files.py)
+    files.PRETRAINING_CONFIG, files.DISCRIMINATOR_WEIGHTS, files.DISCRIMINATOR_CONFIG,
+    files.GENERATOR_WEIGHTS, files.GENERATOR_CONFIG, files.FINAL_EVAL,
+    files.FINETUNING_CONFIG, files.FINETUNED_WEIGHTS, files.RESULTS,
+    files.CONVERSION_REPORT, files.VOCAB, files.CHECKPOINTS,
+    # transformers (save_pretrained), and the generator/ folder --to=hf --generator writes
+    "config.json", "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+    "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack", "tokenizer.json",
+    "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+    "generation_config.json", "generator")
+_SHARDS = re.compile(r"(model|pytorch_model)-\d+-of-\d+\.(safetensors|bin)")
+
+
+def _sources() -> list[str]:
+    """The folders this conversion reads."""
+    paths = [FLAGS.model_dir, FLAGS.generator_dir, FLAGS.data_dir]
+    paths += [os.path.dirname(p) or "." for p in (FLAGS.checkpoint, FLAGS.vocab_file) if p]
+    if FLAGS.checkpoint and os.path.isdir(FLAGS.checkpoint):
+        paths.append(FLAGS.checkpoint)
+    return [p for p in paths if p]
+
+
+def _check_not_a_source(output: str) -> None:
+    """Refuses an --overwrite of a folder the conversion reads (its model files would go
+    before they are read)."""
+    for path in _sources():
+        if os.path.isdir(path) and os.path.samefile(path, output):
+            raise InputError(f"--output {output} is a folder the conversion reads "
+                             f"({path}); write the conversion to another folder")
+
+
+def _remove_model_files(output: str) -> None:
+    """Removes the model files of `output` (undo_on_failure puts them back)."""
+    import shutil
+
+    if not os.path.isdir(output):
+        return
+    for name in sorted(os.listdir(output)):
+        if name in _MODEL_FILES or _SHARDS.fullmatch(name):
+            path = os.path.join(output, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
 
 
 def _convert(source) -> None:

@@ -260,9 +260,18 @@ def resume_flags(config: PretrainingConfig) -> str:
     if not config.do_lower_case:
         flags.append("--nodo_lower_case")
     overrides = dict(config.model_hparam_overrides or {})
-    try:  # only what differs from the --model_size preset (the sizes read from the shapes)
-        preset = dataclasses.replace(config, model_hparam_overrides={}).discriminator_config()
-        overrides = {k: v for k, v in overrides.items() if getattr(preset, k, None) != v}
+    try:  # only the overrides the models need (the sizes read from the shapes): one
+        # equal to the preset's value still counts where another override moves what the
+        # preset derives from it (a hidden_size sets the heads and the FFN width)
+        def models(kept):
+            again = dataclasses.replace(config, model_hparam_overrides=kept)
+            return again.discriminator_config(), again.generator_config()
+
+        want = models(overrides)
+        for name in sorted(overrides):
+            fewer = {k: v for k, v in overrides.items() if k != name}
+            if models(fewer) == want:
+                overrides = fewer
     except (ConfigError, ValueError):
         pass
     if overrides:  # a custom-size model: the printed command had been refused on resume

@@ -79,6 +79,42 @@ def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab):
     np.testing.assert_array_equal(table.numpy(), weights["electra/embeddings/word_embeddings"])
 
 
+def test_overwrite_replaces_the_model_a_folder_holds(h, tmp_path, tiny_vocab):
+    """--overwrite of a fine-tuned folder with a pre-trained model had left the old
+    fine-tuned head, which the export then served; the folder the conversion reads is
+    refused (its model files would go before they are read)."""
+    from electra_tf.folders.finetuned import is_finetuning_folder
+    from electra_tf.text.tokenizer import load_vocab
+
+    weights = h.original_weights(seed=3, vocab=len(load_vocab(tiny_vocab)))
+    source = tmp_path / "electra_tiny"
+    prefix = h.write_tf1_checkpoint(source / "model.ckpt-10", weights)
+    shutil.copyfile(tiny_vocab, source / "vocab.txt")
+    out = tmp_path / "out"
+    out.mkdir()
+    old = {"finetuning_config.json": b"{}", "finetuned.weights.h5": b"old head",
+           "tokenizer.json": b"{}", "notes.txt": b"mine"}
+    for name, data in old.items():
+        (out / name).write_bytes(data)
+    (out / "generator").mkdir()
+    (out / "generator" / "config.json").write_bytes(b"{}")
+    args = ["--from=tf1", f"--checkpoint={prefix}", "--model_size=small",
+            f"--model_hparam_overrides={json.dumps(h.TINY_OVERRIDES)}", "--overwrite"]
+    error_line(_run(*args, f"--output={source}"),
+               f"--output {source} is a folder the conversion reads")
+    assert sorted(p.name for p in source.iterdir()) == sorted(
+        p.name for p in (tmp_path / "electra_tiny").iterdir())
+    assert (source / "vocab.txt").read_bytes() == open(tiny_vocab, "rb").read()
+    proc = _run(*args, f"--output={out}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    names = {p.name for p in out.iterdir()}
+    assert not names & {"finetuning_config.json", "finetuned.weights.h5", "tokenizer.json",
+                        "generator"}, names
+    assert (out / "notes.txt").read_bytes() == b"mine"
+    assert {"discriminator.weights.h5", "vocab.txt"} <= names
+    assert not is_finetuning_folder(str(out))
+
+
 # Slow: a training step through the loop (the default suite restores a converted
 # folder into the pre-training model: test_interop_tf1.py's
 # test_interop_tf1_resume_checkpoint_restores_into_pretraining).

@@ -239,3 +239,25 @@ def test_interop_tf1_records_the_casing_it_was_given(h, tmp_path, generator):
             assert folder.config.do_lower_case is lower
             assert ("--nodo_lower_case" in tf1.resume_flags(folder.config).split()) == (
                 not lower)
+
+
+def test_the_resume_flags_keep_an_override_the_preset_would_derive_otherwise():
+    """tiny's preset has 2 heads, but a hidden_size of 16 derives 1: dropping
+    num_attention_heads=2 as "the preset's value" had made the printed command refused."""
+    import dataclasses
+    import json
+    import re
+
+    from electra_tf.core.config import PretrainingConfig
+    from electra_tf.interop import tf1
+
+    overrides = {"embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2,
+                 "num_attention_heads": 2, "intermediate_size": 32}
+    config = PretrainingConfig(model_size="tiny", vocab_size=181,
+                               model_hparam_overrides=overrides)
+    flags = tf1.resume_flags(config)
+    given = json.loads(re.search(r"--model_hparam_overrides='(.*?)'", flags).group(1))
+    assert given["num_attention_heads"] == 2 and "num_hidden_layers" not in given
+    again = dataclasses.replace(config, model_hparam_overrides=given)
+    assert again.discriminator_config() == config.discriminator_config()
+    assert again.generator_config() == config.generator_config()
