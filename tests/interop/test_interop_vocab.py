@@ -82,3 +82,19 @@ def test_hf_a_pretraining_folder_keeps_the_vocab_of_its_tokenizer_json(tiny_voca
     assert vocab == os.path.join(out, folders.files.VOCAB)
     assert folders.vocabulary.vocab_fingerprint(vocab) == folders.PretrainingFolder.open(out, discriminator=False).vocab_sha256 \
         == folders.vocabulary.vocab_fingerprint(tiny_vocab)
+
+
+@pytest.mark.parametrize("token", ["the ", " the", "the\t"])
+def test_tf1_refuses_a_token_the_original_would_have_stripped(h, tmp_path, token):
+    """The original's load_vocab strips each line: its model read "the" at that id,
+    which electra_tf (as transformers) would keep as "the " (no text matches it)."""
+    weights = h.original_weights(seed=6, generator=False)
+    prefix = h.write_tf1_checkpoint(tmp_path / "ckpt" / "model.ckpt", weights)
+    (tmp_path / "ckpt" / "vocab.txt").write_text(
+        "\n".join(SPECIALS + ["a", token, "b"]) + "\n")
+    with pytest.raises(core.ConversionError) as raised:
+        tf1.import_checkpoint(prefix, "small", str(tmp_path / "out"), h.TINY_OVERRIDES)
+    assert str(raised.value).startswith(
+        f"{tmp_path / 'ckpt' / 'vocab.txt'}:7: token {token!r} has whitespace around it, "
+        "which the original's load_vocab strips (its model read 'the' there)")
+    assert not (tmp_path / "out").exists()
