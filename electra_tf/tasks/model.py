@@ -41,12 +41,20 @@ def build_head(kind: str, num_labels: int, hidden_size: int, config=None,
 
 def output_layout(model, excluded=("sequence_output", "pooled_output")) -> dict:
     """{name: (dtype, rank, whether axis 1 is the position axis)} of `model`'s outputs
-    but `excluded`, from the output spec of symbolic inputs of unknown length."""
-    symbolic = {k: keras.KerasTensor((None, None), dtype="int32")
-                for k in ("input_ids", "input_mask", "segment_ids")}
-    out = model.compute_output_spec(symbolic, training=False)
-    return {k: (v.dtype, len(v.shape), len(v.shape) >= 2 and v.shape[1] is None)
-            for k, v in out.items() if k not in excluded}
+    but `excluded`, from the output specs of symbolic inputs of two lengths: an axis
+    that follows the length is the position axis. (Inputs of unknown length had
+    crashed under JAX, whose unknown dimension is a symbol that the joint span head's
+    min(beam_size, length) cannot compare.) The lengths exceed the fewest positions
+    the head takes (the beam's width), so that no other axis follows them."""
+    head = getattr(model, "head", None)
+    shortest = head.min_positions() + 1 if hasattr(head, "min_positions") else 2
+    specs = [model.compute_output_spec(
+        {k: keras.KerasTensor((1, length), dtype="int32")
+         for k in ("input_ids", "input_mask", "segment_ids")}, training=False)
+        for length in (shortest, shortest + 1)]
+    return {k: (v.dtype, len(v.shape), len(v.shape) >= 2 and v.shape[1] == shortest
+                and specs[1][k].shape[1] == shortest + 1)
+            for k, v in specs[0].items() if k not in excluded}
 
 
 class FinetuningModel(keras.Model):
