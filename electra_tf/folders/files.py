@@ -48,6 +48,19 @@ def write_json(path: str, value: dict) -> None:
     atomic_write_json(path, {"format_version": FORMAT_VERSION, **value})
 
 
+def json_numbers(value):
+    """`value` with each NaN or infinite float as None (JSON's null): Python writes them
+    as NaN and Infinity, which strict JSON readers refuse (a SQuAD 2.0 dev set without an
+    answerable question has no HasAns score)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_numbers(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_numbers(v) for v in value]
+    return value
+
+
 def read_json(path: str) -> dict:
     """Reads a file `write_json` wrote.
 

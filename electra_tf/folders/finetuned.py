@@ -29,6 +29,7 @@ from electra_tf.folders.files import (
     FINETUNING_CONFIG,
     RESULTS,
     has_checkpoints,
+    json_numbers,
     load_weights,
     read_json,
     save_weights,
@@ -382,7 +383,8 @@ def read_results(model_dir: str) -> dict:
 
 
 def write_results(model_dir: str, results: dict) -> None:
-    write_json(os.path.join(model_dir, RESULTS), results)
+    """results.json; a score that is not a finite number is written as null."""
+    write_json(os.path.join(model_dir, RESULTS), json_numbers(results))
 
 
 def recorded_labels(model_dir: str) -> tuple[str, list[str]] | None:

@@ -35,7 +35,13 @@ from typing import Callable
 from electra_tf.core.config import FinetuningConfig, FinetuningRun
 from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.core.fileio import FolderLock, atomic_write_text
-from electra_tf.folders.files import FINETUNING_CONFIG, read_json, write_json
+from electra_tf.folders.files import (
+    CHECKPOINTS,
+    FINETUNING_CONFIG,
+    json_numbers,
+    read_json,
+    write_json,
+)
 from electra_tf.folders.finetuned import has_finetuning_config
 from electra_tf.training.loop import log
 
@@ -132,10 +138,85 @@ def summary_lines(task: str, summary: dict) -> list[str]:
             for split, metrics in summary.items() for name, s in metrics.items()]
 
 
+_PATHS = ("init_checkpoint", "data_dir", "vocab_file")  # compared as the files they name
+# What the trials read, by content (sha256): data edited in place, or a checkpoint
+# folder that pre-training went on writing, had been mixed into one median.
+_CONTENTS = {"data_sha256": ("data_dir", "the files in --data_dir"),
+             "init_sha256": ("init_checkpoint", "the --init_checkpoint's files")}
+
+
 def _settings(config: FinetuningConfig, run: FinetuningRun) -> dict:
     values = {k: v for k, v in config.to_dict().items() if k not in _PER_TRIAL}
     values.update({k: getattr(run, k) for k in _GROUP_RUN_FIELDS})
+    for key, (field, _) in _CONTENTS.items():
+        values[key] = content_sha256(values[field]) if values[field] else ""
     return values
+
+
+def content_sha256(path: str) -> str:
+    """The sha256 of what `path` holds: a file's bytes; a folder's files (not its
+    subfolders, not hidden files) by name; a checkpoint prefix's files (ckpt-N.*)."""
+    import hashlib
+
+    if os.path.isfile(path):
+        files = [path]
+    elif os.path.isdir(path):
+        files = [os.path.join(path, n) for n in sorted(os.listdir(path))
+                 if not n.startswith(".") and os.path.isfile(os.path.join(path, n))]
+    else:
+        folder, prefix = os.path.split(path)
+        files = [os.path.join(folder, n) for n in sorted(os.listdir(folder or "."))
+                 if n.startswith(prefix + ".")] if os.path.isdir(folder or ".") else []
+    if not files:  # nothing there to compare (the run itself refuses a missing path)
+        return ""
+    digest = hashlib.sha256()
+    for name in files:
+        digest.update(os.path.basename(name).encode("utf-8", "surrogateescape") + b"\0")
+        with open(name, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _changed(before: dict, settings: dict) -> list[str]:
+    """The settings that differ from the recorded ones, as the refusal lists them:
+    paths by the file they name (data/ and ./data are one folder), contents only
+    where both record them (a group written before they were recorded)."""
+    changed = []
+    for k in sorted(set(before) | set(settings)):
+        old, new = before.get(k), settings.get(k)
+        if k in _CONTENTS:
+            if old and new and old != new:
+                changed.append(f"{_CONTENTS[k][1]} changed")
+        elif k in _PATHS and old and new:
+            if os.path.realpath(old) != os.path.realpath(new):
+                changed.append(f"{k} {old!r} -> {new!r}")
+        elif old != new:
+            changed.append(f"{k} {old!r} -> {new!r}")
+    return changed
+
+
+def check_trial_folder(folder: str, run: FinetuningRun) -> None:
+    """Refuses a trial folder that holds files no fine-tuning run wrote (keep_all_models
+    False removes a finished trial's folder: a folder of data that happened to be
+    named OUT_k had been trained in, then deleted), or that is what the run reads.
+
+    Raises:
+      InputError: naming the folder.
+    """
+    if not os.path.isdir(folder):
+        return
+    for field in ("data_dir", "init_checkpoint"):
+        path = getattr(run, field)
+        if path and os.path.exists(path) and os.path.samefile(path, folder):
+            raise InputError(f"trial folder {folder} is the --{field}; give another "
+                             "--model_dir")
+    names = [n for n in os.listdir(folder) if not n.startswith(".")]
+    if names and not (has_finetuning_config(folder)
+                      or os.path.isdir(os.path.join(folder, CHECKPOINTS))):
+        raise InputError(f"trial folder {folder} already holds files that are not a "
+                         f"fine-tuning run's (e.g. {sorted(names)[0]}); move them, or give "
+                         "another --model_dir")
 
 
 def _results_txt(record: dict) -> str:
@@ -169,10 +250,7 @@ class TrialGroup:
         settings = _settings(config, run)
         if os.path.exists(self.path):
             self.record = read_trials(self.folder)
-            before = self.record["settings"]
-            changed = [f"{k} {before.get(k)!r} -> {settings.get(k)!r}"
-                       for k in sorted(set(before) | set(settings))
-                       if before.get(k) != settings.get(k)]
+            changed = _changed(self.record["settings"], settings)
             if self.record["task"] != task or self.record.get("seed") != config.seed:
                 changed.insert(0, f"task {self.record['task']} seed {self.record.get('seed')}"
                                   f" -> task {task} seed {config.seed}")
@@ -180,6 +258,7 @@ class TrialGroup:
                 raise ConfigError(f"{self.path} records trials of other settings ("
                                   f"{'; '.join(changed[:3])}); rerun with those, or use "
                                   "another --model_dir")
+            self.record["settings"] = {**settings, **self.record["settings"]}  # + new keys
         else:
             self.record = {"task": task, "seed": config.seed, "settings": settings,
                            "trials": [], "summary": {}}
@@ -195,7 +274,7 @@ class TrialGroup:
         self.record["trials"] = sorted(trials, key=lambda t: t["trial"])
         self.record["summary"] = summarize([t["results"] for t in self.record["trials"]])
         os.makedirs(self.folder, exist_ok=True)
-        write_json(self.path, self.record)
+        write_json(self.path, json_numbers(self.record))
         atomic_write_text(os.path.join(self.folder, RESULTS_TXT), _results_txt(self.record))
 
 
@@ -231,6 +310,7 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
                 log("finetune", f"trial {k}/{n} (seed {seed}, {folder}): finished, skipped: "
                                 f"{done['results']}")
                 continue
+            check_trial_folder(folder, run)
             log("finetune", f"trial {k}/{n}: seed {seed}, --model_dir={folder}")
             trainer = make_trainer(dataclasses.replace(config, seed=seed),
                                    dataclasses.replace(run, model_dir=folder, num_trials=1))

@@ -129,6 +129,69 @@ def test_a_group_of_other_settings_is_refused(tmp_path):
         trials.TrialGroup(str(single), "sst2", config, run)
 
 
+def test_a_trial_folder_holding_other_files_is_refused_and_kept(tmp_path):
+    """keep_all_models=False had trained in a folder of data named OUT_2, then deleted
+    it; a trial folder that is the --data_dir is refused too."""
+    config, run = fake_runs(tmp_path, 2, keep_all_models=False)
+    (tmp_path / "out_2").mkdir()
+    (tmp_path / "out_2" / "train.tsv").write_text("mine")
+    with pytest.raises(InputError, match=r"trial folder .*out_2 already holds files that are "
+                                         r"not a fine-tuning run's \(e.g. train.tsv\)"):
+        trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    assert (tmp_path / "out_2" / "train.tsv").read_text() == "mine"
+    config, run = fake_runs(tmp_path / "b", 1)
+    (tmp_path / "b").mkdir()
+    run = FinetuningRun(model_dir=str(tmp_path / "b" / "out"), num_trials=1,
+                        data_dir=str(tmp_path / "b" / "out_1"), init_checkpoint="c")
+    (tmp_path / "b" / "out_1").mkdir()
+    with pytest.raises(InputError, match=r"trial folder .*out_1 is the --data_dir"):
+        trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+
+
+def test_data_changed_in_place_is_refused_and_the_same_folder_otherwise_spelled_is_not(
+        tmp_path):
+    """Only the --data_dir string had been compared: labels edited in place went into
+    the same median, and data/ against data was refused."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.tsv").write_text("sentence\tlabel\na\t1\n")
+    config = FinetuningConfig(task_name="sst2", seed=7)
+    run = FinetuningRun(model_dir=str(tmp_path / "out"), data_dir=str(data),
+                        init_checkpoint="c", num_trials=1)
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    again = FinetuningRun(model_dir=str(tmp_path / "out"), data_dir=str(data) + "/",
+                          init_checkpoint="c", num_trials=2)
+    trials.run_trials(config, again, "sst2", FakeTrainer, Finetuning.final_results)
+    (data / "train.tsv").write_text("sentence\tlabel\na\t0\n")
+    more = FinetuningRun(model_dir=str(tmp_path / "out"), data_dir=str(data),
+                         init_checkpoint="c", num_trials=3)
+    with pytest.raises(ConfigError, match=r"records trials of other settings \(the files in "
+                                          r"--data_dir changed\)"):
+        trials.run_trials(config, more, "sst2", FakeTrainer, Finetuning.final_results)
+    assert len(trials.read_trials(str(tmp_path / "out"))["trials"]) == 2
+
+
+def test_scores_that_are_not_numbers_are_written_as_null(tmp_path):
+    """A SQuAD 2.0 dev set without an answerable question has no HasAns score: NaN had
+    been written as a bare NaN token, which strict JSON readers refuse."""
+    from electra_tf.folders.finetuned import write_results
+
+    class NanTrainer(FakeTrainer):
+        def train(self):
+            os.makedirs(self.run.model_dir, exist_ok=True)
+            return {"epoch_1": {"dev": {"f1": 50.0, "HasAns_f1": float("nan")}}}
+
+    config, run = fake_runs(tmp_path, 1)
+    trials.run_trials(config, run, "squad_v2", NanTrainer, Finetuning.final_results)
+    strict = dict(parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
+    record = json.loads((tmp_path / "out" / "trials.json").read_text(), **strict)
+    assert record["trials"][0]["results"]["dev"] == {"f1": 50.0, "HasAns_f1": None}
+    assert "HasAns_f1" not in record["summary"]["dev"]
+    write_results(str(tmp_path / "run"), {"epoch_1": {"dev": {"x": float("inf")}}})
+    assert json.loads((tmp_path / "run" / "results.json").read_text(), **strict)[
+        "epoch_1"] == {"dev": {"x": None}}
+
+
 @pytest.mark.slow
 def test_keep_all_models_false_keeps_the_last_trials_folder_only(tmp_path):
     config, run = fake_runs(tmp_path, 3, keep_all_models=False)
