@@ -15,6 +15,7 @@ JSON; `--output` also writes it to a file.
 from __future__ import annotations
 
 import json
+import os
 
 from absl import flags
 
@@ -39,12 +40,36 @@ def main(argv):
 
     if FLAGS.output:  # before anything is read or printed
         check_output_file(FLAGS.output, "--output")
+        _check_not_a_folder_file(FLAGS.output, folders)
 
     table = results_table(folders)
     text = markdown(table) if FLAGS.format == "markdown" else json.dumps(table, indent=2) + "\n"
     cli.write_stdout(text)
     if FLAGS.output:
         write_output_text(FLAGS.output, text)
+
+
+def _check_not_a_folder_file(output: str, folders: list[str]) -> None:
+    """Refuses an --output that is one of the given folders' own files (their
+    trials.json or results.json had been replaced with the table).
+
+    Raises:
+      InputError: naming the file.
+    """
+    from electra_tf.folders import files
+    from electra_tf.training import trials
+
+    own = {files.PRETRAINING_CONFIG, files.DISCRIMINATOR_WEIGHTS, files.DISCRIMINATOR_CONFIG,
+           files.GENERATOR_WEIGHTS, files.GENERATOR_CONFIG, files.FINAL_EVAL,
+           files.FINETUNING_CONFIG, files.FINETUNED_WEIGHTS, files.RESULTS,
+           files.CONVERSION_REPORT, files.VOCAB, trials.TRIALS, trials.RESULTS_TXT}
+    where = os.path.realpath(output)
+    if os.path.basename(where) not in own:
+        return
+    for folder in folders:
+        if os.path.realpath(folder) == os.path.dirname(where):
+            raise InputError(f"--output {output} is {folder}'s own "
+                             f"{os.path.basename(where)}; write the table elsewhere")
 
 
 def run():

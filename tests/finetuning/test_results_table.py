@@ -2,6 +2,7 @@
 README's layout from fine-tuning folders and trial groups, the README's rows beside."""
 
 import json
+import os
 
 import pytest
 from helpers import error_line, run_module
@@ -102,6 +103,25 @@ def test_the_command_prints_markdown_or_json_and_writes_the_file(folders, tmp_pa
     proc = run_module("electra_tf.results_table", f"--output={tmp_path}", *folders)
     error_line(proc, f"--output {tmp_path} is a folder")  # before the table is printed
     assert proc.stdout == ""
+
+
+def test_an_output_that_is_a_given_folders_own_file_is_refused(folders, tmp_path):
+    """--output=GROUP/trials.json had replaced the group's record with the table."""
+    from electra_tf.results_table import _check_not_a_folder_file
+
+    for folder in folders:
+        for name in ("trials.json", "results.json"):
+            target = os.path.join(folder + "/", ".", name)
+            with pytest.raises(InputError, match=rf"--output .* is .*'s own {name}; write "
+                                                 "the table elsewhere"):
+                _check_not_a_folder_file(target, folders)
+    _check_not_a_folder_file(os.path.join(folders[0], "table.md"), folders)
+    _check_not_a_folder_file(str(tmp_path / "results.json"), folders)
+    before = {f: sorted(os.listdir(f)) for f in folders}
+    proc = run_module("electra_tf.results_table",
+                      f"--output={os.path.join(folders[0], 'results.json')}", *folders)
+    error_line(proc, "write the table elsewhere")
+    assert {f: sorted(os.listdir(f)) for f in folders} == before
 
 
 def _trials_file(path, trials_value):
