@@ -69,6 +69,7 @@ from electra_tf.text.cleaning import newline_lines, without_lone_surrogates
 
 FORMATS = ("tsv", "csv", "jsonl")
 # A regression target written as text: what a spreadsheet or numpy writes. Python's
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 # float() reads more ("1_000", "nan", "inf", " 1 "), none of which is a measured target.
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 """File extensions read, one per split."""
@@ -360,6 +361,10 @@ class ClassificationTask(Task):
             if not np.isfinite(target):
                 raise TaskDataError(f"{where}: regression target {value!r} in column "
                                     f"{column!r} is not a number")
+            if abs(target) > _FLOAT32_MAX:  # trained in float32: it became inf there
+                raise TaskDataError(f"{where}: regression target {value!r} in column "
+                                    f"{column!r} is beyond float32's range (+-3.4e38): "
+                                    "rescale the targets")
             return target
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise TaskDataError(f"{where}: label {value!r} in column {column!r} must be a "

@@ -253,6 +253,10 @@ BAD_FILES = {
                         (2, "regression target nan in column 'label' is not a number")),
     "overflowing target": ("train.csv", "text,label\na,1e999\n", {"regression": True}, "train",
                            (2, "regression target '1e999' in column 'label' is not a number")),
+    "target beyond float32": ("train.jsonl", '{"text": "a", "label": -1e39}\n',
+                              {"regression": True}, "train",
+                              (1, "regression target -1e+39 in column 'label' is beyond "
+                                  "float32's range (+-3.4e38): rescale the targets")),
     **{f"target {text!r}": ("train.tsv", f"text\tlabel\nhello\t2\nworld\t{text}\n",
                             {"regression": True}, "train",
                             (3, f"regression target {text!r} in column 'label' is not a number"
