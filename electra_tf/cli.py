@@ -256,8 +256,9 @@ _USAGE_HINT = (" (every flag takes its value after an equals sign, --name=value;
 
 # A write the file system refuses: a full disk or quota, a read-only or forbidden folder.
 _FILE_SYSTEM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
-_FILE_SYSTEM_HINT = (" (the files written before are whole: writes go to a temporary name "
-                     "first; free space or fix the folder, then rerun to resume)")
+_FILE_SYSTEM_HINT = (" (checkpoints, weights and exports are written under a temporary name "
+                     "first, so those written before are whole; free space or fix the folder, "
+                     "then rerun: a run resumes from its last checkpoint)")
 
 
 def _handle_sigterm() -> None:

@@ -24,6 +24,7 @@ TensorBoard summaries under train/ and eval/.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 
 from absl import app, flags
@@ -66,6 +67,13 @@ def main(argv):
     if not (demo_data_dir or multi_host):
         configs = flags_lib.pretraining_configs()
         _check_local_records(configs[1])
+    if not multi_host and os.path.isdir(FLAGS.model_dir) and os.access(FLAGS.model_dir, os.W_OK):
+        # A run already writing there: one line now, not after the model is built and
+        # described (train() takes the lock for the run's length).
+        from electra_tf.core.fileio import FolderLock
+
+        with FolderLock(FLAGS.model_dir, "--model_dir"):
+            pass
     from electra_tf.training import backends
 
     backend = backends.name()  # KERAS_BACKEND: training/backends/tensorflow.py or jax.py

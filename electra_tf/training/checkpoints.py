@@ -153,9 +153,24 @@ class TensorFlowCheckpoints:
 
     @property
     def latest(self) -> str | None:
+        """The save to resume from: the one tf.train's `checkpoint` state file names, or,
+        where that file is missing or names a save that is gone (a copy of the ckpt-*
+        files alone), the highest finished save (ckpt-N.index) in the folder. Without
+        the fall-back the run had started again from step 0 and written over them."""
         import tensorflow as tf
 
-        return tf.train.latest_checkpoint(self.directory)
+        named = tf.train.latest_checkpoint(self.directory)
+        if named or not os.path.isdir(self.directory):
+            return named
+        steps = [step for step in (save_step(n, prefix=False) for n in os.listdir(self.directory)
+                                   if n.endswith(".index")) if step is not None]
+        if not steps:
+            return None
+        found = os.path.join(self.directory, f"ckpt-{max(steps)}")
+        if found != self._restored_from:
+            log("checkpoints", f"{os.path.join(self.directory, 'checkpoint')} names no save "
+                               f"that is there; resuming from {found}, the latest one found")
+        return found
 
     def restore(self) -> str | None:
         """Restores the latest checkpoint (all variables, checked); returns its path.

@@ -321,11 +321,15 @@ def changed_settings(before: PretrainingConfig, config: PretrainingConfig) -> li
              "save_checkpoints_steps", "keep_checkpoint_max", "num_eval_steps",
              "eval_batch_size", "prior_output_biases", "do_lower_case", "optimizer",
              *(name for name in SHAPE_FLAGS if name != "objective")}  # (objective: said)
-    return [f"--{f.name}={_flag_value(getattr(config, f.name))} (it was "
-            f"{_flag_value(getattr(before, f.name))})"
+    def value(c: PretrainingConfig, name: str):  # an unset default as it resolves
+        resolved = getattr(type(c), f"resolved_{name}", None)
+        return resolved.fget(c) if isinstance(resolved, property) else getattr(c, name)
+
+    return [f"--{f.name}={_flag_value(value(config, f.name))} (it was "
+            f"{_flag_value(value(before, f.name))})"
             for f in dataclasses.fields(PretrainingConfig)
             if f.name not in quiet and not f.name.startswith("phase2_")
-            and getattr(before, f.name) != getattr(config, f.name)]
+            and value(before, f.name) != value(config, f.name)]
 
 
 def _overrides_change(before: PretrainingConfig, config: PretrainingConfig) -> str:

@@ -96,3 +96,42 @@ def test_a_dropout_turned_off_or_on_resumes_and_other_shapes_do_not(kind, tmp_pa
         wider, wider_optimizer = build(resumed_rate, width=5)
         with pytest.raises(ConfigError, match="its variables do not fit this model"):
             kinds[kind](wider, wider_optimizer, folder, 3).restore()
+
+
+@pytest.mark.parametrize("state", ["missing", "names_a_gone_save"])
+def test_a_lost_checkpoint_state_file_resumes_from_the_latest_save_found(state, tmp_path,
+                                                                       capsys):
+    """Without tf.train's `checkpoint` file (a copy of the ckpt-* files alone), or with
+    one naming a save that is gone, the run had started again from step 0 and written
+    over the saves it did not restore."""
+    import keras
+
+    from electra_tf.training.checkpoints import TensorFlowCheckpoints
+
+    def build(seed):
+        keras.utils.set_random_seed(seed)
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, name="dense")],
+                                 name="model")
+        optimizer = keras.optimizers.Adam()
+        optimizer.build(model.trainable_variables)
+        return model, optimizer
+
+    folder = str(tmp_path / "checkpoints")
+    model, optimizer = build(0)
+    saves = TensorFlowCheckpoints(model, optimizer, folder, 5)
+    for step in (10, 20):
+        optimizer.iterations.assign(step)
+        saves.save()
+    state_file = os.path.join(folder, "checkpoint")
+    if state == "missing":
+        os.remove(state_file)
+    else:
+        with open(state_file, "w") as f:
+            f.write('model_checkpoint_path: "ckpt-40"\n')
+    resumed, resumed_optimizer = build(7)
+    path = TensorFlowCheckpoints(resumed, resumed_optimizer, folder, 5).restore()
+    assert os.path.basename(path) == "ckpt-20"
+    assert int(resumed_optimizer.iterations.numpy()) == 20
+    for a, b in zip(model.trainable_variables, resumed.trainable_variables):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert "names no save that is there; resuming from" in capsys.readouterr().err

@@ -615,7 +615,8 @@ def test_a_process_that_left_its_peers_ends_without_its_exit_hooks(how):
 
 
 # === One run per model_dir ===
-def test_a_second_run_on_a_model_dir_in_use_is_refused(make_configs, tmp_path, models_built):
+def test_a_second_run_on_a_model_dir_in_use_is_refused(make_configs, tmp_path, models_built,
+                                                       tiny_records):
     """Two runs on one model_dir would interleave their checkpoints and configs: the second
     is refused, naming the first's host and pid; the kernel frees a killed holder's lock."""
     import sys
@@ -635,6 +636,11 @@ def test_a_second_run_on_a_model_dir_in_use_is_refused(make_configs, tmp_path, m
                                              rf".*, pid {holder.pid}, since "):
             trainer.train()
         assert sorted(os.listdir(model_dir)) == [".lock"]  # the refused run wrote nothing
+        # The command says it in one line, before it builds and describes the model.
+        proc = run_module("electra_tf.run_pretraining",
+                          *pretrain_flags(tiny_records, str(model_dir)))
+        error_line(proc, f"--model_dir {model_dir} is in use by host")
+        assert "[pretrain]" not in proc.stderr, proc.stderr
     finally:
         holder.kill()
         holder.wait()
@@ -902,3 +908,17 @@ def test_a_finished_run_run_again_writes_its_weights_and_trains_no_step(trained_
                                           rf".* holds a checkpoint at step "
                                           rf"{config.num_train_steps}, past it"):
         TensorFlowPretraining(fewer, run).train()
+
+
+def test_the_changed_settings_note_names_an_unset_default_by_its_value():
+    """--adam_bias_correction unset resolves by size (on for tiny): the note had said
+    "--adam_bias_correction=True (it was None)", and named a change to the same value."""
+    from electra_tf.core.config import PretrainingConfig
+    from electra_tf.training.preflight import changed_settings
+
+    before = PretrainingConfig(model_size="tiny")
+    assert changed_settings(before, PretrainingConfig(model_size="tiny",
+                                                      adam_bias_correction=True)) == []
+    assert changed_settings(before, PretrainingConfig(model_size="tiny",
+                                                      adam_bias_correction=False)) == [
+        "--adam_bias_correction=False (it was True)"]
