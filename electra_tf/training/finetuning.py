@@ -618,6 +618,12 @@ class Finetuning:
                 folder = FinetunedFolder.open(run.init_checkpoint)
                 init = folder.load_model(), folder.record
                 discriminator, recorded_vocab = discriminator_of(*init)
+                if not run.do_train and not config.max_seq_length:
+                    # An evaluation of a fine-tuned (or converted) model: at the window it
+                    # was trained with, not the task's default (which its positions may
+                    # not even hold).
+                    config = self.config = dataclasses.replace(
+                        config, max_seq_length=folder.record.max_seq_length)
             else:
                 discriminator, recorded_vocab = initial_discriminator(config, run)
                 if not run.from_scratch and collapse_warning(run.init_checkpoint):

@@ -298,3 +298,28 @@ def test_a_resume_keeps_its_settings_and_training_ends_an_evaluation_in_place(
     assert sorted(results) == ["epoch_1", "epoch_2"]
     assert folders.finetuned.read_results(str(tmp_path)) == results
     assert Finetuning.final_results(results) == results["epoch_2"]
+
+
+def test_an_evaluation_of_a_finetuned_folder_reads_at_its_recorded_window(
+        tiny_vocab, toy_sst2_dir, tmp_path):
+    """--do_train=false without --max_seq_length took the task's default (128), which a
+    converted model of 64 positions could not even hold; it evaluates at the window the
+    model was fine-tuned with."""
+    from helpers import tiny_encoder_config
+
+    from electra_tf import folders
+    from electra_tf.modeling import build_discriminator
+    from electra_tf.tasks.model import FinetuningModel
+    from electra_tf.text.vocab import load_vocab
+
+    encoder = tiny_encoder_config(len(load_vocab(tiny_vocab)), num_hidden_layers=1,
+                                  max_position_embeddings=64)
+    model = FinetuningModel(build_discriminator(encoder).encoder, "sequence_classification",
+                            num_labels=2)
+    model.build()
+    folders.FinetunedFolder.save(str(tmp_path / "sst2"), model, tiny_vocab, "sst2",
+                                 max_seq_length=48)
+    trainer, results = finetune("--task_name=sst2", f"--init_checkpoint={tmp_path / 'sst2'}",
+                                "--do_train=false", f"--data_dir={toy_sst2_dir}",
+                                f"--model_dir={tmp_path / 'eval'}")
+    assert trainer.max_seq_length == 48 and "accuracy" in results["eval"]["dev"]
