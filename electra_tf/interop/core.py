@@ -68,7 +68,8 @@ def check_model_size(config: EncoderConfig, model_size: str, evidence: dict[str,
 
 
 def assign(weights: dict[str, np.ndarray], targets: dict[str, object], source: str,
-           may_be_missing: tuple[str, ...] = ()) -> dict[str, list[str]]:
+           may_be_missing: tuple[str, ...] = (),
+           source_names: dict[str, str] | None = None) -> dict[str, list[str]]:
     """Assigns `weights[name]` to `targets[name]` for every name, strictly.
 
     Args:
@@ -77,6 +78,8 @@ def assign(weights: dict[str, np.ndarray], targets: dict[str, object], source: s
       source: the source's path, for messages.
       may_be_missing: name prefixes that the source may lack (their variables
         keep their initial values and are reported).
+      source_names: {name in `weights`: what the source calls it}, where the two
+        differ (a TF1 head's task_specific/<task>/dense): the messages use the latter.
 
     Returns:
       {"assigned": [...], "left_at_init": [...]}.
@@ -99,8 +102,8 @@ def assign(weights: dict[str, np.ndarray], targets: dict[str, object], source: s
         var, value = targets[name], weights[name]
         if tuple(var.shape) != tuple(value.shape):
             raise ConversionError(
-                f"{source}: {name} has shape {tuple(value.shape)} but electra_tf's "
-                f"{var.path} wants {tuple(var.shape)}")
+                f"{source}: {(source_names or {}).get(name, name)} has shape "
+                f"{tuple(value.shape)} but electra_tf's {var.path} wants {tuple(var.shape)}")
     for name, value in weights.items():
         targets[name].assign(np.asarray(value, dtype=targets[name].dtype))
     return {"assigned": sorted(weights), "left_at_init": left_at_init}

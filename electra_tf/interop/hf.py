@@ -399,7 +399,7 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
     elif kind != "masked_lm":  # recorded with the discriminator (None: the folder says not)
         lower = read_casing(model_dir)
     scope = "generator" if kind == "masked_lm" else "electra"
-    skipped, converted = [], {}
+    skipped, converted, source_names = [], {}, {}
     for key, value in weights.items():
         if key.endswith(names.HF_BUFFERS):
             skipped.append(f"{key} (buffer)")
@@ -422,6 +422,13 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
                                        "to nothing in electra_tf")
         name, transpose = mapped
         converted[name] = value.T if transpose else value
+        source_names[name] = key
+    table = converted.get(f"{scope}/embeddings/word_embeddings")
+    if table is not None and table.ndim == 2 and table.shape[0] != config.vocab_size:
+        raise core.ConversionError(  # not electra_tf's table's fault: the folder's own
+            f"{model_dir}: config.json gives vocab_size {config.vocab_size} but "
+            f"{source_names[f'{scope}/embeddings/word_embeddings']} has {table.shape[0]} "
+            "rows; the folder's config and weights disagree")
     folder = ConvertedFolder(output)
     may_be_missing: tuple[str, ...] = ()
     finetuned = None
@@ -440,7 +447,7 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
                                         config=head_config)
             finetuned.build()
             targets.update(finetuned.head.original_variables())
-    report = core.assign(converted, targets, model_dir, may_be_missing)
+    report = core.assign(converted, targets, model_dir, may_be_missing, source_names)
     report.update(source=os.path.abspath(model_dir), format="hf", kind=kind, skipped=skipped,
                   mapping={n: targets[n].path for n in report["assigned"]})
     if kind == "masked_lm":

@@ -548,7 +548,11 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
                   for w in model.head.weights}}
     report = {"source": os.path.abspath(path), "format": "tf1", "kind": task.head,
               "task": task.name, "tf1_task": scope}
-    report.update(core.assign(converted, targets, path, ("discriminator_predictions/",)))
+    sources: dict[str, list[str]] = {}
+    for name, target in used.items():
+        sources.setdefault(target, []).append(name)
+    report.update(core.assign(converted, targets, path, ("discriminator_predictions/",),
+                              {t: " + ".join(n) for t, n in sources.items()}))
     report["mapping"] = {n: targets[n].path for n in report["assigned"]}
     report["head_mapping"] = {n: targets[t].path for n, t in used.items()}
     report["skipped"], report["adjusted"] = skipped, adjusted

@@ -128,6 +128,10 @@ def test_max_seq_length_beyond_the_position_table_is_refused(h, tmp_path):
     ("vocab_size string", "config.json: vocab_size must be an integer, got '211'"),
     ("hidden_size float", "config.json: hidden_size must be an integer, got 32.0"),
     ("eps nan", "config.json: layer_norm_eps must be a finite number, got nan"),
+    # named for what it is (it had been electra_tf's word_embeddings' shape)
+    ("vocab_size other", r"config.json gives vocab_size 200 but electra.embeddings."
+                         r"word_embeddings.weight has \d+ rows; the folder's config and "
+                         "weights disagree"),
     ("chinese", "keeps Chinese characters together"),
 ])
 def test_damaged_folders_are_one_error(h, tmp_path, damage, match):
@@ -151,6 +155,8 @@ def test_damaged_folders_are_one_error(h, tmp_path, damage, match):
     elif damage == "chinese":
         (tmp_path / "hf" / "tokenizer_config.json").write_text(
             '{"do_lower_case": true, "tokenize_chinese_chars": false}')
+    elif damage == "vocab_size other":
+        _edit_config(folder, vocab_size=200)
     elif damage in ("vocab_size string", "hidden_size float", "eps nan"):
         path = tmp_path / "hf" / "config.json"
         config = json.loads(path.read_text())

@@ -285,7 +285,13 @@ def test_refusals_are_one_line_and_write_nothing(h, tmp_path):
     with pytest.raises(core.ConversionError, match=r"--max_seq_length=64: the model has 32 "
                                                    "positions"):
         _import(h, tmp_path / "d", prefix, max_seq_length=64)
-    for case in "abcd":
+    # A head kernel of another input width: named as the checkpoint names it (it had
+    # been electra_tf's task_specific/output/kernel).
+    prefix, _ = _checkpoint(h, tmp_path / "e", "mrpc", [("dense", H + 1, 2)])
+    with pytest.raises(core.ConversionError, match=r"model.ckpt-3000: task_specific/mrpc/dense/"
+                                                   rf"kernel has shape \({H + 1}, 2\) but "):
+        _import(h, tmp_path / "e", prefix)
+    for case in "abcde":
         assert not (tmp_path / case / "out").exists()
 
 
