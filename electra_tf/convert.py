@@ -190,10 +190,11 @@ def _convert(source) -> None:
         if "task" in report:
             print(f"[convert] {report['kind']}: {len(report['assigned'])} variables -> "
                   f"{FLAGS.output} (a fine-tuning folder of task {report['task']}; "
-                  f"{len(report['skipped'])} variables skipped)", file=sys.stderr)
+                  f"{_count(len(report['skipped']), 'variable')} skipped)", file=sys.stderr)
             return
         print(f"[convert] {len(report['assigned'])} variables -> {FLAGS.output} "
-              f"({len(report['skipped'])} optimizer variables skipped)", file=sys.stderr)
+              f"({_count(len(report['skipped']), 'optimizer variable')} skipped)",
+              file=sys.stderr)
         if "checkpoint" in report:
             print(f"[convert] continue pre-training with run_pretraining --model_dir="
                   f"{FLAGS.output} {report['resume_flags']}", file=sys.stderr)
@@ -215,6 +216,10 @@ def _convert(source) -> None:
             raise InputError("--to=hf needs --model_dir (an electra_tf model_dir)")
         for path in hf.export_model(FLAGS.model_dir, FLAGS.output, FLAGS.generator):
             print(f"[convert] wrote {path}", file=sys.stderr)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def run():

@@ -790,7 +790,8 @@ def write_tokenizer(output: str, vocab: str, do_lower_case: bool,
     if not vocab or not os.path.exists(vocab):
         return []
     path = os.path.join(output, "tokenizer_config.json")
-    written = [copy_vocab_file(vocab, output)]
+    copy_vocab_file(vocab, output)
+    written = [os.path.join(output, "vocab.txt")]  # as the caller named the folder
     atomic_write_json(path, tokenizer_config(do_lower_case, model_max_length))
     return written + [path]
 
