@@ -430,6 +430,24 @@ def check_resumed_settings(config: FinetuningConfig, model_dir: str, task, size:
                           "another --model_dir")
 
 
+def check_splits(task, run: FinetuningRun) -> None:
+    """Refuses what would read no split or one file as two: --do_predict for a task
+    without a test split (SQuAD, MRQA: it had predicted nothing, silently), and a
+    --data_dir that is one file (SQuAD, MRQA, tagging take a file as every split) with
+    both training and evaluation (the model had been scored on its training data).
+
+    Raises:
+      ConfigError: naming the flags.
+    """
+    if run.do_predict and not any(s.startswith("test") for s in task.splits()):
+        raise ConfigError(f"--do_predict: {task.name} has no test split (its splits: "
+                          f"{', '.join(task.splits())}); leave --do_predict out")
+    if run.do_train and run.do_eval and os.path.isfile(run.data_dir):
+        raise ConfigError(f"--data_dir {run.data_dir} is one file, which would be both the "
+                          "train and the dev split; give the folder of the task's files, or "
+                          "--do_eval=false (--do_train=false to evaluate on the file)")
+
+
 def check_model_dir_and_init(run: FinetuningRun) -> None:
     """Refuses, before anything is written, a run that would replace a fine-tuned model
     or evaluate a head never trained: a --model_dir holding a fine-tuned model but no
@@ -597,6 +615,7 @@ class Finetuning:
                              f"{PRETRAINING_CONFIG}): fine-tuning writes a folder of "
                              "its own; give a new --model_dir (that folder goes in "
                              "--init_checkpoint)")
+        check_splits(task, run)
         check_model_dir_and_init(run)
         set_precision(run.mixed_precision, run.attention_implementation)
         head_config = task.head_config()  # the task's head and its options

@@ -323,3 +323,22 @@ def test_an_evaluation_of_a_finetuned_folder_reads_at_its_recorded_window(
                                 "--do_train=false", f"--data_dir={toy_sst2_dir}",
                                 f"--model_dir={tmp_path / 'eval'}")
     assert trainer.max_seq_length == 48 and "accuracy" in results["eval"]["dev"]
+
+
+def test_no_split_to_read_and_one_file_as_two_splits_are_refused(
+        pretrained_dir, toy_squad_dir, tmp_path):
+    """--do_predict on SQuAD (no test split) had predicted nothing with exit 0, and a
+    --data_dir of one file had trained and scored on the same questions."""
+    import glob
+
+    dev = sorted(glob.glob(os.path.join(toy_squad_dir, "dev*.json")))[0]
+    common = ["--task_name=squad_v2", f"--init_checkpoint={pretrained_dir}",
+              f"--model_dir={tmp_path / 'out'}", "--max_seq_length=24"]
+    for extra, message in (
+            ([f"--data_dir={toy_squad_dir}", "--do_predict"],
+             "--do_predict: squad_v2 has no test split (its splits: train, dev)"),
+            ([f"--data_dir={dev}"], f"--data_dir {dev} is one file, which would be both the "
+                                    "train and the dev split")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            finetune(*common, *extra)
+        assert not (tmp_path / "out").exists()
