@@ -790,8 +790,8 @@ def write_tokenizer(output: str, vocab: str, do_lower_case: bool,
     if not vocab or not os.path.exists(vocab):
         return []
     path = os.path.join(output, "tokenizer_config.json")
-    copy_vocab_file(vocab, output)
-    written = [os.path.join(output, "vocab.txt")]  # as the caller named the folder
+    copied = copy_vocab_file(vocab, output)  # (an absolute path)
+    written = [copied if os.path.isabs(output) else os.path.relpath(copied)]  # as given
     atomic_write_json(path, tokenizer_config(do_lower_case, model_max_length))
     return written + [path]
 

@@ -321,9 +321,11 @@ def changed_settings(before: PretrainingConfig, config: PretrainingConfig) -> li
              "save_checkpoints_steps", "keep_checkpoint_max", "num_eval_steps",
              "eval_batch_size", "prior_output_biases", "do_lower_case", "optimizer",
              *(name for name in SHAPE_FLAGS if name != "objective")}  # (objective: said)
-    def value(c: PretrainingConfig, name: str):  # an unset default as it resolves
-        resolved = getattr(type(c), f"resolved_{name}", None)
-        return resolved.fget(c) if isinstance(resolved, property) else getattr(c, name)
+    def value(c: PretrainingConfig, name: str):
+        # adam_bias_correction unset is the size's default (its value, not None);
+        # max_predictions_per_seq unset follows mask_prob, which is said itself
+        return c.resolved_adam_bias_correction if name == "adam_bias_correction" \
+            else getattr(c, name)
 
     return [f"--{f.name}={_flag_value(value(config, f.name))} (it was "
             f"{_flag_value(value(before, f.name))})"

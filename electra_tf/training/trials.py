@@ -36,8 +36,8 @@ from electra_tf.core.config import FinetuningConfig, FinetuningRun
 from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.core.fileio import FolderLock, atomic_write_text
 from electra_tf.folders.files import (
-    CHECKPOINTS,
     FINETUNING_CONFIG,
+    checkpoint_dir,
     json_numbers,
     read_json,
     write_json,
@@ -213,7 +213,7 @@ def check_trial_folder(folder: str, run: FinetuningRun) -> None:
                              "--model_dir")
     names = [n for n in os.listdir(folder) if not n.startswith(".")]
     if names and not (has_finetuning_config(folder)
-                      or os.path.isdir(os.path.join(folder, CHECKPOINTS))):
+                      or os.path.isdir(checkpoint_dir(folder))):
         raise InputError(f"trial folder {folder} already holds files that are not a "
                          f"fine-tuning run's (e.g. {sorted(names)[0]}); move them, or give "
                          "another --model_dir")
