@@ -117,6 +117,14 @@ def test_tied_generator_needs_equal_sizes():
      "type_vocab_size must be >= 2 for pre-training, whose records hold segment ids 0 and 1, "
      "got 1"),  # segment id 1 had been blamed on the records' token ids
     (FinetuningRun, {}, dict(jax_steps_per_call=2), "jax_steps_per_call=2 is for pre-training"),
+    # runs that had trained nothing with exit 0 (a rate that is 0 in float32, no loss)
+    # or forever (steps past the int64 step counter)
+    (PretrainingConfig, {}, dict(learning_rate=1e-300),
+     r"learning_rate 1e-300 is below float32's smallest normal number"),
+    (PretrainingConfig, {}, dict(gen_weight=0.0, disc_weight=0.0),
+     "gen_weight and disc_weight are both 0: no loss"),
+    (PretrainingConfig, {}, dict(num_train_steps=10**20),
+     r"num_train_steps must be at most 2\*\*62, got 100000000000000000000"),
 ], ids=lambda v: v.__name__ if isinstance(v, type) else None)
 def test_a_config_is_refused_at_construction_and_by_replace(cls, valid, bad, message):
     with pytest.raises(ConfigError, match=message) as error:

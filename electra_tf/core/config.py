@@ -48,6 +48,10 @@ def _check_known(cls, values: dict[str, Any]) -> None:
         )
 
 
+_FLOAT32_TINY = 1.1754943508222875e-38  # numpy.finfo(float32).tiny
+_MAX_STEPS = 2**62  # within the int64 step counter, with room for a phase 2's steps
+
+
 def _check_finite(config, names: tuple[str, ...], bound: str = "") -> None:
     """Refuses a field of `names` that is not a finite real number (NaN, inf, text
     from a damaged file), or that breaks `bound` ("", ">= 0" or "> 0")."""
@@ -460,6 +464,18 @@ class PretrainingConfig:
         _check_seed(self.seed)
         if self.num_warmup_steps < 0 or self.learning_rate <= 0:
             raise ConfigError("num_warmup_steps must be >= 0 and learning_rate > 0")
+        # What trains nothing, silently: a rate float32 holds as 0 (or a denormal), no
+        # loss at all, a step count past the int64 step counter (an endless run).
+        if self.learning_rate < _FLOAT32_TINY:
+            raise ConfigError(f"learning_rate {self.learning_rate:g} is below float32's "
+                              f"smallest normal number ({_FLOAT32_TINY:.4g}): the weights "
+                              "would not move")
+        if self.gen_weight == 0 and self.disc_weight == 0:
+            raise ConfigError("gen_weight and disc_weight are both 0: no loss, nothing "
+                              "would be trained")
+        if self.num_train_steps > _MAX_STEPS:
+            raise ConfigError(f"num_train_steps must be at most 2**62, got "
+                              f"{self.num_train_steps}")
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, "
                               f"got {self.optimizer!r}")
