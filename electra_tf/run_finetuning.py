@@ -79,7 +79,10 @@ def main(argv):
                              trainer_class.final_results)
         medians = {split: {k: round(v["median"], 4) for k, v in metrics.items()}
                    for split, metrics in summary.items()}
-        print(f"[finetune] done: {run.num_trials} trials, medians {medians}", file=sys.stderr)
+        from electra_tf.training.trials import read_trials
+
+        done = len(read_trials(run.model_dir)["trials"])  # a rerun asking fewer keeps all
+        print(f"[finetune] done: {done} trials, medians {medians}", file=sys.stderr)
         return
     from electra_tf.training.trials import check_single_run_folder
 

@@ -65,6 +65,7 @@ class TaskResult:
     task: str
     model_size: str
     values: tuple[float, ...]  # in the README's scale, one per trial
+    dropped: int = 0  # trials whose value is not a finite number (left out)
 
     @property
     def median(self) -> float:
@@ -83,6 +84,8 @@ def _value(folder: str, task: str, final: dict) -> float | None:
         value = final[split][key]
     except (KeyError, TypeError):
         raise InputError(f"{folder}: its final {task} results lack {split} {key}") from None
+    if value is None:  # a score that was not a number, written as null
+        return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{folder}: its final {task} {split} {key} is {value!r}, not a number")
     number = trials.finite_number(value)
@@ -113,9 +116,9 @@ def read_folder(folder: str) -> TaskResult | None:
         if not done:
             raise InputError(f"{folder}: no finished trial in {trials.TRIALS}")
         sizes = {t.get("model_size", "") for t in done}
-        return TaskResult(folder, task, sizes.pop() if len(sizes) == 1 else "custom",
-                          _finite_values(folder, task,
-                                         [_value(folder, task, t["results"]) for t in done]))
+        values = _finite_values(folder, task, [_value(folder, task, t["results"]) for t in done])
+        return TaskResult(folder, task, sizes.pop() if len(sizes) == 1 else "custom", values,
+                          dropped=len(done) - len(values))
     if not is_finetuning_folder(folder):
         raise InputError(f"{folder} is neither a fine-tuning folder (finetuning_config.json, "
                          f"{FINETUNED_WEIGHTS}) nor a trial group ({trials.TRIALS})")
@@ -162,6 +165,7 @@ def results_table(folders) -> dict:
         rows.append({"model": f"yours ({size})", "model_size": size, "source": "yours",
                      "cells": [None if c[2] not in cells else {
                          "median": round(cells[c[2]].median, 2), "n": len(cells[c[2]].values),
+                         "dropped": cells[c[2]].dropped,
                          "values": [round(v, 2) for v in cells[c[2]].values],
                          "folder": cells[c[2]].folder} for c in COLUMNS]})
         for name, (expected_size, values) in EXPECTED.items():
@@ -185,6 +189,9 @@ def markdown(table: dict) -> str:
         for cell in row["cells"]:
             if cell is None:
                 cells.append("--")
+            elif cell.get("dropped"):  # trials left out: never a bare single value
+                cells.append(f"{cell['median']:.1f} (n={cell['n']}; {cell['dropped']} not "
+                             "finite)")
             elif "n" in cell and cell["n"] > 1:
                 cells.append(f"{cell['median']:.1f} (n={cell['n']})")
             else:

@@ -322,6 +322,11 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
             log("finetune", f"trial {k}/{n} done: {results}")
             if k != n and not run.keep_all_models and os.path.isdir(folder):
                 shutil.rmtree(folder)  # the original's keep_all_models=False
+        more = len(group.record["trials"]) - n
+        if more > 0:
+            log("finetune", f"{group.path} holds {more} more finished trial(s) than "
+                            f"--num_trials={n}: the summary is over all "
+                            f"{len(group.record['trials'])}")
         for line in summary_lines(task_name, group.record["summary"]):
             log("finetune", line)
         log("finetune", f"wrote {group.path} and {os.path.join(group.folder, RESULTS_TXT)}")

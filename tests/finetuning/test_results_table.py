@@ -67,7 +67,7 @@ def test_the_readmes_layout_with_the_released_small_models_beside(folders, tmp_p
     assert len([x for x in lines if x.startswith("| ")]) == 6  # no Base or Large rows
     assert f"Not in the table (no column for their task): {tmp_path}/ner" in lines[-1]
     mine = table["rows"][0]["cells"]
-    assert mine[0] == {"median": 55.0, "n": 3, "values": [50.0, 60.0, 55.0],
+    assert mine[0] == {"median": 55.0, "n": 3, "dropped": 0, "values": [50.0, 60.0, 55.0],
                        "folder": f"{tmp_path}/cola"}
     assert json.loads(json.dumps(table)) == table
 
@@ -148,9 +148,12 @@ def test_a_damaged_trials_file_is_one_clear_error(tmp_path, trials_value, messag
 def test_non_finite_trials_are_left_out_of_the_median_and_a_folder_without_results_named(
         tmp_path, tiny_vocab):
     group = _trials_file(tmp_path / "group", [{"results": {"dev": {"mcc": v}}}
-                                              for v in (0.5, float("nan"), 0.7)])
-    cell = results_table([group])["rows"][0]["cells"][0]
+                                              for v in (0.5, float("nan"), 0.7, None)])
+    table = results_table([group])
+    cell = table["rows"][0]["cells"][0]
     assert (cell["median"], cell["n"], cell["values"]) == (60.0, 2, [50.0, 70.0])
+    assert cell["dropped"] == 2  # NaN, and null (as a non-number is written now)
+    assert "| 60.0 (n=2; 2 not finite) |" in markdown(table)
     summary = trials.summarize([{"dev": {"mcc": v}} for v in (0.5, 10 ** 400, True, 0.7)])
     assert summary["dev"]["mcc"]["n"] == 2  # a float's overflow had raised
     folder = finetuned_folder(tmp_path / "rte", "rte", {"dev": {"accuracy": 0.7}}, tiny_vocab)

@@ -315,3 +315,14 @@ def test_ctrl_c_in_the_second_trial_of_the_command_resumes_it(
     record = trials.read_trials(str(out))
     assert [t["seed"] for t in record["trials"]] == [0, 1]
     assert all(s["n"] == 2 for s in record["summary"]["dev"].values())
+
+
+def test_a_rerun_asking_fewer_trials_says_the_summary_is_over_all(tmp_path, capsys):
+    config, run = fake_runs(tmp_path, 3)
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    capsys.readouterr()
+    _, fewer = fake_runs(tmp_path, 2)
+    summary = trials.run_trials(config, fewer, "sst2", FakeTrainer, Finetuning.final_results)
+    assert summary["dev"]["accuracy"]["n"] == 3
+    assert "holds 1 more finished trial(s) than --num_trials=2: the summary is over all 3" \
+        in capsys.readouterr().err
