@@ -90,7 +90,7 @@ def test_a_full_disk_at_the_final_weights_is_one_line(small_mount):
     _fill(folder, leave=len(before) // 2)
     proc = run_python(["-c", _SAVE, str(folder), "1"])
     error_line(proc, f"{path}: No space left on device",
-               "the files written before are whole", returncode=1)
+               "so those written before are whole", returncode=1)
     assert path.read_bytes() == before
     assert not [p for p in os.listdir(folder) if p.startswith(".tmp-")]
 
@@ -111,5 +111,5 @@ def test_convert_to_hf_on_a_full_disk_is_one_line(small_mount, tmp_path):
     proc = run_module("electra_tf.convert", "--to=hf", f"--model_dir={model_dir}",
                       f"--output={out}", "--overwrite")
     error_line(proc, f"{out / 'model.safetensors'}: No space left on device",
-               "the files written before are whole", returncode=1)
+               "so those written before are whole", returncode=1)
     assert {p: (out / p).read_bytes() for p in os.listdir(out)} == before

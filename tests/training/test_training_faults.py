@@ -792,7 +792,7 @@ def test_a_full_disk_or_a_read_only_model_dir_is_one_line(small_mount, tiny_reco
     full = small_mount("48k")
     proc = run_module("electra_tf.run_pretraining", *pretrain_flags(
         tiny_records, full / "model", num_train_steps=6, iterations_per_loop=3))
-    line = error_line(proc, "No space left on device", "the files written before are whole",
+    line = error_line(proc, "No space left on device", "so those written before are whole",
                       returncode=1)
     assert line.startswith("error: "), line
     json.loads((full / "model" / "pretraining_config.json").read_text())
