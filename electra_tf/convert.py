@@ -118,11 +118,7 @@ def main(argv) -> None:
 # kept the old one's other files (a fine-tuned head beside a new discriminator was what
 # the export served; a stale tokenizer.json what transformers tokenized with).
 _MODEL_FILES = (
-    # electra_tf (folders/files.py)
-    files.PRETRAINING_CONFIG, files.DISCRIMINATOR_WEIGHTS, files.DISCRIMINATOR_CONFIG,
-    files.GENERATOR_WEIGHTS, files.GENERATOR_CONFIG, files.FINAL_EVAL,
-    files.FINETUNING_CONFIG, files.FINETUNED_WEIGHTS, files.RESULTS,
-    files.CONVERSION_REPORT, files.VOCAB, files.CHECKPOINTS,
+    *files.FOLDER_FILES,  # electra_tf's
     # transformers (save_pretrained), and the generator/ folder --to=hf --generator writes
     "config.json", "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
     "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack", "tokenizer.json",

@@ -59,10 +59,7 @@ def _check_not_a_folder_file(output: str, folders: list[str]) -> None:
     from electra_tf.folders import files
     from electra_tf.training import trials
 
-    own = {files.PRETRAINING_CONFIG, files.DISCRIMINATOR_WEIGHTS, files.DISCRIMINATOR_CONFIG,
-           files.GENERATOR_WEIGHTS, files.GENERATOR_CONFIG, files.FINAL_EVAL,
-           files.FINETUNING_CONFIG, files.FINETUNED_WEIGHTS, files.RESULTS,
-           files.CONVERSION_REPORT, files.VOCAB, trials.TRIALS, trials.RESULTS_TXT}
+    own = {*files.FOLDER_FILES, trials.TRIALS, trials.RESULTS_TXT}
     where = os.path.realpath(output)
     if os.path.basename(where) not in own:
         return

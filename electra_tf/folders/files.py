@@ -34,6 +34,10 @@ RESULTS = "results.json"
 CONVERSION_REPORT = "conversion_report.json"
 VOCAB = "vocab.txt"
 CHECKPOINTS = "checkpoints"
+# Every name above: what a folder's model is made of (a file, or the checkpoints folder).
+FOLDER_FILES = (PRETRAINING_CONFIG, DISCRIMINATOR_WEIGHTS, DISCRIMINATOR_CONFIG,
+                GENERATOR_WEIGHTS, GENERATOR_CONFIG, FINAL_EVAL, FINETUNING_CONFIG,
+                FINETUNED_WEIGHTS, RESULTS, CONVERSION_REPORT, VOCAB, CHECKPOINTS)
 
 # The names of a run's saves in MODEL_DIR/checkpoints: TensorFlow's tf.train
 # prefix ckpt-N (files ckpt-N.index and ckpt-N.data-*) and JAX's jax-ckpt-N.npz.

@@ -68,8 +68,8 @@ from electra_tf.tasks.base import (
 from electra_tf.text.cleaning import newline_lines, without_lone_surrogates
 
 FORMATS = ("tsv", "csv", "jsonl")
+_FLOAT32_MAX = float(np.finfo(np.float32).max)  # a larger regression target trains as inf
 # A regression target written as text: what a spreadsheet or numpy writes. Python's
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
 # float() reads more ("1_000", "nan", "inf", " 1 "), none of which is a measured target.
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 """File extensions read, one per split."""

@@ -266,7 +266,7 @@ class SquadTask(base.Task):
         example's (as the original), repeated on each of its windows.
         """
         length = max_seq_length
-        if length < 5:
+        if length < self.head_class.min_seq_length():  # a piece of each (as the export)
             raise ValueError(f"max_seq_length {length} leaves no room for a question and context")
         # BERT's layout needs max_query_length + 3 < L; short L keeps half for the context.
         query_limit = min(self.max_query_length, (length - 3) // 2)

@@ -340,7 +340,7 @@ class SpanHead(Head):
     @classmethod
     def min_seq_length(cls) -> int:
         """[CLS] question [SEP] context [SEP] with a piece of each (fine-tuning's
-        featurize refuses a shorter max_seq_length too)."""
+        featurize reads it too)."""
         return 5
 
     @classmethod
