@@ -5,6 +5,7 @@ import tensorflow as tf
 from helpers import decode, tiny_vocab_tokens, write_vocab
 
 from electra_tf.core.errors import VocabError
+from electra_tf.text.cleaning import without_lone_surrogates
 from electra_tf.text.tokenizer import BERT_RESERVED_TOKENS, Tokenizer, load_vocab
 
 ODD_INPUTS = [
@@ -37,11 +38,77 @@ def test_odd_inputs_never_crash_and_cjk_splits(tiny_vocab):
     assert tok.convert_ids_to_tokens(ids[3]) == ["hello", "[UNK]", "world"]
 
 
-def test_invalid_utf8_is_replaced_not_fatal(tiny_vocab):
+def test_invalid_utf8_is_dropped_not_fatal(tiny_vocab):
+    """As the original: its convert_to_unicode drops invalid bytes ("ignore") and its
+    _clean_text U+FFFD (they had been an [UNK] each)."""
     tok = Tokenizer(tiny_vocab)
     ids = tok.tokenize(tf.constant([b"hello \xff\xfe world", b"\xc3"])).to_list()
-    assert tok.convert_ids_to_tokens(ids[0]) == ["hello", "[UNK]", "world"]
-    assert tok.convert_ids_to_tokens(ids[1]) == ["[UNK]"]
+    assert tok.convert_ids_to_tokens(ids[0]) == ["hello", "world"]
+    assert ids[1] == []
+
+
+CLEANING = [  # (do_lower_case, text, the original FullTokenizer's tokens)
+    # C0/C1 controls are deleted, not word breaks (cp1252's apostrophe read as Latin-1)
+    (True, "don\x92t a\x00b x\x0cy", ["don", "##t", "ab", "x", "##y"]),
+    (False, "don\x92t a\x00b x\x0cy", ["don", "##t", "ab", "x", "##y"]),
+    # format characters: soft hyphen, zero-width space, ZWNJ, ZWJ, BOM (cased had split)
+    (False, "wor\u00adld wor\u200bld wor\u200cld wor\u200dld wor\ufeffld", ["world"] * 5),
+    (True, "wor\u0600ld", ["world"]),  # a "prepended" format mark
+    # U+FFFD, private use and unassigned code points are deleted (had been [UNK] words)
+    (True, "a\ufffdb \ufffd x\ue000y a\u0378b \U000f0000", ["ab", "x", "##y", "ab"]),
+    (True, "tab\tand\nline\rends", ["tab", "and", "line", "ends"]),  # kept: whitespace
+    (True, "a\ud800b", ["ab"]),  # a lone surrogate (Cs): had been TensorFlow's conversion error
+    # a word is [UNK] past 200 characters (the original's max_input_chars_per_word),
+    # not past 100 bytes: 2- and 3-byte scripts had become [UNK] from 51 and 34
+    (True, "a" * 150, ["a"] + ["##a"] * 149),
+    (True, "a" * 201 + " b", ["[UNK]", "b"]),
+    (False, "\u00e9" * 60, ["\u00e9"] + ["##\u00e9"] * 59),
+    (False, "\u0e01" * 200, ["\u0e01"] + ["##\u0e01"] * 199),
+    (False, "\u0e01" * 201, ["[UNK]"]),
+    (True, "hello " + "ab" * 101 + " world", ["hello", "[UNK]", "world"]),
+    (True, "e\u0301" * 150, ["e"] + ["##e"] * 149),  # counted after the accents go
+]
+
+
+@pytest.mark.parametrize("lower,text,expected", CLEANING)
+def test_text_is_cleaned_as_the_original_cleans_it(tmp_path, lower, text, expected):
+    extra = ["world", "wor", "##ld", "don", "##t", "ab", "##y", "##a", "tab", "and", "line",
+             "ends", "\u00e9", "##\u00e9", "\u0e01", "##\u0e01", "e", "##e"]
+    base = tiny_vocab_tokens()
+    vocab = write_vocab(tmp_path / "v.txt", base + [t for t in extra if t not in base])
+    tok = Tokenizer(vocab, do_lower_case=lower)
+    assert tok.convert_ids_to_tokens(tok.encode([text])[0]) == expected
+    text = without_lone_surrogates(text)  # as SQuAD's reader gives it (a str's UTF-8)
+    ids, starts, ends, indexed = tok.tokenize_with_offsets([text])
+    assert tok.convert_ids_to_tokens(ids[0].numpy()) == expected  # the same with offsets
+    assert indexed.numpy()[0] == text.encode("utf-8")  # offsets index the text itself
+
+
+def test_offsets_index_the_text_around_deleted_characters(tmp_path):
+    """A token's span covers the deleted characters inside it, and the ones between
+    tokens belong to none: the served word texts and SQuAD's answers are the input's."""
+    base = tiny_vocab_tokens()
+    vocab = write_vocab(tmp_path / "v.txt", base + [t for t in ("world", "ab") if t not in base])
+    for lower in (True, False):
+        tok = Tokenizer(vocab, do_lower_case=lower)
+        text = "\u200bwor\u00adld \x00 ab\ufeff \ue000world"
+        ids, starts, ends, indexed = tok.tokenize_with_offsets([text])
+        raw = indexed.numpy()[0]
+        spans = [raw[a:b].decode() for a, b in zip(starts[0].numpy(), ends[0].numpy())]
+        assert spans == ["wor\u00adld", "ab", "world"], (lower, spans)
+    # in a batch, each row's offsets are its own (a row's end had been taken for the
+    # next row's start: a piece of no width at 0 got the row before's shift)
+    tok = Tokenizer(vocab)
+    texts = ["ab\u200b\u200b\u200b world", "\u2474 ab", "\u200b\u200bab"]
+    ids, starts, ends, indexed = tok.tokenize_with_offsets(texts)
+    for r, text in enumerate(texts):
+        alone = tok.tokenize_with_offsets([text])
+        assert starts[r].numpy().tolist() == alone[1][0].numpy().tolist()
+        assert ends[r].numpy().tolist() == alone[2][0].numpy().tolist(), (r, ends[r], alone[2])
+    # invalid bytes: offsets index the input with U+FFFD in their place
+    tok = Tokenizer(vocab)
+    ids, starts, ends, indexed = tok.tokenize_with_offsets([b"\xff ab"])
+    assert indexed.numpy()[0] == "\ufffd ab".encode() and starts[0].numpy().tolist() == [4]
 
 
 @pytest.mark.parametrize("lower,strip,expected", [

@@ -13,8 +13,17 @@ Normalization follows the original BERT/ELECTRA options:
 | False         | None or False | nothing (cased)                           |
 | False         | True          | NFD, drop accents, keep case              |
 
-Invalid UTF-8 is first replaced with U+FFFD, so no input crashes the graph;
-CJK characters are split one per token as in BERT.
+Before that, as the original's `_clean_text`: invalid UTF-8 is replaced with
+U+FFFD (so no input crashes the graph), and then U+FFFD, NUL and every
+character of Unicode's C categories but tab, newline and carriage return are
+deleted: controls (C0, DEL, C1: "don\x92t" of cp1252 text read as Latin-1 is
+"dont"), format characters (soft hyphen, zero-width space and joiners, BOM,
+bidi marks: "wor\u00adld" is "world"), private use and unassigned code points.
+tensorflow-text's tokenizer alone split words at them, or made them [UNK].
+Offsets still index the input (`tokenize_with_offsets`). CJK characters are
+split one per token as in BERT, and a word of more than MAX_CHARS_PER_WORD
+characters is one [UNK] (the original's max_input_chars_per_word), whatever
+its script.
 """
 
 from __future__ import annotations
@@ -41,6 +50,22 @@ from electra_tf.text.vocab import (  # noqa: F401
     trie_tokens,
 )
 
+# The original's WordpieceTokenizer: a longer word (in characters) is one [UNK].
+MAX_CHARS_PER_WORD = 200
+# tensorflow-text limits a word in UTF-8 bytes: 4 bytes a character lets every word of
+# MAX_CHARS_PER_WORD characters through, and `_long_words_unknown` makes longer ones [UNK].
+_MAX_BYTES_PER_WORD = 4 * MAX_CHARS_PER_WORD
+
+# What the original's _clean_text deletes: NUL, U+FFFD and _is_control's characters,
+# category C* but \t, \n and \r (Cc, Cf, Co; Cs cannot be in valid UTF-8; Cn, the
+# unassigned code points, are the characters of no RE2 category).
+_DELETED = (r"[\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F\p{Cf}\p{Co}\x{FFFD}]"
+            r"|[^\p{L}\p{M}\p{N}\p{P}\p{S}\p{Z}\p{C}]")
+# More than MAX_CHARS_PER_WORD characters without an ASCII space between them: a text
+# may then hold a longer word (BERT's words split at more than that), and only a batch
+# that holds one pays for `_long_words_unknown`.
+_LONG_RUN = r"(?s).*\S{%d}.*" % (MAX_CHARS_PER_WORD + 1)
+
 
 class Tokenizer(tf.Module):
     """BERT WordPiece tokenizer for ELECTRA, usable eagerly, in tf.data and in exports.
@@ -49,25 +74,23 @@ class Tokenizer(tf.Module):
       vocab_file: path of a BERT-style vocab.txt (e.g. the 30,522-token uncased file).
       do_lower_case: lower-case the input (the original's do_lower_case).
       strip_accents: strip accents; None follows do_lower_case, as BERT does.
-      max_bytes_per_word: longer words become [UNK].
     """
 
     def __init__(self, vocab_file: str, do_lower_case: bool = True,
-                 strip_accents: bool | None = None, max_bytes_per_word: int = 100,
-                 name: str = "tokenizer"):
+                 strip_accents: bool | None = None, name: str = "tokenizer"):
         super().__init__(name=name)
         self.vocab_file = os.fspath(vocab_file)
         self.vocab = load_vocab(self.vocab_file)
         check_word_pieces(self.vocab, self.vocab_file)  # before tensorflow-text's traceback
         self.do_lower_case = bool(do_lower_case)
         self.strip_accents = resolve_strip_accents(do_lower_case, strip_accents)
-        self.max_bytes_per_word = max_bytes_per_word
         self.token_to_id = {t: i for i, t in enumerate(self.vocab)}
         self.pad_id = self.token_to_id[PAD]
         self.unk_id = self.token_to_id[UNK]
         self.cls_id = self.token_to_id[CLS]
         self.sep_id = self.token_to_id[SEP]
         self.mask_id = self.token_to_id[MASK]
+        self._is_suffix = tf.constant([t.startswith("##") for t in self.vocab])
         # FastBertTokenizer's own normalizer does BERT's uncased form (lower-case,
         # NFD, accents stripped) with compatibility decomposition and case folding on
         # top: "…" becomes "...", fullwidth "Ｈｅｌｌｏ" "hello", "ß" "ss" and "ﬁ" "fi",
@@ -76,7 +99,7 @@ class Tokenizer(tf.Module):
         self._fast_lower = self.do_lower_case and self.strip_accents
         self._fast = tf_text.FastBertTokenizer(
             vocab=trie_tokens(self.vocab), token_out_type=tf.int64, unknown_token=UNK,
-            max_bytes_per_word=max_bytes_per_word,
+            max_bytes_per_word=_MAX_BYTES_PER_WORD,
             lower_case_nfd_strip_accents=self._fast_lower)
 
     @property
@@ -87,31 +110,97 @@ class Tokenizer(tf.Module):
         """Repairs invalid UTF-8 and applies the pre-WordPiece normalization."""
         return pre_normalize(texts, self.do_lower_case, self.strip_accents)
 
+    # TensorFlow ops only, with explicit tf.conds: no AutoGraph conversion (in a long
+    # process, a tf.data map's conversion of the branches defined inside had been
+    # matched to another function's: "convert_ids_to_tokens() takes 2 positional
+    # arguments but 3 were given", as build_vocab's word splitting once was).
+    @tf.autograph.experimental.do_not_convert
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Strings [batch] -> int64 ragged ids [batch, (tokens)]; no [CLS]/[SEP]."""
-        return self._fast.tokenize(self.normalize(tf.convert_to_tensor(texts, tf.string)))
+        normalized = self.normalize(tf.convert_to_tensor(texts, tf.string))
 
+        def long_words():
+            ids, starts, ends = self._fast.tokenize_with_offsets(normalized)
+            ids, _, _ = self._long_words_unknown(normalized, ids, starts, ends)
+            return ids.flat_values, ids.row_splits
+
+        def plain():
+            ids = self._fast.tokenize(normalized)
+            return ids.flat_values, ids.row_splits
+
+        values, splits = tf.cond(_any_long_word(normalized), long_words, plain)
+        return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
+
+    @tf.autograph.experimental.do_not_convert
     def tokenize_with_offsets(self, texts: tf.Tensor):
-        """Like tokenize, plus byte offsets [batch, (tokens)] into the normalized text.
+        """Like tokenize, plus byte offsets [batch, (tokens)] into the text they index.
 
         Works eagerly and inside a tf.function: the SQuAD featurizer and the
         TF Serving export's in-graph tokenization (electra_tf/serving/graph.py) use it.
 
         Returns:
-          (ids, starts, ends, normalized_texts): int64 ragged ids, starts and
-          ends (end exclusive) and the string tensor the offsets index. It
-          equals the input wherever that was valid UTF-8 and the mode is
-          uncased or cased-without-accent-stripping.
+          (ids, starts, ends, texts): int64 ragged ids, starts and ends (end
+          exclusive) and the string tensor the offsets index. In BERT's uncased
+          mode and the cased one that is the input with invalid UTF-8 replaced by
+          U+FFFD (the input itself where it was valid): the characters the
+          cleaning deletes are inside or between the tokens' spans. In the two
+          other modes it is the normalized text.
         """
-        normalized = self.normalize(tf.convert_to_tensor(texts, tf.string))
+        source = tf.strings.unicode_transcode(tf.convert_to_tensor(texts, tf.string), "UTF-8",
+                                              "UTF-8", errors="replace",
+                                              replacement_char=0xFFFD)
+        cleaned = clean_text(source)
+        normalized = _mode_normalize(cleaned, self.do_lower_case, self.strip_accents)
         ids, starts, ends = self._fast.tokenize_with_offsets(normalized)
-        return ids, starts, ends, normalized
+        ids, starts, ends = tf.cond(
+            _any_long_word(normalized),
+            lambda: self._long_words_unknown(normalized, ids, starts, ends),
+            lambda: (ids, starts, ends))
+        if not _offsets_kept(self.do_lower_case, self.strip_accents):
+            return ids, starts, ends, normalized
+        values = tf.cond(
+            tf.reduce_any(tf.strings.length(cleaned) < tf.strings.length(source)),
+            lambda: _to_source_offsets(source, starts, ends),
+            lambda: (starts.flat_values, ends.flat_values))
+        return (ids, starts.with_flat_values(values[0]), ends.with_flat_values(values[1]),
+                source)
+
+    def _long_words_unknown(self, texts, ids, starts, ends):
+        """(ids, starts, ends) with each word of more than MAX_CHARS_PER_WORD characters
+        one [UNK] spanning it, as the original's WordpieceTokenizer gives it.
+
+        A word is a piece that is no ##suffix and the ##suffixes after it; its
+        characters are counted in `texts` between its first start and last end (in
+        BERT's uncased mode, the one whose normalization runs inside tensorflow-text,
+        without the combining marks its accent stripping drops)."""
+        chars, char_starts = tf.strings.unicode_split_with_offsets(texts, "UTF-8")
+        if self._fast_lower:
+            counted = tf.logical_not(tf.strings.regex_full_match(chars.flat_values, r"\p{Mn}"))
+            char_starts = tf.ragged.boolean_mask(char_starts, chars.with_flat_values(counted))
+        is_word = tf.logical_not(tf.gather(self._is_suffix, ids.flat_values))
+        word = tf.cumsum(tf.cast(is_word, tf.int64)) - 1  # per piece: its word (all rows)
+        rows = tf.gather(ids.value_rowids(), tf.where(is_word)[:, 0])  # per word: its row
+        first = tf.math.segment_min(starts.flat_values, word)
+        last = tf.math.segment_max(ends.flat_values, word)
+        chars_in = _count_between(texts, char_starts, rows, first, last)
+        long = tf.gather(chars_in > MAX_CHARS_PER_WORD, word)  # per piece
+        keep = tf.logical_not(long & tf.logical_not(is_word))
+        new_ids = tf.where(long, tf.constant(self.unk_id, ids.dtype), ids.flat_values)
+        new_ends = tf.where(long, tf.gather(last, word), ends.flat_values)
+        mask = ids.with_flat_values(keep)
+        return (tf.ragged.boolean_mask(ids.with_flat_values(new_ids), mask),
+                tf.ragged.boolean_mask(starts, mask),
+                tf.ragged.boolean_mask(ends.with_flat_values(new_ends), mask))
 
     def encode(self, texts: Sequence[str | bytes]) -> list[list[int]]:
-        """Python convenience: a list of strings -> a list of id lists."""
+        """Python convenience: a list of strings -> a list of id lists (a lone surrogate,
+        which has no UTF-8 form, is deleted as the original deletes it)."""
         if not texts:
             return []
-        ragged = self.tokenize(tf.constant(list(texts), dtype=tf.string))
+        from electra_tf.text.cleaning import without_lone_surrogates
+
+        texts = [without_lone_surrogates(t) if isinstance(t, str) else t for t in texts]
+        ragged = self.tokenize(tf.constant(texts, dtype=tf.string))
         return split_ragged(ragged)
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
@@ -121,9 +210,10 @@ class Tokenizer(tf.Module):
 def pre_normalize(texts: tf.Tensor, do_lower_case: bool, strip_accents: bool) -> tf.Tensor:
     """What runs before FastBertTokenizer (and before vocab learning).
 
-    Invalid UTF-8 becomes U+FFFD. BERT's uncased mode (lower-case and strip
-    accents) is left to FastBertTokenizer's own normalizer; the other modes
-    are done here with TF-Text ops that TF Serving 2.12+ links.
+    Invalid UTF-8 becomes U+FFFD, then the original's cleaning (`clean_text`).
+    BERT's uncased mode (lower-case and strip accents) is left to
+    FastBertTokenizer's own normalizer; the other modes are done here with
+    TF-Text ops that TF Serving 2.12+ links.
 
     Args:
       texts: string tensor of any shape.
@@ -132,6 +222,18 @@ def pre_normalize(texts: tf.Tensor, do_lower_case: bool, strip_accents: bool) ->
     """
     texts = tf.strings.unicode_transcode(
         texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
+    return _mode_normalize(clean_text(texts), do_lower_case, strip_accents)
+
+
+def clean_text(texts: tf.Tensor) -> tf.Tensor:
+    """Valid UTF-8 strings without the characters the original's _clean_text deletes
+    (NUL, U+FFFD, controls but tab and line ends, format, private-use and unassigned
+    code points); any shape."""
+    return tf.strings.regex_replace(texts, _DELETED, "")
+
+
+def _mode_normalize(texts: tf.Tensor, do_lower_case: bool, strip_accents: bool) -> tf.Tensor:
+    """The casing and accent mode's normalization of cleaned text (see the module)."""
     if do_lower_case and strip_accents:
         return texts
     if do_lower_case:
@@ -140,6 +242,60 @@ def pre_normalize(texts: tf.Tensor, do_lower_case: bool, strip_accents: bool) ->
         texts = tf_text.normalize_utf8(texts, "NFD")
         return tf.strings.regex_replace(texts, r"\p{Mn}", "")
     return texts
+
+
+def _offsets_kept(do_lower_case: bool, strip_accents: bool) -> bool:
+    """Whether the mode's normalization keeps byte offsets into its input: BERT's
+    uncased mode (FastBertTokenizer maps them back) and the cased one (none)."""
+    return do_lower_case == bool(strip_accents)
+
+
+def _any_long_word(texts: tf.Tensor) -> tf.Tensor:
+    """Whether a text of the batch may hold a word of more than MAX_CHARS_PER_WORD
+    characters (a scalar bool)."""
+    return tf.reduce_any(tf.strings.regex_full_match(texts, _LONG_RUN))
+
+
+def _row_bases(texts) -> tf.Tensor:
+    """Each text's first byte in the batch's texts laid end to end, one byte apart
+    (int64 [B]): offsets plus their row's base sort as one sequence, so one searchsorted
+    serves every row (no [B, longest] padding: a batch may hold one long document among
+    short lines), and a row's end never equals the next row's start."""
+    return tf.math.cumsum(tf.cast(tf.strings.length(texts), tf.int64) + 1, exclusive=True)
+
+
+def _count_between(texts, positions, rows, low, high):
+    """Per (row, low, high): how many of row's `positions` (ragged byte offsets into
+    `texts`, sorted per row) are in [low, high)."""
+    bases = _row_bases(texts)
+    keys = positions.flat_values + tf.gather(bases, positions.value_rowids())
+    base = tf.gather(bases, rows)
+    return (tf.searchsorted(keys, high + base, side="left")
+            - tf.searchsorted(keys, low + base, side="left"))
+
+
+def _to_source_offsets(source, starts, ends):
+    """The flat values of `starts` and `ends`, byte offsets into clean_text(source),
+    moved to the bytes of `source` they came from (each kept character's bytes are
+    its own: an offset moves by the bytes deleted before that character)."""
+    chars, char_starts = tf.strings.unicode_split_with_offsets(source, "UTF-8")
+    kept = tf.logical_not(tf.strings.regex_full_match(chars.flat_values, _DELETED))
+    mask = chars.with_flat_values(kept)
+    sizes = tf.cast(tf.ragged.boolean_mask(tf.strings.length(chars), mask), tf.int64)
+    clean_starts = tf.math.cumsum(sizes, axis=-1, exclusive=True)
+    shift = (tf.ragged.boolean_mask(char_starts, mask) - clean_starts).flat_values
+    bases = _row_bases(clean_text(source))
+    key_base = tf.gather(bases, sizes.value_rowids())
+    last = tf.maximum(tf.size(shift, out_type=tf.int64) - 1, 0)
+
+    def moved(offsets, keys):  # the kept character whose key the offset is
+        at = tf.searchsorted(keys + key_base, offsets.flat_values
+                             + tf.gather(bases, offsets.value_rowids()), side="left")
+        return offsets.flat_values + tf.gather(shift, tf.minimum(tf.cast(at, tf.int64), last))
+
+    new_starts = moved(starts, clean_starts.flat_values)
+    # a piece of no width (one of several a character normalizes to) ends where it starts
+    return new_starts, tf.maximum(moved(ends, (clean_starts + sizes).flat_values), new_starts)
 
 
 def split_ragged(ragged: tf.RaggedTensor) -> list[list[int]]:
