@@ -20,6 +20,7 @@ from electra_tf.serving.client import (
     check_request,
     check_timeout,
     ids_inputs,
+    ids_signature,
     predict_grpc,
     predict_rest,
     text_inputs,
@@ -49,9 +50,10 @@ def define_flags():
                               "(default: 1 for every id).")
     flags.DEFINE_multi_string("input_type_ids", [], "With --input_word_ids: the row's segment "
                               "ids (default: 0 for every id).")
-    flags.DEFINE_string("export_dir", None, "An ids-only model: the export's version folder "
-                        "(MODEL_BASE/NAME/N); --text (and the others) are tokenized here with "
-                        "its assets/vocab.txt and casing and sent as ids.")
+    flags.DEFINE_string("export_dir", None, "The export's version folder (MODEL_BASE/NAME/N): "
+                        "--text (and the others) are tokenized here with its assets/vocab.txt "
+                        "and casing and sent as ids (to an --ids_only export's serving_default, "
+                        "a text export's serving_ids).")
 
 
 def main(argv):
@@ -70,9 +72,12 @@ def main(argv):
                                   FLAGS.question, FLAGS.context)
     else:
         inputs = text_inputs(FLAGS.text, FLAGS.text_pair, FLAGS.question, FLAGS.context)
+    signature = FLAGS.signature_name
+    if FLAGS.export_dir:  # ids go where the export takes them (a text export's serving_ids)
+        signature = ids_signature(FLAGS.export_dir, signature)
     try:
         call = predict_rest if FLAGS.rest else predict_grpc
-        outputs = call(FLAGS.server, FLAGS.model_name, inputs, FLAGS.signature_name,
+        outputs = call(FLAGS.server, FLAGS.model_name, inputs, signature,
                        FLAGS.model_version, FLAGS.timeout)
     except ClientError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -82,8 +82,18 @@ def test_a_folder_is_opened_once_and_read_from_what_it_carries(tmp_path, tiny_vo
     with pytest.raises(ConfigError, match="holds a custom-sized discriminator"):
         folder.load_discriminator("small")
     monkeypatch.undo()
-    # Saved from a model built by hand: what fine-tuning and the export read.
-    mine = folders.PretrainingFolder.save(str(tmp_path / "mine"), discriminator(), tiny_vocab)
+    # Saved from a model built by hand: what fine-tuning and the export read, with a
+    # vocabulary its table holds (the tiny vocab's 211 tokens do not fit TINY's 40 rows:
+    # refused before anything is written).
+    with pytest.raises(ConfigError, match="holds 211 tokens but the model's embedding table "
+                                          "has 40 rows"):
+        folders.PretrainingFolder.save(str(tmp_path / "mine"), discriminator(), tiny_vocab)
+    assert not (tmp_path / "mine").exists()
+    small_vocab = str(tmp_path / "vocab40.txt")
+    with open(small_vocab, "w") as f:
+        f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                          + [f"w{i}" for i in range(35)]) + "\n")
+    mine = folders.PretrainingFolder.save(str(tmp_path / "mine"), discriminator(), small_vocab)
     assert mine.config is None and mine.vocab() == str(tmp_path / "mine" / folders.files.VOCAB)
 
 

@@ -135,8 +135,9 @@ class FinetunedFolder:
           vocab_file: the vocabulary its embedding table was made for.
           task_name: the task it predicts (a name run_finetuning's --task_name takes).
           **options: FinetuningConfig fields, as run_finetuning's flags:
-            label_names (the head's outputs in order; needed by a task that learns
-            its labels from train data, as classification and tagging of your own),
+            label_names (the head's outputs in order, a list or the flag's string;
+            needed by a task that learns its labels from train data, as
+            classification and tagging of your own),
             max_seq_length (default the task's), do_lower_case, classifier_head, ...
 
         Raises:
@@ -153,6 +154,13 @@ class FinetunedFolder:
         if not isinstance(model, FinetuningModel):
             raise ConfigError(f"FinetunedFolder.save takes a FinetuningModel, got "
                               f"{type(model).__name__}")
+        names = options.get("label_names")
+        if isinstance(names, (list, tuple)):  # the flag's form: a JSON list keeps commas
+            import json
+
+            if not all(isinstance(n, str) for n in names):
+                raise ConfigError(f"label_names must be strings, got {list(names)!r}")
+            options["label_names"] = json.dumps(list(names))
         config = task_config(task_name, "FinetunedFolder.save", **options)
         task = task_from_config(config)
         head = model.head
@@ -176,6 +184,11 @@ class FinetunedFolder:
         if max_seq_length > encoder.max_position_embeddings:
             raise ConfigError(f"max_seq_length={max_seq_length} exceeds the model's "
                               f"{encoder.max_position_embeddings} positions")
+        lowest = type(head).min_seq_length(task.text_b is not None)
+        if max_seq_length < lowest:  # the export and Predictor.open would refuse the folder
+            raise ConfigError(f"max_seq_length={max_seq_length}: a {task.name} model takes at "
+                              f"least {lowest} positions ([CLS] and [SEP] around a piece of "
+                              "each text)")
         os.makedirs(path, exist_ok=True)
         save_finetuned(path, model)
         write_finetuning_config(

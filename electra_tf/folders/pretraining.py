@@ -116,8 +116,21 @@ class PretrainingFolder:
           vocab_file: the vocabulary its embedding table was made for.
           config: the PretrainingConfig it was trained with, if any.
         Raises:
+          ConfigError: not an ElectraDiscriminator, a config that is not a
+            PretrainingConfig, or a vocabulary larger than its embedding table;
           VocabError: `vocab_file` is missing or not a vocabulary.
+          Each before anything is written.
         """
+        from electra_tf.folders.vocabulary import check_vocab_fits
+        from electra_tf.modeling.models import ElectraDiscriminator
+
+        if not isinstance(discriminator, ElectraDiscriminator):
+            raise ConfigError(f"PretrainingFolder.save takes an ElectraDiscriminator "
+                              f"(modeling.build_discriminator), got {type(discriminator).__name__}")
+        if config is not None and not isinstance(config, PretrainingConfig):
+            raise ConfigError(f"config must be a PretrainingConfig or None, got "
+                              f"{type(config).__name__}")
+        check_vocab_fits(vocab_file, discriminator.config.vocab_size)
         os.makedirs(path, exist_ok=True)
         save_discriminator(path, discriminator)
         write_pretraining_config(path, config, {"vocab_file": vocab_file})

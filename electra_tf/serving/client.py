@@ -93,7 +93,14 @@ def check_request(server: str, model_name: str, rest: bool,
     """
     if not server.strip():
         raise InputError("--server is empty: give HOST:PORT (gRPC 8500, REST 8501 by default)")
+    if _WEB_SCHEME.match(server):  # REST had asked http://http://...
+        raise InputError(f"--server={server!r}: give HOST:PORT, without {server.split(':')[0]}:// "
+                         "(the client writes the URL itself)")
     port = _PORT.search(server)
+    if not port and (rest or "://" not in server and not server.startswith("unix:")):
+        raise InputError(f"--server={server!r} names no port: give HOST:PORT (gRPC 8500, "
+                         "REST 8501 by default; without one the client had asked port "
+                         f"{80 if rest else 443})")
     if port and not 1 <= int(port.group(1)) <= 65535:
         raise InputError(f"--server={server!r}: port {port.group(1)} is outside 1-65535")
     if not model_name:
@@ -110,6 +117,7 @@ def check_request(server: str, model_name: str, rest: bool,
 
 _NOT_IN_REST_PATH = re.compile(r"[/:?#%\s\x00-\x1f\x7f-\U0010ffff]")
 _PORT = re.compile(r":([0-9]+)$")  # HOST:PORT, [v6]:PORT
+_WEB_SCHEME = re.compile(r"https?://", re.IGNORECASE)
 
 
 def _to_python(value):
@@ -386,6 +394,9 @@ def text_inputs(text=(), text_pair=(), question=(), context=()) -> dict:
     import numpy as np
 
     def arr(values, flag):
+        if isinstance(values, (str, bytes)):  # had been sent as one row per character
+            raise InputError(f"--{flag} takes a list of texts, one per row, got a single "
+                             f"{type(values).__name__}: give [{_quoted(values)}]")
         out = []
         for i, v in enumerate(values):
             if isinstance(v, str):
@@ -491,15 +502,7 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
     from electra_tf.text.tokenizer import Tokenizer
 
     vocab = os.path.join(export_dir, "assets", "vocab.txt")
-    info_path = os.path.join(export_dir, "assets.extra", "export_info.json")
-    for path in (vocab, info_path):
-        if not os.path.isfile(path):
-            raise InputError(f"--export_dir={export_dir}: no {os.path.relpath(path, export_dir)}"
-                             " (give the export's version folder, MODEL_BASE/NAME/N)")
-    from electra_tf.core.fileio import parse_json
-
-    with open(info_path, "rb") as f:
-        info = parse_json(f.read().decode("utf-8", "replace"), info_path)
+    info_path, info = _export_info(export_dir, vocab)
     texts = text_inputs(text, text_pair, question, context)
 
     def field(name, ok, what, default=None):
@@ -545,6 +548,43 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
             rows.append(pack_pair(pieces[0][i], pieces[1][i] if len(pieces) == 2 else None,
                                   length, cls, sep))
     return {name: np.array([r[k] for r in rows], np.int32) for k, name in enumerate(IDS_INPUTS)}
+
+
+def _export_info(export_dir: str, *needed: str) -> tuple[str, object]:
+    """(path, parsed JSON) of an export's assets.extra/export_info.json; `needed`: other
+    files the folder must hold. InputError: a file missing, or not JSON."""
+    import os
+
+    from electra_tf.core.fileio import parse_json
+
+    info_path = os.path.join(export_dir, "assets.extra", "export_info.json")
+    for path in (*needed, info_path):
+        if not os.path.isfile(path):
+            raise InputError(f"--export_dir={export_dir}: no {os.path.relpath(path, export_dir)}"
+                             " (give the export's version folder, MODEL_BASE/NAME/N)")
+    with open(info_path, "rb") as f:
+        return info_path, parse_json(f.read().decode("utf-8", "replace"), info_path)
+
+
+def ids_signature(export_dir: str, signature_name: str = "serving_default") -> str:
+    """The signature that takes the ids `tokenized_inputs` packs: an --ids_only export's
+    serving_default, a text export's serving_ids (its serving_default takes text),
+    as its export_info.json lists them; `signature_name` where it takes ids.
+
+    Raises:
+      InputError: `signature_name`, given, takes no ids (or the folder lacks the file).
+    """
+    info_path, info = _export_info(export_dir)
+    signatures = info.get("signatures") if isinstance(info, dict) else None
+    if not isinstance(signatures, dict):  # an export older than the field: as asked
+        return signature_name
+    takes_ids = [name for name, inputs in signatures.items() if inputs == list(IDS_INPUTS)]
+    if signature_name in takes_ids:
+        return signature_name
+    if signature_name == "serving_default" and takes_ids:
+        return takes_ids[0]
+    raise InputError(f"--signature_name={signature_name} does not take ids (--export_dir "
+                     f"sends ids; {info_path} lists {', '.join(takes_ids) or 'none'} taking them)")
 
 
 _UNSAFE = re.compile(r"[^\x20-\x7e]")  # where a character a terminal acts on may be

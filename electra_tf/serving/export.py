@@ -182,19 +182,24 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
         or max_answer_length below 1 (an export of either answers no request).
     """
     from electra_tf.folders import FinetunedFolder, PretrainingFolder
-    from electra_tf.folders.finetuned import is_finetuning_folder
+    from electra_tf.folders.finetuned import has_finetuning_config
 
     for name, value in (("max_query_length", max_query_length),
                         ("max_answer_length", max_answer_length)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InputError(f"--{name} must be >= 1, got {value!r}")
 
-    if task is None:  # the folder's own (the Python API's default): its head, or rtd
-        task = "" if is_finetuning_folder(checkpoint) else heads.PRETRAINED_DEFAULT
+    folder = None
+    if task is None:  # the folder's own (the Python API's default): its head, rtd or score
+        if has_finetuning_config(checkpoint):  # its weights missing: said by the open below
+            task = ""
+        else:
+            folder = PretrainingFolder.open(checkpoint, what="--checkpoint")
+            task = heads.pretrained_default(folder.recorded.get("pretraining", {}))
     elif task not in TASKS:
         raise InputError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
     if task in heads.PRETRAINED_HEADS:  # a pre-training folder's discriminator
-        folder = PretrainingFolder.open(checkpoint, what="--checkpoint")
+        folder = folder or PretrainingFolder.open(checkpoint, what="--checkpoint")
         discriminator = folder.load_discriminator()
         folder.vocab()  # its own vocabulary holds the recorded tokens, even beside --vocab_file
         heads.head_class(task).check_pretrained(folder.path,
@@ -255,16 +260,17 @@ def _checked_length(spec: ServingSpec, checkpoint: str, given: bool = True) -> S
       given: the length is --max_seq_length's (else the folder's record's).
 
     Raises:
-      InputError: a length below the head's min_seq_length (3: [CLS] x [SEP]; SQuAD's 5
-        keeps a piece of question and of context), or above the model's
+      InputError: a length below the head's min_seq_length (3: [CLS] x [SEP]; a pair's
+        and SQuAD's 5 keep a piece of each text), or above the model's
         max_position_embeddings (every request would then fail in the position embedding).
     """
     positions = spec.model.encoder.config.max_position_embeddings
-    lowest = spec.head.min_seq_length()
+    lowest = spec.head.min_seq_length(spec.pair)
     if not lowest <= spec.max_seq_length <= positions:
         what = (f"--max_seq_length={spec.max_seq_length}" if given else
                 f"the max_seq_length {spec.max_seq_length} that {checkpoint} records")
-        whose = f"a {spec.task} export of the model" if lowest > 3 else "the model"
+        kind = spec.task if spec.head.min_seq_length() > 3 else "sentence-pair"  # SQuAD's own
+        whose = f"a {kind} export of the model" if lowest > 3 else "the model"
         raise InputError(f"{what}: {whose} in {checkpoint} takes {lowest} to {positions} "
                          "positions" + ("" if given else "; give --max_seq_length"))
     return spec

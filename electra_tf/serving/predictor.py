@@ -23,6 +23,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
+# Rows `predict` runs at once: a long list runs in batches of this many (its memory
+# grows with the batch: about 5 MB a row of 512 positions even for a tiny model).
+DEFAULT_BATCH_SIZE = 32
+
 
 class Predictor:
     """A model folder's model, tokenizer and text signature, for prediction on strings.
@@ -34,7 +38,6 @@ class Predictor:
     def __init__(self, spec):
         self.spec = spec
         self._function = None
-        self._names: tuple[str, ...] = ()
 
     @classmethod
     def open(cls, folder: str, task: str | None = None, vocab_file: str = "", max_seq_length: int = 0,
@@ -44,9 +47,11 @@ class Predictor:
 
         Args:
           folder: a fine-tuned model_dir (run_finetuning's, or a converted
-            transformers task model), or a pre-training model_dir (rtd).
+            transformers task model), or a pre-training model_dir (rtd; an
+            Electric model's: score).
           task: what to serve (export's --task); None: the folder's own (a
-            fine-tuned folder's head; a pre-training folder's rtd).
+            fine-tuned folder's head; a pre-training folder's rtd, an Electric
+            one's score).
           vocab_file, max_seq_length, max_query_length, max_answer_length, precision:
             as the export's flags of the same names (0 / "": the folder's); "bf16"
             predicts as the --precision=bf16 export does.
@@ -64,7 +69,7 @@ class Predictor:
 
     @property
     def model(self):
-        """The Keras model: FinetuningModel, or ElectraDiscriminator for rtd."""
+        """The Keras model: FinetuningModel, or ElectraDiscriminator for rtd and score."""
         return self.spec.model
 
     @property
@@ -85,27 +90,95 @@ class Predictor:
     def outputs(self, *inputs: Sequence[str]) -> dict:
         """The text signature's outputs for a batch, as NumPy arrays (strings as str).
 
+        The inputs run as one batch, as one request to the export does (`predict`
+        runs a long list in batches).
+
         Args:
           *inputs: one list of strings per input name (`input_names`), of one length.
         Returns:
           {output name: array [batch, ...]} (docs/serving.md lists them).
+        Raises:
+          TypeError, ValueError: inputs that are not that (one line naming the input).
         """
+        return self._run(self._checked(inputs))
+
+    def predict(self, *inputs: Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE) -> list[dict]:
+        """One dict per input row: the text signature's outputs of that row, as Python
+        values, its per-word outputs cut to its words and its per-position outputs
+        to its tokens (wordpieces).
+
+        Args:
+          *inputs: one list of strings per input name (`input_names`); a single
+            string (or bytes) for each input is one row.
+          batch_size: rows run at once (a long list runs in batches of this many, so
+            that memory stays bounded; each row's outputs do not depend on it).
+        Raises:
+          TypeError, ValueError: inputs that are not that, or a batch_size below 1.
+        """
+        import numbers
+
+        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) \
+                or batch_size < 1:
+            raise ValueError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
+        single = [isinstance(x, (str, bytes)) for x in inputs]
+        if inputs and all(single):
+            return self.predict(*([x] for x in inputs), batch_size=batch_size)
+        if any(single):  # "a", ["b", "c"]: no row count fits both
+            raise TypeError("give every input as a single string (one row) or every one as "
+                            "a list of strings, not a mix")
+        columns, batch_size = self._checked(inputs), int(batch_size)
+        rows = []
+        for start in range(0, len(columns[0]), batch_size):
+            out = self._run([c[start:start + batch_size] for c in columns])
+            rows += self._rows(out, min(batch_size, len(columns[0]) - start))
+        return rows
+
+    def _checked(self, inputs) -> list[list]:
+        """`inputs` as one list of str/bytes per input name, of one length.
+
+        Raises:
+          TypeError: the wrong number of inputs, or one that is not a sequence of strings.
+          ValueError: inputs of different lengths.
+        """
+        from collections.abc import Mapping, Set
+
+        names = self.input_names
+        if len(inputs) != len(names):
+            raise TypeError(f"a {self.task} model takes {len(names)} inputs "
+                            f"({', '.join(names)}), got {len(inputs)}")
+        columns = []
+        for name, x in zip(names, inputs):
+            if isinstance(x, (str, bytes)):  # had been a batch of its characters
+                raise TypeError(f"{name} must be a list of strings, one per row, got a "
+                                f"single {type(x).__name__} (predict takes one)")
+            try:  # a dict had given its keys, a set its rows in no order
+                column = None if isinstance(x, (Mapping, Set)) else list(x)
+            except TypeError:  # None, a number, a 0-d array
+                column = None
+            if column is None:
+                raise TypeError(f"{name} must be a list of strings, one per row, got "
+                                f"{type(x).__name__}")
+            for i, text in enumerate(column):
+                if not isinstance(text, (str, bytes)):
+                    raise TypeError(f"{name}[{i}] must be a string (str or UTF-8 bytes), got "
+                                    f"{type(text).__name__}")
+            columns.append(column)
+        lengths = {len(c) for c in columns}
+        if len(lengths) > 1:
+            raise ValueError("the inputs must be of one length (one string each per row), got "
+                             + ", ".join(f"{len(c)} {n}" for n, c in zip(names, columns)))
+        return columns
+
+    def _run(self, columns: list[list]) -> dict:
+        """The text signature's outputs for checked columns (`_checked`), as NumPy arrays."""
         import numpy as np
         import tensorflow as tf
 
         if self._function is None:
             from electra_tf.serving import signatures
 
-            names, _, self._function = signatures.text_signature(self.spec)
-            self._names = tuple(names)
-        if len(inputs) != len(self._names):
-            raise TypeError(f"a {self.task} model takes {len(self._names)} inputs "
-                            f"({', '.join(self._names)}), got {len(inputs)}")
-        for name, x in zip(self._names, inputs):
-            if isinstance(x, (str, bytes)):  # had been a batch of its characters
-                raise TypeError(f"{name} must be a list of strings, one per row, got a "
-                                f"single {type(x).__name__} (predict takes one)")
-        tensors = [tf.constant([_utf8(t) for t in x], tf.string) for x in inputs]
+            _, _, self._function = signatures.text_signature(self.spec)
+        tensors = [tf.constant([_utf8(t) for t in c], tf.string) for c in columns]
         result = {}
         for name, value in self._function(*tensors).items():
             value = value.numpy()
@@ -116,24 +189,10 @@ class Predictor:
             result[name] = value
         return result
 
-    def predict(self, *inputs: Sequence[str]) -> list[dict]:
-        """One dict per input row: the text signature's outputs of that row, as Python
-        values, its per-word outputs cut to its words and its per-position outputs
-        to its tokens (wordpieces).
-
-        Args:
-          *inputs: one list of strings per input name (`input_names`); a single
-            string (or bytes) for each input is one row.
-        """
-        single = [isinstance(x, (str, bytes)) for x in inputs]
-        if inputs and all(single):
-            return self.predict(*([x] for x in inputs))
-        if any(single):  # "a", ["b", "c"]: no row count fits both
-            raise TypeError("give every input as a single string (one row) or every one as "
-                            "a list of strings, not a mix")
-        out = self.outputs(*inputs)
+    def _rows(self, out: dict, count: int) -> list[dict]:
+        """`predict`'s dicts of the first `count` rows of a batch's outputs."""
         rows = []
-        for i in range(len(inputs[0]) if inputs else 0):
+        for i in range(count):
             words = int(out["num_words"][i]) if "num_words" in out else None
             tokens = None
             for key in ("wordpiece_tokens", "tokens"):

@@ -32,8 +32,16 @@ PRETRAINED_HEADS = {
     "score": "scoring:ScoreHead",  # Electric's text scores
 }
 SERVED = {**HEADS, **PRETRAINED_HEADS}  # what the export's --task takes
-# What a pre-training folder serves where no --task names a head (the Python API).
+# What a pre-training folder serves where no --task names a head (the Python API);
+# an Electric model's, whose discriminator gives energies: its text scores.
 PRETRAINED_DEFAULT = "rtd"
+ELECTRIC_DEFAULT = "score"
+
+
+def pretrained_default(pretraining: dict) -> str:
+    """The head a pre-training folder serves by default; pretraining: the "pretraining"
+    section of its pretraining_config.json."""
+    return ELECTRIC_DEFAULT if pretraining.get("objective") == "electric" else PRETRAINED_DEFAULT
 
 
 def head_class(name: str):

@@ -296,9 +296,11 @@ class Head(keras.layers.Layer):
         return ("text",)
 
     @classmethod
-    def min_seq_length(cls) -> int:
-        """The shortest max_seq_length an export of this head serves: [CLS] text [SEP]."""
-        return 3
+    def min_seq_length(cls, pair: bool = False) -> int:
+        """The shortest max_seq_length an export of this head serves: [CLS] text [SEP];
+        for a pair, [CLS] a [SEP] b [SEP] with a piece of each (at 3 or 4 the second text
+        had no position, and every request had one answer)."""
+        return 5 if pair else 3
 
     @classmethod
     def min_length(cls, spec) -> int:

@@ -33,6 +33,24 @@ class RtdHead(Head):
                         "fine-tuning builds no rtd head")
 
     @classmethod
+    def check_pretrained(cls, folder: str, pretraining: dict) -> None:
+        """Refuses an Electric model: its discriminator's outputs are energies, which
+        give a replaced probability only with its cloze model's noise probabilities
+        (the original's electric_objective adds log q and log(p / (1 - p)) to them);
+        sigmoid of an energy alone is no probability of anything.
+
+        Raises:
+          InputError: naming the folder and what to serve instead.
+        """
+        from electra_tf.core.errors import InputError
+
+        if pretraining.get("objective") == "electric":
+            raise InputError(f"{folder} holds an Electric model (its pretraining_config.json "
+                             "records objective=electric): its discriminator gives energies, "
+                             "not replaced-token probabilities; serve its text scores with "
+                             "--task=score")
+
+    @classmethod
     def ids_outputs(cls, spec, out, word_ids, mask, type_ids, graph) -> dict:
         import tensorflow as tf  # the serving graph's (this runs inside it)
 

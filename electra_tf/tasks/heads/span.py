@@ -338,7 +338,7 @@ class SpanHead(Head):
         return ("question", "context")
 
     @classmethod
-    def min_seq_length(cls) -> int:
+    def min_seq_length(cls, pair: bool = True) -> int:
         """[CLS] question [SEP] context [SEP] with a piece of each (fine-tuning's
         featurize reads it too)."""
         return 5

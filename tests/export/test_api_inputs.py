@@ -1,0 +1,262 @@
+"""What the Python API (Predictor, the folders' save) and the query client refuse, in one
+line naming the input, before anything runs or is written; and what they accept."""
+
+import json
+import os
+import re
+import shutil
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+from helpers import run_module, tiny_encoder_config
+
+TEXTS = ["hello world", "the model reads a token", "Zoë lives in Zürich", "", "a b c d e"]
+
+
+@pytest.fixture(scope="module")
+def predictors(finetuned_dirs):
+    """{"ner": a single-text Predictor, "mrpc": a sentence-pair one}."""
+    from electra_tf import Predictor
+
+    return {name: Predictor.open(finetuned_dirs[name]) for name in ("ner", "mrpc")}
+
+
+@pytest.fixture(scope="module")
+def encoder_config(tiny_vocab):
+    from electra_tf.text.vocab import load_vocab
+
+    return tiny_encoder_config(len(load_vocab(tiny_vocab)))
+
+
+def _close(got, want, where="row"):
+    """Rows equal, floats within 1e-5 (labels, texts and counts exactly)."""
+    if isinstance(want, dict):
+        assert sorted(got) == sorted(want), where
+        for key in want:
+            _close(got[key], want[key], f"{where}.{key}")
+    elif isinstance(want, (list, tuple)):
+        assert len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want)):
+            _close(g, w, f"{where}[{i}]")
+    elif isinstance(want, float):
+        assert abs(got - want) <= 1e-5, (where, got, want)
+    else:
+        assert got == want, where
+
+
+def test_predict_refuses_what_is_not_a_list_of_strings(predictors):
+    """A dict had run as a batch of its keys, a set as its rows in no order; None, an
+    int or a 0-d array failed in Python's iteration, a non-string in TensorFlow's
+    conversion, and pair inputs of different lengths in the graph (none naming the
+    input). A generator had failed in predict's len(); an array of str is accepted."""
+    ner, mrpc = predictors["ner"], predictors["mrpc"]
+    bad = [({"a": 1}, "text must be a list of strings, one per row, got dict"),
+           ({"a", "b"}, "text must be a list of strings, one per row, got set"),
+           (None, "text must be a list of strings, one per row, got NoneType"),
+           (5, "text must be a list of strings, one per row, got int"),
+           (np.array("a"), "text must be a list of strings, one per row, got ndarray"),
+           ([5], "text[0] must be a string (str or UTF-8 bytes), got int"),
+           (["a", None], "text[1] must be a string (str or UTF-8 bytes), got NoneType")]
+    for value, message in bad:
+        for call in (ner.predict, ner.outputs):
+            with pytest.raises(TypeError, match=re.escape(message)) as e:
+                call(value)
+            assert "\n" not in str(e.value)
+    for call in (mrpc.predict, mrpc.outputs):
+        with pytest.raises(ValueError, match="of one length .*got 2 text, 1 text_pair"):
+            call(["a b", "c"], ["d"])
+    rows = ner.predict(TEXTS)
+    assert len(rows) == len(TEXTS)
+    assert ner.predict(t for t in TEXTS) == rows
+    assert ner.predict(np.array(TEXTS)) == rows
+    assert (ner.outputs(t for t in TEXTS)["word_labels"] == ner.outputs(TEXTS)["word_labels"]).all()
+
+
+def test_predict_runs_a_long_list_in_batches(predictors):
+    """predict(batch_size=N) runs N rows at a time and gives each row what one batch
+    gives (predict had no batch_size: a long list was one batch, its memory unbounded);
+    a batch_size that is not a whole number >= 1 is refused."""
+    ner, mrpc = predictors["ner"], predictors["mrpc"]
+    _close(ner.predict(TEXTS, batch_size=2), ner.predict(TEXTS, batch_size=64))
+    _close(mrpc.predict(TEXTS, TEXTS[::-1], batch_size=2),
+           mrpc.predict(TEXTS, TEXTS[::-1], batch_size=64))
+    assert len(ner.predict(TEXTS, batch_size=1)) == len(TEXTS)
+    for size in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match=re.escape(
+                f"batch_size must be a whole number >= 1, got {size!r}")):
+            ner.predict(TEXTS, batch_size=size)
+
+
+def test_a_finetuned_folder_without_its_weights_names_them(finetuned_dirs, tmp_path):
+    """A fine-tuned folder whose finetuned.weights.h5 is missing had been taken for a
+    pre-training folder: "discriminator.weights.h5 not found"."""
+    from electra_tf import Predictor
+    from electra_tf.core.errors import InputError
+
+    folder = shutil.copytree(finetuned_dirs["mrpc"], tmp_path / "mrpc")
+    os.remove(folder / "finetuned.weights.h5")
+    with pytest.raises(InputError, match="finetuned.weights.h5 not found") as e:
+        Predictor.open(str(folder))
+    assert "discriminator" not in str(e.value)
+
+
+def test_an_electric_folder_serves_its_scores(electric_dir, export_pretrained_dir):
+    """An Electric pre-training folder had served rtd by default, sigmoid of its
+    energies read as replaced-token probabilities; now it serves score, and rtd is
+    refused. A plain pre-training folder still serves rtd."""
+    from electra_tf import Predictor
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving.export import load_spec
+
+    assert Predictor.open(electric_dir).task == "score"
+    for open_rtd in (lambda: Predictor.open(electric_dir, task="rtd"),
+                     lambda: load_spec("rtd", electric_dir)):
+        with pytest.raises(InputError, match="holds an Electric model .*--task=score"):
+            open_rtd()
+    assert Predictor.open(export_pretrained_dir).task == "rtd"
+
+
+def test_a_pair_model_needs_five_positions(finetuned_dirs):
+    """A sentence-pair model had been served at --max_seq_length 3 or 4, where the
+    second text has no position (every request had one answer); a single-text model
+    still takes 3."""
+    from electra_tf import Predictor
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving.export import load_spec
+
+    mrpc = finetuned_dirs["mrpc"]
+    for length in (3, 4):
+        for opened in (lambda: load_spec(None, mrpc, max_seq_length=length),
+                       lambda: Predictor.open(mrpc, max_seq_length=length)):
+            with pytest.raises(InputError, match=f"--max_seq_length={length}: a sentence-pair "
+                                                 "export of the model in .* takes 5 to"):
+                opened()
+    (row,) = Predictor.open(mrpc, max_seq_length=5).predict("a b", "c d")
+    assert row["truncated"]
+    assert load_spec(None, finetuned_dirs["ner"], max_seq_length=3).max_seq_length == 3
+
+
+def test_pretraining_folder_save_refuses_before_writing(encoder_config, tiny_vocab, tmp_path):
+    """PretrainingFolder.save had made the folder and written what it could before a
+    bad argument failed (a str: AttributeError; a missing or too large vocabulary after
+    the weights); each is now refused first, and the folder is never made."""
+    from electra_tf import PretrainingFolder
+    from electra_tf.core.errors import ConfigError, VocabError
+    from electra_tf.modeling import build_discriminator
+
+    disc = build_discriminator(encoder_config)
+    small = build_discriminator(tiny_encoder_config(10))
+    cases = [
+        (("not a model", tiny_vocab), {}, ConfigError, "takes an ElectraDiscriminator .*got str"),
+        ((disc, str(tmp_path / "missing.txt")), {}, VocabError, "missing.txt"),
+        ((small, tiny_vocab), {}, ConfigError, "tokens but the model's embedding table has 10"),
+        ((disc, tiny_vocab), {"config": {"model_size": "tiny"}}, ConfigError,
+         "config must be a PretrainingConfig or None, got dict"),
+    ]
+    for i, (args, kwargs, error, message) in enumerate(cases):
+        target = tmp_path / f"out{i}"
+        with pytest.raises(error, match=message):
+            PretrainingFolder.save(str(target), *args, **kwargs)
+        assert not target.exists(), message
+
+
+def test_finetuned_folder_save_takes_label_names_as_a_list(encoder_config, tiny_vocab, tmp_path):
+    """label_names as a list or tuple had failed in the flag's parser (.strip() of a
+    list); it is recorded as the string "neg,neutral,pos" is. A non-str name is refused."""
+    from electra_tf import FinetunedFolder
+    from electra_tf.core.errors import ConfigError
+    from electra_tf.modeling import build_discriminator
+    from electra_tf.tasks.model import FinetuningModel
+
+    model = FinetuningModel(build_discriminator(encoder_config).encoder,
+                            "sequence_classification", num_labels=3)
+    model.build()
+    want = FinetunedFolder.save(str(tmp_path / "s"), model, tiny_vocab, "classification",
+                                label_names="neg,neutral,pos", max_seq_length=16)
+    assert want.record.label_names == ("neg", "neutral", "pos")
+    for i, names in enumerate((["neg", "neutral", "pos"], ("neg", "neutral", "pos"))):
+        saved = FinetunedFolder.save(str(tmp_path / f"l{i}"), model, tiny_vocab,
+                                     "classification", label_names=names, max_seq_length=16)
+        assert saved.record.label_names == want.record.label_names
+    with pytest.raises(ConfigError, match=re.escape("label_names must be strings, got "
+                                                    "['neg', 5, 'pos']")):
+        FinetunedFolder.save(str(tmp_path / "bad"), model, tiny_vocab, "classification",
+                             label_names=["neg", 5, "pos"])
+    assert not (tmp_path / "bad").exists()
+
+
+def test_client_refuses_a_single_text_and_a_server_it_would_misread():
+    """text_inputs(text="abc") had sent 3 rows, one per character; check_request had
+    passed "http://host:port" (REST asked http://http://...) and a server without a
+    port (the client asked 80 or 443)."""
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving.client import check_request, text_inputs
+
+    with pytest.raises(InputError, match="--text takes a list of texts, one per row, got a "
+                                         "single str"):
+        text_inputs(text="abc")
+    for rest in (True, False):
+        with pytest.raises(InputError, match="give HOST:PORT, without http://"):
+            check_request("http://localhost:8501", "m", rest)
+        with pytest.raises(InputError, match="'localhost' names no port"):
+            check_request("localhost", "m", rest)
+        for server in ("localhost:8500", "[::1]:8500"):
+            check_request(server, "m", rest)
+    for server in ("dns:///localhost:8500", "unix:/tmp/sock"):  # gRPC's own target forms
+        check_request(server, "m", False)
+
+
+@pytest.fixture
+def echo_rest():
+    """"HOST:PORT" of a loopback REST stand-in answering every predict with
+    {"outputs": {"signature": [the signature_name it was asked]}}."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            data = json.dumps({"outputs": {"signature": [body.get("signature_name")]}})
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data.encode())
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_ids_go_to_the_signature_that_takes_them(exports, echo_rest, tmp_path):
+    """--export_dir's ids had gone to --signature_name as given (serving_default), which
+    of a text export takes text; they go to its serving_ids, to an --ids_only export's
+    serving_default, and a signature that takes no ids (one of text, one the export
+    lacks) is refused."""
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving.client import ids_signature
+
+    text, ids_only = exports["ner"][1], exports["ner_ids"][1]
+    assert ids_signature(text) == "serving_ids"
+    assert ids_signature(text, "serving_ids") == "serving_ids"
+    assert ids_signature(ids_only) == "serving_default"
+    # A text signature besides serving_default (which stands for the default, ids or not).
+    info_path = os.path.join("assets.extra", "export_info.json")
+    with open(os.path.join(text, info_path), encoding="utf-8") as f:
+        info = json.load(f)
+    info["signatures"]["serving_text"] = ["text"]
+    (tmp_path / "assets.extra").mkdir()
+    (tmp_path / info_path).write_text(json.dumps(info), encoding="utf-8")
+    for export_dir, name in ((str(tmp_path), "serving_text"), (text, "serving_nope"),
+                             (ids_only, "serving_ids")):
+        with pytest.raises(InputError, match=f"--signature_name={name} does not take ids"):
+            ids_signature(export_dir, name)
+    proc = run_module("electra_tf.query", f"--server={echo_rest}", "--rest", "--model_name=x",
+                      f"--export_dir={text}", "--text=hi", "--signature_name=serving_default")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout) == {"outputs": {"signature": ["serving_ids"]}}
