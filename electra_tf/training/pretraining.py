@@ -277,7 +277,10 @@ class Pretraining:
                 self._log(f"removed {name}, left by a write that was killed midway")
             if self.step:
                 self._note_changed_settings()
-            pretraining_folder.write_pretraining_config(run.model_dir, cfg, run,
+            # What ran: JAX compiles every step whatever --jit_compile said.
+            ran = dataclasses.replace(run, jit_compile=True) if self.backend == "jax" else run
+            pretraining_folder.write_pretraining_config(run.model_dir, cfg, ran,
+                                                        backend=self.backend,
                                                         training_flops=self.flops.to_dict())
             if cfg.short_warmup_warning():
                 self._log(cfg.short_warmup_warning())

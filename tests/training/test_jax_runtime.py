@@ -97,6 +97,12 @@ def test_jax_run_resumes_exactly_and_its_folder_loads_for_export(tiny_records, t
     assert np.isfinite(straight["final"]["loss"]) and "disc_auc" in straight["final"]
     assert sorted(os.listdir(tmp_path / "b" / "checkpoints")) == ["jax-ckpt-3.npz",
                                                                  "jax-ckpt-6.npz"]
+    # the folder says what ran: the JAX backend, every step compiled (it had recorded
+    # the --jit_compile flag, false, which the console line contradicted)
+    import json
+
+    recorded = json.load(open(tmp_path / "a" / "pretraining_config.json"))
+    assert recorded["backend"] == "jax" and recorded["run"]["jit_compile"] is True
 
     # What the JAX run wrote loads, unchanged, as the TensorFlow export reads it (a
     # pre-training folder's export itself: tests/export, the "rtd" export).

@@ -62,6 +62,7 @@ def test_outputs_summaries_and_final_files(trained_run):
     saved = json.load(open(model_dir / "pretraining_config.json"))
     assert saved["pretraining"]["disc_weight"] == 50.0
     assert saved["format_version"] == folders.files.FORMAT_VERSION
+    assert saved["backend"] == "tensorflow"
     # the run's training FLOPs (the original's count): per step x steps
     assert saved["training_flops"] == pretraining_flops(trained_run["config"]).to_dict()
     assert saved["training_flops"]["total_flops"] == pytest.approx(
