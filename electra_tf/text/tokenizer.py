@@ -107,7 +107,8 @@ class Tokenizer(tf.Module):
         return len(self.vocab)
 
     def normalize(self, texts: tf.Tensor) -> tf.Tensor:
-        """Repairs invalid UTF-8 and applies the pre-WordPiece normalization."""
+        """Repairs invalid UTF-8, cleans (`clean_text`) and applies the pre-WordPiece
+        normalization of the mode (`pre_normalize`)."""
         return pre_normalize(texts, self.do_lower_case, self.strip_accents)
 
     # TensorFlow ops only, with explicit tf.conds: no AutoGraph conversion (in a long
