@@ -85,7 +85,9 @@ def check_request(server: str, model_name: str, rest: bool,
     """--server, --model_name and --model_version, before anything is sent.
 
     Raises:
-      InputError: an empty --server or --model_name, a port outside 1-65535 (the
+      InputError: an empty --server or --model_name, a server given as a URL
+        (http://...) or without a port (gRPC had asked 443, REST 80; gRPC's own
+        targets, dns:///... and unix:..., pass), a port outside 1-65535 (the
         socket layer took 84107 as 18571), a version outside TF Serving's int64, or
         (REST) a model name that its URL path cannot hold: TF Serving's REST path
         takes the name up to the next '/' or ':', '?', '#', '%', spaces and control
