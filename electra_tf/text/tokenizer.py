@@ -147,9 +147,7 @@ class Tokenizer(tf.Module):
           cleaning deletes are inside or between the tokens' spans. In the two
           other modes it is the normalized text.
         """
-        source = tf.strings.unicode_transcode(tf.convert_to_tensor(texts, tf.string), "UTF-8",
-                                              "UTF-8", errors="replace",
-                                              replacement_char=0xFFFD)
+        source = repair_utf8(tf.convert_to_tensor(texts, tf.string))
         cleaned = clean_text(source)
         normalized = _mode_normalize(cleaned, self.do_lower_case, self.strip_accents)
         ids, starts, ends = self._fast.tokenize_with_offsets(normalized)
@@ -221,9 +219,13 @@ def pre_normalize(texts: tf.Tensor, do_lower_case: bool, strip_accents: bool) ->
     Returns:
       A string tensor of the same shape.
     """
-    texts = tf.strings.unicode_transcode(
-        texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
-    return _mode_normalize(clean_text(texts), do_lower_case, strip_accents)
+    return _mode_normalize(clean_text(repair_utf8(texts)), do_lower_case, strip_accents)
+
+
+def repair_utf8(texts: tf.Tensor) -> tf.Tensor:
+    """`texts` with each invalid UTF-8 sequence replaced by U+FFFD (any shape)."""
+    return tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace",
+                                        replacement_char=0xFFFD)
 
 
 def clean_text(texts: tf.Tensor) -> tf.Tensor:
