@@ -8,8 +8,8 @@ writes them (`newsqa_dev_predictions.json`). Prints one JSON line,
 {"exact_match": ..., "f1": ...} in percent: each question's maximum over its
 `answers` strings after the SQuAD normalization (`tasks/mrqa_eval.py`, a port
 of mrqa_official_eval.py). A question without a prediction scores 0, as the
-official script scores it; `--skip_no_answer` leaves it out, as the
-original's run_finetuning does. Bad files (missing, damaged gzip, malformed
+official script scores it (a line on stderr counts them); `--skip_no_answer`
+leaves it out, as the original's run_finetuning does. Bad files (missing, damaged gzip, malformed
 JSON on a line, a question without answers, predictions for questions the file
 does not hold) exit with status 2 and one line on stderr.
 """
@@ -17,12 +17,13 @@ does not hold) exit with status 2 and one line on stderr.
 from __future__ import annotations
 
 import json
+import sys
 
 from absl import app, flags
 
 from electra_tf import cli
 from electra_tf.core.errors import InputError
-from electra_tf.tasks.mrqa_eval import evaluate_files
+from electra_tf.tasks import mrqa_eval
 
 FLAGS = flags.FLAGS
 
@@ -42,7 +43,17 @@ def main(argv):
     for name in ("data_file", "predictions"):
         if not FLAGS[name].value:
             raise InputError(f"--{name} is required")
-    print(json.dumps(evaluate_files(FLAGS.data_file, FLAGS.predictions, FLAGS.skip_no_answer)))
+    answers = mrqa_eval.read_answers(FLAGS.data_file)
+    predictions = mrqa_eval.read_predictions(FLAGS.predictions)
+    missing = mrqa_eval.check_predictions(answers, predictions, FLAGS.data_file,
+                                          FLAGS.predictions)
+    if missing:  # the official script printed a line for each
+        what = ("left out (--skip_no_answer)" if FLAGS.skip_no_answer else
+                "scored 0, as the official script scores them (--skip_no_answer leaves them "
+                "out)")
+        print(f"[eval_mrqa] {len(missing)} of {len(answers)} questions have no prediction "
+              f"(e.g. {missing[0]!r}): {what}", file=sys.stderr)
+    print(json.dumps(mrqa_eval.evaluate(answers, predictions, FLAGS.skip_no_answer)))
 
 
 def run():

@@ -25,7 +25,6 @@ from collections import Counter
 
 from electra_tf.core.errors import InputError
 from electra_tf.core.fileio import check_input_file, parse_json
-from electra_tf.text.cleaning import newline_lines
 
 
 # === The official script's scoring ===
@@ -91,26 +90,42 @@ def evaluate(answers: dict[str, list[str]], predictions: dict[str, str],
 
 
 # === Files ===
-def open_lines(path: str, what: str = "MRQA data") -> list[str]:
-    """The text lines of an MRQA file, gzipped (as distributed: .jsonl.gz) or plain;
-    gzip is recognised by its magic bytes, whatever the name.
+def iter_lines(path: str, what: str = "MRQA data"):
+    """(line number, text) of an MRQA file's lines, gzipped (as distributed: .jsonl.gz)
+    or plain, read one line at a time (a whole-file read of an uncompressed SearchQA
+    or TriviaQA train file had held it three times over); gzip is recognised by its
+    magic bytes, whatever the name. Lines end at "\\n" only (a "\\r" before it dropped):
+    run_finetuning writes predictions with ensure_ascii=False.
 
     Raises:
-      InputError: a missing, truncated or non-UTF-8 file, naming it.
+      InputError: a missing or non-UTF-8 file (file:line), a truncated or damaged gzip
+        file, naming it.
     """
     check_input_file(path, what)
-    with open(path, "rb") as f:
-        raw = f.read()
-    if raw[:2] == b"\x1f\x8b":
+    with open(path, "rb") as raw:
+        gzipped = raw.read(2) == b"\x1f\x8b"
+        raw.seek(0)
+        stream = gzip.GzipFile(fileobj=raw) if gzipped else raw
+        number = 0
         try:
-            raw = gzip.decompress(raw)
+            for number, line in enumerate(stream, 1):
+                try:
+                    text = line.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise InputError(f"{path}:{number}: not UTF-8 ({e.reason} at byte "
+                                     f"{e.start} of the line)") from None
+                text = text[:-1] if text.endswith("\n") else text
+                yield number, text[:-1] if text.endswith("\r") else text
         except (OSError, EOFError, zlib.error) as e:
-            raise InputError(f"{path}: a damaged gzip file ({e})") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
-    return newline_lines(text)  # run_finetuning writes predictions with ensure_ascii=False
+            if not gzipped:
+                raise
+            raise InputError(f"{path}: a damaged gzip file ({e}; after line {number})") \
+                from None
+
+
+def open_lines(path: str, what: str = "MRQA data") -> list[str]:
+    """iter_lines' texts as a list (a predictions file, read whole as one JSON object)."""
+    return [text for _, text in iter_lines(path, what)]
 
 
 def json_lines(path: str, what: str = "MRQA data"):
@@ -119,7 +134,7 @@ def json_lines(path: str, what: str = "MRQA data"):
     Raises:
       InputError: a malformed line or a line that is not an object (file:line).
     """
-    for number, line in enumerate(open_lines(path, what), 1):
+    for number, line in iter_lines(path, what):
         if not line.strip():
             continue
         obj = parse_json(line, path, first_line=number)
@@ -175,9 +190,20 @@ def evaluate_files(data_file: str, predictions_file: str,
     """
     answers = read_answers(data_file)
     predictions = read_predictions(predictions_file)
+    check_predictions(answers, predictions, data_file, predictions_file)
+    return evaluate(answers, predictions, skip_no_answer)
+
+
+def check_predictions(answers: dict, predictions: dict, data_file: str,
+                      predictions_file: str) -> list[str]:
+    """The qids of `answers` without a prediction, in the data's order.
+
+    Raises:
+      InputError: predictions for questions the data does not hold.
+    """
     unknown = [q for q in predictions if q not in answers]
     if unknown:
         raise InputError(f"{predictions_file}: {len(unknown)} prediction(s) for questions "
                          f"{data_file} does not hold, e.g. {unknown[0]!r}: not this data's "
                          "predictions")
-    return evaluate(answers, predictions, skip_no_answer)
+    return [q for q in answers if q not in predictions]

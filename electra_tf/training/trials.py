@@ -49,7 +49,10 @@ TRIALS = "trials.json"
 RESULTS_TXT = "results.txt"
 # What a trial's own folder and seed change; the rest of the settings are the group's.
 _PER_TRIAL = ("seed", "model_dir", "num_trials", "keep_all_models")
-_GROUP_RUN_FIELDS = ("init_checkpoint", "from_scratch", "data_dir", "vocab_file", "do_train")
+# do_eval: a group trained without evaluating records no results, and a rerun that
+# evaluates would skip its finished trials: refused as other settings.
+_GROUP_RUN_FIELDS = ("init_checkpoint", "from_scratch", "data_dir", "vocab_file", "do_train",
+                     "do_eval")
 
 
 def trial_dir(model_dir: str, trial: int) -> str:
@@ -84,18 +87,45 @@ def read_trials(folder: str) -> dict:
     for key in ("task", "settings", "trials"):
         if key not in record:
             raise InputError(f"{path}: lacks {key}; not a file electra_tf wrote")
-    shapes = [(isinstance(record["task"], str), "task is not a string"),
-              (isinstance(record["trials"], list), "trials is not a list")]
-    for i, trial in enumerate(record["trials"] if shapes[1][0] else ()):
-        shapes += [(isinstance(trial, dict), f"trial {i} is not an object"),
-                   (isinstance(trial, dict) and isinstance(trial.get("results"), dict),
-                    f"trial {i} has no results object"),
-                   (not isinstance(trial, dict) or isinstance(trial.get("model_size", ""), str),
-                    f"trial {i}'s model_size is not a string")]
-    wrong = next((what for ok, what in shapes if not ok), None)
+    wrong = _wrong_field(record)
     if wrong:
         raise InputError(f"{path}: {wrong}; not a file electra_tf wrote")
     return record
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _wrong_field(record: dict) -> str | None:
+    """What in a trials.json is not as electra_tf writes it (None: nothing). An edited
+    file had failed in a KeyError or TypeError, some after a whole trial had trained."""
+    if not isinstance(record["task"], str):
+        return "task is not a string"
+    if not isinstance(record["settings"], dict):
+        return "settings is not an object"
+    if not isinstance(record["trials"], list):
+        return "trials is not a list"
+    seen = set()
+    for i, trial in enumerate(record["trials"]):
+        if not isinstance(trial, dict):
+            return f"trials[{i}] is not an object"
+        if not _whole(trial.get("trial")) or trial["trial"] < 1:
+            return f"trials[{i}] has no trial number (a whole number >= 1)"
+        if trial["trial"] in seen:
+            return f"trial {trial['trial']} is recorded twice"
+        seen.add(trial["trial"])
+        if not _whole(trial.get("seed")):
+            return f"trial {trial['trial']} has no whole-number seed"
+        if not isinstance(trial.get("model_dir", ""), str):
+            return f"trial {trial['trial']}'s model_dir is not a string"
+        results = trial.get("results")
+        if not isinstance(results, dict) or not all(
+                isinstance(split, dict) for split in results.values()):
+            return f"trial {trial['trial']} has no results object of splits"
+        if not isinstance(trial.get("model_size", ""), str):
+            return f"trial {trial['trial']}'s model_size is not a string"
+    return None
 
 
 def finite_number(value) -> float | None:
@@ -184,6 +214,8 @@ def _changed(before: dict, settings: dict) -> list[str]:
     where both record them (a group written before they were recorded)."""
     changed = []
     for k in sorted(set(before) | set(settings)):
+        if k not in before:  # a setting the group's version did not record yet
+            continue
         old, new = before.get(k), settings.get(k)
         if k in _CONTENTS:
             if old and new and old != new:
@@ -259,9 +291,16 @@ class TrialGroup:
                                   f"{'; '.join(changed[:3])}); rerun with those, or use "
                                   "another --model_dir")
             self.record["settings"] = {**settings, **self.record["settings"]}  # + new keys
+            # The summary is the trials': recomputed, not read (an edited or older file's).
+            self.stale = self.record.get("summary") != json_numbers(self._summary())
+            self.record["summary"] = self._summary()
         else:
             self.record = {"task": task, "seed": config.seed, "settings": settings,
                            "trials": [], "summary": {}}
+            self.stale = False
+
+    def _summary(self) -> dict:
+        return summarize([t["results"] for t in self.record["trials"]])
 
     def finished(self, trial: int) -> dict | None:
         return next((t for t in self.record["trials"] if t["trial"] == trial), None)
@@ -272,10 +311,15 @@ class TrialGroup:
         trials.append({"trial": trial, "seed": seed, "model_dir": model_dir,
                        "model_size": model_size, "results": results})
         self.record["trials"] = sorted(trials, key=lambda t: t["trial"])
-        self.record["summary"] = summarize([t["results"] for t in self.record["trials"]])
+        self.record["summary"] = self._summary()
+        self.write()
+
+    def write(self) -> None:
+        """trials.json, then results.txt, each atomically."""
         os.makedirs(self.folder, exist_ok=True)
         write_json(self.path, json_numbers(self.record))
         atomic_write_text(os.path.join(self.folder, RESULTS_TXT), _results_txt(self.record))
+        self.stale = False
 
 
 def free_models() -> None:
@@ -322,6 +366,10 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
             log("finetune", f"trial {k}/{n} done: {results}")
             if k != n and not run.keep_all_models and os.path.isdir(folder):
                 shutil.rmtree(folder)  # the original's keep_all_models=False
+        if group.stale:  # every trial had finished: the files' summary is brought up to date
+            log("finetune", f"{group.path}: its summary differed from its trials' results; "
+                            "rewritten from them")
+            group.write()
         more = len(group.record["trials"]) - n
         if more > 0:
             log("finetune", f"{group.path} holds {more} more finished trial(s) than "

@@ -198,6 +198,47 @@ def test_eval_mrqa_bad_input_is_one_line(tmp_path):
     error_line(proc, "1 prediction(s) for questions", "'q-other'", "not this data's predictions")
 
 
+def test_eval_mrqa_counts_the_questions_without_a_prediction(tmp_path):
+    """They scored 0 without a word (the official script printed a line for each)."""
+    from helpers import run_module
+
+    data = write_mrqa(tmp_path / "dev.jsonl")
+    answers = mrqa_eval.read_answers(data)
+    first = next(iter(answers))
+    (tmp_path / "p.json").write_text(json.dumps({first: answers[first][0]}))
+    for skip, what in (("false", "scored 0, as the official script scores them"),
+                       ("true", "left out (--skip_no_answer)")):
+        proc = run_module("electra_tf.eval_mrqa", f"--data_file={data}",
+                          f"--predictions={tmp_path / 'p.json'}", f"--skip_no_answer={skip}")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        second = list(answers)[1]
+        assert (f"[eval_mrqa] {len(answers) - 1} of {len(answers)} questions have no "
+                f"prediction (e.g. {second!r}): {what}") in proc.stderr
+        scores = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert scores["exact_match"] == pytest.approx(
+            100.0 if skip == "true" else 100.0 / len(answers))
+
+
+def test_the_reader_holds_one_line_at_a_time(tmp_path):
+    """A whole-file read (bytes, text and lines at once) had peaked at three times the
+    file; lines are read one at a time, plain or gzipped."""
+    import tracemalloc
+
+    context = " ".join(WORDS * 40)
+    para = {"context": context, "qas": [{"qid": "q", "question": "a", "answers": ["a"]}]}
+    line = json.dumps(para)
+    for gz in (False, True):
+        path = tmp_path / ("big.jsonl.gz" if gz else "big.jsonl")
+        payload = (json.dumps(HEADER) + "\n" + (line + "\n") * 400).encode()
+        path.write_bytes(gzip.compress(payload) if gz else payload)
+        tracemalloc.start()
+        count = sum(1 for _ in mrqa_eval.json_lines(str(path)))
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert count == 400 and len(payload) > 400 * len(line)
+        assert peak < 20 * len(line) + (1 << 20), (gz, peak, len(payload))
+
+
 def test_predictions_holding_line_separators_are_read(tmp_path):
     """run_finetuning writes predictions with ensure_ascii=False: a raw U+2028 in an
     answer had split the file's line and made it malformed JSON."""
@@ -236,7 +277,7 @@ def test_bad_mrqa_files_are_one_line_naming_file_and_line(task, tmp_path, case):
         "not_an_object": r"train.jsonl:2: expected a JSON object",
         "damaged_gzip": r"train.jsonl.gz: a damaged gzip file",
         "corrupt_gzip": r"train.jsonl.gz: a damaged gzip file",
-        "not_utf8": r"train.jsonl: not UTF-8",
+        "not_utf8": r"train.jsonl:2: not UTF-8 \(invalid start byte at byte 0 of the line\)",
         "header_only": r"train.jsonl: no questions \(empty split\)",
         "missing_file": r"no train.jsonl.gz or train.jsonl",
         "both_formats": r"holds both train.jsonl.gz and train.jsonl",

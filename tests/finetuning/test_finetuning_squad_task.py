@@ -11,6 +11,8 @@ from electra_tf.tasks import base
 from electra_tf.tasks.squad import (
     SquadTask,
     best_threshold,
+    doc_spans,
+    max_context_masks,
     sibling_path,
     tokenize_with_char_offsets,
 )
@@ -125,6 +127,47 @@ def test_windows_layout_stride_and_max_context(setup, tokenizer):
     for w in windows:
         owners[w.doc_start:w.doc_start + w.doc_length] += w.max_context
     assert (owners == 1).all()  # every token decoded from exactly one window
+
+
+def _check_is_max_context(doc_spans, cur_span_index, position):
+    """The original's (finetune/qa/qa_tasks.py), verbatim but for the spans' type."""
+    best_score = None
+    best_span_index = None
+    for (span_index, (start, length)) in enumerate(doc_spans):
+        end = start + length - 1
+        if position < start:
+            continue
+        if position > end:
+            continue
+        num_left_context = position - start
+        num_right_context = end - position
+        score = min(num_left_context, num_right_context) + 0.01 * length
+        if best_score is None or score > best_score:
+            best_score = score
+            best_span_index = span_index
+    return cur_span_index == best_span_index
+
+
+def test_max_context_is_the_originals_in_memory_linear_in_the_tokens():
+    """Each window's mask is the original's _check_is_max_context for each of its tokens
+    (ties to the first window), and a long context's masks need memory in proportion to
+    its tokens: a windows x tokens table had asked for 37 GiB for a 1 MB context."""
+    import tracemalloc
+
+    for num_tokens in (0, 1, 5, 25, 26, 97):
+        for max_tokens, stride in ((25, 8), (25, 25), (6, 1), (7, 3), (4, 128)):
+            spans = doc_spans(num_tokens, max_tokens, stride)
+            masks = max_context_masks(spans, num_tokens)
+            assert [m.tolist() for m in masks] == [
+                [_check_is_max_context(spans, k, s + i) for i in range(n)]
+                for k, (s, n) in enumerate(spans)], (num_tokens, max_tokens, stride)
+    spans = doc_spans(400_000, 381, 128)  # 3,123 windows
+    tracemalloc.start()
+    masks = max_context_masks(spans, 400_000)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert sum(int(m.sum()) for m in masks) == 400_000
+    assert peak < 40 * 400_000, peak  # the table: 8 x 3,123 x 400,000 bytes
 
 
 def test_labels_decode_to_the_answer(setup, tokenizer):

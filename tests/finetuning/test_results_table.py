@@ -126,6 +126,9 @@ def test_an_output_that_is_a_given_folders_own_file_is_refused(folders, tmp_path
 
 def _trials_file(path, trials_value):
     path.mkdir()
+    if isinstance(trials_value, list):  # each trial's number and seed, as a run writes them
+        trials_value = [{"trial": i + 1, "seed": i, **t} if isinstance(t, dict) else t
+                        for i, t in enumerate(trials_value)]
     files.write_json(str(path / trials.TRIALS),
                      {"task": "cola", "settings": {}, "trials": trials_value})
     return str(path)
@@ -133,9 +136,9 @@ def _trials_file(path, trials_value):
 
 @pytest.mark.parametrize("trials_value, message", [
     (5, "trials is not a list"),
-    ([1], "trial 0 is not an object"),
-    ([{"model_size": "small"}], "trial 0 has no results object"),
-    ([{"model_size": ["x"], "results": {}}], "trial 0's model_size is not a string"),
+    ([1], r"trials\[0\] is not an object"),
+    ([{"model_size": "small"}], "trial 1 has no results object"),
+    ([{"model_size": ["x"], "results": {}}], "trial 1's model_size is not a string"),
     ([{"results": {"dev": {"mcc": "high"}}}], "its final cola dev mcc is 'high', not a number"),
     ([{"results": {"dev": {"mcc": float("nan")}}}], "no finite cola result"),
     ([{"results": {"dev": {"mcc": 10 ** 400}}}], "no finite cola result"),  # OverflowError

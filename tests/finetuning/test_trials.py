@@ -326,3 +326,73 @@ def test_a_rerun_asking_fewer_trials_says_the_summary_is_over_all(tmp_path, caps
     assert summary["dev"]["accuracy"]["n"] == 3
     assert "holds 1 more finished trial(s) than --num_trials=2: the summary is over all 3" \
         in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda r: r["trials"][0].pop("trial"), "trials[0] has no trial number"),
+    (lambda r: r["trials"][0].update(trial="1"), "trials[0] has no trial number"),
+    (lambda r: r["trials"][0].update(trial=True), "trials[0] has no trial number"),
+    (lambda r: r["trials"].append(dict(r["trials"][1])), "trial 2 is recorded twice"),
+    (lambda r: r["trials"][1].pop("seed"), "trial 2 has no whole-number seed"),
+    (lambda r: r["trials"][1].update(results={"dev": 0.5}),
+     "trial 2 has no results object of splits"),
+    (lambda r: r["trials"][1].update(model_dir=3), "trial 2's model_dir is not a string"),
+    (lambda r: r.update(settings=[]), "settings is not an object"),
+])
+def test_an_edited_trials_file_is_refused_before_any_trial_trains(tmp_path, edit, message):
+    """A trial number as a string, a missing seed or a split that is not an object had
+    failed in a TypeError, KeyError or AttributeError, some after a trial had trained
+    (whose results were then not recorded)."""
+    config, run = fake_runs(tmp_path, 2)
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    path = tmp_path / "out" / "trials.json"
+    record = json.loads(path.read_text())
+    edit(record)
+    path.write_text(json.dumps(record))
+    made = []
+    _, more = fake_runs(tmp_path, 3)
+    with pytest.raises(InputError, match=re.escape(f"trials.json: {message}")):
+        trials.run_trials(config, more, "sst2", lambda c, r: made.append(c) or FakeTrainer(c, r),
+                          Finetuning.final_results)
+    assert made == [] and json.loads(path.read_text()) == record
+
+
+def test_the_summary_is_the_trials_not_the_files(tmp_path, capsys):
+    """An edited score with every trial finished had printed the file's old medians
+    (results.txt listing the new score beside them); a file without its summary had
+    been a KeyError."""
+    config, run = fake_runs(tmp_path, 3)
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    path = tmp_path / "out" / "trials.json"
+    record = json.loads(path.read_text())
+    record["trials"][0]["results"]["dev"]["accuracy"] = 9.0
+    del record["summary"]
+    path.write_text(json.dumps(record))
+    capsys.readouterr()
+    summary = trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    assert summary["dev"]["accuracy"]["median"] == pytest.approx(1.4)  # 1.3, 1.4, 9.0
+    err = capsys.readouterr().err
+    assert "its summary differed from its trials' results; rewritten from them" in err
+    assert "sst2 dev accuracy: median 1.4000" in err
+    assert trials.read_trials(str(tmp_path / "out"))["summary"] == json.loads(
+        json.dumps(summary))
+    assert (tmp_path / "out" / "results.txt").read_text().splitlines()[-1].startswith(
+        "sst2 dev accuracy: median 1.4000, mean 3.9000")
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    assert "rewritten" not in capsys.readouterr().err  # up to date now
+
+
+def test_a_group_trained_without_evaluation_refuses_a_rerun_that_evaluates(tmp_path):
+    """--do_eval=false records trials without results; the rerun with --do_eval=true had
+    skipped them as finished (medians {} for good). A group written before do_eval was
+    recorded reruns as before."""
+    config, run = fake_runs(tmp_path, 2, do_eval=False)
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    _, evaluates = fake_runs(tmp_path, 2)
+    with pytest.raises(ConfigError, match=r"other settings \(do_eval False -> True\)"):
+        trials.run_trials(config, evaluates, "sst2", FakeTrainer, Finetuning.final_results)
+    path = tmp_path / "out" / "trials.json"
+    record = json.loads(path.read_text())
+    del record["settings"]["do_eval"]
+    path.write_text(json.dumps(record))
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
