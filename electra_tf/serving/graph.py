@@ -343,8 +343,9 @@ def span_outputs(start_logits, end_logits, input_mask, input_type_ids,
 
     Valid spans start and end on context tokens (type 1, not the final [SEP]),
     end >= start and are at most max_answer_length tokens long; the Python
-    decoder (tasks/squad.py) pairs the 20 best starts and ends, which
-    gives the same best span unless it lies outside both top-20 lists.
+    decoder (tasks/squad.py, as the original) pairs the row's 20 best starts
+    and 20 best ends, which gives the same best span unless its start or its
+    end is not among them.
 
     Returns:
       answer_start_index, answer_end_index int32 [B] (0 when no span);

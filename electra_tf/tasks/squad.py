@@ -394,18 +394,21 @@ class SquadTask(base.Task):
                            window: SquadWindow) -> list[tuple[float, float, int, int]]:
         """(start_logit, end_logit, start_char, end_char) of the valid spans of one window.
 
-        Like BERT, the n_best_size best starts and ends are paired; only context
-        tokens are considered, and a span must start at a token this window has
-        the most context for, end at or after it, and be at most
-        max_answer_length tokens long.
+        As the original (qa_metrics.py, `_get_best_indexes`): the n_best_size best
+        starts and ends of the whole row (ties in position order; [CLS] and the
+        final [SEP], which the head does not mask, take their places when they
+        rank there) are paired; only context tokens are kept, and a span must
+        start at a token this window has the most context for, end at or after
+        it, and be at most max_answer_length tokens long.
         """
         n, off = window.doc_length, window.context_offset
         if n == 0:
             return []
         s_logits, e_logits = start_logits[off:off + n], end_logits[off:off + n]
-        k = min(self.n_best_size, n)
-        s_idx = np.argsort(-s_logits, kind="stable")[:k]
-        e_idx = np.argsort(-e_logits, kind="stable")[:k]
+        s_idx = np.argsort(-start_logits, kind="stable")[:self.n_best_size] - off
+        e_idx = np.argsort(-end_logits, kind="stable")[:self.n_best_size] - off
+        s_idx = s_idx[(s_idx >= 0) & (s_idx < n)]
+        e_idx = e_idx[(e_idx >= 0) & (e_idx < n)]
         s_idx = s_idx[window.max_context[s_idx]]
         s_grid, e_grid = np.meshgrid(s_idx, e_idx, indexing="ij")
         ok = (e_grid >= s_grid) & (e_grid - s_grid < self.max_answer_length)

@@ -347,6 +347,71 @@ def test_the_default_null_rule_is_the_originals(setup):
         registry.get_task("squad_v2", null_threshold=0.5)
 
 
+def _original_candidates(start_logits, end_logits, window, n_best_size, max_answer_length):
+    """The original's independent-head loop (qa_metrics.py: _get_best_indexes and the
+    filters), over one window: (start_logit, end_logit, start, end) in window tokens."""
+    def best_indexes(logits, n):
+        ranked = sorted(enumerate(logits), key=lambda x: x[1], reverse=True)
+        return [i for i, _ in ranked[:n]]
+
+    off, n = window.context_offset, window.doc_length
+    token_to_orig = set(range(off, off + n))
+    out = []
+    for start_index in best_indexes(start_logits, n_best_size):
+        for end_index in best_indexes(end_logits, n_best_size):
+            if start_index == 0 or start_index not in token_to_orig or \
+                    end_index not in token_to_orig:
+                continue
+            if not window.max_context[start_index - off] or end_index < start_index:
+                continue
+            if end_index - start_index + 1 > max_answer_length:
+                continue
+            out.append((float(start_logits[start_index]), float(end_logits[end_index]),
+                        start_index - off, end_index - off))
+    return out
+
+
+def test_independent_decoding_is_the_originals(setup):
+    """The n best starts and ends are those of the whole row, as the original's
+    _get_best_indexes takes them: [CLS] and the final [SEP] (unmasked by the head)
+    take a place when they rank there. Only context tokens had been ranked, so a
+    span the original never considered could win."""
+    task, _, feats, _ = setup
+    rng = np.random.default_rng(0)
+    checked = 0
+    kept = task.n_best_size, task.max_answer_length
+    try:
+        checked = _compare_with_the_original(task, feats, rng)
+    finally:
+        task.n_best_size, task.max_answer_length = kept
+    assert checked > 100
+
+
+def _compare_with_the_original(task, feats, rng):
+    checked = 0
+    for w in feats.extra:
+        for trial in range(20):
+            start = rng.normal(size=L).astype(np.float32)
+            end = rng.normal(size=L).astype(np.float32)
+            n, off = w.doc_length, w.context_offset
+            start[n + off + 1:] = end[n + off + 1:] = -10000.0  # padding, as the head masks
+            start[1:off] = end[1:off] = -10000.0  # the question
+            if trial % 2:  # [CLS] and [SEP] among the best
+                start[0], end[off + n] = 5.0, 5.0
+            if trial % 5 == 0:  # ties
+                start[off:off + n] = np.round(start[off:off + n])
+            for nbest, max_len in ((3, 4), (20, 30), (1, 30)):
+                task.n_best_size, task.max_answer_length = nbest, max_len
+                want = _original_candidates(start, end, w, nbest, max_len)
+                got = task._window_candidates(start, end, w)
+                offsets = [(w.char_starts[w.doc_start + s], w.char_ends[w.doc_start + e])
+                           for _, _, s, e in want]
+                assert [(a, b) for a, b, _, _ in got] == [(a, b) for a, b, _, _ in want]
+                assert [(c, d) for _, _, c, d in got] == offsets
+                checked += bool(want)
+    return checked
+
+
 def test_joint_beam_decoding_by_hand():
     """The original's joint decoding (qa_metrics.py): [CLS] q [SEP] a b c [SEP], the
     context tokens at positions 2..4 ("a" "b" "c"). Beam: starts 3 ("b", log-prob
