@@ -29,7 +29,7 @@ def expand_files(patterns: str | list[str], what: str = "corpus",
                  isfile: Callable[[str], bool] = os.path.isfile) -> list[str]:
     """Comma-separated globs (or a list of them) -> sorted unique file paths.
 
-    Directories are skipped.
+    Directories are skipped, and hidden files unless the pattern names them.
 
     Args:
       patterns: "a/*.txt,b.txt" or ["a/*.txt", "b.txt"].
@@ -45,7 +45,13 @@ def expand_files(patterns: str | list[str], what: str = "corpus",
     for pattern in (p.strip() for p in items):
         if not pattern:
             continue
-        matched = [f for f in glob_fn(os.path.expanduser(pattern)) if isfile(f)]
+        # A wildcard does not match a hidden name unless the pattern's name starts with
+        # ".", as in a shell and Python's glob: tf.io.gfile's glob matched the hidden
+        # partial shards a killed build leaves (.pretrain_data.tfrecord-*.tmp-*).
+        name = os.path.basename(pattern)
+        hidden_too = name.startswith(".") or not any(c in name for c in "*?[")
+        matched = [f for f in glob_fn(os.path.expanduser(pattern)) if isfile(f)
+                   and (hidden_too or not os.path.basename(f).startswith("."))]
         if not matched:
             raise InputError(f"{what} pattern {pattern!r} matches no file")
         files.update(matched)
@@ -69,6 +75,19 @@ def check_input_file(path: str, what: str) -> None:
         raise InputError(f"{what} file not found: {path}")
     if os.path.isdir(path):
         raise InputError(f"{what} {path} is a folder, not a file")
+
+
+def check_readable(path: str, what: str) -> None:
+    """Refuses a file this process may not read (its permissions), in one line.
+
+    Raises:
+      InputError: "{what} {path}: cannot read it (Permission denied)".
+    """
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+    except OSError as e:
+        raise InputError(f"{what} {path}: cannot read it ({e.strerror or e})") from None
 
 
 def check_text_file(path: str, what: str = "corpus file", compressed_hint: str = "") -> None:

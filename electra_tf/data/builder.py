@@ -1,8 +1,11 @@
 """Raw text -> sharded pre-training TFRecords, in parallel and deterministically.
 
 Documents (runs of non-blank lines; a file's end also ends one) are numbered
-in corpus order (files sorted by path) and document d goes to shard
-d % num_shards. Each shard has its own `ExampleBuilder` seeded by (seed,
+in corpus order and document d goes to shard d % num_shards. The corpus order
+is the files (sorted by path), and an archive's members, shuffled by the seed,
+as the original's builders shuffle them: every shard runs through the corpus
+in that order, so files named by source (books_*, wiki_*) would otherwise
+train source by source. Each shard has its own `ExampleBuilder` seeded by (seed,
 shard), and worker processes take whole shards. The bytes written therefore
 depend on the corpus, the vocab, L, num_shards and seed, and not on
 num_processes.
@@ -45,6 +48,7 @@ from electra_tf.core.fileio import (
     FolderLock,
     Progress,
     check_output_folder,
+    check_readable,
     check_text_file,
 )
 from electra_tf.data import features as features_lib
@@ -79,15 +83,16 @@ class BuildOptions:
 
 
 def iter_documents(files, corpus_format: str = "text",
-                   blanks_separate_docs: bool | None = None):
-    """Yields (doc_index, [sentence, ...]) over all files, in order.
+                   blanks_separate_docs: bool | None = None, shuffle_seed: int | None = None):
+    """Yields (doc_index, [sentence, ...]) over all files, in order (or in the order
+    `shuffle_seed` shuffles files and archive members into: corpus.text_units).
 
     Args:
       files: corpus files. corpus_format: data/corpus.py's (text, openwebtext, auto).
       blanks_separate_docs: see BuildOptions (None: per unit, True for a text file).
     """
     index = 0
-    for _, from_archive, lines in text_units(files, corpus_format):
+    for _, from_archive, lines in text_units(files, corpus_format, shuffle_seed):
         split = not from_archive if blanks_separate_docs is None else blanks_separate_docs
         doc: list[str] = []
         for line in lines:
@@ -102,7 +107,8 @@ def iter_documents(files, corpus_format: str = "text",
 
 
 def _documents(options: "BuildOptions"):
-    return iter_documents(options.files, options.corpus_format, options.blanks_separate_docs)
+    return iter_documents(options.files, options.corpus_format, options.blanks_separate_docs,
+                          shuffle_seed=options.seed)
 
 
 def scan_corpus(files, corpus_format: str = "text",
@@ -137,6 +143,7 @@ def validate(options: BuildOptions) -> tuple[int, int]:
     for path in options.files:
         if not os.path.isfile(path):
             raise InputError(f"corpus file not found: {path}")
+        check_readable(path, "corpus file")  # before is_archive opens it
         if not is_archive(path, options.corpus_format):  # an archive's members: when read
             check_text_file(path, compressed_hint=" (a tar of text files, as an OpenWebText "
                             "archive is: --corpus_format=openwebtext reads it)")
@@ -432,9 +439,14 @@ def _build_in(options: BuildOptions, total_lines: int) -> dict:
         # that an interruption can leave shards without stats, never beside wrong ones,
         # and the marker says so until the new stats are in place.
         unfinished = os.path.join(options.output_dir, features_lib.UNFINISHED_FILE)
-        with open(unfinished, "w", encoding="utf-8") as f:
-            f.write("build_pretraining_data was stopped while it replaced the shards of this "
-                    "folder; run it again with --overwrite\n")
+        try:
+            with open(unfinished, "w", encoding="utf-8") as f:
+                f.write("build_pretraining_data was stopped while it replaced the shards of "
+                        "this folder; run it again with --overwrite\n")
+        except OSError as e:  # nothing replaced yet: an empty marker would refuse the folder
+            if os.path.isfile(unfinished):
+                os.remove(unfinished)
+            raise OSError(e.errno, e.strerror, unfinished) from None
         if os.path.exists(os.path.join(options.output_dir, STATS_FILE)):
             os.remove(os.path.join(options.output_dir, STATS_FILE))
         for s in range(options.num_shards):

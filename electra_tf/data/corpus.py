@@ -27,6 +27,7 @@ from __future__ import annotations
 import io
 import lzma
 import os
+import random
 import tarfile
 import zlib
 from typing import Iterator
@@ -84,7 +85,8 @@ def archive_texts(path: str) -> list[tuple[str, bytes]]:
     """
     texts = {}
     try:
-        with tarfile.open(path) as tar:  # xz, gz, bz2 or none: detected
+        # xz, gz, bz2 or none: detected
+        with tarfile.open(path, tarinfo=_HeaderCheckedInfo) as tar:
             for member in tar:
                 if not (member.isfile() or member.islnk() or member.issym()):
                     continue
@@ -96,9 +98,27 @@ def archive_texts(path: str) -> list[tuple[str, bytes]]:
                                      ) from None
                 _check_member(path, member.name, data)  # refused at the first
                 texts[os.path.normpath(member.name)] = data  # ./a.txt is a.txt, extracted
+            damaged = getattr(tar, "damaged_header", None)
     except _ARCHIVE_ERRORS as e:
         raise _damaged(path, e) from None
+    if damaged:
+        raise _damaged(path, tarfile.ReadError(damaged))
     return sorted(texts.items())
+
+
+class _HeaderCheckedInfo(tarfile.TarInfo):
+    """A TarInfo that notes a damaged member header on its TarFile (`damaged_header`):
+    past the first member, tarfile ends the iteration there without a word, and the
+    rest of the archive had been dropped (the original's extractall drops it too). An
+    empty block (the archive's end) or the data's end is no damage."""
+
+    @classmethod
+    def fromtarfile(cls, tar):
+        try:
+            return super().fromtarfile(tar)
+        except (tarfile.InvalidHeaderError, tarfile.TruncatedHeaderError) as e:
+            tar.damaged_header = f"a damaged member header at byte {tar.offset} ({e})"
+            raise
 
 
 def _check_member(path: str, name: str, data: bytes) -> None:
@@ -129,16 +149,27 @@ def _lines(raw_lines, name: str) -> Iterator[str]:
                              ) from None
 
 
-def text_units(files, corpus_format: str = "auto") -> Iterator[tuple[str, bool, Iterator[str]]]:
+def text_units(files, corpus_format: str = "auto", shuffle_seed: int | None = None
+               ) -> Iterator[tuple[str, bool, Iterator[str]]]:
     """(name, from_archive, lines) per text unit: a text file, or an archive's member.
 
     Args:
       files: corpus files, in order.
       corpus_format: one of CORPUS_FORMATS.
+      shuffle_seed: None: the files in the given order, an archive's members by name;
+        a seed: both in an order shuffled by it, as the original's builders shuffle
+        the files and each archive's pages (random.shuffle), so that a corpus whose
+        names cluster its sources (books_*, then wiki_*) is not read source by source.
     """
-    for path in files:
+    files = list(files)
+    if shuffle_seed is not None:
+        random.Random(f"files:{shuffle_seed}").shuffle(files)
+    for position, path in enumerate(files):
         if is_archive(path, corpus_format):
-            for name, data in archive_texts(path):
+            members = archive_texts(path)
+            if shuffle_seed is not None:
+                random.Random(f"members:{shuffle_seed}:{position}").shuffle(members)
+            for name, data in members:
                 yield f"{path}:{name}", True, _lines(io.BytesIO(data), f"{path}:{name}")
         else:
             with open(path, "rb") as f:

@@ -36,8 +36,12 @@ def _read_bytes(vocab_file: str) -> bytes | None:
             return f.read()
     if not os.path.isfile(vocab_file):
         return None
-    with open(vocab_file, "rb") as f:
-        return f.read()
+    try:
+        with open(vocab_file, "rb") as f:
+            return f.read()
+    except OSError as e:  # its permissions: one line, not the file-system hint
+        raise VocabError(f"vocab file {vocab_file}: cannot read it ({e.strerror or e})"
+                         ) from None
 
 
 def load_vocab(vocab_file: str) -> list[str]:

@@ -1,5 +1,6 @@
 """Raw text -> TFRecords -> tf.data: determinism, stats, errors, round trip."""
 
+import dataclasses
 import json
 import os
 
@@ -174,6 +175,119 @@ def test_a_failed_overwrite_keeps_the_earlier_build_whole(tiny_corpus, tiny_voca
                                        num_shards=3, overwrite=True))
     monkeypatch.undo()
     assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
+
+
+def test_a_full_disk_at_the_marker_leaves_the_earlier_build_as_it_was(
+        tiny_corpus, tiny_vocab, tmp_path, monkeypatch):
+    """The disk filling while the unfinished-marker was written had left it empty
+    beside the earlier build, which every reader then refused ("some may be of the
+    earlier build"), with an error naming no file."""
+    out = tmp_path / "out"
+    build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
+                                   num_shards=2))
+    before = {f: (out / f).read_bytes() for f in os.listdir(out)}
+    real_open = open
+
+    def full_disk(path, *args, **kwargs):
+        f = real_open(path, *args, **kwargs)
+        if os.fspath(path).endswith(features_lib.UNFINISHED_FILE):
+            f.close()  # created, then no room for its line
+            raise OSError(28, "No space left on device")
+        return f
+
+    monkeypatch.setattr("builtins.open", full_disk)
+    with pytest.raises(OSError, match="No space") as e:
+        build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
+                                       num_shards=2, seed=3, overwrite=True))
+    monkeypatch.undo()
+    assert e.value.filename == str(out / features_lib.UNFINISHED_FILE)
+    assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
+    assert len(check_records(str(out / "pretrain_data.tfrecord*"), 32)) == 2
+
+
+def test_a_wildcard_leaves_out_the_hidden_partial_shards_a_killed_build_leaves(tmp_path):
+    """tf.io.gfile's glob matched `DIR/*tfrecord*` to the hidden partial shards of a
+    killed build (.pretrain_data.tfrecord-*.tmp-*), which then read as data; a
+    pattern whose name starts with "." still names them, as in a shell."""
+    visible = tmp_path / "pretrain_data.tfrecord-00000-of-00001"
+    hidden = tmp_path / ".pretrain_data.tfrecord-00000-of-00001.tmp-1234abcd"
+    visible.write_bytes(b"")
+    hidden.write_bytes(b"")
+    for glob_fn, isfile in ((tf.io.gfile.glob, lambda p: not tf.io.gfile.isdir(p)),
+                            (None, None)):
+        fs = {} if glob_fn is None else {"glob_fn": glob_fn, "isfile": isfile}
+        assert expand_files(f"{tmp_path}/*tfrecord*", "TFRecord", **fs) == [str(visible)]
+        assert expand_files(f"{tmp_path}/.*tfrecord*", "TFRecord", **fs) == [str(hidden)]
+        assert expand_files(str(hidden), "TFRecord", **fs) == [str(hidden)]
+
+
+def _unreadable_run(path, args):
+    """Runs `python -m electra_tf.build_pretraining_data args` with `path` unreadable
+    to it (chmod 000; as root, without the capabilities that read any file)."""
+    import shutil
+    import subprocess
+    import sys
+
+    from helpers import REPO, child_env
+
+    os.chmod(path, 0)
+    prefix = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("as root, an unreadable file needs setpriv")
+        caps = "-dac_override,-dac_read_search"
+        prefix = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}"]
+    try:
+        return subprocess.run(prefix + [sys.executable, "-m",
+                                        "electra_tf.build_pretraining_data", *args],
+                              cwd=REPO, env=child_env(), capture_output=True, text=True,
+                              timeout=300)
+    finally:
+        os.chmod(path, 0o644)
+
+
+@pytest.mark.parametrize("which", ["corpus", "vocab"])
+def test_an_unreadable_corpus_or_vocab_file_is_one_line(which, tiny_corpus, tiny_vocab,
+                                                        tmp_path):
+    """Its permissions had fallen through to the file-system error of a full disk (exit
+    1, with a hint about checkpoints): the corpus check opened it before the readable
+    check did."""
+    import shutil
+
+    corpus, vocab = tmp_path / "c.txt", tmp_path / "vocab.txt"
+    shutil.copy(tiny_corpus, corpus)
+    shutil.copy(tiny_vocab, vocab)
+    out = tmp_path / "out"
+    proc = _unreadable_run(corpus if which == "corpus" else vocab,
+                           [f"--corpus={corpus}", f"--vocab_file={vocab}",
+                            f"--output_dir={out}", "--max_seq_length=32"])
+    if which == "corpus":
+        error_line(proc, f"corpus file {corpus}: cannot read it (Permission denied)")
+    else:
+        error_line(proc, f"vocab file {vocab}: cannot read it (Permission denied)")
+    assert not out.exists() or not os.listdir(out)
+
+
+def test_files_and_their_pages_are_read_in_an_order_the_seed_shuffles(tiny_vocab, tmp_path):
+    """As the original's builders shuffle the corpus files (random.shuffle): files were
+    read sorted by name, so every shard ran through books_* before wiki_*, and training
+    met its sources one after the other. The order is the seed's, whatever the number
+    of processes (test_same_bytes_for_same_seed_any_process_count)."""
+    files = []
+    for source in ("books", "news", "wiki"):
+        for k in range(4):
+            path = tmp_path / f"{source}_{k}.txt"
+            path.write_text(f"{source} {k} first line.\nsecond line.\n")
+            files.append(str(path))
+    opts = BuildOptions(files=tuple(files), vocab_file=tiny_vocab, output_dir=str(tmp_path),
+                        seed=3)
+    order = [doc[0] for _, doc in builder_lib._documents(opts)]
+    assert sorted(order) == sorted(f"{s} {k} first line." for s in ("books", "news", "wiki")
+                                   for k in range(4))
+    assert [line.split()[0] for line in order[:4]] != ["books"] * 4  # sources interleaved
+    assert order == [doc[0] for _, doc in builder_lib._documents(opts)]  # the seed's
+    other = [doc[0] for _, doc in builder_lib._documents(dataclasses.replace(opts, seed=4))]
+    assert other != order
 
 
 def test_a_build_stopped_while_it_renames_marks_its_folder_until_a_rebuild(
