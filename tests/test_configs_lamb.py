@@ -47,3 +47,37 @@ def test_lamb_config_checks_and_no_adam_warmup_warning():
         PretrainingConfig(optimizer="sgd")
     with pytest.raises(ConfigError, match="opt_beta_2 must be in"):
         PretrainingConfig(opt_beta_2=1.0)
+
+
+def test_a_warmup_as_long_as_its_phase_is_warned_and_phase_2_fits_the_positions():
+    """A phase-2 warmup longer than phase 2 (or a phase-1 warmup longer than phase 1) ran
+    without a word, its rate never decaying; a phase-2 length beyond the positions was
+    accepted here and refused later under max_seq_length's name."""
+    import pytest
+
+    from electra_tf.core.config import PretrainingConfig
+    from electra_tf.core.errors import ConfigError
+
+    phases = dict(num_train_steps=10, phase2_steps=4, phase2_max_seq_length=32,
+                  optimizer="lamb")
+    assert PretrainingConfig(num_warmup_steps=2, phase2_warmup_steps=1,
+                             **phases).long_warmup_warning() == ""
+    assert PretrainingConfig(num_warmup_steps=2, phase2_warmup_steps=9,
+                             **phases).long_warmup_warning() == (
+        "warning: --phase2_warmup_steps=9 is not shorter than phase 2's 4 steps: its "
+        "learning rate reaches 44% of its peak and never decays; give fewer warmup steps")
+    assert PretrainingConfig(num_warmup_steps=6, phase2_warmup_steps=1,
+                             **phases).long_warmup_warning().startswith(
+        "warning: --num_warmup_steps=6 is not shorter than phase 1's 6 steps: its learning "
+        "rate reaches its peak only at the end")
+    assert "the run's 6 steps" in PretrainingConfig(num_train_steps=6, num_warmup_steps=10
+                                                    ).long_warmup_warning()
+    assert PretrainingConfig(num_train_steps=1000, num_warmup_steps=0).long_warmup_warning() == ""
+    tiny = dict(model_size="tiny", model_hparam_overrides={"max_position_embeddings": 48})
+    PretrainingConfig(max_seq_length=32, **tiny)
+    with pytest.raises(ConfigError, match=r"^phase2_max_seq_length 64 exceeds "
+                                          r"max_position_embeddings 48"):
+        PretrainingConfig(max_seq_length=32, num_train_steps=10, phase2_steps=4,
+                          phase2_max_seq_length=64, **tiny)
+    with pytest.raises(ConfigError, match=r"^max_seq_length 64 exceeds max_position_embeddings"):
+        PretrainingConfig(max_seq_length=64, **tiny)

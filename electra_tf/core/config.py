@@ -335,6 +335,28 @@ class PretrainingConfig:
                 "larger than bias-corrected Adam's, which can leave a short run's model "
                 "unable to fine-tune; pass --adam_bias_correction for a short run")
 
+    def long_warmup_warning(self) -> str:
+        """A warning for a warmup as long as its stage (phase 1, phase 2, a two-stage
+        run's stage) or longer, or "": the learning rate then never decays (the decay
+        to 0 at the stage's end never comes), and a longer one never reaches its peak."""
+        bounds = (0, *self.stage_starts, self.num_train_steps)
+        warmups = (self.num_warmup_steps, *(w for _, w in self.stage_rates))
+        for i in range(len(bounds) - 1):
+            warmup = warmups[i] if i < len(warmups) else self.num_warmup_steps
+            length = bounds[i + 1] - bounds[i]
+            if warmup and warmup >= length > 0:
+                flag = "--phase2_warmup_steps" if i and self.phase2_steps else \
+                    "--num_warmup_steps"
+                stage = ("phase 2" if i and self.phase2_steps else "phase 1"
+                         if self.phase2_steps else f"stage {i + 1}"
+                         if len(bounds) > 2 else "the run")
+                peak = "reaches its peak only at the end" if warmup == length else \
+                    f"reaches {length / warmup:.0%} of its peak"
+                return (f"warning: {flag}={warmup} is not shorter than {stage}'s {length} "
+                        f"steps: its learning rate {peak} and never decays; give fewer "
+                        "warmup steps")
+        return ""
+
     @property
     def stage_starts(self) -> tuple[int, ...]:
         """Optimizer steps at which a training stage after the first begins.
@@ -486,7 +508,12 @@ class PretrainingConfig:
         if disc is None:
             disc = _discriminator_encoder(self)
         if self.max_seq_length > disc.max_position_embeddings:
-            raise ConfigError("max_seq_length exceeds max_position_embeddings")
+            raise ConfigError(f"max_seq_length {self.max_seq_length} exceeds "
+                              f"max_position_embeddings {disc.max_position_embeddings}")
+        if self.phase2_steps and self.phase2_max_seq_length > disc.max_position_embeddings:
+            raise ConfigError(f"phase2_max_seq_length {self.phase2_max_seq_length} exceeds "
+                              f"max_position_embeddings {disc.max_position_embeddings} "
+                              "(phase 2's records are that long)")
         if disc.type_vocab_size < 2:  # (an id outside the table was blamed on the vocab)
             raise ConfigError(f"type_vocab_size must be >= 2 for pre-training, whose records "
                               f"hold segment ids 0 and 1, got {disc.type_vocab_size}")

@@ -56,26 +56,33 @@ def chunk_size(step: int, end: int, *periods: int) -> int:
 
 
 def check_finite(loss: float, first_step: int, last_step: int, checkpoint: str | None,
-                 hint: str) -> None:
-    """Raises Diverged, before anything is saved, if a chunk's loss is NaN or infinite.
+                 hint: str, grad_norm: float | None = None) -> None:
+    """Raises Diverged, before anything is saved, if a chunk's loss is NaN or infinite,
+    or (when given) its gradients' norm.
 
     A chunk's loss sums (or averages) its steps', so one non-finite step
     shows. The weights are then non-finite too: the loop must save nothing
-    after this, so the last checkpoint stays the last good state.
+    after this, so the last checkpoint stays the last good state. A step's loss
+    is computed before its update, so a non-finite gradient in a chunk's last
+    step shows only in the norm (clipping makes every gradient NaN, and the
+    checkpoint after it had been saved with NaN weights).
 
     Args:
       loss: the chunk's loss.
       first_step, last_step: the chunk's steps (1-based, inclusive).
       checkpoint: the latest checkpoint's path, or None.
       hint: what to change, for the message.
+      grad_norm: the chunk's mean gradient norm (before clipping), or None.
     """
-    if math.isfinite(loss):
+    if math.isfinite(loss) and (grad_norm is None or math.isfinite(grad_norm)):
         return
     steps = f"step {last_step}" if first_step == last_step else \
         f"steps {first_step}-{last_step}"
     kept = (f"the last checkpoint ({os.path.basename(checkpoint)}) is kept" if checkpoint
             else "no checkpoint was saved")
-    raise Diverged(f"the training loss became {loss} in {steps}; stopped without saving "
+    what = (f"the training loss became {loss}" if not math.isfinite(loss) else
+            f"the gradients' norm became {grad_norm}")
+    raise Diverged(f"{what} in {steps}; stopped without saving "
                    f"those weights: {kept}, no final weights were written; {hint}")
 
 

@@ -313,9 +313,10 @@ def _check_stage_switch(before: PretrainingConfig, config: PretrainingConfig, mo
 def changed_settings(before: PretrainingConfig, config: PretrainingConfig) -> list[str]:
     """The settings a resumed run changes that change what is trained (allowed, but not
     the run its checkpoints started): "--name=new (it was old)" each. The schedule
-    (learning rate, warmup, steps, the second stage's flags, which check_resume
-    holds to the steps trained), the periods and the eval settings may change
-    without a word, and check_resume refuses what changes the variables, the
+    (learning rate, warmup, steps, the second stage's schedule flags, which
+    check_resume holds to the steps trained), the periods and the eval settings
+    may change without a word (phase 2's batch size is said, as the batch size
+    is), and check_resume refuses what changes the variables, the
     vocabulary, the casing or the optimizer."""
     quiet = {"learning_rate", "num_warmup_steps", "num_train_steps", "iterations_per_loop",
              "save_checkpoints_steps", "keep_checkpoint_max", "num_eval_steps",
@@ -330,7 +331,8 @@ def changed_settings(before: PretrainingConfig, config: PretrainingConfig) -> li
     return [f"--{f.name}={_flag_value(value(config, f.name))} (it was "
             f"{_flag_value(value(before, f.name))})"
             for f in dataclasses.fields(PretrainingConfig)
-            if f.name not in quiet and not f.name.startswith("phase2_")
+            if f.name not in quiet and (not f.name.startswith("phase2_")
+                                        or f.name == "phase2_train_batch_size")
             and value(before, f.name) != value(config, f.name)]
 
 

@@ -282,8 +282,9 @@ class Pretraining:
             pretraining_folder.write_pretraining_config(run.model_dir, cfg, ran,
                                                         backend=self.backend,
                                                         training_flops=self.flops.to_dict())
-            if cfg.short_warmup_warning():
-                self._log(cfg.short_warmup_warning())
+            for warning in (cfg.short_warmup_warning(), cfg.long_warmup_warning()):
+                if warning:
+                    self._log(warning)
         train_writer, eval_writer = (
             summaries.summary_writer(os.path.join(run.model_dir, name) if self.chief else None,
                                      tensorflow=self.tensorflow_io) for name in ("train", "eval"))
@@ -359,7 +360,8 @@ class Pretraining:
             slow_chunks.chunk(n, time.monotonic() - t0)
             check_finite(float(results["loss"]), step + 1, step + n, self.checkpoints.latest,
                          f"lower --learning_rate (it was {cfg.learning_rate}), or check "
-                         "that --train_data's records were built with this --vocab_file")
+                         "that --train_data's records were built with this --vocab_file",
+                         grad_norm=float(results["grad_norm"]))
             results["learning_rate"] = float(keras.ops.convert_to_numpy(
                 self.optimizer.learning_rate))  # the next step's
             results["sequences_per_second"] = n * phase.train_batch_size / (time.monotonic() - t0)

@@ -249,6 +249,38 @@ def test_a_non_finite_loss_stops_the_run_keeping_the_last_good_checkpoint(tiny_r
     assert not (model_dir / "discriminator.weights.h5").exists()
 
 
+def test_a_non_finite_gradient_in_a_chunks_last_step_is_not_saved(tiny_records, tmp_path,
+                                                                   monkeypatch):
+    """A step's loss is computed before its update: an infinite gradient in the last step
+    of a chunk (clipping then makes every gradient NaN) had passed the loss check, and
+    the checkpoint after it was saved with NaN weights, then named as the good one."""
+    import numpy as np
+    import tensorflow as tf
+
+    from electra_tf.training.backends import tensorflow as backend
+
+    real = backend.apply_reduced_gradients
+
+    def poisoned(optimizer, grads, variables, clip_norm):  # the 3rd update only
+        bad = tf.where(tf.equal(optimizer.iterations, 2), np.float32(np.inf), np.float32(0))
+        return real(optimizer, [grads[0] + bad] + list(grads[1:]), variables, clip_norm)
+
+    monkeypatch.setattr(backend, "apply_reduced_gradients", poisoned)
+    model_dir = tmp_path / "model"
+    trainer = pretraining(tiny_records, model_dir, num_train_steps=6, iterations_per_loop=1,
+                          save_checkpoints_steps=1)
+    with pytest.raises(Diverged, match=r"^the gradients' norm became (nan|inf) in step 3; "
+                                       r"stopped without saving those weights: the last "
+                                       r"checkpoint \(ckpt-2\) is kept"):
+        trainer.train()
+    saved = sorted(p.name for p in (model_dir / "checkpoints").glob("ckpt-*.index"))
+    assert saved[-1] == "ckpt-2.index"
+    reader = tf.train.load_checkpoint(str(model_dir / "checkpoints" / "ckpt-2"))
+    assert all(np.isfinite(reader.get_tensor(n)).all()
+               for n, _ in reader.get_variable_to_shape_map().items()
+               if reader.get_variable_to_dtype_map()[n].is_floating)
+
+
 def test_the_cli_turns_a_non_finite_loss_into_one_line_and_status_1(capsys):
     from electra_tf import cli
 
@@ -925,3 +957,19 @@ def test_the_changed_settings_note_names_an_unset_default_by_its_value():
     assert changed_settings(before, PretrainingConfig(model_size="tiny",
                                                       adam_bias_correction=False)) == [
         "--adam_bias_correction=False (it was True)"]
+
+
+def test_the_changed_settings_note_names_phase_2s_batch_size():
+    """Phase 2's batch size changed mid-phase-2 got no note (the phase-1 one, which no
+    longer mattered, did); phase 2's schedule flags stay quiet, as phase 1's do."""
+    from electra_tf.core.config import PretrainingConfig
+    from electra_tf.training.preflight import changed_settings
+
+    phases = dict(model_size="tiny", num_train_steps=10, phase2_steps=4,
+                  phase2_max_seq_length=32)
+    before = PretrainingConfig(phase2_train_batch_size=4, **phases)
+    assert changed_settings(before, PretrainingConfig(phase2_train_batch_size=2, **phases)) \
+        == ["--phase2_train_batch_size=2 (it was 4)"]
+    assert changed_settings(before, PretrainingConfig(
+        phase2_train_batch_size=4, phase2_learning_rate=1e-3, phase2_warmup_steps=2,
+        **phases)) == []
