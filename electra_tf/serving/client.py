@@ -490,8 +490,10 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
     `export_dir` is the export's version folder (MODEL_BASE/NAME/N, or a copy of its
     assets/vocab.txt and assets.extra/export_info.json). Single texts keep their first
     L - 2 pieces; pairs are cut longest first (BERT); a SQuAD question keeps at most
-    min(Q, (L - 3) // 2) pieces, the context the rest; L is the export's
-    max_seq_length, Q its max_query_length (64 for an export that does not record it).
+    the export's question_limit pieces (its max_query_length Q when Q + 3 < L, else
+    (L - 3) // 2; min(Q, (L - 3) // 2) for an export that does not record it, Q 64
+    for one that does not record Q), the context the rest; L is the export's
+    max_seq_length.
 
     Raises:
       InputError: the folder lacks those files, or the text flags do not match.
@@ -524,6 +526,12 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
     strip = field("strip_accents", lambda v: v is None or isinstance(v, bool),
                   "true, false or null")
     query = field("max_query_length", whole(1, MAX_SEQ_LENGTH), "a positive whole number", 64)
+    # The cut the export's graph makes (tasks/squad.py question_limit); an export
+    # written before it was recorded cut at min(Q, (L - 3) // 2).
+    question_cut = field("question_limit", lambda v: v is None or whole(1, MAX_SEQ_LENGTH)(v),
+                         "a positive whole number")
+    if question_cut is None:
+        question_cut = min(query, (length - 3) // 2)
     wanted = field("text_inputs", lambda v: v is None or (
         isinstance(v, list) and v and all(isinstance(n, str) for n in v)),
                    "a list of input names")  # None: an export older than the field
@@ -540,7 +548,7 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
     rows = []
     for i in range(len(pieces[0])):
         if "question" in texts:
-            q = pieces[0][i][:min(query, (length - 3) // 2)]
+            q = pieces[0][i][:question_cut]
             c = pieces[1][i][:length - len(q) - 3]
             ids = [cls] + q + [sep] + c + [sep]
             pad = length - len(ids)

@@ -268,8 +268,7 @@ class SquadTask(base.Task):
         length = max_seq_length
         if length < self.head_class.min_seq_length():  # a piece of each (as the export)
             raise ValueError(f"max_seq_length {length} leaves no room for a question and context")
-        # BERT's layout needs max_query_length + 3 < L; short L keeps half for the context.
-        query_limit = min(self.max_query_length, (length - 3) // 2)
+        query_limit = question_limit(self.max_query_length, length)
         contexts = list(dict.fromkeys(ex.context for ex in examples))
         by_context = dict(zip(contexts, tokenize_with_char_offsets(tokenizer, contexts)))
         questions = _ids(tokenizer, [ex.question for ex in examples])
@@ -582,6 +581,16 @@ def official_dataset(examples: Sequence[SquadExample]) -> list[dict]:
         "id": ex.qas_id, "question": ex.question,
         "answers": [{"text": t, "answer_start": s} for t, s in ex.answers]}]}]}
         for ex in examples]
+
+
+def question_limit(max_query_length: int, max_seq_length: int) -> int:
+    """The question's pieces kept in a window of max_seq_length: max_query_length, as the
+    original cuts it, when that leaves a context token beside [CLS] and the two [SEP]s
+    (64 at 128: 61 context tokens); else half of what the three leave (a short window).
+    (min(64, (L - 3) // 2) had cut a 128-token window's questions at 62.)"""
+    if max_query_length + 3 < max_seq_length:
+        return max_query_length
+    return (max_seq_length - 3) // 2
 
 
 def doc_spans(num_tokens: int, max_tokens: int, stride: int) -> list[tuple[int, int]]:

@@ -89,6 +89,7 @@ def _bytes(t):
 def python_pack(spec, a_texts, b_texts=None):
     """Python packing with electra_tf's Tokenizer (as the fine-tuning featurizers)."""
     from electra_tf.tasks.base import pack_pair
+    from electra_tf.tasks.squad import question_limit
 
     tok, L = spec.tokenizer, spec.max_seq_length
     a = tok.encode([_bytes(t) for t in a_texts])
@@ -96,7 +97,7 @@ def python_pack(spec, a_texts, b_texts=None):
     rows = []
     for i in range(len(a)):
         if spec.task == "squad":
-            q = a[i][:min(spec.max_query_length, (L - 3) // 2)]
+            q = a[i][:question_limit(spec.max_query_length, L)]
             c = b[i][:L - len(q) - 3]
             ids = [tok.cls_id] + q + [tok.sep_id] + c + [tok.sep_id]
             seg = [0] * (len(q) + 2) + [1] * (len(c) + 1)

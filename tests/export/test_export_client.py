@@ -438,9 +438,13 @@ def test_client_tokenization_keeps_the_exports_question_limit(tiny_vocab, tmp_pa
     shutil.copy(tiny_vocab, tmp_path / "assets" / "vocab.txt")
     info = {"max_seq_length": 32, "do_lower_case": True, "strip_accents": None}
     question, context = ["the model reads a token " * 4], ["hello world " * 20]
-    for recorded, kept in ((None, 14), (4, 4)):  # min(64, (32 - 3) // 2); the record's
+    for recorded, cut, kept in ((None, None, 14), (4, None, 4), (4, 6, 6)):
+        # min(64, (32 - 3) // 2); the record's max_query_length; its question_limit (the
+        # cut the export's graph makes, recorded since the cut follows the original's)
         if recorded is not None:
             info["max_query_length"] = recorded
+        if cut is not None:
+            info["question_limit"] = cut
         (tmp_path / "assets.extra" / "export_info.json").write_text(json.dumps(info))
         packed = client.tokenized_inputs(str(tmp_path), question=question, context=context)
         assert packed["input_type_ids"][0].tolist().index(1) == kept + 2  # [CLS] q [SEP]

@@ -48,6 +48,11 @@ def test_export_info_names_the_signatures(exports):
     assert info["signatures"] == {"serving_default": ["question", "context"],
                                   "serving_ids": ["input_word_ids", "input_mask",
                                                   "input_type_ids"]}
+    from electra_tf.tasks.squad import question_limit
+
+    spec = exports["squad"][0]  # the cut its graph makes, for a client packing ids
+    assert info["question_limit"] == question_limit(spec.max_query_length,
+                                                    spec.max_seq_length)
     with open(os.path.join(exports["ner_ids"][1], "assets.extra", "export_info.json")) as f:
         info = json.load(f)
     assert info["ids_only"] and list(info["signatures"]) == ["serving_default"]

@@ -371,6 +371,16 @@ def _original_candidates(start_logits, end_logits, window, n_best_size, max_answ
     return out
 
 
+def test_the_question_is_cut_where_the_original_cuts_it():
+    """max_query_length (64) whenever it leaves a context token, as the original's
+    layout does; half the rest only in a window too short for it (a 128-token window
+    had cut questions at 62)."""
+    from electra_tf.tasks.squad import question_limit
+
+    assert [question_limit(64, L) for L in (512, 384, 128, 68, 67, 24, 8)] == [
+        64, 64, 64, 64, 32, 10, 2]
+
+
 def test_independent_decoding_is_the_originals(setup):
     """The n best starts and ends are those of the whole row, as the original's
     _get_best_indexes takes them: [CLS] and the final [SEP] (unmasked by the head)

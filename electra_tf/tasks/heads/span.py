@@ -354,14 +354,17 @@ class SpanHead(Head):
 
     @classmethod
     def pack_limit(cls, spec) -> int | None:
-        """The question keeps at most max_query_length pieces (and half the window)."""
-        return min(spec.max_query_length, (spec.max_seq_length - 3) // 2)
+        """The question keeps at most max_query_length pieces (squad.question_limit)."""
+        from electra_tf.tasks.squad import question_limit
+
+        return question_limit(spec.max_query_length, spec.max_seq_length)
 
     @classmethod
     def export_info(cls, spec) -> dict:
         info = {"regression": False, "span_head": spec.span_head,
                 "max_answer_length": spec.max_answer_length,
-                "max_query_length": spec.max_query_length}
+                "max_query_length": spec.max_query_length,
+                "question_limit": cls.pack_limit(spec)}
         if spec.answerable:
             info.update(null_rule=spec.null_rule, no_answer_threshold=spec.no_answer_threshold)
         return info
