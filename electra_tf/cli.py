@@ -256,9 +256,10 @@ _USAGE_HINT = (" (every flag takes its value after an equals sign, --name=value;
 
 # A write the file system refuses: a full disk or quota, a read-only or forbidden folder.
 _FILE_SYSTEM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
-_FILE_SYSTEM_HINT = (" (checkpoints, weights and exports are written under a temporary name "
-                     "first, so those written before are whole; free space or fix the folder, "
-                     "then rerun: a run resumes from its last checkpoint)")
+# Every command's outputs: checkpoints, weights, exports, records, scores and tables.
+_FILE_SYSTEM_HINT = (" (every file is written under a temporary name first, so those written "
+                     "before are whole; free space or fix the folder, then rerun: a training "
+                     "run resumes from its last checkpoint)")
 
 
 def _handle_sigterm() -> None:

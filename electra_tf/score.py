@@ -36,7 +36,9 @@ def define_flags():
     flags.DEFINE_bool("energies", False, "Print a JSON object per line with the word "
                       "pieces and their energies.")
     flags.DEFINE_integer("batch_size", 32, "Texts per forward pass.")
-    flags.DEFINE_integer("max_seq_length", 128, "Longer texts are truncated (and say so).")
+    flags.DEFINE_integer("max_seq_length", 0, "Longer texts are truncated (and say so); 0: "
+                         "the length the model was pre-trained at (its "
+                         "pretraining_config.json; 128 where it records none).")
     flags.DEFINE_string("vocab_file", "", "The vocabulary (default: the model_dir's).")
 
 
@@ -103,7 +105,7 @@ def main(argv):
         cli.write_stdout(text)
     truncated = sum(s.truncated for s in scored)
     print(f"[score] {len(scored)} texts in {t2 - t1:.2f}s (model loaded in {t1 - t0:.1f}s)"
-          + (f"; {truncated} truncated to {FLAGS.max_seq_length - 2} word pieces"
+          + (f"; {truncated} truncated to {scorer.max_seq_length - 2} word pieces"
              if truncated else ""),
           file=sys.stderr)
 

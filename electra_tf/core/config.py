@@ -467,6 +467,13 @@ class PretrainingConfig:
             # with an untied, non-uniform generator (run_pretraining.py).
             raise ConfigError("objective=electric trains a two-tower cloze generator: it "
                               "needs untied_generator=True and uniform_generator=False")
+        if self.objective == "electric" and self.prior_output_biases:
+            # It would set the energy head's bias to ELECTRA's replaced-token log-odds,
+            # which Electric's correction already adds (log(mask_prob / (1 - mask_prob))).
+            raise ConfigError("prior_output_biases starts ELECTRA's heads at their priors "
+                              "(the RTD bias at the replaced rate's log-odds); Electric's "
+                              "energy already carries that term and its cloze generator has "
+                              "no MLM head: leave it off with objective=electric")
         if self.max_seq_length < 8:
             raise ConfigError(f"max_seq_length must be >= 8, got {self.max_seq_length}")
         if not 1 <= self.resolved_max_predictions_per_seq <= self.max_seq_length:

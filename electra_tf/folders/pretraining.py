@@ -161,6 +161,22 @@ class PretrainingFolder:
         return True if recorded is None else recorded
 
     @property
+    def trained_length(self) -> int | None:
+        """The longest max_seq_length its model was pre-trained at (phase 2's when it had
+        one; a converted model's recorded length); None: not recorded."""
+        record = self.recorded.get("pretraining", {})
+        length = record.get("phase2_max_seq_length") if record.get("phase2_steps") else \
+            record.get("max_seq_length")
+        return length if isinstance(length, int) and not isinstance(length, bool) \
+            and length > 0 else None
+
+    def serving_length(self, given: int | None, positions: int) -> int:
+        """The window of a score or rtd request: `given` (a flag), else trained_length,
+        else 128 (at most the model's positions). A model pre-trained at 32 had been
+        served at 128, on position embeddings it never trained."""
+        return given or self.trained_length or min(128, positions)
+
+    @property
     def recorded_vocab_file(self) -> str:
         """The vocab file the run read ("" if none recorded)."""
         return self.recorded.get("run", {}).get("vocab_file", "")

@@ -17,7 +17,7 @@ The generator is the two-tower cloze model (modeling/electric.py), run on the
   context; sigmoid cross-entropy over every real token, scaled by disc_weight.
 
 L = gen_weight * L_cloze + disc_weight * L_disc (the original's total_loss).
-Scoring (objectives/scoring.py, the paper's section 5): -sum_t E(x)_t.
+Scoring (serving/scoring.py, the paper's section 5): -sum_t E(x)_t.
 """
 
 from __future__ import annotations

@@ -207,9 +207,11 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
         from electra_tf.text.tokenizer import Tokenizer  # TensorFlow: after the file checks
 
         vocab = _vocab(folder, vocab_file, discriminator.config.vocab_size)
+        length = folder.serving_length(max_seq_length,
+                                       discriminator.config.max_position_embeddings)
         return _checked_length(ServingSpec(
             task, discriminator, Tokenizer(vocab, do_lower_case=folder.do_lower_case),
-            max_seq_length or 128, task_name=task), checkpoint, bool(max_seq_length))
+            length, task_name=task), checkpoint, bool(max_seq_length))
 
     try:
         folder = FinetunedFolder.open(checkpoint)

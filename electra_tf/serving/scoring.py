@@ -110,9 +110,12 @@ class ElectricScorer:
         return out
 
 
-def load_scorer(model_dir: str, vocab_file: str = "", max_seq_length: int = 128
+def load_scorer(model_dir: str, vocab_file: str = "", max_seq_length: int | None = None
                 ) -> ElectricScorer:
     """The scorer of a pre-training model_dir trained with --objective=electric.
+
+    max_seq_length: None (or 0) is the length its model was pre-trained at, as its
+    pretraining_config.json records it (128 where it records none).
 
     Raises:
       InputError: missing files, a folder of another objective, a bad length.
@@ -124,6 +127,7 @@ def load_scorer(model_dir: str, vocab_file: str = "", max_seq_length: int = 128
     folder.vocab()  # its own vocabulary holds the recorded tokens, even beside --vocab_file
     check_electric_folder(folder)
     positions = discriminator.config.max_position_embeddings
+    max_seq_length = folder.serving_length(max_seq_length, positions)
     if not 3 <= max_seq_length <= positions:
         raise InputError(f"--max_seq_length={max_seq_length}: the model takes 3 to "
                          f"{positions} positions")

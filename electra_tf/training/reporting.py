@@ -84,10 +84,14 @@ def train_line(results: dict, step: int, total: int, eta_seconds: float) -> str:
     """The console line of a chunk of steps: only the metrics its objective has.
 
     BERT-MLM has no discriminator, so no disc columns; an objective without a
-    generator MLM loss has no mlm columns.
+    generator MLM loss has no mlm columns. Electric's loss sums its cloze loss (what its
+    generator trains, over every token) and the disc loss: "cloze" stands in for "mlm"
+    (the cloze loss at the masked positions, which nothing trains), so that the terms
+    shown add up to the loss.
     """
+    first = ("cloze", "cloze_loss", 3) if "cloze_loss" in results else ("mlm", "mlm_loss", 3)
     losses = [f"{name} {results[key]:.{digits}f}" for name, key, digits in (
-        ("mlm", "mlm_loss", 3), ("disc", "disc_loss", 4)) if key in results]
+        first, ("disc", "disc_loss", 4)) if key in results]
     metrics = [f"{name} {results[key]:.3f}" for name, key in (
         ("mlm_acc", "masked_lm_accuracy"), ("disc_auc", "disc_auc")) if key in results]
     return (f"step {step}/{total} | loss {results['loss']:.4f}"

@@ -243,8 +243,9 @@ SCORE_TEXTS = ["the model reads a token", "a token", "which token was replaced b
                "generator trained as a masked language model on every sentence", "", "text"]
 
 
-# What the fresh fixture sends the score export: SCORE_TEXTS but the empty line.
-SCORE_REQUEST_TEXTS = SCORE_TEXTS[:3] + SCORE_TEXTS[4:]
+# What the fresh fixture sends the score export: SCORE_TEXTS, the empty line included
+# (its score had been -0.0 in the served graph).
+SCORE_REQUEST_TEXTS = SCORE_TEXTS
 
 
 def score_ids(scorer, texts):

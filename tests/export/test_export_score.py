@@ -96,7 +96,28 @@ def test_the_score_export_loads_fresh_and_matches_keras(score_export, electric_d
     text = fresh[("score", "text")]["tf2"]
     assert [t.decode() for t in text["tokens"][0][:7]] == ["[CLS]", "the", "model", "reads",
                                                              "a", "token", "[SEP]"]
-    assert list(text["truncated"]) == [False, False, True, False]
+    assert list(text["truncated"]) == [False, False, True, False, False]
+    for key in ("text", "ids"):  # the empty text: 0.0, not the graph's -0.0
+        for loader in ("tf2", "tf1"):
+            score = np.asarray(fresh[("score", key)][loader]["score"])
+            assert SCORE_REQUEST_TEXTS[3] == "" and score[3] == 0.0
+            assert not np.signbit(score[3]), (key, loader)
+
+
+def test_the_window_defaults_to_the_length_the_model_was_pre_trained_at(
+        electric_dir, export_pretrained_dir):
+    """score and the score/rtd exports had defaulted to 128 whatever the folder records:
+    a model pre-trained at 32 was scored on position embeddings it never trained, and a
+    converted one with 32 positions refused as if it recorded 128."""
+    from electra_tf.serving.export import load_spec
+    from electra_tf.serving.scoring import load_scorer
+
+    assert SEQ != 128
+    assert load_scorer(electric_dir).max_seq_length == SEQ  # its pretraining_config.json
+    assert load_spec("score", electric_dir).max_seq_length == SEQ
+    assert load_scorer(electric_dir, max_seq_length=SEQ - 4).max_seq_length == SEQ - 4
+    # a folder that records no pre-training config: 128, at most the model's positions
+    assert load_spec("rtd", export_pretrained_dir).max_seq_length == 128
 
 
 def test_the_score_export_refuses_a_model_that_is_not_electric(export_pretrained_dir):
@@ -160,3 +181,6 @@ def test_an_empty_text_scores_zero_not_negative_zero():
     assert score.tolist() == [-1.75, 0.0] and not np.signbit(score[1])
     direct = sequence_scores(logits, ids, mask, 1, 2).numpy()
     assert direct.tolist() == [-1.75, 0.0] and not np.signbit(direct[1])
+    for jit in (False, True):  # traced, as served: `0.0 - sum` had become `-sum` there
+        traced = tf.function(sequence_scores, jit_compile=jit)(logits, ids, mask, 1, 2)
+        assert traced.numpy().tolist() == [-1.75, 0.0] and not np.signbit(traced.numpy()[1])

@@ -60,6 +60,10 @@ def test_bert_mlm_console_line_has_no_discriminator_columns():
     electra = {**results, "disc_loss": 0.4, "disc_auc": 0.6}
     line = reporting.train_line(electra, 200, 1000, 60.0)
     assert "(mlm 7.600 disc 0.4000)" in line and "disc_auc 0.600" in line
+    # Electric: the cloze loss it trains stands in for the untrained masked-position one
+    electric = {**electra, "loss": 25.4, "cloze_loss": 5.4, "disc_loss": 0.4}
+    line = reporting.train_line(electric, 200, 1000, 60.0)
+    assert "loss 25.4000 (cloze 5.400 disc 0.4000)" in line and "mlm 7.6" not in line
 
 
 def test_each_loss_has_one_name_in_train_and_in_eval_results():

@@ -87,6 +87,19 @@ def test_uniform_generator_and_electra_15_priors(make_configs):
     assert rtd_bias(objective="electra_15") > 1.0  # most masked positions get replaced
 
 
+def test_electric_refuses_the_priors():
+    """They had set Electric's energy bias to ELECTRA's replaced-token log-odds, which its
+    correction already adds (so the prior counted twice, the wrong way), and left the
+    cloze generator's bias at 0 (it has no MLM head)."""
+    from electra_tf.core.config import PretrainingConfig
+    from electra_tf.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="leave it off with objective=electric"):
+        PretrainingConfig(model_size="tiny", objective="electric", untied_generator=True,
+                          prior_output_biases=True)
+    PretrainingConfig(model_size="tiny", objective="electric", untied_generator=True)
+
+
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
 def test_the_jax_backend_sets_the_same_priors(tiny_records, tmp_path):
     """Under JAX with the NumPy input pipeline the records are read with the

@@ -728,10 +728,10 @@ def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, er
             cli.run_cli(main)
         assert raised.value.code == 1
         err = capsys.readouterr().err
-        assert err.startswith(f"error: {where}{text} (checkpoints, weights and exports are "
-                              "written under a temporary name first, so those written before "
-                              "are whole; free space or fix the folder, then rerun: a run "
-                              "resumes from its last checkpoint)")
+        assert err.startswith(f"error: {where}{text} (every file is written under a "
+                              "temporary name first, so those written before are whole; free "
+                              "space or fix the folder, then rerun: a training run resumes "
+                              "from its last checkpoint)")
         assert len(err.splitlines()) == 1
 
     def bug():

@@ -43,11 +43,13 @@ def sequence_scores(energies, word_ids, mask, cls_id: int, sep_id: int):
 
 
 def _negated_sum(token_energies):
-    """-sum over the last axis, written 0 - sum: an empty text scores 0.0, as the score
-    command prints it, where negating the sum gave -0.0."""
+    """-sum over the last axis, 0.0 (not -0.0) for an empty text, as the score command
+    prints it: negating the empty sum gives -0.0, and `0.0 - sum` did too in a traced
+    graph (TensorFlow rewrites it as a negation), so the zero is chosen explicitly."""
     import tensorflow as tf
 
-    return 0.0 - tf.reduce_sum(token_energies, axis=-1)
+    total = tf.reduce_sum(token_energies, axis=-1)
+    return tf.where(tf.equal(total, 0.0), tf.zeros_like(total), -total)
 
 
 class ScoreHead(RtdHead):
