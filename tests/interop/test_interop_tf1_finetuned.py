@@ -184,8 +184,13 @@ def test_joint_squad_head_gives_the_originals_beam(h, tmp_path):
                                        np.sort(end_lp)[::-1][:n], atol=TOL, rtol=0)
             np.testing.assert_array_equal(got["end_top_index"][b, k, :n],
                                           np.argsort(-end_lp, kind="stable")[:n])
-    np.testing.assert_allclose(got["answerable_logits"], _np_answerable(w, seq, start, "squad"),
-                               atol=TOL, rtol=0)
+    # The original's logit is that the question is impossible (trained against
+    # is_impossible), electra_tf's that it is answerable: the import negates it (copied,
+    # every no-answer decision had been the wrong way round).
+    np.testing.assert_allclose(got["answerable_logits"],
+                               -_np_answerable(w, seq, start, "squad"), atol=TOL, rtol=0)
+    assert sorted(a.split(":")[0] for a in report["adjusted"]) == [
+        "task_specific/answerable_output/bias", "task_specific/answerable_output/kernel"]
 
 
 def test_independent_squad_v1_head_drops_the_unread_answerability_classifier(h, tmp_path):

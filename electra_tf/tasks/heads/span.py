@@ -254,6 +254,21 @@ class SpanHead(Head):
     def tf1_width(cls, config, num_labels: int) -> int:
         return 1  # dense: the start logit
 
+    @classmethod
+    def tf1_adjust(cls, arrays: dict) -> list[str]:
+        """The original's answerability logit is that the question is impossible (trained
+        against is_impossible; "" above qa_na_threshold), electra_tf's that it is
+        answerable (tasks/losses.py): its last layer is negated. Copied as it was, every
+        no-answer decision of a converted SQuAD 2.0 model had been the wrong way round."""
+        changed = []
+        for leaf in ("kernel", "bias"):
+            name = f"task_specific/answerable_output/{leaf}"
+            if name in arrays:
+                arrays[name] = -arrays[name]
+                changed.append(f"{name}: negated (the original's logit is that the question "
+                               "is impossible, electra_tf's that it is answerable)")
+        return changed
+
     def original_variables(self) -> dict:
         if self.joint:
             out = {**dense_names("task_specific/start_output", self.start_dense),
