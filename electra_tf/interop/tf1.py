@@ -31,10 +31,12 @@ from electra_tf.interop import core, electric, names
 _QUERY = "{}/encoder/layer_{}/attention/self/query/kernel"
 
 
-def read_checkpoint(path: str) -> tuple[dict[str, np.ndarray], list[str]]:
-    """The weights of a TF1 checkpoint by name, and the optimizer state's names.
+def checkpoint_prefix(path: str) -> str:
+    """The prefix of the checkpoint `path` names: itself, that of its .index, .meta or
+    .data-* file, or of a folder's `checkpoint` state file (else its one *.index).
 
-    The optimizer slots (two per weight) are listed but not read.
+    Raises:
+      ConversionError: a folder of several checkpoints and no state file naming one.
     """
     import glob
 
@@ -45,13 +47,27 @@ def read_checkpoint(path: str) -> tuple[dict[str, np.ndarray], list[str]]:
             path = path[:-len(suffix)]
     if re.search(r"\.data-\d+-of-\d+$", path) and os.path.isfile(path):
         path = path[:path.rindex(".data-")]
-    if os.path.isdir(path) and tf.train.latest_checkpoint(path) is None:
+    if os.path.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest is not None:
+            return latest
         # A release folder without a `checkpoint` state file: its one *.index names the prefix.
         indexes = sorted(glob.glob(os.path.join(path, "*.index")))
         if len(indexes) != 1:
             raise core.ConversionError(f"{path} holds {len(indexes)} checkpoints (*.index); "
                                        "pass --checkpoint=PREFIX")
         path = indexes[0][:-len(".index")]
+    return path
+
+
+def read_checkpoint(path: str) -> tuple[dict[str, np.ndarray], list[str]]:
+    """The weights of a TF1 checkpoint by name, and the optimizer state's names.
+
+    The optimizer slots (two per weight) are listed but not read.
+    """
+    import tensorflow as tf
+
+    path = checkpoint_prefix(path)
     try:  # a truncated or bit-flipped index or data file, or a missing data file
         reader = tf.train.load_checkpoint(path)
         all_names = sorted(reader.get_variable_to_shape_map())
@@ -175,6 +191,7 @@ def import_checkpoint(path: str, model_size: str, output: str,
     from electra_tf.objectives.pretrainer import ElectraPretrainer
 
     weights, skipped = read_checkpoint(path)
+    source = os.path.abspath(checkpoint_prefix(path))  # a folder: the one read
     if is_finetuned(weights):
         return import_finetuned(path, model_size, output, overrides, weights=weights,
                                 skipped=skipped, do_lower_case=do_lower_case, **task_options)
@@ -194,7 +211,7 @@ def import_checkpoint(path: str, model_size: str, output: str,
     has_generator = any(n.startswith(("generator/", "generator_predictions/"))
                         for n in weights) or electric.is_electric(weights)
     folder = ConvertedFolder(output)
-    report = {"source": os.path.abspath(path), "format": "tf1", "skipped": skipped}
+    report = {"source": source, "format": "tf1", "skipped": skipped}
     if has_generator:
         pretrainer = ElectraPretrainer(config)
         pretrainer.build_with_dummy_batch()
@@ -213,7 +230,7 @@ def import_checkpoint(path: str, model_size: str, output: str,
              else folder.keep_vocab_beside(source_dir))
     if has_generator:
         folder.save_generator(generator)
-        folder.write_pretraining_config(config, vocab, converted_from=os.path.abspath(path))
+        folder.write_pretraining_config(config, vocab, converted_from=source)
         if resume_checkpoint is not None:
             report["checkpoint"] = resume_checkpoint(folder.checkpoint_dir, pretrainer)
             report["resume_flags"] = resume_flags(config)
@@ -501,6 +518,7 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
 
     if weights is None:
         weights, skipped = read_checkpoint(path)
+    source = os.path.abspath(checkpoint_prefix(path))  # a folder: the one read
     scope, others = _head_scope(weights, task_name)
     encoder_weights = {n: v for n, v in weights.items() if not n.startswith("task_specific/")}
     config = infer_config(encoder_weights, model_size, overrides).discriminator_config()
@@ -546,7 +564,7 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
     targets = {**names.discriminator_variables(discriminator),
                **{f"task_specific/{w.path.split('/')[-2]}/{w.path.split('/')[-1]}": w
                   for w in model.head.weights}}
-    report = {"source": os.path.abspath(path), "format": "tf1", "kind": task.head,
+    report = {"source": source, "format": "tf1", "kind": task.head,
               "task": task.name, "tf1_task": scope}
     sources: dict[str, list[str]] = {}
     for name, target in used.items():
@@ -561,11 +579,11 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
     folder.save_discriminator(discriminator)
     folder.record_vocab(vocab)
     run = FinetuningRun(model_dir=output, vocab_file=vocab,
-                        init_checkpoint=os.path.abspath(path))
+                        init_checkpoint=source)
     folder.save_finetuned(
         model, task=task, config=ft_config, run=run, encoder=config,
         model_size=model_size_of(config), max_seq_length=ft_config.max_seq_length,
-        converted_from=os.path.abspath(path))
+        converted_from=source)
     folder.write_report(report, kind=task.head)
     return report
 

@@ -396,3 +396,21 @@ def test_a_converted_tf1_classifier_evaluates_as_the_original(h, tmp_path, tiny_
     assert got == [["neg", "pos"][i] for i in want]
     accuracy = np.mean([["neg", "pos"][i] == r["label"] for i, r in zip(want, rows)])
     assert results["eval"]["dev"]["accuracy"] == pytest.approx(accuracy)
+
+
+def test_a_folder_of_checkpoints_records_the_one_its_state_file_names(h, tmp_path):
+    """The folder had been recorded as the source (conversion_report.json, converted_from,
+    init_checkpoint) when its `checkpoint` state file chose among several: which one was
+    converted could not be told afterwards."""
+    prefix, weights = _checkpoint(h, tmp_path, "rte", [("dense", H, 2)], seed=3)
+    folder = os.path.dirname(prefix)
+    later = h.write_tf1_checkpoint(os.path.join(folder, "model.ckpt-4000"),
+                                   h.with_optimizer_state(weights))
+    with open(os.path.join(folder, "checkpoint"), "w") as f:
+        f.write('model_checkpoint_path: "model.ckpt-4000"\n'
+                'all_model_checkpoint_paths: "model.ckpt-3000"\n'
+                'all_model_checkpoint_paths: "model.ckpt-4000"\n')
+    out, report, _, _ = _import(h, tmp_path, folder)
+    assert report["source"] == os.path.abspath(later)
+    config = json.load(open(os.path.join(out, "finetuning_config.json")))
+    assert config["converted_from"] == config["run"]["init_checkpoint"] == os.path.abspath(later)
