@@ -89,6 +89,16 @@ class ConvertedFolder:
         """Its conversion_report.json."""
         return read_json(os.path.join(self.path, CONVERSION_REPORT))
 
+    def left_at_init(self) -> list[str]:
+        """The variables its conversions left at their initial values (every merged
+        import's); [] for a folder without a report."""
+        if not os.path.isfile(os.path.join(self.path, CONVERSION_REPORT)):
+            return []
+        report = self.report()
+        parts = [report] + [v for v in report.values() if isinstance(v, dict)]
+        return sorted({n for part in parts for n in part.get("left_at_init", ())
+                       if isinstance(n, str)})
+
 
 def write_conversion_report(folder: str, report: dict, kind: str | None = None) -> None:
     """`ConvertedFolder.write_report` of `folder`."""

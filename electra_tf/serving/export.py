@@ -204,6 +204,7 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
         folder.vocab()  # its own vocabulary holds the recorded tokens, even beside --vocab_file
         heads.head_class(task).check_pretrained(folder.path,
                                                 folder.recorded.get("pretraining", {}))
+        _check_trained_rtd_head(folder.path, task)  # both serve that head's outputs
         from electra_tf.text.tokenizer import Tokenizer  # TensorFlow: after the file checks
 
         vocab = _vocab(folder, vocab_file, discriminator.config.vocab_size)
@@ -253,6 +254,25 @@ def _vocab(folder, vocab_file: str, rows: int) -> str:
                          "records none)")
     check_vocab_fits(vocab, rows)
     return vocab
+
+
+def _check_trained_rtd_head(folder: str, task: str) -> None:
+    """Refuses a folder converted from a checkpoint without the discriminator's output
+    head (a fine-tuned one: the original's fine-tuning drops it; transformers' task
+    models): --task=rtd (or score) had served its random initial weights.
+
+    Raises:
+      InputError: naming the folder and the untrained variable.
+    """
+    from electra_tf.folders.converted import ConvertedFolder
+
+    untrained = [n for n in ConvertedFolder(folder).left_at_init()
+                 if n.startswith("discriminator_predictions/")]
+    if untrained:
+        raise InputError(f"{folder} holds no trained replaced-token head: it was converted "
+                         "from a checkpoint without one (conversion_report.json lists "
+                         f"{untrained[0]} under left_at_init), so --task={task} would serve "
+                         "random weights; export the pre-trained model's folder instead")
 
 
 def _checked_length(spec: ServingSpec, checkpoint: str, given: bool = True) -> ServingSpec:

@@ -90,6 +90,14 @@ def test_classification_head_gives_the_originals_logits(h, tmp_path):
     expected = _np_dense(seq[:, 0], w, f"task_specific/{task}/dense")
     np.testing.assert_allclose(model(inputs)["logits"], expected, atol=TOL, rtol=0)
     assert record.max_seq_length == 32  # min(128, the model's 32 positions)
+    # Its discriminator has no trained RTD head (the original's fine-tuning drops it):
+    # --task=rtd had served the random initial weights.
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving.export import load_spec
+
+    with pytest.raises(InputError, match=r"holds no trained replaced-token head: it was "
+                                          r"converted from a checkpoint without one"):
+        load_spec("rtd", out)
 
 
 def test_regression_head_keeps_the_originals_scale(h, tmp_path):

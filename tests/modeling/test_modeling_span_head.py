@@ -149,3 +149,22 @@ def test_joint_head_under_mixed_bfloat16_returns_float32(mixed_bfloat16, encoder
     assert dtypes == {k: "int32" if "index" in k else "float32" for k in out}
     train = model({**inputs, "start_positions": np.array([3], np.int32)}, training=True)
     assert keras.backend.standardize_dtype(train["end_logits"].dtype) == "float32"
+
+
+def test_the_answerability_classifier_uses_gelu_whatever_the_encoders_activation():
+    """qa_tasks.py builds its 512-unit layer with modeling.gelu; it had followed the
+    encoder's hidden_act (relu for a model pre-trained with it)."""
+    rng = np.random.default_rng(0)
+    seq = rng.normal(size=(2, 5, 4)).astype(np.float32)
+    mask = np.ones((2, 5), np.int32)
+    segments = np.array([[0, 0, 1, 1, 1]] * 2, np.int32)
+    logits = []
+    for act in ("gelu", "relu"):
+        head = build_head("squad", 1, 4, hidden_act=act, answerable=True)
+        head.build((None, None, 4))
+        for v in head.weights:
+            v.assign(rng.normal(0, 0.5, v.shape) if act == "gelu" else kept[v.path])
+        kept = {v.path: np.asarray(v) for v in head.weights}
+        out = head(seq, mask, segments)
+        logits.append(np.asarray(out["answerable_logits"]))
+    np.testing.assert_allclose(logits[0], logits[1], atol=1e-6)

@@ -158,8 +158,8 @@ class SpanHead(Head):
             start_vec = ops.einsum("bl,blh->bh", start_p,
                                    ops.cast(sequence_output, "float32"))
             rep = ops.concatenate([ops.cast(sequence_output[:, 0], "float32"), start_vec], -1)
-            hidden = get_activation(self.hidden_act)(
-                self.answerable_dense(ops.cast(rep, self.compute_dtype)))
+            hidden = get_activation("gelu")(  # the original's modeling.gelu, whatever
+                self.answerable_dense(ops.cast(rep, self.compute_dtype)))  # hidden_act
             outputs["answerable_logits"] = ops.squeeze(self.answerable_output(hidden), -1)
         return outputs
 
