@@ -158,13 +158,13 @@ def test_the_answerability_classifier_uses_gelu_whatever_the_encoders_activation
     seq = rng.normal(size=(2, 5, 4)).astype(np.float32)
     mask = np.ones((2, 5), np.int32)
     segments = np.array([[0, 0, 1, 1, 1]] * 2, np.int32)
-    logits = []
+    logits, kept = [], {}
     for act in ("gelu", "relu"):
         head = build_head("squad", 1, 4, hidden_act=act, answerable=True)
         head.build((None, None, 4))
-        for v in head.weights:
-            v.assign(rng.normal(0, 0.5, v.shape) if act == "gelu" else kept[v.path])
-        kept = {v.path: np.asarray(v) for v in head.weights}
+        for v in head.weights:  # the same weights in both
+            kept.setdefault(v.path, rng.normal(0, 0.5, v.shape).astype(np.float32))
+            v.assign(kept[v.path])
         out = head(seq, mask, segments)
         logits.append(np.asarray(out["answerable_logits"]))
     np.testing.assert_allclose(logits[0], logits[1], atol=1e-6)
