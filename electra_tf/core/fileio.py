@@ -77,19 +77,6 @@ def check_input_file(path: str, what: str) -> None:
         raise InputError(f"{what} {path} is a folder, not a file")
 
 
-def check_readable(path: str, what: str) -> None:
-    """Refuses a file this process may not read (its permissions), in one line.
-
-    Raises:
-      InputError: "{what} {path}: cannot read it (Permission denied)".
-    """
-    try:
-        with open(path, "rb") as f:
-            f.read(1)
-    except OSError as e:
-        raise InputError(f"{what} {path}: cannot read it ({e.strerror or e})") from None
-
-
 def check_text_file(path: str, what: str = "corpus file", compressed_hint: str = "") -> None:
     """Refuses a file that is not UTF-8 text, from its first TEXT_SAMPLE_BYTES
     (`compressed_hint`: what the message adds for a compressed file).

@@ -48,7 +48,6 @@ from electra_tf.core.fileio import (
     FolderLock,
     Progress,
     check_output_folder,
-    check_readable,
     check_text_file,
 )
 from electra_tf.data import features as features_lib
@@ -143,7 +142,6 @@ def validate(options: BuildOptions) -> tuple[int, int]:
     for path in options.files:
         if not os.path.isfile(path):
             raise InputError(f"corpus file not found: {path}")
-        check_readable(path, "corpus file")  # before is_archive opens it
         if not is_archive(path, options.corpus_format):  # an archive's members: when read
             check_text_file(path, compressed_hint=" (a tar of text files, as an OpenWebText "
                             "archive is: --corpus_format=openwebtext reads it)")

@@ -47,8 +47,11 @@ def is_archive(path: str, corpus_format: str = "auto") -> bool:
                          f"got {corpus_format!r}")
     if corpus_format != "auto":
         return corpus_format == "openwebtext"
-    with open(path, "rb") as f:
-        return f.read(len(XZ_MAGIC)) == XZ_MAGIC
+    try:  # the first open of a corpus file: its permissions are said here
+        with open(path, "rb") as f:
+            return f.read(len(XZ_MAGIC)) == XZ_MAGIC
+    except OSError as e:
+        raise InputError(f"corpus file {path}: cannot read it ({e.strerror or e})") from None
 
 
 def _damaged(path: str, error: Exception) -> InputError:

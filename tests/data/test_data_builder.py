@@ -154,14 +154,22 @@ def test_a_build_writing_the_folder_refuses_a_second_and_keeps_its_files(
     assert sorted(os.listdir(out)) == [features_lib.shard_name(0, 1), STATS_FILE]  # no .lock
 
 
+def folder_bytes(out):
+    return {f: (out / f).read_bytes() for f in os.listdir(out)}
+
+
+def earlier_build(corpus, vocab, out):
+    """A build of 2 shards at L 32 in `out`, which the next build replaces; its files."""
+    build_pretraining_data(options(corpus, vocab, out, max_seq_length=32, num_shards=2))
+    return folder_bytes(out)
+
+
 def test_a_failed_overwrite_keeps_the_earlier_build_whole(tiny_corpus, tiny_vocab, tmp_path,
                                                           monkeypatch):
     # The stats are written (where a full disk would fail) before any shard is
     # renamed: the earlier build's shards and stats stay together.
     out = tmp_path / "out"
-    build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
-                                   num_shards=2))
-    before = {f: (out / f).read_bytes() for f in os.listdir(out)}
+    before = earlier_build(tiny_corpus, tiny_vocab, out)
     real_open = open
 
     def full_disk(path, *args, **kwargs):
@@ -174,7 +182,7 @@ def test_a_failed_overwrite_keeps_the_earlier_build_whole(tiny_corpus, tiny_voca
         build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=64,
                                        num_shards=3, overwrite=True))
     monkeypatch.undo()
-    assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
+    assert folder_bytes(out) == before
 
 
 def test_a_full_disk_at_the_marker_leaves_the_earlier_build_as_it_was(
@@ -183,9 +191,7 @@ def test_a_full_disk_at_the_marker_leaves_the_earlier_build_as_it_was(
     beside the earlier build, which every reader then refused ("some may be of the
     earlier build"), with an error naming no file."""
     out = tmp_path / "out"
-    build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
-                                   num_shards=2))
-    before = {f: (out / f).read_bytes() for f in os.listdir(out)}
+    before = earlier_build(tiny_corpus, tiny_vocab, out)
     real_open = open
 
     def full_disk(path, *args, **kwargs):
@@ -201,7 +207,7 @@ def test_a_full_disk_at_the_marker_leaves_the_earlier_build_as_it_was(
                                        num_shards=2, seed=3, overwrite=True))
     monkeypatch.undo()
     assert e.value.filename == str(out / features_lib.UNFINISHED_FILE)
-    assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
+    assert folder_bytes(out) == before
     assert len(check_records(str(out / "pretrain_data.tfrecord*"), 32)) == 2
 
 
