@@ -70,6 +70,10 @@ def define_flags() -> None:
                         "checkpoint: its task (electra_tf's name or the original's; default: "
                         "its task_specific/<task> scope), which also chooses one head of a "
                         "multi-task checkpoint.")
+    flags.DEFINE_string("tf1_task", "", "--from=tf1, a multi-task fine-tuned checkpoint: "
+                        "the original's name of the head to convert (task_specific/NAME), "
+                        "where --task_name is not it (your own task's head recorded as "
+                        "--task_name=classification or tagging).")
     flags.DEFINE_string("label_names", "", "--from=tf1, a fine-tuned classification or "
                         "tagging checkpoint: its labels in logit order, as run_finetuning's "
                         "--label_names (the GLUE tasks have their own).")
@@ -92,6 +96,16 @@ def define_flags() -> None:
                       "for run_pretraining to continue from.")
 
 
+# Flags that only some directions read: elsewhere they would be dropped silently.
+_TF1, _HF, _TO_HF = "--from=tf1", "--from=hf", "--to=hf"
+_FLAG_DIRECTIONS = {
+    "checkpoint": (_TF1,), "model_hparam_overrides": (_TF1,), "tf1_task": (_TF1,),
+    "label_names": (_TF1,), "data_dir": (_TF1,), "do_lower_case": (_TF1,),
+    "resume_checkpoint": (_TF1,), "generator_dir": (_HF,), "drop_task_head": (_HF,),
+    "task_name": (_TF1, _HF), "vocab_file": (_TF1, _HF), "max_seq_length": (_TF1, _HF),
+    "model_size": (_TF1, _HF), "generator": (_TO_HF,)}
+
+
 def main(argv) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -100,6 +114,11 @@ def main(argv) -> None:
         raise InputError("give exactly one of --from=tf1|hf and --to=hf")
     if not FLAGS.output:
         raise InputError("--output is required")
+    direction = f"--from={source}" if source else "--to=hf"
+    for name, directions in _FLAG_DIRECTIONS.items():
+        if FLAGS[name].present and direction not in directions:
+            raise InputError(f"--{name} is for {' or '.join(directions)}, not {direction}; "
+                             "leave it out")
     check_output_folder(FLAGS.output, "--output")  # a file, or a path under one
     if os.path.isdir(FLAGS.output) and os.listdir(FLAGS.output) and not FLAGS.overwrite:
         raise InputError(f"--output {FLAGS.output} already holds files (a model?); pass "
@@ -182,7 +201,8 @@ def _convert(source) -> None:
             write_fresh_pretraining_checkpoint if FLAGS.resume_checkpoint else None,
             task_name=FLAGS.task_name, label_names=FLAGS.label_names,
             do_lower_case=FLAGS.do_lower_case, vocab_file=FLAGS.vocab_file,
-            max_seq_length=FLAGS.max_seq_length, data_dir=FLAGS.data_dir)
+            max_seq_length=FLAGS.max_seq_length, data_dir=FLAGS.data_dir,
+            tf1_task=FLAGS.tf1_task)
         if "task" in report:
             print(f"[convert] {report['kind']}: {len(report['assigned'])} variables -> "
                   f"{FLAGS.output} (a fine-tuning folder of task {report['task']}; "

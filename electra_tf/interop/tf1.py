@@ -319,22 +319,52 @@ TF1_TASK_NAMES = {"sst": "sst2", "sts": "stsb", "squad": "squad_v2", "squadv1": 
 # MrqaTask.default_max_seq_length, the same rule by name).
 
 
+# The tasks of your own data: a head of any original task may be recorded as one of them.
+OWN_DATA_TASKS = ("classification", "tagging")
+
+
 def is_finetuned(weights: dict) -> bool:
     """Whether a TF1 checkpoint is one of run_finetuning.py's (it holds task_specific/*)."""
     return any(n.startswith("task_specific/") for n in weights)
 
 
-def _head_scope(weights: dict, task_name: str) -> tuple[str, list[str]]:
-    """The original task scope to convert (task_specific/<scope>/) and the others."""
+def _head_scope(weights: dict, task_name: str, tf1_task: str = "") -> tuple[str, list[str]]:
+    """The original task scope to convert (task_specific/<scope>/) and the others.
+
+    `tf1_task` names the scope; else `task_name` does (electra_tf's name or the
+    original's); else the checkpoint's only one.
+
+    Raises:
+      ConversionError: no such scope, several and none chosen, or a `task_name` that
+        is another task than the original's head (mrpc's head as qqp).
+    """
+    from electra_tf.tasks.registry import task_names
+
     scopes = sorted({n.split("/")[1] for n in weights if n.startswith("task_specific/")})
-    chosen = [s for s in scopes if task_name and task_name in (s, TF1_TASK_NAMES.get(s, s))]
-    if len(scopes) == 1 and not chosen:  # e.g. your own data's head, recorded as `tagging`
-        chosen = scopes
+    heads = f"task_specific/{', task_specific/'.join(scopes)}"
+    if tf1_task:
+        if tf1_task not in scopes:
+            raise core.ConversionError(f"--tf1_task={tf1_task}: the checkpoint holds no "
+                                       f"task_specific/{tf1_task} (it holds {heads})")
+        chosen = [tf1_task]
+    else:
+        chosen = [s for s in scopes if task_name and task_name in (s, TF1_TASK_NAMES.get(s, s))]
+        if len(scopes) == 1 and not chosen:  # e.g. your own data's head, recorded as `tagging`
+            chosen = scopes
     if len(chosen) != 1:
         raise core.ConversionError(
-            f"the checkpoint holds the heads of {len(scopes)} tasks (task_specific/"
-            f"{', task_specific/'.join(scopes)}); pass --task_name to choose one")
-    return chosen[0], [s for s in scopes if s != chosen[0]]
+            f"the checkpoint holds the heads of {len(scopes)} tasks ({heads}); pass "
+            "--task_name to choose one (--tf1_task=NAME where --task_name is not the "
+            "original's task name: your own data's as classification or tagging)")
+    scope = chosen[0]
+    known = TF1_TASK_NAMES.get(scope, scope)
+    if (task_name and known in task_names() and task_name not in (scope, known)
+            and task_name not in OWN_DATA_TASKS):
+        raise core.ConversionError(
+            f"--task_name={task_name}: task_specific/{scope} is the original's {scope} head "
+            f"(electra_tf's {known}); leave --task_name out, or pass one of "
+            f"{', '.join(OWN_DATA_TASKS)} to record it as your own data's")
+    return scope, [s for s in scopes if s != scope]
 
 
 def head_arrays(weights: dict, scope: str, layers: dict) -> tuple[dict[str, np.ndarray],
@@ -365,7 +395,9 @@ def original_tag_names(data_dir: str, scope: str) -> list[str]:
     tagging_tasks.py's _get_label_mapping: the sorted tags of train.txt, dev.txt
     and test.txt (those there; the last column, -DOCSTART- lines skipped), each
     sentence's tags first made BIOES (tagging_utils.get_span_labels, get_tags)
-    for a span task (the original's chunk), as they are.
+    for a span task (the original's chunk), as they are. As the original's
+    _get_labeled_sentences, a sentence counts when a blank line ends it: a
+    file's last sentence without one after it is not read (nor trained on).
 
     Raises:
       ConversionError: no file, or no tag in them.
@@ -379,7 +411,7 @@ def original_tag_names(data_dir: str, scope: str) -> list[str]:
     for path in files:
         sentence: list[str] = []
         with open(path, encoding="utf-8") as f:
-            for line in list(f) + [""]:
+            for line in f:
                 words = line.strip().split()
                 if words and words[0] != "-DOCSTART-":
                     sentence.append(words[-1])
@@ -431,6 +463,14 @@ def _task_of(scope: str, task_name: str, weights: dict, label_names: str, do_low
     options = {"task_name": name, "do_lower_case": do_lower_case}
     from electra_tf.tasks.registry import task_options
 
+    if label_names and "label_names" not in task_options(name):
+        raise core.ConversionError(
+            f"--label_names: task {name} takes none (a GLUE task's labels are its own, in "
+            "the original's order); leave it out, or pass --task_name=classification to "
+            "record the head as your own data's")
+    if data_dir and "tagging_scheme" not in task_options(name):
+        raise core.ConversionError(f"--data_dir is for a tagging head's labels (its CoNLL "
+                                   f"files); task {name} does not read it: leave it out")
     if "joint_prediction" in task_options(name):  # qa_tasks.py's joint_prediction
         options["joint_prediction"] = prefix + "qa_hidden/kernel" in weights
     if name == "classification" and width == 1 and not label_names:
@@ -454,11 +494,19 @@ def _task_of(scope: str, task_name: str, weights: dict, label_names: str, do_low
             raise core.ConversionError(str(e)) from None
         if name in ("ner", "chunking") and any(t[:2] in ("E-", "S-") for t in tags):
             options["tagging_scheme"] = "BIOES"
+    present = {n[len(prefix):].split("/")[0] for n in weights if n.startswith(prefix)}
     try:
         config = FinetuningConfig(**options)
         task = task_from_config(config)
+        head_config, variant = task.head_class.tf1_variant(task.head_config(), present)
+        if variant:  # e.g. SQuAD 2.0 without the answerability classifier: its null rule
+            options.update(variant)
+            config = FinetuningConfig(**options)
+            task = task_from_config(config)
     except (ConfigError, TypeError) as e:
         raise core.ConversionError(f"--task_name={name}: {e}") from None
+    except ValueError as e:  # tf1_variant: a variant of the head electra_tf has not
+        raise core.ConversionError(f"task_specific/{scope}: {e}") from None
     from electra_tf.tasks.registry import MRQA_TASKS
 
     default = task.default_max_seq_length if name in MRQA_TASKS else \
@@ -468,20 +516,21 @@ def _task_of(scope: str, task_name: str, weights: dict, label_names: str, do_low
         raise core.ConversionError(f"--max_seq_length={length}: the model has {positions} "
                                    "positions (electra/embeddings/position_embeddings)")
     config = FinetuningConfig(**{**options, "max_seq_length": length})
-    want = task.head_class.tf1_width(task.head_config(), len(task.label_names))
+    want = task.head_class.tf1_width(head_config, len(task.label_names))
     if width != want:
         labels = "1 output (a regression)" if task.regression else \
             f"{want} outputs" + (f" ({', '.join(task.label_names)})" if task.label_names else "")
         raise core.ConversionError(
             f"task_specific/{scope}/dense/kernel has {width} outputs, but --task_name={name} "
             f"has {labels}")
-    return config, task
+    return config, task, head_config
 
 
 def import_finetuned(path: str, model_size: str, output: str, overrides: dict | None = None,
                      task_name: str = "", label_names: str = "", vocab_file: str = "",
                      do_lower_case: bool = True, max_seq_length: int = 0, data_dir: str = "",
-                     weights: dict | None = None, skipped: list | None = None) -> dict:
+                     weights: dict | None = None, skipped: list | None = None,
+                     tf1_task: str = "") -> dict:
     """Converts a checkpoint of the original's run_finetuning.py into a fine-tuning folder.
 
     The folder (finetuning_config.json + finetuned.weights.h5, beside the
@@ -500,6 +549,8 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
       path: the checkpoint prefix (or its folder).
       model_size, overrides: as import_checkpoint.
       task_name, label_names: see above; `label_names` as run_finetuning's flag.
+      tf1_task: the original's task (task_specific/<tf1_task>) to convert, where
+        `task_name` does not name it (your own task in a multi-task checkpoint).
       data_dir: a tagging head without `label_names`: the task's CoNLL files, whose
         tags give the original's label order (`original_tag_names`).
       vocab_file: the vocabulary fine-tuned with, where no vocab.txt lies beside the
@@ -519,11 +570,12 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
     if weights is None:
         weights, skipped = read_checkpoint(path)
     source = os.path.abspath(checkpoint_prefix(path))  # a folder: the one read
-    scope, others = _head_scope(weights, task_name)
+    scope, others = _head_scope(weights, task_name, tf1_task)
     encoder_weights = {n: v for n, v in weights.items() if not n.startswith("task_specific/")}
     config = infer_config(encoder_weights, model_size, overrides).discriminator_config()
-    ft_config, task = _task_of(scope, task_name, weights, label_names, do_lower_case,
-                               max_seq_length, config.max_position_embeddings, data_dir)
+    ft_config, task, head_config = _task_of(scope, task_name, weights, label_names,
+                                            do_lower_case, max_seq_length,
+                                            config.max_position_embeddings, data_dir)
     source_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     vocab = vocab_file or os.path.join(source_dir, core.SOURCE_VOCAB)
     if not os.path.isfile(vocab):
@@ -531,7 +583,7 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
             f"{vocab_file or source_dir}: no vocabulary" + ("" if vocab_file else " (vocab.txt)")
             + "; pass --vocab_file, the vocab.txt the model was fine-tuned with")
     check_vocab_size(vocab, config.vocab_size)
-    head, head_config = task.head_class, task.head_config()
+    head = task.head_class
     try:
         layers = head.tf1_layers(head_config)
     except ValueError as e:
@@ -583,7 +635,7 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
     folder.save_finetuned(
         model, task=task, config=ft_config, run=run, encoder=config,
         model_size=model_size_of(config), max_seq_length=ft_config.max_seq_length,
-        converted_from=source)
+        head_config=head_config, converted_from=source)
     folder.write_report(report, kind=task.head)
     return report
 

@@ -29,3 +29,18 @@ def test_overrides_that_are_not_a_json_object_are_one_line(value, message, tmp_p
                       f"--output={tmp_path / 'out'}")
     error_line(proc, message)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_flag_of_another_direction_is_refused_not_dropped(tmp_path):
+    """--label_names given to --from=hf had been dropped silently (the model recorded
+    transformers' id2label instead)."""
+    cases = [(["--from=hf", f"--model_dir={tmp_path / 'hf'}", "--label_names=neg,pos"],
+              "--label_names is for --from=tf1, not --from=hf"),
+             (["--from=tf1", f"--checkpoint={tmp_path / 'ckpt'}", "--generator"],
+              "--generator is for --to=hf, not --from=tf1"),
+             (["--to=hf", f"--model_dir={tmp_path / 'model'}", "--tf1_task=reviews"],
+              "--tf1_task is for --from=tf1, not --to=hf")]
+    for flags, message in cases:
+        proc = run_module("electra_tf.convert", *flags, f"--output={tmp_path / 'out'}")
+        error_line(proc, message, "leave it out")
+        assert not (tmp_path / "out").exists()

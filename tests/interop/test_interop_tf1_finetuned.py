@@ -137,8 +137,9 @@ def test_tagging_labels_from_the_tasks_files_as_the_original_orders_them(h, tmp_
     data = tmp_path / "chunk"
     data.mkdir()
     (data / "train.txt").write_text("-DOCSTART- -X- O\n\nHe PRP B-NP\nreckons VBZ B-VP\n"
-                                    "the DT B-NP\ncurrent JJ I-NP\naccount NN I-NP\n. . O\n")
-    (data / "dev.txt").write_text("rose VBD B-VP\nsharply RB B-ADVP\n\n")
+                                    "the DT B-NP\ncurrent JJ I-NP\naccount NN I-NP\n. . O\n\n")
+    # The original reads a sentence when a blank line ends it: dev.txt's last is not read.
+    (data / "dev.txt").write_text("rose VBD B-VP\nsharply RB B-ADVP\n\nunread NN B-PP\n")
     want = ["B-NP", "E-NP", "I-NP", "O", "S-ADVP", "S-NP", "S-VP"]
     assert tf1.original_tag_names(str(data), "chunk") == want
     assert tf1.original_tag_names(str(data), "pos") == ["B-ADVP", "B-NP", "B-VP", "I-NP", "O"]
@@ -222,6 +223,51 @@ def test_independent_squad_v1_head_drops_the_unread_answerability_classifier(h, 
                                    atol=TOL, rtol=0)
 
 
+def test_squad_v2_without_the_answerability_classifier_scores_no_answer_as_the_original(
+        h, tmp_path):
+    """answerable_classifier=False: qa_metrics.py's null score is min over windows of
+    start[0] + end[0], against the best span's start + end at qa_na_threshold (-2.75):
+    the combined rule without an answerability logit. Eval and the export agree."""
+    import tensorflow as tf
+
+    from electra_tf.core.config import FinetuningConfig
+    from electra_tf.serving.export import load_spec
+    from electra_tf.serving.signatures import ids_outputs
+    from electra_tf.tasks.registry import task_from_config
+    from electra_tf.tasks.squad import SquadExample
+
+    prefix, w = _checkpoint(h, tmp_path, "squad", _qa_layers(joint=False, answerable=False),
+                            seed=19)
+    out, report, model, record = _import(h, tmp_path, prefix)
+    assert (record.task, record.answerable, record.head_options["span_head"]) == \
+        ("squad_v2", False, "independent")
+    assert (record.finetuning["squad_null_rule"], record.finetuning["no_answer_threshold"]) \
+        == ("combined", -2.75)
+    spec = load_spec("squad", out)
+    task = task_from_config(FinetuningConfig.from_dict(record.finetuning))
+    rng = np.random.default_rng(20)
+    examples = [SquadExample(f"q{i}", " ".join(f"w{j}" for j in rng.integers(0, 30, 3)),
+                             " ".join(f"w{j}" for j in rng.integers(0, 30, 12)))
+                for i in range(12)]
+    feats = task.featurize(examples, spec.tokenizer, spec.max_seq_length)
+    assert len(feats) == len(examples)
+    outputs = {k: np.asarray(v) for k, v in model(feats.inputs).items()}
+    assert "answerable_logits" not in outputs
+    preds = task.predictions(outputs, examples, feats)
+    seq = h.np_encoder(w, "electra", feats.inputs, heads=h.sizes["HEADS"])
+    null = (_np_dense(seq[:, 0], w, "task_specific/squad/dense")
+            + _np_dense(seq[:, 0], w, "task_specific/squad/dense_1"))[:, 0]
+    served = ids_outputs(spec, *(tf.constant(feats.inputs[k]) for k in
+                                 ("input_ids", "input_mask", "segment_ids")))
+    for r, ex in enumerate(examples):
+        p = preds[ex.qas_id]
+        assert p.null_score == pytest.approx(null[r], abs=1e-4)
+        assert p.answer == ("" if p.null_odds > -2.75 else p.text)
+        assert float(served["null_odds"][r]) == pytest.approx(p.null_odds, abs=1e-4)
+        assert bool(served["has_answer"][r]) == (p.answer != ""), (ex, p)
+    assert {p.answer == "" for p in preds.values()} == {True, False}  # the rule decides
+
+
 def test_mrqa_joint_head_is_an_mrqa_task(h, tmp_path):
     prefix, w = _checkpoint(h, tmp_path, "triviaqa", _qa_layers(), seed=15)
     out, report, model, record = _import(h, tmp_path, prefix, max_seq_length=24)
@@ -258,6 +304,42 @@ def test_multi_task_checkpoint_converts_the_chosen_head(h, tmp_path):
                                rtol=0)
 
 
+def test_your_own_task_in_a_multi_task_checkpoint_is_chosen_by_its_original_name(h, tmp_path):
+    rng = np.random.default_rng(1)
+    rte = {f"task_specific/rte/{k}": v for k, v in _head(rng, h, [("dense", H, 2)]).items()}
+    prefix, w = _checkpoint(h, tmp_path, "reviews", [("dense", H, 3)], seed=12, extra=rte)
+    with pytest.raises(core.ConversionError, match=r"pass --task_name to choose one "
+                                                   r"\(--tf1_task=NAME where"):
+        _import(h, tmp_path / "a", prefix, task_name="classification", label_names="a,b,c")
+    with pytest.raises(core.ConversionError, match=r"--tf1_task=review: the checkpoint holds "
+                                                   r"no task_specific/review \(it holds "
+                                                   r"task_specific/reviews, task_specific/rte"):
+        _import(h, tmp_path / "b", prefix, task_name="classification", tf1_task="review")
+    out, report, model, record = _import(h, tmp_path / "c", prefix, tf1_task="reviews",
+                                         task_name="classification", label_names="a,b,c")
+    assert (record.task, record.label_names, report["tf1_task"]) == \
+        ("classification", ("a", "b", "c"), "reviews")
+    inputs = h.padded_inputs(seed=13)
+    seq = h.np_encoder(w, "electra", inputs, heads=h.sizes["HEADS"])
+    np.testing.assert_allclose(model(inputs)["logits"],
+                               _np_dense(seq[:, 0], w, "task_specific/reviews/dense"),
+                               atol=TOL, rtol=0)
+
+
+def test_options_the_task_would_drop_are_refused(h, tmp_path):
+    """A GLUE head keeps its own labels and its task: --label_names, --data_dir or another
+    GLUE --task_name had been dropped or taken silently."""
+    prefix, _ = _checkpoint(h, tmp_path, "mrpc", [("dense", H, 2)], seed=14)
+    cases = [({"label_names": "no,yes"}, r"--label_names: task mrpc takes none"),
+             ({"data_dir": str(tmp_path)}, r"--data_dir is for a tagging head's labels"),
+             ({"task_name": "qqp"}, r"--task_name=qqp: task_specific/mrpc is the original's "
+                                    r"mrpc head \(electra_tf's mrpc\); leave --task_name out")]
+    for i, (options, message) in enumerate(cases):
+        with pytest.raises(core.ConversionError, match=message):
+            _import(h, tmp_path / str(i), prefix, **options)
+        assert not (tmp_path / str(i) / "out").exists()
+
+
 def test_own_data_classifier_takes_label_names(h, tmp_path):
     prefix, w = _checkpoint(h, tmp_path, "reviews", [("dense", H, 3)], seed=13)
     with pytest.raises(core.ConversionError, match=r"task_specific/reviews, which is no "
@@ -291,8 +373,14 @@ def test_refusals_are_one_line_and_write_nothing(h, tmp_path):
     # answerable_uses_start_logits=False: a one-layer answerability classifier.
     prefix, _ = _checkpoint(h, tmp_path / "c", "squad",
                             _qa_layers(answerable=False) + [("dense_2", H, 1)])
-    with pytest.raises(core.ConversionError, match="dense_3/kernel is not in the checkpoint"):
+    with pytest.raises(core.ConversionError, match=r"task_specific/squad: the head has a "
+                                                   r"one-layer answerability classifier"):
         _import(h, tmp_path / "c", prefix)
+    # answerable_classifier=False with the joint head: a null score electra_tf has not.
+    prefix, _ = _checkpoint(h, tmp_path / "f", "squad", _qa_layers(answerable=False))
+    with pytest.raises(core.ConversionError, match=r"no answerability classifier .* and the "
+                                                   r"joint span head"):
+        _import(h, tmp_path / "f", prefix)
     # A max_seq_length past the position table.
     prefix, _ = _checkpoint(h, tmp_path / "d", "mrpc", [("dense", H, 2)])
     with pytest.raises(core.ConversionError, match=r"--max_seq_length=64: the model has 32 "
@@ -304,7 +392,7 @@ def test_refusals_are_one_line_and_write_nothing(h, tmp_path):
     with pytest.raises(core.ConversionError, match=r"model.ckpt-3000: task_specific/mrpc/dense/"
                                                    rf"kernel has shape \({H + 1}, 2\) but "):
         _import(h, tmp_path / "e", prefix)
-    for case in "abcde":
+    for case in "abcdef":
         assert not (tmp_path / case / "out").exists()
 
 

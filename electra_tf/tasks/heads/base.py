@@ -206,6 +206,19 @@ class Head(keras.layers.Layer):
         raise NotImplementedError(f"the original has no fine-tuned {cls.kind} head")
 
     @classmethod
+    def tf1_variant(cls, config, present) -> tuple[Any, dict]:
+        """The head config a checkpoint of the original holds where its task's config
+        builds another variant, and the FinetuningConfig options that go with it.
+
+        Args:
+          config: the task's head config; present: the original's layer names under
+            task_specific/<task>/ (dense, dense_1, ...).
+        Raises:
+          ValueError: a variant electra_tf has no head for (one line).
+        """
+        return config, {}
+
+    @classmethod
     def tf1_unread(cls, config) -> dict[str, tuple[str, ...]]:
         """The original's layers of such a head that a head of `config` never reads (their
         variables are skipped, reported), as tf1_layers."""

@@ -78,7 +78,11 @@ class SpanConfig(HeadConfig):
 
 @dataclasses.dataclass(frozen=True)
 class SpanServing(ServingOptions):
-    answerable: bool = False  # SQuAD 2.0
+    answerable: bool = False  # an answerability logit (SQuAD 2.0, as electra_tf trains it)
+    # SQuAD 2.0 (with or without that logit): has_answer also needs null_odds <= the
+    # threshold. Without the logit (a transformers or the original's classifier-less
+    # model) the null rule is "combined" of start + end at [CLS].
+    v2: bool = False
     span_head: str = "independent"  # the trained variant ("joint": a beam)
     max_query_length: int = 64
     max_answer_length: int = 30
@@ -245,6 +249,39 @@ class SpanHead(Head):
         return layers
 
     @classmethod
+    def tf1_variant(cls, config, present):
+        """SQuAD 2.0 trained with the original's answerable_classifier=False: no
+        dense_2/dense_3. qa_metrics.py then scores no-answer BERT's way, null odds =
+        min over windows of start[0] + end[0], minus the best span's start + end
+        logits, against qa_na_threshold: the "combined" rule without an answerability
+        logit, at the original's threshold.
+
+        Raises:
+          ValueError: that with the joint head (whose null score the original reads
+            from the [CLS] start logit against beam log-probabilities), or a one-layer
+            classifier (answerable_uses_start_logits=False).
+        """
+        if not config.answerable:
+            return config, {}
+        if "dense_2" in present and "dense_3" not in present:
+            raise ValueError("the head has a one-layer answerability classifier (dense_2 "
+                             "alone: the original's answerable_uses_start_logits=False), "
+                             "which electra_tf does not have")
+        if "dense_2" in present:
+            return config, {}
+        if config.span_head == "joint":
+            raise ValueError("the head has no answerability classifier (the original's "
+                             "answerable_classifier=False) and the joint span head, whose "
+                             "no-answer score the original reads from the [CLS] start logit "
+                             "against the beam's log-probabilities: a rule electra_tf does "
+                             "not have")
+        from electra_tf.core.config import FinetuningConfig
+
+        return (dataclasses.replace(config, answerable=False),
+                {"squad_null_rule": "combined",
+                 "no_answer_threshold": FinetuningConfig.qa_na_threshold})
+
+    @classmethod
     def tf1_unread(cls, config) -> dict:
         """The original builds the answerability classifier for every QA task; a head
         without `answerable` never reads it."""
@@ -335,7 +372,7 @@ class SpanHead(Head):
         Raises:
           InputError: the combined rule recorded with the joint head.
         """
-        from electra_tf.tasks.squad import null_options
+        from electra_tf.tasks.squad import VERSIONS, null_options
 
         null = null_options(record.finetuning)
         span_head = record.head_options["span_head"]
@@ -343,6 +380,7 @@ class SpanHead(Head):
             raise InputError(f"--checkpoint {checkpoint}: the combined null rule needs the "
                              "independent head's end logits, but the model has the joint head")
         return SpanServing(answerable=record.answerable, span_head=span_head,
+                           v2=record.answerable or VERSIONS.get(record.task) == "2.0",
                            max_query_length=max_query_length,
                            max_answer_length=max_answer_length,
                            null_rule=null["null_odds_from"],
@@ -380,9 +418,18 @@ class SpanHead(Head):
                 "max_answer_length": spec.max_answer_length,
                 "max_query_length": spec.max_query_length,
                 "question_limit": cls.pack_limit(spec)}
-        if spec.answerable:
-            info.update(null_rule=spec.null_rule, no_answer_threshold=spec.no_answer_threshold)
+        if spec.v2:
+            info.update(null_rule=cls._null_rule(spec),
+                        no_answer_threshold=spec.no_answer_threshold)
         return info
+
+    @classmethod
+    def _null_rule(cls, spec) -> str:
+        """The recorded rule with an answerability logit; without one the combined rule's
+        start + end at [CLS] (the joint head has no end logit there: "none")."""
+        if spec.answerable:
+            return spec.null_rule
+        return "none" if spec.span_head == "joint" else "combined"
 
     @classmethod
     def _span(cls, spec, out, mask, type_ids, graph):
@@ -393,12 +440,11 @@ class SpanHead(Head):
         else:
             span = graph.span_outputs(out["start_logits"], out["end_logits"], mask, type_ids,
                                       spec.max_answer_length)
-        rule = spec.null_rule if spec.answerable else (
-            "none" if spec.span_head == "joint" else "combined")
         span["no_answer_score"], span["null_odds"] = graph.null_outputs(
-            rule, span["answer_score"], out.get("answerable_logits") if spec.answerable
-            else None, out["start_logits"], out.get("end_logits"), spec.answerable_weight)
-        if spec.answerable:
+            cls._null_rule(spec), span["answer_score"],
+            out.get("answerable_logits") if spec.answerable else None,
+            out["start_logits"], out.get("end_logits"), spec.answerable_weight)
+        if spec.v2:
             span["has_answer"] = span["has_span"] & (span["null_odds"]
                                                      <= spec.no_answer_threshold)
         else:
