@@ -19,8 +19,9 @@ Every split the run will read (train, dev with do_eval, test with
 do_predict) is read and featurized before the first step, so bad data stops
 the run before it trains; so does a --vocab_file other than the
 checkpoint's, or a sequence longer than its positions. A loss that becomes
-NaN or infinite stops the run before those weights are saved
-(loop.check_finite). Ctrl-C or SIGTERM lets the running chunk of steps finish
+NaN or infinite stops the run before those weights are saved, and so does a
+non-finite gradient norm (loop.check_finite: in a chunk's last step only the
+norm shows it, its loss being computed before the update). Ctrl-C or SIGTERM lets the running chunk of steps finish
 (loop.InterruptGate), saves a checkpoint, then stops with one line (a run of
 several processes: all of them, at the same step, `_stop_agreement`); a second
 Ctrl-C during an epoch's dev evaluation stops it at once, and the resumed run
@@ -602,6 +603,7 @@ class Finetuning:
 
     chief = True
     backend = ""  # "tensorflow" or "jax"
+    last_grad_norm: float | None = None  # the last train_steps' mean gradient norm
 
     @property
     def step(self) -> int:
@@ -914,7 +916,8 @@ class Finetuning:
                 stop_point()  # a second signal during the chunk: stop before the save
                 slow_chunks.chunk(k, time.monotonic() - t_chunk)
                 check_finite(float(loss), step + 1, step + k, checkpoints.latest,
-                             f"lower --learning_rate (it was {learning_rate:.1e})")
+                             f"lower --learning_rate (it was {learning_rate:.1e})",
+                             grad_norm=self.last_grad_norm)
                 step += k
                 n -= k
                 if n == 0 or cfg.save_checkpoints_steps > 0 \

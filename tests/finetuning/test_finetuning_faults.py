@@ -182,6 +182,35 @@ def test_a_non_finite_loss_stops_before_saving(pretrained_dir, toy_sst2_dir, tmp
     assert not (out / "finetuned.weights.h5").exists()
 
 
+def test_a_non_finite_gradient_in_a_chunks_last_step_is_not_saved(pretrained_dir, toy_sst2_dir,
+                                                                   tmp_path, monkeypatch):
+    """A step's loss is computed before its update: an infinite gradient in a chunk's last
+    step (clipping then makes every gradient NaN) passed the loss check, and the
+    checkpoint after it was saved with NaN weights (and the final weights after it)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from electra_tf.training.backends import tensorflow as backend
+
+    real = backend.apply_reduced_gradients
+
+    def poisoned(optimizer, grads, variables, clip_norm):  # the 3rd update only
+        bad = tf.where(tf.equal(optimizer.iterations, 2), np.float32(np.inf), np.float32(0))
+        return real(optimizer, [grads[0] + bad] + list(grads[1:]), variables, clip_norm)
+
+    monkeypatch.setattr(backend, "apply_reduced_gradients", poisoned)
+    out = tmp_path / "out"
+    with pytest.raises(Diverged, match=r"^the gradients' norm became (nan|inf) in step 3; "
+                                       r"stopped without saving those weights: the last "
+                                       r"checkpoint \(ckpt-2\) is kept"):
+        finetune("--task_name=sst2", f"--init_checkpoint={pretrained_dir}",
+                 f"--data_dir={toy_sst2_dir}", f"--model_dir={out}", "--max_seq_length=16",
+                 "--save_checkpoints_steps=1", "--log_every_steps=1", "--do_eval=false")
+    saved = sorted(p.name for p in (out / "checkpoints").glob("ckpt-*.index"))
+    assert saved[-1] == "ckpt-2.index"
+    assert not (out / "finetuned.weights.h5").exists()
+
+
 def test_a_model_dir_that_is_a_file_or_in_use_is_refused(pretrained_dir, toy_sst2_dir, tmp_path):
     from electra_tf.core.fileio import FolderLock
 

@@ -600,26 +600,29 @@ class JaxFinetuning(Finetuning):
             return loss / self.num_replicas, (loss, new_non_trainable)
 
         (_, (loss, non_trainable)), grads = jax.value_and_grad(loss_fn, has_aux=True)(trainable)
-        grads, _ = clip_by_global_norm(grads, self.config.clip_norm)
+        grads, norm = clip_by_global_norm(grads, self.config.clip_norm)
         trainable, opt_vars = self.optimizer.stateless_apply(opt_vars, grads, trainable)
-        return (trainable, non_trainable, opt_vars), loss / task.loss_count(labels)
+        return (trainable, non_trainable, opt_vars), loss / task.loss_count(labels), norm
 
     def train_steps(self, iterator, num_steps: int) -> float:
-        """Runs `num_steps` optimizer steps (after build_optimizer); returns the mean loss.
+        """Runs `num_steps` optimizer steps (after build_optimizer); returns the mean loss
+        (and sets `last_grad_norm`).
 
         The variables hold the state of the last finished step even when
         Ctrl-C lands between steps (so the loop's checkpoint is of that step).
         """
-        state, step, total = training_state(self.model, self.optimizer), self.step, 0.0
+        state, step = training_state(self.model, self.optimizer), self.step
+        total = norms = 0.0
         try:
             for i in range(num_steps):
                 stop_point()  # a second Ctrl-C or SIGTERM (loop.InterruptGate)
                 seed = jnp.asarray([self.config.seed, step + i], dtype="int32")
                 batch = to_device(next(iterator), self.distribution)
-                state, loss = self._train_step(state, batch, seed)
-                total = total + loss
+                state, loss, norm = self._train_step(state, batch, seed)
+                total, norms = total + loss, norms + norm
         finally:
             assign_training_state(self.model, self.optimizer, state)
+        self.last_grad_norm = float(norms) / num_steps
         return float(total) / num_steps
 
     # === Prediction and checkpoints ===

@@ -484,6 +484,7 @@ class TensorFlowFinetuning(Finetuning):
                                jit_compile=run.jit_compile, reduce_retracing=True)
         self._train_steps = traced(self._train_steps_fn)
         self._loss_sum = tf.Variable(0.0, trainable=False)  # host-side, per train_steps call
+        self._norm_sum = tf.Variable(0.0, trainable=False)
 
     def _scope(self):
         return self.strategy.scope()
@@ -510,25 +511,30 @@ class TensorFlowFinetuning(Finetuning):
     def _replica_step(self, batch):
         seed = replica_seed(self.config.seed, self.optimizer.iterations)
         loss, grads = self._fwd_bwd(batch, seed)
-        apply_reduced_gradients(self.optimizer, grads, self._variables, self.config.clip_norm)
-        return loss
+        norm = apply_reduced_gradients(self.optimizer, grads, self._variables,
+                                       self.config.clip_norm)
+        return loss, norm
 
     def _train_steps_fn(self, iterator, num_steps):
         def step():
-            loss = self.strategy.run(self._replica_step, args=(next(iterator),))
-            self._loss_sum.assign_add(self.strategy.reduce(tf.distribute.ReduceOp.MEAN, loss,
-                                                           None))
+            loss, norm = self.strategy.run(self._replica_step, args=(next(iterator),))
+            mean = tf.distribute.ReduceOp.MEAN
+            self._loss_sum.assign_add(self.strategy.reduce(mean, loss, None))
+            self._norm_sum.assign_add(self.strategy.reduce(mean, norm, None))
 
         repeat(num_steps, step)
 
     def train_steps(self, iterator, num_steps: int) -> float:
-        """Runs `num_steps` optimizer steps (after build_optimizer); returns the mean loss.
+        """Runs `num_steps` optimizer steps (after build_optimizer); returns the mean loss
+        (and sets `last_grad_norm`).
 
         Args:
           iterator: from `train_iterator`.
         """
         self._loss_sum.assign(0.0)
+        self._norm_sum.assign(0.0)
         self._train_steps(iterator, tf.constant(num_steps))
+        self.last_grad_norm = float(self._norm_sum.numpy()) / num_steps
         return float(self._loss_sum.numpy()) / num_steps
 
     def _predict_batch(self, inputs: dict) -> dict:
