@@ -65,7 +65,7 @@ class TaskResult:
     task: str
     model_size: str
     values: tuple[float, ...]  # in the README's scale, one per trial
-    dropped: int = 0  # trials whose value is not a finite number (left out)
+    dropped: int = 0  # trials whose value is not a finite number, or diverged (left out)
 
     @property
     def median(self) -> float:
@@ -116,7 +116,8 @@ def read_folder(folder: str) -> TaskResult | None:
         if not done:
             raise InputError(f"{folder}: no finished trial in {trials.TRIALS}")
         sizes = {t.get("model_size", "") for t in done}
-        values = _finite_values(folder, task, [_value(folder, task, t["results"]) for t in done])
+        values = _finite_values(folder, task, [  # a diverged trial: no value (dropped)
+            None if t.get("diverged") else _value(folder, task, t["results"]) for t in done])
         return TaskResult(folder, task, sizes.pop() if len(sizes) == 1 else "custom", values,
                           dropped=len(done) - len(values))
     if not is_finetuning_folder(folder):
@@ -190,8 +191,8 @@ def markdown(table: dict) -> str:
             if cell is None:
                 cells.append("--")
             elif cell.get("dropped"):  # trials left out: never a bare single value
-                cells.append(f"{cell['median']:.1f} (n={cell['n']}; {cell['dropped']} not "
-                             "finite)")
+                cells.append(f"{cell['median']:.1f} (n={cell['n']}; {cell['dropped']} left "
+                             "out)")
             elif "n" in cell and cell["n"] > 1:
                 cells.append(f"{cell['median']:.1f} (n={cell['n']})")
             else:

@@ -13,7 +13,11 @@ with `--seed=seed+k-1`, and the group folder `OUT` holds:
   results.txt   the same as text: a line per trial, as the original's
                 results.txt, then the summary lines
 
-Each trial resumes as a single run does (its own checkpoints): a finished
+A trial whose training diverges (a NaN or infinite loss or gradient norm:
+loop.check_finite) is recorded as such, with the error's line and no results,
+and the group goes on to the next seed: the summary's n counts the trials that
+finished, and the log and results.txt name the diverged ones. Each trial
+resumes as a single run does (its own checkpoints): a finished or diverged
 trial (recorded in trials.json) is skipped, so re-running the command after a
 Ctrl-C in trial k skips 1..k-1 and resumes trial k. A group's trials share
 their settings: re-running OUT with other hyperparameters, checkpoint or data
@@ -33,7 +37,7 @@ import statistics
 from typing import Callable
 
 from electra_tf.core.config import FinetuningConfig, FinetuningRun
-from electra_tf.core.errors import ConfigError, InputError
+from electra_tf.core.errors import ConfigError, Diverged, InputError
 from electra_tf.core.fileio import FolderLock, atomic_write_text
 from electra_tf.folders.files import (
     FINETUNING_CONFIG,
@@ -125,6 +129,8 @@ def _wrong_field(record: dict) -> str | None:
             return f"trial {trial['trial']} has no results object of splits"
         if not isinstance(trial.get("model_size", ""), str):
             return f"trial {trial['trial']}'s model_size is not a string"
+        if not isinstance(trial.get("diverged", ""), str):
+            return f"trial {trial['trial']}'s diverged is not a string"
     return None
 
 
@@ -254,6 +260,9 @@ def check_trial_folder(folder: str, run: FinetuningRun) -> None:
 def _results_txt(record: dict) -> str:
     lines = []
     for t in record["trials"]:
+        if t.get("diverged"):
+            lines.append(f"trial {t['trial']} (seed {t['seed']}) {record['task']}: diverged: "
+                         f"{t['diverged']}")
         for split, metrics in t["results"].items():
             lines.append(f"trial {t['trial']} (seed {t['seed']}) {record['task']} {split}: "
                          + " - ".join(f"{k}: {v:.4f}" for k, v in metrics.items()
@@ -305,11 +314,18 @@ class TrialGroup:
     def finished(self, trial: int) -> dict | None:
         return next((t for t in self.record["trials"] if t["trial"] == trial), None)
 
+    def diverged(self) -> list[dict]:
+        """The trials recorded as diverged."""
+        return [t for t in self.record["trials"] if t.get("diverged")]
+
     def add(self, trial: int, seed: int, model_dir: str, results: dict,
-            model_size: str = "") -> None:
+            model_size: str = "", diverged: str = "") -> None:
+        """Records a trial's final results, or (`diverged`: the error's line, no
+        results) that its training diverged."""
         trials = [t for t in self.record["trials"] if t["trial"] != trial]
         trials.append({"trial": trial, "seed": seed, "model_dir": model_dir,
-                       "model_size": model_size, "results": results})
+                       "model_size": model_size, "results": results,
+                       **({"diverged": diverged} if diverged else {})})
         self.record["trials"] = sorted(trials, key=lambda t: t["trial"])
         self.record["summary"] = self._summary()
         self.write()
@@ -342,6 +358,7 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
       final_results: a trainer's results -> the final evaluation ({split: metrics}).
     Raises:
       Interrupted: from the trial that was running (the finished ones are recorded).
+      Diverged: every trial diverged (each recorded).
     """
     n = run.num_trials
     with FolderLock(os.path.normpath(run.model_dir), "--model_dir"):
@@ -351,19 +368,28 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
             folder = trial_dir(run.model_dir, k)
             done = group.finished(k)
             if done is not None:
-                log("finetune", f"trial {k}/{n} (seed {seed}, {folder}): finished, skipped: "
-                                f"{done['results']}")
+                what = (f"diverged, skipped: {done['diverged']}" if done.get("diverged")
+                        else f"finished, skipped: {done['results']}")
+                log("finetune", f"trial {k}/{n} (seed {seed}, {folder}): {what}")
                 continue
             check_trial_folder(folder, run)
             log("finetune", f"trial {k}/{n}: seed {seed}, --model_dir={folder}")
             trainer = make_trainer(dataclasses.replace(config, seed=seed),
                                    dataclasses.replace(run, model_dir=folder, num_trials=1))
-            results = final_results(trainer.train())
+            diverged = ""
+            try:
+                results = final_results(trainer.train())
+            except Diverged as e:  # this seed's; the next ones may train
+                results, diverged = {}, str(e)
             size = getattr(trainer, "size", "")  # the checkpoint's size name, or "custom"
             del trainer
             free_models()
-            group.add(k, seed, folder, results, size)
-            log("finetune", f"trial {k}/{n} done: {results}")
+            group.add(k, seed, folder, results, size, diverged=diverged)
+            if diverged:
+                log("finetune", f"trial {k}/{n} diverged: {diverged}; recorded, left out of "
+                                "the summary: the next trial goes on")
+            else:
+                log("finetune", f"trial {k}/{n} done: {results}")
             if k != n and not run.keep_all_models and os.path.isdir(folder):
                 shutil.rmtree(folder)  # the original's keep_all_models=False
         if group.stale:  # every trial had finished: the files' summary is brought up to date
@@ -377,5 +403,13 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
                             f"{len(group.record['trials'])}")
         for line in summary_lines(task_name, group.record["summary"]):
             log("finetune", line)
+        bad = group.diverged()
+        if bad and len(bad) == len(group.record["trials"]):
+            raise Diverged(f"every trial diverged ({len(bad)}; recorded in {group.path}), "
+                           f"e.g. trial {bad[0]['trial']}: {bad[0]['diverged']}")
+        if bad:
+            log("finetune", f"{len(bad)} of {len(group.record['trials'])} trials diverged "
+                            f"(trial {', '.join(str(t['trial']) for t in bad)}): the summary "
+                            "is over the others")
         log("finetune", f"wrote {group.path} and {os.path.join(group.folder, RESULTS_TXT)}")
     return group.record["summary"]

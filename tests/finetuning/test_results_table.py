@@ -139,6 +139,7 @@ def _trials_file(path, trials_value):
     ([1], r"trials\[0\] is not an object"),
     ([{"model_size": "small"}], "trial 1 has no results object"),
     ([{"model_size": ["x"], "results": {}}], "trial 1's model_size is not a string"),
+    ([{"results": {}, "diverged": True}], "trial 1's diverged is not a string"),
     ([{"results": {"dev": {"mcc": "high"}}}], "its final cola dev mcc is 'high', not a number"),
     ([{"results": {"dev": {"mcc": float("nan")}}}], "no finite cola result"),
     ([{"results": {"dev": {"mcc": 10 ** 400}}}], "no finite cola result"),  # OverflowError
@@ -150,13 +151,15 @@ def test_a_damaged_trials_file_is_one_clear_error(tmp_path, trials_value, messag
 
 def test_non_finite_trials_are_left_out_of_the_median_and_a_folder_without_results_named(
         tmp_path, tiny_vocab):
+    diverged = {"results": {}, "diverged": "the training loss became nan in step 3; ..."}
     group = _trials_file(tmp_path / "group", [{"results": {"dev": {"mcc": v}}}
-                                              for v in (0.5, float("nan"), 0.7, None)])
+                                              for v in (0.5, float("nan"), 0.7, None)]
+                         + [diverged])
     table = results_table([group])
     cell = table["rows"][0]["cells"][0]
     assert (cell["median"], cell["n"], cell["values"]) == (60.0, 2, [50.0, 70.0])
-    assert cell["dropped"] == 2  # NaN, and null (as a non-number is written now)
-    assert "| 60.0 (n=2; 2 not finite) |" in markdown(table)
+    assert cell["dropped"] == 3  # NaN, null (as a non-number is written now), diverged
+    assert "| 60.0 (n=2; 3 left out) |" in markdown(table)
     summary = trials.summarize([{"dev": {"mcc": v}} for v in (0.5, 10 ** 400, True, 0.7)])
     assert summary["dev"]["mcc"]["n"] == 2  # a float's overflow had raised
     folder = finetuned_folder(tmp_path / "rte", "rte", {"dev": {"accuracy": 0.7}}, tiny_vocab)

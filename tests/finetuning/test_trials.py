@@ -2,6 +2,7 @@
 results and their summary in MODEL_DIR/trials.json, finished trials skipped, an
 interrupted one resumed."""
 
+import dataclasses
 import json
 import os
 import re
@@ -13,7 +14,7 @@ import pytest
 from helpers import REPO, finetuning_from_flags, patience, popen_python
 
 from electra_tf.core.config import FinetuningConfig, FinetuningRun
-from electra_tf.core.errors import ConfigError, InputError
+from electra_tf.core.errors import ConfigError, Diverged, InputError
 from electra_tf.training import trials
 from electra_tf.training.finetuning import Finetuning
 from electra_tf.training.loop import Interrupted
@@ -190,6 +191,50 @@ def test_scores_that_are_not_numbers_are_written_as_null(tmp_path):
     write_results(str(tmp_path / "run"), {"epoch_1": {"dev": {"x": float("inf")}}})
     assert json.loads((tmp_path / "run" / "results.json").read_text(), **strict)[
         "epoch_1"] == {"dev": {"x": None}}
+
+
+def test_a_diverged_trial_is_recorded_and_the_group_goes_on(tmp_path, capsys):
+    """One seed's NaN had stopped the group, and every rerun stopped at it again (same
+    seed, same divergence): no summary could ever be written without new settings."""
+    class DivergesAtSeed8(FakeTrainer):
+        def train(self):
+            if self.config.seed == 8:
+                os.makedirs(self.run.model_dir, exist_ok=True)
+                raise Diverged("the training loss became nan in step 3; stopped without "
+                               "saving those weights")
+            return super().train()
+
+    config, run = fake_runs(tmp_path, 3)
+    summary = trials.run_trials(config, run, "sst2", DivergesAtSeed8, Finetuning.final_results)
+    assert summary["dev"]["accuracy"]["n"] == 2
+    assert summary["dev"]["accuracy"]["median"] == pytest.approx((1.2 + 1.4) / 2)
+    out = str(tmp_path / "out")
+    record = trials.read_trials(out)
+    assert [(t["trial"], t["results"] != {}, t.get("diverged", "")[:28])
+            for t in record["trials"]] == [(1, True, ""), (2, False, "the training loss became "
+                                                                 "nan"), (3, True, "")]
+    err = capsys.readouterr().err
+    assert "trial 2/3 diverged: the training loss became nan in step 3" in err
+    assert "1 of 3 trials diverged (trial 2): the summary is over the others" in err
+    assert ("trial 2 (seed 8) sst2: diverged: the training loss became nan in step 3"
+            in (tmp_path / "out" / "results.txt").read_text())
+    # a rerun trains nothing: the diverged trial is recorded (its seed would diverge again)
+    made = []
+
+    def make_trainer(c, r):
+        made.append(c.seed)
+        return DivergesAtSeed8(c, r)
+
+    trials.run_trials(config, run, "sst2", make_trainer, Finetuning.final_results)
+    assert made == []
+    assert f"trial 2/3 (seed 8, {out}_2): diverged, skipped: the training loss" in \
+        capsys.readouterr().err
+    # every trial diverged: no summary to give, an error (each trial is recorded)
+    config, run = fake_runs(tmp_path / "all", 1)
+    with pytest.raises(Diverged, match=r"^every trial diverged \(1; recorded in .*trials.json"
+                                       r"\), e.g. trial 1: the training loss became nan"):
+        trials.run_trials(dataclasses.replace(config, seed=8), run, "sst2", DivergesAtSeed8,
+                          Finetuning.final_results)
 
 
 @pytest.mark.slow
