@@ -321,12 +321,26 @@ class FlopsPhase:
         return self.per_sequence * self.batch_size
 
 
+# The paper's Table 1 counts inference FLOPs on one input of this many tokens.
+TABLE1_SEQ_LENGTH = 128
+
+
+def inference_flops(encoder: EncoderConfig, seq_len: int) -> float:
+    """FLOPs of the kept model on one sequence of a classification task: its encoder
+    and a binary classifier on every token (the original's get_infer_flops, which
+    the paper's Table 1 reports at 128 tokens: ELECTRA-Small 3.7e9, Base 2.9e10)."""
+    return encoder_hparams(encoder, seq_len).get_infer_flops()
+
+
 @dataclasses.dataclass(frozen=True)
 class PretrainingFlops:
-    """The training FLOPs of a run: per step (each phase's) and in all."""
+    """The training FLOPs of a run: per step (each phase's) and in all; and the kept
+    model's inference FLOPs per sequence at the length it ends training with and at
+    the paper's Table 1 length (128)."""
 
     phases: tuple[FlopsPhase, ...]
     output_frac: float
+    inference: dict = dataclasses.field(default_factory=dict)  # {seq length: FLOPs}
 
     @property
     def flops_per_step(self) -> float:
@@ -344,7 +358,8 @@ class PretrainingFlops:
                 "phases": [{"name": p.name, "steps": p.steps, "train_batch_size": p.batch_size,
                             "flops_per_step": p.per_step,
                             "flops_per_sequence": p.per_sequence, "parts": dict(p.parts)}
-                           for p in self.phases]}
+                           for p in self.phases],
+                "inference_flops_per_sequence": {str(k): v for k, v in self.inference.items()}}
 
     def summary(self) -> str:
         """One console line: per step and for the whole run."""
@@ -353,8 +368,10 @@ class PretrainingFlops:
             f"{p.per_step:.3e} per step" + (f" of {p.name} ({p.steps:,} steps)"
                                             if len(self.phases) > 1 else "")
             + f" ({p.batch_size} sequences)" for p in self.phases)
-        return (f"training FLOPs: {each}, {self.total:.3e} for {steps:,} steps (counted as "
-                "the original's flops_computation.py)")
+        infer = "".join(f"; inference {v:.3e} per sequence of {k}" for k, v in
+                        sorted(self.inference.items()))
+        return (f"training FLOPs: {each}, {self.total:.3e} for {steps:,} steps{infer} "
+                "(counted as the original's flops_computation.py)")
 
 
 def pretraining_flops(config: PretrainingConfig,
@@ -396,4 +413,8 @@ def pretraining_flops(config: PretrainingConfig,
                              second.train_batch_size))
     else:
         phases = (FlopsPhase(config.training_algorithm, n, parts, config.train_batch_size),)
-    return PretrainingFlops(phases, output_frac)
+    final_length = config.phase2_max_seq_length if config.phase2_steps else \
+        config.max_seq_length
+    inference = {length: inference_flops(config.discriminator_config(), length)
+                 for length in sorted({TABLE1_SEQ_LENGTH, final_length})}
+    return PretrainingFlops(phases, output_frac, inference)

@@ -61,6 +61,23 @@ def test_the_paper_configurations_cost_what_the_original_counts(name, flagfile, 
     assert counted.to_dict()["total_flops"] == counted.total
 
 
+def test_inference_flops_are_the_papers_table_1_and_the_runs_own_length():
+    """The kept model on one 128-token input (the original's get_infer_flops): the paper's
+    Table 1 gives 3.7e9 for ELECTRA-Small and 2.9e10 for Base; a run also records its
+    own final length (Base trains at 512; a two-phase run ends at phase 2's)."""
+    small = flops.pretraining_flops(flagfile_config("small"))
+    assert small.inference == {128: pytest.approx(3.677e9, rel=1e-3)}
+    assert f"{small.inference[128]:.1e}" == "3.7e+09"
+    assert small.to_dict()["inference_flops_per_sequence"] == {"128": small.inference[128]}
+    assert "; inference 3.677e+09 per sequence of 128 (counted as" in small.summary()
+    base = flops.pretraining_flops(flagfile_config("base"))
+    assert f"{base.inference[128]:.1e}" == "2.9e+10" and sorted(base.inference) == [128, 512]
+    assert base.inference[512] > 4 * base.inference[128]  # attention grows with L^2
+    two = flops.pretraining_flops(flagfile_config("small", phase2_steps=1000,
+                                                  phase2_max_seq_length=512))
+    assert sorted(two.inference) == [128, 512]
+
+
 def test_the_ported_table_is_the_originals():
     for name, value in ORIGINAL.items():
         assert flops.MODEL_FLOPS[name] == pytest.approx(value, rel=1e-12), name
