@@ -103,7 +103,7 @@ _FLAG_DIRECTIONS = {
     "label_names": (_TF1,), "data_dir": (_TF1,), "do_lower_case": (_TF1,),
     "resume_checkpoint": (_TF1,), "generator_dir": (_HF,), "drop_task_head": (_HF,),
     "task_name": (_TF1, _HF), "vocab_file": (_TF1, _HF), "max_seq_length": (_TF1, _HF),
-    "model_size": (_TF1, _HF), "generator": (_TO_HF,)}
+    "model_size": (_TF1, _HF), "generator": (_TO_HF,), "model_dir": (_HF, _TO_HF)}
 
 
 def main(argv) -> None:
@@ -218,9 +218,12 @@ def _convert(source) -> None:
         if not FLAGS.model_dir:
             raise InputError("--from=hf needs --model_dir")
         for folder in filter(None, (FLAGS.model_dir, FLAGS.generator_dir)):
-            report = hf.import_model(folder, FLAGS.output, FLAGS.model_size, FLAGS.drop_task_head,
-                                     task_name=FLAGS.task_name, vocab_file=FLAGS.vocab_file,
-                                     max_seq_length=FLAGS.max_seq_length)
+            task = folder == FLAGS.model_dir  # the task flags are the --model_dir's
+            report = hf.import_model(folder, FLAGS.output, FLAGS.model_size,
+                                     FLAGS.drop_task_head and task,
+                                     task_name=FLAGS.task_name if task else "",
+                                     vocab_file=FLAGS.vocab_file,
+                                     max_seq_length=FLAGS.max_seq_length if task else 0)
             if folder == FLAGS.generator_dir and report["kind"] != "masked_lm":
                 raise InputError(f"--generator_dir={folder} holds a {report['kind']} model, not "
                                  "an ElectraForMaskedLM (the pre-training generator)")

@@ -350,6 +350,12 @@ def detect_kind(weights: dict) -> str:
 
 
 # === Import ===
+# What a folder of no task head holds, by detect_kind's kind.
+_ARCHITECTURES = {"masked_lm": "ElectraForMaskedLM (a generator)",
+                  "pretraining": "ElectraForPreTraining (a discriminator)",
+                  "model": "ElectraModel (an encoder)"}
+
+
 def import_model(model_dir: str, output: str, model_size: str = "",
                  drop_task_head: bool = False, task_name: str = "", vocab_file: str = "",
                  max_seq_length: int = 0) -> dict:
@@ -385,9 +391,22 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
     weights = read_weights(model_dir)
     kind = detect_kind(weights)
     head = heads.head_class(kind) if kind in heads.HEADS else None
-    dropped = head if drop_task_head and head is not None and head.hf_droppable else None
+    held = head.hf_architecture if head is not None else _ARCHITECTURES[kind]
+    if drop_task_head and (head is None or not head.hf_droppable):
+        raise core.ConversionError(
+            f"--drop_task_head: {model_dir} holds an {held}, "
+            + ("which has no task head to drop" if head is None else
+               "whose head electra_tf converts as a fine-tuning folder")
+            + "; leave --drop_task_head out")
+    dropped = head if drop_task_head else None
     if dropped is not None:
         kind, head = "model", None
+    given = [f for f, v in (("task_name", task_name), ("max_seq_length", max_seq_length)) if v]
+    if given and head is None:  # what a task model takes: here it would be dropped
+        raise core.ConversionError(
+            f"--{given[0]} is for a task model (a head electra_tf fine-tunes), and "
+            f"{model_dir} holds an {held}" + (" (its head dropped)" if dropped else "")
+            + "; leave it out")
     core.check_finite({k: v for k, v in weights.items()
                   if not (dropped is not None and dropped.hf_owns(k))}, model_dir)
     if kind != "masked_lm":  # a generator is a fraction of the size it goes with

@@ -319,10 +319,6 @@ TF1_TASK_NAMES = {"sst": "sst2", "sts": "stsb", "squad": "squad_v2", "squadv1": 
 # MrqaTask.default_max_seq_length, the same rule by name).
 
 
-# The tasks of your own data: a head of any original task may be recorded as one of them.
-OWN_DATA_TASKS = ("classification", "tagging")
-
-
 def is_finetuned(weights: dict) -> bool:
     """Whether a TF1 checkpoint is one of run_finetuning.py's (it holds task_specific/*)."""
     return any(n.startswith("task_specific/") for n in weights)
@@ -338,7 +334,7 @@ def _head_scope(weights: dict, task_name: str, tf1_task: str = "") -> tuple[str,
       ConversionError: no such scope, several and none chosen, or a `task_name` that
         is another task than the original's head (mrpc's head as qqp).
     """
-    from electra_tf.tasks.registry import task_names
+    from electra_tf.tasks.registry import get_task, has_own_labels, task_names
 
     scopes = sorted({n.split("/")[1] for n in weights if n.startswith("task_specific/")})
     heads = f"task_specific/{', task_specific/'.join(scopes)}"
@@ -358,12 +354,17 @@ def _head_scope(weights: dict, task_name: str, tf1_task: str = "") -> tuple[str,
             "original's task name: your own data's as classification or tagging)")
     scope = chosen[0]
     known = TF1_TASK_NAMES.get(scope, scope)
-    if (task_name and known in task_names() and task_name not in (scope, known)
-            and task_name not in OWN_DATA_TASKS):
-        raise core.ConversionError(
-            f"--task_name={task_name}: task_specific/{scope} is the original's {scope} head "
-            f"(electra_tf's {known}); leave --task_name out, or pass one of "
-            f"{', '.join(OWN_DATA_TASKS)} to record it as your own data's")
+    if task_name and known in task_names() and task_name not in (scope, known):
+        # Another task of the same head, without labels of its own (your data's, or a
+        # span task's): a GLUE task's labels, or another head, would be the wrong model.
+        head = get_task(known).head
+        others = [n for n in task_names()
+                  if n != known and not has_own_labels(n) and get_task(n).head == head]
+        if task_name not in others:
+            raise core.ConversionError(
+                f"--task_name={task_name}: task_specific/{scope} is the original's {scope} "
+                f"head (electra_tf's {known}, a {head} head); leave --task_name out, or "
+                f"record it as another task of that head: {', '.join(others)}")
     return scope, [s for s in scopes if s != scope]
 
 

@@ -19,8 +19,8 @@ from electra_tf.core.config import FinetuningConfig
 from electra_tf.core.errors import ConfigError
 from electra_tf.tasks.base import format_label_names, parse_label_names
 
-__all__ = ["FAMILIES", "format_label_names", "get_task", "squad_null_options",
-           "task_from_config", "task_names", "task_options"]
+__all__ = ["FAMILIES", "format_label_names", "get_task", "has_own_labels",
+           "squad_null_options", "task_from_config", "task_names", "task_options"]
 
 # Task families: module in tasks/ -> its task names (None: the module's GLUE_TASKS). The
 # order is that in which a refused option is looked for (your own files' options first).
@@ -65,6 +65,12 @@ def _family_of(name: str) -> str:
         if name in _names(family):
             return family
     raise ConfigError(f"unknown task_name {name!r}; known: {', '.join(task_names())}")
+
+
+def has_own_labels(name: str) -> bool:
+    """Whether task `name` has labels of its own (a GLUE task: its label set and order,
+    or its regression), rather than your data's or none (a span task)."""
+    return _family_of(name) == "glue"
 
 
 def _refuse_others_options(name: str, family: str, config: FinetuningConfig) -> None:

@@ -632,6 +632,19 @@ class Finetuning:
             else:
                 task.read(run.data_dir, "train")
         check_recorded_labels(task, run.model_dir)
+        if not run.do_train and not run.from_scratch and not has_checkpoints(run.model_dir) \
+                and is_finetuning_folder(run.init_checkpoint):
+            # An evaluation of a fine-tuning folder: its model as it was trained, not with
+            # layers the task would add (SQuAD 2.0's classifier, random).
+            record = read_finetuning_config(run.init_checkpoint)
+            if record.task == task.name:
+                head_config, changes = task.head_class.as_recorded(record, head_config, config)
+                if changes:
+                    config = self.config = dataclasses.replace(config, **changes)
+                    task = self.task = task_from_config(config)
+                    log("finetune", f"evaluating {run.init_checkpoint}'s model as it was "
+                                    "trained: " + " ".join(f"--{k}={v}"
+                                                           for k, v in changes.items()))
         with self._scope():
             keras.utils.set_random_seed(config.seed)
             init = None  # a fine-tuning folder's model: its encoder, then its head

@@ -39,7 +39,10 @@ def test_a_flag_of_another_direction_is_refused_not_dropped(tmp_path):
              (["--from=tf1", f"--checkpoint={tmp_path / 'ckpt'}", "--generator"],
               "--generator is for --to=hf, not --from=tf1"),
              (["--to=hf", f"--model_dir={tmp_path / 'model'}", "--tf1_task=reviews"],
-              "--tf1_task is for --from=tf1, not --to=hf")]
+              "--tf1_task is for --from=tf1, not --to=hf"),
+             (["--from=tf1", f"--checkpoint={tmp_path / 'ckpt'}", "--model_size=small",
+               f"--model_dir={tmp_path / 'model'}"],
+              "--model_dir is for --from=hf or --to=hf, not --from=tf1")]
     for flags, message in cases:
         proc = run_module("electra_tf.convert", *flags, f"--output={tmp_path / 'out'}")
         error_line(proc, message, "leave it out")

@@ -314,3 +314,23 @@ def test_a_generator_of_another_vocabulary_is_refused_beside_its_discriminator(h
     assert (out / "vocab.txt").read_text() == before
     (tmp_path / "g" / "hf" / "vocab.txt").write_text(before)
     assert hf.import_model(gen, str(out))["kind"] == "masked_lm"  # the same tokens: kept
+
+
+def test_task_flags_a_model_would_drop_are_refused(h, tmp_path):
+    """--task_name or --max_seq_length given for a model of no task head, and
+    --drop_task_head for one whose head is not dropped, had been ignored silently."""
+    pretraining = _folder(h, tmp_path / "p", cls="ElectraForPreTraining")
+    _refused(pretraining, tmp_path / "a", r"--task_name is for a task model .* holds an "
+                                          r"ElectraForPreTraining \(a discriminator\)",
+             task_name="sst2")
+    _refused(pretraining, tmp_path / "b", "--max_seq_length is for a task model",
+             max_seq_length=16)
+    _refused(pretraining, tmp_path / "c", r"--drop_task_head: .* which has no task head to "
+                                          "drop", drop_task_head=True)
+    qa = _folder(h, tmp_path / "q", cls="ElectraForQuestionAnswering")
+    _refused(qa, tmp_path / "d", r"--drop_task_head: .* holds an ElectraForQuestionAnswering, "
+                                 "whose head electra_tf converts as a fine-tuning folder",
+             drop_task_head=True)
+    classifier = _folder(h, tmp_path / "s", num_labels=2)
+    _refused(classifier, tmp_path / "e", r"--task_name is for a task model .* \(its head "
+                                         "dropped\\)", drop_task_head=True, task_name="sst2")

@@ -266,6 +266,24 @@ def test_squad_v2_without_the_answerability_classifier_scores_no_answer_as_the_o
         assert float(served["null_odds"][r]) == pytest.approx(p.null_odds, abs=1e-4)
         assert bool(served["has_answer"][r]) == (p.answer != ""), (ex, p)
     assert {p.answer == "" for p in preds.values()} == {True, False}  # the rule decides
+    # run_finetuning --do_train=false evaluates the folder's model as it is: it had added a
+    # random answerability classifier and read its logit by the default rule.
+    from helpers import finetune
+
+    data = tmp_path / "squad"
+    data.mkdir()
+    qas = [{"id": ex.qas_id, "question": ex.question, "is_impossible": True, "answers": []}
+           for ex in examples]
+    (data / "dev-v2.0.json").write_text(json.dumps({"version": "v2.0", "data": [
+        {"title": "t", "paragraphs": [{"context": ex.context, "qas": [q]}
+                                      for ex, q in zip(examples, qas)]}]}))
+    trainer, _ = finetune("--task_name=squad_v2", f"--init_checkpoint={out}",
+                          "--do_train=false", "--joint_prediction=false",
+                          f"--data_dir={data}", f"--model_dir={tmp_path / 'eval'}")
+    assert not trainer.model.head.answerable
+    assert (trainer.task.null_odds_from, trainer.task.no_answer_threshold) == ("combined", -2.75)
+    written = json.loads((tmp_path / "eval" / "squad_v2_dev_predictions.json").read_text())
+    assert written == {ex.qas_id: preds[ex.qas_id].answer for ex in examples}
 
 
 def test_mrqa_joint_head_is_an_mrqa_task(h, tmp_path):
@@ -273,6 +291,9 @@ def test_mrqa_joint_head_is_an_mrqa_task(h, tmp_path):
     out, report, model, record = _import(h, tmp_path, prefix, max_seq_length=24)
     assert (record.task, record.answerable, record.head_options["span_head"],
             record.max_seq_length) == ("triviaqa", False, "joint", 24)
+    # recorded as another span task of no labels of its own: any file of that format
+    *_, other = _import(h, tmp_path / "mrqa", prefix, max_seq_length=24, task_name="mrqa")
+    assert other.task == "mrqa"
     assert sum("answerability classifier" in s for s in report["skipped"]) == 4
     inputs = h.padded_inputs(seed=16)
     seq = h.np_encoder(w, "electra", inputs, heads=h.sizes["HEADS"])
@@ -333,7 +354,12 @@ def test_options_the_task_would_drop_are_refused(h, tmp_path):
     cases = [({"label_names": "no,yes"}, r"--label_names: task mrpc takes none"),
              ({"data_dir": str(tmp_path)}, r"--data_dir is for a tagging head's labels"),
              ({"task_name": "qqp"}, r"--task_name=qqp: task_specific/mrpc is the original's "
-                                    r"mrpc head \(electra_tf's mrpc\); leave --task_name out")]
+                                    r"mrpc head \(electra_tf's mrpc, a sequence_classification "
+                                    r"head\); leave --task_name out, or record it as another "
+                                    r"task of that head: classification$"),
+             # the same shapes, another head: a tagger had come out of a classifier
+             ({"task_name": "tagging", "label_names": "a,b"}, r"--task_name=tagging: "
+                                                              r"task_specific/mrpc is the")]
     for i, (options, message) in enumerate(cases):
         with pytest.raises(core.ConversionError, match=message):
             _import(h, tmp_path / str(i), prefix, **options)

@@ -183,6 +183,15 @@ class Head(keras.layers.Layer):
         return f"{cls.kind} head"
 
     @classmethod
+    def as_recorded(cls, record, config, finetuning) -> tuple[Any, dict]:
+        """An evaluation-only run of a fine-tuning folder of this head's task: the head
+        config of the folder's model where the task's `config` would add layers the
+        folder lacks (they would evaluate at their random initial values), and the
+        FinetuningConfig changes that go with it. `record`: the folder's
+        FinetunedRecord; `finetuning`: the run's FinetuningConfig. Default: as given."""
+        return config, {}
+
+    @classmethod
     def continues(cls, had, want) -> str | None:
         """None when a head trained with `had` can go on training as `want` (same kind);
         else what differs and the flag that continues it."""

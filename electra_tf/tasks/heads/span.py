@@ -223,6 +223,18 @@ class SpanHead(Head):
         return missing
 
     @classmethod
+    def as_recorded(cls, record, config, finetuning):
+        """A SQuAD 2.0 model without an answerability classifier (imported from
+        transformers, or the original's answerable_classifier=False): evaluated
+        without one, by the combined rule at the folder's threshold (unless the run
+        asks for the combined rule itself), not with a random classifier."""
+        if not config.answerable or record.answerable:
+            return config, {}
+        changes = {} if finetuning.squad_null_rule == "combined" else {
+            "squad_null_rule": "combined", "no_answer_threshold": record.no_answer_threshold}
+        return dataclasses.replace(config, answerable=False), changes
+
+    @classmethod
     def continues(cls, had, want) -> str | None:
         if had.span_head != want.span_head:
             return (f"the {had.span_head} span head; pass "
