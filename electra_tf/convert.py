@@ -83,7 +83,8 @@ def define_flags() -> None:
     flags.DEFINE_bool("do_lower_case", True, "--from=tf1: the original's do_lower_case "
                       "(True for the released models), recorded with the model, as "
                       "--from=hf records its tokenizer's casing: fine-tuning refuses another "
-                      "casing, and the export's tokenizer follows it.")
+                      "casing, and the export's tokenizer follows it. --from=hf: the casing "
+                      "of a folder whose tokenizer files do not say (against theirs: refused).")
     flags.DEFINE_string("vocab_file", "", "--from=hf, a task model: the vocabulary, where the "
                         "folder has no vocab.txt or tokenizer.json; --from=tf1, a fine-tuned "
                         "checkpoint: the vocab.txt it was fine-tuned with, where none lies "
@@ -100,7 +101,7 @@ def define_flags() -> None:
 _TF1, _HF, _TO_HF = "--from=tf1", "--from=hf", "--to=hf"
 _FLAG_DIRECTIONS = {
     "checkpoint": (_TF1,), "model_hparam_overrides": (_TF1,), "tf1_task": (_TF1,),
-    "label_names": (_TF1,), "data_dir": (_TF1,), "do_lower_case": (_TF1,),
+    "label_names": (_TF1,), "data_dir": (_TF1,), "do_lower_case": (_TF1, _HF),
     "resume_checkpoint": (_TF1,), "generator_dir": (_HF,), "drop_task_head": (_HF,),
     "task_name": (_TF1, _HF), "vocab_file": (_TF1, _HF), "max_seq_length": (_TF1, _HF),
     "model_size": (_TF1, _HF), "generator": (_TO_HF,), "model_dir": (_HF, _TO_HF)}
@@ -223,7 +224,9 @@ def _convert(source) -> None:
                                      FLAGS.drop_task_head and task,
                                      task_name=FLAGS.task_name if task else "",
                                      vocab_file=FLAGS.vocab_file,
-                                     max_seq_length=FLAGS.max_seq_length if task else 0)
+                                     max_seq_length=FLAGS.max_seq_length if task else 0,
+                                     do_lower_case=FLAGS.do_lower_case
+                                     if FLAGS["do_lower_case"].present else None)
             if folder == FLAGS.generator_dir and report["kind"] != "masked_lm":
                 raise InputError(f"--generator_dir={folder} holds a {report['kind']} model, not "
                                  "an ElectraForMaskedLM (the pre-training generator)")

@@ -226,18 +226,35 @@ def read_casing(model_dir: str) -> bool | None:
     return None if lower is None else bool(lower)
 
 
-def read_tokenizer(model_dir: str, output: str, vocab_file: str = "") -> tuple[str, bool]:
+def casing(model_dir: str, given: bool | None = None) -> bool | None:
+    """The folder's casing (`read_casing`), else `given` (--do_lower_case: None when
+    not given).
+
+    Raises:
+      ConversionError: `given` against what the folder says.
+    """
+    lower = read_casing(model_dir)
+    if given is not None and lower is not None and bool(given) != lower:
+        raise core.ConversionError(
+            f"--do_lower_case={str(bool(given)).lower()}: {model_dir}'s tokenizer "
+            f"{'lower-cases' if lower else 'keeps case'} (tokenizer_config.json or "
+            "tokenizer.json); leave the flag out")
+    return lower if lower is not None else (None if given is None else bool(given))
+
+
+def read_tokenizer(model_dir: str, output: str, vocab_file: str = "",
+                   do_lower_case: bool | None = None) -> tuple[str, bool]:
     """The vocabulary and casing of a transformers folder: (vocab path in `output`, lower).
 
     The vocabulary: `vocab_file` if given, else the folder's vocab.txt, else the
     WordPiece vocabulary inside tokenizer.json (written to output/vocab.txt in id
-    order). The casing: `read_casing`, else True (ELECTRA's released models are
-    uncased).
+    order). The casing: `casing` (the folder's, else `do_lower_case`), else True
+    (ELECTRA's released models are uncased).
 
     Raises:
       ConversionError: no vocabulary, or a casing electra_tf's tokenizer cannot follow.
     """
-    lower = read_casing(model_dir)
+    lower = casing(model_dir, do_lower_case)
     lower = True if lower is None else lower
     folder = ConvertedFolder(output)
     if vocab_file:
@@ -358,11 +375,13 @@ _ARCHITECTURES = {"masked_lm": "ElectraForMaskedLM (a generator)",
 
 def import_model(model_dir: str, output: str, model_size: str = "",
                  drop_task_head: bool = False, task_name: str = "", vocab_file: str = "",
-                 max_seq_length: int = 0) -> dict:
+                 max_seq_length: int = 0, do_lower_case: bool | None = None) -> dict:
     """Converts one transformers ELECTRA folder into (part of) an electra_tf model_dir.
 
     A task model (a head of tasks/heads/) becomes a fine-tuning folder (`write_task_folder`);
-    `task_name`, `vocab_file` and `max_seq_length` are for those. A conversion that
+    `task_name`, `vocab_file` and `max_seq_length` are for those. `do_lower_case`: the
+    casing where the folder does not say (None: a task model is taken as uncased, a
+    discriminator's is left unrecorded); against what it says, refused. A conversion that
     fails midway (a full disk) removes what it wrote: the folder it made, or the
     files it added to one that was there, so no half folder (a vocab.txt alone) is left.
 
@@ -370,11 +389,12 @@ def import_model(model_dir: str, output: str, model_size: str = "",
     """
     with undo_on_failure(output):
         return _import_model(model_dir, output, model_size, drop_task_head, task_name,
-                             vocab_file, max_seq_length)
+                             vocab_file, max_seq_length, do_lower_case)
 
 
 def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: bool,
-                  task_name: str, vocab_file: str, max_seq_length: int) -> dict:
+                  task_name: str, vocab_file: str, max_seq_length: int,
+                  do_lower_case: bool | None = None) -> dict:
     from electra_tf.modeling.models import ElectraGenerator, build_discriminator
     from electra_tf.tasks.model import FinetuningModel
 
@@ -414,9 +434,9 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
     task_model = head is not None
     if task_model:  # before any file is written: a folder it cannot describe is refused
         head_config = check_task_head(model_dir, hf_config, weights, head)
-        vocab, lower = read_tokenizer(model_dir, output, vocab_file)
+        vocab, lower = read_tokenizer(model_dir, output, vocab_file, do_lower_case)
     elif kind != "masked_lm":  # recorded with the discriminator (None: the folder says not)
-        lower = read_casing(model_dir)
+        lower = casing(model_dir, do_lower_case)
     scope = "generator" if kind == "masked_lm" else "electra"
     skipped, converted, source_names = [], {}, {}
     for key, value in weights.items():

@@ -334,3 +334,18 @@ def test_task_flags_a_model_would_drop_are_refused(h, tmp_path):
     classifier = _folder(h, tmp_path / "s", num_labels=2)
     _refused(classifier, tmp_path / "e", r"--task_name is for a task model .* \(its head "
                                          "dropped\\)", drop_task_head=True, task_name="sst2")
+
+
+def test_do_lower_case_gives_the_casing_a_folder_does_not_say(h, tmp_path):
+    """A folder without tokenizer files had been taken as uncased whatever the model was
+    trained with, with no flag to say otherwise."""
+    classifier = _folder(h, tmp_path / "s", num_labels=2)  # vocab.txt only: says nothing
+    hf.import_model(classifier, str(tmp_path / "cased"), do_lower_case=False)
+    assert folders.finetuned.read_finetuning_config(str(tmp_path / "cased")).do_lower_case \
+        is False
+    hf.import_model(classifier, str(tmp_path / "default"))
+    assert folders.finetuned.read_finetuning_config(str(tmp_path / "default")).do_lower_case
+    (tmp_path / "s" / "hf" / "tokenizer_config.json").write_text('{"do_lower_case": true}')
+    _refused(classifier, tmp_path / "against", r"--do_lower_case=false: .* lower-cases "
+                                               r"\(tokenizer_config.json or tokenizer.json\); "
+                                               "leave the flag out", do_lower_case=False)
