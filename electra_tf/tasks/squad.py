@@ -73,7 +73,9 @@ from electra_tf.tasks import base, squad_eval
 from electra_tf.text.cleaning import without_lone_surrogates
 
 _BATCH = 256  # texts per tokenizer call
-_NO_SPAN_SCORE = -1e9  # score of the empty answer when no valid span exists
+# Score of the empty answer when no window has a valid span: the answer is then "" (the
+# original's qa_metrics.py submits the placeholder text "empty" there, scored 0).
+_NO_SPAN_SCORE = -1e9
 
 
 @dataclasses.dataclass(frozen=True)
