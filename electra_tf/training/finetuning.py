@@ -89,6 +89,7 @@ from electra_tf.training.loop import (
     SlowChunkNote,
     check_finite,
     chunk_size,
+    finite_weights,
     log,
     set_precision,
     stop_point,
@@ -256,7 +257,7 @@ def copy_weights(source, target) -> None:
 
 
 def start_from_finetuned(model, finetuned, record, init_checkpoint: str, task,
-                         head_config) -> str:
+                         head_config, evaluation: bool = False) -> str:
     """Starts a fine-tuning model's head from a fine-tuning folder's model (`finetuned`
     and its `record`, loaded once; the encoder came through `discriminator_of`);
     returns what was done, for the log.
@@ -265,10 +266,12 @@ def start_from_finetuned(model, finetuned, record, init_checkpoint: str, task,
     regression or not), with the same variant (`Head.continues`: the span or
     classifier head). Its output columns are taken by label name in the task's
     order; a label, or a layer (SQuAD 2.0's answerability classifier), the
-    folder lacks starts from its initial values.
+    folder lacks starts from its initial values; with `evaluation` (the run only
+    evaluates this model) it is refused: it would be scored at random values.
 
     Raises:
-      ConfigError: another head kind or variant (naming the flag that continues it).
+      ConfigError: another head kind or variant (naming the flag that continues it), or
+        with `evaluation` a label or layer the folder lacks.
     """
     had_cls, want_cls = record.head_class, task.head_class
     had, want = had_cls.describe(record.head_config), want_cls.describe(head_config)
@@ -295,6 +298,13 @@ def start_from_finetuned(model, finetuned, record, init_checkpoint: str, task,
                               for j, i in enumerate(index)], axis=-1)
         variable.assign(value)
     missing = [name for name in new if old and name not in old]
+    if evaluation and (missing or fresh):
+        lacks = [f"label {n}" for n in missing] + sorted({k.rsplit("/", 1)[0] for k in fresh})
+        raise ConfigError(
+            f"--do_train=false evaluates --init_checkpoint={init_checkpoint}'s model as it is, "
+            f"but {task.name} here has what it lacks ({', '.join(lacks)}), which would be "
+            f"scored at random values; evaluate it as it was trained ({record.task}, its "
+            "recorded options), or train those (--do_train)")
     notes = [f"its head from {init_checkpoint}"]
     if old and new and old != new:
         notes.append("output columns matched by label name")
@@ -637,7 +647,7 @@ class Finetuning:
             # An evaluation of a fine-tuning folder: its model as it was trained, not with
             # layers the task would add (SQuAD 2.0's classifier, random).
             record = read_finetuning_config(run.init_checkpoint)
-            if record.task == task.name:
+            if record.head_class is task.head_class:
                 head_config, changes = task.head_class.as_recorded(record, head_config, config)
                 if changes:
                     config = self.config = dataclasses.replace(config, **changes)
@@ -673,8 +683,9 @@ class Finetuning:
                                          config=head_config)
             self.model.build()
             if init is not None:
-                log("finetune", start_from_finetuned(self.model, *init, run.init_checkpoint,
-                                                     task, head_config))
+                log("finetune", start_from_finetuned(
+                    self.model, *init, run.init_checkpoint, task, head_config,
+                    evaluation=not run.do_train and not has_checkpoints(run.model_dir)))
         vocab_file = run.vocab_file or recorded_vocab
         if run.vocab_file and not run.from_scratch:
             check_pretraining_vocab(run.vocab_file, run.init_checkpoint)
@@ -894,9 +905,14 @@ class Finetuning:
                 return self._train_loop(checkpoints, results, steps_per_epoch, total,
                                         stop_at_step, gate)
         except KeyboardInterrupt:
-            saved = gate.safe_to_save and checkpoints.save() is not None
+            # Weights a diverging step left NaN are never saved (a second signal stops
+            # before the chunk's check).
+            finite = finite_weights(self.model.weights)
+            saved = gate.safe_to_save and finite and checkpoints.save() is not None
             raise Interrupted(self.step, saved=saved, signum=gate.signum,
-                              left_peers=not gate.safe_to_save) from None
+                              left_peers=not gate.safe_to_save,
+                              why="" if finite else " (the weights had become NaN or "
+                                                    "infinite: the run was diverging)") from None
 
     def _stop_agreement(self):
         """On a run of several processes, the collective by which they agree to stop
@@ -926,15 +942,18 @@ class Finetuning:
                 k = chunk_size(step, step + n, cfg.save_checkpoints_steps, run.log_every_steps)
                 t_chunk = time.monotonic()
                 loss = self.train_steps(iterator, k)
-                stop_point()  # a second signal during the chunk: stop before the save
                 slow_chunks.chunk(k, time.monotonic() - t_chunk)
+                saving = k == n or cfg.save_checkpoints_steps > 0 \
+                    and (step + k) % cfg.save_checkpoints_steps == 0
                 check_finite(float(loss), step + 1, step + k, checkpoints.latest,
                              f"lower --learning_rate (it was {learning_rate:.1e})",
-                             grad_norm=self.last_grad_norm)
+                             grad_norm=self.last_grad_norm,
+                             weights_finite=finite_weights(self.model.weights) if saving
+                             else None)
+                stop_point()  # a second signal during the chunk: stop before the save
                 step += k
                 n -= k
-                if n == 0 or cfg.save_checkpoints_steps > 0 \
-                        and step % cfg.save_checkpoints_steps == 0:
+                if saving:
                     checkpoints.save()
                 self._log(f"epoch {epoch + 1} step {step}/{total} loss {loss:.4f} "
                           f"({k * cfg.train_batch_size / (time.monotonic() - t0):.0f} ex/s)")

@@ -55,8 +55,18 @@ def chunk_size(step: int, end: int, *periods: int) -> int:
     return n
 
 
+def finite_weights(variables) -> bool:
+    """Whether every floating-point variable holds only finite values (computed where the
+    variables live; one small result each)."""
+    import keras
+
+    return all(bool(keras.ops.convert_to_numpy(keras.ops.all(keras.ops.isfinite(v))))
+               for v in variables if "float" in str(v.dtype))
+
+
 def check_finite(loss: float, first_step: int, last_step: int, checkpoint: str | None,
-                 hint: str, grad_norm: float | None = None) -> None:
+                 hint: str, grad_norm: float | None = None,
+                 weights_finite: bool | None = None) -> None:
     """Raises Diverged, before anything is saved, if a chunk's loss is NaN or infinite,
     or (when given) its gradients' norm.
 
@@ -73,14 +83,20 @@ def check_finite(loss: float, first_step: int, last_step: int, checkpoint: str |
       checkpoint: the latest checkpoint's path, or None.
       hint: what to change, for the message.
       grad_norm: the chunk's mean gradient norm (before clipping), or None.
+      weights_finite: whether the weights after the chunk are finite (`finite_weights`,
+        asked before a save: an update too large for float32 overflows them from
+        finite gradients), or None.
     """
-    if math.isfinite(loss) and (grad_norm is None or math.isfinite(grad_norm)):
+    if math.isfinite(loss) and (grad_norm is None or math.isfinite(grad_norm)) \
+            and weights_finite is not False:
         return
     steps = f"step {last_step}" if first_step == last_step else \
         f"steps {first_step}-{last_step}"
     kept = (f"the last checkpoint ({os.path.basename(checkpoint)}) is kept" if checkpoint
             else "no checkpoint was saved")
     what = (f"the training loss became {loss}" if not math.isfinite(loss) else
+            "the weights became NaN or infinite (an update too large)"
+            if grad_norm is None or math.isfinite(grad_norm) else
             f"the gradients' norm became {grad_norm}")
     raise Diverged(f"{what} in {steps}; stopped without saving "
                    f"those weights: {kept}, no final weights were written; {hint}")
@@ -100,10 +116,11 @@ class Interrupted(KeyboardInterrupt):
     `left_peers` whether this process stopped without the others of its run."""
 
     def __init__(self, step: int, saved: bool = True, signum: int | None = None,
-                 left_peers: bool = False):
-        super().__init__(f"interrupted at step {step}; "
+                 left_peers: bool = False, why: str = "", message: str = ""):
+        super().__init__(message or f"interrupted at step {step}; "
                          + ("checkpoint saved; rerun to resume" if saved else
-                            "no checkpoint was saved; a rerun starts from the latest one"))
+                            f"no checkpoint was saved{why}; a rerun starts from the "
+                            "latest one"))
         self.step = step
         self.signum = signum or signal.SIGINT
         # A process of several that stopped alone (a second signal): its exit hooks
@@ -224,6 +241,11 @@ class InterruptGate:
             InterruptGate.active = None
         if exc_type is None:
             self.check()
+        elif self.requested and not issubclass(exc_type, KeyboardInterrupt):
+            # The block stopped on an error with a stop request pending (a run that
+            # diverged as the signal came): kept for the caller (`signals.pending`), so
+            # that a loop of runs (trials) stops instead of starting the next.
+            signals.received = self.signum
         return False
 
 

@@ -53,6 +53,7 @@ from electra_tf.training.loop import (
     SlowChunkNote,
     check_finite,
     chunk_size,
+    finite_weights,
     log,
     set_precision,
     stop_point,
@@ -301,9 +302,14 @@ class Pretraining:
                     return {}
                 final = self.evaluate() if run.eval_data else {}
         except KeyboardInterrupt:
-            saved = gate.safe_to_save and self._save_after_interrupt()
+            # Weights a diverging step left NaN are never saved (a second signal stops
+            # before the chunk's check).
+            finite = self.state_lost or finite_weights(self.model.weights)
+            saved = gate.safe_to_save and finite and self._save_after_interrupt()
             raise Interrupted(self.step, saved=saved, signum=gate.signum,
-                              left_peers=not gate.safe_to_save) from None
+                              left_peers=not gate.safe_to_save,
+                              why="" if finite else " (the weights had become NaN or "
+                                                    "infinite: the run was diverging)") from None
         except _tensorflow_data_errors() as e:
             raise self._bad_record(e) from None
         except RecordError as e:  # the NumPy input names the file itself
@@ -356,12 +362,14 @@ class Pretraining:
                            run.eval_every_steps)
             t0 = time.monotonic()
             results = self.train_steps(iterator, n)
-            stop_point()  # a second signal during the chunk: stop before the save
             slow_chunks.chunk(n, time.monotonic() - t0)
+            saving = step + n == end or (step + n) % cfg.save_checkpoints_steps == 0
             check_finite(float(results["loss"]), step + 1, step + n, self.checkpoints.latest,
                          f"lower --learning_rate (it was {cfg.learning_rate}), or check "
                          "that --train_data's records were built with this --vocab_file",
-                         grad_norm=float(results["grad_norm"]))
+                         grad_norm=float(results["grad_norm"]),
+                         weights_finite=finite_weights(self.model.weights) if saving else None)
+            stop_point()  # a second signal during the chunk: stop before the save
             results["learning_rate"] = float(keras.ops.convert_to_numpy(
                 self.optimizer.learning_rate))  # the next step's
             results["sequences_per_second"] = n * phase.train_batch_size / (time.monotonic() - t0)
@@ -387,6 +395,12 @@ class Pretraining:
         """On a run of several processes, the collective by which they agree to stop
         (loop.InterruptGate's `agree`); None for one process."""
         return None
+
+    @property
+    def state_lost(self) -> bool:
+        """Whether an interrupt left no training state in the variables (the JAX
+        backend's compiled step, whose buffers are gone): nothing to read or save."""
+        return False
 
     def _save_after_interrupt(self) -> bool:
         """Saves after a Ctrl-C; False where no consistent state was left to save."""

@@ -23,7 +23,9 @@ Ctrl-C in trial k skips 1..k-1 and resumes trial k. A group's trials share
 their settings: re-running OUT with other hyperparameters, checkpoint or data
 is refused in one line (a larger `--num_trials` adds trials). With
 `keep_all_models=False` (the original's flag) every trial's folder but the
-last is removed once its results are recorded.
+last is removed once its results are recorded (the last that finished: a
+diverged trial's folder, which holds no model, goes, and the finished one
+before it stays).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import shutil
 import statistics
 from typing import Callable
 
+from electra_tf.core import signals
 from electra_tf.core.config import FinetuningConfig, FinetuningRun
 from electra_tf.core.errors import ConfigError, Diverged, InputError
 from electra_tf.core.fileio import FolderLock, atomic_write_text
@@ -47,7 +50,7 @@ from electra_tf.folders.files import (
     write_json,
 )
 from electra_tf.folders.finetuned import has_finetuning_config
-from electra_tf.training.loop import log
+from electra_tf.training.loop import Interrupted, log
 
 TRIALS = "trials.json"
 RESULTS_TXT = "results.txt"
@@ -361,6 +364,7 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
       Diverged: every trial diverged (each recorded).
     """
     n = run.num_trials
+    kept = None  # keep_all_models=False: the last finished trial's folder, kept so far
     with FolderLock(os.path.normpath(run.model_dir), "--model_dir"):
         group = TrialGroup(run.model_dir, task_name, config, run)
         for k in range(1, n + 1):
@@ -387,11 +391,25 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
             group.add(k, seed, folder, results, size, diverged=diverged)
             if diverged:
                 log("finetune", f"trial {k}/{n} diverged: {diverged}; recorded, left out of "
-                                "the summary: the next trial goes on")
+                                "the summary" + ("; the next trial goes on" if k < n else ""))
             else:
                 log("finetune", f"trial {k}/{n} done: {results}")
-            if k != n and not run.keep_all_models and os.path.isdir(folder):
-                shutil.rmtree(folder)  # the original's keep_all_models=False
+            if not run.keep_all_models:
+                # The original's keep_all_models=False keeps the last trial's folder: here
+                # the last that finished (a diverged trial's holds no model).
+                if diverged:
+                    gone = folder
+                else:
+                    gone, kept = kept, folder
+                if gone and os.path.isdir(gone):
+                    shutil.rmtree(gone)
+            signum = signals.pending() if diverged else None
+            if signum is not None:  # Ctrl-C or SIGTERM came as the trial diverged
+                signals.take()
+                raise Interrupted(0, signum=signum, message=(
+                    f"interrupted in trial {k}/{n}, which diverged (recorded in "
+                    f"{group.path})" + (f"; rerun to go on with trial {k + 1}" if k < n
+                                        else "")))
         if group.stale:  # every trial had finished: the files' summary is brought up to date
             log("finetune", f"{group.path}: its summary differed from its trials' results; "
                             "rewritten from them")

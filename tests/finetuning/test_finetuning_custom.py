@@ -596,3 +596,15 @@ def test_evaluation_only_takes_the_labels_its_model_was_trained_with(
             f"--data_dir={dev_only}", f"--model_dir={model_dir}", f"--max_seq_length={L}")
         assert trainer.task.label_names == ("negative", "positive")
         assert results["eval"]["dev"] == trained["epoch_1"]["dev"], (results, trained)
+    # Layers or labels the folder lacks are refused, not scored at random values: the
+    # MLP classifier over its dense one, a label it never learned.
+    from electra_tf.core.errors import ConfigError
+
+    for flags, lacks in ((["--classifier_head=mlp"], "task_specific/classifier_dense"),
+                         (["--label_names=negative,positive,neutral"], "label neutral")):
+        with pytest.raises(ConfigError, match=rf"--do_train=false evaluates --init_checkpoint="
+                                              rf".*out's model as it is, but classification "
+                                              rf"here has what it lacks \({lacks}\)"):
+            finetune("--task_name=classification", "--do_train=false",
+                     f"--init_checkpoint={out}", f"--data_dir={dev_only}",
+                     f"--model_dir={tmp_path / 'eval2'}", f"--max_seq_length={L}", *flags)

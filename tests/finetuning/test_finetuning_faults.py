@@ -15,6 +15,7 @@ import pytest
 from helpers import finetune, interrupt_after
 
 from electra_tf.core.errors import ConfigError, Diverged, InputError, TaskDataError
+from electra_tf.training.loop import Interrupted
 
 
 @pytest.mark.parametrize("damage", ["truncated", "not_hdf5"])
@@ -209,6 +210,53 @@ def test_a_non_finite_gradient_in_a_chunks_last_step_is_not_saved(pretrained_dir
     saved = sorted(p.name for p in (out / "checkpoints").glob("ckpt-*.index"))
     assert saved[-1] == "ckpt-2.index"
     assert not (out / "finetuned.weights.h5").exists()
+
+
+def test_weights_a_diverging_step_left_non_finite_are_never_saved(pretrained_dir, toy_sst2_dir,
+                                                                  tmp_path, monkeypatch):
+    """A second Ctrl-C or SIGTERM during a diverging chunk stopped it before its check, and
+    the interrupt's save wrote the NaN weights (a rerun then finished on them, status 0);
+    an update that overflows from finite gradients (a learning rate beyond float32's
+    range) passed every check and was saved too."""
+    import numpy as np
+    import tensorflow as tf
+
+    from electra_tf.training.backends import tensorflow as backend
+
+    real = backend.apply_reduced_gradients
+
+    def poisoned(optimizer, grads, variables, clip_norm):  # the 3rd update only
+        bad = tf.where(tf.equal(optimizer.iterations, 2), np.float32(np.inf), np.float32(0))
+        return real(optimizer, [grads[0] + bad] + list(grads[1:]), variables, clip_norm)
+
+    monkeypatch.setattr(backend, "apply_reduced_gradients", poisoned)
+    real_steps = backend.TensorFlowFinetuning.train_steps
+
+    def stopped_inside(self, iterator, n):  # the stop a second signal makes mid-chunk
+        loss = real_steps(self, iterator, n)
+        if self.step == 3:
+            raise KeyboardInterrupt
+        return loss
+
+    monkeypatch.setattr(backend.TensorFlowFinetuning, "train_steps", stopped_inside)
+    args = ["--task_name=sst2", f"--init_checkpoint={pretrained_dir}",
+            f"--data_dir={toy_sst2_dir}", "--max_seq_length=16", "--do_eval=false",
+            "--save_checkpoints_steps=1", "--log_every_steps=1"]
+    out = tmp_path / "out"
+    with pytest.raises(Interrupted, match=r"^interrupted at step 3; no checkpoint was saved "
+                                          r"\(the weights had become NaN or infinite: the run "
+                                          r"was diverging\); a rerun starts from the latest"):
+        finetune(*args, f"--model_dir={out}")
+    assert sorted(p.name for p in (out / "checkpoints").glob("ckpt-*.index"))[-1] == \
+        "ckpt-2.index"
+    monkeypatch.undo()
+    # an update beyond float32 from finite gradients: refused before its checkpoint
+    with pytest.raises(Diverged, match=r"^the weights became NaN or infinite \(an update too "
+                                       r"large\) in step 1; stopped without saving those "
+                                       r"weights: no checkpoint was saved"):
+        finetune(*args, f"--model_dir={tmp_path / 'overflow'}", "--learning_rate=1e39",
+                 "--warmup_proportion=0")
+    assert not list((tmp_path / "overflow" / "checkpoints").glob("ckpt-*.index"))
 
 
 def test_a_model_dir_that_is_a_file_or_in_use_is_refused(pretrained_dir, toy_sst2_dir, tmp_path):

@@ -237,6 +237,54 @@ def test_a_diverged_trial_is_recorded_and_the_group_goes_on(tmp_path, capsys):
                           Finetuning.final_results)
 
 
+def test_a_signal_as_a_trial_diverges_stops_the_group(tmp_path, monkeypatch):
+    """The gate of a run that stopped on Diverged had dropped the SIGTERM that came
+    meanwhile: the group went on to the next seed until the scheduler's SIGKILL. The gate
+    now keeps it (signals.pending); the group records the trial and stops."""
+    import signal
+
+    from electra_tf.core import signals
+    from electra_tf.training.loop import InterruptGate
+
+    with pytest.raises(Diverged):  # what the trainer's gate does with a pending request
+        with InterruptGate() as gate:
+            gate._on_signal(signal.SIGTERM, None)
+            raise Diverged("the training loss became nan in step 3")
+    assert signals.take() == signal.SIGTERM
+
+    class SignalledAsItDiverges(FakeTrainer):
+        def train(self):
+            if self.config.seed == 8:
+                os.makedirs(self.run.model_dir, exist_ok=True)
+                signals.received = signal.SIGTERM  # kept by the trial's gate
+                raise Diverged("the training loss became nan in step 3")
+            return super().train()
+
+    config, run = fake_runs(tmp_path, 3)
+    with pytest.raises(Interrupted, match=r"^interrupted in trial 2/3, which diverged "
+                                          r"\(recorded in .*trials.json\); rerun to go on "
+                                          r"with trial 3$") as raised:
+        trials.run_trials(config, run, "sst2", SignalledAsItDiverges, Finetuning.final_results)
+    assert raised.value.signum == signal.SIGTERM and signals.pending() is None
+    assert [t["trial"] for t in trials.read_trials(str(tmp_path / "out"))["trials"]] == [1, 2]
+    assert not os.path.exists(tmp_path / "out_3")  # the next trial never started
+
+
+def test_keep_all_models_false_keeps_the_last_finished_trials_folder(tmp_path):
+    """The last trial diverging had left no model at all: every finished trial's folder
+    was removed, and the diverged one holds none."""
+    class LastDiverges(FakeTrainer):
+        def train(self):
+            results = super().train()
+            if self.config.seed == 9:
+                raise Diverged("the training loss became nan in step 3")
+            return results
+
+    config, run = fake_runs(tmp_path, 3, keep_all_models=False)
+    trials.run_trials(config, run, "sst2", LastDiverges, Finetuning.final_results)
+    assert sorted(os.listdir(tmp_path)) == ["out", "out_2"]
+
+
 @pytest.mark.slow
 def test_keep_all_models_false_keeps_the_last_trials_folder_only(tmp_path):
     config, run = fake_runs(tmp_path, 3, keep_all_models=False)

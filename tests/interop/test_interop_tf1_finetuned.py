@@ -221,6 +221,29 @@ def test_independent_squad_v1_head_drops_the_unread_answerability_classifier(h, 
         expected = _np_dense(seq, w, f"task_specific/squadv1/{layer}")[..., 0]
         np.testing.assert_allclose(np.asarray(got[key])[allowed], expected[allowed],
                                    atol=TOL, rtol=0)
+    # Evaluated on SQuAD 2.0 data: without a classifier (it had been a random one, which
+    # answered every question with no answer), by the combined rule.
+    from helpers import finetune
+
+    from electra_tf.tasks.squad import SquadExample
+
+    data = _squad_v2_dev(tmp_path, [SquadExample("q0", "w1 w2", "w3 w4 w5 w6")])
+    trainer, _ = finetune("--task_name=squad_v2", f"--init_checkpoint={out}",
+                          "--do_train=false", "--joint_prediction=false",
+                          f"--data_dir={data}", f"--model_dir={tmp_path / 'eval'}")
+    assert not trainer.model.head.answerable and trainer.task.null_odds_from == "combined"
+
+
+def _squad_v2_dev(tmp_path, examples):
+    """A data_dir whose dev-v2.0.json asks `examples` (SquadExample), all unanswerable."""
+    data = tmp_path / "squad"
+    data.mkdir()
+    qas = [{"id": ex.qas_id, "question": ex.question, "is_impossible": True, "answers": []}
+           for ex in examples]
+    (data / "dev-v2.0.json").write_text(json.dumps({"version": "v2.0", "data": [
+        {"title": "t", "paragraphs": [{"context": ex.context, "qas": [q]}
+                                      for ex, q in zip(examples, qas)]}]}))
+    return data
 
 
 def test_squad_v2_without_the_answerability_classifier_scores_no_answer_as_the_original(
@@ -270,13 +293,7 @@ def test_squad_v2_without_the_answerability_classifier_scores_no_answer_as_the_o
     # random answerability classifier and read its logit by the default rule.
     from helpers import finetune
 
-    data = tmp_path / "squad"
-    data.mkdir()
-    qas = [{"id": ex.qas_id, "question": ex.question, "is_impossible": True, "answers": []}
-           for ex in examples]
-    (data / "dev-v2.0.json").write_text(json.dumps({"version": "v2.0", "data": [
-        {"title": "t", "paragraphs": [{"context": ex.context, "qas": [q]}
-                                      for ex, q in zip(examples, qas)]}]}))
+    data = _squad_v2_dev(tmp_path, examples)
     trainer, _ = finetune("--task_name=squad_v2", f"--init_checkpoint={out}",
                           "--do_train=false", "--joint_prediction=false",
                           f"--data_dir={data}", f"--model_dir={tmp_path / 'eval'}")
@@ -294,6 +311,21 @@ def test_mrqa_joint_head_is_an_mrqa_task(h, tmp_path):
     # recorded as another span task of no labels of its own: any file of that format
     *_, other = _import(h, tmp_path / "mrqa", prefix, max_seq_length=24, task_name="mrqa")
     assert other.task == "mrqa"
+    # Evaluated on SQuAD 2.0: the joint head has no end logit at [CLS] for the combined
+    # rule, and the answerability classifier would be random: refused, not scored.
+    from helpers import finetune
+
+    from electra_tf.core.errors import ConfigError
+    from electra_tf.tasks.squad import SquadExample
+
+    data = _squad_v2_dev(tmp_path, [SquadExample("q0", "w1 w2", "w3 w4 w5 w6")])
+    with pytest.raises(ConfigError, match=r"--do_train=false evaluates --init_checkpoint=.*'s "
+                                          r"model as it is, but squad_v2 here has what it "
+                                          r"lacks \(task_specific/answerable_hidden, "
+                                          r"task_specific/answerable_output\)"):
+        finetune("--task_name=squad_v2", f"--init_checkpoint={out}", "--do_train=false",
+                 f"--data_dir={data}", f"--model_dir={tmp_path / 'eval'}",
+                 "--max_seq_length=24")
     assert sum("answerability classifier" in s for s in report["skipped"]) == 4
     inputs = h.padded_inputs(seed=16)
     seq = h.np_encoder(w, "electra", inputs, heads=h.sizes["HEADS"])

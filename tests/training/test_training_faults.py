@@ -281,6 +281,42 @@ def test_a_non_finite_gradient_in_a_chunks_last_step_is_not_saved(tiny_records, 
                if reader.get_variable_to_dtype_map()[n].is_floating)
 
 
+def test_an_interrupt_as_the_weights_turn_nan_saves_nothing(tiny_records, tmp_path,
+                                                            monkeypatch):
+    """A second Ctrl-C or SIGTERM stops a chunk before its check: the interrupt's save had
+    written the NaN weights a diverging step left, and a rerun trained on from them."""
+    import numpy as np
+    import tensorflow as tf
+
+    from electra_tf.training.backends import tensorflow as backend
+    from electra_tf.training.loop import Interrupted
+
+    real = backend.apply_reduced_gradients
+
+    def poisoned(optimizer, grads, variables, clip_norm):  # the 3rd update only
+        bad = tf.where(tf.equal(optimizer.iterations, 2), np.float32(np.inf), np.float32(0))
+        return real(optimizer, [grads[0] + bad] + list(grads[1:]), variables, clip_norm)
+
+    monkeypatch.setattr(backend, "apply_reduced_gradients", poisoned)
+    model_dir = tmp_path / "model"
+    trainer = pretraining(tiny_records, model_dir, num_train_steps=6, iterations_per_loop=1,
+                          save_checkpoints_steps=1)
+    real_steps = trainer.train_steps
+
+    def stopped_inside(iterator, n):  # the stop a second signal makes mid-chunk
+        results = real_steps(iterator, n)
+        if trainer.step == 3:
+            raise KeyboardInterrupt
+        return results
+
+    trainer.train_steps = stopped_inside
+    with pytest.raises(Interrupted, match=r"^interrupted at step 3; no checkpoint was saved "
+                                          r"\(the weights had become NaN or infinite"):
+        trainer.train()
+    saved = sorted(p.name for p in (model_dir / "checkpoints").glob("ckpt-*.index"))
+    assert saved[-1] == "ckpt-2.index"
+
+
 def test_the_cli_turns_a_non_finite_loss_into_one_line_and_status_1(capsys):
     from electra_tf import cli
 

@@ -224,11 +224,13 @@ class SpanHead(Head):
 
     @classmethod
     def as_recorded(cls, record, config, finetuning):
-        """A SQuAD 2.0 model without an answerability classifier (imported from
-        transformers, or the original's answerable_classifier=False): evaluated
-        without one, by the combined rule at the folder's threshold (unless the run
-        asks for the combined rule itself), not with a random classifier."""
-        if not config.answerable or record.answerable:
+        """A model without an answerability classifier (imported from transformers, the
+        original's answerable_classifier=False, or trained on SQuAD 1.1) evaluated on
+        SQuAD 2.0: without one, by the combined rule at the folder's threshold (unless
+        the run asks for the combined rule itself), not with a random classifier. The
+        joint head has no end logit at [CLS] for that rule: left as the task has it
+        (the evaluation then refuses the classifier it lacks)."""
+        if not config.answerable or record.answerable or config.span_head == "joint":
             return config, {}
         changes = {} if finetuning.squad_null_rule == "combined" else {
             "squad_null_rule": "combined", "no_answer_threshold": record.no_answer_threshold}

@@ -490,6 +490,10 @@ class JaxPretraining(Pretraining):
         else:
             self._state_lost = step
 
+    @property
+    def state_lost(self) -> bool:
+        return self._state_lost is not None
+
     def save_checkpoint(self) -> str | None:
         if self._state_lost is not None:
             self._log("interrupted inside a compiled step, whose state is gone: no "
