@@ -81,8 +81,11 @@ def main(argv):
                    for split, metrics in summary.items()}
         from electra_tf.training.trials import read_trials
 
-        done = len(read_trials(run.model_dir)["trials"])  # a rerun asking fewer keeps all
-        print(f"[finetune] done: {done} trials, medians {medians}", file=sys.stderr)
+        recorded = read_trials(run.model_dir)["trials"]  # a rerun asking fewer keeps all
+        diverged = sum(bool(t.get("diverged")) for t in recorded)
+        print(f"[finetune] done: {len(recorded)} trials"
+              + (f" ({diverged} diverged)" if diverged else "") + f", medians {medians}",
+              file=sys.stderr)
         return
     from electra_tf.training.trials import check_single_run_folder
 

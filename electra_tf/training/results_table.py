@@ -92,10 +92,11 @@ def _value(folder: str, task: str, final: dict) -> float | None:
     return None if number is None else number * scale
 
 
-def _finite_values(folder: str, task: str, values) -> tuple[float, ...]:
+def _finite_values(folder: str, task: str, values, diverged: int = 0) -> tuple[float, ...]:
     kept = tuple(v for v in values if v is not None)
     if not kept:
-        raise InputError(f"{folder}: no finite {task} result to put in the table")
+        raise InputError(f"{folder}: no finite {task} result to put in the table"
+                         + (f" ({diverged} trial(s) diverged)" if diverged else ""))
     return kept
 
 
@@ -117,7 +118,8 @@ def read_folder(folder: str) -> TaskResult | None:
             raise InputError(f"{folder}: no finished trial in {trials.TRIALS}")
         sizes = {t.get("model_size", "") for t in done}
         values = _finite_values(folder, task, [  # a diverged trial: no value (dropped)
-            None if t.get("diverged") else _value(folder, task, t["results"]) for t in done])
+            None if t.get("diverged") else _value(folder, task, t["results"]) for t in done],
+            diverged=sum(bool(t.get("diverged")) for t in done))
         return TaskResult(folder, task, sizes.pop() if len(sizes) == 1 else "custom", values,
                           dropped=len(done) - len(values))
     if not is_finetuning_folder(folder):

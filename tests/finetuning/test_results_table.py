@@ -140,6 +140,8 @@ def _trials_file(path, trials_value):
     ([{"model_size": "small"}], "trial 1 has no results object"),
     ([{"model_size": ["x"], "results": {}}], "trial 1's model_size is not a string"),
     ([{"results": {}, "diverged": True}], "trial 1's diverged is not a string"),
+    ([{"results": {}, "diverged": "nan"}], r"no finite cola result to put in the table \(1 "
+                                          r"trial\(s\) diverged\)"),
     ([{"results": {"dev": {"mcc": "high"}}}], "its final cola dev mcc is 'high', not a number"),
     ([{"results": {"dev": {"mcc": float("nan")}}}], "no finite cola result"),
     ([{"results": {"dev": {"mcc": 10 ** 400}}}], "no finite cola result"),  # OverflowError
