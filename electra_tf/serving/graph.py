@@ -139,9 +139,10 @@ class Packer(tf.Module):
 
         W is the batch's bucket: the shortest of self.buckets that holds its
         longest packed row (at most L). Single segment: a keeps its first L - 2
-        pieces. Pair: BERT's rule (pop from the longer side, a on ties) until
+        pieces. Pair: BERT's rule (pop from the longer side, b on ties: the
+        original's _truncate_seq_pair, tasks/base.pack_pair) until
         len(a) + len(b) <= L - 3, which in closed form is
-        a' = min(la, max(budget - lb, budget // 2)), b' = min(lb, budget - a').
+        a' = min(la, max(budget - lb, ceil(budget / 2))), b' = min(lb, budget - a').
         `limit_a` (SQuAD's max_query_length) caps a first, and then b takes the rest.
 
         Returns:
@@ -164,7 +165,7 @@ class Packer(tf.Module):
                 a_len = tf.minimum(la, limit_a)
                 b_len = tf.minimum(lb, budget - a_len)
             else:
-                a_len = tf.minimum(la, tf.maximum(budget - lb, budget // 2))
+                a_len = tf.minimum(la, tf.maximum(budget - lb, (budget + 1) // 2))
                 b_len = tf.minimum(lb, budget - a_len)
             truncated = (la > a_len) | (lb > b_len)
             specials = 3

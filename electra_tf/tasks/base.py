@@ -273,7 +273,8 @@ def allow_long_csv_fields() -> None:
 
 def pack_pair(tokens_a: list[int], tokens_b: list[int] | None, max_seq_length: int,
               cls_id: int, sep_id: int) -> tuple[list[int], list[int], list[int]]:
-    """[CLS] a [SEP] (b [SEP]) padded to L, truncating the longer side first (BERT).
+    """[CLS] a [SEP] (b [SEP]) padded to L, truncating the longer side first, b on ties
+    (BERT's and the original's _truncate_seq_pair).
 
     Returns:
       (input_ids, input_mask, segment_ids), each of length max_seq_length.
@@ -284,7 +285,7 @@ def pack_pair(tokens_a: list[int], tokens_b: list[int] | None, max_seq_length: i
         a = a[:budget]
     else:
         while len(a) + len(b) > budget:
-            (a if len(a) >= len(b) else b).pop()
+            (a if len(a) > len(b) else b).pop()
     ids = [cls_id] + a + [sep_id]
     segments = [0] * len(ids)
     if b is not None:

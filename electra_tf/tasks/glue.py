@@ -96,6 +96,9 @@ class GlueTask(Task):
       skip_malformed_rows: log and skip rows with too few columns instead of
         raising (off: GLUE's files are clean under QUOTE_NONE; for mirrors that
         are not).
+      from_end: columns the original reads counted from the row's end (MNLI's
+        label, STS-B's sentences and score): on a row with more fields than the
+        header (a tab inside a text) they are read there, as the original does.
       unordered: the two sentences' order carries no meaning (MRPC, STS-B).
       double_unordered: for an `unordered` task, the train split also holds
         each pair in the other order (the original's double_unordered).
@@ -115,6 +118,7 @@ class GlueTask(Task):
     default_epochs: int = 3
     default_max_seq_length: int = 128
     skip_malformed_rows: bool = False
+    from_end: tuple[str, ...] = ()
     unordered: bool = False
     double_unordered: bool = True
     regression_min: float = 0.0
@@ -329,6 +333,12 @@ class GlueTask(Task):
                     f"of the {self.dir_name} {'train/dev' if labelled else 'test'} layout "
                     f"(found: {', '.join(columns) or 'nothing'})")
             at = {c: columns.index(c) for c in wanted}
+            width = len(columns)
+
+            def field(row, c):  # by header position; a from_end column of a wide row
+                wide_row = c in self.from_end and len(row) > width  # counted from its end
+                return row[at[c] - width] if wide_row else row[at[c]]
+
             index_col = next((columns.index(c) for c in ("index", "id") if c in columns), None)
             needed = max([*at.values(), -1 if index_col is None else index_col]) + 1
             row_number, wide = 0, []
@@ -347,17 +357,18 @@ class GlueTask(Task):
                     raise TaskDataError(message)
                 index = row[index_col].strip() if index_col is not None else str(row_number)
                 row_number += 1
-                label = (self._parse_label(row[at[self.label_column]].strip(), where, "label")
-                         if labelled else None)
+                label = (self._parse_label(field(row, self.label_column).strip(), where,
+                                           "label") if labelled else None)
                 yield GlueExample(
-                    guid=f"{split}-{index}", index=index, text_a=row[at[self.text_a]],
-                    text_b=row[at[self.text_b]] if self.text_b else None,
+                    guid=f"{split}-{index}", index=index, text_a=field(row, self.text_a),
+                    text_b=field(row, self.text_b) if self.text_b else None,
                     label=label, source=where)
             if wide:  # the official files have a few (MRPC's, QQP's): read as the original does
                 logging.warning(
                     "%s: %d row(s) have more tab-separated fields than its %d columns (a tab "
                     "inside a text?; first at line %d): read by column position, as the "
-                    "original reads them, so a text holding a tab is cut there",
+                    "original reads them (MNLI's label and STS-B's columns counted from the "
+                    "row's end), so a text holding a tab is cut there",
                     path, len(wide), len(columns), wide[0])
 
     def _parse_label(self, value: str, where: str, what: str) -> str | float:
@@ -497,10 +508,11 @@ GLUE_TASKS: dict[str, GlueTask] = _registry(
     GlueTask("sst2", "SST-2", _BINARY, "sentence", None, "label"),
     GlueTask("mrpc", "MRPC", _BINARY, "#1 String", "#2 String", "Quality", unordered=True),
     GlueTask("stsb", "STS-B", (), "sentence1", "sentence2", "score", default_epochs=10,
-             unordered=True, regression_min=0.0, regression_max=5.0),
+             unordered=True, regression_min=0.0, regression_max=5.0,
+             from_end=("sentence1", "sentence2", "score")),
     GlueTask("qqp", "QQP", _BINARY, "question1", "question2", "is_duplicate"),
     GlueTask("mnli", "MNLI", ("contradiction", "entailment", "neutral"),
-             "sentence1", "sentence2", "gold_label"),
+             "sentence1", "sentence2", "gold_label", from_end=("gold_label",)),
     GlueTask("qnli", "QNLI", _ENTAILMENT, "question", "sentence", "label"),
     GlueTask("rte", "RTE", _ENTAILMENT, "sentence1", "sentence2", "label", default_epochs=10),
     GlueTask("wnli", "WNLI", _BINARY, "sentence1", "sentence2", "label"),

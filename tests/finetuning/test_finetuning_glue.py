@@ -194,6 +194,47 @@ def test_featurize_packs_pairs_and_labels(glue_dir, tokenizer):
     assert short[0] == tokenizer.cls_id and short.count(tokenizer.sep_id) == 2
 
 
+def _original_truncate_seq_pair(tokens_a, tokens_b, max_length):
+    """finetune/classification/classification_tasks.py's _truncate_seq_pair, as it is."""
+    while True:
+        total_length = len(tokens_a) + len(tokens_b)
+        if total_length <= max_length:
+            break
+        if len(tokens_a) > len(tokens_b):
+            tokens_a.pop()
+        else:
+            tokens_b.pop()
+
+
+def test_pair_truncation_is_the_originals_and_the_export_packs_alike(tokenizer):
+    """The longer side is cut first and B on a tie, as the original's _truncate_seq_pair:
+    A had been cut on ties, so every pair with both sides past half of L - 3 (odd at 128)
+    kept one piece of A fewer and one of B more than the model the paper fine-tuned."""
+    import tensorflow as tf
+
+    from electra_tf.serving.graph import Packer
+
+    L = 12
+    rng = np.random.default_rng(0)
+    lengths = [(9, 9), (10, 10), (5, 4), (4, 5), (0, 12), (12, 0), (3, 3), (20, 1), (1, 20)]
+    lengths += [tuple(int(x) for x in rng.integers(0, 16, 2)) for _ in range(40)]
+    rows_a = [[5 + i for i in range(la)] for la, _ in lengths]
+    rows_b = [[100 + i for i in range(lb)] for _, lb in lengths]
+    packed = Packer(tokenizer, L).pack(tf.ragged.constant(rows_a, tf.int64),
+                                       tf.ragged.constant(rows_b, tf.int64))
+    for i, (a, b) in enumerate(zip(rows_a, rows_b)):
+        want_a, want_b = list(a), list(b)
+        _original_truncate_seq_pair(want_a, want_b, L - 3)
+        ids, _, _ = base.pack_pair(a, b, L, tokenizer.cls_id, tokenizer.sep_id)
+        sep = tokenizer.sep_id
+        assert ids[:len(want_a) + len(want_b) + 3] == [tokenizer.cls_id, *want_a, sep,
+                                                       *want_b, sep], lengths[i]
+        assert (int(packed["len_a"][i]), int(packed["len_b"][i])) == \
+            (len(want_a), len(want_b)), lengths[i]
+    assert base.pack_pair(list(range(5, 14)), list(range(100, 109)), L, 2, 3)[0][:6] == \
+        [2, 5, 6, 7, 8, 9]  # 9 + 9 pieces into 9: A keeps 5, B 4
+
+
 def test_featurize_single_sentence_regression_and_test(glue_dir, tokenizer):
     sst = glue.get_task("sst2")
     f = sst.featurize(sst.read(glue_dir, "train"), tokenizer, 8)
@@ -348,8 +389,21 @@ def test_a_byte_order_mark_is_dropped_and_wide_rows_are_warned(tmp_path, caplog)
     warned = [r.getMessage() for r in caplog.records if "more tab-separated" in r.getMessage()]
     assert warned == [f"{tmp_path / 'CoLA' / 'train.tsv'}: 1 row(s) have more tab-separated "
                       "fields than its 4 columns (a tab inside a text?; first at line 1): read "
-                      "by column position, as the original reads them, so a text holding a "
-                      "tab is cut there"], caplog.text
+                      "by column position, as the original reads them (MNLI's label and "
+                      "STS-B's columns counted from the row's end), so a text holding a tab is "
+                      "cut there"], caplog.text
+    # The original reads MNLI's label and STS-B's columns from the row's end: a tab inside
+    # sentence1 had taken MNLI's label from label5 and STS-B's score from a sentence.
+    _write(tmp_path, "MNLI/dev_matched.tsv",
+           "index\tsentence1\tsentence2\tlabel1\tlabel5\tgold_label\n"
+           "0\ta dog\truns\ta cat runs\tentailment\tcontradiction\tentailment\n")
+    mnli = glue.get_task("mnli").read(str(tmp_path / "MNLI"), "dev_matched")
+    assert (mnli[0].text_a, mnli[0].text_b, mnli[0].label) == ("a dog", "runs", "entailment")
+    _write(tmp_path, "STS-B/train.tsv",
+           "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\t"
+           "sentence2\tscore\n0\tg\tf\ty\to\ts1\ts2\ta dog\truns\ta cat runs\t4.0\n")
+    stsb = glue.get_task("stsb", double_unordered=False).read(str(tmp_path / "STS-B"), "train")
+    assert (stsb[0].text_a, stsb[0].text_b, stsb[0].label) == ("runs", "a cat runs", 4.0)
 
 
 def test_missing_file_and_skipping_malformed_rows(tmp_path):
