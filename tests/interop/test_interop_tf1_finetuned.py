@@ -229,9 +229,10 @@ def test_independent_squad_v1_head_drops_the_unread_answerability_classifier(h, 
 
     data = _squad_v2_dev(tmp_path, [SquadExample("q0", "w1 w2", "w3 w4 w5 w6")])
     trainer, _ = finetune("--task_name=squad_v2", f"--init_checkpoint={out}",
-                          "--do_train=false", "--joint_prediction=false",
+                          "--do_train=false",  # the folder's independent head, unasked
                           f"--data_dir={data}", f"--model_dir={tmp_path / 'eval'}")
     assert not trainer.model.head.answerable and trainer.task.null_odds_from == "combined"
+    assert trainer.model.head.span_head == "independent"
 
 
 def _squad_v2_dev(tmp_path, examples):
@@ -319,10 +320,8 @@ def test_mrqa_joint_head_is_an_mrqa_task(h, tmp_path):
     from electra_tf.tasks.squad import SquadExample
 
     data = _squad_v2_dev(tmp_path, [SquadExample("q0", "w1 w2", "w3 w4 w5 w6")])
-    with pytest.raises(ConfigError, match=r"--do_train=false evaluates --init_checkpoint=.*'s "
-                                          r"model as it is, but squad_v2 here has what it "
-                                          r"lacks \(task_specific/answerable_hidden, "
-                                          r"task_specific/answerable_output\)"):
+    with pytest.raises(ConfigError, match=r"holds a joint-head model without an answerability "
+                                          r"classifier .*; evaluate it as triviaqa$"):
         finetune("--task_name=squad_v2", f"--init_checkpoint={out}", "--do_train=false",
                  f"--data_dir={data}", f"--model_dir={tmp_path / 'eval'}",
                  "--max_seq_length=24")

@@ -42,7 +42,7 @@ from typing import ClassVar
 
 from keras import ops
 
-from electra_tf.core.errors import InputError
+from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.modeling.heads import gather_positions
 from electra_tf.modeling.layers import get_activation
 from electra_tf.tasks import losses
@@ -224,16 +224,33 @@ class SpanHead(Head):
 
     @classmethod
     def as_recorded(cls, record, config, finetuning):
-        """A model without an answerability classifier (imported from transformers, the
+        """The folder's span head (an evaluation needs no --joint_prediction to match:
+        transformers' and many original models have the independent one). A model
+        without an answerability classifier (imported from transformers, the
         original's answerable_classifier=False, or trained on SQuAD 1.1) evaluated on
         SQuAD 2.0: without one, by the combined rule at the folder's threshold (unless
-        the run asks for the combined rule itself), not with a random classifier. The
-        joint head has no end logit at [CLS] for that rule: left as the task has it
-        (the evaluation then refuses the classifier it lacks)."""
-        if not config.answerable or record.answerable or config.span_head == "joint":
-            return config, {}
-        changes = {} if finetuning.squad_null_rule == "combined" else {
-            "squad_null_rule": "combined", "no_answer_threshold": record.no_answer_threshold}
+        the run asks for the combined rule itself), not with a random classifier.
+
+        Raises:
+          ConfigError: that with the joint head, which has no end logit at [CLS] for
+            the combined rule.
+        """
+        had = record.head_config
+        changes = {}
+        if config.span_head != had.span_head:
+            config = dataclasses.replace(config, span_head=had.span_head)
+            changes["joint_prediction"] = had.span_head == "joint"
+        if not config.answerable or record.answerable:
+            return config, changes
+        if config.span_head == "joint":
+            raise ConfigError(
+                f"{record.model_dir} holds a joint-head model without an answerability "
+                "classifier (trained on SQuAD 1.1 or MRQA): SQuAD 2.0's no-answer score "
+                "needs that classifier, or the independent head's end logit at [CLS], and "
+                f"it has neither; evaluate it as {record.task}")
+        if finetuning.squad_null_rule != "combined":
+            changes.update(squad_null_rule="combined",
+                           no_answer_threshold=record.no_answer_threshold)
         return dataclasses.replace(config, answerable=False), changes
 
     @classmethod
