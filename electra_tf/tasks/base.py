@@ -184,6 +184,12 @@ class Task(abc.ABC):
     def splits(self) -> Sequence[str]:
         """Split names, e.g. ("train", "dev", "test") or MNLI's matched/mismatched."""
 
+    def optional_split(self, data_dir: str, split: str) -> str | None:
+        """For a split a run may go without (MNLI's diagnostic set): None where its file
+        is in `data_dir`, else the line that says it is left out. Every other split is
+        required (None)."""
+        return None
+
     @abc.abstractmethod
     def read(self, data_dir: str, split: str) -> list:
         """Examples of one split. Raises TaskDataError (file:line) on bad input."""

@@ -8,7 +8,10 @@
 
 `data_dir` is the task's folder (glue_data/MNLI) or its parent (glue_data).
 Files are `<split>.tsv`; MNLI's splits are train, dev_matched, dev_mismatched,
-test_matched and test_mismatched. Columns are read by name from the header.
+test_matched and test_mismatched, and test_diagnostic: GLUE's diagnostic set
+(diagnostic.tsv, in the MNLI folder as the original reads it, or in
+glue_data/diagnostic), predicted by the MNLI model as AX.tsv, and left out
+where the file is not there. Columns are read by name from the header.
 The two headerless layouts are CoLA's train/dev (source, label, star,
 sentence); every test file has a header with an `index` (QQP: `id`) column.
 Quotes are ordinary characters (csv.QUOTE_NONE): GLUE sentences contain
@@ -78,6 +81,11 @@ class GlueExample:
     text_b: str | None
     label: str | float | None
     source: str = ""
+
+
+# GLUE's diagnostic set as a test split of MNLI (the original's "diagnostic"): its
+# predictions, by the MNLI model, are the leaderboard's AX.tsv.
+DIAGNOSTIC = "test_diagnostic"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,8 +158,27 @@ class GlueTask(Task):
 
     def splits(self) -> tuple[str, ...]:
         if self.name == "mnli":
-            return ("train", "dev_matched", "dev_mismatched", "test_matched", "test_mismatched")
+            return ("train", "dev_matched", "dev_mismatched", "test_matched", "test_mismatched",
+                    DIAGNOSTIC)
         return ("train", "dev", "test")
+
+    def _diagnostic_file(self, data_dir: str) -> str | None:
+        """GLUE's diagnostic set (predicted by the MNLI model, submitted as AX.tsv): in
+        the MNLI folder (where the original reads it), or in glue_data/diagnostic."""
+        parent = os.path.dirname(os.path.normpath(data_dir))
+        for path in (os.path.join(data_dir, "diagnostic.tsv"),
+                     os.path.join(data_dir, self.dir_name, "diagnostic.tsv"),
+                     os.path.join(data_dir, "diagnostic", "diagnostic.tsv"),
+                     os.path.join(parent, "diagnostic", "diagnostic.tsv")):
+            if _exists(path):
+                return path
+        return None
+
+    def optional_split(self, data_dir: str, split: str) -> str | None:
+        if split != DIAGNOSTIC or self._diagnostic_file(data_dir):
+            return None
+        return (f"no diagnostic.tsv in {data_dir} or glue_data/diagnostic: GLUE's "
+                "diagnostic set (AX.tsv) is not predicted")
 
     def dev_splits(self) -> tuple[str, ...]:
         """Labelled evaluation splits (MNLI: matched and mismatched)."""
@@ -176,7 +203,9 @@ class GlueTask(Task):
                              f"splits: {', '.join(self.splits())}")
         path = os.path.join(data_dir, f"{split}.tsv")
         nested = os.path.join(data_dir, self.dir_name, f"{split}.tsv")
-        if not _exists(path) and _exists(nested):
+        if split == DIAGNOSTIC:
+            path = self._diagnostic_file(data_dir) or os.path.join(data_dir, "diagnostic.tsv")
+        elif not _exists(path) and _exists(nested):
             path = nested
         examples = self.read_file(path, labelled=not split.startswith("test"), split=split)
         if split == "train" and self.unordered and self.double_unordered:
@@ -262,6 +291,8 @@ class GlueTask(Task):
         The name depends on the split only for MNLI (matched or mismatched), so
         it is the same for a dev split as for its test split.
         """
+        if split == DIAGNOSTIC:
+            return "AX.tsv"
         if self.name == "mnli":
             return "MNLI-mm.tsv" if split.endswith("mismatched") else "MNLI-m.tsv"
         return f"{self.dir_name}.tsv"

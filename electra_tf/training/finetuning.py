@@ -833,11 +833,17 @@ class Finetuning:
         return [s for s in self.task.splits() if s.startswith("dev")]
 
     def _splits_to_read(self) -> list[str]:
-        """Every split this run reads: train (do_train), dev (do_eval), test (do_predict)."""
+        """Every split this run reads: train (do_train), dev (do_eval), test (do_predict);
+        an optional one (MNLI's diagnostic set) only where its file is there."""
         splits = self.task.splits()
         return ["train"] * self.run.do_train + [
-            s for s in splits if (self.run.do_eval and s.startswith("dev"))
-            or (self.run.do_predict and s.startswith("test"))]
+            s for s in splits if ((self.run.do_eval and s.startswith("dev"))
+                                  or (self.run.do_predict and s.startswith("test")))
+            and self.task.optional_split(self.run.data_dir, s) is None]
+
+    def _test_splits(self) -> list[str]:
+        """The test splits --do_predict predicts (those there: `_splits_to_read`)."""
+        return [s for s in self._splits_to_read() if s.startswith("test")]
 
     # === The host loop ===
     def _log(self, message):
@@ -854,6 +860,11 @@ class Finetuning:
         cfg, run = self.config, self.run
         for split in self._splits_to_read():  # bad data stops the run before it trains
             self.features(split)
+        if run.do_predict:
+            for split in self.task.splits():
+                left_out = self.task.optional_split(run.data_dir, split)
+                if left_out:
+                    self._log(left_out)
         train_feats, steps_per_epoch = [], 0  # --do_train=false: the train split is not read
         if run.do_train:
             _, train_feats = self.features("train")
@@ -968,7 +979,7 @@ class Finetuning:
             results["eval"] = self._eval_all(final=True)
             self._save_results(results)
         if run.do_predict:
-            for split in (s for s in self.task.splits() if s.startswith("test")):
+            for split in self._test_splits():
                 examples, feats = self.features(split)
                 preds = self.task.predictions(self.predict(feats), examples, feats)
                 if self.chief:

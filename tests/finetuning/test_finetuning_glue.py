@@ -67,6 +67,8 @@ GLUE_FILES = {
         + _mnli(2, "cafe", "world", ["contradiction"] * 6) + "\n"),
     "MNLI/test_matched.tsv": f"{MNLI_COLS}\n" + _mnli(0, "a", "b") + "\n",
     "MNLI/test_mismatched.tsv": f"{MNLI_COLS}\n" + _mnli(0, "c", "d \"") + "\n",
+    # GLUE's diagnostic set, where download_glue_data.py puts it (glue_data/diagnostic)
+    "diagnostic/diagnostic.tsv": "index\tsentence1\tsentence2\n0\tThe cat sat.\tNo cat sat.\n",
     "QNLI/train.tsv": "index\tquestion\tsentence\tlabel\n0\tWhat \"?\tthe model.\tnot_entailment\n",
     "QNLI/dev.tsv": "index\tquestion\tsentence\tlabel\n0\tWho?\tthe model.\tentailment\n",
     "QNLI/test.tsv": "index\tquestion\tsentence\n0\tWho?\ta token.\n",
@@ -97,6 +99,7 @@ EXPECTED = {
     ("mnli", "dev_mismatched"): (3, ("0", "the model", "a model", "entailment")),
     ("mnli", "test_matched"): (1, ("0", "a", "b", None)),
     ("mnli", "test_mismatched"): (1, ("0", "c", 'd "', None)),
+    ("mnli", "test_diagnostic"): (1, ("0", "The cat sat.", "No cat sat.", None)),
     ("qnli", "train"): (1, ("0", 'What "?', "the model.", "not_entailment")),
     ("qnli", "test"): (1, ("0", "Who?", "a token.", None)),
     ("rte", "train"): (1, ("0", 'the "model" reads.', "the model reads", "entailment")),
@@ -148,6 +151,29 @@ def test_reads_every_split_of_every_task(glue_dir, name):
             assert (e.index, e.text_a, e.text_b, e.label) == first
 
 
+def test_the_diagnostic_set_is_predicted_where_its_file_is(glue_dir, tmp_path):
+    """GLUE's diagnostic set (AX.tsv of a submission) is MNLI's optional test split: the
+    original predicts it with the MNLI model; a run without the file leaves it out."""
+    import types
+
+    from electra_tf.training.finetuning import Finetuning
+
+    mnli = glue.get_task("mnli")
+    for data_dir in (glue_dir, os.path.join(glue_dir, "MNLI")):
+        assert mnli.optional_split(data_dir, glue.DIAGNOSTIC) is None
+    _write(tmp_path, "MNLI/test_matched.tsv", "index\tsentence1\tsentence2\n0\ta\tb\n")
+    alone = str(tmp_path / "MNLI")
+    assert mnli.optional_split(alone, glue.DIAGNOSTIC) == (
+        f"no diagnostic.tsv in {alone} or glue_data/diagnostic: GLUE's diagnostic set "
+        "(AX.tsv) is not predicted")
+    assert mnli.optional_split(alone, "test_matched") is None  # the others are required
+    runs = {d: types.SimpleNamespace(task=mnli, run=types.SimpleNamespace(
+        data_dir=d, do_train=False, do_eval=False, do_predict=True)) for d in (glue_dir, alone)}
+    assert Finetuning._splits_to_read(runs[glue_dir]) == [
+        "test_matched", "test_mismatched", "test_diagnostic"]
+    assert Finetuning._splits_to_read(runs[alone]) == ["test_matched", "test_mismatched"]
+
+
 def test_registry_defaults_and_submission_names():
     assert list(glue.GLUE_TASKS) == ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli",
                                      "rte", "wnli"]
@@ -160,7 +186,7 @@ def test_registry_defaults_and_submission_names():
     assert {t.default_max_seq_length for t in glue.GLUE_TASKS.values()} == {128}
     names = [t.submission_file(s) for t in glue.GLUE_TASKS.values() for s in t.test_splits()]
     assert names == ["CoLA.tsv", "SST-2.tsv", "MRPC.tsv", "STS-B.tsv", "QQP.tsv", "MNLI-m.tsv",
-                     "MNLI-mm.tsv", "QNLI.tsv", "RTE.tsv", "WNLI.tsv"]
+                     "MNLI-mm.tsv", "AX.tsv", "QNLI.tsv", "RTE.tsv", "WNLI.tsv"]
     mnli = glue.get_task("mnli")
     assert mnli.dev_splits() == ("dev_matched", "dev_mismatched")
     assert mnli.label_names == ("contradiction", "entailment", "neutral")
