@@ -217,15 +217,34 @@ def content_sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def _changed(before: dict, settings: dict) -> list[str]:
+def _by_size(key: str, value, size: str):
+    """A setting whose default depends on the model size (0 or -1: by size), as the
+    trainer resolves it for `size` ("" unknown: as given)."""
+    from electra_tf.core.config import FINETUNE_LAYERWISE_DECAY, FINETUNE_LEARNING_RATE
+
+    size = "small" if size == "custom" else size
+    if not size or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    if key == "learning_rate" and value == 0:
+        return FINETUNE_LEARNING_RATE.get(size, 1e-4)
+    if key == "layerwise_lr_decay" and value < 0:
+        return FINETUNE_LAYERWISE_DECAY.get(size, 0.8)
+    return value
+
+
+def _changed(before: dict, settings: dict, size: str = "") -> list[str]:
     """The settings that differ from the recorded ones, as the refusal lists them:
     paths by the file they name (data/ and ./data are one folder), contents only
-    where both record them (a group written before they were recorded)."""
+    where both record them (a group written before they were recorded), and a
+    size-default (learning rate, layer-wise decay) by the value it gives the group's
+    model `size` (a rerun naming the default the first run took is no change)."""
     changed = []
     for k in sorted(set(before) | set(settings)):
         if k not in before:  # a setting the group's version did not record yet
             continue
         old, new = before.get(k), settings.get(k)
+        if k in ("learning_rate", "layerwise_lr_decay"):
+            old, new = _by_size(k, old, size), _by_size(k, new, size)
         if k in _CONTENTS:
             if old and new and old != new:
                 changed.append(f"{_CONTENTS[k][1]} changed")
@@ -294,7 +313,8 @@ class TrialGroup:
         settings = _settings(config, run)
         if os.path.exists(self.path):
             self.record = read_trials(self.folder)
-            changed = _changed(self.record["settings"], settings)
+            sizes = [t.get("model_size", "") for t in self.record["trials"]]
+            changed = _changed(self.record["settings"], settings, sizes[0] if sizes else "")
             if self.record["task"] != task or self.record.get("seed") != config.seed:
                 changed.insert(0, f"task {self.record['task']} seed {self.record.get('seed')}"
                                   f" -> task {task} seed {config.seed}")

@@ -130,6 +130,24 @@ def test_a_group_of_other_settings_is_refused(tmp_path):
         trials.TrialGroup(str(single), "sst2", config, run)
 
 
+def test_naming_the_default_a_group_took_is_no_other_setting(tmp_path):
+    """A rerun passing the learning rate the first run's log printed (its size's default)
+    had been refused as 'learning_rate 0.0 -> 0.0001'."""
+    class Small(FakeTrainer):
+        size = "small"
+
+    config, run = fake_runs(tmp_path, 1)
+    trials.run_trials(config, run, "sst2", Small, Finetuning.final_results)
+    more = FinetuningRun(**{**run.__dict__, "num_trials": 2})
+    same = FinetuningConfig(task_name="sst2", seed=7, learning_rate=1e-4,
+                            layerwise_lr_decay=0.8)  # Small's defaults, named
+    trials.run_trials(same, more, "sst2", Small, Finetuning.final_results)
+    assert len(trials.read_trials(str(tmp_path / "out"))["trials"]) == 2
+    other = FinetuningConfig(task_name="sst2", seed=7, learning_rate=3e-4)
+    with pytest.raises(ConfigError, match=r"\(learning_rate 0.0001 -> 0.0003\)"):
+        trials.run_trials(other, more, "sst2", Small, Finetuning.final_results)
+
+
 def test_a_trial_folder_holding_other_files_is_refused_and_kept(tmp_path):
     """keep_all_models=False had trained in a folder of data named OUT_2, then deleted
     it; a trial folder that is the --data_dir is refused too."""
