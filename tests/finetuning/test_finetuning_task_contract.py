@@ -16,7 +16,8 @@ def test_every_task_is_a_task_with_its_values():
         values[name] = (task.answerable, task.default_max_seq_length, task.default_epochs,
                         task.prediction_suffix, task.text_b,
                         [task.submission_file(s) for s in tests])
-    assert values["mnli"] == (False, 128, 3, ".txt", "sentence2", ["MNLI-m.tsv", "MNLI-mm.tsv"])
+    assert values["mnli"] == (False, 128, 3, ".txt", "sentence2",
+                              ["MNLI-m.tsv", "MNLI-mm.tsv", "AX.tsv"])
     assert values["rte"] == (False, 128, 10, ".txt", "sentence2", ["RTE.tsv"])
     assert values["sst2"] == (False, 128, 3, ".txt", None, ["SST-2.tsv"])
     # The original's configure_finetuning.py: "squad" or "qa" in the name 512 tokens and 2
