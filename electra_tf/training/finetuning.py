@@ -918,7 +918,7 @@ class Finetuning:
         except KeyboardInterrupt:
             # Weights a diverging step left NaN are never saved (a second signal stops
             # before the chunk's check).
-            finite = finite_weights(self.model.weights)
+            finite = not gate.safe_to_save or finite_weights(self.model.weights)
             saved = gate.safe_to_save and finite and checkpoints.save() is not None
             raise Interrupted(self.step, saved=saved, signum=gate.signum,
                               left_peers=not gate.safe_to_save,

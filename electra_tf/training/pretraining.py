@@ -304,7 +304,10 @@ class Pretraining:
         except KeyboardInterrupt:
             # Weights a diverging step left NaN are never saved (a second signal stops
             # before the chunk's check).
-            finite = self.state_lost or finite_weights(self.model.weights)
+            # (Read only where a save may follow: a process that stopped alone, on a
+            # second signal, saves nothing and runs nothing the others do not.)
+            finite = (self.state_lost or not gate.safe_to_save
+                      or finite_weights(self.model.weights))
             saved = gate.safe_to_save and finite and self._save_after_interrupt()
             raise Interrupted(self.step, saved=saved, signum=gate.signum,
                               left_peers=not gate.safe_to_save,
