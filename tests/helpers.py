@@ -192,6 +192,24 @@ def finetuning_from_flags(*argv: str):
     return task_from_config(config), config, run
 
 
+def poison_third_update(monkeypatch) -> None:
+    """Gives the TensorFlow backend's third optimizer update an infinite gradient: clipping
+    then makes every gradient NaN, while that step's loss (computed before the update)
+    stays finite, as it does when a chunk's last step diverges."""
+    import numpy as np
+    import tensorflow as tf
+
+    from electra_tf.training.backends import tensorflow as backend
+
+    real = backend.apply_reduced_gradients
+
+    def poisoned(optimizer, grads, variables, clip_norm):
+        bad = tf.where(tf.equal(optimizer.iterations, 2), np.float32(np.inf), np.float32(0))
+        return real(optimizer, [grads[0] + bad] + list(grads[1:]), variables, clip_norm)
+
+    monkeypatch.setattr(backend, "apply_reduced_gradients", poisoned)
+
+
 def finetune(*argv: str):
     """run_finetuning's main in this process, on the TensorFlow backend: (trainer, results)."""
     from electra_tf.training.backends.tensorflow import TensorFlowFinetuning

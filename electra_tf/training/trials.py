@@ -219,17 +219,16 @@ def content_sha256(path: str) -> str:
 
 def _by_size(key: str, value, size: str):
     """A setting whose default depends on the model size (0 or -1: by size), as the
-    trainer resolves it for `size` ("" unknown: as given)."""
-    from electra_tf.core.config import FINETUNE_LAYERWISE_DECAY, FINETUNE_LEARNING_RATE
-
-    size = "small" if size == "custom" else size
+    trainer resolves it for `size` (FinetuningConfig's resolvers; "" unknown: as given)."""
     if not size or isinstance(value, bool) or not isinstance(value, (int, float)):
         return value
-    if key == "learning_rate" and value == 0:
-        return FINETUNE_LEARNING_RATE.get(size, 1e-4)
-    if key == "layerwise_lr_decay" and value < 0:
-        return FINETUNE_LAYERWISE_DECAY.get(size, 0.8)
-    return value
+    size = "small" if size == "custom" else size  # as the trainer takes a custom size
+    try:
+        config = FinetuningConfig(**{key: value})
+    except ConfigError:  # not a value a run takes: compared as it stands
+        return value
+    return (config.resolved_learning_rate(size) if key == "learning_rate"
+            else config.resolved_layerwise_lr_decay(size))
 
 
 def _changed(before: dict, settings: dict, size: str = "") -> list[str]:

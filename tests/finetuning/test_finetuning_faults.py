@@ -12,7 +12,7 @@ import signal
 import time
 
 import pytest
-from helpers import finetune, interrupt_after
+from helpers import finetune, interrupt_after, poison_third_update
 
 from electra_tf.core.errors import ConfigError, Diverged, InputError, TaskDataError
 from electra_tf.training.loop import Interrupted
@@ -188,18 +188,7 @@ def test_a_non_finite_gradient_in_a_chunks_last_step_is_not_saved(pretrained_dir
     """A step's loss is computed before its update: an infinite gradient in a chunk's last
     step (clipping then makes every gradient NaN) passed the loss check, and the
     checkpoint after it was saved with NaN weights (and the final weights after it)."""
-    import numpy as np
-    import tensorflow as tf
-
-    from electra_tf.training.backends import tensorflow as backend
-
-    real = backend.apply_reduced_gradients
-
-    def poisoned(optimizer, grads, variables, clip_norm):  # the 3rd update only
-        bad = tf.where(tf.equal(optimizer.iterations, 2), np.float32(np.inf), np.float32(0))
-        return real(optimizer, [grads[0] + bad] + list(grads[1:]), variables, clip_norm)
-
-    monkeypatch.setattr(backend, "apply_reduced_gradients", poisoned)
+    poison_third_update(monkeypatch)
     out = tmp_path / "out"
     with pytest.raises(Diverged, match=r"^the gradients' norm became (nan|inf) in step 3; "
                                        r"stopped without saving those weights: the last "
@@ -218,18 +207,9 @@ def test_weights_a_diverging_step_left_non_finite_are_never_saved(pretrained_dir
     the interrupt's save wrote the NaN weights (a rerun then finished on them, status 0);
     an update that overflows from finite gradients (a learning rate beyond float32's
     range) passed every check and was saved too."""
-    import numpy as np
-    import tensorflow as tf
-
     from electra_tf.training.backends import tensorflow as backend
 
-    real = backend.apply_reduced_gradients
-
-    def poisoned(optimizer, grads, variables, clip_norm):  # the 3rd update only
-        bad = tf.where(tf.equal(optimizer.iterations, 2), np.float32(np.inf), np.float32(0))
-        return real(optimizer, [grads[0] + bad] + list(grads[1:]), variables, clip_norm)
-
-    monkeypatch.setattr(backend, "apply_reduced_gradients", poisoned)
+    poison_third_update(monkeypatch)
     real_steps = backend.TensorFlowFinetuning.train_steps
 
     def stopped_inside(self, iterator, n):  # the stop a second signal makes mid-chunk

@@ -20,6 +20,7 @@ from helpers import (
     free_ports,
     interrupt_after,
     patience,
+    poison_third_update,
     popen_python,
     pretraining_from_flags,
     run_module,
@@ -257,15 +258,7 @@ def test_a_non_finite_gradient_in_a_chunks_last_step_is_not_saved(tiny_records, 
     import numpy as np
     import tensorflow as tf
 
-    from electra_tf.training.backends import tensorflow as backend
-
-    real = backend.apply_reduced_gradients
-
-    def poisoned(optimizer, grads, variables, clip_norm):  # the 3rd update only
-        bad = tf.where(tf.equal(optimizer.iterations, 2), np.float32(np.inf), np.float32(0))
-        return real(optimizer, [grads[0] + bad] + list(grads[1:]), variables, clip_norm)
-
-    monkeypatch.setattr(backend, "apply_reduced_gradients", poisoned)
+    poison_third_update(monkeypatch)
     model_dir = tmp_path / "model"
     trainer = pretraining(tiny_records, model_dir, num_train_steps=6, iterations_per_loop=1,
                           save_checkpoints_steps=1)
@@ -285,19 +278,9 @@ def test_an_interrupt_as_the_weights_turn_nan_saves_nothing(tiny_records, tmp_pa
                                                             monkeypatch):
     """A second Ctrl-C or SIGTERM stops a chunk before its check: the interrupt's save had
     written the NaN weights a diverging step left, and a rerun trained on from them."""
-    import numpy as np
-    import tensorflow as tf
-
-    from electra_tf.training.backends import tensorflow as backend
     from electra_tf.training.loop import Interrupted
 
-    real = backend.apply_reduced_gradients
-
-    def poisoned(optimizer, grads, variables, clip_norm):  # the 3rd update only
-        bad = tf.where(tf.equal(optimizer.iterations, 2), np.float32(np.inf), np.float32(0))
-        return real(optimizer, [grads[0] + bad] + list(grads[1:]), variables, clip_norm)
-
-    monkeypatch.setattr(backend, "apply_reduced_gradients", poisoned)
+    poison_third_update(monkeypatch)
     model_dir = tmp_path / "model"
     trainer = pretraining(tiny_records, model_dir, num_train_steps=6, iterations_per_loop=1,
                           save_checkpoints_steps=1)
