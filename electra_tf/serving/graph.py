@@ -142,7 +142,9 @@ class Packer(tf.Module):
         pieces. Pair: BERT's rule (pop from the longer side, b on ties: the
         original's _truncate_seq_pair, tasks/base.pack_pair) until
         len(a) + len(b) <= L - 3, which in closed form is
-        a' = min(la, max(budget - lb, ceil(budget / 2))), b' = min(lb, budget - a').
+        a' = min(la, max(budget - lb, ceil(budget / 2))), b' = min(lb, budget - a');
+        a row whose b has no pieces is packed as a single segment ([CLS] a [SEP],
+        as the original's featurize).
         `limit_a` (SQuAD's max_query_length) caps a first, and then b takes the rest.
 
         Returns:
@@ -153,6 +155,7 @@ class Packer(tf.Module):
         L = self.max_seq_length
         la = ids_a.row_lengths()
         batch = tf.shape(la, out_type=tf.int64)[0]
+        closing = None  # int64 [B]: 1 where b and its [SEP] follow a (pairs only)
         if ids_b is None:
             a_len = tf.minimum(la, L - 2)
             b_len = tf.zeros_like(a_len)
@@ -165,8 +168,13 @@ class Packer(tf.Module):
                 a_len = tf.minimum(la, limit_a)
                 b_len = tf.minimum(lb, budget - a_len)
             else:
-                a_len = tf.minimum(la, tf.maximum(budget - lb, (budget + 1) // 2))
-                b_len = tf.minimum(lb, budget - a_len)
+                # An empty b packs a alone, as pack_pair and the original's featurize.
+                has_b = lb > 0
+                a_len = tf.where(has_b,
+                                 tf.minimum(la, tf.maximum(budget - lb, (budget + 1) // 2)),
+                                 tf.minimum(la, L - 2))
+                b_len = tf.where(has_b, tf.minimum(lb, budget - a_len), tf.zeros_like(lb))
+                closing = tf.cast(has_b, tf.int64)
             truncated = (la > a_len) | (lb > b_len)
             specials = 3
         cls = tf.fill([batch, 1], tf.constant(self.tokenizer.cls_id, tf.int64))
@@ -176,12 +184,15 @@ class Packer(tf.Module):
         types = [tf.zeros_like(cls), tf.zeros_like(a), tf.zeros_like(sep)]
         if ids_b is not None:
             b = keep_first(ids_b, b_len)
-            parts += [b, sep]
-            types += [tf.ones_like(b), tf.ones_like(sep)]
+            sep_b = sep if closing is None else tf.RaggedTensor.from_row_lengths(
+                tf.fill([tf.reduce_sum(closing)], tf.constant(self.tokenizer.sep_id, tf.int64)),
+                closing, validate=False)
+            parts += [b, sep_b]
+            types += [tf.ones_like(b), tf.ones_like(sep_b)]
         ids = tf.concat(parts, axis=1)
         type_ids = tf.concat(types, axis=1)
-        longest = tf.cast(tf.reduce_max(tf.concat([a_len + b_len + specials, [specials]], 0)),
-                          tf.int32)
+        kept = a_len + b_len + (specials if closing is None else 2 + closing)
+        longest = tf.cast(tf.reduce_max(tf.concat([kept, [specials]], 0)), tf.int32)
         width = bucket_width(self.buckets, longest)
         shape = tf.stack([batch, tf.cast(width, tf.int64)])
         word_ids = tf.cast(ids.to_tensor(0, shape=shape), tf.int32)

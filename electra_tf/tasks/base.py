@@ -280,12 +280,13 @@ def allow_long_csv_fields() -> None:
 def pack_pair(tokens_a: list[int], tokens_b: list[int] | None, max_seq_length: int,
               cls_id: int, sep_id: int) -> tuple[list[int], list[int], list[int]]:
     """[CLS] a [SEP] (b [SEP]) padded to L, truncating the longer side first, b on ties
-    (BERT's and the original's _truncate_seq_pair).
+    (BERT's and the original's _truncate_seq_pair). An empty b (None, or a second
+    text of no pieces) packs a alone, [CLS] a [SEP], as the original's featurize does.
 
     Returns:
       (input_ids, input_mask, segment_ids), each of length max_seq_length.
     """
-    a, b = list(tokens_a), list(tokens_b) if tokens_b is not None else None
+    a, b = list(tokens_a), list(tokens_b) if tokens_b else None
     budget = max_seq_length - (3 if b is not None else 2)
     if b is None:
         a = a[:budget]

@@ -232,33 +232,53 @@ def _original_truncate_seq_pair(tokens_a, tokens_b, max_length):
             tokens_b.pop()
 
 
-def test_pair_truncation_is_the_originals_and_the_export_packs_alike(tokenizer):
+def _original_featurize_ids(tokens_a, tokens_b, max_seq_length, cls, sep):
+    """finetune/classification/classification_tasks.py's featurize, from pieces: a pair
+    only when tokens_b has pieces, else a alone; (input_ids, segment_ids) unpadded."""
+    tokens_a = list(tokens_a)
+    tokens_b = list(tokens_b) if tokens_b else None
+    if tokens_b:
+        _original_truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+    elif len(tokens_a) > max_seq_length - 2:
+        tokens_a = tokens_a[0:(max_seq_length - 2)]
+    ids, segments = [cls, *tokens_a, sep], [0] * (len(tokens_a) + 2)
+    if tokens_b:
+        ids += [*tokens_b, sep]
+        segments += [1] * (len(tokens_b) + 1)
+    return ids, segments
+
+
+def test_pair_packing_is_the_originals_and_the_export_packs_alike(tokenizer):
     """The longer side is cut first and B on a tie, as the original's _truncate_seq_pair:
     A had been cut on ties, so every pair with both sides past half of L - 3 (odd at 128)
-    kept one piece of A fewer and one of B more than the model the paper fine-tuned."""
+    kept one piece of A fewer and one of B more than the model the paper fine-tuned. A
+    second text of no pieces packs A alone, [CLS] a [SEP], as the original's featurize
+    (it had packed [CLS] a [SEP] [SEP], A cut to L - 3)."""
     import tensorflow as tf
 
     from electra_tf.serving.graph import Packer
 
     L = 12
     rng = np.random.default_rng(0)
-    lengths = [(9, 9), (10, 10), (5, 4), (4, 5), (0, 12), (12, 0), (3, 3), (20, 1), (1, 20)]
+    lengths = [(9, 9), (10, 10), (5, 4), (4, 5), (0, 12), (12, 0), (9, 0), (10, 0), (0, 0),
+               (3, 3), (20, 1), (1, 20)]
     lengths += [tuple(int(x) for x in rng.integers(0, 16, 2)) for _ in range(40)]
     rows_a = [[5 + i for i in range(la)] for la, _ in lengths]
     rows_b = [[100 + i for i in range(lb)] for _, lb in lengths]
-    packed = Packer(tokenizer, L).pack(tf.ragged.constant(rows_a, tf.int64),
-                                       tf.ragged.constant(rows_b, tf.int64))
+    packed = Packer(tokenizer, L).pack(tf.ragged.constant(rows_a, tf.int64, ragged_rank=1),
+                                       tf.ragged.constant(rows_b, tf.int64, ragged_rank=1))
     for i, (a, b) in enumerate(zip(rows_a, rows_b)):
-        want_a, want_b = list(a), list(b)
-        _original_truncate_seq_pair(want_a, want_b, L - 3)
-        ids, _, _ = base.pack_pair(a, b, L, tokenizer.cls_id, tokenizer.sep_id)
-        sep = tokenizer.sep_id
-        assert ids[:len(want_a) + len(want_b) + 3] == [tokenizer.cls_id, *want_a, sep,
-                                                       *want_b, sep], lengths[i]
-        assert (int(packed["len_a"][i]), int(packed["len_b"][i])) == \
-            (len(want_a), len(want_b)), lengths[i]
+        want, segments = _original_featurize_ids(a, b, L, tokenizer.cls_id, tokenizer.sep_id)
+        pad = [0] * (L - len(want))
+        got = base.pack_pair(a, b, L, tokenizer.cls_id, tokenizer.sep_id)
+        assert got == (want + pad, [1] * len(want) + pad, segments + pad), lengths[i]
+        width = packed["input_word_ids"].shape[1]
+        assert packed["input_word_ids"][i].numpy().tolist() == (want + pad)[:width], lengths[i]
+        assert packed["input_type_ids"][i].numpy().tolist() == (segments + pad)[:width]
+        assert int(packed["input_mask"][i].numpy().sum()) == len(want), lengths[i]
     assert base.pack_pair(list(range(5, 14)), list(range(100, 109)), L, 2, 3)[0][:6] == \
         [2, 5, 6, 7, 8, 9]  # 9 + 9 pieces into 9: A keeps 5, B 4
+    assert base.pack_pair([5] * 12, [], L, 2, 3)[0] == [2] + [5] * 10 + [3]
 
 
 def test_featurize_single_sentence_regression_and_test(glue_dir, tokenizer):
