@@ -23,10 +23,9 @@ original reads it:
   first character span, `text` characters long (char_spans[0][0] and
   len(text): qa_tasks.py); a question whose answer runs past the context, or
   whose whitespace words there do not contain the answer text (case folded),
-  is skipped with a warning, as the original skips it; the answer's tokens
-  are those of the whitespace words it touches, narrowed to the answer text's
-  own tokens where they occur there (the original's _improve_answer_span;
-  `original_answer_span`);
+  is skipped with a warning, as the original skips it (`squad.recoverable`);
+  the answer's tokens are SquadTask's, the original's rule
+  (`squad.original_answer_span`);
 - predictions are keyed by `qid`; the score is the MRQA official evaluation
   (`mrqa_eval`: EM and F1, the maximum over the question's `answers` strings,
   SQuAD normalization), which the original runs with skip_no_answer;
@@ -40,17 +39,14 @@ original reads it:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
-import re
 from typing import Sequence
 
-import numpy as np
 from absl import logging
 
 from electra_tf.core.errors import InputError, TaskDataError
 from electra_tf.tasks import base, mrqa_eval
-from electra_tf.tasks.squad import SquadExample, SquadPrediction, SquadTask, _ids
+from electra_tf.tasks.squad import SquadExample, SquadPrediction, SquadTask, recoverable
 
 # The original's MRQA tasks (finetune/task_builder.py), and `mrqa` for any file of the format.
 MRQA_TASKS = ("newsqa", "naturalqs", "triviaqa", "searchqa", "mrqa")
@@ -63,61 +59,6 @@ class MrqaExample(SquadExample):
     the answer strings the official evaluation scores against."""
 
     gold: tuple[str, ...] = ()
-
-
-# qa_tasks.py's words: runs of characters between its is_whitespace ones (U+202F too).
-_WORD = re.compile("[^ \t\r\n\u202f]+")
-
-
-@functools.lru_cache(maxsize=8)  # a context's questions come one after another
-def _words(context: str) -> tuple[np.ndarray, list[str]]:
-    """The context's whitespace words and their first characters."""
-    found = [(m.start(), m.group()) for m in _WORD.finditer(context)]
-    return np.array([s for s, _ in found], np.int64), [w for _, w in found]
-
-
-def _word_of(context: str, char: int) -> int:
-    """qa_tasks.py's char_to_word_offset: the word a character is in (a whitespace
-    character: the word before it)."""
-    return int(np.searchsorted(_words(context)[0], char, side="right")) - 1
-
-
-def _recoverable(context: str, start: int, text: str) -> bool:
-    """qa_tasks.py's check: the answer ends inside the context and the whitespace words
-    it touches, joined by spaces and lower-cased, contain the answer text's words."""
-    end = start + len(text) - 1
-    if end >= len(context):
-        return False
-    words = _words(context)[1]
-    actual = " ".join(words[_word_of(context, start):_word_of(context, end) + 1]).lower()
-    return " ".join(text.split()).lower() in actual
-
-
-def original_answer_span(context: str, start: int, text: str, char_starts: np.ndarray,
-                         doc_ids: np.ndarray, answer_ids: np.ndarray) -> tuple[int, int] | None:
-    """qa_tasks.py's answer tokens: every token of the whitespace words the answer's
-    characters touch, narrowed to the first sub-span (by start, then longest) whose
-    tokens are the answer text's own tokens (_improve_answer_span), if one is.
-
-    Args:
-      char_starts: each context token's first character; doc_ids: the tokens' ids;
-      answer_ids: the ids of the tokenized answer text.
-    """
-    word_starts = _words(context)[0]
-    first_word, last_word = _word_of(context, start), _word_of(context, start + len(text) - 1)
-    if first_word < 0:
-        return None
-    tok_start = int(np.searchsorted(char_starts, word_starts[first_word], side="left"))
-    tok_end = (int(np.searchsorted(char_starts, word_starts[last_word + 1], side="left")) - 1
-               if last_word + 1 < len(word_starts) else len(doc_ids) - 1)
-    if tok_start > tok_end:
-        return None
-    want = list(answer_ids)
-    for new_start in range(tok_start, tok_end + 1):
-        for new_end in range(tok_end, new_start - 1, -1):
-            if list(doc_ids[new_start:new_end + 1]) == want:
-                return new_start, new_end
-    return tok_start, tok_end
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,23 +185,7 @@ class MrqaTask(SquadTask):
             raise TaskDataError(f"{here}: detected answer 0 starts at character {start}, "
                                 f"outside the context's {len(context)} characters"
                                 if text else f"{here}: detected answer 0 has an empty text")
-        return (text, start) if _recoverable(context, start, text) else None
-
-    # === Features ===
-    def featurize(self, examples, tokenizer, max_seq_length: int):
-        """SquadTask's windows; the answer's tokens by the original's rule
-        (`original_answer_span`)."""
-        self._answer_ids = _ids(tokenizer, [ex.answers[0][0] if ex.answers else ""
-                                            for ex in examples])
-        try:
-            return super().featurize(examples, tokenizer, max_seq_length)
-        finally:
-            self._answer_ids = None
-
-    def answer_span(self, index, example, doc_ids, char_starts, char_ends):
-        text, start = example.answers[0]
-        return original_answer_span(example.context, start, text, char_starts, doc_ids,
-                                    self._answer_ids[index])
+        return (text, start) if recoverable(context, start, text) else None
 
     # === Scores and files ===
     def metrics(self, predictions: dict[str, SquadPrediction],

@@ -24,6 +24,12 @@ Windows follow BERT's run_squad: [CLS] question [SEP] context-window [SEP], the
 question cut to max_query_length tokens, windows every doc_stride tokens, and
 each context token decoded only from the window where it has the most context.
 
+Training labels, as the original's qa_tasks.py (for SQuAD and MRQA alike): the
+answer's tokens are those of the whitespace words its characters touch,
+narrowed to the first run of them that is the answer text's own tokens
+(_improve_answer_span; `original_answer_span`), and the train split leaves out
+a question whose answer text is not in those words (`recoverable`).
+
 Decoding. Two span heads (`joint_prediction`; the model takes
 `task.head_options`):
 - joint (the default, the original's joint_prediction, finetune/qa/qa_tasks.py
@@ -60,8 +66,10 @@ threshold, whichever rule; tune it on dev with `best_threshold`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
+import re
 import unicodedata
 from typing import Any, Callable, Sequence
 
@@ -248,13 +256,34 @@ class SquadTask(base.Task):
         return os.path.join(data_dir, f"{split}-v{self.version}.json")
 
     def read(self, data_dir: str, split: str) -> list[SquadExample]:
-        """The official SQuAD JSON -> examples. Raises TaskDataError on bad input."""
+        """The official SQuAD JSON -> examples. Raises TaskDataError on bad input.
+
+        The train split leaves out, with a warning, the questions the original's
+        qa_tasks.py skips: those whose first answer's text is not in the
+        whitespace words it touches (`recoverable`; an answer with a no-break or
+        thin space, which the original's answer cleaning splits on and its
+        context words do not)."""
         path = self.data_file(data_dir, split)
         try:
             raw, data = squad_eval.read_squad_json(path)
         except ValueError as e:
             raise TaskDataError(str(e)) from None
-        return parse_examples(data, raw, path, self.v2)
+        examples = parse_examples(data, raw, path, self.v2)
+        if split != "train":
+            return examples
+        kept, skipped = [], []
+        for ex in examples:
+            ok = not ex.answers or recoverable(ex.context, ex.answers[0][1], ex.answers[0][0])
+            (kept if ok else skipped).append(ex)
+        if skipped:
+            logging.warning("%s: %d question(s) skipped, as the original skips them: the "
+                            "answer's text is not in the context's whitespace words it "
+                            "touches (first: question id %r, answer %r)", path,
+                            len(skipped), skipped[0].qas_id, skipped[0].answers[0][0])
+        if not kept:
+            raise TaskDataError(f"{path}: no questions ({len(examples)} skipped: their "
+                                "answers are not in the context's whitespace words)")
+        return kept
 
     # === Features ===
 
@@ -263,8 +292,9 @@ class SquadTask(base.Task):
         """Examples -> windows [CLS] question [SEP] context-window [SEP], padded to L.
 
         Labels (when every example has answers or is impossible): start/end
-        positions of the first gold answer inside the window, 0/0 ([CLS]) when it
-        is not wholly inside or the question is impossible; is_impossible is the
+        positions of the first gold answer inside the window (its tokens by the
+        original's rule, `original_answer_span`), 0/0 ([CLS]) when it is not
+        wholly inside or the question is impossible; is_impossible is the
         example's (as the original), repeated on each of its windows.
         """
         length = max_seq_length
@@ -275,6 +305,8 @@ class SquadTask(base.Task):
         by_context = dict(zip(contexts, tokenize_with_char_offsets(tokenizer, contexts)))
         questions = _ids(tokenizer, [ex.question for ex in examples])
         labelled = bool(examples) and all(ex.is_impossible or ex.answers for ex in examples)
+        answer_ids = _ids(tokenizer, [ex.answers[0][0] if labelled and ex.answers else ""
+                                      for ex in examples])
         cls, sep = tokenizer.cls_id, tokenizer.sep_id
 
         rows, extra, ex_index, starts, ends, impossible = [], [], [], [], [], []
@@ -286,7 +318,9 @@ class SquadTask(base.Task):
             masks = max_context_masks(spans, len(doc_ids))
             answer = None
             if labelled and not ex.is_impossible:
-                answer = self.answer_span(i, ex, doc_ids, char_starts, char_ends)
+                text, start = ex.answers[0]
+                answer = original_answer_span(ex.context, start, text, char_starts, doc_ids,
+                                              answer_ids[i])
                 missed += answer is None
             offset = len(query) + 2
             for (doc_start, doc_len), mask in zip(spans, masks):
@@ -322,12 +356,6 @@ class SquadTask(base.Task):
         inputs = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
         return base.Features(inputs, labels, np.asarray(ex_index, np.int32), extra)
 
-    def answer_span(self, index: int, example: SquadExample, doc_ids: np.ndarray,
-                    char_starts: np.ndarray, char_ends: np.ndarray) -> tuple[int, int] | None:
-        """First and last context token of the example's first answer, or None: the
-        tokens overlapping its characters (MrqaTask: the original's word-level rule)."""
-        text, start = example.answers[0]
-        return answer_token_span(char_starts, char_ends, start, start + len(text))
 
     # === Decoding ===
 
@@ -626,12 +654,59 @@ def max_context_masks(spans: list[tuple[int, int]], num_tokens: int) -> list[np.
     return [best[s:s + n] == k for k, (s, n) in enumerate(spans)]
 
 
-def answer_token_span(char_starts: np.ndarray, char_ends: np.ndarray, start: int,
-                      end: int) -> tuple[int, int] | None:
-    """First and last token overlapping characters [start, end), or None."""
-    first = int(np.searchsorted(char_ends, start, side="right"))
-    last = int(np.searchsorted(char_starts, end, side="left")) - 1
-    return (first, last) if first <= last else None
+# qa_tasks.py's words: runs of characters between its is_whitespace ones (U+202F too).
+_WORD = re.compile("[^ \t\r\n\u202f]+")
+
+
+@functools.lru_cache(maxsize=8)  # a context's questions come one after another
+def _words(context: str) -> tuple[np.ndarray, list[str]]:
+    """The context's whitespace words and their first characters."""
+    found = [(m.start(), m.group()) for m in _WORD.finditer(context)]
+    return np.array([s for s, _ in found], np.int64), [w for _, w in found]
+
+
+def _word_of(context: str, char: int) -> int:
+    """qa_tasks.py's char_to_word_offset: the word a character is in (a whitespace
+    character: the word before it)."""
+    return int(np.searchsorted(_words(context)[0], char, side="right")) - 1
+
+
+def recoverable(context: str, start: int, text: str) -> bool:
+    """qa_tasks.py's check: the answer ends inside the context and the whitespace words
+    it touches, joined by spaces and lower-cased, contain the answer text's words."""
+    end = start + len(text) - 1
+    if end >= len(context):
+        return False
+    words = _words(context)[1]
+    actual = " ".join(words[_word_of(context, start):_word_of(context, end) + 1]).lower()
+    return " ".join(text.split()).lower() in actual
+
+
+def original_answer_span(context: str, start: int, text: str, char_starts: np.ndarray,
+                         doc_ids: np.ndarray, answer_ids: np.ndarray) -> tuple[int, int] | None:
+    """qa_tasks.py's answer tokens: every token of the whitespace words the answer's
+    characters touch, narrowed to the first sub-span (by start, then longest) whose
+    tokens are the answer text's own tokens (_improve_answer_span), if one is.
+
+    Args:
+      char_starts: each context token's first character; doc_ids: the tokens' ids;
+      answer_ids: the ids of the tokenized answer text.
+    """
+    word_starts = _words(context)[0]
+    first_word, last_word = _word_of(context, start), _word_of(context, start + len(text) - 1)
+    if first_word < 0:
+        return None
+    tok_start = int(np.searchsorted(char_starts, word_starts[first_word], side="left"))
+    tok_end = (int(np.searchsorted(char_starts, word_starts[last_word + 1], side="left")) - 1
+               if last_word + 1 < len(word_starts) else len(doc_ids) - 1)
+    if tok_start > tok_end:
+        return None
+    want = list(answer_ids)
+    for new_start in range(tok_start, tok_end + 1):
+        for new_end in range(tok_end, new_start - 1, -1):
+            if list(doc_ids[new_start:new_end + 1]) == want:
+                return new_start, new_end
+    return tok_start, tok_end
 
 
 def tokenize_with_char_offsets(tokenizer, texts: Sequence[str]):

@@ -534,3 +534,43 @@ def test_predictions_holding_a_lone_surrogate_are_written_and_read_back(tmp_path
     written = json.loads((tmp_path / "dev_predictions.json").read_text("utf-8"))
     assert written == {"q\ud800": "ab\ud800", "plain": "Café"}  # the data's own strings
     assert set(json.loads((tmp_path / "dev_null_odds.json").read_text("utf-8"))) == set(preds)
+
+
+def test_training_labels_and_skips_are_the_originals(tokenizer, tmp_path, caplog):
+    """qa_tasks.py's rule for SQuAD as for MRQA: an answer inside a word trains on the
+    whole word where its own pieces are not there (_improve_answer_span), and a train
+    question whose answer the original's cleaning cannot find in the context's
+    whitespace words (a no-break space: one word to the context, two to the answer) is
+    skipped in training and kept on dev. SQuAD had labelled the overlapping pieces and
+    trained on both."""
+    nbsp = "the Café\u00a0sells tea."
+    data = {"version": "1.1", "data": [{"title": "T", "paragraphs": [
+        {"context": SHORT, "qas": [
+            {"id": "q-mid", "question": "deja?", "answers": [_span(SHORT, "éjà")]},
+            {"id": "q-deja", "question": "deja?", "answers": [_span(SHORT, "Déjà vu")]}]},
+        {"context": nbsp, "qas": [
+            {"id": "q-nbsp", "question": "cafe?", "answers": [_span(nbsp, "Café\u00a0sells")]},
+            {"id": "q-tea", "question": "tea?", "answers": [_span(nbsp, "tea")]}]}]}]}
+    for split in ("train", "dev"):
+        (tmp_path / f"{split}-v1.1.json").write_text(json.dumps(data), "utf-8")
+    task = SquadTask("1.1", max_query_length=8, doc_stride=STRIDE)
+    with caplog.at_level("WARNING"):
+        train = task.read(str(tmp_path), "train")
+    assert [e.qas_id for e in train] == ["q-mid", "q-deja", "q-tea"]
+    assert "1 question(s) skipped" in caplog.text and "'q-nbsp'" in caplog.text
+    assert [e.qas_id for e in task.read(str(tmp_path), "dev")] == [
+        "q-mid", "q-deja", "q-nbsp", "q-tea"]
+    feats = task.featurize(train, tokenizer, L)
+    found = {}
+    for r, w in enumerate(feats.extra):
+        s, e = int(feats.labels["start_positions"][r]), int(feats.labels["end_positions"][r])
+        first = w.doc_start + s - w.context_offset
+        last = w.doc_start + e - w.context_offset
+        ex = train[w.example_index]
+        found[ex.qas_id] = ex.context[w.char_starts[first]:w.char_ends[last]]
+    assert found == {"q-mid": "Déjà", "q-deja": "Déjà vu", "q-tea": "tea"}
+    only_skipped = {"version": "1.1", "data": [{"title": "T", "paragraphs": [
+        data["data"][0]["paragraphs"][1] | {"qas": data["data"][0]["paragraphs"][1]["qas"][:1]}]}]}
+    (tmp_path / "train-v1.1.json").write_text(json.dumps(only_skipped), "utf-8")
+    with pytest.raises(base.TaskDataError, match="no questions .1 skipped"):
+        task.read(str(tmp_path), "train")
