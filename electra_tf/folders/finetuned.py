@@ -276,6 +276,13 @@ def read_finetuning_config(model_dir: str) -> FinetunedRecord:
     return _read_record(model_dir)[0]
 
 
+def recorded_total_steps(model_dir: str) -> int | None:
+    """The optimizer steps the run that wrote a fine-tuning model_dir's record planned
+    (its `total_steps`), or None where the record has none."""
+    steps = _read_record(model_dir)[1].get("total_steps")
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) else None
+
+
 def _read_record(model_dir: str) -> tuple[FinetunedRecord, dict]:
     """The record of a fine-tuning model_dir, and the JSON it was read from.
 

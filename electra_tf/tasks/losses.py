@@ -24,6 +24,11 @@ A head's `loss_count` gives what the sum runs over (examples; weighted tokens
 for token_classification), so that a loop can report the readable mean, loss /
 count. A task's `loss` and `loss_count` (base.Task) are its head's.
 
+Training pads each epoch's last batch to the full batch with rows of weight 0
+(labels[EXAMPLE_WEIGHT], float [B], 1 on real rows), as the original pads its
+train file to a multiple of the batch with rows of no task (task_id outside
+the one-hot): every loss takes that weight, and such a row adds nothing.
+
 Everything is computed in float32 with the pre-training losses' own softmax
 and sigmoid cross-entropies (`electra_tf.objectives.losses`).
 """
@@ -35,20 +40,38 @@ from keras import ops
 from electra_tf.objectives.losses import sigmoid_cross_entropy, softmax_cross_entropy
 
 ANSWERABLE_WEIGHT = 0.5
+EXAMPLE_WEIGHT = "example_weight"  # the train batches' row weights (1 real, 0 padding)
 
 
-def classification_loss(logits, label):
-    """logits [B, C], label int [B] -> scalar: the summed cross-entropy."""
-    return ops.sum(softmax_cross_entropy(logits, label))
+def _weighted_sum(per_example, weight):
+    """sum(per_example [B] x weight [B]); weight None: every row counts once."""
+    if weight is None:
+        return ops.sum(per_example)
+    return ops.sum(per_example * ops.cast(weight, "float32"))
 
 
-def regression_loss(logits, label):
-    """logits [B], label float [B] -> scalar: the summed squared error."""
-    return ops.sum(ops.square(ops.cast(logits, "float32") - ops.cast(label, "float32")))
+def example_count(labels, first: str):
+    """What an example-summed loss sums over, float32: the rows of weight 1
+    (labels[EXAMPLE_WEIGHT], at least 1: a replica given only padding rows reports
+    a mean of 0), else the rows of labels[first]."""
+    if EXAMPLE_WEIGHT in labels:
+        return ops.maximum(ops.sum(ops.cast(labels[EXAMPLE_WEIGHT], "float32")), 1.0)
+    return ops.cast(ops.shape(labels[first])[0], "float32")
+
+
+def classification_loss(logits, label, weight=None):
+    """logits [B, C], label int [B] (weight [B]) -> scalar: the summed cross-entropy."""
+    return _weighted_sum(softmax_cross_entropy(logits, label), weight)
+
+
+def regression_loss(logits, label, weight=None):
+    """logits [B], label float [B] (weight [B]) -> scalar: the summed squared error."""
+    return _weighted_sum(
+        ops.square(ops.cast(logits, "float32") - ops.cast(label, "float32")), weight)
 
 
 def span_loss(start_logits, end_logits, start_positions, end_positions,
-              answerable_logits=None, is_impossible=None):
+              answerable_logits=None, is_impossible=None, weight=None):
     """Start/end CE over [B, L] logits, plus the weighted answerability loss, summed."""
     per_example = 0.5 * (softmax_cross_entropy(start_logits, start_positions)
                          + softmax_cross_entropy(end_logits, end_positions))
@@ -56,13 +79,15 @@ def span_loss(start_logits, end_logits, start_positions, end_positions,
         answerable = 1.0 - ops.cast(is_impossible, "float32")
         per_example = per_example + ANSWERABLE_WEIGHT * sigmoid_cross_entropy(
             answerable_logits, answerable)
-    return ops.sum(per_example)
+    return _weighted_sum(per_example, weight)
 
 
-def tagging_loss(tag_logits, tag_ids, tag_weights):
-    """tag_logits [B, L, T], tag_ids int [B, L], tag_weights [B, L] -> scalar.
+def tagging_loss(tag_logits, tag_ids, tag_weights, weight=None):
+    """tag_logits [B, L, T], tag_ids int [B, L], tag_weights [B, L] (weight [B]) -> scalar.
 
     The weighted token cross-entropy summed over every token of the batch.
     """
     w = ops.cast(tag_weights, "float32")
+    if weight is not None:
+        w = w * ops.cast(weight, "float32")[:, None]
     return ops.sum(softmax_cross_entropy(tag_logits, tag_ids) * w)

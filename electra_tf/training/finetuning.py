@@ -66,6 +66,7 @@ from electra_tf.folders.finetuned import (
     read_finetuning_config,
     read_results,
     recorded_labels,
+    recorded_total_steps,
     save_finetuned,
     write_finetuning_config,
     write_results,
@@ -79,6 +80,7 @@ from electra_tf.folders.pretraining import (
 )
 from electra_tf.folders.vocabulary import check_resumed_vocab, check_vocab_fits, checked_vocab
 from electra_tf.tasks import base
+from electra_tf.tasks.losses import EXAMPLE_WEIGHT
 from electra_tf.tasks.model import FinetuningModel, output_layout
 from electra_tf.tasks.registry import format_label_names, task_from_config
 from electra_tf.training import reporting
@@ -97,6 +99,12 @@ from electra_tf.training.loop import (
 from electra_tf.training.optimization import build_optimizer
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
+
+
+def steps_in_epoch(windows: int, train_batch_size: int) -> int:
+    """An epoch's steps: every window once, the last batch filled with rows of weight 0
+    (the original's padding of its train file to a multiple of the batch)."""
+    return -(-windows // train_batch_size)
 
 
 def split_batch(batch: dict) -> tuple[dict, dict]:
@@ -441,6 +449,29 @@ def check_resumed_settings(config: FinetuningConfig, model_dir: str, task, size:
                           "another --model_dir")
 
 
+def check_resumed_steps(model_dir: str, total: int, windows: int, steps_per_epoch: int) -> None:
+    """Refuses to resume a model_dir's checkpoints on a schedule of another length than
+    its record's: the train split changed since (another number of windows), or an
+    earlier electra_tf trained them (it left out each epoch's last partial batch).
+
+    Raises:
+      ConfigError: one line with both step counts.
+    """
+    if not (has_checkpoints(model_dir) and has_finetuning_config(model_dir)):
+        return
+    try:
+        recorded = recorded_total_steps(model_dir)
+    except InputError:
+        return  # a record of another version: the restore checks what it can
+    if recorded is not None and recorded != total:
+        raise ConfigError(
+            f"{model_dir} holds checkpoints of a run of {recorded} steps; this one would run "
+            f"{total} ({windows} train windows, {steps_per_epoch} steps an epoch): the train "
+            "split changed since, or an earlier electra_tf trained them (it left out each "
+            "epoch's last partial batch); resume with that run's data and version, or use "
+            "another --model_dir")
+
+
 def check_splits(task, run: FinetuningRun) -> None:
     """Refuses what would read no split or one file as two: --do_predict for a task
     without a test split (SQuAD, MRQA: it had predicted nothing, silently), and a
@@ -733,13 +764,24 @@ class Finetuning:
 
     def train_dataset(self, epoch: int, skip: int = 0):
         """The train split's global batches of `epoch` (seeded shuffle), after `skip`: a
-        tf.data.Dataset."""
+        tf.data.Dataset of steps_per_epoch batches.
+
+        Every row carries labels[EXAMPLE_WEIGHT] (tasks/losses.py): 1, and 0 on the
+        rows of zeros that fill the epoch's last batch to train_batch_size, as the
+        original pads its train file to a multiple of the batch with rows its loss
+        leaves out. Every window is thus trained on once an epoch."""
         import tensorflow as tf
 
         feats = self.features("train")[1]
-        tensors = {**feats.inputs, **feats.labels}
+        n = len(feats)
+        tensors = {**feats.inputs, **feats.labels, EXAMPLE_WEIGHT: np.ones([n], np.float32)}
         ds = tf.data.Dataset.from_tensor_slices(tensors)
-        ds = ds.shuffle(len(feats), seed=self.config.seed + epoch, reshuffle_each_iteration=False)
+        ds = ds.shuffle(n, seed=self.config.seed + epoch, reshuffle_each_iteration=False)
+        fill = -n % self.config.train_batch_size
+        if fill:
+            ds = ds.concatenate(tf.data.Dataset.from_tensor_slices(
+                {k: np.zeros((fill, *np.shape(v)[1:]), np.asarray(v).dtype)
+                 for k, v in tensors.items()}))
         ds = ds.batch(self.config.train_batch_size, drop_remainder=True).skip(skip)
         if self.trims_batches:
             from electra_tf.data.pipeline import plain
@@ -870,10 +912,7 @@ class Finetuning:
             _, train_feats = self.features("train")
             if unused_labels_warning(self.task, train_feats):
                 self._log(unused_labels_warning(self.task, train_feats))
-            steps_per_epoch = len(train_feats) // cfg.train_batch_size
-            if steps_per_epoch == 0:
-                raise InputError(f"the train split has {len(train_feats)} windows, fewer than "
-                                 f"one batch of {cfg.train_batch_size}")
+            steps_per_epoch = steps_in_epoch(len(train_feats), cfg.train_batch_size)
         os.makedirs(run.model_dir, exist_ok=True)
         # One run per model_dir (the chief writes it): a second is refused by name.
         with FolderLock(run.model_dir, "--model_dir") if self.chief \
@@ -883,6 +922,8 @@ class Finetuning:
     def _train(self, stop_at_step, train_feats, steps_per_epoch) -> dict:
         cfg, run = self.config, self.run
         total = int(round(self.epochs * steps_per_epoch))  # 0: evaluation only
+        if run.do_train:
+            check_resumed_steps(run.model_dir, total, len(train_feats), steps_per_epoch)
         size = self.size if self.size != "custom" else "small"
         decay = cfg.resolved_layerwise_lr_decay(size)
         self.build_optimizer(max(total, 1))  # evaluation only: a checkpoint's slots restore

@@ -350,6 +350,18 @@ def test_a_resume_keeps_its_settings_and_training_ends_an_evaluation_in_place(
         with pytest.raises(ConfigError, match=re.escape(message)):
             finetune(*args, flag)
     assert sorted(os.listdir(tmp_path)) == before
+    # a schedule of another length (another train split, or an earlier electra_tf that
+    # left out each epoch's last partial batch) is refused in one line too
+    record_path = tmp_path / "finetuning_config.json"
+    record = record_path.read_text()
+    assert '"total_steps": 20' in record  # 320 windows: 10 steps of 32 an epoch
+    record_path.write_text(record.replace('"total_steps": 20', '"total_steps": 18'))
+    with pytest.raises(ConfigError, match=re.escape(
+            "holds checkpoints of a run of 18 steps; this one would run 20 (320 train "
+            "windows, 10 steps an epoch)")):
+        finetune(*args)
+    assert sorted(os.listdir(tmp_path)) == before
+    record_path.write_text(record)
     # a flag set to the value its default stands for is the same setting
     _, results = finetune(*args, "--learning_rate=1e-4", "--layerwise_lr_decay=0.8")
     assert sorted(results) == ["epoch_1", "epoch_2"]

@@ -150,11 +150,12 @@ class Head(keras.layers.Layer):
 
     @classmethod
     def loss_count(cls, config, labels: Mapping[str, Any]):
-        """What `loss` sums over, float32: by default the examples."""
-        from keras import ops
+        """What `loss` sums over, float32: by default the examples (of weight 1, where
+        the batch has tasks/losses.EXAMPLE_WEIGHT)."""
+        from electra_tf.tasks import losses
 
-        first = next(iter(labels.values()))
-        return ops.cast(ops.shape(first)[0], "float32")
+        return losses.example_count(labels, next(k for k in labels
+                                                 if k != losses.EXAMPLE_WEIGHT))
 
     # === The folder's record ===
     @classmethod

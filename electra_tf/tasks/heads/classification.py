@@ -103,9 +103,14 @@ class SequenceClassificationHead(Head):
 
     @classmethod
     def loss(cls, config, outputs, labels):
+        weight = labels.get(losses.EXAMPLE_WEIGHT)
         if config.regression:
-            return losses.regression_loss(outputs["logits"], labels["label"])
-        return losses.classification_loss(outputs["logits"], labels["label"])
+            return losses.regression_loss(outputs["logits"], labels["label"], weight)
+        return losses.classification_loss(outputs["logits"], labels["label"], weight)
+
+    @classmethod
+    def loss_count(cls, config, labels):
+        return losses.example_count(labels, "label")
 
     @classmethod
     def describe(cls, config) -> str:

@@ -206,11 +206,12 @@ class SpanHead(Head):
     def loss(cls, config, outputs, labels):
         return losses.span_loss(outputs["start_logits"], outputs["end_logits"],
                                 labels["start_positions"], labels["end_positions"],
-                                outputs.get("answerable_logits"), labels.get("is_impossible"))
+                                outputs.get("answerable_logits"), labels.get("is_impossible"),
+                                labels.get(losses.EXAMPLE_WEIGHT))
 
     @classmethod
     def loss_count(cls, config, labels):
-        return ops.cast(ops.shape(labels["start_positions"])[0], "float32")
+        return losses.example_count(labels, "start_positions")
 
     @classmethod
     def record_lacks(cls, value) -> list[str]:

@@ -1,0 +1,119 @@
+"""Each epoch trains on every window once, as the original does: its train file is
+padded to a multiple of the batch with rows its loss leaves out (task_id outside the
+one-hot), and it runs n_padded / batch steps an epoch. The last batch of an epoch is
+filled with rows of zeros of example_weight 0, which add nothing to the loss, its
+gradient or the mean the loop reports."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from electra_tf.tasks.losses import (
+    EXAMPLE_WEIGHT,
+    classification_loss,
+    example_count,
+    regression_loss,
+    span_loss,
+    tagging_loss,
+)
+
+L = 32
+BATCH = 36  # 320 sst2, 240 ner windows: 8 and 24 rows of the last batch are real
+TASKS = {"sst2": "toy_sst2_dir", "ner": "toy_ner_dir", "squad_v2": "toy_squad_dir"}
+
+
+def trainer(task, data_dir, pretrained_dir, model_dir, **run):
+    from electra_tf.core.config import FinetuningConfig, FinetuningRun
+    from electra_tf.tasks.registry import get_task
+    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
+
+    config = FinetuningConfig(task_name=task, max_seq_length=L, train_batch_size=BATCH,
+                              hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                              num_train_epochs=1)
+    return TensorFlowFinetuning(get_task(task), config, FinetuningRun(
+        model_dir=str(model_dir), data_dir=data_dir, init_checkpoint=pretrained_dir,
+        do_eval=False, trim_batches=False, **run))
+
+
+def test_a_zero_weight_row_adds_nothing_to_any_loss():
+    rng = np.random.default_rng(0)
+    w = np.float32([1, 1, 0])
+    logits = rng.normal(size=(3, 4)).astype(np.float32)
+    label = np.int32([0, 3, 2])
+    np.testing.assert_allclose(classification_loss(logits, label, w),
+                               classification_loss(logits[:2], label[:2]), rtol=1e-6)
+    x, y = np.float32([0.5, 2.0, 9.0]), np.float32([1.0, 1.0, 0.0])
+    np.testing.assert_allclose(regression_loss(x, y, w), regression_loss(x[:2], y[:2]))
+    s, e = rng.normal(size=(2, 3, 5)).astype(np.float32)
+    pos, ans = np.int32([1, 4, 0]), rng.normal(size=3).astype(np.float32)
+    imp = np.float32([0, 1, 0])
+    np.testing.assert_allclose(span_loss(s, e, pos, pos, ans, imp, w),
+                               span_loss(s[:2], e[:2], pos[:2], pos[:2], ans[:2], imp[:2]),
+                               rtol=1e-6)
+    tags = rng.normal(size=(3, 5, 4)).astype(np.float32)
+    ids, tw = np.int32(rng.integers(0, 4, (3, 5))), np.ones((3, 5), np.float32)
+    np.testing.assert_allclose(tagging_loss(tags, ids, tw, w),
+                               tagging_loss(tags[:2], ids[:2], tw[:2]), rtol=1e-6)
+    assert float(example_count({"label": label, EXAMPLE_WEIGHT: w}, "label")) == 2.0
+    assert float(example_count({"label": label}, "label")) == 3.0
+    # a replica handed only padding rows reports a mean of 0, not 0 / 0
+    assert float(example_count({"label": label, EXAMPLE_WEIGHT: 0 * w}, "label")) == 1.0
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_an_epoch_is_every_window_once_and_the_filled_rows_train_nothing(
+        task, request, pretrained_dir, tmp_path):
+    from electra_tf.training.finetuning import steps_in_epoch
+
+    ft = trainer(task, request.getfixturevalue(TASKS[task]), pretrained_dir, tmp_path)
+    feats = ft.features("train")[1]
+    n = len(feats)
+    assert n % BATCH, f"{task}: {n} windows fill every batch: the test needs a partial one"
+    batches = list(ft.train_dataset(0))
+    assert len(batches) == steps_in_epoch(n, BATCH) == -(-n // BATCH)
+    assert all(int(b["input_ids"].shape[0]) == BATCH for b in batches)
+    weights = np.concatenate([b[EXAMPLE_WEIGHT].numpy() for b in batches])
+    assert weights.sum() == n and (weights[:n] == 1).all() and (weights[n:] == 0).all()
+    rows = collections.Counter(
+        bytes(r) for b in batches for r, w in zip(b["input_ids"].numpy(), b[EXAMPLE_WEIGHT])
+        if w)
+    assert rows == collections.Counter(bytes(r) for r in feats.inputs["input_ids"])
+    last = batches[-1]
+    filled = last[EXAMPLE_WEIGHT].numpy() == 0
+    for k, v in last.items():
+        assert not v.numpy()[filled].any(), k
+    # The last batch's loss, reported mean and gradient are those of its real rows.
+    seed = tf.constant([1, 2], tf.int32)
+    real = {k: v[~filled] for k, v in last.items()}
+    loss_full, grads_full = ft._forward_backward(last, seed)
+    loss_real, grads_real = ft._forward_backward(real, seed)
+    np.testing.assert_allclose(loss_full, loss_real, rtol=1e-5)
+    for g_full, g_real, v in zip(grads_full, grads_real, ft._variables):
+        np.testing.assert_allclose(g_full, g_real, rtol=1e-4, atol=1e-6, err_msg=v.path)
+    # and a real row left out would change them: the comparison can tell
+    weight = last[EXAMPLE_WEIGHT].numpy().copy()
+    weight[0] = 0.0
+    other = dict(last, **{EXAMPLE_WEIGHT: tf.constant(weight)})
+    grads_other = ft._forward_backward(other, seed)[1]
+    assert not all(np.allclose(g_other, g_real, rtol=1e-4, atol=1e-6)
+                   for g_other, g_real in zip(grads_other, grads_real))
+
+
+def test_a_train_split_smaller_than_a_batch_trains_one_filled_batch(
+        pretrained_dir, tmp_path):
+    """The original trains on it (one padded batch an epoch); it had been refused."""
+    from helpers import finetune
+
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = ["sentence\tlabel"] + [f"a replaced {w}\t{i % 2}" for i, w in
+                                  enumerate(["model", "token", "generator"] * 3)]
+    for split in ("train", "dev"):
+        (data / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    _, results = finetune("--task_name=sst2", f"--init_checkpoint={pretrained_dir}",
+                          f"--data_dir={data}", "--max_seq_length=16", "--num_train_epochs=2",
+                          "--train_batch_size=32", f"--model_dir={tmp_path / 'out'}")
+    assert sorted(results) == ["epoch_1", "epoch_2"]
+    assert '"total_steps": 2' in (tmp_path / "out" / "finetuning_config.json").read_text()
