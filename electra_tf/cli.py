@@ -178,8 +178,8 @@ def run_cli(main: Callable[[], None]) -> None:
     - a multi-worker peer found down mid-run (tf.errors.UnavailableError, or
       errors.PeerLost, after which the process ends without its exit hooks), a
       non-finite loss (errors.Diverged), or the file system refusing a write
-      (a full disk, a read-only or forbidden folder: OSError, or TensorFlow's
-      error of the same cause): `error: ...`, exit status 1. Writes are atomic,
+      (a full disk, a file past the size limit, a read-only or forbidden folder:
+      OSError, or TensorFlow's error of the same cause): `error: ...`, exit status 1. Writes are atomic,
       so the files already there are whole.
     Anything else is a bug and keeps its traceback.
     """
@@ -229,7 +229,8 @@ def run_cli(main: Callable[[], None]) -> None:
         if e.errno not in _FILE_SYSTEM_ERRNOS:
             raise
         where = f"{e.filename}: " if e.filename else ""
-        print(f"error: {where}{e.strerror or e}{_FILE_SYSTEM_HINT}", file=sys.stderr)
+        text = " ".join(f"{where}{e.strerror or e}".split())  # h5py's hold line breaks
+        print(f"error: {text}{_FILE_SYSTEM_HINT}", file=sys.stderr)
         sys.exit(1)
     except Exception as e:
         tf = sys.modules.get("tensorflow")
@@ -241,7 +242,8 @@ def run_cli(main: Callable[[], None]) -> None:
         line = None  # EACCES, EPERM, EROFS: the type says it; ENOSPC, EDQUOT: the text
         if isinstance(e, tf.errors.PermissionDeniedError):
             line = next((x for x in (e.message or "").splitlines() if x.strip()), "")
-        elif isinstance(e, tf.errors.ResourceExhaustedError):  # or out of memory
+        elif isinstance(e, (tf.errors.ResourceExhaustedError,  # or out of memory
+                            tf.errors.OutOfRangeError)):  # EFBIG; or a dataset's end
             line = framework_messages.disk_full_line(e.message)
         if line is None:
             raise
@@ -255,10 +257,14 @@ _USAGE_HINT = (" (every flag takes its value after an equals sign, --name=value;
                "is --name, --noname or --name=false; --help lists the flags)")
 
 # A write the file system refuses: a full disk or quota, a read-only or forbidden folder.
-_FILE_SYSTEM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+# EFBIG: past the process's file size limit (ulimit -f, a batch system's) or the file
+# system's largest file (FAT's 4 GiB).
+_FILE_SYSTEM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES,
+                       errno.EPERM)
 # Every command's outputs: checkpoints, weights, exports, records, scores and tables.
 _FILE_SYSTEM_HINT = (" (every file is written under a temporary name first, so those written "
-                     "before are whole; free space or fix the folder, then rerun: a training "
+                     "before are whole; free space, lift the file size limit or fix the "
+                     "folder, then rerun: a training "
                      "run resumes from its last checkpoint)")
 
 

@@ -113,3 +113,35 @@ def test_convert_to_hf_on_a_full_disk_is_one_line(small_mount, tmp_path):
     error_line(proc, f"{out / 'model.safetensors'}: No space left on device",
                "so those written before are whole", returncode=1)
     assert {p: (out / p).read_bytes() for p in os.listdir(out)} == before
+
+
+def _file_size_limit(nbytes: int):
+    """A child's RLIMIT_FSIZE (ulimit -f, a batch system's limit): a write past it fails
+    with EFBIG (Python ignores the SIGXFSZ that would kill the process)."""
+    import resource
+
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+
+
+def test_a_file_size_limit_at_the_final_weights_is_one_line(tmp_path):
+    """EFBIG from h5py had been a 48-line traceback; TensorFlow's (an OutOfRangeError
+    at a checkpoint, an export, a record file) one of 72."""
+    assert run_python(["-c", _SAVE, str(tmp_path), "0"]).returncode == 0
+    path = tmp_path / folders.files.DISCRIMINATOR_WEIGHTS
+    before = path.read_bytes()
+    proc = run_python(["-c", _SAVE, str(tmp_path), "1"],
+                      preexec_fn=_file_size_limit(len(before) // 2))
+    error_line(proc, "File too large", "lift the file size limit", returncode=1)
+    assert path.read_bytes() == before
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]
+
+
+@pytest.mark.slow
+def test_a_file_size_limit_at_a_record_file_is_one_line(tmp_path, tiny_corpus, tiny_vocab):
+    out = tmp_path / "records"
+    proc = run_python(["-m", "electra_tf.build_pretraining_data", f"--corpus={tiny_corpus}",
+                       f"--vocab_file={tiny_vocab}", f"--output_dir={out}",
+                       "--max_seq_length=32", "--num_shards=2"],
+                      preexec_fn=_file_size_limit(4096))
+    error_line(proc, "File too large", "lift the file size limit", returncode=1)
+    assert not out.exists() or not [p for p in os.listdir(out) if "tfrecord" in p]

@@ -216,9 +216,11 @@ def atomic_write(path: str, write: Callable[[str], None], suffix: str = "") -> N
         write(tmp)
         honour_umask(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.remove(tmp)
+        if isinstance(e, OSError) and e.filename is None:
+            e.filename = path  # a write refused at close names no file (a full disk)
         raise
 
 

@@ -58,14 +58,16 @@ def id_out_of_range(message: str) -> tuple[int, int] | None:
 
 
 # === TensorFlow: a write the file system refuses ===
-# strerror(ENOSPC) and strerror(EDQUOT), which TensorFlow's IOError quotes ("PATH;
-# No space left on device"); EACCES, EPERM and EROFS are a PermissionDeniedError.
-DISK_FULL = ("No space left on device", "Disk quota exceeded")
+# strerror(ENOSPC), strerror(EDQUOT) and strerror(EFBIG), which TensorFlow's IOError
+# quotes ("PATH; No space left on device"; EFBIG as an OutOfRangeError); EACCES, EPERM
+# and EROFS are a PermissionDeniedError.
+DISK_FULL = ("No space left on device", "Disk quota exceeded", "File too large")
 
 
 def disk_full_line(message: str) -> str | None:
-    """The line of a ResourceExhaustedError's message that says the disk is full, else None
-    (out of memory, the type's other cause)."""
+    """The line of a ResourceExhaustedError's (OutOfRangeError's) message that says the
+    disk is full (the file too large), else None (out of memory, a dataset's end: the
+    types' other causes)."""
     return next((line for line in (message or "").splitlines()
                  if any(cause in line for cause in DISK_FULL)), None)
 

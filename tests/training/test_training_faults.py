@@ -724,11 +724,13 @@ def test_a_finished_run_leaves_no_lock_file_and_locks_stay_exclusive(trained_run
 @pytest.mark.parametrize("code,text,error", [(28, "No space left on device",
                                               "ResourceExhaustedError"),
                                              (30, "Read-only file system",
-                                              "PermissionDeniedError")])
+                                              "PermissionDeniedError"),
+                                             (27, "File too large", "OutOfRangeError")])
 def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, error, capsys):
-    """ENOSPC or EROFS while a checkpoint, the weights or an export is written (Python's
-    OSError, or TensorFlow's error of that cause: tests/test_framework_messages.py
-    provokes TensorFlow's own)."""
+    """ENOSPC, EROFS or EFBIG (a file size limit: ulimit -f, a batch system's, FAT's
+    4 GiB) while a checkpoint, the weights or an export is written (Python's OSError,
+    or TensorFlow's error of that cause: tests/test_framework_messages.py provokes
+    TensorFlow's own)."""
     import tensorflow as tf
 
     from electra_tf import cli
@@ -749,9 +751,18 @@ def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, er
         err = capsys.readouterr().err
         assert err.startswith(f"error: {where}{text} (every file is written under a "
                               "temporary name first, so those written before are whole; free "
-                              "space or fix the folder, then rerun: a training run resumes "
-                              "from its last checkpoint)")
+                              "space, lift the file size limit or fix the folder, then rerun: "
+                              "a training run resumes from its last checkpoint)")
         assert len(err.splitlines()) == 1
+
+    def h5py_write():  # h5py's messages hold line breaks
+        raise OSError(code, f"Unable to create file (time = Tue Dec  1\n, {text})", "/m/w.h5")
+
+    with pytest.raises(SystemExit):
+        cli.run_cli(h5py_write)
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: /m/w.h5: Unable to create file (time = Tue Dec 1 , {text})")
+    assert len(err.splitlines()) == 1
 
     def bug():
         raise OSError(2, "No such file or directory", "x")  # not the file system refusing
@@ -764,6 +775,30 @@ def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, er
 
     with pytest.raises(tf.errors.ResourceExhaustedError):
         cli.run_cli(out_of_memory)
+
+    def end_of_data():  # the other cause of an OutOfRangeError too
+        raise tf.errors.OutOfRangeError(None, None, "End of sequence")
+
+    with pytest.raises(tf.errors.OutOfRangeError):
+        cli.run_cli(end_of_data)
+
+
+def test_a_write_refused_when_its_file_closes_names_the_file(tmp_path):
+    """A full disk often refuses a write only when the file is closed, with an OSError
+    that names no file: the error names the file being written, and nothing is left."""
+    import errno
+
+    from electra_tf.core.fileio import atomic_write
+
+    def write(tmp):
+        open(tmp, "w").close()
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    path = tmp_path / "predictions.tsv"
+    with pytest.raises(OSError) as raised:
+        atomic_write(str(path), write)
+    assert raised.value.filename == str(path)
+    assert os.listdir(tmp_path) == []
 
 
 def test_a_model_dir_that_is_a_file_is_refused_before_anything_is_built(
