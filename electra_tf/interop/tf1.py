@@ -403,6 +403,8 @@ def original_tag_names(data_dir: str, scope: str) -> list[str]:
     Raises:
       ConversionError: no file, or no tag in them.
     """
+    from electra_tf.tasks.tagging import to_bioes
+
     files = [os.path.join(data_dir, f"{split}.txt") for split in ("train", "dev", "test")]
     files = [f for f in files if os.path.isfile(f)]
     if not files:
@@ -417,32 +419,11 @@ def original_tag_names(data_dir: str, scope: str) -> list[str]:
                 if words and words[0] != "-DOCSTART-":
                     sentence.append(words[-1])
                 elif not words and sentence:
-                    tags.update(_bioes(sentence) if scope == "chunk" else sentence)
+                    tags.update(to_bioes(sentence) if scope == "chunk" else sentence)
                     sentence = []
     if not tags:
         raise core.ConversionError(f"--data_dir={data_dir}: no tags in {', '.join(files)}")
     return sorted(tags)
-
-
-def _bioes(tags: list[str]) -> list[str]:
-    """tagging_utils.get_tags(get_span_labels(tags), len(tags), "BIOES")."""
-    spans, last, start = [], "O", -1
-    for i, tag in enumerate(tags):
-        pos = None if tag == "O" else tag.split("-")[0]
-        if (pos in ("S", "B") or tag == "O") and last != "O":
-            spans.append((start, i - 1, last.split("-")[-1]))
-        if pos in ("B", "S") or last == "O":
-            start = i
-        last = tag
-    if tags[-1] != "O":
-        spans.append((start, len(tags) - 1, tags[-1].split("-")[-1]))
-    out = ["O"] * len(tags)
-    for s, e, t in spans:
-        out[s:e + 1] = [f"I-{t}"] * (e + 1 - s)
-        out[e], out[s] = f"E-{t}", f"B-{t}"
-        if s == e:
-            out[s] = f"S-{t}"
-    return out
 
 
 def _task_of(scope: str, task_name: str, weights: dict, label_names: str, do_lower_case: bool,

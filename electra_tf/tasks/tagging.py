@@ -27,6 +27,13 @@ longer than a window is split into overlapping word-aligned windows (BERT's
 doc_stride), and each word is owned by exactly one window, so every word gets
 exactly one prediction.
 
+Schemes. BIO (O, B-X, I-X; CoNLL-2003's raw IOB1 reads too) trains on the
+file's tags as they are. BIOES trains and scores as the original's chunking
+does (tagging_tasks.py's LABEL_ENCODING): every sentence's tags are made BIOES
+on reading (`to_bioes`: B-X I-X -> B-X E-X, a one-word span -> S-X), so BIO
+files take it as BIOES files do; the tag set, gold tags and predictions are
+BIOES.
+
 Metrics: seqeval's micro precision/recall/F1 over spans, and token accuracy.
 BIO uses seqeval's default (conlleval) mode, which also reads CoNLL-2003's
 raw IOB1 tags as conlleval does; BIOES uses mode="strict" with scheme IOBES
@@ -48,6 +55,7 @@ import re
 from typing import Any, Sequence
 
 import numpy as np
+from absl import logging
 
 from electra_tf.core.errors import ConfigError, TaskDataError
 from electra_tf.core.fileio import atomic_write_text
@@ -69,6 +77,32 @@ def span_scheme_of(tags: Sequence[str]) -> str | None:
         if tags and all(pattern.match(t) for t in tags):
             return scheme
     return None
+
+
+def to_bioes(tags: Sequence[str]) -> list[str]:
+    """A sentence's span tags (BIO, IOB1 or BIOES) made BIOES, as the original makes every
+    chunking sentence's (tagging_tasks.py's LABEL_ENCODING = "BIOES":
+    tagging_utils.get_tags(get_span_labels(tags), len(tags), "BIOES")). Its span
+    reading is the original's: a B- or S- (or an O) ends the span before; an I- or E-
+    continues it, whatever its type (the span takes its last tag's type), and an I-
+    after an O starts one; well-formed BIOES comes back as it is."""
+    spans, last, start = [], "O", -1
+    for i, tag in enumerate(tags):
+        pos = None if tag == "O" else tag.split("-", 1)[0]
+        if (pos in ("S", "B") or tag == "O") and last != "O":
+            spans.append((start, i - 1, last.split("-", 1)[-1]))
+        if pos in ("B", "S") or last == "O":
+            start = i
+        last = tag
+    if tags and tags[-1] != "O":
+        spans.append((start, len(tags) - 1, tags[-1].split("-", 1)[-1]))
+    out = ["O"] * len(tags)
+    for s, e, t in spans:
+        out[s:e + 1] = [f"I-{t}"] * (e + 1 - s)
+        out[e], out[s] = f"E-{t}", f"B-{t}"
+        if s == e:
+            out[s] = f"S-{t}"
+    return out
 
 
 @dataclasses.dataclass
@@ -138,8 +172,8 @@ class TaggingTask(Task):
       name: task name, e.g. "ner", "chunking" or "tagging".
       label_names: the tag set, or None to learn it from the train split.
       scheme: "BIO" (O, B-X, I-X; IOB1 files also pass), "BIOES" (adds E-X,
-        S-X), or None: any tags, span metrics only for a BIO- or BIOES-shaped
-        tag set (`span_scheme`).
+        S-X; BIO and IOB1 files are made BIOES, `to_bioes`), or None: any tags,
+        span metrics only for a BIO- or BIOES-shaped tag set (`span_scheme`).
     """
 
     head = "token_classification"
@@ -273,16 +307,36 @@ class TaggingTask(Task):
                 first = number
             words.append(cols[0])
             if labelled:
-                tags.append(self._check_tag(cols[-1], f"{path}:{number}", check_label_set))
+                tags.append(self._check_tag(cols[-1], f"{path}:{number}"))
         if not examples:
             raise TaskDataError(f"{path}:{max(1, n_lines)}: empty split: no sentences "
                                 "(only blank or -DOCSTART- lines)")
         if self.scheme == "BIOES" and labelled:
+            changed, first, bioes_file = 0, None, False
             for ex in examples:
-                _check_bioes(ex)
+                bioes = to_bioes(ex.tags)
+                bioes_file |= any(t[:2] in ("E-", "S-") for t in ex.tags)
+                for i, (a, b) in enumerate(zip(ex.tags, bioes)):
+                    if a != b:
+                        changed += 1
+                        first = first or f"{ex.where(i)}: {a} -> {b}"
+                ex.tags = bioes
+            if changed and bioes_file:  # a BIOES file whose spans do not close: say so
+                logging.warning("%s: %d tag(s) did not form BIOES spans and are read as the "
+                                "original reads them (first: %s)", path, changed, first)
+            elif changed:
+                logging.info("%s: %d BIO tag(s) made BIOES, as the original trains and "
+                             "scores them", path, changed)
+        if labelled and check_label_set and self._label_ids:
+            for ex in examples:
+                for i, tag in enumerate(ex.tags):
+                    if tag not in self._label_ids:
+                        made = " (the file's tags made BIOES)" if self.scheme == "BIOES" else ""
+                        raise TaskDataError(f"{ex.where(i)}: tag {tag!r}{made} is not in the "
+                                            f"tag set {list(self._label_names)}")
         return examples
 
-    def _check_tag(self, tag: str, where: str, check_label_set: bool) -> str:
+    def _check_tag(self, tag: str, where: str) -> str:
         odd = _INVISIBLE.search(tag)
         if odd:
             raise TaskDataError(f"{where}: tag {tag!r} holds an invisible or control "
@@ -293,9 +347,6 @@ class TaggingTask(Task):
             allowed = ", ".join(["O"] + [f"{p}-X" for p in SCHEMES[self.scheme]])
             raise TaskDataError(f"{where}: tag {tag!r} is not valid under {self.scheme} "
                                 f"({allowed})")
-        if check_label_set and self._label_ids and tag not in self._label_ids:
-            raise TaskDataError(f"{where}: tag {tag!r} is not in the tag set "
-                                f"{list(self._label_names)}")
         return tag
 
     # === Features ===
@@ -461,30 +512,6 @@ class TaggingTask(Task):
 # and line/paragraph separator characters, which no tag set means.
 _INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u202a-\u202e"
                         "\u2028\u2029\u2060-\u2064\ufeff\ud800-\udfff]")
-
-
-def _check_bioes(ex: TaggingExample) -> None:
-    """Refuses gold tags that do not form BIOES spans (B-X I-X* E-X, or S-X): strict
-    BIOES scoring drops such spans, so BIO data scored as BIOES would score 0.
-
-    Raises:
-      TaskDataError: (file:line) the first tag that breaks a span.
-    """
-    open_type = None  # the type of the span a B- or I- opened
-    for i, tag in enumerate(list(ex.tags) + ["O"]):
-        prefix, _, kind = tag.partition("-")
-        continues = prefix in ("I", "E") and kind == open_type
-        if open_type is not None and not continues:
-            then = (f"the next tag is {tag!r}, not I-{open_type} or E-{open_type}"
-                    if i < len(ex.words) else f"the sentence ends without E-{open_type}")
-            raise TaskDataError(
-                f"{ex.where(i - 1)}: {ex.tags[i - 1]!r} leaves a BIOES span open: {then}; "
-                "is the file BIO? give --tagging_scheme=BIO")
-        if open_type is None and prefix in ("I", "E"):
-            raise TaskDataError(
-                f"{ex.where(i)}: {tag!r} continues a BIOES span that no B-{kind} opened; "
-                "is the file BIO? give --tagging_scheme=BIO")
-        open_type = kind if prefix in ("B", "I") else None
 
 
 # Characters that end a line for str.splitlines() (and some editors) but not for a
