@@ -95,6 +95,47 @@ def test_a_full_disk_at_the_final_weights_is_one_line(small_mount):
     assert not [p for p in os.listdir(folder) if p.startswith(".tmp-")]
 
 
+def test_the_weights_file_is_built_in_memory_and_reads_back_as_keras_writes_it(tmp_path):
+    """The .weights.h5 is built in memory and written as bytes (a disk another process
+    fills mid-write is then an OSError, not h5py's crash): with this Keras the in-memory
+    store is there, and the file loads as model.save_weights' own does."""
+    import numpy as np
+
+    model = _discriminator(3)
+    assert folders.files.weights_file_in_memory(model) is not None
+    ours, keras_own = tmp_path / "ours.weights.h5", tmp_path / "keras.weights.h5"
+    folders.files.save_weights(model, str(ours))
+    model.save_weights(str(keras_own))
+    for path in (ours, keras_own):
+        again = _discriminator(4)
+        again.load_weights(str(path))
+        for a, b in zip(again.weights, model.weights):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=b.path)
+
+
+_SAVE_UNCHECKED = _SAVE.replace(
+    "    keras.utils.set_random_seed",
+    "    folders.files.check_free_space = lambda *args: None  # filled after the check\n"
+    "    keras.utils.set_random_seed")
+
+
+@pytest.mark.slow  # a real tmpfs (root)
+def test_a_disk_filled_during_the_weights_write_is_one_line(small_mount):
+    """Another process filling the disk after the free-space check: h5py had crashed
+    the process in File.close (exit 139) with a 40-line dump."""
+    assert "filled after the check" in _SAVE_UNCHECKED
+    folder = small_mount("1m")
+    assert run_python(["-c", _SAVE, str(folder), "0"]).returncode == 0
+    path = folder / folders.files.DISCRIMINATOR_WEIGHTS
+    before = path.read_bytes()
+    _fill(folder, leave=len(before) // 2)
+    proc = run_python(["-c", _SAVE_UNCHECKED, str(folder), "1"])
+    error_line(proc, f"{path}: No space left on device", "so those written before are whole",
+               returncode=1)
+    assert path.read_bytes() == before
+    assert not [p for p in os.listdir(folder) if p.startswith(".tmp-")]
+
+
 @pytest.mark.slow  # a real tmpfs (root)
 def test_convert_to_hf_on_a_full_disk_is_one_line(small_mount, tmp_path):
     pytest.importorskip("safetensors")

@@ -392,7 +392,7 @@ def test_copy_and_record_vocab(tmp_path, tiny_vocab):
 
 
 KILLED_MID_WRITE = """
-import os, sys, time
+import io, os, sys, time
 import keras
 from electra_tf import folders
 from electra_tf.core.config import EncoderConfig
@@ -408,19 +408,32 @@ def stalled_save(path):  # writes half a file, then hangs until killed
     open(os.path.join(folder, "writing"), "w").close()
     time.sleep(600)
 
-d.save_weights = stalled_save
+
+class Stalled(io.BytesIO):  # the in-memory file's bytes, whose write hangs until killed
+    def getbuffer(self):
+        open(os.path.join(folder, "writing"), "w").close()
+        time.sleep(600)
+
+
+if sys.argv[3] == "keras":  # a Keras without the in-memory store: model.save_weights
+    folders.files.weights_file_in_memory = lambda model: None
+    d.save_weights = stalled_save
+else:
+    folders.files.weights_file_in_memory = lambda model: Stalled(b"\\x89HDF\\r\\n")
 folders.pretraining.save_discriminator(folder, d)
 """
 
 
-def test_a_kill_mid_write_leaves_the_old_weights_and_the_next_run_tidies(tmp_path):
+@pytest.mark.parametrize("writer", ["memory", "keras"])
+def test_a_kill_mid_write_leaves_the_old_weights_and_the_next_run_tidies(tmp_path, writer):
     import signal
     import time
 
     folders.pretraining.save_discriminator(str(tmp_path), discriminator(0))
     weights = tmp_path / folders.files.DISCRIMINATOR_WEIGHTS
     before = weights.read_bytes()
-    proc = popen_python(["-c", KILLED_MID_WRITE, str(tmp_path), json.dumps(TINY.to_dict())])
+    proc = popen_python(["-c", KILLED_MID_WRITE, str(tmp_path), json.dumps(TINY.to_dict()),
+                         writer])
     try:
         deadline = time.monotonic() + patience(240)
         while not (tmp_path / "writing").exists():

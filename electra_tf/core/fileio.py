@@ -227,10 +227,10 @@ def atomic_write(path: str, write: Callable[[str], None], suffix: str = "") -> N
 def check_free_space(path: str, nbytes: int) -> None:
     """Refuses a write of about `nbytes` to `path` that its file system has no room for.
 
-    Some writers do not fail cleanly on a full disk: h5py (Keras' .weights.h5)
-    crashes the process in File.close (exit 139) after its OSError, so such a
-    write asks first. Another writer filling the disk during the write is not
-    covered. Local paths only (a gs:// path is left to its file system).
+    Some writers do not fail cleanly on a full disk (safetensors; h5py, which
+    crashes the process in File.close, exit 139, and which folders.files now
+    runs in memory), so such a write asks first and fails before anything is
+    written. Local paths only (a gs:// path is left to its file system).
 
     Raises:
       OSError(ENOSPC) naming `path`, the size needed and the space free

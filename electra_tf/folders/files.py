@@ -94,14 +94,57 @@ def read_json(path: str) -> dict:
 
 
 def save_weights(model, path: str) -> None:
-    """model.save_weights, atomically (Keras wants the .weights.h5 ending).
+    """model.save_weights, atomically: the file model.save_weights writes, built in
+    memory (`weights_file_in_memory`) and then written as bytes, so that a disk that
+    fills during the write (another process's) is an OSError, not h5py crashing the
+    process in File.close (exit 139); model.save_weights itself where this Keras has
+    no in-memory weights store. The file is held in memory meanwhile (the model's
+    size once more: 1.3 GB for ELECTRA-Large).
 
     Raises:
-      OSError(ENOSPC) before h5py writes, where the disk has no room for the file
-      (`weights_file_bytes`): h5py crashes the process on a full disk.
+      OSError(ENOSPC) before anything is written, where the disk has no room for the
+      file (`weights_file_bytes`), or from the write.
     """
     check_free_space(path, weights_file_bytes(model))
-    atomic_write(path, model.save_weights, suffix=".weights.h5")
+    data = weights_file_in_memory(model)
+    if data is None:
+        atomic_write(path, model.save_weights, suffix=".weights.h5")
+        return
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            f.write(data.getbuffer())
+
+    try:
+        atomic_write(path, write, suffix=".weights.h5")
+    finally:
+        data.close()
+
+
+def weights_file_in_memory(model):
+    """The .weights.h5 file model.save_weights writes, as an io.BytesIO, or None where
+    this Keras lacks what builds it (keras.src.saving.saving_lib's H5IOStore over a
+    BytesIO and _save_state, Keras 3.10 to 3.15 at least: a private API, whence the
+    fallback)."""
+    import io
+
+    try:
+        from keras.src.saving.saving_lib import H5IOStore, _save_state
+    except ImportError:
+        return None
+    buffer = io.BytesIO()
+    try:
+        store = H5IOStore(buffer, mode="w")
+    except (TypeError, ValueError):  # a Keras whose store takes paths alone
+        return None
+    try:
+        _save_state(model, weights_store=store, assets_store=None, inner_path="",
+                    visited_saveables=set())
+    except TypeError:  # another signature: model.save_weights says what a bug would
+        return None
+    finally:
+        store.close()
+    return buffer
 
 
 # Per variable of a .weights.h5, its name, object header and group entry: about
