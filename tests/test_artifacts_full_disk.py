@@ -81,18 +81,24 @@ _SAVE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow  # a real tmpfs (root); the faked-free-space test above runs by default
-def test_a_full_disk_at_the_final_weights_is_one_line(small_mount):
+def _second_save_on_a_full_disk(small_mount, script: str) -> None:
+    """Saves weights on a 1 MiB tmpfs, fills it to half their size, saves again with
+    `script`: one line, status 1, the first file whole and no temporary left."""
     folder = small_mount("1m")
     assert run_python(["-c", _SAVE, str(folder), "0"]).returncode == 0
     path = folder / folders.files.DISCRIMINATOR_WEIGHTS
     before = path.read_bytes()
     _fill(folder, leave=len(before) // 2)
-    proc = run_python(["-c", _SAVE, str(folder), "1"])
+    proc = run_python(["-c", script, str(folder), "1"])
     error_line(proc, f"{path}: No space left on device",
                "so those written before are whole", returncode=1)
     assert path.read_bytes() == before
     assert not [p for p in os.listdir(folder) if p.startswith(".tmp-")]
+
+
+@pytest.mark.slow  # a real tmpfs (root); the faked-free-space test above runs by default
+def test_a_full_disk_at_the_final_weights_is_one_line(small_mount):
+    _second_save_on_a_full_disk(small_mount, _SAVE)
 
 
 def test_the_weights_file_is_built_in_memory_and_reads_back_as_keras_writes_it(tmp_path):
@@ -124,16 +130,7 @@ def test_a_disk_filled_during_the_weights_write_is_one_line(small_mount):
     """Another process filling the disk after the free-space check: h5py had crashed
     the process in File.close (exit 139) with a 40-line dump."""
     assert "filled after the check" in _SAVE_UNCHECKED
-    folder = small_mount("1m")
-    assert run_python(["-c", _SAVE, str(folder), "0"]).returncode == 0
-    path = folder / folders.files.DISCRIMINATOR_WEIGHTS
-    before = path.read_bytes()
-    _fill(folder, leave=len(before) // 2)
-    proc = run_python(["-c", _SAVE_UNCHECKED, str(folder), "1"])
-    error_line(proc, f"{path}: No space left on device", "so those written before are whole",
-               returncode=1)
-    assert path.read_bytes() == before
-    assert not [p for p in os.listdir(folder) if p.startswith(".tmp-")]
+    _second_save_on_a_full_disk(small_mount, _SAVE_UNCHECKED)
 
 
 @pytest.mark.slow  # a real tmpfs (root)
