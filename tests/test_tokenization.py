@@ -178,6 +178,17 @@ def test_a_byte_order_mark_is_named(tmp_path):
         load_vocab(str(path))
 
 
+@pytest.mark.parametrize("tail,line", [(b"caf\xe9\nthe\n", 6), (b"\xe9\n", 6),
+                                       (b"ok\r\n\xff", 7)])
+def test_a_vocab_that_is_not_utf8_is_refused_naming_the_line(tmp_path, tail, line):
+    """A Latin-1 vocabulary had been read with its bytes replaced (U+FFFD), so its
+    tokens matched no text; the corpus reader refuses such bytes too."""
+    path = tmp_path / "v.txt"
+    path.write_bytes(b"[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n" + tail)
+    with pytest.raises(VocabError, match=rf"v.txt:{line}: not UTF-8 \(byte 0x"):
+        load_vocab(str(path))
+
+
 def test_tokens_with_whitespace_or_controls_never_match(tmp_path):
     # tensorflow-text had matched "the " across the space of "the theme", and a
     # NUL in a token ended in a traceback; the tokens keep their ids.
