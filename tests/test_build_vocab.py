@@ -124,3 +124,14 @@ def test_the_utf8_check_reads_in_chunks_and_counts_lines(tmp_path):
     path.write_bytes("é\nzé\n".encode() * 5 + b"ok\nbad \xff\n")
     with pytest.raises(InputError, match=r"t.txt:12: not UTF-8 text \(invalid start byte\)"):
         check_utf8_file(str(path), chunk_bytes=3)
+
+
+def test_a_folder_given_as_the_corpus_says_so(tmp_path):
+    from electra_tf.core.errors import InputError
+    from electra_tf.core.fileio import expand_files
+
+    (tmp_path / "a.txt").write_text("x\n")
+    with pytest.raises(InputError, match=rf"corpus pattern '{tmp_path}' is a folder; give its "
+                                         rf"files, e.g. '{tmp_path}/\*'"):
+        expand_files(str(tmp_path))
+    assert expand_files(f"{tmp_path}/*") == [str(tmp_path / "a.txt")]

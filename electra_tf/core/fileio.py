@@ -53,6 +53,10 @@ def expand_files(patterns: str | list[str], what: str = "corpus",
         matched = [f for f in glob_fn(os.path.expanduser(pattern)) if isfile(f)
                    and (hidden_too or not os.path.basename(f).startswith("."))]
         if not matched:
+            folder = os.path.expanduser(pattern)
+            if "://" not in pattern and os.path.isdir(folder):
+                raise InputError(f"{what} pattern {pattern!r} is a folder; give its files, "
+                                 f"e.g. {os.path.join(pattern, '*')!r}")
             raise InputError(f"{what} pattern {pattern!r} matches no file")
         files.update(matched)
     if not files:
