@@ -483,6 +483,19 @@ def utf16_corpus(path, text):
     return str(path)
 
 
+def test_a_stray_nul_in_text_is_deleted_as_the_original_deletes_it(tiny_corpus, tiny_vocab,
+                                                                   tmp_path):
+    """A web page holding a NUL byte (OpenWebText's) had stopped the whole build as "a
+    binary file"; the original's tokenizer deletes it (_clean_text), as ours does."""
+    text = open(tiny_corpus, encoding="utf-8").read()
+    cut = text.index(" ", len(text) // 2) + 3  # inside a word
+    with_nul = tmp_path / "nul.txt"
+    with_nul.write_text(text[:cut] + "\x00" + text[cut:], encoding="utf-8")
+    build_pretraining_data(options(str(with_nul), tiny_vocab, tmp_path / "a", max_seq_length=32))
+    build_pretraining_data(options(tiny_corpus, tiny_vocab, tmp_path / "b", max_seq_length=32))
+    assert shard_bytes(tmp_path / "a") == shard_bytes(tmp_path / "b")
+
+
 @pytest.mark.parametrize("case", ["binary", "utf16", "utf16_no_bom", "latin1"])
 def test_a_corpus_file_that_is_not_utf8_text_is_refused(case, tiny_corpus, tiny_vocab, tmp_path):
     """Even with --max_unk_rate=1: decoded with U+FFFD, it would still tokenize (UTF-16's
