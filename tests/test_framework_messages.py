@@ -107,7 +107,8 @@ def test_a_full_disk_is_read_from_tensorflows_resource_exhausted_error():
         is None
     # what TensorFlow quotes: the C library's strerror
     assert framework_messages.DISK_FULL == (os.strerror(errno.ENOSPC),
-                                            os.strerror(errno.EDQUOT))
+                                            os.strerror(errno.EDQUOT),
+                                            os.strerror(errno.EFBIG))
 
 
 def test_the_peer_texts_are_parsed():

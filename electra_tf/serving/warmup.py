@@ -62,8 +62,10 @@ def bucket_inputs(info: dict, signature: str, length: int) -> dict[str, np.ndarr
 
     if names == ["question", "context"]:  # [CLS] q [SEP] context [SEP]
         return {"question": words(1), "context": words(length - 4)}
-    if "text_pair" in names:  # [CLS] a [SEP] [SEP]
-        return {"text": words(length - 3), "text_pair": words(0)}
+    if "text_pair" in names:  # [CLS] a [SEP] b [SEP]; an empty b packs a alone
+        if length >= 4:
+            return {"text": words(length - 4), "text_pair": words(1)}
+        return {"text": words(length - 2), "text_pair": words(0)}
     return {"text": words(length - 2)}
 
 
