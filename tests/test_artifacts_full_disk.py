@@ -161,6 +161,7 @@ def _file_size_limit(nbytes: int):
     return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
 
 
+@pytest.mark.slow  # two fresh processes; run_cli's EFBIG line is tested in process by default
 def test_a_file_size_limit_at_the_final_weights_is_one_line(tmp_path):
     """EFBIG from h5py had been a 48-line traceback; TensorFlow's (an OutOfRangeError
     at a checkpoint, an export, a record file) one of 72."""
