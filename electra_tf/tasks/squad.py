@@ -356,7 +356,6 @@ class SquadTask(base.Task):
         inputs = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
         return base.Features(inputs, labels, np.asarray(ex_index, np.int32), extra)
 
-
     # === Decoding ===
 
     def predictions(self, outputs: dict[str, np.ndarray], examples: list[SquadExample],
