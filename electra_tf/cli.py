@@ -179,8 +179,8 @@ def run_cli(main: Callable[[], None]) -> None:
       errors.PeerLost, after which the process ends without its exit hooks), a
       non-finite loss (errors.Diverged), or the file system refusing a write
       (a full disk, a file past the size limit, a read-only or forbidden folder:
-      OSError, or TensorFlow's error of the same cause): `error: ...`, exit status 1. Writes are atomic,
-      so the files already there are whole.
+      OSError, or TensorFlow's error of the same cause): `error: ...`, exit status
+      1. Writes are atomic, so the files already there are whole.
     Anything else is a bug and keeps its traceback.
     """
     from absl import app, logging
@@ -264,8 +264,7 @@ _FILE_SYSTEM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, err
 # Every command's outputs: checkpoints, weights, exports, records, scores and tables.
 _FILE_SYSTEM_HINT = (" (every file is written under a temporary name first, so those written "
                      "before are whole; free space, lift the file size limit or fix the "
-                     "folder, then rerun: a training "
-                     "run resumes from its last checkpoint)")
+                     "folder, then rerun: a training run resumes from its last checkpoint)")
 
 
 def _handle_sigterm() -> None:

@@ -210,6 +210,27 @@ def poison_third_update(monkeypatch) -> None:
     monkeypatch.setattr(backend, "apply_reduced_gradients", poisoned)
 
 
+# The finetuning conftest's toy task folders (fixtures), by task.
+TOY_TASKS = {"sst2": "toy_sst2_dir", "ner": "toy_ner_dir", "squad_v2": "toy_squad_dir"}
+
+
+def toy_trainer(task, data_dir, pretrained_dir, model_dir, max_seq_length, train_batch_size=8,
+                eval_batch_size=128, **run):
+    """A TensorFlowFinetuning of one epoch without dropout on a toy task's folder (no
+    evaluation); `run`: more FinetuningRun fields."""
+    from electra_tf.core.config import FinetuningConfig, FinetuningRun
+    from electra_tf.tasks.registry import get_task
+    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
+
+    config = FinetuningConfig(task_name=task, max_seq_length=max_seq_length,
+                              train_batch_size=train_batch_size, hidden_dropout_prob=0.0,
+                              attention_probs_dropout_prob=0.0, num_train_epochs=1,
+                              eval_batch_size=eval_batch_size)
+    return TensorFlowFinetuning(get_task(task), config, FinetuningRun(
+        model_dir=str(model_dir), data_dir=data_dir, init_checkpoint=pretrained_dir,
+        do_eval=False, **run))
+
+
 def finetune(*argv: str):
     """run_finetuning's main in this process, on the TensorFlow backend: (trainer, results)."""
     from electra_tf.training.backends.tensorflow import TensorFlowFinetuning

@@ -82,12 +82,16 @@ def span_loss(start_logits, end_logits, start_positions, end_positions,
     return _weighted_sum(per_example, weight)
 
 
+def token_weights(tag_weights, weight=None):
+    """tag_weights [B, L] times the rows' weight [B] (None: 1), float32 [B, L]."""
+    w = ops.cast(tag_weights, "float32")
+    return w if weight is None else w * ops.cast(weight, "float32")[:, None]
+
+
 def tagging_loss(tag_logits, tag_ids, tag_weights, weight=None):
     """tag_logits [B, L, T], tag_ids int [B, L], tag_weights [B, L] (weight [B]) -> scalar.
 
     The weighted token cross-entropy summed over every token of the batch.
     """
-    w = ops.cast(tag_weights, "float32")
-    if weight is not None:
-        w = w * ops.cast(weight, "float32")[:, None]
-    return ops.sum(softmax_cross_entropy(tag_logits, tag_ids) * w)
+    return ops.sum(softmax_cross_entropy(tag_logits, tag_ids)
+                   * token_weights(tag_weights, weight))

@@ -59,15 +59,15 @@ def load_vocab(vocab_file: str) -> list[str]:
     if data.startswith(b"\xef\xbb\xbf"):
         raise VocabError(f"{vocab_file} starts with a UTF-8 byte-order mark (U+FEFF), which "
                          "would become part of its first token; save it as UTF-8 without one")
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as e:  # a Latin-1 vocab: its tokens would match no text
-        line = len((data[:e.start] + b"x").splitlines())  # the line it is on
-        raise VocabError(f"{vocab_file}:{line}: not UTF-8 (byte 0x{data[e.start]:02x}); "
-                         "save the vocabulary as UTF-8") from None
     # Lines end at \n, \r\n or \r alone (bytes.splitlines: not at U+2028 or U+0085,
     # which a token may hold); a multi-byte character never holds those bytes.
-    tokens = [line.decode("utf-8") for line in data.splitlines()]
+    tokens = []
+    for number, line in enumerate(data.splitlines(), start=1):
+        try:
+            tokens.append(line.decode("utf-8"))
+        except UnicodeDecodeError as e:  # a Latin-1 vocab: its tokens would match no text
+            raise VocabError(f"{vocab_file}:{number}: not UTF-8 (byte 0x{line[e.start]:02x}); "
+                             "save the vocabulary as UTF-8") from None
     while tokens and not tokens[-1]:
         tokens.pop()
     if not tokens:

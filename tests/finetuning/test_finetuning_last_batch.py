@@ -9,6 +9,7 @@ import collections
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import TOY_TASKS, toy_trainer
 
 from electra_tf.tasks.losses import (
     EXAMPLE_WEIGHT,
@@ -21,20 +22,6 @@ from electra_tf.tasks.losses import (
 
 L = 32
 BATCH = 36  # 320 sst2, 240 ner windows: 8 and 24 rows of the last batch are real
-TASKS = {"sst2": "toy_sst2_dir", "ner": "toy_ner_dir", "squad_v2": "toy_squad_dir"}
-
-
-def trainer(task, data_dir, pretrained_dir, model_dir, **run):
-    from electra_tf.core.config import FinetuningConfig, FinetuningRun
-    from electra_tf.tasks.registry import get_task
-    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
-
-    config = FinetuningConfig(task_name=task, max_seq_length=L, train_batch_size=BATCH,
-                              hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                              num_train_epochs=1)
-    return TensorFlowFinetuning(get_task(task), config, FinetuningRun(
-        model_dir=str(model_dir), data_dir=data_dir, init_checkpoint=pretrained_dir,
-        do_eval=False, trim_batches=False, **run))
 
 
 def test_a_zero_weight_row_adds_nothing_to_any_loss():
@@ -62,12 +49,13 @@ def test_a_zero_weight_row_adds_nothing_to_any_loss():
     assert float(example_count({"label": label, EXAMPLE_WEIGHT: 0 * w}, "label")) == 1.0
 
 
-@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("task", TOY_TASKS)
 def test_an_epoch_is_every_window_once_and_the_filled_rows_train_nothing(
         task, request, pretrained_dir, tmp_path):
     from electra_tf.training.finetuning import steps_in_epoch
 
-    ft = trainer(task, request.getfixturevalue(TASKS[task]), pretrained_dir, tmp_path)
+    ft = toy_trainer(task, request.getfixturevalue(TOY_TASKS[task]), pretrained_dir, tmp_path,
+                     L, train_batch_size=BATCH, trim_batches=False)
     feats = ft.features("train")[1]
     n = len(feats)
     assert n % BATCH, f"{task}: {n} windows fill every batch: the test needs a partial one"

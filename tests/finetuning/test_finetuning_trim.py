@@ -9,25 +9,14 @@ import dataclasses
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import ConvertedByAutograph
+from helpers import TOY_TASKS as TASKS
+from helpers import ConvertedByAutograph, toy_trainer
 
 L = 64  # the toy tasks' examples use 8-25 positions of it
 
-TASKS = {"sst2": "toy_sst2_dir", "ner": "toy_ner_dir", "squad_v2": "toy_squad_dir"}
 
-
-def trainer(task, data_dir, pretrained_dir, model_dir, max_seq_length=L, eval_batch_size=128,
-            **run):
-    from electra_tf.core.config import FinetuningConfig, FinetuningRun
-    from electra_tf.tasks.registry import get_task
-    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
-
-    config = FinetuningConfig(task_name=task, max_seq_length=max_seq_length, train_batch_size=8,
-                              hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                              num_train_epochs=1, eval_batch_size=eval_batch_size)
-    return TensorFlowFinetuning(get_task(task), config, FinetuningRun(
-        model_dir=str(model_dir), data_dir=data_dir, init_checkpoint=pretrained_dir,
-        do_eval=False, **run))
+def trainer(task, data_dir, pretrained_dir, model_dir, max_seq_length=L, **run):
+    return toy_trainer(task, data_dir, pretrained_dir, model_dir, max_seq_length, **run)
 
 
 @pytest.mark.parametrize("task", TASKS)

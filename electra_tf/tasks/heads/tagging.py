@@ -61,10 +61,8 @@ class TokenClassificationHead(Head):
     @classmethod
     def loss_count(cls, config, labels):
         """The weighted tokens (at least 1e-6)."""
-        w = ops.cast(labels["tag_weights"], "float32")
-        if losses.EXAMPLE_WEIGHT in labels:
-            w = w * ops.cast(labels[losses.EXAMPLE_WEIGHT], "float32")[:, None]
-        return ops.sum(w) + 1e-6
+        return ops.sum(losses.token_weights(labels["tag_weights"],
+                                            labels.get(losses.EXAMPLE_WEIGHT))) + 1e-6
 
     # === Names ===
     tf1_max_seq_length = 256  # configure_finetuning.py: chunk's 256
