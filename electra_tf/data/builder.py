@@ -391,6 +391,13 @@ def build_pretraining_data(options: BuildOptions) -> dict:
               f"{stats['tokens']:,} tokens did not fit an example of {options.max_seq_length} "
               "and were dropped: does the corpus hold very long lines (one sentence per line "
               "is expected), or old Mac line ends (\\r only)?", file=sys.stderr)
+    empty = [name for name, n in stats["examples_per_shard"].items() if not n]
+    if empty:
+        print(f"[build_pretraining_data] warning: {len(empty)} of the {options.num_shards} "
+              f"shards hold no example ({empty[0]}, ...): a document goes to one shard whole, "
+              f"and the corpus has {stats['documents']:,} document(s) ("
+              f"{'a blank line ends one' if options.blanks_separate_docs else 'a file is one'}"
+              "); training reads the others", file=sys.stderr)
     print(f"[build_pretraining_data] {stats['examples']:,} examples from {stats['documents']:,} "
           f"documents / {stats['lines']:,} lines in {stats['seconds']:.1f}s; fill "
           f"{stats['fill_ratio']:.3f}, [UNK] rate {stats['unk_rate']:.4f}", file=sys.stderr)

@@ -87,6 +87,10 @@ def pretraining_dataset(file_pattern: str | list[str], batch_size: int, max_seq_
     files = list_files(file_pattern)
     num_pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0
+    if num_pipelines > 1:
+        # Empty shards (a corpus of fewer documents than shards) take no share: a pipeline
+        # given only empty files would wait for its first batch forever.
+        files = [f for f in files if tf.io.gfile.stat(f).length > 0] or files
     shard_records = num_pipelines > 1 and len(files) < num_pipelines
 
     ds = tf.data.Dataset.from_tensor_slices(files)

@@ -625,6 +625,28 @@ def test_fewer_files_than_pipelines_shards_records(tiny_corpus, tiny_vocab, tmp_
     assert seen[0] and seen[1] and not seen[0] & seen[1]
 
 
+def test_empty_shards_take_no_pipeline_share_and_are_named(tiny_corpus, tiny_vocab, tmp_path,
+                                                           capsys):
+    """A corpus of one document in 4 shards leaves 3 empty: each of 2 input pipelines
+    (workers) still reads examples (one given only empty files waited forever)."""
+    corpus = tmp_path / "one_document.txt"
+    lines = open(tiny_corpus, encoding="utf-8").read().splitlines()
+    corpus.write_text("\n".join(line for line in lines if line.strip()) + "\n")
+    out = tmp_path / "out"
+    stats = build_pretraining_data(options(str(corpus), tiny_vocab, out, max_seq_length=32,
+                                           num_shards=4))
+    assert stats["documents"] == 1
+    assert sorted(stats["examples_per_shard"].values())[:3] == [0, 0, 0]
+    assert "warning: 3 of the 4 shards hold no example" in capsys.readouterr().err
+    pattern = str(out / "pretrain_data.tfrecord*")
+    seen = []
+    for i in range(2):  # pipeline 1 would get shards 1 and 3 by file, both empty
+        ds = pretraining_dataset(pattern, 2, 32, None, is_training=False,
+                                 input_context=tf.distribute.InputContext(2, i, 2))
+        seen.append({tuple(r) for b in ds for r in b["input_ids"].numpy()})
+    assert seen[0] and seen[1] and not seen[0] & seen[1]
+
+
 def test_pipeline_missing_files_is_clear(tmp_path):
     with pytest.raises(InputError, match="TFRecord pattern .* matches no file"):
         pretraining_dataset(str(tmp_path / "none*"), 2, 16, None)
