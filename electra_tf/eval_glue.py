@@ -10,7 +10,7 @@ row number where it has none). Prints the task's metrics as one JSON object,
 primary metric first, e.g. {"f1": 0.89, "accuracy": 0.85}. Bad input (an
 unknown task, a missing file, a malformed row, a missing or unknown index)
 exits with status 2 and one line naming the file and line. The scoring is
-`finetuning.glue.evaluate_submission`.
+`electra_tf.tasks.glue.evaluate_submission`.
 """
 
 from __future__ import annotations

@@ -211,6 +211,10 @@ class Task(abc.ABC):
     def write_predictions(self, predictions: Any, examples: list, path: str) -> None:
         """The official output format (GLUE submission TSV, SQuAD JSON, CoNLL)."""
 
+    def prediction_files(self, path: str) -> list[str]:
+        """The files `write_predictions(..., path)` writes."""
+        return [path]
+
 
 def parse_label_names(value: str) -> tuple[str, ...] | None:
     """--label_names "a,b,c" -> ("a", "b", "c"); '["a,b", "c"]' (a JSON list, for names

@@ -518,6 +518,9 @@ class SquadTask(base.Task):
             atomic_write_text(sibling_path(path, "null_odds"),
                               _dumps({q: p.null_odds for q, p in predictions.items()}))
 
+    def prediction_files(self, path: str) -> list[str]:
+        return [path, sibling_path(path, "null_odds")] if self.v2 else [path]
+
 
 # === Thresholds ===
 

@@ -107,6 +107,12 @@ def steps_in_epoch(windows: int, train_batch_size: int) -> int:
     return -(-windows // train_batch_size)
 
 
+def total_steps(steps_per_epoch: int, epochs: float) -> int:
+    """A run's steps: the original's int(n // batch * epochs), so that a fractional
+    epoch count rounds down."""
+    return int(steps_per_epoch * epochs)
+
+
 def split_batch(batch: dict) -> tuple[dict, dict]:
     """A train batch -> (model inputs, labels).
 
@@ -921,7 +927,7 @@ class Finetuning:
 
     def _train(self, stop_at_step, train_feats, steps_per_epoch) -> dict:
         cfg, run = self.config, self.run
-        total = int(round(self.epochs * steps_per_epoch))  # 0: evaluation only
+        total = total_steps(steps_per_epoch, self.epochs)  # 0: evaluation only
         if run.do_train:
             check_resumed_steps(run.model_dir, total, len(train_feats), steps_per_epoch)
         size = self.size if self.size != "custom" else "small"
@@ -1050,6 +1056,13 @@ class Finetuning:
             return os.path.join(self.run.model_dir, submission)
         return os.path.join(self.run.model_dir,
                             f"{self.task.name}_{split}_predictions{self.task.prediction_suffix}")
+
+    def prediction_files(self) -> list[str]:
+        """The prediction files of the dev and test splits in the run's folder (those the
+        run wrote: a dev split's at the end of training, a test split's with do_predict)."""
+        paths = [p for split in self._dev_splits() + self._test_splits()
+                 for p in self.task.prediction_files(self._prediction_path(split))]
+        return [p for p in dict.fromkeys(paths) if os.path.isfile(p)]
 
     def _eval_all(self, final: bool) -> dict:
         out = {}

@@ -12,6 +12,8 @@ with `--seed=seed+k-1`, and the group folder `OUT` holds:
                 atomically after every trial
   results.txt   the same as text: a line per trial, as the original's
                 results.txt, then the summary lines
+  predictions/  with keep_all_models=False, trial_K/: the prediction files of
+                each trial whose folder was removed
 
 A trial whose training diverges (a NaN or infinite loss or gradient norm:
 loop.check_finite) is recorded as such, with the error's line and no results,
@@ -25,7 +27,8 @@ is refused in one line (a larger `--num_trials` adds trials). With
 `keep_all_models=False` (the original's flag) every trial's folder but the
 last is removed once its results are recorded (the last that finished: a
 diverged trial's folder, which holds no model, goes, and the finished one
-before it stays).
+before it stays); the prediction files of a removed folder are moved to
+MODEL_DIR/predictions/trial_K/ first.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from electra_tf.training.loop import Interrupted, log
 
 TRIALS = "trials.json"
 RESULTS_TXT = "results.txt"
+PREDICTIONS = "predictions"  # keep_all_models=False: the removed trials' prediction files
 # What a trial's own folder and seed change; the rest of the settings are the group's.
 _PER_TRIAL = ("seed", "model_dir", "num_trials", "keep_all_models")
 # do_eval: a group trained without evaluating records no results, and a rerun that
@@ -278,6 +282,19 @@ def check_trial_folder(folder: str, run: FinetuningRun) -> None:
                          "another --model_dir")
 
 
+def remove_trial_folder(model_dir: str, trial: int, folder: str, predictions: list[str]) -> None:
+    """keep_all_models=False: removes a trial's folder, its prediction files (dev
+    predictions, test submissions) moved first to MODEL_DIR/predictions/trial_K/, as
+    the original's test predictions outlive the trial's model_dir."""
+    if predictions:
+        keep = os.path.join(model_dir, PREDICTIONS, f"trial_{trial}")
+        os.makedirs(keep, exist_ok=True)
+        for path in predictions:
+            if os.path.isfile(path):
+                shutil.move(path, os.path.join(keep, os.path.basename(path)))
+    shutil.rmtree(folder)
+
+
 def _results_txt(record: dict) -> str:
     lines = []
     for t in record["trials"]:
@@ -383,7 +400,8 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
       Diverged: every trial diverged (each recorded).
     """
     n = run.num_trials
-    kept = None  # keep_all_models=False: the last finished trial's folder, kept so far
+    # keep_all_models=False: the last finished trial's (number, folder, prediction files)
+    kept = None
     with FolderLock(os.path.normpath(run.model_dir), "--model_dir"):
         group = TrialGroup(run.model_dir, task_name, config, run)
         for k in range(1, n + 1):
@@ -405,6 +423,7 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
             except Diverged as e:  # this seed's; the next ones may train
                 results, diverged = {}, str(e)
             size = getattr(trainer, "size", "")  # the checkpoint's size name, or "custom"
+            written = getattr(trainer, "prediction_files", list)()
             del trainer
             free_models()
             group.add(k, seed, folder, results, size, diverged=diverged)
@@ -417,11 +436,11 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
                 # The original's keep_all_models=False keeps the last trial's folder: here
                 # the last that finished (a diverged trial's holds no model).
                 if diverged:
-                    gone = folder
+                    gone = (k, folder, written)
                 else:
-                    gone, kept = kept, folder
-                if gone and os.path.isdir(gone):
-                    shutil.rmtree(gone)
+                    gone, kept = kept, (k, folder, written)
+                if gone and os.path.isdir(gone[1]):
+                    remove_trial_folder(run.model_dir, *gone)
             signum = signals.pending() if diverged else None
             if signum is not None:  # Ctrl-C or SIGTERM came as the trial diverged
                 signals.take()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import types
 
 import numpy as np
 import pytest
@@ -154,8 +155,6 @@ def test_reads_every_split_of_every_task(glue_dir, name):
 def test_the_diagnostic_set_is_predicted_where_its_file_is(glue_dir, tmp_path):
     """GLUE's diagnostic set (AX.tsv of a submission) is MNLI's optional test split: the
     original predicts it with the MNLI model; a run without the file leaves it out."""
-    import types
-
     from electra_tf.training.finetuning import Finetuning
 
     mnli = glue.get_task("mnli")
@@ -172,6 +171,32 @@ def test_the_diagnostic_set_is_predicted_where_its_file_is(glue_dir, tmp_path):
     assert Finetuning._splits_to_read(runs[glue_dir]) == [
         "test_matched", "test_mismatched", "test_diagnostic"]
     assert Finetuning._splits_to_read(runs[alone]) == ["test_matched", "test_mismatched"]
+
+
+def test_a_runs_prediction_files_are_those_it_wrote(glue_dir, tmp_path):
+    """What keep_all_models=False moves out of a trial's folder before removing it: the
+    dev predictions and test submissions there (SQuAD 2.0's null odds too)."""
+    from electra_tf.tasks.registry import get_task
+    from electra_tf.training.finetuning import Finetuning
+
+    def prediction_files(task, *names):
+        run = Finetuning.__new__(Finetuning)
+        run.task = task
+        run.run = types.SimpleNamespace(data_dir=glue_dir, model_dir=str(tmp_path / task.name),
+                                        do_train=True, do_eval=True, do_predict=True)
+        os.makedirs(run.run.model_dir)
+        for name in names:
+            (tmp_path / task.name / name).write_text("x")
+        return sorted(os.path.basename(p) for p in run.prediction_files())
+
+    mnli = glue.get_task("mnli")
+    assert prediction_files(mnli, "MNLI-m.tsv", "AX.tsv", "mnli_dev_matched_predictions.txt",
+                            "results.json") == [
+        "AX.tsv", "MNLI-m.tsv", "mnli_dev_matched_predictions.txt"]
+    squad = get_task("squad_v2")
+    assert prediction_files(squad, "squad_v2_dev_predictions.json",
+                            "squad_v2_dev_null_odds.json") == [
+        "squad_v2_dev_null_odds.json", "squad_v2_dev_predictions.json"]
 
 
 def test_registry_defaults_and_submission_names():

@@ -49,6 +49,15 @@ def test_a_zero_weight_row_adds_nothing_to_any_loss():
     assert float(example_count({"label": label, EXAMPLE_WEIGHT: 0 * w}, "label")) == 1.0
 
 
+def test_a_runs_steps_round_down_as_the_originals():
+    from electra_tf.training.finetuning import total_steps
+
+    # preprocessing.py: int(n_padded // batch_size * num_train_epochs)
+    for per_epoch, epochs in ((78, 10), (230, 3), (230, 0.7), (231, 0.7), (7, 0.5), (3, 1 / 3)):
+        assert total_steps(per_epoch, epochs) == int(per_epoch * epochs)
+    assert (total_steps(231, 0.7), total_steps(7, 0.5)) == (161, 3)  # round(): 162, 4
+
+
 @pytest.mark.parametrize("task", TOY_TASKS)
 def test_an_epoch_is_every_window_once_and_the_filled_rows_train_nothing(
         task, request, pretrained_dir, tmp_path):

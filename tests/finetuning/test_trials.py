@@ -50,8 +50,13 @@ class FakeTrainer:
         os.makedirs(self.run.model_dir, exist_ok=True)
         if self.interrupt:
             raise Interrupted(3)
+        with open(os.path.join(self.run.model_dir, "SST-2.tsv"), "w") as f:
+            f.write(f"index\tprediction\n0\t{self.config.seed}\n")
         return {"epoch_1": {"dev": {"accuracy": 0.1}},
                 "epoch_2": {"dev": {"accuracy": 0.5 + self.config.seed / 10}}}
+
+    def prediction_files(self):
+        return [os.path.join(self.run.model_dir, "SST-2.tsv")]
 
 
 @pytest.fixture(autouse=True)
@@ -301,6 +306,12 @@ def test_keep_all_models_false_keeps_the_last_finished_trials_folder(tmp_path):
     config, run = fake_runs(tmp_path, 3, keep_all_models=False)
     trials.run_trials(config, run, "sst2", LastDiverges, Finetuning.final_results)
     assert sorted(os.listdir(tmp_path)) == ["out", "out_2"]
+    # The removed trials' prediction files outlive their folders (the diverged one
+    # wrote one too, as a trial killed after its test predictions would have).
+    kept = tmp_path / "out" / "predictions"
+    assert sorted(os.listdir(kept)) == ["trial_1", "trial_3"]
+    assert (kept / "trial_1" / "SST-2.tsv").read_text().endswith("0\t7\n")
+    assert (tmp_path / "out_2" / "SST-2.tsv").read_text().endswith("0\t8\n")
 
 
 @pytest.mark.slow
