@@ -145,6 +145,21 @@ def test_lamb_refuses_layerwise_decay_and_config_round_trips():
     assert (again.beta_1, again.skip_adaptive, again.stage_starts) == (0.9, False, (5,))
 
 
+def test_the_decay_power_unset_is_the_optimizers():
+    """NVIDIA's --lr_decay_power defaults to 0.5 (LAMB); the original's decay is linear."""
+    from electra_tf.core.config import PretrainingConfig
+    from electra_tf.training.optimization import pretraining_optimizer
+
+    def power(**kw):
+        config = PretrainingConfig(model_size="tiny", num_train_steps=10, **kw)
+        return pretraining_optimizer(config, [keras.Variable(np.zeros(2, np.float32))]
+                                     )._learning_rate.power
+
+    assert (power(optimizer="lamb"), power(), power(optimizer="lamb", lr_decay_power=1.0)) == (
+        0.5, 1.0, 1.0)
+    assert create_optimizer(1e-3, 10, 1, optimizer="lamb")._learning_rate.power == 0.5
+
+
 _JAX_SCRIPT = r"""
 import json, sys
 import numpy as np

@@ -182,6 +182,7 @@ def model_size_of(config: EncoderConfig) -> str:
 # Models"), the original's electric_objective (with its two_tower_generator).
 OBJECTIVES = ("electra", "bert_mlm", "electra_15", "replace_mlm", "all_tokens_mlm", "electric")
 OPTIMIZERS = ("adamw", "lamb")  # training/optimization.py
+LAMB_DECAY_POWER = 0.5  # NVIDIA's run_pretraining.py --lr_decay_power default
 TRAINING_ALGORITHMS = ("joint", "two_stage", "adversarial")
 
 
@@ -270,7 +271,9 @@ class PretrainingConfig:
 
     # --- optimization ---
     learning_rate: float = _field(5e-4, "peak learning rate")
-    lr_decay_power: float = _field(1.0, "polynomial decay power (1.0: linear)")
+    lr_decay_power: float | None = _field(
+        None, "polynomial decay power; unset: 1.0, linear (adamw: the original's), 0.5 "
+        "(lamb: NVIDIA's --lr_decay_power)")
     weight_decay_rate: float = _field(0.01, "AdamW decay, none on LayerNorm and bias")
     num_warmup_steps: int = _field(10000, "linear warmup steps")
     adam_epsilon: float = _field(1e-6, "Adam epsilon of the original")
@@ -309,6 +312,13 @@ class PretrainingConfig:
     phase2_train_batch_size: int = _field(0, "phase 2's global batch; 0: train_batch_size")
     phase2_learning_rate: float = _field(0.0, "phase 2's peak learning rate; 0: learning_rate")
     phase2_warmup_steps: int = _field(0, "phase 2's linear warmup steps")
+
+    @property
+    def resolved_lr_decay_power(self) -> float:
+        """lr_decay_power, or where unset: NVIDIA's 0.5 with LAMB, the original's 1.0."""
+        if self.lr_decay_power is None:
+            return LAMB_DECAY_POWER if self.optimizer == "lamb" else 1.0
+        return self.lr_decay_power
 
     @property
     def resolved_adam_bias_correction(self) -> bool:
@@ -409,8 +419,10 @@ class PretrainingConfig:
         """
         disc = gen = None
         # NaN and inf had trained on, or died as "lower --learning_rate" at step 1.
-        _check_finite(self, ("gen_weight", "disc_weight", "lr_decay_power", "weight_decay_rate",
+        _check_finite(self, ("gen_weight", "disc_weight", "weight_decay_rate",
                              "phase2_learning_rate"), ">= 0")
+        if self.lr_decay_power is not None:
+            _check_finite(self, ("lr_decay_power",), ">= 0")
         _check_finite(self, ("learning_rate", "adam_epsilon", "clip_norm", "temperature"), "> 0")
         if not 0.0 < self.mask_prob < 1.0:
             raise ConfigError(f"mask_prob must be in (0, 1), got {self.mask_prob}")

@@ -40,6 +40,7 @@ from typing import Sequence
 import keras
 from keras import ops
 
+from electra_tf.core.config import LAMB_DECAY_POWER
 from electra_tf.modeling.encoder import encoder_variable_depth
 
 # The original's exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"],
@@ -405,7 +406,7 @@ def create_optimizer(
     num_train_steps: int,
     num_warmup_steps: float,
     weight_decay_rate: float = 0.01,
-    lr_decay_power: float = 1.0,
+    lr_decay_power: float | None = None,
     adam_epsilon: float = 1e-6,
     clip_norm: float | None = 1.0,
     layerwise_lr_decay: float | None = None,
@@ -426,7 +427,8 @@ def create_optimizer(
         num_warmup_steps: linear warmup steps (0: none; a float is kept, as the
             original's max(num_train_steps * warmup_proportion, warmup_steps)).
         weight_decay_rate: decoupled weight decay; none on LayerNorm and bias.
-        lr_decay_power: polynomial power (1.0: linear).
+        lr_decay_power: polynomial power; None: the optimizer's (1.0, linear, for
+            AdamW; 0.5 for LAMB, NVIDIA's).
         adam_epsilon: Adam's epsilon.
         clip_norm: global-norm clipping threshold (None: no clipping).
         layerwise_lr_decay: fine-tuning's per-layer factor (None: off).
@@ -446,6 +448,8 @@ def create_optimizer(
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
     lamb = optimizer == "lamb"
+    if lr_decay_power is None:
+        lr_decay_power = LAMB_DECAY_POWER if lamb else 1.0
     schedule = WarmupPolynomialDecay(
         learning_rate, num_train_steps, num_warmup_steps, power=lr_decay_power,
         restarts=schedule_restarts, stage_rates=stage_rates, decay_after_warmup=lamb,
@@ -500,7 +504,8 @@ def pretraining_optimizer(config, variables) -> ElectraAdamW | ElectraLamb:
     (two-stage training's second stage, the second phase with its own rates)."""
     return build_optimizer(
         variables, config.learning_rate, config.num_train_steps, config.num_warmup_steps,
-        weight_decay_rate=config.weight_decay_rate, lr_decay_power=config.lr_decay_power,
+        weight_decay_rate=config.weight_decay_rate,
+        lr_decay_power=config.resolved_lr_decay_power,
         adam_epsilon=config.adam_epsilon,
         adam_bias_correction=config.resolved_adam_bias_correction,
         schedule_restarts=config.stage_starts, stage_rates=config.stage_rates,

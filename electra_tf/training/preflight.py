@@ -323,10 +323,12 @@ def changed_settings(before: PretrainingConfig, config: PretrainingConfig) -> li
              "eval_batch_size", "prior_output_biases", "do_lower_case", "optimizer",
              *(name for name in SHAPE_FLAGS if name != "objective")}  # (objective: said)
     def value(c: PretrainingConfig, name: str):
-        # adam_bias_correction unset is the size's default (its value, not None);
-        # max_predictions_per_seq unset follows mask_prob, which is said itself
-        return c.resolved_adam_bias_correction if name == "adam_bias_correction" \
-            else getattr(c, name)
+        # adam_bias_correction and lr_decay_power unset are the size's and the
+        # optimizer's defaults (their values, not None); max_predictions_per_seq unset
+        # follows mask_prob, which is said itself
+        if name in ("adam_bias_correction", "lr_decay_power"):
+            return getattr(c, f"resolved_{name}")
+        return getattr(c, name)
 
     return [f"--{f.name}={_flag_value(value(config, f.name))} (it was "
             f"{_flag_value(value(before, f.name))})"

@@ -1011,6 +1011,13 @@ def test_the_changed_settings_note_names_an_unset_default_by_its_value():
     assert changed_settings(before, PretrainingConfig(model_size="tiny",
                                                       adam_bias_correction=False)) == [
         "--adam_bias_correction=False (it was True)"]
+    # --lr_decay_power unset is 0.5 with LAMB: a LAMB run recorded at 1.0 (its default
+    # before) continued without the flag changes its schedule, and is told so
+    lamb = dict(model_size="tiny", optimizer="lamb")
+    assert changed_settings(PretrainingConfig(**lamb, lr_decay_power=0.5),
+                            PretrainingConfig(**lamb)) == []
+    assert changed_settings(PretrainingConfig(**lamb, lr_decay_power=1.0),
+                            PretrainingConfig(**lamb)) == ["--lr_decay_power=0.5 (it was 1.0)"]
 
 
 def test_the_changed_settings_note_names_phase_2s_batch_size():
