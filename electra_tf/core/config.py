@@ -893,6 +893,9 @@ class FinetuningConfig:
     seed: int = _field(0, "init of the head, shuffling and dropout")
     do_lower_case: bool = _field(True, "must match the vocab and pre-training")
     double_unordered: bool = _field(True, "MRPC, STS-B: also train on each pair in the other order")
+    skip_malformed_rows: bool = _field(
+        False, "GLUE: skip a row with too few columns, with a warning naming it, as the "
+        "original does (default: refuse the file at that line)")
     squad_null_rule: str = _field(
         "answerable", "SQuAD 2.0 null odds: answerable is the original's rule",
         choices=("answerable", "combined"))

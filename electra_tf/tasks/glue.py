@@ -102,8 +102,8 @@ class GlueTask(Task):
         (CoLA train/dev); () when every file has one.
       default_epochs, default_max_seq_length: the paper's settings.
       skip_malformed_rows: log and skip rows with too few columns instead of
-        raising (off: GLUE's files are clean under QUOTE_NONE; for mirrors that
-        are not).
+        raising, as the original's _load_glue does (off: GLUE's files are clean
+        under QUOTE_NONE; `--skip_malformed_rows` for copies that are not).
       from_end: columns the original reads counted from the row's end (MNLI's
         label, STS-B's sentences and score): on a row with more fields than the
         header (a tab inside a text) they are read there, as the original does.
@@ -385,7 +385,8 @@ class GlueTask(Task):
                     if self.skip_malformed_rows:
                         logging.warning("skipping malformed row %s", message)
                         continue
-                    raise TaskDataError(message)
+                    raise TaskDataError(f"{message} (--skip_malformed_rows skips such rows, "
+                                        "as the original does)")
                 index = row[index_col].strip() if index_col is not None else str(row_number)
                 row_number += 1
                 label = (self._parse_label(field(row, self.label_column).strip(), where,
@@ -556,6 +557,7 @@ class Options(TaskOptions):
 
     double_unordered: bool = option("double_unordered")  # MRPC, STS-B; the others ignore it
     classifier_head: str = option("classifier_head")
+    skip_malformed_rows: bool = option("skip_malformed_rows")
 
 
 def task_from_options(name: str, options: Options) -> GlueTask:
@@ -565,6 +567,8 @@ def task_from_options(name: str, options: Options) -> GlueTask:
         if options.classifier_head != task.classifier_head else {}
     if task.unordered:
         overrides["double_unordered"] = options.double_unordered
+    if options.skip_malformed_rows:
+        overrides["skip_malformed_rows"] = True
     return dataclasses.replace(task, **overrides) if overrides else task
 
 

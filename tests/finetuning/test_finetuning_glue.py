@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from helpers import error_line, run_module
 
-from electra_tf.core.errors import InputError
+from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.tasks import base, glue
 from electra_tf.text.tokenizer import Tokenizer
 
@@ -444,6 +444,25 @@ def test_bad_rows_name_file_and_line(tmp_path, task_name, rel, text, message):
     split = os.path.splitext(os.path.basename(rel))[0]
     with pytest.raises(base.TaskDataError, match=message):
         glue.get_task(task_name).read(str(tmp_path), split)
+
+
+def test_skip_malformed_rows_skips_short_rows_as_the_original(tmp_path, caplog):
+    """The original's _load_glue logs and drops a row it cannot read; electra_tf refuses the
+    file unless --skip_malformed_rows (which the refusal names)."""
+    from electra_tf.core.config import FinetuningConfig
+    from electra_tf.tasks.registry import task_from_config
+
+    _write(tmp_path, "RTE/dev.tsv", f"{PAIR}\tlabel\n0\ta\tb\tentailment\n1\ta\tb\n"
+                                    "2\tc\td\tnot_entailment\n")
+    with pytest.raises(base.TaskDataError, match="--skip_malformed_rows skips such rows"):
+        task_from_config(FinetuningConfig(task_name="rte")).read(str(tmp_path / "RTE"), "dev")
+    task = task_from_config(FinetuningConfig(task_name="rte", skip_malformed_rows=True))
+    with caplog.at_level("WARNING"):
+        examples = task.read(str(tmp_path / "RTE"), "dev")
+    assert [e.index for e in examples] == ["0", "2"]
+    assert "skipping malformed row" in caplog.text and "RTE/dev.tsv:3" in caplog.text
+    with pytest.raises(ConfigError, match="--skip_malformed_rows is an option of"):
+        task_from_config(FinetuningConfig(task_name="ner", skip_malformed_rows=True))
 
 
 def test_a_byte_order_mark_is_dropped_and_wide_rows_are_warned(tmp_path, caplog):

@@ -106,7 +106,7 @@ def test_each_task_option_belongs_to_one_family_with_the_flags_default():
     assert set(owned) == {
         "double_unordered", "squad_null_rule", "qa_na_threshold", "no_answer_threshold",
         "joint_prediction", "beam_size", "classifier_head", "tagging_scheme", "text_column",
-        "text_pair_column", "label_column", "label_names", "regression"}
+        "text_pair_column", "label_column", "label_names", "regression", "skip_malformed_rows"}
     assert owned["label_names"] == ["classification", "tagging"]
     assert owned["classifier_head"] == ["classification", "glue"]
 
