@@ -66,7 +66,8 @@ def expand_files(patterns: str | list[str], what: str = "corpus",
 
 TEXT_SAMPLE_BYTES = 1 << 16  # what check_text_file reads of each file
 MAX_INVALID_UTF8 = 0.01  # of the sample's characters: more is not UTF-8 text
-MAX_NUL = 1 / 1024  # of the sample's bytes: more is not text
+MAX_NUL = 1 / 1024  # of the sample's bytes: more is not text ...
+MAX_NUL_ANY = 4  # ... unless a short sample (a short web page) holds this many or fewer
 
 
 def check_input_file(path: str, what: str) -> None:
@@ -131,7 +132,9 @@ def check_text_sample(data: bytes, path: str, what: str = "corpus file",
                          "it with xz if it is an OpenWebText archive (a tar of text files)")
     # A NUL byte or two in text (a web page's) is deleted by the tokenizer's cleaning, as
     # the original's; more are a binary file or UTF-16/32 (every other byte, for ASCII).
-    if sample[:2] in (b"\xff\xfe", b"\xfe\xff") or sample.count(0) > MAX_NUL * len(sample):
+    nuls = sample.count(0)
+    if sample[:2] in (b"\xff\xfe", b"\xfe\xff") or nuls > max(MAX_NUL_ANY,
+                                                                   MAX_NUL * len(sample)):
         kind = "UTF-16 or UTF-32 text" if sample[:2] in (b"\xff\xfe", b"\xfe\xff") or \
             sample[1::2].count(0) > len(sample) // 4 else "a binary file"
         raise InputError(f"{what} {path} is not UTF-8 text: it holds NUL bytes or a UTF-16 "

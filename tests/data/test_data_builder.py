@@ -494,6 +494,15 @@ def test_a_stray_nul_in_text_is_deleted_as_the_original_deletes_it(tiny_corpus, 
     build_pretraining_data(options(str(with_nul), tiny_vocab, tmp_path / "a", max_seq_length=32))
     build_pretraining_data(options(tiny_corpus, tiny_vocab, tmp_path / "b", max_seq_length=32))
     assert shard_bytes(tmp_path / "a") == shard_bytes(tmp_path / "b")
+    # A short page (an OpenWebText archive's members are checked one by one) with a NUL
+    # had stopped the build: a few are text at any length; UTF-16 is not.
+    from electra_tf.core.fileio import check_text_sample
+
+    check_text_sample("a short page\x00 of text\n".encode(), "page.txt")
+    with pytest.raises(InputError, match="UTF-16 or UTF-32 text"):
+        check_text_sample("a short page\n".encode("utf-16-le"), "page.txt")
+    with pytest.raises(InputError, match="a binary file"):
+        check_text_sample(b"\x00" * 5 + b"abc", "page.bin")
 
 
 @pytest.mark.parametrize("case", ["binary", "utf16", "utf16_no_bom", "latin1"])
