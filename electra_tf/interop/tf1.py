@@ -310,13 +310,21 @@ def resume_flags(config: PretrainingConfig) -> str:
 # run_finetuning.py builds one BertModel (under "electra/") and each task's head in
 # tf.variable_scope("task_specific/" + task.name); which layers a head has there, and
 # electra_tf's head layer each becomes, is the head class's (tasks/heads/: `Head.tf1_layers`,
-# `tf1_unread`, `tf1_width`, `tf1_max_seq_length`, `tf1_adjust`).
+# `tf1_unread`, `tf1_width`, `tf1_adjust`).
 # The original's task names (finetune/task_builder.py) that electra_tf spells otherwise.
 TF1_TASK_NAMES = {"sst": "sst2", "sts": "stsb", "squad": "squad_v2", "squadv1": "squad_v1",
                   "chunk": "chunking"}
-# configure_finetuning.py: a task with "squad" or "qa" in its name gets 512 tokens, chunk
-# 256, the others 128: the head class's tf1_max_seq_length (MRQA tasks:
-# MrqaTask.default_max_seq_length, the same rule by name).
+
+
+def original_max_seq_length(scope: str, n_tasks: int) -> int:
+    """The max_seq_length the original fine-tuned task `scope` at by default
+    (configure_finetuning.py): for a single task, 512 where its name holds "squad" or
+    "qa", 256 for chunk, 128 otherwise; 128 for every task of a multi-task run."""
+    if n_tasks > 1:
+        return 128
+    if "squad" in scope or "qa" in scope:
+        return 512
+    return 256 if scope == "chunk" else 128
 
 
 def is_finetuned(weights: dict) -> bool:
@@ -427,8 +435,9 @@ def original_tag_names(data_dir: str, scope: str) -> list[str]:
 
 
 def _task_of(scope: str, task_name: str, weights: dict, label_names: str, do_lower_case: bool,
-             max_seq_length: int, positions: int, data_dir: str = ""):
-    """The FinetuningConfig and Task an original head becomes (checked against its shapes)."""
+             max_seq_length: int, positions: int, data_dir: str = "", n_tasks: int = 1):
+    """The FinetuningConfig and Task an original head becomes (checked against its shapes);
+    `n_tasks`: the task heads the checkpoint holds."""
     from electra_tf.core.config import FinetuningConfig
     from electra_tf.core.errors import ConfigError
     from electra_tf.tasks.registry import task_from_config, task_names
@@ -489,11 +498,7 @@ def _task_of(scope: str, task_name: str, weights: dict, label_names: str, do_low
         raise core.ConversionError(f"--task_name={name}: {e}") from None
     except ValueError as e:  # tf1_variant: a variant of the head electra_tf has not
         raise core.ConversionError(f"task_specific/{scope}: {e}") from None
-    from electra_tf.tasks.registry import MRQA_TASKS
-
-    default = task.default_max_seq_length if name in MRQA_TASKS else \
-        task.head_class.tf1_max_seq_length  # MRQA: the original's rule (naturalqs: 128)
-    length = max_seq_length or min(positions, default)
+    length = max_seq_length or min(positions, original_max_seq_length(scope, n_tasks))
     if length > positions:
         raise core.ConversionError(f"--max_seq_length={length}: the model has {positions} "
                                    "positions (electra/embeddings/position_embeddings)")
@@ -557,7 +562,8 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
     config = infer_config(encoder_weights, model_size, overrides).discriminator_config()
     ft_config, task, head_config = _task_of(scope, task_name, weights, label_names,
                                             do_lower_case, max_seq_length,
-                                            config.max_position_embeddings, data_dir)
+                                            config.max_position_embeddings, data_dir,
+                                            n_tasks=1 + len(others))
     source_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     vocab = vocab_file or os.path.join(source_dir, core.SOURCE_VOCAB)
     if not os.path.isfile(vocab):

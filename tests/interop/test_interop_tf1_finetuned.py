@@ -338,6 +338,15 @@ def test_mrqa_joint_head_is_an_mrqa_task(h, tmp_path):
         np.testing.assert_allclose(got[b, :n], np.sort(log_p)[::-1][:n], atol=TOL, rtol=0)
 
 
+@pytest.mark.parametrize("scope, n_tasks, length", [
+    ("squad", 1, 512), ("squadv1", 1, 512), ("triviaqa", 1, 512), ("naturalqs", 1, 128),
+    ("chunk", 1, 256), ("ner", 1, 128), ("mnli", 1, 128), ("squad", 3, 128), ("chunk", 2, 128)])
+def test_the_default_length_is_the_originals_for_the_scope_and_task_count(scope, n_tasks, length):
+    """configure_finetuning.py's defaults hold for a single task only (a multi-task run
+    keeps 128 for all), and by the original's name: 256 is chunk's, not every tagger's."""
+    assert tf1.original_max_seq_length(scope, n_tasks) == length
+
+
 def test_multi_task_checkpoint_converts_the_chosen_head(h, tmp_path):
     rng = np.random.default_rng(0)
     rte = {f"task_specific/rte/{k}": v for k, v in _head(rng, h, [("dense", H, 2)]).items()}

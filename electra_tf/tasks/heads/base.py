@@ -206,8 +206,6 @@ class Head(keras.layers.Layer):
     # The original's fine-tuned checkpoints (interop/tf1.py): run_finetuning.py builds each
     # task's head in tf.variable_scope("task_specific/" + task.name), whose
     # tf.layers.dense layers are named dense, dense_1, ... in the order it builds them.
-    # Its default max_seq_length (configure_finetuning.py) for a task of this head:
-    tf1_max_seq_length: ClassVar[int] = 128
 
     @classmethod
     def tf1_layers(cls, config) -> dict[str, tuple[str, ...]]:

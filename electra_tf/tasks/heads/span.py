@@ -262,8 +262,6 @@ class SpanHead(Head):
         return None
 
     # === Names ===
-    tf1_max_seq_length = 512  # configure_finetuning.py: "squad" or "qa" in the task's name
-
     @classmethod
     def tf1_layers(cls, config) -> dict:
         """qa_tasks.py. With joint_prediction (its default): dense(1) start logits, then

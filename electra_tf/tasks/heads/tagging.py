@@ -65,8 +65,6 @@ class TokenClassificationHead(Head):
                                             labels.get(losses.EXAMPLE_WEIGHT))) + 1e-6
 
     # === Names ===
-    tf1_max_seq_length = 256  # configure_finetuning.py: chunk's 256
-
     @classmethod
     def tf1_layers(cls, config) -> dict:
         """tagging_tasks.py: dense(num_tags) at every token."""
