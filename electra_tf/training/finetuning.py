@@ -82,7 +82,7 @@ from electra_tf.folders.vocabulary import check_resumed_vocab, check_vocab_fits,
 from electra_tf.tasks import base
 from electra_tf.tasks.losses import EXAMPLE_WEIGHT
 from electra_tf.tasks.model import FinetuningModel, output_layout
-from electra_tf.tasks.registry import format_label_names, task_from_config
+from electra_tf.tasks.registry import format_label_names, task_from_config, task_options
 from electra_tf.training import reporting
 from electra_tf.training.checkpoints import checkpoint_step, model_variables, read_model_arrays
 from electra_tf.training.loop import (
@@ -526,17 +526,20 @@ def check_model_dir_and_init(run: FinetuningRun) -> None:
             "--model_dir of a fine-tuning run")
 
 
-def evaluated_labels(task, run: FinetuningRun) -> list[str]:
+def evaluated_labels(task, run: FinetuningRun) -> tuple[list[str], dict]:
     """The labels an evaluation-only run (--do_train=false) of a task that learns them
     from train reads its model's outputs as: those the --model_dir's record holds,
     else those of an --init_checkpoint fine-tuning folder of the same task ([]: none
-    recorded, so the train split gives them)."""
+    recorded, so the train split gives them); and the task options they go with (a
+    BIOES tagger's tagging_scheme, which its tag names need)."""
     for folder in (run.model_dir, "" if run.from_scratch else run.init_checkpoint):
         if folder and has_finetuning_config(folder):
             record = read_finetuning_config(folder)
             if record.task == task.name and record.label_names:
-                return list(record.label_names)
-    return []
+                options = {k: record.finetuning[k] for k in ("tagging_scheme",)
+                           if k in task_options(task.name) and k in record.finetuning}
+                return list(record.label_names), options
+    return [], {}
 
 
 def check_recorded_labels(task, model_dir: str) -> None:
@@ -671,10 +674,14 @@ class Finetuning:
         if task.head_class.learns_labels(head_config) and not task.label_names:
             # Own-data classes and tags: learned from train; they size the head. An
             # evaluation takes those its model was trained with, where recorded.
-            recorded = None if run.do_train else evaluated_labels(task, run)
+            recorded, options = ([], {}) if run.do_train else evaluated_labels(task, run)
             if recorded:
+                changed = {k: v for k, v in options.items() if getattr(config, k) != v}
+                if changed:
+                    log("finetune", "reading the model's labels as it was trained: " + " ".join(
+                        f"--{k}={v}" for k, v in changed.items()))
                 config = self.config = dataclasses.replace(
-                    config, label_names=format_label_names(recorded))
+                    config, label_names=format_label_names(recorded), **options)
                 task = self.task = task_from_config(config)
             else:
                 task.read(run.data_dir, "train")

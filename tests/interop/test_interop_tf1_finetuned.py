@@ -144,8 +144,17 @@ def test_tagging_labels_from_the_tasks_files_as_the_original_orders_them(h, tmp_
     assert tf1.original_tag_names(str(data), "chunk") == want
     assert tf1.original_tag_names(str(data), "pos") == ["B-ADVP", "B-NP", "B-VP", "I-NP", "O"]
     prefix, _ = _checkpoint(h, tmp_path, "chunk", [("dense", H, len(want))], seed=17)
-    _, _, _, record = _import(h, tmp_path, prefix, data_dir=str(data))
+    out, _, _, record = _import(h, tmp_path, prefix, data_dir=str(data))
     assert record.label_names == tuple(want) and record.finetuning["tagging_scheme"] == "BIOES"
+    # Evaluated without --tagging_scheme: the folder's BIOES tags (refused as "not BIO
+    # tags" before) read its BIO dev file made BIOES, as the original scores chunking.
+    from helpers import finetune
+
+    (data / "dev.txt").write_text("rose VBD B-VP\nsharply RB B-ADVP\n\n")
+    _, results = finetune("--task_name=chunking", f"--init_checkpoint={out}",
+                          "--do_train=false", f"--data_dir={data}",
+                          f"--model_dir={tmp_path / 'eval'}")
+    assert set(results["eval"]["dev"]) >= {"f1", "precision", "recall"}
     with pytest.raises(core.ConversionError, match="holds no train.txt, dev.txt or test.txt"):
         tf1.original_tag_names(str(tmp_path), "chunk")
 
