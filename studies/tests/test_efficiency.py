@@ -178,13 +178,13 @@ def test_gpu_study_wiring_at_toy_scale(tmp_path):
     """The gpu study end to end on CPU: install corpus, records, JAX pre-training in
     a subprocess, the probes, the report."""
     proc = run_module("studies.efficiency.run", "--study=gpu", "--toy",
-                      "--seeds=0,1", "--objectives=electra,bert_mlm,random_init",
+                      "--seeds=0", "--objectives=electra,bert_mlm,random_init",
                       f"--output_dir={tmp_path}/out", timeout=1800)
     records = {}
     for name in os.listdir(tmp_path / "out" / "runs"):
         with open(tmp_path / "out" / "runs" / name) as f:
             records[name] = json.load(f)
-    assert len(records) == 6
+    assert len(records) == 3
     for record in records.values():  # a run either completed or says why it did not
         assert record["status"] == "ok" or record.get("error"), record
         if record["status"] == "ok" and record["objective"] != "random_init":
