@@ -184,6 +184,11 @@ class Task(abc.ABC):
     def splits(self) -> Sequence[str]:
         """Split names, e.g. ("train", "dev", "test") or MNLI's matched/mismatched."""
 
+    def continues(self, record) -> str | None:
+        """None when a fine-tuned model of this task (its folder's `record`) can go on
+        training as this task; else what differs and the flag that continues it."""
+        return None
+
     def optional_split(self, data_dir: str, split: str) -> str | None:
         """For a split a run may go without (MNLI's diagnostic set): None where its file
         is in `data_dir`, else the line that says it is left out. Every other split is

@@ -278,7 +278,7 @@ def start_from_finetuned(model, finetuned, record, init_checkpoint: str, task,
 
     The folder's head must be the task's (the same head, described alike: a
     regression or not), with the same variant (`Head.continues`: the span or
-    classifier head). Its output columns are taken by label name in the task's
+    classifier head) and task options (`Task.continues`: a tagger's scheme). Its output columns are taken by label name in the task's
     order; a label, or a layer (SQuAD 2.0's answerability classifier), the
     folder lacks starts from its initial values; with `evaluation` (the run only
     evaluates this model) it is refused: it would be scored at random values.
@@ -292,7 +292,7 @@ def start_from_finetuned(model, finetuned, record, init_checkpoint: str, task,
     if had_cls is not want_cls or had != want:
         raise ConfigError(f"--init_checkpoint={init_checkpoint} holds {record.task}'s {had}, "
                           f"but {task.name} has a {want}")
-    differs = want_cls.continues(record.head_config, head_config)
+    differs = want_cls.continues(record.head_config, head_config) or task.continues(record)
     if differs:
         raise ConfigError(f"--init_checkpoint={init_checkpoint} holds {differs} to continue it")
     source, target = finetuned.head, model.head

@@ -155,6 +155,13 @@ def test_tagging_labels_from_the_tasks_files_as_the_original_orders_them(h, tmp_
                           "--do_train=false", f"--data_dir={data}",
                           f"--model_dir={tmp_path / 'eval'}")
     assert set(results["eval"]["dev"]) >= {"f1", "precision", "recall"}
+    # Training it on under BIO would learn BIO tags anew, its E-/S- columns gone: refused.
+    from electra_tf.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"holds a BIOES tagger; pass --tagging_scheme=BIOES "
+                                          r"to continue it"):
+        finetune("--task_name=chunking", f"--init_checkpoint={out}", f"--data_dir={data}",
+                 f"--model_dir={tmp_path / 'more'}", "--num_train_epochs=1")
     with pytest.raises(core.ConversionError, match="holds no train.txt, dev.txt or test.txt"):
         tf1.original_tag_names(str(tmp_path), "chunk")
 
