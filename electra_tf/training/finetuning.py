@@ -278,10 +278,11 @@ def start_from_finetuned(model, finetuned, record, init_checkpoint: str, task,
 
     The folder's head must be the task's (the same head, described alike: a
     regression or not), with the same variant (`Head.continues`: the span or
-    classifier head) and task options (`Task.continues`: a tagger's scheme). Its output columns are taken by label name in the task's
-    order; a label, or a layer (SQuAD 2.0's answerability classifier), the
-    folder lacks starts from its initial values; with `evaluation` (the run only
-    evaluates this model) it is refused: it would be scored at random values.
+    classifier head) and task options (`Task.continues`: a tagger's scheme).
+    Its output columns are taken by label name in the task's order; a label, or
+    a layer (SQuAD 2.0's answerability classifier), the folder lacks starts from
+    its initial values; with `evaluation` (the run only evaluates this model)
+    it is refused: it would be scored at random values.
 
     Raises:
       ConfigError: another head kind or variant (naming the flag that continues it), or
