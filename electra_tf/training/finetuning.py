@@ -707,12 +707,17 @@ class Finetuning:
                 folder = FinetunedFolder.open(run.init_checkpoint)
                 init = folder.load_model(), folder.record
                 discriminator, recorded_vocab = discriminator_of(*init)
-                if not run.do_train and not config.max_seq_length:
-                    # An evaluation of a fine-tuned (or converted) model: at the window it
-                    # was trained with, not the task's default (which its positions may
-                    # not even hold).
+                if not config.max_seq_length and (not run.do_train
+                                                  or folder.record.task == task.name):
+                    # An evaluation of a fine-tuned (or converted) model, or more training
+                    # of it on its task: at the window it was trained with, not the task's
+                    # default (which its positions may not even hold).
                     config = self.config = dataclasses.replace(
                         config, max_seq_length=folder.record.max_seq_length)
+                    if run.do_train:
+                        self._log(f"continuing {run.init_checkpoint}'s {task.name} model at "
+                                  f"its max_seq_length {config.max_seq_length} "
+                                  "(--max_seq_length to change it)")
             else:
                 discriminator, recorded_vocab = initial_discriminator(config, run)
                 if not run.from_scratch and collapse_warning(run.init_checkpoint):

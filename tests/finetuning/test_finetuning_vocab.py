@@ -179,3 +179,23 @@ def test_evaluation_only_reads_no_train_split(finetuned, toy_sst2_dir, tmp_path,
                           f"--data_dir={dev_only}", f"--model_dir={again}")
     assert results["eval"]["dev"]["accuracy"] == trained["accuracy"]
     assert (again / folders.files.FINETUNING_CONFIG).read_bytes() == record
+
+
+def test_more_training_of_a_folder_on_its_task_keeps_its_window(finetuned, toy_sst2_dir,
+                                                                tmp_path, capsys):
+    """Without --max_seq_length, a fine-tuned model trained on at its own window (16 here),
+    not the task's default (128), which a converted model's positions may not hold."""
+    from helpers import finetuning_from_flags
+
+    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
+
+    def trainer(*argv):
+        task, config, run = finetuning_from_flags(
+            "--task_name=sst2", f"--init_checkpoint={finetuned}", f"--data_dir={toy_sst2_dir}",
+            f"--model_dir={tmp_path / 'more'}", *argv)
+        return TensorFlowFinetuning(task, config, run)
+
+    assert trainer().max_seq_length == 16
+    assert f"continuing {finetuned}'s sst2 model at its max_seq_length 16" in \
+        capsys.readouterr().err
+    assert trainer("--max_seq_length=32").max_seq_length == 32
