@@ -189,6 +189,11 @@ class Task(abc.ABC):
         training as this task; else what differs and the flag that continues it."""
         return None
 
+    def label_options(self, record) -> dict:
+        """The task options a fine-tuned model's recorded labels are read with (its
+        folder's `record`): a tagger's tagging_scheme, which its tag names need."""
+        return {}
+
     def optional_split(self, data_dir: str, split: str) -> str | None:
         """For a split a run may go without (MNLI's diagnostic set): None where its file
         is in `data_dir`, else the line that says it is left out. Every other split is

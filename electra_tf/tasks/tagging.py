@@ -196,10 +196,14 @@ class TaggingTask(Task):
                                  f"got {list(label_names)!r}")
             self._set_labels(list(label_names))
 
+    def label_options(self, record) -> dict:
+        had = record.finetuning.get("tagging_scheme")
+        return {"tagging_scheme": had} if had else {}
+
     def continues(self, record) -> str | None:
         """A BIOES tagger goes on as one (and a BIO one as BIO): under another scheme its
         tags would be learned anew, and the head's other columns start from init."""
-        had = record.finetuning.get("tagging_scheme")
+        had = self.label_options(record).get("tagging_scheme")
         if self.scheme is None or record.task != self.name or had in (None, self.scheme):
             return None
         return f"a {had} tagger; pass --tagging_scheme={had}"

@@ -82,7 +82,7 @@ from electra_tf.folders.vocabulary import check_resumed_vocab, check_vocab_fits,
 from electra_tf.tasks import base
 from electra_tf.tasks.losses import EXAMPLE_WEIGHT
 from electra_tf.tasks.model import FinetuningModel, output_layout
-from electra_tf.tasks.registry import format_label_names, task_from_config, task_options
+from electra_tf.tasks.registry import format_label_names, task_from_config
 from electra_tf.training import reporting
 from electra_tf.training.checkpoints import checkpoint_step, model_variables, read_model_arrays
 from electra_tf.training.loop import (
@@ -537,9 +537,7 @@ def evaluated_labels(task, run: FinetuningRun) -> tuple[list[str], dict]:
         if folder and has_finetuning_config(folder):
             record = read_finetuning_config(folder)
             if record.task == task.name and record.label_names:
-                options = {k: record.finetuning[k] for k in ("tagging_scheme",)
-                           if k in task_options(task.name) and k in record.finetuning}
-                return list(record.label_names), options
+                return list(record.label_names), task.label_options(record)
     return [], {}
 
 
