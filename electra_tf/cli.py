@@ -15,7 +15,7 @@ from typing import Callable
 
 from absl import flags
 
-from electra_tf.core import framework_messages, signals
+from electra_tf.core import framework_messages, peers, signals
 
 # Entry points import this module before TensorFlow, which reads TF_CPP_MIN_LOG_LEVEL
 # once, at its import: keep its C++ runtime's start-up lines (a CPU machine's "failed call
@@ -174,7 +174,10 @@ def run_cli(main: Callable[[], None]) -> None:
       rerun to resume`); elsewhere `interrupted`; exit status 130 (SIGTERM:
       143, 128 + the signal, as a shell reports it). On a run of several
       processes (multi-worker, multi-host JAX) every process stops at the same
-      step; one that a second signal stopped alone ends without its exit hooks;
+      step; one that a second signal stopped alone ends without its exit hooks.
+      Where the processes ended together (the run finished, or stopped at the
+      step they agreed on), the others meet the chief at the end and exit
+      before it, without their exit hooks (core/peers.py);
     - a multi-worker peer found down mid-run (tf.errors.UnavailableError, or
       errors.PeerLost, after which the process ends without its exit hooks), a
       non-finite loss (errors.Diverged), or the file system refusing a write
@@ -210,10 +213,13 @@ def run_cli(main: Callable[[], None]) -> None:
         print(str(e) or "interrupted; run the same command again to finish", file=sys.stderr,
               flush=True)
         _ignore_stop_signals()  # a second one would land in an exit hook (JAX's) as a traceback
+        status = 128 + getattr(e, "signum", 2)
         if getattr(e, "left_peers", False):  # exit hooks would wait for the peers it left
             sys.stdout.flush()
-            os._exit(128 + e.signum)
-        sys.exit(128 + getattr(e, "signum", 2))
+            os._exit(status)
+        if getattr(e, "left_peers", None) is False:  # the loop's stop, agreed by every peer
+            peers.end_together(status)  # (none of them lingers after the chief)
+        sys.exit(status)
     except Diverged as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
@@ -250,6 +256,8 @@ def run_cli(main: Callable[[], None]) -> None:
         line = framework_messages.without_function_node(line).strip() or type(e).__name__
         print(f"error: {line[:400]}{_FILE_SYSTEM_HINT}", file=sys.stderr)
         sys.exit(1)
+    else:
+        peers.end_together(0)  # a multi-process run's workers leave before its chief
 
 
 # After "unexpected arguments: [...]": the usual cause is a value given apart from its flag.

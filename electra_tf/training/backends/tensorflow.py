@@ -31,6 +31,7 @@ import os
 
 import tensorflow as tf
 
+from electra_tf.core import peers
 from electra_tf.core.config import (
     FinetuningConfig,
     FinetuningRun,
@@ -54,7 +55,32 @@ def start(run) -> tf.distribute.Strategy:
     Multi-worker collectives and the logical CPU split of a mirrored run
     without GPUs can only be set then.
     """
-    return make_strategy(run.strategy, run.num_devices, run.tpu, run.worker_startup_timeout_s)
+    strategy = make_strategy(run.strategy, run.num_devices, run.tpu,
+                             run.worker_startup_timeout_s)
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        peers.register(end_meeting(is_chief(strategy)))
+    return strategy
+
+
+def end_meeting(chief: bool):
+    """core.peers' meeting for a multi-worker run: a barrier of the cluster's
+    coordination service (TensorFlow's eager context holds it; tf.distribute has no
+    public barrier, and an all-reduce would have to follow the same collectives in
+    every worker). True once every worker met it, on a worker other than the chief;
+    False on the chief, or where the barrier failed (a worker gone, the time out)."""
+    from tensorflow.python.eager import context
+
+    def meet(timeout_s: float) -> bool:
+        wait = getattr(context.context(), "wait_at_barrier", None)
+        if wait is None:
+            return False
+        try:
+            wait("electra_tf_end", int(timeout_s * 1000))
+        except tf.errors.OpError:
+            return False
+        return not chief
+
+    return meet
 
 
 # === Devices and strategies ===
