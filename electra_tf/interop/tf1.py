@@ -318,13 +318,11 @@ TF1_TASK_NAMES = {"sst": "sst2", "sts": "stsb", "squad": "squad_v2", "squadv1": 
 
 def original_max_seq_length(scope: str, n_tasks: int) -> int:
     """The max_seq_length the original fine-tuned task `scope` at by default
-    (configure_finetuning.py): for a single task, 512 where its name holds "squad" or
-    "qa", 256 for chunk, 128 otherwise; 128 for every task of a multi-task run."""
-    if n_tasks > 1:
-        return 128
-    if "squad" in scope or "qa" in scope:
-        return 512
-    return 256 if scope == "chunk" else 128
+    (tasks.base.original_defaults: 512 for a single SQuAD or QA task, 256 for chunk,
+    128 otherwise and for every task of a multi-task run)."""
+    from electra_tf.tasks.base import original_defaults
+
+    return original_defaults(scope, n_tasks)[0]
 
 
 def is_finetuned(weights: dict) -> bool:

@@ -226,6 +226,21 @@ class Task(abc.ABC):
         return [path]
 
 
+def original_defaults(name: str, n_tasks: int = 1) -> tuple[int, float]:
+    """(max_seq_length, num_train_epochs) the original gives a run of the task `name`
+    (the original's task name) among `n_tasks` (configure_finetuning.py): for a single
+    task, 512 tokens and 2 epochs where the name holds "squad" or "qa", 256 tokens for
+    chunk, 10 epochs for rte and sts; else, and for every task of a multi-task run,
+    128 tokens and 3 epochs."""
+    if n_tasks != 1:
+        return 128, 3.0
+    if "squad" in name or "qa" in name:
+        return 512, 2.0
+    if name == "chunk":
+        return 256, 3.0
+    return 128, (10.0 if name in ("rte", "sts") else 3.0)
+
+
 def parse_label_names(value: str) -> tuple[str, ...] | None:
     """--label_names "a,b,c" -> ("a", "b", "c"); '["a,b", "c"]' (a JSON list, for names
     holding commas) -> ("a,b", "c"); "" -> None (learned from train).

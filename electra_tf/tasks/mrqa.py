@@ -92,9 +92,8 @@ class MrqaTask(SquadTask):
         super().__init__(version="1.1", **options)
         self.name = name
         self.metric_names = ("f1", "exact_match")
-        qa_task = "qa" in name or "squad" in name  # configure_finetuning.py's rule
-        self.default_max_seq_length = 512 if qa_task else 128
-        self.default_epochs = 2 if qa_task else 3
+        self.default_max_seq_length, epochs = base.original_defaults(name)
+        self.default_epochs = int(epochs)
 
     # === Reading ===
     def data_file(self, data_dir: str, split: str) -> str:

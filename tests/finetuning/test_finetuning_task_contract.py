@@ -29,6 +29,22 @@ def test_every_task_is_a_task_with_its_values():
     assert values["classification"][1:3] == (128, 3)
 
 
+def test_the_original_tasks_defaults_are_its_rule():
+    """Every task the original has (by its name: interop.tf1's table) defaults to the
+    length and epochs of configure_finetuning.py's rule, base.original_defaults, which
+    the TF1 conversion reads too."""
+    from electra_tf.interop.tf1 import TF1_TASK_NAMES
+    from electra_tf.tasks.mrqa import MRQA_TASKS
+
+    ours = {v: k for k, v in TF1_TASK_NAMES.items()}
+    for name in [*glue.GLUE_TASKS, *MRQA_TASKS, "squad_v1", "squad_v2", "chunking"]:
+        task = registry.get_task(name)
+        length, epochs = base.original_defaults(ours.get(name, name))
+        assert (task.default_max_seq_length, task.default_epochs) == (length, epochs), name
+    assert base.original_defaults("naturalqs") == (128, 3.0)  # neither "qa" nor "squad"
+    assert base.original_defaults("squad", n_tasks=2) == (128, 3.0)
+
+
 def test_one_vocabulary_of_heads_from_task_to_export():
     """What a task's head is called is what its folder records and what the export's
     --task serves: tasks.base.HEADS, with no table in between; `regression` and
