@@ -45,7 +45,8 @@ def define_flags():
     flags.DEFINE_string("vocab_file", "", "The vocabulary (default: the checkpoint folder's "
                         "vocab.txt); it must hold the tokens the folder records.")
     flags.DEFINE_integer("max_seq_length", 0,
-                         "Sequence length (default: the fine-tuning run's; 128 for rtd).")
+                         "Sequence length (default: the fine-tuning run's; for rtd and "
+                         "score the length the model was pre-trained at).")
     flags.DEFINE_integer("max_query_length", 64, "squad: question pieces kept.")
     flags.DEFINE_integer("max_answer_length", 30, "squad: longest answer in pieces.")
     flags.DEFINE_bool("warmup", True, "Write assets.extra/tf_serving_warmup_requests.")

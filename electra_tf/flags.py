@@ -98,6 +98,28 @@ def define_finetuning_flags(flag_values=flags.FLAGS) -> None:
     _define(config_lib.FinetuningRun, flag_values, leave_out=config_lib.PRETRAINING_ONLY_OPTIONS)
 
 
+def check_pretraining_flags(data_fields=(), flag_values=flags.FLAGS) -> None:
+    """pretraining_configs' checks of the flags alone, where the data is yet to be
+    made: each of `data_fields` (e.g. the demo's train_data, eval_data, vocab_file,
+    vocab_size) that no flag gives stands in for what will be set, and no file is
+    read. So a bad flag is refused before minutes of data building, not after.
+
+    Raises:
+      ConfigError: as pretraining_configs.
+    """
+    values = _values(config_lib.PretrainingConfig, flag_values)
+    run_values = _values(config_lib.PretrainingRun, flag_values)
+    for name in data_fields:
+        if flag_values[name].present:
+            continue
+        if name in run_values and not run_values[name]:
+            run_values[name] = "(made)"
+        elif name == "vocab_file":
+            run_values[name] = ""
+    config_lib.check_run(config_lib.PretrainingConfig.from_dict(values),
+                         config_lib.PretrainingRun(**run_values))
+
+
 def finetuning_configs(flag_values=flags.FLAGS):
     """Parsed flags -> (FinetuningConfig, FinetuningRun), each checked at construction,
     and the flags a fine-tuning run requires (the classes allow them empty)."""

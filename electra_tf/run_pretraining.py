@@ -64,6 +64,9 @@ def main(argv):
     # (building the demo corpus takes minutes and is not what was asked for).
     demo_data_dir = "" if FLAGS["train_data"].present else FLAGS.demo_data_dir
     configs = None
+    if demo_data_dir and not multi_host:  # the flags before the demo's data is built
+        flags_lib.check_pretraining_flags(("train_data", "eval_data", "vocab_file",
+                                           "vocab_size"))
     if not (demo_data_dir or multi_host):
         configs = flags_lib.pretraining_configs()
         _check_local_records(configs[1])
