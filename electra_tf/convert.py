@@ -238,6 +238,9 @@ def _convert(source) -> None:
             raise InputError("--to=hf needs --model_dir (an electra_tf model_dir)")
         for path in hf.export_model(FLAGS.model_dir, FLAGS.output, FLAGS.generator):
             print(f"[convert] wrote {path}", file=sys.stderr)
+        note = hf.export_note(FLAGS.model_dir)
+        if note:
+            print(f"[convert] note: {note}", file=sys.stderr)
 
 
 def _count(n: int, noun: str) -> str:

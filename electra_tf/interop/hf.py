@@ -809,6 +809,15 @@ def export_finetuned(model_dir: str, output: str) -> list[str]:
                                       record.max_seq_length)
 
 
+def export_note(model_dir: str) -> str | None:
+    """What `export_model` of `model_dir` leaves behind that the folder's model does (a
+    fine-tuned SQuAD 2.0 model's null rule and threshold), as a line; None: nothing."""
+    if not is_finetuning_folder(model_dir):
+        return None
+    record = FinetunedFolder.open(model_dir).record
+    return record.head_class.hf_export_note(record)
+
+
 def tokenizer_config(do_lower_case: bool, model_max_length: int) -> dict:
     """transformers' tokenizer_config.json for electra_tf's tokenizer (text/tokenizer.py):
     ElectraTokenizer with the same casing, accent stripping (BERT's rule: with

@@ -318,6 +318,14 @@ def test_squad_v2_without_the_answerability_classifier_scores_no_answer_as_the_o
     assert (trainer.task.null_odds_from, trainer.task.no_answer_threshold) == ("combined", -2.75)
     written = json.loads((tmp_path / "eval" / "squad_v2_dev_predictions.json").read_text())
     assert written == {ex.qas_id: preds[ex.qas_id].answer for ex in examples}
+    # convert --to=hf keeps the logits (ElectraForQuestionAnswering) and says that the rule
+    # and its threshold stay behind; a SQuAD 1.1 model has neither to say.
+    from electra_tf.interop import hf
+
+    note = hf.export_note(str(out))
+    assert "exceed -2.75" in note and "apply that threshold to them yourself" in note
+    *_, v1 = _import(h, tmp_path / "v1", prefix, task_name="squad_v1")
+    assert v1.task == "squad_v1" and hf.export_note(v1.model_dir) is None
 
 
 def test_mrqa_joint_head_is_an_mrqa_task(h, tmp_path):

@@ -294,6 +294,12 @@ class Head(keras.layers.Layer):
         return None
 
     @classmethod
+    def hf_export_note(cls, record) -> str | None:
+        """What the folder's model does that transformers' class does not keep (a line
+        for the command to print), or None."""
+        return None
+
+    @classmethod
     def hf_export_arrays(cls, config, arrays: dict, record, encoder) -> dict:
         """{original name: float64 array} of the head as transformers' class holds it."""
         return arrays

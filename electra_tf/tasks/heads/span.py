@@ -385,6 +385,20 @@ class SpanHead(Head):
                 "--joint_prediction=false on squad_v1 to export to transformers")
 
     @classmethod
+    def hf_export_note(cls, record) -> str | None:
+        """A SQuAD 2.0 model (without an answerability classifier: hf_export_check)
+        answers "" by its null rule, at its threshold; transformers' model holds the
+        logits alone."""
+        from electra_tf.tasks.squad import VERSIONS
+
+        if VERSIONS.get(record.task) != "2.0":
+            return None
+        return (f"{record.model_dir} answers \"\" where start + end logits at [CLS], less the "
+                f"best span's, exceed {record.no_answer_threshold:g} (its null rule, "
+                "--squad_null_rule=combined); transformers' ElectraForQuestionAnswering "
+                "holds the logits only: apply that threshold to them yourself")
+
+    @classmethod
     def hf_export_config(cls, config, values: dict, record) -> dict:
         labels = ["LABEL_0", "LABEL_1"]
         values.update(num_labels=2, id2label={str(i): n for i, n in enumerate(labels)},
