@@ -17,6 +17,10 @@ from absl import flags
 
 from electra_tf.core import framework_messages, peers, signals
 
+# A flag defined here (define_strip_accents_flag) is a key flag of the command that asks
+# for it, so that its --help lists it (flags.py does the same).
+flags.disclaim_key_flags()
+
 # Entry points import this module before TensorFlow, which reads TF_CPP_MIN_LOG_LEVEL
 # once, at its import: keep its C++ runtime's start-up lines (a CPU machine's "failed call
 # to cuInit" error, the oneDNN and cpu_feature_guard notes) off the console, and (run_cli)

@@ -35,6 +35,14 @@ def test_help_lists_the_commands_own_flags_with_defaults_and_choices(module):
     assert "(default: '600')" in timeout and "JAX" in timeout, timeout
 
 
+@pytest.mark.parametrize("module", ["electra_tf.build_vocab",
+                                    "electra_tf.build_pretraining_data"])
+def test_the_data_commands_help_lists_the_flag_they_share(module):
+    """--strip_accents is defined in cli.py for both: it was listed by --helpfull alone."""
+    listed = _flag_help(run_module(module, "--help").stdout, "strip_accents")
+    assert "<auto|true|false>" in listed and "(default: 'auto')" in listed, listed
+
+
 def test_pretraining_help_names_the_objectives_and_the_demo_flags():
     out = run_module("electra_tf.run_pretraining", "--help").stdout
     assert ("one of: electra, bert_mlm, electra_15, replace_mlm, all_tokens_mlm"

@@ -795,7 +795,7 @@ class PretrainingRun(RuntimeOptions):
     vocab_file: str = _field("", "WordPiece vocab (special ids for masking); resuming, "
                              "empty reads the one model_dir carries")
     gradient_accumulation_steps: int = _field(1, "micro-batches per optimizer step")
-    eval_every_steps: int = _field(0, "0: evaluate at the end only")
+    eval_every_steps: int = _field(0, "0: evaluate before the first step and at the end only")
     log_every_steps: int = _field(0, "console/summary period; 0: iterations_per_loop")
     phase2_train_data: str = _field(
         "", "phase 2's TFRecord globs (records of phase2_max_seq_length); with phase2_steps")

@@ -168,8 +168,9 @@ class TensorFlowCheckpoints:
             return None
         found = os.path.join(self.directory, f"ckpt-{max(steps)}")
         if found != self._restored_from:
-            log("checkpoints", f"{os.path.join(self.directory, 'checkpoint')} names no save "
-                               f"that is there; resuming from {found}, the latest one found")
+            state = os.path.join(self.directory, "checkpoint")
+            what = "names no save that is there" if os.path.exists(state) else "is missing"
+            log("checkpoints", f"{state} {what}; resuming from {found}, the latest one found")
         return found
 
     def restore(self) -> str | None:

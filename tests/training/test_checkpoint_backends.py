@@ -134,4 +134,5 @@ def test_a_lost_checkpoint_state_file_resumes_from_the_latest_save_found(state, 
     assert int(resumed_optimizer.iterations.numpy()) == 20
     for a, b in zip(model.trainable_variables, resumed.trainable_variables):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    assert "names no save that is there; resuming from" in capsys.readouterr().err
+    what = "is missing" if state == "missing" else "names no save that is there"
+    assert f"checkpoint {what}; resuming from" in capsys.readouterr().err
