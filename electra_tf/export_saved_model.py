@@ -90,7 +90,14 @@ def main(argv):
 
 
 def run():
-    """The command line (`electra-export`)."""
+    """The command line (`electra-export`). A SavedModel is TensorFlow's: the command
+    runs Keras on TensorFlow whatever KERAS_BACKEND says (a JAX run's folder exports
+    alike; under jax the signatures' tracing had failed with a traceback)."""
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    if backend != "tensorflow" and "keras" not in sys.modules:
+        os.environ["KERAS_BACKEND"] = "tensorflow"
+        print(f"[export] KERAS_BACKEND={backend} set aside: an export is built with Keras on "
+              "TensorFlow", file=sys.stderr)
     define_flags()
     cli.run_command(main, __name__)
 

@@ -85,9 +85,11 @@ def main(argv):
         given = [f"--{f.name}" for f in dataclasses.fields(options)
                  if f.name.startswith("jax_") and getattr(options, f.name) != f.default]
         if given:
+            hosts = any(name in given for name in ("--jax_coordinator_address",
+                                                   "--jax_num_processes", "--jax_process_id"))
             raise ConfigError(f"{', '.join(given)}: for KERAS_BACKEND=jax, and this run is on "
-                              f"{backend} (the TensorFlow loop's multi-host is "
-                              "--strategy=multi_worker)")
+                              f"{backend}" + (" (the TensorFlow loop's multi-host is "
+                                              "--strategy=multi_worker)" if hosts else ""))
     # Before any TF op or JAX device query: collectives, logical devices and
     # the multi-host run are fixed at start-up.
     started = backends.load(backend).start(options)

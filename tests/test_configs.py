@@ -301,7 +301,11 @@ _REQUIRED = {RuntimeOptions: {},
      r"jax_process_id=2 is not in \[0, jax_num_processes=2\)"),
     (dict(jax_num_processes=2), "needs both jax_coordinator_address"),
     (dict(jax_coordinator_address="h:1"), "needs both jax_coordinator_address"),
-], ids=lambda v: ",".join(v) if isinstance(v, dict) else None)
+    # each had ended in a traceback (IndexError, ValueError, OverflowError of bind)
+    *[(dict(jax_coordinator_address=bad, jax_num_processes=2),
+       f"jax_coordinator_address must be HOST:PORT, a port 1 to 65535 .*, got '{bad}'")
+      for bad in ("nocolon", "127.0.0.1:abc", "127.0.0.1:99999", ":80", "h:0", "h:-1")],
+], ids=lambda v: ",".join(map(str, v.values())) if isinstance(v, dict) else None)
 def test_runtime_options_are_checked_in_every_run(cls, options, message):
     cls(**_REQUIRED[cls])
     with pytest.raises(ConfigError, match=message):
@@ -370,3 +374,24 @@ def test_a_json_flag_that_json_cannot_read_is_one_config_error():
         with pytest.raises(ConfigError, match="--model_hparam_overrides is not valid JSON"):
             pretraining_from_flags("--model_dir=m", "--train_data=x.tfrecord",
                                    f"--model_hparam_overrides={value}")
+
+
+def test_a_warmup_past_the_run_is_warned_with_the_rate_the_schedule_reaches():
+    """The original's schedule multiplies the decay to 0 by the warmup's ramp: a warmup
+    longer than the run peaks far below --learning_rate, and does decay (the warning had
+    said it reached length/warmup of the peak and never decayed: LAMB's schedule)."""
+    from electra_tf.core.config import PretrainingConfig
+    from electra_tf.training.optimization import WarmupPolynomialDecay
+
+    config = PretrainingConfig(num_train_steps=40, num_warmup_steps=200)
+    assert config.long_warmup_warning() == (
+        "warning: --num_warmup_steps=200 is not shorter than the run's 40 steps: its "
+        "learning rate (the decay to 0 times the warmup's ramp) peaks at 5% of the rate "
+        "given, at step 20; give fewer warmup steps")
+    for power in (1.0, 0.5):
+        schedule = WarmupPolynomialDecay(1.0, 20, 20, power=power)
+        rates = [float(schedule(step)) for step in range(21)]
+        warned = PretrainingConfig(num_train_steps=20, num_warmup_steps=20,
+                                   lr_decay_power=power).long_warmup_warning()
+        assert f"peaks at {max(rates):.0%} of the rate given, at step " \
+               f"{rates.index(max(rates))};" in warned, (warned, rates)

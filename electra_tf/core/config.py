@@ -347,8 +347,11 @@ class PretrainingConfig:
 
     def long_warmup_warning(self) -> str:
         """A warning for a warmup as long as its stage (phase 1, phase 2, a two-stage
-        run's stage) or longer, or "": the learning rate then never decays (the decay
-        to 0 at the stage's end never comes), and a longer one never reaches its peak."""
+        run's stage) or longer, or "". With LAMB (NVIDIA's schedule: the warmup's
+        ramp, then the decay) the learning rate then never decays and a longer warmup
+        never reaches the peak; with the original's (the decay to 0 from the stage's
+        start, times the ramp) it peaks far below the peak it was given: at
+        (p/(p+1))^p L/((p+1)W) of it, for decay power p, L steps, W warmup steps."""
         bounds = (0, *self.stage_starts, self.num_train_steps)
         warmups = (self.num_warmup_steps, *(w for _, w in self.stage_rates))
         for i in range(len(bounds) - 1):
@@ -360,11 +363,18 @@ class PretrainingConfig:
                 stage = ("phase 2" if i and self.phase2_steps else "phase 1"
                          if self.phase2_steps else f"stage {i + 1}"
                          if len(bounds) > 2 else "the run")
-                peak = "reaches its peak only at the end" if warmup == length else \
-                    f"reaches {length / warmup:.0%} of its peak"
+                if self.optimizer == "lamb":
+                    peak = "reaches its peak only at the end" if warmup == length else \
+                        f"reaches {length / warmup:.0%} of its peak"
+                    what = f"its learning rate {peak} and never decays"
+                else:
+                    p = self.resolved_lr_decay_power
+                    top = (p / (p + 1)) ** p * length / ((p + 1) * warmup)
+                    what = (f"its learning rate (the decay to 0 times the warmup's ramp) "
+                            f"peaks at {top:.0%} of the rate given, at step "
+                            f"{bounds[i] + round(length / (p + 1))}")
                 return (f"warning: {flag}={warmup} is not shorter than {stage}'s {length} "
-                        f"steps: its learning rate {peak} and never decays; give fewer "
-                        "warmup steps")
+                        f"steps: {what}; give fewer warmup steps")
         return ""
 
     @property
@@ -776,6 +786,13 @@ class RuntimeOptions:
                 "a multi-host JAX run needs both jax_coordinator_address=HOST:PORT and "
                 f"jax_num_processes >= 2, got jax_coordinator_address="
                 f"{self.jax_coordinator_address!r} and jax_num_processes={self.jax_num_processes}")
+        if self.jax_coordinator_address:
+            host, _, port = self.jax_coordinator_address.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError(
+                    f"jax_coordinator_address must be HOST:PORT, a port 1 to 65535 (process "
+                    f"0's host, reachable from every process), got "
+                    f"{self.jax_coordinator_address!r}")
 
 
 # The RuntimeOptions only pre-training takes (the JAX loop's calls, input and hosts):

@@ -469,11 +469,19 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
 
     Raises:
       InputError: the version exists (nothing is overwritten) or is not >= 1; a
-        model_name that is not one folder name.
+        model_name that is not one folder name; Keras on another backend than
+        TensorFlow (nothing is written).
     """
+    import keras
+
     from electra_tf.serving import signatures
     from electra_tf.serving import warmup as warmup_lib
 
+    if keras.backend.backend() != "tensorflow":  # its signatures are traced tf.functions
+        raise InputError(f"an export is a TensorFlow SavedModel: build it with Keras on "
+                         f"TensorFlow (KERAS_BACKEND=tensorflow, or unset; the export command "
+                         f"does so itself); this process runs Keras on "
+                         f"{keras.backend.backend()}")
     check_model_name(model_name)
     parent = os.path.join(model_base, model_name)
     os.makedirs(parent, exist_ok=True)

@@ -51,7 +51,7 @@ def check_backend(directory: str, backend: str) -> None:
     if glob.glob(os.path.join(directory, FILES[other])):
         name = "JAX" if other == "jax" else "TensorFlow"
         raise InputError(f"{directory} holds {name} checkpoints ({FILES[other]}), which the "
-                         f"{'JAX' if backend == 'jax' else 'TensorFlow'} backend cannot resume: "
+                         f"{'JAX' if backend == 'jax' else 'TensorFlow'} backend cannot read: "
                          f"rerun {_ENV[other]}, or use another --model_dir")
 
 

@@ -25,10 +25,10 @@ def test_check_backend_refuses_only_the_other_backends_folder(tmp_path):
     _touch(both, "jax-ckpt-6.npz")
     _touch(both, "ckpt-6.index")
     with pytest.raises(InputError, match=r"holds JAX checkpoints .*which the TensorFlow "
-                                         r"backend cannot resume: rerun with KERAS_BACKEND=jax"):
+                                         r"backend cannot read: rerun with KERAS_BACKEND=jax"):
         check_backend(jax_dir, "tensorflow")
     with pytest.raises(InputError, match=r"holds TensorFlow checkpoints .*which the JAX "
-                                         r"backend cannot resume: rerun without KERAS_BACKEND"):
+                                         r"backend cannot read: rerun without KERAS_BACKEND"):
         check_backend(tf_dir, "jax")
     for folder, backend in ((jax_dir, "jax"), (tf_dir, "tensorflow"), (both, "jax"),
                             (both, "tensorflow"), (empty, "jax"), (empty, "tensorflow")):

@@ -117,6 +117,41 @@ def test_jax_run_resumes_exactly_and_its_folder_loads_for_export(tiny_records, t
     spec = load_spec("rtd", str(tmp_path / "a"), max_seq_length=L)
     for a, b in zip(kept, spec.model.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
+    # The export itself, asked of Keras on JAX (a Python session that trained on JAX):
+    # refused in one line, nothing written (the signatures' tracing had failed with a
+    # traceback and left MODEL_BASE/NAME behind). The command sets the backend itself.
+    refused = run_python("""
+        import sys
+        from electra_tf.core.errors import InputError
+        from electra_tf.serving.export import export, load_spec
+        try:
+            export(load_spec("rtd", sys.argv[1], max_seq_length=int(sys.argv[3])), sys.argv[2],
+                   "m")
+        except InputError as e:
+            print(e)
+    """, "jax", str(tmp_path / "a"), str(tmp_path / "models"), str(L))
+    assert refused.startswith("an export is a TensorFlow SavedModel: build it with Keras on "
+                              "TensorFlow") and refused.strip().endswith("runs Keras on jax")
+    assert not (tmp_path / "models").exists()
+
+
+@pytest.mark.slow  # a fresh process's export
+def test_the_export_command_under_keras_backend_jax_exports_on_tensorflow(tiny_records,
+                                                                          tmp_path):
+    """KERAS_BACKEND=jax left in the shell of a JAX user: the export command runs Keras on
+    TensorFlow and says so (it had ended in a traceback, an empty MODEL_BASE/NAME left)."""
+    (result,) = train_runs([(config_json(tiny_records, tmp_path / "a"), [None])])
+    assert result["step"] == 6
+    proc = subprocess.run(
+        [sys.executable, "-m", "electra_tf.export_saved_model", "--task=rtd",
+         f"--checkpoint={tmp_path / 'a'}", f"--model_base={tmp_path / 'models'}",
+         "--model_name=m", "--warmup=false"],
+        cwd=REPO, env=jax_child_env(1, KERAS_BACKEND="jax"), capture_output=True, text=True,
+        timeout=patience(300))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.startswith("[export] KERAS_BACKEND=jax set aside: an export is built "
+                                  "with Keras on TensorFlow\n"), proc.stderr[-3000:]
+    assert (tmp_path / "models" / "m" / "1" / "saved_model.pb").exists()
 
 
 @pytest.mark.slow  # the default suite's JAX runs take one step per call (above)

@@ -432,9 +432,9 @@ def test_jax_options_on_the_tensorflow_backend_are_refused(tiny_records, tmp_pat
     proc = run_module("electra_tf.run_pretraining",
                       *pretrain_flags(tiny_records, tmp_path / "model"),
                       "--jax_input_pipeline=packed", "--jax_steps_per_call=3")
-    error_line(proc, "--jax_steps_per_call, --jax_input_pipeline: for KERAS_BACKEND=jax, and "
-                     "this run is on tensorflow (the TensorFlow loop's multi-host is "
-                     "--strategy=multi_worker)")
+    line = error_line(proc, "--jax_steps_per_call, --jax_input_pipeline: for KERAS_BACKEND=jax, "
+                            "and this run is on tensorflow")
+    assert line.endswith("on tensorflow"), line  # the multi-host hint is for those flags
     assert not (tmp_path / "model").exists()
 
 
