@@ -234,7 +234,8 @@ class PretrainingConfig:
                              "model for smoke runs)", choices=tuple(MODEL_SIZES))
     model_hparam_overrides: dict = _factory_field(dict, "EncoderConfig fields")
     embedding_size: int | None = _field(None, "None: the size preset's value")
-    vocab_size: int = _field(30522, "must match the vocab file")
+    vocab_size: int = _field(30522, "unset: the vocab file's size (30522 without one); "
+                                    "given, it must match the file")
     do_lower_case: bool = _field(True, "lower-case and strip accents before WordPiece")
 
     # --- loss ---
