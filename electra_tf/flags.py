@@ -109,13 +109,9 @@ def check_pretraining_flags(data_fields=(), flag_values=flags.FLAGS) -> None:
     """
     values = _values(config_lib.PretrainingConfig, flag_values)
     run_values = _values(config_lib.PretrainingRun, flag_values)
-    for name in data_fields:
-        if flag_values[name].present:
-            continue
-        if name in run_values and not run_values[name]:
+    for name in data_fields:  # a config's field (vocab_size) keeps its default
+        if name in run_values and not flag_values[name].present and not run_values[name]:
             run_values[name] = "(made)"
-        elif name == "vocab_file":
-            run_values[name] = ""
     config_lib.check_run(config_lib.PretrainingConfig.from_dict(values),
                          config_lib.PretrainingRun(**run_values))
 

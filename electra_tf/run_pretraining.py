@@ -31,6 +31,7 @@ from absl import app, flags
 
 from electra_tf import cli
 from electra_tf import flags as flags_lib
+from electra_tf.core.config import JAX_MULTI_HOST_OPTIONS
 from electra_tf.core.errors import ConfigError
 
 FLAGS = flags.FLAGS
@@ -82,12 +83,11 @@ def main(argv):
     backend = backends.name()  # KERAS_BACKEND: training/backends/tensorflow.py or jax.py
     options = flags_lib.runtime_options()
     if backend != "jax":  # the TensorFlow loop had trained, ignoring them
-        given = [f"--{f.name}" for f in dataclasses.fields(options)
+        given = [f.name for f in dataclasses.fields(options)
                  if f.name.startswith("jax_") and getattr(options, f.name) != f.default]
         if given:
-            hosts = any(name in given for name in ("--jax_coordinator_address",
-                                                   "--jax_num_processes", "--jax_process_id"))
-            raise ConfigError(f"{', '.join(given)}: for KERAS_BACKEND=jax, and this run is on "
+            hosts = not set(given).isdisjoint(JAX_MULTI_HOST_OPTIONS)
+            raise ConfigError(f"--{', --'.join(given)}: for KERAS_BACKEND=jax, and this run is on "
                               f"{backend}" + (" (the TensorFlow loop's multi-host is "
                                               "--strategy=multi_worker)" if hosts else ""))
     # Before any TF op or JAX device query: collectives, logical devices and

@@ -796,11 +796,13 @@ class RuntimeOptions:
                     f"{self.jax_coordinator_address!r}")
 
 
+# The RuntimeOptions of a multi-host JAX run.
+JAX_MULTI_HOST_OPTIONS = ("jax_coordinator_address", "jax_num_processes", "jax_process_id")
 # The RuntimeOptions only pre-training takes (the JAX loop's calls, input and hosts):
 # FinetuningRun refuses any value but the default, and run_finetuning has no flag
 # for them (flags.define_finetuning_flags).
 PRETRAINING_ONLY_OPTIONS = ("jax_steps_per_call", "jax_input_pipeline", "jax_device_prefetch",
-                            "jax_coordinator_address", "jax_num_processes", "jax_process_id")
+                            *JAX_MULTI_HOST_OPTIONS)
 
 
 @dataclasses.dataclass(frozen=True)
