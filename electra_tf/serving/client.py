@@ -308,6 +308,13 @@ def _post(server: str, path: str, data: bytes, timeout: float) -> tuple[int, byt
                 pass
 
     late = ClientError(f"REST: no answer from {url} within --timeout={timeout:g}s")
+    response, chunks = None, []  # the answer's head, once read; its body as it comes
+
+    def unfinished():
+        return ClientError(f"REST: the answer from {url} did not finish within "
+                           f"--timeout={timeout:g}s (the deadline passed after "
+                           f"{sum(map(len, chunks))} bytes of its body)")
+
     timer = threading.Timer(timeout, expire)
     timer.daemon = True
     timer.start()
@@ -322,17 +329,17 @@ def _post(server: str, path: str, data: bytes, timeout: float) -> tuple[int, byt
             raise late
         conn.request("POST", path, body=data, headers={"Content-Type": "application/json"})
         response = conn.getresponse()
-        body = _read_body(response, url)
+        body = _read_body(response, url, chunks)
         if expired.is_set():  # the shutdown ended the read: what came is not the answer
-            raise ClientError(f"REST: the answer from {url} did not finish within "
-                              f"--timeout={timeout:g}s (the deadline passed after "
-                              f"{len(body)} bytes of its body)")
-        if response.length:  # http.client's read(n) ends at EOF without a word
+            raise unfinished()
+        if response.length:  # http.client's read1(n) ends at EOF without a word
             raise http.client.IncompleteRead(body, response.length)
         return response.status, body
     except (OSError, http.client.HTTPException) as e:
         if expired.is_set() or isinstance(e, TimeoutError):
-            raise late from None
+            # The deadline (or a read as long) ended a read that raised: before the
+            # answer's head, no answer; after it, an unfinished one.
+            raise (late if response is None else unfinished()) from None
         if isinstance(e, http.client.IncompleteRead):
             short = f", {e.expected} short of what it announced" if e.expected else ""
             raise ClientError(f"REST: {url} closed the connection after {len(e.partial)} "
@@ -347,14 +354,15 @@ def _post(server: str, path: str, data: bytes, timeout: float) -> tuple[int, byt
         conn.close()
 
 
-def _read_body(response, url: str) -> bytes:
-    """The response's body, refused past MAX_ANSWER_BYTES (claimed, or as read)."""
+def _read_body(response, url: str, chunks: list) -> bytes:
+    """The response's body, refused past MAX_ANSWER_BYTES (claimed, or as read); what
+    is read lands in `chunks` as it comes (a read that raises leaves what came)."""
     claimed = response.getheader("Content-Length")
     if claimed and claimed.strip().isdigit() and int(claimed) > MAX_ANSWER_BYTES:
         raise ClientError(f"REST: {url} claims {int(claimed)} bytes, more than the "
                           f"{MAX_ANSWER_BYTES} an answer may hold")
-    chunks, size = [], 0
-    while chunk := response.read(min(1 << 16, MAX_ANSWER_BYTES + 1 - size)):
+    size = 0
+    while chunk := response.read1(min(1 << 16, MAX_ANSWER_BYTES + 1 - size)):  # what came
         chunks.append(chunk)
         size += len(chunk)
         if size > MAX_ANSWER_BYTES:

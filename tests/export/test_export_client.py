@@ -4,6 +4,7 @@ import base64
 import json
 import os
 import re
+import threading
 import time
 import urllib.request
 
@@ -335,19 +336,48 @@ def test_rest_deadline_during_the_body_says_so_and_never_takes_a_part(broken_ser
     from electra_tf.serving import client
 
     inputs = client.text_inputs(text=["x"])
+    # The head must come before the deadline: 3 s, not 1 (a loaded worker once took
+    # over 1 s to get it, and the test then saw no answer at all).
     for body in (b" " * 60, b'{"outputs": {"x": [1.0]}}' + b" " * 60):
         reply = _http("200 OK", body)
         slow = broken_server(reply, seconds_per_byte=0.2, fast=len(reply) - 60)
         start = time.monotonic()
         with pytest.raises(client.ClientError, match=r"^REST: the answer from http://.* did "
-                                                     r"not finish within --timeout=1s \(the "
+                                                     r"not finish within --timeout=3s \(the "
                                                      r"deadline passed after \d+ bytes"):
-            client.predict_rest(slow, "m", inputs, timeout=1)
+            client.predict_rest(slow, "m", inputs, timeout=3)
         assert time.monotonic() - start < 10  # well before the answer's 12 s
     cut = _http("200 OK", b'{"outputs": {"x": [1.0]}}' + b" " * 60)[:-60]
     with pytest.raises(client.ClientError, match=r"closed the connection after 25 bytes of "
                                                  r"its answer's body, 60 short"):
         client.predict_rest(broken_server(cut), "m", inputs)
+
+
+def test_rest_read_that_times_out_after_the_head_is_an_unfinished_answer(broken_server,
+                                                                         monkeypatch):
+    """The deadline's timer, starved, did not fire, and the socket's own read limit (the
+    same --timeout) ended the read of the body: that answer had begun, and was said to
+    be no answer at all."""
+    from electra_tf.serving import client
+
+    class Starved:  # a timer that never fires
+        daemon = False
+
+        def __init__(self, *args):
+            pass
+
+        def start(self):
+            pass
+
+        def cancel(self):
+            pass
+
+    monkeypatch.setattr(threading, "Timer", Starved)
+    reply = _http("200 OK", b'{"outputs": {"x": [1.0]}}' + b" " * 60)
+    stalled = broken_server(reply, seconds_per_byte=60, fast=len(reply) - 60)  # then stalls
+    with pytest.raises(client.ClientError, match=r"did not finish within --timeout=0.5s "
+                                                 r"\(the deadline passed after 25 bytes"):
+        client.predict_rest(stalled, "m", client.text_inputs(text=["x"]), timeout=0.5)
 
 
 def test_rest_bounds_the_answer_it_reads(broken_server, monkeypatch):
