@@ -103,6 +103,7 @@ def run_command(main: Callable[[list[str]], None], module: str,
         for flag in flags.FLAGS.get_key_flags_for_module(module):
             flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
     _help_exits_zero()
+    signals.leave_at_once = True  # this process is the command's: a second signal may end it
     app.run(lambda args: run_cli(lambda: main(args)), argv=argv, flags_parser=_parse_flags)
 
 

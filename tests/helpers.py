@@ -443,9 +443,12 @@ def interrupt_after(module: str, args: list[str], pattern: str, model_dir,
     [(code, stderr)] = signal_after([proc], pattern, sig=sig)
     assert code == 128 + sig, stderr[-3000:]
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
-    last = stderr.strip().splitlines()[-1]
+    *before, last = stderr.strip().splitlines()
     match = re.fullmatch(r"interrupted at step (\d+); checkpoint saved; rerun to resume", last)
     assert match, stderr[-3000:]
+    said = "Ctrl-C" if sig == signal.SIGINT else signal.Signals(sig).name
+    assert f"{said}: stopping after the running chunk of steps, with a checkpoint (a second " \
+        f"{said} leaves at once, without saving)" in before, stderr[-3000:]  # said at once
     step = int(match.group(1))
     saved = [model_dir / "checkpoints" / name for name in (f"ckpt-{step}.index",
                                                             f"jax-ckpt-{step}.npz")]

@@ -146,7 +146,10 @@ class InterruptGate:
     finishes first: a compiled call cannot be stopped midway anyway. A second
     Ctrl-C stops sooner: at the next `stop_point()`, which the loops reach
     between batches and compiled calls (evaluation and prediction batches, the
-    JAX backend's calls, the end of a chunk), or at a check. A request the
+    JAX backend's calls, the end of a chunk), or at a check. In a command
+    line's process (`signals.leave_at_once`) a watcher thread answers the first
+    signal at once and ends the process on a second that the main thread cannot
+    take up within seconds (inside a compiled chunk: `signals.Watcher`). A request the
     loop never reached a check for is raised when the block ends. SIGTERM is
     held the same way (a second signal of either kind stops at the next stop
     point); `signum` says which came first. Off the main thread (where no
@@ -186,6 +189,7 @@ class InterruptGate:
         self.agreed = False  # the processes stopped together (`agree`)
         self._agree = agree
         self._previous: dict[int, object] = {}
+        self._watcher: signals.Watcher | None = None
 
     @property
     def safe_to_save(self) -> bool:
@@ -202,6 +206,10 @@ class InterruptGate:
         pending = signals.take()  # a SIGTERM of start-up whose raise was lost
         if pending is not None:
             self.requested, self.signum = True, pending
+        if signals.leave_at_once and self._previous:  # the command line's process
+            self._watcher = signals.Watcher(
+                lambda: self.stop_now, _first_signal_line, _leave_line,
+                first=self.signum).start()
         return self
 
     def _on_signal(self, signum, frame):
@@ -234,6 +242,9 @@ class InterruptGate:
             raise KeyboardInterrupt
 
     def __exit__(self, exc_type, exc, tb):
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
         for signum, previous in self._previous.items():
             signal.signal(signum, signal.SIG_DFL if previous is None else previous)
         self._previous = {}
@@ -247,6 +258,20 @@ class InterruptGate:
             # that a loop of runs (trials) stops instead of starting the next.
             signals.received = self.signum
         return False
+
+
+def _first_signal_line(signum: int) -> str:
+    """What the command line prints the moment a first stop signal comes (the watcher's:
+    the loop may be inside a chunk of steps for minutes)."""
+    said = signals.name(signum)
+    return (f"{said}: stopping after the running chunk of steps, with a checkpoint (a second "
+            f"{said} leaves at once, without saving)")
+
+
+def _leave_line(signum: int) -> str:
+    """What it prints as a second signal ends the process inside a chunk of steps."""
+    return (f"interrupted by a second {signals.name(signum)} inside a chunk of steps; no "
+            "checkpoint was saved; a rerun starts from the latest one")
 
 
 def stop_point() -> None:

@@ -10,6 +10,8 @@ Each test that sends a Ctrl-C installs Python's own SIGINT handler first
 
 import os
 import signal
+import subprocess
+import threading
 import time
 
 import pytest
@@ -400,3 +402,69 @@ def test_no_scheduler_no_note_and_fast_chunks_no_note():
     for _ in range(3):
         fast.chunk(200, 20.0)
     assert said == [] and note.scheduler is None
+
+
+# A command line's process (signals.leave_at_once, set by cli.run_command): phase A, a
+# main thread in Python takes up both Ctrl-Cs and the process stays; phase B, a main
+# thread inside a compiled call (a TensorFlow loop of hours) cannot, and the second
+# Ctrl-C ends the process GRACE_S later, without the call's end.
+_WATCHED = r"""
+import os, signal, sys, time
+from electra_tf.core import signals
+from electra_tf.training import loop
+
+signals.leave_at_once = True
+try:
+    with loop.InterruptGate() as gate:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(signals.GRACE_S + 0.5)  # a sleep runs the handler: taken up at once
+        assert gate.stop_now
+except KeyboardInterrupt:
+    print("phase A: stayed", file=sys.stderr, flush=True)
+
+import tensorflow as tf
+
+@tf.function
+def chunk():
+    with tf.control_dependencies([tf.print("phase B: in the chunk", output_stream=sys.stderr)]):
+        i = tf.constant(0, tf.int64)
+    return tf.while_loop(lambda i: i < 10**15, lambda i: i + 1, [i])
+
+signals.GRACE_S = 0.5
+with loop.InterruptGate():
+    chunk()
+print("phase B: the chunk ended", file=sys.stderr)
+"""
+
+
+def test_a_second_ctrl_c_inside_a_compiled_call_leaves_at_once():
+    """The first Ctrl-C is answered at once (a chunk can run for minutes on CPU, and
+    Python's handler waits for its end); a second that the main thread cannot take up
+    (inside a compiled call) ends the process, 130, without saving."""
+    from helpers import patience, popen_python
+
+    proc = popen_python(["-c", _WATCHED], stderr=subprocess.PIPE, text=True)
+    hung = threading.Timer(patience(60), proc.kill)  # a process the Ctrl-Cs left running
+    hung.start()
+    lines = []
+    try:
+        for line in proc.stderr:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("phase B: in the chunk"):
+                proc.send_signal(signal.SIGINT)
+            elif line.startswith("Ctrl-C: stopping") and any(
+                    x.startswith("phase B") for x in lines):
+                proc.send_signal(signal.SIGINT)
+        proc.wait()
+    finally:
+        hung.cancel()
+        proc.kill()
+    said = [x for x in lines if x.startswith(("Ctrl-C", "phase", "interrupted"))]
+    acknowledged = ("Ctrl-C: stopping after the running chunk of steps, with a checkpoint (a "
+                    "second Ctrl-C leaves at once, without saving)")
+    assert said == [acknowledged, "phase A: stayed", "phase B: in the chunk", acknowledged,
+                    "interrupted by a second Ctrl-C inside a chunk of steps; no checkpoint "
+                    "was saved; a rerun starts from the latest one"], "\n".join(lines)[-3000:]
+    assert proc.returncode == 130
