@@ -195,12 +195,14 @@ def run_cli(main: Callable[[], None]) -> None:
 
     from electra_tf.core.errors import BAD_INPUT, Diverged, PeerLost
 
-    # TF's Python-side INFO lines (checkpoint sharding, ...); quiet: its warnings too
-    logging.set_verbosity(logging.WARNING if VERBOSE else logging.ERROR)
+    # TF's Python-side INFO lines (checkpoint sharding, ...); quiet: its warnings too,
+    # but not electra_tf's own (a skipped question or row), each one `warning:` line
+    logging.set_verbosity(logging.WARNING)
     if not VERBOSE:  # tf.get_logger(), a logger of its own
         import logging as std_logging
 
         std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
+        _own_warnings_only()
     _handle_sigterm()
     try:
         main()
@@ -263,6 +265,48 @@ def run_cli(main: Callable[[], None]) -> None:
         sys.exit(1)
     else:
         peers.end_together(0)  # a multi-process run's workers leave before its chief
+
+
+class _OwnWarnings:
+    """A handler on absl's logger: the warnings electra_tf's own modules log through
+    absl (the library's way, which a Python session sees as warnings) printed as one
+    `warning: ...` line each; absl's handler then prints only errors, so TensorFlow's
+    and the other libraries' absl lines below ERROR stay quiet."""
+
+    def __init__(self):
+        import logging as std_logging
+
+        self.handler = std_logging.Handler(std_logging.WARNING)
+        self.handler.emit = self.emit
+        self.package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+    def emit(self, record) -> None:
+        import logging as std_logging
+
+        if record.levelno < std_logging.ERROR and record.pathname.startswith(self.package):
+            print(f"warning: {record.getMessage()}", file=sys.stderr, flush=True)
+
+    @staticmethod
+    def below_error(record) -> bool:
+        import logging as std_logging
+
+        return record.levelno >= std_logging.ERROR
+
+
+_OWN_WARNINGS: _OwnWarnings | None = None
+
+
+def _own_warnings_only() -> None:
+    """Installs _OwnWarnings once per process (run_cli may run several times in one)."""
+    global _OWN_WARNINGS
+    from absl import logging
+
+    if _OWN_WARNINGS is None:
+        _OWN_WARNINGS = _OwnWarnings()
+        logging.get_absl_logger().addHandler(_OWN_WARNINGS.handler)
+    absl_handler = logging.get_absl_handler()
+    if _OwnWarnings.below_error not in absl_handler.filters:
+        absl_handler.addFilter(_OwnWarnings.below_error)
 
 
 # After "unexpected arguments: [...]": the usual cause is a value given apart from its flag.

@@ -187,3 +187,37 @@ def test_a_stdout_that_cannot_take_the_output_is_one_line(capsys, monkeypatch):
     monkeypatch.setattr("sys.stdout", Closed())
     with pytest.raises(BrokenPipeError):
         cli.write_stdout("x\n")
+
+
+_WARNING_FROM_A_TASK = r"""
+import sys
+from absl import app, logging
+from electra_tf import cli
+from electra_tf.core.config import FinetuningConfig
+from electra_tf.tasks.registry import task_from_config
+
+def main(argv):
+    logging.warning("a library's own warning")  # not electra_tf's: quiet, as TensorFlow's
+    task = task_from_config(FinetuningConfig(task_name="rte", skip_malformed_rows=True))
+    print(len(task.read(sys.argv[1], "dev")), "examples")
+
+app.run(lambda argv: cli.run_cli(lambda: main(argv)), argv=sys.argv[:1])
+"""
+
+
+def test_the_tasks_warnings_reach_the_console_and_tensorflows_stay_quiet(tmp_path):
+    """A question the original skips, a row --skip_malformed_rows drops: the docs promise a
+    warning, which the readers log through absl; the commands had set absl to errors only
+    (for TensorFlow's own lines), so a run dropped data without a word."""
+    from helpers import run_python
+
+    (tmp_path / "RTE").mkdir()
+    (tmp_path / "RTE" / "dev.tsv").write_text(
+        "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\ta\tb\n"
+        "2\tc\td\tnot_entailment\n", encoding="utf-8")
+    proc = run_python(["-c", _WARNING_FROM_A_TASK, str(tmp_path / "RTE")])
+    assert proc.returncode == 0 and proc.stdout == "2 examples\n", proc.stderr[-3000:]
+    said = [line for line in proc.stderr.splitlines() if "warning" in line.lower()]
+    assert said == [f"warning: skipping malformed row {tmp_path}/RTE/dev.tsv:3: expected at "
+                    "least 4 tab-separated columns (index, sentence1, sentence2, label), "
+                    "found 3"], proc.stderr[-3000:]
