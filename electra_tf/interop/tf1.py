@@ -391,6 +391,11 @@ def head_arrays(weights: dict, scope: str, layers: dict) -> tuple[dict[str, np.n
                 raise core.ConversionError(f"{absent[0]} is not in the checkpoint: not the "
                                            f"original's head of this task ({layer} reads it)")
             target = f"task_specific/{layer}/{leaf}"
+            shapes = [np.shape(weights[n]) for n in names_]
+            if len({s[:-1] for s in shapes}) > 1:  # read side by side: one input width
+                raise core.ConversionError(
+                    f"{names_[1]} has shape {shapes[1]} and {names_[0]} {shapes[0]}: not the "
+                    f"original's head of this task ({layer} reads them side by side)")
             arrays[target] = np.concatenate([weights[n] for n in names_], axis=-1)
             used.update(dict.fromkeys(names_, target))
     return arrays, used
@@ -461,7 +466,7 @@ def _task_of(scope: str, task_name: str, weights: dict, label_names: str, do_low
         raise core.ConversionError(f"--data_dir is for a tagging head's labels (its CoNLL "
                                    f"files); task {name} does not read it: leave it out")
     if "joint_prediction" in task_options(name):  # qa_tasks.py's joint_prediction
-        options["joint_prediction"] = prefix + "qa_hidden/kernel" in weights
+        options["joint_prediction"] = any(n.startswith(prefix + "qa_hidden/") for n in weights)
     if name == "classification" and width == 1 and not label_names:
         options["regression"] = True
     elif name in ("classification", "tagging", "ner", "chunking"):

@@ -482,7 +482,21 @@ def test_refusals_are_one_line_and_write_nothing(h, tmp_path):
     with pytest.raises(core.ConversionError, match=r"model.ckpt-3000: task_specific/mrpc/dense/"
                                                    rf"kernel has shape \({H + 1}, 2\) but "):
         _import(h, tmp_path / "e", prefix)
-    for case in "abcdef":
+    # A joint QA head without its qa_hidden kernel, or without qa_hidden at all: it had
+    # been read as the independent head, whose concatenation ended in a traceback.
+    joint_without_hidden = [("dense", H, 1), ("dense_1", 512, 1), ("dense_2", 2 * H, 512),
+                            ("dense_3", 512, 1)]
+    prefix, _ = _checkpoint(h, tmp_path / "g", "newsqa", joint_without_hidden, extra={
+        "task_specific/newsqa/qa_hidden/bias": np.zeros(512, np.float32)})
+    with pytest.raises(core.ConversionError, match=r"^task_specific/newsqa/qa_hidden/kernel "
+                                                   r"is not in the checkpoint"):
+        _import(h, tmp_path / "g", prefix)
+    prefix, _ = _checkpoint(h, tmp_path / "h", "newsqa", joint_without_hidden)
+    with pytest.raises(core.ConversionError, match=r"^task_specific/newsqa/dense_1/kernel has "
+                                                   rf"shape \(512, 1\) and task_specific/newsqa/"
+                                                   rf"dense/kernel \({H}, 1\): not the origin"):
+        _import(h, tmp_path / "h", prefix)
+    for case in "abcdefgh":
         assert not (tmp_path / case / "out").exists()
 
 
