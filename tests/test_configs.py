@@ -4,6 +4,7 @@ cannot do."""
 
 import dataclasses
 import inspect
+import re
 
 import pytest
 from absl import flags
@@ -395,3 +396,22 @@ def test_a_warmup_past_the_run_is_warned_with_the_rate_the_schedule_reaches():
                                    lr_decay_power=power).long_warmup_warning()
         assert f"peaks at {max(rates):.0%} of the rate given, at step " \
                f"{rates.index(max(rates))};" in warned, (warned, rates)
+
+
+@pytest.mark.parametrize("kind, values, message", [
+    ("pretraining", {"num_warmup_steps": -5}, "num_warmup_steps must be >= 0, got -5"),
+    ("pretraining", {"num_train_steps": 10, "phase2_steps": 4, "phase2_max_seq_length": 32,
+                     "phase2_warmup_steps": -1},
+     "phase2_warmup_steps must be >= 0 (0: phase 1's), got -1"),
+    ("finetuning", {"warmup_proportion": 1.5}, "warmup_proportion must be in [0, 1), got 1.5"),
+    ("finetuning", {"eval_batch_size": 0}, "eval_batch_size must be >= 1, got 0"),
+    ("finetuning", {"max_seq_length": 4}, "max_seq_length must be >= 8, got 4"),
+])
+def test_a_refused_value_is_named_with_its_flag(kind, values, message):
+    """Some refusals named several flags at once ("phase2_train_batch_size, phase2_
+    learning_rate and phase2_warmup_steps must be >= 0") and no value."""
+    from electra_tf.core.config import FinetuningConfig, PretrainingConfig
+
+    cls = PretrainingConfig if kind == "pretraining" else FinetuningConfig
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        cls(**values)

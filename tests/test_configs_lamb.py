@@ -65,11 +65,19 @@ def test_a_warmup_as_long_as_its_phase_is_warned_and_phase_2_fits_the_positions(
     assert PretrainingConfig(num_warmup_steps=2, phase2_warmup_steps=9,
                              **phases).long_warmup_warning() == (
         "warning: --phase2_warmup_steps=9 is not shorter than phase 2's 4 steps: its "
-        "learning rate reaches 44% of its peak and never decays; give fewer warmup steps")
+        "learning rate reaches at most 33% of its peak and never decays; give fewer warmup "
+        "steps")
+    import numpy as np
+
+    from electra_tf.training.optimization import WarmupPolynomialDecay
+
+    schedule = WarmupPolynomialDecay(1.0, 10, 2, power=0.5, restarts=(6,),
+                                     stage_rates=((1.0, 9),), decay_after_warmup=True)
+    assert max(float(schedule(np.float32(t))) for t in range(6, 10)) == pytest.approx(3 / 9)
     assert PretrainingConfig(num_warmup_steps=6, phase2_warmup_steps=1,
                              **phases).long_warmup_warning().startswith(
         "warning: --num_warmup_steps=6 is not shorter than phase 1's 6 steps: its learning "
-        "rate reaches its peak only at the end")
+        "rate reaches at most 83% of its peak")
     assert "the run's 6 steps" in PretrainingConfig(num_train_steps=6, num_warmup_steps=10
                                                     ).long_warmup_warning()
     assert PretrainingConfig(num_train_steps=1000, num_warmup_steps=0).long_warmup_warning() == ""

@@ -364,10 +364,9 @@ class PretrainingConfig:
                 stage = ("phase 2" if i and self.phase2_steps else "phase 1"
                          if self.phase2_steps else f"stage {i + 1}"
                          if len(bounds) > 2 else "the run")
-                if self.optimizer == "lamb":
-                    peak = "reaches its peak only at the end" if warmup == length else \
-                        f"reaches {length / warmup:.0%} of its peak"
-                    what = f"its learning rate {peak} and never decays"
+                if self.optimizer == "lamb":  # the stage's updates use t = 0 .. length - 1
+                    what = (f"its learning rate reaches at most {(length - 1) / warmup:.0%} "
+                            "of its peak and never decays")
                 else:
                     p = self.resolved_lr_decay_power
                     top = (p / (p + 1)) ** p * length / ((p + 1) * warmup)
@@ -503,9 +502,10 @@ class PretrainingConfig:
             raise ConfigError(
                 f"max_predictions_per_seq must be in [1, max_seq_length], got "
                 f"{self.resolved_max_predictions_per_seq}")
-        if not 0.0 < self.generator_hidden_size <= 1.0 or not 0.0 < self.generator_layers <= 1.0:
-            raise ConfigError("generator_hidden_size and generator_layers are "
-                              "fractions in (0, 1] of the discriminator's size")
+        for name in ("generator_hidden_size", "generator_layers"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                raise ConfigError(f"{name} is a fraction in (0, 1] of the discriminator's "
+                                  f"size, got {getattr(self, name)}")
         if self.temperature <= 0:
             raise ConfigError(f"temperature must be > 0, got {self.temperature}")
         for name in ("train_batch_size", "eval_batch_size", "num_train_steps",
@@ -514,8 +514,8 @@ class PretrainingConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         _check_seed(self.seed)
-        if self.num_warmup_steps < 0 or self.learning_rate <= 0:
-            raise ConfigError("num_warmup_steps must be >= 0 and learning_rate > 0")
+        if self.num_warmup_steps < 0:
+            raise ConfigError(f"num_warmup_steps must be >= 0, got {self.num_warmup_steps}")
         # What trains nothing, silently: a rate float32 holds as 0 (or a denormal), no
         # loss at all, a step count past the int64 step counter (an endless run).
         if self.learning_rate < _FLOAT32_TINY:
@@ -579,10 +579,10 @@ class PretrainingConfig:
                               f"records' length), got {self.phase2_max_seq_length}")
         if self.training_algorithm == "two_stage":
             raise ConfigError("phase2_steps cannot go with training_algorithm=two_stage")
-        if self.phase2_train_batch_size < 0 or self.phase2_learning_rate < 0 \
-                or self.phase2_warmup_steps < 0:
-            raise ConfigError("phase2_train_batch_size, phase2_learning_rate and "
-                              "phase2_warmup_steps must be >= 0")
+        for name in ("phase2_train_batch_size", "phase2_learning_rate", "phase2_warmup_steps"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0 (0: phase 1's), got "
+                                  f"{getattr(self, name)}")
 
     def _sharing(self) -> str:
         """The weight sharing of G and D that the flags ask for (see SHARING)."""
@@ -956,9 +956,11 @@ class FinetuningConfig:
         if self.model_size and self.model_size not in MODEL_SIZES:
             raise ConfigError(f"model_size {self.model_size!r} is not one of {sorted(MODEL_SIZES)}")
         if not 0.0 <= self.warmup_proportion < 1.0:
-            raise ConfigError("warmup_proportion must be in [0, 1)")
-        if self.train_batch_size < 1 or self.eval_batch_size < 1:
-            raise ConfigError("batch sizes must be >= 1")
+            raise ConfigError(f"warmup_proportion must be in [0, 1), got "
+                              f"{self.warmup_proportion}")
+        for name in ("train_batch_size", "eval_batch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         _check_finite(self, ("num_train_epochs", "learning_rate", "weight_decay_rate",
                              "adam_epsilon", "clip_norm"), ">= 0")
         if self.tagging_scheme not in ("BIO", "BIOES"):
@@ -974,7 +976,7 @@ class FinetuningConfig:
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
         if self.max_seq_length and self.max_seq_length < 8:
-            raise ConfigError("max_seq_length must be >= 8")
+            raise ConfigError(f"max_seq_length must be >= 8, got {self.max_seq_length}")
         if self.keep_checkpoint_max < 1:
             raise ConfigError(f"keep_checkpoint_max must be >= 1, got {self.keep_checkpoint_max}")
         _check_seed(self.seed)

@@ -367,9 +367,11 @@ class PretrainingFlops:
         """One console line: per step and for the whole run."""
         steps = sum(p.steps for p in self.phases)
         each = ", ".join(
-            f"{p.per_step:.3e} per step" + (f" of {p.name} ({p.steps:,} steps)"
-                                            if len(self.phases) > 1 else "")
-            + f" ({p.batch_size} sequences)" for p in self.phases)
+            f"{p.per_step:.3e} per step" + (f" of {p.name} ({p.steps:,} steps of "
+                                            f"{p.batch_size} sequences)"
+                                            if len(self.phases) > 1 else
+                                            f" ({p.batch_size} sequences)")
+            for p in self.phases)
         infer = "".join(f"; inference {v:.3e} per sequence of {k}" for k, v in
                         sorted(self.inference.items()))
         return (f"training FLOPs: {each}, {self.total:.3e} for {steps:,} steps{infer} "

@@ -11,8 +11,11 @@ the paper scores text for re-ranking:
 
 ([CLS], [SEP] and padding are not counted), from ONE forward pass over the
 whole sequence: a masked LM needs one pass per token for its pseudo-log-
-likelihood (Salazar et al. 2020). Higher is more likely; scores of the same
-model compare hypotheses of any length, as the paper's re-ranking does.
+likelihood (Salazar et al. 2020). Higher is more likely. Without the partition
+functions the score is not normalized for length (energies are mostly positive:
+a shorter text scores higher, an empty one 0), so hypotheses of different
+lengths compare as the paper's re-ranking compares them: added, with a weight
+tuned on held-out data, to the recognizer's or translator's own score.
 
 `load_scorer(model_dir)` is what `python -m electra_tf.score` runs. The
 `--task=score` export's outputs (text in, a score per sequence and the

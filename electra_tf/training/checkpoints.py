@@ -149,7 +149,7 @@ class TensorFlowCheckpoints:
             path = os.path.join(self.directory, name)
             if _TEMP_SAVE.fullmatch(name) and os.path.isdir(path):
                 shutil.rmtree(path)
-                log("checkpoints", f"removed {path}, left by a save that was killed midway")
+                log("checkpoints", f"removed {path}, left by a save that did not finish")
 
     @property
     def latest(self) -> str | None:
@@ -288,7 +288,7 @@ class NpzCheckpoints:
         self._last_saved = None
         for name in remove_stale_temporaries(directory):
             log("checkpoints", f"removed {os.path.join(directory, name)}, left by a save that "
-                "was killed midway")
+                "did not finish")
 
     def _step(self) -> int:
         return int(np.asarray(self.step_counter.value))

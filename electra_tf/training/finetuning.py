@@ -951,7 +951,7 @@ class Finetuning:
                       f"evaluating {restored}")
         if self.chief:
             for name in remove_stale_temporaries(run.model_dir):
-                self._log(f"removed {name}, left by a write that was killed midway")
+                self._log(f"removed {name}, left by a write that did not finish")
         # An evaluation keeps the record of a model_dir that training wrote.
         if self.chief and (run.do_train or not has_finetuning_config(run.model_dir)):
             write_finetuning_config(

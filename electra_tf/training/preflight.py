@@ -310,18 +310,23 @@ def _check_stage_switch(before: PretrainingConfig, config: PretrainingConfig, mo
         f"{keep}, or use another --model_dir")
 
 
-def changed_settings(before: PretrainingConfig, config: PretrainingConfig) -> list[str]:
+def changed_settings(before: PretrainingConfig, config: PretrainingConfig,
+                     step: int | None = None) -> list[str]:
     """The settings a resumed run changes that change what is trained (allowed, but not
     the run its checkpoints started): "--name=new (it was old)" each. The schedule
     (learning rate, warmup, steps, the second stage's schedule flags, which
     check_resume holds to the steps trained), the periods and the eval settings
-    may change without a word (phase 2's batch size is said, as the batch size
-    is), and check_resume refuses what changes the variables, the
-    vocabulary, the casing or the optimizer."""
+    may change without a word (phase 2's batch size and sequence length are said,
+    as phase 1's are), and check_resume refuses what changes the variables, the
+    vocabulary, the casing or the optimizer. Given the `step` resumed, phase 2's
+    settings are said only once phase 2 has trained (a phase 2 added to a run that
+    has not reached it continues that run exactly)."""
+    said_shapes = ("objective", "max_seq_length", "phase2_max_seq_length")
     quiet = {"learning_rate", "num_warmup_steps", "num_train_steps", "iterations_per_loop",
              "save_checkpoints_steps", "keep_checkpoint_max", "num_eval_steps",
              "eval_batch_size", "prior_output_biases", "do_lower_case", "optimizer",
-             *(name for name in SHAPE_FLAGS if name != "objective")}  # (objective: said)
+             *(name for name in SHAPE_FLAGS if name not in said_shapes)}
+    phase2_trained = step is None or (before.phase2_steps and step > config.phase2_start)
     def value(c: PretrainingConfig, name: str):
         # adam_bias_correction and lr_decay_power unset are the size's and the
         # optimizer's defaults (their values, not None); max_predictions_per_seq unset
@@ -333,8 +338,9 @@ def changed_settings(before: PretrainingConfig, config: PretrainingConfig) -> li
     return [f"--{f.name}={_flag_value(value(config, f.name))} (it was "
             f"{_flag_value(value(before, f.name))})"
             for f in dataclasses.fields(PretrainingConfig)
-            if f.name not in quiet and (not f.name.startswith("phase2_")
-                                        or f.name == "phase2_train_batch_size")
+            if f.name not in quiet and (not f.name.startswith("phase2_") or (
+                phase2_trained and f.name in ("phase2_train_batch_size",
+                                              "phase2_max_seq_length")))
             and value(before, f.name) != value(config, f.name)]
 
 

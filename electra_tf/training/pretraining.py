@@ -197,7 +197,7 @@ class Pretraining:
         allowed, to continue a model another way, but the record is rewritten."""
         before = pretraining_folder.PretrainingFolder.open(
             self.run.model_dir, discriminator=False).config
-        changes = preflight.changed_settings(before, self.config) if before else []
+        changes = preflight.changed_settings(before, self.config, self.step) if before else []
         if changes:
             self._log(f"note: this run continues checkpoints trained with other settings: "
                       f"{', '.join(changes)}; {PRETRAINING_CONFIG} now records these")
@@ -275,7 +275,7 @@ class Pretraining:
                 "continue it, or another --model_dir")
         if self.chief:
             for name in remove_stale_temporaries(run.model_dir):
-                self._log(f"removed {name}, left by a write that was killed midway")
+                self._log(f"removed {name}, left by a write that did not finish")
             if self.step:
                 self._note_changed_settings()
             # What ran: JAX compiles every step whatever --jit_compile said.

@@ -120,7 +120,7 @@ def test_two_stage_training_is_two_phases_of_their_own_cost():
     assert second.per_sequence == pytest.approx(joint.phases[0].per_sequence - g / 2)
     assert counted.total == pytest.approx(128 * (500 * first.per_sequence
                                                  + 501 * second.per_sequence))
-    assert "two_stage_generator" in counted.summary()
+    assert "per step of two_stage_generator (500 steps of 128 sequences), " in counted.summary()
 
 
 def test_electric_counts_two_towers_and_a_cloze_head_on_every_position():

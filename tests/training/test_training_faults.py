@@ -1047,3 +1047,25 @@ def test_the_changed_settings_note_names_phase_2s_batch_size():
     assert changed_settings(before, PretrainingConfig(
         phase2_train_batch_size=4, phase2_learning_rate=1e-3, phase2_warmup_steps=2,
         **phases)) == []
+
+
+def test_the_changed_settings_note_names_the_sequence_lengths_once_they_trained():
+    """A resume at another --max_seq_length (or phase 2's) changes what is trained and
+    had no note; phase 2 added to a run that had not reached it (the documented way to
+    add it) had one, "--phase2_train_batch_size=4 (it was 0)", though it continues that
+    run exactly."""
+    from electra_tf.core.config import PretrainingConfig
+    from electra_tf.training.preflight import changed_settings
+
+    phases = dict(model_size="tiny", num_train_steps=10, phase2_steps=4,
+                  phase2_train_batch_size=4)
+    before = PretrainingConfig(phase2_max_seq_length=32, **phases)
+    shorter = PretrainingConfig(phase2_max_seq_length=16, **phases)
+    assert changed_settings(before, shorter, step=8) == [
+        "--phase2_max_seq_length=16 (it was 32)"]
+    assert changed_settings(before, shorter, step=6) == []  # phase 2 starts at step 6
+    assert changed_settings(PretrainingConfig(model_size="tiny", max_seq_length=64),
+                            PretrainingConfig(model_size="tiny", max_seq_length=32),
+                            step=3) == ["--max_seq_length=32 (it was 64)"]
+    phase1_only = PretrainingConfig(model_size="tiny", num_train_steps=6)
+    assert changed_settings(phase1_only, before, step=6) == []
