@@ -53,6 +53,7 @@ from electra_tf.core.fileio import (
 from electra_tf.data import features as features_lib
 from electra_tf.data.corpus import CORPUS_FORMATS, first_lines, is_archive, text_units
 from electra_tf.data.packing import ExampleBuilder, SpecialIds, to_features
+from electra_tf.text.vocab import load_vocab, tokens_sha256
 
 STATS_FILE = "pretrain_data_stats.json"
 _TOKENIZE_BATCH_LINES = 4096
@@ -124,8 +125,6 @@ def scan_corpus(files, corpus_format: str = "text",
 
 def validate(options: BuildOptions) -> tuple[int, int]:
     """Checks everything before any output exists. Returns (lines, documents)."""
-    from electra_tf.text.vocab import load_vocab  # no TensorFlow: bad input fails fast
-
     if not 8 <= options.max_seq_length <= features_lib.MAX_SEQ_LENGTH:
         raise InputError(f"max_seq_length must be 8 to {features_lib.MAX_SEQ_LENGTH:,}, got "
                          f"{options.max_seq_length}")
@@ -357,6 +356,7 @@ def summarize(per_shard: dict[int, dict[str, int]], options: BuildOptions,
         max_seq_length=L, num_shards=options.num_shards,
         num_processes=options.num_processes, seed=options.seed,
         vocab_file=os.path.abspath(options.vocab_file),
+        vocab_sha256=tokens_sha256(load_vocab(options.vocab_file)),
         do_lower_case=options.do_lower_case, strip_accents=options.strip_accents,
         files=len(options.files), corpus_format=options.corpus_format,
         blanks_separate_docs=options.blanks_separate_docs, seconds=round(seconds, 3),

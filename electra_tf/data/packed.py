@@ -404,11 +404,14 @@ def records_tokenization(paths: list[str]) -> dict | None:
                     f"({first.get(key)} and {stats.get(key)}); pack records of one "
                     "tokenization")
         a, b = first.get("vocab_file"), stats.get("vocab_file")
-        digests = _vocab_digest(a), _vocab_digest(b)
+        digests = first.get("vocab_sha256"), stats.get("vocab_sha256")  # the build's record
+        if None in digests:  # records built before it: the files where they still are
+            digests = _vocab_digest(a), _vocab_digest(b)
         if (digests[0] != digests[1]) if None not in digests else a != b:
             raise InputError(f"--records: {first_path} and {path} were built with other "
                              f"vocabularies ({a} and {b}); pack records of one vocabulary")
-    return {key: first.get(key) for key in ("do_lower_case", "strip_accents", "vocab_file")}
+    return {key: first.get(key) for key in ("do_lower_case", "strip_accents", "vocab_file",
+                                            "vocab_sha256")}
 
 
 def packed_tokenization(path: str) -> dict | None:

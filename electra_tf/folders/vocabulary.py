@@ -8,7 +8,6 @@ every reader asks it for the vocabulary to feed the folder's model.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import shutil
 
@@ -35,7 +34,9 @@ def vocab_fingerprint(vocab_file: str) -> str:
 
 
 def _fingerprint(tokens: list[str]) -> str:
-    return hashlib.sha256("\n".join(tokens).encode("utf-8")).hexdigest()
+    from electra_tf.text.vocab import tokens_sha256
+
+    return tokens_sha256(tokens)
 
 
 def keep_vocab(folder: str, vocab_file: str) -> dict:

@@ -7,6 +7,7 @@ tokenizer itself (tokenizer.py, tensorflow-text) re-exports these names.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import unicodedata
 
@@ -84,6 +85,12 @@ def load_vocab(vocab_file: str) -> list[str]:
     if seen[PAD] != 0:
         raise VocabError(f"{vocab_file}: [PAD] must be id 0, found at id {seen[PAD]}")
     return tokens
+
+
+def tokens_sha256(tokens: list[str]) -> str:
+    """sha256 of a token list (one per line): a vocabulary's identity, not its path,
+    which model folders and built records record as `vocab_sha256`."""
+    return hashlib.sha256("\n".join(tokens).encode("utf-8")).hexdigest()
 
 
 def _is_punctuation(char: str) -> bool:

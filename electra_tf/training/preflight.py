@@ -66,6 +66,8 @@ def preflight(config: PretrainingConfig, run: PretrainingRun, tensorflow_io: boo
     if not has_checkpoints(run.model_dir):  # a resumed run keeps the casing it recorded
         for what, paths in files.items():
             check_data_casing(config, paths, fs, flag[what], packed)
+    for what, paths in files.items():  # phase 2's records may come with a resume
+        check_data_vocabulary(run.vocab_file, paths, fs, flag[what], packed)
     check_resume(config, run)
     return files
 
@@ -107,6 +109,33 @@ def check_data_casing(config: PretrainingConfig, paths: list[str], fs=LOCAL_FILE
                 f"({stats_path}); a model strips accents exactly when it lower-cases (BERT's "
                 "rule, which fine-tuning, the export and convert follow): rebuild them with "
                 "--strip_accents=auto")
+
+
+def check_data_vocabulary(vocab_file: str, paths: list[str], fs=LOCAL_FILES,
+                          what: str = "--train_data", packed: bool = False) -> None:
+    """Refuses records built with another vocabulary than --vocab_file: ids in range
+    (of a vocabulary of the same size, or a smaller one) would train the model on
+    other tokens than its vocabulary names. The build records its vocabulary's
+    `vocab_sha256` (the token list's, as model folders record theirs); records built
+    before it are not checked.
+
+    Raises:
+      ConfigError: naming the flag, the stats file and both vocabularies.
+    """
+    from electra_tf.text.vocab import load_vocab, tokens_sha256
+
+    mine = None
+    for stats_path, stats in _recorded_tokenizations(paths, fs, packed):
+        built = stats.get("vocab_sha256") if isinstance(stats, dict) else None
+        if not isinstance(built, str):
+            continue
+        mine = mine or tokens_sha256(load_vocab(vocab_file))
+        if built != mine:
+            raise ConfigError(
+                f"{what}: its records were built with another vocabulary ({stats_path}: "
+                f"--vocab_file={stats.get('vocab_file', '?')}, sha256 {built[:12]}) than "
+                f"--vocab_file={vocab_file} (sha256 {mine[:12]}); rebuild them with this "
+                "vocabulary, or train with theirs")
 
 
 def _recorded_tokenizations(paths: list[str], fs, packed: bool):

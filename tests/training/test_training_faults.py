@@ -904,6 +904,41 @@ def test_a_full_disk_or_a_read_only_model_dir_is_one_line(small_mount, tiny_reco
         assert "params" not in proc.stderr
 
 
+def test_records_built_with_another_vocabulary_are_refused(make_configs, tiny_records,
+                                                          tiny_corpus, tmp_path):
+    """Records of another vocabulary of the same size (or a smaller one) passed every
+    check, their ids all in range, and trained the model on tokens its vocabulary does
+    not name (phase 2's records, a resume's, alike): the build records the vocabulary's
+    sha256, which the run's must be."""
+    import dataclasses
+
+    from electra_tf.core.errors import ConfigError
+    from electra_tf.text.vocab import load_vocab
+    from electra_tf.training.preflight import preflight
+
+    tokens = load_vocab(tiny_records["vocab"])
+    other = tmp_path / "other_vocab.txt"  # the same size and specials, two words swapped
+    other.write_text("\n".join(tokens[:-2] + [tokens[-1], tokens[-2]]) + "\n",
+                     encoding="utf-8")
+    config, run = make_configs(tmp_path / "m", run_overrides={"vocab_file": str(other)})
+    with pytest.raises(ConfigError, match=r"^--train_data: its records were built with another "
+                                          r"vocabulary \(.*pretrain_data_stats.json: "
+                                          rf"--vocab_file={re.escape(tiny_records['vocab'])}, "
+                                          r"sha256 \w{12}\) than --vocab_file=.*other_vocab.txt"):
+        preflight(config, run)
+    # Phase 2's records, built with the other vocabulary, beside phase 1's own.
+    from electra_tf.data.builder import BuildOptions, build_pretraining_data
+
+    build_pretraining_data(BuildOptions(files=(tiny_corpus,), vocab_file=str(other),
+                                        output_dir=str(tmp_path / "p2"),
+                                        max_seq_length=config.max_seq_length, num_shards=1))
+    config, run = make_configs(tmp_path / "m", num_train_steps=10, phase2_steps=4,
+                               phase2_max_seq_length=config.max_seq_length)
+    preflight(config, dataclasses.replace(run, phase2_train_data=tiny_records["train"]))
+    with pytest.raises(ConfigError, match=r"^--phase2_train_data: its records were built "):
+        preflight(config, dataclasses.replace(run, phase2_train_data=f"{tmp_path}/p2/pretrain_data.tfrecord-*"))
+
+
 def test_records_built_with_the_other_casing_are_refused(make_configs, tmp_path):
     """pretrain_data_stats.json beside the records says how they were tokenized: a run
     of the other --do_lower_case is refused in one line; records without it (or with
