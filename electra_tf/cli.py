@@ -197,7 +197,7 @@ def run_cli(main: Callable[[], None]) -> None:
 
     # TF's Python-side INFO lines (checkpoint sharding, ...); quiet: its warnings too,
     # but not electra_tf's own (a skipped question or row), each one `warning:` line
-    logging.set_verbosity(logging.WARNING)
+    logging.set_verbosity(logging.WARNING if VERBOSE else logging.ERROR)
     if not VERBOSE:  # tf.get_logger(), a logger of its own
         import logging as std_logging
 
@@ -270,8 +270,9 @@ def run_cli(main: Callable[[], None]) -> None:
 class _OwnWarnings:
     """A handler on absl's logger: the warnings electra_tf's own modules log through
     absl (the library's way, which a Python session sees as warnings) printed as one
-    `warning: ...` line each; absl's handler then prints only errors, so TensorFlow's
-    and the other libraries' absl lines below ERROR stay quiet."""
+    `warning: ...` line each. The other loggers stay at the ERROR verbosity sets (on
+    the root logger, under absl's app); absl's own logger takes warnings, and absl's
+    handler prints only errors, so TensorFlow's absl lines below ERROR stay quiet."""
 
     def __init__(self):
         import logging as std_logging
@@ -299,11 +300,14 @@ _OWN_WARNINGS: _OwnWarnings | None = None
 def _own_warnings_only() -> None:
     """Installs _OwnWarnings once per process (run_cli may run several times in one)."""
     global _OWN_WARNINGS
+    import logging as std_logging
+
     from absl import logging
 
     if _OWN_WARNINGS is None:
         _OWN_WARNINGS = _OwnWarnings()
         logging.get_absl_logger().addHandler(_OWN_WARNINGS.handler)
+    logging.get_absl_logger().setLevel(std_logging.WARNING)  # its own: the root stays at ERROR
     absl_handler = logging.get_absl_handler()
     if _OwnWarnings.below_error not in absl_handler.filters:
         absl_handler.addFilter(_OwnWarnings.below_error)

@@ -66,9 +66,9 @@ def preflight(config: PretrainingConfig, run: PretrainingRun, tensorflow_io: boo
     if not has_checkpoints(run.model_dir):  # a resumed run keeps the casing it recorded
         for what, paths in files.items():
             check_data_casing(config, paths, fs, flag[what], packed)
+    check_resume(config, run)  # first: a resume's own vocabulary, casing and shapes
     for what, paths in files.items():  # phase 2's records may come with a resume
         check_data_vocabulary(run.vocab_file, paths, fs, flag[what], packed)
-    check_resume(config, run)
     return files
 
 

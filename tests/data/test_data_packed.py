@@ -284,9 +284,9 @@ def test_pack_keeps_the_records_tokenization_and_refuses_a_mix(records, packed_f
 
     folder = os.path.dirname(records)
     recorded = packed.packed_tokenization(packed_file)
+    built = json.loads(open(os.path.join(folder, STATS_FILE)).read())
     assert recorded == {"do_lower_case": True, "strip_accents": None,
-                        "vocab_file": json.loads(open(os.path.join(folder, STATS_FILE)).read())[
-                            "vocab_file"]}
+                        "vocab_file": built["vocab_file"], "vocab_sha256": built["vocab_sha256"]}
     config = PretrainingConfig(vocab_size=200)
     check_data_casing(config, [packed_file], packed=True)
     with pytest.raises(ConfigError, match="were built with --do_lower_case=true"):
@@ -301,7 +301,21 @@ def test_pack_keeps_the_records_tokenization_and_refuses_a_mix(records, packed_f
         packed.pack(both, str(tmp_path / "mixed.packed"), progress=False)
     other_vocab = tmp_path / "vocab.txt"
     other_vocab.write_text(open(stats["vocab_file"]).read() + "extra\n")
-    (cased / STATS_FILE).write_text(json.dumps({**stats, "vocab_file": str(other_vocab)}))
-    with pytest.raises(InputError, match="were built with other vocabularies"):
-        packed.pack(both, str(tmp_path / "mixed.packed"), progress=False)
+    from electra_tf.text.vocab import load_vocab, tokens_sha256
+
+    other = {"vocab_file": str(other_vocab),
+             "vocab_sha256": tokens_sha256(load_vocab(str(other_vocab)))}
+    without_sha = {k: v for k, v in stats.items() if k != "vocab_sha256"}
+    # the builds' records of their vocabularies; where one has none (built before it),
+    # the vocabulary files where they still are
+    for recorded_other in ({**stats, **other}, {**without_sha, "vocab_file": str(other_vocab)}):
+        (cased / STATS_FILE).write_text(json.dumps(recorded_other))
+        with pytest.raises(InputError, match="were built with other vocabularies"):
+            packed.pack(both, str(tmp_path / "mixed.packed"), progress=False)
     assert not (tmp_path / "mixed.packed").exists()
+    # A packed file's header carries the vocabulary: a run of another is refused.
+    from electra_tf.training.preflight import check_data_vocabulary
+
+    check_data_vocabulary(stats["vocab_file"], [packed_file], packed=True)
+    with pytest.raises(ConfigError, match="its records were built with another vocabulary"):
+        check_data_vocabulary(str(other_vocab), [packed_file], packed=True)
