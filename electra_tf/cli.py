@@ -9,6 +9,7 @@ this one.
 from __future__ import annotations
 
 import errno
+import logging as std_logging
 import os
 import sys
 from typing import Callable
@@ -199,8 +200,6 @@ def run_cli(main: Callable[[], None]) -> None:
     # but not electra_tf's own (a skipped question or row), each one `warning:` line
     logging.set_verbosity(logging.WARNING if VERBOSE else logging.ERROR)
     if not VERBOSE:  # tf.get_logger(), a logger of its own
-        import logging as std_logging
-
         std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
         _own_warnings_only()
     _handle_sigterm()
@@ -267,50 +266,35 @@ def run_cli(main: Callable[[], None]) -> None:
         peers.end_together(0)  # a multi-process run's workers leave before its chief
 
 
-class _OwnWarnings:
+class _OwnWarnings(std_logging.Handler):
     """A handler on absl's logger: the warnings electra_tf's own modules log through
     absl (the library's way, which a Python session sees as warnings) printed as one
     `warning: ...` line each. The other loggers stay at the ERROR verbosity sets (on
     the root logger, under absl's app); absl's own logger takes warnings, and absl's
-    handler prints only errors, so TensorFlow's absl lines below ERROR stay quiet."""
+    handler prints only errors (`_errors_only`), so TensorFlow's absl lines below
+    ERROR stay quiet."""
 
-    def __init__(self):
-        import logging as std_logging
-
-        self.handler = std_logging.Handler(std_logging.WARNING)
-        self.handler.emit = self.emit
-        self.package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
     def emit(self, record) -> None:
-        import logging as std_logging
-
         if record.levelno < std_logging.ERROR and record.pathname.startswith(self.package):
             print(f"warning: {record.getMessage()}", file=sys.stderr, flush=True)
 
-    @staticmethod
-    def below_error(record) -> bool:
-        import logging as std_logging
 
-        return record.levelno >= std_logging.ERROR
-
-
-_OWN_WARNINGS: _OwnWarnings | None = None
+def _errors_only(record) -> bool:
+    return record.levelno >= std_logging.ERROR
 
 
 def _own_warnings_only() -> None:
     """Installs _OwnWarnings once per process (run_cli may run several times in one)."""
-    global _OWN_WARNINGS
-    import logging as std_logging
-
     from absl import logging
 
-    if _OWN_WARNINGS is None:
-        _OWN_WARNINGS = _OwnWarnings()
-        logging.get_absl_logger().addHandler(_OWN_WARNINGS.handler)
-    logging.get_absl_logger().setLevel(std_logging.WARNING)  # its own: the root stays at ERROR
-    absl_handler = logging.get_absl_handler()
-    if _OwnWarnings.below_error not in absl_handler.filters:
-        absl_handler.addFilter(_OwnWarnings.below_error)
+    absl_logger = logging.get_absl_logger()
+    if not any(isinstance(h, _OwnWarnings) for h in absl_logger.handlers):
+        absl_logger.addHandler(_OwnWarnings(std_logging.WARNING))
+    absl_logger.setLevel(std_logging.WARNING)  # its own: the root stays at ERROR
+    if _errors_only not in logging.get_absl_handler().filters:
+        logging.get_absl_handler().addFilter(_errors_only)
 
 
 # After "unexpected arguments: [...]": the usual cause is a value given apart from its flag.

@@ -20,6 +20,7 @@ from electra_tf.folders.files import (
     has_checkpoints,
     read_json,
 )
+from electra_tf.text.vocab import tokens_sha256
 
 
 def vocab_fingerprint(vocab_file: str) -> str:
@@ -30,13 +31,7 @@ def vocab_fingerprint(vocab_file: str) -> str:
     """
     from electra_tf.text.vocab import load_vocab
 
-    return _fingerprint(load_vocab(vocab_file))
-
-
-def _fingerprint(tokens: list[str]) -> str:
-    from electra_tf.text.vocab import tokens_sha256
-
-    return tokens_sha256(tokens)
+    return tokens_sha256(load_vocab(vocab_file))
 
 
 def keep_vocab(folder: str, vocab_file: str) -> dict:
@@ -55,11 +50,11 @@ def keep_vocab(folder: str, vocab_file: str) -> dict:
     if not vocab_file:
         return {}
     tokens = load_vocab(vocab_file)
-    target, fingerprint = os.path.join(folder, VOCAB), _fingerprint(tokens)
+    target, fingerprint = os.path.join(folder, VOCAB), tokens_sha256(tokens)
     if os.path.abspath(vocab_file) != os.path.abspath(target):
         if os.path.isfile(target):  # never overwrite a file electra_tf did not write there
             try:
-                there = _fingerprint(load_vocab(target))
+                there = tokens_sha256(load_vocab(target))
             except VocabError:
                 there = ""
             if there != fingerprint and (not there or there != _recorded_fingerprint(folder)):
@@ -143,7 +138,7 @@ class FolderVocab:
             from electra_tf.text.vocab import load_vocab
 
             tokens = load_vocab(vocab)
-            got = _fingerprint(tokens)
+            got = tokens_sha256(tokens)
             if got != want:
                 raise ConfigError(
                     f"{vocab} holds other tokens than the vocabulary {config} records "

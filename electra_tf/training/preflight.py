@@ -122,14 +122,12 @@ def check_data_vocabulary(vocab_file: str, paths: list[str], fs=LOCAL_FILES,
     Raises:
       ConfigError: naming the flag, the stats file and both vocabularies.
     """
-    from electra_tf.text.vocab import load_vocab, tokens_sha256
-
     mine = None
     for stats_path, stats in _recorded_tokenizations(paths, fs, packed):
         built = stats.get("vocab_sha256") if isinstance(stats, dict) else None
         if not isinstance(built, str):
             continue
-        mine = mine or tokens_sha256(load_vocab(vocab_file))
+        mine = mine or vocab_fingerprint(vocab_file)
         if built != mine:
             raise ConfigError(
                 f"{what}: its records were built with another vocabulary ({stats_path}: "
