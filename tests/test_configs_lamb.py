@@ -81,6 +81,13 @@ def test_a_warmup_as_long_as_its_phase_is_warned_and_phase_2_fits_the_positions(
     assert "the run's 6 steps" in PretrainingConfig(num_train_steps=6, num_warmup_steps=10
                                                     ).long_warmup_warning()
     assert PretrainingConfig(num_train_steps=1000, num_warmup_steps=0).long_warmup_warning() == ""
+    assert PretrainingConfig(max_seq_length=64, **phases).phase2_length_warning() == (
+        "warning: --phase2_max_seq_length=32 is shorter than --max_seq_length=64: phase 2 "
+        "trains on shorter sequences than phase 1 (NVIDIA's two phases go from 128 to 512 "
+        "tokens); swap the two lengths if that was not meant")
+    assert PretrainingConfig(max_seq_length=32, **phases).phase2_length_warning() == ""
+    assert PretrainingConfig(max_seq_length=16, **phases).phase2_length_warning() == ""
+    assert PretrainingConfig(max_seq_length=64).phase2_length_warning() == ""  # no phase 2
     tiny = dict(model_size="tiny", model_hparam_overrides={"max_position_embeddings": 48})
     PretrainingConfig(max_seq_length=32, **tiny)
     with pytest.raises(ConfigError, match=r"^phase2_max_seq_length 64 exceeds "

@@ -377,6 +377,18 @@ class PretrainingConfig:
                         f"steps: {what}; give fewer warmup steps")
         return ""
 
+    def phase2_length_warning(self) -> str:
+        """A warning for a phase 2 of shorter sequences than phase 1's, or "". NVIDIA's two
+        phases go from 128 to 512 tokens: phase 1's short sequences are most of the steps,
+        and phase 2 trains the positions beyond them. A shorter phase 2 is most likely the
+        two lengths swapped."""
+        if self.phase2_steps and self.phase2_max_seq_length < self.max_seq_length:
+            return (f"warning: --phase2_max_seq_length={self.phase2_max_seq_length} is shorter "
+                    f"than --max_seq_length={self.max_seq_length}: phase 2 trains on shorter "
+                    "sequences than phase 1 (NVIDIA's two phases go from 128 to 512 tokens); "
+                    "swap the two lengths if that was not meant")
+        return ""
+
     @property
     def stage_starts(self) -> tuple[int, ...]:
         """Optimizer steps at which a training stage after the first begins.

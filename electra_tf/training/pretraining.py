@@ -283,7 +283,8 @@ class Pretraining:
             pretraining_folder.write_pretraining_config(run.model_dir, cfg, ran,
                                                         backend=self.backend,
                                                         training_flops=self.flops.to_dict())
-            for warning in (cfg.short_warmup_warning(), cfg.long_warmup_warning()):
+            for warning in (cfg.short_warmup_warning(), cfg.long_warmup_warning(),
+                            cfg.phase2_length_warning()):
                 if warning:
                     self._log(warning)
         train_writer, eval_writer = (
