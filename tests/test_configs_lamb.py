@@ -51,7 +51,8 @@ def test_lamb_config_checks_and_no_adam_warmup_warning():
 
 def test_a_warmup_as_long_as_its_phase_is_warned_and_phase_2_fits_the_positions():
     """A phase-2 warmup longer than phase 2 (or a phase-1 warmup longer than phase 1) ran
-    without a word, its rate never decaying; a phase-2 length beyond the positions was
+    without a word, its rate never decaying; so did a phase 2 of shorter sequences than
+    phase 1's (the two lengths swapped); a phase-2 length beyond the positions was
     accepted here and refused later under max_seq_length's name."""
     import pytest
 
