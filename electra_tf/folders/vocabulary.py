@@ -20,7 +20,7 @@ from electra_tf.folders.files import (
     has_checkpoints,
     read_json,
 )
-from electra_tf.text.vocab import tokens_sha256
+from electra_tf.text.vocab import load_vocab, tokens_sha256
 
 
 def vocab_fingerprint(vocab_file: str) -> str:
@@ -29,8 +29,6 @@ def vocab_fingerprint(vocab_file: str) -> str:
     Raises:
       VocabError: the file is missing or not a vocabulary.
     """
-    from electra_tf.text.vocab import load_vocab
-
     return tokens_sha256(load_vocab(vocab_file))
 
 
@@ -45,8 +43,6 @@ def keep_vocab(folder: str, vocab_file: str) -> dict:
       VocabError: `vocab_file` is missing or not a vocabulary.
       ConfigError: folder/vocab.txt holds other tokens the folder does not record.
     """
-    from electra_tf.text.vocab import load_vocab
-
     if not vocab_file:
         return {}
     tokens = load_vocab(vocab_file)
@@ -135,8 +131,6 @@ class FolderVocab:
                              f"it as the vocabulary the model was trained with (sha256 "
                              f"{want[:12]}); restore it, or give --vocab_file (that vocabulary)")
         if vocab and want:
-            from electra_tf.text.vocab import load_vocab
-
             tokens = load_vocab(vocab)
             got = tokens_sha256(tokens)
             if got != want:
@@ -219,8 +213,6 @@ def check_vocab_fits(vocab_file: str, rows: int, table: str = "the model's") -> 
     Raises:
       ConfigError: naming both sizes; VocabError: not a vocabulary.
     """
-    from electra_tf.text.vocab import load_vocab
-
     size = len(load_vocab(vocab_file))
     if size > rows:
         raise ConfigError(f"{vocab_file} holds {size} tokens but {table} embedding table has "
