@@ -1,5 +1,5 @@
-"""The README's demo, end to end (slow), run as .ci/setup_commands writes it: it must learn,
-from a fresh folder."""
+"""The README's demo (slow), run as .ci/setup_commands writes it, for its first 600 steps:
+it must build its data in a fresh folder and learn."""
 
 import json
 import shlex
@@ -21,18 +21,30 @@ def test_the_demo_command_is_read_from_the_one_place():
     assert module == "electra_tf.run_pretraining" and flags  # what the slow test runs
 
 
+# The README's whole demo (2,400 steps: held-out AUC 0.51 -> 0.71, generator accuracy
+# 0 -> 16%) is timed and its figures recorded by hand in benchmarks/demo.md: at 9 to 27
+# minutes on 2 cores it was CI's largest single test. The slow test runs the README's
+# command as written, with one flag more: its first 600 steps, a whole schedule (the
+# 200 warmup steps, then the decay to 0), the data build, both evals and the final
+# files. On the 2026-12-02 machine that run gave AUC 0.506 -> 0.551 and a generator
+# accuracy of 10.6%. That the discriminator beats the all-"original" rate on held-out
+# text is tests/training/test_training_learns.py's.
+DEMO_TEST_STEPS = 600
+
+
 @pytest.mark.slow
 def test_demo_pretraining_improves_disc_auc(tmp_path):
     module, flags = demo_command()
     proc = run_module(module, *flags, f"--demo_data_dir={tmp_path}/data",
-                      f"--model_dir={tmp_path}/model", timeout=900)
+                      f"--model_dir={tmp_path}/model", f"--num_train_steps={DEMO_TEST_STEPS}",
+                      timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     final = json.load(open(tmp_path / "model" / "final_eval.json"))
+    assert final["step"] == DEMO_TEST_STEPS
     start = [line for line in proc.stderr.splitlines() if "eval at step 0:" in line]
     auc0 = float(start[0].split("disc_auc ")[1].split(",")[0])
-    # README: 0.49 -> 0.71 on held-out text, accuracy above the all-original
-    # rate (the numbers move a little with the Python version and packages).
-    assert auc0 < 0.55 and final["disc_auc"] >= 0.65, (auc0, final)
-    assert final["disc_accuracy"] > final["disc_all_original_accuracy"], final
-    assert final["masked_lm_accuracy"] > 0.1
+    # Chance at step 0; up by 0.045 at step 600 (the numbers move a little with the
+    # Python version and packages, which make the corpus).
+    assert auc0 < 0.55 and final["disc_auc"] > auc0 + 0.02, (auc0, final)
+    assert final["masked_lm_accuracy"] > 0.05, final
     assert (tmp_path / "model" / "discriminator.weights.h5").exists()
