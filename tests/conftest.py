@@ -113,6 +113,7 @@ COSTLY_FIRST = (
     "tests/training/test_finetuning_init.py::test_a_checkpoint_step",
     "tests/training/test_finetuning_init.py::test_bad_checkpoint_steps",
     "tests/training/test_jax_no_tf.py",
+    "tests/training/test_lamb_phases.py::test_mirrored_lamb",  # mirrored with XLA
     "tests/training/test_training_distributed.py::test_mirrored",
     "tests/finetuning/test_finetuning_vocab.py",
     "tests/finetuning/test_finetuning_faults.py::test_two_ctrl_c",

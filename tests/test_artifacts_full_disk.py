@@ -81,11 +81,27 @@ _SAVE = textwrap.dedent("""
 """)
 
 
-def _second_save_on_a_full_disk(small_mount, script: str) -> None:
-    """Saves weights on a 1 MiB tmpfs, fills it to half their size, saves again with
-    `script`: one line, status 1, the first file whole and no temporary left."""
+@pytest.fixture(scope="module")
+def first_save(tmp_path_factory):
+    """A folder of what _SAVE writes (the weights of its model, unseeded), saved once in
+    this process: each test below copies it where the child's save is to replace it
+    (the first save needs no process of its own; the second, which had crashed, has)."""
+    folder = tmp_path_factory.mktemp("first_save")
+    folders.pretraining.save_discriminator(
+        str(folder), build_discriminator(tiny_encoder_config(3000, num_hidden_layers=1)))
+    return folder
+
+
+def _copy_first_save(first_save, folder) -> None:
+    for name in os.listdir(first_save):
+        shutil.copyfile(first_save / name, folder / name)
+
+
+def _second_save_on_a_full_disk(small_mount, first_save, script: str) -> None:
+    """Weights on a 1 MiB tmpfs (the first save's), filled to half their size, saved again
+    with `script`: one line, status 1, the first file whole and no temporary left."""
     folder = small_mount("1m")
-    assert run_python(["-c", _SAVE, str(folder), "0"]).returncode == 0
+    _copy_first_save(first_save, folder)
     path = folder / folders.files.DISCRIMINATOR_WEIGHTS
     before = path.read_bytes()
     _fill(folder, leave=len(before) // 2)
@@ -97,8 +113,8 @@ def _second_save_on_a_full_disk(small_mount, script: str) -> None:
 
 
 @pytest.mark.slow  # a real tmpfs (root); the faked-free-space test above runs by default
-def test_a_full_disk_at_the_final_weights_is_one_line(small_mount):
-    _second_save_on_a_full_disk(small_mount, _SAVE)
+def test_a_full_disk_at_the_final_weights_is_one_line(small_mount, first_save):
+    _second_save_on_a_full_disk(small_mount, first_save, _SAVE)
 
 
 def test_the_weights_file_is_built_in_memory_and_reads_back_as_keras_writes_it(tmp_path):
@@ -126,11 +142,11 @@ _SAVE_UNCHECKED = _SAVE.replace(
 
 
 @pytest.mark.slow  # a real tmpfs (root)
-def test_a_disk_filled_during_the_weights_write_is_one_line(small_mount):
+def test_a_disk_filled_during_the_weights_write_is_one_line(small_mount, first_save):
     """Another process filling the disk after the free-space check: h5py had crashed
     the process in File.close (exit 139) with a 40-line dump."""
     assert "filled after the check" in _SAVE_UNCHECKED
-    _second_save_on_a_full_disk(small_mount, _SAVE_UNCHECKED)
+    _second_save_on_a_full_disk(small_mount, first_save, _SAVE_UNCHECKED)
 
 
 @pytest.mark.slow  # a real tmpfs (root)
@@ -161,11 +177,11 @@ def _file_size_limit(nbytes: int):
     return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
 
 
-@pytest.mark.slow  # two fresh processes; run_cli's EFBIG line is tested in process by default
-def test_a_file_size_limit_at_the_final_weights_is_one_line(tmp_path):
+@pytest.mark.slow  # a fresh process; run_cli's EFBIG line is tested in process by default
+def test_a_file_size_limit_at_the_final_weights_is_one_line(tmp_path, first_save):
     """EFBIG from h5py had been a 48-line traceback; TensorFlow's (an OutOfRangeError
     at a checkpoint, an export, a record file) one of 72."""
-    assert run_python(["-c", _SAVE, str(tmp_path), "0"]).returncode == 0
+    _copy_first_save(first_save, tmp_path)
     path = tmp_path / folders.files.DISCRIMINATOR_WEIGHTS
     before = path.read_bytes()
     proc = run_python(["-c", _SAVE, str(tmp_path), "1"],

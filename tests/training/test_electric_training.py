@@ -11,8 +11,12 @@ from helpers import RECORDS_SEQ as L
 from helpers import TINY_NO_DROPOUT
 
 
-@pytest.mark.slow  # three tiny runs; the default suite resumes ELECTRA exactly more cheaply
+# Three tiny runs; the default suite resumes ELECTRA exactly more cheaply. Also Electric's
+# run through the loop to a checkpoint fine-tuning loads (test_training_objectives.py's
+# check of each objective).
+@pytest.mark.slow
 def test_an_electric_run_resumes_exactly(make_configs, tmp_path):
+    from electra_tf.folders.pretraining import load_discriminator
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
     config, run = make_configs(tmp_path / "a", objective="electric")
@@ -31,6 +35,12 @@ def test_an_electric_run_resumes_exactly(make_configs, tmp_path):
     for a, b in zip(straight.model.trainable_variables, resumed.model.trainable_variables,
                     strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+    # The final evaluation recorded, and the discriminator fine-tuning loads (of D's size)
+    recorded = json.load(open(tmp_path / "b" / "final_eval.json"))
+    assert recorded["step"] == 6
+    assert np.isfinite(recorded["loss"]) and np.isfinite(recorded["masked_lm_loss"])
+    discriminator, _ = load_discriminator(str(tmp_path / "b"))
+    assert discriminator.config.hidden_size == 16
 
 
 @pytest.mark.slow

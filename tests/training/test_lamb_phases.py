@@ -39,69 +39,90 @@ def _optimizer_state(trainer):
     return [np.array(v.numpy()) for v in trainer.optimizer.variables]
 
 
-# Slow (14 s, with the long records): the default suite checks LAMB and its two-stage
-# schedule in tests/test_optimization_lamb.py and the phase-2 flags below.
-@pytest.mark.slow
-def test_lamb_two_phases_in_one_run(make_configs, long_records, tmp_path, capsys):
-    """One run through the switch (its resumes are below)."""
-    phase2 = {"phase2_train_data": long_records, "eval_data": ""}
-    trainer = TensorFlowPretraining(*make_configs(tmp_path / "a", run_overrides=phase2,
-                                                  **PHASED))
-    assert [(p.name, p.start, p.end, p.max_seq_length, p.train_batch_size)
-            for p in trainer.phases] == [("joint", 0, 3, RECORDS_SEQ, 8),
-                                         ("joint_phase2", 3, 6, L2, 4)]
+def _record_learning_rates(trainer) -> list:
+    """The learning rate of each chunk's first step, appended as the run goes."""
     lrs = []
     train_steps = trainer.train_steps
 
-    def recording(iterator, n):  # the learning rate of each chunk's first step
+    def recording(iterator, n):
         lrs.append(float(trainer.optimizer.learning_rate.numpy()))
         return train_steps(iterator, n)
 
     trainer.train_steps = recording
-    trainer.train()
-    assert trainer.step == 6
+    return lrs
+
+
+# Slow (a run through the switch and a resumed one, with the long records): the default
+# suite checks LAMB and its two-stage schedule in tests/test_optimization_lamb.py and the
+# phase-2 flags below. One run through the switch (phase 2 in one micro-batch, no eval):
+# its phases, learning rates and log line; then "continued": a finished phase-1 run
+# (num_train_steps 3, no phase 2) rerun with phase 2 added (num_train_steps 6,
+# phase2_steps 3), which resumes at the switch's step and ends as the run through it.
+@pytest.mark.slow
+def test_lamb_two_phases_in_one_run_and_continued_from_a_phase_1_run(
+        make_configs, long_records, tmp_path, capsys):
+    phase2 = {"phase2_train_data": long_records, "eval_data": ""}
+    straight = TensorFlowPretraining(*make_configs(tmp_path / "a", run_overrides=phase2,
+                                                   **PHASED))
+    assert [(p.name, p.start, p.end, p.max_seq_length, p.train_batch_size,
+             p.gradient_accumulation_steps) for p in straight.phases] == [
+        ("joint", 0, 3, RECORDS_SEQ, 8, 1), ("joint_phase2", 3, 6, L2, 4, 1)]
+    # phase 2's batches: its length, its masking (the original's rule at L2)
+    batch = next(iter(straight.make_train_iterator(3)))
+    assert batch["input_ids"].shape == (4, L2)
+    assert batch["masked_lm_positions"].shape[1] == default_max_predictions(0.15, L2) == 9
+    lrs = _record_learning_rates(straight)
+    straight.train()
+    assert straight.step == 6
     # NVIDIA's schedule: warmup 1 step to 6e-3, then phase 2 from 0 (warmup 1) to 4e-3
-    assert lrs == pytest.approx([0.0, 0.0]) and trainer.optimizer.stage_starts == (3,)
+    assert lrs == pytest.approx([0.0, 0.0]) and straight.optimizer.stage_starts == (3,)
+    assert float(straight.optimizer.learning_rate.numpy()) == 0.0  # at step 6: the end
     assert ("step 3: phase 2 starts: max_seq_length 64, train_batch_size 4 "
             "(gradient_accumulation_steps 1), 9 masked positions") in capsys.readouterr().err
 
+    phase1 = {k: v for k, v in PHASED.items() if not k.startswith("phase2")}
+    TensorFlowPretraining(*make_configs(tmp_path / "b", num_train_steps=3,
+                                        run_overrides={"eval_data": ""}, **phase1)).train()
+    resumed = TensorFlowPretraining(*make_configs(tmp_path / "b", run_overrides=phase2,
+                                                  **PHASED))
+    assert resumed.restore() == 3
+    resumed.train()
+    for a, b in zip(_weights(straight), _weights(resumed), strict=True):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(_optimizer_state(straight), _optimizer_state(resumed), strict=True):
+        np.testing.assert_array_equal(a, b)
 
-# "continued": a finished phase-1 run (num_train_steps 3, no phase 2) rerun with phase 2
-# added (num_train_steps 6, phase2_steps 3), which resumes at the switch's step (no eval,
-# phase 2 in one micro-batch); stopped on the switch's checkpoint, and one step into
-# phase 2, with phase 2 in 2 micro-batches and evaluations. Three runs each: slow.
+
+# Phase 2 in 2 micro-batches, with evaluations: one run stopped on the switch's checkpoint
+# (step 3), rerun, stopped again one step into phase 2 (step 4), rerun to the end: each
+# rerun resumes exactly (the first at the switch, the second inside phase 2), as the end
+# matches a run never stopped bit for bit. Four runs: slow.
 @pytest.mark.slow
-@pytest.mark.parametrize("stops,k", [("continued", 1), ([3], 2), ([4], 2)])
-def test_lamb_two_phases_resume_exactly_across_the_switch(make_configs, long_records, tmp_path,
-                                                          stops, k):
-    phase2 = {"phase2_train_data": long_records, "phase2_gradient_accumulation_steps": k}
-    if k == 1:
-        phase2["eval_data"] = ""
+def test_lamb_two_phases_resume_exactly_at_and_after_the_switch(make_configs, long_records,
+                                                                tmp_path):
+    phase2 = {"phase2_train_data": long_records, "phase2_gradient_accumulation_steps": 2}
     config, run = make_configs(tmp_path / "a", run_overrides=phase2, **PHASED)
     straight = TensorFlowPretraining(config, run)
     assert [(p.name, p.start, p.end, p.max_seq_length, p.train_batch_size,
              p.gradient_accumulation_steps) for p in straight.phases] == [
-        ("joint", 0, 3, RECORDS_SEQ, 8, 1), ("joint_phase2", 3, 6, L2, 4, k)]
+        ("joint", 0, 3, RECORDS_SEQ, 8, 1), ("joint_phase2", 3, 6, L2, 4, 2)]
     # phase 2's micro-batches: its length, its masking (the original's rule at L2)
     batch = next(iter(straight.make_train_iterator(3)))
-    assert batch["input_ids"].shape == (4 // k, L2)
+    assert batch["input_ids"].shape == (2, L2)
     assert batch["masked_lm_positions"].shape[1] == default_max_predictions(0.15, L2) == 9
     straight.train()
     assert straight.step == 6
-    lrs = [float(straight.optimizer.learning_rate.numpy())]  # at step 6: the end, 0
-    assert lrs == [0.0]
+    assert float(straight.optimizer.learning_rate.numpy()) == 0.0  # at step 6: the end
 
     config_b, run_b = make_configs(tmp_path / "b", run_overrides=phase2, **PHASED)
-    if stops == "continued":
-        phase1 = {k: v for k, v in PHASED.items() if not k.startswith("phase2")}
-        TensorFlowPretraining(*make_configs(tmp_path / "b", num_train_steps=3,
-                                            run_overrides={"eval_data": ""}, **phase1)).train()
-        stops = [3]
-    else:
-        for stop in stops:
-            TensorFlowPretraining(config_b, run_b).train(stop_at_step=stop)
+    for stop in (3, 4):
+        stopped = TensorFlowPretraining(config_b, run_b)
+        assert stopped.restore() == (0 if stop == 3 else 3)
+        stopped.train(stop_at_step=stop)
+        assert stopped.step == stop
+        del stopped
     resumed = TensorFlowPretraining(config_b, run_b)
-    assert resumed.restore() == stops[-1]
+    assert resumed.restore() == 4
     resumed.train()
     for a, b in zip(_weights(straight), _weights(resumed), strict=True):
         np.testing.assert_array_equal(a, b)
@@ -146,15 +167,18 @@ def test_jax_lamb_two_phases_resume_exactly_at_the_switch(tiny_records, long_rec
 
 
 # Every strategy: a mirrored run over 2 logical CPUs (tf.distribute: LAMB applied per
-# replica after the loop's all-reduce), and the JAX backend's 2 devices against 1.
+# replica after the loop's all-reduce), and the JAX backend's 2 devices against 1. The
+# mirrored run is also test_training_distributed.py's with XLA (each replica's step
+# compiled, in both phases' shapes): one process for both.
 @pytest.mark.slow
-def test_mirrored_lamb_two_phases(tiny_records, long_records, tmp_path):
+def test_mirrored_lamb_two_phases_with_xla(tiny_records, long_records, tmp_path):
     from helpers import run_python
 
     from tests.training.test_training_distributed import MIRRORED_SCRIPT, tiny_flags
 
     args = tiny_flags(tiny_records, tiny_records["vocab"], tmp_path / "m", steps=6) + [
-        "--strategy=mirrored", "--num_devices=2", "--optimizer=lamb", "--phase2_steps=3",
+        "--strategy=mirrored", "--num_devices=2", "--jit_compile=true", "--optimizer=lamb",
+        "--phase2_steps=3",
         f"--phase2_max_seq_length={L2}", "--phase2_train_batch_size=4",
         f"--phase2_train_data={long_records}", "--phase2_learning_rate=4e-3"]
     proc = run_python(["-c", MIRRORED_SCRIPT, *args], timeout=600)

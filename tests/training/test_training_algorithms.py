@@ -1,5 +1,7 @@
 """Two-stage and adversarial training (paper section 3.2)."""
 
+import json
+
 import keras
 import numpy as np
 import pytest
@@ -8,6 +10,7 @@ from helpers import TINY_MODEL, TINY_NO_DROPOUT
 
 from electra_tf.core.config import PretrainingConfig
 from electra_tf.core.errors import ConfigError
+from electra_tf.folders.pretraining import load_discriminator
 from electra_tf.objectives import losses
 from electra_tf.objectives.pretrainer import ElectraPretrainer
 from electra_tf.training.backends.tensorflow import TensorFlowPretraining
@@ -18,9 +21,9 @@ def generator_only(model):
     return [v for v in model.generator.trainable_variables if id(v) not in shared]
 
 
-# A run through the switch: slow, as two-stage's other runs (test_training_objectives.py
-# through fine-tuning, test_jax_training_options.py across a resume); its config checks
-# below run by default.
+# A run through the switch, to the checkpoint fine-tuning loads: slow, as two-stage's
+# other run (test_jax_training_options.py across a resume); its config checks below run
+# by default.
 @pytest.mark.slow
 def test_two_stage_copies_g_into_d_then_freezes_g(make_configs, tmp_path):
     sized_like_g = {**TINY_MODEL, "num_attention_heads": 1, "intermediate_size": 64}
@@ -62,6 +65,12 @@ def test_two_stage_copies_g_into_d_then_freezes_g(make_configs, tmp_path):
     g_now = [v.numpy() for v in resumed.model.generator.encoder.trainable_variables
              if "layer_" in v.path]
     assert any(not np.array_equal(d, g) for d, g in zip(d_now, g_now)), "phase 2 trains D"
+    # The final evaluation recorded, and the discriminator fine-tuning loads (of D's size)
+    final = json.load(open(tmp_path / "m" / "final_eval.json"))
+    assert final["step"] == 6
+    assert np.isfinite(final["loss"]) and np.isfinite(final["masked_lm_loss"])
+    discriminator, _ = load_discriminator(str(tmp_path / "m"))
+    assert discriminator.config.hidden_size == 16
 
 
 def test_two_stage_needs_untied_generator():

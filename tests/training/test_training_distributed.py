@@ -1,5 +1,5 @@
 """Distribution on CPU: MirroredStrategy over 2 logical devices (with XLA in
-the slow variant), and MultiWorkerMirroredStrategy with 2 worker processes on
+test_lamb_phases.py's slow mirrored run), and MultiWorkerMirroredStrategy with 2 worker processes on
 127.0.0.1 (a run, and a run stopped by SIGTERM, then resumed)."""
 
 import json
@@ -14,7 +14,6 @@ from helpers import (
     TINY_MODEL,
     child_env,
     free_ports,
-    patience,
     popen_python,
     run_python,
     signal_after,
@@ -58,44 +57,13 @@ MIRRORED_SCRIPT = textwrap.dedent("""
 """)
 
 
-# XLA compiles each replica's step (about 15 s of CPU more): the slow variant.
-@pytest.mark.parametrize("jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)])
-def test_mirrored_two_cpus(tiny_records, tmp_path, jit_compile):
+# XLA compiling each replica's step (slow): test_lamb_phases.py's mirrored run, with
+# LAMB and a second phase, takes --jit_compile=true.
+def test_mirrored_two_cpus(tiny_records, tmp_path):
     args = tiny_flags(tiny_records, tiny_records["vocab"], tmp_path / "m") + [
-        "--strategy=mirrored", "--num_devices=2", f"--jit_compile={str(jit_compile).lower()}"]
+        "--strategy=mirrored", "--num_devices=2", "--jit_compile=false"]
     proc = run_python(["-c", MIRRORED_SCRIPT, *args], timeout=600)
     assert proc.returncode == 0 and "MIRRORED_OK" in proc.stdout, proc.stderr[-3000:]
-
-
-# Two worker processes: slow. By default the workers' stop agreement runs in
-# test_training_interrupts.py and a peer that never starts in test_training_faults.py.
-@pytest.mark.slow
-def test_multi_worker_two_processes_agree(tiny_records, tmp_path):
-    ports = free_ports(2)
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-    args = tiny_flags(tiny_records, tiny_records["vocab"], tmp_path / "mw") + [
-        "--strategy=multi_worker"]
-    procs = []
-    for i in range(2):
-        env = child_env(TF_CONFIG=json.dumps({"cluster": cluster,
-                                              "task": {"type": "worker", "index": i}}))
-        procs.append(popen_python(["-m", "electra_tf.run_pretraining", *args], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    outs = []
-    try:
-        for p in procs:
-            _, err = p.communicate(timeout=patience(600))
-            outs.append(err)
-    finally:
-        for p in procs:
-            p.kill()
-    for p, err in zip(procs, outs):
-        assert p.returncode == 0, err[-3000:]
-    sums = [re.findall(r"final weights checksum (\S+)", err) for err in outs]
-    assert sums[0] and sums[1] and sums[0] == sums[1], sums
-    assert "2 replica(s)" in outs[0]
-    assert (tmp_path / "mw" / "discriminator.weights.h5").exists()
-    assert not list((tmp_path / "mw").glob(".worker_*"))
 
 
 # Worker 1's exit hooks take this long in every run here (slow_exit/sitecustomize.py),
@@ -147,13 +115,16 @@ def check_stopped_together(ended, model_dir, steps: int) -> int:
     return step
 
 
+# Two worker processes: slow. By default the workers' stop agreement runs in
+# test_training_interrupts.py and a peer that never starts in test_training_faults.py.
 @pytest.mark.slow  # three 2-worker runs; the agreement itself: test_training_interrupts.py
 def test_multi_worker_sigterm_stops_every_worker_at_one_step_and_resumes_exactly(
         tiny_records, tmp_path):
     """SIGTERM to every worker, as a scheduler's preemption sends it (the signals land in
     different chunks): every worker stops at the same step, the chief saves that step's
     checkpoint, each prints the one line and exits 143, and the rerun ends with the
-    weights of a run never stopped, bit for bit."""
+    weights of a run never stopped, bit for bit. That run never stopped is the plain
+    two-worker run: both workers end with one weights checksum, over 2 replicas."""
     steps = 30
     stopped, whole = tmp_path / "stopped", tmp_path / "whole"
     flags = tiny_flags(tiny_records, tiny_records["vocab"], stopped, steps)
@@ -162,8 +133,16 @@ def test_multi_worker_sigterm_stops_every_worker_at_one_step_and_resumes_exactly
     for code, err in resumed:
         assert code == 0, err[-3000:]
     assert f"ckpt-{step} at step {step}" in resumed[0][1], resumed[0][1][-3000:]
+    # The run never stopped: two workers that agree (each ends with the same weights,
+    # over 2 replicas), the chief's weights, no scratch folder left.
+    outs = []
     for code, err in run_workers(tiny_flags(tiny_records, tiny_records["vocab"], whole, steps)):
         assert code == 0, err[-3000:]
+        outs.append(err)
+    sums = [re.findall(r"final weights checksum (\S+)", err) for err in outs]
+    assert sums[0] and sums[1] and sums[0] == sums[1], sums
+    assert "2 replica(s)" in outs[0]
+    assert not list(whole.glob(".worker_*"))
     for name in ("discriminator.weights.h5", "generator.weights.h5"):
         a, b = h5_arrays(whole / name), h5_arrays(stopped / name)
         assert a.keys() == b.keys()
