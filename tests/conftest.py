@@ -65,10 +65,14 @@ from helpers import (  # noqa: E402, F401
 # which pytest no longer reads.)
 SHARED_FIXTURES = {
     "tests/export/": "export",  # five fine-tuned folders, their exports, one fresh process
-    # helpers.run_jax_script's process (one JAX start-up): every JAX fine-tuning run
-    # (test_finetuning_jax.py's jax_runs), the JAX pre-training runs and loss parity
+    # helpers.run_jax_script's processes (one JAX start-up each, on 1 and on 2 devices):
+    # every JAX fine-tuning run (test_finetuning_jax.py's jax_runs), the JAX pre-training
+    # runs and loss parity, the data-parallel comparisons, Keras' fit under JAX
     "tests/finetuning/test_finetuning_jax.py": "jax_scripts",
     "tests/training/test_jax_runtime.py": "jax_scripts",
+    "tests/training/test_jax_training_options.py": "jax_scripts",
+    "tests/training/test_jax_device_step.py": "jax_scripts",
+    "tests/test_jax_backend.py": "jax_scripts",
     "tests/training/test_gdes.py::test_tf_and_jax": "jax_scripts",
     "tests/training/test_electric_training.py::test_tf_and_jax": "jax_scripts",
     "tests/training/test_prior_output_biases.py::test_the_jax_backend": "jax_scripts",
@@ -98,12 +102,15 @@ SHARED_FIXTURES = {
 # worker still on a long test while the other idles.
 COSTLY_FIRST = (
     "tests/export/",
-    "tests/training/test_jax_runtime.py",  # jax_scripts, with the five below
+    "tests/training/test_jax_runtime.py",  # jax_scripts, with the eight below
     "tests/finetuning/test_finetuning_jax.py",
     "tests/training/test_gdes.py::test_tf_and_jax",
     "tests/training/test_prior_output_biases.py::test_the_jax_backend",
     "tests/training/test_jax_multihost.py::test_jax_waits_for_its_peers",
     "tests/training/test_electric_training.py::test_tf_and_jax",
+    "tests/training/test_jax_training_options.py",
+    "tests/training/test_jax_device_step.py",
+    "tests/test_jax_backend.py",
     "tests/training/test_training_loop.py",  # trained_run, with the seven below
     "tests/training/test_training_faults.py::test_resuming_with",
     "tests/training/test_training_faults.py::test_a_damaged_tf_checkpoint",

@@ -261,10 +261,12 @@ def child_env(**extra: str) -> dict:
 
 
 class _JaxScripts:
-    """tests/jax_scripts.py's process: KERAS_BACKEND=jax on 1 CPU device (jax_child_env),
-    started at its first script, one per pytest process (each xdist worker its own)."""
+    """tests/jax_scripts.py's process: KERAS_BACKEND=jax on `devices` CPU devices
+    (jax_child_env), started at its first script, one per pytest process and device
+    count (each xdist worker its own)."""
 
-    def __init__(self):
+    def __init__(self, devices: int = 1):
+        self.devices = devices
         self.proc = self.log = None
 
     def _start(self) -> None:
@@ -272,7 +274,7 @@ class _JaxScripts:
         with os.fdopen(fd, "ab") as stderr:  # appends: the reader's seeks move nothing
             self.proc = subprocess.Popen(
                 [sys.executable, os.path.join(REPO, "tests", "jax_scripts.py")], cwd=REPO,
-                env=jax_child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                env=jax_child_env(self.devices), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=stderr, text=True)
 
     def run(self, script: str, args, timeout: float | None) -> subprocess.CompletedProcess:
@@ -315,16 +317,25 @@ class _JaxScripts:
             self.log = None
 
 
-_JAX_SCRIPTS = _JaxScripts()
-atexit.register(_JAX_SCRIPTS.close)
+# One process per device count: 1 (most scripts), 2 (the data-parallel comparisons).
+_JAX_SCRIPTS: dict[int, _JaxScripts] = {}
 
 
-def run_jax_script(script: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    """`python -c script args...` under KERAS_BACKEND=jax on 1 CPU device, as a child of
-    jax_child_env() would run it, but in tests/jax_scripts.py's process, which runs this
-    process's JAX scripts one after the other (a JAX process start costs seconds);
-    `timeout` as run_python's. Returns its returncode, stdout and stderr."""
-    return _JAX_SCRIPTS.run(textwrap.dedent(script), args, patience(timeout))
+@atexit.register
+def _close_jax_scripts() -> None:
+    for scripts in _JAX_SCRIPTS.values():
+        scripts.close()
+
+
+def run_jax_script(script: str, *args: str, timeout: int = 600,
+                   devices: int = 1) -> subprocess.CompletedProcess:
+    """`python -c script args...` under KERAS_BACKEND=jax on `devices` CPU devices, as a
+    child of jax_child_env(devices) would run it, but in tests/jax_scripts.py's process
+    for that device count, which runs this process's JAX scripts one after the other (a
+    JAX process start costs seconds); `timeout` as run_python's. Returns its returncode,
+    stdout and stderr."""
+    scripts = _JAX_SCRIPTS.setdefault(devices, _JaxScripts(devices))
+    return scripts.run(textwrap.dedent(script), args, patience(timeout))
 
 
 # === Waiting for children ===

@@ -5,10 +5,9 @@ jax is not a dependency.
 """
 
 import importlib.util
-import os
 
 import pytest
-from helpers import REPO, run_python
+from helpers import run_jax_script
 
 SCRIPT = r'''
 import os, sys
@@ -46,8 +45,6 @@ def test_pretrainer_fits_under_jax():
     under JAX through the JAX loop (tests/training/test_jax_runtime.py: its losses equal
     TF's; it trains, resumes and exports), and its updates equal the TF loop's
     (test_jax_training_options.py), which overfits a batch (test_training_overfit.py)."""
-    # tests/ on the path too: the script imports helpers.
-    env = dict(os.environ, KERAS_BACKEND="jax",
-               PYTHONPATH=os.pathsep.join([REPO, os.path.join(REPO, "tests")]))
-    proc = run_python(["-c", SCRIPT], env=env, timeout=600)
+    # In helpers.run_jax_script's process (tests/ on its path: the script imports helpers).
+    proc = run_jax_script(SCRIPT)
     assert proc.returncode == 0 and "JAX_OK" in proc.stdout, proc.stderr[-3000:]

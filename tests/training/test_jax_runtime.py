@@ -30,9 +30,11 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
 
 def run_python(script: str, backend: str, *args, devices: int = 1) -> str:
     """The stdout of `python -c script args...` under KERAS_BACKEND=backend on `devices`
-    CPU devices; JAX on one device runs in helpers.run_jax_script's shared process."""
-    if backend == "jax" and devices == 1:
-        proc = run_jax_script(script, *args)
+    CPU devices; JAX runs in helpers.run_jax_script's shared process for that device
+    count (the data-parallel tests of this file, test_jax_training_options.py and
+    test_finetuning_jax.py share the one on 2 devices)."""
+    if backend == "jax":
+        proc = run_jax_script(script, *args, devices=devices)
     else:  # tests/ on the path too: scripts import the functions below from this module.
         env = jax_child_env(devices, KERAS_BACKEND=backend)
         proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], cwd=REPO,
@@ -135,27 +137,11 @@ def test_jax_run_resumes_exactly_and_its_folder_loads_for_export(tiny_records, t
     assert not (tmp_path / "models").exists()
 
 
-@pytest.mark.slow  # a fresh process's export
-def test_the_export_command_under_keras_backend_jax_exports_on_tensorflow(tiny_records,
-                                                                          tmp_path):
-    """KERAS_BACKEND=jax left in the shell of a JAX user: the export command runs Keras on
-    TensorFlow and says so (it had ended in a traceback, an empty MODEL_BASE/NAME left)."""
-    (result,) = train_runs([(config_json(tiny_records, tmp_path / "a"), [None])])
-    assert result["step"] == 6
-    proc = subprocess.run(
-        [sys.executable, "-m", "electra_tf.export_saved_model", "--task=rtd",
-         f"--checkpoint={tmp_path / 'a'}", f"--model_base={tmp_path / 'models'}",
-         "--model_name=m", "--warmup=false"],
-        cwd=REPO, env=jax_child_env(1, KERAS_BACKEND="jax"), capture_output=True, text=True,
-        timeout=patience(300))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stderr.startswith("[export] KERAS_BACKEND=jax set aside: an export is built "
-                                  "with Keras on TensorFlow\n"), proc.stderr[-3000:]
-    assert (tmp_path / "models" / "m" / "1" / "saved_model.pb").exists()
-
-
-@pytest.mark.slow  # the default suite's JAX runs take one step per call (above)
-def test_jax_run_of_three_steps_per_call_matches_one_step_per_call(tiny_records, tmp_path):
+# Slow: the default suite's JAX runs take one step per call (above); the export is a
+# fresh process's.
+@pytest.mark.slow
+def test_jax_run_of_three_steps_per_call_matches_one_step_per_call_and_exports(tiny_records,
+                                                                               tmp_path):
     # c runs each chunk of 3 steps in one call (lax.scan; the same steps and seeds).
     scanned = config_json(tiny_records, tmp_path / "c", run_overrides={"jax_steps_per_call": 3})
     straight, several = train_runs([(config_json(tiny_records, tmp_path / "a"), [None]),
@@ -168,6 +154,19 @@ def test_jax_run_of_three_steps_per_call_matches_one_step_per_call(tiny_records,
         np.testing.assert_allclose(np.asarray(c), np.asarray(a), rtol=1e-5, atol=1e-8)
     for key, value in straight["final"].items():
         assert several["final"][key] == pytest.approx(value, rel=1e-5, abs=1e-7), key
+
+    # KERAS_BACKEND=jax left in the shell of a JAX user: the export command runs Keras on
+    # TensorFlow and says so (it had ended in a traceback, an empty MODEL_BASE/NAME left).
+    proc = subprocess.run(
+        [sys.executable, "-m", "electra_tf.export_saved_model", "--task=rtd",
+         f"--checkpoint={tmp_path / 'a'}", f"--model_base={tmp_path / 'models'}",
+         "--model_name=m", "--warmup=false"],
+        cwd=REPO, env=jax_child_env(1, KERAS_BACKEND="jax"), capture_output=True, text=True,
+        timeout=patience(300))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.startswith("[export] KERAS_BACKEND=jax set aside: an export is built "
+                                  "with Keras on TensorFlow\n"), proc.stderr[-3000:]
+    assert (tmp_path / "models" / "m" / "1" / "saved_model.pb").exists()
 
 
 @pytest.mark.slow
