@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -55,15 +54,37 @@ sys.argv = ["run_pretraining", *sys.argv[1:]]
 runpy.run_module("electra_tf.run_pretraining", run_name="__main__", alter_sys=True)
 """
 
-STOP_AT = NO_TF + """
+# Runs one after the other in one process: [[kind, stop_at_step, flags], ...], kind "cli"
+# (run_pretraining's command line; first, and at most once: absl's global flags) or
+# "trainer" (JaxPretraining on its own flags, stopping at the step if one is given).
+# Each run's stderr follows a line `=== run I`.
+RUNS = NO_TF + """
+import runpy
+from absl import flags
 from electra_tf import flags as flags_lib
 from electra_tf.training.backends.jax import JaxPretraining
-from absl import flags
-flags_lib.define_pretraining_flags()
-flags.FLAGS(["stop_at", *sys.argv[2:]])
-config, run = flags_lib.pretraining_configs()
-JaxPretraining(config, run).train(stop_at_step=int(sys.argv[1]))
+for i, (kind, stop, args) in enumerate(json.loads(sys.argv[1])):
+    print(f"=== run {i}", file=sys.stderr, flush=True)
+    if kind == "cli":
+        sys.argv = ["run_pretraining", *args]
+        try:
+            runpy.run_module("electra_tf.run_pretraining", run_name="__main__", alter_sys=True)
+        except SystemExit as e:
+            if e.code:
+                raise
+        continue
+    values = flags.FlagValues()
+    flags_lib.define_pretraining_flags(values)
+    values([kind, *args])
+    config, run = flags_lib.pretraining_configs(values)
+    JaxPretraining(config, run).train(stop_at_step=stop)
 """
+
+
+def runs_without_tf(*runs) -> list[str]:
+    """RUNS' runs in one process without TensorFlow: each one's stderr."""
+    stderr = run_without_tf(RUNS, json.dumps(runs)).stderr
+    return stderr.split("=== run ")[1:]
 
 
 def run_without_tf(script: str, *args: str) -> subprocess.CompletedProcess:
@@ -93,7 +114,7 @@ def pretraining_flags(records, model_dir) -> list[str]:
 def straight_run(packed_records, tmp_path_factory):
     """A whole TensorFlow-free run through the command line, on the packed records (what
     a GPU machine without TensorFlow reads): (model_dir, its stderr). The NumPy reader of
-    the TFRecords runs the same way in the slow test_a_run_without_tensorflow_resumes_..."""
+    the TFRecords runs the same way in the slow test_runs_without_tensorflow_resume_..."""
     model_dir = tmp_path_factory.mktemp("no_tf") / "model"
     proc = run_without_tf(CLI, "--jax_input_pipeline=packed",
                           *pretraining_flags(packed_records, model_dir))
@@ -165,30 +186,6 @@ def test_a_run_without_tensorflow_writes_summaries_and_a_folder_tf_reads(straigh
     assert recorded["vocab_sha256"] == folders.vocabulary.vocab_fingerprint(tiny_records["vocab"])
 
 
-@pytest.mark.slow
-def test_a_run_without_tensorflow_resumes_exactly(tiny_records, tmp_path):
-    """On the NumPy reader of the TFRecords (--jax_input_pipeline=numpy)."""
-    model_dir = str(tmp_path / "straight")
-    proc = run_without_tf(CLI, "--jax_input_pipeline=numpy",
-                          *pretraining_flags(tiny_records, model_dir))
-    assert "backend=jax, input=numpy" in proc.stderr and "step 6/6" in proc.stderr
-    resumed = tmp_path / "resumed"
-    flags = pretraining_flags(tiny_records, resumed)
-    run_without_tf(STOP_AT, "3", "--jax_input_pipeline=numpy", *flags)  # a process that stops at step 3, as a preempted job
-    assert sorted(os.listdir(resumed / "checkpoints")) == ["jax-ckpt-3.npz"]
-    assert not (resumed / "discriminator.weights.h5").exists()
-    proc = run_without_tf(CLI, "--jax_input_pipeline=numpy", *flags)  # a new process resumes
-    assert "resumed from" in proc.stderr and "jax-ckpt-3.npz at step 3" in proc.stderr
-    assert "note: this run continues checkpoints" not in proc.stderr  # the same settings
-    for name in ("discriminator.weights.h5", "generator.weights.h5"):
-        straight, again = h5_arrays(os.path.join(model_dir, name)), h5_arrays(resumed / name)
-        assert straight.keys() == again.keys()
-        for key in straight:
-            np.testing.assert_array_equal(straight[key], again[key], err_msg=key)
-    final = json.loads(open(os.path.join(model_dir, "final_eval.json")).read())
-    assert json.loads((resumed / "final_eval.json").read_text()) == final
-
-
 def test_without_the_tensorboard_package_summaries_are_skipped_with_one_warning(
         tmp_path, monkeypatch, capsys):
     from electra_tf.training import summaries
@@ -217,18 +214,48 @@ def packed_records(tiny_records, tmp_path_factory):
     return packed
 
 
-@pytest.mark.slow
-def test_a_packed_run_resumes_exactly(straight_run, packed_records, tmp_path):
-    straight, resumed = Path(straight_run[0]), tmp_path / "resumed"
-    flags = ["--jax_input_pipeline=packed", *pretraining_flags(packed_records, resumed)]
-    run_without_tf(STOP_AT, "3", *flags)
-    proc = run_without_tf(CLI, *flags)
-    assert "jax-ckpt-3.npz at step 3" in proc.stderr
+def assert_same_weights(a, b):
     for name in ("discriminator.weights.h5", "generator.weights.h5"):
-        a, b = h5_arrays(straight / name), h5_arrays(resumed / name)
-        assert a.keys() == b.keys()
-        for key in a:
-            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+        x, y = h5_arrays(os.path.join(a, name)), h5_arrays(os.path.join(b, name))
+        assert x.keys() == y.keys()
+        for key in x:
+            np.testing.assert_array_equal(x[key], y[key], err_msg=key)
+
+
+@pytest.mark.slow
+def test_runs_without_tensorflow_resume_exactly_on_the_numpy_and_packed_readers(
+        tiny_records, packed_records, tmp_path):
+    """A run stopped at step 3 (a preempted job) and resumed by a new process ends with a
+    straight run's weights: on the NumPy reader of the TFRecords (--jax_input_pipeline=
+    numpy; straight and resumed runs through the command line) and on the packed records
+    (trainers). Two processes, each without TensorFlow, do the six runs."""
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    packed_straight, packed_resumed = tmp_path / "packed_straight", tmp_path / "packed_resumed"
+    numpy = ["--jax_input_pipeline=numpy"]
+    packed = ["--jax_input_pipeline=packed"]
+    cli, stopped, packed_whole, packed_stopped = runs_without_tf(
+        ["cli", None, [*numpy, *pretraining_flags(tiny_records, straight)]],
+        ["trainer", 3, [*numpy, *pretraining_flags(tiny_records, resumed)]],
+        ["trainer", None, [*packed, *pretraining_flags(packed_records, packed_straight)]],
+        ["trainer", 3, [*packed, *pretraining_flags(packed_records, packed_resumed)]])
+    assert "backend=jax, input=numpy" in cli and "step 6/6" in cli, cli[-3000:]
+    for folder, said in ((resumed, stopped), (packed_resumed, packed_stopped)):
+        assert "stopped at step 3 as asked" in said, said[-3000:]
+        assert sorted(os.listdir(folder / "checkpoints")) == ["jax-ckpt-3.npz"]
+        assert not (folder / "discriminator.weights.h5").exists()
+    assert "step 6/6" in packed_whole, packed_whole[-3000:]
+
+    # New processes resume: the command line on the NumPy reader, a trainer on the packed.
+    again, packed_again = runs_without_tf(
+        ["cli", None, [*numpy, *pretraining_flags(tiny_records, resumed)]],
+        ["trainer", None, [*packed, *pretraining_flags(packed_records, packed_resumed)]])
+    assert "resumed from" in again and "jax-ckpt-3.npz at step 3" in again, again[-3000:]
+    assert "note: this run continues checkpoints" not in again  # the same settings
+    assert "jax-ckpt-3.npz at step 3" in packed_again, packed_again[-3000:]
+    assert_same_weights(straight, resumed)
+    final = json.loads((straight / "final_eval.json").read_text())
+    assert json.loads((resumed / "final_eval.json").read_text()) == final
+    assert_same_weights(packed_straight, packed_resumed)
 
 
 def test_packed_files_given_to_another_input_are_one_line(packed_records, tmp_path):
