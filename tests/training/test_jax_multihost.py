@@ -44,33 +44,6 @@ def finish(proc: subprocess.Popen) -> str:
     return err
 
 
-@pytest.mark.slow
-def test_two_processes_train_as_one_with_the_same_global_batch(tiny_records, tmp_path):
-    address = f"127.0.0.1:{free_port()}"
-    two = [start(tiny_records, tmp_path / "two", f"--jax_coordinator_address={address}",
-                 "--jax_num_processes=2", f"--jax_process_id={i}") for i in (0, 1)]
-    chief, worker = (finish(p) for p in two)
-    one = finish(start(tiny_records, tmp_path / "one"))
-
-    assert "2 replica(s)" in chief and "1 replica(s)" in one
-    # Process 0 alone writes: one event file per folder, one set of checkpoints.
-    for name in ("train", "eval"):
-        assert len(os.listdir(tmp_path / "two" / name)) == 1
-    assert sorted(os.listdir(tmp_path / "two" / "checkpoints")) == [
-        "jax-ckpt-3.npz", "jax-ckpt-6.npz"]
-    assert "step 6/6" in chief and "step 6/6" not in worker
-    checksums = [line.split("checksum ")[1].split()[0] for err in (chief, worker)
-                 for line in err.splitlines() if "final weights checksum" in line]
-    assert len(checksums) == 2 and checksums[0] == checksums[1]  # both processes agree
-
-    # The same global batches and seeds: the same weights, up to the reduction order.
-    for name in ("discriminator.weights.h5", "generator.weights.h5"):
-        a, b = h5_arrays(tmp_path / "one" / name), h5_arrays(tmp_path / "two" / name)
-        assert a.keys() == b.keys()
-        for key in a:
-            np.testing.assert_allclose(b[key], a[key], rtol=1e-5, atol=1e-6, err_msg=key)
-
-
 def test_multihost_settings_are_checked_before_jax_starts():
     from electra_tf.core.config import RuntimeOptions
     from electra_tf.core.errors import ConfigError
@@ -134,27 +107,12 @@ def _ended(proc, timeout=120) -> tuple[int, str]:
 
 
 @pytest.mark.slow
-def test_a_process_whose_peers_never_come_stops_with_one_line(tiny_records, tmp_path):
-    """Only one of two processes started: one line after --worker_startup_timeout_s
-    (jax.distributed's own wait ended in a C++ abort after 5 minutes)."""
-    address = f"127.0.0.1:{free_port()}"
-    code, err = _ended(start(tiny_records, tmp_path / "m", f"--jax_coordinator_address={address}",
-                             "--jax_num_processes=2", "--jax_process_id=0",
-                             "--worker_startup_timeout_s=5"))
-    assert code == -9, err[-3000:]  # the watchdog's SIGKILL, as the TF path's
-    lines = [line for line in err.splitlines() if line.startswith("error:")]
-    assert lines == [f"error: --jax_num_processes=2: not every process joined the coordinator "
-                     f"at {address} within --worker_startup_timeout_s=5: start all 2, each "
-                     "with its own --jax_process_id (0 to 1), with the coordinator's host:port "
-                     "reachable from every host; or raise --worker_startup_timeout_s"], err[-3000:]
-    assert "Traceback" not in err and not (tmp_path / "m").exists()
-
-
-@pytest.mark.slow
 def test_two_processes_given_the_same_process_id_each_stop_with_one_line(tiny_records,
                                                                           tmp_path):
     """Both --jax_process_id=0: the second cannot serve the coordinator (a C++ abort
-    before); the first waits for a process 1 that never comes (silence before)."""
+    before); the first waits for a process 1 that never comes (silence before), as a
+    process whose peers never come: one line after --worker_startup_timeout_s
+    (jax.distributed's own wait ended in a C++ abort after 5 minutes)."""
     address = f"127.0.0.1:{free_port()}"
     flags = (f"--jax_coordinator_address={address}", "--jax_num_processes=2",
              "--jax_process_id=0", "--worker_startup_timeout_s=8")
@@ -163,33 +121,21 @@ def test_two_processes_given_the_same_process_id_each_stop_with_one_line(tiny_re
 
     time.sleep(4)  # the first serves the coordinator by now
     second = start(tiny_records, tmp_path / "b", *flags)
-    results = sorted([_ended(first), _ended(second)])
-    (code_waiting, err_waiting), (code_second, err_second) = results
-    assert code_waiting == -9 and "not every process joined the coordinator" in err_waiting
+    results = sorted([(*_ended(first), "a"), (*_ended(second), "b")])
+    (code_waiting, err_waiting, waiting_dir), (code_second, err_second, _) = results
+    assert code_waiting == -9, err_waiting[-3000:]  # the watchdog's SIGKILL, as the TF path's
+    assert [line for line in err_waiting.splitlines() if line.startswith("error:")] == [
+        f"error: --jax_num_processes=2: not every process joined the coordinator at {address} "
+        "within --worker_startup_timeout_s=8: start all 2, each with its own --jax_process_id "
+        "(0 to 1), with the coordinator's host:port reachable from every host; or raise "
+        "--worker_startup_timeout_s"], err_waiting[-3000:]
+    assert not (tmp_path / waiting_dir).exists()
     assert code_second == 2, err_second[-3000:]
     assert [line for line in err_second.splitlines() if line.startswith("error:")] == [
         f"error: --jax_coordinator_address={address}: port {address.split(':')[1]} is in use "
         "on this host (another process 0 of a run, or another program); each process needs "
         "its own --jax_process_id, and process 0 a free port"]
     assert "Traceback" not in err_waiting + err_second
-
-
-@pytest.mark.slow
-def test_processes_whose_model_dirs_hold_different_steps_stop_with_one_line(tiny_records,
-                                                                           tmp_path):
-    """The steps are compared before any process restores (restoring is collective over
-    the processes: the check ran after it, and both aborted in a mismatched Gloo call)."""
-    finish(start(tiny_records, tmp_path / "a"))  # checkpoints at steps 3 and 6
-    address = f"127.0.0.1:{free_port()}"
-    procs = [start(tiny_records, tmp_path / name, f"--jax_coordinator_address={address}",
-                   "--jax_num_processes=2", f"--jax_process_id={i}", "--num_train_steps=9")
-             for i, name in ((0, "a"), (1, "b"))]
-    for code, err in (_ended(p) for p in procs):
-        assert code == 2, err[-3000:]
-        assert [line for line in err.splitlines() if line.startswith("error:")] == [
-            "error: the processes would resume from different steps [6, 0]: every process "
-            "must see the same --model_dir (a shared file system) and its checkpoints"]
-    assert not (tmp_path / "b" / "checkpoints").exists()  # nothing was trained or saved
 
 
 @pytest.mark.slow
@@ -240,36 +186,80 @@ def _stopped_by_sigterm(procs, signalled=(0, 1), after: str = "step 3/") -> list
     return errs
 
 
-@pytest.mark.slow
-def test_sigterm_stops_every_process_at_one_step_and_the_rerun_resumes_exactly(tiny_records,
-                                                                              tmp_path):
-    """SIGTERM to both processes mid-run (they land in different chunks): both stop at the
-    same step (a process_allgather of the votes at each chunk boundary), process 0 saves
-    it, and the rerun ends with the weights of a run never stopped. Before, a process that
-    stopped first left the other in a collective (Gloo's error, or a wait)."""
-    steps = ("--num_train_steps=30", "--iterations_per_loop=1", "--log_every_steps=1",
-             "--save_checkpoints_steps=1000")
+def checkpoint_names(*steps: int) -> list[str]:
+    return sorted(f"jax-ckpt-{step}.npz" for step in steps)
 
-    def two(model_dir):
+
+@pytest.mark.slow
+def test_two_processes_train_as_one_stop_at_one_step_on_sigterm_and_resume_exactly(
+        tiny_records, tmp_path):
+    """Two processes train as one process on the same global batches; SIGTERM to both
+    mid-run (they land in different chunks) stops both at the same step (a
+    process_allgather of the votes at each chunk boundary), process 0 saves it, and the
+    rerun ends with the weights of a run never stopped (before, a process that stopped
+    first left the other in a collective: Gloo's error, or a wait). Last, processes whose
+    model dirs hold different steps stop with one line before restoring (restoring is
+    collective: the check ran after it, and both aborted in a mismatched Gloo call).
+    The run never stopped ("whole") serves each comparison."""
+    steps = ("--num_train_steps=30", "--iterations_per_loop=1", "--log_every_steps=1",
+             "--save_checkpoints_steps=6")
+
+    def two(model_dir, *extra):
         address = f"127.0.0.1:{free_port()}"
         return [start(tiny_records, model_dir, f"--jax_coordinator_address={address}",
-                      "--jax_num_processes=2", f"--jax_process_id={i}", *steps)
+                      "--jax_num_processes=2", f"--jax_process_id={i}", *steps, *extra)
                 for i in (0, 1)]
+
+    chief, worker = (finish(p) for p in two(tmp_path / "whole"))
+    one = finish(start(tiny_records, tmp_path / "one", *steps))
+    assert "2 replica(s)" in chief and "1 replica(s)" in one
+    # Process 0 alone writes: one event file per folder, one set of checkpoints.
+    for name in ("train", "eval"):
+        assert len(os.listdir(tmp_path / "whole" / name)) == 1
+    assert sorted(os.listdir(tmp_path / "whole" / "checkpoints")) == checkpoint_names(
+        6, 12, 18, 24, 30)
+    assert "step 30/30" in chief and "step 30/30" not in worker
+    checksums = [line.split("checksum ")[1].split()[0] for err in (chief, worker)
+                 for line in err.splitlines() if "final weights checksum" in line]
+    assert len(checksums) == 2 and checksums[0] == checksums[1]  # both processes agree
+
+    # The same global batches and seeds: the same weights, up to the reduction order
+    # (after 6 steps, as the 6-step runs this compared before).
+    def model_arrays(folder):
+        with np.load(folder / "checkpoints" / "jax-ckpt-6.npz") as data:
+            return {k: data[k] for k in data.files if k.startswith("model/")}
+
+    a, b = model_arrays(tmp_path / "one"), model_arrays(tmp_path / "whole")
+    assert a.keys() == b.keys() and any("/discriminator/" in k for k in a) \
+        and any("/generator/" in k for k in a)
+    for key in a:
+        np.testing.assert_allclose(b[key], a[key], rtol=1e-5, atol=1e-6, err_msg=key)
 
     line = _stopped_by_sigterm(two(tmp_path / "stopped"))[0].strip().splitlines()[-1]
     step = int(line.split()[3].rstrip(";"))
     assert 3 <= step < 30, line
-    assert os.listdir(tmp_path / "stopped" / "checkpoints") == [f"jax-ckpt-{step}.npz"]
+    # the periodic checkpoints before it, and the one at the stop
+    assert sorted(os.listdir(tmp_path / "stopped" / "checkpoints")) == checkpoint_names(
+        *range(6, step, 6), step)
     chief, _ = (finish(p) for p in two(tmp_path / "stopped"))
     assert f"jax-ckpt-{step}.npz at step {step}" in chief, chief[-3000:]
-    for p in two(tmp_path / "whole"):
-        finish(p)
     for name in ("discriminator.weights.h5", "generator.weights.h5"):
         a = h5_arrays(tmp_path / "whole" / name)
         b = h5_arrays(tmp_path / "stopped" / name)
         assert a.keys() == b.keys()
         for key in a:
             np.testing.assert_array_equal(b[key], a[key], err_msg=key)
+
+    address = f"127.0.0.1:{free_port()}"
+    procs = [start(tiny_records, tmp_path / name, f"--jax_coordinator_address={address}",
+                   "--jax_num_processes=2", f"--jax_process_id={i}", *steps,
+                   "--num_train_steps=40") for i, name in ((0, "whole"), (1, "fresh"))]
+    for code, err in (_ended(p) for p in procs):
+        assert code == 2, err[-3000:]
+        assert [line for line in err.splitlines() if line.startswith("error:")] == [
+            "error: the processes would resume from different steps [30, 0]: every process "
+            "must see the same --model_dir (a shared file system) and its checkpoints"]
+    assert not (tmp_path / "fresh" / "checkpoints").exists()  # nothing was trained or saved
 
 
 @pytest.mark.slow
