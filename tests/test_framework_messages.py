@@ -2,9 +2,9 @@
 framework itself, so that a change of its wording fails here (not as a traceback where
 a user expected one line).
 
-The multi-worker and multi-host texts need a peer killed mid-run: the slow tests
+The multi-worker and multi-host texts need a peer gone mid-run: the slow tests
 tests/training/test_training_faults.py::test_multi_worker_peer_that_fails_at_start_up_stops_the_other
-and tests/training/test_jax_multihost.py::test_a_peer_killed_mid_run_stops_the_survivor_at_once_with_one_line
+and tests/training/test_jax_multihost.py::test_a_second_sigterm_stops_its_process_alone_and_the_other_with_one_line
 provoke them; here only their parsing is pinned.
 """
 
