@@ -31,7 +31,9 @@ under keras_layers_encoder()), and what export() writes (the buckets with
 electra_tf/serving/encoder.py's graph), on
 texts of 5, 20, 60 and 128 words and a mixed batch. --parts=buckets runs only
 this part; --intra_op_threads sets TensorFlow's intra-op threads, as TF
-Serving's --tensorflow_intra_op_parallelism does.
+Serving's --tensorflow_intra_op_parallelism does; --tasks measures one of the
+two folders only (the test's toy run: ner, whose token outputs the length-bucket
+comparison reads at the positions a request holds).
 """
 
 import argparse
@@ -68,13 +70,18 @@ def _big_batch_rounds(iters):
 NER_TAGS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
 
 
-def make_checkpoints(work, model_size="small"):
-    """The two fine-tuning folders the scripts export (sst2, ner), written by electra_tf's
-    own folder writers (bench_common.finetuned_folder) over a 30522-line "wN" vocabulary."""
+# name: the export task of each fine-tuning folder the scripts write (make_checkpoints)
+TASKS = {"sst2": "sequence_classification", "ner": "token_classification"}
+
+
+def make_checkpoints(work, model_size="small", names=tuple(TASKS)):
+    """The fine-tuning folders the scripts export (of sst2, ner: `names`), written by
+    electra_tf's own folder writers (bench_common.finetuned_folder) over a 30522-line
+    "wN" vocabulary."""
     vocab_file = synthetic_vocab(os.path.join(work, "vocab.txt"))
-    return {"sst2": finetuned_folder(os.path.join(work, "sst2"), "sst2", vocab_file, model_size),
-            "ner": finetuned_folder(os.path.join(work, "ner"), "ner", vocab_file, model_size,
-                                    label_names=NER_TAGS)}
+    return {name: finetuned_folder(os.path.join(work, name), name, vocab_file, model_size,
+                                   label_names=NER_TAGS if name == "ner" else None)
+            for name in names}
 
 
 def du(path):
@@ -140,7 +147,7 @@ def input_check_cost(dirs, work, iters, warmup):
     from electra_tf.serving.signatures import build_archive
 
     rows = []
-    for name, task in (("sst2", "sequence_classification"), ("ner", "token_classification")):
+    for name, task in ((n, TASKS[n]) for n in dirs):
         spec = load_spec(task, dirs[name])
         loaded = {}
         for checked in (False, True):
@@ -213,7 +220,7 @@ def bucket_cost(dirs, work, iters, warmup):
 
     rows = []
     rng = random.Random(1)
-    for name, task in (("sst2", "sequence_classification"), ("ner", "token_classification")):
+    for name, task in ((n, TASKS[n]) for n in dirs):
         loaded = {}
         for variant in VARIANTS:  # see VARIANTS: (buckets, lean encoder)
             spec = load_spec(task, dirs[name])
@@ -288,6 +295,10 @@ def main():
                         help="A/B pairs for the length buckets at batch 1 (a quarter at 32).")
     parser.add_argument("--parts", default="all", choices=["all", "buckets"],
                         help="buckets: only the length-bucket A/B (its own table).")
+    parser.add_argument("--tasks", default=",".join(TASKS),
+                        help="comma-separated of sst2 (sequence classification) and ner "
+                             "(token classification): the folders exported and measured "
+                             "(the tables: both; the toy run: ner).")
     parser.add_argument("--big_batch", type=int, default=32,
                         help="the large batch (32 in the tables; the toy run: 2).")
     parser.add_argument("--model_size", default="small",
@@ -298,6 +309,9 @@ def main():
                              "one per core.")
     args = parser.parse_args()
     BIG_BATCH = args.big_batch
+    tasks = [t for t in args.tasks.split(",") if t]
+    if not tasks or set(tasks) - set(TASKS) or len(set(tasks)) != len(tasks):
+        parser.error(f"--tasks={args.tasks}: some of {', '.join(TASKS)}, each once")
 
     import tensorflow as tf
 
@@ -309,10 +323,10 @@ def main():
 
     load_start = os.getloadavg()[0]
     work = scratch_dir("bench_export_")
-    dirs = make_checkpoints(work, args.model_size)
+    dirs = make_checkpoints(work, args.model_size, tasks)
     rng = random.Random(0)
     rows = []
-    for name, task in (("sst2", "sequence_classification"), ("ner", "token_classification")):
+    for name, task in ((n, TASKS[n]) for n in dirs):
         if args.parts != "all":
             break
         t0 = time.perf_counter()
@@ -373,6 +387,8 @@ def main():
         command += f"--model_size={args.model_size} "
     if args.big_batch != 32:
         command += f"--big_batch={args.big_batch} "
+    if tasks != list(TASKS):
+        command += f"--tasks={','.join(tasks)} "
     lines = ["# ELECTRA-Small SavedModel export: time, size, in-process latency (CPU)", "",
              "Reproduce (from the repository root):", "", "```",
              command + f"--output={repo_relative(args.output)}", "```", "",

@@ -138,7 +138,7 @@ def main():
     from electra_tf.serving.signatures import build_archive
 
     work = scratch_dir("bench_serving_floor_")
-    dirs = make_checkpoints(work, args.model_size)
+    dirs = make_checkpoints(work, args.model_size, ("sst2",))  # the one it exports
     for name in GRAPHS:
         spec = load_spec("sequence_classification", dirs["sst2"])
         lean = name == "serving_encoder"

@@ -190,6 +190,9 @@ def main():
     parser.add_argument("--batch", type=int, default=32, help="the mixed batch's size")
     parser.add_argument("--model_size", default="small",
                         help="small (what the tables record) or tiny (the test's toy run).")
+    parser.add_argument("--max_seq_length", type=int, default=128,
+                        help="the export's window (128 in the tables; the toy run: 32, "
+                             "half the length buckets to trace)")
     parser.add_argument("--setting", default="", help=argparse.SUPPRESS)
     parser.add_argument("--export", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -207,7 +210,8 @@ def main():
         raise SystemExit(f"unknown encoder(s) {unknown}; known: {', '.join(ENCODERS)}")
     work = scratch_dir("bench_serving_threads_")
     vocab = synthetic_vocab(os.path.join(work, "vocab.txt"))
-    folder = finetuned_folder(os.path.join(work, "sst2"), "sst2", vocab, args.model_size)
+    folder = finetuned_folder(os.path.join(work, "sst2"), "sst2", vocab, args.model_size,
+                              max_seq_length=args.max_seq_length)
     spec = load_spec("sequence_classification", folder)
     paths = {e: export_with(e, spec, os.path.join(work, "models"), f"sst2_{e}")
              for e in encoders}
@@ -244,6 +248,8 @@ def main():
                + f"--rounds={args.rounds} --iters={args.iters} --warmup={args.warmup} "
                f"--batch={args.batch} "
                + (f"--model_size={args.model_size} " if args.model_size != "small" else "")
+               + (f"--max_seq_length={args.max_seq_length} "
+                  if args.max_seq_length != 128 else "")
                + f"--output={repo_relative(args.output)}")
     machine = {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
                "tensorflow": tf.__version__, "load_avg_before": load_start,
@@ -260,8 +266,8 @@ def main():
              f"- Load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load_start)}"
              f"; after: {', '.join(f'{x:.2f}' for x in load_end)} ({wall:.0f} s).",
              f"- {'ELECTRA-Small (hidden 256, 12 layers, E 128)' if args.model_size == 'small' else 'model size ' + args.model_size}, "
-             "vocab 30522, seq 128, default length buckets; the settings ran in "
-             f"{args.rounds} rounds, alternating (the module docstring says how).", "",
+             f"vocab 30522, seq {args.max_seq_length}, default length buckets; the settings "
+             f"ran in {args.rounds} rounds, alternating (the module docstring says how).", "",
              "Encoders: " + "; ".join(f"`{e}`: {ENCODERS[e]}" for e in encoders) + ".", "",
              "| setting | encoder | " + " | ".join(f"{r} p50 ms" for r in requests) + " |",
              "|---|---|" + "---:|" * len(requests)]

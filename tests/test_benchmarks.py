@@ -65,14 +65,22 @@ def _run(args, timeout, tmp_path):
 
 @pytest.mark.slow
 def test_bench_export_at_toy_size(tmp_path):
+    # NER's folder alone: six exports, not twelve. Its token outputs take the length-bucket
+    # comparison's every branch (read at the positions a request holds, and the string
+    # tags); the other folder's task, sequence classification, is exported through the
+    # same code, and its arms are compared in tests/test_bench_export.py and served by
+    # bench_serving_floor.py's toy run.
     out = tmp_path / "export"
     _run(["bench_export.py", "--model_size=tiny", "--big_batch=2", "--iters=2", "--warmup=1",
-          "--check_iters=2", "--bucket_iters=1", f"--output={out}"], 240, tmp_path)
+          "--check_iters=2", "--bucket_iters=1", "--tasks=ner", f"--output={out}"], 240,
+         tmp_path)
     result = json.loads(out.with_suffix(".json").read_text())
-    assert len(result["rows"]) == 8 and len(result["input_checks"]) == 4
+    assert len(result["rows"]) == 4 and len(result["input_checks"]) == 2
+    assert {r["task"] for r in result["rows"] + result["input_checks"]
+            + result["length_buckets"]} == {"token_classification"}
     assert result["length_buckets"] and all(
         0 <= r["max_output_difference"] < 1e-5 for r in result["length_buckets"])
-    assert "--model_size=tiny" in out.with_suffix(".md").read_text()
+    assert "--model_size=tiny --big_batch=2 --tasks=ner " in out.with_suffix(".md").read_text()
 
 
 @pytest.mark.slow
@@ -87,14 +95,14 @@ def test_bench_serving_floor_at_toy_size(tmp_path):
 
 @pytest.mark.slow
 def test_bench_finetuning_at_toy_size(tmp_path):
+    # One setting, the recorded profile's kind (full windows, batches not cut); the
+    # child's cut batches of short sentences, fp32 and bf16, run in bench_peer.py's toy run.
     out = tmp_path / "ft.json"
-    _run(["bench_finetuning.py", "--model_size=tiny", "--settings=32:4:0:fp32:0,32:4:0:fp32",
-          "--sentence_words=2:6", "--steps=1", "--profile_steps=1", f"--output={out}"],
-         180, tmp_path)
+    _run(["bench_finetuning.py", "--model_size=tiny", "--settings=32:4:0:fp32:0",
+          "--steps=1", "--profile_steps=1", f"--output={out}"], 180, tmp_path)
     rows = json.loads(out.read_text())["results"]
-    assert [r["trim_batches"] for r in rows] == [False, True]  # TRIM: 1 when not given
-    assert all(r["examples_per_second"] > 0 and r["seq_length"] == 32
-               and r["sentence_words"] == "2:6" for r in rows)
+    assert [(r["trim_batches"], r["sentence_words"]) for r in rows] == [(False, "fill")]
+    assert all(r["examples_per_second"] > 0 and r["seq_length"] == 32 for r in rows)
     for profile in (r["profile"] for r in rows):
         # The products and the other ops' shares split the traced time (idle gaps aside).
         assert profile["steps"] == 1 and profile["matmul_ms"] > 0
@@ -151,9 +159,13 @@ def test_bench_pretraining_at_toy_size(tmp_path):
 @pytest.mark.slow
 def test_bench_data_building_at_toy_size(tmp_path):
     out = tmp_path / "data.json"
-    _run(["bench_data_building.py", "--copies=1", "--num_shards=2", f"--output={out}"],
-         180, tmp_path)
+    # 40 of the demo corpus's ~400 documents: the standard library's parse and the
+    # vocabulary's learning, not the 1-vs-2-process build, were most of the run
+    _run(["bench_data_building.py", "--copies=1", "--num_shards=2", "--max_documents=40",
+          f"--output={out}"], 180, tmp_path)
     result = json.loads(out.read_text())
+    assert result["command"].endswith("--max_documents=40 --output=data.json")
+    assert all(r["examples"] > 0 for r in result["results"])
     assert result["identical_bytes_1_vs_2_processes"]
     assert [r["num_processes"] for r in result["results"]] == [1, 2]
 
@@ -188,11 +200,15 @@ def test_bench_score_export_at_toy_size(tmp_path):
 
 @pytest.mark.slow
 def test_bench_serving_threads_at_toy_size(tmp_path):
+    # Two encoders, each an export and a fresh serving process: the other three
+    # (matmul, long_path, batchmatmulv3) are exported by export_with and their outputs
+    # compared in-process in tests/test_bench_export.py; a 32-position window (4 length
+    # buckets to trace, not 8).
     out = tmp_path / "threads"
-    encoders = ("matmul", "long_path", "transposes", "batchmatmulv3", "bf16")
-    _run(["bench_serving_threads.py", "--model_size=tiny", "--settings=intra1",
-          f"--encoders={','.join(encoders)}", "--rounds=1", "--iters=2", "--warmup=1",
-          "--batch=2", f"--output={out}"], 180, tmp_path)
+    encoders = ("transposes", "bf16")
+    _run(["bench_serving_threads.py", "--model_size=tiny", "--max_seq_length=32",
+          "--settings=intra1", f"--encoders={','.join(encoders)}", "--rounds=1", "--iters=2",
+          "--warmup=1", "--batch=2", f"--output={out}"], 180, tmp_path)
     rows = json.loads(out.with_suffix(".json").read_text())["rows"]
     assert {(r["encoder"], r["setting"], r["request"]) for r in rows} == {
         (e, "intra1", q) for e in encoders
@@ -200,28 +216,57 @@ def test_bench_serving_threads_at_toy_size(tmp_path):
     assert all(r["p50_ms"] > 0 for r in rows)
     # one round of 2 calls (the batch: one call a round; a fresh process per encoder)
     assert {r["calls"] for r in rows if r["request"] == "20 words"} == {2}
+    assert "--model_size=tiny --max_seq_length=32 " in out.with_suffix(".md").read_text()
 
 
 @pytest.mark.slow
 def test_bench_peer_at_toy_size(tmp_path):
+    """One run: both precisions on sentences of 2-6 words (electra_tf's batches cut to
+    their longest, transformers' padded to theirs) and the latency children; full
+    windows are bench_finetuning.py's toy run and the test below."""
     pytest.importorskip("transformers")
     out = tmp_path / "peer"
-    _run(["bench_peer.py", "--model_size=tiny", "--seq_length=16", "--batch_size=2",
+    _run(["bench_peer.py", "--model_size=tiny", "--seq_length=32", "--batch_size=2",
           "--steps=1", "--warmup=1", "--iters=2", "--lengths=16", "--threads=1",
-          "--rounds=1", "--precisions=fp32,bf16", f"--output={out}"], 300, tmp_path)
+          "--rounds=1", "--precisions=fp32,bf16", "--sentence_words=2:6", f"--output={out}"],
+         300, tmp_path)
     result = json.loads(out.with_suffix(".json").read_text())
+    text = out.with_suffix(".md").read_text()
     for precision in ("fp32", "bf16"):
         assert set(result["results"]["finetuning"][precision]) == {"electra_tf", "transformers"}
         assert result["finetuning_ratio"][precision] > 0
-    assert "## Fine-tuning, L16 batch 2 bf16" in out.with_suffix(".md").read_text()
+        assert (f"## Fine-tuning, L32 batch 2 {precision}, default threads, sentences of 2-6 "
+                "words") in text
+    assert "--sentence_words=2:6" in text
     assert {(r["framework"], r["length"]) for r in result["results"]["latency_p50_ms"]} == {
         ("electra_tf", 16), ("transformers", 16)}
-    # short texts: each framework on sentences shorter than the window
-    short = tmp_path / "short"
-    short.mkdir()
-    _run(["bench_peer.py", "--model_size=tiny", "--seq_length=32", "--batch_size=2",
-          "--steps=1", "--warmup=1", "--iters=1", "--lengths=16", "--threads=1",
-          "--rounds=1", "--sentence_words=2:6", f"--output={short / 'peer'}"], 300, short)
-    text = (short / "peer.md").read_text()
-    assert "## Fine-tuning, L32 batch 2 fp32, default threads, sentences of 2-6 words" in text
-    assert "--sentence_words=2:6" in text
+
+
+@pytest.mark.slow
+def test_bench_peer_transformers_steps_on_full_windows(monkeypatch):
+    """bench_peer.py's transformers side on full windows (its default, what peer_cpu.md
+    records; the toy run above gives sentences), in this process: every batch is
+    --seq_length ids, all real."""
+    pytest.importorskip("transformers")
+    monkeypatch.syspath_prepend(BENCHMARKS)
+    import argparse
+
+    import bench_peer
+
+    shapes = []
+    make = bench_peer._hf_model
+
+    def hf_model(model_size):
+        model = make(model_size)
+        model.register_forward_pre_hook(
+            lambda module, args, kwargs: shapes.append(
+                (tuple(kwargs["input_ids"].shape), int(kwargs["attention_mask"].min()))),
+            with_kwargs=True)
+        return model
+
+    monkeypatch.setattr(bench_peer, "_hf_model", hf_model)
+    result = bench_peer.child_hf_train(argparse.Namespace(
+        model_size="tiny", seq_length=16, batch_size=2, sentence_words="", warmup=1, steps=2,
+        precision="fp32"))
+    assert shapes == [((2, 16), 1)] * 3  # 1 warmup + 2 timed steps
+    assert result["examples_per_second"] > 0
