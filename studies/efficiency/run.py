@@ -29,8 +29,12 @@ Run from the repository root (`studies` is not installed with electra_tf):
   and all_tokens_mlm with --variants; pre-training and probes on the JAX
   backend (`KERAS_BACKEND=jax python -m electra_tf.run_pretraining` and the
   JAX fine-tuning loop, each in its own process).
-* --toy: the gpu study's wiring at a toy scale (a few hundred standard-library
-  files, tiny model, 4 steps), so a CPU test runs it end to end.
+* --toy: the study's wiring at a toy scale (tiny model, 4 steps, probes of
+  64 train and 32 dev examples, 1 epoch), so a CPU test runs it end to end;
+  its data from a few hundred files: gpu, the install corpus of the first 400
+  files (standard library first); cpu, the demo corpus of the first 100
+  standard-library documents and the package probes' text from the first 400
+  installed-package files.
 
 Every objective gets the same model sizes, steps and batch, so the same
 sequences; BERT-MLM is built at D's size whatever --generator_hidden_size
@@ -89,9 +93,13 @@ STUDIES = {
 }
 TOY = dict(budget_steps=4, train_batch_size=8, max_seq_length=64, model_size="tiny",
            model_hparam_overrides=NO_DROPOUT, generator_hidden_size=0.5, learning_rate=1e-3,
-           mixed_precision="fp32", vocab_size=1000, probe_label="module",
-           probe_source="heldout", probe_epochs=1,
+           mixed_precision="fp32", vocab_size=1000, probe_epochs=1,
            probe_max_train=64, probe_max_dev=32, probe_classes=3, toy_files=400)
+# --toy, per study, beyond TOY: gpu labels the package probe by module (the first 400
+# files are mostly the standard library's, one "package"); cpu keeps its own data
+# (demo corpus, packages' probe text), cut to toy_documents and toy_files
+TOY_STUDY = {"gpu": dict(probe_label="module"),
+             "cpu": dict(toy_documents=100)}
 
 
 def define_flags():
@@ -118,7 +126,8 @@ def settings() -> dict:
     """The study's defaults, then --toy, then flags given explicitly."""
     s = dict(STUDIES[FLAGS.study])
     if FLAGS.toy:
-        s.update(TOY, data_dir=os.path.join(FLAGS.output_dir or "toy", "data"))
+        s.update(TOY, **TOY_STUDY[FLAGS.study],
+                 data_dir=os.path.join(FLAGS.output_dir or "toy", "data"))
     for name in ("objectives", "budget_steps", "train_batch_size", "data_dir", "output_dir",
                  "probe_epochs"):
         if getattr(FLAGS, name):
@@ -147,9 +156,15 @@ def prepare(s: dict) -> dict:
             tar.extractall(os.path.dirname(os.path.abspath(data_dir)), filter="data")
     paths = data_paths(s)
     if not os.path.exists(os.path.join(paths["probes_dir"], "meta.json")):
-        if FLAGS.study == "cpu" and not FLAGS.toy:
-            from electra_tf.data.demo_corpus import prepare_demo_data
+        if FLAGS.study == "cpu":
+            from electra_tf.data.demo_corpus import prepare_demo_data, write_corpus
 
+            corpus = os.path.join(data_dir, "corpus.txt")
+            if s.get("toy_documents") and not os.path.exists(corpus):
+                # the first documents of the standard-library corpus, which
+                # prepare_demo_data then takes as its own (vocab, records)
+                os.makedirs(data_dir, exist_ok=True)
+                write_corpus(corpus, max_documents=s["toy_documents"])
             prepare_demo_data(data_dir, s["vocab_size"], s["max_seq_length"])
         else:
             build_install_data(s, paths)
@@ -159,7 +174,8 @@ def prepare(s: dict) -> dict:
 
             probe_corpus, shards = os.path.join(data_dir, "probe_corpus.txt"), 1
             if not os.path.exists(probe_corpus):
-                write_install_corpus(probe_corpus, include_stdlib=False)
+                write_install_corpus(probe_corpus, include_stdlib=False,
+                                     max_files=s.get("toy_files", 0))
         metas = probes_lib.build_probes(
             probe_corpus, paths["probes_dir"], seed=0, label_field=s["probe_label"],
             num_classes=s["probe_classes"], max_train=s["probe_max_train"],
@@ -183,7 +199,7 @@ def data_paths(s: dict) -> dict:
 
 
 def build_install_data(s: dict, paths: dict) -> None:
-    """gpu (and toy) study: the install corpus, its vocab and records (10 shards, 9 held out)."""
+    """gpu study (and its toy): the install corpus, its vocab and records (10 shards, 9 held out)."""
     from electra_tf.data.builder import BuildOptions, build_pretraining_data
     from electra_tf.text.vocab_builder import build_vocab
     from studies.efficiency.install_corpus import count_tokens, write_install_corpus

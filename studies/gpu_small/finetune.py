@@ -14,12 +14,12 @@ parts). Stages (--stage, comma-separated, all by default):
 * join: each run's parts -> WORK_DIR/<objective>, a pre-training folder, checked
   against the sha256 results.json records (skipped where the folder exists);
   WORK_DIR/none_s0, a discriminator of the same config as initialized (seed 0).
-* finetune: run_finetuning for every fine-tuning seed, task and model, seed by
-  seed (so a cut-short sitting leaves whole seeds), --workers at a time, each
-  in a folder of its own; the paper's Small fine-tuning (lr 3e-4, batch 32, 3
-  epochs, layer-wise decay 0.8, dropout 0.1 from the discriminator's config,
-  L=128 with batches cut to their longest example); the weights are dropped
-  after the result is recorded.
+* finetune: run_finetuning for every fine-tuning seed, task and model (--models,
+  all three by default), seed by seed (so a cut-short sitting leaves whole
+  seeds), --workers at a time, each in a folder of its own; the paper's Small
+  fine-tuning (lr 3e-4, batch 32, 3 epochs, layer-wise decay 0.8, dropout 0.1
+  from the discriminator's config, L=128 with batches cut to their longest
+  example); the weights are dropped after the result is recorded.
 * report: --output_dir/results.md: dev accuracy per model and task (mean ± std
   over the fine-tuning seeds), the mean over tasks, and the lease's pre-training
   numbers beside them.
@@ -114,12 +114,13 @@ def join(results: dict, lease_dir: str, work_dir: str, vocab_file: str, s: dict)
     log(f"join: none (random initialization, seed 0) -> {none}")
 
 
-def planned_runs(results: dict, work_dir: str, seeds, tasks=TASKS) -> list[dict]:
+def planned_runs(results: dict, work_dir: str, seeds, tasks=TASKS,
+                 models=MODELS) -> list[dict]:
     """Every fine-tuning run, seed by seed, then task by task, then model."""
     runs = []
     for fseed in seeds:
         for task in tasks:
-            for m in MODELS:
+            for m in models:
                 run = results["runs"].get(m, {})
                 runs.append(dict(
                     objective=m, pretrain_seed=0, task=task, finetune_seed=fseed,
@@ -272,6 +273,8 @@ def main(argv=None) -> int:
     ap.add_argument("--vocab_file", default=os.path.join(REPO_ROOT, ".bundle", "vocab.txt"))
     ap.add_argument("--seeds", default="0,1,2", help="fine-tuning seeds")
     ap.add_argument("--tasks", default=",".join(TASKS), help="tasks of --tasks_dir")
+    ap.add_argument("--models", default=",".join(MODELS), help="the models fine-tuned (join "
+                    "writes all three)")
     ap.add_argument("--stage", default="join,finetune,report")
     ap.add_argument("--workers", type=int, default=1, help="runs at a time")
     ap.add_argument("--output_dir", default=os.path.join(REPO_ROOT, "studies", "gpu_small",
@@ -290,6 +293,10 @@ def main(argv=None) -> int:
         tasks = [t for t in args.tasks.split(",") if t]
         if not tasks:
             raise InputError("--tasks: give at least one task")
+        models = [m for m in MODELS if m in args.models.split(",")]
+        unknown = set(args.models.split(",")) - set(MODELS)
+        if unknown or not models:
+            raise InputError(f"--models: among {', '.join(MODELS)} (got {args.models!r})")
         for t in tasks:
             for split in ("train", "dev"):
                 if not os.path.exists(os.path.join(args.tasks_dir, t, f"{split}.tsv")):
@@ -306,7 +313,8 @@ def main(argv=None) -> int:
             join(results, args.lease, args.work_dir, args.vocab_file, s)
         if "finetune" in stages:
             study.forward_stop_signals()
-            failed = finetune(s, args.tasks_dir, planned_runs(results, args.work_dir, seeds, tasks),
+            failed = finetune(s, args.tasks_dir,
+                              planned_runs(results, args.work_dir, seeds, tasks, models),
                               ledger, args.workers)
         if study.stopping():
             log("stopped by a signal; the runs saved where they were: the same command "

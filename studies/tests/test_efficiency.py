@@ -162,29 +162,48 @@ def test_report_without_matplotlib_writes_the_table_and_says_why_there_is_no_plo
     assert len(lines) == 1 and ".[studies]" in lines[0]
 
 
+def _records(out):
+    records = {}
+    for name in os.listdir(out / "runs"):
+        with open(out / "runs" / name) as f:
+            records[name] = json.load(f)
+    return records
+
+
 @pytest.mark.slow
-def test_cpu_study_end_to_end(tmp_path):
-    proc = run_module("studies.efficiency.run", "--study=cpu", "--budget_steps=4",
-                      "--objectives=electra,random_init", "--probes=order", "--seeds=0",
-                      "--probe_epochs=1", f"--data_dir={tmp_path}/data",
-                      f"--output_dir={tmp_path}/out", timeout=1800)
+def test_cpu_study_end_to_end_at_toy_scale(tmp_path):
+    """The cpu study's own pipeline (the demo corpus, the package probes' text from
+    installed packages, TensorFlow) at toy size: one objective pre-trained and probed
+    on the pair probe. random_init, the JAX backend and the single-sentence probe run
+    in test_gpu_study_wiring_at_toy_scale."""
+    proc = run_module("studies.efficiency.run", "--study=cpu", "--toy", "--objectives=electra",
+                      "--probes=order", "--seeds=0", f"--output_dir={tmp_path}/out",
+                      timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for name in ("results.csv", "results.md", "results.png"):
         assert os.path.getsize(tmp_path / "out" / name) > 0
+    [record] = _records(tmp_path / "out").values()
+    assert record["status"] == "ok" and record["study"] == "cpu-toy"
+    assert record["curve"][-1]["step"] == 4
+    assert 0 < record["probes"]["order"]["dev_size"] <= 32  # the toy's cap
+    data = tmp_path / "out" / "data"
+    assert (data / "corpus.txt").read_text().count("\n\n") == 100 - 1  # the toy demo corpus
+    # the probes' text: installed packages (not the pre-training corpus), labelled by package
+    assert len(install_corpus.read_sources(str(data / "probe_corpus.txt"))) > 20
+    meta = json.loads((data / "probes" / "meta.json").read_text())
+    assert len(meta["package"]["labels"]) >= 2 and "python" not in meta["package"]["labels"]
 
 
 @pytest.mark.slow
 def test_gpu_study_wiring_at_toy_scale(tmp_path):
     """The gpu study end to end on CPU: install corpus, records, JAX pre-training in
-    a subprocess, the probes, the report."""
+    a subprocess, the probes (the single-sentence one; the pair probes in the cpu
+    study's test), random_init's probes, the report."""
     proc = run_module("studies.efficiency.run", "--study=gpu", "--toy",
-                      "--seeds=0", "--objectives=electra,bert_mlm,random_init",
+                      "--seeds=0", "--objectives=electra,random_init", "--probes=package",
                       f"--output_dir={tmp_path}/out", timeout=1800)
-    records = {}
-    for name in os.listdir(tmp_path / "out" / "runs"):
-        with open(tmp_path / "out" / "runs" / name) as f:
-            records[name] = json.load(f)
-    assert len(records) == 3
+    records = _records(tmp_path / "out")
+    assert len(records) == 2
     for record in records.values():  # a run either completed or says why it did not
         assert record["status"] == "ok" or record.get("error"), record
         if record["status"] == "ok" and record["objective"] != "random_init":

@@ -36,6 +36,8 @@ def test_runs_go_seed_by_seed_and_none_has_no_pretraining(tmp_path):
     assert (electra["step"], electra["fraction"]) == (60, 0.5)
     assert none["init_checkpoint"].endswith("none_s0")
     assert len({r["dir"] for r in runs}) == len(runs)
+    some = finetune.planned_runs(_results(), str(tmp_path), [0], ["mr"], ("none", "electra"))
+    assert [r["objective"] for r in some] == ["none", "electra"]  # --models
 
 
 def run_on(folder):
@@ -100,7 +102,8 @@ def _write_task(folder, labels, n):
 @pytest.mark.slow
 def test_join_finetune_report_at_toy_size_and_resume(tmp_path, tiny_vocab):
     """Two tiny discriminators as a lease brings them back (parts and results.json), one
-    task, one seed: every model fine-tuned, the table written; a rerun runs nothing."""
+    task, one seed: both joined, none and electra fine-tuned (--models; bert_mlm's run is
+    the same command from its own folder), the table written; a rerun runs nothing."""
     from helpers import write_pretrained_dir
 
     lease_dir = tmp_path / "lease"
@@ -117,25 +120,26 @@ def test_join_finetune_report_at_toy_size_and_resume(tmp_path, tiny_vocab):
     args = [sys.executable, "-m", "studies.gpu_small.finetune", f"--lease={lease_dir}",
             f"--tasks_dir={tmp_path / 'tasks'}", f"--work_dir={tmp_path / 'work'}",
             f"--vocab_file={tiny_vocab}", "--tasks=alpha", "--seeds=0",
-            f"--output_dir={out}"]
+            "--models=none,electra", f"--output_dir={out}"]
     proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     work = tmp_path / "work"
     configs = [json.loads((work / m / "discriminator_config.json").read_text())
-               for m in ("electra", "none_s0")]
-    assert configs[0] == configs[1]  # none: the same model, as initialized
+               for m in ("electra", "bert_mlm", "none_s0")]
+    assert configs[0] == configs[1] == configs[2]  # none: the same model, as initialized
     ledger = [json.loads(x) for x in (out / "ledger.jsonl").read_text().splitlines()]
-    assert sorted(r["objective"] for r in ledger) == ["bert_mlm", "electra", "none"]
+    assert sorted(r["objective"] for r in ledger) == ["electra", "none"]
     assert all(0 <= r["dev_accuracy"] <= 1 and r["dev_size"] == 20 for r in ledger)
     assert not any(name.endswith(".weights.h5")
                    for _, _, files in os.walk(work / "finetune") for name in files)
     table = (out / "results.md").read_text()
     assert "Majority baselines (dev accuracy of the train split's most frequent label): " \
            "alpha 50.0%." in table
-    assert table.count("(1) |") == 3 * 2  # three models: one task and the mean
+    assert table.count("(1) |") == 2 * 2  # two models: one task and the mean
+    assert "| BERT-MLM Small | 90 / 120 |" in table  # the lease's numbers of both runs
     again = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "3 of 3 runs in the ledger, 0 to run" in again.stderr
+    assert "2 of 2 runs in the ledger, 0 to run" in again.stderr
     assert "dev accuracy" not in again.stderr
     # a part changed on the way is refused by its sha256, in one line
     import shutil
