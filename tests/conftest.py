@@ -77,6 +77,8 @@ SHARED_FIXTURES = {
     "tests/training/test_electric_training.py::test_tf_and_jax": "jax_scripts",
     "tests/training/test_prior_output_biases.py::test_the_jax_backend": "jax_scripts",
     "tests/training/test_jax_multihost.py::test_jax_waits_for_its_peers": "jax_scripts",
+    # its one-process reference run
+    "tests/training/test_jax_multihost.py::test_two_processes_train_as_one": "jax_scripts",
     "tests/training/test_jax_no_tf.py": "straight_run",  # a TensorFlow-free JAX run
     "tests/training/test_finetuning_init.py::test_a_checkpoint_step": "trained_run",
     "tests/training/test_finetuning_init.py::test_bad_checkpoint_steps": "trained_run",
@@ -102,11 +104,12 @@ SHARED_FIXTURES = {
 # worker still on a long test while the other idles.
 COSTLY_FIRST = (
     "tests/export/",
-    "tests/training/test_jax_runtime.py",  # jax_scripts, with the eight below
+    "tests/training/test_jax_runtime.py",  # jax_scripts, with the nine below
     "tests/finetuning/test_finetuning_jax.py",
     "tests/training/test_gdes.py::test_tf_and_jax",
     "tests/training/test_prior_output_biases.py::test_the_jax_backend",
     "tests/training/test_jax_multihost.py::test_jax_waits_for_its_peers",
+    "tests/training/test_jax_multihost.py::test_two_processes_train_as_one",
     "tests/training/test_electric_training.py::test_tf_and_jax",
     "tests/training/test_jax_training_options.py",
     "tests/training/test_jax_device_step.py",

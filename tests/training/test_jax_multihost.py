@@ -157,6 +157,19 @@ def _stopped_by_sigterm(procs, signalled=(0, 1), after: str = "step 3/") -> list
     return errs
 
 
+# run_pretraining's trainer for its flags (sys.argv[2:]), as its main builds it, trained
+# until step sys.argv[1] (a checkpoint there); run in helpers.run_jax_script's process.
+_ONE_PROCESS_UNTIL = """
+import sys
+from electra_tf.training.backends.jax import JaxPretraining
+from helpers import pretraining_from_flags
+
+trainer = JaxPretraining(*pretraining_from_flags(*sys.argv[2:]))
+trainer.train(stop_at_step=int(sys.argv[1]))
+print("replicas", trainer.num_replicas, "step", trainer.step)
+"""
+
+
 def checkpoint_names(*steps: int) -> list[str]:
     return sorted(f"jax-ckpt-{step}.npz" for step in steps)
 
@@ -182,8 +195,18 @@ def test_two_processes_train_as_one_stop_at_one_step_on_sigterm_and_resume_exact
                 for i in (0, 1)]
 
     chief, worker = (finish(p) for p in two(tmp_path / "whole"))
-    one = finish(start(tiny_records, tmp_path / "one", *steps))
-    assert "2 replica(s)" in chief and "1 replica(s)" in one
+    # The one-process reference: the same flags' trainer in helpers.run_jax_script's
+    # process (no process start), stopped at the step compared (its schedule still the
+    # 30 steps': the same first 6 steps, and their checkpoint).
+    from helpers import run_jax_script
+
+    one = run_jax_script(_ONE_PROCESS_UNTIL, "6",
+                         *pretraining_flags(tiny_records, tmp_path / "one"),
+                         f"--model_hparam_overrides={json.dumps(TINY_NO_DROPOUT)}",
+                         "--jax_input_pipeline=numpy", *steps)
+    assert one.returncode == 0, one.stderr[-4000:]
+    assert "2 replica(s)" in chief, chief[-3000:]
+    assert one.stdout.splitlines()[-1].split() == ["replicas", "1", "step", "6"], one.stdout
     # Process 0 alone writes: one event file per folder, one set of checkpoints.
     for name in ("train", "eval"):
         assert len(os.listdir(tmp_path / "whole" / name)) == 1
