@@ -47,9 +47,13 @@ def test_device_batches_stage_one_call_ahead_and_take_no_more_than_the_calls_use
         next(DeviceBatches(iter([]), [1], ahead=1))
 
 
-# Three trainers from the same seed on the same records, 2 steps per call, chunks of 3
-# (a call of 2, then a remainder call of 1) and 2: as they are, with
-# jax_device_prefetch, and with the compiled calls jitted without donation. Prints each
+# Three trainers from the same seed on the same records, 3 steps per call, chunks of 4
+# (a call of 3, then a remainder call of 1) and 1: as they are, with
+# jax_device_prefetch, and with the compiled calls jitted without donation. (3 steps per
+# call, as test_jax_runtime.py's slow runs and test_jax_training_options.py's
+# test_jax_steps_per_call_match_one_step_per_call[1-3] of the same config, which run
+# before this test in its process: the plain and prefetching trainers' programs come
+# from the compilation cache; only the undonated ones compile.) Prints each
 # one's chunk results, weights, the order of batch reads and calls, and how much of the
 # state handed to the first call was donated.
 DEVICE_STEP = """
@@ -63,7 +67,7 @@ DEVICE_STEP = """
     for name, overrides in [("plain", {}), ("prefetch", {"jax_device_prefetch": True}),
                             ("undonated", {})]:
         t = JaxPretraining(PretrainingConfig(**spec["config"]),
-                           PretrainingRun(**{**spec["run"], "jax_steps_per_call": 2, **overrides}))
+                           PretrainingRun(**{**spec["run"], "jax_steps_per_call": 3, **overrides}))
         events = []
         compiled = t._compiled_steps
         if name == "undonated":
@@ -85,7 +89,7 @@ DEVICE_STEP = """
                 yield next(batches)
         it = counted()
         first_state = jax.tree.leaves(training_state(t.model, t.optimizer))
-        results = [t.train_steps(it, 3), t.train_steps(it, 2)]
+        results = [t.train_steps(it, 4), t.train_steps(it, 1)]
         out[name] = {
             "results": results, "events": events,
             # the share of the state's bytes the first call took (JAX 0.11 on a CPU keeps
@@ -103,12 +107,13 @@ def test_prefetched_and_undonated_steps_train_as_the_plain_step(tiny_records, tm
     spec = config_json(tiny_records, tmp_path / "m")  # dropout and sampling on
     out = json.loads(run_python(DEVICE_STEP, "jax", spec).splitlines()[-1])
     plain = out["plain"]
-    # chunk 3: a call of 2 and a remainder call of 1; chunk 2: one call of 2
-    assert plain["events"] == ["take", "take", "call 2", "take", "call 1",
-                               "take", "take", "call 2"]
-    # one call ahead: the next call's batches are read (and put on the device) first
-    assert out["prefetch"]["events"] == ["take", "take", "take", "call 2", "call 1",
-                                         "take", "take", "call 2"]
+    # chunk 4: a call of 3 and a remainder call of 1; chunk 1: one call of 1
+    assert plain["events"] == ["take", "take", "take", "call 3", "take", "call 1",
+                               "take", "call 1"]
+    # one call ahead: the next call's batches are read (and put on the device) first,
+    # within the chunk (the next chunk's only once it is asked for)
+    assert out["prefetch"]["events"] == ["take", "take", "take", "take", "call 3", "call 1",
+                                         "take", "call 1"]
     assert out["undonated"]["events"] == plain["events"]
     assert plain["donated"] > 0.99 and out["prefetch"]["donated"] > 0.99
     assert out["undonated"]["donated"] == 0
