@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
 def run_python(script: str, backend: str, *args, devices: int = 1) -> str:
     """The stdout of `python -c script args...` under KERAS_BACKEND=backend on `devices`
     CPU devices; JAX runs in helpers.run_jax_script's shared process for that device
-    count (the data-parallel tests of this file, test_jax_training_options.py and
+    count (the data-parallel tests of this file, test_lamb_phases.py and
     test_finetuning_jax.py share the one on 2 devices)."""
     if backend == "jax":
         proc = run_jax_script(script, *args, devices=devices)
@@ -179,15 +179,62 @@ def test_jax_run_on_the_tensorflow_free_input_resumes_exactly(tiny_records, tmp_
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+# A run to its end, as TRAIN's: prints the replicas, the results of each chunk the loop
+# trained (train_steps, with its number of steps) and the final eval.
+TRAIN_CHUNKS = """
+    import json, sys
+    from electra_tf.core.config import PretrainingConfig, PretrainingRun
+    from electra_tf.training.backends.jax import JaxPretraining
+    spec = json.loads(sys.argv[1])
+    t = JaxPretraining(PretrainingConfig(**spec["config"]), PretrainingRun(**spec["run"]))
+    chunks, real = [], t.train_steps
+
+    def recorded(iterator, n):
+        results = real(iterator, n)
+        chunks.append({"steps": n, **results})
+        return results
+
+    t.train_steps = recorded
+    final = t.train()
+    print(json.dumps({"replicas": t.num_replicas, "chunks": chunks, "final": final}))
+"""
+
+
 @pytest.mark.slow
 def test_jax_data_parallel_over_two_devices_matches_one(tiny_records, tmp_path):
-    one = train(config_json(tiny_records, tmp_path / "one", model_hparam_overrides=TINY_NO_DROPOUT),
-                [None])
-    two = train(config_json(tiny_records, tmp_path / "two", model_hparam_overrides=TINY_NO_DROPOUT),
-                [None], devices=2)
-    # The same global batches and seeds; only the reduction order differs.
+    """The loop (train(): its chunks, checkpoints and final eval) on 2 devices as on 1,
+    with gradient accumulation and 3 steps per call: the stacked batches and
+    micro-batches keep their split over the devices, through a call of 3 and a remainder
+    call of 1 (chunk 1, 4 steps), then remainder calls alone (chunk 2). The same global
+    batches and seeds; only the reduction order differs. (Without accumulation, one step
+    per call, on 2 devices: test_lamb_phases.py's
+    test_jax_lamb_two_phases_on_two_devices_matches_one, and test_jax_multihost.py's two
+    processes.)"""
+    def spec(name):
+        return config_json(tiny_records, tmp_path / name, model_hparam_overrides=TINY_NO_DROPOUT,
+                           iterations_per_loop=4, save_checkpoints_steps=4,
+                           run_overrides={"gradient_accumulation_steps": 2,
+                                          "jax_steps_per_call": 3})
+
+    one = json.loads(run_python(TRAIN_CHUNKS, "jax", spec("one")).splitlines()[-1])
+    two = json.loads(run_python(TRAIN_CHUNKS, "jax", spec("two"), devices=2).splitlines()[-1])
+    assert (one["replicas"], two["replicas"]) == (1, 2)
+    assert [c["steps"] for c in one["chunks"]] == [c["steps"] for c in two["chunks"]] == [4, 2]
+    for a, b in zip(one["chunks"], two["chunks"], strict=True):
+        for key in ("loss", "mlm_loss", "disc_loss", "grad_norm"):
+            assert b[key] == pytest.approx(a[key], rel=1e-4), (a["steps"], key)
     for key in ("loss", "masked_lm_loss", "disc_loss"):
         assert two["final"][key] == pytest.approx(one["final"][key], rel=1e-4), key
+
+    # Every variable at the end: the model's and the optimizer's.
+    def final_checkpoint(name):
+        with np.load(tmp_path / name / "checkpoints" / "jax-ckpt-6.npz") as data:
+            return {k: data[k] for k in data.files}
+
+    a, b = final_checkpoint("one"), final_checkpoint("two")
+    assert a.keys() == b.keys() and any(k.startswith("optimizer/") for k in a)
+    for key in a:
+        np.testing.assert_allclose(b[key], a[key], rtol=1e-3, atol=1e-5, err_msg=key)
 
 
 def parity_losses(base: dict, weights: str, batch: dict, objectives) -> dict:

@@ -75,8 +75,7 @@ TRAIN_STEPS = """
 """
 
 
-def train_steps(spec, overrides, chunks, out, backend="jax", weights="", evaluate=False,
-                devices=1):
+def train_steps(spec, overrides, chunks, out, backend="jax", weights="", evaluate=False):
     """{name: [chunk results]}, {name: [trainable + optimizer variables]}: a JAX process,
     or this one for "tensorflow" (the suite's backend)."""
     if backend == "tensorflow":
@@ -85,8 +84,7 @@ def train_steps(spec, overrides, chunks, out, backend="jax", weights="", evaluat
     else:
         results = json.loads(run_python(TRAIN_STEPS, backend, spec, json.dumps(overrides),
                                         json.dumps(chunks), str(out), weights,
-                                        *(["eval"] if evaluate else []),
-                                        devices=devices).splitlines()[-1])
+                                        *(["eval"] if evaluate else [])).splitlines()[-1])
     with np.load(out) as data:
         arrays = {k: data[k] for k in data.files}
     return results, {name: [arrays[k] for k in sorted(arrays) if k.startswith(name + "/")]
@@ -119,17 +117,8 @@ def test_jax_steps_per_call_match_one_step_per_call(tiny_records, tmp_path, accu
     assert np.isfinite(results["1"][0]["loss"])
 
 
-@pytest.mark.slow
-def test_jax_steps_per_call_and_accumulation_over_two_devices_match_one(tiny_records, tmp_path):
-    # The stacked batches and micro-batches keep their split over the devices.
-    spec = config_json(tiny_records, tmp_path / "m", model_hparam_overrides=TINY_NO_DROPOUT)
-    overrides = {"a": {"gradient_accumulation_steps": 2, "jax_steps_per_call": 3}}
-    one, one_vars = train_steps(spec, overrides, [4], tmp_path / "one.npz")
-    two, two_vars = train_steps(spec, overrides, [4], tmp_path / "two.npz", devices=2)
-    for key in ("loss", "mlm_loss", "disc_loss", "grad_norm"):
-        assert two["a"][0][key] == pytest.approx(one["a"][0][key], rel=1e-4), key
-    for a, b in zip(one_vars["a"], two_vars["a"], strict=True):
-        np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-5)
+# Steps per call and accumulation over two devices: test_jax_runtime.py's
+# test_jax_data_parallel_over_two_devices_matches_one.
 
 
 # Slow: the default suite holds the JAX/TF parity of the ELECTRA step
