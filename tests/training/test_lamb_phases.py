@@ -12,7 +12,7 @@ from electra_tf.core.config import default_max_predictions
 from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.data.builder import BuildOptions, build_pretraining_data
 from electra_tf.training.backends.tensorflow import TensorFlowPretraining
-from tests.training.test_jax_runtime import config_json, train
+from tests.training.test_jax_runtime import config_json, train, train_runs
 
 L2 = 2 * RECORDS_SEQ  # phase 2's records: twice the length, as 128 -> 512 is 4x
 
@@ -149,25 +149,33 @@ def test_phase2_flags_are_checked(make_configs, long_records, tmp_path):
         TensorFlowPretraining(config, run)
 
 
+# The JAX backend's resume at the switch, and its 2 devices against 1 (phase 2's
+# micro-batches of 2 split over them, one row each): one run through, one stopped at
+# the switch and resumed, and the run through again on 2 devices (gradient accumulation
+# over 2 devices: also test_jax_training_options.py's, in one phase, without LAMB).
 @pytest.mark.slow  # the default suite's JAX resume: test_jax_runtime.py
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
-def test_jax_lamb_two_phases_resume_exactly_at_the_switch(tiny_records, long_records, tmp_path):
+def test_jax_lamb_two_phases_resume_exactly_at_the_switch_and_two_devices_match_one(
+        tiny_records, long_records, tmp_path):
     phase2 = {"phase2_train_data": long_records, "phase2_gradient_accumulation_steps": 2}
 
     def spec(name):
         return config_json(tiny_records, tmp_path / name, run_overrides=phase2, **PHASED)
 
-    straight = train(spec("a"), [None])
-    resumed = train(spec("b"), [3, None])
+    straight, resumed = train_runs([(spec("a"), [None]), (spec("b"), [3, None])])
     assert straight["step"] == resumed["step"] == 6
     assert straight["final"] == resumed["final"] and np.isfinite(straight["final"]["loss"])
     for a, b in zip(straight["weights"], resumed["weights"], strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert json.loads(spec("a"))["config"]["optimizer"] == "lamb"
+    two = train(spec("two"), [None], devices=2)
+    assert two["step"] == 6
+    for a, b in zip(straight["weights"], two["weights"], strict=True):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-5)
 
 
 # Every strategy: a mirrored run over 2 logical CPUs (tf.distribute: LAMB applied per
-# replica after the loop's all-reduce), and the JAX backend's 2 devices against 1. The
+# replica after the loop's all-reduce); the JAX backend's 2 devices against 1 are above. The
 # mirrored run is also test_training_distributed.py's with XLA (each replica's step
 # compiled, in both phases' shapes): one process for both.
 @pytest.mark.slow
@@ -184,15 +192,3 @@ def test_mirrored_lamb_two_phases_with_xla(tiny_records, long_records, tmp_path)
     proc = run_python(["-c", MIRRORED_SCRIPT, *args], timeout=600)
     assert proc.returncode == 0 and "MIRRORED_OK" in proc.stdout, proc.stderr[-3000:]
     assert "step 3: phase 2 starts: max_seq_length 64" in proc.stderr
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
-def test_jax_lamb_two_phases_on_two_devices_matches_one(tiny_records, long_records, tmp_path):
-    phase2 = {"phase2_train_data": long_records}
-    one = train(config_json(tiny_records, tmp_path / "one", run_overrides=phase2, **PHASED),
-                [None])
-    two = train(config_json(tiny_records, tmp_path / "two", run_overrides=phase2, **PHASED),
-                [None], devices=2)
-    for a, b in zip(one["weights"], two["weights"], strict=True):
-        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-5)
