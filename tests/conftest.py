@@ -93,6 +93,9 @@ SHARED_FIXTURES = {
     "tests/training/test_training_faults.py::test_a_finished_run_run_again": "trained_run",
     "tests/training/test_summary_tags.py::test_train_and_eval": "trained_run",
     "tests/training/test_summary_tags.py::test_the_docs_list": "trained_run",
+    # test_finetuning_custom.py's `learned`: the toy tasks learned, then exported
+    "tests/finetuning/test_finetuning_custom.py::test_toy_tasks_are_learned": "custom_learned",
+    "tests/finetuning/test_finetuning_custom.py::test_exports_of_own_data": "custom_learned",
 }
 
 
@@ -126,6 +129,8 @@ COSTLY_FIRST = (
     "tests/training/test_lamb_phases.py::test_mirrored_lamb",  # mirrored with XLA
     "tests/training/test_training_distributed.py::test_mirrored",
     "tests/finetuning/test_finetuning_vocab.py",
+    "tests/finetuning/test_finetuning_custom.py::test_toy_tasks_are_learned",  # custom_learned
+    "tests/finetuning/test_finetuning_custom.py::test_exports_of_own_data",
     "tests/finetuning/test_finetuning_faults.py::test_two_ctrl_c",
     "tests/finetuning/test_finetuning_faults.py::test_a_refused_run_prints",
     "tests/interop/test_interop_cli.py::test_interop_cli_tf1",

@@ -468,24 +468,39 @@ def test_pair_run_writes_results_predictions_and_a_record_the_export_serves(
 
 # === Learning the toy tasks (slow) ===
 
+@pytest.fixture(scope="module")
+def learned(pretrained_dir, single_csv_dir, regression_tsv_dir, pos_dir, tmp_path_factory):
+    """case -> (the folder of its toy task learned in 6 epochs, its metric, its floor);
+    each case's run once a module (the learning test checks it, the exports test serves
+    it; tests/conftest.py's SHARED_FIXTURES keeps both on one xdist worker)."""
+    runs = {}
+
+    def learned_run(case):
+        data, flags, metric, floor = {
+            "single_csv": (single_csv_dir, ["--task_name=classification"], "accuracy", 0.9),
+            "regression_tsv": (regression_tsv_dir, ["--task_name=classification",
+                                                    "--label_column=score", "--regression"],
+                               "pearson", 0.8),
+            "pos": (pos_dir, ["--task_name=tagging"], "accuracy", 0.9)}[case]
+        if case not in runs:
+            out = tmp_path_factory.mktemp(f"learned_{case}") / "out"
+            finetune(*flags, f"--init_checkpoint={pretrained_dir}", f"--data_dir={data}",
+                     f"--model_dir={out}", f"--max_seq_length={L}", "--train_batch_size=16",
+                     "--num_train_epochs=6", "--learning_rate=3e-3", "--do_predict")
+            runs[case] = out
+        return runs[case], metric, floor
+
+    return learned_run
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["single_csv", "regression_tsv", "pos"])
-def test_toy_tasks_are_learned(case, pretrained_dir, single_csv_dir, regression_tsv_dir,
-                               pos_dir, tmp_path):
+def test_toy_tasks_are_learned(case, learned):
     """Each toy task is learned (6 epochs); the folder records what the export serves."""
     from electra_tf import folders
     from electra_tf.serving.export import load_spec
 
-    data, flags, metric, floor = {
-        "single_csv": (single_csv_dir, ["--task_name=classification"], "accuracy", 0.9),
-        "regression_tsv": (regression_tsv_dir, ["--task_name=classification",
-                                                "--label_column=score", "--regression"],
-                           "pearson", 0.8),
-        "pos": (pos_dir, ["--task_name=tagging"], "accuracy", 0.9)}[case]
-    out = tmp_path / "out"
-    finetune(*flags, f"--init_checkpoint={pretrained_dir}", f"--data_dir={data}",
-             f"--model_dir={out}", f"--max_seq_length={L}", "--train_batch_size=16",
-             "--num_train_epochs=6", "--learning_rate=3e-3", "--do_predict")
+    out, metric, floor = learned(case)
     dev = json.load(open(out / "results.json"))["epoch_6"]["dev"]
     assert dev[metric] >= floor, dev
     record = folders.finetuned.read_finetuning_config(str(out))
@@ -513,11 +528,10 @@ def test_toy_tasks_are_learned(case, pretrained_dir, single_csv_dir, regression_
 
 
 @pytest.mark.slow
-def test_exports_of_own_data_models_serve_their_labels_in_a_fresh_process(
-        pretrained_dir, single_csv_dir, pos_dir, tmp_path):
-    """The export of a (briefly) fine-tuned classification and tagging folder, loaded as
-    TF Serving would (tests/export/load_check.py: no project code): the text signature's
-    labels are the recorded label names of the Keras model's argmax."""
+def test_exports_of_own_data_models_serve_their_labels_in_a_fresh_process(learned, tmp_path):
+    """The export of a fine-tuned classification and tagging folder (the learned toy
+    tasks'), loaded as TF Serving would (tests/export/load_check.py: no project code):
+    the text signature's labels are the recorded label names of the Keras model's argmax."""
     import sys
 
     from helpers import REPO
@@ -529,10 +543,9 @@ def test_exports_of_own_data_models_serve_their_labels_in_a_fresh_process(
 
     texts = ["the model replaced a token", "a small generator", "replaced", "hello world"]
     jobs, specs = [], []
-    for name, data, kind in (("classification", single_csv_dir, "sequence_classification"),
-                             ("tagging", pos_dir, "token_classification")):
-        _run(pretrained_dir, data, tmp_path / name, task=name)
-        spec = load_spec(kind, str(tmp_path / name))
+    for name, case, kind in (("classification", "single_csv", "sequence_classification"),
+                             ("tagging", "pos", "token_classification")):
+        spec = load_spec(kind, str(learned(case)[0]))
         path = export(spec, str(tmp_path / "model_base"), name, warmup=False)
         jobs.append({"path": path, "signature": "serving_default",
                      "inputs": text_inputs(spec, texts)})
