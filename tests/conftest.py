@@ -96,6 +96,8 @@ SHARED_FIXTURES = {
     # test_finetuning_custom.py's `learned`: the toy tasks learned, then exported
     "tests/finetuning/test_finetuning_custom.py::test_toy_tasks_are_learned": "custom_learned",
     "tests/finetuning/test_finetuning_custom.py::test_exports_of_own_data": "custom_learned",
+    # the studies' (studies/tests/conftest.py takes these hooks): the toy bundle
+    "studies/tests/test_gpu_small.py": "gpu_small",
 }
 
 
@@ -125,6 +127,7 @@ COSTLY_FIRST = (
     "tests/training/test_summary_tags.py::test_the_docs_list",
     "tests/training/test_finetuning_init.py::test_a_checkpoint_step",
     "tests/training/test_finetuning_init.py::test_bad_checkpoint_steps",
+    "studies/tests/test_gpu_small.py",  # gpu_small: the lease rehearsed, twice, and more
     "tests/training/test_jax_no_tf.py",
     "tests/training/test_lamb_phases.py::test_mirrored_lamb",  # mirrored with XLA
     "tests/training/test_training_distributed.py::test_mirrored",
