@@ -108,6 +108,10 @@ SHARED_FIXTURES = {
 # ends on the many short tests, the two workers finishing together, instead of one
 # worker still on a long test while the other idles.
 COSTLY_FIRST = (
+    # the slow set's longest single tests (2026-12-02, 2 slow cores: 4 to 10 minutes
+    # each), so that none of them is left running alone at the end
+    "tests/test_demo.py::test_demo_pretraining",
+    "studies/tests/test_real_data_study.py::test_whole_pipeline",
     "tests/export/",
     "tests/training/test_jax_runtime.py",  # jax_scripts, with the nine below
     "tests/finetuning/test_finetuning_jax.py",
@@ -128,6 +132,10 @@ COSTLY_FIRST = (
     "tests/training/test_finetuning_init.py::test_a_checkpoint_step",
     "tests/training/test_finetuning_init.py::test_bad_checkpoint_steps",
     "studies/tests/test_gpu_small.py",  # gpu_small: the lease rehearsed, twice, and more
+    "studies/tests/test_efficiency.py::test_gpu_study_wiring",
+    "tests/test_bench_gpu.py::test_the_toy_run",
+    "tests/finetuning/test_short_warmup.py::test_a_30_step",
+    "tests/training/test_training_distributed.py::test_multi_worker_sigterm_stops",
     "tests/training/test_jax_no_tf.py",
     "tests/training/test_lamb_phases.py::test_mirrored_lamb",  # mirrored with XLA
     "tests/training/test_training_distributed.py::test_mirrored",
