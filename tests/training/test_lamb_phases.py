@@ -39,6 +39,18 @@ def _optimizer_state(trainer):
     return [np.array(v.numpy()) for v in trainer.optimizer.variables]
 
 
+def _check_phases(trainer, accumulation: int) -> None:
+    """Phase 1 on the records' length in batches of 8, phase 2 on L2 in batches of 4 (in
+    `accumulation` micro-batches); phase 2's first micro-batch has its length and its
+    masking (the original's rule at L2)."""
+    assert [(p.name, p.start, p.end, p.max_seq_length, p.train_batch_size,
+             p.gradient_accumulation_steps) for p in trainer.phases] == [
+        ("joint", 0, 3, RECORDS_SEQ, 8, 1), ("joint_phase2", 3, 6, L2, 4, accumulation)]
+    batch = next(iter(trainer.make_train_iterator(3)))
+    assert batch["input_ids"].shape == (4 // accumulation, L2)
+    assert batch["masked_lm_positions"].shape[1] == default_max_predictions(0.15, L2) == 9
+
+
 def _record_learning_rates(trainer) -> list:
     """The learning rate of each chunk's first step, appended as the run goes."""
     lrs = []
@@ -64,13 +76,7 @@ def test_lamb_two_phases_in_one_run_and_continued_from_a_phase_1_run(
     phase2 = {"phase2_train_data": long_records, "eval_data": ""}
     straight = TensorFlowPretraining(*make_configs(tmp_path / "a", run_overrides=phase2,
                                                    **PHASED))
-    assert [(p.name, p.start, p.end, p.max_seq_length, p.train_batch_size,
-             p.gradient_accumulation_steps) for p in straight.phases] == [
-        ("joint", 0, 3, RECORDS_SEQ, 8, 1), ("joint_phase2", 3, 6, L2, 4, 1)]
-    # phase 2's batches: its length, its masking (the original's rule at L2)
-    batch = next(iter(straight.make_train_iterator(3)))
-    assert batch["input_ids"].shape == (4, L2)
-    assert batch["masked_lm_positions"].shape[1] == default_max_predictions(0.15, L2) == 9
+    _check_phases(straight, accumulation=1)
     lrs = _record_learning_rates(straight)
     straight.train()
     assert straight.step == 6
@@ -103,13 +109,7 @@ def test_lamb_two_phases_resume_exactly_at_and_after_the_switch(make_configs, lo
     phase2 = {"phase2_train_data": long_records, "phase2_gradient_accumulation_steps": 2}
     config, run = make_configs(tmp_path / "a", run_overrides=phase2, **PHASED)
     straight = TensorFlowPretraining(config, run)
-    assert [(p.name, p.start, p.end, p.max_seq_length, p.train_batch_size,
-             p.gradient_accumulation_steps) for p in straight.phases] == [
-        ("joint", 0, 3, RECORDS_SEQ, 8, 1), ("joint_phase2", 3, 6, L2, 4, 2)]
-    # phase 2's micro-batches: its length, its masking (the original's rule at L2)
-    batch = next(iter(straight.make_train_iterator(3)))
-    assert batch["input_ids"].shape == (2, L2)
-    assert batch["masked_lm_positions"].shape[1] == default_max_predictions(0.15, L2) == 9
+    _check_phases(straight, accumulation=2)
     straight.train()
     assert straight.step == 6
     assert float(straight.optimizer.learning_rate.numpy()) == 0.0  # at step 6: the end
