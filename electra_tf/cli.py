@@ -9,6 +9,8 @@ this one.
 from __future__ import annotations
 
 import errno
+import importlib.abc
+import importlib.util
 import logging as std_logging
 import os
 import sys
@@ -203,6 +205,7 @@ def run_cli(main: Callable[[], None]) -> None:
         std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
         _own_warnings_only()
     _handle_sigterm()
+    _lean_framework_import()
     try:
         main()
     except BAD_INPUT as e:
@@ -310,6 +313,68 @@ _FILE_SYSTEM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, err
 _FILE_SYSTEM_HINT = (" (every file is written under a temporary name first, so those written "
                      "before are whole; free space, lift the file size limit or fix the "
                      "folder, then rerun: a training run resumes from its last checkpoint)")
+
+
+# Imported, when installed, by Keras 3 and TensorFlow for features the commands never use:
+# Keras' scikit-learn wrappers (keras.wrappers) and pandas inputs to fit(), TF Lite's
+# conversion of JAX functions. About 2 s of CPU at every command's start on 2 cores
+# (a third of `import tensorflow, keras`), for each of the many processes a
+# multi-worker run or a sweep of trials starts.
+_OPTIONAL_FOR_FRAMEWORKS = ("sklearn", "pandas")
+_OPTIONAL_FOR_TENSORFLOW = ("jax",)  # the JAX backend's own
+
+
+class _LeanLoader(importlib.abc.Loader):
+    """The real loader of tensorflow (or keras), run with `blocked` unimportable: their
+    `try: import sklearn / except ImportError` then take the not-installed branch.
+    Once the framework is imported the modules import again as usual (seqeval's
+    sklearn, a user's own pandas), whole."""
+
+    def __init__(self, loader, blocked: tuple[str, ...]):
+        self.loader, self.blocked = loader, blocked
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        held = [name for name in self.blocked if name not in sys.modules]
+        for name in held:
+            sys.modules[name] = None  # an import of it raises ImportError
+        try:
+            self.loader.exec_module(module)
+        finally:
+            for name in held:
+                if sys.modules.get(name, 0) is None:
+                    del sys.modules[name]
+
+
+class _LeanFrameworkFinder(importlib.abc.MetaPathFinder):
+    """On this process's first import of tensorflow or keras: its spec, loaded by
+    _LeanLoader; then it leaves sys.meta_path."""
+
+    def find_spec(self, name, path, target=None):
+        if name not in ("tensorflow", "keras"):
+            return None
+        sys.meta_path.remove(self)  # one import; the lookup below finds the real spec
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        blocked = _OPTIONAL_FOR_FRAMEWORKS
+        if os.environ.get("KERAS_BACKEND", "tensorflow") != "jax":
+            blocked += _OPTIONAL_FOR_TENSORFLOW
+        spec.loader = _LeanLoader(spec.loader, blocked)
+        return spec
+
+
+def _lean_framework_import() -> None:
+    """The command's first import of TensorFlow or Keras (whichever comes first, the
+    other inside it) without what _OPTIONAL_FOR_FRAMEWORKS names, nor JAX unless
+    KERAS_BACKEND=jax. Nothing where either is imported already (a Python session
+    calling run_cli, a test) or the finder is in place."""
+    if "tensorflow" in sys.modules or "keras" in sys.modules or any(
+            isinstance(f, _LeanFrameworkFinder) for f in sys.meta_path):
+        return
+    sys.meta_path.insert(0, _LeanFrameworkFinder())
 
 
 def _handle_sigterm() -> None:

@@ -40,6 +40,16 @@ _INTRA_OP_THREADS = _intra_op_threads()
 if _INTRA_OP_THREADS:  # before TensorFlow starts (it reads it once); children inherit it
     os.environ["TF_NUM_INTRAOP_THREADS"] = str(_INTRA_OP_THREADS)
 
+# XLA's CPU backend compiles at LLVM optimisation level 0 in every process of the suite,
+# as helpers.jax_child_env's JAX children already did: the workers' own jit_compile
+# steps and every child that copies this environment (JAX runs started by hand, the
+# multi-host pairs, the benchmarks' and studies' toy runs). Their programs are tiny, so
+# compiling costs far more than running; level 0 changes only the machine code (the same
+# HLO and fusions). A caller's own choice of level stands; users' runs keep XLA's default.
+if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = " ".join(
+        [os.environ.get("XLA_FLAGS", ""), "--xla_backend_optimization_level=0"]).strip()
+
 import pytest  # noqa: E402
 
 # One failed shared fixture: one failure, and skips that name it (tests/fixture_errors.py).

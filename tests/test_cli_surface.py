@@ -221,3 +221,31 @@ def test_the_tasks_warnings_reach_the_console_and_tensorflows_stay_quiet(tmp_pat
     assert said == [f"warning: skipping malformed row {tmp_path}/RTE/dev.tsv:3: expected at "
                     "least 4 tab-separated columns (index, sentence1, sentence2, label), "
                     "found 3"], proc.stderr[-3000:]
+
+
+_FIRST_IMPORT = r"""
+import sys
+from electra_tf import cli
+
+def main():
+    import keras  # keras first (TensorFlow inside it), as the training commands
+    import tensorflow as tf
+    print(*sorted(m for m in ("sklearn", "pandas", "jax") if m in sys.modules))
+    import pandas, sklearn  # a later import of them (seqeval's sklearn, a user's pandas)
+    print(sklearn.__name__, pandas.__name__, keras.backend.backend(), tf.constant(2).numpy())
+    print(not any(type(f).__name__ == "_LeanFrameworkFinder" for f in sys.meta_path))
+
+cli.run_cli(main)
+"""
+
+
+def test_a_commands_tensorflow_comes_without_keras_and_tf_lites_optional_imports():
+    """A command's first import of Keras and TensorFlow leaves out scikit-learn, pandas
+    (Keras' wrappers and DataFrame inputs) and JAX (TF Lite's), about 2 s of CPU at every
+    start on 2 cores; imported afterwards, they load whole; the finder is gone. (Under
+    KERAS_BACKEND=jax Keras imports JAX as before: every JAX command run shows it.)"""
+    from helpers import run_python
+
+    proc = run_python(["-c", _FIRST_IMPORT])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines() == ["", "sklearn pandas tensorflow 2", "True"], proc.stdout
