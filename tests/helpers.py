@@ -391,10 +391,12 @@ except SystemExit as e:
 """
 
 
-def run_module_reporting_tf(module: str, *args: str) -> tuple[subprocess.CompletedProcess, bool]:
-    """Runs `python -m module args...` as run_module does; also says whether the module
-    had imported TensorFlow when it exited (the input checks that run before it)."""
-    proc = run_python(["-c", _REPORT_TF, module, *args])
+def run_module_reporting_tf(module: str, *args: str, env: dict | None = None
+                            ) -> tuple[subprocess.CompletedProcess, bool]:
+    """Runs `python -m module args...` as run_module does (in `env`: child_env's by
+    default); also says whether the module had imported TensorFlow when it exited (the
+    input checks that run before it, a JAX run on the NumPy reader)."""
+    proc = run_python(["-c", _REPORT_TF, module, *args], env=env)
     tail = proc.stdout.split()[-3:]
     assert tail[:1] == ["EXIT"], proc.stdout[-2000:] + proc.stderr[-2000:]
     proc.returncode = int(tail[1]) if tail[1] != "None" else 0

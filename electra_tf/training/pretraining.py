@@ -63,6 +63,26 @@ from electra_tf.training.optimization import pretraining_optimizer
 from electra_tf.training.phases import Phase, make_phases
 
 
+def set_random_seed(seed: int, tensorflow: bool = True) -> None:
+    """keras.utils.set_random_seed(seed): Python's, NumPy's, Keras' and TensorFlow's seeds.
+
+    `tensorflow=False` (the JAX backend on the numpy or packed reader: nothing of the run
+    uses TensorFlow) leaves TensorFlow's out where it is not imported yet. Keras' call
+    imports TensorFlow whenever it is installed, to seed it: about 5 s of CPU at each
+    start of such a run, which its docs say never imports TensorFlow."""
+    if tensorflow or "tensorflow" in sys.modules:
+        keras.utils.set_random_seed(seed)
+        return
+    from keras.src.utils import module_utils  # the lazy `tensorflow` Keras' call asks
+
+    lazy = module_utils.tensorflow
+    held = lazy._available
+    lazy._available = False  # "not installed", for this call only
+    try:
+        keras.utils.set_random_seed(seed)
+    finally:
+        lazy._available = held
+
 class Pretraining:
     """Builds everything a pre-training run needs and runs it (see the module docstring).
 
@@ -102,7 +122,9 @@ class Pretraining:
                 raise ConfigError(f"{name} {size} does not split over {self.num_replicas} "
                                   "replicas")
         with self._scope():
-            keras.utils.set_random_seed(config.seed)  # the initial weights follow the seed
+            # the initial weights follow the seed
+            set_random_seed(config.seed, tensorflow=self.backend != "jax"
+                            or run.jax_input_pipeline == "tf.data")
             self.model = ElectraPretrainer(config, get_objective(config, self.masking))
             self.model.build_with_dummy_batch()
             if config.prior_output_biases:

@@ -258,6 +258,25 @@ def test_runs_without_tensorflow_resume_exactly_on_the_numpy_and_packed_readers(
     assert_same_weights(packed_straight, packed_resumed)
 
 
+@pytest.mark.slow
+def test_the_numpy_reader_imports_no_tensorflow_where_it_is_installed(tiny_records, tmp_path):
+    """--jax_input_pipeline=numpy on a machine with TensorFlow: the run never imports it,
+    as its flag's help says (Keras' set_random_seed imported it, to seed it, whenever it
+    is installed: about 5 s of CPU at each start). Its initial weights are those of a
+    run seeded with TensorFlow there: the multi-host test compares such runs with one in
+    a process that had imported it."""
+    from helpers import run_module_reporting_tf
+
+    proc, tf_imported = run_module_reporting_tf(
+        "electra_tf.run_pretraining", "--jax_input_pipeline=numpy",
+        *pretraining_flags(tiny_records, tmp_path / "m"), "--num_train_steps=1",
+        "--iterations_per_loop=1", "--num_eval_steps=1",
+        env=jax_child_env(tests_on_path=False, JAX_PLATFORMS="cpu"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "input=numpy" in proc.stderr and "step 1/1" in proc.stderr, proc.stderr[-3000:]
+    assert not tf_imported
+
+
 def test_packed_files_given_to_another_input_are_one_line(packed_records, tmp_path):
     from electra_tf.core.errors import InputError
     from electra_tf.data.tfrecord_reader import LOCAL_FILES, check_records
