@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import importlib.abc
 import importlib.util
+import json
 import logging as std_logging
 import os
 import sys
@@ -360,16 +361,36 @@ class _LeanFrameworkFinder(importlib.abc.MetaPathFinder):
         if spec is None or spec.loader is None:
             return spec
         blocked = _OPTIONAL_FOR_FRAMEWORKS
-        if os.environ.get("KERAS_BACKEND", "tensorflow") != "jax":
+        if _keras_backend() != "jax":
             blocked += _OPTIONAL_FOR_TENSORFLOW
         spec.loader = _LeanLoader(spec.loader, blocked)
         return spec
 
 
+def _keras_backend() -> str:
+    """The backend Keras will take, by its own rule, without importing it: KERAS_BACKEND,
+    else the "backend" of keras.json in KERAS_HOME (default ~/.keras; Keras falls back to
+    /tmp/.keras where that is not writable), else tensorflow. A keras.json that cannot be
+    read counts as "jax" here: JAX is then left importable."""
+    if os.environ.get("KERAS_BACKEND"):
+        return os.environ["KERAS_BACKEND"]
+    home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
+    for folder in (home, os.path.join("/tmp", ".keras")):
+        path = os.path.join(folder, "keras.json")
+        if os.path.exists(path):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    return str(json.load(f).get("backend", "tensorflow"))
+            except (OSError, ValueError, AttributeError):
+                return "jax"
+    return "tensorflow"
+
+
 def _lean_framework_import() -> None:
     """The command's first import of TensorFlow or Keras (whichever comes first, the
-    other inside it) without what _OPTIONAL_FOR_FRAMEWORKS names, nor JAX unless
-    KERAS_BACKEND=jax. Nothing where either is imported already (a Python session
+    other inside it) without what _OPTIONAL_FOR_FRAMEWORKS names, nor JAX unless Keras'
+    backend is JAX (set in KERAS_BACKEND or keras.json: TensorFlow's import imports Keras,
+    which then imports JAX). Nothing where either is imported already (a Python session
     calling run_cli, a test) or the finder is in place."""
     if "tensorflow" in sys.modules or "keras" in sys.modules or any(
             isinstance(f, _LeanFrameworkFinder) for f in sys.meta_path):

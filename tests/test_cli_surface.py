@@ -249,3 +249,19 @@ def test_a_commands_tensorflow_comes_without_keras_and_tf_lites_optional_imports
     proc = run_python(["-c", _FIRST_IMPORT])
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.splitlines() == ["", "sklearn pandas tensorflow 2", "True"], proc.stdout
+
+
+def test_the_first_import_leaves_jax_importable_where_keras_json_picks_it(tmp_path, monkeypatch):
+    """JAX stays importable during that first import wherever Keras will take the JAX
+    backend, set in KERAS_BACKEND or in keras.json (TensorFlow's import imports Keras,
+    which then imports JAX), and where a keras.json cannot be read."""
+    from electra_tf import cli
+
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    assert cli._keras_backend() == "jax"
+    monkeypatch.delenv("KERAS_BACKEND")
+    for text, backend in (('{"backend": "jax"}', "jax"), ('{"backend": "tensorflow"}',
+                                                          "tensorflow"), ("{not json", "jax")):
+        (tmp_path / "keras.json").write_text(text, encoding="utf-8")
+        assert cli._keras_backend() == backend, text

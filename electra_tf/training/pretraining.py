@@ -68,7 +68,7 @@ def set_random_seed(seed: int, tensorflow: bool = True) -> None:
 
     `tensorflow=False` (the JAX backend on the numpy or packed reader: nothing of the run
     uses TensorFlow) leaves TensorFlow's out where it is not imported yet. Keras' call
-    imports TensorFlow whenever it is installed, to seed it: about 5 s of CPU at each
+    imports TensorFlow whenever it is installed, to seed it: about 3 s of CPU at each
     start of such a run, which its docs say never imports TensorFlow."""
     if tensorflow or "tensorflow" in sys.modules:
         keras.utils.set_random_seed(seed)
@@ -82,6 +82,7 @@ def set_random_seed(seed: int, tensorflow: bool = True) -> None:
         keras.utils.set_random_seed(seed)
     finally:
         lazy._available = held
+
 
 class Pretraining:
     """Builds everything a pre-training run needs and runs it (see the module docstring).

@@ -262,7 +262,7 @@ def test_runs_without_tensorflow_resume_exactly_on_the_numpy_and_packed_readers(
 def test_the_numpy_reader_imports_no_tensorflow_where_it_is_installed(tiny_records, tmp_path):
     """--jax_input_pipeline=numpy on a machine with TensorFlow: the run never imports it,
     as its flag's help says (Keras' set_random_seed imported it, to seed it, whenever it
-    is installed: about 5 s of CPU at each start). Its initial weights are those of a
+    is installed: about 3 s of CPU at each start). Its initial weights are those of a
     run seeded with TensorFlow there: the multi-host test compares such runs with one in
     a process that had imported it."""
     from helpers import run_module_reporting_tf
