@@ -124,8 +124,7 @@ class Pretraining:
                                   "replicas")
         with self._scope():
             # the initial weights follow the seed
-            set_random_seed(config.seed, tensorflow=self.backend != "jax"
-                            or run.jax_input_pipeline == "tf.data")
+            set_random_seed(config.seed, tensorflow=self.tensorflow_io)
             self.model = ElectraPretrainer(config, get_objective(config, self.masking))
             self.model.build_with_dummy_batch()
             if config.prior_output_biases:
