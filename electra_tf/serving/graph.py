@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from electra_tf.text.tokenizer import Tokenizer
+from electra_tf.text.tokenizer import Tokenizer, flat_row_ids, kept_row_splits
 
 NO_SPAN_SCORE = -1e9  # answer_score when the context has no valid span
 _NEG = -1e30
@@ -49,11 +49,62 @@ def keep_first(rt, n):
       ragged [B, (min(T, n))], of rt's dtype.
     """
     # On the flat values (cheap to trace, unlike ragged broadcasting).
-    rows = rt.value_rowids()
+    rows = value_rowids(rt)
     index = tf.range(tf.size(rt.flat_values, out_type=tf.int64))
     keep = index - tf.gather(rt.row_splits, rows) < tf.gather(n, rows)
     return tf.RaggedTensor.from_row_lengths(tf.boolean_mask(rt.flat_values, keep),
                                             tf.minimum(rt.row_lengths(), n), validate=False)
+
+
+def value_rowids(rt) -> tf.Tensor:
+    """rt.value_rowids() of a 2-D ragged tensor (int64), in a few graph nodes (the
+    RaggedTensor method adds some seventy)."""
+    return flat_row_ids(rt.row_splits, tf.size(rt.flat_values, out_type=tf.int64))
+
+
+def split_rows(x, n):
+    """(x[:n], x[n:]) of a tensor or a 2-D ragged tensor (whose slicing would trace to
+    some fifty graph nodes a half)."""
+    if not isinstance(x, tf.RaggedTensor):
+        return x[:n], x[n:]
+    splits, values = x.row_splits, x.flat_values
+    middle = splits[n]
+
+    def rows(s, v):
+        return tf.RaggedTensor.from_row_splits(v, s - s[0], validate=False)
+
+    return rows(splits[:n + 1], values[:middle]), rows(splits[n:], values[middle:])
+
+
+def lay_out(width, parts, fill):
+    """Each row's parts one after another, then `fill`: int64 [B, width].
+
+    The dense form of concatenating ragged rows and padding them (which traces to
+    some 150 graph nodes a concatenation), cut after `width` positions.
+
+    Args:
+      width: the positions of a row (int32 or int64 scalar).
+      parts: (values, lengths) pairs, lengths int64 [B]: values a ragged [B, (T)]
+        int64 whose first lengths[b] elements row b takes (lengths[b] <= its row's
+        length), or an int64 scalar that row b takes lengths[b] times.
+      fill: what follows the parts.
+    """
+    position = tf.range(tf.cast(width, tf.int64))[None, :]
+    start = tf.zeros_like(parts[0][1])[:, None]
+    out = tf.fill(tf.stack([tf.shape(start, out_type=tf.int64)[0], tf.cast(width, tf.int64)]),
+                  tf.constant(fill, tf.int64))
+    for values, lengths in parts:
+        end = start + lengths[:, None]
+        inside = (position >= start) & (position < end)
+        if isinstance(values, tf.RaggedTensor):
+            flat = tf.concat([values.flat_values, tf.constant([fill], tf.int64)], 0)
+            first = values.row_splits[:-1, None]
+            index = tf.where(inside, first + position - start, tf.size(flat, tf.int64) - 1)
+            out = tf.where(inside, tf.gather(flat, index), out)
+        else:
+            out = tf.where(inside, tf.cast(values, tf.int64), out)
+        start = end
+    return out
 
 
 def length_buckets(max_seq_length: int, buckets=None, min_length: int = 1) -> tuple[int, ...]:
@@ -154,7 +205,6 @@ class Packer(tf.Module):
         """
         L = self.max_seq_length
         la = ids_a.row_lengths()
-        batch = tf.shape(la, out_type=tf.int64)[0]
         closing = None  # int64 [B]: 1 where b and its [SEP] follow a (pairs only)
         if ids_b is None:
             a_len = tf.minimum(la, L - 2)
@@ -177,39 +227,28 @@ class Packer(tf.Module):
                 closing = tf.cast(has_b, tf.int64)
             truncated = (la > a_len) | (lb > b_len)
             specials = 3
-        cls = tf.fill([batch, 1], tf.constant(self.tokenizer.cls_id, tf.int64))
-        sep = tf.fill([batch, 1], tf.constant(self.tokenizer.sep_id, tf.int64))
-        a = keep_first(ids_a, a_len)
-        parts = [cls, a, sep]
-        types = [tf.zeros_like(cls), tf.zeros_like(a), tf.zeros_like(sep)]
+        one = tf.ones_like(a_len)
+        cls, sep = self.tokenizer.cls_id, self.tokenizer.sep_id
+        parts = [(cls, one), (ids_a, a_len), (sep, one)]
         if ids_b is not None:
-            b = keep_first(ids_b, b_len)
-            sep_b = sep if closing is None else tf.RaggedTensor.from_row_lengths(
-                tf.fill([tf.reduce_sum(closing)], tf.constant(self.tokenizer.sep_id, tf.int64)),
-                closing, validate=False)
-            parts += [b, sep_b]
-            types += [tf.ones_like(b), tf.ones_like(sep_b)]
-        ids = tf.concat(parts, axis=1)
-        type_ids = tf.concat(types, axis=1)
+            parts += [(ids_b, b_len), (sep, one if closing is None else closing)]
         kept = a_len + b_len + (specials if closing is None else 2 + closing)
         longest = tf.cast(tf.reduce_max(tf.concat([kept, [specials]], 0)), tf.int32)
         width = bucket_width(self.buckets, longest)
-        shape = tf.stack([batch, tf.cast(width, tf.int64)])
-        word_ids = tf.cast(ids.to_tensor(0, shape=shape), tf.int32)
-        mask = tf.cast(tf.ones_like(ids).to_tensor(0, shape=shape), tf.int32)
-        type_ids = tf.cast(type_ids.to_tensor(0, shape=shape), tf.int32)
+        word_ids = tf.cast(lay_out(width, parts, 0), tf.int32)
+        position = tf.range(tf.cast(width, tf.int64))[None, :]
+        mask = tf.cast(position < kept[:, None], tf.int32)
+        type_ids = mask * tf.cast(position >= (a_len + 2)[:, None], tf.int32)
         return {"input_word_ids": word_ids, "input_mask": mask, "input_type_ids": type_ids,
                 "len_a": a_len, "len_b": b_len, "truncated": truncated, "width": width}
 
     def positions(self, values, len_a, width, len_b=None, values_b=None, fill=-1):
         """Per-piece values (ragged, e.g. byte offsets) laid out like pack(): [B, width] int64."""
-        batch = tf.shape(len_a, out_type=tf.int64)[0]
-        pad = tf.fill([batch, 1], tf.constant(fill, tf.int64))
-        parts = [pad, keep_first(values, len_a), pad]
+        one = tf.ones_like(len_a)
+        parts = [(fill, one), (values, tf.minimum(len_a, values.row_lengths())), (fill, one)]
         if values_b is not None:
-            parts += [keep_first(values_b, len_b), pad]
-        shape = tf.stack([batch, tf.cast(width, tf.int64)])
-        return tf.concat(parts, axis=1).to_tensor(fill, shape=shape)
+            parts.append((values_b, tf.minimum(len_b, values_b.row_lengths())))
+        return lay_out(width, parts, fill)
 
     def tokens(self, input_word_ids, input_mask):
         """Vocab strings [B, W] ("" at padding)."""
@@ -233,7 +272,7 @@ def char_ends(starts, ends):
       ragged [B, (T)] int64, like ends.
     """
     s, e = starts.flat_values, ends.flat_values
-    rows = starts.value_rowids()
+    rows = value_rowids(starts)
     n = tf.size(e, out_type=tf.int64)
     nonempty = e > s
     # The k-th non-empty piece, for k = the number of non-empty pieces before
@@ -311,29 +350,31 @@ def tagging_word_outputs(packer: Packer, texts, ids, starts, ends, len_a, piece_
     # non-"##" piece that does not follow an empty one (of the same
     # character), and ends before the next start or at the row's end.
     flat = ids.flat_values
-    rows = ids.value_rowids()
+    rows = value_rowids(ids)
     index = tf.range(tf.size(flat, out_type=tf.int64))
     splits = ids.row_splits
     after_empty = tf.concat([[False], empty], axis=0)[:-1]
     first = (tf.logical_not(tf.gather(packer.is_continuation, flat)) & ~after_empty) | (
         index == tf.gather(splits[:-1], rows))
     last = tf.concat([first[1:], [True]], axis=0) | (index == tf.gather(splits[1:], rows) - 1)
-    first, last = ids.with_flat_values(first), ids.with_flat_values(last)
-    # Piece labels/scores of text positions 1 .. len_a, ragged like ids.
-    p_labels = tf.RaggedTensor.from_tensor(piece_labels[:, 1:], lengths=len_a)
-    p_scores = tf.RaggedTensor.from_tensor(piece_scores[:, 1:], lengths=len_a)
-    w_start = tf.ragged.boolean_mask(starts, first)
-    w_end = tf.ragged.boolean_mask(ends, last)
-    w_label = tf.ragged.boolean_mask(p_labels, first)
-    w_score = tf.ragged.boolean_mask(p_scores, first)
+    # Piece labels/scores of text positions 1 .. len_a, flat like ids.
+    at = tf.stack([rows, index - tf.gather(splits, rows) + 1], axis=1)
+    p_labels, p_scores = tf.gather_nd(piece_labels, at), tf.gather_nd(piece_scores, at)
+    # Each row's words in order: its pieces' firsts and lasts pair up one to one.
+    w_start, w_end = tf.boolean_mask(starts.flat_values, first), tf.boolean_mask(
+        ends.flat_values, last)
+    w_label, w_score = tf.boolean_mask(p_labels, first), tf.boolean_mask(p_scores, first)
+    w_rows = tf.boolean_mask(rows, first)
     # A guard for a normalizer that maps offsets otherwise (TF Serving links
     # its own TF-Text): a word that would still be empty is left out.
     keep = w_end > w_start
-    w_start, w_end, w_label, w_score = (tf.ragged.boolean_mask(w, keep)
-                                        for w in (w_start, w_end, w_label, w_score))
-    row_texts = tf.gather(texts, w_start.value_rowids())
-    w_text = w_start.with_flat_values(
-        substr_bytes(row_texts, w_start.flat_values, w_end.flat_values))
+    w_splits = kept_row_splits(kept_row_splits(splits, first), keep)
+    w_start, w_end, w_label, w_score, w_rows = (tf.boolean_mask(w, keep) for w in (
+        w_start, w_end, w_label, w_score, w_rows))
+    w_text = substr_bytes(tf.gather(texts, w_rows), w_start, w_end)
+    w_start, w_end, w_label, w_score, w_text = (
+        tf.RaggedTensor.from_row_splits(w, w_splits, validate=False)
+        for w in (w_start, w_end, w_label, w_score, w_text))
     return {"word_texts": w_text.to_tensor(""), "word_labels": w_label.to_tensor(""),
             "word_scores": w_score.to_tensor(0.0), "word_start": w_start.to_tensor(-1),
             "word_end": w_end.to_tensor(-1),

@@ -269,7 +269,7 @@ def text_outputs(spec, packer: graph.Packer, *texts, model=None) -> dict:
     if len(texts) == 2:  # one tokenizer call for both (half the graph)
         batch = tf.shape(texts[0])[0]
         both = packer.tokenize(tf.concat(texts, axis=0))
-        tokenized = [[x[:batch] for x in both], [x[batch:] for x in both]]
+        tokenized = [list(x) for x in zip(*(graph.split_rows(x, batch) for x in both))]
     else:
         tokenized = [packer.tokenize(texts[0])]
     ids_a = tokenized[0][1]

@@ -29,7 +29,7 @@ its script.
 from __future__ import annotations
 
 import os
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -67,6 +67,16 @@ _DELETED = (r"[\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F\p{Cf}\p{Co}\x{FFFD}]"
 _LONG_RUN = r"(?s).*\S{%d}.*" % (MAX_CHARS_PER_WORD + 1)
 
 
+class _Pieces(NamedTuple):
+    """A batch's word pieces as flat values: ids, byte starts and ends (end exclusive)
+    and the row splits that cut them into the batch's rows."""
+
+    ids: tf.Tensor
+    starts: tf.Tensor
+    ends: tf.Tensor
+    splits: tf.Tensor
+
+
 class Tokenizer(tf.Module):
     """BERT WordPiece tokenizer for ELECTRA, usable eagerly, in tf.data and in exports.
 
@@ -95,12 +105,15 @@ class Tokenizer(tf.Module):
         # NFD, accents stripped) with compatibility decomposition and case folding on
         # top: "…" becomes "...", fullwidth "Ｈｅｌｌｏ" "hello", "ß" "ss" and "ﬁ" "fi",
         # where BERT's tokenizer (and transformers') keeps each whole, mostly [UNK].
-        # Other modes pre-normalize.
+        # Other modes pre-normalize. FastBertTokenizer's two parts, as it builds them:
+        # its tokenize_with_offsets maps the offsets back with a ragged batched gather
+        # of hundreds of graph nodes, which `_pieces` does with three flat ones.
         self._fast_lower = self.do_lower_case and self.strip_accents
-        self._fast = tf_text.FastBertTokenizer(
-            vocab=trie_tokens(self.vocab), token_out_type=tf.int64, unknown_token=UNK,
-            max_bytes_per_word=_MAX_BYTES_PER_WORD,
+        self._normalizer = tf_text.FastBertNormalizer(
             lower_case_nfd_strip_accents=self._fast_lower)
+        self._wordpiece = tf_text.FastWordpieceTokenizer(
+            trie_tokens(self.vocab), max_bytes_per_word=_MAX_BYTES_PER_WORD,
+            token_out_type=tf.int64, unknown_token=UNK)
 
     @property
     def vocab_size(self) -> int:
@@ -114,19 +127,21 @@ class Tokenizer(tf.Module):
     # TensorFlow ops only, with explicit tf.conds: no AutoGraph conversion (in a long
     # process, a tf.data map's conversion of the branches defined inside had been
     # matched to another function's: "convert_ids_to_tokens() takes 2 positional
-    # arguments but 3 were given", as build_vocab's word splitting once was).
+    # arguments but 3 were given", as build_vocab's word splitting once was). Ragged
+    # tensors are handled as flat values and row splits: the RaggedTensor ops would add
+    # thousands of shape checks and constants to an export's text function, which
+    # a server's graph optimizer then spends seconds on at its first request.
     @tf.autograph.experimental.do_not_convert
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Strings [batch] -> int64 ragged ids [batch, (tokens)]; no [CLS]/[SEP]."""
         normalized = self.normalize(tf.convert_to_tensor(texts, tf.string))
 
         def long_words():
-            ids, starts, ends = self._fast.tokenize_with_offsets(normalized)
-            ids, _, _ = self._long_words_unknown(normalized, ids, starts, ends)
-            return ids.flat_values, ids.row_splits
+            pieces = self._long_words_unknown(normalized, self._pieces(normalized))
+            return pieces.ids, pieces.splits
 
         def plain():
-            ids = self._fast.tokenize(normalized)
+            ids = self._wordpiece.tokenize(self._normalizer.normalize(normalized))
             return ids.flat_values, ids.row_splits
 
         values, splits = tf.cond(_any_long_word(normalized), long_words, plain)
@@ -150,46 +165,65 @@ class Tokenizer(tf.Module):
         source = repair_utf8(tf.convert_to_tensor(texts, tf.string))
         cleaned = clean_text(source)
         normalized = _mode_normalize(cleaned, self.do_lower_case, self.strip_accents)
-        ids, starts, ends = self._fast.tokenize_with_offsets(normalized)
-        ids, starts, ends = tf.cond(
-            _any_long_word(normalized),
-            lambda: self._long_words_unknown(normalized, ids, starts, ends),
-            lambda: (ids, starts, ends))
-        if not _offsets_kept(self.do_lower_case, self.strip_accents):
-            return ids, starts, ends, normalized
-        values = tf.cond(
-            tf.reduce_any(tf.strings.length(cleaned) < tf.strings.length(source)),
-            lambda: _to_source_offsets(source, starts, ends),
-            lambda: (starts.flat_values, ends.flat_values))
-        return (ids, starts.with_flat_values(values[0]), ends.with_flat_values(values[1]),
-                source)
+        pieces = self._pieces(normalized)
+        pieces = _Pieces(*tf.cond(_any_long_word(normalized),
+                                  lambda: tuple(self._long_words_unknown(normalized, pieces)),
+                                  lambda: tuple(pieces)))
+        if _offsets_kept(self.do_lower_case, self.strip_accents):
+            starts, ends = tf.cond(
+                tf.reduce_any(tf.strings.length(cleaned) < tf.strings.length(source)),
+                lambda: _to_source_offsets(source, pieces),
+                lambda: (pieces.starts, pieces.ends))
+            pieces, texts = pieces._replace(starts=starts, ends=ends), source
+        else:
+            texts = normalized
 
-    def _long_words_unknown(self, texts, ids, starts, ends):
-        """(ids, starts, ends) with each word of more than MAX_CHARS_PER_WORD characters
-        one [UNK] spanning it, as the original's WordpieceTokenizer gives it.
+        def ragged(values):
+            return tf.RaggedTensor.from_row_splits(values, pieces.splits, validate=False)
+
+        return ragged(pieces.ids), ragged(pieces.starts), ragged(pieces.ends), texts
+
+    def _pieces(self, texts) -> _Pieces:
+        """FastBertTokenizer.tokenize_with_offsets(texts) as flat tensors: its
+        normalizer, its WordPiece, then each piece's offsets mapped back through the
+        normalizer's byte offsets (the row's offsets start at its row split)."""
+        normalized, offsets = self._normalizer.normalize_with_offsets(texts)
+        ids, starts, ends = self._wordpiece.tokenize_with_offsets(normalized)
+        splits = ids.row_splits
+        base = tf.gather(offsets.row_splits, flat_row_ids(splits, tf.size(ids.flat_values,
+                                                                       tf.int64)))
+        return _Pieces(ids.flat_values, tf.gather(offsets.flat_values, starts.flat_values + base),
+                       tf.gather(offsets.flat_values, ends.flat_values + base), splits)
+
+    def _long_words_unknown(self, texts, pieces: _Pieces) -> _Pieces:
+        """`pieces` with each word of more than MAX_CHARS_PER_WORD characters one [UNK]
+        spanning it, as the original's WordpieceTokenizer gives it.
 
         A word is a piece that is no ##suffix and the ##suffixes after it; its
         characters are counted in `texts` between its first start and last end (in
         BERT's uncased mode, the one whose normalization runs inside tensorflow-text,
         without the combining marks its accent stripping drops)."""
         chars, char_starts = tf.strings.unicode_split_with_offsets(texts, "UTF-8")
+        positions = char_starts.flat_values
+        position_rows = flat_row_ids(char_starts.row_splits, tf.size(positions, tf.int64))
         if self._fast_lower:
             counted = tf.logical_not(tf.strings.regex_full_match(chars.flat_values, r"\p{Mn}"))
-            char_starts = tf.ragged.boolean_mask(char_starts, chars.with_flat_values(counted))
-        is_word = tf.logical_not(tf.gather(self._is_suffix, ids.flat_values))
+            positions = tf.boolean_mask(positions, counted)
+            position_rows = tf.boolean_mask(position_rows, counted)
+        ids, starts, ends, splits = pieces
+        piece_rows = flat_row_ids(splits, tf.size(ids, tf.int64))
+        is_word = tf.logical_not(tf.gather(self._is_suffix, ids))
         word = tf.cumsum(tf.cast(is_word, tf.int64)) - 1  # per piece: its word (all rows)
-        rows = tf.gather(ids.value_rowids(), tf.where(is_word)[:, 0])  # per word: its row
-        first = tf.math.segment_min(starts.flat_values, word)
-        last = tf.math.segment_max(ends.flat_values, word)
-        chars_in = _count_between(texts, char_starts, rows, first, last)
+        rows = tf.boolean_mask(piece_rows, is_word)  # per word: its row
+        first = tf.math.segment_min(starts, word)
+        last = tf.math.segment_max(ends, word)
+        chars_in = _count_between(texts, positions, position_rows, rows, first, last)
         long = tf.gather(chars_in > MAX_CHARS_PER_WORD, word)  # per piece
         keep = tf.logical_not(long & tf.logical_not(is_word))
-        new_ids = tf.where(long, tf.constant(self.unk_id, ids.dtype), ids.flat_values)
-        new_ends = tf.where(long, tf.gather(last, word), ends.flat_values)
-        mask = ids.with_flat_values(keep)
-        return (tf.ragged.boolean_mask(ids.with_flat_values(new_ids), mask),
-                tf.ragged.boolean_mask(starts, mask),
-                tf.ragged.boolean_mask(ends.with_flat_values(new_ends), mask))
+        new_ids = tf.where(long, tf.constant(self.unk_id, ids.dtype), ids)
+        new_ends = tf.where(long, tf.gather(last, word), ends)
+        return _Pieces(tf.boolean_mask(new_ids, keep), tf.boolean_mask(starts, keep),
+                       tf.boolean_mask(new_ends, keep), kept_row_splits(splits, keep))
 
     def encode(self, texts: Sequence[str | bytes]) -> list[list[int]]:
         """Python convenience: a list of strings -> a list of id lists (a lone surrogate,
@@ -267,38 +301,58 @@ def _row_bases(texts) -> tf.Tensor:
     return tf.math.cumsum(tf.cast(tf.strings.length(texts), tf.int64) + 1, exclusive=True)
 
 
-def _count_between(texts, positions, rows, low, high):
-    """Per (row, low, high): how many of row's `positions` (ragged byte offsets into
-    `texts`, sorted per row) are in [low, high)."""
+def flat_row_ids(splits, size) -> tf.Tensor:
+    """The row of each of `size` flat values under row `splits` (int64 [size]): a
+    ragged tensor's value_rowids() in three graph nodes instead of some seventy."""
+    return tf.searchsorted(splits[1:], tf.range(size, dtype=splits.dtype), side="right",
+                           out_type=tf.int64)
+
+
+def kept_row_splits(splits, keep) -> tf.Tensor:
+    """The row splits of the flat values that `keep` (bool, one per value under row
+    `splits`) keeps: a ragged boolean_mask's, without its hundred-odd graph nodes."""
+    kept_before = tf.concat([tf.zeros([1], splits.dtype),
+                             tf.math.cumsum(tf.cast(keep, splits.dtype))], 0)
+    return tf.gather(kept_before, splits)
+
+
+def _count_between(texts, positions, position_rows, rows, low, high):
+    """Per (row, low, high): how many of row's `positions` (flat byte offsets into
+    `texts`, sorted per row; `position_rows` their rows) are in [low, high)."""
     bases = _row_bases(texts)
-    keys = positions.flat_values + tf.gather(bases, positions.value_rowids())
+    keys = positions + tf.gather(bases, position_rows)
     base = tf.gather(bases, rows)
     return (tf.searchsorted(keys, high + base, side="left")
             - tf.searchsorted(keys, low + base, side="left"))
 
 
-def _to_source_offsets(source, starts, ends):
-    """The flat values of `starts` and `ends`, byte offsets into clean_text(source),
-    moved to the bytes of `source` they came from (each kept character's bytes are
-    its own: an offset moves by the bytes deleted before that character)."""
+def _to_source_offsets(source, pieces: _Pieces):
+    """The pieces' starts and ends, byte offsets into clean_text(source), moved to the
+    bytes of `source` they came from (each kept character's bytes are its own: an
+    offset moves by the bytes deleted before that character)."""
     chars, char_starts = tf.strings.unicode_split_with_offsets(source, "UTF-8")
     kept = tf.logical_not(tf.strings.regex_full_match(chars.flat_values, _DELETED))
-    mask = chars.with_flat_values(kept)
-    sizes = tf.cast(tf.ragged.boolean_mask(tf.strings.length(chars), mask), tf.int64)
-    clean_starts = tf.math.cumsum(sizes, axis=-1, exclusive=True)
-    shift = (tf.ragged.boolean_mask(char_starts, mask) - clean_starts).flat_values
+    char_rows = flat_row_ids(chars.row_splits, tf.size(kept, tf.int64))
+    sizes = tf.cast(tf.boolean_mask(tf.strings.length(chars.flat_values), kept), tf.int64)
+    rows = tf.boolean_mask(char_rows, kept)  # per kept character: its row
+    # Each kept character's first byte in its row of clean_text(source): the sizes
+    # before it in all rows, less those before its row's first kept character.
+    total = tf.concat([tf.zeros([1], tf.int64), tf.math.cumsum(sizes)], 0)
+    clean_starts = total[:-1] - tf.gather(total, tf.gather(
+        kept_row_splits(chars.row_splits, kept), rows))
+    shift = tf.boolean_mask(char_starts.flat_values, kept) - clean_starts
     bases = _row_bases(clean_text(source))
-    key_base = tf.gather(bases, sizes.value_rowids())
+    key_base = tf.gather(bases, rows)
     last = tf.maximum(tf.size(shift, out_type=tf.int64) - 1, 0)
+    offset_base = tf.gather(bases, flat_row_ids(pieces.splits, tf.size(pieces.ids, tf.int64)))
 
     def moved(offsets, keys):  # the kept character whose key the offset is
-        at = tf.searchsorted(keys + key_base, offsets.flat_values
-                             + tf.gather(bases, offsets.value_rowids()), side="left")
-        return offsets.flat_values + tf.gather(shift, tf.minimum(tf.cast(at, tf.int64), last))
+        at = tf.searchsorted(keys + key_base, offsets + offset_base, side="left")
+        return offsets + tf.gather(shift, tf.minimum(tf.cast(at, tf.int64), last))
 
-    new_starts = moved(starts, clean_starts.flat_values)
+    new_starts = moved(pieces.starts, clean_starts)
     # a piece of no width (one of several a character normalizes to) ends where it starts
-    return new_starts, tf.maximum(moved(ends, (clean_starts + sizes).flat_values), new_starts)
+    return new_starts, tf.maximum(moved(pieces.ends, clean_starts + sizes), new_starts)
 
 
 def split_ragged(ragged: tf.RaggedTensor) -> list[list[int]]:
