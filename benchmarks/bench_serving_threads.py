@@ -155,7 +155,9 @@ def child(args):
         config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra,
                                           inter_op_parallelism_threads=inter)
         sess = tf.compat.v1.Session(graph=graph, config=config)
+        t0 = time.perf_counter()
         meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], args.export)
+        load_s = time.perf_counter() - t0
     sig = meta.signature_def["serving_default"]
     fetch = {k: v.name for k, v in sig.outputs.items()}
     name = sig.inputs["text"].name
@@ -163,9 +165,12 @@ def child(args):
     requests = {"20 words": _texts(rng, [20]), "128 words": _texts(rng, [128]),
                 f"mixed 5-120 words x{args.batch}": _texts(
                     rng, [rng.randint(5, 120) for _ in range(args.batch)])}
+    first_ms = None  # the first call: the session optimizes the signature's graph
     for texts in requests.values():
         for _ in range(args.warmup):
+            t0 = time.perf_counter()
             sess.run(fetch, {name: texts})
+            first_ms = first_ms or 1e3 * (time.perf_counter() - t0)
     times = {k: [] for k in requests}
     for i in range(args.iters):
         for key, texts in requests.items():
@@ -174,7 +179,8 @@ def child(args):
             t0 = time.perf_counter()
             sess.run(fetch, {name: texts})
             times[key].append(1e3 * (time.perf_counter() - t0))
-    print("RESULT " + json.dumps({"setting": args.setting, "times_ms": times}), flush=True)
+    print("RESULT " + json.dumps({"setting": args.setting, "times_ms": times,
+                                  "load_s": load_s, "first_call_ms": first_ms}), flush=True)
 
 
 def main():
@@ -218,6 +224,7 @@ def main():
     load_start, t_start = os.getloadavg(), time.monotonic()
     runs = [(e, s) for s in settings for e in encoders]  # a setting's A/B arms back to back
     times = {run: {} for run in runs}
+    starts = {run: {"load_s": [], "first_call_ms": []} for run in runs}  # one per process
     for r in range(args.rounds):
         for encoder, setting in (runs if r % 2 == 0 else runs[::-1]):
             env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **SETTINGS[setting][2]}
@@ -228,8 +235,11 @@ def main():
             line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
             if proc.returncode or not line:
                 raise SystemExit(f"{encoder} {setting} failed:\n{proc.stderr[-3000:]}")
-            for key, values in json.loads(line[0][7:])["times_ms"].items():
+            result = json.loads(line[0][7:])
+            for key, values in result["times_ms"].items():
                 times[encoder, setting].setdefault(key, []).extend(values)
+            for key, values in starts[encoder, setting].items():
+                values.append(result[key])
             print(f"[bench] round {r + 1} {encoder} {setting}: " + ", ".join(
                 f"{k} {np.median(v):.2f} ms" for k, v in times[encoder, setting].items()),
                 file=sys.stderr, flush=True)
@@ -243,6 +253,10 @@ def main():
              "calls": len(values), "p50_ms": round(float(np.median(values)), 2),
              "p90_ms": round(float(np.percentile(values, 90)), 2)}
             for e, s in runs for key, values in times[e, s].items()]
+    start_rows = [{"encoder": e, "setting": s, "processes": len(starts[e, s]["load_s"]),
+                   "load_s": round(float(np.median(starts[e, s]["load_s"])), 2),
+                   "first_call_ms": round(float(np.median(starts[e, s]["first_call_ms"])), 1)}
+                  for e, s in runs]
     command = (f"python benchmarks/bench_serving_threads.py --settings={args.settings} "
                + (f"--encoders={args.encoders} " if args.encoders != "matmul" else "")
                + f"--rounds={args.rounds} --iters={args.iters} --warmup={args.warmup} "
@@ -256,7 +270,8 @@ def main():
                "load_avg_after": load_end, "wall_s": round(wall, 1),
                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     with open(args.output + ".json", "w") as f:
-        json.dump({"command": command, "machine": machine, "rows": rows}, f, indent=2)
+        json.dump({"command": command, "machine": machine, "rows": rows,
+                   "start_rows": start_rows}, f, indent=2)
     requests = list(times[runs[0]])
     lines = ["# Short requests at a server's threading (CPU, TF1 Session as TF Serving runs "
              "the export)", "", "Reproduce (from the repository root):", "", "```", command,
@@ -275,6 +290,13 @@ def main():
         cells = [str(next(r["p50_ms"] for r in rows if (r["encoder"], r["setting"]) == (e, s)
                           and r["request"] == q)) for q in requests]
         lines.append(f"| {DESCRIPTIONS[s]} | {e} | " + " | ".join(cells) + " |")
+    lines += ["", "Start-up, the median over the setting's processes: the TF1 loader's load, "
+              "and the first call (the 20-word request, the first warmup call), in which the "
+              "session optimizes the text signature's graph (what a server's warmup "
+              "requests take before it serves).", "",
+              "| setting | encoder | processes | load s | first call ms |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {DESCRIPTIONS[r['setting']]} | {r['encoder']} | {r['processes']} | "
+              f"{r['load_s']} | {r['first_call_ms']} |" for r in start_rows]
     with open(args.output + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -217,6 +217,9 @@ def test_bench_serving_threads_at_toy_size(tmp_path):
     # one round of 2 calls (the batch: one call a round; a fresh process per encoder)
     assert {r["calls"] for r in rows if r["request"] == "20 words"} == {2}
     assert "--model_size=tiny --max_seq_length=32 " in out.with_suffix(".md").read_text()
+    starts = json.loads(out.with_suffix(".json").read_text())["start_rows"]
+    assert [(r["encoder"], r["processes"]) for r in starts] == [(e, 1) for e in encoders]
+    assert all(r["load_s"] > 0 and r["first_call_ms"] > 0 for r in starts)
 
 
 @pytest.mark.slow
