@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from electra_tf.text.tokenizer import Tokenizer, flat_row_ids, kept_row_splits
+from electra_tf.text.tokenizer import Tokenizer, kept_row_splits, value_rowids
 
 NO_SPAN_SCORE = -1e9  # answer_score when the context has no valid span
 _NEG = -1e30
@@ -54,12 +54,6 @@ def keep_first(rt, n):
     keep = index - tf.gather(rt.row_splits, rows) < tf.gather(n, rows)
     return tf.RaggedTensor.from_row_lengths(tf.boolean_mask(rt.flat_values, keep),
                                             tf.minimum(rt.row_lengths(), n), validate=False)
-
-
-def value_rowids(rt) -> tf.Tensor:
-    """rt.value_rowids() of a 2-D ragged tensor (int64), in a few graph nodes (the
-    RaggedTensor method adds some seventy)."""
-    return flat_row_ids(rt.row_splits, tf.size(rt.flat_values, out_type=tf.int64))
 
 
 def split_rows(x, n):

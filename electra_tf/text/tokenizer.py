@@ -190,8 +190,7 @@ class Tokenizer(tf.Module):
         normalized, offsets = self._normalizer.normalize_with_offsets(texts)
         ids, starts, ends = self._wordpiece.tokenize_with_offsets(normalized)
         splits = ids.row_splits
-        base = tf.gather(offsets.row_splits, flat_row_ids(splits, tf.size(ids.flat_values,
-                                                                       tf.int64)))
+        base = tf.gather(offsets.row_splits, value_rowids(ids))
         return _Pieces(ids.flat_values, tf.gather(offsets.flat_values, starts.flat_values + base),
                        tf.gather(offsets.flat_values, ends.flat_values + base), splits)
 
@@ -205,7 +204,7 @@ class Tokenizer(tf.Module):
         without the combining marks its accent stripping drops)."""
         chars, char_starts = tf.strings.unicode_split_with_offsets(texts, "UTF-8")
         positions = char_starts.flat_values
-        position_rows = flat_row_ids(char_starts.row_splits, tf.size(positions, tf.int64))
+        position_rows = value_rowids(char_starts)
         if self._fast_lower:
             counted = tf.logical_not(tf.strings.regex_full_match(chars.flat_values, r"\p{Mn}"))
             positions = tf.boolean_mask(positions, counted)
@@ -308,6 +307,11 @@ def flat_row_ids(splits, size) -> tf.Tensor:
                            out_type=tf.int64)
 
 
+def value_rowids(rt) -> tf.Tensor:
+    """rt.value_rowids() of a 2-D ragged tensor (int64), by flat_row_ids."""
+    return flat_row_ids(rt.row_splits, tf.size(rt.flat_values, out_type=tf.int64))
+
+
 def kept_row_splits(splits, keep) -> tf.Tensor:
     """The row splits of the flat values that `keep` (bool, one per value under row
     `splits`) keeps: a ragged boolean_mask's, without its hundred-odd graph nodes."""
@@ -332,7 +336,7 @@ def _to_source_offsets(source, pieces: _Pieces):
     offset moves by the bytes deleted before that character)."""
     chars, char_starts = tf.strings.unicode_split_with_offsets(source, "UTF-8")
     kept = tf.logical_not(tf.strings.regex_full_match(chars.flat_values, _DELETED))
-    char_rows = flat_row_ids(chars.row_splits, tf.size(kept, tf.int64))
+    char_rows = value_rowids(chars)
     sizes = tf.cast(tf.boolean_mask(tf.strings.length(chars.flat_values), kept), tf.int64)
     rows = tf.boolean_mask(char_rows, kept)  # per kept character: its row
     # Each kept character's first byte in its row of clean_text(source): the sizes
