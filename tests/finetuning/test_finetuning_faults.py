@@ -96,16 +96,24 @@ def test_an_interrupt_saves_and_exits_with_one_line(pretrained_dir, toy_sst2_dir
         r"epoch 1 step 4/", out, sig=sig)
 
 
-def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation(pretrained_dir, toy_sst2_dir, tmp_path,
-                                                        sigint_handler):
+def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation_and_a_resume_keeps_its_settings(
+        pretrained_dir, toy_sst2_dir, tmp_path, sigint_handler):
     """Epoch 1 ends, its dev evaluation starts, and two Ctrl-C come: the second stops the
     run at once, inside the evaluation (a checkpoint at the epoch's end, no epoch_1 in
     results.json). The resumed run evaluates epoch 1 before it trains on, so its
-    results.json is the uninterrupted run's (it used to lack epoch_1 for good)."""
+    results.json is the uninterrupted run's (it used to lack epoch_1 for good).
+
+    Before that resume, the stopped folder is evaluated in place (--do_train=false); a
+    resume with another learning rate or batch is refused in one line, before anything
+    is written (it would have continued another schedule, or reported the results of
+    the model trained before), as is one whose schedule has another length; the resume
+    with the recorded settings trains on, and the in-place evaluation of the epoch-1
+    model no longer stands as the final result."""
     from helpers import finetuning_from_flags
 
     from electra_tf import folders
     from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
+    from electra_tf.training.finetuning import Finetuning
     from electra_tf.training.loop import Interrupted
 
     args = ["--task_name=sst2", f"--init_checkpoint={pretrained_dir}",
@@ -127,9 +135,34 @@ def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation(pretrained_dir, toy_sst
         trainer.train()
     assert raised.value.step == 10
     assert "epoch_1" not in folders.finetuned.read_results(str(out))
-    finetune(*args, f"--model_dir={out}")
-    assert folders.finetuned.read_results(str(out)) == folders.finetuned.read_results(f"{tmp_path}/whole")
-    assert sorted(folders.finetuned.read_results(str(out))) == ["epoch_1", "epoch_2"]
+
+    args.append(f"--model_dir={out}")
+    finetune(*args, "--do_train=false")  # evaluated in place, at step 10
+    assert "eval" in folders.finetuned.read_results(str(out))
+    before = sorted(os.listdir(out))
+    for flag, message in (("--learning_rate=5e-3", "--learning_rate=0.005 (trained with 0.0001)"),
+                          ("--train_batch_size=16", "--train_batch_size=16 (trained with 32)")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            finetune(*args, flag)
+    assert sorted(os.listdir(out)) == before
+    # a schedule of another length (another train split, or an earlier electra_tf that
+    # left out each epoch's last partial batch) is refused in one line too
+    record_path = out / "finetuning_config.json"
+    record = record_path.read_text()
+    assert '"total_steps": 20' in record  # 320 windows: 10 steps of 32 an epoch
+    record_path.write_text(record.replace('"total_steps": 20', '"total_steps": 18'))
+    with pytest.raises(ConfigError, match=re.escape(
+            "holds checkpoints of a run of 18 steps; this one would run 20 (320 train "
+            "windows, 10 steps an epoch)")):
+        finetune(*args)
+    assert sorted(os.listdir(out)) == before
+    record_path.write_text(record)
+    # a flag set to the value its default stands for is the same setting
+    _, results = finetune(*args, "--learning_rate=1e-4", "--layerwise_lr_decay=0.8")
+    assert sorted(results) == ["epoch_1", "epoch_2"]
+    assert folders.finetuned.read_results(str(out)) == results
+    assert results == folders.finetuned.read_results(f"{tmp_path}/whole")
+    assert Finetuning.final_results(results) == results["epoch_2"]
 
 
 # === Refused before training: settings the checkpoint cannot take ===
@@ -323,50 +356,6 @@ def test_bad_flags_are_refused_before_tensorflow_is_imported(flags, expected, tm
     assert error_line(proc).startswith(expected), proc.stderr[-2000:]
     assert not tf_imported
     assert not (tmp_path / "out").exists()
-
-
-def test_a_resume_keeps_its_settings_and_training_ends_an_evaluation_in_place(
-        pretrained_dir, toy_sst2_dir, tmp_path):
-    """Stopped after epoch 1 and evaluated in place (--do_train=false): a resume with
-    another learning rate or batch is refused in one line, before anything is written
-    (it would have continued another schedule, or reported the results of the model
-    trained before); the resume with the recorded settings trains on, and the in-place
-    evaluation of the epoch-1 model no longer stands as the final result."""
-    from helpers import finetuning_from_flags
-
-    from electra_tf import folders
-    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
-    from electra_tf.training.finetuning import Finetuning
-
-    args = ["--task_name=sst2", f"--init_checkpoint={pretrained_dir}",
-            f"--data_dir={toy_sst2_dir}", "--max_seq_length=16", "--num_train_epochs=2",
-            "--train_batch_size=32", "--eval_batch_size=64", f"--model_dir={tmp_path}"]
-    TensorFlowFinetuning(*finetuning_from_flags(*args)).train(stop_at_step=10)
-    finetune(*args, "--do_train=false")
-    assert "eval" in folders.finetuned.read_results(str(tmp_path))
-    before = sorted(os.listdir(tmp_path))
-    for flag, message in (("--learning_rate=5e-3", "--learning_rate=0.005 (trained with 0.0001)"),
-                          ("--train_batch_size=16", "--train_batch_size=16 (trained with 32)")):
-        with pytest.raises(ConfigError, match=re.escape(message)):
-            finetune(*args, flag)
-    assert sorted(os.listdir(tmp_path)) == before
-    # a schedule of another length (another train split, or an earlier electra_tf that
-    # left out each epoch's last partial batch) is refused in one line too
-    record_path = tmp_path / "finetuning_config.json"
-    record = record_path.read_text()
-    assert '"total_steps": 20' in record  # 320 windows: 10 steps of 32 an epoch
-    record_path.write_text(record.replace('"total_steps": 20', '"total_steps": 18'))
-    with pytest.raises(ConfigError, match=re.escape(
-            "holds checkpoints of a run of 18 steps; this one would run 20 (320 train "
-            "windows, 10 steps an epoch)")):
-        finetune(*args)
-    assert sorted(os.listdir(tmp_path)) == before
-    record_path.write_text(record)
-    # a flag set to the value its default stands for is the same setting
-    _, results = finetune(*args, "--learning_rate=1e-4", "--layerwise_lr_decay=0.8")
-    assert sorted(results) == ["epoch_1", "epoch_2"]
-    assert folders.finetuned.read_results(str(tmp_path)) == results
-    assert Finetuning.final_results(results) == results["epoch_2"]
 
 
 def test_an_evaluation_of_a_finetuned_folder_reads_at_its_recorded_window(

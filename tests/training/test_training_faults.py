@@ -163,7 +163,7 @@ def test_a_shard_corrupt_mid_file_is_named_after_a_checkpoint(tiny_records, tmp_
     bad.write_bytes(bytes(raw))
     model_dir = tmp_path / "model"
     trainer = pretraining(tiny_records, model_dir, train_data=f"{data}/pretrain_data.tfrecord*",
-                          num_train_steps=50)
+                          num_train_steps=50, eval_data="")  # no evaluation: not its concern
     assert len(models_built) == 1  # the spy the refusal tests rely on sees a build
     with pytest.raises(InputError) as raised:
         trainer.train()
@@ -248,7 +248,8 @@ def test_a_non_finite_loss_stops_the_run_keeping_the_last_good_checkpoint(tiny_r
                                                                          tmp_path):
     model_dir = tmp_path / "model"
     trainer = pretraining(tiny_records, model_dir, learning_rate=1e30, num_train_steps=8,
-                          iterations_per_loop=1, save_checkpoints_steps=1, num_warmup_steps=0)
+                          iterations_per_loop=1, save_checkpoints_steps=1, num_warmup_steps=0,
+                          eval_data="")
     with pytest.raises(Diverged) as raised:
         trainer.train()
     message = str(raised.value)
@@ -274,7 +275,7 @@ def test_a_non_finite_gradient_in_a_chunks_last_step_is_not_saved(tiny_records, 
     poison_third_update(monkeypatch)
     model_dir = tmp_path / "model"
     trainer = pretraining(tiny_records, model_dir, num_train_steps=6, iterations_per_loop=1,
-                          save_checkpoints_steps=1)
+                          save_checkpoints_steps=1, eval_data="")
     with pytest.raises(Diverged, match=r"^the gradients' norm became (nan|inf) in step 3; "
                                        r"stopped without saving those weights: the last "
                                        r"checkpoint \(ckpt-2\) is kept"):
@@ -296,7 +297,7 @@ def test_an_interrupt_as_the_weights_turn_nan_saves_nothing(tiny_records, tmp_pa
     poison_third_update(monkeypatch)
     model_dir = tmp_path / "model"
     trainer = pretraining(tiny_records, model_dir, num_train_steps=6, iterations_per_loop=1,
-                          save_checkpoints_steps=1)
+                          save_checkpoints_steps=1, eval_data="")
     real_steps = trainer.train_steps
 
     def stopped_inside(iterator, n):  # the stop a second signal makes mid-chunk
@@ -373,7 +374,7 @@ def test_resuming_with_other_settings_of_the_same_variables_says_so(
     shutil.copytree(trained_run["model_dir"], model_dir)
     capfd.readouterr()
     trainer = pretraining(tiny_records, model_dir, objective="electra_15", num_train_steps=7,
-                          iterations_per_loop=1, num_eval_steps=1, mask_prob=0.2, seed=3,
+                          iterations_per_loop=1, eval_data="", mask_prob=0.2, seed=3,
                           learning_rate=5e-4)  # the schedule may change without a word
     trainer.train()
     err = capfd.readouterr().err

@@ -19,6 +19,9 @@ import pytest
 from electra_tf.training import loop
 from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
+# The runs stopped here evaluate nothing (no --eval_data): the stop is what is checked.
+NO_EVAL = {"eval_data": ""}
+
 
 def ctrl_c():
     """SIGINT to this process; Python runs the handler within the next few lines."""
@@ -129,7 +132,8 @@ def test_ctrl_c_during_a_chunk_lets_it_finish_then_saves_at_its_end(make_configs
     """The Ctrl-C comes as the second chunk (steps 3-6) starts: the chunk runs to
     step 6, then the loop saves and stops there (without the gate it stopped at 3,
     the KeyboardInterrupt cutting into the chunk's first lines)."""
-    config, run = make_configs(tmp_path / "m", num_train_steps=9)
+    config, run = make_configs(tmp_path / "m", num_train_steps=9,
+                               run_overrides=NO_EVAL)
     trainer = TensorFlowPretraining(config, run)
     real_train_steps, calls = trainer.train_steps, []
 
@@ -288,7 +292,8 @@ def test_a_peers_signal_stops_the_loop_with_a_checkpoint(make_configs, tmp_path,
     """The loops' gate asks the backend's agreement (here a stand-in for the multi-worker
     all-reduce): a SIGTERM to a peer during the second chunk stops this process after
     it, at step 6, with a checkpoint, exit status 143."""
-    config, run = make_configs(tmp_path / "m", num_train_steps=9, save_checkpoints_steps=100)
+    config, run = make_configs(tmp_path / "m", num_train_steps=9, save_checkpoints_steps=100,
+                               run_overrides=NO_EVAL)
     trainer = TensorFlowPretraining(config, run)
     peers = Peers(signalled_at=3)  # chunks start at steps 0, 3 (checks 1, 2), then 6
     trainer._stop_agreement = lambda: peers
