@@ -192,7 +192,9 @@ def run_cli(main: Callable[[], None]) -> None:
       non-finite loss (errors.Diverged), or the file system refusing a write
       (a full disk, a file past the size limit, a read-only or forbidden folder:
       OSError, or TensorFlow's error of the same cause): `error: ...`, exit status
-      1. Writes are atomic, so the files already there are whole.
+      1. Writes are atomic, so the files already there are whole;
+    - a path with a name longer than the file system takes (ENAMETOOLONG, where a
+      command's own checks had not refused it first): `error: ...`, exit status 2.
     Anything else is a bug and keeps its traceback.
     """
     from absl import app, logging
@@ -242,6 +244,11 @@ def run_cli(main: Callable[[], None]) -> None:
             print(f"error: cannot write the output to the standard output ({e.strerror})",
                   file=sys.stderr)
             sys.exit(1)
+        if e.errno == errno.ENAMETOOLONG:  # a path the commands' checks did not see first
+            where = e.filename2 or e.filename or "a path"  # os.replace's: (temporary, target)
+            print(f"error: {where}: a name in it is longer than the file system takes "
+                  "(255 bytes on most); give a shorter one", file=sys.stderr)
+            sys.exit(EXIT_BAD_INPUT)
         if e.errno not in _FILE_SYSTEM_ERRNOS:
             raise
         where = f"{e.filename}: " if e.filename else ""

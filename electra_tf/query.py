@@ -59,7 +59,8 @@ def define_flags():
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    check_request(FLAGS.server, FLAGS.model_name or "", FLAGS.rest, FLAGS.model_version)
+    check_request(FLAGS.server, FLAGS.model_name or "", FLAGS.rest, FLAGS.model_version,
+                  FLAGS.signature_name)
     check_timeout(FLAGS.timeout)
     texts = FLAGS.text or FLAGS.text_pair or FLAGS.question or FLAGS.context
     if FLAGS.input_word_ids or FLAGS.input_mask or FLAGS.input_type_ids:

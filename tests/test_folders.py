@@ -228,6 +228,56 @@ def test_an_output_that_is_a_link_or_a_pipe_is_written_through(tmp_path):
     assert (tmp_path / "plain.txt").read_text() == "a\n"
 
 
+def test_output_names_the_file_system_cannot_hold_are_refused_before_any_work(tmp_path):
+    """A name over the file system's limit (255 bytes) had failed at the run's first
+    write, after the work, in an ENAMETOOLONG traceback; a path that is not UTF-8 where
+    TensorFlow writes (its file system takes UTF-8 only: a model_dir, an export) in a
+    UnicodeEncodeError one. Python's own writes (score's --output) take such a path."""
+    from electra_tf.core.fileio import check_output_file, check_output_folder
+
+    long = "a" * 300
+    for check, path, what in ((check_output_file, tmp_path / f"{long}.txt", "--output"),
+                              (check_output_folder, tmp_path / long / "1", "--model_dir"),
+                              (check_output_folder, tmp_path / "x" / long, "--model_dir")):
+        with pytest.raises(InputError, match=rf"^{what}: the name a{{40}}\.\.\. is 30[04] "
+                                             r"bytes long; the file system takes names of "
+                                             r"at most \d+$"):
+            check(str(path), what)
+    check_output_file(str(tmp_path / ("b" * 255)))  # at the limit: fine
+    check_output_folder(str(tmp_path / ("b" * 255) / ("c" * 255)))
+    odd = os.path.join(str(tmp_path), os.fsdecode(b"model_\xff"))
+    with pytest.raises(InputError, match=r"^--model_dir .*model_\\xff: the path is not "
+                                         r"UTF-8 \(TensorFlow's file system takes UTF-8 "
+                                         r"paths only\); rename it$"):
+        check_output_folder(odd)
+    check_output_file(os.path.join(odd, "scores.txt"))  # a folder Python makes: fine
+    assert not os.listdir(tmp_path)  # the checks made nothing
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/mem"), reason="needs Linux's /proc")
+def test_an_input_that_fails_to_read_is_one_line_naming_it(tmp_path):
+    """A read the disk or the permissions refuse (here EIO: /proc/self/mem read from its
+    start) had reached run_cli as a write the file system refused (`every file is
+    written under a temporary name first ...`, status 1), or a traceback: the readers
+    of electra_tf's JSON files, the SQuAD, MRQA and GLUE evaluations' files and the
+    classification tasks' own files name the file, as bad input (status 2)."""
+    from electra_tf.core.errors import BAD_INPUT
+    from electra_tf.tasks import classification, mrqa_eval, squad_eval
+    from electra_tf.tasks.glue import evaluate_submission
+
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\ta\tb\n")
+    bad = "/proc/self/mem"
+    for read in (lambda: folders.files.read_json(bad),
+                 lambda: squad_eval.read_json(bad, "predictions"),
+                 lambda: mrqa_eval.open_lines(bad),
+                 lambda: evaluate_submission("mrpc", bad, str(dev)),
+                 lambda: classification._read_text(bad)):
+        with pytest.raises(BAD_INPUT, match=r"^/proc/self/mem: cannot read it \(Input/output "
+                                            r"error\)$"):
+            read()
+
+
 def test_finetuning_folder_round_trip(tmp_path, tiny_vocab):
     from electra_tf.tasks.model import FinetuningModel
     from electra_tf.tasks.registry import get_task

@@ -397,9 +397,11 @@ def undo_on_failure(folder: str):
             shutil.rmtree(snapshot, ignore_errors=True)
 
 
-def check_output_folder(path: str, what: str = "--model_dir") -> None:
+def check_output_folder(path: str, what: str = "--model_dir", utf8: bool = True) -> None:
     """Refuses, before any work, a folder a run could not write: a path that is (or lies
-    under) a file, or a folder (or the nearest existing parent) where no file can be made.
+    under) a file, a folder (or the nearest existing parent) where no file can be made,
+    a name to be made longer than the file system takes, or (`utf8`: where TensorFlow
+    writes, whose file system takes UTF-8 paths only) a path that is not UTF-8.
 
     Local paths only (a gs:// path is left to TensorFlow's file system).
 
@@ -408,11 +410,14 @@ def check_output_folder(path: str, what: str = "--model_dir") -> None:
     """
     if not path or "://" in path:
         return
+    if utf8:
+        _check_utf8(path, what)
     probe = os.path.abspath(path)
     while not os.path.exists(probe):
         probe = os.path.dirname(probe)
     if not os.path.isdir(probe):
         raise InputError(f"{what} {path}: {probe} is a file, not a folder")
+    _check_name_lengths(os.path.abspath(path), probe, what)
     try:
         with tempfile.TemporaryFile(dir=probe):
             pass
@@ -434,7 +439,35 @@ def check_output_file(path: str, what: str = "--output") -> None:
         if not os.access(path, os.W_OK):
             raise InputError(f"{what} {path}: not writable")
         return
-    check_output_folder(os.path.dirname(os.path.realpath(path)), what)
+    where = os.path.realpath(path)
+    check_output_folder(os.path.dirname(where), what, utf8=False)
+    if not os.path.exists(where):
+        _check_name_lengths(where, os.path.dirname(where), what)
+
+
+def _check_utf8(path: str, what: str) -> None:
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise InputError(f"{what} {shown}: the path is not UTF-8 (TensorFlow's file system "
+                         "takes UTF-8 paths only); rename it") from None
+
+
+def _check_name_lengths(path: str, existing: str, what: str) -> None:
+    """Refuses a name of `path` below its folder `existing` (the names a run will make)
+    that is longer than that file system's names may be (255 bytes on most): the run
+    had failed at its first write, a traceback, after the work."""
+    try:
+        limit = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    rest = os.path.relpath(path, existing)
+    for name in ([] if rest == os.curdir else rest.split(os.sep)):
+        size = len(os.fsencode(name))
+        if size > limit:
+            raise InputError(f"{what}: the name {name[:40]}... is {size} bytes long; the "
+                             f"file system takes names of at most {limit}")
 
 
 def _is_special(path: str) -> bool:
@@ -454,8 +487,13 @@ def write_output_text(path: str, text: str) -> None:
     a regular file, at the end of a link where it is one (the link stays), and straight
     into a device or a pipe (/dev/stdout, /dev/null), which a rename would replace."""
     if _is_special(path):
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            if e.filename is None:  # a write refused at close names no file (/dev/full)
+                e.filename = path
+            raise
         return
     atomic_write_text(os.path.realpath(path), text)
 

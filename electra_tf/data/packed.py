@@ -47,7 +47,7 @@ from typing import Iterator
 import numpy as np
 
 from electra_tf.core.errors import InputError, RecordError
-from electra_tf.core.fileio import Progress, atomic_write, check_output_folder, expand_files
+from electra_tf.core.fileio import Progress, atomic_write, check_output_file, expand_files
 from electra_tf.data.features import MAX_SEQ_LENGTH, PACKED_MAGIC, check_one_build
 from electra_tf.data.masking import MaskingConfig, mask_batch_numpy
 from electra_tf.data.tfrecord_reader import (
@@ -435,7 +435,7 @@ def _check_output(output: str, paths: list[str], overwrite: bool) -> None:
         raise InputError(f"--output={output} is a folder; give the packed file's path "
                          f"(e.g. {os.path.join(output, 'pretrain_data.packed')})")
     if not os.path.exists(output):
-        check_output_folder(os.path.dirname(os.path.abspath(output)), "--output")
+        check_output_file(output, "--output")
         return
     for path in paths:
         if os.path.exists(path) and os.path.samefile(path, output):

@@ -81,6 +81,8 @@ def read_json(path: str) -> dict:
         raise InputError(f"{path} is a folder, not a JSON file") from None
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not a valid JSON file ({e})") from None
+    except OSError as e:  # unreadable (permissions), or a failing disk (EIO)
+        raise InputError(f"{path}: cannot read it ({e.strerror or e})") from None
     value = parse_json(text, path)
     if not isinstance(value, dict):
         raise InputError(f"{path}: expected a JSON object")

@@ -81,11 +81,13 @@ def check_timeout(timeout) -> float:
 
 
 def check_request(server: str, model_name: str, rest: bool,
-                  version: int | None = None) -> None:
-    """--server, --model_name and --model_version, before anything is sent.
+                  version: int | None = None, signature: str = "serving_default") -> None:
+    """--server, --model_name, --model_version and --signature_name, before anything is
+    sent.
 
     Raises:
-      InputError: an empty --server or --model_name, a server given as a URL
+      InputError: one that is not UTF-8 (gRPC's and REST's requests carry UTF-8
+        only), an empty --server or --model_name, a server given as a URL
         (http://...) or without a port (gRPC had asked 443, REST 80; gRPC's own
         targets, dns:///... and unix:..., pass), a port outside 1-65535 (the
         socket layer took 84107 as 18571), a version outside TF Serving's int64, or
@@ -93,6 +95,12 @@ def check_request(server: str, model_name: str, rest: bool,
         takes the name up to the next '/' or ':', '?', '#', '%', spaces and control
         characters would change the URL, and HTTP's request line is ASCII.
     """
+    for flag, value in (("--server", server), ("--model_name", model_name),
+                        ("--signature_name", signature)):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"{flag}={_quoted(value)} is not UTF-8 text") from None
     if not server.strip():
         raise InputError("--server is empty: give HOST:PORT (gRPC 8500, REST 8501 by default)")
     if _WEB_SCHEME.match(server):  # REST had asked http://http://...
@@ -323,6 +331,9 @@ def _post(server: str, path: str, data: bytes, timeout: float) -> tuple[int, byt
             conn.connect()
         except TimeoutError:
             raise late from None
+        except UnicodeError as e:  # the resolver's IDNA: an empty label (a..b), one too long
+            raise InputError(f"--server={server!r}: its host is not a valid host name "
+                             f"({e})") from None
         except OSError as e:
             raise ClientError(f"REST: cannot reach {url}: {e.strerror or e}") from None
         if expired.is_set():  # it fired while connecting, with no socket to shut down

@@ -421,8 +421,11 @@ def _read_text(path: str) -> str:
         with tf.io.gfile.GFile(path, "rb") as f:
             data = f.read()
     else:
-        with open(path, "rb") as f:
-            data = f.read()
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:  # unreadable (permissions), or a failing disk (EIO)
+            raise TaskDataError(f"{path}: cannot read it ({e.strerror or e})") from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

@@ -447,16 +447,23 @@ def _open(path: str):
     dropped.
 
     Raises:
-      TaskDataError: a line that is not UTF-8, naming the file and line.
+      TaskDataError: a line that is not UTF-8, naming the file and line; a file that
+        cannot be read (permissions, a failing disk), naming it.
     """
     allow_long_csv_fields()
     if "://" in path:
         import tensorflow as tf
         handle = tf.io.gfile.GFile(path, "rb")
     else:
-        handle = open(path, "rb")
+        try:
+            handle = open(path, "rb")
+        except OSError as e:
+            raise TaskDataError(f"{path}: cannot read it ({e.strerror or e})") from None
     with handle as f:
-        yield _decoded_lines(f, path)
+        try:
+            yield _decoded_lines(f, path)
+        except OSError as e:  # a read of the lines failed (EIO)
+            raise TaskDataError(f"{path}: cannot read it ({e.strerror or e})") from None
 
 
 class _TsvReader:

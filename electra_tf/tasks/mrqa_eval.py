@@ -102,12 +102,16 @@ def iter_lines(path: str, what: str = "MRQA data"):
         file, naming it.
     """
     check_input_file(path, what)
-    with open(path, "rb") as raw:
-        gzipped = raw.read(2) == b"\x1f\x8b"
-        raw.seek(0)
-        stream = gzip.GzipFile(fileobj=raw) if gzipped else raw
-        number = 0
+    number, gzipped = 0, False
+    try:
+        raw = open(path, "rb")
+    except OSError as e:
+        raise InputError(f"{path}: cannot read it ({e.strerror or e})") from None
+    with raw:
         try:
+            gzipped = raw.read(2) == b"\x1f\x8b"
+            raw.seek(0)
+            stream = gzip.GzipFile(fileobj=raw) if gzipped else raw
             for number, line in enumerate(stream, 1):
                 try:
                     text = line.decode("utf-8")
@@ -117,8 +121,8 @@ def iter_lines(path: str, what: str = "MRQA data"):
                 text = text[:-1] if text.endswith("\n") else text
                 yield number, text[:-1] if text.endswith("\r") else text
         except (OSError, EOFError, zlib.error) as e:
-            if not gzipped:
-                raise
+            if not gzipped:  # unreadable (permissions), or a failing disk (EIO)
+                raise InputError(f"{path}: cannot read it ({e.strerror or e})") from None
             raise InputError(f"{path}: a damaged gzip file ({e}; after line {number})") \
                 from None
 

@@ -42,6 +42,8 @@ def read_json(path: str, what: str, unique_keys: bool = False):
             raw = f.read()
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    except OSError as e:  # unreadable (permissions), or a failing disk (EIO)
+        raise InputError(f"{path}: cannot read it ({e.strerror or e})") from None
     return raw, parse_json(raw, path, unique_keys=unique_keys)
 
 

@@ -18,7 +18,7 @@ from electra_tf.core.errors import InputError
 from electra_tf.core.fileio import (
     Progress,
     atomic_write_text,
-    check_output_folder,
+    check_output_file,
     check_text_file,
     check_utf8_file,
     expand_files,
@@ -101,7 +101,7 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
     if os.path.isdir(output):
         raise InputError(f"--output {output} is a directory; give the vocab file's path "
                          "(e.g. {}/vocab.txt)".format(output.rstrip("/")))
-    check_output_folder(os.path.dirname(os.path.abspath(output)), "--output")
+    check_output_file(output, "--output")
     if os.path.exists(output) and not overwrite:
         raise InputError(f"--output {output} exists; records and models built with it need it "
                          "as it is: pass --overwrite to replace it, or choose another path")

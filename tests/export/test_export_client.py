@@ -509,6 +509,21 @@ def test_bad_request_values_are_refused_before_anything_is_sent(tiny_vocab, tmp_
     for version in (-3, 2**63):  # 2**63 had failed in the request's proto, in a traceback
         with pytest.raises(InputError, match=r"--model_version must be in \[0, 2\^63 - 1\]"):
             client.check_request("h:1", "m", False, version)
+    # a byte that is not UTF-8 (a shell's $'\xff', kept by Python as a surrogate) had
+    # failed in gRPC's request, in a traceback
+    bad = os.fsdecode(b"m\xff")
+    for rest in (False, True):
+        for args, flag in (((f"h{bad}:1", "m"), "--server"), (("h:1", bad), "--model_name")):
+            with pytest.raises(InputError, match=f"^{flag}=.* is not UTF-8 text$"):
+                client.check_request(*args, rest)
+        with pytest.raises(InputError, match="^--signature_name=.* is not UTF-8 text$"):
+            client.check_request("h:1", "m", rest, signature=bad)
+    # a host name the resolver's IDNA cannot take (an empty label: a typo) had been a
+    # UnicodeError traceback over REST; nothing is listening: it fails before connecting
+    with pytest.raises(InputError, match=r"^--server='models\.\.example\.com:1': its host "
+                                         r"is not a valid host name"):
+        client.predict_rest("models..example.com:1", "m", {"text": ["a"]}, "serving_default",
+                            None, 5.0)
     for flags, message in (
             ({"input_word_ids": ["2,99999999999,3"]}, "--input_word_ids #1 holds 99999999999: "
                                                       "token ids are 0 to 2147483647"),

@@ -72,6 +72,15 @@ def test_the_readmes_layout_with_the_released_small_models_beside(folders, tmp_p
     assert json.loads(json.dumps(table)) == table
 
 
+def test_a_cell_is_its_median_rounded_once(tmp_path):
+    """RTE's 186 of 277 right (67.148%) had shown as 67.2: the median rounded to 2
+    decimals, then to 1."""
+    group = trial_group(tmp_path / "rte", "rte", [{"dev": {"accuracy": 186 / 277}}])
+    table = results_table([group])
+    assert table["rows"][0]["cells"][7]["median"] == pytest.approx(67.148014, abs=1e-6)
+    assert "| 67.1 |" in markdown(table)
+
+
 def test_each_size_gets_its_own_row_and_one_task_twice_is_refused(folders, tmp_path, tiny_vocab):
     base = finetuned_folder(tmp_path / "rte_base", "rte", {"dev": {"accuracy": 0.7}},
                             tiny_vocab, size="base")
