@@ -5,6 +5,8 @@ The learning runs in this process with the arguments build_vocab's main passes
 is checked once, on a missing corpus.
 """
 
+import os
+
 import pytest
 from helpers import error_line, run_module
 
@@ -135,3 +137,50 @@ def test_a_folder_given_as_the_corpus_says_so(tmp_path):
                                          rf"files, e.g. '{tmp_path}/\*'"):
         expand_files(str(tmp_path))
     assert expand_files(f"{tmp_path}/*") == [str(tmp_path / "a.txt")]
+
+
+def test_words_split_at_every_unicode_space_as_the_tokenizer_splits(tmp_path):
+    """The tokenizer splits words at every Unicode space and separator (\\p{Z}); the
+    learner's word splitter (BERT's basic tokenizer) only at ASCII whitespace, and a
+    cased vocabulary of web text had learned pieces such as '78\\xa0km' that no text
+    tokenizes to (uncased, U+2028 had come through)."""
+    import re
+
+    from electra_tf.text.vocab_builder import count_words
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("12\u00a0km from Paris\u3000London\u2028by\u2029air\u202fnow\n" * 3,
+                      "utf-8")
+    for lower in (True, False):
+        counts, lines = count_words([str(corpus)], lower, lower)
+        assert lines == 3
+        assert not [w for w in counts if re.search(r"[\u00a0\u3000\u2028\u2029\u202f]", w)]
+        assert counts["12"] == counts["km"] == counts["by"] == counts["air"] == 3
+
+
+def test_an_output_that_is_a_pipe_or_a_corpus_file_is_refused(tmp_path):
+    """--overwrite had renamed the new vocabulary over a device or a pipe (as root,
+    /dev/null itself would have become a regular file) and over one of the corpus files
+    it read; a corpus file whose name is not UTF-8 (TensorFlow reads the corpus) had
+    been a ValueError traceback."""
+    import stat
+
+    from electra_tf.core.errors import InputError
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("tokens and more tokens\n" * 20, "utf-8")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match=r"--output .*pipe is a device or a pipe, not a file"):
+        build_vocab(str(corpus), 200, str(fifo), min_count=1, overwrite=True)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    with pytest.raises(InputError, match=r"--output=.*c.txt is one of the --corpus files it "
+                                         r"would read; write the vocabulary elsewhere"):
+        build_vocab(str(tmp_path / "*.txt"), 200, str(corpus), min_count=1, overwrite=True)
+    assert corpus.read_text("utf-8").startswith("tokens and more")
+    odd = os.path.join(str(tmp_path), os.fsdecode(b"odd_\xff.txt"))
+    with open(odd, "w", encoding="utf-8") as f:
+        f.write("tokens\n")
+    with pytest.raises(InputError, match=r"corpus file .*odd_\\xff.txt: its name is not UTF-8"):
+        build_vocab(odd, 200, str(tmp_path / "vocab.txt"), min_count=1)
+    assert not (tmp_path / "vocab.txt").exists()

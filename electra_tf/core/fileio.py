@@ -425,10 +425,13 @@ def check_output_folder(path: str, what: str = "--model_dir", utf8: bool = True)
         raise InputError(f"{what} {path}: cannot write in {probe} ({e.strerror or e})") from None
 
 
-def check_output_file(path: str, what: str = "--output") -> None:
+def check_output_file(path: str, what: str = "--output", special: bool = True) -> None:
     """Refuses, before any work, a file path a run could not write: a folder, or a
     path whose folder `check_output_folder` refuses. A device or a pipe (/dev/stdout,
-    /dev/null, a FIFO) must be writable; a link is checked where it leads.
+    /dev/null, a FIFO) must be writable (`write_output_text` writes into it), or, for
+    a command that writes its file only atomically (`special` False), is refused: the
+    rename had replaced the device (as root, /dev/null itself) with a regular file. A
+    link is checked where it leads.
 
     Raises:
       InputError: naming the flag and the path.
@@ -436,6 +439,10 @@ def check_output_file(path: str, what: str = "--output") -> None:
     if os.path.isdir(path):
         raise InputError(f"{what} {path} is a folder; give a file's path")
     if _is_special(path):
+        if not special:
+            raise InputError(f"{what} {path} is a device or a pipe, not a file: this command "
+                             "writes a new file and renames it over the path; give a "
+                             "file's path")
         if not os.access(path, os.W_OK):
             raise InputError(f"{what} {path}: not writable")
         return

@@ -13,9 +13,11 @@ order of their names (an archive holds a few MB of text), each one text unit.
 A plain text file is one unit. A unit's document rule is `blanks_separate_docs`:
 a blank line ends a document (True, the default for plain text files), or the
 unit is one document (False, the default for archive members, as the
-original's OpenWebText builder). So archives give the same documents, and the
-same records, as the folders `tar xf` makes of them, one per archive, built
-with `--blanks_separate_docs=false`.
+original's OpenWebText builder). So archives give the same documents as the
+folders `tar xf` makes of them, one per archive, built with
+`--blanks_separate_docs=false`; not the same records byte for byte, since the
+shuffle of the units runs over archive members in one case and over files in
+the other.
 
 `corpus_format`: "text" reads every file as text, "openwebtext" every file as
 an archive, "auto" (the default) an archive where the file starts with the xz

@@ -434,8 +434,8 @@ def _check_output(output: str, paths: list[str], overwrite: bool) -> None:
     if os.path.isdir(output):
         raise InputError(f"--output={output} is a folder; give the packed file's path "
                          f"(e.g. {os.path.join(output, 'pretrain_data.packed')})")
+    check_output_file(output, "--output", special=False)
     if not os.path.exists(output):
-        check_output_file(output, "--output")
         return
     for path in paths:
         if os.path.exists(path) and os.path.samefile(path, output):

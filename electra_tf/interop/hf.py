@@ -48,6 +48,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 
 import numpy as np
 from absl import logging
@@ -468,6 +469,7 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
             f"{model_dir}: config.json gives vocab_size {config.vocab_size} but "
             f"{source_names[f'{scope}/embeddings/word_embeddings']} has {table.shape[0]} "
             "rows; the folder's config and weights disagree")
+    _check_sizes(config, converted, scope, model_dir)
     folder = ConvertedFolder(output)
     may_be_missing: tuple[str, ...] = ()
     finetuned = None
@@ -503,6 +505,34 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
             max_seq_length=max_seq_length or config.max_position_embeddings)
     folder.write_report(report, kind=kind)
     return report
+
+
+def _check_sizes(config: EncoderConfig, converted: dict, scope: str, model_dir: str) -> None:
+    """config.json's sizes against the weights' shapes, before a model of those sizes is
+    built: a hidden_size of 2^20 had run out of memory building it, 100,000 layers had
+    built for hours, and smaller mismatches were found only after the build.
+
+    Raises:
+      ConversionError: naming the size, both values and the folder.
+    """
+    def width(name: str, axis: int):
+        value = converted.get(f"{scope}/{name}")
+        return None if value is None or value.ndim != 2 else int(value.shape[axis])
+
+    layers = {int(m.group(1)) for name in converted
+              if (m := re.match(rf"{re.escape(scope)}/encoder/layer_(\d+)/", name))}
+    held = {"num_hidden_layers": len(layers),
+            "hidden_size": width("encoder/layer_0/attention/self/query/kernel", 1),
+            "intermediate_size": width("encoder/layer_0/intermediate/dense/kernel", 1),
+            "embedding_size": width("embeddings/word_embeddings", 1),
+            "max_position_embeddings": width("embeddings/position_embeddings", 0)}
+    given = {**{k: getattr(config, k) for k in held},
+             "embedding_size": config.resolved_embedding_size}
+    for key, value in held.items():
+        if value is not None and value != given[key]:
+            raise core.ConversionError(
+                f"{model_dir}: config.json gives {key} {given[key]} but the weights hold "
+                f"{value}; the folder's config and weights disagree")
 
 
 def check_task_head(model_dir: str, hf_config: dict, weights: dict, head):

@@ -42,6 +42,13 @@ def checkpoint_prefix(path: str) -> str:
 
     import tensorflow as tf
 
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # TensorFlow's file system takes UTF-8 paths only
+        shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise core.ConversionError(f"cannot read the checkpoint {shown}: its path is not "
+                                   "UTF-8, which TensorFlow's file system needs; rename "
+                                   "it") from None
     for suffix in (".index", ".meta"):  # the prefix is what names a checkpoint
         if path.endswith(suffix) and os.path.isfile(path):
             path = path[:-len(suffix)]

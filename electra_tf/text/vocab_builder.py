@@ -42,8 +42,13 @@ def count_words(files: list[str], do_lower_case: bool, strip_accents: bool,
     # takes 2 positional arguments but 3 were given").
     @tf.autograph.experimental.do_not_convert
     def split(s):
-        return (splitter.tokenize(pre_normalize(s, do_lower_case, strip_accents)).flat_values,
-                tf.shape(s)[0])
+        text = pre_normalize(s, do_lower_case, strip_accents)
+        # The tokenizer splits words at every Unicode space and separator (\p{Z}: a
+        # no-break space, U+3000, U+2028); BERT's basic tokenizer here at ASCII
+        # whitespace only, and a cased vocabulary of web text had learned pieces
+        # such as '12\xa0km' that no text ever tokenizes to.
+        text = tf.strings.regex_replace(text, r"\p{Z}", " ")
+        return splitter.tokenize(text).flat_values, tf.shape(s)[0]
 
     ds = ds.batch(4096).map(split, num_parallel_calls=tf.data.AUTOTUNE,
                             deterministic=True).prefetch(2)
@@ -55,6 +60,17 @@ def count_words(files: list[str], do_lower_case: bool, strip_accents: bool,
         lines += int(n)
         progress.update(lines, extra=f"{len(counts):,} distinct words")
     return counts, lines
+
+
+def _check_utf8_name(path: str) -> None:
+    """A corpus file whose name is not UTF-8 (TensorFlow's file system, which reads the
+    corpus here, takes UTF-8 paths only: a ValueError traceback)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise InputError(f"corpus file {shown}: its name is not UTF-8 (TensorFlow's file "
+                         "system takes UTF-8 paths only); rename it") from None
 
 
 def check_vocab_size(vocab_size: int) -> None:
@@ -90,9 +106,10 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
     alphabet can take the vocabulary past `vocab_size` (a note says so).
 
     Raises:
-      InputError: before the corpus is read: `output` is a directory, lies under
-        a file or in a folder that cannot be written, or exists and `overwrite`
-        is False (records and models built with a vocabulary need it as it is);
+      InputError: before the corpus is read: `output` is a directory, a device or
+        a pipe, one of the corpus files, lies under a file or in a folder that
+        cannot be written, or exists and `overwrite` is False (records and models
+        built with a vocabulary need it as it is); a corpus file's name is not UTF-8;
         `vocab_size` leaves no room past the reserved tokens; a corpus file is
         not UTF-8 text (`fileio.check_text_file`); then: the corpus has no words.
     """
@@ -101,7 +118,7 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
     if os.path.isdir(output):
         raise InputError(f"--output {output} is a directory; give the vocab file's path "
                          "(e.g. {}/vocab.txt)".format(output.rstrip("/")))
-    check_output_file(output, "--output")
+    check_output_file(output, "--output", special=False)
     if os.path.exists(output) and not overwrite:
         raise InputError(f"--output {output} exists; records and models built with it need it "
                          "as it is: pass --overwrite to replace it, or choose another path")
@@ -111,6 +128,10 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
 
     files = expand_files(corpus)
     for path in files:
+        if os.path.exists(output) and os.path.samefile(path, output):  # --overwrite had
+            raise InputError(f"--output={output} is one of the --corpus files it would "
+                             "read; write the vocabulary elsewhere")  # replaced it
+        _check_utf8_name(path)
         check_text_file(path)
     for path in files:  # all of it: a Latin-1 part further in had become "�" tokens
         check_utf8_file(path)

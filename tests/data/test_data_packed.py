@@ -258,6 +258,15 @@ def test_pack_never_replaces_an_input_or_an_existing_file(records, tmp_path):
     assert out.read_bytes() == b"mine"
     packed.pack(records, str(out), progress=False, overwrite=True)
     assert len(packed.PackedExamples(str(out), L)) == len(record_examples(records))
+    # a device or a pipe: --overwrite had renamed the packed file over it (as root,
+    # /dev/null itself would have become a regular file)
+    import stat
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="pipe is a device or a pipe, not a file"):
+        packed.pack(records, str(fifo), progress=False, overwrite=True)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     # the command: the shard of the report, and a folder, are one line each
     for output, message in ((shards[0], "is one of the --records"), (str(tmp_path), "is a folder")):
         proc = subprocess.run([sys.executable, "-m", "electra_tf.pack_pretraining_data",

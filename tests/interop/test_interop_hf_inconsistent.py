@@ -133,6 +133,12 @@ def test_max_seq_length_beyond_the_position_table_is_refused(h, tmp_path):
                          r"word_embeddings.weight has \d+ rows; the folder's config and "
                          "weights disagree"),
     ("chinese", "keeps Chinese characters together"),
+    # refused before a model of those sizes is built: 2^20 had run out of memory in the
+    # build, 100,000 layers had built for hours
+    ("hidden_size huge", r"config.json gives hidden_size 1048576 but the weights hold \d+; "
+                         "the folder's config and weights disagree"),
+    ("layers many", r"config.json gives num_hidden_layers 100000 but the weights hold \d+"),
+    ("intermediate other", r"config.json gives intermediate_size 7 but the weights hold"),
 ])
 def test_damaged_folders_are_one_error(h, tmp_path, damage, match):
     folder = _folder(h, tmp_path, num_labels=2)
@@ -157,6 +163,12 @@ def test_damaged_folders_are_one_error(h, tmp_path, damage, match):
             '{"do_lower_case": true, "tokenize_chinese_chars": false}')
     elif damage == "vocab_size other":
         _edit_config(folder, vocab_size=200)
+    elif damage == "hidden_size huge":  # heads divide it; the embeddings stay as they are
+        _edit_config(folder, hidden_size=2 ** 20, embedding_size=h.sizes["EMBED"])
+    elif damage == "layers many":
+        _edit_config(folder, num_hidden_layers=100_000)
+    elif damage == "intermediate other":
+        _edit_config(folder, intermediate_size=7)
     elif damage in ("vocab_size string", "hidden_size float", "eps nan"):
         path = tmp_path / "hf" / "config.json"
         config = json.loads(path.read_text())

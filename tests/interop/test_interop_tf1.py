@@ -222,6 +222,20 @@ def test_interop_tf1_damaged_checkpoint_is_one_error(h, tmp_path, damage):
     assert not (tmp_path / "out").exists()
 
 
+def test_interop_tf1_checkpoint_path_that_is_not_utf8_is_one_error(h, tmp_path):
+    """TensorFlow's file system takes UTF-8 paths only: a folder named with a byte that
+    is not UTF-8 had been read as a damaged checkpoint ('surrogates not allowed')."""
+    folder = os.path.join(str(tmp_path), os.fsdecode(b"ckpt_\xff"))
+    prefix = h.write_tf1_checkpoint(tmp_path / "plain" / "model.ckpt",
+                                    h.original_weights(seed=7, generator=False))
+    os.rename(tmp_path / "plain", folder)
+    for path in (folder, os.path.join(folder, os.path.basename(prefix))):
+        with pytest.raises(core.ConversionError, match=r"^cannot read the checkpoint "
+                                                       r".*ckpt_\\xff.*: its path is not UTF-8"):
+            tf1.import_checkpoint(path, "small", str(tmp_path / "out"), h.TINY_OVERRIDES)
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("generator", [True, False])
 def test_interop_tf1_records_the_casing_it_was_given(h, tmp_path, generator):
     """--nodo_lower_case (a cased checkpoint) is recorded with the converted model: in
