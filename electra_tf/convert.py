@@ -38,7 +38,7 @@ from absl import app, flags
 
 from electra_tf import cli
 from electra_tf.core.errors import InputError
-from electra_tf.core.fileio import check_output_folder, undo_on_failure
+from electra_tf.core.fileio import FolderLock, check_output_folder, undo_on_failure
 from electra_tf.folders import files
 
 FLAGS = flags.FLAGS
@@ -121,17 +121,28 @@ def main(argv) -> None:
             raise InputError(f"--{name} is for {' or '.join(directions)}, not {direction}; "
                              "leave it out")
     check_output_folder(FLAGS.output, "--output")  # a file, or a path under one
-    if os.path.isdir(FLAGS.output) and os.listdir(FLAGS.output) and not FLAGS.overwrite:
+    marker = os.path.join(FLAGS.output, UNFINISHED)
+    unfinished = os.path.exists(marker)  # a conversion killed there (kill -9, power)
+    held = [n for n in os.listdir(FLAGS.output) if n != FolderLock.NAME] \
+        if os.path.isdir(FLAGS.output) else []  # a .lock alone: a run killed at its start
+    if held and not FLAGS.overwrite and not unfinished:
         raise InputError(f"--output {FLAGS.output} already holds files (a model?); pass "
                          "--overwrite to write into it, or give a new or empty folder")
     # A refusal, a full disk or an interrupt midway leaves no half model: what the
     # conversion added to --output goes (the folder too, where it made it) and what an
-    # --overwrite had replaced comes back, so the same command can run again.
-    with undo_on_failure(FLAGS.output):
-        if FLAGS.overwrite:
+    # --overwrite had replaced comes back, so the same command can run again. A kill
+    # leaves UNFINISHED beside the files it wrote: the next conversion into the folder
+    # replaces them (one at a time: FolderLock).
+    with undo_on_failure(FLAGS.output), FolderLock(FLAGS.output, "--output"):
+        if FLAGS.overwrite or unfinished:
             _check_not_a_source(FLAGS.output)
             _remove_model_files(FLAGS.output)
+        if unfinished:
+            print(f"[convert] removed the unfinished conversion a stopped run left in "
+                  f"{FLAGS.output}", file=sys.stderr)
+        files.write_json(marker, {"pid": os.getpid()})
         _convert(source)
+        os.remove(marker)
 
 
 # What a folder's model is made of, in either format: a model written over another
@@ -145,6 +156,7 @@ _MODEL_FILES = (
     "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
     "generation_config.json", "generator")
 _SHARDS = re.compile(r"(model|pytorch_model)-\d+-of-\d+\.(safetensors|bin)")
+UNFINISHED = files.UNFINISHED_CONVERSION  # a kill leaves it in --output, beside a half model
 
 
 def _sources() -> list[str]:
@@ -172,7 +184,7 @@ def _remove_model_files(output: str) -> None:
     if not os.path.isdir(output):
         return
     for name in sorted(os.listdir(output)):
-        if name in _MODEL_FILES or _SHARDS.fullmatch(name):
+        if name in _MODEL_FILES or _SHARDS.fullmatch(name) or name == UNFINISHED:
             path = os.path.join(output, name)
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path)

@@ -39,6 +39,19 @@ FOLDER_FILES = (PRETRAINING_CONFIG, DISCRIMINATOR_WEIGHTS, DISCRIMINATOR_CONFIG,
                 GENERATOR_WEIGHTS, GENERATOR_CONFIG, FINAL_EVAL, FINETUNING_CONFIG,
                 FINETUNED_WEIGHTS, RESULTS, CONVERSION_REPORT, VOCAB, CHECKPOINTS)
 
+# In a folder while `convert` writes it: a kill leaves it beside a half model, which
+# the loaders refuse and the next conversion into the folder replaces.
+UNFINISHED_CONVERSION = ".conversion_unfinished"
+
+
+def check_no_unfinished_conversion(folder: str, what: str) -> None:
+    """Raises InputError where `folder` holds a conversion that was stopped midway."""
+    if os.path.exists(os.path.join(folder, UNFINISHED_CONVERSION)):
+        raise InputError(f"{what}: {folder} holds a conversion that was stopped midway "
+                         f"({UNFINISHED_CONVERSION}): its model is incomplete; run the "
+                         "conversion into it again")
+
+
 # The names of a run's saves in MODEL_DIR/checkpoints: TensorFlow's tf.train
 # prefix ckpt-N (files ckpt-N.index and ckpt-N.data-*) and JAX's jax-ckpt-N.npz.
 _SAVE_NAME = re.compile(r"ckpt-(\d+)(\.index)?|jax-ckpt-(\d+)\.npz")

@@ -28,6 +28,7 @@ from electra_tf.folders.files import (
     FINETUNED_WEIGHTS,
     FINETUNING_CONFIG,
     RESULTS,
+    check_no_unfinished_conversion,
     has_checkpoints,
     json_numbers,
     load_weights,
@@ -111,6 +112,7 @@ class FinetunedFolder:
           InputError: no finetuning_config.json or finetuned.weights.h5, or a
             record without a field it must have (one line naming the file).
         """
+        check_no_unfinished_conversion(model_dir, "the fine-tuning folder")
         record, value = _read_record(model_dir)
         weights = os.path.join(model_dir, FINETUNED_WEIGHTS)
         if not os.path.exists(weights):

@@ -37,6 +37,7 @@ from electra_tf.folders.files import (
     GENERATOR_WEIGHTS,
     PRETRAINING_CONFIG,
     _folder_of,
+    check_no_unfinished_conversion,
     has_checkpoints,
     load_weights,
     read_encoder_config,
@@ -90,6 +91,7 @@ class PretrainingFolder:
             weights = os.path.join(checkpoint, DISCRIMINATOR_WEIGHTS)
         folder = checkpoint if os.path.isdir(checkpoint) or not discriminator \
             else _folder_of(weights)
+        check_no_unfinished_conversion(folder, what)
         encoder = None
         if discriminator:
             config_file = os.path.join(folder, DISCRIMINATOR_CONFIG)

@@ -113,6 +113,29 @@ def test_overwrite_replaces_the_model_a_folder_holds(h, tmp_path, tiny_vocab):
     assert (out / "notes.txt").read_bytes() == b"mine"
     assert {"discriminator.weights.h5", "vocab.txt"} <= names
     assert not is_finetuning_folder(str(out))
+    # What a conversion killed midway (kill -9) leaves: its marker, the lock file no
+    # process holds, the files written so far. The same command, without --overwrite,
+    # replaces them (it had been refused: `already holds files (a model?)`).
+    from electra_tf import convert, folders
+
+    (out / "conversion_report.json").unlink()
+    (out / "discriminator_config.json").write_text("{")  # cut short by the kill
+    folders.files.write_json(str(out / convert.UNFINISHED), {"pid": 1})
+    (out / ".lock").write_text("host h, pid 1, since 2026-12-04 07:00:00\n")
+    from electra_tf.core.errors import InputError
+    from electra_tf.folders.pretraining import PretrainingFolder
+
+    with pytest.raises(InputError, match=r"holds a conversion that was stopped midway "
+                                         r"\(\.conversion_unfinished\): its model is "
+                                         r"incomplete"):
+        PretrainingFolder.open(str(out))  # what --init_checkpoint and the export open
+    proc = _run(*[a for a in args if a != "--overwrite"], f"--output={out}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"[convert] removed the unfinished conversion a stopped run left in {out}" \
+        in proc.stderr
+    names = {p.name for p in out.iterdir()}
+    assert {"conversion_report.json", "discriminator_config.json", "notes.txt"} <= names
+    assert not names & {convert.UNFINISHED, ".lock"}, names
 
 
 # Slow: a training step through the loop (the default suite restores a converted
