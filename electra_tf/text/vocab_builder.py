@@ -128,7 +128,8 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
 
     files = expand_files(corpus)
     for path in files:
-        if os.path.exists(output) and os.path.samefile(path, output):  # --overwrite had
+        if os.path.exists(output) and os.path.exists(path) \
+                and os.path.samefile(path, output):  # --overwrite had
             raise InputError(f"--output={output} is one of the --corpus files it would "
                              "read; write the vocabulary elsewhere")  # replaced it
         _check_utf8_name(path)
