@@ -39,6 +39,20 @@ FOLDER_FILES = (PRETRAINING_CONFIG, DISCRIMINATOR_WEIGHTS, DISCRIMINATOR_CONFIG,
                 GENERATOR_WEIGHTS, GENERATOR_CONFIG, FINAL_EVAL, FINETUNING_CONFIG,
                 FINETUNED_WEIGHTS, RESULTS, CONVERSION_REPORT, VOCAB, CHECKPOINTS)
 
+def checked_path(value, what: str) -> str:
+    """`value` as a str path (a str or an os.PathLike of one).
+
+    Raises:
+      TypeError: anything else (None, a number), naming `what`; os.path's own message
+        had named no argument.
+    """
+    path = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+    if not isinstance(path, str):
+        raise TypeError(f"{what} must be a folder's path (a str or os.PathLike), got "
+                        f"{type(value).__name__}")
+    return path
+
+
 # In a folder while `convert` writes it: a kill leaves it beside a half model, which
 # the loaders refuse and the next conversion into the folder replaces.
 UNFINISHED_CONVERSION = ".conversion_unfinished"

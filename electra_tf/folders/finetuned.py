@@ -29,6 +29,7 @@ from electra_tf.folders.files import (
     FINETUNING_CONFIG,
     RESULTS,
     check_no_unfinished_conversion,
+    checked_path,
     has_checkpoints,
     json_numbers,
     load_weights,
@@ -112,6 +113,7 @@ class FinetunedFolder:
           InputError: no finetuning_config.json or finetuned.weights.h5, or a
             record without a field it must have (one line naming the file).
         """
+        model_dir = checked_path(model_dir, "model_dir")
         check_no_unfinished_conversion(model_dir, "the fine-tuning folder")
         record, value = _read_record(model_dir)
         weights = os.path.join(model_dir, FINETUNED_WEIGHTS)

@@ -28,6 +28,7 @@ from typing import Any
 
 from electra_tf.core.config import EncoderConfig, PretrainingConfig, model_size_of
 from electra_tf.core.errors import ConfigError, InputError
+from electra_tf.core.fileio import check_output_folder
 from electra_tf.folders.files import (
     CHECKPOINTS,
     DISCRIMINATOR_CONFIG,
@@ -38,6 +39,7 @@ from electra_tf.folders.files import (
     PRETRAINING_CONFIG,
     _folder_of,
     check_no_unfinished_conversion,
+    checked_path,
     has_checkpoints,
     load_weights,
     read_encoder_config,
@@ -78,7 +80,9 @@ class PretrainingFolder:
           discriminator: the folder must hold a discriminator (its weights and config).
         Raises:
           InputError: files missing or unreadable, a config without a field it must have.
+          TypeError: a checkpoint that is not a path.
         """
+        checkpoint = checked_path(checkpoint, what)
         if discriminator and os.path.isfile(checkpoint) \
                 and not checkpoint.endswith(".weights.h5"):
             raise InputError(f"{what}: {checkpoint} is a file, not a pre-training model_dir "
@@ -133,6 +137,8 @@ class PretrainingFolder:
             raise ConfigError(f"config must be a PretrainingConfig or None, got "
                               f"{type(config).__name__}")
         check_vocab_fits(vocab_file, discriminator.config.vocab_size)
+        path = checked_path(path, "path")
+        check_output_folder(path, "PretrainingFolder.save: path")  # a file there: one line
         os.makedirs(path, exist_ok=True)
         save_discriminator(path, discriminator)
         write_pretraining_config(path, config, {"vocab_file": vocab_file})

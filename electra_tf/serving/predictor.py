@@ -59,9 +59,20 @@ class Predictor:
           InputError, ConfigError, VocabError: what the export refuses, in the same words.
         """
         import dataclasses
+        import numbers
 
+        from electra_tf.folders.files import checked_path
         from electra_tf.serving.export import check_precision, load_spec
 
+        folder = checked_path(folder, "folder")
+        for name, value in (("max_seq_length", max_seq_length),
+                            ("max_query_length", max_query_length),
+                            ("max_answer_length", max_answer_length)):
+            # 16.0 had passed the range check and failed in TensorFlow's indexing
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise TypeError(f"{name} must be a whole number, got {value!r}")
+        max_seq_length, max_query_length, max_answer_length = (
+            int(max_seq_length), int(max_query_length), int(max_answer_length))
         check_precision(precision)  # before the model is built
         spec = load_spec(task, folder, vocab_file, max_seq_length, max_query_length,
                          max_answer_length)
@@ -124,6 +135,10 @@ class Predictor:
         if inputs and all(single):
             return self.predict(*([x] for x in inputs), batch_size=batch_size)
         if any(single):  # "a", ["b", "c"]: no row count fits both
+            for name, x in zip(self.input_names, inputs):
+                if x is None or isinstance(x, numbers.Number):  # not a list at all
+                    raise TypeError(f"{name} must be a string or a list of strings, got "
+                                    f"{type(x).__name__}")
             raise TypeError("give every input as a single string (one row) or every one as "
                             "a list of strings, not a mix")
         columns, batch_size = self._checked(inputs), int(batch_size)

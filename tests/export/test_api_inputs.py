@@ -89,6 +89,39 @@ def test_predict_runs_a_long_list_in_batches(predictors):
             ner.predict(TEXTS, batch_size=size)
 
 
+def test_arguments_of_the_wrong_type_are_refused_naming_them(predictors, finetuned_dirs,
+                                                           tiny_vocab, tmp_path):
+    """A float max_seq_length had passed Predictor.open's range check and failed in
+    TensorFlow's indexing at the first predict; None as a folder had been os.path's
+    message, naming no argument; predict("a", None) had said "not a mix"; and
+    PretrainingFolder.save over a file had been a FileExistsError."""
+    from electra_tf import Predictor
+    from electra_tf.core.errors import InputError
+    from electra_tf.folders import FinetunedFolder, PretrainingFolder
+    from electra_tf.modeling import build_discriminator
+
+    for value in (16.0, "16", True):
+        with pytest.raises(TypeError, match=re.escape(
+                f"max_seq_length must be a whole number, got {value!r}")):
+            Predictor.open(finetuned_dirs["ner"], max_seq_length=value)
+    with pytest.raises(TypeError, match="max_answer_length must be a whole number"):
+        Predictor.open(finetuned_dirs["squad"], max_answer_length=2.5)
+    for open_, what in ((Predictor.open, "folder"), (FinetunedFolder.open, "model_dir"),
+                        (PretrainingFolder.open, "init_checkpoint")):
+        with pytest.raises(TypeError, match=f"^{what} must be a folder's path .* got NoneType"):
+            open_(None)
+    for second in (None, 5):
+        with pytest.raises(TypeError, match="^text_pair must be a string or a list of "
+                                            f"strings, got {type(second).__name__}$"):
+            predictors["mrpc"].predict("a", second)
+    victim = tmp_path / "a_file"
+    victim.write_text("mine")
+    discriminator = build_discriminator(predictors["ner"].model.encoder.config)
+    with pytest.raises(InputError, match="a_file is a file, not a folder"):
+        PretrainingFolder.save(str(victim), discriminator, tiny_vocab)
+    assert victim.read_text() == "mine"
+
+
 def test_a_finetuned_folder_without_its_weights_names_them(finetuned_dirs, tmp_path):
     """A fine-tuned folder whose finetuned.weights.h5 is missing had been taken for a
     pre-training folder: "discriminator.weights.h5 not found"."""
