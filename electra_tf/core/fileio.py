@@ -452,13 +452,21 @@ def check_output_file(path: str, what: str = "--output", special: bool = True) -
         _check_name_lengths(where, os.path.dirname(where), what)
 
 
-def _check_utf8(path: str, what: str) -> None:
+def not_utf8(path: str) -> str | None:
+    """None where `path` is UTF-8 (what TensorFlow's file system takes); else the path as
+    an error line shows it, each byte that is not UTF-8 as \\xNN."""
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:
-        shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return None
+
+
+def _check_utf8(path: str, what: str) -> None:
+    shown = not_utf8(path)
+    if shown is not None:
         raise InputError(f"{what} {shown}: the path is not UTF-8 (TensorFlow's file system "
-                         "takes UTF-8 paths only); rename it") from None
+                         "takes UTF-8 paths only); rename it")
 
 
 def _check_name_lengths(path: str, existing: str, what: str) -> None:

@@ -25,6 +25,7 @@ import numpy as np
 
 from electra_tf.core.config import PretrainingConfig
 from electra_tf.core.errors import ConfigError
+from electra_tf.core.fileio import not_utf8
 from electra_tf.folders import ConvertedFolder
 from electra_tf.interop import core, electric, names
 
@@ -42,13 +43,10 @@ def checkpoint_prefix(path: str) -> str:
 
     import tensorflow as tf
 
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:  # TensorFlow's file system takes UTF-8 paths only
-        shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    shown = not_utf8(path)
+    if shown is not None:  # TensorFlow's file system takes UTF-8 paths only
         raise core.ConversionError(f"cannot read the checkpoint {shown}: its path is not "
-                                   "UTF-8, which TensorFlow's file system needs; rename "
-                                   "it") from None
+                                   "UTF-8, which TensorFlow's file system needs; rename it")
     for suffix in (".index", ".meta"):  # the prefix is what names a checkpoint
         if path.endswith(suffix) and os.path.isfile(path):
             path = path[:-len(suffix)]

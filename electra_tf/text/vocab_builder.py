@@ -22,6 +22,7 @@ from electra_tf.core.fileio import (
     check_text_file,
     check_utf8_file,
     expand_files,
+    not_utf8,
 )
 
 
@@ -65,12 +66,10 @@ def count_words(files: list[str], do_lower_case: bool, strip_accents: bool,
 def _check_utf8_name(path: str) -> None:
     """A corpus file whose name is not UTF-8 (TensorFlow's file system, which reads the
     corpus here, takes UTF-8 paths only: a ValueError traceback)."""
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    shown = not_utf8(path)
+    if shown is not None:
         raise InputError(f"corpus file {shown}: its name is not UTF-8 (TensorFlow's file "
-                         "system takes UTF-8 paths only); rename it") from None
+                         "system takes UTF-8 paths only); rename it")
 
 
 def check_vocab_size(vocab_size: int) -> None:
