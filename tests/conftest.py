@@ -86,6 +86,8 @@ SHARED_FIXTURES = {
     "tests/training/test_gdes.py::test_tf_and_jax": "jax_scripts",
     "tests/training/test_electric_training.py::test_tf_and_jax": "jax_scripts",
     "tests/training/test_prior_output_biases.py::test_the_jax_backend": "jax_scripts",
+    "tests/test_optimization_lamb.py::test_lamb_jax_backend": "jax_scripts",
+    "tests/training/test_bf16_note.py::test_the_jax_backend": "jax_scripts",
     "tests/training/test_jax_multihost.py::test_jax_waits_for_its_peers": "jax_scripts",
     # its one-process reference run
     "tests/training/test_jax_multihost.py::test_two_processes_train_as_one": "jax_scripts",
@@ -123,10 +125,12 @@ COSTLY_FIRST = (
     "tests/test_demo.py::test_demo_pretraining",
     "studies/tests/test_real_data_study.py::test_whole_pipeline",
     "tests/export/",
-    "tests/training/test_jax_runtime.py",  # jax_scripts, with the nine below
+    "tests/training/test_jax_runtime.py",  # jax_scripts, with the eleven below
     "tests/finetuning/test_finetuning_jax.py",
     "tests/training/test_gdes.py::test_tf_and_jax",
     "tests/training/test_prior_output_biases.py::test_the_jax_backend",
+    "tests/test_optimization_lamb.py::test_lamb_jax_backend",
+    "tests/training/test_bf16_note.py::test_the_jax_backend",
     "tests/training/test_jax_multihost.py::test_jax_waits_for_its_peers",
     "tests/training/test_jax_multihost.py::test_two_processes_train_as_one",
     "tests/training/test_electric_training.py::test_tf_and_jax",

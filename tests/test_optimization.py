@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from electra_tf.training.optimization import (
     ElectraAdamW,
+    ElectraLamb,
     WarmupPolynomialDecay,
     applies_weight_decay,
     create_optimizer,
@@ -289,8 +290,11 @@ def test_matches_the_original_adam_weight_decay_optimizer_step_by_step():
                                      for x in variables for kind in ("momentum", "velocity")]
 
 
-def test_bias_correction_flag_is_keras_adam():
-    """adam_bias_correction=True: each step is Keras' Adam step plus the decoupled decay."""
+@pytest.mark.parametrize("traced", [False, True])
+def test_bias_correction_flag_is_keras_adam(traced):
+    """adam_bias_correction=True: each step is Keras' Adam step plus the decoupled decay,
+    to the bit, eagerly and traced (the update makes its per-step scalars once per
+    apply, as the same expressions)."""
     model = _toy()
     variables = model.trainable_variables
     rng = np.random.default_rng(1)
@@ -303,11 +307,40 @@ def test_bias_correction_flag_is_keras_adam():
     twin = _toy()
     for a, b in zip(twin.trainable_variables, variables):
         a.assign(b)
+    step_ours = lambda g: ours.apply(g, variables)  # noqa: E731
+    step_keras = lambda g: keras_adam.apply(g, twin.trainable_variables)  # noqa: E731
+    if traced:
+        step_ours, step_keras = tf.function(step_ours), tf.function(step_keras)
     for g in grads:
-        ours.apply([tf.constant(x) for x in g], variables)
-        keras_adam.apply([tf.constant(x) for x in g], twin.trainable_variables)
+        step_ours([tf.constant(x) for x in g])
+        step_keras([tf.constant(x) for x in g])
     for a, b in zip(variables, twin.trainable_variables):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-8)
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@pytest.mark.parametrize("kind", ["adamw", "adamw_bias_corrected", "lamb"])
+def test_the_per_step_scalars_are_made_once_per_step_not_per_variable(kind):
+    """A traced update computes the learning rate, the bias correction's powers and the
+    update's constants once, however many variables it updates: on TensorFlow each
+    per-variable copy was ops in the training step's graph, about half the optimizer's
+    (the traces of the tests' tiny runs). Same values: the tests above and below."""
+    import collections
+
+    def op_counts(n_layers):
+        variables = _toy(n_layers).trainable_variables
+        optimizer = (ElectraLamb(1e-3) if kind == "lamb" else create_optimizer(
+            1e-2, 100, 10, clip_norm=None, adam_bias_correction=kind != "adamw"))
+        optimizer.build(variables)
+        grads = [tf.ones_like(v.value) for v in variables]
+        graph = tf.function(lambda g: optimizer.apply(g, variables)).get_concrete_function(
+            grads).graph
+        return len(variables), collections.Counter(op.type for op in graph.get_operations())
+
+    (few, small), (many, large) = op_counts(2), op_counts(6)
+    assert many > few
+    assert small["Pow"] == large["Pow"] <= 3  # the schedule's, and beta_1^t and beta_2^t
+    if kind != "lamb":  # (LAMB's trust ratio has two constants of its own per variable)
+        assert small["Const"] == large["Const"]
 
 
 def test_layerwise_weight_decay_uses_the_scaled_rate():

@@ -6,13 +6,13 @@ import json
 import keras
 import numpy as np
 import pytest
+from helpers import run_jax_script
 
 from electra_tf.training.optimization import (
     ElectraLamb,
     WarmupPolynomialDecay,
     create_optimizer,
 )
-from tests.helpers import run_jax_script
 
 # Hand-made variables with ELECTRA-like paths: a kernel, a LayerNorm gamma, a bias, and a
 # kernel at zero (its trust ratio is 1: ||w|| = 0).

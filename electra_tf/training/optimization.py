@@ -178,8 +178,36 @@ def applies_weight_decay(
     return not any(re.search(pattern, variable_path) for pattern in exclude)
 
 
+class _OncePerApply:
+    """Scalars every variable's update shares, made once per apply() instead of once
+    per variable: the scaled learning rate, the bias correction's powers, the update's
+    constants. Keras calls update_step once per variable, and on TensorFlow each call
+    adds its ops to the traced training step; made once, the same values (the same
+    expressions on the same inputs) cost a few ops in all. Kept per dtype and device
+    (a mirrored variable's copies update each on its own device)."""
+
+    _per_apply = None
+
+    def apply(self, grads, trainable_variables=None):
+        self._per_apply = {}
+        try:
+            return super().apply(grads, trainable_variables)
+        finally:
+            self._per_apply = None
+
+    def _shared(self, name, variable, *key, make):
+        """make(), or what it gave for this name, key, dtype and device in this apply()."""
+        if self._per_apply is None:  # update_step called on its own
+            return make()
+        full = (name, keras.backend.standardize_dtype(variable.dtype),
+                getattr(variable, "device", None), *key)
+        if full not in self._per_apply:
+            self._per_apply[full] = make()
+        return self._per_apply[full]
+
+
 @keras.saving.register_keras_serializable(package="electra_tf")
-class ElectraAdamW(keras.optimizers.AdamW):
+class ElectraAdamW(_OncePerApply, keras.optimizers.AdamW):
     """The original's AdamWeightDecayOptimizer (see the module docstring).
 
     Path-based decay exclusion, optional layer-wise LR decay, and, by default,
@@ -249,25 +277,64 @@ class ElectraAdamW(keras.optimizers.AdamW):
 
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
-        lr = ops.cast(learning_rate, variable.dtype) * self._lr_multipliers[index]
+        dtype = keras.backend.standardize_dtype(variable.dtype)
+        multiplier = self._lr_multipliers[index]
+        lr = self._shared("lr", variable, multiplier,
+                          make=lambda: ops.cast(learning_rate, dtype) * multiplier)
+        constant = self._constants(variable)
         # `_use_weight_decay` still honours exclude_from_weight_decay() calls.
         decays = bool(self.weight_decay) and self._decays[index] and self._use_weight_decay(
             variable)
+        gradient = ops.cast(gradient, dtype)
+        m, v = self._momentums[index], self._velocities[index]
         if self.bias_correction:
+            # Keras' Adam.update_step, its per-step scalars made once per apply().
             if decays:
-                wd = ops.cast(self.weight_decay, variable.dtype)
-                self.assign_sub(variable, variable * wd * lr)
-            super().update_step(gradient, variable, lr)
+                self.assign_sub(variable, variable * constant["weight_decay"] * lr)
+            alpha = self._shared("alpha", variable, multiplier,
+                                 make=lambda: self._alpha(lr, variable))
+            self.assign_add(m, ops.multiply(ops.subtract(gradient, m), constant["1-beta_1"]))
+            self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v),
+                                            constant["1-beta_2"]))
+            self.assign_sub(variable, ops.divide(ops.multiply(m, alpha),
+                                                 ops.add(ops.sqrt(v), constant["epsilon"])))
             return
         # The original's AdamWeightDecayOptimizer._apply_gradients, step by step.
-        gradient = ops.cast(gradient, variable.dtype)
-        m, v = self._momentums[index], self._velocities[index]
-        self.assign(m, self.beta_1 * m + (1.0 - self.beta_1) * gradient)
-        self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * ops.square(gradient))
-        update = m / (ops.sqrt(v) + self.epsilon)
+        self.assign(m, ops.add(ops.multiply(constant["beta_1"], m),
+                               ops.multiply(constant["1-beta_1"], gradient)))
+        self.assign(v, ops.add(ops.multiply(constant["beta_2"], v),
+                               ops.multiply(constant["1-beta_2"], ops.square(gradient))))
+        update = m / (ops.sqrt(v) + constant["epsilon"])
         if decays:
-            update = update + ops.cast(self.weight_decay, variable.dtype) * variable
+            update = update + constant["weight_decay"] * variable
         self.assign_sub(variable, lr * update)
+
+    def _constants(self, variable) -> dict:
+        """The update's Python numbers as tensors of the variable's dtype, made once per
+        apply(): the values the expressions above would convert them to, one by one."""
+        dtype = keras.backend.standardize_dtype(variable.dtype)
+
+        def make():
+            return {name: ops.convert_to_tensor(value, dtype) for name, value in (
+                ("beta_1", self.beta_1), ("1-beta_1", 1.0 - self.beta_1),
+                ("beta_2", self.beta_2), ("1-beta_2", 1.0 - self.beta_2),
+                ("epsilon", self.epsilon), ("weight_decay", self.weight_decay or 0.0))}
+
+        return self._shared("constants", variable, make=make)
+
+    def _alpha(self, lr, variable):
+        """Keras' Adam step size, lr * sqrt(1 - beta_2^t) / (1 - beta_1^t), as it
+        computes it (left to right), with the powers made once per apply()."""
+        dtype = keras.backend.standardize_dtype(variable.dtype)
+
+        def make():
+            local_step = ops.cast(self.iterations + 1, dtype)
+            beta_1_power = ops.power(ops.cast(self.beta_1, dtype), local_step)
+            beta_2_power = ops.power(ops.cast(self.beta_2, dtype), local_step)
+            return ops.sqrt(1 - beta_2_power), 1 - beta_1_power
+
+        root, denominator = self._shared("powers", variable, make=make)
+        return lr * root / denominator
 
     def get_config(self):
         config = super().get_config()
@@ -290,7 +357,7 @@ OPTIMIZERS = ("adamw", "lamb")
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
-class ElectraLamb(keras.optimizers.Optimizer):
+class ElectraLamb(_OncePerApply, keras.optimizers.Optimizer):
     """LAMB as NVIDIA's TF2 ELECTRA runs it (tensorflow_addons.optimizers.LAMB).
 
     Per variable w, with gradient g (already all-reduced, averaged over the
@@ -371,18 +438,20 @@ class ElectraLamb(keras.optimizers.Optimizer):
 
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
-        dtype = variable.dtype
-        lr = ops.cast(learning_rate, dtype)
+        dtype = keras.backend.standardize_dtype(variable.dtype)
+        lr = self._shared("lr", variable, make=lambda: ops.cast(learning_rate, dtype))
+        constant = self._constants(variable)
         gradient = ops.cast(gradient, dtype)
-        t = ops.cast(self.stage_step(self.iterations), dtype)
         m, v = self._momentums[index], self._velocities[index]
-        self.assign(m, m * self.beta_1 + gradient * (1.0 - self.beta_1))
-        self.assign(v, v * self.beta_2 + ops.square(gradient) * (1.0 - self.beta_2))
-        m_hat = m / (1.0 - ops.power(ops.cast(self.beta_1, dtype), t))
-        v_hat = v / (1.0 - ops.power(ops.cast(self.beta_2, dtype), t))
-        update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
+        self.assign(m, ops.multiply(m, constant["beta_1"])
+                    + ops.multiply(gradient, constant["1-beta_1"]))
+        self.assign(v, ops.multiply(v, constant["beta_2"])
+                    + ops.multiply(ops.square(gradient), constant["1-beta_2"]))
+        m_hat = m / constant["1-beta_1^t"]
+        v_hat = v / constant["1-beta_2^t"]
+        update = m_hat / (ops.sqrt(v_hat) + constant["epsilon"])
         if self._decays[index] and self.weight_decay_rate:
-            update = update + ops.cast(self.weight_decay_rate, dtype) * variable
+            update = update + constant["weight_decay_rate"] * variable
         if self._adapts[index]:
             w_norm = ops.sqrt(ops.sum(ops.square(variable)))
             u_norm = ops.sqrt(ops.sum(ops.square(update)))
@@ -390,6 +459,24 @@ class ElectraLamb(keras.optimizers.Optimizer):
             ratio = ops.where(w_norm > 0, ops.where(u_norm > 0, w_norm / safe, 1.0), 1.0)
             update = ratio * update
         self.assign_sub(variable, lr * update)
+
+    def _constants(self, variable) -> dict:
+        """The update's numbers as tensors of the variable's dtype, made once per
+        apply(): the Python numbers as the expressions would convert them, one by one,
+        and the bias correction's 1 - beta^t at this step's t."""
+        dtype = keras.backend.standardize_dtype(variable.dtype)
+
+        def make():
+            t = ops.cast(self.stage_step(self.iterations), dtype)
+            return {
+                **{name: ops.convert_to_tensor(value, dtype) for name, value in (
+                    ("beta_1", self.beta_1), ("1-beta_1", 1.0 - self.beta_1),
+                    ("beta_2", self.beta_2), ("1-beta_2", 1.0 - self.beta_2),
+                    ("epsilon", self.epsilon), ("weight_decay_rate", self.weight_decay_rate))},
+                "1-beta_1^t": 1.0 - ops.power(ops.cast(self.beta_1, dtype), t),
+                "1-beta_2^t": 1.0 - ops.power(ops.cast(self.beta_2, dtype), t)}
+
+        return self._shared("constants", variable, make=make)
 
     def get_config(self):
         config = super().get_config()
