@@ -174,6 +174,23 @@ def test_a_shard_corrupt_mid_file_is_named_after_a_checkpoint(tiny_records, tmp_
     assert step and step.group(1) == step.group(2), message
     assert (model_dir / "checkpoints" / f"ckpt-{step.group(1)}.index").exists()
     assert not (model_dir / "discriminator.weights.h5").exists()
+    import numpy as np
+
+    # What was saved is exactly that many steps: the same run on the repaired file,
+    # stopped there, holds the same weights and optimizer state (the step count had
+    # moved on before the failed read, one step past the weights it was saved with).
+    raw[len(raw) // 2] ^= 0x10
+    bad.write_bytes(bytes(raw))
+    reference = pretraining(tiny_records, tmp_path / "reference",
+                            train_data=f"{data}/pretrain_data.tfrecord*", num_train_steps=50,
+                            eval_data="")
+    if int(step.group(1)):  # (tf.data's read-ahead meets it at step 0 or soon after)
+        reference.train(stop_at_step=int(step.group(1)))
+    assert reference.step == trainer.step == int(step.group(1))
+    for a, b in zip(reference.model.trainable_variables + reference.optimizer.variables,
+                    trainer.model.trainable_variables + trainer.optimizer.variables,
+                    strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
 
 
 def write_records(path, first_ids, later_ids=(), count=0, length=32) -> str:

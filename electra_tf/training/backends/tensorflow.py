@@ -264,7 +264,11 @@ def apply_reduced_gradients(optimizer, grads, variables, clip_norm):
     ctx = tf.distribute.get_replica_context()
     grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
     grads, norm = tf.clip_by_global_norm(grads, clip_norm)
-    optimizer.apply_gradients(zip(grads, variables))
+    # The step count moves with the update: Keras' `iterations.assign_add(1)` depends
+    # on no input, so a traced step could count itself before its batch was read, and
+    # a bad record met there left a checkpoint one step past the weights it held.
+    with tf.control_dependencies([norm]):
+        optimizer.apply_gradients(zip(grads, variables))
     return norm
 
 
