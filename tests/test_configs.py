@@ -340,6 +340,24 @@ def test_run_checks_the_batch_against_gradient_accumulation():
                                                          "--gradient_accumulation_steps=4"))
 
 
+def test_phase_2_options_are_named_as_given():
+    """Phase-2 options without phase 2 name the ones given (both were named, given or
+    not), and a phase-2 batch that does not split says where its accumulation came
+    from (phase 1's, inherited)."""
+    run = PretrainingRun(model_dir="m", train_data="t", vocab_file="v", phase2_train_data="p")
+    with pytest.raises(ConfigError, match=r"^phase2_train_data needs phase2_steps >= 1 "
+                       r"\(the steps of phase 2"):
+        check_run(PretrainingConfig(), run)
+    phases = PretrainingConfig(num_train_steps=10, phase2_steps=4, phase2_max_seq_length=32,
+                               phase2_train_batch_size=4)
+    run = PretrainingRun(model_dir="m", train_data="t", vocab_file="v", phase2_train_data="p",
+                         gradient_accumulation_steps=8)
+    with pytest.raises(ConfigError, match=r"^phase 2's train batch 4 is not a multiple of its "
+                       r"gradient accumulation steps 8 \(gradient_accumulation_steps, which "
+                       r"phase 2 takes where phase2_gradient_accumulation_steps is 0\)$"):
+        check_run(dataclasses.replace(phases, train_batch_size=8), run)
+
+
 def test_the_objective_is_chosen_by_objective_alone():
     with pytest.raises(ConfigError, match="unknown PretrainingConfig hyperparameter.*: "
                        "electra_objective;"):
@@ -402,7 +420,10 @@ def test_a_warmup_past_the_run_is_warned_with_the_rate_the_schedule_reaches():
     ("pretraining", {"num_warmup_steps": -5}, "num_warmup_steps must be >= 0, got -5"),
     ("pretraining", {"num_train_steps": 10, "phase2_steps": 4, "phase2_max_seq_length": 32,
                      "phase2_warmup_steps": -1},
-     "phase2_warmup_steps must be >= 0 (0: phase 1's), got -1"),
+     "phase2_warmup_steps must be >= 0 (0: no warmup), got -1"),
+    ("pretraining", {"num_train_steps": 10, "phase2_steps": 4, "phase2_max_seq_length": 32,
+                     "phase2_train_batch_size": -8},
+     "phase2_train_batch_size must be >= 0 (0: train_batch_size), got -8"),
     ("finetuning", {"warmup_proportion": 1.5}, "warmup_proportion must be in [0, 1), got 1.5"),
     ("finetuning", {"eval_batch_size": 0}, "eval_batch_size must be >= 1, got 0"),
     ("finetuning", {"max_seq_length": 4}, "max_seq_length must be >= 8, got 4"),

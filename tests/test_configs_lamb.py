@@ -81,6 +81,11 @@ def test_a_warmup_as_long_as_its_phase_is_warned_and_phase_2_fits_the_positions(
         "rate reaches at most 83% of its peak")
     assert "the run's 6 steps" in PretrainingConfig(num_train_steps=6, num_warmup_steps=10
                                                     ).long_warmup_warning()
+    # both phases' warmups too long: a line each (only phase 1's was said)
+    both = PretrainingConfig(num_warmup_steps=6, phase2_warmup_steps=9,
+                             **phases).long_warmup_warning().split("\n")
+    assert [line[:40] for line in both] == ["warning: --num_warmup_steps=6 is not sho",
+                                            "warning: --phase2_warmup_steps=9 is not "]
     assert PretrainingConfig(num_train_steps=1000, num_warmup_steps=0).long_warmup_warning() == ""
     assert PretrainingConfig(max_seq_length=64, **phases).phase2_length_warning() == (
         "warning: --phase2_max_seq_length=32 is shorter than --max_seq_length=64: phase 2 "

@@ -347,14 +347,15 @@ class PretrainingConfig:
                 "unable to fine-tune; pass --adam_bias_correction for a short run")
 
     def long_warmup_warning(self) -> str:
-        """A warning for a warmup as long as its stage (phase 1, phase 2, a two-stage
-        run's stage) or longer, or "". With LAMB (NVIDIA's schedule: the warmup's
+        """A warning line for each warmup as long as its stage (phase 1, phase 2, a
+        two-stage run's stage) or longer, or "". With LAMB (NVIDIA's schedule: the warmup's
         ramp, then the decay) the learning rate then never decays and a longer warmup
         never reaches the peak; with the original's (the decay to 0 from the stage's
         start, times the ramp) it peaks far below the peak it was given: at
         (p/(p+1))^p L/((p+1)W) of it, for decay power p, L steps, W warmup steps."""
         bounds = (0, *self.stage_starts, self.num_train_steps)
         warmups = (self.num_warmup_steps, *(w for _, w in self.stage_rates))
+        warnings = []
         for i in range(len(bounds) - 1):
             warmup = warmups[i] if i < len(warmups) else self.num_warmup_steps
             length = bounds[i + 1] - bounds[i]
@@ -373,9 +374,9 @@ class PretrainingConfig:
                     what = (f"its learning rate (the decay to 0 times the warmup's ramp) "
                             f"peaks at {top:.0%} of the rate given, at step "
                             f"{bounds[i] + round(length / (p + 1))}")
-                return (f"warning: {flag}={warmup} is not shorter than {stage}'s {length} "
-                        f"steps: {what}; give fewer warmup steps")
-        return ""
+                warnings.append(f"warning: {flag}={warmup} is not shorter than {stage}'s "
+                                f"{length} steps: {what}; give fewer warmup steps")
+        return "\n".join(warnings)
 
     def phase2_length_warning(self) -> str:
         """A warning for a phase 2 of shorter sequences than phase 1's, or "". NVIDIA's two
@@ -591,9 +592,11 @@ class PretrainingConfig:
                               f"records' length), got {self.phase2_max_seq_length}")
         if self.training_algorithm == "two_stage":
             raise ConfigError("phase2_steps cannot go with training_algorithm=two_stage")
-        for name in ("phase2_train_batch_size", "phase2_learning_rate", "phase2_warmup_steps"):
+        for name, zero in (("phase2_train_batch_size", "train_batch_size"),
+                           ("phase2_learning_rate", "learning_rate"),
+                           ("phase2_warmup_steps", "no warmup")):
             if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be >= 0 (0: phase 1's), got "
+                raise ConfigError(f"{name} must be >= 0 (0: {zero}), got "
                                   f"{getattr(self, name)}")
 
     def _sharing(self) -> str:
@@ -882,11 +885,17 @@ def check_run(config: PretrainingConfig, run: PretrainingRun) -> None:
         k, batch = (run.resolved_phase2_gradient_accumulation_steps,
                     config.resolved_phase2_train_batch_size)
         if batch % k:
+            whose = ("" if run.phase2_gradient_accumulation_steps else
+                     " (gradient_accumulation_steps, which phase 2 takes where "
+                     "phase2_gradient_accumulation_steps is 0)")
             raise ConfigError(f"phase 2's train batch {batch} is not a multiple of its "
-                              f"gradient accumulation steps {k}")
+                              f"gradient accumulation steps {k}{whose}")
     elif run.phase2_train_data or run.phase2_gradient_accumulation_steps:
-        raise ConfigError("phase2_train_data and phase2_gradient_accumulation_steps need "
-                          "phase2_steps >= 1")
+        given = [name for name in ("phase2_train_data", "phase2_gradient_accumulation_steps")
+                 if getattr(run, name)]
+        raise ConfigError(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} "
+                          "phase2_steps >= 1 (the steps of phase 2, the last of "
+                          "num_train_steps)")
 
 
 # Original configure_finetuning.py: learning rate and layer-wise decay by size.
