@@ -258,16 +258,20 @@ class Pretraining:
         if not self.run.eval_data:
             return {}
         limit, n = num_steps or self.config.num_eval_steps, 0
-        batches = self._batches(self.run.eval_data, self.config.eval_batch_size,
-                                self.config.seed + 1, False)
-        for batch in batches:
-            stop_point()  # a second Ctrl-C or SIGTERM stops here (loop.InterruptGate)
-            if n >= limit:
-                break
-            self._eval_batch(batch, n)
-            n += 1
-        if hasattr(batches, "close"):  # a reader thread ahead (data/prefetch.py)
-            batches.close()
+        self._evaluating = True  # a bad record met now is --eval_data's (_bad_record)
+        try:
+            batches = self._batches(self.run.eval_data, self.config.eval_batch_size,
+                                    self.config.seed + 1, False)
+            for batch in batches:
+                stop_point()  # a second Ctrl-C or SIGTERM stops here (loop.InterruptGate)
+                if n >= limit:
+                    break
+                self._eval_batch(batch, n)
+                n += 1
+            if hasattr(batches, "close"):  # a reader thread ahead (data/prefetch.py)
+                batches.close()
+        finally:
+            self._evaluating = False
         if n == 0:
             self._log("warning: the eval data is smaller than one eval batch; no eval")
             return {}
@@ -444,6 +448,19 @@ class Pretraining:
         self.save_checkpoint()
         return f"checkpoint saved at step {self.step}"
 
+    _evaluating = False  # (set while evaluate reads --eval_data)
+
+    def _records_read(self) -> tuple[str, str, int]:
+        """(flag, length flag, length) of the records being read: --eval_data in an
+        evaluation, else the training records of the step's phase."""
+        cfg = self.config
+        if self._evaluating:
+            return "--eval_data", "--max_seq_length", cfg.max_seq_length
+        phase = self.phase_at(min(self.step, cfg.num_train_steps - 1))
+        if phase.data_start:
+            return "--phase2_train_data", "--phase2_max_seq_length", phase.max_seq_length
+        return "--train_data", "--max_seq_length", cfg.max_seq_length
+
     def _bad_record(self, error) -> Exception:
         """A corrupt or misshaped record met mid-run: save a checkpoint, name the file.
 
@@ -461,29 +478,29 @@ class Pretraining:
         if not corrupt and not misshaped and not bad_id and not outside:
             return error
         step = self.step
+        source, length_flag, length = self._records_read()
         saved = self._save_after_bad_record()
         if corrupt:
             path = locate_corrupt_record(
                 self.files["train"] + self.files.get("phase2", []) + self.files["eval"], message)
-            where = path or "a file of --train_data or --eval_data"
+            where = path or f"a file of {source}"
             found = framework_messages.corrupt_record(message)
             said = found[0] if found else message.strip().split("\n")[0][:200]
             return InputError(f"{where}: corrupt TFRecord ({said}), met at step {step}; "
                               f"{saved}; replace or remove that file, then rerun to resume")
         if bad_id:  # the embedding lookup's check, on TensorFlow's CPU kernels
             return InputError(
-                f"a record of --train_data or --eval_data holds token id {bad_id[0]}, "
+                f"a record of {source} holds token id {bad_id[0]}, "
                 f"outside the vocabulary's [0, {bad_id[1]}), met at step {step}; {saved}; "
                 "rebuild the data with this --vocab_file, then rerun to resume")
         if outside:
             return InputError(
-                f"a record of --train_data or --eval_data holds a token id outside the "
+                f"a record of {source} holds a token id outside the "
                 f"vocabulary's [0, {self.config.vocab_size}), met at step {step}; {saved}; "
                 "rebuild the data with this --vocab_file, then rerun to resume")
         return InputError(
-            f"a record of --train_data or --eval_data does not fit --max_seq_length="
-            f"{self.config.max_seq_length} ({misshaped}), met at step "
-            f"{step}; {saved}; rebuild that file, then rerun to resume")
+            f"a record of {source} does not fit {length_flag}={length} ({misshaped}), "
+            f"met at step {step}; {saved}; rebuild that file, then rerun to resume")
 
 
 def _tensorflow_data_errors() -> tuple:

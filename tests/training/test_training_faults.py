@@ -193,6 +193,34 @@ def test_a_shard_corrupt_mid_file_is_named_after_a_checkpoint(tiny_records, tmp_
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
 
 
+def test_a_misshaped_phase_2_record_names_phase_2s_flags(tiny_records, tmp_path):
+    """A record of --phase2_train_data that does not fit phase 2's length, met in phase 2
+    (its first record fits: the start-up check passes), is named as phase 2's: it had
+    been called a record of --train_data or --eval_data not fitting --max_seq_length."""
+    import tensorflow as tf
+
+    from electra_tf.data.features import serialize
+
+    def example(length):
+        return serialize({"input_ids": [2, 7, 3] + [0] * (length - 3),
+                          "input_mask": [1] * 3 + [0] * (length - 3),
+                          "segment_ids": [0] * length})
+
+    path = tmp_path / "phase2.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        writer.write(example(16))
+        for _ in range(16):
+            writer.write(example(32))
+    with pytest.raises(InputError) as raised:
+        pretraining(tiny_records, tmp_path / "model", eval_data="", num_train_steps=2,
+                    iterations_per_loop=1, phase2_steps=1, phase2_max_seq_length=16,
+                    phase2_train_data=str(path)).train()
+    assert re.fullmatch(r"a record of --phase2_train_data does not fit "
+                        r"--phase2_max_seq_length=16 \(.*\), met at step 1; checkpoint saved "
+                        r"at step 1; rebuild that file, then rerun to resume",
+                        str(raised.value)), raised.value
+
+
 def write_records(path, first_ids, later_ids=(), count=0, length=32) -> str:
     """A TFRecord file of pre-training examples: one of `first_ids`, then `count` of
     `later_ids` (each padded to `length`)."""
@@ -239,7 +267,7 @@ def test_an_id_outside_the_vocabulary_met_mid_run_is_one_line_after_a_checkpoint
     with pytest.raises(InputError) as raised:
         pretraining(tiny_records, tmp_path / "model", train_data=path, num_train_steps=4).train()
     assert re.fullmatch(
-        rf"a record of --train_data or --eval_data holds a token id outside the "
+        rf"a record of --train_data holds a token id outside the "
         rf"vocabulary's \[0, {size}\), met at step 0; checkpoint saved at step 0; rebuild the "
         r"data with this --vocab_file, then rerun to resume", str(raised.value)), raised.value
     assert not (tmp_path / "model" / "discriminator.weights.h5").exists()
