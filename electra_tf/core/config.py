@@ -787,6 +787,8 @@ class RuntimeOptions:
         if self.worker_startup_timeout_s < 0:
             raise ConfigError(
                 f"worker_startup_timeout_s must be >= 0, got {self.worker_startup_timeout_s}")
+        if self.num_devices < 0:  # (-1 had dropped a device, -2 divided by zero)
+            raise ConfigError(f"num_devices must be >= 0 (0: all), got {self.num_devices}")
         if self.jax_steps_per_call < 1:
             raise ConfigError(f"jax_steps_per_call must be >= 1, got {self.jax_steps_per_call}")
         if self.jax_input_pipeline not in JAX_INPUT_PIPELINES:

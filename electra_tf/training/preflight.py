@@ -49,7 +49,7 @@ def preflight(config: PretrainingConfig, run: PretrainingRun, tensorflow_io: boo
       InputError, ConfigError, VocabError: one line naming the flag or file.
     """
     check_output_folder(run.model_dir, "--model_dir")
-    fs = tensorflow_files() if tensorflow_io else LOCAL_FILES
+    fs = _tensorflow_files() if tensorflow_io else LOCAL_FILES
     size = config.vocab_size
 
     def check(patterns: str, what: str, length: int = config.max_seq_length) -> list[str]:
@@ -384,3 +384,18 @@ def _overrides_change(before: PretrainingConfig, config: PretrainingConfig) -> s
 
 def _flag_value(value) -> str:
     return json.dumps(value, sort_keys=True) if isinstance(value, dict) else str(value)
+
+
+def _tensorflow_files():
+    """tf.io.gfile's file system; where TensorFlow is not installed, one line saying which
+    input pipelines read without it (only the JAX backend gets here then: its default,
+    tf.data, reads through TensorFlow)."""
+    try:
+        return tensorflow_files()
+    except ModuleNotFoundError as e:
+        if e.name != "tensorflow":
+            raise
+        raise ConfigError("--jax_input_pipeline=tf.data (the default) reads the records "
+                          "through TensorFlow, which is not installed here; pass "
+                          "--jax_input_pipeline=numpy (the same TFRecords) or packed "
+                          "(pack_pretraining_data's files)") from None

@@ -284,3 +284,22 @@ def test_packed_files_given_to_another_input_are_one_line(packed_records, tmp_pa
     with pytest.raises(InputError, match="is a packed examples file, which only "
                                          "KERAS_BACKEND=jax with --jax_input_pipeline=packed"):
         check_records(packed_records["train"], L, "--train_data", LOCAL_FILES)
+
+
+def test_the_default_jax_input_without_tensorflow_is_one_line(tiny_records, tmp_path,
+                                                              monkeypatch):
+    """KERAS_BACKEND=jax reads through tf.data by default: where TensorFlow is not
+    installed that was a traceback ending in "No module named 'tensorflow'"; now one line
+    naming the inputs that read without it (checked before anything is written)."""
+    from electra_tf.core.config import PretrainingConfig, PretrainingRun
+    from electra_tf.core.errors import ConfigError
+    from electra_tf.training.preflight import preflight
+
+    monkeypatch.setitem(sys.modules, "tensorflow", None)  # an import of it fails
+    run = PretrainingRun(model_dir=str(tmp_path / "model"), train_data=tiny_records["train"],
+                         vocab_file=tiny_records["vocab"])
+    with pytest.raises(ConfigError, match=r"^--jax_input_pipeline=tf.data \(the default\) "
+                       r"reads the records through TensorFlow, which is not installed here; "
+                       r"pass --jax_input_pipeline=numpy"):
+        preflight(PretrainingConfig(max_seq_length=L), run, tensorflow_io=True)
+    assert not (tmp_path / "model").exists()
