@@ -461,7 +461,8 @@ def interrupt_after(module: str, args: list[str], pattern: str, model_dir,
     assert match, stderr[-3000:]
     said = "Ctrl-C" if sig == signal.SIGINT else signal.Signals(sig).name
     assert f"{said}: stopping after the running chunk of steps, with a checkpoint (a second " \
-        f"{said} leaves at once, without saving)" in before, stderr[-3000:]  # said at once
+        f"{said} stops sooner: saving where the loop can stop, else at once without saving)" \
+        in before, stderr[-3000:]  # said at once
     step = int(match.group(1))
     saved = [model_dir / "checkpoints" / name for name in (f"ckpt-{step}.index",
                                                             f"jax-ckpt-{step}.npz")]

@@ -265,7 +265,8 @@ def _first_signal_line(signum: int) -> str:
     the loop may be inside a chunk of steps for minutes)."""
     said = signals.name(signum)
     return (f"{said}: stopping after the running chunk of steps, with a checkpoint (a second "
-            f"{said} leaves at once, without saving)")
+            f"{said} stops sooner: saving where the loop can stop, else at once without "
+            "saving)")
 
 
 def _leave_line(signum: int) -> str:

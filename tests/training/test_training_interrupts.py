@@ -468,7 +468,8 @@ def test_a_second_ctrl_c_inside_a_compiled_call_leaves_at_once():
         proc.kill()
     said = [x for x in lines if x.startswith(("Ctrl-C", "phase", "interrupted"))]
     acknowledged = ("Ctrl-C: stopping after the running chunk of steps, with a checkpoint (a "
-                    "second Ctrl-C leaves at once, without saving)")
+                    "second Ctrl-C stops sooner: saving where the loop can stop, else at once "
+                    "without saving)")
     assert said == [acknowledged, "phase A: stayed", "phase B: in the chunk", acknowledged,
                     "interrupted by a second Ctrl-C inside a chunk of steps; no checkpoint "
                     "was saved; a rerun starts from the latest one"], "\n".join(lines)[-3000:]
