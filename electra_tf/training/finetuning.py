@@ -727,6 +727,14 @@ class Finetuning:
             num_labels = max(1, len(task.label_names))
             # Recorded with the folder: the export rebuilds the model from the record.
             self.head_config = head_config
+            if not run.from_scratch:
+                # The head's initial weights (and the dropout's seeds) follow the seed
+                # alone, not how the encoder was reached: a pre-training folder builds a
+                # discriminator, one of its checkpoints a whole pre-training model, and
+                # each had drawn other random numbers before the head (the same
+                # discriminator fine-tuned from different heads). A random encoder
+                # (--from_scratch) goes on drawing from its seed.
+                keras.utils.set_random_seed(config.seed)
             self.model = FinetuningModel(discriminator.encoder, task.head, num_labels,
                                          config=head_config)
             self.model.build()

@@ -57,6 +57,26 @@ def test_a_checkpoint_step_gives_the_discriminator_of_that_step(pretrained, tmp_
         np.testing.assert_array_equal(a, b)
 
 
+def test_a_checkpoint_step_and_its_folder_start_the_same_head(pretrained, tmp_path):
+    """The folder and its last checkpoint hold the same discriminator; fine-tuning from
+    either starts from the same head too (the checkpoint's whole pre-training model had
+    drawn other random numbers before it: another head, other results, one seed)."""
+    from electra_tf.tasks.registry import get_task
+    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
+
+    model_dir, _ = pretrained
+    heads = []
+    for i, start in enumerate((model_dir, os.path.join(folders.files.checkpoint_dir(model_dir),
+                                                       "ckpt-6"))):
+        trainer = TensorFlowFinetuning(get_task("sst2"), FinetuningConfig(
+            task_name="sst2", max_seq_length=16), FinetuningRun(
+            model_dir=str(tmp_path / str(i)), data_dir="unused", init_checkpoint=start))
+        heads.append([np.asarray(w) for w in trainer.model.head.get_weights()])
+    assert heads[0] and len(heads[0]) == len(heads[1])
+    for a, b in zip(*heads):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_bad_checkpoint_steps_are_one_line(pretrained):
     model_dir, _ = pretrained
     config = FinetuningConfig(task_name="sst2")
