@@ -311,6 +311,12 @@ def pack(record_pattern: str | list[str], output: str, max_seq_length: int | Non
         records, or an existing file without `overwrite`.
     """
     paths = expand_files(record_pattern, "--records")
+    for path in paths:  # (its first bytes failed as a TFRecord's length checksum)
+        with open(path, "rb") as f:
+            if f.read(len(MAGIC)) == MAGIC:
+                raise InputError(f"--records: {path} is a packed examples file already "
+                                 "(pack_pretraining_data's output), not TFRecords; give the "
+                                 "records it was packed from")
     check_one_build(paths, "--records", LOCAL_FILES)
     _check_output(output, paths, overwrite)
     tokenization = records_tokenization(paths)

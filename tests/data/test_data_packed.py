@@ -2,6 +2,7 @@
 exact resume, one line for a damaged or mismatched file, and the packing command."""
 
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -201,6 +202,17 @@ def test_pack_refuses_what_it_cannot_represent_and_writes_nothing(records, tmp_p
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp")]
     with pytest.raises(InputError, match="not max_seq_length=16"):
         packed.pack(gap, out, max_seq_length=16, progress=False)
+
+
+def test_pack_given_a_packed_file_says_so(packed_file, tmp_path):
+    """A packed file as --records had been called a corrupt TFRecord ("record 0 has a
+    bad length checksum")."""
+    out = str(tmp_path / "again.packed")
+    with pytest.raises(InputError, match=rf"^--records: {re.escape(str(packed_file))} is a "
+                       r"packed examples file already \(pack_pretraining_data's output\), "
+                       r"not TFRecords; give the records it was packed from$"):
+        packed.pack(str(packed_file), out, progress=False)
+    assert not os.path.exists(out)
 
 
 def test_prefetch_keeps_order_passes_errors_and_stops():

@@ -196,7 +196,7 @@ def test_jax_trainer_refuses_what_it_cannot_run(jax_runs):
     """A ConfigError (the CLI's one `error:` line), before anything is written."""
     assert jax_runs["refused"] == (
         "--strategy=multi_worker is not available on the JAX backend (it uses every "
-        "local device; for multi-host, see --jax_coordinator_address)")
+        "local device; for multi-host pre-training, see --jax_coordinator_address)")
     assert not jax_runs["refused_wrote"]
 
 

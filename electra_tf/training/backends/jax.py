@@ -176,7 +176,7 @@ def data_parallel(strategy: str, num_devices: int, batch_sizes: dict[str, int]):
     """
     if strategy not in JAX_STRATEGIES:
         raise ConfigError(f"--strategy={strategy} is not available on the JAX backend "
-                          "(it uses every local device; for multi-host, see "
+                          "(it uses every local device; for multi-host pre-training, see "
                           "--jax_coordinator_address)")
     if jax.process_count() > 1:
         if num_devices:
