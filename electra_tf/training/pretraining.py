@@ -258,20 +258,20 @@ class Pretraining:
         if not self.run.eval_data:
             return {}
         limit, n = num_steps or self.config.num_eval_steps, 0
-        self._evaluating = True  # a bad record met now is --eval_data's (_bad_record)
-        try:
-            batches = self._batches(self.run.eval_data, self.config.eval_batch_size,
-                                    self.config.seed + 1, False)
-            for batch in batches:
-                stop_point()  # a second Ctrl-C or SIGTERM stops here (loop.InterruptGate)
-                if n >= limit:
-                    break
-                self._eval_batch(batch, n)
-                n += 1
-            if hasattr(batches, "close"):  # a reader thread ahead (data/prefetch.py)
-                batches.close()
-        finally:
-            self._evaluating = False
+        # A bad record met now is --eval_data's (_bad_record, in train's handler: the
+        # flag stays set when an error leaves, and train clears it at its start).
+        self._evaluating = True
+        batches = self._batches(self.run.eval_data, self.config.eval_batch_size,
+                                self.config.seed + 1, False)
+        for batch in batches:
+            stop_point()  # a second Ctrl-C or SIGTERM stops here (loop.InterruptGate)
+            if n >= limit:
+                break
+            self._eval_batch(batch, n)
+            n += 1
+        if hasattr(batches, "close"):  # a reader thread ahead (data/prefetch.py)
+            batches.close()
+        self._evaluating = False
         if n == 0:
             self._log("warning: the eval data is smaller than one eval batch; no eval")
             return {}
@@ -293,6 +293,7 @@ class Pretraining:
 
     def _train(self, stop_at_step: int | None) -> dict:
         cfg, run = self.config, self.run
+        self._evaluating = False
         self.restore()
         if self.step > cfg.num_train_steps:
             raise ConfigError(

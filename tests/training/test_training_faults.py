@@ -193,10 +193,11 @@ def test_a_shard_corrupt_mid_file_is_named_after_a_checkpoint(tiny_records, tmp_
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
 
 
-def test_a_misshaped_phase_2_record_names_phase_2s_flags(tiny_records, tmp_path):
+def test_a_misshaped_record_names_the_records_being_read(tiny_records, tmp_path):
     """A record of --phase2_train_data that does not fit phase 2's length, met in phase 2
-    (its first record fits: the start-up check passes), is named as phase 2's: it had
-    been called a record of --train_data or --eval_data not fitting --max_seq_length."""
+    (its first record fits: the start-up check passes), is named as phase 2's, and one of
+    --eval_data as the evaluation's: each had been called a record of --train_data or
+    --eval_data not fitting --max_seq_length."""
     import tensorflow as tf
 
     from electra_tf.data.features import serialize
@@ -206,19 +207,29 @@ def test_a_misshaped_phase_2_record_names_phase_2s_flags(tiny_records, tmp_path)
                           "input_mask": [1] * 3 + [0] * (length - 3),
                           "segment_ids": [0] * length})
 
-    path = tmp_path / "phase2.tfrecord"
-    with tf.io.TFRecordWriter(str(path)) as writer:
-        writer.write(example(16))
-        for _ in range(16):
-            writer.write(example(32))
+    def write(name, first, later):
+        path = tmp_path / name
+        with tf.io.TFRecordWriter(str(path)) as writer:
+            writer.write(example(first))
+            for _ in range(16):
+                writer.write(example(later))
+        return str(path)
+
     with pytest.raises(InputError) as raised:
         pretraining(tiny_records, tmp_path / "model", eval_data="", num_train_steps=2,
                     iterations_per_loop=1, phase2_steps=1, phase2_max_seq_length=16,
-                    phase2_train_data=str(path)).train()
+                    phase2_train_data=write("phase2.tfrecord", 16, 32)).train()
     assert re.fullmatch(r"a record of --phase2_train_data does not fit "
                         r"--phase2_max_seq_length=16 \(.*\), met at step 1; checkpoint saved "
                         r"at step 1; rebuild that file, then rerun to resume",
                         str(raised.value)), raised.value
+    # one of --eval_data, met by the evaluation at step 0 (before any training step)
+    with pytest.raises(InputError) as raised:
+        pretraining(tiny_records, tmp_path / "model_eval", num_train_steps=1,
+                    eval_data=write("eval.tfrecord", 32, 16)).train()
+    assert re.fullmatch(r"a record of --eval_data does not fit --max_seq_length=32 \(.*\), "
+                        r"met at step 0; checkpoint saved at step 0; rebuild that file, then "
+                        r"rerun to resume", str(raised.value)), raised.value
 
 
 def write_records(path, first_ids, later_ids=(), count=0, length=32) -> str:
