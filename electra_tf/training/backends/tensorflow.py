@@ -396,9 +396,13 @@ class TensorFlowPretraining(Pretraining):
 
     def _accumulators(self, objective, training: bool) -> Accumulators:
         """Host sums of what a loop reports, shaped by one forward pass."""
+        # A batch of --train_data, also for an evaluation's: a bad record met here is
+        # named as --train_data's (_bad_record), not as the evaluation's.
+        evaluating, self._evaluating = self._evaluating, False
         batch = next(iter(pretraining_dataset(
             self.run.train_data, 2, self.config.max_seq_length, self.masking, seed=0,
             shuffle_buffer=1)))
+        self._evaluating = evaluating
         losses, sums = self._forward_metrics(batch, tf.constant([0, 0], tf.int32), objective,
                                              evaluation=not training)
         spec = {"loss/" + n: v.shape for n, v in losses.items()}
