@@ -205,6 +205,20 @@ class _OncePerApply:
             self._per_apply[full] = make()
         return self._per_apply[full]
 
+    def _constants(self, variable) -> dict:
+        """The update's Python numbers as tensors of the variable's dtype, made once per
+        apply(): the values the update's expressions would convert them to, one by one
+        ("weight_decay": the optimizer's `_decay_rate`)."""
+        dtype = keras.backend.standardize_dtype(variable.dtype)
+
+        def make():
+            return {name: ops.convert_to_tensor(value, dtype) for name, value in (
+                ("beta_1", self.beta_1), ("1-beta_1", 1.0 - self.beta_1),
+                ("beta_2", self.beta_2), ("1-beta_2", 1.0 - self.beta_2),
+                ("epsilon", self.epsilon), ("weight_decay", self._decay_rate or 0.0))}
+
+        return self._shared("constants", variable, make=make)
+
 
 @keras.saving.register_keras_serializable(package="electra_tf")
 class ElectraAdamW(_OncePerApply, keras.optimizers.AdamW):
@@ -309,18 +323,9 @@ class ElectraAdamW(_OncePerApply, keras.optimizers.AdamW):
             update = update + constant["weight_decay"] * variable
         self.assign_sub(variable, lr * update)
 
-    def _constants(self, variable) -> dict:
-        """The update's Python numbers as tensors of the variable's dtype, made once per
-        apply(): the values the expressions above would convert them to, one by one."""
-        dtype = keras.backend.standardize_dtype(variable.dtype)
-
-        def make():
-            return {name: ops.convert_to_tensor(value, dtype) for name, value in (
-                ("beta_1", self.beta_1), ("1-beta_1", 1.0 - self.beta_1),
-                ("beta_2", self.beta_2), ("1-beta_2", 1.0 - self.beta_2),
-                ("epsilon", self.epsilon), ("weight_decay", self.weight_decay or 0.0))}
-
-        return self._shared("constants", variable, make=make)
+    @property
+    def _decay_rate(self):
+        return self.weight_decay
 
     def _alpha(self, lr, variable):
         """Keras' Adam step size, lr * sqrt(1 - beta_2^t) / (1 - beta_1^t), as it
@@ -447,11 +452,12 @@ class ElectraLamb(_OncePerApply, keras.optimizers.Optimizer):
                     + ops.multiply(gradient, constant["1-beta_1"]))
         self.assign(v, ops.multiply(v, constant["beta_2"])
                     + ops.multiply(ops.square(gradient), constant["1-beta_2"]))
-        m_hat = m / constant["1-beta_1^t"]
-        v_hat = v / constant["1-beta_2^t"]
+        correction_1, correction_2 = self._bias_corrections(variable)
+        m_hat = m / correction_1
+        v_hat = v / correction_2
         update = m_hat / (ops.sqrt(v_hat) + constant["epsilon"])
         if self._decays[index] and self.weight_decay_rate:
-            update = update + constant["weight_decay_rate"] * variable
+            update = update + constant["weight_decay"] * variable
         if self._adapts[index]:
             w_norm = ops.sqrt(ops.sum(ops.square(variable)))
             u_norm = ops.sqrt(ops.sum(ops.square(update)))
@@ -460,23 +466,21 @@ class ElectraLamb(_OncePerApply, keras.optimizers.Optimizer):
             update = ratio * update
         self.assign_sub(variable, lr * update)
 
-    def _constants(self, variable) -> dict:
-        """The update's numbers as tensors of the variable's dtype, made once per
-        apply(): the Python numbers as the expressions would convert them, one by one,
-        and the bias correction's 1 - beta^t at this step's t."""
+    @property
+    def _decay_rate(self):
+        return self.weight_decay_rate
+
+    def _bias_corrections(self, variable):
+        """1 - beta_1^t and 1 - beta_2^t at this step's t (`stage_step`), made once per
+        apply()."""
         dtype = keras.backend.standardize_dtype(variable.dtype)
 
         def make():
             t = ops.cast(self.stage_step(self.iterations), dtype)
-            return {
-                **{name: ops.convert_to_tensor(value, dtype) for name, value in (
-                    ("beta_1", self.beta_1), ("1-beta_1", 1.0 - self.beta_1),
-                    ("beta_2", self.beta_2), ("1-beta_2", 1.0 - self.beta_2),
-                    ("epsilon", self.epsilon), ("weight_decay_rate", self.weight_decay_rate))},
-                "1-beta_1^t": 1.0 - ops.power(ops.cast(self.beta_1, dtype), t),
-                "1-beta_2^t": 1.0 - ops.power(ops.cast(self.beta_2, dtype), t)}
+            return (1.0 - ops.power(ops.cast(self.beta_1, dtype), t),
+                    1.0 - ops.power(ops.cast(self.beta_2, dtype), t))
 
-        return self._shared("constants", variable, make=make)
+        return self._shared("powers", variable, make=make)
 
     def get_config(self):
         config = super().get_config()
