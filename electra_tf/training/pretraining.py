@@ -381,7 +381,7 @@ class Pretraining:
             step = self.step
             phase = self.phase_at(step)
             if phase.data_start != data_start:  # phase 2: its own records, length, batch
-                iterator, data_start = self.make_train_iterator(step), phase.data_start
+                iterator, data_start = self._phase_iterator(step), phase.data_start
             if phase.data_start and step == phase.start:
                 self._log(f"step {step}: phase 2 starts: max_seq_length "
                           f"{phase.max_seq_length}, train_batch_size {phase.train_batch_size} "
@@ -415,6 +415,16 @@ class Pretraining:
             if run.eval_every_steps and step % run.eval_every_steps == 0 \
                     and step < cfg.num_train_steps:
                 self._report_eval(self.evaluate(), eval_writer)
+
+    def _phase_iterator(self, step: int):
+        """The records of the phase starting at `step`, mid-run: where they are gone
+        (moved or deleted since the run started), the steps so far are saved first."""
+        try:
+            return self.make_train_iterator(step)
+        except InputError as e:
+            raise InputError(f"--phase2_train_data: {e}, met at step {step} where phase 2 starts; "
+                             f"{self._save_after_bad_record()}; restore the files, then "
+                             "rerun to resume") from None
 
     def _report_eval(self, results: dict, writer) -> None:
         if results:

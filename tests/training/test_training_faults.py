@@ -232,6 +232,26 @@ def test_a_misshaped_record_names_the_records_being_read(tiny_records, tmp_path)
                         r"rerun to resume", str(raised.value)), raised.value
 
 
+def test_phase_2_records_gone_at_the_switch_save_phase_1_first(tiny_records, tmp_path):
+    """--phase2_train_data moved away after the start-up check: the switch to phase 2
+    says so in one line and saves phase 1's steps first (they were lost where the switch
+    was not a multiple of --save_checkpoints_steps)."""
+    phase2 = tmp_path / "phase2"
+    shutil.copytree(os.path.dirname(tiny_records["train"]), phase2)
+    trainer = pretraining(tiny_records, tmp_path / "model", eval_data="", num_train_steps=3,
+                          iterations_per_loop=1, save_checkpoints_steps=1000, phase2_steps=1,
+                          phase2_max_seq_length=32, phase2_train_data=f"{phase2}/*.tfrecord-*")
+    shutil.rmtree(phase2)
+    with pytest.raises(InputError) as raised:
+        trainer.train()
+    assert re.fullmatch(r"--phase2_train_data: TFRecord pattern '.*' matches no file, met at "
+                        r"step 2 "
+                        r"where phase 2 starts; checkpoint saved at step 2; restore the files, "
+                        r"then rerun to resume", str(raised.value)), raised.value
+    saved = sorted(p.name for p in (tmp_path / "model" / "checkpoints").glob("ckpt-*.index"))
+    assert saved == ["ckpt-2.index"]
+
+
 def write_records(path, first_ids, later_ids=(), count=0, length=32) -> str:
     """A TFRecord file of pre-training examples: one of `first_ids`, then `count` of
     `later_ids` (each padded to `length`)."""
