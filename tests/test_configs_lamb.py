@@ -47,6 +47,10 @@ def test_lamb_config_checks_and_no_adam_warmup_warning():
         PretrainingConfig(optimizer="sgd")
     with pytest.raises(ConfigError, match="opt_beta_2 must be in"):
         PretrainingConfig(opt_beta_2=1.0)
+    # --noadam_bias_correction asks for the original's Adam, which LAMB is not
+    with pytest.raises(ConfigError, match="^adam_bias_correction=False chooses the original's"):
+        PretrainingConfig(optimizer="lamb", adam_bias_correction=False)
+    PretrainingConfig(optimizer="lamb", adam_bias_correction=True)  # what LAMB does anyway
 
 
 def test_a_warmup_as_long_as_its_phase_is_warned_and_phase_2_fits_the_positions():

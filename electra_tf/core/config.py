@@ -547,6 +547,12 @@ class PretrainingConfig:
         for name in ("opt_beta_1", "opt_beta_2"):
             if getattr(self, name) is not None and not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if self.optimizer == "lamb" and self.adam_bias_correction is False:
+            # (accepted and recorded before, though LAMB's update never read it)
+            raise ConfigError("adam_bias_correction=False chooses the original's Adam "
+                              "without bias correction (optimizer=adamw); LAMB always "
+                              "corrects its moments (NVIDIA's): leave it unset with "
+                              "optimizer=lamb")
         self._check_phase2()
         if disc is None:
             disc = _discriminator_encoder(self)
