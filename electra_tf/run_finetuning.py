@@ -35,6 +35,27 @@ from electra_tf.core.errors import ConfigError
 FLAGS = flags.FLAGS
 
 
+def require_tensorflow() -> None:
+    """One line where TensorFlow or tensorflow-text is missing (a machine set up for
+    JAX alone): fine-tuning reads its tasks through tf.data and tokenizes with
+    tensorflow-text on either Keras backend. (It had been a traceback from the
+    tokenizer's import.)"""
+    import importlib.util
+
+    for module, package in (("tensorflow", "TensorFlow"), ("tensorflow_text",
+                                                           "tensorflow-text")):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ImportError:  # an import hook that refuses it
+            found = False
+        if not found:
+            raise ConfigError(
+                f"run_finetuning needs {package}, which is not installed here: on either "
+                "Keras backend (KERAS_BACKEND=jax too) it reads the task through tf.data "
+                "and tokenizes with tensorflow-text; install electra_tf with its "
+                "requirements (pip install -e .), or fine-tune where they are")
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -63,6 +84,7 @@ def main(argv):
         raise ConfigError(f"--seed={config.seed} with --num_trials={run.num_trials}: the last "
                           f"trial's seed {config.seed + run.num_trials - 1} is past 2**32 - 1 "
                           "(it had failed after the trials before it); give a lower --seed")
+    require_tensorflow()
     backend = backends.name()  # KERAS_BACKEND: training/backends/tensorflow.py or jax.py
     # Before any TF op or JAX device query: collectives and logical devices
     # are fixed at start-up.

@@ -2,6 +2,7 @@
 flagfiles, start-up noise. Fresh processes, as a user runs them."""
 
 import re
+import sys
 
 import pytest
 from helpers import run_module
@@ -265,3 +266,19 @@ def test_the_first_import_leaves_jax_importable_where_keras_json_picks_it(tmp_pa
                                                           "tensorflow"), ("{not json", "jax")):
         (tmp_path / "keras.json").write_text(text, encoding="utf-8")
         assert cli._keras_backend() == backend, text
+
+
+@pytest.mark.parametrize("missing", ["tensorflow", "tensorflow_text"])
+def test_finetuning_without_tensorflow_is_one_line(missing, monkeypatch):
+    """run_finetuning on a machine set up for JAX alone: it needs TensorFlow and
+    tensorflow-text on either backend (tf.data input, their tokenizer), which had been
+    a traceback from the tokenizer's import; now one line, checked before the backend
+    starts."""
+    from electra_tf.core.errors import ConfigError
+    from electra_tf.run_finetuning import require_tensorflow
+
+    require_tensorflow()  # both installed here
+    monkeypatch.setitem(sys.modules, missing, None)  # an import of it fails
+    with pytest.raises(ConfigError, match=r"^run_finetuning needs (TensorFlow|tensorflow-text), "
+                       r"which is not installed here: on either Keras backend"):
+        require_tensorflow()
