@@ -275,7 +275,14 @@ class Pretraining:
         if n == 0:
             self._log("warning: the eval data is smaller than one eval batch; no eval")
             return {}
+        if n < limit and not num_steps and not self._said_eval_is_short:
+            self._said_eval_is_short = True  # (once a run: every evaluation reads the same)
+            self._log(f"note: --eval_data holds {n} batch{'es' if n > 1 else ''} of "
+                      f"--eval_batch_size={self.config.eval_batch_size}, fewer than "
+                      f"--num_eval_steps={limit}: each evaluation reads {n}")
         return self._eval_results(n)
+
+    _said_eval_is_short = False
 
     # === The host loop ===
     def train(self, stop_at_step: int | None = None) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 from helpers import ConvertedByAutograph
@@ -26,7 +27,9 @@ def test_checkpoints_land_on_the_multiples_of_save_checkpoints_steps(make_config
     steps are traced as written), the closing warning of a collapsed final eval,
     once, after the final eval line (here every cosine counts as collapsed), and under
     a scheduler the note on chunks slower than loop.SLOW_CHUNK_S (here any), once, with
-    the longest chunk: 3 steps, to the next log line (4 to a save)."""
+    the longest chunk: 3 steps, to the next log line (4 to a save); and the note that
+    --eval_data holds fewer batches than --num_eval_steps, once (each evaluation had cut
+    it silently)."""
     from electra_tf.training import loop
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
@@ -34,7 +37,8 @@ def test_checkpoints_land_on_the_multiples_of_save_checkpoints_steps(make_config
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
     monkeypatch.setattr(loop, "SLOW_CHUNK_S", 0.0)
     config, run = make_configs(tmp_path / "m", num_train_steps=10, iterations_per_loop=3,
-                               save_checkpoints_steps=4, keep_checkpoint_max=10)
+                               save_checkpoints_steps=4, keep_checkpoint_max=10,
+                               num_eval_steps=1000)
     with ConvertedByAutograph() as converted:  # backends.tensorflow.traced, plain maps
         final = TensorFlowPretraining(config, run).train()
     assert converted == []
@@ -49,6 +53,10 @@ def test_checkpoints_land_on_the_multiples_of_save_checkpoints_steps(make_config
     notes = [line for line in lines if line.startswith("[pretrain] note: under Kubernetes")]
     assert len(notes) == 1 and "(3 steps)" in notes[0]
     assert "terminationGracePeriodSeconds" in notes[0] and "--log_every_steps=" in notes[0]
+    short = [line for line in lines if "--num_eval_steps" in line]
+    assert len(short) == 1 and re.fullmatch(
+        r"\[pretrain\] note: --eval_data holds (\d+) batches of --eval_batch_size=8, fewer "
+        r"than --num_eval_steps=1000: each evaluation reads \1", short[0]), short
 
 
 def test_bert_mlm_console_line_has_no_discriminator_columns():
