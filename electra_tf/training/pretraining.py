@@ -42,11 +42,16 @@ from electra_tf.core.fileio import FolderLock
 from electra_tf.data.masking import ID_OUTSIDE_VOCABULARY
 from electra_tf.data.tfrecord_reader import locate_corrupt_record
 from electra_tf.folders import pretraining as pretraining_folder
-from electra_tf.folders.files import PRETRAINING_CONFIG, remove_stale_temporaries
+from electra_tf.folders.files import (
+    PRETRAINING_CONFIG,
+    checkpoint_dir,
+    remove_stale_temporaries,
+)
 from electra_tf.objectives.flops import pretraining_flops
 from electra_tf.objectives.pretrainer import ElectraPretrainer
 from electra_tf.objectives.variants import get_objective
 from electra_tf.training import preflight, reporting, summaries
+from electra_tf.training.checkpoints import check_backend
 from electra_tf.training.loop import (
     Interrupted,
     InterruptGate,
@@ -112,6 +117,8 @@ class Pretraining:
         self.files = preflight.preflight(config, run, tensorflow_io=self.tensorflow_io,
                                          packed=self.packed_input)
         self.masking = preflight.pretraining_masking(config, run)
+        # The other backend's checkpoints: refused before the model is built and described
+        check_backend(checkpoint_dir(run.model_dir), self.backend)
         self._setup_devices()
         micro = config.train_batch_size // run.gradient_accumulation_steps
         sizes = [("the micro-batch", micro), ("eval_batch_size", config.eval_batch_size)]

@@ -39,6 +39,21 @@ def tiny_configs(records, model_dir, run_overrides=None, **overrides):
 
 
 @pytest.fixture
+def models_built(monkeypatch):
+    """The pre-training models built in this test (none, when a run is refused early)."""
+    from electra_tf.training import pretraining as loop
+
+    built, real = [], loop.ElectraPretrainer
+
+    def record(*args, **kwargs):
+        built.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "ElectraPretrainer", record)
+    return built
+
+
+@pytest.fixture
 def make_configs(tiny_records, tmp_path):
     def make(model_dir=None, run_overrides=None, **overrides):
         return tiny_configs(tiny_records, model_dir or tmp_path / "model", run_overrides,

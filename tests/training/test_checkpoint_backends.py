@@ -35,7 +35,9 @@ def test_check_backend_refuses_only_the_other_backends_folder(tmp_path):
         check_backend(folder, backend)
 
 
-def test_tensorflow_pretraining_refuses_a_folder_the_jax_loop_wrote(make_configs, tmp_path):
+def test_tensorflow_pretraining_refuses_a_folder_the_jax_loop_wrote(make_configs, tmp_path,
+                                                                    models_built):
+    """Before the model is built (its size and FLOPs lines had come first)."""
     from electra_tf.training.backends.tensorflow import TensorFlowPretraining
 
     config, run = make_configs(tmp_path / "model")
@@ -43,11 +45,10 @@ def test_tensorflow_pretraining_refuses_a_folder_the_jax_loop_wrote(make_configs
     checkpoints = folders.files.checkpoint_dir(run.model_dir)
     _touch(checkpoints, "jax-ckpt-3.npz")
     before = sorted(os.listdir(checkpoints))
-    trainer = TensorFlowPretraining(config, run)
     with pytest.raises(InputError, match="holds JAX checkpoints"):
-        trainer.train()
+        TensorFlowPretraining(config, run)
     assert sorted(os.listdir(checkpoints)) == before  # no ckpt-* beside the JAX ones
-    assert trainer.step == 0
+    assert models_built == []
 
 
 def test_tensorflow_finetuning_refuses_a_folder_the_jax_loop_wrote(tmp_path):

@@ -55,21 +55,6 @@ def pretraining(records, model_dir, **overrides):
         *pretrain_flags(records, model_dir, **overrides)))
 
 
-@pytest.fixture
-def models_built(monkeypatch):
-    """The pre-training models built in this test (none, when a run is refused early)."""
-    from electra_tf.training import pretraining as loop
-
-    built, real = [], loop.ElectraPretrainer
-
-    def record(*args, **kwargs):
-        built.append(args)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(loop, "ElectraPretrainer", record)
-    return built
-
-
 def folder_bytes(folder) -> dict:
     return {os.path.relpath(os.path.join(d, n), folder): open(os.path.join(d, n), "rb").read()
             for d, _, names in os.walk(folder) for n in names}
