@@ -52,6 +52,7 @@ from electra_tf.folders.files import (
     CHECKPOINTS,
     FINAL_EVAL,
     FINETUNED_WEIGHTS,
+    FINETUNING_CONFIG,
     PRETRAINING_CONFIG,
     has_checkpoints,
     holds_weights,
@@ -960,10 +961,18 @@ class Finetuning:
         if self.chief:
             for name in remove_stale_temporaries(run.model_dir):
                 self._log(f"removed {name}, left by a write that did not finish")
-        # An evaluation keeps the record of a model_dir that training wrote.
-        if self.chief and (run.do_train or not has_finetuning_config(run.model_dir)):
+        # An evaluation keeps the record of a model_dir that training wrote, and so does
+        # a rerun of a finished run (it trains nothing: its run options had replaced
+        # the ones the weights were trained with).
+        recorded = has_finetuning_config(run.model_dir)
+        if self.chief and recorded and restored and run.do_train and self.step < total:
+            self._note_other_precision()
+        if self.chief and (not recorded or run.do_train and self.step < total):
+            # What ran: JAX compiles every step whatever --jit_compile said.
+            ran = dataclasses.replace(run, jit_compile=True) if self.backend == "jax" else run
             write_finetuning_config(
-                run.model_dir, task=self.task, config=cfg, run=run, encoder=self.encoder_config,
+                run.model_dir, task=self.task, config=cfg, run=ran, backend=self.backend,
+                encoder=self.encoder_config,
                 model_size=self.size, max_seq_length=self.max_seq_length, epochs=self.epochs,
                 head_config=self.head_config, total_steps=total, layerwise_lr_decay=decay,
                 vocab_file=self.tokenizer.vocab_file,
@@ -995,6 +1004,15 @@ class Finetuning:
         """On a run of several processes, the collective by which they agree to stop
         (loop.InterruptGate's `agree`); None for one process."""
         return None
+
+    def _note_other_precision(self) -> None:
+        """Says so when the checkpoints resumed were trained at another
+        --mixed_precision (allowed: the variables are float32 either way)."""
+        before = read_finetuning_config(self.run.model_dir).run.get("mixed_precision")
+        if before and before != self.run.mixed_precision:
+            self._log(f"note: {self.run.model_dir}'s checkpoints were trained with "
+                      f"--mixed_precision={before}; this run continues them with "
+                      f"{self.run.mixed_precision} ({FINETUNING_CONFIG} now records it)")
 
     def _train_loop(self, checkpoints, results, steps_per_epoch, total, stop_at_step, gate):
         cfg, run = self.config, self.run

@@ -227,6 +227,11 @@ class Pretraining:
         before = pretraining_folder.PretrainingFolder.open(
             self.run.model_dir, discriminator=False).config
         changes = preflight.changed_settings(before, self.config, self.step) if before else []
+        # and the precision, a run option (the variables are float32 either way)
+        precision = pretraining_folder.read_pretraining_config(
+            self.run.model_dir).get("run", {}).get("mixed_precision")
+        if precision and precision != self.run.mixed_precision:
+            changes.append(f"--mixed_precision={self.run.mixed_precision} (it was {precision})")
         if changes:
             self._log(f"note: this run continues checkpoints trained with other settings: "
                       f"{', '.join(changes)}; {PRETRAINING_CONFIG} now records these")

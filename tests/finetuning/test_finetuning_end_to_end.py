@@ -24,11 +24,15 @@ def test_flags_learn_toy_sst2_and_resume(pretrained_dir, toy_sst2_dir, tmp_path,
     assert results["epoch_6"]["dev"]["accuracy"] >= 0.9, results
     files = os.listdir(tmp_path / "out")
     assert "finetuned.weights.h5" in files and "SST-2.tsv" in files, files
-    # Running again resumes at the end: nothing to do, same results.
+    record = open(tmp_path / "out" / "finetuning_config.json").read()
+    assert json.loads(record)["backend"] == "tensorflow"
+    # Running again resumes at the end: nothing to do, same results; the record keeps
+    # the run options the model was trained with (another run's had replaced them)
     capsys.readouterr()
-    _, again = finetune(*args)
+    _, again = finetune(*args, "--jit_compile")
     assert "resumed from" in capsys.readouterr().err
     assert again["epoch_6"] == results["epoch_6"]
+    assert open(tmp_path / "out" / "finetuning_config.json").read() == record
 
 
 def test_layerwise_decay_rate_per_variable(pretrained_dir, tmp_path, toy_sst2_dir):

@@ -97,7 +97,7 @@ def test_an_interrupt_saves_and_exits_with_one_line(pretrained_dir, toy_sst2_dir
 
 
 def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation_and_a_resume_keeps_its_settings(
-        pretrained_dir, toy_sst2_dir, tmp_path, sigint_handler):
+        pretrained_dir, toy_sst2_dir, tmp_path, sigint_handler, capsys):
     """Epoch 1 ends, its dev evaluation starts, and two Ctrl-C come: the second stops the
     run at once, inside the evaluation (a checkpoint at the epoch's end, no epoch_1 in
     results.json). The resumed run evaluates epoch 1 before it trains on, so its
@@ -107,8 +107,9 @@ def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation_and_a_resume_keeps_its_
     resume with another learning rate or batch is refused in one line, before anything
     is written (it would have continued another schedule, or reported the results of
     the model trained before), as is one whose schedule has another length; the resume
-    with the recorded settings trains on, and the in-place evaluation of the epoch-1
-    model no longer stands as the final result."""
+    with the recorded settings trains on (another --mixed_precision than the record's
+    gets a note), and the in-place evaluation of the epoch-1 model no longer stands as the
+    final result."""
     from helpers import finetuning_from_flags
 
     from electra_tf import folders
@@ -156,9 +157,17 @@ def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation_and_a_resume_keeps_its_
             "windows, 10 steps an epoch)")):
         finetune(*args)
     assert sorted(os.listdir(out)) == before
-    record_path.write_text(record)
+    # as if trained at bf16: the resume (fp32) says so in a note, and trains on
+    assert '"mixed_precision": "fp32"' in record
+    record_path.write_text(record.replace('"mixed_precision": "fp32"',
+                                          '"mixed_precision": "bf16"'))
+    capsys.readouterr()
     # a flag set to the value its default stands for is the same setting
     _, results = finetune(*args, "--learning_rate=1e-4", "--layerwise_lr_decay=0.8")
+    assert (f"[finetune] note: {out}'s checkpoints were trained with --mixed_precision=bf16; "
+            "this run continues them with fp32 (finetuning_config.json now records it)"
+            ) in capsys.readouterr().err.splitlines()
+    assert '"mixed_precision": "fp32"' in record_path.read_text()
     assert sorted(results) == ["epoch_1", "epoch_2"]
     assert folders.finetuned.read_results(str(out)) == results
     assert results == folders.finetuned.read_results(f"{tmp_path}/whole")

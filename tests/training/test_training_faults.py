@@ -430,9 +430,14 @@ def test_resuming_with_other_settings_of_the_same_variables_says_so(
         trained_run, tiny_records, tmp_path, capfd):
     """electra's checkpoints continued by electra_15 (the same variables) and another
     mask_prob: allowed, with a line saying so (a --seed, a batch size, a loss weight
-    had changed silently), and the record then names them."""
+    had changed silently; --mixed_precision too), and the record then names them."""
     model_dir = tmp_path / "model"
     shutil.copytree(trained_run["model_dir"], model_dir)
+    # and as if trained at bf16 (a run option: the variables are float32 either way)
+    record = (model_dir / "pretraining_config.json").read_text()
+    assert '"mixed_precision": "fp32"' in record
+    (model_dir / "pretraining_config.json").write_text(
+        record.replace('"mixed_precision": "fp32"', '"mixed_precision": "bf16"'))
     capfd.readouterr()
     trainer = pretraining(tiny_records, model_dir, objective="electra_15", num_train_steps=7,
                           iterations_per_loop=1, eval_data="", mask_prob=0.2, seed=3,
@@ -440,10 +445,13 @@ def test_resuming_with_other_settings_of_the_same_variables_says_so(
     trainer.train()
     err = capfd.readouterr().err
     assert ("[pretrain] note: this run continues checkpoints trained with other settings: "
-            "--objective=electra_15 (it was electra), --mask_prob=0.2 (it was 0.15); "
-            "pretraining_config.json now records these\n") in err, err
+            "--objective=electra_15 (it was electra), --mask_prob=0.2 (it was 0.15), "
+            "--mixed_precision=fp32 (it was bf16); pretraining_config.json now records "
+            "these\n") in err, err
     with open(model_dir / "pretraining_config.json") as f:
-        assert json.load(f)["pretraining"]["objective"] == "electra_15"
+        recorded = json.load(f)
+    assert recorded["pretraining"]["objective"] == "electra_15"
+    assert recorded["run"]["mixed_precision"] == "fp32"
 
 
 @pytest.mark.parametrize("algorithm", ["two_stage", "phase2"])
