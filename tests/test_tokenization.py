@@ -67,13 +67,21 @@ CLEANING = [  # (do_lower_case, text, the original FullTokenizer's tokens)
     (False, "\u0e01" * 201, ["[UNK]"]),
     (True, "hello " + "ab" * 101 + " world", ["hello", "[UNK]", "world"]),
     (True, "e\u0301" * 150, ["e"] + ["##e"] * 149),  # counted after the accents go
+    # and after NFD: a Hangul syllable is its 2 or 3 jamo (67 are 201 characters there;
+    # they had counted 67, and were no [UNK] up to 200 syllables)
+    (True, "\ud55c" * 66, ["\u1112"] + ["##\u1161", "##\u11ab", "##\u1112"] * 65
+     + ["##\u1161", "##\u11ab"]),
+    (True, "ab " + "\ud55c" * 67 + " ab", ["ab", "[UNK]", "ab"]),
+    (True, "a" * 198 + "\ud55c", ["[UNK]"]),
+    (False, "\ud55c" * 67, ["\ud55c"] + ["##\ud55c"] * 66),  # cased: no NFD, 67
 ]
 
 
 @pytest.mark.parametrize("lower,text,expected", CLEANING)
 def test_text_is_cleaned_as_the_original_cleans_it(tmp_path, lower, text, expected):
     extra = ["world", "wor", "##ld", "don", "##t", "ab", "##y", "##a", "tab", "and", "line",
-             "ends", "\u00e9", "##\u00e9", "\u0e01", "##\u0e01", "e", "##e"]
+             "ends", "\u00e9", "##\u00e9", "\u0e01", "##\u0e01", "e", "##e", "\u1112",
+             "##\u1112", "##\u1161", "##\u11ab", "\ud55c", "##\ud55c"]
     base = tiny_vocab_tokens()
     vocab = write_vocab(tmp_path / "v.txt", base + [t for t in extra if t not in base])
     tok = Tokenizer(vocab, do_lower_case=lower)

@@ -65,6 +65,14 @@ _DELETED = (r"[\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F\p{Cf}\p{Co}\x{FFFD}]"
 # may then hold a longer word (BERT's words split at more than that), and only a batch
 # that holds one pays for `_long_words_unknown`.
 _LONG_RUN = r"(?s).*\S{%d}.*" % (MAX_CHARS_PER_WORD + 1)
+# BERT's uncased mode counts a word's characters after NFD (and accent stripping): these
+# characters are 2 or 3 there (Hangul syllables their jamo; a few Indic, Balinese and
+# musical ones two parts), so a run of a third of the limit may hold a longer word.
+_EXPANDING = (r"(?s).*[\x{9CB}-\x{9CC}\x{B4B}-\x{B4C}\x{B94}\x{BCA}-\x{BCC}\x{CCB}"
+              r"\x{D4A}-\x{D4C}\x{DDC}-\x{DDE}\x{1B06}\x{1B08}\x{1B0A}\x{1B0C}\x{1B0E}"
+              r"\x{1B12}\x{1B40}-\x{1B41}\x{AC00}-\x{D7A3}\x{1134B}-\x{1134C}\x{114BC}"
+              r"\x{114BE}\x{115BA}-\x{115BB}\x{11938}\x{1D15E}-\x{1D164}\x{1D1BB}-\x{1D1C0}].*")
+_EXPANDED_RUN = r"(?s).*\S{%d}.*" % (MAX_CHARS_PER_WORD // 3 + 1)
 
 
 class _Pieces(NamedTuple):
@@ -144,7 +152,7 @@ class Tokenizer(tf.Module):
             ids = self._wordpiece.tokenize(self._normalizer.normalize(normalized))
             return ids.flat_values, ids.row_splits
 
-        values, splits = tf.cond(_any_long_word(normalized), long_words, plain)
+        values, splits = tf.cond(self._may_hold_long_word(normalized), long_words, plain)
         return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
 
     @tf.autograph.experimental.do_not_convert
@@ -166,7 +174,7 @@ class Tokenizer(tf.Module):
         cleaned = clean_text(source)
         normalized = _mode_normalize(cleaned, self.do_lower_case, self.strip_accents)
         pieces = self._pieces(normalized)
-        pieces = _Pieces(*tf.cond(_any_long_word(normalized),
+        pieces = _Pieces(*tf.cond(self._may_hold_long_word(normalized),
                                   lambda: tuple(self._long_words_unknown(normalized, pieces)),
                                   lambda: tuple(pieces)))
         if _offsets_kept(self.do_lower_case, self.strip_accents):
@@ -201,14 +209,16 @@ class Tokenizer(tf.Module):
         A word is a piece that is no ##suffix and the ##suffixes after it; its
         characters are counted in `texts` between its first start and last end (in
         BERT's uncased mode, the one whose normalization runs inside tensorflow-text,
-        without the combining marks its accent stripping drops)."""
+        as the original counts them after its NFD and accent stripping: a combining
+        mark is none, a Hangul syllable its 2 or 3 jamo)."""
         chars, char_starts = tf.strings.unicode_split_with_offsets(texts, "UTF-8")
         positions = char_starts.flat_values
         position_rows = value_rowids(char_starts)
+        weights = None
         if self._fast_lower:
-            counted = tf.logical_not(tf.strings.regex_full_match(chars.flat_values, r"\p{Mn}"))
-            positions = tf.boolean_mask(positions, counted)
-            position_rows = tf.boolean_mask(position_rows, counted)
+            weights = tf.strings.length(tf.strings.regex_replace(
+                tf_text.normalize_utf8(chars.flat_values, "NFD"), r"\p{Mn}", ""),
+                unit="UTF8_CHAR")
         ids, starts, ends, splits = pieces
         piece_rows = flat_row_ids(splits, tf.size(ids, tf.int64))
         is_word = tf.logical_not(tf.gather(self._is_suffix, ids))
@@ -216,13 +226,22 @@ class Tokenizer(tf.Module):
         rows = tf.boolean_mask(piece_rows, is_word)  # per word: its row
         first = tf.math.segment_min(starts, word)
         last = tf.math.segment_max(ends, word)
-        chars_in = _count_between(texts, positions, position_rows, rows, first, last)
+        chars_in = _count_between(texts, positions, position_rows, rows, first, last, weights)
         long = tf.gather(chars_in > MAX_CHARS_PER_WORD, word)  # per piece
         keep = tf.logical_not(long & tf.logical_not(is_word))
         new_ids = tf.where(long, tf.constant(self.unk_id, ids.dtype), ids)
         new_ends = tf.where(long, tf.gather(last, word), ends)
         return _Pieces(tf.boolean_mask(new_ids, keep), tf.boolean_mask(starts, keep),
                        tf.boolean_mask(new_ends, keep), kept_row_splits(splits, keep))
+
+    def _may_hold_long_word(self, texts: tf.Tensor) -> tf.Tensor:
+        """Whether a text of the batch may hold a word of more than MAX_CHARS_PER_WORD
+        characters as `_long_words_unknown` counts them (a scalar bool)."""
+        long = tf.strings.regex_full_match(texts, _LONG_RUN)
+        if self._fast_lower:
+            long |= (tf.strings.regex_full_match(texts, _EXPANDED_RUN)
+                     & tf.strings.regex_full_match(texts, _EXPANDING))
+        return tf.reduce_any(long)
 
     def encode(self, texts: Sequence[str | bytes]) -> list[list[int]]:
         """Python convenience: a list of strings -> a list of id lists (a lone surrogate,
@@ -286,10 +305,6 @@ def _offsets_kept(do_lower_case: bool, strip_accents: bool) -> bool:
     return do_lower_case == bool(strip_accents)
 
 
-def _any_long_word(texts: tf.Tensor) -> tf.Tensor:
-    """Whether a text of the batch may hold a word of more than MAX_CHARS_PER_WORD
-    characters (a scalar bool)."""
-    return tf.reduce_any(tf.strings.regex_full_match(texts, _LONG_RUN))
 
 
 def _row_bases(texts) -> tf.Tensor:
@@ -320,14 +335,18 @@ def kept_row_splits(splits, keep) -> tf.Tensor:
     return tf.gather(kept_before, splits)
 
 
-def _count_between(texts, positions, position_rows, rows, low, high):
+def _count_between(texts, positions, position_rows, rows, low, high, weights=None):
     """Per (row, low, high): how many of row's `positions` (flat byte offsets into
-    `texts`, sorted per row; `position_rows` their rows) are in [low, high)."""
+    `texts`, sorted per row; `position_rows` their rows) are in [low, high), or the sum
+    of their `weights` (int32, one per position)."""
     bases = _row_bases(texts)
     keys = positions + tf.gather(bases, position_rows)
     base = tf.gather(bases, rows)
-    return (tf.searchsorted(keys, high + base, side="left")
-            - tf.searchsorted(keys, low + base, side="left"))
+    above, below = (tf.searchsorted(keys, bound + base, side="left") for bound in (high, low))
+    if weights is None:
+        return above - below
+    total = tf.concat([tf.zeros([1], weights.dtype), tf.math.cumsum(weights)], 0)
+    return tf.gather(total, above) - tf.gather(total, below)
 
 
 def _to_source_offsets(source, pieces: _Pieces):
