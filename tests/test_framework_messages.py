@@ -102,7 +102,15 @@ def test_a_full_disk_is_read_from_tensorflows_resource_exhausted_error():
         with tf.io.gfile.GFile("/dev/full", "wb") as f:
             f.write(b"x" * 65536)
     line = framework_messages.disk_full_line(raised.value.message)
-    assert line is not None and "/dev/full" in line, raised.value.message
+    assert line == "/dev/full: No space left on device", raised.value.message  # "; " before
+    # an op's, and a SavedModel's temporary named as the file it was to become
+    with pytest.raises(tf.errors.ResourceExhaustedError) as raised:
+        tf.io.write_file("/dev/full", b"x" * 65536)
+    assert framework_messages.disk_full_line(raised.value.message).endswith(
+        "/dev/full: No space left on device"), raised.value.message
+    assert framework_messages.disk_full_line(
+        "/m/x/.tmp-1-a/saved_model.pb.tmpca91f0e3; No space left on device") == \
+        "/m/x/.tmp-1-a/saved_model.pb: No space left on device"
     assert framework_messages.disk_full_line("OOM when allocating tensor with shape[4096]") \
         is None
     # what TensorFlow quotes: the C library's strerror

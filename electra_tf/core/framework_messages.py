@@ -67,9 +67,17 @@ DISK_FULL = ("No space left on device", "Disk quota exceeded", "File too large")
 def disk_full_line(message: str) -> str | None:
     """The line of a ResourceExhaustedError's (OutOfRangeError's) message that says the
     disk is full (the file too large), else None (out of memory, a dataset's end: the
-    types' other causes)."""
-    return next((line for line in (message or "").splitlines()
+    types' other causes). TensorFlow's "PATH; No space left on device [Op:WriteFile]"
+    reads "PATH: No space left on device", as Python's OSError says it, and PATH is the
+    file written where TensorFlow named its temporary (a SavedModel's
+    "saved_model.pb.tmp<hex>", which it removed)."""
+    line = next((line for line in (message or "").splitlines()
                  if any(cause in line for cause in DISK_FULL)), None)
+    if line is None:
+        return None
+    causes = "|".join(DISK_FULL)
+    line = re.sub(rf"(?:\.tmp[0-9a-f]+)?; ({causes})", r": \1", line)
+    return re.sub(r"\s*\[Op:\w+\]\s*$", "", line)
 
 
 def without_function_node(text: str) -> str:
