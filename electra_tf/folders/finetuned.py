@@ -352,6 +352,8 @@ def _check_types(path: str, value: dict) -> None:
     labels = value["label_names"]
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
         bad("label_names", "a list of strings")
+    if "" in labels or len(set(labels)) < len(labels):  # a server could not tell them apart
+        bad("label_names", "distinct non-empty names (\"\" is the served padding)")
     casing = value["finetuning"].get("do_lower_case", True)
     if not isinstance(casing, bool):
         raise InputError(f"{path}: finetuning.do_lower_case must be true or false, got "

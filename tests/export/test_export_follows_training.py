@@ -117,6 +117,9 @@ def test_a_record_without_its_scale_or_null_rule_is_refused_in_one_line(finetune
     ({"encoder": {"hidden_size": "32"}}, "encoder: hidden_size must be an integer, got '32'"),
     ({"finetuning": {"do_lower_case": "false"}},
      "finetuning.do_lower_case must be true or false, got 'false'"),
+    # names a server could not tell apart ("" is also the served padding): had exported
+    ({"label_names": ["0", "0"]}, "label_names must be distinct non-empty names"),
+    ({"label_names": ["", "1"]}, "label_names must be distinct non-empty names"),
 ])
 def test_a_record_with_values_of_the_wrong_type_is_one_line(finetuned_dirs, tmp_path, changes,
                                                             message):
