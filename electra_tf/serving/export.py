@@ -102,10 +102,33 @@ def load_saved_model(path: str):
     'FastBertNormalize'". The ids-only export needs none; importing it costs nothing
     there.
     """
+    path = os.fspath(path)
+    if "://" not in path and not _is_saved_model(path):  # TensorFlow: "SavedModel file
+        # does not exist at: PATH/{saved_model.pbtxt|saved_model.pb}"
+        versions = sorted((n for n in _listdir(path) if n.isdigit()), key=int)
+        if not os.path.exists(path):
+            raise InputError(f"{path} does not exist")
+        if versions and _is_saved_model(os.path.join(path, versions[-1])):
+            raise InputError(f"{path} is a model's folder (MODEL_BASE/NAME): give one of its "
+                             f"versions, e.g. {os.path.join(path, versions[-1])}")
+        raise InputError(f"{path} holds no saved_model.pb: give an export's version folder "
+                         "(MODEL_BASE/NAME/VERSION)")
     import tensorflow as tf
     import tensorflow_text  # noqa: F401 (registers the text export's ops)
 
     return tf.saved_model.load(path)
+
+
+def _is_saved_model(path: str) -> bool:
+    return any(os.path.isfile(os.path.join(path, name))
+               for name in ("saved_model.pb", "saved_model.pbtxt"))
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
 
 
 @dataclasses.dataclass(init=False)
@@ -189,6 +212,10 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InputError(f"--{name} must be >= 1, got {value!r}")
 
+    if _is_saved_model(checkpoint):  # had been "discriminator.weights.h5 not found"
+        raise InputError(f"--checkpoint: {checkpoint} is an export (a SavedModel), not a model "
+                         "folder: give the fine-tuning or pre-training model_dir it was "
+                         "exported from (load an export with load_saved_model)")
     folder = None
     if task is None:  # the folder's own (the Python API's default): its head, rtd or score
         if has_finetuning_config(checkpoint):  # its weights missing: said by the open below

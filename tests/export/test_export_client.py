@@ -560,3 +560,24 @@ def test_bad_request_values_are_refused_before_anything_is_sent(tiny_vocab, tmp_
     info_path.write_text(json.dumps(good))
     assert client.tokenized_inputs(str(tmp_path), text=["the model"])["input_word_ids"].shape \
         == (1, 16)
+
+
+def test_an_export_and_a_model_folder_mistaken_for_each_other_are_one_line(exports, tmp_path):
+    """load_saved_model given the model's folder (MODEL_BASE/NAME) had raised TensorFlow's
+    "SavedModel file does not exist"; Predictor.open given an export, "discriminator.
+    weights.h5 not found (expected a pre-training model_dir ...)"."""
+    from electra_tf.core.errors import InputError
+    from electra_tf.serving.export import load_saved_model
+    from electra_tf.serving.predictor import Predictor
+
+    version = exports["ner"][1]
+    model_folder = os.path.dirname(version)
+    with pytest.raises(InputError, match=re.escape(
+            f"{model_folder} is a model's folder (MODEL_BASE/NAME): give one of its versions, "
+            f"e.g. {version}")):
+        load_saved_model(model_folder)
+    with pytest.raises(InputError, match=re.escape(f"{tmp_path} holds no saved_model.pb")):
+        load_saved_model(str(tmp_path))
+    with pytest.raises(InputError, match=re.escape(
+            f"--checkpoint: {version} is an export (a SavedModel), not a model folder")):
+        Predictor.open(version)
