@@ -523,6 +523,7 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
 
     from electra_tf.tasks.base import pack_pair
     from electra_tf.text.tokenizer import Tokenizer
+    from electra_tf.text.vocab import tokens_sha256
 
     vocab = os.path.join(export_dir, "assets", "vocab.txt")
     info_path, info = _export_info(export_dir, vocab)
@@ -561,7 +562,15 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
             f"--export_dir={export_dir} reads {' and '.join(flags_of.get(n, n) for n in wanted)}"
             f", not {' and '.join(flags_of[n] for n in texts)} (its export_info.json "
             "text_inputs): the ids would be packed for another model")
+    recorded = field("vocab_sha256", lambda v: v is None or isinstance(v, str),
+                     "a sha256")  # None: an export older than the field
     tokenizer = Tokenizer(vocab, do_lower_case=lower, strip_accents=strip)
+    found = tokens_sha256(tokenizer.vocab)
+    if recorded is not None and found != recorded:
+        raise InputError(f"--export_dir={export_dir}: assets/vocab.txt is not the vocabulary "
+                         f"the model was exported with (sha256 {found[:12]}, its "
+                         f"export_info.json records {recorded[:12]}): the ids would be "
+                         "another vocabulary's; give the export's own folder")
     pieces = [tokenizer.encode(list(v)) for v in texts.values()]
     cls, sep = tokenizer.cls_id, tokenizer.sep_id
     rows = []

@@ -45,6 +45,7 @@ from electra_tf.serving import encoder as serving_encoder
 from electra_tf.serving import graph
 from electra_tf.tasks import heads
 from electra_tf.tasks.model import output_layout
+from electra_tf.text.vocab import tokens_sha256
 
 IDS_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -341,6 +342,8 @@ def build_archive(spec, ids_only: bool = False):
             "cls_id": spec.tokenizer.cls_id, "sep_id": spec.tokenizer.sep_id,
             "unk_id": spec.tokenizer.unk_id, "pad_id": spec.tokenizer.pad_id,
             "length_buckets": list(buckets), "precision": spec.precision, "signatures": {},
+            # assets/vocab.txt's identity, which a client tokenizing with it checks
+            "vocab_sha256": tokens_sha256(spec.tokenizer.vocab),
             # the texts the model reads (also of an ids-only export, whose client packs
             # them: client.tokenized_inputs)
             "text_inputs": list(spec.head.text_inputs(spec.pair))}

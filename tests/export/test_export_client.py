@@ -4,6 +4,7 @@ import base64
 import json
 import os
 import re
+import shutil
 import threading
 import time
 import urllib.request
@@ -114,7 +115,8 @@ def test_ids_inputs_from_flags_and_their_errors():
                    returncode=2)
 
 
-def test_an_ids_only_model_is_asked_with_ids_or_client_tokenized_text(servers, exports):
+def test_an_ids_only_model_is_asked_with_ids_or_client_tokenized_text(servers, exports,
+                                                                      tmp_path):
     """electra-query could not ask an --ids_only export (#58): ids from the flags, or text
     tokenized here with the export's assets/vocab.txt and casing, over gRPC and REST, give
     what the SavedModel gives for the packing the text signature does."""
@@ -146,6 +148,17 @@ def test_an_ids_only_model_is_asked_with_ids_or_client_tokenized_text(servers, e
                 np.testing.assert_allclose(np.asarray(rest[k]), got[k], rtol=1e-5, atol=1e-5)
     with pytest.raises(InputError, match=r"--export_dir=.*: no assets/vocab.txt"):
         client.tokenized_inputs(os.path.dirname(path), text=texts)
+    # a copy whose vocab.txt is another's (two tokens swapped: the same size) had packed
+    # the other vocabulary's ids and been answered
+    copy = tmp_path / "copy"
+    shutil.copytree(path, copy)
+    tokens = (copy / "assets" / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    tokens[-1], tokens[-2] = tokens[-2], tokens[-1]
+    (copy / "assets" / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=re.escape(
+            f"--export_dir={copy}: assets/vocab.txt is not the vocabulary the model was "
+            "exported with (sha256 ")):
+        client.tokenized_inputs(str(copy), text=texts)
     # a tagger reads one text: a pair had been packed (segment 1) and answered silently
     for flags, given in (({"text": texts, "text_pair": texts}, "--text and --text_pair"),
                          ({"question": texts, "context": texts}, "--question and --context")):
