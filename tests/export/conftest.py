@@ -44,12 +44,13 @@ def export_pretrained_dir(tiny_vocab, tmp_path_factory):
     """A pre-training model_dir: discriminator weights and configs (as run_pretraining);
     it records no pre-training config, so the text is lower-cased (the default).
 
-    Twice the tiny width: the heads' outputs (NER labels, SQuAD's null odds, which
-    QA_NA_THRESHOLD splits) then spread enough across tokens and rows."""
+    Twice the tiny width, and two layers (the exports' stacked layers): the heads'
+    outputs (NER labels, SQuAD's null odds, which QA_NA_THRESHOLD splits) then spread
+    enough across tokens and rows."""
     from electra_tf.text.vocab import load_vocab
 
     config = tiny_encoder_config(len(load_vocab(tiny_vocab)), embedding_size=16,
-                                 hidden_size=32, intermediate_size=64)
+                                 hidden_size=32, intermediate_size=64, num_hidden_layers=2)
     return write_pretrained_dir(tmp_path_factory.mktemp("export_pretrained"), tiny_vocab,
                                 config)
 

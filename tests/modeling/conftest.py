@@ -3,10 +3,11 @@
 import keras
 import numpy as np
 import pytest
-from helpers import TINY_MODEL
+from helpers import TINY_MODEL as ONE_LAYER
 
 from electra_tf.core.config import EncoderConfig, PretrainingConfig
 
+TINY_MODEL = {**ONE_LAYER, "num_hidden_layers": 2}  # the layers' stacking is tested here
 VOCAB, SEQ, BATCH = 32, 16, 2
 HIDDEN, EMBED, LAYERS = (TINY_MODEL[k] for k in ("hidden_size", "embedding_size",
                                                   "num_hidden_layers"))
