@@ -50,8 +50,9 @@ def main(argv):
 
 
 def _check_not_a_folder_file(output: str, folders: list[str]) -> None:
-    """Refuses an --output that is one of the given folders' own files (their
-    trials.json or results.json had been replaced with the table).
+    """Refuses an --output that is one of the given folders' own files, or one of the
+    files of another folder electra_tf wrote (a group's trial folder): their
+    trials.json or results.json had been replaced with the table.
 
     Raises:
       InputError: naming the file.
@@ -61,12 +62,18 @@ def _check_not_a_folder_file(output: str, folders: list[str]) -> None:
 
     own = {*files.FOLDER_FILES, trials.TRIALS, trials.RESULTS_TXT}
     where = os.path.realpath(output)
-    if os.path.basename(where) not in own:
+    name, parent = os.path.basename(where), os.path.dirname(where)
+    if name not in own:
         return
     for folder in folders:
-        if os.path.realpath(folder) == os.path.dirname(where):
-            raise InputError(f"--output {output} is {folder}'s own "
-                             f"{os.path.basename(where)}; write the table elsewhere")
+        if os.path.realpath(folder) == parent:
+            raise InputError(f"--output {output} is {folder}'s own {name}; write the table "
+                             "elsewhere")
+    # another folder electra_tf wrote: a group's trial folder (GROUP_k), any model_dir
+    if any(os.path.exists(os.path.join(parent, record)) for record in (
+            files.FINETUNING_CONFIG, files.PRETRAINING_CONFIG, trials.TRIALS)):
+        raise InputError(f"--output {output} is the {name} of {parent}, a folder electra_tf "
+                         "wrote; write the table elsewhere")
 
 
 def run():

@@ -182,6 +182,9 @@ def summary_lines(task: str, summary: dict) -> list[str]:
 
 
 _PATHS = ("init_checkpoint", "data_dir", "vocab_file")  # compared as the files they name
+# Settings a rerun of the group may change: how often and how many checkpoints are
+# kept, and the evaluation's batch (had been refused as other settings).
+_RESULTS_UNCHANGED = ("save_checkpoints_steps", "keep_checkpoint_max", "eval_batch_size")
 # What the trials read, by content (sha256): data edited in place, or a checkpoint
 # folder that pre-training went on writing, had been mixed into one median.
 _CONTENTS = {"data_sha256": ("data_dir", "the files in --data_dir"),
@@ -243,8 +246,8 @@ def _changed(before: dict, settings: dict, size: str = "") -> list[str]:
     model `size` (a rerun naming the default the first run took is no change)."""
     changed = []
     for k in sorted(set(before) | set(settings)):
-        if k not in before:  # a setting the group's version did not record yet
-            continue
+        if k not in before or k in _RESULTS_UNCHANGED:  # (not recorded by the group's
+            continue  # version yet; no change to what a trial learns or scores)
         old, new = before.get(k), settings.get(k)
         if k in ("learning_rate", "layerwise_lr_decay"):
             old, new = _by_size(k, old, size), _by_size(k, new, size)

@@ -3,6 +3,7 @@ README's layout from fine-tuning folders and trial groups, the README's rows bes
 
 import json
 import os
+import re
 
 import pytest
 from helpers import error_line, run_module
@@ -126,6 +127,15 @@ def test_an_output_that_is_a_given_folders_own_file_is_refused(folders, tmp_path
                 _check_not_a_folder_file(target, folders)
     _check_not_a_folder_file(os.path.join(folders[0], "table.md"), folders)
     _check_not_a_folder_file(str(tmp_path / "results.json"), folders)
+    # the results.json of a folder not given: a group's trial folder (GROUP_1), had been
+    # replaced with the table
+    trial = tmp_path / "group_1"
+    trial.mkdir()
+    (trial / "finetuning_config.json").write_text("{}")
+    with pytest.raises(InputError, match=re.escape(
+            f"--output {trial}/results.json is the results.json of {trial}, a folder "
+            "electra_tf wrote; write the table elsewhere")):
+        _check_not_a_folder_file(str(trial / "results.json"), folders)
     before = {f: sorted(os.listdir(f)) for f in folders}
     proc = run_module("electra_tf.results_table",
                       f"--output={os.path.join(folders[0], 'results.json')}", *folders)

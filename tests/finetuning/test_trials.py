@@ -125,6 +125,11 @@ def test_a_group_of_other_settings_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="seed 7 -> task sst2 seed 8"):
         trials.run_trials(FinetuningConfig(task_name="sst2", seed=8), run, "sst2", FakeTrainer,
                           Finetuning.final_results)
+    # what changes no trial's results may change (fewer checkpoints kept to save disk,
+    # another eval batch): had been refused as other settings
+    trials.run_trials(FinetuningConfig(task_name="sst2", seed=7, keep_checkpoint_max=1,
+                                       save_checkpoints_steps=50, eval_batch_size=8), run,
+                      "sst2", FakeTrainer, Finetuning.final_results)
     with pytest.raises(ConfigError, match="holds the trials.json of a --num_trials run"):
         trials.check_single_run_folder(str(tmp_path / "out"))  # as --num_trials=1's folder
     trials.check_single_run_folder(str(tmp_path / "out_1"))
