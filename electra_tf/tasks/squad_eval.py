@@ -17,7 +17,10 @@ so ties keep the null-odds file's order, as in the official script.
 
 v2.0 scores only the questions that have a prediction (tf-models' copy drops
 the others from the data; the official script raises KeyError when a
-question has no prediction); v1.1 scores a missing one as 0.
+question has no prediction); v1.1 scores a missing one as 0. `evaluate_files`
+(the command line) says how many are missing in one line, and refuses
+predictions for questions the data does not hold, as eval_mrqa does (the
+official scripts ignore them).
 
 Bad files (missing, malformed JSON, wrong structure, predictions or null odds
 that do not fit the data) raise `errors.InputError` with a message naming the
@@ -27,7 +30,9 @@ file. `finetuning.squad` reads its data with `read_squad_json` and scores with
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
 
 from electra_tf.core.errors import InputError
 from electra_tf.core.fileio import check_input_file, parse_json
@@ -174,9 +179,37 @@ def evaluate_files(version: str, data_file: str, predictions_file: str,
             raise InputError("--null_odds is for --version=2.0 only")
         null_odds = check_null_odds(read_json(null_odds_file, "null odds", unique_keys=True)[1],
                                     null_odds_file, predictions)
-    qids = {qa["id"] for article in data for p in article["paragraphs"] for qa in p["qas"]}
+    qids = [qa["id"] for article in data for p in article["paragraphs"] for qa in p["qas"]]
     if not qids:
         raise InputError(f"{data_file}: no questions")
-    if not any(q in qids for q in predictions):
+    known = set(qids)
+    if not any(q in known for q in predictions):
         raise InputError(f"{predictions_file}: none of its question ids is in {data_file}")
-    return official_evaluate(version, data, predictions, null_odds)
+    # As eval_mrqa: the official scripts ignore predictions for other questions, silently
+    unknown = [q for q in predictions if q not in known]
+    if unknown:
+        raise InputError(f"{predictions_file}: {len(unknown)} prediction(s) for questions "
+                         f"{data_file} does not hold, e.g. {unknown[0]!r}: not this data's "
+                         "predictions")
+    missing = [q for q in qids if q not in predictions]
+    if missing:  # (v1.1's evaluator logged a line for each)
+        what = ("scored 0, as the official v1.1 script scores them" if version == "1.1" else
+                "left out, as tf-models-official's v2.0 evaluator leaves them")
+        print(f"[eval_squad] {len(missing)} of {len(qids)} questions have no prediction "
+              f"(e.g. {missing[0]!r}): {what}", file=sys.stderr)
+    with _quiet_absl():
+        return official_evaluate(version, data, predictions, null_odds)
+
+
+@contextlib.contextmanager
+def _quiet_absl():
+    """absl's logging above errors only: the v1.1 evaluator logs an error line for each
+    question without a prediction (said above in one line)."""
+    from absl import logging
+
+    level = logging.get_verbosity()
+    logging.set_verbosity(logging.FATAL)
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)

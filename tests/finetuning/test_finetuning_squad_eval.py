@@ -180,10 +180,32 @@ def test_bad_files_are_clear(tmp_path):
         ("1.1", f"{tmp_path}/repeated.json", pred_file, None,
          f"question {len(first) - 1}: the question id {first[0]['id']!r} repeats"),
     ]
+    # predictions for questions the data lacks beside its own (the official scripts
+    # ignore them, silently), as eval_mrqa refuses them
+    (tmp_path / "extra.json").write_text(json.dumps({**preds, "zz": "a"}), "utf-8")
+    cases.append(("2.0", data, f"{tmp_path}/extra.json", None,
+                  "extra.json: 1 prediction(s) for questions "))
     for version, data_file, predictions, null_odds, message in cases:
         with pytest.raises(InputError) as err:
             evaluate_files(version, data_file, predictions, null_odds)
         assert message in str(err.value)
+
+
+def test_questions_without_a_prediction_are_one_line(tmp_path, capfd):
+    """v1.1's evaluator logged an error line for each (scored 0); now one line says how
+    many, with the score the official script's."""
+    from electra_tf.tasks.squad_eval import evaluate_files, official_evaluate
+
+    dataset = random_squad(False, seed=2)
+    preds, _ = random_predictions(dataset, seed=3)
+    kept = dict(list(preds.items())[2:])
+    data, pred_file, _ = _files(tmp_path, dataset, kept)
+    capfd.readouterr()
+    got = evaluate_files("1.1", data, pred_file)
+    lines = capfd.readouterr().err.splitlines()
+    assert lines == [f"[eval_squad] 2 of {len(preds)} questions have no prediction (e.g. "
+                     f"{list(preds)[0]!r}): scored 0, as the official v1.1 script scores them"]
+    assert got == official_evaluate("1.1", dataset["data"], kept)
 
 
 def test_cli_error_exits_2_with_one_line(tmp_path):
