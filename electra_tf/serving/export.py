@@ -398,9 +398,16 @@ def check_model_name(model_name: str) -> None:
 
 def next_version(model_dir: str) -> int:
     """The highest version folder + 1 (1 for none), among the names TF Serving reads
-    as versions; a name it does not (\"²\", beyond int64) is not one."""
+    as versions; a name it does not (\"²\", beyond int64) is not one.
+
+    Raises:
+      InputError: the highest is 2^63 - 1 already.
+    """
     names = os.listdir(model_dir) if os.path.isdir(model_dir) else []
     versions = [v for v in map(_version_of, names) if v is not None]
+    if max(versions, default=0) >= MAX_VERSION:  # (blamed on a --version not given)
+        raise InputError(f"{model_dir} holds version 2^63 - 1, the highest TF Serving "
+                         "reads: there is no next one; give a free --version")
     return max(versions, default=0) + 1
 
 

@@ -359,6 +359,10 @@ def test_only_names_tf_serving_reads_as_versions_count(tmp_path):
     with pytest.raises(InputError, match=r"/ 007\t is already version 7 to TF Serving"):
         check_version(str(tmp_path), 7)  # the export had written 7 beside it
     assert check_version(str(tmp_path), 9) == str(tmp_path / "9")  # "+9" is no version
+    os.makedirs(tmp_path / str(2**63 - 1))  # no next version: had blamed a --version=2^63
+    with pytest.raises(InputError, match=r"holds version 2\^63 - 1, the highest TF Serving "
+                                         r"reads: there is no next one; give a free --version"):
+        next_version(str(tmp_path))
 
 
 @pytest.mark.parametrize("flag,message", [
