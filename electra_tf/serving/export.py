@@ -105,9 +105,9 @@ def load_saved_model(path: str):
     path = os.fspath(path)
     if "://" not in path and not _is_saved_model(path):  # TensorFlow: "SavedModel file
         # does not exist at: PATH/{saved_model.pbtxt|saved_model.pb}"
-        versions = sorted((n for n in _listdir(path) if n.isdigit()), key=int)
         if not os.path.exists(path):
             raise InputError(f"{path} does not exist")
+        versions = sorted((n for n in _listdir(path) if n.isdigit()), key=int)
         if versions and _is_saved_model(os.path.join(path, versions[-1])):
             raise InputError(f"{path} is a model's folder (MODEL_BASE/NAME): give one of its "
                              f"versions, e.g. {os.path.join(path, versions[-1])}")

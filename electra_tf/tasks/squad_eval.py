@@ -36,6 +36,7 @@ import sys
 
 from electra_tf.core.errors import InputError
 from electra_tf.core.fileio import check_input_file, parse_json
+from electra_tf.tasks import mrqa_eval
 
 
 def read_json(path: str, what: str, unique_keys: bool = False):
@@ -186,12 +187,8 @@ def evaluate_files(version: str, data_file: str, predictions_file: str,
     if not any(q in known for q in predictions):
         raise InputError(f"{predictions_file}: none of its question ids is in {data_file}")
     # As eval_mrqa: the official scripts ignore predictions for other questions, silently
-    unknown = [q for q in predictions if q not in known]
-    if unknown:
-        raise InputError(f"{predictions_file}: {len(unknown)} prediction(s) for questions "
-                         f"{data_file} does not hold, e.g. {unknown[0]!r}: not this data's "
-                         "predictions")
-    missing = [q for q in qids if q not in predictions]
+    missing = mrqa_eval.check_predictions(dict.fromkeys(qids), predictions, data_file,
+                                          predictions_file)
     if missing:  # (v1.1's evaluator logged a line for each)
         what = ("scored 0, as the official v1.1 script scores them" if version == "1.1" else
                 "left out, as tf-models-official's v2.0 evaluator leaves them")

@@ -305,8 +305,6 @@ def _offsets_kept(do_lower_case: bool, strip_accents: bool) -> bool:
     return do_lower_case == bool(strip_accents)
 
 
-
-
 def _row_bases(texts) -> tf.Tensor:
     """Each text's first byte in the batch's texts laid end to end, one byte apart
     (int64 [B]): offsets plus their row's base sort as one sequence, so one searchsorted

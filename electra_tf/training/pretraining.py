@@ -224,12 +224,12 @@ class Pretraining:
         what is trained (preflight.changed_settings: --objective, --seed, --mask_prob,
         the batch size, ...; check_resume refuses those that change the variables):
         allowed, to continue a model another way, but the record is rewritten."""
-        before = pretraining_folder.PretrainingFolder.open(
-            self.run.model_dir, discriminator=False).config
+        folder = pretraining_folder.PretrainingFolder.open(self.run.model_dir,
+                                                           discriminator=False)
+        before = folder.config
         changes = preflight.changed_settings(before, self.config, self.step) if before else []
         # and the precision, a run option (the variables are float32 either way)
-        precision = pretraining_folder.read_pretraining_config(
-            self.run.model_dir).get("run", {}).get("mixed_precision")
+        precision = folder.recorded.get("run", {}).get("mixed_precision")
         if precision and precision != self.run.mixed_precision:
             changes.append(f"--mixed_precision={self.run.mixed_precision} (it was {precision})")
         if changes:
