@@ -593,6 +593,41 @@ def test_a_converted_folder_records_its_casing_where_known(tmp_path, tiny_vocab)
     assert folders.PretrainingFolder.open(str(bare)).recorded_do_lower_case is False
 
 
+def test_weights_that_do_not_fit_the_record_name_the_shapes(tmp_path, tiny_vocab):
+    """finetuned.weights.h5 of a 3-label head under a record of 2 labels (the record edited,
+    or the files of two runs mixed) names the shapes and the record, where Keras said
+    "Layer 'output' expected 2 variables, but received 0"; the weights file as a folder
+    says so, where it read "not found"."""
+    import json
+    import shutil
+
+    from electra_tf.tasks.model import FinetuningModel
+    from electra_tf.text.vocab import load_vocab
+
+    encoder = tiny_encoder_config(len(load_vocab(tiny_vocab)))
+    three = FinetuningModel(build_discriminator(encoder).encoder, "sequence_classification",
+                            num_labels=3)
+    three.build()
+    folder = folders.FinetunedFolder.save(str(tmp_path / "own"), three, tiny_vocab,
+                                          "classification", label_names="a,b,c")
+    record = tmp_path / "own" / "finetuning_config.json"
+    value = json.loads(record.read_text())
+    value["label_names"], value["finetuning"]["label_names"] = ["a", "b"], "a,b"
+    record.write_text(json.dumps(value))
+    with pytest.raises(ConfigError) as raised:
+        folders.FinetunedFolder.open(folder.path).load_model()
+    assert str(raised.value) == (
+        f"{folder.weights} does not fit the model's config: the file holds (16, 3), (3,) "
+        "where the model has (16, 2), (2,) (finetuning_config.json records a "
+        "sequence_classification head of 2 output(s): a, b)")
+    os.remove(folder.weights)
+    os.mkdir(folder.weights)
+    with pytest.raises(InputError) as raised:
+        folders.FinetunedFolder.open(folder.path).load_model()
+    assert str(raised.value) == f"{folder.weights} is a folder, not a weights file"
+    shutil.rmtree(folder.weights)
+
+
 def test_a_finetuned_folder_saved_from_python_reads_as_run_finetuning_writes(tmp_path,
                                                                             tiny_vocab):
     """FinetunedFolder.save of a FinetuningModel: the record run_finetuning writes (task,

@@ -202,16 +202,47 @@ def load_weights(model, path: str) -> None:
     Raises:
       InputError: missing or unreadable file; ConfigError: shapes do not fit.
     """
+    if os.path.isdir(path):
+        raise InputError(f"{path} is a folder, not a weights file")
     if not os.path.isfile(path):
         raise InputError(f"{path} not found")
     try:
         model.load_weights(path)
     except ValueError as e:  # Keras' message, without its list of every layer, on one line
-        reason = " ".join(str(e).split("List of objects that could not be loaded:")[0].split())
+        reason = (_shape_difference(model, path) or " ".join(
+            str(e).split("List of objects that could not be loaded:")[0].split()))
         raise ConfigError(f"{path} does not fit the model's config: {reason}") from None
     except (OSError, KeyError, RuntimeError) as e:  # h5py's errors for a damaged file
         raise InputError(f"{path}: not a readable weights file ({e})") from None
     _check_finite_weights(model, path)
+
+
+def _shape_difference(model, path: str) -> str | None:
+    """Which weight shapes the file holds that the model has not, and the other way
+    ("the file holds (16, 3), (3,) where the model has (16, 2), (2,)"), or None where
+    both hold the same shapes (or the file cannot be listed). Keras' own message for a
+    head of another size ("expected 2 variables, but received 0") names neither."""
+    import collections
+
+    import h5py
+
+    held = []
+    try:
+        with h5py.File(path, "r") as f:
+            f.visititems(lambda name, item: held.append(tuple(item.shape))
+                         if isinstance(item, h5py.Dataset) else None)
+    except (OSError, KeyError, RuntimeError):
+        return None
+    held = collections.Counter(held)
+    wanted = collections.Counter(tuple(int(d) for d in v.shape) for v in model.weights)
+    if held == wanted:
+        return None
+
+    def shapes(counter) -> str:
+        listed = sorted(counter.elements(), key=lambda s: (len(s), s), reverse=True)
+        return ", ".join(str(s) for s in listed) or "nothing more"
+
+    return f"the file holds {shapes(held - wanted)} where the model has {shapes(wanted - held)}"
 
 
 def _check_finite_weights(model, path: str) -> None:

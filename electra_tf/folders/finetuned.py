@@ -232,7 +232,13 @@ class FinetunedFolder:
             raise InputError(f"{os.path.join(self.path, FINETUNING_CONFIG)}: head_options "
                              f"{record.head_options!r} do not build a model ({e})") from None
         model.build()
-        load_weights(model, self.weights)
+        try:
+            load_weights(model, self.weights)
+        except ConfigError as e:
+            labels = record.label_names
+            raise ConfigError(
+                f"{e} ({FINETUNING_CONFIG} records a {record.head} head of {max(1, len(labels))} "
+                f"output(s){': ' + ', '.join(labels) if labels else ''})") from None
         return model
 
 
