@@ -10,6 +10,7 @@ import os
 import pytest
 from helpers import error_line, run_module
 
+from electra_tf.core.errors import InputError
 from electra_tf.text.tokenizer import BERT_RESERVED_TOKENS, Tokenizer
 from electra_tf.text.vocab_builder import build_vocab
 
@@ -184,3 +185,30 @@ def test_an_output_that_is_a_pipe_or_a_corpus_file_is_refused(tmp_path):
     with pytest.raises(InputError, match=r"corpus file .*odd_\\xff.txt: its name is not UTF-8"):
         build_vocab(odd, 200, str(tmp_path / "vocab.txt"), min_count=1)
     assert not (tmp_path / "vocab.txt").exists()
+
+
+def test_every_character_of_a_readable_word_is_kept(tmp_path):
+    """The learner's defaults dropped words holding a character outside the corpus's 1,000
+    most frequent (a CJK corpus of 1,200 characters came out with 200 of them [UNK], and
+    build_pretraining_data then refused it) and the characters of words over 50
+    characters (a 60-character word of its own letter was [UNK]). Every character of a
+    word of at most 200 characters is a token now; a corpus of longer words only is
+    refused, where a vocabulary of special tokens alone was written."""
+    corpus = tmp_path / "c.txt"
+    chars = [chr(0x4E00 + i) for i in range(1200)]
+    lines = ["".join(chars[(7 * i + j) % 1200] for j in range(30)) for i in range(200)]
+    corpus.write_text("\n".join(lines + ["x" * 60 + " " + "q" * 55, "hello world"]) + "\n",
+                      "utf-8")
+    out = tmp_path / "vocab.txt"
+    build_vocab(str(corpus), 300, str(out), True, None, 1, 0)
+    tok = Tokenizer(str(out))
+    ids = tok.encode(lines + ["x" * 60, "q" * 55, "x" * 201])
+    assert [list(row).count(100) for row in ids] == [0] * 202 + [1]
+    long_only = tmp_path / "long.txt"
+    long_only.write_text("a" * 201 + "\n", "utf-8")
+    with pytest.raises(InputError) as raised:
+        build_vocab(str(long_only), 300, str(tmp_path / "none.txt"), True, None, 1, 0)
+    assert str(raised.value) == (
+        f"corpus '{long_only}' has no word the tokenizer reads (every one is longer than 200 "
+        "characters, one [UNK]): no vocabulary to learn")
+    assert not (tmp_path / "none.txt").exists()

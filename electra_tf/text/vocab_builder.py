@@ -85,14 +85,24 @@ def learn_vocab(counts: collections.Counter, vocab_size: int, min_count: int = 1
     """Word counts -> WordPiece vocab with the BERT specials at BERT's ids."""
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
-    from electra_tf.text.tokenizer import BERT_RESERVED_TOKENS
+    from electra_tf.text.tokenizer import BERT_RESERVED_TOKENS, MAX_CHARS_PER_WORD
 
     check_vocab_size(vocab_size)
+    # Every character of a word the tokenizer reads (one of at most MAX_CHARS_PER_WORD
+    # characters; a longer word is one [UNK]) is kept. The learner's defaults had
+    # dropped two kinds of text silently: every word holding a character outside the
+    # corpus's 1,000 most frequent ones (max_unique_chars: a CJK corpus came out 21%
+    # [UNK]), and the characters of words over 50 characters (max_token_length, which
+    # bounds the pieces it learns, and its cost: each word's substrings), left here.
+    alphabet = {c for word in counts if len(word) <= MAX_CHARS_PER_WORD for c in word}
     vocab = learner.learn(list(counts.items()), vocab_size, list(BERT_RESERVED_TOKENS),
-                          lower_thresh=max(1, min_count))
+                          lower_thresh=max(1, min_count), max_unique_chars=len(alphabet) + 1)
     # The learner puts the reserved tokens first, in order; check, as ids matter.
     if vocab[:len(BERT_RESERVED_TOKENS)] != list(BERT_RESERVED_TOKENS) or len(set(vocab)) != len(vocab):
         raise RuntimeError("the WordPiece learner did not keep the reserved tokens in place")
+    held = set(vocab)  # the characters only words over its max_token_length hold
+    vocab += [piece for c in sorted(alphabet - held) for piece in (c, "##" + c)
+              if piece not in held]
     return vocab
 
 
@@ -142,6 +152,12 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
     print(f"[build_vocab] {lines:,} lines, {sum(counts.values()):,} words, "
           f"{len(counts):,} distinct; learning up to {vocab_size:,} pieces", file=sys.stderr)
     vocab = learn_vocab(counts, vocab_size, min_count)
+    from electra_tf.text.tokenizer import BERT_RESERVED_TOKENS, MAX_CHARS_PER_WORD
+
+    if len(vocab) == len(BERT_RESERVED_TOKENS):
+        raise InputError(f"corpus {corpus!r} has no word the tokenizer reads (every one is "
+                         f"longer than {MAX_CHARS_PER_WORD:,} characters, one [UNK]): no "
+                         "vocabulary to learn")
     atomic_write_text(output, "\n".join(vocab) + "\n")
     print(f"[build_vocab] wrote {len(vocab):,} tokens to {output}", file=sys.stderr)
     if len(vocab) > vocab_size:
