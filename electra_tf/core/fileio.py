@@ -542,6 +542,9 @@ class FolderLock:
         import socket
 
         os.makedirs(self.folder, exist_ok=True)
+        if os.path.isdir(self.path):  # open() would be an IsADirectoryError traceback
+            raise InputError(f"{self.path} is a folder where electra_tf keeps its lock file "
+                             f"for {self.what} {self.folder}; move it away, then rerun")
         while True:
             f = open(self.path, "a+", encoding="utf-8")
             try:

@@ -38,6 +38,7 @@ import json
 import multiprocessing as mp
 import os
 import random
+import signal
 import sys
 import threading
 import time
@@ -55,7 +56,7 @@ from electra_tf.data.corpus import CORPUS_FORMATS, first_lines, is_archive, text
 from electra_tf.data.packing import ExampleBuilder, SpecialIds, to_features
 from electra_tf.text.vocab import load_vocab, tokens_sha256
 
-STATS_FILE = "pretrain_data_stats.json"
+STATS_FILE = features_lib.STATS_FILE
 _TOKENIZE_BATCH_LINES = 4096
 DEFAULT_MAX_UNK_RATE = 0.1  # English text with a matching vocab: well under 1%
 UNK_SAMPLE_LINES = 1000  # lines of each file checked before building
@@ -148,6 +149,14 @@ def validate(options: BuildOptions) -> tuple[int, int]:
                               options.blanks_separate_docs)
     if lines == 0:
         raise InputError(f"the corpus is empty: {len(options.files)} file(s) with no text")
+    if os.path.isdir(options.output_dir):  # the rename over one was a traceback, late
+        written = {features_lib.shard_name(s, options.num_shards)
+                   for s in range(options.num_shards)}
+        written |= {STATS_FILE, features_lib.UNFINISHED_FILE, FolderLock.NAME}
+        for name in sorted(written.intersection(os.listdir(options.output_dir))):
+            if os.path.isdir(os.path.join(options.output_dir, name)):
+                raise InputError(f"{os.path.join(options.output_dir, name)} is a folder where "
+                                 "the build writes a file; move it away, then rerun")
     if os.path.isdir(options.output_dir) and not options.overwrite:
         existing = [f for f in os.listdir(options.output_dir)
                     if f.startswith(features_lib.SHARD_PREFIX) or f in (STATS_FILE,
@@ -303,10 +312,24 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(1)
 
 
-def _init_counter(lines_done):
+def _init_counter(lines_done, parent: int):
     global _LINES_DONE
     _LINES_DONE = lines_done
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    # Ctrl-C reaches the whole process group: the parent stops the pool (its
+    # workers end with it), where each worker had also printed the start of a
+    # KeyboardInterrupt traceback ("Process SpawnPoolWorker-2:").
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The parent's pid as it gave it: one killed before this worker got here is gone already.
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, as a batch system or container
+    sets it), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _pool_worker(job):
@@ -367,6 +390,11 @@ def summarize(per_shard: dict[int, dict[str, int]], options: BuildOptions,
     return total
 
 
+# What a document is, by --blanks_separate_docs (None: auto), for the empty-shard warning.
+_DOCUMENT_RULES = {True: "a blank line ends one", False: "a file or an archive's page is one",
+                   None: "a blank line ends one in a text file; an archive's page is one"}
+
+
 def build_pretraining_data(options: BuildOptions) -> dict:
     """Builds the shards and the stats JSON. Returns the stats.
 
@@ -396,7 +424,7 @@ def build_pretraining_data(options: BuildOptions) -> dict:
         print(f"[build_pretraining_data] warning: {len(empty)} of the {options.num_shards} "
               f"shards hold no example ({empty[0]}, ...): a document goes to one shard whole, "
               f"and the corpus has {stats['documents']:,} document(s) ("
-              f"{'a blank line ends one' if options.blanks_separate_docs else 'a file is one'}"
+              f"{_DOCUMENT_RULES[options.blanks_separate_docs]}"
               "); training reads the others", file=sys.stderr)
     print(f"[build_pretraining_data] {stats['examples']:,} examples from {stats['documents']:,} "
           f"documents / {stats['lines']:,} lines in {stats['seconds']:.1f}s; fill "
@@ -410,6 +438,11 @@ def _build_in(options: BuildOptions, total_lines: int) -> dict:
     tmp_tag = f"tmp-{uuid.uuid4().hex[:8]}"
     stats_tmp = os.path.join(options.output_dir, f".{STATS_FILE}.{tmp_tag}")
     procs = min(options.num_processes, options.num_shards)
+    if procs > usable_cpus():  # a process per shard of 1,000 had spawned until memory ran out
+        procs = usable_cpus()
+        print(f"[build_pretraining_data] note: --num_processes={options.num_processes} is more "
+              f"than the {procs} CPU(s) this process may use: {procs} processes build the "
+              "shards (the same bytes)", file=sys.stderr)
     jobs = [list(range(p, options.num_shards, procs)) for p in range(procs)]
     start = time.monotonic()
     per_shard: dict[int, dict[str, int]] = {}
@@ -420,7 +453,8 @@ def _build_in(options: BuildOptions, total_lines: int) -> dict:
             ctx = mp.get_context("spawn")  # TF is not fork-safe
             lines_done = ctx.Value("q", 0)
             progress = Progress("build_pretraining_data", total=total_lines)
-            with ctx.Pool(procs, initializer=_init_counter, initargs=(lines_done,)) as pool:
+            with ctx.Pool(procs, initializer=_init_counter,
+                          initargs=(lines_done, os.getpid())) as pool:
                 result = pool.map_async(_pool_worker, [(options, j, tmp_tag) for j in jobs])
                 while not result.ready():
                     result.wait(1.0)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 FEATURE_KEYS = ("input_ids", "input_mask", "segment_ids")
 SHARD_PREFIX = "pretrain_data.tfrecord"
+STATS_FILE = "pretrain_data_stats.json"  # beside the shards: what the build counted
 # The longest example the builders write: a packed file stores each example's segment
 # boundary as uint16, and no position table comes near it.
 MAX_SEQ_LENGTH = 65_535

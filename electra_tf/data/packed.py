@@ -48,7 +48,13 @@ import numpy as np
 
 from electra_tf.core.errors import InputError, RecordError
 from electra_tf.core.fileio import Progress, atomic_write, check_output_file, expand_files
-from electra_tf.data.features import MAX_SEQ_LENGTH, PACKED_MAGIC, check_one_build
+from electra_tf.data.features import (
+    MAX_SEQ_LENGTH,
+    PACKED_MAGIC,
+    SHARD_PREFIX,
+    STATS_FILE,
+    check_one_build,
+)
 from electra_tf.data.masking import MaskingConfig, mask_batch_numpy
 from electra_tf.data.tfrecord_reader import (
     FEATURE_KEYS,
@@ -317,6 +323,14 @@ def pack(record_pattern: str | list[str], output: str, max_seq_length: int | Non
                 raise InputError(f"--records: {path} is a packed examples file already "
                                  "(pack_pretraining_data's output), not TFRecords; give the "
                                  "records it was packed from")
+        if os.path.basename(path) == STATS_FILE:  # 'DIR/*' takes it in
+            raise InputError(f"--records: {path} is build_pretraining_data's statistics, not "
+                             f"records; give the shards ({os.path.dirname(path) or '.'}/"
+                             f"{SHARD_PREFIX}*)")
+        try:  # each file's first record before any is packed (had been met minutes in)
+            next(read_records(path), None)
+        except RecordError as e:
+            raise InputError(f"--records: {e}") from None
     check_one_build(paths, "--records", LOCAL_FILES)
     _check_output(output, paths, overwrite)
     tokenization = records_tokenization(paths)

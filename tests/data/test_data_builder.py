@@ -164,6 +164,69 @@ def earlier_build(corpus, vocab, out):
     return folder_bytes(out)
 
 
+def test_a_folder_where_the_build_writes_a_file_is_refused_before_anything_is_written(
+        tiny_corpus, tiny_vocab, tmp_path):
+    """A folder named as a shard, the stats, the marker or the lock: an IsADirectoryError
+    traceback, after the earlier build's stats were removed and shards replaced."""
+    for i, name in enumerate((features_lib.shard_name(1, 2), STATS_FILE,
+                              features_lib.UNFINISHED_FILE, ".lock")):
+        out = tmp_path / f"out{i}"
+        earlier_build(tiny_corpus, tiny_vocab, out)
+        if (out / name).exists():
+            (out / name).unlink()
+        before = folder_bytes(out)
+        (out / name).mkdir()
+        with pytest.raises(InputError) as raised:
+            build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
+                                           num_shards=2, overwrite=True))
+        assert str(raised.value) == (f"{out / name} is a folder where the build writes a "
+                                     "file; move it away, then rerun"), name
+        (out / name).rmdir()
+        assert folder_bytes(out) == before, name
+
+
+def test_more_processes_than_cpus_build_with_one_per_cpu(tiny_corpus, tiny_vocab, tmp_path,
+                                                         monkeypatch, capsys):
+    """--num_processes equal to a shard count of 1,000 had spawned TensorFlow workers until
+    memory ran out: the build takes one per CPU it may use, and says so."""
+    monkeypatch.setattr(builder_lib, "usable_cpus", lambda: 1)
+    build_pretraining_data(options(tiny_corpus, tiny_vocab, tmp_path / "out",
+                                   max_seq_length=32, num_shards=3, num_processes=3))
+    assert "note: --num_processes=3 is more than the 1 CPU(s) this process may use: 1 " \
+        "processes build the shards (the same bytes)" in capsys.readouterr().err
+    assert len(shard_bytes(tmp_path / "out")) == 3
+
+
+@pytest.mark.slow
+def test_ctrl_c_to_a_multi_process_build_is_one_line(tmp_path):
+    """Ctrl-C reaches the build's process group: its workers had each printed the start of
+    a KeyboardInterrupt traceback ("Process SpawnPoolWorker-2:") before the one line."""
+    import random
+    import signal
+    import subprocess
+
+    from helpers import popen_python, signal_after
+
+    words = [t for t in tiny_vocab_tokens() if t.isalpha()]
+    rng = random.Random(0)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(" ".join(rng.choice(words) for _ in range(12)) + "\n"
+                              + ("\n" if i % 5 == 0 else "") for i in range(600_000)))
+    vocab = write_vocab(tmp_path / "vocab.txt", tiny_vocab_tokens())
+    proc = popen_python(["-m", "electra_tf.build_pretraining_data", f"--corpus={corpus}",
+                         f"--vocab_file={vocab}", f"--output_dir={tmp_path / 'out'}",
+                         "--max_seq_length=16", "--num_shards=4", "--num_processes=2"],
+                        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc.send_signal = lambda sig: os.killpg(proc.pid, sig)  # the terminal's Ctrl-C
+    [(code, stderr)] = signal_after([proc], r"\] [1-9][\d,]*/[\d,]+ lines",
+                                    sig=signal.SIGINT)
+    assert code == 130, stderr[-3000:]
+    assert "Process " not in stderr and "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1] == "interrupted; run the same command again to " \
+        "finish", stderr[-3000:]
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_failed_overwrite_keeps_the_earlier_build_whole(tiny_corpus, tiny_vocab, tmp_path,
                                                           monkeypatch):
     # The stats are written (where a full disk would fail) before any shard is
@@ -646,7 +709,11 @@ def test_empty_shards_take_no_pipeline_share_and_are_named(tiny_corpus, tiny_voc
                                            num_shards=4))
     assert stats["documents"] == 1
     assert sorted(stats["examples_per_shard"].values())[:3] == [0, 0, 0]
-    assert "warning: 3 of the 4 shards hold no example" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "warning: 3 of the 4 shards hold no example" in err
+    # under --blanks_separate_docs=auto (None), where it had said "a file is one"
+    assert "the corpus has 1 document(s) (a blank line ends one in a text file; an " \
+        "archive's page is one)" in err, err
     pattern = str(out / "pretrain_data.tfrecord*")
     seen = []
     for i in range(2):  # pipeline 1 would get shards 1 and 3 by file, both empty

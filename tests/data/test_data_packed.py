@@ -3,6 +3,7 @@ exact resume, one line for a damaged or mismatched file, and the packing command
 
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -212,6 +213,31 @@ def test_pack_given_a_packed_file_says_so(packed_file, tmp_path):
                        r"packed examples file already \(pack_pretraining_data's output\), "
                        r"not TFRecords; give the records it was packed from$"):
         packed.pack(str(packed_file), out, progress=False)
+    assert not os.path.exists(out)
+
+
+def test_pack_checks_every_files_first_record_before_packing(records, tmp_path, capsys):
+    """'DIR/*' takes in the build's statistics, and a damaged file last: each had been met
+    after every file before it was packed (seconds of progress lines on a real build),
+    the statistics called a corrupt TFRecord."""
+    folder = tmp_path / "build"
+    folder.mkdir()
+    for path in expand_files(records):
+        shutil.copy(path, folder)
+    (folder / "pretrain_data_stats.json").write_text("{}\n")
+    out = str(tmp_path / "out.packed")
+    with pytest.raises(InputError) as raised:
+        packed.pack(f"{folder}/*", out)
+    assert str(raised.value) == (
+        f"--records: {folder}/pretrain_data_stats.json is build_pretraining_data's "
+        f"statistics, not records; give the shards ({folder}/pretrain_data.tfrecord*)")
+    (folder / "pretrain_data_stats.json").unlink()
+    (folder / "zz_damaged").write_bytes(b"not a record at all")
+    with pytest.raises(InputError) as raised:
+        packed.pack(f"{folder}/*", out)
+    assert str(raised.value) == (f"--records: {folder}/zz_damaged: record 0 has a bad length "
+                                 "checksum (corrupt TFRecord file)")
+    assert "[pack]" not in capsys.readouterr().err  # no record was packed first
     assert not os.path.exists(out)
 
 
