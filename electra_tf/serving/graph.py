@@ -326,7 +326,9 @@ def tagging_word_outputs(packer: Packer, texts, ids, starts, ends, len_a, piece_
     start with "##". The pre-tokens of one input character that normalizes to
     several ("…" -> ". . .", "⑴" -> "( 1 )") are one word: a piece that follows
     an empty piece (start == end, see char_ends) continues its word. Its
-    label and score are those of its first piece (as in training); its bytes
+    label and score are those of its first piece (training labels a CoNLL word at its
+    first piece too, but a CoNLL word holding punctuation, "model-token", is several
+    words here, each labelled at its own first piece: docs/serving.md); its bytes
     run from its first piece's start to its last kept piece's character's end,
     so no word is empty and words never overlap.
 

@@ -2,8 +2,7 @@
 "token_classification" head.
 
 The original ELECTRA fine-tunes on CoNLL-2000 chunking; NER (CoNLL-2003) is
-what users ask for. Both use the same format and the same span F1, computed by
-seqeval (the Python port of conlleval).
+what users ask for. Both use the same format and span F1 (see Metrics).
 
 Input: one token per line, whitespace-separated columns, the word in the
 first column and the tag in the last (CoNLL-2003: "EU NNP B-NP B-ORG", NER
@@ -34,10 +33,11 @@ on reading (`to_bioes`: B-X I-X -> B-X E-X, a one-word span -> S-X), so BIO
 files take it as BIOES files do; the tag set, gold tags and predictions are
 BIOES.
 
-Metrics: seqeval's micro precision/recall/F1 over spans, and token accuracy.
-BIO uses seqeval's default (conlleval) mode, which also reads CoNLL-2003's
-raw IOB1 tags as conlleval does; BIOES uses mode="strict" with scheme IOBES
-(the default mode does not check that an E-/S- closes a span properly).
+Metrics: micro precision/recall/F1 over spans, and token accuracy. BIO uses
+seqeval's default (conlleval) mode, which also reads CoNLL-2003's raw IOB1
+tags as conlleval does; BIOES is scored as the original scores its chunking
+(`span_f1`: tagging_metrics.py's EntityLevelF1Scorer over get_span_labels'
+spans, which also reads a span its predictions leave unopened or unclosed).
 
 Any tag set (`scheme=None`, the generic "tagging" task: part of speech,
 ...): tags are any non-blank strings. Span metrics are computed only when
@@ -79,13 +79,11 @@ def span_scheme_of(tags: Sequence[str]) -> str | None:
     return None
 
 
-def to_bioes(tags: Sequence[str]) -> list[str]:
-    """A sentence's span tags (BIO, IOB1 or BIOES) made BIOES, as the original makes every
-    chunking sentence's (tagging_tasks.py's LABEL_ENCODING = "BIOES":
-    tagging_utils.get_tags(get_span_labels(tags), len(tags), "BIOES")). Its span
-    reading is the original's: a B- or S- (or an O) ends the span before; an I- or E-
-    continues it, whatever its type (the span takes its last tag's type), and an I-
-    after an O starts one; well-formed BIOES comes back as it is."""
+def span_labels(tags: Sequence[str]) -> list[tuple[int, int, str]]:
+    """A sentence's spans (start, end, type), read as the original reads them
+    (tagging_utils.get_span_labels): a B- or S- (or an O) ends the span before; an I- or
+    E- continues it, whatever its type (the span takes its last tag's type), and an I-
+    or E- after an O starts one. A tag's type is all after its first "-"."""
     spans, last, start = [], "O", -1
     for i, tag in enumerate(tags):
         pos = None if tag == "O" else tag.split("-", 1)[0]
@@ -96,13 +94,38 @@ def to_bioes(tags: Sequence[str]) -> list[str]:
         last = tag
     if tags and tags[-1] != "O":
         spans.append((start, len(tags) - 1, tags[-1].split("-", 1)[-1]))
+    return spans
+
+
+def to_bioes(tags: Sequence[str]) -> list[str]:
+    """A sentence's span tags (BIO, IOB1 or BIOES) made BIOES, as the original makes every
+    chunking sentence's (tagging_tasks.py's LABEL_ENCODING = "BIOES":
+    tagging_utils.get_tags(get_span_labels(tags), len(tags), "BIOES")): `span_labels`'
+    spans, tagged again; well-formed BIOES comes back as it is."""
     out = ["O"] * len(tags)
-    for s, e, t in spans:
+    for s, e, t in span_labels(tags):
         out[s:e + 1] = [f"I-{t}"] * (e + 1 - s)
         out[e], out[s] = f"E-{t}", f"B-{t}"
         if s == e:
             out[s] = f"S-{t}"
     return out
+
+
+def span_f1(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]
+            ) -> dict[str, float]:
+    """Micro span precision/recall/F1 as the original's EntityLevelF1Scorer
+    (tagging_metrics.py) computes them over `span_labels`' spans of each sentence (as
+    fractions; all 0 where no span is right)."""
+    correct = predicted_n = gold_n = 0
+    for tags, preds in zip(gold, predicted):
+        want, got = set(span_labels(tags)), set(span_labels(preds))
+        correct += len(want & got)
+        gold_n += len(want)
+        predicted_n += len(got)
+    if not correct:
+        return {"f1": 0.0, "precision": 0.0, "recall": 0.0}
+    p, r = correct / predicted_n, correct / gold_n
+    return {"f1": 2 * p * r / (p + r), "precision": p, "recall": r}
 
 
 @dataclasses.dataclass
@@ -232,7 +255,9 @@ class TaggingTask(Task):
         self._label_ids = {t: i for i, t in enumerate(names)}
 
     def fit_labels(self, examples: Sequence[TaggingExample]) -> tuple[str, ...]:
-        """Learns the tag set from (train) examples: sorted, "O" first.
+        """Learns the tag set from (train) examples: sorted, "O" first; under BIOES every
+        type's four tags (the original maps the tags of train, dev and test: a dev span
+        made S-X where train has X's only longer was refused).
 
         Does nothing when label_names was given to the constructor.
         """
@@ -241,6 +266,8 @@ class TaggingTask(Task):
         tags = {t for ex in examples for t in (ex.tags or ())}
         if not tags:
             raise ValueError("cannot learn the tag set from examples without tags")
+        if self.scheme == "BIOES":  # dev's one-word span of a type train has only longer
+            tags |= {f"{p}-{t.split('-', 1)[1]}" for t in tags - {"O"} for p in "BIES"}
         self._set_labels((["O"] if "O" in tags else []) + sorted(tags - {"O"}))
         return self._label_names
 
@@ -481,10 +508,10 @@ class TaggingTask(Task):
 
     def metrics(self, predictions: Sequence[Sequence[str]],
                 examples: Sequence[TaggingExample]) -> dict[str, float]:
-        """Span precision/recall/F1 (micro, seqeval) and token accuracy; token accuracy
-        alone for a tag set without spans (`metric_names`)."""
+        """Span precision/recall/F1 (micro: BIO as seqeval's default, conlleval's, mode
+        computes them; BIOES as the original's chunking scorer, `span_f1`) and token
+        accuracy; token accuracy alone for a tag set without spans (`metric_names`)."""
         from seqeval import metrics as sm
-        from seqeval.scheme import IOBES
 
         if any(ex.tags is None for ex in examples):
             raise ValueError("metrics need gold tags; these examples are unlabelled")
@@ -493,9 +520,9 @@ class TaggingTask(Task):
         scheme = self.span_scheme
         if scheme is None:
             return {"accuracy": float(sm.accuracy_score(y_true, y_pred))}
+        if scheme == "BIOES":  # the original's chunking
+            return {**span_f1(y_true, y_pred), "accuracy": float(sm.accuracy_score(y_true, y_pred))}
         kw: dict[str, Any] = {"zero_division": 0}  # = seqeval's "warn" value, without the warning
-        if scheme == "BIOES":
-            kw.update(mode="strict", scheme=IOBES)
         return {"f1": float(sm.f1_score(y_true, y_pred, **kw)),
                 "precision": float(sm.precision_score(y_true, y_pred, **kw)),
                 "recall": float(sm.recall_score(y_true, y_pred, **kw)),
@@ -532,8 +559,8 @@ _LINE_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def _lines(path: str):
-    """(line number, text) of a UTF-8 file, lines ending at "\n", "\r\n" or a lone "\r"
-    (old Mac files), a byte-order mark dropped at any line's start (files joined by
+    """(line number, text) of a UTF-8 file, lines ending at "\n" (after any "\r"s: "\r\n",
+    "\r\r\n", as the original's reader strips them) or a lone "\r" (old Mac files), a byte-order mark dropped at any line's start (files joined by
     `cat` carry one in the middle).
 
     Raises:
@@ -550,7 +577,7 @@ def _lines(path: str):
     except UnicodeDecodeError as e:
         number = data[:e.start].count(b"\n") + 1
         raise TaskDataError(f"{path}:{number}: not valid UTF-8 ({e.reason})") from None
-    lines = re.split("\r\n|\r|\n", text)
+    lines = re.split("\r*\n|\r", text)  # "\r\r\n" (a CRLF file's CRs doubled) ends one line
     if lines and lines[-1] == "":
         lines.pop()  # the end of the last line
     for number, line in enumerate(lines, start=1):
@@ -569,7 +596,7 @@ def _columns(text: str, where: str) -> list[str]:
     Raises:
       TaskDataError: (`where`) an empty column between two tabs.
     """
-    if "\t" not in text:
+    if "\t" not in text.strip():  # a trailing tab is whitespace, as the original reads it
         return text.split()
     cols = [c.strip() for c in text.strip().split("\t")] if text.strip() else []
     if "" in cols:

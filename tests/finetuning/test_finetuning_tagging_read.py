@@ -122,7 +122,10 @@ def test_bioes_reads_bio_files_as_the_original_converts_them(tmp_path, caplog):
     with caplog.at_level("WARNING"):
         train = chunk.read(str(tmp_path), "train")
     assert train[0].tags == ["S-NP", "S-VP", "B-NP", "I-NP", "E-NP"]
-    assert set(chunk.label_names) <= {"O", "B-NP", "I-NP", "E-NP", "S-NP", "S-VP"}
+    # every type's four tags, as the original maps train, dev and test: a dev S-X of a
+    # type train holds only longer (or B-X E-X of one it holds only as S-X) was refused
+    assert chunk.label_names == ("O", "B-NP", "B-VP", "E-NP", "E-VP", "I-NP", "I-VP", "S-NP",
+                                 "S-VP")
     assert chunk.read(str(tmp_path), "dev")[0].tags == ["S-NP", "S-VP", "O"]
     assert "did not form BIOES spans" not in caplog.text  # BIO made BIOES: no warning
     # BIOES tags come back as they are; ill-formed ones as the original reads them, once
@@ -284,6 +287,18 @@ def test_lone_carriage_returns_end_lines(tmp_path):
     assert [(ex.words, ex.line) for ex in dev] == [(["EU"], 1), (["Peter"], 3)]
 
 
+def test_doubled_carriage_returns_and_a_trailing_tab_read_as_the_original_reads_them(
+        tmp_path):
+    """"\r\r\n" (a CRLF file converted once more) had made every word its own sentence,
+    silently (the original's reader strips the "\r"s of a line); a tab trailing a
+    space-separated line had made it one column ("too few columns")."""
+    (tmp_path / "train.txt").write_bytes(
+        b"New B-ORG\r\r\nYork I-ORG\r\r\nis O \t\r\r\n\r\r\nbig O\r\r\n")
+    task = TaggingTask()
+    assert [(ex.words, ex.tags, ex.line) for ex in task.read(str(tmp_path), "train")] == [
+        (["New", "York", "is"], ["B-ORG", "I-ORG", "O"], 1), (["big"], ["O"], 5)]
+
+
 def test_a_byte_order_mark_inside_a_file_is_dropped(tmp_path):
     """Two files saved with a BOM and joined by cat: the second BOM made
     "\\ufeff-DOCSTART-" a word."""
@@ -360,3 +375,15 @@ def test_a_failed_predictions_write_keeps_the_earlier_file(tmp_path, monkeypatch
     monkeypatch.undo()
     assert out.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dev_predictions.txt", "train.txt"]
+
+
+def test_the_chunking_flagfile_is_the_originals_chunk_task():
+    """configs/chunking.flags: configure_finetuning.py's "chunk" (256 tokens, 3 epochs,
+    batch 32, LABEL_ENCODING "BIOES")."""
+    from helpers import finetuning_from_flags
+
+    task, config, _ = finetuning_from_flags("--flagfile=configs/chunking.flags",
+                                            "--init_checkpoint=m", "--data_dir=d",
+                                            "--model_dir=o")
+    assert (task.name, task.scheme, config.max_seq_length, config.num_train_epochs,
+            config.train_batch_size) == ("chunking", "BIOES", 256, 3.0, 32)
