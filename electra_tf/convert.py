@@ -175,6 +175,11 @@ def _check_not_a_source(output: str) -> None:
         if os.path.isdir(path) and os.path.samefile(path, output):
             raise InputError(f"--output {output} is a folder the conversion reads "
                              f"({path}); write the conversion to another folder")
+        if os.path.isdir(output) and os.path.exists(path) and os.path.commonpath(
+                [os.path.realpath(path), os.path.realpath(output)]) == os.path.realpath(output):
+            # (OUT/generator: removed as a model file, then "config.json not found")
+            raise InputError(f"--output {output} holds a folder the conversion reads "
+                             f"({path}); write the conversion to another folder")
 
 
 def _remove_model_files(output: str) -> None:

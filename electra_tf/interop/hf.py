@@ -353,6 +353,33 @@ def _keep_shared_vocabulary(model_dir: str, output: str) -> None:
             "generator trained with that discriminator")
 
 
+def _check_shared_casing(model_dir: str, output: str) -> None:
+    """Refuses a generator whose tokenizer cases text otherwise than the discriminator
+    converted into `output` (its recorded casing; none recorded: lower-cased, as the
+    folder is then read): the generator's had been dropped silently, and `--to=hf
+    --generator` wrote the discriminator's into it.
+
+    Raises:
+      ConversionError: the two casings differ.
+    """
+    from electra_tf.folders.files import DISCRIMINATOR_WEIGHTS, holds_weights
+    from electra_tf.folders.pretraining import PretrainingFolder
+
+    lower = read_casing(model_dir)
+    if lower is None or not holds_weights(output, DISCRIMINATOR_WEIGHTS):
+        return
+    recorded = PretrainingFolder.open(output, discriminator=False).recorded_do_lower_case
+    if lower != (True if recorded is None else recorded):
+        said = ("records lower-cased text" if recorded else "records cased text"
+                ) if recorded is not None else "records no casing (read as lower-cased)"
+        raise core.ConversionError(
+            f"{model_dir}: its tokenizer {'lower-cases' if lower else 'keeps case'}, but the "
+            f"discriminator's conversion {said}: ELECTRA's generator and discriminator read "
+            "the same text; give the generator trained with that discriminator"
+            + ("" if recorded is not None else
+               f", or convert the discriminator with --do_lower_case={str(lower).lower()}"))
+
+
 def detect_kind(weights: dict) -> str:
     """pretraining | masked_lm | model, or a task model's head (the name of the head class
     whose `hf_detect` recognises the weights)."""
@@ -493,6 +520,7 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
                   mapping={n: targets[n].path for n in report["assigned"]})
     if kind == "masked_lm":
         _keep_shared_vocabulary(model_dir, output)
+        _check_shared_casing(model_dir, output)
         folder.save_generator(model, standalone=True)
     else:
         vocab = vocab if task_model else keep_vocabulary(model_dir, output)

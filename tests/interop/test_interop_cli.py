@@ -102,6 +102,9 @@ def test_overwrite_replaces_the_model_a_folder_holds(h, tmp_path, tiny_vocab):
             f"--model_hparam_overrides={json.dumps(h.TINY_OVERRIDES)}", "--overwrite"]
     error_line(_run(*args, f"--output={source}"),
                f"--output {source} is a folder the conversion reads")
+    # nor a folder holding one (OUT/generator was removed as a model file, then "not found")
+    error_line(_run(*args, f"--output={tmp_path}"),
+               f"--output {tmp_path} holds a folder the conversion reads ({source})")
     assert sorted(p.name for p in source.iterdir()) == sorted(
         p.name for p in (tmp_path / "electra_tiny").iterdir())
     assert (source / "vocab.txt").read_bytes() == open(tiny_vocab, "rb").read()

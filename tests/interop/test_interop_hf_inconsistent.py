@@ -328,6 +328,27 @@ def test_a_generator_of_another_vocabulary_is_refused_beside_its_discriminator(h
     assert hf.import_model(gen, str(out))["kind"] == "masked_lm"  # the same tokens: kept
 
 
+def test_a_generator_of_another_casing_is_refused_beside_its_discriminator(h, tmp_path):
+    """A generator whose tokenizer keeps case beside an uncased discriminator (or one whose
+    folder says nothing: read as uncased) was converted silently, its casing dropped."""
+    disc = _folder(h, tmp_path / "d", cls="ElectraForPreTraining")
+    gen = _folder(h, tmp_path / "g", cls="ElectraForMaskedLM")
+    (tmp_path / "g" / "hf" / "tokenizer_config.json").write_text('{"do_lower_case": false}')
+    for name, casing, said in (("says_nothing", None, "records no casing (read as "
+                                "lower-cased)"), ("uncased", True, "records lower-cased text")):
+        out = tmp_path / name
+        hf.import_model(disc, str(out), do_lower_case=casing)
+        with pytest.raises(BAD_INPUT) as raised:
+            hf.import_model(gen, str(out))
+        assert str(raised.value).startswith(
+            f"{gen}: its tokenizer keeps case, but the discriminator's conversion {said}"), \
+            raised.value
+        assert not (out / "generator.weights.h5").exists()
+    out = tmp_path / "cased"
+    hf.import_model(disc, str(out), do_lower_case=False)
+    assert hf.import_model(gen, str(out))["kind"] == "masked_lm"  # the same casing
+
+
 def test_task_flags_a_model_would_drop_are_refused(h, tmp_path):
     """--task_name or --max_seq_length given for a model of no task head, and
     --drop_task_head for one whose head is not dropped, had been ignored silently."""
