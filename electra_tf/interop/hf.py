@@ -802,6 +802,12 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
     gen_tensors = state_dict(names.generator_variables(gen)) if gen is not None else {}
     _check_room(output, tensors, gen_tensors, files=(vocab,))
     written = _save(output, tensors, hf_config(discriminator.config, "ElectraForPreTraining"))
+    if folder.recorded.get("pretraining", {}).get("objective") == "electric":
+        logging.warning("%s: an Electric model: ElectraForPreTraining's logits are its energies "
+                        "(a text's score is minus their sum over its pieces), not replaced-token "
+                        "logits; convert --from=hf reads the folder back as an ELECTRA "
+                        "discriminator, which electra_tf.score refuses: score with %s itself",
+                        model_dir, model_dir)
     # transformers' tokenizer, with the casing the model was pre-trained with (without
     # tokenizer_config.json AutoTokenizer lower-cases)
     lower = folder.do_lower_case

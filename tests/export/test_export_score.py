@@ -125,7 +125,7 @@ def test_the_score_export_refuses_a_model_that_is_not_electric(export_pretrained
     from electra_tf.serving.export import load_spec
 
     with pytest.raises(InputError, match=r"holds no Electric model \(it records no "
-                                         r"pre-training config, so no objective\)"):
+                                         r"pre-training objective\)"):
         load_spec("score", export_pretrained_dir)
     from electra_tf.tasks.heads.scoring import ScoreHead
 
@@ -184,3 +184,18 @@ def test_an_empty_text_scores_zero_not_negative_zero():
     for jit in (False, True):  # traced, as served: `0.0 - sum` had become `-sum` there
         traced = tf.function(sequence_scores, jit_compile=jit)(logits, ids, mask, 1, 2)
         assert traced.numpy().tolist() == [-1.75, 0.0] and not np.signbit(traced.numpy()[1])
+
+
+def test_an_electric_model_written_for_transformers_says_its_logits_are_energies(
+        electric_dir, tmp_path, caplog):
+    """convert --to=hf of an Electric folder gave no sign that ElectraForPreTraining's
+    logits are its energies, nor that the folder reads back as an ELECTRA discriminator
+    that score refuses (transformers' config has no field for the objective)."""
+    pytest.importorskip("safetensors")
+    from electra_tf.interop import hf
+
+    with caplog.at_level("WARNING"):
+        hf.export_model(electric_dir, str(tmp_path / "hf"))
+    assert f"{electric_dir}: an Electric model: ElectraForPreTraining's logits are its " \
+        "energies" in caplog.text, caplog.text
+    assert (tmp_path / "hf" / "model.safetensors").exists()

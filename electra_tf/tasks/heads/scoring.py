@@ -74,7 +74,7 @@ class ScoreHead(RtdHead):
         objective = pretraining.get("objective", "")
         if objective != "electric":
             said = (f"its pretraining_config.json records objective={objective}" if objective
-                    else "it records no pre-training config, so no objective")
+                    else "it records no pre-training objective")
             raise InputError(
                 f"{folder} holds no Electric model ({said}); scores are the energies of a "
                 "model pre-trained with --objective=electric")
