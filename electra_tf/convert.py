@@ -133,13 +133,19 @@ def main(argv) -> None:
     # --overwrite had replaced comes back, so the same command can run again. A kill
     # leaves UNFINISHED beside the files it wrote: the next conversion into the folder
     # replaces them (one at a time: FolderLock).
+    # what a killed --overwrite kept of the model it replaced (undo_on_failure's links)
+    kept = sorted(n for n in held if n.startswith(".undo-")
+                  and os.path.isdir(os.path.join(FLAGS.output, n))) if unfinished else []
     with undo_on_failure(FLAGS.output), FolderLock(FLAGS.output, "--output"):
         if FLAGS.overwrite or unfinished:
             _check_not_a_source(FLAGS.output)
             _remove_model_files(FLAGS.output)
         if unfinished:
             print(f"[convert] removed the unfinished conversion a stopped run left in "
-                  f"{FLAGS.output}", file=sys.stderr)
+                  f"{FLAGS.output}" + "".join(
+                      f"; the files of the model it was replacing are in "
+                      f"{os.path.join(FLAGS.output, n)} (move them back to keep that model, "
+                      "or remove the folder)" for n in kept), file=sys.stderr)
         files.write_json(marker, {"pid": os.getpid()})
         _convert(source)
         os.remove(marker)

@@ -125,6 +125,8 @@ def test_overwrite_replaces_the_model_a_folder_holds(h, tmp_path, tiny_vocab):
     (out / "discriminator_config.json").write_text("{")  # cut short by the kill
     folders.files.write_json(str(out / convert.UNFINISHED), {"pid": 1})
     (out / ".lock").write_text("host h, pid 1, since 2026-12-04 07:00:00\n")
+    (out / ".undo-k1ll3d").mkdir()  # the replaced model's files a killed --overwrite kept
+    (out / ".undo-k1ll3d" / "finetuned.weights.h5").write_bytes(b"old head")
     from electra_tf.core.errors import InputError
     from electra_tf.folders.pretraining import PretrainingFolder
 
@@ -134,8 +136,10 @@ def test_overwrite_replaces_the_model_a_folder_holds(h, tmp_path, tiny_vocab):
         PretrainingFolder.open(str(out))  # what --init_checkpoint and the export open
     proc = _run(*[a for a in args if a != "--overwrite"], f"--output={out}")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"[convert] removed the unfinished conversion a stopped run left in {out}" \
-        in proc.stderr
+    assert f"[convert] removed the unfinished conversion a stopped run left in {out}; the " \
+        f"files of the model it was replacing are in {out / '.undo-k1ll3d'} (move them back " \
+        "to keep that model, or remove the folder)" in proc.stderr, proc.stderr[-3000:]
+    assert (out / ".undo-k1ll3d" / "finetuned.weights.h5").read_bytes() == b"old head"
     names = {p.name for p in out.iterdir()}
     assert {"conversion_report.json", "discriminator_config.json", "notes.txt"} <= names
     assert not names & {convert.UNFINISHED, ".lock"}, names
