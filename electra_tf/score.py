@@ -84,9 +84,15 @@ def main(argv):
         if FLAGS.input != "-" and _same_file(FLAGS.input, FLAGS.output):
             raise InputError(f"--output {FLAGS.output} is the --input file it would replace; "
                              "write the scores elsewhere")
-    lines = read_lines(FLAGS.input)
-    from electra_tf.serving.scoring import load_scorer  # TensorFlow: after the checks
+    from electra_tf.folders import PretrainingFolder
+    from electra_tf.serving.scoring import (  # TensorFlow: after the checks
+        check_electric_folder,
+        load_scorer,
+    )
 
+    # the model's objective before the input is read (a million lines took a minute first)
+    check_electric_folder(PretrainingFolder.open(FLAGS.model_dir, what="--model_dir"))
+    lines = read_lines(FLAGS.input)
     t0 = time.monotonic()
     scorer = load_scorer(FLAGS.model_dir, FLAGS.vocab_file, FLAGS.max_seq_length)
     t1 = time.monotonic()

@@ -71,8 +71,10 @@ def test_the_command_prints_one_score_per_line(electric_dir, tmp_path):
 
 @pytest.mark.slow
 def test_the_command_refuses_a_model_that_is_not_electric(export_pretrained_dir, tmp_path):
+    """Before it reads --input (a million lines had been read first, for a minute): here
+    a file it could not read, which the model's refusal comes before."""
     sentences = tmp_path / "s.txt"
-    sentences.write_text("a token\n", encoding="utf-8")
+    sentences.write_bytes(b"not UTF-8 \xff\n")
     proc = run_module("electra_tf.score", f"--model_dir={export_pretrained_dir}",
                       f"--input={sentences}")
     error_line(proc, "holds no Electric model")
