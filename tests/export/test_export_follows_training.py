@@ -193,3 +193,36 @@ def test_squad_v1_joint_head_in_graph_decoding_is_the_task_decoding(exports):
             assert (w.char_starts[s], w.char_ends[e]) == (p.start_char, p.end_char)
     np.testing.assert_array_equal(out["no_answer_score"], np.full(len(examples), -1e9,
                                                                    np.float32))
+
+
+def test_a_served_tagger_read_per_conll_word_gives_the_tasks_predictions(finetuned_dirs):
+    """docs/serving.md's reading of a served tagger for CoNLL words that hold
+    punctuation ("German-born", "U.S.": several served words; here of the tiny vocabulary's
+    words): the label of the first
+    served word starting inside each, with the words sent joined by spaces, is the
+    Keras model's prediction for that word as fine-tuning scores it."""
+    from electra_tf import Predictor, folders
+    from electra_tf.tasks.tagging import TaggingExample, TaggingTask
+
+    ner = Predictor.open(finetuned_dirs["ner"])
+    record = folders.FinetunedFolder.open(finetuned_dirs["ner"]).record
+    task = TaggingTask(label_names=record.label_names, scheme=None)
+    sentences = [["model-token", "reads", "a"], ["the", "small-generator"],
+                 ["token", "was", "re.placed", "."]]
+    examples = [TaggingExample(words, None) for words in sentences]
+    feats = task.featurize(examples, ner.spec.tokenizer, ner.spec.max_seq_length)
+    out = {k: np.asarray(v) for k, v in ner.spec.model(feats.inputs, training=False).items()}
+    preds = task.predictions(out, examples, feats)
+    served = ner.outputs([" ".join(words) for words in sentences])
+    assert not served["truncated"].any() and len(feats) == len(sentences)  # one window each
+    for r, words in enumerate(sentences):
+        starts = list(served["word_start"][r][:served["num_words"][r]])
+        assert len(starts) > len(words)  # the hyphenated words are several served words
+        read, begin = [], 0
+        for word in words:
+            end = begin + len(word.encode("utf-8"))
+            first = next(k for k, s in enumerate(starts) if begin <= s < end)
+            read.append(str(served["word_labels"][r][first]))
+            begin = end + 1
+        assert read == preds[r], (words, read, preds[r])
+    assert len({t for p in preds for t in p}) > 1, preds  # the head tells words apart
