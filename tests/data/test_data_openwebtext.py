@@ -53,7 +53,7 @@ def test_archives_give_the_records_of_their_extracted_pages(tiny_vocab, tmp_path
     archives, pages = write_owt(tmp_path)
     common = dict(vocab_file=tiny_vocab, max_seq_length=32, num_shards=3, seed=5)
     direct = build_pretraining_data(BuildOptions(
-        files=tuple(archives), output_dir=str(tmp_path / "direct"), num_processes=2, **common))
+        files=tuple(archives), output_dir=str(tmp_path / "direct"), **common))
     flagged = build_pretraining_data(BuildOptions(
         files=tuple(archives), output_dir=str(tmp_path / "flagged"),
         corpus_format="openwebtext", **common))
@@ -86,6 +86,20 @@ def test_archives_give_the_records_of_their_extracted_pages(tiny_vocab, tmp_path
     docs = [d for _, d in iter_documents(archives, "auto", shuffle_seed=5)]
     assert docs == [d for name in shuffled for _, d in iter_documents(
         [page_of[os.path.basename(name)]], blanks_separate_docs=False)]
+
+
+# Slow (spawned TensorFlow workers, seconds each): the default suite holds the builder's
+# own any-process-count test (test_data_builder.py) and the archives read in-process.
+@pytest.mark.slow
+def test_archives_read_in_worker_processes_give_the_same_shards(tiny_vocab, tmp_path):
+    archives, _ = write_owt(tmp_path)
+    common = dict(files=tuple(archives), vocab_file=tiny_vocab, max_seq_length=32,
+                  num_shards=3, seed=5)
+    build_pretraining_data(BuildOptions(output_dir=str(tmp_path / "one"), **common))
+    build_pretraining_data(BuildOptions(output_dir=str(tmp_path / "two"), num_processes=2,
+                                        **common))
+    assert shards(tmp_path / "one") == shards(tmp_path / "two")
+    assert len(shards(tmp_path / "two")) == 3
 
 
 def test_a_damaged_archive_is_refused_naming_it_and_nothing_is_written(tiny_vocab, tmp_path):

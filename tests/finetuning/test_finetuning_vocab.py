@@ -71,6 +71,8 @@ def test_export_refuses_an_explicit_vocab_of_other_tokens(finetuned, tiny_vocab,
     assert os.path.join(finetuned, folders.files.VOCAB) in message
 
 
+# Slow (a TensorFlow process): the refusal itself is checked in this process above.
+@pytest.mark.slow
 def test_the_export_command_refuses_a_swapped_vocab_in_one_line(finetuned, tmp_path):
     folder = shutil.copytree(finetuned, tmp_path / "ft")
     _swap(folder / folders.files.VOCAB)
