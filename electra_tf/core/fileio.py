@@ -513,6 +513,19 @@ def write_output_text(path: str, text: str) -> None:
     atomic_write_text(os.path.realpath(path), text)
 
 
+@contextlib.contextmanager
+def no_empty_folder_left(folder: str):
+    """Removes `folder` after the block where the block made it (or something in it
+    did) and left it empty: a run refused once it had started leaves no trace."""
+    created = not os.path.isdir(folder)
+    try:
+        yield
+    finally:
+        if created and os.path.isdir(folder) and not os.listdir(folder):
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+
+
 class FolderLock:
     """One writer per folder: an exclusive flock on FOLDER/.lock, released on exit.
 

@@ -50,6 +50,7 @@ from electra_tf.core.fileio import (
     Progress,
     check_output_folder,
     check_text_file,
+    no_empty_folder_left,
 )
 from electra_tf.data import features as features_lib
 from electra_tf.data.corpus import CORPUS_FORMATS, first_lines, is_archive, text_units
@@ -406,14 +407,9 @@ def build_pretraining_data(options: BuildOptions) -> dict:
         before anything is written.
     """
     total_lines, _ = validate(options)
-    created = not os.path.isdir(options.output_dir)
-    try:
-        with FolderLock(options.output_dir, "--output_dir"):
-            stats = _build_in(options, total_lines)
-    finally:
-        if created and os.path.isdir(options.output_dir) and not os.listdir(
-                options.output_dir):
-            os.rmdir(options.output_dir)  # nothing was built: leave no trace
+    with no_empty_folder_left(options.output_dir), \
+            FolderLock(options.output_dir, "--output_dir"):
+        stats = _build_in(options, total_lines)
     if stats["truncated_tokens"] > stats["tokens"] / 2:
         print(f"[build_pretraining_data] warning: {stats['truncated_tokens']:,} of the "
               f"{stats['tokens']:,} tokens did not fit an example of {options.max_seq_length} "

@@ -44,7 +44,7 @@ from typing import Callable
 from electra_tf.core import signals
 from electra_tf.core.config import FinetuningConfig, FinetuningRun
 from electra_tf.core.errors import ConfigError, Diverged, InputError
-from electra_tf.core.fileio import FolderLock, atomic_write_text
+from electra_tf.core.fileio import FolderLock, atomic_write_text, no_empty_folder_left
 from electra_tf.folders.files import (
     FINETUNING_CONFIG,
     checkpoint_dir,
@@ -405,7 +405,9 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
     n = run.num_trials
     # keep_all_models=False: the last finished trial's (number, folder, prediction files)
     kept = None
-    with FolderLock(os.path.normpath(run.model_dir), "--model_dir"):
+    # a group refused at its first trial (another vocabulary) had left an empty folder
+    with no_empty_folder_left(run.model_dir), \
+            FolderLock(os.path.normpath(run.model_dir), "--model_dir"):
         group = TrialGroup(run.model_dir, task_name, config, run)
         for k in range(1, n + 1):
             seed = config.seed + k - 1

@@ -140,6 +140,22 @@ def test_a_group_of_other_settings_is_refused(tmp_path):
         trials.TrialGroup(str(single), "sst2", config, run)
 
 
+def test_a_group_refused_at_its_first_trial_leaves_no_folder(tmp_path):
+    """A trainer refusing the first trial (another vocabulary than the checkpoint's) had
+    left an empty --model_dir behind its one line; an existing folder stays."""
+    def refuse(config, run):
+        raise ConfigError("--vocab_file=v holds other tokens")
+
+    config, run = fake_runs(tmp_path, 2)
+    for existed in (False, True):
+        if existed:
+            (tmp_path / "out").mkdir()
+        with pytest.raises(ConfigError, match="holds other tokens"):
+            trials.run_trials(config, run, "sst2", refuse, Finetuning.final_results)
+        assert (tmp_path / "out").exists() == existed
+        assert not (tmp_path / "out_1").exists()
+
+
 def test_naming_the_default_a_group_took_is_no_other_setting(tmp_path):
     """A rerun passing the learning rate the first run's log printed (its size's default)
     had been refused as 'learning_rate 0.0 -> 0.0001'."""
