@@ -347,6 +347,12 @@ def test_a_generator_of_another_casing_is_refused_beside_its_discriminator(h, tm
     out = tmp_path / "cased"
     hf.import_model(disc, str(out), do_lower_case=False)
     assert hf.import_model(gen, str(out))["kind"] == "masked_lm"  # the same casing
+    # the command, whose folder is mid-conversion (its marker) when the generator comes
+    proc = run_module("electra_tf.convert", "--from=hf", f"--model_dir={disc}",
+                      f"--generator_dir={gen}", f"--output={tmp_path / 'cli'}")
+    error_line(proc, "its tokenizer keeps case, but the discriminator's conversion records no "
+                     "casing")
+    assert not (tmp_path / "cli").exists()
 
 
 def test_task_flags_a_model_would_drop_are_refused(h, tmp_path):
