@@ -560,8 +560,9 @@ _LINE_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 def _lines(path: str):
     """(line number, text) of a UTF-8 file, lines ending at "\n" (after any "\r"s: "\r\n",
-    "\r\r\n", as the original's reader strips them) or a lone "\r" (old Mac files), a byte-order mark dropped at any line's start (files joined by
-    `cat` carry one in the middle).
+    "\r\r\n", as the original's reader strips them) or a lone "\r" (old Mac files), a
+    byte-order mark dropped at any line's start (files joined by `cat` carry one in the
+    middle).
 
     Raises:
       TaskDataError: (file:line) unreadable, not UTF-8, or a line holding another
