@@ -51,6 +51,14 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     seeds = t.strategy.experimental_local_results(t.strategy.run(
         lambda: backend.replica_seed(config.seed, t.optimizer.iterations)))
     assert not np.array_equal(seeds[0].numpy(), seeds[1].numpy()), "replicas share a seed"
+    # a resume at step 2 reads global batch 2 (each step takes a batch per replica: it
+    # had skipped 2 per-replica batches, and read batch 1 again)
+    fresh = t.make_train_iterator(0)
+    global_batches = [t.strategy.experimental_local_results(next(fresh)) for _ in range(3)]
+    resumed = t.strategy.experimental_local_results(next(t.make_train_iterator(2)))
+    for want, got in zip(global_batches[2], resumed, strict=True):
+        for key in ("input_ids", "masked_lm_positions"):
+            assert np.array_equal(want[key].numpy(), got[key].numpy()), key
     final = t.train()
     assert np.isfinite(final["loss"]), final
     print("MIRRORED_OK", final["loss"])

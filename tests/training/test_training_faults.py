@@ -696,6 +696,32 @@ def test_a_tf_config_tensorflow_cannot_use_is_one_config_error(value, message, m
         make_strategy("multi_worker", 0)
 
 
+def test_a_tf_config_port_in_use_is_one_config_error(monkeypatch):
+    """This worker's own port held by another process: TensorFlow's gRPC server had
+    failed with a traceback (and the other workers waited for the start-up timeout)."""
+    import socket
+
+    from electra_tf.training.backends.tensorflow import check_tf_config, make_strategy
+
+    held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    port = held.getsockname()[1]
+    try:
+        value = json.dumps({"cluster": {"worker": [f"127.0.0.1:{port}", "127.0.0.1:1"]},
+                            "task": {"type": "worker", "index": 0}})
+        message = (f"TF_CONFIG's worker 0 is 127.0.0.1:{port}, but port {port} is in use on "
+                   "this host")
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            check_tf_config(value)
+        monkeypatch.setenv("TF_CONFIG", value)
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            make_strategy("multi_worker", 0)
+    finally:
+        held.close()
+    check_tf_config(value)  # free again
+
+
 def test_after_the_interrupted_line_a_second_ctrl_c_is_ignored(capsys, sigint_handler):
     """The exit that follows `interrupted at step N` runs JAX's exit hooks; a second Ctrl-C
     there printed "Exception ignored ... KeyboardInterrupt". The status stays 130."""

@@ -180,6 +180,35 @@ def check_tf_config(value: str) -> None:
         raise ConfigError(f"TF_CONFIG's task index {json.dumps(index)} is out of range: its "
                           f"cluster has {len(addresses)} {task['type']} task(s), 0 to "
                           f"{len(addresses) - 1}")
+    _check_own_port(str(addresses[index]), f"{task['type']} {index}")
+
+
+def _check_own_port(address: str, task: str) -> None:
+    """Refuses, by name, the port of this task's own TF_CONFIG address where another
+    process holds it (TensorFlow's gRPC server failed with a traceback, and the other
+    workers waited for --worker_startup_timeout_s). A host that is not this machine's,
+    or an address without a port, is left to TensorFlow.
+
+    Raises:
+      ConfigError: the port is in use on this host.
+    """
+    import errno
+    import socket
+
+    host, _, port = address.rpartition(":")
+    if not port.isdigit():
+        return
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        probe.bind(("0.0.0.0", int(port)))
+    except OSError as e:
+        if e.errno != errno.EADDRINUSE:
+            return  # (another host's address: TensorFlow's to judge)
+        raise ConfigError(f"TF_CONFIG's {task} is {address}, but port {port} is in use on this "
+                          "host (another worker of a run, or another program); give each task "
+                          "a free port") from None
+    finally:
+        probe.close()
 
 
 def _cluster_tasks() -> str:
@@ -381,13 +410,19 @@ class TensorFlowPretraining(Pretraining):
     def _batches(self, files, batch_size, seed, is_training, skip_batches=0,
                  max_seq_length=None, masking=None):
         """Masked global batches, each input pipeline reading its share (InputContext);
-        at the config's length and masking unless given (phase 2)."""
-        return iter(self.strategy.distribute_datasets_from_function(
-            lambda ctx: pretraining_dataset(
+        at the config's length and masking unless given (phase 2). `skip_batches`
+        counts global batches: a pipeline yields per-replica batches, one for each of
+        its replicas a step (a mirrored resume had skipped 1/replicas of them, and
+        trained again on batches it had used)."""
+        def dataset(ctx):
+            per_pipeline = ctx.num_replicas_in_sync // ctx.num_input_pipelines
+            return pretraining_dataset(
                 files, ctx.get_per_replica_batch_size(batch_size),
                 max_seq_length or self.config.max_seq_length, masking or self.masking,
                 is_training=is_training, input_context=ctx, seed=seed,
-                skip_batches=skip_batches)))
+                skip_batches=skip_batches * per_pipeline)
+
+        return iter(self.strategy.distribute_datasets_from_function(dataset))
 
     # === The step ===
     def _forward_metrics(self, batch, seed, objective, evaluation: bool = False):
