@@ -232,6 +232,11 @@ class Pretraining:
         precision = folder.recorded.get("run", {}).get("mixed_precision")
         if precision and precision != self.run.mixed_precision:
             changes.append(f"--mixed_precision={self.run.mixed_precision} (it was {precision})")
+        # and the replicas the global batch is split over (other masks and input order)
+        replicas = folder.recorded.get("replicas")
+        if isinstance(replicas, int) and replicas != self.num_replicas:
+            changes.append(f"the batch split over {self.num_replicas} replica(s) (it was "
+                           f"{replicas}: other masks and input order, the same global batch)")
         if changes:
             self._log(f"note: this run continues checkpoints trained with other settings: "
                       f"{', '.join(changes)}; {PRETRAINING_CONFIG} now records these")
@@ -328,6 +333,7 @@ class Pretraining:
             ran = dataclasses.replace(run, jit_compile=True) if self.backend == "jax" else run
             pretraining_folder.write_pretraining_config(run.model_dir, cfg, ran,
                                                         backend=self.backend,
+                                                        replicas=self.num_replicas,
                                                         training_flops=self.flops.to_dict())
             for warning in (cfg.short_warmup_warning(), cfg.long_warmup_warning(),
                             cfg.phase2_length_warning()):

@@ -436,8 +436,11 @@ def test_resuming_with_other_settings_of_the_same_variables_says_so(
     # and as if trained at bf16 (a run option: the variables are float32 either way)
     record = (model_dir / "pretraining_config.json").read_text()
     assert '"mixed_precision": "fp32"' in record
+    # and on 2 replicas (a mirrored or multi-worker run, resumed by one process)
+    assert '"replicas": 1' in record
     (model_dir / "pretraining_config.json").write_text(
-        record.replace('"mixed_precision": "fp32"', '"mixed_precision": "bf16"'))
+        record.replace('"mixed_precision": "fp32"', '"mixed_precision": "bf16"').replace(
+            '"replicas": 1', '"replicas": 2'))
     capfd.readouterr()
     trainer = pretraining(tiny_records, model_dir, objective="electra_15", num_train_steps=7,
                           iterations_per_loop=1, eval_data="", mask_prob=0.2, seed=3,
@@ -446,12 +449,13 @@ def test_resuming_with_other_settings_of_the_same_variables_says_so(
     err = capfd.readouterr().err
     assert ("[pretrain] note: this run continues checkpoints trained with other settings: "
             "--objective=electra_15 (it was electra), --mask_prob=0.2 (it was 0.15), "
-            "--mixed_precision=fp32 (it was bf16); pretraining_config.json now records "
-            "these\n") in err, err
+            "--mixed_precision=fp32 (it was bf16), the batch split over 1 replica(s) (it was "
+            "2: other masks and input order, the same global batch); pretraining_config.json "
+            "now records these\n") in err, err
     with open(model_dir / "pretraining_config.json") as f:
         recorded = json.load(f)
     assert recorded["pretraining"]["objective"] == "electra_15"
-    assert recorded["run"]["mixed_precision"] == "fp32"
+    assert recorded["run"]["mixed_precision"] == "fp32" and recorded["replicas"] == 1
 
 
 @pytest.mark.parametrize("algorithm", ["two_stage", "phase2"])
