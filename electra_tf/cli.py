@@ -213,6 +213,8 @@ def run_cli(main: Callable[[], None]) -> None:
         main()
     except BAD_INPUT as e:
         print(f"error: {e}", file=sys.stderr)
+        if getattr(e, "left_peers", None) is False:  # refused by every peer at one point
+            peers.end_together(EXIT_BAD_INPUT)
         sys.exit(EXIT_BAD_INPUT)
     except app.UsageError as e:  # absl's app.run would print the whole help and exit 1
         print(f"error: {e}{_USAGE_HINT if str(e).startswith('unexpected arguments') else ''}",

@@ -45,6 +45,7 @@ from electra_tf.folders import pretraining as pretraining_folder
 from electra_tf.folders.files import (
     PRETRAINING_CONFIG,
     checkpoint_dir,
+    latest_checkpoint_step,
     remove_stale_temporaries,
 )
 from electra_tf.objectives.flops import pretraining_flops
@@ -89,6 +90,19 @@ def set_random_seed(seed: int, tensorflow: bool = True) -> None:
         lazy._available = held
 
 
+def different_settings(what: str) -> ConfigError:
+    """The one line of a run whose processes were started with other settings (their
+    `settings_digest`s differ): had trained on silently (another seed, batch or data on
+    one worker) or ended in tracebacks and aborts (another model size or checkpoint)."""
+    error = ConfigError(
+        f"{what}: the processes of the run were started with different settings (the "
+        "hyperparameters: --seed, the batch size, the model size, ...) or see different "
+        "checkpoints in --model_dir (a folder that is not one shared folder); start every "
+        "process with the same flags and one shared --model_dir")
+    error.left_peers = False  # every process refuses here: they end together (cli.run_cli)
+    return error
+
+
 class Pretraining:
     """Builds everything a pre-training run needs and runs it (see the module docstring).
 
@@ -120,6 +134,7 @@ class Pretraining:
         # The other backend's checkpoints: refused before the model is built and described
         check_backend(checkpoint_dir(run.model_dir), self.backend)
         self._setup_devices()
+        self._agree_on_settings()  # every process of a run: before the model's collectives
         micro = config.train_batch_size // run.gradient_accumulation_steps
         sizes = [("the micro-batch", micro), ("eval_batch_size", config.eval_batch_size)]
         if config.phase2_steps:
@@ -141,6 +156,26 @@ class Pretraining:
         self.phases = make_phases(config, self.model, run)
         self.flops = pretraining_flops(config)  # the original's count, recorded in the folder
         self.checkpoints = self._make_checkpoints()
+
+    def _agree_on_settings(self) -> None:
+        """A run of several processes: refuses (`different_settings`) where they were
+        started with other hyperparameters or see other checkpoints. Backends override;
+        a run of one process has nothing to compare."""
+
+    def settings_digest(self, latest: bool = True) -> list[int]:
+        """Eight bytes (0-255 each) of a digest of what every process of a run must share:
+        the hyperparameters, the gradient accumulation and, with `latest`, the latest
+        checkpoint's step (a --model_dir that is not one shared folder)."""
+        import hashlib
+        import json
+
+        run = self.run
+        shared = {"config": self.config.to_dict(),
+                  "accumulation": [run.gradient_accumulation_steps,
+                                   run.resolved_phase2_gradient_accumulation_steps],
+                  "latest": (latest_checkpoint_step(run.model_dir) or 0) if latest else None}
+        text = json.dumps(shared, sort_keys=True, default=str)
+        return list(hashlib.sha256(text.encode("utf-8")).digest()[:8])
 
     def _set_prior_output_biases(self):
         """`prior_output_biases`: the MLM heads' bias at log p(token), the RTD head's at

@@ -83,8 +83,10 @@ SLOW_EXIT_S = 10
 SLOW_EXIT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "slow_exit")
 
 
-def run_workers(args, signal_workers=(), after=r"step 2/") -> list[tuple[int, str]]:
-    """Two multi-worker processes of run_pretraining with `args`; SIGTERM to each of
+def run_workers(args, signal_workers=(), after=r"step 2/", extra=((), ())
+                ) -> list[tuple[int, str]]:
+    """Two multi-worker processes of run_pretraining with `args` (and each its `extra`);
+    SIGTERM to each of
     `signal_workers` once the chief printed `after`. Returns each one's (status, stderr);
     neither holds a line of TensorFlow's about an unreachable peer."""
     ports = free_ports(2)
@@ -96,7 +98,7 @@ def run_workers(args, signal_workers=(), after=r"step 2/") -> list[tuple[int, st
         if i == 1:
             env["PYTHONPATH"] = os.pathsep.join([SLOW_EXIT_DIR, env["PYTHONPATH"]])
             env["ELECTRA_TEST_SLOW_EXIT_S"] = str(SLOW_EXIT_S)
-        procs.append(popen_python(["-m", "electra_tf.run_pretraining", *args,
+        procs.append(popen_python(["-m", "electra_tf.run_pretraining", *args, *extra[i],
                                    "--strategy=multi_worker"], env=env,
                                   stderr=subprocess.PIPE, text=True))
     ended = signal_after(procs, after, signalled=signal_workers, wait_s=300 + SLOW_EXIT_S)
@@ -168,3 +170,20 @@ def test_multi_worker_sigterm_to_one_worker_stops_them_all(tiny_records, tmp_pat
     check_stopped_together(run_workers(tiny_flags(
         tiny_records, tiny_records["vocab"], model_dir, steps), signal_workers=(1,)),
         model_dir, steps)
+
+
+@pytest.mark.slow  # a 2-worker start
+def test_workers_started_with_other_settings_are_refused(tiny_records, tmp_path):
+    """Another --seed on worker 1 had trained on silently (another batch size too, with
+    a global batch neither flag gave; another model size ended in collective tracebacks):
+    both workers compare their settings before the model is built."""
+    model_dir = tmp_path / "m"
+    ended = run_workers(tiny_flags(tiny_records, tiny_records["vocab"], model_dir),
+                        extra=((), ("--seed=99",)))
+    for code, err in ended:
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert code == 2 and errors and errors[0].startswith(
+            "error: --strategy=multi_worker: the processes of the run were started with "
+            "different settings"), err[-3000:]
+        assert "Traceback" not in err, err[-3000:]
+    assert not (model_dir / "checkpoints").exists()

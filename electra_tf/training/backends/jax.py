@@ -65,7 +65,7 @@ from electra_tf.training import reporting
 from electra_tf.training.checkpoints import NpzCheckpoints, checkpoint_step
 from electra_tf.training.finetuning import Finetuning, split_batch
 from electra_tf.training.loop import stop_point
-from electra_tf.training.pretraining import Pretraining
+from electra_tf.training.pretraining import Pretraining, different_settings
 from electra_tf.training.watchdog import StartupWatchdog
 
 # The strategies (config.STRATEGIES) this backend runs: both mean every device
@@ -303,6 +303,18 @@ class JaxPretraining(Pretraining):
             self.run.strategy, self.run.num_devices, {})
         # multi_worker stays False: a JAX save is no collective, any process can save.
         self.chief = jax.process_index() == 0
+
+    def _agree_on_settings(self) -> None:
+        """Every process's settings digest, gathered: one that differs is refused (a
+        --seed or batch size of its own had ended in tracebacks and Gloo aborts). The
+        checkpoints' steps are compared by `restore`, which names them."""
+        if jax.process_count() < 2:
+            return
+        from jax.experimental import multihost_utils
+
+        digests = multihost_utils.process_allgather(np.asarray(self.settings_digest(latest=False)))
+        if len({tuple(row) for row in np.asarray(digests).tolist()}) > 1:
+            raise different_settings(f"--jax_num_processes={jax.process_count()}")
 
     def _make_checkpoints(self) -> NpzCheckpoints:
         return NpzCheckpoints(self.model, self.optimizer,

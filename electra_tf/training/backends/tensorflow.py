@@ -45,7 +45,7 @@ from electra_tf.training import reporting
 from electra_tf.training.checkpoints import TensorFlowCheckpoints
 from electra_tf.training.finetuning import Finetuning, split_batch
 from electra_tf.training.phases import Phase
-from electra_tf.training.pretraining import Pretraining
+from electra_tf.training.pretraining import Pretraining, different_settings
 from electra_tf.training.watchdog import StartupWatchdog
 
 
@@ -395,6 +395,21 @@ class TensorFlowPretraining(Pretraining):
         self.num_replicas = self.strategy.num_replicas_in_sync
         self.chief = is_chief(self.strategy)
         self.multi_worker = isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
+    def _agree_on_settings(self) -> None:
+        """Every worker's settings digest, compared in one all-reduce (a SUM, the only
+        reduction a collective offers): each byte b and b*b summed over the n replicas;
+        all equal exactly where n * sum(b*b) == sum(b) ** 2 (exact in float32)."""
+        if not self.multi_worker:
+            return
+        import numpy as np
+
+        digest = np.asarray(self.settings_digest(), np.float64)
+        total = np.asarray(stop_agreement(self.strategy)(
+            np.concatenate([digest, digest * digest]).astype(np.float32)), np.float64)
+        sums, squares = total[:len(digest)], total[len(digest):]
+        if not np.array_equal(self.num_replicas * squares, sums * sums):
+            raise different_settings("--strategy=multi_worker")
 
     def _scope(self):
         return self.strategy.scope()
