@@ -12,6 +12,7 @@ from seqeval import metrics as sm
 from electra_tf.core.errors import TaskDataError
 from electra_tf.tasks.tagging import TaggingExample, TaggingTask, _windows
 from electra_tf.text.tokenizer import Tokenizer
+from tests.finetuning import original_tagging as original
 
 # "Café" -> cafe (accent stripped); "hellos" -> hello ##s; "EU" -> e ##u;
 # "Blackburn" -> 9 pieces; U+0301 alone tokenizes to nothing -> [UNK].
@@ -172,42 +173,6 @@ def test_windows_rule():
     assert [sorted(o) for _, _, o in spans] == [[0, 1, 2], [3, 4], [5, 6], [7, 8, 9]]
 
 
-def _original_span_labels(sentence_tags):
-    """finetune/tagging/tagging_utils.py's get_span_labels, as it is."""
-    span_labels = []
-    last = 'O'
-    start = -1
-    for i, tag in enumerate(sentence_tags):
-        pos, _ = (None, 'O') if tag == 'O' else tag.split('-')
-        if (pos == 'S' or pos == 'B' or tag == 'O') and last != 'O':
-            span_labels.append((start, i - 1, last.split('-')[-1]))
-        if pos == 'B' or pos == 'S' or last == 'O':
-            start = i
-        last = tag
-    if sentence_tags[-1] != 'O':
-        span_labels.append((start, len(sentence_tags) - 1,
-                            sentence_tags[-1].split('-')[-1]))
-    return span_labels
-
-
-def _original_entity_f1(labels, preds):
-    """finetune/tagging/tagging_metrics.py's EntityLevelF1Scorer, as fractions."""
-    n_correct, n_predicted, n_gold = 0, 0, 0
-    for sent_labels, sent_preds in zip(labels, preds):
-        sent_spans = set(_original_span_labels(sent_labels))
-        span_preds = set(_original_span_labels(sent_preds))
-        n_correct += len(sent_spans & span_preds)
-        n_gold += len(sent_spans)
-        n_predicted += len(span_preds)
-    if n_correct == 0:
-        p, r, f1 = 0, 0, 0
-    else:
-        p = 1.0 * n_correct / n_predicted
-        r = 1.0 * n_correct / n_gold
-        f1 = 2 * p * r / (p + r)
-    return {"f1": f1, "precision": p, "recall": r}
-
-
 @pytest.mark.parametrize("scheme", ["BIO", "BIOES"])
 def test_metrics_equal_the_reference_scorer_on_random_predictions(scheme):
     """BIO: seqeval's default (conlleval) mode; BIOES: the original's chunking scorer (it
@@ -229,7 +194,7 @@ def test_metrics_equal_the_reference_scorer_on_random_predictions(scheme):
             want = {"f1": sm.f1_score(y_true, preds), "precision": sm.precision_score(
                 y_true, preds), "recall": sm.recall_score(y_true, preds)}
         else:
-            want = _original_entity_f1(y_true, preds)
+            want = original.entity_f1(y_true, preds)
         assert scores == {**want, "accuracy": sm.accuracy_score(y_true, preds)}
         assert 0.0 < scores["f1"] < 1.0
     if scheme == "BIOES":  # where strict IOBES scored otherwise (probe cases)

@@ -6,6 +6,7 @@ import pytest
 
 from electra_tf.core.errors import TaskDataError
 from electra_tf.tasks.tagging import TaggingTask
+from tests.finetuning import original_tagging as original
 
 CONLL03_TRAIN = """\
 -DOCSTART- -X- -X- O
@@ -78,30 +79,6 @@ def test_bioes_and_given_label_set(tmp_path):
     assert task.label_names == tuple(labels)  # a given set is never re-learned
 
 
-def _original_bioes(tags):
-    """finetune/tagging/tagging_utils.py, as it is: get_tags(get_span_labels(tags),
-    len(tags), "BIOES")."""
-    span_labels, last, start = [], 'O', -1
-    for i, tag in enumerate(tags):
-        pos, _ = (None, 'O') if tag == 'O' else tag.split('-')
-        if (pos == 'S' or pos == 'B' or tag == 'O') and last != 'O':
-            span_labels.append((start, i - 1, last.split('-')[-1]))
-        if pos == 'B' or pos == 'S' or last == 'O':
-            start = i
-        last = tag
-    if tags[-1] != 'O':
-        span_labels.append((start, len(tags) - 1, tags[-1].split('-')[-1]))
-    out = ['O' for _ in range(len(tags))]
-    for s, e, t in span_labels:
-        for i in range(s, e + 1):
-            out[i] = 'I-' + t
-        out[e] = 'E-' + t
-        out[s] = 'B-' + t
-        if s - e == 0:
-            out[s] = 'S-' + t
-    return out
-
-
 def test_bioes_reads_bio_files_as_the_original_converts_them(tmp_path, caplog):
     """--tagging_scheme=BIOES trains as the original's chunking (LABEL_ENCODING "BIOES"):
     a BIO file's tags are made BIOES, the tag set is learned from them, and dev tags
@@ -114,7 +91,8 @@ def test_bioes_reads_bio_files_as_the_original_converts_them(tmp_path, caplog):
     shapes = ["O", "B-NP", "I-NP", "B-VP", "I-VP", "E-NP", "S-VP"]
     for _ in range(500):
         tags = [rng.choice(shapes) for _ in range(rng.randint(1, 9))]
-        assert to_bioes(tags) == _original_bioes(tags), tags
+        assert to_bioes(tags) == original.get_tags(original.get_span_labels(tags), len(tags),
+                                                   "BIOES"), tags
     write(tmp_path, "train.txt", CONLL2000_TRAIN)
     # a dev span of one word: B-VP is S-VP, which the train split has
     write(tmp_path, "dev.txt", "He PRP B-NP\nruns VBZ B-VP\n. . O\n")
