@@ -155,11 +155,8 @@ class PretrainingFolder:
     @property
     def recorded_do_lower_case(self) -> bool | None:
         """Whether its model was pre-trained on lower-cased text, as the folder records
-        it: its PretrainingConfig's, else a converted model's casing; None: not recorded."""
-        for record in (self.recorded.get("pretraining", {}), self.recorded):
-            if "do_lower_case" in record:
-                return bool(record["do_lower_case"])
-        return None
+        it (`recorded_casing`)."""
+        return recorded_casing(self.recorded)
 
     @property
     def do_lower_case(self) -> bool:
@@ -343,6 +340,15 @@ def read_pretraining_config(folder: str) -> dict:
         raise InputError(f"{path}: lacks run; not a file electra_tf wrote")
     _check_vocab_record(path, value)
     return value
+
+
+def recorded_casing(record: dict) -> bool | None:
+    """The casing a pretraining_config.json's `record` gives: its PretrainingConfig's,
+    else a converted model's; None: not recorded."""
+    for part in (record.get("pretraining", {}), record):
+        if "do_lower_case" in part:
+            return bool(part["do_lower_case"])
+    return None
 
 
 def record_vocab(folder: str, vocab: str, do_lower_case: bool | None = None) -> None:

@@ -363,15 +363,13 @@ def _check_shared_casing(model_dir: str, output: str) -> None:
       ConversionError: the two casings differ.
     """
     from electra_tf.folders.files import DISCRIMINATOR_WEIGHTS, holds_weights
-    from electra_tf.folders.pretraining import read_pretraining_config
+    from electra_tf.folders.pretraining import read_pretraining_config, recorded_casing
 
     lower = read_casing(model_dir)
     if lower is None or not holds_weights(output, DISCRIMINATOR_WEIGHTS):
         return
     # the record as written so far (the folder is mid-conversion: not opened as a model)
-    record = read_pretraining_config(output)
-    recorded = next((bool(r["do_lower_case"]) for r in (record.get("pretraining", {}), record)
-                     if "do_lower_case" in r), None)
+    recorded = recorded_casing(read_pretraining_config(output))
     if lower != (True if recorded is None else recorded):
         said = ("records lower-cased text" if recorded else "records cased text"
                 ) if recorded is not None else "records no casing (read as lower-cased)"
