@@ -15,6 +15,9 @@ than the chief then ends at once (its output flushed, without its exit hooks:
 it holds no writer, the chief writes every file), so that none outlives the
 chief. A meeting that fails (a peer already gone, which its own error
 explained, or one still busy after `END_TIMEOUT_S`) leaves the normal exit.
+
+And how they start: `port_in_use`, the check both backends make of a process's own
+server port before their framework binds it.
 """
 
 from __future__ import annotations
@@ -52,3 +55,23 @@ def end_together(status: int) -> None:
         except (OSError, ValueError):  # a closed pipe: nothing more to say on it
             pass
     os._exit(status)
+
+
+def port_in_use(port: int) -> bool:
+    """Whether another process holds `port` on this host (a bind to it fails with
+    EADDRINUSE): a multi-process run's own server port, checked before its framework
+    starts a server there and fails with a traceback or a C++ abort."""
+    import errno
+    import socket
+
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        probe.bind(("0.0.0.0", port))
+    except OSError as e:
+        if e.errno != errno.EADDRINUSE:
+            raise
+        return True
+    finally:
+        probe.close()
+    return False
+

@@ -124,22 +124,14 @@ def _check_coordinator_port(address: str) -> None:
     Raises:
       ConfigError: the port is in use on this host.
     """
-    import errno
-    import socket
+    from electra_tf.core.peers import port_in_use
 
     port = int(address.rsplit(":", 1)[1])
-    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        probe.bind(("0.0.0.0", port))
-    except OSError as e:
-        if e.errno != errno.EADDRINUSE:
-            raise
+    if port_in_use(port):
         raise ConfigError(f"--jax_coordinator_address={address}: port {port} is in use on "
                           "this host (another process 0 of a run, or another program); each "
                           "process needs its own --jax_process_id, and process 0 a free "
-                          "port") from None
-    finally:
-        probe.close()
+                          "port")
 
 
 def stop_agreement():

@@ -192,23 +192,19 @@ def _check_own_port(address: str, task: str) -> None:
     Raises:
       ConfigError: the port is in use on this host.
     """
-    import errno
-    import socket
+    from electra_tf.core.peers import port_in_use
 
-    host, _, port = address.rpartition(":")
+    port = address.rpartition(":")[2]
     if not port.isdigit():
         return
-    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        probe.bind(("0.0.0.0", int(port)))
-    except OSError as e:
-        if e.errno != errno.EADDRINUSE:
-            return  # (another host's address: TensorFlow's to judge)
+        held = port_in_use(int(port))
+    except (OSError, OverflowError):  # a port past 65535, one not to be bound here
+        return  # (TensorFlow's to judge)
+    if held:
         raise ConfigError(f"TF_CONFIG's {task} is {address}, but port {port} is in use on this "
                           "host (another worker of a run, or another program); give each task "
-                          "a free port") from None
-    finally:
-        probe.close()
+                          "a free port")
 
 
 def _cluster_tasks() -> str:
