@@ -156,7 +156,7 @@ def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int,
     if corpus not in DEMO_CORPORA:
         raise InputError(f"demo corpus must be one of {DEMO_CORPORA}, got {corpus!r}")
     from electra_tf.data.builder import BuildOptions, build_pretraining_data
-    from electra_tf.data.features import shard_name
+    from electra_tf.data.features import STATS_FILE, shard_name
     from electra_tf.text.vocab_builder import build_vocab
 
     kind, corpus = corpus, os.path.join(data_dir, "corpus.txt")
@@ -190,7 +190,7 @@ def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int,
               f"{what} -> {corpus}", file=sys.stderr)
     if not os.path.exists(vocab):
         build_vocab(stdlib_corpus, vocab_size, vocab, min_count=5)
-    if not os.path.exists(os.path.join(records, "pretrain_data_stats.json")):
+    if not os.path.exists(os.path.join(records, STATS_FILE)):
         build_pretraining_data(BuildOptions(
             files=(corpus,), vocab_file=vocab, output_dir=records,
             max_seq_length=max_seq_length, num_shards=num_shards, overwrite=True))
