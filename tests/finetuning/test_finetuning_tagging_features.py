@@ -197,7 +197,7 @@ def test_metrics_equal_the_reference_scorer_on_random_predictions(scheme):
             want = original.entity_f1(y_true, preds)
         assert scores == {**want, "accuracy": sm.accuracy_score(y_true, preds)}
         assert 0.0 < scores["f1"] < 1.0
-    if scheme == "BIOES":  # where strict IOBES scored otherwise (probe cases)
+    if scheme == "BIOES":  # two cases strict IOBES had scored otherwise
         for gold, pred, f1 in ((["B-ORG", "E-ORG", "S-PER"], ["B-ORG", "I-ORG", "S-PER"], 1.0),
                                (["B-ORG", "E-ORG", "O", "S-PER"],
                                 ["B-ORG", "E-ORG", "I-PER", "S-PER"], 0.5)):
