@@ -727,15 +727,17 @@ TOY_ONLY = "electra_tf/toy/fp32/K1,electra_tf/toy/bf16/K10,hf/toy/fp32/eager,hf/
 # eager dummy forward pass; a lease's later settings of the same size read them
 # from its compilation cache, gpu_lease.sh); the step's compile ~75 (Small and
 # Base alike: both are 2 x 12 layers); 80 timed steps ~2 (Small) to ~6 (Base).
-# Small is as measured on an H200 (2026-11-30, benchmarks/gpu_pretraining.md: 114 s,
-# 1.52x the first guess of 75); Base the first guesses x 1.5.
+# Small, Base and transformers' Small and Base compiled are as measured on an H200
+# (2026-11-30 and 2026-12-04, benchmarks/gpu_pretraining.md: Small 114-133 s with its
+# trace and prefetch A/B, 95 s without; Base 121 s with its trace; transformers 111 and
+# 102 s); Base s512 the first guesses x 1.5.
 # torch.compile of G + D's forward and backward takes longer than XLA's compile.
 # The budget guard scales them by what the run has measured so far
 # (ESTIMATE_SCALE_RANGE), so a wrong guess costs at most the first settings' order.
 ESTIMATE_S = {
-    ("electra_tf", "small"): 115, ("electra_tf", "base"): 135, ("electra_tf", "base512"): 140,
-    ("hf", "small", "compile"): 75, ("hf", "base", "compile"): 95,
-    ("hf", "base512", "compile"): 95,
+    ("electra_tf", "small"): 115, ("electra_tf", "base"): 115, ("electra_tf", "base512"): 140,
+    ("hf", "small", "compile"): 110, ("hf", "base", "compile"): 100,
+    ("hf", "base512", "compile"): 105,
     ("hf", "small", "eager"): 30, ("hf", "base", "eager"): 40, ("hf", "base512", "eager"): 40,
     ("electra_tf", "toy"): 25, ("hf", "toy", "compile"): 120, ("hf", "toy", "eager"): 15,
 }

@@ -22,24 +22,24 @@
 # rewritten after every setting, so a cut-short run keeps what it measured.
 #
 # PLAN=targets (default): issue #40's targets in their order of value, then the
-# A/B rows. Estimates (seconds; bench_gpu.ESTIMATE_S): Small K10 as measured on an
-# H200 (2026-11-30: 114 s, of which 30 s build and 75 s compile), the other electra_tf
-# rows the first guesses x 1.5 (that run's measured / guessed), HF's first guesses;
-# and where each would end if they hold:
+# A/B rows. Estimates (seconds; bench_gpu.ESTIMATE_S): Small K10, Base K10 and
+# transformers' Small and Base as measured on an H200 (2026-11-30 and 2026-12-04:
+# Small 114-133 s, of which ~30 s build and 75-87 s compile), the s512 rows the first
+# guesses x 1.5; and where each would end if they hold:
 #     set-up: wheels, device.txt (imports jax, keras, torch)      ~25     25
 #     matmul peak (JAX, bf16 and fp32)                            ~20     45
 #   1 electra_tf/small/bf16/K10 + trace of one call + prefetch A/B ~128  173
-#   2 electra_tf/base/bf16/K10 + trace of one call               ~145    318
-#   3 hf/small/bf16/compile                                       ~75    393
-#   4 electra_tf/base512/bf16/K10                                ~140    533
-#   5 hf/base/bf16/compile                                        ~95    628
-#   6 electra_tf/small/bf16/K1 + device-prefetch A/B             ~118    746
-#   7 hf/base512/bf16/compile                                     ~95    841
-#   8 electra_tf/base512/bf16/K10/ad0       fused attention A/B: ~140    981
-#   9 electra_tf/base512/bf16/K10/ad0+fused   both arms without  ~140   1121
-#  10 electra_tf/small/bf16/K10/ad0           attention dropout  ~115   1236
-#  11 electra_tf/small/bf16/K10/ad0+fused                        ~115   1351
-#  12 electra_tf/small/bf16/K10/nodonate    (A: row 1)           ~115   1466
+#   2 electra_tf/base/bf16/K10 + trace of one call               ~125    298
+#   3 hf/small/bf16/compile                                      ~110    408
+#   4 electra_tf/base512/bf16/K10                                ~140    548
+#   5 hf/base/bf16/compile                                       ~100    648
+#   6 electra_tf/small/bf16/K1 + device-prefetch A/B             ~118    766
+#   7 hf/base512/bf16/compile                                    ~105    871
+#   8 electra_tf/base512/bf16/K10/ad0       fused attention A/B: ~140   1011
+#   9 electra_tf/base512/bf16/K10/ad0+fused   both arms without  ~140   1151
+#  10 electra_tf/small/bf16/K10/ad0           attention dropout  ~115   1266
+#  11 electra_tf/small/bf16/K10/ad0+fused                        ~115   1381
+#  12 electra_tf/small/bf16/K10/nodonate    (A: row 1)           ~115   1496
 # The estimates include a cold build (~30 s); a size's later settings read most of
 # theirs from the compilation cache below. So at these estimates 8 minutes hold rows
 # 1-3 (the Small and Base targets, traced, and transformers' Small beside them) and
