@@ -132,13 +132,20 @@ def test_the_lease_scripts_settings_are_the_benchmarks():
     assert toy.profile == ["electra_tf/toy/bf16/K10"]
     assert toy.ab_prefetch == ["electra_tf/toy/bf16/K1", "electra_tf/toy/bf16/K10"]
     with pytest.raises(SystemExit) as e:
-        bench_gpu.parse_args(["--sizes=small", "--only=electra_tf/small/bf16/K100"])
+        bench_gpu.parse_args(["--sizes=small", "--only=electra_tf/base/bf16/K10"])
     assert e.value.code == 2
 
 
 TOY_LEASE = ["electra_tf/toy/bf16/K10", "hf/toy/bf16/eager", "electra_tf/toy/bf16/K1",
-             "electra_tf/toy/bf16/K10/ad0", "electra_tf/toy/bf16/K10/ad0+fused",
+             "electra_tf/toy/bf16/K50", "electra_tf/toy/bf16/K10/ad0", "electra_tf/toy/bf16/K10/ad0+fused",
              "electra_tf/toy/bf16/K10/nodonate"]
+
+
+def test_a_timed_chunk_is_whole_calls_of_the_settings_steps():
+    assert [bench_gpu.whole_calls(20, k) for k in (1, 10, 20, 3, 50)] == [20, 20, 20, 21, 50]
+    args = bench_gpu.parse_args(["--sizes=small", "--only=electra_tf/small/bf16/K50"])
+    assert [bench_gpu.setting_key(s) for s in bench_gpu.settings(args)] == [
+        "electra_tf/small/bf16/K50"]
 
 
 @pytest.mark.parametrize("key, message", [
