@@ -80,8 +80,9 @@ options joined by "+" (VARIANTS): ad0 (attention dropout 0 in G and D),
 fused (--attention_implementation=fused; only with ad0, since fused
 attention runs only while training without attention dropout), prefetch
 (--jax_device_prefetch), nodonate (the compiled call jitted without
-donating the state). Each variant row is compared with the key without its
-last option (ad0+fused with ad0, ad0 and prefetch and nodonate with the
+donating the state), nocb (XLA_FLAGS=--xla_gpu_enable_command_buffer=: each
+kernel launched by XLA, no CUDA graphs). Each variant row is compared with the key without its
+last option (ad0+fused with ad0, ad0, prefetch, nodonate and nocb with the
 plain row). `--ab_prefetch=KEYS` measures --jax_device_prefetch in the
 named rows' own process too, on their compiled program: after the timed
 chunks, `--ab_prefetch_chunks` more, off and on in turns (ABBA).
@@ -433,7 +434,7 @@ def worker_electra_tf(args):
     result.update({"build_s": build_s, "parameters": n_params, "optimizer_steps": p.step,
                    "peak_memory_bytes": stats.get("peak_bytes_in_use"),
                    "dtype_policy": p.model.dtype_policy.name, "input": args.input,
-                   "variant": args.variant,
+                   "variant": args.variant, "xla_flags": os.environ.get("XLA_FLAGS", ""),
                    "attention_probs_dropout_prob": {"discriminator": d.attention_probs_dropout_prob,
                                                     "generator": g.attention_probs_dropout_prob},
                    "run_config": {k: v for k, v in dataclasses.asdict(run).items()
@@ -639,7 +640,11 @@ VARIANTS = {
     "fused": "fused attention",
     "prefetch": "device prefetch",
     "nodonate": "state not donated",
+    "nocb": "no CUDA graphs",
 }
+# nocb: XLA launches each kernel itself instead of as CUDA graphs (command buffers),
+# whose update before each call's first step the 2026-12-04 traces timed at ~20 ms
+NOCB_XLA_FLAG = "--xla_gpu_enable_command_buffer="
 HF_MODES = ("eager", "compile")
 PRECISIONS = ("fp32", "bf16")
 
@@ -804,6 +809,8 @@ def run_worker(kind: str, args, timeout_s: float, **extra) -> dict:
     env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2",
                PYTHONPATH=os.pathsep.join([ROOT] + ([os.environ["PYTHONPATH"]]
                                                     if os.environ.get("PYTHONPATH") else [])))
+    if "nocb" in variant_options(extra.get("variant", "")):
+        env["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), NOCB_XLA_FLAG]))
     return run_worker_process(cmd, env, result_file, timeout_s)
 
 

@@ -36,19 +36,20 @@
 #   6 electra_tf/small/bf16/K1 + device-prefetch A/B             ~118    766
 #   7 hf/base512/bf16/compile                                    ~105    871
 #   8 electra_tf/small/bf16/K50     50 steps a call (A: row 1)   ~115    986
-#   9 electra_tf/base512/bf16/K10/ad0       fused attention A/B: ~140   1126
-#  10 electra_tf/base512/bf16/K10/ad0+fused   both arms without  ~140   1266
-#  11 electra_tf/small/bf16/K10/ad0           attention dropout  ~115   1381
-#  12 electra_tf/small/bf16/K10/ad0+fused                        ~115   1496
-#  13 electra_tf/small/bf16/K10/nodonate    (A: row 1)           ~115   1611
+#   9 electra_tf/small/bf16/K10/nocb   no CUDA graphs (A: row 1) ~115   1101
+#  10 electra_tf/base512/bf16/K10/ad0       fused attention A/B: ~140   1241
+#  11 electra_tf/base512/bf16/K10/ad0+fused   both arms without  ~140   1381
+#  12 electra_tf/small/bf16/K10/ad0           attention dropout  ~115   1496
+#  13 electra_tf/small/bf16/K10/ad0+fused                        ~115   1611
+#  14 electra_tf/small/bf16/K10/nodonate    (A: row 1)           ~115   1726
 # The estimates include a cold build (~30 s); a size's later settings read most of
 # theirs from the compilation cache below. So at these estimates 8 minutes hold rows
 # 1-3 (the Small and Base targets, traced, and transformers' Small beside them) and
 # the guard records the rest as skipped; each setting that runs faster than its
 # estimate lets more in (the scale follows the measurements). A second lease with
 # PLAN=ab runs the A/B rows:
-#     matmul ~20, small K10 (the A of K50 and nodonate; + trace, prefetch A/B) ~128,
-#     small K50 ~115, base512 K10/ad0 ~140, base512 K10/ad0+fused (+ trace) ~150,
+#     matmul ~20, small K10 (the A of K50, nocb and nodonate; + trace, prefetch A/B)
+#     ~128, small K50 ~115, small K10/nocb ~115, base512 K10/ad0 ~140, base512 K10/ad0+fused (+ trace) ~150,
 #     small K10/ad0 ~115, small K10/ad0+fused ~115, small K10/nodonate ~115,
 #     small K1 + prefetch A/B ~118.
 # ONLY overrides the plan's settings (bench_gpu.py --only keys, run in that order).
@@ -67,10 +68,10 @@ PY=${PY:-python3}
 BUDGET_S=${BUDGET_S:-480}
 PLAN=${PLAN:-targets}
 TARGETS=electra_tf/small/bf16/K10,electra_tf/base/bf16/K10,hf/small/bf16/compile,electra_tf/base512/bf16/K10,hf/base/bf16/compile,electra_tf/small/bf16/K1,hf/base512/bf16/compile
-AB=electra_tf/small/bf16/K50,electra_tf/base512/bf16/K10/ad0,electra_tf/base512/bf16/K10/ad0+fused,electra_tf/small/bf16/K10/ad0,electra_tf/small/bf16/K10/ad0+fused,electra_tf/small/bf16/K10/nodonate
+AB=electra_tf/small/bf16/K50,electra_tf/small/bf16/K10/nocb,electra_tf/base512/bf16/K10/ad0,electra_tf/base512/bf16/K10/ad0+fused,electra_tf/small/bf16/K10/ad0,electra_tf/small/bf16/K10/ad0+fused,electra_tf/small/bf16/K10/nodonate
 TARGETS_PROFILE=electra_tf/small/bf16/K10,electra_tf/base/bf16/K10
 TARGETS_AB_PREFETCH=electra_tf/small/bf16/K1,electra_tf/small/bf16/K10
-AB_FIRST=electra_tf/small/bf16/K10,electra_tf/small/bf16/K50,electra_tf/base512/bf16/K10/ad0,electra_tf/base512/bf16/K10/ad0+fused,electra_tf/small/bf16/K10/ad0,electra_tf/small/bf16/K10/ad0+fused,electra_tf/small/bf16/K10/nodonate,electra_tf/small/bf16/K1
+AB_FIRST=electra_tf/small/bf16/K10,electra_tf/small/bf16/K50,electra_tf/small/bf16/K10/nocb,electra_tf/base512/bf16/K10/ad0,electra_tf/base512/bf16/K10/ad0+fused,electra_tf/small/bf16/K10/ad0,electra_tf/small/bf16/K10/ad0+fused,electra_tf/small/bf16/K10/nodonate,electra_tf/small/bf16/K1
 AB_FIRST_PROFILE=electra_tf/small/bf16/K10,electra_tf/base512/bf16/K10/ad0+fused
 AB_FIRST_AB_PREFETCH=electra_tf/small/bf16/K10,electra_tf/small/bf16/K1
 case "$PLAN" in

@@ -137,7 +137,8 @@ def test_the_lease_scripts_settings_are_the_benchmarks():
 
 
 TOY_LEASE = ["electra_tf/toy/bf16/K10", "hf/toy/bf16/eager", "electra_tf/toy/bf16/K1",
-             "electra_tf/toy/bf16/K50", "electra_tf/toy/bf16/K10/ad0", "electra_tf/toy/bf16/K10/ad0+fused",
+             "electra_tf/toy/bf16/K50", "electra_tf/toy/bf16/K10/nocb",
+             "electra_tf/toy/bf16/K10/ad0", "electra_tf/toy/bf16/K10/ad0+fused",
              "electra_tf/toy/bf16/K10/nodonate"]
 
 
@@ -146,6 +147,26 @@ def test_a_timed_chunk_is_whole_calls_of_the_settings_steps():
     args = bench_gpu.parse_args(["--sizes=small", "--only=electra_tf/small/bf16/K50"])
     assert [bench_gpu.setting_key(s) for s in bench_gpu.settings(args)] == [
         "electra_tf/small/bf16/K50"]
+
+
+def test_nocb_runs_its_setting_without_cuda_graphs_and_the_others_as_they_were(monkeypatch):
+    seen = []
+
+    def fake(cmd, env, result_file, timeout_s):
+        os.remove(result_file)
+        seen.append(env.get("XLA_FLAGS"))
+        return {}
+
+    monkeypatch.setattr(bench_gpu, "run_worker_process", fake)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=DIR")
+    args = bench_gpu.parse_args(["--sizes=small", "--only=electra_tf/small/bf16/K10/nocb"])
+    for variant in ("nocb", "ad0+nocb", "ad0"):
+        bench_gpu.run_worker("electra_tf", args, 10, size="small", precision="bf16",
+                             steps_per_call=10, variant=variant)
+    bench_gpu.run_worker("electra_tf", args, 10, size="small", precision="bf16",
+                         steps_per_call=10)
+    nocb = "--xla_dump_to=DIR --xla_gpu_enable_command_buffer="
+    assert seen == [nocb, nocb, "--xla_dump_to=DIR", "--xla_dump_to=DIR"]
 
 
 @pytest.mark.parametrize("key, message", [
