@@ -229,34 +229,52 @@ def test_jax_cli_learns_toy_squad(pretrained_dir, toy_squad_dir, tmp_path):
 TWO_DEVICES = """
 import json, sys
 from tests.finetuning.test_finetuning_jax import make_trainer
-s = json.loads(sys.argv[1])
-for devices in (2, 1):
-    ft = make_trainer(s, num_devices=devices)
+s, two, one = (json.loads(a) for a in sys.argv[1:])
+for run in (two, one):
+    ft = make_trainer(s, **run)
     ft.build_optimizer(10)
-    if devices == 2:  # the initial weights, which the run on one device loads
+    if run is two:  # the initial weights, which the run on one device loads
         ft.model.save_weights(s["weights"])
     ft.model.load_weights(s["weights"])
     iterator = ft.train_iterator(0)
-    losses = [ft.train_steps(iterator, 1) for _ in range(3)]
+    losses, norms = [], []
+    for _ in range(3):
+        losses.append(ft.train_steps(iterator, 1))
+        norms.append(ft.last_grad_norm)
     logits = ft.predict(ft.features("dev")[1])["logits"]
-    print(json.dumps({"replicas": ft.num_replicas, "losses": losses, "logits": logits.tolist()}))
+    replicas = ft.num_replicas if hasattr(ft, "num_replicas") else (
+        ft.strategy.num_replicas_in_sync)
+    print(json.dumps({"replicas": replicas, "losses": losses, "norms": norms,
+                      "logits": logits.tolist()}))
 """
 
 
 @pytest.mark.slow
-def test_jax_data_parallel_over_two_devices_matches_one(pretrained_dir, toy_sst2_dir, tmp_path):
-    """DataParallel: the batch sharded over 2 devices gives one device's losses and
-    predictions. The gradient is the summed loss's over the replica count, as the TF
-    loop's all-reduce, so clip_norm is set to act at every step (the clipped gradient
-    does not depend on that scale). (jax_runs' sst2 parity spec; not jax_runs itself,
+@pytest.mark.parametrize("backend", ["jax", "tensorflow"])
+def test_data_parallel_fine_tuning_over_two_devices_matches_one(backend, pretrained_dir,
+                                                                toy_sst2_dir, tmp_path):
+    """The batch sharded over 2 devices (JAX's DataParallel; TF's MirroredStrategy on two
+    logical CPUs) gives one device's losses, gradient norms and predictions: the loss is
+    summed over the global batch either way, so clip_norm clips the same gradient (the
+    replicas' sums had been divided by the replica count: the norm halved, and what
+    clipping let through doubled). (jax_runs' sst2 parity spec; not jax_runs itself,
     which the slow set would build for this test alone.)"""
     s = parity_spec("sst2", tmp_path, toy_sst2_dir, pretrained_dir)
-    s = {**s, "config": {**s["config"], "clip_norm": 1e-3}}
     s["run"] = {**s["run"], "model_dir": str(tmp_path / "two")}
-    proc = run_jax(TWO_DEVICES, json.dumps(s), devices=2)
+    if backend == "jax":
+        proc = run_jax(TWO_DEVICES, json.dumps(s), json.dumps({"num_devices": 2}),
+                       json.dumps({"num_devices": 1}), devices=2)
+    else:
+        path = os.pathsep.join([os.path.join(REPO, "tests"), REPO])
+        proc = subprocess.run(
+            [sys.executable, "-c", TWO_DEVICES, json.dumps(s),
+             json.dumps({"strategy": "mirrored", "num_devices": 2}), "{}"],
+            cwd=REPO, env=dict(os.environ, KERAS_BACKEND="tensorflow", PYTHONPATH=path),
+            capture_output=True, text=True, timeout=patience(600))
     assert proc.returncode == 0, proc.stderr[-4000:]
     two, one = (json.loads(line) for line in proc.stdout.splitlines()[-2:])
     assert (two["replicas"], one["replicas"]) == (2, 1)
+    np.testing.assert_allclose(two["norms"], one["norms"], rtol=1e-5)
     np.testing.assert_allclose(two["losses"], one["losses"], rtol=1e-5)
     np.testing.assert_allclose(two["logits"], one["logits"], atol=1e-5)
 

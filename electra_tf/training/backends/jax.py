@@ -603,9 +603,10 @@ class JaxFinetuning(Finetuning):
         def loss_fn(trainable):
             outputs, new_non_trainable = self.model.stateless_call(
                 trainable, non_trainable, inputs, training=True, seed=seed)
-            # Summed over the batch, as the original (so clipping acts).
+            # Summed over the (global, sharded) batch, as the original (so
+            # clipping acts): one device's gradient, on any number of devices.
             loss = task.loss(outputs, labels)
-            return loss / self.num_replicas, (loss, new_non_trainable)
+            return loss, (loss, new_non_trainable)
 
         (_, (loss, non_trainable)), grads = jax.value_and_grad(loss_fn, has_aux=True)(trainable)
         grads, norm = clip_by_global_norm(grads, self.config.clip_norm)

@@ -281,8 +281,10 @@ def dense_gradients(tape, loss, variables):
 def apply_reduced_gradients(optimizer, grads, variables, clip_norm):
     """In replica context: sum the gradients over replicas, clip, apply.
 
-    Each replica's loss is pre-divided by the replica count, so the sum is the
-    global mean gradient; clipping sees the global norm (Keras would clip each
+    Each replica's loss is scaled so that the sum is the gradient of the global
+    batch's loss (pre-training: the mean, each replica's divided by the replica
+    count; fine-tuning: the sum, each replica's as it is), which one device
+    would compute; clipping sees the global norm (Keras would clip each
     replica's gradient before its own all-reduce). The optimizer comes from
     `build_optimizer`. Returns the global norm.
     """
@@ -581,11 +583,12 @@ class TensorFlowFinetuning(Finetuning):
         inputs, labels = split_batch(batch)
         with tf.GradientTape() as tape:
             outputs = self.model(inputs, training=True, seed=seed)
-            # Summed over the batch, as the original (so clipping acts); each
-            # replica's share is averaged across replicas by the all-reduce.
+            # Summed over the batch, as the original (so clipping acts); the
+            # all-reduce sums the replicas' sums: the global batch's, as on one
+            # device (dividing by the replica count had scaled the gradient, and
+            # so what clip_norm clips, by 1/replicas).
             loss = self.task.loss(outputs, labels)
-            scaled = loss / float(self.strategy.num_replicas_in_sync)
-        grads = dense_gradients(tape, scaled, self._variables)
+        grads = dense_gradients(tape, loss, self._variables)
         return loss / self.task.loss_count(labels), grads  # reported: the mean
 
     def _replica_step(self, batch):
