@@ -965,18 +965,20 @@ class Finetuning:
         # a rerun of a finished run (it trains nothing: its run options had replaced
         # the ones the weights were trained with).
         recorded = has_finetuning_config(run.model_dir)
+        ran = run
         if self.chief and recorded and restored and run.do_train and self.step < total:
             self._note_other_precision()
+            ran = self._started_from()
         if self.chief and (not recorded or run.do_train and self.step < total):
             # What ran: JAX compiles every step whatever --jit_compile said.
-            ran = dataclasses.replace(run, jit_compile=True) if self.backend == "jax" else run
+            ran = dataclasses.replace(ran, jit_compile=True) if self.backend == "jax" else ran
             write_finetuning_config(
                 run.model_dir, task=self.task, config=cfg, run=ran, backend=self.backend,
                 encoder=self.encoder_config,
                 model_size=self.size, max_seq_length=self.max_seq_length, epochs=self.epochs,
                 head_config=self.head_config, total_steps=total, layerwise_lr_decay=decay,
                 vocab_file=self.tokenizer.vocab_file,
-                initialized_from="scratch" if run.from_scratch else run.init_checkpoint)
+                initialized_from="scratch" if ran.from_scratch else ran.init_checkpoint)
         results = read_results(run.model_dir)
         if run.do_train:
             self._log(f"{self.task.name}: {len(train_feats)} train windows, {steps_per_epoch} "
@@ -1013,6 +1015,23 @@ class Finetuning:
             self._log(f"note: {self.run.model_dir}'s checkpoints were trained with "
                       f"--mixed_precision={before}; this run continues them with "
                       f"{self.run.mixed_precision} ({FINETUNING_CONFIG} now records it)")
+
+    def _started_from(self):
+        """The run options to record on resuming: this run's, with what the resumed
+        checkpoints started from (they, not --init_checkpoint, hold the weights
+        now), and a note where this run names another start."""
+        run = self.run
+        before = read_finetuning_config(run.model_dir).run
+        init, scratch = before.get("init_checkpoint"), before.get("from_scratch")
+        if not isinstance(init, str) or not isinstance(scratch, bool):
+            return run  # a record without them: this run's stand
+        if (init, scratch) != (run.init_checkpoint, run.from_scratch):
+            started = "scratch" if scratch else init
+            given = "--from_scratch" if run.from_scratch else f"--init_checkpoint={run.init_checkpoint}"
+            self._log(f"note: {run.model_dir}'s checkpoints started from {started}; this run "
+                      f"resumes them, so {given} is not what its weights come from "
+                      f"({FINETUNING_CONFIG} keeps {started})")
+        return dataclasses.replace(run, init_checkpoint=init, from_scratch=scratch)
 
     def _train_loop(self, checkpoints, results, steps_per_epoch, total, stop_at_step, gate):
         cfg, run = self.config, self.run

@@ -5,6 +5,7 @@ the command line's one `error:` line is test_finetuning_end_to_end.py's
 test_cli_combined_null_rule_with_the_joint_head_is_one_line.
 """
 
+import json
 import os
 import re
 import shutil
@@ -162,12 +163,23 @@ def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation_and_a_resume_keeps_its_
     record_path.write_text(record.replace('"mixed_precision": "fp32"',
                                           '"mixed_precision": "bf16"'))
     capsys.readouterr()
-    # a flag set to the value its default stands for is the same setting
-    _, results = finetune(*args, "--learning_rate=1e-4", "--layerwise_lr_decay=0.8")
+    # a flag set to the value its default stands for is the same setting; another
+    # --init_checkpoint (here the same folder by a link) is not what the resumed weights
+    # come from: a note, and the record keeps the start (it had recorded the link)
+    link = tmp_path / "pretrained_link"
+    link.symlink_to(pretrained_dir)
+    _, results = finetune(*args, "--learning_rate=1e-4", "--layerwise_lr_decay=0.8",
+                          f"--init_checkpoint={link}")
+    err = capsys.readouterr().err.splitlines()
     assert (f"[finetune] note: {out}'s checkpoints were trained with --mixed_precision=bf16; "
             "this run continues them with fp32 (finetuning_config.json now records it)"
-            ) in capsys.readouterr().err.splitlines()
-    assert '"mixed_precision": "fp32"' in record_path.read_text()
+            ) in err
+    assert (f"[finetune] note: {out}'s checkpoints started from {pretrained_dir}; this run "
+            f"resumes them, so --init_checkpoint={link} is not what its weights come from "
+            f"(finetuning_config.json keeps {pretrained_dir})") in err
+    recorded = json.loads(record_path.read_text())
+    assert recorded["run"]["mixed_precision"] == "fp32"
+    assert recorded["run"]["init_checkpoint"] == recorded["initialized_from"] == pretrained_dir
     assert sorted(results) == ["epoch_1", "epoch_2"]
     assert folders.finetuned.read_results(str(out)) == results
     assert results == folders.finetuned.read_results(f"{tmp_path}/whole")
