@@ -356,6 +356,20 @@ def checkpoint_step(path: str) -> int | None:
     return save_step(os.path.basename(path), prefix=True)
 
 
+def checkpoint_path(path: str) -> str:
+    """`path`, or the JAX save it names by its step: MODEL_DIR/checkpoints/ckpt-N where
+    that folder holds jax-ckpt-N.npz and no tf.train save of step N (a JAX run's
+    folder), and .../jax-ckpt-N without its .npz."""
+    folder, name = os.path.split(os.path.normpath(path))
+    m = re.fullmatch(r"(?:jax-)?ckpt-(\d+)", name)
+    if (m and os.path.basename(os.path.abspath(folder)) == CHECKPOINTS
+            and not os.path.exists(os.path.join(folder, f"ckpt-{m.group(1)}.index"))):
+        npz = os.path.join(folder, f"jax-ckpt-{m.group(1)}.npz")
+        if os.path.exists(npz):
+            return npz
+    return path
+
+
 def read_model_arrays(path: str, model) -> dict:
     """The arrays one checkpoint (either backend's) holds for `model`'s variables.
 

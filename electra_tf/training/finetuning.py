@@ -85,7 +85,12 @@ from electra_tf.tasks.losses import EXAMPLE_WEIGHT
 from electra_tf.tasks.model import FinetuningModel, output_layout
 from electra_tf.tasks.registry import format_label_names, task_from_config
 from electra_tf.training import reporting
-from electra_tf.training.checkpoints import checkpoint_step, model_variables, read_model_arrays
+from electra_tf.training.checkpoints import (
+    checkpoint_path,
+    checkpoint_step,
+    model_variables,
+    read_model_arrays,
+)
 from electra_tf.training.loop import (
     Interrupted,
     InterruptGate,
@@ -153,8 +158,8 @@ def unused_labels_warning(task, train_feats: base.Features) -> str | None:
 def pretraining_folder_of(init_checkpoint: str) -> str:
     """The pre-training folder whose weights `init_checkpoint` names, whichever way:
     MODEL_DIR (with or without a trailing /), MODEL_DIR/discriminator.weights.h5,
-    MODEL_DIR/checkpoints, MODEL_DIR/checkpoints/ckpt-N or .../jax-ckpt-N.npz."""
-    path = os.path.abspath(init_checkpoint)
+    MODEL_DIR/checkpoints, MODEL_DIR/checkpoints/ckpt-N or .../jax-ckpt-N[.npz]."""
+    path = os.path.abspath(checkpoint_path(init_checkpoint))
     if checkpoint_step(path) is not None:
         return os.path.dirname(os.path.dirname(path))
     if os.path.isfile(path) or os.path.basename(path) == CHECKPOINTS:
@@ -181,7 +186,7 @@ def collapse_warning(init_checkpoint: str) -> str | None:
         return None
     where = f"its {FINAL_EVAL}"
     if folder != os.path.abspath(init_checkpoint).rstrip(os.sep):
-        step = checkpoint_step(init_checkpoint)
+        step = checkpoint_step(checkpoint_path(init_checkpoint))
         where = f"its pre-training folder's {path}"
         if step is not None and step != final.get("step"):
             where += f" (of step {final.get('step')}; this checkpoint is of step {step})"
@@ -228,9 +233,10 @@ def initial_discriminator(config: FinetuningConfig, run: FinetuningRun):
     if is_finetuning_folder(run.init_checkpoint):
         folder = FinetunedFolder.open(run.init_checkpoint)
         return discriminator_of(folder.load_model(), folder.record)
-    if checkpoint_step(run.init_checkpoint) is None:
+    path = checkpoint_path(run.init_checkpoint)  # ckpt-N of a JAX run: its jax-ckpt-N.npz
+    if checkpoint_step(path) is None:
         return load_discriminator(run.init_checkpoint, config.model_size)
-    folder = PretrainingFolder.open(model_folder(run.init_checkpoint), discriminator=False)
+    folder = PretrainingFolder.open(model_folder(path), discriminator=False)
     if folder.config is None:
         raise InputError(f"--init_checkpoint={run.init_checkpoint}: {folder.path} records no "
                          f"pre-training settings ({PRETRAINING_CONFIG}), which "
@@ -239,7 +245,7 @@ def initial_discriminator(config: FinetuningConfig, run: FinetuningRun):
 
     pretrainer = ElectraPretrainer(folder.config)
     pretrainer.build_with_dummy_batch()
-    arrays = read_model_arrays(run.init_checkpoint, pretrainer)
+    arrays = read_model_arrays(path, pretrainer)
     for name, variable in model_variables(pretrainer).items():
         variable.assign(arrays[name])
     discriminator = pretrainer.kept_discriminator()

@@ -51,10 +51,13 @@ def test_a_checkpoint_step_gives_the_discriminator_of_that_step(pretrained, tmp_
     folders.pretraining.write_pretraining_config(jax_dir, config, {"vocab_file": vocab})
     path = NpzCheckpoints(model, optimizer, folders.files.checkpoint_dir(jax_dir), 5).save()
     assert path.endswith("jax-ckpt-6.npz")
-    from_npz, _ = initial_discriminator(FinetuningConfig(task_name="sst2"), FinetuningRun(
-        model_dir="unused", data_dir="unused", init_checkpoint=path))
-    for a, b in zip(_weights(from_npz), _weights(final)):
-        np.testing.assert_array_equal(a, b)
+    # ... named as the file, by the docs' MODEL_DIR/checkpoints/ckpt-N (a JAX folder has no
+    # tf.train save of that name), or as jax-ckpt-N without its .npz
+    for name in (path, path[:-len(".npz")], os.path.join(os.path.dirname(path), "ckpt-6")):
+        from_npz, _ = initial_discriminator(FinetuningConfig(task_name="sst2"), FinetuningRun(
+            model_dir="unused", data_dir="unused", init_checkpoint=name))
+        for a, b in zip(_weights(from_npz), _weights(final)):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_a_checkpoint_step_and_its_folder_start_the_same_head(pretrained, tmp_path):
