@@ -34,6 +34,9 @@ def define_flags():
     flags.DEFINE_string("predictions", None, "Predictions TSV (index<TAB>prediction).")
     flags.DEFINE_string("dev_file", None, "Labelled GLUE file in the official layout, "
                         "e.g. glue_data/MNLI/dev_mismatched.tsv.")
+    flags.DEFINE_bool("skip_malformed_rows", False, "Skip --dev_file's rows with too few "
+                      "columns, as run_finetuning --skip_malformed_rows does (score the "
+                      "predictions of a run trained with it).")
 
 
 def main(argv):
@@ -42,7 +45,8 @@ def main(argv):
     for name in ("task", "predictions", "dev_file"):
         if not FLAGS[name].value:
             raise InputError(f"--{name} is required")
-    print(json.dumps(evaluate_submission(FLAGS.task, FLAGS.predictions, FLAGS.dev_file)))
+    print(json.dumps(evaluate_submission(FLAGS.task, FLAGS.predictions, FLAGS.dev_file,
+                                         FLAGS.skip_malformed_rows)))
 
 
 def run():

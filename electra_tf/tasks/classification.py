@@ -482,8 +482,8 @@ def _table_rows(path: str, text: str, ext: str,
         except csv.Error as e:
             raise TaskDataError(f"{path}:{start}: malformed {ext.upper()} record ({e}): "
                                 f"{hint}") from None
-        if not fields or fields == [""]:
-            continue
+        if not fields or (len(fields) == 1 and not fields[0].strip()):
+            continue  # a blank line, or one of spaces only
         if header is None:
             header = [c.strip() for c in fields]
             repeated = sorted({c for c in required if header.count(c) > 1})
@@ -498,6 +498,9 @@ def _table_rows(path: str, text: str, ext: str,
             continue
         if len(fields) != len(header):
             hint = " (a tab inside a text?)" if ext == "tsv" and len(fields) > len(header) else ""
+            if ext == "tsv" and re.search("\r(?!\n)", text):
+                hint = (" (the file holds a carriage return alone, which ends a line here: old "
+                        "Mac line ends?; save it with \\n line ends)")
             raise TaskDataError(f"{path}:{start}: {len(fields)} {kind}, but the header has "
                                 f"{len(header)} ({', '.join(header)}){hint}")
         yield start, dict(zip(header, fields))

@@ -105,8 +105,9 @@ class GlueTask(Task):
         raising, as the original's _load_glue does (off: GLUE's files are clean
         under QUOTE_NONE; `--skip_malformed_rows` for copies that are not).
       from_end: columns the original reads counted from the row's end (MNLI's
-        label, STS-B's sentences and score): on a row with more fields than the
-        header (a tab inside a text) they are read there, as the original does.
+        label, STS-B's sentences and score): on a row with more or fewer fields
+        than the header (a tab inside a text, a metadata field left out) they are
+        read there, as the original does.
       unordered: the two sentences' order carries no meaning (MRPC, STS-B).
       double_unordered: for an `unordered` task, the train split also holds
         each pair in the other order (the original's double_unordered).
@@ -366,12 +367,18 @@ class GlueTask(Task):
             at = {c: columns.index(c) for c in wanted}
             width = len(columns)
 
-            def field(row, c):  # by header position; a from_end column of a wide row
-                wide_row = c in self.from_end and len(row) > width  # counted from its end
-                return row[at[c] - width] if wide_row else row[at[c]]
+            def field(row, c):  # by header position; a from_end column of a row of
+                odd_row = c in self.from_end and len(row) != width  # another width
+                return row[at[c] - width] if odd_row else row[at[c]]  # from its end
 
             index_col = next((columns.index(c) for c in ("index", "id") if c in columns), None)
-            needed = max([*at.values(), -1 if index_col is None else index_col]) + 1
+            # what the original indexes: from the start, and (from_end) from the end
+            needed = max([*(at[c] + 1 for c in at if c not in self.from_end),
+                          *(width - at[c] for c in at if c in self.from_end),
+                          0 if index_col is None else index_col + 1])
+            named = [c for i, c in enumerate(columns)  # the columns read, in file order
+                     if i == index_col or c in at and c not in self.from_end] + [
+                f"{c} (counted from the row's end)" for c in at if c in self.from_end]
             row_number, wide = 0, []
             for row in reader:
                 where = f"{path}:{reader.line_num}"
@@ -381,7 +388,7 @@ class GlueTask(Task):
                     wide.append(reader.line_num)
                 if len(row) < needed:
                     message = (f"{where}: expected at least {needed} tab-separated columns "
-                               f"({', '.join(columns[:needed])}), found {len(row)}")
+                               f"({', '.join(named)}), found {len(row)}")
                     if self.skip_malformed_rows:
                         logging.warning("skipping malformed row %s", message)
                         continue
@@ -592,15 +599,19 @@ def get_task(name: str, **overrides) -> GlueTask:
     return dataclasses.replace(task, **overrides) if overrides else task
 
 
-def evaluate_submission(task_name: str, predictions_file: str, dev_file: str) -> dict[str, float]:
+def evaluate_submission(task_name: str, predictions_file: str, dev_file: str,
+                        skip_malformed_rows: bool = False) -> dict[str, float]:
     """The task's GLUE metrics of a submission-format predictions file against a
-    labelled file (`python -m electra_tf.eval_glue`).
+    labelled file (`python -m electra_tf.eval_glue`); `skip_malformed_rows` reads the
+    labelled file as fine-tuning's --skip_malformed_rows does (the rows a run so trained
+    predicted).
 
     Raises:
       InputError: an unknown task or any bad file (message names file:line).
     """
     try:
-        task = get_task(task_name)
+        task = get_task(task_name, **({"skip_malformed_rows": True} if skip_malformed_rows
+                                      else {}))
     except ValueError as e:
         raise InputError(str(e)) from None
     try:

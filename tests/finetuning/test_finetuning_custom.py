@@ -289,6 +289,11 @@ BAD_FILES = {
     "tsv extra tab": ("train.tsv", "text\tlabel\nhello\tthere\ta\n", {}, "train",
                       (2, "3 tab-separated fields, but the header has 2 (text, label) (a tab "
                           "inside a text?)")),
+    "tsv lone carriage return": ("train.tsv", "text\tlabel\nhello\ta\nold\rmac\tb\n", {},
+                                 "train", (3, "1 tab-separated fields, but the header has 2 "
+                                              "(text, label) (the file holds a carriage return "
+                                              "alone, which ends a line here: old Mac line "
+                                              "ends?; save it with \\n line ends)")),
     "one label": ("train.csv", "text,label\nhello,a\nworld,a\n", {}, "train",
                   (None, "the train split has 1 distinct label(s) ['a']; a classifier needs "
                          "two (or give --label_names)")),
@@ -307,6 +312,23 @@ def test_a_bad_file_is_one_error_naming_the_file_and_line(case, tmp_path):
         get_task("classification", **options).read(str(tmp_path / "data"), split)
     where = path if line is None else f"{path}:{line}"
     assert str(raised.value) == f"{where}: {message}"
+
+
+@pytest.mark.parametrize("name, text", [
+    ("train.tsv", "text\tlabel\nhello\ta\n   \n\t\nworld\tb\n"),
+    ("train.csv", "text,label\n  \nhello,a\n \t \nworld,b\n"),
+    ("train.jsonl", '{"text": "hello", "label": "a"}\n   \n{"text": "world", "label": "b"}\n'),
+])
+def test_lines_of_spaces_are_blank_lines(name, text, tmp_path):
+    """Blank lines are skipped (the docs), and a line of spaces is one too: it had been a
+    row of one field in TSV and CSV (a line of only a tab is still a row of two)."""
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    if name == "train.tsv":  # "\t" alone: two empty fields, an empty text
+        with pytest.raises(TaskDataError, match=r"train.tsv:4: empty text in column 'text'"):
+            get_task("classification").read(str(tmp_path), "train")
+        (tmp_path / name).write_text(text.replace("\t\n", ""), encoding="utf-8")
+    examples = get_task("classification").read(str(tmp_path), "train")
+    assert [(e.text_a, e.label) for e in examples] == [("hello", "a"), ("world", "b")]
 
 
 def test_jsonl_texts_may_hold_line_separators_and_lone_surrogates(tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import types
 
 import numpy as np
@@ -463,6 +464,47 @@ def test_skip_malformed_rows_skips_short_rows_as_the_original(tmp_path, caplog):
     assert "skipping malformed row" in caplog.text and "RTE/dev.tsv:3" in caplog.text
     with pytest.raises(ConfigError, match="--skip_malformed_rows is an option of"):
         task_from_config(FinetuningConfig(task_name="ner", skip_malformed_rows=True))
+
+
+def test_eval_glue_skips_the_rows_a_run_with_skip_malformed_rows_skipped(tmp_path):
+    """Its refusal names --skip_malformed_rows, which eval_glue takes too: the predictions
+    of a run trained with it have no row for the dev file's short rows."""
+    dev = _write(tmp_path, "RTE/dev.tsv", f"{PAIR}\tlabel\n0\ta\tb\tentailment\n1\ta\tb\n"
+                                          "2\tc\td\tnot_entailment\n")
+    preds = _write(tmp_path, "RTE.tsv", "index\tprediction\n0\tentailment\n2\tentailment\n")
+    with pytest.raises(InputError, match="--skip_malformed_rows skips such rows"):
+        glue.evaluate_submission("rte", preds, dev)
+    assert glue.evaluate_submission("rte", preds, dev, skip_malformed_rows=True) == {
+        "accuracy": 0.5}
+
+
+def test_mnli_and_stsb_read_their_end_columns_from_the_end_of_a_short_row_too(tmp_path):
+    """The original reads MNLI's label and STS-B's sentences and score counted from the
+    row's end, so a row that lacks a field before them (an annotator's label, a metadata
+    column) reads right there; electra_tf had refused it, saying the original skips it."""
+    mnli = glue.get_task("mnli")
+    four_labels = _mnli(0, "a", "b", ["neutral", "neutral", "neutral", "neutral"])
+    _write(tmp_path, "MNLI/dev_matched.tsv",
+           "\t".join([MNLI_COLS, "label1", "label2", "label3", "label4", "label5",
+                      "gold_label"]) + "\n" + four_labels + "\tneutral\n"
+           + _mnli(1, "c", "d", ["entailment"] * 5) + "\tentailment\n")
+    examples = mnli.read(str(tmp_path / "MNLI"), "dev_matched")
+    assert [(e.text_a, e.text_b, e.label) for e in examples] == [
+        ("a", "b", "neutral"), ("c", "d", "entailment")]
+    stsb = glue.get_task("stsb")
+    _write(tmp_path, "STS-B/train.tsv", f"{STSB_COLS}\tscore\n"
+           "0\tg\tf\ty\to\ts\ts\ta\tb\t1.5\n"
+           "1\tg\tf\ty\ts\ts\tc\td\t2.5\n")  # no old_index
+    examples = stsb.read(str(tmp_path / "STS-B"), "train")
+    assert [(e.text_a, e.text_b, e.label) for e in examples][:2] == [
+        ("a", "b", 1.5), ("c", "d", 2.5)]
+    # a row too short for them is still refused, naming what is read from the end
+    _write(tmp_path, "STS-B/dev.tsv", f"{STSB_COLS}\tscore\n0\t2.5\n")
+    with pytest.raises(base.TaskDataError, match=re.escape(
+            "STS-B/dev.tsv:2: expected at least 3 tab-separated columns (index, sentence1 "
+            "(counted from the row's end), sentence2 (counted from the row's end), score "
+            "(counted from the row's end)), found 2")):
+        stsb.read(str(tmp_path / "STS-B"), "dev")
 
 
 def test_a_byte_order_mark_is_dropped_and_wide_rows_are_warned(tmp_path, caplog):
