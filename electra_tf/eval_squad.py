@@ -4,10 +4,12 @@
         --predictions=predictions.json [--null_odds=null_odds.json]
 
 Prints, as one JSON line, the scores of tf-models-official's copies of the
-official scripts: v1.1's dict unchanged, v2.0's under the official
-evaluate-v2.0.py's names, with the best-threshold "best_*" keys only when
---null_odds is given (`finetuning.squad_eval`, which does the reading,
-checking and scoring, describes the keys and scales). Bad files
+official scripts, as the official scripts print them: v1.1's "exact_match"
+and "f1" (percentages), v2.0's under the official evaluate-v2.0.py's names,
+with the best-threshold "best_*" keys only when --null_odds is given (and then,
+as that script's -n, "exact"/"f1" count an answer as no answer where its null
+odds are above --na_prob_thresh, its -t). `tasks.squad_eval`, which does the
+reading, checking and scoring, describes the keys and scales. Bad files
 (missing, malformed JSON, wrong structure, predictions or null odds that do not
 fit the data) exit with status 2 and one line on stderr.
 """
@@ -32,6 +34,10 @@ def define_flags():
     flags.DEFINE_string("predictions", None, "Predictions JSON {question id: answer text}.")
     flags.DEFINE_string("null_odds", None, "2.0 only: JSON {question id: null odds}, "
                         "the official script's na_prob file.")
+    flags.DEFINE_float("na_prob_thresh", 1.0, "With --null_odds: an answer whose null odds "
+                       "are above this is scored as no answer in exact/f1 (the official "
+                       "script's -t and its default; inf: none, as a run's own results.json "
+                       "scores its submitted answers).")
 
 
 def main(argv):
@@ -40,7 +46,8 @@ def main(argv):
     for name in ("version", "data_file", "predictions"):
         if not FLAGS[name].value:
             raise InputError(f"--{name} is required")
-    result = evaluate_files(FLAGS.version, FLAGS.data_file, FLAGS.predictions, FLAGS.null_odds)
+    result = evaluate_files(FLAGS.version, FLAGS.data_file, FLAGS.predictions, FLAGS.null_odds,
+                            FLAGS.na_prob_thresh)
     print(json.dumps(result))
 
 

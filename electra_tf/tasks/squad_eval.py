@@ -6,14 +6,18 @@
 (official/nlp/tools/squad_evaluate_v1_1.py and squad_evaluate_v2_0.py). v1.1
 returns that copy's dict unchanged; mind its scale: fractions
 ({"exact_match": 0.81, "final_f1": 0.88}) where the codalab script printed
-percentages. v2.0 returns percentages under the official evaluate-v2.0.py's
+percentages, which `evaluate_files` (the command line) prints, under that
+script's names ({"exact_match": 81.0, "f1": 88.0}). v2.0 returns percentages
+under the official evaluate-v2.0.py's
 names: "exact", "f1", "total", "HasAns_*", "NoAns_*" and, only when null odds
 are given, the best-threshold "best_exact", "best_exact_thresh", "best_f1",
 "best_f1_thresh" (tf-models' copy names them "final_*" and computes them
 without null odds too), followed by tf-models' precision-recall "pr_*" APs
 (which the official script writes only with --out-image-dir). The
 best-threshold search walks the questions by null odds with a stable sort,
-so ties keep the null-odds file's order, as in the official script.
+so ties keep the null-odds file's order, as in the official script. With null
+odds, "exact"/"f1" (and HasAns/NoAns) count an answer as "" where its null odds
+are above `na_prob_thresh`: the official script's -t, 1.0 unless given.
 
 v2.0 scores only the questions that have a prediction (tf-models' copy drops
 the others from the data; the official script raises KeyError when a
@@ -127,7 +131,8 @@ def check_null_odds(obj, path: str, predictions: dict[str, str]) -> dict[str, fl
 
 
 def official_evaluate(version: str, dataset: list, predictions: dict[str, str],
-                      null_odds: dict[str, float] | None = None) -> dict:
+                      null_odds: dict[str, float] | None = None,
+                      na_prob_thresh: float = 1.0) -> dict:
     """The official evaluator's result dict (see the module docstring for its keys).
 
     Args:
@@ -137,6 +142,8 @@ def official_evaluate(version: str, dataset: list, predictions: dict[str, str],
       null_odds: 2.0 only, {question id: null odds} for every predicted id; its
         order breaks ties in the best-threshold search (the official script's
         stable sort), so pass it in the null-odds file's order.
+      na_prob_thresh: with null_odds, the official script's -t: an answer whose
+        null odds are above it is scored as "no answer" in exact/f1 (inf: none is).
     """
     if version == "1.1":
         from official.nlp.tools import squad_evaluate_v1_1
@@ -156,11 +163,39 @@ def official_evaluate(version: str, dataset: list, predictions: dict[str, str],
             raise InputError(f"no null odds for {len(missing)} predicted question(s), "
                              f"e.g. {missing[0]!r}")
         null_odds = {q: v for q, v in null_odds.items() if q in predictions}
-    result = dict(squad_evaluate_v2_0.evaluate(dataset, predictions, null_odds))
+    result = dict(_evaluate_v2(squad_evaluate_v2_0, dataset, predictions, null_odds,
+                               na_prob_thresh))
     # The official names; without null odds the official script has no
     # best-threshold (nor precision-recall) scores.
     return {_OFFICIAL_V2_NAMES.get(k, k): v for k, v in result.items()
             if null_odds is not None or not k.startswith(("final_", "pr_"))}
+
+
+def _evaluate_v2(ev, dataset, predictions, na_probs, na_prob_thresh):
+    """tf-models' squad_evaluate_v2_0.evaluate, step for step, with the official
+    script's -t (the copy fixes it at its default, 1.0)."""
+    dataset = [{"paragraphs": [{"qas": [qa]}]} for article in dataset
+               for p in article["paragraphs"] for qa in p["qas"] if qa["id"] in predictions]
+    if na_probs is None:
+        na_probs = {k: 0.0 for k in predictions}
+    qid_to_has_ans = ev._make_qid_to_has_ans(dataset)
+    has_ans_qids = [k for k, v in qid_to_has_ans.items() if v]
+    no_ans_qids = [k for k, v in qid_to_has_ans.items() if not v]
+    exact_raw, f1_raw = ev._get_raw_scores(dataset, predictions)
+    exact_thresh = ev._apply_no_ans_threshold(exact_raw, na_probs, qid_to_has_ans,
+                                              na_prob_thresh)
+    f1_thresh = ev._apply_no_ans_threshold(f1_raw, na_probs, qid_to_has_ans, na_prob_thresh)
+    out_eval = ev._make_eval_dict(exact_thresh, f1_thresh)
+    if has_ans_qids:
+        ev._merge_eval(out_eval, ev._make_eval_dict(exact_thresh, f1_thresh,
+                                                    qid_list=has_ans_qids), "HasAns")
+    if no_ans_qids:
+        ev._merge_eval(out_eval, ev._make_eval_dict(exact_thresh, f1_thresh,
+                                                    qid_list=no_ans_qids), "NoAns")
+    ev._find_all_best_thresh(out_eval, predictions, exact_raw, f1_raw, na_probs,
+                             qid_to_has_ans)
+    ev._run_precision_recall_analysis(out_eval, exact_raw, f1_raw, na_probs, qid_to_has_ans)
+    return out_eval
 
 
 _OFFICIAL_V2_NAMES = {"final_exact": "best_exact", "final_exact_thresh": "best_exact_thresh",
@@ -168,8 +203,11 @@ _OFFICIAL_V2_NAMES = {"final_exact": "best_exact", "final_exact_thresh": "best_e
 
 
 def evaluate_files(version: str, data_file: str, predictions_file: str,
-                   null_odds_file: str | None = None) -> dict:
-    """Reads and checks the three files, then runs the official evaluator."""
+                   null_odds_file: str | None = None, na_prob_thresh: float = 1.0) -> dict:
+    """Reads and checks the three files, then runs the official evaluator (v1.1: its
+    numbers as the official script prints them, percentages)."""
+    if math.isnan(na_prob_thresh):
+        raise InputError("--na_prob_thresh is not a number")
     _, data = read_squad_json(data_file)
     check_dataset(data, data_file, version)
     predictions = check_predictions(
@@ -195,7 +233,10 @@ def evaluate_files(version: str, data_file: str, predictions_file: str,
         print(f"[eval_squad] {len(missing)} of {len(qids)} questions have no prediction "
               f"(e.g. {missing[0]!r}): {what}", file=sys.stderr)
     with _quiet_absl():
-        return official_evaluate(version, data, predictions, null_odds)
+        result = official_evaluate(version, data, predictions, null_odds, na_prob_thresh)
+    if version == "1.1":  # the official evaluate-v1.1.py's names and scale
+        return {"exact_match": 100.0 * result["exact_match"], "f1": 100.0 * result["final_f1"]}
+    return result
 
 
 @contextlib.contextmanager

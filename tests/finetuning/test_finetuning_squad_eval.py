@@ -86,15 +86,42 @@ def test_equals_the_official_evaluators(tmp_path, version):
     preds, odds = random_predictions(dataset)
     assert 0 < len(preds) < 20  # some questions are left unanswered
     files = _files(tmp_path, dataset, preds, odds if version == "2.0" else None)
-    if version == "1.1":
-        expected = squad_evaluate_v1_1.evaluate(dataset["data"], preds)
+    if version == "1.1":  # tf-models' v1.1 copy returns fractions; the codalab script
+        fractions = squad_evaluate_v1_1.evaluate(dataset["data"], preds)  # printed percent
+        expected = {"exact_match": 100 * fractions["exact_match"],
+                    "f1": 100 * fractions["final_f1"]}
         got = evaluate_files(version, *files[:2])
-        assert 0 < got["final_f1"] < 1  # tf-models' v1.1 copy returns fractions
+        assert 0 < got["f1"] < 100
     else:
         expected = official_v2(dataset, preds, odds)
         got = evaluate_files(version, *files)
         assert 0 < got["best_f1"] < 100 and "pr_f1_ap" in got and "final_f1" not in got
     assert json.loads(json.dumps(got)) == dict(expected) and list(got) == list(expected)
+
+
+def test_v2_null_odds_above_the_threshold_count_as_no_answer(tmp_path):
+    """As the official script's -n with its -t (default 1.0): an answer whose null odds
+    are above the threshold scores as "no answer"; --na_prob_thresh sets it (inf: the
+    submitted answers as they are, as a run's results.json scores them)."""
+    from electra_tf.tasks.squad_eval import evaluate_files
+
+    dataset = {"version": "v2.0", "data": [{"paragraphs": [{"context": "x y", "qas": [
+        {"id": "q1", "question": "?", "answers": [{"text": "x", "answer_start": 0}]},
+        {"id": "q2", "question": "?", "answers": [], "is_impossible": True}]}]}]}
+    files = _files(tmp_path, dataset, {"q1": "x", "q2": ""}, {"q1": 1.5, "q2": 3.0})
+    default = evaluate_files("2.0", *files)
+    assert default == official_v2(dataset, {"q1": "x", "q2": ""}, {"q1": 1.5, "q2": 3.0})
+    assert (default["exact"], default["HasAns_exact"]) == (50.0, 0.0)
+    for thresh in (2.0, float("inf")):
+        got = evaluate_files("2.0", *files, na_prob_thresh=thresh)
+        assert (got["exact"], got["HasAns_exact"], got["NoAns_exact"]) == (100.0, 100.0, 100.0)
+        assert {k: got[k] for k in got if k.startswith(("best_", "pr_"))} == {
+            k: default[k] for k in default if k.startswith(("best_", "pr_"))}
+    code, out, err = _run("--version=2.0", f"--data_file={files[0]}",
+                          f"--predictions={files[1]}", f"--null_odds={files[2]}",
+                          "--na_prob_thresh=2")
+    assert code == 0, err
+    assert json.loads(out)["exact"] == 100.0
 
 
 def test_v2_best_threshold_ties_keep_the_null_odds_file_order(tmp_path):
@@ -205,7 +232,9 @@ def test_questions_without_a_prediction_are_one_line(tmp_path, capfd):
     lines = capfd.readouterr().err.splitlines()
     assert lines == [f"[eval_squad] 2 of {len(preds)} questions have no prediction (e.g. "
                      f"{list(preds)[0]!r}): scored 0, as the official v1.1 script scores them"]
-    assert got == official_evaluate("1.1", dataset["data"], kept)
+    fractions = official_evaluate("1.1", dataset["data"], kept)
+    assert got == {"exact_match": 100 * fractions["exact_match"],
+                   "f1": 100 * fractions["final_f1"]}
 
 
 def test_cli_error_exits_2_with_one_line(tmp_path):
