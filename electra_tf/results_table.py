@@ -49,10 +49,28 @@ def main(argv):
         write_output_text(FLAGS.output, text)
 
 
+def _a_table(path: str) -> bool:
+    """Whether the file at `path` holds a table this command writes (Markdown or JSON)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read(1 << 20)
+    except (OSError, UnicodeDecodeError):
+        return False
+    if text.startswith("|  | "):
+        return True
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and set(value) == {"columns", "rows", "skipped"}
+
+
 def _check_not_a_folder_file(output: str, folders: list[str]) -> None:
     """Refuses an --output that is one of the given folders' own files, or one of the
     files of another folder electra_tf wrote (a group's trial folder): their
-    trials.json or results.json had been replaced with the table.
+    trials.json or results.json had been replaced with the table; so had their
+    prediction files, and files in their checkpoints/. A new file in such a folder,
+    or a table an earlier run wrote there, may be written.
 
     Raises:
       InputError: naming the file.
@@ -61,17 +79,31 @@ def _check_not_a_folder_file(output: str, folders: list[str]) -> None:
     from electra_tf.training import trials
 
     own = {*files.FOLDER_FILES, trials.TRIALS, trials.RESULTS_TXT}
+    records = (files.FINETUNING_CONFIG, files.PRETRAINING_CONFIG, trials.TRIALS)
     where = os.path.realpath(output)
     name, parent = os.path.basename(where), os.path.dirname(where)
     if name not in own:
+        # any other file of a folder (its predictions, its checkpoints/ ...), but a table
+        # an earlier run of this command wrote there
+        if os.path.isfile(where) and not _a_table(where):
+            given = {os.path.realpath(f) for f in folders}
+            folder = parent
+            while True:
+                if folder in given or any(os.path.exists(os.path.join(folder, record))
+                                          for record in records):
+                    raise InputError(f"--output {output} is a file of {folder}, a folder "
+                                     "electra_tf wrote (not a table this command wrote); "
+                                     "write the table elsewhere")
+                if os.path.dirname(folder) == folder:
+                    return
+                folder = os.path.dirname(folder)
         return
     for folder in folders:
         if os.path.realpath(folder) == parent:
             raise InputError(f"--output {output} is {folder}'s own {name}; write the table "
                              "elsewhere")
     # another folder electra_tf wrote: a group's trial folder (GROUP_k), any model_dir
-    if any(os.path.exists(os.path.join(parent, record)) for record in (
-            files.FINETUNING_CONFIG, files.PRETRAINING_CONFIG, trials.TRIALS)):
+    if any(os.path.exists(os.path.join(parent, record)) for record in records):
         raise InputError(f"--output {output} is the {name} of {parent}, a folder electra_tf "
                          "wrote; write the table elsewhere")
 

@@ -136,6 +136,21 @@ def test_an_output_that_is_a_given_folders_own_file_is_refused(folders, tmp_path
             f"--output {trial}/results.json is the results.json of {trial}, a folder "
             "electra_tf wrote; write the table elsewhere")):
         _check_not_a_folder_file(str(trial / "results.json"), folders)
+    # any other file of such a folder (its predictions, its checkpoints/ files); a table
+    # an earlier run wrote there is rewritten
+    for existing in (trial / "rte_dev_predictions.txt", trial / "checkpoints" / "checkpoint",
+                     os.path.join(folders[0], "checkpoints", "ckpt-1.index")):
+        os.makedirs(os.path.dirname(existing), exist_ok=True)
+        with open(existing, "w") as f:
+            f.write("kept\n")
+        with pytest.raises(InputError, match=r"--output .* is a file of .*, a folder "
+                                             r"electra_tf wrote \(not a table this command "
+                                             r"wrote\); write the table elsewhere"):
+            _check_not_a_folder_file(str(existing), folders)
+    table = os.path.join(folders[0], "table.md")
+    with open(table, "w") as f:
+        f.write(markdown(results_table(folders)))
+    _check_not_a_folder_file(table, folders)
     before = {f: sorted(os.listdir(f)) for f in folders}
     proc = run_module("electra_tf.results_table",
                       f"--output={os.path.join(folders[0], 'results.json')}", *folders)
