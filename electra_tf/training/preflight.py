@@ -12,7 +12,7 @@ import dataclasses
 import json
 
 from electra_tf.core.config import EncoderConfig, PretrainingConfig, PretrainingRun
-from electra_tf.core.errors import ConfigError
+from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.core.fileio import check_output_folder
 from electra_tf.data.builder import records_stats
 from electra_tf.data.masking import MaskingConfig
@@ -63,13 +63,32 @@ def preflight(config: PretrainingConfig, run: PretrainingRun, tensorflow_io: boo
     if config.phase2_steps:  # records of phase 2's length
         files["phase2"] = check(run.phase2_train_data, flag["phase2"],
                                 config.phase2_max_seq_length)
-    if not has_checkpoints(run.model_dir):  # a resumed run keeps the casing it recorded
+    resumed = has_checkpoints(run.model_dir)
+    if not resumed:
         for what, paths in files.items():
             check_data_casing(config, paths, fs, flag[what], packed)
     check_resume(config, run)  # first: a resume's own vocabulary, casing and shapes
+    if resumed:  # held to its recorded casing now; data it was not started on is checked
+        before = _recorded_data(run.model_dir)  # (a run started with unchecked records
+        for what, paths in files.items():       # may still continue on them)
+            if getattr(run, _DATA_FIELDS[what]) != before.get(_DATA_FIELDS[what]):
+                check_data_casing(config, paths, fs, flag[what], packed)
     for what, paths in files.items():  # phase 2's records may come with a resume
         check_data_vocabulary(run.vocab_file, paths, fs, flag[what], packed)
     return files
+
+
+_DATA_FIELDS = {"train": "train_data", "eval": "eval_data", "phase2": "phase2_train_data"}
+
+
+def _recorded_data(model_dir: str) -> dict:
+    """The data flags the folder's record holds ({} where it holds none: a converted model
+    continued, or a folder without a record)."""
+    try:
+        return dict(PretrainingFolder.open(model_dir, discriminator=False).recorded.get(
+            "run", {}))
+    except (InputError, ConfigError, OSError):
+        return {}
 
 
 def check_data_casing(config: PretrainingConfig, paths: list[str], fs=LOCAL_FILES,
@@ -83,8 +102,9 @@ def check_data_casing(config: PretrainingConfig, paths: list[str], fs=LOCAL_FILE
     file's header; where a data file has one, its
     do_lower_case must be this run's, which the model folder records and
     fine-tuning and the export follow. Records without it are not checked, nor
-    is a resumed run (`preflight`): `check_resume` holds it to the casing its
-    folder recorded when it started.
+    (`preflight`) are the records a resumed run was started on: `check_resume`
+    holds it to the casing its folder recorded; other records (a converted model
+    continued, a run continued on a new corpus) are checked.
 
     Raises:
       ConfigError: naming the flag, the stats file and both values.

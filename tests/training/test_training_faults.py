@@ -1081,12 +1081,14 @@ def test_records_built_with_the_other_casing_are_refused(make_configs, tmp_path)
         check_data_casing(config, paths)
 
 
-def test_preflight_checks_the_records_casing_of_a_fresh_run_only(tiny_records, make_configs,
-                                                                 tmp_path):
+def test_preflight_checks_the_records_casing_but_those_a_resumed_run_started_on(
+        tiny_records, make_configs, tmp_path):
     """Through preflight: cased records refuse a fresh lower-casing run (the default)
     before anything is written, and pass with --do_lower_case=false; a resumed run is
-    held to its recorded casing by check_resume instead, so that a run started before
-    the records' casing was checked can still continue."""
+    held to its recorded casing by check_resume, so that a run started before the
+    records' casing was checked can still continue on its records; on other records (a
+    converted model continued, a run continued on a new corpus: they had trained on the
+    other casing without a word) the records are checked."""
     import dataclasses
     import glob
     import json
@@ -1116,6 +1118,17 @@ def test_preflight_checks_the_records_casing_of_a_fresh_run_only(tiny_records, m
     (tmp_path / "m" / "checkpoints" / "checkpoint").write_text("fake")
     folders.pretraining.write_pretraining_config(run.model_dir, config, run)
     preflight(config, run, tensorflow_io=False)  # resumed: its recorded casing holds
+    other = tmp_path / "cased_copy"
+    shutil.copytree(records, other)
+    moved = dataclasses.replace(run, train_data=str(other / os.path.basename(run.train_data)))
+    with pytest.raises(ConfigError, match=r"^--do_lower_case=true: the records of "
+                                          r"--train_data were built with --do_lower_case=false"):
+        preflight(config, moved, tensorflow_io=False)
+    # a converted model's record names no data: every data flag is new to it
+    folders.pretraining.write_pretraining_config(
+        run.model_dir, config, {**dataclasses.asdict(run), "train_data": "", "eval_data": ""})
+    with pytest.raises(ConfigError, match=r"the records of --train_data were built with"):
+        preflight(config, run, tensorflow_io=False)
 
 
 def test_a_finished_run_run_again_writes_its_weights_and_trains_no_step(trained_run, tmp_path):
