@@ -57,6 +57,24 @@ def test_pretraining_folder_round_trip(tmp_path, tiny_vocab):
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp-")]
 
 
+def test_a_converted_models_source_stays_recorded_when_a_run_rewrites_the_record(
+        tmp_path, tiny_vocab):
+    """convert records converted_from; run_pretraining continuing the folder rewrote the
+    record without it (where the weights came from was lost)."""
+    config = PretrainingConfig(model_size="tiny", vocab_size=40, max_seq_length=16)
+    run = PretrainingRun(model_dir=str(tmp_path), train_data="x", vocab_file=tiny_vocab)
+    write = folders.pretraining.write_pretraining_config
+    write(str(tmp_path), config, {"vocab_file": tiny_vocab}, converted_from="ckpt/model-1000")
+    write(str(tmp_path), config, run)
+    recorded = folders.pretraining.read_pretraining_config(str(tmp_path))
+    assert recorded["converted_from"] == "ckpt/model-1000"
+    assert recorded["run"]["train_data"] == "x"
+    other = tmp_path / "own"
+    other.mkdir()
+    write(str(other), config, run)
+    assert "converted_from" not in folders.pretraining.read_pretraining_config(str(other))
+
+
 def test_a_folder_is_opened_once_and_read_from_what_it_carries(tmp_path, tiny_vocab,
                                                                 monkeypatch):
     config = PretrainingConfig(model_size="tiny", vocab_size=40, do_lower_case=False)

@@ -322,6 +322,12 @@ def write_pretraining_config(model_dir: str, config: PretrainingConfig | None,
     if config is not None:
         value["pretraining"] = config.to_dict()
     value.update(keep_vocab(model_dir, value["run"].get("vocab_file", "")))
+    try:  # a converted model continued: where it came from stays recorded
+        before = read_pretraining_config(model_dir)
+    except InputError:  # a damaged record is replaced, as before
+        before = {}
+    if isinstance(before.get("converted_from"), str):
+        value["converted_from"] = before["converted_from"]
     write_json(os.path.join(model_dir, PRETRAINING_CONFIG), {**value, **extra})
 
 

@@ -308,6 +308,12 @@ def resume_flags(config: PretrainingConfig) -> str:
         pass
     if overrides:  # a custom-size model: the printed command had been refused on resume
         flags.append(f"--model_hparam_overrides='{json.dumps(overrides, sort_keys=True)}'")
+    try:  # fewer positions than the default length: the printed command had been refused
+        positions = config.discriminator_config().max_position_embeddings
+    except (ConfigError, ValueError):
+        positions = None
+    if positions is not None and positions < PretrainingConfig().max_seq_length:
+        flags.append(f"--max_seq_length={positions}")
     return " ".join(flags)
 
 

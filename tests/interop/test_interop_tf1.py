@@ -275,3 +275,8 @@ def test_the_resume_flags_keep_an_override_the_preset_would_derive_otherwise():
     again = dataclasses.replace(config, model_hparam_overrides=given)
     assert again.discriminator_config() == config.discriminator_config()
     assert again.generator_config() == config.generator_config()
+    assert "--max_seq_length" not in flags  # 512 positions: the default length fits
+    # fewer positions than the default length of 128: the command gives the length
+    short = PretrainingConfig(model_size="tiny", vocab_size=181, max_seq_length=32,
+                              model_hparam_overrides={**overrides, "max_position_embeddings": 32})
+    assert "--max_seq_length=32" in tf1.resume_flags(short).split()
