@@ -164,14 +164,25 @@ class TensorFlowCheckpoints:
             return named
         steps = [step for step in (save_step(n, prefix=False) for n in os.listdir(self.directory)
                                    if n.endswith(".index")) if step is not None]
-        if not steps:
-            return None
-        found = os.path.join(self.directory, f"ckpt-{max(steps)}")
-        if found != self._restored_from:
+        # A save the disk filled up during leaves its .index cut short under its final
+        # name (tf.train writes it in place) and no state file naming it: unreadable,
+        # it is passed over (the rerun had refused it for good).
+        for step in sorted(steps, reverse=True):
+            found = os.path.join(self.directory, f"ckpt-{step}")
+            if found == self._restored_from:
+                return found
+            try:
+                tf.train.load_checkpoint(found)
+            except (tf.errors.OpError, ValueError) as e:
+                first = (getattr(e, "message", None) or str(e)).strip().splitlines()[:1]
+                log("checkpoints", f"passing over {found}, a save that did not finish "
+                                   f"({first[0][:200] if first else type(e).__name__})")
+                continue
             state = os.path.join(self.directory, "checkpoint")
             what = "names no save that is there" if os.path.exists(state) else "is missing"
             log("checkpoints", f"{state} {what}; resuming from {found}, the latest one found")
-        return found
+            return found
+        return None
 
     def restore(self) -> str | None:
         """Restores the latest checkpoint (all variables, checked); returns its path.
