@@ -973,8 +973,9 @@ class Finetuning:
         recorded = has_finetuning_config(run.model_dir)
         ran = run
         if self.chief and recorded and restored and run.do_train and self.step < total:
-            self._note_other_precision()
-            ran = self._started_from()
+            before = read_finetuning_config(run.model_dir).run
+            self._note_other_precision(before)
+            ran = self._started_from(before)
         if self.chief and (not recorded or run.do_train and self.step < total):
             # What ran: JAX compiles every step whatever --jit_compile said.
             ran = dataclasses.replace(ran, jit_compile=True) if self.backend == "jax" else ran
@@ -1013,22 +1014,23 @@ class Finetuning:
         (loop.InterruptGate's `agree`); None for one process."""
         return None
 
-    def _note_other_precision(self) -> None:
+    def _note_other_precision(self, recorded_run: dict) -> None:
         """Says so when the checkpoints resumed were trained at another
-        --mixed_precision (allowed: the variables are float32 either way)."""
-        before = read_finetuning_config(self.run.model_dir).run.get("mixed_precision")
+        --mixed_precision (allowed: the variables are float32 either way); `recorded_run`:
+        the run options the folder's record holds."""
+        before = recorded_run.get("mixed_precision")
         if before and before != self.run.mixed_precision:
             self._log(f"note: {self.run.model_dir}'s checkpoints were trained with "
                       f"--mixed_precision={before}; this run continues them with "
                       f"{self.run.mixed_precision} ({FINETUNING_CONFIG} now records it)")
 
-    def _started_from(self):
+    def _started_from(self, recorded_run: dict):
         """The run options to record on resuming: this run's, with what the resumed
-        checkpoints started from (they, not --init_checkpoint, hold the weights
-        now), and a note where this run names another start."""
+        checkpoints (`recorded_run`: the record's run options) started from (they, not
+        --init_checkpoint, hold the weights now), and a note where this run names
+        another start."""
         run = self.run
-        before = read_finetuning_config(run.model_dir).run
-        init, scratch = before.get("init_checkpoint"), before.get("from_scratch")
+        init, scratch = recorded_run.get("init_checkpoint"), recorded_run.get("from_scratch")
         if not isinstance(init, str) or not isinstance(scratch, bool):
             return run  # a record without them: this run's stand
         if (init, scratch) != (run.init_checkpoint, run.from_scratch):

@@ -12,7 +12,7 @@ import dataclasses
 import json
 
 from electra_tf.core.config import EncoderConfig, PretrainingConfig, PretrainingRun
-from electra_tf.core.errors import ConfigError, InputError
+from electra_tf.core.errors import ConfigError
 from electra_tf.core.fileio import check_output_folder
 from electra_tf.data.builder import records_stats
 from electra_tf.data.masking import MaskingConfig
@@ -69,8 +69,11 @@ def preflight(config: PretrainingConfig, run: PretrainingRun, tensorflow_io: boo
             check_data_casing(config, paths, fs, flag[what], packed)
     check_resume(config, run)  # first: a resume's own vocabulary, casing and shapes
     if resumed:  # held to its recorded casing now; data it was not started on is checked
-        before = _recorded_data(run.model_dir)  # (a run started with unchecked records
-        for what, paths in files.items():       # may still continue on them)
+        # (a run started with unchecked records may still continue on them; a converted
+        # model's record names no data)
+        before = PretrainingFolder.open(run.model_dir, discriminator=False).recorded.get(
+            "run", {})
+        for what, paths in files.items():
             if getattr(run, _DATA_FIELDS[what]) != before.get(_DATA_FIELDS[what]):
                 check_data_casing(config, paths, fs, flag[what], packed)
     for what, paths in files.items():  # phase 2's records may come with a resume
@@ -79,16 +82,6 @@ def preflight(config: PretrainingConfig, run: PretrainingRun, tensorflow_io: boo
 
 
 _DATA_FIELDS = {"train": "train_data", "eval": "eval_data", "phase2": "phase2_train_data"}
-
-
-def _recorded_data(model_dir: str) -> dict:
-    """The data flags the folder's record holds ({} where it holds none: a converted model
-    continued, or a folder without a record)."""
-    try:
-        return dict(PretrainingFolder.open(model_dir, discriminator=False).recorded.get(
-            "run", {}))
-    except (InputError, ConfigError, OSError):
-        return {}
 
 
 def check_data_casing(config: PretrainingConfig, paths: list[str], fs=LOCAL_FILES,
