@@ -66,6 +66,7 @@ class TaskResult:
     model_size: str
     values: tuple[float, ...]  # in the README's scale, one per trial
     dropped: int = 0  # trials whose value is not a finite number, or diverged (left out)
+    unfinished: int = 0  # trials the group's --num_trials asked for that have not run
 
     @property
     def median(self) -> float:
@@ -120,8 +121,10 @@ def read_folder(folder: str) -> TaskResult | None:
         values = _finite_values(folder, task, [  # a diverged trial: no value (dropped)
             None if t.get("diverged") else _value(folder, task, t["results"]) for t in done],
             diverged=sum(bool(t.get("diverged")) for t in done))
+        requested = record.get("num_trials") or 0  # (None: an older file, not recorded)
         return TaskResult(folder, task, sizes.pop() if len(sizes) == 1 else "custom", values,
-                          dropped=len(done) - len(values))
+                          dropped=len(done) - len(values),
+                          unfinished=max(0, requested - len(done)))
     if not is_finetuning_folder(folder):
         raise InputError(f"{folder} is neither a fine-tuning folder (finetuning_config.json, "
                          f"{FINETUNED_WEIGHTS}) nor a trial group ({trials.TRIALS})")
@@ -172,6 +175,7 @@ def results_table(folders) -> dict:
                          # median's own (2 decimals first had shown 67.148 as 67.2)
                          "median": round(cells[c[2]].median, 6), "n": len(cells[c[2]].values),
                          "dropped": cells[c[2]].dropped,
+                         "unfinished": cells[c[2]].unfinished,
                          "values": [round(v, 6) for v in cells[c[2]].values],
                          "folder": cells[c[2]].folder} for c in COLUMNS]})
         for name, (expected_size, values) in EXPECTED.items():
@@ -195,16 +199,21 @@ def markdown(table: dict) -> str:
         for cell in row["cells"]:
             if cell is None:
                 cells.append("--")
-            elif cell.get("dropped"):  # trials left out: never a bare single value
-                cells.append(f"{cell['median']:.1f} (n={cell['n']}; {cell['dropped']} left "
-                             "out)")
-            elif "n" in cell and cell["n"] > 1:
-                cells.append(f"{cell['median']:.1f} (n={cell['n']})")
+                continue
+            # trials left out or not run yet: never a bare single value
+            asides = ([f"{cell['dropped']} left out"] if cell.get("dropped") else []) + (
+                [f"{cell['unfinished']} not run"] if cell.get("unfinished") else [])
+            if asides or cell.get("n", 1) > 1:
+                cells.append(f"{cell['median']:.1f} (" + "; ".join([f"n={cell['n']}"] + asides)
+                             + ")")
             else:
                 cells.append(f"{cell['median']:.1f}")
         lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
     notes = ["", "Yours: the median over each task's trials (n: how many), dev sets; the "
              "README's: medians over many seeds, dev sets except chunking (test set)."]
+    if any(cell and cell.get("unfinished") for row in table["rows"] for cell in row["cells"]):
+        notes.append("Not run: trials a group's --num_trials asked for that it has not "
+                     "finished (its command, run again, goes on with them).")
     if table["skipped"]:
         notes.append("Not in the table (no column for their task): "
                      + ", ".join(table["skipped"]))

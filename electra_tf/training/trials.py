@@ -6,10 +6,12 @@ seeds. With `--num_trials=N` and `--model_dir=OUT`, trial k (1..N) is an
 ordinary fine-tuning run in `OUT_k` (the original's `model_dir + "_" + k`)
 with `--seed=seed+k-1`, and the group folder `OUT` holds:
 
-  trials.json   every trial's seed, folder, model size and final dev results, and the
+  trials.json   every trial's seed, folder, model size and final dev results, the
                 summary per split and metric (median, mean, standard deviation
-                (n - 1), min, max, n over the finished trials), rewritten
-                atomically after every trial
+                (n - 1), min, max, n over the finished trials), and the trials the
+                group's latest run asked for (num_trials: the results table tells a
+                group cut short from a finished one), rewritten atomically after
+                every trial
   results.txt   the same as text: a line per trial, as the original's
                 results.txt, then the summary lines
   predictions/  with keep_all_models=False, trial_K/: the prediction files of
@@ -138,6 +140,9 @@ def _wrong_field(record: dict) -> str | None:
             return f"trial {trial['trial']}'s model_size is not a string"
         if not isinstance(trial.get("diverged", ""), str):
             return f"trial {trial['trial']}'s diverged is not a string"
+    if "num_trials" in record and not (_whole(record["num_trials"])
+                                       and record["num_trials"] >= 1):
+        return "num_trials is not a whole number >= 1"
     return None
 
 
@@ -342,13 +347,17 @@ class TrialGroup:
                                   f"{'; '.join(changed[:3])}); rerun with those, or use "
                                   "another --model_dir")
             self.record["settings"] = {**settings, **self.record["settings"]}  # + new keys
+            # Another --num_trials is recorded before any trial runs, so that a group cut
+            # short reads as such (results_table) even if no added trial finishes.
+            self.asked_anew = self.record.get("num_trials") != run.num_trials
+            self.record["num_trials"] = run.num_trials
             # The summary is the trials': recomputed, not read (an edited or older file's).
             self.stale = self.record.get("summary") != json_numbers(self._summary())
             self.record["summary"] = self._summary()
         else:
             self.record = {"task": task, "seed": config.seed, "settings": settings,
-                           "trials": [], "summary": {}}
-            self.stale = False
+                           "num_trials": run.num_trials, "trials": [], "summary": {}}
+            self.stale = self.asked_anew = False  # (written with its first trial)
 
     def _summary(self) -> dict:
         return summarize([t["results"] for t in self.record["trials"]])
@@ -409,6 +418,10 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
     with no_empty_folder_left(run.model_dir), \
             FolderLock(os.path.normpath(run.model_dir), "--model_dir"):
         group = TrialGroup(run.model_dir, task_name, config, run)
+        if group.asked_anew:  # (a summary out of step is still named at the end)
+            stale = group.stale
+            group.write()
+            group.stale = stale
         for k in range(1, n + 1):
             seed = config.seed + k - 1
             folder = trial_dir(run.model_dir, k)

@@ -31,9 +31,10 @@ def finetuned_folder(path, task_name, final, vocab, size="small", epochs=2):
     return str(path)
 
 
-def trial_group(path, task_name, finals, size="small"):
+def trial_group(path, task_name, finals, size="small", num_trials=1):
     config = FinetuningConfig(task_name=task_name)
-    group = trials.TrialGroup(str(path), task_name, config, FinetuningRun(model_dir=str(path)))
+    group = trials.TrialGroup(str(path), task_name, config,
+                              FinetuningRun(model_dir=str(path), num_trials=num_trials))
     for k, final in enumerate(finals, 1):
         group.add(k, k - 1, f"{path}_{k}", final, size)
     return str(path)
@@ -68,8 +69,8 @@ def test_the_readmes_layout_with_the_released_small_models_beside(folders, tmp_p
     assert len([x for x in lines if x.startswith("| ")]) == 6  # no Base or Large rows
     assert f"Not in the table (no column for their task): {tmp_path}/ner" in lines[-1]
     mine = table["rows"][0]["cells"]
-    assert mine[0] == {"median": 55.0, "n": 3, "dropped": 0, "values": [50.0, 60.0, 55.0],
-                       "folder": f"{tmp_path}/cola"}
+    assert mine[0] == {"median": 55.0, "n": 3, "dropped": 0, "unfinished": 0,
+                       "values": [50.0, 60.0, 55.0], "folder": f"{tmp_path}/cola"}
     assert json.loads(json.dumps(table)) == table
 
 
@@ -204,3 +205,24 @@ def test_non_finite_trials_are_left_out_of_the_median_and_a_folder_without_resul
         results_table([folder])
     finetuned.write_results(folder, {"epoch_x": {}, "epoch_2": {"dev": {"accuracy": 0.5}}})
     assert results_table([folder])["rows"][0]["cells"][7]["median"] == 50.0
+
+
+def test_a_group_cut_short_says_how_many_trials_have_not_run(tmp_path):
+    """trials.json had not recorded --num_trials: a group of 5 stopped by a fault after
+    2 trials showed as a finished-looking "(n=2)"."""
+    short = trial_group(tmp_path / "rte", "rte", [{"dev": {"accuracy": a}} for a in (0.6, 0.7)],
+                        num_trials=5)
+    one = trial_group(tmp_path / "cola", "cola", [{"dev": {"mcc": 0.5}}], num_trials=2)
+    table = results_table([short, one])
+    cells = table["rows"][0]["cells"]
+    assert (cells[7]["n"], cells[7]["unfinished"], cells[0]["unfinished"]) == (2, 3, 1)
+    text = markdown(table)
+    assert "| 50.0 (n=1; 1 not run) |" in text and "| 65.0 (n=2; 3 not run) |" in text
+    assert "Not run: trials a group's --num_trials asked for" in text
+    done = trial_group(tmp_path / "sst", "sst2", [{"dev": {"accuracy": 0.9}}] * 2, num_trials=2)
+    assert "not run" not in markdown(results_table([done]))
+    # a file written before num_trials was recorded: nothing known, nothing said
+    record = json.loads((tmp_path / "sst" / trials.TRIALS).read_text())
+    del record["num_trials"]
+    (tmp_path / "sst" / trials.TRIALS).write_text(json.dumps(record))
+    assert results_table([done])["rows"][0]["cells"][1]["unfinished"] == 0

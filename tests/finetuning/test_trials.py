@@ -461,6 +461,31 @@ def test_ctrl_c_in_the_second_trial_of_the_command_resumes_it(pretrained_dir, to
     assert all(s["n"] == 2 for s in record["summary"]["dev"].values())
 
 
+def test_the_trials_asked_for_are_recorded_before_they_run(tmp_path):
+    """results_table tells a group cut short from a finished one by the record's
+    num_trials: what its latest run asked for, written as soon as a rerun asks for
+    another count (a fault in the first added trial leaves it recorded)."""
+    config, run = fake_runs(tmp_path, 3)
+
+    def interrupted_at(seed):
+        return lambda c, r: FakeTrainer(c, r, interrupt=c.seed == seed)
+
+    out = str(tmp_path / "out")
+    with pytest.raises(Interrupted):  # in trial 2 of 3
+        trials.run_trials(config, run, "sst2", interrupted_at(8), Finetuning.final_results)
+    record = trials.read_trials(out)
+    assert (record["num_trials"], len(record["trials"])) == (3, 1)
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    _, more = fake_runs(tmp_path, 5)
+    with pytest.raises(Interrupted):  # in trial 4, the first added
+        trials.run_trials(config, more, "sst2", interrupted_at(10), Finetuning.final_results)
+    record = trials.read_trials(out)
+    assert (record["num_trials"], len(record["trials"])) == (5, 3)
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)  # 3 again:
+    record = trials.read_trials(out)  # the user's word that 3 are enough; nothing trains
+    assert (record["num_trials"], len(record["trials"])) == (3, 3)
+
+
 def test_a_rerun_asking_fewer_trials_says_the_summary_is_over_all(tmp_path, capsys):
     config, run = fake_runs(tmp_path, 3)
     trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
@@ -482,6 +507,8 @@ def test_a_rerun_asking_fewer_trials_says_the_summary_is_over_all(tmp_path, caps
      "trial 2 has no results object of splits"),
     (lambda r: r["trials"][1].update(model_dir=3), "trial 2's model_dir is not a string"),
     (lambda r: r.update(settings=[]), "settings is not an object"),
+    (lambda r: r.update(num_trials="2"), "num_trials is not a whole number >= 1"),
+    (lambda r: r.update(num_trials=0), "num_trials is not a whole number >= 1"),
 ])
 def test_an_edited_trials_file_is_refused_before_any_trial_trains(tmp_path, edit, message):
     """A trial number as a string, a missing seed or a split that is not an object had
