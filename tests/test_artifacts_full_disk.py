@@ -200,3 +200,17 @@ def test_a_file_size_limit_at_a_record_file_is_one_line(tmp_path, tiny_corpus, t
                       preexec_fn=_file_size_limit(4096))
     error_line(proc, "File too large", "lift the file size limit", returncode=1)
     assert not out.exists() or not [p for p in os.listdir(out) if "tfrecord" in p]
+
+
+def test_a_lock_file_the_disk_has_no_room_for_is_named_and_not_left(tmp_path):
+    """A full disk at the lock file's holder line (the first write of every command that
+    writes a folder) had been `error: No space left on device`, naming no file, and had
+    left a 0-byte .lock. EFBIG from a file size limit of 0 bytes fails the same write."""
+    folder = tmp_path / "model"
+    proc = run_python(["-c", "import sys\nfrom electra_tf.core.fileio import FolderLock\n"
+                       "try:\n    FolderLock(sys.argv[1], '--model_dir').__enter__()\n"
+                       "except OSError as e:\n    print(e.errno, e.filename)\n", str(folder)],
+                      preexec_fn=_file_size_limit(0))
+    assert proc.returncode == 0 and proc.stdout.split() == [
+        str(errno.EFBIG), str(folder / ".lock")], proc.stderr[-2000:]
+    assert os.listdir(folder) == []

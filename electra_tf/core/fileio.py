@@ -576,11 +576,18 @@ class FolderLock:
             if same:
                 break
             f.close()
-        f.seek(0)
-        f.truncate()
-        f.write(f"host {socket.gethostname()}, pid {os.getpid()}, since "
-                f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-        f.flush()
+        try:
+            f.seek(0)
+            f.truncate()
+            f.write(f"host {socket.gethostname()}, pid {os.getpid()}, since "
+                    f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+            f.flush()
+        except OSError as e:  # a full disk: the error names the file, none is left behind
+            with contextlib.suppress(OSError):
+                os.remove(self.path)
+            with contextlib.suppress(OSError):
+                f.close()
+            raise OSError(e.errno, e.strerror, self.path) from None
         self._file = f
         return self
 
