@@ -103,6 +103,14 @@ def different_settings(what: str) -> ConfigError:
     return error
 
 
+
+def _data_globs(train_data: str) -> set[str]:
+    """--train_data's globs as the paths they name (data/x and ./data/x are one; a
+    gs:// or other URL as written)."""
+    return {p if "://" in p else os.path.realpath(p)
+            for p in (g.strip() for g in train_data.split(",")) if p}
+
+
 class Pretraining:
     """Builds everything a pre-training run needs and runs it (see the module docstring).
 
@@ -263,10 +271,22 @@ class Pretraining:
                                                            discriminator=False)
         before = folder.config
         changes = preflight.changed_settings(before, self.config, self.step) if before else []
+        recorded_run = folder.recorded.get("run", {})
         # and the precision, a run option (the variables are float32 either way)
-        precision = folder.recorded.get("run", {}).get("mixed_precision")
+        precision = recorded_run.get("mixed_precision")
         if precision and precision != self.run.mixed_precision:
             changes.append(f"--mixed_precision={self.run.mixed_precision} (it was {precision})")
+        # and the run options that change the batches: the records (new data, continued
+        # on purpose or not), the micro-batches, the JAX reader (packed: other sequences)
+        data = recorded_run.get("train_data")
+        if isinstance(data, str) and _data_globs(data) != _data_globs(self.run.train_data):
+            changes.append(f"--train_data={self.run.train_data} (it was {data})")
+        for name, why in (("gradient_accumulation_steps", ": the same global batch in other "
+                           "micro-batches"), ("jax_input_pipeline", "")):
+            old, new = recorded_run.get(name), getattr(self.run, name)
+            if old is not None and old != new and (self.backend == "jax"
+                                                   or name != "jax_input_pipeline"):
+                changes.append(f"--{name}={new} (it was {old}{why})")
         # and the replicas the global batch is split over (other masks and input order)
         replicas = folder.recorded.get("replicas")
         if isinstance(replicas, int) and replicas != self.num_replicas:

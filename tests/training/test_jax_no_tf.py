@@ -245,13 +245,20 @@ def test_runs_without_tensorflow_resume_exactly_on_the_numpy_and_packed_readers(
         assert not (folder / "discriminator.weights.h5").exists()
     assert "step 6/6" in packed_whole, packed_whole[-3000:]
 
-    # New processes resume: the command line on the NumPy reader, a trainer on the packed.
+    # New processes resume: the command line on the NumPy reader, a trainer on the packed
+    # (whose record is made to say the NumPy reader: the resume says it changed).
+    record = json.loads((packed_resumed / "pretraining_config.json").read_text())
+    assert record["run"]["jax_input_pipeline"] == "packed"
+    record["run"]["jax_input_pipeline"] = "numpy"
+    (packed_resumed / "pretraining_config.json").write_text(json.dumps(record))
     again, packed_again = runs_without_tf(
         ["cli", None, [*numpy, *pretraining_flags(tiny_records, resumed)]],
         ["trainer", None, [*packed, *pretraining_flags(packed_records, packed_resumed)]])
     assert "resumed from" in again and "jax-ckpt-3.npz at step 3" in again, again[-3000:]
     assert "note: this run continues checkpoints" not in again  # the same settings
     assert "jax-ckpt-3.npz at step 3" in packed_again, packed_again[-3000:]
+    assert ("note: this run continues checkpoints trained with other settings: "
+            "--jax_input_pipeline=packed (it was numpy);") in packed_again, packed_again[-3000:]
     assert_same_weights(straight, resumed)
     final = json.loads((straight / "final_eval.json").read_text())
     assert json.loads((resumed / "final_eval.json").read_text()) == final

@@ -438,9 +438,15 @@ def test_resuming_with_other_settings_of_the_same_variables_says_so(
     assert '"mixed_precision": "fp32"' in record
     # and on 2 replicas (a mirrored or multi-worker run, resumed by one process)
     assert '"replicas": 1' in record
-    (model_dir / "pretraining_config.json").write_text(
-        record.replace('"mixed_precision": "fp32"', '"mixed_precision": "bf16"').replace(
-            '"replicas": 1', '"replicas": 2'))
+    # and on other records in 2 micro-batches (the data given as another spelling of
+    # the same path is no change)
+    recorded = json.loads(record)
+    assert recorded["run"]["gradient_accumulation_steps"] == 1
+    data = recorded["run"]["train_data"]
+    recorded["run"].update(mixed_precision="bf16", gradient_accumulation_steps=2,
+                           train_data=data + "-old")
+    recorded["replicas"] = 2
+    (model_dir / "pretraining_config.json").write_text(json.dumps(recorded))
     capfd.readouterr()
     trainer = pretraining(tiny_records, model_dir, objective="electra_15", num_train_steps=7,
                           iterations_per_loop=1, eval_data="", mask_prob=0.2, seed=3,
@@ -449,9 +455,19 @@ def test_resuming_with_other_settings_of_the_same_variables_says_so(
     err = capfd.readouterr().err
     assert ("[pretrain] note: this run continues checkpoints trained with other settings: "
             "--objective=electra_15 (it was electra), --mask_prob=0.2 (it was 0.15), "
-            "--mixed_precision=fp32 (it was bf16), the batch split over 1 replica(s) (it was "
+            "--mixed_precision=fp32 (it was bf16), "
+            f"--train_data={data} (it was {data}-old), --gradient_accumulation_steps=1 (it "
+            "was 2: the same global batch in other micro-batches), "
+            "the batch split over 1 replica(s) (it was "
             "2: other masks and input order, the same global batch); pretraining_config.json "
             "now records these\n") in err, err
+    trainer = pretraining(tiny_records, model_dir, objective="electra_15", num_train_steps=8,
+                          iterations_per_loop=1, eval_data="", mask_prob=0.2, seed=3,
+                          learning_rate=5e-4, train_data=os.path.join(
+                              os.path.relpath(os.path.dirname(data)), ".",
+                              os.path.basename(data)))
+    trainer.train()
+    assert "note:" not in capfd.readouterr().err
     with open(model_dir / "pretraining_config.json") as f:
         recorded = json.load(f)
     assert recorded["pretraining"]["objective"] == "electra_15"
