@@ -260,7 +260,8 @@ def write_finetuning_config(model_dir: str, *, task, config, run, encoder: Encod
       head_config, label_scale: what the model has where it differs from the
         task's own (the classifier head chosen, an imported model); head_options:
         what to record of it where that differs from `Head.record`'s (an import's).
-      **extra: more keys (epochs, total_steps, layerwise_lr_decay).
+      **extra: more keys (epochs, total_steps, and the layerwise_lr_decay and
+        learning_rate the run used: a flag's 0 resolved by the model's size).
     """
     value = {
         "finetuning": config.to_dict(), "run": dataclasses.asdict(run),

@@ -984,6 +984,7 @@ class Finetuning:
                 encoder=self.encoder_config,
                 model_size=self.size, max_seq_length=self.max_seq_length, epochs=self.epochs,
                 head_config=self.head_config, total_steps=total, layerwise_lr_decay=decay,
+                learning_rate=cfg.resolved_learning_rate(size),  # (0 in the flags: by size)
                 vocab_file=self.tokenizer.vocab_file,
                 initialized_from="scratch" if ran.from_scratch else ran.init_checkpoint)
         results = read_results(run.model_dir)

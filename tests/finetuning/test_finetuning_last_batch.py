@@ -5,6 +5,7 @@ filled with rows of zeros of example_weight 0, which add nothing to the loss, it
 gradient or the mean the loop reports."""
 
 import collections
+import json
 
 import numpy as np
 import pytest
@@ -113,4 +114,8 @@ def test_a_train_split_smaller_than_a_batch_trains_one_filled_batch(
                           f"--data_dir={data}", "--max_seq_length=16", "--num_train_epochs=2",
                           "--train_batch_size=32", f"--model_dir={tmp_path / 'out'}")
     assert sorted(results) == ["epoch_1", "epoch_2"]
-    assert '"total_steps": 2' in (tmp_path / "out" / "finetuning_config.json").read_text()
+    record = json.loads((tmp_path / "out" / "finetuning_config.json").read_text())
+    assert record["total_steps"] == 2
+    # the rates used, where the flags left them to the size (a custom size takes Small's)
+    assert record["finetuning"]["learning_rate"] == 0.0
+    assert (record["learning_rate"], record["layerwise_lr_decay"]) == (1e-4, 0.8)
