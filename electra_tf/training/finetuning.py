@@ -84,7 +84,7 @@ from electra_tf.tasks import base
 from electra_tf.tasks.losses import EXAMPLE_WEIGHT
 from electra_tf.tasks.model import FinetuningModel, output_layout
 from electra_tf.tasks.registry import format_label_names, task_from_config
-from electra_tf.training import reporting
+from electra_tf.training import reporting, summaries
 from electra_tf.training.checkpoints import (
     checkpoint_path,
     checkpoint_step,
@@ -103,6 +103,7 @@ from electra_tf.training.loop import (
     stop_point,
 )
 from electra_tf.training.optimization import build_optimizer
+from electra_tf.training.trials import finite_number
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 
@@ -1053,6 +1054,12 @@ class Finetuning:
             self._save_results(results)  # an evaluation in place of an earlier checkpoint
         slow_chunks = SlowChunkNote(self._log, run.log_every_steps, cfg.save_checkpoints_steps,
                                     steps_per_epoch)
+        # TensorBoard, as the original's Estimator: the training loss (model_dir/train) and
+        # each epoch's dev scores (model_dir/eval, tags split/metric)
+        train_writer, eval_writer = (
+            summaries.summary_writer(os.path.join(run.model_dir, name)
+                                     if self.chief and run.do_train and wanted else None)
+            for name, wanted in (("train", True), ("eval", run.do_eval)))
         while run.do_train and step < end:
             epoch, done = divmod(step, steps_per_epoch)
             n = min(steps_per_epoch - done, end - step)
@@ -1078,12 +1085,19 @@ class Finetuning:
                 n -= k
                 if saving:
                     checkpoints.save()
+                rate = k * cfg.train_batch_size / (time.monotonic() - t0)
                 self._log(f"epoch {epoch + 1} step {step}/{total} loss {loss:.4f} "
-                          f"({k * cfg.train_batch_size / (time.monotonic() - t0):.0f} ex/s)")
+                          f"({rate:.0f} ex/s)")
+                summaries.write_scalars(train_writer, step, {"loss": float(loss),
+                                                             "examples_per_second": rate})
                 t0 = time.monotonic()
             if run.do_eval and (step % steps_per_epoch == 0 or step == total):
                 results[f"epoch_{epoch + 1}"] = self._eval_all(final=step == total)
                 self._save_results(results)
+                summaries.write_scalars(eval_writer, step, {
+                    f"{split}/{name}": value
+                    for split, metrics in results[f"epoch_{epoch + 1}"].items()
+                    for name, value in metrics.items() if finite_number(value) is not None})
         if step < total and run.do_train:
             self._log(f"stopped at step {step} as asked; run again to resume")
             return results

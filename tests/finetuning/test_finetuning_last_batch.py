@@ -119,3 +119,19 @@ def test_a_train_split_smaller_than_a_batch_trains_one_filled_batch(
     # the rates used, where the flags left them to the size (a custom size takes Small's)
     assert record["finetuning"]["learning_rate"] == 0.0
     assert (record["learning_rate"], record["layerwise_lr_decay"]) == (1e-4, 0.8)
+    # TensorBoard, as the original's Estimator: the loss at each progress line, and each
+    # epoch's dev scores at its last step
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    written = {}
+    for name in ("train", "eval"):
+        events = EventAccumulator(str(tmp_path / "out" / name))
+        events.Reload()
+        written[name] = {tag: [(e.step, float(tf.make_ndarray(e.tensor_proto)))
+                               for e in events.Tensors(tag)]
+                         for tag in events.Tags()["tensors"]}
+    assert sorted(written["train"]) == ["examples_per_second", "loss"]
+    assert [step for step, _ in written["train"]["loss"]] == [1, 2]
+    assert written["eval"] == {"dev/accuracy": [
+        (1, pytest.approx(results["epoch_1"]["dev"]["accuracy"])),
+        (2, pytest.approx(results["epoch_2"]["dev"]["accuracy"]))]}
