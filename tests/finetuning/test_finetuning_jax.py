@@ -182,6 +182,9 @@ def test_jax_folder_loads_in_the_tf_export_with_the_jax_predictions(jax_runs, to
     assert {k: v for k, v in written.items() if k.startswith("epoch_")} == jax_runs["results"]
     assert {"finetuned.weights.h5", "finetuning_config.json", "SST-2.tsv",
             "sst2_dev_predictions.txt"} <= set(os.listdir(folder))
+    for name in ("train", "eval"):  # TensorBoard summaries, as on the TF backend
+        assert any(n.startswith("events.out.tfevents.")
+                   for n in os.listdir(os.path.join(folder, name))), name
     # the record says what ran: JAX, every step compiled (it had said jit_compile false)
     recorded = json.load(open(os.path.join(folder, "finetuning_config.json")))
     assert recorded["backend"] == "jax" and recorded["run"]["jit_compile"] is True
