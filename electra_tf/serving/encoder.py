@@ -50,6 +50,7 @@ policy) runs through the Keras layers instead, which own the casts.
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from electra_tf.modeling.layers import get_activation
@@ -258,6 +259,18 @@ def model_outputs(model, inputs: dict, kernels=None) -> dict:
     if head is None:
         if kernels is not None:
             raise ValueError("bfloat16 kernels need a model that runs_serving_encoder")
-        return model(inputs, training=False)
-    return head(serving_sequence_output(model.encoder, inputs["input_ids"],
-                                        inputs["input_mask"], inputs["segment_ids"], kernels))
+        return _tensors(model(inputs, training=False))
+    return _tensors(head(serving_sequence_output(model.encoder, inputs["input_ids"],
+                                                 inputs["input_mask"], inputs["segment_ids"],
+                                                 kernels)))
+
+
+def _tensors(outputs: dict) -> dict:
+    """A model's outputs as TensorFlow tensors. Keras on another backend (the Python
+    API's Predictor, run eagerly in a KERAS_BACKEND=jax process) returns its own arrays,
+    which the serving graph's shape-reading ops do not take; on TensorFlow, as given."""
+    import keras
+
+    if keras.backend.backend() == "tensorflow":
+        return outputs
+    return {k: tf.convert_to_tensor(np.asarray(v)) for k, v in outputs.items()}

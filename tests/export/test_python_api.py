@@ -127,3 +127,43 @@ def test_a_lone_surrogate_is_read_as_a_replacement_character(finetuned_dirs):
     (odd,) = predictor.predict("hello \ud800 world")
     (replaced,) = predictor.predict("hello \ufffd world")
     assert odd == replaced
+
+
+def test_a_predictor_answers_alike_in_a_process_running_keras_on_jax(finetuned_dirs,
+                                                                    export_pretrained_dir):
+    """A model fine-tuned on JAX, opened with KERAS_BACKEND=jax still set: the tagging,
+    SQuAD and rtd heads had failed in an AttributeError ('tuple' object has no
+    attribute 'rank': the heads' JAX arrays in the serving graph's shape reading)."""
+    import json
+
+    from helpers import run_jax_script
+
+    from electra_tf import Predictor
+
+    texts = ["John lives in Paris .", "", "a b c d e f g h"]
+    cases = {"ner": (finetuned_dirs["ner"], [texts]),
+             "squad": (finetuned_dirs["squad"], [["who lives there ?"] * 3, texts]),
+             "stsb": (finetuned_dirs["stsb"], [texts, texts[::-1]]),
+             "rtd": (export_pretrained_dir, [texts])}
+    proc = run_jax_script("""
+        import json, sys
+        import keras
+        from electra_tf import Predictor
+        assert keras.backend.backend() == "jax"
+        out = {name: Predictor.open(folder).predict(*inputs)
+               for name, (folder, inputs) in json.loads(sys.argv[1]).items()}
+        print(json.dumps(out))
+        """, json.dumps(cases))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    on_jax = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name, (folder, inputs) in cases.items():
+        want = Predictor.open(folder).predict(*inputs)
+        for got_row, want_row in zip(on_jax[name], want, strict=True):
+            assert sorted(got_row) == sorted(want_row), name
+            for key, value in want_row.items():
+                if isinstance(value, list) and value and isinstance(value[0], float):
+                    np.testing.assert_allclose(got_row[key], value, atol=1e-5, err_msg=key)
+                elif isinstance(value, float):
+                    assert got_row[key] == pytest.approx(value, abs=1e-5), key
+                else:
+                    assert got_row[key] == value, (name, key)
