@@ -295,6 +295,35 @@ def has_checkpoints(model_dir: str) -> bool:
         not name.startswith(".") and not name.endswith("_temp") for name in os.listdir(folder))
 
 
+def what_it_holds(folder: str) -> str:
+    """What a folder that is not the kind asked for holds instead, for the refusal
+    ("; it holds ..."), or "" (nothing recognised). A missing-file error had always
+    described the kind expected: a fine-tuned folder given as a pre-training one, a
+    run that has not finished, an export's model folder."""
+    def has(name: str) -> bool:
+        return os.path.exists(os.path.join(folder, name))
+
+    if not os.path.isdir(folder):
+        return ""
+    if has(FINETUNING_CONFIG) and has(FINETUNED_WEIGHTS):
+        return f"; it is a fine-tuning folder ({FINETUNING_CONFIG}, {FINETUNED_WEIGHTS})"
+    if has(DISCRIMINATOR_WEIGHTS) and has(DISCRIMINATOR_CONFIG):
+        return f"; it is a pre-training folder ({DISCRIMINATOR_WEIGHTS})"
+    if has(FINETUNED_WEIGHTS):
+        return (f"; it holds a fine-tuned model's {FINETUNED_WEIGHTS} without the "
+                f"{FINETUNING_CONFIG} that records its head and labels: copy the whole folder")
+    if has_checkpoints(folder):
+        return (f"; its run has not finished: {CHECKPOINTS}/ holds its saves, and the final "
+                "weights are written at its end (rerun its command to resume and finish)")
+    versions = sorted((n for n in os.listdir(folder) if n.isdecimal() and any(
+        os.path.isfile(os.path.join(folder, n, pb))
+        for pb in ("saved_model.pb", "saved_model.pbtxt"))), key=int)
+    if versions:
+        return (f"; it is an export's model folder (version{'s' * (len(versions) > 1)} "
+                f"{', '.join(versions)}: SavedModels): give the model_dir it was exported from")
+    return ""
+
+
 def save_step(name: str, *, prefix: bool) -> int | None:
     """The step of the save named `name` (a file name, no folder), else None.
 

@@ -35,6 +35,7 @@ from electra_tf.folders.files import (
     load_weights,
     read_json,
     save_weights,
+    what_it_holds,
     write_json,
 )
 from electra_tf.folders.vocabulary import (
@@ -119,7 +120,8 @@ class FinetunedFolder:
         weights = os.path.join(model_dir, FINETUNED_WEIGHTS)
         if not os.path.exists(weights):
             raise InputError(f"{weights} not found (expected a fine-tuning model_dir with "
-                             f"{FINETUNED_WEIGHTS} and {FINETUNING_CONFIG})")
+                             f"{FINETUNED_WEIGHTS} and {FINETUNING_CONFIG})"
+                             + what_it_holds(model_dir))
         return cls(model_dir, record, FolderVocab.read(model_dir, value), weights)
 
     @classmethod
@@ -305,7 +307,8 @@ def _read_record(model_dir: str) -> tuple[FinetunedRecord, dict]:
     path = os.path.join(model_dir, FINETUNING_CONFIG)
     if not os.path.exists(path):
         raise InputError(f"{path} not found (expected a fine-tuning model_dir with "
-                         f"{FINETUNED_WEIGHTS} and {FINETUNING_CONFIG})")
+                         f"{FINETUNED_WEIGHTS} and {FINETUNING_CONFIG})"
+                         + what_it_holds(model_dir))
     value = read_json(path)
     missing = [k for k in ("task", "head", "regression", "answerable", "pair", "encoder",
                            "max_seq_length", "head_options", "label_names", "finetuning", "run")

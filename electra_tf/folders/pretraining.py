@@ -45,6 +45,7 @@ from electra_tf.folders.files import (
     read_encoder_config,
     read_json,
     save_weights,
+    what_it_holds,
     write_json,
 )
 from electra_tf.folders.vocabulary import FolderVocab, _check_vocab_record, keep_vocab
@@ -102,7 +103,8 @@ class PretrainingFolder:
             for path in (weights, config_file):
                 if not os.path.exists(path):
                     raise InputError(f"{what}: {path} not found (expected a pre-training model_dir "
-                                     f"with {DISCRIMINATOR_WEIGHTS} and {DISCRIMINATOR_CONFIG})")
+                                     f"with {DISCRIMINATOR_WEIGHTS} and {DISCRIMINATOR_CONFIG})"
+                                     + what_it_holds(folder))
             encoder = read_encoder_config(config_file)
         recorded = read_pretraining_config(folder)
         return cls(folder, recorded, FolderVocab.read(folder), encoder,

@@ -192,7 +192,8 @@ class ServingSpec:
 
 
 def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_length: int = 0,
-              max_query_length: int = 64, max_answer_length: int = 30) -> ServingSpec:
+              max_query_length: int = 64, max_answer_length: int = 30,
+              what: str = "--checkpoint") -> ServingSpec:
     """Builds the Keras model from a model_dir (electra_tf/folders) and checks it suits `task`
     (None: what the folder serves, a fine-tuned folder's head or a pre-training folder's rtd).
 
@@ -200,11 +201,14 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
     reads of the record (`Head.serving_options`: SQuAD's joint or independent
     span head and SQuAD 2.0's null rule, STS-B's label scale).
 
+    `what` names the folder in errors (the caller's flag; the Python API's "folder").
+
     Raises:
       InputError: missing files or a checkpoint of another task; a max_query_length
         or max_answer_length below 1 (an export of either answers no request).
     """
     from electra_tf.folders import FinetunedFolder, PretrainingFolder
+    from electra_tf.folders.files import FINETUNED_WEIGHTS
     from electra_tf.folders.finetuned import has_finetuning_config
 
     for name, value in (("max_query_length", max_query_length),
@@ -213,20 +217,22 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
             raise InputError(f"--{name} must be >= 1, got {value!r}")
 
     if _is_saved_model(checkpoint):  # had been "discriminator.weights.h5 not found"
-        raise InputError(f"--checkpoint: {checkpoint} is an export (a SavedModel), not a model "
+        raise InputError(f"{what}: {checkpoint} is an export (a SavedModel), not a model "
                          "folder: give the fine-tuning or pre-training model_dir it was "
                          "exported from (load an export with load_saved_model)")
+    if os.path.basename(checkpoint) == FINETUNED_WEIGHTS and os.path.isfile(checkpoint):
+        checkpoint = os.path.dirname(checkpoint) or "."  # as a discriminator's file is taken
     folder = None
     if task is None:  # the folder's own (the Python API's default): its head, rtd or score
         if has_finetuning_config(checkpoint):  # its weights missing: said by the open below
             task = ""
         else:
-            folder = PretrainingFolder.open(checkpoint, what="--checkpoint")
+            folder = PretrainingFolder.open(checkpoint, what=what)
             task = heads.pretrained_default(folder.recorded.get("pretraining", {}))
     elif task not in TASKS:
         raise InputError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
     if task in heads.PRETRAINED_HEADS:  # a pre-training folder's discriminator
-        folder = folder or PretrainingFolder.open(checkpoint, what="--checkpoint")
+        folder = folder or PretrainingFolder.open(checkpoint, what=what)
         discriminator = folder.load_discriminator()
         folder.vocab()  # its own vocabulary holds the recorded tokens, even beside --vocab_file
         heads.head_class(task).check_pretrained(folder.path,
@@ -245,14 +251,15 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
         folder = FinetunedFolder.open(checkpoint)
         model, record = folder.load_model(), folder.record
     except InputError as e:
-        raise InputError(f"--checkpoint: {e}") from None
+        raise InputError(f"{what}: {e}") from None
     from electra_tf.text.tokenizer import Tokenizer  # TensorFlow: after the file checks
 
     task = task or record.head
     if record.head != task:
-        raise InputError(f"--checkpoint {checkpoint} was fine-tuned on {record.task!r}, a "
-                         f"{record.head} model, which --task={task} cannot serve (give "
-                         f"--task={record.head})")
+        flag = "--task" if what.startswith("--") else "task"  # a command's or the API's
+        raise InputError(f"{what} {checkpoint} was fine-tuned on {record.task!r}, a "
+                         f"{record.head} model, which {flag}={task} cannot serve (give "
+                         f"{flag}={record.head})")
     vocab = _vocab(folder, vocab_file, record.encoder.vocab_size)
     options = heads.head_class(record.head).serving_options(
         record, checkpoint, max_query_length=max_query_length,

@@ -75,7 +75,7 @@ class Predictor:
             int(max_seq_length), int(max_query_length), int(max_answer_length))
         check_precision(precision)  # before the model is built
         spec = load_spec(task, folder, vocab_file, max_seq_length, max_query_length,
-                         max_answer_length)
+                         max_answer_length, what="folder")
         return cls(dataclasses.replace(spec, precision=precision))
 
     @property

@@ -592,5 +592,5 @@ def test_an_export_and_a_model_folder_mistaken_for_each_other_are_one_line(expor
     with pytest.raises(InputError, match=re.escape(f"{tmp_path} holds no saved_model.pb")):
         load_saved_model(str(tmp_path))
     with pytest.raises(InputError, match=re.escape(
-            f"--checkpoint: {version} is an export (a SavedModel), not a model folder")):
+            f"folder: {version} is an export (a SavedModel), not a model folder")):
         Predictor.open(version)

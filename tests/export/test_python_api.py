@@ -99,7 +99,7 @@ def test_a_predictor_opens_what_the_folder_serves(finetuned_dirs, export_pretrai
     assert Predictor.open(finetuned_dirs["stsb"]).task == "sequence_classification"
     assert Predictor.open(export_pretrained_dir).task == "rtd"
     # A task the folder was not trained for: the export's own refusal.
-    with pytest.raises(InputError, match="--task=sequence_classification"):
+    with pytest.raises(InputError, match=r"\(give task=sequence_classification\)"):
         Predictor.open(finetuned_dirs["stsb"], task="squad")
     stsb = Predictor.open(finetuned_dirs["stsb"])
     (row,) = stsb.predict("a b", "c")
@@ -167,3 +167,46 @@ def test_a_predictor_answers_alike_in_a_process_running_keras_on_jax(finetuned_d
                     assert got_row[key] == pytest.approx(value, abs=1e-5), key
                 else:
                     assert got_row[key] == value, (name, key)
+
+
+def test_a_folder_of_another_kind_is_named_for_what_it_holds(finetuned_dirs,
+                                                            export_pretrained_dir, tmp_path):
+    """Every refusal had described the folder expected (a pre-training model_dir) and
+    named the export command's --checkpoint: a fine-tuned folder copied without its
+    record, one whose run has not finished, an export's model folder, a task the
+    folder does not hold."""
+    import shutil
+
+    from electra_tf import Predictor
+    from electra_tf.core.errors import InputError
+
+    mrpc = finetuned_dirs["mrpc"]
+    partial = tmp_path / "partial"
+    shutil.copytree(mrpc, partial)
+    (partial / "finetuning_config.json").unlink()
+    running = tmp_path / "running"
+    (running / "checkpoints").mkdir(parents=True)
+    (running / "checkpoints" / "ckpt-2.index").write_bytes(b"")
+    shutil.copy(os.path.join(mrpc, "finetuning_config.json"), running)
+    export = tmp_path / "exports" / "mrpc"
+    for version in ("1", "2"):
+        (export / version).mkdir(parents=True)
+        (export / version / "saved_model.pb").write_bytes(b"")
+    for folder, task, said in [
+            (partial, None, "it holds a fine-tuned model's finetuned.weights.h5 without the "
+                            "finetuning_config.json that records its head and labels"),
+            (running, None, "its run has not finished: checkpoints/ holds its saves"),
+            (export, None, "it is an export's model folder (versions 1, 2: SavedModels): "
+                           "give the model_dir it was exported from"),
+            (mrpc, "rtd", "it is a fine-tuning folder (finetuning_config.json, "),
+            (export_pretrained_dir, "sequence_classification",
+             "it is a pre-training folder (discriminator.weights.h5)"),
+            (mrpc, "token_classification", "which task=token_classification cannot serve "
+                                           "(give task=sequence_classification)")]:
+        with pytest.raises(InputError) as raised:
+            Predictor.open(str(folder), task=task)
+        assert said in str(raised.value) and str(raised.value).startswith("folder"), (
+            str(raised.value))
+    # the fine-tuned weights file names its folder, as a discriminator's does
+    weights = os.path.join(mrpc, "finetuned.weights.h5")
+    assert Predictor.open(weights).task == "sequence_classification"
