@@ -214,3 +214,20 @@ def test_a_lock_file_the_disk_has_no_room_for_is_named_and_not_left(tmp_path):
     assert proc.returncode == 0 and proc.stdout.split() == [
         str(errno.EFBIG), str(folder / ".lock")], proc.stderr[-2000:]
     assert os.listdir(folder) == []
+
+
+def test_weights_that_fit_are_written_though_the_bound_would_not_fit(tmp_path, monkeypatch):
+    """The free-space check asked for weights_file_bytes, a bound about twice a tiny
+    model's file: a run whose final weights would have fit stopped at them. It asks for
+    the file's own size now (built in memory first)."""
+    model = _discriminator(0)
+    size = len(fileio_bytes := folders.files.weights_file_in_memory(model).getvalue())
+    assert folders.files.weights_file_bytes(model) > size + 4096  # the bound is loose
+    _no_space(monkeypatch, free=size + 1024)
+    folders.pretraining.save_discriminator(str(tmp_path), model)
+    assert (tmp_path / folders.files.DISCRIMINATOR_WEIGHTS).read_bytes() == fileio_bytes
+    _no_space(monkeypatch, free=size - 1)
+    with pytest.raises(OSError) as raised:
+        folders.pretraining.save_discriminator(str(tmp_path), _discriminator(1))
+    assert raised.value.errno == errno.ENOSPC
+    assert (tmp_path / folders.files.DISCRIMINATOR_WEIGHTS).read_bytes() == fileio_bytes

@@ -132,13 +132,19 @@ def save_weights(model, path: str) -> None:
 
     Raises:
       OSError(ENOSPC) before anything is written, where the disk has no room for the
-      file (`weights_file_bytes`), or from the write.
+      file (its size in memory; `weights_file_bytes`, a bound about twice a tiny
+      model's file, where it is written by Keras), or from the write.
     """
-    check_free_space(path, weights_file_bytes(model))
     data = weights_file_in_memory(model)
     if data is None:
+        check_free_space(path, weights_file_bytes(model))
         atomic_write(path, model.save_weights, suffix=".weights.h5")
         return
+    try:
+        check_free_space(path, data.getbuffer().nbytes)
+    except OSError:
+        data.close()
+        raise
 
     def write(tmp: str) -> None:
         with open(tmp, "wb") as f:
