@@ -397,11 +397,14 @@ def undo_on_failure(folder: str):
             shutil.rmtree(snapshot, ignore_errors=True)
 
 
-def check_output_folder(path: str, what: str = "--model_dir", utf8: bool = True) -> None:
+def check_output_folder(path: str, what: str = "--model_dir", utf8: bool = True,
+                        inside: tuple[str, ...] = ()) -> None:
     """Refuses, before any work, a folder a run could not write: a path that is (or lies
     under) a file, a folder (or the nearest existing parent) where no file can be made,
     a name to be made longer than the file system takes, or (`utf8`: where TensorFlow
     writes, whose file system takes UTF-8 paths only) a path that is not UTF-8.
+    `inside`: subfolders the run writes in; those that exist must take a file too (a
+    read-only checkpoints/ had been met at the first save, a save period later).
 
     Local paths only (a gs:// path is left to TensorFlow's file system).
 
@@ -418,11 +421,15 @@ def check_output_folder(path: str, what: str = "--model_dir", utf8: bool = True)
     if not os.path.isdir(probe):
         raise InputError(f"{what} {path}: {probe} is a file, not a folder")
     _check_name_lengths(os.path.abspath(path), probe, what)
-    try:
-        with tempfile.TemporaryFile(dir=probe):
-            pass
-    except OSError as e:
-        raise InputError(f"{what} {path}: cannot write in {probe} ({e.strerror or e})") from None
+    for folder in [probe] + [os.path.join(probe, name) for name in inside
+                             if probe == os.path.abspath(path)
+                             and os.path.isdir(os.path.join(probe, name))]:
+        try:
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as e:
+            raise InputError(f"{what} {path}: cannot write in {folder} "
+                             f"({e.strerror or e})") from None
 
 
 def check_output_file(path: str, what: str = "--output", special: bool = True) -> None:

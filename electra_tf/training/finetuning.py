@@ -668,7 +668,8 @@ class Finetuning:
 
     def __init__(self, task, config: FinetuningConfig, run: FinetuningRun):
         self.task, self.config, self.run = task, config, run
-        check_output_folder(run.model_dir, "--model_dir")
+        check_output_folder(run.model_dir, "--model_dir",
+                            inside=("checkpoints", "train", "eval"))
         if is_pretraining_folder(run.model_dir):
             raise InputError(f"--model_dir {run.model_dir} is a pre-training folder (it holds "
                              f"{PRETRAINING_CONFIG}): fine-tuning writes a folder of "

@@ -48,7 +48,7 @@ def preflight(config: PretrainingConfig, run: PretrainingRun, tensorflow_io: boo
     Raises:
       InputError, ConfigError, VocabError: one line naming the flag or file.
     """
-    check_output_folder(run.model_dir, "--model_dir")
+    check_output_folder(run.model_dir, "--model_dir", inside=("checkpoints", "train", "eval"))
     fs = _tensorflow_files() if tensorflow_io else LOCAL_FILES
     size = config.vocab_size
 

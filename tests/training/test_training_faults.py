@@ -1020,6 +1020,21 @@ def test_a_full_disk_or_a_read_only_model_dir_is_one_line(small_mount, tiny_reco
         assert "params" not in proc.stderr
 
 
+def test_a_read_only_checkpoints_folder_is_refused_before_training(small_mount, tmp_path):
+    """A model_dir whose checkpoints/ (or summaries' folder) is read-only had trained a
+    whole save period before its first save failed; run_pretraining and run_finetuning
+    check the subfolders they write that exist."""
+    from electra_tf.core.fileio import check_output_folder
+
+    read_only = small_mount("64k", read_only=True)  # tmp_path/mnt0
+    inside = ("checkpoints", "train", "eval", read_only.name)
+    with pytest.raises(InputError, match=rf"^--model_dir {tmp_path}: cannot write in "
+                                         rf"{read_only} \(Read-only file system\)"):
+        check_output_folder(str(tmp_path), "--model_dir", inside=inside)
+    check_output_folder(str(tmp_path), "--model_dir", inside=inside[:3])  # others: fine
+    check_output_folder(str(tmp_path / "new"), "--model_dir", inside=inside)
+
+
 def test_records_built_with_another_vocabulary_are_refused(make_configs, tiny_records,
                                                           tiny_corpus, tmp_path):
     """Records of another vocabulary of the same size (or a smaller one) passed every
