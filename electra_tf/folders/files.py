@@ -141,7 +141,7 @@ def save_weights(model, path: str) -> None:
         atomic_write(path, model.save_weights, suffix=".weights.h5")
         return
     try:
-        check_free_space(path, data.getbuffer().nbytes)
+        check_free_space(path, data.seek(0, 2))  # (the end's offset: the file's size)
     except OSError:
         data.close()
         raise
