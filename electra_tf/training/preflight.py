@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 from electra_tf.core.config import EncoderConfig, PretrainingConfig, PretrainingRun
-from electra_tf.core.errors import ConfigError
+from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.core.fileio import check_output_folder
 from electra_tf.data.builder import records_stats
 from electra_tf.data.masking import MaskingConfig
@@ -245,7 +246,14 @@ def check_resume(config: PretrainingConfig, run: PretrainingRun) -> None:
                 "checkpoints to continue: a new run would replace it; give another "
                 "--model_dir")
         return
-    recorded = PretrainingFolder.open(run.model_dir, discriminator=False).recorded
+    try:
+        recorded = PretrainingFolder.open(run.model_dir, discriminator=False).recorded
+    except InputError as e:  # an emptied or damaged record beside the checkpoints
+        if not str(e).startswith(os.path.join(run.model_dir, PRETRAINING_CONFIG)):
+            raise
+        raise InputError(f"{e}; it records what {run.model_dir}'s checkpoints were trained "
+                         f"with: put back a whole copy, or remove it to resume them without "
+                         "those checks (the run then records its own flags)") from None
     where = f"{run.model_dir} holds checkpoints of a run"
     want = recorded.get("vocab_sha256", "")
     if want:

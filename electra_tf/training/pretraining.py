@@ -269,6 +269,11 @@ class Pretraining:
         allowed, to continue a model another way, but the record is rewritten."""
         folder = pretraining_folder.PretrainingFolder.open(self.run.model_dir,
                                                            discriminator=False)
+        if not folder.recorded:  # removed (or never copied) beside the checkpoints
+            self._log(f"note: {self.run.model_dir} holds checkpoints but no "
+                      f"{PRETRAINING_CONFIG}: this run's flags could not be checked against "
+                      "those they were trained with; it records its own")
+            return
         before = folder.config
         changes = preflight.changed_settings(before, self.config, self.step) if before else []
         recorded_run = folder.recorded.get("run", {})

@@ -474,6 +474,28 @@ def test_resuming_with_other_settings_of_the_same_variables_says_so(
     assert recorded["run"]["mixed_precision"] == "fp32" and recorded["replicas"] == 1
 
 
+def test_a_damaged_or_missing_record_beside_checkpoints_says_what_to_do(
+        trained_run, tiny_records, tmp_path, capfd):
+    """An emptied pretraining_config.json had been `malformed JSON` alone; a removed one
+    let a resume with other flags go on without a word."""
+    model_dir = tmp_path / "model"
+    shutil.copytree(trained_run["model_dir"], model_dir)
+    record = model_dir / "pretraining_config.json"
+    record.write_bytes(b"")
+    with pytest.raises(InputError, match=rf"^{record}:1:1: malformed JSON: .*; it records what "
+                                         rf"{model_dir}'s checkpoints were trained with: put "
+                                         r"back a whole copy, or remove it"):
+        pretraining(tiny_records, model_dir, num_train_steps=7, iterations_per_loop=1)
+    assert record.read_bytes() == b""  # nothing written
+    record.unlink()
+    capfd.readouterr()
+    pretraining(tiny_records, model_dir, num_train_steps=7, iterations_per_loop=1,
+                eval_data="", seed=6).train()
+    assert (f"note: {model_dir} holds checkpoints but no pretraining_config.json: this run's "
+            "flags could not be checked") in capfd.readouterr().err
+    assert json.loads(record.read_text())["pretraining"]["seed"] == 6
+
+
 @pytest.mark.parametrize("algorithm", ["two_stage", "phase2"])
 def test_a_resume_may_not_move_a_stage_switch_the_checkpoints_are_past(algorithm, make_configs,
                                                                        tmp_path):
