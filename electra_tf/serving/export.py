@@ -96,11 +96,10 @@ def load_saved_model(path: str):
     """tf.saved_model.load of an export (a version folder), its TF-Text ops registered.
 
     The text export's graph holds TF-Text ops (FastBertNormalize,
-    FastWordpieceTokenizeWithOffsets, and CaseFoldUTF8 / NormalizeUTF8 for some
+    FastWordpieceTokenizeWithOffsets, NormalizeUTF8, and CaseFoldUTF8 for some
     vocabularies), which TensorFlow knows only once tensorflow_text is imported:
-    without it, tf.saved_model.load fails with "Op type not registered
-    'FastBertNormalize'". The ids-only export needs none; importing it costs nothing
-    there.
+    without it, tf.saved_model.load fails with "Op type not registered" naming one.
+    The ids-only export needs none; importing it costs nothing there.
     """
     path = os.fspath(path)
     if "://" not in path and not _is_saved_model(path):  # TensorFlow: "SavedModel file
@@ -208,7 +207,7 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
         or max_answer_length below 1 (an export of either answers no request).
     """
     from electra_tf.folders import FinetunedFolder, PretrainingFolder
-    from electra_tf.folders.files import FINETUNED_WEIGHTS
+    from electra_tf.folders.files import FINETUNED_WEIGHTS, check_no_unfinished_conversion
     from electra_tf.folders.finetuned import has_finetuning_config
 
     for name, value in (("max_query_length", max_query_length),
@@ -247,6 +246,7 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
             task, discriminator, Tokenizer(vocab, do_lower_case=folder.do_lower_case),
             length, task_name=task), checkpoint, bool(max_seq_length))
 
+    check_no_unfinished_conversion(checkpoint, what)  # named once, by the caller's name
     try:
         folder = FinetunedFolder.open(checkpoint)
         model, record = folder.load_model(), folder.record

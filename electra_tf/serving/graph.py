@@ -2,8 +2,9 @@
 
 Everything here runs inside the exported SavedModel, so it uses only ops that
 stock TF Serving 2.12+ has: core TF ops plus the TF-Text ops FastBertTokenizer
-needs (FastBertNormalize, FastWordpieceTokenizeWithOffsets) and, for the
-cased / no-accent-stripping modes, CaseFoldUTF8 / NormalizeUTF8. No
+needs (FastBertNormalize, FastWordpieceTokenizeWithOffsets), NormalizeUTF8
+(the long-word count's NFD) and, for the cased / no-accent-stripping modes,
+CaseFoldUTF8. No
 RoundRobinTrimmer (TF-Text 2.13+, not in TF Serving 2.12-2.19): truncation is
 BERT's "longest first" rule written in closed form.
 

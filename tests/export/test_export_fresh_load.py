@@ -352,8 +352,8 @@ def test_fresh_process_imported_no_project_code(fresh):
 
 @pytest.mark.slow
 def test_the_docs_python_load_and_load_saved_model_register_the_text_ops(exports):
-    """tf.saved_model.load of the text export fails with "Op type not registered
-    'FastBertNormalize'" unless tensorflow_text is imported first (#58): docs/serving.md's
+    """tf.saved_model.load of the text export fails with "Op type not registered" (a
+    TF-Text op) unless tensorflow_text is imported first (#58): docs/serving.md's
     Python snippet does it and runs as printed; so does the library's load_saved_model, in
     a fresh process that had not imported tensorflow_text (the snippet runs after it, in
     the same process)."""

@@ -207,6 +207,14 @@ def test_a_folder_of_another_kind_is_named_for_what_it_holds(finetuned_dirs,
             Predictor.open(str(folder), task=task)
         assert said in str(raised.value) and str(raised.value).startswith("folder"), (
             str(raised.value))
+    # a conversion stopped midway: said once, in the caller's name (it had been
+    # "folder: the fine-tuning folder: DIR holds a conversion ...")
+    stopped = tmp_path / "stopped"
+    shutil.copytree(mrpc, stopped)
+    (stopped / ".conversion_unfinished").write_text("{}")
+    with pytest.raises(InputError, match=rf"^folder: {stopped} holds a conversion that was "
+                                         r"stopped midway"):
+        Predictor.open(str(stopped))
     # the fine-tuned weights file names its folder, as a discriminator's does
     weights = os.path.join(mrpc, "finetuned.weights.h5")
     assert Predictor.open(weights).task == "sequence_classification"
