@@ -403,8 +403,9 @@ def check_output_folder(path: str, what: str = "--model_dir", utf8: bool = True,
     under) a file, a folder (or the nearest existing parent) where no file can be made,
     a name to be made longer than the file system takes, or (`utf8`: where TensorFlow
     writes, whose file system takes UTF-8 paths only) a path that is not UTF-8.
-    `inside`: subfolders the run writes in; those that exist must take a file too (a
-    read-only checkpoints/ had been met at the first save, a save period later).
+    `inside`: subfolders the run writes in; those that exist must be folders that take
+    a file (a read-only checkpoints/ had been met at the first save, a save period
+    later; a file named train, a TensorFlow traceback at the first summary).
 
     Local paths only (a gs:// path is left to TensorFlow's file system).
 
@@ -421,9 +422,15 @@ def check_output_folder(path: str, what: str = "--model_dir", utf8: bool = True,
     if not os.path.isdir(probe):
         raise InputError(f"{what} {path}: {probe} is a file, not a folder")
     _check_name_lengths(os.path.abspath(path), probe, what)
-    for folder in [probe] + [os.path.join(probe, name) for name in inside
-                             if probe == os.path.abspath(path)
-                             and os.path.isdir(os.path.join(probe, name))]:
+    folders = [probe]
+    for name in inside if probe == os.path.abspath(path) else ():
+        entry = os.path.join(probe, name)
+        if os.path.isdir(entry):
+            folders.append(entry)
+        elif os.path.lexists(entry):
+            raise InputError(f"{what} {path}: {entry} is not a folder (a file, or a link to "
+                             f"nothing), where the run writes its {name}/; move it away")
+    for folder in folders:
         try:
             with tempfile.TemporaryFile(dir=folder):
                 pass

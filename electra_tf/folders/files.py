@@ -30,6 +30,7 @@ GENERATOR_CONFIG = "generator_config.json"
 FINAL_EVAL = "final_eval.json"
 FINETUNING_CONFIG = "finetuning_config.json"
 FINETUNED_WEIGHTS = "finetuned.weights.h5"
+TRIALS = "trials.json"  # a --num_trials group folder's record (training/trials.py)
 RESULTS = "results.json"
 CONVERSION_REPORT = "conversion_report.json"
 VOCAB = "vocab.txt"
@@ -319,8 +320,14 @@ def what_it_holds(folder: str) -> str:
         return (f"; it holds a fine-tuned model's {FINETUNED_WEIGHTS} without the "
                 f"{FINETUNING_CONFIG} that records its head and labels: copy the whole folder")
     if has_checkpoints(folder):
-        return (f"; its run has not finished: {CHECKPOINTS}/ holds its saves, and the final "
-                "weights are written at its end (rerun its command to resume and finish)")
+        kind = ("fine-tuning " if has(FINETUNING_CONFIG) else
+                "pre-training " if has(PRETRAINING_CONFIG) else "")
+        return (f"; it holds a {kind}run that has not finished: {CHECKPOINTS}/ holds its "
+                "saves, and the final weights are written at its end (rerun its command to "
+                "resume and finish)")
+    if has(TRIALS):
+        return (f"; it is a trial group ({TRIALS}): give one of its trials' folders, "
+                f"{os.path.basename(os.path.normpath(folder))}_1 .. _N beside it")
     versions = sorted((n for n in os.listdir(folder) if n.isdecimal() and any(
         os.path.isfile(os.path.join(folder, n, pb))
         for pb in ("saved_model.pb", "saved_model.pbtxt"))), key=int)

@@ -648,6 +648,32 @@ def prediction_batches(input_mask: np.ndarray, batch_size: int, step: int = 1,
     return batches if kept <= (1 - MIN_TRIM_SAVING) * n * max_seq_length else full
 
 
+
+class RunSummaries:
+    """A fine-tuning run's TensorBoard summaries in model_dir/train and model_dir/eval,
+    each writer made at its first write (a rerun of a finished run makes none)."""
+
+    def __init__(self, model_dir: str):
+        self.model_dir = model_dir  # "": a process that writes none (not the chief)
+        self.writers = {}
+
+    def write(self, name: str, step: int, values: dict) -> None:
+        if not self.model_dir:
+            return
+        if name not in self.writers:
+            self.writers[name] = summaries.summary_writer(os.path.join(self.model_dir, name))
+        summaries.write_scalars(self.writers[name], step, values)
+
+    def scores(self, step: int, results: dict) -> None:
+        """An evaluation's {split: {metric: value}} as eval/ tags split/metric (a score
+        that is not a number, SQuAD 2.0's HasAns_* without an answerable question, left
+        out)."""
+        self.write("eval", step, {f"{split}/{name}": value
+                                  for split, metrics in results.items()
+                                  for name, value in metrics.items()
+                                  if finite_number(value) is not None})
+
+
 class Finetuning:
     """What both backends' fine-tuning loops share (see the module docstring).
 
@@ -668,8 +694,10 @@ class Finetuning:
 
     def __init__(self, task, config: FinetuningConfig, run: FinetuningRun):
         self.task, self.config, self.run = task, config, run
-        check_output_folder(run.model_dir, "--model_dir",
-                            inside=("checkpoints", "train", "eval"))
+        # the subfolders this run writes: training's saves and loss, evaluation's scores
+        check_output_folder(run.model_dir, "--model_dir", inside=(
+            ("checkpoints", "train") if run.do_train else ()) + (
+            ("eval",) if run.do_eval else ()))
         if is_pretraining_folder(run.model_dir):
             raise InputError(f"--model_dir {run.model_dir} is a pre-training folder (it holds "
                              f"{PRETRAINING_CONFIG}): fine-tuning writes a folder of "
@@ -1049,18 +1077,15 @@ class Finetuning:
         step = self.step
         end = min(total, stop_at_step or total)
         learning_rate = cfg.resolved_learning_rate(self.size if self.size != "custom" else "small")
+        # TensorBoard, as the original's Estimator: the training loss (model_dir/train) and
+        # the dev scores (model_dir/eval, tags split/metric)
+        self.summaries = RunSummaries(run.model_dir if self.chief else "")
         if run.do_train and run.do_eval:
             self._evaluate_missed_epoch(results, step, steps_per_epoch, total)
         if run.do_train and step < end and results.pop("eval", None) is not None:
             self._save_results(results)  # an evaluation in place of an earlier checkpoint
         slow_chunks = SlowChunkNote(self._log, run.log_every_steps, cfg.save_checkpoints_steps,
                                     steps_per_epoch)
-        # TensorBoard, as the original's Estimator: the training loss (model_dir/train) and
-        # each epoch's dev scores (model_dir/eval, tags split/metric)
-        train_writer, eval_writer = (
-            summaries.summary_writer(os.path.join(run.model_dir, name)
-                                     if self.chief and run.do_train and wanted else None)
-            for name, wanted in (("train", True), ("eval", run.do_eval)))
         while run.do_train and step < end:
             epoch, done = divmod(step, steps_per_epoch)
             n = min(steps_per_epoch - done, end - step)
@@ -1089,22 +1114,20 @@ class Finetuning:
                 rate = k * cfg.train_batch_size / (time.monotonic() - t0)
                 self._log(f"epoch {epoch + 1} step {step}/{total} loss {loss:.4f} "
                           f"({rate:.0f} ex/s)")
-                summaries.write_scalars(train_writer, step, {"loss": float(loss),
-                                                             "examples_per_second": rate})
+                self.summaries.write("train", step, {"loss": float(loss),
+                                                     "examples_per_second": rate})
                 t0 = time.monotonic()
             if run.do_eval and (step % steps_per_epoch == 0 or step == total):
                 results[f"epoch_{epoch + 1}"] = self._eval_all(final=step == total)
                 self._save_results(results)
-                summaries.write_scalars(eval_writer, step, {
-                    f"{split}/{name}": value
-                    for split, metrics in results[f"epoch_{epoch + 1}"].items()
-                    for name, value in metrics.items() if finite_number(value) is not None})
+                self.summaries.scores(step, results[f"epoch_{epoch + 1}"])
         if step < total and run.do_train:
             self._log(f"stopped at step {step} as asked; run again to resume")
             return results
         if not run.do_train and run.do_eval:
             results["eval"] = self._eval_all(final=True)
             self._save_results(results)
+            self.summaries.scores(self.step, results["eval"])
         if run.do_predict:
             for split in self._test_splits():
                 examples, feats = self.features(split)
@@ -1129,6 +1152,7 @@ class Finetuning:
             self._log(f"resuming at the end of {key}, which results.json lacks: evaluating it")
             results[key] = self._eval_all(final=step == total)
             self._save_results(results)
+            self.summaries.scores(step, results[key])
 
     def _prediction_path(self, split: str) -> str:
         submission = self.task.submission_file(split) if split.startswith("test") else None

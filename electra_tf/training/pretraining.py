@@ -104,11 +104,23 @@ def different_settings(what: str) -> ConfigError:
 
 
 
-def _data_globs(train_data: str) -> set[str]:
-    """--train_data's globs as the paths they name (data/x and ./data/x are one; a
-    gs:// or other URL as written)."""
-    return {p if "://" in p else os.path.realpath(p)
-            for p in (g.strip() for g in train_data.split(",")) if p}
+def _data_files(train_data: str) -> set[str] | None:
+    """The files --train_data's globs match (data/x and ./data/x, a glob and the list
+    it matches, are one; a gs:// or other URL's pattern as written); None where a local
+    pattern matches nothing from here (a relative one recorded by a run started in
+    another directory): nothing to compare."""
+    import glob
+
+    found = set()
+    for pattern in (p.strip() for p in train_data.split(",")):
+        if "://" in pattern:
+            found.add(pattern)
+        elif pattern:
+            matched = glob.glob(pattern)
+            if not matched:
+                return None
+            found.update(os.path.realpath(m) for m in matched)
+    return found
 
 
 class Pretraining:
@@ -284,7 +296,8 @@ class Pretraining:
         # and the run options that change the batches: the records (new data, continued
         # on purpose or not), the micro-batches, the JAX reader (packed: other sequences)
         data = recorded_run.get("train_data")
-        if isinstance(data, str) and _data_globs(data) != _data_globs(self.run.train_data):
+        before_files = _data_files(data) if isinstance(data, str) else None
+        if before_files is not None and before_files != _data_files(self.run.train_data):
             changes.append(f"--train_data={self.run.train_data} (it was {data})")
         for name, why in (("gradient_accumulation_steps", ": the same global batch in other "
                            "micro-batches"), ("jax_input_pipeline", "")):

@@ -20,7 +20,7 @@ import statistics
 
 from electra_tf.core.config import model_size_of
 from electra_tf.core.errors import InputError
-from electra_tf.folders.files import FINETUNED_WEIGHTS, RESULTS
+from electra_tf.folders.files import FINETUNED_WEIGHTS, RESULTS, what_it_holds
 from electra_tf.folders.finetuned import (
     is_finetuning_folder,
     read_finetuning_config,
@@ -126,8 +126,11 @@ def read_folder(folder: str) -> TaskResult | None:
                           dropped=len(done) - len(values),
                           unfinished=max(0, requested - len(done)))
     if not is_finetuning_folder(folder):
+        if not os.path.exists(folder):
+            raise InputError(f"{folder} not found")
         raise InputError(f"{folder} is neither a fine-tuning folder (finetuning_config.json, "
-                         f"{FINETUNED_WEIGHTS}) nor a trial group ({trials.TRIALS})")
+                         f"{FINETUNED_WEIGHTS}) nor a trial group ({trials.TRIALS})"
+                         + what_it_holds(folder))
     record = read_finetuning_config(folder)
     if _column(record.task) is None:
         return None

@@ -49,6 +49,7 @@ from electra_tf.core.errors import ConfigError, Diverged, InputError
 from electra_tf.core.fileio import FolderLock, atomic_write_text, no_empty_folder_left
 from electra_tf.folders.files import (
     FINETUNING_CONFIG,
+    TRIALS,
     checkpoint_dir,
     json_numbers,
     read_json,
@@ -57,7 +58,6 @@ from electra_tf.folders.files import (
 from electra_tf.folders.finetuned import has_finetuning_config
 from electra_tf.training.loop import Interrupted, log
 
-TRIALS = "trials.json"
 RESULTS_TXT = "results.txt"
 PREDICTIONS = "predictions"  # keep_all_models=False: the removed trials' prediction files
 # What a trial's own folder and seed change; the rest of the settings are the group's.
@@ -85,8 +85,12 @@ def check_single_run_folder(model_dir: str) -> None:
       ConfigError: naming the folder.
     """
     if is_trial_group(model_dir):
+        try:
+            asked = f"--num_trials={int(read_trials(model_dir)['num_trials'])}"
+        except (InputError, KeyError, TypeError, ValueError, OverflowError):
+            asked = "its --num_trials"  # a record of an earlier version, or damaged
         raise ConfigError(f"--model_dir {model_dir} holds the {TRIALS} of a --num_trials run: "
-                          "rerun it with its --num_trials, or give another --model_dir")
+                          f"rerun it with {asked}, or give another --model_dir")
 
 
 def read_trials(folder: str) -> dict:

@@ -188,6 +188,9 @@ def test_a_folder_of_another_kind_is_named_for_what_it_holds(finetuned_dirs,
     (running / "checkpoints").mkdir(parents=True)
     (running / "checkpoints" / "ckpt-2.index").write_bytes(b"")
     shutil.copy(os.path.join(mrpc, "finetuning_config.json"), running)
+    group = tmp_path / "rte"
+    group.mkdir()
+    (group / "trials.json").write_text("{}")
     export = tmp_path / "exports" / "mrpc"
     for version in ("1", "2"):
         (export / version).mkdir(parents=True)
@@ -195,7 +198,10 @@ def test_a_folder_of_another_kind_is_named_for_what_it_holds(finetuned_dirs,
     for folder, task, said in [
             (partial, None, "it holds a fine-tuned model's finetuned.weights.h5 without the "
                             "finetuning_config.json that records its head and labels"),
-            (running, None, "its run has not finished: checkpoints/ holds its saves"),
+            (running, None, "it holds a fine-tuning run that has not finished: "
+                            "checkpoints/ holds its saves"),
+            (group, None, "it is a trial group (trials.json): give one of its trials' "
+                          "folders, rte_1 .. _N beside it"),
             (export, None, "it is an export's model folder (versions 1, 2: SavedModels): "
                            "give the model_dir it was exported from"),
             (mrpc, "rtd", "it is a fine-tuning folder (finetuning_config.json, "),

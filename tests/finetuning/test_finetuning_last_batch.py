@@ -6,11 +6,13 @@ gradient or the mean the loop reports."""
 
 import collections
 import json
+import os
+import shutil
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import TOY_TASKS, toy_trainer
+from helpers import TOY_TASKS, finetuning_from_flags, toy_trainer
 
 from electra_tf.tasks.losses import (
     EXAMPLE_WEIGHT,
@@ -121,17 +123,42 @@ def test_a_train_split_smaller_than_a_batch_trains_one_filled_batch(
     assert (record["learning_rate"], record["layerwise_lr_decay"]) == (1e-4, 0.8)
     # TensorBoard, as the original's Estimator: the loss at each progress line, and each
     # epoch's dev scores at its last step
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    written = {}
-    for name in ("train", "eval"):
-        events = EventAccumulator(str(tmp_path / "out" / name))
-        events.Reload()
-        written[name] = {tag: [(e.step, float(tf.make_ndarray(e.tensor_proto)))
-                               for e in events.Tensors(tag)]
-                         for tag in events.Tags()["tensors"]}
+    written = {name: _scalars(tmp_path / "out" / name) for name in ("train", "eval")}
     assert sorted(written["train"]) == ["examples_per_second", "loss"]
     assert [step for step, _ in written["train"]["loss"]] == [1, 2]
-    assert written["eval"] == {"dev/accuracy": [
-        (1, pytest.approx(results["epoch_1"]["dev"]["accuracy"])),
-        (2, pytest.approx(results["epoch_2"]["dev"]["accuracy"]))]}
+    epochs = [(1, pytest.approx(results["epoch_1"]["dev"]["accuracy"])),
+              (2, pytest.approx(results["epoch_2"]["dev"]["accuracy"]))]
+    assert written["eval"] == {"dev/accuracy": epochs}
+    flags = ["--task_name=sst2", f"--init_checkpoint={pretrained_dir}", f"--data_dir={data}",
+             "--max_seq_length=16", "--num_train_epochs=2", "--train_batch_size=32"]
+    # a rerun of the finished run writes nothing (it had added two empty event files);
+    # an evaluation in place adds its scores at the step evaluated
+    files = {n: sorted(os.listdir(tmp_path / "out" / n)) for n in ("train", "eval")}
+    finetune(*flags, f"--model_dir={tmp_path / 'out'}")
+    assert {n: sorted(os.listdir(tmp_path / "out" / n)) for n in files} == files
+    _, evaluated = finetune(*flags, f"--model_dir={tmp_path / 'out'}", "--do_train=false")
+    assert _scalars(tmp_path / "out" / "eval")["dev/accuracy"] == epochs + [
+        (2, pytest.approx(evaluated["eval"]["dev"]["accuracy"]))]
+    # an epoch whose evaluation a resumed run makes up (killed between the epoch's
+    # checkpoint and its evaluation) is in eval/ too (it had been in results.json only)
+    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
+
+    TensorFlowFinetuning(*finetuning_from_flags(*flags, f"--model_dir={tmp_path / 'cut'}")
+                         ).train(stop_at_step=1)
+    kept = json.loads((tmp_path / "cut" / "results.json").read_text())
+    del kept["epoch_1"]
+    (tmp_path / "cut" / "results.json").write_text(json.dumps(kept))
+    shutil.rmtree(tmp_path / "cut" / "eval")
+    _, resumed = finetune(*flags, f"--model_dir={tmp_path / 'cut'}")
+    assert [step for step, _ in _scalars(tmp_path / "cut" / "eval")["dev/accuracy"]] == [1, 2]
+    assert sorted(resumed) == ["epoch_1", "epoch_2"]
+
+
+def _scalars(folder) -> dict:
+    """{tag: [(step, value)]} of a summaries folder, as TensorBoard reads it."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder))
+    events.Reload()
+    return {tag: [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in events.Tensors(tag)]
+            for tag in events.Tags()["tensors"]}

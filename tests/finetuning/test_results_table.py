@@ -95,6 +95,17 @@ def test_each_size_gets_its_own_row_and_one_task_twice_is_refused(folders, tmp_p
         results_table([*folders, again])
     with pytest.raises(InputError, match="is neither a fine-tuning folder"):
         results_table([str(tmp_path)])
+    # what a folder of neither kind holds: a run not finished (a group's first trial,
+    # cut short before the group wrote trials.json)
+    running = tmp_path / "rte_1"
+    (running / "checkpoints").mkdir(parents=True)
+    (running / "checkpoints" / "ckpt-3.index").write_bytes(b"")
+    (running / "finetuning_config.json").write_bytes(
+        (tmp_path / "squad" / "finetuning_config.json").read_bytes())
+    with pytest.raises(InputError, match="; it holds a fine-tuning run that has not finished"):
+        results_table([str(running)])
+    with pytest.raises(InputError, match=r"missing not found$"):
+        results_table([str(tmp_path / "missing")])
     broken = trial_group(tmp_path / "sst2", "sst2", [{"dev": {"f1": 0.1}}])
     with pytest.raises(InputError, match="its final sst2 results lack dev accuracy"):
         results_table([broken])
@@ -110,7 +121,7 @@ def test_the_command_prints_markdown_or_json_and_writes_the_file(folders, tmp_pa
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout) == json.loads(out.read_text()) == results_table(folders)
     error_line(run_module("electra_tf.results_table", str(tmp_path / "missing")),
-               "is neither a fine-tuning folder")
+               f"{tmp_path / 'missing'} not found")
     proc = run_module("electra_tf.results_table", f"--output={tmp_path}", *folders)
     error_line(proc, f"--output {tmp_path} is a folder")  # before the table is printed
     assert proc.stdout == ""

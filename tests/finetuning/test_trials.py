@@ -130,7 +130,8 @@ def test_a_group_of_other_settings_is_refused(tmp_path):
     trials.run_trials(FinetuningConfig(task_name="sst2", seed=7, keep_checkpoint_max=1,
                                        save_checkpoints_steps=50, eval_batch_size=8), run,
                       "sst2", FakeTrainer, Finetuning.final_results)
-    with pytest.raises(ConfigError, match="holds the trials.json of a --num_trials run"):
+    with pytest.raises(ConfigError, match="holds the trials.json of a --num_trials run: "
+                                          "rerun it with --num_trials=2, or"):
         trials.check_single_run_folder(str(tmp_path / "out"))  # as --num_trials=1's folder
     trials.check_single_run_folder(str(tmp_path / "out_1"))
     single = tmp_path / "single"

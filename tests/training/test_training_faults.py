@@ -5,6 +5,7 @@ is built or written; corruption met mid-training and Ctrl-C save a checkpoint
 first; a multi-worker cluster that never comes up times out.
 """
 
+import glob
 import json
 import os
 import re
@@ -438,13 +439,15 @@ def test_resuming_with_other_settings_of_the_same_variables_says_so(
     assert '"mixed_precision": "fp32"' in record
     # and on 2 replicas (a mirrored or multi-worker run, resumed by one process)
     assert '"replicas": 1' in record
-    # and on other records in 2 micro-batches (the data given as another spelling of
-    # the same path is no change)
+    # and on other records in 2 micro-batches (the same files, given as another spelling
+    # of the path or as the list the glob matches, are no change; a relative pattern
+    # that matches nothing from here, recorded elsewhere, is not compared)
     recorded = json.loads(record)
     assert recorded["run"]["gradient_accumulation_steps"] == 1
     data = recorded["run"]["train_data"]
+    old = tiny_records["eval"]
     recorded["run"].update(mixed_precision="bf16", gradient_accumulation_steps=2,
-                           train_data=data + "-old")
+                           train_data=old)
     recorded["replicas"] = 2
     (model_dir / "pretraining_config.json").write_text(json.dumps(recorded))
     capfd.readouterr()
@@ -456,18 +459,23 @@ def test_resuming_with_other_settings_of_the_same_variables_says_so(
     assert ("[pretrain] note: this run continues checkpoints trained with other settings: "
             "--objective=electra_15 (it was electra), --mask_prob=0.2 (it was 0.15), "
             "--mixed_precision=fp32 (it was bf16), "
-            f"--train_data={data} (it was {data}-old), --gradient_accumulation_steps=1 (it "
+            f"--train_data={data} (it was {old}), --gradient_accumulation_steps=1 (it "
             "was 2: the same global batch in other micro-batches), "
             "the batch split over 1 replica(s) (it was "
             "2: other masks and input order, the same global batch); pretraining_config.json "
             "now records these\n") in err, err
-    trainer = pretraining(tiny_records, model_dir, objective="electra_15", num_train_steps=8,
-                          iterations_per_loop=1, eval_data="", mask_prob=0.2, seed=3,
-                          learning_rate=5e-4, train_data=os.path.join(
-                              os.path.relpath(os.path.dirname(data)), ".",
-                              os.path.basename(data)))
-    trainer.train()
-    assert "note:" not in capfd.readouterr().err
+    for steps, spelled in ((8, os.path.join(os.path.relpath(os.path.dirname(data)), ".",
+                                            os.path.basename(data))),
+                           (9, ",".join(sorted(glob.glob(data)))),
+                           (10, "elsewhere/" + os.path.basename(data))):
+        if steps == 10:  # recorded by a run in another directory; this run names the files
+            record = json.loads((model_dir / "pretraining_config.json").read_text())
+            record["run"]["train_data"], spelled = spelled, data
+            (model_dir / "pretraining_config.json").write_text(json.dumps(record))
+        pretraining(tiny_records, model_dir, objective="electra_15", num_train_steps=steps,
+                    iterations_per_loop=1, eval_data="", mask_prob=0.2, seed=3,
+                    learning_rate=5e-4, train_data=spelled).train()
+        assert "note:" not in capfd.readouterr().err, spelled
     with open(model_dir / "pretraining_config.json") as f:
         recorded = json.load(f)
     assert recorded["pretraining"]["objective"] == "electra_15"
@@ -1055,6 +1063,21 @@ def test_a_read_only_checkpoints_folder_is_refused_before_training(small_mount, 
         check_output_folder(str(tmp_path), "--model_dir", inside=inside)
     check_output_folder(str(tmp_path), "--model_dir", inside=inside[:3])  # others: fine
     check_output_folder(str(tmp_path / "new"), "--model_dir", inside=inside)
+
+
+def test_a_file_or_broken_link_where_a_run_writes_a_folder_is_refused(tmp_path):
+    """A file named train (or a link to nothing named eval) in the model_dir had been a
+    TensorFlow traceback at the first summary, after the run's record was written."""
+    from electra_tf.core.fileio import check_output_folder
+
+    (tmp_path / "train").write_text("x")
+    os.symlink(tmp_path / "nowhere", tmp_path / "eval")
+    for name in ("train", "eval"):
+        with pytest.raises(InputError, match=rf"^--model_dir {tmp_path}: {tmp_path / name} is "
+                                             rf"not a folder \(a file, or a link to nothing\), "
+                                             rf"where the run writes its {name}/; move it away"):
+            check_output_folder(str(tmp_path), "--model_dir", inside=(name,))
+    check_output_folder(str(tmp_path), "--model_dir", inside=("checkpoints",))
 
 
 def test_records_built_with_another_vocabulary_are_refused(make_configs, tiny_records,
