@@ -302,6 +302,11 @@ def has_checkpoints(model_dir: str) -> bool:
         not name.startswith(".") and not name.endswith("_temp") for name in os.listdir(folder))
 
 
+def trials_path(folder: str) -> str:
+    """Where a trial group folder's trials.json lies (whether or not it is there)."""
+    return os.path.join(folder, TRIALS)
+
+
 def what_it_holds(folder: str) -> str:
     """What a folder that is not the kind asked for holds instead, for the refusal
     ("; it holds ..."), or "" (nothing recognised). A missing-file error had always

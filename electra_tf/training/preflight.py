@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 
 from electra_tf.core.config import EncoderConfig, PretrainingConfig, PretrainingRun
 from electra_tf.core.errors import ConfigError, InputError
@@ -26,7 +25,7 @@ from electra_tf.folders.files import (
     holds_weights,
     latest_checkpoint_step,
 )
-from electra_tf.folders.pretraining import PretrainingFolder
+from electra_tf.folders.pretraining import PretrainingFolder, pretraining_config_path
 from electra_tf.folders.vocabulary import vocab_fingerprint
 
 
@@ -249,7 +248,7 @@ def check_resume(config: PretrainingConfig, run: PretrainingRun) -> None:
     try:
         recorded = PretrainingFolder.open(run.model_dir, discriminator=False).recorded
     except InputError as e:  # an emptied or damaged record beside the checkpoints
-        if not str(e).startswith(os.path.join(run.model_dir, PRETRAINING_CONFIG)):
+        if not str(e).startswith(pretraining_config_path(run.model_dir)):
             raise
         raise InputError(f"{e}; it records what {run.model_dir}'s checkpoints were trained "
                          f"with: put back a whole copy, or remove it to resume them without "

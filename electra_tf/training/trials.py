@@ -53,6 +53,7 @@ from electra_tf.folders.files import (
     checkpoint_dir,
     json_numbers,
     read_json,
+    trials_path,
     write_json,
 )
 from electra_tf.folders.finetuned import has_finetuning_config
@@ -74,7 +75,7 @@ def trial_dir(model_dir: str, trial: int) -> str:
 
 
 def is_trial_group(folder: str) -> bool:
-    return os.path.isfile(os.path.join(folder, TRIALS))
+    return os.path.isfile(trials_path(folder))
 
 
 def check_single_run_folder(model_dir: str) -> None:
@@ -99,7 +100,7 @@ def read_trials(folder: str) -> dict:
     Raises:
       InputError: missing, not written by electra_tf, or without its fields.
     """
-    path = os.path.join(folder, TRIALS)
+    path = trials_path(folder)
     record = read_json(path)
     for key in ("task", "settings", "trials"):
         if key not in record:
@@ -333,7 +334,7 @@ class TrialGroup:
 
     def __init__(self, model_dir: str, task: str, config: FinetuningConfig, run: FinetuningRun):
         self.folder = os.path.normpath(model_dir)
-        self.path = os.path.join(self.folder, TRIALS)
+        self.path = trials_path(self.folder)
         if has_finetuning_config(self.folder):
             raise InputError(f"--model_dir {self.folder} is the folder of a single fine-tuning "
                              f"run ({FINETUNING_CONFIG}); --num_trials writes a group "
