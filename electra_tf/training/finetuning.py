@@ -403,6 +403,24 @@ def check_casing(do_lower_case: bool, init_checkpoint: str,
         "were made for")
 
 
+def check_resumed_record(model_dir: str) -> None:
+    """Refuses, saying what to do, a finetuning_config.json beside checkpoints that cannot
+    be read (emptied, cut short, edited out of shape): it had been a bare `malformed
+    JSON` line.
+
+    Raises:
+      InputError: the record's own error, then what to do.
+    """
+    if not (has_checkpoints(model_dir) and has_finetuning_config(model_dir)):
+        return
+    try:
+        read_finetuning_config(model_dir)
+    except InputError as e:
+        raise InputError(f"{e}; it records what {model_dir}'s checkpoints were trained with: "
+                         "put back a whole copy, or remove it to resume them without those "
+                         "checks (the run then records its own settings)") from None
+
+
 def check_resumed_casing(do_lower_case: bool, model_dir: str) -> None:
     """Refuses to resume a fine-tuning model_dir's checkpoints with another casing.
 
@@ -705,6 +723,7 @@ class Finetuning:
                              "--init_checkpoint)")
         check_splits(task, run)
         check_model_dir_and_init(run)
+        check_resumed_record(run.model_dir)
         set_precision(run.mixed_precision, run.attention_implementation)
         head_config = task.head_config()  # the task's head and its options
         if task.head_class.learns_labels(head_config) and not task.label_names:

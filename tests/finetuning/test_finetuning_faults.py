@@ -310,6 +310,27 @@ def test_a_model_dir_that_is_a_file_or_in_use_is_refused(pretrained_dir, toy_sst
     assert os.listdir(out) == []  # and the holder's lock file went with it
 
 
+def test_a_damaged_record_beside_checkpoints_says_what_to_do(pretrained_dir, toy_sst2_dir,
+                                                             tmp_path):
+    """An emptied finetuning_config.json beside the checkpoints had been a bare
+    `malformed JSON` line; removed, the run resumes its checkpoints and records anew."""
+    out = tmp_path / "out"
+    args = ["--task_name=sst2", f"--init_checkpoint={pretrained_dir}",
+            f"--data_dir={toy_sst2_dir}", "--max_seq_length=16", "--num_train_epochs=1",
+            "--train_batch_size=64", f"--model_dir={out}"]
+    finetune(*args)
+    record = out / "finetuning_config.json"
+    record.write_bytes(b"")
+    with pytest.raises(InputError, match=rf"^{record}:1:1: malformed JSON: .*; it records "
+                                         rf"what {out}'s checkpoints were trained with: put "
+                                         r"back a whole copy, or remove it"):
+        finetune(*args)
+    assert record.read_bytes() == b""
+    record.unlink()
+    finetune(*args)
+    assert json.loads(record.read_text())["task"] == "sst2"
+
+
 def test_a_pretraining_folder_as_model_dir_is_refused_before_anything(pretrained_dir,
                                                                       toy_sst2_dir):
     """--model_dir pointed at the pre-training folder (the --init_checkpoint's): refused by
