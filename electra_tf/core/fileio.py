@@ -416,6 +416,9 @@ def check_output_folder(path: str, what: str = "--model_dir", utf8: bool = True,
         return
     if utf8:
         _check_utf8(path, what)
+    if os.path.islink(path) and not os.path.exists(path):  # makedirs: a FileExistsError
+        raise InputError(f"{what} {path} is a link to nothing ({os.readlink(path)}); make "
+                         "its target, or give another folder")
     probe = os.path.abspath(path)
     while not os.path.exists(probe):
         probe = os.path.dirname(probe)

@@ -331,8 +331,14 @@ def what_it_holds(folder: str) -> str:
                 "saves, and the final weights are written at its end (rerun its command to "
                 "resume and finish)")
     if has(TRIALS):
-        return (f"; it is a trial group ({TRIALS}): give one of its trials' folders, "
-                f"{os.path.basename(os.path.normpath(folder))}_1 .. _N beside it")
+        parent, base = os.path.split(os.path.normpath(folder))
+        trials = sorted((n for n in os.listdir(parent or ".") if n.startswith(base + "_")
+                         and n[len(base) + 1:].isdecimal()
+                         and os.path.isdir(os.path.join(parent, n))),
+                        key=lambda n: int(n[len(base) + 1:]))
+        return (f"; it is a trial group ({TRIALS}): give one of its trials' folders ("
+                + (", ".join(trials[:5]) + (", ..." if len(trials) > 5 else "") if trials
+                   else f"none is left beside it: {base}_K, K from 1") + ")")
     versions = sorted((n for n in os.listdir(folder) if n.isdecimal() and any(
         os.path.isfile(os.path.join(folder, n, pb))
         for pb in ("saved_model.pb", "saved_model.pbtxt"))), key=int)

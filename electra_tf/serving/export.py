@@ -215,6 +215,8 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InputError(f"--{name} must be >= 1, got {value!r}")
 
+    if not os.path.exists(checkpoint):  # (not "expected a pre-training model_dir")
+        raise InputError(f"{what}: {checkpoint} not found")
     if _is_saved_model(checkpoint):  # had been "discriminator.weights.h5 not found"
         raise InputError(f"{what}: {checkpoint} is an export (a SavedModel), not a model "
                          "folder: give the fine-tuning or pre-training model_dir it was "

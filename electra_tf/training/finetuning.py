@@ -416,6 +416,8 @@ def check_resumed_record(model_dir: str) -> None:
     try:
         read_finetuning_config(model_dir)
     except InputError as e:
+        if "upgrade electra_tf" in str(e):  # a newer record: not one to remove
+            raise
         raise InputError(f"{e}; it records what {model_dir}'s checkpoints were trained with: "
                          "put back a whole copy, or remove it to resume them without those "
                          "checks (the run then records its own settings)") from None

@@ -248,7 +248,8 @@ def check_resume(config: PretrainingConfig, run: PretrainingRun) -> None:
     try:
         recorded = PretrainingFolder.open(run.model_dir, discriminator=False).recorded
     except InputError as e:  # an emptied or damaged record beside the checkpoints
-        if not str(e).startswith(pretraining_config_path(run.model_dir)):
+        if not str(e).startswith(pretraining_config_path(run.model_dir)) \
+                or "upgrade electra_tf" in str(e):  # a newer record: not one to remove
             raise
         raise InputError(f"{e}; it records what {run.model_dir}'s checkpoints were trained "
                          f"with: put back a whole copy, or remove it to resume them without "

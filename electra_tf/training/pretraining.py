@@ -105,21 +105,24 @@ def different_settings(what: str) -> ConfigError:
 
 
 def _data_files(train_data: str) -> set[str] | None:
-    """The files --train_data's globs match (data/x and ./data/x, a glob and the list
-    it matches, are one; a gs:// or other URL's pattern as written); None where a local
-    pattern matches nothing from here (a relative one recorded by a run started in
-    another directory): nothing to compare."""
+    """The files --train_data's globs match (data/x, ./data/x and ~/data/x, a glob and
+    the list it matches, are one); a gs:// or other URL's pattern, and an absolute one
+    that matches nothing now, as written; None where a relative pattern matches nothing
+    from here (recorded by a run started in another directory): nothing to compare."""
     import glob
 
     found = set()
-    for pattern in (p.strip() for p in train_data.split(",")):
+    for pattern in (os.path.expanduser(p.strip()) for p in train_data.split(",")):
         if "://" in pattern:
             found.add(pattern)
         elif pattern:
             matched = glob.glob(pattern)
-            if not matched:
+            if matched:
+                found.update(os.path.realpath(m) for m in matched)
+            elif os.path.isabs(pattern):
+                found.add(pattern)
+            else:
                 return None
-            found.update(os.path.realpath(m) for m in matched)
     return found
 
 

@@ -423,6 +423,9 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
     with no_empty_folder_left(run.model_dir), \
             FolderLock(os.path.normpath(run.model_dir), "--model_dir"):
         group = TrialGroup(run.model_dir, task_name, config, run)
+        for k in range(1, n + 1):  # every trial's folder before the first trains
+            if group.finished(k) is None:
+                check_trial_folder(trial_dir(run.model_dir, k), run)
         if group.asked_anew:  # (a summary out of step is still named at the end)
             stale = group.stale
             group.write()

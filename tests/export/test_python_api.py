@@ -191,6 +191,7 @@ def test_a_folder_of_another_kind_is_named_for_what_it_holds(finetuned_dirs,
     group = tmp_path / "rte"
     group.mkdir()
     (group / "trials.json").write_text("{}")
+    (tmp_path / "rte_2").mkdir()  # (rte_1 removed: --keep_all_models=false)
     export = tmp_path / "exports" / "mrpc"
     for version in ("1", "2"):
         (export / version).mkdir(parents=True)
@@ -201,7 +202,7 @@ def test_a_folder_of_another_kind_is_named_for_what_it_holds(finetuned_dirs,
             (running, None, "it holds a fine-tuning run that has not finished: "
                             "checkpoints/ holds its saves"),
             (group, None, "it is a trial group (trials.json): give one of its trials' "
-                          "folders, rte_1 .. _N beside it"),
+                          "folders (rte_2)"),
             (export, None, "it is an export's model folder (versions 1, 2: SavedModels): "
                            "give the model_dir it was exported from"),
             (mrpc, "rtd", "it is a fine-tuning folder (finetuning_config.json, "),
@@ -221,6 +222,8 @@ def test_a_folder_of_another_kind_is_named_for_what_it_holds(finetuned_dirs,
     with pytest.raises(InputError, match=rf"^folder: {stopped} holds a conversion that was "
                                          r"stopped midway"):
         Predictor.open(str(stopped))
+    with pytest.raises(InputError, match=rf"^folder: {tmp_path / 'nothere'} not found$"):
+        Predictor.open(str(tmp_path / "nothere"))
     # the fine-tuned weights file names its folder, as a discriminator's does
     weights = os.path.join(mrpc, "finetuned.weights.h5")
     assert Predictor.open(weights).task == "sequence_classification"

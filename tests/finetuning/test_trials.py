@@ -185,6 +185,7 @@ def test_a_trial_folder_holding_other_files_is_refused_and_kept(tmp_path):
                                          r"not a fine-tuning run's \(e.g. train.tsv\)"):
         trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
     assert (tmp_path / "out_2" / "train.tsv").read_text() == "mine"
+    assert not (tmp_path / "out_1").exists()  # refused before trial 1 trained
     config, run = fake_runs(tmp_path / "b", 1)
     (tmp_path / "b").mkdir()
     run = FinetuningRun(model_dir=str(tmp_path / "b" / "out"), num_trials=1,

@@ -1078,6 +1078,29 @@ def test_a_file_or_broken_link_where_a_run_writes_a_folder_is_refused(tmp_path):
                                              rf"where the run writes its {name}/; move it away"):
             check_output_folder(str(tmp_path), "--model_dir", inside=(name,))
     check_output_folder(str(tmp_path), "--model_dir", inside=("checkpoints",))
+    os.symlink(tmp_path / "gone", tmp_path / "model")  # the model_dir itself (a traceback)
+    with pytest.raises(InputError, match=rf"^--model_dir {tmp_path / 'model'} is a link to "
+                                         rf"nothing \({tmp_path / 'gone'}\)"):
+        check_output_folder(str(tmp_path / "model"), "--model_dir")
+
+
+def test_the_train_data_note_compares_the_files_a_pattern_names(tmp_path, monkeypatch):
+    """~ is expanded as the run expands it (a false note had named the same files); an
+    absolute pattern that matches nothing now is compared as written (its files moved or
+    removed: the note had stayed silent); only a relative one is left uncompared."""
+    from electra_tf.training.pretraining import _data_files
+
+    (tmp_path / "recs").mkdir()
+    for i in range(2):
+        (tmp_path / "recs" / f"shard-{i}").write_bytes(b"")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    files = {str((tmp_path / "recs" / f"shard-{i}").resolve()) for i in range(2)}
+    assert _data_files("~/recs/shard-*") == _data_files(f"{tmp_path}/recs/shard-*") == files
+    assert _data_files(f"{tmp_path}/gone/shard-*,~/recs/shard-0") == {
+        f"{tmp_path}/gone/shard-*", str((tmp_path / "recs" / "shard-0").resolve())}
+    monkeypatch.chdir(tmp_path)
+    assert _data_files("recs/shard-1, recs/shard-0") == files
+    assert _data_files("elsewhere/shard-*") is None
 
 
 def test_records_built_with_another_vocabulary_are_refused(make_configs, tiny_records,
