@@ -309,9 +309,16 @@ def trials_path(folder: str) -> str:
 
 def what_it_holds(folder: str) -> str:
     """What a folder that is not the kind asked for holds instead, for the refusal
-    ("; it holds ..."), or "" (nothing recognised). A missing-file error had always
-    described the kind expected: a fine-tuned folder given as a pre-training one, a
-    run that has not finished, an export's model folder."""
+    ("; it holds ..."), or "" (nothing recognised, or a folder it cannot list). A
+    missing-file error had always described the kind expected: a fine-tuned folder
+    given as a pre-training one, a run that has not finished, an export's model folder."""
+    try:
+        return _what_it_holds(folder)
+    except OSError:  # unreadable: the refusal's own line says enough
+        return ""
+
+
+def _what_it_holds(folder: str) -> str:
     def has(name: str) -> bool:
         return os.path.exists(os.path.join(folder, name))
 

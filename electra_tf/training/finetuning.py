@@ -668,7 +668,6 @@ def prediction_batches(input_mask: np.ndarray, batch_size: int, step: int = 1,
     return batches if kept <= (1 - MIN_TRIM_SAVING) * n * max_seq_length else full
 
 
-
 class RunSummaries:
     """A fine-tuning run's TensorBoard summaries in model_dir/train and model_dir/eval,
     each writer made at its first write (a rerun of a finished run makes none)."""

@@ -103,7 +103,6 @@ def different_settings(what: str) -> ConfigError:
     return error
 
 
-
 def _data_files(train_data: str) -> set[str] | None:
     """The files --train_data's globs match (data/x, ./data/x and ~/data/x, a glob and
     the list it matches, are one); a gs:// or other URL's pattern, and an absolute one
