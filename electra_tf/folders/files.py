@@ -119,8 +119,23 @@ def read_json(path: str) -> dict:
     version = value.pop("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise InputError(f"{path} has format_version {version!r}; this electra_tf reads "
-                         f"up to {FORMAT_VERSION} (upgrade electra_tf)")
+                         f"up to {FORMAT_VERSION} {_NEWER}")
     return value
+
+
+_NEWER = "(upgrade electra_tf)"  # read_json's refusal of a newer electra_tf's file
+
+
+def unreadable_record(error: InputError, record: str, model_dir: str) -> InputError:
+    """The refusal of a run record (pretraining_config.json, finetuning_config.json) that
+    cannot be read beside `model_dir`'s checkpoints: its own line, then what to do (it
+    had been a bare `malformed JSON` line); an error of another file, or a newer
+    electra_tf's record (not one to remove), as it is."""
+    if not str(error).startswith(os.path.join(model_dir, record)) or _NEWER in str(error):
+        return error
+    return InputError(f"{error}; it records what {model_dir}'s checkpoints were trained with: "
+                      "put back a whole copy, or remove it to resume them without those "
+                      "checks (the run then records its own settings)")
 
 
 def save_weights(model, path: str) -> None:

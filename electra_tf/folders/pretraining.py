@@ -291,11 +291,6 @@ def is_pretraining_folder(path: str) -> bool:
     return bool(path) and os.path.isfile(os.path.join(path, PRETRAINING_CONFIG))
 
 
-def pretraining_config_path(folder: str) -> str:
-    """Where the pretraining_config.json of `folder` lies (whether or not it is there)."""
-    return os.path.join(folder, PRETRAINING_CONFIG)
-
-
 def final_eval_path(folder: str) -> str:
     """Where the final_eval.json of `folder` lies (whether or not it is there)."""
     return os.path.join(folder, FINAL_EVAL)

@@ -58,6 +58,7 @@ from electra_tf.folders.files import (
     holds_weights,
     model_folder,
     remove_stale_temporaries,
+    unreadable_record,
 )
 from electra_tf.folders.finetuned import (
     FinetunedFolder,
@@ -416,11 +417,7 @@ def check_resumed_record(model_dir: str) -> None:
     try:
         read_finetuning_config(model_dir)
     except InputError as e:
-        if "upgrade electra_tf" in str(e):  # a newer record: not one to remove
-            raise
-        raise InputError(f"{e}; it records what {model_dir}'s checkpoints were trained with: "
-                         "put back a whole copy, or remove it to resume them without those "
-                         "checks (the run then records its own settings)") from None
+        raise unreadable_record(e, FINETUNING_CONFIG, model_dir) from None
 
 
 def check_resumed_casing(do_lower_case: bool, model_dir: str) -> None:

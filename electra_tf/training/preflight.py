@@ -24,8 +24,9 @@ from electra_tf.folders.files import (
     has_checkpoints,
     holds_weights,
     latest_checkpoint_step,
+    unreadable_record,
 )
-from electra_tf.folders.pretraining import PretrainingFolder, pretraining_config_path
+from electra_tf.folders.pretraining import PretrainingFolder
 from electra_tf.folders.vocabulary import vocab_fingerprint
 
 
@@ -67,12 +68,11 @@ def preflight(config: PretrainingConfig, run: PretrainingRun, tensorflow_io: boo
     if not resumed:
         for what, paths in files.items():
             check_data_casing(config, paths, fs, flag[what], packed)
-    check_resume(config, run)  # first: a resume's own vocabulary, casing and shapes
+    recorded = check_resume(config, run)  # first: a resume's vocabulary, casing, shapes
     if resumed:  # held to its recorded casing now; data it was not started on is checked
         # (a run started with unchecked records may still continue on them; a converted
         # model's record names no data)
-        before = PretrainingFolder.open(run.model_dir, discriminator=False).recorded.get(
-            "run", {})
+        before = recorded.get("run", {})
         for what, paths in files.items():
             if getattr(run, _DATA_FIELDS[what]) != before.get(_DATA_FIELDS[what]):
                 check_data_casing(config, paths, fs, flag[what], packed)
@@ -224,8 +224,9 @@ def _variable_signature(config: PretrainingConfig) -> tuple:
             objective.head_kind, objective.uses_discriminator, config.training_algorithm)
 
 
-def check_resume(config: PretrainingConfig, run: PretrainingRun) -> None:
-    """Refuses to resume a model_dir whose checkpoints this run cannot continue.
+def check_resume(config: PretrainingConfig, run: PretrainingRun) -> dict:
+    """Refuses to resume a model_dir whose checkpoints this run cannot continue; returns
+    the folder's record, read once here ({}: no checkpoints to resume).
 
     A model_dir holding a model but no checkpoints is refused (a new run would
     replace it). Otherwise only when model_dir holds checkpoints: the vocabulary must be the one
@@ -244,16 +245,11 @@ def check_resume(config: PretrainingConfig, run: PretrainingRun) -> None:
                 f"--model_dir {run.model_dir} holds a model ({DISCRIMINATOR_WEIGHTS}) and no "
                 "checkpoints to continue: a new run would replace it; give another "
                 "--model_dir")
-        return
+        return {}
     try:
         recorded = PretrainingFolder.open(run.model_dir, discriminator=False).recorded
     except InputError as e:  # an emptied or damaged record beside the checkpoints
-        if not str(e).startswith(pretraining_config_path(run.model_dir)) \
-                or "upgrade electra_tf" in str(e):  # a newer record: not one to remove
-            raise
-        raise InputError(f"{e}; it records what {run.model_dir}'s checkpoints were trained "
-                         f"with: put back a whole copy, or remove it to resume them without "
-                         "those checks (the run then records its own flags)") from None
+        raise unreadable_record(e, PRETRAINING_CONFIG, run.model_dir) from None
     where = f"{run.model_dir} holds checkpoints of a run"
     want = recorded.get("vocab_sha256", "")
     if want:
@@ -269,7 +265,7 @@ def check_resume(config: PretrainingConfig, run: PretrainingRun) -> None:
                 f"is not the vocabulary {where} on --vocab_file={old} ({old_size} tokens, "
                 f"sha256 {want[:12]}); resume with that vocabulary, or use another --model_dir")
     if "pretraining" not in recorded:
-        return
+        return recorded
     try:
         before = PretrainingConfig.from_dict(recorded["pretraining"])
     except (ConfigError, TypeError) as e:
@@ -289,7 +285,7 @@ def check_resume(config: PretrainingConfig, run: PretrainingRun) -> None:
     _check_stage_switch(before, config, run.model_dir, where)
     old_signature = _variable_signature(before)
     if _variable_signature(config) == old_signature:
-        return
+        return recorded
     changed = []
     for name in SHAPE_FLAGS:
         old, new = getattr(before, name), getattr(config, name)
