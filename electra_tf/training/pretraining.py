@@ -38,7 +38,7 @@ import keras
 from electra_tf.core import framework_messages
 from electra_tf.core.config import PretrainingConfig, PretrainingRun, check_run
 from electra_tf.core.errors import ConfigError, InputError, RecordError
-from electra_tf.core.fileio import FolderLock
+from electra_tf.core.fileio import FolderLock, expand_files
 from electra_tf.data.masking import ID_OUTSIDE_VOCABULARY
 from electra_tf.data.tfrecord_reader import locate_corrupt_record
 from electra_tf.folders import pretraining as pretraining_folder
@@ -104,24 +104,22 @@ def different_settings(what: str) -> ConfigError:
 
 
 def _data_files(train_data: str) -> set[str] | None:
-    """The files --train_data's globs match (data/x, ./data/x and ~/data/x, a glob and
-    the list it matches, are one); a gs:// or other URL's pattern, and an absolute one
-    that matches nothing now, as written; None where a relative pattern matches nothing
-    from here (recorded by a run started in another directory): nothing to compare."""
-    import glob
-
+    """The files --train_data's globs match, by the run's own rule (fileio.expand_files:
+    data/x, ./data/x and ~/data/x, a glob and the list it matches, are one); a gs:// or
+    other URL's pattern, and an absolute one that matches nothing now, as written; None
+    where a relative pattern matches nothing from here (recorded by a run started in
+    another directory): nothing to compare."""
     found = set()
-    for pattern in (os.path.expanduser(p.strip()) for p in train_data.split(",")):
+    for pattern in (p.strip() for p in train_data.split(",")):
         if "://" in pattern:
             found.add(pattern)
         elif pattern:
-            matched = glob.glob(pattern)
-            if matched:
-                found.update(os.path.realpath(m) for m in matched)
-            elif os.path.isabs(pattern):
-                found.add(pattern)
-            else:
-                return None
+            try:
+                found.update(os.path.realpath(f) for f in expand_files(pattern, "--train_data"))
+            except InputError:
+                if not os.path.isabs(os.path.expanduser(pattern)):
+                    return None
+                found.add(os.path.expanduser(pattern))
     return found
 
 
