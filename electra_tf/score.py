@@ -7,22 +7,25 @@ output has one line per input line, in order: its score, -sum_t E(x)_t over
 its word pieces (higher: more likely; electra_tf/serving/scoring.py), from one
 forward pass. With --energies each line is instead a JSON object: score,
 tokens (the word pieces), energies (E(x)_t of each) and truncated. --output
-writes the lines to a file (atomically) instead of stdout.
+writes the lines to a file (atomically) instead of stdout. The input is read,
+scored and written a chunk at a time: a file of any length scores in the same
+memory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 
 from absl import app, flags
 
 from electra_tf import cli
 from electra_tf.core import fileio
 from electra_tf.core.errors import InputError
-from electra_tf.text.cleaning import newline_lines
 
 FLAGS = flags.FLAGS
 
@@ -42,29 +45,67 @@ def define_flags():
     flags.DEFINE_string("vocab_file", "", "The vocabulary (default: the model_dir's).")
 
 
-_CHUNK_TEXTS = 8192  # texts scored before their results are formatted
+_CHUNK_TEXTS = 8192  # texts read, scored and written at a time
+
+
+def _text_of(raw: bytes, path: str, number: int) -> str:
+    """One line of --input (its "\n", and a "\r" before it, dropped) as text."""
+    raw = raw[:-1] if raw.endswith(b"\n") else raw
+    raw = raw[:-1] if raw.endswith(b"\r") else raw
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"--input {path}:{number}: not UTF-8 (byte 0x{raw[e.start]:02x} at "
+                         f"column {e.start + 1}); save the file as UTF-8") from None
+
+
+def _open_input(path: str):
+    if path == "-":
+        if sys.stdin is None:
+            raise InputError("--input -: the standard input is closed")
+        return contextlib.nullcontext(sys.stdin.buffer)
+    try:
+        return open(path, "rb")
+    except OSError as e:
+        raise InputError(f"--input {path}: {e.strerror or e}") from None
+
+
+def read_chunks(path: str, size: int = _CHUNK_TEXTS) -> Iterator[list[str]]:
+    """The texts of --input ('-': stdin), `size` at a time: split at "\n" only (and a
+    "\r" before it), so that a line holding U+2028, a form feed or a lone "\r" is still
+    one text with one score. A file is read as it is scored, never whole.
+
+    Raises:
+      InputError: the file cannot be read, or a line is not UTF-8 (its number).
+    """
+    number, chunk = 0, []
+    with _open_input(path) as f:
+        try:
+            for raw in f:  # a binary file's lines end at b"\n" only
+                number += 1
+                chunk.append(_text_of(raw, path, number))
+                if len(chunk) == size:
+                    yield chunk
+                    chunk = []
+        except OSError as e:  # a folder, a read error
+            raise InputError(f"--input {path}: {e.strerror or e}") from None
+    if chunk:
+        yield chunk
+
+
+def count_lines(path: str) -> int:
+    """How many texts a --input file holds, each line checked as read_chunks reads it:
+    a file that is not UTF-8 is refused before the model loads or anything is written.
+
+    Raises:
+      InputError: as read_chunks.
+    """
+    return sum(len(chunk) for chunk in read_chunks(path))
 
 
 def read_lines(path: str) -> list[str]:
-    """The texts of --input ('-': stdin): split at "\\n" only (and a "\\r" before it),
-    so that a line holding U+2028, a form feed or a lone "\\r" is still one text
-    with one score.
-
-    Raises:
-      InputError: the file cannot be read, or is not UTF-8.
-    """
-    try:
-        if path == "-":
-            if sys.stdin is None:
-                raise InputError("--input -: the standard input is closed")
-            data = sys.stdin.buffer.read()
-        else:
-            with open(path, "rb") as f:
-                data = f.read()
-        text = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"--input {path}: {e}") from None
-    return newline_lines(text)
+    """Every text of --input at once (read_chunks)."""
+    return [text for chunk in read_chunks(path) for text in chunk]
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -95,30 +136,41 @@ def main(argv):
 
     # the model's objective before the input is read (a million lines took a minute first)
     check_electric_folder(PretrainingFolder.open(FLAGS.model_dir, what="--model_dir"))
-    lines = read_lines(FLAGS.input)
+    # a file is checked whole first (a bad line refused before any score is written) and
+    # counted for the progress lines; stdin is scored as it comes
+    total = None if FLAGS.input == "-" else count_lines(FLAGS.input)
     t0 = time.monotonic()
     scorer = load_scorer(FLAGS.model_dir, FLAGS.vocab_file, FLAGS.max_seq_length)
     t1 = time.monotonic()
-    meter = fileio.Progress("score", total=len(lines), unit="texts")  # a line every 5 s
-    # Each chunk's results become their output lines at once: a million texts' word
-    # pieces and energies, held to the end, had taken 1.3 GB.
-    out, truncated = [], 0
-    for start in range(0, len(lines), _CHUNK_TEXTS):
-        for s in scorer.score(lines[start:start + _CHUNK_TEXTS], FLAGS.batch_size,
-                              lambda n, done=start: meter.update(done + n)):
-            truncated += s.truncated
-            out.append(json.dumps({"score": s.score, "tokens": s.tokens,
-                                   "energies": s.energies, "truncated": s.truncated},
-                                  ensure_ascii=False) if FLAGS.energies else f"{s.score:.6f}")
-    t2 = time.monotonic()
-    text = "".join(line + "\n" for line in out)
+    meter = fileio.Progress("score", total=total, unit="texts")  # a line every 5 s
+    counts = {"texts": 0, "truncated": 0}
+
+    def pieces():
+        """Each chunk's output lines as one piece, as it is scored: neither the input
+        nor the output is held whole (a million texts' word pieces and energies, held
+        to the end, had taken 1.3 GB)."""
+        for chunk in read_chunks(FLAGS.input):
+            lines = []
+            for s in scorer.score(chunk, FLAGS.batch_size,
+                                  lambda n, done=counts["texts"]: meter.update(done + n)):
+                counts["truncated"] += s.truncated
+                lines.append(json.dumps({"score": s.score, "tokens": s.tokens,
+                                         "energies": s.energies, "truncated": s.truncated},
+                                        ensure_ascii=False) + "\n" if FLAGS.energies
+                             else f"{s.score:.6f}\n")
+            counts["texts"] += len(chunk)
+            yield "".join(lines)
+
     if FLAGS.output:
-        fileio.write_output_text(FLAGS.output, text)
+        fileio.write_output_text(FLAGS.output, pieces())
     else:
-        cli.write_stdout(text)
-    print(f"[score] {len(out)} texts in {t2 - t1:.2f}s (model loaded in {t1 - t0:.1f}s)"
-          + (f"; {truncated} truncated to {scorer.max_seq_length - 2} word pieces"
-             if truncated else ""),
+        for piece in pieces():
+            cli.write_stdout(piece)
+    t2 = time.monotonic()
+    print(f"[score] {counts['texts']} texts in {t2 - t1:.2f}s (model loaded in "
+          f"{t1 - t0:.1f}s)" + (f"; {counts['truncated']} truncated to "
+                                f"{scorer.max_seq_length - 2} word pieces"
+                                if counts["truncated"] else ""),
           file=sys.stderr)
 
 

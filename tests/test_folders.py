@@ -244,6 +244,19 @@ def test_an_output_that_is_a_link_or_a_pipe_is_written_through(tmp_path):
     assert got == ["through\n"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
     write_output_text(str(tmp_path / "plain.txt"), "a\n")  # a new file: as atomic_write
     assert (tmp_path / "plain.txt").read_text() == "a\n"
+    # pieces (score's chunks) land as one file; a failure midway leaves the old one
+    write_output_text(str(link), iter(["one\n", "two\n"]))
+    assert target.read_text() == "one\ntwo\n"
+
+    def failing():
+        yield "three\n"
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        write_output_text(str(link), failing())
+    assert target.read_text() == "one\ntwo\n" and link.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.txt", "pipe", "plain.txt",
+                                                          "real.txt"]
 
 
 def test_output_names_the_file_system_cannot_hold_are_refused_before_any_work(tmp_path):

@@ -19,7 +19,7 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from electra_tf.core.errors import InputError
 
@@ -298,14 +298,23 @@ def honour_umask(path: str, directory: bool = False) -> None:
     os.chmod(path, (0o777 if directory else 0o666) & ~current_umask())
 
 
-def atomic_write_text(path: str, text: str) -> None:
-    """Writes a UTF-8 text file atomically (temporary name, then rename)."""
+def atomic_write_text(path: str, text: str | Iterable[str]) -> None:
+    """Writes a UTF-8 text file atomically (temporary name, then rename). `text` may
+    be an iterable of pieces, written as they come (the file appears once all are)."""
 
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
+            _write_pieces(f, text)
 
     atomic_write(path, write)
+
+
+def _write_pieces(f, text: str | Iterable[str]) -> None:
+    if isinstance(text, str):
+        f.write(text)
+        return
+    for piece in text:
+        f.write(piece)
 
 
 def atomic_write_json(path: str, value: Any) -> None:
@@ -514,14 +523,15 @@ def _is_special(path: str) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
-def write_output_text(path: str, text: str) -> None:
+def write_output_text(path: str, text: str | Iterable[str]) -> None:
     """Writes a user's --output file: atomically (`atomic_write_text`) where it lands in
     a regular file, at the end of a link where it is one (the link stays), and straight
-    into a device or a pipe (/dev/stdout, /dev/null), which a rename would replace."""
+    into a device or a pipe (/dev/stdout, /dev/null), which a rename would replace.
+    `text` may be an iterable of pieces, written as they come."""
     if _is_special(path):
         try:
             with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
+                _write_pieces(f, text)
         except OSError as e:
             if e.filename is None:  # a write refused at close names no file (/dev/full)
                 e.filename = path

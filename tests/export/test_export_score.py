@@ -60,10 +60,14 @@ def test_the_command_prints_one_score_per_line(electric_dir, tmp_path):
     assert len(lines) == len(TEXTS)
     want = one_by_one(load_scorer(electric_dir, max_seq_length=SEQ), TEXTS)
     np.testing.assert_allclose([float(x) for x in lines], want, atol=1e-4, rtol=0)
+    output = tmp_path / "energies.jsonl"
     proc = run_module("electra_tf.score", f"--model_dir={electric_dir}",
-                      f"--input={sentences}", f"--max_seq_length={SEQ}", "--energies")
+                      f"--input={sentences}", f"--max_seq_length={SEQ}", "--energies",
+                      f"--output={output}")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert proc.stdout == "" and f"[score] {len(TEXTS)} texts in" in proc.stderr
+    rows = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == len(TEXTS)
     assert rows[0]["tokens"] == ["the", "model", "reads", "a", "token"]
     for row in rows:
         assert row["score"] == pytest.approx(-sum(row["energies"]), abs=1e-4)
@@ -149,9 +153,44 @@ def test_the_command_reads_one_text_per_newline(tmp_path, monkeypatch):
     assert read_lines(str(path)) == ["a\u2028b", "c\x0cd\re", "", "last"]
     path.write_bytes(b"one\ntwo\n")
     assert read_lines(str(path)) == ["one", "two"]
-    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n")))
-    with pytest.raises(InputError, match=r"^--input -: 'utf-8' codec can't decode"):
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"ok\ncaf\xe9\n")))
+    with pytest.raises(InputError, match=r"^--input -:2: not UTF-8 \(byte 0xe9 at column "
+                                         r"4\); save the file as UTF-8$"):
         read_lines("-")
+
+
+def test_the_command_reads_its_input_a_chunk_at_a_time(tmp_path):
+    """score had read the whole --input before scoring (a corpus of any size was held in
+    memory): read_chunks yields `size` texts at a time, counted by count_lines, which
+    refuses a bad line by its number before anything is scored."""
+    from electra_tf.core.errors import InputError
+    from electra_tf.score import count_lines, read_chunks
+
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"a\nb\r\n\nd\re")
+    chunks = read_chunks(str(path), size=2)
+    assert next(chunks) == ["a", "b"]  # a generator: the rest is not read yet
+    assert list(chunks) == [["", "d\re"]]
+    assert count_lines(str(path)) == 4
+    path.write_bytes(b"ok\nok\n\xff tail\n")
+    with pytest.raises(InputError, match=r":3: not UTF-8 \(byte 0xff at column 1\)"):
+        count_lines(str(path))
+    with pytest.raises(InputError, match=r"^--input .*: Is a directory$"):
+        count_lines(str(tmp_path))
+    with pytest.raises(InputError, match=r"^--input .*none: No such file or directory$"):
+        count_lines(str(tmp_path / "none"))
+
+
+def test_a_bad_line_is_refused_before_an_output_is_touched(electric_dir, tmp_path):
+    sentences = tmp_path / "s.txt"
+    sentences.write_bytes(b"a token\nthe model\nnot UTF-8 \xff\n")
+    output = tmp_path / "scores.txt"
+    output.write_text("earlier scores\n")
+    proc = run_module("electra_tf.score", f"--model_dir={electric_dir}",
+                      f"--input={sentences}", f"--output={output}")
+    error_line(proc, f"--input {sentences}:3: not UTF-8 (byte 0xff at column 11)")
+    assert output.read_text() == "earlier scores\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.txt", "scores.txt"]
 
 
 def test_the_command_checks_its_output_before_loading_a_model(tmp_path):
