@@ -1136,15 +1136,18 @@ class Finetuning:
                 t0 = time.monotonic()
             if run.do_eval and (step % steps_per_epoch == 0 or step == total):
                 results[f"epoch_{epoch + 1}"] = self._eval_all(final=step == total)
-                self._save_results(results)
+                # the summary first: killed between the two, the resumed run evaluates
+                # the epoch again (results.json lacks it), where the other order had
+                # lost the epoch's point for good
                 self.summaries.scores(step, results[f"epoch_{epoch + 1}"])
+                self._save_results(results)
         if step < total and run.do_train:
             self._log(f"stopped at step {step} as asked; run again to resume")
             return results
         if not run.do_train and run.do_eval:
             results["eval"] = self._eval_all(final=True)
+            self.summaries.scores(self.step, results["eval"])  # (first: as the loop's)
             self._save_results(results)
-            self.summaries.scores(self.step, results["eval"])
         if run.do_predict:
             for split in self._test_splits():
                 examples, feats = self.features(split)
@@ -1168,8 +1171,8 @@ class Finetuning:
         if key not in results:
             self._log(f"resuming at the end of {key}, which results.json lacks: evaluating it")
             results[key] = self._eval_all(final=step == total)
+            self.summaries.scores(step, results[key])  # (first: as the loop's)
             self._save_results(results)
-            self.summaries.scores(step, results[key])
 
     def _prediction_path(self, split: str) -> str:
         submission = self.task.submission_file(split) if split.startswith("test") else None

@@ -152,6 +152,19 @@ def test_a_train_split_smaller_than_a_batch_trains_one_filled_batch(
     _, resumed = finetune(*flags, f"--model_dir={tmp_path / 'cut'}")
     assert [step for step, _ in _scalars(tmp_path / "cut" / "eval")["dev/accuracy"]] == [1, 2]
     assert sorted(resumed) == ["epoch_1", "epoch_2"]
+    # killed as results.json is written: the epoch's point is written before it (it had
+    # been written after, and a resumed run that found the epoch in results.json never
+    # wrote it)
+    trainer = TensorFlowFinetuning(*finetuning_from_flags(
+        *flags, f"--model_dir={tmp_path / 'killed'}"))
+
+    def killed(results):
+        raise SystemExit("killed")
+
+    trainer._save_results = killed
+    with pytest.raises(SystemExit):
+        trainer.train()
+    assert [step for step, _ in _scalars(tmp_path / "killed" / "eval")["dev/accuracy"]] == [1]
 
 
 def _scalars(folder) -> dict:
