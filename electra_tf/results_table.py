@@ -62,7 +62,8 @@ def _a_table(path: str) -> bool:
         value = json.loads(text)
     except ValueError:
         return False
-    return isinstance(value, dict) and set(value) == {"columns", "rows", "skipped"}
+    return isinstance(value, dict) and (
+        {"columns", "rows", "skipped"} <= set(value) <= {"columns", "rows", "skipped", "pending"})
 
 
 def _check_not_a_folder_file(output: str, folders: list[str]) -> None:

@@ -115,13 +115,13 @@ def read_folder(folder: str) -> TaskResult | None:
         if _column(task) is None:
             return None
         done = record["trials"]
-        if not done:
-            raise InputError(f"{folder}: no finished trial in {trials.TRIALS}")
+        requested = record.get("num_trials") or 0  # (None: an older file, not recorded)
+        if not done:  # a group stopped in its first trial: listed below the table
+            return TaskResult(folder, task, "", (), unfinished=requested)
         sizes = {t.get("model_size", "") for t in done}
         values = _finite_values(folder, task, [  # a diverged trial: no value (dropped)
             None if t.get("diverged") else _value(folder, task, t["results"]) for t in done],
             diverged=sum(bool(t.get("diverged")) for t in done))
-        requested = record.get("num_trials") or 0  # (None: an older file, not recorded)
         return TaskResult(folder, task, sizes.pop() if len(sizes) == 1 else "custom", values,
                           dropped=len(done) - len(values),
                           unfinished=max(0, requested - len(done)))
@@ -147,21 +147,27 @@ def read_folder(folder: str) -> TaskResult | None:
 
 
 def results_table(folders) -> dict:
-    """The table as data: {"columns": [...], "rows": [...], "skipped": [...]}.
+    """The table as data: {"columns": [...], "rows": [...], "skipped": [...],
+    "pending": [...]}.
 
     A row per model size of the folders ("yours"), each cell the median over its task's
     trials with n, then the README's rows of that size. Folders of a task without a
-    column (wnli, ner, your own data) are listed under "skipped".
+    column (wnli, ner, your own data) are listed under "skipped", trial groups none of
+    whose trials has finished yet under "pending" ({"folder", "task", "unfinished"}).
 
     Raises:
       InputError: a folder that is neither kind, or two folders of one task and size.
     """
     by_size: dict[str, dict[str, TaskResult]] = {}
-    skipped = []
+    skipped, pending = [], []
     for folder in folders:
         result = read_folder(folder)
         if result is None:
             skipped.append(os.path.normpath(folder))
+            continue
+        if not result.values and not result.dropped:  # no trial finished yet
+            pending.append({"folder": result.folder, "task": result.task,
+                            "unfinished": result.unfinished})
             continue
         cells = by_size.setdefault(result.model_size, {})
         if result.task in cells:
@@ -188,7 +194,7 @@ def results_table(folders) -> dict:
                              "cells": [None if v is None else {"median": v} for v in values]})
     columns = [{"name": c[0], "metric": c[1], "task": c[2], "split": c[3], "key": c[4]}
                for c in COLUMNS]
-    return {"columns": columns, "rows": rows, "skipped": skipped}
+    return {"columns": columns, "rows": rows, "skipped": skipped, "pending": pending}
 
 
 def markdown(table: dict) -> str:
@@ -217,6 +223,11 @@ def markdown(table: dict) -> str:
     if any(cell and cell.get("unfinished") for row in table["rows"] for cell in row["cells"]):
         notes.append("Not run: trials a group's --num_trials asked for that it has not "
                      "finished (its command, run again, goes on with them).")
+    if table.get("pending"):
+        notes.append("No trial finished yet (its command, run again, goes on): " + ", ".join(
+            f"{p['folder']} ({p['task']}"
+            + (f", {p['unfinished']} not run)" if p["unfinished"] else ")")
+            for p in table["pending"]))
     if table["skipped"]:
         notes.append("Not in the table (no column for their task): "
                      + ", ".join(table["skipped"]))

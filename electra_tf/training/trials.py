@@ -10,8 +10,8 @@ with `--seed=seed+k-1`, and the group folder `OUT` holds:
                 summary per split and metric (median, mean, standard deviation
                 (n - 1), min, max, n over the finished trials), and the trials the
                 group's latest run asked for (num_trials: the results table tells a
-                group cut short from a finished one), rewritten atomically after
-                every trial
+                group cut short from a finished one), written before the first
+                trial trains and rewritten atomically after every trial
   results.txt   the same as text: a line per trial, as the original's
                 results.txt, then the summary lines
   predictions/  with keep_all_models=False, trial_K/: the prediction files of
@@ -362,7 +362,8 @@ class TrialGroup:
         else:
             self.record = {"task": task, "seed": config.seed, "settings": settings,
                            "num_trials": run.num_trials, "trials": [], "summary": {}}
-            self.stale = self.asked_anew = False  # (written with its first trial)
+            self.stale = self.asked_anew = False
+        self.new = not os.path.exists(self.path)  # (written before its first trial trains)
 
     def _summary(self) -> dict:
         return summarize([t["results"] for t in self.record["trials"]])
@@ -393,6 +394,12 @@ class TrialGroup:
         atomic_write_text(os.path.join(self.folder, RESULTS_TXT), _results_txt(self.record))
         self.stale = False
 
+    def remove(self) -> None:
+        """Removes the files `write` wrote (a new group refused before a trial finished)."""
+        for path in (self.path, os.path.join(self.folder, RESULTS_TXT)):
+            if os.path.isfile(path):
+                os.remove(path)
+
 
 def free_models() -> None:
     """Frees the finished trial's model and graphs: the next trial builds its own."""
@@ -417,8 +424,6 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
       Diverged: every trial diverged (each recorded).
     """
     n = run.num_trials
-    # keep_all_models=False: the last finished trial's (number, folder, prediction files)
-    kept = None
     # a group refused at its first trial (another vocabulary) had left an empty folder
     with no_empty_folder_left(run.model_dir), \
             FolderLock(os.path.normpath(run.model_dir), "--model_dir"):
@@ -426,72 +431,87 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
         for k in range(1, n + 1):  # every trial's folder before the first trains
             if group.finished(k) is None:
                 check_trial_folder(trial_dir(run.model_dir, k), run)
-        if group.asked_anew:  # (a summary out of step is still named at the end)
+        if group.asked_anew or group.new:  # (a summary out of step is still named at the end)
+            # a new group's record before its first trial trains: a group stopped in
+            # it reads as one with no trial finished (results_table), not as no group
             stale = group.stale
             group.write()
             group.stale = stale
-        for k in range(1, n + 1):
-            seed = config.seed + k - 1
-            folder = trial_dir(run.model_dir, k)
-            done = group.finished(k)
-            if done is not None:
-                what = (f"diverged, skipped: {done['diverged']}" if done.get("diverged")
-                        else f"finished, skipped: {done['results']}")
-                log("finetune", f"trial {k}/{n} (seed {seed}, {folder}): {what}")
-                continue
-            check_trial_folder(folder, run)
-            log("finetune", f"trial {k}/{n}: seed {seed}, --model_dir={folder}")
-            trainer = make_trainer(dataclasses.replace(config, seed=seed),
-                                   dataclasses.replace(run, model_dir=folder, num_trials=1))
-            diverged = ""
-            try:
-                results = final_results(trainer.train())
-            except Diverged as e:  # this seed's; the next ones may train
-                results, diverged = {}, str(e)
-            size = getattr(trainer, "size", "")  # the checkpoint's size name, or "custom"
-            written = getattr(trainer, "prediction_files", list)()
-            del trainer
-            free_models()
-            group.add(k, seed, folder, results, size, diverged=diverged)
-            if diverged:
-                log("finetune", f"trial {k}/{n} diverged: {diverged}; recorded, left out of "
-                                "the summary" + ("; the next trial goes on" if k < n else ""))
-            else:
-                log("finetune", f"trial {k}/{n} done: {results}")
-            if not run.keep_all_models:
-                # The original's keep_all_models=False keeps the last trial's folder: here
-                # the last that finished (a diverged trial's holds no model).
-                if diverged:
-                    gone = (k, folder, written)
-                else:
-                    gone, kept = kept, (k, folder, written)
-                if gone and os.path.isdir(gone[1]):
-                    remove_trial_folder(run.model_dir, *gone)
-            signum = signals.pending() if diverged else None
-            if signum is not None:  # Ctrl-C or SIGTERM came as the trial diverged
-                signals.take()
-                raise Interrupted(0, signum=signum, message=(
-                    f"interrupted in trial {k}/{n}, which diverged (recorded in "
-                    f"{group.path})" + (f"; rerun to go on with trial {k + 1}" if k < n
-                                        else "")))
-        if group.stale:  # every trial had finished: the files' summary is brought up to date
-            log("finetune", f"{group.path}: its summary differed from its trials' results; "
-                            "rewritten from them")
-            group.write()
-        more = len(group.record["trials"]) - n
-        if more > 0:
-            log("finetune", f"{group.path} holds {more} more finished trial(s) than "
-                            f"--num_trials={n}: the summary is over all "
-                            f"{len(group.record['trials'])}")
-        for line in summary_lines(task_name, group.record["summary"]):
-            log("finetune", line)
-        bad = group.diverged()
-        if bad and len(bad) == len(group.record["trials"]):
-            raise Diverged(f"every trial diverged ({len(bad)}; recorded in {group.path}), "
-                           f"e.g. trial {bad[0]['trial']}: {bad[0]['diverged']}")
-        if bad:
-            log("finetune", f"{len(bad)} of {len(group.record['trials'])} trials diverged "
-                            f"(trial {', '.join(str(t['trial']) for t in bad)}): the summary "
-                            "is over the others")
-        log("finetune", f"wrote {group.path} and {os.path.join(group.folder, RESULTS_TXT)}")
+        try:
+            _run_trials(group, config, run, task_name, make_trainer, final_results)
+        except Exception:  # a refusal or a fault, not a Ctrl-C or SIGTERM (Interrupted)
+            if group.new and not group.record["trials"]:
+                group.remove()  # a new group refused at its first trial leaves no trace
+            raise
     return group.record["summary"]
+
+
+def _run_trials(group: TrialGroup, config: FinetuningConfig, run: FinetuningRun,
+                task_name: str, make_trainer: Callable, final_results: Callable) -> None:
+    """run_trials' trials, under its lock; the summary is group.record's."""
+    n = run.num_trials
+    kept = None  # keep_all_models=False: the last finished trial's (number, folder, files)
+    for k in range(1, n + 1):
+        seed = config.seed + k - 1
+        folder = trial_dir(run.model_dir, k)
+        done = group.finished(k)
+        if done is not None:
+            what = (f"diverged, skipped: {done['diverged']}" if done.get("diverged")
+                    else f"finished, skipped: {done['results']}")
+            log("finetune", f"trial {k}/{n} (seed {seed}, {folder}): {what}")
+            continue
+        check_trial_folder(folder, run)
+        log("finetune", f"trial {k}/{n}: seed {seed}, --model_dir={folder}")
+        trainer = make_trainer(dataclasses.replace(config, seed=seed),
+                               dataclasses.replace(run, model_dir=folder, num_trials=1))
+        diverged = ""
+        try:
+            results = final_results(trainer.train())
+        except Diverged as e:  # this seed's; the next ones may train
+            results, diverged = {}, str(e)
+        size = getattr(trainer, "size", "")  # the checkpoint's size name, or "custom"
+        written = getattr(trainer, "prediction_files", list)()
+        del trainer
+        free_models()
+        group.add(k, seed, folder, results, size, diverged=diverged)
+        if diverged:
+            log("finetune", f"trial {k}/{n} diverged: {diverged}; recorded, left out of "
+                            "the summary" + ("; the next trial goes on" if k < n else ""))
+        else:
+            log("finetune", f"trial {k}/{n} done: {results}")
+        if not run.keep_all_models:
+            # The original's keep_all_models=False keeps the last trial's folder: here
+            # the last that finished (a diverged trial's holds no model).
+            if diverged:
+                gone = (k, folder, written)
+            else:
+                gone, kept = kept, (k, folder, written)
+            if gone and os.path.isdir(gone[1]):
+                remove_trial_folder(run.model_dir, *gone)
+        signum = signals.pending() if diverged else None
+        if signum is not None:  # Ctrl-C or SIGTERM came as the trial diverged
+            signals.take()
+            raise Interrupted(0, signum=signum, message=(
+                f"interrupted in trial {k}/{n}, which diverged (recorded in "
+                f"{group.path})" + (f"; rerun to go on with trial {k + 1}" if k < n
+                                    else "")))
+    if group.stale:  # every trial had finished: the files' summary is brought up to date
+        log("finetune", f"{group.path}: its summary differed from its trials' results; "
+                        "rewritten from them")
+        group.write()
+    more = len(group.record["trials"]) - n
+    if more > 0:
+        log("finetune", f"{group.path} holds {more} more finished trial(s) than "
+                        f"--num_trials={n}: the summary is over all "
+                        f"{len(group.record['trials'])}")
+    for line in summary_lines(task_name, group.record["summary"]):
+        log("finetune", line)
+    bad = group.diverged()
+    if bad and len(bad) == len(group.record["trials"]):
+        raise Diverged(f"every trial diverged ({len(bad)}; recorded in {group.path}), "
+                       f"e.g. trial {bad[0]['trial']}: {bad[0]['diverged']}")
+    if bad:
+        log("finetune", f"{len(bad)} of {len(group.record['trials'])} trials diverged "
+                        f"(trial {', '.join(str(t['trial']) for t in bad)}): the summary "
+                        "is over the others")
+    log("finetune", f"wrote {group.path} and {os.path.join(group.folder, RESULTS_TXT)}")

@@ -237,3 +237,23 @@ def test_a_group_cut_short_says_how_many_trials_have_not_run(tmp_path):
     del record["num_trials"]
     (tmp_path / "sst" / trials.TRIALS).write_text(json.dumps(record))
     assert results_table([done])["rows"][0]["cells"][1]["unfinished"] == 0
+
+
+def test_a_group_with_no_trial_finished_is_named_below_the_table(tmp_path):
+    """A group stopped in its first trial had no trials.json (results_table: "not found"
+    or "neither kind", and the other folders' table failed with it): its record is
+    written before the first trial trains, and the table lists it as pending."""
+    config = FinetuningConfig(task_name="rte")
+    group = trials.TrialGroup(str(tmp_path / "rte"), "rte", config,
+                              FinetuningRun(model_dir=str(tmp_path / "rte"), num_trials=3))
+    group.write()
+    cola = trial_group(tmp_path / "cola", "cola", [{"dev": {"mcc": 0.5}}])
+    table = results_table([str(tmp_path / "rte"), cola])
+    assert table["pending"] == [{"folder": str(tmp_path / "rte"), "task": "rte",
+                                 "unfinished": 3}]
+    assert [row["model"] for row in table["rows"]][0] == "yours (small)"
+    assert table["rows"][0]["cells"][7] is None  # no RTE cell
+    text = markdown(table)
+    assert (f"No trial finished yet (its command, run again, goes on): {tmp_path / 'rte'} "
+            "(rte, 3 not run)") in text
+    assert "| 50.0 |" in text

@@ -155,6 +155,21 @@ def test_a_group_refused_at_its_first_trial_leaves_no_folder(tmp_path):
             trials.run_trials(config, run, "sst2", refuse, Finetuning.final_results)
         assert (tmp_path / "out").exists() == existed
         assert not (tmp_path / "out_1").exists()
+        assert not existed or os.listdir(tmp_path / "out") == []  # its record went too
+
+
+def test_a_new_group_stopped_in_its_first_trial_keeps_its_record(tmp_path):
+    """The record had been written with the first trial's results: a group stopped in
+    it had none, and results_table could not name it (see test_results_table)."""
+    config, run = fake_runs(tmp_path, 3)
+    with pytest.raises(Interrupted):
+        trials.run_trials(config, run, "sst2",
+                          lambda c, r: FakeTrainer(c, r, interrupt=c.seed == 7),
+                          Finetuning.final_results)
+    record = trials.read_trials(str(tmp_path / "out"))
+    assert (record["num_trials"], record["trials"]) == (3, [])
+    summary = trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    assert summary["dev"]["accuracy"]["n"] == 3
 
 
 def test_naming_the_default_a_group_took_is_no_other_setting(tmp_path):
