@@ -317,6 +317,15 @@ def has_checkpoints(model_dir: str) -> bool:
         not name.startswith(".") and not name.endswith("_temp") for name in os.listdir(folder))
 
 
+def weights_file_folder(path: str) -> str | None:
+    """The folder `path` is the model weights file of (its discriminator.weights.h5 or
+    finetuned.weights.h5, which --init_checkpoint takes for the folder), or None."""
+    if os.path.basename(path) in (DISCRIMINATOR_WEIGHTS, FINETUNED_WEIGHTS) \
+            and os.path.isfile(path):
+        return os.path.dirname(path) or "."
+    return None
+
+
 def trials_path(folder: str) -> str:
     """Where a trial group folder's trials.json lies (whether or not it is there)."""
     return os.path.join(folder, TRIALS)

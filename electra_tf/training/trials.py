@@ -54,6 +54,7 @@ from electra_tf.folders.files import (
     json_numbers,
     read_json,
     trials_path,
+    weights_file_folder,
     write_json,
 )
 from electra_tf.folders.finetuned import has_finetuning_config
@@ -262,14 +263,30 @@ def _changed(before: dict, settings: dict, size: str = "") -> list[str]:
         if k in ("learning_rate", "layerwise_lr_decay"):
             old, new = _by_size(k, old, size), _by_size(k, new, size)
         if k in _CONTENTS:
+            field = _CONTENTS[k][0]
+            if old and new and old != new and before.get(field) != settings.get(field) \
+                    and _same_path(field, before.get(field), settings.get(field)):
+                # the checkpoint spelled the other way (its folder, or its weights file):
+                # what the recorded spelling holds now
+                new = content_sha256(before[field])
             if old and new and old != new:
                 changed.append(f"{_CONTENTS[k][1]} changed")
         elif k in _PATHS and old and new:
-            if os.path.realpath(old) != os.path.realpath(new):
+            if not _same_path(k, old, new):
                 changed.append(f"{k} {old!r} -> {new!r}")
         elif old != new:
             changed.append(f"{k} {old!r} -> {new!r}")
     return changed
+
+
+def _same_path(field: str, a, b) -> bool:
+    """Whether two spellings of a path setting name one thing: data/ and ./data; for
+    --init_checkpoint also a model folder and its weights file, which it reads as one."""
+    if not (isinstance(a, str) and isinstance(b, str) and a and b):
+        return a == b
+    if field == "init_checkpoint":
+        a, b = weights_file_folder(a) or a, weights_file_folder(b) or b
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def check_trial_folder(folder: str, run: FinetuningRun) -> None:

@@ -233,6 +233,36 @@ def test_data_changed_in_place_is_refused_and_the_same_folder_otherwise_spelled_
     assert len(trials.read_trials(str(tmp_path / "out"))["trials"]) == 2
 
 
+def test_a_checkpoint_named_by_its_folder_or_its_weights_file_is_one(tmp_path):
+    """--init_checkpoint=pre and =pre/discriminator.weights.h5 read one model: a rerun
+    naming the other had been refused as "the --init_checkpoint's files changed"."""
+    pre = tmp_path / "pre"
+    pre.mkdir()
+    (pre / "discriminator.weights.h5").write_bytes(b"weights")
+    (pre / "discriminator_config.json").write_text("{}")
+    config = FinetuningConfig(task_name="sst2", seed=7)
+
+    def group(init, n):
+        return FinetuningRun(model_dir=str(tmp_path / "out"), data_dir="d",
+                             init_checkpoint=str(init), num_trials=n)
+
+    trials.run_trials(config, group(pre, 1), "sst2", FakeTrainer, Finetuning.final_results)
+    trials.run_trials(config, group(pre / "discriminator.weights.h5", 2), "sst2", FakeTrainer,
+                      Finetuning.final_results)
+    assert len(trials.read_trials(str(tmp_path / "out"))["trials"]) == 2
+    (pre / "discriminator.weights.h5").write_bytes(b"other weights")
+    for init in (pre, pre / "discriminator.weights.h5"):
+        with pytest.raises(ConfigError, match=r"\(the --init_checkpoint's files changed\)"):
+            trials.run_trials(config, group(init, 3), "sst2", FakeTrainer,
+                              Finetuning.final_results)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "discriminator.weights.h5").write_bytes(b"weights")
+    with pytest.raises(ConfigError, match=r"init_checkpoint '.*pre' -> '.*other/discrim"):
+        trials.run_trials(config, group(other / "discriminator.weights.h5", 3), "sst2",
+                          FakeTrainer, Finetuning.final_results)
+
+
 def test_scores_that_are_not_numbers_are_written_as_null(tmp_path):
     """A SQuAD 2.0 dev set without an answerable question has no HasAns score: NaN had
     been written as a bare NaN token, which strict JSON readers refuse."""
