@@ -296,6 +296,16 @@ def recorded_total_steps(model_dir: str) -> int | None:
     return steps if isinstance(steps, int) and not isinstance(steps, bool) else None
 
 
+def recorded_seed(model_dir: str) -> int | None:
+    """The --seed a fine-tuning model_dir's record was trained with, or None (no
+    record, one that cannot be read, or no seed in it: the run's own checks say so)."""
+    try:
+        seed = read_json(os.path.join(model_dir, FINETUNING_CONFIG))["finetuning"]["seed"]
+    except (InputError, OSError, KeyError, TypeError):
+        return None
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+
 def _read_record(model_dir: str) -> tuple[FinetunedRecord, dict]:
     """The record of a fine-tuning model_dir, and the JSON it was read from.
 

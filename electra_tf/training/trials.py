@@ -57,7 +57,7 @@ from electra_tf.folders.files import (
     weights_file_folder,
     write_json,
 )
-from electra_tf.folders.finetuned import has_finetuning_config
+from electra_tf.folders.finetuned import has_finetuning_config, recorded_seed
 from electra_tf.training.loop import Interrupted, log
 
 RESULTS_TXT = "results.txt"
@@ -289,10 +289,13 @@ def _same_path(field: str, a, b) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
 
 
-def check_trial_folder(folder: str, run: FinetuningRun) -> None:
+def check_trial_folder(folder: str, run: FinetuningRun, seed: int | None = None) -> None:
     """Refuses a trial folder that holds files no fine-tuning run wrote (keep_all_models
     False removes a finished trial's folder: a folder of data that happened to be
-    named OUT_k had been trained in, then deleted), or that is what the run reads.
+    named OUT_k had been trained in, then deleted), that is what the run reads, or
+    (`seed`: the trial's) that holds a fine-tuning run of another seed, not this
+    trial's (a single run given OUT_k had been found when the group reached trial k,
+    refused as other settings to "resume with", which the group cannot).
 
     Raises:
       InputError: naming the folder.
@@ -310,6 +313,12 @@ def check_trial_folder(folder: str, run: FinetuningRun) -> None:
         raise InputError(f"trial folder {folder} already holds files that are not a "
                          f"fine-tuning run's (e.g. {sorted(names)[0]}); move them, or give "
                          "another --model_dir")
+    if seed is not None:  # (a record that cannot be read: the trial's own resume names it)
+        recorded = recorded_seed(folder)
+        if recorded is not None and recorded != seed:
+            raise InputError(f"trial folder {folder} holds a fine-tuning run of --seed="
+                             f"{recorded}, not this group's (its trial there has seed {seed}):"
+                             " another run's folder; move it, or give another --model_dir")
 
 
 def remove_trial_folder(model_dir: str, trial: int, folder: str, predictions: list[str]) -> None:
@@ -447,7 +456,7 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
         group = TrialGroup(run.model_dir, task_name, config, run)
         for k in range(1, n + 1):  # every trial's folder before the first trains
             if group.finished(k) is None:
-                check_trial_folder(trial_dir(run.model_dir, k), run)
+                check_trial_folder(trial_dir(run.model_dir, k), run, config.seed + k - 1)
         if group.asked_anew or group.new:  # (a summary out of step is still named at the end)
             # a new group's record before its first trial trains: a group stopped in
             # it reads as one with no trial finished (results_table), not as no group
@@ -477,7 +486,7 @@ def _run_trials(group: TrialGroup, config: FinetuningConfig, run: FinetuningRun,
                     else f"finished, skipped: {done['results']}")
             log("finetune", f"trial {k}/{n} (seed {seed}, {folder}): {what}")
             continue
-        check_trial_folder(folder, run)
+        check_trial_folder(folder, run, seed)
         log("finetune", f"trial {k}/{n}: seed {seed}, --model_dir={folder}")
         trainer = make_trainer(dataclasses.replace(config, seed=seed),
                                dataclasses.replace(run, model_dir=folder, num_trials=1))

@@ -210,6 +210,26 @@ def test_a_trial_folder_holding_other_files_is_refused_and_kept(tmp_path):
         trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
 
 
+def test_a_single_run_in_a_trials_folder_is_refused_before_the_first_trial(tmp_path):
+    """A run of another seed in OUT_3 had been met when the group reached trial 3, and
+    refused as checkpoints of other settings to "resume with" (the group sets the seed);
+    the group's own trial stopped there (its seed) resumes."""
+    config, run = fake_runs(tmp_path, 3)
+    from electra_tf.folders.files import write_json
+
+    (tmp_path / "out_3").mkdir()
+    record = str(tmp_path / "out_3" / "finetuning_config.json")
+    write_json(record, {"finetuning": {"seed": 5}})  # (the field the check reads)
+    with pytest.raises(InputError, match=r"trial folder .*out_3 holds a fine-tuning run of "
+                                         r"--seed=5, not this group's \(its trial there has "
+                                         r"seed 9\): another run's folder; move it"):
+        trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    assert not (tmp_path / "out_1").exists()  # refused before trial 1 trained
+    write_json(record, {"finetuning": {"seed": 9}})
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    assert len(trials.read_trials(str(tmp_path / "out"))["trials"]) == 3
+
+
 def test_data_changed_in_place_is_refused_and_the_same_folder_otherwise_spelled_is_not(
         tmp_path):
     """Only the --data_dir string had been compared: labels edited in place went into
