@@ -772,6 +772,18 @@ def test_a_tf_config_port_in_use_is_one_config_error(monkeypatch):
     check_tf_config(value)  # free again
 
 
+def test_a_tpu_strategy_without_a_tpu_is_one_config_error(monkeypatch):
+    """TensorFlow's resolver had ended run_pretraining --strategy=tpu in a 37-line
+    traceback where no TPU is named (and a URLError traceback for a name it cannot
+    look up)."""
+    from electra_tf.training.backends.tensorflow import make_strategy
+
+    monkeypatch.delenv("TPU_NAME", raising=False)
+    with pytest.raises(ConfigError, match=r"^--strategy=tpu: no TPU reached \(Please provide "
+                                          r"a TPU Name to connect to.\); give --tpu=NAME"):
+        make_strategy("tpu", 0)
+
+
 def test_after_the_interrupted_line_a_second_ctrl_c_is_ignored(capsys, sigint_handler):
     """The exit that follows `interrupted at step N` runs JAX's exit hooks; a second Ctrl-C
     there printed "Exception ignored ... KeyboardInterrupt". The status stays 130."""

@@ -148,9 +148,18 @@ def make_strategy(name: str, num_devices: int = 0, tpu: str = "",
                 watchdog.disarm()
     if name != "tpu":
         raise ConfigError(f"unknown strategy {name!r}")
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or None)
-    tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or None)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, OSError, RuntimeError, tf.errors.OpError) as e:
+        # TensorFlow's own: a traceback (37 lines for no TPU name; a URLError for a
+        # name it cannot look up)
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise ConfigError(
+            f"--strategy=tpu: no TPU reached ({reason}); give --tpu=NAME (a Cloud TPU's "
+            "name or grpc:// address; local on a TPU VM)" if not tpu else
+            f"--strategy=tpu --tpu={tpu}: the TPU cannot be reached ({reason})") from None
     return tf.distribute.TPUStrategy(resolver)
 
 
