@@ -1152,8 +1152,8 @@ def test_records_built_with_another_vocabulary_are_refused(make_configs, tiny_re
 
 def test_records_built_with_the_other_casing_are_refused(make_configs, tmp_path):
     """pretrain_data_stats.json beside the records says how they were tokenized: a run
-    of the other --do_lower_case is refused in one line; records without it (or with
-    an unreadable one) are not checked."""
+    of the other --do_lower_case is refused in one line; records without it are not
+    checked, and a damaged one is named (it had been taken for none, silently)."""
     import dataclasses
     import json
 
@@ -1166,8 +1166,17 @@ def test_records_built_with_the_other_casing_are_refused(make_configs, tmp_path)
     records.mkdir()
     paths = [str(records / "pretrain_data.tfrecord-0-of-1")]
     check_data_casing(config, paths)  # no stats file: nothing recorded to check against
-    (records / STATS_FILE).write_text("{not json")
-    check_data_casing(config, paths)
+    from electra_tf.core.errors import InputError
+
+    for text, what in (("{not json", ":1:2: malformed JSON: "), ("[1]", ": not a JSON object"),
+                       ("\udcff", ": not UTF-8 JSON")):
+        (records / STATS_FILE).write_bytes(text.encode("utf-8", "surrogateescape"))
+        with pytest.raises(InputError) as raised:
+            check_data_casing(config, paths)
+        assert str(raised.value).startswith(f"{records / STATS_FILE}{what}"), raised.value
+        assert str(raised.value).endswith(
+            "; it records how the records beside it were built (build_pretraining_data "
+            "writes it): rebuild them, or remove it to go on without its checks")
     (records / STATS_FILE).write_text(json.dumps({"do_lower_case": False}))
     with pytest.raises(ConfigError) as raised:
         check_data_casing(config, paths, what="--eval_data")
