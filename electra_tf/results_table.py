@@ -70,17 +70,23 @@ def _check_not_a_folder_file(output: str, folders: list[str]) -> None:
     """Refuses an --output that is one of the given folders' own files, or one of the
     files of another folder electra_tf wrote (a group's trial folder): their
     trials.json or results.json had been replaced with the table; so had their
-    prediction files, and files in their checkpoints/. A new file in such a folder,
+    prediction files, files in their checkpoints/, and a folder of records'
+    pretrain_data_stats.json. A new file in such a folder,
     or a table an earlier run wrote there, may be written.
 
     Raises:
       InputError: naming the file.
     """
+    from electra_tf.data.features import STATS_FILE
     from electra_tf.folders import files
     from electra_tf.training import trials
 
     own = {*files.FOLDER_FILES, trials.TRIALS, trials.RESULTS_TXT}
-    records = (files.FINETUNING_CONFIG, files.PRETRAINING_CONFIG, trials.TRIALS)
+    # what marks a folder electra_tf wrote: a run's record, a trial group's, the
+    # pretrain_data_stats.json of a folder of records (it had been replaced with the
+    # table), an export's saved_model.pb
+    records = (files.FINETUNING_CONFIG, files.PRETRAINING_CONFIG, trials.TRIALS, STATS_FILE,
+               "saved_model.pb")
     where = os.path.realpath(output)
     name, parent = os.path.basename(where), os.path.dirname(where)
     if name not in own:

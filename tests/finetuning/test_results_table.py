@@ -159,6 +159,13 @@ def test_an_output_that_is_a_given_folders_own_file_is_refused(folders, tmp_path
                                              r"electra_tf wrote \(not a table this command "
                                              r"wrote\); write the table elsewhere"):
             _check_not_a_folder_file(str(existing), folders)
+    # a folder of records: its pretrain_data_stats.json (it had been replaced), a shard
+    records = tmp_path / "records"
+    records.mkdir()
+    for name in ("pretrain_data_stats.json", "pretrain_data.tfrecord-00000-of-00001"):
+        (records / name).write_text("{}")
+        with pytest.raises(InputError, match=r"is a file of .*records, a folder electra_tf"):
+            _check_not_a_folder_file(str(records / name), folders)
     table = os.path.join(folders[0], "table.md")
     with open(table, "w") as f:
         f.write(markdown(results_table(folders)))
