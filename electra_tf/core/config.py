@@ -49,7 +49,7 @@ def _check_known(cls, values: dict[str, Any]) -> None:
 
 
 _FLOAT32_TINY = 1.1754943508222875e-38  # numpy.finfo(float32).tiny
-_MAX_STEPS = 2**62  # within the int64 step counter, with room for a phase 2's steps
+MAX_STEPS = 2**62  # within the int64 step counter, with room for a phase 2's steps
 
 
 def _check_finite(config, names: tuple[str, ...], bound: str = "") -> None:
@@ -110,6 +110,8 @@ class EncoderConfig:
                              "initializer_range", "layer_norm_eps"))
         if not self.layer_norm_eps > 0:
             raise ConfigError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps}")
+        if not self.initializer_range > 0:  # (0 had started every kernel equal)
+            raise ConfigError(f"initializer_range must be > 0, got {self.initializer_range}")
         for name in sizes:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -538,7 +540,7 @@ class PretrainingConfig:
         if self.gen_weight == 0 and self.disc_weight == 0:
             raise ConfigError("gen_weight and disc_weight are both 0: no loss, nothing "
                               "would be trained")
-        if self.num_train_steps > _MAX_STEPS:
+        if self.num_train_steps > MAX_STEPS:
             raise ConfigError(f"num_train_steps must be at most 2**62, got "
                               f"{self.num_train_steps}")
         if self.optimizer not in OPTIMIZERS:
@@ -675,6 +677,20 @@ def _discriminator_encoder(config: PretrainingConfig) -> EncoderConfig:
                           f"fields, got {config.model_hparam_overrides!r}")
     overrides = dict(config.model_hparam_overrides)
     _check_known(EncoderConfig, overrides)
+    # the overrides win, as the original's get_bert_config; a flag they overrule is named
+    # (--embedding_size had been ignored, -4 included), and a table smaller than the
+    # vocabulary refused (its ids had been met at step 0, after the folder was written)
+    if config.embedding_size is not None and "embedding_size" in overrides \
+            and overrides["embedding_size"] != config.embedding_size:
+        raise ConfigError(f"--embedding_size={config.embedding_size} and model_hparam_overrides"
+                          f"' embedding_size {overrides['embedding_size']!r}: give one")
+    vocab = overrides.get("vocab_size", config.vocab_size)
+    if isinstance(vocab, numbers.Integral) and not isinstance(vocab, bool) \
+            and vocab < config.vocab_size:
+        raise ConfigError(f"model_hparam_overrides' vocab_size {vocab} is smaller than the "
+                          f"vocabulary's {config.vocab_size} tokens (--vocab_size, or the "
+                          "vocab file's size): its ids past the table would not embed; leave "
+                          "vocab_size out of the overrides")
     values.update(overrides)
     hidden = values["hidden_size"]
     if isinstance(hidden, bool) or not isinstance(hidden, numbers.Integral):
@@ -937,7 +953,8 @@ class FinetuningConfig:
         0.1, "dropout on embeddings, sub-layer outputs and the head, whatever the checkpoint's")
     attention_probs_dropout_prob: float = _field(
         0.1, "dropout on attention probabilities, whatever the checkpoint's")
-    save_checkpoints_steps: int = _field(1000, "also saved at the end of every epoch")
+    save_checkpoints_steps: int = _field(
+        1000, "also saved at the end of every epoch (0: only there)")
     keep_checkpoint_max: int = _field(3, "checkpoints kept")
     seed: int = _field(0, "init of the head, shuffling and dropout")
     do_lower_case: bool = _field(True, "must match the vocab and pre-training")
@@ -990,8 +1007,10 @@ class FinetuningConfig:
         for name in ("train_batch_size", "eval_batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        _check_finite(self, ("num_train_epochs", "learning_rate", "weight_decay_rate",
-                             "adam_epsilon", "clip_norm"), ">= 0")
+        _check_finite(self, ("num_train_epochs", "learning_rate", "weight_decay_rate"), ">= 0")
+        # (0 had been taken: an epsilon of 0 divides 0 by 0 for a weight without gradient,
+        # the NaN blamed on the learning rate; a clip norm of 0 zeroes every gradient)
+        _check_finite(self, ("adam_epsilon", "clip_norm"), "> 0")
         if self.tagging_scheme not in ("BIO", "BIOES"):
             raise ConfigError(f"tagging_scheme must be BIO or BIOES, got {self.tagging_scheme!r}")
         if self.squad_null_rule not in ("answerable", "combined"):
@@ -1008,6 +1027,9 @@ class FinetuningConfig:
             raise ConfigError(f"max_seq_length must be >= 8, got {self.max_seq_length}")
         if self.keep_checkpoint_max < 1:
             raise ConfigError(f"keep_checkpoint_max must be >= 1, got {self.keep_checkpoint_max}")
+        if self.save_checkpoints_steps < 0:
+            raise ConfigError("save_checkpoints_steps must be >= 0 (0: at the end of every "
+                              f"epoch only), got {self.save_checkpoints_steps}")
         _check_seed(self.seed)
         _check_finite(self, ("layerwise_lr_decay",))
         if self.layerwise_lr_decay != -1 and not 0.0 <= self.layerwise_lr_decay <= 1.0:

@@ -45,7 +45,13 @@ import time
 import keras
 import numpy as np
 
-from electra_tf.core.config import MODEL_SIZES, FinetuningConfig, FinetuningRun, model_size_of
+from electra_tf.core.config import (
+    MAX_STEPS,
+    MODEL_SIZES,
+    FinetuningConfig,
+    FinetuningRun,
+    model_size_of,
+)
 from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.core.fileio import FolderLock, check_output_folder
 from electra_tf.folders.files import (
@@ -992,6 +998,10 @@ class Finetuning:
             if unused_labels_warning(self.task, train_feats):
                 self._log(unused_labels_warning(self.task, train_feats))
             steps_per_epoch = steps_in_epoch(len(train_feats), cfg.train_batch_size)
+            steps = total_steps(steps_per_epoch, self.epochs)
+            if steps > MAX_STEPS:  # an endless run, its learning rate ~0 in the warm-up
+                raise ConfigError(f"--num_train_epochs={self.epochs:g}: {steps_per_epoch} "
+                                  f"steps/epoch x {self.epochs:g} epochs is past 2**62 steps")
         os.makedirs(run.model_dir, exist_ok=True)
         # One run per model_dir (the chief writes it): a second is refused by name.
         with FolderLock(run.model_dir, "--model_dir") if self.chief \

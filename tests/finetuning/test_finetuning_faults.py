@@ -220,6 +220,18 @@ def test_a_sequence_longer_than_the_checkpoint_positions_is_refused(pretrained_d
     assert not (tmp_path / "out").exists()
 
 
+def test_a_run_of_more_than_2_62_steps_is_refused_before_it_writes(pretrained_dir,
+                                                                  toy_sst2_dir, tmp_path):
+    """--num_train_epochs=1e30 had started a run of 5e30 steps (its learning rate ~0 for
+    the warm-up's 10%), where run_pretraining refuses num_train_steps past 2**62."""
+    with pytest.raises(ConfigError, match=r"^--num_train_epochs=1e\+30: 10 steps/epoch x "
+                                          r"1e\+30 epochs is past 2\*\*62 steps$"):
+        finetune("--task_name=sst2", f"--init_checkpoint={pretrained_dir}",
+                 f"--data_dir={toy_sst2_dir}", f"--model_dir={tmp_path}/out",
+                 "--max_seq_length=16", "--num_train_epochs=1e30")
+    assert not (tmp_path / "out").exists()
+
+
 # === A loss that becomes non-finite stops the run, keeping the last good checkpoint ===
 def test_a_non_finite_loss_stops_before_saving(pretrained_dir, toy_sst2_dir, tmp_path):
     out = tmp_path / "out"
