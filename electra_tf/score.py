@@ -134,6 +134,8 @@ def main(argv):
         load_scorer,
     )
 
+    if FLAGS.input != "-":  # one that cannot be opened, before the model is looked at
+        _open_input(FLAGS.input).close()
     # the model's objective before the input is read (a million lines took a minute first)
     check_electric_folder(PretrainingFolder.open(FLAGS.model_dir, what="--model_dir"))
     # a file is checked whole first (a bad line refused before any score is written) and

@@ -140,6 +140,20 @@ def test_a_folder_given_as_the_corpus_says_so(tmp_path):
     assert expand_files(f"{tmp_path}/*") == [str(tmp_path / "a.txt")]
 
 
+def test_a_file_named_twice_is_read_once_however_spelled(tmp_path):
+    """`--corpus=c.txt,./c.txt` (or a//b, or a link to it) had read its documents twice,
+    into the train and held-out shards alike."""
+    from electra_tf.core.fileio import expand_files
+
+    (tmp_path / "a.txt").write_text("x\n")
+    (tmp_path / "b.txt").write_text("y\n")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "a.txt")
+    got = expand_files(f"{tmp_path}/a.txt,{tmp_path}//a.txt,{tmp_path}/./a.txt,"
+                       f"{tmp_path}/link.txt,{tmp_path}/*.txt")
+    assert len(got) == 2 and sorted(os.path.realpath(p) for p in got) == [
+        os.path.realpath(tmp_path / "a.txt"), os.path.realpath(tmp_path / "b.txt")]
+
+
 def test_words_split_at_every_unicode_space_as_the_tokenizer_splits(tmp_path):
     """The tokenizer splits words at every Unicode space and separator (\\p{Z}); the
     learner's word splitter (BERT's basic tokenizer) only at ASCII whitespace, and a

@@ -27,7 +27,9 @@ from electra_tf.core.errors import InputError
 def expand_files(patterns: str | list[str], what: str = "corpus",
                  glob_fn: Callable[[str], list[str]] = glob.glob,
                  isfile: Callable[[str], bool] = os.path.isfile) -> list[str]:
-    """Comma-separated globs (or a list of them) -> sorted unique file paths.
+    """Comma-separated globs (or a list of them) -> sorted unique file paths (a file
+    the patterns name twice, however spelled, once: its documents had been built twice,
+    into train and held-out shards alike).
 
     Directories are skipped, and hidden files unless the pattern names them.
 
@@ -41,7 +43,7 @@ def expand_files(patterns: str | list[str], what: str = "corpus",
       InputError: a pattern matches nothing, or no pattern is given.
     """
     items = patterns.split(",") if isinstance(patterns, str) else list(patterns)
-    files: set[str] = set()
+    files: dict[str, str] = {}  # one file named two ways (a/b, a//b, ./a/b, a link) is one
     for pattern in (p.strip() for p in items):
         if not pattern:
             continue
@@ -58,10 +60,11 @@ def expand_files(patterns: str | list[str], what: str = "corpus",
                 raise InputError(f"{what} pattern {pattern!r} is a folder; give its files, "
                                  f"e.g. {os.path.join(pattern, '*')!r}")
             raise InputError(f"{what} pattern {pattern!r} matches no file")
-        files.update(matched)
+        for f in matched:
+            files.setdefault(f if "://" in f else os.path.realpath(f), f)
     if not files:
         raise InputError(f"no {what} file given")
-    return sorted(files)
+    return sorted(files.values())
 
 
 TEXT_SAMPLE_BYTES = 1 << 16  # what check_text_file reads of each file

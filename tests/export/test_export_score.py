@@ -82,6 +82,9 @@ def test_the_command_refuses_a_model_that_is_not_electric(export_pretrained_dir,
     proc = run_module("electra_tf.score", f"--model_dir={export_pretrained_dir}",
                       f"--input={sentences}")
     error_line(proc, "holds no Electric model")
+    proc = run_module("electra_tf.score", f"--model_dir={export_pretrained_dir}",
+                      f"--input={tmp_path / 'none.txt'}")  # the input's flag first
+    error_line(proc, f"--input {tmp_path / 'none.txt'}: No such file or directory")
 
 
 def test_the_score_export_loads_fresh_and_matches_keras(score_export, electric_dir, fresh):
