@@ -32,7 +32,7 @@ from absl import app, flags
 from electra_tf import cli
 from electra_tf import flags as flags_lib
 from electra_tf.core.config import JAX_MULTI_HOST_OPTIONS
-from electra_tf.core.errors import ConfigError
+from electra_tf.core.errors import ConfigError, InputError
 
 FLAGS = flags.FLAGS
 flags_lib.define_pretraining_flags()
@@ -68,6 +68,12 @@ def main(argv):
     if demo_data_dir and not multi_host:  # the flags before the demo's data is built
         flags_lib.check_pretraining_flags(("train_data", "eval_data", "vocab_file",
                                            "vocab_size"))
+        from electra_tf.text.vocab_builder import check_vocab_size
+
+        try:  # (checked after the corpus was built, and named as --vocab_size)
+            check_vocab_size(FLAGS.demo_vocab_size)
+        except InputError as e:
+            raise InputError(f"--demo_{e}") from None
     if not (demo_data_dir or multi_host):
         configs = flags_lib.pretraining_configs()
         _check_local_records(configs[1])

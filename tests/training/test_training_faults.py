@@ -80,13 +80,16 @@ def test_the_demo_refuses_a_bad_flag_before_it_builds_its_data(tmp_path):
     """configs/demo.flags builds its corpus, vocabulary and records first (minutes with
     the installed packages' docstrings); a bad flag was refused only after them."""
     data_dir = tmp_path / "data"
-    proc, tf_imported = run_module_reporting_tf(
-        "electra_tf.run_pretraining", "--flagfile=configs/demo.flags",
-        f"--demo_data_dir={data_dir}", f"--model_dir={tmp_path / 'model'}",
-        "--temperature=nan")
-    error_line(proc, "error: temperature must be a finite number > 0, got nan")
-    assert proc.stderr.splitlines()[-1].startswith("error:") and "[demo]" not in proc.stderr
-    assert not data_dir.exists() and not tf_imported
+    for flag, message in (  # (--demo_vocab_size had been refused as "vocab_size", after)
+            ("--temperature=nan", "error: temperature must be a finite number > 0, got nan"),
+            ("--demo_vocab_size=0", "error: --demo_vocab_size must exceed the 104 reserved "
+                                    "tokens, got 0")):
+        proc, tf_imported = run_module_reporting_tf(
+            "electra_tf.run_pretraining", "--flagfile=configs/demo.flags",
+            f"--demo_data_dir={data_dir}", f"--model_dir={tmp_path / 'model'}", flag)
+        error_line(proc, message)
+        assert proc.stderr.splitlines()[-1].startswith("error:") and "[demo]" not in proc.stderr
+        assert not data_dir.exists() and not tf_imported
 
 
 @pytest.mark.parametrize("case", ["train_glob", "eval_glob", "max_seq_length", "not_tfrecord"])
