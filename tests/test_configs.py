@@ -91,6 +91,8 @@ def test_tied_generator_needs_equal_sizes():
      "layer_norm_eps must be a finite number, got nan"),
     (EncoderConfig, {}, dict(layer_norm_eps=0.0), "layer_norm_eps must be > 0, got 0.0"),
     (EncoderConfig, {}, dict(initializer_range=0.0), "initializer_range must be > 0, got 0.0"),
+    (FinetuningRun, {}, dict(tpu="foo"), "tpu='foo' is for strategy=tpu, and this run's is "
+                                         "default"),
     (PretrainingConfig, dict(vocab_size=211), dict(model_hparam_overrides={"vocab_size": 5}),
      r"model_hparam_overrides' vocab_size 5 is smaller than the vocabulary's 211 tokens"),
     (PretrainingConfig, {}, dict(embedding_size=12, model_hparam_overrides={"embedding_size": 8}),

@@ -798,6 +798,9 @@ class RuntimeOptions:
         if self.strategy not in STRATEGIES:
             raise ConfigError(f"unknown strategy {self.strategy!r}; "
                               f"known are: {', '.join(STRATEGIES)}")
+        if self.tpu and self.strategy != "tpu":  # (ignored before: the run was not on it)
+            raise ConfigError(f"tpu={self.tpu!r} is for strategy=tpu, and this run's is "
+                              f"{self.strategy}")
         if self.mixed_precision not in MIXED_PRECISIONS:
             raise ConfigError(
                 f"mixed_precision must be fp32 or bf16, got {self.mixed_precision!r} "
