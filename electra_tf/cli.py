@@ -8,12 +8,14 @@ this one.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib.abc
 import importlib.util
 import json
 import logging as std_logging
 import os
+import signal
 import sys
 from typing import Callable
 
@@ -194,7 +196,9 @@ def run_cli(main: Callable[[], None]) -> None:
       OSError, or TensorFlow's error of the same cause): `error: ...`, exit status
       1. Writes are atomic, so the files already there are whole;
     - a path with a name longer than the file system takes (ENAMETOOLONG, where a
-      command's own checks had not refused it first): `error: ...`, exit status 2.
+      command's own checks had not refused it first): `error: ...`, exit status 2;
+    - a reader of the output that went away (`| head -1`): nothing more, exit status
+      141, as a shell reports a tool SIGPIPE ended.
     Anything else is a bug and keeps its traceback.
     """
     from absl import app, logging
@@ -241,6 +245,14 @@ def run_cli(main: Callable[[], None]) -> None:
         print(f"error: {e}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(1)
+    except BrokenPipeError:
+        # The reader went away (`| head -1`): quiet, as a Unix tool killed by SIGPIPE,
+        # whose status (128 + 13) a shell reports; stdout is pointed at /dev/null so
+        # that the interpreter's final flush does not fail again.
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(128 + int(signal.SIGPIPE))
     except OSError as e:
         if e.filename == STDOUT and not isinstance(e, BrokenPipeError):
             print(f"error: cannot write the output to the standard output ({e.strerror})",

@@ -134,13 +134,20 @@ def main(argv):
         load_scorer,
     )
 
-    if FLAGS.input != "-":  # one that cannot be opened, before the model is looked at
+    # a file is read twice (checked and counted, then scored); a pipe (`<(...)`, a FIFO,
+    # /dev/stdin) only once, as it comes, as `-` is: read twice, it had scored nothing
+    regular = FLAGS.input != "-" and os.path.isfile(FLAGS.input)
+    if regular:  # one that cannot be opened, before the model is looked at
         _open_input(FLAGS.input).close()
+    elif FLAGS.input != "-" and not os.path.exists(FLAGS.input):
+        raise InputError(f"--input {FLAGS.input}: No such file or directory")
+    elif os.path.isdir(FLAGS.input):
+        raise InputError(f"--input {FLAGS.input}: Is a directory")
     # the model's objective before the input is read (a million lines took a minute first)
     check_electric_folder(PretrainingFolder.open(FLAGS.model_dir, what="--model_dir"))
     # a file is checked whole first (a bad line refused before any score is written) and
-    # counted for the progress lines; stdin is scored as it comes
-    total = None if FLAGS.input == "-" else count_lines(FLAGS.input)
+    # counted for the progress lines; stdin and pipes are scored as they come
+    total = count_lines(FLAGS.input) if regular else None
     t0 = time.monotonic()
     scorer = load_scorer(FLAGS.model_dir, FLAGS.vocab_file, FLAGS.max_seq_length)
     t1 = time.monotonic()

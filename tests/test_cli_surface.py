@@ -190,6 +190,25 @@ def test_a_stdout_that_cannot_take_the_output_is_one_line(capsys, monkeypatch):
         cli.write_stdout("x\n")
 
 
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    """`score ... | head -1`: score writes its lines a chunk at a time, and the second
+    chunk met the closed pipe in a BrokenPipeError traceback (exit 1); now nothing
+    more, and the status a shell reports for a tool SIGPIPE ended (141)."""
+    import subprocess
+    import sys
+
+    from helpers import REPO, child_env
+
+    code = ("from electra_tf import cli\n"
+            "cli.run_cli(lambda: [cli.write_stdout('0.5\\n' * 8192) for _ in range(100)])\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=child_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline() == b"0.5\n"
+    proc.stdout.close()  # as head -1 does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and err == "", err
+
+
 _WARNING_FROM_A_TASK = r"""
 import sys
 from absl import app, logging

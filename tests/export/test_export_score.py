@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 from export_helpers import SCORE_REQUEST_TEXTS, SCORE_TEXTS, SEQ, score_ids
-from helpers import error_line, run_module
+from helpers import error_line, run_module, run_python
 
 ATOL = 1e-5
 TEXTS = SCORE_TEXTS
@@ -60,6 +60,12 @@ def test_the_command_prints_one_score_per_line(electric_dir, tmp_path):
     assert len(lines) == len(TEXTS)
     want = one_by_one(load_scorer(electric_dir, max_seq_length=SEQ), TEXTS)
     np.testing.assert_allclose([float(x) for x in lines], want, atol=1e-4, rtol=0)
+    # a pipe given by path (/dev/stdin, <(...), a FIFO) is read once, as it comes: it had
+    # been read twice (checked, then scored) and scored nothing, exit 0
+    piped = run_python(["-m", "electra_tf.score", f"--model_dir={electric_dir}",
+                        "--input=/dev/stdin", f"--max_seq_length={SEQ}", "--batch_size=2"],
+                       input=sentences.read_text(encoding="utf-8"))
+    assert piped.returncode == 0 and piped.stdout == proc.stdout, piped.stderr[-3000:]
     output = tmp_path / "energies.jsonl"
     proc = run_module("electra_tf.score", f"--model_dir={electric_dir}",
                       f"--input={sentences}", f"--max_seq_length={SEQ}", "--energies",
