@@ -386,6 +386,13 @@ class TrialGroup:
             self.stale = self.record.get("summary") != json_numbers(self._summary())
             self.record["summary"] = self._summary()
         else:
+            if os.path.exists(os.path.join(self.folder, RESULTS_TXT)):
+                # its own record is written before trial 1 (and removed if it is refused):
+                # another results.txt (the original's run_finetuning writes one) had been
+                # replaced, then removed
+                raise InputError(f"--model_dir {self.folder} holds a {RESULTS_TXT} but no "
+                                 f"{TRIALS}: not a trial group's; move it, or give another "
+                                 "--model_dir")
             self.record = {"task": task, "seed": config.seed, "settings": settings,
                            "num_trials": run.num_trials, "trials": [], "summary": {}}
             self.stale = self.asked_anew = False

@@ -158,6 +158,20 @@ def test_a_group_refused_at_its_first_trial_leaves_no_folder(tmp_path):
         assert not existed or os.listdir(tmp_path / "out") == []  # its record went too
 
 
+def test_a_results_txt_of_no_group_is_refused_and_kept(tmp_path):
+    """A new group writes results.txt before trial 1, and removes it if trial 1 is
+    refused: a results.txt already there (the original's run_finetuning writes one) had
+    been replaced, then removed."""
+    config, run = fake_runs(tmp_path, 2)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "results.txt").write_text("mine\n")
+    with pytest.raises(InputError, match=r"--model_dir .*out holds a results.txt but no "
+                                         r"trials.json: not a trial group's; move it"):
+        trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    assert os.listdir(tmp_path / "out") == ["results.txt"]
+    assert (tmp_path / "out" / "results.txt").read_text() == "mine\n"
+
+
 def test_a_new_group_stopped_in_its_first_trial_keeps_its_record(tmp_path):
     """The record had been written with the first trial's results: a group stopped in
     it had none, and results_table could not name it (see test_results_table)."""
