@@ -97,10 +97,15 @@ def main(argv):
     if run.num_trials > 1:  # MODEL_DIR_1 .. MODEL_DIR_N and MODEL_DIR/trials.json
         from electra_tf.training.trials import run_trials
 
+        chief = backends.is_chief(backend, started)  # the one that writes the group's files
         summary = run_trials(config, run, config.task_name, make_trainer,
-                             trainer_class.final_results)
+                             trainer_class.final_results, chief=chief,
+                             agree=backends.agreement(backend, started))
         medians = {split: {k: round(v["median"], 4) for k, v in metrics.items()}
                    for split, metrics in summary.items()}
+        if not chief:
+            print(f"[finetune] done: medians {medians}", file=sys.stderr)
+            return
         from electra_tf.training.trials import read_trials
 
         recorded = read_trials(run.model_dir)["trials"]  # a rerun asking fewer keeps all

@@ -18,7 +18,10 @@ update, with per-replica seeds. What differs from pre-training:
 Every split the run will read (train, dev with do_eval, test with
 do_predict) is read and featurized before the first step, so bad data stops
 the run before it trains; so does a --vocab_file other than the
-checkpoint's, or a sequence longer than its positions. A loss that becomes
+checkpoint's, or a sequence longer than its positions. The workers of a
+multi-worker run compare their flags, labels and checkpoints before the model
+is built, then their training examples and initial weights before the first
+step (`_agree`): a worker that differs is refused on every worker. A loss that becomes
 NaN or infinite stops the run before those weights are saved, and so does a
 non-finite gradient norm (loop.check_finite: in a chunk's last step only the
 norm shows it, its loss being computed before the update). Ctrl-C or SIGTERM lets the running chunk of steps finish
@@ -62,6 +65,7 @@ from electra_tf.folders.files import (
     PRETRAINING_CONFIG,
     has_checkpoints,
     holds_weights,
+    latest_checkpoint_step,
     model_folder,
     remove_stale_temporaries,
     unreadable_record,
@@ -104,9 +108,11 @@ from electra_tf.training.loop import (
     SlowChunkNote,
     check_finite,
     chunk_size,
+    different_settings,
     finite_weights,
     log,
     set_precision,
+    settings_digest,
     stop_point,
 )
 from electra_tf.training.optimization import build_optimizer
@@ -696,6 +702,46 @@ class RunSummaries:
                                   if finite_number(value) is not None})
 
 
+# What the workers of a multi-worker run compare (`Finetuning._agree`): each part's
+# refusal, after "--strategy=multi_worker: the workers ".
+_DIFFERENT = {
+    "flags": "were started with different flags (--seed, --train_batch_size, "
+             "--num_train_epochs, ...: every flag but the paths must be the same); start "
+             "every worker with the same flags",
+    "labels": "learned different labels from their training data (other files in "
+              "--data_dir); give every worker the same files",
+    "checkpoints": "see different checkpoints in --model_dir (a folder that is not one "
+                   "shared folder); give every worker one shared --model_dir",
+    "examples": "read different training examples (other files in --data_dir, or another "
+                "--vocab_file); give every worker the same files",
+    "weights": "start from different weights (other files in --init_checkpoint); give "
+               "every worker the same model to start from",
+}
+# The run options a worker may have of its own: paths (each machine's copy) and its wait.
+_WORKER_OWN = frozenset({"model_dir", "data_dir", "init_checkpoint", "vocab_file", "tpu",
+                         "worker_startup_timeout_s"})
+
+
+def _arrays_digest(arrays) -> list[int]:
+    """settings_digest's eight bytes of numpy arrays' shapes, types and bytes."""
+    import hashlib
+
+    digest = hashlib.blake2b(digest_size=32)
+    for array in arrays:
+        array = np.ascontiguousarray(array)
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(array.tobytes())
+    return settings_digest(digest.hexdigest())
+
+
+def _features_arrays(feats) -> list:
+    """The arrays of training features (base.Features), in a fixed order."""
+    if not len(feats):
+        return []
+    return ([feats.inputs[k] for k in sorted(feats.inputs)]
+            + [feats.labels[k] for k in sorted(feats.labels)] + [feats.example_index])
+
+
 class Finetuning:
     """What both backends' fine-tuning loops share (see the module docstring).
 
@@ -707,6 +753,7 @@ class Finetuning:
     """
 
     chief = True
+    multi_worker = False  # a run of several worker processes (the TF backend's)
     backend = ""  # "tensorflow" or "jax"
     last_grad_norm: float | None = None  # the last train_steps' mean gradient norm
 
@@ -758,6 +805,9 @@ class Finetuning:
                     log("finetune", f"evaluating {run.init_checkpoint}'s model as it was "
                                     "trained: " + " ".join(f"--{k}={v}"
                                                            for k, v in changes.items()))
+        # Before the model's variables: creating them is a collective (the chief's
+        # initial values go to every worker), which other shapes would end in tracebacks.
+        self._agree(self._start_digests())
         with self._scope():
             keras.utils.set_random_seed(config.seed)
             init = None  # a fine-tuning folder's model: its encoder, then its head
@@ -834,6 +884,44 @@ class Finetuning:
 
     def _scope(self):
         return contextlib.nullcontext()
+
+    def _agree(self, parts: dict) -> None:
+        """A multi-worker run: every worker's digest of each part (name -> a function
+        giving eight bytes), compared in one collective; the first part that differs is
+        refused on every worker (`different_settings`), before it had trained a model of
+        mixed seeds, or left a worker waiting forever. One process: nothing to compare."""
+        if not self.multi_worker:
+            return
+        names = list(parts)
+        differ = self._differing([parts[name]() for name in names])
+        if differ:
+            raise different_settings("--strategy=multi_worker",
+                                     "the workers " + _DIFFERENT[names[differ[0]]])
+
+    def _start_digests(self) -> dict:
+        """`_agree`'s parts before the model is built: the flags (but each worker's own
+        paths), the labels learned from the train split, the latest checkpoint's step."""
+        run = self.run
+        return {
+            "flags": lambda: settings_digest(
+                {"config": self.config.to_dict(),
+                 "run": {k: v for k, v in dataclasses.asdict(run).items()
+                         if k not in _WORKER_OWN and not k.startswith("jax_")}}),
+            "labels": lambda: settings_digest(list(self.task.label_names)),
+            "checkpoints": lambda: settings_digest(latest_checkpoint_step(run.model_dir) or 0)}
+
+    def _model_digests(self, train_feats) -> dict:
+        """`_agree`'s parts before the first step: the training examples (the data and
+        the vocabulary they were tokenized with) and the model's weights as it starts
+        (the --init_checkpoint's, before a checkpoint of --model_dir is restored)."""
+        return {"examples": lambda: _arrays_digest(_features_arrays(train_feats)),
+                "weights": lambda: _arrays_digest(
+                    keras.ops.convert_to_numpy(w) for w in self.model.weights)}
+
+    def _differing(self, digests: list[list[int]]) -> list[int]:
+        """The indexes of `digests` that differ between the workers (a backend's
+        collective; loop.differing_digests)."""
+        raise NotImplementedError(f"{type(self).__name__} runs one process")
 
     # === Data ===
     def features(self, split: str) -> tuple[list, base.Features]:
@@ -1010,6 +1098,9 @@ class Finetuning:
 
     def _train(self, stop_at_step, train_feats, steps_per_epoch) -> dict:
         cfg, run = self.config, self.run
+        # The model a worker would train, before the first step (its checkpoints were
+        # compared before the model was built).
+        self._agree(self._model_digests(train_feats))
         total = total_steps(steps_per_epoch, self.epochs)  # 0: evaluation only
         if run.do_train:
             check_resumed_steps(run.model_dir, total, len(train_feats), steps_per_epoch)

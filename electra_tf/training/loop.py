@@ -32,7 +32,7 @@ import threading
 import numpy as np
 
 from electra_tf.core import signals
-from electra_tf.core.errors import Diverged
+from electra_tf.core.errors import ConfigError, Diverged
 
 
 def log(tag: str, message: str) -> None:
@@ -108,6 +108,51 @@ def weights_checksum(variables) -> float:
 
     return float(sum(np.abs(np.asarray(keras.ops.convert_to_numpy(v), np.float64)).sum()
                      * (i + 1) for i, v in enumerate(variables)))
+
+
+# === The processes of one run (multi-worker, multi-host) ===
+def settings_digest(values) -> list[int]:
+    """Eight bytes (0-255 each) of the sha256 of `values` as sorted JSON: what the
+    processes of one run compare (`differing_digests`), cheap to all-reduce."""
+    import hashlib
+    import json
+
+    text = json.dumps(values, sort_keys=True, default=str)
+    return list(hashlib.sha256(text.encode("utf-8")).digest()[:8])
+
+
+def differing_digests(total, digests: list[list[int]], num_replicas: int) -> list[int]:
+    """The indexes of `digests` that are not the same in every replica of a run,
+    compared in one call of `total` (a SUM over the replicas of a float32 vector: the
+    only reduction a collective offers, stop_agreement's): each byte b and b*b summed
+    over the n replicas; all equal exactly where n * sum(b*b) == sum(b) ** 2 (exact in
+    float32 for bytes)."""
+    flat = np.asarray([b for d in digests for b in d], np.float64)
+    summed = np.asarray(total(np.concatenate([flat, flat * flat]).astype(np.float32)),
+                        np.float64)
+    sums, squares = summed[:len(flat)], summed[len(flat):]
+    same = num_replicas * squares == sums * sums
+    differ, start = [], 0
+    for i, digest in enumerate(digests):
+        if not same[start:start + len(digest)].all():
+            differ.append(i)
+        start += len(digest)
+    return differ
+
+
+def different_settings(what: str, reason: str = "") -> ConfigError:
+    """The one line of a run whose processes were started with other settings (their
+    digests differ): had trained on silently (another seed, batch or data on one
+    worker) or ended in tracebacks, aborts or a wait forever (another model size,
+    checkpoint or number of epochs). `reason`: what differs and what to do; by default
+    pre-training's settings or checkpoints."""
+    error = ConfigError(f"{what}: " + (reason or (
+        "the processes of the run were started with different settings (the "
+        "hyperparameters: --seed, the batch size, the model size, ...) or see different "
+        "checkpoints in --model_dir (a folder that is not one shared folder); start every "
+        "process with the same flags and one shared --model_dir")))
+    error.left_peers = False  # every process refuses here: they end together (cli.run_cli)
+    return error
 
 
 class Interrupted(KeyboardInterrupt):

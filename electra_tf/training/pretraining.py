@@ -65,6 +65,7 @@ from electra_tf.training.loop import (
     stop_point,
     weights_checksum,
 )
+from electra_tf.training.loop import settings_digest as loop_settings_digest
 from electra_tf.training.optimization import pretraining_optimizer
 from electra_tf.training.phases import Phase, make_phases
 
@@ -88,19 +89,6 @@ def set_random_seed(seed: int, tensorflow: bool = True) -> None:
         keras.utils.set_random_seed(seed)
     finally:
         lazy._available = held
-
-
-def different_settings(what: str) -> ConfigError:
-    """The one line of a run whose processes were started with other settings (their
-    `settings_digest`s differ): had trained on silently (another seed, batch or data on
-    one worker) or ended in tracebacks and aborts (another model size or checkpoint)."""
-    error = ConfigError(
-        f"{what}: the processes of the run were started with different settings (the "
-        "hyperparameters: --seed, the batch size, the model size, ...) or see different "
-        "checkpoints in --model_dir (a folder that is not one shared folder); start every "
-        "process with the same flags and one shared --model_dir")
-    error.left_peers = False  # every process refuses here: they end together (cli.run_cli)
-    return error
 
 
 def _data_files(train_data: str) -> set[str] | None:
@@ -186,16 +174,12 @@ class Pretraining:
         """Eight bytes (0-255 each) of a digest of what every process of a run must share:
         the hyperparameters, the gradient accumulation and, with `latest`, the latest
         checkpoint's step (a --model_dir that is not one shared folder)."""
-        import hashlib
-        import json
-
         run = self.run
-        shared = {"config": self.config.to_dict(),
-                  "accumulation": [run.gradient_accumulation_steps,
-                                   run.resolved_phase2_gradient_accumulation_steps],
-                  "latest": (latest_checkpoint_step(run.model_dir) or 0) if latest else None}
-        text = json.dumps(shared, sort_keys=True, default=str)
-        return list(hashlib.sha256(text.encode("utf-8")).digest()[:8])
+        return loop_settings_digest(
+            {"config": self.config.to_dict(),
+             "accumulation": [run.gradient_accumulation_steps,
+                              run.resolved_phase2_gradient_accumulation_steps],
+             "latest": (latest_checkpoint_step(run.model_dir) or 0) if latest else None})
 
     def _set_prior_output_biases(self):
         """`prior_output_biases`: the MLM heads' bias at log p(token), the RTD head's at

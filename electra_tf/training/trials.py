@@ -35,6 +35,7 @@ MODEL_DIR/predictions/trial_K/ first.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import math
@@ -58,7 +59,7 @@ from electra_tf.folders.files import (
     write_json,
 )
 from electra_tf.folders.finetuned import has_finetuning_config, recorded_seed
-from electra_tf.training.loop import Interrupted, log
+from electra_tf.training.loop import Interrupted, different_settings, log, settings_digest
 
 RESULTS_TXT = "results.txt"
 PREDICTIONS = "predictions"  # keep_all_models=False: the removed trials' prediction files
@@ -68,6 +69,7 @@ _PER_TRIAL = ("seed", "model_dir", "num_trials", "keep_all_models")
 # evaluates would skip its finished trials: refused as other settings.
 _GROUP_RUN_FIELDS = ("init_checkpoint", "from_scratch", "data_dir", "vocab_file", "do_train",
                      "do_eval")
+_PATHS = ("init_checkpoint", "data_dir", "vocab_file")  # (their contents: _CONTENTS)
 
 
 def trial_dir(model_dir: str, trial: int) -> str:
@@ -358,7 +360,9 @@ class TrialGroup:
       ConfigError: the folder holds trials of other settings.
     """
 
-    def __init__(self, model_dir: str, task: str, config: FinetuningConfig, run: FinetuningRun):
+    def __init__(self, model_dir: str, task: str, config: FinetuningConfig, run: FinetuningRun,
+                 writer: bool = True):
+        self.writer = writer  # a multi-worker run's chief (the others write nothing)
         self.folder = os.path.normpath(model_dir)
         self.path = trials_path(self.folder)
         if has_finetuning_config(self.folder):
@@ -421,7 +425,9 @@ class TrialGroup:
         self.write()
 
     def write(self) -> None:
-        """trials.json, then results.txt, each atomically."""
+        """trials.json, then results.txt, each atomically (by the writer)."""
+        if not self.writer:
+            return
         os.makedirs(self.folder, exist_ok=True)
         write_json(self.path, json_numbers(self.record))
         atomic_write_text(os.path.join(self.folder, RESULTS_TXT), _results_txt(self.record))
@@ -429,6 +435,8 @@ class TrialGroup:
 
     def remove(self) -> None:
         """Removes the files `write` wrote (a new group refused before a trial finished)."""
+        if not self.writer:
+            return
         for path in (self.path, os.path.join(self.folder, RESULTS_TXT)):
             if os.path.isfile(path):
                 os.remove(path)
@@ -443,7 +451,8 @@ def free_models() -> None:
 
 
 def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
-               make_trainer: Callable, final_results: Callable) -> dict:
+               make_trainer: Callable, final_results: Callable, chief: bool = True,
+               agree: Callable | None = None) -> dict:
     """Runs (or resumes) `run.num_trials` fine-tuning trials; returns the summary.
 
     Args:
@@ -452,15 +461,31 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
       make_trainer: (config, run) -> a trainer whose train() returns its results
         (a fresh task and trainer per trial: the backend's Finetuning subclass).
       final_results: a trainer's results -> the final evaluation ({split: metrics}).
+      chief: False on a multi-worker run's other workers: they train every trial with
+        the chief (each trial's workers compare their settings, as a single run's do)
+        and write, lock or remove nothing of the group's; the chief does.
+      agree: a multi-worker run's comparison of the workers' digests (the backend's
+        `agreement`): the workers' groups (its settings, the trials finished) are
+        compared before any trial, so that workers that see different groups (a
+        --model_dir that is not one shared folder) are refused together.
     Raises:
       Interrupted: from the trial that was running (the finished ones are recorded).
       Diverged: every trial diverged (each recorded).
     """
     n = run.num_trials
     # a group refused at its first trial (another vocabulary) had left an empty folder
-    with no_empty_folder_left(run.model_dir), \
-            FolderLock(os.path.normpath(run.model_dir), "--model_dir"):
-        group = TrialGroup(run.model_dir, task_name, config, run)
+    with (no_empty_folder_left(run.model_dir) if chief else contextlib.nullcontext()), \
+            (FolderLock(os.path.normpath(run.model_dir), "--model_dir") if chief
+             else contextlib.nullcontext()):
+        group = TrialGroup(run.model_dir, task_name, config, run, writer=chief)
+        if agree is not None and agree([settings_digest(  # (paths: each worker's own copy)
+                [run.num_trials, config.seed,
+                 {k: v for k, v in group.record["settings"].items() if k not in _PATHS},
+                 [[t["trial"], bool(t.get("diverged"))] for t in group.record["trials"]]])]):
+            raise different_settings(
+                "--strategy=multi_worker", "the workers see different trial groups in "
+                "--model_dir (a folder that is not one shared folder, or other flags); give "
+                "every worker one shared --model_dir and the same flags")
         for k in range(1, n + 1):  # every trial's folder before the first trains
             if group.finished(k) is None:
                 check_trial_folder(trial_dir(run.model_dir, k), run, config.seed + k - 1)
@@ -512,7 +537,7 @@ def _run_trials(group: TrialGroup, config: FinetuningConfig, run: FinetuningRun,
                             "the summary" + ("; the next trial goes on" if k < n else ""))
         else:
             log("finetune", f"trial {k}/{n} done: {results}")
-        if not run.keep_all_models:
+        if not run.keep_all_models and group.writer:
             # The original's keep_all_models=False keeps the last trial's folder: here
             # the last that finished (a diverged trial's holds no model).
             if diverged:
@@ -547,4 +572,5 @@ def _run_trials(group: TrialGroup, config: FinetuningConfig, run: FinetuningRun,
         log("finetune", f"{len(bad)} of {len(group.record['trials'])} trials diverged "
                         f"(trial {', '.join(str(t['trial']) for t in bad)}): the summary "
                         "is over the others")
-    log("finetune", f"wrote {group.path} and {os.path.join(group.folder, RESULTS_TXT)}")
+    if group.writer:
+        log("finetune", f"wrote {group.path} and {os.path.join(group.folder, RESULTS_TXT)}")

@@ -83,10 +83,10 @@ SLOW_EXIT_S = 10
 SLOW_EXIT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "slow_exit")
 
 
-def run_workers(args, signal_workers=(), after=r"step 2/", extra=((), ())
-                ) -> list[tuple[int, str]]:
-    """Two multi-worker processes of run_pretraining with `args` (and each its `extra`);
-    SIGTERM to each of
+def run_workers(args, signal_workers=(), after=r"step 2/", extra=((), ()),
+                module="electra_tf.run_pretraining") -> list[tuple[int, str]]:
+    """Two multi-worker processes of `module` (run_pretraining) with `args` (and each its
+    `extra`); SIGTERM to each of
     `signal_workers` once the chief printed `after`. Returns each one's (status, stderr);
     neither holds a line of TensorFlow's about an unreachable peer."""
     ports = free_ports(2)
@@ -98,7 +98,7 @@ def run_workers(args, signal_workers=(), after=r"step 2/", extra=((), ())
         if i == 1:
             env["PYTHONPATH"] = os.pathsep.join([SLOW_EXIT_DIR, env["PYTHONPATH"]])
             env["ELECTRA_TEST_SLOW_EXIT_S"] = str(SLOW_EXIT_S)
-        procs.append(popen_python(["-m", "electra_tf.run_pretraining", *args, *extra[i],
+        procs.append(popen_python(["-m", module, *args, *extra[i],
                                    "--strategy=multi_worker"], env=env,
                                   stderr=subprocess.PIPE, text=True))
     ended = signal_after(procs, after, signalled=signal_workers, wait_s=300 + SLOW_EXIT_S)

@@ -45,6 +45,19 @@ def finetuning_class(backend: str | None = None) -> type:
     return getattr(load(backend), BACKENDS[backend or name()][2])
 
 
+def is_chief(backend: str, started) -> bool:
+    """Whether this process writes what several processes of a run share (a trial
+    group's record): a multi-worker run's chief (`started`: the TF backend's strategy),
+    JAX's process 0; a run of one process is its own chief."""
+    return load(backend).chief_process(started)
+
+
+def agreement(backend: str, started):
+    """A multi-worker run's comparison of the workers' digests (the TF backend's
+    `agreement`); None for a run of one process (JAX fine-tuning runs one)."""
+    return load(backend).agreement(started) if backend == "tensorflow" and started else None
+
+
 def bf16_note(backend: str, mixed_precision: str, cpuinfo: str = "/proc/cpuinfo") -> str | None:
     """A line for --mixed_precision=bf16 training on a CPU that emulates bfloat16
     products (no AVX512-BF16 or AMX, and no GPU or TPU in this process), else None.

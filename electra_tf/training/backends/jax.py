@@ -64,8 +64,8 @@ from electra_tf.folders.files import checkpoint_dir
 from electra_tf.training import reporting
 from electra_tf.training.checkpoints import NpzCheckpoints, checkpoint_step
 from electra_tf.training.finetuning import Finetuning, split_batch
-from electra_tf.training.loop import stop_point
-from electra_tf.training.pretraining import Pretraining, different_settings
+from electra_tf.training.loop import different_settings, stop_point
+from electra_tf.training.pretraining import Pretraining
 from electra_tf.training.watchdog import StartupWatchdog
 
 # The strategies (config.STRATEGIES) this backend runs: both mean every device
@@ -132,6 +132,11 @@ def _check_coordinator_port(address: str) -> None:
                           "this host (another process 0 of a run, or another program); each "
                           "process needs its own --jax_process_id, and process 0 a free "
                           "port")
+
+
+def chief_process(_started=None) -> bool:
+    """backends.is_chief: process 0 of a multi-host run (the one that writes)."""
+    return jax.process_index() == 0
 
 
 def stop_agreement():

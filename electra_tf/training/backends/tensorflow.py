@@ -44,8 +44,9 @@ from electra_tf.folders.files import checkpoint_dir
 from electra_tf.training import reporting
 from electra_tf.training.checkpoints import TensorFlowCheckpoints
 from electra_tf.training.finetuning import Finetuning, split_batch
+from electra_tf.training.loop import different_settings, differing_digests
 from electra_tf.training.phases import Phase
-from electra_tf.training.pretraining import Pretraining, different_settings
+from electra_tf.training.pretraining import Pretraining
 from electra_tf.training.watchdog import StartupWatchdog
 
 
@@ -239,6 +240,11 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
 
 
 
+def chief_process(strategy: tf.distribute.Strategy | None) -> bool:
+    """backends.is_chief: this process's `is_chief` under the strategy `start` made."""
+    return strategy is None or is_chief(strategy)
+
+
 def stop_agreement(strategy: tf.distribute.Strategy):
     """loop.InterruptGate's `agree` for a multi-worker run: sums every worker's votes (a
     float32 [2]) in one all-reduce of 2 floats, the same collective in every worker; None
@@ -257,6 +263,16 @@ def stop_agreement(strategy: tf.distribute.Strategy):
                                                                         args=(votes,)), axis=None)
 
     return lambda votes: total(tf.constant(votes, tf.float32)).numpy()
+
+
+def agreement(strategy: tf.distribute.Strategy):
+    """For a multi-worker run: a function (a list of digests, loop.settings_digest's) ->
+    the indexes of those that differ between the workers, in one all-reduce (the same
+    collective in every worker, as `stop_agreement`'s); None for a run of one process."""
+    total = stop_agreement(strategy)
+    if total is None:
+        return None
+    return lambda digests: differing_digests(total, digests, strategy.num_replicas_in_sync)
 
 
 # === Seeds ===
@@ -404,18 +420,9 @@ class TensorFlowPretraining(Pretraining):
         self.multi_worker = isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)
 
     def _agree_on_settings(self) -> None:
-        """Every worker's settings digest, compared in one all-reduce (a SUM, the only
-        reduction a collective offers): each byte b and b*b summed over the n replicas;
-        all equal exactly where n * sum(b*b) == sum(b) ** 2 (exact in float32)."""
-        if not self.multi_worker:
-            return
-        import numpy as np
-
-        digest = np.asarray(self.settings_digest(), np.float64)
-        total = np.asarray(stop_agreement(self.strategy)(
-            np.concatenate([digest, digest * digest]).astype(np.float32)), np.float64)
-        sums, squares = total[:len(digest)], total[len(digest):]
-        if not np.array_equal(self.num_replicas * squares, sums * sums):
+        """Every worker's settings digest, compared in one all-reduce
+        (loop.differing_digests)."""
+        if self.multi_worker and agreement(self.strategy)([self.settings_digest()]):
             raise different_settings("--strategy=multi_worker")
 
     def _scope(self):
@@ -567,6 +574,7 @@ class TensorFlowFinetuning(Finetuning):
                  strategy: tf.distribute.Strategy | None = None):
         self.strategy = strategy or start(run)
         self.chief = is_chief(self.strategy)
+        self.multi_worker = isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)
         super().__init__(task, config, run)
         self._fwd_bwd = traced(self._forward_backward, jit_compile=run.jit_compile)
         # Prediction batches are cut to their longest example (Finetuning.predict): one
@@ -634,6 +642,9 @@ class TensorFlowFinetuning(Finetuning):
 
     def _stop_agreement(self):
         return stop_agreement(self.strategy)
+
+    def _differing(self, digests: list[list[int]]) -> list[int]:
+        return agreement(self.strategy)(digests)
 
     def make_checkpoints(self) -> TensorFlowCheckpoints:
         """tf.train checkpoints of the model and the optimizer under model_dir/checkpoints."""

@@ -1,0 +1,154 @@
+"""Multi-worker fine-tuning: the workers compare what they must share before they train.
+
+Without the comparison, a worker started with another --seed trained on with the chief
+(exit 0, a model of mixed seeds), another --num_train_epochs left both waiting after the
+chief's end, and a --model_dir that is not one shared folder let the chief resume alone
+and write its final weights while the other worker waited forever.
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+from helpers import toy_trainer, write_pretrained_dir
+
+from electra_tf.training.loop import differing_digests
+from tests.training.test_training_distributed import run_workers
+
+
+def test_differing_digests_names_the_parts_that_differ():
+    """The all-reduce's arithmetic, over three replicas' digests (a SUM, as the
+    collective gives): only a part whose bytes differ somewhere is named."""
+    replicas = [[[1, 2, 255], [0, 9]], [[1, 2, 255], [0, 9]], [[1, 2, 255], [0, 8]]]
+
+    def flat(digests):
+        values = np.asarray([b for d in digests for b in d], np.float32)
+        return np.concatenate([values, values * values])
+
+    def total(_):  # what every replica receives: the sum of every replica's vector
+        return sum(flat(d) for d in replicas)
+
+    for mine in replicas:
+        assert differing_digests(total, mine, 3) == [1]
+    replicas[2] = [[1, 2, 255], [0, 9]]
+    assert differing_digests(total, replicas[0], 3) == []
+    # the same sum of bytes, other bytes: still told apart (the squares differ)
+    replicas[:] = [[[1, 3]], [[2, 2]]]
+    assert differing_digests(total, replicas[0], 2) == [0]
+
+
+def test_the_digests_follow_what_workers_share_and_not_their_paths(
+        pretrained_dir, toy_sst2_dir, tiny_vocab, tmp_path):
+    """Each part changes with what it stands for (a seed, a train example, the starting
+    weights), and no part with a worker's own paths to the same files."""
+    trainer = toy_trainer("sst2", toy_sst2_dir, pretrained_dir, tmp_path / "a", 16)
+    _, feats = trainer.features("train")
+
+    def digests(feats=feats):
+        parts = {**trainer._start_digests(), **trainer._model_digests(feats)}
+        return {name: part() for name, part in parts.items()}
+
+    before = digests()
+    assert set(before) == {"flags", "labels", "checkpoints", "examples", "weights"}
+    data, init = tmp_path / "SST-2", tmp_path / "pretrained"
+    shutil.copytree(toy_sst2_dir, data)
+    shutil.copytree(pretrained_dir, init)
+    run = trainer.run
+    trainer.run = dataclasses.replace(run, model_dir=str(tmp_path / "b"), data_dir=str(data),
+                                      init_checkpoint=str(init), vocab_file=tiny_vocab,
+                                      worker_startup_timeout_s=5)
+    assert digests() == before  # each machine's own copy, elsewhere
+    trainer.run = run
+
+    def changed(after):
+        return sorted(name for name in before if after[name] != before[name])
+
+    config = trainer.config
+    trainer.config = dataclasses.replace(config, seed=config.seed + 1)
+    assert changed(digests()) == ["flags"]
+    trainer.config = config
+    trainer.run = dataclasses.replace(run, log_every_steps=7)  # where the workers stop
+    assert changed(digests()) == ["flags"]
+    trainer.run = run
+    other = dataclasses.replace(feats, inputs=dict(feats.inputs))
+    other.inputs["input_ids"] = feats.inputs["input_ids"].copy()
+    other.inputs["input_ids"][5, 2] += 1
+    assert changed(digests(other)) == ["examples"]
+    weight = trainer.model.weights[0]
+    weight.assign(weight + 1.0)
+    assert changed(digests()) == ["weights"]
+
+
+def finetune_flags(data_dir, init, model_dir, epochs=1):
+    return ["--task_name=sst2", f"--data_dir={data_dir}", f"--init_checkpoint={init}",
+            f"--model_dir={model_dir}", "--max_seq_length=16", "--train_batch_size=16",
+            f"--num_train_epochs={epochs}", "--log_every_steps=5", "--seed=3"]
+
+
+def refused(ended, reason: str) -> None:
+    """Both workers ended with the one line naming `reason` (exit 2), no traceback."""
+    for code, err in ended:
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert code == 2 and errors == [
+            f"error: --strategy=multi_worker: the workers {reason}"], err[-3000:]
+        assert "Traceback" not in err, err[-3000:]
+
+
+@pytest.mark.slow  # five 2-worker starts
+def test_finetuning_workers_that_differ_are_refused_on_every_worker(
+        pretrained_dir, toy_sst2_dir, tiny_vocab, tmp_path):
+    """Two workers that agree train a trial group of two (the chief writes the group's
+    record, the other nothing); workers that differ, in a single run or a group, end
+    with one line each before they train."""
+    group = tmp_path / "group"
+    flags = finetune_flags(toy_sst2_dir, pretrained_dir, group)
+    ended = run_workers([*flags, "--num_trials=2"], module="electra_tf.run_finetuning")
+    for code, err in ended:
+        assert code == 0, err[-3000:]
+    assert "trial 2/2 done" in ended[1][1] and "wrote" not in ended[1][1]
+    trials = json.loads((tmp_path / "group" / "trials.json").read_text())["trials"]
+    assert [t["seed"] for t in trials] == [3, 4]
+    shared = tmp_path / "group_1"
+    assert (shared / "finetuned.weights.h5").exists()
+    assert not list(shared.glob(".worker_*"))
+    kept = sorted(os.listdir(shared / "checkpoints"))
+
+    # the group again, worker 1 with a group folder of its own: the chief had skipped
+    # the finished trials and ended, worker 1 trained trial 1 alone until it failed
+    refused(run_workers([*flags, "--num_trials=2"], module="electra_tf.run_finetuning",
+                        extra=((), (f"--model_dir={tmp_path / 'own_group'}",))),
+            "see different trial groups in --model_dir (a folder that is not one shared "
+            "folder, or other flags); give every worker one shared --model_dir and the same "
+            "flags")
+    assert json.loads((tmp_path / "group" / "trials.json").read_text())["trials"] == trials
+
+    # another --seed on worker 1: had trained on with the chief, exit 0
+    seeds = tmp_path / "seeds"
+    refused(run_workers(finetune_flags(toy_sst2_dir, pretrained_dir, seeds),
+                        module="electra_tf.run_finetuning", extra=((), ("--seed=9",))),
+            "were started with different flags (--seed, --train_batch_size, "
+            "--num_train_epochs, ...: every flag but the paths must be the same); start "
+            "every worker with the same flags")
+    assert not (seeds / "checkpoints").exists()
+
+    # two more epochs of trial 1's run, worker 1 with a folder of its own: the chief
+    # had resumed alone and written its weights, worker 1 waited forever
+    own = tmp_path / "own"
+    refused(run_workers(finetune_flags(toy_sst2_dir, pretrained_dir, shared, epochs=3),
+                        module="electra_tf.run_finetuning", extra=((), (f"--model_dir={own}",))),
+            "see different checkpoints in --model_dir (a folder that is not one shared "
+            "folder); give every worker one shared --model_dir")
+    assert sorted(os.listdir(shared / "checkpoints")) == kept
+
+    # worker 1 starts from other pre-trained weights (a model of mixed starts)
+    other = write_pretrained_dir(tmp_path / "other", tiny_vocab, seed=1)
+    starts = tmp_path / "starts"
+    refused(run_workers(finetune_flags(toy_sst2_dir, pretrained_dir, starts),
+                        module="electra_tf.run_finetuning",
+                        extra=((), (f"--init_checkpoint={other}",))),
+            "start from different weights (other files in --init_checkpoint); give every "
+            "worker the same model to start from")
+    assert not (starts / "checkpoints").exists()
