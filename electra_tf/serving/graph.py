@@ -251,7 +251,9 @@ class Packer(tf.Module):
 
 
 def char_ends(starts, ends):
-    """Piece ends moved to the end of the character each piece comes from.
+    """Piece ends moved to the end of the character each piece comes from: every
+    piece of such a character spans the character (the served pieces' and answers'
+    byte spans).
 
     FastBertTokenizer maps the pieces of a character that normalizes to
     several ("…" -> ". . .", "⑴" -> "( 1 )", "ﷺ" -> four Arabic words) to

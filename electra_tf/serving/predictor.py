@@ -131,7 +131,7 @@ class Predictor:
         if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) \
                 or batch_size < 1:
             raise ValueError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
-        single = [isinstance(x, (str, bytes)) for x in inputs]
+        single = [isinstance(x, _TEXT) for x in inputs]
         if inputs and all(single):
             return self.predict(*([x] for x in inputs), batch_size=batch_size)
         if any(single):  # "a", ["b", "c"]: no row count fits both
@@ -163,7 +163,7 @@ class Predictor:
                             f"({', '.join(names)}), got {len(inputs)}")
         columns = []
         for name, x in zip(names, inputs):
-            if isinstance(x, (str, bytes)):  # had been a batch of its characters
+            if isinstance(x, _TEXT):  # had been a batch of its characters (of ints: bytes)
                 raise TypeError(f"{name} must be a list of strings, one per row, got a "
                                 f"single {type(x).__name__} (predict takes one)")
             try:  # a dict had given its keys, a set its rows in no order
@@ -174,7 +174,7 @@ class Predictor:
                 raise TypeError(f"{name} must be a list of strings, one per row, got "
                                 f"{type(x).__name__}")
             for i, text in enumerate(column):
-                if not isinstance(text, (str, bytes)):
+                if not isinstance(text, _TEXT):
                     raise TypeError(f"{name}[{i}] must be a string (str or UTF-8 bytes), got "
                                     f"{type(text).__name__}")
             columns.append(column)
@@ -197,10 +197,9 @@ class Predictor:
         result = {}
         for name, value in self._function(*tensors).items():
             value = value.numpy()
-            if value.dtype == object:
+            if value.dtype == object and value.size:  # (an empty batch's stay object too)
                 value = np.vectorize(lambda b: b.decode("utf-8", "replace"),
-                                     otypes=[object])(value) \
-                    if value.size else value.astype(str)
+                                     otypes=[object])(value)
             result[name] = value
         return result
 
@@ -225,12 +224,16 @@ class Predictor:
         return rows
 
 
+# What a text may be: a str, or UTF-8 bytes (a bytearray's too).
+_TEXT = (str, bytes, bytearray)
+
+
 def _utf8(text) -> bytes:
     """A str as UTF-8, a lone surrogate (JSON's "\\ud800", which has no UTF-8 form and
     which TensorFlow would not convert) as U+FFFD, one character for one, as the
-    graph reads invalid UTF-8; bytes as they are."""
+    graph reads invalid UTF-8; bytes (and a bytearray's) as they are."""
     if not isinstance(text, str):
-        return text
+        return bytes(text)
     from electra_tf.text.cleaning import without_lone_surrogates
 
     return without_lone_surrogates(text).encode("utf-8")

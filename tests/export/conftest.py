@@ -193,8 +193,9 @@ def fresh(exports, score_export, electric_dir, tmp_path_factory):
         add((name, "align"), name, "serving_default", text_inputs(exports[name][0], ALIGN_TEXTS))
     add(("ner_bf16", "ids"), "ner_bf16", "serving_ids",  # the inputs of ("ner", "ids")
         packed_for(exports["ner"][0], text_inputs(exports["ner"][0], ODD_TEXTS)))
-    add(("ner", "multi"), "ner", "serving_default",
-        text_inputs(exports["ner"][0], [t for t, _ in MULTI_PIECE]))
+    for name in ("ner", "rtd"):
+        add((name, "multi"), name, "serving_default",
+            text_inputs(exports[name][0], [t for t, _ in MULTI_PIECE]))
     for name in exports:
         path = os.path.join(exports[name][1], "assets.extra", warmup.WARMUP_FILE)
         for i, log in enumerate(warmup.read(path)):

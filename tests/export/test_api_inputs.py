@@ -69,6 +69,14 @@ def test_predict_refuses_what_is_not_a_list_of_strings(predictors):
             call(["a b", "c"], ["d"])
     rows = ner.predict(TEXTS)
     assert len(rows) == len(TEXTS)
+    # a bytearray is a text (it had been a list of ints: "text[0] ... got int")
+    assert ner.predict(bytearray(TEXTS[2].encode())) == rows[2:3]
+    assert ner.predict([bytearray(t.encode()) for t in TEXTS]) == rows
+    with pytest.raises(TypeError, match="got a single bytearray"):
+        ner.outputs(bytearray(b"a b"))
+    # an empty batch: its string outputs are arrays of objects, as a batch's (had been <U1)
+    empty = ner.outputs([])
+    assert empty["word_texts"].dtype == object and empty["word_texts"].shape[0] == 0
     assert ner.predict(t for t in TEXTS) == rows
     assert ner.predict(np.array(TEXTS)) == rows
     assert (ner.outputs(t for t in TEXTS)["word_labels"] == ner.outputs(TEXTS)["word_labels"]).all()

@@ -282,6 +282,22 @@ def test_characters_that_normalize_to_several_pieces_are_one_word(fresh):
         _same(tf2[key], tf1[key], key)
 
 
+@pytest.mark.parametrize("name,prefix", [("ner", "wordpiece"), ("rtd", "token")])
+def test_each_piece_of_a_character_that_normalizes_to_several_spans_it(name, prefix, fresh):
+    """The pieces of "…" (". . .") each span "…": all but the last had had an empty
+    span at the character's start."""
+    out, _ = fresh_ok(fresh[(name, "multi")])
+    for r, (text, words) in enumerate(MULTI_PIECE):
+        raw = text.encode("utf-8")
+        spans = [(int(s), int(e)) for s, e in zip(out[f"{prefix}_start"][r],
+                                                  out[f"{prefix}_end"][r]) if s >= 0]
+        assert spans and all(e > s for s, e in spans), (text, spans)
+        texts = [raw[s:e].decode("utf-8") for s, e in spans]  # whole characters
+        assert set(texts) <= set(words) | set(text.split()), (text, texts)
+    a = [(int(s), int(e)) for s, e in zip(out[f"{prefix}_start"][0], out[f"{prefix}_end"][0])]
+    assert a[1:6] == [(0, 1), (1, 4), (1, 4), (1, 4), (4, 5)]  # a . . . b in "a…b"
+
+
 @pytest.mark.parametrize("name", ["squad", "squad_joint"])
 def test_squad_answer_text_is_the_context_slice(name, exports, fresh):
     tf2, _ = fresh_ok(fresh[(name, "odd")])

@@ -67,5 +67,5 @@ class RtdHead(Head):
         probs = tf.sigmoid(out["rtd_logits"]) * tf.cast(mask, tf.float32)
         result = {"replaced_probabilities": probs, "tokens": packer.tokens(word_ids, mask),
                   "token_start": packer.positions(s_a, packed["len_a"], width),
-                  "token_end": packer.positions(e_a, packed["len_a"], width)}
+                  "token_end": packer.positions(graph.char_ends(s_a, e_a), packed["len_a"], width)}
         return pad_window(graph, result, spec.max_seq_length, _TEXT_FILLS)

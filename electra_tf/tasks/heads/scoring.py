@@ -96,5 +96,6 @@ class ScoreHead(RtdHead):
         result = cls._scores(spec, out, word_ids, mask)
         result.update(tokens=packer.tokens(word_ids, mask),
                       token_start=packer.positions(s_a, packed["len_a"], width),
-                      token_end=packer.positions(e_a, packed["len_a"], width))
+                      token_end=packer.positions(graph.char_ends(s_a, e_a), packed["len_a"],
+                                                width))
         return pad_window(graph, result, spec.max_seq_length, _TEXT_FILLS)

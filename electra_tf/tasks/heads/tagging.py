@@ -133,7 +133,8 @@ class TokenClassificationHead(Head):
         result = {"wordpiece_tokens": packer.tokens(word_ids, mask),
                   "wordpiece_labels": labels, "wordpiece_scores": scores,
                   "wordpiece_start": packer.positions(s_a, packed["len_a"], width),
-                  "wordpiece_end": packer.positions(e_a, packed["len_a"], width)}
+                  "wordpiece_end": packer.positions(graph.char_ends(s_a, e_a),
+                                                    packed["len_a"], width)}
         words = graph.tagging_word_outputs(packer, norm_a, ids_a, s_a, e_a, packed["len_a"],
                                            labels, scores)
         return {**pad_window(graph, result, spec.max_seq_length, _TEXT_FILLS), **words}
