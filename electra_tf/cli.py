@@ -451,6 +451,12 @@ def _peer_down(message: str) -> str:
         names = ", ".join(f"{job} {task}" for job, task in tasks)
         return (f"--strategy=multi_worker: {names} of TF_CONFIG's cluster stopped (its own "
                 "log says why), so this worker stops too; rerun every worker to resume")
-    reason = framework_messages.without_function_node(message).strip().splitlines()
+    reason = framework_messages.first_reason(message)[:300] or "unavailable"
+    tasks = framework_messages.unreachable_tasks(message)
+    if tasks:
+        names = ", ".join(f"{job} {task}" for job, task in tasks)
+        return (f"--strategy=multi_worker: {names} of TF_CONFIG's cluster cannot be reached "
+                f"({reason}): it stopped (its own log says why) or its host is down, so this "
+                "worker stops too; rerun every worker to resume")
     return ("--strategy=multi_worker: a worker of the cluster is down or cannot be reached ("
-            + (reason[0][:300] if reason else "unavailable") + ")")
+            + reason + ")")

@@ -126,5 +126,28 @@ def test_the_peer_texts_are_parsed():
     assert framework_messages.unhealthy_tasks(message) == [("worker", "1")]
     assert framework_messages.unhealthy_tasks("Socket closed") == []
     assert framework_messages.without_function_node(message).startswith("The following")
+    # a chief killed mid-collective, as a worker's all-reduce reports it (the reason had
+    # been "(Graph execution error:)", the message's first line, naming no task)
+    killed = ('Graph execution error:\n\nDetected at node CollectiveReduceV2 defined at '
+              '(most recent call last):\n  File "<frozen runpy>", line 198, in x\n\n'
+              '  File "/a/tensorflow.py", line 262, in total\n\nCollective ops is aborted '
+              'by: failed to connect to all addresses; last error: UNKNOWN: '
+              'ipv4:127.0.0.1:31182: Failed to connect to remote host: Connection refused\n'
+              'Additional GRPC error information from remote target /job:worker/replica:0/'
+              'task:0 while calling /tensorflow.WorkerService/CompleteInstance:\n:UNKNOWN:'
+              'Error received from peer  {grpc_message:"failed to connect"}')
+    assert framework_messages.unhealthy_tasks(killed) == []
+    assert framework_messages.unreachable_tasks(killed) == [("worker", "0")]
+    assert framework_messages.first_reason(killed).startswith("Collective ops is aborted by")
+    assert framework_messages.first_reason("Graph execution error:\n\n") == ""
+    from electra_tf.cli import _peer_down
+
+    assert _peer_down(killed) == (
+        "--strategy=multi_worker: worker 0 of TF_CONFIG's cluster cannot be reached "
+        f"({framework_messages.first_reason(killed)}): it stopped (its own log says why) or "
+        "its host is down, so this worker stops too; rerun every worker to resume")
+    assert _peer_down("Graph execution error:\n") == (
+        "--strategy=multi_worker: a worker of the cluster is down or cannot be reached "
+        "(unavailable)")
     assert framework_messages.jax_peer_lost("Gloo AllReduce failed: Connection reset by peer")
     assert not framework_messages.jax_peer_lost("RESOURCE_EXHAUSTED: Out of memory")

@@ -93,6 +93,25 @@ def unhealthy_tasks(message: str) -> list[tuple[str, str]]:
     return sorted(set(re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", down)))
 
 
+def unreachable_tasks(message: str) -> list[tuple[str, str]]:
+    """The (job, task index) pairs gRPC could not reach ("... from remote target
+    /job:worker/replica:0/task:0 while calling ..."), sorted; [] if none."""
+    return sorted(set(re.findall(r"remote target /job:(\w+)/replica:\d+/task:(\d+)", message)))
+
+
+def first_reason(message: str) -> str:
+    """The first line of a TensorFlow error that says something: without "Graph
+    execution error:", its "Detected at node ... defined at" call stack and
+    "{{function_node ...}}" annotations; "" if none."""
+    for line in without_function_node(message).splitlines():
+        line = line.strip()
+        if not line or line.startswith(("Graph execution error", "Detected at node",
+                                        'File "', "[[", "Additional GRPC error")):
+            continue
+        return line
+    return ""
+
+
 # === JAX: a multi-host collective whose peer is gone ===
 # XLA's Gloo errors, the coordinator's heartbeat timeout, a peer's socket closed.
 JAX_PEER_LOST = ("Gloo", "heartbeat timeout", "Connection reset", "Connection refused",
