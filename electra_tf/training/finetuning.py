@@ -1165,13 +1165,24 @@ class Finetuning:
 
     def _note_other_precision(self, recorded_run: dict) -> None:
         """Says so when the checkpoints resumed were trained at another
-        --mixed_precision (allowed: the variables are float32 either way); `recorded_run`:
-        the run options the folder's record holds."""
+        --mixed_precision (allowed: the variables are float32 either way), or with another
+        --strategy or --num_devices; `recorded_run`: the run options the folder's record
+        holds."""
         before = recorded_run.get("mixed_precision")
         if before and before != self.run.mixed_precision:
             self._log(f"note: {self.run.model_dir}'s checkpoints were trained with "
                       f"--mixed_precision={before}; this run continues them with "
                       f"{self.run.mixed_precision} ({FINETUNING_CONFIG} now records it)")
+        # Other devices (allowed: the global batch and the schedule are the same; the
+        # replicas' dropout masks differ from here on)
+        devices = [k for k in ("strategy", "num_devices")
+                   if k in recorded_run and recorded_run[k] != getattr(self.run, k)]
+        if devices:
+            self._log(f"note: {self.run.model_dir}'s checkpoints were trained with "
+                      + " ".join(f"--{k}={recorded_run[k]}" for k in devices)
+                      + "; this run continues them with "
+                      + " ".join(f"--{k}={getattr(self.run, k)}" for k in devices)
+                      + f" (the same global batches; {FINETUNING_CONFIG} now records it)")
 
     def _started_from(self, recorded_run: dict):
         """The run options to record on resuming: this run's, with what the resumed

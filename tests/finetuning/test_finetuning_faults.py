@@ -160,8 +160,10 @@ def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation_and_a_resume_keeps_its_
     assert sorted(os.listdir(out)) == before
     # as if trained at bf16: the resume (fp32) says so in a note, and trains on
     assert '"mixed_precision": "fp32"' in record
-    record_path.write_text(record.replace('"mixed_precision": "fp32"',
-                                          '"mixed_precision": "bf16"'))
+    assert '"strategy": "default"' in record and '"num_devices": 0' in record
+    record_path.write_text(record.replace('"mixed_precision": "fp32"', '"mixed_precision": "bf16"')
+                           .replace('"strategy": "default"', '"strategy": "mirrored"')
+                           .replace('"num_devices": 0', '"num_devices": 2'))
     capsys.readouterr()
     # a flag set to the value its default stands for is the same setting; another
     # --init_checkpoint (here the same folder by a link) is not what the resumed weights
@@ -174,11 +176,16 @@ def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation_and_a_resume_keeps_its_
     assert (f"[finetune] note: {out}'s checkpoints were trained with --mixed_precision=bf16; "
             "this run continues them with fp32 (finetuning_config.json now records it)"
             ) in err
+    # (it had rewritten the record without a word)
+    assert (f"[finetune] note: {out}'s checkpoints were trained with --strategy=mirrored "
+            "--num_devices=2; this run continues them with --strategy=default --num_devices=0 "
+            "(the same global batches; finetuning_config.json now records it)") in err
     assert (f"[finetune] note: {out}'s checkpoints started from {pretrained_dir}; this run "
             f"resumes them, so --init_checkpoint={link} is not what its weights come from "
             f"(finetuning_config.json keeps {pretrained_dir})") in err
     recorded = json.loads(record_path.read_text())
     assert recorded["run"]["mixed_precision"] == "fp32"
+    assert recorded["run"]["strategy"] == "default"
     assert recorded["run"]["init_checkpoint"] == recorded["initialized_from"] == pretrained_dir
     assert sorted(results) == ["epoch_1", "epoch_2"]
     assert folders.finetuned.read_results(str(out)) == results
