@@ -111,6 +111,7 @@ from electra_tf.training.loop import (
     different_settings,
     finite_weights,
     log,
+    raised_flags,
     set_precision,
     settings_digest,
     stop_point,
@@ -1231,7 +1232,9 @@ class Finetuning:
                 saving = k == n or cfg.save_checkpoints_steps > 0 \
                     and (step + k) % cfg.save_checkpoints_steps == 0
                 check_finite(float(loss), step + 1, step + k, checkpoints.latest,
-                             f"lower --learning_rate (it was {learning_rate:.1e})",
+                             f"lower --learning_rate (it was {learning_rate:.1e})"
+                             + raised_flags([("weight_decay_rate", cfg.weight_decay_rate,
+                                              FinetuningConfig.weight_decay_rate)]),
                              grad_norm=self.last_grad_norm,
                              weights_finite=finite_weights(self.model.weights) if saving
                              else None)

@@ -102,6 +102,14 @@ def check_finite(loss: float, first_step: int, last_step: int, checkpoint: str |
                    f"those weights: {kept}, no final weights were written; {hint}")
 
 
+def raised_flags(settings) -> str:
+    """`check_finite`'s hint for flags raised past their defaults, which can make a run
+    diverge as a high learning rate does (a --disc_weight of 1e6): ", or --NAME (it was
+    V; the default D)" for each (name, value, default) of `settings` above its default."""
+    return "".join(f", or --{name} (it was {value:g}; the default {default:g})"
+                   for name, value, default in settings if value > default)
+
+
 def weights_checksum(variables) -> float:
     """A fingerprint of weights (sum of |w| weighted by position), to compare runs."""
     import keras

@@ -61,6 +61,7 @@ from electra_tf.training.loop import (
     chunk_size,
     finite_weights,
     log,
+    raised_flags,
     set_precision,
     stop_point,
     weights_checksum,
@@ -109,6 +110,13 @@ def _data_files(train_data: str) -> set[str] | None:
                     return None
                 found.add(os.path.expanduser(pattern))
     return found
+
+
+def diverging_flags(cfg: PretrainingConfig) -> list[tuple[str, float, float]]:
+    """The loss weights and decay a divergence's hint names where raised (loop.raised_flags)."""
+    default = PretrainingConfig
+    return [(name, getattr(cfg, name), getattr(default, name))
+            for name in ("disc_weight", "gen_weight", "weight_decay_rate")]
 
 
 class Pretraining:
@@ -478,7 +486,8 @@ class Pretraining:
             slow_chunks.chunk(n, time.monotonic() - t0)
             saving = step + n == end or (step + n) % cfg.save_checkpoints_steps == 0
             check_finite(float(results["loss"]), step + 1, step + n, self.checkpoints.latest,
-                         f"lower --learning_rate (it was {cfg.learning_rate}), or check "
+                         f"lower --learning_rate (it was {cfg.learning_rate})"
+                         + raised_flags(diverging_flags(cfg)) + ", or check "
                          "that --train_data's records were built with this --vocab_file",
                          grad_norm=float(results["grad_norm"]),
                          weights_finite=finite_weights(self.model.weights) if saving else None)

@@ -293,6 +293,18 @@ def test_an_id_outside_the_vocabulary_met_mid_run_is_one_line_after_a_checkpoint
     assert not (tmp_path / "model" / "discriminator.weights.h5").exists()
 
 
+def test_a_divergence_names_the_loss_weight_raised_past_its_default(tiny_records, tmp_path):
+    """A --disc_weight of 1e30 diverges as a high learning rate does: the hint had named
+    the learning rate alone (at its default)."""
+    trainer = pretraining(tiny_records, tmp_path / "model", disc_weight=1e30, num_train_steps=4,
+                          iterations_per_loop=1, eval_data="")
+    with pytest.raises(Diverged) as raised:
+        trainer.train()
+    assert str(raised.value).endswith(
+        ", or --disc_weight (it was 1e+30; the default 50), or check that --train_data's "
+        "records were built with this --vocab_file"), raised.value
+
+
 def test_the_numpy_input_names_the_record_holding_an_id_outside_the_vocabulary(tiny_records,
                                                                               tmp_path):
     from electra_tf.core.errors import RecordError
