@@ -562,6 +562,14 @@ def _run_trials(group: TrialGroup, config: FinetuningConfig, run: FinetuningRun,
         log("finetune", f"{group.path} holds {more} more finished trial(s) than "
                         f"--num_trials={n}: the summary is over all "
                         f"{len(group.record['trials'])}")
+    # a trial past --num_trials that an earlier run (asking more) left unfinished
+    k = n + 1
+    while os.path.isdir(trial_dir(run.model_dir, k)):
+        if group.finished(k) is None:
+            log("finetune", f"note: {trial_dir(run.model_dir, k)} holds trial {k}, not "
+                            f"finished (past --num_trials={n}: left as it is, and out of the "
+                            f"summary; --num_trials={k} goes on with it)")
+        k += 1
     for line in summary_lines(task_name, group.record["summary"]):
         log("finetune", line)
     bad = group.diverged()

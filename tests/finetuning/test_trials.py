@@ -115,6 +115,26 @@ def test_finished_trials_are_skipped_and_an_interrupted_one_is_rerun(tmp_path, c
     assert trials.read_trials(out)["summary"]["dev"]["accuracy"]["n"] == 4
 
 
+def test_a_lower_num_trials_names_the_unfinished_trial_it_leaves(tmp_path, capsys):
+    """Trial 3 stopped, then the group rerun with --num_trials=2: its folder is left as
+    it is, and said so (it had been passed over without a word)."""
+    config, run = fake_runs(tmp_path, 3)
+
+    def make(c, r):
+        return FakeTrainer(c, r, interrupt=c.seed == 9)
+
+    with pytest.raises(Interrupted):
+        trials.run_trials(config, run, "sst2", make, Finetuning.final_results)
+    capsys.readouterr()
+    trials.run_trials(config, dataclasses.replace(run, num_trials=2), "sst2", make,
+                      Finetuning.final_results)
+    out = tmp_path / "out"
+    assert (f"[finetune] note: {out}_3 holds trial 3, not finished (past --num_trials=2: "
+            "left as it is, and out of the summary; --num_trials=3 goes on with it)"
+            ) in capsys.readouterr().err.splitlines()
+    assert os.path.isdir(f"{out}_3")
+
+
 def test_a_group_of_other_settings_is_refused(tmp_path):
     config, run = fake_runs(tmp_path, 2)
     trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
