@@ -62,6 +62,19 @@ def define_flags():
                       "give only the max_seq_length for a fixed window.")
 
 
+def ignored_flags(task: str, squad_flags: list[str], buckets, max_seq_length: int
+                  ) -> list[str]:
+    """A line for each flag given that does nothing here: a SQuAD option (`squad_flags`,
+    those given) of another task's export, and `--length_buckets` past the window."""
+    notes = [f"--{name} is for squad exports; a {task} export has no question or answer"
+             for name in squad_flags if task != "squad"]
+    past = sorted(int(b) for b in buckets or () if int(b) > max_seq_length)
+    if past:
+        notes.append(f"--length_buckets {','.join(map(str, past))} past the window "
+                     f"(max_seq_length {max_seq_length}, the last bucket) left out")
+    return notes
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -78,6 +91,9 @@ def main(argv):
     spec = load_spec(FLAGS.task, FLAGS.checkpoint, FLAGS.vocab_file, FLAGS.max_seq_length,
                      FLAGS.max_query_length, FLAGS.max_answer_length)
     spec = dataclasses.replace(spec, length_buckets=buckets, precision=FLAGS.precision)
+    for note in ignored_flags(FLAGS.task, [n for n in ("max_query_length", "max_answer_length")
+                                           if FLAGS[n].present], buckets, spec.max_seq_length):
+        print(f"[export] note: {note}", file=sys.stderr)
     path = export(spec, FLAGS.model_base, FLAGS.model_name, FLAGS.version,
                   ids_only=FLAGS.ids_only, warmup=FLAGS.warmup)
     print(f"[export] {FLAGS.task} ({spec.task_name}, L={spec.max_seq_length}"

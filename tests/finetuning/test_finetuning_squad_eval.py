@@ -122,6 +122,13 @@ def test_v2_null_odds_above_the_threshold_count_as_no_answer(tmp_path):
                           "--na_prob_thresh=2")
     assert code == 0, err
     assert json.loads(out)["exact"] == 100.0
+    # without --null_odds the threshold does nothing: said so (it had been silent)
+    code, out, err = _run("--version=2.0", f"--data_file={files[0]}",
+                          f"--predictions={files[1]}", "--na_prob_thresh=2")
+    assert code == 0 and json.loads(out)["exact"] == 100.0, err
+    assert err.strip().splitlines()[-1] == ("note: --na_prob_thresh=2 applies with "
+                                            "--null_odds only (every answer as submitted "
+                                            "is scored)")
 
 
 def test_v2_best_threshold_ties_keep_the_null_odds_file_order(tmp_path):
