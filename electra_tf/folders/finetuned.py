@@ -289,6 +289,29 @@ def read_finetuning_config(model_dir: str) -> FinetunedRecord:
     return _read_record(model_dir)[0]
 
 
+def recorded_task(model_dir: str) -> tuple[str, EncoderConfig]:
+    """The task and the encoder a fine-tuning model_dir's record names, read without its
+    head's class (which imports Keras: seconds a results table need not wait).
+
+    Raises:
+      InputError: as `read_finetuning_config`, for those two fields.
+    """
+    path = os.path.join(model_dir, FINETUNING_CONFIG)
+    if not os.path.exists(path):
+        return read_finetuning_config(model_dir).task, None  # (raises, naming what is there)
+    value = read_json(path)
+    missing = [k for k in ("task", "encoder") if k not in value]
+    if missing:
+        raise InputError(f"{path}: lacks {', '.join(missing)}; not a file electra_tf wrote")
+    if not isinstance(value["task"], str) or not isinstance(value["encoder"], dict):
+        raise InputError(f"{path}: task must be a name and encoder a JSON object; not a "
+                         "file electra_tf wrote")
+    try:
+        return value["task"], EncoderConfig.from_dict(value["encoder"])
+    except ConfigError as e:
+        raise InputError(f"{path}: encoder: {e}") from None
+
+
 def recorded_total_steps(model_dir: str) -> int | None:
     """The optimizer steps the run that wrote a fine-tuning model_dir's record planned
     (its `total_steps`), or None where the record has none."""
@@ -426,6 +449,16 @@ def finetuned_vocab(record: FinetunedRecord) -> str:
 def read_results(model_dir: str) -> dict:
     path = os.path.join(model_dir, RESULTS)
     return read_json(path) if os.path.exists(path) else {}
+
+
+def final_results(results: dict) -> dict:
+    """The last evaluation in `results` (results.json's, a run's return): the last
+    epoch's, by number, or that of a run without training (which later training
+    removes)."""
+    if "eval" in results:
+        return results["eval"]
+    epochs = [k for k in results if k.startswith("epoch_") and k[6:].isdecimal()]
+    return results[max(epochs, key=lambda k: int(k[len("epoch_"):]))] if epochs else {}
 
 
 def write_results(model_dir: str, results: dict) -> None:

@@ -72,6 +72,7 @@ from electra_tf.folders.files import (
 )
 from electra_tf.folders.finetuned import (
     FinetunedFolder,
+    final_results,
     finetuned_vocab,
     has_finetuning_config,
     is_finetuning_folder,
@@ -1311,14 +1312,8 @@ class Finetuning:
             self._log(f"{split}: " + ", ".join(f"{k} {v:.4f}" for k, v in out[split].items()))
         return out
 
-    @staticmethod
-    def final_results(results: dict) -> dict:
-        """The last evaluation in `results` (train's return): the last epoch's, by number,
-        or that of a run without training (which later training removes)."""
-        if "eval" in results:
-            return results["eval"]
-        epochs = [k for k in results if k.startswith("epoch_") and k[6:].isdecimal()]
-        return results[max(epochs, key=lambda k: int(k[len("epoch_"):]))] if epochs else {}
+    # The last evaluation in train's return (folders.finetuned.final_results).
+    final_results = staticmethod(final_results)
 
     def _save_results(self, results):
         if self.chief:

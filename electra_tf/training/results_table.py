@@ -22,9 +22,10 @@ from electra_tf.core.config import model_size_of
 from electra_tf.core.errors import InputError
 from electra_tf.folders.files import FINETUNED_WEIGHTS, RESULTS, what_it_holds
 from electra_tf.folders.finetuned import (
+    final_results,
     is_finetuning_folder,
-    read_finetuning_config,
     read_results,
+    recorded_task,
 )
 from electra_tf.training import trials
 
@@ -131,19 +132,16 @@ def read_folder(folder: str) -> TaskResult | None:
         raise InputError(f"{folder} is neither a fine-tuning folder (finetuning_config.json, "
                          f"{FINETUNED_WEIGHTS}) nor a trial group ({trials.TRIALS})"
                          + what_it_holds(folder))
-    record = read_finetuning_config(folder)
-    if _column(record.task) is None:
+    task, encoder = recorded_task(folder)
+    if _column(task) is None:
         return None
-    from electra_tf.training.finetuning import Finetuning  # Keras: imported when needed
-
     results = read_results(folder)
     if not results:
         raise InputError(f"{folder}: no {RESULTS} yet (a fine-tuning run writes it at its "
                          "first evaluation)")
-    final = Finetuning.final_results(results)
-    return TaskResult(folder, record.task, model_size_of(record.encoder),
-                      _finite_values(folder, record.task,
-                                     [_value(folder, record.task, final)]))
+    final = final_results(results)
+    return TaskResult(folder, task, model_size_of(encoder),
+                      _finite_values(folder, task, [_value(folder, task, final)]))
 
 
 def results_table(folders) -> dict:

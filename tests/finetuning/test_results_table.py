@@ -127,6 +127,17 @@ def test_the_command_prints_markdown_or_json_and_writes_the_file(folders, tmp_pa
     assert proc.stdout == ""
 
 
+def test_the_command_reads_the_folders_without_tensorflow(folders):
+    """A fine-tuning folder's record was read with its head's class, which imported
+    Keras and TensorFlow: seconds for a table of a few numbers."""
+    from helpers import run_module_reporting_tf
+
+    proc, tf_imported = run_module_reporting_tf("electra_tf.results_table", *folders)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith(markdown(results_table(folders)))  # (then the report)
+    assert not tf_imported
+
+
 def test_an_output_that_is_a_given_folders_own_file_is_refused(folders, tmp_path):
     """--output=GROUP/trials.json had replaced the group's record with the table."""
     from electra_tf.results_table import _check_not_a_folder_file
