@@ -70,7 +70,7 @@ class PretrainingFolder:
     weights: str = ""
 
     @classmethod
-    def open(cls, checkpoint: str, what: str = "init_checkpoint",
+    def open(cls, checkpoint: str, what: str = "checkpoint",
              discriminator: bool = True) -> PretrainingFolder:
         """Opens a pre-training model_dir (or, with `discriminator`, its .weights.h5 file).
 
@@ -283,7 +283,7 @@ def load_discriminator(init_checkpoint: str, model_size: str = "",
 
 def load_generator(model_dir: str):
     """The generator of a pre-training folder (`PretrainingFolder.load_generator`)."""
-    return PretrainingFolder.open(model_dir, discriminator=False).load_generator()
+    return PretrainingFolder.open(model_dir, "model_dir", discriminator=False).load_generator()
 
 
 def is_pretraining_folder(path: str) -> bool:

@@ -251,8 +251,8 @@ def initial_discriminator(config: FinetuningConfig, run: FinetuningRun):
         return discriminator_of(folder.load_model(), folder.record)
     path = checkpoint_path(run.init_checkpoint)  # ckpt-N of a JAX run: its jax-ckpt-N.npz
     if checkpoint_step(path) is None:
-        return load_discriminator(run.init_checkpoint, config.model_size)
-    folder = PretrainingFolder.open(model_folder(path), discriminator=False)
+        return load_discriminator(run.init_checkpoint, config.model_size, "--init_checkpoint")
+    folder = PretrainingFolder.open(model_folder(path), "--init_checkpoint", discriminator=False)
     if folder.config is None:
         raise InputError(f"--init_checkpoint={run.init_checkpoint}: {folder.path} records no "
                          f"pre-training settings ({PRETRAINING_CONFIG}), which "
@@ -408,7 +408,8 @@ def check_casing(do_lower_case: bool, init_checkpoint: str,
         folder = model_folder(init_checkpoint)
         if not os.path.isdir(folder):
             return
-        recorded = PretrainingFolder.open(folder, discriminator=False).recorded_do_lower_case
+        recorded = PretrainingFolder.open(folder, "--init_checkpoint",
+                                          discriminator=False).recorded_do_lower_case
     if recorded is None or bool(recorded) == bool(do_lower_case):
         return
     raise ConfigError(

@@ -247,7 +247,8 @@ def check_resume(config: PretrainingConfig, run: PretrainingRun) -> dict:
                 "--model_dir")
         return {}
     try:
-        recorded = PretrainingFolder.open(run.model_dir, discriminator=False).recorded
+        recorded = PretrainingFolder.open(run.model_dir, "--model_dir",
+                                          discriminator=False).recorded
     except InputError as e:  # an emptied or damaged record beside the checkpoints
         raise unreadable_record(e, PRETRAINING_CONFIG, run.model_dir) from None
     where = f"{run.model_dir} holds checkpoints of a run"

@@ -115,7 +115,7 @@ def test_arguments_of_the_wrong_type_are_refused_naming_them(predictors, finetun
     with pytest.raises(TypeError, match="max_answer_length must be a whole number"):
         Predictor.open(finetuned_dirs["squad"], max_answer_length=2.5)
     for open_, what in ((Predictor.open, "folder"), (FinetunedFolder.open, "model_dir"),
-                        (PretrainingFolder.open, "init_checkpoint")):
+                        (PretrainingFolder.open, "checkpoint")):
         with pytest.raises(TypeError, match=f"^{what} must be a folder's path .* got NoneType"):
             open_(None)
     for second in (None, 5):
