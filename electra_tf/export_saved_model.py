@@ -64,10 +64,14 @@ def define_flags():
 
 def ignored_flags(task: str, squad_flags: list[str], buckets, max_seq_length: int
                   ) -> list[str]:
-    """A line for each flag given that does nothing here: a SQuAD option (`squad_flags`,
-    those given) of another task's export, and `--length_buckets` past the window."""
-    notes = [f"--{name} is for squad exports; a {task} export has no question or answer"
-             for name in squad_flags if task != "squad"]
+    """A line for each flag given that does nothing here: a question-answering option
+    (`squad_flags`, those given) that the task's head does not take, and
+    `--length_buckets` past the window."""
+    from electra_tf.tasks import heads
+
+    options = {f.name for f in dataclasses.fields(heads.head_class(task).ServingOptions)}
+    notes = [f"--{name} is an option of question answering; a {task} export has no "
+             "question or answer" for name in squad_flags if name not in options]
     past = sorted(int(b) for b in buckets or () if int(b) > max_seq_length)
     if past:
         notes.append(f"--length_buckets {','.join(map(str, past))} past the window "

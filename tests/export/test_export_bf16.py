@@ -108,7 +108,7 @@ def test_the_command_writes_a_bf16_export(finetuned_dirs, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "ids only, bf16 kernels) -> " in proc.stderr
     # flags that do nothing here are named (they had been taken without a word)
-    assert ("[export] note: --max_answer_length is for squad exports; a "
+    assert ("[export] note: --max_answer_length is an option of question answering; a "
             "token_classification export has no question or answer") in proc.stderr
     assert "[export] note: --length_buckets 4096 past the window (max_seq_length 16, " \
            "the last bucket) left out" in proc.stderr

@@ -293,6 +293,22 @@ def test_an_id_outside_the_vocabulary_met_mid_run_is_one_line_after_a_checkpoint
     assert not (tmp_path / "model" / "discriminator.weights.h5").exists()
 
 
+def test_the_divergence_hint_names_each_weight_raised_past_its_default():
+    import dataclasses
+
+    from electra_tf.core.config import PretrainingConfig
+    from electra_tf.training.loop import raised_flags
+    from electra_tf.training.pretraining import diverging_flags
+
+    config = PretrainingConfig()
+    assert raised_flags(diverging_flags(config)) == ""
+    config = dataclasses.replace(config, disc_weight=1e6, gen_weight=0.5, weight_decay_rate=2.0)
+    assert raised_flags(diverging_flags(config)) == (
+        ", or --disc_weight (it was 1e+06; the default 50), or --weight_decay_rate (it was 2; "
+        "the default 0.01)")
+
+
+@pytest.mark.slow  # a run; the hint itself: above
 def test_a_divergence_names_the_loss_weight_raised_past_its_default(tiny_records, tmp_path):
     """A --disc_weight of 1e30 diverges as a high learning rate does: the hint had named
     the learning rate alone (at its default)."""
