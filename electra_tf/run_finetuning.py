@@ -61,6 +61,7 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     from electra_tf.tasks.registry import task_from_config
     from electra_tf.training import backends
+    from electra_tf.training.loop import different_settings, settings_digest
 
     config, run = flags_lib.finetuning_configs()
 
@@ -90,6 +91,12 @@ def main(argv):
     # are fixed at start-up.
     started = backends.load(backend).start(flags_lib.runtime_options())
     trainer_class = backends.finetuning_class(backend)
+    agree = backends.agreement(backend, started)  # a multi-worker run's workers
+    if agree is not None and agree([settings_digest([run.num_trials, run.keep_all_models])]):
+        # first: a single run and a group compare other things (other collectives)
+        raise different_settings("--strategy=multi_worker", "the workers were started with "
+                                 "different --num_trials or --keep_all_models; start every "
+                                 "worker with the same flags")
     note = backends.bf16_note(backend, run.mixed_precision)
     if note:
         print(f"[finetune] {note}", file=sys.stderr)
@@ -100,7 +107,7 @@ def main(argv):
         chief = backends.is_chief(backend, started)  # the one that writes the group's files
         summary = run_trials(config, run, config.task_name, make_trainer,
                              trainer_class.final_results, chief=chief,
-                             agree=backends.agreement(backend, started))
+                             agree=agree)
         medians = {split: {k: round(v["median"], 4) for k, v in metrics.items()}
                    for split, metrics in summary.items()}
         if not chief:

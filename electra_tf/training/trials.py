@@ -69,7 +69,9 @@ _PER_TRIAL = ("seed", "model_dir", "num_trials", "keep_all_models")
 # evaluates would skip its finished trials: refused as other settings.
 _GROUP_RUN_FIELDS = ("init_checkpoint", "from_scratch", "data_dir", "vocab_file", "do_train",
                      "do_eval")
-_PATHS = ("init_checkpoint", "data_dir", "vocab_file")  # (their contents: _CONTENTS)
+# Each worker's own: its paths, and their files' hashes (a copy with a file more differs;
+# each trial's workers compare the examples and weights they read instead)
+_WORKER_OWN = ("init_checkpoint", "data_dir", "vocab_file", "data_sha256", "init_sha256")
 
 
 def trial_dir(model_dir: str, trial: int) -> str:
@@ -480,7 +482,7 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
         group = TrialGroup(run.model_dir, task_name, config, run, writer=chief)
         if agree is not None and agree([settings_digest(  # (paths: each worker's own copy)
                 [run.num_trials, config.seed,
-                 {k: v for k, v in group.record["settings"].items() if k not in _PATHS},
+                 {k: v for k, v in group.record["settings"].items() if k not in _WORKER_OWN},
                  [[t["trial"], bool(t.get("diverged"))] for t in group.record["trials"]]])]):
             raise different_settings(
                 "--strategy=multi_worker", "the workers see different trial groups in "

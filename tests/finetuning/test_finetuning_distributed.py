@@ -97,7 +97,7 @@ def refused(ended, reason: str) -> None:
         assert "Traceback" not in err, err[-3000:]
 
 
-@pytest.mark.slow  # five 2-worker starts
+@pytest.mark.slow  # six 2-worker starts
 def test_finetuning_workers_that_differ_are_refused_on_every_worker(
         pretrained_dir, toy_sst2_dir, tiny_vocab, tmp_path):
     """Two workers that agree train a trial group of two (the chief writes the group's
@@ -105,7 +105,13 @@ def test_finetuning_workers_that_differ_are_refused_on_every_worker(
     with one line each before they train."""
     group = tmp_path / "group"
     flags = finetune_flags(toy_sst2_dir, pretrained_dir, group)
-    ended = run_workers([*flags, "--num_trials=2"], module="electra_tf.run_finetuning")
+    # worker 1 reads its own copy of the data, a file more in it (the group's record
+    # hashes every file: a false refusal before each worker's examples were compared)
+    copy = tmp_path / "SST-2"
+    shutil.copytree(toy_sst2_dir, copy)
+    (copy / "README.txt").write_text("notes")
+    ended = run_workers([*flags, "--num_trials=2"], module="electra_tf.run_finetuning",
+                        extra=((), (f"--data_dir={copy}",)))
     for code, err in ended:
         assert code == 0, err[-3000:]
     assert "trial 2/2 done" in ended[1][1] and "wrote" not in ended[1][1]
@@ -124,6 +130,13 @@ def test_finetuning_workers_that_differ_are_refused_on_every_worker(
             "folder, or other flags); give every worker one shared --model_dir and the same "
             "flags")
     assert json.loads((tmp_path / "group" / "trials.json").read_text())["trials"] == trials
+
+    # a group on worker 0, a single run on worker 1: had ended in a collective's shape
+    # mismatch traceback (each path compared other things)
+    refused(run_workers(finetune_flags(toy_sst2_dir, pretrained_dir, tmp_path / "mixed"),
+                        module="electra_tf.run_finetuning", extra=(("--num_trials=2",), ())),
+            "were started with different --num_trials or --keep_all_models; start every "
+            "worker with the same flags")
 
     # another --seed on worker 1: had trained on with the chief, exit 0
     seeds = tmp_path / "seeds"
