@@ -296,9 +296,7 @@ def recorded_task(model_dir: str) -> tuple[str, EncoderConfig]:
     Raises:
       InputError: as `read_finetuning_config`, for those two fields.
     """
-    path = os.path.join(model_dir, FINETUNING_CONFIG)
-    if not os.path.exists(path):
-        return read_finetuning_config(model_dir).task, None  # (raises, naming what is there)
+    path = _record_path(model_dir)
     value = read_json(path)
     missing = [k for k in ("task", "encoder") if k not in value]
     if missing:
@@ -329,6 +327,20 @@ def recorded_seed(model_dir: str) -> int | None:
     return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
+def _record_path(model_dir: str) -> str:
+    """model_dir's finetuning_config.json.
+
+    Raises:
+      InputError: there is none (not a fine-tuning model_dir), naming what is there.
+    """
+    path = os.path.join(model_dir, FINETUNING_CONFIG)
+    if not os.path.exists(path):
+        raise InputError(f"{path} not found (expected a fine-tuning model_dir with "
+                         f"{FINETUNED_WEIGHTS} and {FINETUNING_CONFIG})"
+                         + what_it_holds(model_dir))
+    return path
+
+
 def _read_record(model_dir: str) -> tuple[FinetunedRecord, dict]:
     """The record of a fine-tuning model_dir, and the JSON it was read from.
 
@@ -337,11 +349,7 @@ def _read_record(model_dir: str) -> tuple[FinetunedRecord, dict]:
         one without a field it must have (one line naming the file and the fields),
         or with a head this electra_tf does not know.
     """
-    path = os.path.join(model_dir, FINETUNING_CONFIG)
-    if not os.path.exists(path):
-        raise InputError(f"{path} not found (expected a fine-tuning model_dir with "
-                         f"{FINETUNED_WEIGHTS} and {FINETUNING_CONFIG})"
-                         + what_it_holds(model_dir))
+    path = _record_path(model_dir)
     value = read_json(path)
     missing = [k for k in ("task", "head", "regression", "answerable", "pair", "encoder",
                            "max_seq_length", "head_options", "label_names", "finetuning", "run")
