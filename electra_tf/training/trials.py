@@ -29,7 +29,9 @@ is refused in one line (a larger `--num_trials` adds trials). With
 `keep_all_models=False` (the original's flag) every trial's folder but the
 last is removed once its results are recorded (the last that finished: a
 diverged trial's folder, which holds no model, goes, and the finished one
-before it stays); the prediction files of a removed folder are moved to
+before it stays; a rerun after an interrupt removes the folders the stopped
+run had not: each trial's record lists its prediction files and whether its
+run kept every model); the prediction files of a removed folder are moved to
 MODEL_DIR/predictions/trial_K/ first.
 """
 
@@ -150,6 +152,13 @@ def _wrong_field(record: dict) -> str | None:
             return f"trial {trial['trial']}'s model_size is not a string"
         if not isinstance(trial.get("diverged", ""), str):
             return f"trial {trial['trial']}'s diverged is not a string"
+        if not isinstance(trial.get("keep_all_models", True), bool):
+            return f"trial {trial['trial']}'s keep_all_models is not true or false"
+        predictions = trial.get("predictions", [])
+        if not (isinstance(predictions, list) and all(
+                isinstance(name, str) and name and os.path.basename(name) == name
+                for name in predictions)):
+            return f"trial {trial['trial']}'s predictions is not a list of file names"
     if "num_trials" in record and not (_whole(record["num_trials"])
                                        and record["num_trials"] >= 1):
         return "num_trials is not a whole number >= 1"
@@ -325,6 +334,22 @@ def check_trial_folder(folder: str, run: FinetuningRun, seed: int | None = None)
                              " another run's folder; move it, or give another --model_dir")
 
 
+def _keep_last(model_dir: str, kept: tuple | None, k: int, folder: str,
+               trial: dict) -> tuple | None:
+    """keep_all_models=False after trial k (its record `trial`): the original keeps the
+    last trial's folder, here the last that finished (a diverged trial's holds no
+    model), so the folder `kept` had kept, or a diverged k's own, is removed. Returns
+    the folder kept now: (trial, folder, its prediction files)."""
+    files = [os.path.join(folder, name) for name in trial.get("predictions", [])]
+    if trial.get("diverged"):
+        gone = (k, folder, files)
+    else:
+        gone, kept = kept, (k, folder, files)
+    if gone and os.path.isdir(gone[1]):
+        remove_trial_folder(model_dir, *gone)
+    return kept
+
+
 def remove_trial_folder(model_dir: str, trial: int, folder: str, predictions: list[str]) -> None:
     """keep_all_models=False: removes a trial's folder, its prediction files (dev
     predictions, test submissions) moved first to MODEL_DIR/predictions/trial_K/, as
@@ -415,12 +440,17 @@ class TrialGroup:
         return [t for t in self.record["trials"] if t.get("diverged")]
 
     def add(self, trial: int, seed: int, model_dir: str, results: dict,
-            model_size: str = "", diverged: str = "") -> None:
+            model_size: str = "", diverged: str = "", predictions: list[str] = (),
+            keep_all_models: bool = True) -> None:
         """Records a trial's final results, or (`diverged`: the error's line, no
-        results) that its training diverged."""
+        results) that its training diverged, the names of the prediction files its
+        folder holds and the run's keep_all_models (a run with False moves those
+        files out and removes the folder; after an interrupt, the next run does)."""
         trials = [t for t in self.record["trials"] if t["trial"] != trial]
         trials.append({"trial": trial, "seed": seed, "model_dir": model_dir,
                        "model_size": model_size, "results": results,
+                       "predictions": sorted(os.path.basename(p) for p in predictions),
+                       "keep_all_models": keep_all_models,
                        **({"diverged": diverged} if diverged else {})})
         self.record["trials"] = sorted(trials, key=lambda t: t["trial"])
         self.record["summary"] = self._summary()
@@ -519,6 +549,12 @@ def _run_trials(group: TrialGroup, config: FinetuningConfig, run: FinetuningRun,
             what = (f"diverged, skipped: {done['diverged']}" if done.get("diverged")
                     else f"finished, skipped: {done['results']}")
             log("finetune", f"trial {k}/{n} (seed {seed}, {folder}): {what}")
+            if (not run.keep_all_models and group.writer and os.path.isdir(folder)
+                    and done.get("keep_all_models") is False):
+                # a folder an interrupted run of keep_all_models=False had not removed
+                # yet (the one to keep was tracked within that run): the last finished
+                # trial's stays, as in one run; a run that kept them all, kept them
+                kept = _keep_last(run.model_dir, kept, k, folder, done)
             continue
         check_trial_folder(folder, run, seed)
         log("finetune", f"trial {k}/{n}: seed {seed}, --model_dir={folder}")
@@ -533,21 +569,15 @@ def _run_trials(group: TrialGroup, config: FinetuningConfig, run: FinetuningRun,
         written = getattr(trainer, "prediction_files", list)()
         del trainer
         free_models()
-        group.add(k, seed, folder, results, size, diverged=diverged)
+        group.add(k, seed, folder, results, size, diverged=diverged, predictions=written,
+                  keep_all_models=run.keep_all_models)
         if diverged:
             log("finetune", f"trial {k}/{n} diverged: {diverged}; recorded, left out of "
                             "the summary" + ("; the next trial goes on" if k < n else ""))
         else:
             log("finetune", f"trial {k}/{n} done: {results}")
         if not run.keep_all_models and group.writer:
-            # The original's keep_all_models=False keeps the last trial's folder: here
-            # the last that finished (a diverged trial's holds no model).
-            if diverged:
-                gone = (k, folder, written)
-            else:
-                gone, kept = kept, (k, folder, written)
-            if gone and os.path.isdir(gone[1]):
-                remove_trial_folder(run.model_dir, *gone)
+            kept = _keep_last(run.model_dir, kept, k, folder, group.finished(k))
         signum = signals.pending() if diverged else None
         if signum is not None:  # Ctrl-C or SIGTERM came as the trial diverged
             signals.take()

@@ -436,6 +436,31 @@ def test_keep_all_models_false_keeps_the_last_finished_trials_folder(tmp_path):
     assert (tmp_path / "out_2" / "SST-2.tsv").read_text().endswith("0\t8\n")
 
 
+def test_keep_all_models_false_resumed_after_an_interrupt_keeps_one_folder(tmp_path):
+    """The folder to remove was tracked within one run: interrupted in trial 3 (trial
+    2's folder kept so far), the rerun kept out_2 and out_3 both. A group an earlier
+    run kept whole keeps its folders."""
+    config, run = fake_runs(tmp_path, 3, keep_all_models=False)
+    with pytest.raises(Interrupted):
+        trials.run_trials(config, run, "sst2",
+                          lambda c, r: FakeTrainer(c, r, interrupt=c.seed == 9),
+                          Finetuning.final_results)
+    assert sorted(os.listdir(tmp_path)) == ["out", "out_2", "out_3"]
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    assert sorted(os.listdir(tmp_path)) == ["out", "out_3"]
+    kept = tmp_path / "out" / "predictions"
+    assert sorted(os.listdir(kept)) == ["trial_1", "trial_2"]
+    assert (kept / "trial_2" / "SST-2.tsv").read_text().endswith("0\t8\n")
+
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    config, run = fake_runs(whole, 2)  # every folder kept, then one more trial without
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    trials.run_trials(config, dataclasses.replace(run, num_trials=3, keep_all_models=False),
+                      "sst2", FakeTrainer, Finetuning.final_results)
+    assert sorted(os.listdir(whole)) == ["out", "out_1", "out_2", "out_3"]
+
+
 @pytest.mark.slow
 def test_keep_all_models_false_keeps_the_last_trials_folder_only(tmp_path):
     config, run = fake_runs(tmp_path, 3, keep_all_models=False)
