@@ -109,8 +109,10 @@ from electra_tf.training.loop import (
     SlowChunkNote,
     check_finite,
     chunk_size,
+    different_flags,
     different_settings,
     finite_weights,
+    flag_digests,
     log,
     raised_flags,
     set_precision,
@@ -708,9 +710,6 @@ class RunSummaries:
 # What the workers of a multi-worker run compare (`Finetuning._agree`): each part's
 # refusal, after "--strategy=multi_worker: the workers ".
 _DIFFERENT = {
-    "flags": "were started with different flags (--seed, --train_batch_size, "
-             "--num_train_epochs, ...: every flag but the paths must be the same); start "
-             "every worker with the same flags",
     "labels": "learned different labels from their training data (other files in "
               "--data_dir); give every worker the same files",
     "checkpoints": "see different checkpoints in --model_dir (a folder that is not one "
@@ -895,21 +894,34 @@ class Finetuning:
         mixed seeds, or left a worker waiting forever. One process: nothing to compare."""
         if not self.multi_worker:
             return
-        names = list(parts)
-        differ = self._differing([parts[name]() for name in names])
+        owners, digests = [], []  # (part, flag or None) of each digest compared
+        for name, part in parts.items():
+            digest = part()
+            if isinstance(digest, dict):  # the flags: each its own, to name those differing
+                owners += [(name, flag) for flag in digest]
+                digests += list(digest.values())
+            else:
+                owners.append((name, None))
+                digests.append(digest)
+        differ = [owners[i] for i in self._differing(digests)]
+        if differ and differ[0][0] == "flags":
+            raise different_flags("--strategy=multi_worker",
+                                  [flag for part, flag in differ if part == "flags"],
+                                  who="workers", each="worker")
         if differ:
             raise different_settings("--strategy=multi_worker",
-                                     "the workers " + _DIFFERENT[names[differ[0]]])
+                                     "the workers " + _DIFFERENT[differ[0][0]])
 
     def _start_digests(self) -> dict:
         """`_agree`'s parts before the model is built: the flags (but each worker's own
-        paths), the labels learned from the train split, the latest checkpoint's step."""
+        paths; each flag's digest, to name those that differ), the labels learned from
+        the train split, the latest checkpoint's step."""
         run = self.run
         return {
-            "flags": lambda: settings_digest(
-                {"config": self.config.to_dict(),
-                 "run": {k: v for k, v in dataclasses.asdict(run).items()
-                         if k not in _WORKER_OWN and not k.startswith("jax_")}}),
+            "flags": lambda: flag_digests(
+                {**self.config.to_dict(),
+                 **{k: v for k, v in dataclasses.asdict(run).items()
+                    if k not in _WORKER_OWN and not k.startswith("jax_")}}),
             "labels": lambda: settings_digest(list(self.task.label_names)),
             "checkpoints": lambda: settings_digest(latest_checkpoint_step(run.model_dir) or 0)}
 
@@ -1112,7 +1124,8 @@ class Finetuning:
         self.build_optimizer(max(total, 1))  # evaluation only: a checkpoint's slots restore
         checkpoints = self.make_checkpoints()
         restored = checkpoints.restore()
-        if restored:
+        if restored:  # the same step in two folders that are not one: other weights
+            self._agree({"checkpoints": self._model_digests(train_feats)["weights"]})
             self._log(f"resumed from {restored}" if run.do_train else
                       f"evaluating {restored}")
         if self.chief:

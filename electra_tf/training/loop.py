@@ -148,17 +148,28 @@ def differing_digests(total, digests: list[list[int]], num_replicas: int) -> lis
     return differ
 
 
-def different_settings(what: str, reason: str = "") -> ConfigError:
+def flag_digests(values: dict) -> dict[str, list[int]]:
+    """settings_digest of each flag's value (flag name -> eight bytes), in the names'
+    order: compared one by one, the flags that differ between processes are named."""
+    return {name: settings_digest(values[name]) for name in sorted(values)}
+
+
+def different_flags(what: str, names: list[str], who: str = "processes of the run",
+                    each: str = "process") -> ConfigError:
+    """`different_settings` naming the flags whose digests differ (flag_digests' names;
+    a resolved_X setting is --X's)."""
+    flags = ", ".join(dict.fromkeys(f"--{name.removeprefix('resolved_')}" for name in names))
+    return different_settings(what, f"the {who} were started with different {flags} "
+                                    "(every flag but the paths must be the same); start "
+                                    f"every {each} with the same flags")
+
+
+def different_settings(what: str, reason: str) -> ConfigError:
     """The one line of a run whose processes were started with other settings (their
     digests differ): had trained on silently (another seed, batch or data on one
     worker) or ended in tracebacks, aborts or a wait forever (another model size,
-    checkpoint or number of epochs). `reason`: what differs and what to do; by default
-    pre-training's settings or checkpoints."""
-    error = ConfigError(f"{what}: " + (reason or (
-        "the processes of the run were started with different settings (the "
-        "hyperparameters: --seed, the batch size, the model size, ...) or see different "
-        "checkpoints in --model_dir (a folder that is not one shared folder); start every "
-        "process with the same flags and one shared --model_dir")))
+    checkpoint or number of epochs). `reason`: what differs and what to do."""
+    error = ConfigError(f"{what}: {reason}")
     error.left_peers = False  # every process refuses here: they end together (cli.run_cli)
     return error
 

@@ -59,14 +59,17 @@ from electra_tf.training.loop import (
     SlowChunkNote,
     check_finite,
     chunk_size,
+    different_flags,
+    different_settings,
     finite_weights,
+    flag_digests,
     log,
     raised_flags,
     set_precision,
+    settings_digest,
     stop_point,
     weights_checksum,
 )
-from electra_tf.training.loop import settings_digest as loop_settings_digest
 from electra_tf.training.optimization import pretraining_optimizer
 from electra_tf.training.phases import Phase, make_phases
 
@@ -178,16 +181,32 @@ class Pretraining:
         started with other hyperparameters or see other checkpoints. Backends override;
         a run of one process has nothing to compare."""
 
-    def settings_digest(self, latest: bool = True) -> list[int]:
-        """Eight bytes (0-255 each) of a digest of what every process of a run must share:
-        the hyperparameters, the gradient accumulation and, with `latest`, the latest
-        checkpoint's step (a --model_dir that is not one shared folder)."""
+    def settings_digests(self, latest: bool = True) -> dict[str, list[int]]:
+        """What every process of a run must share, each flag's eight bytes (0-255 each;
+        loop.flag_digests): the hyperparameters, the gradient accumulation and, with
+        `latest`, the latest checkpoint's step ("checkpoints": a --model_dir that is not
+        one shared folder)."""
         run = self.run
-        return loop_settings_digest(
-            {"config": self.config.to_dict(),
-             "accumulation": [run.gradient_accumulation_steps,
-                              run.resolved_phase2_gradient_accumulation_steps],
-             "latest": (latest_checkpoint_step(run.model_dir) or 0) if latest else None})
+        digests = flag_digests(
+            {**self.config.to_dict(),
+             "gradient_accumulation_steps": run.gradient_accumulation_steps,
+             "phase2_gradient_accumulation_steps":
+                 run.resolved_phase2_gradient_accumulation_steps})
+        if latest:
+            digests["checkpoints"] = settings_digest(latest_checkpoint_step(run.model_dir) or 0)
+        return digests
+
+    @staticmethod
+    def differing_settings(what: str, differ: list[str]) -> ConfigError:
+        """The refusal (`what`: the flag that made the run several processes) of a run
+        whose processes' `settings_digests` differ in the names `differ` ("checkpoints":
+        the latest checkpoint's step in --model_dir)."""
+        flags = [name for name in differ if name != "checkpoints"]
+        if flags:
+            return different_flags(what, flags)
+        return different_settings(what, (
+            "the processes of the run see different checkpoints in --model_dir (a folder "
+            "that is not one shared folder); give every process one shared --model_dir"))
 
     def _set_prior_output_biases(self):
         """`prior_output_biases`: the MLM heads' bias at log p(token), the RTD head's at

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import shutil
+import types
 
 import numpy as np
 import pytest
@@ -82,6 +83,49 @@ def test_the_digests_follow_what_workers_share_and_not_their_paths(
     assert changed(digests()) == ["weights"]
 
 
+def test_a_refusal_names_the_flags_that_differ():
+    """The flags are compared one by one: the refusal names those that differ (it had
+    said "different flags (--seed, --train_batch_size, ...)" whichever differed), and
+    the parts after the flags name what they stand for."""
+    from electra_tf.core.errors import ConfigError
+    from electra_tf.training.finetuning import Finetuning
+    from electra_tf.training.loop import flag_digests, settings_digest
+
+    def refusal(mine: dict, theirs: dict, labels=("a", "b")) -> str:
+        def parts(flags, labels):
+            return {"flags": lambda: flag_digests(flags),
+                    "labels": lambda: settings_digest(list(labels))}
+        other = [d for part in parts(theirs, ("a", "b")).values() for d in (
+            part().values() if isinstance(part(), dict) else [part()])]
+        worker = types.SimpleNamespace(multi_worker=True, _differing=lambda digests: [
+            i for i, (a, b) in enumerate(zip(digests, other)) if a != b])
+        with pytest.raises(ConfigError) as raised:
+            Finetuning._agree(worker, parts(mine, labels))
+        return str(raised.value)
+
+    flags = {"seed": 3, "learning_rate": 1e-4, "num_train_epochs": 3.0}
+    assert refusal({**flags, "seed": 9, "num_train_epochs": 2.0}, flags) == (
+        "--strategy=multi_worker: the workers were started with different --num_train_epochs, "
+        "--seed (every flag but the paths must be the same); start every worker with the "
+        "same flags")
+    assert refusal(flags, flags, labels=("a", "c")).startswith(
+        "--strategy=multi_worker: the workers learned different labels")
+
+
+def test_pretraining_refusal_names_its_flags_or_the_checkpoints():
+    from electra_tf.training.pretraining import Pretraining
+
+    assert str(Pretraining.differing_settings("--jax_num_processes=2", [
+        "resolved_max_predictions_per_seq", "max_predictions_per_seq", "seed"])) == (
+        "--jax_num_processes=2: the processes of the run were started with different "
+        "--max_predictions_per_seq, --seed (every flag but the paths must be the same); "
+        "start every process with the same flags")
+    assert str(Pretraining.differing_settings("--strategy=multi_worker", ["checkpoints"])) == (
+        "--strategy=multi_worker: the processes of the run see different checkpoints in "
+        "--model_dir (a folder that is not one shared folder); give every process one "
+        "shared --model_dir")
+
+
 def finetune_flags(data_dir, init, model_dir, epochs=1):
     return ["--task_name=sst2", f"--data_dir={data_dir}", f"--init_checkpoint={init}",
             f"--model_dir={model_dir}", "--max_seq_length=16", "--train_batch_size=16",
@@ -97,7 +141,7 @@ def refused(ended, reason: str) -> None:
         assert "Traceback" not in err, err[-3000:]
 
 
-@pytest.mark.slow  # six 2-worker starts
+@pytest.mark.slow  # seven 2-worker starts
 def test_finetuning_workers_that_differ_are_refused_on_every_worker(
         pretrained_dir, toy_sst2_dir, tiny_vocab, tmp_path):
     """Two workers that agree train a trial group of two (the chief writes the group's
@@ -142,9 +186,8 @@ def test_finetuning_workers_that_differ_are_refused_on_every_worker(
     seeds = tmp_path / "seeds"
     refused(run_workers(finetune_flags(toy_sst2_dir, pretrained_dir, seeds),
                         module="electra_tf.run_finetuning", extra=((), ("--seed=9",))),
-            "were started with different flags (--seed, --train_batch_size, "
-            "--num_train_epochs, ...: every flag but the paths must be the same); start "
-            "every worker with the same flags")
+            "were started with different --seed (every flag but the paths must be the "
+            "same); start every worker with the same flags")
     assert not (seeds / "checkpoints").exists()
 
     # two more epochs of trial 1's run, worker 1 with a folder of its own: the chief
@@ -155,6 +198,14 @@ def test_finetuning_workers_that_differ_are_refused_on_every_worker(
             "see different checkpoints in --model_dir (a folder that is not one shared "
             "folder); give every worker one shared --model_dir")
     assert sorted(os.listdir(shared / "checkpoints")) == kept
+
+    # an evaluation of the trials' folders, one each, their checkpoints at the same
+    # step: had evaluated two models (the weights were compared before the restore)
+    ended = run_workers([*finetune_flags(toy_sst2_dir, pretrained_dir, shared),
+                         "--do_train=false"], module="electra_tf.run_finetuning",
+                        extra=((), (f"--model_dir={tmp_path / 'group_2'}",)))
+    refused(ended, "see different checkpoints in --model_dir (a folder that is not one "
+                   "shared folder); give every worker one shared --model_dir")
 
     # worker 1 starts from other pre-trained weights (a model of mixed starts)
     other = write_pretrained_dir(tmp_path / "other", tiny_vocab, seed=1)

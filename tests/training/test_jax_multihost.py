@@ -255,6 +255,19 @@ def test_two_processes_train_as_one_stop_at_one_step_on_sigterm_and_resume_exact
             "must see the same --model_dir (a shared file system) and its checkpoints"]
     assert not (tmp_path / "fresh" / "checkpoints").exists()  # nothing was trained or saved
 
+    # another --seed on process 1: named (the refusal had said "different settings")
+    address = f"127.0.0.1:{free_port()}"
+    procs = [start(tiny_records, tmp_path / "seeds", f"--jax_coordinator_address={address}",
+                   "--jax_num_processes=2", f"--jax_process_id={i}", *steps, *extra)
+             for i, extra in ((0, ()), (1, ("--seed=99",)))]
+    for code, err in (_ended(p) for p in procs):
+        assert code == 2, err[-3000:]
+        assert [line for line in err.splitlines() if line.startswith("error:")] == [
+            "error: --jax_num_processes=2: the processes of the run were started with "
+            "different --seed (every flag but the paths must be the same); start every "
+            "process with the same flags"]
+    assert not (tmp_path / "seeds" / "checkpoints").exists()
+
 
 @pytest.mark.slow
 def test_sigterm_to_one_process_stops_both_with_a_checkpoint(tiny_records, tmp_path):

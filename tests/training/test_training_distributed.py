@@ -184,6 +184,6 @@ def test_workers_started_with_other_settings_are_refused(tiny_records, tmp_path)
         errors = [line for line in err.splitlines() if line.startswith("error:")]
         assert code == 2 and errors and errors[0].startswith(
             "error: --strategy=multi_worker: the processes of the run were started with "
-            "different settings"), err[-3000:]
+            "different --seed (every flag but the paths"), err[-3000:]
         assert "Traceback" not in err, err[-3000:]
     assert not (model_dir / "checkpoints").exists()

@@ -64,7 +64,7 @@ from electra_tf.folders.files import checkpoint_dir
 from electra_tf.training import reporting
 from electra_tf.training.checkpoints import NpzCheckpoints, checkpoint_step
 from electra_tf.training.finetuning import Finetuning, split_batch
-from electra_tf.training.loop import different_settings, stop_point
+from electra_tf.training.loop import stop_point
 from electra_tf.training.pretraining import Pretraining
 from electra_tf.training.watchdog import StartupWatchdog
 
@@ -309,9 +309,11 @@ class JaxPretraining(Pretraining):
             return
         from jax.experimental import multihost_utils
 
-        digests = multihost_utils.process_allgather(np.asarray(self.settings_digest(latest=False)))
-        if len({tuple(row) for row in np.asarray(digests).tolist()}) > 1:
-            raise different_settings(f"--jax_num_processes={jax.process_count()}")
+        mine = self.settings_digests(latest=False)
+        every = np.asarray(multihost_utils.process_allgather(np.asarray(list(mine.values()))))
+        differ = [name for i, name in enumerate(mine) if (every[:, i] != every[0, i]).any()]
+        if differ:
+            raise self.differing_settings(f"--jax_num_processes={jax.process_count()}", differ)
 
     def _make_checkpoints(self) -> NpzCheckpoints:
         return NpzCheckpoints(self.model, self.optimizer,

@@ -44,7 +44,7 @@ from electra_tf.folders.files import checkpoint_dir
 from electra_tf.training import reporting
 from electra_tf.training.checkpoints import TensorFlowCheckpoints
 from electra_tf.training.finetuning import Finetuning, split_batch
-from electra_tf.training.loop import different_settings, differing_digests
+from electra_tf.training.loop import differing_digests
 from electra_tf.training.phases import Phase
 from electra_tf.training.pretraining import Pretraining
 from electra_tf.training.watchdog import StartupWatchdog
@@ -422,8 +422,13 @@ class TensorFlowPretraining(Pretraining):
     def _agree_on_settings(self) -> None:
         """Every worker's settings digest, compared in one all-reduce
         (loop.differing_digests)."""
-        if self.multi_worker and agreement(self.strategy)([self.settings_digest()]):
-            raise different_settings("--strategy=multi_worker")
+        if not self.multi_worker:
+            return
+        parts = self.settings_digests()
+        differ = agreement(self.strategy)(list(parts.values()))
+        if differ:
+            raise self.differing_settings("--strategy=multi_worker",
+                                          [list(parts)[i] for i in differ])
 
     def _scope(self):
         return self.strategy.scope()
