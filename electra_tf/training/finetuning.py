@@ -56,7 +56,7 @@ from electra_tf.core.config import (
     model_size_of,
 )
 from electra_tf.core.errors import ConfigError, InputError
-from electra_tf.core.fileio import FolderLock, check_output_folder
+from electra_tf.core.fileio import FolderLock, check_output_folder, no_empty_folder_left
 from electra_tf.folders.files import (
     CHECKPOINTS,
     FINAL_EVAL,
@@ -1105,11 +1105,14 @@ class Finetuning:
             if steps > MAX_STEPS:  # an endless run, its learning rate ~0 in the warm-up
                 raise ConfigError(f"--num_train_epochs={self.epochs:g}: {steps_per_epoch} "
                                   f"steps/epoch x {self.epochs:g} epochs is past 2**62 steps")
-        os.makedirs(run.model_dir, exist_ok=True)
-        # One run per model_dir (the chief writes it): a second is refused by name.
-        with FolderLock(run.model_dir, "--model_dir") if self.chief \
-                else contextlib.nullcontext():
-            return self._train(stop_at_step, train_feats, steps_per_epoch)
+        # A run refused before it wrote anything (the workers' comparison) leaves no
+        # empty --model_dir behind.
+        with no_empty_folder_left(run.model_dir):
+            os.makedirs(run.model_dir, exist_ok=True)
+            # One run per model_dir (the chief writes it): a second is refused by name.
+            with FolderLock(run.model_dir, "--model_dir") if self.chief \
+                    else contextlib.nullcontext():
+                return self._train(stop_at_step, train_feats, steps_per_epoch)
 
     def _train(self, stop_at_step, train_feats, steps_per_epoch) -> dict:
         cfg, run = self.config, self.run

@@ -198,6 +198,7 @@ def test_finetuning_workers_that_differ_are_refused_on_every_worker(
             "see different checkpoints in --model_dir (a folder that is not one shared "
             "folder); give every worker one shared --model_dir")
     assert sorted(os.listdir(shared / "checkpoints")) == kept
+    assert not own.exists()  # worker 1's own folder (it had been left empty)
 
     # an evaluation of the trials' folders, one each, their checkpoints at the same
     # step: had evaluated two models (the weights were compared before the restore)
@@ -215,4 +216,4 @@ def test_finetuning_workers_that_differ_are_refused_on_every_worker(
                         extra=((), (f"--init_checkpoint={other}",))),
             "start from different weights (other files in --init_checkpoint); give every "
             "worker the same model to start from")
-    assert not (starts / "checkpoints").exists()
+    assert not starts.exists()  # (an empty folder had been left)
