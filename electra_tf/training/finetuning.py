@@ -718,6 +718,8 @@ _DIFFERENT = {
                 "--vocab_file); give every worker the same files",
     "weights": "start from different weights (other files in --init_checkpoint); give "
                "every worker the same model to start from",
+    "evaluation": "read different dev or test examples (other files in --data_dir); give "
+                  "every worker the same files",
 }
 # The run options a worker may have of its own: paths (each machine's copy) and its wait.
 _WORKER_OWN = frozenset({"model_dir", "data_dir", "init_checkpoint", "vocab_file", "tpu",
@@ -927,11 +929,15 @@ class Finetuning:
 
     def _model_digests(self, train_feats) -> dict:
         """`_agree`'s parts before the first step: the training examples (the data and
-        the vocabulary they were tokenized with) and the model's weights as it starts
-        (the --init_checkpoint's, before a checkpoint of --model_dir is restored)."""
+        the vocabulary they were tokenized with), the model's weights as it starts
+        (the --init_checkpoint's, before a checkpoint of --model_dir is restored) and
+        the dev and test examples (each worker evaluates and predicts)."""
+        splits = [s for s in self._splits_to_read() if s != "train"]
         return {"examples": lambda: _arrays_digest(_features_arrays(train_feats)),
                 "weights": lambda: _arrays_digest(
-                    keras.ops.convert_to_numpy(w) for w in self.model.weights)}
+                    keras.ops.convert_to_numpy(w) for w in self.model.weights),
+                "evaluation": lambda: settings_digest([splits] + [
+                    _arrays_digest(_features_arrays(self.features(s)[1])) for s in splits])}
 
     def _differing(self, digests: list[list[int]]) -> list[int]:
         """The indexes of `digests` that differ between the workers (a backend's

@@ -53,7 +53,8 @@ def test_the_digests_follow_what_workers_share_and_not_their_paths(
         return {name: part() for name, part in parts.items()}
 
     before = digests()
-    assert set(before) == {"flags", "labels", "checkpoints", "examples", "weights"}
+    assert set(before) == {"flags", "labels", "checkpoints", "examples", "weights",
+                           "evaluation"}
     data, init = tmp_path / "SST-2", tmp_path / "pretrained"
     shutil.copytree(toy_sst2_dir, data)
     shutil.copytree(pretrained_dir, init)
@@ -78,6 +79,16 @@ def test_the_digests_follow_what_workers_share_and_not_their_paths(
     other.inputs["input_ids"] = feats.inputs["input_ids"].copy()
     other.inputs["input_ids"][5, 2] += 1
     assert changed(digests(other)) == ["examples"]
+    trainer.run = dataclasses.replace(run, do_eval=True)  # a worker's own dev file
+    before = digests()
+    examples, dev = trainer.features("dev")
+    other = dataclasses.replace(dev, labels={k: v.copy() for k, v in dev.labels.items()})
+    next(iter(other.labels.values()))[0] += 1
+    trainer._features["dev"] = (examples, other)
+    assert changed(digests()) == ["evaluation"]
+    trainer._features["dev"] = (examples, dev)
+    trainer.run = run
+    before = digests()
     weight = trainer.model.weights[0]
     weight.assign(weight + 1.0)
     assert changed(digests()) == ["weights"]
