@@ -16,7 +16,8 @@ finetuned.weights.h5. `--num_trials=N` runs N trials with seeds seed .. seed+N-1
 in OUT_1 .. OUT_N (the original's names) and writes every trial's dev results
 and their median, mean, standard deviation, min and max to OUT/trials.json
 and OUT/results.txt; re-running skips the finished trials and resumes the
-interrupted one.
+interrupted one, and with --do_train=false evaluates (and with --do_predict
+predicts) each trained trial in its folder.
 
 With KERAS_BACKEND=jax the same command trains on the JAX backend
 (training/backends/jax.py): the same flags, console lines and folder.
@@ -101,6 +102,17 @@ def main(argv):
     if note:
         print(f"[finetune] {note}", file=sys.stderr)
 
+    if run.num_trials > 1 and not run.do_train:  # a trained group's trials, evaluated
+        from electra_tf.training.trials import evaluate_trials
+
+        summary = evaluate_trials(config, run, config.task_name, make_trainer,
+                                  trainer_class.final_results,
+                                  chief=backends.is_chief(backend, started), agree=agree)
+        medians = {split: {k: round(v["median"], 4) for k, v in metrics.items()}
+                   for split, metrics in summary.items()}
+        n = max((v["n"] for metrics in summary.values() for v in metrics.values()), default=0)
+        print(f"[finetune] done: {n} trials evaluated, medians {medians}", file=sys.stderr)
+        return
     if run.num_trials > 1:  # MODEL_DIR_1 .. MODEL_DIR_N and MODEL_DIR/trials.json
         from electra_tf.training.trials import run_trials
 

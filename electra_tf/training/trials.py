@@ -334,6 +334,75 @@ def check_trial_folder(folder: str, run: FinetuningRun, seed: int | None = None)
                              " another run's folder; move it, or give another --model_dir")
 
 
+def evaluate_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
+                    make_trainer: Callable, final_results: Callable, chief: bool = True,
+                    agree: Callable | None = None) -> dict:
+    """`--do_train=false` with `--num_trials=N`: each trained trial of the group
+    run.model_dir (1..N, as its trials.json records them) evaluated (do_eval) and
+    predicted (do_predict) in its own folder, as a single run's --do_train=false
+    evaluates a fine-tuning --model_dir (the original's run_finetuning, with do_train
+    False, evaluates each model_dir_k). The group's record, its training's results,
+    is kept; the trials' folders get what a single evaluation writes. Returns the
+    summary of these evaluations (summarize).
+
+    A trial not trained yet, diverged, or whose folder keep_all_models=False removed
+    is named and skipped. Args as run_trials'.
+
+    Raises:
+      InputError: no trained group in run.model_dir, or no trial of it to evaluate.
+      ConfigError: the group is of another task.
+    """
+    folder = os.path.normpath(run.model_dir)
+    if not os.path.exists(trials_path(folder)):
+        raise InputError(f"--do_train=false with --num_trials={run.num_trials} evaluates the "
+                         f"trials of a trained group, and --model_dir {folder} holds no "
+                         f"{TRIALS}: train the group first, or give one trial's folder with "
+                         "--num_trials=1")
+    with (FolderLock(folder, "--model_dir") if chief else contextlib.nullcontext()):
+        record = read_trials(folder)
+        if record["task"] != task_name:
+            raise ConfigError(f"{trials_path(folder)} records trials of --task_name="
+                              f"{record['task']}, not {task_name}")
+        if agree is not None and agree([settings_digest(
+                [run.num_trials, [[t["trial"], t["seed"], bool(t.get("diverged"))]
+                                  for t in record["trials"]]])]):
+            raise different_settings(
+                "--strategy=multi_worker", "the workers see different trial groups in "
+                "--model_dir (a folder that is not one shared folder, or other flags); give "
+                "every worker one shared --model_dir and the same flags")
+        if record.get("seed") is not None and record["seed"] != config.seed:
+            log("finetune", f"note: --seed={config.seed} is not used: each trial is "
+                            f"evaluated with the seed it was trained with ({record['seed']} "
+                            "onwards)")
+        n, evaluated = run.num_trials, []
+        for k in range(1, n + 1):
+            trial, trial_folder = next(
+                (t for t in record["trials"] if t["trial"] == k), None), trial_dir(folder, k)
+            why = ("not trained yet" if trial is None else
+                   "diverged in training" if trial.get("diverged") else
+                   "its folder was removed (--keep_all_models=false)"
+                   if not os.path.isdir(trial_folder) else "")
+            if why:
+                log("finetune", f"trial {k}/{n} ({trial_folder}): {why}; not evaluated")
+                continue
+            log("finetune", f"trial {k}/{n}: evaluating --model_dir={trial_folder}")
+            trainer = make_trainer(dataclasses.replace(config, seed=trial["seed"]),
+                                   dataclasses.replace(run, model_dir=trial_folder,
+                                                       num_trials=1))
+            results = final_results(trainer.train())
+            del trainer
+            free_models()
+            log("finetune", f"trial {k}/{n} evaluated: {results}")
+            evaluated.append(results)
+        if not evaluated:
+            raise InputError(f"no trial of the group {folder} up to --num_trials={n} can be "
+                             "evaluated (each is named above)")
+        summary = summarize(evaluated)
+        for line in summary_lines(task_name, summary):
+            log("finetune", line)
+        return summary
+
+
 def _keep_last(model_dir: str, kept: tuple | None, k: int, folder: str,
                trial: dict) -> tuple | None:
     """keep_all_models=False after trial k (its record `trial`): the original keeps the

@@ -152,7 +152,7 @@ def refused(ended, reason: str) -> None:
         assert "Traceback" not in err, err[-3000:]
 
 
-@pytest.mark.slow  # seven 2-worker starts
+@pytest.mark.slow  # eight 2-worker starts
 def test_finetuning_workers_that_differ_are_refused_on_every_worker(
         pretrained_dir, toy_sst2_dir, tiny_vocab, tmp_path):
     """Two workers that agree train a trial group of two (the chief writes the group's
@@ -176,6 +176,13 @@ def test_finetuning_workers_that_differ_are_refused_on_every_worker(
     assert (shared / "finetuned.weights.h5").exists()
     assert not list(shared.glob(".worker_*"))
     kept = sorted(os.listdir(shared / "checkpoints"))
+    # the trained group evaluated by both workers (the chief's evaluation written)
+    ended = run_workers([*flags, "--num_trials=2", "--do_train=false"],
+                        module="electra_tf.run_finetuning")
+    for code, err in ended:
+        assert code == 0, err[-3000:]
+    assert "2 trials evaluated" in ended[0][1], ended[0][1][-3000:]
+    assert json.loads((shared / "results.json").read_text())["eval"] == trials[0]["results"]
 
     # the group again, worker 1 with a group folder of its own: the chief had skipped
     # the finished trials and ended, worker 1 trained trial 1 alone until it failed

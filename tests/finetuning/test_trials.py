@@ -6,12 +6,13 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
 
 import pytest
-from helpers import REPO, finetuning_from_flags, patience, popen_python
+from helpers import REPO, finetuning_from_flags, patience, popen_python, run_module
 
 from electra_tf.core.config import FinetuningConfig, FinetuningRun
 from electra_tf.core.errors import ConfigError, Diverged, InputError
@@ -469,7 +470,60 @@ def test_keep_all_models_false_keeps_the_last_trials_folder_only(tmp_path):
     assert len(trials.read_trials(str(tmp_path / "out"))["trials"]) == 3  # results kept
 
 
-# Slow (12 s: two real fine-tuning runs); the default suite checks the trials' seeds,
+def test_do_train_false_evaluates_each_trained_trial_in_its_folder(tmp_path, capsys):
+    """A trained group with --do_train=false: each trial's folder evaluated with its own
+    seed (the original's do_train=False evaluates model_dir_k); a trial not trained,
+    diverged or removed is named and skipped; the group's record is kept."""
+    config, run = fake_runs(tmp_path, 2)
+    evaluate = dataclasses.replace(run, do_train=False, num_trials=4)
+    with pytest.raises(InputError, match=r"^--do_train=false with --num_trials=4 evaluates "
+                                         r"the trials of a trained group, and --model_dir .*out "
+                                         r"holds no trials.json: train the group first"):
+        trials.evaluate_trials(config, evaluate, "sst2", FakeTrainer, Finetuning.final_results)
+    assert not os.path.exists(tmp_path / "out")
+
+    class ThirdDiverges(FakeTrainer):
+        def train(self):
+            if self.config.seed == 9:
+                os.makedirs(self.run.model_dir, exist_ok=True)
+                raise Diverged("the training loss became nan in step 3")
+            return super().train()
+
+    trials.run_trials(config, dataclasses.replace(run, num_trials=3), "sst2", ThirdDiverges,
+                      Finetuning.final_results)
+    record = trials.read_trials(str(tmp_path / "out"))
+    shutil.rmtree(tmp_path / "out_1")  # as keep_all_models=false would have
+    capsys.readouterr()
+    seen = []
+
+    def make(c, r):
+        seen.append((c.seed, r.model_dir, r.num_trials, r.do_train))
+        return FakeTrainer(c, r)
+
+    summary = trials.evaluate_trials(dataclasses.replace(config, seed=1), evaluate, "sst2",
+                                     make, Finetuning.final_results)
+    out = str(tmp_path / "out")
+    assert seen == [(8, out + "_2", 1, False)]
+    assert summary["dev"]["accuracy"]["n"] == 1
+    assert summary["dev"]["accuracy"]["median"] == pytest.approx(1.3)
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if "not evaluated" in line or "note:" in line] == [
+        "[finetune] note: --seed=1 is not used: each trial is evaluated with the seed it was "
+        "trained with (7 onwards)",
+        f"[finetune] trial 1/4 ({out}_1): its folder was removed (--keep_all_models=false); "
+        "not evaluated",
+        f"[finetune] trial 3/4 ({out}_3): diverged in training; not evaluated",
+        f"[finetune] trial 4/4 ({out}_4): not trained yet; not evaluated"]
+    assert trials.read_trials(out) == record
+    with pytest.raises(ConfigError, match=r"records trials of --task_name=sst2, not cola$"):
+        trials.evaluate_trials(config, evaluate, "cola", make, Finetuning.final_results)
+    shutil.rmtree(tmp_path / "out_2")
+    with pytest.raises(InputError, match=r"^no trial of the group .*out up to --num_trials=4 "
+                                         r"can be evaluated \(each is named above\)$"):
+        trials.evaluate_trials(config, evaluate, "sst2", make, Finetuning.final_results)
+
+
+# Slow (12 s: two real fine-tuning runs, then their evaluation by the command); the default suite checks the trials' seeds,
 # folders, skipping and summary with cheap trainers above.
 @pytest.mark.slow
 def test_two_real_trials_keep_their_seeds_folders_and_results(pretrained_dir, toy_sst2_dir,
@@ -498,6 +552,23 @@ def test_two_real_trials_keep_their_seeds_folders_and_results(pretrained_dir, to
     accuracies = [t["results"]["dev"]["accuracy"] for t in record["trials"]]
     assert summary["dev"]["accuracy"]["median"] == pytest.approx(statistics.median(accuracies))
     assert "sst2 dev accuracy: median" in capsys.readouterr().err
+
+    # The trained group evaluated again and its test split predicted, each trial in its
+    # folder (the original's do_train=False): had been refused as other settings.
+    flags = [f"--init_checkpoint={pretrained_dir}", f"--data_dir={toy_sst2_dir}",
+             f"--model_dir={tmp_path}/out", "--max_seq_length=16", "--eval_batch_size=64",
+             "--num_trials=2", "--seed=3", "--do_train=false", "--do_predict"]
+    ended = run_module("electra_tf.run_finetuning", "--task_name=sst2", *flags)
+    assert ended.returncode == 0, ended.stderr[-3000:]
+    assert f"trial 2/2: evaluating --model_dir={tmp_path}/out_2" in ended.stderr
+    assert ended.stderr.strip().splitlines()[-1] == (
+        f"[finetune] done: 2 trials evaluated, medians {{'dev': {{'accuracy': "
+        f"{round(statistics.median(accuracies), 4)}}}}}")
+    for t in record["trials"]:
+        assert json.load(open(os.path.join(t["model_dir"], "results.json")))["eval"] == \
+            t["results"]
+        assert len(open(os.path.join(t["model_dir"], "SST-2.tsv")).read().splitlines()) == 11
+    assert trials.read_trials(str(tmp_path / "out")) == record  # the training's record kept
 
 
 @pytest.mark.slow
