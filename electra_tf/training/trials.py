@@ -459,6 +459,7 @@ class TrialGroup:
     def __init__(self, model_dir: str, task: str, config: FinetuningConfig, run: FinetuningRun,
                  writer: bool = True):
         self.writer = writer  # a multi-worker run's chief (the others write nothing)
+        self.written = False  # by this run
         self.folder = os.path.normpath(model_dir)
         self.path = trials_path(self.folder)
         if has_finetuning_config(self.folder):
@@ -533,6 +534,7 @@ class TrialGroup:
         write_json(self.path, json_numbers(self.record))
         atomic_write_text(os.path.join(self.folder, RESULTS_TXT), _results_txt(self.record))
         self.stale = False
+        self.written = True  # (the closing line says so only then)
 
     def remove(self) -> None:
         """Removes the files `write` wrote (a new group refused before a trial finished)."""
@@ -681,5 +683,5 @@ def _run_trials(group: TrialGroup, config: FinetuningConfig, run: FinetuningRun,
         log("finetune", f"{len(bad)} of {len(group.record['trials'])} trials diverged "
                         f"(trial {', '.join(str(t['trial']) for t in bad)}): the summary "
                         "is over the others")
-    if group.writer:
+    if group.writer and group.written:  # (a finished group run again writes nothing)
         log("finetune", f"wrote {group.path} and {os.path.join(group.folder, RESULTS_TXT)}")

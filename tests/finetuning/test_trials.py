@@ -107,9 +107,10 @@ def test_finished_trials_are_skipped_and_an_interrupted_one_is_rerun(tmp_path, c
     assert text[0] == "trial 1 (seed 7) sst2 dev: accuracy: 1.2000"
     assert text[-1].startswith("sst2 dev accuracy: median 1.3000")
     # everything done: a rerun trains nothing; more trials add to the group
+    assert f"[finetune] wrote {out}/trials.json and {out}/results.txt" in err
     made.clear()
     trials.run_trials(config, run, "sst2", make(), Finetuning.final_results)
-    assert made == []
+    assert made == [] and "wrote" not in capsys.readouterr().err  # (it had said so)
     trials.run_trials(config, FinetuningRun(**{**run.__dict__, "num_trials": 4}), "sst2", make(),
                       Finetuning.final_results)
     assert made == [(10, out + "_4", 1)]
