@@ -105,13 +105,13 @@ def main(argv):
     if run.num_trials > 1 and not run.do_train:  # a trained group's trials, evaluated
         from electra_tf.training.trials import evaluate_trials
 
-        summary = evaluate_trials(config, run, config.task_name, make_trainer,
-                                  trainer_class.final_results,
-                                  chief=backends.is_chief(backend, started), agree=agree)
+        summary, n = evaluate_trials(config, run, config.task_name, make_trainer,
+                                     trainer_class.final_results,
+                                     chief=backends.is_chief(backend, started), agree=agree)
         medians = {split: {k: round(v["median"], 4) for k, v in metrics.items()}
                    for split, metrics in summary.items()}
-        n = max((v["n"] for metrics in summary.values() for v in metrics.values()), default=0)
-        print(f"[finetune] done: {n} trials evaluated, medians {medians}", file=sys.stderr)
+        print(f"[finetune] done: {n} trials " + (f"evaluated, medians {medians}" if run.do_eval
+                                                 else "run"), file=sys.stderr)
         return
     if run.num_trials > 1:  # MODEL_DIR_1 .. MODEL_DIR_N and MODEL_DIR/trials.json
         from electra_tf.training.trials import run_trials

@@ -336,14 +336,15 @@ def check_trial_folder(folder: str, run: FinetuningRun, seed: int | None = None)
 
 def evaluate_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
                     make_trainer: Callable, final_results: Callable, chief: bool = True,
-                    agree: Callable | None = None) -> dict:
+                    agree: Callable | None = None) -> tuple[dict, int]:
     """`--do_train=false` with `--num_trials=N`: each trained trial of the group
     run.model_dir (1..N, as its trials.json records them) evaluated (do_eval) and
     predicted (do_predict) in its own folder, as a single run's --do_train=false
     evaluates a fine-tuning --model_dir (the original's run_finetuning, with do_train
     False, evaluates each model_dir_k). The group's record, its training's results,
     is kept; the trials' folders get what a single evaluation writes. Returns the
-    summary of these evaluations (summarize).
+    summary of these evaluations (summarize; {} without do_eval) and the number of
+    trials run.
 
     A trial not trained yet, diverged, or whose folder keep_all_models=False removed
     is named and skipped. Args as run_trials'.
@@ -374,7 +375,7 @@ def evaluate_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str
             log("finetune", f"note: --seed={config.seed} is not used: each trial is "
                             f"evaluated with the seed it was trained with ({record['seed']} "
                             "onwards)")
-        n, evaluated = run.num_trials, []
+        n, evaluated, done = run.num_trials, [], 0
         for k in range(1, n + 1):
             trial, trial_folder = next(
                 (t for t in record["trials"] if t["trial"] == k), None), trial_dir(folder, k)
@@ -392,15 +393,21 @@ def evaluate_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str
             results = final_results(trainer.train())
             del trainer
             free_models()
-            log("finetune", f"trial {k}/{n} evaluated: {results}")
-            evaluated.append(results)
-        if not evaluated:
+            done += 1
+            if run.do_eval:  # (else results.json's earlier scores: nothing evaluated now)
+                log("finetune", f"trial {k}/{n} evaluated: {results}")
+                evaluated.append(results)
+            else:
+                log("finetune", f"trial {k}/{n} done" + (
+                    f": its test predictions written in {trial_folder}" if run.do_predict
+                    else ""))
+        if not done:
             raise InputError(f"no trial of the group {folder} up to --num_trials={n} can be "
                              "evaluated (each is named above)")
         summary = summarize(evaluated)
         for line in summary_lines(task_name, summary):
             log("finetune", line)
-        return summary
+        return summary, done
 
 
 def _keep_last(model_dir: str, kept: tuple | None, k: int, folder: str,

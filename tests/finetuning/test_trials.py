@@ -501,8 +501,9 @@ def test_do_train_false_evaluates_each_trained_trial_in_its_folder(tmp_path, cap
         seen.append((c.seed, r.model_dir, r.num_trials, r.do_train))
         return FakeTrainer(c, r)
 
-    summary = trials.evaluate_trials(dataclasses.replace(config, seed=1), evaluate, "sst2",
-                                     make, Finetuning.final_results)
+    summary, done = trials.evaluate_trials(dataclasses.replace(config, seed=1), evaluate,
+                                           "sst2", make, Finetuning.final_results)
+    assert done == 1
     out = str(tmp_path / "out")
     assert seen == [(8, out + "_2", 1, False)]
     assert summary["dev"]["accuracy"]["n"] == 1
@@ -516,6 +517,12 @@ def test_do_train_false_evaluates_each_trained_trial_in_its_folder(tmp_path, cap
         f"[finetune] trial 3/4 ({out}_3): diverged in training; not evaluated",
         f"[finetune] trial 4/4 ({out}_4): not trained yet; not evaluated"]
     assert trials.read_trials(out) == record
+    # predictions only: no scores said to be evaluated (results.json's were earlier ones)
+    assert trials.evaluate_trials(config, dataclasses.replace(
+        evaluate, do_eval=False, do_predict=True), "sst2", make,
+        Finetuning.final_results) == ({}, 1)
+    assert f"[finetune] trial 2/4 done: its test predictions written in {out}_2" in \
+        capsys.readouterr().err.splitlines()
     with pytest.raises(ConfigError, match=r"records trials of --task_name=sst2, not cola$"):
         trials.evaluate_trials(config, evaluate, "cola", make, Finetuning.final_results)
     shutil.rmtree(tmp_path / "out_2")
