@@ -115,6 +115,20 @@ def _data_files(train_data: str) -> set[str] | None:
     return found
 
 
+def data_files_record(train_data: str) -> dict | None:
+    """What pretraining_config.json records of the files --train_data matches (their
+    number and the sha256 of their sorted real paths): a resume whose pattern now
+    matches other files (shards added or removed under the same glob) is told, where
+    the pattern alone compared equal. None where nothing can be compared (_data_files)."""
+    import hashlib
+
+    files = _data_files(train_data)
+    if files is None:
+        return None
+    text = "\n".join(sorted(files)).encode("utf-8", "surrogateescape")
+    return {"count": len(files), "sha256": hashlib.sha256(text).hexdigest()}
+
+
 def diverging_flags(cfg: PretrainingConfig) -> list[tuple[str, float, float]]:
     """The loss weights and decay a divergence's hint names where raised (loop.raised_flags)."""
     default = PretrainingConfig
@@ -310,6 +324,12 @@ class Pretraining:
         before_files = _data_files(data) if isinstance(data, str) else None
         if before_files is not None and before_files != _data_files(self.run.train_data):
             changes.append(f"--train_data={self.run.train_data} (it was {data})")
+        else:  # the same pattern, or one matching the same files then: the files now
+            then, now = folder.recorded.get("train_files"), self.train_files
+            if isinstance(then, dict) and now and then.get("sha256") not in (None,
+                                                                             now["sha256"]):
+                changes.append(f"the files --train_data matches ({now['count']} now, other "
+                               f"than the {then.get('count')} recorded)")
         for name, why in (("gradient_accumulation_steps", ": the same global batch in other "
                            "micro-batches"), ("jax_input_pipeline", "")):
             old, new = recorded_run.get(name), getattr(self.run, name)
@@ -384,6 +404,7 @@ class Pretraining:
         return self._eval_results(n)
 
     _said_eval_is_short = False
+    train_files = None  # data_files_record(--train_data), by the chief at the start
 
     # === The host loop ===
     def train(self, stop_at_step: int | None = None) -> dict:
@@ -411,6 +432,7 @@ class Pretraining:
         if self.chief:
             for name in remove_stale_temporaries(run.model_dir):
                 self._log(f"removed {name}, left by a write that did not finish")
+            self.train_files = data_files_record(run.train_data)  # (recorded, compared)
             if self.step:
                 self._note_changed_settings()
             # What ran: JAX compiles every step whatever --jit_compile said.
@@ -418,7 +440,9 @@ class Pretraining:
             pretraining_folder.write_pretraining_config(run.model_dir, cfg, ran,
                                                         backend=self.backend,
                                                         replicas=self.num_replicas,
-                                                        training_flops=self.flops.to_dict())
+                                                        training_flops=self.flops.to_dict(),
+                                                        **({"train_files": self.train_files}
+                                                           if self.train_files else {}))
             for warning in (cfg.short_warmup_warning(), cfg.long_warmup_warning(),
                             cfg.phase2_length_warning()):
                 if warning:

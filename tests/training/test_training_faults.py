@@ -511,6 +511,24 @@ def test_resuming_with_other_settings_of_the_same_variables_says_so(
         recorded = json.load(f)
     assert recorded["pretraining"]["objective"] == "electra_15"
     assert recorded["run"]["mixed_precision"] == "fp32" and recorded["replicas"] == 1
+    # a shard added under the same pattern: the pattern alone had compared equal
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    files = sorted(glob.glob(data))
+    for i, name in enumerate(files):
+        shutil.copy(name, shards / f"part-{i}.tfrecord")
+    pattern = str(shards / "part-*.tfrecord")
+    for steps in (11, 12):
+        if steps == 12:
+            shutil.copy(files[0], shards / "part-9.tfrecord")
+        capfd.readouterr()
+        pretraining(tiny_records, model_dir, objective="electra_15", num_train_steps=steps,
+                    iterations_per_loop=1, eval_data="", mask_prob=0.2, seed=3,
+                    learning_rate=5e-4, train_data=pattern).train()
+    assert ("[pretrain] note: this run continues checkpoints trained with other settings: "
+            f"the files --train_data matches ({len(files) + 1} now, other than the "
+            f"{len(files)} recorded); pretraining_config.json now records these\n"
+            ) in capfd.readouterr().err
 
 
 def test_a_damaged_or_missing_record_beside_checkpoints_says_what_to_do(
