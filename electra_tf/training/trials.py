@@ -485,7 +485,9 @@ class TrialGroup:
                 raise ConfigError(f"{self.path} records trials of other settings ("
                                   f"{'; '.join(changed[:3])}); rerun with those, or use "
                                   "another --model_dir")
-            self.record["settings"] = {**settings, **self.record["settings"]}  # + new keys
+            self.record["settings"] = {**settings, **self.record["settings"],  # + new keys,
+                                       **{k: settings[k] for k in _RESULTS_UNCHANGED  # the
+                                          if k in settings}}  # latest run's (when written)
             # Another --num_trials is recorded before any trial runs, so that a group cut
             # short reads as such (results_table) even if no added trial finishes.
             self.asked_anew = self.record.get("num_trials") != run.num_trials

@@ -150,10 +150,13 @@ def test_a_group_of_other_settings_is_refused(tmp_path):
     # what changes no trial's results may change (fewer checkpoints kept to save disk,
     # another eval batch): had been refused as other settings
     trials.run_trials(FinetuningConfig(task_name="sst2", seed=7, keep_checkpoint_max=1,
-                                       save_checkpoints_steps=50, eval_batch_size=8), run,
-                      "sst2", FakeTrainer, Finetuning.final_results)
+                                       save_checkpoints_steps=50, eval_batch_size=8),
+                      dataclasses.replace(run, num_trials=3), "sst2", FakeTrainer,
+                      Finetuning.final_results)
+    settings = trials.read_trials(str(tmp_path / "out"))["settings"]  # the latest run's
+    assert (settings["eval_batch_size"], settings["save_checkpoints_steps"]) == (8, 50)
     with pytest.raises(ConfigError, match="holds the trials.json of a --num_trials run: "
-                                          "rerun it with --num_trials=2, or"):
+                                          "rerun it with --num_trials=3, or"):
         trials.check_single_run_folder(str(tmp_path / "out"))  # as --num_trials=1's folder
     trials.check_single_run_folder(str(tmp_path / "out_1"))
     single = tmp_path / "single"
