@@ -115,6 +115,10 @@ def _data_files(train_data: str) -> set[str] | None:
     return found
 
 
+# The records' patterns whose files pretraining_config.json records (data_files_record).
+_FILES_KEYS = {"train_data": "train_files", "phase2_train_data": "phase2_train_files"}
+
+
 def data_files_record(train_data: str) -> dict | None:
     """What pretraining_config.json records of the files --train_data matches (their
     number and the sha256 of their sorted real paths): a resume whose pattern now
@@ -122,7 +126,7 @@ def data_files_record(train_data: str) -> dict | None:
     the pattern alone compared equal. None where nothing can be compared (_data_files)."""
     import hashlib
 
-    files = _data_files(train_data)
+    files = _data_files(train_data) if train_data else None
     if files is None:
         return None
     text = "\n".join(sorted(files)).encode("utf-8", "surrogateescape")
@@ -320,15 +324,20 @@ class Pretraining:
             changes.append(f"--mixed_precision={self.run.mixed_precision} (it was {precision})")
         # and the run options that change the batches: the records (new data, continued
         # on purpose or not), the micro-batches, the JAX reader (packed: other sequences)
-        data = recorded_run.get("train_data")
-        before_files = _data_files(data) if isinstance(data, str) else None
-        if before_files is not None and before_files != _data_files(self.run.train_data):
-            changes.append(f"--train_data={self.run.train_data} (it was {data})")
-        else:  # the same pattern, or one matching the same files then: the files now
-            then, now = folder.recorded.get("train_files"), self.train_files
+        for field, start in (("train_data", 0), ("phase2_train_data", self.config.phase2_start
+                                                  if self.config.phase2_steps else None)):
+            if start is None or self.step <= start:  # (phase 2's once it has trained)
+                continue
+            data = recorded_run.get(field)
+            before_files = _data_files(data) if isinstance(data, str) and data else None
+            if before_files is not None and before_files != _data_files(getattr(self.run, field)):
+                changes.append(f"--{field}={getattr(self.run, field)} (it was {data})")
+                continue
+            # the same pattern, or one matching the same files then: the files now
+            then, now = folder.recorded.get(_FILES_KEYS[field]), self.train_files.get(field)
             if isinstance(then, dict) and now and then.get("sha256") not in (None,
                                                                              now["sha256"]):
-                changes.append(f"the files --train_data matches ({now['count']} now, other "
+                changes.append(f"the files --{field} matches ({now['count']} now, other "
                                f"than the {then.get('count')} recorded)")
         for name, why in (("gradient_accumulation_steps", ": the same global batch in other "
                            "micro-batches"), ("jax_input_pipeline", "")):
@@ -404,7 +413,7 @@ class Pretraining:
         return self._eval_results(n)
 
     _said_eval_is_short = False
-    train_files = None  # data_files_record(--train_data), by the chief at the start
+    train_files: dict = {}  # field -> data_files_record(its pattern), by the chief at the start
 
     # === The host loop ===
     def train(self, stop_at_step: int | None = None) -> dict:
@@ -432,7 +441,8 @@ class Pretraining:
         if self.chief:
             for name in remove_stale_temporaries(run.model_dir):
                 self._log(f"removed {name}, left by a write that did not finish")
-            self.train_files = data_files_record(run.train_data)  # (recorded, compared)
+            self.train_files = {field: files for field in _FILES_KEYS  # (recorded, compared)
+                                if (files := data_files_record(getattr(run, field)))}
             if self.step:
                 self._note_changed_settings()
             # What ran: JAX compiles every step whatever --jit_compile said.
@@ -441,8 +451,9 @@ class Pretraining:
                                                         backend=self.backend,
                                                         replicas=self.num_replicas,
                                                         training_flops=self.flops.to_dict(),
-                                                        **({"train_files": self.train_files}
-                                                           if self.train_files else {}))
+                                                        **{_FILES_KEYS[field]: files
+                                                           for field, files
+                                                           in self.train_files.items()})
             for warning in (cfg.short_warmup_warning(), cfg.long_warmup_warning(),
                             cfg.phase2_length_warning()):
                 if warning:

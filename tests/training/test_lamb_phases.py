@@ -130,6 +130,35 @@ def test_lamb_two_phases_resume_exactly_at_and_after_the_switch(make_configs, lo
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
+def test_a_resume_in_phase_2_names_its_records_changed(make_configs, long_records, tmp_path,
+                                                      capfd):
+    """Phase 2's records were not compared at a resume (another --phase2_train_data, or a
+    shard added under its glob, went on without a word, as --train_data's had not)."""
+    import glob
+    import shutil
+
+    shards = tmp_path / "long"
+    shards.mkdir()
+    files = sorted(glob.glob(long_records))
+    for i, name in enumerate(files):
+        shutil.copy(name, shards / f"part-{i}")
+    phase2 = {"phase2_train_data": str(shards / "part-*")}
+    config, run = make_configs(tmp_path / "m", run_overrides=phase2, **PHASED)
+    TensorFlowPretraining(config, run).train(stop_at_step=4)  # one step into phase 2
+    shutil.copy(files[0], shards / "part-9")
+    capfd.readouterr()
+    TensorFlowPretraining(config, run).train(stop_at_step=5)
+    assert ("note: this run continues checkpoints trained with other settings: the files "
+            f"--phase2_train_data matches ({len(files) + 1} now, other than the {len(files)} "
+            "recorded)") in capfd.readouterr().err
+    config, run = make_configs(tmp_path / "m", run_overrides={
+        "phase2_train_data": long_records}, **PHASED)
+    TensorFlowPretraining(config, run).train()
+    assert (f"--phase2_train_data={long_records} (it was {shards / 'part-*'})"
+            in capfd.readouterr().err)
+
+
 def test_phase2_flags_are_checked(make_configs, long_records, tmp_path):
     from electra_tf.core.config import check_run
 
