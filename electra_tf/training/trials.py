@@ -73,7 +73,7 @@ _GROUP_RUN_FIELDS = ("init_checkpoint", "from_scratch", "data_dir", "vocab_file"
                      "do_eval")
 # Each worker's own: its paths, and their files' hashes (a copy with a file more differs;
 # each trial's workers compare the examples and weights they read instead)
-_WORKER_OWN = ("init_checkpoint", "data_dir", "vocab_file", "data_sha256", "init_sha256")
+_WORKER_OWN = ("init_checkpoint", "data_dir", "vocab_file", "train_dev_sha256", "init_sha256")
 
 
 def trial_dir(model_dir: str, trial: int) -> str:
@@ -210,29 +210,49 @@ _PATHS = ("init_checkpoint", "data_dir", "vocab_file")  # compared as the files 
 # kept, and the evaluation's batch (had been refused as other settings).
 _RESULTS_UNCHANGED = ("save_checkpoints_steps", "keep_checkpoint_max", "eval_batch_size")
 # What the trials read, by content (sha256): data edited in place, or a checkpoint
-# folder that pre-training went on writing, had been mixed into one median.
-_CONTENTS = {"data_sha256": ("data_dir", "the files in --data_dir"),
+# folder that pre-training went on writing, had been mixed into one median. Of
+# --data_dir, the train and dev files (a test file or a README added later is no change:
+# groups recorded before, under data_sha256 over every file, compare paths alone).
+_CONTENTS = {"train_dev_sha256": ("data_dir", "the train or dev files in --data_dir"),
              "init_sha256": ("init_checkpoint", "the --init_checkpoint's files")}
+
+
+# Recorded by earlier versions, compared no more: every file of --data_dir's sha256.
+_RETIRED = ("data_sha256",)
+
+
+def _train_or_dev(name: str) -> bool:
+    """A file of --data_dir whose contents a group's results depend on: every task's
+    train and dev files are named train* or dev* (train.tsv, dev_matched.tsv,
+    train-v1.1.json, dev.jsonl.gz, ...)."""
+    return name.lower().startswith(("train", "dev"))
 
 
 def _settings(config: FinetuningConfig, run: FinetuningRun) -> dict:
     values = {k: v for k, v in config.to_dict().items() if k not in _PER_TRIAL}
     values.update({k: getattr(run, k) for k in _GROUP_RUN_FIELDS})
     for key, (field, _) in _CONTENTS.items():
-        values[key] = content_sha256(values[field]) if values[field] else ""
+        values[key] = _content(field, values[field]) if values[field] else ""
     return values
 
 
-def content_sha256(path: str) -> str:
+def _content(field: str, path: str) -> str:
+    """content_sha256 of a _CONTENTS field's path (--data_dir's train and dev files)."""
+    return content_sha256(path, _train_or_dev if field == "data_dir" else None)
+
+
+def content_sha256(path: str, names: Callable[[str], bool] | None = None) -> str:
     """The sha256 of what `path` holds: a file's bytes; a folder's files (not its
-    subfolders, not hidden files) by name; a checkpoint prefix's files (ckpt-N.*)."""
+    subfolders, not hidden files; with `names`, those whose name it keeps) by name; a
+    checkpoint prefix's files (ckpt-N.*)."""
     import hashlib
 
     if os.path.isfile(path):
         files = [path]
     elif os.path.isdir(path):
         files = [os.path.join(path, n) for n in sorted(os.listdir(path))
-                 if not n.startswith(".") and os.path.isfile(os.path.join(path, n))]
+                 if not n.startswith(".") and os.path.isfile(os.path.join(path, n))
+                 and (names is None or names(n))]
     else:
         folder, prefix = os.path.split(path)
         files = [os.path.join(folder, n) for n in sorted(os.listdir(folder or "."))
@@ -270,8 +290,9 @@ def _changed(before: dict, settings: dict, size: str = "") -> list[str]:
     model `size` (a rerun naming the default the first run took is no change)."""
     changed = []
     for k in sorted(set(before) | set(settings)):
-        if k not in before or k in _RESULTS_UNCHANGED:  # (not recorded by the group's
-            continue  # version yet; no change to what a trial learns or scores)
+        if k not in before or k in _RESULTS_UNCHANGED or k in _RETIRED:
+            continue  # (not recorded by the group's version yet, or no longer; no change
+            # to what a trial learns or scores)
         old, new = before.get(k), settings.get(k)
         if k in ("learning_rate", "layerwise_lr_decay"):
             old, new = _by_size(k, old, size), _by_size(k, new, size)
@@ -281,7 +302,7 @@ def _changed(before: dict, settings: dict, size: str = "") -> list[str]:
                     and _same_path(field, before.get(field), settings.get(field)):
                 # the checkpoint spelled the other way (its folder, or its weights file):
                 # what the recorded spelling holds now
-                new = content_sha256(before[field])
+                new = _content(field, before[field])
             if old and new and old != new:
                 changed.append(f"{_CONTENTS[k][1]} changed")
         elif k in _PATHS and old and new:

@@ -286,10 +286,24 @@ def test_data_changed_in_place_is_refused_and_the_same_folder_otherwise_spelled_
     (data / "train.tsv").write_text("sentence\tlabel\na\t0\n")
     more = FinetuningRun(model_dir=str(tmp_path / "out"), data_dir=str(data),
                          init_checkpoint="c", num_trials=3)
-    with pytest.raises(ConfigError, match=r"records trials of other settings \(the files in "
-                                          r"--data_dir changed\)"):
+    with pytest.raises(ConfigError, match=r"records trials of other settings \(the train or "
+                                          r"dev files in --data_dir changed\)"):
         trials.run_trials(config, more, "sst2", FakeTrainer, Finetuning.final_results)
     assert len(trials.read_trials(str(tmp_path / "out"))["trials"]) == 2
+    # a test split (or notes) added later changes no trial's results: it had been refused
+    (data / "train.tsv").write_text("sentence\tlabel\na\t1\n")
+    (data / "test.tsv").write_text("index\tsentence\n0\ta\n")
+    (data / "README.txt").write_text("notes")
+    trials.run_trials(config, more, "sst2", FakeTrainer, Finetuning.final_results)
+    assert len(trials.read_trials(str(tmp_path / "out"))["trials"]) == 3
+    # a group recorded by an earlier version (the sha256 of every file): paths compared
+    path = tmp_path / "out" / "trials.json"
+    record = json.loads(path.read_text())
+    del record["settings"]["train_dev_sha256"]
+    record["settings"]["data_sha256"] = "0" * 64
+    path.write_text(json.dumps(record))
+    trials.run_trials(config, dataclasses.replace(more, num_trials=4), "sst2", FakeTrainer,
+                      Finetuning.final_results)
 
 
 def test_a_checkpoint_named_by_its_folder_or_its_weights_file_is_one(tmp_path):
