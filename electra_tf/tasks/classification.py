@@ -65,7 +65,7 @@ from electra_tf.tasks.base import (
     option,
     parse_label_names,
 )
-from electra_tf.text.cleaning import newline_lines, without_lone_surrogates
+from electra_tf.text.cleaning import has_visible_text, newline_lines, without_lone_surrogates
 
 FORMATS = ("tsv", "csv", "jsonl")
 _FLOAT32_MAX = float(np.finfo(np.float32).max)  # a larger regression target trains as inf
@@ -340,6 +340,10 @@ class ClassificationTask(Task):
                                 f"{type(value).__name__} {value!r}")
         if not value.strip():
             raise TaskDataError(f"{where}: empty text in column {column!r}")
+        if not has_visible_text(value):  # (zero-width spaces alone had been read)
+            raise TaskDataError(f"{where}: empty text in column {column!r} once the "
+                                "characters the tokenizer deletes are gone (it holds only "
+                                "format or control characters, such as U+200B, and spaces)")
         return without_lone_surrogates(value)  # JSON's "\\ud800" has no UTF-8 form
 
     def _label(self, value: Any, where: str, check: bool) -> str | float:
@@ -433,6 +437,19 @@ def _read_text(path: str) -> str:
         raise TaskDataError(f"{path}:{line}: not valid UTF-8 ({e.reason})") from None
 
 
+class _RepeatedKey(Exception):
+    """A JSON object holding one key twice (json.loads keeps the last value silently)."""
+
+
+def _no_repeated_key(pairs: list) -> dict:
+    row = {}
+    for key, value in pairs:
+        if key in row:
+            raise _RepeatedKey(key)
+        row[key] = value
+    return row
+
+
 def _jsonl_rows(path: str, text: str) -> Iterator[tuple[int, dict]]:
     """(line number, object) of each non-blank line."""
     # newline_lines: str.splitlines also splits at U+2028, U+2029 and U+0085, which
@@ -441,7 +458,10 @@ def _jsonl_rows(path: str, text: str) -> Iterator[tuple[int, dict]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json.loads(line, object_pairs_hook=_no_repeated_key)
+        except _RepeatedKey as e:
+            raise TaskDataError(f"{path}:{number}: the key {str(e)!r} repeats in one object "
+                                "(which value is meant?)") from None
         except json.JSONDecodeError as e:
             raise TaskDataError(f"{path}:{number}: not valid JSON ({e.msg} at column "
                                 f"{e.colno})") from None

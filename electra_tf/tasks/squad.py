@@ -598,6 +598,9 @@ def parse_examples(data: list, raw: str, path: str, v2: bool) -> list[SquadExamp
                 for answer in _get(qa, "answers", list, where):
                     text = _get(answer, "text", str, lambda: where(": answer"))
                     start = _get(answer, "answer_start", int, lambda: where(": answer"))
+                    if not context:
+                        raise TaskDataError(where(f": answer {text!r}, but the context is "
+                                                  "empty"))
                     if start < 0 or start >= len(context):
                         raise TaskDataError(where(
                             f": answer {text!r} has answer_start={start}, outside the context "

@@ -3,6 +3,8 @@ split at newlines only."""
 
 from __future__ import annotations
 
+import unicodedata
+
 
 def has_lone_surrogate(text: str) -> bool:
     """Whether `text` holds a code point of U+D800-U+DFFF (JSON's "\\ud800": valid JSON,
@@ -31,3 +33,20 @@ def newline_lines(text: str) -> list[str]:
     if lines[-1] == "":
         lines.pop()  # the last line's end
     return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def _deleted(c: str) -> bool:
+    """Whether the tokenizer's cleaning (tokenizer.clean_text, the original's _clean_text)
+    deletes the character: NUL and controls but tab and line ends, format, private-use
+    and unassigned code points, U+FFFD (what a lone surrogate becomes)."""
+    o = ord(c)
+    return (o <= 0x08 or o in (0x0B, 0x0C) or 0x0E <= o <= 0x1F or 0x7F <= o <= 0x9F
+            or o == 0xFFFD or 0xD800 <= o <= 0xDFFF
+            or unicodedata.category(c) in ("Cf", "Co", "Cn"))
+
+
+def has_visible_text(text: str) -> bool:
+    """Whether `text` keeps a character once the tokenizer's cleaning deleted its
+    characters (_deleted) and whitespace split it: a text of zero-width spaces (U+200B)
+    or controls alone is as empty as one of spaces."""
+    return any(not c.isspace() and not _deleted(c) for c in text)

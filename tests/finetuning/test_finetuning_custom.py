@@ -240,6 +240,15 @@ BAD_FILES = {
     "empty pair text": ("train.jsonl", '{"a": "x", "b": "", "label": "y"}\n',
                         {"text_column": "a", "text_pair_column": "b"}, "train",
                         (1, "empty text in column 'b'")),
+    # characters the tokenizer deletes, alone: had been read as a text of no tokens
+    "zero-width text": ("train.jsonl", '{"text": "\\u200b \\u200b\\u0007", "label": "y"}\n',
+                        {}, "train", (1, "empty text in column 'text' once the characters the "
+                                         "tokenizer deletes are gone (it holds only format or "
+                                         "control characters, such as U+200B, and spaces)")),
+    # json.loads keeps the last of a repeated key: which label was meant is not known
+    "repeated key": ("train.jsonl", '{"text": "a", "label": "pos", "label": "neg"}\n', {},
+                     "train", (1, "the key 'label' repeats in one object (which value is "
+                                  "meant?)")),
     "non-numeric target": ("train.tsv", "text\tlabel\nhello\t0.5\nworld\thigh\n",
                            {"regression": True}, "train",
                            (3, "regression target 'high' in column 'label' is not a number"

@@ -529,6 +529,9 @@ def test_read_errors_are_clear(tmp_path):
     cases.append((bad, r"question id 'q-cjk': answer '中国' has answer_start=-1, outside the "
                        r"context \(0 to \d+\)"))  # "does not match ... has '中国'" before
     bad = json.loads(json.dumps(ok))
+    bad["data"][0]["paragraphs"][0]["context"] = ""  # ("outside the context (0 to -1)")
+    cases.append((bad, r"question id 'q-accent': answer 'Café', but the context is empty"))
+    bad = json.loads(json.dumps(ok))
     bad["data"][0]["paragraphs"][0]["qas"][0]["is_impossible"] = "false"
     cases.append((bad, r"question id 'q-accent': 'is_impossible' must be a bool, got str"))
     cases.append(({"version": "1.1", "data": []}, r"bad.json: no questions \(empty split\)"))
