@@ -90,6 +90,13 @@ def test_a_warmup_as_long_as_its_phase_is_warned_and_phase_2_fits_the_positions(
                              **phases).long_warmup_warning().split("\n")
     assert [line[:40] for line in both] == ["warning: --num_warmup_steps=6 is not sho",
                                             "warning: --phase2_warmup_steps=9 is not "]
+    # the run logs them a line each, each with its prefix (the second had none)
+    from electra_tf.training.pretraining import start_warnings
+
+    assert [line[:40] for line in start_warnings(PretrainingConfig(
+        num_warmup_steps=6, phase2_warmup_steps=9, max_seq_length=64, **phases))] == [
+        "warning: --num_warmup_steps=6 is not sho", "warning: --phase2_warmup_steps=9 is not ",
+        "warning: --phase2_max_seq_length=32 is s"]
     assert PretrainingConfig(num_train_steps=1000, num_warmup_steps=0).long_warmup_warning() == ""
     assert PretrainingConfig(max_seq_length=64, **phases).phase2_length_warning() == (
         "warning: --phase2_max_seq_length=32 is shorter than --max_seq_length=64: phase 2 "

@@ -301,6 +301,12 @@ def check_resume(config: PretrainingConfig, run: PretrainingRun) -> dict:
             changed.append(_overrides_change(before, config))
         elif relevant:
             changed.append(f"--{name}={_flag_value(new)} (it was --{name}={_flag_value(old)})")
+    positions = [c.encoders.discriminator.max_position_embeddings for c in (before, config)]
+    if positions[0] != positions[1]:  # (a phase 2 beyond 512 tokens added to a phase-1 run)
+        changed.append(f"the position table: {positions[1]} positions, where the checkpoints "
+                       f"hold {positions[0]} (max(512, --max_seq_length, "
+                       "--phase2_max_seq_length) unless --model_hparam_overrides sets "
+                       "max_position_embeddings)")
     raise ConfigError(
         f"{where} with other variable shapes: " + ("; ".join(changed) or "other sizes")
         + "; rerun with the recorded values, or use another --model_dir")

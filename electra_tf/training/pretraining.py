@@ -133,6 +133,15 @@ def data_files_record(train_data: str) -> dict | None:
     return {"count": len(files), "sha256": hashlib.sha256(text).hexdigest()}
 
 
+def start_warnings(cfg: PretrainingConfig) -> list[str]:
+    """The warning lines a run starts with (warmups, phase 2's length), one a line: a
+    warmup too long in two stages is two lines, each logged with its prefix (the
+    second had none)."""
+    return [line for warning in (cfg.short_warmup_warning(), cfg.long_warmup_warning(),
+                                 cfg.phase2_length_warning())
+            for line in warning.splitlines()]
+
+
 def diverging_flags(cfg: PretrainingConfig) -> list[tuple[str, float, float]]:
     """The loss weights and decay a divergence's hint names where raised (loop.raised_flags)."""
     default = PretrainingConfig
@@ -339,12 +348,23 @@ class Pretraining:
                                                                              now["sha256"]):
                 changes.append(f"the files --{field} matches ({now['count']} now, other "
                                f"than the {then.get('count')} recorded)")
-        for name, why in (("gradient_accumulation_steps", ": the same global batch in other "
-                           "micro-batches"), ("jax_input_pipeline", "")):
-            old, new = recorded_run.get(name), getattr(self.run, name)
-            if old is not None and old != new and (self.backend == "jax"
-                                                   or name != "jax_input_pipeline"):
-                changes.append(f"--{name}={new} (it was {old}{why})")
+        # the micro-batches of a phase that trains on (phase 1's) or has trained (phase 2's)
+        start = self.config.phase2_start if self.config.phase2_steps else None
+        old = recorded_run.get("gradient_accumulation_steps")
+        ran = {"gradient_accumulation_steps": old,
+               "phase2_gradient_accumulation_steps":
+                   recorded_run.get("phase2_gradient_accumulation_steps") or old}
+        for name, used in (("gradient_accumulation_steps", start is None or self.step < start),
+                           ("phase2_gradient_accumulation_steps",
+                            start is not None and self.step > start)):
+            new = (self.run.gradient_accumulation_steps if name == "gradient_accumulation_steps"
+                   else self.run.resolved_phase2_gradient_accumulation_steps)
+            if used and isinstance(ran[name], int) and ran[name] != new:
+                changes.append(f"--{name}={new} (it was {ran[name]}: the same global batch "
+                               "in other micro-batches)")
+        old, new = recorded_run.get("jax_input_pipeline"), self.run.jax_input_pipeline
+        if old is not None and old != new and self.backend == "jax":
+            changes.append(f"--jax_input_pipeline={new} (it was {old})")
         # and the replicas the global batch is split over (other masks and input order)
         replicas = folder.recorded.get("replicas")
         if isinstance(replicas, int) and replicas != self.num_replicas:
@@ -454,10 +474,8 @@ class Pretraining:
                                                         **{_FILES_KEYS[field]: files
                                                            for field, files
                                                            in self.train_files.items()})
-            for warning in (cfg.short_warmup_warning(), cfg.long_warmup_warning(),
-                            cfg.phase2_length_warning()):
-                if warning:
-                    self._log(warning)
+            for line in start_warnings(cfg):
+                self._log(line)
         train_writer, eval_writer = (
             summaries.summary_writer(os.path.join(run.model_dir, name) if self.chief else None,
                                      tensorflow=self.tensorflow_io) for name in ("train", "eval"))

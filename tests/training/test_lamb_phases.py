@@ -133,8 +133,9 @@ def test_lamb_two_phases_resume_exactly_at_and_after_the_switch(make_configs, lo
 @pytest.mark.slow
 def test_a_resume_in_phase_2_names_its_records_changed(make_configs, long_records, tmp_path,
                                                       capfd):
-    """Phase 2's records were not compared at a resume (another --phase2_train_data, or a
-    shard added under its glob, went on without a word, as --train_data's had not)."""
+    """Phase 2's records and micro-batches were not compared at a resume (another
+    --phase2_train_data, a shard added under its glob, another accumulation went on
+    without a word), and phase 1's accumulation was named though phase 1 was over."""
     import glob
     import shutil
 
@@ -152,11 +153,17 @@ def test_a_resume_in_phase_2_names_its_records_changed(make_configs, long_record
     assert ("note: this run continues checkpoints trained with other settings: the files "
             f"--phase2_train_data matches ({len(files) + 1} now, other than the {len(files)} "
             "recorded)") in capfd.readouterr().err
+    # other records and micro-batches: phase 2's accumulation named (it had not been),
+    # phase 1's not (it was named, though phase 1 is over)
     config, run = make_configs(tmp_path / "m", run_overrides={
-        "phase2_train_data": long_records}, **PHASED)
+        "phase2_train_data": long_records, "gradient_accumulation_steps": 2,
+        "phase2_gradient_accumulation_steps": 2}, **PHASED)
     TensorFlowPretraining(config, run).train()
-    assert (f"--phase2_train_data={long_records} (it was {shards / 'part-*'})"
-            in capfd.readouterr().err)
+    err = capfd.readouterr().err
+    assert (f"--phase2_train_data={long_records} (it was {shards / 'part-*'}), "
+            "--phase2_gradient_accumulation_steps=2 (it was 1: the same global batch in "
+            "other micro-batches); pretraining_config.json now records these") in err, err
+    assert "--gradient_accumulation_steps" not in err
 
 
 def test_phase2_flags_are_checked(make_configs, long_records, tmp_path):

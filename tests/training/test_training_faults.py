@@ -421,7 +421,7 @@ def test_the_cli_turns_a_non_finite_loss_into_one_line_and_status_1(capsys):
 
 # === Resuming a model_dir with another vocabulary or other shapes ===
 @pytest.mark.parametrize("case", ["same_size_vocab", "other_size_vocab", "overrides",
-                                  "generator_size"])
+                                  "generator_size", "positions"])
 def test_resuming_with_another_vocab_or_shapes_is_refused(case, trained_run, tiny_records,
                                                           tmp_path, models_built):
     """trained_run's folder (checkpoints, final weights, its config: the tiny model, the
@@ -447,11 +447,24 @@ def test_resuming_with_another_vocab_or_shapes_is_refused(case, trained_run, tin
                     f"--model_hparam_overrides changes hidden_size=32 (it was "
                     f"{TINY_MODEL['hidden_size']}), intermediate_size=64 (it was "
                     f"{TINY_MODEL['intermediate_size']}); rerun"]
+    elif case == "positions":  # a phase 2 of 1024 tokens added to a finished run: the
+        # refusal had named --phase2_max_seq_length=0 as the value to rerun with
+        overrides = {"num_train_steps": 20, "phase2_steps": 4, "phase2_max_seq_length": 1024,
+                     "phase2_train_data": tiny_records["train"]}
+        expected = ["the position table: 1024 positions, where the checkpoints hold 512 "
+                    "(max(512, --max_seq_length, --phase2_max_seq_length) unless "
+                    "--model_hparam_overrides sets max_position_embeddings)"]
     else:
         overrides = {"generator_hidden_size": 1.0}
         expected = ["--generator_hidden_size=1.0 (it was --generator_hidden_size=0.5)"]
     with pytest.raises(ConfigError) as raised:
-        pretraining(tiny_records, trained_dir, **overrides)
+        if case == "positions":  # (the resume's check: no records of 1024 tokens to read)
+            from electra_tf.training.preflight import check_resume
+
+            check_resume(*pretraining_from_flags(*pretrain_flags(tiny_records, trained_dir,
+                                                                 **overrides)))
+        else:
+            pretraining(tiny_records, trained_dir, **overrides)
     for text in expected:
         assert text in str(raised.value), str(raised.value)
     assert not models_built
