@@ -65,7 +65,12 @@ from electra_tf.tasks.base import (
     option,
     parse_label_names,
 )
-from electra_tf.text.cleaning import has_visible_text, newline_lines, without_lone_surrogates
+from electra_tf.text.cleaning import (
+    has_visible_text,
+    invisible_character,
+    newline_lines,
+    without_lone_surrogates,
+)
 
 FORMATS = ("tsv", "csv", "jsonl")
 _FLOAT32_MAX = float(np.finfo(np.float32).max)  # a larger regression target trains as inf
@@ -254,6 +259,10 @@ class ClassificationTask(Task):
             where = f"{path}:{line}"
             if not examples:  # the first record decides whether an unlabelled split has labels
                 has_label = labelled or self.label_column in row
+            elif not has_label and self.label_column in row:  # (had been dropped unread)
+                raise TaskDataError(f"{where}: a label in column {self.label_column!r}, but "
+                                    "the split's first record has none: give every record "
+                                    "a label, or none")
             text_a = self._text(row, self.text_column, where)
             text_b = self._text(row, self.text_b, where) if self.text_b else None
             label = None
@@ -380,6 +389,11 @@ class ClassificationTask(Task):
             raise TaskDataError(f"{where}: label {label!r} in column {column!r} holds a control "
                                 "character (a tab or a line break): the prediction files are "
                                 "tab-separated lines")
+        odd = invisible_character(label)
+        if odd:  # ('pos\u200b' and 'pos' had been two classes that print alike)
+            raise TaskDataError(f"{where}: label {label!r} in column {column!r} holds an "
+                                f"invisible character (U+{ord(odd):04X}): it would print as "
+                                "another label; remove it")
         if check and self._label_names and label not in self._label_names:
             known = "--label_names" if self.labels_given else "the train split's labels"
             raise TaskDataError(f"{where}: label {label!r} is not one of {known}: "

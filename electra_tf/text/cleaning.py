@@ -50,3 +50,10 @@ def has_visible_text(text: str) -> bool:
     characters (_deleted) and whitespace split it: a text of zero-width spaces (U+200B)
     or controls alone is as empty as one of spaces."""
     return any(not c.isspace() and not _deleted(c) for c in text)
+
+
+def invisible_character(text: str) -> str | None:
+    """The first character of `text` the tokenizer's cleaning deletes (_deleted: a
+    control, format character such as U+200B, private-use or unassigned code point),
+    or None: a name holding one prints as another without it."""
+    return next((c for c in text if _deleted(c)), None)

@@ -245,6 +245,17 @@ BAD_FILES = {
                         {}, "train", (1, "empty text in column 'text' once the characters the "
                                          "tokenizer deletes are gone (it holds only format or "
                                          "control characters, such as U+200B, and spaces)")),
+    # a test label after a first record without one: had been dropped unread
+    "test label after none": ("test.jsonl", '{"text": "a"}\n{"text": "b", "label": "zz"}\n',
+                              {}, "test", (2, "a label in column 'label', but the split's "
+                                              "first record has none: give every record a "
+                                              "label, or none")),
+    # a zero-width space in a label: a class of its own that prints as "pos"
+    "invisible in a label": ("train.jsonl", '{"text": "a", "label": "pos"}\n'
+                             '{"text": "b", "label": "pos\\u200b"}\n', {}, "train",
+                             (2, "label 'pos\\u200b' in column 'label' holds an invisible "
+                                 "character (U+200B): it would print as another label; "
+                                 "remove it")),
     # json.loads keeps the last of a repeated key: which label was meant is not known
     "repeated key": ("train.jsonl", '{"text": "a", "label": "pos", "label": "neg"}\n', {},
                      "train", (1, "the key 'label' repeats in one object (which value is "
