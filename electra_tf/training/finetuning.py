@@ -597,6 +597,12 @@ def check_recorded_labels(task, model_dir: str) -> None:
         return
     name, names = recorded
     if name == task.name and names != list(task.label_names):
+        new = [label for label in task.label_names if label not in names]
+        if new:  # --label_names would not do (the data holding them is then refused)
+            raise ConfigError(f"{model_dir} holds checkpoints trained with the labels "
+                              f"{names}, but this run has {list(task.label_names)}, "
+                              f"{new} of which they never learned; give another "
+                              "--model_dir")
         raise ConfigError(f"{model_dir} holds checkpoints trained with the labels {names}, "
                           f"but this run has {list(task.label_names)}; give --label_names="
                           f"{shlex.quote(format_label_names(names))} or another --model_dir")

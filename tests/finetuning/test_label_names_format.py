@@ -37,3 +37,10 @@ def test_the_resume_hint_gives_labels_holding_commas_as_a_json_list(tmp_path):
     task = ClassificationTask(label_names=("c", "a,b"))
     with pytest.raises(ConfigError, match=r"""give --label_names='\["a,b", "c"\]' or"""):
         check_recorded_labels(task, str(tmp_path))
+    # a label the checkpoints never learned: --label_names would not do (the train file
+    # holds it, and is then refused), which the hint had suggested
+    task = ClassificationTask(label_names=("a,b", "c", "mid"))
+    with pytest.raises(ConfigError, match=r"but this run has \['a,b', 'c', 'mid'\], \['mid'\] "
+                                          r"of which they never learned; give another "
+                                          r"--model_dir$"):
+        check_recorded_labels(task, str(tmp_path))
