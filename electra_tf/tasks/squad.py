@@ -276,16 +276,15 @@ class SquadTask(base.Task):
             # does not point at it (files converted from other datasets often hold
             # some) is said, not refused (the whole split had been; the original
             # reads no answer_start outside training)
-            off = [(ex.qas_id, text, start) for ex in examples for text, start in ex.answers
+            off = [(ex.qas_id, text, start, ex.context[start:start + len(text)])
+                   for ex in examples for text, start in ex.answers
                    if ex.context[start:start + len(text)] != text]
             if off:
                 logging.warning("%s: %d answer(s) whose answer_start does not point at "
                                 "their text (first: question id %r, answer %r at "
                                 "answer_start=%d, where the context has %r): scored by "
                                 "their text, as the official evaluator scores them", path,
-                                len(off), off[0][0], off[0][1], off[0][2],
-                                next(ex.context for ex in examples if ex.qas_id == off[0][0])[
-                                    off[0][2]:off[0][2] + len(off[0][1])])
+                                len(off), *off[0])
             return examples
         kept, skipped = [], []
         for ex in examples:

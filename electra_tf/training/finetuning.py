@@ -940,10 +940,13 @@ class Finetuning:
         the dev and test examples (each worker evaluates and predicts)."""
         splits = [s for s in self._splits_to_read() if s != "train"]
         return {"examples": lambda: _arrays_digest(_features_arrays(train_feats)),
-                "weights": lambda: _arrays_digest(
-                    keras.ops.convert_to_numpy(w) for w in self.model.weights),
+                "weights": self._weights_digest,
                 "evaluation": lambda: settings_digest([splits] + [
                     _arrays_digest(_features_arrays(self.features(s)[1])) for s in splits])}
+
+    def _weights_digest(self) -> list[int]:
+        """_arrays_digest of the model's weights as they stand."""
+        return _arrays_digest(keras.ops.convert_to_numpy(w) for w in self.model.weights)
 
     def _differing(self, digests: list[list[int]]) -> list[int]:
         """The indexes of `digests` that differ between the workers (a backend's
@@ -1140,7 +1143,7 @@ class Finetuning:
         checkpoints = self.make_checkpoints()
         restored = checkpoints.restore()
         if restored:  # the same step in two folders that are not one: other weights
-            self._agree({"checkpoints": self._model_digests(train_feats)["weights"]})
+            self._agree({"checkpoints": self._weights_digest})
             self._log(f"resumed from {restored}" if run.do_train else
                       f"evaluating {restored}")
         if self.chief:

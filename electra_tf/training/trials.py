@@ -355,6 +355,14 @@ def check_trial_folder(folder: str, run: FinetuningRun, seed: int | None = None)
                              " another run's folder; move it, or give another --model_dir")
 
 
+def _different_groups() -> ConfigError:
+    """The refusal of a multi-worker run whose workers see other trial groups."""
+    return different_settings(
+        "--strategy=multi_worker", "the workers see different trial groups in --model_dir "
+        "(a folder that is not one shared folder, or other flags); give every worker one "
+        "shared --model_dir and the same flags")
+
+
 def evaluate_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
                     make_trainer: Callable, final_results: Callable, chief: bool = True,
                     agree: Callable | None = None) -> tuple[dict, int]:
@@ -388,10 +396,7 @@ def evaluate_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str
         if agree is not None and agree([settings_digest(
                 [run.num_trials, [[t["trial"], t["seed"], bool(t.get("diverged"))]
                                   for t in record["trials"]]])]):
-            raise different_settings(
-                "--strategy=multi_worker", "the workers see different trial groups in "
-                "--model_dir (a folder that is not one shared folder, or other flags); give "
-                "every worker one shared --model_dir and the same flags")
+            raise _different_groups()
         if record.get("seed") is not None and record["seed"] != config.seed:
             log("finetune", f"note: --seed={config.seed} is not used: each trial is "
                             f"evaluated with the seed it was trained with ({record['seed']} "
@@ -615,10 +620,7 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
                 [run.num_trials, config.seed,
                  {k: v for k, v in group.record["settings"].items() if k not in _WORKER_OWN},
                  [[t["trial"], bool(t.get("diverged"))] for t in group.record["trials"]]])]):
-            raise different_settings(
-                "--strategy=multi_worker", "the workers see different trial groups in "
-                "--model_dir (a folder that is not one shared folder, or other flags); give "
-                "every worker one shared --model_dir and the same flags")
+            raise _different_groups()
         for k in range(1, n + 1):  # every trial's folder before the first trains
             if group.finished(k) is None:
                 check_trial_folder(trial_dir(run.model_dir, k), run, config.seed + k - 1)
