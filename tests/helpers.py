@@ -472,3 +472,27 @@ def interrupt_after(module: str, args: list[str], pattern: str, model_dir,
                                                             f"jax-ckpt-{step}.npz")]
     assert any(path.exists() for path in saved), stderr[-3000:]
     return step
+
+
+def sync_log(monkeypatch):
+    """Records os.fsync (by the path its descriptor names) and renames, in order."""
+    events = []
+    real_fsync, real_replace, real_rename = os.fsync, os.replace, os.rename
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(a, b):
+        events.append(("rename", os.path.abspath(a), os.path.abspath(b)))
+        real_replace(a, b)
+
+    def rename(a, b):
+        events.append(("rename", os.path.abspath(a), os.path.abspath(b)))
+        real_rename(a, b)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(os, "rename", rename)
+    return events
+

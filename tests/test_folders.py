@@ -781,3 +781,47 @@ def test_the_names_of_saves_and_their_steps(tmp_path):
     assert checkpoint_step(str(folder / "ckpt-3")) == 3
     assert checkpoint_step(str(folder / "jax-ckpt-9.npz")) == 9
     assert checkpoint_step(str(tmp_path / "ckpt-3")) is None
+
+
+def test_atomic_write_puts_the_bytes_on_the_disk_before_the_rename(tmp_path, monkeypatch):
+    """A rename can reach the disk before the data it names: a power loss then leaves an
+    empty record or weights file under the final name. The temporary file is synced,
+    then renamed, then the folder (the rename) synced."""
+    from helpers import sync_log
+
+    from electra_tf.core.fileio import atomic_write_text
+
+    events = sync_log(monkeypatch)
+    atomic_write_text(str(tmp_path / "record.json"), "{}\n")
+    (rename,) = [e for e in events if e[0] == "rename"]
+    tmp, final = rename[1], rename[2]
+    assert final == str(tmp_path / "record.json")
+    assert events == [("fsync", tmp), rename, ("fsync", str(tmp_path))]
+    assert (tmp_path / "record.json").read_text() == "{}\n"
+
+
+def test_a_folder_that_cannot_be_synced_is_not_an_error(tmp_path, monkeypatch):
+    """Some file systems refuse fsync on a folder (EINVAL): the file itself was synced."""
+    import errno
+
+    from electra_tf.core import fileio
+
+    real = os.fsync
+
+    def no_folders(fd):
+        if os.path.isdir(os.readlink(f"/proc/self/fd/{fd}")):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", no_folders)
+    fileio.atomic_write_text(str(tmp_path / "a.txt"), "a\n")
+    assert (tmp_path / "a.txt").read_text() == "a\n"
+
+    def broken_disk(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", broken_disk)  # a failing disk is said, the old file kept
+    with pytest.raises(OSError, match="Input/output error"):
+        fileio.atomic_write_text(str(tmp_path / "a.txt"), "b\n")
+    assert (tmp_path / "a.txt").read_text() == "a\n"
+    assert os.listdir(tmp_path) == ["a.txt"]

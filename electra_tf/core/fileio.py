@@ -2,8 +2,10 @@
 
 Everything that writes a file others read (configs, vocabularies, stats,
 predictions, weights) writes it under a temporary name in the same folder and
-renames it, so a kill mid-write never leaves a truncated file behind. The
-file gets the mode a plain open() gives (0666 less the umask), not the 0600
+renames it, so a kill mid-write never leaves a truncated file behind; the
+file's bytes reach the disk before the rename, and the rename itself after
+(`sync_file`, `sync_folder`), so a power loss does not leave an empty file
+under the final name either. The file gets the mode a plain open() gives (0666 less the umask), not the 0600
 of the temporary file, so other users (a TF Serving process) can read it.
 """
 
@@ -228,13 +230,54 @@ def atomic_write(path: str, write: Callable[[str], None], suffix: str = "") -> N
     try:
         write(tmp)
         honour_umask(tmp)
+        sync_file(tmp)
         os.replace(tmp, path)
+        sync_folder(folder)
     except BaseException as e:
         if os.path.exists(tmp):
             os.remove(tmp)
         if isinstance(e, OSError) and e.filename is None:
             e.filename = path  # a write refused at close names no file (a full disk)
         raise
+
+
+def sync_file(path: str) -> None:
+    """Asks the OS to put `path`'s bytes on the disk (fsync) before it is renamed: a
+    rename can reach the disk before the data it names, and a power loss then leaves
+    an empty file under the final name."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_folder(folder: str) -> None:
+    """Puts `folder`'s entries (a rename into it) on the disk, where the OS can: a
+    folder opened for reading cannot be fsynced on some systems (EINVAL, EBADF, EACCES:
+    nothing to do there)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.EBADF, errno.EACCES, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
+
+
+def sync_tree(folder: str) -> None:
+    """`sync_file` on every file under `folder` and `sync_folder` on each folder, before
+    the whole folder is renamed into place (an export's version)."""
+    for parent, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(parent, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                sync_file(path)
+        sync_folder(parent)
 
 
 def check_free_space(path: str, nbytes: int) -> None:

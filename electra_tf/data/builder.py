@@ -52,6 +52,8 @@ from electra_tf.core.fileio import (
     check_text_file,
     no_empty_folder_left,
     parse_json,
+    sync_file,
+    sync_folder,
 )
 from electra_tf.data import features as features_lib
 from electra_tf.data.corpus import CORPUS_FORMATS, first_lines, is_archive, text_units
@@ -487,6 +489,10 @@ def _build_in(options: BuildOptions, total_lines: int) -> dict:
                 "nothing was written")
         with open(stats_tmp, "w", encoding="utf-8") as f:  # a full disk fails here, not later
             f.write(json.dumps(stats, indent=2, sort_keys=True) + "\n")
+        for s in range(options.num_shards):  # on the disk before any is renamed
+            sync_file(os.path.join(options.output_dir,
+                                   f".{features_lib.shard_name(s, options.num_shards)}.{tmp_tag}"))
+        sync_file(stats_tmp)
         # From here on nothing needs space: an earlier build's stats go first, so
         # that an interruption can leave shards without stats, never beside wrong ones,
         # and the marker says so until the new stats are in place.
@@ -513,6 +519,7 @@ def _build_in(options: BuildOptions, total_lines: int) -> dict:
                 if features_lib.is_shard_name(f) and f not in keep and os.path.isfile(path):
                     os.remove(path)
         os.replace(stats_tmp, os.path.join(options.output_dir, STATS_FILE))
+        sync_folder(options.output_dir)  # the renames, before the marker goes
         os.remove(unfinished)
     finally:
         for f in os.listdir(options.output_dir):

@@ -434,12 +434,14 @@ def _publish(tmp: str, parent: str, version: int, final: str) -> None:
         check_version(parent, version)
     except InputError:
         raise taken from None
+    fileio.sync_tree(tmp)  # every file on the disk before the version appears
     try:
         os.rename(tmp, final)
     except OSError as e:
         if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
             raise taken from None
         raise
+    fileio.sync_folder(parent)
 
 
 TMP_PREFIX = ".tmp-"

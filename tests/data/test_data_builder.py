@@ -793,3 +793,22 @@ def test_a_corrupt_record_is_traced_to_its_file(damage, tiny_corpus, tiny_vocab,
     assert "-00001-of-" not in caught.value.message  # tf.data does not name it
     assert locate_corrupt_record(files, caught.value.message) == files[1]
     assert locate_corrupt_record(files, "something else") is None
+
+
+def test_the_shards_are_on_the_disk_before_any_replaces_the_old(tiny_corpus, tiny_vocab,
+                                                                  tmp_path, monkeypatch):
+    """Every shard and the stats are synced before the first rename (a power loss then
+    keeps the marker beside whole files), and the renames before the marker goes."""
+    from helpers import sync_log
+
+    out = tmp_path / "out"
+    events = sync_log(monkeypatch)
+    build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
+                                   num_shards=2))
+    renames = [e for e in events if e[0] == "rename"]
+    assert sorted(os.path.basename(e[2]) for e in renames) == sorted(
+        [features_lib.shard_name(s, 2) for s in range(2)] + [STATS_FILE])
+    first = events.index(renames[0])
+    assert sorted(e[1] for e in events[:first] if e[0] == "fsync") == sorted(
+        e[1] for e in renames)
+    assert events[events.index(renames[-1]) + 1] == ("fsync", str(out))

@@ -382,3 +382,24 @@ def test_cli_refuses_values_no_server_could_use(flag, message, tmp_path):
                       "--model_name=q", flag)
     error_line(proc, message)
     assert os.listdir(tmp_path) == []
+
+
+def test_an_export_is_on_the_disk_before_its_version_appears(tmp_path, monkeypatch):
+    """TF Serving loads a version as soon as its folder appears: every file of it is
+    synced before the rename, and the rename after."""
+    from helpers import sync_log
+
+    from electra_tf.serving import export as export_saved_model
+
+    tmp = tmp_path / "m" / ".tmp-1-x"
+    (tmp / "variables").mkdir(parents=True)
+    (tmp / "saved_model.pb").write_bytes(b"pb")
+    (tmp / "variables" / "variables.index").write_bytes(b"ix")
+    events = sync_log(monkeypatch)
+    export_saved_model._publish(str(tmp), str(tmp_path / "m"), 1, str(tmp_path / "m" / "1"))
+    rename = ("rename", str(tmp), str(tmp_path / "m" / "1"))
+    assert events[-2:] == [rename, ("fsync", str(tmp_path / "m"))]
+    assert {e[1] for e in events[:-2]} == {
+        str(tmp / "saved_model.pb"), str(tmp / "variables" / "variables.index"),
+        str(tmp / "variables"), str(tmp)}
+    assert (tmp_path / "m" / "1" / "saved_model.pb").read_bytes() == b"pb"
