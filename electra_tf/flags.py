@@ -127,6 +127,7 @@ def finetuning_configs(flag_values=flags.FLAGS):
     for name in ("model_dir", "data_dir"):
         if not getattr(run, name):
             raise ConfigError(f"--{name} is required")
+    run.check_start()
     return config, run
 
 

@@ -23,7 +23,7 @@ import math
 import numbers
 from typing import Any, Callable
 
-from electra_tf.core.errors import ConfigError
+from electra_tf.core.errors import ConfigError, InputError
 
 
 def _field(default: Any, help: str, choices: tuple[str, ...] = ()) -> Any:
@@ -1105,3 +1105,17 @@ class FinetuningRun(RuntimeOptions):
         if self.jax_num_processes != 1:
             raise ConfigError(f"jax_num_processes={self.jax_num_processes} is for "
                               "pre-training: fine-tuning runs in one process")
+
+    def check_start(self) -> None:
+        """Refuses a run with nothing to start from (every run builds the discriminator
+        from --init_checkpoint, or --from_scratch, before it restores a --model_dir):
+        the command asks before any folder or trial is touched.
+
+        Raises:
+          ConfigError: both given. InputError: neither.
+        """
+        if self.from_scratch and self.init_checkpoint:
+            raise ConfigError("--from_scratch and --init_checkpoint exclude each other")
+        if not self.from_scratch and not self.init_checkpoint:
+            raise InputError("--init_checkpoint is required (a pre-training model_dir, or one "
+                             "of its checkpoints/ckpt-N), or --from_scratch")

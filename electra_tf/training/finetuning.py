@@ -234,9 +234,8 @@ def initial_discriminator(config: FinetuningConfig, run: FinetuningRun):
     from electra_tf.core.config import MODEL_SIZES, EncoderConfig
     from electra_tf.modeling.models import build_discriminator
 
+    run.check_start()
     if run.from_scratch:
-        if run.init_checkpoint:
-            raise ConfigError("--from_scratch and --init_checkpoint exclude each other")
         if not config.model_size or not run.vocab_file:
             raise ConfigError("--from_scratch needs --model_size (one of "
                               f"{', '.join(MODEL_SIZES)}) and --vocab_file")
@@ -245,9 +244,6 @@ def initial_discriminator(config: FinetuningConfig, run: FinetuningRun):
         encoder = EncoderConfig(**MODEL_SIZES[config.model_size],
                                 vocab_size=len(load_vocab(run.vocab_file)))
         return build_discriminator(encoder), run.vocab_file
-    if not run.init_checkpoint:
-        raise InputError("--init_checkpoint is required (a pre-training model_dir, or one of "
-                         "its checkpoints/ckpt-N), or --from_scratch")
     if is_finetuning_folder(run.init_checkpoint):
         folder = FinetunedFolder.open(run.init_checkpoint)
         return discriminator_of(folder.load_model(), folder.record)

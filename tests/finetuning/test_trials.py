@@ -480,6 +480,23 @@ def test_keep_all_models_false_resumed_after_an_interrupt_keeps_one_folder(tmp_p
     assert sorted(os.listdir(whole)) == ["out", "out_1", "out_2", "out_3"]
 
 
+
+def test_evaluating_a_group_without_init_checkpoint_is_refused_before_any_trial(tmp_path):
+    """Every trial's evaluation builds its model from --init_checkpoint: without one the
+    first trial's "evaluating" line came first (after TensorFlow's start), then the
+    refusal. The command asks before it reads a trial."""
+    from helpers import error_line
+
+    config, run = fake_runs(tmp_path, 2)
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    before = sorted(os.listdir(tmp_path))
+    proc = run_module("electra_tf.run_finetuning", "--task_name=sst2", "--do_train=false",
+                      "--num_trials=2", f"--model_dir={tmp_path}/out", f"--data_dir={tmp_path}")
+    error_line(proc, "error: --init_checkpoint is required (a pre-training model_dir, or one "
+               "of its checkpoints/ckpt-N), or --from_scratch")
+    assert "evaluating" not in proc.stderr
+    assert sorted(os.listdir(tmp_path)) == before
+
 @pytest.mark.slow
 def test_keep_all_models_false_keeps_the_last_trials_folder_only(tmp_path):
     config, run = fake_runs(tmp_path, 3, keep_all_models=False)
