@@ -171,9 +171,17 @@ class PretrainingFolder:
     def trained_length(self) -> int | None:
         """The longest max_seq_length its model was pre-trained at (phase 2's when it had
         one; a converted model's recorded length); None: not recorded."""
+        return self.trained_length_at(None)
+
+    def trained_length_at(self, step: int | None) -> int | None:
+        """trained_length as of the checkpoint of `step` (None: the folder's model): phase
+        1's length for a checkpoint saved before phase 2 trained (phase 2 is the last
+        phase2_steps of num_train_steps)."""
         record = self.recorded.get("pretraining", {})
-        length = record.get("phase2_max_seq_length") if record.get("phase2_steps") else \
-            record.get("max_seq_length")
+        phase2 = record.get("phase2_steps")
+        if phase2 and step is not None and isinstance(record.get("num_train_steps"), int):
+            phase2 = step > record["num_train_steps"] - phase2
+        length = record.get("phase2_max_seq_length") if phase2 else record.get("max_seq_length")
         return length if isinstance(length, int) and not isinstance(length, bool) \
             and length > 0 else None
 

@@ -371,6 +371,30 @@ def with_dropout(discriminator, hidden: float, attention: float):
     return fresh
 
 
+def untrained_positions_note(init_checkpoint: str, max_seq_length: int,
+                             which: str) -> str | None:
+    """One line where fine-tuning's window `max_seq_length` (said as `which`) is past
+    the longest length the pre-training model `init_checkpoint` (its folder or one of
+    its checkpoints) was pre-trained at: the position embeddings beyond it start as
+    initialized. The original does the same (ELECTRA-Small, pre-trained at 128,
+    fine-tunes SQuAD at 512), so this is a note; None where the length is not
+    recorded or not exceeded."""
+    folder = model_folder(init_checkpoint)
+    if not os.path.isdir(folder) or not is_pretraining_folder(folder):
+        return None
+    try:
+        trained = PretrainingFolder.open(folder, "--init_checkpoint", discriminator=False) \
+            .trained_length_at(checkpoint_step(checkpoint_path(init_checkpoint)))
+    except (InputError, ConfigError, OSError):  # the load reports its own problems
+        return None
+    if trained is None or max_seq_length <= trained:
+        return None
+    return (f"note: {which} is past the {trained} tokens --init_checkpoint was pre-trained "
+            f"at: positions {trained + 1}-{max_seq_length} start from their initial "
+            "embeddings and learn from this task alone (windows of at most "
+            f"{trained} tokens do not use them)")
+
+
 def check_pretraining_vocab(vocab_file: str, init_checkpoint: str) -> str:
     """Refuses a --vocab_file whose tokens are not those the checkpoint was trained with.
 
@@ -879,11 +903,15 @@ class Finetuning:
         self.tokenizer = Tokenizer(vocab_file, do_lower_case=config.do_lower_case)
         self.max_seq_length = config.max_seq_length or task.default_max_seq_length
         positions = self.encoder_config.max_position_embeddings
+        which = (f"--max_seq_length={self.max_seq_length}" if config.max_seq_length else
+                 f"{task.name}'s default max_seq_length {self.max_seq_length}")
         if self.max_seq_length > positions:
-            which = (f"--max_seq_length={self.max_seq_length}" if config.max_seq_length else
-                     f"{task.name}'s default max_seq_length {self.max_seq_length}")
             raise ConfigError(f"{which} exceeds the checkpoint's {positions} positions "
                               f"(max_position_embeddings); set --max_seq_length <= {positions}")
+        if run.do_train and init is None and not run.from_scratch:
+            note = untrained_positions_note(run.init_checkpoint, self.max_seq_length, which)
+            if note:
+                self._log(note)
         self.epochs = config.num_train_epochs or task.default_epochs
         self._variables = list(self.model.trainable_variables)
         self._features: dict[str, tuple[list, base.Features]] = {}

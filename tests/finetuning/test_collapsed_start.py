@@ -66,3 +66,36 @@ def test_the_warning_for_every_way_the_folder_is_named(pretrained_dir, tmp_path)
         in earlier
     spread = _with_final_eval(pretrained_dir, tmp_path / "s", disc_token_cosine=0.41)
     assert collapse_warning(os.path.join(spread, "checkpoints", "ckpt-600")) is None
+
+
+def test_a_window_past_the_pretrained_length_is_noted(pretrained_dir, tmp_path):
+    """Fine-tuning at 128 from a model pre-trained at 64 trains positions 65-128 from
+    their initial embeddings (as the original's Small, pre-trained at 128, on SQuAD at
+    512): a note, by the folder's record, phase 2's length once phase 2 trained."""
+    from electra_tf.core.config import PretrainingConfig
+    from electra_tf.training.finetuning import untrained_positions_note
+
+    folder = str(tmp_path / "p")
+    shutil.copytree(pretrained_dir, folder)
+    vocab = {"vocab_file": folders.pretraining.read_pretraining_config(folder)["run"][
+        "vocab_file"]}
+    folders.pretraining.write_pretraining_config(
+        folder, PretrainingConfig(max_seq_length=64, num_train_steps=100), vocab)
+    assert untrained_positions_note(folder, 128, "--max_seq_length=128") == (
+        "note: --max_seq_length=128 is past the 64 tokens --init_checkpoint was pre-trained "
+        "at: positions 65-128 start from their initial embeddings and learn from this task "
+        "alone (windows of at most 64 tokens do not use them)")
+    assert untrained_positions_note(folder, 64, "x") is None
+    assert untrained_positions_note(pretrained_dir, 512, "x") is None  # not recorded
+
+    folders.pretraining.write_pretraining_config(folder, PretrainingConfig(
+        max_seq_length=32, num_train_steps=100, phase2_steps=10, phase2_max_seq_length=64,
+        phase2_train_batch_size=4), vocab)
+    assert untrained_positions_note(folder, 128, "x").startswith("note: x is past the 64 ")
+    assert untrained_positions_note(f"{folder}/checkpoints/ckpt-91", 128, "x").startswith(
+        "note: x is past the 64 ")
+    assert untrained_positions_note(f"{folder}/checkpoints/ckpt-90", 64, "x") == (
+        "note: x is past the 32 tokens --init_checkpoint was pre-trained at: positions 33-64 "
+        "start from their initial embeddings and learn from this task alone (windows of at "
+        "most 32 tokens do not use them)")
+    assert untrained_positions_note(f"{folder}/checkpoints/ckpt-90", 32, "x") is None
