@@ -363,6 +363,17 @@ def _different_groups() -> ConfigError:
         "shared --model_dir and the same flags")
 
 
+def _agree_on_refusal(refusal: Exception, agree: Callable | None):
+    """Raises `refusal`, a worker's own refusal of a group, after the workers' comparison
+    of groups where there is one (`agree`): the other workers, which compare before they
+    go on, would wait for this one, then say it cannot be reached. They see another
+    group (`_different_groups`); workers refused alike each raise theirs."""
+    if agree is not None:
+        agree([settings_digest(["refused", str(refusal)])])
+        refusal.left_peers = False  # every worker refuses here: they end together (cli)
+    raise refusal
+
+
 def evaluate_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
                     make_trainer: Callable, final_results: Callable, chief: bool = True,
                     agree: Callable | None = None) -> tuple[dict, int]:
@@ -384,15 +395,19 @@ def evaluate_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str
     """
     folder = os.path.normpath(run.model_dir)
     if not os.path.exists(trials_path(folder)):
-        raise InputError(f"--do_train=false with --num_trials={run.num_trials} evaluates the "
-                         f"trials of a trained group, and --model_dir {folder} holds no "
-                         f"{TRIALS}: train the group first, or give one trial's folder with "
-                         "--num_trials=1")
+        refusal = InputError(f"--do_train=false with --num_trials={run.num_trials} evaluates "
+                             f"the trials of a trained group, and --model_dir {folder} holds "
+                             f"no {TRIALS}: train the group first, or give one trial's folder "
+                             "with --num_trials=1")
+        _agree_on_refusal(refusal, agree)
     with (FolderLock(folder, "--model_dir") if chief else contextlib.nullcontext()):
-        record = read_trials(folder)
-        if record["task"] != task_name:
-            raise ConfigError(f"{trials_path(folder)} records trials of --task_name="
-                              f"{record['task']}, not {task_name}")
+        try:  # refused here, a worker still compares (the others would wait for it)
+            record = read_trials(folder)
+            if record["task"] != task_name:
+                raise ConfigError(f"{trials_path(folder)} records trials of --task_name="
+                                  f"{record['task']}, not {task_name}")
+        except (InputError, ConfigError) as e:
+            _agree_on_refusal(e, agree)
         if agree is not None and agree([settings_digest(
                 [run.num_trials, [[t["trial"], t["seed"], bool(t.get("diverged"))]
                                   for t in record["trials"]]])]):
@@ -615,15 +630,19 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
     with (no_empty_folder_left(run.model_dir) if chief else contextlib.nullcontext()), \
             (FolderLock(os.path.normpath(run.model_dir), "--model_dir") if chief
              else contextlib.nullcontext()):
-        group = TrialGroup(run.model_dir, task_name, config, run, writer=chief)
-        if agree is not None and agree([settings_digest(  # (paths: each worker's own copy)
-                [run.num_trials, config.seed,
-                 {k: v for k, v in group.record["settings"].items() if k not in _WORKER_OWN},
-                 [[t["trial"], bool(t.get("diverged"))] for t in group.record["trials"]]])]):
+        try:  # refused here, a worker still compares (the others would wait for it)
+            group = TrialGroup(run.model_dir, task_name, config, run, writer=chief)
+            for k in range(1, n + 1):  # every trial's folder before the first trains
+                if group.finished(k) is None:
+                    check_trial_folder(trial_dir(run.model_dir, k), run, config.seed + k - 1)
+            seen = [  # (paths: each worker's own copy)
+                run.num_trials, config.seed,
+                {k: v for k, v in group.record["settings"].items() if k not in _WORKER_OWN},
+                [[t["trial"], bool(t.get("diverged"))] for t in group.record["trials"]]]
+        except (InputError, ConfigError) as e:
+            _agree_on_refusal(e, agree)
+        if agree is not None and agree([settings_digest(seen)]):
             raise _different_groups()
-        for k in range(1, n + 1):  # every trial's folder before the first trains
-            if group.finished(k) is None:
-                check_trial_folder(trial_dir(run.model_dir, k), run, config.seed + k - 1)
         if group.asked_anew or group.new:  # (a summary out of step is still named at the end)
             # a new group's record before its first trial trains: a group stopped in
             # it reads as one with no trial finished (results_table), not as no group

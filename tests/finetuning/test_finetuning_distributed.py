@@ -192,6 +192,19 @@ def test_finetuning_workers_that_differ_are_refused_on_every_worker(
             "folder, or other flags); give every worker one shared --model_dir and the same "
             "flags")
     assert json.loads((tmp_path / "group" / "trials.json").read_text())["trials"] == trials
+    # the chief's folder refuses a group (a single run's), worker 1's is a new one: worker
+    # 1 had waited for the chief's comparison, then said it "cannot be reached"
+    (chief, chief_err), (worker, worker_err) = run_workers(
+        [*flags, "--num_trials=2"], module="electra_tf.run_finetuning",
+        extra=((f"--model_dir={shared}",), (f"--model_dir={tmp_path / 'new_group'}",)))
+    assert chief == 2 and [line for line in chief_err.splitlines() if line.startswith(
+        "error:")] == [f"error: --model_dir {shared} is the folder of a single fine-tuning "
+                       "run (finetuning_config.json); --num_trials writes a group folder "
+                       "and its _1 .. _N trials: give another --model_dir"], chief_err[-3000:]
+    refused([(worker, worker_err)], "see different trial groups in --model_dir (a folder "
+            "that is not one shared folder, or other flags); give every worker one shared "
+            "--model_dir and the same flags")
+    assert not (tmp_path / "new_group_1").exists()
 
     # a group on worker 0, a single run on worker 1: had ended in a collective's shape
     # mismatch traceback (each path compared other things)

@@ -497,6 +497,35 @@ def test_evaluating_a_group_without_init_checkpoint_is_refused_before_any_trial(
     assert "evaluating" not in proc.stderr
     assert sorted(os.listdir(tmp_path)) == before
 
+
+def test_a_worker_refused_by_its_group_still_compares_with_the_others(tmp_path):
+    """A worker whose own folder refuses the group (here a single run's folder) had
+    raised before the workers' comparison: the others waited for it, then said it
+    "cannot be reached". It compares a refusal's digest: the others see another group,
+    it says its own refusal; workers refused alike each say it."""
+    config, run = fake_runs(tmp_path, 2)
+    os.makedirs(run.model_dir)
+    (tmp_path / "out" / "finetuning_config.json").write_text("{}")
+    compared = []
+
+    def differ(digests):
+        compared.append(digests)
+        return [0]
+
+    with pytest.raises(InputError, match=r"is the folder of a single fine-tuning run") as e:
+        trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results,
+                          agree=differ)
+    assert len(compared) == 1
+    assert e.value.left_peers is False  # the workers end together (the CLI waits for them)
+    with pytest.raises(InputError, match=r"is the folder of a single fine-tuning run"):
+        trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results,
+                          agree=lambda digests: [])  # refused alike everywhere
+    other = dataclasses.replace(run, model_dir=str(tmp_path / "fine"))
+    with pytest.raises(ConfigError, match=r"the workers see different trial groups"):
+        trials.run_trials(config, other, "sst2", FakeTrainer, Finetuning.final_results,
+                          chief=False, agree=differ)  # the worker whose group was fine
+    assert len(compared) == 2 and not os.path.exists(tmp_path / "fine_1")
+
 @pytest.mark.slow
 def test_keep_all_models_false_keeps_the_last_trials_folder_only(tmp_path):
     config, run = fake_runs(tmp_path, 3, keep_all_models=False)
