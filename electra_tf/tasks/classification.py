@@ -371,9 +371,13 @@ class ClassificationTask(Task):
                 target = float(value)
             except OverflowError:  # a JSON integer beyond a float's range
                 target = float("inf")
-            if not np.isfinite(target):
+            if np.isnan(target):
                 raise TaskDataError(f"{where}: regression target {value!r} in column "
                                     f"{column!r} is not a number")
+            if isinstance(value, float) and np.isinf(value):  # JSON's Infinity, or 1e400
+                raise TaskDataError(f"{where}: regression target {value!r} in column "
+                                    f"{column!r} is not a finite number (JSON's Infinity, "
+                                    "or a number beyond float32's range, +-3.4e38)")
             if abs(target) > _FLOAT32_MAX:  # trained in float32: it became inf there
                 raise TaskDataError(f"{where}: regression target {value!r} in column "
                                     f"{column!r} is beyond float32's range (+-3.4e38): "

@@ -272,7 +272,13 @@ BAD_FILES = {
                         {"regression": True}, "train",
                         (2, "regression target nan in column 'label' is not a number")),
     "overflowing target": ("train.csv", "text,label\na,1e999\n", {"regression": True}, "train",
-                           (2, "regression target '1e999' in column 'label' is not a number")),
+                           (2, "regression target '1e999' in column 'label' is beyond "
+                               "float32's range (+-3.4e38): rescale the targets")),
+    "json overflowing target": ("train.jsonl", '{"text": "a", "label": 1e400}\n',
+                                {"regression": True}, "train",
+                                (1, "regression target inf in column 'label' is not a finite "
+                                    "number (JSON's Infinity, or a number beyond float32's "
+                                    "range, +-3.4e38)")),
     "target beyond float32": ("train.jsonl", '{"text": "a", "label": -1e39}\n',
                               {"regression": True}, "train",
                               (1, "regression target -1e+39 in column 'label' is beyond "
