@@ -280,9 +280,11 @@ def test_finetuning_flags_leave_out_the_pretraining_only_options():
     fv = flags.FlagValues()
     flags_lib.define_finetuning_flags(fv)
     assert [name for name in PRETRAINING_ONLY_OPTIONS if name in fv] == []
-    fv(["x", "--task_name=sst2", "--model_dir=m", "--data_dir=d", "--strategy=mirrored"])
+    fv(["x", "--task_name=sst2", "--model_dir=m", "--data_dir=d", "--strategy=mirrored",
+        "--init_checkpoint=p"])
     _, run = flags_lib.finetuning_configs(fv)
-    assert run == FinetuningRun(model_dir="m", data_dir="d", strategy="mirrored")
+    assert run == FinetuningRun(model_dir="m", data_dir="d", strategy="mirrored",
+                                init_checkpoint="p")
     assert flags_lib.runtime_options(fv) == RuntimeOptions(strategy="mirrored")
 
 
