@@ -107,7 +107,8 @@ def main(argv):
 
         summary, n = evaluate_trials(config, run, config.task_name, make_trainer,
                                      trainer_class.final_results,
-                                     chief=backends.is_chief(backend, started), agree=agree)
+                                     chief=backends.is_chief(backend, started), agree=agree,
+                                     backend=trainer_class.backend)
         medians = {split: {k: round(v["median"], 4) for k, v in metrics.items()}
                    for split, metrics in summary.items()}
         print(f"[finetune] done: {n} trials " + (f"evaluated, medians {medians}" if run.do_eval
@@ -119,7 +120,7 @@ def main(argv):
         chief = backends.is_chief(backend, started)  # the one that writes the group's files
         summary = run_trials(config, run, config.task_name, make_trainer,
                              trainer_class.final_results, chief=chief,
-                             agree=agree)
+                             agree=agree, backend=trainer_class.backend)
         medians = {split: {k: round(v["median"], 4) for k, v in metrics.items()}
                    for split, metrics in summary.items()}
         if not chief:

@@ -228,9 +228,11 @@ def _train_or_dev(name: str) -> bool:
     return name.lower().startswith(("train", "dev"))
 
 
-def _settings(config: FinetuningConfig, run: FinetuningRun) -> dict:
+def _settings(config: FinetuningConfig, run: FinetuningRun, backend: str = "") -> dict:
     values = {k: v for k, v in config.to_dict().items() if k not in _PER_TRIAL}
     values.update({k: getattr(run, k) for k in _GROUP_RUN_FIELDS})
+    if backend:  # Keras' (each trial's checkpoints are the backend's own)
+        values["backend"] = backend
     for key, (field, _) in _CONTENTS.items():
         values[key] = _content(field, values[field]) if values[field] else ""
     return values
@@ -305,6 +307,8 @@ def _changed(before: dict, settings: dict, size: str = "") -> list[str]:
                 new = _content(field, before[field])
             if old and new and old != new:
                 changed.append(f"{_CONTENTS[k][1]} changed")
+        elif k == "backend" and old != new:
+            changed.append(f"Keras' backend {old} -> {new} (KERAS_BACKEND)")
         elif k in _PATHS and old and new:
             if not _same_path(k, old, new):
                 changed.append(f"{k} {old!r} -> {new!r}")
@@ -376,7 +380,7 @@ def _agree_on_refusal(refusal: Exception, agree: Callable | None):
 
 def evaluate_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
                     make_trainer: Callable, final_results: Callable, chief: bool = True,
-                    agree: Callable | None = None) -> tuple[dict, int]:
+                    agree: Callable | None = None, backend: str = "") -> tuple[dict, int]:
     """`--do_train=false` with `--num_trials=N`: each trained trial of the group
     run.model_dir (1..N, as its trials.json records them) evaluated (do_eval) and
     predicted (do_predict) in its own folder, as a single run's --do_train=false
@@ -406,6 +410,11 @@ def evaluate_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str
             if record["task"] != task_name:
                 raise ConfigError(f"{trials_path(folder)} records trials of --task_name="
                                   f"{record['task']}, not {task_name}")
+            trained_on = record["settings"].get("backend")
+            if backend and trained_on and trained_on != backend:  # its checkpoints' kind
+                raise ConfigError(f"{trials_path(folder)} records trials trained on Keras' "
+                                  f"{trained_on} backend; evaluate them with "
+                                  f"KERAS_BACKEND={trained_on}")
         except (InputError, ConfigError) as e:
             _agree_on_refusal(e, agree)
         if agree is not None and agree([settings_digest(
@@ -505,7 +514,7 @@ class TrialGroup:
     """
 
     def __init__(self, model_dir: str, task: str, config: FinetuningConfig, run: FinetuningRun,
-                 writer: bool = True):
+                 writer: bool = True, backend: str = ""):
         self.writer = writer  # a multi-worker run's chief (the others write nothing)
         self.written = False  # by this run
         self.folder = os.path.normpath(model_dir)
@@ -514,7 +523,7 @@ class TrialGroup:
             raise InputError(f"--model_dir {self.folder} is the folder of a single fine-tuning "
                              f"run ({FINETUNING_CONFIG}); --num_trials writes a group "
                              "folder and its _1 .. _N trials: give another --model_dir")
-        settings = _settings(config, run)
+        settings = _settings(config, run, backend)
         if os.path.exists(self.path):
             self.record = read_trials(self.folder)
             sizes = [t.get("model_size", "") for t in self.record["trials"]]
@@ -605,7 +614,7 @@ def free_models() -> None:
 
 def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
                make_trainer: Callable, final_results: Callable, chief: bool = True,
-               agree: Callable | None = None) -> dict:
+               agree: Callable | None = None, backend: str = "") -> dict:
     """Runs (or resumes) `run.num_trials` fine-tuning trials; returns the summary.
 
     Args:
@@ -621,6 +630,9 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
         `agreement`): the workers' groups (its settings, the trials finished) are
         compared before any trial, so that workers that see different groups (a
         --model_dir that is not one shared folder) are refused together.
+      backend: Keras' backend the trials train on ("tensorflow", "jax"), recorded with
+        the group: a rerun on the other had added its trials to the median, and no
+        backend could evaluate the group after (each reads its own checkpoints).
     Raises:
       Interrupted: from the trial that was running (the finished ones are recorded).
       Diverged: every trial diverged (each recorded).
@@ -631,7 +643,8 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
             (FolderLock(os.path.normpath(run.model_dir), "--model_dir") if chief
              else contextlib.nullcontext()):
         try:  # refused here, a worker still compares (the others would wait for it)
-            group = TrialGroup(run.model_dir, task_name, config, run, writer=chief)
+            group = TrialGroup(run.model_dir, task_name, config, run, writer=chief,
+                               backend=backend)
             for k in range(1, n + 1):  # every trial's folder before the first trains
                 if group.finished(k) is None:
                     check_trial_folder(trial_dir(run.model_dir, k), run, config.seed + k - 1)

@@ -526,6 +526,38 @@ def test_a_worker_refused_by_its_group_still_compares_with_the_others(tmp_path):
                           chief=False, agree=differ)  # the worker whose group was fine
     assert len(compared) == 2 and not os.path.exists(tmp_path / "fine_1")
 
+
+def test_a_group_goes_on_on_the_backend_it_trained_on(tmp_path):
+    """Trials 1-2 on JAX, then a rerun on TensorFlow: it had added trial 3 to the median
+    without a word, and no backend could evaluate the group after (each reads its own
+    checkpoints). The group records Keras' backend; another is refused in one line,
+    before any trial, by the rerun and by an evaluation."""
+    config, run = fake_runs(tmp_path, 2)
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results,
+                      backend="jax")
+    more = dataclasses.replace(run, num_trials=3)
+    with pytest.raises(ConfigError, match=r"trials.json records trials of other settings "
+                                          r"\(Keras' backend jax -> tensorflow "
+                                          r"\(KERAS_BACKEND\)\); rerun with those"):
+        trials.run_trials(config, more, "sst2", FakeTrainer, Finetuning.final_results,
+                          backend="tensorflow")
+    assert not os.path.exists(tmp_path / "out_3")
+    with pytest.raises(ConfigError, match=r"trials.json records trials trained on Keras' jax "
+                                          r"backend; evaluate them with KERAS_BACKEND=jax$"):
+        trials.evaluate_trials(config, dataclasses.replace(run, do_train=False), "sst2",
+                               FakeTrainer, Finetuning.final_results, backend="tensorflow")
+    trials.run_trials(config, more, "sst2", FakeTrainer, Finetuning.final_results,
+                      backend="jax")
+    assert len(trials.read_trials(run.model_dir)["trials"]) == 3
+    # a group recorded before the backend was (not known): goes on, and records the
+    # backend of the trials it adds
+    record = json.loads((tmp_path / "out" / "trials.json").read_text())
+    del record["settings"]["backend"]
+    (tmp_path / "out" / "trials.json").write_text(json.dumps(record))
+    trials.run_trials(config, dataclasses.replace(run, num_trials=4), "sst2", FakeTrainer,
+                      Finetuning.final_results, backend="tensorflow")
+    assert trials.read_trials(run.model_dir)["settings"]["backend"] == "tensorflow"
+
 @pytest.mark.slow
 def test_keep_all_models_false_keeps_the_last_trials_folder_only(tmp_path):
     config, run = fake_runs(tmp_path, 3, keep_all_models=False)
