@@ -200,6 +200,12 @@ class Task(abc.ABC):
         required (None)."""
         return None
 
+    def data_folder(self, data_dir: str) -> str:
+        """The folder whose train and dev files `read` reads for `data_dir` (what a trial
+        group hashes): `data_dir` itself, or a file the task reads as every split; GLUE's
+        `<data_dir>/<task folder>` where the files are there."""
+        return data_dir
+
     @abc.abstractmethod
     def read(self, data_dir: str, split: str) -> list:
         """Examples of one split. Raises TaskDataError (file:line) on bad input."""

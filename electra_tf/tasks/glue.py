@@ -189,6 +189,15 @@ class GlueTask(Task):
         """Unlabelled splits, for GLUE submissions."""
         return tuple(s for s in self.splits() if s.startswith("test"))
 
+    def data_folder(self, data_dir: str) -> str:
+        """`data_dir`, or its `<dir_name>` folder where train.tsv is there only (glue_data/
+        as downloaded, holding SST-2/...), as `read` finds the files."""
+        nested = os.path.join(data_dir, self.dir_name)
+        if not _exists(os.path.join(data_dir, "train.tsv")) and \
+                _exists(os.path.join(nested, "train.tsv")):
+            return nested
+        return data_dir
+
     def read(self, data_dir: str, split: str) -> list[GlueExample]:
         """Examples of `<data_dir>/<split>.tsv` (or `<data_dir>/<dir_name>/<split>.tsv`).
 

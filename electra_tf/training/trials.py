@@ -234,13 +234,23 @@ def _settings(config: FinetuningConfig, run: FinetuningRun, backend: str = "") -
     if backend:  # Keras' (each trial's checkpoints are the backend's own)
         values["backend"] = backend
     for key, (field, _) in _CONTENTS.items():
-        values[key] = _content(field, values[field]) if values[field] else ""
+        values[key] = _content(field, values[field], config.task_name) if values[field] else ""
     return values
 
 
-def _content(field: str, path: str) -> str:
-    """content_sha256 of a _CONTENTS field's path (--data_dir's train and dev files)."""
-    return content_sha256(path, _train_or_dev if field == "data_dir" else None)
+def _content(field: str, path: str, task_name: str) -> str:
+    """content_sha256 of a _CONTENTS field's path: --data_dir's train and dev files,
+    in the folder the task reads them from (`Task.data_folder`: GLUE's glue_data/SST-2
+    for a --data_dir of glue_data), else the --init_checkpoint's files."""
+    if field != "data_dir":
+        return content_sha256(path)
+    from electra_tf.tasks.registry import get_task
+
+    try:
+        path = get_task(task_name).data_folder(path)
+    except (ValueError, ConfigError):  # not a task's name: the run refuses it
+        pass
+    return content_sha256(path, _train_or_dev)
 
 
 def content_sha256(path: str, names: Callable[[str], bool] | None = None) -> str:
@@ -304,7 +314,7 @@ def _changed(before: dict, settings: dict, size: str = "") -> list[str]:
                     and _same_path(field, before.get(field), settings.get(field)):
                 # the checkpoint spelled the other way (its folder, or its weights file):
                 # what the recorded spelling holds now
-                new = _content(field, before[field])
+                new = _content(field, before[field], settings.get("task_name", ""))
             if old and new and old != new:
                 changed.append(f"{_CONTENTS[k][1]} changed")
         elif k == "backend" and old != new:

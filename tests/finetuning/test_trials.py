@@ -306,6 +306,28 @@ def test_data_changed_in_place_is_refused_and_the_same_folder_otherwise_spelled_
                       Finetuning.final_results)
 
 
+def test_glue_data_as_downloaded_is_hashed_in_the_tasks_folder(tmp_path):
+    """--data_dir=glue_data reads glue_data/SST-2/train.tsv: the group hashed the files
+    directly in glue_data (none), so labels edited in place joined the earlier median."""
+    glue = tmp_path / "glue_data"
+    (glue / "SST-2").mkdir(parents=True)
+    (glue / "SST-2" / "train.tsv").write_text("sentence\tlabel\na\t1\n")
+    config = FinetuningConfig(task_name="sst2", seed=7)
+    run = FinetuningRun(model_dir=str(tmp_path / "out"), data_dir=str(glue),
+                        init_checkpoint="c", num_trials=1)
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    assert trials.read_trials(run.model_dir)["settings"]["train_dev_sha256"]
+    (glue / "SST-2" / "train.tsv").write_text("sentence\tlabel\na\t0\n")
+    with pytest.raises(ConfigError, match=r"records trials of other settings \(the train or "
+                                          r"dev files in --data_dir changed\)"):
+        trials.run_trials(config, dataclasses.replace(run, num_trials=2), "sst2",
+                          FakeTrainer, Finetuning.final_results)
+    (glue / "SST-2" / "train.tsv").write_text("sentence\tlabel\na\t1\n")
+    (glue / "CoLA").mkdir()  # another task's files are not this group's
+    (glue / "CoLA" / "train.tsv").write_text("x\t1\t\ta\n")
+    trials.run_trials(config, dataclasses.replace(run, num_trials=2), "sst2", FakeTrainer,
+                      Finetuning.final_results)
+
 def test_a_checkpoint_named_by_its_folder_or_its_weights_file_is_one(tmp_path):
     """--init_checkpoint=pre and =pre/discriminator.weights.h5 read one model: a rerun
     naming the other had been refused as "the --init_checkpoint's files changed"."""
