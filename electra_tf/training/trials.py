@@ -414,8 +414,10 @@ def evaluate_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str
                              f"no {TRIALS}: train the group first, or give one trial's folder "
                              "with --num_trials=1")
         _agree_on_refusal(refusal, agree)
-    with (FolderLock(folder, "--model_dir") if chief else contextlib.nullcontext()):
+    with contextlib.ExitStack() as held:
         try:  # refused here, a worker still compares (the others would wait for it)
+            if chief:  # (a folder another run holds: refused too)
+                held.enter_context(FolderLock(folder, "--model_dir"))
             record = read_trials(folder)
             if record["task"] != task_name:
                 raise ConfigError(f"{trials_path(folder)} records trials of --task_name="
@@ -649,10 +651,11 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
     """
     n = run.num_trials
     # a group refused at its first trial (another vocabulary) had left an empty folder
-    with (no_empty_folder_left(run.model_dir) if chief else contextlib.nullcontext()), \
-            (FolderLock(os.path.normpath(run.model_dir), "--model_dir") if chief
-             else contextlib.nullcontext()):
+    with contextlib.ExitStack() as held:
         try:  # refused here, a worker still compares (the others would wait for it)
+            if chief:  # (a folder another run holds: refused too)
+                held.enter_context(no_empty_folder_left(run.model_dir))
+                held.enter_context(FolderLock(os.path.normpath(run.model_dir), "--model_dir"))
             group = TrialGroup(run.model_dir, task_name, config, run, writer=chief,
                                backend=backend)
             for k in range(1, n + 1):  # every trial's folder before the first trains

@@ -547,6 +547,19 @@ def test_a_worker_refused_by_its_group_still_compares_with_the_others(tmp_path):
         trials.run_trials(config, other, "sst2", FakeTrainer, Finetuning.final_results,
                           chief=False, agree=differ)  # the worker whose group was fine
     assert len(compared) == 2 and not os.path.exists(tmp_path / "fine_1")
+    # a chief whose group folder another run holds: compared as well
+    from electra_tf.core.fileio import FolderLock
+
+    held = dataclasses.replace(run, model_dir=str(tmp_path / "held"))
+    trials.run_trials(config, held, "sst2", FakeTrainer, Finetuning.final_results)
+    with FolderLock(held.model_dir, "--model_dir"):
+        with pytest.raises(InputError, match=r"is in use by"):
+            trials.run_trials(config, held, "sst2", FakeTrainer, Finetuning.final_results,
+                              agree=differ)
+        with pytest.raises(InputError, match=r"is in use by"):
+            trials.evaluate_trials(config, dataclasses.replace(held, do_train=False), "sst2",
+                                   FakeTrainer, Finetuning.final_results, agree=differ)
+    assert len(compared) == 4
 
 
 def test_a_group_goes_on_on_the_backend_it_trained_on(tmp_path):
