@@ -825,3 +825,30 @@ def test_a_folder_that_cannot_be_synced_is_not_an_error(tmp_path, monkeypatch):
         fileio.atomic_write_text(str(tmp_path / "a.txt"), "b\n")
     assert (tmp_path / "a.txt").read_text() == "a\n"
     assert os.listdir(tmp_path) == ["a.txt"]
+
+
+def test_weights_changed_on_the_disk_are_refused(tmp_path):
+    """Bits changed in a weights file's arrays (a disk, a copy) read without an error:
+    the model had served or fine-tuned from the changed values. The file carries the
+    sha256 of its arrays, which the loader checks; a file without one (written before,
+    or by Keras itself) loads as it did."""
+    import h5py
+
+    d = discriminator(0)
+    folders.pretraining.save_discriminator(str(tmp_path), d)
+    path = str(tmp_path / folders.files.DISCRIMINATOR_WEIGHTS)
+    folders.pretraining.load_discriminator(str(tmp_path))  # whole: loads
+    with h5py.File(path, "r") as f:
+        names = []
+        f.visititems(lambda name, item: names.append(name)
+                     if isinstance(item, h5py.Dataset) and item.size > 100 else None)
+        offset = f[names[0]].id.get_offset()  # where its values lie in the file
+    data = bytearray(open(path, "rb").read())
+    data[offset + 8] ^= 0x01  # one bit of one float
+    open(path, "wb").write(bytes(data))
+    with pytest.raises(InputError, match=r"discriminator.weights.h5: its weights do not match "
+                                         r"the checksum written with them \(a damaged copy"):
+        folders.pretraining.load_discriminator(str(tmp_path))
+    with h5py.File(path, "r+") as f:  # as a file written before the checksum was
+        del f.attrs[folders.files.WEIGHTS_DIGEST]
+    folders.pretraining.load_discriminator(str(tmp_path))

@@ -191,11 +191,60 @@ def weights_file_in_memory(model):
     try:
         _save_state(model, weights_store=store, assets_store=None, inner_path="",
                     visited_saveables=set())
+        # what the loader checks the arrays against (`check_weights_digest`)
+        store.h5_file.attrs[WEIGHTS_DIGEST] = weights_digest(store.h5_file)
     except TypeError:  # another signature: model.save_weights says what a bug would
         return None
     finally:
         store.close()
     return buffer
+
+
+# The root attribute of a .weights.h5 electra_tf writes: the sha256 of its arrays.
+WEIGHTS_DIGEST = "electra_tf_weights_sha256"
+
+
+def weights_digest(h5_file) -> str:
+    """The sha256 of every array of an open .weights.h5 (h5py.File): each dataset's
+    name, dtype, shape and bytes, in the file's order of names."""
+    import hashlib
+
+    import h5py
+    import numpy as np
+
+    digest = hashlib.sha256()
+
+    def add(name, item):
+        if isinstance(item, h5py.Dataset):
+            value = np.ascontiguousarray(item[()])
+            digest.update(f"{name}\0{value.dtype.str}\0{value.shape}\0".encode())
+            digest.update(value.tobytes())
+
+    h5_file.visititems(add)
+    return digest.hexdigest()
+
+
+def check_weights_digest(path: str) -> None:
+    """Refuses a .weights.h5 whose arrays no longer match the sha256 written with them
+    (bits changed on a disk or in a copy: the file reads, and a model had served or
+    fine-tuned from the changed values without a word). A file written without one
+    (before electra_tf recorded it, or by Keras itself) is not checked."""
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as f:
+            recorded = f.attrs.get(WEIGHTS_DIGEST)
+            if recorded is None:
+                return
+            actual = weights_digest(f)
+    except (OSError, KeyError, RuntimeError, ValueError) as e:  # h5py's, for a damaged file
+        raise InputError(f"{path}: not a readable weights file ({e})") from None
+    if isinstance(recorded, bytes):
+        recorded = recorded.decode("ascii", "replace")
+    if actual != recorded:
+        raise InputError(f"{path}: its weights do not match the checksum written with them "
+                         "(a damaged copy: bits changed on the disk or in a transfer); copy "
+                         "the file again from where it was written")
 
 
 # Per variable of a .weights.h5, its name, object header and group entry: about
@@ -228,6 +277,7 @@ def load_weights(model, path: str) -> None:
         raise InputError(f"{path} is a folder, not a weights file")
     if not os.path.isfile(path):
         raise InputError(f"{path} not found")
+    check_weights_digest(path)
     try:
         model.load_weights(path)
     except ValueError as e:  # Keras' message, without its list of every layer, on one line
