@@ -503,21 +503,22 @@ def test_keep_all_models_false_resumed_after_an_interrupt_keeps_one_folder(tmp_p
 
 
 
-def test_evaluating_a_group_without_init_checkpoint_is_refused_before_any_trial(tmp_path):
+def test_evaluating_a_group_without_init_checkpoint_is_refused_before_any_trial():
     """Every trial's evaluation builds its model from --init_checkpoint: without one the
     first trial's "evaluating" line came first (after TensorFlow's start), then the
-    refusal. The command asks before it reads a trial."""
-    from helpers import error_line
+    refusal. The command's flags ask for it, before it reads a trial."""
+    from absl import flags
 
-    config, run = fake_runs(tmp_path, 2)
-    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
-    before = sorted(os.listdir(tmp_path))
-    proc = run_module("electra_tf.run_finetuning", "--task_name=sst2", "--do_train=false",
-                      "--num_trials=2", f"--model_dir={tmp_path}/out", f"--data_dir={tmp_path}")
-    error_line(proc, "error: --init_checkpoint is required (a pre-training model_dir, or one "
-               "of its checkpoints/ckpt-N), or --from_scratch")
-    assert "evaluating" not in proc.stderr
-    assert sorted(os.listdir(tmp_path)) == before
+    from electra_tf import flags as flags_lib
+
+    fv = flags.FlagValues()
+    flags_lib.define_finetuning_flags(fv)
+    fv(["x", "--task_name=sst2", "--do_train=false", "--num_trials=2", "--model_dir=m",
+        "--data_dir=d"])
+    with pytest.raises(InputError, match=r"^--init_checkpoint is required \(a pre-training "
+                                         r"model_dir, or one of its checkpoints/ckpt-N\), or "
+                                         r"--from_scratch$"):
+        flags_lib.finetuning_configs(fv)
 
 
 def test_a_worker_refused_by_its_group_still_compares_with_the_others(tmp_path):
