@@ -267,7 +267,7 @@ def run_cli(main: Callable[[], None]) -> None:
             raise
         where = f"{e.filename}: " if e.filename else ""
         text = " ".join(f"{where}{e.strerror or e}".split())  # h5py's hold line breaks
-        print(f"error: {text}{_FILE_SYSTEM_HINT}", file=sys.stderr)
+        print(f"error: {text}{_file_system_hint(text)}", file=sys.stderr)
         sys.exit(1)
     except Exception as e:
         tf = sys.modules.get("tensorflow")
@@ -285,7 +285,7 @@ def run_cli(main: Callable[[], None]) -> None:
         if line is None:
             raise
         line = framework_messages.without_function_node(line).strip() or type(e).__name__
-        print(f"error: {line[:400]}{_FILE_SYSTEM_HINT}", file=sys.stderr)
+        print(f"error: {line[:400]}{_file_system_hint(line)}", file=sys.stderr)
         sys.exit(1)
     else:
         peers.end_together(0)  # a multi-process run's workers leave before its chief
@@ -335,6 +335,18 @@ _FILE_SYSTEM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, err
 _FILE_SYSTEM_HINT = (" (every file is written under a temporary name first, so those written "
                      "before are whole; free space, lift the file size limit or fix the "
                      "folder, then rerun: a training run resumes from its last checkpoint)")
+# TensorBoard's event files are appended to as a run goes (not renamed into place):
+# one cut short keeps its points up to the cut, which TensorBoard reads.
+_EVENT_FILE_HINT = (" (TensorBoard's event files are appended to as the run goes: one cut "
+                    "short keeps its points up to the cut; every other file is written under "
+                    "a temporary name first, so those written before are whole; free space, "
+                    "lift the file size limit or fix the folder, then rerun: a training run "
+                    "resumes from its last checkpoint)")
+
+
+def _file_system_hint(line: str) -> str:
+    """What a failed write leaves and what to do, for the file `line` names."""
+    return _EVENT_FILE_HINT if "tfevents" in line else _FILE_SYSTEM_HINT
 
 
 # Imported, when installed, by Keras 3 and TensorFlow for features the commands never use:

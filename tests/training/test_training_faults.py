@@ -1013,6 +1013,18 @@ def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, er
                               "a training run resumes from its last checkpoint)")
         assert len(err.splitlines()) == 1
 
+    def event_file_write():  # TensorBoard's: appended to, not renamed into place
+        raise getattr(tf.errors, error)(None, None, "Failed to flush 1 events to "
+                                                    "/models/run/train/events.out.tfevents.1.h: "
+                                                    f"{text}")
+
+    with pytest.raises(SystemExit):
+        cli.run_cli(event_file_write)
+    assert capsys.readouterr().err.startswith(
+        f"error: Failed to flush 1 events to /models/run/train/events.out.tfevents.1.h: {text} "
+        "(TensorBoard's event files are appended to as the run goes: one cut short keeps its "
+        "points up to the cut; every other file is written under a temporary name first")
+
     def h5py_write():  # h5py's messages hold line breaks
         raise OSError(code, f"Unable to create file (time = Tue Dec  1\n, {text})", "/m/w.h5")
 
