@@ -34,6 +34,10 @@ FILES = {"tensorflow": "ckpt-*.index", "jax": "jax-ckpt-*.npz"}
 _ENV = {"tensorflow": "without KERAS_BACKEND=jax", "jax": "with KERAS_BACKEND=jax"}
 
 
+class OtherBackendCheckpoints(InputError):
+    """A checkpoint folder only the other backend can resume (`check_backend`)."""
+
+
 def check_backend(directory: str, backend: str) -> None:
     """Refuses a checkpoint folder that only the other backend can resume.
 
@@ -42,17 +46,18 @@ def check_backend(directory: str, backend: str) -> None:
       backend: "tensorflow" or "jax", the running loop's.
 
     Raises:
-      InputError: the folder holds the other backend's checkpoints and none of
-        this one's.
+      OtherBackendCheckpoints (an InputError): the folder holds the other backend's
+        checkpoints and none of this one's.
     """
     (other,) = set(FILES) - {backend}
     if glob.glob(os.path.join(directory, FILES[backend])):
         return
     if glob.glob(os.path.join(directory, FILES[other])):
         name = "JAX" if other == "jax" else "TensorFlow"
-        raise InputError(f"{directory} holds {name} checkpoints ({FILES[other]}), which the "
-                         f"{'JAX' if backend == 'jax' else 'TensorFlow'} backend cannot read: "
-                         f"rerun {_ENV[other]}, or use another --model_dir")
+        raise OtherBackendCheckpoints(
+            f"{directory} holds {name} checkpoints ({FILES[other]}), which the "
+            f"{'JAX' if backend == 'jax' else 'TensorFlow'} backend cannot read: rerun "
+            f"{_ENV[other]}, or use another --model_dir")
 
 
 def _misfit(path: str, detail: str) -> ConfigError:

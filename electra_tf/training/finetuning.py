@@ -98,6 +98,7 @@ from electra_tf.tasks.model import FinetuningModel, output_layout
 from electra_tf.tasks.registry import format_label_names, task_from_config
 from electra_tf.training import reporting, summaries
 from electra_tf.training.checkpoints import (
+    OtherBackendCheckpoints,
     checkpoint_path,
     checkpoint_step,
     model_variables,
@@ -1165,7 +1166,14 @@ class Finetuning:
         decay = cfg.resolved_layerwise_lr_decay(size)
         self.build_optimizer(max(total, 1))  # evaluation only: a checkpoint's slots restore
         checkpoints = self.make_checkpoints()
-        restored = checkpoints.restore()
+        try:
+            restored = checkpoints.restore()
+        except OtherBackendCheckpoints as e:
+            if run.do_train or not holds_weights(run.model_dir, FINETUNED_WEIGHTS):
+                raise
+            raise InputError(f"{e} (its {FINETUNED_WEIGHTS} evaluates on either backend: "
+                             f"--init_checkpoint={run.model_dir} with another "
+                             "--model_dir)") from None
         if restored:  # the same step in two folders that are not one: other weights
             self._agree({"checkpoints": self._weights_digest})
             self._log(f"resumed from {restored}" if run.do_train else

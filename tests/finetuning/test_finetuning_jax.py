@@ -194,8 +194,15 @@ def test_neither_backend_resumes_the_others_checkpoints(jax_runs):
     from electra_tf.core.errors import InputError
 
     assert "holds TensorFlow checkpoints" in jax_runs["error"], jax_runs["error"]
-    with pytest.raises(InputError, match="holds JAX checkpoints"):  # it would start over
-        make_trainer(jax_runs["specs"][1]).train()
+    with pytest.raises(InputError, match="holds JAX checkpoints") as refused:  # (it would
+        make_trainer(jax_runs["specs"][1]).train()  # start over)
+    assert "evaluates on either backend" not in str(refused.value)
+    # a finished folder evaluated in place: its weights file evaluates on this backend
+    finished = jax_runs["specs"][0]["run"]["model_dir"]
+    with pytest.raises(InputError, match=r"holds JAX checkpoints .* \(its finetuned.weights.h5 "
+                                         r"evaluates on either backend: --init_checkpoint="
+                                         rf"{finished} with another --model_dir\)$"):
+        make_trainer(jax_runs["specs"][0], do_train=False).train()
 
 
 def test_jax_trainer_refuses_what_it_cannot_run(jax_runs):
