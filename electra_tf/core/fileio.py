@@ -229,8 +229,8 @@ def atomic_write(path: str, write: Callable[[str], None], suffix: str = "") -> N
     os.close(fd)
     try:
         write(tmp)
+        sync_file(tmp)  # (while mkstemp's 0600 lets it be opened, whatever the umask)
         honour_umask(tmp)
-        sync_file(tmp)
         os.replace(tmp, path)
         sync_folder(folder)
     except BaseException as e:
