@@ -5,8 +5,9 @@ predictions, weights) writes it under a temporary name in the same folder and
 renames it, so a kill mid-write never leaves a truncated file behind; the
 file's bytes reach the disk before the rename, and the rename itself after
 (`sync_file`, `sync_folder`), so a power loss does not leave an empty file
-under the final name either. The file gets the mode a plain open() gives (0666 less the umask), not the 0600
-of the temporary file, so other users (a TF Serving process) can read it.
+under the final name either. The file gets the mode a plain open() gives
+(0666 less the umask), not the 0600 of the temporary file, so other users (a
+TF Serving process) can read it.
 """
 
 from __future__ import annotations
