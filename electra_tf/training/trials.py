@@ -317,8 +317,9 @@ def _changed(before: dict, settings: dict, size: str = "") -> list[str]:
                 new = _content(field, before[field], settings.get("task_name", ""))
             if old and new and old != new:
                 changed.append(f"{_CONTENTS[k][1]} changed")
-        elif k == "backend" and old != new:
-            changed.append(f"Keras' backend {old} -> {new} (KERAS_BACKEND)")
+        elif k == "backend":  # (a caller that names none: not compared)
+            if new and old != new:
+                changed.append(f"Keras' backend {old} -> {new} (KERAS_BACKEND)")
         elif k in _PATHS and old and new:
             if not _same_path(k, old, new):
                 changed.append(f"{k} {old!r} -> {new!r}")

@@ -585,6 +585,8 @@ def test_a_group_goes_on_on_the_backend_it_trained_on(tmp_path):
     trials.run_trials(config, more, "sst2", FakeTrainer, Finetuning.final_results,
                       backend="jax")
     assert len(trials.read_trials(run.model_dir)["trials"]) == 3
+    trials.run_trials(config, more, "sst2", FakeTrainer, Finetuning.final_results)  # (none
+    # named: the API's caller, not compared)
     # a group recorded before the backend was (not known): goes on, and records the
     # backend of the trials it adds
     record = json.loads((tmp_path / "out" / "trials.json").read_text())
