@@ -194,8 +194,9 @@ def test_neither_backend_resumes_the_others_checkpoints(jax_runs):
     from electra_tf.core.errors import InputError
 
     assert "holds TensorFlow checkpoints" in jax_runs["error"], jax_runs["error"]
-    with pytest.raises(InputError, match="holds JAX checkpoints") as refused:  # (it would
-        make_trainer(jax_runs["specs"][1]).train()  # start over)
+    # training on from the other backend's checkpoints (it would start over)
+    with pytest.raises(InputError, match="holds JAX checkpoints") as refused:
+        make_trainer(jax_runs["specs"][1]).train()
     assert "evaluates on either backend" not in str(refused.value)
     # a finished folder evaluated in place: its weights file evaluates on this backend
     finished = jax_runs["specs"][0]["run"]["model_dir"]
