@@ -128,6 +128,12 @@ def finetuning_configs(flag_values=flags.FLAGS):
         if not getattr(run, name):
             raise ConfigError(f"--{name} is required")
     run.check_start()
+    default = config_lib.FinetuningConfig.__dataclass_fields__["no_answer_threshold"].default
+    if config.no_answer_threshold != default and config.squad_null_rule != "combined":
+        # (get_task refuses it too; the command had trained by qa_na_threshold silently)
+        raise ConfigError("--no_answer_threshold is the threshold of "
+                          "--squad_null_rule=combined; the default rule (answerable) reads "
+                          "--qa_na_threshold")
     return config, run
 
 

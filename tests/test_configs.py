@@ -452,3 +452,25 @@ def test_a_refused_value_is_named_with_its_flag(kind, values, message):
     cls = PretrainingConfig if kind == "pretraining" else FinetuningConfig
     with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
         cls(**values)
+
+
+def test_squad_thresholds_that_are_not_numbers_and_a_threshold_of_another_rule():
+    """--qa_na_threshold=nan had trained (every question answered: no null odds exceed
+    NaN) and the export served no answer at all (null odds <= NaN is false); and the
+    command took --no_answer_threshold without --squad_null_rule=combined, training by
+    qa_na_threshold without a word (get_task refuses it). +-inf stay: all, or none."""
+    for name in ("qa_na_threshold", "no_answer_threshold"):
+        with pytest.raises(ConfigError, match=rf"^{name} must be a number, got nan$"):
+            FinetuningConfig(task_name="squad_v2", **{name: float("nan")})
+        FinetuningConfig(task_name="squad_v2", **{name: float("-inf")})
+    fv = flags.FlagValues()
+    flags_lib.define_finetuning_flags(fv)
+    fv(["x", "--task_name=squad_v2", "--model_dir=m", "--data_dir=d", "--init_checkpoint=p",
+        "--no_answer_threshold=5"])
+    with pytest.raises(ConfigError, match=r"^--no_answer_threshold is the threshold of "
+                                          r"--squad_null_rule=combined; the default rule "
+                                          r"\(answerable\) reads --qa_na_threshold$"):
+        flags_lib.finetuning_configs(fv)
+    fv.squad_null_rule = "combined"
+    config, _ = flags_lib.finetuning_configs(fv)
+    assert config.no_answer_threshold == 5.0

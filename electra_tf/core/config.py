@@ -1019,6 +1019,11 @@ class FinetuningConfig:
         if self.squad_null_rule not in ("answerable", "combined"):
             raise ConfigError(f"squad_null_rule must be answerable or combined, "
                               f"got {self.squad_null_rule!r}")
+        for name in ("qa_na_threshold", "no_answer_threshold"):  # (+-inf: all, or none)
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+                    or math.isnan(value):  # NaN answered every question, served none
+                raise ConfigError(f"{name} must be a number, got {value!r}")
         if self.beam_size < 1:
             raise ConfigError(f"beam_size must be >= 1, got {self.beam_size}")
         if self.classifier_head not in ("dense", "mlp"):
