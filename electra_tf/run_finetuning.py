@@ -82,6 +82,10 @@ def main(argv):
     # Bad flags and task options: one line before any folder is made, and before
     # TensorFlow or JAX is imported (seconds).
     make_task(config)
+    from electra_tf.tasks.registry import unused_options
+
+    for option in unused_options(config):  # given, and changing nothing for this task
+        print(f"[finetune] note: {option} does nothing here", file=sys.stderr)
     if config.seed + run.num_trials - 1 > 2**32 - 1:  # trial k's seed is seed + k - 1
         raise ConfigError(f"--seed={config.seed} with --num_trials={run.num_trials}: the last "
                           f"trial's seed {config.seed + run.num_trials - 1} is past 2**32 - 1 "

@@ -474,3 +474,24 @@ def test_squad_thresholds_that_are_not_numbers_and_a_threshold_of_another_rule()
     fv.squad_null_rule = "combined"
     config, _ = flags_lib.finetuning_configs(fv)
     assert config.no_answer_threshold == 5.0
+
+
+def test_span_options_that_change_nothing_are_named():
+    """--beam_size with --joint_prediction=false, or SQuAD 2.0's rule on squad_v1, had
+    been taken without a word (the same results with any value); an option of another
+    family is refused instead (--qa_na_threshold on mrqa)."""
+    from electra_tf.tasks.registry import unused_options
+
+    beam = ("--beam_size (the joint head's beam; --joint_prediction=false decodes "
+            "without one)")
+    for name in ("squad_v1", "squad_v2", "newsqa"):
+        assert unused_options(FinetuningConfig(task_name=name, beam_size=3,
+                                               joint_prediction=False)) == [beam]
+        assert unused_options(FinetuningConfig(task_name=name, beam_size=3)) == []
+    assert unused_options(FinetuningConfig(task_name="squad_v1", qa_na_threshold=1.0,
+                                           squad_null_rule="combined")) == [
+        "--squad_null_rule (SQuAD 2.0's no-answer rule; squad_v1 has an answer to every "
+        "question)", "--qa_na_threshold (SQuAD 2.0's no-answer rule; squad_v1 has an answer "
+        "to every question)"]
+    assert unused_options(FinetuningConfig(task_name="squad_v2", qa_na_threshold=1.0)) == []
+    assert unused_options(FinetuningConfig(task_name="sst2")) == []

@@ -95,6 +95,12 @@ class TaskOptions:
         """The options set to other than their default."""
         return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) != f.default]
 
+    def unused(self, name: str) -> list[str]:
+        """The options given (`given`) that change nothing for task `name` with the others
+        as they are, each as the note names it ("--beam_size (the joint head's beam;
+        --joint_prediction=false)"); none by default."""
+        return []
+
 
 @dataclasses.dataclass
 class Features:

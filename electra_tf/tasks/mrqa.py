@@ -46,7 +46,13 @@ from absl import logging
 
 from electra_tf.core.errors import InputError, TaskDataError
 from electra_tf.tasks import base, mrqa_eval
-from electra_tf.tasks.squad import SquadExample, SquadPrediction, SquadTask, recoverable
+from electra_tf.tasks.squad import (
+    BEAM_UNUSED,
+    SquadExample,
+    SquadPrediction,
+    SquadTask,
+    recoverable,
+)
 
 # The original's MRQA tasks (finetune/task_builder.py), and `mrqa` for any file of the format.
 MRQA_TASKS = ("newsqa", "naturalqs", "triviaqa", "searchqa", "mrqa")
@@ -69,6 +75,11 @@ class Options(base.TaskOptions):
 
     joint_prediction: bool = base.option("joint_prediction")
     beam_size: int = base.option("beam_size")
+
+    def unused(self, name: str) -> list[str]:
+        """--beam_size without the joint head."""
+        return [BEAM_UNUSED] if "beam_size" in self.given() and not self.joint_prediction \
+            else []
 
 
 def task_from_options(name: str, options: Options) -> "MrqaTask":

@@ -119,6 +119,15 @@ def task_from_config(config: FinetuningConfig):
     return module.task_from_options(name, module.Options.from_config(config))
 
 
+def unused_options(config: FinetuningConfig) -> list[str]:
+    """The task options `config` gives that change nothing for its task (each as a note
+    names it: `TaskOptions.unused`), e.g. --beam_size with --joint_prediction=false, or
+    SQuAD 2.0's threshold on squad_v1. An option of another family is refused instead
+    (task_from_config)."""
+    name = config.task_name
+    return _module(_family_of(name)).Options.from_config(config).unused(name)
+
+
 _label_names = parse_label_names  # the name earlier versions had
 
 

@@ -147,6 +147,8 @@ class SquadPrediction:
 
 
 VERSIONS = {"squad_v1": "1.1", "squad_v2": "2.0"}  # task name -> SQuAD version
+# The note of a --beam_size the independent span head does not read (squad and mrqa).
+BEAM_UNUSED = "--beam_size (the joint head's beam; --joint_prediction=false decodes without one)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +160,16 @@ class Options(base.TaskOptions):
     squad_null_rule: str = base.option("squad_null_rule")
     qa_na_threshold: float = base.option("qa_na_threshold")
     no_answer_threshold: float = base.option("no_answer_threshold")
+
+    def unused(self, name: str) -> list[str]:
+        """--beam_size without the joint head; SQuAD 2.0's null rule on squad_v1."""
+        given = self.given()
+        out = [BEAM_UNUSED] if "beam_size" in given and not self.joint_prediction else []
+        if VERSIONS.get(name) == "1.1":
+            out += [f"--{n} (SQuAD 2.0's no-answer rule; {name} has an answer to every "
+                    "question)" for n in ("squad_null_rule", "qa_na_threshold",
+                                          "no_answer_threshold") if n in given]
+        return out
 
 
 def null_options(finetuning) -> dict:
