@@ -101,6 +101,7 @@ def test_an_epoch_is_every_window_once_and_the_filled_rows_train_nothing(
                    for g_other, g_real in zip(grads_other, grads_real))
 
 
+@pytest.mark.slow  # four runs through the command (end to end)
 def test_a_train_split_smaller_than_a_batch_trains_one_filled_batch(
         pretrained_dir, tmp_path):
     """The original trains on it (one padded batch an epoch); it had been refused."""

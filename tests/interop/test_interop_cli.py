@@ -79,6 +79,7 @@ def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab):
     np.testing.assert_array_equal(table.numpy(), weights["electra/embeddings/word_embeddings"])
 
 
+@pytest.mark.slow  # conversions through the command, end to end
 def test_overwrite_replaces_the_model_a_folder_holds(h, tmp_path, tiny_vocab):
     """--overwrite of a fine-tuned folder with a pre-trained model had left the old
     fine-tuned head, which the export then served; the folder the conversion reads is
