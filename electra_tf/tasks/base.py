@@ -97,8 +97,8 @@ class TaskOptions:
 
     def unused(self, name: str) -> list[str]:
         """The options given (`given`) that change nothing for task `name` with the others
-        as they are, each as the note names it ("--beam_size (the joint head's beam;
-        --joint_prediction=false)"); none by default."""
+        as they are (a --beam_size with --joint_prediction=false), each as the note names
+        it; none by default."""
         return []
 
 
