@@ -303,7 +303,7 @@ class _OwnWarnings(std_logging.Handler):
 
     def emit(self, record) -> None:
         if record.levelno < std_logging.ERROR and record.pathname.startswith(self.package):
-            print(f"warning: {record.getMessage()}", file=sys.stderr, flush=True)
+            signals.say(f"warning: {record.getMessage()}")
 
 
 def _errors_only(record) -> bool:

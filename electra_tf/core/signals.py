@@ -25,6 +25,21 @@ received: int | None = None  # the signal number, until a gate takes it up
 leave_at_once = False
 
 
+# One lock for the lines of the main thread and of the watcher's thread: print() writes
+# its text and its newline in two calls, and a line the watcher printed between them
+# ran on after another's text (`... eta 2400.7 minSIGTERM: stopping ...`).
+_say_lock = threading.RLock()
+
+
+def say(line: str, stream=None) -> None:
+    """Writes `line` and its newline to `stream` (sys.stderr) in one call, flushed,
+    never inside another thread's line."""
+    stream = sys.stderr if stream is None else stream
+    with _say_lock:
+        stream.write(line + "\n")
+        stream.flush()
+
+
 def take() -> int | None:
     """The recorded signal (None: none), cleared."""
     global received
@@ -117,11 +132,11 @@ class Watcher:
                     continue
                 if first is None:
                     first = signum
-                    print(self._first_line(signum), file=sys.stderr, flush=True)
+                    say(self._first_line(signum))
                     continue
                 if self._closed.wait(self._grace_s) or self._handled():
                     return  # the loop stopped, or will at its next stop point
-                print(self._leave_line(signum), file=sys.stderr, flush=True)
+                say(self._leave_line(signum))
                 sys.stdout.flush()
                 os._exit(128 + first)
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 import os
 import signal
-import sys
 import threading
 
 import numpy as np
@@ -36,8 +35,9 @@ from electra_tf.core.errors import ConfigError, Diverged
 
 
 def log(tag: str, message: str) -> None:
-    """One progress line on stderr: `[tag] message`."""
-    print(f"[{tag}] {message}", file=sys.stderr, flush=True)
+    """One progress line on stderr: `[tag] message` (whole, whatever a signal's
+    watcher prints at the same moment)."""
+    signals.say(f"[{tag}] {message}")
 
 
 def chunk_size(step: int, end: int, *periods: int) -> int:

@@ -474,3 +474,35 @@ def test_a_second_ctrl_c_inside_a_compiled_call_leaves_at_once():
                     "interrupted by a second Ctrl-C inside a chunk of steps; no checkpoint "
                     "was saved; a rerun starts from the latest one"], "\n".join(lines)[-3000:]
     assert proc.returncode == 130
+
+
+class _SlowStream:
+    """A stream whose every write lets another thread run (as a write to a pipe may)."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, s):
+        time.sleep(0.001)
+        self.text += s
+
+    def flush(self):
+        pass
+
+
+def test_a_signal_line_never_lands_inside_a_progress_line(monkeypatch):
+    # The loop's progress lines (main thread) and the signal watcher's first line (its
+    # own thread) go to one stream: each line whole, never `... eta 2 minSIGTERM: ...`.
+    from electra_tf.core import signals
+
+    stream = _SlowStream()
+    monkeypatch.setattr("sys.stderr", stream)
+    watcher_lines = threading.Thread(
+        target=lambda: [signals.say(f"SIGTERM line {i}") for i in range(50)])
+    watcher_lines.start()
+    for i in range(50):
+        loop.log("pretrain", f"step {i}/100")
+    watcher_lines.join()
+    lines = stream.text.splitlines()
+    assert sorted(lines) == sorted([f"[pretrain] step {i}/100" for i in range(50)]
+                                   + [f"SIGTERM line {i}" for i in range(50)]), lines
