@@ -52,7 +52,7 @@ import numpy as np
 
 from electra_tf.core.errors import ConfigError, TaskDataError
 from electra_tf.tasks import heads
-from electra_tf.text.cleaning import has_lone_surrogate
+from electra_tf.text.cleaning import has_lone_surrogate, invisible_character
 
 # What a fine-tuned model serves (see the module docstring): the registry's names
 # (tasks/heads/__init__.py, which maps each to its class).
@@ -258,8 +258,9 @@ def parse_label_names(value: str) -> tuple[str, ...] | None:
     holding commas) -> ("a,b", "c"); "" -> None (learned from train).
 
     Raises:
-      ConfigError: an empty or repeated name, or a "[" that does not open a JSON list
-        of strings.
+      ConfigError: an empty or repeated name, a "[" that does not open a JSON list
+        of strings, or a name holding a control, lone surrogate or invisible character
+        (one the tokenizer deletes, such as U+200B: the data's labels are refused it).
     """
     if not value.strip():
         return None
@@ -283,6 +284,11 @@ def parse_label_names(value: str) -> tuple[str, ...] | None:
     if any(has_lone_surrogate(n) for n in names):
         raise ConfigError(f"--label_names {value!r}: a name holds a lone surrogate (\\ud800 "
                           "to \\udfff), which no UTF-8 file can hold")
+    for n in names:
+        odd = invisible_character(n)
+        if odd:  # 'posi\u200btive' prints as 'positive', which the data's labels cannot be
+            raise ConfigError(f"--label_names: the name {n!r} holds an invisible character "
+                              f"(U+{ord(odd):04X}) and would print as another name; remove it")
     return names
 
 

@@ -44,3 +44,19 @@ def test_the_resume_hint_gives_labels_holding_commas_as_a_json_list(tmp_path):
                                           r"of which they never learned; give another "
                                           r"--model_dir$"):
         check_recorded_labels(task, str(tmp_path))
+
+
+@pytest.mark.parametrize("task_name", ["classification", "tagging"])
+def test_a_label_name_holding_an_invisible_character_is_refused(task_name):
+    # 'posi\u200btive' prints as 'positive': a data label is refused it, and so is the flag
+    # (the mismatch it caused printed two names that look the same).
+    config = FinetuningConfig(task_name=task_name, label_names="negative,posi\u200btive")
+    with pytest.raises(ConfigError, match=r"--label_names: the name 'posi\\u200btive' holds "
+                                          r"an invisible character \(U\+200B\)"):
+        task_from_config(config)
+    for name in ("a\u00ad", "\ufeffb", "c\ue000"):  # soft hyphen, BOM, private use
+        with pytest.raises(ConfigError, match="invisible character"):
+            task_from_config(FinetuningConfig(task_name=task_name, label_names=f"x,{name}"))
+    # visible marks and other scripts stay names
+    config = FinetuningConfig(task_name=task_name, label_names="caf\u00e9,\u0645\u062b\u0628\u062a")
+    assert task_from_config(config).label_names == ("caf\u00e9", "\u0645\u062b\u0628\u062a")
