@@ -288,9 +288,9 @@ class SquadTask(base.Task):
             # does not point at it (files converted from other datasets often hold
             # some) is said, not refused (the whole split had been; the original
             # reads no answer_start outside training)
-            off = [(ex.qas_id, text, start, ex.context[start:start + len(text)])
+            off = [(ex.qas_id, text, start, _text_at(ex.context, start, len(text)))
                    for ex in examples for text, start in ex.answers
-                   if ex.context[start:start + len(text)] != text]
+                   if _text_at(ex.context, start, len(text)) != text]
             if off:
                 logging.warning("%s: %d answer(s) whose answer_start does not point at "
                                 "their text (first: question id %r, answer %r at "
@@ -612,10 +612,6 @@ def parse_examples(data: list, raw: str, path: str, v2: bool) -> list[SquadExamp
                     if not context:
                         raise TaskDataError(where(f": answer {text!r}, but the context is "
                                                   "empty"))
-                    if start < 0 or start >= len(context):
-                        raise TaskDataError(where(
-                            f": answer {text!r} has answer_start={start}, outside the context "
-                            f"(0 to {len(context) - 1})"))
                     if not text:
                         raise TaskDataError(where(f": answer {text!r} at answer_start="
                                                   f"{start} is empty"))
@@ -703,11 +699,17 @@ def _word_of(context: str, char: int) -> int:
     return int(np.searchsorted(_words(context)[0], char, side="right")) - 1
 
 
+def _text_at(context: str, start: int, length: int) -> str:
+    """The context's `length` characters from `start`; "" where `start` is outside it
+    (a negative one counts from no end)."""
+    return context[start:start + length] if 0 <= start < len(context) else ""
+
+
 def recoverable(context: str, start: int, text: str) -> bool:
     """qa_tasks.py's check: the answer ends inside the context and the whitespace words
     it touches, joined by spaces and lower-cased, contain the answer text's words."""
     end = start + len(text) - 1
-    if end >= len(context):
+    if start < 0 or end >= len(context):  # (the original: an IndexError past the end)
         return False
     words = _words(context)[1]
     actual = " ".join(words[_word_of(context, start):_word_of(context, end) + 1]).lower()
@@ -724,6 +726,8 @@ def original_answer_span(context: str, start: int, text: str, char_starts: np.nd
       char_starts: each context token's first character; doc_ids: the tokens' ids;
       answer_ids: the ids of the tokenized answer text.
     """
+    if not 0 <= start < len(context):  # a dev answer_start outside it (kept, said)
+        return None
     word_starts = _words(context)[0]
     first_word, last_word = _word_of(context, start), _word_of(context, start + len(text) - 1)
     if first_word < 0:

@@ -512,6 +512,33 @@ def test_an_answer_start_off_its_text_is_read_as_the_original_reads_it(tmp_path,
     assert sorted(set(features.example_index.tolist())) == list(range(6))
 
 
+@pytest.mark.parametrize("start", [-1, 1000])
+def test_an_answer_start_outside_the_context_is_an_answer_start_off_its_text(
+        start, tmp_path, tokenizer, caplog):
+    """The original reads no answer_start outside training: a dev answer_start outside
+    the context is kept and said as any answer_start off its text (the whole split had
+    been refused, `answer_start=1000, outside the context (0 to 58)`); a train question
+    with one is skipped as the others are (the original's IndexError past the end)."""
+    task = SquadTask("1.1")
+    data = squad_json()
+    data["data"][0]["paragraphs"][0]["qas"][2]["answers"][0]["answer_start"] = start
+    path = _write(tmp_path, data)
+    with caplog.at_level("WARNING"):
+        dev = task.read(path, "dev")
+    assert len(dev) == 6
+    assert "1 answer(s) whose answer_start does not point at their text (first: question " \
+           f"id 'q-cjk', answer '中国' at answer_start={start}, where the context has ''): " \
+           "scored by their text" in caplog.text
+    features = task.featurize(dev, tokenizer, L)
+    assert sorted(set(features.example_index.tolist())) == list(range(6))
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        train = task.read(path, "train")
+    assert "q-cjk" not in [ex.qas_id for ex in train] and len(train) == 5
+    assert "1 question(s) skipped, as the original skips them" in caplog.text
+    assert f"(first: question id 'q-cjk', answer '中国' at answer_start={start})" in caplog.text
+
+
 def test_read_errors_are_clear(tmp_path):
     task = SquadTask("1.1")
     ok = squad_json()
@@ -524,10 +551,6 @@ def test_read_errors_are_clear(tmp_path):
     bad = json.loads(json.dumps(ok))
     bad["data"][0]["paragraphs"][0]["qas"][2]["answers"][0]["text"] = ""
     cases.append((bad, r"question id 'q-cjk': answer '' at answer_start=\d+ is empty"))
-    bad = json.loads(json.dumps(ok))
-    bad["data"][0]["paragraphs"][0]["qas"][2]["answers"][0]["answer_start"] = -1
-    cases.append((bad, r"question id 'q-cjk': answer '中国' has answer_start=-1, outside the "
-                       r"context \(0 to \d+\)"))  # "does not match ... has '中国'" before
     bad = json.loads(json.dumps(ok))
     bad["data"][0]["paragraphs"][0]["context"] = ""  # ("outside the context (0 to -1)")
     cases.append((bad, r"question id 'q-accent': answer 'Café', but the context is empty"))
