@@ -495,3 +495,20 @@ def test_span_options_that_change_nothing_are_named():
         "to every question)"]
     assert unused_options(FinetuningConfig(task_name="squad_v2", qa_na_threshold=1.0)) == []
     assert unused_options(FinetuningConfig(task_name="sst2")) == []
+
+
+def test_phase_twos_long_warmup_names_the_runs_step_and_phase_twos():
+    """Phase 2's peak is said at the run's step and at phase 2's own (the warning said the
+    run's step 40 where docs/pretraining.md's example, phase 2's count, says 20)."""
+    from electra_tf.core.config import PretrainingConfig
+    from electra_tf.training.optimization import WarmupPolynomialDecay
+
+    config = PretrainingConfig(num_train_steps=60, num_warmup_steps=2, phase2_steps=40,
+                               phase2_max_seq_length=256, phase2_warmup_steps=200)
+    assert config.long_warmup_warning() == (
+        "warning: --phase2_warmup_steps=200 is not shorter than phase 2's 40 steps: its "
+        "learning rate (the decay to 0 times the warmup's ramp) peaks at 5% of the rate "
+        "given, at step 40 (phase 2's step 20); give fewer warmup steps")
+    schedule = WarmupPolynomialDecay(1.0, 60, 2, restarts=(20,), stage_rates=((1.0, 200),))
+    rates = [float(schedule(step)) for step in range(20, 60)]
+    assert rates.index(max(rates)) == 20

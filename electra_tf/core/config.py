@@ -373,9 +373,11 @@ class PretrainingConfig:
                 else:
                     p = self.resolved_lr_decay_power
                     top = (p / (p + 1)) ** p * length / ((p + 1) * warmup)
+                    at = round(length / (p + 1))  # counted from the stage's start
+                    where = (f"at step {bounds[i] + at} ({stage}'s step {at})" if bounds[i]
+                             else f"at step {at}")
                     what = (f"its learning rate (the decay to 0 times the warmup's ramp) "
-                            f"peaks at {top:.0%} of the rate given, at step "
-                            f"{bounds[i] + round(length / (p + 1))}")
+                            f"peaks at {top:.0%} of the rate given, {where}")
                 warnings.append(f"warning: {flag}={warmup} is not shorter than {stage}'s "
                                 f"{length} steps: {what}; give fewer warmup steps")
         return "\n".join(warnings)
