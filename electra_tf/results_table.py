@@ -66,6 +66,16 @@ def _a_table(path: str) -> bool:
         {"columns", "rows", "skipped"} <= set(value) <= {"columns", "rows", "skipped", "pending"})
 
 
+def _shown(folder: str) -> str:
+    """A folder as a user names it: relative to the current directory where it lies under
+    it (GROUP_1), else absolute (the check resolves every path)."""
+    relative = os.path.relpath(folder)
+    if relative == os.curdir:
+        return "the current directory"
+    return folder if relative == os.pardir or relative.startswith(os.pardir + os.sep) \
+        else relative
+
+
 def _check_not_a_folder_file(output: str, folders: list[str]) -> None:
     """Refuses an --output that is one of the given folders' own files, or one of the
     files of another folder electra_tf wrote (a group's trial folder): their
@@ -98,7 +108,7 @@ def _check_not_a_folder_file(output: str, folders: list[str]) -> None:
             while True:
                 if folder in given or any(os.path.exists(os.path.join(folder, record))
                                           for record in records):
-                    raise InputError(f"--output {output} is a file of {folder}, a folder "
+                    raise InputError(f"--output {output} is a file of {_shown(folder)}, a folder "
                                      "electra_tf wrote (not a table this command wrote); "
                                      "write the table elsewhere")
                 if os.path.dirname(folder) == folder:
@@ -111,7 +121,7 @@ def _check_not_a_folder_file(output: str, folders: list[str]) -> None:
                              "elsewhere")
     # another folder electra_tf wrote: a group's trial folder (GROUP_k), any model_dir
     if any(os.path.exists(os.path.join(parent, record)) for record in records):
-        raise InputError(f"--output {output} is the {name} of {parent}, a folder electra_tf "
+        raise InputError(f"--output {output} is the {name} of {_shown(parent)}, a folder electra_tf "
                          "wrote; write the table elsewhere")
 
 

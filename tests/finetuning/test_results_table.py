@@ -138,7 +138,7 @@ def test_the_command_reads_the_folders_without_tensorflow(folders):
     assert not tf_imported
 
 
-def test_an_output_that_is_a_given_folders_own_file_is_refused(folders, tmp_path):
+def test_an_output_that_is_a_given_folders_own_file_is_refused(folders, tmp_path, monkeypatch):
     """--output=GROUP/trials.json had replaced the group's record with the table."""
     from electra_tf.results_table import _check_not_a_folder_file
 
@@ -159,6 +159,18 @@ def test_an_output_that_is_a_given_folders_own_file_is_refused(folders, tmp_path
             f"--output {trial}/results.json is the results.json of {trial}, a folder "
             "electra_tf wrote; write the table elsewhere")):
         _check_not_a_folder_file(str(trial / "results.json"), folders)
+    # named as the user names it: relative to the current directory (it printed the
+    # absolute path where the docs, and the sibling line, show GROUP_1)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match=re.escape(
+            "--output group_1/results.json is the results.json of group_1, a folder "
+            "electra_tf wrote; write the table elsewhere")):
+        _check_not_a_folder_file("group_1/results.json", folders)
+    monkeypatch.chdir(trial)
+    with pytest.raises(InputError, match=re.escape(
+            "--output results.json is the results.json of the current directory, a folder")):
+        _check_not_a_folder_file("results.json", folders)
+    monkeypatch.chdir(tmp_path)
     # any other file of such a folder (its predictions, its checkpoints/ files); a table
     # an earlier run wrote there is rewritten
     for existing in (trial / "rte_dev_predictions.txt", trial / "checkpoints" / "checkpoint",
