@@ -107,7 +107,7 @@ def main(argv):
         print(f"[finetune] {note}", file=sys.stderr)
 
     if run.num_trials > 1 and not run.do_train:  # a trained group's trials, evaluated
-        from electra_tf.training.trials import evaluate_trials
+        from electra_tf.training.trials import count, evaluate_trials
 
         summary, n = evaluate_trials(config, run, config.task_name, make_trainer,
                                      trainer_class.final_results,
@@ -115,8 +115,8 @@ def main(argv):
                                      backend=trainer_class.backend)
         medians = {split: {k: round(v["median"], 4) for k, v in metrics.items()}
                    for split, metrics in summary.items()}
-        print(f"[finetune] done: {n} trials " + (f"evaluated, medians {medians}" if run.do_eval
-                                                 else "run"), file=sys.stderr)
+        print(f"[finetune] done: {count(n)} " + (f"evaluated, medians {medians}" if run.do_eval
+                                                else "run"), file=sys.stderr)
         return
     if run.num_trials > 1:  # MODEL_DIR_1 .. MODEL_DIR_N and MODEL_DIR/trials.json
         from electra_tf.training.trials import run_trials
@@ -130,11 +130,11 @@ def main(argv):
         if not chief:
             print(f"[finetune] done: medians {medians}", file=sys.stderr)
             return
-        from electra_tf.training.trials import read_trials
+        from electra_tf.training.trials import count, read_trials
 
         recorded = read_trials(run.model_dir)["trials"]  # a rerun asking fewer keeps all
         diverged = sum(bool(t.get("diverged")) for t in recorded)
-        print(f"[finetune] done: {len(recorded)} trials"
+        print(f"[finetune] done: {count(len(recorded))}"
               + (f" ({diverged} diverged)" if diverged else "") + f", medians {medians}",
               file=sys.stderr)
         return

@@ -178,7 +178,8 @@ def finite_number(value) -> float | None:
 
 
 def summarize(results: list[dict]) -> dict:
-    """{split: {metric: {median, mean, std, min, max, n}}} over trials' final results.
+    """{split: {metric: {median, mean, std, min, max, n}}} over trials' final results
+    (std: the sample standard deviation, n - 1; None for one value, which has none).
 
     Args:
       results: each trial's final results, {split: {metric: value}}; a metric a
@@ -192,17 +193,25 @@ def summarize(results: list[dict]) -> dict:
                 if number is not None:
                     values.setdefault(split, {}).setdefault(name, []).append(number)
     return {split: {name: {"median": statistics.median(v), "mean": statistics.fmean(v),
-                           "std": statistics.stdev(v) if len(v) > 1 else 0.0,
+                           "std": statistics.stdev(v) if len(v) > 1 else None,
                            "min": min(v), "max": max(v), "n": len(v)}
                     for name, v in metrics.items()}
             for split, metrics in values.items()}
 
 
 def summary_lines(task: str, summary: dict) -> list[str]:
-    """One line per split and metric, for the console and results.txt."""
+    """One line per split and metric, for the console and results.txt (a metric of one
+    trial: its value, with no spread to give)."""
     return [f"{task} {split} {name}: median {s['median']:.4f}, mean {s['mean']:.4f}, "
             f"std {s['std']:.4f}, min {s['min']:.4f}, max {s['max']:.4f} (n={s['n']})"
+            if s["n"] > 1 else f"{task} {split} {name}: {s['median']:.4f} (n=1: one trial, "
+            "no spread)"
             for split, metrics in summary.items() for name, s in metrics.items()]
+
+
+def count(n: int, what: str = "trial") -> str:
+    """'1 trial', '3 trials'."""
+    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 _PATHS = ("init_checkpoint", "data_dir", "vocab_file")  # compared as the files they name
