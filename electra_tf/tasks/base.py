@@ -45,6 +45,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import json
+import os
 from types import MappingProxyType
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -236,6 +237,54 @@ class Task(abc.ABC):
     def prediction_files(self, path: str) -> list[str]:
         """The files `write_predictions(..., path)` writes."""
         return [path]
+
+    def scores(self, predictions: Any, outputs: dict[str, np.ndarray], examples: list,
+               features: Features) -> dict[str, np.ndarray] | None:
+        """Each example's raw scores, written beside its predictions file
+        (`scores_file`), or None where the task writes none. The original pickles a
+        GLUE test split's logits per trial so that trials can be ensembled; a sequence
+        head's task gives them (`sequence_scores`)."""
+        return None
+
+
+SCORES_SUFFIX = "_logits.npz"
+
+
+def scores_file(predictions_path: str) -> str:
+    """Where `Task.scores` are written for a predictions file: `cola_test_predictions.tsv`
+    -> `cola_test_logits.npz`, GLUE's `CoLA.tsv` -> `CoLA_logits.npz`."""
+    stem = os.path.splitext(predictions_path)[0]
+    stem = stem[:-len("_predictions")] if stem.endswith("_predictions") else stem
+    return stem + SCORES_SUFFIX
+
+
+def write_scores(path: str, scores: dict[str, np.ndarray]) -> None:
+    """`scores` as an uncompressed .npz (no pickled objects: `np.load` reads it with
+    allow_pickle off), written whole or not at all."""
+    from electra_tf.core.fileio import atomic_write
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            np.savez(f, **scores)
+
+    atomic_write(path, write)
+
+
+def sequence_scores(task: Task, predictions: Any, outputs: dict[str, np.ndarray],
+                    examples: Sequence, features: Features) -> dict[str, np.ndarray]:
+    """`Task.scores` of a sequence head (one window per example): `index` [n] (each
+    example's index, as text, as its predictions file writes it), and `logits` float32
+    [n, classes] with `label_names` [classes] in logit order (the original's pickled
+    logits), or for a regression `predictions` float64 [n] (the values the file holds
+    at full precision)."""
+    index = np.array([str(e.index) for e in examples])
+    if task.regression:
+        return {"index": index, "predictions": np.asarray(predictions, np.float64)}
+    logits = np.asarray(outputs["logits"], np.float32).reshape(len(features), -1)
+    by_example = np.zeros((len(examples), logits.shape[1]), np.float32)
+    by_example[features.example_index] = logits
+    return {"index": index, "logits": by_example,
+            "label_names": np.array(list(task.label_names))}
 
 
 def original_defaults(name: str, n_tasks: int = 1) -> tuple[int, float]:

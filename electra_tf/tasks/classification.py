@@ -64,6 +64,7 @@ from electra_tf.tasks.base import (
     has_control_character,
     option,
     parse_label_names,
+    sequence_scores,
 )
 from electra_tf.text.cleaning import (
     has_visible_text,
@@ -310,6 +311,8 @@ class ClassificationTask(Task):
         out = np.empty_like(result)
         out[features.example_index] = result
         return out
+
+    scores = sequence_scores  # each example's logits, written beside its predictions
 
     def metrics(self, predictions: Sequence, examples: Sequence[TextExample]) -> dict[str, float]:
         """Accuracy, macro-F1 and MCC (regression: Pearson and Spearman), primary first."""

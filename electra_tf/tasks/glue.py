@@ -56,6 +56,7 @@ from electra_tf.tasks.base import (
     gold_labels,
     option,
     pack_pair,
+    sequence_scores,
 )
 
 _ENCODE_CHUNK = 4096  # sentences per tokenizer call: bounds memory on MNLI/QQP
@@ -270,6 +271,8 @@ class GlueTask(Task):
         if missing:
             raise ValueError(f"{missing} example(s) have no feature row")
         return result
+
+    scores = sequence_scores  # each example's logits, written beside its predictions
 
     def metrics(self, predictions: Sequence, examples: Sequence[GlueExample]) -> dict[str, float]:
         """`metrics.glue_metrics` against the examples' gold labels (primary first)."""

@@ -1094,10 +1094,19 @@ class Finetuning:
 
     def evaluate(self, split: str, write_to: str | None = None) -> dict[str, float]:
         examples, feats = self.features(split)
-        predictions = self.task.predictions(self.predict(feats), examples, feats)
+        outputs = self.predict(feats)
+        predictions = self.task.predictions(outputs, examples, feats)
         if write_to and self.chief:
-            self.task.write_predictions(predictions, examples, write_to)
+            self._write_predictions(predictions, outputs, examples, feats, write_to)
         return self.task.metrics(predictions, examples)
+
+    def _write_predictions(self, predictions, outputs, examples, feats, path: str) -> None:
+        """The task's predictions file, and its scores beside it where the task gives
+        them (`tasks.base.scores_file`: a sequence head's logits)."""
+        self.task.write_predictions(predictions, examples, path)
+        scores = self.task.scores(predictions, outputs, examples, feats)
+        if scores is not None:
+            base.write_scores(base.scores_file(path), scores)
 
     def _dev_splits(self):
         return [s for s in self.task.splits() if s.startswith("dev")]
@@ -1331,9 +1340,11 @@ class Finetuning:
         if run.do_predict:
             for split in self._test_splits():
                 examples, feats = self.features(split)
-                preds = self.task.predictions(self.predict(feats), examples, feats)
+                outputs = self.predict(feats)
+                preds = self.task.predictions(outputs, examples, feats)
                 if self.chief:
-                    self.task.write_predictions(preds, examples, self._prediction_path(split))
+                    self._write_predictions(preds, outputs, examples, feats,
+                                            self._prediction_path(split))
         if self.chief:
             save_finetuned(run.model_dir, self.model)
         return results
@@ -1365,7 +1376,8 @@ class Finetuning:
         """The prediction files of the dev and test splits in the run's folder (those the
         run wrote: a dev split's at the end of training, a test split's with do_predict)."""
         paths = [p for split in self._dev_splits() + self._test_splits()
-                 for p in self.task.prediction_files(self._prediction_path(split))]
+                 for path in [self._prediction_path(split)]
+                 for p in [*self.task.prediction_files(path), base.scores_file(path)]]
         return [p for p in dict.fromkeys(paths) if os.path.isfile(p)]
 
     def _eval_all(self, final: bool) -> dict:

@@ -498,6 +498,17 @@ def test_pair_run_writes_results_predictions_and_a_record_the_export_serves(
     assert dev[0] == "index\tprediction\tlabel" and len(dev) == 65
     assert test[0] == "index\tprediction" and len(test) == 7
     assert {line.split("\t")[1] for line in dev[1:] + test[1:]} <= {"match", "other"}
+    # each predictions file's logits beside it (the original pickles a test split's, for
+    # ensembling trials): in the file's order, their argmax the label it names
+    for split, lines in (("dev", dev), ("test", test)):
+        with np.load(out / f"classification_{split}_logits.npz") as scores:
+            assert sorted(scores.files) == ["index", "label_names", "logits"]
+            assert scores["logits"].dtype == np.float32 and scores["logits"].shape == (
+                len(lines) - 1, 2)
+            assert list(scores["label_names"]) == ["match", "other"]
+            assert list(scores["index"]) == [line.split("\t")[0] for line in lines[1:]]
+            named = scores["label_names"][scores["logits"].argmax(-1)]
+            assert list(named) == [line.split("\t")[1] for line in lines[1:]]
     record = folders.finetuned.read_finetuning_config(str(out))
     assert (record.task, record.head, record.pair, record.label_names) == (
         "classification", "sequence_classification", True, ("match", "other"))

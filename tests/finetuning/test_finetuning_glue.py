@@ -192,8 +192,10 @@ def test_a_runs_prediction_files_are_those_it_wrote(glue_dir, tmp_path):
 
     mnli = glue.get_task("mnli")
     assert prediction_files(mnli, "MNLI-m.tsv", "AX.tsv", "mnli_dev_matched_predictions.txt",
+                            "MNLI-m_logits.npz", "mnli_dev_matched_logits.npz",
                             "results.json") == [
-        "AX.tsv", "MNLI-m.tsv", "mnli_dev_matched_predictions.txt"]
+        "AX.tsv", "MNLI-m.tsv", "MNLI-m_logits.npz", "mnli_dev_matched_logits.npz",
+        "mnli_dev_matched_predictions.txt"]
     squad = get_task("squad_v2")
     assert prediction_files(squad, "squad_v2_dev_predictions.json",
                             "squad_v2_dev_null_odds.json") == [
@@ -338,6 +340,15 @@ def test_predictions_metrics_and_submission_round_trip(glue_dir, tokenizer, tmp_
     with open(path, encoding="utf-8") as f:
         assert f.read() == "index\tprediction\n0\tentailment\n1\tneutral\n2\tentailment\n"
     assert task.read_predictions(path, examples).tolist() == [1, 2, 1]
+    from electra_tf.tasks.base import scores_file, write_scores
+
+    scores = task.scores(preds, {"logits": logits}, examples, features)  # the original's pickle
+    assert scores_file(path) == str(tmp_path / "MNLI-mm_logits.npz")
+    write_scores(scores_file(path), scores)
+    with np.load(scores_file(path)) as written:  # (no pickled objects: allow_pickle off)
+        np.testing.assert_array_equal(written["logits"], logits.astype(np.float32))
+        assert written["index"].tolist() == ["0", "1", "2"]
+        assert written["label_names"].tolist() == list(task.label_names)
 
     stsb = glue.get_task("stsb")
     examples = stsb.read(glue_dir, "dev")
@@ -349,6 +360,9 @@ def test_predictions_metrics_and_submission_round_trip(glue_dir, tokenizer, tmp_
     path = str(tmp_path / "STS-B.tsv")
     stsb.write_predictions(scores, examples, path)
     np.testing.assert_array_equal(stsb.read_predictions(path, examples), scores)
+    written = stsb.scores(scores, {"logits": np.array([0.75, 0.05, 0.5])}, examples, features)
+    assert sorted(written) == ["index", "predictions"]  # the 0..5 scores, full precision
+    np.testing.assert_array_equal(written["predictions"], scores)
     dev_file = os.path.join(glue_dir, "STS-B", "dev.tsv")
     assert glue.evaluate_submission("sts-b", path, dev_file) == stsb.metrics(scores, examples)
     assert list(stsb.metrics(scores, examples)) == ["spearman", "pearson"]
