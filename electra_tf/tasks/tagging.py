@@ -59,7 +59,15 @@ from absl import logging
 
 from electra_tf.core.errors import ConfigError, TaskDataError
 from electra_tf.core.fileio import atomic_write_text
-from electra_tf.tasks.base import Features, Task, TaskOptions, option, parse_label_names
+from electra_tf.tasks.base import (
+    Features,
+    Task,
+    TaskOptions,
+    has_control_character,
+    option,
+    parse_label_names,
+)
+from electra_tf.text.cleaning import invisible_character
 
 DOCSTART = "-DOCSTART-"
 SCHEMES = {"BIO": "BI", "BIOES": "BIES"}  # the span prefixes each scheme allows
@@ -376,10 +384,11 @@ class TaggingTask(Task):
         return examples
 
     def _check_tag(self, tag: str, where: str) -> str:
-        odd = _INVISIBLE.search(tag)
+        odd = invisible_character(tag) or next(
+            (c for c in tag if has_control_character(c)), None)
         if odd:
             raise TaskDataError(f"{where}: tag {tag!r} holds an invisible or control "
-                                f"character (U+{ord(odd.group()):04X})")
+                                f"character (U+{ord(odd):04X})")
         if self.scheme is None and not self._tag_re.match(tag):  # a tab-separated column
             raise TaskDataError(f"{where}: tag {tag!r} holds whitespace; a tag is one word")
         if not self._tag_re.match(tag):
@@ -545,12 +554,6 @@ class TaggingTask(Task):
                 lines.append(separator.join(cols))
             lines.append("")
         atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
-
-
-# In a tag: control (Cc), format (Cf: zero-width, direction marks), surrogate (Cs)
-# and line/paragraph separator characters, which no tag set means.
-_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u202a-\u202e"
-                        "\u2028\u2029\u2060-\u2064\ufeff\ud800-\udfff]")
 
 
 # Characters that end a line for str.splitlines() (and some editors) but not for a

@@ -146,6 +146,11 @@ BAD_INPUTS = [
     ("EU B-ORG\nrejects\u2028O\n", "BIO", 2, r"line-break character \(U\+2028\)"),
     ("EU B-ORG\x0crejects O\n", "BIO", 1, r"line-break character \(U\+000C\)"),
     ("EU B-\u200bORG\n", "BIO", 1, r"invisible or control character \(U\+200B\)"),
+    # what the tokenizer deletes, as a data label's check (it let private-use pass)
+    ("EU B-ORG\ue000\n", "BIO", 1, r"invisible or control character \(U\+E000\)"),
+    ("EU B-ORG\ufffd\n", "BIO", 1, r"invisible or control character \(U\+FFFD\)"),
+    ("EU\tB-ORG\x85\n", None, 1, r"(invisible or control character|line-break character) "
+                                  r"\(U\+0085\)"),
     ("-DOCSTART- -X- O\n\n\n", "BIO", 3, "empty split"),
     ("", "BIO", 1, "empty split"),
 ]
