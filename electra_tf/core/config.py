@@ -1082,6 +1082,10 @@ class FinetuningRun(RuntimeOptions):
         "positions, short texts train several times faster; evaluate and predict on "
         "batches of rows of similar length, cut the same way; False: every batch at "
         "max_seq_length, as the original")
+    log_examples: bool = _field(
+        False, "print the first window of each split the run reads, as the model gets it "
+        "(its tokens, input_ids, input_mask, segment_ids and targets): the original's "
+        "log_examples, to check how the data was read")
     log_every_steps: int = _field(
         100, "steps between progress lines (epoch, step, loss, examples/s); a Ctrl-C or "
         "SIGTERM stops at the next one and saves there (checkpoints otherwise: every "

@@ -773,6 +773,42 @@ def _features_arrays(feats) -> list:
             + [feats.labels[k] for k in sorted(feats.labels)] + [feats.example_index])
 
 
+def example_lines(split: str, examples: list, features: base.Features, tokenizer,
+                  label_names=()) -> list[str]:
+    """The first window of a split as the model gets it (the original's log_examples):
+    its example, tokens, input_ids, input_mask and segment_ids up to the window's last
+    real token, then each target (those of a position, cut the same; a class id with its
+    name)."""
+    if not len(features):
+        return []
+    example = examples[int(features.example_index[0])]
+    where = (getattr(example, "source", None) or getattr(example, "qas_id", None)
+             or (f"{example.path}:{example.line}" if hasattr(example, "path") else ""))
+    mask = np.asarray(features.inputs["input_mask"][0])
+    length = int(np.nonzero(mask)[0][-1]) + 1 if mask.any() else 0
+    ids = [int(i) for i in np.asarray(features.inputs["input_ids"][0])[:length]]
+
+    def numbers(values) -> str:
+        return " ".join(str(v) for v in np.asarray(values).tolist())
+
+    lines = [f"{split} example 1 of {len(examples)} ({where}), window 1 of {len(features)}, "
+             f"{length} of {mask.shape[0]} positions (the padding left out):",
+             "  tokens: " + " ".join(tokenizer.convert_ids_to_tokens(ids)),
+             "  input_ids: " + numbers(ids)]
+    for key in ("input_mask", "segment_ids"):
+        lines.append(f"  {key}: " + numbers(np.asarray(features.inputs[key][0])[:length]))
+    for key, values in sorted(features.labels.items()):
+        value = np.asarray(values[0])
+        if value.ndim:
+            lines.append(f"  {key}: " + numbers(value[:length]))
+        else:
+            named = (f" ({label_names[int(value)]})" if key == "label" and label_names
+                     and value.dtype.kind in "iu" and 0 <= int(value) < len(label_names)
+                     else "")
+            lines.append(f"  {key}: {value.tolist()}{named}")
+    return lines
+
+
 class Finetuning:
     """What both backends' fine-tuning loops share (see the module docstring).
 
@@ -988,6 +1024,10 @@ class Finetuning:
                 raise InputError(f"the {split} split of {self.task.name} is empty")
             cache[split] = (examples, self.task.featurize(examples, self.tokenizer,
                                                           self.max_seq_length))
+            if self.run.log_examples and self.chief:
+                for line in example_lines(split, *cache[split], self.tokenizer,
+                                          self.task.label_names):
+                    self._log(line)
         return cache[split]
 
     def train_dataset(self, epoch: int, skip: int = 0):

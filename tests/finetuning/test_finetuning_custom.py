@@ -144,6 +144,40 @@ def test_jsonl_pairs_are_packed_as_two_segments(pair_jsonl_dir, tiny_vocab):
                                   [task.label_names.index(e.label) for e in examples])
 
 
+def test_log_examples_shows_the_first_window_as_the_model_gets_it(pair_jsonl_dir, pos_dir,
+                                                                  tiny_vocab):
+    from electra_tf.text.tokenizer import Tokenizer
+    from electra_tf.training.finetuning import example_lines
+
+    tokenizer = Tokenizer(tiny_vocab)
+    task = get_task("classification", text_column="premise", text_pair_column="hypothesis",
+                    label_column="gold")
+    examples = task.read(str(pair_jsonl_dir), "train")
+    feats = task.featurize(examples, tokenizer, L)
+    lines = example_lines("train", examples, feats, tokenizer, task.label_names)
+    n = int(feats.inputs["input_mask"][0].sum())
+    first = examples[0]
+    assert lines[0] == (f"train example 1 of {len(examples)} ({first.source}), window 1 of "
+                        f"{len(feats)}, {n} of {L} positions (the padding left out):")
+    tokens = lines[1].split()[1:]
+    assert tokens[0] == "[CLS]" and tokens.count("[SEP]") == 2 and len(tokens) == n
+    assert tokens[1:tokens.index("[SEP]")] == tokenizer.convert_ids_to_tokens(
+        tokenizer.encode([first.text_a])[0])
+    assert lines[2] == "  input_ids: " + " ".join(map(str, feats.inputs["input_ids"][0][:n]))
+    assert lines[3] == "  input_mask: " + " ".join(["1"] * n)
+    assert lines[4].startswith("  segment_ids: 0 ") and lines[4].endswith(" 1")
+    assert lines[5] == f"  label: {task.label_names.index(first.label)} ({first.label})"
+    # a tagger's targets are per position, cut as the tokens are
+    tagger = get_task("tagging")
+    words = tagger.read(str(pos_dir), "train")
+    feats = tagger.featurize(words, tokenizer, L)
+    lines = example_lines("train", words, feats, tokenizer, tagger.label_names)
+    n = int(feats.inputs["input_mask"][0].sum())
+    assert f"({words[0].path}:{words[0].line})" in lines[0]
+    per_position = [line for line in lines[5:] if len(line.split()) == n + 1]
+    assert per_position, lines
+
+
 def test_tsv_regression_targets_are_floats(regression_tsv_dir, tiny_vocab):
     from electra_tf.text.tokenizer import Tokenizer
 
@@ -484,13 +518,20 @@ def _run(pretrained_dir, data, out, *flags, task="classification"):
 
 
 def test_pair_run_writes_results_predictions_and_a_record_the_export_serves(
-        pretrained_dir, pair_jsonl_dir, tmp_path):
+        pretrained_dir, pair_jsonl_dir, tmp_path, capsys):
     from electra_tf import folders
     from electra_tf.serving.export import load_spec
 
     out = tmp_path / "out"
     trainer, results = _run(pretrained_dir, pair_jsonl_dir, out, "--text_column=premise",
-                            "--text_pair_column=hypothesis", "--label_column=gold")
+                            "--text_pair_column=hypothesis", "--label_column=gold",
+                            "--log_examples")
+    # --log_examples: the first window of each split read, as the model gets it
+    logged = capsys.readouterr().err
+    for split in ("train", "dev", "test"):
+        assert f"[finetune] {split} example 1 of " in logged, logged
+    assert logged.count("[finetune]   tokens: [CLS] ") == 3
+    assert "[finetune]   label: " in logged  # train and dev; the test split has none
     assert list(results["epoch_1"]["dev"]) == ["accuracy", "macro_f1", "mcc"]
     assert json.load(open(out / "results.json"))["epoch_1"] == results["epoch_1"]
     dev = (out / "classification_dev_predictions.tsv").read_text().splitlines()
