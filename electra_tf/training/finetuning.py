@@ -1194,6 +1194,13 @@ class Finetuning:
             if steps > MAX_STEPS:  # an endless run, its learning rate ~0 in the warm-up
                 raise ConfigError(f"--num_train_epochs={self.epochs:g}: {steps_per_epoch} "
                                   f"steps/epoch x {self.epochs:g} epochs is past 2**62 steps")
+            if steps == 0:  # it had trained nothing, evaluated nothing, and said `done: {}`
+                raise ConfigError(
+                    f"--num_train_epochs={self.epochs:g} of {steps_per_epoch} steps/epoch "
+                    f"({len(train_feats)} train windows, batches of {cfg.train_batch_size}) "
+                    f"rounds down to 0 steps, as the original rounds it: give at least "
+                    f"{1 / steps_per_epoch:.3g} epoch{'' if steps_per_epoch == 1 else 's'} "
+                    "(or --do_train=false to evaluate)")
         # A run refused before it wrote anything (the workers' comparison) leaves no
         # empty --model_dir behind.
         with no_empty_folder_left(run.model_dir):

@@ -12,6 +12,7 @@ import csv
 import json
 import os
 import random
+import re
 
 import numpy as np
 import pytest
@@ -504,6 +505,23 @@ def test_a_bad_file_stops_the_run_before_anything_is_written(pretrained_dir, tmp
     with pytest.raises(TaskDataError, match=f"^{data / 'train.jsonl'}:2: no column 'label'"):
         finetune("--task_name=classification", f"--init_checkpoint={pretrained_dir}",
                  f"--data_dir={data}", f"--model_dir={tmp_path}/out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_epochs_that_round_down_to_no_step_are_refused_before_anything_is_written(
+        pretrained_dir, tmp_path):
+    # 4 train records in one batch of 32: 1 step an epoch, and 0.5 epochs is 0 steps,
+    # which had trained nothing, evaluated nothing and ended `done: {}`
+    data = tmp_path / "data"
+    _write(data, "train.jsonl", "".join(f'{{"text": "the model {i}", "label": "{i % 2}"}}\n'
+                                        for i in range(4)))
+    with pytest.raises(ConfigError, match=re.escape(
+            "--num_train_epochs=0.5 of 1 steps/epoch (4 train windows, batches of 32) "
+            "rounds down to 0 steps, as the original rounds it: give at least 1 epoch (or "
+            "--do_train=false to evaluate)")):
+        finetune("--task_name=classification", f"--init_checkpoint={pretrained_dir}",
+                 f"--data_dir={data}", f"--model_dir={tmp_path}/out", "--num_train_epochs=0.5",
+                 "--train_batch_size=32", "--do_eval=false")
     assert not (tmp_path / "out").exists()
 
 
