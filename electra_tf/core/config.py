@@ -865,6 +865,9 @@ class PretrainingRun(RuntimeOptions):
         "", "phase 2's TFRecord globs (records of phase2_max_seq_length); with phase2_steps")
     phase2_gradient_accumulation_steps: int = _field(
         0, "phase 2's micro-batches per optimizer step; 0: gradient_accumulation_steps")
+    log_examples: bool = _field(
+        False, "print the first eval sequence at each evaluation: the tokens masked, the "
+        "generator's samples and the discriminator's p(replaced) (needs --eval_data)")
 
     @property
     def resolved_phase2_gradient_accumulation_steps(self) -> int:

@@ -34,6 +34,7 @@ import sys
 import time
 
 import keras
+import numpy as np
 
 from electra_tf.core import framework_messages
 from electra_tf.core.config import PretrainingConfig, PretrainingRun, check_run
@@ -244,8 +245,6 @@ class Pretraining:
         rate of replaced tokens) is otherwise first reduced by moving every
         weight towards a constant output. A resumed run's checkpoint replaces them.
         """
-        import numpy as np
-
         from electra_tf.data.tfrecord_reader import LOCAL_FILES, tensorflow_files
         from electra_tf.data.unigram import (
             log_unigram_prior,
@@ -417,6 +416,8 @@ class Pretraining:
             stop_point()  # a second Ctrl-C or SIGTERM stops here (loop.InterruptGate)
             if n >= limit:
                 break
+            if n == 0 and self.run.log_examples and self.chief:
+                self._log_example(batch)
             self._eval_batch(batch, n)
             n += 1
         if hasattr(batches, "close"):  # a reader thread ahead (data/prefetch.py)
@@ -433,6 +434,36 @@ class Pretraining:
         return self._eval_results(n)
 
     _said_eval_is_short = False
+
+    def _log_example(self, batch) -> None:
+        """--log_examples: the batch's first sequence through the generator and the
+        discriminator (`training.examples`), with the evaluation's seed."""
+        from electra_tf.text.vocab import load_vocab
+        from electra_tf.training.examples import example_lines
+
+        first = {k: v[:1] for k, v in self._first_replica(batch).items()}
+        objective = self.model.objective
+        seed = keras.ops.convert_to_tensor(np.asarray([self.config.seed + 1, 0], np.int32))
+        outputs = self.model(first, training=False, seed=seed, objective=objective)
+        rtd = None
+        if "fake" in outputs and "rtd_logits" in outputs["disc"]:
+            rtd = keras.ops.convert_to_numpy(objective.rtd_logits(outputs["fake"],
+                                                                  outputs["disc"]))
+        as_numpy = keras.tree.map_structure(keras.ops.convert_to_numpy, outputs)
+        if self._vocab is None:
+            self._vocab = load_vocab(self.run.vocab_file)
+        first = {k: keras.ops.convert_to_numpy(v) for k, v in first.items()}
+        lines = example_lines(first, as_numpy, self._vocab, rtd)
+        self._log(f"at step {self.step}, {lines[0]}")
+        for line in lines[1:]:
+            self._log(line)
+
+    _vocab = None
+
+    def _first_replica(self, batch) -> dict:
+        """The part of a global batch this process's first replica reads (the backend's
+        batches: the TF loop's are distributed values)."""
+        return batch
     train_files: dict = {}  # field -> data_files_record(its pattern), by the chief at the start
 
     # === The host loop ===

@@ -562,6 +562,9 @@ class TensorFlowPretraining(Pretraining):
     def _eval_results(self, num_batches: int) -> dict:
         return self._eval[1].results(num_batches, evaluation=True)
 
+    def _first_replica(self, batch) -> dict:
+        return self.strategy.experimental_local_results(batch)[0]
+
 
 # === Fine-tuning ===
 class TensorFlowFinetuning(Finetuning):
