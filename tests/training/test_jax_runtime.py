@@ -61,7 +61,7 @@ def config_json(tiny_records, model_dir, run_overrides=None, **overrides) -> str
 # Trains runs one after the other in one JAX process (a process start costs seconds):
 # each run is (spec, stops), a fresh trainer per stop, as a restarted process.
 TRAIN = """
-    import json, sys
+    import contextlib, io, json, sys
     from electra_tf.core.config import PretrainingConfig, PretrainingRun
     from electra_tf.training.backends.jax import JaxPretraining
     out = []
@@ -69,11 +69,15 @@ TRAIN = """
         spec = json.loads(spec)
         config = PretrainingConfig(**spec["config"])
         run = PretrainingRun(**spec["run"], jax_input_pipeline=sys.argv[2])
-        for stop in stops:
-            t = JaxPretraining(config, run)
-            final = t.train(stop_at_step=stop)
+        logged = io.StringIO()
+        with contextlib.redirect_stderr(logged):
+            for stop in stops:
+                t = JaxPretraining(config, run)
+                final = t.train(stop_at_step=stop)
+        sys.stderr.write(logged.getvalue())
         weights = [v.numpy().tolist() for v in t.model.trainable_variables]
-        out.append({"final": final, "step": t.step, "weights": weights})
+        out.append({"final": final, "step": t.step, "weights": weights,
+                    "log": logged.getvalue().splitlines()})
     print(json.dumps(out))
 """
 
@@ -89,13 +93,22 @@ def train(spec, stops, devices=1, input_pipeline="tf.data"):
 
 
 def test_jax_run_resumes_exactly_and_its_folder_loads_for_export(tiny_records, tmp_path):
-    straight, resumed = train_runs([(config_json(tiny_records, tmp_path / "a"), [None]),
-                                    (config_json(tiny_records, tmp_path / "b"), [3, None])])
-    # b: stopped at 3, then resumed by a fresh trainer
+    straight, resumed = train_runs([
+        (config_json(tiny_records, tmp_path / "a", {"log_examples": True}), [None]),
+        (config_json(tiny_records, tmp_path / "b"), [3, None])])
+    # b: stopped at 3, then resumed by a fresh trainer; a printed its eval examples
+    # (--log_examples), which change nothing of the run
     assert straight["step"] == resumed["step"] == 6
     assert straight["final"] == resumed["final"]
     for a, b in zip(straight["weights"], resumed["weights"], strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    log = straight["log"]
+    shown = [i for i, line in enumerate(log) if "example (the first eval sequence" in line]
+    assert [log[i].split(",")[0] for i in shown] == ["[pretrain] at step 0",
+                                                     "[pretrain] at step 6"], log
+    assert all(log[i + 1].startswith("[pretrain]   [CLS]") and " p=" in log[i + 1]
+               for i in shown), [log[i + 1] for i in shown]
+    assert not any("example (the first" in line for line in resumed["log"])
     assert np.isfinite(straight["final"]["loss"]) and "disc_auc" in straight["final"]
     assert sorted(os.listdir(tmp_path / "b" / "checkpoints")) == ["jax-ckpt-3.npz",
                                                                  "jax-ckpt-6.npz"]

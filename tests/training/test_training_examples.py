@@ -49,7 +49,7 @@ def test_an_evaluation_prints_the_example_before_its_scores(make_configs, capsys
     assert err[first].startswith("[pretrain] at step 0, example (the first eval sequence, ")
     assert "masked, " in err[first] and "the discriminator flags" in err[first]
     shown = err[first + 1]
-    assert shown.startswith("[pretrain]   [CLS] ") and "->" in shown and " p=" in shown
+    assert shown.startswith("[pretrain]   [CLS]") and "->" in shown and " p=" in shown
     capsys.readouterr()
     trainer.evaluate()  # the same masks and samples at every evaluation
     again = capsys.readouterr().err.splitlines()
