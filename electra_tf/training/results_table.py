@@ -68,6 +68,7 @@ class TaskResult:
     values: tuple[float, ...]  # in the README's scale, one per trial
     dropped: int = 0  # trials whose value is not a finite number, or diverged (left out)
     unfinished: int = 0  # trials the group's --num_trials asked for that have not run
+    trials: tuple[int, ...] = ()  # a group's: the trial each value is of; a run's: ()
 
     @property
     def median(self) -> float:
@@ -120,12 +121,14 @@ def read_folder(folder: str) -> TaskResult | None:
         if not done:  # a group stopped in its first trial: listed below the table
             return TaskResult(folder, task, "", (), unfinished=requested)
         sizes = {t.get("model_size", "") for t in done}
-        values = _finite_values(folder, task, [  # a diverged trial: no value (dropped)
-            None if t.get("diverged") else _value(folder, task, t["results"]) for t in done],
-            diverged=sum(bool(t.get("diverged")) for t in done))
+        each = [None if t.get("diverged") else _value(folder, task, t["results"])
+                for t in done]  # a diverged trial: no value (dropped)
+        values = _finite_values(folder, task, each,
+                                diverged=sum(bool(t.get("diverged")) for t in done))
         return TaskResult(folder, task, sizes.pop() if len(sizes) == 1 else "custom", values,
                           dropped=len(done) - len(values),
-                          unfinished=max(0, requested - len(done)))
+                          unfinished=max(0, requested - len(done)),
+                          trials=tuple(t["trial"] for t, v in zip(done, each) if v is not None))
     if not is_finetuning_folder(folder):
         if not os.path.exists(folder):
             raise InputError(f"{folder} not found")
@@ -184,6 +187,8 @@ def results_table(folders) -> dict:
                          "dropped": cells[c[2]].dropped,
                          "unfinished": cells[c[2]].unfinished,
                          "values": [round(v, 6) for v in cells[c[2]].values],
+                         # a group's: the trial of each value ([] for a single run)
+                         "trials": list(cells[c[2]].trials),
                          "folder": cells[c[2]].folder} for c in COLUMNS]})
         for name, (expected_size, values) in EXPECTED.items():
             if expected_size == size:

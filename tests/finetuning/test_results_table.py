@@ -70,7 +70,8 @@ def test_the_readmes_layout_with_the_released_small_models_beside(folders, tmp_p
     assert f"Not in the table (no column for their task): {tmp_path}/ner" in lines[-1]
     mine = table["rows"][0]["cells"]
     assert mine[0] == {"median": 55.0, "n": 3, "dropped": 0, "unfinished": 0,
-                       "values": [50.0, 60.0, 55.0], "folder": f"{tmp_path}/cola"}
+                       "values": [50.0, 60.0, 55.0], "trials": [1, 2, 3],
+                       "folder": f"{tmp_path}/cola"}
     assert json.loads(json.dumps(table)) == table
 
 
@@ -236,6 +237,7 @@ def test_non_finite_trials_are_left_out_of_the_median_and_a_folder_without_resul
     table = results_table([group])
     cell = table["rows"][0]["cells"][0]
     assert (cell["median"], cell["n"], cell["values"]) == (60.0, 2, [50.0, 70.0])
+    assert cell["trials"] == [1, 3]  # which trial each value is of (the others left out)
     assert cell["dropped"] == 3  # NaN, null (as a non-number is written now), diverged
     assert "| 60.0 (n=2; 3 left out) |" in markdown(table)
     summary = trials.summarize([{"dev": {"mcc": v}} for v in (0.5, 10 ** 400, True, 0.7)])
