@@ -64,6 +64,29 @@ def _check_finite(config, names: tuple[str, ...], bound: str = "") -> None:
                               f"got {value!r}")
 
 
+_TYPES = {"bool": ((bool,), "true or false"), "int": ((numbers.Integral,), "an integer"),
+          "float": ((numbers.Real,), "a number"), "str": ((str,), "a string")}
+
+
+def _check_types(config) -> None:
+    """Refuses a field whose value is not of its annotated type (bool, int, float, str;
+    `X | None` also None; a dict field has its own check): a "false" string had been a true do_lower_case, a
+    "64" a TypeError deep in a check, and a Python caller's value reached the record
+    it then could not read back. A float field takes an integer; a bool is no number."""
+    for field in dataclasses.fields(config):
+        kind, _, none = field.type.partition(" | ")
+        if kind not in _TYPES:
+            continue
+        value = getattr(config, field.name)
+        types, what = _TYPES[kind]
+        if value is None and none == "None":
+            continue
+        if not isinstance(value, types) or (kind in ("int", "float")
+                                            and isinstance(value, bool)):
+            raise ConfigError(f"{field.name} must be {what}"
+                              f"{' or None' if none == 'None' else ''}, got {value!r}")
+
+
 def _check_seed(seed) -> None:
     """Refuses a seed Keras cannot take (keras.utils.set_random_seed: [0, 2**32 - 1])."""
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
@@ -444,6 +467,7 @@ class PretrainingConfig:
         Raises:
           ConfigError: one line naming the hyperparameter.
         """
+        _check_types(self)
         disc = gen = None
         # NaN and inf had trained on, or died as "lower --learning_rate" at step 1.
         _check_finite(self, ("gen_weight", "disc_weight", "weight_decay_rate",
@@ -797,6 +821,7 @@ class RuntimeOptions:
           ConfigError: an unknown choice, a value out of range, or multi-host
             options that do not go together.
         """
+        _check_types(self)
         if self.strategy not in STRATEGIES:
             raise ConfigError(f"unknown strategy {self.strategy!r}; "
                               f"known are: {', '.join(STRATEGIES)}")
@@ -1007,6 +1032,7 @@ class FinetuningConfig:
     def __post_init__(self) -> None:
         """Checks the values, at construction (and at every dataclasses.replace). An empty
         task_name is allowed (the defaults; a run's command requires one)."""
+        _check_types(self)
         if self.model_size and self.model_size not in MODEL_SIZES:
             raise ConfigError(f"model_size {self.model_size!r} is not one of {sorted(MODEL_SIZES)}")
         if not 0.0 <= self.warmup_proportion < 1.0:

@@ -40,7 +40,7 @@ FOLDER_FILES = (PRETRAINING_CONFIG, DISCRIMINATOR_WEIGHTS, DISCRIMINATOR_CONFIG,
                 GENERATOR_WEIGHTS, GENERATOR_CONFIG, FINAL_EVAL, FINETUNING_CONFIG,
                 FINETUNED_WEIGHTS, RESULTS, CONVERSION_REPORT, VOCAB, CHECKPOINTS)
 
-def checked_path(value, what: str) -> str:
+def checked_path(value, what: str, kind: str = "a folder's path") -> str:
     """`value` as a str path (a str or an os.PathLike of one).
 
     Raises:
@@ -49,8 +49,34 @@ def checked_path(value, what: str) -> str:
     """
     path = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
     if not isinstance(path, str):
-        raise TypeError(f"{what} must be a folder's path (a str or os.PathLike), got "
+        raise TypeError(f"{what} must be {kind} (a str or os.PathLike), got "
                         f"{type(value).__name__}")
+    return path
+
+
+def check_save_target(path, what: str, writes: tuple[str, ...]) -> str:
+    """The folder a Python save writes (`path` as a str), checked before anything is
+    written: a folder that can be made and written, new, empty, or holding only what
+    this save writes (`writes`: a save run again). A folder holding anything else
+    (a run's checkpoints, results, predictions, another kind's model) is refused: the
+    save had replaced some of its files and left the others, which then described
+    another model (a fine-tuned folder's results, or its weights served in place of
+    the discriminator saved).
+
+    Raises:
+      TypeError: not a path; InputError: a path where no folder can be written, or a
+        folder holding other files.
+    """
+    from electra_tf.core.fileio import check_output_folder
+
+    path = checked_path(path, what)
+    check_output_folder(path, what)  # a file there, or a folder no file can be made in
+    if os.path.isdir(path):
+        others = sorted(set(os.listdir(path)) - set(writes))
+        if others:
+            shown = ", ".join(others[:4]) + (", ..." if len(others) > 4 else "")
+            raise InputError(f"{what} {path} already holds other files ({shown}): save into "
+                             "a new or empty folder")
     return path
 
 

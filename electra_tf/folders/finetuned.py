@@ -28,7 +28,9 @@ from electra_tf.folders.files import (
     FINETUNED_WEIGHTS,
     FINETUNING_CONFIG,
     RESULTS,
+    VOCAB,
     check_no_unfinished_conversion,
+    check_save_target,
     checked_path,
     has_checkpoints,
     json_numbers,
@@ -160,6 +162,11 @@ class FinetunedFolder:
         if not isinstance(model, FinetuningModel):
             raise ConfigError(f"FinetunedFolder.save takes a FinetuningModel, got "
                               f"{type(model).__name__}")
+        # every check before anything is written (a refused option had left a trained
+        # folder's weights replaced and its record unreadable)
+        path = check_save_target(path, "FinetunedFolder.save: path",
+                                 (FINETUNED_WEIGHTS, FINETUNING_CONFIG, VOCAB))
+        vocab_file = checked_path(vocab_file, "vocab_file", "a vocabulary file's path")
         names = options.get("label_names")
         if isinstance(names, (list, tuple)):  # the flag's form: a JSON list keeps commas
             import json
@@ -188,7 +195,9 @@ class FinetunedFolder:
         check_vocab_fits(vocab_file, encoder.vocab_size)
         max_seq_length = config.max_seq_length or task.default_max_seq_length
         if max_seq_length > encoder.max_position_embeddings:
-            raise ConfigError(f"max_seq_length={max_seq_length} exceeds the model's "
+            given = "" if config.max_seq_length else (
+                f" ({task.name}'s default: pass max_seq_length=)")
+            raise ConfigError(f"max_seq_length={max_seq_length}{given} exceeds the model's "
                               f"{encoder.max_position_embeddings} positions")
         lowest = type(head).min_seq_length(task.text_b is not None)
         if max_seq_length < lowest:  # the export and Predictor.open would refuse the folder

@@ -28,7 +28,6 @@ from typing import Any
 
 from electra_tf.core.config import EncoderConfig, PretrainingConfig, model_size_of
 from electra_tf.core.errors import ConfigError, InputError
-from electra_tf.core.fileio import check_output_folder
 from electra_tf.folders.files import (
     CHECKPOINTS,
     DISCRIMINATOR_CONFIG,
@@ -37,8 +36,10 @@ from electra_tf.folders.files import (
     GENERATOR_CONFIG,
     GENERATOR_WEIGHTS,
     PRETRAINING_CONFIG,
+    VOCAB,
     _folder_of,
     check_no_unfinished_conversion,
+    check_save_target,
     checked_path,
     has_checkpoints,
     load_weights,
@@ -138,9 +139,17 @@ class PretrainingFolder:
         if config is not None and not isinstance(config, PretrainingConfig):
             raise ConfigError(f"config must be a PretrainingConfig or None, got "
                               f"{type(config).__name__}")
+        if config is not None:  # it describes the model (a config of another had been
+            # recorded, and the folder then refused by what reads it)
+            differ = _differences(config.discriminator_config(), discriminator.config)
+            if differ:
+                raise ConfigError(f"config does not describe this discriminator: {differ}; "
+                                  "pass the PretrainingConfig it was built from, or none")
+        vocab_file = checked_path(vocab_file, "vocab_file", "a vocabulary file's path")
         check_vocab_fits(vocab_file, discriminator.config.vocab_size)
-        path = checked_path(path, "path")
-        check_output_folder(path, "PretrainingFolder.save: path")  # a file there: one line
+        path = check_save_target(path, "PretrainingFolder.save: path",
+                                 (DISCRIMINATOR_WEIGHTS, DISCRIMINATOR_CONFIG,
+                                  PRETRAINING_CONFIG, VOCAB))
         os.makedirs(path, exist_ok=True)
         save_discriminator(path, discriminator)
         write_pretraining_config(path, config, {"vocab_file": vocab_file})
@@ -375,6 +384,13 @@ def record_vocab(folder: str, vocab: str, do_lower_case: bool | None = None) -> 
     extra = {} if do_lower_case is None else {"do_lower_case": bool(do_lower_case)}
     if vocab or extra:
         write_pretraining_config(folder, None, {"vocab_file": vocab}, **extra)
+
+
+def _differences(want: EncoderConfig, got: EncoderConfig) -> str:
+    """The EncoderConfig fields in which `want` (a config's) and `got` (a model's)
+    differ, as "name X (the model: Y)", or ""."""
+    a, b = want.to_dict(), got.to_dict()
+    return ", ".join(f"{k} {a[k]!r} (the model: {b[k]!r})" for k in sorted(a) if a[k] != b.get(k))
 
 
 def save_discriminator(folder: str, discriminator) -> None:

@@ -301,3 +301,73 @@ def test_ids_go_to_the_signature_that_takes_them(exports, echo_rest, tmp_path):
                       f"--export_dir={text}", "--text=hi", "--signature_name=serving_default")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout) == {"outputs": {"signature": ["serving_ids"]}}
+
+
+def test_saves_refuse_before_writing_and_never_mix_into_another_folder(encoder_config,
+                                                                      tiny_vocab, tmp_path):
+    """FinetunedFolder.save had replaced a trained folder's weights, then refused an
+    option (do_lower_case="false") and left its record unreadable; saving over a run's
+    folder had kept its results, predictions and checkpoints (or, a discriminator saved
+    over a fine-tuned folder, served the old model); PretrainingFolder.save recorded a
+    config of another model. Each is refused, nothing written."""
+    import os
+
+    from electra_tf import FinetunedFolder, PretrainingFolder
+    from electra_tf.core.config import PretrainingConfig
+    from electra_tf.core.errors import ConfigError, InputError
+    from electra_tf.modeling import build_discriminator
+    from electra_tf.tasks.model import FinetuningModel
+
+    disc = build_discriminator(encoder_config)
+    model = FinetuningModel(disc.encoder, "sequence_classification", num_labels=3)
+    model.build()
+    labels = dict(label_names="neg,neutral,pos", max_seq_length=16)
+    trained = tmp_path / "trained"
+    FinetunedFolder.save(str(trained), model, tiny_vocab, "classification", **labels)
+    (trained / "results.json").write_text('{"format_version": 1}')
+    (trained / "checkpoints").mkdir()
+    before = {p: p.read_bytes() for p in trained.iterdir() if p.is_file()}
+
+    def unchanged():
+        assert {p: p.read_bytes() for p in trained.iterdir() if p.is_file()} == before
+
+    bad = [({"do_lower_case": "false"}, "do_lower_case must be true or false, got 'false'"),
+           ({"max_seq_length": 64.0}, "max_seq_length must be an integer, got 64.0"),
+           ({"max_seq_length": "64"}, "max_seq_length must be an integer, got '64'"),
+           ({"label_names": None}, "label_names must be a string, got None")]
+    for options, message in bad:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            FinetunedFolder.save(str(tmp_path / "new"), model, tiny_vocab, "classification",
+                                 **{**labels, **options})
+        assert not (tmp_path / "new").exists()
+    with pytest.raises(InputError, match=re.escape(
+            f"FinetunedFolder.save: path {trained} already holds other files (checkpoints, "
+            "results.json): save into a new or empty folder")):
+        FinetunedFolder.save(str(trained), model, tiny_vocab, "classification", **labels)
+    unchanged()
+    with pytest.raises(InputError, match="already holds other files"):  # a fine-tuned one
+        PretrainingFolder.save(str(trained), disc, tiny_vocab)
+    unchanged()
+    with pytest.raises(InputError, match=f"path {re.escape(tiny_vocab)}: .* is a file"):
+        FinetunedFolder.save(tiny_vocab, model, tiny_vocab, "classification", **labels)
+    for args in ((None, model, tiny_vocab), (str(tmp_path / "new"), model, None)):
+        with pytest.raises(TypeError, match="(path|vocab_file) must be a"):
+            FinetunedFolder.save(*args, "classification", **labels)
+    with pytest.raises(ConfigError, match=re.escape(
+            "max_seq_length=256 (tagging's default: pass max_seq_length=) exceeds")):
+        short = build_discriminator(tiny_encoder_config(encoder_config.vocab_size,
+                                                        max_position_embeddings=128))
+        FinetunedFolder.save(str(tmp_path / "new"),
+                             FinetuningModel(short.encoder, "token_classification", num_labels=3),
+                             tiny_vocab, "tagging", label_names="O,B-X,I-X")
+    assert not (tmp_path / "new").exists()
+    # a save run again over what it wrote is no refusal (a notebook's cell run twice)
+    again = FinetunedFolder.save(str(tmp_path / "twice"), model, tiny_vocab, "classification",
+                                 **labels)
+    FinetunedFolder.save(again.path, model, again.vocab(), "classification", **labels)
+    # PretrainingFolder.save: a config must be the model's
+    other = PretrainingConfig(model_size="tiny", vocab_size=encoder_config.vocab_size + 1)
+    with pytest.raises(ConfigError, match=re.escape(
+            "config does not describe this discriminator: ") + ".*vocab_size"):
+        PretrainingFolder.save(str(tmp_path / "p"), disc, tiny_vocab, config=other)
+    assert not os.path.exists(tmp_path / "p")
