@@ -264,3 +264,17 @@ def test_decode_helper_of_the_tests_joins_pieces(tiny_vocab):
     tok = Tokenizer(tiny_vocab)
     ids = [tok.cls_id] + tok.encode(["hello"])[0] + [tok.token_to_id["##s"], tok.sep_id]
     assert decode(tok, ids) == "hellos"
+
+
+def test_encode_takes_a_list_and_says_so_for_a_single_text(tiny_vocab):
+    # encode("John") had returned one row per character, and encode(b"John") a
+    # TensorFlow TypeError
+    tok = Tokenizer(tiny_vocab)
+    for single in ("the model", b"the model", None):
+        with pytest.raises(TypeError, match=r"encode takes a list of texts, got a single "
+                                            r"\w+: encode\(\[text\]\)\[0\] for one"):
+            tok.encode(single)
+    with pytest.raises(TypeError, match=r"texts\[1\] must be a str or UTF-8 bytes, got int"):
+        tok.encode(["the", 3])
+    assert tok.encode(("the model", b"the model")) == [tok.encode(["the model"])[0]] * 2
+    assert tok.encode([]) == []

@@ -245,7 +245,20 @@ class Tokenizer(tf.Module):
 
     def encode(self, texts: Sequence[str | bytes]) -> list[list[int]]:
         """Python convenience: a list of strings -> a list of id lists (a lone surrogate,
-        which has no UTF-8 form, is deleted as the original deletes it)."""
+        which has no UTF-8 form, is deleted as the original deletes it).
+
+        Raises:
+          TypeError: a single str or bytes (a list of them is what it takes: a str had
+            been read as a list of one-character texts), or a row that is neither.
+        """
+        if isinstance(texts, (str, bytes, bytearray)) or texts is None:
+            raise TypeError(f"encode takes a list of texts, got a single "
+                            f"{type(texts).__name__}: encode([text])[0] for one")
+        texts = list(texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, (str, bytes)):
+                raise TypeError(f"texts[{i}] must be a str or UTF-8 bytes, got "
+                                f"{type(t).__name__}")
         if not texts:
             return []
         from electra_tf.text.cleaning import without_lone_surrogates
