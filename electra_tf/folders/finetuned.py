@@ -110,13 +110,18 @@ class FinetunedFolder:
 
     @classmethod
     def open(cls, model_dir: str) -> FinetunedFolder:
-        """Opens a fine-tuning model_dir.
+        """Opens a fine-tuning model_dir (or its finetuned.weights.h5).
 
         Raises:
           InputError: no finetuning_config.json or finetuned.weights.h5, or a
             record without a field it must have (one line naming the file).
         """
         model_dir = checked_path(model_dir, "model_dir")
+        if os.path.isfile(model_dir):  # (Predictor.open takes its weights file: as it does)
+            if os.path.basename(model_dir) != FINETUNED_WEIGHTS:
+                raise InputError(f"{model_dir} is a file, not a fine-tuning model_dir (or "
+                                 f"its {FINETUNED_WEIGHTS})")
+            model_dir = os.path.dirname(os.path.abspath(model_dir))
         check_no_unfinished_conversion(model_dir, "the fine-tuning folder")
         record, value = _read_record(model_dir)
         weights = os.path.join(model_dir, FINETUNED_WEIGHTS)

@@ -207,8 +207,12 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
         or max_answer_length below 1 (an export of either answers no request).
     """
     from electra_tf.folders import FinetunedFolder, PretrainingFolder
-    from electra_tf.folders.files import FINETUNED_WEIGHTS, check_no_unfinished_conversion
-    from electra_tf.folders.finetuned import has_finetuning_config
+    from electra_tf.folders.files import (
+        FINETUNED_WEIGHTS,
+        _folder_of,
+        check_no_unfinished_conversion,
+    )
+    from electra_tf.folders.finetuned import has_finetuning_config, is_finetuning_folder
 
     for name, value in (("max_query_length", max_query_length),
                         ("max_answer_length", max_answer_length)):
@@ -233,6 +237,12 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
     elif task not in TASKS:
         raise InputError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
     if task in heads.PRETRAINED_HEADS:  # a pre-training folder's discriminator
+        if folder is None and is_finetuning_folder(_folder_of(checkpoint)):
+            flag = "--task" if what.startswith("--") else "task"
+            head = FinetunedFolder.open(checkpoint).record.head
+            raise InputError(f"{what} {checkpoint} is a fine-tuned {head} model, which "
+                             f"{flag}={task} cannot serve ({task} serves a pre-training "
+                             f"folder's discriminator; give {flag}={head})")
         folder = folder or PretrainingFolder.open(checkpoint, what=what)
         discriminator = folder.load_discriminator()
         folder.vocab()  # its own vocabulary holds the recorded tokens, even beside --vocab_file

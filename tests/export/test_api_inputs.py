@@ -143,6 +143,28 @@ def test_a_finetuned_folder_without_its_weights_names_them(finetuned_dirs, tmp_p
     assert "discriminator" not in str(e.value)
 
 
+def test_a_finetuned_folder_asked_for_a_pretrained_head_or_opened_by_file_is_named(
+        finetuned_dirs):
+    """task="rtd" on a fine-tuned folder had said only "discriminator.weights.h5 not
+    found"; FinetunedFolder.open of its weights file (which Predictor.open takes) had
+    looked for FILE/finetuning_config.json."""
+    from electra_tf import FinetunedFolder, Predictor
+    from electra_tf.core.errors import InputError
+
+    ner = finetuned_dirs["ner"]
+    for task in ("rtd", "score"):
+        with pytest.raises(InputError, match=re.escape(
+                f"is a fine-tuned token_classification model, which task={task} cannot "
+                f"serve ({task} serves a pre-training folder's discriminator; give "
+                "task=token_classification)")):
+            Predictor.open(ner, task=task)
+    weights = os.path.join(ner, "finetuned.weights.h5")
+    assert FinetunedFolder.open(weights).path == os.path.abspath(ner)
+    with pytest.raises(InputError, match=re.escape(
+            "vocab.txt is a file, not a fine-tuning model_dir (or its finetuned.weights.h5)")):
+        FinetunedFolder.open(os.path.join(ner, "vocab.txt"))
+
+
 def test_an_electric_folder_serves_its_scores(electric_dir, export_pretrained_dir):
     """An Electric pre-training folder had served rtd by default, sigmoid of its
     energies read as replaced-token probabilities; now it serves score, and rtd is
