@@ -400,6 +400,18 @@ class _LeanFrameworkFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
+def tensorflow_backend(tag: str, why: str) -> None:
+    """Makes Keras run on TensorFlow in a command that builds TensorFlow graphs (an
+    export, the scorer's tf.function), whatever KERAS_BACKEND or keras.json says: under
+    jax they had failed in a traceback (`Cannot convert a symbolic tf.Tensor`). Says so
+    on stderr, `[tag] ... set aside: why`. Nothing where Keras is imported already."""
+    backend = _keras_backend()
+    if backend != "tensorflow" and "keras" not in sys.modules:
+        os.environ["KERAS_BACKEND"] = "tensorflow"
+        print(f"[{tag}] Keras' {backend} backend (KERAS_BACKEND or keras.json) set aside: "
+              f"{why}", file=sys.stderr)
+
+
 def _keras_backend() -> str:
     """The backend Keras will take, by its own rule, without importing it: KERAS_BACKEND,
     else the "backend" of keras.json in KERAS_HOME (default ~/.keras; Keras falls back to

@@ -29,6 +29,7 @@ from electra_tf.serving.export import (
     load_spec,
     parse_length_buckets,
 )
+from electra_tf.tasks import heads
 
 FLAGS = flags.FLAGS
 
@@ -95,6 +96,13 @@ def main(argv):
     spec = load_spec(FLAGS.task, FLAGS.checkpoint, FLAGS.vocab_file, FLAGS.max_seq_length,
                      FLAGS.max_query_length, FLAGS.max_answer_length)
     spec = dataclasses.replace(spec, length_buckets=buckets, precision=FLAGS.precision)
+    if FLAGS.task in heads.PRETRAINED_HEADS and FLAGS.max_seq_length:  # rtd, score
+        from electra_tf.folders import PretrainingFolder
+
+        warning = PretrainingFolder.open(FLAGS.checkpoint, what="--checkpoint") \
+            .untrained_positions_warning(spec.max_seq_length, "--max_seq_length")
+        if warning:
+            print(f"[export] {warning}", file=sys.stderr)
     for note in ignored_flags(FLAGS.task, [n for n in ("max_query_length", "max_answer_length")
                                            if FLAGS[n].present], buckets, spec.max_seq_length):
         print(f"[export] note: {note}", file=sys.stderr)
@@ -113,11 +121,7 @@ def run():
     """The command line (`electra-export`). A SavedModel is TensorFlow's: the command
     runs Keras on TensorFlow whatever KERAS_BACKEND says (a JAX run's folder exports
     alike; under jax the signatures' tracing had failed with a traceback)."""
-    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
-    if backend != "tensorflow" and "keras" not in sys.modules:
-        os.environ["KERAS_BACKEND"] = "tensorflow"
-        print(f"[export] KERAS_BACKEND={backend} set aside: an export is built with Keras on "
-              "TensorFlow", file=sys.stderr)
+    cli.tensorflow_backend("export", "an export is built with Keras on TensorFlow")
     define_flags()
     cli.run_command(main, __name__)
 

@@ -115,6 +115,20 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
+def _check_not_the_models(output: str, model_dir: str, vocab_file: str) -> None:
+    """Refuses an --output that is a file of the model scored (its weights, config or
+    vocabulary: replaced by the scores, the model had been lost with exit status 0) or
+    the --vocab_file. A new file in the model's folder may be written."""
+    folder = model_dir if os.path.isdir(model_dir) else os.path.dirname(
+        os.path.abspath(model_dir))
+    target = os.path.realpath(output)
+    if os.path.isfile(target) and os.path.dirname(target) == os.path.realpath(folder):
+        raise InputError(f"--output {output} is a file of the model --model_dir names "
+                         f"({os.path.basename(target)}); write the scores elsewhere")
+    if vocab_file and _same_file(vocab_file, output):
+        raise InputError(f"--output {output} is the --vocab_file; write the scores elsewhere")
+
+
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -128,6 +142,7 @@ def main(argv):
         if FLAGS.input != "-" and _same_file(FLAGS.input, FLAGS.output):
             raise InputError(f"--output {FLAGS.output} is the --input file it would replace; "
                              "write the scores elsewhere")
+        _check_not_the_models(FLAGS.output, FLAGS.model_dir, FLAGS.vocab_file)
     from electra_tf.folders import PretrainingFolder
     from electra_tf.serving.scoring import (  # TensorFlow: after the checks
         check_electric_folder,
@@ -144,7 +159,12 @@ def main(argv):
     elif os.path.isdir(FLAGS.input):
         raise InputError(f"--input {FLAGS.input}: Is a directory")
     # the model's objective before the input is read (a million lines took a minute first)
-    check_electric_folder(PretrainingFolder.open(FLAGS.model_dir, what="--model_dir"))
+    folder = PretrainingFolder.open(FLAGS.model_dir, what="--model_dir")
+    check_electric_folder(folder)
+    warning = FLAGS.max_seq_length and folder.untrained_positions_warning(
+        FLAGS.max_seq_length, "--max_seq_length")
+    if warning:
+        print(f"[score] {warning}", file=sys.stderr)
     # a file is checked whole first (a bad line refused before any score is written) and
     # counted for the progress lines; stdin and pipes are scored as they come
     total = count_lines(FLAGS.input) if regular else None
@@ -176,7 +196,8 @@ def main(argv):
         for piece in pieces():
             cli.write_stdout(piece)
     t2 = time.monotonic()
-    print(f"[score] {counts['texts']} texts in {t2 - t1:.2f}s (model loaded in "
+    texts = f"{counts['texts']} text{'' if counts['texts'] == 1 else 's'}"
+    print(f"[score] {texts} in {t2 - t1:.2f}s (model loaded in "
           f"{t1 - t0:.1f}s)" + (f"; {counts['truncated']} truncated to "
                                 f"{scorer.max_seq_length - 2} word pieces"
                                 if counts["truncated"] else ""),
@@ -184,7 +205,9 @@ def main(argv):
 
 
 def run():
-    """The command line (`electra-score`)."""
+    """The command line (`electra-score`). Scores run on Keras' TensorFlow backend
+    whatever KERAS_BACKEND says (a JAX run's folder scores alike)."""
+    cli.tensorflow_backend("score", "scores are computed with Keras on TensorFlow")
     define_flags()
     cli.run_command(main, __name__)
 

@@ -1,11 +1,12 @@
 """What run_pretraining and run_finetuning show a user before any training: --help,
 flagfiles, start-up noise. Fresh processes, as a user runs them."""
 
+import os
 import re
 import sys
 
 import pytest
-from helpers import run_module
+from helpers import REPO, run_module
 
 from electra_tf.core.config import PRETRAINING_ONLY_OPTIONS
 
@@ -301,3 +302,27 @@ def test_finetuning_without_tensorflow_is_one_line(missing, monkeypatch):
     with pytest.raises(ConfigError, match=r"^run_finetuning needs (TensorFlow|tensorflow-text), "
                        r"which is not installed here: on either Keras backend"):
         require_tensorflow()
+
+
+@pytest.mark.parametrize("how", ["env", "keras.json"])
+def test_the_tensorflow_commands_set_a_jax_backend_aside(how, tmp_path):
+    # score under KERAS_BACKEND=jax (or keras.json's jax) had ended in a traceback
+    # ("Cannot convert a symbolic tf.Tensor"); the export had set aside the variable only
+    import json
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    env["KERAS_HOME"] = str(tmp_path)
+    if how == "env":
+        env["KERAS_BACKEND"] = "jax"
+    else:
+        (tmp_path / "keras.json").write_text(json.dumps({"backend": "jax"}))
+    proc = subprocess.run(
+        [sys.executable, "-c", "import os; from electra_tf import cli; "
+         "cli.tensorflow_backend('score', 'scores are computed with Keras on TensorFlow'); "
+         "import keras; print(os.environ['KERAS_BACKEND'], keras.backend.backend())"],
+        env=env, capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["tensorflow", "tensorflow"]
+    assert "[score] Keras' jax backend (KERAS_BACKEND or keras.json) set aside: scores are " \
+           "computed with Keras on TensorFlow" in proc.stderr

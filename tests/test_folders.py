@@ -602,6 +602,33 @@ def test_written_files_follow_the_umask_not_the_temporary_file(tmp_path, umask, 
         assert os.stat(tmp_path / name).st_mode & 0o777 == mode, name
 
 
+def test_a_replaced_file_keeps_its_mode_and_a_failed_output_leaves_no_folders(tmp_path,
+                                                                              umask):
+    """A user's 0600 --output came back 0644 (the atomic write's new file took the
+    umask); a --output of a/b/out.txt refused midway had left a/ and a/b/ behind."""
+    from electra_tf.core.fileio import write_output_text
+
+    umask(0o022)
+    private = tmp_path / "private.txt"
+    private.write_text("old\n")
+    os.chmod(private, 0o600)
+    write_output_text(str(private), "new\n")
+    assert private.read_text() == "new\n" and os.stat(private).st_mode & 0o777 == 0o600
+
+    def failing():
+        yield "one\n"
+        raise ValueError("line 2 is bad")
+
+    with pytest.raises(ValueError):
+        write_output_text(str(tmp_path / "a" / "b" / "out.txt"), failing())
+    assert not (tmp_path / "a").exists()
+    (tmp_path / "kept").mkdir()  # a folder that was there stays, as its files do
+    with pytest.raises(ValueError):
+        write_output_text(str(tmp_path / "kept" / "new" / "out.txt"), failing())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "private.txt"]
+    assert list((tmp_path / "kept").iterdir()) == []
+
+
 def test_a_converted_folder_records_its_casing_where_known(tmp_path, tiny_vocab):
     """A discriminator without a PretrainingConfig (a converted one) records the casing
     its conversion knew; a folder that records none reads as uncased, and says so."""

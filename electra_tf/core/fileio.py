@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -231,7 +232,10 @@ def atomic_write(path: str, write: Callable[[str], None], suffix: str = "") -> N
     try:
         write(tmp)
         sync_file(tmp)  # (while mkstemp's 0600 lets it be opened, whatever the umask)
-        honour_umask(tmp)
+        if os.path.isfile(path):  # the file it replaces keeps its mode (a 0600 had become
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))  # 0644)
+        else:
+            honour_umask(tmp)
         os.replace(tmp, path)
         sync_folder(folder)
     except BaseException as e:
@@ -584,7 +588,29 @@ def write_output_text(path: str, text: str | Iterable[str]) -> None:
                 e.filename = path
             raise
         return
-    atomic_write_text(os.path.realpath(path), text)
+    target = os.path.realpath(path)
+    with _made_folders_removed_on_failure(os.path.dirname(target)):
+        atomic_write_text(target, text)
+
+
+@contextlib.contextmanager
+def _made_folders_removed_on_failure(folder: str):
+    """Removes, where the block fails (bad input met midway, a Ctrl-C), the folders
+    above `folder` that did not exist before it and are empty: a refused --output of
+    a/b/out.txt had left a/b behind."""
+    missing, probe = [], os.path.abspath(folder)
+    while not os.path.exists(probe):
+        missing.append(probe)  # deepest first
+        probe = os.path.dirname(probe)
+    try:
+        yield
+    except BaseException:
+        for made in missing:
+            try:
+                os.rmdir(made)
+            except OSError:  # not empty, or not made (the block failed before it)
+                break
+        raise
 
 
 @contextlib.contextmanager

@@ -194,6 +194,19 @@ class PretrainingFolder:
         return length if isinstance(length, int) and not isinstance(length, bool) \
             and length > 0 else None
 
+    def untrained_positions_warning(self, length: int, what: str) -> str | None:
+        """A warning where a window of `length` (the flag `what` gave it) is past the
+        longest length the model was pre-trained at: its position embeddings there
+        were never trained, and what a longer text gets on them (an Electric score, a
+        replaced-token probability) is noise. None where not past it or not recorded."""
+        trained = self.trained_length
+        if trained is None or length <= trained:
+            return None
+        return (f"warning: {what}={length} is past the {trained} tokens the model was "
+                f"pre-trained at: positions {trained + 1}-{length} were never trained, so "
+                f"the word pieces of a text past the first {trained - 2} are judged on "
+                f"untrained positions (give {what}={trained}, or leave it out)")
+
     def serving_length(self, given: int | None, positions: int) -> int:
         """The window of a score or rtd request: `given` (a flag), else trained_length,
         else 128 (at most the model's positions). A model pre-trained at 32 had been

@@ -135,6 +135,20 @@ def test_the_window_defaults_to_the_length_the_model_was_pre_trained_at(
     assert load_spec("rtd", export_pretrained_dir).max_seq_length == 128
 
 
+def test_a_window_past_the_pre_trained_length_is_warned(electric_dir):
+    # --max_seq_length=128 on a model pre-trained at 32 had scored long texts on
+    # positions never trained, without a word (score, and the score and rtd exports)
+    from electra_tf.folders import PretrainingFolder
+
+    folder = PretrainingFolder.open(electric_dir)
+    assert folder.untrained_positions_warning(SEQ, "--max_seq_length") is None
+    assert folder.untrained_positions_warning(SEQ + 8, "--max_seq_length") == (
+        f"warning: --max_seq_length={SEQ + 8} is past the {SEQ} tokens the model was "
+        f"pre-trained at: positions {SEQ + 1}-{SEQ + 8} were never trained, so the word "
+        f"pieces of a text past the first {SEQ - 2} are judged on untrained positions "
+        f"(give --max_seq_length={SEQ}, or leave it out)")
+
+
 def test_the_score_export_refuses_a_model_that_is_not_electric(export_pretrained_dir):
     from electra_tf.core.errors import InputError
     from electra_tf.serving.export import load_spec
@@ -206,12 +220,25 @@ def test_the_command_checks_its_output_before_loading_a_model(tmp_path):
     sentences = tmp_path / "s.txt"
     sentences.write_text("a token\n", encoding="utf-8")
     (tmp_path / "f").write_text("x")
+    # the model's own files (its weights had been replaced by the scores, exit 0)
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in ("discriminator.weights.h5", "vocab.txt"):
+        (model / name).write_text("kept")
     for output, message in ((tmp_path, "is a folder; give a file's path"),
                             (tmp_path / "f" / "out.txt", "is a file, not a folder"),
-                            (sentences, "is the --input file it would replace")):
-        proc = run_module("electra_tf.score", f"--model_dir={tmp_path / 'none'}",
+                            (sentences, "is the --input file it would replace"),
+                            (model / "discriminator.weights.h5", "is a file of the model "
+                             "--model_dir names (discriminator.weights.h5)"),
+                            (model / "vocab.txt", "is a file of the model --model_dir names")):
+        proc = run_module("electra_tf.score", f"--model_dir={model}",
                           f"--input={sentences}", f"--output={output}")
         error_line(proc, message)
+    proc = run_module("electra_tf.score", f"--model_dir={tmp_path / 'none'}",
+                      f"--vocab_file={model / 'vocab.txt'}", f"--input={sentences}",
+                      f"--output={model / 'vocab.txt'}")
+    error_line(proc, "is the --vocab_file; write the scores elsewhere")
+    assert {p.read_text() for p in model.iterdir()} == {"kept"}
 
 
 def test_an_empty_text_scores_zero_not_negative_zero():

@@ -177,7 +177,8 @@ def test_jax_run_of_three_steps_per_call_matches_one_step_per_call_and_exports(t
         cwd=REPO, env=jax_child_env(1, KERAS_BACKEND="jax"), capture_output=True, text=True,
         timeout=patience(300))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stderr.startswith("[export] KERAS_BACKEND=jax set aside: an export is built "
+    assert proc.stderr.startswith("[export] Keras' jax backend (KERAS_BACKEND or keras.json) "
+                                  "set aside: an export is built "
                                   "with Keras on TensorFlow\n"), proc.stderr[-3000:]
     assert (tmp_path / "models" / "m" / "1" / "saved_model.pb").exists()
 
