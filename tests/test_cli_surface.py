@@ -304,10 +304,11 @@ def test_finetuning_without_tensorflow_is_one_line(missing, monkeypatch):
         require_tensorflow()
 
 
-@pytest.mark.parametrize("how", ["env", "keras.json"])
+@pytest.mark.parametrize("how", [pytest.param("env", marks=pytest.mark.slow), "keras.json"])
 def test_the_tensorflow_commands_set_a_jax_backend_aside(how, tmp_path):
     # score under KERAS_BACKEND=jax (or keras.json's jax) had ended in a traceback
     # ("Cannot convert a symbolic tf.Tensor"); the export had set aside the variable only
+    # (slow: the variable's case, which the slow JAX export test also runs)
     import json
     import subprocess
 
