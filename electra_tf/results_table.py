@@ -108,9 +108,9 @@ def _check_not_a_folder_file(output: str, folders: list[str]) -> None:
             while True:
                 if folder in given or any(os.path.exists(os.path.join(folder, record))
                                           for record in records):
-                    raise InputError(f"--output {output} is a file of {_shown(folder)}, a folder "
-                                     "electra_tf wrote (not a table this command wrote); "
-                                     "write the table elsewhere")
+                    raise InputError(f"--output {output} is a file of {_shown(folder)}, a "
+                                     "folder electra_tf wrote (not a table this command "
+                                     "wrote); write the table elsewhere")
                 if os.path.dirname(folder) == folder:
                     return
                 folder = os.path.dirname(folder)
@@ -121,8 +121,8 @@ def _check_not_a_folder_file(output: str, folders: list[str]) -> None:
                              "elsewhere")
     # another folder electra_tf wrote: a group's trial folder (GROUP_k), any model_dir
     if any(os.path.exists(os.path.join(parent, record)) for record in records):
-        raise InputError(f"--output {output} is the {name} of {_shown(parent)}, a folder electra_tf "
-                         "wrote; write the table elsewhere")
+        raise InputError(f"--output {output} is the {name} of {_shown(parent)}, a folder "
+                         "electra_tf wrote; write the table elsewhere")
 
 
 def run():

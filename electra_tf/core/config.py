@@ -70,9 +70,10 @@ _TYPES = {"bool": ((bool,), "true or false"), "int": ((numbers.Integral,), "an i
 
 def _check_types(config) -> None:
     """Refuses a field whose value is not of its annotated type (bool, int, float, str;
-    `X | None` also None; a dict field has its own check): a "false" string had been a true do_lower_case, a
-    "64" a TypeError deep in a check, and a Python caller's value reached the record
-    it then could not read back. A float field takes an integer; a bool is no number."""
+    `X | None` also None; a dict field has its own check): a "false" string had been a
+    true do_lower_case, a "64" a TypeError deep in a check, and a Python caller's value
+    reached the record it then could not read back. A float field takes an integer; a
+    bool is no number."""
     for field in dataclasses.fields(config):
         kind, _, none = field.type.partition(" | ")
         if kind not in _TYPES:

@@ -403,7 +403,8 @@ def _differences(want: EncoderConfig, got: EncoderConfig) -> str:
     """The EncoderConfig fields in which `want` (a config's) and `got` (a model's)
     differ, as "name X (the model: Y)", or ""."""
     a, b = want.to_dict(), got.to_dict()
-    return ", ".join(f"{k} {a[k]!r} (the model: {b[k]!r})" for k in sorted(a) if a[k] != b.get(k))
+    return ", ".join(f"{k} {a[k]!r} (the model: {b[k]!r})" for k in sorted(a)
+                     if a[k] != b.get(k))
 
 
 def save_discriminator(folder: str, discriminator) -> None:

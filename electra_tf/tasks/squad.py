@@ -701,7 +701,7 @@ def _word_of(context: str, char: int) -> int:
 
 def _text_at(context: str, start: int, length: int) -> str:
     """The context's `length` characters from `start`; "" where `start` is outside it
-    (a negative one counts from no end)."""
+    (a slice would count a negative one from the context's end)."""
     return context[start:start + length] if 0 <= start < len(context) else ""
 
 
