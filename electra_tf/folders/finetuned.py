@@ -372,7 +372,7 @@ def _read_record(model_dir: str) -> tuple[FinetunedRecord, dict]:
     if value.get("regression") and "label_scale" not in value:
         missing.append("label_scale")
     if head in heads.HEADS:  # what the head's class needs (a span head's variant, ...)
-        missing += heads.head_class(head).record_lacks(value)
+        missing += heads.record_lacks(head, value)  # (no Keras: a folder opens in ms)
     if missing:
         raise InputError(f"{path}: lacks {', '.join(missing)}; not a file electra_tf wrote")
     if head not in heads.HEADS:

@@ -393,3 +393,22 @@ def test_saves_refuse_before_writing_and_never_mix_into_another_folder(encoder_c
             "config does not describe this discriminator: ") + ".*vocab_size"):
         PretrainingFolder.save(str(tmp_path / "p"), disc, tiny_vocab, config=other)
     assert not os.path.exists(tmp_path / "p")
+
+
+def test_opening_a_finetuned_folder_imports_no_framework(finetuned_dirs):
+    """FinetunedFolder.open of a SQuAD folder had imported Keras and TensorFlow (about 4.5
+    s) to ask the span head's class what its record needs (electra_tf/__init__.py: none
+    imports them until it builds a model)."""
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    script = ("import sys; from electra_tf import FinetunedFolder; "
+              "[FinetunedFolder.open(p).record for p in sys.argv[1:]]; "
+              "print(sorted(m for m in ('keras', 'tensorflow', 'jax') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", script, finetuned_dirs["squad"],
+                           finetuned_dirs["ner"]], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"

@@ -44,6 +44,20 @@ def pretrained_default(pretraining: dict) -> str:
     return ELECTRIC_DEFAULT if pretraining.get("objective") == "electric" else PRETRAINED_DEFAULT
 
 
+# Heads whose record needs more fields than every head's, checked without Keras (a
+# folder is opened before any model is built): name -> "module:function" here.
+RECORD_CHECKS = {"squad": "span_record:record_lacks"}
+
+
+def record_lacks(name: str, value) -> list[str]:
+    """The fields head `name` needs that a finetuning_config.json `value` lacks (the
+    head class's `record_lacks`, from a module that imports no Keras)."""
+    if name not in RECORD_CHECKS:
+        return []
+    module, _, function = RECORD_CHECKS[name].partition(":")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), function)(value)
+
+
 def head_class(name: str):
     """The head class a recorded name (or --task) names.
 

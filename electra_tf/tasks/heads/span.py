@@ -46,6 +46,7 @@ from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.modeling.heads import gather_positions
 from electra_tf.modeling.layers import get_activation
 from electra_tf.tasks import losses
+from electra_tf.tasks.heads import span_record
 from electra_tf.tasks.heads.base import Head, HeadConfig, ServingOptions, dense_names
 
 SPAN_HEADS = ("independent", "joint")  # the variants (`span_head`)
@@ -56,8 +57,6 @@ JOINT_OUTPUTS = ("start_logits", "start_top_log_probs", "start_top_index",
                  "end_top_log_probs", "end_top_index")
 # The original's answerability classifier under task_specific/<task>/ (SpanHead.tf1_layers).
 _TF1_ANSWERABLE = {"answerable_hidden": ("dense_2",), "answerable_output": ("dense_3",)}
-# The FinetuningConfig fields a span head's record holds (squad.null_options).
-NULL_FIELDS = ("squad_null_rule", "qa_na_threshold", "no_answer_threshold")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,13 +214,9 @@ class SpanHead(Head):
 
     @classmethod
     def record_lacks(cls, value) -> list[str]:
-        """The variant (never read as a default) and SQuAD 2.0's null rule fields."""
-        missing = []
-        if "head_options" in value and "span_head" not in value["head_options"]:
-            missing.append("head_options.span_head")
-        if "finetuning" in value:
-            missing += [f"finetuning.{k}" for k in NULL_FIELDS if k not in value["finetuning"]]
-        return missing
+        """The variant (never read as a default) and SQuAD 2.0's null rule fields
+        (span_record.py: read without Keras)."""
+        return span_record.record_lacks(value)
 
     @classmethod
     def as_recorded(cls, record, config, finetuning):
