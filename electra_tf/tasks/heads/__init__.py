@@ -13,7 +13,9 @@ known before Keras (and TensorFlow) are imported, and `head_class` imports
 a head's module on first use.
 
 A new kind of head is one file in this folder (a `Head` subclass) and one
-line below.
+line below; a head whose folder record needs fields of its own also names, in
+RECORD_CHECKS, a module without Keras that checks them (span_record.py), so
+that a folder opens without the framework.
 """
 
 from __future__ import annotations
