@@ -116,15 +116,20 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def _check_not_the_models(output: str, model_dir: str, vocab_file: str) -> None:
-    """Refuses an --output that is a file of the model scored (its weights, config or
-    vocabulary: replaced by the scores, the model had been lost with exit status 0) or
-    the --vocab_file. A new file in the model's folder may be written."""
-    folder = model_dir if os.path.isdir(model_dir) else os.path.dirname(
-        os.path.abspath(model_dir))
+    """Refuses an --output that is a file of the model scored, at any depth of its
+    folder (its weights, config, vocabulary, checkpoints, event files: replaced by the
+    scores, the model or its resume had been lost with exit status 0), or the
+    --vocab_file. A new file in the model's folder may be written."""
+    if os.path.isdir(model_dir):
+        folder = os.path.realpath(model_dir)
+    elif os.path.isfile(model_dir):  # its weights file
+        folder = os.path.dirname(os.path.realpath(model_dir))
+    else:  # not there: the model's own check names it
+        folder = None
     target = os.path.realpath(output)
-    if os.path.isfile(target) and os.path.dirname(target) == os.path.realpath(folder):
+    if folder and os.path.isfile(target) and target.startswith(folder + os.sep):
         raise InputError(f"--output {output} is a file of the model --model_dir names "
-                         f"({os.path.basename(target)}); write the scores elsewhere")
+                         f"({os.path.relpath(target, folder)}); write the scores elsewhere")
     if vocab_file and _same_file(vocab_file, output):
         raise InputError(f"--output {output} is the --vocab_file; write the scores elsewhere")
 
@@ -161,8 +166,10 @@ def main(argv):
     # the model's objective before the input is read (a million lines took a minute first)
     folder = PretrainingFolder.open(FLAGS.model_dir, what="--model_dir")
     check_electric_folder(folder)
-    warning = FLAGS.max_seq_length and folder.untrained_positions_warning(
-        FLAGS.max_seq_length, "--max_seq_length")
+    # (a length past the model's positions is refused as the scorer loads: that line alone)
+    warning = (0 < FLAGS.max_seq_length <= folder.encoder.max_position_embeddings
+               and folder.untrained_positions_warning(FLAGS.max_seq_length,
+                                                      "--max_seq_length"))
     if warning:
         print(f"[score] {warning}", file=sys.stderr)
     # a file is checked whole first (a bad line refused before any score is written) and

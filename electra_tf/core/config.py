@@ -68,12 +68,24 @@ _TYPES = {"bool": ((bool,), "true or false"), "int": ((numbers.Integral,), "an i
           "float": ((numbers.Real,), "a number"), "str": ((str,), "a string")}
 
 
+def _plain_numbers(config) -> None:
+    """Makes a NumPy scalar field (np.int64(64), np.float32(0.1), np.bool_) the Python
+    number it holds: it passed the checks, then failed the record's JSON write after
+    the weights were written (`Object of type int64 is not JSON serializable`) or a
+    Keras layer's type check."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+            object.__setattr__(config, field.name, value.item())
+
+
 def _check_types(config) -> None:
     """Refuses a field whose value is not of its annotated type (bool, int, float, str;
     `X | None` also None; a dict field has its own check): a "false" string had been a
     true do_lower_case, a "64" a TypeError deep in a check, and a Python caller's value
     reached the record it then could not read back. A float field takes an integer; a
     bool is no number."""
+    _plain_numbers(config)
     for field in dataclasses.fields(config):
         kind, _, none = field.type.partition(" | ")
         if kind not in _TYPES:
@@ -122,7 +134,9 @@ class EncoderConfig:
     def __post_init__(self) -> None:
         """Refuses sizes no encoder can have (ConfigError), at construction and at every
         dataclasses.replace: also values of the wrong type (a "211" or 32.0 from a
-        damaged JSON file) and a non-finite or non-positive layer_norm_eps."""
+        damaged JSON file) and a non-finite or non-positive layer_norm_eps. A NumPy
+        scalar is taken as the Python number it holds."""
+        _plain_numbers(self)
         sizes = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                  "intermediate_size", "max_position_embeddings", "type_vocab_size")
         for name in sizes + ("embedding_size",):

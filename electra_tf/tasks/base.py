@@ -53,7 +53,11 @@ import numpy as np
 
 from electra_tf.core.errors import ConfigError, TaskDataError
 from electra_tf.tasks import heads
-from electra_tf.text.cleaning import has_lone_surrogate, invisible_character
+from electra_tf.text.cleaning import (
+    has_lone_surrogate,
+    invisible_character,
+    normalization_twins,
+)
 
 # What a fine-tuned model serves (see the module docstring): the registry's names
 # (tasks/heads/__init__.py, which maps each to its class).
@@ -338,7 +342,17 @@ def parse_label_names(value: str) -> tuple[str, ...] | None:
         if odd:  # 'posi\u200btive' prints as 'positive', which the data's labels cannot be
             raise ConfigError(f"--label_names: the name {n!r} holds an invisible character "
                               f"(U+{ord(odd):04X}) and would print as another name; remove it")
+    check_normalization_twins(names, "--label_names", ConfigError)
     return names
+
+
+def check_normalization_twins(names, where: str, error=TaskDataError) -> None:
+    """Refuses two names that are one text in two Unicode spellings (NFC and NFD
+    "café"): two classes that print alike."""
+    twins = normalization_twins(names)
+    if twins:
+        raise error(f"{where}: the labels {twins[0]!r} and {twins[1]!r} are one text in two "
+                    "Unicode spellings (composed and decomposed accents): write them alike")
 
 
 def has_control_character(text: str) -> bool:

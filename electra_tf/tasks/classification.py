@@ -60,6 +60,7 @@ from electra_tf.tasks.base import (
     Task,
     TaskOptions,
     allow_long_csv_fields,
+    check_normalization_twins,
     gold_labels,
     has_control_character,
     option,
@@ -212,8 +213,9 @@ class ClassificationTask(Task):
         if self.labels_given or self.regression:
             return self._label_names
         names = sorted({e.label for e in examples if e.label is not None})
+        where = examples[0].source.rsplit(":", 1)[0] if examples else "the train split"
+        check_normalization_twins(names, where)
         if len(names) < 2:
-            where = examples[0].source.rsplit(":", 1)[0] if examples else "the train split"
             raise TaskDataError(f"{where}: the train split has {len(names)} distinct label(s) "
                                 f"{names!r}; a classifier needs two (or give --label_names)")
         self._label_names = tuple(names)

@@ -55,5 +55,25 @@ def has_visible_text(text: str) -> bool:
 def invisible_character(text: str) -> str | None:
     """The first character of `text` the tokenizer's cleaning deletes (_deleted: a
     control, format character such as U+200B, private-use or unassigned code point),
-    or None: a name holding one prints as another without it."""
-    return next((c for c in text if _deleted(c)), None)
+    or that prints as nothing though kept (_BLANK: the Hangul fillers, the combining
+    grapheme joiner, the braille blank), or None: a name holding one prints as another
+    without it."""
+    return next((c for c in text if _deleted(c) or c in _BLANK), None)
+
+
+# Letters and marks (not format characters) that print as nothing: Hangul's fillers
+# (U+115F, U+1160, U+3164, U+FFA0), the combining grapheme joiner, the braille blank.
+_BLANK = frozenset("\u115f\u1160\u3164\uffa0\u034f\u2800")
+
+
+def normalization_twins(names) -> tuple[str, str] | None:
+    """Two of `names` that are one text in two Unicode spellings (equal once NFC
+    normalizes them: "café" with U+00E9 and with e + U+0301), or None: they print
+    alike and are two classes."""
+    seen: dict[str, str] = {}
+    for name in names:
+        key = unicodedata.normalize("NFC", name)
+        if key in seen and seen[key] != name:
+            return seen[key], name
+        seen.setdefault(key, name)
+    return None

@@ -412,3 +412,29 @@ def test_opening_a_finetuned_folder_imports_no_framework(finetuned_dirs):
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "[]"
+
+
+def test_numpy_numbers_are_taken_as_the_python_numbers_they_hold(encoder_config, tiny_vocab,
+                                                                  tmp_path):
+    """np.int64(64) and np.float32(0.1) passed the checks, then failed the record's JSON
+    write after the weights were written, leaving a folder no reader opens."""
+    import dataclasses
+
+    import numpy as np
+
+    from electra_tf import FinetunedFolder, PretrainingFolder
+    from electra_tf.modeling import build_discriminator
+    from electra_tf.tasks.model import FinetuningModel
+
+    config = dataclasses.replace(encoder_config, hidden_size=np.int64(encoder_config.hidden_size),
+                                 hidden_dropout_prob=np.float32(0.1))
+    assert type(config.hidden_size) is int and type(config.hidden_dropout_prob) is float
+    disc = build_discriminator(config)
+    saved = PretrainingFolder.save(str(tmp_path / "p"), disc, tiny_vocab)
+    assert saved.encoder.hidden_dropout_prob == pytest.approx(0.1)
+    model = FinetuningModel(disc.encoder, "sequence_classification", num_labels=3)
+    model.build()
+    folder = FinetunedFolder.save(str(tmp_path / "f"), model, tiny_vocab, "classification",
+                                  label_names="neg,neutral,pos", max_seq_length=np.int64(16),
+                                  do_lower_case=np.bool_(True))
+    assert folder.record.max_seq_length == 16

@@ -222,15 +222,17 @@ def test_the_command_checks_its_output_before_loading_a_model(tmp_path):
     (tmp_path / "f").write_text("x")
     # the model's own files (its weights had been replaced by the scores, exit 0)
     model = tmp_path / "model"
-    model.mkdir()
-    for name in ("discriminator.weights.h5", "vocab.txt"):
+    (model / "checkpoints").mkdir(parents=True)
+    for name in ("discriminator.weights.h5", "vocab.txt", "checkpoints/ckpt-2.index"):
         (model / name).write_text("kept")
     for output, message in ((tmp_path, "is a folder; give a file's path"),
                             (tmp_path / "f" / "out.txt", "is a file, not a folder"),
                             (sentences, "is the --input file it would replace"),
                             (model / "discriminator.weights.h5", "is a file of the model "
                              "--model_dir names (discriminator.weights.h5)"),
-                            (model / "vocab.txt", "is a file of the model --model_dir names")):
+                            (model / "vocab.txt", "is a file of the model --model_dir names"),
+                            (model / "checkpoints" / "ckpt-2.index", "is a file of the model "
+                             "--model_dir names (checkpoints/ckpt-2.index)")):
         proc = run_module("electra_tf.score", f"--model_dir={model}",
                           f"--input={sentences}", f"--output={output}")
         error_line(proc, message)
@@ -238,7 +240,7 @@ def test_the_command_checks_its_output_before_loading_a_model(tmp_path):
                       f"--vocab_file={model / 'vocab.txt'}", f"--input={sentences}",
                       f"--output={model / 'vocab.txt'}")
     error_line(proc, "is the --vocab_file; write the scores elsewhere")
-    assert {p.read_text() for p in model.iterdir()} == {"kept"}
+    assert {p.read_text() for p in model.rglob("*") if p.is_file()} == {"kept"}
 
 
 def test_an_empty_text_scores_zero_not_negative_zero():

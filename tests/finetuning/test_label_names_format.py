@@ -54,9 +54,31 @@ def test_a_label_name_holding_an_invisible_character_is_refused(task_name):
     with pytest.raises(ConfigError, match=r"--label_names: the name 'posi\\u200btive' holds "
                                           r"an invisible character \(U\+200B\)"):
         task_from_config(config)
-    for name in ("a\u00ad", "\ufeffb", "c\ue000"):  # soft hyphen, BOM, private use
+    # soft hyphen, BOM, private use; Hangul's filler, the combining grapheme joiner (kept
+    # by the tokenizer but printing as nothing: they had passed)
+    for name in ("a\u00ad", "\ufeffb", "c\ue000", "pos\u3164", "b\u034f", "\u115fx"):
         with pytest.raises(ConfigError, match="invisible character"):
             task_from_config(FinetuningConfig(task_name=task_name, label_names=f"x,{name}"))
     # visible marks and other scripts stay names
     config = FinetuningConfig(task_name=task_name, label_names="caf\u00e9,\u0645\u062b\u0628\u062a")
     assert task_from_config(config).label_names == ("caf\u00e9", "\u0645\u062b\u0628\u062a")
+
+
+def test_labels_that_are_one_text_in_two_unicode_spellings_are_refused(tmp_path):
+    # NFC and NFD "café" had been two classes that print alike
+    from electra_tf.core.errors import TaskDataError
+    from electra_tf.tasks.tagging import TaggingTask
+
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    with pytest.raises(ConfigError, match="are one text in two Unicode spellings"):
+        task_from_config(FinetuningConfig(task_name="classification",
+                                          label_names=f"{composed},{decomposed}"))
+    (tmp_path / "train.tsv").write_text(f"text\tlabel\nx\t{composed}\ny\t{decomposed}\n",
+                                        encoding="utf-8")
+    with pytest.raises(TaskDataError, match=r"train.tsv: the labels .* are one text in two "
+                                            r"Unicode spellings"):
+        ClassificationTask().read(str(tmp_path), "train")
+    (tmp_path / "train.txt").write_text(f"x B-{composed}\ny B-{decomposed}\n",
+                                        encoding="utf-8")
+    with pytest.raises(TaskDataError, match="one text in two Unicode spellings"):
+        TaggingTask().read(str(tmp_path), "train")
