@@ -208,6 +208,7 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
     """
     from electra_tf.folders import FinetunedFolder, PretrainingFolder
     from electra_tf.folders.files import (
+        DISCRIMINATOR_WEIGHTS,
         FINETUNED_WEIGHTS,
         _folder_of,
         check_no_unfinished_conversion,
@@ -237,7 +238,10 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
     elif task not in TASKS:
         raise InputError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
     if task in heads.PRETRAINED_HEADS:  # a pre-training folder's discriminator
-        if folder is None and is_finetuning_folder(_folder_of(checkpoint)):
+        if folder is None and is_finetuning_folder(_folder_of(checkpoint)) \
+                and not os.path.exists(os.path.join(_folder_of(checkpoint),
+                                                    DISCRIMINATOR_WEIGHTS)):
+            # (a TF1 import writes both: its discriminator's own check says what it lacks)
             flag = "--task" if what.startswith("--") else "task"
             head = FinetunedFolder.open(checkpoint).record.head
             raise InputError(f"{what} {checkpoint} is a fine-tuned {head} model, which "

@@ -205,7 +205,9 @@ def test_a_folder_of_another_kind_is_named_for_what_it_holds(finetuned_dirs,
                           "folders (rte_2)"),
             (export, None, "it is an export's model folder (versions 1, 2: SavedModels): "
                            "give the model_dir it was exported from"),
-            (mrpc, "rtd", "it is a fine-tuning folder (finetuning_config.json, "),
+            (mrpc, "rtd", "is a fine-tuned sequence_classification model, which task=rtd "
+                          "cannot serve (rtd serves a pre-training folder's discriminator; "
+                          "give task=sequence_classification)"),
             (export_pretrained_dir, "sequence_classification",
              "it is a pre-training folder (discriminator.weights.h5)"),
             (mrpc, "token_classification", "which task=token_classification cannot serve "

@@ -35,13 +35,11 @@ def flagfile_config(name: str, **changes) -> PretrainingConfig:
         if line.startswith("--") and "=" in line:
             key, value = line[2:].split("=", 1)
             field = PretrainingConfig.__dataclass_fields__.get(key)
-            if field is not None:
-                values[key] = value if key in ("model_size", "optimizer") else (
-                    value == "true" if value in ("true", "false") else float(value))
-    for key in ("max_seq_length", "train_batch_size", "num_train_steps", "num_warmup_steps",
-                "save_checkpoints_steps", "iterations_per_loop", "seed"):
-        if key in values:
-            values[key] = int(values[key])
+            if field is not None:  # read as the field's type (a config checks its types)
+                kind = field.type.partition(" | ")[0]
+                values[key] = (value == "true" if kind == "bool" else int(value)
+                               if kind == "int" else float(value) if kind == "float"
+                               else value)
     values.update(changes)
     return PretrainingConfig(**values)
 
