@@ -212,6 +212,7 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
         FINETUNED_WEIGHTS,
         _folder_of,
         check_no_unfinished_conversion,
+        holds_weights,
     )
     from electra_tf.folders.finetuned import has_finetuning_config, is_finetuning_folder
 
@@ -239,8 +240,7 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
         raise InputError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
     if task in heads.PRETRAINED_HEADS:  # a pre-training folder's discriminator
         if folder is None and is_finetuning_folder(_folder_of(checkpoint)) \
-                and not os.path.exists(os.path.join(_folder_of(checkpoint),
-                                                    DISCRIMINATOR_WEIGHTS)):
+                and not holds_weights(_folder_of(checkpoint), DISCRIMINATOR_WEIGHTS):
             # (a TF1 import writes both: its discriminator's own check says what it lacks)
             flag = "--task" if what.startswith("--") else "task"
             head = FinetunedFolder.open(checkpoint).record.head
