@@ -1202,9 +1202,12 @@ class Finetuning:
                     f"{1 / steps_per_epoch:.3g} epoch{'' if steps_per_epoch == 1 else 's'} "
                     "(or --do_train=false to evaluate)")
         # A run refused before it wrote anything (the workers' comparison) leaves no
-        # empty --model_dir behind.
+        # empty --model_dir behind. The chief makes the folder (a worker's scratch
+        # checkpoints make theirs as they save): a worker that made a shared folder
+        # first had left the chief, which then found it there, not removing it.
         with no_empty_folder_left(run.model_dir):
-            os.makedirs(run.model_dir, exist_ok=True)
+            if self.chief:
+                os.makedirs(run.model_dir, exist_ok=True)
             # One run per model_dir (the chief writes it): a second is refused by name.
             with FolderLock(run.model_dir, "--model_dir") if self.chief \
                     else contextlib.nullcontext():
@@ -1221,6 +1224,9 @@ class Finetuning:
         size = self.size if self.size != "custom" else "small"
         decay = cfg.resolved_layerwise_lr_decay(size)
         self.build_optimizer(max(total, 1))  # evaluation only: a checkpoint's slots restore
+        # a worker's scratch checkpoints go in the folder, which the chief made before
+        # the comparison above (on a file system of the worker's own, it makes it)
+        os.makedirs(self.run.model_dir, exist_ok=True)
         checkpoints = self.make_checkpoints()
         try:
             restored = checkpoints.restore()
