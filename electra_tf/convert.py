@@ -39,6 +39,7 @@ from absl import app, flags
 from electra_tf import cli
 from electra_tf.core.errors import InputError
 from electra_tf.core.fileio import FolderLock, check_output_folder, undo_on_failure
+from electra_tf.core.words import count
 from electra_tf.folders import files
 
 FLAGS = flags.FLAGS
@@ -230,10 +231,10 @@ def _convert(source) -> None:
         if "task" in report:
             print(f"[convert] {report['kind']}: {len(report['assigned'])} variables -> "
                   f"{FLAGS.output} (a fine-tuning folder of task {report['task']}; "
-                  f"{_count(len(report['skipped']), 'variable')} skipped)", file=sys.stderr)
+                  f"{count(len(report['skipped']), 'variable')} skipped)", file=sys.stderr)
             return
         print(f"[convert] {len(report['assigned'])} variables -> {FLAGS.output} "
-              f"({_count(len(report['skipped']), 'optimizer variable')} skipped)",
+              f"({count(len(report['skipped']), 'optimizer variable')} skipped)",
               file=sys.stderr)
         if "checkpoint" in report:
             print(f"[convert] continue pre-training with run_pretraining --model_dir="
@@ -264,10 +265,6 @@ def _convert(source) -> None:
         note = hf.export_note(FLAGS.model_dir)
         if note:
             print(f"[convert] note: {note}", file=sys.stderr)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def run():

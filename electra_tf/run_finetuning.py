@@ -107,7 +107,8 @@ def main(argv):
         print(f"[finetune] {note}", file=sys.stderr)
 
     if run.num_trials > 1 and not run.do_train:  # a trained group's trials, evaluated
-        from electra_tf.training.trials import count, evaluate_trials
+        from electra_tf.core.words import count
+        from electra_tf.training.trials import evaluate_trials
 
         summary, n = evaluate_trials(config, run, config.task_name, make_trainer,
                                      trainer_class.final_results,
@@ -115,7 +116,7 @@ def main(argv):
                                      backend=trainer_class.backend)
         medians = {split: {k: round(v["median"], 4) for k, v in metrics.items()}
                    for split, metrics in summary.items()}
-        print(f"[finetune] done: {count(n)} " + (f"evaluated, medians {medians}" if run.do_eval
+        print(f"[finetune] done: {count(n, 'trial')} " + (f"evaluated, medians {medians}" if run.do_eval
                                                 else "run"), file=sys.stderr)
         return
     if run.num_trials > 1:  # MODEL_DIR_1 .. MODEL_DIR_N and MODEL_DIR/trials.json
@@ -130,11 +131,12 @@ def main(argv):
         if not chief:
             print(f"[finetune] done: medians {medians}", file=sys.stderr)
             return
-        from electra_tf.training.trials import count, read_trials
+        from electra_tf.core.words import count
+        from electra_tf.training.trials import read_trials
 
         recorded = read_trials(run.model_dir)["trials"]  # a rerun asking fewer keeps all
         diverged = sum(bool(t.get("diverged")) for t in recorded)
-        print(f"[finetune] done: {count(len(recorded))}"
+        print(f"[finetune] done: {count(len(recorded), 'trial')}"
               + (f" ({diverged} diverged)" if diverged else "") + f", medians {medians}",
               file=sys.stderr)
         return

@@ -26,6 +26,7 @@ from absl import app, flags
 from electra_tf import cli
 from electra_tf.core import fileio
 from electra_tf.core.errors import InputError
+from electra_tf.core.words import count
 
 FLAGS = flags.FLAGS
 
@@ -203,8 +204,7 @@ def main(argv):
         for piece in pieces():
             cli.write_stdout(piece)
     t2 = time.monotonic()
-    texts = f"{counts['texts']} text{'' if counts['texts'] == 1 else 's'}"
-    print(f"[score] {texts} in {t2 - t1:.2f}s (model loaded in "
+    print(f"[score] {count(counts['texts'], 'text')} in {t2 - t1:.2f}s (model loaded in "
           f"{t1 - t0:.1f}s)" + (f"; {counts['truncated']} truncated to "
                                 f"{scorer.max_seq_length - 2} word pieces"
                                 if counts["truncated"] else ""),

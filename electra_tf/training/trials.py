@@ -209,10 +209,6 @@ def summary_lines(task: str, summary: dict) -> list[str]:
             for split, metrics in summary.items() for name, s in metrics.items()]
 
 
-def count(n: int, what: str = "trial") -> str:
-    """'1 trial', '3 trials'."""
-    return f"{n} {what}{'' if n == 1 else 's'}"
-
 
 _PATHS = ("init_checkpoint", "data_dir", "vocab_file")  # compared as the files they name
 # Settings a rerun of the group may change: how often and how many checkpoints are

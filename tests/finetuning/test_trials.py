@@ -39,7 +39,9 @@ def test_summary_per_split_and_metric_for_each_head_kind():
     assert trials.summarize(tagging)["dev"]["f1"]["std"] is None
     lines = trials.summary_lines("ner", trials.summarize(tagging))
     assert lines[0] == "ner dev f1: 0.9000 (n=1: one trial, no spread)"
-    assert trials.count(1) == "1 trial" and trials.count(10) == "10 trials"
+    from electra_tf.core.words import count
+
+    assert count(1, "trial") == "1 trial" and count(10, "trial") == "10 trials"
 
 
 class FakeTrainer:
