@@ -589,41 +589,30 @@ def write_output_text(path: str, text: str | Iterable[str]) -> None:
             raise
         return
     target = os.path.realpath(path)
-    with _made_folders_removed_on_failure(os.path.dirname(target)):
+    with no_empty_folder_left(os.path.dirname(target)):  # (a/b/ of a refused a/b/out.txt)
         atomic_write_text(target, text)
-
-
-@contextlib.contextmanager
-def _made_folders_removed_on_failure(folder: str):
-    """Removes, where the block fails (bad input met midway, a Ctrl-C), the folders
-    above `folder` that did not exist before it and are empty: a refused --output of
-    a/b/out.txt had left a/b behind."""
-    missing, probe = [], os.path.abspath(folder)
-    while not os.path.exists(probe):
-        missing.append(probe)  # deepest first
-        probe = os.path.dirname(probe)
-    try:
-        yield
-    except BaseException:
-        for made in missing:
-            try:
-                os.rmdir(made)
-            except OSError:  # not empty, or not made (the block failed before it)
-                break
-        raise
 
 
 @contextlib.contextmanager
 def no_empty_folder_left(folder: str):
     """Removes `folder` after the block where the block made it (or something in it
-    did) and left it empty: a run refused once it had started leaves no trace."""
-    created = not os.path.isdir(folder)
+    did) and left it empty, and so the folders above it the block made: a run refused
+    once it had started leaves no trace (a refused --output of a/b/out.txt had left
+    a/b/)."""
+    made, probe = [], os.path.abspath(folder)
+    while not os.path.exists(probe):  # what the block may make, deepest first
+        made.append(probe)
+        probe = os.path.dirname(probe)
     try:
         yield
     finally:
-        if created and os.path.isdir(folder) and not os.listdir(folder):
-            with contextlib.suppress(OSError):
-                os.rmdir(folder)
+        for path in made:
+            if not os.path.isdir(path) or os.listdir(path):
+                break
+            try:
+                os.rmdir(path)
+            except OSError:
+                break
 
 
 class FolderLock:
