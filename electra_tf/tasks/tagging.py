@@ -277,7 +277,7 @@ class TaggingTask(Task):
             raise ValueError("cannot learn the tag set from examples without tags")
         if self.scheme == "BIOES":  # dev's one-word span of a type train has only longer
             tags |= {f"{p}-{t.split('-', 1)[1]}" for t in tags - {"O"} for p in "BIES"}
-        check_normalization_twins(sorted(tags), examples[0].path if examples else "train")
+        check_normalization_twins(sorted(tags), examples[0].path)  # (tags: some example)
         self._set_labels((["O"] if "O" in tags else []) + sorted(tags - {"O"}))
         return self._label_names
 
