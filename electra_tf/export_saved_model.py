@@ -50,6 +50,9 @@ def define_flags():
                          "score the length the model was pre-trained at).")
     flags.DEFINE_integer("max_query_length", 64, "squad: question pieces kept.")
     flags.DEFINE_integer("max_answer_length", 30, "squad: longest answer in pieces.")
+    flags.DEFINE_integer("doc_stride", 128,
+                         "squad: a context longer than the window is read in windows, one "
+                         "every doc_stride pieces, as fine-tuning reads it.")
     flags.DEFINE_bool("warmup", True, "Write assets.extra/tf_serving_warmup_requests.")
     flags.DEFINE_enum("precision", "fp32", list(PRECISIONS),
                       "bf16: the encoder's dense kernels stored and multiplied in bfloat16 "
@@ -94,7 +97,8 @@ def main(argv):
     buckets = parse_length_buckets(FLAGS.length_buckets)
     t0 = time.monotonic()
     spec = load_spec(FLAGS.task, FLAGS.checkpoint, FLAGS.vocab_file, FLAGS.max_seq_length,
-                     FLAGS.max_query_length, FLAGS.max_answer_length)
+                     FLAGS.max_query_length, FLAGS.max_answer_length,
+                     doc_stride=FLAGS.doc_stride)
     spec = dataclasses.replace(spec, length_buckets=buckets, precision=FLAGS.precision)
     if FLAGS.task in heads.PRETRAINED_HEADS and FLAGS.max_seq_length:  # rtd, score
         from electra_tf.folders import PretrainingFolder
@@ -103,9 +107,14 @@ def main(argv):
             .untrained_positions_warning(spec.max_seq_length, "--max_seq_length")
         if warning:
             print(f"[export] {warning}", file=sys.stderr)
-    for note in ignored_flags(FLAGS.task, [n for n in ("max_query_length", "max_answer_length")
-                                           if FLAGS[n].present], buckets, spec.max_seq_length):
+    for note in ignored_flags(FLAGS.task, [n for n in ("max_query_length", "max_answer_length",
+                                                       "doc_stride") if FLAGS[n].present],
+                              buckets, spec.max_seq_length):
         print(f"[export] note: {note}", file=sys.stderr)
+    if FLAGS.ids_only and FLAGS["doc_stride"].present and "doc_stride" in {
+            f.name for f in dataclasses.fields(heads.head_class(FLAGS.task).ServingOptions)}:
+        print("[export] note: --doc_stride sets the text signature's windows; an --ids_only "
+              "export takes one window per row, as sent", file=sys.stderr)
     path = export(spec, FLAGS.model_base, FLAGS.model_name, FLAGS.version,
                   ids_only=FLAGS.ids_only, warmup=FLAGS.warmup)
     print(f"[export] {FLAGS.task} ({spec.task_name}, L={spec.max_seq_length}"

@@ -511,8 +511,9 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
     L - 2 pieces; pairs are cut longest first (BERT); a SQuAD question keeps at most
     the export's question_limit pieces (its max_query_length Q when Q + 3 < L, else
     (L - 3) // 2; min(Q, (L - 3) // 2) for an export that does not record it, Q 64
-    for one that does not record Q), the context the rest; L is the export's
-    max_seq_length.
+    for one that does not record Q), the context the rest: its first window (the
+    text signature reads every window, `serving_ids` the one it is sent); L is the
+    export's max_seq_length.
 
     Raises:
       InputError: the folder lacks those files, or the text flags do not match.

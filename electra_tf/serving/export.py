@@ -192,7 +192,7 @@ class ServingSpec:
 
 def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_length: int = 0,
               max_query_length: int = 64, max_answer_length: int = 30,
-              what: str = "--checkpoint") -> ServingSpec:
+              what: str = "--checkpoint", doc_stride: int = 128) -> ServingSpec:
     """Builds the Keras model from a model_dir (electra_tf/folders) and checks it suits `task`
     (None: what the folder serves, a fine-tuned folder's head or a pre-training folder's rtd).
 
@@ -201,10 +201,12 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
     span head and SQuAD 2.0's null rule, STS-B's label scale).
 
     `what` names the folder in errors (the caller's flag; the Python API's "folder").
+    `doc_stride`: squad's windows over a long context (a window every doc_stride
+    pieces, as fine-tuning reads one).
 
     Raises:
-      InputError: missing files or a checkpoint of another task; a max_query_length
-        or max_answer_length below 1 (an export of either answers no request).
+      InputError: missing files or a checkpoint of another task; a max_query_length,
+        max_answer_length or doc_stride below 1 (an export of either answers no request).
     """
     from electra_tf.folders import FinetunedFolder, PretrainingFolder
     from electra_tf.folders.files import (
@@ -217,7 +219,7 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
     from electra_tf.folders.finetuned import has_finetuning_config, is_finetuning_folder
 
     for name, value in (("max_query_length", max_query_length),
-                        ("max_answer_length", max_answer_length)):
+                        ("max_answer_length", max_answer_length), ("doc_stride", doc_stride)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InputError(f"--{name} must be >= 1, got {value!r}")
 
@@ -279,7 +281,7 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
     vocab = _vocab(folder, vocab_file, record.encoder.vocab_size)
     options = heads.head_class(record.head).serving_options(
         record, checkpoint, max_query_length=max_query_length,
-        max_answer_length=max_answer_length)
+        max_answer_length=max_answer_length, doc_stride=doc_stride)
     return _checked_length(ServingSpec(
         task, model, Tokenizer(vocab, do_lower_case=record.do_lower_case),
         max_seq_length or record.max_seq_length, task_name=record.task,

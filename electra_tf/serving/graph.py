@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from electra_tf.text.tokenizer import Tokenizer, kept_row_splits, value_rowids
+from electra_tf.text.tokenizer import Tokenizer, flat_row_ids, kept_row_splits, value_rowids
 
 NO_SPAN_SCORE = -1e9  # answer_score when the context has no valid span
 _NEG = -1e30
@@ -388,16 +388,118 @@ def _context_positions(input_mask, input_type_ids):
     return mask & (input_type_ids == 1) & (pos < length - 1)
 
 
+def doc_windows(question_len, context_len, max_seq_length: int, doc_stride: int) -> dict:
+    """SQuAD's sliding windows over each context, in-graph: tasks/squad.py's doc_spans,
+    as fine-tuning's evaluation reads a long context.
+
+    A row's question keeps question_len[b] pieces; each window holds up to
+    M = max_seq_length - question_len - 3 context pieces (beside [CLS] and the two
+    [SEP]s), and a window starts every min(doc_stride, M) pieces until one reaches
+    the context's end (one empty window for an empty context).
+
+    Args:
+      question_len, context_len: int64 [B], the question's kept and the context's pieces.
+    Returns:
+      dict of int64: row, index, start, length [N] (each window's request row, its
+      place among the row's windows, its first context piece and its pieces; the rows
+      in order, a row's windows in order), and per request row [B]: count (its
+      windows), stride, max_tokens (M), pieces (the context's).
+    """
+    max_tokens = tf.cast(max_seq_length, tf.int64) - question_len - 3
+    stride = tf.minimum(tf.constant(doc_stride, tf.int64), max_tokens)
+    count = 1 + tf.maximum((context_len - max_tokens + stride - 1) // stride, 0)
+    splits = tf.concat([tf.zeros([1], tf.int64), tf.math.cumsum(count)], 0)
+    row = flat_row_ids(splits, splits[-1])
+    index = tf.range(splits[-1]) - tf.gather(splits, row)
+    start = index * tf.gather(stride, row)
+    length = tf.minimum(tf.gather(context_len, row) - start, tf.gather(max_tokens, row))
+    return {"row": row, "index": index, "start": start, "length": length, "count": count,
+            "stride": stride, "max_tokens": max_tokens, "pieces": context_len}
+
+
+def row_slices(values, rows, starts, lengths):
+    """ragged [N, (lengths)]: values[rows[i]][starts[i]:starts[i] + lengths[i]] (a 2-D
+    ragged `values`; each slice inside its row)."""
+    splits = tf.concat([tf.zeros([1], tf.int64), tf.math.cumsum(lengths)], 0)
+    piece = flat_row_ids(splits, splits[-1])
+    first = tf.gather(values.row_splits, rows) + starts
+    index = tf.gather(first, piece) + tf.range(splits[-1]) - tf.gather(splits, piece)
+    return tf.RaggedTensor.from_row_splits(tf.gather(values.flat_values, index), splits,
+                                           validate=False)
+
+
+def window_max_context(windows: dict, offset, width):
+    """bool [N, width]: the packed positions (offset[i] + t, t < length[i]) of the context
+    pieces whose max-context window window i is: tasks/squad.py's max_context_masks
+    (BERT's _check_is_max_context: min(left, right context) + 0.01 x the window's
+    length, the first window on a tie), which training's evaluation requires of an
+    answer's start.
+
+    Args:
+      windows: doc_windows' dict; offset: int64 [N], the first context position of
+        each packed window; width: the packed windows' positions.
+    """
+    row, start, length = windows["row"], windows["start"], windows["length"]
+    stride, max_tokens = tf.gather(windows["stride"], row), tf.gather(windows["max_tokens"], row)
+    pieces, count = tf.gather(windows["pieces"], row), tf.gather(windows["count"], row)
+    t = tf.range(tf.cast(width, tf.int64))[None, :] - offset[:, None]  # [N, width]
+    inside = (t >= 0) & (t < length[:, None])
+    piece = (start[:, None] + t)[:, :, None]  # [N, width, 1]
+    # The windows that can share a piece with window i: i +- reach.
+    reach = tf.reduce_max(tf.concat([(max_tokens + stride - 1) // stride, [0]], 0))
+    step = tf.range(-reach, reach + 1)  # [D]
+    other = windows["index"][:, None] + step[None, :]  # [N, D]
+    other_start = other * stride[:, None]
+    other_length = tf.minimum(pieces[:, None] - other_start, max_tokens[:, None])
+    other_start, other_length = other_start[:, None, :], other_length[:, None, :]
+    holds = ((other >= 0) & (other < count[:, None]))[:, None, :] & (
+        other_start <= piece) & (piece < other_start + other_length)
+
+    def score(first, n):
+        return (tf.cast(tf.minimum(piece - first, first + n - 1 - piece), tf.float64)
+                + 0.01 * tf.cast(n, tf.float64))
+
+    own = score(start[:, None, None], length[:, None, None])
+    theirs = score(other_start, other_length)
+    beaten = holds & ((theirs > own) | ((theirs == own) & (step < 0)[None, None, :]))
+    return inside & ~tf.reduce_any(beaten, axis=-1)
+
+
+def window_values(values, windows: dict, offset, index):
+    """values[row][start + index - offset] of each window (a context piece's byte offset
+    at a packed position), 0 where the position holds no context piece.
+
+    Args:
+      values: ragged [B, (T)] int64, per context piece; windows: doc_windows'
+      dict; offset: int64 [N] (window_max_context's); index: int [N] positions.
+    """
+    t = tf.cast(index, tf.int64) - offset
+    ok = (t >= 0) & (t < windows["length"])
+    flat = tf.gather(values.row_splits, windows["row"]) + windows["start"] + t
+    padded = tf.concat([values.flat_values, tf.zeros([1], values.flat_values.dtype)], 0)
+    return tf.gather(padded, tf.where(ok, flat, tf.size(values.flat_values, tf.int64)))
+
+
+def best_of_rows(score, row, batch):
+    """int64 [batch]: for each request row, its window (an index into `score` [N]) with
+    the highest score, the first on a tie (every row has a window)."""
+    best = tf.math.unsorted_segment_max(score, row, batch)
+    n = tf.size(score, out_type=tf.int64)
+    index = tf.where(score >= tf.gather(best, row), tf.range(n), n)
+    return tf.math.unsorted_segment_min(index, row, batch)
+
+
 def span_outputs(start_logits, end_logits, input_mask, input_type_ids,
-                 max_answer_length: int):
+                 max_answer_length: int, start_ok=None):
     """Best valid span per row of the independent head, in-graph (the argmax over
     all spans, no n-best list).
 
     Valid spans start and end on context tokens (type 1, not the final [SEP]),
-    end >= start and are at most max_answer_length tokens long; the Python
-    decoder (tasks/squad.py, as the original) pairs the row's 20 best starts
-    and 20 best ends, which gives the same best span unless its start or its
-    end is not among them.
+    end >= start and are at most max_answer_length tokens long, and start where
+    `start_ok` (bool [B, L], a window's max-context pieces) says, if given; the
+    Python decoder (tasks/squad.py, as the original) pairs the row's 20 best
+    starts and 20 best ends, which gives the same best span unless its start or
+    its end is not among them.
 
     Returns:
       answer_start_index, answer_end_index int32 [B] (0 when no span);
@@ -409,7 +511,8 @@ def span_outputs(start_logits, end_logits, input_mask, input_type_ids,
     scores = start_logits[:, :, None] + end_logits[:, None, :]
     i, j = pos[:, None], pos[None, :]
     shape_ok = (j >= i) & (j - i < max_answer_length)
-    valid = context[:, :, None] & context[:, None, :] & shape_ok[None]
+    starts = context if start_ok is None else context & start_ok
+    valid = starts[:, :, None] & context[:, None, :] & shape_ok[None]
     flat = tf.reshape(tf.where(valid, scores, _NEG), [tf.shape(scores)[0], -1])
     best = tf.argmax(flat, axis=-1, output_type=tf.int32)
     seq = tf.shape(input_mask)[1]
@@ -421,7 +524,7 @@ def span_outputs(start_logits, end_logits, input_mask, input_type_ids,
 
 
 def beam_span_outputs(start_top_log_probs, start_top_index, end_top_log_probs, end_top_index,
-                      input_mask, input_type_ids, max_answer_length: int):
+                      input_mask, input_type_ids, max_answer_length: int, start_ok=None):
     """Best valid span per row of the joint head's beam, in-graph.
 
     The beam (tasks/model.py): the K best starts (start_top_log_probs,
@@ -430,7 +533,8 @@ def beam_span_outputs(start_top_log_probs, start_top_index, end_top_log_probs, e
     pair is valid when both ends are context tokens, end >= start and it is at
     most max_answer_length tokens long, and it scores start log-probability +
     end log-probability; the best valid pair wins (the first in beam order on
-    a tie).
+    a tie). `start_ok` (bool [B, L], a window's max-context pieces) also limits
+    the starts, as span_outputs'.
 
     Returns:
       answer_start_index, answer_end_index int32 [B] (0 when no pair is valid);
@@ -449,7 +553,9 @@ def beam_span_outputs(start_top_log_probs, start_top_index, end_top_log_probs, e
     # context (the Keras head takes a beam of min(beam_size, width) instead).
     widest = tf.maximum(tf.reduce_max(flat_s), tf.reduce_max(flat_e)) + 1
     context = pad_positions(context, tf.maximum(tf.shape(context)[1], widest), False)
-    valid = (tf.gather(context, flat_s, batch_dims=1) & tf.gather(context, flat_e, batch_dims=1)
+    starts = context if start_ok is None else context & pad_positions(
+        tf.cast(start_ok, tf.bool), tf.shape(context)[1], False)
+    valid = (tf.gather(starts, flat_s, batch_dims=1) & tf.gather(context, flat_e, batch_dims=1)
              & (flat_e >= flat_s) & (flat_e - flat_s < max_answer_length))
     scores = tf.reshape(start_top_log_probs[:, :, None] + end_top_log_probs, [batch, k * k])
     scores = tf.where(valid, scores, _NEG)
@@ -464,8 +570,8 @@ def beam_span_outputs(start_top_log_probs, start_top_index, end_top_log_probs, e
 def null_outputs(rule: str, answer_score, answerable_logits=None, start_logits=None,
                  end_logits=None, answerable_weight: float = 0.5):
     """The no-answer score and null odds of one window, by the model's null rule
-    (tasks/squad.py, which takes the minimum over a question's windows;
-    the export reads one):
+    (the text signature, as tasks/squad.py, takes the minimum over a question's
+    windows: SpanHead.text_outputs):
       "answerable" (the original's): no_answer_score = null_odds = -answerable_logit;
       "combined": no_answer_score = start[0] + end[0] - answerable_weight *
         answerable_logit (SQuAD 1.1: start[0] + end[0]), null_odds =

@@ -42,7 +42,7 @@ class Predictor:
     @classmethod
     def open(cls, folder: str, task: str | None = None, vocab_file: str = "", max_seq_length: int = 0,
              max_query_length: int = 64, max_answer_length: int = 30,
-             precision: str = "fp32") -> Predictor:
+             precision: str = "fp32", doc_stride: int = 128) -> Predictor:
         """Opens a model folder for prediction.
 
         Args:
@@ -52,8 +52,8 @@ class Predictor:
           task: what to serve (export's --task); None: the folder's own (a
             fine-tuned folder's head; a pre-training folder's rtd, an Electric
             one's score).
-          vocab_file, max_seq_length, max_query_length, max_answer_length, precision:
-            as the export's flags of the same names (0 / "": the folder's); "bf16"
+          vocab_file, max_seq_length, max_query_length, max_answer_length, precision,
+          doc_stride: as the export's flags of the same names (0 / "": the folder's); "bf16"
             predicts as the --precision=bf16 export does.
         Raises:
           InputError, ConfigError, VocabError: what the export refuses, in the same words.
@@ -67,15 +67,16 @@ class Predictor:
         folder = checked_path(folder, "folder")
         for name, value in (("max_seq_length", max_seq_length),
                             ("max_query_length", max_query_length),
-                            ("max_answer_length", max_answer_length)):
+                            ("max_answer_length", max_answer_length),
+                            ("doc_stride", doc_stride)):
             # 16.0 had passed the range check and failed in TensorFlow's indexing
             if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise TypeError(f"{name} must be a whole number, got {value!r}")
-        max_seq_length, max_query_length, max_answer_length = (
-            int(max_seq_length), int(max_query_length), int(max_answer_length))
+        max_seq_length, max_query_length, max_answer_length, doc_stride = (
+            int(max_seq_length), int(max_query_length), int(max_answer_length), int(doc_stride))
         check_precision(precision)  # before the model is built
         spec = load_spec(task, folder, vocab_file, max_seq_length, max_query_length,
-                         max_answer_length, what="folder")
+                         max_answer_length, what="folder", doc_stride=doc_stride)
         return cls(dataclasses.replace(spec, precision=precision))
 
     @property

@@ -9,7 +9,10 @@ tokenizer's constants are saved as what the endpoints use:
 
 Output names: each head's own (its class in tasks/heads/, whose docstring
 lists them; docs/serving.md has the table). The text signature adds
-truncated (bool [B]): the input did not fit max_seq_length.
+truncated (bool [B]): the input did not fit max_seq_length. The head packs
+the text signature's rows (`Head.pack_texts`): one per request, or, for the
+span head, one per window of a long context (every doc_stride pieces), which
+its text outputs decode back to one answer per request.
 
 Length buckets: each row runs the model on only the positions it needs. The
 text signature packs a batch to the shortest length bucket that holds its
@@ -273,13 +276,7 @@ def text_outputs(spec, packer: graph.Packer, *texts, model=None) -> dict:
         tokenized = [list(x) for x in zip(*(graph.split_rows(x, batch) for x in both))]
     else:
         tokenized = [packer.tokenize(texts[0])]
-    ids_a = tokenized[0][1]
-    if len(tokenized) == 2:
-        limit = spec.head.pack_limit(spec)
-        limit = None if limit is None else tf.constant(limit, tf.int64)
-        packed = packer.pack(ids_a, tokenized[1][1], limit_a=limit)
-    else:
-        packed = packer.pack(ids_a)
+    packed = spec.head.pack_texts(spec, packer, tokenized, graph)
     word_ids, mask, type_ids = (packed[k] for k in IDS_INPUTS)
     out = _model_outputs(spec, word_ids, mask, type_ids, model)
     result = spec.head.text_outputs(spec, packer, tokenized, packed, out, graph)

@@ -21,6 +21,7 @@ from export_helpers import (  # noqa: E402
     ALIGN_TEXTS,
     BUCKETS,
     FINETUNED,
+    LONG_PAIRS,
     MULTI_PIECE,
     ODD_TEXTS,
     RECORD_EXTRAS,
@@ -189,6 +190,9 @@ def fresh(exports, score_export, electric_dir, tmp_path_factory):
         pairs = {"question": np.array([q.encode() for q, _ in SQUAD_PAIRS], object),
                  "context": np.array([c.encode() for _, c in SQUAD_PAIRS], object)}
         add((name, "pairs"), name, "serving_default", pairs)
+    add(("squad_joint", "long"), "squad_joint", "serving_default",
+        {"question": np.array([q.encode() for q, _ in LONG_PAIRS], object),
+         "context": np.array([c.encode() for _, c in LONG_PAIRS], object)})
     for name in ("ner", "ner_bf16"):  # the bf16 export beside the float32 one
         add((name, "align"), name, "serving_default", text_inputs(exports[name][0], ALIGN_TEXTS))
     add(("ner_bf16", "ids"), "ner_bf16", "serving_ids",  # the inputs of ("ner", "ids")

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from helpers import patience
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,8 +58,8 @@ RECORD_EXTRAS = {
                        "no_answer_threshold": 0.0, "joint_prediction": True,
                        "beam_size": BEAM}},
 }
-# SQuAD (question, context) pairs that fit one SQUAD_SEQ window, so that the
-# export (which reads the first window) and SquadTask see the same one.
+# SQuAD (question, context) pairs that fit one SQUAD_SEQ window, so that the ids
+# signature's window and SquadTask's are one (LONG_PAIRS: several windows).
 SQUAD_PAIRS = [
     ("which token was replaced ?", "the generator replaced a token"),
     ("who reads ?", "the model reads every sentence"),
@@ -71,6 +72,50 @@ SQUAD_PAIRS = [
     ("hello ?", "hello world , 中国人 reads the text"),
     ("replaced", "replaced replaced replaced"),
 ]
+
+# Contexts of several windows at SQUAD_SEQ (24): the pairs' contexts one after another.
+_CONTEXTS = [c for _, c in SQUAD_PAIRS]
+LONG_PAIRS = [
+    ("which token was replaced ?", " ".join(_CONTEXTS[:4])),
+    ("who reads ?", " ".join(_CONTEXTS[2:9])),
+    ("what does sampling keep ?", " ".join(reversed(_CONTEXTS))),
+    ("hello ?", _CONTEXTS[8]),  # one window beside the long ones
+    ("where ?", ""),  # an empty context: one empty window, no span
+    ("the model reads every sentence while sampling keeps tokens plausible ?",
+     " ".join(_CONTEXTS[5:])),  # a question past the window's question limit
+]
+
+
+def task_decoding(spec, name, pairs, doc_stride):
+    """SquadTask's predictions (with every start and end in its n-best lists, as the
+    export's argmax) from the Keras model, for the folder's recorded options."""
+    from electra_tf.core.config import FinetuningConfig
+    from electra_tf.tasks.registry import task_from_config
+    from electra_tf.tasks.squad import SquadExample
+
+    task = task_from_config(FinetuningConfig(task_name="squad_v2",
+                                             **RECORD_EXTRAS[name]["finetuning"]))
+    task.doc_stride, task.n_best_size = doc_stride, 10_000
+    examples = [SquadExample(f"q{i}", q, c) for i, (q, c) in enumerate(pairs)]
+    feats = task.featurize(examples, spec.tokenizer, spec.max_seq_length)
+    out = {k: np.asarray(v) for k, v in spec.model(feats.inputs, training=False).items()}
+    return examples, feats, task.predictions(out, examples, feats)
+
+
+def assert_answers_as_the_task(served, spec, name, pairs, doc_stride):
+    examples, feats, preds = task_decoding(spec, name, pairs, doc_stride)
+    for r, ex in enumerate(examples):
+        p = preds[ex.qas_id]
+        text = served["answer_text"][r]
+        assert (text.decode() if isinstance(text, bytes) else text) == p.text, (ex, p)
+        start = len(ex.context[:p.start_char].encode()) if p.nbest else 0
+        end = len(ex.context[:p.end_char].encode()) if p.nbest else 0
+        assert (int(served["answer_start"][r]), int(served["answer_end"][r])) == (start, end)
+        assert served["answer_score"][r] == pytest.approx(p.score, abs=1e-4), ex
+        assert served["no_answer_score"][r] == pytest.approx(p.null_score, abs=1e-4), ex
+        assert served["null_odds"][r] == pytest.approx(p.null_odds, abs=1e-4), ex
+        assert bool(served["has_answer"][r]) == (p.answer != ""), (ex, p)
+    return examples, feats, preds
 
 
 def fresh_ok(result):

@@ -166,6 +166,32 @@ def start_grpc_answering(outputs=None, abort=None, stall: float = 0.0):
     return _serve(Servicer())
 
 
+def _read_request(conn) -> None:
+    """Reads an HTTP request whole (its head, then Content-Length bytes of body), or what
+    came of anything else: a server that closes with bytes of the request unread sends a
+    reset, which the client may see before the answer (a flaky "Connection reset by
+    peer" where the test expects the answer's own error)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return
+        data += chunk
+        if not data.startswith((b"POST", b"GET")):
+            return
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return
+        body += chunk
+
+
 def start_tcp(reply: bytes | None, seconds_per_byte: float = 0.0, silence: float = 5.0,
               fast: int = 0):
     """A loopback TCP server answering each connection with the raw bytes `reply`
@@ -179,9 +205,11 @@ def start_tcp(reply: bytes | None, seconds_per_byte: float = 0.0, silence: float
 
     def answer(conn):
         with conn:
-            conn.settimeout(1.0)
+            # Time for a loaded client to send its request: a read that timed out had
+            # closed the connection unanswered, which the client's request then reset.
+            conn.settimeout(10.0)
             try:
-                conn.recv(65536)
+                _read_request(conn)
                 if reply is None:
                     stop.wait(silence)
                 elif not seconds_per_byte:

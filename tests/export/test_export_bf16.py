@@ -104,11 +104,13 @@ def test_the_command_writes_a_bf16_export(finetuned_dirs, tmp_path):
     proc = run_module("export.export_saved_model", "--task=token_classification",
                       f"--checkpoint={finetuned_dirs['ner']}", f"--model_base={tmp_path}",
                       "--model_name=ner", "--precision=bf16", "--ids_only", "--nowarmup",
-                      "--max_answer_length=9", "--length_buckets=8,4096")
+                      "--max_answer_length=9", "--doc_stride=64", "--length_buckets=8,4096")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "ids only, bf16 kernels) -> " in proc.stderr
     # flags that do nothing here are named (they had been taken without a word)
     assert ("[export] note: --max_answer_length is an option of question answering; a "
+            "token_classification export has no question or answer") in proc.stderr
+    assert ("[export] note: --doc_stride is an option of question answering; a "
             "token_classification export has no question or answer") in proc.stderr
     assert "[export] note: --length_buckets 4096 past the window (max_seq_length 16, " \
            "the last bucket) left out" in proc.stderr

@@ -371,6 +371,7 @@ def test_only_names_tf_serving_reads_as_versions_count(tmp_path):
     ("--model_name=.", "--model_name='.' must be one folder name"),
     ("--max_query_length=-3", "--max_query_length must be >= 1, got -3"),
     ("--max_answer_length=0", "--max_answer_length must be >= 1, got 0"),
+    ("--doc_stride=0", "--doc_stride must be >= 1, got 0"),
     (f"--version={2**63}", "--version must be in [1, 2^63 - 1]"),
     ("--precision=fp16", "flag --precision=fp16: value should be one of <fp32|bf16>"),
 ])

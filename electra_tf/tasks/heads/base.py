@@ -355,11 +355,27 @@ class Head(keras.layers.Layer):
         raise NotImplementedError
 
     @classmethod
+    def pack_texts(cls, spec, packer, tokenized, graph) -> dict:
+        """The model's rows for the text signature: packer.pack's dict of one row per
+        request (the first text cut to `pack_limit` pieces first), whose "truncated"
+        [B] the signature returns.
+
+        tokenized: per text, (normalized, ids, starts, ends) of packer.tokenize."""
+        import tensorflow as tf  # the serving graph's (this runs inside it)
+
+        ids_a = tokenized[0][1]
+        if len(tokenized) == 1:
+            return packer.pack(ids_a)
+        limit = cls.pack_limit(spec)
+        return packer.pack(ids_a, tokenized[1][1],
+                           limit_a=None if limit is None else tf.constant(limit, tf.int64))
+
+    @classmethod
     def text_outputs(cls, spec, packer, tokenized, packed, out: dict, graph) -> dict:
         """The text signature's outputs (without "truncated", which the caller adds).
 
         tokenized: per text, (normalized, ids, starts, ends) of packer.tokenize;
-        packed: packer.pack's dict."""
+        packed: `pack_texts`' dict; out: the model's outputs on its rows."""
         raise NotImplementedError
 
 

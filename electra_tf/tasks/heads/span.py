@@ -33,6 +33,11 @@ Serving:
   The span follows the trained variant (graph.span_outputs,
   graph.beam_span_outputs) and the null odds the recorded null rule
   (graph.null_outputs; has_answer: null_odds <= the rule's threshold).
+  The text signature reads a long context in windows, one every doc_stride
+  pieces (graph.doc_windows, as tasks/squad.py's featurize), and answers from
+  all of them as tasks/squad.py decodes a question's windows: the best span
+  starting at a piece its window has the most context for, the lowest
+  no-answer score; truncated: the question was cut.
 """
 
 from __future__ import annotations
@@ -84,6 +89,7 @@ class SpanServing(ServingOptions):
     v2: bool = False
     span_head: str = "independent"  # the trained variant ("joint": a beam)
     max_query_length: int = 64
+    doc_stride: int = 128  # the text signature's windows over a long context
     max_answer_length: int = 30
     null_rule: str = "combined"  # SQuAD 2.0: "answerable" or "combined" (tasks/squad.py)
     no_answer_threshold: float = 0.0  # SQuAD 2.0: has_answer when null_odds <= it
@@ -403,7 +409,7 @@ class SpanHead(Head):
     # === Serving ===
     @classmethod
     def serving_options(cls, record, checkpoint: str, max_query_length: int = 64,
-                        max_answer_length: int = 30, **flags):
+                        max_answer_length: int = 30, doc_stride: int = 128, **flags):
         """The recorded variant, and SQuAD 2.0's null rule and its threshold
         (squad.null_options: qa_na_threshold for the "answerable" rule,
         no_answer_threshold for "combined").
@@ -420,7 +426,7 @@ class SpanHead(Head):
                              "independent head's end logits, but the model has the joint head")
         return SpanServing(answerable=record.answerable, span_head=span_head,
                            v2=record.answerable or VERSIONS.get(record.task) == "2.0",
-                           max_query_length=max_query_length,
+                           max_query_length=max_query_length, doc_stride=doc_stride,
                            max_answer_length=max_answer_length,
                            null_rule=null["null_odds_from"],
                            no_answer_threshold=null["no_answer_threshold"])
@@ -456,7 +462,7 @@ class SpanHead(Head):
         info = {"regression": False, "span_head": spec.span_head,
                 "max_answer_length": spec.max_answer_length,
                 "max_query_length": spec.max_query_length,
-                "question_limit": cls.pack_limit(spec)}
+                "question_limit": cls.pack_limit(spec), "doc_stride": spec.doc_stride}
         if spec.v2:
             info.update(null_rule=cls._null_rule(spec),
                         no_answer_threshold=spec.no_answer_threshold)
@@ -471,28 +477,36 @@ class SpanHead(Head):
         return "none" if spec.span_head == "joint" else "combined"
 
     @classmethod
-    def _span(cls, spec, out, mask, type_ids, graph):
-        """The best span of the model's head and the null score of the model's rule."""
+    def _best_span(cls, spec, out, mask, type_ids, graph, start_ok=None):
+        """The best span of each row by the model's head (graph.span_outputs,
+        graph.beam_span_outputs; `start_ok`: the starts a window may take)."""
         if spec.span_head == "joint":
-            span = graph.beam_span_outputs(*(out[k] for k in JOINT_OUTPUTS[1:]), mask,
-                                           type_ids, spec.max_answer_length)
-        else:
-            span = graph.span_outputs(out["start_logits"], out["end_logits"], mask, type_ids,
-                                      spec.max_answer_length)
-        span["no_answer_score"], span["null_odds"] = graph.null_outputs(
-            cls._null_rule(spec), span["answer_score"],
+            return graph.beam_span_outputs(*(out[k] for k in JOINT_OUTPUTS[1:]), mask,
+                                           type_ids, spec.max_answer_length, start_ok)
+        return graph.span_outputs(out["start_logits"], out["end_logits"], mask, type_ids,
+                                  spec.max_answer_length, start_ok)
+
+    @classmethod
+    def _null(cls, spec, out, answer_score, graph):
+        """Each row's (no_answer_score, null_odds) by the model's null rule."""
+        return graph.null_outputs(
+            cls._null_rule(spec), answer_score,
             out.get("answerable_logits") if spec.answerable else None,
             out["start_logits"], out.get("end_logits"), spec.answerable_weight)
+
+    @classmethod
+    def _has_answer(cls, spec, has_span, null_odds):
         if spec.v2:
-            span["has_answer"] = span["has_span"] & (span["null_odds"]
-                                                     <= spec.no_answer_threshold)
-        else:
-            span["has_answer"] = span["has_span"]
-        return span
+            return has_span & (null_odds <= spec.no_answer_threshold)
+        return has_span
 
     @classmethod
     def ids_outputs(cls, spec, out, word_ids, mask, type_ids, graph) -> dict:
-        span = cls._span(spec, out, mask, type_ids, graph)
+        """One window per row, as sent."""
+        span = cls._best_span(spec, out, mask, type_ids, graph)
+        span["no_answer_score"], span["null_odds"] = cls._null(spec, out, span["answer_score"],
+                                                               graph)
+        span["has_answer"] = cls._has_answer(spec, span["has_span"], span["null_odds"])
         raw = JOINT_OUTPUTS if spec.span_head == "joint" else ("start_logits", "end_logits")
         result = {**{k: out[k] for k in raw},
                   **{k: v for k, v in span.items() if k != "has_span"}}
@@ -501,23 +515,56 @@ class SpanHead(Head):
         return result
 
     @classmethod
-    def text_outputs(cls, spec, packer, tokenized, packed, out, graph) -> dict:
-        """The question is the first text, the context the second."""
+    def pack_texts(cls, spec, packer, tokenized, graph) -> dict:
+        """The question (cut to `pack_limit` pieces) with each window of its context,
+        one model row per window (graph.doc_windows: a window every doc_stride pieces,
+        as fine-tuning's featurize); "truncated" [B]: the question was cut."""
         import tensorflow as tf  # the serving graph's (this runs inside it)
 
-        (_, _, s_a, e_a), (norm_b, _, s_b, e_b) = tokenized
-        width = packed["width"]
-        span = cls._span(spec, out, packed["input_mask"], packed["input_type_ids"], graph)
-        starts = packer.positions(s_a, packed["len_a"], width, packed["len_b"], s_b)
+        (_, question, _, _), (_, context, _, _) = tokenized
+        limit = cls.pack_limit(spec)
+        kept = tf.minimum(question.row_lengths(), limit)
+        windows = graph.doc_windows(kept, context.row_lengths(), spec.max_seq_length,
+                                    spec.doc_stride)
+        row = windows["row"]
+        packed = packer.pack(
+            graph.row_slices(question, row, tf.zeros_like(row), tf.gather(kept, row)),
+            graph.row_slices(context, row, windows["start"], windows["length"]),
+            limit_a=tf.constant(limit, tf.int64))
+        offset = packed["len_a"] + 2  # [CLS] question [SEP]
+        return {**packed, "windows": windows, "context_offset": offset,
+                "max_context": graph.window_max_context(windows, offset, packed["width"]),
+                "truncated": question.row_lengths() > kept}
+
+    @classmethod
+    def text_outputs(cls, spec, packer, tokenized, packed, out, graph) -> dict:
+        """The question is the first text, the context the second: each request's answer
+        is the best span of its windows (a window's span starting at a piece it has the
+        most context for), its no-answer score the lowest of its windows', as
+        fine-tuning's evaluation decodes a question's windows (tasks/squad.py)."""
+        import tensorflow as tf  # the serving graph's (this runs inside it)
+
+        (_, _, _, _), (norm_b, _, s_b, e_b) = tokenized
+        windows, offset = packed["windows"], packed["context_offset"]
+        span = cls._best_span(spec, out, packed["input_mask"], packed["input_type_ids"],
+                              graph, start_ok=packed["max_context"])
+        no_answer, _ = cls._null(spec, out, span["answer_score"], graph)
+        batch = tf.shape(norm_b, out_type=tf.int64)[0]
+        best = graph.best_of_rows(span["answer_score"], windows["row"], batch)
+        has_span = tf.gather(span["has_span"], best)
+        answer_score = tf.gather(span["answer_score"], best)
+        no_answer = tf.math.unsorted_segment_min(no_answer, windows["row"], batch)
+        null_odds = no_answer if cls._null_rule(spec) == "answerable" else no_answer - answer_score
         # An answer ends at the end of its last piece's character (never inside one).
-        ends = packer.positions(graph.char_ends(s_a, e_a), packed["len_a"], width,
-                                packed["len_b"], graph.char_ends(s_b, e_b))
-        s_byte = tf.gather(starts, span["answer_start_index"], batch_dims=1)
-        e_byte = tf.gather(ends, span["answer_end_index"], batch_dims=1)
-        s_byte = tf.where(span["has_span"], s_byte, 0)
-        e_byte = tf.where(span["has_span"], e_byte, 0)
+        window = {k: tf.gather(v, best) if k in ("row", "start", "length") else v
+                  for k, v in windows.items()}
+        s_byte = graph.window_values(s_b, window, tf.gather(offset, best),
+                                     tf.gather(span["answer_start_index"], best))
+        e_byte = graph.window_values(graph.char_ends(s_b, e_b), window, tf.gather(offset, best),
+                                     tf.gather(span["answer_end_index"], best))
+        s_byte = tf.where(has_span, s_byte, 0)
+        e_byte = tf.where(has_span, e_byte, 0)
         return {"answer_text": graph.substr_bytes(norm_b, s_byte, e_byte),
-                "answer_start": s_byte, "answer_end": e_byte,
-                "answer_score": span["answer_score"],
-                "no_answer_score": span["no_answer_score"],
-                "null_odds": span["null_odds"], "has_answer": span["has_answer"]}
+                "answer_start": s_byte, "answer_end": e_byte, "answer_score": answer_score,
+                "no_answer_score": no_answer, "null_odds": null_odds,
+                "has_answer": cls._has_answer(spec, has_span, null_odds)}

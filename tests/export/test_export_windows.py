@@ -1,0 +1,83 @@
+"""A served SQuAD context longer than one window is read in windows, every doc_stride
+pieces, and answered as fine-tuning's evaluation decodes a question's windows
+(tasks/squad.py): the best span of any window that starts at a piece the window has
+the most context for, the lowest no-answer score of the windows."""
+
+import numpy as np
+import pytest
+from export_helpers import LONG_PAIRS, assert_answers_as_the_task, fresh_ok
+
+
+@pytest.mark.parametrize("doc_stride", [3, 128])
+@pytest.mark.parametrize("name", ["squad", "squad_joint"])
+def test_a_long_context_is_answered_from_its_windows_as_the_task_decodes_them(
+        finetuned_dirs, name, doc_stride):
+    """doc_stride 3: windows that overlap (the max-context rule decides which window may
+    start an answer at a piece); 128: windows one after another."""
+    from electra_tf import Predictor
+
+    predictor = Predictor.open(finetuned_dirs[name], doc_stride=doc_stride)
+    questions, contexts = zip(*LONG_PAIRS)
+    served = predictor.outputs(list(questions), list(contexts))
+    examples, feats, preds = assert_answers_as_the_task(served, predictor.spec, name,
+                                                        LONG_PAIRS, doc_stride)
+    windows = np.bincount(feats.example_index, minlength=len(examples))
+    assert windows[:3].min() >= 2 and windows[3] == windows[4] == 1, windows
+    # Some answers come from past the first window: the windows matter.
+    first_window_ends = {}
+    for w in feats.extra:
+        if w.example_index not in first_window_ends:
+            first_window_ends[w.example_index] = (w.char_ends[w.doc_start + w.doc_length - 1]
+                                                  if w.doc_length else 0)
+    later = [ex.qas_id for i, ex in enumerate(examples)
+             if preds[ex.qas_id].nbest and preds[ex.qas_id].start_char >= first_window_ends[i]]
+    assert later, [(p.text, p.start_char) for p in preds.values()]
+    # truncated: the question was cut (the context never is)
+    from electra_tf.tasks.squad import question_limit
+
+    spec = predictor.spec
+    limit = question_limit(spec.max_query_length, spec.max_seq_length)
+    cut = [len(ids) > limit for ids in spec.tokenizer.encode(list(questions))]
+    assert cut[-1] and not cut[0]
+    np.testing.assert_array_equal(served["truncated"], cut)
+    assert not served["has_answer"][4] and served["answer_text"][4] == ""
+
+
+def test_the_server_loader_answers_a_long_context_as_the_python_api(exports, fresh):
+    """The export (doc_stride 128) in a fresh process, by TF2's loader and the TF1
+    session loader TF Serving runs."""
+    tf2, tf1 = fresh_ok(fresh[("squad_joint", "long")])
+    for key in tf2:
+        if tf2[key].dtype.kind == "f":
+            np.testing.assert_allclose(tf2[key], tf1[key], rtol=0, atol=1e-5, err_msg=key)
+        else:
+            np.testing.assert_array_equal(tf2[key], tf1[key], err_msg=key)
+    assert_answers_as_the_task(tf2, exports["squad_joint"][0], "squad_joint", LONG_PAIRS, 128)
+
+
+def test_the_windows_follow_the_stride_and_the_max_context_rule():
+    """graph.doc_windows and window_max_context against tasks/squad.py's doc_spans and
+    max_context_masks, over context and question lengths and strides."""
+    import tensorflow as tf
+
+    from electra_tf.serving import graph
+    from electra_tf.tasks.squad import doc_spans, max_context_masks
+
+    cases = [(n, q, s) for n in (0, 1, 5, 17, 40, 101) for q in (1, 6) for s in (1, 2, 5, 64)]
+    L = 16
+    for s in sorted({s for _, _, s in cases}):
+        picked = [c for c in cases if c[2] == s]
+        q_len = tf.constant([q for _, q, _ in picked], tf.int64)
+        windows = graph.doc_windows(q_len, tf.constant([n for n, _, _ in picked], tf.int64),
+                                    L, s)
+        offset = tf.gather(q_len, windows["row"]) + 2
+        mask = graph.window_max_context(windows, offset, L).numpy()
+        row, start, length = (windows[k].numpy() for k in ("row", "start", "length"))
+        for b, (n, q, _) in enumerate(picked):
+            mine = np.flatnonzero(row == b)
+            spans = doc_spans(n, L - q - 3, s)
+            assert [(int(start[i]), int(length[i])) for i in mine] == spans, (n, q, s)
+            for i, want in zip(mine, max_context_masks(spans, n)):
+                got = mask[i, q + 2:q + 2 + length[i]]
+                np.testing.assert_array_equal(got, want, err_msg=str((n, q, s, i)))
+                assert not mask[i, :q + 2].any() and not mask[i, q + 2 + length[i]:].any()
