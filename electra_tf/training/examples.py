@@ -18,7 +18,7 @@ import numpy as np
 MAX_SHOWN = 128  # positions printed of a longer sequence
 
 
-def example_lines(batch: dict, outputs: dict, vocab: list[str], rtd_logits=None,
+def masked_example_lines(batch: dict, outputs: dict, vocab: list[str], rtd_logits=None,
                   max_shown: int = MAX_SHOWN) -> list[str]:
     """The lines for row 0 of `batch` (NumPy arrays) and the model's `outputs` for it.
 

@@ -773,7 +773,7 @@ def _features_arrays(feats) -> list:
             + [feats.labels[k] for k in sorted(feats.labels)] + [feats.example_index])
 
 
-def example_lines(split: str, examples: list, features: base.Features, tokenizer,
+def window_example_lines(split: str, examples: list, features: base.Features, tokenizer,
                   label_names=()) -> list[str]:
     """The first window of a split as the model gets it (the original's log_examples):
     its example, tokens, input_ids, input_mask and segment_ids up to the window's last
@@ -1025,7 +1025,7 @@ class Finetuning:
             cache[split] = (examples, self.task.featurize(examples, self.tokenizer,
                                                           self.max_seq_length))
             if self.run.log_examples and self.chief:
-                for line in example_lines(split, *cache[split], self.tokenizer,
+                for line in window_example_lines(split, *cache[split], self.tokenizer,
                                           self.task.label_names):
                     self._log(line)
         return cache[split]

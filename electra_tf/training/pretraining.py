@@ -439,7 +439,7 @@ class Pretraining:
         """--log_examples: the batch's first sequence through the generator and the
         discriminator (`training.examples`), with the evaluation's seed."""
         from electra_tf.text.vocab import load_vocab
-        from electra_tf.training.examples import example_lines
+        from electra_tf.training.examples import masked_example_lines
 
         first = {k: v[:1] for k, v in self._first_replica(batch).items()}
         objective = self.model.objective
@@ -453,7 +453,7 @@ class Pretraining:
         if self._vocab is None:
             self._vocab = load_vocab(self.run.vocab_file)
         first = {k: keras.ops.convert_to_numpy(v) for k, v in first.items()}
-        lines = example_lines(first, as_numpy, self._vocab, rtd)
+        lines = masked_example_lines(first, as_numpy, self._vocab, rtd)
         self._log(f"at step {self.step}, {lines[0]}")
         for line in lines[1:]:
             self._log(line)

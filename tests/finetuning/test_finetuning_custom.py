@@ -148,14 +148,14 @@ def test_jsonl_pairs_are_packed_as_two_segments(pair_jsonl_dir, tiny_vocab):
 def test_log_examples_shows_the_first_window_as_the_model_gets_it(pair_jsonl_dir, pos_dir,
                                                                   tiny_vocab):
     from electra_tf.text.tokenizer import Tokenizer
-    from electra_tf.training.finetuning import example_lines
+    from electra_tf.training.finetuning import window_example_lines
 
     tokenizer = Tokenizer(tiny_vocab)
     task = get_task("classification", text_column="premise", text_pair_column="hypothesis",
                     label_column="gold")
     examples = task.read(str(pair_jsonl_dir), "train")
     feats = task.featurize(examples, tokenizer, L)
-    lines = example_lines("train", examples, feats, tokenizer, task.label_names)
+    lines = window_example_lines("train", examples, feats, tokenizer, task.label_names)
     n = int(feats.inputs["input_mask"][0].sum())
     first = examples[0]
     assert lines[0] == (f"train example 1 of {len(examples)} ({first.source}), window 1 of "
@@ -172,7 +172,7 @@ def test_log_examples_shows_the_first_window_as_the_model_gets_it(pair_jsonl_dir
     tagger = get_task("tagging")
     words = tagger.read(str(pos_dir), "train")
     feats = tagger.featurize(words, tokenizer, L)
-    lines = example_lines("train", words, feats, tokenizer, tagger.label_names)
+    lines = window_example_lines("train", words, feats, tokenizer, tagger.label_names)
     n = int(feats.inputs["input_mask"][0].sum())
     assert f"({words[0].path}:{words[0].line})" in lines[0]
     per_position = [line for line in lines[5:] if len(line.split()) == n + 1]

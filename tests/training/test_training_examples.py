@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from electra_tf.training.examples import example_lines
+from electra_tf.training.examples import masked_example_lines
 
 VOCAB = ["[PAD]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "dog", "mat"]
 
@@ -20,7 +20,7 @@ def test_a_sample_that_replaced_one_that_did_not_and_a_false_alarm_are_shown():
     fake = {"sampled_ids": np.array([[7, 8, 4]]),  # dog replaces cat; mat stays mat
             "original_ids": np.array([[1, 4, 5, 6, 8, 2, 0]])}
     logits = np.array([[-3.0, 1.0, 2.0, -3.0, -1.0, -3.0, 5.0]])  # "the" a false alarm
-    lines = example_lines(_batch(), {"fake": fake}, VOCAB, logits)
+    lines = masked_example_lines(_batch(), {"fake": fake}, VOCAB, logits)
     assert lines == [
         "example (the first eval sequence, 6 positions): 2 masked, 1 replaced by the "
         "generator's sampled tokens; the discriminator flags 1 of them and 1 other position "
@@ -31,7 +31,7 @@ def test_a_sample_that_replaced_one_that_did_not_and_a_false_alarm_are_shown():
 def test_without_a_discriminator_the_generators_predictions_are_shown_and_long_ones_cut():
     mlm_logits = np.zeros([1, 3, len(VOCAB)])
     mlm_logits[0, 0, 5] = mlm_logits[0, 1, 7] = 1.0  # cat (right), dog (wrong)
-    lines = example_lines(_batch(), {"mlm_logits": mlm_logits}, VOCAB, None, max_shown=4)
+    lines = masked_example_lines(_batch(), {"mlm_logits": mlm_logits}, VOCAB, None, max_shown=4)
     assert lines == [
         "example (the first eval sequence, 6 positions): 2 masked; the generator's "
         "predicted tokens",
