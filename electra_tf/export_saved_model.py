@@ -48,11 +48,13 @@ def define_flags():
     flags.DEFINE_integer("max_seq_length", 0,
                          "Sequence length (default: the fine-tuning run's; for rtd and "
                          "score the length the model was pre-trained at).")
-    flags.DEFINE_integer("max_query_length", 64, "squad: question pieces kept.")
-    flags.DEFINE_integer("max_answer_length", 30, "squad: longest answer in pieces.")
-    flags.DEFINE_integer("doc_stride", 128,
+    flags.DEFINE_integer("max_query_length", 0,
+                         "squad: question pieces kept (0: the fine-tuning run's).")
+    flags.DEFINE_integer("max_answer_length", 0,
+                         "squad: longest answer in pieces (0: the fine-tuning run's).")
+    flags.DEFINE_integer("doc_stride", 0,
                          "squad: a context longer than the window is read in windows, one "
-                         "every doc_stride pieces, as fine-tuning reads it.")
+                         "every doc_stride pieces (0: the fine-tuning run's).")
     flags.DEFINE_bool("warmup", True, "Write assets.extra/tf_serving_warmup_requests.")
     flags.DEFINE_enum("precision", "fp32", list(PRECISIONS),
                       "bf16: the encoder's dense kernels stored and multiplied in bfloat16 "

@@ -1020,6 +1020,13 @@ class FinetuningConfig:
     joint_prediction: bool = _field(
         True, "SQuAD: the original's joint start/end head (False: independent)")
     beam_size: int = _field(20, "SQuAD, joint head: best starts, and best ends of each, decoded")
+    max_query_length: int = _field(64, "SQuAD, MRQA: question pieces kept in a window")
+    doc_stride: int = _field(
+        128, "SQuAD, MRQA: a window of a long context every doc_stride pieces")
+    n_best_size: int = _field(
+        20, "SQuAD, MRQA: answers kept per question (the independent head's best starts and "
+        "ends paired)")
+    max_answer_length: int = _field(30, "SQuAD, MRQA: longest answer, in pieces")
     classifier_head: str = _field(
         "dense", "classification/regression head: dense is ELECTRA's one layer on [CLS]; mlp "
         "transformers' dense -> GELU -> dense, as its ElectraForSequenceClassification",
@@ -1070,8 +1077,10 @@ class FinetuningConfig:
             if isinstance(value, bool) or not isinstance(value, numbers.Real) \
                     or math.isnan(value):  # NaN answered every question, served none
                 raise ConfigError(f"{name} must be a number, got {value!r}")
-        if self.beam_size < 1:
-            raise ConfigError(f"beam_size must be >= 1, got {self.beam_size}")
+        for name in ("beam_size", "max_query_length", "doc_stride", "n_best_size",
+                     "max_answer_length"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.classifier_head not in ("dense", "mlp"):
             raise ConfigError(f"classifier_head must be dense or mlp, got {self.classifier_head!r}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):

@@ -47,6 +47,7 @@ from electra_tf.folders.vocabulary import (
     keep_vocab,
 )
 from electra_tf.tasks import heads
+from electra_tf.tasks.heads.span_record import WINDOW_DEFAULTS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -423,6 +424,11 @@ def _check_types(path: str, value: dict) -> None:
     if not isinstance(casing, bool):
         raise InputError(f"{path}: finetuning.do_lower_case must be true or false, got "
                          f"{casing!r}; not a file electra_tf wrote")
+    for name in WINDOW_DEFAULTS:  # (a record written before them has none)
+        count = value["finetuning"].get(name, 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise InputError(f"{path}: finetuning.{name} must be a whole number >= 1, got "
+                             f"{count!r}; not a file electra_tf wrote")
 
 
 def _label_scale(value, path: str) -> tuple[float, float]:

@@ -191,8 +191,8 @@ class ServingSpec:
 
 
 def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_length: int = 0,
-              max_query_length: int = 64, max_answer_length: int = 30,
-              what: str = "--checkpoint", doc_stride: int = 128) -> ServingSpec:
+              max_query_length: int = 0, max_answer_length: int = 0,
+              what: str = "--checkpoint", doc_stride: int = 0) -> ServingSpec:
     """Builds the Keras model from a model_dir (electra_tf/folders) and checks it suits `task`
     (None: what the folder serves, a fine-tuned folder's head or a pre-training folder's rtd).
 
@@ -201,12 +201,14 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
     span head and SQuAD 2.0's null rule, STS-B's label scale).
 
     `what` names the folder in errors (the caller's flag; the Python API's "folder").
-    `doc_stride`: squad's windows over a long context (a window every doc_stride
-    pieces, as fine-tuning reads one).
+    squad's `max_query_length`, `max_answer_length` and `doc_stride` (its windows
+    over a long context: one every doc_stride pieces) are the fine-tuning run's where
+    0 (`SpanHead.serving_options`).
 
     Raises:
       InputError: missing files or a checkpoint of another task; a max_query_length,
-        max_answer_length or doc_stride below 1 (an export of either answers no request).
+        max_answer_length or doc_stride below 0 (an export of one below 1 answers no
+        request).
     """
     from electra_tf.folders import FinetunedFolder, PretrainingFolder
     from electra_tf.folders.files import (
@@ -220,8 +222,9 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
 
     for name, value in (("max_query_length", max_query_length),
                         ("max_answer_length", max_answer_length), ("doc_stride", doc_stride)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"--{name} must be >= 1, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InputError(f"--{name} must be >= 1 (or 0: the fine-tuning run's), got "
+                             f"{value!r}")
 
     if not os.path.exists(checkpoint):  # (not "expected a pre-training model_dir")
         raise InputError(f"{what}: {checkpoint} not found")

@@ -41,8 +41,8 @@ class Predictor:
 
     @classmethod
     def open(cls, folder: str, task: str | None = None, vocab_file: str = "", max_seq_length: int = 0,
-             max_query_length: int = 64, max_answer_length: int = 30,
-             precision: str = "fp32", doc_stride: int = 128) -> Predictor:
+             max_query_length: int = 0, max_answer_length: int = 0,
+             precision: str = "fp32", doc_stride: int = 0) -> Predictor:
         """Opens a model folder for prediction.
 
         Args:

@@ -52,6 +52,7 @@ from electra_tf.tasks.squad import (
     SquadPrediction,
     SquadTask,
     recoverable,
+    window_options,
 )
 
 # The original's MRQA tasks (finetune/task_builder.py), and `mrqa` for any file of the format.
@@ -69,12 +70,17 @@ class MrqaExample(SquadExample):
 
 @dataclasses.dataclass(frozen=True)
 class Options(base.TaskOptions):
-    """The MRQA tasks' options (run_finetuning flags): the span head. SQuAD 2.0's null
+    """The MRQA tasks' options (run_finetuning flags): the windows, the decoding and the
+    span head. SQuAD 2.0's null
     rule is not one: an MRQA task always has an answer (`squad_null_rule` and its
     thresholds are refused)."""
 
     joint_prediction: bool = base.option("joint_prediction")
     beam_size: int = base.option("beam_size")
+    max_query_length: int = base.option("max_query_length")
+    doc_stride: int = base.option("doc_stride")
+    n_best_size: int = base.option("n_best_size")
+    max_answer_length: int = base.option("max_answer_length")
 
     def unused(self, name: str) -> list[str]:
         """--beam_size without the joint head."""
@@ -84,8 +90,7 @@ class Options(base.TaskOptions):
 
 def task_from_options(name: str, options: Options) -> "MrqaTask":
     """An MRQA task (one of MRQA_TASKS) with its options."""
-    return MrqaTask(name, joint_prediction=options.joint_prediction,
-                    beam_size=options.beam_size)
+    return MrqaTask(name, **window_options(options))
 
 
 class MrqaTask(SquadTask):

@@ -153,10 +153,15 @@ BEAM_UNUSED = "--beam_size (the joint head's beam; --joint_prediction=false deco
 
 @dataclasses.dataclass(frozen=True)
 class Options(base.TaskOptions):
-    """The SQuAD tasks' options (run_finetuning flags): the span head and 2.0's null rule."""
+    """The SQuAD tasks' options (run_finetuning flags): the windows, the decoding, the span
+    head and 2.0's null rule."""
 
     joint_prediction: bool = base.option("joint_prediction")
     beam_size: int = base.option("beam_size")
+    max_query_length: int = base.option("max_query_length")
+    doc_stride: int = base.option("doc_stride")
+    n_best_size: int = base.option("n_best_size")
+    max_answer_length: int = base.option("max_answer_length")
     squad_null_rule: str = base.option("squad_null_rule")
     qa_na_threshold: float = base.option("qa_na_threshold")
     no_answer_threshold: float = base.option("no_answer_threshold")
@@ -186,9 +191,15 @@ def task_from_options(name: str, options: Options) -> "SquadTask":
     Raises:
       ValueError: options the task refuses together (the combined rule with the joint head).
     """
-    return SquadTask(version=VERSIONS[name], joint_prediction=options.joint_prediction,
-                     beam_size=options.beam_size,
+    return SquadTask(version=VERSIONS[name], **window_options(options),
                      **null_options(dataclasses.asdict(options)))
+
+
+def window_options(options) -> dict:
+    """SquadTask's windows, decoding and span head of the SQuAD or MRQA Options."""
+    return {name: getattr(options, name) for name in (
+        "max_query_length", "doc_stride", "n_best_size", "max_answer_length",
+        "joint_prediction", "beam_size")}
 
 
 class SquadTask(base.Task):

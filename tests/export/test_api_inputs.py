@@ -116,8 +116,9 @@ def test_arguments_of_the_wrong_type_are_refused_naming_them(predictors, finetun
         Predictor.open(finetuned_dirs["squad"], max_answer_length=2.5)
     with pytest.raises(TypeError, match="doc_stride must be a whole number"):
         Predictor.open(finetuned_dirs["squad"], doc_stride=64.0)
-    with pytest.raises(InputError, match=r"^--doc_stride must be >= 1, got 0$"):
-        Predictor.open(finetuned_dirs["squad"], doc_stride=0)
+    with pytest.raises(InputError, match=r"^--doc_stride must be >= 1 \(or 0: the "
+                                         r"fine-tuning run's\), got -1$"):
+        Predictor.open(finetuned_dirs["squad"], doc_stride=-1)
     for open_, what in ((Predictor.open, "folder"), (FinetunedFolder.open, "model_dir"),
                         (PretrainingFolder.open, "checkpoint")):
         with pytest.raises(TypeError, match=f"^{what} must be a folder's path .* got NoneType"):

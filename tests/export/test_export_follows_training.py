@@ -117,6 +117,10 @@ def test_a_record_without_its_scale_or_null_rule_is_refused_in_one_line(finetune
     ({"encoder": {"hidden_size": "32"}}, "encoder: hidden_size must be an integer, got '32'"),
     ({"finetuning": {"do_lower_case": "false"}},
      "finetuning.do_lower_case must be true or false, got 'false'"),
+    ({"finetuning": {"doc_stride": 0}}, "finetuning.doc_stride must be a whole number >= 1, "
+                                        "got 0"),
+    ({"finetuning": {"max_query_length": "64"}},
+     "finetuning.max_query_length must be a whole number >= 1, got '64'"),
     # names a server could not tell apart ("" is also the served padding): had exported
     ({"label_names": ["0", "0"]}, "label_names must be distinct non-empty names"),
     ({"label_names": ["", "1"]}, "label_names must be distinct non-empty names"),

@@ -369,9 +369,11 @@ def test_only_names_tf_serving_reads_as_versions_count(tmp_path):
     ("--model_name=../escape", "--model_name='../escape' must be one folder name (no '/', "
                                "not '.' or '..')"),  # had written beside --model_base
     ("--model_name=.", "--model_name='.' must be one folder name"),
-    ("--max_query_length=-3", "--max_query_length must be >= 1, got -3"),
-    ("--max_answer_length=0", "--max_answer_length must be >= 1, got 0"),
-    ("--doc_stride=0", "--doc_stride must be >= 1, got 0"),
+    ("--max_query_length=-3", "--max_query_length must be >= 1 (or 0: the fine-tuning "
+                              "run's), got -3"),
+    ("--max_answer_length=-1", "--max_answer_length must be >= 1 (or 0: the fine-tuning "
+                               "run's), got -1"),
+    ("--doc_stride=-2", "--doc_stride must be >= 1 (or 0: the fine-tuning run's), got -2"),
     (f"--version={2**63}", "--version must be in [1, 2^63 - 1]"),
     ("--precision=fp16", "flag --precision=fp16: value should be one of <fp32|bf16>"),
 ])

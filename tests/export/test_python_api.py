@@ -111,10 +111,12 @@ def test_a_predictor_opens_what_the_folder_serves(finetuned_dirs, export_pretrai
     with pytest.raises(TypeError, match="not a mix"):
         stsb.predict(["a b", "c d"], "xy")
     (row,) = stsb.predict(b"a b", b"c")  # bytes are one row too
-    # What the export refuses, the Predictor refuses: an answer limit below 1 never answered.
-    for limit in ("max_query_length", "max_answer_length"):
-        with pytest.raises(InputError, match=f"--{limit} must be >= 1, got 0"):
-            Predictor.open(finetuned_dirs["squad"], **{limit: 0})
+    # What the export refuses, the Predictor refuses: an answer limit below 1 never answered
+    # (0 is the fine-tuning run's).
+    for limit in ("max_query_length", "max_answer_length", "doc_stride"):
+        with pytest.raises(InputError, match=re.escape(
+                f"--{limit} must be >= 1 (or 0: the fine-tuning run's), got -1")):
+            Predictor.open(finetuned_dirs["squad"], **{limit: -1})
 
 
 def test_a_lone_surrogate_is_read_as_a_replacement_character(finetuned_dirs):

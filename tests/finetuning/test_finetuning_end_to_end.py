@@ -7,6 +7,7 @@ error-path test below (and by the Ctrl-C test of test_finetuning_faults.py).
 
 import json
 import os
+import re
 
 import pytest
 from helpers import error_line, finetune, run_module
@@ -115,19 +116,47 @@ def test_squad_flagfile_learns_toy_squad_v2(pretrained_dir, toy_squad_dir, tmp_p
 
 def test_squad_task_flags_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path):
     """--joint_prediction, --beam_size and --qa_na_threshold are the task's, not only
-    recorded: a threshold below every null odds answers nothing."""
+    recorded: a threshold below every null odds answers nothing. The windows and
+    decoding (--max_query_length, --doc_stride, --n_best_size, --max_answer_length, the
+    original's hparams) are the task's, recorded, and what the export serves."""
     from electra_tf import folders
+    from electra_tf.serving.export import load_spec
 
-    finetune("--task_name=squad_v2", f"--init_checkpoint={pretrained_dir}",
-             f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/out",
-             "--num_train_epochs=1", "--learning_rate=3e-3", "--train_batch_size=16",
-             "--max_seq_length=24", "--joint_prediction=false", "--beam_size=3",
-             "--qa_na_threshold=-1e6")
+    trainer, _ = finetune(
+        "--task_name=squad_v2", f"--init_checkpoint={pretrained_dir}",
+        f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/out", "--num_train_epochs=1",
+        "--learning_rate=3e-3", "--train_batch_size=16", "--max_seq_length=24",
+        "--joint_prediction=false", "--beam_size=3", "--qa_na_threshold=-1e6",
+        "--max_query_length=3", "--doc_stride=2", "--n_best_size=4", "--max_answer_length=2")
     answers, null_odds, record = _squad_outputs(tmp_path / "out")
     assert record["head_options"] == {"span_head": "independent", "beam_size": 3}
     assert set(answers.values()) == {""}, answers
     model, _ = folders.finetuned.load_finetuned(str(tmp_path / "out"))
     assert model.head.span_head == "independent"
+    task = trainer.task
+    options = {"max_query_length": 3, "doc_stride": 2, "n_best_size": 4, "max_answer_length": 2}
+    assert {k: getattr(task, k) for k in options} == options
+    assert {k: record["finetuning"][k] for k in options} == options
+    # a question of more pieces is cut to 3, and a window starts every 2 pieces (of 3,
+    # at 9 positions)
+    examples = task.read(str(toy_squad_dir), "dev")
+    feats = task.featurize(examples, trainer.tokenizer, 9)
+    first = [w for w in feats.extra if w.example_index == 0]
+    assert len(first) > 1, first
+    assert max(w.context_offset for w in feats.extra) == 3 + 2
+    assert [w.doc_start for w in first] == list(range(0, 2 * len(first), 2)), first
+    spec = load_spec("squad", str(tmp_path / "out"))  # the export serves the run's
+    assert (spec.max_query_length, spec.doc_stride, spec.max_answer_length) == (3, 2, 2)
+    spec = load_spec("squad", str(tmp_path / "out"), max_query_length=5, doc_stride=7)
+    assert (spec.max_query_length, spec.doc_stride, spec.max_answer_length) == (5, 7, 2)
+    # the windows are the training data: a resume with others is refused
+    with pytest.raises(ConfigError, match=re.escape("--doc_stride=3 (trained with 2)")):
+        finetune("--task_name=squad_v2", f"--init_checkpoint={pretrained_dir}",
+                 f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/out",
+                 "--num_train_epochs=1", "--learning_rate=3e-3", "--train_batch_size=16",
+                 "--max_seq_length=24", "--joint_prediction=false", "--beam_size=3",
+                 "--qa_na_threshold=-1e6", "--max_query_length=3", "--doc_stride=3",
+                 "--n_best_size=4", "--max_answer_length=2")
 
 
 def test_cli_combined_null_rule_with_the_joint_head_is_one_line(tmp_path):

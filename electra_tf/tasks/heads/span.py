@@ -408,17 +408,24 @@ class SpanHead(Head):
 
     # === Serving ===
     @classmethod
-    def serving_options(cls, record, checkpoint: str, max_query_length: int = 64,
-                        max_answer_length: int = 30, doc_stride: int = 128, **flags):
+    def serving_options(cls, record, checkpoint: str, max_query_length: int = 0,
+                        max_answer_length: int = 0, doc_stride: int = 0, **flags):
         """The recorded variant, and SQuAD 2.0's null rule and its threshold
         (squad.null_options: qa_na_threshold for the "answerable" rule,
-        no_answer_threshold for "combined").
+        no_answer_threshold for "combined"); the question limit, answer length and
+        windows given, or (0) the fine-tuning run's (64, 30 and 128 where the record
+        has none: the original's, which every run took before they were flags).
 
         Raises:
           InputError: the combined rule recorded with the joint head.
         """
         from electra_tf.tasks.squad import VERSIONS, null_options
 
+        given = {"max_query_length": max_query_length, "max_answer_length": max_answer_length,
+                 "doc_stride": doc_stride}
+        max_query_length, max_answer_length, doc_stride = (
+            value or record.finetuning.get(name, span_record.WINDOW_DEFAULTS[name])
+            for name, value in given.items())
         null = null_options(record.finetuning)
         span_head = record.head_options["span_head"]
         if record.answerable and span_head == "joint" and null["null_odds_from"] == "combined":

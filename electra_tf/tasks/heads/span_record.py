@@ -9,6 +9,11 @@ from typing import Any, Mapping
 
 # The FinetuningConfig fields a span head's record holds (squad.null_options).
 NULL_FIELDS = ("squad_null_rule", "qa_na_threshold", "no_answer_threshold")
+# A question-answering run's windows and decoding (FinetuningConfig's fields), which
+# its export serves by default: the original's values, for a record written before
+# they were recorded (every run had taken them).
+WINDOW_DEFAULTS = {"max_query_length": 64, "doc_stride": 128, "max_answer_length": 30,
+                   "n_best_size": 20}
 
 
 def record_lacks(value: Mapping[str, Any]) -> list[str]:
