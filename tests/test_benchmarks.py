@@ -28,6 +28,7 @@ TOY_TESTS = {
     "bench_score_export.py": "test_bench_score_export_at_toy_size",
     "bench_serving_floor.py": "test_bench_serving_floor_at_toy_size",
     "bench_serving_threads.py": "test_bench_serving_threads_at_toy_size",
+    "bench_squad_windows.py": "test_bench_squad_windows_at_toy_size",
 }
 
 
@@ -196,6 +197,21 @@ def test_bench_score_export_at_toy_size(tmp_path):
     assert result["model_size"] == "tiny" and result["iters"] == 2
     assert result["score"]["p50_ms"] > 0 and result["classification"]["p50_ms"] > 0
     assert result["p50_ratio_score_over_classification"] > 0
+
+
+@pytest.mark.slow
+def test_bench_squad_windows_at_toy_size(tmp_path):
+    """This checkout as its own baseline (the baseline's path: its export command)."""
+    out = tmp_path / "windows"
+    _run(["bench_squad_windows.py", "--model_size=tiny", "--vocab_size=400",
+          "--max_seq_length=32", "--iters=2", "--warmup=1", "--context_words=5,60",
+          f"--baseline_repo={REPO}", f"--output={out}"], 240, tmp_path)
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert result["baseline"] and result["doc_stride"] == 128
+    assert [r["windows"] for r in result["rows"]] == [1, 4]  # 60 words, 19 a window
+    for row in result["rows"]:
+        assert row["this"]["p50_ms"] > 0 and row["baseline"]["p50_ms"] > 0
+        assert row["p50_ratio_this_over_baseline"] > 0
 
 
 @pytest.mark.slow
