@@ -69,8 +69,11 @@ def main(argv):
                              "the other text flags), not both")
         inputs = ids_inputs(FLAGS.input_word_ids, FLAGS.input_mask, FLAGS.input_type_ids)
     elif FLAGS.export_dir:
+        notes = []
         inputs = tokenized_inputs(FLAGS.export_dir, FLAGS.text, FLAGS.text_pair,
-                                  FLAGS.question, FLAGS.context)
+                                  FLAGS.question, FLAGS.context, notes=notes)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
     else:
         inputs = text_inputs(FLAGS.text, FLAGS.text_pair, FLAGS.question, FLAGS.context)
     signature = FLAGS.signature_name

@@ -502,9 +502,11 @@ def ids_inputs(input_word_ids=(), input_mask=(), input_type_ids=()) -> dict:
             for name, values in zip(IDS_INPUTS, (ids, mask, types))}
 
 
-def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), context=()) -> dict:
+def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), context=(),
+                     notes: list | None = None) -> dict:
     """Text tokenized here, for a server without TF-Text ops: the ids signature's inputs,
-    packed as the text signature packs them, with the export's own vocabulary and casing.
+    packed as the text signature packs a request (a SQuAD request: as it packs the
+    first window of its context), with the export's own vocabulary and casing.
 
     `export_dir` is the export's version folder (MODEL_BASE/NAME/N, or a copy of its
     assets/vocab.txt and assets.extra/export_info.json). Single texts keep their first
@@ -512,8 +514,8 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
     the export's question_limit pieces (its max_query_length Q when Q + 3 < L, else
     (L - 3) // 2; min(Q, (L - 3) // 2) for an export that does not record it, Q 64
     for one that does not record Q), the context the rest: its first window (the
-    text signature reads every window, `serving_ids` the one it is sent); L is the
-    export's max_seq_length.
+    text signature reads every window, `serving_ids` the one it is sent; `notes`
+    gets a line for each context cut so); L is the export's max_seq_length.
 
     Raises:
       InputError: the folder lacks those files, or the text flags do not match.
@@ -579,6 +581,11 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
         if "question" in texts:
             q = pieces[0][i][:question_cut]
             c = pieces[1][i][:length - len(q) - 3]
+            if notes is not None and len(c) < len(pieces[1][i]):
+                notes.append(f"--context #{i + 1} holds {len(pieces[1][i])} pieces, more than "
+                             f"the {len(c)} of one window beside its question: the ids "
+                             "signature answers from its first window only (the text "
+                             "signature reads every window)")
             ids = [cls] + q + [sep] + c + [sep]
             pad = length - len(ids)
             rows.append((ids + [0] * pad, [1] * len(ids) + [0] * pad,

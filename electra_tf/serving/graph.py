@@ -406,7 +406,9 @@ def doc_windows(question_len, context_len, max_seq_length: int, doc_stride: int)
       windows), stride, max_tokens (M), pieces (the context's).
     """
     max_tokens = tf.cast(max_seq_length, tf.int64) - question_len - 3
-    stride = tf.minimum(tf.constant(doc_stride, tf.int64), max_tokens)
+    # (a stride past the window is the window: no piece is skipped; nor does 10**30
+    # overflow the constant)
+    stride = tf.minimum(tf.constant(min(doc_stride, max_seq_length), tf.int64), max_tokens)
     count = 1 + tf.maximum((context_len - max_tokens + stride - 1) // stride, 0)
     splits = tf.concat([tf.zeros([1], tf.int64), tf.math.cumsum(count)], 0)
     row = flat_row_ids(splits, splits[-1])
@@ -435,34 +437,47 @@ def window_max_context(windows: dict, offset, width):
     length, the first window on a tie), which training's evaluation requires of an
     answer's start.
 
+    In closed form, in memory of N x width (a table of every window that holds a piece
+    had been N x width x 2M/stride: gigabytes at a small stride): every window but a
+    row's last holds M pieces, so among those that hold piece p the score
+    min(p - j*stride, j*stride + M - 1 - p) first rises then falls with j, and the
+    best is one of the two windows beside where its terms cross,
+    (2p - M + 1) / (2 stride), kept inside the full windows that hold p; the last
+    window, shorter, wins where its score is higher (it comes after them).
+
     Args:
       windows: doc_windows' dict; offset: int64 [N], the first context position of
         each packed window; width: the packed windows' positions.
     """
     row, start, length = windows["row"], windows["start"], windows["length"]
-    stride, max_tokens = tf.gather(windows["stride"], row), tf.gather(windows["max_tokens"], row)
-    pieces, count = tf.gather(windows["pieces"], row), tf.gather(windows["count"], row)
+
+    def per_window(name):
+        return tf.gather(windows[name], row)[:, None]
+
+    stride, size = per_window("stride"), per_window("max_tokens")
+    count, pieces = per_window("count"), per_window("pieces")
     t = tf.range(tf.cast(width, tf.int64))[None, :] - offset[:, None]  # [N, width]
     inside = (t >= 0) & (t < length[:, None])
-    piece = (start[:, None] + t)[:, :, None]  # [N, width, 1]
-    # The windows that can share a piece with window i: i +- reach.
-    reach = tf.reduce_max(tf.concat([(max_tokens + stride - 1) // stride, [0]], 0))
-    step = tf.range(-reach, reach + 1)  # [D]
-    other = windows["index"][:, None] + step[None, :]  # [N, D]
-    other_start = other * stride[:, None]
-    other_length = tf.minimum(pieces[:, None] - other_start, max_tokens[:, None])
-    other_start, other_length = other_start[:, None, :], other_length[:, None, :]
-    holds = ((other >= 0) & (other < count[:, None]))[:, None, :] & (
-        other_start <= piece) & (piece < other_start + other_length)
+    piece = start[:, None] + t
 
-    def score(first, n):
-        return (tf.cast(tf.minimum(piece - first, first + n - 1 - piece), tf.float64)
-                + 0.01 * tf.cast(n, tf.float64))
+    def score(first, n):  # x 100: integers, exact
+        return 100 * tf.minimum(piece - first, first + n - 1 - piece) + n
 
-    own = score(start[:, None, None], length[:, None, None])
-    theirs = score(other_start, other_length)
-    beaten = holds & ((theirs > own) | ((theirs == own) & (step < 0)[None, None, :]))
-    return inside & ~tf.reduce_any(beaten, axis=-1)
+    # The full windows (all but the last) that hold the piece: lo..hi.
+    lo = tf.maximum(tf.math.floordiv(piece - size, stride) + 1, 0)
+    hi = tf.minimum(tf.math.floordiv(piece, stride), count - 2)
+    cross = tf.math.floordiv(2 * piece - size + 1, 2 * stride)
+    a = tf.clip_by_value(cross, lo, tf.maximum(hi, lo))
+    b = tf.clip_by_value(cross + 1, lo, tf.maximum(hi, lo))
+    score_a, score_b = score(a * stride, size), score(b * stride, size)
+    full = tf.where(score_b > score_a, b, a)  # the first on a tie
+    full_score = tf.maximum(score_a, score_b)
+    last_start = (count - 1) * stride
+    last_length = pieces - last_start
+    last_holds = piece >= last_start
+    last_wins = last_holds & ((hi < lo) | (score(last_start, last_length) > full_score))
+    best = tf.where(last_wins, count - 1, full)
+    return inside & (best == windows["index"][:, None])
 
 
 def window_values(values, windows: dict, offset, index):
@@ -489,6 +504,11 @@ def best_of_rows(score, row, batch):
     return tf.math.unsorted_segment_min(index, row, batch)
 
 
+def _longest(max_answer_length: int) -> int:
+    """An answer length the int32 positions compare with (a longer one is no limit)."""
+    return min(int(max_answer_length), 2**31 - 1)
+
+
 def span_outputs(start_logits, end_logits, input_mask, input_type_ids,
                  max_answer_length: int, start_ok=None):
     """Best valid span per row of the independent head, in-graph (the argmax over
@@ -510,7 +530,7 @@ def span_outputs(start_logits, end_logits, input_mask, input_type_ids,
     pos = tf.range(tf.shape(input_mask)[1])
     scores = start_logits[:, :, None] + end_logits[:, None, :]
     i, j = pos[:, None], pos[None, :]
-    shape_ok = (j >= i) & (j - i < max_answer_length)
+    shape_ok = (j >= i) & (j - i < _longest(max_answer_length))
     starts = context if start_ok is None else context & start_ok
     valid = starts[:, :, None] & context[:, None, :] & shape_ok[None]
     flat = tf.reshape(tf.where(valid, scores, _NEG), [tf.shape(scores)[0], -1])
@@ -556,7 +576,7 @@ def beam_span_outputs(start_top_log_probs, start_top_index, end_top_log_probs, e
     starts = context if start_ok is None else context & pad_positions(
         tf.cast(start_ok, tf.bool), tf.shape(context)[1], False)
     valid = (tf.gather(starts, flat_s, batch_dims=1) & tf.gather(context, flat_e, batch_dims=1)
-             & (flat_e >= flat_s) & (flat_e - flat_s < max_answer_length))
+             & (flat_e >= flat_s) & (flat_e - flat_s < _longest(max_answer_length)))
     scores = tf.reshape(start_top_log_probs[:, :, None] + end_top_log_probs, [batch, k * k])
     scores = tf.where(valid, scores, _NEG)
     best = tf.argmax(scores, axis=-1, output_type=tf.int32)

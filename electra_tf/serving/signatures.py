@@ -345,6 +345,8 @@ def build_archive(spec, ids_only: bool = False):
             # them: client.tokenized_inputs)
             "text_inputs": list(spec.head.text_inputs(spec.pair))}
     info.update(spec.head.export_info(spec))
+    if ids_only:  # the text signature's windows: an ids-only export answers each row as sent
+        info.pop("doc_stride", None)
     if not ids_only:
         names, packer, checked = text_signature(spec, model)
         archive.track(packer)  # saves any lookup table under it (FastBertTokenizer has none)

@@ -489,8 +489,15 @@ def test_client_tokenization_keeps_the_exports_question_limit(tiny_vocab, tmp_pa
         if cut is not None:
             info["question_limit"] = cut
         (tmp_path / "assets.extra" / "export_info.json").write_text(json.dumps(info))
-        packed = client.tokenized_inputs(str(tmp_path), question=question, context=context)
+        notes = []
+        packed = client.tokenized_inputs(str(tmp_path), question=question * 2,
+                                         context=[context[0], "hello"], notes=notes)
         assert packed["input_type_ids"][0].tolist().index(1) == kept + 2  # [CLS] q [SEP]
+        # the context's first window only, and said (the text signature reads them all)
+        room = 32 - kept - 3
+        assert notes == [f"--context #1 holds 40 pieces, more than the {room} of one window "
+                         "beside its question: the ids signature answers from its first "
+                         "window only (the text signature reads every window)"]
 
 
 def test_bad_request_values_are_refused_before_anything_is_sent(tiny_vocab, tmp_path):

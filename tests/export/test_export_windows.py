@@ -63,7 +63,8 @@ def test_the_windows_follow_the_stride_and_the_max_context_rule():
     from electra_tf.serving import graph
     from electra_tf.tasks.squad import doc_spans, max_context_masks
 
-    cases = [(n, q, s) for n in (0, 1, 5, 17, 40, 101) for q in (1, 6) for s in (1, 2, 5, 64)]
+    cases = [(n, q, s) for n in (0, 1, 5, 9, 10, 11, 17, 40, 101, 260) for q in (1, 6)
+             for s in (1, 2, 3, 4, 5, 7, 9, 64)]
     L = 16
     for s in sorted({s for _, _, s in cases}):
         picked = [c for c in cases if c[2] == s]
@@ -81,3 +82,25 @@ def test_the_windows_follow_the_stride_and_the_max_context_rule():
                 got = mask[i, q + 2:q + 2 + length[i]]
                 np.testing.assert_array_equal(got, want, err_msg=str((n, q, s, i)))
                 assert not mask[i, :q + 2].any() and not mask[i, q + 2 + length[i]:].any()
+
+
+def test_a_stride_or_answer_length_past_any_window_is_no_limit(finetuned_dirs):
+    """10**30 had overflowed the graph's int64 constant (a traceback at the first
+    request); a stride past the window's room is that room, as fine-tuning's."""
+    from electra_tf import Predictor
+
+    questions, contexts = (list(x) for x in zip(*LONG_PAIRS))
+    huge = Predictor.open(finetuned_dirs["squad"], doc_stride=10**30, max_answer_length=10**30)
+    window = Predictor.open(finetuned_dirs["squad"], doc_stride=1000, max_answer_length=1000)
+    a, b = huge.outputs(questions, contexts), window.outputs(questions, contexts)
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def test_an_ids_only_export_records_no_stride(exports):
+    """It answers each row as sent: its export_info.json holds no doc_stride to mislead."""
+    from electra_tf.serving.signatures import build_archive
+
+    spec = exports["squad"][0]
+    assert build_archive(spec)[1]["doc_stride"] == spec.doc_stride == 128
+    assert "doc_stride" not in build_archive(spec, ids_only=True)[1]
