@@ -488,6 +488,12 @@ def test_span_options_that_change_nothing_are_named():
         assert unused_options(FinetuningConfig(task_name=name, beam_size=3,
                                                joint_prediction=False)) == [beam]
         assert unused_options(FinetuningConfig(task_name=name, beam_size=3)) == []
+        # the joint head decodes its beam: no n-best (as the original's joint decoding)
+        assert unused_options(FinetuningConfig(task_name=name, n_best_size=5)) == [
+            "--n_best_size (the independent head's best starts and ends; the joint head "
+            "decodes its beam, --beam_size)"]
+        assert unused_options(FinetuningConfig(task_name=name, n_best_size=5,
+                                               joint_prediction=False)) == []
     assert unused_options(FinetuningConfig(task_name="squad_v1", qa_na_threshold=1.0,
                                            squad_null_rule="combined")) == [
         "--squad_null_rule (SQuAD 2.0's no-answer rule; squad_v1 has an answer to every "

@@ -48,6 +48,7 @@ from electra_tf.core.errors import InputError, TaskDataError
 from electra_tf.tasks import base, mrqa_eval
 from electra_tf.tasks.squad import (
     BEAM_UNUSED,
+    N_BEST_UNUSED,
     SquadExample,
     SquadPrediction,
     SquadTask,
@@ -83,9 +84,11 @@ class Options(base.TaskOptions):
     max_answer_length: int = base.option("max_answer_length")
 
     def unused(self, name: str) -> list[str]:
-        """--beam_size without the joint head."""
-        return [BEAM_UNUSED] if "beam_size" in self.given() and not self.joint_prediction \
-            else []
+        """--beam_size without the joint head, --n_best_size with it."""
+        given = self.given()
+        out = [BEAM_UNUSED] if "beam_size" in given and not self.joint_prediction else []
+        return out + ([N_BEST_UNUSED] if "n_best_size" in given and self.joint_prediction
+                      else [])
 
 
 def task_from_options(name: str, options: Options) -> "MrqaTask":

@@ -149,6 +149,10 @@ class SquadPrediction:
 VERSIONS = {"squad_v1": "1.1", "squad_v2": "2.0"}  # task name -> SQuAD version
 # The note of a --beam_size the independent span head does not read (squad and mrqa).
 BEAM_UNUSED = "--beam_size (the joint head's beam; --joint_prediction=false decodes without one)"
+# The note of an --n_best_size the joint head does not read (as the original's, whose
+# joint decoding pairs its beam's starts and ends alone).
+N_BEST_UNUSED = ("--n_best_size (the independent head's best starts and ends; the joint "
+                 "head decodes its beam, --beam_size)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,9 +171,12 @@ class Options(base.TaskOptions):
     no_answer_threshold: float = base.option("no_answer_threshold")
 
     def unused(self, name: str) -> list[str]:
-        """--beam_size without the joint head; SQuAD 2.0's null rule on squad_v1."""
+        """--beam_size without the joint head, --n_best_size with it; SQuAD 2.0's null rule
+        on squad_v1."""
         given = self.given()
         out = [BEAM_UNUSED] if "beam_size" in given and not self.joint_prediction else []
+        if "n_best_size" in given and self.joint_prediction:
+            out.append(N_BEST_UNUSED)
         if VERSIONS.get(name) == "1.1":
             out += [f"--{n} (SQuAD 2.0's no-answer rule; {name} has an answer to every "
                     "question)" for n in ("squad_null_rule", "qa_na_threshold",
@@ -256,6 +263,7 @@ class SquadTask(base.Task):
         self.null_odds_from = null_odds_from
         self.joint_prediction = joint_prediction
         self.beam_size = beam_size
+        self._cut_said: set[int] = set()  # window lengths whose question cut was said
         self.metric_names = (
             ("f1", "exact", "HasAns_f1", "HasAns_exact", "NoAns_f1", "NoAns_exact",
              "best_f1", "best_f1_thresh", "best_exact", "best_exact_thresh")
@@ -341,6 +349,13 @@ class SquadTask(base.Task):
         if length < self.head_class.min_seq_length():  # a piece of each (as the export)
             raise ValueError(f"max_seq_length {length} leaves no room for a question and context")
         query_limit = question_limit(self.max_query_length, length)
+        if query_limit != self.max_query_length and length not in self._cut_said:
+            self._cut_said.add(length)  # (once a window length: featurize runs per split)
+            logging.warning(
+                "%s: --max_query_length=%d leaves no context piece in a window of %d "
+                "positions: questions are cut to %d pieces, half of what [CLS] and the two "
+                "[SEP]s leave (the export cuts them so too)", self.name,
+                self.max_query_length, length, query_limit)
         contexts = list(dict.fromkeys(ex.context for ex in examples))
         by_context = dict(zip(contexts, tokenize_with_char_offsets(tokenizer, contexts)))
         questions = _ids(tokenizer, [ex.question for ex in examples])

@@ -149,6 +149,21 @@ def test_squad_task_flags_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path
     assert (spec.max_query_length, spec.doc_stride, spec.max_answer_length) == (3, 2, 2)
     spec = load_spec("squad", str(tmp_path / "out"), max_query_length=5, doc_stride=7)
     assert (spec.max_query_length, spec.doc_stride, spec.max_answer_length) == (5, 7, 2)
+    # convert --to=hf says what transformers' config leaves behind, in its pipeline's words
+    from electra_tf.interop import hf
+
+    assert ("was fine-tuned with --max_query_length=3 --doc_stride=2 --max_answer_length=2, "
+            "which transformers' config does not hold: give its question-answering pipeline "
+            "max_question_len=3, doc_stride=2, max_answer_len=2") in hf.export_note(
+                str(tmp_path / "out"))
+    # an evaluation of the folder reads it with its own windows and decoding (as its
+    # export serves it), unless told otherwise
+    evaluated, _ = finetune(
+        "--task_name=squad_v2", f"--init_checkpoint={tmp_path}/out", "--do_train=false",
+        f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/eval", "--max_seq_length=24",
+        "--max_answer_length=5")
+    assert {k: getattr(evaluated.task, k) for k in options} == {**options,
+                                                                "max_answer_length": 5}
     # the windows are the training data: a resume with others is refused
     with pytest.raises(ConfigError, match=re.escape("--doc_stride=3 (trained with 2)")):
         finetune("--task_name=squad_v2", f"--init_checkpoint={pretrained_dir}",

@@ -381,6 +381,26 @@ def test_the_question_is_cut_where_the_original_cuts_it():
         64, 64, 64, 64, 32, 10, 2]
 
 
+def test_a_question_cut_below_max_query_length_is_said_once(setup, tokenizer, caplog):
+    """--max_query_length=30 in a window of 24 leaves no context piece: the questions
+    are cut to 10 pieces, which a run had done without a word (at 125 of 128: 62)."""
+    import logging
+
+    task, examples, _, _ = setup
+    task = SquadTask(task.version, max_query_length=30)
+    with caplog.at_level(logging.WARNING):
+        for _ in range(2):  # featurize runs per split
+            task.featurize(examples, tokenizer, 24)
+    said = [r.getMessage() for r in caplog.records if "max_query_length" in r.getMessage()]
+    assert said == [f"{task.name}: --max_query_length=30 leaves no context piece in a window "
+                    "of 24 positions: questions are cut to 10 pieces, half of what [CLS] and "
+                    "the two [SEP]s leave (the export cuts them so too)"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        SquadTask(task.version, max_query_length=20).featurize(examples, tokenizer, 24)
+    assert not [r for r in caplog.records if "max_query_length" in r.getMessage()]
+
+
 def test_independent_decoding_is_the_originals(setup):
     """The n best starts and ends are those of the whole row, as the original's
     _get_best_indexes takes them: [CLS] and the final [SEP] (unmasked by the head)

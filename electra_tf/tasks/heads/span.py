@@ -231,7 +231,9 @@ class SpanHead(Head):
         without an answerability classifier (imported from transformers, the
         original's answerable_classifier=False, or trained on SQuAD 1.1) evaluated on
         SQuAD 2.0: without one, by the combined rule at the folder's threshold (unless
-        the run asks for the combined rule itself), not with a random classifier.
+        the run asks for the combined rule itself), not with a random classifier. The
+        run's --max_query_length, --doc_stride, --n_best_size and --max_answer_length
+        left at their defaults are the folder's.
 
         Raises:
           ConfigError: that with the joint head, which has no end logit at [CLS] for
@@ -242,6 +244,12 @@ class SpanHead(Head):
         if config.span_head != had.span_head:
             config = dataclasses.replace(config, span_head=had.span_head)
             changes["joint_prediction"] = had.span_head == "joint"
+        # Its windows and decoding, as its own evaluation read them (and its export
+        # serves them), where the run leaves them at their defaults.
+        for name, default in span_record.WINDOW_DEFAULTS.items():
+            recorded = record.finetuning.get(name, default)
+            if getattr(finetuning, name) == default and recorded != default:
+                changes[name] = recorded
         if not config.answerable or record.answerable:
             return config, changes
         if config.span_head == "joint":
@@ -388,16 +396,30 @@ class SpanHead(Head):
     @classmethod
     def hf_export_note(cls, record) -> str | None:
         """A SQuAD 2.0 model (without an answerability classifier: hf_export_check)
-        answers "" by its null rule, at its threshold; transformers' model holds the
-        logits alone."""
+        answers "" by its null rule, at its threshold; a run's windows and answer
+        length other than the original's; transformers' model holds the logits alone."""
         from electra_tf.tasks.squad import VERSIONS
 
-        if VERSIONS.get(record.task) != "2.0":
-            return None
-        return (f"{record.model_dir} answers \"\" where start + end logits at [CLS], less the "
-                f"best span's, exceed {record.no_answer_threshold:g} (its null rule, "
+        notes = []
+        if VERSIONS.get(record.task) == "2.0":
+            notes.append(
+                f"{record.model_dir} answers \"\" where start + end logits at [CLS], less "
+                f"the best span's, exceed {record.no_answer_threshold:g} (its null rule, "
                 "--squad_null_rule=combined); transformers' ElectraForQuestionAnswering "
                 "holds the logits only: apply that threshold to them yourself")
+        # transformers' question-answering pipeline takes them (its own names)
+        pipeline = {"max_query_length": "max_question_len", "doc_stride": "doc_stride",
+                    "max_answer_length": "max_answer_len"}
+        own = {name: record.finetuning.get(name, default)
+               for name, default in span_record.WINDOW_DEFAULTS.items() if name in pipeline}
+        own = {k: v for k, v in own.items() if v != span_record.WINDOW_DEFAULTS[k]}
+        if own:
+            notes.append(
+                f"{record.model_dir} was fine-tuned with "
+                + " ".join(f"--{k}={v}" for k, v in own.items())
+                + ", which transformers' config does not hold: give its question-answering "
+                "pipeline " + ", ".join(f"{pipeline[k]}={v}" for k, v in own.items()))
+        return "; ".join(notes) or None
 
     @classmethod
     def hf_export_config(cls, config, values: dict, record) -> dict:
