@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from export_helpers import ODD_TEXTS, text_inputs
+from export_helpers import LONG_PAIRS, ODD_TEXTS, text_inputs
 from helpers import REPO
 
 PAGE = os.path.join(REPO, "docs", "python.md")
@@ -145,6 +145,9 @@ def test_a_predictor_answers_alike_in_a_process_running_keras_on_jax(finetuned_d
     texts = ["John lives in Paris .", "", "a b c d e f g h"]
     cases = {"ner": (finetuned_dirs["ner"], [texts]),
              "squad": (finetuned_dirs["squad"], [["who lives there ?"] * 3, texts]),
+             # contexts of several windows (the windows' graph on JAX's outputs)
+             "squad_joint": (finetuned_dirs["squad_joint"],
+                             [[q for q, _ in LONG_PAIRS], [c for _, c in LONG_PAIRS]]),
              "stsb": (finetuned_dirs["stsb"], [texts, texts[::-1]]),
              "rtd": (export_pretrained_dir, [texts])}
     proc = run_jax_script("""
