@@ -1020,6 +1020,12 @@ class FinetuningConfig:
     joint_prediction: bool = _field(
         True, "SQuAD: the original's joint start/end head (False: independent)")
     beam_size: int = _field(20, "SQuAD, joint head: best starts, and best ends of each, decoded")
+    answerable_classifier: bool = _field(
+        True, "SQuAD 2.0: train the answerability classifier (False: none; the no-answer "
+        "score is then start + end logits at [CLS], --squad_null_rule=combined)")
+    answerable_uses_start_logits: bool = _field(
+        True, "SQuAD 2.0: the answerability classifier also reads the start-probability-"
+        "weighted sequence, through dense(512, GELU) (False: dense(1) of [CLS] alone)")
     max_query_length: int = _field(64, "SQuAD, MRQA: question pieces kept in a window")
     doc_stride: int = _field(
         128, "SQuAD, MRQA: a window of a long context every doc_stride pieces")

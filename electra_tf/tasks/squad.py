@@ -166,6 +166,8 @@ class Options(base.TaskOptions):
     doc_stride: int = base.option("doc_stride")
     n_best_size: int = base.option("n_best_size")
     max_answer_length: int = base.option("max_answer_length")
+    answerable_classifier: bool = base.option("answerable_classifier")
+    answerable_uses_start_logits: bool = base.option("answerable_uses_start_logits")
     squad_null_rule: str = base.option("squad_null_rule")
     qa_na_threshold: float = base.option("qa_na_threshold")
     no_answer_threshold: float = base.option("no_answer_threshold")
@@ -181,6 +183,12 @@ class Options(base.TaskOptions):
             out += [f"--{n} (SQuAD 2.0's no-answer rule; {name} has an answer to every "
                     "question)" for n in ("squad_null_rule", "qa_na_threshold",
                                           "no_answer_threshold") if n in given]
+            out += [f"--{n} (SQuAD 2.0's answerability classifier; {name} has none)"
+                    for n in ("answerable_classifier", "answerable_uses_start_logits")
+                    if n in given]
+        elif "answerable_uses_start_logits" in given and not self.answerable_classifier:
+            out.append("--answerable_uses_start_logits (the answerability classifier's; "
+                       "--answerable_classifier=false trains none)")
         return out
 
 
@@ -199,6 +207,8 @@ def task_from_options(name: str, options: Options) -> "SquadTask":
       ValueError: options the task refuses together (the combined rule with the joint head).
     """
     return SquadTask(version=VERSIONS[name], **window_options(options),
+                     answerable_classifier=options.answerable_classifier,
+                     answerable_uses_start_logits=options.answerable_uses_start_logits,
                      **null_options(dataclasses.asdict(options)))
 
 
@@ -225,6 +235,10 @@ class SquadTask(base.Task):
       joint_prediction: the original's joint start/end head and beam decoding
         (else the independent head); the model takes `head_options`.
       beam_size: the joint head's beam (the original's 20).
+      answerable_classifier: SQuAD 2.0's answerability classifier (the original's
+        default; False: none, and the combined rule without its logit).
+      answerable_uses_start_logits: SQuAD 2.0's classifier reads the start-probability-
+        weighted sequence too (the original's default; False: dense(1) of [CLS]).
     """
 
     head = "squad"
@@ -238,7 +252,8 @@ class SquadTask(base.Task):
                  n_best_size: int = 20, max_answer_length: int = 30,
                  no_answer_threshold: float = -2.75, answerable_weight: float = 0.5,
                  null_odds_from: str = "answerable", joint_prediction: bool = True,
-                 beam_size: int = 20):
+                 beam_size: int = 20, answerable_classifier: bool = True,
+                 answerable_uses_start_logits: bool = True):
         if version not in ("1.1", "2.0"):
             raise ValueError(f"SQuAD version must be '1.1' or '2.0', got {version!r}")
         if null_odds_from not in ("answerable", "combined"):
@@ -250,9 +265,16 @@ class SquadTask(base.Task):
         if version == "2.0" and joint_prediction and null_odds_from == "combined":
             raise ValueError("the combined null rule reads the end logit at [CLS], which the "
                              "joint head does not predict: use joint_prediction=False with it")
+        if version == "2.0" and not answerable_classifier and null_odds_from != "combined":
+            raise ValueError("without the answerability classifier (answerable_classifier="
+                             "False) SQuAD 2.0's no-answer score is the start + end logits at "
+                             "[CLS], less the best span's, as the original's: use "
+                             "squad_null_rule='combined' with it (and joint_prediction=False;"
+                             " its threshold is no_answer_threshold, the original's -2.75)")
         self.version = version
         self.v2 = version == "2.0"
-        self.answerable = self.v2  # the trainer adds the answerability classifier
+        # the trainer adds the answerability classifier
+        self.answerable = self.v2 and answerable_classifier
         self.name = "squad_v2" if self.v2 else "squad_v1"
         self.max_query_length = max_query_length
         self.doc_stride = doc_stride
@@ -263,6 +285,7 @@ class SquadTask(base.Task):
         self.null_odds_from = null_odds_from
         self.joint_prediction = joint_prediction
         self.beam_size = beam_size
+        self.answerable_uses_start_logits = answerable_uses_start_logits
         self._cut_said: set[int] = set()  # window lengths whose question cut was said
         self.metric_names = (
             ("f1", "exact", "HasAns_f1", "HasAns_exact", "NoAns_f1", "NoAns_exact",
@@ -272,8 +295,11 @@ class SquadTask(base.Task):
     @property
     def head_options(self) -> dict:
         """FinetuningModel's span head arguments for this task."""
-        return {"span_head": "joint" if self.joint_prediction else "independent",
-                "beam_size": self.beam_size}
+        options = {"span_head": "joint" if self.joint_prediction else "independent",
+                   "beam_size": self.beam_size}
+        if not self.answerable_uses_start_logits:  # SpanConfig's default otherwise
+            options["answerable_uses_start_logits"] = False
+        return options
 
     # === Reading ===
 

@@ -480,7 +480,8 @@ RESUMED_SETTINGS = ("learning_rate", "layerwise_lr_decay", "weight_decay_rate",
                     "warmup_proportion", "num_train_epochs", "train_batch_size",
                     "max_seq_length", "adam_epsilon", "adam_bias_correction", "clip_norm",
                     "hidden_dropout_prob", "attention_probs_dropout_prob", "seed",
-                    "double_unordered", "max_query_length", "doc_stride")
+                    "double_unordered", "max_query_length", "doc_stride",
+                    "answerable_classifier", "answerable_uses_start_logits")
 
 
 def _resolved_settings(config: FinetuningConfig, task, size: str) -> dict:

@@ -127,12 +127,17 @@ def test_squad_task_flags_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path
         f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/out", "--num_train_epochs=1",
         "--learning_rate=3e-3", "--train_batch_size=16", "--max_seq_length=24",
         "--joint_prediction=false", "--beam_size=3", "--qa_na_threshold=-1e6",
-        "--max_query_length=3", "--doc_stride=2", "--n_best_size=4", "--max_answer_length=2")
+        "--max_query_length=3", "--doc_stride=2", "--n_best_size=4", "--max_answer_length=2",
+        "--answerable_uses_start_logits=false")
     answers, null_odds, record = _squad_outputs(tmp_path / "out")
-    assert record["head_options"] == {"span_head": "independent", "beam_size": 3}
+    assert record["head_options"] == {"span_head": "independent", "beam_size": 3,
+                                      "answerable_uses_start_logits": False}
     assert set(answers.values()) == {""}, answers
     model, _ = folders.finetuned.load_finetuned(str(tmp_path / "out"))
     assert model.head.span_head == "independent"
+    # the original's classifier without start logits: dense(1) of [CLS] alone
+    assert [v.path.split("/", 1)[1] for v in model.head.weights if "answerable" in v.path] \
+        == ["task_specific/answerable_output/kernel", "task_specific/answerable_output/bias"]
     task = trainer.task
     options = {"max_query_length": 3, "doc_stride": 2, "n_best_size": 4, "max_answer_length": 2}
     assert {k: getattr(task, k) for k in options} == options
@@ -164,14 +169,53 @@ def test_squad_task_flags_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path
         "--max_answer_length=5")
     assert {k: getattr(evaluated.task, k) for k in options} == {**options,
                                                                 "max_answer_length": 5}
-    # the windows are the training data: a resume with others is refused
-    with pytest.raises(ConfigError, match=re.escape("--doc_stride=3 (trained with 2)")):
+    assert not evaluated.model.head.uses_start_logits  # its classifier, unasked
+    # the windows are the training data, the classifier the model: a resume with others
+    # is refused
+    with pytest.raises(ConfigError, match=re.escape(
+            "--doc_stride=3 (trained with 2), --answerable_uses_start_logits=True (trained "
+            "with False)")):
         finetune("--task_name=squad_v2", f"--init_checkpoint={pretrained_dir}",
                  f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/out",
                  "--num_train_epochs=1", "--learning_rate=3e-3", "--train_batch_size=16",
                  "--max_seq_length=24", "--joint_prediction=false", "--beam_size=3",
                  "--qa_na_threshold=-1e6", "--max_query_length=3", "--doc_stride=3",
                  "--n_best_size=4", "--max_answer_length=2")
+
+
+def test_squad_v2_without_the_answerability_classifier(pretrained_dir, toy_squad_dir,
+                                                      tmp_path):
+    """The original's answerable_classifier=False: no classifier, and no-answer by start +
+    end at [CLS] less the best span's (the combined rule without its logit), which the
+    run must name; the folder serves it so."""
+    from electra_tf import Predictor, folders
+    from electra_tf.core.config import FinetuningConfig
+    from electra_tf.tasks.registry import get_task
+
+    with pytest.raises(ValueError, match=r"use squad_null_rule='combined' with it"):
+        get_task("squad_v2", answerable_classifier=False, joint_prediction=False)
+    trainer, _ = finetune(
+        "--task_name=squad_v2", f"--init_checkpoint={pretrained_dir}",
+        f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/out", "--num_train_epochs=1",
+        "--learning_rate=3e-3", "--train_batch_size=16", "--max_seq_length=24",
+        "--joint_prediction=false", "--answerable_classifier=false",
+        "--squad_null_rule=combined", "--no_answer_threshold=-2.75")
+    assert not trainer.model.head.answerable
+    assert not [v for v in trainer.model.head.weights if "answerable" in v.path]
+    answers, null_odds, record = _squad_outputs(tmp_path / "out")
+    assert not record["answerable"] and record["finetuning"]["answerable_classifier"] is False
+    for qid, answer in answers.items():  # "" exactly when the null odds exceed -2.75
+        assert (answer == "") == (null_odds[qid] > -2.75), (qid, answer, null_odds[qid])
+    model, _ = folders.finetuned.load_finetuned(str(tmp_path / "out"))
+    assert not model.head.answerable
+    spec = Predictor.open(str(tmp_path / "out")).spec
+    assert (spec.v2, spec.answerable, spec.null_rule, spec.no_answer_threshold) == (
+        True, False, "combined", -2.75)
+    # squad_v1 has no classifier to leave out: a note says the flag does nothing
+    from electra_tf.tasks.registry import unused_options
+
+    assert unused_options(FinetuningConfig(task_name="squad_v1", answerable_classifier=False)) \
+        == ["--answerable_classifier (SQuAD 2.0's answerability classifier; squad_v1 has none)"]
 
 
 def test_cli_combined_null_rule_with_the_joint_head_is_one_line(tmp_path):

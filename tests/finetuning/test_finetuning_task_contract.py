@@ -123,7 +123,8 @@ def test_each_task_option_belongs_to_one_family_with_the_flags_default():
         "double_unordered", "squad_null_rule", "qa_na_threshold", "no_answer_threshold",
         "joint_prediction", "beam_size", "classifier_head", "tagging_scheme", "text_column",
         "text_pair_column", "label_column", "label_names", "regression", "skip_malformed_rows",
-        "max_query_length", "doc_stride", "n_best_size", "max_answer_length"}
+        "max_query_length", "doc_stride", "n_best_size", "max_answer_length",
+        "answerable_classifier", "answerable_uses_start_logits"}
     assert owned["doc_stride"] == ["squad", "mrqa"]
     assert owned["label_names"] == ["classification", "tagging"]
     assert owned["classifier_head"] == ["classification", "glue"]

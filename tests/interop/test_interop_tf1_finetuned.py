@@ -251,6 +251,41 @@ def test_independent_squad_v1_head_drops_the_unread_answerability_classifier(h, 
     assert trainer.model.head.span_head == "independent"
 
 
+def test_a_one_layer_answerability_classifier_is_the_originals_without_start_logits(
+        h, tmp_path):
+    """answerable_uses_start_logits=False (dense_2 alone, dense(1) of [CLS]): imported
+    as that classifier (it had been refused), negated as the other; the folder records
+    it, a fine-tuning run continues it only when told, and it trains from scratch so."""
+    prefix, w = _checkpoint(h, tmp_path, "squad",
+                            _qa_layers(answerable=False) + [("dense_2", H, 1)], seed=23)
+    out, report, model, record = _import(h, tmp_path, prefix)
+    assert record.answerable and record.head_options == {
+        "span_head": "joint", "beam_size": 20, "answerable_uses_start_logits": False}
+    assert record.finetuning["answerable_uses_start_logits"] is False
+    inputs = h.padded_inputs(seed=24)
+    got = np.asarray(model(inputs)["answerable_logits"])
+    seq = h.np_encoder(w, "electra", inputs, heads=h.sizes["HEADS"])
+    np.testing.assert_allclose(got, -_np_dense(seq[:, 0], w, "task_specific/squad/dense_2")[:, 0],
+                               atol=TOL, rtol=0)
+    assert not hasattr(model.head, "answerable_dense")
+    from helpers import finetune
+
+    from electra_tf.core.errors import ConfigError
+    from electra_tf.tasks.squad import SquadExample
+
+    data = _squad_v2_dev(tmp_path, [SquadExample("q0", "w1 w2", "w3 w4 w5 w6")])
+    trainer, _ = finetune("--task_name=squad_v2", f"--init_checkpoint={out}",
+                          "--do_train=false", f"--data_dir={data}",
+                          f"--model_dir={tmp_path / 'eval'}")  # as it was trained, unasked
+    assert not trainer.model.head.uses_start_logits
+    np.testing.assert_allclose(trainer.model.head.answerable_output.kernel.numpy(),
+                               -w["task_specific/squad/dense_2/kernel"], atol=1e-6)
+    with pytest.raises(ConfigError, match=r"answerable_uses_start_logits=false; pass "
+                                          r"--answerable_uses_start_logits=false"):
+        finetune("--task_name=squad_v2", f"--init_checkpoint={out}", f"--data_dir={data}",
+                 f"--model_dir={tmp_path / 'more'}", "--num_train_epochs=1")
+
+
 def _squad_v2_dev(tmp_path, examples):
     """A data_dir whose dev-v2.0.json asks `examples` (SquadExample), all unanswerable."""
     data = tmp_path / "squad"
@@ -281,8 +316,8 @@ def test_squad_v2_without_the_answerability_classifier_scores_no_answer_as_the_o
     out, report, model, record = _import(h, tmp_path, prefix)
     assert (record.task, record.answerable, record.head_options["span_head"]) == \
         ("squad_v2", False, "independent")
-    assert (record.finetuning["squad_null_rule"], record.finetuning["no_answer_threshold"]) \
-        == ("combined", -2.75)
+    assert (record.finetuning["squad_null_rule"], record.finetuning["no_answer_threshold"],
+            record.finetuning["answerable_classifier"]) == ("combined", -2.75, False)
     spec = load_spec("squad", out)
     task = task_from_config(FinetuningConfig.from_dict(record.finetuning))
     rng = np.random.default_rng(20)
@@ -460,12 +495,6 @@ def test_refusals_are_one_line_and_write_nothing(h, tmp_path):
     with pytest.raises(core.ConversionError, match=r"has 2 outputs, but --task_name=mnli has "
                                                    r"3 outputs \(contradiction, entailment"):
         _import(h, tmp_path / "b", prefix)
-    # answerable_uses_start_logits=False: a one-layer answerability classifier.
-    prefix, _ = _checkpoint(h, tmp_path / "c", "squad",
-                            _qa_layers(answerable=False) + [("dense_2", H, 1)])
-    with pytest.raises(core.ConversionError, match=r"task_specific/squad: the head has a "
-                                                   r"one-layer answerability classifier"):
-        _import(h, tmp_path / "c", prefix)
     # answerable_classifier=False with the joint head: a null score electra_tf has not.
     prefix, _ = _checkpoint(h, tmp_path / "f", "squad", _qa_layers(answerable=False))
     with pytest.raises(core.ConversionError, match=r"no answerability classifier .* and the "

@@ -16,7 +16,8 @@ two variants (`span_head`):
 With `answerable` (SQuAD 2.0) also an answerability logit [B]
 ("answerable_logits") from the [CLS] vector and the start-probability-weighted
 sequence vector, through dense(512, GELU) -> dense(1), as the original's
-qa_tasks.py (answerable_uses_start_logits).
+qa_tasks.py (answerable_uses_start_logits); with
+answerable_uses_start_logits=False, dense(1) of the [CLS] vector alone.
 
 Loss (qa_tasks.py): (CE(start) + CE(end)) / 2, plus 0.5 x sigmoid CE of the
 answerability logit, summed over the batch (tasks/losses.py span_loss).
@@ -69,6 +70,10 @@ class SpanConfig(HeadConfig):
     answerable: bool = False  # the answerability classifier (SQuAD 2.0)
     span_head: str = "joint"  # one of SPAN_HEADS
     beam_size: int = 20  # the joint head's beam (the original's beam_size)
+    # The answerability classifier reads [CLS] and the start-probability-weighted
+    # sequence through dense(512, GELU) (the original's default); False: dense(1) of
+    # [CLS] alone, as its answerable_uses_start_logits=False.
+    answerable_uses_start_logits: bool = True
 
     def __post_init__(self):
         if self.span_head not in SPAN_HEADS:
@@ -77,7 +82,10 @@ class SpanConfig(HeadConfig):
             raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
 
     def head_options(self) -> dict:
-        return {"span_head": self.span_head, "beam_size": self.beam_size}
+        options = {"span_head": self.span_head, "beam_size": self.beam_size}
+        if not self.answerable_uses_start_logits:  # (recorded only where it is not the default)
+            options["answerable_uses_start_logits"] = False
+        return options
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,9 +127,11 @@ class SpanHead(Head):
             self.qa_logits = self.dense(1, "qa_logits")
         else:
             self.output_dense = self.dense(2, "output")
+        self.uses_start_logits = config.answerable_uses_start_logits
         if config.answerable:
-            self.answerable_dense = self.dense(512, "answerable_hidden", float32=False,
-                                               fresh=True)
+            if self.uses_start_logits:
+                self.answerable_dense = self.dense(512, "answerable_hidden", float32=False,
+                                                   fresh=True)
             self.answerable_output = self.dense(1, "answerable_output", fresh=True)
 
     def build(self, sequence_shape):
@@ -132,9 +142,11 @@ class SpanHead(Head):
             self.qa_logits.build((None, None, 512))
         else:
             self.output_dense.build((None, None, self.hidden_size))
-        if self.answerable:
+        if self.answerable and self.uses_start_logits:
             self.answerable_dense.build((None, 2 * self.hidden_size))
             self.answerable_output.build((None, 512))
+        elif self.answerable:
+            self.answerable_output.build((None, self.hidden_size))
         self.built = True
 
     def call(self, sequence_output, input_mask, segment_ids=None, training=False, seed=None,
@@ -162,7 +174,10 @@ class SpanHead(Head):
             logits = self.output_dense(sequence_output)  # [B, L, 2]
             start, end = logits[..., 0] + pad, logits[..., 1] + pad
             outputs = {"start_logits": start, "end_logits": end}
-        if self.answerable:
+        if self.answerable and not self.uses_start_logits:  # dense(1) of [CLS]
+            outputs["answerable_logits"] = ops.squeeze(
+                self.answerable_output(sequence_output[:, 0]), -1)
+        elif self.answerable:
             start_p = ops.softmax(start, axis=-1)
             start_vec = ops.einsum("bl,blh->bh", start_p,
                                    ops.cast(sequence_output, "float32"))
@@ -244,6 +259,11 @@ class SpanHead(Head):
         if config.span_head != had.span_head:
             config = dataclasses.replace(config, span_head=had.span_head)
             changes["joint_prediction"] = had.span_head == "joint"
+        if record.answerable and \
+                config.answerable_uses_start_logits != had.answerable_uses_start_logits:
+            config = dataclasses.replace(
+                config, answerable_uses_start_logits=had.answerable_uses_start_logits)
+            changes["answerable_uses_start_logits"] = had.answerable_uses_start_logits
         # Its windows and decoding, as its own evaluation read them (and its export
         # serves them), where the run leaves them at their defaults.
         for name, default in span_record.WINDOW_DEFAULTS.items():
@@ -268,6 +288,11 @@ class SpanHead(Head):
         if had.span_head != want.span_head:
             return (f"the {had.span_head} span head; pass "
                     f"--joint_prediction={str(had.span_head == 'joint').lower()}")
+        if had.answerable and want.answerable and \
+                had.answerable_uses_start_logits != want.answerable_uses_start_logits:
+            flag = str(had.answerable_uses_start_logits).lower()
+            return (f"the answerability classifier of answerable_uses_start_logits={flag}; "
+                    f"pass --answerable_uses_start_logits={flag}")
         return None
 
     # === Names ===
@@ -277,14 +302,16 @@ class SpanHead(Head):
         qa_hidden (dense(512, gelu) of concat(h_start, h_end)) and dense(1) end logits;
         without: dense(1) start, dense(1) end. The answerability classifier
         (answerable_uses_start_logits, on by default for every QA task): dense(512, gelu),
-        then dense(1), built after the span layers."""
+        then dense(1), built after the span layers; without start logits dense(1) alone."""
         if config.span_head == "joint":
             layers = {"start_output": ("dense",), "qa_hidden": ("qa_hidden",),
                       "qa_logits": ("dense_1",)}
         else:
             layers = {"output": ("dense", "dense_1")}
-        if config.answerable:
+        if config.answerable and config.answerable_uses_start_logits:
             layers.update(_TF1_ANSWERABLE)
+        elif config.answerable:
+            layers["answerable_output"] = _TF1_ANSWERABLE["answerable_hidden"]  # dense_2
         return layers
 
     @classmethod
@@ -295,17 +322,18 @@ class SpanHead(Head):
         logits, against qa_na_threshold: the "combined" rule without an answerability
         logit, at the original's threshold.
 
+        A one-layer classifier (dense_2 alone): the original's
+        answerable_uses_start_logits=False, dense(1) of [CLS].
+
         Raises:
-          ValueError: that with the joint head (whose null score the original reads
-            from the [CLS] start logit against beam log-probabilities), or a one-layer
-            classifier (answerable_uses_start_logits=False).
+          ValueError: no classifier with the joint head (whose null score the original
+            reads from the [CLS] start logit against beam log-probabilities).
         """
         if not config.answerable:
             return config, {}
         if "dense_2" in present and "dense_3" not in present:
-            raise ValueError("the head has a one-layer answerability classifier (dense_2 "
-                             "alone: the original's answerable_uses_start_logits=False), "
-                             "which electra_tf does not have")
+            return (dataclasses.replace(config, answerable_uses_start_logits=False),
+                    {"answerable_uses_start_logits": False})
         if "dense_2" in present:
             return config, {}
         if config.span_head == "joint":
@@ -317,7 +345,7 @@ class SpanHead(Head):
         from electra_tf.core.config import FinetuningConfig
 
         return (dataclasses.replace(config, answerable=False),
-                {"squad_null_rule": "combined",
+                {"answerable_classifier": False, "squad_null_rule": "combined",
                  "no_answer_threshold": FinetuningConfig.qa_na_threshold})
 
     @classmethod
@@ -352,8 +380,9 @@ class SpanHead(Head):
                    **dense_names("task_specific/qa_logits", self.qa_logits)}
         else:
             out = dense_names("task_specific/output", self.output_dense)
-        if self.answerable:
+        if self.answerable and self.uses_start_logits:
             out.update(dense_names("task_specific/answerable_hidden", self.answerable_dense))
+        if self.answerable:
             out.update(dense_names("task_specific/answerable_output", self.answerable_output))
         return out
 
