@@ -501,7 +501,10 @@ def best_of_rows(score, row, batch):
     best = tf.math.unsorted_segment_max(score, row, batch)
     n = tf.size(score, out_type=tf.int64)
     index = tf.where(score >= tf.gather(best, row), tf.range(n), n)
-    return tf.math.unsorted_segment_min(index, row, batch)
+    found = tf.math.unsorted_segment_min(index, row, batch)
+    # A row whose scores are all NaN (a broken model) has none >= its max: its first window.
+    first = tf.math.unsorted_segment_min(tf.range(n), row, batch)
+    return tf.where(found < n, found, first)
 
 
 def _longest(max_answer_length: int) -> int:

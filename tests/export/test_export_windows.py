@@ -104,3 +104,15 @@ def test_an_ids_only_export_records_no_stride(exports):
     spec = exports["squad"][0]
     assert build_archive(spec)[1]["doc_stride"] == spec.doc_stride == 128
     assert "doc_stride" not in build_archive(spec, ids_only=True)[1]
+
+
+def test_each_request_takes_its_best_window_the_first_on_a_tie():
+    """And a request whose windows all score NaN (a broken model) its first window: a
+    gather past the windows had failed the whole batch."""
+    import tensorflow as tf
+
+    from electra_tf.serving import graph
+
+    score = tf.constant([np.nan, np.nan, 1.0, 2.0, 2.0, -1e9], tf.float32)
+    row = tf.constant([0, 0, 1, 1, 1, 2], tf.int64)
+    np.testing.assert_array_equal(graph.best_of_rows(score, row, 3), [0, 3, 5])
