@@ -1021,8 +1021,9 @@ class FinetuningConfig:
         True, "SQuAD: the original's joint start/end head (False: independent)")
     beam_size: int = _field(20, "SQuAD, joint head: best starts, and best ends of each, decoded")
     answerable_classifier: bool = _field(
-        True, "SQuAD 2.0: train the answerability classifier (False: none; the no-answer "
-        "score is then start + end logits at [CLS], --squad_null_rule=combined)")
+        True, "SQuAD 2.0: train the answerability classifier (False: none, with "
+        "--joint_prediction=false; the no-answer score is then start + end logits at [CLS] "
+        "less the best span's, at --qa_na_threshold, as the original's)")
     answerable_uses_start_logits: bool = _field(
         True, "SQuAD 2.0: the answerability classifier also reads the start-probability-"
         "weighted sequence, through dense(512, GELU) (False: dense(1) of [CLS] alone)")

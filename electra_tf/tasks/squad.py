@@ -186,9 +186,13 @@ class Options(base.TaskOptions):
             out += [f"--{n} (SQuAD 2.0's answerability classifier; {name} has none)"
                     for n in ("answerable_classifier", "answerable_uses_start_logits")
                     if n in given]
-        elif "answerable_uses_start_logits" in given and not self.answerable_classifier:
-            out.append("--answerable_uses_start_logits (the answerability classifier's; "
-                       "--answerable_classifier=false trains none)")
+        else:
+            if "answerable_uses_start_logits" in given and not self.answerable_classifier:
+                out.append("--answerable_uses_start_logits (the answerability classifier's; "
+                           "--answerable_classifier=false trains none)")
+            if "qa_na_threshold" in given and self.squad_null_rule == "combined":
+                out.append("--qa_na_threshold (the answerable rule's threshold; "
+                           "--squad_null_rule=combined reads --no_answer_threshold)")
         return out
 
 
@@ -236,7 +240,9 @@ class SquadTask(base.Task):
         (else the independent head); the model takes `head_options`.
       beam_size: the joint head's beam (the original's 20).
       answerable_classifier: SQuAD 2.0's answerability classifier (the original's
-        default; False: none, and the combined rule without its logit).
+        default; False: none, and null_odds_from "answerable" is then the original's
+        rule without it: start + end logits at [CLS], less the best span's, the
+        "combined" rule without the classifier's logit, at no_answer_threshold).
       answerable_uses_start_logits: SQuAD 2.0's classifier reads the start-probability-
         weighted sequence too (the original's default; False: dense(1) of [CLS]).
     """
@@ -262,15 +268,20 @@ class SquadTask(base.Task):
         if min(max_query_length, doc_stride, n_best_size, max_answer_length, beam_size) < 1:
             raise ValueError("max_query_length, doc_stride, n_best_size, max_answer_length "
                              "and beam_size must be >= 1")
+        if version == "2.0" and not answerable_classifier:
+            if joint_prediction:
+                raise ValueError(
+                    "without the answerability classifier (answerable_classifier=False) the "
+                    "no-answer score reads the end logit at [CLS], which the joint head does "
+                    "not predict: use joint_prediction=False with it (the original's joint "
+                    "head reads its [CLS] start logit against the beam's log-probabilities "
+                    "instead, a rule electra_tf does not have)")
+            # The original's rule without its classifier (qa_metrics.py): start + end logits
+            # at [CLS], less the best span's, at the rule's threshold.
+            null_odds_from = "combined"
         if version == "2.0" and joint_prediction and null_odds_from == "combined":
             raise ValueError("the combined null rule reads the end logit at [CLS], which the "
                              "joint head does not predict: use joint_prediction=False with it")
-        if version == "2.0" and not answerable_classifier and null_odds_from != "combined":
-            raise ValueError("without the answerability classifier (answerable_classifier="
-                             "False) SQuAD 2.0's no-answer score is the start + end logits at "
-                             "[CLS], less the best span's, as the original's: use "
-                             "squad_null_rule='combined' with it (and joint_prediction=False;"
-                             " its threshold is no_answer_threshold, the original's -2.75)")
         self.version = version
         self.v2 = version == "2.0"
         # the trainer adds the answerability classifier
@@ -297,7 +308,7 @@ class SquadTask(base.Task):
         """FinetuningModel's span head arguments for this task."""
         options = {"span_head": "joint" if self.joint_prediction else "independent",
                    "beam_size": self.beam_size}
-        if not self.answerable_uses_start_logits:  # SpanConfig's default otherwise
+        if self.answerable and not self.answerable_uses_start_logits:  # (else the default)
             options["answerable_uses_start_logits"] = False
         return options
 

@@ -489,6 +489,8 @@ def _resolved_settings(config: FinetuningConfig, task, size: str) -> dict:
     the value that default stands for are the same setting."""
     size = size if size in MODEL_SIZES else "small"
     values = {name: getattr(config, name) for name in RESUMED_SETTINGS}
+    if not task.answerable:  # no classifier (squad_v1, or none asked): no variant of it
+        values["answerable_uses_start_logits"] = True
     values.update(learning_rate=config.resolved_learning_rate(size),
                   layerwise_lr_decay=config.resolved_layerwise_lr_decay(size),
                   max_seq_length=config.max_seq_length or task.default_max_seq_length,
@@ -869,7 +871,14 @@ class Finetuning:
                 head_config, changes = task.head_class.as_recorded(record, head_config, config)
                 if changes:
                     config = self.config = dataclasses.replace(config, **changes)
-                    task = self.task = task_from_config(config)
+                    try:
+                        task = self.task = task_from_config(config)
+                    except ValueError as e:  # the run's options beside the folder's model
+                        raise ConfigError(
+                            f"--do_train=false evaluates --init_checkpoint="
+                            f"{run.init_checkpoint}'s model as it was trained ("
+                            + " ".join(f"--{k}={v}" for k, v in changes.items())
+                            + f"): {e}") from None
                     log("finetune", f"evaluating {run.init_checkpoint}'s model as it was "
                                     "trained: " + " ".join(f"--{k}={v}"
                                                            for k, v in changes.items()))

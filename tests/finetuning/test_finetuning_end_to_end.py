@@ -185,37 +185,60 @@ def test_squad_task_flags_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path
 
 def test_squad_v2_without_the_answerability_classifier(pretrained_dir, toy_squad_dir,
                                                       tmp_path):
-    """The original's answerable_classifier=False: no classifier, and no-answer by start +
-    end at [CLS] less the best span's (the combined rule without its logit), which the
-    run must name; the folder serves it so."""
+    """The original's answerable_classifier=False: no classifier, and no-answer by its
+    qa_metrics.py (start + end at [CLS] less the best span's, at qa_na_threshold): the
+    combined rule without the logit. The folder serves it so, evaluates so, and says it
+    to transformers; the joint head has no end logit at [CLS] for it (one line)."""
     from electra_tf import Predictor, folders
     from electra_tf.core.config import FinetuningConfig
-    from electra_tf.tasks.registry import get_task
+    from electra_tf.interop import hf
+    from electra_tf.tasks.heads.span import SpanHead
+    from electra_tf.tasks.registry import get_task, unused_options
+    from electra_tf.training.finetuning import _resolved_settings
 
-    with pytest.raises(ValueError, match=r"use squad_null_rule='combined' with it"):
-        get_task("squad_v2", answerable_classifier=False, joint_prediction=False)
+    with pytest.raises(ValueError, match=r"which the joint head does not predict: use "
+                                         r"joint_prediction=False with it"):
+        get_task("squad_v2", answerable_classifier=False)
+    common = ("--task_name=squad_v2", f"--data_dir={toy_squad_dir}", "--max_seq_length=24")
     trainer, _ = finetune(
-        "--task_name=squad_v2", f"--init_checkpoint={pretrained_dir}",
-        f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/out", "--num_train_epochs=1",
-        "--learning_rate=3e-3", "--train_batch_size=16", "--max_seq_length=24",
-        "--joint_prediction=false", "--answerable_classifier=false",
-        "--squad_null_rule=combined", "--no_answer_threshold=-2.75")
+        *common, f"--init_checkpoint={pretrained_dir}", f"--model_dir={tmp_path}/out",
+        "--num_train_epochs=1", "--learning_rate=3e-3", "--train_batch_size=16",
+        "--joint_prediction=false", "--answerable_classifier=false")
     assert not trainer.model.head.answerable
     assert not [v for v in trainer.model.head.weights if "answerable" in v.path]
+    assert (trainer.task.null_odds_from, trainer.task.no_answer_threshold) == ("combined",
+                                                                               -2.75)
     answers, null_odds, record = _squad_outputs(tmp_path / "out")
     assert not record["answerable"] and record["finetuning"]["answerable_classifier"] is False
+    assert "answerable_uses_start_logits" not in record["head_options"]
     for qid, answer in answers.items():  # "" exactly when the null odds exceed -2.75
         assert (answer == "") == (null_odds[qid] > -2.75), (qid, answer, null_odds[qid])
     model, _ = folders.finetuned.load_finetuned(str(tmp_path / "out"))
     assert not model.head.answerable
     spec = Predictor.open(str(tmp_path / "out")).spec
-    assert (spec.v2, spec.answerable, spec.null_rule, spec.no_answer_threshold) == (
-        True, False, "combined", -2.75)
-    # squad_v1 has no classifier to leave out: a note says the flag does nothing
-    from electra_tf.tasks.registry import unused_options
-
-    assert unused_options(FinetuningConfig(task_name="squad_v1", answerable_classifier=False)) \
-        == ["--answerable_classifier (SQuAD 2.0's answerability classifier; squad_v1 has none)"]
+    assert (spec.v2, spec.answerable, SpanHead._null_rule(spec), spec.no_answer_threshold) \
+        == (True, False, "combined", -2.75)
+    assert "exceed -2.75" in hf.export_note(str(tmp_path / "out"))
+    # evaluated from the folder with SQuAD 2.0's defaults: its own rule, a record to match
+    evaluated, _ = finetune(*common, f"--init_checkpoint={tmp_path}/out", "--do_train=false",
+                            "--joint_prediction=false", f"--model_dir={tmp_path}/eval")
+    assert not evaluated.model.head.answerable
+    assert (evaluated.task.null_odds_from, evaluated.task.no_answer_threshold) == (
+        "combined", -2.75)
+    assert _squad_outputs(tmp_path / "eval")[0] == answers
+    assert _squad_outputs(tmp_path / "eval")[2]["finetuning"]["answerable_classifier"] is False
+    # squad_v1 has no classifier to leave out: a note says the flag does nothing, and its
+    # variant is no setting a resume compares
+    config = FinetuningConfig(task_name="squad_v1", answerable_classifier=False,
+                              answerable_uses_start_logits=False)
+    assert unused_options(config) == [
+        "--answerable_classifier (SQuAD 2.0's answerability classifier; squad_v1 has none)",
+        "--answerable_uses_start_logits (SQuAD 2.0's answerability classifier; squad_v1 has "
+        "none)"]
+    v1 = get_task("squad_v1")
+    assert _resolved_settings(config, v1, "small")["answerable_uses_start_logits"] is True
+    assert "answerable_uses_start_logits" not in get_task(
+        "squad_v1", answerable_uses_start_logits=False).head_options
 
 
 def test_cli_combined_null_rule_with_the_joint_head_is_one_line(tmp_path):

@@ -216,6 +216,21 @@ def test_joint_squad_head_gives_the_originals_beam(h, tmp_path):
                                -_np_answerable(w, seq, start, "squad"), atol=TOL, rtol=0)
     assert sorted(a.split(":")[0] for a in report["adjusted"]) == [
         "task_specific/answerable_output/bias", "task_specific/answerable_output/kernel"]
+    # Evaluated without its classifier: the joint head has no end logit at [CLS] for that
+    # rule, and the folder's head is the joint one (one line; it had been a traceback).
+    from helpers import finetune
+
+    from electra_tf.core.errors import ConfigError
+    from electra_tf.tasks.squad import SquadExample
+
+    data = _squad_v2_dev(tmp_path, [SquadExample("q0", "w1 w2", "w3 w4 w5 w6")])
+    with pytest.raises(ConfigError, match=r"^--do_train=false evaluates --init_checkpoint=.*'s "
+                                          r"model as it was trained \(--joint_prediction=True\)"
+                                          r": without the answerability classifier"):
+        finetune("--task_name=squad_v2", f"--init_checkpoint={out}", "--do_train=false",
+                 "--answerable_classifier=false", "--joint_prediction=false",
+                 f"--data_dir={data}", f"--model_dir={tmp_path / 'eval'}")
+    assert not (tmp_path / "eval").exists()
 
 
 def test_independent_squad_v1_head_drops_the_unread_answerability_classifier(h, tmp_path):

@@ -80,6 +80,9 @@ class SpanConfig(HeadConfig):
             raise ValueError(f"span_head must be one of {SPAN_HEADS}, got {self.span_head!r}")
         if self.beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
+        if not isinstance(self.answerable_uses_start_logits, bool):
+            raise ValueError("answerable_uses_start_logits must be true or false, got "
+                             f"{self.answerable_uses_start_logits!r}")
 
     def head_options(self) -> dict:
         options = {"span_head": self.span_head, "beam_size": self.beam_size}
@@ -245,8 +248,9 @@ class SpanHead(Head):
         transformers' and many original models have the independent one). A model
         without an answerability classifier (imported from transformers, the
         original's answerable_classifier=False, or trained on SQuAD 1.1) evaluated on
-        SQuAD 2.0: without one, by the combined rule at the folder's threshold (unless
-        the run asks for the combined rule itself), not with a random classifier. The
+        SQuAD 2.0: without one (answerable_classifier=False), by the folder's null rule
+        and threshold (unless the run asks for the combined rule itself), not with a
+        random classifier. The
         run's --max_query_length, --doc_stride, --n_best_size and --max_answer_length
         left at their defaults are the folder's.
 
@@ -278,9 +282,18 @@ class SpanHead(Head):
                 "classifier (trained on SQuAD 1.1 or MRQA): SQuAD 2.0's no-answer score "
                 "needs that classifier, or the independent head's end logit at [CLS], and "
                 f"it has neither; evaluate it as {record.task}")
-        if finetuning.squad_null_rule != "combined":
-            changes.update(squad_null_rule="combined",
-                           no_answer_threshold=record.no_answer_threshold)
+        changes["answerable_classifier"] = False
+        if finetuning.squad_null_rule != "combined":  # the run's default rule: the folder's
+            from electra_tf.core.config import FinetuningConfig
+
+            own = record.finetuning
+            if own.get("squad_null_rule") == "combined":  # (a transformers import's)
+                changes.update(squad_null_rule="combined",
+                               no_answer_threshold=record.no_answer_threshold)
+            elif finetuning.qa_na_threshold == FinetuningConfig.qa_na_threshold and \
+                    own.get("qa_na_threshold", FinetuningConfig.qa_na_threshold) \
+                    != FinetuningConfig.qa_na_threshold:
+                changes["qa_na_threshold"] = own["qa_na_threshold"]
         return dataclasses.replace(config, answerable=False), changes
 
     @classmethod
@@ -420,21 +433,23 @@ class SpanHead(Head):
             raise ValueError(
                 f"{model_dir} has {what}, which transformers' ElectraForQuestionAnswering (one "
                 "dense layer for start and end logits) cannot hold; fine-tune with "
-                "--joint_prediction=false on squad_v1 to export to transformers")
+                "--joint_prediction=false on squad_v1 (on squad_v2 also with "
+                "--answerable_classifier=false) to export to transformers")
 
     @classmethod
     def hf_export_note(cls, record) -> str | None:
         """A SQuAD 2.0 model (without an answerability classifier: hf_export_check)
         answers "" by its null rule, at its threshold; a run's windows and answer
         length other than the original's; transformers' model holds the logits alone."""
-        from electra_tf.tasks.squad import VERSIONS
+        from electra_tf.tasks.squad import VERSIONS, null_options
 
         notes = []
         if VERSIONS.get(record.task) == "2.0":
+            threshold = null_options(record.finetuning)["no_answer_threshold"]
             notes.append(
                 f"{record.model_dir} answers \"\" where start + end logits at [CLS], less "
-                f"the best span's, exceed {record.no_answer_threshold:g} (its null rule, "
-                "--squad_null_rule=combined); transformers' ElectraForQuestionAnswering "
+                f"the best span's, exceed {threshold:g} (its null rule without an "
+                "answerability classifier); transformers' ElectraForQuestionAnswering "
                 "holds the logits only: apply that threshold to them yourself")
         # transformers' question-answering pipeline takes them (its own names)
         pipeline = {"max_query_length": "max_question_len", "doc_stride": "doc_stride",
