@@ -126,6 +126,10 @@ def test_each_task_option_belongs_to_one_family_with_the_flags_default():
         "max_query_length", "doc_stride", "n_best_size", "max_answer_length",
         "answerable_classifier", "answerable_uses_start_logits"}
     assert owned["doc_stride"] == ["squad", "mrqa"]
+    # what a record without them is read as (folders without Keras): the flags' defaults
+    from electra_tf.tasks.heads.span_record import WINDOW_DEFAULTS
+
+    assert WINDOW_DEFAULTS == {k: getattr(defaults, k) for k in WINDOW_DEFAULTS}
     assert owned["label_names"] == ["classification", "tagging"]
     assert owned["classifier_head"] == ["classification", "glue"]
 
