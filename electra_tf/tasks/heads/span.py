@@ -617,7 +617,7 @@ class SpanHead(Head):
         fine-tuning's evaluation decodes a question's windows (tasks/squad.py)."""
         import tensorflow as tf  # the serving graph's (this runs inside it)
 
-        (_, _, _, _), (norm_b, _, s_b, e_b) = tokenized
+        _, (norm_b, _, s_b, e_b) = tokenized
         windows, offset = packed["windows"], packed["context_offset"]
         span = cls._best_span(spec, out, packed["input_mask"], packed["input_type_ids"],
                               graph, start_ok=packed["max_context"])
