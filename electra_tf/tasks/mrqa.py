@@ -47,13 +47,11 @@ from absl import logging
 from electra_tf.core.errors import InputError, TaskDataError
 from electra_tf.tasks import base, mrqa_eval
 from electra_tf.tasks.squad import (
-    BEAM_UNUSED,
-    N_BEST_UNUSED,
+    SpanOptions,
     SquadExample,
     SquadPrediction,
     SquadTask,
     recoverable,
-    window_options,
 )
 
 # The original's MRQA tasks (finetune/task_builder.py), and `mrqa` for any file of the format.
@@ -70,30 +68,15 @@ class MrqaExample(SquadExample):
 
 
 @dataclasses.dataclass(frozen=True)
-class Options(base.TaskOptions):
-    """The MRQA tasks' options (run_finetuning flags): the windows, the decoding and the
-    span head. SQuAD 2.0's null
-    rule is not one: an MRQA task always has an answer (`squad_null_rule` and its
-    thresholds are refused)."""
-
-    joint_prediction: bool = base.option("joint_prediction")
-    beam_size: int = base.option("beam_size")
-    max_query_length: int = base.option("max_query_length")
-    doc_stride: int = base.option("doc_stride")
-    n_best_size: int = base.option("n_best_size")
-    max_answer_length: int = base.option("max_answer_length")
-
-    def unused(self, name: str) -> list[str]:
-        """--beam_size without the joint head, --n_best_size with it."""
-        given = self.given()
-        out = [BEAM_UNUSED] if "beam_size" in given and not self.joint_prediction else []
-        return out + ([N_BEST_UNUSED] if "n_best_size" in given and self.joint_prediction
-                      else [])
+class Options(SpanOptions):
+    """The MRQA tasks' options (run_finetuning flags): the span tasks' (the windows, the
+    decoding and the span head). SQuAD 2.0's null rule is not one: an MRQA task always
+    has an answer (`squad_null_rule` and its thresholds are refused)."""
 
 
 def task_from_options(name: str, options: Options) -> "MrqaTask":
     """An MRQA task (one of MRQA_TASKS) with its options."""
-    return MrqaTask(name, **window_options(options))
+    return MrqaTask(name, **options.task_arguments())
 
 
 class MrqaTask(SquadTask):

@@ -156,9 +156,9 @@ N_BEST_UNUSED = ("--n_best_size (the independent head's best starts and ends; th
 
 
 @dataclasses.dataclass(frozen=True)
-class Options(base.TaskOptions):
-    """The SQuAD tasks' options (run_finetuning flags): the windows, the decoding, the span
-    head and 2.0's null rule."""
+class SpanOptions(base.TaskOptions):
+    """The options of every span task, SQuAD's and MRQA's (run_finetuning flags): the
+    windows, the decoding and the span head."""
 
     joint_prediction: bool = base.option("joint_prediction")
     beam_size: int = base.option("beam_size")
@@ -166,6 +166,25 @@ class Options(base.TaskOptions):
     doc_stride: int = base.option("doc_stride")
     n_best_size: int = base.option("n_best_size")
     max_answer_length: int = base.option("max_answer_length")
+
+    def unused(self, name: str) -> list[str]:
+        """--beam_size without the joint head, --n_best_size with it."""
+        given = self.given()
+        out = [BEAM_UNUSED] if "beam_size" in given and not self.joint_prediction else []
+        if "n_best_size" in given and self.joint_prediction:
+            out.append(N_BEST_UNUSED)
+        return out
+
+    def task_arguments(self) -> dict:
+        """SquadTask's arguments of these options."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(SpanOptions)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Options(SpanOptions):
+    """The SQuAD tasks' options (run_finetuning flags): the span tasks', SQuAD 2.0's
+    answerability classifier and its null rule."""
+
     answerable_classifier: bool = base.option("answerable_classifier")
     answerable_uses_start_logits: bool = base.option("answerable_uses_start_logits")
     squad_null_rule: str = base.option("squad_null_rule")
@@ -173,12 +192,10 @@ class Options(base.TaskOptions):
     no_answer_threshold: float = base.option("no_answer_threshold")
 
     def unused(self, name: str) -> list[str]:
-        """--beam_size without the joint head, --n_best_size with it; SQuAD 2.0's null rule
-        on squad_v1."""
+        """The span tasks'; SQuAD 2.0's null rule and classifier on squad_v1, options of
+        the classifier or the rule the run does not have on squad_v2."""
         given = self.given()
-        out = [BEAM_UNUSED] if "beam_size" in given and not self.joint_prediction else []
-        if "n_best_size" in given and self.joint_prediction:
-            out.append(N_BEST_UNUSED)
+        out = super().unused(name)
         if VERSIONS.get(name) == "1.1":
             out += [f"--{n} (SQuAD 2.0's no-answer rule; {name} has an answer to every "
                     "question)" for n in ("squad_null_rule", "qa_na_threshold",
@@ -210,17 +227,10 @@ def task_from_options(name: str, options: Options) -> "SquadTask":
     Raises:
       ValueError: options the task refuses together (the combined rule with the joint head).
     """
-    return SquadTask(version=VERSIONS[name], **window_options(options),
+    return SquadTask(version=VERSIONS[name], **options.task_arguments(),
                      answerable_classifier=options.answerable_classifier,
                      answerable_uses_start_logits=options.answerable_uses_start_logits,
                      **null_options(dataclasses.asdict(options)))
-
-
-def window_options(options) -> dict:
-    """SquadTask's windows, decoding and span head of the SQuAD or MRQA Options."""
-    return {name: getattr(options, name) for name in (
-        "max_query_length", "doc_stride", "n_best_size", "max_answer_length",
-        "joint_prediction", "beam_size")}
 
 
 class SquadTask(base.Task):
