@@ -68,11 +68,12 @@ def define_flags():
                       "give only the max_seq_length for a fixed window.")
 
 
-def ignored_flags(task: str, squad_flags: list[str], buckets, max_seq_length: int
-                  ) -> list[str]:
+def ignored_flags(task: str, squad_flags: list[str], buckets, max_seq_length: int,
+                  ids_only: bool = False) -> list[str]:
     """A line for each flag given that does nothing here: a question-answering option
-    (`squad_flags`, those given) that the task's head does not take, and
-    `--length_buckets` past the window."""
+    (`squad_flags`, those given) that the task's head does not take, `--doc_stride` of
+    an `ids_only` export (its rows are windows as sent), and `--length_buckets` past
+    the window."""
     from electra_tf.tasks import heads
 
     options = {f.name for f in dataclasses.fields(heads.head_class(task).ServingOptions)}
@@ -82,6 +83,9 @@ def ignored_flags(task: str, squad_flags: list[str], buckets, max_seq_length: in
     if past:
         notes.append(f"--length_buckets {','.join(map(str, past))} past the window "
                      f"(max_seq_length {max_seq_length}, the last bucket) left out")
+    if ids_only and "doc_stride" in squad_flags and "doc_stride" in options:
+        notes.append("--doc_stride sets the text signature's windows; an --ids_only export "
+                     "takes one window per row, as sent")
     return notes
 
 
@@ -111,12 +115,8 @@ def main(argv):
             print(f"[export] {warning}", file=sys.stderr)
     for note in ignored_flags(FLAGS.task, [n for n in ("max_query_length", "max_answer_length",
                                                        "doc_stride") if FLAGS[n].present],
-                              buckets, spec.max_seq_length):
+                              buckets, spec.max_seq_length, FLAGS.ids_only):
         print(f"[export] note: {note}", file=sys.stderr)
-    if FLAGS.ids_only and FLAGS["doc_stride"].present and "doc_stride" in {
-            f.name for f in dataclasses.fields(heads.head_class(FLAGS.task).ServingOptions)}:
-        print("[export] note: --doc_stride sets the text signature's windows; an --ids_only "
-              "export takes one window per row, as sent", file=sys.stderr)
     path = export(spec, FLAGS.model_base, FLAGS.model_name, FLAGS.version,
                   ids_only=FLAGS.ids_only, warmup=FLAGS.warmup)
     print(f"[export] {FLAGS.task} ({spec.task_name}, L={spec.max_seq_length}"

@@ -116,3 +116,13 @@ def test_each_request_takes_its_best_window_the_first_on_a_tie():
     score = tf.constant([np.nan, np.nan, 1.0, 2.0, 2.0, -1e9], tf.float32)
     row = tf.constant([0, 0, 1, 1, 1, 2], tf.int64)
     np.testing.assert_array_equal(graph.best_of_rows(score, row, 3), [0, 3, 5])
+
+
+def test_the_export_command_names_a_stride_an_ids_only_export_does_not_read():
+    from electra_tf.export_saved_model import ignored_flags
+
+    note = ("--doc_stride sets the text signature's windows; an --ids_only export takes one "
+            "window per row, as sent")
+    assert ignored_flags("squad", ["doc_stride"], None, 24, ids_only=True) == [note]
+    assert ignored_flags("squad", ["doc_stride"], None, 24) == []
+    assert ignored_flags("squad", [], None, 24, ids_only=True) == []
