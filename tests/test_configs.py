@@ -104,6 +104,8 @@ def test_tied_generator_needs_equal_sizes():
     (FinetuningConfig, dict(task_name="sst2"), dict(save_checkpoints_steps=-1),
      r"save_checkpoints_steps must be >= 0 \(0: at the end of every epoch only\), got -1"),
     (FinetuningConfig, dict(task_name="sst2"), dict(beam_size=0), "beam_size must be >= 1, got 0"),
+    (FinetuningConfig, dict(task_name="squad_v2"), dict(answerable_weight=-0.5),
+     "answerable_weight must be a finite number >= 0, got -0.5"),
     (FinetuningConfig, dict(task_name="sst2"), dict(num_train_epochs=float("nan")),
      "num_train_epochs must be a finite number >= 0, got nan"),
     (FinetuningConfig, dict(task_name="sst2"), dict(learning_rate=float("inf")),

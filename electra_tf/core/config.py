@@ -1027,6 +1027,9 @@ class FinetuningConfig:
     answerable_uses_start_logits: bool = _field(
         True, "SQuAD 2.0: the answerability classifier also reads the start-probability-"
         "weighted sequence, through dense(512, GELU) (False: dense(1) of [CLS] alone)")
+    answerable_weight: float = _field(
+        0.5, "SQuAD 2.0: the answerability classifier's loss weight in training (the span "
+        "loss weighs 1)")
     max_query_length: int = _field(64, "SQuAD, MRQA: question pieces kept in a window")
     doc_stride: int = _field(
         128, "SQuAD, MRQA: a window of a long context every doc_stride pieces")
@@ -1084,6 +1087,7 @@ class FinetuningConfig:
             if isinstance(value, bool) or not isinstance(value, numbers.Real) \
                     or math.isnan(value):  # NaN answered every question, served none
                 raise ConfigError(f"{name} must be a number, got {value!r}")
+        _check_finite(self, ("answerable_weight",), ">= 0")
         for name in ("beam_size", "max_query_length", "doc_stride", "n_best_size",
                      "max_answer_length"):
             if getattr(self, name) < 1:

@@ -161,6 +161,10 @@ class Task(abc.ABC):
     head_options: Mapping[str, Any] = MappingProxyType({})
     """More FinetuningModel arguments for this task's head (SQuAD: span_head,
     beam_size); whoever builds the model passes them."""
+    loss_options: Mapping[str, Any] = MappingProxyType({})
+    """More arguments of the head's loss (`Head.loss`) that are not the model's (SQuAD
+    2.0: the answerability loss's weight): training reads them, the folder records them
+    with the run's settings, not with the head."""
 
     @property
     def head_class(self):
@@ -177,7 +181,8 @@ class Task(abc.ABC):
         `outputs` as the model returns them in training, `labels` as
         Features.labels. Divide by `loss_count(labels)` for the mean to report.
         """
-        return self.head_class.loss(self.head_config(), outputs, labels)
+        return self.head_class.loss(self.head_config(), outputs, labels,
+                                    **self.loss_options)
 
     def loss_count(self, labels: Mapping[str, Any]):
         """What `loss` sums over, as a float32 scalar (examples, or weighted tokens)."""

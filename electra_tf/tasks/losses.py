@@ -71,13 +71,15 @@ def regression_loss(logits, label, weight=None):
 
 
 def span_loss(start_logits, end_logits, start_positions, end_positions,
-              answerable_logits=None, is_impossible=None, weight=None):
-    """Start/end CE over [B, L] logits, plus the weighted answerability loss, summed."""
+              answerable_logits=None, is_impossible=None, weight=None,
+              answerable_weight: float = ANSWERABLE_WEIGHT):
+    """Start/end CE over [B, L] logits, plus the answerability loss times
+    `answerable_weight` (the original's answerable_weight, 0.5), summed."""
     per_example = 0.5 * (softmax_cross_entropy(start_logits, start_positions)
                          + softmax_cross_entropy(end_logits, end_positions))
     if answerable_logits is not None:
         answerable = 1.0 - ops.cast(is_impossible, "float32")
-        per_example = per_example + ANSWERABLE_WEIGHT * sigmoid_cross_entropy(
+        per_example = per_example + answerable_weight * sigmoid_cross_entropy(
             answerable_logits, answerable)
     return _weighted_sum(per_example, weight)
 

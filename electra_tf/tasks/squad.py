@@ -54,10 +54,11 @@ original's logit, trained against is_impossible, is its negative). Two rules
       null_odds = null_score = min_w (-answerable_logits[w])
   with the original's threshold (FinetuningConfig.qa_na_threshold, -2.75);
 - "combined" (electra_tf's earlier rule), per window w:
-      null_w = start_logits[w, 0] + end_logits[w, 0] - answerable_weight * answerable_logits[w]
+      null_w = start_logits[w, 0] + end_logits[w, 0] - 0.5 * answerable_logits[w]
       null_score = min_w null_w;  null_odds = null_score - best_non_null_score
   where best_non_null_score is start_logit + end_logit of the best span (BERT's
-  null odds when answerable_weight=0 or without answerable_logits), with the
+  null odds without answerable_logits; `combined_answerable_weight`, 0.5, is
+  the weight above), with the
   threshold FinetuningConfig.no_answer_threshold (0.0).
 The submitted answer is "" when null_odds > no_answer_threshold (the task's
 threshold, whichever rule; tune it on dev with `best_threshold`).
@@ -68,6 +69,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
+import numbers
 import os
 import re
 import unicodedata
@@ -187,6 +190,7 @@ class Options(SpanOptions):
 
     answerable_classifier: bool = base.option("answerable_classifier")
     answerable_uses_start_logits: bool = base.option("answerable_uses_start_logits")
+    answerable_weight: float = base.option("answerable_weight")
     squad_null_rule: str = base.option("squad_null_rule")
     qa_na_threshold: float = base.option("qa_na_threshold")
     no_answer_threshold: float = base.option("no_answer_threshold")
@@ -201,12 +205,12 @@ class Options(SpanOptions):
                     "question)" for n in ("squad_null_rule", "qa_na_threshold",
                                           "no_answer_threshold") if n in given]
             out += [f"--{n} (SQuAD 2.0's answerability classifier; {name} has none)"
-                    for n in ("answerable_classifier", "answerable_uses_start_logits")
-                    if n in given]
+                    for n in ("answerable_classifier", "answerable_uses_start_logits",
+                              "answerable_weight") if n in given]
         else:
-            if "answerable_uses_start_logits" in given and not self.answerable_classifier:
-                out.append("--answerable_uses_start_logits (the answerability classifier's; "
-                           "--answerable_classifier=false trains none)")
+            out += [f"--{n} (the answerability classifier's; --answerable_classifier=false "
+                    "trains none)" for n in ("answerable_uses_start_logits", "answerable_weight")
+                    if n in given and not self.answerable_classifier]
             if "qa_na_threshold" in given and self.squad_null_rule == "combined":
                 out.append("--qa_na_threshold (the answerable rule's threshold; "
                            "--squad_null_rule=combined reads --no_answer_threshold)")
@@ -230,6 +234,7 @@ def task_from_options(name: str, options: Options) -> "SquadTask":
     return SquadTask(version=VERSIONS[name], **options.task_arguments(),
                      answerable_classifier=options.answerable_classifier,
                      answerable_uses_start_logits=options.answerable_uses_start_logits,
+                     answerable_weight=options.answerable_weight,
                      **null_options(dataclasses.asdict(options)))
 
 
@@ -243,7 +248,8 @@ class SquadTask(base.Task):
       no_answer_threshold: 2.0: answer "" when null_odds exceeds it (tune on dev
         with `best_threshold`); the default is the original's qa_na_threshold
         for its "answerable" rule.
-      answerable_weight: weight of -answerable_logits in the "combined" null score.
+      combined_answerable_weight: weight of -answerable_logits in the "combined" null
+        score.
       null_odds_from: "answerable" (the original's) or "combined" (see the module
         docstring); "combined" needs the independent head.
       joint_prediction: the original's joint start/end head and beam decoding
@@ -255,6 +261,8 @@ class SquadTask(base.Task):
         "combined" rule without the classifier's logit, at no_answer_threshold).
       answerable_uses_start_logits: SQuAD 2.0's classifier reads the start-probability-
         weighted sequence too (the original's default; False: dense(1) of [CLS]).
+      answerable_weight: SQuAD 2.0: the weight of the classifier's loss in the training
+        loss (the original's answerable_weight, 0.5; the span loss weighs 1).
     """
 
     head = "squad"
@@ -266,10 +274,10 @@ class SquadTask(base.Task):
 
     def __init__(self, version: str = "1.1", max_query_length: int = 64, doc_stride: int = 128,
                  n_best_size: int = 20, max_answer_length: int = 30,
-                 no_answer_threshold: float = -2.75, answerable_weight: float = 0.5,
+                 no_answer_threshold: float = -2.75, combined_answerable_weight: float = 0.5,
                  null_odds_from: str = "answerable", joint_prediction: bool = True,
                  beam_size: int = 20, answerable_classifier: bool = True,
-                 answerable_uses_start_logits: bool = True):
+                 answerable_uses_start_logits: bool = True, answerable_weight: float = 0.5):
         if version not in ("1.1", "2.0"):
             raise ValueError(f"SQuAD version must be '1.1' or '2.0', got {version!r}")
         if null_odds_from not in ("answerable", "combined"):
@@ -278,6 +286,10 @@ class SquadTask(base.Task):
         if min(max_query_length, doc_stride, n_best_size, max_answer_length, beam_size) < 1:
             raise ValueError("max_query_length, doc_stride, n_best_size, max_answer_length "
                              "and beam_size must be >= 1")
+        if isinstance(answerable_weight, bool) or not isinstance(answerable_weight, numbers.Real) \
+                or not math.isfinite(answerable_weight) or answerable_weight < 0:
+            raise ValueError(f"answerable_weight must be a finite number >= 0, got "
+                             f"{answerable_weight!r}")
         if version == "2.0" and not answerable_classifier:
             if joint_prediction:
                 raise ValueError(
@@ -302,6 +314,7 @@ class SquadTask(base.Task):
         self.n_best_size = n_best_size
         self.max_answer_length = max_answer_length
         self.no_answer_threshold = no_answer_threshold
+        self.combined_answerable_weight = combined_answerable_weight
         self.answerable_weight = answerable_weight
         self.null_odds_from = null_odds_from
         self.joint_prediction = joint_prediction
@@ -321,6 +334,11 @@ class SquadTask(base.Task):
         if self.answerable and not self.answerable_uses_start_logits:  # (else the default)
             options["answerable_uses_start_logits"] = False
         return options
+
+    @property
+    def loss_options(self) -> dict:
+        """The span head's loss arguments: the answerability loss's weight (2.0)."""
+        return {"answerable_weight": self.answerable_weight} if self.answerable else {}
 
     # === Reading ===
 
@@ -514,7 +532,7 @@ class SquadTask(base.Task):
                     pred.null_odds = pred.null_score
                 else:
                     null = (start_logits[rows, 0] + end_logits[rows, 0]
-                            - self.answerable_weight * answerable[rows])
+                            - self.combined_answerable_weight * answerable[rows])
                     pred.null_score = float(np.min(null))
                     pred.null_odds = pred.null_score - pred.score
             preds[ex.qas_id] = pred

@@ -481,7 +481,8 @@ RESUMED_SETTINGS = ("learning_rate", "layerwise_lr_decay", "weight_decay_rate",
                     "max_seq_length", "adam_epsilon", "adam_bias_correction", "clip_norm",
                     "hidden_dropout_prob", "attention_probs_dropout_prob", "seed",
                     "double_unordered", "max_query_length", "doc_stride",
-                    "answerable_classifier", "answerable_uses_start_logits")
+                    "answerable_classifier", "answerable_uses_start_logits",
+                    "answerable_weight")
 
 
 def _resolved_settings(config: FinetuningConfig, task, size: str) -> dict:
@@ -491,6 +492,7 @@ def _resolved_settings(config: FinetuningConfig, task, size: str) -> dict:
     values = {name: getattr(config, name) for name in RESUMED_SETTINGS}
     if not task.answerable:  # no classifier (squad_v1, or none asked): no variant of it
         values["answerable_uses_start_logits"] = True
+        values["answerable_weight"] = FinetuningConfig.answerable_weight
     values.update(learning_rate=config.resolved_learning_rate(size),
                   layerwise_lr_decay=config.resolved_layerwise_lr_decay(size),
                   max_seq_length=config.max_seq_length or task.default_max_seq_length,

@@ -5,6 +5,7 @@ task, the TensorFlow trainer); the command line itself is checked once, by the
 error-path test below (and by the Ctrl-C test of test_finetuning_faults.py).
 """
 
+import dataclasses
 import json
 import os
 import re
@@ -128,8 +129,12 @@ def test_squad_task_flags_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path
         "--learning_rate=3e-3", "--train_batch_size=16", "--max_seq_length=24",
         "--joint_prediction=false", "--beam_size=3", "--qa_na_threshold=-1e6",
         "--max_query_length=3", "--doc_stride=2", "--n_best_size=4", "--max_answer_length=2",
-        "--answerable_uses_start_logits=false")
+        "--answerable_uses_start_logits=false", "--answerable_weight=2")
     answers, null_odds, record = _squad_outputs(tmp_path / "out")
+    # the answerability loss's weight (the original's answerable_weight): the loss's, a
+    # setting of the run, not of the model
+    assert trainer.task.loss_options == {"answerable_weight": 2.0}
+    assert record["finetuning"]["answerable_weight"] == 2.0
     assert record["head_options"] == {"span_head": "independent", "beam_size": 3,
                                       "answerable_uses_start_logits": False}
     assert set(answers.values()) == {""}, answers
@@ -174,7 +179,7 @@ def test_squad_task_flags_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path
     # is refused
     with pytest.raises(ConfigError, match=re.escape(
             "--doc_stride=3 (trained with 2), --answerable_uses_start_logits=True (trained "
-            "with False)")):
+            "with False), --answerable_weight=0.5 (trained with 2.0)")):
         finetune("--task_name=squad_v2", f"--init_checkpoint={pretrained_dir}",
                  f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/out",
                  "--num_train_epochs=1", "--learning_rate=3e-3", "--train_batch_size=16",
@@ -230,13 +235,22 @@ def test_squad_v2_without_the_answerability_classifier(pretrained_dir, toy_squad
     # squad_v1 has no classifier to leave out: a note says the flag does nothing, and its
     # variant is no setting a resume compares
     config = FinetuningConfig(task_name="squad_v1", answerable_classifier=False,
-                              answerable_uses_start_logits=False)
+                              answerable_uses_start_logits=False, answerable_weight=1.0)
     assert unused_options(config) == [
         "--answerable_classifier (SQuAD 2.0's answerability classifier; squad_v1 has none)",
         "--answerable_uses_start_logits (SQuAD 2.0's answerability classifier; squad_v1 has "
-        "none)"]
+        "none)",
+        "--answerable_weight (SQuAD 2.0's answerability classifier; squad_v1 has none)"]
     v1 = get_task("squad_v1")
     assert _resolved_settings(config, v1, "small")["answerable_uses_start_logits"] is True
+    assert _resolved_settings(config, v1, "small")["answerable_weight"] == 0.5
+    # nor has a SQuAD 2.0 run without the classifier
+    assert unused_options(dataclasses.replace(
+        config, task_name="squad_v2", joint_prediction=False)) == [
+        "--answerable_uses_start_logits (the answerability classifier's; "
+        "--answerable_classifier=false trains none)",
+        "--answerable_weight (the answerability classifier's; --answerable_classifier=false "
+        "trains none)"]
     assert "answerable_uses_start_logits" not in get_task(
         "squad_v1", answerable_uses_start_logits=False).head_options
 

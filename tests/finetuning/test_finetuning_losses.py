@@ -69,6 +69,31 @@ def test_span_sums_start_end_and_answerability():
         2 * LN2, rel=1e-6)
 
 
+def test_squad_v2_weighs_the_answerability_loss_by_its_answerable_weight():
+    """The original's answerable_weight (qa_tasks.py: losses += answerable_loss *
+    answerable_weight, 0.5): the task hands its weight to the span head's loss; squad_v1
+    and a v2 run without the classifier have no answerability loss to weigh."""
+    from electra_tf.tasks.registry import get_task
+
+    zeros = np.zeros((2, 2), np.float32)
+    outputs = {"start_logits": zeros, "end_logits": zeros,
+               "answerable_logits": np.array([0.0, LN3], np.float32)}
+    labels = {"start_positions": np.array([0, 1]), "end_positions": np.array([1, 1]),
+              "is_impossible": np.array([1, 0])}
+    bce = LN2 + np.log(4 / 3)
+    for weight in (0.5, 2.0, 0.0):
+        task = get_task("squad_v2", answerable_weight=weight)
+        assert task.loss_options == {"answerable_weight": weight}
+        assert value(task.loss(outputs, labels)) == pytest.approx(2 * LN2 + weight * bce,
+                                                                  rel=1e-6)
+    assert get_task("squad_v1").loss_options == {}
+    assert get_task("squad_v2", answerable_classifier=False, joint_prediction=False,
+                    answerable_weight=3.0).loss_options == {}
+    for bad in (-0.1, float("nan"), float("inf"), True):
+        with pytest.raises(ValueError, match="answerable_weight must be a (finite )?number"):
+            get_task("squad_v2", answerable_weight=bad)
+
+
 def test_span_matches_the_originals_impossible_logit_convention():
     """The original trains its logit against is_impossible; ours against answerable."""
     rng = np.random.default_rng(0)

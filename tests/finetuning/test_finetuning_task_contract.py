@@ -124,7 +124,7 @@ def test_each_task_option_belongs_to_one_family_with_the_flags_default():
         "joint_prediction", "beam_size", "classifier_head", "tagging_scheme", "text_column",
         "text_pair_column", "label_column", "label_names", "regression", "skip_malformed_rows",
         "max_query_length", "doc_stride", "n_best_size", "max_answer_length",
-        "answerable_classifier", "answerable_uses_start_logits"}
+        "answerable_classifier", "answerable_uses_start_logits", "answerable_weight"}
     assert owned["doc_stride"] == ["squad", "mrqa"]
     # what a record without them is read as (folders without Keras): the flags' defaults
     from electra_tf.tasks.heads.span_record import WINDOW_DEFAULTS
@@ -143,6 +143,8 @@ def test_each_task_option_belongs_to_one_family_with_the_flags_default():
     # MRQA tasks always have an answer: SQuAD 2.0's null rule is not theirs.
     ("newsqa", {"squad_null_rule": "combined"},
      "--squad_null_rule is an option of --task_name=squad_v1/squad_v2, not of 'newsqa'"),
+    ("searchqa", {"answerable_weight": 1.0},
+     "--answerable_weight is an option of --task_name=squad_v1/squad_v2, not of 'searchqa'"),
     ("triviaqa", {"tagging_scheme": "BIOES"},
      "--tagging_scheme is an option of --task_name=ner/chunking/tagging, not of 'triviaqa'"),
     ("squad_v2", {"double_unordered": False},

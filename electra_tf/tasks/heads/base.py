@@ -10,7 +10,7 @@ answers every question that depends on which head a model has:
              `config_for_task(task)`: the options a task trains with
   layers     `__init__(config, num_labels, hidden_size, ...)`, `build`, `call`:
              float32 logits (a dict), as tasks/model.py's FinetuningModel returns
-  loss       `loss(config, outputs, labels)` summed over the batch and
+  loss       `loss(config, outputs, labels, **task.loss_options)` summed over the batch and
              `loss_count(config, labels)` what it sums over (tasks/losses.py
              holds the pure functions); `learns_labels(config)`: whether its
              outputs are named classes or tags (learned from train when a task
@@ -144,8 +144,10 @@ class Head(keras.layers.Layer):
 
     # === Loss ===
     @classmethod
-    def loss(cls, config, outputs: Mapping[str, Any], labels: Mapping[str, Any]):
-        """The batch's summed loss (tasks/losses.py); labels as base.Features.labels."""
+    def loss(cls, config, outputs: Mapping[str, Any], labels: Mapping[str, Any], **options):
+        """The batch's summed loss (tasks/losses.py); labels as base.Features.labels,
+        `options` the task's `loss_options` (the training weights a head's loss takes
+        beyond its config: SQuAD 2.0's answerable_weight)."""
         raise NotImplementedError(f"the {cls.kind} head does not fine-tune")
 
     @classmethod

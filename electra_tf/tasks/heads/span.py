@@ -226,11 +226,13 @@ class SpanHead(Head):
         return False
 
     @classmethod
-    def loss(cls, config, outputs, labels):
+    def loss(cls, config, outputs, labels, answerable_weight: float = losses.ANSWERABLE_WEIGHT):
+        """The span loss; SQuAD 2.0's answerability loss weighs `answerable_weight` (the
+        task's loss_options: the original's answerable_weight)."""
         return losses.span_loss(outputs["start_logits"], outputs["end_logits"],
                                 labels["start_positions"], labels["end_positions"],
                                 outputs.get("answerable_logits"), labels.get("is_impossible"),
-                                labels.get(losses.EXAMPLE_WEIGHT))
+                                labels.get(losses.EXAMPLE_WEIGHT), answerable_weight)
 
     @classmethod
     def loss_count(cls, config, labels):
