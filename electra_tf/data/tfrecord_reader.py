@@ -112,7 +112,14 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def _fields(buf: bytes) -> Iterator[tuple[int, int, object]]:
-    """(field number, wire type, value) of a protobuf message (types 0, 1, 2, 5)."""
+    """(field number, wire type, value) of a protobuf message (types 0, 1, 2, 5).
+
+    Raises:
+      ValueError: `buf` is a number where a message belongs (a record of another proto
+        whose field has the number this reader expects a message at).
+    """
+    if not isinstance(buf, (bytes, bytearray, memoryview)):
+        raise ValueError("a number where the proto has a message (not a tf.train.Example)")
     pos = 0
     while pos < len(buf):
         key, pos = _varint(buf, pos)
@@ -131,9 +138,12 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, object]]:
 
 
 def _int64_list(feature: bytes) -> list[int]:
+    """A tf.train.Feature's int64 values (ValueError: its list is of bytes or floats)."""
     values: list[int] = []
     for number, _, int64_list in _fields(feature):
-        if number != 3:  # Feature.int64_list; bytes_list (1) and float_list (2) are not ours
+        if number in (1, 2):  # Feature.bytes_list, float_list
+            raise ValueError(f"a {'bytes' if number == 1 else 'float'} list, not int64")
+        if number != 3:  # Feature.int64_list
             continue
         for field, wire, value in _fields(int64_list):
             if field != 1:
@@ -159,13 +169,16 @@ def parse_example(record: bytes, keys: tuple[str, ...]) -> dict[str, np.ndarray]
             if field != 1:  # Features.feature (map entry)
                 continue
             key = feature = None
-            for n, _, value in _fields(entry):
-                if n == 1:
+            for n, wire, value in _fields(entry):
+                if n == 1 and wire == 2:
                     key = bytes(value).decode("utf-8")
                 elif n == 2:
                     feature = value
             if key in keys and feature is not None:
-                out[key] = np.asarray(_int64_list(feature), np.int64)
+                try:
+                    out[key] = np.asarray(_int64_list(feature), np.int64)
+                except ValueError as e:
+                    raise ValueError(f"its {key!r} is {e}") from None
     missing = [k for k in keys if k not in out]
     if missing:
         raise ValueError(f"the record has no int64 feature {missing[0]!r}")

@@ -205,6 +205,36 @@ def test_pack_refuses_what_it_cannot_represent_and_writes_nothing(records, tmp_p
         packed.pack(gap, out, max_seq_length=16, progress=False)
 
 
+def test_records_of_another_proto_or_float_features_are_one_clear_line(tmp_path):
+    """A record that is not a tf.train.Example (a number where the Example has its
+    features) had ended in a TypeError traceback; float segment_ids had been read as
+    none, and the refusal had said "records of max_seq_length 8, but --max_seq_length=8"."""
+    import tensorflow as tf
+
+    from electra_tf.data.tfrecord_reader import LOCAL_FILES, check_records
+
+    other = str(tmp_path / "other.tfrecord")
+    with tf.io.TFRecordWriter(other) as w:
+        for _ in range(3):
+            w.write(b"\x08\x96\x01garbage-proto")
+    floats = str(tmp_path / "floats.tfrecord")
+    feature = {k: tf.train.Feature(int64_list=tf.train.Int64List(value=[1] * 8))
+               for k in ("input_ids", "input_mask")}
+    feature["segment_ids"] = tf.train.Feature(float_list=tf.train.FloatList(value=[0.0] * 8))
+    with tf.io.TFRecordWriter(floats) as w:
+        w.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    for path, reason in ((other, "a number where the proto has a message"),
+                         (floats, "its 'segment_ids' is a float list, not int64")):
+        with pytest.raises(InputError, match=re.escape(
+                f"{path} does not hold pre-training examples ({reason}")):
+            check_records(path, 8, "--train_data", LOCAL_FILES)
+        with pytest.raises(InputError, match=re.escape(
+                f"{path}: record 0 is not a pre-training example ({reason}")):
+            packed.pack(path, str(tmp_path / "out.packed"), progress=False)
+        with pytest.raises(ValueError, match=re.escape(reason)):
+            parse_example(next(read_records(path)), features_lib.FEATURE_KEYS)
+
+
 def test_pack_given_a_packed_file_says_so(packed_file, tmp_path):
     """A packed file as --records had been called a corrupt TFRecord ("record 0 has a
     bad length checksum")."""
