@@ -117,6 +117,11 @@ def read_config(model_dir: str) -> tuple[dict, EncoderConfig]:
     if hf.get("position_embedding_type", "absolute") != "absolute":
         raise core.ConversionError(f"{path}: position_embedding_type "
                                    f"{hf['position_embedding_type']!r} is not supported")
+    decoder = [k for k in ("is_decoder", "add_cross_attention") if hf.get(k)]
+    if decoder:  # ElectraForCausalLM's: imported, it would have attended both ways
+        raise core.ConversionError(
+            f"{path}: {' and '.join(decoder)} set: a causal (left-to-right) model, as "
+            "ElectraForCausalLM is; electra_tf's ELECTRA encoders attend in both directions")
     act = hf.get("hidden_act", "gelu")
     if not isinstance(act, str) or act not in _ACT_FROM_HF:
         raise core.ConversionError(f"{path}: hidden_act {act!r} is not supported")
@@ -166,8 +171,10 @@ def read_weights(model_dir: str) -> dict[str, np.ndarray]:
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
             weights = {k: v.float().numpy() for k, v in state.items()}
-        except (RuntimeError, EOFError, ValueError, AttributeError, pickle.UnpicklingError) as e:
-            raise core.ConversionError(f"{path}: not a readable PyTorch state dict ({e}); a "
+        except (RuntimeError, EOFError, ValueError, AttributeError, OSError,
+                pickle.UnpicklingError) as e:  # (OSError: a zip archive cut short)
+            reason = " ".join(str(e).split()) or type(e).__name__  # (an empty file: "")
+            raise core.ConversionError(f"{path}: not a readable PyTorch state dict ({reason}); a "
                                        "damaged or incomplete download?") from None
     return {k: np.asarray(v, dtype=np.float32) if v.dtype.kind == "f" else v
             for k, v in weights.items()}

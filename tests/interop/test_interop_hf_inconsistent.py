@@ -122,6 +122,11 @@ def test_max_seq_length_beyond_the_position_table_is_refused(h, tmp_path):
     ("list", "config.json: expected a JSON object"),
     ("truncated", "model.safetensors: not a readable safetensors file"),
     ("zero labels", "no outputs"),
+    # a cut pytorch_model.bin had ended in torch's OSError traceback; an empty one in "()"
+    ("bin truncated", r"pytorch_model.bin: not a readable PyTorch state dict \(\S"),
+    ("bin empty", r"pytorch_model.bin: not a readable PyTorch state dict \(\S"),
+    # a causal model had been imported as a generator that attends both ways
+    ("decoder", "config.json: is_decoder set: a causal"),
     ("tokenizer_config", "tokenizer_config.json: not a valid JSON file"),
     ("tokenizer.json", "tokenizer.json: not a valid JSON file"),
     ("normalizer", "tokenizer.json: 'normalizer' should be a JSON object, got a str"),
@@ -152,6 +157,18 @@ def test_damaged_folders_are_one_error(h, tmp_path, damage, match):
         path = tmp_path / "hf" / "model.safetensors"
         data = path.read_bytes()
         path.write_bytes(data[:len(data) // 2])
+    elif damage in ("bin truncated", "bin empty"):
+        path = tmp_path / "hf" / "model.safetensors"
+        from safetensors.numpy import load_file
+
+        state = {k: torch.from_numpy(v) for k, v in load_file(str(path)).items()}
+        path.unlink()
+        binary = tmp_path / "hf" / "pytorch_model.bin"
+        torch.save(state, str(binary))
+        data = binary.read_bytes()
+        binary.write_bytes(data[:len(data) // 2] if damage == "bin truncated" else b"")
+    elif damage == "decoder":
+        _edit_config(folder, is_decoder=True)
     elif damage == "tokenizer_config":
         (tmp_path / "hf" / "tokenizer_config.json").write_text("{")
     elif damage == "tokenizer.json":
