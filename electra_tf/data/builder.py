@@ -185,7 +185,8 @@ def check_open_files(options: BuildOptions) -> None:
         import resource
     except ImportError:  # not a POSIX system
         return
-    per_process = -(-options.num_shards // min(options.num_processes, options.num_shards))
+    procs = build_processes(options)  # (the CPUs cut --num_processes: counted after it)
+    per_process = -(-options.num_shards // procs)
     needed = per_process + 64  # the corpus, the vocab, TensorFlow's own
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= needed:
@@ -193,10 +194,12 @@ def check_open_files(options: BuildOptions) -> None:
     if hard == resource.RLIM_INFINITY or hard >= needed:
         resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))  # inherited by workers
         return
+    more = ("raise --num_processes" if procs < usable_cpus() else
+            f"give fewer --num_shards (the build runs {procs} processes, one per CPU it may use)")
     raise InputError(
         f"--num_shards={options.num_shards} with --num_processes={options.num_processes} "
         f"keeps {per_process} shard files open in each process, above this system's limit of "
-        f"{hard} open files; raise --num_processes (or the limit: ulimit -n)")
+        f"{hard} open files; {more} (or raise the limit: ulimit -n)")
 
 
 def _unk_hint(options: BuildOptions) -> str:
@@ -327,6 +330,12 @@ def _init_counter(lines_done, parent: int):
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
 
 
+def build_processes(options: BuildOptions) -> int:
+    """The processes that build the shards: --num_processes, at most one per shard and
+    one per CPU this process may use."""
+    return max(1, min(options.num_processes, options.num_shards, usable_cpus()))
+
+
 def usable_cpus() -> int:
     """The CPUs this process may run on (its affinity, as a batch system or container
     sets it), else the machine's."""
@@ -452,9 +461,9 @@ def _build_in(options: BuildOptions, total_lines: int) -> dict:
     remove_partial_files(options.output_dir)
     tmp_tag = f"tmp-{uuid.uuid4().hex[:8]}"
     stats_tmp = os.path.join(options.output_dir, f".{STATS_FILE}.{tmp_tag}")
-    procs = min(options.num_processes, options.num_shards)
-    if procs > usable_cpus():  # a process per shard of 1,000 had spawned until memory ran out
-        procs = usable_cpus()
+    procs = build_processes(options)
+    if procs < min(options.num_processes, options.num_shards):
+        # (a process per shard of 1,000 had spawned until memory ran out)
         print(f"[build_pretraining_data] note: --num_processes={options.num_processes} is more "
               f"than the {procs} CPU(s) this process may use: {procs} processes build the "
               "shards (the same bytes)", file=sys.stderr)

@@ -444,6 +444,9 @@ def test_more_shards_than_open_files_is_refused_or_the_limit_raised(tiny_corpus,
     calls = []
     monkeypatch.setattr(resource, "getrlimit", lambda _: (256, 300))
     monkeypatch.setattr(resource, "setrlimit", lambda _, value: calls.append(value))
+    from electra_tf.data import builder
+
+    monkeypatch.setattr(builder, "usable_cpus", lambda: 4)
     with pytest.raises(InputError, match="keeps 300 shard files open in each process"):
         build_pretraining_data(options(tiny_corpus, tiny_vocab, tmp_path / "a",
                                        num_shards=600, num_processes=2))
@@ -452,6 +455,22 @@ def test_more_shards_than_open_files_is_refused_or_the_limit_raised(tiny_corpus,
 
     check_open_files(options(tiny_corpus, tiny_vocab, tmp_path / "b", num_shards=230))
     assert calls == [(294, 300)]  # the soft limit raised to what 230 shards need
+    # --num_processes past the CPUs: the processes that run, not the ones asked for (8
+    # asked on 2 CPUs had raised the limit for 125 files a process, and the 2 processes'
+    # 500 each had ended in "Too many open files" tracebacks)
+    from electra_tf.data import builder
+
+    monkeypatch.setattr(builder, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (256, 20000))
+    check_open_files(options(tiny_corpus, tiny_vocab, tmp_path / "c", num_shards=1000,
+                             num_processes=8))
+    assert calls[-1] == (564, 20000)
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (256, 300))
+    with pytest.raises(InputError, match=r"keeps 500 shard files open in each process, above "
+                       r"this system's limit of 300 open files; give fewer --num_shards \(the "
+                       r"build runs 2 processes, one per CPU it may use\)"):
+        check_open_files(options(tiny_corpus, tiny_vocab, tmp_path / "d", num_shards=1000,
+                                 num_processes=8))
 
 
 def test_an_output_dir_under_a_file_is_refused_before_reading(tiny_corpus, tiny_vocab, tmp_path):
