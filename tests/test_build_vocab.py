@@ -152,6 +152,14 @@ def test_a_file_named_twice_is_read_once_however_spelled(tmp_path):
                        f"{tmp_path}/link.txt,{tmp_path}/*.txt")
     assert len(got) == 2 and sorted(os.path.realpath(p) for p in got) == [
         os.path.realpath(tmp_path / "a.txt"), os.path.realpath(tmp_path / "b.txt")]
+    # a hard link is the same file too (it had been read twice), and the same files
+    # spelled otherwise come in the same order (they had been shuffled otherwise)
+    os.link(tmp_path / "b.txt", tmp_path / "hard.txt")
+    got = expand_files(f"{tmp_path}/b.txt,{tmp_path}/hard.txt,{tmp_path}/a.txt")
+    assert got == [f"{tmp_path}/a.txt", f"{tmp_path}/b.txt"]
+    assert [os.path.realpath(p) for p in expand_files(
+        f"{tmp_path}/./b.txt,{tmp_path}/a.txt")] == [os.path.realpath(p) for p in expand_files(
+        f"{tmp_path}/b.txt,{tmp_path}//a.txt")]
 
 
 def test_words_split_at_every_unicode_space_as_the_tokenizer_splits(tmp_path):

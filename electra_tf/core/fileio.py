@@ -47,7 +47,10 @@ def expand_files(patterns: str | list[str], what: str = "corpus",
       InputError: a pattern matches nothing, or no pattern is given.
     """
     items = patterns.split(",") if isinstance(patterns, str) else list(patterns)
-    files: dict[str, str] = {}  # one file named two ways (a/b, a//b, ./a/b, a link) is one
+    # One file named two ways (a/b, a//b, ./a/b, a symbolic or hard link) is one: by its
+    # inode, kept under the first name, in the order of the real paths (so that the same
+    # files spelled otherwise are read in the same order).
+    files: dict[object, tuple[str, str]] = {}
     for pattern in (p.strip() for p in items):
         if not pattern:
             continue
@@ -65,10 +68,23 @@ def expand_files(patterns: str | list[str], what: str = "corpus",
                                  f"e.g. {os.path.join(pattern, '*')!r}")
             raise InputError(f"{what} pattern {pattern!r} matches no file")
         for f in matched:
-            files.setdefault(f if "://" in f else os.path.realpath(f), f)
+            real = f if "://" in f else os.path.realpath(f)
+            files.setdefault(_identity(real), (real, f))
     if not files:
         raise InputError(f"no {what} file given")
-    return sorted(files.values())
+    return [f for _, f in sorted(files.values())]
+
+
+def _identity(real: str):
+    """A local file's (device, inode), else its real path (a remote path, or a file
+    gone between the glob and here)."""
+    if "://" in real:
+        return real
+    try:
+        st = os.stat(real)
+    except OSError:
+        return real
+    return (st.st_dev, st.st_ino)
 
 
 TEXT_SAMPLE_BYTES = 1 << 16  # what check_text_file reads of each file
