@@ -41,10 +41,12 @@ def shard_name(index: int, num_shards: int) -> str:
 
 
 def is_shard_name(name: str) -> bool:
-    """Whether `name` is one `shard_name` gives (a file a build wrote, and may replace)."""
+    """Whether `name` is a shard a build wrote (and an --overwrite build replaces):
+    `shard_name`'s, or the original's build_pretraining_dataset.py's, unpadded
+    (pretrain_data.tfrecord-0-of-4)."""
     import re
 
-    return re.fullmatch(rf"{re.escape(SHARD_PREFIX)}-\d{{5,}}-of-\d{{5,}}", name) is not None
+    return re.fullmatch(rf"{re.escape(SHARD_PREFIX)}-\d+-of-\d+", name) is not None
 
 
 def unfinished_builds(paths, fs):

@@ -489,6 +489,15 @@ def test_existing_output_is_not_overwritten_silently(tiny_corpus, tiny_vocab, tm
     (out / "pretrain_data.tfrecord.bak").write_text("mine")
     (out / "pretrain_data.tfrecords.txt").write_text("mine")
     (out / "pretrain_data.tfrecord-old").mkdir()
+    # the original's build_pretraining_dataset.py names its shards unpadded: replaced too
+    # (they had been kept, and a run trained on both builds)
+    (out / "pretrain_data.tfrecord-0-of-4").write_bytes(
+        (out / features_lib.shard_name(0, 3)).read_bytes())
+    from electra_tf.data.tfrecord_reader import LOCAL_FILES
+
+    with pytest.raises(InputError, match=r"shards of 2 builds in .* \(-of-00003, -of-4\)"):
+        features_lib.check_one_build([str(p) for p in out.iterdir()], "--train_data",
+                                     LOCAL_FILES)
     build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
                                    overwrite=True))
     assert {p.name for p in out.iterdir()} == {
