@@ -41,6 +41,7 @@ from electra_tf.core.errors import InputError
 from electra_tf.core.fileio import FolderLock, check_output_folder, undo_on_failure
 from electra_tf.core.words import count
 from electra_tf.folders import files
+from electra_tf.folders.files import remove_stale_temporaries
 
 FLAGS = flags.FLAGS
 
@@ -134,10 +135,13 @@ def main(argv) -> None:
     # --overwrite had replaced comes back, so the same command can run again. A kill
     # leaves UNFINISHED beside the files it wrote: the next conversion into the folder
     # replaces them (one at a time: FolderLock).
-    # what a killed --overwrite kept of the model it replaced (undo_on_failure's links)
-    kept = sorted(n for n in held if n.startswith(".undo-")
-                  and os.path.isdir(os.path.join(FLAGS.output, n))) if unfinished else []
+    # what a killed --overwrite kept of the model it replaced (undo_on_failure's links;
+    # this run's own are made below)
+    undone = [n for n in held if n.startswith(".undo-")] if unfinished else []
     with undo_on_failure(FLAGS.output), FolderLock(FLAGS.output, "--output"):
+        # of those, the folders that hold model files are named; the others and the
+        # files the kill left half-written go
+        kept = _leftovers(FLAGS.output, undone) if unfinished else []
         if FLAGS.overwrite or unfinished:
             _check_not_a_source(FLAGS.output)
             _remove_model_files(FLAGS.output)
@@ -189,6 +193,33 @@ def _check_not_a_source(output: str) -> None:
                              f"({path}); write the conversion to another folder")
 
 
+def _is_model_file(name: str) -> bool:
+    return name in _MODEL_FILES or _SHARDS.fullmatch(name) is not None
+
+
+def _leftovers(output: str, undone: list[str]) -> list[str]:
+    """Cleans what a killed conversion left in `output` beside its half model: its
+    half-written files (.tmp-*) and the undo folders (of `undone`) that hold no model
+    file go, the marker and lock leave the others; returns those others' names (the
+    files of a model an --overwrite was replacing)."""
+    import shutil
+
+    remove_stale_temporaries(output)
+    kept = []
+    for name in sorted(undone):
+        path = os.path.join(output, name)
+        if not os.path.isdir(path) or os.path.islink(path):
+            continue
+        if any(_is_model_file(n) for n in os.listdir(path)):
+            for n in (UNFINISHED, FolderLock.NAME):  # (moved back, they would mark the model)
+                if os.path.isfile(os.path.join(path, n)):
+                    os.remove(os.path.join(path, n))
+            kept.append(name)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+    return kept
+
+
 def _remove_model_files(output: str) -> None:
     """Removes the model files of `output` (undo_on_failure puts them back)."""
     import shutil
@@ -196,7 +227,7 @@ def _remove_model_files(output: str) -> None:
     if not os.path.isdir(output):
         return
     for name in sorted(os.listdir(output)):
-        if name in _MODEL_FILES or _SHARDS.fullmatch(name) or name == UNFINISHED:
+        if _is_model_file(name) or name == UNFINISHED:
             path = os.path.join(output, name)
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path)

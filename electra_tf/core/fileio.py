@@ -408,8 +408,9 @@ def _snapshot(folder: str, paths: set[str]) -> tuple[str | None, list[str]]:
     folder, the paths linked). The project's writers replace a file by renaming a new
     one over it, so a link keeps the old content. Where links cannot be made (a file
     system without them), nothing is kept."""
-    files = sorted(p for p in paths if not os.path.isdir(os.path.join(folder, p))
-                   or os.path.islink(os.path.join(folder, p)))
+    files = sorted(p for p in paths if (not os.path.isdir(os.path.join(folder, p))
+                                        or os.path.islink(os.path.join(folder, p)))
+                   and p != FolderLock.NAME)  # (a run's lock is no file to put back)
     if not files:
         return None, []
     try:

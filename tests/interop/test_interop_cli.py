@@ -128,6 +128,14 @@ def test_overwrite_replaces_the_model_a_folder_holds(h, tmp_path, tiny_vocab):
     (out / ".lock").write_text("host h, pid 1, since 2026-12-04 07:00:00\n")
     (out / ".undo-k1ll3d").mkdir()  # the replaced model's files a killed --overwrite kept
     (out / ".undo-k1ll3d" / "finetuned.weights.h5").write_bytes(b"old head")
+    (out / ".undo-k1ll3d" / convert.UNFINISHED).write_text("{}")  # (as a nested undo kept)
+    # a second undo folder of the killed run holding no model (its marker and lock), and
+    # a weights file the kill left half-written: they had stayed, the first named as
+    # "the files of the model it was replacing"
+    (out / ".undo-n0m0d3l").mkdir()
+    (out / ".undo-n0m0d3l" / convert.UNFINISHED).write_text("{}")
+    (out / ".undo-n0m0d3l" / ".lock").write_text("")
+    (out / ".tmp-r2h_3ssv.weights.h5").write_bytes(b"half")
     from electra_tf.core.errors import InputError
     from electra_tf.folders.pretraining import PretrainingFolder
 
@@ -141,9 +149,12 @@ def test_overwrite_replaces_the_model_a_folder_holds(h, tmp_path, tiny_vocab):
         f"files of the model it was replacing are in {out / '.undo-k1ll3d'} (move them back " \
         "to keep that model, or remove the folder)" in proc.stderr, proc.stderr[-3000:]
     assert (out / ".undo-k1ll3d" / "finetuned.weights.h5").read_bytes() == b"old head"
+    assert not (out / ".undo-k1ll3d" / convert.UNFINISHED).exists()  # (moved back: unmarked)
+    assert ".undo-n0m0d3l" not in proc.stderr
     names = {p.name for p in out.iterdir()}
     assert {"conversion_report.json", "discriminator_config.json", "notes.txt"} <= names
-    assert not names & {convert.UNFINISHED, ".lock"}, names
+    assert not names & {convert.UNFINISHED, ".lock", ".undo-n0m0d3l",
+                        ".tmp-r2h_3ssv.weights.h5"}, names
 
 
 # Slow: a training step through the loop (the default suite restores a converted
