@@ -810,6 +810,12 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
     gen_tensors = state_dict(names.generator_variables(gen)) if gen is not None else {}
     _check_room(output, tensors, gen_tensors, files=(vocab,))
     written = _save(output, tensors, hf_config(discriminator.config, "ElectraForPreTraining"))
+    untrained = [n for n in ConvertedFolder(model_dir).left_at_init()
+                 if n.startswith("discriminator_predictions/")]
+    if untrained:  # (an ElectraModel import: an encoder without the head)
+        logging.warning("%s holds no trained replaced-token head (conversion_report.json lists "
+                        "%s under left_at_init): the ElectraForPreTraining written holds its "
+                        "initial values; its encoder is the model's", model_dir, untrained[0])
     if folder.recorded.get("pretraining", {}).get("objective") == "electric":
         logging.warning("%s: an Electric model: ElectraForPreTraining's logits are its energies "
                         "(a text's score is minus their sum over its pieces), not replaced-token "
@@ -906,8 +912,11 @@ def write_tokenizer(output: str, vocab: str, do_lower_case: bool,
                     model_max_length: int) -> list[str]:
     """vocab.txt and tokenizer_config.json (`tokenizer_config`) in `output`: what
     AutoTokenizer.from_pretrained(output) reads. No vocabulary: nothing (a folder
-    converted without one)."""
-    if not vocab or not os.path.exists(vocab):
+    converted without one), with a warning."""
+    if not vocab or not os.path.isfile(vocab):
+        logging.warning("%s: no vocab.txt or tokenizer_config.json written: the model's folder "
+                        "holds no vocabulary, and transformers' AutoTokenizer needs one; copy "
+                        "the vocab.txt it was trained with there", output)
         return []
     path = os.path.join(output, "tokenizer_config.json")
     copied = copy_vocab_file(vocab, output)  # (an absolute path)

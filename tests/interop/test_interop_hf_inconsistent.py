@@ -5,6 +5,7 @@ Needs the `interop` extra (torch, transformers, safetensors); skipped without it
 """
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -405,3 +406,22 @@ def test_do_lower_case_gives_the_casing_a_folder_does_not_say(h, tmp_path):
     _refused(classifier, tmp_path / "against", r"--do_lower_case=false: .* lower-cases "
                                                r"\(tokenizer_config.json or tokenizer.json\); "
                                                "leave the flag out", do_lower_case=False)
+
+
+def test_to_hf_says_what_it_cannot_give_transformers(h, tmp_path, caplog):
+    """An encoder imported without its vocabulary (an ElectraModel folder) and written
+    back as ElectraForPreTraining: no tokenizer files, and a detection head at its
+    initial values. Both had been silent (AutoTokenizer then failed on the folder)."""
+    import logging
+
+    folder = _folder(h, tmp_path, cls="ElectraModel")
+    os.remove(f"{folder}/vocab.txt")
+    hf.import_model(folder, str(tmp_path / "out"))
+    with caplog.at_level(logging.WARNING):
+        written = hf.export_model(str(tmp_path / "out"), str(tmp_path / "back"))
+    assert not [p for p in written if p.endswith(("vocab.txt", "tokenizer_config.json"))]
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("no vocab.txt or tokenizer_config.json written: the model's folder holds no "
+               "vocabulary" in m for m in messages), messages
+    assert any("holds no trained replaced-token head (conversion_report.json lists "
+               "discriminator_predictions/" in m for m in messages), messages
