@@ -235,6 +235,21 @@ def test_records_of_another_proto_or_float_features_are_one_clear_line(tmp_path)
             parse_example(next(read_records(path)), features_lib.FEATURE_KEYS)
 
 
+def test_pack_names_what_a_killed_pack_left(records, tmp_path, capsys):
+    """A pack killed while writing leaves its temporary file (full size): the next pack
+    into the same file names it (it had stayed, unsaid; another pack may be writing it,
+    so it is not removed)."""
+    (tmp_path / ".tmp-k1ll3d.out.packed").write_bytes(b"x" * (3 << 20))
+    (tmp_path / ".tmp-other.else.packed").write_bytes(b"x")
+    packed.pack(records, str(tmp_path / "out.packed"), progress=False)
+    err = capsys.readouterr().err
+    assert f"[pack] note: {tmp_path}/.tmp-k1ll3d.out.packed (3 MiB) is what a stopped pack " \
+        "into the same file left half-written; remove it" in err, err
+    assert "other" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".tmp-k1ll3d.out.packed", ".tmp-other.else.packed", "out.packed"]
+
+
 def test_pack_given_a_packed_file_says_so(packed_file, tmp_path):
     """A packed file as --records had been called a corrupt TFRecord ("record 0 has a
     bad length checksum")."""
