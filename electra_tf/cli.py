@@ -105,9 +105,13 @@ def run_command(main: Callable[[list[str]], None], module: str,
     """
     from absl import app
 
+    global _command
     if module != "__main__":
         for flag in flags.FLAGS.get_key_flags_for_module(module):
             flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+        _command = module
+    else:  # python -m electra_tf.X
+        _command = getattr(getattr(sys.modules["__main__"], "__spec__", None), "name", "") or ""
     _help_exits_zero()
     signals.leave_at_once = True  # this process is the command's: a second signal may end it
     app.run(lambda args: run_cli(lambda: main(args)), argv=argv, flags_parser=_parse_flags)
@@ -335,6 +339,10 @@ _FILE_SYSTEM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, err
 _FILE_SYSTEM_HINT = (" (every file is written under a temporary name first, so those written "
                      "before are whole; free space, lift the file size limit or fix the "
                      "folder, then rerun: a training run resumes from its last checkpoint)")
+# The clause said only by the commands that train (the others start over).
+_RESUMES = ": a training run resumes from its last checkpoint)"
+_TRAINING_COMMANDS = ("electra_tf.run_pretraining", "electra_tf.run_finetuning")
+_command = ""  # the module of the command this process runs (run_command)
 # TensorBoard's event files are appended to as a run goes (not renamed into place):
 # one cut short keeps its points up to the cut, which TensorBoard reads.
 _EVENT_FILE_HINT = (" (TensorBoard's event files are appended to as the run goes: one cut "
@@ -345,8 +353,13 @@ _EVENT_FILE_HINT = (" (TensorBoard's event files are appended to as the run goes
 
 
 def _file_system_hint(line: str) -> str:
-    """What a failed write leaves and what to do, for the file `line` names."""
-    return _EVENT_FILE_HINT if "tfevents" in line else _FILE_SYSTEM_HINT
+    """What a failed write leaves and what to do, for the file `line` names (that a
+    rerun resumes, where the command trains: build_pretraining_data's, pack's and
+    convert's rerun starts over)."""
+    hint = _EVENT_FILE_HINT if "tfevents" in line else _FILE_SYSTEM_HINT
+    if _command and _command not in _TRAINING_COMMANDS:
+        hint = hint.replace(_RESUMES, ")")
+    return hint
 
 
 # Imported, when installed, by Keras 3 and TensorFlow for features the commands never use:

@@ -198,7 +198,8 @@ def test_a_file_size_limit_at_a_record_file_is_one_line(tmp_path, tiny_corpus, t
                        f"--vocab_file={tiny_vocab}", f"--output_dir={out}",
                        "--max_seq_length=32", "--num_shards=2"],
                       preexec_fn=_file_size_limit(4096))
-    error_line(proc, "File too large", "lift the file size limit", returncode=1)
+    line = error_line(proc, "File too large", "lift the file size limit", returncode=1)
+    assert line.endswith("fix the folder, then rerun)"), line  # (no training to resume)
     assert not out.exists() or not [p for p in os.listdir(out) if "tfrecord" in p]
 
 

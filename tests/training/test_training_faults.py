@@ -984,7 +984,8 @@ def test_a_finished_run_leaves_no_lock_file_and_locks_stay_exclusive(trained_run
                                              (30, "Read-only file system",
                                               "PermissionDeniedError"),
                                              (27, "File too large", "OutOfRangeError")])
-def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, error, capsys):
+def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, error, capsys,
+                                                                   monkeypatch):
     """ENOSPC, EROFS or EFBIG (a file size limit: ulimit -f, a batch system's, FAT's
     4 GiB) while a checkpoint, the weights or an export is written (Python's OSError,
     or TensorFlow's error of that cause: tests/test_framework_messages.py provokes
@@ -1012,6 +1013,16 @@ def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, er
                               "space, lift the file size limit or fix the folder, then rerun: "
                               "a training run resumes from its last checkpoint)")
         assert len(err.splitlines()) == 1
+    # a command that trains nothing (build_pretraining_data, pack, convert) has no
+    # checkpoint to resume from: the clause is left out
+    monkeypatch.setattr(cli, "_command", "electra_tf.build_pretraining_data")
+    with pytest.raises(SystemExit):
+        cli.run_cli(python_write)
+    assert capsys.readouterr().err.rstrip().endswith("fix the folder, then rerun)")
+    monkeypatch.setattr(cli, "_command", "electra_tf.run_finetuning")
+    with pytest.raises(SystemExit):
+        cli.run_cli(python_write)
+    assert capsys.readouterr().err.rstrip().endswith("resumes from its last checkpoint)")
 
     def event_file_write():  # TensorBoard's: appended to, not renamed into place
         raise getattr(tf.errors, error)(None, None, "Failed to flush 1 events to "
