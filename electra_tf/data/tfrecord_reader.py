@@ -354,6 +354,37 @@ def locate_corrupt_record(paths: list[str], error_message: str, budget_s: float 
     return None
 
 
+def locate_misshaped_record(paths: list[str], length: int, budget_s: float = 300.0,
+                            files: FileSystem | None = None) -> tuple[str, int] | None:
+    """(file, record index) of the first record of `paths` whose features are not
+    `length` long (or not a pre-training example): what tf.data's reshape error met
+    mid-run, whose message names neither. Every record is read, up to `budget_s`
+    seconds (None: not found in that time)."""
+    fs = files or tensorflow_files()
+    deadline = time.monotonic() + budget_s
+    for path in paths:
+        try:
+            with fs.open(path) as f:
+                size, offset, index = fs.size(path), 0, 0
+                while offset < size:
+                    if time.monotonic() > deadline:
+                        return None
+                    record = _read_record(f, offset, size)
+                    if record is None:
+                        break
+                    data, offset = record
+                    try:
+                        example = parse_example(data, FEATURE_KEYS)
+                    except (ValueError, IndexError, UnicodeDecodeError):
+                        return path, index
+                    if any(len(v) != length for v in example.values()):
+                        return path, index
+                    index += 1
+        except (_BadRecord, *fs.errors):
+            continue
+    return None
+
+
 def _bad_record_near(f, offset: int, size: int, deadline: float) -> bool:
     """True if this file's record at `offset` is bad, or one before it.
 

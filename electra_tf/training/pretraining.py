@@ -41,7 +41,7 @@ from electra_tf.core.config import PretrainingConfig, PretrainingRun, check_run
 from electra_tf.core.errors import ConfigError, InputError, RecordError
 from electra_tf.core.fileio import FolderLock, expand_files
 from electra_tf.data.masking import ID_OUTSIDE_VOCABULARY
-from electra_tf.data.tfrecord_reader import locate_corrupt_record
+from electra_tf.data.tfrecord_reader import locate_corrupt_record, locate_misshaped_record
 from electra_tf.folders import pretraining as pretraining_folder
 from electra_tf.folders.files import (
     PRETRAINING_CONFIG,
@@ -703,9 +703,14 @@ class Pretraining:
                 f"a record of {source} holds a token id outside the "
                 f"vocabulary's [0, {self.config.vocab_size}), met at step {step}; {saved}; "
                 "rebuild the data with this --vocab_file, then rerun to resume")
+        files = {"--train_data": "train", "--phase2_train_data": "phase2",
+                 "--eval_data": "eval"}[source]
+        found = locate_misshaped_record(self.files.get(files, []), length)
+        where = (f"{found[0]}: record {found[1]}" if found else f"a record of {source}")
         return InputError(
-            f"a record of {source} does not fit {length_flag}={length} ({misshaped}), "
-            f"met at step {step}; {saved}; rebuild that file, then rerun to resume")
+            f"{where} does not fit {length_flag}={length} ({misshaped}), met at step "
+            f"{step}; {saved}; rebuild " + ("that file" if found else f"the records of {source}")
+            + ", then rerun to resume")
 
 
 def _tensorflow_data_errors() -> tuple:
