@@ -124,6 +124,8 @@ def main(argv):
           f"{', backend=jax, input=' + run.jax_input_pipeline if jax_backend else ''}",
           file=sys.stderr)
     print(f"[pretrain] {trainer.flops.summary()}", file=sys.stderr)
+    for line in trainer.memory_warnings():
+        print(f"[pretrain] warning: {line}", file=sys.stderr)
     note = backends.bf16_note(backend, run.mixed_precision)
     if note:
         print(f"[pretrain] {note}", file=sys.stderr)

@@ -20,6 +20,7 @@ TOY_TESTS = {
     "bench_data_building.py": "test_bench_data_building_at_toy_size",
     "bench_export.py": "test_bench_export_at_toy_size",
     "bench_finetuning.py": "test_bench_finetuning_at_toy_size",
+    "bench_memory.py": "test_bench_memory_at_toy_size",
     "bench_gpu.py": "test_bench_gpu.py::test_the_toy_run_writes_every_field",
     "bench_packed_input.py": "test_bench_packed_input_at_toy_size",
     "bench_peer.py": "test_bench_peer_at_toy_size",
@@ -155,6 +156,19 @@ def test_bench_pretraining_at_toy_size(tmp_path):
     assert profile["steps"] == 1 and profile["matmul_ms"] > 0 and "profile" not in results[1]
     assert "| electra_tf/jit0/fp32/r1 | " in out.with_suffix(".md").read_text().split(
         "## Where a step's wall time goes")[1]
+
+
+@pytest.mark.slow
+def test_bench_memory_at_toy_size(tmp_path):
+    out = tmp_path / "memory"
+    _run(["bench_memory.py", "--runs=tiny:32:4", "--steps=1", "--documents=30",
+          f"--output={out}"], 240, tmp_path)
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert result["command"].endswith("--steps=1 --documents=30 --output=memory")
+    (row,) = result["rows"]
+    assert (row["size"], row["max_seq_length"], row["batch"]) == ("tiny", 32, 4)
+    assert row["peak_rss_kib"] > 100_000 and row["estimate_kib"] > 100_000
+    assert "| tiny | 32 | 4 | " in (tmp_path / "memory.table.md").read_text()
 
 
 @pytest.mark.slow

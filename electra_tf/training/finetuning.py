@@ -826,6 +826,9 @@ class Finetuning:
 
     chief = True
     multi_worker = False  # a run of several worker processes (the TF backend's)
+    # The share of each batch this process holds, and whether on CPUs: what the memory
+    # check reads (training/memory.py).
+    local_share, on_cpu = 1.0, True
     backend = ""  # "tensorflow" or "jax"
     last_grad_norm: float | None = None  # the last train_steps' mean gradient norm
 
@@ -1280,6 +1283,14 @@ class Finetuning:
             self._log(f"{self.task.name}: {len(train_feats)} train windows, {steps_per_epoch} "
                       f"steps/epoch x {self.epochs} epochs = {total} steps, lr "
                       f"{cfg.resolved_learning_rate(size):.1e}, layer-wise decay {decay}")
+            if self.on_cpu:
+                from electra_tf.training import memory
+
+                line = memory.finetuning_warning(
+                    self.encoder_config, cfg.train_batch_size, self.local_share,
+                    self.max_seq_length, memory.available_bytes())
+                if line:
+                    self._log(f"warning: {line}")
         else:
             self._log(f"{self.task.name}: evaluation only (--do_train=false; the train split "
                       "is not read)")

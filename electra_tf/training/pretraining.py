@@ -170,6 +170,9 @@ class Pretraining:
     tensorflow_io = True
     packed_input = False  # the data are packed files (data/packed.py), not TFRecords
     num_replicas, chief, multi_worker = 1, True, False
+    # The replicas this process runs (of num_replicas), and whether they are CPUs:
+    # what the memory check reads (`memory_warnings`).
+    local_replicas, on_cpu = 1, True
 
     def __init__(self, config: PretrainingConfig, run: PretrainingRun):
         check_run(config, run)  # each checked itself at construction
@@ -290,6 +293,19 @@ class Pretraining:
 
     def phase_at(self, step: int) -> Phase:
         return next(p for p in self.phases if p.start <= step < p.end)
+
+    def memory_warnings(self, available: int | None = None) -> list[str]:
+        """The phases whose step needs more memory than the machine has (CPU only:
+        training/memory.py), each as one warning; `available` bytes (None: the
+        machine's)."""
+        if not self.on_cpu:
+            return []
+        from electra_tf.training import memory
+
+        if available is None:
+            available = memory.available_bytes()
+        return memory.pretraining_warnings(self.config, self.phases, self.local_replicas,
+                                           self.num_replicas, self.masking_at, available)
 
     def _log(self, message: str, everyone: bool = False) -> None:
         if self.chief or everyone:

@@ -300,6 +300,8 @@ class JaxPretraining(Pretraining):
             self.run.strategy, self.run.num_devices, {})
         # multi_worker stays False: a JAX save is no collective, any process can save.
         self.chief = jax.process_index() == 0
+        self.local_replicas = max(1, self.num_replicas // jax.process_count())
+        self.on_cpu = jax.devices()[0].platform == "cpu"
 
     def _agree_on_settings(self) -> None:
         """Every process's settings digest, gathered: one that differs is refused (a
@@ -589,6 +591,8 @@ class JaxFinetuning(Finetuning):
             run.strategy, run.num_devices, {"--train_batch_size": config.train_batch_size,
                                             "--eval_batch_size": config.eval_batch_size})
         self.chief = jax.process_index() == 0
+        self.local_share = 1.0 / jax.process_count()
+        self.on_cpu = jax.devices()[0].platform == "cpu"
         super().__init__(task, config, run)
         # A symbolic call creates what layers make at their first call (the
         # embeddings' dropout seed state): a stateless step cannot create state.

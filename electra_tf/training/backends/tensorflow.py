@@ -50,6 +50,16 @@ from electra_tf.training.pretraining import Pretraining
 from electra_tf.training.watchdog import StartupWatchdog
 
 
+def _local_devices(strategy: tf.distribute.Strategy) -> tuple[int, bool]:
+    """The replicas this process runs and whether every one is a CPU (the memory
+    check's: training/memory.py)."""
+    try:
+        local = len(strategy.extended.worker_devices)
+    except RuntimeError:  # the default strategy: this process's one device
+        local = 1
+    return local, not tf.config.list_logical_devices("GPU")
+
+
 def start(run) -> tf.distribute.Strategy:
     """The run's strategy; call at program start, before any TF op.
 
@@ -418,6 +428,7 @@ class TensorFlowPretraining(Pretraining):
         self.num_replicas = self.strategy.num_replicas_in_sync
         self.chief = is_chief(self.strategy)
         self.multi_worker = isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        self.local_replicas, self.on_cpu = _local_devices(self.strategy)
 
     def _agree_on_settings(self) -> None:
         """Every worker's settings digest, compared in one all-reduce
@@ -583,6 +594,8 @@ class TensorFlowFinetuning(Finetuning):
         self.strategy = strategy or start(run)
         self.chief = is_chief(self.strategy)
         self.multi_worker = isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        self.local_replicas, self.on_cpu = _local_devices(self.strategy)
+        self.local_share = self.local_replicas / self.strategy.num_replicas_in_sync
         super().__init__(task, config, run)
         self._fwd_bwd = traced(self._forward_backward, jit_compile=run.jit_compile)
         # Prediction batches are cut to their longest example (Finetuning.predict): one

@@ -1,0 +1,201 @@
+"""Whether a training step fits in the machine's memory, said before it starts (CPU).
+
+A step that does not fit is not refused by anything: on a CPU machine the kernel
+kills the process minutes into its first step (exit 137, "Killed", no line of
+its own), after the machine has slowed to a crawl. Pre-training Base at the
+paper's batch (256 sequences of 512) needs about 10 times what a 24 GiB machine
+has. So the commands estimate the step's peak memory from the model's sizes and
+the sequences one replica holds at once, and warn, with the micro-batching that
+would fit, when it exceeds the memory available (`step_warning`).
+
+The estimate (`Estimate`) is the process's peak resident memory on CPU:
+  fixed     the runtime, the input pipeline, the step's program (FIXED_BYTES);
+  weights   PARAMETER_BYTES a parameter: the float32 weights, their gradients,
+            Adam's (LAMB's) two moments and the update's temporaries;
+  layers    per sequence of s tokens and per transformer layer,
+            LINEAR_BYTES x s x (4 x hidden + intermediate)
+            + QUADRATIC_BYTES x s^2 x heads: what the backward pass keeps of
+            the forward (the attention's [heads, s, s] scores, probabilities
+            and dropout masks among them);
+  vocab     VOCAB_BYTES x the generator's predicted positions x vocab_size: its
+            logits, their softmax and gradient.
+The constants were fitted (least squares, VOCAB_BYTES held at three float32
+copies) to the peak resident memory of pre-training steps of Small and Base at
+128 and 512 tokens (TensorFlow, float32, no XLA); benchmarks/memory_estimate.md
+has the measurements and the estimate beside them. XLA, bf16 and the JAX
+backend need less, so the estimate errs on the side of a warning. A GPU's own
+memory is not checked (the framework says "out of memory" there itself).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from electra_tf.core.config import EncoderConfig
+
+GIB = 1 << 30
+# Fitted constants (module docstring; benchmarks/memory_estimate.md).
+FIXED_BYTES = 0.84 * GIB
+PARAMETER_BYTES = 28.0
+LINEAR_BYTES = 11.0
+QUADRATIC_BYTES = 11.5
+VOCAB_BYTES = 16.0
+# Warn when the estimate exceeds this share of the memory available: a step's peak
+# moves from run to run with the order its ops ran in (the fit's rows are within 10%
+# of it, one of them 11% apart in two runs; a Small step of 48 sequences of 512,
+# estimated at 18.8 GiB, was killed at 23 GiB).
+MARGIN = 0.8
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """A step's estimated peak memory, in bytes, by part."""
+
+    fixed: float
+    weights: float
+    layers: float
+    vocab: float
+
+    @property
+    def total(self) -> float:
+        return self.fixed + self.weights + self.layers + self.vocab
+
+
+def encoder_parameters(encoder: EncoderConfig, with_embeddings: bool = True) -> int:
+    """An encoder's parameter count (the embeddings' tables with `with_embeddings`)."""
+    h, e = encoder.hidden_size, encoder.resolved_embedding_size
+    ff = encoder.intermediate_size
+    layer = 4 * (h * h + h) + 2 * h + (h * ff + ff) + (ff * h + h) + 2 * h
+    count = encoder.num_hidden_layers * layer
+    count += 2 * e + (e * h + h if e != h else 0)  # the embeddings' LayerNorm, projection
+    if with_embeddings:
+        count += (encoder.vocab_size + encoder.max_position_embeddings
+                  + encoder.type_vocab_size) * e
+    return count
+
+
+def layer_bytes(encoder: EncoderConfig, sequences: int, length: int) -> float:
+    """What the backward pass keeps of an encoder's layers for `sequences` of
+    `length` tokens (the module docstring's `layers`)."""
+    per_layer = (LINEAR_BYTES * length * (4 * encoder.hidden_size + encoder.intermediate_size)
+                 + QUADRATIC_BYTES * length * length * encoder.num_attention_heads)
+    return float(sequences) * encoder.num_hidden_layers * per_layer
+
+
+def pretraining_estimate(config, sequences: int, length: int = 0,
+                         predicted: int = 0) -> Estimate:
+    """The peak memory of a pre-training step of `config` (a PretrainingConfig) with
+    `sequences` sequences of `length` tokens (0: max_seq_length) held at once (one
+    replica's micro-batch), the generator predicting `predicted` positions of each
+    (0: max_predictions_per_seq; every position for all-tokens MLM and Electric)."""
+    gen, disc = config.generator_config(), config.discriminator_config()
+    length = length or config.max_seq_length
+    shared = config.encoders.sharing != "none"
+    weights = encoder_parameters(disc) + encoder_parameters(gen, with_embeddings=not shared)
+    towers = 2 if config.encoders.two_tower else 1
+    layers = layer_bytes(disc, sequences, length) + towers * layer_bytes(gen, sequences, length)
+    if config.objective in ("all_tokens_mlm", "electric"):
+        predicted = length
+    predicted = predicted or config.resolved_max_predictions_per_seq
+    vocab = VOCAB_BYTES * sequences * predicted * gen.vocab_size
+    return Estimate(FIXED_BYTES, PARAMETER_BYTES * weights, layers, vocab)
+
+
+def pretraining_warnings(config, phases, local_replicas: int, replicas: int, masking_at,
+                         available: int | None) -> list[str]:
+    """`step_warning` for each phase of a pre-training run (training/phases.py) whose
+    step does not fit in this process: of the `replicas` that split a batch,
+    `local_replicas` are this process's; masking_at(phase) gives the phase's
+    max_predictions_per_seq."""
+    out, seen = [], set()
+    for phase in phases:
+        key = (phase.max_seq_length, phase.train_batch_size, phase.gradient_accumulation_steps)
+        if key in seen:
+            continue
+        seen.add(key)
+        length, batch, accumulation = key
+        predicted = masking_at(phase).max_predictions_per_seq
+        sequences = batch // accumulation // max(replicas, 1) * local_replicas
+        flag = ("--phase2_gradient_accumulation_steps" if phase.name.endswith("_phase2")
+                else "--gradient_accumulation_steps")
+        what = (f"{sequences} sequence(s) of {length} tokens at once, a "
+                f"{config.model_size or 'custom'}-size discriminator")
+        line = step_warning(lambda n: pretraining_estimate(config, n, length, predicted),
+                            sequences, available, what, flag, accumulation)
+        if line:
+            out.append(line)
+    return out
+
+
+def finetuning_estimate(encoder: EncoderConfig, sequences: int, length: int) -> Estimate:
+    """The peak memory of a fine-tuning step of `sequences` of `length` tokens held at
+    once by an encoder of `encoder`'s sizes (its head's weights and outputs are small
+    beside it)."""
+    return Estimate(FIXED_BYTES, PARAMETER_BYTES * encoder_parameters(encoder),
+                    layer_bytes(encoder, sequences, length), 0.0)
+
+
+def finetuning_warning(encoder: EncoderConfig, batch: int, share: float, length: int,
+                       available: int | None) -> str | None:
+    """`step_warning` for a fine-tuning step of `batch` sequences (`share` of them this
+    process's) of `length` tokens."""
+    sequences = max(1, int(batch * share))
+    return step_warning(lambda n: finetuning_estimate(encoder, n, length), sequences,
+                        available, f"{sequences} sequence(s) of {length} tokens at once")
+
+
+def available_bytes(meminfo: str = "/proc/meminfo",
+                    cgroup: str = "/sys/fs/cgroup") -> int | None:
+    """The memory a new step can take: MemAvailable, or less where the process's
+    cgroup (v2) limit leaves less; None where neither can be read (not Linux)."""
+    found = []
+    try:
+        with open(meminfo) as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(os.path.join(cgroup, "memory.max")) as f:
+            limit = f.read().strip()
+        with open(os.path.join(cgroup, "memory.current")) as f:
+            used = int(f.read().strip())
+        if limit != "max":
+            found.append(max(int(limit) - used, 0))
+    except (OSError, ValueError):
+        pass
+    return min(found) if found else None
+
+
+def _gib(n: float) -> str:
+    return f"{n / GIB:.1f} GiB" if n < 10 * GIB else f"{n / GIB:.0f} GiB"
+
+
+def step_warning(estimate_of, sequences: int, available: int | None, what: str,
+                 accumulation_flag: str | None = None, accumulation: int = 1) -> str | None:
+    """The warning when a step that holds `sequences` at once on a replica
+    (estimate_of(n) -> Estimate) needs more than `available` bytes, else None: the
+    estimate, and the fewest micro-batches that fit (`accumulation_flag`, the flag
+    that splits the step keeping its batch, now `accumulation`), or the sequences
+    that fit where no flag splits the step."""
+    if available is None or sequences < 1:
+        return None
+    need = estimate_of(sequences).total
+    if need <= MARGIN * available:
+        return None
+    line = (f"this step needs about {_gib(need)} of memory ({what}) and the machine has "
+            f"{_gib(available)} available: it is likely to be killed in its first step")
+    splits = [k for k in range(2, sequences + 1) if sequences % k == 0
+              and estimate_of(sequences // k).total <= MARGIN * available]
+    if accumulation_flag and splits:
+        k = splits[0]
+        return (f"{line}; {accumulation_flag}={k * accumulation} (micro-batches of "
+                f"{sequences // k}, "
+                f"about {_gib(estimate_of(sequences // k).total)}) trains the same batch")
+    if estimate_of(1).total > MARGIN * available:
+        return f"{line}; even one sequence at a time needs about {_gib(estimate_of(1).total)}"
+    fits = max(n for n in range(1, sequences) if estimate_of(n).total <= MARGIN * available)
+    return f"{line}; about {fits} sequences at a time would fit"

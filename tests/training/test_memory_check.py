@@ -1,0 +1,142 @@
+"""The memory check before a training step (training/memory.py): a step that needs more
+than the machine has is said in one warning, with the micro-batching that fits, before
+the kernel kills the run in its first step."""
+
+import json
+import os
+import types
+
+import pytest
+from helpers import pretraining_from_flags
+
+from electra_tf.training import memory
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GIB = 1 << 30
+
+
+@pytest.fixture(scope="module")
+def bert_vocab(tmp_path_factory):
+    """A vocabulary of BERT's 30,522 tokens (the paper's, whose size the generator's
+    logits take)."""
+    from helpers import write_vocab
+
+    specials = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]",
+                                                                   "[MASK]"]
+    return write_vocab(tmp_path_factory.mktemp("vocab") / "vocab.txt",
+                       specials + [f"w{i}" for i in range(30522 - len(specials))])
+
+
+@pytest.fixture(scope="module")
+def paper_config(bert_vocab):
+    """configs/SIZE.flags as run_pretraining reads them (+ flags) -> PretrainingConfig."""
+    def make(size: str, *flags: str):
+        config, _ = pretraining_from_flags(f"--flagfile={REPO}/configs/{size}.flags",
+                                           "--train_data=unused", "--model_dir=unused",
+                                           f"--vocab_file={bert_vocab}", *flags)
+        assert config.vocab_size == 30522
+        return config
+
+    return make
+
+
+def phase(name="joint", length=128, batch=128, accumulation=1):
+    return types.SimpleNamespace(name=name, max_seq_length=length, train_batch_size=batch,
+                                 gradient_accumulation_steps=accumulation)
+
+
+def masking(predictions):
+    return lambda _: types.SimpleNamespace(max_predictions_per_seq=predictions)
+
+
+def test_available_memory_is_meminfo_or_the_cgroup_limit_whichever_is_less(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24000000 kB\nMemAvailable:   20000000 kB\n")
+    cgroup = tmp_path / "cgroup"
+    cgroup.mkdir()
+    assert memory.available_bytes(str(meminfo), str(cgroup)) == 20000000 * 1024
+    (cgroup / "memory.max").write_text("max\n")
+    (cgroup / "memory.current").write_text("1000\n")
+    assert memory.available_bytes(str(meminfo), str(cgroup)) == 20000000 * 1024
+    (cgroup / "memory.max").write_text(f"{8 * GIB}\n")
+    (cgroup / "memory.current").write_text(f"{GIB}\n")
+    assert memory.available_bytes(str(meminfo), str(cgroup)) == 7 * GIB
+    assert memory.available_bytes(str(tmp_path / "none"), str(tmp_path / "none")) is None
+    meminfo.write_text("garbage\n")
+    assert memory.available_bytes(str(meminfo), str(tmp_path / "none")) is None
+
+
+def test_the_estimate_matches_the_recorded_peaks():
+    """Every measured peak in benchmarks/memory_estimate.json within 15% of the estimate
+    (the warning's margin, memory.MARGIN, covers that and more)."""
+    from electra_tf.core.config import PretrainingConfig
+
+    with open(os.path.join(REPO, "benchmarks", "memory_estimate.json")) as f:
+        rows = json.load(f)["rows"]
+    assert len(rows) >= 6
+    for row in rows:
+        config = PretrainingConfig(model_size=row["size"], max_seq_length=row["max_seq_length"],
+                                   train_batch_size=row["batch"])  # (as the benchmark's)
+        estimate = memory.pretraining_estimate(config, row["batch"]).total
+        measured = row["peak_rss_kib"] * 1024
+        assert 0.85 * estimate <= measured <= 1.15 * estimate, (row, estimate / GIB)
+
+
+def test_the_papers_base_does_not_fit_a_24_gib_machine_and_its_small_does(paper_config):
+    """configs/base.flags (256 sequences of 512) had been killed 3 minutes into its first
+    step on a 24 GiB machine, with no line; the warning names the accumulation that fits."""
+    base, small = paper_config("base"), paper_config("small")
+    available = 22 * GIB
+    (line,) = memory.pretraining_warnings(base, [phase(length=512, batch=256)], 1, 1,
+                                          masking(79), available)
+    assert line.startswith("this step needs about ") and "(256 sequence(s) of 512 tokens at " \
+        "once, a base-size discriminator) and the machine has 22 GiB available: it is " \
+        "likely to be killed in its first step; --gradient_accumulation_steps=" in line, line
+    k = int(line.split("--gradient_accumulation_steps=")[1].split()[0])
+    fits = memory.MARGIN * available  # (peaks vary from run to run: a margin)
+    assert 256 % k == 0 and memory.pretraining_estimate(base, 256 // k, 512, 79).total \
+        <= fits < memory.pretraining_estimate(base, 256 // (k // 2), 512, 79).total
+    assert memory.pretraining_warnings(small, [phase()], 1, 1, masking(20), available) == []
+    # the accumulation already given counts: the flag's new value splits it further
+    (line,) = memory.pretraining_warnings(base, [phase(length=512, batch=256, accumulation=2)],
+                                          1, 1, masking(79), available)
+    assert f"--gradient_accumulation_steps={k}" in line
+    # replicas of other processes hold their own share; one process's replicas add up
+    assert memory.pretraining_warnings(base, [phase(length=512, batch=256)], 1, 64,
+                                       masking(79), available) == []
+    assert memory.pretraining_warnings(base, [phase(length=512, batch=256)], 2, 2,
+                                       masking(79), available)
+
+
+def test_each_phase_is_checked_and_named_by_its_flag(paper_config):
+    config = paper_config("base")
+    phases = [phase(length=128, batch=32), phase("joint_phase2", length=512, batch=256)]
+    (line,) = memory.pretraining_warnings(config, phases, 1, 1, lambda p: types.SimpleNamespace(
+        max_predictions_per_seq=20 if p.max_seq_length == 128 else 79), 22 * GIB)
+    assert "of 512 tokens" in line and "--phase2_gradient_accumulation_steps=" in line
+
+
+def test_no_split_that_fits_says_what_does(paper_config):
+    config = paper_config("base")
+    line = memory.step_warning(lambda n: memory.pretraining_estimate(config, n), 7, 3 * GIB,
+                               "x", "--gradient_accumulation_steps")
+    assert line.endswith("sequences at a time would fit") or "even one sequence" in line, line
+    line = memory.step_warning(lambda n: memory.pretraining_estimate(config, n), 7, GIB // 2,
+                               "x", "--gradient_accumulation_steps")
+    assert "even one sequence at a time needs about" in line
+    assert memory.step_warning(lambda n: memory.pretraining_estimate(config, n), 7, None,
+                               "x") is None
+
+
+def test_a_trainer_checks_its_own_phases(make_configs):
+    """The trainer's check (run_pretraining prints each line as a warning): none where it
+    fits; its own batch and accumulation where it does not."""
+    from electra_tf.training.backends.tensorflow import TensorFlowPretraining
+
+    trainer = TensorFlowPretraining(*make_configs(
+        run_overrides={"gradient_accumulation_steps": 2}, train_batch_size=8))
+    assert trainer.on_cpu and trainer.local_replicas == 1
+    assert trainer.memory_warnings(available=1 << 50) == []
+    (line,) = trainer.memory_warnings(available=1)
+    assert "(4 sequence(s) of 32 tokens at once, a tiny-size discriminator)" in line, line
+    assert "even one sequence at a time needs about" in line
