@@ -149,6 +149,8 @@ def main(argv):
             raise InputError(f"--output {FLAGS.output} is the --input file it would replace; "
                              "write the scores elsewhere")
         _check_not_the_models(FLAGS.output, FLAGS.model_dir, FLAGS.vocab_file)
+        for line in fileio.stale_write_note(os.path.realpath(FLAGS.output)):
+            print(f"[score] {line}", file=sys.stderr)  # (a kill mid-write left it)
     from electra_tf.folders import PretrainingFolder
     from electra_tf.serving.scoring import (  # TensorFlow: after the checks
         check_electric_folder,

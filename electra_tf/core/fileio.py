@@ -365,7 +365,7 @@ def honour_umask(path: str, directory: bool = False) -> None:
     os.chmod(path, (0o777 if directory else 0o666) & ~current_umask())
 
 
-def atomic_write_text(path: str, text: str | Iterable[str]) -> None:
+def atomic_write_text(path: str, text: str | Iterable[str], suffix: str = "") -> None:
     """Writes a UTF-8 text file atomically (temporary name, then rename). `text` may
     be an iterable of pieces, written as they come (the file appears once all are)."""
 
@@ -373,7 +373,34 @@ def atomic_write_text(path: str, text: str | Iterable[str]) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
             _write_pieces(f, text)
 
-    atomic_write(path, write)
+    atomic_write(path, write, suffix)
+
+
+def write_suffix(path: str) -> str:
+    """The ending of the temporary name a user's output file is written under
+    (.tmp-XXXX.NAME): what a later write of NAME finds of a killed one (`stale_writes`)."""
+    return "." + os.path.basename(path)
+
+
+def stale_writes(path: str) -> list[str]:
+    """The temporary files (`write_suffix`) a killed write of `path` left beside it.
+    Not removed here: another process may be writing `path` now."""
+    folder = os.path.dirname(os.path.abspath(path))
+    suffix = write_suffix(path)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [os.path.join(folder, n) for n in sorted(names)
+            if n.startswith(".tmp-") and n.endswith(suffix)
+            and os.path.isfile(os.path.join(folder, n))]
+
+
+def stale_write_note(path: str) -> list[str]:
+    """One line for each of `stale_writes(path)`: what it is and what to do."""
+    return [f"note: {stale} ({os.path.getsize(stale) / 2**20:,.1f} MiB) is what a stopped run "
+            f"writing {os.path.basename(path)} left half-written; remove it"
+            for stale in stale_writes(path)]
 
 
 def _write_pieces(f, text: str | Iterable[str]) -> None:
@@ -607,7 +634,7 @@ def write_output_text(path: str, text: str | Iterable[str]) -> None:
         return
     target = os.path.realpath(path)
     with no_empty_folder_left(os.path.dirname(target)):  # (a/b/ of a refused a/b/out.txt)
-        atomic_write_text(target, text)
+        atomic_write_text(target, text, suffix=write_suffix(target))
 
 
 @contextlib.contextmanager

@@ -48,7 +48,14 @@ from typing import Iterator
 import numpy as np
 
 from electra_tf.core.errors import InputError, RecordError
-from electra_tf.core.fileio import Progress, atomic_write, check_output_file, expand_files
+from electra_tf.core.fileio import (
+    Progress,
+    atomic_write,
+    check_output_file,
+    expand_files,
+    stale_write_note,
+    write_suffix,
+)
 from electra_tf.data.features import (
     MAX_SEQ_LENGTH,
     PACKED_MAGIC,
@@ -334,9 +341,8 @@ def pack(record_pattern: str | list[str], output: str, max_seq_length: int | Non
             raise InputError(f"--records: {e}") from None
     check_one_build(paths, "--records", LOCAL_FILES)
     _check_output(output, paths, overwrite)
-    for stale in _stale_writes(output):  # (not removed: another pack may be writing it)
-        print(f"[pack] note: {stale} ({os.path.getsize(stale) / 2**20:,.0f} MiB) is what a "
-              "stopped pack into the same file left half-written; remove it", file=sys.stderr)
+    for line in stale_write_note(output):  # (not removed: another pack may be writing it)
+        print(f"[pack] {line}", file=sys.stderr)
     tokenization = records_tokenization(paths)
     offsets, segment_a, chunks, pending = [0], [], [], []
     max_id, length = -1, max_seq_length
@@ -497,26 +503,8 @@ def write_packed(output: str, offsets: np.ndarray, segment_a: np.ndarray, tokens
     if tokenization:
         header["tokenization"] = tokenization
     blob = _layout(header, arrays)
-    atomic_write(output, lambda tmp: _write_blob(tmp, blob), suffix=_write_suffix(output))
+    atomic_write(output, lambda tmp: _write_blob(tmp, blob), suffix=write_suffix(output))
     return sum(len(part) for part in blob)
-
-
-def _write_suffix(output: str) -> str:
-    """The ending of the temporary name a packed file is written under (.tmp-XXXX.NAME):
-    what a later pack into NAME finds of a killed one (`_stale_writes`)."""
-    return "." + os.path.basename(output)
-
-
-def _stale_writes(output: str) -> list[str]:
-    folder = os.path.dirname(os.path.abspath(output))
-    suffix = _write_suffix(output)
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return []
-    return [os.path.join(folder, n) for n in sorted(names)
-            if n.startswith(".tmp-") and n.endswith(suffix)
-            and os.path.isfile(os.path.join(folder, n))]
 
 
 def _layout(header: dict, arrays: dict[str, np.ndarray]) -> list[bytes]:

@@ -243,8 +243,8 @@ def test_pack_names_what_a_killed_pack_left(records, tmp_path, capsys):
     (tmp_path / ".tmp-other.else.packed").write_bytes(b"x")
     packed.pack(records, str(tmp_path / "out.packed"), progress=False)
     err = capsys.readouterr().err
-    assert f"[pack] note: {tmp_path}/.tmp-k1ll3d.out.packed (3 MiB) is what a stopped pack " \
-        "into the same file left half-written; remove it" in err, err
+    assert f"[pack] note: {tmp_path}/.tmp-k1ll3d.out.packed (3.0 MiB) is what a stopped run " \
+        "writing out.packed left half-written; remove it" in err, err
     assert "other" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         ".tmp-k1ll3d.out.packed", ".tmp-other.else.packed", "out.packed"]
