@@ -224,6 +224,11 @@ _CONTENTS = {"train_dev_sha256": ("data_dir", "the train or dev files in --data_
 
 # Recorded by earlier versions, compared no more: every file of --data_dir's sha256.
 _RETIRED = ("data_sha256",)
+# Settings later versions record that earlier ones held fixed at today's default (the
+# original's hparams made flags): a group recorded without one trained at the default,
+# and a rerun with another value is other settings (it had joined the group's median).
+_FIXED_BEFORE = ("max_query_length", "doc_stride", "n_best_size", "max_answer_length",
+                 "answerable_classifier", "answerable_uses_start_logits", "answerable_weight")
 
 
 def _train_or_dev(name: str) -> bool:
@@ -306,6 +311,8 @@ def _changed(before: dict, settings: dict, size: str = "") -> list[str]:
     size-default (learning rate, layer-wise decay) by the value it gives the group's
     model `size` (a rerun naming the default the first run took is no change)."""
     changed = []
+    if before:
+        before = {**{k: getattr(FinetuningConfig, k) for k in _FIXED_BEFORE}, **before}
     for k in sorted(set(before) | set(settings)):
         if k not in before or k in _RESULTS_UNCHANGED or k in _RETIRED:
             continue  # (not recorded by the group's version yet, or no longer; no change

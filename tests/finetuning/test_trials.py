@@ -140,6 +140,23 @@ def test_a_lower_num_trials_names_the_unfinished_trial_it_leaves(tmp_path, capsy
     assert os.path.isdir(f"{out}_3")
 
 
+def test_a_setting_an_older_group_did_not_record_is_compared_at_its_old_value():
+    """A group recorded before --answerable_weight (or the windows' flags) was a flag
+    trained at today's default: a rerun with another value is other settings (it had
+    joined the group's median, and the group was then recorded at the new value)."""
+    old = trials._settings(FinetuningConfig(task_name="squad_v2"), FinetuningRun(
+        model_dir="m", init_checkpoint="", data_dir=""))
+    for key in trials._FIXED_BEFORE:
+        old.pop(key)
+    new = trials._settings(FinetuningConfig(task_name="squad_v2", answerable_weight=7.0,
+                                            doc_stride=64), FinetuningRun(
+        model_dir="m", init_checkpoint="", data_dir=""))
+    assert trials._changed(old, new) == ["answerable_weight 0.5 -> 7.0", "doc_stride 128 -> 64"]
+    same = trials._settings(FinetuningConfig(task_name="squad_v2"), FinetuningRun(
+        model_dir="m", init_checkpoint="", data_dir=""))
+    assert trials._changed(old, same) == []
+
+
 def test_a_group_of_other_settings_is_refused(tmp_path):
     config, run = fake_runs(tmp_path, 2)
     trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
