@@ -84,11 +84,12 @@ def layer_bytes(encoder: EncoderConfig, sequences: int, length: int) -> float:
 
 
 def pretraining_estimate(config, sequences: int, length: int = 0,
-                         predicted: int = 0) -> Estimate:
+                         predicted: int = 0, copies: int = 1) -> Estimate:
     """The peak memory of a pre-training step of `config` (a PretrainingConfig) with
-    `sequences` sequences of `length` tokens (0: max_seq_length) held at once (one
-    replica's micro-batch), the generator predicting `predicted` positions of each
-    (0: max_predictions_per_seq; every position for all-tokens MLM and Electric)."""
+    `sequences` sequences of `length` tokens (0: max_seq_length) held at once in the
+    process, the generator predicting `predicted` positions of each (0:
+    max_predictions_per_seq; every position for all-tokens MLM and Electric), its
+    replicas holding `copies` of the weights (mirrored CPU devices each hold one)."""
     gen, disc = config.generator_config(), config.discriminator_config()
     length = length or config.max_seq_length
     shared = config.encoders.sharing != "none"
@@ -99,30 +100,43 @@ def pretraining_estimate(config, sequences: int, length: int = 0,
         predicted = length
     predicted = predicted or config.resolved_max_predictions_per_seq
     vocab = VOCAB_BYTES * sequences * predicted * gen.vocab_size
-    return Estimate(FIXED_BYTES, PARAMETER_BYTES * weights, layers, vocab)
+    return Estimate(FIXED_BYTES, PARAMETER_BYTES * weights * copies, layers, vocab)
 
 
 def pretraining_warnings(config, phases, local_replicas: int, replicas: int, masking_at,
-                         available: int | None) -> list[str]:
-    """`step_warning` for each phase of a pre-training run (training/phases.py) whose
-    step does not fit in this process: of the `replicas` that split a batch,
-    `local_replicas` are this process's; masking_at(phase) gives the phase's
-    max_predictions_per_seq."""
+                         available: int | None, step: int = 0,
+                         phase2_inherits: bool = False) -> list[str]:
+    """`step_warning` for each phase of a pre-training run (training/phases.py) still to
+    train at `step` whose step does not fit in this process: of the `replicas` that
+    split a batch, `local_replicas` are this process's; masking_at(phase) gives the
+    phase's max_predictions_per_seq. `phase2_inherits`: phase 2 takes phase 1's
+    --gradient_accumulation_steps (its own flag left at 0), so phase 1's advice says to
+    keep phase 2's."""
     out, seen = [], set()
+    replicas, local = max(replicas, 1), max(local_replicas, 1)
     for phase in phases:
+        if getattr(phase, "end", None) is not None and phase.end <= step:
+            continue  # (trained: a run resumed in phase 2)
         key = (phase.max_seq_length, phase.train_batch_size, phase.gradient_accumulation_steps)
         if key in seen:
             continue
         seen.add(key)
         length, batch, accumulation = key
         predicted = masking_at(phase).max_predictions_per_seq
-        sequences = batch // accumulation // max(replicas, 1) * local_replicas
-        flag = ("--phase2_gradient_accumulation_steps" if phase.name.endswith("_phase2")
+        per_replica = max(1, batch // accumulation // replicas)
+        second = phase.name.endswith("_phase2")
+        flag = ("--phase2_gradient_accumulation_steps" if second
                 else "--gradient_accumulation_steps")
-        what = (f"{sequences} sequence(s) of {length} tokens at once, a "
+        what = (f"{per_replica * local} sequence(s) of {length} tokens at once, a "
                 f"{config.model_size or 'custom'}-size discriminator")
-        line = step_warning(lambda n: pretraining_estimate(config, n, length, predicted),
-                            sequences, available, what, flag, accumulation)
+        line = step_warning(
+            lambda n: pretraining_estimate(config, n * local, length, predicted, local),
+            per_replica, available, what, flag, accumulation, scale=replicas)
+        if line and phase2_inherits and not second and flag + "=" in line:
+            kept = next((p.gradient_accumulation_steps for p in phases
+                         if p.name.endswith("_phase2")), accumulation)
+            line += (f" (with --phase2_gradient_accumulation_steps={kept}, which phase 2 "
+                     "takes from it otherwise)")
         if line:
             out.append(line)
     return out
@@ -145,10 +159,50 @@ def finetuning_warning(encoder: EncoderConfig, batch: int, share: float, length:
                         available, f"{sequences} sequence(s) of {length} tokens at once")
 
 
+def _cgroup_v2(cgroup: str) -> int | None:
+    """What the cgroup v2 limit leaves: memory.max less memory.current's pages that are
+    not file cache (which the kernel reclaims first)."""
+    with open(os.path.join(cgroup, "memory.max")) as f:
+        limit = f.read().strip()
+    if limit == "max":
+        return None
+    with open(os.path.join(cgroup, "memory.current")) as f:
+        used = int(f.read().strip())
+    return max(int(limit) - used + _stat(os.path.join(cgroup, "memory.stat"), "file"), 0)
+
+
+def _cgroup_v1(cgroup: str) -> int | None:
+    """What the cgroup v1 memory controller's limit leaves (none set: a huge number)."""
+    folder = os.path.join(cgroup, "memory")
+    with open(os.path.join(folder, "memory.limit_in_bytes")) as f:
+        limit = int(f.read().strip())
+    if limit >= 1 << 60:
+        return None
+    with open(os.path.join(folder, "memory.usage_in_bytes")) as f:
+        used = int(f.read().strip())
+    stat = os.path.join(folder, "memory.stat")
+    cache = _stat(stat, "total_cache") or _stat(stat, "cache")
+    return max(limit - used + cache, 0)
+
+
+def _stat(path: str, key: str) -> int:
+    """A memory.stat field (0 where absent or unreadable)."""
+    try:
+        with open(path) as f:
+            for line in f:
+                name, _, value = line.partition(" ")
+                if name == key:
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def available_bytes(meminfo: str = "/proc/meminfo",
                     cgroup: str = "/sys/fs/cgroup") -> int | None:
     """The memory a new step can take: MemAvailable, or less where the process's
-    cgroup (v2) limit leaves less; None where neither can be read (not Linux)."""
+    cgroup limit (v2, or v1's memory controller) leaves less; None where none can be
+    read (not Linux)."""
     found = []
     try:
         with open(meminfo) as f:
@@ -158,15 +212,13 @@ def available_bytes(meminfo: str = "/proc/meminfo",
                     break
     except (OSError, ValueError, IndexError):
         pass
-    try:
-        with open(os.path.join(cgroup, "memory.max")) as f:
-            limit = f.read().strip()
-        with open(os.path.join(cgroup, "memory.current")) as f:
-            used = int(f.read().strip())
-        if limit != "max":
-            found.append(max(int(limit) - used, 0))
-    except (OSError, ValueError):
-        pass
+    for read in (_cgroup_v2, _cgroup_v1):
+        try:
+            left = read(cgroup)
+        except (OSError, ValueError):
+            continue
+        if left is not None:
+            found.append(left)
     return min(found) if found else None
 
 
@@ -175,27 +227,31 @@ def _gib(n: float) -> str:
 
 
 def step_warning(estimate_of, sequences: int, available: int | None, what: str,
-                 accumulation_flag: str | None = None, accumulation: int = 1) -> str | None:
+                 accumulation_flag: str | None = None, accumulation: int = 1,
+                 scale: int = 1) -> str | None:
     """The warning when a step that holds `sequences` at once on a replica
-    (estimate_of(n) -> Estimate) needs more than `available` bytes, else None: the
-    estimate, and the fewest micro-batches that fit (`accumulation_flag`, the flag
-    that splits the step keeping its batch, now `accumulation`), or the sequences
-    that fit where no flag splits the step."""
+    (estimate_of(n) -> Estimate) needs more than MARGIN of the `available` bytes, else
+    None: the estimate, and the fewest micro-batches that fit (`accumulation_flag`, the
+    flag that splits the step keeping its batch, now `accumulation`; a micro-batch is
+    `scale` replicas' sequences), or the sequences that fit where no flag splits it."""
     if available is None or sequences < 1:
         return None
-    need = estimate_of(sequences).total
-    if need <= MARGIN * available:
+    need, room = estimate_of(sequences).total, MARGIN * available
+    if need <= room:
         return None
     line = (f"this step needs about {_gib(need)} of memory ({what}) and the machine has "
-            f"{_gib(available)} available: it is likely to be killed in its first step")
+            f"{_gib(available)} available: " + (
+                "it is likely to be killed in its first step" if need > available else
+                "close enough (a step's peak varies by about 20%) that it may be killed in "
+                "its first step"))
     splits = [k for k in range(2, sequences + 1) if sequences % k == 0
-              and estimate_of(sequences // k).total <= MARGIN * available]
+              and estimate_of(sequences // k).total <= room]
     if accumulation_flag and splits:
         k = splits[0]
         return (f"{line}; {accumulation_flag}={k * accumulation} (micro-batches of "
-                f"{sequences // k}, "
-                f"about {_gib(estimate_of(sequences // k).total)}) trains the same batch")
-    if estimate_of(1).total > MARGIN * available:
+                f"{sequences // k * scale}, about {_gib(estimate_of(sequences // k).total)}) "
+                "trains the same batch")
+    if estimate_of(1).total > room:
         return f"{line}; even one sequence at a time needs about {_gib(estimate_of(1).total)}"
-    fits = max(n for n in range(1, sequences) if estimate_of(n).total <= MARGIN * available)
-    return f"{line}; about {fits} sequences at a time would fit"
+    fits = max(n for n in range(1, sequences) if estimate_of(n).total <= room)
+    return f"{line}; about {fits * scale} sequences at a time would fit"

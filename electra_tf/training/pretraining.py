@@ -304,8 +304,12 @@ class Pretraining:
 
         if available is None:
             available = memory.available_bytes()
-        return memory.pretraining_warnings(self.config, self.phases, self.local_replicas,
-                                           self.num_replicas, self.masking_at, available)
+        cfg = self.config
+        return memory.pretraining_warnings(
+            cfg, self.phases, self.local_replicas, self.num_replicas, self.masking_at,
+            available, step=latest_checkpoint_step(self.run.model_dir) or 0,
+            phase2_inherits=bool(cfg.phase2_steps)
+            and not self.run.phase2_gradient_accumulation_steps)
 
     def _log(self, message: str, everyone: bool = False) -> None:
         if self.chief or everyone:
