@@ -160,6 +160,15 @@ def test_a_file_named_twice_is_read_once_however_spelled(tmp_path):
     assert [os.path.realpath(p) for p in expand_files(
         f"{tmp_path}/./b.txt,{tmp_path}/a.txt")] == [os.path.realpath(p) for p in expand_files(
         f"{tmp_path}/b.txt,{tmp_path}//a.txt")]
+    # links keep their own names' order, not their targets' (a cache of hashed blobs,
+    # snapshots/x/part-1 -> blobs/f00..., had been read in hash order)
+    (tmp_path / "blobs").mkdir()
+    (tmp_path / "snap").mkdir()
+    for name, blob in (("part-1", "ffff"), ("part-2", "0000")):
+        (tmp_path / "blobs" / blob).write_text(name)
+        (tmp_path / "snap" / name).symlink_to(tmp_path / "blobs" / blob)
+    assert [os.path.basename(p) for p in expand_files(f"{tmp_path}/snap/*")] == [
+        "part-1", "part-2"]
 
 
 def test_words_split_at_every_unicode_space_as_the_tokenizer_splits(tmp_path):

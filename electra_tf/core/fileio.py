@@ -48,8 +48,9 @@ def expand_files(patterns: str | list[str], what: str = "corpus",
     """
     items = patterns.split(",") if isinstance(patterns, str) else list(patterns)
     # One file named two ways (a/b, a//b, ./a/b, a symbolic or hard link) is one: by its
-    # inode, kept under the first name, in the order of the real paths (so that the same
-    # files spelled otherwise are read in the same order).
+    # inode, kept under the first name, in the order of the names made absolute (the same
+    # files spelled otherwise are read in the same order; links keep their own names'
+    # order, not their targets', which a cache of hashed blobs would shuffle).
     files: dict[object, tuple[str, str]] = {}
     for pattern in (p.strip() for p in items):
         if not pattern:
@@ -69,7 +70,7 @@ def expand_files(patterns: str | list[str], what: str = "corpus",
             raise InputError(f"{what} pattern {pattern!r} matches no file")
         for f in matched:
             real = f if "://" in f else os.path.realpath(f)
-            files.setdefault(_identity(real), (real, f))
+            files.setdefault(_identity(real), (f if "://" in f else os.path.abspath(f), f))
     if not files:
         raise InputError(f"no {what} file given")
     return [f for _, f in sorted(files.values())]
@@ -391,9 +392,11 @@ def stale_writes(path: str) -> list[str]:
         names = os.listdir(folder)
     except OSError:
         return []
+    # mkstemp's: ".tmp-" and 8 characters of [a-z0-9_] before the suffix (a suffix match
+    # alone had named .tmp-XXXXXXXX.en.wiki.packed as wiki.packed's)
+    mine = re.compile(r"\.tmp-[a-z0-9_]{8}" + re.escape(suffix))
     return [os.path.join(folder, n) for n in sorted(names)
-            if n.startswith(".tmp-") and n.endswith(suffix)
-            and os.path.isfile(os.path.join(folder, n))]
+            if mine.fullmatch(n) and os.path.isfile(os.path.join(folder, n))]
 
 
 def stale_write_note(path: str) -> list[str]:

@@ -194,12 +194,15 @@ def check_open_files(options: BuildOptions) -> None:
     if hard == resource.RLIM_INFINITY or hard >= needed:
         resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))  # inherited by workers
         return
-    more = ("raise --num_processes" if procs < usable_cpus() else
-            f"give fewer --num_shards (the build runs {procs} processes, one per CPU it may use)")
+    most = min(usable_cpus(), options.num_shards)  # the processes that could run
+    more = ("raise --num_processes" if -(-options.num_shards // most) + 64 <= hard else
+            f"give fewer --num_shards (at most {most} processes run, one per CPU it may use"
+            " and shard)")
     raise InputError(
         f"--num_shards={options.num_shards} with --num_processes={options.num_processes} "
-        f"keeps {per_process} shard files open in each process, above this system's limit of "
-        f"{hard} open files; {more} (or raise the limit: ulimit -n)")
+        f"keeps {per_process} shard files open in each process, {needed} open files with the "
+        f"corpus, the vocabulary and TensorFlow's, above this system's limit of {hard}; "
+        f"{more} (or raise the limit: ulimit -n)")
 
 
 def _unk_hint(options: BuildOptions) -> str:

@@ -450,6 +450,18 @@ def test_more_shards_than_open_files_is_refused_or_the_limit_raised(tiny_corpus,
     with pytest.raises(InputError, match="keeps 300 shard files open in each process"):
         build_pretraining_data(options(tiny_corpus, tiny_vocab, tmp_path / "a",
                                        num_shards=600, num_processes=2))
+    # more processes would fit: said; none would (at most 4 CPUs): fewer shards (50 + 64
+    # had been called "above the limit of 100" with "raise --num_processes")
+    with pytest.raises(InputError, match=r"300 shard files .*; raise --num_processes"):
+        build_pretraining_data(options(tiny_corpus, tiny_vocab, tmp_path / "a",
+                                       num_shards=600, num_processes=2))
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (64, 100))
+    with pytest.raises(InputError, match=r"keeps 200 shard files open in each process, 264 "
+                       r"open files .* above this system's limit of 100; give fewer "
+                       r"--num_shards \(at most 4 processes run"):
+        build_pretraining_data(options(tiny_corpus, tiny_vocab, tmp_path / "a",
+                                       num_shards=200, num_processes=1))
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (256, 300))
     assert not calls and not (tmp_path / "a").exists()
     from electra_tf.data.builder import check_open_files
 
@@ -466,9 +478,10 @@ def test_more_shards_than_open_files_is_refused_or_the_limit_raised(tiny_corpus,
                              num_processes=8))
     assert calls[-1] == (564, 20000)
     monkeypatch.setattr(resource, "getrlimit", lambda _: (256, 300))
-    with pytest.raises(InputError, match=r"keeps 500 shard files open in each process, above "
-                       r"this system's limit of 300 open files; give fewer --num_shards \(the "
-                       r"build runs 2 processes, one per CPU it may use\)"):
+    with pytest.raises(InputError, match=r"keeps 500 shard files open in each process, 564 "
+                       r"open files with the corpus, the vocabulary and TensorFlow's, above "
+                       r"this system's limit of 300; give fewer --num_shards \(at most 2 "
+                       r"processes run, one per CPU it may use and shard\)"):
         check_open_files(options(tiny_corpus, tiny_vocab, tmp_path / "d", num_shards=1000,
                                  num_processes=8))
 

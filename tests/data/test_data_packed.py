@@ -239,15 +239,18 @@ def test_pack_names_what_a_killed_pack_left(records, tmp_path, capsys):
     """A pack killed while writing leaves its temporary file (full size): the next pack
     into the same file names it (it had stayed, unsaid; another pack may be writing it,
     so it is not removed)."""
-    (tmp_path / ".tmp-k1ll3d.out.packed").write_bytes(b"x" * (3 << 20))
+    (tmp_path / ".tmp-k1ll3d00.out.packed").write_bytes(b"x" * (3 << 20))
     (tmp_path / ".tmp-other.else.packed").write_bytes(b"x")
+    (tmp_path / ".tmp-k3j9x0qa.en.out.packed").write_bytes(b"x")  # en.out.packed's
     packed.pack(records, str(tmp_path / "out.packed"), progress=False)
     err = capsys.readouterr().err
-    assert f"[pack] note: {tmp_path}/.tmp-k1ll3d.out.packed (3.0 MiB) is what a stopped run " \
+    assert f"[pack] note: {tmp_path}/.tmp-k1ll3d00.out.packed (3.0 MiB) is what a stopped run " \
         "writing out.packed left half-written; remove it" in err, err
     assert "other" not in err
+    assert "k3j9x0qa" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        ".tmp-k1ll3d.out.packed", ".tmp-other.else.packed", "out.packed"]
+        ".tmp-k1ll3d00.out.packed", ".tmp-k3j9x0qa.en.out.packed", ".tmp-other.else.packed",
+        "out.packed"]
 
 
 def test_pack_given_a_packed_file_says_so(packed_file, tmp_path):

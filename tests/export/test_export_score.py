@@ -68,13 +68,13 @@ def test_the_command_prints_one_score_per_line(electric_dir, tmp_path):
     assert piped.returncode == 0 and piped.stdout == proc.stdout, piped.stderr[-3000:]
     output = tmp_path / "energies.jsonl"
     # what a score killed mid-write left (its temporary file) is named, not taken
-    (tmp_path / ".tmp-k1ll3d.energies.jsonl").write_text("half")
+    (tmp_path / ".tmp-k1ll3d00.energies.jsonl").write_text("half")
     proc = run_module("electra_tf.score", f"--model_dir={electric_dir}",
                       f"--input={sentences}", f"--max_seq_length={SEQ}", "--energies",
                       f"--output={output}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout == "" and f"[score] {len(TEXTS)} texts in" in proc.stderr
-    assert f"[score] note: {tmp_path}/.tmp-k1ll3d.energies.jsonl (0.0 MiB) is what a stopped " \
+    assert f"[score] note: {tmp_path}/.tmp-k1ll3d00.energies.jsonl (0.0 MiB) is what a stopped " \
         "run writing energies.jsonl left half-written; remove it" in proc.stderr
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")
                 and "k1ll3d" not in p]  # (its own temporary is gone)
