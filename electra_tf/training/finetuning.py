@@ -1366,6 +1366,11 @@ class Finetuning:
             self._save_results(results)  # an evaluation in place of an earlier checkpoint
         slow_chunks = SlowChunkNote(self._log, run.log_every_steps, cfg.save_checkpoints_steps,
                                     steps_per_epoch)
+        # the task's loss weights, which can make a run diverge as a high rate does
+        # (--answerable_weight=1e38 had been blamed on the learning rate alone)
+        raised_weights = [(name, value, getattr(FinetuningConfig, name))
+                          for name, value in self.task.loss_options.items()
+                          if name in FinetuningConfig.__dataclass_fields__]
         while run.do_train and step < end:
             epoch, done = divmod(step, steps_per_epoch)
             n = min(steps_per_epoch - done, end - step)
@@ -1384,7 +1389,8 @@ class Finetuning:
                 check_finite(float(loss), step + 1, step + k, checkpoints.latest,
                              f"lower --learning_rate (it was {learning_rate:.1e})"
                              + raised_flags([("weight_decay_rate", cfg.weight_decay_rate,
-                                              FinetuningConfig.weight_decay_rate)]),
+                                              FinetuningConfig.weight_decay_rate)]
+                                            + raised_weights),
                              grad_norm=self.last_grad_norm,
                              weights_finite=finite_weights(self.model.weights) if saving
                              else None)

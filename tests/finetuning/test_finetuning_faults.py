@@ -256,6 +256,19 @@ def test_a_non_finite_loss_stops_before_saving(pretrained_dir, toy_sst2_dir, tmp
     assert not (out / "finetuned.weights.h5").exists()
 
 
+def test_a_raised_loss_weight_is_named_beside_the_learning_rate(pretrained_dir,
+                                                                toy_squad_dir, tmp_path):
+    """--answerable_weight=1e38 overflows the loss: the line had blamed the learning
+    rate alone."""
+    with pytest.raises(Diverged, match=r"lower --learning_rate \(it was 3\.0e-03\), or "
+                                       r"--answerable_weight \(it was 1e\+38; the default "
+                                       r"0\.5\)$"):
+        finetune("--task_name=squad_v2", f"--init_checkpoint={pretrained_dir}",
+                 f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/out",
+                 "--max_seq_length=24", "--learning_rate=3e-3", "--train_batch_size=16",
+                 "--joint_prediction=false", "--answerable_weight=1e38")
+
+
 def test_a_non_finite_gradient_in_a_chunks_last_step_is_not_saved(pretrained_dir, toy_sst2_dir,
                                                                    tmp_path, monkeypatch):
     """A step's loss is computed before its update: an infinite gradient in a chunk's last
