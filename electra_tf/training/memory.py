@@ -3,7 +3,7 @@
 A step that does not fit is not refused by anything: on a CPU machine the kernel
 kills the process minutes into its first step (exit 137, "Killed", no line of
 its own), after the machine has slowed to a crawl. Pre-training Base at the
-paper's batch (256 sequences of 512) needs about 10 times what a 24 GiB machine
+paper's batch (256 sequences of 512) needs more than ten times what a 24 GiB machine
 has. So the commands estimate the step's peak memory from the model's sizes and
 the sequences one replica holds at once, and warn, with the micro-batching that
 would fit, when it exceeds the memory available (`step_warning`).
