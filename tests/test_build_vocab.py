@@ -169,6 +169,16 @@ def test_a_file_named_twice_is_read_once_however_spelled(tmp_path):
         (tmp_path / "snap" / name).symlink_to(tmp_path / "blobs" / blob)
     assert [os.path.basename(p) for p in expand_files(f"{tmp_path}/snap/*")] == [
         "part-1", "part-2"]
+    # a file reached by a link and by its own name: one order whichever pattern comes
+    # first (the name kept had been the first matched, and the order with it)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "z").mkdir()
+    for name in ("1.txt", "2.txt"):
+        (tmp_path / "d" / name).write_text(name)
+    (tmp_path / "z" / "l.txt").symlink_to(tmp_path / "d" / "1.txt")
+    orders = {tuple(open(p).read() for p in expand_files(patterns)) for patterns in (
+        f"{tmp_path}/d/*,{tmp_path}/z/l.txt", f"{tmp_path}/z/l.txt,{tmp_path}/d/*")}
+    assert orders == {("1.txt", "2.txt")}, orders
 
 
 def test_words_split_at_every_unicode_space_as_the_tokenizer_splits(tmp_path):

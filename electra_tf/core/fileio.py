@@ -48,9 +48,10 @@ def expand_files(patterns: str | list[str], what: str = "corpus",
     """
     items = patterns.split(",") if isinstance(patterns, str) else list(patterns)
     # One file named two ways (a/b, a//b, ./a/b, a symbolic or hard link) is one: by its
-    # inode, kept under the first name, in the order of the names made absolute (the same
-    # files spelled otherwise are read in the same order; links keep their own names'
-    # order, not their targets', which a cache of hashed blobs would shuffle).
+    # inode, kept under the least of its names made absolute, in their order (the
+    # same files, spelled or listed otherwise, are read in the same order; links keep
+    # their own names' order, not their targets', which a cache of hashed blobs would
+    # shuffle).
     files: dict[object, tuple[str, str]] = {}
     for pattern in (p.strip() for p in items):
         if not pattern:
@@ -70,7 +71,9 @@ def expand_files(patterns: str | list[str], what: str = "corpus",
             raise InputError(f"{what} pattern {pattern!r} matches no file")
         for f in matched:
             real = f if "://" in f else os.path.realpath(f)
-            files.setdefault(_identity(real), (f if "://" in f else os.path.abspath(f), f))
+            name = (f if "://" in f else os.path.abspath(f), f)
+            key = _identity(real)
+            files[key] = min(files.get(key, name), name)  # (whichever pattern came first)
     if not files:
         raise InputError(f"no {what} file given")
     return [f for _, f in sorted(files.values())]

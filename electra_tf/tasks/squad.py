@@ -337,7 +337,7 @@ class SquadTask(base.Task):
 
     @property
     def loss_options(self) -> dict:
-        """The span head's loss arguments: the answerability loss's weight (2.0)."""
+        """The span head's loss arguments: SQuAD 2.0's answerability loss weight."""
         return {"answerable_weight": self.answerable_weight} if self.answerable else {}
 
     # === Reading ===

@@ -110,36 +110,43 @@ def pretraining_warnings(config, phases, local_replicas: int, replicas: int, mas
     train at `step` whose step does not fit in this process: of the `replicas` that
     split a batch, `local_replicas` are this process's; masking_at(phase) gives the
     phase's max_predictions_per_seq. `phase2_inherits`: phase 2 takes phase 1's
-    --gradient_accumulation_steps (its own flag left at 0), so phase 1's advice says to
-    keep phase 2's."""
-    out, seen = [], set()
+    --gradient_accumulation_steps (its own flag left at 0), so phase 1's advice names
+    the --phase2_gradient_accumulation_steps that keeps phase 2 as it is, or as its
+    own advice has it."""
     replicas, local = max(replicas, 1), max(local_replicas, 1)
-    for phase in phases:
+    advice = {}  # phase index -> (line, the accumulation advised or None)
+    for index, phase in enumerate(phases):
         if getattr(phase, "end", None) is not None and phase.end <= step:
             continue  # (trained: a run resumed in phase 2)
-        key = (phase.max_seq_length, phase.train_batch_size, phase.gradient_accumulation_steps)
-        if key in seen:
-            continue
-        seen.add(key)
-        length, batch, accumulation = key
+        length, batch = phase.max_seq_length, phase.train_batch_size
+        accumulation = phase.gradient_accumulation_steps
         predicted = masking_at(phase).max_predictions_per_seq
         per_replica = max(1, batch // accumulation // replicas)
-        second = phase.name.endswith("_phase2")
-        flag = ("--phase2_gradient_accumulation_steps" if second
+        flag = ("--phase2_gradient_accumulation_steps" if _second(phase)
                 else "--gradient_accumulation_steps")
         what = (f"{per_replica * local} sequence(s) of {length} tokens at once, a "
                 f"{config.model_size or 'custom'}-size discriminator")
-        line = step_warning(
+        advice[index] = _step_advice(
             lambda n: pretraining_estimate(config, n * local, length, predicted, local),
             per_replica, available, what, flag, accumulation, scale=replicas)
-        if line and phase2_inherits and not second and flag + "=" in line:
-            kept = next((p.gradient_accumulation_steps for p in phases
-                         if p.name.endswith("_phase2")), accumulation)
+    second = next((i for i, p in enumerate(phases) if _second(p)), None)
+    out, said = [], set()
+    for index, (line, advised) in sorted(advice.items()):
+        if line is None or line in said:  # (two-stage training's phases read alike)
+            continue
+        said.add(line)
+        if phase2_inherits and advised is not None and not _second(phases[index]) \
+                and second is not None:
+            kept = advice.get(second, (None, None))[1] or \
+                phases[second].gradient_accumulation_steps
             line += (f" (with --phase2_gradient_accumulation_steps={kept}, which phase 2 "
                      "takes from it otherwise)")
-        if line:
-            out.append(line)
+        out.append(line)
     return out
+
+
+def _second(phase) -> bool:
+    return phase.name.endswith("_phase2")
 
 
 def finetuning_estimate(encoder: EncoderConfig, sequences: int, length: int) -> Estimate:
@@ -161,14 +168,15 @@ def finetuning_warning(encoder: EncoderConfig, batch: int, share: float, length:
 
 def _cgroup_v2(cgroup: str) -> int | None:
     """What the cgroup v2 limit leaves: memory.max less memory.current's pages that are
-    not file cache (which the kernel reclaims first)."""
+    not file cache (which the kernel reclaims first; tmpfs and shared memory it cannot)."""
     with open(os.path.join(cgroup, "memory.max")) as f:
         limit = f.read().strip()
     if limit == "max":
         return None
     with open(os.path.join(cgroup, "memory.current")) as f:
         used = int(f.read().strip())
-    return max(int(limit) - used + _stat(os.path.join(cgroup, "memory.stat"), "file"), 0)
+    stat = os.path.join(cgroup, "memory.stat")  # (tmpfs and shared memory are not reclaimed)
+    return max(int(limit) - used + _stat(stat, "file") - _stat(stat, "shmem"), 0)
 
 
 def _cgroup_v1(cgroup: str) -> int | None:
@@ -182,7 +190,8 @@ def _cgroup_v1(cgroup: str) -> int | None:
         used = int(f.read().strip())
     stat = os.path.join(folder, "memory.stat")
     cache = _stat(stat, "total_cache") or _stat(stat, "cache")
-    return max(limit - used + cache, 0)
+    shmem = _stat(stat, "total_shmem") or _stat(stat, "shmem")
+    return max(limit - used + cache - shmem, 0)
 
 
 def _stat(path: str, key: str) -> int:
@@ -234,11 +243,19 @@ def step_warning(estimate_of, sequences: int, available: int | None, what: str,
     None: the estimate, and the fewest micro-batches that fit (`accumulation_flag`, the
     flag that splits the step keeping its batch, now `accumulation`; a micro-batch is
     `scale` replicas' sequences), or the sequences that fit where no flag splits it."""
-    if available is None or sequences < 1:
-        return None
+    return _step_advice(estimate_of, sequences, available, what, accumulation_flag,
+                        accumulation, scale)[0]
+
+
+def _step_advice(estimate_of, sequences: int, available: int | None, what: str,
+                 accumulation_flag: str | None, accumulation: int,
+                 scale: int) -> tuple[str | None, int | None]:
+    """`step_warning`'s line and the accumulation it advises (None: none)."""
+    if available is None or available < 0 or sequences < 1:
+        return None, None
     need, room = estimate_of(sequences).total, MARGIN * available
     if need <= room:
-        return None
+        return None, None
     line = (f"this step needs about {_gib(need)} of memory ({what}) and the machine has "
             f"{_gib(available)} available: " + (
                 "it is likely to be killed in its first step" if need > available else
@@ -250,8 +267,9 @@ def step_warning(estimate_of, sequences: int, available: int | None, what: str,
         k = splits[0]
         return (f"{line}; {accumulation_flag}={k * accumulation} (micro-batches of "
                 f"{sequences // k * scale}, about {_gib(estimate_of(sequences // k).total)}) "
-                "trains the same batch")
+                "trains the same batch"), k * accumulation
     if estimate_of(1).total > room:
-        return f"{line}; even one sequence at a time needs about {_gib(estimate_of(1).total)}"
+        one = "one sequence per replica" if scale > 1 else "one sequence"
+        return f"{line}; even {one} at a time needs about {_gib(estimate_of(1).total)}", None
     fits = max(n for n in range(1, sequences) if estimate_of(n).total <= room)
-    return f"{line}; about {fits * scale} sequences at a time would fit"
+    return f"{line}; about {fits * scale} sequences at a time would fit", None

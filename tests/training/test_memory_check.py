@@ -67,14 +67,17 @@ def test_available_memory_is_meminfo_or_the_cgroup_limit_whichever_is_less(tmp_p
     (cgroup / "memory.current").write_text(f"{15 * GIB}\n")
     (cgroup / "memory.stat").write_text(f"anon {GIB}\nfile {14 * GIB}\nkernel 0\n")
     assert memory.available_bytes(str(meminfo), str(cgroup)) == 15 * GIB
+    # tmpfs and shared memory are in "file" and cannot be reclaimed without swap
+    (cgroup / "memory.stat").write_text(f"anon {GIB}\nfile {14 * GIB}\nshmem {4 * GIB}\n")
+    assert memory.available_bytes(str(meminfo), str(cgroup)) == 11 * GIB
     # cgroup v1's memory controller (its limit had not been read)
     v1 = tmp_path / "v1"
     (v1 / "memory").mkdir(parents=True)
     (v1 / "memory" / "memory.limit_in_bytes").write_text(f"{4 * GIB}\n")
     (v1 / "memory" / "memory.usage_in_bytes").write_text(f"{3 * GIB}\n")
     (v1 / "memory" / "memory.stat").write_text(f"cache {GIB}\nrss {2 * GIB}\n"
-                                               f"total_cache {GIB}\n")
-    assert memory.available_bytes(str(meminfo), str(v1)) == 2 * GIB
+                                               f"total_cache {GIB}\ntotal_shmem {GIB // 2}\n")
+    assert memory.available_bytes(str(meminfo), str(v1)) == GIB + GIB // 2
     (v1 / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # none
     assert memory.available_bytes(str(meminfo), str(v1)) == 20000000 * 1024
     assert memory.available_bytes(str(tmp_path / "none"), str(tmp_path / "none")) is None
@@ -148,6 +151,26 @@ def test_the_advice_splits_over_the_replicas_and_keeps_phase_2(paper_config):
                              "1, which phase 2 takes from it otherwise)"), lines
     assert [n for n in memory.pretraining_warnings(
         base, phases, 1, 1, masking(79), available, step=950) if "of 128 tokens" in n] == []
+    # phase 2 of phase 1's length and batch is checked too (it had been skipped as seen,
+    # and the advice had kept it at one step of 256), and phase 1's note names phase 2's
+    # own advice where phase 2 warns as well (the two lines had disagreed)
+    same = [phase(length=512, batch=256), phase("joint_phase2", length=512, batch=256)]
+    first, second = memory.pretraining_warnings(base, same, 1, 1, masking(79), available,
+                                                phase2_inherits=True)
+    k = second.split("--phase2_gradient_accumulation_steps=")[1].split()[0]
+    assert first.endswith(f"(with --phase2_gradient_accumulation_steps={k}, which phase 2 "
+                          "takes from it otherwise)"), (first, second)
+    mixed = [phase(length=128, batch=256), phase("joint_phase2", length=512, batch=64)]
+    first, second = memory.pretraining_warnings(base, mixed, 1, 1, lambda p: types.SimpleNamespace(
+        max_predictions_per_seq=20 if p.max_seq_length == 128 else 79), available,
+        phase2_inherits=True)
+    k = second.split("--phase2_gradient_accumulation_steps=")[1].split()[0]
+    assert first.endswith(f"(with --phase2_gradient_accumulation_steps={k}, which phase 2 "
+                          "takes from it otherwise)"), (first, second)
+    # one sequence on each of 2 replicas is what the smallest step holds
+    line = memory.pretraining_warnings(base, [phase(length=512, batch=4)], 2, 2, masking(79),
+                                       GIB)[0]
+    assert "even one sequence per replica at a time needs about" in line, line
 
 
 def test_a_step_close_to_the_memory_says_it_may_be_killed(paper_config):
