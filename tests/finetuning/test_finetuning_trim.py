@@ -212,7 +212,8 @@ def test_a_progress_line_every_log_every_steps_and_checkpoints_at_their_own_peri
 
     monkeypatch.setenv("SLURM_JOB_ID", "12")
     monkeypatch.setattr(loop, "SLOW_CHUNK_S", 0.0)
-    ft = trainer("sst2", toy_sst2_dir, pretrained_dir, tmp_path / "m", log_every_steps=2)
+    ft = trainer("sst2", toy_sst2_dir, pretrained_dir, tmp_path / "m", log_every_steps=2,
+                 train_batch_size=32)  # (10 steps: 5 chunks; at 8, 40 steps had taken 22 s)
     ft.train()
     err = capsys.readouterr().err
     found = [tuple(map(int, m.groups())) for m in
