@@ -879,3 +879,24 @@ def test_weights_changed_on_the_disk_are_refused(tmp_path):
     with h5py.File(path, "r+") as f:  # as a file written before the checksum was
         del f.attrs[folders.files.WEIGHTS_DIGEST]
     folders.pretraining.load_discriminator(str(tmp_path))
+
+
+def test_an_output_of_a_long_name_is_written_and_a_killed_ones_leftover_named(tmp_path):
+    """A user's output file is written under .tmp-XXXXXXXX.NAME (what a later write of
+    NAME names of a killed one); a NAME so long that the temporary name would pass 255
+    bytes is written under the plain temporary name."""
+    from electra_tf.core import fileio
+
+    long_name = "s" * 240 + ".txt"
+    fileio.write_output_text(str(tmp_path / long_name), "x\n")
+    assert (tmp_path / long_name).read_text() == "x\n"
+    assert fileio.write_suffix(long_name) == "" and fileio.stale_writes(
+        str(tmp_path / long_name)) == []
+    (tmp_path / ".tmp-abcd_123.out.txt").write_text("half")
+    (tmp_path / ".tmp-abcd_123.x.out.txt").write_text("another's")
+    fileio.write_output_text(str(tmp_path / "out.txt"), "y\n")
+    assert fileio.stale_write_note(str(tmp_path / "out.txt")) == [
+        f"note: {tmp_path}/.tmp-abcd_123.out.txt (0.0 MiB) is what a stopped run writing "
+        "out.txt left half-written; remove it"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".tmp-abcd_123.out.txt", ".tmp-abcd_123.x.out.txt", "out.txt", long_name]

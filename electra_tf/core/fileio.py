@@ -73,7 +73,7 @@ def expand_files(patterns: str | list[str], what: str = "corpus",
             real = f if "://" in f else os.path.realpath(f)
             name = (f if "://" in f else os.path.abspath(f), f)
             key = _identity(real)
-            files[key] = min(files.get(key, name), name)  # (whichever pattern came first)
+            files[key] = min(files.get(key, name), name)  # (whatever the patterns' order)
     if not files:
         raise InputError(f"no {what} file given")
     return [f for _, f in sorted(files.values())]
@@ -382,8 +382,11 @@ def atomic_write_text(path: str, text: str | Iterable[str], suffix: str = "") ->
 
 def write_suffix(path: str) -> str:
     """The ending of the temporary name a user's output file is written under
-    (.tmp-XXXX.NAME): what a later write of NAME finds of a killed one (`stale_writes`)."""
-    return "." + os.path.basename(path)
+    (.tmp-XXXX.NAME): what a later write of NAME finds of a killed one (`stale_writes`).
+    Empty for a name so long that the temporary one would pass the file system's 255
+    bytes (the name itself fits)."""
+    name = os.path.basename(path)
+    return "." + name if len(os.fsencode(name)) <= 200 else ""
 
 
 def stale_writes(path: str) -> list[str]:
@@ -391,6 +394,8 @@ def stale_writes(path: str) -> list[str]:
     Not removed here: another process may be writing `path` now."""
     folder = os.path.dirname(os.path.abspath(path))
     suffix = write_suffix(path)
+    if not suffix:
+        return []
     try:
         names = os.listdir(folder)
     except OSError:
