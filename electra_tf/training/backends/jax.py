@@ -200,6 +200,11 @@ def to_device(batch: dict, distribution=None) -> dict:
             for k, v in batch.items()}
 
 
+def _on_cpu() -> bool:
+    """Whether the run's devices are CPUs (the memory check's: training/memory.py)."""
+    return jax.devices()[0].platform == "cpu"
+
+
 class DeviceBatches:
     """The batches of a run of compiled calls, on the device: one list per call.
 
@@ -301,7 +306,7 @@ class JaxPretraining(Pretraining):
         # multi_worker stays False: a JAX save is no collective, any process can save.
         self.chief = jax.process_index() == 0
         self.local_replicas = max(1, self.num_replicas // jax.process_count())
-        self.on_cpu = jax.devices()[0].platform == "cpu"
+        self.on_cpu = _on_cpu()
 
     def _agree_on_settings(self) -> None:
         """Every process's settings digest, gathered: one that differs is refused (a
@@ -592,7 +597,7 @@ class JaxFinetuning(Finetuning):
                                             "--eval_batch_size": config.eval_batch_size})
         self.chief = jax.process_index() == 0
         self.local_share = 1.0 / jax.process_count()
-        self.on_cpu = jax.devices()[0].platform == "cpu"
+        self.on_cpu = _on_cpu()
         super().__init__(task, config, run)
         # A symbolic call creates what layers make at their first call (the
         # embeddings' dropout seed state): a stateless step cannot create state.

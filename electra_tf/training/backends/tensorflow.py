@@ -594,8 +594,8 @@ class TensorFlowFinetuning(Finetuning):
         self.strategy = strategy or start(run)
         self.chief = is_chief(self.strategy)
         self.multi_worker = isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)
-        self.local_replicas, self.on_cpu = _local_devices(self.strategy)
-        self.local_share = self.local_replicas / self.strategy.num_replicas_in_sync
+        local, self.on_cpu = _local_devices(self.strategy)
+        self.local_share = local / self.strategy.num_replicas_in_sync
         super().__init__(task, config, run)
         self._fwd_bwd = traced(self._forward_backward, jit_compile=run.jit_compile)
         # Prediction batches are cut to their longest example (Finetuning.predict): one
