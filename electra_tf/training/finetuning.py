@@ -304,7 +304,9 @@ def start_from_finetuned(model, finetuned, record, init_checkpoint: str, task,
     Its output columns are taken by label name in the task's order; a label, or
     a layer (SQuAD 2.0's answerability classifier), the folder lacks starts from
     its initial values; with `evaluation` (the run only evaluates this model)
-    it is refused: it would be scored at random values.
+    it is refused: it would be scored at random values. Labels and layers the task
+    has no use for (SQuAD 2.0's classifier continued as SQuAD 1.1) are left out,
+    and the line returned says so.
 
     Raises:
       ConfigError: another head kind or variant (naming the flag that continues it), or
@@ -323,6 +325,7 @@ def start_from_finetuned(model, finetuned, record, init_checkpoint: str, task,
             if "seed_generator" not in v.path}
     theirs = {v.path.split("/", 1)[1]: v for v in source.weights}
     fresh = sorted(k for k in mine if k not in theirs)
+    unused = sorted(k for k in theirs if k not in mine)  # e.g. SQuAD 2.0's classifier in 1.1
     old, new = list(record.label_names), list(task.label_names)
     for key, variable in mine.items():
         if key not in theirs:
@@ -348,6 +351,10 @@ def start_from_finetuned(model, finetuned, record, init_checkpoint: str, task,
     if missing or fresh:
         notes.append("starting from init: " + ", ".join(
             [f"label {n}" for n in missing] + sorted({k.rsplit("/", 1)[0] for k in fresh})))
+    dropped = [name for name in old if new and name not in new]
+    if dropped or unused:
+        notes.append("left out (this task has no use for them): " + ", ".join(
+            [f"label {n}" for n in dropped] + sorted({k.rsplit("/", 1)[0] for k in unused})))
     return "; ".join(notes)
 
 

@@ -9,6 +9,7 @@ import dataclasses
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 from helpers import error_line, finetune, run_module
@@ -115,7 +116,7 @@ def test_squad_flagfile_learns_toy_squad_v2(pretrained_dir, toy_squad_dir, tmp_p
     assert model.head.span_head == "joint" and loaded.head_options["beam_size"] == 20
 
 
-def test_squad_task_flags_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path):
+def test_squad_task_flags_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path, capfd):
     """--joint_prediction, --beam_size and --qa_na_threshold are the task's, not only
     recorded: a threshold below every null odds answers nothing. The windows and
     decoding (--max_query_length, --doc_stride, --n_best_size, --max_answer_length, the
@@ -175,6 +176,19 @@ def test_squad_task_flags_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path
     assert {k: getattr(evaluated.task, k) for k in options} == {**options,
                                                                 "max_answer_length": 5}
     assert not evaluated.model.head.uses_start_logits  # its classifier, unasked
+    # as SQuAD 1.1, which has no use for the classifier: left out, and said so (it had
+    # been dropped without a word)
+    v1 = tmp_path / "v1"
+    v1.mkdir()
+    data = json.loads((Path(toy_squad_dir) / "dev-v2.0.json").read_text())
+    paragraphs = data["data"][0]["paragraphs"]  # 1.1 has answerable questions only
+    paragraphs[:] = [p for p in paragraphs if not p["qas"][0].pop("is_impossible")]
+    (v1 / "dev-v1.1.json").write_text(json.dumps({**data, "version": "1.1"}))
+    capfd.readouterr()
+    finetune("--task_name=squad_v1", f"--init_checkpoint={tmp_path}/out", "--do_train=false",
+             f"--data_dir={v1}", f"--model_dir={tmp_path}/eval_v1", "--max_seq_length=24")
+    assert (f"its head from {tmp_path}/out; left out (this task has no use for them): "
+            "task_specific/answerable_output\n") in capfd.readouterr().err
     # the windows are the training data, the classifier the model: a resume with others
     # is refused
     with pytest.raises(ConfigError, match=re.escape(
