@@ -505,6 +505,24 @@ def test_span_options_that_change_nothing_are_named():
     assert unused_options(FinetuningConfig(task_name="sst2")) == []
 
 
+def test_decoding_options_are_those_the_tasks_predictions_read():
+    """What a resume notes when changed (the scores, not the training): each span
+    head's own decoding, and SQuAD 2.0's rule with that rule's threshold."""
+    from electra_tf.tasks.registry import decoding_options
+
+    assert decoding_options(FinetuningConfig(task_name="newsqa")) == (
+        "beam_size", "max_answer_length")
+    assert decoding_options(FinetuningConfig(task_name="squad_v1", joint_prediction=False)) \
+        == ("n_best_size", "max_answer_length")
+    assert decoding_options(FinetuningConfig(task_name="squad_v2")) == (
+        "beam_size", "max_answer_length", "squad_null_rule", "qa_na_threshold")
+    assert decoding_options(FinetuningConfig(
+        task_name="squad_v2", squad_null_rule="combined", joint_prediction=False)) == (
+        "n_best_size", "max_answer_length", "squad_null_rule", "no_answer_threshold")
+    for name in ("sst2", "ner", "classification"):
+        assert decoding_options(FinetuningConfig(task_name=name)) == ()
+
+
 def test_phase_twos_long_warmup_names_the_runs_step_and_phase_twos():
     """Phase 2's peak is said at the run's step and at phase 2's own (the warning said the
     run's step 40 where docs/pretraining.md's example, phase 2's count, says 20)."""

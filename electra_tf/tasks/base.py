@@ -106,6 +106,12 @@ class TaskOptions:
         it; none by default."""
         return []
 
+    def decoding(self, name: str) -> tuple[str, ...]:
+        """The options that only turn task `name`'s outputs into predictions (they change
+        the scores, not the training), with the others as they are: a resumed run with
+        other values scores its later epochs unlike its earlier ones. None by default."""
+        return ()
+
 
 @dataclasses.dataclass
 class Features:

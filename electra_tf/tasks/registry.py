@@ -128,6 +128,13 @@ def unused_options(config: FinetuningConfig) -> list[str]:
     return _module(_family_of(name)).Options.from_config(config).unused(name)
 
 
+def decoding_options(config: FinetuningConfig) -> tuple[str, ...]:
+    """The FinetuningConfig fields that only decode its task's predictions
+    (`TaskOptions.decoding`): SQuAD's beam or n-best, longest answer and no-answer rule."""
+    name = config.task_name
+    return _module(_family_of(name)).Options.from_config(config).decoding(name)
+
+
 _label_names = parse_label_names  # the name earlier versions had
 
 

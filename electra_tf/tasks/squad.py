@@ -178,6 +178,11 @@ class SpanOptions(base.TaskOptions):
             out.append(N_BEST_UNUSED)
         return out
 
+    def decoding(self, name: str) -> tuple[str, ...]:
+        """The longest answer, and the joint head's beam or the independent head's best
+        starts and ends."""
+        return ("beam_size" if self.joint_prediction else "n_best_size", "max_answer_length")
+
     def task_arguments(self) -> dict:
         """SquadTask's arguments of these options."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(SpanOptions)}
@@ -215,6 +220,14 @@ class Options(SpanOptions):
                 out.append("--qa_na_threshold (the answerable rule's threshold; "
                            "--squad_null_rule=combined reads --no_answer_threshold)")
         return out
+
+    def decoding(self, name: str) -> tuple[str, ...]:
+        """The span tasks'; on squad_v2 its no-answer rule and that rule's threshold."""
+        if VERSIONS.get(name) == "1.1":
+            return super().decoding(name)
+        threshold = ("qa_na_threshold" if self.squad_null_rule == "answerable"
+                     else "no_answer_threshold")
+        return (*super().decoding(name), "squad_null_rule", threshold)
 
 
 def null_options(finetuning) -> dict:

@@ -63,6 +63,7 @@ from electra_tf.folders.files import (
     FINETUNED_WEIGHTS,
     FINETUNING_CONFIG,
     PRETRAINING_CONFIG,
+    RESULTS,
     has_checkpoints,
     holds_weights,
     latest_checkpoint_step,
@@ -95,7 +96,7 @@ from electra_tf.folders.vocabulary import check_resumed_vocab, check_vocab_fits,
 from electra_tf.tasks import base
 from electra_tf.tasks.losses import EXAMPLE_WEIGHT
 from electra_tf.tasks.model import FinetuningModel, output_layout
-from electra_tf.tasks.registry import format_label_names, task_from_config
+from electra_tf.tasks.registry import decoding_options, format_label_names, task_from_config
 from electra_tf.training import reporting, summaries
 from electra_tf.training.checkpoints import (
     OtherBackendCheckpoints,
@@ -1271,9 +1272,10 @@ class Finetuning:
         recorded = has_finetuning_config(run.model_dir)
         ran = run
         if self.chief and recorded and restored and run.do_train and self.step < total:
-            before = read_finetuning_config(run.model_dir).run
-            self._note_other_precision(before)
-            ran = self._started_from(before)
+            before = read_finetuning_config(run.model_dir)
+            self._note_other_precision(before.run)
+            self._note_other_decoding(before.finetuning)
+            ran = self._started_from(before.run)
         if self.chief and (not recorded or run.do_train and self.step < total):
             # What ran: JAX compiles every step whatever --jit_compile said.
             ran = dataclasses.replace(ran, jit_compile=True) if self.backend == "jax" else ran
@@ -1341,6 +1343,21 @@ class Finetuning:
                       + "; this run continues them with "
                       + " ".join(f"--{k}={getattr(self.run, k)}" for k in devices)
                       + f" (the same global batches; {FINETUNING_CONFIG} now records it)")
+
+    def _note_other_decoding(self, recorded: dict) -> None:
+        """Says so when a resumed run decodes its predictions otherwise than the record's
+        (`recorded`: its FinetuningConfig fields): allowed (the training is the same),
+        but the epochs it scores are scored unlike those results.json already holds."""
+        changed = [(name, recorded[name], getattr(self.config, name))
+                   for name in decoding_options(self.config)
+                   if name in recorded and recorded[name] != getattr(self.config, name)]
+        if changed:
+            self._log(f"note: {self.run.model_dir}'s earlier epochs were scored with "
+                      + " ".join(f"--{name}={before}" for name, before, _ in changed)
+                      + "; this run scores the next with "
+                      + " ".join(f"--{name}={now}" for name, _, now in changed)
+                      + f" ({RESULTS} keeps the earlier scores; {FINETUNING_CONFIG} now "
+                        "records these, which an export serves)")
 
     def _started_from(self, recorded_run: dict):
         """The run options to record on resuming: this run's, with what the resumed
