@@ -1347,11 +1347,12 @@ class Finetuning:
     def _note_other_decoding(self, recorded: dict) -> None:
         """Says so when a resumed run decodes its predictions otherwise than the record's
         (`recorded`: its FinetuningConfig fields): allowed (the training is the same),
-        but the epochs it scores are scored unlike those results.json already holds."""
+        but the epochs it scores are scored unlike those results.json already holds
+        (none: nothing to say)."""
         changed = [(name, recorded[name], getattr(self.config, name))
                    for name in decoding_options(self.config)
                    if name in recorded and recorded[name] != getattr(self.config, name)]
-        if changed:
+        if changed and final_results(read_results(self.run.model_dir)):  # (scores to differ)
             self._log(f"note: {self.run.model_dir}'s earlier epochs were scored with "
                       + " ".join(f"--{name}={before}" for name, before, _ in changed)
                       + "; this run scores the next with "

@@ -189,24 +189,6 @@ def test_squad_task_flags_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path
              f"--data_dir={v1}", f"--model_dir={tmp_path}/eval_v1", "--max_seq_length=24")
     assert (f"its head from {tmp_path}/out; left out (this task has no use for them): "
             "task_specific/answerable_output\n") in capfd.readouterr().err
-    # a resume that decodes otherwise (allowed: the training is the same) says that the
-    # epochs it scores are scored unlike the earlier ones (it had been silent)
-    from helpers import finetuning_from_flags
-
-    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
-
-    flags = ["--task_name=squad_v2", f"--init_checkpoint={pretrained_dir}",
-             f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/part",
-             "--num_train_epochs=1", "--train_batch_size=16", "--max_seq_length=24",
-             "--joint_prediction=false", "--max_query_length=3", "--doc_stride=2"]
-    TensorFlowFinetuning(*finetuning_from_flags(*flags)).train(stop_at_step=1)
-    capfd.readouterr()
-    finetune(*flags, "--n_best_size=4", "--max_answer_length=2", "--qa_na_threshold=-1e6")
-    assert (f"note: {tmp_path}/part's earlier epochs were scored with --n_best_size=20 "
-            "--max_answer_length=30 --qa_na_threshold=-2.75; this run scores the next with "
-            "--n_best_size=4 --max_answer_length=2 --qa_na_threshold=-1000000.0 (results.json "
-            "keeps the earlier scores; finetuning_config.json now records these, which an "
-            "export serves)\n") in capfd.readouterr().err
     # the windows are the training data, the classifier the model: a resume with others
     # is refused
     with pytest.raises(ConfigError, match=re.escape(
@@ -218,6 +200,33 @@ def test_squad_task_flags_reach_the_task(pretrained_dir, toy_squad_dir, tmp_path
                  "--max_seq_length=24", "--joint_prediction=false", "--beam_size=3",
                  "--qa_na_threshold=-1e6", "--max_query_length=3", "--doc_stride=3",
                  "--n_best_size=4", "--max_answer_length=2")
+
+
+
+@pytest.mark.slow  # three runs; the note itself: test_a_resume_that_decodes_otherwise_says_so
+def test_a_resumed_squad_run_that_decodes_otherwise_says_so(pretrained_dir, toy_squad_dir,
+                                                          tmp_path, capfd):
+    """A resume that decodes otherwise (allowed: the training is the same) says that the
+    epochs it scores are scored unlike the earlier ones (it had been silent)."""
+    from helpers import finetuning_from_flags
+
+    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
+
+    flags = ["--task_name=squad_v2", f"--init_checkpoint={pretrained_dir}",
+             f"--data_dir={toy_squad_dir}", f"--model_dir={tmp_path}/part",
+             "--num_train_epochs=2", "--train_batch_size=16", "--max_seq_length=24",
+             "--joint_prediction=false", "--max_query_length=3", "--doc_stride=2"]
+    TensorFlowFinetuning(*finetuning_from_flags(*flags)).train(stop_at_step=1)
+    capfd.readouterr()  # (15 steps an epoch) nothing scored yet: nothing to say
+    TensorFlowFinetuning(*finetuning_from_flags(*flags, "--n_best_size=5")).train(
+        stop_at_step=15)
+    assert "note:" not in capfd.readouterr().err
+    finetune(*flags, "--n_best_size=4", "--max_answer_length=2", "--qa_na_threshold=-1e6")
+    assert (f"note: {tmp_path}/part's earlier epochs were scored with --n_best_size=5 "
+            "--max_answer_length=30 --qa_na_threshold=-2.75; this run scores the next with "
+            "--n_best_size=4 --max_answer_length=2 --qa_na_threshold=-1000000.0 (results.json "
+            "keeps the earlier scores; finetuning_config.json now records these, which an "
+            "export serves)\n") in capfd.readouterr().err
 
 
 def test_squad_v2_without_the_answerability_classifier(pretrained_dir, toy_squad_dir,

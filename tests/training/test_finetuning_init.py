@@ -139,3 +139,33 @@ def test_a_finetuned_head_continues_only_the_same_head():
                                           r"has a sequence_classification head \(a regression\)$"):
         start_from_finetuned(None, None, record("ner", "token_classification", False),
                              "ft", get_task("stsb"), get_task("stsb").head_config())
+
+
+def test_a_resume_that_decodes_otherwise_says_so(tmp_path):
+    """The note a resumed run gives when its decoding differs from the record's (the run
+    itself: test_finetuning_end_to_end.py, slow): the values its earlier epochs were
+    scored with, once results.json holds any; nothing for options the task does not
+    decode with (a --beam_size under the independent head)."""
+    import dataclasses
+    import types
+
+    from electra_tf.training.finetuning import Finetuning
+
+    lines = []
+    config = FinetuningConfig(task_name="squad_v2", joint_prediction=False, n_best_size=5,
+                              beam_size=3)
+    trainer = types.SimpleNamespace(config=config, run=FinetuningRun(model_dir=str(tmp_path)),
+                                    _log=lines.append)
+    recorded = dataclasses.asdict(FinetuningConfig(task_name="squad_v2",
+                                                   joint_prediction=False))
+    Finetuning._note_other_decoding(trainer, recorded)
+    assert lines == []  # no epoch scored yet
+    folders.finetuned.write_results(str(tmp_path), {"epoch_1": {"f1": 50.0}})
+    Finetuning._note_other_decoding(trainer, recorded)
+    assert lines == [f"note: {tmp_path}'s earlier epochs were scored with --n_best_size=20; "
+                     "this run scores the next with --n_best_size=5 (results.json keeps the "
+                     "earlier scores; finetuning_config.json now records these, which an "
+                     "export serves)"]
+    lines.clear()
+    Finetuning._note_other_decoding(trainer, {**recorded, "n_best_size": 5})
+    assert lines == []
