@@ -488,14 +488,38 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _started_at(pid: int) -> float | None:
+    """When process `pid` started (seconds since the epoch, to a clock tick), where the
+    system says (Linux's /proc); else None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            ticks = int(f.read().rsplit(b")", 1)[1].split()[19])  # field 22, starttime
+        with open("/proc/stat", "rb") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def _made_by_running_process(pid: int, made: float) -> bool:
+    """Whether process `pid` runs and can have made a dir last modified at `made`: one
+    that started later is another process given a dead export's number (a restarted
+    container's PIDs repeat)."""
+    if not _alive(pid):
+        return False
+    started = _started_at(pid)
+    return started is None or started <= made + 2.0  # (btime is to the second)
+
+
 def clean_stale_tmp(model_dir: str, now: float | None = None) -> list[str]:
     """Removes the temporary dirs of dead exports from MODEL_BASE/NAME; returns their paths.
 
     Only directories directly in `model_dir` named as an export names them
     (.tmp-VERSION-HOST-PID-*: never a version, a file, a symlink or another
     .tmp- name) and only stale ones: made on this host by a process that no
-    longer runs, or, made on another host, last modified more than
-    STALE_AFTER_S ago. A running export's dir is kept.
+    longer runs (or whose number a process started since holds), or, made on
+    another host, last modified more than STALE_AFTER_S ago. A running
+    export's dir is kept.
     """
     now = time.time() if now is None else now
     removed = []
@@ -509,13 +533,14 @@ def clean_stale_tmp(model_dir: str, now: float | None = None) -> list[str]:
         m = _TMP_NAME.fullmatch(entry.name)
         if not m:  # not an export's temporary dir
             continue
+        try:
+            made = entry.stat(follow_symlinks=False).st_mtime
+        except FileNotFoundError:
+            continue
         if m.group("host") == _host():
-            stale = not _alive(int(m.group("pid")))
+            stale = not _made_by_running_process(int(m.group("pid")), made)
         else:
-            try:
-                stale = now - entry.stat(follow_symlinks=False).st_mtime > STALE_AFTER_S
-            except FileNotFoundError:
-                continue
+            stale = now - made > STALE_AFTER_S
         if stale:
             shutil.rmtree(entry.path, ignore_errors=True)
             if not os.path.lexists(entry.path):

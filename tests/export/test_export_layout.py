@@ -406,3 +406,19 @@ def test_an_export_is_on_the_disk_before_its_version_appears(tmp_path, monkeypat
         str(tmp / "saved_model.pb"), str(tmp / "variables" / "variables.index"),
         str(tmp / "variables"), str(tmp)}
     assert (tmp_path / "m" / "1" / "saved_model.pb").read_bytes() == b"pb"
+
+
+def test_a_temp_dir_of_a_running_process_number_is_kept_only_if_that_process_made_it(
+        tmp_path):
+    """A killed export's dir whose PID a later process holds (a restarted container's
+    PIDs repeat) had been kept on every run: a process started after the dir was last
+    written cannot have made it. This process's own dir, written now, is kept."""
+    from electra_tf.serving import export as export_saved_model
+
+    name = f".tmp-1-{export_saved_model._host()}-{os.getpid()}-abcdefgh"
+    (tmp_path / name).mkdir()
+    assert export_saved_model.clean_stale_tmp(str(tmp_path)) == []
+    before = export_saved_model._started_at(os.getpid()) - 60  # made before this process
+    os.utime(tmp_path / name, (before, before))
+    assert export_saved_model.clean_stale_tmp(str(tmp_path)) == [str(tmp_path / name)]
+    assert os.listdir(tmp_path) == []
