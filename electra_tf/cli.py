@@ -22,6 +22,7 @@ from typing import Callable
 from absl import flags
 
 from electra_tf.core import framework_messages, peers, signals
+from electra_tf.core.errors import clipped
 
 # A flag defined here (define_strip_accents_flag) is a key flag of the command that asks
 # for it, so that its --help lists it (flags.py does the same).
@@ -220,13 +221,13 @@ def run_cli(main: Callable[[], None]) -> None:
     try:
         main()
     except BAD_INPUT as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {clipped(str(e))}", file=sys.stderr)
         if getattr(e, "left_peers", None) is False:  # refused by every peer at one point
             peers.end_together(EXIT_BAD_INPUT)
         sys.exit(EXIT_BAD_INPUT)
     except app.UsageError as e:  # absl's app.run would print the whole help and exit 1
-        print(f"error: {e}{_USAGE_HINT if str(e).startswith('unexpected arguments') else ''}",
-              file=sys.stderr)
+        hint = _USAGE_HINT if str(e).startswith("unexpected arguments") else ""
+        print(f"error: {clipped(str(e))}{hint}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt as e:
         # A Ctrl-C outside a training loop's gate (start-up, an evaluation, a final
@@ -307,7 +308,7 @@ class _OwnWarnings(std_logging.Handler):
 
     def emit(self, record) -> None:
         if record.levelno < std_logging.ERROR and record.pathname.startswith(self.package):
-            signals.say(f"warning: {record.getMessage()}")
+            signals.say(f"warning: {clipped(record.getMessage())}")
 
 
 def _errors_only(record) -> bool:

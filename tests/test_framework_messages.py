@@ -151,3 +151,20 @@ def test_the_peer_texts_are_parsed():
         "(unavailable)")
     assert framework_messages.jax_peer_lost("Gloo AllReduce failed: Connection reset by peer")
     assert not framework_messages.jax_peer_lost("RESOURCE_EXHAUSTED: Out of memory")
+
+
+def test_a_line_quoting_a_huge_value_is_cut_to_its_start_and_end():
+    """The line a command prints: a word over 1,000 characters keeps its first 400 and
+    last 100; a line over 8,000 its first 6,000 and last 1,000; spaces and paths as they
+    are."""
+    from electra_tf.core.errors import clipped
+
+    path = "/data/" + "d" * 900 + "/train.tsv"  # a long path: as it is
+    assert clipped(f"{path}:3: label 'x' is not one of a, b") == \
+        f"{path}:3: label 'x' is not one of a, b"
+    word = "a" * 400 + "b" * 5000 + "c" * 100
+    assert clipped(f"label {word} here") == f"label {'a' * 400}...[5,000 characters]..." \
+                                             f"{'c' * 100} here"
+    many = " ".join(["word"] * 3000)  # 14,999 characters
+    out = clipped(many)
+    assert out == many[:6000] + "...[7,999 characters]..." + many[-1000:]

@@ -50,3 +50,23 @@ class PeerLost(RuntimeError):
 
 # What cli.run_cli reports as one line.
 BAD_INPUT = (InputError, ConfigError, VocabError, TaskDataError)
+
+
+# A command's error or warning line quotes what it refuses (a label, an index, a
+# header); a value of megabytes would make that line megabytes (`clipped`).
+LONG_WORD_CHARS = 1000  # longer than any path a line names in practice
+LONG_LINE_CHARS = 8000
+
+
+def clipped(text: str) -> str:
+    """`text` with each run of more than LONG_WORD_CHARS non-space characters cut to
+    its start and end around `...[N characters]...`, and the whole cut the same way
+    at LONG_LINE_CHARS: the line a command prints of a message quoting its input."""
+    import re
+
+    def cut(t: str, head: int, tail: int) -> str:
+        return f"{t[:head]}...[{len(t) - head - tail:,} characters]...{t[-tail:]}"
+
+    text = re.sub(r"\S{%d,}" % (LONG_WORD_CHARS + 1),
+                  lambda m: cut(m.group(), 400, 100), text)
+    return cut(text, 6000, 1000) if len(text) > LONG_LINE_CHARS else text

@@ -419,12 +419,15 @@ def test_eval_glue_scores_a_submission_file(glue_dir, tmp_path):
 
 
 def test_eval_glue_cli_bad_submission_is_one_line(glue_dir, tmp_path):
-    """The one command-line test of eval_glue: `error: file:line: ...`, status 2."""
+    """The one command-line test of eval_glue: `error: file:line: ...`, status 2. A
+    value of 100,000 characters is quoted by its start and end (the line had been as
+    long as the value: 50 MB for a 50 MB cell)."""
     dev_file = os.path.join(glue_dir, "MRPC", "dev.tsv")
-    bad = _write(tmp_path, "bad.tsv", "index\tprediction\n0\t1\n1\tyes\n2\t0\n")
+    bad = _write(tmp_path, "bad.tsv", f"index\tprediction\n0\t1\n1\t{'y' * 100_000}\n2\t0\n")
     out = run_module("electra_tf.eval_glue", "--task=mrpc", f"--predictions={bad}",
                      f"--dev_file={dev_file}", timeout=120)
-    line = error_line(out, f"error: {bad}:3: prediction 'yes' is not one of 0, 1")
+    line = error_line(out, f"error: {bad}:3: prediction '{'y' * 399}...[99,502 characters]..."
+                           f"{'y' * 99}' is not one of 0, 1")
     # The last line (TF may log its CUDA probe before it).
     assert out.stderr.strip().splitlines()[-1] == line
     assert out.stdout == ""
