@@ -92,7 +92,13 @@ def _value(folder: str, task: str, final: dict) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{folder}: its final {task} {split} {key} is {value!r}, not a number")
     number = trials.finite_number(value)
-    return None if number is None else number * scale
+    if number is None:
+        return None
+    low = -1.0 if key in ("mcc", "spearman") else 0.0  # a correlation; else a rate
+    if not low * scale <= number * scale <= 100.0:  # (x 100 had overflowed 1e308 to inf)
+        raise InputError(f"{folder}: its final {task} {split} {key} is {value!r}, outside "
+                         f"the metric's range [{low * scale / 100:g}, {1 / scale * 100:g}]")
+    return number * scale
 
 
 def _finite_values(folder: str, task: str, values, diverged: int = 0) -> tuple[float, ...]:
