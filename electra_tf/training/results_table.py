@@ -163,7 +163,8 @@ def results_table(folders) -> dict:
     whose trials has finished yet under "pending" ({"folder", "task", "unfinished"}).
 
     Raises:
-      InputError: a folder that is neither kind, or two folders of one task and size.
+      InputError: a folder that is neither kind, or given twice, or two folders of one
+        task and size.
     """
     by_size: dict[str, dict[str, TaskResult]] = {}
     skipped, pending = [], []
@@ -178,6 +179,8 @@ def results_table(folders) -> dict:
             continue
         cells = by_size.setdefault(result.model_size, {})
         if result.task in cells:
+            if os.path.realpath(cells[result.task].folder) == os.path.realpath(result.folder):
+                raise InputError(f"{result.folder} is given twice; give each folder once")
             raise InputError(f"{cells[result.task].folder} and {result.folder} both hold "
                              f"{result.task} results of a {result.model_size} model; give one "
                              "(a trial group holds several seeds)")

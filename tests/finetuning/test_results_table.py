@@ -94,6 +94,8 @@ def test_each_size_gets_its_own_row_and_one_task_twice_is_refused(folders, tmp_p
     again = trial_group(tmp_path / "cola_again", "cola", [{"dev": {"mcc": 0.1}}])
     with pytest.raises(InputError, match="cola and .*cola_again both hold cola results"):
         results_table([*folders, again])
+    with pytest.raises(InputError, match=f"^{base} is given twice; give each folder once$"):
+        results_table([base, base + "/"])  # (it had said "base and base both hold ...")
     with pytest.raises(InputError, match="is neither a fine-tuning folder"):
         results_table([str(tmp_path)])
     # what a folder of neither kind holds: a run not finished (a group's first trial,
