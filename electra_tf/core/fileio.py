@@ -209,7 +209,12 @@ def parse_json(text: str, path: str, first_line: int = 1, unique_keys: bool = Fa
     integer of more than Python's 4,300 digits, or nesting deeper than the
     interpreter's recursion limit (path:first_line where `text` is one line of many).
     `unique_keys`: an object that names a key twice is refused too (JSON keeps the last,
-    silently; in a file of {question id: answer} that hides which one was meant)."""
+    silently; in a file of {question id: answer} that hides which one was meant). A
+    UTF-8 byte-order mark before the JSON is skipped (RFC 8259 lets a parser ignore it;
+    Windows editors write it)."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+
     def pairs(items):
         seen = set()
         for key, _ in items:

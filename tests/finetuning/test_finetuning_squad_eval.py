@@ -163,6 +163,14 @@ def test_the_files_score_as_the_official_json(tmp_path):
     data, pred_file, odds_file = _files(tmp_path, dataset, preds, odds)
     out = json.dumps(evaluate_files("2.0", data, pred_file, odds_file))
     assert json.loads(out) == official_v2(dataset, preds, odds)
+    # files a Windows editor saved, with a byte-order mark, score the same (they had
+    # been "malformed JSON: Unexpected UTF-8 BOM (decode using utf-8-sig)")
+    for path in (data, pred_file, odds_file):
+        with open(path, "rb") as f:
+            text = f.read()
+        with open(path, "wb") as f:
+            f.write(b"\xef\xbb\xbf" + text)
+    assert evaluate_files("2.0", data, pred_file, odds_file) == json.loads(out)
 
 
 def test_official_evaluate_without_null_odds_and_extra_ids():
