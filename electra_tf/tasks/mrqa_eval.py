@@ -203,8 +203,12 @@ def check_predictions(answers: dict, predictions: dict, data_file: str,
     """The qids of `answers` without a prediction, in the data's order.
 
     Raises:
-      InputError: predictions for questions the data does not hold.
+      InputError: predictions for questions the data does not hold, or none at all
+        (an empty file scores 0, as eval_squad refuses it).
     """
+    if answers and not predictions:
+        raise InputError(f"{predictions_file}: no predictions (an empty object); not "
+                         f"{data_file}'s predictions")
     unknown = [q for q in predictions if q not in answers]
     if unknown:
         raise InputError(f"{predictions_file}: {len(unknown)} prediction(s) for questions "

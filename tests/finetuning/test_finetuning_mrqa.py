@@ -196,6 +196,11 @@ def test_eval_mrqa_bad_input_is_one_line(tmp_path):
     proc = run_module("electra_tf.eval_mrqa", f"--data_file={data}",
                       f"--predictions={tmp_path / 'p.json'}")
     error_line(proc, "1 prediction(s) for questions", "'q-other'", "not this data's predictions")
+    # an empty object: refused, as eval_squad refuses it (it had scored 0, status 0)
+    (tmp_path / "none.json").write_text("{}")
+    with pytest.raises(InputError, match=r"none.json: no predictions \(an empty object\); not "
+                                         rf"{data}'s predictions$"):
+        mrqa_eval.evaluate_files(str(data), str(tmp_path / "none.json"))
 
 
 def test_eval_mrqa_counts_the_questions_without_a_prediction(tmp_path):
