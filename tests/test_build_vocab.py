@@ -92,6 +92,9 @@ def test_outputs_and_sizes_are_checked_before_the_corpus_is_read(tmp_path):
         build_vocab(corpus, 104, str(tmp_path / "new.txt"))
     with pytest.raises(InputError, match=r"--max_lines must be >= 0 \(0: every line\), got -3"):
         build_vocab(corpus, 200, str(tmp_path / "new.txt"), max_lines=-3)
+    with pytest.raises(InputError, match=r"--min_count must be >= 1 \(a word seen once is 1\), "
+                                         "got 0"):
+        build_vocab(corpus, 200, str(tmp_path / "new.txt"), min_count=0)
 
 
 def test_overwrite_replaces_and_a_size_below_the_alphabet_is_noted(tmp_path, capsys):

@@ -119,7 +119,8 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
         a pipe, one of the corpus files, lies under a file or in a folder that
         cannot be written, or exists and `overwrite` is False (records and models
         built with a vocabulary need it as it is); a corpus file's name is not UTF-8;
-        `vocab_size` leaves no room past the reserved tokens; a corpus file is
+        `vocab_size` leaves no room past the reserved tokens; `max_lines` < 0 or
+        `min_count` < 1; a corpus file is
         not UTF-8 text (`fileio.check_text_file`); then: the corpus has no words.
     """
     from electra_tf.text.vocab import resolve_strip_accents  # no TensorFlow: bad input fails fast
@@ -134,6 +135,8 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
     check_vocab_size(vocab_size)
     if max_lines < 0:
         raise InputError(f"--max_lines must be >= 0 (0: every line), got {max_lines}")
+    if min_count < 1:  # (a threshold of 0 or below had been taken as 1 without a word)
+        raise InputError(f"--min_count must be >= 1 (a word seen once is 1), got {min_count}")
 
     files = expand_files(corpus)
     for path in files:
