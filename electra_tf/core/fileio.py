@@ -226,8 +226,11 @@ def parse_json(text: str, path: str, first_line: int = 1, unique_keys: bool = Fa
     try:
         return json.loads(text, object_pairs_hook=pairs if unique_keys else None)
     except json.JSONDecodeError as e:
+        # Python's "Unterminated string starting at" gives the place in its own numbers
+        msg = "Unterminated string (it starts there)" if e.msg.startswith(
+            "Unterminated string") else e.msg.removesuffix(" at")
         raise InputError(f"{path}:{first_line + e.lineno - 1}:{e.colno}: malformed JSON: "
-                         f"{e.msg}") from None
+                         f"{msg}") from None
     except InputError:  # a repeated key (unique_keys)
         raise
     except (ValueError, RecursionError) as e:

@@ -51,6 +51,7 @@ from electra_tf.tasks.squad import (
     SquadExample,
     SquadPrediction,
     SquadTask,
+    json_kind,
     recoverable,
 )
 
@@ -204,6 +205,6 @@ def _field(obj, key: str, kind: type, where: str):
         raise TaskDataError(f"{where}: missing key {key!r}")
     value = obj[key]
     if not isinstance(value, kind):
-        raise TaskDataError(f"{where}: {key!r} must be a {kind.__name__}, got "
-                            f"{type(value).__name__}")
+        raise TaskDataError(f"{where}: {key!r} must be {json_kind(kind)}, got "
+                            f"{json_kind(type(value))}")
     return value

@@ -702,11 +702,12 @@ def parse_examples(data: list, raw: str, path: str, v2: bool) -> list[SquadExamp
             for q, qa in enumerate(_get(paragraph, "qas", list, lambda: where_p)):
                 qid = _get(qa, "id", str, lambda: f"{where_p} question {q}")
 
-                def where(suffix=""):
-                    return f"{path}:{_line_of(raw, qid)}: question id {qid!r}{suffix}"
+                def where(suffix="", occurrence=1):
+                    return (f"{path}:{_line_of(raw, qid, occurrence)}: question id "
+                            f"{qid!r}{suffix}")
 
-                if qid in seen:
-                    raise TaskDataError(where(": the id repeats"))
+                if qid in seen:  # (at the repeat's line, not the first copy's)
+                    raise TaskDataError(where(": the id repeats", occurrence=2))
                 seen.add(qid)
                 question = _get(qa, "question", str, where)
                 answers = []
@@ -934,23 +935,35 @@ def _rows(ragged) -> list[np.ndarray]:
     return [values[a:b] for a, b in zip(splits[:-1], splits[1:])]
 
 
+_JSON_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+               list: "a list", dict: "an object", type(None): "null"}
+
+
+def json_kind(kind: type) -> str:
+    """What a JSON value of Python type `kind` is called in an error line."""
+    return next((name for t, name in _JSON_KINDS.items() if issubclass(kind, t)),
+                kind.__name__)
+
+
 def _get(obj: Any, key: str, kind: type, where: Callable[[], str]):
     """obj[key], checked to be a `kind`; where() says where, for the error message."""
     if not isinstance(obj, dict) or key not in obj:
         raise TaskDataError(f"{where()}: missing key {key!r}")
     value = obj[key]
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise TaskDataError(f"{where()}: {key!r} must be a {kind.__name__}, "
-                                 f"got {type(value).__name__}")
+        raise TaskDataError(f"{where()}: {key!r} must be {json_kind(kind)}, "
+                            f"got {json_kind(type(value))}")
     return value
 
 
-def _line_of(raw: str, qid: str) -> int | str:
-    """Line of the first occurrence of the quoted id in the file ('?' when not found)."""
+def _line_of(raw: str, qid: str, occurrence: int = 1) -> int | str:
+    """Line of the `occurrence`-th `"id": "QID"` in the file (else of the quoted id
+    alone, as a text may hold it too; '?' when not found)."""
     for quoted in (json.dumps(qid, ensure_ascii=False), json.dumps(qid)):
-        at = raw.find(quoted)
-        if at >= 0:
-            return raw.count("\n", 0, at) + 1
+        for pattern in (r'"id"\s*:\s*' + re.escape(quoted), re.escape(quoted)):
+            found = [m.start() for m in re.finditer(pattern, raw)]
+            if found:
+                return raw.count("\n", 0, found[min(occurrence, len(found)) - 1]) + 1
     return "?"
 
 

@@ -48,10 +48,13 @@ def read_json(path: str, what: str, unique_keys: bool = False):
     `unique_keys`: also a key twice in one object (fileio.parse_json)."""
     check_input_file(path, what)
     try:
-        with open(path, encoding="utf-8") as f:
-            raw = f.read()
-    except UnicodeDecodeError as e:
-        raise InputError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
+        with open(path, "rb") as f:
+            data = f.read()
+        raw = data.decode("utf-8")
+    except UnicodeDecodeError as e:  # (at its line, as the other readers say)
+        line = data.count(b"\n", 0, e.start) + 1
+        raise InputError(f"{path}:{line}: not UTF-8 ({e.reason} at byte {e.start}); "
+                         "convert the file to UTF-8") from None
     except OSError as e:  # unreadable (permissions), or a failing disk (EIO)
         raise InputError(f"{path}: cannot read it ({e.strerror or e})") from None
     return raw, parse_json(raw, path, unique_keys=unique_keys)

@@ -225,6 +225,15 @@ def test_bad_files_are_clear(tmp_path):
     # predictions for questions the data lacks beside its own (the official scripts
     # ignore them, silently), as eval_mrqa refuses them
     (tmp_path / "extra.json").write_text(json.dumps({**preds, "zz": "a"}), "utf-8")
+    # a Latin-1 byte on line 3: its line, as the other readers name it (it had been the
+    # byte offset alone)
+    (tmp_path / "latin1.json").write_bytes(b'{"q0": "a",\n "q1": "b",\n "q2": "caf\xe9"}')
+    (tmp_path / "cut.json").write_text('{"q0": "a', "utf-8")  # a file cut short
+    cases.append(("2.0", data, f"{tmp_path}/cut.json", None,  # (Python's "...starting at")
+                  "cut.json:1:7: malformed JSON: Unterminated string (it starts there)"))
+    cases.append(("2.0", data, f"{tmp_path}/latin1.json", None,
+                  f"{tmp_path}/latin1.json:3: not UTF-8 (invalid continuation byte at byte "
+                  "35); convert the file to UTF-8"))
     cases.append(("2.0", data, f"{tmp_path}/extra.json", None,
                   "extra.json: 1 prediction(s) for questions "))
     for version, data_file, predictions, null_odds, message in cases:

@@ -576,7 +576,8 @@ def test_read_errors_are_clear(tmp_path):
     cases.append((bad, r"question id 'q-accent': answer 'Café', but the context is empty"))
     bad = json.loads(json.dumps(ok))
     bad["data"][0]["paragraphs"][0]["qas"][0]["is_impossible"] = "false"
-    cases.append((bad, r"question id 'q-accent': 'is_impossible' must be a bool, got str"))
+    cases.append((bad, r"question id 'q-accent': 'is_impossible' must be true or false, "
+                       "got a string"))
     cases.append(({"version": "1.1", "data": []}, r"bad.json: no questions \(empty split\)"))
     cases.append(({"data": {}}, r"not a SQuAD file"))
     bad = json.loads(json.dumps(ok))
@@ -595,6 +596,17 @@ def test_read_errors_are_clear(tmp_path):
         task.read(_write(tmp_path, bad), "dev")
     lines = (tmp_path / "bad.json").read_text("utf-8").splitlines()
     assert '"q-accent"' in lines[int(str(err.value).split(":")[1]) - 1]
+    # a repeated id: the repeat's line (it had been the first copy's), though a text
+    # before it holds the id too
+    bad = json.loads(json.dumps(ok))
+    bad["data"][0]["paragraphs"][0]["qas"][0]["question"] = 'what is "q-cjk" ?'
+    bad["data"][0]["paragraphs"][1]["qas"][1]["id"] = "q-cjk"
+    with pytest.raises(base.TaskDataError, match="the id repeats") as err:
+        task.read(_write(tmp_path, bad), "dev")
+    lines = (tmp_path / "bad.json").read_text("utf-8").splitlines()
+    line = int(str(err.value).split(":")[1])
+    assert '"id": "q-cjk"' in lines[line - 1]
+    assert any('"id": "q-cjk"' in text for text in lines[:line - 1])  # the first copy
 
 
 def test_predictions_holding_a_lone_surrogate_are_written_and_read_back(tmp_path):
