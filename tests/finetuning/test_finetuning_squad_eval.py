@@ -230,7 +230,7 @@ def test_bad_files_are_clear(tmp_path):
     (tmp_path / "latin1.json").write_bytes(b'{"q0": "a",\n "q1": "b",\n "q2": "caf\xe9"}')
     (tmp_path / "cut.json").write_text('{"q0": "a', "utf-8")  # a file cut short
     cases.append(("2.0", data, f"{tmp_path}/cut.json", None,  # (Python's "...starting at")
-                  "cut.json:1:7: malformed JSON: Unterminated string (it starts there)"))
+                  "cut.json:1:8: malformed JSON: Unterminated string (it starts there)"))
     cases.append(("2.0", data, f"{tmp_path}/latin1.json", None,
                   f"{tmp_path}/latin1.json:3: not UTF-8 (invalid continuation byte at byte "
                   "35); convert the file to UTF-8"))
