@@ -455,6 +455,10 @@ def test_eval_glue_cli_bad_submission_is_one_line(glue_dir, tmp_path):
      r"SST-2/dev.tsv:3: a carriage return alone inside a row \(old Mac line ends\?\)"),
     ("sst2", "SST-2/dev.tsv", "sentence\tlabel\n", r"SST-2/dev.tsv: no examples"),
     ("wnli", "WNLI/dev.tsv", "", r"WNLI/dev.tsv: no examples"),
+    # a test file's index twice: two submission rows of one index (it had been written)
+    ("sst2", "SST-2/test.tsv", "index\tsentence\n7\thello\n7\tworld\n",
+     r"SST-2/test.tsv:3: index '7' repeats \(first at .*SST-2/test.tsv:2\); the SST-2 "
+     r"submission's rows are matched by index$"),
 ])
 def test_bad_rows_name_file_and_line(tmp_path, task_name, rel, text, message):
     os.makedirs(tmp_path / os.path.dirname(rel))
