@@ -164,8 +164,13 @@ class TensorFlowCheckpoints:
         the fall-back the run had started again from step 0 and written over them."""
         import tensorflow as tf
 
-        named = tf.train.latest_checkpoint(self.directory)
-        if named or not os.path.isdir(self.directory):
+        if not os.path.isdir(self.directory):
+            return None
+        # The state file read here, not by tf.train.latest_checkpoint: that logs an
+        # error line of its own ("Couldn't match files") beside the one below.
+        state = tf.train.get_checkpoint_state(self.directory)
+        named = state.model_checkpoint_path if state else ""
+        if named and tf.io.gfile.exists(named + ".index"):
             return named
         steps = [step for step in (save_step(n, prefix=False) for n in os.listdir(self.directory)
                                    if n.endswith(".index")) if step is not None]

@@ -101,7 +101,7 @@ def test_a_dropout_turned_off_or_on_resumes_and_other_shapes_do_not(kind, tmp_pa
 
 @pytest.mark.parametrize("state", ["missing", "names_a_gone_save"])
 def test_a_lost_checkpoint_state_file_resumes_from_the_latest_save_found(state, tmp_path,
-                                                                       capsys):
+                                                                       capfd, caplog):
     """Without tf.train's `checkpoint` file (a copy of the ckpt-* files alone), or with
     one naming a save that is gone, the run had started again from step 0 and written
     over the saves it did not restore."""
@@ -135,8 +135,10 @@ def test_a_lost_checkpoint_state_file_resumes_from_the_latest_save_found(state, 
     assert int(resumed_optimizer.iterations.numpy()) == 20
     for a, b in zip(model.trainable_variables, resumed.trainable_variables):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    err = capfd.readouterr().err
     what = "is missing" if state == "missing" else "names no save that is there"
-    assert f"checkpoint {what}; resuming from" in capsys.readouterr().err
+    assert f"checkpoint {what}; resuming from" in err
+    assert "Couldn't match files" not in caplog.text  # tf.train's error line beside ours
     # a later save the disk filled up during: its .index cut short under its final name,
     # the state file not yet naming it; passed over (the rerun had refused it for good)
     with open(os.path.join(folder, "ckpt-20.index"), "rb") as f:
@@ -144,7 +146,12 @@ def test_a_lost_checkpoint_state_file_resumes_from_the_latest_save_found(state, 
     with open(os.path.join(folder, "ckpt-30.index"), "wb") as f:
         f.write(index[:len(index) // 2])
     again, again_optimizer = build(8)
-    path = TensorFlowCheckpoints(again, again_optimizer, folder, 5).restore()
+    again_saves = TensorFlowCheckpoints(again, again_optimizer, folder, 5)
+    path = again_saves.restore()
     assert os.path.basename(path) == "ckpt-20"
     assert f"passing over {os.path.join(folder, 'ckpt-30')}, a save that did not finish" in (
-        capsys.readouterr().err)
+        capfd.readouterr().err)
+    again_optimizer.iterations.assign(25)  # and it saves on: the state file names that
+    assert os.path.basename(again_saves.save()) == "ckpt-25"
+    assert os.path.basename(again_saves.latest) == "ckpt-25"
+    assert "Couldn't match files" not in caplog.text
