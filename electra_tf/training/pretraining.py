@@ -514,17 +514,20 @@ class Pretraining:
                 self._log(f"removed {name}, left by a write that did not finish")
             self.train_files = {field: files for field in _FILES_KEYS  # (recorded, compared)
                                 if (files := data_files_record(getattr(run, field)))}
-            if self.step:
+            # A finished run run again trains nothing: its record stays what trained it
+            # (it had been rewritten with this run's flags, and a note said they continue it)
+            finished = self.step >= cfg.num_train_steps and bool(
+                pretraining_folder.PretrainingFolder.open(run.model_dir,
+                                                          discriminator=False).recorded)
+            if self.step and not finished:
                 self._note_changed_settings()
             # What ran: JAX compiles every step whatever --jit_compile said.
             ran = dataclasses.replace(run, jit_compile=True) if self.backend == "jax" else run
-            pretraining_folder.write_pretraining_config(run.model_dir, cfg, ran,
-                                                        backend=self.backend,
-                                                        replicas=self.num_replicas,
-                                                        training_flops=self.flops.to_dict(),
-                                                        **{_FILES_KEYS[field]: files
-                                                           for field, files
-                                                           in self.train_files.items()})
+            if not finished:
+                pretraining_folder.write_pretraining_config(
+                    run.model_dir, cfg, ran, backend=self.backend, replicas=self.num_replicas,
+                    training_flops=self.flops.to_dict(),
+                    **{_FILES_KEYS[field]: files for field, files in self.train_files.items()})
             for line in start_warnings(cfg):
                 self._log(line)
         train_writer, eval_writer = (

@@ -510,7 +510,7 @@ def test_resuming_with_other_settings_of_the_same_variables_says_so(
             "the batch split over 1 replica(s) (it was "
             "2: other masks and input order, the same global batch); pretraining_config.json "
             "now records these\n") in err, err
-    # (each a run with nothing left to train: the comparison is made before any step)
+    # (each a run stopped where it starts, step 7 of 8: the comparison precedes any step)
     for spelled in (os.path.join(os.path.relpath(os.path.dirname(data)), ".",
                                  os.path.basename(data)),
                     ",".join(sorted(glob.glob(data))),
@@ -519,14 +519,29 @@ def test_resuming_with_other_settings_of_the_same_variables_says_so(
             record = json.loads((model_dir / "pretraining_config.json").read_text())
             record["run"]["train_data"], spelled = spelled, data  # this run names the files
             (model_dir / "pretraining_config.json").write_text(json.dumps(record))
-        pretraining(tiny_records, model_dir, objective="electra_15", num_train_steps=7,
+        pretraining(tiny_records, model_dir, objective="electra_15", num_train_steps=8,
                     iterations_per_loop=1, eval_data="", mask_prob=0.2, seed=3,
-                    learning_rate=5e-4, train_data=spelled).train()
+                    learning_rate=5e-4, train_data=spelled).train(stop_at_step=7)
         assert "note:" not in capfd.readouterr().err, spelled
     with open(model_dir / "pretraining_config.json") as f:
         recorded = json.load(f)
     assert recorded["pretraining"]["objective"] == "electra_15"
     assert recorded["run"]["mixed_precision"] == "fp32" and recorded["replicas"] == 1
+
+
+def test_a_finished_run_run_again_keeps_its_record_and_says_nothing_of_new_flags(
+        trained_run, tiny_records, tmp_path, capfd):
+    """A rerun of a finished run with another --gradient_accumulation_steps (or seed)
+    trains nothing: its pretraining_config.json had been rewritten with the new flags,
+    and a note said they continue its checkpoints."""
+    model_dir = tmp_path / "model"
+    shutil.copytree(trained_run["model_dir"], model_dir)
+    record = (model_dir / "pretraining_config.json").read_bytes()
+    capfd.readouterr()
+    pretraining(tiny_records, model_dir, num_train_steps=6, gradient_accumulation_steps=2,
+                seed=9, eval_data="").train()
+    assert "note:" not in capfd.readouterr().err
+    assert (model_dir / "pretraining_config.json").read_bytes() == record
 
 
 @pytest.mark.slow  # two more resumes (7 s); data_files_record itself: the test below
