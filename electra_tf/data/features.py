@@ -67,8 +67,12 @@ def check_one_build(paths: list[str], what: str, fs) -> None:
     counts; without one (records of older builds), names ending -of-00003 and
     -of-00004 do.
 
+    An empty shard that its folder's STATS_FILE records examples in (a copy or a
+    download cut short, which a run had read as a shard the build left empty) is
+    refused too.
+
     Raises:
-      InputError: naming the flag and the folder (and the counts).
+      InputError: naming the flag and the folder (and the counts), or the shard.
     """
     for folder in unfinished_builds(paths, fs):
         raise InputError(
@@ -86,6 +90,20 @@ def check_one_build(paths: list[str], what: str, fs) -> None:
                 f"{what} matches shards of {len(totals)} builds in {folder} (-of-"
                 f"{', -of-'.join(sorted(totals))}): a build_pretraining_data run was stopped "
                 "midway; run it again with --overwrite, or give a pattern that matches one")
+    empty = [p for p in paths if is_shard_name(os.path.basename(p)) and fs.size(p) == 0]
+    if empty:
+        from electra_tf.data.builder import records_stats  # (builder imports this module)
+
+        for stats_path, stats in records_stats(empty, fs):
+            counts = stats.get("examples_per_shard")
+            for path in empty:
+                n = counts.get(os.path.basename(path)) if isinstance(counts, dict) and \
+                    os.path.dirname(path) == os.path.dirname(stats_path) else None
+                if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+                    raise InputError(
+                        f"{what}: {path} is empty, but {stats_path} records {n:,} examples "
+                        "in it (a copy or download cut short?): copy it again, or leave it "
+                        "out of the pattern")
 
 
 def serialize(features: dict[str, list[int]]) -> bytes:

@@ -853,3 +853,28 @@ def test_the_shards_are_on_the_disk_before_any_replaces_the_old(tiny_corpus, tin
     assert sorted(e[1] for e in events[:first] if e[0] == "fsync") == sorted(
         e[1] for e in renames)
     assert events[events.index(renames[-1]) + 1] == ("fsync", str(out))
+
+
+def test_an_empty_shard_its_stats_record_examples_in_is_refused(tiny_corpus, tiny_vocab,
+                                                               tmp_path):
+    """A shard emptied by a copy cut short had been read as one the build left empty: the
+    run and pack_pretraining_data went on with fewer examples, without a word. A shard
+    the build did leave empty (its stats say 0) is still read."""
+    import json
+
+    from electra_tf.data.tfrecord_reader import LOCAL_FILES, check_records
+
+    out = tmp_path / "out"
+    build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32, num_shards=3))
+    stats = json.loads((out / STATS_FILE).read_text())
+    cut = out / features_lib.shard_name(1, 3)
+    assert stats["examples_per_shard"][cut.name] > 0
+    cut.write_bytes(b"")
+    with pytest.raises(InputError, match=rf"^--train_data: {cut} is empty, but {out / STATS_FILE} "
+                                         r"records [\d,]+ examples in it \(a copy or download "
+                                         r"cut short\?\): copy it again, or leave it out"):
+        check_records(f"{out}/pretrain_data.tfrecord*", 32, "--train_data", LOCAL_FILES)
+    stats["examples_per_shard"][cut.name] = 0  # as a build that left it empty records it
+    (out / STATS_FILE).write_text(json.dumps(stats))
+    assert len(check_records(f"{out}/pretrain_data.tfrecord*", 32, "--train_data",
+                             LOCAL_FILES)) == 3
