@@ -425,10 +425,12 @@ def test_a_warmup_past_the_run_is_warned_with_the_rate_the_schedule_reaches():
         "warning: --num_warmup_steps=200 is not shorter than the run's 40 steps: its "
         "learning rate (the decay to 0 times the warmup's ramp) peaks at 5% of the rate "
         "given, at step 20; give fewer warmup steps")
-    for power in (1.0, 0.5):
-        schedule = WarmupPolynomialDecay(1.0, 20, 20, power=power)
-        rates = [float(schedule(step)) for step in range(21)]
-        warned = PretrainingConfig(num_train_steps=20, num_warmup_steps=20,
+    # the schedule's own highest step (5 steps of 5: 24% at step 2, which had been
+    # warned as the continuous curve's 25%)
+    for power, steps, warmup in ((1.0, 20, 20), (0.5, 20, 20), (1.0, 5, 5), (2.0, 7, 9)):
+        schedule = WarmupPolynomialDecay(1.0, steps, warmup, power=power)
+        rates = [float(schedule(step)) for step in range(steps + 1)]
+        warned = PretrainingConfig(num_train_steps=steps, num_warmup_steps=warmup,
                                    lr_decay_power=power).long_warmup_warning()
         assert f"peaks at {max(rates):.0%} of the rate given, at step " \
                f"{rates.index(max(rates))};" in warned, (warned, rates)

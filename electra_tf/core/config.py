@@ -410,8 +410,12 @@ class PretrainingConfig:
                             "of its peak and never decays")
                 else:
                     p = self.resolved_lr_decay_power
-                    top = (p / (p + 1)) ** p * length / ((p + 1) * warmup)
-                    at = round(length / (p + 1))  # counted from the stage's start
+                    # the ramp t / W times the decay (1 - t / L)^p peaks at L / (p + 1); the
+                    # highest step's rate is on one side of it
+                    near = {min(length - 1, max(0, math.floor(length / (p + 1)) + d))
+                            for d in (0, 1)}
+                    at = max(sorted(near), key=lambda t: round(t * (1 - t / length) ** p, 9))
+                    top = at / warmup * (1 - at / length) ** p  # counted from the stage's start
                     where = (f"at step {bounds[i] + at} ({stage}'s step {at})" if bounds[i]
                              else f"at step {at}")
                     what = (f"its learning rate (the decay to 0 times the warmup's ramp) "
