@@ -444,6 +444,10 @@ def test_a_warmup_past_the_run_is_warned_with_the_rate_the_schedule_reaches():
     ("pretraining", {"num_train_steps": 10, "phase2_steps": 4, "phase2_max_seq_length": 32,
                      "phase2_train_batch_size": -8},
      "phase2_train_batch_size must be >= 0 (0: train_batch_size), got -8"),
+    # two stages and two phases: said first (it had asked for phase 2's length first)
+    ("pretraining", {"num_train_steps": 10, "phase2_steps": 4,
+                     "training_algorithm": "two_stage", "generator_hidden_size": 1.0},
+     "phase2_steps cannot go with training_algorithm=two_stage"),
     ("finetuning", {"warmup_proportion": 1.5}, "warmup_proportion must be in [0, 1), got 1.5"),
     ("finetuning", {"eval_batch_size": 0}, "eval_batch_size must be >= 1, got 0"),
     ("finetuning", {"max_seq_length": 4}, "max_seq_length must be >= 8, got 4"),

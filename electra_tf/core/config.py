@@ -637,14 +637,14 @@ class PretrainingConfig:
                     raise ConfigError(f"{name} needs phase2_steps >= 1 (the steps of phase 2, "
                                       "the last of num_train_steps)")
             return
+        if self.training_algorithm == "two_stage":  # (first: no phase 2 flag would mend it)
+            raise ConfigError("phase2_steps cannot go with training_algorithm=two_stage")
         if not 1 <= self.phase2_steps < self.num_train_steps:
             raise ConfigError(f"phase2_steps must be in [1, num_train_steps), the last steps "
                               f"of the run; got {self.phase2_steps} of {self.num_train_steps}")
         if self.phase2_max_seq_length < 8:
             raise ConfigError("phase2_steps needs phase2_max_seq_length >= 8 (phase 2's "
                               f"records' length), got {self.phase2_max_seq_length}")
-        if self.training_algorithm == "two_stage":
-            raise ConfigError("phase2_steps cannot go with training_algorithm=two_stage")
         for name, zero in (("phase2_train_batch_size", "train_batch_size"),
                            ("phase2_learning_rate", "learning_rate"),
                            ("phase2_warmup_steps", "no warmup")):
