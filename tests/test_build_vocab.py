@@ -95,6 +95,11 @@ def test_outputs_and_sizes_are_checked_before_the_corpus_is_read(tmp_path):
     with pytest.raises(InputError, match=r"--min_count must be >= 1 \(a word seen once is 1\), "
                                          "got 0"):
         build_vocab(corpus, 200, str(tmp_path / "new.txt"), min_count=0)
+    blank = tmp_path / "blank.txt"  # three lines, one of spaces (it had said "1 lines")
+    blank.write_text("\n\n  \n")
+    with pytest.raises(InputError, match=r"has no words \(1 file\(s\), 1 non-empty line\(s\)\)$"):
+        build_vocab(str(blank), 200, str(tmp_path / "new.txt"))
+    assert not (tmp_path / "new.txt").exists()
 
 
 def test_overwrite_replaces_and_a_size_below_the_alphabet_is_noted(tmp_path, capsys):
