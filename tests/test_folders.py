@@ -732,6 +732,11 @@ def test_a_finetuned_folder_saved_from_python_reads_as_run_finetuning_writes(tmp
                                         "ElectraDiscriminator"),
         ((FinetuningModel(discriminator().encoder, "sequence_classification", num_labels=2),
           "sst2"), {}, f"{tiny_vocab} holds "),  # a 40-row embedding table
+        # not built: its folder had been written, and could never be opened
+        ((FinetuningModel(build_discriminator(encoder).encoder, "sequence_classification",
+                          num_labels=2), "sst2"), {},
+         "the model's sequence_classification head has no weights yet: build it "
+         "(model.build()) or train it before saving"),
     ]
     for (m, task), options, message in refusals:
         with pytest.raises(ConfigError) as raised:

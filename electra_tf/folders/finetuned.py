@@ -210,6 +210,9 @@ class FinetunedFolder:
             raise ConfigError(f"max_seq_length={max_seq_length}: a {task.name} model takes at "
                               f"least {lowest} positions ([CLS] and [SEP] around a piece of "
                               "each text)")
+        if not head.weights:  # (its folder had been written, and could never be opened)
+            raise ConfigError(f"the model's {head.kind} head has no weights yet: build it "
+                              "(model.build()) or train it before saving")
         os.makedirs(path, exist_ok=True)
         save_finetuned(path, model)
         write_finetuning_config(
