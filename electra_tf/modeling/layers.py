@@ -196,6 +196,11 @@ class ElectraEmbeddings(keras.layers.Layer):
             float tensor [batch_size, seq_length, embedding_size].
         """
         seq_length = ops.shape(input_ids)[1]
+        if isinstance(seq_length, int) and seq_length > self.max_position_embeddings:
+            # (JAX's gather clamps: positions past the table had all read its last row;
+            # TensorFlow's CPU gather raised an InvalidArgumentError naming GatherV2)
+            raise ValueError(f"input_ids of {seq_length} positions, but the model has "
+                             f"{self.max_position_embeddings} (max_position_embeddings)")
         positions = ops.expand_dims(ops.arange(seq_length, dtype="int32"), 0)
         x = (self.word_embeddings(input_ids)
              + self.position_embeddings(positions)

@@ -107,6 +107,12 @@ def test_embeddings_match_numpy_reference(inputs):
               + layer.token_type_embeddings.embeddings.numpy()[x["segment_ids"]])
     want = layer_norm(summed, layer.layer_norm.gamma.numpy(), layer.layer_norm.beta.numpy(), 1e-12)
     np.testing.assert_allclose(got, want, atol=1e-5)
+    # more positions than the table's 16: one line (JAX's gather had clamped them to its
+    # last row, silently; TensorFlow's had raised from GatherV2)
+    long = np.zeros((1, 17), np.int32)
+    with pytest.raises(ValueError, match=r"input_ids of 17 positions, but the model has 16 "
+                                         r"\(max_position_embeddings\)"):
+        layer(long, long)
 
 
 def test_dropout_seed_and_training_flag():
