@@ -123,7 +123,8 @@ class Predictor:
           *inputs: one list of strings per input name (`input_names`); a single
             string (or bytes) for each input is one row.
           batch_size: rows run at once (a long list runs in batches of this many, so
-            that memory stays bounded; each row's outputs do not depend on it).
+            that memory stays bounded; each row's outputs do not depend on it, to float32
+            rounding).
         Raises:
           TypeError, ValueError: inputs that are not that, or a batch_size below 1.
         """
