@@ -51,7 +51,6 @@ from electra_tf.core.fileio import (
     check_output_folder,
     check_text_file,
     no_empty_folder_left,
-    parse_json,
     sync_file,
     sync_folder,
 )
@@ -351,37 +350,6 @@ def usable_cpus() -> int:
 def _pool_worker(job):
     options, shards, tmp_tag = job
     return _build_shards(options, shards, tmp_tag, _LINES_DONE)
-
-
-def records_stats(paths, fs):
-    """(its path, its JSON) of the STATS_FILE beside the records of each folder of
-    `paths`, read through `fs` (tfrecord_reader's FileSystem); a folder without a
-    readable one is left out. Opened, not globbed: a folder's name may hold glob
-    characters ("rec[v2]").
-
-    Raises:
-      InputError: a stats file that is not a JSON object (damaged, or another file in
-        its place): it had been taken for none, and the casing and vocabulary checks
-        it serves were skipped without a word.
-    """
-    for folder in sorted({os.path.dirname(p) for p in paths}):
-        stats_path = os.path.join(folder, STATS_FILE)
-        try:
-            with fs.open(stats_path) as f:
-                data = f.read()
-        except fs.errors:
-            continue  # missing or not readable: nothing recorded
-        hint = ("; it records how the records beside it were built (build_pretraining_data "
-                "writes it): rebuild them, or remove it to go on without its checks")
-        try:
-            stats = parse_json(data.decode("utf-8"), stats_path)
-        except UnicodeDecodeError:
-            raise InputError(f"{stats_path}: not UTF-8 JSON{hint}") from None
-        except InputError as e:
-            raise InputError(f"{e}{hint}") from None
-        if not isinstance(stats, dict):
-            raise InputError(f"{stats_path}: not a JSON object{hint}")
-        yield stats_path, stats
 
 
 def remove_partial_files(output_dir: str) -> None:

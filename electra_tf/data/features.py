@@ -16,6 +16,7 @@ import os
 from typing import TYPE_CHECKING
 
 from electra_tf.core.errors import InputError
+from electra_tf.core.fileio import parse_json
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -60,6 +61,37 @@ def unfinished_builds(paths, fs):
         yield folder or "."
 
 
+def records_stats(paths, fs):
+    """(its path, its JSON) of the STATS_FILE beside the records of each folder of
+    `paths`, read through `fs` (tfrecord_reader's FileSystem); a folder without a
+    readable one is left out. Opened, not globbed: a folder's name may hold glob
+    characters ("rec[v2]").
+
+    Raises:
+      InputError: a stats file that is not a JSON object (damaged, or another file in
+        its place): it had been taken for none, and the casing and vocabulary checks
+        it serves were skipped without a word.
+    """
+    for folder in sorted({os.path.dirname(p) for p in paths}):
+        stats_path = os.path.join(folder, STATS_FILE)
+        try:
+            with fs.open(stats_path) as f:
+                data = f.read()
+        except fs.errors:
+            continue  # missing or not readable: nothing recorded
+        hint = ("; it records how the records beside it were built (build_pretraining_data "
+                "writes it): rebuild them, or remove it to go on without its checks")
+        try:
+            stats = parse_json(data.decode("utf-8"), stats_path)
+        except UnicodeDecodeError:
+            raise InputError(f"{stats_path}: not UTF-8 JSON{hint}") from None
+        except InputError as e:
+            raise InputError(f"{e}{hint}") from None
+        if not isinstance(stats, dict):
+            raise InputError(f"{stats_path}: not a JSON object{hint}")
+        yield stats_path, stats
+
+
 def check_one_build(paths: list[str], what: str, fs) -> None:
     """Refuses a folder's build_pretraining_data shards of two builds: an --overwrite
     build stopped while it renamed its shards into place, which a run would train on
@@ -92,8 +124,6 @@ def check_one_build(paths: list[str], what: str, fs) -> None:
                 "midway; run it again with --overwrite, or give a pattern that matches one")
     empty = [p for p in paths if is_shard_name(os.path.basename(p)) and fs.size(p) == 0]
     if empty:
-        from electra_tf.data.builder import records_stats  # (builder imports this module)
-
         for stats_path, stats in records_stats(empty, fs):
             counts = stats.get("examples_per_shard")
             for path in empty:

@@ -419,7 +419,7 @@ def records_tokenization(paths: list[str]) -> dict | None:
       InputError: two folders of records built with another casing, accent
         stripping or vocabulary (other bytes; the same path where a file is gone).
     """
-    from electra_tf.data.builder import records_stats
+    from electra_tf.data.features import records_stats
 
     recorded = [(path, stats) for path, stats in records_stats(paths, LOCAL_FILES)
                 if isinstance(stats, dict) and stats.get("do_lower_case") is not None]

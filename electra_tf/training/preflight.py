@@ -14,7 +14,7 @@ import json
 from electra_tf.core.config import EncoderConfig, PretrainingConfig, PretrainingRun
 from electra_tf.core.errors import ConfigError, InputError
 from electra_tf.core.fileio import check_output_folder
-from electra_tf.data.builder import records_stats
+from electra_tf.data.features import records_stats
 from electra_tf.data.masking import MaskingConfig
 from electra_tf.data.packed import check_packed
 from electra_tf.data.tfrecord_reader import LOCAL_FILES, check_records, tensorflow_files
