@@ -25,6 +25,7 @@ TOY_TESTS = {
     "bench_packed_input.py": "test_bench_packed_input_at_toy_size",
     "bench_peer.py": "test_bench_peer_at_toy_size",
     "bench_prediction.py": "test_bench_prediction_at_toy_size",
+    "bench_predictor.py": "test_bench_predictor_at_toy_size",
     "bench_pretraining.py": "test_bench_pretraining_at_toy_size",
     "bench_score_export.py": "test_bench_score_export_at_toy_size",
     "bench_serving_floor.py": "test_bench_serving_floor_at_toy_size",
@@ -141,6 +142,18 @@ def test_bench_prediction_at_toy_size(tmp_path):
     assert all(r["examples_per_second"] > 0 for r in rows)
     assert rows[0]["mean_used_positions"] < 10 and rows[2]["mean_used_positions"] == 32
     assert "| 2:6 | cut |" in out.with_suffix(".md").read_text()
+
+
+@pytest.mark.slow
+def test_bench_predictor_at_toy_size(tmp_path):
+    out = tmp_path / "predictor"
+    _run(["bench_predictor.py", "--model_size=tiny", "--rows=12", "--batch=4", "--rounds=1",
+          f"--output={out}"], 180, tmp_path)
+    rows = json.loads(out.with_suffix(".json").read_text())["results"]
+    assert [r["mode"] for r in rows] == ["graph", "eager"]
+    assert all(r["median_call_ms"] > 0 and r["rows_per_second"] > 0 for r in rows)
+    assert rows[0]["max_logit_difference"] <= 1e-5
+    assert "| graph |" in out.with_suffix(".md").read_text()
 
 
 @pytest.mark.slow
