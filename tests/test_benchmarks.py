@@ -150,10 +150,10 @@ def test_bench_predictor_at_toy_size(tmp_path):
     _run(["bench_predictor.py", "--model_size=tiny", "--rows=12", "--batch=4", "--rounds=1",
           f"--output={out}"], 180, tmp_path)
     rows = json.loads(out.with_suffix(".json").read_text())["results"]
-    assert [r["mode"] for r in rows] == ["graph", "eager"]
+    assert [r["mode"] for r in rows] == ["traced", "eager"]
     assert all(r["median_call_ms"] > 0 and r["rows_per_second"] > 0 for r in rows)
     assert rows[0]["max_logit_difference"] <= 1e-5
-    assert "| graph |" in out.with_suffix(".md").read_text()
+    assert "| traced |" in out.with_suffix(".md").read_text()
 
 
 @pytest.mark.slow

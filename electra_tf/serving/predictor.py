@@ -35,10 +35,6 @@ class Predictor:
       spec: the export's ServingSpec (model, tokenizer and the task's settings).
     """
 
-    # Calls after the first run the text graph traced (tf.function) on TensorFlow;
-    # False: every call op by op (benchmarks/bench_predictor.py's A/B)
-    _trace = True
-
     def __init__(self, spec):
         self.spec = spec
         self._function = None
@@ -195,19 +191,10 @@ class Predictor:
         import numpy as np
         import tensorflow as tf
 
-        if self._function is None:  # the first call: op by op (no tracing to wait for)
+        if self._function is None:
             from electra_tf.serving import signatures
 
-            self._names, _, self._function = signatures.text_signature(self.spec)
-        elif self._trace and not isinstance(self._function,
-                                            tf.types.experimental.PolymorphicFunction):
-            import keras
-
-            if keras.backend.backend() == "tensorflow":
-                # Later calls: one traced graph, as the export's signature is (op by op,
-                # the tokenizing and packing had cost a fixed ~50 ms a call or more).
-                self._function = tf.function(self._function, input_signature=[
-                    tf.TensorSpec([None], tf.string) for _ in self._names])
+            _, _, self._function = signatures.text_signature(self.spec)
         tensors = [tf.constant([_utf8(t) for t in c], tf.string) for c in columns]
         result = {}
         for name, value in self._function(*tensors).items():
