@@ -95,7 +95,8 @@ def _value(folder: str, task: str, final: dict) -> float | None:
     if number is None:
         return None
     low = -1.0 if key in ("mcc", "spearman") else 0.0  # a correlation; else a rate
-    if not low * scale <= number * scale <= 100.0:  # (x 100 had overflowed 1e308 to inf)
+    # (x 100 had overflowed 1e308 to inf); float noise past a bound is no error
+    if not low * scale - 1e-6 <= number * scale <= 100.0 + 1e-6:
         raise InputError(f"{folder}: its final {task} {split} {key} is {value!r}, outside "
                          f"the metric's range [{low * scale / 100:g}, {1 / scale * 100:g}]")
     return number * scale

@@ -296,3 +296,12 @@ def test_a_group_with_no_trial_finished_is_named_below_the_table(tmp_path):
     assert (f"No trial finished yet (its command, run again, goes on): {tmp_path / 'rte'} "
             "(rte, 3 not run)") in text
     assert "| 50.0 |" in text
+
+
+def test_float_noise_past_a_metrics_bound_is_no_error():
+    """A correlation of 1.0000000000000002 (float rounding) is 100.0 in the table; 1.01 is
+    refused (test_a_damaged_trials_file_is_one_clear_error)."""
+    from electra_tf.training.results_table import _value
+
+    assert round(_value("F", "cola", {"dev": {"mcc": 1.0000000000000002}}), 6) == 100.0
+    assert round(_value("F", "squad_v1", {"dev": {"exact": 100.00000000001}}), 6) == 100.0
