@@ -22,7 +22,6 @@ difference).
 
 import argparse
 import csv
-import json
 import os
 import random
 import sys
@@ -35,6 +34,7 @@ from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
     relative_flag,
     scratch_dir,
     synthetic_vocab,
+    write_report,
 )
 
 
@@ -116,22 +116,17 @@ def main():
     report = {"command": command, "cpu": cpu_model(), "cores": os.cpu_count(),
               "started": started, "model_dir": os.path.basename(os.path.normpath(folder)),
               "texts": os.path.basename(path), "result": result}
-    with open(args.output + ".json", "w") as f:
-        json.dump(report, f, indent=2)
     accuracy = (f"accuracy float32 {result['accuracy_fp32']}, bf16 {result['accuracy_bf16']}"
                 if labels is not None else "no labels in the file")
-    with open(args.output + ".md", "w") as f:
-        f.write("\n".join([
-            f"Command: `{command}`", "",
-            f"Machine: {report['cpu']}, {report['cores']} cores; {started}.", "",
-            "| rows | classes | labels that differ | accuracy float32 | accuracy bf16 | "
-            "max / median logit difference | median logit spread | median float32 margin |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|",
-            f"| {result['rows']} | {result['classes']} | {result['labels_differ']} | "
-            f"{result.get('accuracy_fp32', '-')} | {result.get('accuracy_bf16', '-')} | "
-            f"{result['max_logit_difference']} / {result['median_logit_difference']} | "
-            f"{result['median_logit_spread']} | {result['median_fp32_margin']} |", "",
-            f"Flipped rows' float32 margins: {result['flipped_fp32_margins'] or 'none'}.", ""]))
+    write_report(args.output, report, [
+        "| rows | classes | labels that differ | accuracy float32 | accuracy bf16 | "
+        "max / median logit difference | median logit spread | median float32 margin |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {result['rows']} | {result['classes']} | {result['labels_differ']} | "
+        f"{result.get('accuracy_fp32', '-')} | {result.get('accuracy_bf16', '-')} | "
+        f"{result['max_logit_difference']} / {result['median_logit_difference']} | "
+        f"{result['median_logit_spread']} | {result['median_fp32_margin']} |", "",
+        f"Flipped rows' float32 margins: {result['flipped_fp32_margins'] or 'none'}."])
     print(f"{len(flipped)} of {len(texts)} labels differ; {accuracy}; logits differ by at "
           f"most {result['max_logit_difference']}")
 

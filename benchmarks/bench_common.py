@@ -59,6 +59,19 @@ def relative_flag(arg: str) -> str:
     return arg
 
 
+def write_report(output: str, report: dict, lines: list) -> None:
+    """OUTPUT.json (`report`) and OUTPUT.md: its command, the machine (cpu, cores, start,
+    and the load average before and after where `report` holds them), then `lines`."""
+    with open(output + ".json", "w") as f:
+        json.dump(report, f, indent=2)
+    load = (f"; load {report['load_before']} before, {report['load_after']} after"
+            if "load_before" in report else "")
+    with open(output + ".md", "w") as f:
+        f.write("\n".join([f"Command: `{report['command']}`", "",
+                           f"Machine: {report['cpu']}, {report['cores']} cores; "
+                           f"{report['started']}{load}.", "", *lines, ""]))
+
+
 def run_worker_process(cmd: list, env: dict, result_file: str, timeout_s=None) -> dict:
     """Runs one benchmark worker; relays its "[bench]" lines; returns its JSON result.
 

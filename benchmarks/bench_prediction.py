@@ -19,7 +19,6 @@ is recorded).
 
 import argparse
 import dataclasses
-import json
 import os
 import random
 import statistics
@@ -33,6 +32,7 @@ from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
     relative_flag,
     scratch_dir,
     synthetic_vocab,
+    write_report,
 )
 
 
@@ -125,20 +125,13 @@ def main():
               "model_size": args.model_size, "seq_length": args.seq_length,
               "eval_batch_size": args.eval_batch_size, "dev_examples": args.dev_examples,
               "jit_compile": args.jit_compile, "results": results}
-    with open(args.output + ".json", "w") as f:
-        json.dump(report, f, indent=2)
     lines = ["| sentence words | batches | mean positions used | median s | dev examples/s | "
              "max logit difference |", "|---|---|---:|---:|---:|---:|"]
     for r in results:
         lines.append(f"| {r['sentence_words']} | {r['batches']} | {r['mean_used_positions']} | "
                      f"{r['median_seconds']} | {r['examples_per_second']} | "
                      f"{r['max_logit_difference']:.2g} |")
-    with open(args.output + ".md", "w") as f:
-        f.write("\n".join([f"Command: `{command}`", "",
-                           f"Machine: {report['cpu']}, {report['cores']} cores; {started}; "
-                           f"load {report['load_before']} before, {report['load_after']} after.",
-                           "", *lines, ""]))
-
+    write_report(args.output, report, lines)
 
 if __name__ == "__main__":
     main()

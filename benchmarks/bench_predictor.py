@@ -16,7 +16,6 @@ otherwise; the largest difference is recorded).
 """
 
 import argparse
-import json
 import os
 import random
 import statistics
@@ -30,6 +29,7 @@ from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
     relative_flag,
     scratch_dir,
     synthetic_vocab,
+    write_report,
 )
 
 
@@ -101,8 +101,6 @@ def main():
               "load_after": [round(x, 2) for x in os.getloadavg()],
               "model_size": args.model_size, "batch": args.batch, "rows": args.rows,
               "results": results}
-    with open(args.output + ".json", "w") as f:
-        json.dump(report, f, indent=2)
     lines = [f"| text function | first call, s | second call, s | `outputs` of {args.batch} "
              f"rows, median ms | `predict` of {args.rows} rows, median s | rows/s |",
              "|---|---:|---:|---:|---:|---:|"]
@@ -110,13 +108,8 @@ def main():
         lines.append(f"| {r['mode']} | {r['first_call_s']} | {r['second_call_s']} | "
                      f"{r['median_call_ms']} | {r['median_predict_s']} | "
                      f"{r['rows_per_second']} |")
-    with open(args.output + ".md", "w") as f:
-        f.write("\n".join([f"Command: `{command}`", "",
-                           f"Machine: {report['cpu']}, {report['cores']} cores; {started}; "
-                           f"load {report['load_before']} before, {report['load_after']} after.",
-                           "", *lines, "", f"Largest logit difference between the two: "
-                           f"{difference:.2g}.", ""]))
-
+    write_report(args.output, report, [*lines, "", "Largest logit difference between the "
+                                       f"two: {difference:.2g}."])
 
 if __name__ == "__main__":
     main()
