@@ -1,13 +1,12 @@
-"""The Python API's Predictor, whose text graph runs op by op (eager), against the
-same graph traced once into a tf.function (as the export's signature is), in one
-process: what tracing it would gain, and what its first call would cost.
+"""The Python API's Predictor with its text graph run op by op (eager, `traced=False`)
+against the same graph traced once into a tf.function (`traced=True`, as the export's
+signature is), in one process: what tracing gains, and what its first call costs.
 
     python benchmarks/bench_predictor.py --output=benchmarks/predictor_calls
 
 A randomly initialized classifier (vocab 30522, SST-2's head, window 128) is
 written by electra_tf's own folder writers and opened with `Predictor.open`
-twice: as it is (`eager`), and with its text function wrapped here in
-tf.function with the signature's input specs (`traced`). For each the script
+twice: `traced=True` (`traced`) and `traced=False` (`eager`). For each the script
 times the first call (tracing included for `traced`) and then, alternating the
 two for --rounds rounds, `outputs` of --batch rows (short sentences of 5 to 35
 words) and `predict` of --rows rows at `batch_size` --batch; the table gives
@@ -44,10 +43,8 @@ def main():
     args = parser.parse_args()
     sys.path.insert(0, ROOT)
     import numpy as np
-    import tensorflow as tf
 
     from electra_tf import Predictor
-    from electra_tf.serving import signatures
 
     work = scratch_dir("bench_predictor_")
     folder = finetuned_folder(os.path.join(work, "sst2"), "sst2",
@@ -58,11 +55,7 @@ def main():
     started, load = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), os.getloadavg()
     predictors, first, second = {}, {}, {}
     for mode in ("traced", "eager"):
-        predictor = Predictor.open(folder)
-        if mode == "traced":  # the product's text function, traced once
-            names, _, function = signatures.text_signature(predictor.spec)
-            predictor._function = tf.function(function, input_signature=[
-                tf.TensorSpec([None], tf.string) for _ in names])
+        predictor = Predictor.open(folder, traced=mode == "traced")
         for took in (first, second):
             t0 = time.perf_counter()
             predictor.outputs(rows[:args.batch])

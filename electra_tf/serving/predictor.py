@@ -11,11 +11,14 @@ the model from the folder as `export_saved_model` does (`export.load_spec`:
 the folder opened once, its recorded head, label scale, null rule and
 vocabulary), and `outputs` runs the text signature's own function
 (`signatures.text_signature`: in-graph tokenization, packing, length
-buckets and decoding), so a prediction here is the served one. It runs
-eagerly: a call costs a second or so on a CPU, where tracing the graph first
-would cost half a minute; for a stream of requests, export and serve. The
-outputs and their names are the text signature's (docs/serving.md); `predict`
-hands them back one dict per input, each cut to that input's words, tokens or
+buckets and decoding), so a prediction here is the served one. The function
+runs op by op (no tracing to wait for, a fixed cost of a few hundred
+milliseconds a call on a CPU), or traced once into one graph as the export's
+signature is (a few seconds once, then several times faster a call): by
+default a `predict` of at least TRACE_BATCHES batches runs traced, every other
+call op by op (`traced=` chooses; benchmarks/bench_predictor.py). The outputs
+and their names are the text signature's (docs/serving.md); `predict` hands
+them back one dict per input, each cut to that input's words, tokens or
 wordpieces.
 """
 
@@ -27,22 +30,42 @@ from typing import Sequence
 # grows with the batch: about 5 MB a row of 512 positions even for a tiny model).
 DEFAULT_BATCH_SIZE = 32
 
+# A `predict` of at least this many batches runs the traced text graph by default: its
+# few seconds of tracing repay after about that many op-by-op calls' fixed cost.
+TRACE_BATCHES = 8
+
 
 class Predictor:
     """A model folder's model, tokenizer and text signature, for prediction on strings.
 
     Attributes:
       spec: the export's ServingSpec (model, tokenizer and the task's settings).
+      traced: True: every call runs the text graph traced into one tf.function (the
+        first call traces it, a few seconds); False: every call op by op; None (the
+        default): a `predict` of at least TRACE_BATCHES batches traced, every other call
+        op by op. Tracing needs Keras on TensorFlow (under JAX, None runs op by op).
     """
 
-    def __init__(self, spec):
+    def __init__(self, spec, traced: bool | None = None):
+        if traced is not None and not isinstance(traced, bool):
+            raise TypeError(f"traced must be True, False or None, got {traced!r}")
+        if traced:
+            import keras
+
+            if keras.backend.backend() != "tensorflow":
+                raise ValueError("traced=True needs Keras on TensorFlow (the text graph with "
+                                 f"the model in it), not {keras.backend.backend()}: give "
+                                 "traced=None or False")
         self.spec = spec
-        self._function = None
+        self.traced = traced
+        self._function = None  # the text function, op by op
+        self._graph = None  # traced once, on the first traced call
 
     @classmethod
     def open(cls, folder: str, task: str | None = None, vocab_file: str = "", max_seq_length: int = 0,
              max_query_length: int = 0, max_answer_length: int = 0,
-             precision: str = "fp32", doc_stride: int = 0) -> Predictor:
+             precision: str = "fp32", doc_stride: int = 0,
+             traced: bool | None = None) -> Predictor:
         """Opens a model folder for prediction.
 
         Args:
@@ -55,6 +78,7 @@ class Predictor:
           vocab_file, max_seq_length, max_query_length, max_answer_length, precision,
           doc_stride: as the export's flags of the same names (0 / "": the folder's); "bf16"
             predicts as the --precision=bf16 export does.
+          traced: whether calls run the text graph traced (see the class).
         Raises:
           InputError, ConfigError, VocabError: what the export refuses, in the same words.
         """
@@ -77,7 +101,7 @@ class Predictor:
         check_precision(precision)  # before the model is built
         spec = load_spec(task, folder, vocab_file, max_seq_length, max_query_length,
                          max_answer_length, what="folder", doc_stride=doc_stride)
-        return cls(dataclasses.replace(spec, precision=precision))
+        return cls(dataclasses.replace(spec, precision=precision), traced=traced)
 
     @property
     def model(self):
@@ -112,7 +136,7 @@ class Predictor:
         Raises:
           TypeError, ValueError: inputs that are not that (one line naming the input).
         """
-        return self._run(self._checked(inputs))
+        return self._run(self._checked(inputs), traced=bool(self.traced))
 
     def predict(self, *inputs: Sequence[str], batch_size: int = DEFAULT_BATCH_SIZE) -> list[dict]:
         """One dict per input row: the text signature's outputs of that row, as Python
@@ -124,7 +148,8 @@ class Predictor:
             string (or bytes) for each input is one row.
           batch_size: rows run at once (a long list runs in batches of this many, so
             that memory stays bounded; each row's outputs do not depend on it, to float32
-            rounding).
+            rounding). A list of at least TRACE_BATCHES batches runs the traced graph
+            unless the Predictor's `traced` is False.
         Raises:
           TypeError, ValueError: inputs that are not that, or a batch_size below 1.
         """
@@ -144,9 +169,16 @@ class Predictor:
             raise TypeError("give every input as a single string (one row) or every one as "
                             "a list of strings, not a mix")
         columns, batch_size = self._checked(inputs), int(batch_size)
+        count = len(columns[0])
+        traced = self.traced
+        if traced is None:
+            import keras
+
+            traced = (-(-count // batch_size) >= TRACE_BATCHES
+                      and keras.backend.backend() == "tensorflow")
         rows = []
-        for start in range(0, len(columns[0]), batch_size):
-            out = self._run([c[start:start + batch_size] for c in columns])
+        for start in range(0, count, batch_size):
+            out = self._run([c[start:start + batch_size] for c in columns], traced)
             rows += self._rows(out, min(batch_size, len(columns[0]) - start))
         return rows
 
@@ -186,8 +218,9 @@ class Predictor:
                              + ", ".join(f"{len(c)} {n}" for n, c in zip(names, columns)))
         return columns
 
-    def _run(self, columns: list[list]) -> dict:
-        """The text signature's outputs for checked columns (`_checked`), as NumPy arrays."""
+    def _run(self, columns: list[list], traced: bool) -> dict:
+        """The text signature's outputs for checked columns (`_checked`), as NumPy arrays,
+        from its function op by op or `traced`."""
         import numpy as np
         import tensorflow as tf
 
@@ -195,9 +228,15 @@ class Predictor:
             from electra_tf.serving import signatures
 
             _, _, self._function = signatures.text_signature(self.spec)
+        function = self._function
+        if traced:
+            if self._graph is None:  # one graph for every batch size (the export's specs)
+                self._graph = tf.function(self._function, input_signature=[
+                    tf.TensorSpec([None], tf.string) for _ in columns])
+            function = self._graph
         tensors = [tf.constant([_utf8(t) for t in c], tf.string) for c in columns]
         result = {}
-        for name, value in self._function(*tensors).items():
+        for name, value in function(*tensors).items():
             value = value.numpy()
             if value.dtype == object and value.size:  # (an empty batch's stay object too)
                 value = np.vectorize(lambda b: b.decode("utf-8", "replace"),

@@ -97,6 +97,39 @@ def test_predict_runs_a_long_list_in_batches(predictors):
             ner.predict(TEXTS, batch_size=size)
 
 
+def test_a_long_list_runs_the_traced_graph_and_answers_alike(predictors, finetuned_dirs):
+    """A predict of TRACE_BATCHES batches or more runs the text graph traced once (op by
+    op it had cost a fixed few hundred ms a call); its rows are the op-by-op rows to
+    float32 rounding; traced=False never traces, traced=True traces from the first call
+    and answers a call alike each time."""
+    from electra_tf import Predictor
+    from electra_tf.serving.predictor import TRACE_BATCHES
+
+    pair = Predictor.open(finetuned_dirs["mrpc"])
+    rows = (TEXTS * TRACE_BATCHES)[:TRACE_BATCHES]
+    eager = pair.predict(rows[:TRACE_BATCHES - 1], rows[1:], batch_size=1)
+    assert pair._graph is None  # 7 batches: op by op
+    traced = pair.predict(rows, rows[1:] + rows[:1], batch_size=1)
+    assert pair._graph.experimental_get_tracing_count() == 1
+    _close(traced[:-1], eager)
+    pair.predict(rows, rows, batch_size=2)  # 4 batches: op by op again, no new trace
+    assert pair._graph.experimental_get_tracing_count() == 1
+    never = Predictor.open(finetuned_dirs["mrpc"], traced=False)
+    _close(never.predict(rows, rows[1:] + rows[:1], batch_size=1), traced)
+    assert never._graph is None
+    always = Predictor.open(finetuned_dirs["mrpc"], traced=True)
+    first = always.outputs(TEXTS, TEXTS[::-1])
+    assert always._graph.experimental_get_tracing_count() == 1
+    again = always.outputs(TEXTS, TEXTS[::-1])
+    assert all((first[k] == again[k]).all() for k in first)
+    np.testing.assert_allclose(
+        first["logits"], predictors["mrpc"].outputs(TEXTS, TEXTS[::-1])["logits"], atol=1e-5)
+    for value in ("yes", 1):
+        with pytest.raises(TypeError, match=re.escape(
+                f"traced must be True, False or None, got {value!r}")):
+            Predictor.open(finetuned_dirs["mrpc"], traced=value)
+
+
 def test_arguments_of_the_wrong_type_are_refused_naming_them(predictors, finetuned_dirs,
                                                            tiny_vocab, tmp_path):
     """A float max_seq_length had passed Predictor.open's range check and failed in

@@ -155,12 +155,18 @@ def test_a_predictor_answers_alike_in_a_process_running_keras_on_jax(finetuned_d
         import keras
         from electra_tf import Predictor
         assert keras.backend.backend() == "jax"
+        cases = json.loads(sys.argv[1])
         out = {name: Predictor.open(folder).predict(*inputs)
-               for name, (folder, inputs) in json.loads(sys.argv[1]).items()}
+               for name, (folder, inputs) in cases.items()}
+        try:
+            Predictor.open(cases["ner"][0], traced=True)
+        except ValueError as e:
+            out["refused"] = str(e)
         print(json.dumps(out))
         """, json.dumps(cases))
     assert proc.returncode == 0, proc.stderr[-3000:]
     on_jax = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert on_jax.pop("refused").startswith("traced=True needs Keras on TensorFlow")
     for name, (folder, inputs) in cases.items():
         want = Predictor.open(folder).predict(*inputs)
         for got_row, want_row in zip(on_jax[name], want, strict=True):
