@@ -89,7 +89,9 @@ def main(argv):
     if config.seed + run.num_trials - 1 > 2**32 - 1:  # trial k's seed is seed + k - 1
         raise ConfigError(f"--seed={config.seed} with --num_trials={run.num_trials}: the last "
                           f"trial's seed {config.seed + run.num_trials - 1} is past 2**32 - 1 "
-                          "(it had failed after the trials before it); give a lower --seed")
+                          "(it had failed after the trials before it); give a lower "
+                          + ("--num_trials" if run.num_trials > 2**32 else
+                             "--seed or --num_trials"))
     require_tensorflow()
     backend = backends.name()  # KERAS_BACKEND: training/backends/tensorflow.py or jax.py
     # Before any TF op or JAX device query: collectives and logical devices

@@ -48,7 +48,7 @@ from typing import Callable
 
 from electra_tf.core import signals
 from electra_tf.core.config import FinetuningConfig, FinetuningRun
-from electra_tf.core.errors import ConfigError, Diverged, InputError
+from electra_tf.core.errors import ConfigError, Diverged, InputError, clipped
 from electra_tf.core.fileio import FolderLock, atomic_write_text, no_empty_folder_left
 from electra_tf.folders.files import (
     FINETUNING_CONFIG,
@@ -77,8 +77,13 @@ _WORKER_OWN = ("init_checkpoint", "data_dir", "vocab_file", "train_dev_sha256", 
 
 
 def trial_dir(model_dir: str, trial: int) -> str:
-    """Trial `trial`'s folder: the original's `model_dir + "_" + str(trial)`."""
-    return f"{os.path.normpath(model_dir)}_{trial}"
+    """Trial `trial`'s folder: the original's `model_dir + "_" + str(trial)`, beside the
+    group folder itself where `model_dir` is a link to it (beside the link, a group
+    reached through one had trained its interrupted trial again in another folder)."""
+    folder = os.path.normpath(model_dir)
+    if os.path.islink(folder):
+        folder = os.path.realpath(folder)
+    return f"{folder}_{trial}"
 
 
 def is_trial_group(folder: str) -> bool:
@@ -148,6 +153,15 @@ def _wrong_field(record: dict) -> str | None:
         if not isinstance(results, dict) or not all(
                 isinstance(split, dict) for split in results.values()):
             return f"trial {trial['trial']} has no results object of splits"
+        for split, metrics in results.items():
+            for name, value in metrics.items():
+                # a string had been left out of the summary without a word, an integer
+                # past a float's range had stopped results.txt's writing in a traceback
+                # (a NaN or an infinity is a float the summary leaves out, as null)
+                if value is not None and not isinstance(value, float) \
+                        and finite_number(value) is None:
+                    return (f"trial {trial['trial']}'s {split} {name} is "
+                            f"{clipped(repr(value))}, not a number or null")
         if not isinstance(trial.get("model_size", ""), str):
             return f"trial {trial['trial']}'s model_size is not a string"
         if not isinstance(trial.get("diverged", ""), str):
@@ -514,7 +528,17 @@ def remove_trial_folder(model_dir: str, trial: int, folder: str, predictions: li
     shutil.rmtree(folder)
 
 
+def _read_text(path: str) -> str | None:
+    """A text file's contents; None where it cannot be read as UTF-8 text."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def _results_txt(record: dict) -> str:
+    """results.txt of a record as trials.json holds it (`json_numbers`)."""
     lines = []
     for t in record["trials"]:
         if t.get("diverged"):
@@ -570,6 +594,11 @@ class TrialGroup:
             # The summary is the trials': recomputed, not read (an edited or older file's).
             self.stale = self.record.get("summary") != json_numbers(self._summary())
             self.record["summary"] = self._summary()
+            # results.txt is written after trials.json: a run stopped between the two
+            # writes of its last trial had left it a trial behind for good
+            self.text_stale = not self.stale and _read_text(
+                os.path.join(self.folder, RESULTS_TXT)) != _results_txt(
+                json_numbers(self.record))
         else:
             if os.path.exists(os.path.join(self.folder, RESULTS_TXT)):
                 # its own record is written before trial 1 (and removed if it is refused):
@@ -580,7 +609,7 @@ class TrialGroup:
                                  "--model_dir")
             self.record = {"task": task, "seed": config.seed, "settings": settings,
                            "num_trials": run.num_trials, "trials": [], "summary": {}}
-            self.stale = self.asked_anew = False
+            self.stale = self.asked_anew = self.text_stale = False
         self.new = not os.path.exists(self.path)  # (written before its first trial trains)
 
     def _summary(self) -> dict:
@@ -615,9 +644,10 @@ class TrialGroup:
         if not self.writer:
             return
         os.makedirs(self.folder, exist_ok=True)
-        write_json(self.path, json_numbers(self.record))
-        atomic_write_text(os.path.join(self.folder, RESULTS_TXT), _results_txt(self.record))
-        self.stale = False
+        record = json_numbers(self.record)
+        write_json(self.path, record)
+        atomic_write_text(os.path.join(self.folder, RESULTS_TXT), _results_txt(record))
+        self.stale = self.text_stale = False
         self.written = True  # (the closing line says so only then)
 
     def remove(self) -> None:
@@ -726,6 +756,9 @@ def _run_trials(group: TrialGroup, config: FinetuningConfig, run: FinetuningRun,
             results = final_results(trainer.train())
         except Diverged as e:  # this seed's; the next ones may train
             results, diverged = {}, str(e)
+        except Interrupted as e:  # its line names the trial that stopped
+            raise Interrupted(e.step, signum=e.signum, left_peers=e.left_peers,
+                              message=f"trial {k}/{n} ({folder}): {e}") from None
         size = getattr(trainer, "size", "")  # the checkpoint's size name, or "custom"
         written = getattr(trainer, "prediction_files", list)()
         del trainer
@@ -749,6 +782,11 @@ def _run_trials(group: TrialGroup, config: FinetuningConfig, run: FinetuningRun,
     if group.stale:  # every trial had finished: the files' summary is brought up to date
         log("finetune", f"{group.path}: its summary differed from its trials' results; "
                         "rewritten from them")
+        group.write()
+    elif group.text_stale:
+        text = os.path.join(group.folder, RESULTS_TXT)
+        log("finetune", f"{text} did not match {group.path} (a run stopped between writing "
+                        "the two, or an edit); rewritten from it")
         group.write()
     more = len(group.record["trials"]) - n
     if more > 0:

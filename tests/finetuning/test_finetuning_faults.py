@@ -417,7 +417,12 @@ def test_electra_tf_verbose_brings_tensorflows_logging_back(pretrained_dir, toy_
      "error: --label_names is for classification and tagging tasks; 'sst2' has its own"),
     (("--task_name=sst2", "--seed=4294967295", "--num_trials=2"),  # failed after trial 1
      "error: --seed=4294967295 with --num_trials=2: the last trial's seed 4294967296 is past "
-     "2**32 - 1"),
+     "2**32 - 1 (it had failed after the trials before it); give a lower --seed or "
+     "--num_trials"),
+    # at seed 0 no lower seed helps (it had said "give a lower --seed")
+    (("--task_name=sst2", f"--num_trials={2**32 + 1}"), "error: --seed=0 with --num_trials="
+     f"{2**32 + 1}: the last trial's seed {2**32} is past 2**32 - 1 (it had failed after the "
+     "trials before it); give a lower --num_trials"),
 ])
 def test_bad_flags_are_refused_before_tensorflow_is_imported(flags, expected, tmp_path):
     """The command's one line for a bad task or task option comes before Keras imports

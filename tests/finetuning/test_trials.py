@@ -867,6 +867,14 @@ def test_a_rerun_asking_fewer_trials_says_the_summary_is_over_all(tmp_path, caps
     (lambda r: r.update(settings=[]), "settings is not an object"),
     (lambda r: r.update(num_trials="2"), "num_trials is not a whole number >= 1"),
     (lambda r: r.update(num_trials=0), "num_trials is not a whole number >= 1"),
+    # a string had been left out of the summary silently; an integer past a float's range
+    # had stopped results.txt's writing in a traceback (after a trial had trained)
+    (lambda r: r["trials"][1]["results"]["dev"].update(accuracy="0.5"),
+     "trial 2's dev accuracy is '0.5', not a number or null"),
+    (lambda r: r["trials"][1]["results"]["dev"].update(accuracy=10**400),
+     "trial 2's dev accuracy is 1000000"),
+    (lambda r: r["trials"][1]["results"]["dev"].update(accuracy=True),
+     "trial 2's dev accuracy is True, not a number or null"),
 ])
 def test_an_edited_trials_file_is_refused_before_any_trial_trains(tmp_path, edit, message):
     """A trial number as a string, a missing seed or a split that is not an object had
@@ -909,6 +917,61 @@ def test_the_summary_is_the_trials_not_the_files(tmp_path, capsys):
         "sst2 dev accuracy: median 1.4000, mean 3.9000")
     trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
     assert "rewritten" not in capsys.readouterr().err  # up to date now
+
+
+def test_a_results_txt_behind_its_trials_file_is_rewritten(tmp_path, capsys):
+    """A run stopped between writing trials.json and results.txt after its last trial
+    had left results.txt a trial behind for good (every rerun found nothing to do)."""
+    config, run = fake_runs(tmp_path, 2)
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    text = tmp_path / "out" / "results.txt"
+    whole = text.read_text()
+    text.write_text("trial 1 (seed 7) sst2 dev: accuracy: 1.2000\n")  # as trial 1 left it
+    capsys.readouterr()
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    assert (f"{text} did not match {tmp_path / 'out' / 'trials.json'} (a run stopped "
+            "between writing the two, or an edit); rewritten from it"
+            in capsys.readouterr().err)
+    assert text.read_text() == whole
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    assert "rewritten" not in capsys.readouterr().err  # up to date now
+    # a score the summary leaves out (null) matches too: no rewrite on every rerun
+    config, run = fake_runs(tmp_path / "nan", 1)
+    nan = lambda c, r: type("T", (FakeTrainer,), {"train": lambda self: {  # noqa: E731
+        "epoch_1": {"dev": {"accuracy": float("nan")}}}})(c, r)
+    trials.run_trials(config, run, "sst2", nan, Finetuning.final_results)
+    capsys.readouterr()
+    trials.run_trials(config, run, "sst2", nan, Finetuning.final_results)
+    assert "rewritten" not in capsys.readouterr().err
+
+
+def test_a_group_reached_through_a_link_keeps_its_trials_beside_its_folder(tmp_path,
+                                                                         capsys):
+    """A --model_dir that links to the group folder had put the trials beside the link:
+    the interrupted trial trained again in another folder, the group split in two."""
+    config, run = fake_runs(tmp_path, 2)
+    made = []
+
+    def make_trainer(c, r):
+        made.append(r.model_dir)
+        return FakeTrainer(c, r, interrupt=c.seed == 8 and len(made) == 2)
+
+    with pytest.raises(Interrupted) as stopped:  # trial 2 stops
+        trials.run_trials(config, run, "sst2", make_trainer, Finetuning.final_results)
+    out = str(tmp_path / "out")
+    assert str(stopped.value) == (f"trial 2/2 ({out}_2): interrupted at step 3; checkpoint "
+                                  "saved; rerun to resume")  # the line names the trial
+    os.mkdir(tmp_path / "elsewhere")
+    link = tmp_path / "elsewhere" / "link"
+    os.symlink(out, link)
+    made.clear()
+    trials.run_trials(config, dataclasses.replace(run, model_dir=str(link)), "sst2",
+                      make_trainer, Finetuning.final_results)
+    assert made == [out + "_2"]  # the interrupted trial's own folder
+    assert f"trial 1/2 (seed 7, {out}_1): finished, skipped" in capsys.readouterr().err
+    assert not os.path.exists(str(link) + "_2")
+    assert [t["model_dir"] for t in trials.read_trials(out)["trials"]] == [out + "_1",
+                                                                           out + "_2"]
 
 
 def test_a_group_trained_without_evaluation_refuses_a_rerun_that_evaluates(tmp_path):
