@@ -805,7 +805,8 @@ def test_ctrl_c_in_the_second_trial_of_the_command_resumes_it(pretrained_dir, to
         proc.kill()
     stderr = "".join(lines) + rest
     assert proc.returncode == 130, stderr[-3000:]
-    assert stderr.strip().splitlines()[-1].startswith("interrupted at step"), stderr[-3000:]
+    assert re.fullmatch(r"trial 2/2 \(\S+_2\): interrupted at step \d+; checkpoint saved; "
+                        r"rerun to resume", stderr.strip().splitlines()[-1]), stderr[-3000:]
     assert [t["trial"] for t in trials.read_trials(str(out))["trials"]] == [1]
     proc = popen_python(args, stderr=subprocess.PIPE, text=True)
     stderr = proc.communicate(timeout=patience(600))[1]
