@@ -63,7 +63,8 @@ def _a_table(path: str) -> bool:
     except ValueError:
         return False
     return isinstance(value, dict) and (
-        {"columns", "rows", "skipped"} <= set(value) <= {"columns", "rows", "skipped", "pending"})
+        {"columns", "rows", "skipped"} <= set(value)
+        <= {"columns", "rows", "skipped", "pending", "unscored"})
 
 
 def _shown(folder: str) -> str:

@@ -20,6 +20,7 @@ import statistics
 
 from electra_tf.core.config import model_size_of
 from electra_tf.core.errors import InputError
+from electra_tf.core.words import count
 from electra_tf.folders.files import FINETUNED_WEIGHTS, RESULTS, what_it_holds
 from electra_tf.folders.finetuned import (
     final_results,
@@ -69,6 +70,7 @@ class TaskResult:
     dropped: int = 0  # trials whose value is not a finite number, or diverged (left out)
     unfinished: int = 0  # trials the group's --num_trials asked for that have not run
     trials: tuple[int, ...] = ()  # a group's: the trial each value is of; a run's: ()
+    why: str = ""  # no value to put in the table: why (listed below it)
 
     @property
     def median(self) -> float:
@@ -102,12 +104,17 @@ def _value(folder: str, task: str, final: dict) -> float | None:
     return number * scale
 
 
-def _finite_values(folder: str, task: str, values, diverged: int = 0) -> tuple[float, ...]:
-    kept = tuple(v for v in values if v is not None)
-    if not kept:
-        raise InputError(f"{folder}: no finite {task} result to put in the table"
-                         + (f" ({diverged} trial(s) diverged)" if diverged else ""))
-    return kept
+def _no_value(values, diverged: int = 0) -> str:
+    """Why none of `values` (None: not a finite number) can go in the table ("" where one
+    can): the folder is listed below the table with it (it had stopped the whole table)."""
+    if any(v is not None for v in values):
+        return ""
+    n = len(values)
+    if diverged == n:
+        return f"{count(n, 'trial')} diverged" if n > 1 else "its training diverged"
+    return ("no finite score (" + ", ".join(
+        ([f"{diverged} diverged"] if diverged else [])
+        + [f"{n - diverged} not a number"]) + ")") if n > 1 else "its score is not a number"
 
 
 def read_folder(folder: str) -> TaskResult | None:
@@ -128,14 +135,18 @@ def read_folder(folder: str) -> TaskResult | None:
         if not done:  # a group stopped in its first trial: listed below the table
             return TaskResult(folder, task, "", (), unfinished=requested)
         sizes = {t.get("model_size", "") for t in done}
+        if record["settings"].get("do_eval") is False:  # trials with no results to read
+            return TaskResult(folder, task, "", (), dropped=len(done),
+                              unfinished=max(0, requested - len(done)),
+                              why="trained with --do_eval=false: no dev scores recorded")
         each = [None if t.get("diverged") else _value(folder, task, t["results"])
                 for t in done]  # a diverged trial: no value (dropped)
-        values = _finite_values(folder, task, each,
-                                diverged=sum(bool(t.get("diverged")) for t in done))
+        values = tuple(v for v in each if v is not None)
         return TaskResult(folder, task, sizes.pop() if len(sizes) == 1 else "custom", values,
                           dropped=len(done) - len(values),
                           unfinished=max(0, requested - len(done)),
-                          trials=tuple(t["trial"] for t, v in zip(done, each) if v is not None))
+                          trials=tuple(t["trial"] for t, v in zip(done, each) if v is not None),
+                          why=_no_value(each, sum(bool(t.get("diverged")) for t in done)))
     if not is_finetuning_folder(folder):
         if not os.path.exists(folder):
             raise InputError(f"{folder} not found")
@@ -149,30 +160,36 @@ def read_folder(folder: str) -> TaskResult | None:
     if not results:
         raise InputError(f"{folder}: no {RESULTS} yet (a fine-tuning run writes it at its "
                          "first evaluation)")
-    final = final_results(results)
-    return TaskResult(folder, task, model_size_of(encoder),
-                      _finite_values(folder, task, [_value(folder, task, final)]))
+    value = _value(folder, task, final_results(results))
+    return TaskResult(folder, task, model_size_of(encoder), () if value is None else (value,),
+                      dropped=int(value is None), why=_no_value([value]))
 
 
 def results_table(folders) -> dict:
     """The table as data: {"columns": [...], "rows": [...], "skipped": [...],
-    "pending": [...]}.
+    "pending": [...], "unscored": [...]}.
 
     A row per model size of the folders ("yours"), each cell the median over its task's
     trials with n, then the README's rows of that size. Folders of a task without a
     column (wnli, ner, your own data) are listed under "skipped", trial groups none of
-    whose trials has finished yet under "pending" ({"folder", "task", "unfinished"}).
+    whose trials has finished yet under "pending" ({"folder", "task", "unfinished"}),
+    and folders with no finite score of their column's metric (every trial diverged
+    or scored NaN, a group trained without evaluation) under "unscored" ({"folder",
+    "task", "why"}).
 
     Raises:
       InputError: a folder that is neither kind, or given twice, or two folders of one
         task and size.
     """
     by_size: dict[str, dict[str, TaskResult]] = {}
-    skipped, pending = [], []
+    skipped, pending, unscored = [], [], []
     for folder in folders:
         result = read_folder(folder)
         if result is None:
             skipped.append(os.path.normpath(folder))
+            continue
+        if result.why:
+            unscored.append({"folder": result.folder, "task": result.task, "why": result.why})
             continue
         if not result.values and not result.dropped:  # no trial finished yet
             pending.append({"folder": result.folder, "task": result.task,
@@ -207,7 +224,8 @@ def results_table(folders) -> dict:
                              "cells": [None if v is None else {"median": v} for v in values]})
     columns = [{"name": c[0], "metric": c[1], "task": c[2], "split": c[3], "key": c[4]}
                for c in COLUMNS]
-    return {"columns": columns, "rows": rows, "skipped": skipped, "pending": pending}
+    return {"columns": columns, "rows": rows, "skipped": skipped, "pending": pending,
+            "unscored": unscored}
 
 
 def markdown(table: dict) -> str:
@@ -241,6 +259,9 @@ def markdown(table: dict) -> str:
             f"{p['folder']} ({p['task']}"
             + (f", {p['unfinished']} not run)" if p["unfinished"] else ")")
             for p in table["pending"]))
+    if table.get("unscored"):
+        notes.append("No score to put in the table: " + ", ".join(
+            f"{u['folder']} ({u['task']}: {u['why']})" for u in table["unscored"]))
     if table["skipped"]:
         notes.append("Not in the table (no column for their task): "
                      + ", ".join(table["skipped"]))

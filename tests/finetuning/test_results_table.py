@@ -219,11 +219,9 @@ def _trials_file(path, trials_value):
     ([{"model_size": "small"}], "trial 1 has no results object"),
     ([{"model_size": ["x"], "results": {}}], "trial 1's model_size is not a string"),
     ([{"results": {}, "diverged": True}], "trial 1's diverged is not a string"),
-    ([{"results": {}, "diverged": "nan"}], r"no finite cola result to put in the table \(1 "
-                                          r"trial\(s\) diverged\)"),
-    ([{"results": {"dev": {"mcc": "high"}}}], "its final cola dev mcc is 'high', not a number"),
-    ([{"results": {"dev": {"mcc": float("nan")}}}], "no finite cola result"),
-    ([{"results": {"dev": {"mcc": 10 ** 400}}}], "no finite cola result"),  # OverflowError
+    ([{"results": {"dev": {"mcc": "high"}}}], "trial 1's dev mcc is 'high', not a number or "
+                                              "null; not a file electra_tf wrote"),
+    ([{"results": {"dev": {"mcc": 10 ** 400}}}], "trial 1's dev mcc is 1000"),  # OverflowError
     # a finite score outside its metric's range (x 100 had made 1e308 inf, and the JSON
     # table printed Infinity)
     ([{"results": {"dev": {"mcc": 1e308}}}],
@@ -255,6 +253,36 @@ def test_non_finite_trials_are_left_out_of_the_median_and_a_folder_without_resul
         results_table([folder])
     finetuned.write_results(folder, {"epoch_x": {}, "epoch_2": {"dev": {"accuracy": 0.5}}})
     assert results_table([folder])["rows"][0]["cells"][7]["median"] == 50.0
+
+
+def test_a_folder_without_a_finite_score_is_named_below_the_table(tmp_path, tiny_vocab):
+    """A group whose every trial diverged or scored NaN, a group trained without
+    evaluation and a run whose score is null had each stopped the whole table (status 2,
+    no other folder's cell printed); each is named below it, with why."""
+    diverged = {"results": {}, "diverged": "the training loss became nan in step 3"}
+    groups = [_trials_file(tmp_path / "all_diverged", [diverged, diverged]),
+              _trials_file(tmp_path / "one_diverged", [diverged]),
+              _trials_file(tmp_path / "nan", [{"results": {"dev": {"mcc": float("nan")}}},
+                                              diverged])]
+    no_eval = tmp_path / "no_eval"
+    no_eval.mkdir()
+    files.write_json(str(no_eval / trials.TRIALS), {
+        "task": "cola", "settings": {"do_eval": False}, "num_trials": 3,
+        "trials": [{"trial": 1, "seed": 0, "results": {}}]})
+    single = finetuned_folder(tmp_path / "stsb", "stsb", {"dev": {"spearman": None}},
+                              tiny_vocab)
+    scored = finetuned_folder(tmp_path / "rte", "rte", {"dev": {"accuracy": 0.7}}, tiny_vocab)
+    table = results_table([*groups, str(no_eval), single, scored])
+    assert [(os.path.basename(u["folder"]), u["task"], u["why"]) for u in table["unscored"]] == [
+        ("all_diverged", "cola", "2 trials diverged"),
+        ("one_diverged", "cola", "its training diverged"),
+        ("nan", "cola", "no finite score (1 diverged, 1 not a number)"),
+        ("no_eval", "cola", "trained with --do_eval=false: no dev scores recorded"),
+        ("stsb", "stsb", "its score is not a number")]
+    assert table["rows"][0]["cells"][7]["median"] == 70.0  # the other folder's cell
+    text = markdown(table)
+    assert f"No score to put in the table: {groups[0]} (cola: 2 trials diverged), " in text
+    assert "| 70.0 |" in text
 
 
 def test_a_group_cut_short_says_how_many_trials_have_not_run(tmp_path):
