@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
 
 from absl import app, flags
@@ -50,7 +51,9 @@ def define_flags() -> None:
     flags.DEFINE_enum("from", None, ["tf1", "hf"], "Import from the original TF1 checkpoint "
                       "format or from a transformers folder.")
     flags.DEFINE_enum("to", None, ["hf"], "Export an electra_tf model_dir to transformers.")
-    flags.DEFINE_string("checkpoint", "", "--from=tf1: the checkpoint prefix (PATH/model.ckpt).")
+    flags.DEFINE_string("checkpoint", "", "--from=tf1: the checkpoint: its prefix "
+                        "(PATH/model.ckpt), its .index or .data-* file, or the folder "
+                        "holding it (the release's unzipped folder).")
     flags.DEFINE_string("model_dir", "", "--from=hf: the transformers folder; --to=hf: the "
                         "electra_tf model_dir.")
     flags.DEFINE_string("generator_dir", "", "--from=hf: a transformers ElectraForMaskedLM "
@@ -88,9 +91,9 @@ def define_flags() -> None:
                       "casing, and the export's tokenizer follows it. --from=hf: the casing "
                       "of a folder whose tokenizer files do not say (against theirs: refused).")
     flags.DEFINE_string("vocab_file", "", "--from=hf, a task model: the vocabulary, where the "
-                        "folder has no vocab.txt or tokenizer.json; --from=tf1, a fine-tuned "
-                        "checkpoint: the vocab.txt it was fine-tuned with, where none lies "
-                        "beside it.")
+                        "folder has no vocab.txt or tokenizer.json; --from=tf1: the vocab.txt "
+                        "the checkpoint was trained with, where none lies beside it (given, "
+                        "it is used over the one beside it).")
     flags.DEFINE_integer("max_seq_length", 0, "--from=hf, a task model: the sequence length "
                          "recorded for it (default: its position count); --from=tf1, a "
                          "fine-tuned checkpoint: default the original's (512 QA, 256 "
@@ -259,6 +262,14 @@ def _convert(source) -> None:
             do_lower_case=FLAGS.do_lower_case, vocab_file=FLAGS.vocab_file,
             max_seq_length=FLAGS.max_seq_length, data_dir=FLAGS.data_dir,
             tf1_task=FLAGS.tf1_task)
+        for note in report.pop("notes", []):
+            print(f"[convert] note: {note}", file=sys.stderr)
+        if FLAGS["resume_checkpoint"].present and not FLAGS.resume_checkpoint \
+                and "checkpoint" not in report and not report.get("resumable"):
+            print("[convert] note: --noresume_checkpoint does nothing here: "
+                  + ("a fine-tuned checkpoint" if "task" in report else
+                     "a checkpoint without the generator") + " gets no ckpt-0 to continue "
+                  "pre-training from", file=sys.stderr)
         if "task" in report:
             print(f"[convert] {report['kind']}: {len(report['assigned'])} variables -> "
                   f"{FLAGS.output} (a fine-tuning folder of task {report['task']}; "
@@ -269,7 +280,7 @@ def _convert(source) -> None:
               file=sys.stderr)
         if "checkpoint" in report:
             print(f"[convert] continue pre-training with run_pretraining --model_dir="
-                  f"{FLAGS.output} {report['resume_flags']}", file=sys.stderr)
+                  f"{shlex.quote(FLAGS.output)} {report['resume_flags']}", file=sys.stderr)
     elif source == "hf":
         if not FLAGS.model_dir:
             raise InputError("--from=hf needs --model_dir")

@@ -313,7 +313,7 @@ def sync_tree(folder: str) -> None:
         sync_folder(parent)
 
 
-def check_free_space(path: str, nbytes: int) -> None:
+def check_free_space(path: str, nbytes: int, what: str = "it") -> None:
     """Refuses a write of about `nbytes` to `path` that its file system has no room for.
 
     Some writers do not fail cleanly on a full disk (safetensors; h5py, which
@@ -321,6 +321,8 @@ def check_free_space(path: str, nbytes: int) -> None:
     runs in memory), so such a write asks first and fails before anything is
     written. Local paths only (a gs:// path is left to its file system).
 
+    Args:
+      what: what `nbytes` is of, as the message names it ("it": `path` alone).
     Raises:
       OSError(ENOSPC) naming `path`, the size needed and the space free
       (cli.run_cli prints it as one line, exit status 1).
@@ -332,7 +334,7 @@ def check_free_space(path: str, nbytes: int) -> None:
         probe = os.path.dirname(probe)
     free = shutil.disk_usage(probe).free
     if free < nbytes:
-        raise OSError(errno.ENOSPC, f"No space left on device: writing it needs about "
+        raise OSError(errno.ENOSPC, f"No space left on device: writing {what} needs about "
                       f"{_size(nbytes)}, {_size(free)} free", path)
 
 

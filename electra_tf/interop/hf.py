@@ -360,6 +360,35 @@ def _keep_shared_vocabulary(model_dir: str, output: str) -> None:
             "generator trained with that discriminator")
 
 
+def _check_shared_sizes(model_dir: str, config: EncoderConfig, output: str) -> None:
+    """Refuses a generator whose vocabulary or position count is not that of the
+    discriminator converted into `output` (ELECTRA's two models share their token and
+    position embeddings): a generator's folder without a vocab.txt had gone in with 100
+    rows beside a vocabulary of 211 tokens, and failed at its first id past 99.
+
+    Raises:
+      ConversionError: naming the size, both values and the folders.
+    """
+    from electra_tf.folders.files import (
+        DISCRIMINATOR_CONFIG,
+        DISCRIMINATOR_WEIGHTS,
+        holds_weights,
+        read_encoder_config,
+    )
+
+    path = os.path.join(output, DISCRIMINATOR_CONFIG)
+    if not (holds_weights(output, DISCRIMINATOR_WEIGHTS) and os.path.isfile(path)):
+        return
+    discriminator = read_encoder_config(path)
+    for name in ("vocab_size", "max_position_embeddings"):
+        mine, theirs = getattr(config, name), getattr(discriminator, name)
+        if mine != theirs:
+            raise core.ConversionError(
+                f"{model_dir}: its {name} is {mine}, the discriminator's {theirs} ({path}): "
+                "ELECTRA's generator and discriminator share their token and position "
+                "embeddings; give the generator trained with that discriminator")
+
+
 def _check_shared_casing(model_dir: str, output: str) -> None:
     """Refuses a generator whose tokenizer cases text otherwise than the discriminator
     converted into `output` (its recorded casing; none recorded: lower-cased, as the
@@ -467,6 +496,8 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
                   if not (dropped is not None and dropped.hf_owns(k))}, model_dir)
     if kind != "masked_lm":  # a generator is a fraction of the size it goes with
         core.check_model_size(config, model_size, {})
+    else:  # before anything is written
+        _check_shared_sizes(model_dir, config, output)
     task_model = head is not None
     if task_model:  # before any file is written: a folder it cannot describe is refused
         head_config = check_task_head(model_dir, hf_config, weights, head)
@@ -764,7 +795,8 @@ def _check_room(output: str, *tensors: dict, files: tuple[str, ...] = ()) -> Non
     header, then `files` are copied (the vocabulary) and a few small JSON files."""
     need = sum(v.nbytes + 256 for group in tensors for v in group.values())
     need += sum(os.path.getsize(f) for f in files if f and os.path.isfile(f)) + 65536
-    check_free_space(os.path.join(output, "model.safetensors"), need)
+    check_free_space(os.path.join(output, "model.safetensors"), need,
+                     what="it and the export's other files")
 
 
 def _save(output: str, tensors: dict, config: dict) -> list[str]:

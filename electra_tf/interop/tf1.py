@@ -216,7 +216,8 @@ def import_checkpoint(path: str, model_size: str, output: str,
     has_generator = any(n.startswith(("generator/", "generator_predictions/"))
                         for n in weights) or electric.is_electric(weights)
     folder = ConvertedFolder(output)
-    report = {"source": source, "format": "tf1", "skipped": skipped}
+    report = {"source": source, "format": "tf1", "skipped": skipped,
+              "notes": _vocabulary_notes(vocab_file, source_dir)}
     if has_generator:
         pretrainer = ElectraPretrainer(config)
         pretrainer.build_with_dummy_batch()
@@ -233,6 +234,7 @@ def import_checkpoint(path: str, model_size: str, output: str,
     folder.save_discriminator(discriminator)
     vocab = (folder.keep_vocab_file(vocab_file) if vocab_file
              else folder.keep_vocab_beside(source_dir))
+    report["resumable"] = has_generator  # (a ckpt-0 to continue pre-training from)
     if has_generator:
         folder.save_generator(generator)
         folder.write_pretraining_config(config, vocab, converted_from=source)
@@ -243,6 +245,30 @@ def import_checkpoint(path: str, model_size: str, output: str,
         folder.record_vocab(vocab, do_lower_case)
     folder.write_report(report)
     return report
+
+
+def _vocabulary_notes(vocab_file: str, source_dir: str) -> list[str]:
+    """What a pre-trained checkpoint's conversion says of its vocabulary: none beside it
+    and none given (the output has none: it had gone without a word, and was found
+    missing at --to=hf), or a --vocab_file that is not the one beside it (it is used)."""
+    from electra_tf.text.vocab import load_vocab
+
+    beside = os.path.join(source_dir, core.SOURCE_VOCAB)
+    if not vocab_file:
+        return [] if os.path.isfile(beside) else [
+            f"no {core.SOURCE_VOCAB} beside the checkpoint ({source_dir}) and no --vocab_file: "
+            "the output holds no vocabulary; rerun with --vocab_file=the vocab.txt it was "
+            "pre-trained with (fine-tuning, the export and --to=hf need it)"]
+    from electra_tf.core.errors import VocabError
+
+    try:
+        same = not os.path.isfile(beside) or load_vocab(beside) == load_vocab(vocab_file)
+    except VocabError:  # the one beside cannot be read (--vocab_file was checked)
+        same = False
+    if not same:
+        return [f"--vocab_file {vocab_file} is not the {core.SOURCE_VOCAB} beside the "
+                f"checkpoint ({beside}): the output holds --vocab_file's"]
+    return []
 
 
 def check_vocab_size(vocab_file: str, vocab_size: int) -> None:
@@ -259,6 +285,8 @@ def check_vocab_size(vocab_file: str, vocab_size: int) -> None:
     Raises:
       ConversionError: naming the file (and both sizes).
     """
+    if os.path.isdir(vocab_file):  # (it had been passed over silently)
+        raise core.ConversionError(f"{vocab_file} is a folder, not a vocabulary file")
     if not os.path.isfile(vocab_file):
         return
     from electra_tf.core.errors import VocabError

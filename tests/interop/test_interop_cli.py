@@ -8,6 +8,7 @@ calls convert's and export_saved_model's mains make).
 import dataclasses
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -77,6 +78,73 @@ def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab):
     spec = load_spec("rtd", str(out), max_seq_length=32)
     table = spec.model.encoder.embeddings.word_embeddings.embeddings
     np.testing.assert_array_equal(table.numpy(), weights["electra/embeddings/word_embeddings"])
+
+
+def test_a_tf1_import_says_what_of_its_vocabulary_it_keeps(h, tmp_path, tiny_vocab):
+    """A pre-trained checkpoint without a vocab.txt had converted without a word (the
+    missing vocabulary found at --to=hf); a --vocab_file other than the one beside it
+    was used silently; a vocab.txt that is a folder was passed over; the printed resume
+    command had the --model_dir unquoted (a path with a space broke it in a shell)."""
+    import shlex
+
+    from electra_tf.interop import core, tf1
+    from electra_tf.text.tokenizer import load_vocab
+
+    tokens = load_vocab(tiny_vocab)
+    weights = h.original_weights(seed=7, vocab=len(tokens))
+    source = tmp_path / "my ckpt"
+    prefix = h.write_tf1_checkpoint(source / "model.ckpt-1000", weights)
+    out = tmp_path / "out é"
+    proc = _run("--from=tf1", f"--checkpoint={prefix}", "--model_size=small",
+                f"--model_hparam_overrides={json.dumps(h.TINY_OVERRIDES)}", f"--output={out}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (f"[convert] note: no vocab.txt beside the checkpoint ({source}) and no "
+            "--vocab_file: the output holds no vocabulary" in proc.stderr), proc.stderr[-3000:]
+    resume = next(line for line in proc.stderr.splitlines() if "continue pre-training" in line)
+    assert shlex.split(resume)[5] == f"--model_dir={out}", resume
+    # a --vocab_file that is not the one beside the checkpoint: used, and said
+    shutil.copyfile(tiny_vocab, source / "vocab.txt")
+    other = tmp_path / "other.txt"
+    other.write_text("\n".join(tokens[:-1]) + "\n")
+    overrides = h.TINY_OVERRIDES
+    report = tf1.import_checkpoint(prefix, "small", str(tmp_path / "b"), overrides,
+                                   vocab_file=str(other))
+    assert report["notes"] == [f"--vocab_file {other} is not the vocab.txt beside the "
+                               f"checkpoint ({source / 'vocab.txt'}): the output holds "
+                               "--vocab_file's"]
+    assert len(load_vocab(str(tmp_path / "b" / "vocab.txt"))) == len(tokens) - 1
+    assert tf1.import_checkpoint(prefix, "small", str(tmp_path / "c"), overrides,
+                                 vocab_file=tiny_vocab)["notes"] == []  # the same: nothing
+    (source / "vocab.txt").unlink()
+    (source / "vocab.txt").mkdir()
+    with pytest.raises(core.ConversionError, match=re.escape(
+            f"{source / 'vocab.txt'} is a folder, not a vocabulary file")):
+        tf1.import_checkpoint(prefix, "small", str(tmp_path / "d"), overrides)
+    # a checkpoint without the generator gets no ckpt-0, with or without the flag
+    discriminator = {k: v for k, v in weights.items()
+                     if not k.startswith(("generator", "generator_predictions"))}
+    only = h.write_tf1_checkpoint(tmp_path / "disc" / "model.ckpt-1", discriminator)
+    assert tf1.import_checkpoint(only, "small", str(tmp_path / "e"), overrides,
+                                 vocab_file=tiny_vocab)["resumable"] is False
+
+
+@pytest.mark.slow  # a command more
+def test_noresume_checkpoint_where_there_is_no_checkpoint_to_write_is_named(h, tmp_path,
+                                                                           tiny_vocab):
+    """--noresume_checkpoint for a checkpoint that gets no ckpt-0 anyway had been taken
+    without a word."""
+    from electra_tf.text.tokenizer import load_vocab
+
+    weights = h.original_weights(seed=7, vocab=len(load_vocab(tiny_vocab)))
+    only = h.write_tf1_checkpoint(tmp_path / "disc" / "model.ckpt-1", {
+        k: v for k, v in weights.items() if not k.startswith("generator")})
+    proc = _run("--from=tf1", f"--checkpoint={only}", "--model_size=small",
+                f"--model_hparam_overrides={json.dumps(h.TINY_OVERRIDES)}",
+                f"--vocab_file={tiny_vocab}", "--noresume_checkpoint",
+                f"--output={tmp_path / 'out'}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert ("[convert] note: --noresume_checkpoint does nothing here: a checkpoint without "
+            "the generator gets no ckpt-0 to continue pre-training from" in proc.stderr)
 
 
 @pytest.mark.slow  # conversions through the command, end to end

@@ -6,6 +6,7 @@ Needs the `interop` extra (torch, transformers, safetensors); skipped without it
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -344,6 +345,26 @@ def test_a_generator_of_another_vocabulary_is_refused_beside_its_discriminator(h
     assert (out / "vocab.txt").read_text() == before
     (tmp_path / "g" / "hf" / "vocab.txt").write_text(before)
     assert hf.import_model(gen, str(out))["kind"] == "masked_lm"  # the same tokens: kept
+
+
+def test_a_generator_of_other_embedding_sizes_is_refused_beside_its_discriminator(h, tmp_path):
+    """A generator folder without a vocab.txt, of fewer rows than the discriminator's
+    vocabulary, had been converted beside it (and failed at its first id past its rows);
+    so had one of another position count."""
+    disc = _folder(h, tmp_path / "d", cls="ElectraForPreTraining")
+    out = tmp_path / "out"
+    hf.import_model(disc, str(out))
+    for name, change in (("vocab_size", h.sizes["VOCAB"] - 7),
+                         ("max_position_embeddings", h.sizes["POS"] * 2)):
+        gen = _folder(h, tmp_path / name, cls="ElectraForMaskedLM", **{name: change})
+        os.remove(os.path.join(gen, "vocab.txt"))
+        with pytest.raises(BAD_INPUT, match=re.escape(
+                f"{gen}: its {name} is {change}, the discriminator's "
+                f"{h.sizes['VOCAB'] if name == 'vocab_size' else h.sizes['POS']} "
+                f"({out}/discriminator_config.json): ELECTRA's generator and discriminator "
+                "share their token and position embeddings")):
+            hf.import_model(gen, str(out))
+        assert not (out / "generator.weights.h5").exists()
 
 
 def test_a_generator_of_another_casing_is_refused_beside_its_discriminator(h, tmp_path):
