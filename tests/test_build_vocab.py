@@ -6,6 +6,7 @@ is checked once, on a missing corpus.
 """
 
 import os
+import re
 
 import pytest
 from helpers import error_line, run_module
@@ -64,6 +65,31 @@ def test_a_corpus_that_is_not_utf8_text_is_refused(case, tmp_path):
     with pytest.raises(InputError, match=rf"^corpus file {corpus} is not UTF-8 text"):
         build_vocab(str(corpus), 200, str(tmp_path / "vocab.txt"))
     assert not (tmp_path / "vocab.txt").exists()
+
+
+def test_an_openwebtext_archive_is_refused_with_advice_that_leads_to_text(tmp_path):
+    """The xz archive's advice (decompress it) led to a tar whose advice was to compress it
+    with xz again: build_vocab reads text files, and says to extract the pages."""
+    import io
+    import lzma
+    import tarfile
+
+    from electra_tf.core.errors import InputError
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("0001.txt")
+        info.size = 11
+        tar.addfile(info, io.BytesIO(b"just words\n"))
+    (tmp_path / "pages.tar").write_bytes(buf.getvalue())
+    (tmp_path / "pages.xz").write_bytes(lzma.compress(buf.getvalue()))
+    for name, said in (("pages.xz", "is xz-compressed, not text; decompress it and extract its "
+                                    "text files (an OpenWebText archive's pages: tar -xJf); "
+                                    "this command reads text files only"),
+                       ("pages.tar", "is a tar archive, not text; extract it (tar -xf) and give "
+                                     "its text files: this command reads text files only")):
+        with pytest.raises(InputError, match=re.escape(f"corpus file {tmp_path / name} {said}")):
+            build_vocab(str(tmp_path / name), 200, str(tmp_path / "vocab.txt"))
 
 
 def test_output_that_is_a_directory_is_refused_before_reading(tmp_path):

@@ -259,6 +259,32 @@ def test_an_output_that_is_a_link_or_a_pipe_is_written_through(tmp_path):
                                                           "real.txt"]
 
 
+def test_an_output_to_dev_stdout_writes_through_it_and_keeps_the_file_it_leads_to(tmp_path):
+    """--output=/dev/stdout with stdout sent to a regular file (`>> log`) had renamed a new
+    file over it: what the log held was lost, and what was printed after went to the
+    removed file. It is written at the descriptor's offset; a command that only writes
+    atomically refuses it."""
+    import subprocess
+
+    log = tmp_path / "log.txt"
+    log.write_text("earlier\n")
+    script = ("import sys; from electra_tf.core.fileio import check_output_file, "
+              "write_output_text; print('before', flush=True); "
+              "check_output_file('/dev/stdout'); "
+              "write_output_text('/dev/stdout', iter(['one\\n', 'two\\n'])); print('after')")
+    with open(log, "a") as out:
+        proc = popen_python(["-c", script], stdout=out, stderr=subprocess.PIPE, text=True)
+        stderr = proc.communicate(timeout=patience(120))[1]
+    assert proc.returncode == 0, stderr
+    assert log.read_text() == "earlier\nbefore\none\ntwo\nafter\n"
+    from electra_tf.core.errors import InputError
+    from electra_tf.core.fileio import check_output_file
+
+    with pytest.raises(InputError, match="--output /dev/stdout is one of the process's own "
+                                         "streams, not a file"):
+        check_output_file("/dev/stdout", special=False)
+
+
 def test_output_names_the_file_system_cannot_hold_are_refused_before_any_work(tmp_path):
     """A name over the file system's limit (255 bytes) had failed at the run's first
     write, after the work, in an ENAMETOOLONG traceback; a path that is not UTF-8 where

@@ -110,9 +110,12 @@ def check_input_file(path: str, what: str) -> None:
         raise InputError(f"{what} {path} is a folder, not a file")
 
 
-def check_text_file(path: str, what: str = "corpus file", compressed_hint: str = "") -> None:
+def check_text_file(path: str, what: str = "corpus file", compressed_hint: str = "",
+                    reads_archives: bool = True) -> None:
     """Refuses a file that is not UTF-8 text, from its first TEXT_SAMPLE_BYTES
-    (`compressed_hint`: what the message adds for a compressed file).
+    (`compressed_hint`: what the message adds for a compressed file; `reads_archives`:
+    whether the command reads OpenWebText's tar.xz archives, which a tar's refusal
+    advises then, and, where not, extracting the pages).
 
     Text decoded with U+FFFD for bad bytes still tokenizes, so a binary file
     or UTF-16 text would otherwise be read as a few odd "words" (or, UTF-16,
@@ -126,7 +129,7 @@ def check_text_file(path: str, what: str = "corpus file", compressed_hint: str =
             sample = f.read(TEXT_SAMPLE_BYTES)
     except OSError as e:
         raise InputError(f"{what} {path}: cannot read it ({e.strerror or e})") from None
-    check_text_sample(sample, path, what, compressed_hint)
+    check_text_sample(sample, path, what, compressed_hint, reads_archives)
 
 
 # What compressed files start with (an xz corpus file is read as an archive before this).
@@ -142,7 +145,7 @@ def _compressed_kind(sample: bytes) -> str | None:
 
 
 def check_text_sample(data: bytes, path: str, what: str = "corpus file",
-                      compressed_hint: str = "") -> None:
+                      compressed_hint: str = "", reads_archives: bool = True) -> None:
     """`check_text_file` on bytes already read (their first TEXT_SAMPLE_BYTES), e.g. a
     member of an archive; `path` names them in the error.
 
@@ -156,7 +159,10 @@ def check_text_sample(data: bytes, path: str, what: str = "corpus file",
                          f"it{compressed_hint}")
     if sample[257:262] == b"ustar":  # an uncompressed tar: not text of any encoding
         raise InputError(f"{what} {path} is a tar archive, not text; extract it, or compress "
-                         "it with xz if it is an OpenWebText archive (a tar of text files)")
+                         "it with xz if it is an OpenWebText archive (a tar of text files)"
+                         if reads_archives else
+                         f"{what} {path} is a tar archive, not text; extract it (tar -xf) and "
+                         "give its text files: this command reads text files only")
     # A NUL byte or two in text (a web page's) is deleted by the tokenizer's cleaning, as
     # the original's; more are a binary file or UTF-16/32 (every other byte, for ASCII).
     nuls = sample.count(0)
@@ -580,9 +586,11 @@ def check_output_file(path: str, what: str = "--output", special: bool = True) -
     """
     if os.path.isdir(path):
         raise InputError(f"{what} {path} is a folder; give a file's path")
-    if _is_special(path):
+    if _standard_stream(path) is not None or _is_special(path):
         if not special:
-            raise InputError(f"{what} {path} is a device or a pipe, not a file: this command "
+            kind = ("one of the process's own streams" if _standard_stream(path) is not None
+                    else "a device or a pipe")
+            raise InputError(f"{what} {path} is {kind}, not a file: this command "
                              "writes a new file and renames it over the path; give a "
                              "file's path")
         if not os.access(path, os.W_OK):
@@ -639,11 +647,43 @@ def _is_special(path: str) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
+def _standard_stream(path: str) -> int | None:
+    """The descriptor `path` names where it is one of the process's own (/dev/stdout,
+    /dev/stderr, /dev/fd/N, /proc/self/fd/N); None otherwise. Such a path leads to
+    whatever the shell connected: a terminal, a pipe, or a regular file that a rename
+    would replace, and an open() would truncate, with what was written to it before."""
+    import re
+
+    normal = os.path.normpath(path)
+    named = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+    if normal in named:
+        return named[normal]
+    match = re.fullmatch(r"/(?:dev/fd|proc/self/fd)/(\d+)", normal)
+    return int(match.group(1)) if match else None
+
+
 def write_output_text(path: str, text: str | Iterable[str]) -> None:
     """Writes a user's --output file: atomically (`atomic_write_text`) where it lands in
-    a regular file, at the end of a link where it is one (the link stays), and straight
-    into a device or a pipe (/dev/stdout, /dev/null), which a rename would replace.
-    `text` may be an iterable of pieces, written as they come."""
+    a regular file, at the end of a link where it is one (the link stays), straight
+    into a device or a pipe (/dev/null, a FIFO), which a rename would replace, and
+    through the descriptor itself where it names one of the process's (/dev/stdout):
+    at its offset, so that a file the shell sends stdout to (`>> log`) keeps what it
+    held (a rename had replaced it). `text` may be an iterable of pieces, written as
+    they come."""
+    import sys
+
+    fd = _standard_stream(path)
+    if fd is not None:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        try:
+            with os.fdopen(os.dup(fd), "w", encoding="utf-8") as f:
+                _write_pieces(f, text)
+        except OSError as e:
+            if e.filename is None:
+                e.filename = path
+            raise
+        return
     if _is_special(path):
         try:
             with open(path, "w", encoding="utf-8") as f:

@@ -421,8 +421,12 @@ def build_pretraining_data(options: BuildOptions) -> dict:
               f"and the corpus has {stats['documents']:,} document(s) ("
               f"{_DOCUMENT_RULES[options.blanks_separate_docs]}"
               "); training reads the others", file=sys.stderr)
-    print(f"[build_pretraining_data] {stats['examples']:,} examples from {stats['documents']:,} "
-          f"documents / {stats['lines']:,} lines in {stats['seconds']:.1f}s; fill "
+    def counted(key: str, noun: str) -> str:  # "1 example", "31,585 examples"
+        return f"{stats[key]:,} {noun}" + ("" if stats[key] == 1 else "s")
+
+    print(f"[build_pretraining_data] {counted('examples', 'example')} from "
+          f"{counted('documents', 'document')} / {counted('lines', 'line')} in "
+          f"{stats['seconds']:.1f}s; fill "
           f"{stats['fill_ratio']:.3f}, [UNK] rate {stats['unk_rate']:.4f}", file=sys.stderr)
     return stats
 

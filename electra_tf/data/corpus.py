@@ -61,10 +61,22 @@ def _damaged(path: str, error: Exception) -> InputError:
         return InputError(f"{path}: an xz-compressed file that is not a tar archive (an "
                           "OpenWebText archive is a tar of text files); decompress it "
                           f"(xz -dk {path}) and give the text file instead")
+    if _xz_size(path) == 0:  # (tarfile's reason had been "could not be opened successfully:")
+        return InputError(f"{path}: an xz-compressed file that holds nothing (it decompresses "
+                          "to 0 bytes), not an OpenWebText archive; leave it out")
     reason = next((line for line in str(error).splitlines() if line.strip()), "")
     return InputError(f"{path}: not a readable OpenWebText archive (a tar, xz-compressed, of "
                       f"text files): {type(error).__name__}: {reason}; download or extract it "
                       "again, or leave it out")
+
+
+def _xz_size(path: str) -> int | None:
+    """The bytes `path` decompresses to (xz), up to 1; None where it cannot be read."""
+    try:
+        with lzma.open(path) as f:
+            return len(f.read(1))
+    except (OSError, EOFError, lzma.LZMAError):
+        return None
 
 
 def _xz_text(path: str) -> bool:

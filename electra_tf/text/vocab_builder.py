@@ -145,7 +145,11 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
             raise InputError(f"--output={output} is one of the --corpus files it would "
                              "read; write the vocabulary elsewhere")  # replaced it
         _check_utf8_name(path)
-        check_text_file(path)
+        # (an OpenWebText archive's advice had gone in a circle: decompress it, then
+        # "compress it with xz")
+        check_text_file(path, compressed_hint=" and extract its text files (an OpenWebText "
+                        "archive's pages: tar -xJf); this command reads text files only",
+                        reads_archives=False)
     for path in files:  # all of it: a Latin-1 part further in had become "�" tokens
         check_utf8_file(path)
     strip = resolve_strip_accents(do_lower_case, strip_accents)

@@ -79,6 +79,16 @@ def test_stats_json_and_records(tiny_corpus, tiny_vocab, tmp_path):
         assert set(r) == {"input_ids", "input_mask", "segment_ids"}
 
 
+def test_the_summary_line_counts_in_words(tiny_vocab, tmp_path, capsys):
+    """"1 examples from 1 documents / 1 lines" had read as plurals of one."""
+    corpus = tmp_path / "one.txt"
+    corpus.write_text("the model reads a token\n")
+    build_pretraining_data(options(str(corpus), tiny_vocab, tmp_path / "out",
+                                   max_seq_length=16, num_shards=1))
+    assert "[build_pretraining_data] 1 example from 1 document / 1 line in " \
+        in capsys.readouterr().err
+
+
 def test_round_trip_vocab_records_pipeline_text(tmp_path):
     # Short documents (<= 4 lines of <= 8 words) with L = 64 never truncate, so
     # the examples, read back in order, spell the corpus exactly.

@@ -130,6 +130,13 @@ def test_a_damaged_archive_is_refused_naming_it_and_nothing_is_written(tiny_voca
                                          r"tar archive .* decompress it \(xz -dk "):
         build_pretraining_data(BuildOptions(files=(str(compressed),), vocab_file=tiny_vocab,
                                             output_dir=str(tmp_path / "out")))
+    empty = tmp_path / "empty.xz"  # tarfile's reason had been "could not be opened
+    empty.write_bytes(lzma.compress(b""))  # successfully:"
+    with pytest.raises(InputError, match=r"empty.xz: an xz-compressed file that holds "
+                                         r"nothing \(it decompresses to 0 bytes\), not an "
+                                         r"OpenWebText archive; leave it out$"):
+        build_pretraining_data(BuildOptions(files=(str(empty),), vocab_file=tiny_vocab,
+                                            output_dir=str(tmp_path / "out")))
     plain_tar = one_member_tar(tmp_path / "pages.tar", "w", b"just words\n")
     with pytest.raises(InputError, match=r"pages.tar is a tar archive, not text"):
         build_pretraining_data(BuildOptions(files=(plain_tar,), vocab_file=tiny_vocab,
