@@ -114,9 +114,18 @@ class Bfloat16Kernels(tf.Module):
             layers += [att.query, att.key, att.value, layer.attention_output,
                        layer.intermediate, layer.output_dense]
         self._index = {id(layer): i for i, layer in enumerate(layers)}
+        # (a function, which tracking passes over: the layers as attributes would be saved
+        # with the export, their float32 kernels beside these)
+        self._layers = lambda: layers
         self.kernels = [tf.Variable(tf.cast(layer.kernel.value, tf.bfloat16), trainable=False,
                                     name=layer.name + "_bf16")
                         for layer in layers]
+
+    def refresh(self) -> None:
+        """Rounds the encoder's kernels as they are now (a model whose weights changed
+        after these were made: the Python API's Predictor, each call)."""
+        for variable, layer in zip(self.kernels, self._layers()):
+            variable.assign(tf.cast(layer.kernel.value, tf.bfloat16))
 
     def get(self, layer):
         """The bfloat16 kernel of `layer` (a Dense layer of the encoder), else None."""

@@ -47,18 +47,10 @@ class Predictor:
     """
 
     def __init__(self, spec, traced: bool | None = None):
-        if traced is not None and not isinstance(traced, bool):
-            raise TypeError(f"traced must be True, False or None, got {traced!r}")
-        if traced:
-            import keras
-
-            if keras.backend.backend() != "tensorflow":
-                raise ValueError("traced=True needs Keras on TensorFlow (the text graph with "
-                                 f"the model in it), not {keras.backend.backend()}: give "
-                                 "traced=None or False")
         self.spec = spec
-        self.traced = traced
+        self.traced = _checked_traced(traced)
         self._function = None  # the text function, op by op
+        self._bucketed = None  # the BucketedModel it runs
         self._graph = None  # traced once, on the first traced call
 
     @classmethod
@@ -99,6 +91,7 @@ class Predictor:
         max_seq_length, max_query_length, max_answer_length, doc_stride = (
             int(max_seq_length), int(max_query_length), int(max_answer_length), int(doc_stride))
         check_precision(precision)  # before the model is built
+        traced = _checked_traced(traced)
         spec = load_spec(task, folder, vocab_file, max_seq_length, max_query_length,
                          max_answer_length, what="folder", doc_stride=doc_stride)
         return cls(dataclasses.replace(spec, precision=precision), traced=traced)
@@ -227,7 +220,11 @@ class Predictor:
         if self._function is None:
             from electra_tf.serving import signatures
 
-            _, _, self._function = signatures.text_signature(self.spec)
+            self._bucketed = signatures.bucketed_model(self.spec)
+            _, _, self._function = signatures.text_signature(self.spec, self._bucketed)
+        if self._bucketed.kernels is not None:  # bf16: the model's kernels as they are now
+            self._bucketed.kernels.refresh()  # (made once, a weight changed after the first
+            # call had gone unseen in the products and been read everywhere else)
         function = self._function
         if traced:
             if self._graph is None:  # one graph for every batch size (the export's specs)
@@ -263,6 +260,26 @@ class Predictor:
                 row[name] = value.tolist() if hasattr(value, "tolist") else value
             rows.append(row)
         return rows
+
+
+def _checked_traced(traced) -> bool | None:
+    """`traced` as a bool or None (numpy's bool too).
+
+    Raises:
+      TypeError: another value. ValueError: True where Keras runs on another backend.
+    """
+    import numpy as np
+
+    if traced is not None and not isinstance(traced, (bool, np.bool_)):
+        raise TypeError(f"traced must be True, False or None, got {traced!r}")
+    if traced:
+        import keras
+
+        if keras.backend.backend() != "tensorflow":
+            raise ValueError("traced=True needs Keras on TensorFlow (the text graph with "
+                             f"the model in it), not {keras.backend.backend()}: give "
+                             "traced=None or False")
+    return None if traced is None else bool(traced)
 
 
 # What a text may be: a str, or UTF-8 bytes (a bytearray's too).

@@ -283,17 +283,22 @@ def text_outputs(spec, packer: graph.Packer, *texts, model=None) -> dict:
     return {**result, "truncated": packed["truncated"]}
 
 
+def bucketed_model(spec) -> BucketedModel:
+    """A BucketedModel on spec's length buckets (what the text signature runs)."""
+    return BucketedModel(spec, graph.length_buckets(spec.max_seq_length, spec.length_buckets,
+                                                    min_length(spec)))
+
+
 def text_signature(spec, model=None):
     """The text signature, as `build_archive` serves it (and the Python API's
     `Predictor` runs it): its input names, the Packer its graph tokenizes with,
     and function(*texts) -> outputs (inputs checked, then `text_outputs`).
 
     Args:
-      model: the BucketedModel to run (default: one on spec's length buckets).
+      model: the BucketedModel to run (default: `bucketed_model(spec)`).
     """
     if model is None:
-        model = BucketedModel(spec, graph.length_buckets(spec.max_seq_length,
-                                                         spec.length_buckets, min_length(spec)))
+        model = bucketed_model(spec)
     names = spec.head.text_inputs(spec.pair)
     packer = graph.Packer(spec.tokenizer, spec.max_seq_length, spec.length_buckets,
                           min_length(spec))

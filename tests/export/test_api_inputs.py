@@ -124,10 +124,30 @@ def test_a_long_list_runs_the_traced_graph_and_answers_alike(predictors, finetun
     assert all((first[k] == again[k]).all() for k in first)
     np.testing.assert_allclose(
         first["logits"], predictors["mrpc"].outputs(TEXTS, TEXTS[::-1])["logits"], atol=1e-5)
-    for value in ("yes", 1):
+    for value in ("yes", 1):  # refused before the folder is read (a missing one too)
         with pytest.raises(TypeError, match=re.escape(
                 f"traced must be True, False or None, got {value!r}")):
-            Predictor.open(finetuned_dirs["mrpc"], traced=value)
+            Predictor.open(os.path.join(finetuned_dirs["mrpc"], "missing"), traced=value)
+    assert Predictor.open(finetuned_dirs["mrpc"], traced=np.False_).traced is False
+
+
+def test_a_bf16_predictor_answers_with_the_weights_its_model_has_now(finetuned_dirs):
+    """Its bfloat16 kernels had been copied at the first call: a weight changed after it
+    was unseen in the products and read everywhere else, so the answer depended on
+    whether the Predictor had been called before the change (fp32's never did)."""
+    from electra_tf import Predictor
+
+    def scaled(predictor):
+        for variable in predictor.model.trainable_variables:
+            variable.assign(variable.value * 1.5)
+        return predictor
+
+    used = Predictor.open(finetuned_dirs["ner"], precision="bf16")
+    before = used.outputs(TEXTS)["word_scores"]
+    after = scaled(used).outputs(TEXTS)["word_scores"]
+    fresh = scaled(Predictor.open(finetuned_dirs["ner"], precision="bf16")).outputs(TEXTS)
+    assert np.abs(after - before).max() > 1e-3  # the change is seen
+    np.testing.assert_array_equal(after, fresh["word_scores"])
 
 
 def test_arguments_of_the_wrong_type_are_refused_naming_them(predictors, finetuned_dirs,
