@@ -1,4 +1,4 @@
-"""How far the --precision=bf16 export's answers move from float32's on a
+r"""How far the --precision=bf16 export's answers move from float32's on a
 sequence-classification model's texts: labels that flip, accuracy, logits.
 
     python benchmarks/bench_bf16_agreement.py --model_dir=FINETUNED_FOLDER \

@@ -1,4 +1,4 @@
-"""Fine-tuning throughput for ELECTRA-Small at seq 128 and 512 (examples/s).
+r"""Fine-tuning throughput for ELECTRA-Small at seq 128 and 512 (examples/s).
 
     python benchmarks/bench_finetuning.py --output=benchmarks/finetuning_throughput.json
 

@@ -1,4 +1,4 @@
-"""How fast the TensorFlow-free inputs make masked pre-training batches, on one CPU core.
+r"""How fast the TensorFlow-free inputs make masked pre-training batches, on one CPU core.
 
     python benchmarks/bench_packed_input.py --records='DATA/records/pretrain_data.tfrecord*' \
         --vocab_file=DATA/vocab.txt --output=benchmarks/packed_input

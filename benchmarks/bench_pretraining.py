@@ -1,6 +1,6 @@
-"""ELECTRA-Small pre-training throughput on this machine (sequences/s, model TFLOP/s).
+r"""ELECTRA-Small pre-training throughput on this machine (sequences/s, model TFLOP/s).
 
-    python benchmarks/bench_pretraining.py --warmup=2 --steps=4 \\
+    python benchmarks/bench_pretraining.py --warmup=2 --steps=4 \
         --output=benchmarks/pretraining_throughput
 
 Writes OUTPUT.json (raw numbers) and OUTPUT.md (command, machine, table).

@@ -1,4 +1,4 @@
-"""The SQuAD export's windows over a long context: latency by context length, and the
+r"""The SQuAD export's windows over a long context: latency by context length, and the
 cost of the windowing on a context of one window, against an export of an earlier
 electra_tf (which read a context's first window only), side by side.
 

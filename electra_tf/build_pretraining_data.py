@@ -1,4 +1,4 @@
-"""Raw text -> pre-training TFRecords (the original's build_pretraining_dataset.py).
+r"""Raw text -> pre-training TFRecords (the original's build_pretraining_dataset.py).
 
     python -m electra_tf.build_pretraining_data --corpus='data/*.txt' \
         --vocab_file=vocab.txt --output_dir=pretrain_tfrecords \

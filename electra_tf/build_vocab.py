@@ -1,4 +1,4 @@
-"""Learns a BERT-style WordPiece vocabulary with tensorflow-text's learner.
+r"""Learns a BERT-style WordPiece vocabulary with tensorflow-text's learner.
 
     python -m electra_tf.build_vocab --corpus='data/*.txt' --vocab_size=30522 \
         --output=vocab.txt [--nodo_lower_case] [--strip_accents=auto|true|false]

@@ -1,4 +1,4 @@
-"""Converts ELECTRA weights: the original TF1 checkpoints and transformers, both ways.
+r"""Converts ELECTRA weights: the original TF1 checkpoints and transformers, both ways.
 
     # the original's checkpoint (G and D) -> an electra_tf model_dir
     python -m electra_tf.convert --from=tf1 --checkpoint=electra_small/electra_small \

@@ -1,10 +1,10 @@
-"""Scores a GLUE submission-format predictions file against a labelled dev file.
+r"""Scores a GLUE submission-format predictions file against a labelled dev file.
 
     python -m electra_tf.eval_glue --task=mrpc --predictions=MRPC.tsv \
         --dev_file=glue_data/MRPC/dev.tsv
 
 The predictions file is what `GlueTask.write_predictions` writes (header
-"index\\tprediction"; label names, or floats for STS-B), with one row per
+"index\tprediction"; label names, or floats for STS-B), with one row per
 dev example, matched by index (the dev file's index/id column, or its 0-based
 row number where it has none). Prints the task's metrics as one JSON object,
 primary metric first, e.g. {"f1": 0.89, "accuracy": 0.85}. Bad input (an

@@ -1,4 +1,4 @@
-"""Scores SQuAD predictions with the official v1.1 / v2.0 evaluators.
+r"""Scores SQuAD predictions with the official v1.1 / v2.0 evaluators.
 
     python -m electra_tf.eval_squad --version=2.0 --data_file=dev-v2.0.json \
         --predictions=predictions.json [--null_odds=null_odds.json]

@@ -1,4 +1,4 @@
-"""The export command: a fine-tuned (or pre-trained, for rtd) ELECTRA as a TF Serving SavedModel.
+r"""The export command: a fine-tuned (or pre-trained, for rtd) ELECTRA as a TF Serving SavedModel.
 
     python -m export.export_saved_model --task=sequence_classification \
         --checkpoint=mine --model_base=/models --model_name=mine

@@ -1,4 +1,4 @@
-"""Pre-training TFRecords -> one packed file for the JAX backend's fastest input.
+r"""Pre-training TFRecords -> one packed file for the JAX backend's fastest input.
 
     python -m electra_tf.pack_pretraining_data \
         --records='pretrain_tfrecords/pretrain_data.tfrecord*' \

@@ -1,4 +1,4 @@
-"""Fine-tunes a pre-trained ELECTRA discriminator on one task.
+r"""Fine-tunes a pre-trained ELECTRA discriminator on one task.
 
     python -m electra_tf.run_finetuning --flagfile=configs/glue_mnli.flags \
         --init_checkpoint=PRETRAIN_MODEL_DIR --data_dir=glue_data/MNLI --model_dir=OUT

@@ -1,4 +1,4 @@
-"""Pre-trains ELECTRA: generator + discriminator, replaced token detection.
+r"""Pre-trains ELECTRA: generator + discriminator, replaced token detection.
 
     python -m electra_tf.run_pretraining --flagfile=configs/base.flags \
         --train_data='DATA/pretrain_data.tfrecord*' --eval_data='HELDOUT/*' \

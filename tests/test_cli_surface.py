@@ -327,3 +327,25 @@ def test_the_tensorflow_commands_set_a_jax_backend_aside(how, tmp_path):
     assert proc.stdout.split() == ["tensorflow", "tensorflow"]
     assert "[score] Keras' jax backend (KERAS_BACKEND or keras.json) set aside: scores are " \
            "computed with Keras on TensorFlow" in proc.stderr
+
+
+def test_usage_examples_keep_their_line_continuations():
+    """A `\\` that ends a line of a docstring's command is a line continuation in a
+    plain string: --help had shown `--flagfile=configs/base.flags         --train_data=...`,
+    two lines run into one. Every such string is raw (its backslashes as written)."""
+    import glob
+    import os
+    import tokenize
+
+    joined = []
+    for path in sorted(glob.glob(os.path.join(REPO, "electra_tf", "**", "*.py"), recursive=True)
+                       + glob.glob(os.path.join(REPO, "export", "*.py"))
+                       + glob.glob(os.path.join(REPO, "benchmarks", "*.py"))):
+        with open(path, "rb") as f:
+            for token in tokenize.tokenize(f.readline):
+                if token.type == tokenize.STRING and "\\\n" in token.string \
+                        and not token.string.lower().startswith(("r", "br", "rb")):
+                    joined.append(f"{os.path.relpath(path, REPO)}:{token.start[0]}")
+    assert not joined, joined
+    out = run_module("electra_tf.run_pretraining", "--help").stdout
+    assert "--flagfile=configs/base.flags \\\n        --train_data=" in out

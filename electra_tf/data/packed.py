@@ -1,4 +1,4 @@
-"""Packed pre-training examples: the records in a memory-mapped file, read without TensorFlow.
+r"""Packed pre-training examples: the records in a memory-mapped file, read without TensorFlow.
 
     python -m electra_tf.pack_pretraining_data --records='DATA/pretrain_data.tfrecord*' \
         --output=DATA/pretrain_data.packed

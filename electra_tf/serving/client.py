@@ -1,4 +1,4 @@
-"""Queries an exported model on TF Serving, over gRPC (default) or REST: the library
+r"""Queries an exported model on TF Serving, over gRPC (default) or REST: the library
 of the query command (electra_tf/query.py).
 
     python -m export.client --server=localhost:8500 --model_name=ner --text="Zoë lives in Zürich"

@@ -1,4 +1,4 @@
-"""Exports a fine-tuned (or pre-trained, for RTD) ELECTRA as a TF Serving SavedModel.
+r"""Exports a fine-tuned (or pre-trained, for RTD) ELECTRA as a TF Serving SavedModel.
 
     python -m export.export_saved_model --task=token_classification \
         --checkpoint=ner_small --model_base=/models --model_name=ner [--version=N] [--ids_only]
