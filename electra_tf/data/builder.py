@@ -307,6 +307,8 @@ def _build_shards(options: BuildOptions, shards: list[int], tmp_tag: str,
                 pending, n = [], 0
         if pending:
             flush(pending)
+        if progress is not None and total_lines:  # the last line says 100%
+            progress.update(total_lines, extra=f"{total_examples:,} examples", force=True)
     finally:
         for w in writers.values():
             w.close()
@@ -458,7 +460,11 @@ def _build_in(options: BuildOptions, total_lines: int) -> dict:
                 while not result.ready():
                     result.wait(1.0)
                     progress.update(lines_done.value)
-                for part in result.get():
+                parts = result.get()  # (a worker's error first, without a 100% line)
+                # the last line says 100% (a small corpus had shown 0% until the summary:
+                # the workers count a batch of lines when it is done)
+                progress.update(lines_done.value, force=True)
+                for part in parts:
                     per_shard.update(part)
         unk = sum(st["unk_tokens"] for st in per_shard.values())
         rate = unk / max(1, sum(st["tokens"] for st in per_shard.values()))

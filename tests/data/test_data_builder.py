@@ -41,12 +41,16 @@ def read_all(pattern, L):
     return [features_lib.parse_examples(tf.reshape(r, [1]), L) for r in ds]
 
 
-def test_same_bytes_for_same_seed_any_process_count(tiny_corpus, tiny_vocab, tmp_path):
+def test_same_bytes_for_same_seed_any_process_count(tiny_corpus, tiny_vocab, tmp_path,
+                                                    capsys):
     a = build_pretraining_data(options(tiny_corpus, tiny_vocab, tmp_path / "a",
                                        max_seq_length=32, num_shards=3, seed=7))
+    capsys.readouterr()
     b = build_pretraining_data(options(tiny_corpus, tiny_vocab, tmp_path / "b",
                                        max_seq_length=32, num_shards=3, seed=7,
                                        num_processes=2))
+    # the workers' progress reaches 100% (it had stayed at 0% on a small corpus)
+    assert f"{b['lines']:,}/{b['lines']:,} lines (100.0%)" in capsys.readouterr().err
     c = build_pretraining_data(options(tiny_corpus, tiny_vocab, tmp_path / "c",
                                        max_seq_length=32, num_shards=3, seed=8))
     assert shard_bytes(tmp_path / "a") == shard_bytes(tmp_path / "b")
@@ -85,8 +89,10 @@ def test_the_summary_line_counts_in_words(tiny_vocab, tmp_path, capsys):
     corpus.write_text("the model reads a token\n")
     build_pretraining_data(options(str(corpus), tiny_vocab, tmp_path / "out",
                                    max_seq_length=16, num_shards=1))
-    assert "[build_pretraining_data] 1 example from 1 document / 1 line in " \
-        in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "[build_pretraining_data] 1 example from 1 document / 1 line in " in err
+    # the progress reaches 100% before the summary (a small corpus had shown 0% alone)
+    assert "[build_pretraining_data] 1/1 lines (100.0%)" in err
 
 
 def test_round_trip_vocab_records_pipeline_text(tmp_path):
