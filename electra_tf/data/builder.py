@@ -87,16 +87,19 @@ class BuildOptions:
 
 
 def iter_documents(files, corpus_format: str = "text",
-                   blanks_separate_docs: bool | None = None, shuffle_seed: int | None = None):
+                   blanks_separate_docs: bool | None = None, shuffle_seed: int | None = None,
+                   on_empty_archive=None):
     """Yields (doc_index, [sentence, ...]) over all files, in order (or in the order
     `shuffle_seed` shuffles files and archive members into: corpus.text_units).
 
     Args:
       files: corpus files. corpus_format: data/corpus.py's (text, openwebtext, auto).
       blanks_separate_docs: see BuildOptions (None: per unit, True for a text file).
+      on_empty_archive: see corpus.text_units.
     """
     index = 0
-    for _, from_archive, lines in text_units(files, corpus_format, shuffle_seed):
+    for _, from_archive, lines in text_units(files, corpus_format, shuffle_seed,
+                                             on_empty_archive):
         split = not from_archive if blanks_separate_docs is None else blanks_separate_docs
         doc: list[str] = []
         for line in lines:
@@ -120,7 +123,12 @@ def scan_corpus(files, corpus_format: str = "text",
     """(non-blank lines, documents), to validate input and size the progress bar."""
     lines = docs = 0
     meter = Progress("build_pretraining_data", unit="lines checked")  # a big corpus: minutes
-    for _, doc in iter_documents(files, corpus_format, blanks_separate_docs):
+    def empty(path: str) -> None:  # (a corpus of only such archives is refused as empty)
+        print(f"[build_pretraining_data] note: {path} holds no file (an empty archive, or "
+              "folders alone): it adds nothing", file=sys.stderr)
+
+    for _, doc in iter_documents(files, corpus_format, blanks_separate_docs,
+                                 on_empty_archive=empty):
         docs += 1
         lines += len(doc)
         meter.update(lines, extra=f"{docs:,} documents (counting before the build)")

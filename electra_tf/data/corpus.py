@@ -32,7 +32,7 @@ import os
 import random
 import tarfile
 import zlib
-from typing import Iterator
+from typing import Callable, Iterator
 
 from electra_tf.core.errors import InputError
 from electra_tf.core.fileio import check_text_sample
@@ -166,7 +166,8 @@ def _lines(raw_lines, name: str) -> Iterator[str]:
                              ) from None
 
 
-def text_units(files, corpus_format: str = "auto", shuffle_seed: int | None = None
+def text_units(files, corpus_format: str = "auto", shuffle_seed: int | None = None,
+               on_empty_archive: Callable[[str], None] | None = None
                ) -> Iterator[tuple[str, bool, Iterator[str]]]:
     """(name, from_archive, lines) per text unit: a text file, or an archive's member.
 
@@ -177,6 +178,8 @@ def text_units(files, corpus_format: str = "auto", shuffle_seed: int | None = No
         a seed: both in an order shuffled by it, as the original's builders shuffle
         the files and each archive's pages (random.shuffle), so that a corpus whose
         names cluster its sources (books_*, then wiki_*) is not read source by source.
+      on_empty_archive: called with each archive that holds no file (none, or folders
+        alone), which adds nothing to the corpus.
     """
     files = list(files)
     if shuffle_seed is not None:
@@ -184,6 +187,8 @@ def text_units(files, corpus_format: str = "auto", shuffle_seed: int | None = No
     for position, path in enumerate(files):
         if is_archive(path, corpus_format):
             members = archive_texts(path)
+            if not members and on_empty_archive is not None:
+                on_empty_archive(path)
             if shuffle_seed is not None:
                 random.Random(f"members:{shuffle_seed}:{position}").shuffle(members)
             for name, data in members:

@@ -157,6 +157,22 @@ def test_a_damaged_archive_is_refused_naming_it_and_nothing_is_written(tiny_voca
                                             output_dir=str(tmp_path / "out")))
 
 
+def test_an_archive_holding_no_file_is_named_once(tiny_vocab, tmp_path, capsys):
+    """An empty archive (or one of folders alone) beside good ones had added nothing
+    without a word."""
+    archives, _ = write_owt(tmp_path, archives=1, pages=2)
+    empty = tmp_path / "empty.xz"
+    with tarfile.open(empty, "w:xz") as tar:
+        folder = tarfile.TarInfo("pages")
+        folder.type = tarfile.DIRTYPE
+        tar.addfile(folder)
+    build_pretraining_data(BuildOptions(files=(*archives, str(empty)), vocab_file=tiny_vocab,
+                                        output_dir=str(tmp_path / "out"), max_seq_length=32))
+    err = capsys.readouterr().err
+    assert err.count(f"[build_pretraining_data] note: {empty} holds no file (an empty "
+                     "archive, or folders alone): it adds nothing") == 1, err
+
+
 def test_a_damaged_member_header_past_the_first_is_refused(tmp_path):
     """tarfile ends its iteration quietly at a bad header after the first member: the
     rest of the archive had been dropped without a word (exit 0). The archive's end
