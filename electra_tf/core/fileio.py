@@ -648,14 +648,14 @@ def _is_special(path: str) -> bool:
 
 
 def _standard_stream(path: str) -> int | None:
-    """The descriptor `path` names where it is one of the process's own (/dev/stdout,
-    /dev/stderr, /dev/fd/N, /proc/self/fd/N); None otherwise. Such a path leads to
+    """The descriptor `path` names where it is one of the process's own that output may
+    go to (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N); None otherwise. Such a path leads to
     whatever the shell connected: a terminal, a pipe, or a regular file that a rename
     would replace, and an open() would truncate, with what was written to it before."""
     import re
 
     normal = os.path.normpath(path)
-    named = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+    named = {"/dev/stdout": 1, "/dev/stderr": 2}
     if normal in named:
         return named[normal]
     match = re.fullmatch(r"/(?:dev/fd|proc/self/fd)/(\d+)", normal)
