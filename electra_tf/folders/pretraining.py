@@ -42,6 +42,7 @@ from electra_tf.folders.files import (
     check_save_target,
     checked_path,
     has_checkpoints,
+    holds_weights,
     load_weights,
     read_encoder_config,
     read_json,
@@ -411,6 +412,15 @@ def save_discriminator(folder: str, discriminator) -> None:
     """discriminator.weights.h5 + discriminator_config.json."""
     save_weights(discriminator, os.path.join(folder, DISCRIMINATOR_WEIGHTS))
     write_json(os.path.join(folder, DISCRIMINATOR_CONFIG), discriminator.config.to_dict())
+
+
+def saved_discriminator_config(folder: str):
+    """(EncoderConfig, its file) of the discriminator `save_discriminator` wrote into
+    `folder` (a conversion's output, mid-conversion), or None where it holds none."""
+    path = os.path.join(folder, DISCRIMINATOR_CONFIG)
+    if not (holds_weights(folder, DISCRIMINATOR_WEIGHTS) and os.path.isfile(path)):
+        return None
+    return read_encoder_config(path), path
 
 
 def save_generator(folder: str, generator, standalone: bool = False) -> None:

@@ -369,17 +369,12 @@ def _check_shared_sizes(model_dir: str, config: EncoderConfig, output: str) -> N
     Raises:
       ConversionError: naming the size, both values and the folders.
     """
-    from electra_tf.folders.files import (
-        DISCRIMINATOR_CONFIG,
-        DISCRIMINATOR_WEIGHTS,
-        holds_weights,
-        read_encoder_config,
-    )
+    from electra_tf.folders.pretraining import saved_discriminator_config
 
-    path = os.path.join(output, DISCRIMINATOR_CONFIG)
-    if not (holds_weights(output, DISCRIMINATOR_WEIGHTS) and os.path.isfile(path)):
+    saved = saved_discriminator_config(output)
+    if saved is None:
         return
-    discriminator = read_encoder_config(path)
+    discriminator, path = saved
     for name in ("vocab_size", "max_position_embeddings"):
         mine, theirs = getattr(config, name), getattr(discriminator, name)
         if mine != theirs:
