@@ -586,10 +586,10 @@ def check_output_file(path: str, what: str = "--output", special: bool = True) -
     """
     if os.path.isdir(path):
         raise InputError(f"{what} {path} is a folder; give a file's path")
-    if _standard_stream(path) is not None or _is_special(path):
+    stream = _standard_stream(path) is not None
+    if stream or _is_special(path):
         if not special:
-            kind = ("one of the process's own streams" if _standard_stream(path) is not None
-                    else "a device or a pipe")
+            kind = "one of the process's own streams" if stream else "a device or a pipe"
             raise InputError(f"{what} {path} is {kind}, not a file: this command "
                              "writes a new file and renames it over the path; give a "
                              "file's path")
