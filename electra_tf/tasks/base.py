@@ -151,6 +151,10 @@ class Task(abc.ABC):
     """Classes or tags, in logit order ([] for a regression and for squad)."""
     metric_names: Sequence[str]
     """What metrics() returns; the first is the primary one."""
+    labels_from: str = ""
+    """Where given label names came from, for messages about a label outside them
+    ("the labels FOLDER was trained with": an evaluation reads its model's), or "":
+    --label_names, or the train split's."""
 
     regression: bool = False
     """sequence_classification only: the head predicts one number, not classes."""

@@ -75,11 +75,24 @@ from electra_tf.text.cleaning import (
 )
 
 FORMATS = ("tsv", "csv", "jsonl")
+"""File extensions read, one per split."""
 _FLOAT32_MAX = float(np.finfo(np.float32).max)  # a larger regression target trains as inf
 # A regression target written as text: what a spreadsheet or numpy writes. Python's
 # float() reads more ("1_000", "nan", "inf", " 1 "), none of which is a measured target.
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-"""File extensions read, one per split."""
+
+
+def number_twins(names) -> tuple[str, str] | None:
+    """Two of `names` that are one number written two ways ("1" and "1.0", as a
+    spreadsheet or pandas may write a column of integers), or None."""
+    seen: dict[float, str] = {}
+    for name in names:
+        value = float(name) if _DECIMAL.fullmatch(name) else None
+        if value is not None and np.isfinite(value):
+            if value in seen:
+                return seen[value], name
+            seen[value] = name
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,6 +228,11 @@ class ClassificationTask(Task):
         names = sorted({e.label for e in examples if e.label is not None})
         where = examples[0].source.rsplit(":", 1)[0] if examples else "the train split"
         check_normalization_twins(names, where)
+        twins = number_twins(names)
+        if twins:  # (they had been two classes)
+            raise TaskDataError(f"{where}: the labels {twins[0]!r} and {twins[1]!r} are one "
+                                "number written two ways; write it one way (or give "
+                                "--label_names to keep them two classes)")
         if len(names) < 2:
             raise TaskDataError(f"{where}: the train split has {len(names)} distinct label(s) "
                                 f"{names!r}; a classifier needs two (or give --label_names)")
@@ -260,9 +278,15 @@ class ClassificationTask(Task):
         has_label = labelled
         for line, row in rows:
             where = f"{path}:{line}"
+            # An unlabelled split's empty label (a CSV's empty field, JSON's null: what
+            # pandas writes for a missing value) is no label
+            present = self.label_column in row and not (
+                not labelled and (row[self.label_column] is None or (
+                    isinstance(row[self.label_column], str)
+                    and not row[self.label_column].strip())))
             if not examples:  # the first record decides whether an unlabelled split has labels
-                has_label = labelled or self.label_column in row
-            elif not has_label and self.label_column in row:  # (had been dropped unread)
+                has_label = labelled or present
+            elif not has_label and present:  # (had been dropped unread)
                 raise TaskDataError(f"{where}: a label in column {self.label_column!r}, but "
                                     "the split's first record has none: give every record "
                                     "a label, or none")
@@ -288,11 +312,14 @@ class ClassificationTask(Task):
 
         Raises:
           ValueError: labelled examples of a classification without classes yet.
-          TaskDataError: a label outside the classes.
+          TaskDataError: a label outside the classes; a text the tokenizer keeps
+            nothing of (the reader's check cannot know --do_lower_case's accent
+            stripping).
         """
         from electra_tf.tasks.glue import pack_examples
 
-        inputs = pack_examples(examples, tokenizer, max_seq_length, pair=bool(self.text_b))
+        inputs = pack_examples(examples, tokenizer, max_seq_length, pair=bool(self.text_b),
+                               columns=(self.text_column, self.text_b or ""))
         labels = {}
         if examples and all(e.label is not None for e in examples):
             gold = gold_labels(self, examples)
@@ -404,7 +431,8 @@ class ClassificationTask(Task):
                                 f"invisible character (U+{ord(odd):04X}): it would print as "
                                 "another label; remove it")
         if check and self._label_names and label not in self._label_names:
-            known = "--label_names" if self.labels_given else "the train split's labels"
+            known = self.labels_from or ("--label_names" if self.labels_given
+                                         else "the train split's labels")
             raise TaskDataError(f"{where}: label {label!r} is not one of {known}: "
                                 f"{', '.join(self._label_names)}")
         return label
@@ -539,6 +567,10 @@ def _table_rows(path: str, text: str, ext: str,
                                     f"{', '.join(map(repr, missing))} (it has: "
                                     f"{', '.join(map(repr, header))})")
             continue
+        if [f.lstrip("\ufeff").strip() for f in fields] == header:
+            # (files joined with cat: the header had become a record, its label a class)
+            raise TaskDataError(f"{path}:{start}: the header row again (files joined "
+                                "together?); remove it, it is no record")
         if len(fields) != len(header):
             hint = " (a tab inside a text?)" if ext == "tsv" and len(fields) > len(header) else ""
             if ext == "tsv" and re.search("\r(?!\n)", text):

@@ -534,12 +534,17 @@ def _encode(tokenizer, texts: list[str]) -> list[list[int]]:
     return ids
 
 
-def pack_examples(examples, tokenizer, max_seq_length: int, pair: bool) -> dict:
+def pack_examples(examples, tokenizer, max_seq_length: int, pair: bool,
+                  columns: tuple[str, ...] | None = None) -> dict:
     """Examples with text_a (and text_b) -> {"input_ids", "input_mask", "segment_ids"}
     int32 [n, L]: [CLS] a [SEP] (b [SEP]), the longer side truncated first (pack_pair).
 
+    Args:
+      columns: the names of the text (and pair) columns, to refuse a text the
+        tokenizer leaves no piece of (your own files); None: packed as it is (GLUE).
     Raises:
       ValueError: max_seq_length shorter than the special tokens.
+      TaskDataError: with `columns`, a text of no pieces (the example's source).
     """
     minimum = 3 if pair else 2
     if max_seq_length < minimum:
@@ -547,6 +552,15 @@ def pack_examples(examples, tokenizer, max_seq_length: int, pair: bool) -> dict:
     ids_a = _encode(tokenizer, [e.text_a for e in examples])
     ids_b = (_encode(tokenizer, [e.text_b or "" for e in examples]) if pair
              else [None] * len(examples))
+    if columns is not None:
+        for e, a, b in zip(examples, ids_a, ids_b):
+            empty = columns[0] if not a else columns[1] if pair and not b else None
+            if empty is not None:  # (accents alone had trained as "[CLS] [SEP]")
+                raise TaskDataError(
+                    f"{e.source}: empty text in column {empty!r} once tokenized: the "
+                    "tokenizer keeps none of its characters (such as accents or other "
+                    "combining marks alone, which --do_lower_case strips, or variation "
+                    "selectors)")
     rows = [pack_pair(a, b, max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
             for a, b in zip(ids_a, ids_b)]
     columns = [np.asarray([r[i] for r in rows], np.int32).reshape(-1, max_seq_length)

@@ -329,8 +329,10 @@ class TaggingTask(Task):
             cols = _columns(text, f"{path}:{number}")
             rows.append((number, [] if cols and cols[0] == DOCSTART else cols))
         n_lines = len(rows)
-        labelled = any(len(c) >= 2 for _, c in rows)  # a word and a tag
         width = _usual_width(rows)
+        # A word and a tag on most lines (one line of two columns in a file of words had
+        # made a test file "tagged", its first line then blamed for a missing tag)
+        labelled = width >= 2
 
         examples: list[TaggingExample] = []
         words: list[str] = []
@@ -381,8 +383,9 @@ class TaggingTask(Task):
                 for i, tag in enumerate(ex.tags):
                     if tag not in self._label_ids:
                         made = " (the file's tags made BIOES)" if self.scheme == "BIOES" else ""
-                        raise TaskDataError(f"{ex.where(i)}: tag {tag!r}{made} is not in the "
-                                            f"tag set {list(self._label_names)}")
+                        known = self.labels_from or "the tag set"
+                        raise TaskDataError(f"{ex.where(i)}: tag {tag!r}{made} is not in "
+                                            f"{known} {list(self._label_names)}")
         return examples
 
     def _check_tag(self, tag: str, where: str) -> str:

@@ -603,18 +603,18 @@ def check_model_dir_and_init(run: FinetuningRun) -> None:
             "--model_dir of a fine-tuning run")
 
 
-def evaluated_labels(task, run: FinetuningRun) -> tuple[list[str], dict]:
+def evaluated_labels(task, run: FinetuningRun) -> tuple[list[str], dict, str]:
     """The labels an evaluation-only run (--do_train=false) of a task that learns them
     from train reads its model's outputs as: those the --model_dir's record holds,
     else those of an --init_checkpoint fine-tuning folder of the same task ([]: none
-    recorded, so the train split gives them); and the task options they go with (a
-    BIOES tagger's tagging_scheme, which its tag names need)."""
+    recorded, so the train split gives them); the task options they go with (a
+    BIOES tagger's tagging_scheme, which its tag names need); and the folder."""
     for folder in (run.model_dir, "" if run.from_scratch else run.init_checkpoint):
         if folder and has_finetuning_config(folder):
             record = read_finetuning_config(folder)
             if record.task == task.name and record.label_names:
-                return list(record.label_names), task.label_options(record)
-    return [], {}
+                return list(record.label_names), task.label_options(record), folder
+    return [], {}, ""
 
 
 def check_recorded_labels(task, model_dir: str) -> None:
@@ -863,7 +863,8 @@ class Finetuning:
         if task.head_class.learns_labels(head_config) and not task.label_names:
             # Own-data classes and tags: learned from train; they size the head. An
             # evaluation takes those its model was trained with, where recorded.
-            recorded, options = ([], {}) if run.do_train else evaluated_labels(task, run)
+            recorded, options, folder = (([], {}, "") if run.do_train
+                                         else evaluated_labels(task, run))
             if recorded:
                 changed = {k: v for k, v in options.items() if getattr(config, k) != v}
                 if changed:
@@ -872,6 +873,8 @@ class Finetuning:
                 config = self.config = dataclasses.replace(
                     config, label_names=format_label_names(recorded), **options)
                 task = self.task = task_from_config(config)
+                # (a dev label outside them had been said to be outside --label_names)
+                task.labels_from = f"the labels {folder} was trained with"
             else:
                 task.read(run.data_dir, "train")
         check_recorded_labels(task, run.model_dir)

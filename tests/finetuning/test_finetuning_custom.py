@@ -358,6 +358,18 @@ BAD_FILES = {
     "one label": ("train.csv", "text,label\nhello,a\nworld,a\n", {}, "train",
                   (None, "the train split has 1 distinct label(s) ['a']; a classifier needs "
                          "two (or give --label_names)")),
+    # files joined with cat: the second header had become a record, "label" a class
+    "header again": ("train.csv", "\ufefftext,label\na,pos\nb,neg\n\ufefftext,label\nc,pos\n",
+                     {}, "train", (4, "the header row again (files joined together?); "
+                                      "remove it, it is no record")),
+    "header again, tsv": ("dev.tsv", "text\tlabel\na\tpos\ntext \t label\n", {}, "dev",
+                          (3, "the header row again (files joined together?); remove it, "
+                              "it is no record")),
+    # a spreadsheet's integers written two ways: had been two classes
+    "one number two ways": ("train.csv", "text,label\na,0\nb,1\nc,1.0\n", {}, "train",
+                            (None, "the labels '1' and '1.0' are one number written two "
+                                   "ways; write it one way (or give --label_names to keep "
+                                   "them two classes)")),
     "not utf-8": ("train.tsv", "text\tlabel\nhello\ta\ncaf\udce9\tb\n", {}, "train",
                   (3, "not valid UTF-8 (invalid continuation byte)")),
 }
@@ -390,6 +402,58 @@ def test_lines_of_spaces_are_blank_lines(name, text, tmp_path):
         (tmp_path / name).write_text(text.replace("\t\n", ""), encoding="utf-8")
     examples = get_task("classification").read(str(tmp_path), "train")
     assert [(e.text_a, e.label) for e in examples] == [("hello", "a"), ("world", "b")]
+
+
+@pytest.mark.parametrize("name, text", [
+    ("test.csv", "text,label\nhello,\nworld,\n"),  # what pandas writes for missing values
+    ("test.jsonl", '{"text": "hello", "label": null}\n{"text": "world", "label": ""}\n'),
+])
+def test_a_test_split_whose_labels_are_all_empty_has_none(name, text, tmp_path):
+    """An unlabelled split may have the label column, empty on every record: it had
+    been refused as an empty label (CSV) or a label None (JSONL)."""
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    examples = get_task("classification").read(str(tmp_path), "test")
+    assert [(e.text_a, e.label) for e in examples] == [("hello", None), ("world", None)]
+    # one empty label among labelled records is still refused, as is a label after none
+    (tmp_path / name).write_text(text.replace("hello,", "hello,a").replace(
+        '"label": null', '"label": "a"'), encoding="utf-8")
+    last = 3 if name.endswith(".csv") else 2  # the second record's line
+    with pytest.raises(TaskDataError, match=rf"{name}:{last}: empty label in column 'label'"):
+        get_task("classification").read(str(tmp_path), "test")
+    (tmp_path / name).write_text(text.replace("world,", "world,a").replace(
+        '"label": ""', '"label": "a"'), encoding="utf-8")
+    with pytest.raises(TaskDataError, match=rf"{name}:{last}: a label in column 'label', but"):
+        get_task("classification").read(str(tmp_path), "test")
+
+
+def test_a_text_the_tokenizer_keeps_nothing_of_is_refused(tiny_vocab, tmp_path):
+    """Accents alone (stripped under lower-casing), a variation selector or a Hangul
+    filler pass the reader's check but tokenize to no piece: they had trained as
+    "[CLS] [SEP]", which the docs say is refused."""
+    from electra_tf.text.tokenizer import Tokenizer
+
+    for text in ("\u0301\u0301", "\ufe0f", "\u3164"):
+        (tmp_path / "train.jsonl").write_text(
+            '{"text": "a model", "label": "x"}\n'
+            + json.dumps({"text": text, "label": "y"}) + "\n", encoding="utf-8")
+        task = get_task("classification")
+        examples = task.read(str(tmp_path), "train")
+        with pytest.raises(TaskDataError) as raised:
+            task.featurize(examples, Tokenizer(tiny_vocab), L)
+        assert str(raised.value) == (
+            f"{tmp_path / 'train.jsonl'}:2: empty text in column 'text' once tokenized: "
+            "the tokenizer keeps none of its characters (such as accents or other combining "
+            "marks alone, which --do_lower_case strips, or variation selectors)"), text
+    # the second text of a pair; and a cased tokenizer keeps the accent
+    (tmp_path / "train.jsonl").write_text(
+        '{"a": "model", "b": "a", "label": "x"}\n{"a": "model", "b": "\u0301", "label": "y"}\n',
+        encoding="utf-8")
+    task = get_task("classification", text_column="a", text_pair_column="b")
+    examples = task.read(str(tmp_path), "train")
+    with pytest.raises(TaskDataError, match=r"train.jsonl:2: empty text in column 'b' once"):
+        task.featurize(examples, Tokenizer(tiny_vocab), L)
+    feats = task.featurize(examples, Tokenizer(tiny_vocab, do_lower_case=False), L)
+    assert feats.inputs["input_mask"][1].sum() == 5  # [CLS] model [SEP] [UNK] [SEP]
 
 
 def test_jsonl_texts_may_hold_line_separators_and_lone_surrogates(tmp_path):
@@ -728,6 +792,16 @@ def test_evaluation_only_takes_the_labels_its_model_was_trained_with(
             f"--data_dir={dev_only}", f"--model_dir={model_dir}", f"--max_seq_length={L}")
         assert trainer.task.label_names == ("negative", "positive")
         assert results["eval"]["dev"] == trained["epoch_1"]["dev"], (results, trained)
+    # A dev label the model never learned names where its labels came from (it had
+    # named --label_names, which nobody gave)
+    (dev_only / "dev.csv").write_text("text,label\nthe model,neutral\n", encoding="utf-8")
+    with pytest.raises(TaskDataError) as raised:
+        finetune("--task_name=classification", "--do_train=false", f"--init_checkpoint={out}",
+                 f"--data_dir={dev_only}", f"--model_dir={tmp_path / 'eval3'}",
+                 f"--max_seq_length={L}")
+    assert str(raised.value) == (f"{dev_only / 'dev.csv'}:2: label 'neutral' is not one of "
+                                 f"the labels {out} was trained with: negative, positive")
+    shutil.copy(single_csv_dir / "dev.csv", dev_only)
     # Layers or labels the folder lacks are refused, not scored at random values: the
     # MLP classifier over its dense one, a label it never learned.
     from electra_tf.core.errors import ConfigError

@@ -164,6 +164,19 @@ def test_bad_input_names_file_and_line(tmp_path, text, scheme, line, message):
     assert str(info.value).startswith(f"{path}:{line}: ")
 
 
+def test_a_words_only_file_with_one_line_of_two_columns_names_that_line(tmp_path):
+    """A test file of words whose one line holds a space: that line had made the file
+    "tagged", and the error blamed line 1 for a missing tag."""
+    path = write(tmp_path, "test.txt", "a\nb\nNew York\nc\n")
+    with pytest.raises(TaskDataError) as info:
+        TaggingTask().read(str(tmp_path), "test")
+    assert str(info.value) == (
+        f"{path}:3: 2 columns, but the file's other lines have 1 (the word first, the tag "
+        "last; a word with a space in it? separate the columns with tabs): 'New York'")
+    write(tmp_path, "test.txt", "a\nb\nc\n")
+    assert TaggingTask().read(str(tmp_path), "test")[0].tags is None
+
+
 def test_tag_outside_given_or_learned_set(tmp_path):
     write(tmp_path, "dev.txt", "EU B-ORG\n\nPeter B-PER\nBlackburn I-PER\n")
     given = TaggingTask(label_names=["O", "B-ORG", "I-ORG", "B-PER"])
