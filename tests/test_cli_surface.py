@@ -349,3 +349,37 @@ def test_usage_examples_keep_their_line_continuations():
     assert not joined, joined
     out = run_module("electra_tf.run_pretraining", "--help").stdout
     assert "--flagfile=configs/base.flags \\\n        --train_data=" in out
+
+
+def test_every_text_file_the_package_opens_names_its_encoding():
+    """A text-mode open() without `encoding` reads and writes in the locale's encoding:
+    under LANG=C the export's export_info.json with a label "négatif" had been a
+    traceback (UnicodeEncodeError), under a Latin-1 locale bytes no client reads as
+    UTF-8. Every such call in the package and export/ names its encoding."""
+    import ast
+    import glob
+    import os
+
+    missing = []
+    for path in sorted(glob.glob(os.path.join(REPO, "electra_tf", "**", "*.py"), recursive=True)
+                       + glob.glob(os.path.join(REPO, "export", "*.py"))):
+        tree = ast.parse(open(path, "rb").read())
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else (
+                func.attr if isinstance(func, ast.Attribute) else None)
+            keywords = {k.arg for k in node.keywords}
+            if name == "open" and isinstance(func, ast.Name):
+                mode = node.args[1] if len(node.args) > 1 else next(
+                    (k.value for k in node.keywords if k.arg == "mode"), None)
+                binary = isinstance(mode, ast.Constant) and "b" in str(mode.value)
+                if not binary and "encoding" not in keywords and len(node.args) < 4:
+                    missing.append(f"{os.path.relpath(path, REPO)}:{node.lineno}")
+            elif name in ("read_text", "write_text") and isinstance(func, ast.Attribute) \
+                    and "encoding" not in keywords and not (
+                        name == "write_text" and len(node.args) > 1) \
+                    and not (name == "read_text" and node.args):
+                missing.append(f"{os.path.relpath(path, REPO)}:{node.lineno} ({name})")
+    assert not missing, missing

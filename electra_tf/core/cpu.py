@@ -12,7 +12,7 @@ def emulates_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
     """True where the CPU's flags were read and hold neither of NATIVE_BF16_FLAGS; False
     where they hold one, or where nothing could be read (not Linux: nothing is known)."""
     try:
-        with open(cpuinfo, errors="replace") as f:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
             flags = {word for line in f if line.startswith("flags")
                      for word in line.split(":", 1)[-1].split()}
     except OSError:

@@ -163,7 +163,7 @@ def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int,
     vocab = os.path.join(data_dir, "vocab.txt")
     marker = os.path.join(data_dir, "demo_corpus.txt")  # which corpus this folder holds
     if os.path.exists(corpus):
-        built = open(marker).read().strip() if os.path.exists(marker) else "stdlib"
+        built = open(marker, encoding="utf-8").read().strip() if os.path.exists(marker) else "stdlib"
         if built != kind:
             raise InputError(f"{data_dir} holds the {built!r} demo corpus, not {kind!r}: use "
                              "another data_dir, or delete it to rebuild")

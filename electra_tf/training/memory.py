@@ -169,11 +169,11 @@ def finetuning_warning(encoder: EncoderConfig, batch: int, share: float, length:
 def _cgroup_v2(cgroup: str) -> int | None:
     """What the cgroup v2 limit leaves: memory.max less memory.current's pages that are
     not file cache (which the kernel reclaims first; tmpfs and shared memory it cannot)."""
-    with open(os.path.join(cgroup, "memory.max")) as f:
+    with open(os.path.join(cgroup, "memory.max"), encoding="utf-8") as f:
         limit = f.read().strip()
     if limit == "max":
         return None
-    with open(os.path.join(cgroup, "memory.current")) as f:
+    with open(os.path.join(cgroup, "memory.current"), encoding="utf-8") as f:
         used = int(f.read().strip())
     stat = os.path.join(cgroup, "memory.stat")  # (tmpfs and shared memory are not reclaimed)
     return max(int(limit) - used + _stat(stat, "file") - _stat(stat, "shmem"), 0)
@@ -182,11 +182,11 @@ def _cgroup_v2(cgroup: str) -> int | None:
 def _cgroup_v1(cgroup: str) -> int | None:
     """What the cgroup v1 memory controller's limit leaves (none set: a huge number)."""
     folder = os.path.join(cgroup, "memory")
-    with open(os.path.join(folder, "memory.limit_in_bytes")) as f:
+    with open(os.path.join(folder, "memory.limit_in_bytes"), encoding="utf-8") as f:
         limit = int(f.read().strip())
     if limit >= 1 << 60:
         return None
-    with open(os.path.join(folder, "memory.usage_in_bytes")) as f:
+    with open(os.path.join(folder, "memory.usage_in_bytes"), encoding="utf-8") as f:
         used = int(f.read().strip())
     stat = os.path.join(folder, "memory.stat")
     cache = _stat(stat, "total_cache") or _stat(stat, "cache")
@@ -197,7 +197,7 @@ def _cgroup_v1(cgroup: str) -> int | None:
 def _stat(path: str, key: str) -> int:
     """A memory.stat field (0 where absent or unreadable)."""
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             for line in f:
                 name, _, value = line.partition(" ")
                 if name == key:
@@ -214,7 +214,7 @@ def available_bytes(meminfo: str = "/proc/meminfo",
     read (not Linux)."""
     found = []
     try:
-        with open(meminfo) as f:
+        with open(meminfo, encoding="utf-8") as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
                     found.append(int(line.split()[1]) * 1024)

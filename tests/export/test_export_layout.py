@@ -140,7 +140,13 @@ def test_a_failed_export_leaves_nothing(exports, tmp_path, monkeypatch):
     monkeypatch.setattr(fileio, "honour_umask", broken)  # after its temporary dir exists
     with pytest.raises(OSError, match="disk full"):
         export_saved_model.export(exports["stsb"][0], str(tmp_path), "m", version=2)
-    assert os.listdir(tmp_path / "m") == []  # no 2, no temporary dir
+    # no 2, no temporary dir, and no model folder the export made (an empty one had
+    # been left); one that was there before stays
+    assert os.listdir(tmp_path) == []
+    (tmp_path / "m").mkdir()
+    with pytest.raises(OSError, match="disk full"):
+        export_saved_model.export(exports["stsb"][0], str(tmp_path), "m", version=2)
+    assert os.listdir(tmp_path / "m") == []
 
 
 @pytest.mark.parametrize("taken", ["2", "002"])
