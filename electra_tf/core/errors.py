@@ -28,6 +28,10 @@ class RecordError(InputError):
     """A record read mid-run is corrupt or does not fit (the message names the file)."""
 
 
+class RecordFileGone(RecordError):
+    """A record file listed at the start is gone when read (moved or deleted mid-run)."""
+
+
 class ConversionError(ConfigError):
     """A checkpoint does not convert: leftover, missing or misshapen variables."""
 

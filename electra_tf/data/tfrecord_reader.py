@@ -32,7 +32,7 @@ from typing import BinaryIO, Callable, Iterator, NamedTuple
 import numpy as np
 
 from electra_tf.core import framework_messages
-from electra_tf.core.errors import InputError, RecordError
+from electra_tf.core.errors import InputError, RecordError, RecordFileGone
 from electra_tf.core.fileio import expand_files
 from electra_tf.data.features import FEATURE_KEYS, PACKED_MAGIC, check_one_build
 
@@ -71,6 +71,7 @@ def masked_crc(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
+GONE = "no longer there (moved or deleted since the run started)"
 _READ_ERRORS = {"truncated": "is truncated", "length": "has a bad length checksum",
                 "data": "has a bad data checksum"}
 
@@ -83,8 +84,13 @@ def read_records(path: str, files: FileSystem | None = None) -> Iterator[bytes]:
 
     Raises:
       RecordError: a truncated record or a CRC mismatch (names file and record).
+      RecordFileGone: no file at `path` (listed before, then moved or deleted).
     """
-    with (files.open(path) if files else open(path, "rb")) as f:
+    try:
+        opened = files.open(path) if files else open(path, "rb")
+    except FileNotFoundError:  # (had been a traceback mid-run, the steps since a save lost)
+        raise RecordFileGone(f"{path}: {GONE}") from None
+    with opened as f:
         size = files.size(path) if files else os.fstat(f.fileno()).st_size
         offset, index = 0, 0
         while True:

@@ -117,6 +117,7 @@ from electra_tf.training.loop import (
     flag_digests,
     log,
     raised_flags,
+    save_after_interrupt,
     set_precision,
     settings_digest,
     stop_point,
@@ -1315,11 +1316,12 @@ class Finetuning:
             # Weights a diverging step left NaN are never saved (a second signal stops
             # before the chunk's check).
             finite = not gate.safe_to_save or finite_weights(self.model.weights)
-            saved = gate.safe_to_save and finite and checkpoints.save() is not None
+            saved, why = (save_after_interrupt(lambda: checkpoints.save() is not None)
+                          if gate.safe_to_save and finite else (False, ""))
             raise Interrupted(self.step, saved=saved, signum=gate.signum,
                               left_peers=not gate.safe_to_save,
-                              why="" if finite else " (the weights had become NaN or "
-                                                    "infinite: the run was diverging)") from None
+                              why=why if finite else " (the weights had become NaN or "
+                                                     "infinite: the run was diverging)") from None
 
     def _stop_agreement(self):
         """On a run of several processes, the collective by which they agree to stop

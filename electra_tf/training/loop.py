@@ -192,6 +192,22 @@ class Interrupted(KeyboardInterrupt):
         self.left_peers = left_peers
 
 
+def save_after_interrupt(save) -> tuple[bool, str]:
+    """Runs the save a stop signal promised (`save() -> whether it saved`), after the
+    InterruptGate closed: a second Ctrl-C or SIGTERM during it (a large model's save
+    takes seconds) stops it, as the first signal's line says a second one does.
+
+    Returns:
+      (saved, why): why is Interrupted's `why` for a save a second signal stopped ("":
+      none did). What the stopped save left (a TensorFlow `ckpt-N_temp` folder) is
+      removed by the next run; the checkpoint before it is whole.
+    """
+    try:
+        return bool(save()), ""
+    except KeyboardInterrupt:  # (had escaped as a bare KeyboardInterrupt: the generic line)
+        return False, " (a second signal stopped its save)"
+
+
 # The signals the gate holds: Ctrl-C, and the SIGTERM a scheduler (Kubernetes, Slurm, a
 # preemptible VM) sends before it kills a job; both stop the run the same way.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

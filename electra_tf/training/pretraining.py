@@ -38,10 +38,10 @@ import numpy as np
 
 from electra_tf.core import framework_messages
 from electra_tf.core.config import PretrainingConfig, PretrainingRun, check_run
-from electra_tf.core.errors import ConfigError, InputError, RecordError
+from electra_tf.core.errors import ConfigError, InputError, RecordError, RecordFileGone
 from electra_tf.core.fileio import FolderLock, expand_files
 from electra_tf.data.masking import ID_OUTSIDE_VOCABULARY
-from electra_tf.data.tfrecord_reader import locate_corrupt_record, locate_misshaped_record
+from electra_tf.data.tfrecord_reader import GONE, locate_corrupt_record, locate_misshaped_record
 from electra_tf.folders import pretraining as pretraining_folder
 from electra_tf.folders.files import (
     PRETRAINING_CONFIG,
@@ -66,6 +66,7 @@ from electra_tf.training.loop import (
     flag_digests,
     log,
     raised_flags,
+    save_after_interrupt,
     set_precision,
     settings_digest,
     stop_point,
@@ -552,16 +553,19 @@ class Pretraining:
             # second signal, saves nothing and runs nothing the others do not.)
             finite = (self.state_lost or not gate.safe_to_save
                       or finite_weights(self.model.weights))
-            saved = gate.safe_to_save and finite and self._save_after_interrupt()
+            saved, why = (save_after_interrupt(self._save_after_interrupt)
+                          if gate.safe_to_save and finite else (False, ""))
             raise Interrupted(self.step, saved=saved, signum=gate.signum,
                               left_peers=not gate.safe_to_save,
-                              why="" if finite else " (the weights had become NaN or "
-                                                    "infinite: the run was diverging)") from None
+                              why=why if finite else " (the weights had become NaN or "
+                                                     "infinite: the run was diverging)") from None
         except _tensorflow_data_errors() as e:
             raise self._bad_record(e) from None
         except RecordError as e:  # the NumPy input names the file itself
+            advice = "restore it" if isinstance(e, RecordFileGone) else \
+                "replace or remove that file"
             raise InputError(f"{e}, met at step {self.step}; {self._save_after_bad_record()}; "
-                             "replace or remove that file, then rerun to resume") from None
+                             f"{advice}, then rerun to resume") from None
         except Exception as e:
             lost = self._peer_lost(e)
             if lost is None:
@@ -699,18 +703,25 @@ class Pretraining:
         returned unchanged (bugs keep their traceback).
         """
         message = error.message or ""
-        corrupt = isinstance(error, _tensorflow_data_errors()[0])  # DataLossError
+        data_loss, _, not_found = _tensorflow_data_errors()
+        corrupt = isinstance(error, data_loss)
         misshaped = framework_messages.misshaped_record(message)
         bad_id = framework_messages.id_out_of_range(message)
         outside = ID_OUTSIDE_VOCABULARY in message  # the input's own check (data/masking.py)
-        if not corrupt and not misshaped and not bad_id and not outside:
+        listed = self.files["train"] + self.files.get("phase2", []) + self.files["eval"]
+        # A file moved or deleted mid-run, met as tf.data opens it again (its next pass)
+        gone = isinstance(error, not_found) and next(
+            (path for path in listed if path in message and not _exists(path)), None)
+        if not corrupt and not misshaped and not bad_id and not outside and not gone:
             return error
         step = self.step
         source, length_flag, length = self._records_read()
         saved = self._save_after_bad_record()
+        if gone:
+            return InputError(f"{gone}: {GONE}, met at step {step}; {saved}; restore it, "
+                              "then rerun to resume")
         if corrupt:
-            path = locate_corrupt_record(
-                self.files["train"] + self.files.get("phase2", []) + self.files["eval"], message)
+            path = locate_corrupt_record(listed, message)
             where = path or f"a file of {source}"
             found = framework_messages.corrupt_record(message)
             said = found[0] if found else message.strip().split("\n")[0][:200]
@@ -739,5 +750,13 @@ class Pretraining:
 def _tensorflow_data_errors() -> tuple:
     """tf.data's errors for a bad record; none where TensorFlow was never imported."""
     tf = sys.modules.get("tensorflow")
-    return (tf.errors.DataLossError, tf.errors.InvalidArgumentError) if tf else ()
+    return ((tf.errors.DataLossError, tf.errors.InvalidArgumentError, tf.errors.NotFoundError)
+            if tf else ())
+
+
+def _exists(path: str) -> bool:
+    """Whether a listed record file is still there (gs:// and other schemes through
+    TensorFlow's file system, where it is imported)."""
+    tf = sys.modules.get("tensorflow")
+    return tf.io.gfile.exists(path) if tf else os.path.exists(path)
 

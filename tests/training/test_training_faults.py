@@ -182,6 +182,51 @@ def test_a_shard_corrupt_mid_file_is_named_after_a_checkpoint(tiny_records, tmp_
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
 
 
+def test_a_shard_deleted_mid_run_is_named_after_a_checkpoint(tiny_records, tmp_path):
+    """A training file moved or deleted mid-run, met as tf.data opens it for its next
+    pass: it had been a NotFoundError traceback, the steps since the last save lost."""
+    import glob
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for path in sorted(glob.glob(tiny_records["train"])):
+        shutil.copy(path, data)
+    gone = sorted(data.iterdir())[1]
+    model_dir = tmp_path / "model"
+    trainer = pretraining(tiny_records, model_dir, train_data=f"{data}/pretrain_data.tfrecord*",
+                          num_train_steps=2000, save_checkpoints_steps=1000, eval_data="")
+    real_train_steps, calls = trainer.train_steps, []
+
+    def train_steps(iterator, n):
+        calls.append(n)
+        if len(calls) == 2:
+            gone.unlink()  # after the first chunk's reads opened it
+        return real_train_steps(iterator, n)
+
+    trainer.train_steps = train_steps
+    with pytest.raises(InputError) as raised:
+        trainer.train()
+    message = str(raised.value)
+    step = re.fullmatch(re.escape(f"{gone}: no longer there (moved or deleted since the run "
+                                  "started), met at step ") + r"(\d+); checkpoint saved at step "
+                        r"(\d+); restore it, then rerun to resume", message)
+    assert step and step.group(1) == step.group(2), message
+    assert 0 < int(step.group(1)) < 2000
+    assert (model_dir / "checkpoints" / f"ckpt-{step.group(1)}.index").exists()
+
+
+def test_the_numpy_reader_names_a_file_gone_since_it_was_listed(tmp_path):
+    """The Keras-JAX NumPy input's reader (and the packing command's): a FileNotFoundError
+    traceback before; the trainer saves and says "restore it" (RecordFileGone)."""
+    from electra_tf.core.errors import RecordFileGone
+    from electra_tf.data.tfrecord_reader import read_records
+
+    with pytest.raises(RecordFileGone) as raised:
+        next(read_records(str(tmp_path / "shard-0")))
+    assert str(raised.value) == (f"{tmp_path / 'shard-0'}: no longer there (moved or deleted "
+                                 "since the run started)")
+
+
 def test_a_misshaped_record_names_the_records_being_read(tiny_records, tmp_path):
     """A record of --phase2_train_data that does not fit phase 2's length, met in phase 2
     (its first record fits: the start-up check passes), is named as phase 2's, and one of

@@ -225,6 +225,38 @@ def test_sigterm_during_a_chunk_saves_at_its_end_and_resumes_exactly(make_config
             == loop.weights_checksum(whole.model.trainable_variables))
 
 
+def test_a_second_ctrl_c_during_the_interrupts_save_is_said(make_configs, tmp_path,
+                                                            sigint_handler):
+    """The first signal's line promises that a second one stops "at once without
+    saving"; one landing in the save after the stop (a large model's save takes seconds)
+    had escaped as a bare KeyboardInterrupt, the CLI's generic line. Now the one line
+    says no checkpoint was saved, and the run resumes from the one before."""
+    config, run = make_configs(tmp_path / "m", num_train_steps=9, save_checkpoints_steps=9)
+    trainer = TensorFlowPretraining(config, run)
+    real_train_steps, real_save, calls = trainer.train_steps, trainer.save_checkpoint, []
+
+    def train_steps(iterator, n):
+        calls.append(trainer.step)
+        if len(calls) == 2:
+            ctrl_c()
+        return real_train_steps(iterator, n)
+
+    def save_checkpoint():
+        if trainer.step == 6:  # the save after the stop (none is due before step 9)
+            ctrl_c()
+        return real_save()
+
+    trainer.train_steps, trainer.save_checkpoint = train_steps, save_checkpoint
+    with pytest.raises(loop.Interrupted) as raised:
+        trainer.train()
+    assert str(raised.value) == ("interrupted at step 6; no checkpoint was saved (a second "
+                                 "signal stopped its save); a rerun starts from the latest one")
+    assert not (tmp_path / "m" / "checkpoints" / "ckpt-6.index").exists()
+    resumed = TensorFlowPretraining(config, run)
+    resumed.restore()
+    assert resumed.step == 0
+
+
 # === Several processes: they agree on the check at which all of them stop ===
 class Peers:
     """A stand-in for the collective of a run of several processes (InterruptGate's
