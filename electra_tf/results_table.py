@@ -82,8 +82,9 @@ def _check_not_a_folder_file(output: str, folders: list[str]) -> None:
     files of another folder electra_tf wrote (a group's trial folder): their
     trials.json or results.json had been replaced with the table; so had their
     prediction files, files in their checkpoints/, and a folder of records'
-    pretrain_data_stats.json. A new file in such a folder,
-    or a table an earlier run wrote there, may be written.
+    pretrain_data_stats.json. Any other file that holds something but a table
+    (a task's dev.tsv) is refused too. A new file, an empty one, or a table an
+    earlier run wrote, may be written.
 
     Raises:
       InputError: naming the file.
@@ -103,7 +104,7 @@ def _check_not_a_folder_file(output: str, folders: list[str]) -> None:
     if name not in own:
         # any other file of a folder (its predictions, its checkpoints/ ...), but a table
         # an earlier run of this command wrote there
-        if os.path.isfile(where) and not _a_table(where):
+        if os.path.isfile(where) and os.path.getsize(where) and not _a_table(where):
             given = {os.path.realpath(f) for f in folders}
             folder = parent
             while True:
@@ -113,8 +114,12 @@ def _check_not_a_folder_file(output: str, folders: list[str]) -> None:
                                      "folder electra_tf wrote (not a table this command "
                                      "wrote); write the table elsewhere")
                 if os.path.dirname(folder) == folder:
-                    return
+                    break
                 folder = os.path.dirname(folder)
+            # any other file that holds something (a task's dev.tsv had been replaced
+            # with the table, silently)
+            raise InputError(f"--output {output} holds something other than a table this "
+                             "command wrote; remove it first, or write the table elsewhere")
         return
     for folder in folders:
         if os.path.realpath(folder) == parent:

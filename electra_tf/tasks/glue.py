@@ -392,7 +392,7 @@ class GlueTask(Task):
                      if i == index_col or c in at and c not in self.from_end] + [
                 f"{c} (counted from the row's end)" for c in at if c in self.from_end]
             row_number, wide = 0, []
-            first_at: dict[str, str] = {}  # a test file's indexes: the submission's keys
+            first_at: dict[str, str] = {}  # a dev or test file's indexes: its predictions' keys
             for row in reader:
                 where = f"{path}:{reader.line_num}"
                 if not row or row == [""]:
@@ -409,11 +409,14 @@ class GlueTask(Task):
                                         "as the original does)")
                 index = row[index_col].strip() if index_col is not None else str(row_number)
                 row_number += 1
-                if not labelled and index_col is not None:
-                    if index in first_at:  # (two submission rows of one index)
+                if split != "train" and index_col is not None:
+                    if index in first_at:  # (two submission rows of one index; a dev
+                        # file's: scored here, then eval_glue refused the predictions)
+                        kind = ("submission" if not labelled else
+                                "predictions file (eval_glue)")
                         raise TaskDataError(
                             f"{where}: index {index!r} repeats (first at {first_at[index]}); "
-                            f"the {self.dir_name} submission's rows are matched by index")
+                            f"the {self.dir_name} {kind}'s rows are matched by index")
                     first_at[index] = where
                 label = (self._parse_label(field(row, self.label_column).strip(), where,
                                            "label") if labelled else None)

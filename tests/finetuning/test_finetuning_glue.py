@@ -459,6 +459,12 @@ def test_eval_glue_cli_bad_submission_is_one_line(glue_dir, tmp_path):
     ("sst2", "SST-2/test.tsv", "index\tsentence\n7\thello\n7\tworld\n",
      r"SST-2/test.tsv:3: index '7' repeats \(first at .*SST-2/test.tsv:2\); the SST-2 "
      r"submission's rows are matched by index$"),
+    # a dev file's index twice: scored by the run, then its predictions file was refused
+    # by eval_glue
+    ("qnli", "QNLI/dev.tsv", "index\tquestion\tsentence\tlabel\n1\ta\tb\tentailment\n"
+     "1\tc\td\tentailment\n",
+     r"QNLI/dev.tsv:3: index '1' repeats \(first at .*QNLI/dev.tsv:2\); the QNLI "
+     r"predictions file \(eval_glue\)'s rows are matched by index$"),
 ])
 def test_bad_rows_name_file_and_line(tmp_path, task_name, rel, text, message):
     os.makedirs(tmp_path / os.path.dirname(rel))

@@ -192,6 +192,17 @@ def test_an_output_that_is_a_given_folders_own_file_is_refused(folders, tmp_path
         (records / name).write_text("{}")
         with pytest.raises(InputError, match=r"is a file of .*records, a folder electra_tf"):
             _check_not_a_folder_file(str(records / name), folders)
+    # any other file holding something: a task's dev file had been replaced, silently;
+    # an empty file (made by mktemp) may be written
+    data = tmp_path / "glue_data" / "RTE"
+    data.mkdir(parents=True)
+    (data / "dev.tsv").write_text("index\tsentence1\tsentence2\tlabel\n")
+    with pytest.raises(InputError, match=re.escape(
+            f"--output {data / 'dev.tsv'} holds something other than a table this command "
+            "wrote; remove it first, or write the table elsewhere")):
+        _check_not_a_folder_file(str(data / "dev.tsv"), folders)
+    (data / "empty.md").write_text("")
+    _check_not_a_folder_file(str(data / "empty.md"), folders)
     table = os.path.join(folders[0], "table.md")
     with open(table, "w") as f:
         f.write(markdown(results_table(folders)))
