@@ -412,11 +412,12 @@ class GlueTask(Task):
                 if split != "train" and index_col is not None:
                     if index in first_at:  # (two submission rows of one index; a dev
                         # file's: scored here, then eval_glue refused the predictions)
-                        kind = ("submission" if not labelled else
-                                "predictions file (eval_glue)")
+                        said = (f"the {self.dir_name} submission's rows are matched by index"
+                                if not labelled else "predictions are matched to its rows "
+                                "by index (eval_glue)")
                         raise TaskDataError(
                             f"{where}: index {index!r} repeats (first at {first_at[index]}); "
-                            f"the {self.dir_name} {kind}'s rows are matched by index")
+                            + said)
                     first_at[index] = where
                 label = (self._parse_label(field(row, self.label_column).strip(), where,
                                            "label") if labelled else None)

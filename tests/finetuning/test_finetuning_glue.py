@@ -463,8 +463,8 @@ def test_eval_glue_cli_bad_submission_is_one_line(glue_dir, tmp_path):
     # by eval_glue
     ("qnli", "QNLI/dev.tsv", "index\tquestion\tsentence\tlabel\n1\ta\tb\tentailment\n"
      "1\tc\td\tentailment\n",
-     r"QNLI/dev.tsv:3: index '1' repeats \(first at .*QNLI/dev.tsv:2\); the QNLI "
-     r"predictions file \(eval_glue\)'s rows are matched by index$"),
+     r"QNLI/dev.tsv:3: index '1' repeats \(first at .*QNLI/dev.tsv:2\); predictions are "
+     r"matched to its rows by index \(eval_glue\)$"),
 ])
 def test_bad_rows_name_file_and_line(tmp_path, task_name, rel, text, message):
     os.makedirs(tmp_path / os.path.dirname(rel))
@@ -599,14 +599,15 @@ def test_bad_prediction_files(glue_dir, tmp_path):
         glue.evaluate_submission("sst", str(tmp_path / "none.tsv"), dev_file)
     with pytest.raises(ValueError, match="out of range"):
         task.write_predictions([2], task.read(glue_dir, "dev")[:1], str(tmp_path / "x.tsv"))
-    # A gold file with an index twice: the gold file is named, not the predictions
+    # A gold file with an index twice: the gold file is named, not the predictions (as
+    # its reading refuses it, the run's too)
     os.makedirs(tmp_path / "gold")
     gold = _write(tmp_path, "gold/dev.tsv", f"{PAIR}\tlabel\n0\ta\tb\t1\n0\tc\td\t0\n")
     path = _write(tmp_path, "p.tsv", "index\tprediction\n0\t1\n")
     with pytest.raises(InputError) as e:
         glue.evaluate_submission("wnli", path, gold)
-    assert str(e.value).startswith(f"{gold}:3: index '0' repeats in the gold file (first at "
-                                   f"{gold}:2)"), e.value
+    assert str(e.value) == (f"{gold}:3: index '0' repeats (first at {gold}:2); predictions "
+                            "are matched to its rows by index (eval_glue)"), e.value
 
 
 def test_fields_longer_than_the_csv_modules_default_limit_are_read(tmp_path):
