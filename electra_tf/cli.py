@@ -15,6 +15,7 @@ import importlib.util
 import json
 import logging as std_logging
 import os
+import re
 import signal
 import sys
 from typing import Callable
@@ -62,8 +63,17 @@ def flagfiles_first(argv: list[str]) -> list[str]:
         rest, tail = rest[:cut], rest[cut:]
     else:
         tail = []
-    files = [a for a in rest if a.startswith(("--flagfile=", "-flagfile="))]
-    return head + files + [a for a in rest if a not in files] + tail
+    files, others, i = [], [], 0
+    while i < len(rest):
+        if rest[i].startswith(("--flagfile=", "-flagfile=")):
+            files.append(rest[i])
+        elif rest[i] in ("--flagfile", "-flagfile") and i + 1 < len(rest):
+            files += rest[i:i + 2]  # `--flagfile PATH` (had been read in place: its flags
+            i += 1                  # then won over those given before it)
+        else:
+            others.append(rest[i])
+        i += 1
+    return head + files + others + tail
 
 
 EXIT_BAD_INPUT = 2
@@ -115,6 +125,9 @@ def run_command(main: Callable[[list[str]], None], module: str,
         _command = getattr(getattr(sys.modules["__main__"], "__spec__", None), "name", "") or ""
     _help_exits_zero()
     signals.leave_at_once = True  # this process is the command's: a second signal may end it
+    # Every command: a flag on the command line wins over a flagfile's; -h asks for help
+    argv = flagfiles_first(sys.argv if argv is None else argv)
+    argv = [a if a != "-h" or "--" in argv[:i] else "--help" for i, a in enumerate(argv)]
     app.run(lambda args: run_cli(lambda: main(args)), argv=argv, flags_parser=_parse_flags)
 
 
@@ -123,17 +136,46 @@ def _parse_flags(argv: list[str]) -> list[str]:
     the wrong type, a missing --flagfile) told in one `error:` line with status 2, as
     other bad input; absl's own printed two lines (FATAL ..., Pass --helpshort ...)
     and exited 1."""
-    try:
-        return flags.FLAGS(argv)
-    except flags.Error as e:
-        reason = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
-        reason = reason.removeprefix("ERROR:: ")  # absl's own prefix of a flagfile error
-        print(f"error: {reason}", file=sys.stderr)
+    empty = [a for a in argv[1:] if a in ("--flagfile=", "-flagfile=")]
+    if empty:  # (absl had read no file and said nothing)
+        print(f"error: {empty[0]} names no file; give --flagfile=PATH", file=sys.stderr)
         sys.exit(2)
+    try:
+        rest = flags.FLAGS(argv)
     except UnicodeDecodeError as e:  # absl reads a --flagfile as UTF-8 and names none
         print(f"error: {_undecodable_flagfile(argv)} is not UTF-8 text ({e.reason}); save "
               "it as UTF-8", file=sys.stderr)
         sys.exit(2)
+    except (flags.Error, ValueError) as e:  # absl's `--noflag=value`: a ValueError
+        reason = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        reason = reason.removeprefix("ERROR:: ")  # absl's own prefix of a flagfile error
+        # absl's tuple, "('Non-boolean argument to boolean flag', 'maybe')"
+        reason = re.sub(r"\('Non-boolean argument to boolean flag', (.*)\)$",
+                        r"not a boolean: \1 (give --name, --noname, --name=true or "
+                        r"--name=false)", reason)
+        if "does not take an argument" in reason:
+            reason += " (a boolean is --name, --noname or --name=false)"
+        print(f"error: {reason}", file=sys.stderr)
+        sys.exit(2)
+    _expand_home()
+    return rest
+
+
+# Flags that take paths (a folder, a file, a pattern, a comma-separated list of them)
+_PATH_FLAG = re.compile(r"(^|_)(dir|file|data|checkpoint|output|input|corpus|base|records|"
+                        r"predictions|path)($|_)")
+
+
+def _expand_home() -> None:
+    """A path flag's leading ~ (or ~user), as a shell expands it unquoted: given quoted
+    (or in a flagfile), `--output='~/v.txt'` had written ./~/v.txt, and
+    `--vocab_file='~/vocab.txt'` was not found, while patterns were expanded."""
+    for name in list(flags.FLAGS):
+        flag = flags.FLAGS[name]
+        value = flag.value
+        if flag.present and isinstance(value, str) and _PATH_FLAG.search(name) \
+                and any(p.startswith("~") for p in value.split(",")):
+            flag.value = ",".join(os.path.expanduser(p) for p in value.split(","))
 
 
 def _undecodable_flagfile(argv: list[str]) -> str:
@@ -227,6 +269,10 @@ def run_cli(main: Callable[[], None]) -> None:
         sys.exit(EXIT_BAD_INPUT)
     except app.UsageError as e:  # absl's app.run would print the whole help and exit 1
         hint = _USAGE_HINT if str(e).startswith("unexpected arguments") else ""
+        if hint and ("\ufeff" in str(e) or "\\ufeff" in str(e)):  # (its repr) a flagfile
+            # an editor saved with a byte-order mark: its first flag read as an argument
+            hint = (" (a --flagfile starts with a byte-order mark, as some editors save "
+                    "UTF-8: save it without one)")
         print(f"error: {clipped(str(e))}{hint}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt as e:

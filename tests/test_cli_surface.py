@@ -83,14 +83,49 @@ def test_the_demo_flagfile_with_ones_own_train_data_builds_no_demo_data(tmp_path
     assert not (tmp_path / "demo").exists() and not (tmp_path / "model").exists()
 
 
-def test_a_flag_on_the_command_line_wins_over_a_flagfile_given_after_it(tmp_path):
+@pytest.mark.parametrize("flagfile", [["--flagfile=configs/demo.flags"],
+                                      ["--flagfile", "configs/demo.flags"]])
+def test_a_flag_on_the_command_line_wins_over_a_flagfile_given_after_it(flagfile, tmp_path):
+    """Also `--flagfile PATH` (a space, not `=`): it had been read in place, its flags
+    winning over those given before it, silently."""
     from helpers import error_line
 
     proc = run_module("electra_tf.run_pretraining", "--num_train_steps=0",
-                      "--flagfile=configs/demo.flags", f"--model_dir={tmp_path}/model",
+                      *flagfile, f"--model_dir={tmp_path}/model",
                       f"--train_data={tmp_path}/mine*", timeout=600)
     error_line(proc, "num_train_steps must be >= 1, got 0")
     assert not (tmp_path / "model").exists()
+
+
+def test_flag_mistakes_are_one_line_each_and_path_flags_take_the_home_folder(tmp_path):
+    """Each had been a traceback, a Python tuple, silence or a misleading line; a path
+    flag's ~ given quoted had made a folder named ~ (build_vocab wrote ./~/v.txt)."""
+    from helpers import child_env, error_line, run_python
+
+    (tmp_path / "c.txt").write_text("hello world\nthe model replaced a token\n")
+    (tmp_path / "bom.flags").write_bytes(b"\xef\xbb\xbf--vocab_size=200\n")
+    command = ["electra_tf.build_vocab", f"--corpus={tmp_path}/c.txt",
+               f"--output={tmp_path}/v.txt"]
+    for given, line in (
+            ("--nodo_lower_case=true", "error: --nodo_lower_case=true does not take an "
+                                       "argument (a boolean is --name, --noname or "
+                                       "--name=false)"),
+            ("--do_lower_case=maybe", "error: flag --do_lower_case=maybe: not a boolean: "
+                                      "'maybe' (give --name, --noname, --name=true or "
+                                      "--name=false)"),
+            ("--flagfile=", "error: --flagfile= names no file; give --flagfile=PATH"),
+            (f"--flagfile={tmp_path}/bom.flags",
+             "(a --flagfile starts with a byte-order mark, as some editors save UTF-8: "
+             "save it without one)")):
+        assert error_line(run_module(*command, given), line).endswith(line)
+    proc = run_module("electra_tf.build_vocab", "-h")
+    assert proc.returncode == 0 and "--corpus" in proc.stdout, proc.stderr[-2000:]
+    home = tmp_path / "home"
+    home.mkdir()
+    proc = run_python(["-m", "electra_tf.build_vocab", "--corpus=~/../c.txt",
+                       "--output=~/v.txt", "--vocab_size=200"], env=child_env(HOME=str(home)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (home / "v.txt").is_file() and not (tmp_path / "~").exists()
 
 
 @pytest.mark.parametrize("script,flag", [("electra-pretrain", "learning_rate"),

@@ -137,6 +137,9 @@ def test_tied_generator_needs_equal_sizes():
     # or forever (steps past the int64 step counter)
     (PretrainingConfig, {}, dict(learning_rate=1e-300),
      r"learning_rate 1e-300 is below float32's smallest normal number"),
+    (FinetuningConfig, dict(task_name="sst2"), dict(learning_rate=1e-40),  # had trained
+     r"learning_rate 1e-40 is below float32's smallest normal number .*would not move "
+     r"\(0: the original's rate for the size\)"),
     (PretrainingConfig, {}, dict(gen_weight=0.0, disc_weight=0.0),
      "gen_weight and disc_weight are both 0: no loss"),
     (PretrainingConfig, {}, dict(num_train_steps=10**20),

@@ -1078,6 +1078,10 @@ class FinetuningConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         _check_finite(self, ("num_train_epochs", "learning_rate", "weight_decay_rate"), ">= 0")
+        if 0 < self.learning_rate < _FLOAT32_TINY:  # (0 is the default: by size)
+            raise ConfigError(f"learning_rate {self.learning_rate:g} is below float32's "
+                              f"smallest normal number ({_FLOAT32_TINY:.4g}): the weights "
+                              "would not move (0: the original's rate for the size)")
         # (0 had been taken: an epsilon of 0 divides 0 by 0 for a weight without gradient,
         # the NaN blamed on the learning rate; a clip norm of 0 zeroes every gradient)
         _check_finite(self, ("adam_epsilon", "clip_norm"), "> 0")

@@ -261,15 +261,27 @@ def _step_advice(estimate_of, sequences: int, available: int | None, what: str,
                 "it is likely to be killed in its first step" if need > available else
                 "close enough (a step's peak varies by about 20%) that it may be killed in "
                 "its first step"))
-    splits = [k for k in range(2, sequences + 1) if sequences % k == 0
-              and estimate_of(sequences // k).total <= room]
-    if accumulation_flag and splits:
-        k = splits[0]
-        return (f"{line}; {accumulation_flag}={k * accumulation} (micro-batches of "
-                f"{sequences // k * scale}, about {_gib(estimate_of(sequences // k).total)}) "
-                "trains the same batch"), k * accumulation
     if estimate_of(1).total > room:
         one = "one sequence per replica" if scale > 1 else "one sequence"
         return f"{line}; even {one} at a time needs about {_gib(estimate_of(1).total)}", None
-    fits = max(n for n in range(1, sequences) if estimate_of(n).total <= room)
+    # The most sequences that fit, by bisection (an estimate grows with them): a count
+    # at a time had taken minutes for a mistyped --train_batch_size of 20 digits
+    fits, over = 1, sequences
+    while over - fits > 1:
+        middle = (fits + over) // 2
+        fits, over = (middle, over) if estimate_of(middle).total <= room else (fits, middle)
+    if accumulation_flag:
+        k = _fewest_micro_batches(sequences, fits)
+        return (f"{line}; {accumulation_flag}={k * accumulation} (micro-batches of "
+                f"{sequences // k * scale}, about {_gib(estimate_of(sequences // k).total)}) "
+                "trains the same batch"), k * accumulation
     return f"{line}; about {fits * scale} sequences at a time would fit", None
+
+
+def _fewest_micro_batches(sequences: int, fits: int, tries: int = 100_000) -> int:
+    """The fewest equal micro-batches (k >= 2 dividing `sequences`) of at most `fits`
+    sequences each; `sequences` itself (micro-batches of one) where no divisor lies
+    within `tries` of the least count that fits (a prime batch of 20 digits)."""
+    least = max(2, -(-sequences // fits))
+    return next((k for k in range(least, min(sequences, least + tries))
+                 if sequences % k == 0), sequences)

@@ -202,6 +202,36 @@ def test_no_split_that_fits_says_what_does(paper_config):
                                "x") is None
 
 
+def test_the_advice_is_the_first_split_that_fits_and_a_huge_batch_is_quick():
+    """The advice is the fewest equal micro-batches that fit (or the most sequences that
+    fit), as a search through every count found it; that search had taken minutes for a
+    mistyped --train_batch_size of 20 digits (no output, 100% CPU)."""
+    def estimate_of(n):  # 1 GiB for the weights, 0.1 GiB a sequence
+        return types.SimpleNamespace(total=GIB + n * GIB // 10)
+
+    room = memory.MARGIN * 3 * GIB
+    fits = max(n for n in range(1, 1000) if estimate_of(n).total <= room)
+    for sequences in (24, 97, 100, 360):
+        line = memory.step_warning(estimate_of, sequences, 3 * GIB, "x", "--acc")
+        k = next(k for k in range(2, sequences + 1)
+                 if sequences % k == 0 and sequences // k <= fits)
+        assert f"--acc={k} (micro-batches of {sequences // k}," in line, (sequences, line)
+        line = memory.step_warning(estimate_of, sequences, 3 * GIB, "x")
+        assert line.endswith(f"; about {fits} sequences at a time would fit"), line
+    calls = []
+
+    def counted(n):  # a search through every count stops here, not after minutes
+        calls.append(n)
+        assert len(calls) < 1000, "the advice estimates one count at a time"
+        return estimate_of(n)
+
+    # the second has no divisor near the least count that fits: micro-batches of one
+    for sequences in (10**20, 10**20 + 39):
+        line = memory.step_warning(counted, sequences, 3 * GIB, "x", "--acc")
+        assert line is not None and "--acc=" in line
+    assert "--acc=100000000000000000039 (micro-batches of 1," in line
+
+
 def test_a_trainer_checks_its_own_phases(make_configs):
     """The trainer's check (run_pretraining prints each line as a warning): none where it
     fits; its own batch and accumulation where it does not."""
