@@ -37,7 +37,8 @@ def checkpoint_prefix(path: str) -> str:
     .data-* file, or of a folder's `checkpoint` state file (else its one *.index).
 
     Raises:
-      ConversionError: a folder of several checkpoints and no state file naming one.
+      ConversionError: a folder of several checkpoints and no state file naming one; a
+        prefix with no .index (naming the checkpoints beside it).
     """
     import glob
 
@@ -62,6 +63,19 @@ def checkpoint_prefix(path: str) -> str:
             raise core.ConversionError(f"{path} holds {len(indexes)} checkpoints (*.index); "
                                        "pass --checkpoint=PREFIX")
         path = indexes[0][:-len(".index")]
+    if "://" not in path and not os.path.exists(path + ".index") \
+            and not os.path.isfile(path):  # (a typo had been called a damaged checkpoint)
+        folder = os.path.dirname(path) or "."
+        if not os.path.isdir(folder):
+            raise core.ConversionError(f"no checkpoint {path}: its folder {folder} does "
+                                       "not exist")
+        beside = sorted(os.path.basename(p)[:-len(".index")]
+                        for p in glob.glob(os.path.join(glob.escape(folder), "*.index")))
+        holds = (f"its folder holds {', '.join(beside[:5])}"
+                 + (f" and {len(beside) - 5} more" if len(beside) > 5 else "")
+                 if beside else "its folder holds no checkpoint (*.index)")
+        raise core.ConversionError(f"no checkpoint {path} ({os.path.basename(path)}.index "
+                                   f"does not exist); {holds}")
     return path
 
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -219,6 +220,23 @@ def test_interop_tf1_damaged_checkpoint_is_one_error(h, tmp_path, damage):
     with pytest.raises(core.ConversionError, match=rf"^cannot read the checkpoint {prefix}: .*"
                                                    r"\(a damaged or incomplete checkpoint"):
         tf1.import_checkpoint(prefix, "small", str(tmp_path / "out"), h.TINY_OVERRIDES)
+    assert not (tmp_path / "out").exists()
+
+
+def test_interop_tf1_a_prefix_that_does_not_exist_names_those_beside_it(h, tmp_path):
+    """A typo in the step (model.ckpt-9999 beside model.ckpt-3000), or a folder that does
+    not exist: it had been "a damaged or incomplete checkpoint", in TensorFlow's words."""
+    prefix = h.write_tf1_checkpoint(tmp_path / "ckpt" / "model.ckpt-3000",
+                                    h.original_weights(seed=7, generator=False))
+    wrong = str(tmp_path / "ckpt" / "model.ckpt-9999")
+    with pytest.raises(core.ConversionError) as raised:
+        tf1.import_checkpoint(wrong, "small", str(tmp_path / "out"), h.TINY_OVERRIDES)
+    assert str(raised.value) == (f"no checkpoint {wrong} (model.ckpt-9999.index does not "
+                                 "exist); its folder holds model.ckpt-3000"), prefix
+    missing = str(tmp_path / "none" / "model.ckpt")
+    with pytest.raises(core.ConversionError, match=re.escape(
+            f"no checkpoint {missing}: its folder {tmp_path / 'none'} does not exist")):
+        tf1.import_checkpoint(missing, "small", str(tmp_path / "out"), h.TINY_OVERRIDES)
     assert not (tmp_path / "out").exists()
 
 
