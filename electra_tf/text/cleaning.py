@@ -48,8 +48,12 @@ def _deleted(c: str) -> bool:
 def has_visible_text(text: str) -> bool:
     """Whether `text` keeps a character once the tokenizer's cleaning deleted its
     characters (_deleted) and whitespace split it: a text of zero-width spaces (U+200B)
-    or controls alone is as empty as one of spaces."""
-    return any(not c.isspace() and not _deleted(c) for c in text)
+    or controls alone is as empty as one of spaces. A code point this Python's Unicode
+    tables do not assign counts as kept: TensorFlow's newer tables may assign it (a
+    CJK Extension H character becomes [UNK]); a text the tokenizer keeps nothing of is
+    refused where it is tokenized."""
+    return any(not c.isspace() and (not _deleted(c) or unicodedata.category(c) == "Cn")
+               for c in text)
 
 
 def invisible_character(text: str) -> str | None:

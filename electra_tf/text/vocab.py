@@ -49,8 +49,9 @@ def load_vocab(vocab_file: str) -> list[str]:
     """Reads a BERT-style vocab (one token per line) and checks its specials.
 
     Raises:
-      VocabError: the file is missing, empty or not UTF-8, a token repeats, a
-        special token is missing, or [PAD] is not id 0 (padding is written as 0).
+      VocabError: the file is missing, empty or not UTF-8, a token repeats or has
+        whitespace at its ends, a special token is missing, or [PAD] is not id 0
+        (padding is written as 0).
     """
     data = _read_bytes(os.fspath(vocab_file))
     if data is None:
@@ -75,13 +76,20 @@ def load_vocab(vocab_file: str) -> list[str]:
         raise VocabError(f"vocab file is empty: {vocab_file}")
     seen: dict[str, int] = {}
     for i, tok in enumerate(tokens):
+        if tok != tok.strip():  # (kept as written, the token had matched no word: [UNK])
+            raise VocabError(f"{vocab_file}:{i + 1}: token {tok!r} has whitespace at its "
+                             "ends, which no word piece holds (the original strips it); "
+                             "remove it")
         if tok in seen:
             raise VocabError(
                 f"{vocab_file}:{i + 1}: token {tok!r} repeats line {seen[tok] + 1}")
         seen[tok] = i
     missing = [t for t in SPECIAL_TOKENS if t not in seen]
     if missing:
-        raise VocabError(f"{vocab_file} lacks the special token(s) {', '.join(missing)}")
+        kind = (" (a JSON file? a vocabulary is one token per line: the vocab.txt beside "
+                "it)" if data.lstrip()[:1] in (b"{", b"[") else "")
+        raise VocabError(f"{vocab_file} lacks the special token(s) {', '.join(missing)}"
+                         + kind)
     if seen[PAD] != 0:
         raise VocabError(f"{vocab_file}: [PAD] must be id 0, found at id {seen[PAD]}")
     return tokens
