@@ -256,7 +256,9 @@ def test_a_token_with_whitespace_at_its_ends_is_refused(tmp_path, token):
         load_vocab(path)
     assert str(raised.value) == (f"{path}:{len(tiny_vocab_tokens()) + 1}: token {token!r} has "
                                  "whitespace at its ends, which no word piece holds (the "
-                                 "original strips it); remove it")
+                                 "original's load_vocab strips it: its model read "
+                                 f"{token.strip()!r} there); remove it (sed -i "
+                                 "'s/^[[:space:]]*//; s/[[:space:]]*$//' FILE)")
 
 
 def test_a_json_vocabulary_is_named(tmp_path):

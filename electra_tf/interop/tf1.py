@@ -290,9 +290,8 @@ def check_vocab_size(vocab_file: str, vocab_size: int) -> None:
 
     More tokens than rows: the folder would serve ids past the table (every
     request holding one would fail); special tokens only: nothing could be
-    tokenized; a token with whitespace around it: the original's load_vocab strips
-    it (its model saw "the" at that id) where electra_tf, as transformers, keeps it
-    (no text matches "the "), so the ids would differ silently. Fewer tokens than
+    tokenized; a token with whitespace around it (load_vocab: the original's strips
+    it, its model saw "the" at that id, where no text would match "the "). Fewer tokens than
     rows is legal (a padded table). Nothing is checked without a vocab.txt (none is
     copied then).
 
@@ -311,13 +310,6 @@ def check_vocab_size(vocab_file: str, vocab_size: int) -> None:
     except VocabError as e:
         raise core.ConversionError(str(e)) from None
     core.check_vocabulary(tokens, vocab_file, vocab_size, owner="checkpoint")
-    for line, token in enumerate(tokens, start=1):
-        if token != token.strip():
-            raise core.ConversionError(
-                f"{vocab_file}:{line}: token {token!r} has whitespace around it, which the "
-                f"original's load_vocab strips (its model read {token.strip()!r} there) and "
-                "electra_tf keeps; remove it from the file (sed -i 's/^[[:space:]]*//; "
-                "s/[[:space:]]*$//' FILE) and convert again")
 
 
 def resume_flags(config: PretrainingConfig) -> str:

@@ -78,8 +78,9 @@ def load_vocab(vocab_file: str) -> list[str]:
     for i, tok in enumerate(tokens):
         if tok != tok.strip():  # (kept as written, the token had matched no word: [UNK])
             raise VocabError(f"{vocab_file}:{i + 1}: token {tok!r} has whitespace at its "
-                             "ends, which no word piece holds (the original strips it); "
-                             "remove it")
+                             "ends, which no word piece holds (the original's load_vocab "
+                             f"strips it: its model read {tok.strip()!r} there); remove it "
+                             "(sed -i 's/^[[:space:]]*//; s/[[:space:]]*$//' FILE)")
         if tok in seen:
             raise VocabError(
                 f"{vocab_file}:{i + 1}: token {tok!r} repeats line {seen[tok] + 1}")

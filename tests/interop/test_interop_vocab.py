@@ -95,6 +95,7 @@ def test_tf1_refuses_a_token_the_original_would_have_stripped(h, tmp_path, token
     with pytest.raises(core.ConversionError) as raised:
         tf1.import_checkpoint(prefix, "small", str(tmp_path / "out"), h.TINY_OVERRIDES)
     assert str(raised.value).startswith(
-        f"{tmp_path / 'ckpt' / 'vocab.txt'}:7: token {token!r} has whitespace around it, "
-        "which the original's load_vocab strips (its model read 'the' there)")
+        f"{tmp_path / 'ckpt' / 'vocab.txt'}:7: token {token!r} has whitespace at its ends, "
+        "which no word piece holds (the original's load_vocab strips it: its model read "
+        "'the' there)")
     assert not (tmp_path / "out").exists()
