@@ -134,7 +134,7 @@ def main(argv):
 
 def run():
     """The command line (console script `electra-pretrain`)."""
-    cli.run_command(main, __name__, argv=cli.flagfiles_first(sys.argv))
+    cli.run_command(main, __name__)  # (its flagfiles first, as every command's)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ Output names: see electra_tf/serving/signatures.py and docs/serving.md.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import errno
 import json
@@ -574,32 +573,30 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
                          f"{keras.backend.backend()}")
     check_model_name(model_name)
     parent = os.path.join(model_base, model_name)
-    made_parent = not os.path.lexists(parent)  # removed again if this export fails
-    os.makedirs(parent, exist_ok=True)
-    clean_stale_tmp(parent)
-    version = next_version(parent) if version is None else int(version)
-    final = check_version(parent, version)
-    tmp = tempfile.mkdtemp(prefix=_tmp_prefix(version), dir=parent)
-    try:
-        fileio.honour_umask(tmp, directory=True)  # mkdtemp's 0700 would hide it from others
-        archive, info = signatures.build_archive(spec, ids_only=ids_only)
-        archive.write_out(tmp, verbose=False)
-        signatures.declare_input_shapes(tmp)  # what saved_model_cli and the server list
-        extra = os.path.join(tmp, "assets.extra")
-        os.makedirs(extra, exist_ok=True)
-        info.update(model_name=model_name, version=version)
-        # UTF-8 whatever the locale (under LANG=C a label like "négatif" had been a
-        # traceback; clients read the file as UTF-8)
-        with open(os.path.join(extra, "export_info.json"), "w", encoding="utf-8") as f:
-            json.dump(info, f, indent=2, ensure_ascii=False)
-        if warmup:
-            logs = warmup_lib.build_logs(model_name, info, spec.max_seq_length)
-            warmup_lib.write(os.path.join(extra, warmup_lib.WARMUP_FILE), logs)
-        _publish(tmp, parent, version, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if made_parent:  # a first export that failed leaves no empty model folder
-            with contextlib.suppress(OSError):
-                os.rmdir(parent)
-        raise
-    return final
+    # A first export that fails (or is refused) leaves no empty model folder behind
+    with fileio.no_empty_folder_left(parent):
+        os.makedirs(parent, exist_ok=True)
+        clean_stale_tmp(parent)
+        version = next_version(parent) if version is None else int(version)
+        final = check_version(parent, version)
+        tmp = tempfile.mkdtemp(prefix=_tmp_prefix(version), dir=parent)
+        try:
+            fileio.honour_umask(tmp, directory=True)  # mkdtemp's 0700 would hide it from others
+            archive, info = signatures.build_archive(spec, ids_only=ids_only)
+            archive.write_out(tmp, verbose=False)
+            signatures.declare_input_shapes(tmp)  # what saved_model_cli and the server list
+            extra = os.path.join(tmp, "assets.extra")
+            os.makedirs(extra, exist_ok=True)
+            info.update(model_name=model_name, version=version)
+            # UTF-8 whatever the locale (under LANG=C a label like "négatif" had been a
+            # traceback; clients read the file as UTF-8)
+            with open(os.path.join(extra, "export_info.json"), "w", encoding="utf-8") as f:
+                json.dump(info, f, indent=2, ensure_ascii=False)
+            if warmup:
+                logs = warmup_lib.build_logs(model_name, info, spec.max_seq_length)
+                warmup_lib.write(os.path.join(extra, warmup_lib.WARMUP_FILE), logs)
+            _publish(tmp, parent, version, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return final

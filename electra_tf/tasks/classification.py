@@ -280,10 +280,9 @@ class ClassificationTask(Task):
             where = f"{path}:{line}"
             # An unlabelled split's empty label (a CSV's empty field, JSON's null: what
             # pandas writes for a missing value) is no label
-            present = self.label_column in row and not (
-                not labelled and (row[self.label_column] is None or (
-                    isinstance(row[self.label_column], str)
-                    and not row[self.label_column].strip())))
+            value = row.get(self.label_column)
+            present = self.label_column in row and (labelled or value is not None and not (
+                isinstance(value, str) and not value.strip()))
             if not examples:  # the first record decides whether an unlabelled split has labels
                 has_label = labelled or present
             elif not has_label and present:  # (had been dropped unread)
