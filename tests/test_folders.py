@@ -931,3 +931,16 @@ def test_an_output_of_a_long_name_is_written_and_a_killed_ones_leftover_named(tm
         "out.txt left half-written; remove it"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         ".tmp-abcd_123.out.txt", ".tmp-abcd_123.x.out.txt", "out.txt", long_name]
+
+
+def test_is_file_reads_files_and_pipes_not_folders(tmp_path):
+    """One rule for every reader (GLUE, own-data splits, pre-training's record check):
+    a local path is a file to read when it exists and is no folder (a pipe counts)."""
+    from electra_tf.core.fileio import is_file
+
+    (tmp_path / "a.tsv").write_text("x\n", encoding="utf-8")
+    (tmp_path / "folder.tsv").mkdir()
+    os.mkfifo(tmp_path / "pipe")
+    assert is_file(str(tmp_path / "a.tsv")) and is_file(str(tmp_path / "pipe"))
+    assert not is_file(str(tmp_path / "folder.tsv"))
+    assert not is_file(str(tmp_path / "missing.tsv"))

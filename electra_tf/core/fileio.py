@@ -97,6 +97,17 @@ MAX_NUL = 1 / 1024  # of the sample's bytes: more is not text ...
 MAX_NUL_ANY = 4  # ... unless a short sample (a short web page) holds this many or fewer
 
 
+def is_file(path: str) -> bool:
+    """Whether `path` is a file to read: a remote one (gs://... through TensorFlow's
+    file system, imported for it) that exists, or a local one that is no folder (a
+    pipe, such as a shell's <(...), is read as a file)."""
+    if "://" in path:
+        import tensorflow as tf
+
+        return tf.io.gfile.exists(path)
+    return os.path.exists(path) and not os.path.isdir(path)
+
+
 def check_input_file(path: str, what: str) -> None:
     """Refuses a local path that names nothing, or a folder, before it is opened; a pipe
     (a shell's <(...), /dev/stdin) is read as a file.

@@ -53,7 +53,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from electra_tf.core.errors import ConfigError, TaskDataError
-from electra_tf.core.fileio import atomic_write_text
+from electra_tf.core.fileio import atomic_write_text, is_file
 from electra_tf.tasks import metrics as metrics_lib
 from electra_tf.tasks.base import (
     Features,
@@ -444,7 +444,7 @@ def split_file(data_dir: str, split: str) -> str:
       TaskDataError: none exists, or more than one (one format per split).
     """
     found = [os.path.join(data_dir, f"{split}.{ext}") for ext in FORMATS]
-    found = [p for p in found if _exists(p)]
+    found = [p for p in found if is_file(p)]
     if len(found) > 1:
         raise TaskDataError(f"{data_dir}: the {split} split is in more than one file "
                             f"({', '.join(os.path.basename(p) for p in found)}); keep one")
@@ -459,13 +459,6 @@ def _column(row: dict, column: str, where: str):
         raise TaskDataError(f"{where}: no column {column!r} (the record has: "
                             f"{', '.join(map(repr, row)) or 'nothing'})")
     return row[column]
-
-
-def _exists(path: str) -> bool:
-    if "://" in path:
-        import tensorflow as tf
-        return tf.io.gfile.exists(path)
-    return os.path.isfile(path)
 
 
 def _read_text(path: str) -> str:

@@ -46,7 +46,7 @@ import numpy as np
 from absl import logging
 
 from electra_tf.core.errors import InputError, TaskDataError
-from electra_tf.core.fileio import atomic_write_text
+from electra_tf.core.fileio import atomic_write_text, is_file
 from electra_tf.tasks import metrics as metrics_lib
 from electra_tf.tasks.base import (
     Features,
@@ -172,7 +172,7 @@ class GlueTask(Task):
                      os.path.join(data_dir, self.dir_name, "diagnostic.tsv"),
                      os.path.join(data_dir, "diagnostic", "diagnostic.tsv"),
                      os.path.join(parent, "diagnostic", "diagnostic.tsv")):
-            if _exists(path):
+            if is_file(path):
                 return path
         return None
 
@@ -194,8 +194,8 @@ class GlueTask(Task):
         """`data_dir`, or its `<dir_name>` folder where train.tsv is there only (glue_data/
         as downloaded, holding SST-2/...), as `read` finds the files."""
         nested = os.path.join(data_dir, self.dir_name)
-        if not _exists(os.path.join(data_dir, "train.tsv")) and \
-                _exists(os.path.join(nested, "train.tsv")):
+        if not is_file(os.path.join(data_dir, "train.tsv")) and \
+                is_file(os.path.join(nested, "train.tsv")):
             return nested
         return data_dir
 
@@ -216,7 +216,7 @@ class GlueTask(Task):
         nested = os.path.join(data_dir, self.dir_name, f"{split}.tsv")
         if split == DIAGNOSTIC:
             path = self._diagnostic_file(data_dir) or os.path.join(data_dir, "diagnostic.tsv")
-        elif not _exists(path) and _exists(nested):
+        elif not is_file(path) and is_file(nested):
             path = nested
         examples = self.read_file(path, labelled=not split.startswith("test"), split=split)
         if split == "train" and self.unordered and self.double_unordered:
@@ -226,7 +226,7 @@ class GlueTask(Task):
 
     def read_file(self, path: str, labelled: bool, split: str = "") -> list[GlueExample]:
         """Examples of one TSV in this task's layout (labelled: train/dev; else test)."""
-        if not _exists(path):
+        if not is_file(path):
             raise TaskDataError(f"{path}: {_missing(path)} ({self.name} {split or 'data'})")
         split = split or os.path.splitext(os.path.basename(path))[0]
         examples = list(self._read_rows(path, labelled, split))
@@ -319,7 +319,7 @@ class GlueTask(Task):
           TaskDataError (file:line): a missing file or header, a bad row, an
             unknown label or index, a repeated or missing index.
         """
-        if not _exists(path):
+        if not is_file(path):
             raise TaskDataError(f"{path}: {_missing(path)}")
         position: dict[str, int] = {}
         for i, e in enumerate(examples):  # rows are matched by index: each must be one's
@@ -453,17 +453,8 @@ class GlueTask(Task):
         return value
 
 
-def _exists(path: str) -> bool:
-    """A file to read: a remote one (gs://...), or a local one that is no folder (a
-    pipe, such as a shell's <(...), is read as a file)."""
-    if "://" in path:
-        import tensorflow as tf
-        return tf.io.gfile.exists(path)
-    return os.path.exists(path) and not os.path.isdir(path)
-
-
 def _missing(path: str) -> str:
-    """Why `_exists(path)` is False, in words."""
+    """Why `is_file(path)` is False, in words."""
     return "a folder, not a file" if "://" not in path and os.path.isdir(path) \
         else "no such file"
 

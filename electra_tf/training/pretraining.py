@@ -39,7 +39,7 @@ import numpy as np
 from electra_tf.core import framework_messages
 from electra_tf.core.config import PretrainingConfig, PretrainingRun, check_run
 from electra_tf.core.errors import ConfigError, InputError, RecordError, RecordFileGone
-from electra_tf.core.fileio import FolderLock, expand_files
+from electra_tf.core.fileio import FolderLock, expand_files, is_file
 from electra_tf.data.masking import ID_OUTSIDE_VOCABULARY
 from electra_tf.data.tfrecord_reader import GONE, locate_corrupt_record, locate_misshaped_record
 from electra_tf.folders import pretraining as pretraining_folder
@@ -711,7 +711,7 @@ class Pretraining:
         listed = self.files["train"] + self.files.get("phase2", []) + self.files["eval"]
         # A file moved or deleted mid-run, met as tf.data opens it again (its next pass)
         gone = isinstance(error, not_found) and next(
-            (path for path in listed if path in message and not _exists(path)), None)
+            (path for path in listed if path in message and not is_file(path)), None)
         if not corrupt and not misshaped and not bad_id and not outside and not gone:
             return error
         step = self.step
@@ -752,11 +752,4 @@ def _tensorflow_data_errors() -> tuple:
     tf = sys.modules.get("tensorflow")
     return ((tf.errors.DataLossError, tf.errors.InvalidArgumentError, tf.errors.NotFoundError)
             if tf else ())
-
-
-def _exists(path: str) -> bool:
-    """Whether a listed record file is still there (gs:// and other schemes through
-    TensorFlow's file system, where it is imported)."""
-    tf = sys.modules.get("tensorflow")
-    return tf.io.gfile.exists(path) if tf else os.path.exists(path)
 
