@@ -140,6 +140,10 @@ def _parse_flags(argv: list[str]) -> list[str]:
     if empty:  # (absl had read no file and said nothing)
         print(f"error: {empty[0]} names no file; give --flagfile=PATH", file=sys.stderr)
         sys.exit(2)
+    comment = _trailing_comment(argv)
+    if comment:
+        print(f"error: {comment}", file=sys.stderr)
+        sys.exit(2)
     try:
         rest = flags.FLAGS(argv)
     except UnicodeDecodeError as e:  # absl reads a --flagfile as UTF-8 and names none
@@ -176,6 +180,45 @@ def _expand_home() -> None:
         if flag.present and isinstance(value, str) and _PATH_FLAG.search(name) \
                 and any(p.startswith("~") for p in value.split(",")):
             flag.value = ",".join(os.path.expanduser(p) for p in value.split(","))
+
+
+_TRAILING_COMMENT = re.compile(r"^-{1,2}([^=\s]+)=(.*?\s+#.*)$")
+
+
+def _trailing_comment(argv: list[str]) -> str | None:
+    """Where a flagfile (one on the command line, or one such a file names) has a
+    `# comment` after a flag's value, in words; None where none has. absl takes a
+    comment only on a line of its own: after a value it is part of the value (a
+    --model_dir of `out  # mine`, silently), or a type error that quotes it."""
+    seen: set[str] = set()
+    args, todo = argv[1:], []
+    for i, arg in enumerate(args):
+        if arg.startswith(("--flagfile=", "-flagfile=")):
+            todo.append(arg.split("=", 1)[1])
+        elif arg in ("--flagfile", "-flagfile") and i + 1 < len(args):
+            todo.append(args[i + 1])
+    while todo:
+        path = todo.pop(0)
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            with open(path, encoding="utf-8-sig") as f:
+                lines = f.read().splitlines()
+        except (OSError, UnicodeDecodeError):  # absl's own parse tells these
+            continue
+        for number, line in enumerate(lines, 1):
+            line = line.strip()
+            if line.startswith(("--flagfile=", "-flagfile=")):
+                todo.append(line.split("=", 1)[1])
+                continue
+            match = _TRAILING_COMMENT.match(line)
+            if match:
+                name, value = match.groups()
+                return (f"--flagfile {path} line {number}: absl reads the # and what "
+                        f"follows as part of --{name}'s value ({value!r}); a flagfile's "
+                        "comment takes a line of its own")
+    return None
 
 
 def _undecodable_flagfile(argv: list[str]) -> str:

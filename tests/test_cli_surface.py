@@ -104,6 +104,9 @@ def test_flag_mistakes_are_one_line_each_and_path_flags_take_the_home_folder(tmp
 
     (tmp_path / "c.txt").write_text("hello world\nthe model replaced a token\n")
     (tmp_path / "bom.flags").write_bytes(b"\xef\xbb\xbf--vocab_size=200\n")
+    (tmp_path / "inner.flags").write_text("# a comment on its own line\n"
+                                          "--output=v2.txt  # beside the value\n")
+    (tmp_path / "outer.flags").write_text(f"--flagfile={tmp_path}/inner.flags\n")
     command = ["electra_tf.build_vocab", f"--corpus={tmp_path}/c.txt",
                f"--output={tmp_path}/v.txt"]
     for given, line in (
@@ -116,8 +119,14 @@ def test_flag_mistakes_are_one_line_each_and_path_flags_take_the_home_folder(tmp
             ("--flagfile=", "error: --flagfile= names no file; give --flagfile=PATH"),
             (f"--flagfile={tmp_path}/bom.flags",
              "(a --flagfile starts with a byte-order mark, as some editors save UTF-8: "
-             "save it without one)")):
-        assert error_line(run_module(*command, given), line).endswith(line)
+             "save it without one)"),
+            # (the value had been `v2.txt  # beside the value`, written silently)
+            (f"--flagfile {tmp_path}/outer.flags",
+             f"error: --flagfile {tmp_path}/inner.flags line 2: absl reads the # and "
+             "what follows as part of --output's value ('v2.txt  # beside the value'); a "
+             "flagfile's comment takes a line of its own")):
+        assert error_line(run_module(*command, *given.split(" ")), line).endswith(line)
+    assert not list(tmp_path.glob("v2*"))
     proc = run_module("electra_tf.build_vocab", "-h")
     assert proc.returncode == 0 and "--corpus" in proc.stdout, proc.stderr[-2000:]
     home = tmp_path / "home"
