@@ -281,7 +281,8 @@ def run_cli(main: Callable[[], None]) -> None:
       before it, without their exit hooks (core/peers.py);
     - a multi-worker peer found down mid-run (tf.errors.UnavailableError, or
       errors.PeerLost, after which the process ends without its exit hooks), a
-      non-finite loss (errors.Diverged), or the file system refusing a write
+      non-finite loss (errors.Diverged), a command's own worker process killed
+      (errors.WorkerLost), or the file system refusing a write
       (a full disk, a file past the size limit, a read-only or forbidden folder:
       OSError, or TensorFlow's error of the same cause): `error: ...`, exit status
       1. Writes are atomic, so the files already there are whole;
@@ -293,7 +294,7 @@ def run_cli(main: Callable[[], None]) -> None:
     """
     from absl import app, logging
 
-    from electra_tf.core.errors import BAD_INPUT, Diverged, PeerLost
+    from electra_tf.core.errors import BAD_INPUT, Diverged, PeerLost, WorkerLost
 
     # TF's Python-side INFO lines (checkpoint sharding, ...); quiet: its warnings too,
     # but not electra_tf's own (a skipped question or row), each one `warning:` line
@@ -332,7 +333,7 @@ def run_cli(main: Callable[[], None]) -> None:
         if getattr(e, "left_peers", None) is False:  # the loop's stop, agreed by every peer
             peers.end_together(status)  # (none of them lingers after the chief)
         sys.exit(status)
-    except Diverged as e:
+    except (Diverged, WorkerLost) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
     except PeerLost as e:  # exit hooks would wait for the lost peer (then abort in C++)

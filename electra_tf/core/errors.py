@@ -44,6 +44,12 @@ class Diverged(RuntimeError):
     """
 
 
+class WorkerLost(RuntimeError):
+    """A worker process of a command's own pool (build_pretraining_data --num_processes)
+    ended before its work was done (killed: out of memory, or by hand). One line, status
+    1; what was written before is kept as it was."""
+
+
 class PeerLost(RuntimeError):
     """Another process of a multi-process run went away mid-run; this one stops too.
 

@@ -812,12 +812,16 @@ class Progress:
                  every: float = 5.0):
         self.label, self.total, self.unit, self.every = label, total, unit, every
         self.start = self._last = time.monotonic()
+        self._printed: tuple[int, str] | None = None  # the last line's count and extra
 
     def update(self, done: int, extra: str = "", force: bool = False) -> None:
+        """A line with `done` (and `extra`), where `every` seconds passed since the last
+        or `force`; never the same count and extra twice in a row (a forced last line
+        had repeated the throttled one before it)."""
         now = time.monotonic()
-        if not force and now - self._last < self.every:
+        if not force and now - self._last < self.every or self._printed == (done, extra):
             return
-        self._last = now
+        self._last, self._printed = now, (done, extra)
         rate = done / max(now - self.start, 1e-9)
         pct = f" ({100.0 * done / self.total:5.1f}%)" if self.total else ""
         of = f"/{self.total:,}" if self.total else ""

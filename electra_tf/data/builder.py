@@ -44,7 +44,7 @@ import threading
 import time
 import uuid
 
-from electra_tf.core.errors import InputError
+from electra_tf.core.errors import InputError, WorkerLost
 from electra_tf.core.fileio import (
     FolderLock,
     Progress,
@@ -86,6 +86,35 @@ class BuildOptions:
     blanks_separate_docs: bool | None = None
 
 
+def iter_document_pieces(files, corpus_format: str = "text",
+                         blanks_separate_docs: bool | None = None,
+                         shuffle_seed: int | None = None, on_empty_archive=None,
+                         max_lines: int = _TOKENIZE_BATCH_LINES):
+    """Yields (doc_index, [sentence, ...], last) over all files, in order: each document
+    in pieces of at most `max_lines` lines, `last` on its final piece (which may hold
+    no line). A document is never held whole: one long file without blank lines (or
+    an archive member) is read a piece at a time, as the original reads a line at a
+    time. Other arguments: see iter_documents."""
+    index = 0
+    for _, from_archive, lines in text_units(files, corpus_format, shuffle_seed,
+                                             on_empty_archive):
+        split = not from_archive if blanks_separate_docs is None else blanks_separate_docs
+        doc: list[str] = []
+        started = False  # a piece of this document was yielded
+        for line in lines:
+            if line:
+                doc.append(line.replace("\n", " "))
+                if len(doc) >= max_lines:
+                    yield index, doc, False
+                    doc, started = [], True
+            elif split and (doc or started):
+                yield index, doc, True
+                index, doc, started = index + 1, [], False
+        if doc or started:
+            yield index, doc, True
+            index += 1
+
+
 def iter_documents(files, corpus_format: str = "text",
                    blanks_separate_docs: bool | None = None, shuffle_seed: int | None = None,
                    on_empty_archive=None):
@@ -97,20 +126,14 @@ def iter_documents(files, corpus_format: str = "text",
       blanks_separate_docs: see BuildOptions (None: per unit, True for a text file).
       on_empty_archive: see corpus.text_units.
     """
-    index = 0
-    for _, from_archive, lines in text_units(files, corpus_format, shuffle_seed,
-                                             on_empty_archive):
-        split = not from_archive if blanks_separate_docs is None else blanks_separate_docs
-        doc: list[str] = []
-        for line in lines:
-            if line:
-                doc.append(line.replace("\n", " "))
-            elif doc and split:
-                yield index, doc
-                index, doc = index + 1, []
-        if doc:
+    doc: list[str] = []
+    for index, piece, last in iter_document_pieces(files, corpus_format,
+                                                   blanks_separate_docs, shuffle_seed,
+                                                   on_empty_archive):
+        doc += piece
+        if last:
             yield index, doc
-            index += 1
+            doc = []
 
 
 def _documents(options: "BuildOptions"):
@@ -127,10 +150,10 @@ def scan_corpus(files, corpus_format: str = "text",
         print(f"[build_pretraining_data] note: {path} holds no file (an empty archive, or "
               "folders alone): it adds nothing", file=sys.stderr)
 
-    for _, doc in iter_documents(files, corpus_format, blanks_separate_docs,
-                                 on_empty_archive=empty):
-        docs += 1
-        lines += len(doc)
+    for _, piece, last in iter_document_pieces(files, corpus_format, blanks_separate_docs,
+                                               on_empty_archive=empty):
+        docs += last
+        lines += len(piece)
         meter.update(lines, extra=f"{docs:,} documents (counting before the build)")
     return lines, docs
 
@@ -280,13 +303,12 @@ def _build_shards(options: BuildOptions, shards: list[int], tmp_tag: str,
 
     def flush(pending):
         nonlocal total_lines
-        lines = [line for _, doc in pending for line in doc]
+        lines = [line for _, piece, _ in pending for line in piece]
         ids = tokenizer.encode(lines)
         k = 0
-        for shard, doc in pending:
+        for shard, piece, last in pending:
             builder, st = builders[shard], stats[shard]
-            st["documents"] += 1
-            for _ in doc:
+            for _ in piece:
                 sentence = ids[k]
                 k += 1
                 st["lines"] += 1
@@ -294,33 +316,43 @@ def _build_shards(options: BuildOptions, shards: list[int], tmp_tag: str,
                 st["unk_tokens"] += sentence.count(tokenizer.unk_id)
                 collected[shard] += len(sentence)
                 emit(shard, builder.add_sentence(sentence))
-            emit(shard, builder.end_document())
+            if last:
+                st["documents"] += 1
+                emit(shard, builder.end_document())
         total_lines += len(lines)
         if lines_done is not None:  # a worker process: the parent prints progress
             with lines_done.get_lock():
                 lines_done.value += len(lines)
         if progress is not None:
-            progress.update(total_lines, extra=f"{total_examples:,} examples")
+            progress.update(total_lines, extra=_examples(total_examples))
 
     try:
         pending, n = [], 0
-        for index, doc in _documents(options):
+        # a piece of a document at a time: a document is never held whole
+        for index, piece, last in iter_document_pieces(
+                options.files, options.corpus_format, options.blanks_separate_docs,
+                shuffle_seed=options.seed, max_lines=_TOKENIZE_BATCH_LINES):
             shard = index % options.num_shards
             if shard not in wanted:
                 continue
-            pending.append((shard, doc))
-            n += len(doc)
+            pending.append((shard, piece, last))
+            n += len(piece)
             if n >= _TOKENIZE_BATCH_LINES:
                 flush(pending)
                 pending, n = [], 0
         if pending:
             flush(pending)
         if progress is not None and total_lines:  # the last line says 100%
-            progress.update(total_lines, extra=f"{total_examples:,} examples", force=True)
+            progress.update(total_lines, extra=_examples(total_examples), force=True)
     finally:
         for w in writers.values():
             w.close()
     return stats
+
+
+def _examples(n: int) -> str:
+    """"1 example", "31,585 examples" (a progress line's count)."""
+    return f"{n:,} example" + ("" if n == 1 else "s")
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -355,6 +387,23 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def _check_workers(workers: dict, result) -> None:
+    """Raises WorkerLost where a pool worker seen before has ended while the build runs
+    (killed: out of memory, or by hand). A Pool replaces a dead worker silently, and
+    its jobs never finish: the build had waited forever, its progress frozen.
+    `workers` (pid -> process) gathers the pool's workers across calls."""
+    alive = {p.pid: p for p in mp.active_children()}
+    workers.update(alive)
+    dead = [p for pid, p in workers.items() if pid not in alive]
+    if dead and not result.ready():
+        code = dead[0].exitcode
+        how = (f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0
+               and -code in signal.valid_signals() else f"ended (status {code})")
+        raise WorkerLost(f"a build process (pid {dead[0].pid}) {how} before its shards were "
+                       "done (out of memory? --num_processes=1 holds the least); nothing "
+                       "was written: run the same command again")
 
 
 def _pool_worker(job):
@@ -465,9 +514,11 @@ def _build_in(options: BuildOptions, total_lines: int) -> dict:
             with ctx.Pool(procs, initializer=_init_counter,
                           initargs=(lines_done, os.getpid())) as pool:
                 result = pool.map_async(_pool_worker, [(options, j, tmp_tag) for j in jobs])
+                workers: dict[int, mp.process.BaseProcess] = {}
                 while not result.ready():
                     result.wait(1.0)
                     progress.update(lines_done.value)
+                    _check_workers(workers, result)
                 parts = result.get()  # (a worker's error first, without a 100% line)
                 # the last line says 100% (a small corpus had shown 0% until the summary:
                 # the workers count a batch of lines when it is done)

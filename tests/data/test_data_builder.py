@@ -60,6 +60,43 @@ def test_same_bytes_for_same_seed_any_process_count(tiny_corpus, tiny_vocab, tmp
     del c
 
 
+def test_a_long_document_is_read_and_built_a_piece_at_a_time(tiny_corpus, tiny_vocab,
+                                                              tmp_path, monkeypatch, capsys):
+    """A document had been held whole (a file without blank lines: 24 times its size in
+    memory, and no progress line until it was done); it is read in pieces of at most
+    _TOKENIZE_BATCH_LINES lines, the examples the same bytes as the original's line by line."""
+    lines = [x for x in open(tiny_corpus, encoding="utf-8").read().splitlines() if x.strip()]
+    one_doc = tmp_path / "one_doc.txt"
+    one_doc.write_text("\n".join(lines) + "\n\n" + open(tiny_corpus, encoding="utf-8").read(),
+                       encoding="utf-8")
+    pieces = list(builder_lib.iter_document_pieces([str(one_doc)], max_lines=7))
+    assert max(len(p) for _, p, _ in pieces) == 7
+    assert [(i, d) for i, d in builder_lib.iter_documents([str(one_doc)])] == [
+        (i, [x for j, p, _ in pieces if j == i for x in p])
+        for i in sorted({i for i, _, last in pieces if last})]
+    assert builder_lib.iter_documents([str(one_doc)]).__next__()[1] == lines
+    whole = build_pretraining_data(options(str(one_doc), tiny_vocab, tmp_path / "whole",
+                                           max_seq_length=32, num_shards=3))
+    monkeypatch.setattr(builder_lib, "_TOKENIZE_BATCH_LINES", 7)
+    sizes, encode = [], Tokenizer.encode
+
+    def counted(self, texts, *args, **kwargs):  # the real encode, its batches counted
+        sizes.append(len(texts))
+        return encode(self, texts, *args, **kwargs)
+
+    monkeypatch.setattr(Tokenizer, "encode", counted)
+    capsys.readouterr()
+    pieced = build_pretraining_data(options(str(one_doc), tiny_vocab, tmp_path / "pieced",
+                                            max_seq_length=32, num_shards=3))
+    # the build's batches: pieces of at most 7 lines, gathered to 7 or more (the 730-line
+    # document had been one batch); the [UNK] check before samples the first 1,000 lines
+    assert sizes[0] == 1000 and len(sizes) > 100 and max(sizes[1:]) <= 13, sizes
+    assert shard_bytes(tmp_path / "whole") == shard_bytes(tmp_path / "pieced")
+    assert {k: whole[k] for k in ("documents", "lines", "examples", "tokens")} == \
+        {k: pieced[k] for k in ("documents", "lines", "examples", "tokens")}
+    assert whole["documents"] == 1 + sum(1 for _ in builder_lib.iter_documents([tiny_corpus]))
+
+
 def test_stats_json_and_records(tiny_corpus, tiny_vocab, tmp_path):
     out = tmp_path / "out"
     stats = build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
@@ -93,6 +130,9 @@ def test_the_summary_line_counts_in_words(tiny_vocab, tmp_path, capsys):
     assert "[build_pretraining_data] 1 example from 1 document / 1 line in " in err
     # the progress reaches 100% before the summary (a small corpus had shown 0% alone)
     assert "[build_pretraining_data] 1/1 lines (100.0%)" in err
+    # once, and in words (it had been printed twice, the second forced: "1 examples")
+    [last] = [line for line in err.splitlines() if "1/1 lines (100.0%)" in line]
+    assert last.endswith(", 1 example"), last
 
 
 def test_round_trip_vocab_records_pipeline_text(tmp_path):
@@ -241,6 +281,65 @@ def test_ctrl_c_to_a_multi_process_build_is_one_line(tmp_path):
     assert stderr.strip().splitlines()[-1] == "interrupted; run the same command again to " \
         "finish", stderr[-3000:]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_build_process_killed_mid_build_is_one_line_not_a_hang(tmp_path):
+    """A worker killed mid-build (the OOM killer, kill -9): multiprocessing's Pool had
+    replaced it silently, its jobs never finished, and the build waited forever with its
+    progress frozen. Now one line, status 1, and no output folder."""
+    import random
+    import signal
+    import subprocess
+
+    from helpers import popen_python, signal_after
+
+    words = [t for t in tiny_vocab_tokens() if t.isalpha()]
+    rng = random.Random(0)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(" ".join(rng.choice(words) for _ in range(12)) + "\n"
+                              + ("\n" if i % 5 == 0 else "") for i in range(600_000)))
+    vocab = write_vocab(tmp_path / "vocab.txt", tiny_vocab_tokens())
+    proc = popen_python(["-m", "electra_tf.build_pretraining_data", f"--corpus={corpus}",
+                         f"--vocab_file={vocab}", f"--output_dir={tmp_path / 'out'}",
+                         "--max_seq_length=16", "--num_shards=4", "--num_processes=2"],
+                        stderr=subprocess.PIPE, text=True)
+
+    killed = []
+
+    def kill_a_worker(sig):  # the first call: a worker; then (signal_after's clean-up) the build
+        if proc.poll() is not None:
+            return
+        workers = [int(name) for name in os.listdir("/proc") if name.isdigit()
+                   and _parent_pid(int(name)) == proc.pid and b"spawn_main" in _cmdline(name)]
+        os.kill(proc.pid if killed else workers[0], sig)
+        killed.append(sig)
+
+    proc.send_signal = kill_a_worker
+    [(code, stderr)] = signal_after([proc], r"\] [1-9][\d,]*/[\d,]+ lines",
+                                    sig=signal.SIGKILL)
+    assert code == 1, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1].startswith("error: a build process (pid "), \
+        stderr[-3000:]
+    assert "was killed by SIGKILL before its shards were done" in stderr, stderr[-3000:]
+    assert not (tmp_path / "out").exists()
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def _parent_pid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def test_a_failed_overwrite_keeps_the_earlier_build_whole(tiny_corpus, tiny_vocab, tmp_path,
