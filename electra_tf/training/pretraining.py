@@ -151,6 +151,14 @@ def diverging_flags(cfg: PretrainingConfig) -> list[tuple[str, float, float]]:
             for name in ("disc_weight", "gen_weight", "weight_decay_rate")]
 
 
+# The run flags a process of a run may have of its own: paths (each machine's copy), its
+# start-up wait, its place in the run, and what only it prints or prefetches.
+_PROCESS_OWN = frozenset({
+    "model_dir", "train_data", "eval_data", "phase2_train_data", "vocab_file", "tpu",
+    "worker_startup_timeout_s", "log_examples", "jax_coordinator_address", "jax_process_id",
+    "jax_device_prefetch"})
+
+
 class Pretraining:
     """Builds everything a pre-training run needs and runs it (see the module docstring).
 
@@ -215,13 +223,16 @@ class Pretraining:
 
     def settings_digests(self, latest: bool = True) -> dict[str, list[int]]:
         """What every process of a run must share, each flag's eight bytes (0-255 each;
-        loop.flag_digests): the hyperparameters, the gradient accumulation and, with
-        `latest`, the latest checkpoint's step ("checkpoints": a --model_dir that is not
-        one shared folder)."""
+        loop.flag_digests): the hyperparameters, every run flag but a process's own
+        (_PROCESS_OWN: paths, its wait, its id; whether --eval_data is given) and,
+        with `latest`, the latest checkpoint's step ("checkpoints": a --model_dir that
+        is not one shared folder). (A worker of its own --eval_every_steps had ended in
+        a collective's traceback; of its own --mixed_precision, trained silently.)"""
         run = self.run
         digests = flag_digests(
             {**self.config.to_dict(),
-             "gradient_accumulation_steps": run.gradient_accumulation_steps,
+             **{k: v for k, v in dataclasses.asdict(run).items() if k not in _PROCESS_OWN},
+             "eval_data": bool(run.eval_data),  # whether it evaluates: a collective
              "phase2_gradient_accumulation_steps":
                  run.resolved_phase2_gradient_accumulation_steps})
         if latest:

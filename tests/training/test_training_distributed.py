@@ -173,17 +173,23 @@ def test_multi_worker_sigterm_to_one_worker_stops_them_all(tiny_records, tmp_pat
 
 
 @pytest.mark.slow  # a 2-worker start
-def test_workers_started_with_other_settings_are_refused(tiny_records, tmp_path):
+@pytest.mark.parametrize("own,named", [
+    (("--seed=99",), "--seed"),
+    # run flags: another --eval_every_steps had ended in a collective's traceback, another
+    # --mixed_precision trained silently (the chief's record saying fp32)
+    (("--eval_every_steps=2", "--mixed_precision=bf16"),
+     "--eval_every_steps, --mixed_precision")])
+def test_workers_started_with_other_settings_are_refused(own, named, tiny_records, tmp_path):
     """Another --seed on worker 1 had trained on silently (another batch size too, with
     a global batch neither flag gave; another model size ended in collective tracebacks):
     both workers compare their settings before the model is built."""
     model_dir = tmp_path / "m"
     ended = run_workers(tiny_flags(tiny_records, tiny_records["vocab"], model_dir),
-                        extra=((), ("--seed=99",)))
+                        extra=((), own))
     for code, err in ended:
         errors = [line for line in err.splitlines() if line.startswith("error:")]
         assert code == 2 and errors and errors[0].startswith(
             "error: --strategy=multi_worker: the processes of the run were started with "
-            "different --seed (every flag but the paths"), err[-3000:]
+            f"different {named} (every flag but the paths"), err[-3000:]
         assert "Traceback" not in err, err[-3000:]
     assert not (model_dir / "checkpoints").exists()

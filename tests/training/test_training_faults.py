@@ -879,8 +879,19 @@ def test_multi_worker_peer_that_fails_at_start_up_stops_the_other(tiny_records, 
     ('{"task": {"type": "worker", "index": 0}}', r'TF_CONFIG needs a "cluster"'),
     ('{"cluster": {"worker": ["a:1", "b:2"]}}', r"TF_CONFIG's task null names no job of its "
                                                 r"cluster \(worker\)"),
-    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "ps", "index": 0}}',
-     r"task \{\"type\": \"ps\", \"index\": 0\} names no job"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "chief", "index": 0}}',
+     r"task \{\"type\": \"chief\", \"index\": 0\} names no job"),
+    # each had been a traceback, or a wait until the start-up timeout
+    ('{"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "worker", "index": 0}}',
+     r"TF_CONFIG's cluster has a 'ps' job: MultiWorkerMirroredStrategy takes \"chief\" and "
+     r"\"worker\" jobs only"),
+    ('{"cluster": {"worker": "a:1"}, "task": {"type": "worker", "index": 0}}',
+     r"TF_CONFIG's 'worker' job is \"a:1\": give a list of \"host:port\" strings"),
+    ('{"cluster": {"worker": ["a:1", "b:99999"]}, "task": {"type": "worker", "index": 0}}',
+     r"TF_CONFIG's 'worker' job lists 'b:99999': an address is host:port, the port 1 to "
+     r"65535"),
+    ('{"cluster": {"chief": ["a:1", "b:2"]}, "task": {"type": "chief", "index": 1}}',
+     r"TF_CONFIG's cluster has 2 \"chief\" tasks: at most one"),
     ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 2}}',
      r"TF_CONFIG's task index 2 is out of range: its cluster has 2 worker task\(s\), 0 to 1"),
     ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": "0"}}',

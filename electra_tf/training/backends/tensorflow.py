@@ -178,8 +178,10 @@ def check_tf_config(value: str) -> None:
     """Refuses a TF_CONFIG that TensorFlow would stop on with a traceback (or wait on).
 
     Raises:
-      ConfigError: not JSON, no cluster, a task whose type is no job of the
-        cluster, or whose index is out of that job's range.
+      ConfigError: not JSON, no cluster, a job but chief and worker, a job that
+        is not a list of host:port addresses (a port 1 to 65535), more than one
+        chief, a task whose type is no job of the cluster, or whose index is out
+        of that job's range.
     """
     try:
         config = json.loads(value)
@@ -190,6 +192,24 @@ def check_tf_config(value: str) -> None:
         raise ConfigError('TF_CONFIG needs a "cluster" of jobs and a "task", e.g. {"cluster": '
                           '{"worker": ["host1:port", "host2:port"]}, "task": {"type": "worker", '
                           '"index": 0}}')
+    jobs = sorted(set(cluster) - {"chief", "worker"})
+    if jobs:  # (a "ps" job had been waited on until the start-up timeout)
+        raise ConfigError(f"TF_CONFIG's cluster has a {jobs[0]!r} job: "
+                          "MultiWorkerMirroredStrategy takes \"chief\" and \"worker\" "
+                          "jobs only (every task trains)")
+    for job, addresses in cluster.items():
+        if not isinstance(addresses, list) or not addresses or not all(
+                isinstance(a, str) for a in addresses):
+            raise ConfigError(f"TF_CONFIG's {job!r} job is {json.dumps(addresses)}: give a "
+                              f'list of "host:port" strings, e.g. ["host1:2222", "host2:2222"]')
+        for address in addresses:
+            host, _, port = address.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError(f"TF_CONFIG's {job!r} job lists {address!r}: an address is "
+                                  "host:port, the port 1 to 65535")
+    if len(cluster.get("chief", [])) > 1:
+        raise ConfigError(f"TF_CONFIG's cluster has {len(cluster['chief'])} \"chief\" tasks: "
+                          "at most one (the others are \"worker\" tasks)")
     task = config.get("task")
     if not isinstance(task, dict) or task.get("type") not in cluster:
         raise ConfigError(f"TF_CONFIG's task {json.dumps(task)} names no job of its cluster "
