@@ -159,11 +159,22 @@ def _parse_flags(argv: list[str]) -> list[str]:
                         r"--name=false)", reason)
         if "does not take an argument" in reason:
             reason += " (a boolean is --name, --noname or --name=false)"
+        unknown = re.match(r"Unknown command line flag '(\w+)'", reason)
+        ours = _OTHER_NAMES.get(unknown.group(1).lower()) if unknown else None
+        if ours and ours[0] in flags.FLAGS:  # NVIDIA's name of a flag this command has
+            reason = f"Unknown command line flag {unknown.group(1)!r}: here it is {ours[1]}"
         print(f"error: {reason}", file=sys.stderr)
         sys.exit(2)
     _expand_home()
     return rest
 
+
+# Flags other ELECTRA and BERT scripts (NVIDIA's) name otherwise: what they are here
+_OTHER_NAMES = {
+    **dict.fromkeys(("amp", "use_amp", "fp16", "use_fp16", "bf16"), (
+        "mixed_precision", "--mixed_precision=bf16 (float16 is not offered: docs/backends.md)")),
+    **dict.fromkeys(("xla", "use_xla"), ("jit_compile", "--jit_compile=true")),
+}
 
 # Flags that take paths (a folder, a file, a pattern, a comma-separated list of them)
 _PATH_FLAG = re.compile(r"(^|_)(dir|file|data|checkpoint|output|input|corpus|base|records|"

@@ -126,6 +126,11 @@ def test_flag_mistakes_are_one_line_each_and_path_flags_take_the_home_folder(tmp
              "what follows as part of --output's value ('v2.txt  # beside the value'); a "
              "flagfile's comment takes a line of its own")):
         assert error_line(run_module(*command, *given.split(" ")), line).endswith(line)
+    # NVIDIA's name of a flag the command has (absl had suggested
+    # --use_cprofile_for_profiling)
+    line = ("error: Unknown command line flag 'use_amp': here it is --mixed_precision=bf16 "
+            "(float16 is not offered: docs/backends.md)")
+    assert error_line(run_module("electra_tf.run_pretraining", "--use_amp"), line) == line
     assert not list(tmp_path.glob("v2*"))
     proc = run_module("electra_tf.build_vocab", "-h")
     assert proc.returncode == 0 and "--corpus" in proc.stdout, proc.stderr[-2000:]

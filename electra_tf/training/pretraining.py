@@ -533,6 +533,10 @@ class Pretraining:
                                                           discriminator=False).recorded)
             if self.step and not finished:
                 self._note_changed_settings()
+            if self.step >= cfg.num_train_steps:  # (a rerun had said `resumed from` alone)
+                self._log(f"already at --num_train_steps={cfg.num_train_steps}: nothing to "
+                          "train; " + "evaluating and " * bool(run.eval_data)
+                          + "writing the final weights again")
             # What ran: JAX compiles every step whatever --jit_compile said.
             ran = dataclasses.replace(run, jit_compile=True) if self.backend == "jax" else run
             if not finished:

@@ -585,7 +585,10 @@ def test_a_finished_run_run_again_keeps_its_record_and_says_nothing_of_new_flags
     capfd.readouterr()
     pretraining(tiny_records, model_dir, num_train_steps=6, gradient_accumulation_steps=2,
                 seed=9, eval_data="").train()
-    assert "note:" not in capfd.readouterr().err
+    err = capfd.readouterr().err
+    assert "note:" not in err
+    assert "already at --num_train_steps=6: nothing to train; writing the final weights " \
+        "again" in err, err
     assert (model_dir / "pretraining_config.json").read_bytes() == record
 
 
