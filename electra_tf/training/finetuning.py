@@ -762,9 +762,10 @@ _DIFFERENT = {
     "evaluation": "read different dev or test examples (other files in --data_dir); give "
                   "every worker the same files",
 }
-# The run options a worker may have of its own: paths (each machine's copy) and its wait.
+# The run options a worker may have of its own: paths (each machine's copy), its wait, and
+# what only it prints (as pre-training's _PROCESS_OWN).
 _WORKER_OWN = frozenset({"model_dir", "data_dir", "init_checkpoint", "vocab_file", "tpu",
-                         "worker_startup_timeout_s"})
+                         "worker_startup_timeout_s", "log_examples"})
 
 
 def _arrays_digest(arrays) -> list[int]:
