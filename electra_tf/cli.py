@@ -202,12 +202,7 @@ def _trailing_comment(argv: list[str]) -> str | None:
     comment only on a line of its own: after a value it is part of the value (a
     --model_dir of `out  # mine`, silently), or a type error that quotes it."""
     seen: set[str] = set()
-    args, todo = argv[1:], []
-    for i, arg in enumerate(args):
-        if arg.startswith(("--flagfile=", "-flagfile=")):
-            todo.append(arg.split("=", 1)[1])
-        elif arg in ("--flagfile", "-flagfile") and i + 1 < len(args):
-            todo.append(args[i + 1])
+    todo = _flagfiles(argv)
     while todo:
         path = todo.pop(0)
         if path in seen:
@@ -232,19 +227,28 @@ def _trailing_comment(argv: list[str]) -> str | None:
     return None
 
 
+def _flagfiles(argv: list[str]) -> list[str]:
+    """The flagfiles argv names (`--flagfile=PATH` or `--flagfile PATH`), in order."""
+    args, paths = argv[1:], []
+    for i, arg in enumerate(args):
+        if arg.startswith(("--flagfile=", "-flagfile=")):
+            paths.append(arg.split("=", 1)[1])
+        elif arg in ("--flagfile", "-flagfile") and i + 1 < len(args):
+            paths.append(args[i + 1])
+    return paths
+
+
 def _undecodable_flagfile(argv: list[str]) -> str:
     """`--flagfile PATH` for the first flagfile on the command line that is not UTF-8
     (one it names may be the culprit: `a --flagfile`)."""
-    for arg in argv[1:]:
-        if arg.startswith("--flagfile="):
-            path = arg.split("=", 1)[1]
-            try:
-                with open(path, "rb") as f:
-                    f.read().decode("utf-8")
-            except UnicodeDecodeError:
-                return f"--flagfile {path}"
-            except OSError:
-                continue
+    for path in _flagfiles(argv):
+        try:
+            with open(path, "rb") as f:
+                f.read().decode("utf-8")
+        except UnicodeDecodeError:
+            return f"--flagfile {path}"
+        except OSError:
+            continue
     return "a --flagfile"
 
 

@@ -126,19 +126,30 @@ def iter_documents(files, corpus_format: str = "text",
       blanks_separate_docs: see BuildOptions (None: per unit, True for a text file).
       on_empty_archive: see corpus.text_units.
     """
+    return _joined(iter_document_pieces(files, corpus_format, blanks_separate_docs,
+                                        shuffle_seed, on_empty_archive))
+
+
+def _joined(pieces):
+    """(doc_index, [sentence, ...]) of iter_document_pieces' pieces, each document whole."""
     doc: list[str] = []
-    for index, piece, last in iter_document_pieces(files, corpus_format,
-                                                   blanks_separate_docs, shuffle_seed,
-                                                   on_empty_archive):
+    for index, piece, last in pieces:
         doc += piece
         if last:
             yield index, doc
             doc = []
 
 
+def _pieces(options: "BuildOptions"):
+    """The pieces of the corpus's documents that a build reads, in its order (the seed's)."""
+    return iter_document_pieces(options.files, options.corpus_format,
+                                options.blanks_separate_docs, shuffle_seed=options.seed,
+                                max_lines=_TOKENIZE_BATCH_LINES)
+
+
 def _documents(options: "BuildOptions"):
-    return iter_documents(options.files, options.corpus_format, options.blanks_separate_docs,
-                          shuffle_seed=options.seed)
+    """The documents a build reads, whole, in its order (`_pieces` joined)."""
+    return _joined(_pieces(options))
 
 
 def scan_corpus(files, corpus_format: str = "text",
@@ -324,14 +335,12 @@ def _build_shards(options: BuildOptions, shards: list[int], tmp_tag: str,
             with lines_done.get_lock():
                 lines_done.value += len(lines)
         if progress is not None:
-            progress.update(total_lines, extra=_examples(total_examples))
+            progress.update(total_lines, extra=_counted(total_examples, 'example'))
 
     try:
         pending, n = [], 0
         # a piece of a document at a time: a document is never held whole
-        for index, piece, last in iter_document_pieces(
-                options.files, options.corpus_format, options.blanks_separate_docs,
-                shuffle_seed=options.seed, max_lines=_TOKENIZE_BATCH_LINES):
+        for index, piece, last in _pieces(options):
             shard = index % options.num_shards
             if shard not in wanted:
                 continue
@@ -343,16 +352,16 @@ def _build_shards(options: BuildOptions, shards: list[int], tmp_tag: str,
         if pending:
             flush(pending)
         if progress is not None and total_lines:  # the last line says 100%
-            progress.update(total_lines, extra=_examples(total_examples), force=True)
+            progress.update(total_lines, extra=_counted(total_examples, 'example'), force=True)
     finally:
         for w in writers.values():
             w.close()
     return stats
 
 
-def _examples(n: int) -> str:
-    """"1 example", "31,585 examples" (a progress line's count)."""
-    return f"{n:,} example" + ("" if n == 1 else "s")
+def _counted(n: int, noun: str) -> str:
+    """"1 example", "31,585 examples": a count in words."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -480,11 +489,8 @@ def build_pretraining_data(options: BuildOptions) -> dict:
               f"and the corpus has {stats['documents']:,} document(s) ("
               f"{_DOCUMENT_RULES[options.blanks_separate_docs]}"
               "); training reads the others", file=sys.stderr)
-    def counted(key: str, noun: str) -> str:  # "1 example", "31,585 examples"
-        return f"{stats[key]:,} {noun}" + ("" if stats[key] == 1 else "s")
-
-    print(f"[build_pretraining_data] {counted('examples', 'example')} from "
-          f"{counted('documents', 'document')} / {counted('lines', 'line')} in "
+    print(f"[build_pretraining_data] {_counted(stats['examples'], 'example')} from "
+          f"{_counted(stats['documents'], 'document')} / {_counted(stats['lines'], 'line')} in "
           f"{stats['seconds']:.1f}s; fill "
           f"{stats['fill_ratio']:.3f}, [UNK] rate {stats['unk_rate']:.4f}", file=sys.stderr)
     return stats

@@ -253,15 +253,13 @@ def test_more_processes_than_cpus_build_with_one_per_cpu(tiny_corpus, tiny_vocab
     assert len(shard_bytes(tmp_path / "out")) == 3
 
 
-@pytest.mark.slow
-def test_ctrl_c_to_a_multi_process_build_is_one_line(tmp_path):
-    """Ctrl-C reaches the build's process group: its workers had each printed the start of
-    a KeyboardInterrupt traceback ("Process SpawnPoolWorker-2:") before the one line."""
+def _two_process_build(tmp_path, **popen):
+    """build_pretraining_data started on a 600,000-line corpus (seconds of building)
+    with --num_processes=2, its stderr a text pipe; `popen`: Popen's other arguments."""
     import random
-    import signal
     import subprocess
 
-    from helpers import popen_python, signal_after
+    from helpers import popen_python
 
     words = [t for t in tiny_vocab_tokens() if t.isalpha()]
     rng = random.Random(0)
@@ -269,10 +267,21 @@ def test_ctrl_c_to_a_multi_process_build_is_one_line(tmp_path):
     corpus.write_text("".join(" ".join(rng.choice(words) for _ in range(12)) + "\n"
                               + ("\n" if i % 5 == 0 else "") for i in range(600_000)))
     vocab = write_vocab(tmp_path / "vocab.txt", tiny_vocab_tokens())
-    proc = popen_python(["-m", "electra_tf.build_pretraining_data", f"--corpus={corpus}",
+    return popen_python(["-m", "electra_tf.build_pretraining_data", f"--corpus={corpus}",
                          f"--vocab_file={vocab}", f"--output_dir={tmp_path / 'out'}",
                          "--max_seq_length=16", "--num_shards=4", "--num_processes=2"],
-                        stderr=subprocess.PIPE, text=True, start_new_session=True)
+                        stderr=subprocess.PIPE, text=True, **popen)
+
+
+@pytest.mark.slow
+def test_ctrl_c_to_a_multi_process_build_is_one_line(tmp_path):
+    """Ctrl-C reaches the build's process group: its workers had each printed the start of
+    a KeyboardInterrupt traceback ("Process SpawnPoolWorker-2:") before the one line."""
+    import signal
+
+    from helpers import signal_after
+
+    proc = _two_process_build(tmp_path, start_new_session=True)
     proc.send_signal = lambda sig: os.killpg(proc.pid, sig)  # the terminal's Ctrl-C
     [(code, stderr)] = signal_after([proc], r"\] [1-9][\d,]*/[\d,]+ lines",
                                     sig=signal.SIGINT)
@@ -288,22 +297,11 @@ def test_a_build_process_killed_mid_build_is_one_line_not_a_hang(tmp_path):
     """A worker killed mid-build (the OOM killer, kill -9): multiprocessing's Pool had
     replaced it silently, its jobs never finished, and the build waited forever with its
     progress frozen. Now one line, status 1, and no output folder."""
-    import random
     import signal
-    import subprocess
 
-    from helpers import popen_python, signal_after
+    from helpers import signal_after
 
-    words = [t for t in tiny_vocab_tokens() if t.isalpha()]
-    rng = random.Random(0)
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("".join(" ".join(rng.choice(words) for _ in range(12)) + "\n"
-                              + ("\n" if i % 5 == 0 else "") for i in range(600_000)))
-    vocab = write_vocab(tmp_path / "vocab.txt", tiny_vocab_tokens())
-    proc = popen_python(["-m", "electra_tf.build_pretraining_data", f"--corpus={corpus}",
-                         f"--vocab_file={vocab}", f"--output_dir={tmp_path / 'out'}",
-                         "--max_seq_length=16", "--num_shards=4", "--num_processes=2"],
-                        stderr=subprocess.PIPE, text=True)
+    proc = _two_process_build(tmp_path)
 
     killed = []
 
