@@ -360,6 +360,20 @@ def test_finetuning_folder_round_trip(tmp_path, tiny_vocab):
     assert folders.finetuned.read_results(str(tmp_path)) == {"epoch_1": {"dev": {"f1": 0.5}}}
 
 
+def test_results_json_lists_the_epochs_in_their_order(tmp_path):
+    """epoch_2 before epoch_10 (key-sorted JSON had put epoch_10 first), each epoch's
+    splits and scores key-sorted; a score that is not finite is null."""
+    results = {f"epoch_{n}": {"dev": {"f1": 0.5, "acc": float(n)}} for n in (10, 2, 1, 11)}
+    folders.finetuned.write_results(str(tmp_path), {"eval": {"dev": {"f1": float("nan")}},
+                                                    **results})
+    text = (tmp_path / folders.files.RESULTS).read_text()
+    assert [line.split('"')[1] for line in text.splitlines() if line.startswith('  "')] == [
+        "format_version", "epoch_1", "epoch_2", "epoch_10", "epoch_11", "eval"]
+    assert text.index('"acc"') < text.index('"f1"') and '"f1": null' in text
+    assert folders.finetuned.read_results(str(tmp_path))["epoch_10"] == results["epoch_10"]
+    assert folders.finetuned.final_results(results) == results["epoch_11"]
+
+
 def test_a_finetuning_config_without_its_head_is_refused(tmp_path):
     """The head, what the task reads and the head's options are recorded, never guessed."""
     folders.files.write_json(str(tmp_path / folders.files.FINETUNING_CONFIG), {

@@ -449,9 +449,10 @@ def _write_pieces(f, text: str | Iterable[str]) -> None:
         f.write(piece)
 
 
-def atomic_write_json(path: str, value: Any) -> None:
-    """Writes `value` as indented, key-sorted JSON, atomically."""
-    atomic_write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
+def atomic_write_json(path: str, value: Any, sort_keys: bool = True) -> None:
+    """Writes `value` as indented JSON, atomically: key-sorted, or (sort_keys=False)
+    in the order its dicts hold."""
+    atomic_write_text(path, json.dumps(value, indent=2, sort_keys=sort_keys) + "\n")
 
 
 _UNDO_PREFIX = ".undo-"

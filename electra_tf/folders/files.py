@@ -101,9 +101,10 @@ _SAVE_NAME = re.compile(r"ckpt-(\d+)(\.index)?|jax-ckpt-(\d+)\.npz")
 # === JSON and weights, versioned and atomic ===
 
 
-def write_json(path: str, value: dict) -> None:
-    """Writes `value` + the format version, atomically."""
-    atomic_write_json(path, {"format_version": FORMAT_VERSION, **value})
+def write_json(path: str, value: dict, sort_keys: bool = True) -> None:
+    """Writes `value` + the format version, atomically (key-sorted, or with
+    sort_keys=False, the version first and then `value`'s order)."""
+    atomic_write_json(path, {"format_version": FORMAT_VERSION, **value}, sort_keys=sort_keys)
 
 
 def json_numbers(value):

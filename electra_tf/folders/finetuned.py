@@ -488,13 +488,31 @@ def final_results(results: dict) -> dict:
     removes)."""
     if "eval" in results:
         return results["eval"]
-    epochs = [k for k in results if k.startswith("epoch_") and k[6:].isdecimal()]
-    return results[max(epochs, key=lambda k: int(k[len("epoch_"):]))] if epochs else {}
+    epochs = [k for k in results if _epoch_number(k) is not None]
+    return results[max(epochs, key=_epoch_number)] if epochs else {}
+
+
+def _epoch_number(key: str) -> int | None:
+    """N of a results key `epoch_N`; None for another key."""
+    return int(key[len("epoch_"):]) if key.startswith("epoch_") and key[6:].isdecimal() else None
+
+
+def _results_order(value):
+    """`value` with its dicts' keys in reading order: `epoch_N` keys by their number
+    (epoch_2 before epoch_10, which key-sorted JSON had put first), then the others
+    sorted."""
+    if not isinstance(value, dict):
+        return value
+    order = sorted(value, key=lambda k: (0, _epoch_number(k), "") if _epoch_number(k) is not None
+                   else (1, 0, str(k)))
+    return {k: _results_order(value[k]) for k in order}
 
 
 def write_results(model_dir: str, results: dict) -> None:
-    """results.json; a score that is not a finite number is written as null."""
-    write_json(os.path.join(model_dir, RESULTS), json_numbers(results))
+    """results.json, its epochs in their order; a score that is not a finite number is
+    written as null."""
+    write_json(os.path.join(model_dir, RESULTS), _results_order(json_numbers(results)),
+               sort_keys=False)
 
 
 def recorded_labels(model_dir: str) -> tuple[str, list[str]] | None:
