@@ -598,6 +598,9 @@ def check_output_file(path: str, what: str = "--output", special: bool = True) -
     """
     if os.path.isdir(path):
         raise InputError(f"{what} {path} is a folder; give a file's path")
+    if path.endswith(("/", os.sep)):  # (the write had failed after the work, a traceback)
+        raise InputError(f"{what} {path} ends in {path[-1]}, a folder's path; give a file's "
+                         "path")
     stream = _standard_stream(path) is not None
     if stream or _is_special(path):
         if not special:

@@ -147,6 +147,11 @@ class PackedFile:
                 or (lengths > self.max_seq_length).any() or (self.segment_a > lengths).any()):
             raise InputError(f"{bad} has arrays that do not agree with each other or with "
                              f"max_seq_length {self.max_seq_length}; repack it")
+        # the header's max_id, which the vocabulary check reads, has no checksum of its own
+        highest = int(self.tokens.max()) if len(self.tokens) else -1
+        if highest != self.max_id:
+            raise InputError(f"{bad} has a damaged header: its max_id {self.max_id} is not "
+                             f"its tokens' highest id {highest}; repack it")
 
     def rows(self, indices: np.ndarray, max_seq_length: int) -> dict[str, np.ndarray]:
         """The examples at `indices`, as the records hold them.
@@ -474,6 +479,12 @@ def _check_output(output: str, paths: list[str], overwrite: bool) -> None:
     if not overwrite:
         raise InputError(f"--output={output} already exists; pass --overwrite to replace it "
                          "or choose another --output")
+    with open(output, "rb") as f:
+        start = f.read(len(MAGIC))
+    if start and start != MAGIC:  # (the records' pretrain_data_stats.json had been replaced)
+        raise InputError(f"--output={output} is not a packed examples file: --overwrite "
+                         "replaces an earlier pack only; remove it first, or write the "
+                         "packed file elsewhere")
 
 
 def write_packed(output: str, offsets: np.ndarray, segment_a: np.ndarray, tokens: np.ndarray,

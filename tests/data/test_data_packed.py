@@ -143,6 +143,10 @@ def test_damaged_or_mismatched_files_are_one_clear_error(packed_file, records, t
     def flip_last(data):
         data[-3] ^= 0x40
 
+    def max_id_one(data):  # the header's max_id as 1, its length kept (JSON's spaces)
+        digits = re.search(rb'"max_id": (\d+)', data).span(1)
+        data[slice(*digits)] = b" " * (digits[1] - digits[0] - 1) + b"1"
+
     cases = {
         "truncated": (lambda d: d.__delitem__(slice(size - 5, size)), "is truncated"),
         "longer": (lambda d: d.extend(b"\0\0"), "longer than its header says"),
@@ -150,6 +154,9 @@ def test_damaged_or_mismatched_files_are_one_clear_error(packed_file, records, t
         "header": (lambda d: d.__setitem__(slice(16, 20), b"{{{{"), "damaged header"),
         "version": (lambda d: d.__setitem__(slice(8, 12), struct.pack("<I", 9)),
                     "has packed format 9"),
+        # the header has no checksum: a max_id below the tokens' had passed the
+        # vocabulary check
+        "max_id": (max_id_one, "damaged header: its max_id 1 is not its tokens' highest id"),
         "empty": (lambda d: d.__delitem__(slice(0, size)), "not a packed examples file"),
     }
     for name, (change, message) in cases.items():
@@ -337,12 +344,30 @@ def test_pack_never_replaces_an_input_or_an_existing_file(records, tmp_path):
     (tmp_path / "a_file").write_text("mine")  # refused before any record is read
     with pytest.raises(InputError, match="a_file is a file, not a folder"):
         packed.pack(records, str(tmp_path / "a_file" / "out.packed"), progress=False)
+    # a folder's path (the rename had failed after every record was read, a traceback)
+    for path in (tmp_path / "new_folder", tmp_path / "a_file"):
+        with pytest.raises(InputError, match=f"--output {path}/ ends in /, a folder's path"):
+            packed.pack(records, f"{path}/", progress=False)
     out = tmp_path / "out.packed"
     out.write_bytes(b"mine")
     with pytest.raises(InputError, match="already exists; pass --overwrite"):
         packed.pack(records, str(out), progress=False)
     assert out.read_bytes() == b"mine"
+    # --overwrite replaces an earlier pack, not another file (the build's
+    # pretrain_data_stats.json beside the records had been replaced, and the records then
+    # refused for their stats)
+    stats = os.path.join(os.path.dirname(shards[0]), features_lib.STATS_FILE)
+    stats_before = open(stats, "rb").read()
+    for other in (str(out), stats):
+        with pytest.raises(InputError, match="is not a packed examples file: --overwrite "
+                                             "replaces an earlier pack only"):
+            packed.pack(records, other, progress=False, overwrite=True)
+    assert out.read_bytes() == b"mine" and open(stats, "rb").read() == stats_before
+    out.write_bytes(b"")
     packed.pack(records, str(out), progress=False, overwrite=True)
+    first = out.read_bytes()
+    packed.pack(records, str(out), progress=False, overwrite=True)  # an earlier pack
+    assert out.read_bytes() == first
     assert len(packed.PackedExamples(str(out), L)) == len(record_examples(records))
     # a device or a pipe: --overwrite had renamed the packed file over it (as root,
     # /dev/null itself would have become a regular file)
