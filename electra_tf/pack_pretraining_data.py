@@ -30,8 +30,8 @@ def define_flags():
     flags.DEFINE_string("output", None, "The packed file to write.")
     flags.DEFINE_integer("max_seq_length", None,
                          "L the records must have (default: the first record's).")
-    flags.DEFINE_bool("overwrite", False, "Replace an existing --output (never one of the "
-                      "--records).")
+    flags.DEFINE_bool("overwrite", False, "Replace an earlier packed file at --output (never "
+                      "one of the --records, nor a file of another kind).")
 
 
 def main(argv):
