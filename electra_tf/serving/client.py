@@ -268,7 +268,7 @@ def predict_rest(server: str, model_name: str, inputs: dict, signature_name: str
     if status != 200:
         raise ClientError(f"REST {status}: {_error_text(data)}")
     try:
-        answer = json.loads(data)
+        answer = json.loads(data, object_pairs_hook=_rest_key_once)
     except RecursionError:
         raise ClientError(f"REST: {url} answered with JSON nested more than {MAX_DEPTH} "
                           "levels deep") from None
@@ -283,7 +283,46 @@ def predict_rest(server: str, model_name: str, inputs: dict, signature_name: str
         raise ClientError(f"REST: no 'outputs' in the answer: {_quoted(answer)}")
     if not isinstance(outputs, dict):  # a single-output signature answers the bare value
         outputs = {"output": outputs}
+    for name, value in outputs.items():
+        _check_rest_tensor(name, value)
     return outputs
+
+
+def _rest_key_once(pairs):
+    """json.loads' object_pairs_hook: a REST answer's object naming a key twice is
+    refused (json keeps the last, silently)."""
+    keys = [k for k, _ in pairs]
+    twice = next((k for k in keys if keys.count(k) > 1), None)
+    if twice is not None:
+        raise ClientError(f"REST: the answer's JSON names {_quoted(twice)} twice in one "
+                          "object, which no tensor does")
+    return dict(pairs)
+
+
+def _check_rest_tensor(name: str, value) -> None:
+    """Refuses a REST output that is no tensor of numbers or strings: the column
+    format's values are nested lists of one length per level, with numbers, booleans,
+    strings or {"b64": string} at the bottom (no recursion: the answer is the server's).
+
+    Raises:
+      ClientError: naming the output (repr).
+    """
+    what = f"REST: output {_quoted(name)}"
+    level = [value]
+    while level:
+        lists = [isinstance(v, list) for v in level]
+        if any(lists) and not all(lists):
+            raise ClientError(f"{what} mixes lists and values on one level, which no tensor does")
+        if not any(lists):
+            for v in level:
+                if not (isinstance(v, (bool, int, float, str)) or isinstance(v, dict)
+                        and list(v) == ["b64"] and isinstance(v["b64"], str)):
+                    raise ClientError(f"{what} holds {_quoted(v)}, not a number or a string "
+                                      "(an output must be a tensor of numbers or strings)")
+            return
+        if len({len(v) for v in level}) > 1:
+            raise ClientError(f"{what} has rows of different lengths, which no tensor has")
+        level = [x for v in level for x in v]
 
 
 def _post(server: str, path: str, data: bytes, timeout: float) -> tuple[int, bytes]:
@@ -368,8 +407,10 @@ def _post(server: str, path: str, data: bytes, timeout: float) -> tuple[int, byt
 def _read_body(response, url: str, chunks: list) -> bytes:
     """The response's body, refused past MAX_ANSWER_BYTES (claimed, or as read); what
     is read lands in `chunks` as it comes (a read that raises leaves what came)."""
-    claimed = response.getheader("Content-Length")
-    if claimed and claimed.strip().isdigit() and int(claimed) > MAX_ANSWER_BYTES:
+    claimed = (response.getheader("Content-Length") or "").strip()
+    # ASCII digits: a header is read as Latin-1, and `²` passes str.isdigit, not int
+    # (a traceback); a claim that is no number is left to the read, as http.client does
+    if claimed.isascii() and claimed.isdigit() and int(claimed) > MAX_ANSWER_BYTES:
         raise ClientError(f"REST: {url} claims {int(claimed)} bytes, more than the "
                           f"{MAX_ANSWER_BYTES} an answer may hold")
     size = 0
@@ -514,8 +555,9 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
     the export's question_limit pieces (its max_query_length Q when Q + 3 < L, else
     (L - 3) // 2; min(Q, (L - 3) // 2) for an export that does not record it, Q 64
     for one that does not record Q), the context the rest: its first window (the
-    text signature reads every window, `serving_ids` the one it is sent; `notes`
-    gets a line for each context cut so); L is the export's max_seq_length.
+    text signature reads every window, `serving_ids` the one it is sent); L is the
+    export's max_seq_length. `notes` gets a line for each text or context cut (the
+    text signature's `truncated` output says so).
 
     Raises:
       InputError: the folder lacks those files, or the text flags do not match.
@@ -591,8 +633,17 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
             rows.append((ids + [0] * pad, [1] * len(ids) + [0] * pad,
                          [0] * (len(q) + 2) + [1] * (len(c) + 1) + [0] * pad))
         else:
-            rows.append(pack_pair(pieces[0][i], pieces[1][i] if len(pieces) == 2 else None,
-                                  length, cls, sep))
+            pair = pieces[1][i] if len(pieces) == 2 else None
+            held = sum(len(p) for p in (pieces[0][i], pair or ()))
+            room = length - (3 if pair is not None else 2)
+            if notes is not None and held > room:  # (the text signature's `truncated`)
+                which = f"--text #{i + 1}" + (" and its --text_pair" if pair is not None
+                                              else "")
+                notes.append(f"{which} hold{'' if pair is not None else 's'} {held} pieces, "
+                             f"more than the {room} of the export's window (max_seq_length "
+                             f"{length}): cut to {room}"
+                             + (", longest first" if pair is not None else ""))
+            rows.append(pack_pair(pieces[0][i], pair, length, cls, sep))
     return {name: np.array([r[k] for r in rows], np.int32) for k, name in enumerate(IDS_INPUTS)}
 
 

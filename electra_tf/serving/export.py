@@ -106,7 +106,9 @@ def load_saved_model(path: str):
         # does not exist at: PATH/{saved_model.pbtxt|saved_model.pb}"
         if not os.path.exists(path):
             raise InputError(f"{path} does not exist")
-        versions = sorted((n for n in _listdir(path) if n.isdigit()), key=int)
+        # as TF Serving reads a version's name (`²` passes str.isdigit, not int)
+        versions = sorted((n for n in _listdir(path) if _version_of(n) is not None),
+                          key=_version_of)
         if versions and _is_saved_model(os.path.join(path, versions[-1])):
             raise InputError(f"{path} is a model's folder (MODEL_BASE/NAME): give one of its "
                              f"versions, e.g. {os.path.join(path, versions[-1])}")
@@ -361,10 +363,9 @@ def parse_length_buckets(values) -> tuple[int, ...] | None:
     """
     if values is None:
         return None
-    try:
-        buckets = tuple(int(v) for v in values)
-    except ValueError:
-        buckets = ()
+    # ASCII digits only: int() also reads 1_000, +8 and other scripts' digits
+    spelled = all(re.fullmatch(r"[0-9]+", v.strip()) for v in values)
+    buckets = tuple(int(v) for v in values) if spelled else ()
     if not buckets or min(buckets) < 1:
         raise InputError(f"--length_buckets must be whole numbers >= 1, got "
                          f"{','.join(values)!r}")

@@ -30,7 +30,8 @@ def test_given_buckets_are_sorted_capped_and_end_at_the_window():
         length_buckets(128, [0, 16])
 
 
-@pytest.mark.parametrize("values", [["abc"], ["16", "x"], ["0"], ["-4"], [""], ["1.5"]])
+@pytest.mark.parametrize("values", [["abc"], ["16", "x"], ["0"], ["-4"], [""], ["1.5"],
+                                    ["1_000"], ["+8"], ["\u0668"]])  # (int() reads them)
 def test_bad_length_buckets_flag_is_one_input_error(values):
     with pytest.raises(InputError, match="--length_buckets must be whole numbers >= 1"):
         parse_length_buckets(values)

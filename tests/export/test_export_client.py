@@ -329,6 +329,42 @@ def _http(status: str, body: bytes, headers: str = "") -> bytes:
             f"Content-Length: {len(body)}\r\n\r\n").encode() + body
 
 
+REST_NOT_TENSORS = {
+    # case: (the answer's "outputs", what the error says)
+    "an object": ('{"b": [1], "a": {"x": 1}}', r"output 'a' holds \{'x': 1\}, not a number"),
+    "null": ('{"a": [1.0, null]}', r"output 'a' holds None, not a number"),
+    "ragged rows": ('{"a": [[1, 2], [3]]}', r"output 'a' has rows of different lengths"),
+    "lists beside values": ('{"a": [[1], 2]}', r"output 'a' mixes lists and values"),
+    "a key twice": ('{"a": 1, "a": 2}', r"names 'a' twice in one object"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REST_NOT_TENSORS))
+def test_rest_refuses_outputs_that_are_no_tensor(case, broken_server):
+    """As over gRPC, a REST output must be a tensor of numbers or strings: any JSON
+    value had been printed as the model's output, and a key named twice kept its last."""
+    from electra_tf.serving import client
+
+    outputs, message = REST_NOT_TENSORS[case]
+    server = broken_server(_http("200 OK", b'{"outputs": ' + outputs.encode() + b"}"))
+    with pytest.raises(client.ClientError, match=r"^REST: .*" + message):
+        client.predict_rest(server, "m", client.text_inputs(text=["x"]))
+
+
+def test_rest_reads_an_answer_whose_content_length_is_no_ascii_number(broken_server):
+    """A Content-Length of `²` (Latin-1 byte B2, which str.isdigit takes and int does not)
+    had ended in a ValueError traceback; it is left to the read, as http.client leaves it,
+    and the answer is read to the connection's close. Good outputs pass the tensor check."""
+    from electra_tf.serving import client
+
+    body = b'{"outputs": {"a": [[0.5, -1], [2, 3e-5]], "s": ["x", {"b64": "eA=="}], "t": true}}'
+    for length in (b"\xb2", b"\xb9"):
+        answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                  + length + b"\r\nConnection: close\r\n\r\n" + body)
+        assert client.predict_rest(broken_server(answer), "m", client.text_inputs(
+            text=["x"])) == json.loads(body)["outputs"]
+
+
 def test_rest_timeout_bounds_the_whole_request(broken_server):
     """A server that sends one byte every 0.1 s never leaves a read waiting 1 s, yet
     --timeout=1 ends the request after 1 s (it used to take the answer's 14 s)."""
@@ -500,6 +536,37 @@ def test_client_tokenization_keeps_the_exports_question_limit(tiny_vocab, tmp_pa
                          "window only (the text signature reads every window)"]
 
 
+def test_client_tokenization_says_which_texts_it_cut(tiny_vocab, tmp_path):
+    """A text (or pair) longer than the export's window is cut as the text signature cuts
+    it, and said in a note (the text signature's `truncated` output says it; the cut had
+    been silent); one that fits is not."""
+    import json
+    import shutil
+
+    from electra_tf.serving import client
+
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets.extra").mkdir()
+    shutil.copy(tiny_vocab, tmp_path / "assets" / "vocab.txt")
+    (tmp_path / "assets.extra" / "export_info.json").write_text(json.dumps(
+        {"max_seq_length": 8, "do_lower_case": True, "strip_accents": None}))
+    notes = []
+    packed = client.tokenized_inputs(str(tmp_path), text=["hello " * 6, "hello " * 7],
+                                     notes=notes)
+    assert packed["input_mask"].sum(axis=1).tolist() == [8, 8]
+    assert notes == ["--text #2 holds 7 pieces, more than the 6 of the export's window "
+                     "(max_seq_length 8): cut to 6"]
+    notes = []
+    client.tokenized_inputs(str(tmp_path), text=["hello", "hello " * 3],
+                            text_pair=["world " * 4, "world " * 2], notes=notes)
+    assert notes == []  # 5 pieces each: the window's 5
+    notes = []
+    client.tokenized_inputs(str(tmp_path), text=["hello " * 3], text_pair=["world " * 3],
+                            notes=notes)
+    assert notes == ["--text #1 and its --text_pair hold 6 pieces, more than the 5 of "
+                     "the export's window (max_seq_length 8): cut to 5, longest first"]
+
+
 def test_bad_request_values_are_refused_before_anything_is_sent(tiny_vocab, tmp_path):
     """What a server cannot take, or a URL cannot hold, is one InputError here."""
     import json
@@ -598,6 +665,16 @@ def test_an_export_and_a_model_folder_mistaken_for_each_other_are_one_line(expor
         load_saved_model(model_folder)
     with pytest.raises(InputError, match=re.escape(f"{tmp_path} holds no saved_model.pb")):
         load_saved_model(str(tmp_path))
+    # beside a folder whose name TF Serving skips: `²` (str.isdigit's, not int's) had
+    # raised a ValueError; `+7` is skipped too
+    model = tmp_path / "model"
+    for name in ("²", "+7"):
+        (model / name).mkdir(parents=True)
+    (model / "3").symlink_to(version)
+    with pytest.raises(InputError, match=re.escape(
+            f"{model} is a model's folder (MODEL_BASE/NAME): give one of its versions, "
+            f"e.g. {model / '3'}")):
+        load_saved_model(str(model))
     with pytest.raises(InputError, match=re.escape(
             f"folder: {version} is an export (a SavedModel), not a model folder")):
         Predictor.open(version)
