@@ -64,6 +64,12 @@ def _family_of(name: str) -> str:
     for family in FAMILIES:
         if name in _names(family):
             return family
+    several = [n for n in str(name).replace(" ", ",").split(",") if n]
+    if len(several) > 1 and all(n in task_names() for n in several):
+        # the original's multi-task fine-tuning (its task_names list)
+        raise ConfigError(f"--task_name={name}: a run fine-tunes one task (the original's "
+                          "multi-task fine-tuning, several tasks on one encoder, is not "
+                          "implemented); run each task on its own")
     raise ConfigError(f"unknown task_name {name!r}; known: {', '.join(task_names())}")
 
 

@@ -413,6 +413,10 @@ def test_electra_tf_verbose_brings_tensorflows_logging_back(pretrained_dir, toy_
 
 @pytest.mark.parametrize("flags, expected", [
     (("--task_name=bogus",), "error: unknown task_name 'bogus'; known: cola,"),
+    # the original's multi-task list: said to be one task a run, not an unknown name
+    (("--task_name=mrpc,rte",), "error: --task_name=mrpc,rte: a run fine-tunes one task "
+                                "(the original's multi-task fine-tuning, several tasks on one "
+                                "encoder, is not implemented); run each task on its own"),
     (("--task_name=sst2", "--label_names=a,b"),
      "error: --label_names is for classification and tagging tasks; 'sst2' has its own"),
     (("--task_name=sst2", "--seed=4294967295", "--num_trials=2"),  # failed after trial 1
