@@ -90,8 +90,9 @@ def define_flags() -> None:
                       "--from=hf records its tokenizer's casing: fine-tuning refuses another "
                       "casing, and the export's tokenizer follows it. --from=hf: the casing "
                       "of a folder whose tokenizer files do not say (against theirs: refused).")
-    flags.DEFINE_string("vocab_file", "", "--from=hf, a task model: the vocabulary, where the "
-                        "folder has no vocab.txt or tokenizer.json; --from=tf1: the vocab.txt "
+    flags.DEFINE_string("vocab_file", "", "--from=hf: the vocabulary, where the folder has "
+                        "no vocab.txt or tokenizer.json, or its tokenizer adds tokens or "
+                        "disagrees with its vocab.txt; --from=tf1: the vocab.txt "
                         "the checkpoint was trained with, where none lies beside it (given, "
                         "it is used over the one beside it).")
     flags.DEFINE_integer("max_seq_length", 0, "--from=hf, a task model: the sequence length "

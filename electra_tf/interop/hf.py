@@ -161,6 +161,11 @@ def read_weights(model_dir: str) -> dict[str, np.ndarray]:
                 raise core.ConversionError(f"{path}: {e}; save the model in float32") from None
     else:
         path = os.path.join(model_dir, "pytorch_model.bin")
+        if not os.path.exists(path) and os.path.exists(path + ".index.json"):
+            raise core.ConversionError(
+                f"{model_dir} holds sharded pytorch_model-*.bin weights (pytorch_model.bin."
+                "index.json), which electra_tf does not read; save the model as safetensors "
+                "(model.save_pretrained(DIR) writes model.safetensors, sharded or not)")
         if not os.path.exists(path):
             raise core.ConversionError(f"no model.safetensors or pytorch_model.bin in {model_dir}")
         try:
@@ -308,7 +313,7 @@ def check_vocabulary(model_dir: str, vocab_file: str, rows: int) -> None:
     from electra_tf.text.vocab import load_vocab
 
     if vocab_file and not os.path.isfile(vocab_file):
-        return  # read_tokenizer names it
+        raise core.ConversionError(f"--vocab_file {vocab_file} not found")
     source = vocab_file or os.path.join(model_dir, core.SOURCE_VOCAB)
     try:
         if os.path.isfile(source):
@@ -321,6 +326,60 @@ def check_vocabulary(model_dir: str, vocab_file: str, rows: int) -> None:
     except VocabError as e:
         raise core.ConversionError(str(e)) from None
     core.check_vocabulary(tokens, source, rows)
+    if not vocab_file:
+        _check_tokenizer_agrees(model_dir, source, tokens)
+
+
+def _added_tokens(model_dir: str) -> dict[str, int]:
+    """{token: id} the folder's tokenizer adds to its WordPiece vocabulary:
+    tokenizer.json's `added_tokens` and added_tokens.json (the slow tokenizer's),
+    special tokens included (those of the vocabulary itself are listed there too)."""
+    added = {}
+    path = os.path.join(model_dir, "tokenizer.json")
+    if os.path.exists(path):
+        entries = _read_json(path).get("added_tokens") or []
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("content"), str) \
+                    and isinstance(entry.get("id"), int):
+                added[entry["content"]] = entry["id"]
+    path = os.path.join(model_dir, "added_tokens.json")
+    if os.path.exists(path):
+        added.update({k: v for k, v in _read_json(path).items() if isinstance(v, int)})
+    return added
+
+
+def _check_tokenizer_agrees(model_dir: str, source: str, tokens: list[str]) -> None:
+    """Refuses a folder whose transformers tokenizer reads text otherwise than electra_tf's
+    WordPiece tokenizer with `tokens` would: tokens added to the vocabulary (`add_tokens`,
+    `add_special_tokens`: electra_tf's tokenizer had read them as [UNK] or split them into
+    pieces, and the converted model predicted otherwise, silently), or a vocab.txt that is
+    not tokenizer.json's WordPiece vocabulary (transformers tokenizes with tokenizer.json).
+    --vocab_file goes on with the vocabulary it names.
+
+    Raises:
+      ConversionError: naming the tokens or the first id that differs.
+    """
+    unread = sorted(((token, i) for token, i in _added_tokens(model_dir).items()
+                     if not (0 <= i < len(tokens) and tokens[i] == token)), key=lambda t: t[1])
+    if unread:
+        shown = ", ".join(f"{token!r} (id {i})" for token, i in unread[:5])
+        more = f" and {len(unread) - 5} more" if len(unread) > 5 else ""
+        raise core.ConversionError(
+            f"{model_dir}: its tokenizer adds {shown}{more} to {os.path.basename(source)}, "
+            "which electra_tf's WordPiece tokenizer does not read (text holding them would "
+            "become [UNK] or pieces, and the converted model predict otherwise than "
+            f"transformers); to convert without them, give --vocab_file={source}")
+    json_tokens = _tokenizer_json_tokens(model_dir)
+    if json_tokens and os.path.basename(source) == core.SOURCE_VOCAB and json_tokens != tokens:
+        first = next((i for i, (a, b) in enumerate(zip(tokens, json_tokens)) if a != b),
+                     min(len(tokens), len(json_tokens)))
+        said = (f"id {first} is {tokens[first]!r} in vocab.txt, {json_tokens[first]!r} in "
+                "tokenizer.json" if first < min(len(tokens), len(json_tokens)) else
+                f"vocab.txt holds {len(tokens)} tokens, tokenizer.json {len(json_tokens)}")
+        raise core.ConversionError(
+            f"{model_dir}: vocab.txt is not tokenizer.json's vocabulary ({said}), and "
+            "transformers tokenizes with tokenizer.json; give the one the model was trained "
+            "with as --vocab_file")
 
 
 def keep_vocabulary(model_dir: str, output: str) -> str:
@@ -557,7 +616,9 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
         _check_shared_casing(model_dir, output)
         folder.save_generator(model, standalone=True)
     else:
-        vocab = vocab if task_model else keep_vocabulary(model_dir, output)
+        if not task_model:  # --vocab_file where given (past _check_tokenizer_agrees)
+            vocab = folder.keep_vocab_file(vocab_file) if vocab_file else \
+                keep_vocabulary(model_dir, output)
         folder.save_discriminator(model)
         folder.record_vocab(vocab, lower)
     if finetuned is not None:
@@ -652,7 +713,16 @@ def _labels(hf_config: dict, width: int, path: str = "config.json") -> list[str]
             f"{path}: id2label's {len(ids)} names (ids {', '.join(ids)}) do not match the "
             f"head's {width} outputs (ids 0 to {width - 1}): config.json does not describe "
             "this model's head")
-    return [names[i] for i in range(width)]
+    labels = [names[i] for i in range(width)]
+    # (had been refused as the --label_names the user never gave)
+    bad = next((label for label in labels if not label.strip() or labels.count(label) > 1),
+               None)
+    if bad is not None:
+        raise core.ConversionError(
+            f"{path}: id2label names {bad!r} " + ("twice" if bad.strip() else "for a label")
+            + ": a head's labels are distinct, non-empty names; name them so in "
+              "config.json's id2label")
+    return labels
 
 
 def _to_task_order(model, labels: list[str], task, source: str) -> None:

@@ -446,3 +446,88 @@ def test_to_hf_says_what_it_cannot_give_transformers(h, tmp_path, caplog):
                "vocabulary" in m for m in messages), messages
     assert any("holds no trained replaced-token head (conversion_report.json lists "
                "discriminator_predictions/" in m for m in messages), messages
+
+
+def _with_tokenizer(folder, added=(), special=()):
+    """The folder's transformers tokenizer (tokenizer.json beside vocab.txt), with
+    `added` tokens (add_tokens) and `special` ones (add_special_tokens) past the vocabulary."""
+    tokenizer = transformers.ElectraTokenizerFast(vocab=f"{folder}/vocab.txt")
+    if added:
+        tokenizer.add_tokens(list(added))
+    if special:
+        tokenizer.add_special_tokens({"additional_special_tokens": list(special)})
+    tokenizer.save_pretrained(folder)
+    return tokenizer
+
+
+def test_tokens_a_tokenizer_adds_are_refused_unless_a_vocab_file_is_given(h, tmp_path):
+    """Tokens added to the transformers tokenizer (entity markers, new words) had been
+    dropped silently: electra_tf's WordPiece tokenizer read them as [UNK] or pieces, and
+    the converted model predicted otherwise than transformers. The vocabulary's own
+    special tokens, which tokenizer.json lists as added too, are fine."""
+    vocab = h.sizes["VOCAB"]
+    folder = _folder(h, tmp_path)
+    _with_tokenizer(folder)  # [PAD] ... [MASK]: tokenizer.json's added_tokens, at their ids
+    hf.import_model(folder, str(tmp_path / "plain"))
+    for name, kwargs in (("added", {"added": ["newtok"]}), ("special", {"special": ["[ENT]"]})):
+        folder = _folder(h, tmp_path / name)
+        _with_tokenizer(folder, **kwargs)
+        token = (kwargs.get("added") or kwargs["special"])[0]
+        _refused(folder, tmp_path / name / "out", re.escape(
+            f"{folder}: its tokenizer adds '{token}' (id {vocab}) to vocab.txt, which "
+            "electra_tf's WordPiece tokenizer does not read (text holding them would become "
+            "[UNK] or pieces, and the converted model predict otherwise than transformers); "
+            f"to convert without them, give --vocab_file={folder}/vocab.txt"))
+        hf.import_model(folder, str(tmp_path / name / "given"), vocab_file=f"{folder}/vocab.txt")
+        assert folders.finetuned.read_finetuning_config(str(tmp_path / name / "given")).task
+    # the slow tokenizer's added_tokens.json, alone
+    folder = _folder(h, tmp_path / "slow")
+    (tmp_path / "slow" / "hf" / "added_tokens.json").write_text(json.dumps({"newtok": vocab}))
+    _refused(folder, tmp_path / "slow" / "out", r"its tokenizer adds 'newtok' \(id \d+\)")
+    # a pre-trained discriminator: the same, and --vocab_file is what it keeps
+    folder = _folder(h, tmp_path / "disc", cls="ElectraForPreTraining")
+    _with_tokenizer(folder, added=["newtok"])
+    _refused(folder, tmp_path / "disc" / "out", "its tokenizer adds 'newtok'")
+    mine = tmp_path / "mine.txt"
+    mine.write_text((tmp_path / "disc" / "hf" / "vocab.txt").read_text())
+    hf.import_model(folder, str(tmp_path / "disc" / "given"), vocab_file=str(mine))
+    assert (tmp_path / "disc" / "given" / "vocab.txt").read_text() == mine.read_text()
+    with pytest.raises(BAD_INPUT, match="--vocab_file .*none.txt not found"):
+        hf.import_model(folder, str(tmp_path / "disc" / "none"),
+                        vocab_file=str(tmp_path / "none.txt"))
+
+
+def test_a_vocab_txt_other_than_tokenizer_json_is_refused(h, tmp_path):
+    """transformers tokenizes with tokenizer.json; a stale vocab.txt beside it (two ids
+    swapped) had been converted silently, and the model read other ids for the same text."""
+    folder = _folder(h, tmp_path)
+    _with_tokenizer(folder)
+    lines = (tmp_path / "hf" / "vocab.txt").read_text().splitlines()
+    lines[5], lines[6] = lines[6], lines[5]
+    (tmp_path / "hf" / "vocab.txt").write_text("\n".join(lines) + "\n")
+    _refused(folder, tmp_path / "out", re.escape(
+        f"{folder}: vocab.txt is not tokenizer.json's vocabulary (id 5 is 'w1' in vocab.txt, "
+        "'w0' in tokenizer.json), and transformers tokenizes with tokenizer.json; give the "
+        "one the model was trained with as --vocab_file"))
+
+
+@pytest.mark.parametrize("names, said", [(["pos", "neg", "pos"], "'pos' twice"),
+                                         (["pos", " ", "neg"], "' ' for a label")])
+def test_id2label_names_twice_or_empty_are_refused_naming_config_json(h, tmp_path, names, said):
+    """They had been refused as `--label_names`, a flag the user never gave."""
+    folder = _folder(h, tmp_path, num_labels=3)
+    _edit_config(folder, id2label={str(i): n for i, n in enumerate(names)},
+                 label2id={n: i for i, n in enumerate(names)})
+    _refused(folder, tmp_path / "out", re.escape(
+        f"config.json: id2label names {said}: a head's labels are distinct, non-empty names; "
+        "name them so in config.json's id2label"))
+
+
+def test_sharded_pytorch_weights_are_named_as_such(h, tmp_path):
+    folder = _folder(h, tmp_path)
+    os.remove(f"{folder}/model.safetensors")
+    (tmp_path / "hf" / "pytorch_model.bin.index.json").write_text(json.dumps(
+        {"weight_map": {"electra.embeddings.word_embeddings.weight": "pytorch_model-1.bin"}}))
+    _refused(folder, tmp_path / "out", re.escape(
+        f"{folder} holds sharded pytorch_model-*.bin weights (pytorch_model.bin.index.json), "
+        "which electra_tf does not read"))
