@@ -142,6 +142,14 @@ def test_tied_generator_needs_equal_sizes():
      r"\(0: the original's rate for the size\)"),
     (PretrainingConfig, {}, dict(gen_weight=0.0, disc_weight=0.0),
      "gen_weight and disc_weight are both 0: no loss"),
+    # the weight a run's loss takes alone (each had trained by weight decay only, exit 0)
+    (PretrainingConfig, {}, dict(objective="bert_mlm", gen_weight=0.0),
+     "gen_weight is 0 with objective bert_mlm, whose one loss it weighs"),
+    (PretrainingConfig, dict(num_train_steps=8, generator_hidden_size=1.0,
+                             generator_layers=1.0),
+     dict(training_algorithm="two_stage", disc_weight=0.0),
+     "disc_weight is 0 with training_algorithm two_stage, whose discriminator stage it "
+     "weighs alone"),
     (PretrainingConfig, {}, dict(num_train_steps=10**20),
      r"num_train_steps must be at most 2\*\*62, got 100000000000000000000"),
 ], ids=lambda v: v.__name__ if isinstance(v, type) else None)
@@ -547,3 +555,11 @@ def test_phase_twos_long_warmup_names_the_runs_step_and_phase_twos():
     schedule = WarmupPolynomialDecay(1.0, 60, 2, restarts=(20,), stage_rates=((1.0, 200),))
     rates = [float(schedule(step)) for step in range(20, 60)]
     assert rates.index(max(rates)) == 20
+
+
+def test_weights_of_zero_a_loss_does_not_take_are_allowed():
+    """Replace-MLM and All-Tokens MLM train their main model's MLM at weight 1 whatever
+    gen_weight and disc_weight are (both 0 had been refused as "no loss")."""
+    for objective in ("replace_mlm", "all_tokens_mlm"):
+        assert PretrainingConfig(objective=objective, gen_weight=0.0, disc_weight=0.0)
+    assert PretrainingConfig(objective="bert_mlm", disc_weight=0.0)

@@ -582,9 +582,20 @@ class PretrainingConfig:
             raise ConfigError(f"learning_rate {self.learning_rate:g} is below float32's "
                               f"smallest normal number ({_FLOAT32_TINY:.4g}): the weights "
                               "would not move")
-        if self.gen_weight == 0 and self.disc_weight == 0:
+        if self.gen_weight == 0 and self.disc_weight == 0 and self.objective not in (
+                "replace_mlm", "all_tokens_mlm"):  # (their main model's MLM takes weight 1)
             raise ConfigError("gen_weight and disc_weight are both 0: no loss, nothing "
                               "would be trained")
+        # the one weight a loss takes: BERT's MLM; two-stage training's discriminator
+        # stage (its generator stage trains the MLM at weight 1). Each had trained the
+        # weights by weight decay alone, exit 0.
+        if self.objective == "bert_mlm" and self.gen_weight == 0:
+            raise ConfigError("gen_weight is 0 with objective bert_mlm, whose one loss it "
+                              "weighs: nothing would be trained")
+        if self.training_algorithm == "two_stage" and self.disc_weight == 0:
+            raise ConfigError("disc_weight is 0 with training_algorithm two_stage, whose "
+                              "discriminator stage it weighs alone: the discriminator would "
+                              "not be trained")
         if self.num_train_steps > MAX_STEPS:
             raise ConfigError(f"num_train_steps must be at most 2**62, got "
                               f"{self.num_train_steps}")

@@ -348,7 +348,19 @@ def _check_stage_switch(before: PretrainingConfig, config: PretrainingConfig, mo
     past = [s for s in (old, new) if s is not None and s < step]
     if not past:
         return
-    if old is None:
+    stages = [_stage(before), _stage(config)]
+    if "two_stage" in (before.training_algorithm, config.training_algorithm) and \
+            before.training_algorithm != config.training_algorithm:
+        # (the advice had been the --num_train_steps the run gave already, and the
+        # stage "no phase 2")
+        stages = [stage if _switch_step(c) is not None else
+                  f"no second stage (--training_algorithm={c.training_algorithm})"
+                  for c, stage in zip((before, config), stages)]
+        keep = (f"resume with --training_algorithm={before.training_algorithm}"
+                + (f" --num_train_steps={before.num_train_steps}"
+                   if before.num_train_steps != config.num_train_steps
+                   and before.training_algorithm == "two_stage" else ""))
+    elif old is None:
         keep = (f"start phase 2 at step {step} or later (--num_train_steps - --phase2_steps "
                 f">= {step})")
     elif before.training_algorithm == "two_stage":
@@ -356,8 +368,8 @@ def _check_stage_switch(before: PretrainingConfig, config: PretrainingConfig, mo
     else:
         keep = f"keep --num_train_steps - --phase2_steps = {old}"
     raise ConfigError(
-        f"{where} at step {step} with {_stage(before)}; this run's flags give "
-        f"{_stage(config)}, which would count steps already trained in the other stage; "
+        f"{where} at step {step} with {stages[0]}; this run's flags give "
+        f"{stages[1]}, which would count steps already trained in the other stage; "
         f"{keep}, or use another --model_dir")
 
 

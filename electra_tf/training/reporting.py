@@ -87,11 +87,14 @@ def train_line(results: dict, step: int, total: int, eta_seconds: float) -> str:
     generator MLM loss has no mlm columns. Electric's loss sums its cloze loss (what its
     generator trains, over every token) and the disc loss: "cloze" stands in for "mlm"
     (the cloze loss at the masked positions, which nothing trains), so that the terms
-    shown add up to the loss.
+    shown add up to the loss. Replace-MLM and All-Tokens MLM add their main model's MLM
+    ("main"), adversarial training its REINFORCE and baseline losses.
     """
     first = ("cloze", "cloze_loss", 3) if "cloze_loss" in results else ("mlm", "mlm_loss", 3)
     losses = [f"{name} {results[key]:.{digits}f}" for name, key, digits in (
-        first, ("disc", "disc_loss", 4)) if key in results]
+        first, ("main", "main_mlm_loss", 3), ("disc", "disc_loss", 4),
+        ("reinforce", "reinforce_loss", 4), ("baseline", "baseline_loss", 4))
+        if key in results]
     metrics = [f"{name} {results[key]:.3f}" for name, key in (
         ("mlm_acc", "masked_lm_accuracy"), ("disc_auc", "disc_auc")) if key in results]
     return (f"step {step}/{total} | loss {results['loss']:.4f}"

@@ -72,6 +72,13 @@ def test_bert_mlm_console_line_has_no_discriminator_columns():
     electric = {**electra, "loss": 25.4, "cloze_loss": 5.4, "disc_loss": 0.4}
     line = reporting.train_line(electric, 200, 1000, 60.0)
     assert "loss 25.4000 (cloze 5.400 disc 0.4000)" in line and "mlm 7.6" not in line
+    # every term of the loss (Replace-MLM's main MLM and adversarial training's had
+    # reached TensorBoard only)
+    line = reporting.train_line({**results, "loss": 15.2, "main_mlm_loss": 7.6}, 200, 1000, 60.0)
+    assert "loss 15.2000 (mlm 7.600 main 7.600)" in line
+    adversarial = {**electra, "reinforce_loss": -0.25, "baseline_loss": 0.0625}
+    line = reporting.train_line(adversarial, 200, 1000, 60.0)
+    assert "(mlm 7.600 disc 0.4000 reinforce -0.2500 baseline 0.0625)" in line
 
 
 def test_each_loss_has_one_name_in_train_and_in_eval_results():

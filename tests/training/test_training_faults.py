@@ -697,6 +697,15 @@ def test_a_resume_may_not_move_a_stage_switch_the_checkpoints_are_past(algorithm
         "or use another --model_dir")
     if not two:
         at(4, num_train_steps=8, phase2_steps=6)  # the same switch: phase 2 goes on longer
+        return
+    # past the switch as joint training (the advice had been the --num_train_steps given)
+    with pytest.raises(ConfigError) as raised:
+        at(4, training_algorithm="joint")
+    assert str(raised.value) == (
+        f"{run.model_dir} holds checkpoints of a run at step 4 with {stage}; this run's flags "
+        "give no second stage (--training_algorithm=joint), which would count steps already "
+        "trained in the other stage; resume with --training_algorithm=two_stage, or use "
+        "another --model_dir")
 
 
 def test_jax_options_on_the_tensorflow_backend_are_refused(tiny_records, tmp_path):
