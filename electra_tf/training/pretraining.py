@@ -396,11 +396,14 @@ class Pretraining:
         old, new = recorded_run.get("jax_input_pipeline"), self.run.jax_input_pipeline
         if old is not None and old != new and self.backend == "jax":
             changes.append(f"--jax_input_pipeline={new} (it was {old})")
-        # and the replicas the global batch is split over (other masks and input order)
+        # and the replicas the global batch is split over (TensorFlow: other masks and
+        # input order; JAX's batches and masks are a one-process run's, whatever the split)
         replicas = folder.recorded.get("replicas")
         if isinstance(replicas, int) and replicas != self.num_replicas:
+            same = ("the same batches and masks" if self.backend == "jax" else
+                    "other masks and input order, the same global batch")
             changes.append(f"the batch split over {self.num_replicas} replica(s) (it was "
-                           f"{replicas}: other masks and input order, the same global batch)")
+                           f"{replicas}: {same})")
         if changes:
             self._log(f"note: this run continues checkpoints trained with other settings: "
                       f"{', '.join(changes)}; {PRETRAINING_CONFIG} now records these")

@@ -87,16 +87,21 @@ def test_an_epoch_is_every_window_once_and_the_filled_rows_train_nothing(
     # The last batch's loss, reported mean and gradient are those of its real rows.
     seed = tf.constant([1, 2], tf.int32)
     real = {k: v[~filled] for k, v in last.items()}
-    loss_full, grads_full = ft._forward_backward(last, seed)
-    loss_real, grads_real = ft._forward_backward(real, seed)
-    np.testing.assert_allclose(loss_full, loss_real, rtol=1e-5)
+    loss_full, count_full, grads_full = ft._forward_backward(last, seed)
+    loss_real, count_real, grads_real = ft._forward_backward(real, seed)
+    np.testing.assert_allclose(loss_full / count_full, loss_real / count_real, rtol=1e-5)
+    assert float(count_full) == float(count_real)  # (examples, or tokens for ner)
+    # a replica given filler rows alone counts none (loss_count's floor is 1), so that
+    # the replicas' sums over their counts are one device's mean
+    filler = {k: v[filled] for k, v in last.items()}
+    assert float(ft._forward_backward(filler, seed)[1]) == 0.0
     for g_full, g_real, v in zip(grads_full, grads_real, ft._variables):
         np.testing.assert_allclose(g_full, g_real, rtol=1e-4, atol=1e-6, err_msg=v.path)
     # and a real row left out would change them: the comparison can tell
     weight = last[EXAMPLE_WEIGHT].numpy().copy()
     weight[0] = 0.0
     other = dict(last, **{EXAMPLE_WEIGHT: tf.constant(weight)})
-    grads_other = ft._forward_backward(other, seed)[1]
+    grads_other = ft._forward_backward(other, seed)[2]
     assert not all(np.allclose(g_other, g_real, rtol=1e-4, atol=1e-6)
                    for g_other, g_real in zip(grads_other, grads_real))
 

@@ -250,6 +250,7 @@ def test_runs_without_tensorflow_resume_exactly_on_the_numpy_and_packed_readers(
     record = json.loads((packed_resumed / "pretraining_config.json").read_text())
     assert record["run"]["jax_input_pipeline"] == "packed"
     record["run"]["jax_input_pipeline"] = "numpy"
+    record["replicas"] = 2  # (as a 2-device run's: the same batches on JAX, said so)
     (packed_resumed / "pretraining_config.json").write_text(json.dumps(record))
     again, packed_again = runs_without_tf(
         ["cli", None, [*numpy, *pretraining_flags(tiny_records, resumed)]],
@@ -258,7 +259,8 @@ def test_runs_without_tensorflow_resume_exactly_on_the_numpy_and_packed_readers(
     assert "note: this run continues checkpoints" not in again  # the same settings
     assert "jax-ckpt-3.npz at step 3" in packed_again, packed_again[-3000:]
     assert ("note: this run continues checkpoints trained with other settings: "
-            "--jax_input_pipeline=packed (it was numpy);") in packed_again, packed_again[-3000:]
+            "--jax_input_pipeline=packed (it was numpy), the batch split over 1 replica(s) "
+            "(it was 2: the same batches and masks);") in packed_again, packed_again[-3000:]
     assert_same_weights(straight, resumed)
     final = json.loads((straight / "final_eval.json").read_text())
     assert json.loads((resumed / "final_eval.json").read_text()) == final

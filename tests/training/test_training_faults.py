@@ -720,6 +720,17 @@ def test_jax_options_on_the_tensorflow_backend_are_refused(tiny_records, tmp_pat
     assert not (tmp_path / "model").exists()
 
 
+def test_num_devices_without_the_mirrored_strategy_is_refused(tiny_records, tmp_path):
+    """--num_devices=2 on the TensorFlow backend's default strategy had trained on one
+    device, exit 0 (and fine-tuning recorded num_devices 2)."""
+    proc = run_module("electra_tf.run_pretraining",
+                      *pretrain_flags(tiny_records, tmp_path / "model"), "--num_devices=2")
+    error_line(proc, "--num_devices=2 is for --strategy=mirrored (on the TensorFlow backend; "
+                     "JAX spreads over devices without it), and this run's is default: one "
+                     "device; give --strategy=mirrored")
+    assert not (tmp_path / "model").exists()
+
+
 def test_resume_checks_in_process(make_configs, tmp_path):
     """check_resume alone: what it compares, and what it lets through."""
     import dataclasses

@@ -41,6 +41,7 @@ from electra_tf.core.config import (
 from electra_tf.core.errors import ConfigError
 from electra_tf.data.pipeline import pretraining_dataset
 from electra_tf.folders.files import checkpoint_dir
+from electra_tf.tasks.losses import EXAMPLE_WEIGHT
 from electra_tf.training import reporting
 from electra_tf.training.checkpoints import TensorFlowCheckpoints
 from electra_tf.training.finetuning import Finetuning, split_batch
@@ -133,6 +134,11 @@ def make_strategy(name: str, num_devices: int = 0, tpu: str = "",
         forever, as TensorFlow does.
     """
     if name == "default":
+        if num_devices > 1:  # (it had been ignored: one device, and the record said N)
+            raise ConfigError(f"--num_devices={num_devices} is for --strategy=mirrored (on "
+                              "the TensorFlow backend; JAX spreads over devices without it), "
+                              "and this run's is default: one device; give "
+                              "--strategy=mirrored")
         return tf.distribute.get_strategy()
     if name == "mirrored":
         configure_devices(name, num_devices)
@@ -647,21 +653,30 @@ class TensorFlowFinetuning(Finetuning):
             # so what clip_norm clips, by 1/replicas).
             loss = self.task.loss(outputs, labels)
         grads = dense_gradients(tape, loss, self._variables)
-        return loss / self.task.loss_count(labels), grads  # reported: the mean
+        # What the loss sums over, for the reported mean: the replicas' sums over their
+        # counts, as one device's over its batch (a mean of the replicas' own means had
+        # weighed a replica of filler rows, or of fewer rows, as much as the others).
+        # loss_count's floor of 1 would count a replica given only filler rows.
+        count = self.task.loss_count(labels)
+        if EXAMPLE_WEIGHT in labels:
+            count *= tf.cast(tf.reduce_sum(labels[EXAMPLE_WEIGHT]) > 0, count.dtype)
+        return loss, count, grads
 
     def _replica_step(self, batch):
         seed = replica_seed(self.config.seed, self.optimizer.iterations)
-        loss, grads = self._fwd_bwd(batch, seed)
+        loss, count, grads = self._fwd_bwd(batch, seed)
         norm = apply_reduced_gradients(self.optimizer, grads, self._variables,
                                        self.config.clip_norm)
-        return loss, norm
+        return loss, count, norm
 
     def _train_steps_fn(self, iterator, num_steps):
         def step():
-            loss, norm = self.strategy.run(self._replica_step, args=(next(iterator),))
-            mean = tf.distribute.ReduceOp.MEAN
-            self._loss_sum.assign_add(self.strategy.reduce(mean, loss, None))
-            self._norm_sum.assign_add(self.strategy.reduce(mean, norm, None))
+            loss, count, norm = self.strategy.run(self._replica_step, args=(next(iterator),))
+            total = tf.distribute.ReduceOp.SUM
+            self._loss_sum.assign_add(self.strategy.reduce(total, loss, None) / tf.maximum(
+                self.strategy.reduce(total, count, None), 1e-6))
+            self._norm_sum.assign_add(self.strategy.reduce(tf.distribute.ReduceOp.MEAN,
+                                                           norm, None))
 
         repeat(num_steps, step)
 
