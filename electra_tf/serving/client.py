@@ -291,12 +291,13 @@ def predict_rest(server: str, model_name: str, inputs: dict, signature_name: str
 def _rest_key_once(pairs):
     """json.loads' object_pairs_hook: a REST answer's object naming a key twice is
     refused (json keeps the last, silently)."""
-    keys = [k for k, _ in pairs]
-    twice = next((k for k in keys if keys.count(k) > 1), None)
-    if twice is not None:
+    value = dict(pairs)
+    if len(value) < len(pairs):  # (a set: the server may send a million keys)
+        seen = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
         raise ClientError(f"REST: the answer's JSON names {_quoted(twice)} twice in one "
                           "object, which no tensor does")
-    return dict(pairs)
+    return value
 
 
 def _check_rest_tensor(name: str, value) -> None:
