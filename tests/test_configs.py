@@ -334,7 +334,8 @@ _REQUIRED = {RuntimeOptions: {},
     # each had ended in a traceback (IndexError, ValueError, OverflowError of bind)
     *[(dict(jax_coordinator_address=bad, jax_num_processes=2),
        f"jax_coordinator_address must be HOST:PORT, a port 1 to 65535 .*, got '{bad}'")
-      for bad in ("nocolon", "127.0.0.1:abc", "127.0.0.1:99999", ":80", "h:0", "h:-1")],
+      for bad in ("nocolon", "127.0.0.1:abc", "127.0.0.1:99999", ":80", "h:0", "h:-1",
+                  "h:\u00b2")],  # (`²`: str.isdigit's, not int's: a ValueError before)
 ], ids=lambda v: ",".join(map(str, v.values())) if isinstance(v, dict) else None)
 def test_runtime_options_are_checked_in_every_run(cls, options, message):
     cls(**_REQUIRED[cls])

@@ -24,6 +24,7 @@ import numbers
 from typing import Any, Callable
 
 from electra_tf.core.errors import ConfigError, InputError
+from electra_tf.core.peers import address_port
 
 
 def _field(default: Any, help: str, choices: tuple[str, ...] = ()) -> Any:
@@ -887,8 +888,7 @@ class RuntimeOptions:
                 f"jax_num_processes >= 2, got jax_coordinator_address="
                 f"{self.jax_coordinator_address!r} and jax_num_processes={self.jax_num_processes}")
         if self.jax_coordinator_address:
-            host, _, port = self.jax_coordinator_address.rpartition(":")
-            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            if address_port(self.jax_coordinator_address) is None:
                 raise ConfigError(
                     f"jax_coordinator_address must be HOST:PORT, a port 1 to 65535 (process "
                     f"0's host, reachable from every process), got "

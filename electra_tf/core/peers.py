@@ -17,7 +17,7 @@ chief. A meeting that fails (a peer already gone, which its own error
 explained, or one still busy after `END_TIMEOUT_S`) leaves the normal exit.
 
 And how they start: `port_in_use`, the check both backends make of a process's own
-server port before their framework binds it.
+server port before their framework binds it, and `address_port`, how they read one.
 """
 
 from __future__ import annotations
@@ -55,6 +55,16 @@ def end_together(status: int) -> None:
         except (OSError, ValueError):  # a closed pipe: nothing more to say on it
             pass
     os._exit(status)
+
+
+def address_port(address: str) -> int | None:
+    """The port of a `host:port` address (after its last colon), 1 to 65535; None for an
+    address without a host or with another port. ASCII digits only: `²` passes
+    str.isdigit, not int (a ValueError traceback before)."""
+    host, _, port = address.rpartition(":")
+    if not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+        return None
+    return int(port)
 
 
 def port_in_use(port: int) -> bool:

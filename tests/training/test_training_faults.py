@@ -913,6 +913,8 @@ def test_multi_worker_peer_that_fails_at_start_up_stops_the_other(tiny_records, 
     ('{"cluster": {"worker": ["a:1", "b:99999"]}, "task": {"type": "worker", "index": 0}}',
      r"TF_CONFIG's 'worker' job lists 'b:99999': an address is host:port, the port 1 to "
      r"65535"),
+    ('{"cluster": {"worker": ["a:1", "b:\u00b2"]}, "task": {"type": "worker", "index": 0}}',
+     r"TF_CONFIG's 'worker' job lists 'b:\u00b2': an address is host:port"),  # (ValueError)
     ('{"cluster": {"chief": ["a:1", "b:2"]}, "task": {"type": "chief", "index": 1}}',
      r"TF_CONFIG's cluster has 2 \"chief\" tasks: at most one"),
     ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 2}}',

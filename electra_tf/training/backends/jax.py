@@ -124,9 +124,9 @@ def _check_coordinator_port(address: str) -> None:
     Raises:
       ConfigError: the port is in use on this host.
     """
-    from electra_tf.core.peers import port_in_use
+    from electra_tf.core.peers import address_port, port_in_use
 
-    port = int(address.rsplit(":", 1)[1])
+    port = address_port(address)  # (RuntimeOptions refused any other)
     if port_in_use(port):
         raise ConfigError(f"--jax_coordinator_address={address}: port {port} is in use on "
                           "this host (another process 0 of a run, or another program); each "

@@ -209,8 +209,7 @@ def check_tf_config(value: str) -> None:
             raise ConfigError(f"TF_CONFIG's {job!r} job is {json.dumps(addresses)}: give a "
                               f'list of "host:port" strings, e.g. ["host1:2222", "host2:2222"]')
         for address in addresses:
-            host, _, port = address.rpartition(":")
-            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            if peers.address_port(address) is None:
                 raise ConfigError(f"TF_CONFIG's {job!r} job lists {address!r}: an address is "
                                   "host:port, the port 1 to 65535")
     if len(cluster.get("chief", [])) > 1:
@@ -238,15 +237,13 @@ def _check_own_port(address: str, task: str) -> None:
     Raises:
       ConfigError: the port is in use on this host.
     """
-    from electra_tf.core.peers import port_in_use
-
-    port = address.rpartition(":")[2]
-    if not port.isdigit():
+    port = peers.address_port(address)
+    if port is None:  # (TensorFlow's to judge)
         return
     try:
-        held = port_in_use(int(port))
-    except (OSError, OverflowError):  # a port past 65535, one not to be bound here
-        return  # (TensorFlow's to judge)
+        held = peers.port_in_use(port)
+    except OSError:  # one not to be bound here
+        return
     if held:
         raise ConfigError(f"TF_CONFIG's {task} is {address}, but port {port} is in use on this "
                           "host (another worker of a run, or another program); give each task "
