@@ -108,17 +108,15 @@ def main(argv):
             if not FLAGS[name].present:  # explicit flags win
                 FLAGS[name].value = value
     config, run = configs or flags_lib.pretraining_configs()
+    for line in config.unused():  # given, and changing nothing for this objective
+        print(f"[pretrain] note: {line}", file=sys.stderr)
     trainer_class = backends.pretraining_class(backend)
     trainer = trainer_class(config, run, started) if started else trainer_class(config, run)
     jax_backend = backend == "jax"
-    discriminator = trainer.model.discriminator
-    d_params, sharing = discriminator.count_params(), "shared counted in both"
-    if config.gradient_disentangled_embeddings:  # D also tracks G's tables; count them in G
-        d_params -= discriminator.encoder.embeddings.residual_of.count_params()
-        sharing = "D's embedding tables are residuals over G's, gradient-disentangled"
-    print(f"[pretrain] {config.model_size} discriminator "
-          f"{d_params:,} params, generator "
-          f"{trainer.model.generator.count_params():,} ({sharing}); "
+    from electra_tf.training.reporting import models_line
+
+    models = models_line(config, trainer.model.discriminator, trainer.model.generator)
+    print(f"[pretrain] {config.model_size} {models}; "
           f"{trainer.num_replicas} replica(s), strategy={run.strategy}, "
           f"jit={True if jax_backend else run.jit_compile}, precision={run.mixed_precision}"
           f"{', backend=jax, input=' + run.jax_input_pipeline if jax_backend else ''}",

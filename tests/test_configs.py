@@ -564,3 +564,35 @@ def test_weights_of_zero_a_loss_does_not_take_are_allowed():
     for objective in ("replace_mlm", "all_tokens_mlm"):
         assert PretrainingConfig(objective=objective, gen_weight=0.0, disc_weight=0.0)
     assert PretrainingConfig(objective="bert_mlm", disc_weight=0.0)
+
+
+def test_flags_an_objective_does_not_read_are_named():
+    """Given and changing nothing (they had been accepted silently): the sampling and the
+    generator's size with BERT, which trains one masked LM at D's size and samples nothing;
+    disc_weight with the MLM-style ablations; BERT's masking with another objective."""
+    assert PretrainingConfig().unused() == []
+    assert PretrainingConfig(objective="bert_mlm", gen_weight=2.0, mask_prob=0.2,
+                             bert_80_10_10=True).unused() == []
+    bert = PretrainingConfig(objective="bert_mlm", temperature=0.5, disallow_correct=True,
+                             untied_generator=False, generator_hidden_size=1.0,
+                             disc_weight=10.0)
+    reason = ("with --objective=bert_mlm: BERT trains one masked LM at the discriminator's "
+              "size and samples no replacements")
+    assert bert.unused() == [f"{flag} does nothing {reason}" for flag in (
+        "--disc_weight=10", "--temperature=0.5", "--disallow_correct",
+        "--nountied_generator", "--generator_hidden_size=1")]
+    assert PretrainingConfig(bert_80_10_10=True).unused() == [
+        "--bert_80_10_10 does nothing with --objective=electra: it sets "
+        "--objective=bert_mlm's masking"]
+    for objective in ("replace_mlm", "all_tokens_mlm"):
+        assert PretrainingConfig(objective=objective, disc_weight=1.0,
+                                 temperature=0.5).unused() == [
+            f"--disc_weight=1 does nothing with --objective={objective}: its main model "
+            "takes an MLM loss at weight 1, no replaced-token loss"]
+    assert [line.split()[0] for line in PretrainingConfig(
+        uniform_generator=True, temperature=2.0, generator_layers=0.5,
+        disallow_correct=True).unused()] == ["--temperature=2", "--generator_layers=0.5"]
+    two_stage = PretrainingConfig(training_algorithm="two_stage", generator_hidden_size=1.0,
+                                  untied_generator_embeddings=True)
+    assert [line.split()[0] for line in two_stage.unused()] == [
+        "--untied_generator_embeddings"]

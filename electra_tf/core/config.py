@@ -664,6 +664,49 @@ class PretrainingConfig:
                 raise ConfigError(f"{name} must be >= 0 (0: {zero}), got "
                                   f"{getattr(self, name)}")
 
+    def unused(self) -> list[str]:
+        """The fields set to other than their default that change nothing with this
+        objective and training algorithm, each as a note's line names it ("--temperature
+        does nothing with --objective=bert_mlm: ..."); run_pretraining prints them.
+
+        The model and the loss read these fields only where they apply: BERT
+        (bert_mlm) trains one MLM model at D's size and samples nothing; the
+        MLM-style ablations' main model takes no RTD loss; a uniform generator has no
+        network; two-stage training shares nothing between G and D.
+        """
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        why: dict[str, str] = {}
+        if self.objective == "bert_mlm":
+            for name in ("disc_weight", "temperature", "disallow_correct",
+                         "untied_generator", "untied_generator_embeddings",
+                         "generator_hidden_size", "generator_layers"):
+                why[name] = ("with --objective=bert_mlm: BERT trains one masked LM at the "
+                             "discriminator's size and samples no replacements")
+        else:
+            why["bert_80_10_10"] = (f"with --objective={self.objective}: it sets "
+                                    "--objective=bert_mlm's masking")
+        if self.objective in ("replace_mlm", "all_tokens_mlm"):
+            why["disc_weight"] = (f"with --objective={self.objective}: its main model takes "
+                                  "an MLM loss at weight 1, no replaced-token loss")
+        if self.uniform_generator:
+            for name in ("temperature", "generator_hidden_size", "generator_layers",
+                         "untied_generator_embeddings"):
+                why[name] = ("with --uniform_generator: replacements are drawn uniformly, "
+                             "with no generator network")
+        if self.training_algorithm == "two_stage":
+            why["untied_generator_embeddings"] = (
+                "with --training_algorithm=two_stage: the generator and the discriminator "
+                "share no weights (the discriminator starts from the generator's)")
+        lines = []
+        for name, reason in why.items():
+            value = getattr(self, name)
+            if value == defaults[name]:
+                continue
+            flag = (f"--{name}" if value else f"--no{name}") if isinstance(value, bool) \
+                else f"--{name}={value:g}" if isinstance(value, float) else f"--{name}={value}"
+            lines.append(f"{flag} does nothing {reason}")
+        return lines
+
     def _sharing(self) -> str:
         """The weight sharing of G and D that the flags ask for (see SHARING)."""
         if self.gradient_disentangled_embeddings:

@@ -80,6 +80,25 @@ def tensorboard_scalars(results: dict) -> dict:
             for k, v in results.items()}
 
 
+def models_line(config, discriminator, generator) -> str:
+    """The start line's sizes: D's and G's parameters and what they share; BERT's
+    (objective bert_mlm) one masked LM and its encoder, the model kept.
+
+    Args:
+      config: the run's PretrainingConfig.
+      discriminator, generator: the pre-training models (count_params).
+    """
+    d_params, sharing = discriminator.count_params(), "shared counted in both"
+    if config.gradient_disentangled_embeddings:  # D also tracks G's tables; count them in G
+        d_params -= discriminator.encoder.embeddings.residual_of.count_params()
+        sharing = "D's embedding tables are residuals over G's, gradient-disentangled"
+    if config.objective == "bert_mlm":  # one model: the encoder kept, under an MLM head
+        return (f"BERT masked LM {generator.count_params():,} params (its encoder, the "
+                f"model kept, {discriminator.encoder.count_params():,})")
+    return (f"discriminator {d_params:,} params, generator {generator.count_params():,} "
+            f"({sharing})")
+
+
 def train_line(results: dict, step: int, total: int, eta_seconds: float) -> str:
     """The console line of a chunk of steps: only the metrics its objective has.
 

@@ -120,3 +120,31 @@ def test_repeat_runs_its_body_num_steps_times_in_one_trace():
         run(tf.constant(n))
         assert int(count.numpy()) == n
     assert run.experimental_get_tracing_count() == 1
+
+
+def test_the_start_line_names_bert_s_one_model():
+    """BERT (objective bert_mlm) trains one masked LM whose encoder is kept: the line had
+    called it a discriminator beside a generator of another size."""
+    from electra_tf.core.config import PretrainingConfig
+    from electra_tf.modeling.models import build_pretraining_models
+
+    for objective, expected in (
+            ("bert_mlm", r"BERT masked LM ([\d,]+) params \(its encoder, the model kept, "
+                         r"([\d,]+)\)"),
+            ("electra", r"discriminator ([\d,]+) params, generator ([\d,]+) \(shared "
+                        r"counted in both\)")):
+        config = PretrainingConfig(objective=objective, model_size="tiny", vocab_size=50,
+                                   model_hparam_overrides={"embedding_size": 8,
+                                                           "hidden_size": 16,
+                                                           "num_hidden_layers": 1,
+                                                           "num_attention_heads": 2,
+                                                           "intermediate_size": 32})
+        generator, discriminator = build_pretraining_models(config.encoders)
+        line = reporting.models_line(config, discriminator, generator)
+        match = re.fullmatch(expected, line)
+        assert match, line
+        first, second = (int(x.replace(",", "")) for x in match.groups())
+        if objective == "bert_mlm":
+            assert (first, second) == (generator.count_params(),
+                                       discriminator.encoder.count_params())
+            assert first > second  # the MLM head over the encoder
