@@ -398,6 +398,11 @@ def _head_scope(weights: dict, task_name: str, tf1_task: str = "") -> tuple[str,
         chosen = [s for s in scopes if task_name and task_name in (s, TF1_TASK_NAMES.get(s, s))]
         if len(scopes) == 1 and not chosen:  # e.g. your own data's head, recorded as `tagging`
             chosen = scopes
+    if len(chosen) != 1 and task_name:  # (it had been told to pass the --task_name it gave)
+        raise core.ConversionError(
+            f"--task_name={task_name}: the checkpoint holds no head of that task ({heads}); "
+            "give one of theirs, or --tf1_task=NAME to read a head as --task_name's (your "
+            "own data's as classification or tagging)")
     if len(chosen) != 1:
         raise core.ConversionError(
             f"the checkpoint holds the heads of {len(scopes)} tasks ({heads}); pass "

@@ -467,6 +467,23 @@ def check_resumed_record(model_dir: str) -> None:
         raise unreadable_record(e, FINETUNING_CONFIG, model_dir) from None
 
 
+def check_resumed_task(task_name: str, model_dir: str) -> None:
+    """Refuses to resume (or evaluate in place) a model_dir's checkpoints of another task:
+    an rte folder given --task_name=sst2 had been taken as a finished sst2 run (its dev
+    scores, predictions and a trial group's median written as sst2's).
+
+    Raises:
+      ConfigError: naming both tasks.
+    """
+    if not (has_checkpoints(model_dir) and has_finetuning_config(model_dir)):
+        return
+    recorded = recorded_labels(model_dir)[0]
+    if recorded != task_name:
+        raise ConfigError(f"--task_name={task_name}: {model_dir} holds checkpoints of a "
+                          f"fine-tuning run of --task_name={recorded}; give that to resume or "
+                          "evaluate them, or another --model_dir")
+
+
 def check_resumed_casing(do_lower_case: bool, model_dir: str) -> None:
     """Refuses to resume a fine-tuning model_dir's checkpoints with another casing.
 
@@ -860,6 +877,7 @@ class Finetuning:
         check_splits(task, run)
         check_model_dir_and_init(run)
         check_resumed_record(run.model_dir)
+        check_resumed_task(task.name, run.model_dir)
         set_precision(run.mixed_precision, run.attention_implementation)
         head_config = task.head_config()  # the task's head and its options
         if task.head_class.learns_labels(head_config) and not task.label_names:

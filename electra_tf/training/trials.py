@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import json
 import math
 import os
 import shutil
@@ -54,13 +55,19 @@ from electra_tf.folders.files import (
     FINETUNING_CONFIG,
     TRIALS,
     checkpoint_dir,
+    has_checkpoints,
     json_numbers,
     read_json,
     trials_path,
     weights_file_folder,
     write_json,
 )
-from electra_tf.folders.finetuned import has_finetuning_config, recorded_seed
+from electra_tf.folders.finetuned import (
+    has_finetuning_config,
+    read_results,
+    recorded_seed,
+    recorded_task,
+)
 from electra_tf.training.loop import Interrupted, different_settings, log, settings_digest
 
 RESULTS_TXT = "results.txt"
@@ -213,14 +220,25 @@ def summarize(results: list[dict]) -> dict:
             for split, metrics in values.items()}
 
 
-def summary_lines(task: str, summary: dict) -> list[str]:
+def summary_lines(task: str, summary: dict, trials: int = 0) -> list[str]:
     """One line per split and metric, for the console and results.txt (a metric of one
-    trial: its value, with no spread to give)."""
+    trial: its value, with no spread to give); `trials`: how many trials' results it
+    summarizes (those it left out, a score that is no finite number or none, are
+    counted as results_table counts them)."""
+    def left_out(n: int) -> str:
+        return f"; {trials - n} left out" if trials > n else ""
+
     return [f"{task} {split} {name}: median {s['median']:.4f}, mean {s['mean']:.4f}, "
-            f"std {s['std']:.4f}, min {s['min']:.4f}, max {s['max']:.4f} (n={s['n']})"
+            f"std {s['std']:.4f}, min {s['min']:.4f}, max {s['max']:.4f} (n={s['n']}"
+            f"{left_out(s['n'])})"
             if s["n"] > 1 else f"{task} {split} {name}: {s['median']:.4f} (n=1: one trial, "
-            "no spread)"
+            f"no spread{left_out(1)})"
             for split, metrics in summary.items() for name, s in metrics.items()]
+
+
+def _summarized(record: dict) -> int:
+    """How many of a group record's trials its summary is over (the diverged are not)."""
+    return sum(not t.get("diverged") for t in record["trials"])
 
 
 
@@ -364,13 +382,18 @@ def _same_path(field: str, a, b) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
 
 
-def check_trial_folder(folder: str, run: FinetuningRun, seed: int | None = None) -> None:
+def check_trial_folder(folder: str, run: FinetuningRun, seed: int | None = None,
+                       task_name: str | None = None) -> None:
     """Refuses a trial folder that holds files no fine-tuning run wrote (keep_all_models
     False removes a finished trial's folder: a folder of data that happened to be
     named OUT_k had been trained in, then deleted), that is what the run reads, or
     (`seed`: the trial's) that holds a fine-tuning run of another seed, not this
     trial's (a single run given OUT_k had been found when the group reached trial k,
-    refused as other settings to "resume with", which the group cannot).
+    refused as other settings to "resume with", which the group cannot), or
+    (`task_name`: the group's) checkpoints of another task, or records (its
+    finetuning_config.json's task, results.json) that cannot be read: before any
+    trial runs, not when the group reaches it (an rte run's folder had been taken as
+    an sst2 trial, its score in the median).
 
     Raises:
       InputError: naming the folder.
@@ -394,6 +417,24 @@ def check_trial_folder(folder: str, run: FinetuningRun, seed: int | None = None)
             raise InputError(f"trial folder {folder} holds a fine-tuning run of --seed="
                              f"{recorded}, not this group's (its trial there has seed {seed}):"
                              " another run's folder; move it, or give another --model_dir")
+    if task_name is not None:
+        check_trial_task(folder, task_name)
+
+
+def check_trial_task(folder: str, task_name: str) -> None:
+    """Refuses a trial folder whose checkpoints are of another task than the group's, or
+    whose records (finetuning_config.json's task, results.json) cannot be read.
+
+    Raises:
+      InputError: naming the folder.
+    """
+    if has_checkpoints(folder) and has_finetuning_config(folder):
+        recorded = recorded_task(folder)[0]
+        if recorded != task_name:
+            raise InputError(f"trial folder {folder} holds a fine-tuning run of --task_name="
+                             f"{recorded}, not this group's {task_name}: another run's "
+                             "folder; move it, or give another --model_dir")
+        read_results(folder)
 
 
 def _different_groups() -> ConfigError:
@@ -454,6 +495,9 @@ def evaluate_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str
                 raise ConfigError(f"{trials_path(folder)} records trials trained on Keras' "
                                   f"{trained_on} backend; evaluate them with "
                                   f"KERAS_BACKEND={trained_on}")
+            for trial in record["trials"]:  # each folder evaluated, before the first is
+                if trial["trial"] <= run.num_trials and not trial.get("diverged"):
+                    check_trial_task(trial_dir(folder, trial["trial"]), task_name)
         except (InputError, ConfigError) as e:
             _agree_on_refusal(e, agree)
         if agree is not None and agree([settings_digest(
@@ -494,7 +538,7 @@ def evaluate_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str
             raise InputError(f"no trial of the group {folder} up to --num_trials={n} can be "
                              "evaluated (each is named above)")
         summary = summarize(evaluated)
-        for line in summary_lines(task_name, summary):
+        for line in summary_lines(task_name, summary, len(evaluated)):
             log("finetune", line)
         return summary, done
 
@@ -546,9 +590,11 @@ def _results_txt(record: dict) -> str:
                          f"{t['diverged']}")
         for split, metrics in t["results"].items():
             lines.append(f"trial {t['trial']} (seed {t['seed']}) {record['task']} {split}: "
-                         + " - ".join(f"{k}: {v:.4f}" for k, v in metrics.items()
-                                      if isinstance(v, (int, float))))
-    return "\n".join(lines + summary_lines(record["task"], record["summary"])) + "\n"
+                         + " - ".join(f"{k}: {v:.4f}" if finite_number(v) is not None
+                                      else f"{k}: {json.dumps(v)} (left out)"
+                                      for k, v in metrics.items()))
+    return "\n".join(lines + summary_lines(record["task"], record["summary"],
+                                           _summarized(record))) + "\n"
 
 
 class TrialGroup:
@@ -703,7 +749,8 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
                                backend=backend)
             for k in range(1, n + 1):  # every trial's folder before the first trains
                 if group.finished(k) is None:
-                    check_trial_folder(trial_dir(run.model_dir, k), run, config.seed + k - 1)
+                    check_trial_folder(trial_dir(run.model_dir, k), run, config.seed + k - 1,
+                                       task_name)
             seen = [  # (paths: each worker's own copy)
                 run.num_trials, config.seed,
                 {k: v for k, v in group.record["settings"].items() if k not in _WORKER_OWN},
@@ -747,7 +794,7 @@ def _run_trials(group: TrialGroup, config: FinetuningConfig, run: FinetuningRun,
                 # trial's stays, as in one run; a run that kept them all, kept them
                 kept = _keep_last(run.model_dir, kept, k, folder, done)
             continue
-        check_trial_folder(folder, run, seed)
+        check_trial_folder(folder, run, seed, task_name)
         log("finetune", f"trial {k}/{n}: seed {seed}, --model_dir={folder}")
         trainer = make_trainer(dataclasses.replace(config, seed=seed),
                                dataclasses.replace(run, model_dir=folder, num_trials=1))
@@ -801,7 +848,7 @@ def _run_trials(group: TrialGroup, config: FinetuningConfig, run: FinetuningRun,
                             f"finished (past --num_trials={n}: left as it is, and out of the "
                             f"summary; --num_trials={k} goes on with it)")
         k += 1
-    for line in summary_lines(task_name, group.record["summary"]):
+    for line in summary_lines(task_name, group.record["summary"], _summarized(group.record)):
         log("finetune", line)
     bad = group.diverged()
     if bad and len(bad) == len(group.record["trials"]):

@@ -201,3 +201,19 @@ def test_more_training_of_a_folder_on_its_task_keeps_its_window(finetuned, toy_s
     assert f"continuing {finetuned}'s sst2 model at its max_seq_length 16" in \
         capsys.readouterr().err
     assert trainer("--max_seq_length=32").max_seq_length == 32
+
+
+def test_checkpoints_of_another_task_are_refused(finetuned, pretrained_dir, toy_sst2_dir,
+                                                 tmp_path):
+    """An sst2 folder given --task_name=rte (the same number of steps) had been resumed as
+    a finished rte run, or evaluated as one (rte predictions and scores written in it)."""
+    folder = shutil.copytree(finetuned, tmp_path / "ft")
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    for evaluate in ((), ("--do_train=false",)):
+        with pytest.raises(ConfigError, match=rf"^--task_name=rte: {folder} holds checkpoints "
+                                              r"of a fine-tuning run of --task_name=sst2; give "
+                                              r"that to resume or evaluate them, or another "
+                                              r"--model_dir$"):
+            finetune("--task_name=rte", *ARGS[1:], *evaluate, f"--data_dir={toy_sst2_dir}",
+                     f"--init_checkpoint={pretrained_dir}", f"--model_dir={folder}")
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before

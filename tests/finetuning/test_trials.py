@@ -989,3 +989,75 @@ def test_a_group_trained_without_evaluation_refuses_a_rerun_that_evaluates(tmp_p
     del record["settings"]["do_eval"]
     path.write_text(json.dumps(record))
     trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+
+
+def _fake_record(folder, task: str, seed: int, results=None) -> None:
+    """A fine-tuning run's record and checkpoints in `folder`, as far as the group's checks
+    read them (task, seed, encoder; a checkpoint file; results.json)."""
+    from electra_tf.core.config import EncoderConfig
+    from electra_tf.folders.files import write_json
+
+    (folder / "checkpoints").mkdir(parents=True)
+    (folder / "checkpoints" / "ckpt-6.index").write_bytes(b"")
+    write_json(str(folder / "finetuning_config.json"), {
+        "finetuning": {"seed": seed}, "task": task, "encoder": EncoderConfig().to_dict()})
+    if results is not None:
+        (folder / "results.json").write_text(results)
+
+
+def test_a_trial_folder_of_another_task_is_refused_before_any_trial(tmp_path):
+    """An rte run's folder copied in as OUT_3 (the seed it was trained with the trial's)
+    had been resumed as a finished sst2 trial, its rte score in the sst2 median."""
+    config, run = fake_runs(tmp_path, 3)
+    _fake_record(tmp_path / "out_3", "rte", seed=9)
+    with pytest.raises(InputError, match=r"^trial folder .*out_3 holds a fine-tuning run of "
+                                         r"--task_name=rte, not this group's sst2: another "
+                                         r"run's folder; move it"):
+        trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    assert not (tmp_path / "out_1").exists()  # refused before trial 1 trained
+
+
+def test_a_group_s_trial_folders_are_read_before_any_is_evaluated(tmp_path, capsys):
+    """--do_train=false over a group: a trial folder of another task, or whose results.json
+    cannot be read, had been met after the trials before it were evaluated (and written:
+    an rte folder got sst2 predictions, its score in the medians)."""
+    config, run = fake_runs(tmp_path, 2)
+    trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
+    evaluate = dataclasses.replace(run, do_train=False)
+    seen = []
+
+    def make(c, r):
+        seen.append(r.model_dir)
+        return FakeTrainer(c, r)
+
+    shutil.rmtree(tmp_path / "out_2")
+    _fake_record(tmp_path / "out_2", "rte", seed=8)
+    with pytest.raises(InputError, match=r"^trial folder .*out_2 holds a fine-tuning run of "
+                                         r"--task_name=rte, not this group's sst2"):
+        trials.evaluate_trials(config, evaluate, "sst2", make, Finetuning.final_results)
+    shutil.rmtree(tmp_path / "out_2")
+    _fake_record(tmp_path / "out_2", "sst2", seed=8,
+                 results='{"format_version": 1, "epoch_1": {"dev": {"accur')
+    with pytest.raises(InputError, match=r"out_2/results.json:1:\d+: malformed JSON"):
+        trials.evaluate_trials(config, evaluate, "sst2", make, Finetuning.final_results)
+    assert seen == []  # trial 1 was not evaluated either time
+
+
+def test_a_score_left_out_of_the_summary_is_named(tmp_path, capsys):
+    """A trial whose score is no finite number (null in trials.json) had an empty field in
+    results.txt, and the summary's n said nothing of the trial left out."""
+    config, run = fake_runs(tmp_path, 3)
+
+    class SecondNan(FakeTrainer):
+        def train(self):
+            results = super().train()
+            if self.config.seed == 8:
+                results["epoch_2"]["dev"]["accuracy"] = float("nan")
+            return results
+
+    trials.run_trials(config, run, "sst2", SecondNan, Finetuning.final_results)
+    text = (tmp_path / "out" / "results.txt").read_text().splitlines()
+    assert "trial 2 (seed 8) sst2 dev: accuracy: null (left out)" in text
+    assert text[-1].startswith("sst2 dev accuracy: median 1.3000, mean 1.3000, std 0.1414, "
+                               "min 1.2000, max 1.4000 (n=2; 1 left out)"), text[-1]
+    assert "[finetune] " + text[-1] in capsys.readouterr().err.splitlines()

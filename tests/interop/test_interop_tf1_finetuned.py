@@ -428,6 +428,10 @@ def test_multi_task_checkpoint_converts_the_chosen_head(h, tmp_path):
     with pytest.raises(core.ConversionError, match=r"holds the heads of 2 tasks \(task_specific/"
                                                    r"rte, task_specific/sst\); pass --task_name"):
         _import(h, tmp_path / "a", prefix)
+    # a --task_name of no head there had been told to pass --task_name
+    with pytest.raises(core.ConversionError, match=r"^--task_name=stsb: the checkpoint holds "
+                                                   r"no head of that task \(task_specific/rte"):
+        _import(h, tmp_path / "a", prefix, task_name="stsb")
     # electra_tf's name of the original's sst
     out, report, model, record = _import(h, tmp_path / "b", prefix, task_name="sst2")
     assert (record.task, record.label_names) == ("sst2", ("0", "1"))
@@ -443,8 +447,10 @@ def test_your_own_task_in_a_multi_task_checkpoint_is_chosen_by_its_original_name
     rng = np.random.default_rng(1)
     rte = {f"task_specific/rte/{k}": v for k, v in _head(rng, h, [("dense", H, 2)]).items()}
     prefix, w = _checkpoint(h, tmp_path, "reviews", [("dense", H, 3)], seed=12, extra=rte)
-    with pytest.raises(core.ConversionError, match=r"pass --task_name to choose one "
-                                                   r"\(--tf1_task=NAME where"):
+    with pytest.raises(core.ConversionError, match=r"^--task_name=classification: the "
+                       r"checkpoint holds no head of that task \(task_specific/reviews, "
+                       r"task_specific/rte\); give one of theirs, or --tf1_task=NAME to read "
+                       r"a head as --task_name's \(your own data's as classification"):
         _import(h, tmp_path / "a", prefix, task_name="classification", label_names="a,b,c")
     with pytest.raises(core.ConversionError, match=r"--tf1_task=review: the checkpoint holds "
                                                    r"no task_specific/review \(it holds "
