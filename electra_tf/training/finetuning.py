@@ -1315,12 +1315,23 @@ class Finetuning:
             self._log(f"{self.task.name}: {len(train_feats)} train windows, {steps_per_epoch} "
                       f"steps/epoch x {self.epochs} epochs = {total} steps, lr "
                       f"{cfg.resolved_learning_rate(size):.1e}, layer-wise decay {decay}")
+            windows = len(train_feats)
+            if cfg.train_batch_size > windows:  # (a batch of 10**6 had been killed: 137)
+                self._log(f"note: --train_batch_size={cfg.train_batch_size:,} is more than "
+                          f"the {windows:,} train windows: each step takes them all and "
+                          f"{cfg.train_batch_size - windows:,} rows of zeros, which the step "
+                          "computes and its loss leaves out; a batch near the window count "
+                          "trains on the same rows at less cost")
             if self.on_cpu:
                 from electra_tf.training import memory
 
+                length = self.max_seq_length
+                if self.trims_batches:  # no batch is longer than its longest window
+                    longest = int(used_lengths(train_feats.inputs["input_mask"]).max())
+                    length = min(length, -(-longest // self.trim_step) * self.trim_step)
                 line = memory.finetuning_warning(
                     self.encoder_config, cfg.train_batch_size, self.local_share,
-                    self.max_seq_length, memory.available_bytes())
+                    length, memory.available_bytes())
                 if line:
                     self._log(f"warning: {line}")
         else:

@@ -162,8 +162,9 @@ def finetuning_warning(encoder: EncoderConfig, batch: int, share: float, length:
     """`step_warning` for a fine-tuning step of `batch` sequences (`share` of them this
     process's) of `length` tokens."""
     sequences = max(1, int(batch * share))
-    return step_warning(lambda n: finetuning_estimate(encoder, n, length), sequences,
-                        available, f"{sequences} sequence(s) of {length} tokens at once")
+    return _step_advice(lambda n: finetuning_estimate(encoder, n, length), sequences,
+                        available, f"{sequences} sequence(s) of {length} tokens at once",
+                        None, 1, 1, batch_flag="--train_batch_size", share=share)[0]
 
 
 def _cgroup_v2(cgroup: str) -> int | None:
@@ -249,8 +250,11 @@ def step_warning(estimate_of, sequences: int, available: int | None, what: str,
 
 def _step_advice(estimate_of, sequences: int, available: int | None, what: str,
                  accumulation_flag: str | None, accumulation: int,
-                 scale: int) -> tuple[str | None, int | None]:
-    """`step_warning`'s line and the accumulation it advises (None: none)."""
+                 scale: int, batch_flag: str | None = None,
+                 share: float = 1.0) -> tuple[str | None, int | None]:
+    """`step_warning`'s line and the accumulation it advises (None: none); with no
+    accumulation flag, `batch_flag` names the global batch that fits (this process
+    holds `share` of it; fine-tuning, which has no accumulation)."""
     if available is None or available < 0 or sequences < 1:
         return None, None
     need, room = estimate_of(sequences).total, MARGIN * available
@@ -275,6 +279,9 @@ def _step_advice(estimate_of, sequences: int, available: int | None, what: str,
         return (f"{line}; {accumulation_flag}={k * accumulation} (micro-batches of "
                 f"{sequences // k * scale}, about {_gib(estimate_of(sequences // k).total)}) "
                 "trains the same batch"), k * accumulation
+    if batch_flag:
+        return (f"{line}; {batch_flag}={max(1, int(fits / share + 1e-9))} or less would fit (a "
+                "smaller batch is another training: no flag splits a fine-tuning step)"), None
     return f"{line}; about {fits * scale} sequences at a time would fit", None
 
 
