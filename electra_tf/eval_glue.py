@@ -45,8 +45,8 @@ def main(argv):
     for name in ("task", "predictions", "dev_file"):
         if not FLAGS[name].value:
             raise InputError(f"--{name} is required")
-    print(json.dumps(evaluate_submission(FLAGS.task, FLAGS.predictions, FLAGS.dev_file,
-                                         FLAGS.skip_malformed_rows)))
+    cli.write_stdout(json.dumps(evaluate_submission(
+        FLAGS.task, FLAGS.predictions, FLAGS.dev_file, FLAGS.skip_malformed_rows)) + "\n")
 
 
 def run():

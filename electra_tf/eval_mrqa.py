@@ -53,7 +53,8 @@ def main(argv):
                 "out)")
         print(f"[eval_mrqa] {len(missing)} of {len(answers)} questions have no prediction "
               f"(e.g. {missing[0]!r}): {what}", file=sys.stderr)
-    print(json.dumps(mrqa_eval.evaluate(answers, predictions, FLAGS.skip_no_answer)))
+    cli.write_stdout(json.dumps(mrqa_eval.evaluate(answers, predictions,
+                                                   FLAGS.skip_no_answer)) + "\n")
 
 
 def run():

@@ -52,7 +52,7 @@ def main(argv):
               "(every answer as submitted is scored)", file=sys.stderr)
     result = evaluate_files(FLAGS.version, FLAGS.data_file, FLAGS.predictions, FLAGS.null_odds,
                             FLAGS.na_prob_thresh)
-    print(json.dumps(result))
+    cli.write_stdout(json.dumps(result) + "\n")
 
 
 def run():

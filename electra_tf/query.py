@@ -86,7 +86,7 @@ def main(argv):
     except ClientError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
-    print(answer_json(outputs))
+    cli.write_stdout(answer_json(outputs) + "\n")  # (a closed stdout: one line, status 1)
 
 
 def run():

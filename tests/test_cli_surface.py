@@ -1,6 +1,7 @@
 """What run_pretraining and run_finetuning show a user before any training: --help,
 flagfiles, start-up noise. Fresh processes, as a user runs them."""
 
+import json
 import os
 import re
 import sys
@@ -238,6 +239,41 @@ def test_a_stdout_that_cannot_take_the_output_is_one_line(capsys, monkeypatch):
     monkeypatch.setattr("sys.stdout", Closed())
     with pytest.raises(BrokenPipeError):
         cli.write_stdout("x\n")
+
+
+def test_every_command_s_output_goes_through_write_stdout(tmp_path):
+    """query and the three evaluators printed their answer with print(): a closed stdout
+    (>&-) lost it silently, exit 0 (Python's sys.stdout is then None and print drops
+    it), and /dev/full was told as a file write. Now no module prints to stdout but
+    write_stdout (the demo corpus's progress line aside), and the closed stdout is one
+    line, status 1."""
+    import ast
+    import glob
+    import subprocess
+
+    from helpers import REPO, child_env
+
+    bare = []
+    for path in sorted(glob.glob(os.path.join(REPO, "electra_tf", "**", "*.py"),
+                                 recursive=True)):
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print"
+                    and not any(k.arg == "file" for k in node.keywords)):
+                bare.append(f"{os.path.relpath(path, REPO)}:{node.lineno}")
+    assert bare == ["electra_tf/data/demo_corpus.py:210"], bare
+    predictions = tmp_path / "predictions.json"
+    predictions.write_text('{"q1": "a"}')
+    data = tmp_path / "dev.jsonl"
+    data.write_text('{"header": {"dataset": "x"}}\n' + json.dumps(
+        {"context": "a b", "qas": [{"qid": "q1", "question": "what", "answers": ["a"]}]})
+        + "\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "electra_tf.eval_mrqa", f"--data_file={data}",
+         f"--predictions={predictions}"], cwd=REPO, env=child_env(), stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, timeout=120, preexec_fn=lambda: os.close(1))
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: cannot write the output to the standard output (it is closed)"), proc.stderr
 
 
 def test_a_reader_that_goes_away_ends_the_command_quietly():
