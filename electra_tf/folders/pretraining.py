@@ -22,6 +22,7 @@ vocabulary's record read, the weights found); the functions below it write it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from typing import Any
@@ -428,6 +429,16 @@ def save_generator(folder: str, generator, standalone: bool = False) -> None:
     save_weights(generator, os.path.join(folder, GENERATOR_WEIGHTS))
     if standalone:
         write_json(os.path.join(folder, GENERATOR_CONFIG), generator.config.to_dict())
+
+
+def remove_final_outputs(folder: str) -> None:
+    """Removes an earlier end's generator.weights.h5 and final_eval.json from `folder`
+    before a run writes its own end (the discriminator first): a run extended past its
+    end and stopped between the two writes had left the new discriminator beside the
+    old generator and a final_eval.json of the old step, a folder that opened as whole."""
+    for name in (FINAL_EVAL, GENERATOR_WEIGHTS):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(folder, name))
 
 
 def write_final_eval(folder: str, step: int, results: dict) -> None:

@@ -5,6 +5,7 @@ is built or written; corruption met mid-training and Ctrl-C save a checkpoint
 first; a multi-worker cluster that never comes up times out.
 """
 
+import errno
 import glob
 import json
 import os
@@ -590,6 +591,28 @@ def test_a_finished_run_run_again_keeps_its_record_and_says_nothing_of_new_flags
     assert "already at --num_train_steps=6: nothing to train; writing the final weights " \
         "again" in err, err
     assert (model_dir / "pretraining_config.json").read_bytes() == record
+
+
+def test_an_extended_run_stopped_in_its_final_writes_claims_no_old_end(
+        trained_run, tiny_records, tmp_path, monkeypatch):
+    """A finished run extended (--num_train_steps 6 -> 7) and stopped between its new
+    discriminator and its generator had left the old generator and the old step's
+    final_eval.json beside the new discriminator: a folder that opened as whole."""
+    from electra_tf import folders
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(trained_run["model_dir"], model_dir)
+    assert json.loads((model_dir / "final_eval.json").read_text())["step"] == 6
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(folders.pretraining, "save_generator", disk_full)
+    with pytest.raises(OSError):
+        pretraining(tiny_records, model_dir, num_train_steps=7, eval_data="").train()
+    assert not (model_dir / "final_eval.json").exists()
+    assert not (model_dir / "generator.weights.h5").exists()
+    assert folders.pretraining.PretrainingFolder.open(str(model_dir)).final_eval() is None
 
 
 @pytest.mark.slow  # two more resumes (7 s); data_files_record itself: the test below
