@@ -25,7 +25,7 @@ import zlib
 import numpy as np
 
 from electra_tf.core.errors import ConfigError, InputError
-from electra_tf.core.fileio import atomic_write
+from electra_tf.core.fileio import atomic_write, sync_file, sync_folder
 from electra_tf.folders.files import CHECKPOINTS, remove_stale_temporaries, save_step
 from electra_tf.training.loop import log
 
@@ -256,10 +256,26 @@ class TensorFlowCheckpoints:
         if self._saved_at == step:
             return self.manager.latest_checkpoint
         path = self.manager.save(checkpoint_number=step)
+        if path:
+            sync_saved(path)
         self._saved_at = step
         if path and self._scratch:
             shutil.rmtree(self._scratch, ignore_errors=True)
         return path
+
+
+def sync_saved(path: str) -> None:
+    """Puts a tf.train save's files (`path`.index, `path`.data-*) and the folder's
+    `checkpoint` state file on the disk (fsync): tf.train renames them into place
+    without, and a power loss could then leave `checkpoint` naming a save whose data
+    never reached the disk (the JAX backend's saves go through atomic_write, which
+    syncs)."""
+    folder = os.path.dirname(path)
+    for name in sorted(glob.glob(glob.escape(path) + ".*")) + [os.path.join(folder,
+                                                                         "checkpoint")]:
+        if os.path.isfile(name):
+            sync_file(name)
+    sync_folder(folder)
 
 
 # === npz (the JAX backend) ===

@@ -155,3 +155,23 @@ def test_a_lost_checkpoint_state_file_resumes_from_the_latest_save_found(state, 
     assert os.path.basename(again_saves.save()) == "ckpt-25"
     assert os.path.basename(again_saves.latest) == "ckpt-25"
     assert "Couldn't match files" not in caplog.text
+
+
+def test_a_tensorflow_save_is_put_on_the_disk(tmp_path, monkeypatch):
+    """tf.train renames a save's files and its `checkpoint` state into place without an
+    fsync (an strace showed none): a power loss could leave the state naming data that
+    never reached the disk. Each save's files and the state file are now synced."""
+    import keras
+
+    from electra_tf.training import checkpoints
+
+    synced = []
+    monkeypatch.setattr(checkpoints, "sync_file", lambda p: synced.append(os.path.basename(p)))
+    monkeypatch.setattr(checkpoints, "sync_folder", lambda p: synced.append(p))
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, name="dense")])
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(model.trainable_variables)
+    folder = str(tmp_path / "checkpoints")
+    optimizer.iterations.assign(10)
+    checkpoints.TensorFlowCheckpoints(model, optimizer, folder, 5).save()
+    assert synced == ["ckpt-10.data-00000-of-00001", "ckpt-10.index", "checkpoint", folder]
