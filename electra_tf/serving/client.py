@@ -106,7 +106,13 @@ def check_request(server: str, model_name: str, rest: bool,
     if _WEB_SCHEME.match(server):  # REST had asked http://http://...
         raise InputError(f"--server={server!r}: give HOST:PORT, without {server.split(':')[0]}:// "
                          "(the client writes the URL itself)")
+    if any(c.isspace() or not c.isprintable() for c in server):  # (gRPC: a DNS lookup)
+        raise InputError(f"--server={server!r} holds a space or control character: give "
+                         "HOST:PORT")
     port = _PORT.search(server)
+    if port and not server[:port.start()].strip("[]"):  # (gRPC had tried to resolve it)
+        raise InputError(f"--server={server!r} names no host: give HOST:PORT (localhost:"
+                         f"{port.group(1)} for this machine)")
     if not port and (rest or "://" not in server and not server.startswith("unix:")):
         raise InputError(f"--server={server!r} names no port: give HOST:PORT (gRPC 8500, "
                          "REST 8501 by default; without one the client had asked port "

@@ -325,6 +325,13 @@ def test_client_refuses_a_single_text_and_a_server_it_would_misread():
             check_request("localhost", "m", rest)
         for server in ("localhost:8500", "[::1]:8500"):
             check_request(server, "m", rest)
+        # (gRPC had tried to resolve them: an UNAVAILABLE network error, status 1)
+        with pytest.raises(InputError, match=r"^--server=':8500' names no host: give "
+                                             r"HOST:PORT \(localhost:8500 for this machine\)"):
+            check_request(":8500", "m", rest)
+        for server in (" localhost:8500", "local host:8500", "localhost:8500\n"):
+            with pytest.raises(InputError, match=r"holds a space or control character"):
+                check_request(server, "m", rest)
     for server in ("dns:///localhost:8500", "unix:/tmp/sock"):  # gRPC's own target forms
         check_request(server, "m", False)
 
