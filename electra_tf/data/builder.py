@@ -206,6 +206,11 @@ def validate(options: BuildOptions) -> tuple[int, int]:
         existing = [f for f in os.listdir(options.output_dir)
                     if f.startswith(features_lib.SHARD_PREFIX) or f in (STATS_FILE,
                                                                          features_lib.UNFINISHED_FILE)]
+        if features_lib.UNFINISHED_FILE in existing:  # (it had read as a whole build)
+            raise InputError(
+                f"{options.output_dir} holds the shards of a build that stopped midway "
+                f"({features_lib.UNFINISHED_FILE}); pass --overwrite to build them again, or "
+                "choose another --output_dir")
         if existing:
             raise InputError(
                 f"{options.output_dir} already holds pre-training data ({existing[0]}, ...); "

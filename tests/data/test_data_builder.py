@@ -511,9 +511,12 @@ def test_a_build_stopped_while_it_renames_marks_its_folder_until_a_rebuild(
         assert str(e.value) == line
     with pytest.raises(InputError, match=r"^--records matches shards in .* stopped while"):
         packed.pack(pattern, str(tmp_path / "p.packed"), progress=False)
-    with pytest.raises(InputError, match="already holds pre-training data"):
+    # without --overwrite (it had said "already holds pre-training data", as of a whole one)
+    with pytest.raises(InputError, match=rf"^{out} holds the shards of a build that stopped "
+                       rf"midway \({features_lib.UNFINISHED_FILE}\); pass --overwrite to "
+                       r"build them again, or choose another --output_dir$"):
         build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
-                                       num_shards=2))  # without --overwrite
+                                       num_shards=2))
     build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
                                    num_shards=2, seed=5, overwrite=True))
     assert sorted(os.listdir(out)) == sorted(before) + [STATS_FILE]
