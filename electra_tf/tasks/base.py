@@ -367,7 +367,8 @@ def check_normalization_twins(names, where: str, error=TaskDataError) -> None:
     twins = normalization_twins(names)
     if twins:
         raise error(f"{where}: the labels {twins[0]!r} and {twins[1]!r} are one text in two "
-                    "Unicode spellings (composed and decomposed accents): write them alike")
+                    f"Unicode spellings ({ascii(twins[0])} and {ascii(twins[1])}: composed and "
+                    "decomposed accents, which print alike): write them alike")
 
 
 def has_control_character(text: str) -> bool:

@@ -190,6 +190,10 @@ def task_from_options(name: str, options: Options) -> "TaggingTask":
       ConfigError: label names that are not distinct tags (of the scheme).
     """
     label_names = parse_label_names(options.label_names)
+    if name == "tagging" and options.tagging_scheme != "BIO":  # (it had been recorded, unread)
+        raise ConfigError(f"--tagging_scheme={options.tagging_scheme}: --task_name=tagging "
+                          "learns the tags as your files give them, in any scheme; the BIO "
+                          "to BIOES conversion is ner's and chunking's")
     try:
         return TaggingTask(name=name, label_names=label_names,
                            scheme=None if name == "tagging" else options.tagging_scheme)
@@ -229,6 +233,8 @@ class TaggingTask(Task):
             self._set_labels(list(label_names))
 
     def label_options(self, record) -> dict:
+        if self.scheme is None:  # tagging: its tags as the files give them, whatever recorded
+            return {}
         had = record.finetuning.get("tagging_scheme")
         return {"tagging_scheme": had} if had else {}
 
@@ -398,8 +404,10 @@ class TaggingTask(Task):
             raise TaskDataError(f"{where}: tag {tag!r} holds whitespace; a tag is one word")
         if not self._tag_re.match(tag):
             allowed = ", ".join(["O"] + [f"{p}-X" for p in SCHEMES[self.scheme]])
+            hint = ("; BIOES files: --tagging_scheme=BIOES" if self.scheme == "BIO"
+                    and _scheme_re("BIOES").match(tag) else "")
             raise TaskDataError(f"{where}: tag {tag!r} is not valid under {self.scheme} "
-                                f"({allowed})")
+                                f"({allowed}){hint}")
         return tag
 
     # === Features ===

@@ -80,5 +80,11 @@ def test_labels_that_are_one_text_in_two_unicode_spellings_are_refused(tmp_path)
         ClassificationTask().read(str(tmp_path), "train")
     (tmp_path / "train.txt").write_text(f"x B-{composed}\ny B-{decomposed}\n",
                                         encoding="utf-8")
-    with pytest.raises(TaskDataError, match="one text in two Unicode spellings"):
+    # the two spellings shown apart (they print alike)
+    with pytest.raises(TaskDataError, match=r"one text in two Unicode spellings \('B-cafe\\u0301' "
+                                            r"and 'B-caf\\xe9': composed and decomposed"):
         TaggingTask().read(str(tmp_path), "train")
+    # tagging learns its tags as given: BIOES is ner's and chunking's (it had been recorded)
+    with pytest.raises(ConfigError, match=r"^--tagging_scheme=BIOES: --task_name=tagging learns "
+                                          r"the tags as your files give them"):
+        task_from_config(FinetuningConfig(task_name="tagging", tagging_scheme="BIOES"))
