@@ -51,9 +51,11 @@ def is_archive(path: str, corpus_format: str = "auto") -> bool:
         return corpus_format == "openwebtext"
     try:  # the first open of a corpus file: its permissions are said here
         with open(path, "rb") as f:
-            return f.read(len(XZ_MAGIC)) == XZ_MAGIC
+            head = f.read(len(XZ_MAGIC))
     except OSError as e:
         raise InputError(f"corpus file {path}: cannot read it ({e.strerror or e})") from None
+    # an empty .xz (a download that wrote nothing) is a damaged archive, not an empty text
+    return head == XZ_MAGIC or (not head and path.endswith(".xz"))
 
 
 def _damaged(path: str, error: Exception) -> InputError:
@@ -64,7 +66,21 @@ def _damaged(path: str, error: Exception) -> InputError:
     if _xz_size(path) == 0:  # (tarfile's reason had been "could not be opened successfully:")
         return InputError(f"{path}: an xz-compressed file that holds nothing (it decompresses "
                           "to 0 bytes), not an OpenWebText archive; leave it out")
-    reason = next((line for line in str(error).splitlines() if line.strip()), "")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(XZ_MAGIC))
+    except OSError:
+        head = XZ_MAGIC
+    if not head:
+        return InputError(f"{path}: an empty file (0 bytes), not an OpenWebText archive (a "
+                          "download cut short?); download it again, or leave it out")
+    if head != XZ_MAGIC:  # (--corpus_format=openwebtext given a text file)
+        return InputError(f"{path}: not an OpenWebText archive: it is not xz-compressed "
+                          "(a text file? --corpus_format=auto reads it as text)")
+    # tarfile's reason: a first line ending in ':', then one line per method it tried
+    lines = [line.strip(" -") for line in str(error).splitlines() if line.strip()]
+    reason = next((line for line in lines if line.startswith("method xz")), lines[0] if lines
+                  else "").rstrip(":")
     return InputError(f"{path}: not a readable OpenWebText archive (a tar, xz-compressed, of "
                       f"text files): {type(error).__name__}: {reason}; download or extract it "
                       "again, or leave it out")

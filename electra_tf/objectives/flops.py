@@ -368,9 +368,9 @@ class PretrainingFlops:
         steps = sum(p.steps for p in self.phases)
         each = ", ".join(
             f"{p.per_step:.3e} per step" + (f" of {p.name} ({p.steps:,} steps of "
-                                            f"{p.batch_size} sequences)"
+                                            f"{p.batch_size:,} sequences)"
                                             if len(self.phases) > 1 else
-                                            f" ({p.batch_size} sequences)")
+                                            f" ({p.batch_size:,} sequences)")
             for p in self.phases)
         infer = "".join(f"; inference {v:.3e} per sequence of {k}" for k, v in
                         sorted(self.inference.items()))

@@ -3,6 +3,7 @@ extracting them, give the records the extracted pages give; a damaged one is one
 
 import io
 import os
+import re
 import tarfile
 
 import pytest
@@ -116,10 +117,29 @@ def test_a_damaged_archive_is_refused_naming_it_and_nothing_is_written(tiny_voca
     # a text file read as an archive, and an archive member that is not text
     text = tmp_path / "page.txt"
     text.write_text("just words\n")
-    with pytest.raises(InputError, match="not a readable OpenWebText archive") as raised:
+    with pytest.raises(InputError, match=r"page.txt: not an OpenWebText archive: it is not "
+                       r"xz-compressed \(a text file\? --corpus_format=auto reads it as text\)$"
+                       ) as raised:  # (it had been told to download it again)
         build_pretraining_data(BuildOptions(files=(str(text),), vocab_file=tiny_vocab,
                                             output_dir=str(tmp_path / "out"),
                                             corpus_format="openwebtext"))
+    # an empty .xz had been read as an empty text file under auto, exit 0
+    empty = tmp_path / "zero.xz"
+    empty.write_bytes(b"")
+    with pytest.raises(InputError, match=r"zero.xz: an empty file \(0 bytes\), not an "
+                                         r"OpenWebText archive \(a download cut short\?\)"):
+        build_pretraining_data(BuildOptions(files=(archives[0], str(empty)),
+                                            vocab_file=tiny_vocab,
+                                            output_dir=str(tmp_path / "out")))
+    # the xz magic, then garbage: tarfile's reason for xz, not its "...successfully:" line
+    garbage = tmp_path / "garbage.xz"
+    garbage.write_bytes(raw[:6] + bytes(range(200)))
+    with pytest.raises(InputError) as raised:
+        build_pretraining_data(BuildOptions(files=(str(garbage),), vocab_file=tiny_vocab,
+                                            output_dir=str(tmp_path / "out")))
+    assert re.search(r"garbage.xz: not a readable OpenWebText archive \(a tar, xz-compressed, "
+                     r"of text files\): ReadError: method xz: \w+\(.+\); download or "
+                     r"extract it again", str(raised.value)), str(raised.value)
     assert "\n" not in str(raised.value)  # tarfile's reason had held five lines
     # xz-compressed text (no tar inside), and a tar that is not compressed
     import lzma
