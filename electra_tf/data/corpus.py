@@ -50,12 +50,17 @@ def is_archive(path: str, corpus_format: str = "auto") -> bool:
     if corpus_format != "auto":
         return corpus_format == "openwebtext"
     try:  # the first open of a corpus file: its permissions are said here
-        with open(path, "rb") as f:
-            head = f.read(len(XZ_MAGIC))
+        head = _head(path)
     except OSError as e:
         raise InputError(f"corpus file {path}: cannot read it ({e.strerror or e})") from None
     # an empty .xz (a download that wrote nothing) is a damaged archive, not an empty text
     return head == XZ_MAGIC or (not head and path.endswith(".xz"))
+
+
+def _head(path: str) -> bytes:
+    """The first bytes of `path`, as many as XZ_MAGIC holds (fewer in a shorter file)."""
+    with open(path, "rb") as f:
+        return f.read(len(XZ_MAGIC))
 
 
 def _damaged(path: str, error: Exception) -> InputError:
@@ -67,8 +72,7 @@ def _damaged(path: str, error: Exception) -> InputError:
         return InputError(f"{path}: an xz-compressed file that holds nothing (it decompresses "
                           "to 0 bytes), not an OpenWebText archive; leave it out")
     try:
-        with open(path, "rb") as f:
-            head = f.read(len(XZ_MAGIC))
+        head = _head(path)
     except OSError:
         head = XZ_MAGIC
     if not head:
