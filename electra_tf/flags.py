@@ -181,6 +181,12 @@ def pretraining_configs(flag_values=flags.FLAGS):
 
         if has_checkpoints(run_values["model_dir"]):
             run_values["vocab_file"] = folder_vocab(run_values["model_dir"])
+        else:  # (a converted folder had been told first that vocab_file is required)
+            from electra_tf.folders.pretraining import model_without_checkpoints
+
+            refusal = model_without_checkpoints(run_values["model_dir"])
+            if refusal:
+                raise ConfigError(refusal)
     if not flag_values["vocab_size"].present and run_values["vocab_file"]:
         from electra_tf.text.vocab import load_vocab
 

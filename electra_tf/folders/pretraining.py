@@ -431,6 +431,19 @@ def save_generator(folder: str, generator, standalone: bool = False) -> None:
         write_json(os.path.join(folder, GENERATOR_CONFIG), generator.config.to_dict())
 
 
+def model_without_checkpoints(model_dir: str) -> str | None:
+    """The refusal of a pre-training --model_dir that holds a model and no checkpoints
+    (a finished run's folder emptied of its saves; a conversion from transformers, or
+    of a discriminator alone, which writes none), or None."""
+    if has_checkpoints(model_dir) or not holds_weights(model_dir, DISCRIMINATOR_WEIGHTS):
+        return None
+    return (f"--model_dir {model_dir} holds a model ({DISCRIMINATOR_WEIGHTS}) and no "
+            "checkpoints to continue: a new run would replace it; give another --model_dir "
+            "(a conversion from transformers, or of a discriminator alone, writes no "
+            "checkpoint and cannot be pre-trained further; a TF1 conversion of both models "
+            "can)")
+
+
 def remove_final_outputs(folder: str) -> None:
     """Removes an earlier end's generator.weights.h5 and final_eval.json from `folder`
     before a run writes its own end (the discriminator first): a run extended past its

@@ -19,14 +19,12 @@ from electra_tf.data.masking import MaskingConfig
 from electra_tf.data.packed import check_packed
 from electra_tf.data.tfrecord_reader import LOCAL_FILES, check_records, tensorflow_files
 from electra_tf.folders.files import (
-    DISCRIMINATOR_WEIGHTS,
     PRETRAINING_CONFIG,
     has_checkpoints,
-    holds_weights,
     latest_checkpoint_step,
     unreadable_record,
 )
-from electra_tf.folders.pretraining import PretrainingFolder
+from electra_tf.folders.pretraining import PretrainingFolder, model_without_checkpoints
 from electra_tf.folders.vocabulary import vocab_fingerprint
 
 
@@ -238,13 +236,11 @@ def check_resume(config: PretrainingConfig, run: PretrainingRun) -> dict:
       ConfigError: naming the flag, the recorded value and the new one.
     """
     if not has_checkpoints(run.model_dir):
-        if holds_weights(run.model_dir, DISCRIMINATOR_WEIGHTS):
+        refusal = model_without_checkpoints(run.model_dir)
+        if refusal:
             # A fresh run rewrites the record (vocabulary, casing) at once, beside the old
             # weights, which a crash or a refusal then leaves paired with it.
-            raise ConfigError(
-                f"--model_dir {run.model_dir} holds a model ({DISCRIMINATOR_WEIGHTS}) and no "
-                "checkpoints to continue: a new run would replace it; give another "
-                "--model_dir")
+            raise ConfigError(refusal)
         return {}
     try:
         recorded = PretrainingFolder.open(run.model_dir, "--model_dir",

@@ -772,6 +772,17 @@ def test_resume_checks_in_process(make_configs, tmp_path):
             f"--model_dir {run.model_dir} holds a model (discriminator.weights.h5) and no "
             "checkpoints to continue: a new run would replace it; give another --model_dir")):
         check_resume(config, run)
+    # (the flags: the refusal first, where it had said "vocab_file is required" to a folder
+    # converted from transformers, which records its vocabulary and has no checkpoints)
+    flags = [f for f in pretrain_flags({"train": "t*", "eval": "e*", "vocab": run.vocab_file},
+                                       run.model_dir) if not f.startswith("--vocab_file=")]
+    with pytest.raises(ConfigError, match=re.escape(
+            f"--model_dir {run.model_dir} holds a model (discriminator.weights.h5) and no "
+            "checkpoints to continue: a new run would replace it; give another --model_dir "
+            "(a conversion from transformers, or of a discriminator alone, writes no "
+            "checkpoint and cannot be pre-trained further; a TF1 conversion of both models "
+            "can)")):
+        pretraining_from_flags(*flags)
     os.makedirs(tmp_path / "m" / "checkpoints")
     (tmp_path / "m" / "checkpoints" / "checkpoint").write_text("fake")
     folders.pretraining.write_pretraining_config(run.model_dir, config, run)
