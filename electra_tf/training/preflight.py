@@ -112,7 +112,9 @@ def check_data_casing(config: PretrainingConfig, paths: list[str], fs=LOCAL_FILE
                 f"--do_lower_case={str(config.do_lower_case).lower()}: the records of {what} "
                 f"were built with --do_lower_case={str(bool(built)).lower()} ({stats_path}); "
                 f"pre-train with --do_lower_case={str(bool(built)).lower()}, which the model "
-                "folder records for fine-tuning and the export")
+                "folder records for fine-tuning and the export, or rebuild the records with "
+                f"--do_lower_case={str(config.do_lower_case).lower()} (a model whose folder "
+                "records its casing continues with that one)")
         if strip is not None and bool(strip) != bool(built):
             raise ConfigError(
                 f"the records of {what} were built with --strip_accents="

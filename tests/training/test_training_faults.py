@@ -1426,7 +1426,10 @@ def test_records_built_with_the_other_casing_are_refused(make_configs, tmp_path)
     assert str(raised.value) == (
         f"--do_lower_case=true: the records of --eval_data were built with "
         f"--do_lower_case=false ({records / STATS_FILE}); pre-train with "
-        "--do_lower_case=false, which the model folder records for fine-tuning and the export")
+        "--do_lower_case=false, which the model folder records for fine-tuning and the "
+        "export, or rebuild the records with --do_lower_case=true (a model whose folder "
+        "records its casing continues with that one)")  # (a converted cased model's resume
+    # had been sent to --do_lower_case=true by this line and back by check_resume's)
     check_data_casing(dataclasses.replace(config, do_lower_case=False), paths)
     # Accents kept while lower-casing: no later tokenizer of the model would.
     (records / STATS_FILE).write_text(json.dumps({"do_lower_case": True,
