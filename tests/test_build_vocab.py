@@ -90,6 +90,12 @@ def test_an_openwebtext_archive_is_refused_with_advice_that_leads_to_text(tmp_pa
                                      "its text files: this command reads text files only")):
         with pytest.raises(InputError, match=re.escape(f"corpus file {tmp_path / name} {said}")):
             build_vocab(str(tmp_path / name), 200, str(tmp_path / "vocab.txt"))
+    # an empty .xz (a download that wrote nothing) had been read as an empty text file
+    (tmp_path / "zero.xz").write_bytes(b"")
+    with pytest.raises(InputError, match=re.escape(
+            f"corpus file {tmp_path / 'zero.xz'}: an empty file (0 bytes) named as a compressed "
+            "one (a download cut short?); download it again, or leave it out")):
+        build_vocab(str(tmp_path / "zero.xz"), 200, str(tmp_path / "vocab.txt"))
 
 
 def test_output_that_is_a_directory_is_refused_before_reading(tmp_path):

@@ -140,7 +140,13 @@ def check_text_file(path: str, what: str = "corpus file", compressed_hint: str =
             sample = f.read(TEXT_SAMPLE_BYTES)
     except OSError as e:
         raise InputError(f"{what} {path}: cannot read it ({e.strerror or e})") from None
+    if not sample and path.lower().endswith(_COMPRESSED_NAMES):  # (read as an empty text)
+        raise InputError(f"{what} {path}: an empty file (0 bytes) named as a compressed one "
+                         "(a download cut short?); download it again, or leave it out")
     check_text_sample(sample, path, what, compressed_hint, reads_archives)
+
+
+_COMPRESSED_NAMES = (".xz", ".gz", ".bz2", ".zst", ".zip")
 
 
 # What compressed files start with (an xz corpus file is read as an archive before this).
