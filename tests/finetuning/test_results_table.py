@@ -235,8 +235,10 @@ def _trials_file(path, trials_value):
     ([{"results": {"dev": {"mcc": 10 ** 400}}}], "trial 1's dev mcc is 1000"),  # OverflowError
     # a finite score outside its metric's range (x 100 had made 1e308 inf, and the JSON
     # table printed Infinity)
-    ([{"results": {"dev": {"mcc": 1e308}}}],
-     r"its final cola dev mcc is 1e\+308, outside the metric's range \[-1, 1\]$"),
+    ([{"results": {"dev": {"mcc": 1e308}}}],  # (the trial and the file named: it had said
+     # only the group's folder)
+     r"group/trials.json, trial 1: its final cola dev mcc is 1e\+308, outside the metric's "
+     r"range \[-1, 1\]$"),
     ([{"results": {"dev": {"mcc": -1.5}}}], r"mcc is -1.5, outside the metric's range"),
 ])
 def test_a_damaged_trials_file_is_one_clear_error(tmp_path, trials_value, message):
