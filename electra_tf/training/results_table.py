@@ -21,7 +21,7 @@ import statistics
 from electra_tf.core.config import model_size_of
 from electra_tf.core.errors import InputError
 from electra_tf.core.words import count
-from electra_tf.folders.files import FINETUNED_WEIGHTS, RESULTS, TRIALS, what_it_holds
+from electra_tf.folders.files import FINETUNED_WEIGHTS, RESULTS, trials_path, what_it_holds
 from electra_tf.folders.finetuned import (
     final_results,
     is_finetuning_folder,
@@ -141,7 +141,7 @@ def read_folder(folder: str) -> TaskResult | None:
                               why="trained with --do_eval=false: no dev scores recorded")
         # a diverged trial: no value (dropped); a bad score names its trial and the file
         each = [None if t.get("diverged") else _value(
-            f"{os.path.join(folder, TRIALS)}, trial {t['trial']}", task, t["results"])
+            f"{trials_path(folder)}, trial {t['trial']}", task, t["results"])
                 for t in done]
         values = tuple(v for v in each if v is not None)
         return TaskResult(folder, task, sizes.pop() if len(sizes) == 1 else "custom", values,
