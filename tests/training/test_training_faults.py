@@ -5,6 +5,7 @@ is built or written; corruption met mid-training and Ctrl-C save a checkpoint
 first; a multi-worker cluster that never comes up times out.
 """
 
+import dataclasses
 import errno
 import glob
 import json
@@ -591,6 +592,23 @@ def test_a_finished_run_run_again_keeps_its_record_and_says_nothing_of_new_flags
     assert "already at --num_train_steps=6: nothing to train; writing the final weights " \
         "again" in err, err
     assert (model_dir / "pretraining_config.json").read_bytes() == record
+
+
+def test_a_finished_run_run_again_repeats_its_final_evaluation_exactly(
+        trained_run, tmp_path):
+    """A finished run given again evaluates again (docs/pretraining.md: its new event
+    file repeats the final point at the same step with the same values): the
+    evaluation's masking and sampling are seeded, so the repeat is the same point."""
+    from electra_tf.training.backends.tensorflow import TensorFlowPretraining
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(trained_run["model_dir"], model_dir)
+    run = dataclasses.replace(trained_run["run"], model_dir=str(model_dir))
+    again = TensorFlowPretraining(trained_run["config"], run).train()
+    assert again and again == trained_run["final"]
+    final_eval = json.loads((model_dir / "final_eval.json").read_text())
+    assert final_eval == json.loads(
+        (trained_run["model_dir"] / "final_eval.json").read_text())
 
 
 def test_an_extended_run_stopped_in_its_final_writes_claims_no_old_end(
