@@ -28,6 +28,7 @@ from electra_tf.core.errors import ConfigError
 from electra_tf.core.fileio import not_utf8
 from electra_tf.folders import ConvertedFolder
 from electra_tf.interop import core, electric, names
+from electra_tf.tasks.registry import ORIGINAL_TASK_NAMES
 
 _QUERY = "{}/encoder/layer_{}/attention/self/query/kernel"
 
@@ -357,8 +358,7 @@ def resume_flags(config: PretrainingConfig) -> str:
 # electra_tf's head layer each becomes, is the head class's (tasks/heads/: `Head.tf1_layers`,
 # `tf1_unread`, `tf1_width`, `tf1_adjust`).
 # The original's task names (finetune/task_builder.py) that electra_tf spells otherwise.
-TF1_TASK_NAMES = {"sst": "sst2", "sts": "stsb", "squad": "squad_v2", "squadv1": "squad_v1",
-                  "chunk": "chunking"}
+TF1_TASK_NAMES = ORIGINAL_TASK_NAMES
 
 
 def original_max_seq_length(scope: str, n_tasks: int) -> int:

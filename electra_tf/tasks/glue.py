@@ -397,14 +397,22 @@ class GlueTask(Task):
                 where = f"{path}:{reader.line_num}"
                 if not row or row == [""]:
                     continue
-                if len(row) > len(columns) and any(f.strip() for f in row[len(columns):]):
-                    wide.append(reader.line_num)
+                if len(row) > width:
+                    if any(f.strip() for f in row[width:]):
+                        wide.append(reader.line_num)
+                    else:  # trailing tabs: fields of nothing (the columns counted from the
+                        row = row[:width]  # row's end had read them: STS-B's score '')
                 if len(row) < needed:
                     message = (f"{where}: expected at least {needed} tab-separated columns "
                                f"({', '.join(named)}), found {len(row)}")
-                    if self.skip_malformed_rows:
+                    if self.skip_malformed_rows and labelled:
                         logging.warning("skipping malformed row %s", message)
                         continue
+                    if self.skip_malformed_rows:  # a test file's rows are the submission's
+                        raise TaskDataError(
+                            f"{message}: a {split or 'test'} row is not skipped (the "
+                            f"{self.dir_name} submission needs a prediction for every "
+                            "index, and GLUE refuses one that lacks any); mend the row")
                     raise TaskDataError(f"{message} (--skip_malformed_rows skips such rows, "
                                         "as the original does)")
                 index = row[index_col].strip() if index_col is not None else str(row_number)
@@ -419,8 +427,15 @@ class GlueTask(Task):
                             f"{where}: index {index!r} repeats (first at {first_at[index]}); "
                             + said)
                     first_at[index] = where
-                label = (self._parse_label(field(row, self.label_column).strip(), where,
-                                           "label") if labelled else None)
+                try:
+                    label = (self._parse_label(field(row, self.label_column).strip(), where,
+                                               "label") if labelled else None)
+                except TaskDataError as e:
+                    if labelled and self.headerless_columns and reader.line_num == 1:
+                        raise TaskDataError(
+                            f"{e} ({self.dir_name}'s train and dev files have no header "
+                            "line: remove it if this is one)") from None
+                    raise
                 yield GlueExample(
                     guid=f"{split}-{index}", index=index, text_a=field(row, self.text_a),
                     text_b=field(row, self.text_b) if self.text_b else None,
@@ -439,8 +454,9 @@ class GlueTask(Task):
                 score = float(value)
             except ValueError:
                 score = float("nan")
-            if not np.isfinite(score):
-                raise TaskDataError(f"{where}: {what} {value!r} is not a number")
+            if not np.isfinite(score):  # (a gold file's column is STS-B's score)
+                raise TaskDataError(f"{where}: {'score' if what == 'label' else what} "
+                                    f"{value!r} is not a number")
             if what == "label" and not self.regression_min <= score <= self.regression_max:
                 raise TaskDataError(
                     f"{where}: score {value!r} is outside {self.dir_name}'s "

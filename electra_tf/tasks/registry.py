@@ -35,6 +35,11 @@ TAGGING_TASKS = ("ner", "chunking")
 SQUAD_TASKS = {"squad_v1": "1.1", "squad_v2": "2.0"}
 MRQA_TASKS = FAMILIES["mrqa"]  # tasks/mrqa.py
 OWN_DATA_TASKS = ("classification", "tagging")  # your own files (classification.py, tagging.py)
+# The original's task names (its finetune/task_builder.py) that electra_tf spells otherwise:
+# read in the original's fine-tuned checkpoints (interop/tf1.py), and named in the refusal
+# of a --task_name so spelled.
+ORIGINAL_TASK_NAMES = {"sst": "sst2", "sts": "stsb", "squad": "squad_v2",
+                       "squadv1": "squad_v1", "chunk": "chunking"}
 
 
 def _module(family: str):
@@ -65,12 +70,32 @@ def _family_of(name: str) -> str:
         if name in _names(family):
             return family
     several = [n for n in str(name).replace(" ", ",").split(",") if n]
-    if len(several) > 1 and all(n in task_names() for n in several):
+    if len(several) > 1 and all(n in task_names() or spelled_as(n) for n in several):
         # the original's multi-task fine-tuning (its task_names list)
         raise ConfigError(f"--task_name={name}: a run fine-tunes one task (the original's "
                           "multi-task fine-tuning, several tasks on one encoder, is not "
                           "implemented); run each task on its own")
+    ours = spelled_as(name)
+    if ours:
+        raise ConfigError(f"unknown task_name {name!r}: electra_tf calls that task {ours} "
+                          f"(--task_name={ours})")
     raise ConfigError(f"unknown task_name {name!r}; known: {', '.join(task_names())}")
+
+
+def _folded(name) -> str:
+    return "".join(c for c in str(name).lower() if c.isalnum())
+
+
+def spelled_as(name) -> str | None:
+    """The task `name` spells otherwise: the original's name for it (`sst`, `sts`,
+    `squad`, `squadv1`, `chunk`) or another case or punctuation of ours (GLUE's folder
+    names: `SST-2`, `STS-B`, `CoLA`); None for a name of no task (or one of ours)."""
+    if name in task_names():
+        return None
+    known = [ours for theirs, ours in ORIGINAL_TASK_NAMES.items()
+             if _folded(theirs) == _folded(name)]
+    known += [n for n in task_names() if _folded(n) == _folded(name)]
+    return known[0] if known else None
 
 
 def has_own_labels(name: str) -> bool:

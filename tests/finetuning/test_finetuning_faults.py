@@ -413,6 +413,12 @@ def test_electra_tf_verbose_brings_tensorflows_logging_back(pretrained_dir, toy_
 
 @pytest.mark.parametrize("flags, expected", [
     (("--task_name=bogus",), "error: unknown task_name 'bogus'; known: cola,"),
+    # the original's name of a task (and GLUE's folder spelling): ours named
+    (("--task_name=sst",), "error: unknown task_name 'sst': electra_tf calls that task sst2 "
+                           "(--task_name=sst2)"),
+    (("--task_name=STS-B",), "error: unknown task_name 'STS-B': electra_tf calls that task "
+                             "stsb (--task_name=stsb)"),
+    (("--task_name=sst,rte",), "error: --task_name=sst,rte: a run fine-tunes one task "),
     # the original's multi-task list: said to be one task a run, not an unknown name
     (("--task_name=mrpc,rte",), "error: --task_name=mrpc,rte: a run fine-tunes one task "
                                 "(the original's multi-task fine-tuning, several tasks on one "

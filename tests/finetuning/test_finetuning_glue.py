@@ -444,7 +444,7 @@ def test_eval_glue_cli_bad_submission_is_one_line(glue_dir, tmp_path):
      f"{MNLI_COLS}\tgold_label\n" + _mnli(0, "a", "b", ["-"]) + "\n",
      r"MNLI/dev_matched.tsv:2: label '-' is not one of contradiction, entailment, neutral"),
     ("stsb", "STS-B/dev.tsv", f"{STSB_COLS}\tscore\n0\tg\tf\ty\to\ts\ts\ta\tb\tfive\n",
-     r"STS-B/dev.tsv:2: label 'five' is not a number"),
+     r"STS-B/dev.tsv:2: score 'five' is not a number"),
     ("stsb", "STS-B/train.tsv", f"{STSB_COLS}\tscore\n0\tg\tf\ty\to\ts\ts\ta\tb\t7.5\n",
      r"STS-B/train.tsv:2: score '7.5' is outside STS-B's 0 to 5"),  # trained on, silently
     ("sst2", "SST-2/train.tsv", "sentence\tlabel\nfine\t1\ncaf\udce9\t0\n",
@@ -491,6 +491,43 @@ def test_skip_malformed_rows_skips_short_rows_as_the_original(tmp_path, caplog):
     assert "skipping malformed row" in caplog.text and "RTE/dev.tsv:3" in caplog.text
     with pytest.raises(ConfigError, match="--skip_malformed_rows is an option of"):
         task_from_config(FinetuningConfig(task_name="ner", skip_malformed_rows=True))
+
+
+def test_skip_malformed_rows_skips_no_row_of_a_test_file(tmp_path):
+    """A test file's rows are the GLUE submission's: a row skipped there had left its
+    index out of RTE.tsv (an absl warning the only sign), a file GLUE refuses."""
+    _write(tmp_path, "RTE/test.tsv", f"{PAIR}\n0\ta\tb\n1\tonly\n2\tc\td\n")
+    task = glue.get_task("rte", skip_malformed_rows=True)
+    with pytest.raises(base.TaskDataError,
+                       match=r"RTE/test.tsv:3: expected at least 3 tab-separated columns .*"
+                             r"found 2: a test row is not skipped \(the RTE submission needs "
+                             r"a prediction for every index"):
+        task.read(str(tmp_path / "RTE"), "test")
+
+
+def test_a_trailing_tab_leaves_the_columns_counted_from_the_end_where_they_are(tmp_path):
+    """STS-B's score and MNLI's label are read from the row's end, as the original reads
+    them: a row ending in a tab had read its empty last field (`label '' is not a
+    number`), where the same tab on RTE's rows was read as nothing."""
+    _write(tmp_path, "STS-B/dev.tsv", f"{STSB_COLS}\tscore\n"
+                                      "0\tg\tf\ty\to\ts\ts\ta\tb\t4.5\t\n")
+    [example] = glue.get_task("stsb").read(str(tmp_path / "STS-B"), "dev")
+    assert (example.text_a, example.text_b, example.label) == ("a", "b", 4.5)
+    _write(tmp_path, "MNLI/dev_matched.tsv", f"{MNLI_COLS}\tgold_label\n"
+           + _mnli(0, "a", "b", ["neutral"]) + "\t\t\n")
+    [example] = glue.get_task("mnli").read(str(tmp_path / "MNLI"), "dev_matched")
+    assert (example.text_a, example.text_b, example.label) == ("a", "b", "neutral")
+
+
+def test_a_cola_file_with_a_header_line_is_told_it_has_none(tmp_path):
+    """CoLA's train and dev files have no header: one given a header line had been told
+    `label 'label' is not one of 0, 1` at line 1 alone."""
+    _write(tmp_path, "CoLA/dev.tsv", "source\tlabel\tstar\tsentence\ngj04\t1\t\tok\n")
+    with pytest.raises(base.TaskDataError,
+                       match=r"CoLA/dev.tsv:1: label 'label' is not one of 0, 1 \(CoLA's "
+                             r"train and dev files have no header line: remove it if this "
+                             r"is one\)"):
+        glue.get_task("cola").read(str(tmp_path / "CoLA"), "dev")
 
 
 def test_eval_glue_skips_the_rows_a_run_with_skip_malformed_rows_skipped(tmp_path):
