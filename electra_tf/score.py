@@ -57,7 +57,8 @@ def _text_of(raw: bytes, path: str, number: int) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(f"--input {path}:{number}: not UTF-8 (byte 0x{raw[e.start]:02x} at "
-                         f"column {e.start + 1}); save the file as UTF-8") from None
+                         f"column {e.start + 1}){fileio.utf16_hint(raw)}; save the file as UTF-8") \
+            from None
 
 
 def _open_input(path: str):

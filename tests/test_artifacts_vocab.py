@@ -110,6 +110,18 @@ def test_a_vocab_of_special_tokens_only_is_one_error(tmp_path):
         Tokenizer(vocab)
 
 
+def test_a_utf16_vocab_is_named_so(tmp_path):
+    """A vocab.txt saved as UTF-16 had been told `not UTF-8 (byte 0xff)` alone."""
+    from electra_tf.text.vocab import load_vocab
+
+    path = tmp_path / "vocab.txt"
+    path.write_bytes("\n".join(SPECIALS + ["fine"]).encode("utf-16"))
+    with pytest.raises(VocabError, match=r"vocab.txt:1: not UTF-8 \(byte 0xff\): it looks like "
+                                         r"UTF-16 or UTF-32 text \(iconv -f UTF-16 -t UTF-8 "
+                                         r"converts it\); save the vocabulary as UTF-8"):
+        load_vocab(str(path))
+
+
 # === The export of a folder made by hand (rtd) ===
 def test_export_refuses_a_vocab_larger_than_the_table(tiny_vocab, tmp_path):
     from electra_tf.serving.export import load_spec

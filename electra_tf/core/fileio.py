@@ -183,10 +183,8 @@ def check_text_sample(data: bytes, path: str, what: str = "corpus file",
     # A NUL byte or two in text (a web page's) is deleted by the tokenizer's cleaning, as
     # the original's; more are a binary file or UTF-16/32 (every other byte, for ASCII).
     nuls = sample.count(0)
-    if sample[:2] in (b"\xff\xfe", b"\xfe\xff") or nuls > max(MAX_NUL_ANY,
-                                                                   MAX_NUL * len(sample)):
-        kind = "UTF-16 or UTF-32 text" if sample[:2] in (b"\xff\xfe", b"\xfe\xff") or \
-            sample[1::2].count(0) > len(sample) // 4 else "a binary file"
+    if sample[:2] in _UTF16_MARKS or nuls > max(MAX_NUL_ANY, MAX_NUL * len(sample)):
+        kind = "UTF-16 or UTF-32 text" if looks_utf16(sample) else "a binary file"
         raise InputError(f"{what} {path} is not UTF-8 text: it holds NUL bytes or a UTF-16 "
                          f"byte-order mark ({kind}?); convert it to UTF-8 (e.g. iconv -f "
                          "UTF-16 -t UTF-8) or leave it out")
@@ -621,6 +619,28 @@ def check_output_file(path: str, what: str = "--output", special: bool = True) -
     check_output_folder(os.path.dirname(where), what, utf8=False)
     if not os.path.exists(where):
         _check_name_lengths(where, os.path.dirname(where), what)
+
+
+_UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")  # UTF-16's byte-order marks (UTF-32 LE's starts alike)
+
+
+def looks_utf16(sample: bytes) -> bool:
+    """Whether bytes (a file's first) look like UTF-16 or UTF-32 text: a UTF-16 byte-order
+    mark, or NUL in over half of the odd or of the even bytes and few of the others (ASCII
+    so encoded; a binary file has NULs at both)."""
+    if sample[:2] in _UTF16_MARKS:
+        return True
+    nuls = sorted((sample[0::2].count(0), sample[1::2].count(0)))
+    return len(sample) >= 4 and nuls[1] > len(sample) // 4 and nuls[0] <= len(sample) // 16
+
+
+def utf16_hint(sample: bytes) -> str:
+    """What a reader's "not UTF-8" line adds for bytes that look like UTF-16 or UTF-32
+    text (looks_utf16 of `sample`, the file's first bytes or the line's): the conversion;
+    else ""."""
+    if not looks_utf16(sample[:TEXT_SAMPLE_BYTES]):
+        return ""
+    return ": it looks like UTF-16 or UTF-32 text (iconv -f UTF-16 -t UTF-8 converts it)"
 
 
 def not_utf8(path: str) -> str | None:

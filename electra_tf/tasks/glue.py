@@ -46,7 +46,7 @@ import numpy as np
 from absl import logging
 
 from electra_tf.core.errors import InputError, TaskDataError
-from electra_tf.core.fileio import atomic_write_text, is_file
+from electra_tf.core.fileio import atomic_write_text, is_file, looks_utf16, utf16_hint
 from electra_tf.tasks import metrics as metrics_lib
 from electra_tf.tasks.base import (
     Features,
@@ -530,11 +530,14 @@ class _TsvReader:
 
 def _decoded_lines(f, path: str) -> Iterator[str]:
     for number, raw in enumerate(iter(f.readline, b""), 1):
+        if number == 1 and looks_utf16(raw):  # (without a byte-order mark, valid UTF-8)
+            raise TaskDataError(f"{path}:1: not UTF-8 text{utf16_hint(raw)}; GLUE's files "
+                                "are UTF-8 text")
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise TaskDataError(f"{path}:{number}: not valid UTF-8 ({e.reason}); GLUE's files "
-                                "are UTF-8 text") from None
+            raise TaskDataError(f"{path}:{number}: not valid UTF-8 ({e.reason})"
+                                f"{utf16_hint(raw)}; GLUE's files are UTF-8 text") from None
         yield line.removeprefix("\ufeff") if number == 1 else line
 
 

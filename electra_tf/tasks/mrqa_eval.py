@@ -24,7 +24,7 @@ import zlib
 from collections import Counter
 
 from electra_tf.core.errors import InputError
-from electra_tf.core.fileio import check_input_file, parse_json
+from electra_tf.core.fileio import check_input_file, parse_json, utf16_hint
 
 
 # === The official script's scoring ===
@@ -117,7 +117,7 @@ def iter_lines(path: str, what: str = "MRQA data"):
                     text = line.decode("utf-8")
                 except UnicodeDecodeError as e:
                     raise InputError(f"{path}:{number}: not UTF-8 ({e.reason} at byte "
-                                     f"{e.start} of the line)") from None
+                                     f"{e.start} of the line){utf16_hint(line)}") from None
                 text = text[:-1] if text.endswith("\n") else text
                 yield number, text[:-1] if text.endswith("\r") else text
         except (OSError, EOFError, zlib.error) as e:

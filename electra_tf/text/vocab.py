@@ -12,6 +12,7 @@ import os
 import unicodedata
 
 from electra_tf.core.errors import VocabError
+from electra_tf.core.fileio import utf16_hint
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
@@ -68,8 +69,8 @@ def load_vocab(vocab_file: str) -> list[str]:
         try:
             tokens.append(line.decode("utf-8"))
         except UnicodeDecodeError as e:  # a Latin-1 vocab: its tokens would match no text
-            raise VocabError(f"{vocab_file}:{number}: not UTF-8 (byte 0x{line[e.start]:02x}); "
-                             "save the vocabulary as UTF-8") from None
+            raise VocabError(f"{vocab_file}:{number}: not UTF-8 (byte 0x{line[e.start]:02x})"
+                             f"{utf16_hint(line)}; save the vocabulary as UTF-8") from None
     while tokens and not tokens[-1]:
         tokens.pop()
     if not tokens:

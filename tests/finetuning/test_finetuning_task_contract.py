@@ -195,3 +195,21 @@ def test_the_classifier_head_is_a_task_option_its_head_records():
     assert squad.head_class.record(squad.head_config()) == {
         "regression": False, "answerable": True,
         "head_options": {"span_head": "joint", "beam_size": 4}}
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
+@pytest.mark.parametrize("name, file, text", [
+    ("sst2", "train.tsv", "sentence\tlabel\nfine\t1\n"),
+    ("classification", "train.tsv", "text\tlabel\nfine\t1\n"),
+    ("tagging", "train.txt", "EU B-ORG\nrejects O\n\n"),
+    ("squad_v1", "train-v1.1.json", '{"version": "1.1", "data": []}'),
+])
+def test_every_reader_names_a_utf16_file(tmp_path, name, file, text, encoding):
+    """A UTF-16 file (a Windows editor's "Unicode") had been told `not valid UTF-8 (invalid
+    start byte)` with no word of why; one without a byte-order mark, valid UTF-8 with a
+    NUL in every other byte, had been read (a tagging file's words all NUL-spaced)."""
+    (tmp_path / file).write_bytes(text.encode(encoding))
+    with pytest.raises(base.TaskDataError,
+                       match=rf"{file}:1: not UTF-8 text: it looks like UTF-16 or UTF-32 "
+                             r"text \(iconv -f UTF-16 -t UTF-8 converts it\)"):
+        registry.get_task(name).read(str(tmp_path), "train")
