@@ -515,6 +515,7 @@ def _build_in(options: BuildOptions, total_lines: int) -> dict:
     jobs = [list(range(p, options.num_shards, procs)) for p in range(procs)]
     start = time.monotonic()
     per_shard: dict[int, dict[str, int]] = {}
+    renaming = False
     try:
         if procs == 1:
             per_shard = _build_shards(options, jobs[0], tmp_tag, total_lines=total_lines)
@@ -565,6 +566,7 @@ def _build_in(options: BuildOptions, total_lines: int) -> dict:
             if os.path.isfile(unfinished):
                 os.remove(unfinished)
             raise OSError(e.errno, e.strerror, unfinished) from None
+        renaming = True  # the marker is in place: a rerun needs --overwrite
         if os.path.exists(os.path.join(options.output_dir, STATS_FILE)):
             os.remove(os.path.join(options.output_dir, STATS_FILE))
         for s in range(options.num_shards):
@@ -581,6 +583,12 @@ def _build_in(options: BuildOptions, total_lines: int) -> dict:
         os.replace(stats_tmp, os.path.join(options.output_dir, STATS_FILE))
         sync_folder(options.output_dir)  # the renames, before the marker goes
         os.remove(unfinished)
+    except KeyboardInterrupt as e:
+        if renaming and not str(e):  # ("run the same command again" had been refused)
+            e.args = (f"interrupted while the shards were renamed into place "
+                      f"({features_lib.UNFINISHED_FILE} marks the folder); run the same "
+                      "command again with --overwrite to finish",)
+        raise
     finally:
         for f in os.listdir(options.output_dir):
             if f.endswith(tmp_tag):

@@ -488,15 +488,20 @@ def test_a_build_stopped_while_it_renames_marks_its_folder_until_a_rebuild(
 
     def stopped(src, dst):
         if renamed:
-            raise KeyboardInterrupt("simulated kill")
+            raise KeyboardInterrupt  # a Ctrl-C
         renamed.append(dst)
         real_replace(src, dst)
 
     monkeypatch.setattr(builder_lib.os, "replace", stopped)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as stop:
         build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
                                        num_shards=2, seed=5, overwrite=True))
     monkeypatch.undo()
+    # what the command says (cli.run_cli prints it): "run the same command again" alone
+    # had been refused by the rerun, which needs --overwrite here
+    assert str(stop.value) == (
+        "interrupted while the shards were renamed into place (pretrain_data.unfinished "
+        "marks the folder); run the same command again with --overwrite to finish")
     after = shard_bytes(out)
     assert sorted(after) == sorted(before)  # the same names: their counts cannot tell
     assert [after[f] == before[f] for f in sorted(after)] == [False, True]
