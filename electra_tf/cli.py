@@ -128,7 +128,31 @@ def run_command(main: Callable[[list[str]], None], module: str,
     # Every command: a flag on the command line wins over a flagfile's; -h asks for help
     argv = flagfiles_first(sys.argv if argv is None else argv)
     argv = [a if a != "-h" or "--" in argv[:i] else "--help" for i, a in enumerate(argv)]
-    app.run(lambda args: run_cli(lambda: main(args)), argv=argv, flags_parser=_parse_flags)
+    def command(args):
+        run_cli(lambda: main(args))
+        _leave_quietly_once_done()
+
+    app.run(command, argv=argv, flags_parser=_parse_flags)
+
+
+def _leave_quietly_once_done() -> None:
+    """The command finished and said so: a Ctrl-C or SIGTERM from here on (the
+    interpreter's exit and the frameworks' clean-up, seconds) ends the process at once
+    with status 0, its work being on the disk, whole (it had died by the signal without a
+    word: a script took a finished export for a failed one)."""
+    import signal
+    import threading
+
+    def leave(signum, frame):
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(0)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, leave)
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
+            signal.signal(signal.SIGTERM, leave)
 
 
 def _parse_flags(argv: list[str]) -> list[str]:

@@ -468,3 +468,40 @@ def test_every_text_file_the_package_opens_names_its_encoding():
                     and not (name == "read_text" and node.args):
                 missing.append(f"{os.path.relpath(path, REPO)}:{node.lineno} ({name})")
     assert not missing, missing
+
+
+_FINISHED_THEN_SLOW_EXIT = """
+import atexit, sys, time
+from electra_tf import cli
+
+def main(argv):
+    def slow_exit():  # as the frameworks' clean-up at the interpreter's exit
+        print("exiting", file=sys.stderr, flush=True)
+        time.sleep(120)
+    atexit.register(slow_exit)
+    print("done", flush=True)
+
+cli.run_command(main, "__main__", ["prog"])
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_after_the_command_finished_ends_it_at_once_with_status_0(sig):
+    """A Ctrl-C or SIGTERM once a command has finished its work and said so (an export
+    during TensorFlow's clean-up) had ended the process by the signal without a word,
+    so that a script took the finished export for a failed one (or, in an exit hook,
+    printed a traceback)."""
+    import signal
+    import subprocess
+
+    from helpers import patience, popen_python
+
+    proc = popen_python(["-c", _FINISHED_THEN_SLOW_EXIT], stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr.readline() == "exiting\n"
+        proc.send_signal(getattr(signal, sig))
+        out, err = proc.communicate(timeout=patience(60))
+    finally:
+        proc.kill()
+    assert (proc.returncode, out, err) == (0, "done\n", "")
