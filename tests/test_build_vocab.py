@@ -293,3 +293,33 @@ def test_every_character_of_a_readable_word_is_kept(tmp_path):
         f"corpus '{long_only}' has no word the tokenizer reads (every one is longer than 200 "
         "characters, one [UNK]): no vocabulary to learn")
     assert not (tmp_path / "none.txt").exists()
+
+
+def test_a_killed_writes_leftover_is_named_and_the_write_is_named_after_its_file(
+        tmp_path, capsys, monkeypatch):
+    """A kill during the final write had left a `.tmp-XXXXXXXX` that no later run named
+    (the other commands' single-file outputs, pack and score, say theirs): it is written
+    as `.tmp-XXXXXXXX.vocab.txt` now, and a later run names one left beside it."""
+    from electra_tf.core import fileio
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("tokens and more tokens\n" * 30, "utf-8")
+    out = tmp_path / "vocab.txt"
+    names = []
+    real = fileio.tempfile.mkstemp
+
+    def mkstemp(**kwargs):
+        fd, path = real(**kwargs)
+        names.append(os.path.basename(path))
+        return fd, path
+
+    monkeypatch.setattr(fileio.tempfile, "mkstemp", mkstemp)
+    build_vocab(str(corpus), 110, str(out), min_count=1)
+    assert len(names) == 1 and re.fullmatch(r"\.tmp-[a-z0-9_]{8}\.vocab\.txt", names[0])
+    left = tmp_path / ".tmp-abcd1234.vocab.txt"  # as a kill mid-write leaves it
+    left.write_text("[PAD]\n")
+    capsys.readouterr()
+    build_vocab(str(corpus), 110, str(out), min_count=1, overwrite=True)
+    assert (f"[build_vocab] note: {left} (0.0 MiB) is what a stopped run writing vocab.txt "
+            "left half-written; remove it") in capsys.readouterr().err
+    assert left.exists()  # (another run may be writing it)

@@ -23,6 +23,8 @@ from electra_tf.core.fileio import (
     check_utf8_file,
     expand_files,
     not_utf8,
+    stale_write_note,
+    write_suffix,
 )
 
 
@@ -133,6 +135,8 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
         raise InputError(f"--output {output} exists; records and models built with it need it "
                          "as it is: pass --overwrite to replace it, or choose another path")
     check_vocab_size(vocab_size)
+    for line in stale_write_note(output):  # (not removed: another run may be writing it)
+        print(f"[build_vocab] {line}", file=sys.stderr)
     if max_lines < 0:
         raise InputError(f"--max_lines must be >= 0 (0: every line), got {max_lines}")
     if min_count < 1:  # (a threshold of 0 or below had been taken as 1 without a word)
@@ -166,7 +170,7 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
         raise InputError(f"corpus {corpus!r} has no word the tokenizer reads (every one is "
                          f"longer than {MAX_CHARS_PER_WORD:,} characters, one [UNK]): no "
                          "vocabulary to learn")
-    atomic_write_text(output, "\n".join(vocab) + "\n")
+    atomic_write_text(output, "\n".join(vocab) + "\n", suffix=write_suffix(output))
     print(f"[build_vocab] wrote {len(vocab):,} tokens to {output}", file=sys.stderr)
     if len(vocab) > vocab_size:
         print(f"[build_vocab] note: {len(vocab):,} tokens, above --vocab_size={vocab_size:,}: "
