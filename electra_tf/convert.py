@@ -96,7 +96,8 @@ def define_flags() -> None:
                         "the checkpoint was trained with, where none lies beside it (given, "
                         "it is used over the one beside it).")
     flags.DEFINE_integer("max_seq_length", 0, "--from=hf, a task model: the sequence length "
-                         "recorded for it (default: its position count); --from=tf1, a "
+                         "recorded for it (default: its tokenizer_config.json's model_max_length, "
+                         "else its position count); --from=tf1, a "
                          "fine-tuned checkpoint: default the original's (512 QA, 256 "
                          "tagging, else 128).")
     flags.DEFINE_bool("resume_checkpoint", True, "--from=tf1: also write checkpoints/ckpt-0 "

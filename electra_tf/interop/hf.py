@@ -239,6 +239,18 @@ def read_casing(model_dir: str) -> bool | None:
     return None if lower is None else bool(lower)
 
 
+def read_max_length(model_dir: str, positions: int) -> int:
+    """The window a transformers task model reads: tokenizer_config.json's
+    `model_max_length` where it is a whole number of at most `positions` (what `--to=hf`
+    writes of a fine-tuned folder: the max_seq_length it was trained with), else
+    `positions` (a tokenizer without one records a huge number)."""
+    path = os.path.join(model_dir, "tokenizer_config.json")
+    value = _read_json(path).get("model_max_length") if os.path.exists(path) else None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= positions:
+        return value
+    return positions
+
+
 def casing(model_dir: str, given: bool | None = None) -> bool | None:
     """The folder's casing (`read_casing`), else `given` (--do_lower_case: None when
     not given).
@@ -625,7 +637,8 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
         report["task"] = write_task_folder(
             output, finetuned, hf_config, source=os.path.abspath(model_dir), vocab=vocab,
             do_lower_case=lower, task_name=task_name,
-            max_seq_length=max_seq_length or config.max_position_embeddings)
+            max_seq_length=max_seq_length or read_max_length(
+                model_dir, config.max_position_embeddings))
     folder.write_report(report, kind=kind)
     return report
 

@@ -142,6 +142,34 @@ def test_interop_hf_encoder_and_task_heads(h, tmp_path, cls, kind):
                                    ref.end_logits.numpy()[real], atol=TOL, rtol=0)
 
 
+def test_a_task_models_window_goes_to_transformers_and_back(h, tmp_path):
+    """--to=hf writes a fine-tuned folder's max_seq_length as tokenizer_config.json's
+    model_max_length; --from=hf had recorded the model's positions instead, so that a
+    round trip read longer windows than the model was trained with (a NER text cut at 16
+    positions before read 5 words after). A tokenizer's huge "no limit" value, or none,
+    gives the positions."""
+    import json
+
+    model = _random_hf(transformers.ElectraForTokenClassification,
+                       _hf_config(h, num_labels=3), 2)
+    model.save_pretrained(tmp_path / "hf")
+    vocab = _vocab(h, tmp_path)
+    hf.import_model(str(tmp_path / "hf"), str(tmp_path / "out"), vocab_file=vocab,
+                    max_seq_length=12)
+    hf.export_model(str(tmp_path / "out"), str(tmp_path / "hf2"))
+    settings = tmp_path / "hf2" / "tokenizer_config.json"
+    assert json.loads(settings.read_text())["model_max_length"] == 12
+    hf.import_model(str(tmp_path / "hf2"), str(tmp_path / "back"))
+    assert folders.finetuned.read_finetuning_config(str(tmp_path / "back")).max_seq_length == 12
+    for value in (10**30, None):  # transformers' VERY_LARGE_INTEGER; a tokenizer without
+        record = json.loads(settings.read_text())
+        record["model_max_length"] = value
+        settings.write_text(json.dumps(record))
+        hf.import_model(str(tmp_path / "hf2"), str(tmp_path / f"back_{value}"))
+        assert folders.finetuned.read_finetuning_config(
+            str(tmp_path / f"back_{value}")).max_seq_length == h.sizes["POS"]
+
+
 def test_interop_hf_sequence_classification_head_is_kept_or_dropped(h, tmp_path):
     """Its dense -> GELU -> dense head is the mlp classifier head (the logits:
     tests/export/test_export_from_transformers.py); --drop_task_head keeps the encoder."""
