@@ -503,3 +503,19 @@ def test_numpy_numbers_are_taken_as_the_python_numbers_they_hold(encoder_config,
                                   label_names="neg,neutral,pos", max_seq_length=np.int64(16),
                                   do_lower_case=np.bool_(True))
     assert folder.record.max_seq_length == 16
+
+
+def test_predictors_traced_one_after_another_are_not_said_to_retrace(finetuned_dirs, caplog):
+    """TensorFlow counts traces by a function's code, which every Predictor's text graph
+    shared: from the fifth traced Predictor in a process (a service reloading its
+    model) each had printed "5 out of the last 5 calls ... triggered tf.function
+    retracing", where each traced once."""
+    from electra_tf import Predictor
+
+    with caplog.at_level("WARNING", logger="tensorflow"):
+        for _ in range(6):
+            predictor = Predictor.open(finetuned_dirs["mrpc"], traced=True)
+            predictor.outputs(TEXTS[:1], TEXTS[1:2])
+            assert predictor._graph.experimental_get_tracing_count() == 1
+    assert "retracing" not in caplog.text
+
