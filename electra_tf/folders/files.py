@@ -447,6 +447,10 @@ def _what_it_holds(folder: str) -> str:
         return (f"; it is a trial group ({TRIALS}): give one of its trials' folders ("
                 + (", ".join(trials[:5]) + (", ..." if len(trials) > 5 else "") if trials
                    else f"none is left beside it: {base}_K, K from 1") + ")")
+    parent, base = os.path.split(os.path.normpath(folder))
+    if base == CHECKPOINTS and has_checkpoints(parent or "."):
+        return (f"; it is the {CHECKPOINTS}/ folder of the run in {parent or '.'}: give that "
+                "folder")
     versions = sorted((n for n in os.listdir(folder) if n.isdecimal() and any(
         os.path.isfile(os.path.join(folder, n, pb))
         for pb in ("saved_model.pb", "saved_model.pbtxt"))), key=int)

@@ -212,6 +212,8 @@ def test_a_folder_of_another_kind_is_named_for_what_it_holds(finetuned_dirs,
                             "finetuning_config.json that records its head and labels"),
             (running, None, "it holds a fine-tuning run that has not finished: "
                             "checkpoints/ holds its saves"),
+            (running / "checkpoints", None, f"it is the checkpoints/ folder of the run in "
+                                            f"{running}: give that folder"),
             (group, None, "it is a trial group (trials.json): give one of its trials' "
                           "folders (rte_2)"),
             (export, None, "it is an export's model folder (versions 1, 2: SavedModels): "
