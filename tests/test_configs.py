@@ -596,3 +596,28 @@ def test_flags_an_objective_does_not_read_are_named():
                                   untied_generator_embeddings=True)
     assert [line.split()[0] for line in two_stage.unused()] == [
         "--untied_generator_embeddings"]
+
+
+def test_two_stage_names_the_discriminators_own_shapes_the_generator_cannot_take():
+    """A discriminator whose overrides set heads or an FFN other than a generator of its
+    size takes (h/64, 4h) can never meet two-stage training's equal sizes: the refusal
+    had advised generator_hidden_size=1.0 and generator_layers=1.0, which, given, were
+    refused again alike."""
+    overrides = {"embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 1,
+                 "num_attention_heads": 2, "intermediate_size": 32}
+    with pytest.raises(ConfigError) as raised:
+        PretrainingConfig(model_size="tiny", model_hparam_overrides=overrides,
+                          training_algorithm="two_stage", generator_hidden_size=1.0,
+                          generator_layers=1.0)
+    assert str(raised.value).endswith(
+        "; and the discriminator's num_attention_heads=2, intermediate_size=32 "
+        "(model_hparam_overrides) are not what a generator of its size takes "
+        "(num_attention_heads=1, intermediate_size=64): give those, or leave them out to "
+        "follow hidden_size"), raised.value
+    PretrainingConfig(model_size="tiny", training_algorithm="two_stage",  # as it says
+                      model_hparam_overrides={**overrides, "num_attention_heads": 1,
+                                              "intermediate_size": 64},
+                      generator_hidden_size=1.0, generator_layers=1.0)
+    with pytest.raises(ConfigError) as raised:  # the generator's flags alone: as before
+        PretrainingConfig(training_algorithm="two_stage")
+    assert "; and the discriminator's" not in str(raised.value)

@@ -523,12 +523,24 @@ class PretrainingConfig:
             shape = ("hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size")
             if any(getattr(disc, k) != getattr(gen, k) for k in shape):
+                # A generator of the discriminator's size takes h/64 heads and a 4h FFN:
+                # a discriminator whose overrides set others cannot be matched by the
+                # generator's flags (the advice below had been followed in vain).
+                full = generator_config(disc, 1.0, 1.0)
+                own = [k for k in ("num_attention_heads", "intermediate_size")
+                       if getattr(full, k) != getattr(disc, k)]
                 raise ConfigError(
                     "training_algorithm=two_stage initializes the discriminator from the "
                     "generator, which needs equal sizes: set generator_hidden_size=1.0 and "
                     "generator_layers=1.0 (the generator also takes 4h FFN and h/64 heads); "
                     "got generator " + ", ".join(f"{k}={getattr(gen, k)}" for k in shape)
-                    + " vs discriminator " + ", ".join(f"{k}={getattr(disc, k)}" for k in shape))
+                    + " vs discriminator " + ", ".join(f"{k}={getattr(disc, k)}" for k in shape)
+                    + ("" if not own else
+                       "; and the discriminator's " + ", ".join(
+                           f"{k}={getattr(disc, k)}" for k in own)
+                       + " (model_hparam_overrides) are not what a generator of its size "
+                       "takes (" + ", ".join(f"{k}={getattr(full, k)}" for k in own)
+                       + "): give those, or leave them out to follow hidden_size"))
         if self.gradient_disentangled_embeddings:
             clash = [name for name, on in (
                 ("untied_generator_embeddings", self.untied_generator_embeddings),
