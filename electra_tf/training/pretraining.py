@@ -649,7 +649,8 @@ class Pretraining:
             if step % log_every == 0 or step == end:
                 eta = (time.monotonic() - start_time) / max(step - start_step, 1) * (
                     cfg.num_train_steps - step)
-                self._log(reporting.train_line(results, step, cfg.num_train_steps, eta))
+                self._log(reporting.train_line(results, step, cfg.num_train_steps, eta,
+                                               phase=phase.name))
             if step % cfg.save_checkpoints_steps == 0:
                 self.save_checkpoint()
             if run.eval_every_steps and step % run.eval_every_steps == 0 \

@@ -99,7 +99,14 @@ def models_line(config, discriminator, generator) -> str:
             f"({sharing})")
 
 
-def train_line(results: dict, step: int, total: int, eta_seconds: float) -> str:
+# The terms a training phase (training/phases.py) reports but does not train: the
+# generator's MLM loss under adversarial training (G learns by REINFORCE) and while
+# two-stage training's discriminator trains (G frozen).
+UNTRAINED_TERMS = {"adversarial": ("mlm",), "two_stage_discriminator": ("mlm",)}
+
+
+def train_line(results: dict, step: int, total: int, eta_seconds: float,
+               phase: str = "joint") -> str:
     """The console line of a chunk of steps: only the metrics its objective has.
 
     BERT-MLM has no discriminator, so no disc columns; an objective without a
@@ -107,17 +114,24 @@ def train_line(results: dict, step: int, total: int, eta_seconds: float) -> str:
     generator trains, over every token) and the disc loss: "cloze" stands in for "mlm"
     (the cloze loss at the masked positions, which nothing trains), so that the terms
     shown add up to the loss. Replace-MLM and All-Tokens MLM add their main model's MLM
-    ("main"), adversarial training its REINFORCE and baseline losses.
+    ("main"), adversarial training its REINFORCE and baseline losses. A term the
+    `phase` reports but does not train (UNTRAINED_TERMS) follows, apart: `(disc 0.6918;
+    not trained: mlm 5.353)`.
     """
     first = ("cloze", "cloze_loss", 3) if "cloze_loss" in results else ("mlm", "mlm_loss", 3)
-    losses = [f"{name} {results[key]:.{digits}f}" for name, key, digits in (
+    terms = [(name, f"{name} {results[key]:.{digits}f}") for name, key, digits in (
         first, ("main", "main_mlm_loss", 3), ("disc", "disc_loss", 4),
         ("reinforce", "reinforce_loss", 4), ("baseline", "baseline_loss", 4))
         if key in results]
+    untrained = UNTRAINED_TERMS.get(phase, ())
+    losses = " ".join(text for name, text in terms if name not in untrained)
+    reported = " ".join(text for name, text in terms if name in untrained)
+    if reported:
+        losses += f"; not trained: {reported}"
     metrics = [f"{name} {results[key]:.3f}" for name, key in (
         ("mlm_acc", "masked_lm_accuracy"), ("disc_auc", "disc_auc")) if key in results]
     return (f"step {step}/{total} | loss {results['loss']:.4f}"
-            + (f" ({' '.join(losses)})" if losses else "")
+            + (f" ({losses})" if losses else "")
             + (f" | {' '.join(metrics)}" if metrics else "")
             + f" | lr {results['learning_rate']:.2e} | "
             f"{results['sequences_per_second']:.0f} seq/s | eta {eta_seconds / 60:.1f} min")

@@ -79,6 +79,16 @@ def test_bert_mlm_console_line_has_no_discriminator_columns():
     adversarial = {**electra, "reinforce_loss": -0.25, "baseline_loss": 0.0625}
     line = reporting.train_line(adversarial, 200, 1000, 60.0)
     assert "(mlm 7.600 disc 0.4000 reinforce -0.2500 baseline 0.0625)" in line
+    # a term the phase reports but does not train stands apart (adversarial training's
+    # MLM, the frozen generator's in two-stage training's second stage): the terms
+    # before it add up to the loss
+    line = reporting.train_line(adversarial, 200, 1000, 60.0, phase="adversarial")
+    assert "(disc 0.4000 reinforce -0.2500 baseline 0.0625; not trained: mlm 7.600)" in line
+    line = reporting.train_line({**electra, "loss": 20.0}, 200, 1000, 60.0,
+                                phase="two_stage_discriminator")
+    assert "loss 20.0000 (disc 0.4000; not trained: mlm 7.600)" in line
+    line = reporting.train_line(results, 200, 1000, 60.0, phase="two_stage_generator")
+    assert "(mlm 7.600)" in line
 
 
 def test_each_loss_has_one_name_in_train_and_in_eval_results():
