@@ -88,7 +88,11 @@ def models_line(config, discriminator, generator) -> str:
       config: the run's PretrainingConfig.
       discriminator, generator: the pre-training models (count_params).
     """
-    d_params, sharing = discriminator.count_params(), "shared counted in both"
+    d_params = discriminator.count_params()
+    sharing = {"embeddings": "shared embeddings counted in both",
+               "encoder": "shared encoder counted in both",
+               "none": "nothing shared", "uniform": "no generator network: uniform "
+                                                    "sampling"}.get(config.encoders.sharing, "")
     if config.gradient_disentangled_embeddings:  # D also tracks G's tables; count them in G
         d_params -= discriminator.encoder.embeddings.residual_of.count_params()
         sharing = "D's embedding tables are residuals over G's, gradient-disentangled"

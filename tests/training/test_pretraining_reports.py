@@ -142,7 +142,7 @@ def test_the_start_line_names_bert_s_one_model():
             ("bert_mlm", r"BERT masked LM ([\d,]+) params \(its encoder, the model kept, "
                          r"([\d,]+)\)"),
             ("electra", r"discriminator ([\d,]+) params, generator ([\d,]+) \(shared "
-                        r"counted in both\)")):
+                        r"embeddings counted in both\)")):
         config = PretrainingConfig(objective=objective, model_size="tiny", vocab_size=50,
                                    model_hparam_overrides={"embedding_size": 8,
                                                            "hidden_size": 16,
@@ -158,3 +158,27 @@ def test_the_start_line_names_bert_s_one_model():
             assert (first, second) == (generator.count_params(),
                                        discriminator.encoder.count_params())
             assert first > second  # the MLM head over the encoder
+
+
+def test_the_start_line_says_what_the_two_models_share():
+    """It had said "(shared counted in both)" whatever the run shared: nothing with
+    untied embeddings or two-stage training, no generator network with uniform sampling."""
+    from electra_tf.core.config import PretrainingConfig
+
+    class Sized:  # what models_line reads of a model
+        def __init__(self, n):
+            self.n = n
+
+        def count_params(self):
+            return self.n
+
+    said = {}
+    for name, options in [("tied", {}), ("untied", dict(untied_generator_embeddings=True)),
+                          ("uniform", dict(uniform_generator=True)),
+                          ("one encoder", dict(untied_generator=False, generator_hidden_size=1.0))]:
+        line = reporting.models_line(PretrainingConfig(**options), Sized(8000), Sized(700))
+        said[name] = line[line.index("("):]
+    assert said == {"tied": "(shared embeddings counted in both)",
+                    "untied": "(nothing shared)",
+                    "uniform": "(no generator network: uniform sampling)",
+                    "one encoder": "(shared encoder counted in both)"}
