@@ -641,7 +641,11 @@ def get_task(name: str, **overrides) -> GlueTask:
     """
     key = metrics_lib.normalize_task_name(name)
     if key not in GLUE_TASKS:
-        raise ValueError(f"unknown GLUE task {name!r}; known: {', '.join(GLUE_TASKS)}")
+        from electra_tf.tasks.registry import ORIGINAL_TASK_NAMES
+
+        ours = ORIGINAL_TASK_NAMES.get(str(name).lower())
+        said = f": electra_tf calls that task {ours}" if ours in GLUE_TASKS else ""
+        raise ValueError(f"unknown GLUE task {name!r}{said}; known: {', '.join(GLUE_TASKS)}")
     task = GLUE_TASKS[key]
     return dataclasses.replace(task, **overrides) if overrides else task
 

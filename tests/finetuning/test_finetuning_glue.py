@@ -632,7 +632,8 @@ def test_bad_prediction_files(glue_dir, tmp_path):
     bom = _write(tmp_path, "bom.tsv", "\ufeffindex\tprediction\n0\t1\n1\t0\n")
     with pytest.raises(InputError, match=r": no prediction for 1 of 3"):  # past the header
         glue.evaluate_submission("mrpc", bom, dev_file)
-    with pytest.raises(InputError, match="unknown GLUE task 'sst'"):
+    with pytest.raises(InputError, match="unknown GLUE task 'sst': electra_tf calls that task "
+                                         "sst2; known: "):  # (the original's name)
         glue.evaluate_submission("sst", str(tmp_path / "none.tsv"), dev_file)
     with pytest.raises(ValueError, match="out of range"):
         task.write_predictions([2], task.read(glue_dir, "dev")[:1], str(tmp_path / "x.tsv"))
