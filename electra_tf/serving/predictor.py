@@ -217,6 +217,8 @@ class Predictor:
         import numpy as np
         import tensorflow as tf
 
+        from electra_tf.core.tracing import OwnTraceCount
+
         if self._function is None:
             from electra_tf.serving import signatures
 
@@ -228,7 +230,7 @@ class Predictor:
         function = self._function
         if traced:
             if self._graph is None:  # one graph for every batch size (the export's specs)
-                self._graph = tf.function(_OwnCalls(self._function), input_signature=[
+                self._graph = tf.function(OwnTraceCount(self._function), input_signature=[
                     tf.TensorSpec([None], tf.string) for _ in columns])
             function = self._graph
         tensors = [tf.constant([_utf8(t) for t in c], tf.string) for c in columns]
@@ -295,17 +297,3 @@ def _utf8(text) -> bytes:
     from electra_tf.text.cleaning import without_lone_surrogates
 
     return without_lone_surrogates(text).encode("utf-8")
-
-
-class _OwnCalls:
-    """A Predictor's text function, as an object of its own for tf.function: TensorFlow
-    counts traces by the function's code, which every Predictor's shares, and from the
-    fifth Predictor traced in a process (a service reloading its models) had warned of
-    "retracing" on each, where each traced once."""
-
-    def __init__(self, function):
-        self._function = function
-
-    def __call__(self, *texts):
-        return self._function(*texts)
-

@@ -132,6 +132,29 @@ def test_repeat_runs_its_body_num_steps_times_in_one_trace():
     assert run.experimental_get_tracing_count() == 1
 
 
+def test_traced_functions_of_one_definition_keep_their_own_trace_counts(caplog):
+    """TensorFlow counts retracing by a function's code: each trainer's step closures (a
+    process fine-tuning several tasks, a test suite) traced once each had been warned
+    of as "5 out of the last 5 calls ... triggered tf.function retracing"."""
+    import tensorflow as tf
+
+    from electra_tf.training.backends.tensorflow import traced
+
+    def make(offset):
+        return traced(lambda x: x + offset, jit_compile=False)
+
+    with caplog.at_level("WARNING", logger="tensorflow"):
+        for offset in range(7):
+            step = make(offset)
+            assert float(step(tf.constant(1.0))) == 1.0 + offset
+            assert step.experimental_get_tracing_count() == 1
+        @traced  # (as a decorator too)
+        def double(x):
+            return 2 * x
+        assert float(double(tf.constant(3.0))) == 6.0
+    assert "retracing" not in caplog.text
+
+
 def test_the_start_line_names_bert_s_one_model():
     """BERT (objective bert_mlm) trains one masked LM whose encoder is kept: the line had
     called it a discriminator beside a generator of another size."""

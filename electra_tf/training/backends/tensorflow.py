@@ -39,6 +39,7 @@ from electra_tf.core.config import (
     PretrainingRun,
 )
 from electra_tf.core.errors import ConfigError
+from electra_tf.core.tracing import OwnTraceCount
 from electra_tf.data.pipeline import pretraining_dataset
 from electra_tf.folders.files import checkpoint_dir
 from electra_tf.tasks.losses import EXAMPLE_WEIGHT
@@ -366,8 +367,10 @@ def traced(fn=None, **options):
     convert every function they call from source, in every run: about 2.5 s of
     a tiny model's start-up on 2 cores, whatever the model's size."""
     if fn is None:
-        return lambda f: tf.function(f, autograph=False, **options)
-    return tf.function(fn, autograph=False, **options)
+        return lambda f: traced(f, **options)
+    # (an object of its own: TensorFlow's retracing count is by the code, which each
+    # trainer's closures share: core/tracing.py)
+    return tf.function(OwnTraceCount(fn), autograph=False, **options)
 
 
 def repeat(num_steps, body) -> None:
