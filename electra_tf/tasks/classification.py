@@ -53,13 +53,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from electra_tf.core.errors import ConfigError, TaskDataError
-from electra_tf.core.fileio import (
-    TEXT_SAMPLE_BYTES,
-    atomic_write_text,
-    is_file,
-    looks_utf16,
-    utf16_hint,
-)
+from electra_tf.core.fileio import atomic_write_text, is_file, utf16_hint
 from electra_tf.tasks import metrics as metrics_lib
 from electra_tf.tasks.base import (
     Features,
@@ -479,8 +473,9 @@ def _read_text(path: str) -> str:
                 data = f.read()
         except OSError as e:  # unreadable (permissions), or a failing disk (EIO)
             raise TaskDataError(f"{path}: cannot read it ({e.strerror or e})") from None
-    if looks_utf16(data[:TEXT_SAMPLE_BYTES]):  # (without a byte-order mark, valid UTF-8)
-        raise TaskDataError(f"{path}:1: not UTF-8 text{utf16_hint(data)}")
+    hint = utf16_hint(data)
+    if hint:  # (without a byte-order mark, valid UTF-8)
+        raise TaskDataError(f"{path}:1: not UTF-8 text{hint}")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

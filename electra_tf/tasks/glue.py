@@ -46,7 +46,7 @@ import numpy as np
 from absl import logging
 
 from electra_tf.core.errors import InputError, TaskDataError
-from electra_tf.core.fileio import atomic_write_text, is_file, looks_utf16, utf16_hint
+from electra_tf.core.fileio import atomic_write_text, is_file, utf16_hint
 from electra_tf.tasks import metrics as metrics_lib
 from electra_tf.tasks.base import (
     Features,
@@ -530,9 +530,9 @@ class _TsvReader:
 
 def _decoded_lines(f, path: str) -> Iterator[str]:
     for number, raw in enumerate(iter(f.readline, b""), 1):
-        if number == 1 and looks_utf16(raw):  # (without a byte-order mark, valid UTF-8)
-            raise TaskDataError(f"{path}:1: not UTF-8 text{utf16_hint(raw)}; GLUE's files "
-                                "are UTF-8 text")
+        hint = utf16_hint(raw) if number == 1 else ""
+        if hint:  # (without a byte-order mark, valid UTF-8)
+            raise TaskDataError(f"{path}:1: not UTF-8 text{hint}; GLUE's files are UTF-8 text")
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as e:

@@ -39,13 +39,7 @@ import math
 import sys
 
 from electra_tf.core.errors import InputError
-from electra_tf.core.fileio import (
-    TEXT_SAMPLE_BYTES,
-    check_input_file,
-    looks_utf16,
-    parse_json,
-    utf16_hint,
-)
+from electra_tf.core.fileio import check_input_file, parse_json, utf16_hint
 from electra_tf.tasks import mrqa_eval
 
 
@@ -56,8 +50,9 @@ def read_json(path: str, what: str, unique_keys: bool = False):
     try:
         with open(path, "rb") as f:
             data = f.read()
-        if looks_utf16(data[:TEXT_SAMPLE_BYTES]):  # (without a byte-order mark, valid UTF-8)
-            raise InputError(f"{path}:1: not UTF-8 text{utf16_hint(data)}")
+        hint = utf16_hint(data)
+        if hint:  # (without a byte-order mark, valid UTF-8)
+            raise InputError(f"{path}:1: not UTF-8 text{hint}")
         raw = data.decode("utf-8")
     except UnicodeDecodeError as e:  # (at its line, as the other readers say)
         line = data.count(b"\n", 0, e.start) + 1

@@ -58,7 +58,7 @@ import numpy as np
 from absl import logging
 
 from electra_tf.core.errors import ConfigError, TaskDataError
-from electra_tf.core.fileio import TEXT_SAMPLE_BYTES, atomic_write_text, looks_utf16, utf16_hint
+from electra_tf.core.fileio import atomic_write_text, utf16_hint
 from electra_tf.tasks.base import (
     Features,
     Task,
@@ -589,8 +589,9 @@ def _lines(path: str):
             data = f.read()
     except OSError as e:
         raise TaskDataError(f"{path}: cannot read it ({e.strerror or e})") from None
-    if looks_utf16(data[:TEXT_SAMPLE_BYTES]):  # (without a byte-order mark, valid UTF-8)
-        raise TaskDataError(f"{path}:1: not UTF-8 text{utf16_hint(data)}")
+    hint = utf16_hint(data)
+    if hint:  # (without a byte-order mark, valid UTF-8)
+        raise TaskDataError(f"{path}:1: not UTF-8 text{hint}")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
