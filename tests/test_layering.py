@@ -275,12 +275,11 @@ def test_the_checker_sees_lazy_imports(tmp_path):
 # head kinds (modeling/models.py: "rtd", "mlm", ...) are the objectives' vocabulary, from
 # which the served rtd head takes its name. Words that are a head's name and also mean
 # something else: "score", an output (a regression's in serving/graph.py, the score
-# command's JSON key), and "squad", the original's task of that name (interop/tf1.py's
-# TF1_TASK_NAMES maps it to squad_v2).
+# command's JSON key). ("squad", the original's task of that name, is mapped to squad_v2
+# in tasks/registry.py, inside tasks/.)
 HEAD_NAME_DEFINED_BELOW = {"electra_tf/modeling/models.py": {"rtd"},
                            "electra_tf/serving/graph.py": {"score"},
-                           "electra_tf/score.py": {"score"},
-                           "electra_tf/interop/tf1.py": {"squad"}}
+                           "electra_tf/score.py": {"score"}}
 
 
 def docstrings(tree) -> set[int]:

@@ -356,9 +356,8 @@ def resume_flags(config: PretrainingConfig) -> str:
 # run_finetuning.py builds one BertModel (under "electra/") and each task's head in
 # tf.variable_scope("task_specific/" + task.name); which layers a head has there, and
 # electra_tf's head layer each becomes, is the head class's (tasks/heads/: `Head.tf1_layers`,
-# `tf1_unread`, `tf1_width`, `tf1_adjust`).
-# The original's task names (finetune/task_builder.py) that electra_tf spells otherwise.
-TF1_TASK_NAMES = ORIGINAL_TASK_NAMES
+# `tf1_unread`, `tf1_width`, `tf1_adjust`); its task names, those electra_tf spells
+# otherwise mapped by tasks.registry.ORIGINAL_TASK_NAMES.
 
 
 def original_max_seq_length(scope: str, n_tasks: int) -> int:
@@ -395,7 +394,8 @@ def _head_scope(weights: dict, task_name: str, tf1_task: str = "") -> tuple[str,
                                        f"task_specific/{tf1_task} (it holds {heads})")
         chosen = [tf1_task]
     else:
-        chosen = [s for s in scopes if task_name and task_name in (s, TF1_TASK_NAMES.get(s, s))]
+        chosen = [s for s in scopes
+                  if task_name and task_name in (s, ORIGINAL_TASK_NAMES.get(s, s))]
         if len(scopes) == 1 and not chosen:  # e.g. your own data's head, recorded as `tagging`
             chosen = scopes
     if len(chosen) != 1 and task_name:  # (it had been told to pass the --task_name it gave)
@@ -409,7 +409,7 @@ def _head_scope(weights: dict, task_name: str, tf1_task: str = "") -> tuple[str,
             "--task_name to choose one (--tf1_task=NAME where --task_name is not the "
             "original's task name: your own data's as classification or tagging)")
     scope = chosen[0]
-    known = TF1_TASK_NAMES.get(scope, scope)
+    known = ORIGINAL_TASK_NAMES.get(scope, scope)
     if task_name and known in task_names() and task_name not in (scope, known):
         # Another task of the same head, without labels of its own (your data's, or a
         # span task's): a GLUE task's labels, or another head, would be the wrong model.
@@ -495,8 +495,8 @@ def _task_of(scope: str, task_name: str, weights: dict, label_names: str, do_low
     from electra_tf.core.errors import ConfigError
     from electra_tf.tasks.registry import task_from_config, task_names
 
-    name = TF1_TASK_NAMES.get(task_name, task_name) if task_name else \
-        TF1_TASK_NAMES.get(scope, scope)
+    name = ORIGINAL_TASK_NAMES.get(task_name, task_name) if task_name else \
+        ORIGINAL_TASK_NAMES.get(scope, scope)
     if name not in task_names():
         raise core.ConversionError(
             f"the checkpoint's head is task_specific/{scope}, which is no electra_tf task; pass "
@@ -577,7 +577,7 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
     discriminator's files) evaluates, fine-tunes further and exports like one
     run_finetuning wrote. The head: its class's tf1_layers. The task: `task_name`
     (electra_tf's or the original's name), else the original's scope name
-    (TF1_TASK_NAMES). The labels: the GLUE task's own (the original's order),
+    (ORIGINAL_TASK_NAMES). The labels: the GLUE task's own (the original's order),
     else `label_names`, else for a tagger the tags of the task's files in
     `data_dir`, ordered as the original orders them. SQuAD 1.1 and MRQA read
     no answerability logit, so the answerability classifier the original

@@ -30,13 +30,12 @@ def test_every_task_is_a_task_with_its_values():
 
 
 def test_the_original_tasks_defaults_are_its_rule():
-    """Every task the original has (by its name: interop.tf1's table) defaults to the
+    """Every task the original has (by its name: registry.ORIGINAL_TASK_NAMES) defaults to the
     length and epochs of configure_finetuning.py's rule, base.original_defaults, which
     the TF1 conversion reads too."""
-    from electra_tf.interop.tf1 import TF1_TASK_NAMES
     from electra_tf.tasks.mrqa import MRQA_TASKS
 
-    ours = {v: k for k, v in TF1_TASK_NAMES.items()}
+    ours = {v: k for k, v in registry.ORIGINAL_TASK_NAMES.items()}
     for name in [*glue.GLUE_TASKS, *MRQA_TASKS, "squad_v1", "squad_v2", "chunking"]:
         task = registry.get_task(name)
         length, epochs = base.original_defaults(ours.get(name, name))
