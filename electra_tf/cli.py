@@ -193,11 +193,17 @@ def _parse_flags(argv: list[str]) -> list[str]:
     return rest
 
 
-# Flags other ELECTRA and BERT scripts (NVIDIA's) name otherwise: what they are here
+# Flags other ELECTRA and BERT scripts (NVIDIA's; the original's loss switches, which
+# --objective replaces) name otherwise: what they are here
 _OTHER_NAMES = {
     **dict.fromkeys(("amp", "use_amp", "fp16", "use_fp16", "bf16"), (
         "mixed_precision", "--mixed_precision=bf16 (float16 is not offered: docs/backends.md)")),
     **dict.fromkeys(("xla", "use_xla"), ("jit_compile", "--jit_compile=true")),
+    "electra_objective": ("objective", "--objective (the original's electra_objective=false "
+                                       "is --objective=bert_mlm)"),
+    "electric_objective": ("objective", "--objective=electric"),
+    "two_tower_generator": ("objective", "--objective=electric, which takes that generator "
+                                         "(ELECTRA's own objective with it is not offered)"),
 }
 
 # Flags that take paths (a folder, a file, a pattern, a comma-separated list of them)

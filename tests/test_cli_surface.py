@@ -132,6 +132,15 @@ def test_flag_mistakes_are_one_line_each_and_path_flags_take_the_home_folder(tmp
     line = ("error: Unknown command line flag 'use_amp': here it is --mixed_precision=bf16 "
             "(float16 is not offered: docs/backends.md)")
     assert error_line(run_module("electra_tf.run_pretraining", "--use_amp"), line) == line
+    # the original's loss switches (absl had suggested --untied_generator for the last)
+    for given, ours in (("--electric_objective", "--objective=electric"),
+                        ("--electra_objective=false", "--objective (the original's "
+                         "electra_objective=false is --objective=bert_mlm)"),
+                        ("--two_tower_generator", "--objective=electric, which takes that "
+                         "generator (ELECTRA's own objective with it is not offered)")):
+        name = given.removeprefix("--").split("=")[0]
+        line = f"error: Unknown command line flag {name!r}: here it is {ours}"
+        assert error_line(run_module("electra_tf.run_pretraining", given), line) == line
     assert not list(tmp_path.glob("v2*"))
     proc = run_module("electra_tf.build_vocab", "-h")
     assert proc.returncode == 0 and "--corpus" in proc.stdout, proc.stderr[-2000:]
