@@ -44,7 +44,9 @@ class ElectraPretrainer(keras.Model):
 
     Args:
       config: the pre-training hyperparameters.
-      objective: defaults to ElectraObjective.from_config(config).
+      objective: defaults to get_objective(config), the config's objective; Electric's
+        cloze loss also needs the special ids, `get_objective(config, masking)`
+        (a data.masking.MaskingConfig), without which its first step says so.
     """
 
     def __init__(self, config: PretrainingConfig, objective=None, **kwargs):
