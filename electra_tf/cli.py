@@ -8,6 +8,7 @@ this one.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import importlib.abc
@@ -132,16 +133,36 @@ def run_command(main: Callable[[list[str]], None], module: str,
         run_cli(lambda: main(args))
         _leave_quietly_once_done()
 
+    # Registered before the command's own exit hooks (and the frameworks' it imports),
+    # so run after them: the last Python the interpreter's exit runs.
+    atexit.register(_ignore_stop_signals_once_done)
     app.run(command, argv=argv, flags_parser=_parse_flags)
+
+
+_done = False  # the command finished its work and said so (_leave_quietly_once_done)
+
+
+def _ignore_stop_signals_once_done() -> None:
+    """After the exit hooks of a command that finished: SIGINT and SIGTERM ignored for
+    the rest of the interpreter's exit (the modules' and TensorFlow's objects torn
+    down), where Python puts every Python handler back to the default and the
+    signal had killed the finished command (status 130 or 143, a script taking a
+    finished conversion for a failed one)."""
+    if _done:
+        _ignore_stop_signals()
 
 
 def _leave_quietly_once_done() -> None:
     """The command finished and said so: a Ctrl-C or SIGTERM from here on (the
     interpreter's exit and the frameworks' clean-up, seconds) ends the process at once
     with status 0, its work being on the disk, whole (it had died by the signal without a
-    word: a script took a finished export for a failed one)."""
+    word: a script took a finished export for a failed one); then, past the exit hooks,
+    once the clean-up ends (_ignore_stop_signals_once_done)."""
     import signal
     import threading
+
+    global _done
+    _done = True
 
     def leave(signum, frame):
         for stream in (sys.stdout, sys.stderr):

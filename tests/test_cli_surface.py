@@ -493,19 +493,42 @@ def main(argv):
 cli.run_command(main, "__main__", ["prog"])
 """
 
+# As TensorFlow's objects torn down past the exit hooks, where Python has put every
+# Python signal handler back to the default: an object of the main module's, deleted then
+_FINISHED_THEN_SLOW_TEARDOWN = """
+import os, sys, time
+from electra_tf import cli
+
+class Slow:
+    def __del__(self, os=os, time=time):
+        os.write(2, b"exiting\\n")
+        time.sleep(2)
+
+def main(argv):
+    print("done", flush=True)
+
+kept = Slow()
+cli.run_command(main, "__main__", ["prog"])
+"""
+
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
-def test_a_signal_after_the_command_finished_ends_it_at_once_with_status_0(sig):
+@pytest.mark.parametrize("exit_part", ["exit hook", "teardown"])
+def test_a_signal_after_the_command_finished_ends_it_at_once_with_status_0(sig, exit_part):
     """A Ctrl-C or SIGTERM once a command has finished its work and said so (an export
     during TensorFlow's clean-up) had ended the process by the signal without a word,
     so that a script took the finished export for a failed one (or, in an exit hook,
-    printed a traceback)."""
+    printed a traceback). In an exit hook it ends the process at once; past them (a
+    converted folder's or a score's objects torn down) the signal is ignored and the
+    process ends when they are (it had died by the signal there still)."""
     import signal
     import subprocess
 
     from helpers import patience, popen_python
 
-    proc = popen_python(["-c", _FINISHED_THEN_SLOW_EXIT], stdout=subprocess.PIPE,
+    script = (_FINISHED_THEN_SLOW_EXIT if exit_part == "exit hook"
+              else _FINISHED_THEN_SLOW_TEARDOWN)
+    proc = popen_python(["-c", script], stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr.readline() == "exiting\n"
