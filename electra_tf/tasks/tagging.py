@@ -270,9 +270,10 @@ class TaggingTask(Task):
         self._label_ids = {t: i for i, t in enumerate(names)}
 
     def fit_labels(self, examples: Sequence[TaggingExample]) -> tuple[str, ...]:
-        """Learns the tag set from (train) examples: sorted, "O" first; under BIOES every
-        type's four tags (the original maps the tags of train, dev and test: a dev span
-        made S-X where train has X's only longer was refused).
+        """Learns the tag set from (train) examples: sorted, "O" first; every type's
+        tags of the scheme, B- and I- (BIO), B-, I-, E- and S- (BIOES): the original maps
+        the tags of train, dev and test, and a dev span of a type whose train spans
+        take other prefixes (one-word ones only, or IOB1's I- only) was refused.
 
         Does nothing when label_names was given to the constructor.
         """
@@ -281,8 +282,9 @@ class TaggingTask(Task):
         tags = {t for ex in examples for t in (ex.tags or ())}
         if not tags:
             raise ValueError("cannot learn the tag set from examples without tags")
-        if self.scheme == "BIOES":  # dev's one-word span of a type train has only longer
-            tags |= {f"{p}-{t.split('-', 1)[1]}" for t in tags - {"O"} for p in "BIES"}
+        if self.scheme:  # (the generic task's tags are as its files give them)
+            tags |= {f"{p}-{t.split('-', 1)[1]}" for t in tags - {"O"}
+                     for p in SCHEMES[self.scheme]}
         check_normalization_twins(sorted(tags), examples[0].path)  # (tags: some example)
         self._set_labels((["O"] if "O" in tags else []) + sorted(tags - {"O"}))
         return self._label_names

@@ -58,7 +58,24 @@ def test_reads_conll2003_and_learns_sorted_tags_o_first(tmp_path):
     # A -DOCSTART- line right after a word ends the sentence too.
     assert [ex.line for ex in examples] == [3, 9, 13]
     assert examples[1].where(1).endswith("train.txt:10")
-    assert task.label_names == ("O", "B-LOC", "B-MISC", "B-ORG", "B-PER", "I-PER")
+    # every type's B- and I- (train has LOC, MISC and ORG spans of one word only)
+    assert task.label_names == ("O", "B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-MISC",
+                                "I-ORG", "I-PER")
+
+
+def test_a_dev_span_may_take_a_prefix_train_has_not_for_its_type(tmp_path):
+    """Train's LOC spans are one word each (B-LOC alone), dev's New York is B-LOC I-LOC;
+    and an IOB1 file's types come with I- alone. The original maps the tags of every
+    split; BIO had refused dev ('tag 'I-LOC' is not in the tag set'), as BIOES had
+    before it learned every type's four tags."""
+    write(tmp_path, "train.txt", "Paris B-LOC\nis O\n\nBob B-PER\nSmith I-PER\nsaw O\n"
+                                 "Rome B-LOC\n\nthe O\nEU I-ORG\n")
+    write(tmp_path, "dev.txt", "New B-LOC\nYork I-LOC\nis O\n\nthe O\nEU B-ORG\n")
+    task = TaggingTask()
+    task.read(str(tmp_path), "train")
+    assert task.label_names == ("O", "B-LOC", "B-ORG", "B-PER", "I-LOC", "I-ORG", "I-PER")
+    assert [ex.tags for ex in task.read(str(tmp_path), "dev")] == [
+        ["B-LOC", "I-LOC", "O"], ["O", "B-ORG"]]
 
 
 def test_data_dir_may_be_the_file(tmp_path):
@@ -67,7 +84,7 @@ def test_data_dir_may_be_the_file(tmp_path):
     examples = chunk.read(path, "train")
     assert examples[0].words == ["He", "reckons", "the", "current", "account"]
     assert examples[0].tags == ["B-NP", "B-VP", "B-NP", "I-NP", "I-NP"]
-    assert chunk.label_names == ("O", "B-NP", "B-VP", "I-NP")
+    assert chunk.label_names == ("O", "B-NP", "B-VP", "I-NP", "I-VP")
 
 
 def test_bioes_and_given_label_set(tmp_path):
@@ -241,7 +258,7 @@ def test_a_byte_order_mark_is_dropped(tmp_path):
     task = TaggingTask()
     train = task.read(str(tmp_path), "train")
     assert [ex.words for ex in train] == [["EU", "rejects"]] and train[0].line == 3
-    assert task.label_names == ("O", "B-ORG")
+    assert task.label_names == ("O", "B-ORG", "I-ORG")
     assert task.read(str(tmp_path), "dev")[0].words == ["EU", "rejects"]
 
 
