@@ -638,7 +638,9 @@ def _windows(lengths: Sequence[int], budget: int) -> list[tuple[int, int, set[in
 
     Returns:
       (start word, end word exclusive, words owned) per window; every word is
-      owned by exactly one window.
+      owned by exactly one window, and every window owns a word (a window inside
+      the one before it, where a long word follows short ones, owned none: it was
+      trained on with weight 0 and counted in the epoch's steps).
     """
     n = len(lengths)
     if n == 0:
@@ -670,5 +672,5 @@ def _windows(lengths: Sequence[int], budget: int) -> list[tuple[int, int, set[in
     owned: list[set[int]] = [set() for _ in spans]
     for w, (_, k) in best.items():
         owned[k].add(w)
-    return [(s, e, owned[k]) for k, (s, e) in enumerate(spans)]
+    return [(s, e, owned[k]) for k, (s, e) in enumerate(spans) if owned[k]]
 

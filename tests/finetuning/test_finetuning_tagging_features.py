@@ -163,10 +163,13 @@ def test_windows_rule():
         assert owned == list(range(len(lengths)))  # each word owned exactly once
         assert spans[0][0] == 0 and spans[-1][1] == len(lengths)
         for (s, e, o), nxt in zip(spans, spans[1:] + [None]):
-            assert e > s and o <= set(range(s, e))
+            assert e > s and o <= set(range(s, e)) and o  # each owns a word
             assert e - s == 1 or sum(lengths[s:e]) <= budget
             if nxt is not None:
                 assert s < nxt[0] <= e  # moves on, leaves no gap
+    # A window inside the one before it owned no word: (2, 3) after (0, 3) here
+    assert [(s, e, sorted(o)) for s, e, o in _windows([1, 2, 1, 4], 4)] == [
+        (0, 3, [0, 1, 2]), (3, 4, [3])]
     # Mid-window words are owned by the window where they are most central.
     spans = _windows([1] * 10, 4)
     assert [(s, e) for s, e, _ in spans] == [(0, 4), (2, 6), (4, 8), (6, 10)]
