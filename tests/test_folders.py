@@ -807,7 +807,10 @@ def test_undo_on_failure_removes_what_an_interrupted_block_added(tmp_path):
     (old / "config.json").write_text("{}")
     with pytest.raises(OSError):
         with undo_on_failure(str(old)):
-            with undo_on_failure(str(old)):  # nested (convert around the import): one each
+            with undo_on_failure(str(old)):  # nested (convert around the import)
+                # one snapshot, the outer block's: a kill had left the inner one's too
+                # (of the outer block's first files), named as the replaced model
+                assert len([p for p in os.listdir(old) if p.startswith(".undo-")]) == 1
                 (old / "parts").mkdir()
                 (old / "parts" / "a").write_text("new")
                 atomic_write_text(str(old / "vocab.txt"), "new vocab")  # replaced: comes back

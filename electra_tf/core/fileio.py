@@ -513,6 +513,9 @@ def _restore(folder: str, snapshot: str, linked: list[str]) -> None:
             os.replace(kept, current)
 
 
+_UNDOING: set[str] = set()  # the folders an undo_on_failure block is open on
+
+
 @contextlib.contextmanager
 def undo_on_failure(folder: str):
     """Leaves `folder` as it was if the block raises anything (a refusal, a full disk,
@@ -520,7 +523,25 @@ def undo_on_failure(folder: str):
     that did, what the block added goes (at any depth) and the files it replaced or
     removed come back. Replaced files are kept as hard links for the block's length,
     which assumes the block replaces a file by renaming a new one over it, as
-    atomic_write does (a file rewritten in place would stay rewritten)."""
+    atomic_write does (a file rewritten in place would stay rewritten).
+
+    A block inside another on the same folder (convert around each transformers
+    import) leaves it to the outer one: its own snapshot, of the outer block's first
+    files, was left beside the replaced model's by a kill, and named as holding it."""
+    key = os.path.realpath(folder)
+    if key in _UNDOING:
+        yield
+        return
+    _UNDOING.add(key)
+    try:
+        with _undo_on_failure(folder):
+            yield
+    finally:
+        _UNDOING.discard(key)
+
+
+@contextlib.contextmanager
+def _undo_on_failure(folder: str):
     before = _tree(folder) if os.path.isdir(folder) else None
     snapshot, linked = _snapshot(folder, before) if before else (None, [])
     try:
