@@ -152,12 +152,6 @@ def main(argv):
         _check_not_the_models(FLAGS.output, FLAGS.model_dir, FLAGS.vocab_file)
         for line in fileio.stale_write_note(os.path.realpath(FLAGS.output)):
             print(f"[score] {line}", file=sys.stderr)  # (a kill mid-write left it)
-    from electra_tf.folders import PretrainingFolder
-    from electra_tf.serving.scoring import (  # TensorFlow: after the checks
-        check_electric_folder,
-        load_scorer,
-    )
-
     # a file is read twice (checked and counted, then scored); a pipe (`<(...)`, a FIFO,
     # /dev/stdin) only once, as it comes, as `-` is: read twice, it had scored nothing
     regular = FLAGS.input != "-" and os.path.isfile(FLAGS.input)
@@ -167,6 +161,12 @@ def main(argv):
         raise InputError(f"--input {FLAGS.input}: No such file or directory")
     elif os.path.isdir(FLAGS.input):
         raise InputError(f"--input {FLAGS.input}: Is a directory")
+    from electra_tf.folders import PretrainingFolder
+    from electra_tf.serving.scoring import (  # TensorFlow (seconds): after the input's checks
+        check_electric_folder,
+        load_scorer,
+    )
+
     # the model's objective before the input is read (a million lines took a minute first)
     folder = PretrainingFolder.open(FLAGS.model_dir, what="--model_dir")
     check_electric_folder(folder)

@@ -99,6 +99,19 @@ def test_the_command_refuses_a_model_that_is_not_electric(export_pretrained_dir,
     error_line(proc, f"--input {tmp_path / 'none.txt'}: No such file or directory")
 
 
+def test_a_missing_input_is_refused_before_tensorflow_loads(tmp_path):
+    """A missing --input or a folder given as one is told in the first second, as the
+    --output checks are (it had been told after TensorFlow and the model loaded)."""
+    from helpers import run_module_reporting_tf
+
+    for given, said in ((tmp_path / "none.txt", "No such file or directory"),
+                        (tmp_path, "Is a directory")):
+        proc, tf_imported = run_module_reporting_tf(
+            "electra_tf.score", f"--model_dir={tmp_path}", f"--input={given}")
+        error_line(proc, f"--input {given}: {said}")
+        assert not tf_imported
+
+
 def test_the_score_export_loads_fresh_and_matches_keras(score_export, electric_dir, fresh):
     from electra_tf.serving.scoring import load_scorer
 
