@@ -332,7 +332,10 @@ class GlueTask(Task):
         with _open(path) as f:
             reader = _TsvReader(f, path)
             header = next(reader, None)  # (a byte-order mark: dropped by _open)
-            if [c.strip() for c in header or []] != ["index", "prediction"]:
+            if header is None:  # (it had been "found None")
+                raise TaskDataError(f"{path}: empty: expected the header "
+                                    "'index<TAB>prediction' and a row per example")
+            if [c.strip() for c in header] != ["index", "prediction"]:
                 raise TaskDataError(f"{path}:1: expected the header 'index<TAB>prediction', "
                                     f"found {header!r}")
             for row in reader:

@@ -615,6 +615,7 @@ def test_bad_prediction_files(glue_dir, tmp_path):
     dev_file = os.path.join(glue_dir, "MRPC", "dev.tsv")
     cases = {
         "index\tlabel\n0\t1\n": ":1: expected the header 'index<TAB>prediction'",
+        "": ": empty: expected the header 'index<TAB>prediction' and a row per example",
         "index\tprediction\n0\t1\n1\t0\n": ": no prediction for 1 of 3 examples (indices 2)",
         "index\tprediction\n0\t1\n0\t0\n": ":3: index '0' repeats",
         "index\tprediction\n0\t1\n7\t0\n": ":3: index '7' is not in the gold file",
