@@ -17,6 +17,7 @@ fit the data) exit with status 2 and one line on stderr.
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 from absl import app, flags
@@ -47,7 +48,8 @@ def main(argv):
     for name in ("version", "data_file", "predictions"):
         if not FLAGS[name].value:
             raise InputError(f"--{name} is required")
-    if FLAGS["na_prob_thresh"].present and not FLAGS.null_odds:
+    if FLAGS["na_prob_thresh"].present and not FLAGS.null_odds \
+            and not math.isnan(FLAGS.na_prob_thresh):  # (nan: refused, that line alone)
         print(f"note: --na_prob_thresh={FLAGS.na_prob_thresh:g} applies with --null_odds only "
               "(every answer as submitted is scored)", file=sys.stderr)
     result = evaluate_files(FLAGS.version, FLAGS.data_file, FLAGS.predictions, FLAGS.null_odds,

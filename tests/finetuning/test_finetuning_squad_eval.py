@@ -129,6 +129,11 @@ def test_v2_null_odds_above_the_threshold_count_as_no_answer(tmp_path):
     assert err.strip().splitlines()[-1] == ("note: --na_prob_thresh=2 applies with "
                                             "--null_odds only (every answer as submitted "
                                             "is scored)")
+    # a threshold that is no number: its refusal alone (a note had come first)
+    code, out, err = _run("--version=2.0", f"--data_file={files[0]}",
+                          f"--predictions={files[1]}", "--na_prob_thresh=nan")
+    assert code == 2 and err.strip().splitlines() == [
+        "error: --na_prob_thresh is not a number"], err
 
 
 def test_v2_best_threshold_ties_keep_the_null_odds_file_order(tmp_path):
