@@ -241,6 +241,13 @@ def test_rest_against_a_server_that_is_not_tf_serving(broken_server):
     array = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]"
     with pytest.raises(client.ClientError, match="no 'outputs' in the answer"):
         client.predict_rest(broken_server(array), "m", inputs)
+    # another web server's 404 (it had been "REST 404: ''" alone)
+    with pytest.raises(client.ClientError, match=r"^REST 404: '' \(http://.*/v1/models/m:"
+                                                 r"predict answered, but not with TF "
+                                                 r"Serving's \{\"error\": \.\.\.\}: is "
+                                                 r"--server TF Serving's REST port, 8501 by "
+                                                 r"default\?\)$"):
+        client.predict_rest(broken_server(_http("404 Not Found", b"")), "m", inputs)
 
 
 
