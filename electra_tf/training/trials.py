@@ -514,8 +514,10 @@ def evaluate_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str
                 (t for t in record["trials"] if t["trial"] == k), None), trial_dir(folder, k)
             why = ("not trained yet" if trial is None else
                    "diverged in training" if trial.get("diverged") else
+                   "" if os.path.isdir(trial_folder) else
                    "its folder was removed (--keep_all_models=false)"
-                   if not os.path.isdir(trial_folder) else "")
+                   if trial.get("keep_all_models") is False else
+                   "its folder is missing (moved or removed since it trained)")
             if why:
                 log("finetune", f"trial {k}/{n} ({trial_folder}): {why}; not evaluated")
                 continue
@@ -786,6 +788,9 @@ def _run_trials(group: TrialGroup, config: FinetuningConfig, run: FinetuningRun,
         if done is not None:
             what = (f"diverged, skipped: {done['diverged']}" if done.get("diverged")
                     else f"finished, skipped: {done['results']}")
+            if not done.get("diverged") and done.get("keep_all_models") is not False \
+                    and not os.path.isdir(folder):
+                what += " (note: its folder is missing, moved or removed since it trained)"
             log("finetune", f"trial {k}/{n} (seed {seed}, {folder}): {what}")
             if (not run.keep_all_models and group.writer and os.path.isdir(folder)
                     and done.get("keep_all_models") is False):

@@ -98,6 +98,7 @@ def test_finished_trials_are_skipped_and_an_interrupted_one_is_rerun(tmp_path, c
     assert made == [(8, out + "_2", 1), (9, out + "_3", 1)]  # trial 1 skipped, 2 rerun
     err = capsys.readouterr().err
     assert f"trial 1/3 (seed 7, {out}_1): finished, skipped" in err
+    assert "folder is missing" not in err
     assert summary["dev"]["accuracy"]["median"] == pytest.approx(1.3)
     assert summary["dev"]["accuracy"]["n"] == 3
     assert "sst2 dev accuracy: median 1.3000, mean 1.3000" in err
@@ -108,6 +109,13 @@ def test_finished_trials_are_skipped_and_an_interrupted_one_is_rerun(tmp_path, c
         (9, {"dev": {"accuracy": pytest.approx(1.4)}})]
     text = (tmp_path / "out" / "results.txt").read_text().splitlines()
     assert text[0] == "trial 1 (seed 7) sst2 dev: accuracy: 1.2000"
+    # a finished trial's folder moved away since: skipped still, with a note (it had
+    # been named as if it were there)
+    shutil.rmtree(tmp_path / "out_1")
+    trials.run_trials(config, run, "sst2", make(), Finetuning.final_results)
+    assert f"trial 1/3 (seed 7, {out}_1): finished, skipped: {{'dev': {{'accuracy': 1.2}}}} " \
+           "(note: its folder is missing, moved or removed since it trained)" in \
+           capsys.readouterr().err.splitlines()[0]
     assert text[-1].startswith("sst2 dev accuracy: median 1.3000")
     # everything done: a rerun trains nothing; more trials add to the group
     assert f"[finetune] wrote {out}/trials.json and {out}/results.txt" in err
@@ -646,7 +654,7 @@ def test_do_train_false_evaluates_each_trained_trial_in_its_folder(tmp_path, cap
     trials.run_trials(config, dataclasses.replace(run, num_trials=3), "sst2", ThirdDiverges,
                       Finetuning.final_results)
     record = trials.read_trials(str(tmp_path / "out"))
-    shutil.rmtree(tmp_path / "out_1")  # as keep_all_models=false would have
+    shutil.rmtree(tmp_path / "out_1")  # moved away by hand (its run kept every folder)
     capsys.readouterr()
     seen = []
 
@@ -665,11 +673,20 @@ def test_do_train_false_evaluates_each_trained_trial_in_its_folder(tmp_path, cap
     assert [line for line in err if "not evaluated" in line or "note:" in line] == [
         "[finetune] note: --seed=1 is not used: each trial is evaluated with the seed it was "
         "trained with (7 onwards)",
-        f"[finetune] trial 1/4 ({out}_1): its folder was removed (--keep_all_models=false); "
-        "not evaluated",
+        f"[finetune] trial 1/4 ({out}_1): its folder is missing (moved or removed since it "
+        "trained); not evaluated",
         f"[finetune] trial 3/4 ({out}_3): diverged in training; not evaluated",
         f"[finetune] trial 4/4 ({out}_4): not trained yet; not evaluated"]
     assert trials.read_trials(out) == record
+    # (it had been said removed by --keep_all_models=false, which the trial's run was not)
+    written = (tmp_path / "out" / "trials.json").read_text(encoding="utf-8")
+    edited = json.loads(written)
+    edited["trials"][0]["keep_all_models"] = False
+    (tmp_path / "out" / "trials.json").write_text(json.dumps(edited), encoding="utf-8")
+    trials.evaluate_trials(config, evaluate, "sst2", make, Finetuning.final_results)
+    assert f"[finetune] trial 1/4 ({out}_1): its folder was removed (--keep_all_models=false); " \
+           "not evaluated" in capsys.readouterr().err.splitlines()
+    (tmp_path / "out" / "trials.json").write_text(written, encoding="utf-8")
     # predictions only: no scores said to be evaluated (results.json's were earlier ones)
     assert trials.evaluate_trials(config, dataclasses.replace(
         evaluate, do_eval=False, do_predict=True), "sst2", make,
