@@ -159,9 +159,10 @@ def read_folder(folder: str) -> TaskResult | None:
     if _column(task) is None:
         return None
     results = read_results(folder)
-    if not results:
-        raise InputError(f"{folder}: no {RESULTS} yet (a fine-tuning run writes it at its "
-                         "first evaluation)")
+    if not results:  # named below the table, as a group with no trial finished
+        return TaskResult(folder, task, model_size_of(encoder), (),
+                          why=f"no {RESULTS} yet: a fine-tuning run writes it at its "
+                              "first evaluation")
     value = _value(folder, task, final_results(results))
     return TaskResult(folder, task, model_size_of(encoder), () if value is None else (value,),
                       dropped=int(value is None), why=_no_value([value]))
