@@ -176,6 +176,8 @@ def validate(options: BuildOptions) -> tuple[int, int]:
                          f"{options.max_seq_length}")
     if options.num_shards < 1 or options.num_processes < 1:
         raise InputError("num_shards and num_processes must be >= 1")
+    if options.seed < 0:  # (Python seeds its Random with |seed|: -1 had built seed 1's bytes)
+        raise InputError(f"seed must be >= 0, got {options.seed}")
     if not 0.0 <= options.max_unk_rate <= 1.0:
         raise InputError(f"max_unk_rate must be in [0, 1], got {options.max_unk_rate}")
     if options.corpus_format not in CORPUS_FORMATS:

@@ -552,6 +552,15 @@ def test_a_corpus_without_tokens_is_refused(tiny_vocab, tmp_path):
     assert not out.exists()
 
 
+def test_a_negative_seed_is_refused(tiny_corpus, tiny_vocab, tmp_path):
+    """Python's Random takes |seed|: --seed=-1 had built the very shards of --seed=1."""
+    out = tmp_path / "out"
+    with pytest.raises(InputError, match=r"^seed must be >= 0, got -1$"):
+        build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32,
+                                       seed=-1))
+    assert not out.exists()
+
+
 def test_a_corpus_mostly_cut_off_gets_a_warning(tiny_corpus, tiny_vocab, tmp_path, capsys):
     corpus = tmp_path / "cr.txt"  # old Mac line ends: the whole file is one line
     corpus.write_bytes(open(tiny_corpus, "rb").read().replace(b"\n", b"\r"))
