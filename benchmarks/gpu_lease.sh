@@ -109,7 +109,9 @@ case "$mode" in
     # the dummy forward pass); the later settings of a size read them from it. The step
     # programs are each setting's own: compiled cold, written to it.
     if [ -z "${JAX_COMPILATION_CACHE_DIR:-}" ]; then
-      JAX_COMPILATION_CACHE_DIR=$(mktemp -d)/jax_cache || die "mktemp failed"
+      cache_parent=$(mktemp -d) || die "mktemp failed"
+      trap 'rm -rf "$cache_parent"' EXIT  # (it had been left behind)
+      JAX_COMPILATION_CACHE_DIR=$cache_parent/jax_cache
     fi
     export JAX_COMPILATION_CACHE_DIR JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
     args=(--only="$ONLY" --profile="$PROFILE" --ab_prefetch="$AB_PREFETCH")
@@ -120,7 +122,7 @@ case "$mode" in
       export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
       args+=(--sizes=small,base,base512)
     else  # the plan's keys at toy size (bench_gpu --toy maps them), the same steps
-      export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+      export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} JAX_PLATFORMS=cpu  # (as lease.sh's)
       args+=(--toy)
     fi
     {

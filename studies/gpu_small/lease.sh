@@ -33,6 +33,7 @@ die() { echo "error: $*" >&2; exit 2; }
 [ -f "$BUNDLE/bundle.json" ] || die "$BUNDLE/bundle.json not found: build it with studies.gpu_small.bundle"
 mkdir -p "$OUT" || die "cannot create $OUT"
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu_small.XXXXXX") || die "no temporary folder"
+trap 'rm -rf "$work"' EXIT  # (a run that failed or was stopped had left it)
 export PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
 case "$mode" in
   run)
