@@ -738,6 +738,17 @@ def _labels(hf_config: dict, width: int, path: str = "config.json") -> list[str]
     return labels
 
 
+def _finetuning_task(hf_config: dict) -> str:
+    """The electra_tf task that config.json's `finetuning_task` names (ours, or the
+    original's spelling of one: "sst-2"), or ""."""
+    from electra_tf.tasks.registry import spelled_as, task_names
+
+    named = hf_config.get("finetuning_task")
+    if not isinstance(named, str) or not named:
+        return ""
+    return named if named in task_names() else spelled_as(named) or ""
+
+
 def _to_task_order(model, labels: list[str], task, source: str) -> None:
     """Puts the classifier's outputs in the task's label order where config.json's
     id2label names the task's labels in another (transformers' MNLI models: entailment,
@@ -783,7 +794,14 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
     learns = head_cls.learns_labels(head_config)
     width = head.num_labels
     labels = _labels(hf_config, width) if learns else []
-    task_name = task_name or head_cls.hf_default_task(labels)
+    default = head_cls.hf_default_task(labels)
+    named = _finetuning_task(hf_config)
+    if not task_name and named and named != default:  # (--to=hf writes it; so do
+        # transformers' own GLUE and NER scripts)
+        logging.warning("%s: config.json's finetuning_task is %r: recorded as %s; give "
+                        "--task_name=%s to record it as that task (its labels, inputs and "
+                        "settings)", source, hf_config["finetuning_task"], default, named)
+    task_name = task_name or default
     options = {"task_name": task_name, "do_lower_case": do_lower_case,
                "max_seq_length": max_seq_length,
                **head_cls.hf_finetuning_options(head_config, task_name, labels)}
@@ -990,6 +1008,9 @@ def export_finetuned(model_dir: str, output: str) -> list[str]:
         tensors[key] = np.ascontiguousarray(value.T if transpose else value)
     config = head_cls.hf_export_config(
         head_config, hf_config(encoder.config, head_cls.hf_architecture), record)
+    # transformers' field for it: --from=hf names it (a round trip had come back as the
+    # head's generic task, an mrpc model as single-text classification, without a word)
+    config["finetuning_task"] = record.task
     vocab = folder.vocab()
     _check_room(output, tensors, files=(vocab,))
     written = _save(output, tensors, config)

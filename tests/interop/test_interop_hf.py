@@ -170,6 +170,37 @@ def test_a_task_models_window_goes_to_transformers_and_back(h, tmp_path):
             str(tmp_path / f"back_{value}")).max_seq_length == h.sizes["POS"]
 
 
+def test_a_round_trip_names_the_task_it_came_from(h, tmp_path, caplog):
+    """--to=hf writes the task as config.json's finetuning_task (transformers' field);
+    --from=hf without --task_name says to give it: an mrpc model had come back as
+    single-text classification without a word. transformers' own scripts' spelling
+    ("sst-2") is named as ours."""
+    import json
+
+    model = _random_hf(transformers.ElectraForSequenceClassification,
+                       _hf_config(h, num_labels=2), 2)
+    model.save_pretrained(tmp_path / "hf")
+    vocab = _vocab(h, tmp_path)
+    hf.import_model(str(tmp_path / "hf"), str(tmp_path / "mrpc"), vocab_file=vocab,
+                    task_name="mrpc", max_seq_length=12)
+    hf.export_model(str(tmp_path / "mrpc"), str(tmp_path / "hf2"))
+    config = tmp_path / "hf2" / "config.json"
+    assert json.loads(config.read_text())["finetuning_task"] == "mrpc"
+    caplog.clear()
+    hf.import_model(str(tmp_path / "hf2"), str(tmp_path / "back"))
+    assert f"{tmp_path / 'hf2'}: config.json's finetuning_task is 'mrpc': recorded as " \
+           "classification; give --task_name=mrpc to record it as that task" in caplog.text
+    hf.import_model(str(tmp_path / "hf2"), str(tmp_path / "back_mrpc"), task_name="mrpc")
+    assert folders.finetuned.read_finetuning_config(str(tmp_path / "back_mrpc")).task == "mrpc"
+    record = json.loads(config.read_text())
+    record["finetuning_task"] = "sst-2"
+    config.write_text(json.dumps(record))
+    caplog.clear()
+    hf.import_model(str(tmp_path / "hf2"), str(tmp_path / "back_sst"))
+    assert "finetuning_task is 'sst-2': recorded as classification; give " \
+           "--task_name=sst2" in caplog.text
+
+
 def test_interop_hf_sequence_classification_head_is_kept_or_dropped(h, tmp_path):
     """Its dense -> GELU -> dense head is the mlp classifier head (the logits:
     tests/export/test_export_from_transformers.py); --drop_task_head keeps the encoder."""
