@@ -514,10 +514,7 @@ def evaluate_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str
                 (t for t in record["trials"] if t["trial"] == k), None), trial_dir(folder, k)
             why = ("not trained yet" if trial is None else
                    "diverged in training" if trial.get("diverged") else
-                   "" if os.path.isdir(trial_folder) else
-                   "its folder was removed (--keep_all_models=false)"
-                   if trial.get("keep_all_models") is False else
-                   "its folder is missing (moved or removed since it trained)")
+                   _folder_gone(trial, trial_folder))
             if why:
                 log("finetune", f"trial {k}/{n} ({trial_folder}): {why}; not evaluated")
                 continue
@@ -543,6 +540,17 @@ def evaluate_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str
         for line in summary_lines(task_name, summary, len(evaluated)):
             log("finetune", line)
         return summary, done
+
+
+def _folder_gone(trial: dict, folder: str) -> str:
+    """Why a recorded trial's `folder` is not there ("" where it is): removed by its run's
+    keep_all_models=False, or moved or removed by hand (it had been said removed by
+    --keep_all_models=false either way)."""
+    if os.path.isdir(folder):
+        return ""
+    if trial.get("keep_all_models") is False:
+        return "its folder was removed (--keep_all_models=false)"
+    return "its folder is missing (moved or removed since it trained)"
 
 
 def _keep_last(model_dir: str, kept: tuple | None, k: int, folder: str,
@@ -788,9 +796,9 @@ def _run_trials(group: TrialGroup, config: FinetuningConfig, run: FinetuningRun,
         if done is not None:
             what = (f"diverged, skipped: {done['diverged']}" if done.get("diverged")
                     else f"finished, skipped: {done['results']}")
-            if not done.get("diverged") and done.get("keep_all_models") is not False \
-                    and not os.path.isdir(folder):
-                what += " (note: its folder is missing, moved or removed since it trained)"
+            gone = _folder_gone(done, folder)
+            if gone and not done.get("diverged") and done.get("keep_all_models") is not False:
+                what += f"; note: {gone}"
             log("finetune", f"trial {k}/{n} (seed {seed}, {folder}): {what}")
             if (not run.keep_all_models and group.writer and os.path.isdir(folder)
                     and done.get("keep_all_models") is False):

@@ -113,8 +113,8 @@ def test_finished_trials_are_skipped_and_an_interrupted_one_is_rerun(tmp_path, c
     # been named as if it were there)
     shutil.rmtree(tmp_path / "out_1")
     trials.run_trials(config, run, "sst2", make(), Finetuning.final_results)
-    assert f"trial 1/3 (seed 7, {out}_1): finished, skipped: {{'dev': {{'accuracy': 1.2}}}} " \
-           "(note: its folder is missing, moved or removed since it trained)" in \
+    assert f"trial 1/3 (seed 7, {out}_1): finished, skipped: {{'dev': {{'accuracy': 1.2}}}}" \
+           "; note: its folder is missing (moved or removed since it trained)" in \
            capsys.readouterr().err.splitlines()[0]
     assert text[-1].startswith("sst2 dev accuracy: median 1.3000")
     # everything done: a rerun trains nothing; more trials add to the group
