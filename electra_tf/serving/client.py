@@ -272,10 +272,7 @@ def predict_rest(server: str, model_name: str, inputs: dict, signature_name: str
             "inputs": {k: _json_value(np.asarray(v).tolist()) for k, v in inputs.items()}}
     status, data = _post(server, path, json.dumps(body).encode(), timeout)
     if status != 200:
-        raise ClientError(f"REST {status}: {_error_text(data)}" + (
-            "" if _serving_error(data) else
-            f" ({url} answered, but not with TF Serving's {{\"error\": ...}}: is --server "
-            "TF Serving's REST port, 8501 by default?)"))
+        raise ClientError(f"REST {status}: {_error_text(data, url)}")
     try:
         answer = json.loads(data, object_pairs_hook=_rest_key_once)
     except RecursionError:
@@ -433,18 +430,16 @@ def _read_body(response, url: str, chunks: list) -> bytes:
     return b"".join(chunks)
 
 
-def _serving_error(data: bytes):
-    """TF Serving's {"error": ...} of an HTTP error's body, or None (another server's)."""
+def _error_text(data: bytes, url: str) -> str:
+    """What an HTTP error's body says, quoted: TF Serving's {"error": ...}, or the body,
+    with a question about --server where it is not TF Serving's."""
     try:
-        return json.loads(data)["error"]
+        said = json.loads(data)["error"]
     except (ValueError, RecursionError, TypeError, KeyError):
-        return None
-
-
-def _error_text(data: bytes) -> str:
-    """What an HTTP error's body says, quoted: TF Serving's {"error": ...}, or the body."""
-    said = _serving_error(data)
-    return _quoted(data.decode("utf-8", "replace") if said is None else said)
+        said = None
+    return _quoted(data.decode("utf-8", "replace") if said is None else said) + (
+        "" if said else f" ({url} answered, but not with TF Serving's {{\"error\": ...}}: "
+                        "is --server TF Serving's REST port, 8501 by default?)")
 
 
 def _deeper_than(value, limit: int) -> bool:
