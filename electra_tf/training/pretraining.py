@@ -166,7 +166,7 @@ class Pretraining:
     `tensorflow_io` (whether the run reads its data through TensorFlow; if
     not, nothing here imports it), `packed_input` (packed files, not TFRecords), `_setup_devices()` (sets `num_replicas`,
     `chief`, `multi_worker`), `_scope()`, `_make_checkpoints()`,
-    `_batches(files, batch_size, seed, is_training, skip_batches)`,
+    `_batches(files, batch_size, seed, is_training, skip_batches, ..., what)`,
     `train_steps(iterator, n)`, `_eval_batch(batch, index)` and
     `_eval_results(n)`.
 
@@ -431,7 +431,8 @@ class Pretraining:
         return self._batches(phase.train_data, phase.train_batch_size // k,
                              self.config.seed, True, skip_batches=(step - phase.data_start) * k,
                              max_seq_length=phase.max_seq_length,
-                             masking=self.masking_at(phase))
+                             masking=self.masking_at(phase),
+                             what="--phase2_train_data" if phase.data_start else "--train_data")
 
     # === Evaluation ===
     def evaluate(self, num_steps: int | None = None) -> dict:
@@ -445,8 +446,13 @@ class Pretraining:
         # A bad record met now is --eval_data's (_bad_record, in train's handler: the
         # flag stays set when an error leaves, and train clears it at its start).
         self._evaluating = True
-        batches = self._batches(self.run.eval_data, self.config.eval_batch_size,
-                                self.config.seed + 1, False)
+        try:
+            batches = self._batches(self.run.eval_data, self.config.eval_batch_size,
+                                    self.config.seed + 1, False, what="--eval_data")
+        except InputError as e:  # moved, deleted or damaged since the run started
+            raise InputError(f"{_flagged('--eval_data', e)}, met at step {self.step}; "
+                             f"{self._save_after_bad_record()}; restore the files, then "
+                             "rerun to resume") from None
         for batch in batches:
             stop_point()  # a second Ctrl-C or SIGTERM stops here (loop.InterruptGate)
             if n >= limit:
@@ -663,7 +669,8 @@ class Pretraining:
         try:
             return self.make_train_iterator(step)
         except InputError as e:
-            raise InputError(f"--phase2_train_data: {e}, met at step {step} where phase 2 starts; "
+            raise InputError(f"{_flagged('--phase2_train_data', e)}, met at step {step} where "
+                             "phase 2 starts; "
                              f"{self._save_after_bad_record()}; restore the files, then "
                              "rerun to resume") from None
 
@@ -765,6 +772,13 @@ class Pretraining:
             f"{where} does not fit {length_flag}={length} ({misshaped}), met at step "
             f"{step}; {saved}; rebuild " + ("that file" if found else f"the records of {source}")
             + ", then rerun to resume")
+
+
+def _flagged(flag: str, error: Exception) -> str:
+    """`error`'s message, led by `flag` where it does not name it already (tf.data's
+    and the NumPy reader's name no flag; the packed reader's name the one it was given)."""
+    message = str(error)
+    return message if message.startswith(flag) else f"{flag}: {message}"
 
 
 def _tensorflow_data_errors() -> tuple:

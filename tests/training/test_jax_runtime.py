@@ -150,6 +150,57 @@ def test_jax_run_resumes_exactly_and_its_folder_loads_for_export(tiny_records, t
     assert not (tmp_path / "models").exists()
 
 
+# A JAX run (packed input) whose files are removed once it started: the trainer, then
+# the file removed, then train(); each run's error line or "trained".
+FILES_GONE = """
+    import json, os, sys
+    from electra_tf.core.config import PretrainingConfig, PretrainingRun
+    from electra_tf.core.errors import InputError
+    from electra_tf.training.backends.jax import JaxPretraining
+    out = []
+    for spec, gone in json.loads(sys.argv[1]):
+        spec = json.loads(spec)
+        t = JaxPretraining(PretrainingConfig(**spec["config"]),
+                           PretrainingRun(**spec["run"], jax_input_pipeline="packed"))
+        os.remove(gone)
+        try:
+            t.train()
+            out.append("trained")
+        except InputError as e:
+            out.append(str(e))
+    print(json.dumps(out))
+"""
+
+
+def test_jax_packed_files_gone_mid_run_are_named_after_a_checkpoint(tiny_records, tmp_path):
+    """Phase 2's packed file, or --eval_data's, removed after the start-up check: met
+    where the run reaches it, named by its flag, the steps so far saved (the packed
+    reader had opened them in its thread: --train_data named, the steps since the last
+    checkpoint lost), as the TensorFlow backend's test_training_faults.py."""
+    import shutil
+
+    from electra_tf.data.packed import pack
+
+    train, evaluation = tmp_path / "train.packed", tmp_path / "eval.packed"
+    pack(tiny_records["train"], str(train), progress=False)
+    pack(tiny_records["eval"], str(evaluation), progress=False)
+    phase2 = shutil.copy(train, tmp_path / "phase2.packed")
+    steps = dict(num_train_steps=3, iterations_per_loop=1, save_checkpoints_steps=1000)
+    at_switch = config_json({**tiny_records, "train": str(train), "eval": ""}, tmp_path / "a",
+                            {"phase2_train_data": str(phase2)}, phase2_steps=1,
+                            phase2_max_seq_length=L, **steps)
+    at_eval = config_json({**tiny_records, "train": str(train), "eval": str(evaluation)},
+                          tmp_path / "b", **steps)
+    said = json.loads(run_python(FILES_GONE, "jax", json.dumps(
+        [(at_switch, str(phase2)), (at_eval, str(evaluation))])).splitlines()[-1])
+    assert said == [
+        f"--phase2_train_data pattern '{phase2}' matches no file, met at step 2 where "
+        "phase 2 starts; checkpoint saved at step 2; restore the files, then rerun to resume",
+        f"--eval_data pattern '{evaluation}' matches no file, met at step 0; checkpoint "
+        "saved at step 0; restore the files, then rerun to resume"]
+    assert sorted(os.listdir(tmp_path / "a" / "checkpoints")) == ["jax-ckpt-2.npz"]
+
+
 # Slow: the default suite's JAX runs take one step per call (above); the export is a
 # fresh process's.
 @pytest.mark.slow

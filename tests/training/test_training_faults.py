@@ -288,6 +288,18 @@ def test_phase_2_records_gone_at_the_switch_save_phase_1_first(tiny_records, tmp
                         r"then rerun to resume", str(raised.value)), raised.value
     saved = sorted(p.name for p in (tmp_path / "model" / "checkpoints").glob("ckpt-*.index"))
     assert saved == ["ckpt-2.index"]
+    # --eval_data's, met by an evaluation: named by its flag (tf.data's line names none;
+    # it had ended the run without a save)
+    evaluation = tmp_path / "eval"
+    shutil.copytree(os.path.dirname(tiny_records["eval"]), evaluation)
+    trainer = pretraining(tiny_records, tmp_path / "model_eval", num_train_steps=1,
+                          eval_data=f"{evaluation}/*.tfrecord-*")
+    shutil.rmtree(evaluation)
+    with pytest.raises(InputError) as raised:
+        trainer.train()
+    assert re.fullmatch(r"--eval_data: TFRecord pattern '.*' matches no file, met at step 0; "
+                        r"checkpoint saved at step 0; restore the files, then rerun to resume",
+                        str(raised.value)), raised.value
 
 
 def write_records(path, first_ids, later_ids=(), count=0, length=32) -> str:

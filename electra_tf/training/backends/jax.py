@@ -57,8 +57,9 @@ from electra_tf.core.config import (
     PretrainingRun,
 )
 from electra_tf.core.errors import ConfigError, InputError, PeerLost
+from electra_tf.core.fileio import expand_files
 from electra_tf.data.numpy_pipeline import numpy_pretraining_batches
-from electra_tf.data.packed import packed_pretraining_batches
+from electra_tf.data.packed import PackedExamples, packed_pretraining_batches
 from electra_tf.data.prefetch import prefetch
 from electra_tf.folders.files import checkpoint_dir
 from electra_tf.training import reporting
@@ -338,18 +339,25 @@ class JaxPretraining(Pretraining):
 
     # === Data ===
     def _batches(self, files, batch_size, seed, is_training, skip_batches=0,
-                 max_seq_length=None, masking=None):
+                 max_seq_length=None, masking=None, what="--train_data"):
         """NumPy batches: the TF loop's tf.data pipeline, data/numpy_pipeline.py or
         data/packed.py (these two read and mask in a thread, ahead of the device); at the
-        config's length and masking unless given (phase 2)."""
+        config's length and masking unless given (phase 2). `what`: the flag the files
+        come from, for messages.
+
+        The files are found (and packed files opened and checked) here, before the
+        thread starts: files gone or damaged since the run started (phase 2's, met
+        where it starts; --eval_data's) are the caller's InputError, which saves the
+        steps so far and names the flag (in the thread they had ended the run with
+        --train_data's name and the steps since the last checkpoint lost)."""
         length, masking = max_seq_length or self.config.max_seq_length, masking or self.masking
         if self.packed_input:
             return prefetch(packed_pretraining_batches(
-                files, batch_size, length, masking,
+                PackedExamples(files, length, what=what), batch_size, length, masking,
                 is_training=is_training, seed=seed, skip_batches=skip_batches))
         if not self.tensorflow_io:
             return prefetch(numpy_pretraining_batches(
-                files, batch_size, length, masking,
+                expand_files(files, "TFRecord"), batch_size, length, masking,
                 is_training=is_training, seed=seed, skip_batches=skip_batches))
         from electra_tf.data.pipeline import pretraining_dataset
 

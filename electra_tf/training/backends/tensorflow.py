@@ -479,9 +479,10 @@ class TensorFlowPretraining(Pretraining):
         return stop_agreement(self.strategy)
 
     def _batches(self, files, batch_size, seed, is_training, skip_batches=0,
-                 max_seq_length=None, masking=None):
+                 max_seq_length=None, masking=None, what="--train_data"):
         """Masked global batches, each input pipeline reading its share (InputContext);
-        at the config's length and masking unless given (phase 2). `skip_batches`
+        at the config's length and masking unless given (phase 2); `what` (the flag)
+        is not read: tf.data's messages name the files. `skip_batches`
         counts global batches: a pipeline yields per-replica batches, one for each of
         its replicas a step (a mirrored resume had skipped 1/replicas of them, and
         trained again on batches it had used)."""
