@@ -102,6 +102,8 @@ class PackedFile:
                 prefix = f.read(_PREFIX.size)
         except OSError as e:
             raise InputError(f"{bad}: cannot read it ({e.strerror or e})") from None
+        if len(MAGIC) <= len(prefix) < _PREFIX.size and prefix.startswith(MAGIC):
+            raise InputError(f"{bad} is truncated ({size:,} bytes); repack it")
         if len(prefix) < _PREFIX.size or prefix[:8] != MAGIC:
             raise InputError(f"{bad} is not a packed examples file (python -m "
                              "electra_tf.pack_pretraining_data writes them from TFRecords; "
@@ -330,6 +332,7 @@ def pack(record_pattern: str | list[str], output: str, max_seq_length: int | Non
         records, or an existing file without `overwrite`.
     """
     paths = expand_files(record_pattern, "--records")
+    firsts: dict[str, int] = {}  # each file's first record's length
     for path in paths:  # (its first bytes failed as a TFRecord's length checksum)
         with open(path, "rb") as f:
             if f.read(len(MAGIC)) == MAGIC:
@@ -341,9 +344,21 @@ def pack(record_pattern: str | list[str], output: str, max_seq_length: int | Non
                              f"records; give the shards ({os.path.dirname(path) or '.'}/"
                              f"{SHARD_PREFIX}*)")
         try:  # each file's first record before any is packed (had been met minutes in)
-            next(read_records(path), None)
+            first = next(read_records(path), None)
         except RecordError as e:
             raise InputError(f"--records: {e}") from None
+        if first is not None:
+            try:
+                firsts[path] = len(parse_example(first, FEATURE_KEYS)["input_ids"])
+            except (ValueError, IndexError, UnicodeDecodeError, KeyError):
+                pass  # the packing loop says what is wrong with it, naming the record
+    # Records of another length too, before any is packed (met when reached, after every
+    # file before it had been packed: hours into a corpus-sized pack)
+    length = max_seq_length or next(iter(firsts.values()), None)
+    for path, n in firsts.items():
+        if n != length:
+            raise InputError(f"{path}: record 0 has length {n}, not max_seq_length={length} "
+                             "(records built for another length)")
     check_one_build(paths, "--records", LOCAL_FILES)
     _check_output(output, paths, overwrite)
     for line in stale_write_note(output):  # (not removed: another pack may be writing it)

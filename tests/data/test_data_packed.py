@@ -158,6 +158,9 @@ def test_damaged_or_mismatched_files_are_one_clear_error(packed_file, records, t
         # vocabulary check
         "max_id": (max_id_one, "damaged header: its max_id 1 is not its tokens' highest id"),
         "empty": (lambda d: d.__delitem__(slice(0, size)), "not a packed examples file"),
+        # its magic whole, the rest of its 16-byte prefix cut (it had been called not a
+        # packed file)
+        "cut_prefix": (lambda d: d.__delitem__(slice(10, size)), r"is truncated \(10 bytes\)"),
     }
     for name, (change, message) in cases.items():
         path = rewrite(packed_file, tmp_path / f"{name}.packed", change)
@@ -271,7 +274,8 @@ def test_pack_given_a_packed_file_says_so(packed_file, tmp_path):
     assert not os.path.exists(out)
 
 
-def test_pack_checks_every_files_first_record_before_packing(records, tmp_path, capsys):
+def test_pack_checks_every_files_first_record_before_packing(records, tmp_path, capsys,
+                                                           monkeypatch):
     """'DIR/*' takes in the build's statistics, and a damaged file last: each had been met
     after every file before it was packed (seconds of progress lines on a real build),
     the statistics called a corrupt TFRecord."""
@@ -293,6 +297,27 @@ def test_pack_checks_every_files_first_record_before_packing(records, tmp_path, 
     assert str(raised.value) == (f"--records: {folder}/zz_damaged: record 0 has a bad length "
                                  "checksum (corrupt TFRecord file)")
     assert "[pack]" not in capsys.readouterr().err  # no record was packed first
+    assert not os.path.exists(out)
+    # a file of records of another length, last: refused before any record is packed too
+    import tensorflow as tf
+
+    (folder / "zz_damaged").unlink()
+    with tf.io.TFRecordWriter(str(folder / "zz_other_length")) as w:
+        w.write(features_lib.serialize({"input_ids": [2, 5, 3] + [0] * 13,
+                                        "input_mask": [1] * 3 + [0] * 13,
+                                        "segment_ids": [0] * 16}))
+    parsed = []
+
+    def parse(data, keys):
+        parsed.append(1)
+        return parse_example(data, keys)
+
+    monkeypatch.setattr(packed, "parse_example", parse)
+    with pytest.raises(InputError) as raised:
+        packed.pack(f"{folder}/*", out)
+    assert str(raised.value) == (f"{folder}/zz_other_length: record 0 has length 16, not "
+                                 f"max_seq_length={L} (records built for another length)")
+    assert len(parsed) == len(os.listdir(folder))  # each file's first record alone
     assert not os.path.exists(out)
 
 
