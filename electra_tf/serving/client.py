@@ -48,7 +48,9 @@ import threading
 from electra_tf.core.errors import InputError
 
 MAX_ANSWER_BYTES = 64 << 20  # the largest answer read: a REST body, a gRPC message
-MAX_ANSWER_VALUES = 1 << 22  # values over all outputs of one gRPC answer, once decoded
+# values over all outputs of one gRPC answer, once decoded: as many float32s as
+# MAX_ANSWER_BYTES hold (1 << 22 had refused a 9-tag tagger's answer to 400 rows of 512)
+MAX_ANSWER_VALUES = MAX_ANSWER_BYTES // 4
 MAX_DEPTH = 64  # nesting of a REST answer's JSON (a tensor has a few dimensions)
 QUOTED_CHARS = 300  # of a server's message, quoted in an error
 MAX_TIMEOUT_S = 86_400  # --timeout: a day (larger ones overflow the timer and gRPC's deadline)
@@ -220,8 +222,12 @@ def _output_array(name: str, proto, budget: list[int]):
     if proto.tensor_shape.unknown_rank or any(d < 0 for d in shape):
         raise ClientError(f"{what} has shape {shape}, which no tensor has")
     if values > budget[0]:
-        raise ClientError(f"{what} claims shape {shape}: {values} values, more than the "
-                          f"{MAX_ANSWER_VALUES} an answer may hold")
+        before = MAX_ANSWER_VALUES - budget[0]  # (outputs come in no fixed order)
+        raise ClientError(f"{what} claims shape {shape}: {values:,} values"
+                          + (f", with the {before:,} of the outputs before it"
+                             if before else "")
+                          + f" more than the {MAX_ANSWER_VALUES:,} an answer may hold; send "
+                          "fewer rows a request")
     budget[0] -= values
     if proto.dtype == 7 and proto.string_val:
         strings = proto.string_val
@@ -633,6 +639,10 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
         if "question" in texts:
             q = pieces[0][i][:question_cut]
             c = pieces[1][i][:length - len(q) - 3]
+            if notes is not None and len(q) < len(pieces[0][i]):  # (SQuAD's `truncated`)
+                notes.append(f"--question #{i + 1} holds {len(pieces[0][i])} pieces, more "
+                             f"than the {question_cut} the export keeps of a question: cut "
+                             f"to {question_cut}")
             if notes is not None and len(c) < len(pieces[1][i]):
                 notes.append(f"--context #{i + 1} holds {len(pieces[1][i])} pieces, more than "
                              f"the {len(c)} of one window beside its question: the ids "
@@ -643,7 +653,8 @@ def tokenized_inputs(export_dir: str, text=(), text_pair=(), question=(), contex
             rows.append((ids + [0] * pad, [1] * len(ids) + [0] * pad,
                          [0] * (len(q) + 2) + [1] * (len(c) + 1) + [0] * pad))
         else:
-            pair = pieces[1][i] if len(pieces) == 2 else None
+            # (a --text_pair of no piece is packed as no pair: pack_pair)
+            pair = (pieces[1][i] or None) if len(pieces) == 2 else None
             held = sum(len(p) for p in (pieces[0][i], pair or ()))
             room = length - (3 if pair is not None else 2)
             if notes is not None and held > room:  # (the text signature's `truncated`)

@@ -293,8 +293,8 @@ HOSTILE_TENSORS = {
     "negative dimension": ((1, [-5, 2], {"float_val": [1.0]}), r"shape \[-5, 2\]"),
     # 1e6 x 1e6 strings (TF would pad the one value out to 3.6 TiB of references)
     "absurd string shape": ((7, [10**6, 10**6], {"string_val": [b"x"]}),
-                            r"shape \[1000000, 1000000\]: 1000000000000 values"),
-    "absurd float shape": ((1, [2**40], {"float_val": [1.0]}), r"1099511627776 values"),
+                            r"shape \[1000000, 1000000\]: 1,000,000,000,000 values"),
+    "absurd float shape": ((1, [2**40], {"float_val": [1.0]}), r"1,099,511,627,776 values"),
     "padded strings too long": ((7, [1000], {"string_val": [b"x" * 10**6]}),
                                 r"strings of more than"),
 }
@@ -313,6 +313,32 @@ def test_grpc_refuses_tensors_a_model_does_not_send(case, hostile_grpc, monkeypa
     with pytest.raises(client.ClientError, match=r"^gRPC: output 'out\\x1b\[2J' .*" + message):
         client.predict_grpc(server, "m", client.text_inputs(text=["x"]), timeout=10)
     assert time.monotonic() - start < 10  # refused, not timed out (a loaded machine is slow)
+
+
+def test_grpc_takes_an_answer_as_large_as_a_message_and_counts_outputs_together(
+        hostile_grpc, monkeypatch):
+    """A 9-tag tagger's answer to 400 rows of 512 (16 MiB of float32s on the wire, under
+    the 64 MiB a message may be) is read: a cap of 2^22 values had refused it, and its
+    message, comparing one output with what the others had left, contradicted itself."""
+    import numpy as np
+
+    from electra_tf.serving import client
+
+    def floats(*shape):
+        return _tensor(1, shape, tensor_content=np.ones(shape, np.float32).tobytes())
+
+    server = hostile_grpc(outputs={"tag_logits": floats(400, 512, 9),
+                                   "tag_probabilities": floats(400, 512, 9),
+                                   "tag_scores": floats(400, 512)})
+    answer = client.predict_grpc(server, "m", client.text_inputs(text=["x"]), timeout=60)
+    assert answer["tag_logits"].shape == (400, 512, 9) and answer["tag_scores"].sum() == 400 * 512
+    # past the cap, the message says the values of the outputs read before it count too
+    monkeypatch.setattr(client, "MAX_ANSWER_VALUES", 5)
+    server = hostile_grpc(outputs={"a": floats(3), "b": floats(3)})
+    with pytest.raises(client.ClientError, match=r"^gRPC: output '[ab]' claims shape \[3\]: 3 "
+                       r"values, with the 3 of the outputs before it more than the 5 an "
+                       r"answer may hold; send fewer rows a request$"):
+        client.predict_grpc(server, "m", client.text_inputs(text=["x"]), timeout=10)
 
 
 def test_grpc_quotes_the_servers_details_and_stops_at_the_deadline(hostile_grpc):
@@ -538,9 +564,15 @@ def test_client_tokenization_keeps_the_exports_question_limit(tiny_vocab, tmp_pa
         assert packed["input_type_ids"][0].tolist().index(1) == kept + 2  # [CLS] q [SEP]
         # the context's first window only, and said (the text signature reads them all)
         room = 32 - kept - 3
-        assert notes == [f"--context #1 holds 40 pieces, more than the {room} of one window "
+        # each cut question said, as the text signature's `truncated` says it (it had
+        # been silent)
+        cut_question = [f"--question #{i} holds 20 pieces, more than the {kept} the export "
+                        f"keeps of a question: cut to {kept}" for i in (1, 2)]
+        assert notes == [cut_question[0],
+                         f"--context #1 holds 40 pieces, more than the {room} of one window "
                          "beside its question: the ids signature answers from its first "
-                         "window only (the text signature reads every window)"]
+                         "window only (the text signature reads every window)",
+                         cut_question[1]]
 
 
 def test_client_tokenization_says_which_texts_it_cut(tiny_vocab, tmp_path):
@@ -572,6 +604,14 @@ def test_client_tokenization_says_which_texts_it_cut(tiny_vocab, tmp_path):
                             notes=notes)
     assert notes == ["--text #1 and its --text_pair hold 6 pieces, more than the 5 of "
                      "the export's window (max_seq_length 8): cut to 5, longest first"]
+    # a --text_pair of no piece is packed as no pair (pack_pair): 6 pieces fit, 7 are cut
+    # to 6 (a note had said 5, longest first, of a text sent whole)
+    notes = []
+    packed = client.tokenized_inputs(str(tmp_path), text=["hello " * 6, "hello " * 7],
+                                     text_pair=["", ""], notes=notes)
+    assert packed["input_mask"].sum(axis=1).tolist() == [8, 8]
+    assert notes == ["--text #2 holds 7 pieces, more than the 6 of the export's window "
+                     "(max_seq_length 8): cut to 6"]
 
 
 def test_bad_request_values_are_refused_before_anything_is_sent(tiny_vocab, tmp_path):
