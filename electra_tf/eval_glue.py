@@ -1,7 +1,10 @@
 r"""Scores a GLUE submission-format predictions file against a labelled dev file.
 
-    python -m electra_tf.eval_glue --task=mrpc --predictions=MRPC.tsv \
+    python -m electra_tf.eval_glue --task=mrpc --predictions=OUT/mrpc_dev_predictions.txt \
         --dev_file=glue_data/MRPC/dev.tsv
+
+(the dev split's predictions a fine-tuning run writes; `MRPC.tsv` is the test
+split's submission file, which a dev file cannot score.)
 
 The predictions file is what `GlueTask.write_predictions` writes (header
 "index\tprediction"; label names, or floats for STS-B), with one row per

@@ -537,3 +537,24 @@ def test_a_signal_after_the_command_finished_ends_it_at_once_with_status_0(sig, 
     finally:
         proc.kill()
     assert (proc.returncode, out, err) == (0, "done\n", "")
+
+
+def test_a_jax_backend_without_jax_installed_is_one_line(tmp_path):
+    """KERAS_BACKEND=jax on an install without JAX (the README's plain install): Keras'
+    import had ended the command in a ModuleNotFoundError traceback."""
+    import subprocess
+
+    (tmp_path / "jax").mkdir()  # JAX made unimportable, as where it is not installed
+    (tmp_path / "jax" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'jax'\", name='jax')\n")
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO}")
+    proc = subprocess.run(
+        [sys.executable, "-m", "electra_tf.run_pretraining", "--flagfile=configs/demo.flags",
+         f"--demo_data_dir={tmp_path / 'data'}", f"--model_dir={tmp_path / 'model'}"],
+        env=env, capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.splitlines()[-1] == (
+        "error: KERAS_BACKEND=jax needs JAX, which is not installed: pip install 'jax[cpu]' "
+        "(CPU) or 'jax[cuda12]' (NVIDIA GPUs); docs/backends.md"), proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "data").exists() and not (tmp_path / "model").exists()

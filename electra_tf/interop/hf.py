@@ -876,12 +876,15 @@ def state_dict(variables: dict) -> dict[str, np.ndarray]:
 
 
 def _safetensors():
-    """safetensors.numpy, or a ConversionError that names the extra to install."""
+    """safetensors.numpy, or a ConversionError that names the package to install."""
     try:
         from safetensors import numpy as safetensors_numpy
     except ImportError:
         raise core.ConversionError("transformers folders are read and written with the "
-                                   "safetensors package: pip install 'electra_tf[interop]'") from None
+                                   "safetensors package: pip install safetensors (the "
+                                   "`interop` extra also installs torch and transformers, "
+                                   "for pytorch_model.bin files and the parity tests)"
+                                   ) from None
     return safetensors_numpy
 
 

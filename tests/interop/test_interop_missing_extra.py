@@ -1,4 +1,4 @@
-"""Without the interop extra, transformers folders are refused with the extra to install."""
+"""Without the safetensors package, transformers folders are refused with what to install."""
 
 import sys
 
@@ -7,10 +7,14 @@ import pytest
 from electra_tf.interop import core, hf
 
 
-def test_without_safetensors_the_error_names_the_extra(monkeypatch, tmp_path):
+def test_without_safetensors_the_error_names_the_package(monkeypatch, tmp_path):
+    # safetensors alone converts (the interop extra, which it had named, adds torch and
+    # transformers: GBs a conversion does not need)
     monkeypatch.setitem(sys.modules, "safetensors", None)  # `import safetensors` fails
     monkeypatch.delitem(sys.modules, "safetensors.numpy", raising=False)
     with pytest.raises(core.ConversionError,
-                       match=r"safetensors package: pip install 'electra_tf\[interop\]'"):
+                       match=r"safetensors package: pip install safetensors \(the `interop` "
+                             r"extra also installs torch and transformers, for "
+                             r"pytorch_model.bin files and the parity tests\)$"):
         hf._save(str(tmp_path / "hf"), {}, {})
     assert not (tmp_path / "hf").exists()

@@ -21,11 +21,23 @@ BACKENDS = {
 
 
 def name() -> str:
-    """The running Keras backend ("tensorflow" or "jax"); refuses any other."""
-    import keras
-
+    """The running Keras backend ("tensorflow" or "jax"); refuses any other, and one
+    whose package is not installed (Keras' import had ended in a traceback)."""
     from electra_tf.core.errors import ConfigError
 
+    try:
+        import keras
+    except ModuleNotFoundError as e:
+        missing = (e.name or "").split(".")[0]
+        if missing in ("jax", "jaxlib"):
+            raise ConfigError("KERAS_BACKEND=jax needs JAX, which is not installed: pip "
+                              "install 'jax[cpu]' (CPU) or 'jax[cuda12]' (NVIDIA GPUs); "
+                              "docs/backends.md") from None
+        if missing and missing != "keras":
+            raise ConfigError(f"Keras' backend (KERAS_BACKEND or ~/.keras/keras.json) needs "
+                              f"{missing}, which is not installed; electra_tf runs on "
+                              "KERAS_BACKEND=tensorflow or jax") from None
+        raise
     backend = keras.backend.backend()
     if backend not in BACKENDS:
         raise ConfigError(f"KERAS_BACKEND={backend} is not supported: use tensorflow or jax")
