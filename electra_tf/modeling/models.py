@@ -38,6 +38,8 @@ learned REINFORCE baseline (`generator_baseline`, paper Appendix F).
 
 from __future__ import annotations
 
+import contextlib
+
 import keras
 from keras import ops
 
@@ -258,6 +260,20 @@ class ElectraDiscriminator(EncoderConfigSerializable, keras.Model):
 
 
 # === Factories ===
+@contextlib.contextmanager
+def float32_policy():
+    """Keras' global dtype policy float32 for the models built inside, restored after:
+    a served model is float32 (its bf16 is the export's kernels) whatever policy a
+    training run in this process left set (a notebook that fine-tuned with
+    mixed_precision=bf16 had served, and exported, bfloat16 computations)."""
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32")
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
 def build_discriminator(encoder_config: EncoderConfig,
                         head_kind: str = RTD_HEAD) -> ElectraDiscriminator:
     """A built discriminator (variables exist on return), e.g. for fine-tuning."""

@@ -255,7 +255,8 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
                              f"{flag}={task} cannot serve ({task} serves a pre-training "
                              f"folder's discriminator; give {flag}={head})")
         folder = folder or PretrainingFolder.open(checkpoint, what=what)
-        discriminator = folder.load_discriminator()
+        with _float32():
+            discriminator = folder.load_discriminator()
         folder.vocab()  # its own vocabulary holds the recorded tokens, even beside --vocab_file
         heads.head_class(task).check_pretrained(folder.path,
                                                 folder.recorded.get("pretraining", {}))
@@ -272,7 +273,8 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
     check_no_unfinished_conversion(checkpoint, what)  # named once, by the caller's name
     try:
         folder = FinetunedFolder.open(checkpoint)
-        model, record = folder.load_model(), folder.record
+        with _float32():
+            model, record = folder.load_model(), folder.record
     except InputError as e:
         raise InputError(f"{what}: {e}") from None
     from electra_tf.text.tokenizer import Tokenizer  # TensorFlow: after the file checks
@@ -292,6 +294,14 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
         max_seq_length or record.max_seq_length, task_name=record.task,
         label_names=record.label_names, pair=record.pair, options=options), checkpoint,
         bool(max_seq_length))
+
+
+def _float32():
+    """modeling.models.float32_policy (Keras imported only now: a missing file is said
+    before seconds of imports)."""
+    from electra_tf.modeling.models import float32_policy
+
+    return float32_policy()
 
 
 def _vocab(folder, vocab_file: str, rows: int) -> str:

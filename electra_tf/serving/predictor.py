@@ -47,6 +47,11 @@ class Predictor:
     """
 
     def __init__(self, spec, traced: bool | None = None):
+        if not hasattr(spec, "model") or not hasattr(spec, "tokenizer"):
+            # a folder's path had been taken, and failed at the first call
+            raise TypeError(f"Predictor takes an export's ServingSpec, got "
+                            f"{type(spec).__name__}: open a model folder with "
+                            "Predictor.open(folder)")
         self.spec = spec
         self.traced = _checked_traced(traced)
         self._function = None  # the text function, op by op
@@ -92,6 +97,14 @@ class Predictor:
             int(max_seq_length), int(max_query_length), int(max_answer_length), int(doc_stride))
         check_precision(precision)  # before the model is built
         traced = _checked_traced(traced)
+        import keras
+
+        from electra_tf.core.errors import InputError
+
+        if keras.backend.backend() not in ("tensorflow", "jax"):  # (had failed in its call)
+            raise InputError(f"a Predictor runs Keras on tensorflow or jax; this Python "
+                             f"session runs Keras on {keras.backend.backend()} (KERAS_BACKEND "
+                             "or ~/.keras/keras.json)")
         spec = load_spec(task, folder, vocab_file, max_seq_length, max_query_length,
                          max_answer_length, what="folder", doc_stride=doc_stride)
         return cls(dataclasses.replace(spec, precision=precision), traced=traced)
@@ -193,6 +206,12 @@ class Predictor:
             if isinstance(x, _TEXT):  # had been a batch of its characters (of ints: bytes)
                 raise TypeError(f"{name} must be a list of strings, one per row, got a "
                                 f"single {type(x).__name__} (predict takes one)")
+            if hasattr(x, "columns") or getattr(x, "ndim", 1) != 1:
+                # a DataFrame had given its column names as the rows, a 2-D array its rows
+                raise TypeError(f"{name} must be a list of strings, one per row, got "
+                                f"{type(x).__name__} of {getattr(x, 'ndim', 2)} dimensions"
+                                + (" (give one of its columns, df['text'])"
+                                   if hasattr(x, "columns") else ""))
             try:  # a dict had given its keys, a set its rows in no order
                 column = None if isinstance(x, (Mapping, Set)) else list(x)
             except TypeError:  # None, a number, a 0-d array

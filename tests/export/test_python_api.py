@@ -119,6 +119,61 @@ def test_a_predictor_opens_what_the_folder_serves(finetuned_dirs, export_pretrai
             Predictor.open(finetuned_dirs["squad"], **{limit: -1})
 
 
+def test_a_predictor_is_float32_whatever_policy_a_training_run_left_set(finetuned_dirs,
+                                                                          export_pretrained_dir):
+    """Keras' global policy at mixed_bfloat16, as a bf16 fine-tuning run in the same
+    process leaves it: the Predictor (and the export, which builds its model the same
+    way) had computed in bfloat16 while recording fp32. Its outputs are float32's; the
+    user's policy is left as it was."""
+    import keras
+
+    from electra_tf import Predictor
+
+    texts = ["John lives in Paris .", "a b c d e f g h"]
+    for folder, key in ((finetuned_dirs["ner"], "wordpiece_scores"),
+                        (export_pretrained_dir, "replaced_probabilities")):
+        want = Predictor.open(folder).outputs(texts)[key]
+        keras.config.set_dtype_policy("mixed_bfloat16")
+        try:
+            got = Predictor.open(folder).outputs(texts)[key]
+            assert keras.config.dtype_policy().name == "mixed_bfloat16"
+        finally:
+            keras.config.set_dtype_policy("float32")
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+
+
+def test_tables_paths_and_other_backends_are_refused_in_one_line(finetuned_dirs,
+                                                                  monkeypatch):
+    """A DataFrame had been read as its column names (one row, 'text'), a 2-D array as
+    its rows; Predictor(path) had failed at its first call in an AttributeError; Keras on
+    torch failed in its call, 17 frames deep."""
+    import importlib.util
+
+    import keras
+
+    from electra_tf import Predictor
+    from electra_tf.core.errors import InputError
+
+    ner = Predictor.open(finetuned_dirs["ner"])
+    with pytest.raises(TypeError, match=r"^text must be a list of strings, one per row, got "
+                                        r"ndarray of 2 dimensions$"):
+        ner.predict(np.array([["John lives"], ["in Paris"]]))
+    if importlib.util.find_spec("pandas"):
+        import pandas as pd
+
+        with pytest.raises(TypeError, match=r"got DataFrame of 2 dimensions \(give one of its "
+                                            r"columns, df\['text'\]\)$"):
+            ner.predict(pd.DataFrame({"text": ["John lives in Paris", "a b"]}))
+        assert len(ner.predict(pd.DataFrame({"text": ["John", "a b"]})["text"])) == 2
+    with pytest.raises(TypeError, match=r"^Predictor takes an export's ServingSpec, got str: "
+                                        r"open a model folder with Predictor.open\(folder\)$"):
+        Predictor(finetuned_dirs["ner"])
+    monkeypatch.setattr(keras.backend, "backend", lambda: "torch")
+    with pytest.raises(InputError, match=r"^a Predictor runs Keras on tensorflow or jax; this "
+                                         r"Python session runs Keras on torch "):
+        Predictor.open(finetuned_dirs["ner"])
+
+
 def test_a_lone_surrogate_is_read_as_a_replacement_character(finetuned_dirs):
     """Python's str of JSON's "\\ud800" (not UTF-8) had ended in TensorFlow's ValueError;
     it goes in as the invalid UTF-8 bytes a server would receive, which the graph
