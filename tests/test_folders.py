@@ -786,6 +786,55 @@ def test_a_finetuned_folder_saved_from_python_reads_as_run_finetuning_writes(tmp
         assert not (tmp_path / "refused").exists()
 
 
+def test_a_save_over_a_folder_stopped_midway_leaves_it_refusing_to_open(tmp_path, tiny_vocab,
+                                                                         monkeypatch):
+    """FinetunedFolder.save / PretrainingFolder.save over an earlier save, stopped at either
+    of their writes (a kill, a full disk): the folder refuses to open. The weights had
+    been written first: stopped before the record, the new weights opened under the old
+    record's labels, silently. An unbuilt discriminator is refused before anything is
+    written (its folder could never be opened)."""
+    from electra_tf.folders import finetuned, pretraining
+    from electra_tf.modeling.models import ElectraDiscriminator
+    from electra_tf.tasks.model import FinetuningModel
+    from electra_tf.text.vocab import load_vocab
+
+    encoder = tiny_encoder_config(len(load_vocab(tiny_vocab)), num_hidden_layers=1)
+
+    def three():
+        m = FinetuningModel(build_discriminator(encoder).encoder, "sequence_classification",
+                            num_labels=3)
+        m.build()
+        return m
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    path = str(tmp_path / "own")
+    for module, write in ((finetuned, "write_finetuning_config"), (finetuned, "save_finetuned")):
+        folders.FinetunedFolder.save(path, three(), tiny_vocab, "classification",
+                                     label_names="neg,neutral,pos")
+        with monkeypatch.context() as m:
+            m.setattr(module, write, stopped)
+            with pytest.raises(KeyboardInterrupt):
+                folders.FinetunedFolder.save(path, three(), tiny_vocab, "classification",
+                                             label_names="pos,neg,other")
+        with pytest.raises((InputError, ConfigError)):
+            folders.FinetunedFolder.open(path).load_model()
+    path = str(tmp_path / "pre")
+    for write in ("write_pretraining_config", "save_discriminator"):
+        folders.PretrainingFolder.save(path, build_discriminator(encoder), tiny_vocab)
+        with monkeypatch.context() as m:
+            m.setattr(pretraining, write, stopped)
+            with pytest.raises(KeyboardInterrupt):
+                folders.PretrainingFolder.save(path, build_discriminator(encoder), tiny_vocab)
+        with pytest.raises((InputError, ConfigError)):
+            folders.PretrainingFolder.open(path).load_discriminator()
+    with pytest.raises(ConfigError, match="^the discriminator has no weights yet"):
+        folders.PretrainingFolder.save(str(tmp_path / "unbuilt"), ElectraDiscriminator(encoder),
+                                       tiny_vocab)
+    assert not (tmp_path / "unbuilt").exists()
+
+
 def test_undo_on_failure_removes_what_an_interrupted_block_added(tmp_path):
     """convert's and the transformers import's cleanup: Ctrl-C (or any error) midway
     leaves no half model: a new folder goes whole; an existing one loses what the block

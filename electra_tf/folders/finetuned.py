@@ -214,12 +214,17 @@ class FinetunedFolder:
             raise ConfigError(f"the model's {head.kind} head has no weights yet: build it "
                               "(model.build()) or train it before saving")
         os.makedirs(path, exist_ok=True)
-        save_finetuned(path, model)
+        # A folder saved over: the old weights go first and the record is written before
+        # the new ones, so that a save stopped midway leaves a folder that refuses to open
+        # (its weights missing), never the new weights under the old record's labels.
+        if os.path.isfile(os.path.join(path, FINETUNED_WEIGHTS)):
+            os.remove(os.path.join(path, FINETUNED_WEIGHTS))
         write_finetuning_config(
             path, task=task, config=config,
             run=FinetuningRun(model_dir=path, vocab_file=vocab_file), encoder=encoder,
             model_size=model_size_of(encoder), max_seq_length=max_seq_length,
             head_config=head.head_config, vocab_file=vocab_file)
+        save_finetuned(path, model)
         return cls.open(path)
 
     def vocab(self, vocab_file: str = "", flag: str = "--vocab_file") -> str:

@@ -147,14 +147,25 @@ class PretrainingFolder:
             if differ:
                 raise ConfigError(f"config does not describe this discriminator: {differ}; "
                                   "pass the PretrainingConfig it was built from, or none")
+        if not discriminator.weights:  # (its folder had been written, and never opened)
+            raise ConfigError("the discriminator has no weights yet: build it with "
+                              "modeling.build_discriminator(config), or call it once, "
+                              "before saving")
         vocab_file = checked_path(vocab_file, "vocab_file", "a vocabulary file's path")
         check_vocab_fits(vocab_file, discriminator.config.vocab_size)
         path = check_save_target(path, "PretrainingFolder.save: path",
                                  (DISCRIMINATOR_WEIGHTS, DISCRIMINATOR_CONFIG,
                                   PRETRAINING_CONFIG, VOCAB))
         os.makedirs(path, exist_ok=True)
-        save_discriminator(path, discriminator)
+        # A folder saved over: the old model's files go first, the record and vocabulary
+        # come before the weights and their config, so that a save stopped midway leaves
+        # a folder that refuses to open (its discriminator missing), never the new
+        # weights beside the old record and vocabulary.
+        for name in (DISCRIMINATOR_CONFIG, DISCRIMINATOR_WEIGHTS):
+            if os.path.isfile(os.path.join(path, name)):
+                os.remove(os.path.join(path, name))
         write_pretraining_config(path, config, {"vocab_file": vocab_file})
+        save_discriminator(path, discriminator)
         return cls.open(path)
 
     # === What it records ===
