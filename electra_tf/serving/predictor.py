@@ -107,6 +107,17 @@ class Predictor:
                              "or ~/.keras/keras.json)")
         spec = load_spec(task, folder, vocab_file, max_seq_length, max_query_length,
                          max_answer_length, what="folder", doc_stride=doc_stride)
+        from electra_tf.tasks import heads
+
+        # (taken and ignored before; the export command says so in a note)
+        taken = {f.name for f in dataclasses.fields(heads.head_class(spec.task).ServingOptions)}
+        unused = [name for name, value in (("max_query_length", max_query_length),
+                                           ("max_answer_length", max_answer_length),
+                                           ("doc_stride", doc_stride))
+                  if value and name not in taken]
+        if unused:
+            raise ValueError(f"{', '.join(unused)}: option(s) of question answering; a "
+                             f"{spec.task} model has no question or answer")
         return cls(dataclasses.replace(spec, precision=precision), traced=traced)
 
     @property

@@ -168,6 +168,12 @@ def test_tables_paths_and_other_backends_are_refused_in_one_line(finetuned_dirs,
     with pytest.raises(TypeError, match=r"^Predictor takes an export's ServingSpec, got str: "
                                         r"open a model folder with Predictor.open\(folder\)$"):
         Predictor(finetuned_dirs["ner"])
+    # question answering's options on another task (had been taken, and ignored)
+    with pytest.raises(ValueError, match=r"^max_query_length, doc_stride: option\(s\) of "
+                                         r"question answering; a token_classification model "
+                                         r"has no question or answer$"):
+        Predictor.open(finetuned_dirs["ner"], doc_stride=64, max_query_length=5)
+    assert Predictor.open(finetuned_dirs["squad"], doc_stride=64).task == "squad"
     monkeypatch.setattr(keras.backend, "backend", lambda: "torch")
     with pytest.raises(InputError, match=r"^a Predictor runs Keras on tensorflow or jax; this "
                                          r"Python session runs Keras on torch "):
