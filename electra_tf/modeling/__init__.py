@@ -1,7 +1,10 @@
 """ELECTRA models in Keras 3 (no TensorFlow imports): layers, encoder, heads.
 
 Models return dicts of tensors and compute no loss. See `encoder.py` for the
-variable-path layout and `random.py` for explicit per-call seeds.
+variable-path layout and `random.py` for explicit per-call seeds. The models and
+layers are registered with Keras (package "electra_tf"): a `.keras` file of a
+model holding them loads with `keras.saving.load_model` once electra_tf.modeling
+is imported.
 """
 
 from electra_tf.modeling.encoder import ElectraEncoder, dummy_inputs, encoder_variable_depth

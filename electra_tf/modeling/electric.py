@@ -50,6 +50,7 @@ def roll(sequence, direction: int):
     return ops.concatenate([sequence[:, direction:], sequence[:, :direction]], axis=1)
 
 
+@keras.saving.register_keras_serializable(package="electra_tf")
 class TwoTowerClozeGenerator(EncoderConfigSerializable, keras.Model):
     """Electric's generator: two causal towers and the cloze head.
 

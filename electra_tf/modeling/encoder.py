@@ -111,6 +111,7 @@ class EncoderConfigSerializable:
         return cls(EncoderConfig.from_dict(config.pop("config")), **config)
 
 
+@keras.saving.register_keras_serializable(package="electra_tf")
 class ElectraEncoder(EncoderConfigSerializable, keras.Model):
     """BERT-style encoder: the generator's or the discriminator's body.
 

@@ -30,6 +30,7 @@ def gather_positions(sequence, positions):
     return ops.reshape(gathered, (*ops.shape(positions), width))
 
 
+@keras.saving.register_keras_serializable(package="electra_tf")
 class MaskedLMHead(keras.layers.Layer):
     """The generator's MLM head, tied to the input word embeddings.
 
@@ -119,6 +120,7 @@ class MaskedLMHead(keras.layers.Layer):
         return cls(**config)
 
 
+@keras.saving.register_keras_serializable(package="electra_tf")
 class DiscriminatorHead(keras.layers.Layer):
     """The replaced-token-detection head: dense(hidden, GELU) -> dense(1).
 

@@ -53,6 +53,7 @@ def kernel_initializer(initializer_range: float):
     return keras.initializers.TruncatedNormal(stddev=initializer_range)
 
 
+@keras.saving.register_keras_serializable(package="electra_tf")
 class Dropout(keras.layers.Layer):
     """Dropout that can draw its mask from an explicit seed tensor.
 
@@ -116,6 +117,7 @@ class Dropout(keras.layers.Layer):
         return config
 
 
+@keras.saving.register_keras_serializable(package="electra_tf")
 class ElectraEmbeddings(keras.layers.Layer):
     """Token + position + segment embeddings, then LayerNorm and dropout.
 

@@ -71,6 +71,7 @@ def _config_from(config) -> EncoderConfig:
     return EncoderConfig.from_dict(config) if isinstance(config, dict) else config
 
 
+@keras.saving.register_keras_serializable(package="electra_tf")
 class ElectraGenerator(EncoderConfigSerializable, keras.Model):
     """The generator: an encoder and a masked-LM head (original `generator`).
 
@@ -151,6 +152,7 @@ class ElectraGenerator(EncoderConfigSerializable, keras.Model):
         return config
 
 
+@keras.saving.register_keras_serializable(package="electra_tf")
 class UniformGenerator(EncoderConfigSerializable, keras.Model):
     """The uniform_generator ablation: no network, constant zero logits.
 
@@ -177,6 +179,7 @@ class UniformGenerator(EncoderConfigSerializable, keras.Model):
         return {"mlm_logits": ops.zeros((batch, n, self.config.vocab_size), "float32")}
 
 
+@keras.saving.register_keras_serializable(package="electra_tf")
 class ElectraDiscriminator(EncoderConfigSerializable, keras.Model):
     """The discriminator: an encoder and the RTD head (original `electra`).
 

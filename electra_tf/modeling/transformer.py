@@ -63,6 +63,7 @@ def _key_mask(input_mask):
     return mask[:, None, None, :]
 
 
+@keras.saving.register_keras_serializable(package="electra_tf")
 class SelfAttention(keras.layers.Layer):
     """Multi-head scaled dot-product self-attention with a key padding mask.
 
@@ -160,6 +161,7 @@ class SelfAttention(keras.layers.Layer):
         return config
 
 
+@keras.saving.register_keras_serializable(package="electra_tf")
 class TransformerLayer(keras.layers.Layer):
     """One post-LayerNorm BERT block: self-attention, then the feed-forward net.
 

@@ -157,3 +157,34 @@ def test_mixed_bfloat16_encoder(encoder_config, inputs, mixed_bfloat16):
     assert out["sequence_output"].dtype == "bfloat16"
     assert all(v.dtype == "float32" for v in encoder.trainable_variables)
     assert keras.config.dtype_policy().name == "mixed_bfloat16"
+
+
+def test_a_keras_file_of_a_model_holding_the_encoder_loads_without_custom_objects(
+        encoder_config, tmp_path):
+    """The models and layers are registered with Keras: a functional model around the
+    encoder, and a discriminator, saved as .keras load by name (they had needed
+    custom_objects: `Could not locate class 'ElectraDiscriminator'`)."""
+    from electra_tf.modeling.models import build_discriminator
+
+    config = encoder_config()
+    encoder = _encoder(config)
+    ids = keras.Input((8,), dtype="int32", name="input_ids")
+    mask = keras.Input((8,), dtype="int32", name="input_mask")
+    segments = keras.Input((8,), dtype="int32", name="segment_ids")
+    pooled = encoder({"input_ids": ids, "input_mask": mask, "segment_ids": segments})[
+        "pooled_output"]
+    functional = keras.Model([ids, mask, segments], keras.layers.Dense(2)(pooled))
+    discriminator = build_discriminator(config)
+    x = dummy_inputs(2, 8)
+    batch = [x["input_ids"], x["input_mask"], x["segment_ids"]]
+    for model, inputs in ((functional, batch), (discriminator, x)):
+        path = str(tmp_path / f"{model.name}.keras")
+        model.save(path)
+        loaded = keras.saving.load_model(path)
+        for key, value in _outputs(model(inputs)).items():
+            np.testing.assert_allclose(_outputs(loaded(inputs))[key], value, atol=1e-6)
+
+
+def _outputs(out):
+    return {k: np.asarray(v) for k, v in out.items()} if isinstance(out, dict) else {
+        "out": np.asarray(out)}
