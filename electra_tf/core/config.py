@@ -876,7 +876,8 @@ class RuntimeOptions:
         "the backend has one, e.g. cuDNN on a GPU); layers that apply attention dropout while "
         "training keep einsum", choices=ATTENTION_IMPLEMENTATIONS)
     worker_startup_timeout_s: int = _field(
-        600, "--strategy=multi_worker, and multi-host JAX (--jax_num_processes >= 2): seconds "
+        600, "--strategy=multi_worker, and multi-host JAX pre-training (--jax_num_processes "
+        ">= 2): seconds "
         "a process waits at start-up for every other worker (process) of the run to join; "
         "then a watcher ends it with one error line, exit status 137 (0: wait forever)")
     jax_steps_per_call: int = _field(

@@ -70,12 +70,18 @@ def address_port(address: str) -> int | None:
 def port_in_use(port: int) -> bool:
     """Whether another process holds `port` on this host (a bind to it fails with
     EADDRINUSE): a multi-process run's own server port, checked before its framework
-    starts a server there and fails with a traceback or a C++ abort."""
+    starts a server there and fails with a traceback or a C++ abort.
+
+    The probe binds as those servers do, with SO_REUSEADDR: connections of a run that
+    just ended (TCP's TIME_WAIT, about a minute) leave the port free to them, and a
+    prompt rerun on the same ports had been refused as "in use"; a listener still
+    holds it."""
     import errno
     import socket
 
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         probe.bind(("0.0.0.0", port))
     except OSError as e:
         if e.errno != errno.EADDRINUSE:

@@ -985,6 +985,14 @@ def test_multi_worker_peer_that_fails_at_start_up_stops_the_other(tiny_records, 
      r"TF_CONFIG's task index 2 is out of range: its cluster has 2 worker task\(s\), 0 to 1"),
     ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": "0"}}',
      r'task index "0" is out of range'),
+    # (TensorFlow's ValueError traceback; a wait for the start-up timeout)
+    ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker"}}',
+     r"TF_CONFIG's task \{\"type\": \"worker\"\} has no \"index\": give its place in the "
+     r"worker job, 0 to 1"),
+    ('{"cluster": {"chief": ["a:1"], "worker": ["b:2", "a:1"]}, "task": {"type": "worker", '
+     '"index": 0}}',
+     r"TF_CONFIG's cluster lists a:1 twice \(chief 0 and worker 1\): give each task its own "
+     r"host:port"),
 ])
 def test_a_tf_config_tensorflow_cannot_use_is_one_config_error(value, message, monkeypatch):
     from electra_tf.training.backends.tensorflow import check_tf_config, make_strategy
@@ -1020,6 +1028,19 @@ def test_a_tf_config_port_in_use_is_one_config_error(monkeypatch):
     finally:
         held.close()
     check_tf_config(value)  # free again
+    # A run that just ended leaves its server's connections in TIME_WAIT for about a
+    # minute: the port is free to a server (gRPC's binds with SO_REUSEADDR), and a prompt
+    # rerun on the same ports had been refused as "in use".
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC's server
+    listener.bind(("127.0.0.1", port))
+    listener.listen()
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = listener.accept()
+    accepted.close()  # the server's side closes first: its port's connection in TIME_WAIT
+    client.close()
+    listener.close()
+    check_tf_config(value)
 
 
 def test_a_tpu_strategy_without_a_tpu_is_one_config_error(monkeypatch):

@@ -213,6 +213,13 @@ def check_tf_config(value: str) -> None:
             if peers.address_port(address) is None:
                 raise ConfigError(f"TF_CONFIG's {job!r} job lists {address!r}: an address is "
                                   "host:port, the port 1 to 65535")
+    seen: dict[str, str] = {}
+    for job, addresses in sorted(cluster.items()):
+        for i, address in enumerate(addresses):
+            if address in seen:  # (the cluster had waited for --worker_startup_timeout_s)
+                raise ConfigError(f"TF_CONFIG's cluster lists {address} twice ({seen[address]} "
+                                  f"and {job} {i}): give each task its own host:port")
+            seen[address] = f"{job} {i}"
     if len(cluster.get("chief", [])) > 1:
         raise ConfigError(f"TF_CONFIG's cluster has {len(cluster['chief'])} \"chief\" tasks: "
                           "at most one (the others are \"worker\" tasks)")
@@ -220,7 +227,11 @@ def check_tf_config(value: str) -> None:
     if not isinstance(task, dict) or task.get("type") not in cluster:
         raise ConfigError(f"TF_CONFIG's task {json.dumps(task)} names no job of its cluster "
                           f"({', '.join(sorted(cluster))})")
-    addresses, index = cluster[task["type"]], task.get("index", 0)
+    if "index" not in task:  # (TensorFlow's own ValueError traceback)
+        raise ConfigError(f"TF_CONFIG's task {json.dumps(task)} has no \"index\": give its "
+                          f"place in the {task['type']} job, 0 to "
+                          f"{len(cluster[task['type']]) - 1}")
+    addresses, index = cluster[task["type"]], task["index"]
     if not isinstance(index, int) or isinstance(index, bool) or not (
             0 <= index < len(addresses)):
         raise ConfigError(f"TF_CONFIG's task index {json.dumps(index)} is out of range: its "
