@@ -197,6 +197,14 @@ class ElectraEmbeddings(keras.layers.Layer):
         Returns:
             float tensor [batch_size, seq_length, embedding_size].
         """
+        ids, segments = ops.shape(input_ids), ops.shape(segment_ids)
+        if len(ids) != 2:  # (an IndexError from the line below)
+            raise ValueError(f"input_ids must be [batch_size, seq_length], got rank "
+                             f"{len(ids)}")
+        if len(segments) != 2 or any(  # (statically known sizes: a traced call's may not be)
+                isinstance(a, int) and isinstance(b, int) and a != b
+                for a, b in zip(ids, segments)):
+            raise ValueError(f"segment_ids must be of input_ids' shape {ids}, got {segments}")
         seq_length = ops.shape(input_ids)[1]
         if isinstance(seq_length, int) and seq_length > self.max_position_embeddings:
             # (JAX's gather clamps: positions past the table had all read its last row;

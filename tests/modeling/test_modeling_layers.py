@@ -113,6 +113,14 @@ def test_embeddings_match_numpy_reference(inputs):
     with pytest.raises(ValueError, match=r"input_ids of 17 positions, but the model has 16 "
                                          r"\(max_position_embeddings\)"):
         layer(long, long)
+    # ids of another rank, segment ids of another shape: one line each (an IndexError, a
+    # broadcasting error from the sum)
+    with pytest.raises(ValueError, match=r"input_ids must be \[batch_size, seq_length\], got "
+                                         r"rank 1"):
+        layer(np.zeros(5, np.int32), np.zeros(5, np.int32))
+    with pytest.raises(ValueError, match=r"segment_ids must be of input_ids' shape \(1, 5\), "
+                                         r"got \(1, 4\)"):
+        layer(np.zeros((1, 5), np.int32), np.zeros((1, 4), np.int32))
 
 
 def test_dropout_seed_and_training_flag():
