@@ -827,8 +827,10 @@ def test_a_save_over_a_folder_stopped_midway_leaves_it_refusing_to_open(tmp_path
             m.setattr(pretraining, write, stopped)
             with pytest.raises(KeyboardInterrupt):
                 folders.PretrainingFolder.save(path, build_discriminator(encoder), tiny_vocab)
-        with pytest.raises((InputError, ConfigError)):
+        with pytest.raises((InputError, ConfigError)) as raised:
             folders.PretrainingFolder.open(path).load_discriminator()
+        # the Python API's word for its argument (the commands name their flag)
+        assert str(raised.value).startswith(f"folder: {path}/"), raised.value
     with pytest.raises(ConfigError, match="^the discriminator has no weights yet"):
         folders.PretrainingFolder.save(str(tmp_path / "unbuilt"), ElectraDiscriminator(encoder),
                                        tiny_vocab)

@@ -73,14 +73,15 @@ class PretrainingFolder:
     weights: str = ""
 
     @classmethod
-    def open(cls, checkpoint: str, what: str = "checkpoint",
+    def open(cls, checkpoint: str, what: str = "folder",
              discriminator: bool = True) -> PretrainingFolder:
         """Opens a pre-training model_dir (or, with `discriminator`, its .weights.h5 file).
 
         Args:
           checkpoint: the folder, or its discriminator.weights.h5 (or another
             .weights.h5 beside a discriminator_config.json).
-          what: names the folder in the error for a missing file (the caller's flag).
+          what: names the folder in the error for a missing file (the caller's flag;
+            "folder", the Python API's word, by default).
           discriminator: the folder must hold a discriminator (its weights and config).
         Raises:
           InputError: files missing or unreadable, a config without a field it must have.
