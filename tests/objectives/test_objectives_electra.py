@@ -3,6 +3,7 @@
 import pathlib
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from electra_tf.core.config import PretrainingConfig
@@ -67,3 +68,23 @@ def test_objectives_do_not_import_tensorflow():
     for path in package.glob("*.py"):
         text = path.read_text()
         assert "import tensorflow" not in text and "from tensorflow" not in text, path
+
+
+def test_an_objective_of_numbers_no_config_would_take_is_refused():
+    """The objectives are public: a temperature of 0, a string or NaN had sampled on
+    silently (PretrainingConfig refuses them; an objective built by hand had not)."""
+    import math
+
+    from electra_tf.objectives.electra import ElectraObjective
+    from electra_tf.objectives.electric import ElectricObjective
+
+    for kwargs, name in (({"temperature": 0.0}, "temperature"),
+                         ({"temperature": "x"}, "temperature"),
+                         ({"disc_weight": math.nan}, "disc_weight"),
+                         ({"gen_weight": -1.0}, "gen_weight"),
+                         ({"temperature": True}, "temperature")):
+        for cls in (ElectraObjective, ElectricObjective):
+            with pytest.raises(ValueError, match=rf"^{cls.__name__}: {name} must be a finite "
+                                                 r"number"):
+                cls(**kwargs)
+    assert ElectraObjective(disc_weight=0.0, temperature=0.5).temperature == 0.5
