@@ -421,11 +421,14 @@ class GlueTask(Task):
                 index = row[index_col].strip() if index_col is not None else str(row_number)
                 row_number += 1
                 if split != "train" and index_col is not None:
+                    said = (f"the {self.dir_name} submission's rows are matched by index"
+                            if not labelled else "predictions are matched to its rows "
+                            "by index (eval_glue)")
+                    if not index:  # (a submission row without an index had been written)
+                        raise TaskDataError(f"{where}: its {columns[index_col]!r} field is "
+                                            f"empty; {said}")
                     if index in first_at:  # (two submission rows of one index; a dev
                         # file's: scored here, then eval_glue refused the predictions)
-                        said = (f"the {self.dir_name} submission's rows are matched by index"
-                                if not labelled else "predictions are matched to its rows "
-                                "by index (eval_glue)")
                         raise TaskDataError(
                             f"{where}: index {index!r} repeats (first at {first_at[index]}); "
                             + said)

@@ -465,6 +465,10 @@ def test_eval_glue_cli_bad_submission_is_one_line(glue_dir, tmp_path):
      "1\tc\td\tentailment\n",
      r"QNLI/dev.tsv:3: index '1' repeats \(first at .*QNLI/dev.tsv:2\); predictions are "
      r"matched to its rows by index \(eval_glue\)$"),
+    # a test row with an empty index: a submission row without one (it had been written)
+    ("sst2", "SST-2/test.tsv", "index\tsentence\n0\thello\n\tworld\n",
+     r"SST-2/test.tsv:3: its 'index' field is empty; the SST-2 submission's rows are "
+     r"matched by index$"),
 ])
 def test_bad_rows_name_file_and_line(tmp_path, task_name, rel, text, message):
     os.makedirs(tmp_path / os.path.dirname(rel))
