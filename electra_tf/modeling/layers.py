@@ -205,7 +205,7 @@ class ElectraEmbeddings(keras.layers.Layer):
                 isinstance(a, int) and isinstance(b, int) and a != b
                 for a, b in zip(ids, segments)):
             raise ValueError(f"segment_ids must be of input_ids' shape {ids}, got {segments}")
-        seq_length = ops.shape(input_ids)[1]
+        seq_length = ids[1]
         if isinstance(seq_length, int) and seq_length > self.max_position_embeddings:
             # (JAX's gather clamps: positions past the table had all read its last row;
             # TensorFlow's CPU gather raised an InvalidArgumentError naming GatherV2)

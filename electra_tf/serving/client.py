@@ -224,9 +224,9 @@ def _output_array(name: str, proto, budget: list[int]):
     if values > budget[0]:
         before = MAX_ANSWER_VALUES - budget[0]  # (outputs come in no fixed order)
         raise ClientError(f"{what} claims shape {shape}: {values:,} values"
-                          + (f", with the {before:,} of the outputs before it"
+                          + (f" ({before + values:,} with the outputs before it)"
                              if before else "")
-                          + f" more than the {MAX_ANSWER_VALUES:,} an answer may hold; send "
+                          + f", more than the {MAX_ANSWER_VALUES:,} an answer may hold; send "
                           "fewer rows a request")
     budget[0] -= values
     if proto.dtype == 7 and proto.string_val:

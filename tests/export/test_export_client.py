@@ -336,7 +336,7 @@ def test_grpc_takes_an_answer_as_large_as_a_message_and_counts_outputs_together(
     monkeypatch.setattr(client, "MAX_ANSWER_VALUES", 5)
     server = hostile_grpc(outputs={"a": floats(3), "b": floats(3)})
     with pytest.raises(client.ClientError, match=r"^gRPC: output '[ab]' claims shape \[3\]: 3 "
-                       r"values, with the 3 of the outputs before it more than the 5 an "
+                       r"values \(6 with the outputs before it\), more than the 5 an "
                        r"answer may hold; send fewer rows a request$"):
         client.predict_grpc(server, "m", client.text_inputs(text=["x"]), timeout=10)
 
