@@ -829,8 +829,9 @@ def test_a_save_over_a_folder_stopped_midway_leaves_it_refusing_to_open(tmp_path
                 folders.PretrainingFolder.save(path, build_discriminator(encoder), tiny_vocab)
         with pytest.raises((InputError, ConfigError)) as raised:
             folders.PretrainingFolder.open(path).load_discriminator()
-        # the Python API's word for its argument (the commands name their flag)
-        assert str(raised.value).startswith(f"folder: {path}/"), raised.value
+        # the Python API's word for its argument, as FinetunedFolder.open's (it had said
+        # "checkpoint:", a command's flag)
+        assert str(raised.value).startswith(f"model_dir: {path}/"), raised.value
     with pytest.raises(ConfigError, match="^the discriminator has no weights yet"):
         folders.PretrainingFolder.save(str(tmp_path / "unbuilt"), ElectraDiscriminator(encoder),
                                        tiny_vocab)

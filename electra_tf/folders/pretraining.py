@@ -73,7 +73,7 @@ class PretrainingFolder:
     weights: str = ""
 
     @classmethod
-    def open(cls, checkpoint: str, what: str = "folder",
+    def open(cls, checkpoint: str, what: str = "model_dir",
              discriminator: bool = True) -> PretrainingFolder:
         """Opens a pre-training model_dir (or, with `discriminator`, its .weights.h5 file).
 
@@ -81,7 +81,7 @@ class PretrainingFolder:
           checkpoint: the folder, or its discriminator.weights.h5 (or another
             .weights.h5 beside a discriminator_config.json).
           what: names the folder in the error for a missing file (the caller's flag;
-            "folder", the Python API's word, by default).
+            by default "model_dir", as FinetunedFolder.open names its argument).
           discriminator: the folder must hold a discriminator (its weights and config).
         Raises:
           InputError: files missing or unreadable, a config without a field it must have.

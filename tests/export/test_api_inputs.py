@@ -173,7 +173,7 @@ def test_arguments_of_the_wrong_type_are_refused_naming_them(predictors, finetun
                                          r"fine-tuning run's\), got -1$"):
         Predictor.open(finetuned_dirs["squad"], doc_stride=-1)
     for open_, what in ((Predictor.open, "folder"), (FinetunedFolder.open, "model_dir"),
-                        (PretrainingFolder.open, "checkpoint")):
+                        (PretrainingFolder.open, "model_dir")):
         with pytest.raises(TypeError, match=f"^{what} must be a folder's path .* got NoneType"):
             open_(None)
     for second in (None, 5):
