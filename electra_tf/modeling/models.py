@@ -264,13 +264,13 @@ class ElectraDiscriminator(EncoderConfigSerializable, keras.Model):
 
 # === Factories ===
 @contextlib.contextmanager
-def float32_policy():
-    """Keras' global dtype policy float32 for the models built inside, restored after:
-    a served model is float32 (its bf16 is the export's kernels) whatever policy a
-    training run in this process left set (a notebook that fine-tuned with
+def dtype_policy_scope(policy: str = "float32"):
+    """Keras' global dtype policy `policy` for the models built inside, restored after.
+    A served model is built in float32 (its bf16 is the export's kernels) whatever
+    policy a training run in this process left set (a notebook that fine-tuned with
     mixed_precision=bf16 had served, and exported, bfloat16 computations)."""
     previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("float32")
+    keras.config.set_dtype_policy(policy)
     try:
         yield
     finally:

@@ -297,11 +297,11 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
 
 
 def _float32():
-    """modeling.models.float32_policy (Keras imported only now: a missing file is said
-    before seconds of imports)."""
-    from electra_tf.modeling.models import float32_policy
+    """modeling.models.dtype_policy_scope("float32") (Keras imported only now: a missing
+    file is said before seconds of imports)."""
+    from electra_tf.modeling.models import dtype_policy_scope
 
-    return float32_policy()
+    return dtype_policy_scope("float32")
 
 
 def _vocab(folder, vocab_file: str, rows: int) -> str:

@@ -124,10 +124,10 @@ def load_scorer(model_dir: str, vocab_file: str = "", max_seq_length: int | None
       InputError: missing files, a folder of another objective, a bad length.
     """
     from electra_tf.folders import PretrainingFolder
-    from electra_tf.modeling.models import float32_policy
+    from electra_tf.modeling.models import dtype_policy_scope
 
     folder = PretrainingFolder.open(model_dir, what="--model_dir")
-    with float32_policy():  # (whatever policy a training run in this process left set)
+    with dtype_policy_scope("float32"):  # (whatever policy a training run in this process left set)
         discriminator = folder.load_discriminator()
     folder.vocab()  # its own vocabulary holds the recorded tokens, even beside --vocab_file
     check_electric_folder(folder)

@@ -128,17 +128,15 @@ def test_a_predictor_is_float32_whatever_policy_a_training_run_left_set(finetune
     import keras
 
     from electra_tf import Predictor
+    from electra_tf.modeling.models import dtype_policy_scope
 
     texts = ["John lives in Paris .", "a b c d e f g h"]
     for folder, key in ((finetuned_dirs["ner"], "wordpiece_scores"),
                         (export_pretrained_dir, "replaced_probabilities")):
         want = Predictor.open(folder).outputs(texts)[key]
-        keras.config.set_dtype_policy("mixed_bfloat16")
-        try:
+        with dtype_policy_scope("mixed_bfloat16"):
             got = Predictor.open(folder).outputs(texts)[key]
             assert keras.config.dtype_policy().name == "mixed_bfloat16"
-        finally:
-            keras.config.set_dtype_policy("float32")
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
 
 

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from electra_tf.core.config import EncoderConfig
 from electra_tf.modeling import build_discriminator
+from electra_tf.modeling.models import dtype_policy_scope
 from electra_tf.serving import encoder as serving_encoder
 from electra_tf.tasks.model import FinetuningModel
 
@@ -149,14 +150,10 @@ def test_rtd_discriminator_outputs_equal_the_keras_model():
 
 def test_a_mixed_precision_model_runs_through_its_keras_layers():
     keras.utils.set_random_seed(4)
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("mixed_bfloat16")
-    try:
+    with dtype_policy_scope("mixed_bfloat16"):
         model = FinetuningModel(build_discriminator(_config()).encoder,
                                 "sequence_classification", 2)
         model.build()
-    finally:
-        keras.config.set_dtype_policy(previous)
     assert not serving_encoder.supported(model.encoder)
     assert not serving_encoder.runs_serving_encoder(model)
     x = _inputs(2, 6, 53)

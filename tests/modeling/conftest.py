@@ -47,12 +47,10 @@ def _seeded():
 
 @pytest.fixture
 def mixed_bfloat16():
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("mixed_bfloat16")
-    try:
+    from electra_tf.modeling.models import dtype_policy_scope
+
+    with dtype_policy_scope("mixed_bfloat16"):
         yield
-    finally:
-        keras.config.set_dtype_policy(previous)
 
 
 # Helpers as fixtures: with --import-mode=importlib tests cannot import conftest.
