@@ -142,6 +142,14 @@ def test_overwrite_replaces_and_a_size_below_the_alphabet_is_noted(tmp_path, cap
     vocab = build_vocab(str(corpus), 110, str(out), min_count=1, overwrite=True)
     assert out.read_text("utf-8").splitlines() == vocab and len(vocab) > 110
     assert f"note: {len(vocab)} tokens, above --vocab_size=110" in capsys.readouterr().err
+    # Far below the size (a small corpus, --min_count's default): said, with the flag
+    # that made it so; one word seen more than --min_count times would still be kept.
+    vocab = build_vocab(str(corpus), 400, str(out), overwrite=True)
+    assert (f"note: {len(vocab)} tokens, well below --vocab_size=400: --min_count=10 leaves "
+            "out the rarer words; lower it for a small corpus") in capsys.readouterr().err
+    vocab = build_vocab(str(corpus), 400, str(out), min_count=1, overwrite=True)
+    assert (f"note: {len(vocab)} tokens, well below --vocab_size=400: the corpus has no more "
+            "words to learn from") in capsys.readouterr().err
 
 
 def test_bytes_that_are_not_utf8_past_the_checked_start_are_refused(tmp_path):

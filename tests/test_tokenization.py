@@ -247,6 +247,20 @@ def test_tokens_with_whitespace_or_controls_never_match(tmp_path):
     assert tok.vocab[-2:] == ["a\tb", "x\x00y"] and tok.vocab_size == len(tokens)
 
 
+def test_a_token_longer_than_tensorflow_texts_limit_never_matches(tmp_path):
+    """A token of more than 256 UTF-8 bytes (a web vocabulary's URL) had ended every
+    command reading the vocabulary in tensorflow-text's traceback ("Vocab token utf8
+    length ... exceeds the max supported (256)"); it keeps its id and matches nothing."""
+    over, at = "ж" * 129, "ж" * 128  # 258 and 256 bytes, both words of under 200 characters
+    tokens = tiny_vocab_tokens() + [over, "##" + over, at]
+    tok = Tokenizer(write_vocab(tmp_path / "v.txt", tokens), do_lower_case=False)
+    ids = tok.encode([over, at])
+    assert tok.vocab_size == len(tokens) and not {len(tokens) - 3, len(tokens) - 2} & set(ids[0])
+    assert ids[1] == [len(tokens) - 1]  # 256 bytes: in the trie
+    with pytest.raises(VocabError, match="holds no word piece"):
+        Tokenizer(write_vocab(tmp_path / "w.txt", list(BERT_RESERVED_TOKENS) + [over]))
+
+
 @pytest.mark.parametrize("token", ["the ", "world\t", " wide", "\u00a0x"])
 def test_a_token_with_whitespace_at_its_ends_is_refused(tmp_path, token):
     """The original's load_vocab strips each line; kept as written, such a token had

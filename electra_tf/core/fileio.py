@@ -184,6 +184,11 @@ def check_text_sample(data: bytes, path: str, what: str = "corpus file",
     # the original's; more are a binary file or UTF-16/32 (every other byte, for ASCII).
     nuls = sample.count(0)
     if sample[:2] in _UTF16_MARKS or nuls > max(MAX_NUL_ANY, MAX_NUL * len(sample)):
+        if sample[:2] not in _UTF16_MARKS and nuls <= len(sample) / 8 \
+                and not looks_utf16(sample) and _utf8_but_nuls(sample):  # (not iconv's)
+            raise InputError(f"{what} {path} holds {nuls:,} NUL bytes in its first "
+                             f"{len(sample):,}, in text that is UTF-8 otherwise: remove them "
+                             "(tr -d '\\000' < FILE > NEW) or leave it out")
         kind = "UTF-16 or UTF-32 text" if looks_utf16(sample) else "a binary file"
         raise InputError(f"{what} {path} is not UTF-8 text: it holds NUL bytes or a UTF-16 "
                          f"byte-order mark ({kind}?); convert it to UTF-8 (e.g. iconv -f "
@@ -643,6 +648,20 @@ def check_output_file(path: str, what: str = "--output", special: bool = True) -
 
 
 _UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")  # UTF-16's byte-order marks (UTF-32 LE's starts alike)
+
+
+def _utf8_but_nuls(sample: bytes) -> bool:
+    """Whether bytes (a file's first TEXT_SAMPLE_BYTES) are valid UTF-8 once their NUL
+    bytes are removed (a character cut at the sample's end allowed)."""
+    text = sample.replace(b"\x00", b"")
+    if not text.strip():
+        return False
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return len(sample) == TEXT_SAMPLE_BYTES and e.start >= len(text) - 3 \
+            and e.reason == "unexpected end of data"
+    return True
 
 
 def looks_utf16(sample: bytes) -> bool:

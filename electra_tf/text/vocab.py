@@ -122,11 +122,11 @@ def is_word_piece(token: str) -> bool:
     The text is split at whitespace and punctuation first, so a piece of more
     than one character that holds punctuation ([PAD], [unused0], <x>) never
     matches; tensorflow-text leaves such tokens out of its trie. Nor does a
-    piece holding whitespace or a control character ("the ", a NUL), which
-    `trie_tokens` keeps out of it.
+    piece holding whitespace or a control character ("the ", a NUL), or longer
+    than MAX_TRIE_TOKEN_BYTES, which `trie_tokens` keeps out of it.
     """
     body = token[2:] if token.startswith("##") else token
-    if not body.strip() or any(map(_unmatchable_char, body)):
+    if not body.strip() or _not_in_trie(token):
         return False
     return len(body) == 1 or not any(map(_is_punctuation, body))
 
@@ -137,9 +137,22 @@ def trie_tokens(tokens: list[str]) -> list[str]:
     text matches. Left in, tensorflow-text matched "the " across the space of
     "the theme", and a NUL in a token ended in a traceback; BERT's and
     transformers' tokenizers split at whitespace first, so they never emit one.
+    So is a token whose body (without "##") is longer than tensorflow-text's
+    limit, MAX_TRIE_TOKEN_BYTES of UTF-8 (it refused the whole vocabulary with a
+    traceback): such a piece matches no text here, where the original's
+    tokenizer could still emit it for a word of up to 200 characters.
     """
-    return [f"[unmatchable{i}]" if any(map(_unmatchable_char, t)) else t
-            for i, t in enumerate(tokens)]
+    return [f"[unmatchable{i}]" if _not_in_trie(t) else t for i, t in enumerate(tokens)]
+
+
+# tensorflow-text's FastWordpieceTokenizer refuses a vocabulary holding a longer token.
+MAX_TRIE_TOKEN_BYTES = 256
+
+
+def _not_in_trie(token: str) -> bool:
+    body = token[2:] if token.startswith("##") else token
+    return (any(map(_unmatchable_char, token))
+            or len(body.encode("utf-8", "surrogatepass")) > MAX_TRIE_TOKEN_BYTES)
 
 
 def check_word_pieces(tokens: list[str], vocab_file: str) -> None:

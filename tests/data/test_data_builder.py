@@ -737,6 +737,12 @@ def test_a_stray_nul_in_text_is_deleted_as_the_original_deletes_it(tiny_corpus, 
         check_text_sample("a short page\n".encode("utf-16-le"), "page.txt")
     with pytest.raises(InputError, match="a binary file"):
         check_text_sample(b"\x00" * 5 + b"abc", "page.bin")
+    # UTF-8 text with many NULs: removing them is the advice (iconv's would garble it)
+    with pytest.raises(InputError) as raised:
+        check_text_sample("héllo\x00wörld\n".encode() * 20, "page.txt")
+    assert str(raised.value) == ("corpus file page.txt holds 20 NUL bytes in its first 280, "
+                                 "in text that is UTF-8 otherwise: remove them (tr -d '\\000' "
+                                 "< FILE > NEW) or leave it out")
 
 
 @pytest.mark.parametrize("case", ["binary", "utf16", "utf16_no_bom", "latin1"])
