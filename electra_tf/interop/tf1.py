@@ -55,7 +55,7 @@ def checkpoint_prefix(path: str) -> str:
     if re.search(r"\.data-\d+-of-\d+$", path) and os.path.isfile(path):
         path = path[:path.rindex(".data-")]
     if os.path.isdir(path):
-        latest = tf.train.latest_checkpoint(path)
+        latest = _state_file_checkpoint(path)
         if latest is not None:
             return latest
         # A release folder without a `checkpoint` state file: its one *.index names the prefix.
@@ -78,6 +78,23 @@ def checkpoint_prefix(path: str) -> str:
         raise core.ConversionError(f"no checkpoint {path} ({os.path.basename(path)}.index "
                                    f"does not exist); {holds}")
     return path
+
+
+def _state_file_checkpoint(folder: str) -> str | None:
+    """The checkpoint a folder's `checkpoint` state file names, where its .index exists
+    (None otherwise). A state file copied from the training machine names its paths
+    (gs://..., /home/...): tf.train.latest_checkpoint logged an error line for them on a
+    conversion that then went well."""
+    import tensorflow as tf
+
+    try:
+        state = tf.train.get_checkpoint_state(folder)
+    except (tf.errors.OpError, ValueError, UnicodeDecodeError):  # (google.protobuf's
+        return None  # text-format errors are ValueErrors)
+    named = state.model_checkpoint_path if state is not None else ""
+    if named and "://" not in named and os.path.exists(named + ".index"):
+        return named
+    return None
 
 
 def read_checkpoint(path: str) -> tuple[dict[str, np.ndarray], list[str]]:
@@ -167,6 +184,8 @@ def infer_config(weights: dict[str, np.ndarray], model_size: str,
         values.update(generator_hidden_size=g_hidden / d_hidden,
                       generator_layers=g_layers / d_layers,
                       untied_generator_embeddings="generator/embeddings/word_embeddings" in weights)
+    elif "generator_predictions/output_bias" in weights and is_bert(weights):
+        values.update(objective="bert_mlm")  # (G is D's encoder: no generator sizes)
     elif "generator_predictions/output_bias" in weights:
         values.update(untied_generator=False, generator_hidden_size=1.0, generator_layers=1.0)
     config = PretrainingConfig(**values)
@@ -179,6 +198,34 @@ def infer_config(weights: dict[str, np.ndarray], model_size: str,
                 f"the checkpoint is not {wanted}: {field} is {got} (from {evidence}), "
                 f"the model has {want}")
     return config
+
+
+def heads_notes(overrides: dict | None, heads: dict[str, int]) -> list[str]:
+    """What a custom-size conversion says of the attention head counts, which no
+    variable's shape holds: taken as the preset derives them, so a model trained with
+    other counts would convert without a word and compute something else.
+
+    Args:
+      overrides: the --model_hparam_overrides given (none: a preset's sizes, whose head
+        counts are the released models').
+      heads: {"discriminator": n, "generator": m} as the converted models have them.
+    """
+    if not overrides or "num_attention_heads" in overrides:
+        return []
+    counts = ", ".join(f"{k} {v}" for k, v in heads.items())
+    return [f"attention heads taken as the sizes derive them ({counts}: hidden size / 64, "
+            "at least 1), which no variable of the checkpoint records; a model trained "
+            "with another count computes otherwise once converted: pass its "
+            "num_attention_heads in --model_hparam_overrides"]
+
+
+def is_bert(weights: dict) -> bool:
+    """Whether a pre-training checkpoint is the original's BERT (electra_objective=False):
+    a masked LM's head on the `electra/` encoder, no generator scope and no
+    replaced-token-detection head (it had been refused as missing those variables)."""
+    return ("generator_predictions/output_bias" in weights
+            and not any(n.startswith(("generator/", "discriminator_predictions/"))
+                        for n in weights))
 
 
 def import_checkpoint(path: str, model_size: str, output: str,
@@ -244,8 +291,22 @@ def import_checkpoint(path: str, model_size: str, output: str,
     else:
         discriminator = build_discriminator(config.discriminator_config())
         targets = names.discriminator_variables(discriminator)
-    report.update(core.assign(weights, targets, path))
+    bert = config.objective == "bert_mlm"
+    report.update(core.assign(weights, targets, path,
+                              may_be_missing=("discriminator_predictions/",) if bert else ()))
     report["mapping"] = {n: targets[n].path for n in report["assigned"]}
+    report["num_attention_heads"] = {"discriminator": config.discriminator_config()
+                                     .num_attention_heads}
+    if has_generator and not bert:
+        report["num_attention_heads"]["generator"] = \
+            config.generator_config().num_attention_heads
+    report["notes"] += heads_notes(overrides, report["num_attention_heads"])
+    if bert:
+        report["notes"].append(
+            "a BERT checkpoint (the original's electra_objective=False): its masked LM and "
+            "encoder are converted; the replaced-token detection head, which BERT has not, is "
+            "left at its initial values (fine-tuning reads the encoder; an --task=rtd export "
+            "of this folder would serve that untrained head)")
     folder.save_discriminator(discriminator)
     vocab = (folder.keep_vocab_file(vocab_file) if vocab_file
              else folder.keep_vocab_beside(source_dir))
@@ -315,15 +376,16 @@ def check_vocab_size(vocab_file: str, vocab_size: int) -> None:
 
 def resume_flags(config: PretrainingConfig) -> str:
     """The run_pretraining flags whose models match an imported checkpoint."""
-    flags = [f"--model_size={config.model_size}", f"--vocab_size={config.vocab_size}",
-             f"--generator_hidden_size={config.generator_hidden_size:g}",
-             f"--generator_layers={config.generator_layers:g}"]
+    flags = [f"--model_size={config.model_size}", f"--vocab_size={config.vocab_size}"]
+    if config.objective != "bert_mlm":  # (BERT's one model: the flags would do nothing)
+        flags += [f"--generator_hidden_size={config.generator_hidden_size:g}",
+                  f"--generator_layers={config.generator_layers:g}"]
     if config.untied_generator_embeddings:
         flags.append("--untied_generator_embeddings")
     if not config.untied_generator:
         flags.append("--nountied_generator")
-    if config.objective == "electric":
-        flags.append("--objective=electric")
+    if config.objective in ("electric", "bert_mlm"):
+        flags.append(f"--objective={config.objective}")
     if not config.do_lower_case:
         flags.append("--nodo_lower_case")
     overrides = dict(config.model_hparam_overrides or {})
@@ -517,10 +579,15 @@ def _task_of(scope: str, task_name: str, weights: dict, label_names: str, do_low
                                    f"files); task {name} does not read it: leave it out")
     if "joint_prediction" in task_options(name):  # qa_tasks.py's joint_prediction
         options["joint_prediction"] = any(n.startswith(prefix + "qa_hidden/") for n in weights)
+    # what the message below names as the labels' source (the label count had been
+    # pinned on a --task_name the user never gave)
+    labels_from = ("--label_names gives" if label_names else f"--task_name={name} has"
+                   if task_name else f"task {name} has")
     if name == "classification" and width == 1 and not label_names:
         options["regression"] = True
     elif name in ("classification", "tagging", "ner", "chunking"):
         if not label_names and data_dir and name != "classification":
+            labels_from = "--data_dir's tags give"
             from electra_tf.tasks.registry import format_label_names
 
             label_names = format_label_names(original_tag_names(data_dir, scope))
@@ -561,8 +628,8 @@ def _task_of(scope: str, task_name: str, weights: dict, label_names: str, do_low
         labels = "1 output (a regression)" if task.regression else \
             f"{want} outputs" + (f" ({', '.join(task.label_names)})" if task.label_names else "")
         raise core.ConversionError(
-            f"task_specific/{scope}/dense/kernel has {width} outputs, but --task_name={name} "
-            f"has {labels}")
+            f"task_specific/{scope}/dense/kernel has {width} outputs, but {labels_from} "
+            f"{labels}")
     return config, task, head_config
 
 
@@ -666,6 +733,8 @@ def import_finetuned(path: str, model_size: str, output: str, overrides: dict | 
                               {t: " + ".join(n) for t, n in sources.items()}))
     report["mapping"] = {n: targets[n].path for n in report["assigned"]}
     report["head_mapping"] = {n: targets[t].path for n, t in used.items()}
+    report["num_attention_heads"] = {"discriminator": config.num_attention_heads}
+    report["notes"] = heads_notes(overrides, report["num_attention_heads"])
     report["skipped"], report["adjusted"] = skipped, adjusted
     folder = ConvertedFolder(output)
     vocab = folder.keep_vocab_file(vocab)

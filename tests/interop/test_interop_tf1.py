@@ -240,6 +240,22 @@ def test_interop_tf1_a_prefix_that_does_not_exist_names_those_beside_it(h, tmp_p
     assert not (tmp_path / "out").exists()
 
 
+def test_a_state_file_naming_the_training_machines_paths_is_passed_over_quietly(
+        h, tmp_path, caplog):
+    """A release folder's `checkpoint` file names gs:// or the trainer's own paths: the
+    conversion went well through the folder's one *.index, after TensorFlow's error line
+    "Couldn't match files for checkpoint ..."."""
+    folder = tmp_path / "ckpt"
+    h.write_tf1_checkpoint(folder / "model.ckpt-7", h.original_weights(seed=7, generator=False))
+    for named in ("gs://electra-bucket/models/electra/model.ckpt-7", "/home/them/model.ckpt-7"):
+        (folder / "checkpoint").write_text(f'model_checkpoint_path: "{named}"\n'
+                                           f'all_model_checkpoint_paths: "{named}"\n')
+        assert tf1.checkpoint_prefix(str(folder)) == str(folder / "model.ckpt-7")
+    (folder / "checkpoint").write_text("not { a state file")
+    assert tf1.checkpoint_prefix(str(folder)) == str(folder / "model.ckpt-7")
+    assert not [r for r in caplog.records if "Couldn't match" in r.getMessage()]
+
+
 def test_interop_tf1_checkpoint_path_that_is_not_utf8_is_one_error(h, tmp_path):
     """TensorFlow's file system takes UTF-8 paths only: a folder named with a byte that
     is not UTF-8 had been read as a damaged checkpoint ('surrogates not allowed')."""
@@ -298,3 +314,65 @@ def test_the_resume_flags_keep_an_override_the_preset_would_derive_otherwise():
     short = PretrainingConfig(model_size="tiny", vocab_size=181, max_seq_length=32,
                               model_hparam_overrides={**overrides, "max_position_embeddings": 32})
     assert "--max_seq_length=32" in tf1.resume_flags(short).split()
+
+
+def test_a_bert_checkpoint_of_the_original_converts_as_bert_mlm(h, tmp_path):
+    """The original's electra_objective=False (BERT): the masked LM's head on `electra/`,
+    no generator scope, no replaced-token detection head. It had been refused as lacking
+    discriminator_predictions/*, as if damaged."""
+    from electra_tf.objectives.pretrainer import ElectraPretrainer
+    from electra_tf.training.checkpoints import TensorFlowCheckpoints
+    from electra_tf.training.optimization import create_optimizer
+
+    s = h.sizes
+    weights = {k: v for k, v in h.original_weights(seed=5, generator=False).items()
+               if not k.startswith("discriminator_predictions/")}
+    rng = np.random.default_rng(5)
+    weights.update({  # the MLM head maps D's hidden size to the embeddings' width
+        "generator_predictions/dense/kernel": rng.normal(0, 0.3, (s["HIDDEN"], s["EMBED"])),
+        "generator_predictions/dense/bias": rng.normal(0, 0.1, (s["EMBED"],)),
+        "generator_predictions/LayerNorm/gamma": 1 + rng.normal(0, 0.1, (s["EMBED"],)),
+        "generator_predictions/LayerNorm/beta": rng.normal(0, 0.1, (s["EMBED"],)),
+        "generator_predictions/output_bias": rng.normal(0, 0.1, (s["VOCAB"],))})
+    weights = {k: np.asarray(v, np.float32) for k, v in weights.items()}
+    _, out, report = _convert(h, tmp_path, weights)
+    assert sorted(report["assigned"]) == sorted(weights)
+    assert report["left_at_init"] == ["discriminator_predictions/dense/bias",
+                                      "discriminator_predictions/dense/kernel",
+                                      "discriminator_predictions/dense_1/bias",
+                                      "discriminator_predictions/dense_1/kernel"]
+    assert report["num_attention_heads"] == {"discriminator": s["HEADS"]}  # as given
+    assert not any("attention heads" in note for note in report["notes"])
+    assert "--objective=bert_mlm" in report["resume_flags"]
+    assert "--generator_hidden_size" not in report["resume_flags"]
+    inputs = h.padded_inputs(seed=6)
+    d, g = _electra_tf_outputs(out, inputs)
+    seq = h.np_encoder(weights, "electra", inputs, heads=s["HEADS"])
+    np.testing.assert_allclose(d["sequence_output"], seq, atol=TOL, rtol=0)
+    np.testing.assert_allclose(g["mlm_logits"], h.np_mlm_logits(weights, seq), atol=TOL, rtol=0)
+    with open(os.path.join(out, "pretraining_config.json")) as f:
+        config = PretrainingConfig.from_dict(json.load(f)["pretraining"])
+    assert config.objective == "bert_mlm" and not config.unused()
+    model = ElectraPretrainer(config)  # what run_pretraining resumes
+    model.build_with_dummy_batch()
+    optimizer = create_optimizer(config.learning_rate, config.num_train_steps,
+                                 config.num_warmup_steps, clip_norm=None)
+    optimizer.build(model.trainable_variables)
+    assert TensorFlowCheckpoints(model, optimizer, os.path.join(out, "checkpoints"),
+                                 max_to_keep=1).restore()
+    np.testing.assert_array_equal(model.generator.mlm_head.output_bias.numpy(),
+                                  weights["generator_predictions/output_bias"])
+
+
+def test_a_custom_size_without_a_head_count_says_which_it_took(h, tmp_path):
+    """No variable's shape holds the attention head counts: a custom-size model trained
+    with 2 heads at hidden size 32 converted with 1 (hidden / 64) and computed something
+    else, without a word. The report and a note say the counts taken."""
+    weights = h.original_weights(seed=8)
+    overrides = {k: v for k, v in h.TINY_OVERRIDES.items() if k != "num_attention_heads"}
+    _, _, report = _convert(h, tmp_path, weights, overrides)
+    assert report["num_attention_heads"] == {"discriminator": 1, "generator": 1}
+    assert ("attention heads taken as the sizes derive them (discriminator 1, generator 1: "
+            "hidden size / 64, at least 1), which no variable of the checkpoint records; a "
+            "model trained with another count computes otherwise once converted: pass its "
+            "num_attention_heads in --model_hparam_overrides") in report["notes"]
