@@ -43,8 +43,6 @@ def checkpoint_prefix(path: str) -> str:
     """
     import glob
 
-    import tensorflow as tf
-
     shown = not_utf8(path)
     if shown is not None:  # TensorFlow's file system takes UTF-8 paths only
         raise core.ConversionError(f"cannot read the checkpoint {shown}: its path is not "
