@@ -46,7 +46,33 @@ def define_flags():
     flags.DEFINE_string("vocab_file", "", "The vocabulary (default: the model_dir's).")
 
 
-_CHUNK_TEXTS = 8192  # texts read, scored and written at a time
+_CHUNK_TEXTS = 8192  # texts read, scored and written at a time ...
+_CHUNK_BYTES = 8 << 20  # ... or fewer, once they hold this many bytes
+# A longer line is read to its last space within this many bytes (its first word pieces,
+# the only ones scored, come from far fewer); the rest of it is passed over unread. A
+# line of 20 MB had been read and tokenized whole, 35 bytes of memory a byte.
+MAX_LINE_BYTES = 1 << 20
+
+
+def _read_line(f) -> bytes:
+    """The next line of a binary file (b"" at its end), cut at its last space or tab
+    within MAX_LINE_BYTES (else at a character's end) if longer: the rest is skipped."""
+    raw = f.readline(MAX_LINE_BYTES)
+    if len(raw) < MAX_LINE_BYTES or raw.endswith(b"\n"):
+        return raw
+    rest = raw
+    while rest and not rest.endswith(b"\n"):
+        rest = f.readline(MAX_LINE_BYTES)
+    space = max(raw.rfind(b" "), raw.rfind(b"\t"))
+    if space > 0:
+        return raw[:space]
+    for cut in range(4):  # no space: a character cut at the limit is left out
+        try:
+            raw[:len(raw) - cut].decode("utf-8")
+            return raw[:len(raw) - cut]
+        except UnicodeDecodeError:
+            pass
+    return raw  # not UTF-8 before its end either: _text_of says where
 
 
 def _text_of(raw: bytes, path: str, number: int) -> str:
@@ -75,20 +101,22 @@ def _open_input(path: str):
 def read_chunks(path: str, size: int = _CHUNK_TEXTS) -> Iterator[list[str]]:
     """The texts of --input ('-': stdin), `size` at a time: split at "\n" only (and a
     "\r" before it), so that a line holding U+2028, a form feed or a lone "\r" is still
-    one text with one score. A file is read as it is scored, never whole.
+    one text with one score. A file is read as it is scored, never whole, and a line
+    of more than MAX_LINE_BYTES to its last space within them (`_read_line`).
 
     Raises:
       InputError: the file cannot be read, or a line is not UTF-8 (its number).
     """
-    number, chunk = 0, []
+    number, chunk, held = 0, [], 0
     with _open_input(path) as f:
         try:
-            for raw in f:  # a binary file's lines end at b"\n" only
+            while raw := _read_line(f):  # a binary file's lines end at b"\n" only
                 number += 1
                 chunk.append(_text_of(raw, path, number))
-                if len(chunk) == size:
+                held += len(raw)
+                if len(chunk) == size or held >= _CHUNK_BYTES:
                     yield chunk
-                    chunk = []
+                    chunk, held = [], 0
         except OSError as e:  # a folder, a read error
             raise InputError(f"--input {path}: {e.strerror or e}") from None
     if chunk:
@@ -201,11 +229,23 @@ def main(argv):
             counts["texts"] += len(chunk)
             yield "".join(lines)
 
-    if FLAGS.output:
-        fileio.write_output_text(FLAGS.output, pieces())
-    else:
-        for piece in pieces():
-            cli.write_stdout(piece)
+    printed = 0
+    try:
+        if FLAGS.output:
+            fileio.write_output_text(FLAGS.output, pieces())
+        else:
+            for piece in pieces():
+                cli.write_stdout(piece)
+                printed = counts["texts"]
+    except KeyboardInterrupt as e:  # (the generic line, "run the same command again to
+        # finish", read as if a rerun went on from where this one stopped)
+        e.args = ((f"interrupted; --output {FLAGS.output} is as it was (it is written once "
+                   "every text is scored); rerun the command: it starts from the first line"
+                   if FLAGS.output else
+                   f"interrupted after the scores of the first {count(printed, 'text')} "
+                   "(whole lines); rerun the command for the rest: it starts from the "
+                   "first line"),)
+        raise
     t2 = time.monotonic()
     print(f"[score] {count(counts['texts'], 'text')} in {t2 - t1:.2f}s (model loaded in "
           f"{t1 - t0:.1f}s)" + (f"; {counts['truncated']} truncated to "

@@ -281,6 +281,14 @@ def test_a_json_vocabulary_is_named(tmp_path):
     with pytest.raises(VocabError, match=r"lacks the special token\(s\) .* \(a JSON file\? a "
                                          r"vocabulary is one token per line"):
         load_vocab(str(path))
+    path.write_text('["[PAD]", "hello"]\n', encoding="utf-8")  # a JSON list too
+    with pytest.raises(VocabError, match=r"\(a JSON file\?"):
+        load_vocab(str(path))
+    # A vocab.txt cut short also starts with "[": it is no JSON (it had been asked so)
+    path.write_text("[PAD]\n[unused0]\nhello\n", encoding="utf-8")
+    with pytest.raises(VocabError) as raised:
+        load_vocab(str(path))
+    assert str(raised.value) == f"{path} lacks the special token(s) [UNK], [CLS], [SEP], [MASK]"
 
 
 def test_a_character_newer_than_pythons_unicode_tables_is_visible_text():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import unicodedata
 
 from electra_tf.core.errors import VocabError
@@ -89,12 +90,23 @@ def load_vocab(vocab_file: str) -> list[str]:
     missing = [t for t in SPECIAL_TOKENS if t not in seen]
     if missing:
         kind = (" (a JSON file? a vocabulary is one token per line: the vocab.txt beside "
-                "it)" if data.lstrip()[:1] in (b"{", b"[") else "")
+                "it)" if _looks_json(data) else "")
         raise VocabError(f"{vocab_file} lacks the special token(s) {', '.join(missing)}"
                          + kind)
     if seen[PAD] != 0:
         raise VocabError(f"{vocab_file}: [PAD] must be id 0, found at id {seen[PAD]}")
     return tokens
+
+
+def _looks_json(data: bytes) -> bool:
+    """Whether a file read as a vocabulary is JSON (tokenizer.json, vocab.json): an object,
+    or a list whose first line is not a bracketed token as a vocabulary's "[PAD]" (a cut
+    vocab.txt had been asked whether it was JSON)."""
+    first = data.lstrip()[:1]
+    if first == b"{":
+        return True
+    line = data.lstrip().split(b"\n", 1)[0].strip()
+    return first == b"[" and not re.fullmatch(rb"\[[^\[\]\s]+\]", line)
 
 
 def tokens_sha256(tokens: list[str]) -> str:

@@ -223,6 +223,71 @@ def test_the_command_reads_its_input_a_chunk_at_a_time(tmp_path):
         count_lines(str(tmp_path / "none"))
 
 
+def test_a_long_line_is_read_to_a_space_within_the_limit_and_chunks_hold_few_bytes(
+        tmp_path, monkeypatch):
+    """A one-line file of 20 MB had been read and tokenized whole (35 bytes of memory a
+    byte, for 14 scored pieces): a line is read to its last space within MAX_LINE_BYTES,
+    the rest passed over, and a chunk ends once it holds _CHUNK_BYTES."""
+    from electra_tf import score
+    from electra_tf.core.errors import InputError
+
+    monkeypatch.setattr(score, "MAX_LINE_BYTES", 16)
+    monkeypatch.setattr(score, "_CHUNK_BYTES", 20)
+    path = tmp_path / "in.txt"
+    path.write_bytes(("one two three four five six\nshort\na" + "\u00e9" * 10
+                      + "\nlast").encode())
+    # cut at the last space within 16 bytes; a line without one at a character's end
+    assert list(score.read_chunks(str(path), size=100)) == [
+        ["one two three", "short", "a" + "\u00e9" * 7], ["last"]]
+    assert score.count_lines(str(path)) == 4
+    path.write_bytes(b"ok\nzz\xff" + b"z" * 30 + b"\n")  # a bad byte within the limit
+    with pytest.raises(InputError, match=r":2: not UTF-8 \(byte 0xff at column 3\)"):
+        score.count_lines(str(path))
+
+
+@pytest.mark.parametrize("to", ["stdout", "output"])
+def test_an_interrupt_says_what_was_written_and_that_a_rerun_starts_over(
+        to, electric_dir, tmp_path, monkeypatch, capsys):
+    """The command's interrupt line had been the generic "run the same command again to
+    finish", read as a resume; stdout then held whole lines of the first chunks."""
+    import types
+
+    from electra_tf import cli, score
+
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    output = tmp_path / "scores.txt"
+    output.write_text("before\n")
+    monkeypatch.setattr(score, "FLAGS", types.SimpleNamespace(
+        model_dir=str(electric_dir), input=str(sentences), batch_size=2, energies=False,
+        max_seq_length=SEQ, vocab_file="", output=str(output) if to == "output" else ""))
+    monkeypatch.setattr(score, "_CHUNK_BYTES", 1)  # a chunk a line
+    written = []
+    monkeypatch.setattr(cli, "write_stdout", written.append)
+
+    class Stopped:  # a Ctrl-C as the third text is scored
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def update(self, done):
+            if done >= 3:
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(score.fileio, "Progress", Stopped)
+    with pytest.raises(KeyboardInterrupt) as raised:
+        score.main(["score"])
+    if to == "output":
+        assert output.read_text() == "before\n"
+        assert str(raised.value) == (f"interrupted; --output {output} is as it was (it is "
+                                     "written once every text is scored); rerun the "
+                                     "command: it starts from the first line")
+    else:
+        assert len(written) == 2
+        assert str(raised.value) == ("interrupted after the scores of the first 2 texts (whole "
+                                     "lines); rerun the command for the rest: it starts from "
+                                     "the first line")
+
+
 def test_a_bad_line_is_refused_before_an_output_is_touched(electric_dir, tmp_path):
     sentences = tmp_path / "s.txt"
     sentences.write_bytes(b"a token\nthe model\nnot UTF-8 \xff\n")
