@@ -98,7 +98,12 @@ def write_stdout(text: str) -> None:
     try:
         if sys.stdout is None:
             raise OSError(errno.EBADF, "it is closed")
-        sys.stdout.write(text)
+        try:
+            sys.stdout.write(text)
+        except UnicodeEncodeError:  # a stdout of another encoding (PYTHONIOENCODING=ascii,
+            # a C locale): escaped, as the error lines are (it had ended in a traceback)
+            encoding = sys.stdout.encoding or "utf-8"
+            sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
         sys.stdout.flush()
     except BrokenPipeError:
         raise
@@ -205,9 +210,9 @@ def _parse_flags(argv: list[str]) -> list[str]:
         if "does not take an argument" in reason:
             reason += " (a boolean is --name, --noname or --name=false)"
         unknown = re.match(r"Unknown command line flag '(\w+)'", reason)
-        ours = _OTHER_NAMES.get(unknown.group(1).lower()) if unknown else None
-        if ours and ours[0] in flags.FLAGS:  # NVIDIA's name of a flag this command has
-            reason = f"Unknown command line flag {unknown.group(1)!r}: here it is {ours[1]}"
+        ours = _other_name(unknown.group(1), argv) if unknown else None
+        if ours:  # NVIDIA's name of a flag this command has
+            reason = f"Unknown command line flag {unknown.group(1)!r}: here it is {ours}"
         print(f"error: {reason}", file=sys.stderr)
         sys.exit(2)
     _expand_home()
@@ -215,17 +220,43 @@ def _parse_flags(argv: list[str]) -> list[str]:
 
 
 # Flags other ELECTRA and BERT scripts (NVIDIA's; the original's loss switches, which
-# --objective replaces) name otherwise: what they are here
+# --objective replaces) name otherwise: what they are here (the flag's name, what it is
+# here, and where the other is a switch given false, --use_xla=false or --nouse_xla,
+# what that is: the hint had given the switched-on form whatever the value)
 _OTHER_NAMES = {
-    **dict.fromkeys(("amp", "use_amp", "fp16", "use_fp16", "bf16"), (
-        "mixed_precision", "--mixed_precision=bf16 (float16 is not offered: docs/backends.md)")),
-    **dict.fromkeys(("xla", "use_xla"), ("jit_compile", "--jit_compile=true")),
+    **dict.fromkeys(("amp", "use_amp", "fp16", "use_fp16", "bf16", "use_bf16"), (
+        "mixed_precision", "--mixed_precision=bf16 (float16 is not offered: docs/backends.md)",
+        "--mixed_precision=fp32, the default")),
+    # the export's flag, an easy slip in a training command
+    "precision": ("mixed_precision", "--mixed_precision=bf16 or fp32 (--precision is the "
+                                     "export's flag)"),
+    **dict.fromkeys(("xla", "use_xla"), ("jit_compile", "--jit_compile=true",
+                                         "--jit_compile=false, the default")),
+    # NVIDIA's and the original's pre-training have it; fine-tuning here has not
+    "gradient_accumulation_steps": ("train_batch_size", "no gradient accumulation in "
+                                    "fine-tuning: give a --train_batch_size that fits"),
     "electra_objective": ("objective", "--objective (the original's electra_objective=false "
                                        "is --objective=bert_mlm)"),
     "electric_objective": ("objective", "--objective=electric"),
     "two_tower_generator": ("objective", "--objective=electric, which takes that generator "
                                          "(ELECTRA's own objective with it is not offered)"),
 }
+
+def _other_name(name: str, argv: list[str]) -> str | None:
+    """What an unknown flag, another script's name of one this command has, is here
+    (None where it is no such name); `argv` tells whether it was given false."""
+    key, negated = name.lower(), False
+    if key not in _OTHER_NAMES and key.startswith("no") and key[2:] in _OTHER_NAMES:
+        key, negated = key[2:], True
+    entry = _OTHER_NAMES.get(key)
+    if entry is None or entry[0] not in flags.FLAGS or key in flags.FLAGS:
+        return None
+    values = [a.split("=", 1)[1] for a in argv if "=" in a
+              and a.split("=", 1)[0].lstrip("-").lower() == name.lower()]
+    if values and values[-1].strip().lower() in ("false", "0", "no", "f", "n"):
+        negated = True
+    return entry[2] if negated and len(entry) > 2 else entry[1]
+
 
 # Flags that take paths (a folder, a file, a pattern, a comma-separated list of them)
 _PATH_FLAG = re.compile(r"(^|_)(dir|file|data|checkpoint|output|input|corpus|base|records|"

@@ -220,6 +220,38 @@ def test_help_exits_0_for_every_command():
     assert proc.stdout == "", proc.stdout[-2000:]
 
 
+def test_another_scripts_flag_name_is_told_as_given_on_or_off(monkeypatch):
+    """`--use_xla=false` had been told "here it is --jit_compile=true", the opposite;
+    --nouse_xla, --use_bf16, --precision (the export's) and fine-tuning's
+    --gradient_accumulation_steps had no hint."""
+    from absl import flags
+
+    from electra_tf import cli
+    from electra_tf import flags as flags_lib
+
+    pretraining, finetuning = flags.FlagValues(), flags.FlagValues()
+    flags_lib.define_pretraining_flags(pretraining)
+    flags_lib.define_finetuning_flags(finetuning)
+    monkeypatch.setattr(cli.flags, "FLAGS", pretraining)
+    for given, hint in (("--use_xla", "--jit_compile=true"),
+                        ("--use_xla=false", "--jit_compile=false, the default"),
+                        ("--USE_XLA=0", "--jit_compile=false, the default"),
+                        ("--nouse_xla", "--jit_compile=false, the default"),
+                        ("--amp=false", "--mixed_precision=fp32, the default"),
+                        ("--use_bf16", "--mixed_precision=bf16 (float16 is not offered: "
+                                       "docs/backends.md)"),
+                        ("--precision=bf16", "--mixed_precision=bf16 or fp32 (--precision "
+                                             "is the export's flag)"),
+                        ("--use_cprofile", None)):
+        name = given.lstrip("-").split("=")[0]
+        assert cli._other_name(name, ["run_pretraining", given]) == hint, given
+    assert cli._other_name("gradient_accumulation_steps", []) is None  # pre-training has it
+    monkeypatch.setattr(cli.flags, "FLAGS", finetuning)
+    assert cli._other_name("gradient_accumulation_steps", ["x", "--gradient_accumulation_steps"
+                                                           "=2"]) == (
+        "no gradient accumulation in fine-tuning: give a --train_batch_size that fits")
+
+
 def test_a_stdout_that_cannot_take_the_output_is_one_line(capsys, monkeypatch):
     """score and results_table print through cli.write_stdout: a full (/dev/full) or
     closed (>&-) stdout had been told as a file write ("the files written before are
@@ -248,6 +280,12 @@ def test_a_stdout_that_cannot_take_the_output_is_one_line(capsys, monkeypatch):
     monkeypatch.setattr("sys.stdout", Closed())
     with pytest.raises(BrokenPipeError):
         cli.write_stdout("x\n")
+    # a stdout of another encoding (PYTHONIOENCODING=ascii): escaped, as the error lines
+    # are (a folder named "nöeval" had ended results_table in a UnicodeEncodeError)
+    ascii_out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    monkeypatch.setattr("sys.stdout", ascii_out)
+    cli.write_stdout("| nöeval_é | 60.0 |\n")
+    assert ascii_out.buffer.getvalue() == b"| n\\xf6eval_\\xe9 | 60.0 |\n"
 
 
 def test_every_command_s_output_goes_through_write_stdout(tmp_path):

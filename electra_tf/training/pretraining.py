@@ -393,6 +393,12 @@ class Pretraining:
             if used and isinstance(ran[name], int) and ran[name] != new:
                 changes.append(f"--{name}={new} (it was {ran[name]}: the same global batch "
                                "in other micro-batches)")
+        # and XLA on TensorFlow, whose random ops draw other masks and samples than the
+        # same seed's without it (JAX compiles every step: it records true)
+        old, new = recorded_run.get("jit_compile"), self.run.jit_compile
+        if isinstance(old, bool) and old != new and self.backend == "tensorflow":
+            changes.append(f"--jit_compile={str(new).lower()} (it was {str(old).lower()}: "
+                           "compiled steps draw other masks and samples)")
         old, new = recorded_run.get("jax_input_pipeline"), self.run.jax_input_pipeline
         if old is not None and old != new and self.backend == "jax":
             changes.append(f"--jax_input_pipeline={new} (it was {old})")

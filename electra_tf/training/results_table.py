@@ -21,9 +21,17 @@ import statistics
 from electra_tf.core.config import model_size_of
 from electra_tf.core.errors import InputError
 from electra_tf.core.words import count
-from electra_tf.folders.files import FINETUNED_WEIGHTS, RESULTS, trials_path, what_it_holds
+from electra_tf.folders.files import (
+    FINETUNED_WEIGHTS,
+    FINETUNING_CONFIG,
+    RESULTS,
+    read_json,
+    trials_path,
+    what_it_holds,
+)
 from electra_tf.folders.finetuned import (
     final_results,
+    has_finetuning_config,
     is_finetuning_folder,
     read_results,
     recorded_task,
@@ -149,7 +157,9 @@ def read_folder(folder: str) -> TaskResult | None:
                           unfinished=max(0, requested - len(done)),
                           trials=tuple(t["trial"] for t, v in zip(done, each) if v is not None),
                           why=_no_value(each, sum(bool(t.get("diverged")) for t in done)))
-    if not is_finetuning_folder(folder):
+    stopped = not is_finetuning_folder(folder) and os.path.isdir(folder) \
+        and has_finetuning_config(folder)  # a run stopped before its end saved its model
+    if not is_finetuning_folder(folder) and not stopped:
         if not os.path.exists(folder):
             raise InputError(f"{folder} not found")
         raise InputError(f"{folder} is neither a fine-tuning folder (finetuning_config.json, "
@@ -159,10 +169,18 @@ def read_folder(folder: str) -> TaskResult | None:
     if _column(task) is None:
         return None
     results = read_results(folder)
-    if not results:  # named below the table, as a group with no trial finished
+    if stopped:  # named below the table (it had stopped the whole table, status 2); its
+        # results.json, if any, is of an epoch before the last
         return TaskResult(folder, task, model_size_of(encoder), (),
-                          why=f"no {RESULTS} yet: a fine-tuning run writes it at its "
-                              "first evaluation")
+                          why=f"its run has not finished (no {FINETUNED_WEIGHTS} yet): rerun "
+                              "its command to resume and finish it")
+    if not results:  # named below the table, as a group with no trial finished
+        trained_without = read_json(os.path.join(folder, FINETUNING_CONFIG)).get(
+            "run", {}).get("do_eval") is False
+        return TaskResult(folder, task, model_size_of(encoder), (),
+                          why="trained with --do_eval=false: no dev scores recorded"
+                          if trained_without else f"no {RESULTS} yet: a fine-tuning run "
+                          "writes it at its first evaluation")
     value = _value(folder, task, final_results(results))
     return TaskResult(folder, task, model_size_of(encoder), () if value is None else (value,),
                       dropped=int(value is None), why=_no_value([value]))

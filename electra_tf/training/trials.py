@@ -246,6 +246,10 @@ _PATHS = ("init_checkpoint", "data_dir", "vocab_file")  # compared as the files 
 # Settings a rerun of the group may change: how often and how many checkpoints are
 # kept, and the evaluation's batch (had been refused as other settings).
 _RESULTS_UNCHANGED = ("save_checkpoints_steps", "keep_checkpoint_max", "eval_batch_size")
+# How the trials compute (allowed to change, as a resumed single run's: the weights are
+# float32 either way), recorded as the latest run's and said when a rerun changes them
+# (a group extended in fp32 had mixed them into one median without a word).
+_PRECISION = ("mixed_precision", "jit_compile")
 # What the trials read, by content (sha256): data edited in place, or a checkpoint
 # folder that pre-training went on writing, had been mixed into one median. Of
 # --data_dir, the train and dev files (a test file or a README added later is no change:
@@ -272,7 +276,7 @@ def _train_or_dev(name: str) -> bool:
 
 def _settings(config: FinetuningConfig, run: FinetuningRun, backend: str = "") -> dict:
     values = {k: v for k, v in config.to_dict().items() if k not in _PER_TRIAL}
-    values.update({k: getattr(run, k) for k in _GROUP_RUN_FIELDS})
+    values.update({k: getattr(run, k) for k in _GROUP_RUN_FIELDS + _PRECISION})
     if backend:  # Keras' (each trial's checkpoints are the backend's own)
         values["backend"] = backend
     for key, (field, _) in _CONTENTS.items():
@@ -346,7 +350,7 @@ def _changed(before: dict, settings: dict, size: str = "") -> list[str]:
     if before:
         before = {**{k: getattr(FinetuningConfig, k) for k in _FIXED_BEFORE}, **before}
     for k in sorted(set(before) | set(settings)):
-        if k not in before or k in _RESULTS_UNCHANGED or k in _RETIRED:
+        if k not in before or k in _RESULTS_UNCHANGED + _PRECISION or k in _RETIRED:
             continue  # (not recorded by the group's version yet, or no longer; no change
             # to what a trial learns or scores)
         old, new = before.get(k), settings.get(k)
@@ -640,8 +644,18 @@ class TrialGroup:
                 raise ConfigError(f"{self.path} records trials of other settings ("
                                   f"{'; '.join(changed[:3])}); rerun with those, or use "
                                   "another --model_dir")
+            recorded = self.record["settings"]
+            other = [k for k in _PRECISION if k in recorded and recorded[k] != settings[k]]
+            if other and writer:
+
+                def flags_of(values):
+                    return " ".join(f"--{k}={str(values[k]).lower()}" for k in other)
+
+                log("finetune", f"note: {self.folder}'s trials so far ran with "
+                    f"{flags_of(recorded)}; those this run trains, with {flags_of(settings)}: "
+                    "one median over both")
             self.record["settings"] = {**settings, **self.record["settings"],  # + new keys,
-                                       **{k: settings[k] for k in _RESULTS_UNCHANGED  # the
+                                       **{k: settings[k] for k in _RESULTS_UNCHANGED + _PRECISION
                                           if k in settings}}  # latest run's (when written)
             # Another --num_trials is recorded before any trial runs, so that a group cut
             # short reads as such (results_table) even if no added trial finishes.

@@ -98,15 +98,15 @@ def test_each_size_gets_its_own_row_and_one_task_twice_is_refused(folders, tmp_p
         results_table([base, base + "/"])  # (it had said "base and base both hold ...")
     with pytest.raises(InputError, match="is neither a fine-tuning folder"):
         results_table([str(tmp_path)])
-    # what a folder of neither kind holds: a run not finished (a group's first trial,
-    # cut short before the group wrote trials.json)
+    # a run not finished (a group's first trial, cut short before the group wrote
+    # trials.json): named below the table, as a single run stopped early is
     running = tmp_path / "rte_1"
     (running / "checkpoints").mkdir(parents=True)
     (running / "checkpoints" / "ckpt-3.index").write_bytes(b"")
     (running / "finetuning_config.json").write_bytes(
         (tmp_path / "squad" / "finetuning_config.json").read_bytes())
-    with pytest.raises(InputError, match="; it holds a fine-tuning run that has not finished"):
-        results_table([str(running)])
+    assert results_table([str(running)])["unscored"][0]["why"].startswith(
+        "its run has not finished (no finetuned.weights.h5 yet)")
     with pytest.raises(InputError, match=r"missing not found$"):
         results_table([str(tmp_path / "missing")])
     broken = trial_group(tmp_path / "sst2", "sst2", [{"dev": {"f1": 0.1}}])
@@ -268,6 +268,28 @@ def test_non_finite_trials_are_left_out_of_the_median_and_a_folder_without_resul
         "why": "no results.json yet: a fine-tuning run writes it at its first evaluation"}]
     finetuned.write_results(folder, {"epoch_x": {}, "epoch_2": {"dev": {"accuracy": 0.5}}})
     assert results_table([folder])["rows"][0]["cells"][7]["median"] == 50.0
+    # A run stopped before its end (no final weights; results of an earlier epoch, or
+    # none): named below the table, the others printed (it had stopped the whole table,
+    # "neither a fine-tuning folder ... nor a trial group")
+    stopped = finetuned_folder(tmp_path / "mrpc", "mrpc", {"dev": {"accuracy": 0.6}}, tiny_vocab)
+    (tmp_path / "mrpc" / files.FINETUNED_WEIGHTS).unlink()
+    table = results_table([folder, stopped])
+    assert table["rows"][0]["cells"][7]["median"] == 50.0
+    assert table["unscored"] == [{
+        "folder": stopped, "task": "mrpc",
+        "why": "its run has not finished (no finetuned.weights.h5 yet): rerun its command "
+               "to resume and finish it"}]
+    (tmp_path / "mrpc" / files.RESULTS).unlink()
+    assert results_table([stopped])["unscored"][0]["why"].startswith("its run has not finished")
+    # A finished run trained with --do_eval=false will write no results.json (it had been
+    # told one was coming)
+    config_path = tmp_path / "rte" / files.FINETUNING_CONFIG
+    record = json.loads(config_path.read_text())
+    record["run"]["do_eval"] = False
+    config_path.write_text(json.dumps(record))
+    (tmp_path / "rte" / files.RESULTS).unlink()
+    assert results_table([folder])["unscored"][0]["why"] == (
+        "trained with --do_eval=false: no dev scores recorded")
 
 
 def test_a_folder_without_a_finite_score_is_named_below_the_table(tmp_path, tiny_vocab):

@@ -165,7 +165,7 @@ def test_a_setting_an_older_group_did_not_record_is_compared_at_its_old_value():
     assert trials._changed(old, same) == []
 
 
-def test_a_group_of_other_settings_is_refused(tmp_path):
+def test_a_group_of_other_settings_is_refused(tmp_path, capsys):
     config, run = fake_runs(tmp_path, 2)
     trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results)
     other = FinetuningConfig(task_name="sst2", seed=7, learning_rate=3e-4)
@@ -183,8 +183,20 @@ def test_a_group_of_other_settings_is_refused(tmp_path):
                       Finetuning.final_results)
     settings = trials.read_trials(str(tmp_path / "out"))["settings"]  # the latest run's
     assert (settings["eval_batch_size"], settings["save_checkpoints_steps"]) == (8, 50)
+    # Another precision or compilation: allowed (a resumed single run's), recorded as the
+    # latest run's and said (a group extended in fp32 had mixed bf16 and fp32 trials into
+    # one median without a word)
+    capsys.readouterr()
+    trials.run_trials(config, dataclasses.replace(run, num_trials=4, mixed_precision="bf16",
+                                                  jit_compile=True),
+                      "sst2", FakeTrainer, Finetuning.final_results)
+    assert (f"note: {tmp_path / 'out'}'s trials so far ran with --mixed_precision=fp32 "
+            "--jit_compile=false; those this run trains, with --mixed_precision=bf16 "
+            "--jit_compile=true: one median over both") in capsys.readouterr().err
+    settings = trials.read_trials(str(tmp_path / "out"))["settings"]
+    assert (settings["mixed_precision"], settings["jit_compile"]) == ("bf16", True)
     with pytest.raises(ConfigError, match="holds the trials.json of a --num_trials run: "
-                                          "rerun it with --num_trials=3, or"):
+                                          "rerun it with --num_trials=4, or"):
         trials.check_single_run_folder(str(tmp_path / "out"))  # as --num_trials=1's folder
     trials.check_single_run_folder(str(tmp_path / "out_1"))
     single = tmp_path / "single"

@@ -552,7 +552,7 @@ def test_resuming_with_other_settings_of_the_same_variables_says_so(
     data = recorded["run"]["train_data"]
     old = tiny_records["eval"]
     recorded["run"].update(mixed_precision="bf16", gradient_accumulation_steps=2,
-                           train_data=old)
+                           train_data=old, jit_compile=True)
     recorded["replicas"] = 2
     (model_dir / "pretraining_config.json").write_text(json.dumps(recorded))
     capfd.readouterr()
@@ -565,7 +565,8 @@ def test_resuming_with_other_settings_of_the_same_variables_says_so(
             "--objective=electra_15 (it was electra), --mask_prob=0.2 (it was 0.15), "
             "--mixed_precision=fp32 (it was bf16), "
             f"--train_data={data} (it was {old}), --gradient_accumulation_steps=1 (it "
-            "was 2: the same global batch in other micro-batches), "
+            "was 2: the same global batch in other micro-batches), --jit_compile=false (it "
+            "was true: compiled steps draw other masks and samples), "
             "the batch split over 1 replica(s) (it was "
             "2: other masks and input order, the same global batch); pretraining_config.json "
             "now records these\n") in err, err
