@@ -202,12 +202,12 @@ def test_a_predictor_answers_alike_in_a_process_running_keras_on_jax(finetuned_d
     from electra_tf import Predictor
 
     texts = ["John lives in Paris .", "", "a b c d e f g h"]
+    # the heads that had failed (tagging, SQuAD over several windows, rtd); a
+    # classifier's, STS-B's and plain SQuAD's left out for the suite's time
     cases = {"ner": (finetuned_dirs["ner"], [texts]),
-             "squad": (finetuned_dirs["squad"], [["who lives there ?"] * 3, texts]),
              # contexts of several windows (the windows' graph on JAX's outputs)
              "squad_joint": (finetuned_dirs["squad_joint"],
                              [[q for q, _ in LONG_PAIRS], [c for _, c in LONG_PAIRS]]),
-             "stsb": (finetuned_dirs["stsb"], [texts, texts[::-1]]),
              "rtd": (export_pretrained_dir, [texts])}
     proc = run_jax_script("""
         import json, sys

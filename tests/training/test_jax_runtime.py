@@ -92,6 +92,10 @@ def train(spec, stops, devices=1, input_pipeline="tf.data"):
     return train_runs([(spec, stops)], devices, input_pipeline)[0]
 
 
+# Slow (30 s of the default suite's 6 minutes): a JAX run stopped and resumed; the default
+# suite's JAX runs are the loss parity, the files removed mid-run below and
+# test_jax_no_tf.py's TensorFlow-free run, whose folder TensorFlow reads.
+@pytest.mark.slow
 def test_jax_run_resumes_exactly_and_its_folder_loads_for_export(tiny_records, tmp_path):
     straight, resumed = train_runs([
         (config_json(tiny_records, tmp_path / "a", {"log_examples": True}), [None]),
