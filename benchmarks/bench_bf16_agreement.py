@@ -87,6 +87,12 @@ def main():
     out = {}
     for precision in ("fp32", "bf16"):
         predictor = Predictor.open(folder, precision=precision)
+        names = predictor.spec.label_names
+        unknown = sorted(set(labels or ()) - set(names)) if names else []
+        if unknown:  # (every row had scored as wrong: "accuracy 0.0")
+            raise SystemExit(f"error: {path}'s labels {', '.join(unknown[:5])} are not the "
+                             f"model's ({', '.join(names)}): give a file labelled with "
+                             "them")
         parts = [predictor.outputs(texts[i:i + args.batch])
                  for i in range(0, len(texts), args.batch)]
         out[precision] = {k: np.concatenate([p[k] for p in parts]) for k in ("logits", "label")}

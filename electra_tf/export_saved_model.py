@@ -69,11 +69,12 @@ def define_flags():
 
 
 def ignored_flags(task: str, squad_flags: list[str], buckets, max_seq_length: int,
-                  ids_only: bool = False) -> list[str]:
+                  ids_only: bool = False, min_length: int = 1) -> list[str]:
     """A line for each flag given that does nothing here: a question-answering option
     (`squad_flags`, those given) that the task's head does not take, `--doc_stride` of
     an `ids_only` export (its rows are windows as sent), and `--length_buckets` past
-    the window."""
+    the window or below `min_length` (the joint span head's beam: they had been left
+    out without a word)."""
     from electra_tf.tasks import heads
 
     options = {f.name for f in dataclasses.fields(heads.head_class(task).ServingOptions)}
@@ -83,6 +84,10 @@ def ignored_flags(task: str, squad_flags: list[str], buckets, max_seq_length: in
     if past:
         notes.append(f"--length_buckets {','.join(map(str, past))} past the window "
                      f"(max_seq_length {max_seq_length}, the last bucket) left out")
+    below = sorted(int(b) for b in buckets or () if int(b) < min(min_length, max_seq_length))
+    if below:
+        notes.append(f"--length_buckets {','.join(map(str, below))} below the {min_length} "
+                     "positions the joint span head's beam needs left out")
     if ids_only and "doc_stride" in squad_flags and "doc_stride" in options:
         notes.append("--doc_stride sets the text signature's windows; an --ids_only export "
                      "takes one window per row, as sent")
@@ -113,9 +118,12 @@ def main(argv):
             .untrained_positions_warning(spec.max_seq_length, "--max_seq_length")
         if warning:
             print(f"[export] {warning}", file=sys.stderr)
+    from electra_tf.serving import signatures  # (TensorFlow, loaded with the spec)
+
     for note in ignored_flags(FLAGS.task, [n for n in ("max_query_length", "max_answer_length",
                                                        "doc_stride") if FLAGS[n].present],
-                              buckets, spec.max_seq_length, FLAGS.ids_only):
+                              buckets, spec.max_seq_length, FLAGS.ids_only,
+                              signatures.min_length(spec)):
         print(f"[export] note: {note}", file=sys.stderr)
     path = export(spec, FLAGS.model_base, FLAGS.model_name, FLAGS.version,
                   ids_only=FLAGS.ids_only, warmup=FLAGS.warmup)

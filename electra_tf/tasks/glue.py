@@ -167,20 +167,23 @@ class GlueTask(Task):
     def _diagnostic_file(self, data_dir: str) -> str | None:
         """GLUE's diagnostic set (predicted by the MNLI model, submitted as AX.tsv): in
         the MNLI folder (where the original reads it), or in glue_data/diagnostic."""
-        parent = os.path.dirname(os.path.normpath(data_dir))
-        for path in (os.path.join(data_dir, "diagnostic.tsv"),
-                     os.path.join(data_dir, self.dir_name, "diagnostic.tsv"),
-                     os.path.join(data_dir, "diagnostic", "diagnostic.tsv"),
-                     os.path.join(parent, "diagnostic", "diagnostic.tsv")):
-            if is_file(path):
-                return path
-        return None
+        return next((p for p in self._diagnostic_paths(data_dir) if is_file(p)), None)
+
+    def _diagnostic_paths(self, data_dir: str) -> list[str]:
+        parent = os.path.dirname(os.path.abspath(data_dir))
+        paths = [os.path.join(data_dir, "diagnostic.tsv"),
+                 os.path.join(data_dir, self.dir_name, "diagnostic.tsv"),
+                 os.path.join(data_dir, "diagnostic", "diagnostic.tsv"),
+                 os.path.join(parent, "diagnostic", "diagnostic.tsv")]
+        return list(dict.fromkeys(os.path.normpath(p) for p in paths))
 
     def optional_split(self, data_dir: str, split: str) -> str | None:
         if split != DIAGNOSTIC or self._diagnostic_file(data_dir):
             return None
-        return (f"no diagnostic.tsv in {data_dir} or glue_data/diagnostic: GLUE's "
-                "diagnostic set (AX.tsv) is not predicted")
+        # (the paths looked at: it had named glue_data/diagnostic, which a --data_dir
+        # of MNLI/ does not lead to)
+        return (f"no {', '.join(self._diagnostic_paths(data_dir))}: GLUE's diagnostic set "
+                "(AX.tsv) is not predicted")
 
     def dev_splits(self) -> tuple[str, ...]:
         """Labelled evaluation splits (MNLI: matched and mismatched)."""

@@ -125,4 +125,8 @@ def test_the_export_command_names_a_stride_an_ids_only_export_does_not_read():
             "window per row, as sent")
     assert ignored_flags("squad", ["doc_stride"], None, 24, ids_only=True) == [note]
     assert ignored_flags("squad", ["doc_stride"], None, 24) == []
+    # buckets below the joint span head's beam: said (they had been left out silently)
+    assert ignored_flags("squad", [], [8, 16, 24], 32, min_length=20) == [
+        "--length_buckets 8,16 below the 20 positions the joint span head's beam needs left out"]
+    assert ignored_flags("squad", [], None, 32, min_length=20) == []  # the defaults: docs
     assert ignored_flags("squad", [], None, 24, ids_only=True) == []

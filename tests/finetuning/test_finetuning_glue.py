@@ -163,9 +163,11 @@ def test_the_diagnostic_set_is_predicted_where_its_file_is(glue_dir, tmp_path):
         assert mnli.optional_split(data_dir, glue.DIAGNOSTIC) is None
     _write(tmp_path, "MNLI/test_matched.tsv", "index\tsentence1\tsentence2\n0\ta\tb\n")
     alone = str(tmp_path / "MNLI")
+    # the files looked for (it had named glue_data/diagnostic, not where it looked)
     assert mnli.optional_split(alone, glue.DIAGNOSTIC) == (
-        f"no diagnostic.tsv in {alone} or glue_data/diagnostic: GLUE's diagnostic set "
-        "(AX.tsv) is not predicted")
+        f"no {alone}/diagnostic.tsv, {alone}/MNLI/diagnostic.tsv, "
+        f"{alone}/diagnostic/diagnostic.tsv, {tmp_path}/diagnostic/diagnostic.tsv: GLUE's "
+        "diagnostic set (AX.tsv) is not predicted")
     assert mnli.optional_split(alone, "test_matched") is None  # the others are required
     runs = {d: types.SimpleNamespace(task=mnli, run=types.SimpleNamespace(
         data_dir=d, do_train=False, do_eval=False, do_predict=True)) for d in (glue_dir, alone)}

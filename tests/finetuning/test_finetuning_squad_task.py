@@ -661,3 +661,27 @@ def test_training_labels_and_skips_are_the_originals(tokenizer, tmp_path, caplog
     (tmp_path / "train-v1.1.json").write_text(json.dumps(only_skipped), "utf-8")
     with pytest.raises(base.TaskDataError, match="no questions .1 skipped"):
         task.read(str(tmp_path), "train")
+
+
+def test_an_evaluation_takes_the_folders_windows_but_no_n_best_for_the_joint_head():
+    """`--do_train=false` on a fine-tuned folder evaluates its model as it was trained:
+    its windows and longest answer where the run leaves them at their defaults; a joint
+    head's recorded --n_best_size (which it never reads: its beam decodes) had been named
+    among them ("as it was trained: --n_best_size=5")."""
+    import types
+
+    from electra_tf.core.config import FinetuningConfig
+    from electra_tf.tasks.heads.span import SpanConfig, SpanHead
+
+    def record(span_head):
+        return types.SimpleNamespace(
+            head_config=SpanConfig(answerable=True, span_head=span_head), answerable=True,
+            finetuning={"n_best_size": 5, "max_answer_length": 12}, model_dir="m",
+            task="squad_v2")
+
+    run = FinetuningConfig(task_name="squad_v2")
+    for span_head, want in (("joint", {"max_answer_length": 12}),
+                            ("independent", {"max_answer_length": 12, "n_best_size": 5})):
+        config = SpanConfig(answerable=True, span_head=span_head)
+        _, changes = SpanHead.as_recorded(record(span_head), config, run)
+        assert changes == want, span_head

@@ -273,6 +273,8 @@ class SpanHead(Head):
         # Its windows and decoding, as its own evaluation read them (and its export
         # serves them), where the run leaves them at their defaults.
         for name, default in span_record.WINDOW_DEFAULTS.items():
+            if name == "n_best_size" and had.span_head == "joint":
+                continue  # (the joint head decodes its beam: it had been named as taken)
             recorded = record.finetuning.get(name, default)
             if getattr(finetuning, name) == default and recorded != default:
                 changes[name] = recorded
