@@ -333,6 +333,13 @@ def recorded_task(model_dir: str) -> tuple[str, EncoderConfig]:
         raise InputError(f"{path}: encoder: {e}") from None
 
 
+def recorded_without_evaluation(model_dir: str) -> bool:
+    """Whether the run that wrote a fine-tuning model_dir's record was told
+    --do_eval=false (its folder then holds no results.json, and never will)."""
+    run = read_json(_record_path(model_dir)).get("run")
+    return isinstance(run, dict) and run.get("do_eval") is False
+
+
 def recorded_total_steps(model_dir: str) -> int | None:
     """The optimizer steps the run that wrote a fine-tuning model_dir's record planned
     (its `total_steps`), or None where the record has none."""

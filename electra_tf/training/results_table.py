@@ -21,20 +21,14 @@ import statistics
 from electra_tf.core.config import model_size_of
 from electra_tf.core.errors import InputError
 from electra_tf.core.words import count
-from electra_tf.folders.files import (
-    FINETUNED_WEIGHTS,
-    FINETUNING_CONFIG,
-    RESULTS,
-    read_json,
-    trials_path,
-    what_it_holds,
-)
+from electra_tf.folders.files import FINETUNED_WEIGHTS, RESULTS, trials_path, what_it_holds
 from electra_tf.folders.finetuned import (
     final_results,
     has_finetuning_config,
     is_finetuning_folder,
     read_results,
     recorded_task,
+    recorded_without_evaluation,
 )
 from electra_tf.training import trials
 
@@ -175,11 +169,9 @@ def read_folder(folder: str) -> TaskResult | None:
                           why=f"its run has not finished (no {FINETUNED_WEIGHTS} yet): rerun "
                               "its command to resume and finish it")
     if not results:  # named below the table, as a group with no trial finished
-        trained_without = read_json(os.path.join(folder, FINETUNING_CONFIG)).get(
-            "run", {}).get("do_eval") is False
         return TaskResult(folder, task, model_size_of(encoder), (),
                           why="trained with --do_eval=false: no dev scores recorded"
-                          if trained_without else f"no {RESULTS} yet: a fine-tuning run "
+                          if recorded_without_evaluation(folder) else f"no {RESULTS} yet: a fine-tuning run "
                           "writes it at its first evaluation")
     value = _value(folder, task, final_results(results))
     return TaskResult(folder, task, model_size_of(encoder), () if value is None else (value,),
