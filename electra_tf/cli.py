@@ -9,6 +9,7 @@ this one.
 from __future__ import annotations
 
 import atexit
+import codecs
 import contextlib
 import errno
 import importlib.abc
@@ -90,6 +91,23 @@ class Terminated(KeyboardInterrupt):
 STDOUT = "<stdout>"  # the file name of write_stdout's errors
 
 
+def _json_escapes(error: UnicodeEncodeError) -> tuple[str, int]:
+    """An encoding's error handler: each character it cannot take as JSON's \\uXXXX
+    (a surrogate pair past U+FFFF)."""
+    out = []
+    for char in error.object[error.start:error.end]:
+        code = ord(char)
+        if code > 0xFFFF:
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{code:04x}")
+    return "".join(out), error.end
+
+
+codecs.register_error("electra_tf_json", _json_escapes)
+
+
 def write_stdout(text: str) -> None:
     """A command's output on stdout. A stdout that is closed (`>&-`) or cannot take it
     (`> /dev/full`, a full disk) raises an OSError named STDOUT, which run_cli tells
@@ -101,9 +119,10 @@ def write_stdout(text: str) -> None:
         try:
             sys.stdout.write(text)
         except UnicodeEncodeError:  # a stdout of another encoding (PYTHONIOENCODING=ascii,
-            # a C locale): escaped, as the error lines are (it had ended in a traceback)
+            # a C locale): \uXXXX escapes, which JSON reads too (score --energies, query;
+            # it had ended in a traceback)
             encoding = sys.stdout.encoding or "utf-8"
-            sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
+            sys.stdout.write(text.encode(encoding, "electra_tf_json").decode(encoding))
         sys.stdout.flush()
     except BrokenPipeError:
         raise
@@ -212,7 +231,7 @@ def _parse_flags(argv: list[str]) -> list[str]:
         unknown = re.match(r"Unknown command line flag '(\w+)'", reason)
         ours = _other_name(unknown.group(1), argv) if unknown else None
         if ours:  # NVIDIA's name of a flag this command has
-            reason = f"Unknown command line flag {unknown.group(1)!r}: here it is {ours}"
+            reason = f"Unknown command line flag {unknown.group(1)!r}: {ours}"
         print(f"error: {reason}", file=sys.stderr)
         sys.exit(2)
     _expand_home()
@@ -243,19 +262,25 @@ _OTHER_NAMES = {
 }
 
 def _other_name(name: str, argv: list[str]) -> str | None:
-    """What an unknown flag, another script's name of one this command has, is here
-    (None where it is no such name); `argv` tells whether it was given false."""
+    """What an unknown flag, another script's name of one this command has, is here, as
+    the error line's end (None where it is no such name); `argv` tells whether a switch
+    was given false (one in a --flagfile, which argv does not show: both forms)."""
     key, negated = name.lower(), False
-    if key not in _OTHER_NAMES and key.startswith("no") and key[2:] in _OTHER_NAMES:
+    if key not in _OTHER_NAMES and key.startswith("no") \
+            and len(_OTHER_NAMES.get(key[2:], ())) > 2:  # (a switch's --noname)
         key, negated = key[2:], True
     entry = _OTHER_NAMES.get(key)
     if entry is None or entry[0] not in flags.FLAGS or key in flags.FLAGS:
         return None
-    values = [a.split("=", 1)[1] for a in argv if "=" in a
-              and a.split("=", 1)[0].lstrip("-").lower() == name.lower()]
-    if values and values[-1].strip().lower() in ("false", "0", "no", "f", "n"):
+    if entry[1].startswith("no "):  # a sentence of its own
+        return entry[1]
+    given = [a for a in argv if a.split("=", 1)[0].lstrip("-").lower() == name.lower()]
+    if len(entry) > 2 and not negated and not given:  # from a flagfile
+        return f"here it is {entry[1]} (or {entry[2]})"
+    if given and "=" in given[-1] \
+            and given[-1].split("=", 1)[1].strip().lower() in ("false", "0", "no", "f", "n"):
         negated = True
-    return entry[2] if negated and len(entry) > 2 else entry[1]
+    return f"here it is {entry[2] if negated and len(entry) > 2 else entry[1]}"
 
 
 # Flags that take paths (a folder, a file, a pattern, a comma-separated list of them)

@@ -56,23 +56,25 @@ MAX_LINE_BYTES = 1 << 20
 
 def _read_line(f) -> bytes:
     """The next line of a binary file (b"" at its end), cut at its last space or tab
-    within MAX_LINE_BYTES (else at a character's end) if longer: the rest is skipped."""
-    raw = f.readline(MAX_LINE_BYTES)
-    if len(raw) < MAX_LINE_BYTES or raw.endswith(b"\n"):
+    within MAX_LINE_BYTES (else at a character's end) if longer: the rest is skipped.
+    The part of the window left out is checked as UTF-8 too: a bad byte there returns
+    the window whole, for _text_of to refuse by its column."""
+    raw = f.readline(MAX_LINE_BYTES + 1)
+    if len(raw) <= MAX_LINE_BYTES or raw.endswith(b"\n"):
         return raw
     rest = raw
     while rest and not rest.endswith(b"\n"):
         rest = f.readline(MAX_LINE_BYTES)
-    space = max(raw.rfind(b" "), raw.rfind(b"\t"))
-    if space > 0:
-        return raw[:space]
-    for cut in range(4):  # no space: a character cut at the limit is left out
-        try:
-            raw[:len(raw) - cut].decode("utf-8")
-            return raw[:len(raw) - cut]
-        except UnicodeDecodeError:
-            pass
-    return raw  # not UTF-8 before its end either: _text_of says where
+    window = raw[:MAX_LINE_BYTES]
+    space = max(window.rfind(b" "), window.rfind(b"\t"))
+    cut = space if space > 0 else len(window)
+    try:
+        window.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.reason != "unexpected end of data":  # a bad byte, not a character cut
+            return window
+        cut = min(cut, e.start)  # the character cut at the limit is left out
+    return window[:cut]
 
 
 def _text_of(raw: bytes, path: str, number: int) -> str:
@@ -229,20 +231,30 @@ def main(argv):
             counts["texts"] += len(chunk)
             yield "".join(lines)
 
-    printed = 0
+    written = 0
+
+    def tracked():
+        nonlocal written
+        for piece in pieces():
+            yield piece
+            written = counts["texts"]  # (asked for the next: this one is written)
+
+    # a regular file is replaced once every text is scored; a pipe or a device is
+    # written as it goes, as stdout is
+    whole = bool(FLAGS.output) and (os.path.isfile(FLAGS.output)
+                                    or not os.path.exists(FLAGS.output))
     try:
         if FLAGS.output:
-            fileio.write_output_text(FLAGS.output, pieces())
+            fileio.write_output_text(FLAGS.output, tracked())
         else:
-            for piece in pieces():
+            for piece in tracked():
                 cli.write_stdout(piece)
-                printed = counts["texts"]
     except KeyboardInterrupt as e:  # (the generic line, "run the same command again to
         # finish", read as if a rerun went on from where this one stopped)
         e.args = ((f"interrupted; --output {FLAGS.output} is as it was (it is written once "
                    "every text is scored); rerun the command: it starts from the first line"
-                   if FLAGS.output else
-                   f"interrupted after the scores of the first {count(printed, 'text')} "
+                   if whole else
+                   f"interrupted after the scores of the first {count(written, 'text')} "
                    "(whole lines); rerun the command for the rest: it starts from the "
                    "first line"),)
         raise

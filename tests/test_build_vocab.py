@@ -144,12 +144,20 @@ def test_overwrite_replaces_and_a_size_below_the_alphabet_is_noted(tmp_path, cap
     assert f"note: {len(vocab)} tokens, above --vocab_size=110" in capsys.readouterr().err
     # Far below the size (a small corpus, --min_count's default): said, with the flag
     # that made it so; one word seen more than --min_count times would still be kept.
-    vocab = build_vocab(str(corpus), 400, str(out), overwrite=True)
+    rare = tmp_path / "rare.txt"  # words seen once beside the corpus' 30 times
+    rare.write_text(corpus.read_text("utf-8") + " ".join(f"w{i}x" for i in range(50)) + "\n",
+                    "utf-8")
+    vocab = build_vocab(str(rare), 400, str(out), overwrite=True)
     assert (f"note: {len(vocab)} tokens, well below --vocab_size=400: --min_count=10 leaves "
             "out the rarer words; lower it for a small corpus") in capsys.readouterr().err
+    vocab = build_vocab(str(corpus), 400, str(out), overwrite=True)  # none rarer than 10
+    assert "--min_count=10 leaves out" not in capsys.readouterr().err
     vocab = build_vocab(str(corpus), 400, str(out), min_count=1, overwrite=True)
     assert (f"note: {len(vocab)} tokens, well below --vocab_size=400: the corpus has no more "
             "words to learn from") in capsys.readouterr().err
+    vocab = build_vocab(str(corpus), 400, str(out), min_count=1, max_lines=1, overwrite=True)
+    assert (f"note: {len(vocab)} tokens, well below --vocab_size=400: --max_lines=1 read part "
+            "of the corpus") in capsys.readouterr().err
 
 
 def test_bytes_that_are_not_utf8_past_the_checked_start_are_refused(tmp_path):

@@ -244,12 +244,17 @@ def test_another_scripts_flag_name_is_told_as_given_on_or_off(monkeypatch):
                                              "is the export's flag)"),
                         ("--use_cprofile", None)):
         name = given.lstrip("-").split("=")[0]
-        assert cli._other_name(name, ["run_pretraining", given]) == hint, given
+        assert cli._other_name(name, ["run_pretraining", given]) == (
+            hint and f"here it is {hint}"), given
+    # given in a --flagfile, which argv does not show: both forms
+    assert cli._other_name("use_xla", ["run_pretraining", "--flagfile=f"]) == (
+        "here it is --jit_compile=true (or --jit_compile=false, the default)")
     assert cli._other_name("gradient_accumulation_steps", []) is None  # pre-training has it
     monkeypatch.setattr(cli.flags, "FLAGS", finetuning)
     assert cli._other_name("gradient_accumulation_steps", ["x", "--gradient_accumulation_steps"
                                                            "=2"]) == (
         "no gradient accumulation in fine-tuning: give a --train_batch_size that fits")
+    assert cli._other_name("nogradient_accumulation_steps", []) is None  # (no switch)
 
 
 def test_a_stdout_that_cannot_take_the_output_is_one_line(capsys, monkeypatch):
@@ -285,7 +290,10 @@ def test_a_stdout_that_cannot_take_the_output_is_one_line(capsys, monkeypatch):
     ascii_out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
     monkeypatch.setattr("sys.stdout", ascii_out)
     cli.write_stdout("| nöeval_é | 60.0 |\n")
-    assert ascii_out.buffer.getvalue() == b"| n\\xf6eval_\\xe9 | 60.0 |\n"
+    cli.write_stdout(json.dumps({"tokens": ["café", "😀"]}, ensure_ascii=False) + "\n")
+    lines = ascii_out.buffer.getvalue().decode("ascii").splitlines()
+    assert lines[0] == "| n\\u00f6eval_\\u00e9 | 60.0 |"  # JSON's escapes, which JSON reads:
+    assert json.loads(lines[1]) == {"tokens": ["café", "😀"]}  # (backslashreplace's \\xe9 not)
 
 
 def test_every_command_s_output_goes_through_write_stdout(tmp_path):

@@ -92,7 +92,8 @@ def _state_file_checkpoint(folder: str) -> str | None:
     named = state.model_checkpoint_path if state is not None else ""
     if named and "://" not in named and os.path.exists(named + ".index"):
         return named
-    return None
+    beside = os.path.join(folder, os.path.basename(named)) if named else ""
+    return beside if beside and os.path.exists(beside + ".index") else None  # (copied)
 
 
 def read_checkpoint(path: str) -> tuple[dict[str, np.ndarray], list[str]]:
@@ -208,8 +209,8 @@ def heads_notes(overrides: dict | None, heads: dict[str, int]) -> list[str]:
         counts are the released models').
       heads: {"discriminator": n, "generator": m} as the converted models have them.
     """
-    if not overrides or "num_attention_heads" in overrides:
-        return []
+    if not overrides or "num_attention_heads" in overrides or "hidden_size" not in overrides:
+        return []  # (a preset's width: the released models' counts)
     counts = ", ".join(f"{k} {v}" for k, v in heads.items())
     return [f"attention heads taken as the sizes derive them ({counts}: hidden size / 64, "
             "at least 1), which no variable of the checkpoint records; a model trained "

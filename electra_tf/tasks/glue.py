@@ -170,12 +170,14 @@ class GlueTask(Task):
         return next((p for p in self._diagnostic_paths(data_dir) if is_file(p)), None)
 
     def _diagnostic_paths(self, data_dir: str) -> list[str]:
-        parent = os.path.dirname(os.path.abspath(data_dir))
+        remote = "://" in data_dir  # (gs://: normpath would make it gs:/, a local path)
+        base = data_dir.rstrip("/") if remote else os.path.abspath(data_dir)
+        parent = os.path.dirname(base)
         paths = [os.path.join(data_dir, "diagnostic.tsv"),
                  os.path.join(data_dir, self.dir_name, "diagnostic.tsv"),
                  os.path.join(data_dir, "diagnostic", "diagnostic.tsv"),
                  os.path.join(parent, "diagnostic", "diagnostic.tsv")]
-        return list(dict.fromkeys(os.path.normpath(p) for p in paths))
+        return list(dict.fromkeys(p if remote else os.path.normpath(p) for p in paths))
 
     def optional_split(self, data_dir: str, split: str) -> str | None:
         if split != DIAGNOSTIC or self._diagnostic_file(data_dir):

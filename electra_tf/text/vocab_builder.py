@@ -177,7 +177,9 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
               "the learner keeps every character of the corpus as a token", file=sys.stderr)
     elif len(vocab) < 0.9 * vocab_size:  # (a small corpus' vocabulary had come out silently)
         rarer = (f": --min_count={min_count} leaves out the rarer words; lower it for a small "
-                 "corpus" if min_count > 1 else ": the corpus has no more words to learn from")
+                 "corpus" if any(c < min_count for c in counts.values()) else
+                 f": --max_lines={max_lines} read part of the corpus" if max_lines else
+                 ": the corpus has no more words to learn from")
         print(f"[build_vocab] note: {len(vocab):,} tokens, well below --vocab_size="
               f"{vocab_size:,}{rarer}", file=sys.stderr)
     return vocab

@@ -171,8 +171,9 @@ def read_folder(folder: str) -> TaskResult | None:
     if not results:  # named below the table, as a group with no trial finished
         return TaskResult(folder, task, model_size_of(encoder), (),
                           why="trained with --do_eval=false: no dev scores recorded"
-                          if recorded_without_evaluation(folder) else f"no {RESULTS} yet: a fine-tuning run "
-                          "writes it at its first evaluation")
+                          if recorded_without_evaluation(folder) else
+                          f"no {RESULTS} yet: a fine-tuning run writes it at its first "
+                          "evaluation")
     value = _value(folder, task, final_results(results))
     return TaskResult(folder, task, model_size_of(encoder), () if value is None else (value,),
                       dropped=int(value is None), why=_no_value([value]))

@@ -645,8 +645,12 @@ class TrialGroup:
                                   f"{'; '.join(changed[:3])}); rerun with those, or use "
                                   "another --model_dir")
             recorded = self.record["settings"]
+            done = {t["trial"] for t in self.record["trials"]}
+            trains = any(k not in done for k in range(1, run.num_trials + 1))
             other = [k for k in _PRECISION if k in recorded and recorded[k] != settings[k]]
-            if other and writer:
+            if not trains:  # (a finished group run again: no trial takes the new ones)
+                settings = {**settings, **{k: recorded[k] for k in other}}
+            elif other and writer:
 
                 def flags_of(values):
                     return " ".join(f"--{k}={str(values[k]).lower()}" for k in other)

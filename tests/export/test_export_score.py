@@ -240,12 +240,17 @@ def test_a_long_line_is_read_to_a_space_within_the_limit_and_chunks_hold_few_byt
     assert list(score.read_chunks(str(path), size=100)) == [
         ["one two three", "short", "a" + "\u00e9" * 7], ["last"]]
     assert score.count_lines(str(path)) == 4
+    path.write_bytes(b"a" * 16 + b"\n" + b"b" * 16)  # 16 bytes: not over the limit
+    assert score.read_lines(str(path)) == ["a" * 16, "b" * 16]
+    path.write_bytes(b"ab cdefgh\xffzzzzzzzzzzzz\n")  # a bad byte past the last space
+    with pytest.raises(InputError, match=r":1: not UTF-8 \(byte 0xff at column 10\)"):
+        score.count_lines(str(path))
     path.write_bytes(b"ok\nzz\xff" + b"z" * 30 + b"\n")  # a bad byte within the limit
     with pytest.raises(InputError, match=r":2: not UTF-8 \(byte 0xff at column 3\)"):
         score.count_lines(str(path))
 
 
-@pytest.mark.parametrize("to", ["stdout", "output"])
+@pytest.mark.parametrize("to", ["stdout", "output", "device"])
 def test_an_interrupt_says_what_was_written_and_that_a_rerun_starts_over(
         to, electric_dir, tmp_path, monkeypatch, capsys):
     """The command's interrupt line had been the generic "run the same command again to
@@ -260,7 +265,8 @@ def test_an_interrupt_says_what_was_written_and_that_a_rerun_starts_over(
     output.write_text("before\n")
     monkeypatch.setattr(score, "FLAGS", types.SimpleNamespace(
         model_dir=str(electric_dir), input=str(sentences), batch_size=2, energies=False,
-        max_seq_length=SEQ, vocab_file="", output=str(output) if to == "output" else ""))
+        max_seq_length=SEQ, vocab_file="",
+        output={"output": str(output), "device": "/dev/null"}.get(to, "")))
     monkeypatch.setattr(score, "_CHUNK_BYTES", 1)  # a chunk a line
     written = []
     monkeypatch.setattr(cli, "write_stdout", written.append)
@@ -281,8 +287,8 @@ def test_an_interrupt_says_what_was_written_and_that_a_rerun_starts_over(
         assert str(raised.value) == (f"interrupted; --output {output} is as it was (it is "
                                      "written once every text is scored); rerun the "
                                      "command: it starts from the first line")
-    else:
-        assert len(written) == 2
+    else:  # stdout, or a device written as it goes
+        assert len(written) == (2 if to == "stdout" else 0)
         assert str(raised.value) == ("interrupted after the scores of the first 2 texts (whole "
                                      "lines); rerun the command for the rest: it starts from "
                                      "the first line")

@@ -169,6 +169,10 @@ def test_the_diagnostic_set_is_predicted_where_its_file_is(glue_dir, tmp_path):
         f"{alone}/diagnostic/diagnostic.tsv, {tmp_path}/diagnostic/diagnostic.tsv: GLUE's "
         "diagnostic set (AX.tsv) is not predicted")
     assert mnli.optional_split(alone, "test_matched") is None  # the others are required
+    assert mnli._diagnostic_paths("gs://b/glue_data/MNLI/") == [  # (not gs:/, not local)
+        "gs://b/glue_data/MNLI/diagnostic.tsv", "gs://b/glue_data/MNLI/MNLI/diagnostic.tsv",
+        "gs://b/glue_data/MNLI/diagnostic/diagnostic.tsv",
+        "gs://b/glue_data/diagnostic/diagnostic.tsv"]
     runs = {d: types.SimpleNamespace(task=mnli, run=types.SimpleNamespace(
         data_dir=d, do_train=False, do_eval=False, do_predict=True)) for d in (glue_dir, alone)}
     assert Finetuning._splits_to_read(runs[glue_dir]) == [

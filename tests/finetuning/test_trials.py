@@ -195,6 +195,12 @@ def test_a_group_of_other_settings_is_refused(tmp_path, capsys):
             "--jit_compile=true: one median over both") in capsys.readouterr().err
     settings = trials.read_trials(str(tmp_path / "out"))["settings"]
     assert (settings["mixed_precision"], settings["jit_compile"]) == ("bf16", True)
+    # run again once finished, in fp32: no trial trains, nothing said or recorded
+    trials.run_trials(config, dataclasses.replace(run, num_trials=4), "sst2", FakeTrainer,
+                      Finetuning.final_results)
+    assert "one median over both" not in capsys.readouterr().err
+    settings = trials.read_trials(str(tmp_path / "out"))["settings"]
+    assert (settings["mixed_precision"], settings["jit_compile"]) == ("bf16", True)
     with pytest.raises(ConfigError, match="holds the trials.json of a --num_trials run: "
                                           "rerun it with --num_trials=4, or"):
         trials.check_single_run_folder(str(tmp_path / "out"))  # as --num_trials=1's folder

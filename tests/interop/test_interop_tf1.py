@@ -253,6 +253,10 @@ def test_a_state_file_naming_the_training_machines_paths_is_passed_over_quietly(
         assert tf1.checkpoint_prefix(str(folder)) == str(folder / "model.ckpt-7")
     (folder / "checkpoint").write_text("not { a state file")
     assert tf1.checkpoint_prefix(str(folder)) == str(folder / "model.ckpt-7")
+    # several checkpoints: the one the copied state file names, found by its name here
+    h.write_tf1_checkpoint(folder / "model.ckpt-9", h.original_weights(seed=9, generator=False))
+    (folder / "checkpoint").write_text('model_checkpoint_path: "/home/them/model.ckpt-9"\n')
+    assert tf1.checkpoint_prefix(str(folder)) == str(folder / "model.ckpt-9")
     assert not [r for r in caplog.records if "Couldn't match" in r.getMessage()]
 
 
