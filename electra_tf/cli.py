@@ -261,6 +261,7 @@ _OTHER_NAMES = {
                                          "(ELECTRA's own objective with it is not offered)"),
 }
 
+
 def _other_name(name: str, argv: list[str]) -> str | None:
     """What an unknown flag, another script's name of one this command has, is here, as
     the error line's end (None where it is no such name); `argv` tells whether a switch
