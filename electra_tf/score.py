@@ -239,10 +239,9 @@ def main(argv):
             yield piece
             written = counts["texts"]  # (asked for the next: this one is written)
 
-    # a regular file is replaced once every text is scored; a pipe or a device is
-    # written as it goes, as stdout is
-    whole = bool(FLAGS.output) and (os.path.isfile(FLAGS.output)
-                                    or not os.path.exists(FLAGS.output))
+    # a regular file is replaced once every text is scored; a pipe, a device or
+    # /dev/stdout is written as it goes, as stdout is
+    whole = bool(FLAGS.output) and fileio.writes_atomically(FLAGS.output)
     try:
         if FLAGS.output:
             fileio.write_output_text(FLAGS.output, tracked())

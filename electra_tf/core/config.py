@@ -53,7 +53,7 @@ _FLOAT32_TINY = 1.1754943508222875e-38  # numpy.finfo(float32).tiny
 MAX_STEPS = 2**62  # within the int64 step counter, with room for a phase 2's steps
 
 
-def _check_finite(config, names: tuple[str, ...], bound: str = "") -> None:
+def check_finite(config, names: tuple[str, ...], bound: str = "") -> None:
     """Refuses a field of `names` that is not a finite real number (NaN, inf, text
     from a damaged file), or that breaks `bound` ("", ">= 0" or "> 0")."""
     for name in names:
@@ -145,7 +145,7 @@ class EncoderConfig:
             if not (isinstance(value, numbers.Integral) and not isinstance(value, bool)) and not (
                     name == "embedding_size" and value is None):
                 raise ConfigError(f"{name} must be an integer, got {value!r}")
-        _check_finite(self, ("hidden_dropout_prob", "attention_probs_dropout_prob",
+        check_finite(self, ("hidden_dropout_prob", "attention_probs_dropout_prob",
                              "initializer_range", "layer_norm_eps"))
         if not self.layer_norm_eps > 0:
             raise ConfigError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps}")
@@ -490,11 +490,11 @@ class PretrainingConfig:
         _check_types(self)
         disc = gen = None
         # NaN and inf had trained on, or died as "lower --learning_rate" at step 1.
-        _check_finite(self, ("gen_weight", "disc_weight", "weight_decay_rate",
+        check_finite(self, ("gen_weight", "disc_weight", "weight_decay_rate",
                              "phase2_learning_rate"), ">= 0")
         if self.lr_decay_power is not None:
-            _check_finite(self, ("lr_decay_power",), ">= 0")
-        _check_finite(self, ("learning_rate", "adam_epsilon", "clip_norm", "temperature"), "> 0")
+            check_finite(self, ("lr_decay_power",), ">= 0")
+        check_finite(self, ("learning_rate", "adam_epsilon", "clip_norm", "temperature"), "> 0")
         if not 0.0 < self.mask_prob < 1.0:
             raise ConfigError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
         if self.objective not in OBJECTIVES:
@@ -1144,14 +1144,14 @@ class FinetuningConfig:
         for name in ("train_batch_size", "eval_batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        _check_finite(self, ("num_train_epochs", "learning_rate", "weight_decay_rate"), ">= 0")
+        check_finite(self, ("num_train_epochs", "learning_rate", "weight_decay_rate"), ">= 0")
         if 0 < self.learning_rate < _FLOAT32_TINY:  # (0 is the default: by size)
             raise ConfigError(f"learning_rate {self.learning_rate:g} is below float32's "
                               f"smallest normal number ({_FLOAT32_TINY:.4g}): the weights "
                               "would not move (0: the original's rate for the size)")
         # (0 had been taken: an epsilon of 0 divides 0 by 0 for a weight without gradient,
         # the NaN blamed on the learning rate; a clip norm of 0 zeroes every gradient)
-        _check_finite(self, ("adam_epsilon", "clip_norm"), "> 0")
+        check_finite(self, ("adam_epsilon", "clip_norm"), "> 0")
         if self.tagging_scheme not in ("BIO", "BIOES"):
             raise ConfigError(f"tagging_scheme must be BIO or BIOES, got {self.tagging_scheme!r}")
         if self.squad_null_rule not in ("answerable", "combined"):
@@ -1162,7 +1162,7 @@ class FinetuningConfig:
             if isinstance(value, bool) or not isinstance(value, numbers.Real) \
                     or math.isnan(value):  # NaN answered every question, served none
                 raise ConfigError(f"{name} must be a number, got {value!r}")
-        _check_finite(self, ("answerable_weight",), ">= 0")
+        check_finite(self, ("answerable_weight",), ">= 0")
         for name in ("beam_size", "max_query_length", "doc_stride", "n_best_size",
                      "max_answer_length"):
             if getattr(self, name) < 1:
@@ -1180,7 +1180,7 @@ class FinetuningConfig:
             raise ConfigError("save_checkpoints_steps must be >= 0 (0: at the end of every "
                               f"epoch only), got {self.save_checkpoints_steps}")
         _check_seed(self.seed)
-        _check_finite(self, ("layerwise_lr_decay",))
+        check_finite(self, ("layerwise_lr_decay",))
         if self.layerwise_lr_decay != -1 and not 0.0 <= self.layerwise_lr_decay <= 1.0:
             raise ConfigError("layerwise_lr_decay must be in [0, 1] (0: off) or -1 (by size), "
                               f"got {self.layerwise_lr_decay!r}")

@@ -743,6 +743,12 @@ def _standard_stream(path: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def writes_atomically(path: str) -> bool:
+    """Whether `write_output_text(path, ...)` replaces a regular file once every piece
+    is written (else it writes into a stream, a device or a pipe as the pieces come)."""
+    return _standard_stream(path) is None and not _is_special(path)
+
+
 def write_output_text(path: str, text: str | Iterable[str]) -> None:
     """Writes a user's --output file: atomically (`atomic_write_text`) where it lands in
     a regular file, at the end of a link where it is one (the link stays), straight
@@ -765,7 +771,7 @@ def write_output_text(path: str, text: str | Iterable[str]) -> None:
                 e.filename = path
             raise
         return
-    if _is_special(path):
+    if not writes_atomically(path):  # a device or a pipe (/dev/null, a FIFO)
         try:
             with open(path, "w", encoding="utf-8") as f:
                 _write_pieces(f, text)

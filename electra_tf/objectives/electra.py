@@ -37,18 +37,15 @@ class ElectraObjective:
     unmasked_generator: ClassVar[bool] = False  # Electric: G reads the unmasked input
 
     def __post_init__(self):
-        """The numbers a PretrainingConfig checks, checked here too (the objectives are
-        public: a temperature of 0 or a string had sampled silently)."""
-        import math
-        import numbers
+        """The numbers a PretrainingConfig checks, checked here too, by its check (the
+        objectives are public: a temperature of 0 or a string had sampled silently)."""
+        from electra_tf.core.config import check_finite
 
-        for name in ("gen_weight", "disc_weight", "temperature"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-                    or not math.isfinite(value) or value < 0 \
-                    or (name == "temperature" and value == 0):
-                raise ValueError(f"{type(self).__name__}: {name} must be a finite number "
-                                 f"{'> 0' if name == 'temperature' else '>= 0'}, got {value!r}")
+        try:
+            check_finite(self, ("gen_weight", "disc_weight"), ">= 0")
+            check_finite(self, ("temperature",), "> 0")
+        except ValueError as e:
+            raise ValueError(f"{type(self).__name__}: {e}") from None
 
     @classmethod
     def from_config(cls, config: Any) -> "ElectraObjective":

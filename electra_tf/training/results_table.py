@@ -151,9 +151,9 @@ def read_folder(folder: str) -> TaskResult | None:
                           unfinished=max(0, requested - len(done)),
                           trials=tuple(t["trial"] for t, v in zip(done, each) if v is not None),
                           why=_no_value(each, sum(bool(t.get("diverged")) for t in done)))
-    stopped = not is_finetuning_folder(folder) and os.path.isdir(folder) \
-        and has_finetuning_config(folder)  # a run stopped before its end saved its model
-    if not is_finetuning_folder(folder) and not stopped:
+    finished = is_finetuning_folder(folder)
+    stopped = not finished and has_finetuning_config(folder)  # before it saved its model
+    if not finished and not stopped:
         if not os.path.exists(folder):
             raise InputError(f"{folder} not found")
         raise InputError(f"{folder} is neither a fine-tuning folder (finetuning_config.json, "
@@ -162,12 +162,12 @@ def read_folder(folder: str) -> TaskResult | None:
     task, encoder = recorded_task(folder)
     if _column(task) is None:
         return None
-    results = read_results(folder)
     if stopped:  # named below the table (it had stopped the whole table, status 2); its
         # results.json, if any, is of an epoch before the last
         return TaskResult(folder, task, model_size_of(encoder), (),
                           why=f"its run has not finished (no {FINETUNED_WEIGHTS} yet): rerun "
                               "its command to resume and finish it")
+    results = read_results(folder)
     if not results:  # named below the table, as a group with no trial finished
         return TaskResult(folder, task, model_size_of(encoder), (),
                           why="trained with --do_eval=false: no dev scores recorded"
