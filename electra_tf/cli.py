@@ -259,6 +259,10 @@ _OTHER_NAMES = {
     "electric_objective": ("objective", "--objective=electric"),
     "two_tower_generator": ("objective", "--objective=electric, which takes that generator "
                                          "(ELECTRA's own objective with it is not offered)"),
+    # fine-tuning's flag, tried on pre-training to continue a converted model
+    "init_checkpoint": ("model_dir", "no --init_checkpoint here: --model_dir=FOLDER is the "
+                                     "model's folder (pre-training continues the checkpoints "
+                                     "of a run or of a conversion there)"),
 }
 
 

@@ -114,6 +114,19 @@ _FLAG_DIRECTIONS = {
     "model_size": (_TF1, _HF), "generator": (_TO_HF,), "model_dir": (_HF, _TO_HF)}
 
 
+def resume_line(output: str, report: dict, backend: str) -> str:
+    """The line that says how to continue pre-training a converted TF1 checkpoint: its
+    flags, the backend (ckpt-0 is a TensorFlow checkpoint, which the JAX backend cannot
+    resume) and the step the source was saved at (the run starts at 0)."""
+    step = report.get("source_global_step")
+    trained = "" if step is None else (
+        f" (it starts at step 0 with fresh Adam moments; the source was saved at step "
+        f"{step:,}: set --num_train_steps and --num_warmup_steps for the steps still to come)")
+    prefix = "KERAS_BACKEND=tensorflow " if backend == "jax" else ""
+    return (f"[convert] continue pre-training with {prefix}run_pretraining --model_dir="
+            f"{shlex.quote(output)} {report['resume_flags']}{trained}")
+
+
 def main(argv) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -281,8 +294,9 @@ def _convert(source) -> None:
               f"({count(len(report['skipped']), 'optimizer variable')} skipped)",
               file=sys.stderr)
         if "checkpoint" in report:
-            print(f"[convert] continue pre-training with run_pretraining --model_dir="
-                  f"{shlex.quote(FLAGS.output)} {report['resume_flags']}", file=sys.stderr)
+            import keras
+
+            print(resume_line(FLAGS.output, report, keras.backend.backend()), file=sys.stderr)
     elif source == "hf":
         if not FLAGS.model_dir:
             raise InputError("--from=hf needs --model_dir")

@@ -181,6 +181,11 @@ def pretraining_configs(flag_values=flags.FLAGS):
 
         if has_checkpoints(run_values["model_dir"]):
             run_values["vocab_file"] = folder_vocab(run_values["model_dir"])
+            if not run_values["vocab_file"]:  # (had been: "vocab_file is required")
+                raise ConfigError(f"--vocab_file is required: {run_values['model_dir']} "
+                                  "records no vocabulary (a conversion that found none "
+                                  "keeps none); pass the vocab.txt its model was "
+                                  "pre-trained with")
         else:  # (a converted folder had been told first that vocab_file is required)
             from electra_tf.folders.pretraining import model_without_checkpoints
 

@@ -1006,7 +1006,8 @@ class PretrainingRun(RuntimeOptions):
         if not self.train_data:
             raise ConfigError("train_data is required")
         if not self.vocab_file:
-            raise ConfigError("vocab_file is required")
+            raise ConfigError("vocab_file is required: the vocab.txt the records were built "
+                              "with (a --model_dir that records one gives it)")
 
 
 def check_run(config: PretrainingConfig, run: PretrainingRun) -> None:

@@ -120,6 +120,18 @@ def read_checkpoint(path: str) -> tuple[dict[str, np.ndarray], list[str]]:
     return weights, skipped
 
 
+def source_step(path: str) -> int | None:
+    """The `global_step` a TF1 checkpoint was saved at (None: it holds none). Not
+    converted (the continued run starts at step 0, with fresh Adam moments), but
+    recorded: what the source trained sizes the steps and warmup still to come."""
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(checkpoint_prefix(path))  # (read once already)
+    if "global_step" not in reader.get_variable_to_shape_map():
+        return None
+    return int(np.asarray(reader.get_tensor("global_step")).reshape(-1)[0])
+
+
 def _num_layers(weights: dict, scope: str) -> int:
     pattern = re.compile(rf"^{scope}/encoder/layer_(\d+)/")
     found = {int(m.group(1)) for n in weights if (m := pattern.match(n))}
@@ -272,12 +284,12 @@ def import_checkpoint(path: str, model_size: str, output: str,
     config = dataclasses.replace(infer_config(weights, model_size, overrides),
                                  do_lower_case=bool(do_lower_case))
     source_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    check_vocab_size(vocab_file or os.path.join(source_dir, core.SOURCE_VOCAB),
-                     config.vocab_size)
+    config = padded_table(config, vocab_file or os.path.join(source_dir, core.SOURCE_VOCAB))
     has_generator = any(n.startswith(("generator/", "generator_predictions/"))
                         for n in weights) or electric.is_electric(weights)
     folder = ConvertedFolder(output)
     report = {"source": source, "format": "tf1", "skipped": skipped,
+              "source_global_step": source_step(path),
               "notes": _vocabulary_notes(vocab_file, source_dir)}
     if has_generator:
         pretrainer = ElectraPretrainer(config)
@@ -315,7 +327,8 @@ def import_checkpoint(path: str, model_size: str, output: str,
         folder.write_pretraining_config(config, vocab, converted_from=source)
         if resume_checkpoint is not None:
             report["checkpoint"] = resume_checkpoint(folder.checkpoint_dir, pretrainer)
-            report["resume_flags"] = resume_flags(config)
+            report["resume_flags"] = resume_flags(config) + (
+                "" if vocab else " --vocab_file=VOCAB")  # (it keeps none: see the notes)
     else:
         folder.record_vocab(vocab, do_lower_case)
     folder.write_report(report)
@@ -344,6 +357,24 @@ def _vocabulary_notes(vocab_file: str, source_dir: str) -> list[str]:
         return [f"--vocab_file {vocab_file} is not the {core.SOURCE_VOCAB} beside the "
                 f"checkpoint ({beside}): the output holds --vocab_file's"]
     return []
+
+
+def padded_table(config: PretrainingConfig, vocab_file: str) -> PretrainingConfig:
+    """`config` after checking the vocabulary (`check_vocab_size`); where the embedding
+    table has more rows than the vocabulary has tokens (a table padded to a round size,
+    which the original allows), --vocab_size is the vocabulary's and the overrides hold the
+    table's rows, as run_pretraining takes them (its --vocab_size must be the vocab file's
+    size: the table's had been printed and recorded, and the continued run refused)."""
+    check_vocab_size(vocab_file, config.vocab_size)
+    if not os.path.isfile(vocab_file):
+        return config
+    from electra_tf.text.vocab import load_vocab
+
+    tokens = len(load_vocab(vocab_file))
+    if tokens == config.vocab_size:
+        return config
+    overrides = {**config.model_hparam_overrides, "vocab_size": config.vocab_size}
+    return dataclasses.replace(config, vocab_size=tokens, model_hparam_overrides=overrides)
 
 
 def check_vocab_size(vocab_file: str, vocab_size: int) -> None:

@@ -382,7 +382,9 @@ def changed_settings(before: PretrainingConfig, config: PretrainingConfig,
     vocabulary, the casing or the optimizer. Given the `step` resumed, phase 2's
     settings are said only once phase 2 has trained (a phase 2 added to a run that
     has not reached it continues that run exactly)."""
-    said_shapes = ("objective", "max_seq_length", "phase2_max_seq_length")
+    # (and --model_size where the overrides keep every shape: it had changed unsaid, and
+    # the record and the start line then named a size the model is not)
+    said_shapes = ("objective", "max_seq_length", "phase2_max_seq_length", "model_size")
     quiet = {"learning_rate", "num_warmup_steps", "num_train_steps", "iterations_per_loop",
              "save_checkpoints_steps", "keep_checkpoint_max", "num_eval_steps",
              "eval_batch_size", "prior_output_biases", "do_lower_case", "optimizer",

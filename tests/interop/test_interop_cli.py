@@ -53,6 +53,7 @@ def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab):
     report = tf1.import_checkpoint(str(tmp_path / "electra_tiny"), "small", str(out),
                                    json.loads(overrides), write_fresh_pretraining_checkpoint)
     assert "--generator_hidden_size=0.75" in report["resume_flags"]
+    assert report["source_global_step"] == 1000  # (its step is not converted: recorded)
     # A custom size: the printed command carries its overrides (it had been refused on
     # resume, naming --model_hparam_overrides, which the user never gave).
     import re
@@ -90,7 +91,7 @@ def test_a_tf1_import_says_what_of_its_vocabulary_it_keeps(h, tmp_path, tiny_voc
     tokens = load_vocab(tiny_vocab)
     weights = h.original_weights(seed=7, vocab=len(tokens))
     source = tmp_path / "my ckpt"
-    prefix = h.write_tf1_checkpoint(source / "model.ckpt-1000", weights)
+    prefix = h.write_tf1_checkpoint(source / "model.ckpt-1000", h.with_optimizer_state(weights))
     out = tmp_path / "out é"
     proc = _run("--from=tf1", f"--checkpoint={prefix}", "--model_size=small",
                 f"--model_hparam_overrides={json.dumps(h.TINY_OVERRIDES)}", f"--output={out}")
@@ -99,6 +100,18 @@ def test_a_tf1_import_says_what_of_its_vocabulary_it_keeps(h, tmp_path, tiny_voc
             "--vocab_file: the output holds no vocabulary" in proc.stderr), proc.stderr[-3000:]
     resume = next(line for line in proc.stderr.splitlines() if "continue pre-training" in line)
     assert shlex.split(resume)[5] == f"--model_dir={out}", resume
+    # the folder holds no vocabulary: the printed command asks for one (it had said
+    # "vocab_file is required" when run as printed), and the source's step is said
+    assert resume.endswith("--vocab_file=VOCAB (it starts at step 0 with fresh Adam "
+                           "moments; the source was saved at step 1,000: set "
+                           "--num_train_steps and --num_warmup_steps for the steps still "
+                           "to come)"), resume
+    from electra_tf import convert
+
+    on_jax = convert.resume_line(str(out), {"resume_flags": "--model_size=small"}, "jax")
+    assert on_jax == ("[convert] continue pre-training with KERAS_BACKEND=tensorflow "
+                      f"run_pretraining --model_dir={shlex.quote(str(out))} "
+                      "--model_size=small")
     # a --vocab_file that is not the one beside the checkpoint: used, and said
     shutil.copyfile(tiny_vocab, source / "vocab.txt")
     other = tmp_path / "other.txt"

@@ -199,6 +199,37 @@ def test_interop_tf1_vocab_of_another_size_is_refused(h, tmp_path):
                               vocab_file=str(tmp_path / "missing.txt"))
 
 
+def test_a_table_padded_past_its_vocabulary_converts_to_a_run_that_continues(h, tmp_path):
+    """The original allows an embedding table larger than the vocabulary (vocab_size
+    rounded up); the continued run's --vocab_size is the vocab file's, the table's rows
+    go to the overrides (the table's size had been recorded and printed as --vocab_size,
+    and every run_pretraining refused the folder)."""
+    from electra_tf.core.config import PretrainingRun
+    from electra_tf.training import preflight
+    from electra_tf.training.checkpoints import write_fresh_pretraining_checkpoint
+
+    weights = h.original_weights(seed=7)
+    prefix = h.write_tf1_checkpoint(tmp_path / "ckpt" / "model.ckpt", weights)
+    rows = h.sizes["VOCAB"]
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(rows - 8)]
+    (tmp_path / "ckpt" / "vocab.txt").write_text("\n".join(tokens) + "\n")
+    out = str(tmp_path / "out")
+    report = tf1.import_checkpoint(prefix, "small", out, h.TINY_OVERRIDES,
+                                   write_fresh_pretraining_checkpoint)
+    assert report["resumable"]
+    assert f"--vocab_size={len(tokens)} " in report["resume_flags"]
+    assert f'"vocab_size": {rows}' in report["resume_flags"]
+    with open(os.path.join(out, "pretraining_config.json")) as f:
+        config = PretrainingConfig.from_dict(json.load(f)["pretraining"])
+    assert config.vocab_size == len(tokens) and config.discriminator_config().vocab_size == rows
+    run = PretrainingRun(model_dir=out, train_data="unread", vocab_file=os.path.join(out, "vocab.txt"))
+    assert preflight.pretraining_masking(config, run).vocab_size == len(tokens)
+    preflight.check_resume(config, run)  # the recorded settings continue their checkpoints
+    disc, _ = load_discriminator(out)
+    np.testing.assert_array_equal(disc.encoder.embeddings.word_embeddings.embeddings.numpy(),
+                                  weights["electra/embeddings/word_embeddings"])
+
+
 @pytest.mark.parametrize("damage", ["truncated_data", "flipped_data", "truncated_index",
                                     "missing_data"])
 def test_interop_tf1_damaged_checkpoint_is_one_error(h, tmp_path, damage):

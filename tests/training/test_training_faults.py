@@ -814,6 +814,16 @@ def test_resume_checks_in_process(make_configs, tmp_path):
             "checkpoint and cannot be pre-trained further; a TF1 conversion of both models "
             "can)")):
         pretraining_from_flags(*flags)
+    # checkpoints and no recorded vocabulary (a TF1 conversion that found none): the
+    # vocabulary is asked for by name (it had been "vocab_file is required")
+    bare = tmp_path / "bare"
+    os.makedirs(bare / "checkpoints")
+    (bare / "checkpoints" / "checkpoint").write_text("fake")
+    folders.pretraining.write_pretraining_config(str(bare), config, {"vocab_file": ""})
+    with pytest.raises(ConfigError, match=re.escape(
+            f"--vocab_file is required: {bare} records no vocabulary")):
+        pretraining_from_flags(*[f for f in flags if not f.startswith("--model_dir=")],
+                               f"--model_dir={bare}")
     os.makedirs(tmp_path / "m" / "checkpoints")
     (tmp_path / "m" / "checkpoints" / "checkpoint").write_text("fake")
     folders.pretraining.write_pretraining_config(run.model_dir, config, run)
@@ -1597,6 +1607,20 @@ def test_the_changed_settings_note_names_an_unset_default_by_its_value():
                             PretrainingConfig(**lamb)) == []
     assert changed_settings(PretrainingConfig(**lamb, lr_decay_power=1.0),
                             PretrainingConfig(**lamb)) == ["--lr_decay_power=0.5 (it was 1.0)"]
+
+
+def test_the_changed_settings_note_names_a_size_preset_the_overrides_make_moot():
+    """A converted custom-size model's overrides fix every shape, so another
+    --model_size passes check_resume; it had gone unsaid, and the record then named it."""
+    from electra_tf.core.config import PretrainingConfig
+    from electra_tf.training.preflight import changed_settings
+
+    sizes = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 1,
+             "intermediate_size": 64, "embedding_size": 16}
+    before = PretrainingConfig(model_size="small", model_hparam_overrides=sizes)
+    after = PretrainingConfig(model_size="base", model_hparam_overrides=sizes)
+    assert before.discriminator_config() == after.discriminator_config()
+    assert "--model_size=base (it was small)" in changed_settings(before, after)
 
 
 def test_the_changed_settings_note_names_phase_2s_batch_size():
