@@ -53,12 +53,12 @@ def masked_example_lines(batch: dict, outputs: dict, vocab: list[str], rtd_logit
     shown = min(length, max_shown)
     words = []
     for i in range(shown):
-        score = "" if p is None else f" p={p[i]:.2f}"
+        score = "" if p is None else f" p={_probability(p[i])}"
         if i in at:
             o, s = at[i]
             words.append(f"[{token(o)}{'=' if o == s else '->'}{token(s)}{score}]")
         elif p is not None and p[i] > 0.5:
-            words.append(f"{token(ids[i])}(p={p[i]:.2f})")
+            words.append(f"{token(ids[i])}(p={_probability(p[i])})")
         else:
             words.append(token(ids[i]))
     replaced = [i for i, (o, s) in at.items() if o != s]
@@ -72,3 +72,14 @@ def masked_example_lines(batch: dict, outputs: dict, vocab: list[str], rtd_logit
     more = f" ... ({length - shown} more)" if shown < length else ""
     return [f"example (the first eval sequence, {length} positions): {head}",
             "  " + " ".join(words) + more]
+
+
+def _probability(p: float) -> str:
+    """p to 2 decimals, or as many more as tell it from the 0.5 that flags a position
+    (near the start of a run every p is about 0.5: flagged and unflagged had both read
+    p=0.50)."""
+    for digits in range(2, 7):
+        text = f"{p:.{digits}f}"
+        if (float(text) > 0.5) == (p > 0.5):
+            return text
+    return f"{p:.6f}"

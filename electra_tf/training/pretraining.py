@@ -561,10 +561,13 @@ class Pretraining:
                     **{_FILES_KEYS[field]: files for field, files in self.train_files.items()})
             for line in start_warnings(cfg):
                 self._log(line)
-        train_writer, eval_writer = (
-            summaries.summary_writer(os.path.join(run.model_dir, name) if self.chief else None,
-                                     tensorflow=self.tensorflow_io) for name in ("train", "eval"))
         end = min(cfg.num_train_steps, stop_at_step or cfg.num_train_steps)
+        # (no training writer where nothing is left to train: a finished run run again had
+        # added an empty event file to train/ each time)
+        train_writer, eval_writer = (
+            summaries.summary_writer(os.path.join(run.model_dir, name) if self.chief and (
+                name == "eval" or self.step < end) else None, tensorflow=self.tensorflow_io)
+            for name in ("train", "eval"))
         gate = InterruptGate(self._stop_agreement())
         try:
             with gate:
@@ -627,47 +630,69 @@ class Pretraining:
                                     run.eval_every_steps)
         iterator = self.make_train_iterator(self.step)
         data_start = self.phase_at(self.step).data_start
-        while self.step < end:
-            gate.check()  # a Ctrl-C stops here, between chunks (InterruptGate)
-            step = self.step
-            phase = self.phase_at(step)
-            if phase.data_start != data_start:  # phase 2: its own records, length, batch
-                iterator, data_start = self._phase_iterator(step), phase.data_start
-            if phase.data_start and step == phase.start:
-                self._log(f"step {step}: phase 2 starts: max_seq_length "
-                          f"{phase.max_seq_length}, train_batch_size {phase.train_batch_size} "
-                          f"(gradient_accumulation_steps {phase.gradient_accumulation_steps}), "
-                          f"{self.masking_at(phase).max_predictions_per_seq} masked positions")
-            if phase.name == "two_stage_discriminator" and step == phase.start:
-                self.initialize_discriminator_from_generator()
-            n = chunk_size(step, min(end, phase.end), log_every, cfg.save_checkpoints_steps,
-                           run.eval_every_steps)
-            t0 = time.monotonic()
-            results = self.train_steps(iterator, n)
-            slow_chunks.chunk(n, time.monotonic() - t0)
-            saving = step + n == end or (step + n) % cfg.save_checkpoints_steps == 0
-            check_finite(float(results["loss"]), step + 1, step + n, self.checkpoints.latest,
-                         f"lower --learning_rate (it was {cfg.learning_rate})"
-                         + raised_flags(diverging_flags(cfg)) + ", or check "
-                         "that --train_data's records were built with this --vocab_file",
-                         grad_norm=float(results["grad_norm"]),
-                         weights_finite=finite_weights(self.model.weights) if saving else None)
-            stop_point()  # a second signal during the chunk: stop before the save
-            results["learning_rate"] = float(keras.ops.convert_to_numpy(
-                self.optimizer.learning_rate))  # the next step's
-            results["sequences_per_second"] = n * phase.train_batch_size / (time.monotonic() - t0)
-            step = self.step
-            summaries.write_scalars(train_writer, step, reporting.tensorboard_scalars(results))
-            if step % log_every == 0 or step == end:
-                eta = (time.monotonic() - start_time) / max(step - start_step, 1) * (
-                    cfg.num_train_steps - step)
-                self._log(reporting.train_line(results, step, cfg.num_train_steps, eta,
-                                               phase=phase.name))
-            if step % cfg.save_checkpoints_steps == 0:
-                self.save_checkpoint()
-            if run.eval_every_steps and step % run.eval_every_steps == 0 \
-                    and step < cfg.num_train_steps:
-                self._report_eval(self.evaluate(), eval_writer)
+        since_line = []  # the chunks since the last console line (reporting.merge_chunks)
+        # The ETA's clock starts again after this process's first chunk, whose time holds
+        # the step's tracing or compilation (it had been an early line's ETA many times
+        # over, and still 25% high hundreds of steps on, after every resume).
+        timed = None  # (step, time) where the first chunk ended
+        try:
+            while self.step < end:
+                gate.check()  # a Ctrl-C stops here, between chunks (InterruptGate)
+                step = self.step
+                phase = self.phase_at(step)
+                if phase.data_start != data_start:  # phase 2: its own records, length, batch
+                    iterator, data_start = self._phase_iterator(step), phase.data_start
+                if phase.data_start and step == phase.start:
+                    self._log(f"step {step}: phase 2 starts: max_seq_length "
+                              f"{phase.max_seq_length}, train_batch_size "
+                              f"{phase.train_batch_size} (gradient_accumulation_steps "
+                              f"{phase.gradient_accumulation_steps}), "
+                              f"{self.masking_at(phase).max_predictions_per_seq} masked "
+                              "positions")
+                if phase.name == "two_stage_discriminator" and step == phase.start:
+                    self.initialize_discriminator_from_generator()
+                n = chunk_size(step, min(end, phase.end), log_every,
+                               cfg.save_checkpoints_steps, run.eval_every_steps)
+                t0 = time.monotonic()
+                results = self.train_steps(iterator, n)
+                elapsed = time.monotonic() - t0
+                slow_chunks.chunk(n, elapsed)
+                saving = step + n == end or (step + n) % cfg.save_checkpoints_steps == 0
+                check_finite(float(results["loss"]), step + 1, step + n,
+                             self.checkpoints.latest,
+                             f"lower --learning_rate (it was {cfg.learning_rate})"
+                             + raised_flags(diverging_flags(cfg)) + ", or check "
+                             "that --train_data's records were built with this --vocab_file",
+                             grad_norm=float(results["grad_norm"]),
+                             weights_finite=(finite_weights(self.model.weights) if saving
+                                             else None))
+                stop_point()  # a second signal during the chunk: stop before the save
+                results["learning_rate"] = float(keras.ops.convert_to_numpy(
+                    self.optimizer.learning_rate))  # the next step's
+                since_line.append((n, elapsed, n * phase.train_batch_size, results))
+                step = self.step
+                if timed is None:
+                    timed = (step, time.monotonic())
+                if step % log_every == 0 or step == end:
+                    line = reporting.merge_chunks(since_line)
+                    since_line.clear()
+                    summaries.write_scalars(train_writer, step,
+                                            reporting.tensorboard_scalars(line))
+                    since, at = timed if step > timed[0] else (start_step, start_time)
+                    eta = (time.monotonic() - at) / max(step - since, 1) * (
+                        cfg.num_train_steps - step)
+                    self._log(reporting.train_line(line, step, cfg.num_train_steps, eta,
+                                                   phase=phase.name))
+                if step % cfg.save_checkpoints_steps == 0:
+                    self.save_checkpoint()
+                if run.eval_every_steps and step % run.eval_every_steps == 0 \
+                        and step < cfg.num_train_steps:
+                    self._report_eval(self.evaluate(), eval_writer)
+        except KeyboardInterrupt:  # the steps trained since the last line keep their point
+            if since_line:
+                summaries.write_scalars(train_writer, self.step, reporting.tensorboard_scalars(
+                    reporting.merge_chunks(since_line)))
+            raise
 
     def _phase_iterator(self, step: int):
         """The records of the phase starting at `step`, mid-run: where they are gone

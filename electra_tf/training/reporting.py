@@ -67,6 +67,30 @@ def finish(values: dict, steps: int, evaluation: bool = False) -> dict:
     return out
 
 
+def merge_chunks(chunks: list[tuple[int, float, int, dict]]) -> dict:
+    """The chunks of steps since the last console line as one, what the line and the
+    training summaries report (a chunk also ends at a save or an evaluation step between
+    two lines: the line had reported the last chunk's steps alone).
+
+    Args:
+      chunks: (steps, seconds, sequences, results) each, in order; `results` as
+        `finish` gives them, with the next step's `learning_rate`.
+
+    Returns:
+      each quantity's mean over the steps (each chunk's weighted by its steps), the
+      sequences over the seconds as `sequences_per_second`, the last chunk's
+      `learning_rate`.
+    """
+    steps = sum(n for n, _, _, _ in chunks)
+    merged = {key: sum(n * float(r[key]) for n, _, _, r in chunks) / max(steps, 1)
+              for key in chunks[-1][3] if all(key in r for _, _, _, r in chunks)}
+    seconds = sum(t for _, t, _, _ in chunks)
+    merged["sequences_per_second"] = sum(q for _, _, q, _ in chunks) / max(seconds, 1e-9)
+    if "learning_rate" in chunks[-1][3]:
+        merged["learning_rate"] = chunks[-1][3]["learning_rate"]
+    return merged
+
+
 def tensorboard_scalars(results: dict) -> dict:
     """`results` under their TensorBoard tags: one tag per quantity across train and eval.
 

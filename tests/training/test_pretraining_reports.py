@@ -36,17 +36,47 @@ def test_checkpoints_land_on_the_multiples_of_save_checkpoints_steps(make_config
     monkeypatch.setattr(reporting, "COLLAPSED_TOKEN_COSINE", -1.0)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
     monkeypatch.setattr(loop, "SLOW_CHUNK_S", 0.0)
+    from electra_tf.training import pretraining
+    from tests.training.test_jax_no_tf import scalars
+
     config, run = make_configs(tmp_path / "m", num_train_steps=10, iterations_per_loop=3,
                                save_checkpoints_steps=4, keep_checkpoint_max=10,
                                num_eval_steps=1000)
+    trainer = TensorFlowPretraining(config, run)
+    # a clock on which the first chunk (its tracing) takes 100 s and a step 1 s after it
+    clock, real = [0.0], trainer.train_steps
+
+    def timed_steps(iterator, n):
+        clock[0] += 100.0 if clock[0] == 0 else n
+        return real(iterator, n)
+
+    class FakeTime:
+        monotonic = staticmethod(lambda: clock[0])
+
+    monkeypatch.setattr(trainer, "train_steps", timed_steps)
+    monkeypatch.setattr(pretraining, "time", FakeTime)
     with ConvertedByAutograph() as converted:  # backends.tensorflow.traced, plain maps
-        final = TensorFlowPretraining(config, run).train()
+        final = trainer.train()
     assert converted == []
     folder = folders.files.checkpoint_dir(run.model_dir)
     steps = sorted(int(n.split("-")[1].split(".")[0]) for n in os.listdir(folder)
                    if n.startswith("ckpt-") and n.endswith(".index"))
     assert steps == [4, 8, 10]
     lines = capsys.readouterr().err.splitlines()
+    # One line and one training summary per 3 steps (and at the end), each over the steps
+    # since the one before: a save at 4 and 8 ends a chunk too, and the line had reported
+    # that chunk's steps alone (and a summary point had been written for it). The ETA
+    # leaves the first chunk's tracing out once a later chunk has run (at step 6: 3 s for
+    # 3 steps, 4 to go; it had been 103 s for 6).
+    train = [line for line in lines if re.match(r"\[pretrain\] step \d+/10 \|", line)]
+    assert [line.split()[2] for line in train] == ["3/10", "6/10", "9/10", "10/10"]
+    points = {step: tags["loss"] for step, tags in scalars(
+        os.path.join(run.model_dir, "train")).items()}
+    assert sorted(points) == [3, 6, 9, 10]
+    for line in train:
+        step = int(line.split()[2].split("/")[0])
+        assert f"loss {points[step]:.4f} " in line, (line, points)
+    assert train[0].endswith("eta 3.9 min") and train[1].endswith("eta 0.1 min"), train
     warnings = [i for i, line in enumerate(lines) if "warning: disc_token_cosine" in line]
     assert len(warnings) == 1 and lines[warnings[0] - 1].startswith("[pretrain] eval at step 10")
     assert lines[warnings[0]] == "[pretrain] " + reporting.collapse_line(final)

@@ -28,6 +28,18 @@ def test_a_sample_that_replaced_one_that_did_not_and_a_false_alarm_are_shown():
         "  [CLS] the(p=0.73) [cat->dog p=0.88] sat [mat=mat p=0.27] [SEP]"]
 
 
+def test_a_probability_near_the_threshold_is_told_from_it():
+    """Early in a run every p is about 0.5: a flagged position and an unflagged one had
+    both read p=0.50."""
+    fake = {"sampled_ids": np.array([[7, 6, 4]]),  # dog replaces cat, sat replaces mat
+            "original_ids": np.array([[1, 4, 5, 6, 8, 2, 0]])}
+    logits = np.array([[0.0, 4e-4, 3e-3, -1e-3, -2e-6, 0.0, 0.0]])
+    lines = masked_example_lines(_batch(), {"fake": fake}, VOCAB, logits)
+    assert lines[0].endswith("the discriminator flags 1 of them and 1 other position "
+                             "(p > 0.5)")
+    assert lines[1] == "  [CLS] the(p=0.5001) [cat->dog p=0.501] sat [mat->sat p=0.50] [SEP]"
+
+
 def test_without_a_discriminator_the_generators_predictions_are_shown_and_long_ones_cut():
     mlm_logits = np.zeros([1, 3, len(VOCAB)])
     mlm_logits[0, 0, 5] = mlm_logits[0, 1, 7] = 1.0  # cat (right), dog (wrong)

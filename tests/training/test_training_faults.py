@@ -617,8 +617,12 @@ def test_a_finished_run_run_again_repeats_its_final_evaluation_exactly(
     model_dir = tmp_path / "model"
     shutil.copytree(trained_run["model_dir"], model_dir)
     run = dataclasses.replace(trained_run["run"], model_dir=str(model_dir))
+    before = {name: sorted(os.listdir(model_dir / name)) for name in ("train", "eval")}
     again = TensorFlowPretraining(trained_run["config"], run).train()
     assert again and again == trained_run["final"]
+    # a new eval event file; no train/ one (an empty one had been added by every rerun)
+    assert sorted(os.listdir(model_dir / "train")) == before["train"]
+    assert len(os.listdir(model_dir / "eval")) == len(before["eval"]) + 1
     final_eval = json.loads((model_dir / "final_eval.json").read_text())
     assert final_eval == json.loads(
         (trained_run["model_dir"] / "final_eval.json").read_text())

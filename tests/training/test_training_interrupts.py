@@ -131,9 +131,10 @@ def test_ctrl_c_during_a_chunk_lets_it_finish_then_saves_at_its_end(make_configs
                                                                    sigint_handler):
     """The Ctrl-C comes as the second chunk (steps 3-6) starts: the chunk runs to
     step 6, then the loop saves and stops there (without the gate it stopped at 3,
-    the KeyboardInterrupt cutting into the chunk's first lines)."""
+    the KeyboardInterrupt cutting into the chunk's first lines). The steps trained since
+    the last console line (one every 9 steps here) get their training summary point."""
     config, run = make_configs(tmp_path / "m", num_train_steps=9,
-                               run_overrides=NO_EVAL)
+                               run_overrides={**NO_EVAL, "log_every_steps": 9})
     trainer = TensorFlowPretraining(config, run)
     real_train_steps, calls = trainer.train_steps, []
 
@@ -150,6 +151,9 @@ def test_ctrl_c_during_a_chunk_lets_it_finish_then_saves_at_its_end(make_configs
     assert raised.value.step == 6 and trainer.step == 6
     assert str(raised.value) == "interrupted at step 6; checkpoint saved; rerun to resume"
     assert trainer.checkpoints.latest.endswith("ckpt-6")
+    from tests.training.test_jax_no_tf import scalars
+
+    assert sorted(scalars(os.path.join(run.model_dir, "train"))) == [6]
     resumed = TensorFlowPretraining(config, run)
     assert resumed.restore() == 6
 
