@@ -102,7 +102,10 @@ class PackedFile:
                 prefix = f.read(_PREFIX.size)
         except OSError as e:
             raise InputError(f"{bad}: cannot read it ({e.strerror or e})") from None
-        if len(MAGIC) <= len(prefix) < _PREFIX.size and prefix.startswith(MAGIC):
+        if not prefix:  # (had been "not a packed examples file")
+            raise InputError(f"{bad} is empty (0 bytes); repack it")
+        if len(prefix) < _PREFIX.size and (prefix.startswith(MAGIC)
+                                           or MAGIC.startswith(prefix)):
             raise InputError(f"{bad} is truncated ({size:,} bytes); repack it")
         if len(prefix) < _PREFIX.size or prefix[:8] != MAGIC:
             raise InputError(f"{bad} is not a packed examples file (python -m "

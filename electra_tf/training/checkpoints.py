@@ -129,7 +129,7 @@ class TensorFlowCheckpoints:
                  chief: bool = True, task_id: int = 0):
         import tensorflow as tf
 
-        self.directory = directory
+        self.directory, self._max_to_keep = directory, max_to_keep
         opt_vars = {f"{i:05d}": v for i, v in enumerate(optimizer.variables)}
         self._variables = {"model": model_variables(model), "optimizer": opt_vars}
         self.checkpoint = tf.train.Checkpoint(**self._variables)
@@ -226,7 +226,35 @@ class TensorFlowCheckpoints:
                              "remove it to resume from the one before") from None
         self._restored_from = latest
         self._saved_at = int(self.step_counter.numpy())
+        if not self._scratch:
+            self._track_saves_found(latest)
         return latest
+
+    def _track_saves_found(self, latest: str) -> None:
+        """Where `latest` was found without the state file naming it (`latest`'s fall-
+        back), rewrites that file to list every save up to it, oldest first, so that the
+        manager keeps the newest --keep_checkpoint_max of them and removes the others as
+        it saves on: it tracks only the saves the file lists, and those it did not list
+        had stayed on the disk for good (a checkpoint of a large model is gigabytes)."""
+        import tensorflow as tf
+
+        state = tf.train.get_checkpoint_state(self.directory)
+        if state and os.path.abspath(state.model_checkpoint_path) == os.path.abspath(latest):
+            return
+        last = save_step(os.path.basename(latest), prefix=True)
+        found = sorted(step for step in (save_step(n, prefix=False)
+                                         for n in os.listdir(self.directory)
+                                         if n.endswith(".index"))
+                       if step is not None and step <= last)
+        paths = [os.path.join(self.directory, f"ckpt-{step}") for step in found]
+        times = [os.path.getmtime(path + ".index") for path in paths]
+        tf.compat.v1.train.update_checkpoint_state(
+            self.directory, latest, all_model_checkpoint_paths=paths,
+            all_model_checkpoint_timestamps=times,
+            last_preserved_timestamp=min(times) - 1)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, self.directory, max_to_keep=self._max_to_keep,
+            step_counter=self.step_counter)
 
     def _restore_but_seed_states(self, latest: str) -> bool:
         """Restores `latest` where it differs from the model in seed-generator states alone

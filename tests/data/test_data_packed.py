@@ -157,7 +157,9 @@ def test_damaged_or_mismatched_files_are_one_clear_error(packed_file, records, t
         # the header has no checksum: a max_id below the tokens' had passed the
         # vocabulary check
         "max_id": (max_id_one, "damaged header: its max_id 1 is not its tokens' highest id"),
-        "empty": (lambda d: d.__delitem__(slice(0, size)), "not a packed examples file"),
+        "empty": (lambda d: d.__delitem__(slice(0, size)), r"is empty \(0 bytes\)"),
+        # cut inside its magic (it had been called not a packed file too)
+        "cut_magic": (lambda d: d.__delitem__(slice(5, size)), r"is truncated \(5 bytes\)"),
         # its magic whole, the rest of its 16-byte prefix cut (it had been called not a
         # packed file)
         "cut_prefix": (lambda d: d.__delitem__(slice(10, size)), r"is truncated \(10 bytes\)"),

@@ -139,8 +139,11 @@ def test_a_lost_checkpoint_state_file_resumes_from_the_latest_save_found(state, 
     what = "is missing" if state == "missing" else "names no save that is there"
     assert f"checkpoint {what}; resuming from" in err
     assert "Couldn't match files" not in caplog.text  # tf.train's error line beside ours
+    # the state file now names the save found (and lists the others: below)
+    assert os.path.basename(tf_state(folder).model_checkpoint_path) == "ckpt-20"
     # a later save the disk filled up during: its .index cut short under its final name,
-    # the state file not yet naming it; passed over (the rerun had refused it for good)
+    # no state file naming it; passed over (the rerun had refused it for good)
+    os.remove(state_file)
     with open(os.path.join(folder, "ckpt-20.index"), "rb") as f:
         index = f.read()
     with open(os.path.join(folder, "ckpt-30.index"), "wb") as f:
@@ -155,6 +158,25 @@ def test_a_lost_checkpoint_state_file_resumes_from_the_latest_save_found(state, 
     assert os.path.basename(again_saves.save()) == "ckpt-25"
     assert os.path.basename(again_saves.latest) == "ckpt-25"
     assert "Couldn't match files" not in caplog.text
+    # the saves found are kept as the state file's had been: the newest max_to_keep (here
+    # 2) of them stay as it saves on (the manager had tracked only those it saved itself,
+    # and the ones found stayed on the disk for good)
+    os.remove(os.path.join(folder, "ckpt-30.index"))
+    os.remove(state_file)
+    kept, kept_optimizer = build(9)
+    kept_saves = TensorFlowCheckpoints(kept, kept_optimizer, folder, 2)
+    assert os.path.basename(kept_saves.restore()) == "ckpt-25"
+    for step in (35, 45):
+        kept_optimizer.iterations.assign(step)
+        kept_saves.save()
+    assert sorted(n for n in os.listdir(folder) if n.endswith(".index")) == [
+        "ckpt-35.index", "ckpt-45.index"]
+
+
+def tf_state(folder):
+    import tensorflow as tf
+
+    return tf.train.get_checkpoint_state(folder)
 
 
 def test_a_tensorflow_save_is_put_on_the_disk(tmp_path, monkeypatch):
