@@ -489,7 +489,7 @@ def run_cli(main: Callable[[], None]) -> None:
             raise
         where = f"{e.filename}: " if e.filename else ""
         text = " ".join(f"{where}{e.strerror or e}".split())  # h5py's hold line breaks
-        print(f"error: {text}{_file_system_hint(text)}", file=sys.stderr)
+        print(f"error: {text}{_file_system_hint(text, e.filename)}", file=sys.stderr)
         sys.exit(1)
     except Exception as e:
         tf = sys.modules.get("tensorflow")
@@ -570,10 +570,21 @@ _EVENT_FILE_HINT = (" (TensorBoard's event files are appended to as the run goes
                     "resumes from its last checkpoint)")
 
 
-def _file_system_hint(line: str) -> str:
+# A device, a pipe or a standard stream is written into as the output comes, not replaced.
+_STREAM_HINT = (" (it is written into as the output comes, not replaced whole: what reached "
+                "it before the error stands; free space, lift the file size limit or fix "
+                "the folder, then rerun)")
+
+
+def _file_system_hint(line: str, path=None) -> str:
     """What a failed write leaves and what to do, for the file `line` names (that a
     rerun resumes, where the command trains: build_pretraining_data's, pack's and
-    convert's rerun starts over)."""
+    convert's rerun starts over); `path`, the file that failed where known: a device,
+    a pipe or a standard stream, which no temporary name stood in for."""
+    from electra_tf.core.fileio import writes_atomically
+
+    if isinstance(path, str) and path and not writes_atomically(path):
+        return _STREAM_HINT
     hint = _EVENT_FILE_HINT if "tfevents" in line else _FILE_SYSTEM_HINT
     if _command and _command not in _TRAINING_COMMANDS:
         hint = hint.replace(_RESUMES, ")")

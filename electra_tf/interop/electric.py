@@ -16,6 +16,7 @@ discriminator's); untied, the cloze head's output table is generator_ltr's.
 
 from __future__ import annotations
 
+from electra_tf.core.errors import ConversionError
 from electra_tf.interop import names
 
 TOWERS = ("generator_ltr", "generator_rtl")
@@ -35,10 +36,19 @@ def generator_values(weights, d_hidden: int, d_layers: int, num_layers, shape) -
       num_layers, shape: tf1's readers of a scope's layer count and of a variable's
         shape (which refuses a missing or misshapen variable in one line).
     """
-    g_hidden = shape(weights, "generator_ltr/encoder/layer_0/attention/self/query/kernel", 2)[1]
+    query = "{}/encoder/layer_0/attention/self/query/kernel"
+    sizes = {tower: (num_layers(weights, tower), shape(weights, query.format(tower), 2)[1])
+             for tower in TOWERS}
+    if len(set(sizes.values())) > 1:  # (it had been blamed on --model_size)
+        raise ConversionError(
+            "the generator's towers differ, which the original's two-tower generator never "
+            "builds: " + ", ".join(f"{tower} has {n} layer(s) of width {w}"
+                                   for tower, (n, w) in sizes.items())
+            + "; a damaged or edited checkpoint")
+    g_layers, g_hidden = sizes["generator_ltr"]
     return {"objective": "electric",
             "generator_hidden_size": g_hidden / d_hidden,
-            "generator_layers": num_layers(weights, "generator_ltr") / d_layers,
+            "generator_layers": g_layers / d_layers,
             "untied_generator_embeddings": "generator_ltr/embeddings/word_embeddings" in weights}
 
 

@@ -208,3 +208,29 @@ def test_an_electric_tower_without_its_sizes_is_one_line(h, tmp_path, change):
     with pytest.raises(ConversionError, match=f"^{name} (is not in the checkpoint|has shape)"):
         tf1.import_checkpoint(prefix, "small", str(tmp_path / "out"), h.TINY_OVERRIDES,
                               _writer())
+
+
+def test_towers_of_different_depths_are_named_as_such(h, tmp_path):
+    """A checkpoint whose right-to-left tower lacks a layer the other has had been
+    refused as "map to nothing ... (wrong --model_size, or an unsupported variant)"."""
+    from electra_tf.interop.core import ConversionError
+
+    weights = electric_weights(h, seed=4)
+    last = max(int(n.split("/")[2].split("_")[1]) for n in weights
+               if n.startswith("generator_ltr/encoder/layer_"))
+    if last == 0:  # a one-layer generator: give the left-to-right tower a second layer
+        for name in [n for n in weights if n.startswith("generator_ltr/encoder/layer_0/")]:
+            weights[name.replace("layer_0", "layer_1")] = weights[name]
+        ltr, rtl = 2, 1
+    else:  # drop the right-to-left tower's last layer
+        for name in [n for n in weights if n.startswith(f"generator_rtl/encoder/layer_{last}/")]:
+            del weights[name]
+        ltr, rtl = last + 1, last
+    prefix = h.write_tf1_checkpoint(tmp_path / "ckpt" / "model.ckpt", weights)
+    with pytest.raises(ConversionError, match=(
+            rf"^the generator's towers differ, .*: generator_ltr has {ltr} layer\(s\) of width "
+            rf"\d+, generator_rtl has {rtl} layer\(s\)")):
+        tf1.import_checkpoint(prefix, "small", str(tmp_path / "out"), h.TINY_OVERRIDES,
+                              _writer())
+    assert not (tmp_path / "out").exists()
+

@@ -1223,6 +1223,16 @@ def test_a_write_the_file_system_refuses_is_one_line_and_status_1(code, text, er
         cli.run_cli(python_write)
     assert capsys.readouterr().err.rstrip().endswith("resumes from its last checkpoint)")
 
+    def device_write():  # score --output=/dev/full: written into, no temporary name
+        raise OSError(code, text, "/dev/full")
+
+    with pytest.raises(SystemExit):
+        cli.run_cli(device_write)
+    assert capsys.readouterr().err == (
+        f"error: /dev/full: {text} (it is written into as the output comes, not replaced "
+        "whole: what reached it before the error stands; free space, lift the file size "
+        "limit or fix the folder, then rerun)\n")
+
     def event_file_write():  # TensorBoard's: appended to, not renamed into place
         raise getattr(tf.errors, error)(None, None, "Failed to flush 1 events to "
                                                     "/models/run/train/events.out.tfevents.1.h: "
