@@ -83,7 +83,8 @@ def merge_chunks(chunks: list[tuple[int, float, int, dict]]) -> dict:
     """
     steps = sum(n for n, _, _, _ in chunks)
     merged = {key: sum(n * float(r[key]) for n, _, _, r in chunks) / max(steps, 1)
-              for key in chunks[-1][3] if all(key in r for _, _, _, r in chunks)}
+              for key in chunks[-1][3]
+              if all(key in r and np.ndim(r[key]) == 0 for _, _, _, r in chunks)}
     seconds = sum(t for _, t, _, _ in chunks)
     merged["sequences_per_second"] = sum(q for _, _, q, _ in chunks) / max(seconds, 1e-9)
     if "learning_rate" in chunks[-1][3]:

@@ -89,6 +89,16 @@ def test_checkpoints_land_on_the_multiples_of_save_checkpoints_steps(make_config
         r"than --num_eval_steps=1000: each evaluation reads \1", short[0]), short
 
 
+def test_the_chunks_since_the_last_line_merge_by_their_steps():
+    chunks = [(1, 2.0, 8, {"loss": 10.0, "disc_loss": 0.5, "learning_rate": 3e-4,
+                           "grad_norm": 1.0}),
+              (3, 4.0, 24, {"loss": 6.0, "disc_loss": 0.1, "learning_rate": 1e-4,
+                            "grad_norm": 2.0, "main_mlm_loss": 4.0})]
+    assert reporting.merge_chunks(chunks) == {
+        "loss": 7.0, "disc_loss": 0.2, "learning_rate": 1e-4, "grad_norm": 1.75,
+        "sequences_per_second": 32 / 6.0}  # (a term one chunk lacks is left out)
+
+
 def test_bert_mlm_console_line_has_no_discriminator_columns():
     results = {"loss": 7.6, "mlm_loss": 7.6, "masked_lm_accuracy": 0.1, "grad_norm": 1.0,
                "learning_rate": 1e-4, "sequences_per_second": 100.0}
