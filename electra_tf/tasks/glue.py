@@ -403,7 +403,7 @@ class GlueTask(Task):
             first_at: dict[str, str] = {}  # a dev or test file's indexes: its predictions' keys
             for row in reader:
                 where = f"{path}:{reader.line_num}"
-                if not row or row == [""]:
+                if not any(f.strip() for f in row):  # (a line of spaces too: no index)
                     continue
                 if len(row) > width:
                     if any(f.strip() for f in row[width:]):
@@ -422,7 +422,10 @@ class GlueTask(Task):
                             f"{self.dir_name} submission needs a prediction for every "
                             "index, and GLUE refuses one that lacks any); mend the row")
                     raise TaskDataError(f"{message} (--skip_malformed_rows skips such rows, "
-                                        "as the original does)")
+                                        "as the original does)" if labelled else
+                                        f"{message}: mend the row (a {split or 'test'} row "
+                                        f"is not skipped: the {self.dir_name} submission "
+                                        "needs a prediction for every index)")
                 index = row[index_col].strip() if index_col is not None else str(row_number)
                 row_number += 1
                 if split != "train" and index_col is not None:
@@ -446,6 +449,11 @@ class GlueTask(Task):
                         raise TaskDataError(
                             f"{e} ({self.dir_name}'s train and dev files have no header "
                             "line: remove it if this is one)") from None
+                    if self.label_column in self.from_end and len(row) < width:
+                        raise TaskDataError(  # (its text read as the score, unexplained)
+                            f"{e} (read from the row's end, as the original reads it: the "
+                            f"row has {len(row)} of the header's {width} columns; is one "
+                            "missing?)") from None
                     raise
                 yield GlueExample(
                     guid=f"{split}-{index}", index=index, text_a=field(row, self.text_a),

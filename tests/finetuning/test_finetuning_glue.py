@@ -506,13 +506,19 @@ def test_skip_malformed_rows_skips_short_rows_as_the_original(tmp_path, caplog):
 def test_skip_malformed_rows_skips_no_row_of_a_test_file(tmp_path):
     """A test file's rows are the GLUE submission's: a row skipped there had left its
     index out of RTE.tsv (an absl warning the only sign), a file GLUE refuses."""
-    _write(tmp_path, "RTE/test.tsv", f"{PAIR}\n0\ta\tb\n1\tonly\n2\tc\td\n")
+    _write(tmp_path, "RTE/test.tsv", f"{PAIR}\n0\ta\tb\n   \n1\tonly\n2\tc\td\n")
     task = glue.get_task("rte", skip_malformed_rows=True)
     with pytest.raises(base.TaskDataError,
-                       match=r"RTE/test.tsv:3: expected at least 3 tab-separated columns .*"
+                       match=r"RTE/test.tsv:4: expected at least 3 tab-separated columns .*"
                              r"found 2: a test row is not skipped \(the RTE submission needs "
                              r"a prediction for every index"):
         task.read(str(tmp_path / "RTE"), "test")
+    # (a line of spaces, line 3, holds no index: passed over as an empty line is; without
+    # the flag the refusal does not name a flag that would refuse the row too)
+    with pytest.raises(base.TaskDataError,
+                       match=r"RTE/test.tsv:4: .*found 2: mend the row \(a test row is not "
+                             r"skipped: the RTE submission needs a prediction for every index"):
+        glue.get_task("rte").read(str(tmp_path / "RTE"), "test")
 
 
 def test_a_trailing_tab_leaves_the_columns_counted_from_the_end_where_they_are(tmp_path):
@@ -527,6 +533,13 @@ def test_a_trailing_tab_leaves_the_columns_counted_from_the_end_where_they_are(t
            + _mnli(0, "a", "b", ["neutral"]) + "\t\t\n")
     [example] = glue.get_task("mnli").read(str(tmp_path / "MNLI"), "dev_matched")
     assert (example.text_a, example.text_b, example.label) == ("a", "b", "neutral")
+    # a row without its score: its second text is read as the score, which is said
+    _write(tmp_path, "STS-B/dev.tsv", f"{STSB_COLS}\tscore\n0\tg\tf\ty\to\ts\ts\ta\tb\n")
+    with pytest.raises(base.TaskDataError,
+                       match=r"STS-B/dev.tsv:2: score 'b' is not a number \(read from the "
+                             r"row's end, as the original reads it: the row has 9 of the "
+                             r"header's 10 columns; is one missing\?\)"):
+        glue.get_task("stsb").read(str(tmp_path / "STS-B"), "dev")
 
 
 def test_a_cola_file_with_a_header_line_is_told_it_has_none(tmp_path):
