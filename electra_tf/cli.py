@@ -259,10 +259,11 @@ _OTHER_NAMES = {
     "electric_objective": ("objective", "--objective=electric"),
     "two_tower_generator": ("objective", "--objective=electric, which takes that generator "
                                          "(ELECTRA's own objective with it is not offered)"),
-    # fine-tuning's flag, tried on pre-training to continue a converted model
-    "init_checkpoint": ("model_dir", "no --init_checkpoint here: --model_dir=FOLDER is the "
-                                     "model's folder (pre-training continues the checkpoints "
-                                     "of a run or of a conversion there)"),
+    # fine-tuning's flag, tried on pre-training (the command with --phase2_steps) to
+    # continue a converted model
+    "init_checkpoint": ("phase2_steps", "no --init_checkpoint in pre-training: --model_dir="
+                                        "FOLDER continues the checkpoints of a run or of a "
+                                        "conversion there"),
 }
 
 

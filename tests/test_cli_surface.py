@@ -251,7 +251,7 @@ def test_another_scripts_flag_name_is_told_as_given_on_or_off(monkeypatch):
         "here it is --jit_compile=true (or --jit_compile=false, the default)")
     assert cli._other_name("gradient_accumulation_steps", []) is None  # pre-training has it
     assert cli._other_name("init_checkpoint", ["x", "--init_checkpoint=conv"]).startswith(
-        "no --init_checkpoint here: --model_dir=FOLDER")
+        "no --init_checkpoint in pre-training: --model_dir=FOLDER")
     monkeypatch.setattr(cli.flags, "FLAGS", finetuning)
     assert cli._other_name("gradient_accumulation_steps", ["x", "--gradient_accumulation_steps"
                                                            "=2"]) == (

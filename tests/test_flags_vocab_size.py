@@ -35,5 +35,13 @@ def test_a_given_vocab_size_is_kept_and_checked_against_the_file(tiny_vocab, tmp
     config, run = _parse("--vocab_size=30522", f"--vocab_file={tiny_vocab}",
                          f"--model_dir={tmp_path}", "--train_data=unused")
     assert config.vocab_size == 30522
-    with pytest.raises(ConfigError, match="vocab_size=30522 but .* holds"):
+    with pytest.raises(ConfigError, match="vocab_size=30522 but .* holds") as refused:
         pretraining_masking(config, run)
+    # a table larger than the vocabulary is told how it is given (the way back to a
+    # converted folder's padded table had been a second refusal, of other shapes)
+    from electra_tf.text.vocab import load_vocab
+
+    n = len(load_vocab(tiny_vocab))
+    assert str(refused.value).endswith(
+        f"set --vocab_size to match (for an embedding table of 30522 rows, padded past the "
+        f'vocabulary: --vocab_size={n} and "vocab_size": 30522 in --model_hparam_overrides)')

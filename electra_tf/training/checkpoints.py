@@ -19,6 +19,7 @@ import glob
 import os
 import re
 import shutil
+import time
 import zipfile
 import zlib
 
@@ -247,7 +248,10 @@ class TensorFlowCheckpoints:
                                          if n.endswith(".index"))
                        if step is not None and step <= last)
         paths = [os.path.join(self.directory, f"ckpt-{step}") for step in found]
-        times = [os.path.getmtime(path + ".index") for path in paths]
+        # (not after now: the manager drops every save of a later time, a copy's from a
+        # machine whose clock runs ahead, and those had stayed for good again)
+        now = time.time()
+        times = [min(os.path.getmtime(path + ".index"), now - 1) for path in paths]
         tf.compat.v1.train.update_checkpoint_state(
             self.directory, latest, all_model_checkpoint_paths=paths,
             all_model_checkpoint_timestamps=times,

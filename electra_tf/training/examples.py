@@ -78,8 +78,8 @@ def _probability(p: float) -> str:
     """p to 2 decimals, or as many more as tell it from the 0.5 that flags a position
     (near the start of a run every p is about 0.5: flagged and unflagged had both read
     p=0.50)."""
-    for digits in range(2, 7):
+    for digits in range(2, 17):
         text = f"{p:.{digits}f}"
         if (float(text) > 0.5) == (p > 0.5):
             return text
-    return f"{p:.6f}"
+    return repr(float(p))

@@ -178,8 +178,12 @@ def pretraining_masking(config: PretrainingConfig, run: PretrainingRun) -> Maski
 
     vocab = load_vocab(run.vocab_file)
     if len(vocab) != config.vocab_size:
+        padded = ("" if len(vocab) > config.vocab_size else
+                  f" (for an embedding table of {config.vocab_size} rows, padded past the "
+                  f"vocabulary: --vocab_size={len(vocab)} and \"vocab_size\": "
+                  f"{config.vocab_size} in --model_hparam_overrides)")
         raise ConfigError(f"vocab_size={config.vocab_size} but {run.vocab_file} holds "
-                          f"{len(vocab)} tokens; set --vocab_size to match")
+                          f"{len(vocab)} tokens; set --vocab_size to match{padded}")
     ids = {token: i for i, token in enumerate(vocab)}
     return MaskingConfig(mask_prob=config.mask_prob,
                          max_predictions_per_seq=config.resolved_max_predictions_per_seq,

@@ -673,7 +673,8 @@ class Pretraining:
                 step = self.step
                 if timed is None:
                     timed = (step, time.monotonic())
-                if step % log_every == 0 or step == end:
+                # (and at a phase's end: a line had mixed two phases' or stages' steps)
+                if step % log_every == 0 or step == end or step == phase.end:
                     line = reporting.merge_chunks(since_line)
                     since_line.clear()
                     summaries.write_scalars(train_writer, step,
@@ -688,10 +689,14 @@ class Pretraining:
                 if run.eval_every_steps and step % run.eval_every_steps == 0 \
                         and step < cfg.num_train_steps:
                     self._report_eval(self.evaluate(), eval_writer)
-        except KeyboardInterrupt:  # the steps trained since the last line keep their point
-            if since_line:
-                summaries.write_scalars(train_writer, self.step, reporting.tensorboard_scalars(
-                    reporting.merge_chunks(since_line)))
+        except BaseException:  # a stop of any kind: the steps trained since the last line
+            if since_line:     # keep their point (a diverging chunk is never among them)
+                try:
+                    summaries.write_scalars(train_writer, self.step,
+                                            reporting.tensorboard_scalars(
+                                                reporting.merge_chunks(since_line)))
+                except Exception:  # (a full disk, say: the stop's own error is the one told)
+                    pass
             raise
 
     def _phase_iterator(self, step: int):

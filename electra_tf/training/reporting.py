@@ -77,9 +77,10 @@ def merge_chunks(chunks: list[tuple[int, float, int, dict]]) -> dict:
         `finish` gives them, with the next step's `learning_rate`.
 
     Returns:
-      each quantity's mean over the steps (each chunk's weighted by its steps), the
-      sequences over the seconds as `sequences_per_second`, the last chunk's
-      `learning_rate`.
+      each quantity's mean over the steps (each chunk's weighted by its steps: exact for
+      the losses and grad_norm, per-step means; for the ratios and disc_auc the weighted
+      mean of the chunks' values), the sequences over the seconds as
+      `sequences_per_second`, the last chunk's `learning_rate`.
     """
     steps = sum(n for n, _, _, _ in chunks)
     merged = {key: sum(n * float(r[key]) for n, _, _, r in chunks) / max(steps, 1)
@@ -155,8 +156,8 @@ def train_line(results: dict, step: int, total: int, eta_seconds: float,
     untrained = UNTRAINED_TERMS.get(phase, ())
     losses = " ".join(text for name, text in terms if name not in untrained)
     reported = " ".join(text for name, text in terms if name in untrained)
-    if reported:
-        losses += f"; not trained: {reported}"
+    if reported:  # (every term shown untrained: no "(; not trained: ...)")
+        losses += f"; not trained: {reported}" if losses else f"not trained: {reported}"
     metrics = [f"{name} {results[key]:.3f}" for name, key in (
         ("mlm_acc", "masked_lm_accuracy"), ("disc_auc", "disc_auc")) if key in results]
     return (f"step {step}/{total} | loss {results['loss']:.4f}"

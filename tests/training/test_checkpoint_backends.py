@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -163,6 +164,9 @@ def test_a_lost_checkpoint_state_file_resumes_from_the_latest_save_found(state, 
     # and the ones found stayed on the disk for good)
     os.remove(os.path.join(folder, "ckpt-30.index"))
     os.remove(state_file)
+    for name in os.listdir(folder):  # (copied from a machine whose clock runs ahead: the
+        ahead = time.time() + 3600   # manager had dropped saves of a later time)
+        os.utime(os.path.join(folder, name), (ahead, ahead))
     kept, kept_optimizer = build(9)
     kept_saves = TensorFlowCheckpoints(kept, kept_optimizer, folder, 2)
     assert os.path.basename(kept_saves.restore()) == "ckpt-25"

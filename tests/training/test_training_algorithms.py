@@ -21,6 +21,25 @@ def generator_only(model):
     return [v for v in model.generator.trainable_variables if id(v) not in shared]
 
 
+@pytest.mark.slow
+def test_the_switch_ends_a_progress_line(make_configs, tmp_path, capsys):
+    """A stage switch between two lines (here at 3, a line every 4 steps) ends a line: the
+    line at 4 had averaged the generator's 3 steps with the discriminator's one, under
+    the second stage's name, without its disc columns ("(; not trained: mlm ...)")."""
+    sized_like_g = {**TINY_MODEL, "num_attention_heads": 1, "intermediate_size": 64}
+    config, run = make_configs(tmp_path / "m", training_algorithm="two_stage",
+                               generator_hidden_size=1.0, num_train_steps=6,
+                               iterations_per_loop=4, save_checkpoints_steps=100,
+                               model_hparam_overrides=sized_like_g, run_overrides={
+                                   "eval_data": ""})
+    TensorFlowPretraining(config, run).train()
+    lines = [line for line in capsys.readouterr().err.splitlines()
+             if "[pretrain] step " in line and "/6 |" in line]
+    assert [line.split()[2] for line in lines] == ["3/6", "4/6", "6/6"], lines
+    assert "disc" not in lines[0] and "(mlm " in lines[0]  # the generator's stage
+    assert "(disc " in lines[1] and "; not trained: mlm" in lines[1]  # the discriminator's
+
+
 # A run through the switch, to the checkpoint fine-tuning loads: slow, as two-stage's
 # other run (test_jax_training_options.py across a resume); its config checks below run
 # by default.

@@ -8,6 +8,7 @@ Each test that sends a Ctrl-C installs Python's own SIGINT handler first
 (`sigint_handler`): a suite started with SIGINT ignored has none.
 """
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -156,6 +157,22 @@ def test_ctrl_c_during_a_chunk_lets_it_finish_then_saves_at_its_end(make_configs
     assert sorted(scalars(os.path.join(run.model_dir, "train"))) == [6]
     resumed = TensorFlowPretraining(config, run)
     assert resumed.restore() == 6
+    # and on a stop of another kind (a record gone bad, a lost peer, a divergence): here
+    # the third chunk's call fails after two trained
+    failing = dataclasses.replace(run, model_dir=str(tmp_path / "failing"))
+    trainer = TensorFlowPretraining(config, failing)
+    real_train_steps, calls = trainer.train_steps, []
+
+    def failing_steps(iterator, n):
+        calls.append(trainer.step)
+        if len(calls) == 3:
+            raise RuntimeError("the third chunk fails")
+        return real_train_steps(iterator, n)
+
+    trainer.train_steps = failing_steps
+    with pytest.raises(RuntimeError, match="the third chunk fails"):
+        trainer.train()
+    assert sorted(scalars(os.path.join(failing.model_dir, "train"))) == [6]
 
 
 def test_an_ignored_sigint_stays_ignored():
