@@ -812,6 +812,9 @@ def write_task_folder(output: str, model, hf_config: dict, *, source: str, vocab
         task = task_from_config(config)
     except (ConfigError, TypeError) as e:
         raise core.ConversionError(f"--task_name={task_name}: {e}") from None
+    refusal = task.segments_refusal(model.encoder.config.type_vocab_size)
+    if refusal:
+        raise core.ConversionError(f"--task_name={task_name}: {refusal}")
     had = head_cls.describe(head_config)
     want = task.head_class.describe(task.head_config())
     if task.head_class is not head_cls or had != want:

@@ -177,6 +177,24 @@ class Task(abc.ABC):
     with the run's settings, not with the head."""
 
     @property
+    def second_segment(self) -> bool:
+        """Whether its inputs hold segment id 1: a text pair's second text, SQuAD's and
+        MRQA's contexts (a model of one segment type, type_vocab_size 1, cannot read
+        them)."""
+        return self.text_b is not None or self.head == "squad"
+
+    def segments_refusal(self, type_vocab_size: int) -> str | None:
+        """Why a model of `type_vocab_size` segment types cannot take this task's
+        inputs (one type, where they hold segment id 1), else None: its id had gone
+        past the table (a traceback on CPU; a GPU's gather gives zeros, silently)."""
+        if not self.second_segment or type_vocab_size >= 2:
+            return None
+        what = "the second text" if self.text_b is not None else "the context"
+        return (f"{self.name}'s inputs hold segment id 1 ({what}), but the model has "
+                f"type_vocab_size {type_vocab_size} (one segment type); fine-tune it on "
+                "single texts, or start from a model of two segment types")
+
+    @property
     def head_class(self):
         """The class of this task's head (tasks/heads/; Keras is imported on first use)."""
         return heads.head_class(self.head)

@@ -991,6 +991,9 @@ class Finetuning:
         if self.max_seq_length > positions:
             raise ConfigError(f"{which} exceeds the checkpoint's {positions} positions "
                               f"(max_position_embeddings); set --max_seq_length <= {positions}")
+        refusal = task.segments_refusal(self.encoder_config.type_vocab_size)
+        if refusal:
+            raise ConfigError(f"--init_checkpoint={run.init_checkpoint}: {refusal}")
         if run.do_train and init is None and not run.from_scratch:
             note = untrained_positions_note(run.init_checkpoint, self.max_seq_length, which)
             if note:

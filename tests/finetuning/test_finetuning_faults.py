@@ -227,6 +227,32 @@ def test_a_sequence_longer_than_the_checkpoint_positions_is_refused(pretrained_d
     assert not (tmp_path / "out").exists()
 
 
+def test_a_model_of_one_segment_type_is_refused_for_text_pairs(tiny_vocab, tmp_path):
+    """A model with type_vocab_size 1 (transformers allows it) fine-tuned on pairs had
+    ended in a traceback of an id past the segment table (a GPU gathers zeros there)."""
+    from electra_tf import PretrainingFolder
+    from electra_tf.core.config import EncoderConfig
+    from electra_tf.modeling.models import build_discriminator
+    from electra_tf.tasks import glue
+    from electra_tf.text.vocab import load_vocab
+
+    config = EncoderConfig(vocab_size=len(load_vocab(tiny_vocab)), hidden_size=16,
+                           num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
+                           max_position_embeddings=32, type_vocab_size=1)
+    folder = PretrainingFolder.save(str(tmp_path / "one"), build_discriminator(config),
+                                    tiny_vocab).path
+    (tmp_path / "MRPC").mkdir()
+    with pytest.raises(ConfigError, match=re.escape(
+            f"--init_checkpoint={folder}: mrpc's inputs hold segment id 1 (the second "
+            "text), but the model has type_vocab_size 1 (one segment type)")):
+        finetune("--task_name=mrpc", f"--init_checkpoint={folder}",
+                 f"--data_dir={tmp_path / 'MRPC'}", f"--model_dir={tmp_path}/out",
+                 "--max_seq_length=16")
+    assert not (tmp_path / "out").exists()
+    assert glue.get_task("sst2").segments_refusal(1) is None  # single texts: fine
+    assert glue.get_task("mrpc").segments_refusal(2) is None
+
+
 def test_a_run_of_more_than_2_62_steps_is_refused_before_it_writes(pretrained_dir,
                                                                   toy_sst2_dir, tmp_path):
     """--num_train_epochs=1e30 had started a run of 5e30 steps (its learning rate ~0 for

@@ -201,6 +201,23 @@ def test_a_round_trip_names_the_task_it_came_from(h, tmp_path, caplog):
            "--task_name=sst2" in caplog.text
 
 
+def test_a_model_of_one_segment_type_converts_for_single_texts_only(h, tmp_path):
+    """type_vocab_size 1 recorded as a pair task (mrpc) had converted, and fine-tuning or
+    serving it then fed segment id 1 past its table."""
+    model = _random_hf(transformers.ElectraForSequenceClassification,
+                       _hf_config(h, num_labels=2, type_vocab_size=1), 4)
+    model.save_pretrained(tmp_path / "hf")
+    vocab = _vocab(h, tmp_path)
+    with pytest.raises(core.ConversionError, match=r"^--task_name=mrpc: mrpc's inputs hold "
+                                                   r"segment id 1 \(the second text\), but "
+                                                   r"the model has type_vocab_size 1"):
+        hf.import_model(str(tmp_path / "hf"), str(tmp_path / "mrpc"), vocab_file=vocab,
+                        task_name="mrpc")
+    assert not (tmp_path / "mrpc").exists()
+    hf.import_model(str(tmp_path / "hf"), str(tmp_path / "sst2"), vocab_file=vocab,
+                    task_name="sst2")
+
+
 def test_interop_hf_sequence_classification_head_is_kept_or_dropped(h, tmp_path):
     """Its dense -> GELU -> dense head is the mlp classifier head (the logits:
     tests/export/test_export_from_transformers.py); --drop_task_head keeps the encoder."""
