@@ -49,6 +49,7 @@ import json
 import os
 import pickle
 import re
+import shlex
 
 import numpy as np
 from absl import logging
@@ -376,11 +377,16 @@ def _check_tokenizer_agrees(model_dir: str, source: str, tokens: list[str]) -> N
     if unread:
         shown = ", ".join(f"{token!r} (id {i})" for token, i in unread[:5])
         more = f" and {len(unread) - 5} more" if len(unread) > 5 else ""
+        # (--vocab_file reads a vocab.txt: tokenizer.json given there had been refused)
+        given = source if os.path.basename(source) != "tokenizer.json" else (
+            "a vocab.txt of its WordPiece vocabulary, written by python -c \"import json, "
+            "sys; v = json.load(open(sys.argv[1]))['model']['vocab']; print(chr(10).join("
+            f"sorted(v, key=v.get)))\" {shlex.quote(source)} > vocab.txt")
         raise core.ConversionError(
             f"{model_dir}: its tokenizer adds {shown}{more} to {os.path.basename(source)}, "
             "which electra_tf's WordPiece tokenizer does not read (text holding them would "
             "become [UNK] or pieces, and the converted model predict otherwise than "
-            f"transformers); to convert without them, give --vocab_file={source}")
+            f"transformers); to convert without them, give --vocab_file={given}")
     json_tokens = _tokenizer_json_tokens(model_dir)
     if json_tokens and os.path.basename(source) == core.SOURCE_VOCAB and json_tokens != tokens:
         first = next((i for i, (a, b) in enumerate(zip(tokens, json_tokens)) if a != b),
@@ -754,9 +760,26 @@ def _to_task_order(model, labels: list[str], task, source: str) -> None:
     id2label names the task's labels in another (transformers' MNLI models: entailment,
     neutral, contradiction; GLUE's: contradiction, entailment, neutral), which had been
     served under the task's names in the model's order. Names that are not the task's
-    (LABEL_0, ...) cannot be matched: the model's order is taken, and a warning says so."""
+    (LABEL_0, ...) cannot be matched: the model's order is taken, and a warning says so;
+    where all but one name are the task's, the last is the label left; names of the task's
+    that do not cover its labels otherwise are refused."""
     wanted = [n.lower() for n in task.label_names]
     have = [n.lower() for n in labels]
+    known = [n for n in have if n in wanted]
+    unknown = [i for i, n in enumerate(have) if n not in wanted]
+    missing = [n for n in wanted if n not in have]
+    if known and len(set(known)) == len(known) and len(unknown) == len(missing) == 1:
+        # (one name not the task's: the one label left, by elimination; it had been taken
+        # by position, which served two of MNLI's labels under each other's names)
+        logging.warning("%s: config.json's id2label (%s) names --task_name=%s's labels but "
+                        "%r: taken to be %r", source, ", ".join(labels), task.name,
+                        labels[unknown[0]], task.label_names[wanted.index(missing[0])])
+        have[unknown[0]] = missing[0]
+    elif known and sorted(have) != sorted(wanted):  # (by position, they would be wrong)
+        raise core.ConversionError(
+            f"{source}: config.json's id2label ({', '.join(labels)}) names some of "
+            f"--task_name={task.name}'s labels ({', '.join(task.label_names)}) but not each "
+            "once: name every output's label there")
     if sorted(have) != sorted(wanted) or len(set(have)) != len(have):
         if have != wanted:
             logging.warning(

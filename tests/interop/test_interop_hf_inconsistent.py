@@ -248,11 +248,14 @@ def test_a_full_disk_leaves_no_half_folder(h, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("id2label", [["entailment", "neutral", "contradiction"],
-                                      ["ENTAILMENT", "NEUTRAL", "CONTRADICTION"]])
+                                      ["ENTAILMENT", "NEUTRAL", "CONTRADICTION"],
+                                      ["entailment", "LABEL_1", "contradiction"]])
 def test_a_glue_model_in_another_label_order_is_put_in_the_tasks(h, tmp_path, id2label):
     """transformers' MNLI models list entailment, neutral, contradiction; GLUE's order (the
     task's labels) is contradiction, entailment, neutral. The outputs had been served
-    under the task's names in the model's order: every label wrong, without a word."""
+    under the task's names in the model's order: every label wrong, without a word. One
+    name that is not the task's is the label left (it had been taken by position, two
+    labels swapped); names of the task's that do not cover it otherwise are refused."""
     folder = _folder(h, tmp_path, num_labels=3, id2label=dict(enumerate(id2label)))
     hf.import_model(folder, str(tmp_path / "out"), task_name="mnli")
     loaded = folders.FinetunedFolder.open(str(tmp_path / "out"))
@@ -266,8 +269,12 @@ def test_a_glue_model_in_another_label_order_is_put_in_the_tasks(h, tmp_path, id
         theirs = model(input_ids=torch.tensor(ids.astype(np.int64)),
                        token_type_ids=torch.tensor(inputs["segment_ids"].astype(np.int64))
                        ).logits.numpy()[0]
-    by_name = {n.lower(): v for n, v in zip(id2label, theirs)}
+    by_name = {n.lower() if n != "LABEL_1" else "neutral": v for n, v in zip(id2label, theirs)}
     np.testing.assert_allclose(ours, [by_name[n] for n in loaded.record.label_names], atol=1e-5)
+    for other in (["entailment", "LABEL_1", "LABEL_2"], ["neutral", "x", "y"]):
+        folder = _folder(h, tmp_path / "other", num_labels=3, id2label=dict(enumerate(other)))
+        _refused(folder, tmp_path / "other" / "out", r"config.json's id2label \(" + ", ".join(
+            other) + r"\) names some of --task_name=mnli's labels", task_name="mnli")
 
 
 def test_a_config_without_a_field_is_read_as_transformers_reads_it(h, tmp_path):
@@ -480,6 +487,27 @@ def test_tokens_a_tokenizer_adds_are_refused_unless_a_vocab_file_is_given(h, tmp
             f"to convert without them, give --vocab_file={folder}/vocab.txt"))
         hf.import_model(folder, str(tmp_path / name / "given"), vocab_file=f"{folder}/vocab.txt")
         assert folders.finetuned.read_finetuning_config(str(tmp_path / name / "given")).task
+    # tokenizer.json alone (as transformers 5 saves a tokenizer): the advice is a vocab.txt
+    # written from it (--vocab_file=tokenizer.json, advised before, was refused), and
+    # following it converts
+    import shlex
+    import subprocess
+    import sys
+
+    folder = _folder(h, tmp_path / "json")
+    _with_tokenizer(folder, added=["newtok"])
+    os.remove(os.path.join(folder, "vocab.txt"))
+    with pytest.raises(BAD_INPUT) as refused:
+        hf.import_model(folder, str(tmp_path / "json" / "out"))
+    advice = str(refused.value).split("give --vocab_file=a vocab.txt of its WordPiece "
+                                      "vocabulary, written by ", 1)[1]
+    command = shlex.split(advice.split(" > ")[0])
+    assert command[0] == "python" and command[-1] == f"{folder}/tokenizer.json"
+    written = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True,
+                             check=True).stdout
+    (tmp_path / "json" / "vocab.txt").write_text(written)
+    hf.import_model(folder, str(tmp_path / "json" / "given"),
+                    vocab_file=str(tmp_path / "json" / "vocab.txt"))
     # the slow tokenizer's added_tokens.json, alone
     folder = _folder(h, tmp_path / "slow")
     (tmp_path / "slow" / "hf" / "added_tokens.json").write_text(json.dumps({"newtok": vocab}))
