@@ -313,6 +313,8 @@ def _convert(source) -> None:
                 raise InputError(f"--generator_dir={folder} holds a {report['kind']} model, not "
                                  "an ElectraForMaskedLM (the pre-training generator)")
             task = f" (a fine-tuning folder of task {report['task']})" if "task" in report else ""
+            for note in report.get("notes", []):
+                print(f"[convert] note: {note}", file=sys.stderr)
             print(f"[convert] {report['kind']}: {len(report['assigned'])} tensors -> "
                   f"{FLAGS.output}{task}", file=sys.stderr)
     else:

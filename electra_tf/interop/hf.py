@@ -240,6 +240,9 @@ def read_casing(model_dir: str) -> bool | None:
     return None if lower is None else bool(lower)
 
 
+MIN_MAX_SEQ_LENGTH = 8  # the shortest window FinetuningConfig takes
+
+
 def read_max_length(model_dir: str, positions: int) -> int:
     """The window a transformers task model reads: tokenizer_config.json's
     `model_max_length` where it is a whole number of at most `positions` (what `--to=hf`
@@ -248,6 +251,10 @@ def read_max_length(model_dir: str, positions: int) -> int:
     path = os.path.join(model_dir, "tokenizer_config.json")
     value = _read_json(path).get("model_max_length") if os.path.exists(path) else None
     if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= positions:
+        if value < MIN_MAX_SEQ_LENGTH:  # (had been refused as a --max_seq_length not given)
+            raise core.ConversionError(
+                f"{path}: model_max_length {value} is below the {MIN_MAX_SEQ_LENGTH} "
+                "positions electra_tf's tasks take; give --max_seq_length, or correct it")
         return value
     return positions
 
@@ -637,6 +644,12 @@ def _import_model(model_dir: str, output: str, model_size: str, drop_task_head: 
         if not task_model:  # --vocab_file where given (past _check_tokenizer_agrees)
             vocab = folder.keep_vocab_file(vocab_file) if vocab_file else \
                 keep_vocabulary(model_dir, output)
+            if not vocab:  # (as --from=tf1 says: it had been found missing at --to=hf)
+                report["notes"] = [
+                    f"{model_dir} holds no vocab.txt or WordPiece tokenizer.json and no "
+                    "--vocab_file was given: the output holds no vocabulary; rerun with "
+                    "--vocab_file=the vocab.txt the model was trained with (fine-tuning, "
+                    "the export and --to=hf need it)"]
         folder.save_discriminator(model)
         folder.record_vocab(vocab, lower)
     if finetuned is not None:
@@ -741,6 +754,17 @@ def _labels(hf_config: dict, width: int, path: str = "config.json") -> list[str]
             f"{path}: id2label names {bad!r} " + ("twice" if bad.strip() else "for a label")
             + ": a head's labels are distinct, non-empty names; name them so in "
               "config.json's id2label")
+    from electra_tf.tasks.base import has_control_character
+    from electra_tf.text.cleaning import has_lone_surrogate, invisible_character
+
+    # (these had been refused as the --label_names the user never gave)
+    odd = next((label for label in labels if has_control_character(label)
+                or has_lone_surrogate(label) or invisible_character(label)), None)
+    if odd is not None:
+        raise core.ConversionError(
+            f"{path}: id2label names {odd!r}, which holds a control, invisible or lone "
+            "surrogate character (the tab-separated prediction files cannot hold it, or it "
+            "prints as another name); rename it in config.json's id2label")
     return labels
 
 

@@ -64,6 +64,12 @@ def test_interop_hf_discriminator_parity(h, tmp_path):
     model.save_pretrained(tmp_path / "hf")
     report = hf.import_model(str(tmp_path / "hf"), str(tmp_path / "out"))
     assert report["kind"] == "pretraining" and not report["left_at_init"]
+    # no vocabulary beside it: said (as --from=tf1 says it; it had been found at --to=hf)
+    assert report["notes"][0].endswith("holds no vocab.txt or WordPiece tokenizer.json and "
+                                       "no --vocab_file was given: the output holds no "
+                                       "vocabulary; rerun with --vocab_file=the vocab.txt the "
+                                       "model was trained with (fine-tuning, the export and "
+                                       "--to=hf need it)")
     inputs = h.padded_inputs()
     with torch.no_grad():
         ref = model(**_torch_inputs(inputs), output_hidden_states=True)
@@ -168,6 +174,14 @@ def test_a_task_models_window_goes_to_transformers_and_back(h, tmp_path):
         hf.import_model(str(tmp_path / "hf2"), str(tmp_path / f"back_{value}"))
         assert folders.finetuned.read_finetuning_config(
             str(tmp_path / f"back_{value}")).max_seq_length == h.sizes["POS"]
+    # one below the shortest window: named as the file's (it had been "--task_name=...:
+    # max_seq_length must be >= 8", flags never given); --max_seq_length overrides it
+    record["model_max_length"] = 2
+    settings.write_text(json.dumps(record))
+    with pytest.raises(core.ConversionError, match=r"tokenizer_config.json: model_max_length 2 "
+                                                   r"is below the 8 positions"):
+        hf.import_model(str(tmp_path / "hf2"), str(tmp_path / "back_2"))
+    hf.import_model(str(tmp_path / "hf2"), str(tmp_path / "back_12"), max_seq_length=12)
 
 
 def test_a_round_trip_names_the_task_it_came_from(h, tmp_path, caplog):

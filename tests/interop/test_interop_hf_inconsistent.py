@@ -84,6 +84,9 @@ def test_problem_type_must_be_one_electra_tf_computes(h, tmp_path, num_labels, p
     ({"0": "a", "1": "b", "2": "c"}, "3 names.*2 outputs"),
     ({"0": "a", "5": "b"}, "ids 0, 5"),
     ({"0": "a", "x": "b"}, "ids 0, x"),
+    # (refused as a --label_names never given, before)
+    ({"0": "a", "1": "B-X\nfoo"}, r"id2label names 'B-X\\nfoo', which holds a control"),
+    ({"0": "a", "1": "b\u200b"}, "which holds a control, invisible"),
 ])
 def test_id2label_that_does_not_match_the_head_is_refused(h, tmp_path, id2label, match):
     folder = _folder(h, tmp_path, num_labels=2)
