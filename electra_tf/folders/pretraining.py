@@ -456,11 +456,19 @@ def model_without_checkpoints(model_dir: str) -> str | None:
             "can)")
 
 
-def remove_final_outputs(folder: str) -> None:
+def remove_final_outputs(folder: str, step: int) -> None:
     """Removes an earlier end's generator.weights.h5 and final_eval.json from `folder`
-    before a run writes its own end (the discriminator first): a run extended past its
-    end and stopped between the two writes had left the new discriminator beside the
-    old generator and a final_eval.json of the old step, a folder that opened as whole."""
+    before a run writes its own end at `step` (the discriminator first): a run extended
+    past its end and stopped between the two writes had left the new discriminator
+    beside the old generator and a final_eval.json of the old step, a folder that opened
+    as whole. An end of the same step (a finished run run again, which writes the same
+    files again) keeps them: a full disk during the rewrite had left it without them."""
+    try:
+        same_end = (final_eval_of(folder) or {}).get("step") == step
+    except InputError:  # (a damaged one: removed, as an earlier end's)
+        same_end = False
+    if same_end:
+        return
     for name in (FINAL_EVAL, GENERATOR_WEIGHTS):
         with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(folder, name))

@@ -608,7 +608,7 @@ class Pretraining:
         if reporting.collapse_line(final):
             self._log(reporting.collapse_line(final))
         if self.chief:
-            pretraining_folder.remove_final_outputs(run.model_dir)  # (an earlier end's)
+            pretraining_folder.remove_final_outputs(run.model_dir, self.step)  # (an earlier end's)
             pretraining_folder.save_discriminator(run.model_dir, self.model.kept_discriminator())
             pretraining_folder.save_generator(run.model_dir, self.model.generator)
             pretraining_folder.write_final_eval(run.model_dir, self.step, final)

@@ -68,12 +68,18 @@ class EventWriter:
         os.makedirs(logdir, exist_ok=True)
         name = "events.out.tfevents.%010d.%s.%s.%s" % (
             time.time(), socket.gethostname(), os.getpid(), next(self._uid))
-        self._writer = RecordWriter(open(os.path.join(logdir, name), "wb"))
+        self.path = os.path.join(logdir, name)
+        self._writer = RecordWriter(open(self.path, "wb"))
         self._write(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
 
     def _write(self, event) -> None:
-        self._writer.write(event.SerializeToString())
-        self._writer.flush()
+        try:
+            self._writer.write(event.SerializeToString())
+            self._writer.flush()
+        except OSError as e:  # (a full disk's error had named no file: the command's
+            if not e.filename:  # line then said every file is renamed into place)
+                e.filename = self.path
+            raise
 
     def scalars(self, step: int, results: dict) -> None:
         from tensorboard.compat.proto import event_pb2, summary_pb2

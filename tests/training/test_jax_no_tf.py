@@ -201,6 +201,26 @@ def test_without_the_tensorboard_package_summaries_are_skipped_with_one_warning(
     assert not os.listdir(tmp_path)
 
 
+def test_a_failed_event_write_names_its_file(tmp_path, monkeypatch, capsys):
+    """A full disk as the TensorFlow-free writer appends a point: the error had named no
+    file, so the command's line said every file is renamed into place (event files are
+    appended to)."""
+    from electra_tf import cli
+    from electra_tf.training import summaries
+
+    writer = summaries.summary_writer(str(tmp_path / "train"), tensorflow=False)
+
+    def full(*args):
+        raise OSError(27, "File too large")
+
+    monkeypatch.setattr(writer._writer, "flush", full)
+    with pytest.raises(SystemExit):
+        cli.run_cli(lambda: summaries.write_scalars(writer, 3, {"loss": 1.0}))
+    assert capsys.readouterr().err.startswith(
+        f"error: {writer.path}: File too large (TensorBoard's event files are appended to "
+        "as the run goes: one cut short keeps its points up to the cut;")
+
+
 @pytest.fixture(scope="module")
 def packed_records(tiny_records, tmp_path_factory):
     """tiny_records' train and eval records packed (data/packed.py)."""

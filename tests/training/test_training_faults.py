@@ -608,7 +608,7 @@ def test_a_finished_run_run_again_keeps_its_record_and_says_nothing_of_new_flags
 
 
 def test_a_finished_run_run_again_repeats_its_final_evaluation_exactly(
-        trained_run, tmp_path):
+        trained_run, tmp_path, monkeypatch):
     """A finished run given again evaluates again (docs/pretraining.md: its new event
     file repeats the final point at the same step with the same values): the
     evaluation's masking and sampling are seeded, so the repeat is the same point."""
@@ -623,6 +623,19 @@ def test_a_finished_run_run_again_repeats_its_final_evaluation_exactly(
     # a new eval event file; no train/ one (an empty one had been added by every rerun)
     assert sorted(os.listdir(model_dir / "train")) == before["train"]
     assert len(os.listdir(model_dir / "eval")) == len(before["eval"]) + 1
+    # a full disk as it writes the same end again leaves the end it had (the generator
+    # and final_eval.json had been removed first, as an earlier end's are)
+    from electra_tf.folders import pretraining as pretraining_folder
+
+    def full(*args):
+        raise OSError(28, "No space left on device", str(model_dir / "x.weights.h5"))
+
+    kept = {name: (model_dir / name).read_bytes()
+            for name in ("generator.weights.h5", "final_eval.json")}
+    monkeypatch.setattr(pretraining_folder, "save_discriminator", full)
+    with pytest.raises(OSError, match="No space left"):
+        TensorFlowPretraining(trained_run["config"], run).train()
+    assert {name: (model_dir / name).read_bytes() for name in kept} == kept
     final_eval = json.loads((model_dir / "final_eval.json").read_text())
     assert final_eval == json.loads(
         (trained_run["model_dir"] / "final_eval.json").read_text())
