@@ -16,7 +16,8 @@ modes normalize first (NFKC case folding, NFD), which can change lengths
 normalized on its own and the normalized bytes are mapped back to the
 character they came from. Every token thus has a character
 span [start, end) in the ORIGINAL context, and answers are sliced from it with
-their original case, accents and inner whitespace. A token with an empty span
+their original case, accents and inner whitespace (the original joins an answer's
+words with single spaces: the same EM/F1, which split on whitespace). A token with an empty span
 (uncased "ß" gives "s" + "##s", the first of zero width) covers the character
 it sits on.
 
