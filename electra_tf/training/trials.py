@@ -58,6 +58,7 @@ from electra_tf.folders.files import (
     has_checkpoints,
     json_numbers,
     read_json,
+    remove_stale_temporaries,
     trials_path,
     weights_file_folder,
     write_json,
@@ -773,6 +774,10 @@ def run_trials(config: FinetuningConfig, run: FinetuningRun, task_name: str,
             if chief:  # (a folder another run holds: refused too)
                 held.enter_context(no_empty_folder_left(run.model_dir))
                 held.enter_context(FolderLock(os.path.normpath(run.model_dir), "--model_dir"))
+                # (the group's own files, trials.json and results.txt, are written under
+                # temporary names too: a kill mid-write had left one there for good)
+                for name in remove_stale_temporaries(run.model_dir):
+                    log("finetune", f"removed {name}, left by a write that did not finish")
             group = TrialGroup(run.model_dir, task_name, config, run, writer=chief,
                                backend=backend)
             for k in range(1, n + 1):  # every trial's folder before the first trains

@@ -94,9 +94,13 @@ def test_finished_trials_are_skipped_and_an_interrupted_one_is_rerun(tmp_path, c
     record = trials.read_trials(out)
     assert [t["trial"] for t in record["trials"]] == [1]  # trial 1 was recorded
     made.clear()
+    # a kill as trials.json was written had left its temporary file in the group's folder
+    (tmp_path / "out" / ".tmp-abc123").write_text("{")
     summary = trials.run_trials(config, run, "sst2", make(), Finetuning.final_results)
+    assert not (tmp_path / "out" / ".tmp-abc123").exists()
     assert made == [(8, out + "_2", 1), (9, out + "_3", 1)]  # trial 1 skipped, 2 rerun
     err = capsys.readouterr().err
+    assert "[finetune] removed .tmp-abc123, left by a write that did not finish" in err
     assert f"trial 1/3 (seed 7, {out}_1): finished, skipped" in err
     assert "folder is missing" not in err
     assert summary["dev"]["accuracy"]["median"] == pytest.approx(1.3)
