@@ -280,6 +280,8 @@ def _settings(config: FinetuningConfig, run: FinetuningRun, backend: str = "") -
     values.update({k: getattr(run, k) for k in _GROUP_RUN_FIELDS + _PRECISION})
     if backend:  # Keras' (each trial's checkpoints are the backend's own)
         values["backend"] = backend
+    if backend == "jax":  # (JAX compiles every step, as each trial's record says: the
+        values["jit_compile"] = True  # flag's false had been recorded, then noted)
     for key, (field, _) in _CONTENTS.items():
         values[key] = _content(field, values[field], config.task_name) if values[field] else ""
     return values

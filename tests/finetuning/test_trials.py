@@ -621,6 +621,10 @@ def test_a_group_goes_on_on_the_backend_it_trained_on(tmp_path):
     config, run = fake_runs(tmp_path, 2)
     trials.run_trials(config, run, "sst2", FakeTrainer, Finetuning.final_results,
                       backend="jax")
+    # (JAX compiles every step, as each trial's record says; --jit_compile's false had
+    # been recorded for the group)
+    assert not run.jit_compile and trials.read_trials(run.model_dir)["settings"][
+        "jit_compile"] is True
     more = dataclasses.replace(run, num_trials=3)
     with pytest.raises(ConfigError, match=r"trials.json records trials of other settings "
                                           r"\(Keras' backend jax -> tensorflow "
