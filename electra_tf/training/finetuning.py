@@ -48,6 +48,7 @@ import time
 import keras
 import numpy as np
 
+from electra_tf.core import signals
 from electra_tf.core.config import (
     MAX_STEPS,
     MODEL_SIZES,
@@ -1341,11 +1342,18 @@ class Finetuning:
             self._log(f"{self.task.name}: evaluation only (--do_train=false; the train split "
                       "is not read)")
         gate = InterruptGate(self._stop_agreement())
+        finished = None
         try:
             with gate:
-                return self._train_loop(checkpoints, results, steps_per_epoch, total,
-                                        stop_at_step, gate)
+                finished = self._train_loop(checkpoints, results, steps_per_epoch, total,
+                                            stop_at_step, gate)
+                return finished
         except KeyboardInterrupt:
+            if finished is not None:  # (had been "interrupted at step N ... rerun to resume",
+                # exit 143, for a run whose every file was written: a scheduler retried it)
+                self._log(f"{signals.name(gate.signum or 2)} after the run finished: every file "
+                          "is written")
+                return finished
             # Weights a diverging step left NaN are never saved (a second signal stops
             # before the chunk's check).
             finite = not gate.safe_to_save or finite_weights(self.model.weights)

@@ -98,7 +98,7 @@ def test_an_interrupt_saves_and_exits_with_one_line(pretrained_dir, toy_sst2_dir
 
 
 def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation_and_a_resume_keeps_its_settings(
-        pretrained_dir, toy_sst2_dir, tmp_path, sigint_handler, capsys):
+        pretrained_dir, toy_sst2_dir, tmp_path, sigint_handler, capsys, monkeypatch):
     """Epoch 1 ends, its dev evaluation starts, and two Ctrl-C come: the second stops the
     run at once, inside the evaluation (a checkpoint at the epoch's end, no epoch_1 in
     results.json). The resumed run evaluates epoch 1 before it trains on, so its
@@ -170,9 +170,23 @@ def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation_and_a_resume_keeps_its_
     # come from: a note, and the record keeps the start (it had recorded the link)
     link = tmp_path / "pretrained_link"
     link.symlink_to(pretrained_dir)
+    # and a SIGTERM as its final weights are written: the run is whole, and ends as finished
+    # (it had ended "interrupted at step N; ... rerun to resume", status 143)
+    from electra_tf.training import finetuning
+
+    real_save = finetuning.save_finetuned
+
+    def save_then_sigterm(*a):
+        real_save(*a)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+
+    monkeypatch.setattr(finetuning, "save_finetuned", save_then_sigterm)
     _, results = finetune(*args, "--learning_rate=1e-4", "--layerwise_lr_decay=0.8",
                           f"--init_checkpoint={link}")
+    monkeypatch.setattr(finetuning, "save_finetuned", real_save)
     err = capsys.readouterr().err.splitlines()
+    assert err[-1] == "[finetune] SIGTERM after the run finished: every file is written", err
     assert (f"[finetune] note: {out}'s checkpoints were trained with --mixed_precision=bf16; "
             "this run continues them with fp32 (finetuning_config.json now records it)"
             ) in err
