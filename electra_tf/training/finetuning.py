@@ -43,6 +43,7 @@ import dataclasses
 import functools
 import os
 import shlex
+import signal
 import time
 
 import keras
@@ -1351,8 +1352,8 @@ class Finetuning:
         except KeyboardInterrupt:
             if finished is not None:  # (had been "interrupted at step N ... rerun to resume",
                 # exit 143, for a run whose every file was written: a scheduler retried it)
-                self._log(f"{signals.name(gate.signum or 2)} after the run finished: every file "
-                          "is written")
+                said = signals.name(gate.signum or signal.SIGINT)
+                self._log(f"{said} after the run finished: every file is written")
                 return finished
             # Weights a diverging step left NaN are never saved (a second signal stops
             # before the chunk's check).
