@@ -365,20 +365,16 @@ def padded_table(config: PretrainingConfig, vocab_file: str) -> PretrainingConfi
     which the original allows), --vocab_size is the vocabulary's and the overrides hold the
     table's rows, as run_pretraining takes them (its --vocab_size must be the vocab file's
     size: the table's had been printed and recorded, and the continued run refused)."""
-    check_vocab_size(vocab_file, config.vocab_size)
-    if not os.path.isfile(vocab_file):
-        return config
-    from electra_tf.text.vocab import load_vocab
-
-    tokens = len(load_vocab(vocab_file))
-    if tokens == config.vocab_size:
+    tokens = check_vocab_size(vocab_file, config.vocab_size)
+    if tokens is None or tokens == config.vocab_size:
         return config
     overrides = {**config.model_hparam_overrides, "vocab_size": config.vocab_size}
     return dataclasses.replace(config, vocab_size=tokens, model_hparam_overrides=overrides)
 
 
-def check_vocab_size(vocab_file: str, vocab_size: int) -> None:
-    """Refuses a vocab.txt beside the checkpoint that its embedding table cannot take.
+def check_vocab_size(vocab_file: str, vocab_size: int) -> int | None:
+    """Refuses a vocab.txt beside the checkpoint that its embedding table cannot take;
+    returns its token count (None: no such file).
 
     More tokens than rows: the folder would serve ids past the table (every
     request holding one would fail); special tokens only: nothing could be
@@ -393,7 +389,7 @@ def check_vocab_size(vocab_file: str, vocab_size: int) -> None:
     if os.path.isdir(vocab_file):  # (it had been passed over silently)
         raise core.ConversionError(f"{vocab_file} is a folder, not a vocabulary file")
     if not os.path.isfile(vocab_file):
-        return
+        return None
     from electra_tf.core.errors import VocabError
     from electra_tf.text.vocab import load_vocab
 
@@ -402,6 +398,7 @@ def check_vocab_size(vocab_file: str, vocab_size: int) -> None:
     except VocabError as e:
         raise core.ConversionError(str(e)) from None
     core.check_vocabulary(tokens, vocab_file, vocab_size, owner="checkpoint")
+    return len(tokens)
 
 
 def resume_flags(config: PretrainingConfig) -> str:

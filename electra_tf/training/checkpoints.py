@@ -173,12 +173,10 @@ class TensorFlowCheckpoints:
         named = state.model_checkpoint_path if state else ""
         if named and tf.io.gfile.exists(named + ".index"):
             return named
-        steps = [step for step in (save_step(n, prefix=False) for n in os.listdir(self.directory)
-                                   if n.endswith(".index")) if step is not None]
         # A save the disk filled up during leaves its .index cut short under its final
         # name (tf.train writes it in place) and no state file naming it: unreadable,
         # it is passed over (the rerun had refused it for good).
-        for step in sorted(steps, reverse=True):
+        for step in reversed(self._finished_steps()):
             found = os.path.join(self.directory, f"ckpt-{step}")
             if found == self._restored_from:
                 return found
@@ -231,6 +229,12 @@ class TensorFlowCheckpoints:
             self._track_saves_found(latest)
         return latest
 
+    def _finished_steps(self) -> list[int]:
+        """The steps of the folder's finished saves (ckpt-N.index), lowest first."""
+        return sorted(step for step in (save_step(n, prefix=False)
+                                        for n in os.listdir(self.directory)
+                                        if n.endswith(".index")) if step is not None)
+
     def _track_saves_found(self, latest: str) -> None:
         """Where `latest` was found without the state file naming it (`latest`'s fall-
         back), rewrites that file to list every save up to it, oldest first, so that the
@@ -243,11 +247,8 @@ class TensorFlowCheckpoints:
         if state and os.path.abspath(state.model_checkpoint_path) == os.path.abspath(latest):
             return
         last = save_step(os.path.basename(latest), prefix=True)
-        found = sorted(step for step in (save_step(n, prefix=False)
-                                         for n in os.listdir(self.directory)
-                                         if n.endswith(".index"))
-                       if step is not None and step <= last)
-        paths = [os.path.join(self.directory, f"ckpt-{step}") for step in found]
+        paths = [os.path.join(self.directory, f"ckpt-{step}")
+                 for step in self._finished_steps() if step <= last]
         # (not after now: the manager drops every save of a later time, a copy's from a
         # machine whose clock runs ahead, and those had stayed for good again)
         now = time.time()
