@@ -1342,7 +1342,10 @@ class Finetuning:
         else:
             self._log(f"{self.task.name}: evaluation only (--do_train=false; the train split "
                       "is not read)")
-        gate = InterruptGate(self._stop_agreement())
+        # An evaluation-only run has nothing to save: a signal stops it between batches
+        # (it had let the whole evaluation and prediction run on, and a second one had
+        # saved the loaded weights as ckpt-0, which later runs then resumed from)
+        gate = InterruptGate(self._stop_agreement(), prompt=not self.run.do_train)
         finished = None
         try:
             with gate:
@@ -1355,6 +1358,12 @@ class Finetuning:
                 said = signals.name(gate.signum or signal.SIGINT)
                 self._log(f"{said} after the run finished: every file is written")
                 return finished
+            if not self.run.do_train:
+                raise Interrupted(self.step, saved=False, signum=gate.signum,
+                                  left_peers=not gate.safe_to_save,
+                                  message="interrupted during an evaluation-only run "
+                                          "(--do_train=false): nothing was saved; a rerun "
+                                          "evaluates again") from None
             # Weights a diverging step left NaN are never saved (a second signal stops
             # before the chunk's check).
             finite = not gate.safe_to_save or finite_weights(self.model.weights)

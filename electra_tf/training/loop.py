@@ -254,16 +254,25 @@ class InterruptGate:
     signal still stops its process at once: then `agreed` stays False, and
     the loop must not save (a save is collective in the others).
 
+    A run with nothing to save (an evaluation-only fine-tuning) gives `prompt`:
+    one process then stops at the first signal's next stop point (between
+    evaluation and prediction batches), where waiting for the check would have
+    let a whole evaluation and prediction run on past a scheduler's grace period.
+
     Args:
       agree: None for one process; else `votes -> their sum over processes`,
         votes a float32 [2] (this process got SIGINT, SIGTERM).
+      prompt: stop at the first signal's next stop point (one process only: with
+        `agree`, the processes still stop together at a check).
     """
 
     # The gate open in this process (the main thread's), for `stop_point()`.
     active: InterruptGate | None = None
 
-    def __init__(self, agree=None):
+    def __init__(self, agree=None, prompt: bool = False):
         self.requested = False
+        self.prompt = prompt and agree is None
+        self.taken = 0  # the signals the handler took up
         self.stop_now = False  # a second signal came: stop at the next stop point
         self.signum: int | None = None  # the first signal that came
         self.agreed = False  # the processes stopped together (`agree`)
@@ -285,15 +294,21 @@ class InterruptGate:
             InterruptGate.active = self
         pending = signals.take()  # a SIGTERM of start-up whose raise was lost
         if pending is not None:
-            self.requested, self.signum = True, pending
+            self.requested, self.signum, self.taken = True, pending, 1
+            self.stop_now = self.prompt
         if signals.leave_at_once and self._previous:  # the command line's process
             self._watcher = signals.Watcher(
-                lambda: self.stop_now, _first_signal_line, _leave_line,
+                lambda: self.taken >= 2,
+                *((_prompt_signal_line, _prompt_leave_line) if self.prompt
+                  else (_first_signal_line, _leave_line)),
                 first=self.signum).start()
         return self
 
     def _on_signal(self, signum, frame):
         """Records the signal, never raises (see the class docstring)."""
+        self.taken += 1
+        if self.prompt:
+            self.stop_now = True
         if self.requested:  # the second Ctrl-C (or SIGTERM): stop at the next stop point
             self.stop_now = True
         else:
@@ -347,6 +362,18 @@ def _first_signal_line(signum: int) -> str:
     return (f"{said}: stopping after the running chunk of steps, with a checkpoint (a second "
             f"{said} stops sooner: saving where the loop can stop, else at once without "
             "saving)")
+
+
+def _prompt_signal_line(signum: int) -> str:
+    """The first signal's line where the gate is `prompt` (nothing to save)."""
+    return (f"{signals.name(signum)}: stopping after the running batch (an evaluation-only "
+            "run: nothing to save)")
+
+
+def _prompt_leave_line(signum: int) -> str:
+    """The second signal's, ending a `prompt` gate's process inside a compiled call."""
+    return (f"interrupted by a second {signals.name(signum)} inside a batch; nothing was "
+            "saved (an evaluation-only run); a rerun evaluates again")
 
 
 def _leave_line(signum: int) -> str:

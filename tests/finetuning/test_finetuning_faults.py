@@ -207,6 +207,51 @@ def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation_and_a_resume_keeps_its_
     assert Finetuning.final_results(results) == results["epoch_2"]
 
 
+def test_a_signal_stops_an_evaluation_only_run_between_batches_and_saves_nothing(
+        pretrained_dir, toy_sst2_dir, tiny_vocab, tmp_path, sigint_handler):
+    """--do_train=false has nothing to save: one Ctrl-C or SIGTERM stops it at the next batch, and
+    the folder gets no checkpoint (the first signal had let the whole evaluation and
+    prediction run on, and a second had saved the loaded weights as ckpt-0, which a later
+    run in that folder then resumed in place of its --init_checkpoint)."""
+    from helpers import finetuning_from_flags
+
+    from electra_tf import FinetunedFolder, folders
+    from electra_tf.modeling import build_discriminator
+    from electra_tf.tasks.model import FinetuningModel
+    from electra_tf.training.backends.tensorflow import TensorFlowFinetuning
+
+    config = folders.files.read_encoder_config(
+        os.path.join(pretrained_dir, folders.files.DISCRIMINATOR_CONFIG))
+    classifier = FinetuningModel(build_discriminator(config).encoder,
+                                 "sequence_classification", num_labels=2)
+    classifier.build()
+    tuned = str(tmp_path / "tuned")
+    FinetunedFolder.save(tuned, classifier, tiny_vocab, "sst2", max_seq_length=16)
+    out = tmp_path / "out"
+    trainer = TensorFlowFinetuning(*finetuning_from_flags(
+        "--task_name=sst2", f"--init_checkpoint={tuned}", f"--data_dir={toy_sst2_dir}",
+        f"--model_dir={out}", "--max_seq_length=16", "--eval_batch_size=8",
+        "--do_train=false"))
+    real_batch, batches = trainer._predict_batch, []
+
+    def ctrl_c_at_the_second_batch(chunk):
+        batches.append(len(batches))
+        if len(batches) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        return real_batch(chunk)
+
+    trainer._predict_batch = ctrl_c_at_the_second_batch
+    with pytest.raises(Interrupted) as raised:
+        trainer.train()
+    assert str(raised.value) == ("interrupted during an evaluation-only run "
+                                 "(--do_train=false): nothing was saved; a rerun evaluates "
+                                 "again")
+    assert raised.value.signum == signal.SIGINT
+    assert len(batches) == 2  # the dev split has more: stopped at the next batch
+    assert not (out / "checkpoints").exists()
+
+
 # === Refused before training: settings the checkpoint cannot take ===
 def test_a_same_size_vocabulary_of_other_tokens_is_refused(pretrained_dir, toy_sst2_dir,
                                                           tiny_vocab, tmp_path):

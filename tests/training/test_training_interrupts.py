@@ -571,3 +571,17 @@ def test_a_signal_line_never_lands_inside_a_progress_line(monkeypatch):
     lines = stream.text.splitlines()
     assert sorted(lines) == sorted([f"[pretrain] step {i}/100" for i in range(50)]
                                    + [f"SIGTERM line {i}" for i in range(50)]), lines
+
+
+def test_a_prompt_gate_stops_at_the_first_signals_next_stop_point(sigint_handler):
+    """An evaluation-only run (nothing to save) stops between batches at the first signal;
+    with peers the gate is never prompt (they stop together, at a check)."""
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with loop.InterruptGate(prompt=True):
+            ctrl_c()
+            reached.append("after the first")
+            loop.stop_point()
+            reached.append("after the stop point")
+    assert reached == ["after the first"]
+    assert not loop.InterruptGate(agree=lambda votes: votes, prompt=True).prompt
