@@ -255,6 +255,10 @@ def parse_json(text: str, path: str, first_line: int = 1, unique_keys: bool = Fa
         # Python's "Unterminated string starting at" gives the place in its own numbers
         msg = "Unterminated string (it starts there)" if e.msg.startswith(
             "Unterminated string") else e.msg.removesuffix(" at")
+        gap = text[len(text[:e.pos].rstrip()):e.pos]  # what ends the value before
+        if msg == "Extra data" and "\r" in gap and "\n" not in gap:  # a JSONL file's lines
+            msg += " (its lines end in \\r alone, which reads as one line: save it with \\n " \
+                   "line ends)"
         raise InputError(f"{path}:{first_line + e.lineno - 1}:{e.colno}: malformed JSON: "
                          f"{msg}") from None
     except InputError:  # a repeated key (unique_keys)

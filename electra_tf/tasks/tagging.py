@@ -14,8 +14,9 @@ otherwise make its POS column the tag); a UTF-8 byte-order mark is dropped.
 A file in which no line has a second column (words only) is read as
 unlabelled.
 
-Label set: given as `label_names`, or learned from the train split (sorted,
-"O" first) by `read(data_dir, "train")` or by `fit_labels(examples)`. It must
+Label set: given as `label_names`, or learned (sorted, "O" first) by
+`read(data_dir, "train")` from train.txt and the labelled dev.txt and test.txt
+beside it (as the original's label mapping), or by `fit_labels(examples)`. It must
 be fixed before any split is featurized, and before the model is built
 (`len(task.label_names)` is the head's output size). Once fixed, a tag outside
 it is an error, in dev and test too.
@@ -323,7 +324,33 @@ class TaggingTask(Task):
                     f"{path}: every word of the train split has the tag "
                     f"{self._label_names[0]!r}: nothing to learn (are its tags in the last "
                     "column, one word per line?); give --label_names to train on it anyway")
+            if learn and os.path.isdir(data_dir):
+                self._add_other_splits_tags(data_dir, examples)
         return examples
+
+    def _add_other_splits_tags(self, data_dir: str, train: list[TaggingExample]) -> None:
+        """Learns the tag set from the dev and test files beside train.txt too, as the
+        original's label mapping does (tagging_tasks.py's _get_label_mapping reads train,
+        dev and test): a dev or test tag train lacks had stopped the run, where the
+        original scores its spans as missed. A split that does not read is left to its
+        own read, which says why."""
+        extra: list[TaggingExample] = []
+        for split in ("dev", "test"):
+            path = os.path.join(data_dir, f"{split}.txt")
+            if os.path.isfile(path):
+                try:
+                    extra += [ex for ex in self.read_file(path, check_label_set=False)
+                              if ex.tags is not None]
+                except TaskDataError:
+                    continue
+        before = set(self._label_names)
+        self.fit_labels(train + extra)
+        added = [t for t in self._label_names if t not in before]
+        if added:
+            logging.warning("%s: the tag set holds %d tag(s) only the dev or test split has "
+                            "(learned from train, dev and test, as the original does; "
+                            "predicted only where training taught them): %s", data_dir,
+                            len(added), ", ".join(added))
 
     def read_file(self, path: str, check_label_set: bool = True) -> list[TaggingExample]:
         """Parses one CoNLL file (see `read`); does not learn the tag set.
@@ -357,6 +384,12 @@ class TaggingTask(Task):
                     f"{path}:{number}: too few columns ({len(cols)}) for a word and its tag: "
                     f"{' '.join(cols)!r}")
             if len(cols) != width:
+                tie = _tied_width(rows, len(cols), width)
+                if tie:  # (the larger count had been taken as right, this line blamed)
+                    raise TaskDataError(
+                        f"{path}:{number}: {len(cols)} columns, but as many of the file's "
+                        f"lines have {width} (the first: line {tie}); every line has the "
+                        "word first and the tag last, in as many columns")
                 why = ("a column lost?" if len(cols) < width else
                        "a word with a space in it? separate the columns with tabs")
                 raise TaskDataError(
@@ -631,6 +664,15 @@ def _usual_width(rows: Sequence[tuple[int, list[str]]]) -> int:
     """The number of columns most token lines have (ties: the larger); 0 without any."""
     counts = collections.Counter(len(cols) for _, cols in rows if cols)
     return max(counts, key=lambda n: (counts[n], n)) if counts else 0
+
+
+def _tied_width(rows: Sequence[tuple[int, list[str]]], width: int, usual: int) -> int:
+    """The first line of `usual` columns where as many lines have `width` (a tie: which
+    count is right cannot be told); 0 where `usual` is the more common."""
+    counts = collections.Counter(len(cols) for _, cols in rows if cols)
+    if counts[width] != counts[usual]:
+        return 0
+    return next(number for number, cols in rows if len(cols) == usual)
 
 
 def _windows(lengths: Sequence[int], budget: int) -> list[tuple[int, int, set[int]]]:

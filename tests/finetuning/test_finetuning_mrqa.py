@@ -259,7 +259,7 @@ def test_predictions_holding_line_separators_are_read(tmp_path):
     "malformed_json", "not_an_object", "no_qas", "no_qid", "repeated_qid", "empty_answers",
     "answers_not_strings", "no_detected_answers", "bad_char_spans", "span_outside_context",
     "damaged_gzip", "corrupt_gzip", "deep_json", "not_utf8", "header_only", "missing_file",
-    "both_formats", "all_skipped"])
+    "both_formats", "all_skipped", "cr_line_ends"])
 def test_bad_mrqa_files_are_one_line_naming_file_and_line(task, tmp_path, case):
     paras = paragraphs()
     qa = paras[0]["qas"][0]
@@ -288,6 +288,9 @@ def test_bad_mrqa_files_are_one_line_naming_file_and_line(task, tmp_path, case):
         "both_formats": r"holds both train.jsonl.gz and train.jsonl",
         "all_skipped": r"train.jsonl: no questions \(1 skipped: their answers are not at "
                        r"their char_spans\)",
+        # (had been a bare "malformed JSON: Extra data")
+        "cr_line_ends": r"train.jsonl:1:\d+: malformed JSON: Extra data \(its lines end in "
+                        r"\\r alone, which reads as one line: save it with \\n line ends\)",
     }[case]
     if case == "no_qas":
         del paras[0]["qas"]
@@ -317,6 +320,9 @@ def test_bad_mrqa_files_are_one_line_naming_file_and_line(task, tmp_path, case):
         (tmp_path / name).write_text("\n".join(text[:2] + [text[-1]] + text[2:-1]) + "\n")
     elif case == "not_an_object":
         (tmp_path / name).write_text(json.dumps(HEADER) + "\n[1, 2]\n")
+    elif case == "cr_line_ends":
+        (tmp_path / name).write_bytes("\r".join(json.dumps(x) for x in [HEADER] + paras)
+                                      .encode())
     elif case == "damaged_gzip":
         name = "train.jsonl.gz"
         data = gzip.compress(b"x" * 1000)

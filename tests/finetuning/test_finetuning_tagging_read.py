@@ -202,11 +202,38 @@ def test_tag_outside_given_or_learned_set(tmp_path):
     with pytest.raises(TaskDataError, match=r"dev.txt:4: tag 'I-PER' is not in the tag set"):
         given.read(str(tmp_path), "dev")
 
-    write(tmp_path, "train.txt", "EU B-ORG\nrejects O\n")
+    train = write(tmp_path, "train.txt", "EU B-ORG\nrejects O\n")
     learned = TaggingTask()
-    learned.read(str(tmp_path), "train")
+    learned.read(train, "train")  # the file alone: dev's tags are not learned
     with pytest.raises(TaskDataError, match=r"dev.txt:3: tag 'B-PER' is not in the tag set"):
         learned.read(str(tmp_path), "dev")
+
+
+def test_the_tag_set_is_learned_from_train_dev_and_test_as_the_originals(tmp_path, caplog):
+    """A tag only dev or test holds gets an output (the original's label mapping reads
+    train, dev and test), where it had stopped the run; the generic task's BIO-shaped
+    tags too. A words-only or unreadable test file is left to its own read."""
+    write(tmp_path, "train.txt", "EU B-ORG\nrejects O\n")
+    write(tmp_path, "dev.txt", "EU B-ORG\n\nPeter B-PER\nBlackburn I-PER\n")
+    write(tmp_path, "test.txt", "EU\nrejects\n")
+    learned = TaggingTask()
+    with caplog.at_level("WARNING"):
+        learned.read(str(tmp_path), "train")
+    assert learned.label_names == ("O", "B-ORG", "B-PER", "I-ORG", "I-PER")
+    assert "the tag set holds 2 tag(s) only the dev or test split has" in caplog.text
+    assert "B-PER, I-PER" in caplog.text
+    assert [ex.tags for ex in learned.read(str(tmp_path), "dev")] == [
+        ["B-ORG"], ["B-PER", "I-PER"]]
+
+    write(tmp_path, "train.txt", "replaced B-MISC\n\nmodel B-ORG\nreads I-ORG\n")
+    write(tmp_path, "dev.txt", "replaced B-MISC\nmodel I-MISC\n")
+    write(tmp_path, "test.txt", "bad\tcolumns here\tB-X\tO\nok O\n\n")
+    generic = TaggingTask(scheme=None, name="tagging")
+    generic.read(str(tmp_path), "train")
+    assert generic.label_names == ("B-MISC", "B-ORG", "I-MISC", "I-ORG")
+    generic.read(str(tmp_path), "dev")
+    with pytest.raises(TaskDataError, match="test.txt"):
+        generic.read(str(tmp_path), "test")
 
 
 def test_train_must_be_labelled_and_exist(tmp_path):
@@ -402,3 +429,14 @@ def test_the_chunking_flagfile_is_the_originals_chunk_task():
                                             "--model_dir=o")
     assert (task.name, task.scheme, config.max_seq_length, config.num_train_epochs,
             config.train_batch_size) == ("chunking", "BIOES", 256, 3.0, 32)
+
+
+def test_lines_of_two_column_counts_as_common_as_each_other_name_both(tmp_path):
+    """One line of each: which one lost (or gained) a column cannot be told (the larger
+    count had been taken as right, and the line of the smaller blamed)."""
+    path = write(tmp_path, "train.txt", "the O\nmodel B-ORG extra\n")
+    with pytest.raises(TaskDataError) as raised:
+        TaggingTask().read(path, "train")
+    assert str(raised.value) == (
+        f"{path}:1: 2 columns, but as many of the file's lines have 3 (the first: line 2); "
+        "every line has the word first and the tag last, in as many columns")
