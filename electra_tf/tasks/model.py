@@ -9,6 +9,8 @@ name a task's `head` gives (and its folder records). Its variables sit under
 
 from __future__ import annotations
 
+import dataclasses
+
 import keras
 
 from electra_tf.core.config import EncoderConfig
@@ -57,6 +59,7 @@ def output_layout(model, excluded=("sequence_output", "pooled_output")) -> dict:
             for k, v in specs[0].items() if k not in excluded}
 
 
+@keras.saving.register_keras_serializable(package="electra_tf")
 class FinetuningModel(keras.Model):
     """Encoder + head. call(inputs, training, seed) -> the head's dict.
 
@@ -86,6 +89,25 @@ class FinetuningModel(keras.Model):
             self.encoder.build(None)
         self.head.build((None, None, self.encoder.config.hidden_size))
         self.built = True
+
+    def get_config(self):
+        """The encoder's config, the head's kind, outputs and options: what `model.save`
+        (.keras), `from_config` and `keras.models.clone_model` rebuild it from (Keras had
+        refused each: the encoder argument is not serialisable by itself)."""
+        return {"name": self.name, "trainable": self.trainable,
+                "encoder": keras.saving.serialize_keras_object(self.encoder),
+                "kind": self.head.kind, "num_labels": self.head.num_labels,
+                "options": dataclasses.asdict(self.head.head_config)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        encoder = keras.saving.deserialize_keras_object(config.pop("encoder"))
+        trainable = config.pop("trainable", True)
+        model = cls(encoder, config.pop("kind"), config.pop("num_labels"),
+                    name=config.pop("name", "finetuning_model"), **config.pop("options", {}))
+        model.trainable = trainable
+        return model
 
     def call(self, inputs, training=False, seed=None):
         outputs = self.encoder(

@@ -185,6 +185,37 @@ def test_a_keras_file_of_a_model_holding_the_encoder_loads_without_custom_object
             np.testing.assert_allclose(_outputs(loaded(inputs))[key], value, atol=1e-6)
 
 
+@pytest.mark.parametrize("kind,num_labels,options", [
+    ("sequence_classification", 3, {}),
+    ("token_classification", 5, {}),
+    ("squad", 1, {"answerable": True, "beam_size": 4}),
+])
+def test_a_finetuning_model_saves_as_keras_and_rebuilds_from_its_config(
+        encoder_config, tmp_path, kind, num_labels, options):
+    """model.save(.keras), from_config and clone_model (Keras had refused each: the
+    encoder argument is not serialisable by itself); the head's options come back."""
+    from electra_tf.modeling.models import build_discriminator
+    from electra_tf.tasks.model import FinetuningModel
+
+    keras.utils.set_random_seed(1)
+    model = FinetuningModel(build_discriminator(encoder_config()).encoder, kind, num_labels,
+                            **options)
+    model.build()
+    x = _features(dummy_inputs(2, 8))
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert type(loaded) is FinetuningModel
+    assert loaded.head.head_config == model.head.head_config
+    assert loaded.get_config() == model.get_config()
+    for key, value in _outputs(model(x)).items():
+        np.testing.assert_allclose(_outputs(loaded(x))[key], value, atol=1e-6)
+    rebuilt = FinetuningModel.from_config(model.get_config())
+    rebuilt.build()
+    assert [v.shape for v in rebuilt.weights] == [v.shape for v in model.weights]
+    assert keras.models.clone_model(model).get_config() == model.get_config()
+
+
 def _outputs(out):
     return {k: np.asarray(v) for k, v in out.items()} if isinstance(out, dict) else {
         "out": np.asarray(out)}
