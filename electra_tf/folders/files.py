@@ -57,7 +57,8 @@ def checked_path(value, what: str, kind: str = "a folder's path") -> str:
 def check_save_target(path, what: str, writes: tuple[str, ...]) -> str:
     """The folder a Python save writes (`path` as a str), checked before anything is
     written: a folder that can be made and written, new, empty, or holding only what
-    this save writes (`writes`: a save run again). A folder holding anything else
+    this save writes (`writes`: a save run again, and the `.tmp-*` files of one a kill
+    stopped midway). A folder holding anything else
     (a run's checkpoints, results, predictions, another kind's model) is refused: the
     save had replaced some of its files and left the others, which then described
     another model (a fine-tuned folder's results, or its weights served in place of
@@ -72,7 +73,10 @@ def check_save_target(path, what: str, writes: tuple[str, ...]) -> str:
     path = checked_path(path, what)
     check_output_folder(path, what)  # a file there, or a folder no file can be made in
     if os.path.isdir(path):
-        others = sorted(set(os.listdir(path)) - set(writes))
+        # (a .tmp-* file is an earlier save's, stopped midway: it had made the folder
+        # refuse the save run again)
+        others = sorted(name for name in set(os.listdir(path)) - set(writes)
+                        if not name.startswith(".tmp-"))
         if others:
             shown = ", ".join(others[:4]) + (", ..." if len(others) > 4 else "")
             raise InputError(f"{what} {path} already holds other files ({shown}): save into "

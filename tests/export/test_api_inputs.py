@@ -411,6 +411,10 @@ def test_saves_refuse_before_writing_and_never_mix_into_another_folder(encoder_c
     labels = dict(label_names="neg,neutral,pos", max_seq_length=16)
     trained = tmp_path / "trained"
     FinetunedFolder.save(str(trained), model, tiny_vocab, "classification", **labels)
+    # a save killed midway left a .tmp-* file: the save run again takes the folder
+    (trained / ".tmp-abc.weights.h5").write_bytes(b"cut")
+    FinetunedFolder.save(str(trained), model, tiny_vocab, "classification", **labels)
+    (trained / ".tmp-abc.weights.h5").unlink()
     (trained / "results.json").write_text('{"format_version": 1}')
     (trained / "checkpoints").mkdir()
     before = {p: p.read_bytes() for p in trained.iterdir() if p.is_file()}
