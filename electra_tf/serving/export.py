@@ -109,9 +109,15 @@ def load_saved_model(path: str):
         # as TF Serving reads a version's name (`²` passes str.isdigit, not int)
         versions = sorted((n for n in _listdir(path) if _version_of(n) is not None),
                           key=_version_of)
-        if versions and _is_saved_model(os.path.join(path, versions[-1])):
+        whole = [v for v in versions if _is_saved_model(os.path.join(path, v))]
+        if whole:
+            # (a higher version holding none, an export stopped before its rename or a
+            # folder made by hand, had made the whole model folder "hold no saved_model.pb")
+            empty = [v for v in versions if _version_of(v) > _version_of(whole[-1])]
+            also = (f"; its version {', '.join(empty)} holds no saved_model.pb (remove it: "
+                    "a server serves the highest version)" if empty else "")
             raise InputError(f"{path} is a model's folder (MODEL_BASE/NAME): give one of its "
-                             f"versions, e.g. {os.path.join(path, versions[-1])}")
+                             f"versions, e.g. {os.path.join(path, whole[-1])}{also}")
         raise InputError(f"{path} holds no saved_model.pb: give an export's version folder "
                          "(MODEL_BASE/NAME/VERSION)")
     import tensorflow as tf

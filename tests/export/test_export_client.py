@@ -722,6 +722,14 @@ def test_an_export_and_a_model_folder_mistaken_for_each_other_are_one_line(expor
             f"{model} is a model's folder (MODEL_BASE/NAME): give one of its versions, "
             f"e.g. {model / '3'}")):
         load_saved_model(str(model))
+    # a higher version that holds no export (made by hand, or a copy cut short) is named
+    # beside the one to give (the folder had been said to hold no saved_model.pb)
+    (model / "4").mkdir()
+    with pytest.raises(InputError, match=re.escape(
+            f"{model} is a model's folder (MODEL_BASE/NAME): give one of its versions, "
+            f"e.g. {model / '3'}; its version 4 holds no saved_model.pb (remove it: a server "
+            "serves the highest version)")):
+        load_saved_model(str(model))
     with pytest.raises(InputError, match=re.escape(
             f"folder: {version} is an export (a SavedModel), not a model folder")):
         Predictor.open(version)
