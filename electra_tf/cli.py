@@ -558,6 +558,10 @@ _FILE_SYSTEM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, err
 _FILE_SYSTEM_HINT = (" (every file is written under a temporary name first, so those written "
                      "before are whole; free space, lift the file size limit or fix the "
                      "folder, then rerun: a training run resumes from its last checkpoint)")
+# An export is written into a temporary folder and renamed into place whole.
+_EXPORT_HINT = (" (an export is written into a temporary folder, renamed into place whole: "
+                "that version was not published, and the versions there before are "
+                "untouched; free space or lift the file size limit, then rerun)")
 # The clause said only by the commands that train (the others start over).
 _RESUMES = ": a training run resumes from its last checkpoint)"
 _TRAINING_COMMANDS = ("electra_tf.run_pretraining", "electra_tf.run_finetuning")
@@ -586,6 +590,8 @@ def _file_system_hint(line: str, path=None) -> str:
 
     if isinstance(path, str) and path and not writes_atomically(path):
         return _STREAM_HINT
+    if _command == "electra_tf.export_saved_model":
+        return _EXPORT_HINT
     hint = _EVENT_FILE_HINT if "tfevents" in line else _FILE_SYSTEM_HINT
     if _command and _command not in _TRAINING_COMMANDS:
         hint = hint.replace(_RESUMES, ")")

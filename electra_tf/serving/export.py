@@ -45,12 +45,13 @@ import os
 import re
 import shutil
 import socket
+import sys
 import tempfile
 import time
 
 from absl import logging
 
-from electra_tf.core import fileio
+from electra_tf.core import fileio, framework_messages
 from electra_tf.core.cpu import emulates_bf16
 from electra_tf.core.errors import InputError
 from electra_tf.tasks import heads
@@ -613,7 +614,25 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
                 logs = warmup_lib.build_logs(model_name, info, spec.max_seq_length)
                 warmup_lib.write(os.path.join(extra, warmup_lib.WARMUP_FILE), logs)
             _publish(tmp, parent, version, final)
-        except BaseException:
+        except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
+            code = _disk_full(e)
+            if code:  # named by the version: the file TensorFlow or h5py named is gone
+                raise OSError(code, os.strerror(code), final) from None
             raise
         return final
+
+
+def _disk_full(error: BaseException) -> int:
+    """The errno of a write the disk refused (full, a quota, the file size limit), from
+    Python's OSError or TensorFlow's error; 0 for any other error."""
+    codes = {"No space left on device": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT,
+             "File too large": errno.EFBIG}
+    if isinstance(error, OSError):
+        return error.errno if error.errno in codes.values() else 0
+    tf = sys.modules.get("tensorflow")
+    if tf is None or not isinstance(error, (tf.errors.ResourceExhaustedError,
+                                            tf.errors.OutOfRangeError)):
+        return 0
+    line = framework_messages.disk_full_line(error.message) or ""
+    return next((code for cause, code in codes.items() if cause in line), 0)

@@ -149,6 +149,49 @@ def test_a_failed_export_leaves_nothing(exports, tmp_path, monkeypatch):
     assert os.listdir(tmp_path / "m") == []
 
 
+def test_a_write_the_disk_refuses_names_the_version_not_its_removed_temporary(
+        exports, tmp_path, monkeypatch, capsys):
+    """A full disk or a file size limit inside the export's temporary folder (Python's
+    OSError or TensorFlow's error) had been said of a file in that folder, gone by then,
+    with the hint that the files written before are whole: the version is named, and
+    that nothing of it was published."""
+    import errno
+
+    import tensorflow as tf
+
+    from electra_tf import cli
+    from electra_tf.core import fileio
+    from electra_tf.serving import export as export_saved_model
+
+    def python_write(path, **kwargs):
+        raise OSError(errno.EFBIG, "File too large", os.path.join(path, "saved_model.pb"))
+
+    def tensorflow_write(path, **kwargs):
+        raise tf.errors.ResourceExhaustedError(
+            None, None, f"{path}/variables/variables_temp/part-0.data; No space left on device "
+                        "[Op:SaveV2]")
+
+    final = str(tmp_path / "m" / "2")
+    monkeypatch.setattr(cli, "_command", "electra_tf.export_saved_model")
+    for write, code in ((python_write, errno.EFBIG), (tensorflow_write, errno.ENOSPC)):
+        monkeypatch.setattr(fileio, "honour_umask", write)
+        with pytest.raises(OSError) as raised:
+            export_saved_model.export(exports["stsb"][0], str(tmp_path), "m", version=2)
+        assert (raised.value.errno, raised.value.filename) == (code, final)
+        assert not os.path.exists(tmp_path / "m")
+
+        def main(error=raised.value):
+            raise error
+
+        with pytest.raises(SystemExit):
+            cli.run_cli(main)
+        assert capsys.readouterr().err == (
+            f"error: {final}: {os.strerror(code)} (an export is written into a temporary "
+            "folder, renamed into place whole: that version was not published, and the "
+            "versions there before are untouched; free space or lift the file size limit, "
+            "then rerun)\n")
+
+
 @pytest.mark.parametrize("taken", ["2", "002"])
 def test_a_version_another_export_takes_meanwhile_is_left_alone(exports, tmp_path,
                                                                 monkeypatch, taken):
