@@ -129,7 +129,9 @@ def test_outputs_and_sizes_are_checked_before_the_corpus_is_read(tmp_path):
         build_vocab(corpus, 200, str(tmp_path / "new.txt"), min_count=0)
     blank = tmp_path / "blank.txt"  # three lines, one of spaces (it had said "1 lines")
     blank.write_text("\n\n  \n")
-    with pytest.raises(InputError, match=r"has no words \(1 file\(s\), 1 non-empty line\(s\)\)$"):
+    with pytest.raises(InputError, match=r"has no words \(1 file\(s\); its 1 non-empty "
+                                         r"line\(s\) hold only whitespace or characters the "
+                                         r"tokenizer drops\)$"):
         build_vocab(str(blank), 200, str(tmp_path / "new.txt"))
     assert not (tmp_path / "new.txt").exists()
 
@@ -194,6 +196,11 @@ def test_a_folder_given_as_the_corpus_says_so(tmp_path):
                                          rf"files, e.g. '{tmp_path}/\*'"):
         expand_files(str(tmp_path))
     assert expand_files(f"{tmp_path}/*") == [str(tmp_path / "a.txt")]
+    fifo = tmp_path / "fifo"  # (had "matches no file")
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match=rf"corpus '{fifo}' is a pipe \(FIFO\), not a regular "
+                                         "file; give a file"):
+        expand_files(str(fifo))
 
 
 def test_a_file_named_twice_is_read_once_however_spelled(tmp_path):

@@ -1,5 +1,7 @@
 """Tokenizer: special ids, robustness, normalization modes, eager == tf.data."""
 
+import os
+
 import pytest
 import tensorflow as tf
 from helpers import decode, tiny_vocab_tokens, write_vocab
@@ -307,6 +309,10 @@ def test_missing_vocab_file(tmp_path):
     with pytest.raises(VocabError, match=f"vocab file {tmp_path} is a folder; give the "
                                          "vocab.txt in it"):
         Tokenizer(str(tmp_path))
+    os.mkfifo(tmp_path / "fifo")  # (had "not found")
+    with pytest.raises(VocabError, match=f"vocab file {tmp_path}/fifo is a pipe \\(FIFO\\), not "
+                                         "a regular file; give the vocab.txt file"):
+        Tokenizer(str(tmp_path / "fifo"))
 
 
 def test_decode_helper_of_the_tests_joins_pieces(tiny_vocab):

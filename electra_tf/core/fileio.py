@@ -68,6 +68,9 @@ def expand_files(patterns: str | list[str], what: str = "corpus",
             if "://" not in pattern and os.path.isdir(folder):
                 raise InputError(f"{what} pattern {pattern!r} is a folder; give its files, "
                                  f"e.g. {os.path.join(pattern, '*')!r}")
+            if "://" not in pattern and os.path.exists(folder):  # (had "matched no file")
+                raise InputError(f"{what} {pattern!r} is {not_a_file(folder)}, not a regular "
+                                 "file; give a file")
             raise InputError(f"{what} pattern {pattern!r} matches no file")
         for f in matched:
             real = f if "://" in f else os.path.realpath(f)
@@ -227,6 +230,19 @@ def check_utf8_file(path: str, chunk_bytes: int = 1 << 24) -> None:
             if not chunk:
                 return
             line += chunk.count(b"\n")
+
+
+def not_a_file(path: str) -> str:
+    """What `path`, which exists and is not a regular file or folder, is: "a pipe (FIFO)",
+    "a device", "a socket", or "not a regular file"."""
+    import stat
+
+    mode = os.stat(path).st_mode
+    if stat.S_ISFIFO(mode):
+        return "a pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
 
 
 def parse_json(text: str, path: str, first_line: int = 1, unique_keys: bool = False) -> Any:

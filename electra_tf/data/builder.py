@@ -272,8 +272,8 @@ def check_unk_rate(options: BuildOptions) -> None:
         ids = [i for sentence in tokenizer.encode(sample) for i in sentence]
         rate = ids.count(tokenizer.unk_id) / max(1, len(ids))
         if rate > options.max_unk_rate:
-            raise InputError(f"{path}: {rate:.0%} of the tokens of its first {len(sample):,} "
-                             f"lines are [UNK]; " + _unk_hint(options))
+            raise InputError(f"{path}: {rate:.0%} of the tokens of its first "
+                             f"{_counted(len(sample), 'line')} are [UNK]; " + _unk_hint(options))
 
 
 def _new_stats() -> dict[str, int]:

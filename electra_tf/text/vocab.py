@@ -13,7 +13,7 @@ import re
 import unicodedata
 
 from electra_tf.core.errors import VocabError
-from electra_tf.core.fileio import utf16_hint
+from electra_tf.core.fileio import not_a_file, utf16_hint
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
@@ -59,6 +59,9 @@ def load_vocab(vocab_file: str) -> list[str]:
     if data is None:
         if os.path.isdir(os.fspath(vocab_file)):
             raise VocabError(f"vocab file {vocab_file} is a folder; give the vocab.txt in it")
+        if "://" not in os.fspath(vocab_file) and os.path.exists(os.fspath(vocab_file)):
+            raise VocabError(f"vocab file {vocab_file} is {not_a_file(os.fspath(vocab_file))}, "
+                             "not a regular file; give the vocab.txt file")
         raise VocabError(f"vocab file not found: {vocab_file}")
     if data.startswith(b"\xef\xbb\xbf"):
         raise VocabError(f"{vocab_file} starts with a UTF-8 byte-order mark (U+FEFF), which "

@@ -159,8 +159,9 @@ def build_vocab(corpus: str, vocab_size: int, output: str, do_lower_case: bool =
     strip = resolve_strip_accents(do_lower_case, strip_accents)
     counts, lines = count_words(files, do_lower_case, strip, max_lines)
     if not counts:
-        raise InputError(f"corpus {corpus!r} has no words ({len(files)} file(s), {lines:,} "
-                         "non-empty line(s))")
+        held = (f"; its {lines:,} non-empty line(s) hold only whitespace or characters the "
+                "tokenizer drops" if lines else "")
+        raise InputError(f"corpus {corpus!r} has no words ({len(files)} file(s){held})")
     print(f"[build_vocab] {lines:,} lines, {sum(counts.values()):,} words, "
           f"{len(counts):,} distinct; learning up to {vocab_size:,} pieces", file=sys.stderr)
     vocab = learn_vocab(counts, vocab_size, min_count)
