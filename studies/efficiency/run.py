@@ -45,7 +45,7 @@ Stages (--stage, comma-separated; default all): prepare (corpus, vocab,
 records, probes, and for the gpu study <data_dir>.tar.gz, so that the data
 can be built on one machine and used on another), pretrain and probe (per
 objective and seed; a run already in output_dir/runs/ is skipped, so a study
-can be split over several calls), report (results.csv, results.md, and
+can be split over several calls, and one recorded as failed is tried again), report (results.csv, results.md, and
 results.png when matplotlib is installed, in --output_dir). A run whose
 pre-training or probes fail (e.g. an objective the JAX loop refuses) is
 recorded with its error and listed in results.md; the exit status is then 1.
@@ -126,7 +126,9 @@ def settings() -> dict:
     """The study's defaults, then --toy, then flags given explicitly."""
     s = dict(STUDIES[FLAGS.study])
     if FLAGS.toy:
-        s.update(TOY, **TOY_STUDY[FLAGS.study],
+        # (a toy run had written into the study's results folder, its records then
+        # skipped as the study's own runs)
+        s.update(TOY, **TOY_STUDY[FLAGS.study], output_dir="toy",
                  data_dir=os.path.join(FLAGS.output_dir or "toy", "data"))
     for name in ("objectives", "budget_steps", "train_batch_size", "data_dir", "output_dir",
                  "probe_epochs"):
@@ -135,6 +137,7 @@ def settings() -> dict:
     s["objectives"] = s["objectives"].split(",")
     if FLAGS.variants:
         s["objectives"] += [v for v in VARIANTS if v not in s["objectives"]]
+    s["study"] = FLAGS.study + ("-toy" if FLAGS.toy else "")  # what its records say
     s["seeds"] = [int(x) for x in FLAGS.seeds.split(",")]
     s["probes"] = FLAGS.probes.split(",")
     return s
@@ -257,6 +260,19 @@ def parse_pretraining_log(text: str) -> tuple[list[dict], dict]:
     return curve, final
 
 
+def parse_pretraining_passes(text: str) -> tuple[list[dict], dict, float]:
+    """A pretrain.log of one or more passes (a run resumed from its checkpoint) ->
+    (curve, final eval, seconds): the curve holds the last point of each step (a
+    resumed pass logs again the steps after its checkpoint), the seconds are the
+    passes' sum."""
+    curve, final = parse_pretraining_log(text)
+    curve = sorted({point["step"]: point for point in curve}.values(),
+                   key=lambda point: point["step"])
+    seconds = sum(float(x) for x in re.findall(rf"^{re.escape(_PASS)} ([\d.]+) s$", text,
+                                               re.M))
+    return curve, final, seconds
+
+
 def _env(backend: str) -> dict:
     # The repository root on the path: the probes' subprocess imports `studies`,
     # which is not installed, whatever the working directory.
@@ -270,18 +286,30 @@ def _tensorflow_installed() -> bool:
     return importlib.util.find_spec("tensorflow") is not None
 
 
-def _run(cmd: list[str], backend: str, log_path: str) -> tuple[int, str]:
-    """Runs a command, its output teed to log_path; returns (exit code, output)."""
+# Ends each pass of pre-training in its log (a resumed run appends a pass).
+_PASS = "[efficiency] pass of"
+
+
+def _run(cmd: list[str], backend: str, log_path: str, append: bool = False
+         ) -> tuple[int, str]:
+    """Runs a command, its output teed to log_path; returns (exit code, output).
+    `append`: the log keeps the passes before (a resumed pre-training), and each pass
+    ends in a line of its seconds, an interrupted one too."""
     lines = []
-    with open(log_path, "w", encoding="utf-8") as logf:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env=_env(backend), text=True)
-        for line in proc.stdout:
-            logf.write(line)
-            lines.append(line)
-            if "step " in line and "|" in line or line.startswith("[probe]"):
-                print("    " + line.rstrip(), file=sys.stderr, flush=True)
-        proc.wait()
+    t0 = time.monotonic()
+    with open(log_path, "a" if append else "w", encoding="utf-8") as logf:
+        try:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    env=_env(backend), text=True)
+            for line in proc.stdout:
+                logf.write(line)
+                lines.append(line)
+                if "step " in line and "|" in line or line.startswith("[probe]"):
+                    print("    " + line.rstrip(), file=sys.stderr, flush=True)
+            proc.wait()
+        finally:
+            if append:
+                logf.write(f"{_PASS} {time.monotonic() - t0:.3f} s\n")
     return proc.returncode, "".join(lines)
 
 
@@ -305,10 +333,15 @@ def pretrain(objective: str, seed: int, s: dict, paths: dict, run_dir: str) -> d
            f"--adam_bias_correction={str(s['adam_bias_correction']).lower()}"]
     if s["backend"] == "jax" and not _tensorflow_installed():
         cmd.append("--jax_input_pipeline=numpy")  # a machine with JAX alone
-    t0 = time.monotonic()
-    code, output = _run(cmd, s["backend"], f"{run_dir}/pretrain.log")
-    curve, final = parse_pretraining_log(output)
-    result = {"pretrain_seconds": time.monotonic() - t0, "curve": curve, "final_eval": final,
+    # A run stopped midway resumes from its checkpoint: its log keeps the passes before
+    # (it had been rewritten, the curve and seconds then the last pass's alone)
+    log_path = f"{run_dir}/pretrain.log"
+    if not os.path.isdir(f"{run_dir}/model") and os.path.exists(log_path):
+        os.remove(log_path)  # a fresh start: no pass before it
+    code, output = _run(cmd, s["backend"], log_path, append=True)
+    with open(log_path, encoding="utf-8") as f:
+        curve, final, seconds = parse_pretraining_passes(f.read())
+    result = {"pretrain_seconds": seconds, "curve": curve, "final_eval": final,
               "pretrain_steps": steps,
               "tokens_seen": steps * s["train_batch_size"] * s["max_seq_length"]}
     if code != 0:
@@ -344,19 +377,36 @@ def probe(objective: str, seed: int, s: dict, paths: dict, run_dir: str) -> dict
     return {"probes": json.loads(output.strip().splitlines()[-1])}
 
 
+def _save_record(path: str, record: dict) -> None:
+    """Writes a run's record whole (a temporary file renamed into place)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(record, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
 def run_one(objective: str, seed: int, s: dict, paths: dict, stages: set) -> dict:
     """Pre-training then probes of one (objective, seed); the record is saved at once."""
     out_dir = s["output_dir"]
     record_path = os.path.join(out_dir, "runs", f"{objective}_s{seed}.json")
-    record = {"study": FLAGS.study + ("-toy" if FLAGS.toy else ""), "objective": objective,
+    record = {"study": s["study"], "objective": objective,
               "seed": seed, "status": "pending"}
     if os.path.exists(record_path):
         with open(record_path) as f:
-            record = json.load(f)
+            recorded = json.load(f)
+        if recorded.get("study") != record["study"]:  # (toy and real runs had mixed)
+            raise SystemExit(f"error: {record_path} is a run of the {recorded.get('study')} "
+                             f"study, not of {record['study']}: give another --output_dir")
+        record = recorded
         if record["status"] == "ok" or record["status"].startswith("pretrained") and \
                 "probe" not in stages:
             log(f"{objective} seed {seed}: recorded ({record['status']}), skipped")
             return record
+        if record["status"].startswith("failed"):  # (had stayed failed for good)
+            log(f"{objective} seed {seed}: {record['status']} before ({record.pop('error', '')}"
+                "); trying again")
+            record["status"] = ("pretrained" if record["status"] == "failed in probes"
+                                else "pending")
     run_dir = os.path.join(out_dir, "work", f"{objective}_s{seed}")
     os.makedirs(run_dir, exist_ok=True)
     if "pretrain" in stages and record["status"] == "pending":
@@ -367,13 +417,12 @@ def run_one(objective: str, seed: int, s: dict, paths: dict, stages: set) -> dic
                 f"({s['backend']} backend)")
             record.update(pretrain(objective, seed, s, paths, run_dir))
         record["status"] = "failed in pre-training" if "error" in record else "pretrained"
+        _save_record(record_path, record)  # (a stop in the probes had lost the curve)
     if "probe" in stages and record["status"] == "pretrained":
         log(f"{objective} seed {seed}: probes {','.join(s['probes'])}")
         record.update(probe(objective, seed, s, paths, run_dir))
         record["status"] = "failed in probes" if "error" in record else "ok"
-    os.makedirs(os.path.dirname(record_path), exist_ok=True)
-    with open(record_path, "w") as f:
-        json.dump(record, f, indent=1)
+    _save_record(record_path, record)
     log(f"{objective} seed {seed}: {record['status']}" + (
         "; " + ", ".join(f"{p} {r['accuracy']:.3f}" for p, r in record["probes"].items())
         if record["status"] == "ok" else f" {record.get('error', '')}"))

@@ -122,6 +122,58 @@ def test_pretraining_log_parses_into_a_curve_and_the_final_eval():
     assert final == {"disc_auc": pytest.approx(0.612), "masked_lm_accuracy": pytest.approx(0.1)}
 
 
+def test_a_resumed_pretraining_keeps_every_passs_curve_and_seconds(tmp_path):
+    """A pre-training stopped midway resumes from its checkpoint: its log had been
+    rewritten, the curve and seconds then the last pass's alone."""
+    from studies.efficiency import run
+
+    log = str(tmp_path / "pretrain.log")
+    for lines in (["step 10/30 | loss 9.0", "step 20/30 | loss 8.0"],
+                  ["step 20/30 | loss 7.5", "step 30/30 | loss 7.0",
+                   "eval at step 30: disc_auc 0.6000"]):
+        code = "; ".join(f"print({line!r})" for line in lines)
+        assert run._run([sys.executable, "-c", code], "tensorflow", log, append=True)[0] == 0
+    curve, final, seconds = run.parse_pretraining_passes(open(log).read())
+    assert [(c["step"], c["loss"]) for c in curve] == [(10, 9.0), (20, 7.5), (30, 7.0)]
+    assert final == {"disc_auc": 0.6}
+    assert open(log).read().count(run._PASS) == 2 and seconds > 0
+
+
+def test_a_run_is_recorded_once_pretrained_retried_when_failed_and_of_one_study(
+        tmp_path, monkeypatch):
+    """A stop in the probes had lost the pre-training's record (curve, seconds); a run
+    recorded as failed had stayed so; a toy run's records had stood for the study's."""
+    from studies.efficiency import run
+
+    s = {"study": "cpu", "output_dir": str(tmp_path), "budget_steps": 4,
+         "backend": "tensorflow", "probes": ["order"]}
+    calls = []
+
+    def pretrain(objective, seed, s, paths, run_dir):
+        calls.append("pretrain")
+        return {"pretrain_seconds": 3.0, "curve": [{"step": 4, "loss": 1.0}]}
+
+    def stopped(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "pretrain", pretrain)
+    monkeypatch.setattr(run, "probe", stopped)
+    stages = {"pretrain", "probe"}
+    with pytest.raises(KeyboardInterrupt):
+        run.run_one("electra", 0, s, {}, stages)
+    path = tmp_path / "runs" / "electra_s0.json"
+    assert json.loads(path.read_text())["status"] == "pretrained"
+    monkeypatch.setattr(run, "probe", lambda *args: {"error": "probe_finetune exit 1: boom"})
+    assert run.run_one("electra", 0, s, {}, stages)["status"] == "failed in probes"
+    monkeypatch.setattr(run, "probe", lambda *args: {"probes": {"order": {"accuracy": 0.5}}})
+    record = run.run_one("electra", 0, s, {}, stages)
+    assert record["status"] == "ok" and calls == ["pretrain"]
+    assert record["curve"] == [{"step": 4, "loss": 1.0}] and "error" not in record
+    with pytest.raises(SystemExit, match=f"error: {path} is a run of the cpu study, not of "
+                                         "cpu-toy: give another --output_dir"):
+        run.run_one("electra", 0, {**s, "study": "cpu-toy"}, {}, stages)
+
+
 def test_report_has_one_row_per_objective_seed_probe_and_mean_with_spread(tmp_path):
     (tmp_path / "runs").mkdir()
     for objective, accs in (("electra", (0.70, 0.72, 0.74)), ("bert_mlm", (0.60, 0.61, 0.62))):
