@@ -16,6 +16,7 @@ import argparse
 import csv
 import glob
 import os
+import sys
 
 import keras
 import numpy as np
@@ -28,7 +29,11 @@ L = 64
 
 
 def batch(data_dir: str) -> dict:
-    with open(os.path.join(data_dir, "probes", "package", "dev.tsv"), encoding="utf-8") as f:
+    path = os.path.join(data_dir, "probes", "package", "dev.tsv")
+    if not os.path.isfile(path):  # (had been a FileNotFoundError traceback)
+        sys.exit(f"error: {path} not found: run the CPU efficiency study first "
+                 "(python -m studies.efficiency.run --study=cpu)")
+    with open(path, encoding="utf-8") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))[:128]
     tokenizer = Tokenizer(os.path.join(data_dir, "vocab.txt"))
     ids = np.zeros((len(rows), L), np.int32)

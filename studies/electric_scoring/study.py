@@ -94,8 +94,9 @@ def held_out_sentences(corpus: str, n: int, seed: int, min_words=8, max_words=25
             continue
         for line in doc:
             words = line.split()
+            # (two different words at least: corrupt's swap had looped forever on one)
             if min_words <= len(words) <= max_words and sum(w.isalpha() for w in words) >= \
-                    0.8 * len(words):
+                    0.8 * len(words) and len(set(words)) >= 2:
                 pool.append(" ".join(words))
     pool = sorted(set(pool))
     random.Random(seed).shuffle(pool)
@@ -103,8 +104,13 @@ def held_out_sentences(corpus: str, n: int, seed: int, min_words=8, max_words=25
 
 
 def corrupt(sentence: str, rng: random.Random, words: list[str]) -> dict:
-    """{"swap": two different words swapped, "replace": one word -> a random vocab word}."""
+    """{"swap": two different words swapped, "replace": one word -> a random vocab word}.
+
+    Raises:
+      ValueError: a sentence without two different words (nothing to swap)."""
     tokens = sentence.split()
+    if len(set(tokens)) < 2:
+        raise ValueError(f"no two different words to swap in {sentence!r}")
     i, j = rng.sample(range(len(tokens)), 2)
     while tokens[i] == tokens[j]:
         i, j = rng.sample(range(len(tokens)), 2)

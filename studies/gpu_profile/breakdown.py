@@ -20,6 +20,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 from tensorflow.compiler.xla.service import hlo_pb2
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
+if len(sys.argv) < 3:  # (had been an IndexError)
+    sys.exit("usage: python studies/gpu_profile/breakdown.py HOST.xplane.pb LABEL [STEPS]")
 path, label = sys.argv[1], sys.argv[2]
 STEPS = int(sys.argv[3]) if len(sys.argv) > 3 else 10
 xs = xplane_pb2.XSpace()

@@ -9,9 +9,10 @@ Writes OUTPUT/train.packed.xz, heldout.packed.xz, vocab.txt and bundle.json
 (each file's sha256 once decompressed, the counts, the sizes). `.bundle/` is
 git-ignored: the lease carries it (with `.whl/`) beside the working tree.
 What travels is at most 64 MiB: the tracked and untracked-not-ignored files,
-plus the carried folders; `travel_size` counts them, and the command refuses
-to write a bundle that would not fit (--max_examples keeps the first
-examples of the shuffled order instead, and says so).
+plus the carried folders; `travel_size` counts them, and the command exits 2
+once it has written a bundle that would not fit (--max_examples keeps the
+first examples of the shuffled order instead, and says so). Missing inputs
+are one `error:` line, exit 2, before anything is written.
 """
 
 from __future__ import annotations
@@ -125,8 +126,19 @@ def main(argv=None) -> int:
     ap.add_argument("--max_examples", type=int, default=0,
                     help="keep the first N training examples (0: all)")
     args = ap.parse_args(argv)
-    manifest = build(args.records, args.heldout, args.vocab_file, args.output,
-                     args.max_examples)
+    from electra_tf.core.errors import InputError
+    from electra_tf.core.fileio import expand_files
+
+    try:  # (a missing ../real_data_cache had been a traceback after an empty .bundle/)
+        for what, pattern in (("--records", args.records), ("--heldout", args.heldout)):
+            expand_files(pattern, what)
+        if not os.path.isfile(args.vocab_file):
+            raise FileNotFoundError(f"--vocab_file {args.vocab_file} is not a file")
+        manifest = build(args.records, args.heldout, args.vocab_file, args.output,
+                         args.max_examples)
+    except (InputError, FileNotFoundError) as e:
+        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
     folder = os.path.relpath(os.path.abspath(args.output), REPO_ROOT)
     sizes = travel_size(replace={folder: manifest["stored_bytes"]}
                         if folder in CARRIED else None)

@@ -187,6 +187,12 @@ def main(argv):
     from studies.real_data.study import majority_baseline
 
     tasks_dir = FLAGS.tasks_dir or os.path.join(FLAGS.work_dir, "cpu", "tasks")
+    missing = [os.path.join(tasks_dir, t, f"{s}.tsv") for t in FLAGS.tasks
+               for s in ("train", "dev")
+               if not os.path.isfile(os.path.join(tasks_dir, t, f"{s}.tsv"))]
+    if missing:  # (had been a FileNotFoundError traceback)
+        sys.exit(f"error: {missing[0]} not found: build the tasks first "
+                 "(python -m studies.real_data.prepare_tasks), or give --tasks_dir")
     splits = {t: read_task(tasks_dir, t, FLAGS.train_cap) for t in FLAGS.tasks}
     results = {"command": " ".join(["python -m studies.real_data.probe_features"] + sys.argv[1:]),
                "models": {}, "bag_of_pieces": {},

@@ -3,6 +3,8 @@ FLOPs counts and the scorers' ranking rule."""
 
 import random
 
+import pytest
+
 from electra_tf.core.config import PretrainingConfig
 from studies.electric_scoring import study
 
@@ -18,6 +20,18 @@ def test_corruptions_swap_two_different_words_and_replace_one():
         a, s, r = sentence.split(), c["swap"].split(), c["replace"].split()
         assert sorted(a) == sorted(s) and a != s
         assert len(r) == len(a) and sum(x != y for x, y in zip(a, r)) == 1
+    # a sentence of one word repeated: refused (the swap had looped forever), and the
+    # held-out pool never holds one
+    with pytest.raises(ValueError, match="no two different words to swap"):
+        study.corrupt("la la la la la la la la", rng, ["x", "y"])
+
+
+def test_held_out_sentences_hold_two_different_words(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    docs = ["la la la la la la la la\nthe model reads every word of this line\n"] * 40
+    corpus.write_text("\n".join(docs))
+    pool = study.held_out_sentences(str(corpus), 10, 0)
+    assert pool == ["the model reads every word of this line"]
 
 
 def test_electric_flops_count_both_towers_and_the_cloze_head_on_every_token():

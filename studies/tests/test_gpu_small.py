@@ -247,6 +247,16 @@ def test_max_examples_keeps_the_first_examples(toy_bundle, tmp_path):
         np.testing.assert_array_equal(value, first[key])
 
 
+def test_missing_bundle_inputs_are_one_line_before_anything_is_written(tmp_path, capsys):
+    """../real_data_cache not built yet had been a traceback after an empty output."""
+    out = tmp_path / "bundle"
+    missing = str(tmp_path / "real_data_cache" / "records" / "pretrain_data.tfrecord*")
+    assert bundle.main([f"--records={missing}", f"--heldout={missing}",
+                        f"--vocab_file={tmp_path}/vocab.txt", f"--output={out}"]) == 2
+    assert capsys.readouterr().err == f"error: --records pattern '{missing}' matches no file\n"
+    assert not out.exists()
+
+
 def test_the_readme_names_no_particular_gpu_service():
     """The lease is described generically: what to copy, the command, its time budget,
     what comes back; no one service's tool, calls or arguments (#54)."""
