@@ -192,10 +192,8 @@ def validate(options: BuildOptions) -> tuple[int, int]:
         if not is_archive(path, options.corpus_format):  # an archive's members: when read
             check_text_file(path, compressed_hint=" (a tar of text files, as an OpenWebText "
                             "archive is: --corpus_format=openwebtext reads it)")
-    lines, docs = scan_corpus(options.files, options.corpus_format,
-                              options.blanks_separate_docs)
-    if lines == 0:
-        raise InputError(f"the corpus is empty: {len(options.files)} file(s) with no text")
+    # the output folder's checks before the corpus is read (an OpenWebText scan takes
+    # minutes, then had told the user to pass --overwrite)
     if os.path.isdir(options.output_dir):  # the rename over one was a traceback, late
         written = {features_lib.shard_name(s, options.num_shards)
                    for s in range(options.num_shards)}
@@ -217,6 +215,10 @@ def validate(options: BuildOptions) -> tuple[int, int]:
             raise InputError(
                 f"{options.output_dir} already holds pre-training data ({existing[0]}, ...); "
                 "pass --overwrite or choose another --output_dir")
+    lines, docs = scan_corpus(options.files, options.corpus_format,
+                              options.blanks_separate_docs)
+    if lines == 0:
+        raise InputError(f"the corpus is empty: {len(options.files)} file(s) with no text")
     if options.max_unk_rate < 1.0:
         check_unk_rate(options)
     return lines, docs

@@ -628,6 +628,12 @@ def test_existing_output_is_not_overwritten_silently(tiny_corpus, tiny_vocab, tm
     build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32, num_shards=3))
     with pytest.raises(InputError, match="--overwrite"):
         build_pretraining_data(options(tiny_corpus, tiny_vocab, out, max_seq_length=32))
+    # said before the corpus is read (an OpenWebText scan takes minutes): here a corpus
+    # whose read would fail later
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    with pytest.raises(InputError, match="already holds pre-training data"):
+        build_pretraining_data(options(str(empty), tiny_vocab, out, max_seq_length=32))
     # --overwrite replaces the shards a build names, and nothing else of the folder
     (out / "pretrain_data.tfrecord.bak").write_text("mine")
     (out / "pretrain_data.tfrecords.txt").write_text("mine")
