@@ -92,6 +92,21 @@ def records_stats(paths, fs):
         yield stats_path, stats
 
 
+def recorded_examples(paths: list[str], fs) -> int | None:
+    """The examples the STATS_FILE beside the records says `paths` hold, all together;
+    None unless it records every one of them (records of another writer, or a stats
+    file without per-shard counts)."""
+    counts: dict[str, int] = {}
+    for stats_path, stats in records_stats(paths, fs):
+        per_shard = stats.get("examples_per_shard")
+        if isinstance(per_shard, dict):
+            folder = os.path.dirname(stats_path)
+            counts.update({os.path.join(folder, name): n for name, n in per_shard.items()
+                           if isinstance(n, int) and not isinstance(n, bool) and n >= 0})
+    found = [counts.get(p) for p in paths]
+    return None if not found or None in found else sum(found)
+
+
 def check_one_build(paths: list[str], what: str, fs) -> None:
     """Refuses a folder's build_pretraining_data shards of two builds: an --overwrite
     build stopped while it renamed its shards into place, which a run would train on

@@ -62,6 +62,7 @@ from electra_tf.data.features import (
     SHARD_PREFIX,
     STATS_FILE,
     check_one_build,
+    recorded_examples,
 )
 from electra_tf.data.masking import MaskingConfig, mask_batch_numpy
 from electra_tf.data.tfrecord_reader import (
@@ -369,7 +370,10 @@ def pack(record_pattern: str | list[str], output: str, max_seq_length: int | Non
     tokenization = records_tokenization(paths)
     offsets, segment_a, chunks, pending = [0], [], [], []
     max_id, length = -1, max_seq_length
-    meter = Progress("pack", unit="records") if progress else None
+    # the total the build recorded, for the percentage (a pack of millions of records
+    # takes an hour, and its lines had given no total)
+    meter = Progress("pack", total=recorded_examples(paths, LOCAL_FILES),
+                     unit="records") if progress else None
     for path in paths:
         try:
             for index, data in enumerate(read_records(path)):

@@ -345,6 +345,24 @@ def test_prefetch_keeps_order_passes_errors_and_stops():
     assert not thread.is_alive()
 
 
+def test_pack_progress_counts_against_the_builds_recorded_total(records, tmp_path, capsys):
+    """The stats file beside the records gives the total (the lines had given none: an
+    hour's pack with no percentage); records without one give no total."""
+    from electra_tf.data.tfrecord_reader import LOCAL_FILES
+
+    shards = expand_files(records, "TFRecord")
+    total = len(record_examples(records))
+    assert features_lib.recorded_examples(shards, LOCAL_FILES) == total
+    assert features_lib.recorded_examples(shards[:1], LOCAL_FILES) == len(
+        record_examples(shards[0]))
+    packed.pack(records, str(tmp_path / "out.packed"))
+    assert f"[pack] {total:,}/{total:,} records (100.0%)" in capsys.readouterr().err
+    (tmp_path / "copy").mkdir()
+    shutil.copy(shards[0], tmp_path / "copy")  # its stats file left behind
+    assert features_lib.recorded_examples(
+        [str(tmp_path / "copy" / os.path.basename(shards[0])), *shards[1:]], LOCAL_FILES) is None
+
+
 def test_pack_command(records, tmp_path):
     out = str(tmp_path / "cli.packed")
     proc = subprocess.run([sys.executable, "-m", "electra_tf.pack_pretraining_data",
