@@ -477,6 +477,13 @@ def run_cli(main: Callable[[], None]) -> None:
             os.dup2(devnull, sys.stdout.fileno())
         sys.exit(128 + int(signal.SIGPIPE))
     except OSError as e:
+        if isinstance(e, FileNotFoundError) and "No usable temporary directory" in str(e):
+            # tempfile's, from TensorFlow's import or a write's temporary: a full disk
+            # (it had been a traceback of 60 lines)
+            print("error: no temporary folder can be written (tempfile tried TMPDIR, /tmp, "
+                  "/var/tmp and the working folder: a full disk or a file size limit?); "
+                  "free space, or set TMPDIR to a folder with room", file=sys.stderr)
+            sys.exit(1)
         if e.filename == STDOUT and not isinstance(e, BrokenPipeError):
             print(f"error: cannot write the output to the standard output ({e.strerror})",
                   file=sys.stderr)

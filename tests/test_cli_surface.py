@@ -298,6 +298,24 @@ def test_a_stdout_that_cannot_take_the_output_is_one_line(capsys, monkeypatch):
     assert json.loads(lines[1]) == {"tokens": ["café", "😀"]}  # (backslashreplace's \\xe9 not)
 
 
+def test_no_writable_temporary_folder_is_one_line(capsys):
+    """tempfile's FileNotFoundError (a full disk under TMPDIR, /tmp and the working
+    folder; met first in TensorFlow's import) had been a 60-line traceback."""
+    from electra_tf import cli
+
+    def main():
+        raise FileNotFoundError(2, "No usable temporary directory found in ['/tmp', "
+                                   "'/var/tmp', '/usr/tmp', '/work']")
+
+    with pytest.raises(SystemExit) as raised:
+        cli.run_cli(main)
+    assert raised.value.code == 1
+    assert capsys.readouterr().err == (
+        "error: no temporary folder can be written (tempfile tried TMPDIR, /tmp, /var/tmp "
+        "and the working folder: a full disk or a file size limit?); free space, or set "
+        "TMPDIR to a folder with room\n")
+
+
 def test_every_command_s_output_goes_through_write_stdout(tmp_path):
     """query and the three evaluators printed their answer with print(): a closed stdout
     (>&-) lost it silently, exit 0 (Python's sys.stdout is then None and print drops
