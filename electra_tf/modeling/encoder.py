@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 
 import keras
+import numpy as np
 from keras import ops
 
 from electra_tf.core.config import EncoderConfig
@@ -92,6 +93,35 @@ def causal_attention_mask(input_mask, direction: str):
     band = ops.less_equal(j, i) if direction == "ltr" else ops.greater_equal(j, i)
     keys = ops.cast(input_mask, "int32")[:, None, :]
     return keys * ops.cast(band, "int32")[None]
+
+
+MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+class CheckedInputs:
+    """Refuses, before Keras calls the model, inputs the encoder cannot take: not a dict
+    of the three [batch, positions] arrays, or more positions than the position table.
+    The layers refuse them too, but a layer's error reaches the caller inside Keras'
+    "Exception encountered when calling ..." text (with the arguments and ANSI codes);
+    this one is the plain line. Put it first: `class M(CheckedInputs, ..., keras.Model)`
+    (a model whose encoder is `self.encoder`, or whose `config` is the encoder's)."""
+
+    def __call__(self, inputs, *args, **kwargs):
+        if isinstance(inputs, dict):
+            missing = [k for k in MODEL_INPUTS if k not in inputs]
+            if missing:
+                raise ValueError(f"the inputs lack {', '.join(missing)} (a dict of "
+                                 f"{', '.join(MODEL_INPUTS)}, each [batch_size, positions])")
+            ids = inputs["input_ids"]
+            shape = tuple(ids.shape if hasattr(ids, "shape") else np.shape(ids))
+            if len(shape) != 2:
+                raise ValueError(f"input_ids must be [batch_size, positions], got shape "
+                                 f"{shape}")
+            config = getattr(getattr(self, "encoder", None), "config", None) or self.config
+            if isinstance(shape[1], int) and shape[1] > config.max_position_embeddings:
+                raise ValueError(f"input_ids of {shape[1]} positions, but the model has "
+                                 f"{config.max_position_embeddings} (max_position_embeddings)")
+        return super().__call__(inputs, *args, **kwargs)
 
 
 class EncoderConfigSerializable:

@@ -46,6 +46,7 @@ from keras import ops
 from electra_tf.core.config import EncoderConfig, PretrainingEncoders
 from electra_tf.modeling.electric import TwoTowerClozeGenerator
 from electra_tf.modeling.encoder import (
+    CheckedInputs,
     ElectraEncoder,
     EncoderConfigSerializable,
     embeddings_for,
@@ -180,7 +181,7 @@ class UniformGenerator(EncoderConfigSerializable, keras.Model):
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
-class ElectraDiscriminator(EncoderConfigSerializable, keras.Model):
+class ElectraDiscriminator(CheckedInputs, EncoderConfigSerializable, keras.Model):
     """The discriminator: an encoder and the RTD head (original `electra`).
 
     For the paper's Replace-MLM and All-Tokens-MLM ablations the main model

@@ -14,7 +14,7 @@ import dataclasses
 import keras
 
 from electra_tf.core.config import EncoderConfig
-from electra_tf.modeling.encoder import ElectraEncoder
+from electra_tf.modeling.encoder import CheckedInputs, ElectraEncoder
 from electra_tf.modeling.random import FINETUNING_ENCODER_SALT, FINETUNING_HEAD_SALT, fold_seed
 from electra_tf.tasks import heads
 
@@ -60,7 +60,7 @@ def output_layout(model, excluded=("sequence_output", "pooled_output")) -> dict:
 
 
 @keras.saving.register_keras_serializable(package="electra_tf")
-class FinetuningModel(keras.Model):
+class FinetuningModel(CheckedInputs, keras.Model):
     """Encoder + head. call(inputs, training, seed) -> the head's dict.
 
     Args:

@@ -216,6 +216,32 @@ def test_a_finetuning_model_saves_as_keras_and_rebuilds_from_its_config(
     assert keras.models.clone_model(model).get_config() == model.get_config()
 
 
+def test_models_refuse_inputs_the_encoder_cannot_take_in_one_plain_line(encoder_config):
+    """A fine-tuning model and a discriminator given too many positions, a dict lacking a
+    key or ids of another rank: the plain line (the layers' had come inside Keras'
+    "Exception encountered when calling ..." text, with ANSI codes; a missing key as a
+    KeyError)."""
+    from electra_tf.modeling.models import build_discriminator
+    from electra_tf.tasks.model import FinetuningModel
+
+    discriminator = build_discriminator(encoder_config(max_position_embeddings=16))
+    classifier = FinetuningModel(discriminator.encoder, "sequence_classification", 2)
+    classifier.build()
+    long = _features(dummy_inputs(1, 17))
+    for model in (classifier, discriminator):
+        for inputs, message in (
+                (long, "input_ids of 17 positions, but the model has 16 "
+                       "(max_position_embeddings)"),
+                ({"input_ids": long["input_ids"]}, "the inputs lack input_mask, segment_ids "
+                 "(a dict of input_ids, input_mask, segment_ids, each [batch_size, positions])"),
+                ({k: v[0] for k, v in long.items()},
+                 "input_ids must be [batch_size, positions], got shape (17,)")):
+            with pytest.raises(ValueError) as raised:
+                model(inputs)
+            assert str(raised.value) == message
+        assert _outputs(model({k: v[:, :8] for k, v in long.items()}))
+
+
 def _outputs(out):
     return {k: np.asarray(v) for k, v in out.items()} if isinstance(out, dict) else {
         "out": np.asarray(out)}
