@@ -15,6 +15,7 @@ memory.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import sys
@@ -24,7 +25,7 @@ from collections.abc import Iterator
 from absl import app, flags
 
 from electra_tf import cli
-from electra_tf.core import fileio
+from electra_tf.core import fileio, signals
 from electra_tf.core.errors import InputError
 from electra_tf.core.words import count
 
@@ -233,21 +234,23 @@ def main(argv):
 
     written = 0
 
-    def tracked():
+    def out():  # a piece is out whole (a stop signal held back until it is)
         nonlocal written
-        for piece in pieces():
-            yield piece
-            written = counts["texts"]  # (asked for the next: this one is written)
+        written = counts["texts"]
 
     # a regular file is replaced once every text is scored; a pipe, a device or
-    # /dev/stdout is written as it goes, as stdout is
+    # /dev/stdout is written as it goes, as stdout is, a piece at a time: a signal
+    # during a write had cut a line (a score read as another) and the count missed
+    # the piece's lines that were out
     whole = bool(FLAGS.output) and fileio.writes_atomically(FLAGS.output)
     try:
         if FLAGS.output:
-            fileio.write_output_text(FLAGS.output, tracked())
+            fileio.write_output_text(FLAGS.output, pieces(), each=out)
         else:
-            for piece in tracked():
-                cli.write_stdout(piece)
+            for piece in pieces():
+                with signals.held():
+                    cli.write_stdout(piece)
+                    out()
     except KeyboardInterrupt as e:  # (the generic line, "run the same command again to
         # finish", read as if a rerun went on from where this one stopped)
         e.args = ((f"interrupted; --output {FLAGS.output} is as it was (it is written once "
@@ -256,6 +259,18 @@ def main(argv):
                    f"interrupted after the scores of the first {count(written, 'text')} "
                    "(whole lines); rerun the command for the rest: it starts from the "
                    "first line"),)
+        raise
+    except InputError as e:  # a bad line of stdin or a pipe, met after scores were out
+        if not whole and written:
+            e.args = (f"{e.args[0]} (the scores of the first {count(written, 'text')} were "
+                      "written before it)",)
+        raise
+    except OSError as e:  # a full disk or a file size limit under the stream
+        if not whole and written and e.errno not in (errno.EPIPE,):
+            raise OSError(e.errno, f"{e.strerror}; the scores of the first "
+                                   f"{count(written, 'text')} are out whole, and part of "
+                                   "the next may follow, its last line cut", e.filename) \
+                from None
         raise
     t2 = time.monotonic()
     print(f"[score] {count(counts['texts'], 'text')} in {t2 - t1:.2f}s (model loaded in "

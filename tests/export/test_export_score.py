@@ -294,6 +294,68 @@ def test_an_interrupt_says_what_was_written_and_that_a_rerun_starts_over(
                                      "the first line")
 
 
+def test_a_stream_gets_whole_pieces_and_the_line_counts_what_got_out(
+        electric_dir, tmp_path, monkeypatch, sigint_handler):
+    """A signal during a write to stdout (a pipe) is held until the piece is out: it had
+    raised inside the write (a line cut, the count missing the piece's lines that were
+    out). A full disk under the stream, or a bad line of stdin, says how many scores
+    were out before it."""
+    import errno
+    import signal
+    import time
+    import types
+
+    from electra_tf import cli, score
+    from electra_tf.core.errors import InputError
+
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    monkeypatch.setattr(score, "FLAGS", types.SimpleNamespace(
+        model_dir=str(electric_dir), input=str(sentences), batch_size=2, energies=False,
+        max_seq_length=SEQ, vocab_file="", output=""))
+    monkeypatch.setattr(score, "_CHUNK_BYTES", 1)  # a chunk a line
+    written = []
+
+    def ctrl_c_midway(piece):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # (Python's handler runs here, unless the signal is held)
+        written.append(piece)
+
+    monkeypatch.setattr(cli, "write_stdout", ctrl_c_midway)
+    with pytest.raises(KeyboardInterrupt) as raised:
+        score.main(["score"])
+    assert len(written) == 1
+    assert str(raised.value).startswith("interrupted after the scores of the first 1 text ")
+
+    def full_at_the_third(piece):
+        if len(written) == 3:
+            raise OSError(errno.EFBIG, "File too large", cli.STDOUT)
+        written.append(piece)
+
+    written.clear()
+    monkeypatch.setattr(cli, "write_stdout", full_at_the_third)
+    with pytest.raises(OSError) as raised:
+        score.main(["score"])
+    assert raised.value.strerror == ("File too large; the scores of the first 3 texts are out "
+                                     "whole, and part of the next may follow, its last line "
+                                     "cut")
+    assert raised.value.filename == cli.STDOUT
+
+    def bad_third_line(path):
+        yield ["a"]
+        yield ["b"]
+        raise InputError("--input -:3: not UTF-8 (byte 0xff at column 1); save it as UTF-8")
+
+    written.clear()
+    monkeypatch.setattr(cli, "write_stdout", written.append)
+    monkeypatch.setattr(score, "read_chunks", bad_third_line)
+    score.FLAGS.input = "-"  # (a file is checked whole before any score is out)
+    with pytest.raises(InputError) as raised:
+        score.main(["score"])
+    assert str(raised.value).endswith("save it as UTF-8 (the scores of the first 2 texts were "
+                                      "written before it)")
+
+
 def test_a_bad_line_is_refused_before_an_output_is_touched(electric_dir, tmp_path):
     sentences = tmp_path / "s.txt"
     sentences.write_bytes(b"a token\nthe model\nnot UTF-8 \xff\n")
