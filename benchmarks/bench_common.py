@@ -109,6 +109,19 @@ def _run_worker(cmd: list, env: dict, result_file: str, timeout_s) -> dict:
     return result
 
 
+def run_checked(cmd: list, what: str, **kwargs) -> str:
+    """Runs a command the benchmark needs whole (a data build, a child measurement);
+    returns its stdout. A failure ends the benchmark with its last stderr lines and one
+    `error:` line naming `what` (subprocess's CalledProcessError had hidden the child's
+    own error)."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    if proc.returncode:
+        tail = "\n".join(proc.stderr.splitlines()[-15:])
+        print(tail, file=sys.stderr, flush=True)
+        raise SystemExit(f"error: {what} failed (exit {proc.returncode})")
+    return proc.stdout
+
+
 def _relay(stderr: str) -> None:
     for line in stderr.splitlines():
         if line.startswith("[bench]"):

@@ -12,11 +12,10 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 
-from bench_common import repo_relative, scratch_dir  # noqa: E402 (benchmarks/ is on sys.path)
+from bench_common import repo_relative, run_checked, scratch_dir  # noqa: E402 (benchmarks/ is on sys.path)
 
 
 def main():
@@ -52,7 +51,7 @@ def main():
                f"--max_seq_length={args.max_seq_length}", f"--num_shards={args.num_shards}",
                f"--num_processes={procs}", "--seed=0"]
         t0 = time.monotonic()
-        subprocess.run(cmd, check=True, capture_output=True)
+        run_checked(cmd, f"build_pretraining_data --num_processes={procs}")
         wall = time.monotonic() - t0
         stats = json.load(open(os.path.join(out, "pretrain_data_stats.json")))
         results.append({

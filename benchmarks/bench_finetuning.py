@@ -50,14 +50,17 @@ work, L, batch, jit, precision, steps = sys.argv[1], int(sys.argv[2]), int(sys.a
 model_size = sys.argv[7]
 trim, words = sys.argv[9] == "1", [int(w) for w in sys.argv[10].split(":")] if sys.argv[10] else [L, L]
 profile_steps = int(sys.argv[11])
+warmup = int(sys.argv[12])
 pre = os.path.join(work, "pretrained")
 if not os.path.exists(pre):  # written once, by electra_tf's folder writers
     pretrained_folder(pre, synthetic_vocab(os.path.join(work, "vocab.txt")), model_size)
-data = os.path.join(work, f"data{L}_{words[0]}_{words[1]}_{steps + profile_steps}")
+# (the batch in the name: a setting of another batch had read an earlier one's rows and
+# run out of them, "End of sequence")
+data = os.path.join(work, f"data{L}_{batch}_{words[0]}_{words[1]}_{warmup + steps + profile_steps}")
 if not os.path.exists(data):
     os.makedirs(data)
     rng = random.Random(0)
-    for split, n in (("train", batch * (steps + profile_steps + 4)), ("dev", batch)):
+    for split, n in (("train", batch * (warmup + steps + profile_steps + 2)), ("dev", batch)):
         rows = ["sentence\tlabel"] + [" ".join(f"w{rng.randrange(5000)}" for _ in range(rng.randint(*words))) + f"\t{i % 2}" for i in range(n)]
         open(os.path.join(data, f"{split}.tsv"), "w").write("\n".join(rows) + "\n")
 run = FinetuningRun(model_dir=os.path.join(work, f"m{L}{jit}{precision}{time.time()}"), data_dir=data,
@@ -68,7 +71,7 @@ ft = TensorFlowFinetuning(get_task("sst2"), FinetuningConfig(task_name="sst2", m
 _, feats = ft.features("train")
 ft.build_optimizer(len(feats) // batch)
 it = ft.train_iterator(0)
-ft.train_steps(it, 2)  # tracing (and XLA compilation) excluded from the timing
+ft.train_steps(it, warmup)  # tracing (and XLA compilation) excluded from the timing
 t0 = time.perf_counter()
 ft.train_steps(it, steps)
 dt = time.perf_counter() - t0
@@ -83,13 +86,15 @@ print("RESULT", json.dumps(result))
 
 
 def run_child(work, seq_length, batch, jit, precision, steps, model_size, trim="1",
-              sentence_words="", profile_steps=0):
+              sentence_words="", profile_steps=0, warmup=2):
     """Runs CHILD in a fresh process (jit and trim "0" or "1"); returns (its RESULT dict,
     or None where it failed, and its stderr). The one place CHILD's arguments are listed,
-    for this script and bench_peer.py."""
+    for this script and bench_peer.py. `warmup`: untimed steps first (at least 1: the
+    tracing and compilation)."""
     proc = subprocess.run([sys.executable, "-c", CHILD, work, str(seq_length), str(batch), jit,
                            precision, str(steps), model_size, HERE, trim, sentence_words,
-                           str(profile_steps)], capture_output=True, text=True, cwd=ROOT)
+                           str(profile_steps), str(max(1, warmup))],
+                          capture_output=True, text=True, cwd=ROOT)
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     if proc.returncode or not line:
         return None, proc.stderr
@@ -117,8 +122,17 @@ def main():
                         help="small (what the table records) or tiny (the test's toy run).")
     args = parser.parse_args()
     work = scratch_dir("bench_ft_")
-    settings = [(int(L), int(b), j, p, (t or ["1"])[0]) for L, b, j, p, *t in
-                (item.split(":") for item in args.settings.split(","))]
+    settings = []
+    for item in args.settings.split(","):  # (a short or odd one had been a traceback, or
+        # a JIT or TRIM of 2 read as off)
+        parts = item.split(":")
+        if not 4 <= len(parts) <= 5 or not all(x.isdigit() for x in parts[:2]) or \
+                parts[2] not in ("0", "1") or parts[3] not in ("fp32", "bf16") or \
+                parts[4:] not in ([], ["0"], ["1"]):
+            raise SystemExit(f"error: --settings: {item!r} is not SEQ:BATCH:JIT:PRECISION[:TRIM] "
+                             "(JIT and TRIM 0 or 1, PRECISION fp32 or bf16)")
+        L, b, j, p, *t = parts
+        settings.append((int(L), int(b), j, p, (t or ["1"])[0]))
     if args.profile_steps < 0 or (args.profile_steps and any(s[2] == "1" for s in settings)):
         raise SystemExit("error: --profile_steps must be >= 0, and traces settings with JIT 0 "
                          "only (XLA runs its own ops, which the profile does not split)")

@@ -23,8 +23,9 @@ transformers' is built from electra_tf's own config mapping
    --warmup steps are excluded, then --steps timed. With --sentence_words=LO:HI
    the examples are sentences of LO to HI words (one token each) instead of full
    windows: electra_tf cuts each batch to its longest example (its default,
-   --trim_batches, rounded up to --seq_length/8), transformers pads each batch to
-   its longest, as its DataCollatorWithPadding does.
+   --trim_batches; without XLA, as here, to the longest example itself),
+   transformers pads each batch to its longest, as its DataCollatorWithPadding
+   does. Both get --warmup untimed steps (electra_tf at least 1: its tracing).
 2. Batch-1 latency (ms, p50) at each of --lengths positions (all real), for
    each of --threads intra-op threads (TensorFlow's intra-op pool;
    torch.set_num_threads), inference only:
@@ -134,7 +135,9 @@ def child_ours_train(args):
         pretrained_folder(pre, synthetic_vocab(os.path.join(work, "vocab.txt")),
                           args.model_size)
     result, stderr = run_child(work, args.seq_length, args.batch_size, "0", args.precision,
-                               args.steps, args.model_size, "1", args.sentence_words)
+                               args.steps, args.model_size, "1", args.sentence_words,
+                               warmup=args.warmup)  # (had always been 2: transformers got
+    # --warmup, 1 in the recorded commands)
     if result is None:
         raise RuntimeError(stderr[-3000:])
     return {"examples_per_second": result["examples_per_second"], "seconds": result["seconds"]}

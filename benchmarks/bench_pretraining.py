@@ -384,6 +384,10 @@ def settings(args):
         out.append({"impl": "model_garden", "jit": jit, "precision": "fp32", "replicas": 1})
     if args.only:
         keep = set(args.only.split(","))
+        known = {setting_key(s) for s in out}
+        if keep - known:  # (a typo had run nothing and written an empty table over the results)
+            raise SystemExit(f"error: --only: {', '.join(sorted(keep - known))} is not a "
+                             f"setting ({', '.join(sorted(known))})")
         out = [s for s in out if setting_key(s) in keep]
     return out
 
@@ -436,8 +440,9 @@ def main():
             write_markdown(json.load(f), args.output + ".md")
         return
 
+    chosen = settings(args)  # (--only checked before anything runs)
     if args.profile_steps < 0 or (args.profile_steps and any(
-            s["jit"] for s in settings(args) if s["impl"] == "electra_tf")):
+            s["jit"] for s in chosen if s["impl"] == "electra_tf")):
         raise SystemExit("error: --profile_steps must be >= 0, and traces jit-off settings "
                          "only (XLA runs its own ops, which the profile does not split); "
                          "pick them with --only")

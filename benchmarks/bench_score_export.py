@@ -25,6 +25,7 @@ from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
     cpu_model,
     finetuned_folder,
     pretrained_folder,
+    relative_flag,
     scratch_dir,
     synthetic_vocab,
 )
@@ -69,7 +70,9 @@ def main():
             t0 = time.perf_counter()
             {k: v.numpy() for k, v in fns[name](text=texts).items()}
             times[name].append(1e3 * (time.perf_counter() - t0))
-    result = {"command": "python " + " ".join(sys.argv), "cpu": cpu_model(),
+    # (machine paths, sys.argv as given, had gone into the results: repository-relative)
+    result = {"command": " ".join(["python", "benchmarks/bench_score_export.py"]
+                                 + [relative_flag(a) for a in sys.argv[1:]]), "cpu": cpu_model(),
               "date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
               "tensorflow": tf.__version__, "model_size": args.model_size,
               "batch": 10, "words": 20, "iters": args.iters}

@@ -32,7 +32,6 @@ import json
 import os
 import platform
 import random
-import subprocess
 import sys
 import time
 
@@ -42,6 +41,7 @@ from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
     call_times_ms,
     cpu_model,
     repo_relative,
+    run_checked,
     scratch_dir,
 )
 
@@ -154,7 +154,8 @@ def main():
                f"--iters={args.iters}", f"--warmup={args.warmup}", f"--work={work}",
                f"--model_size={args.model_size}"]
         env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": str(onednn)}
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
+        out = run_checked(cmd, f"the measurement at {threads} thread(s), oneDNN {onednn}",
+                          env=env)
         for line in out.splitlines():
             if line.startswith("{"):
                 rows.append(json.loads(line))

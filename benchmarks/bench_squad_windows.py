@@ -32,6 +32,7 @@ from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
     ROOT,
     cpu_model,
     finetuned_folder,
+    relative_flag,
     scratch_dir,
     synthetic_vocab,
 )
@@ -108,7 +109,9 @@ def main():
                 row["this"]["p50_ms"] / row["baseline"]["p50_ms"], 3)
         rows.append(row)
         print(json.dumps(row), flush=True)
-    result = {"command": "python " + " ".join(sys.argv), "cpu": cpu_model(),
+    # (machine paths, sys.argv as given, had gone into the results: repository-relative)
+    result = {"command": " ".join(["python", "benchmarks/bench_squad_windows.py"]
+                                 + [relative_flag(a) for a in sys.argv[1:]]), "cpu": cpu_model(),
               "date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
               "tensorflow": tf.__version__, "model_size": args.model_size,
               "max_seq_length": args.max_seq_length, "doc_stride": spec.doc_stride,

@@ -101,10 +101,13 @@ def test_bench_finetuning_at_toy_size(tmp_path):
     # One setting, the recorded profile's kind (full windows, batches not cut); the
     # child's cut batches of short sentences, fp32 and bf16, run in bench_peer.py's toy run.
     out = tmp_path / "ft.json"
-    _run(["bench_finetuning.py", "--model_size=tiny", "--settings=32:4:0:fp32:0",
-          "--steps=1", "--profile_steps=1", f"--output={out}"], 180, tmp_path)
+    # a second setting of a larger batch: it had read the first's rows and run out of
+    # them ("End of sequence")
+    _run(["bench_finetuning.py", "--model_size=tiny", "--settings=32:4:0:fp32:0,32:8:0:fp32:0",
+          "--steps=1", "--profile_steps=1", f"--output={out}"], 240, tmp_path)
     rows = json.loads(out.read_text())["results"]
-    assert [(r["trim_batches"], r["sentence_words"]) for r in rows] == [(False, "fill")]
+    assert [(r["batch"], r["trim_batches"], r["sentence_words"]) for r in rows] == [
+        (4, False, "fill"), (8, False, "fill")]
     assert all(r["examples_per_second"] > 0 and r["seq_length"] == 32 for r in rows)
     for profile in (r["profile"] for r in rows):
         # The products and the other ops' shares split the traced time (idle gaps aside).
@@ -169,6 +172,15 @@ def test_bench_pretraining_at_toy_size(tmp_path):
     assert profile["steps"] == 1 and profile["matmul_ms"] > 0 and "profile" not in results[1]
     assert "| electra_tf/jit0/fp32/r1 | " in out.with_suffix(".md").read_text().split(
         "## Where a step's wall time goes")[1]
+    # a key that names no setting: one line, the results kept (a typo had run nothing and
+    # written an empty table over them)
+    before = out.with_suffix(".json").read_text()
+    proc = run_python([os.path.join("benchmarks", "bench_pretraining.py"), "--toy",
+                       "--only=electra_tf/jit0/fp32/r3", f"--output={out}"], timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        "error: --only: electra_tf/jit0/fp32/r3 is not a setting (electra_tf/jit0/bf16/r1, ")
+    assert out.with_suffix(".json").read_text() == before
 
 
 @pytest.mark.slow
