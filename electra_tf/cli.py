@@ -146,6 +146,12 @@ def run_command(main: Callable[[list[str]], None], module: str,
         for flag in flags.FLAGS.get_key_flags_for_module(module):
             flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
         _command = module
+        # absl's --help opens with the main module's docstring: the script's has none
+        # (its help had begun "USAGE: electra-finetune [flags]", without the summary
+        # and example `python -m` shows)
+        script = sys.modules.get("__main__")
+        if script is not None and not getattr(script, "__doc__", None):
+            script.__doc__ = getattr(sys.modules.get(module), "__doc__", None)
     else:  # python -m electra_tf.X
         _command = getattr(getattr(sys.modules["__main__"], "__spec__", None), "name", "") or ""
     _help_exits_zero()

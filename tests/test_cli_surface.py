@@ -169,6 +169,11 @@ def test_console_scripts_list_their_commands_flags(script, flag):
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
     _flag_help(proc.stdout, flag)
     assert "--logtostderr" not in proc.stdout
+    # the command's summary first, as `python -m` shows it (it had begun "USAGE: ...")
+    module = {"electra-pretrain": "run_pretraining", "electra-export": "export_saved_model",
+              "electra-query": "query"}[script]
+    summary = __import__(f"electra_tf.{module}", fromlist=["x"]).__doc__.strip().splitlines()[0]
+    assert proc.stdout.lstrip().startswith(summary), proc.stdout[:300]
 
 
 def test_the_clones_export_shims_run_the_same_commands():
