@@ -175,7 +175,8 @@ def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int,
         atomic_write_text(marker, kind + "\n")
         if kind == "installed":
             site = sysconfig.get_paths()["purelib"]
-            print(f"[demo] reading the docstrings of {site} ...", file=sys.stderr, flush=True)
+            print(f"[demo] reading the docstrings of {site} (a minute or two on 2 cores) ...",
+                  file=sys.stderr, flush=True)
             stats = write_corpus(corpus, package_dirs=(site,),
                                  processes=min(os.cpu_count() or 1, 8),
                                  stdlib_output=stdlib_corpus)

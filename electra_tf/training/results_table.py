@@ -264,7 +264,11 @@ def markdown(table: dict) -> str:
                 cells.append(f"{cell['median']:.1f}")
         lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
     notes = ["", "Yours: the median over each task's trials (n: how many), dev sets; the "
-             "README's: medians over many seeds, dev sets except chunking (test set)."]
+             "README's: medians over many seeds, dev sets except chunking (test set)."
+             if table["rows"] else
+             # (an empty table had explained the rows it did not show)
+             "No run here has a column: the table's are the original README's tasks, and "
+             "its released models' rows come beside runs of their size."]
     if any(cell and cell.get("unfinished") for row in table["rows"] for cell in row["cells"]):
         notes.append("Not run: trials a group's --num_trials asked for that it has not "
                      "finished (its command, run again, goes on with them).")

@@ -322,6 +322,17 @@ def test_a_folder_without_a_finite_score_is_named_below_the_table(tmp_path, tiny
     assert "| 70.0 |" in text
 
 
+def test_a_table_without_a_run_of_its_tasks_says_so(tmp_path, tiny_vocab):
+    """An NER run alone: no row, and the note under the table says why (it had explained
+    the README's rows, which were not there)."""
+    ner = finetuned_folder(tmp_path / "ner", "ner", {"dev": {"f1": 0.9}}, tiny_vocab)
+    text = markdown(results_table([ner]))
+    assert "Yours:" not in text
+    assert ("No run here has a column: the table's are the original README's tasks, and its "
+            "released models' rows come beside runs of their size.") in text
+    assert f"Not in the table (no column for their task): {ner}" in text
+
+
 def test_a_group_cut_short_says_how_many_trials_have_not_run(tmp_path):
     """trials.json had not recorded --num_trials: a group of 5 stopped by a fault after
     2 trials showed as a finished-looking "(n=2)"."""
