@@ -32,6 +32,7 @@ from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
     cpu_model,
     finetuned_folder,
     relative_flag,
+    run_main,
     scratch_dir,
     synthetic_vocab,
     write_report,
@@ -138,4 +139,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -109,6 +109,20 @@ def _run_worker(cmd: list, env: dict, result_file: str, timeout_s) -> dict:
     return result
 
 
+def run_main(main) -> None:
+    """Runs a benchmark's main: electra_tf's refusal of an input (a missing folder or
+    records, a bad vocabulary) and a file that cannot be read are one `error:` line,
+    status 2, where they had been tracebacks."""
+    from electra_tf.core.errors import ConfigError, InputError, TaskDataError, VocabError
+
+    try:
+        result = main()
+    except (InputError, ConfigError, TaskDataError, VocabError, FileNotFoundError) as e:
+        raise SystemExit(f"error: {e}") from None
+    if result:
+        raise SystemExit(result)
+
+
 def run_checked(cmd: list, what: str, **kwargs) -> str:
     """Runs a command the benchmark needs whole (a data build, a child measurement);
     returns its stdout. A failure ends the benchmark with its last stderr lines and one

@@ -37,7 +37,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
-from bench_common import cpu_model, relative_flag  # noqa: E402
+from bench_common import cpu_model, relative_flag, run_main  # noqa: E402
 
 
 def timed(batches, seconds: float, batch_size: int) -> dict:
@@ -126,4 +126,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

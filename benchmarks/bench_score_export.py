@@ -26,6 +26,7 @@ from bench_common import (  # noqa: E402 (benchmarks/ is on sys.path)
     finetuned_folder,
     pretrained_folder,
     relative_flag,
+    run_main,
     scratch_dir,
     synthetic_vocab,
 )
@@ -88,4 +89,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)
