@@ -108,14 +108,22 @@ def _json_escapes(error: UnicodeEncodeError) -> tuple[str, int]:
 codecs.register_error("electra_tf_json", _json_escapes)
 
 
-def write_stdout(text: str) -> None:
+def write_stdout(text: str, lines_out: Callable[[int], None] | None = None) -> None:
     """A command's output on stdout. A stdout that is closed (`>&-`) or cannot take it
     (`> /dev/full`, a full disk) raises an OSError named STDOUT, which run_cli tells
     in one line (not as a file write, which leaves the files before whole); a closed
-    pipe (`| head`) stays a BrokenPipeError."""
+    pipe (`| head`) stays a BrokenPipeError.
+
+    `lines_out(n)`: called as n more whole lines are out, the text written through
+    stdout's descriptor a write at a time, so that a signal or a full disk midway
+    leaves the count of the lines out (Python's text layer, stopped inside a write,
+    tells none; unbuffered, it takes a partial write for the whole)."""
     try:
         if sys.stdout is None:
             raise OSError(errno.EBADF, "it is closed")
+        if lines_out is not None:
+            _write_counted(text, lines_out)
+            return
         try:
             sys.stdout.write(text)
         except UnicodeEncodeError:  # a stdout of another encoding (PYTHONIOENCODING=ascii,
@@ -128,6 +136,57 @@ def write_stdout(text: str) -> None:
         raise
     except OSError as e:
         raise OSError(e.errno, e.strerror or str(e), STDOUT) from None
+
+
+def _write_counted(text: str, lines_out: Callable[[int], None]) -> None:
+    """write_stdout's counted writes: through the descriptor where stdout has one (a
+    Python stream without, as a test's capture, takes the text whole).
+
+    Each write waits for room first (select, where a Ctrl-C or SIGTERM acts at once:
+    nothing of that write is out) and then writes at most PIPE_BUF bytes, which a pipe
+    with room takes whole, with the stop signals recorded for its length and acted on
+    once its lines are counted: a signal acted on inside the write itself had dropped
+    the count of what it wrote (Python raises as the call returns). A reader that
+    stalls keeps no signal from ending the command."""
+    import select
+    import signal
+    import threading
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # (io.UnsupportedOperation too)
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        lines_out(text.count("\n"))
+        return
+    sys.stdout.flush()
+    encoding = sys.stdout.encoding or "utf-8"
+    data = memoryview(text.encode(encoding, "electra_tf_json"))  # (as the text layer's)
+    main = threading.current_thread() is threading.main_thread()
+    came: list[int] = []
+
+    def record(signum, frame):
+        came.append(signum)
+
+    while data:
+        select.select([], [fd], [])
+        previous = {}
+        if main:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                if signal.getsignal(signum) not in (signal.SIG_IGN, None):
+                    previous[signum] = signal.signal(signum, record)
+        try:
+            n = os.write(fd, data[:select.PIPE_BUF])
+            lines_out(data[:n].tobytes().count(b"\n"))
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        if came:
+            handler = previous[came[0]]
+            if callable(handler):
+                handler(came[0], None)  # (Python's raises KeyboardInterrupt)
+            os.kill(os.getpid(), came[0])  # SIG_DFL: the default action
+        data = data[n:]
 
 
 def run_command(main: Callable[[list[str]], None], module: str,

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from absl import app, flags
 
 from electra_tf import cli
-from electra_tf.core import fileio, signals
+from electra_tf.core import fileio
 from electra_tf.core.errors import InputError
 from electra_tf.core.words import count
 
@@ -232,32 +232,39 @@ def main(argv):
             counts["texts"] += len(chunk)
             yield "".join(lines)
 
-    written = 0
+    written = 0  # texts whose score lines are out whole
 
-    def out():  # a piece is out whole (a stop signal held back until it is)
+    def lines_out(n: int) -> None:
         nonlocal written
-        written = counts["texts"]
+        written += n
+
+    def tracked():
+        nonlocal written
+        for piece in pieces():
+            yield piece
+            written = counts["texts"]  # (asked for the next: this one is written)
 
     # a regular file is replaced once every text is scored; a pipe, a device or
-    # /dev/stdout is written as it goes, as stdout is, a piece at a time: a signal
-    # during a write had cut a line (a score read as another) and the count missed
-    # the piece's lines that were out
+    # /dev/stdout is written as it goes, as stdout is. On stdout the lines are counted
+    # as its descriptor takes them (a signal or a full disk midway had been said to
+    # leave "the first 0 texts" where thousands were out); a signal is never held
+    # back (a reader that stalls must not keep a SIGTERM from ending the command), so
+    # the line after them may be cut.
     whole = bool(FLAGS.output) and fileio.writes_atomically(FLAGS.output)
     try:
         if FLAGS.output:
-            fileio.write_output_text(FLAGS.output, pieces(), each=out)
+            fileio.write_output_text(FLAGS.output, tracked())
         else:
             for piece in pieces():
-                with signals.held():
-                    cli.write_stdout(piece)
-                    out()
+                cli.write_stdout(piece, lines_out)
     except KeyboardInterrupt as e:  # (the generic line, "run the same command again to
         # finish", read as if a rerun went on from where this one stopped)
+        out = (f"the scores of the first {count(written, 'text')} were written whole, and "
+               "the lines after them may be cut short")
         e.args = ((f"interrupted; --output {FLAGS.output} is as it was (it is written once "
                    "every text is scored); rerun the command: it starts from the first line"
                    if whole else
-                   f"interrupted after the scores of the first {count(written, 'text')} "
-                   "(whole lines); rerun the command for the rest: it starts from the "
+                   f"interrupted: {out}; rerun the command for the rest: it starts from the "
                    "first line"),)
         raise
     except InputError as e:  # a bad line of stdin or a pipe, met after scores were out
@@ -268,9 +275,8 @@ def main(argv):
     except OSError as e:  # a full disk or a file size limit under the stream
         if not whole and written and e.errno not in (errno.EPIPE,):
             raise OSError(e.errno, f"{e.strerror}; the scores of the first "
-                                   f"{count(written, 'text')} are out whole, and part of "
-                                   "the next may follow, its last line cut", e.filename) \
-                from None
+                                   f"{count(written, 'text')} were written whole, and the "
+                                   "lines after them may be cut short", e.filename) from None
         raise
     t2 = time.monotonic()
     print(f"[score] {count(counts['texts'], 'text')} in {t2 - t1:.2f}s (model loaded in "

@@ -470,21 +470,12 @@ def stale_write_note(path: str) -> list[str]:
             for stale in stale_writes(path)]
 
 
-def _write_pieces(f, text: str | Iterable[str], each=None) -> None:
-    """Writes `text`'s pieces into f; with `each`, every piece is written and flushed
-    whole, a stop signal held back until it is (signals.held), and `each()` called."""
+def _write_pieces(f, text: str | Iterable[str]) -> None:
     if isinstance(text, str):
-        text = [text]
+        f.write(text)
+        return
     for piece in text:
-        if each is None:
-            f.write(piece)
-            continue
-        from electra_tf.core import signals
-
-        with signals.held():
-            f.write(piece)
-            f.flush()
-            each()
+        f.write(piece)
 
 
 def atomic_write_json(path: str, value: Any, sort_keys: bool = True) -> None:
@@ -778,15 +769,14 @@ def writes_atomically(path: str) -> bool:
     return _standard_stream(path) is None and not _is_special(path)
 
 
-def write_output_text(path: str, text: str | Iterable[str], each=None) -> None:
+def write_output_text(path: str, text: str | Iterable[str]) -> None:
     """Writes a user's --output file: atomically (`atomic_write_text`) where it lands in
     a regular file, at the end of a link where it is one (the link stays), straight
     into a device or a pipe (/dev/null, a FIFO), which a rename would replace, and
     through the descriptor itself where it names one of the process's (/dev/stdout):
     at its offset, so that a file the shell sends stdout to (`>> log`) keeps what it
     held (a rename had replaced it). `text` may be an iterable of pieces, written as
-    they come; `each()` is called as each piece written into a device, a pipe or a
-    standard stream is out whole (a stop signal held back until it is)."""
+    they come."""
     import sys
 
     fd = _standard_stream(path)
@@ -795,7 +785,7 @@ def write_output_text(path: str, text: str | Iterable[str], each=None) -> None:
             stream.flush()
         try:
             with os.fdopen(os.dup(fd), "w", encoding="utf-8") as f:
-                _write_pieces(f, text, each)
+                _write_pieces(f, text)
         except OSError as e:
             if e.filename is None:
                 e.filename = path
@@ -804,7 +794,7 @@ def write_output_text(path: str, text: str | Iterable[str], each=None) -> None:
     if not writes_atomically(path):  # a device or a pipe (/dev/null, a FIFO)
         try:
             with open(path, "w", encoding="utf-8") as f:
-                _write_pieces(f, text, each)
+                _write_pieces(f, text)
         except OSError as e:
             if e.filename is None:  # a write refused at close names no file (/dev/full)
                 e.filename = path

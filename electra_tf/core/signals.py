@@ -11,7 +11,6 @@ that what runs the loops (a group of trials) stops rather than starting another.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
@@ -30,37 +29,6 @@ leave_at_once = False
 # its text and its newline in two calls, and a line the watcher printed between them
 # ran on after another's text (`... eta 2400.7 minSIGTERM: stopping ...`).
 _say_lock = threading.RLock()
-
-
-@contextlib.contextmanager
-def held():
-    """SIGINT and SIGTERM held back for the block and acted on as it ends (their
-    handlers then run as if the signal came there): a write of whole lines to a pipe or
-    a terminal is never cut by one midway (Python's handler had raised inside the
-    write, a line then cut, a score read as another). The handlers are swapped for a
-    recorder, not the signals blocked: a process-wide signal goes to whichever thread
-    does not block it (TensorFlow's), and Python then runs the handler in the main
-    thread all the same. Does nothing off the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    came: list[int] = []
-    previous = {}
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        handler = signal.getsignal(signum)
-        if handler is not signal.SIG_IGN and handler is not None:
-            previous[signum] = signal.signal(signum, lambda n, frame: came.append(n))
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        if came:
-            handler = previous[came[0]]
-            if callable(handler):
-                handler(came[0], None)  # (Python's raises KeyboardInterrupt)
-            else:  # SIG_DFL: the default action, which ends the process
-                os.kill(os.getpid(), came[0])
 
 
 def say(line: str, stream=None) -> None:

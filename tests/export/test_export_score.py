@@ -269,7 +269,12 @@ def test_an_interrupt_says_what_was_written_and_that_a_rerun_starts_over(
         output={"output": str(output), "device": "/dev/null"}.get(to, "")))
     monkeypatch.setattr(score, "_CHUNK_BYTES", 1)  # a chunk a line
     written = []
-    monkeypatch.setattr(cli, "write_stdout", written.append)
+
+    def write_stdout(piece, lines_out=None):
+        written.append(piece)
+        lines_out(piece.count("\n"))
+
+    monkeypatch.setattr(cli, "write_stdout", write_stdout)
 
     class Stopped:  # a Ctrl-C as the third text is scored
         def __init__(self, *args, **kwargs):
@@ -289,20 +294,59 @@ def test_an_interrupt_says_what_was_written_and_that_a_rerun_starts_over(
                                      "command: it starts from the first line")
     else:  # stdout, or a device written as it goes
         assert len(written) == (2 if to == "stdout" else 0)
-        assert str(raised.value) == ("interrupted after the scores of the first 2 texts (whole "
-                                     "lines); rerun the command for the rest: it starts from "
+        assert str(raised.value) == ("interrupted: the scores of the first 2 texts were "
+                                     "written whole, and the lines after them may be cut "
+                                     "short; rerun the command for the rest: it starts from "
                                      "the first line")
 
 
-def test_a_stream_gets_whole_pieces_and_the_line_counts_what_got_out(
-        electric_dir, tmp_path, monkeypatch, sigint_handler):
-    """A signal during a write to stdout (a pipe) is held until the piece is out: it had
-    raised inside the write (a line cut, the count missing the piece's lines that were
-    out). A full disk under the stream, or a bad line of stdin, says how many scores
-    were out before it."""
+def test_stdout_counts_the_lines_its_descriptor_took(monkeypatch):
+    """A signal or a full disk in the middle of a chunk written to stdout (a pipe): the
+    lines counted are those the descriptor took (Python's text layer, stopped inside a
+    write, had told none: "the first 0 texts" where thousands were out; unbuffered, it
+    had taken a partial write for the whole)."""
     import errno
-    import signal
-    import time
+    import io
+
+    from electra_tf import cli
+
+    read_fd, write_fd = os.pipe()
+    try:
+        monkeypatch.setattr("sys.stdout", io.TextIOWrapper(io.FileIO(write_fd, "w",
+                                                                     closefd=False)))
+        calls, counted = [], []
+        real_write = os.write
+
+        def seven_bytes_then(stop):
+            def write(fd, data):
+                calls.append(1)
+                if len(calls) == 3:
+                    raise stop
+                return real_write(fd, bytes(data[:7]))
+            return write
+
+        for stop in (KeyboardInterrupt(), OSError(errno.EFBIG, "File too large")):
+            calls.clear()
+            counted.clear()
+            monkeypatch.setattr(cli.os, "write", seven_bytes_then(stop))
+            with pytest.raises(type(stop)):
+                cli.write_stdout("-1.5\n-22.25\n-3.0\n", counted.append)
+            assert sum(counted) == 2  # "-1.5\n-2" and "2.25\n-3": two whole lines
+        monkeypatch.setattr(cli.os, "write", real_write)
+        counted.clear()
+        cli.write_stdout("-0.5\n", counted.append)
+        assert counted == [1]
+    finally:
+        os.close(write_fd)
+        os.read(read_fd, 1 << 16)
+        os.close(read_fd)
+
+
+def test_a_stream_says_how_many_scores_were_out_before_a_stop(electric_dir, tmp_path,
+                                                             monkeypatch):
+    """A full disk under stdout, or a bad line of stdin, met after scores were out: the
+    line says how many (a signal's line: the test above and the interrupt test)."""
+    import errno
     import types
 
     from electra_tf import cli, score
@@ -316,29 +360,18 @@ def test_a_stream_gets_whole_pieces_and_the_line_counts_what_got_out(
     monkeypatch.setattr(score, "_CHUNK_BYTES", 1)  # a chunk a line
     written = []
 
-    def ctrl_c_midway(piece):
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.05)  # (Python's handler runs here, unless the signal is held)
-        written.append(piece)
-
-    monkeypatch.setattr(cli, "write_stdout", ctrl_c_midway)
-    with pytest.raises(KeyboardInterrupt) as raised:
-        score.main(["score"])
-    assert len(written) == 1
-    assert str(raised.value).startswith("interrupted after the scores of the first 1 text ")
-
-    def full_at_the_third(piece):
+    def full_at_the_third(piece, lines_out):
         if len(written) == 3:
             raise OSError(errno.EFBIG, "File too large", cli.STDOUT)
         written.append(piece)
+        lines_out(1)
 
-    written.clear()
     monkeypatch.setattr(cli, "write_stdout", full_at_the_third)
     with pytest.raises(OSError) as raised:
         score.main(["score"])
-    assert raised.value.strerror == ("File too large; the scores of the first 3 texts are out "
-                                     "whole, and part of the next may follow, its last line "
-                                     "cut")
+    assert raised.value.strerror == ("File too large; the scores of the first 3 texts were "
+                                     "written whole, and the lines after them may be cut "
+                                     "short")
     assert raised.value.filename == cli.STDOUT
 
     def bad_third_line(path):
@@ -347,7 +380,7 @@ def test_a_stream_gets_whole_pieces_and_the_line_counts_what_got_out(
         raise InputError("--input -:3: not UTF-8 (byte 0xff at column 1); save it as UTF-8")
 
     written.clear()
-    monkeypatch.setattr(cli, "write_stdout", written.append)
+    monkeypatch.setattr(cli, "write_stdout", lambda piece, lines_out: lines_out(1))
     monkeypatch.setattr(score, "read_chunks", bad_third_line)
     score.FLAGS.input = "-"  # (a file is checked whole before any score is out)
     with pytest.raises(InputError) as raised:
