@@ -201,6 +201,13 @@ def test_a_folder_given_as_the_corpus_says_so(tmp_path):
     with pytest.raises(InputError, match=rf"corpus '{fifo}' is a pipe \(FIFO\), not a regular "
                                          "file; give a file"):
         expand_files(str(fifo))
+    bracket = tmp_path / "corpus[1].txt"  # a file whose name reads as a wildcard class
+    bracket.write_text("x\n")
+    with pytest.raises(InputError, match=re.escape(
+            f"corpus pattern '{bracket}' matches no file, but names one: its name holds a "
+            f"wildcard character ([, ], * or ?); give '{tmp_path}/corpus[[]1].txt'")):
+        expand_files(str(bracket))
+    assert expand_files(f"{tmp_path}/corpus[[]1].txt") == [str(bracket)]
 
 
 def test_a_file_named_twice_is_read_once_however_spelled(tmp_path):

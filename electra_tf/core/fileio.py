@@ -68,6 +68,10 @@ def expand_files(patterns: str | list[str], what: str = "corpus",
             if "://" not in pattern and os.path.isdir(folder):
                 raise InputError(f"{what} pattern {pattern!r} is a folder; give its files, "
                                  f"e.g. {os.path.join(pattern, '*')!r}")
+            if "://" not in pattern and os.path.isfile(folder):  # [1] read as a class
+                raise InputError(f"{what} pattern {pattern!r} matches no file, but names one: "
+                                 "its name holds a wildcard character ([, ], * or ?); give "
+                                 f"{glob.escape(pattern)!r}")
             if "://" not in pattern and os.path.exists(folder):  # (had "matched no file")
                 raise InputError(f"{what} {pattern!r} is {not_a_file(folder)}, not a regular "
                                  "file; give a file")

@@ -28,6 +28,7 @@ built them first (the discriminator, in `build_pretraining_models`).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 import keras
 import numpy as np
@@ -107,20 +108,25 @@ class CheckedInputs:
     (a model whose encoder is `self.encoder`, or whose `config` is the encoder's)."""
 
     def __call__(self, inputs, *args, **kwargs):
-        if isinstance(inputs, dict):
-            missing = [k for k in MODEL_INPUTS if k not in inputs]
-            if missing:
-                raise ValueError(f"the inputs lack {', '.join(missing)} (a dict of "
-                                 f"{', '.join(MODEL_INPUTS)}, each [batch_size, positions])")
-            ids = inputs["input_ids"]
-            shape = tuple(ids.shape if hasattr(ids, "shape") else np.shape(ids))
-            if len(shape) != 2:
-                raise ValueError(f"input_ids must be [batch_size, positions], got shape "
-                                 f"{shape}")
-            config = getattr(getattr(self, "encoder", None), "config", None) or self.config
-            if isinstance(shape[1], int) and shape[1] > config.max_position_embeddings:
-                raise ValueError(f"input_ids of {shape[1]} positions, but the model has "
-                                 f"{config.max_position_embeddings} (max_position_embeddings)")
+        if not isinstance(inputs, Mapping):  # (a list had been Keras' wrapped TypeError)
+            raise ValueError(f"the inputs must be a dict of {', '.join(MODEL_INPUTS)}, each "
+                             f"[batch_size, positions], got a {type(inputs).__name__}")
+        missing = [k for k in MODEL_INPUTS if k not in inputs]
+        if missing:
+            raise ValueError(f"the inputs lack {', '.join(missing)} (a dict of "
+                             f"{', '.join(MODEL_INPUTS)}, each [batch_size, positions])")
+        ids = inputs["input_ids"]
+        shape = getattr(ids, "shape", None)
+        if shape is not None and getattr(shape, "rank", 0) is None:
+            return super().__call__(inputs, *args, **kwargs)  # unknown rank: Keras says
+        shape = tuple(shape if shape is not None else np.shape(ids))
+        if len(shape) != 2:
+            raise ValueError(f"input_ids must be [batch_size, positions], got shape "
+                             f"{shape}")
+        config = getattr(getattr(self, "encoder", None), "config", None) or self.config
+        if isinstance(shape[1], int) and shape[1] > config.max_position_embeddings:
+            raise ValueError(f"input_ids of {shape[1]} positions, but the model has "
+                             f"{config.max_position_embeddings} (max_position_embeddings)")
         return super().__call__(inputs, *args, **kwargs)
 
 

@@ -75,7 +75,7 @@ class FinetuningModel(CheckedInputs, keras.Model):
     def __init__(self, encoder: ElectraEncoder, kind: str, num_labels: int = 1, config=None,
                  **options):
         name = options.pop("name", "finetuning_model")
-        super().__init__(name=name)
+        super().__init__(name=name, dtype=options.pop("dtype", None))
         self.encoder = encoder
         encoder_config: EncoderConfig = encoder.config
         self.head = build_head(kind, num_labels, encoder_config.hidden_size, config=config,
@@ -96,6 +96,7 @@ class FinetuningModel(CheckedInputs, keras.Model):
         refused each: the encoder argument is not serialisable by itself)."""
         return {"name": self.name, "trainable": self.trainable,
                 "encoder": keras.saving.serialize_keras_object(self.encoder),
+                "dtype": keras.saving.serialize_keras_object(self.dtype_policy),
                 "kind": self.head.kind, "num_labels": self.head.num_labels,
                 "options": dataclasses.asdict(self.head.head_config)}
 
@@ -104,8 +105,11 @@ class FinetuningModel(CheckedInputs, keras.Model):
         config = dict(config)
         encoder = keras.saving.deserialize_keras_object(config.pop("encoder"))
         trainable = config.pop("trainable", True)
+        dtype = config.pop("dtype", None)
         model = cls(encoder, config.pop("kind"), config.pop("num_labels"),
-                    name=config.pop("name", "finetuning_model"), **config.pop("options", {}))
+                    name=config.pop("name", "finetuning_model"),
+                    dtype=None if dtype is None else keras.saving.deserialize_keras_object(dtype),
+                    **config.pop("options", {}))
         model.trainable = trainable
         return model
 

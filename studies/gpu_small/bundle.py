@@ -133,11 +133,13 @@ def main(argv=None) -> int:
         for what, pattern in (("--records", args.records), ("--heldout", args.heldout)):
             expand_files(pattern, what)
         if not os.path.isfile(args.vocab_file):
-            raise FileNotFoundError(f"--vocab_file {args.vocab_file} is not a file")
+            raise InputError(f"--vocab_file {args.vocab_file} is not a file")
         manifest = build(args.records, args.heldout, args.vocab_file, args.output,
                          args.max_examples)
     except (InputError, FileNotFoundError) as e:
-        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
+        # (an OSError's first argument is its errno: "error: 2" had been printed)
+        said = f"{e.filename}: {e.strerror}" if getattr(e, "strerror", None) else str(e)
+        print(f"error: {said}", file=sys.stderr)
         return 2
     folder = os.path.relpath(os.path.abspath(args.output), REPO_ROOT)
     sizes = travel_size(replace={folder: manifest["stored_bytes"]}

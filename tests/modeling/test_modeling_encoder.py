@@ -213,6 +213,14 @@ def test_a_finetuning_model_saves_as_keras_and_rebuilds_from_its_config(
     rebuilt = FinetuningModel.from_config(model.get_config())
     rebuilt.build()
     assert [v.shape for v in rebuilt.weights] == [v.shape for v in model.weights]
+    # the precision policy comes back whatever the global one is then (it had been lost)
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        mixed = FinetuningModel(build_discriminator(encoder_config()).encoder, kind,
+                                num_labels, **options)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert FinetuningModel.from_config(mixed.get_config()).dtype_policy.name == "mixed_bfloat16"
     assert keras.models.clone_model(model).get_config() == model.get_config()
 
 
@@ -235,7 +243,9 @@ def test_models_refuse_inputs_the_encoder_cannot_take_in_one_plain_line(encoder_
                 ({"input_ids": long["input_ids"]}, "the inputs lack input_mask, segment_ids "
                  "(a dict of input_ids, input_mask, segment_ids, each [batch_size, positions])"),
                 ({k: v[0] for k, v in long.items()},
-                 "input_ids must be [batch_size, positions], got shape (17,)")):
+                 "input_ids must be [batch_size, positions], got shape (17,)"),
+                (list(long.values()), "the inputs must be a dict of input_ids, input_mask, "
+                 "segment_ids, each [batch_size, positions], got a list")):
             with pytest.raises(ValueError) as raised:
                 model(inputs)
             assert str(raised.value) == message
