@@ -128,8 +128,9 @@ def settings() -> dict:
     if FLAGS.toy:
         # (a toy run had written into the study's results folder, its records then
         # skipped as the study's own runs)
-        s.update(TOY, **TOY_STUDY[FLAGS.study], output_dir="toy",
-                 data_dir=os.path.join(FLAGS.output_dir or "toy", "data"))
+        toy = os.path.join("toy", FLAGS.study)
+        s.update(TOY, **TOY_STUDY[FLAGS.study], output_dir=toy,
+                 data_dir=os.path.join(FLAGS.output_dir or toy, "data"))
     for name in ("objectives", "budget_steps", "train_batch_size", "data_dir", "output_dir",
                  "probe_epochs"):
         if getattr(FLAGS, name):
