@@ -309,8 +309,9 @@ def _run(cmd: list[str], backend: str, log_path: str, append: bool = False
                     print("    " + line.rstrip(), file=sys.stderr, flush=True)
             proc.wait()
         finally:
-            if append:
-                logf.write(f"{_PASS} {time.monotonic() - t0:.3f} s\n")
+            if append:  # (on a line of its own: a child's last line may lack its newline)
+                cut = bool(lines) and not lines[-1].endswith("\n")
+                logf.write(f"{chr(10) if cut else ''}{_PASS} {time.monotonic() - t0:.3f} s\n")
     return proc.returncode, "".join(lines)
 
 
