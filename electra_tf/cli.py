@@ -182,10 +182,12 @@ def _write_counted(text: str, lines_out: Callable[[int], None]) -> None:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         if came:
-            handler = previous[came[0]]
+            signum, handler = came[0], previous[came[0]]
+            came.clear()
             if callable(handler):
-                handler(came[0], None)  # (Python's raises KeyboardInterrupt)
-            os.kill(os.getpid(), came[0])  # SIG_DFL: the default action
+                handler(signum, None)  # (Python's raises KeyboardInterrupt)
+            else:
+                os.kill(os.getpid(), signum)  # SIG_DFL: the default action
         data = data[n:]
 
 
