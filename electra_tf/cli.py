@@ -665,7 +665,7 @@ def _file_system_hint(line: str, path=None) -> str:
     if isinstance(path, str) and path and not writes_atomically(path):
         return _STREAM_HINT
     if _command == "electra_tf.export_saved_model" and any(
-            cause in line for cause in ("No space left", "Disk quota", "File too large")):
+            cause in line for cause in framework_messages.DISK_FULL):
         return _EXPORT_HINT  # (a permission refused had been told to free space)
     hint = _EVENT_FILE_HINT if "tfevents" in line else _FILE_SYSTEM_HINT
     if _command and _command not in _TRAINING_COMMANDS:

@@ -26,6 +26,7 @@ framework: the functions read the message text.
 
 from __future__ import annotations
 
+import errno
 import re
 
 # === TensorFlow: tf.data and the model meet a bad record ===
@@ -62,6 +63,7 @@ def id_out_of_range(message: str) -> tuple[int, int] | None:
 # quotes ("PATH; No space left on device"; EFBIG as an OutOfRangeError); EACCES, EPERM
 # and EROFS are a PermissionDeniedError.
 DISK_FULL = ("No space left on device", "Disk quota exceeded", "File too large")
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # DISK_FULL's, in its order
 
 
 def disk_full_line(message: str) -> str | None:
@@ -78,6 +80,12 @@ def disk_full_line(message: str) -> str | None:
     causes = "|".join(DISK_FULL)
     line = re.sub(rf"(?:\.tmp[0-9a-f]+)?; ({causes})", r": \1", line)
     return re.sub(r"\s*\[Op:\w+\]\s*$", "", line)
+
+
+def disk_full_errno(message: str) -> int:
+    """The errno of the cause disk_full_line finds in `message`; 0 where it finds none."""
+    line = disk_full_line(message) or ""
+    return next((code for cause, code in zip(DISK_FULL, DISK_FULL_ERRNOS) if cause in line), 0)
 
 
 def without_function_node(text: str) -> str:

@@ -626,13 +626,10 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
 def _disk_full(error: BaseException) -> int:
     """The errno of a write the disk refused (full, a quota, the file size limit), from
     Python's OSError or TensorFlow's error; 0 for any other error."""
-    codes = {"No space left on device": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT,
-             "File too large": errno.EFBIG}
     if isinstance(error, OSError):
-        return error.errno if error.errno in codes.values() else 0
+        return error.errno if error.errno in framework_messages.DISK_FULL_ERRNOS else 0
     tf = sys.modules.get("tensorflow")
     if tf is None or not isinstance(error, (tf.errors.ResourceExhaustedError,
                                             tf.errors.OutOfRangeError)):
         return 0
-    line = framework_messages.disk_full_line(error.message) or ""
-    return next((code for cause, code in codes.items() if cause in line), 0)
+    return framework_messages.disk_full_errno(error.message)
