@@ -222,6 +222,14 @@ class ElectraEncoder(EncoderConfigSerializable, keras.Model):
             self.embeddings_project.build((None, None, self.config.resolved_embedding_size))
         for layer in self.transformer_layers:
             layer.build((None, None, self.config.hidden_size))
+        if not self.trainable:
+            # Frozen before its weights existed (from_config, a .keras load, clone_model):
+            # the sublayers' setter marks their variables, which a model holding this
+            # encoder would otherwise train again (`self.trainable = False` is a no-op
+            # under TensorFlow's attribute tracking when the flag is already False).
+            for layer in (self.embeddings, self.embeddings_project, *self.transformer_layers):
+                if layer is not None:
+                    layer.trainable = False
         self.built = True
 
     def get_config(self):

@@ -110,7 +110,8 @@ class FinetuningModel(CheckedInputs, keras.Model):
                     name=config.pop("name", "finetuning_model"),
                     dtype=None if dtype is None else keras.saving.deserialize_keras_object(dtype),
                     **config.pop("options", {}))
-        model.trainable = trainable
+        if not trainable:  # setting True would unfreeze a frozen encoder (Keras' setter)
+            model.trainable = False
         return model
 
     def call(self, inputs, training=False, seed=None):

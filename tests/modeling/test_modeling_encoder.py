@@ -224,6 +224,30 @@ def test_a_finetuning_model_saves_as_keras_and_rebuilds_from_its_config(
     assert keras.models.clone_model(model).get_config() == model.get_config()
 
 
+def test_a_frozen_encoder_stays_frozen_in_a_saved_and_rebuilt_finetuning_model(
+        encoder_config, tmp_path):
+    """An encoder frozen by the user (`model.encoder.trainable = False`) comes back frozen
+    from a .keras file, from_config and clone_model: its variables had come back
+    trainable, and the model trained the whole encoder again."""
+    from electra_tf.modeling.models import build_discriminator
+    from electra_tf.tasks.model import FinetuningModel
+
+    model = FinetuningModel(build_discriminator(encoder_config()).encoder,
+                            "sequence_classification", 3)
+    model.build()
+    model.encoder.trainable = False
+    head_only = len(model.head.trainable_weights)
+    assert len(model.trainable_weights) == head_only
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    for again in (keras.saving.load_model(path), FinetuningModel.from_config(model.get_config()),
+                  keras.models.clone_model(model)):
+        if not again.built:
+            again.build()
+        assert not again.encoder.trainable
+        assert len(again.trainable_weights) == head_only, again
+
+
 def test_models_refuse_inputs_the_encoder_cannot_take_in_one_plain_line(encoder_config):
     """A fine-tuning model and a discriminator given too many positions, a dict lacking a
     key or ids of another rank: the plain line (the layers' had come inside Keras'
