@@ -468,10 +468,12 @@ def main():
         log("writing synthetic records")
         run_worker("data", args)
 
-    log("matmul throughput")
-    matmul = run_worker("matmul", args).get("matmul") if not args.only else None
-    if matmul is None:
-        matmul = previous.get("matmul", [])
+    # --only keeps a merged file's matmul rows; a fresh file measures them (its % column
+    # had read nan%)
+    matmul = previous.get("matmul") if args.only else None
+    if not matmul:
+        log("matmul throughput")
+        matmul = run_worker("matmul", args).get("matmul", [])
 
     results = {setting_key(r): r for r in previous.get("results", [])}
     todo = settings(args)
