@@ -36,10 +36,16 @@ from electra_tf.folders.files import first_non_finite
 SOURCE_VOCAB = "vocab.txt"
 
 
+def is_floating(value: np.ndarray) -> bool:
+    """float16/32/64, and bfloat16 (ml_dtypes' type, of numpy kind "V")."""
+    return value.dtype.kind == "f" or value.dtype.name == "bfloat16"
+
+
 def check_finite(weights: dict[str, np.ndarray], source: str) -> None:
     """Raises ConversionError naming the first tensor that holds a NaN or an infinity."""
     arrays = ((key, np.asarray(weights[key])) for key in sorted(weights))
-    found = first_non_finite((key, value) for key, value in arrays if value.dtype.kind == "f")
+    found = first_non_finite((key, value.astype(np.float32)) for key, value in arrays
+                             if is_floating(value))  # a bf16 checkpoint's NaN had passed
     if found:
         key, bad, size = found
         raise ConversionError(
@@ -100,6 +106,10 @@ def assign(weights: dict[str, np.ndarray], targets: dict[str, object], source: s
             f"source, e.g. {', '.join(missing[:5])}")
     for name in sorted(weights):
         var, value = targets[name], weights[name]
+        if not is_floating(np.asarray(value)):  # it had been cast silently
+            raise ConversionError(
+                f"{source}: {(source_names or {}).get(name, name)} holds "
+                f"{np.asarray(value).dtype.name} values, not floating-point weights")
         if tuple(var.shape) != tuple(value.shape):
             raise ConversionError(
                 f"{source}: {(source_names or {}).get(name, name)} has shape "

@@ -4,6 +4,7 @@ import json
 import os
 import re
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -160,7 +161,17 @@ def test_interop_tf1_missing_misshapen_or_non_finite_variables_are_one_error(h, 
              r"has 2 dimension"),
             ({"electra/encoder/layer_0/output/dense/bias": np.full(
                 weights["electra/encoder/layer_0/output/dense/bias"].shape, np.nan, np.float32)},
-             r"electra/encoder/layer_0/output/dense/bias holds \d+ NaN or infinite value"))):
+             r"electra/encoder/layer_0/output/dense/bias holds \d+ NaN or infinite value"),
+            # a bfloat16 checkpoint's NaN (numpy kind "V": it had converted), and integer
+            # weights (cast silently before)
+            ({"electra/encoder/layer_0/output/dense/bias": np.full(
+                weights["electra/encoder/layer_0/output/dense/bias"].shape, np.nan,
+                np.float32).astype(ml_dtypes.bfloat16)},
+             r"electra/encoder/layer_0/output/dense/bias holds \d+ NaN or infinite value"),
+            ({"electra/encoder/layer_0/output/LayerNorm/gamma": np.ones(
+                weights["electra/encoder/layer_0/output/LayerNorm/gamma"].shape, np.int32)},
+             "electra/encoder/layer_0/output/LayerNorm/gamma holds int32 values, not "
+             "floating-point weights"))):
         changed = {k: v for k, v in {**weights, **change}.items() if v is not None}
         with pytest.raises(core.ConversionError, match=message):
             _convert(h, tmp_path / str(i), changed)
