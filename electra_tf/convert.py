@@ -162,6 +162,10 @@ def main(argv) -> None:
         kept = _leftovers(FLAGS.output, undone) if unfinished else []
         if FLAGS.overwrite or unfinished:
             _check_not_a_source(FLAGS.output)
+        # marked before the old model's files go: a kill while they went had left a
+        # model without its checkpoints, unmarked, and the files it had replaced unnamed
+        files.write_json(marker, {"pid": os.getpid()})
+        if FLAGS.overwrite or unfinished:
             _remove_model_files(FLAGS.output)
         if unfinished:
             print(f"[convert] removed the unfinished conversion a stopped run left in "
@@ -169,7 +173,6 @@ def main(argv) -> None:
                       f"; the files of the model it was replacing are in "
                       f"{os.path.join(FLAGS.output, n)} (move them back to keep that model, "
                       "or remove the folder)" for n in kept), file=sys.stderr)
-        files.write_json(marker, {"pid": os.getpid()})
         _convert(source)
         os.remove(marker)
 
@@ -245,7 +248,7 @@ def _remove_model_files(output: str) -> None:
     if not os.path.isdir(output):
         return
     for name in sorted(os.listdir(output)):
-        if _is_model_file(name) or name == UNFINISHED:
+        if _is_model_file(name):  # (UNFINISHED stays: this conversion's own marker)
             path = os.path.join(output, name)
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path)

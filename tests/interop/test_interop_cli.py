@@ -10,14 +10,29 @@ import json
 import os
 import re
 import shutil
+import signal
 
 import numpy as np
 import pytest
-from helpers import error_line, run_module
+from helpers import error_line, run_module, run_python
 
 
 def _run(*args):
     return run_module("electra_tf.convert", *args)
+
+
+# The command, killed (SIGKILL) once it has removed --output's model files
+_KILLED_WHILE_REMOVING = """
+import os, signal, sys
+from electra_tf import convert
+remove = convert._remove_model_files
+def removed_then_killed(output):
+    remove(output)
+    os.kill(os.getpid(), signal.SIGKILL)
+convert._remove_model_files = removed_then_killed
+sys.argv = ["convert", *sys.argv[1:]]
+convert.run()
+"""
 
 
 def test_interop_cli_tf1_import_and_errors(h, tmp_path, tiny_vocab):
@@ -195,6 +210,18 @@ def test_overwrite_replaces_the_model_a_folder_holds(h, tmp_path, tiny_vocab):
     assert (out / "notes.txt").read_bytes() == b"mine"
     assert {"discriminator.weights.h5", "vocab.txt"} <= names
     assert not is_finetuning_folder(str(out))
+    # A kill -9 while an --overwrite removes the model's files: the folder is marked (the
+    # marker had come after the removal: a model without its checkpoints, unmarked, and
+    # the replaced files left unnamed in their .undo-* folder)
+    killed = run_python(["-c", _KILLED_WHILE_REMOVING, *args, f"--output={out}"])
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert (out / ".conversion_unfinished").exists()
+    (undo,) = [p for p in out.iterdir() if p.name.startswith(".undo-")]
+    assert (undo / "discriminator.weights.h5").exists()
+    proc = _run(*[a for a in args if a != "--overwrite"], f"--output={out}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"the files of the model it was replacing are in {undo} " in proc.stderr
+    shutil.rmtree(undo)
     # What a conversion killed midway (kill -9) leaves: its marker, the lock file no
     # process holds, the files written so far. The same command, without --overwrite,
     # replaces them (it had been refused: `already holds files (a model?)`).
