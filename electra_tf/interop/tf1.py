@@ -80,7 +80,7 @@ def checkpoint_prefix(path: str) -> str:
 
 def _state_file_checkpoint(folder: str) -> str | None:
     """The checkpoint a folder's `checkpoint` state file names, where its .index exists
-    (None otherwise). A state file copied from the training machine names its paths
+    (None: no readable state file; ConversionError: it names a checkpoint not there). A state file copied from the training machine names its paths
     (gs://..., /home/...): tf.train.latest_checkpoint logged an error line for them on a
     conversion that then went well."""
     import tensorflow as tf
@@ -92,8 +92,21 @@ def _state_file_checkpoint(folder: str) -> str | None:
     named = state.model_checkpoint_path if state is not None else ""
     if named and "://" not in named and os.path.exists(named + ".index"):
         return named
-    beside = os.path.join(folder, os.path.basename(named)) if named else ""
-    return beside if beside and os.path.exists(beside + ".index") else None  # (copied)
+    if not named:
+        return None
+    beside = os.path.join(folder, os.path.basename(named))
+    if os.path.exists(beside + ".index"):  # (copied)
+        return beside
+    import glob
+
+    # An incomplete copy: the folder's other checkpoint had been converted, silently
+    held = sorted(os.path.basename(p)[:-len(".index")]
+                  for p in glob.glob(os.path.join(folder, "*.index")))
+    raise core.ConversionError(
+        f"{os.path.join(folder, 'checkpoint')} (the state file) names "
+        f"{os.path.basename(named)} as the latest checkpoint, and {folder} does not hold it "
+        "(an incomplete copy?)" + (f"; to convert another, pass --checkpoint=PREFIX: it holds "
+                                   f"{', '.join(held)}" if held else ""))
 
 
 def read_checkpoint(path: str) -> tuple[dict[str, np.ndarray], list[str]]:

@@ -300,6 +300,15 @@ def test_a_state_file_naming_the_training_machines_paths_is_passed_over_quietly(
     (folder / "checkpoint").write_text('model_checkpoint_path: "/home/them/model.ckpt-9"\n')
     assert tf1.checkpoint_prefix(str(folder)) == str(folder / "model.ckpt-9")
     assert not [r for r in caplog.records if "Couldn't match" in r.getMessage()]
+    # a state file naming a checkpoint the folder lacks (an incomplete copy): the other
+    # checkpoint had been converted silently
+    (folder / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-11"\n')
+    with pytest.raises(core.ConversionError) as raised:
+        tf1.checkpoint_prefix(str(folder))
+    assert str(raised.value) == (
+        f"{folder / 'checkpoint'} (the state file) names model.ckpt-11 as the latest "
+        f"checkpoint, and {folder} does not hold it (an incomplete copy?); to convert "
+        "another, pass --checkpoint=PREFIX: it holds model.ckpt-7, model.ckpt-9")
 
 
 def test_interop_tf1_checkpoint_path_that_is_not_utf8_is_one_error(h, tmp_path):
