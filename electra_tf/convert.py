@@ -39,7 +39,7 @@ from absl import app, flags
 
 from electra_tf import cli
 from electra_tf.core.errors import InputError
-from electra_tf.core.fileio import FolderLock, check_output_folder, undo_on_failure
+from electra_tf.core.fileio import UNDO_PREFIX, FolderLock, check_output_folder, undo_on_failure
 from electra_tf.core.words import count
 from electra_tf.folders import files
 from electra_tf.folders.files import remove_stale_temporaries
@@ -142,9 +142,11 @@ def main(argv) -> None:
                              "leave it out")
     check_output_folder(FLAGS.output, "--output")  # a file, or a path under one
     marker = os.path.join(FLAGS.output, UNFINISHED)
-    unfinished = os.path.exists(marker)  # a conversion killed there (kill -9, power)
     held = [n for n in os.listdir(FLAGS.output) if n != FolderLock.NAME] \
         if os.path.isdir(FLAGS.output) else []  # a .lock alone: a run killed at its start
+    # a conversion killed there (kill -9, power): its marker, or (killed before the marker
+    # was written) the snapshot of the files it was replacing
+    unfinished = os.path.exists(marker) or any(n.startswith(UNDO_PREFIX) for n in held)
     if held and not FLAGS.overwrite and not unfinished:
         raise InputError(f"--output {FLAGS.output} already holds files (a model?); pass "
                          "--overwrite to write into it, or give a new or empty folder")
@@ -155,7 +157,7 @@ def main(argv) -> None:
     # replaces them (one at a time: FolderLock).
     # what a killed --overwrite kept of the model it replaced (undo_on_failure's links;
     # this run's own are made below)
-    undone = [n for n in held if n.startswith(".undo-")] if unfinished else []
+    undone = [n for n in held if n.startswith(UNDO_PREFIX)] if unfinished else []
     with undo_on_failure(FLAGS.output), FolderLock(FLAGS.output, "--output"):
         # of those, the folders that hold model files are named; the others and the
         # files the kill left half-written go

@@ -488,7 +488,7 @@ def atomic_write_json(path: str, value: Any, sort_keys: bool = True) -> None:
     atomic_write_text(path, json.dumps(value, indent=2, sort_keys=sort_keys) + "\n")
 
 
-_UNDO_PREFIX = ".undo-"
+UNDO_PREFIX = ".undo-"  # undo_on_failure's snapshot folder: left by a kill only
 
 
 def _tree(folder: str) -> set[str]:
@@ -496,7 +496,7 @@ def _tree(folder: str) -> set[str]:
     followed), less undo_on_failure's own snapshots."""
     paths = set()
     for root, dirs, files in os.walk(folder):
-        dirs[:] = [d for d in dirs if not (root == folder and d.startswith(_UNDO_PREFIX))]
+        dirs[:] = [d for d in dirs if not (root == folder and d.startswith(UNDO_PREFIX))]
         for name in dirs + files:
             paths.add(os.path.relpath(os.path.join(root, name), folder))
     return paths
@@ -513,7 +513,7 @@ def _snapshot(folder: str, paths: set[str]) -> tuple[str | None, list[str]]:
     if not files:
         return None, []
     try:
-        snapshot = tempfile.mkdtemp(prefix=_UNDO_PREFIX, dir=folder)
+        snapshot = tempfile.mkdtemp(prefix=UNDO_PREFIX, dir=folder)
     except OSError:
         return None, []
     linked = []

@@ -222,6 +222,17 @@ def test_overwrite_replaces_the_model_a_folder_holds(h, tmp_path, tiny_vocab):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"the files of the model it was replacing are in {undo} " in proc.stderr
     shutil.rmtree(undo)
+    # killed before even the marker was written: its snapshot of the replaced files (and
+    # a half-written temporary) tell the same (the command had said the folder holds
+    # files, then with --overwrite left both for good)
+    (undo / "discriminator.weights.h5").parent.mkdir()
+    (undo / "discriminator.weights.h5").write_bytes(b"old model")
+    (out / ".tmp-ybn0s8ut").write_bytes(b"{")
+    proc = _run(*[a for a in args if a != "--overwrite"], f"--output={out}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"the files of the model it was replacing are in {undo} " in proc.stderr
+    assert not (out / ".tmp-ybn0s8ut").exists()
+    shutil.rmtree(undo)
     # What a conversion killed midway (kill -9) leaves: its marker, the lock file no
     # process holds, the files written so far. The same command, without --overwrite,
     # replaces them (it had been refused: `already holds files (a model?)`).
