@@ -305,6 +305,9 @@ def _convert(source) -> None:
     elif source == "hf":
         if not FLAGS.model_dir:
             raise InputError("--from=hf needs --model_dir")
+        for flag in ("model_dir", "generator_dir"):  # a killed --to=hf's half folder
+            if FLAGS[flag].value:  # (had been read, its casing lost with no word)
+                files.check_no_unfinished_conversion(FLAGS[flag].value, f"--{flag}")
         for folder in filter(None, (FLAGS.model_dir, FLAGS.generator_dir)):
             task = folder == FLAGS.model_dir  # the task flags are the --model_dir's
             report = hf.import_model(folder, FLAGS.output, FLAGS.model_size,

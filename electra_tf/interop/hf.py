@@ -948,15 +948,19 @@ def _check_room(output: str, *tensors: dict, files: tuple[str, ...] = ()) -> Non
                      what="it and the export's other files")
 
 
-def _save(output: str, tensors: dict, config: dict) -> list[str]:
-    """model.safetensors and config.json, each atomically: serialized in memory and
-    written by Python, so a full disk is an OSError (safetensors' own writer raises
-    SafetensorError and leaves the file it truncated)."""
+def _save(output: str, tensors: dict, config: dict, tokenizer: tuple) -> list[str]:
+    """model.safetensors, the tokenizer's files (`write_tokenizer(output, *tokenizer)`)
+    and config.json, each atomically: serialized in memory and written by Python, so a
+    full disk is an OSError (safetensors' own writer raises SafetensorError and leaves
+    the file it truncated). config.json comes last: transformers loads a folder once it is
+    there (a killed export's folder, without its tokenizer_config.json, had loaded, and
+    read back uncased)."""
     data = _safetensors().save(tensors, metadata={"format": "pt"})
     weights = os.path.join(output, "model.safetensors")
     write_bytes(weights, data)
+    written = write_tokenizer(output, *tokenizer)
     atomic_write_json(os.path.join(output, "config.json"), config)  # transformers' format
-    return [os.path.join(output, "config.json"), weights]
+    return [os.path.join(output, "config.json"), weights, *written]
 
 
 def export_model(model_dir: str, output: str, generator: bool = False) -> list[str]:
@@ -990,7 +994,11 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
                                    "transformers has no model for: convert without --generator")
     gen_tensors = state_dict(names.generator_variables(gen)) if gen is not None else {}
     _check_room(output, tensors, gen_tensors, files=(vocab,))
-    written = _save(output, tensors, hf_config(discriminator.config, "ElectraForPreTraining"))
+    # transformers' tokenizer, with the casing the model was pre-trained with (without
+    # tokenizer_config.json AutoTokenizer lower-cases)
+    tokenizer = (vocab, folder.do_lower_case, discriminator.config.max_position_embeddings)
+    written = _save(output, tensors, hf_config(discriminator.config, "ElectraForPreTraining"),
+                    tokenizer)
     untrained = [n for n in ConvertedFolder(model_dir).left_at_init()
                  if n.startswith("discriminator_predictions/")]
     if untrained:  # (an ElectraModel import: an encoder without the head)
@@ -1003,17 +1011,12 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
                         "logits; convert --from=hf reads the folder back as an ELECTRA "
                         "discriminator, which electra_tf.score refuses: score with %s itself",
                         model_dir, model_dir)
-    # transformers' tokenizer, with the casing the model was pre-trained with (without
-    # tokenizer_config.json AutoTokenizer lower-cases)
-    lower = folder.do_lower_case
-    positions = discriminator.config.max_position_embeddings
-    written += write_tokenizer(output, vocab, lower, positions)
     if gen is not None:
         for warning in export_warnings(gen.config, "ElectraForMaskedLM"):
             logging.warning("%s: %s", model_dir, warning)
         folder = os.path.join(output, "generator")
-        written += _save(folder, gen_tensors, hf_config(gen.config, "ElectraForMaskedLM"))
-        written += write_tokenizer(folder, vocab, lower, positions)
+        written += _save(folder, gen_tensors, hf_config(gen.config, "ElectraForMaskedLM"),
+                         tokenizer)
     return written
 
 
@@ -1066,9 +1069,7 @@ def export_finetuned(model_dir: str, output: str) -> list[str]:
     config["finetuning_task"] = record.task
     vocab = folder.vocab()
     _check_room(output, tensors, files=(vocab,))
-    written = _save(output, tensors, config)
-    return written + write_tokenizer(output, vocab, record.do_lower_case,
-                                      record.max_seq_length)
+    return _save(output, tensors, config, (vocab, record.do_lower_case, record.max_seq_length))
 
 
 def export_note(model_dir: str) -> str | None:

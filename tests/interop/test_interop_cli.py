@@ -354,3 +354,14 @@ def test_interop_cli_hf_generator_dir_is_checked_and_a_refusal_leaves_no_folder(
                 f"--generator_dir={tmp_path / 'disc2'}", f"--output={out}")
     error_line(proc, "holds a pretraining model, not an ElectraForMaskedLM")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    # a folder a killed --to=hf left (its marker; tokenizer_config.json not yet written):
+    # refused as either folder (it had been read, its casing taken as the default)
+    half = tmp_path / "half"
+    shutil.copytree(tmp_path / "disc", half)
+    (half / ".conversion_unfinished").write_text("{}")
+    for flags, flag in (([f"--model_dir={half}"], "--model_dir"),
+                        ([f"--model_dir={tmp_path / 'disc'}", f"--generator_dir={half}"],
+                         "--generator_dir")):
+        error_line(_run("--from=hf", *flags, f"--output={tmp_path / 'from_half'}"),
+                   f"{flag}: {half} holds a conversion that was stopped midway")
+        assert not (tmp_path / "from_half").exists()

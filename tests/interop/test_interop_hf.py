@@ -184,7 +184,7 @@ def test_a_task_models_window_goes_to_transformers_and_back(h, tmp_path):
     hf.import_model(str(tmp_path / "hf2"), str(tmp_path / "back_12"), max_seq_length=12)
 
 
-def test_a_round_trip_names_the_task_it_came_from(h, tmp_path, caplog):
+def test_a_round_trip_names_the_task_it_came_from(h, tmp_path, caplog, monkeypatch):
     """--to=hf writes the task as config.json's finetuning_task (transformers' field);
     --from=hf without --task_name says to give it: an mrpc model had come back as
     single-text classification without a word. transformers' own scripts' spelling
@@ -197,7 +197,13 @@ def test_a_round_trip_names_the_task_it_came_from(h, tmp_path, caplog):
     vocab = _vocab(h, tmp_path)
     hf.import_model(str(tmp_path / "hf"), str(tmp_path / "mrpc"), vocab_file=vocab,
                     task_name="mrpc", max_seq_length=12)
+    # config.json is written last: transformers loads a folder once it is there (a killed
+    # export had loaded without its tokenizer_config.json, read back uncased)
+    written, write_json = [], hf.atomic_write_json
+    monkeypatch.setattr(hf, "atomic_write_json", lambda path, value: (
+        written.append(sorted(os.listdir(os.path.dirname(path)))), write_json(path, value)))
     hf.export_model(str(tmp_path / "mrpc"), str(tmp_path / "hf2"))
+    assert written[-1] == ["model.safetensors", "tokenizer_config.json", "vocab.txt"]
     config = tmp_path / "hf2" / "config.json"
     assert json.loads(config.read_text())["finetuning_task"] == "mrpc"
     caplog.clear()

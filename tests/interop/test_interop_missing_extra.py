@@ -16,5 +16,5 @@ def test_without_safetensors_the_error_names_the_package(monkeypatch, tmp_path):
                        match=r"safetensors package: pip install safetensors \(the `interop` "
                              r"extra also installs torch and transformers, for "
                              r"pytorch_model.bin files and the parity tests\)$"):
-        hf._save(str(tmp_path / "hf"), {}, {})
+        hf._save(str(tmp_path / "hf"), {}, {}, ("", True, 8))
     assert not (tmp_path / "hf").exists()
