@@ -611,7 +611,15 @@ def test_has_checkpoints(tmp_path):
     folder = tmp_path / folders.files.CHECKPOINTS
     (folder / "ckpt-3_temp").mkdir(parents=True)  # a save killed midway is not a checkpoint
     assert not folders.files.has_checkpoints(str(tmp_path))
+    # a state file, or a save's data without its .index (written last), is no save: a
+    # finished run's folder had then been taken for one to resume, and trained from 0
     (folder / "checkpoint").write_text("x")
+    (folder / "ckpt-3.data-00000-of-00001").write_text("x")
+    assert not folders.files.has_checkpoints(str(tmp_path))
+    (folder / "ckpt-3.index").write_text("x")
+    assert folders.files.has_checkpoints(str(tmp_path))
+    (folder / "ckpt-3.index").unlink()
+    (folder / "jax-ckpt-2.npz").write_text("x")
     assert folders.files.has_checkpoints(str(tmp_path))
 
 

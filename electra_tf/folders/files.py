@@ -394,8 +394,10 @@ def checkpoint_dir(model_dir: str) -> str:
 def has_checkpoints(model_dir: str) -> bool:
     """Whether model_dir/checkpoints holds a run's state to resume (a finished save)."""
     folder = checkpoint_dir(model_dir)
+    # (a state file or a .data file alone had counted: a finished run's folder whose one
+    # save had lost its .index then started again from step 0 over its model)
     return os.path.isdir(folder) and any(
-        not name.startswith(".") and not name.endswith("_temp") for name in os.listdir(folder))
+        save_step(name, prefix=False) is not None for name in os.listdir(folder))
 
 
 def weights_file_folder(path: str) -> str | None:

@@ -105,6 +105,15 @@ def model_variables(model) -> dict:
 _TEMP_SAVE = re.compile(r".+-\d+_temp")  # what tf.train leaves of a save killed midway
 
 
+def _unreadable(path: str, reason: str, earlier: str | None) -> InputError:
+    """The refusal of an unreadable latest save, naming the save before it (`earlier`,
+    a file name) or saying there is none (it had advised removing the only save "to
+    resume from the one before")."""
+    return InputError(f"cannot resume from {path}: unreadable checkpoint ({reason}); " + (
+        f"remove it to resume from the one before ({earlier})" if earlier else
+        "there is no earlier save: without it the run starts again from step 0"))
+
+
 class TensorFlowCheckpoints:
     """tf.train checkpoints of a model + optimizer under `directory`.
 
@@ -221,8 +230,9 @@ class TensorFlowCheckpoints:
         except (tf.errors.OpError, IndexError) as e:  # IndexError: a truncated data file
             message = (getattr(e, "message", None) or str(e)).strip()
             first = message.splitlines()[0][:300] if message else type(e).__name__
-            raise InputError(f"cannot resume from {latest}: unreadable checkpoint ({first}); "
-                             "remove it to resume from the one before") from None
+            step = save_step(os.path.basename(latest), prefix=True)
+            earlier = [s for s in self._finished_steps() if step is None or s < step]
+            raise _unreadable(latest, first, f"ckpt-{earlier[-1]}" if earlier else None)
         self._restored_from = latest
         self._saved_at = int(self.step_counter.numpy())
         if not self._scratch:
@@ -382,9 +392,9 @@ class NpzCheckpoints:
         try:
             arrays = load_npz(path)
         except NPZ_ERRORS as e:
-            raise InputError(f"cannot resume from {path}: unreadable checkpoint "
-                             f"({type(e).__name__}: {e}); remove it to resume from the one "
-                             "before") from None
+            earlier = npz_checkpoint_files(self.directory)[:-1]
+            raise _unreadable(path, f"{type(e).__name__}: {e}",
+                              os.path.basename(earlier[-1][1]) if earlier else None) from None
         _check_fit(path, arrays, self.variables, extra_allowed=False)
         for name, v in self.variables.items():
             if name in arrays:  # all but a seed-generator state the checkpoint lacks

@@ -1337,7 +1337,8 @@ def test_a_damaged_tf_checkpoint_is_one_line(damage, trained_run, tiny_records, 
             raw[i] ^= 0x5A
     open(data, "wb").write(bytes(raw))
     with pytest.raises(InputError, match=rf"^cannot resume from {model_dir}/checkpoints/"
-                                         r"ckpt-6: unreadable checkpoint \("):
+                                         r"ckpt-6: unreadable checkpoint \(.*\); remove it to "
+                                         r"resume from the one before \(ckpt-\d+\)$"):
         pretraining(tiny_records, model_dir, num_train_steps=8).train()
 
 
@@ -1353,18 +1354,32 @@ def test_a_damaged_npz_checkpoint_is_one_line(damage, tmp_path):
     optimizer = keras.optimizers.Adam()
     optimizer.build(model.trainable_variables)
     folder = tmp_path / "checkpoints"
-    path = NpzCheckpoints(model, optimizer, str(folder), 3).save()
-    raw = bytearray(open(path, "rb").read())
-    if damage == "truncated":
-        raw = raw[:len(raw) * 2 // 3]
-    elif damage == "flipped":
-        for i in range(len(raw) // 3, len(raw) * 2 // 3, 7):
-            raw[i] ^= 0x5A
-    else:
-        raw = bytearray()
-    open(path, "wb").write(bytes(raw))
+
+    def damaged_save():
+        path = NpzCheckpoints(model, optimizer, str(folder), 3).save()
+        raw = bytearray(open(path, "rb").read())
+        if damage == "truncated":
+            raw = raw[:len(raw) * 2 // 3]
+        elif damage == "flipped":
+            for i in range(len(raw) // 3, len(raw) * 2 // 3, 7):
+                raw[i] ^= 0x5A
+        else:
+            raw = bytearray()
+        open(path, "wb").write(bytes(raw))
+        return path
+
+    first = damaged_save()
+    # the only save: nothing before it to resume from (it had said to remove it "to resume
+    # from the one before", and the run then started again from step 0)
+    with pytest.raises(InputError, match=rf"^cannot resume from {first}: unreadable checkpoint "
+                                         r"\(\w+: .*\); there is no earlier save: without it "
+                                         r"the run starts again from step 0$"):
+        NpzCheckpoints(model, optimizer, str(folder), 3).restore()
+    optimizer.iterations.assign(3)
+    path = damaged_save()
     with pytest.raises(InputError, match=rf"^cannot resume from {path}: unreadable checkpoint "
-                                         r"\(\w+: .*\); remove it to resume from the one before"):
+                                         r"\(\w+: .*\); remove it to resume from the one before "
+                                         r"\(jax-ckpt-0.npz\)$"):
         NpzCheckpoints(model, optimizer, str(folder), 3).restore()
     with pytest.raises(InputError, match=rf"^{path}: unreadable checkpoint"):
         read_model_arrays(path, model)
