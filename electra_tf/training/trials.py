@@ -91,6 +91,8 @@ def trial_dir(model_dir: str, trial: int) -> str:
     folder = os.path.normpath(model_dir)
     if os.path.islink(folder):
         folder = os.path.realpath(folder)
+    if os.path.basename(folder) in (".", ".."):  # --model_dir=. had made ./._1, hidden
+        folder = os.path.abspath(folder)  # inside the group, and missed from elsewhere
     return f"{folder}_{trial}"
 
 
@@ -814,11 +816,14 @@ def _run_trials(group: TrialGroup, config: FinetuningConfig, run: FinetuningRun,
     """run_trials' trials, under its lock; the summary is group.record's."""
     n = run.num_trials
     kept = None  # keep_all_models=False: the last finished trial's (number, folder, files)
+    unpredicted = []  # finished before, without predictions: --do_predict skips them too
     for k in range(1, n + 1):
         seed = config.seed + k - 1
         folder = trial_dir(run.model_dir, k)
         done = group.finished(k)
         if done is not None:
+            if run.do_predict and not done.get("diverged") and not done.get("predictions"):
+                unpredicted.append(k)
             what = (f"diverged, skipped: {done['diverged']}" if done.get("diverged")
                     else f"finished, skipped: {done['results']}")
             gone = _folder_gone(done, folder)
@@ -864,6 +869,13 @@ def _run_trials(group: TrialGroup, config: FinetuningConfig, run: FinetuningRun,
                 f"interrupted in trial {k}/{n}, which diverged (recorded in "
                 f"{group.path})" + (f"; rerun to go on with trial {k + 1}" if k < n
                                     else "")))
+    if unpredicted:  # (the rerun had ended as if it had predicted, writing nothing)
+        log("finetune", f"note: trial {', '.join(map(str, unpredicted))} had finished without "
+                        "--do_predict, which a finished trial is not trained again for: no "
+                        "test predictions were written for "
+                        + ("it" if len(unpredicted) == 1 else "them")
+                        + "; add --do_train=false (and --do_eval=false) to predict with each "
+                          "trained trial")
     if group.stale:  # every trial had finished: the files' summary is brought up to date
         log("finetune", f"{group.path}: its summary differed from its trials' results; "
                         "rewritten from them")
@@ -875,7 +887,7 @@ def _run_trials(group: TrialGroup, config: FinetuningConfig, run: FinetuningRun,
         group.write()
     more = len(group.record["trials"]) - n
     if more > 0:
-        log("finetune", f"{group.path} holds {more} more finished trial(s) than "
+        log("finetune", f"{group.path} holds {more} more recorded trial(s) than "
                         f"--num_trials={n}: the summary is over all "
                         f"{len(group.record['trials'])}")
     # a trial past --num_trials that an earlier run (asking more) left unfinished

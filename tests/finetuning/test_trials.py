@@ -132,6 +132,27 @@ def test_finished_trials_are_skipped_and_an_interrupted_one_is_rerun(tmp_path, c
     assert trials.read_trials(out)["summary"]["dev"]["accuracy"]["n"] == 4
 
 
+class NoPredictionsTrainer(FakeTrainer):
+    """A trial trained without --do_predict."""
+
+    def prediction_files(self):
+        return []
+
+
+def test_a_rerun_asking_predictions_of_finished_trials_says_it_makes_none(tmp_path, capsys):
+    """A finished group run again with --do_predict added trains no trial, so predicts
+    with none: said so, with the way to predict (it had ended as if it had predicted)."""
+    config, run = fake_runs(tmp_path, 2)
+    trials.run_trials(config, run, "sst2", NoPredictionsTrainer, Finetuning.final_results)
+    capsys.readouterr()
+    trials.run_trials(config, dataclasses.replace(run, do_predict=True, num_trials=3), "sst2",
+                      FakeTrainer, Finetuning.final_results)  # trial 3 trains and predicts
+    assert ("[finetune] note: trial 1, 2 had finished without --do_predict, which a "
+            "finished trial is not trained again for: no test predictions were written for "
+            "them; add --do_train=false (and --do_eval=false) to predict with each trained "
+            "trial") in capsys.readouterr().err.splitlines()
+
+
 def test_a_lower_num_trials_names_the_unfinished_trial_it_leaves(tmp_path, capsys):
     """Trial 3 stopped, then the group rerun with --num_trials=2: its folder is left as
     it is, and said so (it had been passed over without a word)."""
@@ -895,7 +916,7 @@ def test_a_rerun_asking_fewer_trials_says_the_summary_is_over_all(tmp_path, caps
     _, fewer = fake_runs(tmp_path, 2)
     summary = trials.run_trials(config, fewer, "sst2", FakeTrainer, Finetuning.final_results)
     assert summary["dev"]["accuracy"]["n"] == 3
-    assert "holds 1 more finished trial(s) than --num_trials=2: the summary is over all 3" \
+    assert "holds 1 more recorded trial(s) than --num_trials=2: the summary is over all 3" \
         in capsys.readouterr().err
 
 
@@ -1016,6 +1037,17 @@ def test_a_group_reached_through_a_link_keeps_its_trials_beside_its_folder(tmp_p
     assert not os.path.exists(str(link) + "_2")
     assert [t["model_dir"] for t in trials.read_trials(out)["trials"]] == [out + "_1",
                                                                            out + "_2"]
+
+
+def test_a_group_given_as_dot_keeps_its_trials_beside_it(tmp_path, monkeypatch):
+    """--model_dir=. (or a/..) had put trial k in ./._k: hidden inside the group folder,
+    and not found when the group was named from its parent."""
+    os.mkdir(tmp_path / "group")
+    monkeypatch.chdir(tmp_path / "group")
+    for spelled in (".", "./", "sub/.."):
+        assert trials.trial_dir(spelled, 2) == str(tmp_path / "group") + "_2"
+    assert trials.trial_dir("../group/sub/..", 2) == "../group_2"
+    assert trials.trial_dir("group", 1) == "group_1"  # a relative name stays as given
 
 
 def test_a_group_trained_without_evaluation_refuses_a_rerun_that_evaluates(tmp_path):
