@@ -49,6 +49,7 @@ from electra_tf.folders.files import (
     latest_checkpoint_step,
     remove_stale_temporaries,
 )
+from electra_tf.folders.vocabulary import vocab_fingerprint
 from electra_tf.objectives.flops import pretraining_flops
 from electra_tf.objectives.pretrainer import ElectraPretrainer
 from electra_tf.objectives.variants import get_objective
@@ -159,6 +160,16 @@ _PROCESS_OWN = frozenset({
     "jax_device_prefetch"})
 
 
+# The data flags whose files every process's digests describe (Pretraining.files' keys)
+_DATA_FLAGS = {"train_data": "train", "eval_data": "eval", "phase2_train_data": "phase2"}
+_CONTENT = " content"  # the digest of what a path flag names, beside the flag's own
+
+
+def _size(path: str) -> int:
+    """A data file's size (-1 on a remote file system: its name alone is compared)."""
+    return -1 if "://" in path else os.path.getsize(path)
+
+
 class Pretraining:
     """Builds everything a pre-training run needs and runs it (see the module docstring).
 
@@ -235,6 +246,14 @@ class Pretraining:
              "eval_data": bool(run.eval_data),  # whether it evaluates: a collective
              "phase2_gradient_accumulation_steps":
                  run.resolved_phase2_gradient_accumulation_steps})
+        # What each process's own paths hold: copies of one data agree, other data (a
+        # worker given the held-out shard had trained on it, silently) or another
+        # vocabulary of the same size do not
+        for flag, what in _DATA_FLAGS.items():
+            digests[flag + _CONTENT] = settings_digest(sorted(
+                (os.path.basename(p), _size(p)) for p in self.files.get(what, [])))
+        if run.vocab_file:
+            digests["vocab_file" + _CONTENT] = settings_digest(vocab_fingerprint(run.vocab_file))
         if latest:
             digests["checkpoints"] = settings_digest(latest_checkpoint_step(run.model_dir) or 0)
         return digests
@@ -244,9 +263,15 @@ class Pretraining:
         """The refusal (`what`: the flag that made the run several processes) of a run
         whose processes' `settings_digests` differ in the names `differ` ("checkpoints":
         the latest checkpoint's step in --model_dir)."""
-        flags = [name for name in differ if name != "checkpoints"]
+        flags = [name for name in differ if name != "checkpoints" and _CONTENT not in name]
         if flags:
             return different_flags(what, flags)
+        read = [name.removesuffix(_CONTENT) for name in differ if _CONTENT in name]
+        if read:
+            return different_settings(what, (
+                f"the processes of the run read different {', '.join('--' + n for n in read)} "
+                "(files of other names or sizes, or another vocabulary): give every process "
+                "a copy of the same files"))
         return different_settings(what, (
             "the processes of the run see different checkpoints in --model_dir (a folder "
             "that is not one shared folder); give every process one shared --model_dir"))

@@ -137,6 +137,44 @@ def test_pretraining_refusal_names_its_flags_or_the_checkpoints():
         "shared --model_dir")
 
 
+def test_pretraining_digests_compare_what_each_process_s_data_paths_hold(tmp_path, tiny_vocab):
+    """The data paths are each process's own (its machine's copy): copies agree, but a
+    worker given other shards (the held-out one had been trained on, silently) or
+    another vocabulary of the same size is refused, naming the flag."""
+    import types
+
+    from electra_tf.core.config import PretrainingConfig, PretrainingRun
+    from electra_tf.training.pretraining import Pretraining
+
+    def digests(folder, shards, vocab):
+        os.makedirs(folder, exist_ok=True)
+        files = []
+        for name, data in shards.items():
+            files.append(os.path.join(folder, name))
+            with open(files[-1], "wb") as f:
+                f.write(data)
+        run = PretrainingRun(model_dir=str(tmp_path / "m"), train_data=f"{folder}/*",
+                             vocab_file=vocab)
+        return Pretraining.settings_digests(types.SimpleNamespace(
+            config=PretrainingConfig(), run=run, files={"train": files, "eval": []}))
+
+    shards = {"data-00000": b"abc", "data-00001": b"defg"}
+    chief = digests(str(tmp_path / "a"), shards, tiny_vocab)
+    assert digests(str(tmp_path / "copy"), shards, tiny_vocab) == chief
+    other = digests(str(tmp_path / "b"), {"data-00003": b"held out"}, tiny_vocab)
+    tokens = open(tiny_vocab, encoding="utf-8").read().splitlines()
+    swapped = tmp_path / "vocab.txt"  # the same size, two tokens swapped
+    tokens[-1], tokens[-2] = tokens[-2], tokens[-1]
+    swapped.write_text("\n".join(tokens) + "\n")
+    renamed = digests(str(tmp_path / "c"), shards, str(swapped))
+    for mine, flag in ((other, "--train_data"), (renamed, "--vocab_file")):
+        differ = [name for name in chief if chief[name] != mine[name]]
+        assert str(Pretraining.differing_settings("--strategy=multi_worker", differ)) == (
+            f"--strategy=multi_worker: the processes of the run read different {flag} "
+            "(files of other names or sizes, or another vocabulary): give every process a "
+            "copy of the same files")
+
+
 def finetune_flags(data_dir, init, model_dir, epochs=1):
     return ["--task_name=sst2", f"--data_dir={data_dir}", f"--init_checkpoint={init}",
             f"--model_dir={model_dir}", "--max_seq_length=16", "--train_batch_size=16",
