@@ -962,6 +962,10 @@ def test_multi_worker_peer_that_never_starts_times_out(tiny_records, tmp_path):
         f"--worker_startup_timeout_s=3: not every task of TF_CONFIG (worker 0 "
         f"{cluster['worker'][0]}, worker 1 {cluster['worker'][1]}) started, or one cannot be "
         "reached; start them all, or raise --worker_startup_timeout_s"], proc.stderr[-3000:]
+    # said before the wait (a peer that had failed before it joined left this one silent)
+    assert (f"[multi_worker] waiting for every task of TF_CONFIG (worker 0 "
+            f"{cluster['worker'][0]}, worker 1 {cluster['worker'][1]}) to start, up to "
+            "--worker_startup_timeout_s=3") in proc.stderr.splitlines()
     assert not (tmp_path / "model").exists()
 
 
@@ -1011,8 +1015,20 @@ def test_multi_worker_peer_that_fails_at_start_up_stops_the_other(tiny_records, 
      r"TF_CONFIG's cluster has 2 \"chief\" tasks: at most one"),
     ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 2}}',
      r"TF_CONFIG's task index 2 is out of range: its cluster has 2 worker task\(s\), 0 to 1"),
-    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": "0"}}',
-     r'task index "0" is out of range'),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": "1"}}',
+     r"task index 1 is out of range"),  # (as TensorFlow reads it: int("1"))
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": "zero"}}',
+     r'task index "zero" is not a whole number: give its place in the worker job, 0 to 0'),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0.5}}',
+     r"task index 0.5 is not a whole number"),
+    # a type that is a list or an object (a TypeError traceback), another RPC layer
+    # (TensorFlow's 150-line "No server factory registered" dump)
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": ["worker"], "index": 0}}',
+     r"task \{\"type\": \[\"worker\"\], \"index\": 0\} names no job of its cluster"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}, '
+     '"rpc_layer": "bogus"}',
+     r"TF_CONFIG's rpc_layer is \"bogus\": MultiWorkerMirroredStrategy's servers speak "
+     r"\"grpc\" \(leave it out\)"),
     # (TensorFlow's ValueError traceback; a wait for the start-up timeout)
     ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker"}}',
      r"TF_CONFIG's task \{\"type\": \"worker\"\} has no \"index\": give its place in the "
@@ -1030,6 +1046,14 @@ def test_a_tf_config_tensorflow_cannot_use_is_one_config_error(value, message, m
     monkeypatch.setenv("TF_CONFIG", value)  # refused before TensorFlow reads it
     with pytest.raises(ConfigError, match=message):
         make_strategy("multi_worker", 0)
+
+
+def test_a_tf_config_index_tensorflow_reads_as_a_number_is_taken():
+    from electra_tf.training.backends.tensorflow import check_tf_config
+
+    for index in ('"1"', "1.0", "1"):
+        check_tf_config('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", '
+                        f'"index": {index}}}, "rpc_layer": "grpc"}}')
 
 
 def test_a_tf_config_port_in_use_is_one_config_error(monkeypatch):

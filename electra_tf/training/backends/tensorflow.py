@@ -46,7 +46,7 @@ from electra_tf.tasks.losses import EXAMPLE_WEIGHT
 from electra_tf.training import reporting
 from electra_tf.training.checkpoints import TensorFlowCheckpoints
 from electra_tf.training.finetuning import Finetuning, split_batch
-from electra_tf.training.loop import differing_digests
+from electra_tf.training.loop import differing_digests, log
 from electra_tf.training.phases import Phase
 from electra_tf.training.pretraining import Pretraining
 from electra_tf.training.watchdog import StartupWatchdog
@@ -152,6 +152,11 @@ def make_strategy(name: str, num_devices: int = 0, tpu: str = "",
         if "TF_CONFIG" not in os.environ:
             raise ConfigError("strategy=multi_worker needs the TF_CONFIG environment variable")
         check_tf_config(os.environ["TF_CONFIG"])
+        # (a task that failed before it joined had left the others silent for the
+        # whole wait)
+        log("multi_worker", f"waiting for every task of TF_CONFIG ({_cluster_tasks()}) to "
+                            "start" + (f", up to --worker_startup_timeout_s={startup_timeout_s:g}"
+                                       if startup_timeout_s > 0 else ""))
         watchdog = None
         if startup_timeout_s > 0:
             watchdog = StartupWatchdog(startup_timeout_s, (
@@ -223,8 +228,13 @@ def check_tf_config(value: str) -> None:
     if len(cluster.get("chief", [])) > 1:
         raise ConfigError(f"TF_CONFIG's cluster has {len(cluster['chief'])} \"chief\" tasks: "
                           "at most one (the others are \"worker\" tasks)")
+    rpc = config.get("rpc_layer", "grpc")
+    if rpc != "grpc":  # (TensorFlow's 150-line "No server factory registered" dump)
+        raise ConfigError(f"TF_CONFIG's rpc_layer is {json.dumps(rpc)}: "
+                          "MultiWorkerMirroredStrategy's servers speak \"grpc\" (leave it out)")
     task = config.get("task")
-    if not isinstance(task, dict) or task.get("type") not in cluster:
+    if not isinstance(task, dict) or not isinstance(task.get("type"), str) \
+            or task["type"] not in cluster:  # (a list or object: a TypeError traceback)
         raise ConfigError(f"TF_CONFIG's task {json.dumps(task)} names no job of its cluster "
                           f"({', '.join(sorted(cluster))})")
     if "index" not in task:  # (TensorFlow's own ValueError traceback)
@@ -232,12 +242,31 @@ def check_tf_config(value: str) -> None:
                           f"place in the {task['type']} job, 0 to "
                           f"{len(cluster[task['type']]) - 1}")
     addresses, index = cluster[task["type"]], task["index"]
-    if not isinstance(index, int) or isinstance(index, bool) or not (
-            0 <= index < len(addresses)):
+    whole = _whole_number(index)  # TensorFlow reads int(index): "1" and 1.0 are task 1
+    if whole is None:
+        raise ConfigError(f"TF_CONFIG's task index {json.dumps(index)} is not a whole number: "
+                          f"give its place in the {task['type']} job, 0 to "
+                          f"{len(addresses) - 1}")
+    index = whole
+    if not 0 <= index < len(addresses):
         raise ConfigError(f"TF_CONFIG's task index {json.dumps(index)} is out of range: its "
                           f"cluster has {len(addresses)} {task['type']} task(s), 0 to "
                           f"{len(addresses) - 1}")
     _check_own_port(str(addresses[index]), f"{task['type']} {index}")
+
+
+def _whole_number(value) -> int | None:
+    """`value` as TensorFlow's int(task index) reads it, where that is exact: an int, an
+    integral float, or a string of digits; else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
 
 
 def _check_own_port(address: str, task: str) -> None:
