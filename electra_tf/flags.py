@@ -176,9 +176,10 @@ def pretraining_configs(flag_values=flags.FLAGS):
     values = _values(config_lib.PretrainingConfig, flag_values)
     run_values = _values(config_lib.PretrainingRun, flag_values)
     if not run_values["vocab_file"] and run_values["model_dir"]:
-        from electra_tf.folders.files import has_checkpoints
+        from electra_tf.folders.files import check_no_unfinished_conversion, has_checkpoints
         from electra_tf.folders.vocabulary import folder_vocab
 
+        check_no_unfinished_conversion(run_values["model_dir"], "--model_dir")
         if has_checkpoints(run_values["model_dir"]):
             run_values["vocab_file"] = folder_vocab(run_values["model_dir"])
             if not run_values["vocab_file"]:  # (had been: "vocab_file is required")

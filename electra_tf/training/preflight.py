@@ -20,6 +20,7 @@ from electra_tf.data.packed import check_packed
 from electra_tf.data.tfrecord_reader import LOCAL_FILES, check_records, tensorflow_files
 from electra_tf.folders.files import (
     PRETRAINING_CONFIG,
+    check_no_unfinished_conversion,
     has_checkpoints,
     latest_checkpoint_step,
     unreadable_record,
@@ -241,6 +242,8 @@ def check_resume(config: PretrainingConfig, run: PretrainingRun) -> dict:
     Raises:
       ConfigError: naming the flag, the recorded value and the new one.
     """
+    # (a killed conversion's folder had been refused as a model without checkpoints)
+    check_no_unfinished_conversion(run.model_dir, "--model_dir")
     if not has_checkpoints(run.model_dir):
         refusal = model_without_checkpoints(run.model_dir)
         if refusal:

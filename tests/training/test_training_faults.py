@@ -831,18 +831,30 @@ def test_resume_checks_in_process(make_configs, tmp_path):
             "checkpoint and cannot be pre-trained further; a TF1 conversion of both models "
             "can)")):
         pretraining_from_flags(*flags)
+    # a conversion killed midway (its marker beside the half model): said so, from the
+    # flags and from check_resume (it had been "a model and no checkpoints")
+    half = tmp_path / "half"
+    shutil.copytree(tmp_path / "m", half)
+    (half / ".conversion_unfinished").write_text("{}")
+    stopped = (f"--model_dir: {half} holds a conversion that was stopped midway "
+               "(.conversion_unfinished): its model is incomplete")
+    with pytest.raises(InputError, match=re.escape(stopped)):
+        pretraining_from_flags(*[f for f in flags if not f.startswith("--model_dir=")],
+                               f"--model_dir={half}")
+    with pytest.raises(InputError, match=re.escape(stopped)):
+        check_resume(config, dataclasses.replace(run, model_dir=str(half)))
     # checkpoints and no recorded vocabulary (a TF1 conversion that found none): the
     # vocabulary is asked for by name (it had been "vocab_file is required")
     bare = tmp_path / "bare"
     os.makedirs(bare / "checkpoints")
-    (bare / "checkpoints" / "checkpoint").write_text("fake")
+    (bare / "checkpoints" / "ckpt-1.index").write_text("fake")
     folders.pretraining.write_pretraining_config(str(bare), config, {"vocab_file": ""})
     with pytest.raises(ConfigError, match=re.escape(
             f"--vocab_file is required: {bare} records no vocabulary")):
         pretraining_from_flags(*[f for f in flags if not f.startswith("--model_dir=")],
                                f"--model_dir={bare}")
     os.makedirs(tmp_path / "m" / "checkpoints")
-    (tmp_path / "m" / "checkpoints" / "checkpoint").write_text("fake")
+    (tmp_path / "m" / "checkpoints" / "ckpt-1.index").write_text("fake")
     folders.pretraining.write_pretraining_config(run.model_dir, config, run)
     assert folders.PretrainingFolder.open(run.model_dir, discriminator=False).vocab_sha256 == folders.vocabulary.vocab_fingerprint(
         run.vocab_file)
@@ -1609,7 +1621,7 @@ def test_preflight_checks_the_records_casing_but_those_a_resumed_run_started_on(
     assert not (tmp_path / "m").exists()
     preflight(dataclasses.replace(config, do_lower_case=False), run, tensorflow_io=False)
     os.makedirs(tmp_path / "m" / "checkpoints")
-    (tmp_path / "m" / "checkpoints" / "checkpoint").write_text("fake")
+    (tmp_path / "m" / "checkpoints" / "ckpt-1.index").write_text("fake")
     folders.pretraining.write_pretraining_config(run.model_dir, config, run)
     preflight(config, run, tensorflow_io=False)  # resumed: its recorded casing holds
     other = tmp_path / "cased_copy"
