@@ -425,12 +425,32 @@ def what_it_holds(folder: str) -> str:
         return ""
 
 
+def original_checkpoint_hint(path: str) -> str:
+    """"; it is a checkpoint of the original ..." where `path` is a TF1 checkpoint's
+    prefix or a folder holding one (google-research/electra's release or fine-tuning
+    output), else "": such a path had been "not found", or told the files it lacks."""
+    try:
+        prefix = os.path.isfile(path + ".index") \
+            and save_step(os.path.basename(path), prefix=True) is None
+        folder = not prefix and os.path.isdir(path) and any(  # (not a run's own saves)
+            name.endswith(".index") and save_step(name, prefix=False) is None
+            for name in os.listdir(path))
+    except OSError:
+        return ""
+    if not (prefix or folder):
+        return ""
+    return (f"; it {'is' if prefix else 'holds'} a checkpoint of the original ELECTRA "
+            f"(TensorFlow 1): convert it first, python -m electra_tf.convert --from=tf1 "
+            f"--checkpoint={path} --output=NEW_FOLDER (docs/conversion.md)")
+
+
 def _what_it_holds(folder: str) -> str:
     def has(name: str) -> bool:
         return os.path.exists(os.path.join(folder, name))
 
-    if not os.path.isdir(folder):
-        return ""
+    original = original_checkpoint_hint(folder)  # (a prefix too: no folder)
+    if original or not os.path.isdir(folder):
+        return original
     if has(FINETUNING_CONFIG) and has(FINETUNED_WEIGHTS):
         return f"; it is a fine-tuning folder ({FINETUNING_CONFIG}, {FINETUNED_WEIGHTS})"
     if has(DISCRIMINATOR_WEIGHTS) and has(DISCRIMINATOR_CONFIG):

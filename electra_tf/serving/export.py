@@ -226,6 +226,7 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
         _folder_of,
         check_no_unfinished_conversion,
         holds_weights,
+        original_checkpoint_hint,
     )
     from electra_tf.folders.finetuned import has_finetuning_config, is_finetuning_folder
 
@@ -236,7 +237,7 @@ def load_spec(task: str | None, checkpoint: str, vocab_file: str = "", max_seq_l
                              f"{value!r}")
 
     if not os.path.exists(checkpoint):  # (not "expected a pre-training model_dir")
-        raise InputError(f"{what}: {checkpoint} not found")
+        raise InputError(f"{what}: {checkpoint} not found" + original_checkpoint_hint(checkpoint))
     if _is_saved_model(checkpoint):  # had been "discriminator.weights.h5 not found"
         raise InputError(f"{what}: {checkpoint} is an export (a SavedModel), not a model "
                          "folder: give the fine-tuning or pre-training model_dir it was "

@@ -298,6 +298,19 @@ def test_a_folder_of_another_kind_is_named_for_what_it_holds(finetuned_dirs,
         Predictor.open(str(stopped))
     with pytest.raises(InputError, match=rf"^folder: {tmp_path / 'nothere'} not found$"):
         Predictor.open(str(tmp_path / "nothere"))
+    # a checkpoint of the original (TF1), its folder or its prefix: to be converted first
+    # (it had been "not found", or told the files of a model folder it lacks)
+    original = tmp_path / "electra_small"
+    original.mkdir()
+    for name in ("model.ckpt-100.index", "model.ckpt-100.data-00000-of-00001"):
+        (original / name).write_bytes(b"")
+    for path in (original, original / "model.ckpt-100"):
+        with pytest.raises(InputError) as raised:
+            Predictor.open(str(path))
+        assert str(raised.value).endswith(
+            f"a checkpoint of the original ELECTRA (TensorFlow 1): convert it first, python -m "
+            f"electra_tf.convert --from=tf1 --checkpoint={path} --output=NEW_FOLDER "
+            "(docs/conversion.md)"), str(raised.value)
     # the fine-tuned weights file names its folder, as a discriminator's does
     weights = os.path.join(mrpc, "finetuned.weights.h5")
     assert Predictor.open(weights).task == "sequence_classification"
