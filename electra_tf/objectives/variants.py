@@ -124,6 +124,14 @@ class Electra15Objective(ElectraObjective):
         return {"loss": losses.electra_loss(mlm, disc, self.gen_weight, self.disc_weight),
                 "mlm_loss": mlm, "disc_loss": disc}
 
+    def metric_sums(self, batch, mlm_logits, fake, disc_outputs):
+        """ELECTRA's, the all-token disc loss as `disc_loss_all_tokens`: under the name
+        `disc_loss` it had stood in evaluation for this objective's masked-only term (an
+        eval curve ~8x its training curve, and not the term in its eval `loss`)."""
+        sums = super().metric_sums(batch, mlm_logits, fake, disc_outputs)
+        sums["disc_loss_all_tokens"] = sums.pop("disc_loss")
+        return sums
+
 
 @dataclasses.dataclass(frozen=True)
 class ReplaceMlmObjective(ElectraObjective):

@@ -56,6 +56,19 @@ def test_electra_15_counts_only_masked_positions():
     mlm = np_mlm(gen_logits, b["masked_lm_ids"], b["masked_lm_weights"])
     np.testing.assert_allclose(float(out["disc_loss"]), disc, rtol=1e-5)
     np.testing.assert_allclose(float(out["loss"]), mlm + 50 * disc, rtol=1e-5)
+    # evaluation reports that term as disc_loss, the loss over every real token under
+    # its own name (it had replaced the term: an eval disc_loss ~8x the training one)
+    from electra_tf.training.reporting import finish
+
+    fake = {"labels": labels, "sampled_ids": np.zeros((B, N), np.int32)}
+    sums = {f"loss/{k}": float(v) for k, v in out.items()}
+    for name, (num, den) in Electra15Objective().metric_sums(
+            b, gen_logits, fake, {"rtd_logits": disc_logits}).items():
+        sums[f"{name}/num"], sums[f"{name}/den"] = float(num), float(den)
+    results = finish(sums, 1, evaluation=True)
+    np.testing.assert_allclose(results["disc_loss"], disc, rtol=1e-5)
+    per_token = (ce * b["input_mask"]).sum(1) / b["input_mask"].sum(1)
+    np.testing.assert_allclose(results["disc_loss_all_tokens"], per_token.mean(), rtol=1e-5)
 
 
 def test_bert_and_replace_mlm_losses():
