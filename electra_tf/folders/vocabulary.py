@@ -115,9 +115,10 @@ class FolderVocab:
         return cls(folder, value.get("vocab_sha256", ""), own if os.path.isfile(own) else "",
                    config)
 
-    def file(self) -> str:
+    def file(self, flag: str = "--vocab_file") -> str:
         """The folder's own vocab.txt, checked by the fingerprint it records ("" when it
-        holds and records none).
+        holds and records none). `flag`: the caller's flag that can give another copy
+        ("": none, as convert --to=hf, which had been told to give --vocab_file).
 
         Raises:
           ConfigError: the file holds other tokens than recorded (swapped, appended:
@@ -129,7 +130,8 @@ class FolderVocab:
         if want and not vocab:
             raise InputError(f"{os.path.join(self.folder, VOCAB)} not found: {config} records "
                              f"it as the vocabulary the model was trained with (sha256 "
-                             f"{want[:12]}); restore it, or give --vocab_file (that vocabulary)")
+                             f"{want[:12]}); restore it"
+                             + (f", or give {flag} (that vocabulary)" if flag else ""))
         if vocab and want:
             tokens = load_vocab(vocab)
             got = tokens_sha256(tokens)
@@ -152,7 +154,7 @@ class FolderVocab:
             what `file` raises.
         """
         if not vocab_file:
-            return self.file()
+            return self.file(flag)
         want, own = self.sha256, self.own
         if not want and own:
             try:

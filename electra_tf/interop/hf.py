@@ -986,7 +986,7 @@ def export_model(model_dir: str, output: str, generator: bool = False) -> list[s
         return export_finetuned(model_dir, output)
     folder = PretrainingFolder.open(model_dir, what="--model_dir")
     discriminator = folder.load_discriminator()
-    vocab = folder.vocab()
+    vocab = folder.vocab(flag="")  # (--to=hf takes no --vocab_file)
     tensors = state_dict(names.discriminator_variables(discriminator))
     gen = folder.load_generator() if generator else None
     if gen is not None and not hasattr(gen, "mlm_head"):  # Electric's two-tower generator
@@ -1067,7 +1067,7 @@ def export_finetuned(model_dir: str, output: str) -> list[str]:
     # transformers' field for it: --from=hf names it (a round trip had come back as the
     # head's generic task, an mrpc model as single-text classification, without a word)
     config["finetuning_task"] = record.task
-    vocab = folder.vocab()
+    vocab = folder.vocab(flag="")  # (--to=hf takes no --vocab_file)
     _check_room(output, tensors, files=(vocab,))
     return _save(output, tensors, config, (vocab, record.do_lower_case, record.max_seq_length))
 

@@ -10,6 +10,7 @@ import pytest
 
 from electra_tf import folders
 from electra_tf.core.config import PretrainingConfig
+from electra_tf.core.errors import InputError
 from electra_tf.folders.pretraining import load_discriminator
 from electra_tf.interop import core, hf, names
 
@@ -219,6 +220,12 @@ def test_a_round_trip_names_the_task_it_came_from(h, tmp_path, caplog, monkeypat
     hf.import_model(str(tmp_path / "hf2"), str(tmp_path / "back_sst"))
     assert "finetuning_task is 'sst-2': recorded as classification; give " \
            "--task_name=sst2" in caplog.text
+    # its vocabulary lost: --to=hf, which takes no --vocab_file, says to restore it (it
+    # had said to give --vocab_file, which --to=hf then refused)
+    (tmp_path / "back_mrpc" / "vocab.txt").unlink()
+    with pytest.raises(InputError, match=r"records it as the vocabulary the model was trained "
+                                         r"with \(sha256 \w+\); restore it$"):
+        hf.export_model(str(tmp_path / "back_mrpc"), str(tmp_path / "hf3"))
 
 
 def test_a_model_of_one_segment_type_converts_for_single_texts_only(h, tmp_path):
