@@ -458,6 +458,9 @@ def _what_it_holds(folder: str) -> str:
     if has(FINETUNED_WEIGHTS):
         return (f"; it holds a fine-tuned model's {FINETUNED_WEIGHTS} without the "
                 f"{FINETUNING_CONFIG} that records its head and labels: copy the whole folder")
+    if has(GENERATOR_WEIGHTS) and not has(DISCRIMINATOR_WEIGHTS) and not has_checkpoints(folder):
+        return (f"; it holds a generator alone ({GENERATOR_WEIGHTS}: a masked LM, as a "
+                "conversion of a transformers ElectraForMaskedLM writes), no discriminator")
     if has_checkpoints(folder):
         kind = ("fine-tuning " if has(FINETUNING_CONFIG) else
                 "pre-training " if has(PRETRAINING_CONFIG) else "")

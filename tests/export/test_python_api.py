@@ -298,6 +298,15 @@ def test_a_folder_of_another_kind_is_named_for_what_it_holds(finetuned_dirs,
         Predictor.open(str(stopped))
     with pytest.raises(InputError, match=rf"^folder: {tmp_path / 'nothere'} not found$"):
         Predictor.open(str(tmp_path / "nothere"))
+    # a generator alone (a conversion of an ElectraForMaskedLM): named as such (it had
+    # been told the discriminator's files it lacks, nothing more)
+    generator_only = tmp_path / "generator_only"
+    generator_only.mkdir()
+    (generator_only / "generator.weights.h5").write_bytes(b"")
+    with pytest.raises(InputError, match=r"; it holds a generator alone \(generator.weights.h5: "
+                                         r"a masked LM, as a conversion of a transformers "
+                                         r"ElectraForMaskedLM writes\), no discriminator$"):
+        Predictor.open(str(generator_only))
     # a checkpoint of the original (TF1), its folder or its prefix: to be converted first
     # (it had been "not found", or told the files of a model folder it lacks)
     original = tmp_path / "electra_small"
