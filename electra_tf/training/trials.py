@@ -896,7 +896,8 @@ def _run_trials(group: TrialGroup, config: FinetuningConfig, run: FinetuningRun,
         if group.finished(k) is None:
             log("finetune", f"note: {trial_dir(run.model_dir, k)} holds trial {k}, not "
                             f"finished (past --num_trials={n}: left as it is, and out of the "
-                            f"summary; --num_trials={k} goes on with it)")
+                            f"summary; --num_trials={k} goes on with it, where it was trained "
+                            "with this group's settings)")
         k += 1
     for line in summary_lines(task_name, group.record["summary"], _summarized(group.record)):
         log("finetune", line)

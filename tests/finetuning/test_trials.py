@@ -168,7 +168,8 @@ def test_a_lower_num_trials_names_the_unfinished_trial_it_leaves(tmp_path, capsy
                       Finetuning.final_results)
     out = tmp_path / "out"
     assert (f"[finetune] note: {out}_3 holds trial 3, not finished (past --num_trials=2: "
-            "left as it is, and out of the summary; --num_trials=3 goes on with it)"
+            "left as it is, and out of the summary; --num_trials=3 goes on with it, where it "
+            "was trained with this group's settings)"
             ) in capsys.readouterr().err.splitlines()
     assert os.path.isdir(f"{out}_3")
 
