@@ -316,8 +316,19 @@ def import_checkpoint(path: str, model_size: str, output: str,
         discriminator = build_discriminator(config.discriminator_config())
         targets = names.discriminator_variables(discriminator)
     bert = config.objective == "bert_mlm"
-    report.update(core.assign(weights, targets, path,
-                              may_be_missing=("discriminator_predictions/",) if bert else ()))
+    # an encoder alone (a fine-tuned checkpoint stripped of its head): converted with the
+    # head at its initial values, as an ElectraModel from transformers (it had been refused)
+    encoder_only = not has_generator and not any(
+        n.startswith("discriminator_predictions/") for n in weights)
+    report.update(core.assign(
+        weights, targets, path,
+        may_be_missing=("discriminator_predictions/",) if bert or encoder_only else ()))
+    if encoder_only and not bert:
+        report["notes"].append(
+            "an encoder alone (no discriminator_predictions/ variables, no generator): the "
+            "encoder is converted; the replaced-token detection head is left at its initial "
+            "values (fine-tuning reads the encoder; an --task=rtd export of this folder would "
+            "serve that untrained head)")
     report["mapping"] = {n: targets[n].path for n in report["assigned"]}
     report["num_attention_heads"] = {"discriminator": config.discriminator_config()
                                      .num_attention_heads}

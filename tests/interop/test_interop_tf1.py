@@ -180,6 +180,25 @@ def test_interop_tf1_missing_misshapen_or_non_finite_variables_are_one_error(h, 
     assert tf1.read_checkpoint(f"{prefix}.index")[0].keys() == weights.keys()
 
 
+def test_an_encoder_alone_converts_with_the_head_left_at_init(h, tmp_path):
+    """A checkpoint holding the encoder only (a fine-tuned one stripped of its head, no
+    generator): converted as an ElectraModel from transformers is, with a note (it had
+    been refused: `4 variable(s) ... are not in the source`)."""
+    weights = {k: v for k, v in h.original_weights(seed=8, generator=False).items()
+               if not k.startswith("discriminator_predictions/")}
+    _, out, report = _convert(h, tmp_path, weights)
+    assert sorted(report["left_at_init"]) == [
+        "discriminator_predictions/dense/bias", "discriminator_predictions/dense/kernel",
+        "discriminator_predictions/dense_1/bias", "discriminator_predictions/dense_1/kernel"]
+    assert any(n.startswith("an encoder alone (no discriminator_predictions/ variables, no "
+                            "generator)") for n in report["notes"])
+    disc, _ = load_discriminator(out)
+    query = "electra/encoder/layer_0/attention/self/query/kernel"
+    np.testing.assert_array_equal(
+        next(v.numpy() for v in disc.weights
+             if v.path == report["mapping"][query]), weights[query])
+
+
 def test_interop_tf1_vocab_of_another_size_is_refused(h, tmp_path):
     """Served, such a folder would fail on every request holding an id past the table."""
     weights = h.original_weights(seed=6, generator=False)
