@@ -30,13 +30,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import signal
 import sys
 import time
 
 import keras
 import numpy as np
 
-from electra_tf.core import framework_messages
+from electra_tf.core import framework_messages, signals
 from electra_tf.core.config import PretrainingConfig, PretrainingRun, check_run
 from electra_tf.core.errors import ConfigError, InputError, RecordError, RecordFileGone
 from electra_tf.core.fileio import FolderLock, expand_files, is_file
@@ -594,6 +595,7 @@ class Pretraining:
                 name == "eval" or self.step < end) else None, tensorflow=self.tensorflow_io)
             for name in ("train", "eval"))
         gate = InterruptGate(self._stop_agreement())
+        final = None
         try:
             with gate:
                 if self.step == 0 and run.eval_data:
@@ -605,18 +607,12 @@ class Pretraining:
                     return {}
                 final = self.evaluate() if run.eval_data else {}
         except KeyboardInterrupt:
-            # Weights a diverging step left NaN are never saved (a second signal stops
-            # before the chunk's check).
-            # (Read only where a save may follow: a process that stopped alone, on a
-            # second signal, saves nothing and runs nothing the others do not.)
-            finite = (self.state_lost or not gate.safe_to_save
-                      or finite_weights(self.model.weights))
-            saved, why = (save_after_interrupt(self._save_after_interrupt)
-                          if gate.safe_to_save and finite else (False, ""))
-            raise Interrupted(self.step, saved=saved, signum=gate.signum,
-                              left_peers=not gate.safe_to_save,
-                              why=why if finite else " (the weights had become NaN or "
-                                                     "infinite: the run was diverging)") from None
+            if final is None:
+                self._interrupted(gate)
+            # the signal came in the last chunk: only the final files are left to write,
+            # in seconds (it had stopped without them, exit 143, for a rerun to write)
+            self._log(f"{signals.name(gate.signum or signal.SIGINT)} during the last steps: "
+                      "the run has finished; writing its final files")
         except _tensorflow_data_errors() as e:
             raise self._bad_record(e) from None
         except RecordError as e:  # the NumPy input names the file itself
@@ -644,6 +640,21 @@ class Pretraining:
                   everyone=True)
         return final
 
+    def _interrupted(self, gate: InterruptGate):
+        """Raises Interrupted for a Ctrl-C or SIGTERM the gate held, after the save."""
+        # Weights a diverging step left NaN are never saved (a second signal stops
+        # before the chunk's check).
+        # (Read only where a save may follow: a process that stopped alone, on a
+        # second signal, saves nothing and runs nothing the others do not.)
+        finite = (self.state_lost or not gate.safe_to_save
+                  or finite_weights(self.model.weights))
+        saved, why = (save_after_interrupt(self._save_after_interrupt)
+                      if gate.safe_to_save and finite else (False, ""))
+        raise Interrupted(self.step, saved=saved, signum=gate.signum,
+                          left_peers=not gate.safe_to_save,
+                          why=why if finite else " (the weights had become NaN or "
+                                                 "infinite: the run was diverging)") from None
+
     def _train_chunks(self, end: int, gate: InterruptGate, train_writer, eval_writer) -> None:
         """Steps to `end` in chunks that stop at every log, save, eval and phase boundary."""
         cfg, run = self.config, self.run
@@ -651,8 +662,8 @@ class Pretraining:
         if self.step >= end:  # a finished run again, or one killed while writing its weights
             return
         start_step, start_time = self.step, time.monotonic()
-        slow_chunks = SlowChunkNote(self._log, log_every, cfg.save_checkpoints_steps,
-                                    run.eval_every_steps)
+        slow_chunks = SlowChunkNote(self._log, log_every, cfg.iterations_per_loop,
+                                    cfg.save_checkpoints_steps, run.eval_every_steps)
         iterator = self.make_train_iterator(self.step)
         data_start = self.phase_at(self.step).data_start
         since_line = []  # the chunks since the last console line (reporting.merge_chunks)
@@ -676,7 +687,9 @@ class Pretraining:
                               "positions")
                 if phase.name == "two_stage_discriminator" and step == phase.start:
                     self.initialize_discriminator_from_generator()
-                n = chunk_size(step, min(end, phase.end), log_every,
+                # (--iterations_per_loop too: where --log_every_steps was set longer, a
+                # Ctrl-C or SIGTERM had waited for a whole log period)
+                n = chunk_size(step, min(end, phase.end), log_every, cfg.iterations_per_loop,
                                cfg.save_checkpoints_steps, run.eval_every_steps)
                 t0 = time.monotonic()
                 results = self.train_steps(iterator, n)

@@ -129,12 +129,14 @@ def test_no_ctrl_c_no_interrupt(sigint_handler):
 
 
 def test_ctrl_c_during_a_chunk_lets_it_finish_then_saves_at_its_end(make_configs, tmp_path,
-                                                                   sigint_handler):
+                                                                   sigint_handler, capsys):
     """The Ctrl-C comes as the second chunk (steps 3-6) starts: the chunk runs to
     step 6, then the loop saves and stops there (without the gate it stopped at 3,
     the KeyboardInterrupt cutting into the chunk's first lines). The steps trained since
-    the last console line (one every 9 steps here) get their training summary point."""
-    config, run = make_configs(tmp_path / "m", num_train_steps=9,
+    the last console line (one every 9 steps here) get their training summary point.
+    The chunks are --iterations_per_loop's 3 steps though lines and saves come every 9
+    (they had been 9 steps: a SIGTERM waited for a whole log period)."""
+    config, run = make_configs(tmp_path / "m", num_train_steps=9, save_checkpoints_steps=9,
                                run_overrides={**NO_EVAL, "log_every_steps": 9})
     trainer = TensorFlowPretraining(config, run)
     real_train_steps, calls = trainer.train_steps, []
@@ -157,6 +159,20 @@ def test_ctrl_c_during_a_chunk_lets_it_finish_then_saves_at_its_end(make_configs
     assert sorted(scalars(os.path.join(run.model_dir, "train"))) == [6]
     resumed = TensorFlowPretraining(config, run)
     assert resumed.restore() == 6
+    # a Ctrl-C during the last chunk: the run has finished, its final files are written
+    # (it had stopped without them, "interrupted at step 9", for a rerun to write them)
+    real_resumed = resumed.train_steps
+
+    def last_steps(iterator, n):
+        ctrl_c()
+        return real_resumed(iterator, n)
+
+    resumed.train_steps = last_steps
+    resumed.train()
+    assert resumed.step == 9
+    assert os.path.exists(os.path.join(run.model_dir, "discriminator.weights.h5"))
+    assert "[pretrain] Ctrl-C during the last steps: the run has finished; writing its final " \
+           "files" in capsys.readouterr().err.splitlines()
 
 
 # A second run traced and trained (6 s alone, 40 s beside the other worker's tests in the
