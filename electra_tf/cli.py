@@ -321,6 +321,13 @@ _OTHER_NAMES = {
     # NVIDIA's and the original's pre-training have it; fine-tuning here has not
     "gradient_accumulation_steps": ("train_batch_size", "no gradient accumulation in "
                                     "fine-tuning: give a --train_batch_size that fits"),
+    # NVIDIA's BERT's name, and a short one
+    **dict.fromkeys(("num_accumulation_steps", "accumulation_steps"), (
+        "gradient_accumulation_steps", "--gradient_accumulation_steps")),
+    # the original's fine-tuning has it (its TPU loop); a fine-tuning run's steps stop for a
+    # console line, a summary and a Ctrl-C or SIGTERM every --log_every_steps
+    "iterations_per_loop": ("log_every_steps", "--log_every_steps (the steps between console "
+                                               "lines, summaries and signal checks)"),
     "electra_objective": ("objective", "--objective (the original's electra_objective=false "
                                        "is --objective=bert_mlm)"),
     "electric_objective": ("objective", "--objective=electric"),

@@ -255,6 +255,10 @@ def test_another_scripts_flag_name_is_told_as_given_on_or_off(monkeypatch):
     assert cli._other_name("use_xla", ["run_pretraining", "--flagfile=f"]) == (
         "here it is --jit_compile=true (or --jit_compile=false, the default)")
     assert cli._other_name("gradient_accumulation_steps", []) is None  # pre-training has it
+    # NVIDIA's name (absl had suggested --num_train_steps)
+    assert cli._other_name("num_accumulation_steps", ["x", "--num_accumulation_steps=4"]) == (
+        "here it is --gradient_accumulation_steps")
+    assert cli._other_name("iterations_per_loop", []) is None  # pre-training has it
     assert cli._other_name("init_checkpoint", ["x", "--init_checkpoint=conv"]).startswith(
         "no --init_checkpoint in pre-training: --model_dir=FOLDER")
     monkeypatch.setattr(cli.flags, "FLAGS", finetuning)
@@ -262,6 +266,10 @@ def test_another_scripts_flag_name_is_told_as_given_on_or_off(monkeypatch):
                                                            "=2"]) == (
         "no gradient accumulation in fine-tuning: give a --train_batch_size that fits")
     assert cli._other_name("nogradient_accumulation_steps", []) is None  # (no switch)
+    # the original's fine-tuning flag (a bare "Unknown command line flag")
+    assert cli._other_name("iterations_per_loop", ["x", "--iterations_per_loop=100"]) == (
+        "here it is --log_every_steps (the steps between console lines, summaries and "
+        "signal checks)")
 
 
 def test_a_stdout_that_cannot_take_the_output_is_one_line(capsys, monkeypatch):

@@ -207,13 +207,21 @@ class Pretraining:
         self._setup_devices()
         self._agree_on_settings()  # every process of a run: before the model's collectives
         micro = config.train_batch_size // run.gradient_accumulation_steps
-        sizes = [("the micro-batch", micro), ("eval_batch_size", config.eval_batch_size)]
+        # (named by its flags: "the micro-batch 1" had named none)
+        sizes = [(f"the micro-batch (--train_batch_size={config.train_batch_size} / "
+                  f"--gradient_accumulation_steps={run.gradient_accumulation_steps})", micro),
+                 ("--eval_batch_size", config.eval_batch_size)]
         if config.phase2_steps:
-            sizes.append(("phase 2's micro-batch", config.resolved_phase2_train_batch_size
-                          // run.resolved_phase2_gradient_accumulation_steps))
+            sizes.append((
+                f"phase 2's micro-batch (--phase2_train_batch_size="
+                f"{config.resolved_phase2_train_batch_size} / "
+                f"--phase2_gradient_accumulation_steps="
+                f"{run.resolved_phase2_gradient_accumulation_steps})",
+                config.resolved_phase2_train_batch_size
+                // run.resolved_phase2_gradient_accumulation_steps))
         for name, size in sizes:
             if size % self.num_replicas:
-                raise ConfigError(f"{name} {size} does not split over {self.num_replicas} "
+                raise ConfigError(f"{name}, {size}, does not split over {self.num_replicas} "
                                   "replicas")
         with self._scope():
             # the initial weights follow the seed
@@ -417,8 +425,12 @@ class Pretraining:
             new = (self.run.gradient_accumulation_steps if name == "gradient_accumulation_steps"
                    else self.run.resolved_phase2_gradient_accumulation_steps)
             if used and isinstance(ran[name], int) and ran[name] != new:
-                changes.append(f"--{name}={new} (it was {ran[name]}: the same global batch "
-                               "in other micro-batches)")
+                batch = name.replace("gradient_accumulation_steps", "train_batch_size")
+                same = not any(c.startswith(f"--{batch}=") for c in changes)  # (it had
+                # said "the same global batch" beside the batch size's own change)
+                changes.append(f"--{name}={new} (it was {ran[name]}"
+                               + (": the same global batch in other micro-batches)" if same
+                                  else ")"))
         # and XLA on TensorFlow, whose random ops draw other masks and samples than the
         # same seed's without it (JAX compiles every step: it records true)
         old, new = recorded_run.get("jit_compile"), self.run.jit_compile

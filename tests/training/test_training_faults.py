@@ -555,7 +555,18 @@ def test_resuming_with_other_settings_of_the_same_variables_says_so(
                            train_data=old, jit_compile=True)
     recorded["replicas"] = 2
     (model_dir / "pretraining_config.json").write_text(json.dumps(recorded))
+    # (the same, at another global batch: not "the same global batch" then)
+    other_batch = tmp_path / "other_batch"
+    shutil.copytree(model_dir, other_batch)
+    batch = recorded["pretraining"]["train_batch_size"]
+    recorded["pretraining"]["train_batch_size"] = 2 * batch
+    (other_batch / "pretraining_config.json").write_text(json.dumps(recorded))
     capfd.readouterr()
+    pretraining(tiny_records, other_batch, num_train_steps=7, iterations_per_loop=1,
+                eval_data="", seed=3).train(stop_at_step=6)
+    err = capfd.readouterr().err
+    assert (f"--train_batch_size={batch} (it was {2 * batch}), " in err
+            and "--gradient_accumulation_steps=1 (it was 2), " in err), err
     trainer = pretraining(tiny_records, model_dir, objective="electra_15", num_train_steps=7,
                           iterations_per_loop=1, eval_data="", mask_prob=0.2, seed=3,
                           learning_rate=5e-4)  # the schedule may change without a word
@@ -800,6 +811,12 @@ def test_num_devices_without_the_mirrored_strategy_is_refused(tiny_records, tmp_
                      "JAX spreads over devices without it), and this run's is default: one "
                      "device; give --strategy=mirrored")
     assert not (tmp_path / "model").exists()
+    # micro-batches of 1 over 2 devices: the flags named ("the micro-batch 1" had been all)
+    proc = run_module("electra_tf.run_pretraining",
+                      *pretrain_flags(tiny_records, tmp_path / "model"), "--num_devices=2",
+                      "--strategy=mirrored", "--gradient_accumulation_steps=8")
+    error_line(proc, "the micro-batch (--train_batch_size=8 / --gradient_accumulation_steps=8)"
+                     ", 1, does not split over 2 replicas")
 
 
 def test_resume_checks_in_process(make_configs, tmp_path):
