@@ -475,7 +475,9 @@ class GlueTask(Task):
                 score = float("nan")
             if not np.isfinite(score):  # (a gold file's column is STS-B's score)
                 raise TaskDataError(f"{where}: {'score' if what == 'label' else what} "
-                                    f"{value!r} is not a number")
+                                    f"{value!r} is not a "
+                                    + ("finite number" if score == score or value.strip()
+                                       .lower() == "nan" else "number"))
             if what == "label" and not self.regression_min <= score <= self.regression_max:
                 raise TaskDataError(
                     f"{where}: score {value!r} is outside {self.dir_name}'s "

@@ -35,6 +35,7 @@ file. `finetuning.squad` reads its data with `read_squad_json` and scores with
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import sys
 
@@ -65,7 +66,8 @@ def read_json(path: str, what: str, unique_keys: bool = False):
 
 def read_squad_json(path: str) -> tuple[str, list]:
     """An official SQuAD file -> (raw text, its "data" list of articles)."""
-    raw, obj = read_json(path, "SQuAD data")
+    raw, obj = read_json(path, "SQuAD data", unique_keys=True)  # (a "data" twice: the
+    # last, perhaps empty, had been read: "no questions")
     if not isinstance(obj, dict) or not isinstance(obj.get("data"), list):
         raise InputError(f"{path}: not a SQuAD file: expected an object "
                          '{"version": ..., "data": [articles]}')
@@ -85,9 +87,13 @@ def check_dataset(data: list, path: str, version: str) -> None:
             if not isinstance(qas, list):
                 raise InputError(f"{path}: article {a} paragraph {p} has no 'qas' list")
             for q, qa in enumerate(qas):
-                if not isinstance(qa, dict) or not isinstance(qa.get("id"), str):
+                if not isinstance(qa, dict) or "id" not in qa:
                     raise InputError(
                         f"{path}: article {a} paragraph {p} question {q} has no 'id'")
+                if not isinstance(qa["id"], str):  # (it had been told it has none)
+                    raise InputError(
+                        f"{path}: article {a} paragraph {p} question {q}: its 'id' must be "
+                        f"a string, got {json.dumps(qa['id'])}")
                 if qa["id"] in seen:
                     raise InputError(f"{path}: article {a} paragraph {p} question {q}: the "
                                      f"question id {qa['id']!r} repeats")

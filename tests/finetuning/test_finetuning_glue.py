@@ -451,6 +451,8 @@ def test_eval_glue_cli_bad_submission_is_one_line(glue_dir, tmp_path):
      r"MNLI/dev_matched.tsv:2: label '-' is not one of contradiction, entailment, neutral"),
     ("stsb", "STS-B/dev.tsv", f"{STSB_COLS}\tscore\n0\tg\tf\ty\to\ts\ts\ta\tb\tfive\n",
      r"STS-B/dev.tsv:2: score 'five' is not a number"),
+    ("stsb", "STS-B/dev.tsv", f"{STSB_COLS}\tscore\n0\tg\tf\ty\to\ts\ts\ta\tb\tinf\n",
+     r"STS-B/dev.tsv:2: score 'inf' is not a finite number"),
     ("stsb", "STS-B/train.tsv", f"{STSB_COLS}\tscore\n0\tg\tf\ty\to\ts\ts\ta\tb\t7.5\n",
      r"STS-B/train.tsv:2: score '7.5' is outside STS-B's 0 to 5"),  # trained on, silently
     ("sst2", "SST-2/train.tsv", "sentence\tlabel\nfine\t1\ncaf\udce9\t0\n",
