@@ -176,7 +176,10 @@ def main(argv) -> None:
                       f"{os.path.join(FLAGS.output, n)} (move them back to keep that model, "
                       "or remove the folder)" for n in kept), file=sys.stderr)
         _convert(source)
-        os.remove(marker)
+    # after the block, whose end removes its .undo-* snapshot: a kill between the two
+    # leaves the marker beside a whole model (converted again by the next run), where a
+    # snapshot without the marker would call the finished model the one it replaced
+    os.remove(marker)
 
 
 # What a folder's model is made of, in either format: a model written over another

@@ -430,11 +430,12 @@ def original_checkpoint_hint(path: str) -> str:
     prefix or a folder holding one (google-research/electra's release or fine-tuning
     output), else "": such a path had been "not found", or told the files it lacks."""
     try:
-        prefix = os.path.isfile(path + ".index") \
-            and save_step(os.path.basename(path), prefix=True) is None
-        folder = not prefix and os.path.isdir(path) and any(  # (not a run's own saves)
-            name.endswith(".index") and save_step(name, prefix=False) is None
-            for name in os.listdir(path))
+        def original(name: str) -> bool:  # not a run's own saves, nor a SavedModel's
+            return save_step(name, prefix=False) is None and name != "variables.index"
+
+        prefix = os.path.isfile(path + ".index") and original(os.path.basename(path) + ".index")
+        folder = not prefix and os.path.isdir(path) and any(
+            name.endswith(".index") and original(name) for name in os.listdir(path))
     except OSError:
         return ""
     if not (prefix or folder):
@@ -448,9 +449,8 @@ def _what_it_holds(folder: str) -> str:
     def has(name: str) -> bool:
         return os.path.exists(os.path.join(folder, name))
 
-    original = original_checkpoint_hint(folder)  # (a prefix too: no folder)
-    if original or not os.path.isdir(folder):
-        return original
+    if not os.path.isdir(folder):
+        return original_checkpoint_hint(folder)  # (a checkpoint's prefix, or nothing)
     if has(FINETUNING_CONFIG) and has(FINETUNED_WEIGHTS):
         return f"; it is a fine-tuning folder ({FINETUNING_CONFIG}, {FINETUNED_WEIGHTS})"
     if has(DISCRIMINATOR_WEIGHTS) and has(DISCRIMINATOR_CONFIG):
@@ -486,7 +486,7 @@ def _what_it_holds(folder: str) -> str:
     if versions:
         return (f"; it is an export's model folder (version{'s' * (len(versions) > 1)} "
                 f"{', '.join(versions)}: SavedModels): give the model_dir it was exported from")
-    return ""
+    return original_checkpoint_hint(folder)  # (after the kinds above: they say more)
 
 
 def save_step(name: str, *, prefix: bool) -> int | None:

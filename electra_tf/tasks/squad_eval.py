@@ -66,8 +66,7 @@ def read_json(path: str, what: str, unique_keys: bool = False):
 
 def read_squad_json(path: str) -> tuple[str, list]:
     """An official SQuAD file -> (raw text, its "data" list of articles)."""
-    raw, obj = read_json(path, "SQuAD data", unique_keys=True)  # (a "data" twice: the
-    # last, perhaps empty, had been read: "no questions")
+    raw, obj = read_json(path, "SQuAD data")
     if not isinstance(obj, dict) or not isinstance(obj.get("data"), list):
         raise InputError(f"{path}: not a SQuAD file: expected an object "
                          '{"version": ..., "data": [articles]}')

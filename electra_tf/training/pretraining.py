@@ -425,9 +425,10 @@ class Pretraining:
             new = (self.run.gradient_accumulation_steps if name == "gradient_accumulation_steps"
                    else self.run.resolved_phase2_gradient_accumulation_steps)
             if used and isinstance(ran[name], int) and ran[name] != new:
-                batch = name.replace("gradient_accumulation_steps", "train_batch_size")
-                same = not any(c.startswith(f"--{batch}=") for c in changes)  # (it had
-                # said "the same global batch" beside the batch size's own change)
+                # (it had said "the same global batch" beside the batch size's own change)
+                batch = ("train_batch_size" if name == "gradient_accumulation_steps"
+                         else "resolved_phase2_train_batch_size")
+                same = before is None or getattr(before, batch) == getattr(self.config, batch)
                 changes.append(f"--{name}={new} (it was {ran[name]}"
                                + (": the same global batch in other micro-batches)" if same
                                   else ")"))

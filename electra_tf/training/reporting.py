@@ -8,7 +8,9 @@ disc_auc and disc_all_original_accuracy (the trivial baseline).
 Two names would measure one thing: the objective's loss terms (`mlm_loss`,
 `disc_loss`: means of each step's loss, what is trained) and the original's
 eval metrics (`masked_lm_loss`: pooled over every masked slot; `disc_loss`:
-the mean of per-sequence losses). Training results keep the objective's
+the mean of per-sequence losses; ELECTRA-15% reports that one as
+`disc_loss_all_tokens`, its term being over the masked positions alone).
+Training results keep the objective's
 terms; evaluation results keep the original's metrics, under its names, so
 each number has one name. TensorBoard gets one tag per quantity across train
 and eval (`tensorboard_scalars`: the loss terms under the original's metric

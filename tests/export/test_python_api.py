@@ -320,6 +320,14 @@ def test_a_folder_of_another_kind_is_named_for_what_it_holds(finetuned_dirs,
             f"a checkpoint of the original ELECTRA (TensorFlow 1): convert it first, python -m "
             f"electra_tf.convert --from=tf1 --checkpoint={path} --output=NEW_FOLDER "
             "(docs/conversion.md)"), str(raised.value)
+    # a SavedModel's variables/ is none (nor a run's checkpoints/, named above)
+    from electra_tf.folders.files import original_checkpoint_hint
+
+    variables = tmp_path / "exported" / "1" / "variables"
+    variables.mkdir(parents=True)
+    (variables / "variables.index").write_bytes(b"")
+    assert original_checkpoint_hint(str(variables)) == ""
+    assert original_checkpoint_hint(str(variables / "variables")) == ""
     # the fine-tuned weights file names its folder, as a discriminator's does
     weights = os.path.join(mrpc, "finetuned.weights.h5")
     assert Predictor.open(weights).task == "sequence_classification"

@@ -1050,6 +1050,8 @@ def test_multi_worker_peer_that_fails_at_start_up_stops_the_other(tiny_records, 
      r'task index "zero" is not a whole number: give its place in the worker job, 0 to 0'),
     ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0.5}}',
      r"task index 0.5 is not a whole number"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": "\u00b2"}}',
+     r'task index "\\u00b2" is not a whole number'),  # (str.isdigit: a ValueError)
     # a type that is a list or an object (a TypeError traceback), another RPC layer
     # (TensorFlow's 150-line "No server factory registered" dump)
     ('{"cluster": {"worker": ["a:1"]}, "task": {"type": ["worker"], "index": 0}}',
@@ -1080,9 +1082,9 @@ def test_a_tf_config_tensorflow_cannot_use_is_one_config_error(value, message, m
 def test_a_tf_config_index_tensorflow_reads_as_a_number_is_taken():
     from electra_tf.training.backends.tensorflow import check_tf_config
 
-    for index in ('"1"', "1.0", "1"):
+    for index, rpc in (('"1"', '"grpc"'), ("1.0", "null"), ("1", '""'), ('"+1"', '"grpc"')):
         check_tf_config('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", '
-                        f'"index": {index}}}, "rpc_layer": "grpc"}}')
+                        f'"index": {index}}}, "rpc_layer": {rpc}}}')
 
 
 def test_a_tf_config_port_in_use_is_one_config_error(monkeypatch):

@@ -228,8 +228,8 @@ def check_tf_config(value: str) -> None:
     if len(cluster.get("chief", [])) > 1:
         raise ConfigError(f"TF_CONFIG's cluster has {len(cluster['chief'])} \"chief\" tasks: "
                           "at most one (the others are \"worker\" tasks)")
-    rpc = config.get("rpc_layer", "grpc")
-    if rpc != "grpc":  # (TensorFlow's 150-line "No server factory registered" dump)
+    rpc = config.get("rpc_layer")
+    if rpc not in (None, "", "grpc"):  # (TensorFlow's `rpc_layer or "grpc"`)  # (TensorFlow's 150-line "No server factory registered" dump)
         raise ConfigError(f"TF_CONFIG's rpc_layer is {json.dumps(rpc)}: "
                           "MultiWorkerMirroredStrategy's servers speak \"grpc\" (leave it out)")
     task = config.get("task")
@@ -264,8 +264,11 @@ def _whole_number(value) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)  # ("+1"; not "²", which str.isdigit passes)
+        except ValueError:
+            return None
     return None
 
 
