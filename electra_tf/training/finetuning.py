@@ -1389,6 +1389,14 @@ class Finetuning:
             self._log(f"note: {self.run.model_dir}'s checkpoints were trained with "
                       f"--mixed_precision={before}; this run continues them with "
                       f"{self.run.mixed_precision} ({FINETUNING_CONFIG} now records it)")
+        # and XLA on TensorFlow, as pre-training's note and a trial group's say (it had
+        # been recorded anew without a word)
+        jit = recorded_run.get("jit_compile")
+        if isinstance(jit, bool) and jit != self.run.jit_compile and self.backend == "tensorflow":
+            self._log(f"note: {self.run.model_dir}'s checkpoints were trained with "
+                      f"--jit_compile={str(jit).lower()}; this run continues them with "
+                      f"--jit_compile={str(self.run.jit_compile).lower()} (compiled steps "
+                      f"draw other dropout masks; {FINETUNING_CONFIG} now records it)")
         # Other devices (allowed: the global batch and the schedule are the same; the
         # replicas' dropout masks differ from here on)
         devices = [k for k in ("strategy", "num_devices")

@@ -161,9 +161,11 @@ def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation_and_a_resume_keeps_its_
     # as if trained at bf16: the resume (fp32) says so in a note, and trains on
     assert '"mixed_precision": "fp32"' in record
     assert '"strategy": "default"' in record and '"num_devices": 0' in record
+    assert '"jit_compile": false' in record
     record_path.write_text(record.replace('"mixed_precision": "fp32"', '"mixed_precision": "bf16"')
                            .replace('"strategy": "default"', '"strategy": "mirrored"')
-                           .replace('"num_devices": 0', '"num_devices": 2'))
+                           .replace('"num_devices": 0', '"num_devices": 2')
+                           .replace('"jit_compile": false', '"jit_compile": true'))
     capsys.readouterr()
     # a flag set to the value its default stands for is the same setting; another
     # --init_checkpoint (here the same folder by a link) is not what the resumed weights
@@ -191,6 +193,9 @@ def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation_and_a_resume_keeps_its_
             "this run continues them with fp32 (finetuning_config.json now records it)"
             ) in err
     # (it had rewritten the record without a word)
+    assert (f"[finetune] note: {out}'s checkpoints were trained with --jit_compile=true; this "
+            "run continues them with --jit_compile=false (compiled steps draw other dropout "
+            "masks; finetuning_config.json now records it)") in err
     assert (f"[finetune] note: {out}'s checkpoints were trained with --strategy=mirrored "
             "--num_devices=2; this run continues them with --strategy=default --num_devices=0 "
             "(the same global batches; finetuning_config.json now records it)") in err
