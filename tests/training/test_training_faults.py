@@ -1079,6 +1079,30 @@ def test_a_tf_config_tensorflow_cannot_use_is_one_config_error(value, message, m
         make_strategy("multi_worker", 0)
 
 
+_SIGTERM_AFTER_THE_STRATEGY = """
+import os, signal
+caught = []
+signal.signal(signal.SIGTERM, lambda *a: caught.append(a[0]))
+from electra_tf.training.backends.tensorflow import make_strategy
+make_strategy("multi_worker", 0)
+os.kill(os.getpid(), signal.SIGTERM)
+print("caught", caught)
+"""
+
+
+def test_a_sigterm_after_the_multi_worker_strategy_starts_reaches_python(tmp_path):
+    """TensorFlow's coordination service installs its own SIGTERM handler, which logs the
+    signal and swallows it: a SIGTERM between the cluster's start and the training loop
+    had been lost, and the run trained to its end, exit 0."""
+    (port,) = free_ports(1)
+    env = child_env(TF_CONFIG=json.dumps({"cluster": {"worker": [f"127.0.0.1:{port}"]},
+                                          "task": {"type": "worker", "index": 0}}))
+    proc = run_python(["-c", _SIGTERM_AFTER_THE_STRATEGY], env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == f"caught [{int(signal.SIGTERM)}]", (
+        proc.stdout[-2000:] + proc.stderr[-2000:])
+
+
 def test_a_tf_config_index_tensorflow_reads_as_a_number_is_taken():
     from electra_tf.training.backends.tensorflow import check_tf_config
 

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 
 import tensorflow as tf
 
@@ -164,11 +166,18 @@ def make_strategy(name: str, num_devices: int = 0, tpu: str = "",
                 f"--worker_startup_timeout_s={startup_timeout_s:g}: not every task of TF_CONFIG "
                 f"({_cluster_tasks()}) started, or one cannot be reached; start them all, or "
                 "raise --worker_startup_timeout_s"))
+        handler = signal.getsignal(signal.SIGTERM)
         try:
             return tf.distribute.MultiWorkerMirroredStrategy()
         finally:
             if watchdog:
                 watchdog.disarm()
+            # TensorFlow's coordination service installs its own SIGTERM handler (its
+            # preemption notifier), which logs and swallows the signal while
+            # signal.getsignal still names Python's: a SIGTERM from here to the training
+            # loop had been lost, and the run trained to its end, exit 0
+            if handler is not None and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, handler)
     if name != "tpu":
         raise ConfigError(f"unknown strategy {name!r}")
     try:
