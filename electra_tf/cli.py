@@ -580,6 +580,13 @@ def run_cli(main: Callable[[], None]) -> None:
         if isinstance(e, tf.errors.UnavailableError):
             print(f"error: {_peer_down(e.message or '')}", file=sys.stderr)
             sys.exit(1)
+        sizes = framework_messages.group_sizes(e.message or "") \
+            if isinstance(e, tf.errors.InternalError) else None
+        if sizes:  # (a 65-line traceback at the first all-reduce)
+            print(f"error: --strategy=multi_worker: the workers' TF_CONFIG clusters differ "
+                  f"(a worker's lists {sizes[0]} tasks, another's {sizes[1]}); give every "
+                  "worker the same cluster", file=sys.stderr)
+            sys.exit(EXIT_BAD_INPUT)
         line = None  # EACCES, EPERM, EROFS: the type says it; ENOSPC, EDQUOT: the text
         if isinstance(e, tf.errors.PermissionDeniedError):
             line = next((x for x in (e.message or "").splitlines() if x.strip()), "")

@@ -119,7 +119,7 @@ def test_a_full_disk_is_read_from_tensorflows_resource_exhausted_error():
                                             os.strerror(errno.EFBIG))
 
 
-def test_the_peer_texts_are_parsed():
+def test_the_peer_texts_are_parsed(capsys):
     message = ("{{function_node __inference_step_123}} The following tasks are unhealthy "
                "(stopped sending heartbeats):\n/job:worker/replica:0/task:1\n"
                "/job:worker/replica:0/task:1\nThe tasks have crashed.")
@@ -149,6 +149,24 @@ def test_the_peer_texts_are_parsed():
     assert _peer_down("Graph execution error:\n") == (
         "--strategy=multi_worker: a worker of the cluster is down or cannot be reached "
         "(unavailable)")
+    # workers of clusters of other sizes (a traceback at the first all-reduce)
+    joining = ("Graph execution error:\n\nDevice /job:worker/replica:0/task:1/device:CPU:0 is "
+               "joining a group with size3, but that group has size 2 (group_key=1)")
+    assert framework_messages.group_sizes(joining) == (3, 2)
+    assert framework_messages.group_sizes(killed) is None
+    import tensorflow as tf
+
+    from electra_tf import cli
+
+    def collective():
+        raise tf.errors.InternalError(None, None, joining)
+
+    with pytest.raises(SystemExit) as stopped:
+        cli.run_cli(collective)
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: --strategy=multi_worker: the workers' TF_CONFIG clusters differ (a worker's "
+        "lists 3 tasks, another's 2); give every worker the same cluster")
     assert framework_messages.jax_peer_lost("Gloo AllReduce failed: Connection reset by peer")
     assert not framework_messages.jax_peer_lost("RESOURCE_EXHAUSTED: Out of memory")
 

@@ -107,6 +107,17 @@ def unreachable_tasks(message: str) -> list[tuple[str, str]]:
     return sorted(set(re.findall(r"remote target /job:(\w+)/replica:\d+/task:(\d+)", message)))
 
 
+_GROUP_SIZES = re.compile(r"is joining a group with size\s*(\d+), but that group has "
+                          r"size\s*(\d+)")
+
+
+def group_sizes(message: str) -> tuple[int, int] | None:
+    """(this task's group size, the group's) where a collective's InternalError says
+    they differ: workers whose TF_CONFIG clusters list other numbers of tasks."""
+    m = _GROUP_SIZES.search(message)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
 def first_reason(message: str) -> str:
     """The first line of a TensorFlow error that says something: without "Graph
     execution error:", its "Detected at node ... defined at" call stack and
