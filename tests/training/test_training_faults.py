@@ -811,7 +811,13 @@ def test_num_devices_without_the_mirrored_strategy_is_refused(tiny_records, tmp_
                      "JAX spreads over devices without it), and this run's is default: one "
                      "device; give --strategy=mirrored")
     assert not (tmp_path / "model").exists()
-    # micro-batches of 1 over 2 devices: the flags named ("the micro-batch 1" had been all)
+
+
+# Slow: a TensorFlow process of its own, for a message
+@pytest.mark.slow
+def test_a_micro_batch_that_does_not_split_over_the_devices_names_its_flags(tiny_records,
+                                                                           tmp_path):
+    """Micro-batches of 1 over 2 devices: "the micro-batch 1" had been all it said."""
     proc = run_module("electra_tf.run_pretraining",
                       *pretrain_flags(tiny_records, tmp_path / "model"), "--num_devices=2",
                       "--strategy=mirrored", "--gradient_accumulation_steps=8")
@@ -1090,6 +1096,8 @@ print("caught", caught)
 """
 
 
+# Slow: a TensorFlow process starting a one-worker cluster
+@pytest.mark.slow
 def test_a_sigterm_after_the_multi_worker_strategy_starts_reaches_python(tmp_path):
     """TensorFlow's coordination service installs its own SIGTERM handler, which logs the
     signal and swallows it: a SIGTERM between the cluster's start and the training loop
