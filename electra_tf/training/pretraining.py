@@ -620,8 +620,8 @@ class Pretraining:
                     return {}
                 final = self.evaluate() if run.eval_data else {}
         except KeyboardInterrupt:
-            if final is None:
-                self._interrupted(gate)
+            if final is None or not gate.safe_to_save:  # (a second signal: this process
+                self._interrupted(gate)  # alone, as before; the others end on its loss)
             # the signal came in the last chunk: only the final files are left to write,
             # in seconds (it had stopped without them, exit 143, for a rerun to write)
             self._log(f"{signals.name(gate.signum or signal.SIGINT)} during the last steps: "
