@@ -238,7 +238,9 @@ def check_tf_config(value: str) -> None:
         raise ConfigError(f"TF_CONFIG's cluster has {len(cluster['chief'])} \"chief\" tasks: "
                           "at most one (the others are \"worker\" tasks)")
     rpc = config.get("rpc_layer")
-    if rpc not in (None, "", "grpc"):  # (TensorFlow's `rpc_layer or "grpc"`)  # (TensorFlow's 150-line "No server factory registered" dump)
+    # (TensorFlow takes `rpc_layer or "grpc"`; another had been its 150-line "No server
+    # factory registered" dump)
+    if rpc not in (None, "", "grpc"):
         raise ConfigError(f"TF_CONFIG's rpc_layer is {json.dumps(rpc)}: "
                           "MultiWorkerMirroredStrategy's servers speak \"grpc\" (leave it out)")
     task = config.get("task")
@@ -266,7 +268,7 @@ def check_tf_config(value: str) -> None:
 
 def _whole_number(value) -> int | None:
     """`value` as TensorFlow's int(task index) reads it, where that is exact: an int, an
-    integral float, or a string of digits; else None."""
+    integral float, or a string int() reads ("1", "+1"); else None."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
