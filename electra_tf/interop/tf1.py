@@ -80,9 +80,10 @@ def checkpoint_prefix(path: str) -> str:
 
 def _state_file_checkpoint(folder: str) -> str | None:
     """The checkpoint a folder's `checkpoint` state file names, where its .index exists
-    (None: no readable state file; ConversionError: it names a checkpoint not there). A state file copied from the training machine names its paths
-    (gs://..., /home/...): tf.train.latest_checkpoint logged an error line for them on a
-    conversion that then went well."""
+    (None: no readable state file; ConversionError: it names a checkpoint not there). A
+    state file copied from the training machine names its paths (gs://..., /home/...):
+    tf.train.latest_checkpoint logged an error line for them on a conversion that then
+    went well."""
     import tensorflow as tf
 
     try:
