@@ -73,14 +73,15 @@ def preflight(config: PretrainingConfig, run: PretrainingRun, tensorflow_io: boo
         # model's record names no data)
         before = recorded.get("run", {})
         for what, paths in files.items():
-            if getattr(run, _DATA_FIELDS[what]) != before.get(_DATA_FIELDS[what]):
+            if getattr(run, DATA_FIELDS[what]) != before.get(DATA_FIELDS[what]):
                 check_data_casing(config, paths, fs, flag[what], packed)
     for what, paths in files.items():  # phase 2's records may come with a resume
         check_data_vocabulary(run.vocab_file, paths, fs, flag[what], packed)
     return files
 
 
-_DATA_FIELDS = {"train": "train_data", "eval": "eval_data", "phase2": "phase2_train_data"}
+# preflight's keys (what `preflight` returns, Pretraining.files) -> their run flags
+DATA_FIELDS = {"train": "train_data", "eval": "eval_data", "phase2": "phase2_train_data"}
 
 
 def check_data_casing(config: PretrainingConfig, paths: list[str], fs=LOCAL_FILES,

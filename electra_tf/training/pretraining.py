@@ -161,8 +161,6 @@ _PROCESS_OWN = frozenset({
     "jax_device_prefetch"})
 
 
-# The data flags whose files every process's digests describe (Pretraining.files' keys)
-_DATA_FLAGS = {"train_data": "train", "eval_data": "eval", "phase2_train_data": "phase2"}
 _CONTENT = " content"  # the digest of what a path flag names, beside the flag's own
 
 
@@ -258,7 +256,7 @@ class Pretraining:
         # What each process's own paths hold: copies of one data agree, other data (a
         # worker given the held-out shard had trained on it, silently) or another
         # vocabulary of the same size do not
-        for flag, what in _DATA_FLAGS.items():
+        for what, flag in preflight.DATA_FIELDS.items():
             digests[flag + _CONTENT] = settings_digest(sorted(
                 (os.path.basename(p), _size(p)) for p in self.files.get(what, [])))
         if run.vocab_file:
