@@ -309,8 +309,13 @@ def text_signature(spec, model=None):
     return names, packer, checked
 
 
-def build_archive(spec, ids_only: bool = False):
+def build_archive(spec, ids_only: bool = False, vocab_file: str | None = None):
     """An ExportArchive with the endpoints (see the module docstring) and an info dict.
+
+    Args:
+      vocab_file: the file the SavedModel keeps as its vocabulary asset (default:
+        the tokenizer's); an asset keeps its file's name, and clients read
+        assets/vocab.txt, so export() passes a copy named vocab.txt.
 
     Both signatures check their inputs in-graph (check_text_inputs,
     check_ids_inputs) and pad each batch to its length bucket
@@ -323,7 +328,7 @@ def build_archive(spec, ids_only: bool = False):
     # size). The endpoints' variables are tracked without it.
     if not spec.model.built:
         raise ValueError("the model must be built before export")
-    _save_with(archive, "vocab_assets", _Assets(spec.tokenizer.vocab_file))
+    _save_with(archive, "vocab_assets", _Assets(vocab_file or spec.tokenizer.vocab_file))
     # Unknown shapes: see the module docstring (the checks assert the ranks).
     ids_spec = [tf.TensorSpec(None, tf.int32, name=n) for n in IDS_INPUTS]
     ids_signature = "serving_default" if ids_only else "serving_ids"

@@ -1,7 +1,9 @@
 """The TF Serving layout, the vocab asset, export_info.json, atomic versions and the CLI."""
 
+import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -60,7 +62,7 @@ def test_export_info_names_the_signatures(exports):
 
 
 @pytest.fixture(scope="module")
-def next_export(exports, tmp_path_factory):
+def next_export(exports, finetuned_dirs, tmp_path_factory):
     """One export (no warmup) into MODEL_BASE/m, which already holds version 3 and the
     temporary dirs of other exports: {"path", "parent", "made", "elsewhere", "outside"}.
     `made` is {name: (a dir?, old?, removed by the export?)}."""
@@ -101,7 +103,14 @@ def next_export(exports, tmp_path_factory):
                  os.path.join(base, "other", f".tmp-4-{host}-{dead_pid}-name")]
     for path in elsewhere:
         os.makedirs(path)
-    path = export_saved_model.export(exports["stsb"][0], base, "m", warmup=False)  # --nowarmup
+    # --vocab_file given as a file named otherwise: the asset is still vocab.txt
+    words = str(tmp / "words.txt")
+    shutil.copyfile(exports["stsb"][0].tokenizer.vocab_file, words)
+    spec = dataclasses.replace(
+        export_saved_model.load_spec("sequence_classification", finetuned_dirs["stsb"],
+                                     vocab_file=words),
+        length_buckets=exports["stsb"][0].length_buckets)
+    path = export_saved_model.export(spec, base, "m", warmup=False)  # --nowarmup
     return {"path": path, "base": base, "parent": parent, "made": made,
             "elsewhere": elsewhere, "outside": outside}
 
@@ -109,6 +118,7 @@ def next_export(exports, tmp_path_factory):
 def test_exports_the_next_version(next_export):
     assert next_export["path"] == os.path.join(next_export["parent"], "4")
     assert os.listdir(os.path.join(next_export["path"], "assets.extra")) == ["export_info.json"]
+    assert os.listdir(os.path.join(next_export["path"], "assets")) == ["vocab.txt"]
 
 
 def test_only_stale_temp_dirs_of_model_base_name_are_removed(next_export):
