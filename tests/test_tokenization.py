@@ -263,18 +263,43 @@ def test_a_token_longer_than_tensorflow_texts_limit_never_matches(tmp_path):
         Tokenizer(write_vocab(tmp_path / "w.txt", list(BERT_RESERVED_TOKENS) + [over]))
 
 
-@pytest.mark.parametrize("token", ["the ", "world\t", " wide", "\u00a0x"])
-def test_a_token_with_whitespace_at_its_ends_is_refused(tmp_path, token):
+@pytest.mark.parametrize("token, named", [("the ", "U+0020 SPACE"), ("world\t", "U+0009 CONTROL"),
+                                          (" wide", "U+0020 SPACE")])
+def test_a_token_with_whitespace_at_its_ends_is_refused(tmp_path, token, named):
     """The original's load_vocab strips each line; kept as written, such a token had
     matched no word ("hello world" became [UNK] [UNK]), silently."""
     path = write_vocab(tmp_path / "v.txt", tiny_vocab_tokens() + [token])
     with pytest.raises(VocabError) as raised:
         load_vocab(path)
     assert str(raised.value) == (f"{path}:{len(tiny_vocab_tokens()) + 1}: token {token!r} has "
-                                 "whitespace at its ends, which no word piece holds (the "
-                                 "original's load_vocab strips it: its model read "
+                                 f"whitespace at its ends ({named}), which no word piece "
+                                 "holds (the original's load_vocab strips it: its model read "
                                  f"{token.strip()!r} there); remove it (sed -i "
                                  "'s/^[[:space:]]*//; s/[[:space:]]*$//' FILE)")
+
+
+def test_whitespace_sed_does_not_match_is_named_without_the_sed_command(tmp_path):
+    """GNU sed's [[:space:]] leaves out U+00A0: its command had left the file as it was."""
+    path = write_vocab(tmp_path / "v.txt", tiny_vocab_tokens() + ["\u00a0x\u202f \u00a0"])
+    with pytest.raises(VocabError) as raised:
+        load_vocab(path)
+    assert str(raised.value).endswith(
+        "has whitespace at its ends (U+00A0 NO-BREAK SPACE, U+202F NARROW NO-BREAK SPACE, "
+        "U+0020 SPACE), which no word piece holds (the original's load_vocab strips it: its "
+        "model read 'x' there); remove it (sed's [[:space:]] does not match every one of "
+        "them: edit the line)")
+
+
+def test_an_empty_line_among_the_tokens_is_refused(tmp_path):
+    """The original reads it as the token "": every id after it one up, silently (a
+    damaged file); empty lines at the end are dropped, as before."""
+    tokens = tiny_vocab_tokens()
+    path = write_vocab(tmp_path / "v.txt", tokens[:6] + [""] + tokens[6:] + ["", ""])
+    with pytest.raises(VocabError) as raised:
+        load_vocab(path)
+    assert str(raised.value).startswith(f"{path}:7: an empty line among the tokens, which "
+                                        "would move every later token's id one up")
+    assert load_vocab(write_vocab(tmp_path / "w.txt", tokens + ["", ""])) == tokens
 
 
 def test_a_json_vocabulary_is_named(tmp_path):

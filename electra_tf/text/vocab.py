@@ -81,11 +81,21 @@ def load_vocab(vocab_file: str) -> list[str]:
         raise VocabError(f"vocab file is empty: {vocab_file}")
     seen: dict[str, int] = {}
     for i, tok in enumerate(tokens):
+        if not tok:  # (the original reads "" there: every later id one up, silently)
+            raise VocabError(f"{vocab_file}:{i + 1}: an empty line among the tokens, "
+                             "which would move every later token's id one up (a damaged "
+                             "file?); restore the file, or, where a model was trained "
+                             "with the line as a token, write a placeholder on it "
+                             "([unused_empty])")
         if tok != tok.strip():  # (kept as written, the token had matched no word: [UNK])
+            ends = _end_whitespace(tok)
+            how = ("sed -i 's/^[[:space:]]*//; s/[[:space:]]*$//' FILE" if all(
+                c in " \t\v\f" for c in ends) else "sed's [[:space:]] does not match "
+                "every one of them: edit the line")
             raise VocabError(f"{vocab_file}:{i + 1}: token {tok!r} has whitespace at its "
-                             "ends, which no word piece holds (the original's load_vocab "
-                             f"strips it: its model read {tok.strip()!r} there); remove it "
-                             "(sed -i 's/^[[:space:]]*//; s/[[:space:]]*$//' FILE)")
+                             f"ends ({_named(ends)}), which no word piece holds (the "
+                             "original's load_vocab strips it: its model read "
+                             f"{tok.strip()!r} there); remove it ({how})")
         if tok in seen:
             raise VocabError(
                 f"{vocab_file}:{i + 1}: token {tok!r} repeats line {seen[tok] + 1}")
@@ -99,6 +109,17 @@ def load_vocab(vocab_file: str) -> list[str]:
     if seen[PAD] != 0:
         raise VocabError(f"{vocab_file}: [PAD] must be id 0, found at id {seen[PAD]}")
     return tokens
+
+
+def _end_whitespace(token: str) -> str:
+    """The whitespace characters at `token`'s two ends."""
+    return token[:len(token) - len(token.lstrip())] + token[len(token.rstrip()):]
+
+
+def _named(chars: str) -> str:
+    """Each distinct character as its code point and name ("U+00A0 NO-BREAK SPACE")."""
+    return ", ".join(dict.fromkeys(f"U+{ord(c):04X} {unicodedata.name(c, 'CONTROL')}"
+                                   for c in chars))
 
 
 def _looks_json(data: bytes) -> bool:

@@ -84,8 +84,9 @@ def test_hf_a_pretraining_folder_keeps_the_vocab_of_its_tokenizer_json(tiny_voca
         == folders.vocabulary.vocab_fingerprint(tiny_vocab)
 
 
-@pytest.mark.parametrize("token", ["the ", " the", "the\t"])
-def test_tf1_refuses_a_token_the_original_would_have_stripped(h, tmp_path, token):
+@pytest.mark.parametrize("token, named", [("the ", "U+0020 SPACE"), (" the", "U+0020 SPACE"),
+                                          ("the\t", "U+0009 CONTROL")])
+def test_tf1_refuses_a_token_the_original_would_have_stripped(h, tmp_path, token, named):
     """The original's load_vocab strips each line: its model read "the" at that id,
     which electra_tf (as transformers) would keep as "the " (no text matches it)."""
     weights = h.original_weights(seed=6, generator=False)
@@ -95,7 +96,7 @@ def test_tf1_refuses_a_token_the_original_would_have_stripped(h, tmp_path, token
     with pytest.raises(core.ConversionError) as raised:
         tf1.import_checkpoint(prefix, "small", str(tmp_path / "out"), h.TINY_OVERRIDES)
     assert str(raised.value).startswith(
-        f"{tmp_path / 'ckpt' / 'vocab.txt'}:7: token {token!r} has whitespace at its ends, "
-        "which no word piece holds (the original's load_vocab strips it: its model read "
+        f"{tmp_path / 'ckpt' / 'vocab.txt'}:7: token {token!r} has whitespace at its ends "
+        f"({named}), which no word piece holds (the original's load_vocab strips it: its model read "
         "'the' there)")
     assert not (tmp_path / "out").exists()
