@@ -28,15 +28,20 @@ DEFAULT_RUNS = ("tiny:128:8,small:128:32,small:128:128,small:512:16,small:512:24
                 "base:128:32,base:512:4,base:512:8")
 
 
-def parse_runs(text: str) -> list[tuple[str, int, int]]:
+def parse_runs(text: str) -> list[tuple[str, int, int, int]]:
+    """SIZE:LENGTH:BATCH[:K] -> (size, length, batch, k): K micro-batches of BATCH/K
+    (--gradient_accumulation_steps; 1 without)."""
     runs = []
     for part in text.split(","):
         try:
-            size, length, batch = part.split(":")
-            runs.append((size, int(length), int(batch)))
+            size, length, batch, *k = part.split(":")
+            k = int(k[0]) if len(k) == 1 else int("x" if k else "1")
+            runs.append((size, int(length), int(batch), k))
+            if k < 1 or int(batch) % k:
+                raise ValueError
         except ValueError:  # (had been an unpacking traceback)
-            raise SystemExit(f"error: --runs: {part!r} is not SIZE:LENGTH:BATCH "
-                             "(e.g. small:128:32)") from None
+            raise SystemExit(f"error: --runs: {part!r} is not SIZE:LENGTH:BATCH[:K] with K "
+                             "dividing BATCH (e.g. small:128:32 or small:128:32:4)") from None
     return runs
 
 
@@ -65,7 +70,8 @@ def peak_rss_kib(cmd: list, log: str) -> tuple[int, int, float]:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", default=DEFAULT_RUNS,
-                        help="comma-separated SIZE:MAX_SEQ_LENGTH:BATCH")
+                        help="comma-separated SIZE:MAX_SEQ_LENGTH:BATCH[:K], K micro-batches "
+                             "of BATCH/K (--gradient_accumulation_steps)")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--documents", type=int, default=600)
     parser.add_argument("--output", default="benchmarks/memory_estimate")
@@ -89,10 +95,10 @@ def main():
         records[length] = os.path.join(out, "pretrain_data.tfrecord-*")
 
     rows = []
-    for size, length, batch in runs:
-        model_dir = os.path.join(work, f"model_{size}_{length}_{batch}")
+    for size, length, batch, k in runs:
+        model_dir = os.path.join(work, f"model_{size}_{length}_{batch}_{k}")
         flags = [f"--model_size={size}", f"--max_seq_length={length}",
-                 f"--train_batch_size={batch}"]
+                 f"--train_batch_size={batch}", f"--gradient_accumulation_steps={k}"]
         cmd = [sys.executable, "-m", "electra_tf.run_pretraining", *flags,
                f"--train_data={records[length]}", f"--vocab_file={vocab}",
                f"--model_dir={model_dir}", f"--num_train_steps={args.steps}",
@@ -103,12 +109,13 @@ def main():
             raise SystemExit(f"{' '.join(flags)} exited with {status}")
         config = PretrainingConfig(model_size=size, max_seq_length=length,
                                    train_batch_size=batch)
-        estimate = memory.pretraining_estimate(config, batch)
+        estimate = memory.pretraining_estimate(config, batch // k)  # one micro-batch's
         rows.append({"size": size, "max_seq_length": length, "batch": batch,
+                     "gradient_accumulation_steps": k,
                      "peak_rss_kib": peak, "estimate_kib": int(estimate.total // 1024),
                      "measured_over_estimate": round(peak * 1024 / estimate.total, 3),
                      "seconds": round(seconds, 1)})
-        print(f"[bench_memory] {size} {length} x {batch}: peak {peak / 2**20:.2f} GiB, "
+        print(f"[bench_memory] {size} {length} x {batch} ({k} micro-batch(es)): peak {peak / 2**20:.2f} GiB, "
               f"estimate {estimate.total / 2**30:.2f} GiB", file=sys.stderr)
 
     command = "python benchmarks/bench_memory.py " + " ".join(
@@ -119,9 +126,10 @@ def main():
               "steps": args.steps, "rows": rows}
     with open(args.output + ".json", "w") as f:
         json.dump(result, f, indent=1)
-    lines = ["| size | length | batch | peak resident GiB | estimate GiB | measured / estimate |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = ["| size | length | batch | micro-batches | peak resident GiB | estimate GiB | "
+             "measured / estimate |", "|---|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['size']} | {r['max_seq_length']} | {r['batch']} | "
+              f"{r['gradient_accumulation_steps']} | "
               f"{r['peak_rss_kib'] / 2**20:.2f} | {r['estimate_kib'] / 2**20:.2f} | "
               f"{r['measured_over_estimate']:.2f} |" for r in rows]
     with open(args.output + ".table.md", "w") as f:

@@ -187,14 +187,15 @@ def test_bench_pretraining_at_toy_size(tmp_path):
 @pytest.mark.slow
 def test_bench_memory_at_toy_size(tmp_path):
     out = tmp_path / "memory"
-    _run(["bench_memory.py", "--runs=tiny:32:4", "--steps=1", "--documents=30",
+    _run(["bench_memory.py", "--runs=tiny:32:4:2", "--steps=1", "--documents=30",
           f"--output={out}"], 240, tmp_path)
     result = json.loads(out.with_suffix(".json").read_text())
     assert result["command"].endswith("--steps=1 --documents=30 --output=memory")
     (row,) = result["rows"]
-    assert (row["size"], row["max_seq_length"], row["batch"]) == ("tiny", 32, 4)
+    assert (row["size"], row["max_seq_length"], row["batch"],
+            row["gradient_accumulation_steps"]) == ("tiny", 32, 4, 2)
     assert row["peak_rss_kib"] > 100_000 and row["estimate_kib"] > 100_000
-    assert "| tiny | 32 | 4 | " in (tmp_path / "memory.table.md").read_text()
+    assert "| tiny | 32 | 4 | 2 | " in (tmp_path / "memory.table.md").read_text()
 
 
 @pytest.mark.slow
