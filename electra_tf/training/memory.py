@@ -19,8 +19,8 @@ The estimate (`Estimate`) is the process's peak resident memory on CPU:
             and dropout masks among them);
   vocab     VOCAB_BYTES x the generator's predicted positions x vocab_size: its
             logits, their softmax and gradient.
-The constants were fitted (least squares, VOCAB_BYTES held at three float32
-copies) to the peak resident memory of pre-training steps of Small and Base at
+The constants were fitted (least squares, VOCAB_BYTES held at 16 bytes a logit,
+four float32 copies) to the peak resident memory of pre-training steps of Small and Base at
 128 and 512 tokens (TensorFlow, float32, no XLA); benchmarks/memory_estimate.md
 has the measurements and the estimate beside them. XLA, bf16 and the JAX
 backend need less, so the estimate errs on the side of a warning. A GPU's own
@@ -92,10 +92,16 @@ def pretraining_estimate(config, sequences: int, length: int = 0,
     replicas holding `copies` of the weights (mirrored CPU devices each hold one)."""
     gen, disc = config.generator_config(), config.discriminator_config()
     length = length or config.max_seq_length
-    shared = config.encoders.sharing != "none"
-    weights = encoder_parameters(disc) + encoder_parameters(gen, with_embeddings=not shared)
+    sharing = config.encoders.sharing
+    if sharing == "encoder":  # G is D's encoder (a tied generator; BERT's one MLM model)
+        weights = encoder_parameters(disc)
+    else:
+        weights = encoder_parameters(disc) + encoder_parameters(
+            gen, with_embeddings=sharing == "none")
     towers = 2 if config.encoders.two_tower else 1
-    layers = layer_bytes(disc, sequences, length) + towers * layer_bytes(gen, sequences, length)
+    layers = towers * layer_bytes(gen, sequences, length)
+    if config.objective != "bert_mlm":  # (BERT runs its one encoder once: it had counted 2)
+        layers += layer_bytes(disc, sequences, length)
     if config.objective in ("all_tokens_mlm", "electric"):
         predicted = length
     predicted = predicted or config.resolved_max_predictions_per_seq
@@ -180,9 +186,9 @@ def _cgroup_v2(cgroup: str) -> int | None:
     return max(int(limit) - used + _stat(stat, "file") - _stat(stat, "shmem"), 0)
 
 
-def _cgroup_v1(cgroup: str) -> int | None:
-    """What the cgroup v1 memory controller's limit leaves (none set: a huge number)."""
-    folder = os.path.join(cgroup, "memory")
+def _cgroup_v1(folder: str) -> int | None:
+    """What a cgroup v1 memory controller folder's limit leaves (none set: a huge
+    number)."""
     with open(os.path.join(folder, "memory.limit_in_bytes"), encoding="utf-8") as f:
         limit = int(f.read().strip())
     if limit >= 1 << 60:
@@ -208,11 +214,35 @@ def _stat(path: str, key: str) -> int:
     return 0
 
 
-def available_bytes(meminfo: str = "/proc/meminfo",
-                    cgroup: str = "/sys/fs/cgroup") -> int | None:
-    """The memory a new step can take: MemAvailable, or less where the process's
-    cgroup limit (v2, or v1's memory controller) leaves less; None where none can be
-    read (not Linux)."""
+def _own_cgroup(proc_cgroup: str, v1: bool) -> str:
+    """This process's cgroup path in /proc/self/cgroup's form: v2's line "0::/PATH",
+    v1's "N:memory:/PATH" ("/" where none is read)."""
+    try:
+        with open(proc_cgroup, encoding="utf-8") as f:
+            for line in f:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if (v1 and "memory" in controllers.split(",")) or (not v1 and not controllers):
+                    return path or "/"
+    except (OSError, ValueError):
+        pass
+    return "/"
+
+
+def _levels(mount: str, path: str) -> list[str]:
+    """MOUNT/PATH and each folder above it up to MOUNT, those that exist (a process in
+    a cgroup namespace sees its own cgroup as the mount's root)."""
+    parts = [part for part in path.split("/") if part not in ("", ".", "..")]
+    folders = [os.path.join(mount, *parts[:i]) for i in range(len(parts), -1, -1)]
+    return [folder for folder in folders if os.path.isdir(folder)]
+
+
+def available_bytes(meminfo: str = "/proc/meminfo", cgroup: str = "/sys/fs/cgroup",
+                    proc_cgroup: str = "/proc/self/cgroup") -> int | None:
+    """The memory a new step can take: MemAvailable, or less where a cgroup limit
+    (v2, or v1's memory controller) of the process's cgroup or one above it leaves
+    less; None where none can be read (not Linux). The cgroup is read from
+    `proc_cgroup` (a Slurm job's or a systemd unit's limit is on its own cgroup, not
+    the mount's root, which is all a process sees in a container's namespace)."""
     found = []
     try:
         with open(meminfo, encoding="utf-8") as f:
@@ -222,18 +252,21 @@ def available_bytes(meminfo: str = "/proc/meminfo",
                     break
     except (OSError, ValueError, IndexError):
         pass
-    for read in (_cgroup_v2, _cgroup_v1):
-        try:
-            left = read(cgroup)
-        except (OSError, ValueError):
-            continue
-        if left is not None:
-            found.append(left)
+    for read, mount, v1 in ((_cgroup_v2, cgroup, False),
+                            (_cgroup_v1, os.path.join(cgroup, "memory"), True)):
+        for folder in _levels(mount, _own_cgroup(proc_cgroup, v1)):
+            try:
+                left = read(folder)
+            except (OSError, ValueError):
+                continue
+            if left is not None:
+                found.append(left)
     return min(found) if found else None
 
 
 def _gib(n: float) -> str:
-    return f"{n / GIB:.1f} GiB" if n < 10 * GIB else f"{n / GIB:.0f} GiB"
+    """GiB to 2 significant figures, 3 below 1 GiB."""
+    return f"{n / GIB:.2f} GiB" if n < 10 * GIB else f"{n / GIB:.0f} GiB"
 
 
 def step_warning(estimate_of, sequences: int, available: int | None, what: str,
@@ -263,11 +296,12 @@ def _step_advice(estimate_of, sequences: int, available: int | None, what: str,
     line = (f"this step needs about {_gib(need)} of memory ({what}) and the machine has "
             f"{_gib(available)} available: " + (
                 "it is likely to be killed in its first step" if need > available else
-                "close enough (a step's peak varies by about 20%) that it may be killed in "
-                "its first step"))
+                f"more than the {MARGIN:.0%} of it a step can count on (the estimate can "
+                "be 15% off either way), so it may be killed in its first step"))
     if estimate_of(1).total > room:
         one = "one sequence per replica" if scale > 1 else "one sequence"
-        return f"{line}; even {one} at a time needs about {_gib(estimate_of(1).total)}", None
+        return (f"{line}; even {one} at a time needs about {_gib(estimate_of(1).total)}, "
+                f"more than {MARGIN:.0%} of it"), None
     # The most sequences that fit, by bisection (an estimate grows with them): a count
     # at a time had taken minutes for a mistyped --train_batch_size of 20 digits
     fits, over = 1, sequences
