@@ -130,13 +130,14 @@ def write_corpus(output: str, max_documents: int = 0, stdlib_dir: str | None = N
             break
     if not docs or (stdlib_output and not stdlib_docs):
         raise InputError(f"no docstrings found under {stdlib_dir or 'the standard library'}")
-    atomic_write_text(output, "\n\n".join("\n".join(d) for d in docs) + "\n")
     stats = {"source_files": len(files), "documents": len(docs),
              "lines": sum(len(d) for d in docs)}
-    if stdlib_output:
+    if stdlib_output:  # first: `output` there says both are (a kill between had left
+        # the demo's folder without its vocab corpus, and every rerun failing)
         atomic_write_text(stdlib_output, "\n\n".join("\n".join(d) for d in stdlib_docs) + "\n")
         stats.update(stdlib_documents=len(stdlib_docs),
                      stdlib_lines=sum(len(d) for d in stdlib_docs))
+    atomic_write_text(output, "\n\n".join("\n".join(d) for d in docs) + "\n")
     return stats
 
 
@@ -189,7 +190,16 @@ def prepare_demo_data(data_dir: str, vocab_size: int, max_seq_length: int,
             what = "standard-library docstrings"
         print(f"[demo] corpus: {stats['documents']} documents, {stats['lines']} lines of "
               f"{what} -> {corpus}", file=sys.stderr)
-    if not os.path.exists(vocab):
+    size_marker = os.path.join(data_dir, "demo_vocab_size.txt")  # the size it was built for
+    if os.path.exists(vocab):
+        built = (open(size_marker, encoding="utf-8").read().strip()
+                 if os.path.exists(size_marker) else "")  # (a folder of an older version)
+        if built and built != str(vocab_size):
+            raise InputError(f"{data_dir} holds a vocabulary built for --demo_vocab_size="
+                             f"{built}, not {vocab_size}: use another --demo_data_dir, or "
+                             "delete it to rebuild")
+    else:
+        atomic_write_text(size_marker, f"{vocab_size}\n")
         build_vocab(stdlib_corpus, vocab_size, vocab, min_count=5)
     if not os.path.exists(os.path.join(records, STATS_FILE)):
         build_pretraining_data(BuildOptions(

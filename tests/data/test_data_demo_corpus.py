@@ -58,3 +58,35 @@ def test_a_data_dir_of_the_other_corpus_is_refused(tmp_path):
         demo_corpus.prepare_demo_data(str(data), 100, 32, corpus="installed")
     with pytest.raises(InputError, match="demo corpus must be one of"):
         demo_corpus.prepare_demo_data(str(data), 100, 32, corpus="web")
+
+
+def test_a_vocabulary_built_for_another_demo_vocab_size_is_refused(tmp_path):
+    """--demo_vocab_size on a folder that holds the demo's vocabulary had been ignored,
+    without a word."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "corpus.txt").write_text("One sentence here.\nAnother one there.\n")
+    (data / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
+    (data / "demo_vocab_size.txt").write_text("4000\n")
+    with pytest.raises(InputError) as raised:
+        demo_corpus.prepare_demo_data(str(data), 1000, 32)
+    assert str(raised.value) == (f"{data} holds a vocabulary built for --demo_vocab_size=4000, "
+                                 "not 1000: use another --demo_data_dir, or delete it to "
+                                 "rebuild")
+
+
+def test_the_vocab_corpus_is_written_before_the_corpus_whose_presence_says_both_are(
+        tmp_path, monkeypatch):
+    """A kill between the two writes had left corpus.txt without stdlib_corpus.txt: the
+    demo skipped the corpus step and failed on every rerun."""
+    from electra_tf.core import fileio
+
+    written, write = [], fileio.atomic_write_text
+    monkeypatch.setattr(fileio, "atomic_write_text",
+                        lambda path, text: (written.append(path), write(path, text)))
+    stdlib = fake_tree(tmp_path / "lib", ["a.py"])
+    site = fake_tree(tmp_path / "site", ["pkg/x.py"])
+    demo_corpus.write_corpus(str(tmp_path / "corpus.txt"), stdlib_dir=stdlib,
+                             package_dirs=(site,),
+                             stdlib_output=str(tmp_path / "stdlib_corpus.txt"))
+    assert written == [str(tmp_path / "stdlib_corpus.txt"), str(tmp_path / "corpus.txt")]
