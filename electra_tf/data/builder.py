@@ -472,6 +472,11 @@ _DOCUMENT_RULES = {True: "a blank line ends one", False: "a file or an archive's
                    None: "a blank line ends one in a text file; an archive's page is one"}
 
 
+# Tokens a corpus line may hold on average and still read as one sentence a line (the
+# mostly-cut-off warning blames --max_seq_length below it, the corpus above).
+SENTENCE_TOKENS = 100
+
+
 def build_pretraining_data(options: BuildOptions) -> dict:
     """Builds the shards and the stats JSON. Returns the stats.
 
@@ -487,10 +492,14 @@ def build_pretraining_data(options: BuildOptions) -> dict:
             FolderLock(options.output_dir, "--output_dir"):
         stats = _build_in(options, total_lines)
     if stats["truncated_tokens"] > stats["tokens"] / 2:
+        per_line = stats["tokens"] / max(1, stats["lines"])
+        why = (f"its lines hold {per_line:.0f} tokens on average: give a larger "
+               "--max_seq_length (the paper's 128 or 512)" if per_line <= SENTENCE_TOKENS
+               else "does the corpus hold very long lines (one sentence per line is "
+               "expected), or old Mac line ends (\\r only)?")
         print(f"[build_pretraining_data] warning: {stats['truncated_tokens']:,} of the "
               f"{stats['tokens']:,} tokens did not fit an example of {options.max_seq_length} "
-              "and were dropped: does the corpus hold very long lines (one sentence per line "
-              "is expected), or old Mac line ends (\\r only)?", file=sys.stderr)
+              f"and were dropped: {why}", file=sys.stderr)
     empty = [name for name, n in stats["examples_per_shard"].items() if not n]
     if empty:
         print(f"[build_pretraining_data] warning: {len(empty)} of the {options.num_shards} "

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -565,7 +566,23 @@ def test_a_corpus_mostly_cut_off_gets_a_warning(tiny_corpus, tiny_vocab, tmp_pat
     corpus = tmp_path / "cr.txt"  # old Mac line ends: the whole file is one line
     corpus.write_bytes(open(tiny_corpus, "rb").read().replace(b"\n", b"\r"))
     build_pretraining_data(options(str(corpus), tiny_vocab, tmp_path / "out", max_seq_length=32))
-    assert "did not fit an example of 32" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "did not fit an example of 32" in err and "old Mac line ends" in err, err
+
+
+def test_a_corpus_of_sentences_mostly_cut_off_names_the_length(tiny_corpus, tiny_vocab,
+                                                               tmp_path, capsys):
+    """A one-sentence-a-line corpus cut by a short --max_seq_length had been asked whether
+    it held very long lines."""
+    corpus = tmp_path / "sentences.txt"  # a document's lines joined: a sentence a line
+    documents = open(tiny_corpus, encoding="utf-8").read().strip().split("\n\n")
+    corpus.write_text("\n\n".join(" ".join(d.split("\n")) for d in documents) + "\n",
+                      encoding="utf-8")
+    build_pretraining_data(options(str(corpus), tiny_vocab, tmp_path / "out", max_seq_length=8))
+    err = capsys.readouterr().err
+    assert re.search(r"tokens did not fit an example of 8 and were dropped: its lines hold "
+                     r"\d+ tokens on average: give a larger --max_seq_length \(the paper's 128 "
+                     r"or 512\)", err), err
 
 
 def test_more_shards_than_open_files_is_refused_or_the_limit_raised(tiny_corpus, tiny_vocab,
