@@ -448,6 +448,17 @@ def test_a_warmup_past_the_run_is_warned_with_the_rate_the_schedule_reaches():
                f"{rates.index(max(rates))};" in warned, (warned, rates)
 
 
+def test_a_warmup_far_longer_than_the_run_is_not_said_to_peak_at_0_percent():
+    """The demo at --num_train_steps=4 (warmup 200): the rate peaks at 0.5% of the rate
+    given, which the warning had rounded to "0%"."""
+    from electra_tf.core.config import PretrainingConfig
+
+    warned = PretrainingConfig(num_train_steps=4, num_warmup_steps=200).long_warmup_warning()
+    assert "peaks at 0.5% of the rate given, at step 2;" in warned, warned
+    lamb = PretrainingConfig(num_train_steps=4, num_warmup_steps=200, optimizer="lamb")
+    assert "reaches at most 1.5% of its peak" in lamb.long_warmup_warning()
+
+
 @pytest.mark.parametrize("kind, values, message", [
     ("pretraining", {"num_warmup_steps": -5}, "num_warmup_steps must be >= 0, got -5"),
     ("pretraining", {"num_train_steps": 10, "phase2_steps": 4, "phase2_max_seq_length": 32,

@@ -262,6 +262,11 @@ class PretrainingEncoders:
                               f"got {self.sharing!r}")
 
 
+def _percent(share: float) -> str:
+    """A share as a percentage, 2 significant figures below 10% ("0.5%", not "0%")."""
+    return f"{share:.0%}" if share >= 0.1 else f"{share * 100:.2g}%"
+
+
 @dataclasses.dataclass(frozen=True)
 class PretrainingConfig:
     """Pre-training hyperparameters, named as in configure_pretraining.py.
@@ -407,8 +412,8 @@ class PretrainingConfig:
                          if self.phase2_steps else f"stage {i + 1}"
                          if len(bounds) > 2 else "the run")
                 if self.optimizer == "lamb":  # the stage's updates use t = 0 .. length - 1
-                    what = (f"its learning rate reaches at most {(length - 1) / warmup:.0%} "
-                            "of its peak and never decays")
+                    what = (f"its learning rate reaches at most "
+                            f"{_percent((length - 1) / warmup)} of its peak and never decays")
                 else:
                     p = self.resolved_lr_decay_power
                     # the ramp t / W times the decay (1 - t / L)^p peaks at L / (p + 1); the
@@ -420,7 +425,7 @@ class PretrainingConfig:
                     where = (f"at step {bounds[i] + at} ({stage}'s step {at})" if bounds[i]
                              else f"at step {at}")
                     what = (f"its learning rate (the decay to 0 times the warmup's ramp) "
-                            f"peaks at {top:.0%} of the rate given, {where}")
+                            f"peaks at {_percent(top)} of the rate given, {where}")
                 warnings.append(f"warning: {flag}={warmup} is not shorter than {stage}'s "
                                 f"{length} steps: {what}; give fewer warmup steps")
         return "\n".join(warnings)

@@ -166,7 +166,12 @@ def train_line(results: dict, step: int, total: int, eta_seconds: float,
             + (f" ({losses})" if losses else "")
             + (f" | {' '.join(metrics)}" if metrics else "")
             + f" | lr {results['learning_rate']:.2e} | "
-            f"{results['sequences_per_second']:.0f} seq/s | eta {eta_seconds / 60:.1f} min")
+            f"{_rate(results['sequences_per_second'])} seq/s | eta {eta_seconds / 60:.1f} min")
+
+
+def _rate(per_second: float) -> str:
+    """Whole numbers from 10 up, 2 significant figures below ("0.48", not "0")."""
+    return f"{per_second:.0f}" if per_second >= 10 else f"{per_second:.2g}"
 
 
 def eval_line(results: dict, step: int) -> str:

@@ -99,6 +99,14 @@ def test_the_chunks_since_the_last_line_merge_by_their_steps():
         "sequences_per_second": 32 / 6.0}  # (a term one chunk lacks is left out)
 
 
+def test_a_rate_below_10_sequences_a_second_is_not_0():
+    """A first chunk at --train_batch_size=1 (its tracing counted) had read "0 seq/s"."""
+    results = {"loss": 7.6, "learning_rate": 1e-4, "sequences_per_second": 0.48}
+    assert "| 0.48 seq/s |" in reporting.train_line(results, 2, 4, 60.0)
+    assert "| 173 seq/s |" in reporting.train_line(
+        {**results, "sequences_per_second": 173.4}, 2, 4, 60.0)
+
+
 def test_bert_mlm_console_line_has_no_discriminator_columns():
     results = {"loss": 7.6, "mlm_loss": 7.6, "masked_lm_accuracy": 0.1, "grad_norm": 1.0,
                "learning_rate": 1e-4, "sequences_per_second": 100.0}
