@@ -303,3 +303,19 @@ def test_jax_ctrl_c_inside_train_steps_leaves_whole_variables(tiny_records, tmp_
     # (b) the donated state is gone: back to the checkpoint of step 2 (nothing to save anew).
     assert out["b_step"] == 2 and out["b_same"], out
     assert out["b_saved"].endswith("jax-ckpt-2.npz") and out["b_files"] == ["jax-ckpt-2.npz"], out
+
+
+def test_more_devices_than_jax_sees_are_refused():
+    """--num_devices=2 on one device had trained on one, the record saying 2."""
+    out = run_python("""
+        from electra_tf.core.errors import ConfigError
+        from electra_tf.training.backends.jax import data_parallel
+        try:
+            data_parallel("default", 3, {})
+        except ConfigError as e:
+            print(e)
+        """, "jax", devices=2)
+    assert out.strip().splitlines()[-1] == (
+        "--num_devices=3, but JAX sees 2 cpu device(s); a CPU shows N with XLA_FLAGS="
+        "--xla_force_host_platform_device_count=N set before the run; give --num_devices=2 "
+        "or less (0: all)")

@@ -182,7 +182,15 @@ def data_parallel(strategy: str, num_devices: int, batch_sizes: dict[str, int]):
                               "run uses every device of every process")
         devices = jax.devices()  # every process's: the batch is split over all of them
     else:
-        devices = jax.local_devices()[:num_devices or None]
+        local = jax.local_devices()
+        if num_devices > len(local):  # (it had trained on fewer, the record saying N)
+            kind = local[0].platform
+            raise ConfigError(
+                f"--num_devices={num_devices}, but JAX sees {len(local)} {kind} device(s)"
+                + ("; a CPU shows N with XLA_FLAGS=--xla_force_host_platform_device_count=N "
+                   "set before the run" if kind == "cpu" else "")
+                + f"; give --num_devices={len(local)} or less (0: all)")
+        devices = local[:num_devices or None]
     for name, size in batch_sizes.items():
         if size % len(devices):
             raise ConfigError(f"{name} {size} does not split over {len(devices)} devices")
