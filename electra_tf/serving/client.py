@@ -237,7 +237,7 @@ def _output_array(name: str, proto, budget: list[int]):
                               f"(shape {shape})")
     try:
         return tf.make_ndarray(proto)
-    except (ValueError, TypeError, IndexError) as e:
+    except (ValueError, TypeError, IndexError, OverflowError) as e:  # (Overflow: 300 as uint8)
         said = " ".join(str(e).split())
         raise ClientError(f"{what} is a malformed tensor of shape {shape} "
                           f"({type(e).__name__}: {_quoted(said)})") from None
@@ -403,12 +403,17 @@ def _post(server: str, path: str, data: bytes, timeout: float) -> tuple[int, byt
             # The deadline (or a read as long) ended a read that raised: before the
             # answer's head, no answer; after it, an unfinished one.
             raise (late if response is None else unfinished()) from None
+        got = sum(map(len, chunks))  # (a chunked body's IncompleteRead holds none of it)
         if isinstance(e, http.client.IncompleteRead):
             short = f", {e.expected} short of what it announced" if e.expected else ""
-            raise ClientError(f"REST: {url} closed the connection after {len(e.partial)} "
-                              f"bytes of its answer's body{short}: a truncated answer, not "
-                              "read as one") from None
+            raise ClientError(f"REST: {url} closed the connection after "
+                              f"{max(got, len(e.partial))} bytes of its answer's body{short}: "
+                              "a truncated answer, not read as one") from None
         said = " ".join(str(e).split())
+        if response is not None:  # it answered in HTTP: the body broke off
+            raise ClientError(f"REST: the answer from {url} broke off after {got} bytes of "
+                              f"its body ({type(e).__name__}: {_quoted(said)}): a truncated "
+                              "answer, not read as one") from None
         raise ClientError(f"REST: {url} did not answer in HTTP ({type(e).__name__}: "
                           f"{_quoted(said)}); is --server TF Serving's REST port (8501; "
                           "gRPC is 8500)?") from None

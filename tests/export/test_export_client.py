@@ -290,6 +290,9 @@ HOSTILE_TENSORS = {
     "content of the wrong size": ((1, [2, 3], {"tensor_content": b"12345"}),
                                   r"malformed tensor"),
     "more values than the shape": ((3, [2], {"int_val": [1, 2, 3]}), r"malformed tensor"),
+    # int_val is int32 on the wire: a uint8 of 300 (an OverflowError traceback)
+    "an integer beyond its dtype": ((4, [2], {"int_val": [300, -1]}),
+                                    r"malformed tensor .*OverflowError"),
     "negative dimension": ((1, [-5, 2], {"float_val": [1.0]}), r"shape \[-5, 2\]"),
     # 1e6 x 1e6 strings (TF would pad the one value out to 3.6 TiB of references)
     "absurd string shape": ((7, [10**6, 10**6], {"string_val": [b"x"]}),
@@ -460,6 +463,31 @@ def test_rest_read_that_times_out_after_the_head_is_an_unfinished_answer(broken_
     with pytest.raises(client.ClientError, match=r"did not finish within --timeout=0.5s "
                                                  r"\(the deadline passed after 25 bytes"):
         client.predict_rest(stalled, "m", client.text_inputs(text=["x"]), timeout=0.5)
+
+
+def test_rest_answer_reset_in_its_body_says_so(broken_server, monkeypatch):
+    """A connection reset after the answer's head had been "did not answer in HTTP; is
+    --server TF Serving's REST port?"."""
+    import http.client
+
+    from electra_tf.serving import client
+
+    read1, calls = http.client.HTTPResponse.read1, []
+
+    def reset_after_one_read(self, n=-1):
+        calls.append(n)
+        if len(calls) > 1:
+            raise ConnectionResetError(104, "Connection reset by peer")
+        return read1(self, 9)
+
+    monkeypatch.setattr(http.client.HTTPResponse, "read1", reset_after_one_read)
+    server = broken_server(_http("200 OK", b'{"outputs": {"x": [1.0]}}'))
+    with pytest.raises(client.ClientError) as raised:
+        client.predict_rest(server, "m", client.text_inputs(text=["x"]))
+    assert str(raised.value) == (f"REST: the answer from http://{server}/v1/models/m:predict "
+                                 "broke off after 9 bytes of its body (ConnectionResetError: "
+                                 "'[Errno 104] Connection reset by peer'): a truncated answer, "
+                                 "not read as one")
 
 
 def test_rest_bounds_the_answer_it_reads(broken_server, monkeypatch):
