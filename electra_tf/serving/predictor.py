@@ -24,6 +24,7 @@ wordpieces.
 
 from __future__ import annotations
 
+import threading
 from typing import Sequence
 
 # Rows `predict` runs at once: a long list runs in batches of this many (its memory
@@ -57,6 +58,10 @@ class Predictor:
         self._function = None  # the text function, op by op
         self._bucketed = None  # the BucketedModel it runs
         self._graph = None  # traced once, on the first traced call
+        # Threads making their first calls together build these once (two builds had
+        # left the function of one and the model of the other: bf16's kernels then
+        # refreshed on a model the function did not run, a weight change unseen)
+        self._setup = threading.Lock()
 
     @classmethod
     def open(cls, folder: str, task: str | None = None, vocab_file: str = "", max_seq_length: int = 0,
@@ -252,16 +257,21 @@ class Predictor:
         if self._function is None:
             from electra_tf.serving import signatures
 
-            self._bucketed = signatures.bucketed_model(self.spec)
-            _, _, self._function = signatures.text_signature(self.spec, self._bucketed)
+            with self._setup:
+                if self._function is None:
+                    bucketed = signatures.bucketed_model(self.spec)
+                    _, _, function = signatures.text_signature(self.spec, bucketed)
+                    self._bucketed, self._function = bucketed, function  # (read unlocked:
+                    # _function last)
         if self._bucketed.kernels is not None:  # bf16: the model's kernels as they are now
             self._bucketed.kernels.refresh()  # (made once, a weight changed after the first
             # call had gone unseen in the products and been read everywhere else)
         function = self._function
         if traced:
-            if self._graph is None:  # one graph for every batch size (the export's specs)
-                self._graph = tf.function(OwnTraceCount(self._function), input_signature=[
-                    tf.TensorSpec([None], tf.string) for _ in columns])
+            with self._setup:
+                if self._graph is None:  # one graph for every batch size (the export's specs)
+                    self._graph = tf.function(OwnTraceCount(self._function), input_signature=[
+                        tf.TensorSpec([None], tf.string) for _ in columns])
             function = self._graph
         tensors = [tf.constant([_utf8(t) for t in c], tf.string) for c in columns]
         result = {}

@@ -331,3 +331,43 @@ def test_a_folder_of_another_kind_is_named_for_what_it_holds(finetuned_dirs,
     # the fine-tuned weights file names its folder, as a discriminator's does
     weights = os.path.join(mrpc, "finetuned.weights.h5")
     assert Predictor.open(weights).task == "sequence_classification"
+
+
+def test_threads_making_their_first_calls_together_build_the_model_once(finetuned_dirs,
+                                                                         monkeypatch):
+    """Two builds had left the function of one and the model of the other: bf16's kernels
+    then refreshed on a model the function did not run (a weight change went unseen)."""
+    import threading
+
+    from electra_tf import Predictor
+    from electra_tf.serving import signatures
+
+    built, build = [], signatures.bucketed_model
+    both_in = threading.Barrier(2)
+
+    def bucketed_model(spec):
+        built.append(spec)
+        try:  # (both threads in here at once is the race; alone, go on after a while)
+            both_in.wait(timeout=2)
+        except threading.BrokenBarrierError:
+            pass
+        return build(spec)
+
+    monkeypatch.setattr(signatures, "bucketed_model", bucketed_model)
+    ner = Predictor.open(finetuned_dirs["ner"], precision="bf16")
+    answers = [None, None]
+
+    def call(i):
+        answers[i] = ner.outputs(["EU rejects German call"])["word_scores"]
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(built) == 1
+    np.testing.assert_array_equal(answers[0], answers[1])
+    before = ner.outputs(["EU rejects German call"])["word_scores"]
+    kernel = ner.model.trainable_weights[5]
+    kernel.assign(kernel * 1.7)
+    assert np.abs(ner.outputs(["EU rejects German call"])["word_scores"] - before).max() > 0
