@@ -39,3 +39,23 @@ def test_one_micro_batch_is_one_call():
     losses, grads = step(tf.constant([1.0, 2.0]))
     assert float(losses["loss"]) == 10.0
     assert not _whiles(step.get_concrete_function(tf.constant([1.0, 2.0])).graph)
+
+
+def test_an_output_of_no_fixed_shape_is_named():
+    """The loop starts from zeros of the outputs' shapes (the pipeline's batches have
+    one): an output of unknown size is one line, not TensorFlow's conversion error."""
+    import pytest
+
+    @tf.function(autograph=False)
+    def ragged(batch, seed):
+        return {"loss": tf.reduce_sum(batch["x"])}, [tf.reduce_sum(batch["x"], axis=1)]
+
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None, 2]),
+                                                   tf.TensorSpec([None, 2])])
+    def step(a, b):
+        return accumulate(ragged, ({"x": a}, {"x": b}), lambda i: i)
+
+    with pytest.raises(ValueError, match=r"^gradient accumulation sums outputs of fixed "
+                                         r"shapes; output 1 \(of tf.nest.flatten's\) has shape "
+                                         r"\(None,\)$"):
+        step.get_concrete_function()

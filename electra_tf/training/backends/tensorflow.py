@@ -440,10 +440,19 @@ def accumulate(fwd_bwd, micro_batches, seed_of):
     micro-batches of 8 x 512 took 1.6x one's, 8 of them 2x), where accumulation is
     there to bound it to one micro-batch's; control dependencies between the
     unrolled calls had not stopped it.
+
+    The micro-batches are dense tensors of one shape and the outputs of fixed shapes,
+    as the input pipeline's batches (drop_remainder) and the step's sums are: the
+    loop starts from zeros of those shapes (a loop from the first micro-batch's
+    outputs would not wait for it, only its sum would).
     """
     if len(micro_batches) == 1:
         return fwd_bwd(micro_batches[0], seed_of(0))
     outputs = fwd_bwd.get_concrete_function(micro_batches[0], seed_of(0)).structured_outputs
+    for index, t in enumerate(tf.nest.flatten(outputs)):
+        if not t.shape.is_fully_defined():
+            raise ValueError(f"gradient accumulation sums outputs of fixed shapes; output "
+                             f"{index} (of tf.nest.flatten's) has shape {t.shape}")
     zeros = tf.nest.map_structure(lambda t: tf.zeros(t.shape, t.dtype), outputs)
     stacked = tf.nest.map_structure(lambda *parts: tf.stack(parts), *micro_batches)
 
