@@ -581,6 +581,7 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
         TensorFlow (nothing is written).
     """
     import keras
+    import tensorflow as tf
 
     from electra_tf.serving import signatures
     from electra_tf.serving import warmup as warmup_lib
@@ -601,14 +602,17 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
         tmp = tempfile.mkdtemp(prefix=_tmp_prefix(version), dir=parent)
         try:
             fileio.honour_umask(tmp, directory=True)  # mkdtemp's 0700 would hide it from others
-            with tempfile.TemporaryDirectory() as staging:
-                # An asset keeps its file's name: a --vocab_file named otherwise had
-                # been assets/NAME, which clients (and docs) look for as vocab.txt
-                vocab = os.path.join(staging, "vocab.txt")
-                shutil.copyfile(spec.tokenizer.vocab_file, vocab)
-                archive, info = signatures.build_archive(spec, ids_only=ids_only,
-                                                         vocab_file=vocab)
-                archive.write_out(tmp, verbose=False)
+            # An asset keeps its file's name: a --vocab_file named otherwise had been
+            # assets/NAME, which clients (and docs) look for as vocab.txt. The copy is
+            # staged in the version's own temporary folder (removed with it on a
+            # failure), by tf.io.gfile (a --vocab_file may be gs:// or ram://)
+            staging = os.path.join(tmp, ".vocab")
+            os.makedirs(staging)
+            vocab = os.path.join(staging, "vocab.txt")
+            tf.io.gfile.copy(spec.tokenizer.vocab_file, vocab)
+            archive, info = signatures.build_archive(spec, ids_only=ids_only, vocab_file=vocab)
+            archive.write_out(tmp, verbose=False)
+            shutil.rmtree(staging)
             signatures.declare_input_shapes(tmp)  # what saved_model_cli and the server list
             extra = os.path.join(tmp, "assets.extra")
             os.makedirs(extra, exist_ok=True)

@@ -3,7 +3,6 @@
 import dataclasses
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -103,9 +102,12 @@ def next_export(exports, finetuned_dirs, tmp_path_factory):
                  os.path.join(base, "other", f".tmp-4-{host}-{dead_pid}-name")]
     for path in elsewhere:
         os.makedirs(path)
-    # --vocab_file given as a file named otherwise: the asset is still vocab.txt
-    words = str(tmp / "words.txt")
-    shutil.copyfile(exports["stsb"][0].tokenizer.vocab_file, words)
+    # --vocab_file given as a file named otherwise, on a file system of TensorFlow's (a
+    # copy by shutil had been a traceback there): the asset is still vocab.txt
+    import tensorflow as tf
+
+    words = "ram://next_export/words.txt"
+    tf.io.gfile.copy(exports["stsb"][0].tokenizer.vocab_file, words, overwrite=True)
     spec = dataclasses.replace(
         export_saved_model.load_spec("sequence_classification", finetuned_dirs["stsb"],
                                      vocab_file=words),
@@ -119,6 +121,7 @@ def test_exports_the_next_version(next_export):
     assert next_export["path"] == os.path.join(next_export["parent"], "4")
     assert os.listdir(os.path.join(next_export["path"], "assets.extra")) == ["export_info.json"]
     assert os.listdir(os.path.join(next_export["path"], "assets")) == ["vocab.txt"]
+    assert ".vocab" not in os.listdir(next_export["path"])  # (the copy's staging folder)
 
 
 def test_only_stale_temp_dirs_of_model_base_name_are_removed(next_export):
