@@ -312,7 +312,17 @@ def _tokenizer_json_tokens(model_dir: str) -> list[str]:
         return []
     vocab = (_json_object(path, "model") or {}).get("vocab")
     if isinstance(vocab, dict) and sorted(vocab.values()) == list(range(len(vocab))):
-        return sorted(vocab, key=vocab.get)
+        tokens = sorted(vocab, key=vocab.get)
+        for i, token in enumerate(tokens):  # (as load_vocab refuses such a vocab.txt line,
+            # before the conversion writes one: it had named the written file, then gone)
+            if not token or token != token.strip():
+                raise core.ConversionError(
+                    f"{path}: token {token!r} (id {i}) is " + (
+                        "empty" if not token else "a word piece with whitespace at its ends")
+                    + ", which no vocab.txt line holds (electra_tf refuses an empty line "
+                    "and whitespace at a token's ends); pass --vocab_file, a vocab.txt "
+                    f"with a placeholder such as [unused_id{i}] on line {i + 1}")
+        return tokens
     return []
 
 

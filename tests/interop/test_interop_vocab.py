@@ -47,6 +47,23 @@ def test_hf_refuses_a_tokenizer_of_special_tokens_only_in_one_line(h, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("token, what", [("", "empty"),
+                                          (" x", "a word piece with whitespace at its ends")])
+def test_hf_refuses_a_tokenizer_json_token_no_vocab_txt_line_holds(h, tmp_path, token, what):
+    """Written to vocab.txt, such a token was refused by the vocab loader, naming the
+    file the failed conversion had just removed."""
+    tokens = SPECIALS + ["a", token, "b"]
+    tokenizer = {"model": {"type": "WordPiece", "vocab": {t: i for i, t in enumerate(tokens)}}}
+    folder = _hf_folder(h, tmp_path / "hf", tokenizer_json=tokenizer)
+    with pytest.raises(core.ConversionError) as raised:
+        hf.import_model(folder, str(tmp_path / "out"))
+    assert str(raised.value) == (
+        f"{folder}/tokenizer.json: token {token!r} (id 6) is {what}, which no vocab.txt line "
+        "holds (electra_tf refuses an empty line and whitespace at a token's ends); pass "
+        "--vocab_file, a vocab.txt with a placeholder such as [unused_id6] on line 7")
+    assert not (tmp_path / "out").exists()
+
+
 def test_tf1_takes_a_smaller_vocab_and_refuses_a_special_only_one(h, tmp_path):
     weights = h.original_weights(seed=6, generator=False)
     prefix = h.write_tf1_checkpoint(tmp_path / "ckpt" / "model.ckpt", weights)
