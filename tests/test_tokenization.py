@@ -291,14 +291,18 @@ def test_whitespace_sed_does_not_match_is_named_without_the_sed_command(tmp_path
 
 
 def test_an_empty_line_among_the_tokens_is_refused(tmp_path):
-    """The original reads it as the token "": every id after it one up, silently (a
-    damaged file); empty lines at the end are dropped, as before."""
+    """The original reads it as the token "", silently: in a damaged file, one whose
+    line lost its token, every later id one up; empty lines at the end are dropped, as
+    before."""
     tokens = tiny_vocab_tokens()
     path = write_vocab(tmp_path / "v.txt", tokens[:6] + [""] + tokens[6:] + ["", ""])
     with pytest.raises(VocabError) as raised:
         load_vocab(path)
-    assert str(raised.value).startswith(f"{path}:7: an empty line among the tokens, which "
-                                        "would move every later token's id one up")
+    assert str(raised.value) == (f"{path}:7: an empty line among the tokens (a damaged "
+                                 "file? a line lost its token, and every later id moved one "
+                                 "up); restore the file, or, where a model was trained with "
+                                 "the line as a token, write a placeholder on it "
+                                 "([unused_line7])")
     assert load_vocab(write_vocab(tmp_path / "w.txt", tokens + ["", ""])) == tokens
 
 

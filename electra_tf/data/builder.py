@@ -493,8 +493,12 @@ def build_pretraining_data(options: BuildOptions) -> dict:
         stats = _build_in(options, total_lines)
     if stats["truncated_tokens"] > stats["tokens"] / 2:
         per_line = stats["tokens"] / max(1, stats["lines"])
+        # Lines of sentence length, as long as an example holds or longer: the length
+        # cuts them. Shorter on average: a few very long lines hold what was cut.
+        short = options.max_seq_length / 2 < per_line <= SENTENCE_TOKENS
         why = (f"its lines hold {per_line:.0f} tokens on average: give a larger "
-               "--max_seq_length (the paper's 128 or 512)" if per_line <= SENTENCE_TOKENS
+               "--max_seq_length" + (" (the paper's 128 or 512)"
+                                     if options.max_seq_length < 128 else "") if short
                else "does the corpus hold very long lines (one sentence per line is "
                "expected), or old Mac line ends (\\r only)?")
         print(f"[build_pretraining_data] warning: {stats['truncated_tokens']:,} of the "

@@ -82,11 +82,11 @@ def load_vocab(vocab_file: str) -> list[str]:
     seen: dict[str, int] = {}
     for i, tok in enumerate(tokens):
         if not tok:  # (the original reads "" there: every later id one up, silently)
-            raise VocabError(f"{vocab_file}:{i + 1}: an empty line among the tokens, "
-                             "which would move every later token's id one up (a damaged "
-                             "file?); restore the file, or, where a model was trained "
-                             "with the line as a token, write a placeholder on it "
-                             "([unused_empty])")
+            raise VocabError(f"{vocab_file}:{i + 1}: an empty line among the tokens (a "
+                             "damaged file? a line lost its token, and every later id "
+                             "moved one up); restore the file, or, where a model was "
+                             "trained with the line as a token, write a placeholder on it "
+                             f"([unused_line{i + 1}])")
         if tok != tok.strip():  # (kept as written, the token had matched no word: [UNK])
             ends = _end_whitespace(tok)
             how = ("sed -i 's/^[[:space:]]*//; s/[[:space:]]*$//' FILE" if all(

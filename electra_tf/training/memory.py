@@ -93,13 +93,14 @@ def pretraining_estimate(config, sequences: int, length: int = 0,
     gen, disc = config.generator_config(), config.discriminator_config()
     length = length or config.max_seq_length
     sharing = config.encoders.sharing
-    if sharing == "encoder":  # G is D's encoder (a tied generator; BERT's one MLM model)
+    if sharing in ("encoder", "uniform"):  # G is D's encoder (a tied generator; BERT's
+        # one MLM model), or there is none (a uniform generator samples from no network)
         weights = encoder_parameters(disc)
     else:
         weights = encoder_parameters(disc) + encoder_parameters(
             gen, with_embeddings=sharing == "none")
     towers = 2 if config.encoders.two_tower else 1
-    layers = towers * layer_bytes(gen, sequences, length)
+    layers = 0.0 if sharing == "uniform" else towers * layer_bytes(gen, sequences, length)
     if config.objective != "bert_mlm":  # (BERT runs its one encoder once: it had counted 2)
         layers += layer_bytes(disc, sequences, length)
     if config.objective in ("all_tokens_mlm", "electric"):
@@ -265,7 +266,7 @@ def available_bytes(meminfo: str = "/proc/meminfo", cgroup: str = "/sys/fs/cgrou
 
 
 def _gib(n: float) -> str:
-    """GiB to 2 significant figures, 3 below 1 GiB."""
+    """GiB to two decimals below 10 GiB, whole above."""
     return f"{n / GIB:.2f} GiB" if n < 10 * GIB else f"{n / GIB:.0f} GiB"
 
 

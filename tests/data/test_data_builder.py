@@ -583,6 +583,17 @@ def test_a_corpus_of_sentences_mostly_cut_off_names_the_length(tiny_corpus, tiny
     assert re.search(r"tokens did not fit an example of 8 and were dropped: its lines hold "
                      r"\d+ tokens on average: give a larger --max_seq_length \(the paper's 128 "
                      r"or 512\)", err), err
+    # One very long line among short ones: its lines are short on average, and the
+    # long line is what was cut (the length had been blamed)
+    text = open(tiny_corpus, encoding="utf-8").read()
+    outlier = tmp_path / "outlier.txt"
+    words = text.split()
+    outlier.write_text(text + "\n" + " ".join(words + words[:len(words) // 2]) + "\n",
+                       encoding="utf-8")
+    build_pretraining_data(options(str(outlier), tiny_vocab, tmp_path / "out2",
+                                   max_seq_length=32))
+    err = capsys.readouterr().err
+    assert "did not fit an example of 32" in err and "very long lines" in err, err
 
 
 def test_more_shards_than_open_files_is_refused_or_the_limit_raised(tiny_corpus, tiny_vocab,

@@ -303,6 +303,11 @@ def test_one_encoder_is_counted_once(paper_config):
     estimate = memory.pretraining_estimate(tied, 8)
     assert estimate.weights == memory.PARAMETER_BYTES * memory.encoder_parameters(disc)
     assert estimate.layers == 2 * memory.layer_bytes(disc, 8, 128)  # G's pass and D's
+    uniform = paper_config("small", "--uniform_generator")  # no generator network at all
+    assert uniform.encoders.sharing == "uniform"
+    estimate = memory.pretraining_estimate(uniform, 8)
+    assert estimate.weights == memory.PARAMETER_BYTES * memory.encoder_parameters(disc)
+    assert estimate.layers == memory.layer_bytes(disc, 8, 128)
     electra = memory.pretraining_estimate(paper_config("small"), 8)
     gen = paper_config("small").generator_config()
     assert electra.weights == memory.PARAMETER_BYTES * (
