@@ -348,7 +348,7 @@ def test_every_command_s_output_goes_through_write_stdout(tmp_path):
             if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print"
                     and not any(k.arg == "file" for k in node.keywords)):
                 bare.append(f"{os.path.relpath(path, REPO)}:{node.lineno}")
-    assert bare == ["electra_tf/data/demo_corpus.py:211"], bare
+    assert bare == ["electra_tf/data/demo_corpus.py:221"], bare
     predictions = tmp_path / "predictions.json"
     predictions.write_text('{"q1": "a"}')
     data = tmp_path / "dev.jsonl"

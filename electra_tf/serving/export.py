@@ -606,9 +606,9 @@ def export(spec: ServingSpec, model_base: str, model_name: str, version: int | N
             # assets/NAME, which clients (and docs) look for as vocab.txt. The copy is
             # staged in the version's own temporary folder (removed with it on a
             # failure), by tf.io.gfile (a --vocab_file may be gs:// or ram://)
-            staging = os.path.join(tmp, ".vocab")
-            os.makedirs(staging)
-            vocab = os.path.join(staging, "vocab.txt")
+            staging = os.path.join(tmp, ".staging")
+            vocab = os.path.join(staging, "assets", "vocab.txt")  # (the asset's own name)
+            os.makedirs(os.path.dirname(vocab))
             tf.io.gfile.copy(spec.tokenizer.vocab_file, vocab)
             archive, info = signatures.build_archive(spec, ids_only=ids_only, vocab_file=vocab)
             archive.write_out(tmp, verbose=False)

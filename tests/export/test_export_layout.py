@@ -121,7 +121,7 @@ def test_exports_the_next_version(next_export):
     assert next_export["path"] == os.path.join(next_export["parent"], "4")
     assert os.listdir(os.path.join(next_export["path"], "assets.extra")) == ["export_info.json"]
     assert os.listdir(os.path.join(next_export["path"], "assets")) == ["vocab.txt"]
-    assert ".vocab" not in os.listdir(next_export["path"])  # (the copy's staging folder)
+    assert ".staging" not in os.listdir(next_export["path"])  # (the copy's staging folder)
 
 
 def test_only_stale_temp_dirs_of_model_base_name_are_removed(next_export):
