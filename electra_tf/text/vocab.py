@@ -81,7 +81,7 @@ def load_vocab(vocab_file: str) -> list[str]:
         raise VocabError(f"vocab file is empty: {vocab_file}")
     seen: dict[str, int] = {}
     for i, tok in enumerate(tokens):
-        if not tok:  # (the original reads "" there: every later id one up, silently)
+        if not tok:  # (the original reads the token "" there, silently)
             raise VocabError(f"{vocab_file}:{i + 1}: an empty line among the tokens (a "
                              "damaged file? a line lost its token, and every later id "
                              "moved one up); restore the file, or, where a model was "

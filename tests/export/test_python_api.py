@@ -348,7 +348,7 @@ def test_threads_making_their_first_calls_together_build_the_model_once(finetune
     def bucketed_model(spec):
         built.append(spec)
         try:  # (both threads in here at once is the race; alone, go on after a while)
-            both_in.wait(timeout=2)
+            both_in.wait(timeout=1)
         except threading.BrokenBarrierError:
             pass
         return build(spec)
