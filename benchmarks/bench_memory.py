@@ -34,11 +34,11 @@ def parse_runs(text: str) -> list[tuple[str, int, int, int]]:
     runs = []
     for part in text.split(","):
         try:
-            size, length, batch, *k = part.split(":")
-            k = int(k[0]) if len(k) == 1 else int("x" if k else "1")
-            runs.append((size, int(length), int(batch), k))
-            if k < 1 or int(batch) % k:
+            size, length, batch, *rest = part.split(":")
+            k = int(rest[0]) if rest else 1
+            if len(rest) > 1 or k < 1 or int(batch) % k:
                 raise ValueError
+            runs.append((size, int(length), int(batch), k))
         except ValueError:  # (had been an unpacking traceback)
             raise SystemExit(f"error: --runs: {part!r} is not SIZE:LENGTH:BATCH[:K] with K "
                              "dividing BATCH (e.g. small:128:32 or small:128:32:4)") from None
