@@ -103,6 +103,10 @@ SHARED_FIXTURES = {
     "tests/training/test_training_faults.py::test_a_damaged_tf_checkpoint": "trained_run",
     "tests/training/test_training_faults.py::test_a_finished_run_leaves": "trained_run",
     "tests/training/test_training_faults.py::test_a_finished_run_run_again": "trained_run",
+    "tests/training/test_training_faults.py::test_an_extended_run_stopped": "trained_run",
+    "tests/training/test_training_faults.py::test_a_damaged_or_missing_record": "trained_run",
+    "tests/training/test_training_faults.py::test_a_resume_names_shards": "trained_run",
+    "tests/training/test_training_faults.py::test_a_full_disk_or_a_read_only": "trained_run",
     "tests/training/test_summary_tags.py::test_train_and_eval": "trained_run",
     "tests/training/test_summary_tags.py::test_the_docs_list": "trained_run",
     # test_finetuning_custom.py's `learned`: the toy tasks learned, then exported
@@ -111,6 +115,21 @@ SHARED_FIXTURES = {
     # the studies' (studies/tests/conftest.py takes these hooks): the toy bundle
     "studies/tests/test_gpu_small.py": "gpu_small",
 }
+
+# The session fixtures each unit is for: a test using one outside its unit has the other
+# worker build it again (15-50 s). Collection stops on such a test, naming it, so that
+# a new test cannot undo the grouping unseen.
+UNIT_OF_FIXTURE = {
+    "trained_run": "trained_run",
+    **dict.fromkeys(("export_pretrained_dir", "finetuned_dirs", "exports", "electric_dir",
+                     "score_export"), "export"),
+}
+
+
+def _unit(nodeid: str) -> str:
+    """The SHARED_FIXTURES unit of a test, or its own nodeid."""
+    return next((unit for prefix, unit in SHARED_FIXTURES.items() if nodeid.startswith(prefix)),
+                nodeid)
 
 
 # What costs most, most costly first (nodeid prefixes: the units of SHARED_FIXTURES,
@@ -178,6 +197,13 @@ def _cost_rank(nodeid: str) -> int:
 
 
 def pytest_collection_modifyitems(config, items):
+    strays = [f"{item.nodeid} (uses {name})" for item in items
+              for name, unit in UNIT_OF_FIXTURE.items()
+              if name in item.fixturenames and _unit(item.nodeid) != unit]
+    if strays:
+        raise pytest.UsageError(
+            "tests/conftest.py: add these tests to their fixture's unit in SHARED_FIXTURES "
+            "(outside it, another worker builds the fixture again): " + "; ".join(strays))
     items.sort(key=lambda item: _cost_rank(item.nodeid))  # a stable sort
 
 
@@ -197,8 +223,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class SharedFixtureScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return next((unit for prefix, unit in SHARED_FIXTURES.items()
-                         if nodeid.startswith(prefix)), nodeid)
+            return _unit(nodeid)
 
         def _reschedule(self, node) -> None:
             # A worker starts a test once it holds the next one (or is told to stop):

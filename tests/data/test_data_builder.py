@@ -42,6 +42,7 @@ def read_all(pattern, L):
     return [features_lib.parse_examples(tf.reshape(r, [1]), L) for r in ds]
 
 
+@pytest.mark.slow  # three builds, one of them with two worker processes (11 s)
 def test_same_bytes_for_same_seed_any_process_count(tiny_corpus, tiny_vocab, tmp_path,
                                                     capsys):
     a = build_pretraining_data(options(tiny_corpus, tiny_vocab, tmp_path / "a",

@@ -190,6 +190,7 @@ def test_a_lone_surrogate_is_read_as_a_replacement_character(finetuned_dirs):
     assert odd == replaced
 
 
+@pytest.mark.slow  # a KERAS_BACKEND=jax process loading three heads' Predictors (25 s)
 def test_a_predictor_answers_alike_in_a_process_running_keras_on_jax(finetuned_dirs,
                                                                     export_pretrained_dir):
     """A model fine-tuned on JAX, opened with KERAS_BACKEND=jax still set: the tagging,

@@ -97,6 +97,7 @@ def test_an_interrupt_saves_and_exits_with_one_line(pretrained_dir, toy_sst2_dir
         r"epoch 1 step 4/", out, sig=sig)
 
 
+@pytest.mark.slow  # a stopped run, an in-place evaluation, refusals and a resume (13 s)
 def test_two_ctrl_c_at_an_epochs_end_keep_its_evaluation_and_a_resume_keeps_its_settings(
         pretrained_dir, toy_sst2_dir, tmp_path, sigint_handler, capsys, monkeypatch):
     """Epoch 1 ends, its dev evaluation starts, and two Ctrl-C come: the second stops the

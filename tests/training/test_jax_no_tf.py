@@ -145,6 +145,7 @@ def h5_arrays(path: str) -> dict[str, np.ndarray]:
     return out
 
 
+@pytest.mark.slow  # a JAX pre-training run in a process without TensorFlow (23 s)
 def test_a_run_without_tensorflow_writes_summaries_and_a_folder_tf_reads(straight_run,
                                                                            tiny_records):
     model_dir, stderr = straight_run

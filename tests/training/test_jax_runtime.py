@@ -176,6 +176,7 @@ FILES_GONE = """
 """
 
 
+@pytest.mark.slow  # three JAX runs, each stopped by a file removed mid-run (20 s)
 def test_jax_packed_files_gone_mid_run_are_named_after_a_checkpoint(tiny_records, tmp_path):
     """Phase 2's packed file, or --eval_data's, removed after the start-up check: met
     where the run reaches it, named by its flag, the steps so far saved (the packed

@@ -229,6 +229,7 @@ def test_the_numpy_reader_names_a_file_gone_since_it_was_listed(tmp_path):
                                  "since the run started)")
 
 
+@pytest.mark.slow  # a two-phase run and an evaluation, each meeting a misshaped record (11 s)
 def test_a_misshaped_record_names_the_records_being_read(tiny_records, tmp_path):
     """A record of --phase2_train_data that does not fit phase 2's length, met in phase 2
     (its first record fits: the start-up check passes), is named as phase 2's, and one of

@@ -525,6 +525,7 @@ print("phase B: the chunk ended", file=sys.stderr)
 """
 
 
+@pytest.mark.slow  # a TensorFlow process signalled inside a compiled call (12 s)
 def test_a_second_ctrl_c_inside_a_compiled_call_leaves_at_once():
     """The first Ctrl-C is answered at once (a chunk can run for minutes on CPU, and
     Python's handler waits for its end); a second that the main thread cannot take up
