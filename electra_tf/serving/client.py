@@ -90,8 +90,8 @@ def check_request(server: str, model_name: str, rest: bool,
     Raises:
       InputError: one that is not UTF-8 (gRPC's and REST's requests carry UTF-8
         only), an empty --server or --model_name, a server given as a URL
-        (http://...) or without a port (gRPC had asked 443, REST 80; gRPC's own
-        targets, dns:///... and unix:..., pass), a port outside 1-65535 (the
+        (http://...) or with a path, or without a port (gRPC had asked 443, REST 80;
+        gRPC's own targets, dns:///... and unix:..., pass), a port outside 1-65535 (the
         socket layer took 84107 as 18571), a version outside TF Serving's int64, or
         (REST) a model name that its URL path cannot hold: TF Serving's REST path
         takes the name up to the next '/' or ':', '?', '#', '%', spaces and control
@@ -111,6 +111,10 @@ def check_request(server: str, model_name: str, rest: bool,
     if any(c.isspace() or not c.isprintable() for c in server):  # (gRPC: a DNS lookup)
         raise InputError(f"--server={server!r} holds a space or control character: give "
                          "HOST:PORT")
+    if "/" in server and "://" not in server and not server.startswith("unix:"):
+        # (host:8501/v1/models/m had been said to name no port)
+        raise InputError(f"--server={server!r}: give HOST:PORT, without a path (the client "
+                         "writes the URL itself; --model_name names the model)")
     port = _PORT.search(server)
     if port and not server[:port.start()].strip("[]"):  # (gRPC had tried to resolve it)
         raise InputError(f"--server={server!r} names no host: give HOST:PORT (localhost:"

@@ -432,8 +432,11 @@ class ClassificationTask(Task):
         if check and self._label_names and label not in self._label_names:
             known = self.labels_from or ("--label_names" if self.labels_given
                                          else "the train split's labels")
+            # (learned: a class the train split lacks needs every class given)
+            hint = ("" if self.labels_from or self.labels_given else
+                    " (a class the train split lacks: give every class with --label_names)")
             raise TaskDataError(f"{where}: label {label!r} is not one of {known}: "
-                                f"{', '.join(self._label_names)}")
+                                f"{', '.join(self._label_names)}{hint}")
         return label
 
 

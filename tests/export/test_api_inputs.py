@@ -311,7 +311,7 @@ def test_finetuned_folder_save_takes_label_names_as_a_list(encoder_config, tiny_
 def test_client_refuses_a_single_text_and_a_server_it_would_misread():
     """text_inputs(text="abc") had sent 3 rows, one per character; check_request had
     passed "http://host:port" (REST asked http://http://...) and a server without a
-    port (the client asked 80 or 443)."""
+    port (the client asked 80 or 443); one with a path had been said to name no port."""
     from electra_tf.core.errors import InputError
     from electra_tf.serving.client import check_request, text_inputs
 
@@ -323,6 +323,10 @@ def test_client_refuses_a_single_text_and_a_server_it_would_misread():
             check_request("http://localhost:8501", "m", rest)
         with pytest.raises(InputError, match="'localhost' names no port"):
             check_request("localhost", "m", rest)
+        for server in ("localhost:8501/v1/models/m", "localhost:8500/"):  # (had: no port)
+            with pytest.raises(InputError, match=r"give HOST:PORT, without a path \(the "
+                                                 "client writes the URL itself; --model_name"):
+                check_request(server, "m", rest)
         for server in ("localhost:8500", "[::1]:8500"):
             check_request(server, "m", rest)
         # (gRPC had tried to resolve them: an UNAVAILABLE network error, status 1)

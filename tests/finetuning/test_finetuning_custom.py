@@ -525,7 +525,9 @@ def test_a_dev_label_outside_the_train_labels_is_refused(single_csv_dir, tmp_pat
     task = get_task("classification")
     task.read(str(data), "train")
     with pytest.raises(TaskDataError, match=rf"^{data / 'dev.csv'}:3: label 'neutral' is not "
-                                            "one of the train split's labels: negative, positive"):
+                                            "one of the train split's labels: negative, "
+                                            r"positive \(a class the train split lacks: give "
+                                            r"every class with --label_names\)$"):
         task.read(str(data), "dev")
 
 
