@@ -565,10 +565,18 @@ def _table_rows(path: str, text: str, ext: str,
                                     f"{', '.join(map(repr, missing))} (it has: "
                                     f"{', '.join(map(repr, header))})")
             continue
-        if [f.lstrip("\ufeff").strip() for f in fields] == header:
+        cells = [f.lstrip("\ufeff").strip() for f in fields]
+        if cells == header:
             # (files joined with cat: the header had become a record, its label a class)
             raise TaskDataError(f"{path}:{start}: the header row again (files joined "
                                 "together?); remove it, it is no record")
+        if sorted(c.casefold() for c in cells) == sorted(h.casefold() for h in header):
+            # (another file's header, "Text,Label" or "label,text": it had been a record)
+            order = ("" if [c.casefold() for c in cells] == [h.casefold() for h in header]
+                     else "; its columns come in another order, as the rows after it may")
+            raise TaskDataError(f"{path}:{start}: the header row again, written "
+                                f"{', '.join(cells)} (files joined together?{order}); "
+                                "remove it, it is no record")
         if len(fields) != len(header):
             hint = " (a tab inside a text?)" if ext == "tsv" and len(fields) > len(header) else ""
             if ext == "tsv" and re.search("\r(?!\n)", text):

@@ -365,6 +365,16 @@ BAD_FILES = {
     "header again, tsv": ("dev.tsv", "text\tlabel\na\tpos\ntext \t label\n", {}, "dev",
                           (3, "the header row again (files joined together?); remove it, "
                               "it is no record")),
+    # another file's header, in another case or column order: had been a record
+    "header again, other case": ("train.csv", "text,label\na,pos\nb,neg\nText,Label\nc,pos\n",
+                                 {}, "train", (4, "the header row again, written Text, Label "
+                                                  "(files joined together?); remove it, it is "
+                                                  "no record")),
+    "header again, other order": ("train.tsv", "text\tlabel\na\tpos\nlabel\ttext\nneg\tb\n",
+                                  {}, "train", (3, "the header row again, written label, text "
+                                                   "(files joined together?; its columns come "
+                                                   "in another order, as the rows after it "
+                                                   "may); remove it, it is no record")),
     # a spreadsheet's integers written two ways: had been two classes
     "one number two ways": ("train.csv", "text,label\na,0\nb,1\nc,1.0\n", {}, "train",
                             (None, "the labels '1' and '1.0' are one number written two "
