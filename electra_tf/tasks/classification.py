@@ -48,6 +48,7 @@ import io
 import json
 import os
 import re
+import unicodedata
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -92,6 +93,18 @@ def number_twins(names) -> tuple[str, str] | None:
             if value in seen:
                 return seen[value], name
             seen[value] = name
+    return None
+
+
+def case_twins(names) -> tuple[str, str] | None:
+    """Two of `names` that differ only in case or character width ("Pos" and "pos",
+    full-width "ｐｏｓ" and "pos": NFKC, then case-folded), or None."""
+    seen: dict[str, str] = {}
+    for name in names:
+        key = unicodedata.normalize("NFKC", name).casefold()
+        if key in seen:
+            return seen[key], name
+        seen[key] = name
     return None
 
 
@@ -221,7 +234,8 @@ class ClassificationTask(Task):
         Does nothing when label_names was given, or for a regression.
 
         Raises:
-          TaskDataError: fewer than two distinct labels.
+          TaskDataError: fewer than two distinct labels; two that are one label
+            written two ways (Unicode spellings, numbers, case or width).
         """
         if self.labels_given or self.regression:
             return self._label_names
@@ -233,6 +247,11 @@ class ClassificationTask(Task):
             raise TaskDataError(f"{where}: the labels {twins[0]!r} and {twins[1]!r} are one "
                                 "number written two ways; write it one way (or give "
                                 "--label_names to keep them two classes)")
+        twins = case_twins(names)
+        if twins:  # (a column typed by hand: "Pos" had been a class beside "pos")
+            raise TaskDataError(f"{where}: the labels {twins[0]!r} and {twins[1]!r} differ "
+                                "only in case or character width; write them one way (or "
+                                "give --label_names to keep them two classes)")
         if len(names) < 2:
             raise TaskDataError(f"{where}: the train split has {len(names)} distinct label(s) "
                                 f"{names!r}; a classifier needs two (or give --label_names)")

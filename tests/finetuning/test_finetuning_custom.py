@@ -380,6 +380,17 @@ BAD_FILES = {
                             (None, "the labels '1' and '1.0' are one number written two "
                                    "ways; write it one way (or give --label_names to keep "
                                    "them two classes)")),
+    # a column typed by hand: "Pos" had been a class beside "pos" (full width too)
+    "labels in two cases": ("train.csv", "text,label\na,pos\nb,Pos\nc,neg\n", {}, "train",
+                            (None, "the labels 'Pos' and 'pos' differ only in case or "
+                                   "character width; write them one way (or give "
+                                   "--label_names to keep them two classes)")),
+    "labels in two widths": ("train.jsonl", '{"text": "a", "label": "\uff50os"}\n'
+                             '{"text": "b", "label": "pos"}\n{"text": "c", "label": "neg"}\n',
+                             {}, "train",
+                             (None, "the labels 'pos' and '\uff50os' differ only in case or "
+                                    "character width; write them one way (or give "
+                                    "--label_names to keep them two classes)")),
     "not utf-8": ("train.tsv", "text\tlabel\nhello\ta\ncaf\udce9\tb\n", {}, "train",
                   (3, "not valid UTF-8 (invalid continuation byte)")),
 }
