@@ -72,6 +72,7 @@ from electra_tf.text.cleaning import (
     has_visible_text,
     invisible_character,
     newline_lines,
+    twins,
     without_lone_surrogates,
 )
 
@@ -86,26 +87,17 @@ _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)
 def number_twins(names) -> tuple[str, str] | None:
     """Two of `names` that are one number written two ways ("1" and "1.0", as a
     spreadsheet or pandas may write a column of integers), or None."""
-    seen: dict[float, str] = {}
-    for name in names:
-        value = float(name) if _DECIMAL.fullmatch(name) else None
-        if value is not None and np.isfinite(value):
-            if value in seen:
-                return seen[value], name
-            seen[value] = name
-    return None
+    def value(name):
+        number = float(name) if _DECIMAL.fullmatch(name) else None
+        return number if number is not None and np.isfinite(number) else None
+
+    return twins(names, value)
 
 
 def case_twins(names) -> tuple[str, str] | None:
     """Two of `names` that differ only in case or character width ("Pos" and "pos",
     full-width "ｐｏｓ" and "pos": NFKC, then case-folded), or None."""
-    seen: dict[str, str] = {}
-    for name in names:
-        key = unicodedata.normalize("NFKC", name).casefold()
-        if key in seen:
-            return seen[key], name
-        seen[key] = name
-    return None
+    return twins(names, lambda name: unicodedata.normalize("NFKC", name).casefold())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -574,6 +566,7 @@ def _table_rows(path: str, text: str, ext: str,
             continue  # a blank line, or one of spaces only
         if header is None:
             header = [c.strip() for c in fields]
+            folded = [c.casefold() for c in header]  # (the header again, in another case)
             repeated = sorted({c for c in required if header.count(c) > 1})
             if repeated:
                 raise TaskDataError(f"{path}:{start}: the header repeats column(s) "
@@ -589,9 +582,9 @@ def _table_rows(path: str, text: str, ext: str,
             # (files joined with cat: the header had become a record, its label a class)
             raise TaskDataError(f"{path}:{start}: the header row again (files joined "
                                 "together?); remove it, it is no record")
-        if sorted(c.casefold() for c in cells) == sorted(h.casefold() for h in header):
-            # (another file's header, "Text,Label" or "label,text": it had been a record)
-            order = ("" if [c.casefold() for c in cells] == [h.casefold() for h in header]
+        # (another file's header, "Text,Label" or "label,text": it had been a record)
+        if len(cells) == len(folded) and sorted(c.casefold() for c in cells) == sorted(folded):
+            order = ("" if [c.casefold() for c in cells] == folded
                      else "; its columns come in another order, as the rows after it may")
             raise TaskDataError(f"{path}:{start}: the header row again, written "
                                 f"{', '.join(cells)} (files joined together?{order}); "

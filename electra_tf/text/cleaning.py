@@ -70,14 +70,19 @@ def invisible_character(text: str) -> str | None:
 _BLANK = frozenset("\u115f\u1160\u3164\uffa0\u034f\u2800")
 
 
+def twins(names, key) -> tuple[str, str] | None:
+    """The first two different names of `names` with one key(name), or None (a key of
+    None: the name has no twin)."""
+    seen: dict = {}
+    for name in names:
+        k = key(name)
+        if k is not None and seen.setdefault(k, name) != name:
+            return seen[k], name
+    return None
+
+
 def normalization_twins(names) -> tuple[str, str] | None:
     """Two of `names` that are one text in two Unicode spellings (equal once NFC
     normalizes them: "café" with U+00E9 and with e + U+0301), or None: they print
     alike and are two classes."""
-    seen: dict[str, str] = {}
-    for name in names:
-        key = unicodedata.normalize("NFC", name)
-        if key in seen and seen[key] != name:
-            return seen[key], name
-        seen.setdefault(key, name)
-    return None
+    return twins(names, lambda name: unicodedata.normalize("NFC", name))
